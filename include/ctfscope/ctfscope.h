@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: MIT */
+/** @file ctfscope.h Umbrella header: everything public in ctfscope. */
+#ifndef CTFSCOPE_CTFSCOPE_H
+#define CTFSCOPE_CTFSCOPE_H
+
+#include "common.h"
+#include "errors.h"
+#include "memtrace.h"
+#include <ctfscope/version.h>
+
+#endif /* CTFSCOPE_CTFSCOPE_H */

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+#include "summary.h"
+
+#include <errno.h>
+#include <string.h>
+
+void cts_summary_init(cts_summary_t *s, const cts_mt_reader_t *reader) {
+  memset(s, 0, sizeof *s);
+  cts_u64map_init(&s->codes);
+  s->reader = reader;
+}
+
+void cts_summary_fini(cts_summary_t *s) {
+  cts_u64map_fini(&s->codes);
+}
+
+int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
+  s->events_total++;
+  if (!s->have_events) s->first_event_us = ev->time_us, s->have_events = true;
+  s->last_event_us = ev->time_us;
+  if (ev->kind == CTS_MT_PROMOTE) {
+    s->promote++;
+    return 0;
+  }
+  if (ev->kind == CTS_MT_COLLECT) {
+    s->collect++;
+    return 0;
+  }
+  const unsigned src = ev->source < 3 ? ev->source : 2;
+  s->alloc_by_source[src]++;
+  s->samples_by_source[src] += ev->nsamples;
+  s->sum_length_words += ev->length;
+  s->sum_length_x_nsamples += ev->length * ev->nsamples;
+  if (ev->length > s->max_length_words) s->max_length_words = ev->length;
+  /* What the writer's short form would accept (§8.1), judged on the decoded backtrace. */
+  if (ev->length >= 1 && ev->length <= 16 && ev->source == CTS_MT_SOURCE_MINOR &&
+      ev->nsamples == 1)
+    s->allocs_short_eligible++;
+  s->backtrace_frames_total += ev->backtrace_len;
+  if (ev->backtrace_len > s->backtrace_length_max) s->backtrace_length_max = ev->backtrace_len;
+  for (size_t i = 0; i < ev->backtrace_len; i++) {
+    bool added;
+    if (!cts_u64map_insert(&s->codes, ev->backtrace[i], 0, &added)) return -ENOMEM;
+    if (!added) continue;
+    s->distinct_codes++;
+    const cts_mt_location_t *locs;
+    size_t n = 0;
+    if (cts_mt_reader_lookup_location(s->reader, ev->backtrace[i], &locs, &n) == 0 && n == 0)
+      s->codes_without_locations++;
+  }
+  return 0;
+}
+
+void cts_summary_add_packet(cts_summary_t *s, const cts_mt_packet_t *p) {
+  s->packets_total++;
+  if ((unsigned)p->kind < 6) s->packets_by_kind[p->kind]++;
+}
+
+uint64_t cts_summary_allocs(const cts_summary_t *s) {
+  return s->alloc_by_source[0] + s->alloc_by_source[1] + s->alloc_by_source[2];
+}
+
+uint64_t cts_summary_samples(const cts_summary_t *s) {
+  return s->samples_by_source[0] + s->samples_by_source[1] + s->samples_by_source[2];
+}
+
+double cts_summary_estimated_bytes(const cts_summary_t *s, const cts_mt_info_t *info) {
+  return (double)cts_summary_samples(s) / info->sample_rate * (info->word_size / 8.0);
+}
+
+double cts_summary_backtrace_mean(const cts_summary_t *s) {
+  const uint64_t n = cts_summary_allocs(s);
+  return n ? (double)s->backtrace_frames_total / (double)n : 0.0;
+}

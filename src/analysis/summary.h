@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* Whole-trace figures of a memtrace trace, computed in one streaming pass: event counts per
+ * kind, samples per heap, lengths, estimated bytes, backtrace lengths and packet counts.
+ * The same figures memtrace's own tools report (docs/formats/memtrace-dump.md). */
+#ifndef CTS_SUMMARY_H
+#define CTS_SUMMARY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ctfscope/memtrace.h>
+
+#include "u64map.h"
+
+typedef struct cts_summary {
+  uint64_t events_total;
+  uint64_t alloc_by_source[3]; /* minor, major, external */
+  uint64_t promote, collect;
+  uint64_t allocs_short_eligible;
+  uint64_t samples_by_source[3];
+  uint64_t sum_length_words, sum_length_x_nsamples, max_length_words;
+  uint64_t backtrace_frames_total, backtrace_length_max;
+  uint64_t distinct_codes, codes_without_locations;
+  bool have_events;
+  uint64_t first_event_us, last_event_us; /* absolute */
+  uint64_t packets_total;
+  uint64_t packets_by_kind[6]; /* indexed by cts_mt_packet_kind_t */
+  uint64_t bytes_read;
+  cts_u64map_t codes; /* distinct codes seen in backtraces */
+  const cts_mt_reader_t *reader;
+} cts_summary_t;
+
+void cts_summary_init(cts_summary_t *s, const cts_mt_reader_t *reader);
+void cts_summary_fini(cts_summary_t *s);
+/* Returns 0 or -ENOMEM. */
+int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev);
+void cts_summary_add_packet(cts_summary_t *s, const cts_mt_packet_t *p);
+
+uint64_t cts_summary_allocs(const cts_summary_t *s);
+uint64_t cts_summary_samples(const cts_summary_t *s);
+/* samples / rate × word size in bytes: the unbiased estimate of allocated bytes. */
+double cts_summary_estimated_bytes(const cts_summary_t *s, const cts_mt_info_t *info);
+double cts_summary_backtrace_mean(const cts_summary_t *s);
+
+#endif /* CTS_SUMMARY_H */

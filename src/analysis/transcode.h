@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* Re-writes a memtrace trace event by event with the project's writer: any readable
+ * version in, v2 or v3 out. Used by round-trip tests, the fuzzers and `convert`. */
+#ifndef CTS_TRANSCODE_H
+#define CTS_TRANSCODE_H
+
+#include <stdint.h>
+
+#include <ctfscope/memtrace.h>
+
+typedef struct cts_transcode {
+  cts_mt_reader_t *reader;
+  cts_mt_writer_t *writer;
+  void *writer_mem;
+  uint16_t version;
+  cts_write_cb write;
+  void *write_user_data;
+  int err;        /* first writer error (the reader's are returned by feed/finish) */
+  uint64_t events;
+  uint64_t id_mismatches; /* object ids that differ from the source's (v3 multi-domain) */
+} cts_transcode_t;
+
+/* out_version 0 keeps the source's version (v1 sources are written as v2). */
+int cts_transcode_init(cts_transcode_t *t, uint16_t out_version, cts_write_cb write,
+                       void *write_user_data);
+int cts_transcode_feed(cts_transcode_t *t, const void *data, size_t len);
+/* Ends the input and closes the output trace. */
+int cts_transcode_finish(cts_transcode_t *t);
+void cts_transcode_fini(cts_transcode_t *t);
+
+#endif /* CTS_TRANSCODE_H */

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared plumbing of the ctfscope subcommands: one vocabulary for errors, exit codes,
+ * option parsing and progress, so every command behaves the same. */
+#ifndef CTS_CLI_H
+#define CTS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/compiler.h"
+#include "../os/os.h"
+
+/* Exit codes (docs/exit-codes.md). */
+enum {
+  CLI_EXIT_OK = 0,       /* success (warnings may have been printed) */
+  CLI_EXIT_DATA = 1,     /* the input is not a valid trace; what could be read was used */
+  CLI_EXIT_USAGE = 2,    /* bad command line */
+  CLI_EXIT_IO = 3,       /* a file or stream could not be opened, read or written */
+  CLI_EXIT_INTERNAL = 4, /* out of memory or a bug */
+};
+
+typedef struct cli_command {
+  const char *name;
+  const char *summary;
+  int (*run)(int argc, char **argv);
+} cli_command_t;
+
+/* The running subcommand's name, for messages ("ctfscope dump: ..."). */
+void cli_set_command(const char *name);
+const char *cli_command(void);
+
+void cli_error(const char *fmt, ...) CTS_PRINTF(1, 2);
+void cli_warn(const char *fmt, ...) CTS_PRINTF(1, 2);
+/* Prints the error and a pointer to --help; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...) CTS_PRINTF(1, 2);
+
+/* Parses the options common to all commands out of argv (--help and unknown options),
+ * using getopt_long with the command's table; see the commands for use. */
+struct option;
+typedef int (*cli_option_cb)(void *ctx, int opt, const char *arg);
+/* Returns -1 to go on (positional arguments start at *first_arg), or an exit code. */
+int cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts,
+              const char *help, cli_option_cb on_option, void *ctx, int *first_arg);
+
+/* Exit code for an error returned while reading or writing. */
+int cli_exit_code(int err, bool input_error);
+
+/* Progress on stderr for long reads, shown only when stderr is a terminal and the input is
+ * large; cli_progress_done() erases the line. */
+typedef struct cli_progress {
+  const char *label;
+  bool active;
+  int last_percent;
+} cli_progress_t;
+void cli_progress_init(cli_progress_t *p, const char *label, const char *path);
+void cli_progress_cb(void *user_data, uint64_t done, uint64_t total);
+void cli_progress_done(cli_progress_t *p);
+
+/* "12.3 MB" style sizes (decimal units, like memtrace's tools). */
+const char *cli_human_bytes(double bytes, char *buf, size_t size);
+/* "1 234 567": digits grouped for people. */
+const char *cli_grouped(uint64_t v, char *buf, size_t size);
+/* Shortest %g form that reads back as the same double. */
+const char *cli_shortest_double(double v, char *buf, size_t size);
+
+int cmd_dump(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+#endif /* CTS_CLI_H */

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char *command_name = "ctfscope";
+static char command_buf[64];
+
+void cli_set_command(const char *name) {
+  snprintf(command_buf, sizeof command_buf, "ctfscope %s", name);
+  command_name = command_buf;
+}
+
+const char *cli_command(void) {
+  return command_name;
+}
+
+static void vmessage(const char *kind, const char *fmt, va_list ap) {
+  fflush(stdout);
+  fprintf(stderr, "%s: %s: ", command_name, kind);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
+void cli_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage("error", fmt, ap);
+  va_end(ap);
+}
+
+void cli_warn(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage("warning", fmt, ap);
+  va_end(ap);
+}
+
+int cli_usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage("error", fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "Try '%s --help' for more information.\n", command_name);
+  return CLI_EXIT_USAGE;
+}
+
+int cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts,
+              const char *help, cli_option_cb on_option, void *ctx, int *first_arg) {
+  /* Every command accepts -h/--help; the tables only list their own options. */
+  struct option all[32];
+  int n = 0;
+  for (; longopts && longopts[n].name && n < 30; n++) all[n] = longopts[n];
+  all[n++] = (struct option){"help", no_argument, NULL, 'h'};
+  all[n] = (struct option){0};
+  char shorts[64];
+  snprintf(shorts, sizeof shorts, ":h%s", shortopts ? shortopts : "");
+  optind = 1;
+  opterr = 0;
+  int opt;
+  while ((opt = getopt_long(argc, argv, shorts, all, NULL)) != -1) {
+    if (opt == 'h') {
+      fputs(help, stdout);
+      return CLI_EXIT_OK;
+    }
+    if (opt == '?') {
+      if (optopt)
+        return cli_usage_error("unknown option '-%c'", optopt);
+      return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+    }
+    if (opt == ':') return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+    const int rc = on_option(ctx, opt, optarg);
+    if (rc >= 0) return rc;
+  }
+  *first_arg = optind;
+  return -1;
+}
+
+int cli_exit_code(int err, bool input_error) {
+  if (err == 0) return CLI_EXIT_OK;
+  if (err == -ENOMEM || err == CTS_E_NOMEM) return CLI_EXIT_INTERNAL;
+  if (input_error || (err < 0 && err > -1000) || err == CTS_E_IO) return CLI_EXIT_IO;
+  return CLI_EXIT_DATA;
+}
+
+void cli_progress_init(cli_progress_t *p, const char *label, const char *path) {
+  p->label = label;
+  p->active = false;
+  p->last_percent = -1;
+  struct stat st;
+  /* Only worth a line for inputs that take a noticeable time to read. */
+  if (isatty(STDERR_FILENO) && strcmp(path, "-") != 0 && stat(path, &st) == 0 &&
+      st.st_size >= (64 << 20))
+    p->active = true;
+}
+
+void cli_progress_cb(void *user_data, uint64_t done, uint64_t total) {
+  cli_progress_t *p = user_data;
+  if (!p->active || !total) return;
+  const int percent = (int)(done * 100 / total);
+  if (percent == p->last_percent) return;
+  p->last_percent = percent;
+  char a[32], b[32];
+  fprintf(stderr, "\r%s: %s %3d%% (%s of %s)", command_name, p->label, percent,
+          cli_human_bytes((double)done, a, sizeof a), cli_human_bytes((double)total, b, sizeof b));
+}
+
+void cli_progress_done(cli_progress_t *p) {
+  if (p->active && p->last_percent >= 0) fputs("\r\033[K", stderr);
+}
+
+const char *cli_human_bytes(double bytes, char *buf, size_t size) {
+  static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  unsigned u = 0;
+  while (bytes >= 1000.0 && u + 1 < sizeof units / sizeof *units) bytes /= 1000.0, u++;
+  if (u == 0)
+    snprintf(buf, size, "%.0f %s", bytes, units[u]);
+  else
+    snprintf(buf, size, "%.*f %s", bytes < 10 ? 2 : bytes < 100 ? 1 : 0, bytes, units[u]);
+  return buf;
+}
+
+const char *cli_grouped(uint64_t v, char *buf, size_t size) {
+  char digits[32];
+  const int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
+  size_t o = 0;
+  for (int i = 0; i < n && o + 2 < size; i++) {
+    if (i > 0 && (n - i) % 3 == 0) buf[o++] = ' ';
+    buf[o++] = digits[i];
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+const char *cli_shortest_double(double v, char *buf, size_t size) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, size, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  return buf;
+}

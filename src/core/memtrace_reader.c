@@ -1,0 +1,793 @@
+/* SPDX-License-Identifier: MIT */
+/* Streaming memtrace reader (docs/formats/memtrace.md). Bytes are fed in pieces of any
+ * size; whole packets found in the caller's buffer are decoded in place and only a packet
+ * split across two feeds is copied into the carry buffer. Memory is bounded by the
+ * configured limits, never by the trace's length. */
+#include <ctfscope/memtrace.h>
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "../common/compiler.h"
+#include "fmt.h"
+#include "loctable.h"
+#include "memtrace_wire.h"
+
+typedef struct mtf_file {
+  const char *name;
+  const char *defs[MT_MTF_SIZE];
+  uint8_t ndefs;
+} mtf_file_t;
+
+/* Decoder state of one domain (§11.6): one for v1/v2, one per domain in v3. */
+typedef struct domain {
+  uint16_t id;
+  uint64_t last_time;
+  uint64_t *bt; /* previous backtrace, then scratch space after bt_len */
+  size_t bt_len, bt_cap;
+  uint8_t nfiles;
+  mtf_file_t files[MT_MTF_SIZE];
+  uint64_t cache_loc[MT_CACHE_SIZE];
+  uint16_t cache_pred[MT_CACHE_SIZE];
+} domain_t;
+
+struct cts_mt_reader {
+  cts_mt_reader_config_t cfg;
+  cts_mt_handler_t h;
+  int err;
+  uint64_t err_offset;
+  char errmsg[384];
+  uint64_t offset; /* stream offset of the first byte not yet consumed (or carried) */
+  uint8_t *carry;
+  size_t carry_len, carry_cap;
+  bool have_info;
+  cts_mt_info_t info;
+  uint64_t next_alloc_id; /* v1/v2 running object-id counter */
+  mt_loctable_t locs;
+  domain_t **domains;
+  size_t ndomains;
+  domain_t *cur;
+  cts_mt_location_t scratch[CTS_MT_MAX_LOCATIONS];
+};
+
+static void *mem_alloc(const cts_mt_reader_t *r, size_t size) {
+  return r->cfg.allocator.alloc(r->cfg.allocator.user_data, size);
+}
+static void mem_free(const cts_mt_reader_t *r, void *p, size_t size) {
+  if (p) r->cfg.allocator.free(r->cfg.allocator.user_data, p, size);
+}
+
+CTS_NOINLINE CTS_PRINTF(4, 5) static int fail(cts_mt_reader_t *r, int code, uint64_t offset,
+                                               const char *fmt, ...) {
+  size_t n = cts__fmt(r->errmsg, sizeof r->errmsg, "at offset %llu: ", (unsigned long long)offset);
+  va_list ap;
+  va_start(ap, fmt);
+  cts__vfmt(r->errmsg + n, sizeof r->errmsg - n, fmt, ap);
+  va_end(ap);
+  r->err = code;
+  r->err_offset = offset;
+  return code;
+}
+
+CTS_PRINTF(4, 5) static void warn(cts_mt_reader_t *r, int code, uint64_t offset, const char *fmt,
+                                  ...) {
+  if (!r->h.on_warning) return;
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  cts__vfmt(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  r->h.on_warning(r->h.user_data, code, offset, msg);
+}
+
+/* A callback asked to stop: remember its value so later calls return it too. */
+static int stopped(cts_mt_reader_t *r, int rc, uint64_t offset) {
+  if (rc > 0) rc = CTS_E_STOPPED;
+  r->err = rc;
+  r->err_offset = offset;
+  cts__fmt(r->errmsg, sizeof r->errmsg, "at offset %llu: stopped by the caller (%d)",
+           (unsigned long long)offset, rc);
+  return rc;
+}
+
+void cts_mt_reader_config_init(cts_mt_reader_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
+  cfg->decode_backtraces = true;
+  cfg->max_packet_size = 16u << 20;
+  cfg->max_backtrace_frames = 1u << 20;
+  cfg->max_domains = 64;
+  cfg->max_location_bytes = 512ull << 20;
+}
+
+int cts_mt_reader_create(cts_mt_reader_t **out, const cts_mt_reader_config_t *cfg,
+                         const cts_mt_handler_t *handler) {
+  if (!out || !cfg || !cfg->allocator.alloc || !cfg->allocator.free ||
+      cfg->struct_size < sizeof *cfg || cfg->max_packet_size < CTS_MT_HEADER_SIZE_V3 ||
+      cfg->max_backtrace_frames < 256 || cfg->max_domains < 1)
+    return CTS_E_INVAL;
+  cts_mt_reader_t *r = cfg->allocator.alloc(cfg->allocator.user_data, sizeof *r);
+  if (!r) return CTS_E_NOMEM;
+  memset(r, 0, sizeof *r);
+  r->cfg = *cfg;
+  if (handler) r->h = *handler;
+  mt_loctable_init(&r->locs, cfg->allocator, cfg->max_location_bytes);
+  *out = r;
+  return 0;
+}
+
+void cts_mt_reader_destroy(cts_mt_reader_t *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->ndomains; i++) {
+    domain_t *d = r->domains[i];
+    mem_free(r, d->bt, d->bt_cap * sizeof *d->bt);
+    mem_free(r, d, sizeof *d);
+  }
+  mem_free(r, r->domains, r->cfg.max_domains * sizeof *r->domains);
+  mem_free(r, r->carry, r->carry_cap);
+  mt_loctable_fini(&r->locs);
+  mem_free(r, r, sizeof *r);
+}
+
+const cts_mt_info_t *cts_mt_reader_borrow_info(const cts_mt_reader_t *r) {
+  return r->have_info ? &r->info : NULL;
+}
+
+int cts_mt_reader_lookup_location(const cts_mt_reader_t *r, uint64_t code,
+                                  const cts_mt_location_t **locs, size_t *n) {
+  const mt_loc_entry_t *e = mt_loctable_find(&r->locs, code);
+  if (!e) return CTS_E_LOCATION_UNDEFINED;
+  *locs = e->locs;
+  *n = e->n;
+  return 0;
+}
+
+uint64_t cts_mt_reader_offset(const cts_mt_reader_t *r) {
+  return r->offset + r->carry_len;
+}
+int cts_mt_reader_error(const cts_mt_reader_t *r) {
+  return r->err;
+}
+uint64_t cts_mt_reader_error_offset(const cts_mt_reader_t *r) {
+  return r->err_offset;
+}
+const char *cts_mt_reader_error_message(const cts_mt_reader_t *r) {
+  return r->err ? r->errmsg : "";
+}
+
+/* ---- domains ------------------------------------------------------------------------ */
+
+static int get_domain(cts_mt_reader_t *r, uint16_t id, uint64_t start_time, uint64_t off,
+                      domain_t **out) {
+  if (CTS_LIKELY(r->cur && r->cur->id == id)) {
+    *out = r->cur;
+    return 0;
+  }
+  for (size_t i = 0; i < r->ndomains; i++) {
+    if (r->domains[i]->id == id) {
+      *out = r->cur = r->domains[i];
+      return 0;
+    }
+  }
+  if (r->ndomains >= r->cfg.max_domains)
+    return fail(r, CTS_E_TOO_MANY_DOMAINS, off, "domain %u would exceed the limit of %u domains",
+                id, r->cfg.max_domains);
+  if (!r->domains) {
+    r->domains = mem_alloc(r, r->cfg.max_domains * sizeof *r->domains);
+    if (!r->domains) return fail(r, CTS_E_NOMEM, off, "out of memory for domain table");
+  }
+  domain_t *d = mem_alloc(r, sizeof *d);
+  if (!d) return fail(r, CTS_E_NOMEM, off, "out of memory for domain %u", id);
+  memset(d, 0, sizeof *d);
+  d->id = id;
+  d->last_time = start_time;
+  r->domains[r->ndomains++] = d;
+  *out = r->cur = d;
+  return 0;
+}
+
+/* Makes room for `need` frames in d->bt, within max_backtrace_frames. */
+CTS_NOINLINE static int grow_backtrace(cts_mt_reader_t *r, domain_t *d, size_t need, uint64_t off) {
+  if (need > r->cfg.max_backtrace_frames)
+    return fail(r, CTS_E_BACKTRACE_TOO_LONG, off,
+                "backtrace longer than the limit of %u frames (raise it with the reader's "
+                "max_backtrace_frames)",
+                r->cfg.max_backtrace_frames);
+  size_t cap = d->bt_cap ? d->bt_cap : 1024;
+  while (cap < need) cap *= 2;
+  if (cap > r->cfg.max_backtrace_frames) cap = r->cfg.max_backtrace_frames;
+  uint64_t *bt = mem_alloc(r, cap * sizeof *bt);
+  if (!bt) return fail(r, CTS_E_NOMEM, off, "out of memory for a %zu-frame backtrace", need);
+  if (d->bt_cap) memcpy(bt, d->bt, d->bt_cap * sizeof *bt);
+  mem_free(r, d->bt, d->bt_cap * sizeof *bt);
+  d->bt = bt;
+  d->bt_cap = cap;
+  return 0;
+}
+
+/* ---- primitive decoding --------------------------------------------------------------- */
+
+/* §2: vint. Returns false if the packet ends inside it. */
+static CTS_FORCE_INLINE bool rd_vint(const uint8_t **pp, const uint8_t *end, int64_t *v) {
+  const uint8_t *p = *pp;
+  if (CTS_UNLIKELY(p >= end)) return false;
+  const uint8_t c = *p++;
+  if (CTS_LIKELY(c < 253)) {
+    *v = c;
+  } else if (c == 253) {
+    if (end - p < 2) return false;
+    *v = mt_ld16(p);
+    p += 2;
+  } else if (c == 254) {
+    if (end - p < 4) return false;
+    *v = (int32_t)mt_ld32(p);
+    p += 4;
+  } else {
+    if (end - p < 8) return false;
+    *v = (int64_t)mt_ld64(p);
+    p += 8;
+  }
+  *pp = p;
+  return true;
+}
+
+/* A NUL-terminated string inside the packet; interned so it outlives the packet. */
+static int rd_string(cts_mt_reader_t *r, const uint8_t **pp, const uint8_t *end, uint64_t base,
+                     const uint8_t *pkt, const char *what, const char **out) {
+  const uint8_t *p = *pp;
+  const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
+  if (!nul)
+    return fail(r, CTS_E_UNTERMINATED_STRING, base + (uint64_t)(p - pkt),
+                "%s: string runs to the end of the packet without a NUL", what);
+  int err = 0;
+  *out = mt_loctable_intern(&r->locs, (const char *)p, (size_t)(nul - p), &err);
+  if (!*out)
+    return fail(r, err, base + (uint64_t)(p - pkt), "%s: no memory left for names (%s)", what,
+                cts_strerror(err));
+  *pp = nul + 1;
+  return 0;
+}
+
+/* ---- location events (§7) -------------------------------------------------------------- */
+
+static int mtf_lookup(cts_mt_reader_t *r, const char **table, uint8_t *count, unsigned code,
+                      const char *name_if_new, const char **out, uint64_t off, const char *what) {
+  if (code == MT_MTF_NEW) {
+    const unsigned keep = *count < MT_MTF_SIZE ? *count : MT_MTF_SIZE - 1;
+    memmove(table + 1, table, keep * sizeof *table);
+    table[0] = name_if_new;
+    if (*count < MT_MTF_SIZE) (*count)++;
+    *out = name_if_new;
+    return 0;
+  }
+  if (code >= *count)
+    return fail(r, CTS_E_MTF_INDEX, off, "%s name index %u but the table holds only %u names",
+                what, code, *count);
+  const char *name = table[code];
+  memmove(table + 1, table, code * sizeof *table);
+  table[0] = name;
+  *out = name;
+  return 0;
+}
+
+static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, const uint8_t *end,
+                           const uint8_t *pkt, uint64_t base, uint64_t evoff) {
+  const uint8_t *p = *pp;
+  if (end - p < 9)
+    return fail(r, CTS_E_EVENT_OVERRUN, evoff, "location event cut off by the end of its packet");
+  const uint64_t code = mt_ld64(p);
+  const unsigned nlocs = p[8];
+  p += 9;
+  if (code == 0)
+    return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "location event defines code 0");
+  for (unsigned i = 0; i < nlocs; i++) {
+    if (end - p < 6)
+      return fail(r, CTS_E_EVENT_OVERRUN, evoff,
+                  "location %u of code %llu cut off by the end of its packet", i,
+                  (unsigned long long)code);
+    const uint64_t bits = (uint64_t)mt_ld32(p) | ((uint64_t)mt_ld16(p + 4) << 32);
+    p += 6;
+    cts_mt_location_t *loc = &r->scratch[i];
+    loc->line = (uint32_t)(bits & MT_LOC_LINE_MAX);
+    loc->start_char = (uint32_t)((bits >> 20) & MT_LOC_START_MAX);
+    loc->end_char = (uint32_t)((bits >> 28) & MT_LOC_END_MAX);
+    const unsigned fcode = (unsigned)((bits >> 38) & 31);
+    const unsigned dcode = (unsigned)((bits >> 43) & 31);
+    const char *fname = NULL, *dname = NULL;
+    int e;
+    if (fcode == MT_MTF_NEW &&
+        (e = rd_string(r, &p, end, base, pkt, "location filename", &fname)) != 0)
+      return e;
+    if (dcode == MT_MTF_NEW &&
+        (e = rd_string(r, &p, end, base, pkt, "location function name", &dname)) != 0)
+      return e;
+    /* File table: a new file goes to the front with a fresh defname table, except in v1,
+     * whose pre-release writer reused the evicted entry's table (§7.2). */
+    if (fcode == MT_MTF_NEW) {
+      mtf_file_t evicted = d->files[MT_MTF_SIZE - 1];
+      const unsigned keep = d->nfiles < MT_MTF_SIZE ? d->nfiles : MT_MTF_SIZE - 1;
+      const bool reuse = d->nfiles == MT_MTF_SIZE && r->info.version == 1;
+      memmove(&d->files[1], &d->files[0], keep * sizeof d->files[0]);
+      if (d->nfiles < MT_MTF_SIZE) d->nfiles++;
+      if (reuse) {
+        d->files[0] = evicted;
+      } else {
+        d->files[0].ndefs = 0;
+      }
+      d->files[0].name = fname;
+    } else {
+      if (fcode >= d->nfiles)
+        return fail(r, CTS_E_MTF_INDEX, evoff,
+                    "filename index %u but the file table holds only %u names", fcode, d->nfiles);
+      const mtf_file_t f = d->files[fcode];
+      memmove(&d->files[1], &d->files[0], fcode * sizeof d->files[0]);
+      d->files[0] = f;
+    }
+    loc->filename = d->files[0].name;
+    e = mtf_lookup(r, d->files[0].defs, &d->files[0].ndefs, dcode, dname, &loc->defname, evoff,
+                   "function");
+    if (e) return e;
+  }
+  const mt_loc_entry_t *entry;
+  const int e = mt_loctable_define(&r->locs, code, r->scratch, nlocs, &entry);
+  if (e == CTS_E_LOCATION_CONFLICT)
+    return fail(r, e, evoff, "location code %llu redefined with different locations",
+                (unsigned long long)code);
+  if (e) return fail(r, e, evoff, "cannot store locations: %s", cts_strerror(e));
+  *pp = p;
+  if (r->h.on_location) {
+    const int rc = r->h.on_location(r->h.user_data, code, entry->locs, entry->n);
+    if (rc) return stopped(r, rc, evoff);
+  }
+  return 0;
+}
+
+/* ---- backtraces (§8.3, §8.4) ----------------------------------------------------------- */
+
+static int decode_backtrace(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
+                            const uint8_t *end, uint64_t cp, uint32_t nencoded, uint64_t evoff) {
+  const uint8_t *p = *pp;
+  if ((uint64_t)nencoded * 2 > (uint64_t)(end - p))
+    return fail(r, CTS_E_BACKTRACE_TOO_LONG, evoff,
+                "backtrace of %u codewords cannot fit in the %zu bytes left in the packet",
+                nencoded, (size_t)(end - p));
+  if (!r->cfg.decode_backtraces) {
+    /* Skip without maintaining the cache (memtrace's "no backtraces" mode). */
+    for (uint32_t i = 0; i < nencoded; i++) {
+      if (end - p < 2) goto overrun;
+      const unsigned tag = mt_ld16(p) & 3u;
+      p += 2 + (tag == 2 ? 1 : tag == 3 ? 8 : 0);
+    }
+    if (p > end) goto overrun;
+    *pp = p;
+    return 0;
+  }
+  /* If the prefix is longer than the previous backtrace (the writer truncated that one),
+   * the suffix is decoded to keep the cache in step but the previous backtrace stays
+   * (§8.4); decode it into the scratch space past bt_len. */
+  const bool keep = cp <= d->bt_len;
+  size_t pos = keep ? (size_t)cp : d->bt_len;
+  uint64_t *cache_loc = d->cache_loc;
+  uint16_t *cache_pred = d->cache_pred;
+  uint32_t pred = 0;
+  for (uint32_t i = 0; i < nencoded; i++) {
+    if (CTS_UNLIKELY(end - p < 2)) goto overrun;
+    const unsigned w = mt_ld16(p);
+    p += 2;
+    const uint32_t bucket = w >> 2;
+    const unsigned tag = w & 3u;
+    cache_pred[pred] = (uint16_t)bucket;
+    unsigned n = 0;
+    if (tag == 3) {
+      if (CTS_UNLIKELY(end - p < 8)) goto overrun;
+      const uint64_t code = mt_ld64(p);
+      p += 8;
+      if (CTS_UNLIKELY(code == 0))
+        return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "backtrace stores location code 0");
+      if (CTS_UNLIKELY(!mt_loctable_find(&r->locs, code)))
+        return fail(r, CTS_E_LOCATION_UNDEFINED, evoff,
+                    "backtrace uses location code %llu before any location event defines it",
+                    (unsigned long long)code);
+      cache_loc[bucket] = code;
+    } else if (tag == 1) {
+      n = 1;
+    } else if (tag == 2) {
+      if (CTS_UNLIKELY(p >= end)) goto overrun;
+      n = *p++;
+    }
+    if (CTS_UNLIKELY(pos + 1 + n > d->bt_cap)) {
+      const int e = grow_backtrace(r, d, pos + 1 + n, evoff);
+      if (e) return e;
+    }
+    uint64_t *bt = d->bt;
+    uint64_t code = cache_loc[bucket];
+    if (CTS_UNLIKELY(code == 0)) goto empty_bucket;
+    bt[pos++] = code;
+    pred = bucket;
+    for (unsigned k = 0; k < n; k++) {
+      pred = cache_pred[pred];
+      code = cache_loc[pred];
+      if (CTS_UNLIKELY(code == 0)) goto empty_bucket;
+      bt[pos++] = code;
+    }
+  }
+  if (keep) d->bt_len = pos;
+  *pp = p;
+  return 0;
+overrun:
+  return fail(r, CTS_E_EVENT_OVERRUN, evoff, "backtrace cut off by the end of its packet");
+empty_bucket:
+  return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff,
+              "backtrace refers to an empty cache bucket (location code 0)");
+}
+
+/* ---- packets -------------------------------------------------------------------------- */
+
+static void fill_packet(cts_mt_packet_t *pk, const mt_header_t *h, uint64_t off,
+                        cts_mt_packet_kind_t kind) {
+  pk->kind = kind;
+  pk->offset = off;
+  pk->size = h->size_bits / 8;
+  pk->version = h->version;
+  pk->domain = h->domain;
+  pk->pid = h->pid;
+  pk->time_begin_us = h->time_begin;
+  pk->time_end_us = h->time_end;
+  pk->alloc_id_begin = h->alloc_id_begin;
+  pk->alloc_id_end = h->alloc_id_end;
+  pk->verify_ix = h->verify_ix;
+  pk->verify_pred = h->verify_pred;
+  pk->verify_val = h->verify_val;
+  pk->nevents = 0;
+}
+
+static int emit_packet(cts_mt_reader_t *r, const cts_mt_packet_t *pk) {
+  if (!r->h.on_packet) return 0;
+  const int rc = r->h.on_packet(r->h.user_data, pk);
+  return rc ? stopped(r, rc, pk->offset) : 0;
+}
+
+/* §6: the first packet holds exactly one trace_info event. */
+static int decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t *h,
+                       uint64_t off) {
+  const uint8_t *p = pkt + mt_header_size(h->version), *end = pkt + h->size_bits / 8;
+  if (end - p < 13)
+    return fail(r, CTS_E_BAD_TRACE_INFO, off,
+                "trace-info packet too small (%zu bytes of content) to hold the trace info",
+                (size_t)(end - p));
+  const uint32_t eh = mt_ld32(p);
+  if ((eh >> MT_TIME_BITS) != MT_EV_TRACE_INFO)
+    return fail(r, CTS_E_BAD_TRACE_INFO, off,
+                "first packet starts with event code %u, not the trace info (0)",
+                eh >> MT_TIME_BITS);
+  if ((eh & MT_TIME_MASK) != (h->time_begin & MT_TIME_MASK))
+    return fail(r, CTS_E_BAD_TRACE_INFO, off, "trace-info time differs from its packet's time");
+  p += 4;
+  cts_mt_info_t *in = &r->info;
+  uint64_t bits = mt_ld64(p);
+  memcpy(&in->sample_rate, &bits, sizeof bits);
+  in->word_size = p[8];
+  p += 9;
+  const uint64_t base = off;
+  int e;
+  if ((e = rd_string(r, &p, end, base, pkt, "trace info executable name", &in->executable_name)) ||
+      (e = rd_string(r, &p, end, base, pkt, "trace info host name", &in->host_name)) ||
+      (e = rd_string(r, &p, end, base, pkt, "trace info runtime parameters", &in->runtime_params)))
+    return e;
+  if (end - p < 8)
+    return fail(r, CTS_E_BAD_TRACE_INFO, off + (uint64_t)(p - pkt), "trace info cut off before its pid");
+  in->pid = mt_ld64(p);
+  p += 8;
+  in->context = NULL;
+  if (h->version >= 2 &&
+      (e = rd_string(r, &p, end, base, pkt, "trace info context", &in->context)) != 0)
+    return e;
+  if (in->context && !in->context[0]) in->context = NULL; /* memtrace writes None as "" */
+  if (p != end)
+    return fail(r, CTS_E_BAD_TRACE_INFO, off + (uint64_t)(p - pkt),
+                "%zu unexpected bytes after the trace info", (size_t)(end - p));
+  if (!(in->sample_rate > 0.0 && in->sample_rate <= 1.0))
+    return fail(r, CTS_E_BAD_SAMPLE_RATE, off, "sample rate is not in (0, 1]");
+  in->version = h->version;
+  in->start_time_us = h->time_begin;
+  r->have_info = true;
+  domain_t *d;
+  if ((e = get_domain(r, h->domain, h->time_begin, off, &d)) != 0) return e;
+  if (r->h.on_info) {
+    const int rc = r->h.on_info(r->h.user_data, in);
+    if (rc) return stopped(r, rc, off);
+  }
+  cts_mt_packet_t pk;
+  fill_packet(&pk, h, off, CTS_MT_PACKET_TRACE_INFO);
+  pk.nevents = 1;
+  return emit_packet(r, &pk);
+}
+
+static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
+  mt_header_t h;
+  mt_parse_header(pkt, &h);
+  if (h.time_begin > h.time_end)
+    return fail(r, CTS_E_PACKET_TIMES, off, "packet ends (%llu us) before it begins (%llu us)",
+                (unsigned long long)h.time_end, (unsigned long long)h.time_begin);
+  if (h.alloc_id_begin > h.alloc_id_end)
+    return fail(r, CTS_E_PACKET_IDS, off, "packet's object ids run backwards (%llu to %llu)",
+                (unsigned long long)h.alloc_id_begin, (unsigned long long)h.alloc_id_end);
+  if (!r->have_info) return decode_info(r, pkt, &h, off);
+
+  cts_mt_packet_t pk;
+  if (h.pid != r->info.pid) {
+    warn(r, CTS_E_WRONG_PID, off, "skipping packet of pid %llu (the trace's pid is %llu)",
+         (unsigned long long)h.pid, (unsigned long long)r->info.pid);
+    fill_packet(&pk, &h, off, CTS_MT_PACKET_SKIPPED);
+    return emit_packet(r, &pk);
+  }
+  int e;
+  domain_t *d;
+  if ((e = get_domain(r, h.domain, r->info.start_time_us, off, &d)) != 0) return e;
+  if (h.version < 3 && (h.time_begin < d->last_time || h.alloc_id_begin != r->next_alloc_id)) {
+    /* The v1/v2 reader drops packets that are out of sequence (§11.5). */
+    warn(r, CTS_E_SKIPPED_PACKET, off,
+         "skipping packet out of sequence (starts at %llu us and id %llu; expected >= %llu us "
+         "and id %llu)",
+         (unsigned long long)h.time_begin, (unsigned long long)h.alloc_id_begin,
+         (unsigned long long)d->last_time, (unsigned long long)r->next_alloc_id);
+    fill_packet(&pk, &h, off, CTS_MT_PACKET_SKIPPED);
+    return emit_packet(r, &pk);
+  }
+  if (h.verify_ix != MT_VERIFY_NONE && r->cfg.decode_backtraces) {
+    if (h.verify_ix >= MT_CACHE_SIZE)
+      return fail(r, CTS_E_CACHE_INDEX, off, "cache verifier index %u is out of range (< %u)",
+                  h.verify_ix, MT_CACHE_SIZE);
+    if (d->cache_pred[h.verify_ix] != h.verify_pred || d->cache_loc[h.verify_ix] != h.verify_val)
+      return fail(r, CTS_E_CACHE_VERIFY, off,
+                  "backtrace cache bucket %u holds (%u, %llu), the packet says (%u, %llu)",
+                  h.verify_ix, d->cache_pred[h.verify_ix],
+                  (unsigned long long)d->cache_loc[h.verify_ix], h.verify_pred,
+                  (unsigned long long)h.verify_val);
+  }
+
+  const uint8_t *p = pkt + mt_header_size(h.version), *const end = pkt + h.size_bits / 8;
+  const uint64_t tb = h.time_begin, te = h.time_end;
+  const uint64_t low_b = tb & MT_TIME_MASK, high_b = tb & ~(uint64_t)MT_TIME_MASK;
+  uint64_t next_id = h.alloc_id_begin;
+  uint32_t nevents = 0, nlocations = 0;
+  cts_mt_event_t ev;
+  ev.domain = h.domain;
+  while (p < end) {
+    const uint64_t evoff = off + (uint64_t)(p - pkt);
+    if (CTS_UNLIKELY(end - p < 4))
+      return fail(r, CTS_E_EVENT_OVERRUN, evoff, "event header cut off by the end of its packet");
+    const uint32_t eh = mt_ld32(p);
+    p += 4;
+    const unsigned id = eh >> MT_TIME_BITS;
+    uint64_t low = eh & MT_TIME_MASK;
+    if (low < low_b) low += (uint64_t)1 << MT_TIME_BITS;
+    const uint64_t t = high_b + low;
+    if (CTS_UNLIKELY(t > te))
+      return fail(r, CTS_E_EVENT_TIME, evoff, "event time %llu us is after its packet's end (%llu us)",
+                  (unsigned long long)t, (unsigned long long)te);
+    if (CTS_UNLIKELY(t < d->last_time))
+      return fail(r, CTS_E_TIME_NOT_MONOTONE, evoff,
+                  "event time %llu us is before the previous event's (%llu us)",
+                  (unsigned long long)t, (unsigned long long)d->last_time);
+    d->last_time = t;
+    nevents++;
+    if (id > MT_EV_SHORT_ALLOC_BASE || id == MT_EV_ALLOC) {
+      int64_t length, nsamples = 1, cp;
+      unsigned source = CTS_MT_SOURCE_MINOR;
+      uint32_t nencoded;
+      if (id == MT_EV_ALLOC) {
+        if (CTS_UNLIKELY(!rd_vint(&p, end, &length) || !rd_vint(&p, end, &nsamples) || p >= end))
+          goto overrun;
+        source = *p++;
+        if (CTS_UNLIKELY(!rd_vint(&p, end, &cp) || end - p < 2)) goto overrun;
+        nencoded = mt_ld16(p);
+        p += 2;
+        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL))
+          return fail(r, CTS_E_BAD_SOURCE, evoff, "allocation source %u is not 0, 1 or 2", source);
+        if (CTS_UNLIKELY(length < 0 || nsamples < 0))
+          return fail(r, CTS_E_BAD_LENGTH, evoff, "negative length (%lld) or sample count (%lld)",
+                      (long long)length, (long long)nsamples);
+      } else {
+        if (CTS_UNLIKELY(id > MT_EV_SHORT_ALLOC_BASE + 16)) goto unknown;
+        length = id - MT_EV_SHORT_ALLOC_BASE;
+        if (CTS_UNLIKELY(!rd_vint(&p, end, &cp) || p >= end)) goto overrun;
+        nencoded = *p++;
+      }
+      if (CTS_UNLIKELY(cp < 0))
+        return fail(r, CTS_E_BAD_LENGTH, evoff, "negative backtrace prefix length %lld",
+                    (long long)cp);
+      if ((e = decode_backtrace(r, d, &p, end, (uint64_t)cp, nencoded, evoff)) != 0) return e;
+      ev.kind = CTS_MT_ALLOC;
+      ev.source = (uint8_t)source;
+      ev.short_form = id != MT_EV_ALLOC;
+      ev.length = (uint64_t)length;
+      ev.nsamples = (uint64_t)nsamples;
+      ev.common_prefix = (uint64_t)cp;
+      ev.obj_id = next_id++;
+      if (r->cfg.decode_backtraces) {
+        ev.backtrace = d->bt;
+        ev.backtrace_len = d->bt_len;
+      } else {
+        ev.backtrace = NULL;
+        ev.backtrace_len = 0;
+      }
+    } else if (id == MT_EV_PROMOTE || id == MT_EV_COLLECT) {
+      int64_t delta;
+      if (CTS_UNLIKELY(!rd_vint(&p, end, &delta))) goto overrun;
+      const bool collect = id == MT_EV_COLLECT;
+      const bool negative_ok = collect && h.version >= 3; /* §9 */
+      if (CTS_UNLIKELY(delta < 0 ? !negative_ok : (uint64_t)delta >= next_id))
+        return fail(r, CTS_E_BAD_OBJECT, evoff,
+                    "%s of object %lld before the next id %llu: no such allocation",
+                    collect ? "collect" : "promote",
+                    (long long)((int64_t)next_id - 1 - delta), (unsigned long long)next_id);
+      ev.kind = collect ? CTS_MT_COLLECT : CTS_MT_PROMOTE;
+      ev.obj_id = next_id - 1 - (uint64_t)delta;
+      ev.backtrace = NULL;
+      ev.backtrace_len = 0;
+    } else if (id == MT_EV_LOCATION) {
+      if ((e = decode_location(r, d, &p, end, pkt, off, evoff)) != 0) return e;
+      nlocations++;
+      continue;
+    } else if (id == MT_EV_TRACE_INFO) {
+      return fail(r, CTS_E_DUPLICATE_TRACE_INFO, evoff, "a second trace-info event");
+    } else {
+      goto unknown;
+    }
+    if (r->h.on_event) {
+      ev.time_us = t;
+      ev.offset = evoff;
+      const int rc = r->h.on_event(r->h.user_data, &ev);
+      if (CTS_UNLIKELY(rc)) return stopped(r, rc, evoff);
+    }
+    continue;
+  overrun:
+    return fail(r, CTS_E_EVENT_OVERRUN, evoff, "event (code %u) cut off by the end of its packet",
+                id);
+  unknown:
+    return fail(r, CTS_E_UNKNOWN_EVENT, evoff, "unknown event code %u", id);
+  }
+  if (next_id != h.alloc_id_end)
+    return fail(r, CTS_E_ALLOC_ID_SYNC, off,
+                "packet header says object ids %llu to %llu but it holds %llu allocations",
+                (unsigned long long)h.alloc_id_begin, (unsigned long long)h.alloc_id_end,
+                (unsigned long long)(next_id - h.alloc_id_begin));
+  if (h.version < 3) r->next_alloc_id = next_id;
+  fill_packet(&pk, &h, off,
+              nevents == 0            ? CTS_MT_PACKET_EMPTY
+              : nevents == nlocations ? CTS_MT_PACKET_LOCATIONS
+                                      : CTS_MT_PACKET_EVENTS);
+  pk.nevents = nevents;
+  return emit_packet(r, &pk);
+}
+
+/* How many bytes the packet starting at p needs. *known says whether *need is the whole
+ * packet (true) or only what is needed to learn more (false). Validates the header's
+ * framing fields as soon as they are present. */
+static int packet_extent(cts_mt_reader_t *r, const uint8_t *p, size_t avail, uint64_t off,
+                         uint32_t *need, bool *known) {
+  *known = false;
+  if (avail >= 4 && mt_ld32(p) != MT_MAGIC)
+    return fail(r, CTS_E_BAD_MAGIC, off, "bad packet magic 0x%08x (expected 0x%08x)", mt_ld32(p),
+                MT_MAGIC);
+  if (avail < MT_MIN_PREFIX) {
+    *need = MT_MIN_PREFIX;
+    return 0;
+  }
+  const uint16_t version = mt_ld16(p + MT_VERSION_OFFSET);
+  if (version < 1 || version > 3)
+    return fail(r, CTS_E_BAD_VERSION, off, "trace format v%03u is not supported (v001 to v003 are)",
+                version);
+  if (r->have_info && version != r->info.version)
+    return fail(r, CTS_E_VERSION_MISMATCH, off, "packet says format v%03u in a v%03u trace",
+                version, r->info.version);
+  const uint32_t hs = mt_header_size(version);
+  if (avail < hs) {
+    *need = hs;
+    return 0;
+  }
+  const uint32_t bits = mt_ld32(p + 4);
+  if (bits % 8 != 0 || bits / 8 < hs)
+    return fail(r, CTS_E_PACKET_SIZE, off,
+                "packet size of %u bits is not a whole number of bytes of at least the %u-byte "
+                "header",
+                bits, hs);
+  if (bits / 8 > r->cfg.max_packet_size)
+    return fail(r, CTS_E_PACKET_TOO_LARGE, off,
+                "packet of %u bytes exceeds the reader's limit of %u bytes", bits / 8,
+                r->cfg.max_packet_size);
+  *need = bits / 8;
+  *known = true;
+  return 0;
+}
+
+static int ensure_carry(cts_mt_reader_t *r, size_t need) {
+  if (need <= r->carry_cap) return 0;
+  size_t cap = r->carry_cap ? r->carry_cap : 65536;
+  while (cap < need) cap *= 2;
+  uint8_t *c = mem_alloc(r, cap);
+  if (!c) return fail(r, CTS_E_NOMEM, r->offset, "out of memory for a %zu-byte packet", need);
+  memcpy(c, r->carry, r->carry_len);
+  mem_free(r, r->carry, r->carry_cap);
+  r->carry = c;
+  r->carry_cap = cap;
+  return 0;
+}
+
+int cts_mt_reader_feed(cts_mt_reader_t *r, const void *data, size_t len) {
+  if (r->err) return r->err;
+  const uint8_t *p = data;
+  uint32_t need;
+  bool known;
+  int e;
+  while (len > 0) {
+    if (r->carry_len == 0) {
+      /* Fast path: whole packets straight from the caller's buffer. */
+      for (;;) {
+        if ((e = packet_extent(r, p, len, r->offset, &need, &known)) != 0) return e;
+        if (!known || need > len) break;
+        if ((e = decode_packet(r, p, r->offset)) != 0) return e;
+        p += need;
+        len -= need;
+        r->offset += need;
+        if (!len) return 0;
+      }
+      if ((e = ensure_carry(r, len > MT_MIN_PREFIX ? len : MT_MIN_PREFIX)) != 0) return e;
+      memcpy(r->carry, p, len);
+      r->carry_len = len;
+      return 0;
+    }
+    if ((e = packet_extent(r, r->carry, r->carry_len, r->offset, &need, &known)) != 0) return e;
+    if (r->carry_len < need) {
+      if ((e = ensure_carry(r, need)) != 0) return e;
+      const size_t take = need - r->carry_len < len ? need - r->carry_len : len;
+      memcpy(r->carry + r->carry_len, p, take);
+      r->carry_len += take;
+      p += take;
+      len -= take;
+    }
+    if (known && r->carry_len == need) {
+      if ((e = decode_packet(r, r->carry, r->offset)) != 0) return e;
+      r->offset += need;
+      r->carry_len = 0;
+    }
+  }
+  /* The carry may now hold enough to learn the packet's size; make that visible early so
+   * errors in a header are reported without waiting for more bytes. */
+  if (r->carry_len && (e = packet_extent(r, r->carry, r->carry_len, r->offset, &need, &known)))
+    return e;
+  return 0;
+}
+
+int cts_mt_reader_finish(cts_mt_reader_t *r) {
+  if (r->err) return r->err;
+  if (r->carry_len) {
+    uint32_t need;
+    bool known;
+    int e = packet_extent(r, r->carry, r->carry_len, r->offset, &need, &known);
+    if (e) return e;
+    if (!known) {
+      return fail(r, CTS_E_TRUNCATED_HEADER, r->offset,
+                  "trace ends inside a packet header (%zu of %u bytes present)", r->carry_len,
+                  r->carry_len < MT_MIN_PREFIX ? CTS_MT_HEADER_SIZE_V2 : need);
+    }
+    if (!r->have_info)
+      return fail(r, CTS_E_EMPTY, r->offset,
+                  "trace ends inside its first (trace-info) packet (%zu of %u bytes present)",
+                  r->carry_len, need);
+    mt_header_t h;
+    mt_parse_header(r->carry, &h);
+    warn(r, CTS_E_TRUNCATED_PACKET, r->offset,
+         "skipping truncated packet: the trace ends after %zu of its %u bytes", r->carry_len,
+         need);
+    cts_mt_packet_t pk;
+    fill_packet(&pk, &h, r->offset, CTS_MT_PACKET_TRUNCATED);
+    r->offset += r->carry_len;
+    r->carry_len = 0;
+    if ((e = emit_packet(r, &pk)) != 0) return e;
+  }
+  if (!r->have_info)
+    return fail(r, CTS_E_EMPTY, r->offset, "no trace-info packet: the trace is empty");
+  return 0;
+}

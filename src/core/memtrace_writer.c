@@ -1,0 +1,556 @@
+/* SPDX-License-Identifier: MIT */
+/* memtrace writer (docs/formats/memtrace.md §8.5, §10). It makes the same choices as the
+ * OCaml writer — bucket selection, prediction runs, MTF tables, flush policy, verifier
+ * sequence — so that re-writing a trace reproduces memtrace's bytes. Everything lives in
+ * caller-provided memory; nothing here allocates. */
+#include <ctfscope/memtrace.h>
+
+#include <string.h>
+
+#include "../common/compiler.h"
+#include "memtrace_wire.h"
+
+#define PACKET_SIZE CTS_MT_MAX_WRITTEN_PACKET
+#define EVENT_MAX 4196u          /* §10.2: flush when fewer bytes than this are left */
+#define LOCATION_ROOM 4096u      /* location packets are filled while more remains */
+#define MAX_PENDING_BEFORE 128u  /* §10.2: flush when more codes than this wait */
+#define BACKTRACE_BYTES 4096u    /* §8.5: codewords of one backtrace */
+#define CODEWORD_MAX 10u
+/* 128 waiting + at most (4096 / 10 + 1) misses in one event. */
+#define PENDING_CAP 1024u
+#define INFO_STRING_MAX 8000u /* keeps the trace-info packet within 32 KiB */
+#define WRITER_MAGIC 0x4d54575255u
+
+/* Names in the MTF tables are kept as two independent 64-bit hashes: the writer must not
+ * allocate, and the odds of two names colliding on 128 bits are negligible. */
+typedef struct name_key {
+  uint64_t a, b;
+} name_key_t;
+
+typedef struct wfile {
+  name_key_t name;
+  uint8_t ndefs;
+  name_key_t defs[MT_MTF_SIZE];
+} wfile_t;
+
+struct cts_mt_writer {
+  uint64_t magic;
+  uint16_t version, domain;
+  uint32_t header_size;
+  uint64_t pid;
+  cts_write_cb write;
+  void *write_user_data;
+  cts_clock_us_cb clock;
+  void *clock_user_data;
+  cts_mt_resolve_cb resolve;
+  void *resolve_user_data;
+  int err;
+  bool closed;
+  bool first_event_packet; /* the current packet is the first event packet (dummy verifier) */
+  uint64_t bytes_written;
+  uint64_t next_id, chunk_end;
+  uint64_t packet_start, packet_last, last_time;
+  uint64_t packet_first_id;
+  uint16_t verify_ix, verify_pred, next_verify_ix;
+  uint64_t verify_val;
+  size_t pos;
+  size_t npending;
+  size_t prev_len, prev_cap;
+  uint64_t *prev; /* the previous backtrace as the reader will have decoded it */
+  uint8_t nfiles;
+  wfile_t files[MT_MTF_SIZE];
+  uint64_t pending[PENDING_CAP];
+  cts_mt_location_t resolved[CTS_MT_MAX_LOCATIONS];
+  uint64_t cache[MT_CACHE_SIZE];
+  uint64_t date[MT_CACHE_SIZE];
+  uint16_t next[MT_CACHE_SIZE];
+  uint8_t packet[PACKET_SIZE];
+  uint8_t locpacket[PACKET_SIZE];
+};
+
+_Static_assert(sizeof(struct cts_mt_writer) <= CTS_MT_WRITER_MIN_SIZE,
+               "CTS_MT_WRITER_MIN_SIZE must cover the writer");
+
+void cts_mt_writer_config_init(cts_mt_writer_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
+  cfg->version = 2;
+  cfg->sample_rate = 1e-6;
+  cfg->word_size = 64;
+  cfg->start_time_us = CTS_TIME_NOW;
+  cfg->max_backtrace_frames = 4096;
+}
+
+size_t cts_mt_writer_size(const cts_mt_writer_config_t *cfg) {
+  return sizeof(struct cts_mt_writer) + (size_t)cfg->max_backtrace_frames * sizeof(uint64_t);
+}
+
+uint64_t cts_mt_writer_next_id(const cts_mt_writer_t *w) {
+  return w->next_id;
+}
+uint64_t cts_mt_writer_bytes_written(const cts_mt_writer_t *w) {
+  return w->bytes_written;
+}
+
+/* ---- bytes -------------------------------------------------------------------------- */
+
+static size_t put_vint(uint8_t *p, uint64_t v) {
+  if (v < 253) {
+    p[0] = (uint8_t)v;
+    return 1;
+  }
+  if (v <= 0xFFFF) {
+    p[0] = 253;
+    mt_st16(p + 1, (uint16_t)v);
+    return 3;
+  }
+  if (v <= 0x7FFFFFFF) {
+    p[0] = 254;
+    mt_st32(p + 1, (uint32_t)v);
+    return 5;
+  }
+  p[0] = 255;
+  mt_st64(p + 1, v);
+  return 9;
+}
+
+static size_t put_string(uint8_t *p, const char *s, size_t max) {
+  size_t n = s ? strlen(s) : 0;
+  if (n > max) n = max;
+  if (n) memcpy(p, s, n);
+  p[n] = 0;
+  return n + 1;
+}
+
+static uint32_t event_header(uint64_t t, unsigned id) {
+  return (uint32_t)(t & MT_TIME_MASK) | ((uint32_t)id << MT_TIME_BITS);
+}
+
+typedef struct header_fields {
+  uint32_t size;
+  uint64_t time_begin, time_end;
+  uint16_t verify_ix, verify_pred;
+  uint64_t verify_val;
+  uint64_t id_begin, id_end;
+} header_fields_t;
+
+static void put_header(const cts_mt_writer_t *w, uint8_t *p, const header_fields_t *f) {
+  mt_st32(p, MT_MAGIC);
+  mt_st32(p + 4, f->size * 8u);
+  mt_st64(p + 8, f->time_begin);
+  mt_st64(p + 16, f->time_end);
+  mt_st32(p + 24, 0);
+  mt_st16(p + 28, w->version);
+  mt_st64(p + 30, w->pid);
+  uint8_t *q = p + 38;
+  if (w->version >= 3) mt_st16(q, w->domain), q += 2;
+  mt_st16(q, f->verify_ix);
+  mt_st16(q + 2, f->verify_pred);
+  mt_st64(q + 4, f->verify_val);
+  mt_st64(q + 12, f->id_begin);
+  mt_st64(q + 20, f->id_end);
+}
+
+static int emit(cts_mt_writer_t *w, const uint8_t *buf, size_t len) {
+  const int e = w->write(w->write_user_data, buf, len);
+  if (e) {
+    w->err = e;
+    w->closed = true;
+    return e;
+  }
+  w->bytes_written += len;
+  return 0;
+}
+
+/* ---- locations (§7) ------------------------------------------------------------------ */
+
+static name_key_t name_key(const char *s) {
+  uint64_t a = 0xcbf29ce484222325ull, b = 0x9e3779b97f4a7c15ull;
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    a = (a ^ *p) * 0x100000001b3ull;
+    b = (b + *p) * 0xff51afd7ed558ccdull;
+    b ^= b >> 29;
+  }
+  return (name_key_t){a, b};
+}
+
+static bool same_key(name_key_t x, name_key_t y) {
+  return x.a == y.a && x.b == y.b;
+}
+
+/* Move-to-front coding of a file name: returns the code (index or MT_MTF_NEW) and leaves
+ * the entry at the front. */
+static unsigned mtf_file(cts_mt_writer_t *w, name_key_t key) {
+  unsigned i = 0;
+  for (; i < w->nfiles; i++)
+    if (same_key(w->files[i].name, key)) break;
+  if (i < w->nfiles) {
+    const wfile_t f = w->files[i];
+    memmove(&w->files[1], &w->files[0], i * sizeof f);
+    w->files[0] = f;
+    return i;
+  }
+  const unsigned keep = w->nfiles < MT_MTF_SIZE ? w->nfiles : MT_MTF_SIZE - 1;
+  memmove(&w->files[1], &w->files[0], keep * sizeof w->files[0]);
+  if (w->nfiles < MT_MTF_SIZE) w->nfiles++;
+  w->files[0].name = key;
+  w->files[0].ndefs = 0;
+  return MT_MTF_NEW;
+}
+
+static unsigned mtf_def(wfile_t *f, name_key_t key) {
+  unsigned i = 0;
+  for (; i < f->ndefs; i++)
+    if (same_key(f->defs[i], key)) break;
+  if (i < f->ndefs) {
+    memmove(&f->defs[1], &f->defs[0], i * sizeof key);
+    f->defs[0] = key;
+    return i;
+  }
+  const unsigned keep = f->ndefs < MT_MTF_SIZE ? f->ndefs : MT_MTF_SIZE - 1;
+  memmove(&f->defs[1], &f->defs[0], keep * sizeof key);
+  if (f->ndefs < MT_MTF_SIZE) f->ndefs++;
+  f->defs[0] = key;
+  return MT_MTF_NEW;
+}
+
+static uint32_t clamp(uint32_t v, uint32_t max) {
+  return v > max ? max : v;
+}
+
+/* Encodes one location event for `code` at p; returns its size (≤ 4096 + 13). */
+static size_t put_location(cts_mt_writer_t *w, uint8_t *p, uint64_t code) {
+  static const cts_mt_location_t unknown = {1, 1, 1, "<unknown>", "??"};
+  size_t n = w->resolve ? w->resolve(w->resolve_user_data, code, w->resolved,
+                                     CTS_MT_MAX_LOCATIONS)
+                        : 0;
+  const cts_mt_location_t *locs = w->resolved;
+  bool oversize = n > CTS_MT_MAX_LOCATIONS;
+  if (!oversize) {
+    size_t worst = 9;
+    for (size_t i = 0; i < n; i++) {
+      const char *f = locs[i].filename ? locs[i].filename : "";
+      const char *d = locs[i].defname ? locs[i].defname : "";
+      worst += 6 + strlen(f) + 1 + strlen(d) + 1;
+      if (worst > BACKTRACE_BYTES) {
+        oversize = true;
+        break;
+      }
+    }
+  }
+  if (oversize) { /* §7.1: memtrace's sentinel for what does not fit */
+    locs = &unknown;
+    n = 1;
+  }
+  uint8_t *q = p;
+  mt_st32(q, event_header(w->packet_start, MT_EV_LOCATION));
+  mt_st64(q + 4, code);
+  q[12] = (uint8_t)n;
+  q += 13;
+  for (size_t i = 0; i < n; i++) {
+    const cts_mt_location_t *l = &locs[i];
+    const char *f = l->filename ? l->filename : "";
+    const char *d = l->defname ? l->defname : "";
+    const unsigned fc = mtf_file(w, name_key(f));
+    const unsigned dc = mtf_def(&w->files[0], name_key(d));
+    const uint64_t bits = (uint64_t)clamp(l->line, MT_LOC_LINE_MAX) |
+                          (uint64_t)clamp(l->start_char, MT_LOC_START_MAX) << 20 |
+                          (uint64_t)clamp(l->end_char, MT_LOC_END_MAX) << 28 |
+                          (uint64_t)fc << 38 | (uint64_t)dc << 43;
+    mt_st32(q, (uint32_t)bits);
+    mt_st16(q + 4, (uint16_t)(bits >> 32));
+    q += 6;
+    if (fc == MT_MTF_NEW) q += put_string(q, f, BACKTRACE_BYTES);
+    if (dc == MT_MTF_NEW) q += put_string(q, d, BACKTRACE_BYTES);
+  }
+  return (size_t)(q - p);
+}
+
+static int finish_location_packet(cts_mt_writer_t *w, size_t len) {
+  const header_fields_t f = {(uint32_t)len, w->packet_start, w->packet_start, MT_VERIFY_NONE,
+                             0,             0,               w->packet_first_id,
+                             w->packet_first_id};
+  put_header(w, w->locpacket, &f);
+  return emit(w, w->locpacket, len);
+}
+
+/* §10.2 step 2: the waiting codes, in the order they were missed, as location packets. */
+static int write_locations(cts_mt_writer_t *w) {
+  if (!w->npending) return 0;
+  size_t pos = w->header_size;
+  for (size_t i = 0; i < w->npending; i++) {
+    if (PACKET_SIZE - pos <= LOCATION_ROOM) {
+      const int e = finish_location_packet(w, pos);
+      if (e) return e;
+      pos = w->header_size;
+    }
+    pos += put_location(w, w->locpacket + pos, w->pending[i]);
+  }
+  w->npending = 0;
+  return finish_location_packet(w, pos);
+}
+
+/* ---- packets (§10.2) ----------------------------------------------------------------- */
+
+static void start_packet(cts_mt_writer_t *w, uint64_t start) {
+  w->packet_start = w->packet_last = start;
+  w->packet_first_id = w->next_id;
+  w->pos = w->header_size;
+  if (w->first_event_packet) {
+    w->verify_ix = MT_VERIFY_NONE;
+    w->verify_pred = 0;
+    w->verify_val = 0;
+  } else {
+    /* §8.6: a sample of the cache as it is when the packet starts. */
+    w->verify_ix = w->next_verify_ix;
+    w->verify_pred = w->next[w->verify_ix];
+    w->verify_val = w->cache[w->verify_ix];
+    w->next_verify_ix = (uint16_t)((w->next_verify_ix + MT_VERIFY_STEP) % MT_CACHE_SIZE);
+  }
+}
+
+static int flush_at(cts_mt_writer_t *w, uint64_t new_start) {
+  int e = write_locations(w);
+  if (e) return e;
+  const header_fields_t f = {(uint32_t)w->pos, w->packet_start,    w->packet_last,
+                             w->verify_ix,     w->verify_pred,     w->verify_val,
+                             w->packet_first_id, w->next_id};
+  put_header(w, w->packet, &f);
+  if ((e = emit(w, w->packet, w->pos)) != 0) return e;
+  w->first_event_packet = false;
+  start_packet(w, new_start);
+  return 0;
+}
+
+/* Runs the flush policy before an event and returns the event's time. */
+static int begin_event(cts_mt_writer_t *w, uint64_t time, uint64_t *t_out) {
+  if (w->closed) return w->err ? w->err : CTS_E_CLOSED;
+  uint64_t t = time == CTS_TIME_NOW ? w->clock(w->clock_user_data) : time;
+  if (t < w->last_time) t = w->last_time; /* a clock step backwards must not break §5 */
+  /* v3 (§12): once the chunk of ids is used up, the next event of any kind starts a new
+   * packet, which takes the next chunk. */
+  const bool chunk_used_up = w->version >= 3 && w->next_id == w->chunk_end;
+  if (PACKET_SIZE - w->pos < EVENT_MAX || w->npending > MAX_PENDING_BEFORE ||
+      t - w->packet_start > MT_MAX_PACKET_SPAN_US || chunk_used_up) {
+    const int e = flush_at(w, t);
+    if (e) return e;
+  }
+  if (chunk_used_up) w->chunk_end += MT_ID_CHUNK;
+  w->last_time = w->packet_last = t;
+  *t_out = t;
+  return 0;
+}
+
+/* ---- backtraces (§8.5) ----------------------------------------------------------------- */
+
+static size_t put_hit(uint8_t *p, uint32_t bucket, unsigned k) {
+  if (k == 0) {
+    mt_st16(p, (uint16_t)(bucket << 2));
+    return 2;
+  }
+  if (k == 1) {
+    mt_st16(p, (uint16_t)((bucket << 2) | 1));
+    return 2;
+  }
+  mt_st16(p, (uint16_t)((bucket << 2) | 2));
+  p[2] = (uint8_t)k;
+  return 3;
+}
+
+/* Encodes bt[from..depth) at w->pos. Returns the number of codewords; *encoded receives
+ * how many frames were written before the 4 KiB bound truncated the rest. */
+static uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth,
+                              uint64_t id, size_t *encoded) {
+  uint8_t *const buf = w->packet;
+  size_t pos = w->pos;
+  const size_t limit = pos + BACKTRACE_BYTES - CODEWORD_MAX;
+  uint64_t *const cache = w->cache, *const date = w->date;
+  uint16_t *const next = w->next;
+  uint32_t predictor = 0, ncodes = 0;
+  size_t i = from;
+  while (i < depth && pos <= limit) {
+    /* NO-PREDICTION */
+    const uint64_t c = bt[i];
+    const uint32_t h1 = mt_hash1(c), h2 = mt_hash2(c);
+    uint32_t b;
+    if (cache[h1] == c) {
+      b = h1;
+    } else if (cache[h2] == c) {
+      b = h2;
+    } else {
+      b = date[h1] < date[h2] ? h1 : h2;
+      cache[b] = c;
+      date[b] = id;
+      next[predictor] = (uint16_t)b;
+      mt_st16(buf + pos, (uint16_t)((b << 2) | 3));
+      mt_st64(buf + pos + 2, c);
+      pos += 10;
+      ncodes++;
+      predictor = b;
+      w->pending[w->npending++] = c;
+      i++;
+      continue;
+    }
+    date[b] = id;
+    next[predictor] = (uint16_t)b;
+    ncodes++;
+    const uint32_t orig = b;
+    predictor = b;
+    unsigned k = 0;
+    i++;
+    /* PREDICTING: follow next[] while it guesses right. */
+    for (;;) {
+      if (i >= depth || pos + 2 > limit) {
+        pos += put_hit(buf + pos, orig, k);
+        w->pos = pos;
+        *encoded = i - from;
+        return ncodes;
+      }
+      const uint32_t p = next[predictor];
+      if (cache[p] != bt[i] || k == 255) break;
+      k++;
+      predictor = p;
+      i++;
+    }
+    pos += put_hit(buf + pos, orig, k);
+  }
+  w->pos = pos;
+  *encoded = i - from;
+  return ncodes;
+}
+
+/* ---- public API -------------------------------------------------------------------------- */
+
+int cts_mt_writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
+                       const cts_mt_writer_config_t *cfg) {
+  if (!out || !mem || !cfg || cfg->struct_size < sizeof *cfg || !cfg->write ||
+      ((uintptr_t)mem & 7u) != 0 || mem_size < cts_mt_writer_size(cfg) ||
+      (cfg->version != 2 && cfg->version != 3) ||
+      !(cfg->sample_rate > 0.0 && cfg->sample_rate <= 1.0) || cfg->word_size == 0 ||
+      (cfg->start_time_us == CTS_TIME_NOW && !cfg->clock))
+    return CTS_E_INVAL;
+  cts_mt_writer_t *w = mem;
+  memset(w, 0, sizeof *w);
+  w->magic = WRITER_MAGIC;
+  w->version = cfg->version;
+  w->domain = cfg->version >= 3 ? cfg->domain : 0;
+  w->header_size = mt_header_size(cfg->version);
+  w->pid = cfg->pid;
+  w->write = cfg->write;
+  w->write_user_data = cfg->write_user_data;
+  w->clock = cfg->clock;
+  w->clock_user_data = cfg->clock_user_data;
+  w->resolve = cfg->resolve;
+  w->resolve_user_data = cfg->resolve_user_data;
+  w->prev = (uint64_t *)(w + 1);
+  w->prev_cap = cfg->max_backtrace_frames;
+  w->chunk_end = MT_ID_CHUNK;
+  w->next_verify_ix = MT_VERIFY_FIRST;
+  const uint64_t start =
+      cfg->start_time_us == CTS_TIME_NOW ? cfg->clock(cfg->clock_user_data) : cfg->start_time_us;
+  w->last_time = start;
+
+  /* §6: the trace-info packet. */
+  uint8_t *p = w->packet, *q = p + w->header_size;
+  mt_st32(q, event_header(start, MT_EV_TRACE_INFO));
+  uint64_t rate_bits;
+  memcpy(&rate_bits, &cfg->sample_rate, sizeof rate_bits);
+  mt_st64(q + 4, rate_bits);
+  q[12] = cfg->word_size;
+  q += 13;
+  q += put_string(q, cfg->executable_name, INFO_STRING_MAX);
+  q += put_string(q, cfg->host_name, INFO_STRING_MAX);
+  q += put_string(q, cfg->runtime_params, INFO_STRING_MAX);
+  mt_st64(q, cfg->pid);
+  q += 8;
+  q += put_string(q, cfg->context, INFO_STRING_MAX);
+  const header_fields_t f = {(uint32_t)(q - p), start, start, MT_VERIFY_NONE, 0, 0, 0, 0};
+  put_header(w, p, &f);
+  const int e = emit(w, p, (size_t)(q - p));
+  if (e) return e;
+  w->first_event_packet = true;
+  start_packet(w, start);
+  *out = w;
+  return 0;
+}
+
+int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, uint64_t nsamples,
+                        cts_mt_source_t source, const uint64_t *backtrace, size_t depth,
+                        uint64_t *obj_id) {
+  if ((unsigned)source > CTS_MT_SOURCE_EXTERNAL || (depth && !backtrace) ||
+      length > (uint64_t)INT64_MAX || nsamples > (uint64_t)INT64_MAX)
+    return CTS_E_INVAL;
+  uint64_t t;
+  int e = begin_event(w, time_us, &t);
+  if (e) return e;
+  size_t cp = 0;
+  const size_t common_max = depth < w->prev_len ? depth : w->prev_len;
+  while (cp < common_max && w->prev[cp] == backtrace[cp]) cp++;
+  const uint64_t id = w->next_id++;
+  const bool short_form = length >= 1 && length <= 16 && source == CTS_MT_SOURCE_MINOR &&
+                          nsamples == 1 && depth - cp < 256;
+  uint8_t *const buf = w->packet;
+  size_t pos = w->pos, count_pos;
+  mt_st32(buf + pos,
+          event_header(t, short_form ? MT_EV_SHORT_ALLOC_BASE + (unsigned)length : MT_EV_ALLOC));
+  pos += 4;
+  if (short_form) {
+    pos += put_vint(buf + pos, cp);
+    count_pos = pos++;
+  } else {
+    pos += put_vint(buf + pos, length);
+    pos += put_vint(buf + pos, nsamples);
+    buf[pos++] = (uint8_t)source;
+    pos += put_vint(buf + pos, cp);
+    count_pos = pos;
+    pos += 2;
+  }
+  w->pos = pos;
+  size_t encoded;
+  const uint32_t ncodes = put_backtrace(w, backtrace, cp, depth, id, &encoded);
+  if (short_form) {
+    buf[count_pos] = (uint8_t)ncodes;
+  } else {
+    mt_st16(buf + count_pos, (uint16_t)ncodes);
+  }
+  /* Remember what the reader will hold: the prefix plus the frames actually encoded, so
+   * the next prefix never claims frames the reader lost to truncation. */
+  size_t keep = cp + encoded;
+  if (keep > w->prev_cap) keep = w->prev_cap;
+  if (keep > cp) memcpy(w->prev + cp, backtrace + cp, (keep - cp) * sizeof *backtrace);
+  w->prev_len = keep;
+  if (obj_id) *obj_id = id;
+  return 0;
+}
+
+static int put_ref(cts_mt_writer_t *w, uint64_t time_us, uint64_t obj_id, unsigned ev) {
+  if (obj_id >= w->next_id) return w->closed ? (w->err ? w->err : CTS_E_CLOSED) : CTS_E_INVAL;
+  uint64_t t;
+  const int e = begin_event(w, time_us, &t);
+  if (e) return e;
+  mt_st32(w->packet + w->pos, event_header(t, ev));
+  w->pos += 4;
+  w->pos += put_vint(w->packet + w->pos, w->next_id - 1 - obj_id);
+  return 0;
+}
+
+int cts_mt_writer_promote(cts_mt_writer_t *w, uint64_t time_us, uint64_t obj_id) {
+  return put_ref(w, time_us, obj_id, MT_EV_PROMOTE);
+}
+
+int cts_mt_writer_collect(cts_mt_writer_t *w, uint64_t time_us, uint64_t obj_id) {
+  return put_ref(w, time_us, obj_id, MT_EV_COLLECT);
+}
+
+int cts_mt_writer_flush(cts_mt_writer_t *w) {
+  if (w->closed) return w->err ? w->err : CTS_E_CLOSED;
+  return flush_at(w, w->last_time);
+}
+
+int cts_mt_writer_close(cts_mt_writer_t *w) {
+  if (!w || w->magic != WRITER_MAGIC) return CTS_E_INVAL;
+  if (w->closed) return w->err ? w->err : CTS_E_CLOSED;
+  const int e = flush_at(w, w->last_time);
+  w->closed = true;
+  return e;
+}

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "os.h"
+
+#define CHUNK (1u << 20)
+#define GZ_IN_CHUNK (256u << 10)
+
+struct cts_os_input {
+  int fd;
+  bool owns_fd;
+  bool gzip;
+  bool gz_done;
+  uint64_t file_size, file_pos;
+  z_stream z;
+  uint8_t *zbuf;
+  /* Bytes read while sniffing the format, handed out before anything else. */
+  uint8_t peek[2];
+  size_t npeek;
+};
+
+static ssize_t raw_read(cts_os_input_t *in, void *buf, size_t len) {
+  for (;;) {
+    const ssize_t n = read(in->fd, buf, len);
+    if (n >= 0) {
+      in->file_pos += (uint64_t)n;
+      return n;
+    }
+    if (errno != EINTR) return -errno;
+  }
+}
+
+int cts_os_input_open(cts_os_input_t **out, const char *path) {
+  cts_os_input_t *in = calloc(1, sizeof *in);
+  if (!in) return -ENOMEM;
+  if (strcmp(path, "-") == 0) {
+    in->fd = STDIN_FILENO;
+  } else {
+    in->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (in->fd < 0) {
+      const int e = -errno;
+      free(in);
+      return e;
+    }
+    in->owns_fd = true;
+  }
+  struct stat st;
+  if (fstat(in->fd, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      cts_os_input_close(in);
+      return -EISDIR;
+    }
+    if (S_ISREG(st.st_mode)) in->file_size = (uint64_t)st.st_size;
+  }
+  if (in->file_size >= CHUNK) posix_fadvise(in->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  /* Sniff the gzip magic (1f 8b): a memtrace trace starts with c1 1f instead. */
+  while (in->npeek < 2) {
+    const ssize_t n = raw_read(in, in->peek + in->npeek, 2 - in->npeek);
+    if (n < 0) {
+      cts_os_input_close(in);
+      return (int)n;
+    }
+    if (n == 0) break;
+    in->npeek += (size_t)n;
+  }
+  if (in->npeek == 2 && in->peek[0] == 0x1f && in->peek[1] == 0x8b) {
+    in->gzip = true;
+    in->zbuf = malloc(GZ_IN_CHUNK);
+    if (!in->zbuf || inflateInit2(&in->z, 15 + 32) != Z_OK) {
+      free(in->zbuf);
+      in->zbuf = NULL;
+      in->gzip = false;
+      cts_os_input_close(in);
+      return -ENOMEM;
+    }
+    memcpy(in->zbuf, in->peek, 2);
+    in->z.next_in = in->zbuf;
+    in->z.avail_in = 2;
+    in->npeek = 0;
+  }
+  *out = in;
+  return 0;
+}
+
+static ssize_t gz_read(cts_os_input_t *in, void *buf, size_t len) {
+  if (in->gz_done) return 0;
+  in->z.next_out = buf;
+  in->z.avail_out = (uInt)(len > UINT32_MAX ? UINT32_MAX : len);
+  while (in->z.avail_out > 0) {
+    if (in->z.avail_in == 0) {
+      const ssize_t n = raw_read(in, in->zbuf, GZ_IN_CHUNK);
+      if (n < 0) return n;
+      if (n == 0) {
+        /* End of file: a gzip stream that stops early is a truncated file. */
+        if (in->z.next_out == buf) return CTS_E_IO;
+        break;
+      }
+      in->z.next_in = in->zbuf;
+      in->z.avail_in = (uInt)n;
+    }
+    const int rc = inflate(&in->z, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) {
+      /* Concatenated gzip members are one stream, as gzip(1) treats them. */
+      if (in->z.avail_in == 0) {
+        const ssize_t n = raw_read(in, in->zbuf, GZ_IN_CHUNK);
+        if (n < 0) return n;
+        if (n == 0) {
+          in->gz_done = true;
+          break;
+        }
+        in->z.next_in = in->zbuf;
+        in->z.avail_in = (uInt)n;
+      }
+      inflateReset(&in->z);
+    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      return CTS_E_IO;
+    }
+  }
+  return (ssize_t)((uint8_t *)in->z.next_out - (uint8_t *)buf);
+}
+
+ssize_t cts_os_input_read(cts_os_input_t *in, void *buf, size_t len) {
+  if (len == 0) return 0;
+  if (in->gzip) return gz_read(in, buf, len);
+  if (in->npeek) {
+    const size_t n = in->npeek < len ? in->npeek : len;
+    memcpy(buf, in->peek, n);
+    memmove(in->peek, in->peek + n, in->npeek - n);
+    in->npeek -= n;
+    return (ssize_t)n;
+  }
+  return raw_read(in, buf, len);
+}
+
+uint64_t cts_os_input_file_size(const cts_os_input_t *in) {
+  return in->file_size;
+}
+uint64_t cts_os_input_file_pos(const cts_os_input_t *in) {
+  return in->file_pos;
+}
+bool cts_os_input_is_compressed(const cts_os_input_t *in) {
+  return in->gzip;
+}
+
+void cts_os_input_close(cts_os_input_t *in) {
+  if (!in) return;
+  if (in->gzip) inflateEnd(&in->z);
+  free(in->zbuf);
+  if (in->owns_fd) close(in->fd);
+  free(in);
+}
+
+int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progress_cb progress,
+                         void *progress_user_data, bool *input_error) {
+  *input_error = false;
+  cts_os_input_t *in;
+  int e = cts_os_input_open(&in, path);
+  if (e) {
+    *input_error = true;
+    return e;
+  }
+  uint8_t *buf = malloc(CHUNK);
+  if (!buf) {
+    cts_os_input_close(in);
+    *input_error = true;
+    return -ENOMEM;
+  }
+  uint64_t next_report = 4u << 20;
+  for (;;) {
+    const ssize_t n = cts_os_input_read(in, buf, CHUNK);
+    if (n < 0) {
+      e = (int)n;
+      *input_error = true;
+      break;
+    }
+    if (n == 0) {
+      e = cts_mt_reader_finish(reader);
+      break;
+    }
+    if ((e = cts_mt_reader_feed(reader, buf, (size_t)n)) != 0) break;
+    if (progress && in->file_pos >= next_report) {
+      progress(progress_user_data, in->file_pos, in->file_size);
+      next_report = in->file_pos + (4u << 20);
+    }
+  }
+  if (progress) progress(progress_user_data, in->file_pos, in->file_size);
+  free(buf);
+  cts_os_input_close(in);
+  return e;
+}
+
+int cts_os_fd_write(void *user_data, const void *buf, size_t len) {
+  const int fd = (int)(intptr_t)user_data;
+  const uint8_t *p = buf;
+  while (len) {
+    const ssize_t n = write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}

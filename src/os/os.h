@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* The POSIX layer: everything the core must not do itself. All functions return 0 or a
+ * negative error (-errno or CTS_E_*), as everywhere in ctfscope. */
+#ifndef CTS_OS_H
+#define CTS_OS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <ctfscope/ctfscope.h>
+
+/* malloc-backed allocator for the core codecs. */
+cts_allocator_t cts_os_allocator(void);
+
+/* Error text for any ctfscope error, with strerror() for -errno values. */
+const char *cts_os_strerror(int err);
+
+/* A trace source: a file (plain or gzip-compressed, detected from its first bytes) or
+ * standard input ("-"). */
+typedef struct cts_os_input cts_os_input_t;
+
+int cts_os_input_open(cts_os_input_t **out, const char *path);
+/* Reads up to len bytes; returns the count, 0 at the end, or a negative error. */
+ssize_t cts_os_input_read(cts_os_input_t *in, void *buf, size_t len);
+/* Size of the underlying file in bytes (compressed size for gzip), 0 if unknown. */
+uint64_t cts_os_input_file_size(const cts_os_input_t *in);
+/* Bytes consumed from the underlying file so far (for progress on compressed input). */
+uint64_t cts_os_input_file_pos(const cts_os_input_t *in);
+bool cts_os_input_is_compressed(const cts_os_input_t *in);
+void cts_os_input_close(cts_os_input_t *in);
+
+/* Called about every 4 MiB while a trace is read: bytes of the file read, file size. */
+typedef void (*cts_os_progress_cb)(void *user_data, uint64_t done, uint64_t total);
+
+/* Reads a whole memtrace trace from path into reader (feed + finish). Returns 0, an input
+ * error (then *input_error is true) or the reader's error. */
+int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progress_cb progress,
+                         void *progress_user_data, bool *input_error);
+
+/* cts_write_cb for a file descriptor (user_data is the fd cast to intptr_t): writes
+ * everything, retrying on EINTR and short writes. */
+int cts_os_fd_write(void *user_data, const void *buf, size_t len);
+
+/* Wall-clock µs since the epoch (cts_clock_us_cb). */
+uint64_t cts_os_clock_us(void *user_data);
+
+#endif /* CTS_OS_H */
