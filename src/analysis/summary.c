@@ -32,9 +32,11 @@ int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
   s->sum_length_words += ev->length;
   s->sum_length_x_nsamples += ev->length * ev->nsamples;
   if (ev->length > s->max_length_words) s->max_length_words = ev->length;
-  /* What the writer's short form would accept (§8.1), judged on the decoded backtrace. */
+  /* What the writer's short form would accept (§8.1), judged on the decoded backtrace:
+   * fewer than 256 frames left after the common prefix. */
   if (ev->length >= 1 && ev->length <= 16 && ev->source == CTS_MT_SOURCE_MINOR &&
-      ev->nsamples == 1)
+      ev->nsamples == 1 &&
+      (ev->common_prefix >= ev->backtrace_len || ev->backtrace_len - ev->common_prefix < 256))
     s->allocs_short_eligible++;
   s->backtrace_frames_total += ev->backtrace_len;
   if (ev->backtrace_len > s->backtrace_length_max) s->backtrace_length_max = ev->backtrace_len;
