@@ -14,7 +14,7 @@ static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t ma
   const cts_mt_location_t *locs;
   size_t n;
   if (cts_mt_reader_lookup_location(t->reader, code, &locs, &n) != 0) return 0;
-  memcpy(out, locs, (n < max ? n : max) * sizeof *out);
+  if (n) memcpy(out, locs, (n < max ? n : max) * sizeof *out);
   return n;
 }
 

@@ -208,9 +208,12 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size,
     strftime(a, sizeof a, "%Y-%m-%d %H:%M:%S", &tm);
     cts_out_printf(o, "Started        %s.%06llu UTC\n", a,
                    (unsigned long long)(in->start_time_us % 1000000u));
-    cts_out_printf(o, "Sample rate    %s per word (1 sample per %s words), word size %u bits\n",
-                   cli_shortest_double(in->sample_rate, b, sizeof b),
-                   cli_shortest_double(1.0 / in->sample_rate, d, sizeof d), in->word_size);
+    if (in->sample_rate >= 1.0)
+      cts_out_printf(o, "Sample rate    1 (every word sampled), word size %u bits\n", in->word_size);
+    else
+      cts_out_printf(o, "Sample rate    %s per word (1 sample per %.4g words), word size %u bits\n",
+                     cli_shortest_double(in->sample_rate, b, sizeof b), 1.0 / in->sample_rate,
+                     in->word_size);
     if (in->runtime_params[0]) cts_out_printf(o, "Runtime params %s\n", in->runtime_params);
     cts_out_printf(o, "Context        %s\n", in->context ? (in->context[0] ? in->context : "(empty)")
                                                          : "(none: format v001)");

@@ -708,7 +708,7 @@ static int ensure_carry(cts_mt_reader_t *r, size_t need) {
   while (cap < need) cap *= 2;
   uint8_t *c = mem_alloc(r, cap);
   if (!c) return fail(r, CTS_E_NOMEM, r->offset, "out of memory for a %zu-byte packet", need);
-  memcpy(c, r->carry, r->carry_len);
+  if (r->carry_len) memcpy(c, r->carry, r->carry_len);
   mem_free(r, r->carry, r->carry_cap);
   r->carry = c;
   r->carry_cap = cap;

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs the Debian packages ctfscope needs to build and test, if any are missing.
+# Sourced by scripts/main.sh and scripts/test.sh; also runnable on its own.
+# As root it runs apt-get itself; otherwise it uses sudo when available, or says what to run.
+set -euo pipefail
+
+CTS_PACKAGES=(
+  cmake ninja-build gcc g++ pkg-config     # build
+  clang libclang-rt-14-dev                 # asan and fuzz presets (sanitizer/libFuzzer runtimes)
+  zlib1g-dev                               # gzip-compressed traces
+  clang-format                             # the format check test
+  binutils                                 # nm, for the freestanding-core check
+)
+
+cts_missing_packages() {
+  local p
+  for p in "${CTS_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
+  done
+}
+
+cts_install_deps() {
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "ctfscope: not a Debian-like system; install: ${CTS_PACKAGES[*]}" >&2
+    return 0
+  fi
+  local missing
+  missing=$(cts_missing_packages | tr '\n' ' ')
+  [ -z "${missing// /}" ] && return 0
+  echo "ctfscope: installing missing Debian packages: $missing" >&2
+  local apt=(apt-get)
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+      apt=(sudo apt-get)
+    else
+      echo "ctfscope: run as root: apt-get install -y $missing" >&2
+      return 1
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${apt[@]}" update -qq
+  # shellcheck disable=SC2086
+  "${apt[@]}" install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  cts_install_deps
+fi

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The whole test suite: installs missing Debian packages, then configures, builds and tests
+# the `dev` preset (gcc, -Werror) and the `asan` preset (clang, ASan+UBSan, -Werror).
+# Usage: scripts/test.sh [PRESET...]   (default: dev asan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+cts_install_deps
+
+presets=("$@")
+[ ${#presets[@]} -gt 0 ] || presets=(dev asan)
+for preset in "${presets[@]}"; do
+  echo "==> ctfscope: preset '$preset': configure, build, test" >&2
+  cmake --workflow --preset "$preset"
+done
