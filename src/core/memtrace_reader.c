@@ -19,6 +19,8 @@ typedef struct mtf_file {
   uint8_t ndefs;
 } mtf_file_t;
 
+#define DEFINED_CACHE_SIZE 256u
+
 /* Decoder state of one domain (§11.6): one for v1/v2, one per domain in v3. */
 typedef struct domain {
   uint16_t id;
@@ -48,6 +50,9 @@ struct cts_mt_reader {
   size_t ndomains;
   domain_t *cur;
   cts_mt_location_t scratch[CTS_MT_MAX_LOCATIONS];
+  /* Codes recently found defined, direct-mapped: a definition is never removed, so a hit
+   * here spares the location table lookup for each literal in a backtrace. 0 = empty. */
+  uint64_t defined_recently[DEFINED_CACHE_SIZE];
 };
 
 static void *mem_alloc(const cts_mt_reader_t *r, size_t size) {
@@ -207,27 +212,48 @@ CTS_NOINLINE static int grow_backtrace(cts_mt_reader_t *r, domain_t *d, size_t n
 
 /* ---- primitive decoding --------------------------------------------------------------- */
 
-/* §2: vint. Returns false if the packet ends inside it. */
-static CTS_FORCE_INLINE bool rd_vint(const uint8_t **pp, const uint8_t *end, int64_t *v) {
+/* §2: vint. Returns false if the packet ends inside it. With careful false (a constant at
+ * each call) the caller guarantees 9 bytes are left and the bounds checks go. */
+static CTS_FORCE_INLINE bool rd_vint(const uint8_t **pp, const uint8_t *end, int64_t *v,
+                                     const bool careful) {
   const uint8_t *p = *pp;
-  if (CTS_UNLIKELY(p >= end)) return false;
+  if (careful && CTS_UNLIKELY(p >= end)) return false;
   const uint8_t c = *p++;
   if (CTS_LIKELY(c < 253)) {
     *v = c;
   } else if (c == 253) {
-    if (end - p < 2) return false;
+    if (careful && end - p < 2) return false;
     *v = mt_ld16(p);
     p += 2;
   } else if (c == 254) {
-    if (end - p < 4) return false;
+    if (careful && end - p < 4) return false;
     *v = (int32_t)mt_ld32(p);
     p += 4;
   } else {
-    if (end - p < 8) return false;
+    if (careful && end - p < 8) return false;
     *v = (int64_t)mt_ld64(p);
     p += 8;
   }
   *pp = p;
+  return true;
+}
+
+/* Longest fixed part of an event after its header: a long-form allocation's three vints,
+ * source byte and u16 codeword count. */
+#define EVENT_FIXED_MAX (3u * 9u + 1u + 2u)
+
+/* The fixed fields of a long-form allocation (§8.1). False if the packet ends inside them. */
+static CTS_FORCE_INLINE bool read_long_alloc(const uint8_t **pp, const uint8_t *end,
+                                             int64_t *length, int64_t *nsamples,
+                                             unsigned *source, int64_t *cp, uint32_t *nencoded,
+                                             const bool careful) {
+  if (!rd_vint(pp, end, length, careful) || !rd_vint(pp, end, nsamples, careful)) return false;
+  if (careful && *pp >= end) return false;
+  *source = *(*pp)++;
+  if (!rd_vint(pp, end, cp, careful)) return false;
+  if (careful && end - *pp < 2) return false;
+  *nencoded = mt_ld16(*pp);
+  *pp += 2;
   return true;
 }
 
@@ -344,62 +370,92 @@ static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, 
 
 /* ---- backtraces (§8.3, §8.4) ----------------------------------------------------------- */
 
-static int decode_backtrace(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
-                            const uint8_t *end, uint64_t cp, uint32_t nencoded, uint64_t evoff) {
+/* Longest codeword (u16 and a u64 literal), and most frames one codeword yields (a hit and
+ * up to 255 predicted codes). A backtrace whose codewords all fit in the rest of the packet
+ * and whose frames all fit in the buffer at these worst cases needs no checks per codeword
+ * for either, which is the common case by far. */
+#define CODEWORD_MAX_BYTES 10u
+#define CODEWORD_MAX_FRAMES 256u
+
+/* Whether a location event has defined code (non-zero). */
+static CTS_FORCE_INLINE bool location_defined(cts_mt_reader_t *r, uint64_t code) {
+  uint64_t *const slot =
+      &r->defined_recently[((code * 0x9e3779b97f4a7c15ull) >> 56) & (DEFINED_CACHE_SIZE - 1)];
+  if (CTS_LIKELY(*slot == code)) return true;
+  if (!mt_loctable_find(&r->locs, code)) return false;
+  *slot = code;
+  return true;
+}
+
+/* Skips the codewords without maintaining the cache (memtrace's "no backtraces" mode). */
+static CTS_FORCE_INLINE int skip_backtrace(cts_mt_reader_t *r, const uint8_t **pp,
+                                           const uint8_t *end, uint32_t nencoded,
+                                           uint64_t evoff) {
   const uint8_t *p = *pp;
-  if ((uint64_t)nencoded * 2 > (uint64_t)(end - p))
-    return fail(r, CTS_E_BACKTRACE_TOO_LONG, evoff,
-                "backtrace of %u codewords cannot fit in the %zu bytes left in the packet",
-                nencoded, (size_t)(end - p));
-  if (!r->cfg.decode_backtraces) {
-    /* Skip without maintaining the cache (memtrace's "no backtraces" mode). */
-    for (uint32_t i = 0; i < nencoded; i++) {
-      if (end - p < 2) goto overrun;
-      const unsigned tag = mt_ld16(p) & 3u;
-      p += 2 + (tag == 2 ? 1 : tag == 3 ? 8 : 0);
-    }
-    if (p > end) goto overrun;
+  if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= (uint64_t)(end - p))) {
+    /* Codeword length by tag, the tag being the low bits of the little-endian u16. */
+    static const uint8_t codeword_bytes[4] = {2, 2, 3, 10};
+    for (uint32_t i = 0; i < nencoded; i++) p += codeword_bytes[p[0] & 3u];
     *pp = p;
     return 0;
   }
-  /* If the prefix is longer than the previous backtrace (the writer truncated that one),
-   * the suffix is decoded to keep the cache in step but the previous backtrace stays
-   * (§8.4); decode it into the scratch space past bt_len. */
-  const bool keep = cp <= d->bt_len;
-  size_t pos = keep ? (size_t)cp : d->bt_len;
-  uint64_t *cache_loc = d->cache_loc;
-  uint16_t *cache_pred = d->cache_pred;
+  for (uint32_t i = 0; i < nencoded; i++) {
+    if (end - p < 2) goto overrun;
+    const unsigned tag = mt_ld16(p) & 3u;
+    p += 2 + (tag == 2 ? 1 : tag == 3 ? 8 : 0);
+  }
+  if (p > end) goto overrun;
+  *pp = p;
+  return 0;
+overrun:
+  return fail(r, CTS_E_EVENT_OVERRUN, evoff, "backtrace cut off by the end of its packet");
+}
+
+/* Decodes nencoded codewords into d->bt from *pos on (§8.4). With careful false (a constant
+ * at each call site, so the compiler makes two copies) the caller guarantees that the
+ * codewords lie inside the packet and the frames inside d->bt, and the bounds checks go;
+ * every check on the content stays, in the same order, with the same errors. */
+static CTS_FORCE_INLINE int decode_codewords(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
+                                             const uint8_t *end, size_t *pos_io,
+                                             uint32_t nencoded, uint64_t evoff,
+                                             const bool careful) {
+  const uint8_t *p = *pp;
+  size_t pos = *pos_io;
+  uint64_t *const cache_loc = d->cache_loc;
+  uint16_t *const cache_pred = d->cache_pred;
+  uint64_t *bt = d->bt;
   uint32_t pred = 0;
   for (uint32_t i = 0; i < nencoded; i++) {
-    if (CTS_UNLIKELY(end - p < 2)) goto overrun;
+    if (careful && CTS_UNLIKELY(end - p < 2)) goto overrun;
     const unsigned w = mt_ld16(p);
     p += 2;
     const uint32_t bucket = w >> 2;
     const unsigned tag = w & 3u;
     cache_pred[pred] = (uint16_t)bucket;
-    unsigned n = 0;
-    if (tag == 3) {
-      if (CTS_UNLIKELY(end - p < 8)) goto overrun;
+    unsigned n;
+    if (CTS_UNLIKELY(tag == 3)) {
+      if (careful && CTS_UNLIKELY(end - p < 8)) goto overrun;
       const uint64_t code = mt_ld64(p);
       p += 8;
       if (CTS_UNLIKELY(code == 0))
         return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "backtrace stores location code 0");
-      if (CTS_UNLIKELY(!mt_loctable_find(&r->locs, code)))
+      if (CTS_UNLIKELY(!location_defined(r, code)))
         return fail(r, CTS_E_LOCATION_UNDEFINED, evoff,
                     "backtrace uses location code %llu before any location event defines it",
                     (unsigned long long)code);
       cache_loc[bucket] = code;
-    } else if (tag == 1) {
-      n = 1;
+      n = 0;
     } else if (tag == 2) {
-      if (CTS_UNLIKELY(p >= end)) goto overrun;
+      if (careful && CTS_UNLIKELY(p >= end)) goto overrun;
       n = *p++;
+    } else {
+      n = tag; /* 0 or 1 predicted codes */
     }
-    if (CTS_UNLIKELY(pos + 1 + n > d->bt_cap)) {
+    if (careful && CTS_UNLIKELY(pos + 1 + n > d->bt_cap)) {
       const int e = grow_backtrace(r, d, pos + 1 + n, evoff);
       if (e) return e;
+      bt = d->bt;
     }
-    uint64_t *bt = d->bt;
     uint64_t code = cache_loc[bucket];
     if (CTS_UNLIKELY(code == 0)) goto empty_bucket;
     bt[pos++] = code;
@@ -411,14 +467,40 @@ static int decode_backtrace(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
       bt[pos++] = code;
     }
   }
-  if (keep) d->bt_len = pos;
   *pp = p;
+  *pos_io = pos;
   return 0;
 overrun:
   return fail(r, CTS_E_EVENT_OVERRUN, evoff, "backtrace cut off by the end of its packet");
 empty_bucket:
   return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff,
               "backtrace refers to an empty cache bucket (location code 0)");
+}
+
+static CTS_FORCE_INLINE int decode_backtrace(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
+                                             const uint8_t *end, uint64_t cp, uint32_t nencoded,
+                                             bool decode, uint64_t evoff) {
+  const uint8_t *p = *pp;
+  if (CTS_UNLIKELY((uint64_t)nencoded * 2 > (uint64_t)(end - p)))
+    return fail(r, CTS_E_BACKTRACE_TOO_LONG, evoff,
+                "backtrace of %u codewords cannot fit in the %zu bytes left in the packet",
+                nencoded, (size_t)(end - p));
+  if (!decode) return skip_backtrace(r, pp, end, nencoded, evoff);
+  /* If the prefix is longer than the previous backtrace (the writer truncated that one),
+   * the suffix is decoded to keep the cache in step but the previous backtrace stays
+   * (§8.4); decode it into the scratch space past bt_len. */
+  const bool keep = cp <= d->bt_len;
+  size_t pos = keep ? (size_t)cp : d->bt_len;
+  int e;
+  if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= (uint64_t)(end - p) &&
+                 pos + (uint64_t)nencoded * CODEWORD_MAX_FRAMES <= d->bt_cap)) {
+    e = decode_codewords(r, d, pp, end, &pos, nencoded, evoff, false);
+  } else {
+    e = decode_codewords(r, d, pp, end, &pos, nencoded, evoff, true);
+  }
+  if (CTS_UNLIKELY(e)) return e;
+  if (keep) d->bt_len = pos;
+  return 0;
 }
 
 /* ---- packets -------------------------------------------------------------------------- */
@@ -503,6 +585,206 @@ static int decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t
   return emit_packet(r, &pk);
 }
 
+/* ---- events (§5, §8, §9) ----------------------------------------------------------------- */
+
+/* Where the event loops of one packet are, and what they need. */
+typedef struct event_cursor {
+  const uint8_t *p;   /* next event */
+  const uint8_t *end; /* end of the packet */
+  uint64_t base;      /* stream offset of p is base + (uintptr_t)p */
+  const uint8_t *pkt;
+  uint64_t off; /* stream offset of pkt */
+  uint64_t time_end, low_b, high_b;
+  uint64_t last_time; /* the domain's, written back after the packet */
+  uint64_t next_id;
+  uint32_t nevents, nlocations;
+  bool decode, v3;
+  int (*on_event)(void *user_data, const cts_mt_event_t *ev);
+  void *user_data;
+  cts_mt_event_t ev; /* handed to on_event; fields not set for a kind keep old values */
+} event_cursor_t;
+
+/* Room the fast loop wants before an event: its header and the longest fixed part. */
+#define FAST_EVENT_ROOM (4u + EVENT_FIXED_MAX)
+
+/* Decodes one event with every check (the reference path: the fast loop hands over to it
+ * whatever it does not handle itself, so this is where errors are reported). */
+static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  const uint8_t *p = c->p, *const end = c->end;
+  const uint64_t evoff = c->base + (uint64_t)(uintptr_t)p;
+  int e;
+  if (CTS_UNLIKELY(end - p < 4))
+    return fail(r, CTS_E_EVENT_OVERRUN, evoff, "event header cut off by the end of its packet");
+  const uint32_t eh = mt_ld32(p);
+  p += 4;
+  const unsigned id = eh >> MT_TIME_BITS;
+  uint64_t low = eh & MT_TIME_MASK;
+  if (low < c->low_b) low += (uint64_t)1 << MT_TIME_BITS;
+  const uint64_t t = c->high_b + low;
+  if (CTS_UNLIKELY(t > c->time_end))
+    return fail(r, CTS_E_EVENT_TIME, evoff, "event time %llu us is after its packet's end (%llu us)",
+                (unsigned long long)t, (unsigned long long)c->time_end);
+  if (CTS_UNLIKELY(t < c->last_time))
+    return fail(r, CTS_E_TIME_NOT_MONOTONE, evoff,
+                "event time %llu us is before the previous event's (%llu us)",
+                (unsigned long long)t, (unsigned long long)c->last_time);
+  c->last_time = t;
+  c->nevents++;
+  cts_mt_event_t *const ev = &c->ev;
+  if (id > MT_EV_SHORT_ALLOC_BASE || id == MT_EV_ALLOC) {
+    int64_t length, nsamples = 1, cp;
+    unsigned source = CTS_MT_SOURCE_MINOR;
+    uint32_t nencoded;
+    if (id == MT_EV_ALLOC) {
+      if (CTS_UNLIKELY(
+              !read_long_alloc(&p, end, &length, &nsamples, &source, &cp, &nencoded, true)))
+        goto overrun;
+      if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL))
+        return fail(r, CTS_E_BAD_SOURCE, evoff, "allocation source %u is not 0, 1 or 2", source);
+      if (CTS_UNLIKELY(length < 0 || nsamples < 0))
+        return fail(r, CTS_E_BAD_LENGTH, evoff, "negative length (%lld) or sample count (%lld)",
+                    (long long)length, (long long)nsamples);
+    } else {
+      if (CTS_UNLIKELY(id > MT_EV_SHORT_ALLOC_BASE + 16)) goto unknown;
+      length = id - MT_EV_SHORT_ALLOC_BASE;
+      if (CTS_UNLIKELY(!rd_vint(&p, end, &cp, true) || p >= end)) goto overrun;
+      nencoded = *p++;
+    }
+    if (CTS_UNLIKELY(cp < 0))
+      return fail(r, CTS_E_BAD_LENGTH, evoff, "negative backtrace prefix length %lld",
+                  (long long)cp);
+    if ((e = decode_backtrace(r, d, &p, end, (uint64_t)cp, nencoded, c->decode, evoff)) != 0)
+      return e;
+    ev->kind = CTS_MT_ALLOC;
+    ev->source = (uint8_t)source;
+    ev->short_form = id != MT_EV_ALLOC;
+    ev->length = (uint64_t)length;
+    ev->nsamples = (uint64_t)nsamples;
+    ev->common_prefix = (uint64_t)cp;
+    ev->obj_id = c->next_id++;
+    ev->backtrace = d->bt;         /* NULL when backtraces are skipped */
+    ev->backtrace_len = d->bt_len; /* and this 0 */
+  } else if (id == MT_EV_PROMOTE || id == MT_EV_COLLECT) {
+    int64_t delta;
+    if (CTS_UNLIKELY(!rd_vint(&p, end, &delta, true))) goto overrun;
+    const bool collect = id == MT_EV_COLLECT;
+    const bool negative_ok = collect && c->v3; /* §9 */
+    if (CTS_UNLIKELY(delta < 0 ? !negative_ok : (uint64_t)delta >= c->next_id))
+      return fail(r, CTS_E_BAD_OBJECT, evoff,
+                  "%s of object %lld before the next id %llu: no such allocation",
+                  collect ? "collect" : "promote",
+                  (long long)((int64_t)c->next_id - 1 - delta), (unsigned long long)c->next_id);
+    ev->kind = collect ? CTS_MT_COLLECT : CTS_MT_PROMOTE;
+    ev->obj_id = c->next_id - 1 - (uint64_t)delta;
+    ev->backtrace = NULL;
+    ev->backtrace_len = 0;
+  } else if (id == MT_EV_LOCATION) {
+    if ((e = decode_location(r, d, &p, end, c->pkt, c->off, evoff)) != 0) return e;
+    c->nlocations++;
+    c->p = p;
+    return 0;
+  } else if (id == MT_EV_TRACE_INFO) {
+    return fail(r, CTS_E_DUPLICATE_TRACE_INFO, evoff, "a second trace-info event");
+  } else {
+    goto unknown;
+  }
+  c->p = p;
+  if (c->on_event) {
+    ev->time_us = t;
+    ev->offset = evoff;
+    const int rc = c->on_event(c->user_data, ev);
+    if (CTS_UNLIKELY(rc)) return stopped(r, rc, evoff);
+  }
+  return 0;
+overrun:
+  return fail(r, CTS_E_EVENT_OVERRUN, evoff, "event (code %u) cut off by the end of its packet",
+              id);
+unknown:
+  return fail(r, CTS_E_UNKNOWN_EVENT, evoff, "unknown event code %u", id);
+}
+
+/* The common case, fast: allocations, promotions and collections at least FAST_EVENT_ROOM
+ * bytes from the end of the packet, whose fixed fields can then be read without bounds
+ * checks. Anything else -- another kind of event, the packet's tail, and any event that
+ * fails a check -- is left, untouched, to decode_event_careful(), so every error is
+ * reported by the careful path with the same code, offset and message. The exception is
+ * the backtrace, which changes the cache as it goes and so reports its own errors (with
+ * the same code as the careful path uses: both run decode_backtrace()). */
+static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  const uint8_t *p = c->p;
+  const uint8_t *const end = c->end;
+  const uint8_t *const last = end - FAST_EVENT_ROOM; /* the caller made sure p <= last */
+  uint64_t last_time = c->last_time, next_id = c->next_id;
+  uint32_t nevents = c->nevents;
+  cts_mt_event_t *const ev = &c->ev;
+  int e = 0;
+  while (p <= last) {
+    const uint32_t eh = mt_ld32(p);
+    const unsigned id = eh >> MT_TIME_BITS;
+    uint64_t low = eh & MT_TIME_MASK;
+    if (low < c->low_b) low += (uint64_t)1 << MT_TIME_BITS;
+    const uint64_t t = c->high_b + low;
+    if (CTS_UNLIKELY(t > c->time_end || t < last_time)) break;
+    const uint8_t *q = p + 4;
+    if (id == MT_EV_COLLECT || id == MT_EV_PROMOTE) {
+      int64_t delta;
+      rd_vint(&q, end, &delta, false);
+      const bool collect = id == MT_EV_COLLECT;
+      if (CTS_UNLIKELY(delta < 0 ? !(collect && c->v3) : (uint64_t)delta >= next_id)) break;
+      ev->kind = collect ? CTS_MT_COLLECT : CTS_MT_PROMOTE;
+      ev->obj_id = next_id - 1 - (uint64_t)delta;
+      ev->backtrace = NULL;
+      ev->backtrace_len = 0;
+    } else {
+      int64_t length, nsamples = 1, cp;
+      unsigned source = CTS_MT_SOURCE_MINOR;
+      uint32_t nencoded;
+      if (id - (MT_EV_SHORT_ALLOC_BASE + 1) < 16) {
+        length = id - MT_EV_SHORT_ALLOC_BASE;
+        rd_vint(&q, end, &cp, false);
+        nencoded = *q++;
+      } else if (id == MT_EV_ALLOC) {
+        read_long_alloc(&q, end, &length, &nsamples, &source, &cp, &nencoded, false);
+        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || length < 0 || nsamples < 0)) break;
+      } else {
+        break;
+      }
+      if (CTS_UNLIKELY(cp < 0 || (uint64_t)nencoded * 2 > (uint64_t)(end - q))) break;
+      /* From here on the event is decoded for good: the backtrace changes the cache. */
+      const uint64_t evoff = c->base + (uint64_t)(uintptr_t)p;
+      e = decode_backtrace(r, d, &q, end, (uint64_t)cp, nencoded, c->decode, evoff);
+      if (CTS_UNLIKELY(e)) break;
+      ev->kind = CTS_MT_ALLOC;
+      ev->source = (uint8_t)source;
+      ev->short_form = id != MT_EV_ALLOC;
+      ev->length = (uint64_t)length;
+      ev->nsamples = (uint64_t)nsamples;
+      ev->common_prefix = (uint64_t)cp;
+      ev->obj_id = next_id++;
+      ev->backtrace = d->bt;
+      ev->backtrace_len = d->bt_len;
+    }
+    last_time = t;
+    nevents++;
+    const uint64_t evoff = c->base + (uint64_t)(uintptr_t)p;
+    p = q;
+    if (c->on_event) {
+      ev->time_us = t;
+      ev->offset = evoff;
+      const int rc = c->on_event(c->user_data, ev);
+      if (CTS_UNLIKELY(rc)) {
+        e = stopped(r, rc, evoff);
+        break;
+      }
+    }
+  }
+  c->p = p;
+  c->last_time = last_time;
+  c->next_id = next_id;
+  c->nevents = nevents;
+  return e;
+}
+
 static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
   mt_header_t h;
   mt_parse_header(pkt, &h);
@@ -546,108 +828,34 @@ static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
                   (unsigned long long)h.verify_val);
   }
 
-  const uint8_t *p = pkt + mt_header_size(h.version), *const end = pkt + h.size_bits / 8;
-  const uint64_t tb = h.time_begin, te = h.time_end;
-  const uint64_t low_b = tb & MT_TIME_MASK, high_b = tb & ~(uint64_t)MT_TIME_MASK;
-  uint64_t next_id = h.alloc_id_begin;
-  uint32_t nevents = 0, nlocations = 0;
-  cts_mt_event_t ev;
-  ev.domain = h.domain;
-  while (p < end) {
-    const uint64_t evoff = off + (uint64_t)(p - pkt);
-    if (CTS_UNLIKELY(end - p < 4))
-      return fail(r, CTS_E_EVENT_OVERRUN, evoff, "event header cut off by the end of its packet");
-    const uint32_t eh = mt_ld32(p);
-    p += 4;
-    const unsigned id = eh >> MT_TIME_BITS;
-    uint64_t low = eh & MT_TIME_MASK;
-    if (low < low_b) low += (uint64_t)1 << MT_TIME_BITS;
-    const uint64_t t = high_b + low;
-    if (CTS_UNLIKELY(t > te))
-      return fail(r, CTS_E_EVENT_TIME, evoff, "event time %llu us is after its packet's end (%llu us)",
-                  (unsigned long long)t, (unsigned long long)te);
-    if (CTS_UNLIKELY(t < d->last_time))
-      return fail(r, CTS_E_TIME_NOT_MONOTONE, evoff,
-                  "event time %llu us is before the previous event's (%llu us)",
-                  (unsigned long long)t, (unsigned long long)d->last_time);
-    d->last_time = t;
-    nevents++;
-    if (id > MT_EV_SHORT_ALLOC_BASE || id == MT_EV_ALLOC) {
-      int64_t length, nsamples = 1, cp;
-      unsigned source = CTS_MT_SOURCE_MINOR;
-      uint32_t nencoded;
-      if (id == MT_EV_ALLOC) {
-        if (CTS_UNLIKELY(!rd_vint(&p, end, &length) || !rd_vint(&p, end, &nsamples) || p >= end))
-          goto overrun;
-        source = *p++;
-        if (CTS_UNLIKELY(!rd_vint(&p, end, &cp) || end - p < 2)) goto overrun;
-        nencoded = mt_ld16(p);
-        p += 2;
-        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL))
-          return fail(r, CTS_E_BAD_SOURCE, evoff, "allocation source %u is not 0, 1 or 2", source);
-        if (CTS_UNLIKELY(length < 0 || nsamples < 0))
-          return fail(r, CTS_E_BAD_LENGTH, evoff, "negative length (%lld) or sample count (%lld)",
-                      (long long)length, (long long)nsamples);
-      } else {
-        if (CTS_UNLIKELY(id > MT_EV_SHORT_ALLOC_BASE + 16)) goto unknown;
-        length = id - MT_EV_SHORT_ALLOC_BASE;
-        if (CTS_UNLIKELY(!rd_vint(&p, end, &cp) || p >= end)) goto overrun;
-        nencoded = *p++;
-      }
-      if (CTS_UNLIKELY(cp < 0))
-        return fail(r, CTS_E_BAD_LENGTH, evoff, "negative backtrace prefix length %lld",
-                    (long long)cp);
-      if ((e = decode_backtrace(r, d, &p, end, (uint64_t)cp, nencoded, evoff)) != 0) return e;
-      ev.kind = CTS_MT_ALLOC;
-      ev.source = (uint8_t)source;
-      ev.short_form = id != MT_EV_ALLOC;
-      ev.length = (uint64_t)length;
-      ev.nsamples = (uint64_t)nsamples;
-      ev.common_prefix = (uint64_t)cp;
-      ev.obj_id = next_id++;
-      if (r->cfg.decode_backtraces) {
-        ev.backtrace = d->bt;
-        ev.backtrace_len = d->bt_len;
-      } else {
-        ev.backtrace = NULL;
-        ev.backtrace_len = 0;
-      }
-    } else if (id == MT_EV_PROMOTE || id == MT_EV_COLLECT) {
-      int64_t delta;
-      if (CTS_UNLIKELY(!rd_vint(&p, end, &delta))) goto overrun;
-      const bool collect = id == MT_EV_COLLECT;
-      const bool negative_ok = collect && h.version >= 3; /* §9 */
-      if (CTS_UNLIKELY(delta < 0 ? !negative_ok : (uint64_t)delta >= next_id))
-        return fail(r, CTS_E_BAD_OBJECT, evoff,
-                    "%s of object %lld before the next id %llu: no such allocation",
-                    collect ? "collect" : "promote",
-                    (long long)((int64_t)next_id - 1 - delta), (unsigned long long)next_id);
-      ev.kind = collect ? CTS_MT_COLLECT : CTS_MT_PROMOTE;
-      ev.obj_id = next_id - 1 - (uint64_t)delta;
-      ev.backtrace = NULL;
-      ev.backtrace_len = 0;
-    } else if (id == MT_EV_LOCATION) {
-      if ((e = decode_location(r, d, &p, end, pkt, off, evoff)) != 0) return e;
-      nlocations++;
-      continue;
-    } else if (id == MT_EV_TRACE_INFO) {
-      return fail(r, CTS_E_DUPLICATE_TRACE_INFO, evoff, "a second trace-info event");
-    } else {
-      goto unknown;
+  const uint8_t *const end = pkt + h.size_bits / 8;
+  event_cursor_t c = {
+      .p = pkt + mt_header_size(h.version),
+      .end = end,
+      .base = off - (uint64_t)(uintptr_t)pkt,
+      .pkt = pkt,
+      .off = off,
+      .time_end = h.time_end,
+      .low_b = h.time_begin & MT_TIME_MASK,
+      .high_b = h.time_begin & ~(uint64_t)MT_TIME_MASK,
+      .last_time = d->last_time,
+      .next_id = h.alloc_id_begin,
+      .decode = r->cfg.decode_backtraces,
+      .v3 = h.version >= 3,
+      .on_event = r->h.on_event,
+      .user_data = r->h.user_data,
+  };
+  c.ev.domain = h.domain;
+  while (c.p < end) {
+    if (end - c.p >= (ptrdiff_t)FAST_EVENT_ROOM) {
+      if ((e = decode_events_fast(r, d, &c)) != 0) return e;
+      if (c.p >= end) break;
     }
-    if (r->h.on_event) {
-      ev.time_us = t;
-      ev.offset = evoff;
-      const int rc = r->h.on_event(r->h.user_data, &ev);
-      if (CTS_UNLIKELY(rc)) return stopped(r, rc, evoff);
-    }
-    continue;
-  overrun:
-    return fail(r, CTS_E_EVENT_OVERRUN, evoff, "event (code %u) cut off by the end of its packet",
-                id);
-  unknown:
-    return fail(r, CTS_E_UNKNOWN_EVENT, evoff, "unknown event code %u", id);
+    if ((e = decode_event_careful(r, d, &c)) != 0) return e;
   }
+  d->last_time = c.last_time;
+  const uint64_t next_id = c.next_id;
+  const uint32_t nevents = c.nevents, nlocations = c.nlocations;
   if (next_id != h.alloc_id_end)
     return fail(r, CTS_E_ALLOC_ID_SYNC, off,
                 "packet header says object ids %llu to %llu but it holds %llu allocations",
@@ -747,6 +955,12 @@ int cts_mt_reader_feed(cts_mt_reader_t *r, const void *data, size_t len) {
       p += take;
       len -= take;
     }
+    /* The bytes just taken may complete the header of a header-only (empty) packet: learn
+     * its size now, or a feed ending right there would leave a whole packet in the carry
+     * and finish() would call it truncated. */
+    if (!known && r->carry_len == need &&
+        (e = packet_extent(r, r->carry, r->carry_len, r->offset, &need, &known)) != 0)
+      return e;
     if (known && r->carry_len == need) {
       if ((e = decode_packet(r, r->carry, r->offset)) != 0) return e;
       r->offset += need;
