@@ -6,6 +6,8 @@
 #include "common.h"
 #include "errors.h"
 #include "memtrace.h"
+#include "mprof.h"
+#include "tasks.h"
 #include <ctfscope/version.h>
 
 #endif /* CTFSCOPE_CTFSCOPE_H */

@@ -65,5 +65,17 @@ const char *cli_shortest_double(double v, char *buf, size_t size);
 
 int cmd_dump(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+
+/* ctfscope dump of a mirage-profile task trace (cmd_dump_mprof.c); an exit code. */
+int cli_dump_mprof(const char *path, const char *output, bool comments, bool quiet);
+int cmd_top(int argc, char **argv);
+int cmd_leaks(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_subsample(int argc, char **argv);
+int cmd_filter(int argc, char **argv);
 
 #endif /* CTS_CLI_H */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../analysis/u64map.h"
+#include "../os/mprof_ring.h"
 #include "../os/output.h"
 #include "cli.h"
 
@@ -214,6 +215,9 @@ int cmd_dump(int argc, char **argv) {
   if (first >= argc) return cli_usage_error("no trace given");
   if (argc - first > 1) return cli_usage_error("one trace at a time (got %d)", argc - first);
   const char *path = argv[first];
+  /* mirage-profile traces share memtrace's magic; their uuid tells them apart. */
+  if (strcmp(path, "-") != 0 && cts_os_is_mprof_file(path))
+    return cli_dump_mprof(path, opts.output, opts.comments, opts.quiet);
 
   int fd = STDOUT_FILENO;
   if (opts.output) {

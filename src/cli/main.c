@@ -4,10 +4,22 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_net.h"
 
 static const cli_command_t commands[] = {
     {"dump", "print every event of a trace, one line each", cmd_dump},
     {"info", "show a trace's header and summary figures", cmd_info},
+    {"record", "run a program with allocation tracing (LD_PRELOAD)", cmd_record},
+    {"top", "allocation sites by bytes, count, live at peak and at end", cmd_top},
+    {"leaks", "blocks live at the end by site, with their growth and backtraces", cmd_leaks},
+    {"stats", "allocation rates, size and lifetime histograms with percentiles", cmd_stats},
+    {"export", "write folded stacks, pprof, Chrome trace JSON or CSV", cmd_export},
+    {"diff", "allocation sites that changed between two traces", cmd_diff},
+    {"subsample", "write a smaller trace keeping 1 sample in N", cmd_subsample},
+    {"filter", "write a trace of the allocations made in a time window", cmd_filter},
+    {"collect", "receive traces over TCP from many programs, one file each", cmd_collect},
+    {"fetch", "save the trace a program serves over TCP (service mode)", cmd_fetch},
+    {"convert", "turn a mirage-profile task trace into a CTF directory (babeltrace2)", cmd_convert},
 };
 
 static void print_usage(FILE *f) {

@@ -191,6 +191,20 @@ static int get_domain(cts_mt_reader_t *r, uint16_t id, uint64_t start_time, uint
   return 0;
 }
 
+/* Makes room for need (<= max_backtrace_frames) frames in d->bt. False if out of memory. */
+static bool reserve_backtrace(cts_mt_reader_t *r, domain_t *d, size_t need) {
+  size_t cap = d->bt_cap ? d->bt_cap : 1024;
+  while (cap < need) cap *= 2;
+  if (cap > r->cfg.max_backtrace_frames) cap = r->cfg.max_backtrace_frames;
+  uint64_t *bt = mem_alloc(r, cap * sizeof *bt);
+  if (!bt) return false;
+  if (d->bt_cap) memcpy(bt, d->bt, d->bt_cap * sizeof *bt);
+  mem_free(r, d->bt, d->bt_cap * sizeof *bt);
+  d->bt = bt;
+  d->bt_cap = cap;
+  return true;
+}
+
 /* Makes room for `need` frames in d->bt, within max_backtrace_frames. */
 CTS_NOINLINE static int grow_backtrace(cts_mt_reader_t *r, domain_t *d, size_t need, uint64_t off) {
   if (need > r->cfg.max_backtrace_frames)
@@ -198,15 +212,8 @@ CTS_NOINLINE static int grow_backtrace(cts_mt_reader_t *r, domain_t *d, size_t n
                 "backtrace longer than the limit of %u frames (raise it with the reader's "
                 "max_backtrace_frames)",
                 r->cfg.max_backtrace_frames);
-  size_t cap = d->bt_cap ? d->bt_cap : 1024;
-  while (cap < need) cap *= 2;
-  if (cap > r->cfg.max_backtrace_frames) cap = r->cfg.max_backtrace_frames;
-  uint64_t *bt = mem_alloc(r, cap * sizeof *bt);
-  if (!bt) return fail(r, CTS_E_NOMEM, off, "out of memory for a %zu-frame backtrace", need);
-  if (d->bt_cap) memcpy(bt, d->bt, d->bt_cap * sizeof *bt);
-  mem_free(r, d->bt, d->bt_cap * sizeof *bt);
-  d->bt = bt;
-  d->bt_cap = cap;
+  if (!reserve_backtrace(r, d, need))
+    return fail(r, CTS_E_NOMEM, off, "out of memory for a %zu-frame backtrace", need);
   return 0;
 }
 
@@ -372,8 +379,8 @@ static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, 
 
 /* Longest codeword (u16 and a u64 literal), and most frames one codeword yields (a hit and
  * up to 255 predicted codes). A backtrace whose codewords all fit in the rest of the packet
- * and whose frames all fit in the buffer at these worst cases needs no checks per codeword
- * for either, which is the common case by far. */
+ * and whose frames all fit in the buffer at these worst cases needs no bounds checks per
+ * codeword, which is the common case by far: decode_codewords_fast() handles it. */
 #define CODEWORD_MAX_BYTES 10u
 #define CODEWORD_MAX_FRAMES 256u
 
@@ -385,6 +392,28 @@ static CTS_FORCE_INLINE bool location_defined(cts_mt_reader_t *r, uint64_t code)
   if (!mt_loctable_find(&r->locs, code)) return false;
   *slot = code;
   return true;
+}
+
+/* A literal codeword's code (tag 3): checked, then stored in its bucket. */
+CTS_NOINLINE static int store_literal(cts_mt_reader_t *r, domain_t *d, uint32_t bucket,
+                                      uint64_t code, uint64_t evoff) {
+  if (CTS_UNLIKELY(code == 0))
+    return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "backtrace stores location code 0");
+  if (CTS_UNLIKELY(!location_defined(r, code)))
+    return fail(r, CTS_E_LOCATION_UNDEFINED, evoff,
+                "backtrace uses location code %llu before any location event defines it",
+                (unsigned long long)code);
+  d->cache_loc[bucket] = code;
+  return 0;
+}
+
+CTS_NOINLINE static int empty_bucket(cts_mt_reader_t *r, uint64_t evoff) {
+  return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff,
+              "backtrace refers to an empty cache bucket (location code 0)");
+}
+
+CTS_NOINLINE static int backtrace_overrun(cts_mt_reader_t *r, uint64_t evoff) {
+  return fail(r, CTS_E_EVENT_OVERRUN, evoff, "backtrace cut off by the end of its packet");
 }
 
 /* Skips the codewords without maintaining the cache (memtrace's "no backtraces" mode). */
@@ -400,103 +429,143 @@ static CTS_FORCE_INLINE int skip_backtrace(cts_mt_reader_t *r, const uint8_t **p
     return 0;
   }
   for (uint32_t i = 0; i < nencoded; i++) {
-    if (end - p < 2) goto overrun;
+    if (end - p < 2) return backtrace_overrun(r, evoff);
     const unsigned tag = mt_ld16(p) & 3u;
     p += 2 + (tag == 2 ? 1 : tag == 3 ? 8 : 0);
   }
-  if (p > end) goto overrun;
+  if (p > end) return backtrace_overrun(r, evoff);
   *pp = p;
   return 0;
-overrun:
-  return fail(r, CTS_E_EVENT_OVERRUN, evoff, "backtrace cut off by the end of its packet");
 }
 
-/* Decodes nencoded codewords into d->bt from *pos on (§8.4). With careful false (a constant
- * at each call site, so the compiler makes two copies) the caller guarantees that the
- * codewords lie inside the packet and the frames inside d->bt, and the bounds checks go;
- * every check on the content stays, in the same order, with the same errors. */
-static CTS_FORCE_INLINE int decode_codewords(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
-                                             const uint8_t *end, size_t *pos_io,
-                                             uint32_t nencoded, uint64_t evoff,
-                                             const bool careful) {
+/* Decodes nencoded codewords into d->bt from *pos_io on (§8.4), checking everything: the
+ * reference for decode_codewords_fast(), and what runs near the end of a packet or of the
+ * backtrace buffer. */
+static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
+                                    const uint8_t *end, size_t *pos_io, uint32_t nencoded,
+                                    uint64_t evoff) {
   const uint8_t *p = *pp;
   size_t pos = *pos_io;
   uint64_t *const cache_loc = d->cache_loc;
   uint16_t *const cache_pred = d->cache_pred;
-  uint64_t *bt = d->bt;
   uint32_t pred = 0;
+  int e;
   for (uint32_t i = 0; i < nencoded; i++) {
-    if (careful && CTS_UNLIKELY(end - p < 2)) goto overrun;
+    if (CTS_UNLIKELY(end - p < 2)) return backtrace_overrun(r, evoff);
     const unsigned w = mt_ld16(p);
     p += 2;
     const uint32_t bucket = w >> 2;
     const unsigned tag = w & 3u;
     cache_pred[pred] = (uint16_t)bucket;
-    unsigned n;
-    if (CTS_UNLIKELY(tag == 3)) {
-      if (careful && CTS_UNLIKELY(end - p < 8)) goto overrun;
-      const uint64_t code = mt_ld64(p);
+    unsigned n = 0;
+    if (tag == 3) {
+      if (CTS_UNLIKELY(end - p < 8)) return backtrace_overrun(r, evoff);
+      if ((e = store_literal(r, d, bucket, mt_ld64(p), evoff)) != 0) return e;
       p += 8;
-      if (CTS_UNLIKELY(code == 0))
-        return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "backtrace stores location code 0");
-      if (CTS_UNLIKELY(!location_defined(r, code)))
-        return fail(r, CTS_E_LOCATION_UNDEFINED, evoff,
-                    "backtrace uses location code %llu before any location event defines it",
-                    (unsigned long long)code);
-      cache_loc[bucket] = code;
-      n = 0;
+    } else if (tag == 1) {
+      n = 1;
     } else if (tag == 2) {
-      if (careful && CTS_UNLIKELY(p >= end)) goto overrun;
+      if (CTS_UNLIKELY(p >= end)) return backtrace_overrun(r, evoff);
       n = *p++;
-    } else {
-      n = tag; /* 0 or 1 predicted codes */
     }
-    if (careful && CTS_UNLIKELY(pos + 1 + n > d->bt_cap)) {
-      const int e = grow_backtrace(r, d, pos + 1 + n, evoff);
-      if (e) return e;
-      bt = d->bt;
-    }
+    if (CTS_UNLIKELY(pos + 1 + n > d->bt_cap) &&
+        (e = grow_backtrace(r, d, pos + 1 + n, evoff)) != 0)
+      return e;
+    uint64_t *const bt = d->bt;
     uint64_t code = cache_loc[bucket];
-    if (CTS_UNLIKELY(code == 0)) goto empty_bucket;
+    if (CTS_UNLIKELY(code == 0)) return empty_bucket(r, evoff);
     bt[pos++] = code;
     pred = bucket;
     for (unsigned k = 0; k < n; k++) {
       pred = cache_pred[pred];
       code = cache_loc[pred];
-      if (CTS_UNLIKELY(code == 0)) goto empty_bucket;
+      if (CTS_UNLIKELY(code == 0)) return empty_bucket(r, evoff);
       bt[pos++] = code;
     }
   }
   *pp = p;
   *pos_io = pos;
   return 0;
-overrun:
-  return fail(r, CTS_E_EVENT_OVERRUN, evoff, "backtrace cut off by the end of its packet");
-empty_bucket:
-  return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff,
-              "backtrace refers to an empty cache bucket (location code 0)");
 }
 
+/* The same as decode_codewords_careful() when the caller guarantees that the codewords lie
+ * inside the packet (end - p >= CODEWORD_MAX_BYTES * nencoded) and the frames inside the
+ * buffer (*pos_io + CODEWORD_MAX_FRAMES * nencoded <= bt_cap): no bounds checks, and a
+ * hit with 0 or 1 predicted codes -- nearly all of them -- costs no branch on the count.
+ * Every check on the content stays, with the same errors. */
+static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *d,
+                                                  const uint8_t **pp, size_t *pos_io,
+                                                  uint32_t nencoded, uint64_t evoff) {
+  const uint8_t *p = *pp;
+  size_t pos = *pos_io;
+  uint64_t *const cache_loc = d->cache_loc;
+  uint16_t *const cache_pred = d->cache_pred;
+  uint64_t *const bt = d->bt;
+  uint32_t pred = 0;
+  for (uint32_t i = 0; i < nencoded; i++) {
+    const unsigned w = mt_ld16(p);
+    const uint32_t bucket = w >> 2;
+    unsigned n = w & 3u; /* predicted codes after the hit, for tags 0 and 1 */
+    p += 2;
+    cache_pred[pred] = (uint16_t)bucket;
+    if (CTS_UNLIKELY(n >= 2)) {
+      if (n == 3) {
+        const int e = store_literal(r, d, bucket, mt_ld64(p), evoff);
+        if (e) return e;
+        p += 8;
+        n = 0;
+      } else {
+        n = *p++;
+      }
+    }
+    /* The hit and the first prediction are loaded and stored whether or not that
+     * prediction is used: bt has room for them, and a frame stored past the end of the
+     * backtrace is scratch. */
+    const uint32_t next = cache_pred[bucket];
+    const uint64_t code = cache_loc[bucket], predicted = cache_loc[next];
+    bt[pos] = code;
+    bt[pos + 1] = predicted;
+    if (CTS_UNLIKELY(code == 0 || (n != 0 && predicted == 0))) return empty_bucket(r, evoff);
+    pos += 1 + (n != 0);
+    pred = n != 0 ? next : bucket;
+    for (unsigned k = 1; k < n; k++) {
+      pred = cache_pred[pred];
+      const uint64_t c = cache_loc[pred];
+      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, evoff);
+      bt[pos++] = c;
+    }
+  }
+  *pp = p;
+  *pos_io = pos;
+  return 0;
+}
+
+/* Decodes (or skips) the backtrace of an allocation event whose codewords start at *pp. */
 static CTS_FORCE_INLINE int decode_backtrace(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
                                              const uint8_t *end, uint64_t cp, uint32_t nencoded,
                                              bool decode, uint64_t evoff) {
-  const uint8_t *p = *pp;
-  if (CTS_UNLIKELY((uint64_t)nencoded * 2 > (uint64_t)(end - p)))
+  const uint64_t left = (uint64_t)(end - *pp);
+  if (CTS_UNLIKELY((uint64_t)nencoded * 2 > left))
     return fail(r, CTS_E_BACKTRACE_TOO_LONG, evoff,
                 "backtrace of %u codewords cannot fit in the %zu bytes left in the packet",
-                nencoded, (size_t)(end - p));
+                nencoded, (size_t)left);
   if (!decode) return skip_backtrace(r, pp, end, nencoded, evoff);
   /* If the prefix is longer than the previous backtrace (the writer truncated that one),
    * the suffix is decoded to keep the cache in step but the previous backtrace stays
    * (§8.4); decode it into the scratch space past bt_len. */
-  const bool keep = cp <= d->bt_len;
-  size_t pos = keep ? (size_t)cp : d->bt_len;
+  const size_t bt_len = d->bt_len;
+  const bool keep = cp <= bt_len;
+  size_t pos = keep ? (size_t)cp : bt_len;
+  /* The fast decoder needs room for the worst case; the buffer is grown for it (within
+   * the limit; failing that, the careful decoder grows it only as far as needed). */
+  const uint64_t worst = pos + (uint64_t)nencoded * CODEWORD_MAX_FRAMES;
   int e;
-  if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= (uint64_t)(end - p) &&
-                 pos + (uint64_t)nencoded * CODEWORD_MAX_FRAMES <= d->bt_cap)) {
-    e = decode_codewords(r, d, pp, end, &pos, nencoded, evoff, false);
+  if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) &&
+      (CTS_LIKELY(worst <= d->bt_cap) ||
+       (worst <= r->cfg.max_backtrace_frames && reserve_backtrace(r, d, (size_t)worst)))) {
+    e = decode_codewords_fast(r, d, pp, &pos, nencoded, evoff);
   } else {
-    e = decode_codewords(r, d, pp, end, &pos, nencoded, evoff, true);
+    e = decode_codewords_careful(r, d, pp, end, &pos, nencoded, evoff);
   }
   if (CTS_UNLIKELY(e)) return e;
   if (keep) d->bt_len = pos;
@@ -609,7 +678,7 @@ typedef struct event_cursor {
 
 /* Decodes one event with every check (the reference path: the fast loop hands over to it
  * whatever it does not handle itself, so this is where errors are reported). */
-static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+CTS_NOINLINE static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   const uint8_t *p = c->p, *const end = c->end;
   const uint64_t evoff = c->base + (uint64_t)(uintptr_t)p;
   int e;
@@ -703,6 +772,27 @@ unknown:
   return fail(r, CTS_E_UNKNOWN_EVENT, evoff, "unknown event code %u", id);
 }
 
+/* The backtrace of an allocation in the fast loop, out of line so that the loop keeps its
+ * few values in registers. Returns the end of the codewords, or NULL after an error. */
+static CTS_FORCE_INLINE const uint8_t *fast_backtrace(cts_mt_reader_t *r, domain_t *d,
+                                                  const uint8_t *p, const uint8_t *end,
+                                                  uint64_t cp, uint32_t nencoded, bool decode,
+                                                  uint64_t evoff) {
+  return decode_backtrace(r, d, &p, end, cp, nencoded, decode, evoff) ? NULL : p;
+}
+
+/* A vint (§2) with 9 bytes known to be there. */
+static CTS_FORCE_INLINE const uint8_t *vint_unchecked(const uint8_t *p, int64_t *v) {
+  rd_vint(&p, NULL, v, false);
+  return p;
+}
+
+static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
+  (void)user_data;
+  (void)ev;
+  return 0;
+}
+
 /* The common case, fast: allocations, promotions and collections at least FAST_EVENT_ROOM
  * bytes from the end of the packet, whose fixed fields can then be read without bounds
  * checks. Anything else -- another kind of event, the packet's tail, and any event that
@@ -710,27 +800,38 @@ unknown:
  * reported by the careful path with the same code, offset and message. The exception is
  * the backtrace, which changes the cache as it goes and so reports its own errors (with
  * the same code as the careful path uses: both run decode_backtrace()). */
-static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   const uint8_t *p = c->p;
   const uint8_t *const end = c->end;
   const uint8_t *const last = end - FAST_EVENT_ROOM; /* the caller made sure p <= last */
-  uint64_t last_time = c->last_time, next_id = c->next_id;
-  uint32_t nevents = c->nevents;
+  /* Event times as offsets from the packet's start time tb, which the low 25 bits of an
+   * event header give directly (§5): t = tb + ((header - tb) mod 2^25). The event must
+   * not be after the packet's end (offset <= span) nor before the previous event. */
+  const uint64_t tb = c->high_b + c->low_b;
+  const uint64_t span = c->time_end - tb;
+  const uint64_t base = c->base;
+  const bool decode = c->decode, v3 = c->v3;
+  int (*const on_event)(void *, const cts_mt_event_t *) =
+      c->on_event ? c->on_event : ignore_event;
+  void *const user_data = c->user_data;
   cts_mt_event_t *const ev = &c->ev;
+  /* The previous event's offset; one before tb is as good as tb itself. */
+  uint64_t last_rel = c->last_time > tb ? c->last_time - tb : 0;
+  uint64_t next_id = c->next_id;
+  uint32_t nevents = 0;
   int e = 0;
-  while (p <= last) {
+  while (CTS_LIKELY(p <= last)) {
     const uint32_t eh = mt_ld32(p);
     const unsigned id = eh >> MT_TIME_BITS;
-    uint64_t low = eh & MT_TIME_MASK;
-    if (low < c->low_b) low += (uint64_t)1 << MT_TIME_BITS;
-    const uint64_t t = c->high_b + low;
-    if (CTS_UNLIKELY(t > c->time_end || t < last_time)) break;
-    const uint8_t *q = p + 4;
+    const uint64_t rel = (eh - (uint32_t)tb) & MT_TIME_MASK;
+    if (CTS_UNLIKELY(rel > span || rel < last_rel)) break;
+    const uint64_t t = tb + rel;
+    const uint8_t *q;
     if (id == MT_EV_COLLECT || id == MT_EV_PROMOTE) {
       int64_t delta;
-      rd_vint(&q, end, &delta, false);
+      q = vint_unchecked(p + 4, &delta);
       const bool collect = id == MT_EV_COLLECT;
-      if (CTS_UNLIKELY(delta < 0 ? !(collect && c->v3) : (uint64_t)delta >= next_id)) break;
+      if (CTS_UNLIKELY(delta < 0 ? !(collect && v3) : (uint64_t)delta >= next_id)) break;
       ev->kind = collect ? CTS_MT_COLLECT : CTS_MT_PROMOTE;
       ev->obj_id = next_id - 1 - (uint64_t)delta;
       ev->backtrace = NULL;
@@ -741,19 +842,33 @@ static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c
       uint32_t nencoded;
       if (id - (MT_EV_SHORT_ALLOC_BASE + 1) < 16) {
         length = id - MT_EV_SHORT_ALLOC_BASE;
-        rd_vint(&q, end, &cp, false);
+        q = vint_unchecked(p + 4, &cp);
         nencoded = *q++;
       } else if (id == MT_EV_ALLOC) {
-        read_long_alloc(&q, end, &length, &nsamples, &source, &cp, &nencoded, false);
+        q = vint_unchecked(p + 4, &length);
+        q = vint_unchecked(q, &nsamples);
+        source = *q++;
+        q = vint_unchecked(q, &cp);
+        nencoded = mt_ld16(q);
+        q += 2;
         if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || length < 0 || nsamples < 0)) break;
       } else {
         break;
       }
-      if (CTS_UNLIKELY(cp < 0 || (uint64_t)nencoded * 2 > (uint64_t)(end - q))) break;
+      if (CTS_UNLIKELY(cp < 0)) break;
       /* From here on the event is decoded for good: the backtrace changes the cache. */
-      const uint64_t evoff = c->base + (uint64_t)(uintptr_t)p;
-      e = decode_backtrace(r, d, &q, end, (uint64_t)cp, nencoded, c->decode, evoff);
-      if (CTS_UNLIKELY(e)) break;
+      if (nencoded != 0) {
+        q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode,
+                           base + (uint64_t)(uintptr_t)p);
+        if (CTS_UNLIKELY(!q)) {
+          e = r->err;
+          break;
+        }
+      } else if ((uint64_t)cp <= d->bt_len) {
+        /* The whole backtrace is a prefix of the previous one (§8.4; when the prefix claims
+         * more than that, the previous one stays). Skipping, bt_len stays 0 and cp is 0. */
+        d->bt_len = (size_t)cp;
+      }
       ev->kind = CTS_MT_ALLOC;
       ev->source = (uint8_t)source;
       ev->short_form = id != MT_EV_ALLOC;
@@ -764,24 +879,21 @@ static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c
       ev->backtrace = d->bt;
       ev->backtrace_len = d->bt_len;
     }
-    last_time = t;
+    last_rel = rel;
     nevents++;
-    const uint64_t evoff = c->base + (uint64_t)(uintptr_t)p;
+    ev->time_us = t;
+    ev->offset = base + (uint64_t)(uintptr_t)p;
     p = q;
-    if (c->on_event) {
-      ev->time_us = t;
-      ev->offset = evoff;
-      const int rc = c->on_event(c->user_data, ev);
-      if (CTS_UNLIKELY(rc)) {
-        e = stopped(r, rc, evoff);
-        break;
-      }
+    const int rc = on_event(user_data, ev);
+    if (CTS_UNLIKELY(rc)) {
+      e = stopped(r, rc, ev->offset);
+      break;
     }
   }
+  if (nevents) c->last_time = tb + last_rel;
   c->p = p;
-  c->last_time = last_time;
   c->next_id = next_id;
-  c->nevents = nevents;
+  c->nevents += nevents;
   return e;
 }
 

@@ -218,30 +218,36 @@ static uint32_t clamp(uint32_t v, uint32_t max) {
   return v > max ? max : v;
 }
 
-/* Encodes one location event for `code` at p; returns its size (≤ 4096 + 13). */
-static size_t put_location(cts_mt_writer_t *w, uint8_t *p, uint64_t code) {
+/* Resolves `code` and picks what to send: its locations, or memtrace's sentinel when they
+ * do not fit (§7.1). Returns the worst-case payload size (≤ 4096, event header excluded).
+ * *locs stays valid until the resolver is called again. */
+static size_t select_locations(cts_mt_writer_t *w, uint64_t code, const cts_mt_location_t **locs,
+                               size_t *count) {
   static const cts_mt_location_t unknown = {1, 1, 1, "<unknown>", "??"};
   size_t n = w->resolve ? w->resolve(w->resolve_user_data, code, w->resolved,
                                      CTS_MT_MAX_LOCATIONS)
                         : 0;
-  const cts_mt_location_t *locs = w->resolved;
   bool oversize = n > CTS_MT_MAX_LOCATIONS;
-  if (!oversize) {
-    size_t worst = 9;
-    for (size_t i = 0; i < n; i++) {
-      const char *f = locs[i].filename ? locs[i].filename : "";
-      const char *d = locs[i].defname ? locs[i].defname : "";
-      worst += 6 + strlen(f) + 1 + strlen(d) + 1;
-      if (worst > BACKTRACE_BYTES) {
-        oversize = true;
-        break;
-      }
-    }
+  size_t worst = 9;
+  for (size_t i = 0; i < n && !oversize; i++) {
+    const char *f = w->resolved[i].filename ? w->resolved[i].filename : "";
+    const char *d = w->resolved[i].defname ? w->resolved[i].defname : "";
+    worst += 6 + strlen(f) + 1 + strlen(d) + 1;
+    if (worst > BACKTRACE_BYTES) oversize = true;
   }
-  if (oversize) { /* §7.1: memtrace's sentinel for what does not fit */
-    locs = &unknown;
-    n = 1;
+  if (oversize) {
+    *locs = &unknown;
+    *count = 1;
+    return 9 + 6 + sizeof "<unknown>" + sizeof "??";
   }
+  *locs = w->resolved;
+  *count = n;
+  return worst;
+}
+
+/* Encodes the location event for `code` at p; returns its size (≤ 4 + worst-case size). */
+static size_t put_location(cts_mt_writer_t *w, uint8_t *p, uint64_t code,
+                           const cts_mt_location_t *locs, size_t n) {
   uint8_t *q = p;
   mt_st32(q, event_header(w->packet_start, MT_EV_LOCATION));
   mt_st64(q + 4, code);
@@ -279,12 +285,19 @@ static int write_locations(cts_mt_writer_t *w) {
   if (!w->npending) return 0;
   size_t pos = w->header_size;
   for (size_t i = 0; i < w->npending; i++) {
-    if (PACKET_SIZE - pos <= LOCATION_ROOM) {
+    const cts_mt_location_t *locs;
+    size_t n;
+    const size_t worst = select_locations(w, w->pending[i], &locs, &n);
+    /* memtrace's rule is the first test. Alone it lets a definition of up to 4 + 4096
+     * bytes start with 4097 to 4099 bytes left and end the packet past 32 KiB (and past
+     * locpacket); the second test starts a new packet then. Reproducer:
+     * tests/fuzz/corpus/fuzz_memtrace_roundtrip/regress-location-packet-overflow. */
+    if (PACKET_SIZE - pos <= LOCATION_ROOM || PACKET_SIZE - pos < 4 + worst) {
       const int e = finish_location_packet(w, pos);
       if (e) return e;
       pos = w->header_size;
     }
-    pos += put_location(w, w->locpacket + pos, w->pending[i]);
+    pos += put_location(w, w->locpacket + pos, w->pending[i], locs, n);
   }
   w->npending = 0;
   return finish_location_packet(w, pos);

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* Log-linear histograms of non-negative integers (sizes, lifetimes) with two weights per
+ * bucket: sampled blocks and samples, so the same histogram answers "how many blocks" and
+ * "how many (estimated) bytes". Values below 32 have exact buckets; above, each power of two
+ * is split into 16 buckets, so a bucket's lower edge is within 1/16 (6.25 %) of any value in
+ * it. Fixed size (about 16 KiB), whatever the input.
+ *
+ * Also the estimation helpers every report shares: Poisson confidence intervals for a
+ * sample count, and the sampling probability of a block. */
+#ifndef CTS_HIST_H
+#define CTS_HIST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CTS_HIST_EXACT 32u /* values below this have a bucket of their own */
+#define CTS_HIST_SUB 16u   /* buckets per power of two above CTS_HIST_EXACT */
+#define CTS_HIST_BUCKETS (CTS_HIST_EXACT + (64u - 5u) * CTS_HIST_SUB)
+
+typedef struct cts_hist {
+  uint64_t blocks[CTS_HIST_BUCKETS];
+  uint64_t samples[CTS_HIST_BUCKETS];
+  uint64_t total_blocks, total_samples;
+  uint64_t min, max;          /* exact, over the blocks added */
+  double sum_by_blocks;       /* Σ value, for the mean per block */
+  double sum_by_samples;      /* Σ value × samples, for the mean per sample */
+} cts_hist_t;
+
+void cts_hist_init(cts_hist_t *h);
+void cts_hist_add(cts_hist_t *h, uint64_t value, uint64_t samples);
+unsigned cts_hist_bucket(uint64_t value);
+/* Smallest value that falls in bucket b. */
+uint64_t cts_hist_bucket_low(unsigned b);
+
+/* The p-quantile (0 ≤ p ≤ 1) weighted by blocks (by_samples false) or by samples: the lower
+ * edge of the first bucket whose cumulative weight reaches p × total (exact below 32, within
+ * 1/16 above). 0 for an empty histogram; p = 1 gives the exact maximum. */
+uint64_t cts_hist_quantile(const cts_hist_t *h, double p, bool by_samples);
+
+/* Exact 95 % confidence interval (Garwood) for the mean of a Poisson variable observed as
+ * n: [*lo, *hi]. For n above 1000 the Wilson-Hilferty approximation is used (relative error
+ * below 1e-3 there). */
+void cts_poisson_ci95(uint64_t n, double *lo, double *hi);
+
+/* Sample counts below this get their confidence interval printed next to the estimate (the
+ * interval is then wider than about ±10 %). */
+#define CTS_CI_SHOW_BELOW 400u
+
+/* Probability that Memprof samples a block of length words (plus its header word) at rate
+ * λ: 1 - (1 - λ)^(length + 1). Its inverse is the Horvitz-Thompson weight that turns
+ * sampled blocks into an unbiased estimate of the number of allocations. */
+double cts_block_sample_probability(uint64_t length_words, double rate);
+
+#endif /* CTS_HIST_H */

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+#include "mtprof.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cts_mtprof_block {
+  uint64_t time_us;
+  uint64_t alloc_clock; /* alloc_clock before this block */
+  uint64_t samples;
+  double est;        /* 1 / sampling probability */
+  uint32_t node;     /* stack node, or the next free block while on the free list */
+  uint8_t source;
+  bool promoted;
+};
+
+#define DEFAULT_MAX_NODES (16u << 20)
+
+int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg) {
+  memset(p, 0, sizeof *p);
+  p->cfg = *cfg;
+  p->sample_rate = 1.0;
+  p->word_bytes = 8;
+  p->free_block = UINT32_MAX;
+  cts_u64map_init(&p->live);
+  cts_hist_init(&p->size_words);
+  cts_hist_init(&p->life_us);
+  cts_hist_init(&p->life_samples);
+  const int e = cts_stacks_init(&p->stacks, cfg->history, 0);
+  if (e) return e;
+  p->stacks.max_nodes = cfg->max_nodes ? cfg->max_nodes : DEFAULT_MAX_NODES;
+  return 0;
+}
+
+void cts_mtprof_fini(cts_mtprof_t *p) {
+  cts_stacks_fini(&p->stacks);
+  cts_u64map_fini(&p->live);
+  free(p->blocks);
+  memset(p, 0, sizeof *p);
+}
+
+void cts_mtprof_set_info(cts_mtprof_t *p, const cts_mt_info_t *info) {
+  p->have_info = true;
+  p->sample_rate = info->sample_rate;
+  p->word_bytes = info->word_size / 8u ? info->word_size / 8u : 8u;
+  p->start_time_us = info->start_time_us;
+  p->stacks.history_origin_us = info->start_time_us;
+}
+
+static int new_block(cts_mtprof_t *p, uint32_t *out) {
+  if (p->free_block != UINT32_MAX) {
+    *out = p->free_block;
+    p->free_block = p->blocks[*out].node;
+    return 0;
+  }
+  if (p->block_count == p->block_cap) {
+    if (p->block_cap >= UINT32_MAX / 2) return CTS_E_LIMIT;
+    const uint32_t cap = p->block_cap ? p->block_cap * 2 : 4096;
+    cts_mtprof_block_t *b = realloc(p->blocks, cap * sizeof *b);
+    if (!b) return -ENOMEM;
+    p->blocks = b;
+    p->block_cap = cap;
+  }
+  *out = p->block_count++;
+  return 0;
+}
+
+static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
+  const unsigned src = ev->source < 3 ? ev->source : 2;
+  const double est = 1.0 / cts_block_sample_probability(ev->length, p->sample_rate);
+  uint32_t node = 0;
+  if (p->cfg.stacks) {
+    const int e = cts_stacks_intern(&p->stacks, ev->backtrace, ev->backtrace_len, &node);
+    if (e) return e;
+  }
+  uint32_t bi;
+  int e = new_block(p, &bi);
+  if (e) return e;
+  bool added;
+  uint64_t *slot = cts_u64map_insert(&p->live, ev->obj_id, bi, &added);
+  if (!slot) {
+    p->blocks[bi].node = p->free_block;
+    p->free_block = bi;
+    return -ENOMEM;
+  }
+  if (!added) {
+    /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed
+     * now, without a lifetime. */
+    const cts_mtprof_block_t *old = &p->blocks[*slot];
+    cts_stacks_free(&p->stacks, old->node, old->samples, old->est);
+    p->blocks[*slot].node = p->free_block;
+    p->free_block = (uint32_t)*slot;
+    p->live_blocks--;
+    *slot = bi;
+  }
+  cts_mtprof_block_t *b = &p->blocks[bi];
+  b->time_us = ev->time_us;
+  b->alloc_clock = p->alloc_clock;
+  b->samples = ev->nsamples;
+  b->est = est;
+  b->node = node;
+  b->source = (uint8_t)src;
+  b->promoted = false;
+  p->live_blocks++;
+  if (p->live_blocks > p->max_live_blocks) p->max_live_blocks = p->live_blocks;
+
+  p->allocs_by_source[src]++;
+  p->samples_by_source[src] += ev->nsamples;
+  p->est_allocs_total += est;
+  p->alloc_clock += ev->nsamples;
+  cts_hist_add(&p->size_words, ev->length, ev->nsamples);
+  cts_stacks_alloc(&p->stacks, node, ev->nsamples, ev->length, est, ev->time_us);
+  p->last_node = node;
+  return 0;
+}
+
+static void on_promote(cts_mtprof_t *p, const cts_mt_event_t *ev) {
+  const uint64_t *slot = cts_u64map_find(&p->live, ev->obj_id);
+  if (!slot || p->blocks[*slot].promoted || p->blocks[*slot].source != CTS_MT_SOURCE_MINOR) {
+    p->unknown_promotes++;
+    return;
+  }
+  cts_mtprof_block_t *b = &p->blocks[*slot];
+  b->promoted = true;
+  p->promoted_allocs++;
+  p->promoted_samples += b->samples;
+}
+
+static void on_collect(cts_mtprof_t *p, const cts_mt_event_t *ev) {
+  const uint64_t *slot = cts_u64map_find(&p->live, ev->obj_id);
+  if (!slot) {
+    p->unknown_collects++;
+    return;
+  }
+  const uint32_t bi = (uint32_t)*slot;
+  const cts_mtprof_block_t *b = &p->blocks[bi];
+  if (b->source == CTS_MT_SOURCE_EXTERNAL)
+    p->collected_external_samples += b->samples;
+  else if (b->source == CTS_MT_SOURCE_MINOR && !b->promoted)
+    p->collected_minor_samples += b->samples;
+  else
+    p->collected_major_samples += b->samples;
+  p->collected_allocs++;
+  const uint64_t lifetime = ev->time_us > b->time_us ? ev->time_us - b->time_us : 0;
+  cts_hist_add(&p->life_us, lifetime, b->samples);
+  cts_hist_add(&p->life_samples, p->alloc_clock - b->alloc_clock - b->samples, b->samples);
+  cts_stacks_free(&p->stacks, b->node, b->samples, b->est);
+  cts_u64map_remove(&p->live, ev->obj_id);
+  p->blocks[bi].node = p->free_block;
+  p->free_block = bi;
+  p->live_blocks--;
+}
+
+int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev) {
+  if (!p->have_events) p->have_events = true, p->first_event_us = ev->time_us;
+  if (ev->time_us > p->last_event_us) p->last_event_us = ev->time_us;
+  cts_stacks_advance_time(&p->stacks, ev->time_us);
+  switch (ev->kind) {
+    case CTS_MT_ALLOC: return on_alloc(p, ev);
+    case CTS_MT_PROMOTE: on_promote(p, ev); return 0;
+    case CTS_MT_COLLECT: on_collect(p, ev); return 0;
+  }
+  return 0;
+}
+
+void cts_mtprof_finish(cts_mtprof_t *p) {
+  cts_stacks_finish(&p->stacks);
+}
+
+double cts_mtprof_bytes_per_sample(const cts_mtprof_t *p) {
+  return (double)p->word_bytes / p->sample_rate;
+}
+
+uint64_t cts_mtprof_samples(const cts_mtprof_t *p) {
+  return p->samples_by_source[0] + p->samples_by_source[1] + p->samples_by_source[2];
+}
+
+uint64_t cts_mtprof_allocs(const cts_mtprof_t *p) {
+  return p->allocs_by_source[0] + p->allocs_by_source[1] + p->allocs_by_source[2];
+}
+
+double cts_mtprof_duration_s(const cts_mtprof_t *p) {
+  if (!p->have_events || p->last_event_us < p->start_time_us) return 0.0;
+  return (double)(p->last_event_us - p->start_time_us) * 1e-6;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* A memtrace trace's allocation profile, built in one streaming pass from the reader's
+ * events: allocation sites and stacks (sites.h), the table of live sampled blocks (keyed
+ * by object id; its size is the number of blocks live at once, never the trace's length),
+ * size and lifetime histograms (hist.h), and the heap figures memtrace's identify reports
+ * (minor/major allocation, promotion and collection).
+ *
+ * All byte figures are estimates: samples / sample rate × word size
+ * (cts_mtprof_bytes_per_sample()). Task traces will feed the same sites.h structures from
+ * their own driver; nothing here is needed for them. */
+#ifndef CTS_MTPROF_H
+#define CTS_MTPROF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ctfscope/memtrace.h>
+
+#include "hist.h"
+#include "sites.h"
+#include "u64map.h"
+
+typedef struct cts_mtprof_config {
+  bool stacks;        /* intern backtraces into sites (needs backtraces decoded) */
+  bool history;       /* keep live samples per site over time (leaks) */
+  uint32_t max_nodes; /* bound on interned stack nodes, 0 = default (16 Mi) */
+} cts_mtprof_config_t;
+
+typedef struct cts_mtprof_block cts_mtprof_block_t;
+
+typedef struct cts_mtprof {
+  cts_mtprof_config_t cfg;
+  bool have_info;
+  double sample_rate;
+  unsigned word_bytes;
+  uint64_t start_time_us;
+  cts_stacks_t stacks;
+
+  cts_u64map_t live;         /* object id → index in blocks */
+  cts_mtprof_block_t *blocks; /* pool of live blocks, with a free list */
+  uint32_t block_count, block_cap, free_block;
+  uint64_t live_blocks, max_live_blocks;
+
+  cts_hist_t size_words;   /* every sampled block: its length in words */
+  cts_hist_t life_us;      /* collected blocks: µs from allocation to collection */
+  cts_hist_t life_samples; /* collected blocks: samples allocated (by anyone) meanwhile */
+
+  uint64_t allocs_by_source[3], samples_by_source[3];
+  double est_allocs_total;
+  uint64_t promoted_allocs, promoted_samples;
+  uint64_t collected_allocs;
+  uint64_t collected_minor_samples; /* collected while still in the minor heap */
+  uint64_t collected_major_samples; /* collected from the major heap (direct or promoted) */
+  uint64_t collected_external_samples;
+  uint64_t unknown_collects, unknown_promotes; /* ids not live: ignored (v3 multi-domain) */
+  uint64_t alloc_clock;                         /* samples allocated so far */
+  bool have_events;
+  uint64_t first_event_us, last_event_us;
+  uint32_t last_node; /* stack node of the last allocation added */
+} cts_mtprof_t;
+
+/* Returns 0 or -ENOMEM. */
+int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg);
+void cts_mtprof_fini(cts_mtprof_t *p);
+/* The trace-info record: must come before the first event. */
+void cts_mtprof_set_info(cts_mtprof_t *p, const cts_mt_info_t *info);
+/* One event, in file order. Returns 0, -ENOMEM or CTS_E_LIMIT. */
+int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev);
+/* Call once after the last event: settles peak and history figures. */
+void cts_mtprof_finish(cts_mtprof_t *p);
+
+/* Estimated bytes per sample: word size in bytes / sample rate. */
+double cts_mtprof_bytes_per_sample(const cts_mtprof_t *p);
+uint64_t cts_mtprof_samples(const cts_mtprof_t *p);
+uint64_t cts_mtprof_allocs(const cts_mtprof_t *p);
+/* Seconds from the trace's start to its last event (memtrace identify's "runtime"). */
+double cts_mtprof_duration_s(const cts_mtprof_t *p);
+
+#endif /* CTS_MTPROF_H */

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE /* asprintf, qsort_r */
+#include "siterows.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "u64map.h"
+
+const cts_mt_location_t *cts_frame_innermost(const cts_frames_t *f, uint64_t code) {
+  const cts_mt_location_t *locs;
+  size_t n = 0;
+  if (!f || !f->lookup || f->lookup(f->user_data, code, &locs, &n) != 0 || n == 0) return NULL;
+  return &locs[n - 1];
+}
+
+const char *cts_frame_label(const cts_frames_t *f, uint64_t code, char *buf, size_t size) {
+  const cts_mt_location_t *l = code ? cts_frame_innermost(f, code) : NULL;
+  if (!code)
+    snprintf(buf, size, "(no backtrace)");
+  else if (!l)
+    snprintf(buf, size, "0x%llx", (unsigned long long)code);
+  else
+    snprintf(buf, size, "%s (%s:%u)", l->defname[0] ? l->defname : "?", l->filename, l->line);
+  return buf;
+}
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+static char *make_key(cts_group_t by, const char *function, const char *file, uint32_t line,
+                      uint64_t code, bool known) {
+  char *key = NULL;
+  int n;
+  if (!known)
+    n = asprintf(&key, code ? "0x%llx" : "(no backtrace)", (unsigned long long)code);
+  else if (by == CTS_GROUP_FILE)
+    n = asprintf(&key, "%s", file);
+  else if (by == CTS_GROUP_FUNCTION)
+    n = asprintf(&key, "%s\t%s", function, file);
+  else
+    n = asprintf(&key, "%s\t%s\t%u", function, file, line);
+  return n < 0 ? NULL : key;
+}
+
+/* Row index of key, creating the row; -1 on no memory. key is consumed. */
+static long row_for_key(cts_rows_t *r, cts_u64map_t *index, char *key) {
+  uint64_t h = hash_str(key);
+  for (;;) {
+    const uint64_t *v = cts_u64map_find(index, h);
+    if (!v) break;
+    if (strcmp(r->rows[*v].key, key) == 0) {
+      free(key);
+      return (long)*v;
+    }
+    h++; /* a collision of 64-bit hashes: probe the next one */
+  }
+  if (r->n == r->cap) {
+    const size_t cap = r->cap ? r->cap * 2 : 256;
+    cts_row_t *rows = realloc(r->rows, cap * sizeof *rows);
+    if (!rows) goto nomem;
+    r->rows = rows;
+    r->cap = cap;
+  }
+  bool added;
+  if (!cts_u64map_insert(index, h, r->n, &added)) goto nomem;
+  memset(&r->rows[r->n], 0, sizeof r->rows[r->n]);
+  r->rows[r->n].key = key;
+  r->rows[r->n].first_node = UINT32_MAX;
+  return (long)r->n++;
+nomem:
+  free(key);
+  return -1;
+}
+
+static long row_for_code(cts_rows_t *r, cts_u64map_t *index, const cts_frames_t *f,
+                         cts_group_t by, uint64_t code) {
+  const cts_mt_location_t *l = code ? cts_frame_innermost(f, code) : NULL;
+  const char *function = l ? l->defname : "", *file = l ? l->filename : "";
+  const uint32_t line = l ? l->line : 0;
+  char *key = make_key(by, function, file, line, code, l != NULL);
+  if (!key) return -1;
+  const long i = row_for_key(r, index, key);
+  if (i >= 0 && r->rows[i].first_node == UINT32_MAX) {
+    r->rows[i].function = by == CTS_GROUP_FILE ? "" : function;
+    r->rows[i].file = file;
+    r->rows[i].line = by == CTS_GROUP_LINE ? line : 0;
+    r->rows[i].code = code;
+  }
+  return i;
+}
+
+int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f, cts_group_t by,
+                   cts_sort_t heaviest, uint64_t origin_us, uint64_t end_us) {
+  memset(out, 0, sizeof *out);
+  cts_u64map_t index, row_of_code;
+  cts_u64map_init(&index);
+  cts_u64map_init(&row_of_code);
+  int err = 0;
+  for (uint32_t i = 0; i < s->count && !err; i++) {
+    const cts_stack_node_t *node = &s->nodes[i];
+    if (node->self.allocs == 0) continue;
+    /* Codes repeat across nodes: remember each code's row to avoid re-keying. */
+    long ri;
+    const uint64_t *known = cts_u64map_find(&row_of_code, node->code);
+    if (known) {
+      ri = (long)*known;
+    } else {
+      ri = row_for_code(out, &index, f, by, node->code);
+      bool added;
+      if (ri < 0 || !cts_u64map_insert(&row_of_code, node->code, (uint64_t)ri, &added)) {
+        err = -ENOMEM;
+        break;
+      }
+    }
+    cts_row_t *row = &out->rows[ri];
+    if (row->first_node == UINT32_MAX ||
+        cts_site_stats_metric(&node->self, heaviest) >
+            cts_site_stats_metric(&s->nodes[row->first_node].self, heaviest))
+      row->first_node = i;
+    cts_site_stats_add(&row->st, &node->self);
+  }
+  if (!err && s->history && end_us > origin_us) {
+    const uint64_t span = end_us - origin_us;
+    for (uint32_t si = 0; si < s->site_count; si++) {
+      const uint64_t *known = cts_u64map_find(&row_of_code, s->sites[si].code);
+      if (!known) continue; /* every site allocated, so this does not happen */
+      cts_row_t *row = &out->rows[*known];
+      for (unsigned q = 0; q < 4; q++) {
+        const uint64_t t = origin_us + span / 4 * (q + 1) + (q == 3 ? span % 4 : 0);
+        row->live_at[q] += cts_site_live_at(s, si, t, end_us);
+      }
+    }
+  } else if (!err) {
+    for (size_t i = 0; i < out->n; i++) out->rows[i].live_at[3] = out->rows[i].st.live_samples;
+  }
+  cts_u64map_fini(&index);
+  cts_u64map_fini(&row_of_code);
+  if (err) cts_rows_fini(out);
+  return err;
+}
+
+void cts_rows_fini(cts_rows_t *r) {
+  for (size_t i = 0; i < r->n; i++) free(r->rows[i].key);
+  free(r->rows);
+  memset(r, 0, sizeof *r);
+}
+
+uint64_t cts_site_stats_metric(const cts_site_stats_t *st, cts_sort_t by) {
+  switch (by) {
+    case CTS_SORT_COUNT: return st->allocs;
+    case CTS_SORT_PEAK: return st->peak_samples;
+    case CTS_SORT_LIVE: return st->live_samples;
+    case CTS_SORT_BYTES: break;
+  }
+  return st->samples;
+}
+
+static int cmp_rows(const void *a, const void *b, void *arg) {
+  const cts_row_t *x = a, *y = b;
+  const cts_sort_t by = *(const cts_sort_t *)arg;
+  const uint64_t mx = cts_site_stats_metric(&x->st, by);
+  const uint64_t my = cts_site_stats_metric(&y->st, by);
+  if (mx != my) return mx > my ? -1 : 1;
+  if (x->st.samples != y->st.samples) return x->st.samples > y->st.samples ? -1 : 1;
+  return strcmp(x->key, y->key);
+}
+
+void cts_rows_sort(cts_rows_t *r, cts_sort_t by) {
+  if (r->n) qsort_r(r->rows, r->n, sizeof *r->rows, cmp_rows, &by);
+}
+
+void cts_labels_init(cts_labels_t *l, const cts_frames_t *f, cts_label_style_t style) {
+  memset(l, 0, sizeof *l);
+  cts_u64map_init(&l->by_hash);
+  cts_u64map_init(&l->by_code);
+  l->style = style;
+  l->frames = f;
+}
+
+void cts_labels_fini(cts_labels_t *l) {
+  for (size_t i = 0; i < l->n; i++) free(l->names[i]);
+  free(l->names);
+  cts_u64map_fini(&l->by_hash);
+  cts_u64map_fini(&l->by_code);
+  memset(l, 0, sizeof *l);
+}
+
+static char *label_text(const cts_labels_t *l, uint64_t code) {
+  const cts_mt_location_t *loc = code ? cts_frame_innermost(l->frames, code) : NULL;
+  char *text = NULL;
+  int n;
+  if (!code)
+    n = asprintf(&text, "(no backtrace)");
+  else if (!loc)
+    n = asprintf(&text, "0x%llx", (unsigned long long)code);
+  else if (l->style == CTS_LABEL_NAME)
+    n = asprintf(&text, "%s", loc->defname[0] ? loc->defname : "?");
+  else if (l->style == CTS_LABEL_FILE)
+    n = asprintf(&text, "%s", loc->filename);
+  else if (l->style == CTS_LABEL_FUNCTION)
+    n = asprintf(&text, "%s (%s)", loc->defname[0] ? loc->defname : "?", loc->filename);
+  else
+    n = asprintf(&text, "%s (%s:%u)", loc->defname[0] ? loc->defname : "?", loc->filename,
+                 loc->line);
+  return n < 0 ? NULL : text;
+}
+
+uint64_t cts_labels_id(cts_labels_t *l, uint64_t code) {
+  const uint64_t *known = cts_u64map_find(&l->by_code, code);
+  if (known) return *known;
+  char *text = label_text(l, code);
+  if (!text) return 0;
+  uint64_t h = hash_str(text), id = 0;
+  for (;; h++) {
+    const uint64_t *v = cts_u64map_find(&l->by_hash, h);
+    if (!v) break;
+    if (strcmp(l->names[*v - 1], text) == 0) {
+      id = *v;
+      free(text);
+      break;
+    }
+  }
+  bool added;
+  if (!id) {
+    if (l->n == l->cap) {
+      const size_t cap = l->cap ? l->cap * 2 : 256;
+      char **names = realloc(l->names, cap * sizeof *names);
+      if (!names) goto nomem;
+      l->names = names;
+      l->cap = cap;
+    }
+    if (!cts_u64map_insert(&l->by_hash, h, l->n + 1, &added)) goto nomem;
+    l->names[l->n++] = text;
+    id = l->n;
+  }
+  if (!cts_u64map_insert(&l->by_code, code, id, &added)) return 0;
+  return id;
+nomem:
+  free(text);
+  return 0;
+}
+
+int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks_t *dst) {
+  int e = cts_stacks_init(dst, false, 0);
+  if (e) return e;
+  uint32_t *map = malloc((size_t)src->count * sizeof *map);
+  if (!map) return -ENOMEM;
+  map[0] = 0;
+  /* Parents come before children, so one forward pass re-interns every node. */
+  for (uint32_t i = 1; i < src->count && !e; i++) {
+    const uint64_t id = cts_labels_id(labels, src->nodes[i].code);
+    if (!id) {
+      e = -ENOMEM;
+      break;
+    }
+    const uint32_t parent = map[src->nodes[i].parent];
+    uint32_t node = 0;
+    e = cts_stacks_intern_child(dst, parent, id, &node);
+    map[i] = node;
+  }
+  for (uint32_t i = 0; i < src->count && !e; i++)
+    cts_site_stats_add(&dst->nodes[map[i]].self, &src->nodes[i].self);
+  free(map);
+  return e;
+}

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+#include "sites.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ctfscope/errors.h>
+
+#define FIRST_SPACING_US 1u /* doubles as needed: at most 1/32 of the trace */
+#define MAX_SPACING_US (1ull << 56)
+
+static inline uint64_t mix(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  k ^= k >> 33;
+  return k;
+}
+
+static inline size_t slot_of(uint32_t parent, uint64_t code, uint32_t cap) {
+  return (size_t)(mix(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) & (cap - 1u));
+}
+
+int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
+  memset(s, 0, sizeof *s);
+  cts_u64map_init(&s->site_of_code);
+  s->history = history;
+  s->history_origin_us = origin_us;
+  s->history_spacing_us = FIRST_SPACING_US;
+  s->cap = 1024;
+  s->nodes = calloc(s->cap, sizeof *s->nodes);
+  s->table_cap = 2048;
+  s->table = calloc(s->table_cap, sizeof *s->table);
+  if (!s->nodes || !s->table) {
+    cts_stacks_fini(s);
+    return -ENOMEM;
+  }
+  s->count = 1; /* the root */
+  s->nodes[0].site = UINT32_MAX;
+  return 0;
+}
+
+void cts_stacks_fini(cts_stacks_t *s) {
+  for (uint32_t i = 0; i < s->site_count; i++) free(s->sites[i].history);
+  free(s->sites);
+  free(s->nodes);
+  free(s->table);
+  free(s->prev_codes);
+  free(s->prev_nodes);
+  cts_u64map_fini(&s->site_of_code);
+  memset(s, 0, sizeof *s);
+}
+
+uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code) {
+  for (size_t i = slot_of(parent, code, s->table_cap);; i = (i + 1) & (s->table_cap - 1u)) {
+    const uint32_t n = s->table[i];
+    if (!n) return UINT32_MAX;
+    if (s->nodes[n].code == code && s->nodes[n].parent == parent) return n;
+  }
+}
+
+static bool grow_table(cts_stacks_t *s) {
+  const uint32_t cap = s->table_cap * 2;
+  uint32_t *t = calloc(cap, sizeof *t);
+  if (!t) return false;
+  for (uint32_t i = 0; i < s->table_cap; i++) {
+    const uint32_t n = s->table[i];
+    if (!n) continue;
+    size_t j = slot_of(s->nodes[n].parent, s->nodes[n].code, cap);
+    while (t[j]) j = (j + 1) & (cap - 1u);
+    t[j] = n;
+  }
+  free(s->table);
+  s->table = t;
+  s->table_cap = cap;
+  return true;
+}
+
+static int site_for_code(cts_stacks_t *s, uint64_t code, uint32_t *site) {
+  bool added;
+  uint64_t *v = cts_u64map_insert(&s->site_of_code, code, s->site_count, &added);
+  if (!v) return -ENOMEM;
+  if (!added) {
+    *site = (uint32_t)*v;
+    return 0;
+  }
+  if (s->site_count == s->site_cap) {
+    const uint32_t cap = s->site_cap ? s->site_cap * 2 : 256;
+    cts_site_t *sites = realloc(s->sites, cap * sizeof *sites);
+    if (!sites) goto nomem;
+    s->sites = sites;
+    s->site_cap = cap;
+  }
+  cts_site_t *st = &s->sites[s->site_count];
+  memset(st, 0, sizeof *st);
+  st->code = code;
+  if (s->history) {
+    st->history = calloc(CTS_SITE_CHECKPOINTS, sizeof *st->history);
+    if (!st->history) goto nomem;
+    /* A new site was empty at every checkpoint already passed. */
+    st->checkpoints_done = s->checkpoints_passed;
+  }
+  *site = s->site_count++;
+  return 0;
+nomem:
+  cts_u64map_remove(&s->site_of_code, code);
+  return -ENOMEM;
+}
+
+static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *out) {
+  if (s->max_nodes && s->count >= s->max_nodes) return CTS_E_LIMIT;
+  if (s->count == UINT32_MAX - 1) return CTS_E_LIMIT;
+  if ((uint64_t)(s->count + 1) * 10 > (uint64_t)s->table_cap * 7 && !grow_table(s)) return -ENOMEM;
+  if (s->count == s->cap) {
+    const uint32_t cap = s->cap * 2;
+    cts_stack_node_t *nodes = realloc(s->nodes, cap * sizeof *nodes);
+    if (!nodes) return -ENOMEM;
+    s->nodes = nodes;
+    s->cap = cap;
+  }
+  const uint32_t n = s->count++;
+  cts_stack_node_t *node = &s->nodes[n];
+  memset(node, 0, sizeof *node);
+  node->code = code;
+  node->parent = parent;
+  node->depth = s->nodes[parent].depth + 1;
+  node->site = UINT32_MAX; /* given when the node first allocates */
+  node->peak_epoch = s->peak_epoch; /* it held nothing at any earlier peak */
+  size_t j = slot_of(parent, code, s->table_cap);
+  while (s->table[j]) j = (j + 1) & (s->table_cap - 1u);
+  s->table[j] = n;
+  *out = n;
+  return 0;
+}
+
+int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *node) {
+  const uint32_t found = cts_stacks_find_child(s, parent, code);
+  if (found != UINT32_MAX) {
+    *node = found;
+    return 0;
+  }
+  return new_node(s, parent, code, node);
+}
+
+int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *node) {
+  if (n > s->prev_cap) {
+    size_t cap = s->prev_cap ? s->prev_cap : 64;
+    while (cap < n) cap *= 2;
+    uint64_t *codes = realloc(s->prev_codes, cap * sizeof *codes);
+    if (!codes) return -ENOMEM;
+    s->prev_codes = codes;
+    uint32_t *nodes = realloc(s->prev_nodes, cap * sizeof *nodes);
+    if (!nodes) return -ENOMEM;
+    s->prev_nodes = nodes;
+    s->prev_cap = cap;
+  }
+  size_t common = 0;
+  const size_t limit = n < s->prev_len ? n : s->prev_len;
+  while (common < limit && bt[common] == s->prev_codes[common]) common++;
+  uint32_t cur = common ? s->prev_nodes[common - 1] : 0;
+  for (size_t i = common; i < n; i++) {
+    uint32_t child = cts_stacks_find_child(s, cur, bt[i]);
+    if (child == UINT32_MAX) {
+      const int e = new_node(s, cur, bt[i], &child);
+      if (e) {
+        s->prev_len = i; /* what is cached stays consistent */
+        return e;
+      }
+    }
+    cur = child;
+    s->prev_codes[i] = bt[i];
+    s->prev_nodes[i] = cur;
+  }
+  s->prev_len = n;
+  if (s->nodes[cur].site == UINT32_MAX) {
+    uint32_t site;
+    const int e = site_for_code(s, n ? bt[n - 1] : 0, &site);
+    if (e) return e;
+    s->nodes[cur].site = site;
+  }
+  *node = cur;
+  return 0;
+}
+
+/* Fills a site's checkpoints passed since its last change with its current value. */
+static inline void settle_site(cts_stacks_t *s, cts_site_t *st) {
+  while (st->checkpoints_done < s->checkpoints_passed)
+    st->history[st->checkpoints_done++] = st->live_samples;
+}
+
+static void halve_checkpoints(cts_stacks_t *s) {
+  for (uint32_t i = 0; i < s->site_count; i++) {
+    cts_site_t *st = &s->sites[i];
+    settle_site(s, st);
+    /* Checkpoint j at (j + 1) × 2d is the old checkpoint 2j + 1 at (2j + 2) × d. */
+    for (uint32_t j = 0; j < CTS_SITE_CHECKPOINTS / 2; j++) st->history[j] = st->history[2 * j + 1];
+    st->checkpoints_done = CTS_SITE_CHECKPOINTS / 2;
+  }
+  s->checkpoints_passed = CTS_SITE_CHECKPOINTS / 2;
+  s->history_spacing_us *= 2;
+}
+
+void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
+  if (!s->history) return;
+  const uint64_t rel = time_us > s->history_origin_us ? time_us - s->history_origin_us : 0;
+  while (rel > (uint64_t)(s->checkpoints_passed + 1) * s->history_spacing_us) {
+    if (s->checkpoints_passed + 1 == CTS_SITE_CHECKPOINTS) {
+      if (s->history_spacing_us >= MAX_SPACING_US) return;
+      s->checkpoints_passed++;
+      halve_checkpoints(s);
+    } else {
+      s->checkpoints_passed++;
+    }
+  }
+}
+
+/* Saves the node's live figures as its peak figures if the heap peaked since it last
+ * changed. */
+static inline void settle_peak(cts_stacks_t *s, cts_stack_node_t *node) {
+  if (node->peak_epoch == s->peak_epoch) return;
+  node->self.peak_allocs = node->self.live_allocs;
+  node->self.peak_samples = node->self.live_samples;
+  node->self.peak_est_allocs = node->self.live_est_allocs;
+  node->peak_epoch = s->peak_epoch;
+}
+
+void cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_t samples, uint64_t words,
+                      double est, uint64_t time_us) {
+  cts_stack_node_t *node = &s->nodes[node_index];
+  settle_peak(s, node);
+  node->self.allocs++;
+  node->self.samples += samples;
+  node->self.words += words;
+  node->self.est_allocs += est;
+  node->self.live_allocs++;
+  node->self.live_samples += samples;
+  node->self.live_est_allocs += est;
+  if (node->site != UINT32_MAX) {
+    cts_site_t *st = &s->sites[node->site];
+    if (s->history) settle_site(s, st);
+    st->live_samples += samples;
+  }
+  s->live_samples += samples;
+  if (s->live_samples > s->peak_samples) {
+    s->peak_samples = s->live_samples;
+    s->peak_time_us = time_us;
+    s->peak_epoch++;
+  }
+}
+
+void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_t samples, double est) {
+  cts_stack_node_t *node = &s->nodes[node_index];
+  settle_peak(s, node);
+  node->self.live_allocs--;
+  node->self.live_samples -= samples;
+  node->self.live_est_allocs -= est;
+  if (node->self.live_allocs == 0) node->self.live_est_allocs = 0; /* no rounding residue */
+  node->self.collected_allocs++;
+  node->self.collected_samples += samples;
+  if (node->site != UINT32_MAX) {
+    cts_site_t *st = &s->sites[node->site];
+    if (s->history) settle_site(s, st);
+    st->live_samples -= samples;
+  }
+  s->live_samples -= samples;
+}
+
+void cts_stacks_finish(cts_stacks_t *s) {
+  for (uint32_t i = 0; i < s->count; i++) settle_peak(s, &s->nodes[i]);
+  if (s->history)
+    for (uint32_t i = 0; i < s->site_count; i++) settle_site(s, &s->sites[i]);
+}
+
+uint64_t cts_site_live_at(const cts_stacks_t *s, uint32_t site, uint64_t t_us, uint64_t end_us) {
+  const cts_site_t *st = &s->sites[site];
+  if (t_us >= end_us || !s->history) return st->live_samples;
+  const uint64_t rel = t_us > s->history_origin_us ? t_us - s->history_origin_us : 0;
+  uint64_t k = rel / s->history_spacing_us; /* checkpoints at or before t: 0..k-1 */
+  if (k > s->checkpoints_passed) k = s->checkpoints_passed;
+  if (k == 0) return 0;
+  return k - 1 < st->checkpoints_done ? st->history[k - 1] : st->live_samples;
+}
+
+void cts_site_stats_add(cts_site_stats_t *a, const cts_site_stats_t *b) {
+  a->allocs += b->allocs;
+  a->samples += b->samples;
+  a->words += b->words;
+  a->est_allocs += b->est_allocs;
+  a->live_allocs += b->live_allocs;
+  a->live_samples += b->live_samples;
+  a->live_est_allocs += b->live_est_allocs;
+  a->peak_allocs += b->peak_allocs;
+  a->peak_samples += b->peak_samples;
+  a->peak_est_allocs += b->peak_est_allocs;
+  a->collected_allocs += b->collected_allocs;
+  a->collected_samples += b->collected_samples;
+}
+
+void cts_stacks_inclusive(const cts_stacks_t *s, cts_site_stats_t *incl) {
+  for (uint32_t i = 0; i < s->count; i++) incl[i] = s->nodes[i].self;
+  for (uint32_t i = s->count; i-- > 1;) cts_site_stats_add(&incl[s->nodes[i].parent], &incl[i]);
+}

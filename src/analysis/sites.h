@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/* Allocation sites, aggregated in one streaming pass, independent of the trace format.
+ *
+ * A stack is interned in a trie of frames (cts_stacks_t): node = (parent, frame code), the
+ * root (node 0) is the empty stack, and a backtrace (outermost frame first) maps to the
+ * node of its last frame. Each node carries the figures of the allocations made with
+ * exactly that stack ("self"), so one structure serves the flat table (group nodes by
+ * their last frame), the call tree ("top --tree"), the callers view, folded stacks and
+ * pprof. Node indices only grow and a parent's index is below its children's, so summing
+ * children into parents is one backward loop.
+ *
+ * Live-at-peak figures use a lazy snapshot: when the total live heap reaches a new
+ * maximum, the peak epoch advances; a node saves its live figures the first time it changes
+ * after that, so the peak costs O(1) per event instead of a copy of every node.
+ *
+ * Sites (cts_site_t) are the distinct allocation points (last-frame codes). With history
+ * enabled, each keeps its live samples at up to CTS_SITE_CHECKPOINTS evenly spaced times,
+ * the spacing doubling as the trace gets longer, for "growth over time" in leak reports.
+ *
+ * Memory is bounded by distinct stacks and sites, never by the number of events. */
+#ifndef CTS_SITES_H
+#define CTS_SITES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "u64map.h"
+
+/* Figures of a set of allocations. Counts are sampled blocks; samples × (word size /
+ * rate) estimate bytes; est_allocs (Σ 1 / sampling probability) estimates allocations. */
+typedef struct cts_site_stats {
+  uint64_t allocs, samples, words; /* allocated */
+  double est_allocs;
+  uint64_t live_allocs, live_samples; /* live now (at the end once the trace is read) */
+  double live_est_allocs;
+  uint64_t peak_allocs, peak_samples; /* live when the whole heap was at its peak */
+  double peak_est_allocs;
+  uint64_t collected_allocs, collected_samples;
+} cts_site_stats_t;
+
+typedef struct cts_stack_node {
+  uint64_t code;       /* frame code (0 for the root) */
+  uint32_t parent;     /* the root is its own parent */
+  uint32_t depth;      /* frames from the root; the root has depth 0 */
+  uint32_t site;       /* site of this node's code once it allocated, else UINT32_MAX */
+  uint64_t peak_epoch; /* epoch of the last peak whose figures are saved in self.peak_* */
+  cts_site_stats_t self;
+} cts_stack_node_t;
+
+#define CTS_SITE_CHECKPOINTS 64u
+
+typedef struct cts_site {
+  uint64_t code;
+  uint64_t live_samples;
+  uint32_t checkpoints_done; /* history[0..checkpoints_done) is filled */
+  uint64_t *history;         /* CTS_SITE_CHECKPOINTS entries when history is enabled */
+} cts_site_t;
+
+typedef struct cts_stacks {
+  cts_stack_node_t *nodes;
+  uint32_t count, cap;
+  uint32_t *table; /* open addressing over (parent, code) → node index; 0 = empty */
+  uint32_t table_cap;
+  cts_site_t *sites;
+  uint32_t site_count, site_cap;
+  cts_u64map_t site_of_code;
+  /* The previous backtrace and its nodes: consecutive backtraces share long prefixes. */
+  uint64_t *prev_codes;
+  uint32_t *prev_nodes;
+  size_t prev_len, prev_cap;
+  /* Peak tracking. */
+  uint64_t peak_epoch;
+  uint64_t live_samples, peak_samples;
+  uint64_t peak_time_us;
+  /* History (growth over time). */
+  bool history;
+  uint64_t history_origin_us; /* checkpoint k is at origin + (k + 1) × spacing */
+  uint64_t history_spacing_us;
+  uint32_t checkpoints_passed;
+  uint64_t max_nodes; /* 0 = unlimited */
+} cts_stacks_t;
+
+/* history: keep live samples per site over time (leaks). origin_us: time of checkpoint 0's
+ * start (the trace's start). Returns 0 or -ENOMEM. */
+int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us);
+void cts_stacks_fini(cts_stacks_t *s);
+
+/* The node of backtrace bt[0..n) (outermost first), interning new frames: returns 0 and
+ * sets *node, or -ENOMEM (or CTS_E_LIMIT past max_nodes). n = 0 gives the root. */
+int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *node);
+
+/* The child of parent with frame code, created if needed: returns 0 and sets *node, or
+ * -ENOMEM / CTS_E_LIMIT. */
+int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *node);
+
+/* Child of parent with frame code, or UINT32_MAX. */
+uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code);
+
+/* Advances time: checkpoints before time_us are taken (history only). Call with each
+ * event's time, before the event's own changes. */
+void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us);
+
+/* An allocation of (samples, words) with weight est (1 / sampling probability) at node. */
+void cts_stacks_alloc(cts_stacks_t *s, uint32_t node, uint64_t samples, uint64_t words,
+                      double est, uint64_t time_us);
+/* The block allocated with those figures at node was freed. */
+void cts_stacks_free(cts_stacks_t *s, uint32_t node, uint64_t samples, double est);
+
+/* Settles the lazy snapshots: after this, self.peak_* of every node hold their values at the
+ * peak. Call once when the trace is read; no alloc/free afterwards. */
+void cts_stacks_finish(cts_stacks_t *s);
+
+/* Live samples of site at time t (origin ≤ t ≤ last time seen), from the checkpoint at or
+ * before t (0 before the first checkpoint); at or after the last event, the current value.
+ * Its resolution is the checkpoint spacing, at most 1/32 of the trace's duration. */
+uint64_t cts_site_live_at(const cts_stacks_t *s, uint32_t site, uint64_t t_us, uint64_t end_us);
+
+/* Sums b into a. */
+void cts_site_stats_add(cts_site_stats_t *a, const cts_site_stats_t *b);
+
+/* Fills incl[0..count) with the inclusive figures of each node (self + descendants). */
+void cts_stacks_inclusive(const cts_stacks_t *s, cts_site_stats_t *incl);
+
+#endif /* CTS_SITES_H */

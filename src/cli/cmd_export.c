@@ -1,0 +1,614 @@
+/* SPDX-License-Identifier: MIT */
+/* ctfscope export: a memtrace trace in the formats other tools read.
+ *  - folded: "f1;f2;...;fn value" lines (flamegraph.pl, speedscope, inferno);
+ *  - pprof: the profile.proto of Go's pprof, gzip-compressed, written here by hand (the
+ *    schema is small): sample types alloc_objects, alloc_space, inuse_objects, inuse_space;
+ *  - chrome: Chrome trace-event JSON (Perfetto, speedscope, chrome://tracing): process 1
+ *    has counters of the live and allocated heap over time; process 2 is a flame chart of
+ *    allocations in trace order whose time axis is bytes allocated (1 us = 1 byte);
+ *  - csv: one line per event.
+ * Every byte figure is an estimate, samples / sample rate x word size, rounded. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "cli.h"
+#include "load.h"
+
+static const char help[] =
+    "Usage: ctfscope export --format FORMAT [OPTIONS] TRACE\n"
+    "\n"
+    "Write a memtrace trace in another tool's format. Bytes are estimates (samples / sample\n"
+    "rate x word size), rounded to whole bytes; counts are estimated allocations.\n"
+    "\n"
+    "Formats:\n"
+    "  folded   folded stacks, 'main;f;g VALUE' per stack (flamegraph.pl, speedscope);\n"
+    "           frames are function names, the outermost first\n"
+    "  pprof    gzip-compressed pprof profile (go tool pprof, pprof.me, speedscope) with\n"
+    "           alloc_objects, alloc_space, inuse_objects and inuse_space (live at the end)\n"
+    "  chrome   Chrome trace-event JSON (Perfetto, speedscope): live/allocated heap counters\n"
+    "           over time, and a flame chart of allocations in trace order on a time axis\n"
+    "           of bytes (1 us = 1 byte)\n"
+    "  csv      one line per event: time, kind, object id, heap, length, samples,\n"
+    "           estimated bytes and the allocation point\n"
+    "\n"
+    "Options:\n"
+    "  -f, --format FORMAT  folded, pprof, chrome or csv (required)\n"
+    "  -o, --output FILE    write to FILE instead of standard output\n"
+    "      --value WHAT     folded: 'bytes' (allocated, default), 'count', 'samples',\n"
+    "                       'live' (bytes live at the end) or 'peak' (live at the peak)\n"
+    "  -q, --quiet          do not print warnings\n"
+    "  -h, --help           show this help\n"
+    "\n"
+    "Exit status: 0 when the trace was read completely, 1 when it is corrupt (the export\n"
+    "covers what was read before the error), 2 for a usage error, 3 when a file cannot be\n"
+    "read or written, 4 out of memory.\n";
+
+typedef enum { FMT_NONE, FMT_FOLDED, FMT_PPROF, FMT_CHROME, FMT_CSV } format_t;
+typedef enum { VAL_BYTES, VAL_COUNT, VAL_SAMPLES, VAL_LIVE, VAL_PEAK } value_t;
+
+typedef struct export_opts {
+  format_t format;
+  value_t value;
+  const char *output;
+  bool quiet;
+} export_opts_t;
+
+static int on_option(void *ctx, int opt, const char *arg) {
+  export_opts_t *o = ctx;
+  switch (opt) {
+    case 'f':
+      if (strcmp(arg, "folded") == 0) o->format = FMT_FOLDED;
+      else if (strcmp(arg, "pprof") == 0) o->format = FMT_PPROF;
+      else if (strcmp(arg, "chrome") == 0) o->format = FMT_CHROME;
+      else if (strcmp(arg, "csv") == 0) o->format = FMT_CSV;
+      else return cli_usage_error("--format takes folded, pprof, chrome or csv, not '%s'", arg);
+      break;
+    case 'o': o->output = arg; break;
+    case 'V':
+      if (strcmp(arg, "bytes") == 0) o->value = VAL_BYTES;
+      else if (strcmp(arg, "count") == 0) o->value = VAL_COUNT;
+      else if (strcmp(arg, "samples") == 0) o->value = VAL_SAMPLES;
+      else if (strcmp(arg, "live") == 0) o->value = VAL_LIVE;
+      else if (strcmp(arg, "peak") == 0) o->value = VAL_PEAK;
+      else return cli_usage_error("--value takes bytes, count, samples, live or peak, not '%s'", arg);
+      break;
+    case 'q': o->quiet = true; break;
+  }
+  return -1;
+}
+
+/* Frame names in folded stacks: ';' separates frames and a line holds one stack. */
+static void out_folded_name(cts_out_t *o, const char *s) {
+  for (; *s; s++) cts_out_char(o, *s == ';' ? ',' : (*s == '\n' || *s == '\r') ? ' ' : *s);
+}
+
+/* Path of node from the root: fills path[0..depth) outermost first. */
+static uint32_t node_path(const cts_stacks_t *s, uint32_t node, uint32_t *path) {
+  const uint32_t depth = s->nodes[node].depth;
+  uint32_t i = depth;
+  for (uint32_t n = node; n != 0; n = s->nodes[n].parent) path[--i] = n;
+  return depth;
+}
+
+static uint32_t max_depth(const cts_stacks_t *s) {
+  uint32_t d = 0;
+  for (uint32_t i = 0; i < s->count; i++)
+    if (s->nodes[i].depth > d) d = s->nodes[i].depth;
+  return d;
+}
+
+static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts) {
+  const cts_mtprof_t *p = &t->prof;
+  const cts_frames_t frames = cli_trace_frames(t);
+  cts_labels_t labels;
+  cts_labels_init(&labels, &frames, CTS_LABEL_NAME);
+  cts_stacks_t tree;
+  int e = cts_stacks_relabel(&p->stacks, &labels, &tree);
+  uint32_t *path = e ? NULL : malloc(((size_t)max_depth(&tree) + 1) * sizeof *path);
+  if (!e && !path) e = -ENOMEM;
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  for (uint32_t i = 0; !e && i < tree.count; i++) {
+    const cts_site_stats_t *st = &tree.nodes[i].self;
+    double v;
+    switch (opts->value) {
+      case VAL_COUNT: v = st->est_allocs; break;
+      case VAL_SAMPLES: v = (double)st->samples; break;
+      case VAL_LIVE: v = (double)st->live_samples * bps; break;
+      case VAL_PEAK: v = (double)st->peak_samples * bps; break;
+      default: v = (double)st->samples * bps; break;
+    }
+    const long long rounded = llround(v);
+    if (rounded <= 0) continue;
+    const uint32_t depth = node_path(&tree, i, path);
+    if (depth == 0) {
+      cts_out_str(o, "(no backtrace)");
+    } else {
+      for (uint32_t k = 0; k < depth; k++) {
+        if (k) cts_out_char(o, ';');
+        out_folded_name(o, cts_labels_name(&labels, tree.nodes[path[k]].code));
+      }
+    }
+    cts_out_char(o, ' ');
+    cts_out_i64(o, rounded);
+    cts_out_char(o, '\n');
+  }
+  free(path);
+  cts_stacks_fini(&tree);
+  cts_labels_fini(&labels);
+  return e;
+}
+
+/* ---- pprof ---------------------------------------------------------------------------- */
+
+typedef struct pb {
+  uint8_t *data;
+  size_t len, cap;
+  bool nomem;
+} pb_t;
+
+static void pb_raw(pb_t *b, const void *p, size_t n) {
+  if (b->nomem) return;
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    uint8_t *d = realloc(b->data, cap);
+    if (!d) {
+      b->nomem = true;
+      return;
+    }
+    b->data = d;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+}
+
+static void pb_varint(pb_t *b, uint64_t v) {
+  uint8_t tmp[10];
+  size_t n = 0;
+  do {
+    tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  pb_raw(b, tmp, n);
+}
+
+static void pb_uint(pb_t *b, unsigned field, uint64_t v) {
+  if (!v) return; /* proto3: zero is the default and is left out */
+  pb_varint(b, (uint64_t)field << 3);
+  pb_varint(b, v);
+}
+
+static void pb_bytes(pb_t *b, unsigned field, const void *p, size_t n) {
+  pb_varint(b, (uint64_t)field << 3 | 2);
+  pb_varint(b, n);
+  pb_raw(b, p, n);
+}
+
+/* The string table: strings interned by content, index 0 is "". */
+typedef struct strtab {
+  pb_t *out; /* the Profile message: each new string is appended as field 6 */
+  cts_u64map_t by_hash;
+  char **strs;
+  size_t n, cap;
+  bool nomem;
+} strtab_t;
+
+static uint64_t str_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+static uint64_t strtab_id(strtab_t *st, const char *s) {
+  uint64_t h = str_hash(s);
+  for (;; h++) {
+    const uint64_t *v = cts_u64map_find(&st->by_hash, h);
+    if (!v) break;
+    if (strcmp(st->strs[*v], s) == 0) return *v;
+  }
+  if (st->n == st->cap) {
+    const size_t cap = st->cap ? st->cap * 2 : 256;
+    char **strs = realloc(st->strs, cap * sizeof *strs);
+    if (!strs) goto nomem;
+    st->strs = strs;
+    st->cap = cap;
+  }
+  bool added;
+  char *copy = strdup(s);
+  if (!copy || !cts_u64map_insert(&st->by_hash, h, st->n, &added)) {
+    free(copy);
+    goto nomem;
+  }
+  st->strs[st->n] = copy;
+  pb_bytes(st->out, 6, s, strlen(s));
+  return st->n++;
+nomem:
+  st->nomem = true;
+  return 0;
+}
+
+static void strtab_fini(strtab_t *st) {
+  for (size_t i = 0; i < st->n; i++) free(st->strs[i]);
+  free(st->strs);
+  cts_u64map_fini(&st->by_hash);
+}
+
+static void pb_value_type(pb_t *out, strtab_t *st, unsigned field, const char *type,
+                          const char *unit) {
+  pb_t m = {0};
+  pb_uint(&m, 1, strtab_id(st, type));
+  pb_uint(&m, 2, strtab_id(st, unit));
+  pb_bytes(out, field, m.data, m.len);
+  if (m.nomem) out->nomem = true;
+  free(m.data);
+}
+
+static int gzip_write(cts_out_t *o, const uint8_t *data, size_t len) {
+  z_stream z = {0};
+  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
+  uint8_t buf[65536];
+  z.next_in = (uint8_t *)data;
+  int zr;
+  do {
+    const size_t chunk = len - (size_t)((const uint8_t *)z.next_in - data);
+    z.avail_in = chunk > (1u << 30) ? 1u << 30 : (uInt)chunk;
+    z.next_out = buf;
+    z.avail_out = sizeof buf;
+    zr = deflate(&z, z.avail_in == chunk ? Z_FINISH : Z_NO_FLUSH);
+    cts_out_write(o, buf, sizeof buf - z.avail_out);
+  } while (zr == Z_OK || zr == Z_BUF_ERROR);
+  deflateEnd(&z);
+  return zr == Z_STREAM_END ? 0 : CTS_E_IO;
+}
+
+static int export_pprof(cts_out_t *o, cli_trace_t *t) {
+  const cts_mtprof_t *p = &t->prof;
+  const cts_stacks_t *s = &p->stacks;
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  pb_t prof = {0}, m = {0}, packed = {0};
+  strtab_t st = {.out = &prof};
+  cts_u64map_init(&st.by_hash);
+  cts_u64map_t loc_of_code, fn_of_key;
+  cts_u64map_init(&loc_of_code);
+  cts_u64map_init(&fn_of_key);
+  int e = 0;
+  strtab_id(&st, "");
+  pb_value_type(&prof, &st, 1, "alloc_objects", "count");
+  pb_value_type(&prof, &st, 1, "alloc_space", "bytes");
+  pb_value_type(&prof, &st, 1, "inuse_objects", "count");
+  pb_value_type(&prof, &st, 1, "inuse_space", "bytes");
+
+  /* Locations (one per frame code, id = order of first use) and functions (one per name and
+   * file). pprof lists inlined frames innermost first; memtrace lists them outermost first. */
+  uint64_t next_loc = 1, next_fn = 1;
+  for (uint32_t i = 1; i < s->count && !e; i++) {
+    const uint64_t code = s->nodes[i].code;
+    bool added;
+    uint64_t *slot = cts_u64map_insert(&loc_of_code, code, next_loc, &added);
+    if (!slot) {
+      e = -ENOMEM;
+      break;
+    }
+    if (!added) continue;
+    m.len = 0;
+    pb_uint(&m, 1, next_loc++);
+    pb_uint(&m, 3, code); /* the code as the "address": shown when there is no line info */
+    const cts_mt_location_t *locs = NULL;
+    size_t n = 0;
+    const cts_frames_t frames = cli_trace_frames(t);
+    if (frames.lookup(frames.user_data, code, &locs, &n) != 0) n = 0;
+    for (size_t k = n; k-- > 0;) {
+      const cts_mt_location_t *l = &locs[k];
+      char key[1024];
+      snprintf(key, sizeof key, "%s%c%s", l->defname, 1, l->filename);
+      const uint64_t h = str_hash(key);
+      /* Function ids are keyed by a hash of name and file; pprof only needs them distinct
+       * per name and file, so a 64-bit collision would merely merge two functions. */
+      uint64_t *fslot = cts_u64map_insert(&fn_of_key, h, next_fn, &added);
+      if (!fslot) {
+        e = -ENOMEM;
+        break;
+      }
+      if (added) {
+        pb_t f = {0};
+        pb_uint(&f, 1, next_fn++);
+        pb_uint(&f, 2, strtab_id(&st, l->defname[0] ? l->defname : "?"));
+        pb_uint(&f, 3, strtab_id(&st, l->defname[0] ? l->defname : "?"));
+        pb_uint(&f, 4, strtab_id(&st, l->filename));
+        pb_bytes(&prof, 5, f.data, f.len);
+        if (f.nomem) e = -ENOMEM;
+        free(f.data);
+      }
+      pb_t line = {0};
+      pb_uint(&line, 1, *fslot);
+      pb_uint(&line, 2, l->line);
+      pb_uint(&line, 3, l->start_char);
+      pb_bytes(&m, 4, line.data, line.len);
+      if (line.nomem) e = -ENOMEM;
+      free(line.data);
+    }
+    pb_bytes(&prof, 4, m.data, m.len);
+  }
+
+  /* One sample per stack that allocated, its locations leaf first. */
+  for (uint32_t i = 0; i < s->count && !e; i++) {
+    const cts_site_stats_t *ss = &s->nodes[i].self;
+    if (!ss->allocs) continue;
+    m.len = 0;
+    packed.len = 0;
+    for (uint32_t n = i; n != 0; n = s->nodes[n].parent)
+      pb_varint(&packed, *cts_u64map_find(&loc_of_code, s->nodes[n].code));
+    if (packed.len) pb_bytes(&m, 1, packed.data, packed.len);
+    packed.len = 0;
+    pb_varint(&packed, (uint64_t)llround(ss->est_allocs));
+    pb_varint(&packed, (uint64_t)llround((double)ss->samples * bps));
+    pb_varint(&packed, (uint64_t)llround(ss->live_est_allocs));
+    pb_varint(&packed, (uint64_t)llround((double)ss->live_samples * bps));
+    pb_bytes(&m, 2, packed.data, packed.len);
+    pb_bytes(&prof, 2, m.data, m.len);
+  }
+  if (!e) {
+    char comment[256];
+    char rate[64];
+    snprintf(comment, sizeof comment,
+             "ctfscope: estimated from memtrace samples, bytes = samples / %s x %u bytes",
+             cli_shortest_double(p->sample_rate, rate, sizeof rate), p->word_bytes);
+    const uint64_t comment_id = strtab_id(&st, comment);
+    const uint64_t default_type = strtab_id(&st, "alloc_space");
+    pb_uint(&prof, 9, p->start_time_us * 1000u);
+    pb_uint(&prof, 10, (uint64_t)llround(cts_mtprof_duration_s(p) * 1e9));
+    pb_value_type(&prof, &st, 11, "space", "bytes");
+    pb_uint(&prof, 12, (uint64_t)llround(bps));
+    pb_uint(&prof, 13, comment_id);
+    pb_uint(&prof, 14, default_type);
+  }
+  if (!e && (prof.nomem || m.nomem || packed.nomem || st.nomem)) e = -ENOMEM;
+  if (!e) e = gzip_write(o, prof.data, prof.len);
+  free(prof.data);
+  free(m.data);
+  free(packed.data);
+  strtab_fini(&st);
+  cts_u64map_fini(&loc_of_code);
+  cts_u64map_fini(&fn_of_key);
+  return e;
+}
+
+/* ---- chrome and csv: streamed while reading -------------------------------------------- */
+
+#define MAX_COUNTER_POINTS 4096u
+
+typedef struct counter_point {
+  uint64_t time_us, live_samples, alloc_samples;
+} counter_point_t;
+
+typedef struct stream_ctx {
+  cts_out_t *o;
+  const export_opts_t *opts;
+  cts_labels_t labels;
+  cts_frames_t frames;
+  bool labels_ready;
+  /* chrome: the open flame-chart frames (label ids), and the byte clock */
+  uint64_t *open;
+  uint32_t *path;
+  size_t open_len, cap;
+  double clock;
+  bool first_event;
+  /* chrome: counters, thinned to at most MAX_COUNTER_POINTS by doubling their spacing */
+  counter_point_t *points;
+  size_t npoints;
+  uint64_t spacing_us, last_point_us;
+  int err;
+} stream_ctx_t;
+
+static int ensure_cap(stream_ctx_t *c, size_t n) {
+  if (n <= c->cap) return 0;
+  size_t cap = c->cap ? c->cap : 64;
+  while (cap < n) cap *= 2;
+  uint64_t *open = realloc(c->open, cap * sizeof *open);
+  if (!open) return -ENOMEM;
+  c->open = open;
+  uint32_t *path = realloc(c->path, cap * sizeof *path);
+  if (!path) return -ENOMEM;
+  c->path = path;
+  c->cap = cap;
+  return 0;
+}
+
+static void chrome_event(stream_ctx_t *c, char ph, const char *name, double ts) {
+  cts_out_str(c->o, c->first_event ? "\n" : ",\n");
+  c->first_event = false;
+  cts_out_printf(c->o, "{\"ph\": \"%c\", \"pid\": 2, \"tid\": 1, \"ts\": %.3f, \"name\": ", ph, ts);
+  cts_out_json_str(c->o, name);
+  cts_out_char(c->o, '}');
+}
+
+static void add_point(stream_ctx_t *c, const cts_mtprof_t *p, uint64_t time_us) {
+  if (c->npoints && time_us < c->last_point_us + c->spacing_us) {
+    /* Same slot: keep its latest value. */
+    c->points[c->npoints - 1] =
+        (counter_point_t){c->points[c->npoints - 1].time_us, p->stacks.live_samples, p->alloc_clock};
+    return;
+  }
+  if (c->npoints == MAX_COUNTER_POINTS) {
+    size_t k = 0;
+    for (size_t i = 0; i < c->npoints; i += 2) c->points[k++] = c->points[i];
+    c->npoints = k;
+    c->spacing_us = c->spacing_us ? c->spacing_us * 2 : 1;
+  }
+  c->points[c->npoints++] = (counter_point_t){time_us, p->stacks.live_samples, p->alloc_clock};
+  c->last_point_us = time_us;
+}
+
+static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
+  stream_ctx_t *c = ud;
+  const cts_mtprof_t *p = &t->prof;
+  add_point(c, p, ev->time_us);
+  if (ev->kind != CTS_MT_ALLOC) return 0;
+  if (!c->labels_ready) {
+    c->frames = cli_trace_frames(t);
+    cts_labels_init(&c->labels, &c->frames, CTS_LABEL_NAME);
+    c->labels_ready = true;
+  }
+  const cts_stacks_t *s = &p->stacks;
+  const uint32_t node = p->last_node;
+  const uint32_t depth = s->nodes[node].depth;
+  if (ensure_cap(c, (size_t)depth + 1)) return -ENOMEM;
+  node_path(s, node, c->path);
+  /* Label ids of the new stack, then close what differs and open the rest. */
+  size_t common = 0;
+  for (uint32_t k = 0; k < depth; k++) {
+    const uint64_t id = cts_labels_id(&c->labels, s->nodes[c->path[k]].code);
+    if (!id) return -ENOMEM;
+    c->path[k] = (uint32_t)id; /* label ids fit: there are fewer labels than nodes */
+    if (common == k && k < c->open_len && c->open[k] == id) common++;
+  }
+  while (c->open_len > common)
+    chrome_event(c, 'E', cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
+  for (uint32_t k = (uint32_t)common; k < depth; k++) {
+    c->open[c->open_len++] = c->path[k];
+    chrome_event(c, 'B', cts_labels_name(&c->labels, c->path[k]), c->clock);
+  }
+  if (depth == 0) {
+    chrome_event(c, 'B', "(no backtrace)", c->clock);
+    c->clock += (double)ev->nsamples * cts_mtprof_bytes_per_sample(p);
+    chrome_event(c, 'E', "(no backtrace)", c->clock);
+  } else {
+    c->clock += (double)ev->nsamples * cts_mtprof_bytes_per_sample(p);
+  }
+  return c->o->err;
+}
+
+static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
+  stream_ctx_t *c = ud;
+  const cts_mtprof_t *p = &t->prof;
+  static const char *const kinds[] = {"", "alloc", "promote", "collect"};
+  static const char *const heaps[] = {"minor", "major", "external"};
+  const uint64_t rel = ev->time_us > p->start_time_us ? ev->time_us - p->start_time_us : 0;
+  cts_out_u64(c->o, rel);
+  cts_out_printf(c->o, ",%s,", kinds[ev->kind]);
+  cts_out_u64(c->o, ev->obj_id);
+  if (ev->kind != CTS_MT_ALLOC) {
+    cts_out_str(c->o, ",,,,,,,,\n");
+    return c->o->err;
+  }
+  cts_out_printf(c->o, ",%s,", heaps[ev->source < 3 ? ev->source : 2]);
+  cts_out_u64(c->o, ev->length);
+  cts_out_char(c->o, ',');
+  cts_out_u64(c->o, ev->nsamples);
+  cts_out_printf(c->o, ",%.0f,", (double)ev->nsamples * cts_mtprof_bytes_per_sample(p));
+  const cts_frames_t frames = cli_trace_frames(t);
+  const cts_mt_location_t *l =
+      ev->backtrace_len ? cts_frame_innermost(&frames, ev->backtrace[ev->backtrace_len - 1]) : NULL;
+  cli_csv_str(c->o, l ? l->defname : "");
+  cts_out_char(c->o, ',');
+  cli_csv_str(c->o, l ? l->filename : "");
+  cts_out_printf(c->o, ",%u,%zu\n", l ? l->line : 0, ev->backtrace_len);
+  return c->o->err;
+}
+
+static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
+  const cts_mtprof_t *p = &t->prof;
+  while (c->open_len > 0)
+    chrome_event(c, 'E', cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  for (size_t i = 0; i < c->npoints; i++) {
+    const counter_point_t *pt = &c->points[i];
+    const uint64_t rel = pt->time_us > p->start_time_us ? pt->time_us - p->start_time_us : 0;
+    cts_out_str(c->o, c->first_event ? "\n" : ",\n");
+    c->first_event = false;
+    cts_out_printf(c->o,
+                   "{\"ph\": \"C\", \"pid\": 1, \"tid\": 1, \"ts\": %llu, \"name\": \"heap "
+                   "(estimated bytes)\", \"args\": {\"live\": %.0f, \"allocated\": %.0f}}",
+                   (unsigned long long)rel, (double)pt->live_samples * bps,
+                   (double)pt->alloc_samples * bps);
+  }
+  char name[600];
+  snprintf(name, sizeof name, "%s: heap over time", t->info ? t->info->executable_name : "trace");
+  cts_out_str(c->o, c->first_event ? "\n" : ",\n");
+  cts_out_str(c->o, "{\"ph\": \"M\", \"pid\": 1, \"name\": \"process_name\", \"args\": {\"name\": ");
+  cts_out_json_str(c->o, name);
+  cts_out_str(c->o, "}},\n{\"ph\": \"M\", \"pid\": 2, \"name\": \"process_name\", \"args\": "
+                    "{\"name\": \"allocations in trace order (1 us = 1 byte allocated)\"}},\n"
+                    "{\"ph\": \"M\", \"pid\": 2, \"tid\": 1, \"name\": \"thread_name\", \"args\": "
+                    "{\"name\": \"allocation stacks\"}}\n],\n\"displayTimeUnit\": \"ms\",\n"
+                    "\"otherData\": {\"generator\": \"ctfscope export\", \"bytes\": "
+                    "\"estimated: samples / sample rate x word size\"}}\n");
+}
+
+int cmd_export(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"format", required_argument, NULL, 'f'}, {"output", required_argument, NULL, 'o'},
+      {"value", required_argument, NULL, 'V'},  {"quiet", no_argument, NULL, 'q'},
+      {0},
+  };
+  export_opts_t opts = {0};
+  int first;
+  const int rc = cli_parse(argc, argv, "f:o:q", longopts, help, on_option, &opts, &first);
+  if (rc >= 0) return rc;
+  if (opts.format == FMT_NONE) return cli_usage_error("--format is required");
+  if (first >= argc) return cli_usage_error("no trace given");
+  if (argc - first > 1) return cli_usage_error("one trace at a time");
+  if (opts.format == FMT_PPROF && !opts.output && isatty(STDOUT_FILENO))
+    return cli_usage_error("pprof output is binary: redirect it or use --output FILE");
+
+  int fd = STDOUT_FILENO;
+  if (opts.output) {
+    fd = open(opts.output, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+      cli_error("cannot create '%s': %s", opts.output, strerror(errno));
+      return CLI_EXIT_IO;
+    }
+  }
+  static cts_out_t out;
+  cts_out_init(&out, fd);
+  stream_ctx_t c = {.o = &out, .opts = &opts, .first_event = true};
+  cli_event_hook hook = NULL;
+  if (opts.format == FMT_CHROME) {
+    c.points = malloc(MAX_COUNTER_POINTS * sizeof *c.points);
+    if (!c.points) {
+      cli_error("out of memory");
+      return CLI_EXIT_INTERNAL;
+    }
+    hook = chrome_hook;
+    cts_out_str(&out, "{\"traceEvents\": [");
+  } else if (opts.format == FMT_CSV) {
+    hook = csv_hook;
+    cts_out_str(&out, "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
+                      "line,backtrace_length\n");
+  }
+  const cts_mtprof_config_t cfg = {.stacks = true};
+  cli_trace_t t;
+  int code = cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, hook, &c);
+  int e = t.hook_err;
+  if (code == CLI_EXIT_OK || code == CLI_EXIT_DATA) {
+    if (opts.format == FMT_FOLDED) e = export_folded(&out, &t, &opts);
+    else if (opts.format == FMT_PPROF) e = export_pprof(&out, &t);
+    else if (opts.format == FMT_CHROME) chrome_finish(&c, &t);
+  }
+  if (e == -ENOMEM || e == CTS_E_NOMEM) {
+    cli_error("out of memory");
+    code = CLI_EXIT_INTERNAL;
+  } else if (e) {
+    cli_error("cannot write the output: %s", cts_os_strerror(out.err ? out.err : e));
+    code = CLI_EXIT_IO;
+  }
+  code = cli_finish_output(&out, code);
+  if (opts.output && close(fd) != 0 && code == CLI_EXIT_OK) {
+    cli_error("cannot write '%s': %s", opts.output, strerror(errno));
+    code = CLI_EXIT_IO;
+  }
+  if (c.labels_ready) cts_labels_fini(&c.labels);
+  free(c.open);
+  free(c.path);
+  free(c.points);
+  cli_trace_free(&t);
+  return code;
+}

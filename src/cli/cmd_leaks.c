@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+/* ctfscope leaks: the blocks still live at the end of a trace, grouped by allocation site,
+ * with how each site's live bytes evolved (at 1/4, 1/2, 3/4 of the trace and at its end) and
+ * the backtrace that holds most of them. Growth that never falls back is the signature of a
+ * leak; a site whose live bytes come and go is a cache or a working set. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "load.h"
+
+static const char help[] =
+    "Usage: ctfscope leaks [OPTIONS] TRACE\n"
+    "\n"
+    "List the allocation sites whose blocks are still live at the end of a memtrace trace,\n"
+    "largest first, with their live bytes at 25 %, 50 % and 75 % of the trace's duration and\n"
+    "at its end (to within 1/32 of the duration), a verdict on their growth and the backtrace\n"
+    "holding most of their live bytes. Bytes are estimates (samples / sample rate x word\n"
+    "size); figures from few samples show a 95% confidence interval.\n"
+    "\n"
+    "Growth verdicts: 'grows' when the live bytes never fall from one quarter to the next and\n"
+    "end above where they were at 25 %; 'flat' when they do not change after 25 %; 'varies'\n"
+    "otherwise.\n"
+    "\n"
+    "Options:\n"
+    "      --by WHAT     group by 'line' (default), 'function' or 'file'\n"
+    "  -n, --limit N     show the first N sites (default 10, 0 = all)\n"
+    "      --depth N     frames of backtrace shown per site (default 12, 0 = none)\n"
+    "      --json        print JSON\n"
+    "      --csv         print CSV (no backtraces)\n"
+    "  -q, --quiet       do not print warnings\n"
+    "  -h, --help        show this help\n"
+    "\n"
+    "Exit status: 0 when the trace was read completely, 1 when it is corrupt (the figures\n"
+    "cover what was read before the error), 2 for a usage error, 3 when it cannot be read,\n"
+    "4 out of memory.\n";
+
+typedef struct leaks_opts {
+  cts_group_t by;
+  long limit, depth;
+  bool json, csv, quiet;
+} leaks_opts_t;
+
+static bool parse_count(const char *s, long max, long *out) {
+  char *end;
+  const long v = strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || v < 0 || v > max) return false;
+  *out = v;
+  return true;
+}
+
+static int on_option(void *ctx, int opt, const char *arg) {
+  leaks_opts_t *o = ctx;
+  switch (opt) {
+    case 'B':
+      if (strcmp(arg, "line") == 0) o->by = CTS_GROUP_LINE;
+      else if (strcmp(arg, "function") == 0) o->by = CTS_GROUP_FUNCTION;
+      else if (strcmp(arg, "file") == 0) o->by = CTS_GROUP_FILE;
+      else return cli_usage_error("--by takes line, function or file, not '%s'", arg);
+      break;
+    case 'n':
+      if (!parse_count(arg, 1L << 30, &o->limit))
+        return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
+      break;
+    case 'D':
+      if (!parse_count(arg, 100000, &o->depth))
+        return cli_usage_error("--depth takes a number from 0 to 100000, not '%s'", arg);
+      break;
+    case 'J': o->json = true; break;
+    case 'C': o->csv = true; break;
+    case 'q': o->quiet = true; break;
+  }
+  return -1;
+}
+
+static const char *growth_verdict(const uint64_t q[4]) {
+  if (q[1] == q[0] && q[2] == q[0] && q[3] == q[0]) return "flat";
+  if (q[1] >= q[0] && q[2] >= q[1] && q[3] >= q[2] && q[3] > q[0]) return "grows";
+  return "varies";
+}
+
+/* Live bytes per second between 25 % and the end of the trace. */
+static double growth_rate(const cts_mtprof_t *p, const uint64_t q[4]) {
+  const double span = cts_mtprof_duration_s(p) * 0.75;
+  if (span <= 0) return 0;
+  return ((double)q[3] - (double)q[0]) * cts_mtprof_bytes_per_sample(p) / span;
+}
+
+static void site_name(const cts_row_t *r, char *buf, size_t size) {
+  if (!r->code)
+    snprintf(buf, size, "(no backtrace)");
+  else if (!r->file[0] && !r->function[0])
+    snprintf(buf, size, "%s", r->key);
+  else if (r->line)
+    snprintf(buf, size, "%s (%s:%u)", r->function[0] ? r->function : "?", r->file, r->line);
+  else if (r->function[0])
+    snprintf(buf, size, "%s (%s)", r->function, r->file);
+  else
+    snprintf(buf, size, "%s", r->file);
+}
+
+static void print_backtrace_text(cts_out_t *o, const cts_stacks_t *s, const cts_frames_t *f,
+                                 uint32_t node, long depth) {
+  long shown = 0;
+  for (uint32_t n = node; n != 0; n = s->nodes[n].parent) {
+    if (shown == depth) {
+      cts_out_printf(o, "          ... %u more frames\n", s->nodes[n].depth);
+      break;
+    }
+    char label[512];
+    cts_out_printf(o, "          %s %s\n", shown ? "called from" : "allocated in",
+                   cts_frame_label(f, s->nodes[n].code, label, sizeof label));
+    shown++;
+  }
+}
+
+static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, size_t nlive,
+                       const leaks_opts_t *opts) {
+  const cts_mtprof_t *p = &t->prof;
+  const cts_frames_t frames = cli_trace_frames(t);
+  char a[96], b[96], c[32], d[32], e[32];
+  cli_text_trace_header(o, t);
+  const double peak_at = p->stacks.peak_time_us > p->start_time_us
+                             ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
+                             : 0.0;
+  uint64_t live_allocs = 0;
+  double live_est = 0;
+  for (size_t i = 0; i < nlive; i++)
+    live_allocs += rows->rows[i].st.live_allocs, live_est += rows->rows[i].st.live_est_allocs;
+  cts_out_printf(o, "Live     %s at the end in %s sampled blocks (~%s blocks) from %zu sites\n",
+                 cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a),
+                 cli_grouped(live_allocs, c, sizeof c),
+                 cli_grouped((uint64_t)(live_est + 0.5), d, sizeof d), nlive);
+  cts_out_printf(o, "Peak     %s at +%.3f s\n",
+                 cli_est_bytes(p, p->stacks.peak_samples, true, b, sizeof b), peak_at);
+  const size_t shown = opts->limit && (size_t)opts->limit < nlive ? (size_t)opts->limit : nlive;
+  if (!nlive) {
+    cts_out_str(o, "\nNothing is live at the end of the trace.\n");
+    return;
+  }
+  cts_out_printf(o, "\n%s %zu of %zu sites with live blocks at the end (grouped by %s):\n",
+                 shown < nlive ? "Top" : "All", shown, nlive,
+                 opts->by == CTS_GROUP_LINE       ? "function, file and line"
+                 : opts->by == CTS_GROUP_FUNCTION ? "function"
+                                                  : "file");
+  cts_out_str(o, "  live at end    blocks   at 25%   at 50%   at 75%  growth    growth/s  site\n");
+  for (size_t i = 0; i < shown; i++) {
+    const cts_row_t *r = &rows->rows[i];
+    char q[3][32], site[512];
+    for (unsigned k = 0; k < 3; k++) cli_est_bytes(p, r->live_at[k], false, q[k], sizeof q[k]);
+    site_name(r, site, sizeof site);
+    const double rate = growth_rate(p, r->live_at);
+    cts_out_printf(o, "%13s  %8s  %7s  %7s  %7s  %-6s  %8s/s  %s",
+                   cli_est_bytes(p, r->st.live_samples, false, c, sizeof c),
+                   cli_grouped(r->st.live_allocs, d, sizeof d), q[0], q[1], q[2],
+                   growth_verdict(r->live_at),
+                   rate >= 0 ? cli_human_bytes(rate, e, sizeof e)
+                             : (snprintf(e, sizeof e, "-%s", cli_human_bytes(-rate, a, sizeof a)), e),
+                   site);
+    if (cli_show_ci(p, r->st.live_samples)) {
+      cli_est_bytes(p, r->st.live_samples, true, a, sizeof a);
+      const char *paren = strchr(a, '(');
+      if (paren) cts_out_printf(o, "  [%.*s]", (int)strlen(paren) - 2, paren + 1);
+    }
+    cts_out_char(o, '\n');
+    if (opts->depth > 0 && r->first_node != UINT32_MAX && r->first_node != 0)
+      print_backtrace_text(o, &p->stacks, &frames, r->first_node, opts->depth);
+  }
+}
+
+static void print_json(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, size_t nlive,
+                       const leaks_opts_t *opts) {
+  const cts_mtprof_t *p = &t->prof;
+  const cts_frames_t frames = cli_trace_frames(t);
+  const size_t shown = opts->limit && (size_t)opts->limit < nlive ? (size_t)opts->limit : nlive;
+  cts_out_str(o, "{");
+  cli_json_trace_header(o, t);
+  cts_out_str(o, " \"live_end\": {");
+  cli_json_estimate(o, p, "live", p->stacks.live_samples);
+  cts_out_str(o, "}, \"peak\": {");
+  cli_json_estimate(o, p, "live", p->stacks.peak_samples);
+  cts_out_printf(o, ", \"time_s\": %.6f},\n \"sites_total\": %zu,\n \"sites\": [",
+                 p->stacks.peak_time_us > p->start_time_us
+                     ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
+                     : 0.0,
+                 nlive);
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_row_t *r = &rows->rows[i];
+    cts_out_str(o, i ? ",\n  {" : "\n  {");
+    cts_out_str(o, "\"function\": ");
+    cts_out_json_str(o, r->code ? r->function : "(no backtrace)");
+    cts_out_str(o, ", \"file\": ");
+    cts_out_json_str(o, r->file);
+    cts_out_printf(o, ", \"line\": %u, ", r->line);
+    cli_json_estimate(o, p, "live_end", r->st.live_samples);
+    cts_out_printf(o,
+                   ", \"live_end_allocs_sampled\": %llu, \"live_end_allocs_est\": %.1f, "
+                   "\"live_bytes_at_quarters\": [%.0f, %.0f, %.0f, %.0f], \"growth\": \"%s\", "
+                   "\"growth_bytes_per_s\": %.1f, ",
+                   (unsigned long long)r->st.live_allocs, r->st.live_est_allocs,
+                   (double)r->live_at[0] * bps, (double)r->live_at[1] * bps,
+                   (double)r->live_at[2] * bps, (double)r->live_at[3] * bps,
+                   growth_verdict(r->live_at), growth_rate(p, r->live_at));
+    cli_json_estimate(o, p, "alloc", r->st.samples);
+    cts_out_str(o, ", \"backtrace\": [");
+    long shown_frames = 0;
+    for (uint32_t n = r->first_node; n != 0 && n != UINT32_MAX && shown_frames < opts->depth;
+         n = p->stacks.nodes[n].parent, shown_frames++) {
+      char label[512];
+      if (shown_frames) cts_out_str(o, ", ");
+      cts_out_json_str(o, cts_frame_label(&frames, p->stacks.nodes[n].code, label, sizeof label));
+    }
+    cts_out_str(o, "]}");
+  }
+  cts_out_str(o, "\n ]\n}\n");
+}
+
+static void print_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows, size_t nlive,
+                      const leaks_opts_t *opts) {
+  const cts_mtprof_t *p = &t->prof;
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  const size_t shown = opts->limit && (size_t)opts->limit < nlive ? (size_t)opts->limit : nlive;
+  cts_out_str(o, "function,file,line,live_end_samples,live_end_bytes,live_end_allocs_sampled,"
+                 "live_bytes_25,live_bytes_50,live_bytes_75,live_bytes_100,growth,"
+                 "growth_bytes_per_s\n");
+  for (size_t i = 0; i < shown; i++) {
+    const cts_row_t *r = &rows->rows[i];
+    cli_csv_str(o, r->code ? r->function : "(no backtrace)");
+    cts_out_char(o, ',');
+    cli_csv_str(o, r->file);
+    cts_out_printf(o, ",%u,%llu,%.0f,%llu,%.0f,%.0f,%.0f,%.0f,%s,%.1f\n", r->line,
+                   (unsigned long long)r->st.live_samples, (double)r->st.live_samples * bps,
+                   (unsigned long long)r->st.live_allocs, (double)r->live_at[0] * bps,
+                   (double)r->live_at[1] * bps, (double)r->live_at[2] * bps,
+                   (double)r->live_at[3] * bps, growth_verdict(r->live_at),
+                   growth_rate(p, r->live_at));
+  }
+}
+
+int cmd_leaks(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"by", required_argument, NULL, 'B'},    {"limit", required_argument, NULL, 'n'},
+      {"depth", required_argument, NULL, 'D'}, {"json", no_argument, NULL, 'J'},
+      {"csv", no_argument, NULL, 'C'},         {"quiet", no_argument, NULL, 'q'},
+      {0},
+  };
+  leaks_opts_t opts = {.limit = 10, .depth = 12};
+  int first;
+  const int rc = cli_parse(argc, argv, "n:q", longopts, help, on_option, &opts, &first);
+  if (rc >= 0) return rc;
+  if (first >= argc) return cli_usage_error("no trace given");
+  if (argc - first > 1) return cli_usage_error("one trace at a time");
+  if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+
+  const cts_mtprof_config_t cfg = {.stacks = true, .history = true};
+  cli_trace_t t;
+  int code = cli_trace_load(&t, argv[first], &cfg, opts.quiet);
+  if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
+    cli_trace_free(&t);
+    return code;
+  }
+  cts_rows_t rows;
+  const cts_frames_t frames = cli_trace_frames(&t);
+  if (cts_rows_build(&rows, &t.prof.stacks, &frames, opts.by, CTS_SORT_LIVE, t.prof.start_time_us,
+                     t.prof.have_events ? t.prof.last_event_us : t.prof.start_time_us)) {
+    cli_error("out of memory");
+    cli_trace_free(&t);
+    return CLI_EXIT_INTERNAL;
+  }
+  cts_rows_sort(&rows, CTS_SORT_LIVE);
+  size_t nlive = 0;
+  while (nlive < rows.n && rows.rows[nlive].st.live_samples) nlive++;
+  static cts_out_t out;
+  cts_out_init(&out, STDOUT_FILENO);
+  if (opts.json)
+    print_json(&out, &t, &rows, nlive, &opts);
+  else if (opts.csv)
+    print_csv(&out, &t, &rows, nlive, &opts);
+  else
+    print_text(&out, &t, &rows, nlive, &opts);
+  code = cli_finish_output(&out, code);
+  cts_rows_fini(&rows);
+  cli_trace_free(&t);
+  return code;
+}

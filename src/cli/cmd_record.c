@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/* ctfscope record: runs an unmodified program under libctfscope-preload.so and says where
+ * its trace went. The program's stdout, stderr and exit code are its own; our one summary
+ * line goes to stderr after it exits. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define PRELOAD_NAME "libctfscope-preload.so"
+
+static const char help[] =
+    "Usage: ctfscope record [OPTIONS] [--] PROGRAM [ARGS...]\n"
+    "\n"
+    "Run PROGRAM with allocation tracing (LD_PRELOAD of " PRELOAD_NAME
+    ") and write\n"
+    "a memtrace trace of its sampled heap allocations. PROGRAM's output and exit code are\n"
+    "its own; when it exits, one summary line on stderr says where the trace is.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output FILE   trace file (default: ctfscope.PROGRAM.PID.ctf in the current\n"
+    "                      directory)\n"
+    "  -r, --rate R        sampling rate per 8-byte word, 0 < R <= 1 (default: MEMTRACE_RATE\n"
+    "                      if set, else 1e-6; 1 records every allocation)\n"
+    "  -c, --context TEXT  free text stored in the trace\n"
+    "      --unwind M      backtraces: libunwind (default), fp (frame pointers), none\n"
+    "  -q, --quiet         no summary line\n"
+    "  -h, --help          show this help\n"
+    "\n"
+    "Child processes are not traced. Programs that are statically linked or set-uid cannot\n"
+    "be traced (the dynamic loader ignores LD_PRELOAD for them). Set CTFSCOPE_PRELOAD to use\n"
+    "another build of the preload library.\n"
+    "\n"
+    "Exit status: PROGRAM's, or 128 + N if it was killed by signal N; 127 if it was not\n"
+    "found, 126 if it could not be run, 2 for a usage error.\n";
+
+typedef struct record_opts {
+  const char *output, *rate, *context, *unwind;
+  bool quiet;
+} record_opts_t;
+
+/* The preload library: $CTFSCOPE_PRELOAD, next to this binary, or the install lib dir. */
+static bool find_preload(char *out, size_t size) {
+  const char *env = getenv("CTFSCOPE_PRELOAD");
+  if (env && env[0]) {
+    snprintf(out, size, "%s", env);
+    return access(out, R_OK) == 0;
+  }
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) {
+      *slash = '\0';
+      snprintf(out, size, "%s/%s", self, PRELOAD_NAME);
+      if (access(out, R_OK) == 0) return true;
+      snprintf(out, size, "%s/../lib/%s", self, PRELOAD_NAME);
+      if (access(out, R_OK) == 0) return true;
+    }
+  }
+#ifdef CTS_INSTALL_LIBDIR
+  snprintf(out, size, "%s/%s", CTS_INSTALL_LIBDIR, PRELOAD_NAME);
+  if (access(out, R_OK) == 0) return true;
+#endif
+  return false;
+}
+
+/* Parses options up to the program: stops at "--" or the first non-option, so the
+ * program's own options are never taken for ours. Returns -1 and sets *first, or an exit
+ * code. */
+static int parse(int argc, char **argv, record_opts_t *o, int *first) {
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if (a[0] != '-' || a[1] == '\0') break;
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      fputs(help, stdout);
+      return CLI_EXIT_OK;
+    }
+    if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+      o->quiet = true;
+      continue;
+    }
+    static const struct {
+      const char *s, *l;
+      size_t off;
+    } valued[] = {
+        {"-o", "--output", offsetof(record_opts_t, output)},
+        {"-r", "--rate", offsetof(record_opts_t, rate)},
+        {"-c", "--context", offsetof(record_opts_t, context)},
+        {NULL, "--unwind", offsetof(record_opts_t, unwind)},
+    };
+    bool known = false;
+    for (size_t k = 0; k < CTS_ARRAY_SIZE(valued) && !known; k++) {
+      const size_t ll = strlen(valued[k].l);
+      const char *value = NULL;
+      if ((valued[k].s && strcmp(a, valued[k].s) == 0) || strcmp(a, valued[k].l) == 0) {
+        if (i + 1 >= argc) return cli_usage_error("option '%s' needs a value", a);
+        value = argv[++i];
+      } else if (strncmp(a, valued[k].l, ll) == 0 && a[ll] == '=') {
+        value = a + ll + 1;
+      } else if (valued[k].s && strncmp(a, valued[k].s, 2) == 0 && a[2] != '\0') {
+        value = a + 2;
+      } else {
+        continue;
+      }
+      *(const char **)((char *)o + valued[k].off) = value;
+      known = true;
+    }
+    if (!known) return cli_usage_error("unknown option '%s'", a);
+  }
+  *first = i;
+  return -1;
+}
+
+typedef struct record_counts {
+  uint64_t allocs, samples, collects, truncated;
+  double rate;
+} record_counts_t;
+
+static int count_info(void *ud, const cts_mt_info_t *info) {
+  ((record_counts_t *)ud)->rate = info->sample_rate;
+  return 0;
+}
+
+static int count_event(void *ud, const cts_mt_event_t *ev) {
+  record_counts_t *c = ud;
+  if (ev->kind == CTS_MT_ALLOC) {
+    c->allocs++;
+    c->samples += ev->nsamples;
+  } else if (ev->kind == CTS_MT_COLLECT) {
+    c->collects++;
+  }
+  return 0;
+}
+
+static void count_warning(void *ud, int code, uint64_t offset, const char *message) {
+  (void)offset, (void)message;
+  if (code == CTS_E_TRUNCATED_PACKET) ((record_counts_t *)ud)->truncated++;
+}
+
+static void summarise(const char *path, const char *program) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    cli_warn(
+        "no trace was written to %s (%s did not load the preload library: statically "
+        "linked, set-uid, or it cleared LD_PRELOAD?)",
+        path, program);
+    return;
+  }
+  record_counts_t c = {0};
+  cts_mt_reader_config_t cfg;
+  cts_mt_reader_config_init(&cfg);
+  cfg.allocator = cts_os_allocator();
+  cfg.decode_backtraces = false;
+  const cts_mt_handler_t h = {
+      .user_data = &c, .on_info = count_info, .on_event = count_event, .on_warning = count_warning};
+  cts_mt_reader_t *r;
+  int e = cts_mt_reader_create(&r, &cfg, &h);
+  bool input_error = false;
+  if (!e) e = cts_os_read_memtrace(path, r, NULL, NULL, &input_error);
+  char size[32], bytes[32], allocs[32], frees[32];
+  cli_human_bytes((double)st.st_size, size, sizeof size);
+  if (e) {
+    cli_warn("trace written to %s (%s), but it does not read back: %s", path, size,
+             input_error ? cts_os_strerror(e) : cts_mt_reader_error_message(r));
+  } else {
+    cli_human_bytes(c.rate > 0 ? (double)c.samples / c.rate * 8.0 : 0, bytes, sizeof bytes);
+    fprintf(stderr,
+            "ctfscope record: trace written to %s (%s): %s sampled allocations, %s frees, "
+            "about %s allocated (rate %g)%s\n",
+            path, size, cli_grouped(c.allocs, allocs, sizeof allocs),
+            cli_grouped(c.collects, frees, sizeof frees), bytes, c.rate,
+            c.truncated ? "; the last packet is cut off (the program was killed)" : "");
+  }
+  cts_mt_reader_destroy(r);
+}
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+int cmd_record(int argc, char **argv) {
+  record_opts_t o = {0};
+  int first = 0;
+  const int rc = parse(argc, argv, &o, &first);
+  if (rc >= 0) return rc;
+  if (first >= argc) return cli_usage_error("no program given");
+  if (o.rate) {
+    char *end;
+    errno = 0;
+    const double r = strtod(o.rate, &end);
+    if (errno || *end || end == o.rate || !(r > 0.0 && r <= 1.0))
+      return cli_usage_error("--rate '%s' is not a number in (0, 1]", o.rate);
+  }
+  if (o.unwind && strcmp(o.unwind, "fp") != 0 && strcmp(o.unwind, "libunwind") != 0 &&
+      strcmp(o.unwind, "none") != 0)
+    return cli_usage_error("--unwind '%s': expected libunwind, fp or none", o.unwind);
+  char preload[4096];
+  if (!find_preload(preload, sizeof preload)) {
+    cli_error(
+        "cannot find %s next to the ctfscope binary or in the library directory "
+        "(set CTFSCOPE_PRELOAD to its path)",
+        PRELOAD_NAME);
+    return CLI_EXIT_INTERNAL;
+  }
+  char *const *const prog = argv + first;
+
+  /* The output name needs the child's pid, known before it execs. A pipe tells the parent
+   * whether exec failed (close-on-exec: EOF means it worked). */
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+    cli_error("pipe: %s", strerror(errno));
+    return CLI_EXIT_INTERNAL;
+  }
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    cli_error("fork: %s", strerror(errno));
+    return CLI_EXIT_INTERNAL;
+  }
+  char output[4096];
+  if (o.output)
+    snprintf(output, sizeof output, "%s", o.output);
+  else
+    snprintf(output, sizeof output, "ctfscope.%s.%d.ctf", base_name(prog[0]),
+             (int)(pid ? pid : getpid()));
+  if (pid == 0) {
+    close(status_pipe[0]);
+    const char *old = getenv("LD_PRELOAD");
+    char value[8192];
+    if (old && old[0])
+      snprintf(value, sizeof value, "%s:%s", preload, old);
+    else
+      snprintf(value, sizeof value, "%s", preload);
+    setenv("LD_PRELOAD", value, 1);
+    setenv("MEMTRACE", output, 1);
+    if (o.rate) setenv("MEMTRACE_RATE", o.rate, 1);
+    if (o.context) setenv("MEMTRACE_CONTEXT", o.context, 1);
+    if (o.unwind) setenv("CTFSCOPE_UNWIND", o.unwind, 1);
+    execvp(prog[0], prog);
+    const int err = errno;
+    if (write(status_pipe[1], &err, sizeof err) < 0) { /* the parent sees EOF */
+    }
+    _exit(127);
+  }
+  close(status_pipe[1]);
+  /* Like a shell waiting for a job: ^C and ^\ are for the program; we report after it. */
+  struct sigaction ignore = {.sa_handler = SIG_IGN}, old_int, old_quit;
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGQUIT, &ignore, &old_quit);
+  int exec_errno = 0;
+  ssize_t got;
+  do got = read(status_pipe[0], &exec_errno, sizeof exec_errno);
+  while (got < 0 && errno == EINTR);
+  close(status_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGQUIT, &old_quit, NULL);
+  if (got == (ssize_t)sizeof exec_errno) {
+    cli_error("cannot run '%s': %s", prog[0], strerror(exec_errno));
+    return exec_errno == ENOENT ? 127 : 126;
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (!o.quiet) summarise(output, prog[0]);
+  return code;
+}

@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: MIT */
+/* ctfscope stats: how a program allocates, from a memtrace trace. The allocation,
+ * promotion and collection rates of memtrace's identify, then histograms with percentiles
+ * of block sizes and of lifetimes (in time, and in bytes allocated meanwhile), each counted
+ * in blocks and in estimated bytes. Bar charts on a terminal, an SVG image with --svg. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "load.h"
+
+static const char help[] =
+    "Usage: ctfscope stats [OPTIONS] TRACE\n"
+    "\n"
+    "Show how a memtrace trace's program allocates: allocation, promotion and collection\n"
+    "rates (as memtrace_identify reports them), and histograms with percentiles of block\n"
+    "sizes and of block lifetimes, both in time and in bytes allocated meanwhile. Histograms\n"
+    "count sampled blocks and estimated bytes (samples / sample rate x word size).\n"
+    "Lifetimes cover the blocks collected before the end of the trace. Percentiles are\n"
+    "exact below 32 units and within 1/16 (6.25 %) above (the lower edge of their bucket).\n"
+    "\n"
+    "Options:\n"
+    "      --bars        draw bar charts (default: when standard output is a terminal)\n"
+    "      --no-bars     do not draw bar charts\n"
+    "      --svg FILE    also write the histograms as an SVG image to FILE\n"
+    "      --json        print JSON\n"
+    "      --csv         print the histograms as CSV\n"
+    "  -q, --quiet       do not print warnings\n"
+    "  -h, --help        show this help\n"
+    "\n"
+    "Exit status: 0 when the trace was read completely, 1 when it is corrupt (the figures\n"
+    "cover what was read before the error), 2 for a usage error, 3 when a file cannot be\n"
+    "read or written, 4 out of memory.\n";
+
+typedef struct stats_opts {
+  int bars; /* -1 = when a terminal */
+  const char *svg;
+  bool json, csv, quiet;
+} stats_opts_t;
+
+static int on_option(void *ctx, int opt, const char *arg) {
+  stats_opts_t *o = ctx;
+  switch (opt) {
+    case 'b': o->bars = 1; break;
+    case 'N': o->bars = 0; break;
+    case 'S': o->svg = arg; break;
+    case 'J': o->json = true; break;
+    case 'C': o->csv = true; break;
+    case 'q': o->quiet = true; break;
+  }
+  return -1;
+}
+
+/* A histogram as people see it: power-of-two bins, in display units. */
+typedef enum { UNIT_BYTES, UNIT_US } unit_t;
+
+typedef struct view {
+  const char *name, *title, *key;
+  const cts_hist_t *h;
+  double scale; /* display units per histogram unit */
+  unit_t unit;
+} view_t;
+
+#define NBINS 66 /* bin 0 holds 0, bin k ≥ 1 holds [2^(k-1), 2^k) */
+
+typedef struct bins {
+  uint64_t blocks[NBINS], samples[NBINS];
+  int lo, hi; /* first and last non-empty bins, lo > hi when empty */
+} bins_t;
+
+static void make_bins(const cts_hist_t *h, bins_t *b) {
+  memset(b, 0, sizeof *b);
+  for (unsigned i = 0; i < CTS_HIST_BUCKETS; i++) {
+    if (!h->blocks[i]) continue;
+    const uint64_t low = cts_hist_bucket_low(i);
+    const int bin = low ? 64 - __builtin_clzll(low) : 0;
+    b->blocks[bin] += h->blocks[i];
+    b->samples[bin] += h->samples[i];
+  }
+  b->lo = NBINS;
+  b->hi = -1;
+  for (int i = 0; i < NBINS; i++)
+    if (b->blocks[i]) {
+      if (i < b->lo) b->lo = i;
+      b->hi = i;
+    }
+}
+
+static uint64_t bin_low(int bin) {
+  return bin ? 1ull << (bin - 1) : 0;
+}
+
+static const char *human_us(double us, char *buf, size_t size) {
+  if (us < 1000)
+    snprintf(buf, size, "%.0f us", us);
+  else if (us < 1e6)
+    snprintf(buf, size, "%.3g ms", us / 1e3);
+  else if (us < 60e6)
+    snprintf(buf, size, "%.3g s", us / 1e6);
+  else
+    snprintf(buf, size, "%.3g min", us / 60e6);
+  return buf;
+}
+
+static const char *human_unit(double v, unit_t u, char *buf, size_t size) {
+  return u == UNIT_US ? human_us(v, buf, size) : cli_human_bytes(v, buf, size);
+}
+
+static const double quantiles[] = {0.5, 0.9, 0.99, 1.0};
+static const char *const quantile_names[] = {"p50", "p90", "p99", "max"};
+
+static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v, bool bars) {
+  char a[32], b[32], c[32], d[32];
+  cts_out_printf(o, "\n%s\n", v->title);
+  if (!v->h->total_blocks) {
+    cts_out_str(o, "  (no blocks)\n");
+    return;
+  }
+  for (int by_samples = 0; by_samples < 2; by_samples++) {
+    cts_out_printf(o, "  %-9s", by_samples ? "by bytes" : "by blocks");
+    for (unsigned q = 0; q < 4; q++)
+      cts_out_printf(o, "  %s %s", quantile_names[q],
+                     human_unit((double)cts_hist_quantile(v->h, quantiles[q], by_samples) *
+                                    v->scale,
+                                v->unit, a, sizeof a));
+    if (!by_samples)
+      cts_out_printf(o, "  mean %s", human_unit(v->h->sum_by_blocks / (double)v->h->total_blocks *
+                                                    v->scale,
+                                                v->unit, a, sizeof a));
+    cts_out_char(o, '\n');
+  }
+  bins_t bins;
+  make_bins(v->h, &bins);
+  uint64_t max_blocks = 0, max_samples = 0;
+  for (int i = bins.lo; i <= bins.hi; i++) {
+    if (bins.blocks[i] > max_blocks) max_blocks = bins.blocks[i];
+    if (bins.samples[i] > max_samples) max_samples = bins.samples[i];
+  }
+  cts_out_printf(o, "  %21s  %11s  %6s  %10s  %6s\n", "range", "blocks", "%", "est. bytes", "%");
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  for (int i = bins.lo; i <= bins.hi; i++) {
+    const double low = (double)bin_low(i) * v->scale;
+    const double high = i ? (double)bin_low(i + 1) * v->scale : 0;
+    char range[48];
+    if (i == 0)
+      snprintf(range, sizeof range, "%s", human_unit(0, v->unit, a, sizeof a));
+    else
+      snprintf(range, sizeof range, "%s - <%s", human_unit(low, v->unit, a, sizeof a),
+               human_unit(high, v->unit, b, sizeof b));
+    cts_out_printf(o, "  %21s  %11s  %5.1f%%  %10s  %5.1f%%", range,
+                   cli_grouped(bins.blocks[i], c, sizeof c),
+                   100.0 * (double)bins.blocks[i] / (double)v->h->total_blocks,
+                   cli_human_bytes((double)bins.samples[i] * bps, d, sizeof d),
+                   v->h->total_samples
+                       ? 100.0 * (double)bins.samples[i] / (double)v->h->total_samples
+                       : 0.0);
+    if (bars) {
+      /* Two bars: blocks ('#') and bytes ('='), each scaled to its largest bin. */
+      const int wb = max_blocks ? (int)(20.0 * (double)bins.blocks[i] / (double)max_blocks + 0.5) : 0;
+      const int ws = max_samples ? (int)(20.0 * (double)bins.samples[i] / (double)max_samples + 0.5)
+                                 : 0;
+      if (ws)
+        cts_out_printf(o, "  %-20.*s %.*s", wb, "####################", ws,
+                       "====================");
+      else if (wb)
+        cts_out_printf(o, "  %.*s", wb, "####################");
+    }
+    cts_out_char(o, '\n');
+  }
+}
+
+static void print_rates_text(cts_out_t *o, const cli_trace_t *t) {
+  const cts_mtprof_t *p = &t->prof;
+  const double bps = cts_mtprof_bytes_per_sample(p), dur = cts_mtprof_duration_s(p);
+  char a[96], b[64], c[64], d[64];
+  cts_out_printf(o, "Allocated %s in %s sampled blocks (~%s allocations, %s samples)\n",
+                 cli_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a),
+                 cli_grouped(cts_mtprof_allocs(p), b, sizeof b),
+                 cli_grouped((uint64_t)(p->est_allocs_total + 0.5), c, sizeof c),
+                 cli_grouped(cts_mtprof_samples(p), d, sizeof d));
+  if (dur <= 0) {
+    cts_out_str(o, "Rates     none: the trace has no duration\n");
+    return;
+  }
+  const double minor = (double)p->samples_by_source[0] * bps;
+  const double major_direct = (double)p->samples_by_source[1] * bps;
+  const double promoted = (double)p->promoted_samples * bps;
+  cts_out_printf(o, "Minor     %s/s allocations, %.1f%% promoted\n",
+                 cli_human_bytes(minor / dur, a, sizeof a), minor > 0 ? 100.0 * promoted / minor : 0.0);
+  cts_out_printf(o, "Major     %s/s allocations (%s/s direct), %s/s collections\n",
+                 cli_human_bytes((major_direct + promoted) / dur, a, sizeof a),
+                 cli_human_bytes(major_direct / dur, b, sizeof b),
+                 cli_human_bytes((double)p->collected_major_samples * bps / dur, c, sizeof c));
+  if (p->samples_by_source[2])
+    cts_out_printf(o, "External  %s/s allocations, %s/s freed\n",
+                   cli_human_bytes((double)p->samples_by_source[2] * bps / dur, a, sizeof a),
+                   cli_human_bytes((double)p->collected_external_samples * bps / dur, b, sizeof b));
+  cts_out_printf(o, "Runtime   %.3f s\n", dur);
+}
+
+static void json_view(cts_out_t *o, const cts_mtprof_t *p, const view_t *v) {
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  cts_out_printf(o, ",\n \"%s\": {\"unit\": \"%s\", \"blocks\": %llu, \"samples\": %llu", v->key,
+                 v->unit == UNIT_US ? "us" : "bytes", (unsigned long long)v->h->total_blocks,
+                 (unsigned long long)v->h->total_samples);
+  if (v->h->total_blocks)
+    cts_out_printf(o, ", \"min\": %.0f, \"mean_by_blocks\": %.3f",
+                   (double)v->h->min * v->scale,
+                   v->h->sum_by_blocks / (double)v->h->total_blocks * v->scale);
+  for (int by_samples = 0; by_samples < 2; by_samples++) {
+    cts_out_printf(o, ", \"percentiles_by_%s\": {", by_samples ? "bytes" : "blocks");
+    for (unsigned q = 0; q < 4; q++)
+      cts_out_printf(o, "%s\"%s\": %.0f", q ? ", " : "", quantile_names[q],
+                     (double)cts_hist_quantile(v->h, quantiles[q], by_samples) * v->scale);
+    cts_out_str(o, "}");
+  }
+  bins_t bins;
+  make_bins(v->h, &bins);
+  cts_out_str(o, ", \"bins\": [");
+  for (int i = bins.lo; i <= bins.hi; i++)
+    cts_out_printf(o, "%s\n   {\"low\": %.0f, \"high\": %.0f, \"blocks\": %llu, \"samples\": %llu, "
+                   "\"bytes\": %.0f}",
+                   i > bins.lo ? "," : "", (double)bin_low(i) * v->scale,
+                   i ? (double)bin_low(i + 1) * v->scale : 1.0 * v->scale,
+                   (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i],
+                   (double)bins.samples[i] * bps);
+  cts_out_str(o, "]}");
+}
+
+static void print_json(cts_out_t *o, const cli_trace_t *t, const view_t *views, size_t nviews) {
+  const cts_mtprof_t *p = &t->prof;
+  const double bps = cts_mtprof_bytes_per_sample(p), dur = cts_mtprof_duration_s(p);
+  cts_out_str(o, "{");
+  cli_json_trace_header(o, t);
+  cts_out_str(o, " \"allocated\": {");
+  cli_json_estimate(o, p, "alloc", cts_mtprof_samples(p));
+  cts_out_printf(o, ", \"allocs_sampled\": %llu, \"allocs_est\": %.1f},\n",
+                 (unsigned long long)cts_mtprof_allocs(p), p->est_allocs_total);
+  static const char *const heaps[] = {"minor", "major", "external"};
+  cts_out_str(o, " \"heaps\": {");
+  for (unsigned h = 0; h < 3; h++)
+    cts_out_printf(o, "%s\"%s\": {\"allocs_sampled\": %llu, \"samples\": %llu, \"bytes\": %.0f}",
+                   h ? ", " : "", heaps[h], (unsigned long long)p->allocs_by_source[h],
+                   (unsigned long long)p->samples_by_source[h],
+                   (double)p->samples_by_source[h] * bps);
+  cts_out_printf(o,
+                 "},\n \"promoted\": {\"allocs_sampled\": %llu, \"samples\": %llu, \"bytes\": %.0f},"
+                 "\n \"collected\": {\"allocs_sampled\": %llu, \"minor_samples\": %llu, "
+                 "\"major_samples\": %llu, \"external_samples\": %llu},\n",
+                 (unsigned long long)p->promoted_allocs, (unsigned long long)p->promoted_samples,
+                 (double)p->promoted_samples * bps, (unsigned long long)p->collected_allocs,
+                 (unsigned long long)p->collected_minor_samples,
+                 (unsigned long long)p->collected_major_samples,
+                 (unsigned long long)p->collected_external_samples);
+  const double minor = (double)p->samples_by_source[0] * bps;
+  const double direct = (double)p->samples_by_source[1] * bps;
+  const double promoted = (double)p->promoted_samples * bps;
+  const double d = dur > 0 ? dur : 1;
+  cts_out_printf(o,
+                 " \"rates\": {\"minor_alloc_bytes_per_s\": %.1f, \"promoted_percent\": %.3f, "
+                 "\"major_alloc_bytes_per_s\": %.1f, \"major_direct_bytes_per_s\": %.1f, "
+                 "\"major_collect_bytes_per_s\": %.1f, \"external_alloc_bytes_per_s\": %.1f, "
+                 "\"external_free_bytes_per_s\": %.1f}",
+                 dur > 0 ? minor / d : 0.0, minor > 0 ? 100.0 * promoted / minor : 0.0,
+                 dur > 0 ? (direct + promoted) / d : 0.0, dur > 0 ? direct / d : 0.0,
+                 dur > 0 ? (double)p->collected_major_samples * bps / d : 0.0,
+                 dur > 0 ? (double)p->samples_by_source[2] * bps / d : 0.0,
+                 dur > 0 ? (double)p->collected_external_samples * bps / d : 0.0);
+  cts_out_printf(o, ",\n \"live_end\": {\"blocks\": %llu, ", (unsigned long long)p->live_blocks);
+  cli_json_estimate(o, p, "live", p->stacks.live_samples);
+  cts_out_str(o, "}");
+  for (size_t i = 0; i < nviews; i++) json_view(o, p, &views[i]);
+  cts_out_str(o, "\n}\n");
+}
+
+static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, size_t nviews) {
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  cts_out_str(o, "histogram,unit,low,high,blocks,samples,est_bytes\n");
+  for (size_t v = 0; v < nviews; v++) {
+    bins_t bins;
+    make_bins(views[v].h, &bins);
+    for (int i = bins.lo; i <= bins.hi; i++)
+      cts_out_printf(o, "%s,%s,%.0f,%.0f,%llu,%llu,%.0f\n", views[v].key,
+                     views[v].unit == UNIT_US ? "us" : "bytes",
+                     (double)bin_low(i) * views[v].scale,
+                     i ? (double)bin_low(i + 1) * views[v].scale : views[v].scale,
+                     (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i],
+                     (double)bins.samples[i] * bps);
+  }
+}
+
+/* ---- SVG ------------------------------------------------------------------------------ */
+
+static void svg_text(cts_out_t *o, const char *s) {
+  for (; *s; s++) {
+    if (*s == '<') cts_out_str(o, "&lt;");
+    else if (*s == '>') cts_out_str(o, "&gt;");
+    else if (*s == '&') cts_out_str(o, "&amp;");
+    else cts_out_char(o, *s);
+  }
+}
+
+static void svg_panel(cts_out_t *o, const view_t *v, int y0) {
+  const int x0 = 60, width = 820, height = 160;
+  cts_out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">", x0, y0 + 16);
+  svg_text(o, v->title);
+  cts_out_str(o, "</text>\n");
+  const int top = y0 + 28, base = top + height;
+  cts_out_printf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", x0, base,
+                 x0 + width, base);
+  for (int pct = 0; pct <= 100; pct += 25)
+    cts_out_printf(o,
+                   "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%d%%</text>"
+                   "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n",
+                   x0 - 4, base - height * pct / 100 + 3, pct, x0, base - height * pct / 100,
+                   x0 + width, base - height * pct / 100);
+  bins_t bins;
+  make_bins(v->h, &bins);
+  if (bins.lo > bins.hi) return;
+  const int n = bins.hi - bins.lo + 1;
+  const double slot = (double)width / n;
+  for (int i = bins.lo; i <= bins.hi; i++) {
+    const double x = x0 + (i - bins.lo) * slot;
+    const double fb = (double)bins.blocks[i] / (double)v->h->total_blocks;
+    const double fs = v->h->total_samples ? (double)bins.samples[i] / (double)v->h->total_samples
+                                          : 0.0;
+    const double bw = slot * 0.4;
+    cts_out_printf(o,
+                   "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#4878cf\">"
+                   "<title>%.1f%% of blocks</title></rect>\n",
+                   x + slot * 0.1, base - fb * height, bw, fb * height, 100 * fb);
+    cts_out_printf(o,
+                   "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e8833a\">"
+                   "<title>%.1f%% of bytes</title></rect>\n",
+                   x + slot * 0.5, base - fs * height, bw, fs * height, 100 * fs);
+    char label[32];
+    human_unit((double)bin_low(i) * v->scale, v->unit, label, sizeof label);
+    cts_out_printf(o,
+                   "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
+                   "transform=\"rotate(-45 %.1f %d)\">%s</text>\n",
+                   x + slot * 0.5, base + 12, x + slot * 0.5, base + 12, label);
+  }
+}
+
+static int write_svg(const char *path, const view_t *views, size_t nviews) {
+  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return -errno;
+  static cts_out_t o;
+  cts_out_init(&o, fd);
+  const int panel = 250, h = 40 + panel * (int)nviews;
+  cts_out_printf(&o,
+                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%d\" "
+                 "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
+                 "fill=\"white\"/>\n"
+                 "<rect x=\"600\" y=\"8\" width=\"10\" height=\"10\" fill=\"#4878cf\"/>"
+                 "<text x=\"614\" y=\"17\" font-size=\"11\">%% of sampled blocks</text>\n"
+                 "<rect x=\"740\" y=\"8\" width=\"10\" height=\"10\" fill=\"#e8833a\"/>"
+                 "<text x=\"754\" y=\"17\" font-size=\"11\">%% of estimated bytes</text>\n",
+                 h);
+  for (size_t i = 0; i < nviews; i++) svg_panel(&o, &views[i], 24 + panel * (int)i);
+  cts_out_str(&o, "</svg>\n");
+  int e = cts_out_flush(&o);
+  if (close(fd) != 0 && !e) e = -errno;
+  return e;
+}
+
+int cmd_stats(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"bars", no_argument, NULL, 'b'}, {"no-bars", no_argument, NULL, 'N'},
+      {"svg", required_argument, NULL, 'S'}, {"json", no_argument, NULL, 'J'},
+      {"csv", no_argument, NULL, 'C'},  {"quiet", no_argument, NULL, 'q'},
+      {0},
+  };
+  stats_opts_t opts = {.bars = -1};
+  int first;
+  const int rc = cli_parse(argc, argv, "q", longopts, help, on_option, &opts, &first);
+  if (rc >= 0) return rc;
+  if (first >= argc) return cli_usage_error("no trace given");
+  if (argc - first > 1) return cli_usage_error("one trace at a time");
+  if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+
+  const cts_mtprof_config_t cfg = {.stacks = false};
+  cli_trace_t t;
+  int code = cli_trace_load(&t, argv[first], &cfg, opts.quiet);
+  if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
+    cli_trace_free(&t);
+    return code;
+  }
+  const cts_mtprof_t *p = &t.prof;
+  const view_t views[] = {
+      {"size", "Block sizes", "sizes", &p->size_words, (double)p->word_bytes, UNIT_BYTES},
+      {"lifetime", "Lifetimes of collected blocks (time)", "lifetime_time", &p->life_us, 1.0,
+       UNIT_US},
+      {"lifetime_bytes", "Lifetimes of collected blocks (bytes allocated meanwhile)",
+       "lifetime_allocated", &p->life_samples, cts_mtprof_bytes_per_sample(p), UNIT_BYTES},
+  };
+  static cts_out_t out;
+  cts_out_init(&out, STDOUT_FILENO);
+  if (opts.json) {
+    print_json(&out, &t, views, CTS_ARRAY_SIZE(views));
+  } else if (opts.csv) {
+    print_csv(&out, p, views, CTS_ARRAY_SIZE(views));
+  } else {
+    const bool bars = opts.bars < 0 ? isatty(STDOUT_FILENO) : opts.bars;
+    char a[96], b[32];
+    cli_text_trace_header(&out, &t);
+    cts_out_char(&out, '\n');
+    print_rates_text(&out, &t);
+    cts_out_printf(&out, "Live      %s at the end in %s sampled blocks (not in the lifetimes)\n",
+                   cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a),
+                   cli_grouped(p->live_blocks, b, sizeof b));
+    for (size_t i = 0; i < CTS_ARRAY_SIZE(views); i++)
+      print_view_text(&out, p, &views[i], bars);
+    if (bars) cts_out_str(&out, "\n  bars: # blocks, = bytes (each scaled to its largest bin)\n");
+  }
+  code = cli_finish_output(&out, code);
+  if (opts.svg) {
+    const int e = write_svg(opts.svg, views, CTS_ARRAY_SIZE(views));
+    if (e) {
+      cli_error("cannot write '%s': %s", opts.svg, cts_os_strerror(e));
+      if (code < CLI_EXIT_IO) code = CLI_EXIT_IO;
+    }
+  }
+  cli_trace_free(&t);
+  return code;
+}

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: MIT */
+/* ctfscope top: allocation sites by estimated bytes, count, live at peak and live at end;
+ * flat (grouped by line, function or file), as a call tree (--tree) or as callers of each
+ * site (--inverted). What memtrace's hotspots and heaptrack_print show, in one pass. */
+#define _GNU_SOURCE /* qsort_r */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "load.h"
+
+static const char help[] =
+    "Usage: ctfscope top [OPTIONS] TRACE\n"
+    "\n"
+    "List the allocation sites of a memtrace trace, largest first: bytes allocated, number\n"
+    "of allocations, bytes live when the heap was at its peak and bytes still live at the\n"
+    "end. Bytes are estimates (samples / sample rate x word size); figures from few samples\n"
+    "show a 95% confidence interval. Allocation counts are estimates too (each sampled block\n"
+    "weighs 1 / its probability of being sampled).\n"
+    "\n"
+    "Options:\n"
+    "      --by WHAT       group sites by 'line' (function, file and line: default),\n"
+    "                      'function' or 'file'\n"
+    "  -s, --sort KEY      order by 'bytes' (allocated, default), 'count', 'peak' or 'live'\n"
+    "  -n, --limit N       show the first N sites (default 20, 0 = all)\n"
+    "      --tree          show the call tree from the program's entry down (callees)\n"
+    "      --inverted      show each allocation site with the chain of its callers\n"
+    "      --depth N       deepest level shown by --tree and --inverted (default 24)\n"
+    "      --min-percent P hide tree nodes under P % of the total (default 1)\n"
+    "      --json          print JSON\n"
+    "      --csv           print CSV (flat table only)\n"
+    "  -q, --quiet         do not print warnings\n"
+    "  -h, --help          show this help\n"
+    "\n"
+    "Exit status: 0 when the trace was read completely, 1 when it is corrupt (the figures\n"
+    "cover what was read before the error), 2 for a usage error, 3 when it cannot be read,\n"
+    "4 out of memory.\n";
+
+typedef enum { VIEW_FLAT, VIEW_TREE, VIEW_INVERTED } view_t;
+
+typedef struct top_opts {
+  cts_group_t by;
+  cts_sort_t sort;
+  long limit;
+  view_t view;
+  long depth;
+  double min_percent;
+  bool json, csv, quiet;
+} top_opts_t;
+
+static bool parse_long(const char *s, long min, long max, long *out) {
+  char *end;
+  const long v = strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+static int on_option(void *ctx, int opt, const char *arg) {
+  top_opts_t *o = ctx;
+  switch (opt) {
+    case 'B':
+      if (strcmp(arg, "line") == 0) o->by = CTS_GROUP_LINE;
+      else if (strcmp(arg, "function") == 0) o->by = CTS_GROUP_FUNCTION;
+      else if (strcmp(arg, "file") == 0) o->by = CTS_GROUP_FILE;
+      else return cli_usage_error("--by takes line, function or file, not '%s'", arg);
+      break;
+    case 's':
+      if (strcmp(arg, "bytes") == 0) o->sort = CTS_SORT_BYTES;
+      else if (strcmp(arg, "count") == 0) o->sort = CTS_SORT_COUNT;
+      else if (strcmp(arg, "peak") == 0) o->sort = CTS_SORT_PEAK;
+      else if (strcmp(arg, "live") == 0) o->sort = CTS_SORT_LIVE;
+      else return cli_usage_error("--sort takes bytes, count, peak or live, not '%s'", arg);
+      break;
+    case 'n':
+      if (!parse_long(arg, 0, 1L << 30, &o->limit))
+        return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
+      break;
+    case 'T': o->view = VIEW_TREE; break;
+    case 'I': o->view = VIEW_INVERTED; break;
+    case 'D':
+      if (!parse_long(arg, 1, 1000, &o->depth))
+        return cli_usage_error("--depth takes a number from 1 to 1000, not '%s'", arg);
+      break;
+    case 'M': {
+      char *end;
+      o->min_percent = strtod(arg, &end);
+      if (*arg == '\0' || *end != '\0' || !(o->min_percent >= 0 && o->min_percent <= 100))
+        return cli_usage_error("--min-percent takes a number from 0 to 100, not '%s'", arg);
+      break;
+    }
+    case 'J': o->json = true; break;
+    case 'C': o->csv = true; break;
+    case 'q': o->quiet = true; break;
+  }
+  return -1;
+}
+
+static const char *const sort_names[] = {"allocated bytes", "allocation count", "live at peak",
+                                         "live at end"};
+static const char *const sort_keys[] = {"bytes", "count", "peak", "live"};
+static const char *const group_names[] = {"function, file and line", "function", "file"};
+static const char *const group_keys[] = {"line", "function", "file"};
+
+static void print_totals_text(cts_out_t *o, const cli_trace_t *t) {
+  const cts_mtprof_t *p = &t->prof;
+  char a[96], b[64], c[96], d[96];
+  cts_out_printf(o, "Total    %s allocated in %s samples (%s sampled blocks, ~%s allocations)\n",
+                 cli_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a),
+                 cli_grouped(cts_mtprof_samples(p), b, sizeof b),
+                 cli_grouped(cts_mtprof_allocs(p), c, sizeof c),
+                 cli_grouped((uint64_t)(p->est_allocs_total + 0.5), d, sizeof d));
+  const double peak_at = p->stacks.peak_time_us > p->start_time_us
+                             ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
+                             : 0.0;
+  cts_out_printf(o, "Live     peak %s at +%.3f s; %s at the end\n",
+                 cli_est_bytes(p, p->stacks.peak_samples, true, a, sizeof a), peak_at,
+                 cli_est_bytes(p, p->stacks.live_samples, true, c, sizeof c));
+}
+
+static void site_text(const cts_row_t *r, char *buf, size_t size) {
+  if (!r->code)
+    snprintf(buf, size, "(no backtrace)");
+  else if (!r->file[0] && !r->function[0])
+    snprintf(buf, size, "%s", r->key);
+  else if (r->line)
+    snprintf(buf, size, "%s (%s:%u)", r->function[0] ? r->function : "?", r->file, r->line);
+  else if (r->function[0])
+    snprintf(buf, size, "%s (%s)", r->function, r->file);
+  else
+    snprintf(buf, size, "%s", r->file);
+}
+
+static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows,
+                            const top_opts_t *opts) {
+  const cts_mtprof_t *p = &t->prof;
+  const size_t shown = opts->limit && (size_t)opts->limit < rows->n ? (size_t)opts->limit : rows->n;
+  cts_out_printf(o, "\n%s %zu of %zu allocation sites by %s (grouped by %s):\n",
+                 shown < rows->n ? "Top" : "All", shown, rows->n, sort_names[opts->sort],
+                 group_names[opts->by]);
+  cts_out_str(o, "   allocated       %       allocs    peak live  live at end  site\n");
+  const uint64_t total = cts_mtprof_samples(p);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_row_t *r = &rows->rows[i];
+    char a[32], b[32], c[32], d[32], site[512];
+    site_text(r, site, sizeof site);
+    cts_out_printf(o, "%12s  %5.1f%%  %11s  %11s  %11s  %s",
+                   cli_est_bytes(p, r->st.samples, false, a, sizeof a),
+                   total ? 100.0 * (double)r->st.samples / (double)total : 0.0,
+                   cli_grouped((uint64_t)(r->st.est_allocs + 0.5), b, sizeof b),
+                   cli_est_bytes(p, r->st.peak_samples, false, c, sizeof c),
+                   cli_est_bytes(p, r->st.live_samples, false, d, sizeof d), site);
+    if (cli_show_ci(p, r->st.samples)) {
+      char ci[96];
+      const char *full = cli_est_bytes(p, r->st.samples, true, ci, sizeof ci);
+      const char *paren = strchr(full, '(');
+      cts_out_printf(o, "  [%.*s]", paren ? (int)(strlen(paren) - 2) : 0, paren ? paren + 1 : "");
+    }
+    cts_out_char(o, '\n');
+  }
+}
+
+static void json_stats(cts_out_t *o, const cts_mtprof_t *p, const cts_site_stats_t *st) {
+  cli_json_estimate(o, p, "alloc", st->samples);
+  cts_out_printf(o, ", \"allocs_sampled\": %llu, \"allocs_est\": %.1f, ",
+                 (unsigned long long)st->allocs, st->est_allocs);
+  cli_json_estimate(o, p, "peak", st->peak_samples);
+  cts_out_printf(o, ", \"peak_allocs_sampled\": %llu, ", (unsigned long long)st->peak_allocs);
+  cli_json_estimate(o, p, "live_end", st->live_samples);
+  cts_out_printf(o, ", \"live_end_allocs_sampled\": %llu", (unsigned long long)st->live_allocs);
+}
+
+static void print_json_header(cts_out_t *o, const cli_trace_t *t, const top_opts_t *opts,
+                              const char *view) {
+  const cts_mtprof_t *p = &t->prof;
+  cts_out_str(o, "{");
+  cli_json_trace_header(o, t);
+  cts_out_printf(o, " \"view\": \"%s\", \"group_by\": \"%s\", \"sort\": \"%s\",\n \"total\": {",
+                 view, group_keys[opts->by], sort_keys[opts->sort]);
+  cli_json_estimate(o, p, "alloc", cts_mtprof_samples(p));
+  cts_out_printf(o, ", \"allocs_sampled\": %llu, \"allocs_est\": %.1f, ",
+                 (unsigned long long)cts_mtprof_allocs(p), p->est_allocs_total);
+  cli_json_estimate(o, p, "peak", p->stacks.peak_samples);
+  cts_out_printf(o, ", \"peak_time_s\": %.6f, ",
+                 p->stacks.peak_time_us > p->start_time_us
+                     ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
+                     : 0.0);
+  cli_json_estimate(o, p, "live_end", p->stacks.live_samples);
+  cts_out_str(o, "},\n");
+}
+
+static void print_flat_json(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows,
+                            const top_opts_t *opts) {
+  print_json_header(o, t, opts, "flat");
+  const size_t shown = opts->limit && (size_t)opts->limit < rows->n ? (size_t)opts->limit : rows->n;
+  cts_out_printf(o, " \"sites_total\": %zu,\n \"sites\": [", rows->n);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_row_t *r = &rows->rows[i];
+    cts_out_str(o, i ? ",\n  {" : "\n  {");
+    cts_out_str(o, "\"function\": ");
+    cts_out_json_str(o, r->code ? r->function : "(no backtrace)");
+    cts_out_str(o, ", \"file\": ");
+    cts_out_json_str(o, r->file);
+    cts_out_printf(o, ", \"line\": %u, ", r->line);
+    json_stats(o, &t->prof, &r->st);
+    cts_out_str(o, "}");
+  }
+  cts_out_str(o, "\n ]\n}\n");
+}
+
+static void print_flat_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows,
+                           const top_opts_t *opts) {
+  const cts_mtprof_t *p = &t->prof;
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  const size_t shown = opts->limit && (size_t)opts->limit < rows->n ? (size_t)opts->limit : rows->n;
+  cts_out_str(o, "function,file,line,alloc_samples,alloc_bytes,alloc_bytes_ci95_low,"
+                 "alloc_bytes_ci95_high,allocs_sampled,allocs_est,peak_samples,peak_bytes,"
+                 "live_end_samples,live_end_bytes\n");
+  for (size_t i = 0; i < shown; i++) {
+    const cts_row_t *r = &rows->rows[i];
+    double lo = (double)r->st.samples, hi = lo;
+    if (p->sample_rate < 1.0) cts_poisson_ci95(r->st.samples, &lo, &hi);
+    cli_csv_str(o, r->code ? r->function : "(no backtrace)");
+    cts_out_char(o, ',');
+    cli_csv_str(o, r->file);
+    cts_out_printf(o, ",%u,%llu,%.0f,%.0f,%.0f,%llu,%.1f,%llu,%.0f,%llu,%.0f\n", r->line,
+                   (unsigned long long)r->st.samples, (double)r->st.samples * bps, lo * bps,
+                   hi * bps, (unsigned long long)r->st.allocs, r->st.est_allocs,
+                   (unsigned long long)r->st.peak_samples, (double)r->st.peak_samples * bps,
+                   (unsigned long long)r->st.live_samples, (double)r->st.live_samples * bps);
+  }
+}
+
+/* ---- trees ---------------------------------------------------------------------------- */
+
+typedef struct tree_print {
+  cts_out_t *o;
+  const cli_trace_t *t;
+  const cts_stacks_t *s;
+  const cts_site_stats_t *incl;
+  uint32_t *first_child, *next_sibling;
+  const cts_labels_t *labels;
+  cts_sort_t sort;
+  uint64_t total, threshold;
+  long max_depth;
+  bool json, nomem, inverted;
+  size_t printed;
+} tree_print_t;
+
+/* Children by the metric, largest first, then by node index (creation order). */
+static int cmp_children(const void *a, const void *b, void *arg) {
+  const tree_print_t *tp = arg;
+  const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  const uint64_t vx = cts_site_stats_metric(&tp->incl[x], tp->sort);
+  const uint64_t vy = cts_site_stats_metric(&tp->incl[y], tp->sort);
+  if (vx != vy) return vx > vy ? -1 : 1;
+  return x < y ? -1 : x > y;
+}
+
+static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
+  const cts_site_stats_t *st = &tp->incl[n];
+  const cts_mtprof_t *p = &tp->t->prof;
+  const char *label = cts_labels_name(tp->labels, tp->s->nodes[n].code);
+  const uint32_t depth = tp->s->nodes[n].depth;
+  const uint64_t metric = cts_site_stats_metric(st, tp->sort);
+  const size_t id = tp->printed++;
+  if (tp->json) {
+    cts_out_printf(tp->o, "%s\n  {\"id\": %zu, \"parent\": ", id ? "," : "", id);
+    if (n == 0)
+      cts_out_str(tp->o, "null");
+    else
+      cts_out_printf(tp->o, "%u", parent_id);
+    cts_out_printf(tp->o, ", \"depth\": %u, \"frame\": ", depth);
+    cts_out_json_str(tp->o, label);
+    cts_out_str(tp->o, ", ");
+    json_stats(tp->o, p, st);
+    cts_out_str(tp->o, ", \"self\": {");
+    json_stats(tp->o, p, &tp->s->nodes[n].self);
+    cts_out_str(tp->o, "}}");
+  } else {
+    /* Bytes columns show bytes even when sorted by count. */
+    const cts_sort_t shown = tp->sort == CTS_SORT_COUNT ? CTS_SORT_BYTES : tp->sort;
+    char a[32], b[32] = "";
+    cli_est_bytes(p, cts_site_stats_metric(st, shown), false, a, sizeof a);
+    if (!tp->inverted)
+      cli_est_bytes(p, cts_site_stats_metric(&tp->s->nodes[n].self, shown), false, b, sizeof b);
+    cts_out_printf(tp->o, "%6.1f%%  %11s  %11s  %*s%s\n",
+                   tp->total ? 100.0 * (double)metric / (double)tp->total : 0.0, a, b,
+                   (int)(depth > 60 ? 60 : depth) * 2, "", label);
+  }
+  if ((long)depth >= tp->max_depth) return;
+  size_t nchildren = 0;
+  for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
+    if (cts_site_stats_metric(&tp->incl[c], tp->sort) >= tp->threshold &&
+        cts_site_stats_metric(&tp->incl[c], tp->sort) > 0)
+      nchildren++;
+  if (!nchildren) return;
+  uint32_t *children = malloc(nchildren * sizeof *children);
+  if (!children) {
+    tp->nomem = true;
+    return;
+  }
+  size_t k = 0;
+  for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
+    if (cts_site_stats_metric(&tp->incl[c], tp->sort) >= tp->threshold &&
+        cts_site_stats_metric(&tp->incl[c], tp->sort) > 0)
+      children[k++] = c;
+  qsort_r(children, nchildren, sizeof *children, cmp_children, tp);
+  for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i], (uint32_t)id);
+  free(children);
+}
+
+static int print_tree(cts_out_t *o, const cli_trace_t *t, const cts_stacks_t *s,
+                      const cts_labels_t *labels, const top_opts_t *opts, bool inverted) {
+  cts_site_stats_t *incl = malloc((size_t)s->count * sizeof *incl);
+  uint32_t *first_child = calloc(s->count, sizeof *first_child);
+  uint32_t *next_sibling = calloc(s->count, sizeof *next_sibling);
+  if (!incl || !first_child || !next_sibling) {
+    free(incl);
+    free(first_child);
+    free(next_sibling);
+    cli_error("out of memory");
+    return CLI_EXIT_INTERNAL;
+  }
+  cts_stacks_inclusive(s, incl);
+  for (uint32_t i = s->count; i-- > 1;) {
+    next_sibling[i] = first_child[s->nodes[i].parent];
+    first_child[s->nodes[i].parent] = i;
+  }
+  tree_print_t tp = {.o = o,
+                     .t = t,
+                     .s = s,
+                     .incl = incl,
+                     .first_child = first_child,
+                     .next_sibling = next_sibling,
+                     .labels = labels,
+                     .sort = opts->sort,
+                     .max_depth = opts->depth,
+                     .json = opts->json,
+                     .inverted = inverted};
+  tp.total = cts_site_stats_metric(&incl[0], opts->sort);
+  tp.threshold = (uint64_t)((double)tp.total * opts->min_percent / 100.0);
+  if (opts->json) {
+    print_json_header(o, t, opts, inverted ? "inverted" : "tree");
+    cts_out_printf(o, " \"depth\": %ld, \"min_percent\": %g,\n \"nodes\": [", opts->depth,
+                   opts->min_percent);
+  } else {
+    cts_out_printf(o,
+                   "\n%s by %s; nodes under %g%% hidden, at most %ld levels:\n"
+                   "  total  %11s  %11s  %s\n",
+                   inverted ? "Allocation sites and their callers (inverted call tree)"
+                            : "Call tree from the entry point (callees)",
+                   sort_names[opts->sort], opts->min_percent, opts->depth,
+                   opts->sort == CTS_SORT_COUNT ? "bytes" : sort_keys[opts->sort],
+                   inverted ? "" : "self", inverted ? "site, then its callers" : "frame");
+  }
+  print_node(&tp, 0, 0);
+  if (opts->json) cts_out_str(o, "\n ]\n}\n");
+  free(incl);
+  free(first_child);
+  free(next_sibling);
+  if (tp.nomem) {
+    cli_error("out of memory");
+    return CLI_EXIT_INTERNAL;
+  }
+  return CLI_EXIT_OK;
+}
+
+/* The callers view: each stack reversed (allocation point first) and cut at depth levels,
+ * interned in a second trie that carries the self figures of the stacks it came from. */
+static int build_inverted(const cts_stacks_t *s, long depth, cts_stacks_t *inv) {
+  int e = cts_stacks_init(inv, false, 0);
+  if (e) return e;
+  uint64_t *path = malloc((size_t)depth * sizeof *path);
+  if (!path) return -ENOMEM;
+  for (uint32_t i = 0; i < s->count && !e; i++) {
+    if (s->nodes[i].self.allocs == 0) continue;
+    size_t n = 0;
+    for (uint32_t cur = i; cur != 0 && n < (size_t)depth; cur = s->nodes[cur].parent)
+      path[n++] = s->nodes[cur].code;
+    uint32_t node;
+    e = cts_stacks_intern(inv, path, n, &node);
+    if (!e) cts_site_stats_add(&inv->nodes[node].self, &s->nodes[i].self);
+  }
+  free(path);
+  return e;
+}
+
+int cmd_top(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"by", required_argument, NULL, 'B'},       {"sort", required_argument, NULL, 's'},
+      {"limit", required_argument, NULL, 'n'},    {"tree", no_argument, NULL, 'T'},
+      {"inverted", no_argument, NULL, 'I'},       {"depth", required_argument, NULL, 'D'},
+      {"min-percent", required_argument, NULL, 'M'}, {"json", no_argument, NULL, 'J'},
+      {"csv", no_argument, NULL, 'C'},            {"quiet", no_argument, NULL, 'q'},
+      {0},
+  };
+  top_opts_t opts = {.limit = 20, .depth = 24, .min_percent = 1.0};
+  int first;
+  const int rc = cli_parse(argc, argv, "s:n:q", longopts, help, on_option, &opts, &first);
+  if (rc >= 0) return rc;
+  if (first >= argc) return cli_usage_error("no trace given");
+  if (argc - first > 1) return cli_usage_error("one trace at a time (use 'diff' to compare)");
+  if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+  if (opts.csv && opts.view != VIEW_FLAT)
+    return cli_usage_error("--csv is for the flat table, not --tree or --inverted");
+
+  const cts_mtprof_config_t cfg = {.stacks = true};
+  cli_trace_t t;
+  int code = cli_trace_load(&t, argv[first], &cfg, opts.quiet);
+  if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
+    cli_trace_free(&t);
+    return code;
+  }
+  static cts_out_t out;
+  cts_out_init(&out, STDOUT_FILENO);
+  if (!opts.json && !opts.csv) {
+    cli_text_trace_header(&out, &t);
+    print_totals_text(&out, &t);
+  }
+  int view_code = CLI_EXIT_OK;
+  if (opts.view == VIEW_FLAT) {
+    cts_rows_t rows;
+    const cts_frames_t frames = cli_trace_frames(&t);
+    if (cts_rows_build(&rows, &t.prof.stacks, &frames, opts.by, opts.sort, 0, 0)) {
+      cli_error("out of memory");
+      view_code = CLI_EXIT_INTERNAL;
+    } else {
+      cts_rows_sort(&rows, opts.sort);
+      if (opts.json)
+        print_flat_json(&out, &t, &rows, &opts);
+      else if (opts.csv)
+        print_flat_csv(&out, &t, &rows, &opts);
+      else
+        print_flat_text(&out, &t, &rows, &opts);
+      cts_rows_fini(&rows);
+    }
+  } else {
+    /* Frames with the same label (per --by) are one node, as people read them. */
+    const cts_frames_t frames = cli_trace_frames(&t);
+    cts_labels_t labels;
+    cts_labels_init(&labels, &frames, (cts_label_style_t)opts.by);
+    cts_stacks_t tree = {0}, inv = {0};
+    if (cts_stacks_relabel(&t.prof.stacks, &labels, &tree) ||
+        (opts.view == VIEW_INVERTED && build_inverted(&tree, opts.depth, &inv))) {
+      cli_error("out of memory");
+      view_code = CLI_EXIT_INTERNAL;
+    } else {
+      view_code = print_tree(&out, &t, opts.view == VIEW_TREE ? &tree : &inv, &labels, &opts,
+                             opts.view == VIEW_INVERTED);
+    }
+    cts_stacks_fini(&tree);
+    cts_stacks_fini(&inv);
+    cts_labels_fini(&labels);
+  }
+  if (view_code > code) code = view_code;
+  code = cli_finish_output(&out, code);
+  cli_trace_free(&t);
+  return code;
+}

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+#include "load.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../analysis/hist.h"
+#include "cli.h"
+
+static int on_info(void *ud, const cts_mt_info_t *info) {
+  cli_trace_t *t = ud;
+  cts_mtprof_set_info(&t->prof, info);
+  return 0;
+}
+
+static int on_event(void *ud, const cts_mt_event_t *ev) {
+  cli_trace_t *t = ud;
+  const int e = cts_mtprof_add_event(&t->prof, ev);
+  if (e || !t->hook) return e;
+  return t->hook_err = t->hook(t->hook_user_data, t, ev);
+}
+
+static void on_warning(void *ud, int code, uint64_t offset, const char *message) {
+  const cli_trace_t *t = ud;
+  (void)code;
+  if (!t->quiet) cli_warn("%s: at offset %llu: %s", t->path, (unsigned long long)offset, message);
+}
+
+static int lookup(void *ud, uint64_t code, const cts_mt_location_t **locs, size_t *n) {
+  const cli_trace_t *t = ud;
+  return cts_mt_reader_lookup_location(t->reader, code, locs, n);
+}
+
+cts_frames_t cli_trace_frames(cli_trace_t *t) {
+  return (cts_frames_t){.lookup = lookup, .user_data = t};
+}
+
+const char *cli_basename(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+int cli_trace_load(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg, bool quiet) {
+  return cli_trace_load_hooked(t, path, cfg, quiet, NULL, NULL);
+}
+
+int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+                          bool quiet, cli_event_hook hook, void *hook_user_data) {
+  memset(t, 0, sizeof *t);
+  t->path = path;
+  t->hook = hook;
+  t->hook_user_data = hook_user_data;
+  t->quiet = quiet;
+  int err = cts_mtprof_init(&t->prof, cfg);
+  if (err) {
+    cli_error("out of memory");
+    return CLI_EXIT_INTERNAL;
+  }
+  cts_mt_reader_config_t rc;
+  cts_mt_reader_config_init(&rc);
+  rc.allocator = cts_os_allocator();
+  rc.decode_backtraces = cfg->stacks;
+  const cts_mt_handler_t h = {
+      .user_data = t, .on_info = on_info, .on_event = on_event, .on_warning = on_warning};
+  err = cts_mt_reader_create(&t->reader, &rc, &h);
+  if (err) {
+    cli_error("cannot create a reader: %s", cts_os_strerror(err));
+    return CLI_EXIT_INTERNAL;
+  }
+  struct stat st;
+  t->file_size = strcmp(path, "-") != 0 && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+  cli_progress_t progress;
+  cli_progress_init(&progress, "reading", path);
+  err = cts_os_read_memtrace(path, t->reader, cli_progress_cb, &progress, &t->input_error);
+  cli_progress_done(&progress);
+  t->err = err;
+  t->info = cts_mt_reader_borrow_info(t->reader);
+  cts_mtprof_finish(&t->prof);
+  if (!err) return CLI_EXIT_OK;
+  if (t->hook_err && err == t->hook_err) return CLI_EXIT_IO; /* the caller says why */
+  if (t->input_error && err != CTS_E_IO) {
+    cli_error("cannot read '%s': %s", path, cts_os_strerror(err));
+    return CLI_EXIT_IO;
+  }
+  if (err == -ENOMEM || err == CTS_E_NOMEM) {
+    cli_error("%s: out of memory", path);
+    return CLI_EXIT_INTERNAL;
+  }
+  if (err == CTS_E_LIMIT) {
+    cli_error("%s: more distinct stacks than the limit of %u", path,
+              (unsigned)t->prof.stacks.max_nodes);
+    return CLI_EXIT_INTERNAL;
+  }
+  cli_error("%s: %s (%s); the figures cover what was read before it", path,
+            t->input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(t->reader),
+            cts_err_name(err));
+  return t->info ? cli_exit_code(err, t->input_error) : CLI_EXIT_DATA;
+}
+
+void cli_trace_free(cli_trace_t *t) {
+  cts_mtprof_fini(&t->prof);
+  cts_mt_reader_destroy(t->reader);
+  memset(t, 0, sizeof *t);
+}
+
+bool cli_show_ci(const cts_mtprof_t *p, uint64_t samples) {
+  return p->sample_rate < 1.0 && samples < CTS_CI_SHOW_BELOW;
+}
+
+const char *cli_est_bytes(const cts_mtprof_t *p, uint64_t samples, bool with_ci, char *buf,
+                          size_t size) {
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  char a[32], b[32], c[32];
+  cli_human_bytes((double)samples * bps, a, sizeof a);
+  if (with_ci && cli_show_ci(p, samples)) {
+    double lo, hi;
+    cts_poisson_ci95(samples, &lo, &hi);
+    snprintf(buf, size, "%s (95%% CI %s-%s)", a, cli_human_bytes(lo * bps, b, sizeof b),
+             cli_human_bytes(hi * bps, c, sizeof c));
+  } else {
+    snprintf(buf, size, "%s", a);
+  }
+  return buf;
+}
+
+void cli_json_estimate(cts_out_t *o, const cts_mtprof_t *p, const char *name, uint64_t samples) {
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  cts_out_printf(o, "\"%s_samples\": %llu, \"%s_bytes\": %.0f", name, (unsigned long long)samples,
+                 name, (double)samples * bps);
+  if (p->sample_rate < 1.0) {
+    double lo, hi;
+    cts_poisson_ci95(samples, &lo, &hi);
+    cts_out_printf(o, ", \"%s_bytes_ci95\": [%.0f, %.0f]", name, lo * bps, hi * bps);
+  }
+}
+
+void cli_json_trace_header(cts_out_t *o, const cli_trace_t *t) {
+  const cts_mtprof_t *p = &t->prof;
+  char buf[64];
+  cts_out_str(o, "\"trace\": ");
+  cts_out_json_str(o, t->path);
+  cts_out_str(o, ", \"executable\": ");
+  cts_out_json_str(o, t->info ? t->info->executable_name : "");
+  cts_out_printf(o, ", \"sample_rate\": %s, \"word_size\": %u, \"bytes_per_sample\": %.17g",
+                 cli_shortest_double(p->sample_rate, buf, sizeof buf), p->word_bytes * 8,
+                 cts_mtprof_bytes_per_sample(p));
+  cts_out_printf(o, ", \"duration_s\": %.6f, \"reader_result\": ", cts_mtprof_duration_s(p));
+  if (!t->err) {
+    cts_out_str(o, "\"ok\"");
+  } else {
+    snprintf(buf, sizeof buf, "error: %s", cts_err_name(t->err));
+    cts_out_json_str(o, buf);
+  }
+  cts_out_str(o, ",\n");
+}
+
+void cli_csv_str(cts_out_t *o, const char *s) {
+  if (!strpbrk(s, ",\"\n\r")) {
+    cts_out_str(o, s);
+    return;
+  }
+  cts_out_char(o, '"');
+  for (; *s; s++) {
+    if (*s == '"') cts_out_char(o, '"');
+    cts_out_char(o, *s);
+  }
+  cts_out_char(o, '"');
+}
+
+void cli_text_trace_header(cts_out_t *o, const cli_trace_t *t) {
+  const cts_mtprof_t *p = &t->prof;
+  char a[64], b[64];
+  cts_out_printf(o, "Trace    %s: %s, pid %lld, %.3f s\n", cli_basename(t->path),
+                 t->info ? t->info->executable_name : "?", t->info ? (long long)t->info->pid : 0,
+                 cts_mtprof_duration_s(p));
+  if (p->sample_rate >= 1.0)
+    cts_out_printf(o, "Bytes    exact: every word was sampled (rate 1), %u-byte words\n",
+                   p->word_bytes);
+  else
+    cts_out_printf(o,
+                   "Bytes    estimated: samples / %s x %u bytes = %s bytes per sample; figures "
+                   "from\n         fewer than %u samples show their 95%% confidence interval\n",
+                   cli_shortest_double(p->sample_rate, a, sizeof a), p->word_bytes,
+                   (snprintf(b, sizeof b, "%.6g", cts_mtprof_bytes_per_sample(p)), b),
+                   CTS_CI_SHOW_BELOW);
+}
+
+int cli_finish_output(cts_out_t *o, int code) {
+  if (cts_out_flush(o)) {
+    cli_error("cannot write the output: %s", cts_os_strerror(o->err));
+    return CLI_EXIT_IO;
+  }
+  return code;
+}

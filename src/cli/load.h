@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* Reading a trace into an allocation profile, shared by the analysis commands (top, leaks,
+ * stats, diff, export), and the formatting of estimates they all print the same way.
+ * Only memtrace traces today; a task-trace loader would sit next to cli_trace_load and fill
+ * the same cts_stacks_t. */
+#ifndef CTS_CLI_LOAD_H
+#define CTS_CLI_LOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../analysis/mtprof.h"
+#include "../analysis/siterows.h"
+#include "../os/output.h"
+
+/* Called for every event after the profile took it in (for an allocation,
+ * t->prof.last_node is its stack node). Returns 0 or an error that stops reading. */
+typedef struct cli_trace cli_trace_t;
+typedef int (*cli_event_hook)(void *user_data, cli_trace_t *t, const cts_mt_event_t *ev);
+
+struct cli_trace {
+  const char *path;
+  cts_mt_reader_t *reader;
+  cts_mtprof_t prof;
+  const cts_mt_info_t *info; /* NULL if the trace has none (empty or unreadable) */
+  uint64_t file_size;
+  int err;           /* reader or input error, 0 if the trace was read completely */
+  bool input_error;
+  bool quiet;
+  cli_event_hook hook; /* optional, set before cli_trace_load_hooked() */
+  void *hook_user_data;
+  int hook_err;        /* the hook's error, if it stopped reading */
+};
+
+/* Reads path into t->prof, with a progress line on a terminal for large inputs. Returns an
+ * exit code: CLI_EXIT_OK; CLI_EXIT_DATA for a corrupt trace (the error is printed, and the
+ * profile holds what was read before it, so the caller reports it and exits 1);
+ * CLI_EXIT_IO / CLI_EXIT_INTERNAL (printed; nothing to report). */
+int cli_trace_load(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg, bool quiet);
+/* The same, calling hook for each event. A hook error is printed by the caller. */
+int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+                          bool quiet, cli_event_hook hook, void *hook_user_data);
+void cli_trace_free(cli_trace_t *t);
+/* Frame descriptions from the trace's location table. */
+cts_frames_t cli_trace_frames(cli_trace_t *t);
+/* The file name without its directory. */
+const char *cli_basename(const char *path);
+
+/* "12.3 MB" for samples × bytes per sample, and with few samples at a rate below 1
+ * " (95% CI 8.10 MB-17.9 MB)" appended when with_ci. */
+const char *cli_est_bytes(const cts_mtprof_t *p, uint64_t samples, bool with_ci, char *buf,
+                          size_t size);
+/* Whether samples is few enough for its confidence interval to be worth showing. */
+bool cli_show_ci(const cts_mtprof_t *p, uint64_t samples);
+/* JSON members for an estimate: "<name>_samples": n, "<name>_bytes": x, and when the rate is
+ * below 1 "<name>_bytes_ci95": [lo, hi]. */
+void cli_json_estimate(cts_out_t *o, const cts_mtprof_t *p, const char *name, uint64_t samples);
+/* JSON header shared by the commands: "trace", "executable", "sample_rate", "word_size",
+ * "bytes_per_sample", "duration_s", "reader_result" (no braces, ends with a comma). */
+void cli_json_trace_header(cts_out_t *o, const cli_trace_t *t);
+/* A CSV field, quoted when needed. */
+void cli_csv_str(cts_out_t *o, const char *s);
+/* Prints the text header: "Trace X: program, rate, what estimates mean". */
+void cli_text_trace_header(cts_out_t *o, const cli_trace_t *t);
+/* Flushes o; prints an error and returns CLI_EXIT_IO on failure, else `code`. */
+int cli_finish_output(cts_out_t *o, int code);
+
+#endif /* CTS_CLI_LOAD_H */

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+#include "mprof_ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "os.h"
+
+struct cts_os_mprof_ring {
+  cts_mprof_ring_t *ring;
+  void *memory;
+  size_t size;
+  bool mapped; /* memory is a mapping (file or anonymous) */
+  bool stream;
+  void *state;
+};
+
+uint64_t cts_os_clock_ns(void *user_data) {
+  (void)user_data;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int make_ring(cts_os_mprof_ring_t *r, uint32_t packets, int stream_fd) {
+  if (!packets) packets = CTS_MPROF_DEFAULT_PACKETS;
+  const size_t state_size = CTS_MPROF_RING_STATE_SIZE(packets);
+  r->state = aligned_alloc(8, (state_size + 7u) & ~(size_t)7u);
+  if (!r->state) return -ENOMEM;
+  cts_mprof_ring_config_t cfg;
+  cts_mprof_ring_config_init(&cfg);
+  cfg.buffer = r->memory;
+  cfg.buffer_size = r->size;
+  cfg.packets = packets;
+  cfg.clock = cts_os_clock_ns;
+  if (stream_fd >= 0) {
+    cfg.sink = cts_os_fd_write;
+    cfg.sink_user_data = (void *)(intptr_t)stream_fd;
+  }
+  return cts_mprof_ring_init(&r->ring, r->state, state_size, &cfg);
+}
+
+int cts_os_mprof_ring_open(cts_os_mprof_ring_t **out, const char *path, size_t size,
+                           uint32_t packets) {
+  *out = NULL;
+  cts_os_mprof_ring_t *r = calloc(1, sizeof *r);
+  if (!r) return -ENOMEM;
+  int err = 0;
+  const int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    err = -errno;
+    goto fail;
+  }
+  if (size == 0 || ftruncate(fd, (off_t)size) != 0) {
+    err = size == 0 ? CTS_E_INVAL : -errno;
+    close(fd);
+    goto fail;
+  }
+  void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd); /* the mapping keeps the file */
+  if (map == MAP_FAILED) {
+    err = -errno;
+    goto fail;
+  }
+  r->memory = map;
+  r->size = size;
+  r->mapped = true;
+  err = make_ring(r, packets, -1);
+  if (err) goto fail;
+  *out = r;
+  return 0;
+fail:
+  cts_os_mprof_ring_close(r);
+  return err;
+}
+
+int cts_os_mprof_stream_open(cts_os_mprof_ring_t **out, int fd, size_t packet_size,
+                             uint32_t packets) {
+  *out = NULL;
+  if (!packets) packets = CTS_MPROF_DEFAULT_PACKETS;
+  if (packet_size < CTS_MPROF_MIN_PACKET_SIZE || packet_size > (SIZE_MAX / packets))
+    return CTS_E_INVAL;
+  cts_os_mprof_ring_t *r = calloc(1, sizeof *r);
+  if (!r) return -ENOMEM;
+  r->size = packet_size * packets;
+  r->memory = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  int err = 0;
+  if (r->memory == MAP_FAILED) {
+    r->memory = NULL;
+    err = -errno;
+    goto fail;
+  }
+  r->mapped = true;
+  r->stream = true;
+  err = make_ring(r, packets, fd);
+  if (err) goto fail;
+  *out = r;
+  return 0;
+fail:
+  cts_os_mprof_ring_close(r);
+  return err;
+}
+
+cts_mprof_ring_t *cts_os_mprof_ring_borrow(cts_os_mprof_ring_t *r) {
+  return r->ring;
+}
+
+int cts_os_mprof_ring_close(cts_os_mprof_ring_t *r) {
+  if (!r) return 0;
+  int err = 0;
+  if (r->ring && r->stream) err = cts_mprof_ring_flush(r->ring);
+  if (r->mapped && r->memory) munmap(r->memory, r->size);
+  free(r->state);
+  free(r);
+  return err;
+}
+
+int cts_os_mprof_write_metadata(const char *dir) {
+  char path[4096];
+  if ((size_t)snprintf(path, sizeof path, "%s/metadata", dir) >= sizeof path) return -ENAMETOOLONG;
+  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -errno;
+  const char *m = cts_mprof_metadata();
+  int err = cts_os_fd_write((void *)(intptr_t)fd, m, strlen(m));
+  if (close(fd) != 0 && !err) err = -errno;
+  return err;
+}
+
+typedef struct fd_source {
+  int fd;
+  bool failed;
+} fd_source_t;
+
+static int fd_read_at(void *user_data, uint64_t offset, void *buf, size_t len) {
+  fd_source_t *s = user_data;
+  uint8_t *p = buf;
+  while (len) {
+    const ssize_t n = pread(s->fd, p, len, (off_t)offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      s->failed = true;
+      return n < 0 ? -errno : CTS_E_TRUNCATED_PACKET; /* the file shrank under us */
+    }
+    p += n;
+    offset += (uint64_t)n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+int cts_os_mprof_read_file(const char *path, const cts_mprof_handler_t *h, bool file_order,
+                           cts_mprof_summary_t *summary, char *errbuf, size_t errlen,
+                           bool *input_error) {
+  *input_error = false;
+  fd_source_t src = {open(path, O_RDONLY | O_CLOEXEC), false};
+  struct stat st;
+  if (src.fd < 0 || fstat(src.fd, &st) != 0) {
+    const int err = -errno;
+    if (src.fd >= 0) close(src.fd);
+    *input_error = true;
+    if (errbuf && errlen) snprintf(errbuf, errlen, "cannot open '%s': %s", path, strerror(-err));
+    return err;
+  }
+  cts_mprof_reader_config_t cfg;
+  cts_mprof_reader_config_init(&cfg);
+  cfg.allocator = cts_os_allocator();
+  cfg.file_order = file_order;
+  const int err =
+      cts_mprof_read(&cfg, fd_read_at, &src, (uint64_t)st.st_size, h, summary, errbuf, errlen);
+  close(src.fd);
+  if (src.failed) *input_error = true;
+  return err;
+}
+
+bool cts_os_is_mprof_file(const char *path) {
+  uint8_t head[20];
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = pread(fd, head, sizeof head, 0);
+  close(fd);
+  return n == (ssize_t)sizeof head && cts_mprof_is_trace(head, sizeof head);
+}

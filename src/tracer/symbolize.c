@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: MIT */
+/* Location codes (return addresses of this process) to source locations, with elfutils
+ * libdw. Runs only on the writer thread, which is guarded, so libdw may allocate freely:
+ * its memory goes to the real malloc untraced. Memtrace wants a code's locations
+ * outermost first (§7); an address inside inlined code gives one location per inlining
+ * level: the outer function at the inlined call's DW_AT_call_file/line, ..., the innermost
+ * function at the address's own line. */
+#define _GNU_SOURCE
+#include "tracer_internal.h"
+
+#include <link.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef CTS_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+#define STRINGS_SIZE 65536u
+#define MAX_CHAIN    64u
+
+/* A resolved code, kept for the whole session: the writer re-sends a code evicted from its
+ * backtrace cache, and by then the code's library may have been unloaded. */
+typedef struct cached {
+  uint64_t code;
+  size_t n;
+  cts_mt_location_t *locs; /* strings owned by the entry */
+} cached_t;
+
+struct cts__symbolizer {
+  Dwfl *dwfl;
+  Dwfl_Callbacks callbacks;
+  char *debuginfo_path;
+  unsigned long long loads, unloads; /* the loader's counters at the last report */
+  cached_t *cache;
+  size_t cache_cap, cache_count;
+  size_t used;
+  char strings[STRINGS_SIZE]; /* this call's strings (valid until the next call) */
+};
+
+static int loader_counters(struct dl_phdr_info *info, size_t size, void *data) {
+  unsigned long long *const c = data;
+  if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) return 1;
+  c[0] = info->dlpi_adds;
+  c[1] = info->dlpi_subs;
+  return 1; /* the counters are the same in every entry: one is enough */
+}
+
+static bool report_modules(cts__symbolizer_t *s) {
+  unsigned long long c[2] = {0, 0};
+  dl_iterate_phdr(loader_counters, c);
+  s->loads = c[0];
+  s->unloads = c[1];
+  dwfl_report_begin(s->dwfl);
+  const int e = dwfl_linux_proc_report(s->dwfl, getpid());
+  return dwfl_report_end(s->dwfl, NULL, NULL) == 0 && e == 0;
+}
+
+/* Re-reads the module list if a library was loaded or unloaded since the last report. */
+static void refresh_modules(cts__symbolizer_t *s) {
+  unsigned long long c[2] = {0, 0};
+  dl_iterate_phdr(loader_counters, c);
+  if (c[0] != s->loads || c[1] != s->unloads) report_modules(s);
+}
+
+static cached_t *cache_slot(cts__symbolizer_t *s, uint64_t code) {
+  size_t i = (size_t)((code * 0x9E3779B97F4A7C15ull) >> 32) & (s->cache_cap - 1);
+  while (s->cache[i].code && s->cache[i].code != code) i = (i + 1) & (s->cache_cap - 1);
+  return &s->cache[i];
+}
+
+static void cache_put(cts__symbolizer_t *s, uint64_t code, const cts_mt_location_t *locs,
+                      size_t n) {
+  if ((s->cache_count + 1) * 2 > s->cache_cap) {
+    const size_t cap = s->cache_cap ? s->cache_cap * 2 : 1024;
+    cached_t *const fresh = calloc(cap, sizeof *fresh);
+    if (!fresh) return;
+    cached_t *const old = s->cache;
+    const size_t old_cap = s->cache_cap;
+    s->cache = fresh;
+    s->cache_cap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+      if (old[i].code) *cache_slot(s, old[i].code) = old[i];
+    free(old);
+  }
+  cts_mt_location_t *const copy = n ? calloc(n, sizeof *copy) : NULL;
+  if (n && !copy) return;
+  for (size_t i = 0; i < n; i++) {
+    copy[i] = locs[i];
+    copy[i].filename = strdup(locs[i].filename ? locs[i].filename : "");
+    copy[i].defname = strdup(locs[i].defname ? locs[i].defname : "");
+  }
+  cached_t *const slot = cache_slot(s, code);
+  slot->code = code;
+  slot->n = n;
+  slot->locs = copy;
+  s->cache_count++;
+}
+
+cts__symbolizer_t *cts__symbolizer_create(void) {
+  cts__symbolizer_t *const s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->callbacks.find_elf = dwfl_linux_proc_find_elf;
+  s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+  s->callbacks.debuginfo_path = &s->debuginfo_path;
+  s->dwfl = dwfl_begin(&s->callbacks);
+  if (!s->dwfl || !report_modules(s)) {
+    cts__symbolizer_destroy(s);
+    return NULL;
+  }
+  return s;
+}
+
+void cts__symbolizer_destroy(cts__symbolizer_t *s) {
+  if (!s) return;
+  if (s->dwfl) dwfl_end(s->dwfl);
+  for (size_t i = 0; i < s->cache_cap; i++) {
+    for (size_t j = 0; j < s->cache[i].n; j++) {
+      free((char *)s->cache[i].locs[j].filename);
+      free((char *)s->cache[i].locs[j].defname);
+    }
+    free(s->cache[i].locs);
+  }
+  free(s->cache);
+  free(s);
+}
+
+static const char *keep(cts__symbolizer_t *s, const char *str) {
+  if (!str) return "";
+  const size_t n = strlen(str) + 1;
+  if (n > STRINGS_SIZE - s->used) return "";
+  char *const p = s->strings + s->used;
+  memcpy(p, str, n);
+  s->used += n;
+  return p;
+}
+
+static const char *basename_of(const char *path) {
+  const char *const slash = path ? strrchr(path, '/') : NULL;
+  return slash ? slash + 1 : path ? path : "";
+}
+
+static const char *die_name(Dwarf_Die *die) {
+  const char *name = dwarf_diename(die);
+  return name ? name : "??";
+}
+
+/* The inlining chain at `addr` (module-relative): DIEs of inlined subroutines, innermost
+ * first, ending with the containing subprogram. */
+static size_t inline_chain(Dwarf_Die *cu, Dwarf_Addr addr, Dwarf_Die *chain, size_t max) {
+  Dwarf_Die *scopes = NULL;
+  int n = dwarf_getscopes(cu, addr, &scopes);
+  if (n <= 0) {
+    free(scopes);
+    return 0;
+  }
+  /* dwarf_getscopes follows an inlined subroutine with its abstract origin's scopes; the
+   * physical nesting (inlined call inside its caller) comes from the innermost DIE's own
+   * parents. */
+  Dwarf_Die innermost = scopes[0];
+  free(scopes);
+  scopes = NULL;
+  n = dwarf_getscopes_die(&innermost, &scopes);
+  size_t k = 0;
+  for (int i = 0; i < n && k < max; i++) {
+    const int tag = dwarf_tag(&scopes[i]);
+    if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) {
+      chain[k++] = scopes[i];
+      if (tag == DW_TAG_subprogram) break;
+    }
+  }
+  free(scopes);
+  return k;
+}
+
+static size_t resolve_uncached(cts__symbolizer_t *s, uint64_t code, cts_mt_location_t *out,
+                               size_t max);
+
+size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {
+  cts__symbolizer_t *const s = user_data;
+  if (max == 0 || code == 0) return 0;
+  if (s->cache_cap) {
+    const cached_t *const c = cache_slot(s, code);
+    if (c->code == code) {
+      const size_t n = c->n < max ? c->n : max;
+      memcpy(out, c->locs, n * sizeof *out);
+      return n;
+    }
+  }
+  refresh_modules(s);
+  const size_t n = resolve_uncached(s, code, out, max);
+  cache_put(s, code, out, n);
+  return n;
+}
+
+/* The compilation unit holding addr. dwfl_module_addrdie needs .debug_aranges, which
+ * clang does not emit by default: then the CUs' own ranges are scanned (linear in the
+ * number of CUs, once per distinct code thanks to the cache). */
+static Dwarf_Die *find_cu(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Die *store, Dwarf_Addr *bias) {
+  Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, bias);
+  if (cu) return cu;
+  for (cu = dwfl_module_nextcu(mod, NULL, bias); cu; cu = dwfl_module_nextcu(mod, cu, bias)) {
+    Dwarf_Addr base, start, end;
+    ptrdiff_t off = 0;
+    while ((off = dwarf_ranges(cu, off, &base, &start, &end)) > 0)
+      if (addr - *bias >= start && addr - *bias < end) {
+        *store = *cu;
+        return store;
+      }
+  }
+  return NULL;
+}
+
+static size_t resolve_uncached(cts__symbolizer_t *s, uint64_t code, cts_mt_location_t *out,
+                               size_t max) {
+  s->used = 0;
+  /* A return address points after its call: look up the call instruction itself. */
+  const Dwarf_Addr addr = (Dwarf_Addr)code - 1;
+  Dwfl_Module *const mod = dwfl_addrmodule(s->dwfl, addr);
+  if (!mod) return 0;
+  Dwarf_Addr mod_start = 0;
+  const char *const mod_name =
+      dwfl_module_info(mod, NULL, &mod_start, NULL, NULL, NULL, NULL, NULL);
+  const char *const symbol = dwfl_module_addrname(mod, addr);
+
+  Dwarf_Addr bias = 0;
+  Dwarf_Die cu_store;
+  Dwarf_Die *const cu = find_cu(mod, addr, &cu_store, &bias);
+  Dwarf_Die chain[MAX_CHAIN];
+  const size_t nchain = cu ? inline_chain(cu, addr - bias, chain, MAX_CHAIN) : 0;
+
+  /* The innermost location: the address's own line. */
+  int line = 0, column = 0;
+  const char *file = NULL;
+  Dwarf_Line *const dl = cu ? dwarf_getsrc_die(cu, addr - bias) : NULL;
+  if (dl) {
+    file = dwarf_linesrc(dl, NULL, NULL);
+    dwarf_lineno(dl, &line);
+    dwarf_linecol(dl, &column);
+  } else {
+    Dwfl_Line *const l = dwfl_module_getsrc(mod, addr);
+    if (l) file = dwfl_lineinfo(l, NULL, &line, &column, NULL, NULL);
+  }
+
+  if (nchain == 0) { /* no DWARF here: the ELF symbol and the module */
+    char name[512];
+    if (!symbol)
+      snprintf(name, sizeof name, "%s+0x%llx", basename_of(mod_name),
+               (unsigned long long)(addr - mod_start));
+    out[0].line = line > 0 ? (uint32_t)line : 0;
+    out[0].start_char = out[0].end_char = column > 0 ? (uint32_t)column : 0;
+    out[0].filename = keep(s, file ? file : mod_name);
+    out[0].defname = keep(s, symbol ? symbol : name);
+    return 1;
+  }
+
+  Dwarf_Files *files = NULL;
+  size_t nfiles = 0;
+  if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0) files = NULL;
+
+  /* Innermost first into a temporary, then reversed into `out`. */
+  cts_mt_location_t tmp[MAX_CHAIN];
+  size_t n = 0;
+  tmp[n].line = line > 0 ? (uint32_t)line : 0;
+  tmp[n].start_char = tmp[n].end_char = column > 0 ? (uint32_t)column : 0;
+  tmp[n].filename = keep(s, file ? file : mod_name);
+  tmp[n].defname = keep(s, die_name(&chain[0]));
+  n++;
+  for (size_t i = 0; i + 1 < nchain && n < max; i++) {
+    /* chain[i] is inlined into chain[i + 1], at its call site. */
+    Dwarf_Attribute attr;
+    Dwarf_Word call_file = 0, call_line = 0, call_column = 0;
+    dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &attr), &call_file);
+    dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_line, &attr), &call_line);
+    dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_column, &attr), &call_column);
+    const char *cf =
+        files && call_file < nfiles ? dwarf_filesrc(files, call_file, NULL, NULL) : NULL;
+    tmp[n].line = (uint32_t)call_line;
+    tmp[n].start_char = tmp[n].end_char = (uint32_t)call_column;
+    tmp[n].filename = keep(s, cf ? cf : mod_name);
+    tmp[n].defname = keep(s, die_name(&chain[i + 1]));
+    n++;
+  }
+  for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+#else /* !CTS_HAVE_LIBDW: codes go out with no locations */
+
+struct cts__symbolizer {
+  int unused;
+};
+
+cts__symbolizer_t *cts__symbolizer_create(void) {
+  return NULL;
+}
+
+void cts__symbolizer_destroy(cts__symbolizer_t *s) {
+  (void)s;
+}
+
+size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {
+  (void)user_data, (void)code, (void)out, (void)max;
+  return 0;
+}
+#endif

@@ -1,0 +1,850 @@
+/* SPDX-License-Identifier: MIT */
+/* The allocation tracer: sampling, the sampled-block table, the queue that hands sampled
+ * events to the writer thread, and the writer thread itself. Design: tracer.h. Nothing in
+ * here allocates through malloc: the tracer's memory comes from mmap, and the only libc
+ * calls that may allocate (pthread_create, pthread_getattr_np, libdw on the writer thread)
+ * run with the thread's guard raised, so the preload hooks pass them straight through. */
+#define _GNU_SOURCE
+#include "tracer_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef CTS_HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
+
+#define QUEUE_WORDS          (128u * 1024u) /* 1 MiB per queue buffer */
+#define MAX_FRAMES_LIMIT     1024u
+#define OWN_FRAMES           16u /* room for the tracer's own frames in a libunwind backtrace */
+#define REC_ALLOC            1u
+#define REC_COLLECT          2u
+#define REC_ALLOC_WORDS      5u /* header, time, id, length, nsamples; then the frames */
+#define REC_COLLECT_WORDS    3u /* header, time, id */
+#define SIDE_INITIAL         4096u
+#define SIDE_EMPTY           ((uintptr_t)0)
+#define SIDE_TOMB            ((uintptr_t)1)
+#define SLOT_STICKY          255u
+#define BINOMIAL_EXACT_LIMIT 1000.0
+
+CTS__TLS cts__thread_t cts__thread;
+atomic_int cts__tracer_active;
+_Atomic uint8_t cts__sampled_slots[CTS__SLOT_COUNT];
+
+typedef struct side_entry {
+  uintptr_t addr;
+  uint64_t id;
+} side_entry_t;
+
+static struct {
+  pthread_mutex_t control; /* serialises start/stop */
+  pthread_mutex_t lock;    /* everything below that sampling threads touch */
+  pthread_cond_t writer_wake;
+  pthread_cond_t progress; /* queue space freed, flush done, writer exited */
+  pthread_once_t once;
+  bool ready;
+
+  /* Session: fixed while active. */
+  bool session_running;
+  unsigned session; /* the running (or last) session's number, as in cts__tracer_active */
+  cts_tracer_config_t cfg;
+  cts_tracer_unwind_t unwind;
+  double rate;
+  double inv_log_miss; /* 1 / log(1 − λ): geometric gaps between sampled words */
+  double inv_log_hit;  /* 1 / log(λ): gaps between unsampled words, when λ > 1/2 */
+  cts_clock_us_cb clock;
+  void *clock_user_data;
+  atomic_uint_fast64_t thread_seeds;
+
+  /* Under `lock`. */
+  uint64_t next_id;
+  uint64_t last_time;
+  uint64_t *buf[2];
+  size_t used[2];
+  int active_buf;
+  bool wake_requested;
+  bool thread_running;
+  bool stop_requested;
+  uint64_t flush_requested, flush_done;
+  side_entry_t *side;
+  size_t side_cap, side_count, side_tombs;
+  cts_tracer_stats_t stats;
+
+  /* Writer-thread side. */
+  pthread_t thread;
+  void *writer_mem;
+  size_t writer_mem_size;
+  cts_mt_writer_t *writer;
+  cts_tracer_sink_t sink;
+  int fd;
+  bool own_fd;
+  cts__symbolizer_t *symbolizer;
+  uint64_t bytes_written;
+  char path[4096];
+  char exe[4096];
+  char host[256];
+  char context[4096];
+} T = {
+    .control = PTHREAD_MUTEX_INITIALIZER,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .once = PTHREAD_ONCE_INIT,
+    .fd = -1,
+};
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static void *map_pages(size_t size) {
+  void *const p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static uint64_t wall_clock_us(void *user_data) {
+  (void)user_data;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void copy_string(char *dst, size_t size, const char *src) {
+  size_t n = src ? strlen(src) : 0;
+  if (n >= size) n = size - 1;
+  if (n) memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+/* ---- sampling ------------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+static uint64_t rng_next(cts__thread_t *t) {
+  uint64_t x = t->rng;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  t->rng = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Uniform in (0, 1]. */
+static double rng_unit(cts__thread_t *t) {
+  return ((double)(rng_next(t) >> 11) + 1.0) * 0x1.0p-53;
+}
+
+/* Geometric ≥ 1: trials up to and including the first success, for a success probability
+ * p given as inv_log = 1 / log(1 − p) (−0.0 when p = 1). */
+static uint64_t draw_gap(cts__thread_t *t, double inv_log) {
+  if (inv_log == 0.0) return 1;
+  const double g = log(rng_unit(t)) * inv_log;
+  if (!(g < 4e18)) return (uint64_t)4e18;
+  return (uint64_t)g + 1u;
+}
+
+static double draw_normal(cts__thread_t *t) {
+  const double u1 = rng_unit(t), u2 = rng_unit(t);
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Binomial(m, λ): exact by jumping from success to success (or failure to failure when
+ * λ > 1/2) while that takes at most ~1000 steps, a normal approximation beyond. */
+static uint64_t draw_binomial(cts__thread_t *t, uint64_t m) {
+  const double lambda = T.rate;
+  if (m == 0) return 0;
+  if (lambda >= 1.0) return m;
+  const double mean = (double)m * lambda, q = 1.0 - lambda;
+  if (lambda <= 0.5 && mean <= BINOMIAL_EXACT_LIMIT) {
+    uint64_t k = 0;
+    for (uint64_t pos = draw_gap(t, T.inv_log_miss); pos <= m; pos += draw_gap(t, T.inv_log_miss))
+      k++;
+    return k;
+  }
+  if (lambda > 0.5 && (double)m * q <= BINOMIAL_EXACT_LIMIT) {
+    uint64_t misses = 0;
+    for (uint64_t pos = draw_gap(t, T.inv_log_hit); pos <= m; pos += draw_gap(t, T.inv_log_hit))
+      misses++;
+    return m - misses;
+  }
+  const double k = floor(mean + sqrt(mean * q) * draw_normal(t) + 0.5);
+  if (k <= 0.0) return 0;
+  if (k >= (double)m) return m;
+  return (uint64_t)k;
+}
+
+static void seed_thread(cts__thread_t *t, uint32_t session) {
+  const uint64_t n = atomic_fetch_add(&T.thread_seeds, 1);
+  uint64_t s = T.cfg.seed ? splitmix64(T.cfg.seed + n)
+                          : splitmix64(wall_clock_us(NULL) ^ (uintptr_t)t ^ (n << 32));
+  t->rng = s ? s : 1;
+  t->session = session;
+  t->words_left = draw_gap(t, T.inv_log_miss);
+}
+
+/* ---- backtraces ------------------------------------------------------------------------ */
+
+static void find_stack_top(cts__thread_t *t) {
+  pthread_attr_t attr;
+  t->stack_state = -1;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  void *addr;
+  size_t size;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+    t->stack_hi = (uintptr_t)addr + size;
+    t->stack_state = 1;
+  }
+  pthread_attr_destroy(&attr);
+}
+
+/* Walks the frame-pointer chain from `frame` (a frame of ours whose return address is the
+ * allocation site). Only reads words between the current stack pointer and the top of the
+ * thread's stack, all mapped, and only upwards, so a broken chain (code built without
+ * frame pointers) ends the walk instead of faulting. Innermost first. */
+static CTS_NOINLINE size_t walk_frame_pointers(cts__thread_t *t, uintptr_t fp, uint64_t *out,
+                                               size_t max) {
+  if (t->stack_state == 0) find_stack_top(t);
+  const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
+  const uintptr_t hi = t->stack_state == 1 ? t->stack_hi : fp + 2 * sizeof(uintptr_t);
+  size_t n = 0;
+  while (n < max && fp >= lo && hi - fp >= 2 * sizeof(uintptr_t) && (fp & 7u) == 0) {
+    const uintptr_t *const f = (const uintptr_t *)fp;
+    const uintptr_t next = f[0], ret = f[1];
+    if (ret < 4096u || ret >= ((uintptr_t)1 << 62)) break;
+    out[n++] = ret;
+    if (next <= fp) break;
+    fp = next;
+  }
+  return n;
+}
+
+#ifdef CTS_HAVE_LIBUNWIND
+/* out has room for max + OWN_FRAMES entries: the tracer's own frames come first and are
+ * dropped (everything before the hook's return address). */
+static CTS_NOINLINE size_t unwind_libunwind(uintptr_t site, uint64_t *out, size_t max) {
+  _Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as u64");
+  void **const ips = (void **)out;
+  const int n = unw_backtrace(ips, (int)(max + OWN_FRAMES));
+  int first = -1;
+  for (int i = 0; i < n && i < (int)OWN_FRAMES; i++)
+    if ((uintptr_t)ips[i] == site) {
+      first = i;
+      break;
+    }
+  if (first < 0) return 0;
+  size_t k = 0;
+  for (int i = first; i < n && k < max; i++) {
+    const uintptr_t ret = (uintptr_t)ips[i];
+    if (ret == 0 || ret >= ((uintptr_t)1 << 62)) break;
+    out[k++] = ret;
+  }
+  return k;
+}
+#endif
+
+/* Innermost first into out[0..max); out has room for max + OWN_FRAMES entries. */
+static size_t capture_backtrace(cts__thread_t *t, void *frame, uint64_t *out, size_t max) {
+  const uintptr_t fp = (uintptr_t)frame;
+  switch (T.unwind) {
+    case CTS_TRACER_UNWIND_NONE:
+      return 0;
+#ifdef CTS_HAVE_LIBUNWIND
+    case CTS_TRACER_UNWIND_LIBUNWIND: {
+      const size_t n = unwind_libunwind(((const uintptr_t *)fp)[1], out, max);
+      if (n) return n;
+      break; /* the hook's frame was not found: fall back to the frame pointers */
+    }
+#endif
+    default:
+      break;
+  }
+  return walk_frame_pointers(t, fp, out, max);
+}
+
+/* ---- sampled-block side table (under T.lock) -------------------------------------------- */
+
+static size_t side_index(uintptr_t addr, size_t cap) {
+  return (size_t)(((uint64_t)(addr >> 4) * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+}
+
+static bool side_rehash(size_t cap) {
+  side_entry_t *const fresh = map_pages(cap * sizeof *fresh);
+  if (!fresh) return false;
+  for (size_t i = 0; i < T.side_cap; i++) {
+    const uintptr_t a = T.side[i].addr;
+    if (a == SIDE_EMPTY || a == SIDE_TOMB) continue;
+    size_t j = side_index(a, cap);
+    while (fresh[j].addr != SIDE_EMPTY) j = (j + 1) & (cap - 1);
+    fresh[j] = T.side[i];
+  }
+  if (T.side) munmap(T.side, T.side_cap * sizeof *T.side);
+  T.side = fresh;
+  T.side_cap = cap;
+  T.side_tombs = 0;
+  return true;
+}
+
+static void slot_add(uintptr_t addr) {
+  _Atomic uint8_t *const s = &cts__sampled_slots[cts__slot_of((const void *)addr)];
+  const uint8_t v = atomic_load_explicit(s, memory_order_relaxed);
+  if (v != SLOT_STICKY) atomic_store_explicit(s, (uint8_t)(v + 1), memory_order_relaxed);
+}
+
+static void slot_remove(uintptr_t addr) {
+  _Atomic uint8_t *const s = &cts__sampled_slots[cts__slot_of((const void *)addr)];
+  const uint8_t v = atomic_load_explicit(s, memory_order_relaxed);
+  if (v != SLOT_STICKY && v != 0) atomic_store_explicit(s, (uint8_t)(v - 1), memory_order_relaxed);
+}
+
+/* Remembers that `addr` is sampled object `id`. False only if memory for the table ran out
+ * (the block's free then goes unrecorded). */
+static bool side_insert(uintptr_t addr, uint64_t id) {
+  if ((T.side_count + T.side_tombs + 1) * 2 > T.side_cap) {
+    const size_t cap = (T.side_count + 1) * 4 > T.side_cap ? T.side_cap * 2 : T.side_cap;
+    if (!side_rehash(cap)) return false;
+  }
+  size_t i = side_index(addr, T.side_cap), tomb = SIZE_MAX;
+  for (;; i = (i + 1) & (T.side_cap - 1)) {
+    const uintptr_t a = T.side[i].addr;
+    if (a == addr) { /* its free was never seen: the old object just gets no collect */
+      T.side[i].id = id;
+      return true;
+    }
+    if (a == SIDE_TOMB && tomb == SIZE_MAX) tomb = i;
+    if (a == SIDE_EMPTY) break;
+  }
+  if (tomb != SIZE_MAX) {
+    i = tomb;
+    T.side_tombs--;
+  }
+  T.side[i].addr = addr;
+  T.side[i].id = id;
+  T.side_count++;
+  slot_add(addr);
+  return true;
+}
+
+static bool side_remove(uintptr_t addr, uint64_t *id) {
+  if (!T.side_count) return false;
+  for (size_t i = side_index(addr, T.side_cap);; i = (i + 1) & (T.side_cap - 1)) {
+    const uintptr_t a = T.side[i].addr;
+    if (a == SIDE_EMPTY) return false;
+    if (a == addr) {
+      *id = T.side[i].id;
+      T.side[i].addr = SIDE_TOMB;
+      T.side_count--;
+      T.side_tombs++;
+      slot_remove(addr);
+      return true;
+    }
+  }
+}
+
+/* ---- the queue (under T.lock) ------------------------------------------------------------ */
+
+static bool sampling_on(void) {
+  return atomic_load_explicit(&cts__tracer_active, memory_order_relaxed) != 0;
+}
+
+/* Makes room for `nwords` in the active buffer, waiting for the writer thread if allowed. */
+static bool reserve(size_t nwords, bool may_wait) {
+  for (;;) {
+    if (!sampling_on()) return false;
+    if (T.used[T.active_buf] + nwords <= QUEUE_WORDS) return true;
+    if (!may_wait || !T.thread_running) return false;
+    T.stats.waits++;
+    T.wake_requested = true;
+    pthread_cond_signal(&T.writer_wake);
+    pthread_cond_wait(&T.progress, &T.lock);
+  }
+}
+
+static uint64_t event_time(void) {
+  uint64_t now = T.clock(T.clock_user_data);
+  if (now < T.last_time) now = T.last_time;
+  T.last_time = now;
+  return now;
+}
+
+static void committed(void) {
+  if (!T.wake_requested && T.used[T.active_buf] > QUEUE_WORDS / 2) {
+    T.wake_requested = true;
+    pthread_cond_signal(&T.writer_wake);
+  }
+}
+
+static CTS_NOINLINE void record_alloc(cts__thread_t *t, const void *ptr, uint64_t words,
+                                      uint64_t nsamples, void *frame) {
+  /* Sized by the configuration (2 KiB by default): threads may have small stacks. */
+  uint64_t frames[T.cfg.max_frames + OWN_FRAMES];
+  cts__guard_enter();
+  const size_t depth = capture_backtrace(t, frame, frames, T.cfg.max_frames);
+  pthread_mutex_lock(&T.lock);
+  if (reserve(REC_ALLOC_WORDS + depth, true)) {
+    uint64_t *const r = T.buf[T.active_buf] + T.used[T.active_buf];
+    const uint64_t id = T.next_id++;
+    r[0] = REC_ALLOC | (uint64_t)depth << 8;
+    r[1] = event_time();
+    r[2] = id;
+    r[3] = words;
+    r[4] = nsamples;
+    for (size_t i = 0; i < depth; i++) r[REC_ALLOC_WORDS + i] = frames[depth - 1 - i];
+    T.used[T.active_buf] += REC_ALLOC_WORDS + depth;
+    T.stats.samples++;
+    if (!side_insert((uintptr_t)ptr, id)) T.stats.dropped++;
+    committed();
+  }
+  pthread_mutex_unlock(&T.lock);
+  cts__guard_leave();
+}
+
+void cts__tracer_alloc_slow(const void *ptr, size_t size, void *frame) {
+  const unsigned session =
+      (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_acquire);
+  if (!session) return;
+  cts__thread_t *const t = &cts__thread;
+  if (CTS_UNLIKELY(t->session != session || t->rng == 0)) seed_thread(t, session);
+  const uint64_t words = ((uint64_t)size + 7u) >> 3;
+  if (words < t->words_left) {
+    t->words_left -= words;
+    return;
+  }
+  /* The countdown's word falls in this block; the rest of the block is sampled afresh
+   * (geometric gaps are memoryless), and so is the countdown after it. */
+  const uint64_t nsamples = 1 + draw_binomial(t, words - t->words_left);
+  t->words_left = draw_gap(t, T.inv_log_miss);
+  if (t->guard) return; /* the tracer's own allocation */
+  record_alloc(t, ptr, words, nsamples, frame);
+}
+
+void cts__tracer_free_slow(const void *ptr) {
+  /* Guarded: the tracer's own frees (never of sampled blocks), or a signal handler that
+   * interrupted this thread inside the tracer, which must not take the lock again. */
+  if (!ptr || cts__guarded()) return;
+  cts__guard_enter();
+  pthread_mutex_lock(&T.lock);
+  uint64_t id;
+  if (sampling_on() && side_remove((uintptr_t)ptr, &id)) {
+    if (reserve(REC_COLLECT_WORDS, true)) {
+      uint64_t *const r = T.buf[T.active_buf] + T.used[T.active_buf];
+      r[0] = REC_COLLECT;
+      r[1] = event_time();
+      r[2] = id;
+      T.used[T.active_buf] += REC_COLLECT_WORDS;
+      T.stats.collects++;
+      committed();
+    } else if (sampling_on()) {
+      T.stats.dropped++;
+    }
+  }
+  pthread_mutex_unlock(&T.lock);
+  cts__guard_leave();
+}
+
+/* ---- the writer thread --------------------------------------------------------------------- */
+
+static int sink_write(void *user_data, const void *buf, size_t len) {
+  (void)user_data;
+  T.bytes_written += len;
+  if (T.sink.kind == CTS_TRACER_SINK_CALLBACK)
+    return T.sink.write(T.sink.write_user_data, buf, len);
+  const char *p = buf;
+  while (len) {
+    const ssize_t n = write(T.fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+static size_t resolve_code(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {
+  (void)user_data;
+  if (!T.symbolizer) T.symbolizer = cts__symbolizer_create();
+  return T.symbolizer ? cts__symbolizer_resolve(T.symbolizer, code, out, max) : 0;
+}
+
+static int encode_records(const uint64_t *r, size_t n) {
+  int err = 0;
+  for (size_t i = 0; i < n;) {
+    const unsigned kind = (unsigned)(r[i] & 0xFFu);
+    const size_t depth = (size_t)(r[i] >> 8);
+    int e;
+    if (kind == REC_ALLOC) {
+      uint64_t id;
+      e = cts_mt_writer_alloc(T.writer, r[i + 1], r[i + 3], r[i + 4], CTS_MT_SOURCE_MAJOR,
+                              r + i + REC_ALLOC_WORDS, depth, &id);
+      i += REC_ALLOC_WORDS + depth;
+    } else {
+      e = cts_mt_writer_collect(T.writer, r[i + 1], r[i + 2]);
+      i += REC_COLLECT_WORDS;
+    }
+    if (e && !err) err = e;
+  }
+  return err;
+}
+
+static void *writer_main(void *arg) {
+  (void)arg;
+  cts__guard_enter(); /* for life: nothing this thread allocates is traced */
+  const uint64_t interval = T.cfg.flush_interval_ms ? T.cfg.flush_interval_ms : 1000;
+  uint64_t next_flush = monotonic_ms() + interval;
+  bool dirty = false;
+  pthread_mutex_lock(&T.lock);
+  for (;;) {
+    const bool stopping = T.stop_requested;
+    const bool flush_wanted = T.flush_requested != T.flush_done;
+    const uint64_t now_ms = monotonic_ms();
+    const bool timed = now_ms >= next_flush;
+    if (!stopping && !flush_wanted && !T.wake_requested && !timed) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      const uint64_t wait_ms = next_flush - now_ms;
+      ts.tv_sec += (time_t)(wait_ms / 1000);
+      ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+      }
+      pthread_cond_timedwait(&T.writer_wake, &T.lock, &ts);
+      continue;
+    }
+    T.wake_requested = false;
+    const uint64_t flush_target = T.flush_requested;
+    const int b = T.active_buf;
+    const size_t n = T.used[b];
+    if (n) T.active_buf = 1 - b; /* the other buffer is empty: this thread emptied it */
+    pthread_mutex_unlock(&T.lock);
+
+    int err = 0;
+    if (n) {
+      err = encode_records(T.buf[b], n);
+      dirty = true;
+    }
+    if (dirty && (timed || flush_wanted || stopping)) {
+      const int e = cts_mt_writer_flush(T.writer);
+      if (e && !err) err = e;
+      dirty = false;
+    }
+    if (timed) next_flush = monotonic_ms() + interval;
+
+    pthread_mutex_lock(&T.lock);
+    T.stats.bytes_written = T.bytes_written;
+    if (err && !T.stats.error) {
+      T.stats.error = err;
+      /* The writer is closed after a sink error: stop sampling for nothing. */
+      atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+    }
+    if (n) T.used[b] = 0;
+    if (flush_wanted) T.flush_done = flush_target;
+    pthread_cond_broadcast(&T.progress);
+    if (stopping && T.used[T.active_buf] == 0 && T.used[1 - T.active_buf] == 0) break;
+  }
+  pthread_mutex_unlock(&T.lock);
+
+  const int e = cts_mt_writer_close(T.writer);
+  if (T.symbolizer) {
+    cts__symbolizer_destroy(T.symbolizer);
+    T.symbolizer = NULL;
+  }
+  pthread_mutex_lock(&T.lock);
+  T.stats.bytes_written = T.bytes_written;
+  if (e && e != CTS_E_CLOSED && !T.stats.error) T.stats.error = e;
+  T.thread_running = false;
+  pthread_cond_broadcast(&T.progress);
+  pthread_mutex_unlock(&T.lock);
+  return NULL;
+}
+
+/* ---- fork ----------------------------------------------------------------------------------- */
+
+static void atfork_prepare(void) {
+  pthread_mutex_lock(&T.lock);
+}
+
+static void atfork_parent(void) {
+  pthread_mutex_unlock(&T.lock);
+}
+
+/* The child is not traced: it has no writer thread, and the trace belongs to the parent. */
+static void atfork_child(void) {
+  atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+  T.session_running = false;
+  T.thread_running = false;
+  T.stop_requested = false;
+  T.own_fd = false; /* the parent's; close-on-exec anyway */
+  pthread_mutex_unlock(&T.lock);
+  pthread_mutex_init(&T.control, NULL);
+}
+
+static void init_once(void) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&T.writer_wake, &attr);
+  pthread_condattr_destroy(&attr);
+  pthread_cond_init(&T.progress, NULL);
+  T.ready = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
+}
+
+/* ---- public API --------------------------------------------------------------------------------
+ */
+
+void cts_tracer_config_init(cts_tracer_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
+  cfg->sample_rate = 1e-6;
+  cfg->unwind = CTS_TRACER_UNWIND_AUTO;
+  cfg->max_frames = 256;
+  cfg->symbolize = true;
+  cfg->flush_interval_ms = 1000;
+}
+
+void cts_tracer_sink_init(cts_tracer_sink_t *sink, cts_tracer_sink_kind_t kind) {
+  memset(sink, 0, sizeof *sink);
+  sink->struct_size = sizeof *sink;
+  sink->kind = kind;
+  sink->fd = -1;
+}
+
+static int open_sink(const cts_tracer_sink_t *sink) {
+  T.fd = -1;
+  T.own_fd = false;
+  switch (sink->kind) {
+    case CTS_TRACER_SINK_FILE: {
+      if (!sink->path || !sink->path[0]) return CTS_E_INVAL;
+      copy_string(T.path, sizeof T.path, sink->path);
+      const int fd = open(T.path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      if (fd < 0) return -errno;
+      /* As memtrace: refuse a file another process is tracing into, then truncate it
+       * (errors ignored so that /dev/null works). */
+      if (lockf(fd, F_TLOCK, 0) != 0 && errno != EINVAL) {
+        const int e = -errno;
+        close(fd);
+        return e;
+      }
+      if (ftruncate(fd, 0) != 0) { /* ignored */
+      }
+      T.fd = fd;
+      T.own_fd = true;
+      return 0;
+    }
+    case CTS_TRACER_SINK_FD:
+      if (sink->fd < 0) return CTS_E_INVAL;
+      T.fd = sink->fd;
+      return 0;
+    case CTS_TRACER_SINK_CALLBACK:
+      return sink->write ? 0 : CTS_E_INVAL;
+    default: /* TCP sinks are not implemented yet */
+      return CTS_E_INVAL;
+  }
+}
+
+static void close_sink(void) {
+  if (T.own_fd && T.fd >= 0) close(T.fd);
+  T.fd = -1;
+  T.own_fd = false;
+}
+
+static bool allocate_memory(void) {
+  if (!T.buf[0]) {
+    T.buf[0] = map_pages(QUEUE_WORDS * sizeof(uint64_t));
+    T.buf[1] = map_pages(QUEUE_WORDS * sizeof(uint64_t));
+    if (!T.buf[0] || !T.buf[1]) return false;
+  }
+  if (!T.writer_mem) {
+    cts_mt_writer_config_t wc;
+    cts_mt_writer_config_init(&wc);
+    wc.max_backtrace_frames = MAX_FRAMES_LIMIT;
+    T.writer_mem_size = cts_mt_writer_size(&wc);
+    T.writer_mem = map_pages(T.writer_mem_size);
+    if (!T.writer_mem) return false;
+  }
+  if (!T.side) {
+    if (!side_rehash(SIDE_INITIAL)) return false;
+  } else {
+    memset(T.side, 0, T.side_cap * sizeof *T.side);
+  }
+  T.side_count = T.side_tombs = 0;
+  for (size_t i = 0; i < CTS__SLOT_COUNT; i++)
+    atomic_store_explicit(&cts__sampled_slots[i], 0, memory_order_relaxed);
+  return true;
+}
+
+static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
+  if (!cfg || !sink || cfg->struct_size < sizeof *cfg || sink->struct_size < sizeof *sink ||
+      !(cfg->sample_rate > 0.0 && cfg->sample_rate <= 1.0) || cfg->max_frames > MAX_FRAMES_LIMIT)
+    return CTS_E_INVAL;
+  if (T.session_running) return CTS_E_STATE;
+  pthread_once(&T.once, init_once);
+  if (!T.ready) return CTS_E_STATE;
+  if (!allocate_memory()) return CTS_E_NOMEM;
+
+  T.cfg = *cfg;
+  T.sink = *sink;
+  copy_string(T.context, sizeof T.context, cfg->context);
+  T.unwind = cfg->unwind;
+#ifdef CTS_HAVE_LIBUNWIND
+  if (T.unwind == CTS_TRACER_UNWIND_AUTO) T.unwind = CTS_TRACER_UNWIND_LIBUNWIND;
+#else
+  if (T.unwind == CTS_TRACER_UNWIND_AUTO || T.unwind == CTS_TRACER_UNWIND_LIBUNWIND)
+    T.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
+#endif
+  T.rate = cfg->sample_rate;
+  T.inv_log_miss = 1.0 / log1p(-T.rate);
+  T.inv_log_hit = T.rate < 1.0 ? 1.0 / log(T.rate) : 0.0;
+  T.clock = sink->clock ? sink->clock : wall_clock_us;
+  T.clock_user_data = sink->clock ? sink->clock_user_data : NULL;
+  if (cfg->executable_name) {
+    copy_string(T.exe, sizeof T.exe, cfg->executable_name);
+  } else {
+    const ssize_t n = readlink("/proc/self/exe", T.exe, sizeof T.exe - 1);
+    T.exe[n > 0 ? n : 0] = '\0';
+  }
+  if (gethostname(T.host, sizeof T.host) != 0) T.host[0] = '\0';
+  T.host[sizeof T.host - 1] = '\0';
+
+  int e = open_sink(sink);
+  if (e) return e;
+  cts_mt_writer_config_t wc;
+  cts_mt_writer_config_init(&wc);
+  wc.version = 2;
+  wc.sample_rate = T.rate;
+  wc.word_size = 64;
+  wc.executable_name = T.exe;
+  wc.host_name = T.host;
+  wc.runtime_params = "";
+  wc.context = T.context;
+  wc.pid = (uint64_t)getpid();
+  wc.max_backtrace_frames = MAX_FRAMES_LIMIT;
+  wc.write = sink_write;
+  wc.clock = T.clock;
+  wc.clock_user_data = T.clock_user_data;
+#ifdef CTS_HAVE_LIBDW
+  if (cfg->symbolize) wc.resolve = resolve_code;
+#endif
+  T.bytes_written = 0;
+  const uint64_t start = T.clock(T.clock_user_data);
+  wc.start_time_us = start;
+  e = cts_mt_writer_init(&T.writer, T.writer_mem, T.writer_mem_size, &wc);
+  if (e) {
+    close_sink();
+    return e;
+  }
+
+  pthread_mutex_lock(&T.lock);
+  T.next_id = 0;
+  T.last_time = start;
+  T.used[0] = T.used[1] = 0;
+  T.active_buf = 0;
+  T.wake_requested = T.stop_requested = false;
+  T.flush_requested = T.flush_done = 0;
+  memset(&T.stats, 0, sizeof T.stats);
+  T.stats.bytes_written = T.bytes_written;
+  T.thread_running = true;
+  pthread_mutex_unlock(&T.lock);
+
+  /* The writer thread takes no signals: they belong to the program's threads. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  e = pthread_create(&T.thread, NULL, writer_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (e) {
+    T.thread_running = false;
+    close_sink();
+    return -e;
+  }
+  pthread_setname_np(T.thread, "ctfscope-writer");
+  T.session = T.session % 0x7FFFFFFFu + 1u; /* never 0 */
+  atomic_store_explicit(&T.thread_seeds, 0, memory_order_relaxed);
+  T.session_running = true;
+  atomic_store_explicit(&cts__tracer_active, (int)T.session, memory_order_release);
+  return 0;
+}
+
+int cts_tracer_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
+  cts__guard_enter();
+  pthread_mutex_lock(&T.control);
+  const int e = start_locked(cfg, sink);
+  pthread_mutex_unlock(&T.control);
+  cts__guard_leave();
+  return e;
+}
+
+int cts_tracer_stop(void) {
+  cts__guard_enter();
+  pthread_mutex_lock(&T.control);
+  int e = CTS_E_STATE;
+  if (T.session_running) {
+    pthread_mutex_lock(&T.lock);
+    atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+    T.stop_requested = true;
+    pthread_cond_signal(&T.writer_wake);
+    pthread_cond_broadcast(&T.progress); /* threads waiting for queue space give up */
+    pthread_mutex_unlock(&T.lock);
+    pthread_join(T.thread, NULL);
+    close_sink();
+    T.session_running = false;
+    pthread_mutex_lock(&T.lock);
+    e = T.stats.error;
+    pthread_mutex_unlock(&T.lock);
+  }
+  pthread_mutex_unlock(&T.control);
+  cts__guard_leave();
+  return e;
+}
+
+bool cts_tracer_is_active(void) {
+  pthread_mutex_lock(&T.control);
+  const bool running = T.session_running;
+  pthread_mutex_unlock(&T.control);
+  return running;
+}
+
+int cts_tracer_flush(void) {
+  pthread_mutex_lock(&T.lock);
+  if (!T.thread_running || T.stop_requested) {
+    pthread_mutex_unlock(&T.lock);
+    return CTS_E_STATE;
+  }
+  const uint64_t target = ++T.flush_requested;
+  pthread_cond_signal(&T.writer_wake);
+  while (T.flush_done < target && T.thread_running) pthread_cond_wait(&T.progress, &T.lock);
+  const int e = T.stats.error;
+  pthread_mutex_unlock(&T.lock);
+  return e;
+}
+
+void cts_tracer_track_alloc(const void *ptr, size_t size) {
+  cts__tracer_on_alloc(ptr, size, __builtin_frame_address(0));
+}
+
+void cts_tracer_track_free(const void *ptr) {
+  cts__tracer_on_free(ptr);
+}
+
+void cts_tracer_get_stats(cts_tracer_stats_t *out) {
+  pthread_mutex_lock(&T.lock);
+  *out = T.stats;
+  pthread_mutex_unlock(&T.lock);
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/* The tracer's hot path, shared with the preload library's malloc hooks. The design is
+ * described in include/ctfscope/tracer.h. Everything the hooks touch per call is here and
+ * inline: one relaxed load of the global "active" flag, then either a thread-local
+ * countdown (allocation) or one byte of the sampled-slot table (free). Anything else
+ * goes to the out-of-line slow paths in tracer.c. */
+#ifndef CTS_TRACER_INTERNAL_H
+#define CTS_TRACER_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ctfscope/memtrace.h>
+#include <ctfscope/tracer.h>
+
+#include "../common/compiler.h"
+
+#define CTS__TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* Slots of the sampled-block table: address bits 4..19 pick one of 65 536 counters. */
+#define CTS__SLOT_BITS  16u
+#define CTS__SLOT_COUNT (1u << CTS__SLOT_BITS)
+
+/* Per-thread state. Zero-initialised TLS is a valid "not yet seeded" state: a zero
+ * countdown sends the first allocation to the slow path, which seeds the generator. */
+typedef struct cts__thread {
+  uint64_t words_left; /* words until and including this thread's next sampled word */
+  uint64_t rng;        /* xorshift64* state, 0 = not seeded */
+  uint32_t session;    /* tracing session the countdown was drawn for */
+  int guard;           /* > 0 inside the tracer: allocations are not recorded */
+  uintptr_t stack_hi;  /* top of this thread's stack for frame-pointer walks, 0 = unknown */
+  int stack_state;     /* 0 = not looked up, 1 = known, -1 = unavailable */
+} cts__thread_t;
+
+extern CTS__TLS cts__thread_t cts__thread;
+/* 0 when not sampling, else the number of the running session (never 0). */
+extern atomic_int cts__tracer_active;
+extern _Atomic uint8_t cts__sampled_slots[CTS__SLOT_COUNT];
+
+static inline uint32_t cts__slot_of(const void *ptr) {
+  return (uint32_t)((uintptr_t)ptr >> 4) & (CTS__SLOT_COUNT - 1u);
+}
+
+/* Slow paths (tracer.c). `frame` is the frame address of the hook that was called by the
+ * program (its return address is the allocation site). */
+void cts__tracer_alloc_slow(const void *ptr, size_t size, void *frame);
+void cts__tracer_free_slow(const void *ptr);
+
+/* Called after a successful allocation of `size` bytes at `ptr`. */
+static CTS_FORCE_INLINE void cts__tracer_on_alloc(const void *ptr, size_t size, void *frame) {
+  const unsigned session =
+      (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_relaxed);
+  if (CTS_LIKELY(!session)) return;
+  const uint64_t words = ((uint64_t)size + 7u) >> 3;
+  cts__thread_t *const t = &cts__thread;
+  /* A countdown drawn in an earlier session (another rate) does not count. */
+  if (CTS_LIKELY(words < t->words_left && t->session == session)) {
+    t->words_left -= words;
+    return;
+  }
+  if (ptr) cts__tracer_alloc_slow(ptr, size, frame);
+}
+
+/* Called before the real free of `ptr`. */
+static CTS_FORCE_INLINE void cts__tracer_on_free(const void *ptr) {
+  if (CTS_LIKELY(!atomic_load_explicit(&cts__tracer_active, memory_order_relaxed))) return;
+  if (CTS_LIKELY(
+          atomic_load_explicit(&cts__sampled_slots[cts__slot_of(ptr)], memory_order_relaxed) == 0))
+    return;
+  cts__tracer_free_slow(ptr);
+}
+
+/* Enters/leaves a region whose allocations must not be recorded (the tracer's own). */
+static inline void cts__guard_enter(void) {
+  cts__thread.guard++;
+}
+static inline void cts__guard_leave(void) {
+  cts__thread.guard--;
+}
+static inline int cts__guarded(void) {
+  return cts__thread.guard;
+}
+
+/* Location resolution with libdw (symbolize.c); all on the writer thread. */
+typedef struct cts__symbolizer cts__symbolizer_t;
+cts__symbolizer_t *cts__symbolizer_create(void);
+void cts__symbolizer_destroy(cts__symbolizer_t *s);
+/* A cts_mt_resolve_cb; user_data is the symbolizer. */
+size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max);
+
+#endif /* CTS_TRACER_INTERNAL_H */

@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: MIT */
+/* The tracer through its linked API (no malloc interposition): blocks are reported with
+ * cts_tracer_track_alloc/_free, the trace goes to a callback or a file, and is checked
+ * with our reader. Sampling runs with fixed seeds, so every figure here is deterministic. */
+#define _GNU_SOURCE
+#include <ctfscope/tracer.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "decoded.h"
+
+typedef struct membuf {
+  uint8_t *data;
+  size_t len, cap;
+  int writes;
+} membuf_t;
+
+static int membuf_write(void *ud, const void *p, size_t n) {
+  membuf_t *b = ud;
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap < b->len + n) cap *= 2;
+    uint8_t *d = realloc(b->data, cap);
+    if (!d) return CTS_E_NOMEM;
+    b->data = d;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+  b->writes++;
+  return 0;
+}
+
+/* An injected clock (the Pclock of memtrace-mirage): 1 µs per reading. */
+static uint64_t fake_now = 1700000000000000ull;
+static uint64_t fake_clock(void *ud) {
+  (void)ud;
+  return __atomic_add_fetch(&fake_now, 1, __ATOMIC_RELAXED);
+}
+
+static void start_to_memory(membuf_t *b, double rate, uint64_t seed, cts_tracer_unwind_t unwind) {
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cfg.sample_rate = rate;
+  cfg.seed = seed;
+  cfg.unwind = unwind;
+  cfg.context = "test_tracer";
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_CALLBACK);
+  sink.write = membuf_write;
+  sink.write_user_data = b;
+  sink.clock = fake_clock;
+  memset(b, 0, sizeof *b);
+  const int e = cts_tracer_start(&cfg, &sink);
+  if (e) {
+    fprintf(stderr, "cts_tracer_start: %s\n", cts_os_strerror(e));
+    abort();
+  }
+}
+
+/* Distinct fake addresses: the tracer never dereferences them. */
+static const void *fake_ptr(uint64_t i) {
+  return (const void *)(uintptr_t)(0x100000000ull + i * 64u);
+}
+
+CTS_TEST(rate_one_records_every_block_exactly) {
+  membuf_t b;
+  start_to_memory(&b, 1.0, 1, CTS_TRACER_UNWIND_NONE);
+  CTS_ASSERT(cts_tracer_is_active());
+  uint64_t words = 0;
+  for (uint64_t i = 0; i < 5000; i++) {
+    const size_t size = 1 + (size_t)(i * 37 % 3000);
+    words += (size + 7) / 8;
+    cts_tracer_track_alloc(fake_ptr(i), size);
+  }
+  for (uint64_t i = 0; i < 5000; i += 2) cts_tracer_track_free(fake_ptr(i));
+  cts_tracer_track_free(fake_ptr(999999)); /* never sampled: no event */
+  cts_tracer_stats_t st;
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  CTS_ASSERT(!cts_tracer_is_active());
+  cts_tracer_get_stats(&st);
+  CTS_ASSERT_EQ_U64(st.samples, 5000);
+  CTS_ASSERT_EQ_U64(st.collects, 2500);
+  CTS_ASSERT_EQ_U64(st.bytes_written, b.len);
+
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_STR_EQ(d.context, "test_tracer");
+  CTS_ASSERT_EQ_U64(d.pid, (uint64_t)getpid());
+  CTS_ASSERT_EQ_U64(d.nallocs, 5000);
+  CTS_ASSERT_EQ_U64(d.ncollects, 2500);
+  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
+  uint64_t trace_words = 0;
+  for (size_t i = 0; i < d.nallocs; i++) {
+    CTS_ASSERT_EQ_U64(d.allocs[i].id, i);
+    CTS_ASSERT_EQ_U64(d.allocs[i].nsamples, d.allocs[i].length); /* Binomial(n, 1) = n */
+    CTS_ASSERT_EQ_U64(d.allocs[i].length, (1 + i * 37 % 3000 + 7) / 8);
+    trace_words += d.allocs[i].length;
+  }
+  CTS_ASSERT_EQ_U64(trace_words, words);
+  for (size_t i = 0; i < d.ncollects; i++) CTS_ASSERT_EQ_U64(d.collects[i], 2 * i);
+  decoded_fini(&d);
+  free(b.data);
+}
+
+/* Estimated bytes = Σ nsamples / λ × 8 must be within ±3 % of the truth with ≥ 10⁴
+ * expected samples, in each branch of the sampler (exact jumps, complement jumps, normal
+ * approximation). */
+static void check_accuracy(double rate, size_t min_size, size_t max_size, uint64_t count,
+                           uint64_t seed) {
+  membuf_t b;
+  start_to_memory(&b, rate, seed, CTS_TRACER_UNWIND_NONE);
+  double bytes = 0;
+  uint64_t x = seed;
+  for (uint64_t i = 0; i < count; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const size_t size = min_size + (size_t)((x >> 33) % (max_size - min_size + 1));
+    bytes += (double)((size + 7) / 8 * 8);
+    cts_tracer_track_alloc(fake_ptr(i), size);
+    cts_tracer_track_free(fake_ptr(i));
+  }
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT(!d.collected_twice);
+  CTS_ASSERT_EQ_U64(d.ncollects, d.nallocs);
+  const double expected_samples = bytes / 8 * rate;
+  const double estimate = d.sampled_words / rate * 8;
+  fprintf(stderr, "  rate %g: %zu blocks, %.0f samples (expected %.0f), estimate %.4f of true\n",
+          rate, d.nallocs, d.sampled_words, expected_samples, estimate / bytes);
+  CTS_ASSERT_MSG(expected_samples >= 1e4, "test needs >= 1e4 expected samples");
+  CTS_ASSERT_MSG(estimate > bytes * 0.97 && estimate < bytes * 1.03,
+                 "estimate %.0f vs true %.0f bytes", estimate, bytes);
+  for (size_t i = 0; i < d.nallocs; i++) {
+    CTS_ASSERT(d.allocs[i].nsamples >= 1);
+    CTS_ASSERT(d.allocs[i].nsamples <= d.allocs[i].length);
+  }
+  decoded_fini(&d);
+  free(b.data);
+}
+
+CTS_TEST(accuracy_small_rate) {
+  check_accuracy(1e-4, 1, 4096, 400000, 7); /* ~2e4 samples, nearly all blocks unsampled */
+}
+
+CTS_TEST(accuracy_large_blocks_normal_approximation) {
+  check_accuracy(0.3, 40000, 80000, 20, 11); /* ~3.6e4 samples, > 1000 per block */
+}
+
+CTS_TEST(accuracy_rate_above_half) {
+  check_accuracy(0.8, 100, 5000, 500, 13); /* complement jumps */
+}
+
+CTS_TEST(same_seed_same_trace) {
+  membuf_t a, b;
+  for (int round = 0; round < 2; round++) {
+    membuf_t *m = round ? &b : &a;
+    start_to_memory(m, 1e-2, 42, CTS_TRACER_UNWIND_NONE);
+    for (uint64_t i = 0; i < 2000; i++) cts_tracer_track_alloc(fake_ptr(i), 100 + i);
+    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  }
+  decoded_t da, db;
+  decoded_from_memory(&da, a.data, a.len);
+  decoded_from_memory(&db, b.data, b.len);
+  CTS_ASSERT(da.error == 0 && db.error == 0);
+  CTS_ASSERT(da.nallocs > 100);
+  CTS_ASSERT_EQ_U64(da.nallocs, db.nallocs);
+  for (size_t i = 0; i < da.nallocs; i++) {
+    CTS_ASSERT_EQ_U64(da.allocs[i].length, db.allocs[i].length);
+    CTS_ASSERT_EQ_U64(da.allocs[i].nsamples, db.allocs[i].nsamples);
+  }
+  decoded_fini(&da);
+  decoded_fini(&db);
+  free(a.data);
+  free(b.data);
+}
+
+/* ---- threads: one object id sequence, collects always after their allocs -------------- */
+
+#define THREADS    8
+#define PER_THREAD 20000
+
+static void *thread_body(void *arg) {
+  const uint64_t base = (uint64_t)(uintptr_t)arg * PER_THREAD;
+  for (uint64_t i = 0; i < PER_THREAD; i++) {
+    cts_tracer_track_alloc(fake_ptr(base + i), 24 + i % 200);
+    if (i >= 10) cts_tracer_track_free(fake_ptr(base + i - 10));
+  }
+  for (uint64_t i = PER_THREAD - 10; i < PER_THREAD; i++) cts_tracer_track_free(fake_ptr(base + i));
+  return NULL;
+}
+
+CTS_TEST(threads_share_one_consistent_trace) {
+  membuf_t b;
+  start_to_memory(&b, 1.0, 3, CTS_TRACER_UNWIND_FRAME_POINTER);
+  pthread_t th[THREADS];
+  for (uintptr_t t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, thread_body, (void *)t);
+  for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  cts_tracer_stats_t st;
+  cts_tracer_get_stats(&st);
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, THREADS * PER_THREAD);
+  CTS_ASSERT_EQ_U64(d.ncollects, THREADS * PER_THREAD);
+  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
+  fprintf(stderr, "  %" PRIu64 " waits for queue space, %zu packets, %zu bytes\n", st.waits,
+          (size_t)d.packets, b.len);
+  decoded_fini(&d);
+  free(b.data);
+}
+
+/* ---- backtraces and locations ------------------------------------------------------------ */
+
+static __attribute__((noinline)) void allocation_site_for_test(uint64_t i) {
+  cts_tracer_track_alloc(fake_ptr(i), 64);
+  __asm__ volatile("" ::: "memory"); /* keep the call from becoming a tail call */
+}
+
+static __attribute__((noinline)) void caller_of_site(uint64_t i) {
+  allocation_site_for_test(i);
+  __asm__ volatile("" ::: "memory");
+}
+
+static void check_backtraces(cts_tracer_unwind_t unwind) {
+  membuf_t b;
+  start_to_memory(&b, 1.0, 5, unwind);
+  for (uint64_t i = 0; i < 100; i++) caller_of_site(i);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 100);
+  CTS_ASSERT_MSG(d.allocs[0].depth >= 3, "depth %zu", d.allocs[0].depth);
+  for (size_t i = 1; i < d.nallocs; i++) {
+    CTS_ASSERT_EQ_U64(d.allocs[i].innermost, d.allocs[0].innermost);
+    CTS_ASSERT_EQ_U64(d.allocs[i].depth, d.allocs[0].depth);
+  }
+#ifdef CTS_TEST_HAVE_LIBDW
+  const char *site = decoded_function(&d, d.allocs[0].innermost);
+  CTS_ASSERT_MSG(site && strcmp(site, "allocation_site_for_test") == 0, "innermost is %s",
+                 site ? site : "(unknown)");
+#endif
+  fprintf(stderr, "  depth %zu\n", d.allocs[0].depth);
+  decoded_fini(&d);
+  free(b.data);
+}
+
+CTS_TEST(backtraces_frame_pointers) {
+  check_backtraces(CTS_TRACER_UNWIND_FRAME_POINTER);
+}
+
+CTS_TEST(backtraces_libunwind) {
+#ifndef CTS_TEST_HAVE_LIBUNWIND
+  CTS_SKIP("built without libunwind");
+#endif
+  check_backtraces(CTS_TRACER_UNWIND_LIBUNWIND);
+}
+
+/* always_inline is honoured at -O0 too: the allocation site is in inlined code. */
+static inline __attribute__((always_inline)) void inlined_helper_for_test(uint64_t i) {
+  cts_tracer_track_alloc(fake_ptr(i), 64);
+}
+
+static __attribute__((noinline)) void outer_for_inline_test(uint64_t i) {
+  inlined_helper_for_test(i);
+  __asm__ volatile("" ::: "memory");
+}
+
+CTS_TEST(inlined_frames_are_listed_outermost_first) {
+#ifndef CTS_TEST_HAVE_LIBDW
+  CTS_SKIP("built without libdw");
+#endif
+  membuf_t b;
+  start_to_memory(&b, 1.0, 5, CTS_TRACER_UNWIND_FRAME_POINTER);
+  outer_for_inline_test(0);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 1);
+  const cts_mt_location_t *locs;
+  size_t n;
+  CTS_ASSERT_EQ_INT(cts_mt_reader_lookup_location(d.reader, d.allocs[0].innermost, &locs, &n), 0);
+  CTS_ASSERT_EQ_U64(n, 2);
+  CTS_ASSERT_STR_EQ(locs[0].defname, "outer_for_inline_test");
+  CTS_ASSERT_STR_EQ(locs[1].defname, "inlined_helper_for_test");
+  CTS_ASSERT(strstr(locs[0].filename, "test_tracer.c") != NULL);
+  CTS_ASSERT(locs[0].line > 0 && locs[1].line > locs[0].line - 10 && locs[1].line < locs[0].line);
+  decoded_fini(&d);
+  free(b.data);
+}
+
+CTS_TEST(fd_sink_writes_to_the_callers_descriptor) {
+  FILE *tmp = tmpfile();
+  CTS_ASSERT(tmp != NULL);
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cfg.sample_rate = 1.0;
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FD);
+  sink.fd = fileno(tmp);
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
+  for (uint64_t i = 0; i < 10; i++) cts_tracer_track_alloc(fake_ptr(i), 8);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  CTS_ASSERT(fcntl(fileno(tmp), F_GETFD) >= 0); /* still open: the caller's */
+  membuf_t b = {0};
+  rewind(tmp);
+  uint8_t chunk[4096];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, tmp)) > 0) membuf_write(&b, chunk, got);
+  fclose(tmp);
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 10);
+  decoded_fini(&d);
+  free(b.data);
+}
+
+CTS_TEST(no_backtraces) {
+  membuf_t b;
+  start_to_memory(&b, 1.0, 5, CTS_TRACER_UNWIND_NONE);
+  caller_of_site(0);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT(d.error == 0 && d.nallocs == 1 && d.allocs[0].depth == 0);
+  decoded_fini(&d);
+  free(b.data);
+}
+
+/* ---- sinks, flushing, errors ---------------------------------------------------------------- */
+
+CTS_TEST(file_sink_is_readable_after_each_flush) {
+  char path[] = "/tmp/cts_tracer_XXXXXX";
+  const int fd = mkstemp(path);
+  CTS_ASSERT(fd >= 0);
+  close(fd);
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cfg.sample_rate = 1.0;
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
+  sink.path = path;
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_STATE);
+  for (uint64_t i = 0; i < 300; i++) cts_tracer_track_alloc(fake_ptr(i), 100);
+  CTS_ASSERT_EQ_INT(cts_tracer_flush(), 0);
+  decoded_t d; /* while tracing goes on */
+  decoded_from_file(&d, path);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 300);
+  decoded_fini(&d);
+  for (uint64_t i = 0; i < 300; i++) cts_tracer_track_free(fake_ptr(i));
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), CTS_E_STATE);
+  CTS_ASSERT_EQ_INT(cts_tracer_flush(), CTS_E_STATE);
+  decoded_from_file(&d, path);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 300);
+  CTS_ASSERT_EQ_U64(d.ncollects, 300);
+  CTS_ASSERT(d.rate == 1.0);
+  decoded_fini(&d);
+  unlink(path);
+}
+
+static int failing_write(void *ud, const void *p, size_t n) {
+  (void)p, (void)n;
+  return ++*(int *)ud > 1 ? -EIO : 0; /* the trace-info packet goes through */
+}
+
+CTS_TEST(sink_error_is_reported_and_stops_sampling) {
+  int calls = 0;
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cfg.sample_rate = 1.0;
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_CALLBACK);
+  sink.write = failing_write;
+  sink.write_user_data = &calls;
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
+  for (uint64_t i = 0; i < 100; i++) cts_tracer_track_alloc(fake_ptr(i), 100);
+  CTS_ASSERT_EQ_INT(cts_tracer_flush(), -EIO);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), -EIO);
+}
+
+CTS_TEST(bad_configurations_are_refused) {
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
+  sink.path = "/nonexistent-dir/trace.ctf";
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), -ENOENT);
+  sink.path = "/tmp/cts_never_written.ctf";
+  cfg.sample_rate = 0;
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL);
+  cfg.sample_rate = 1.5;
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL);
+  cfg.sample_rate = 1e-3;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_TCP_CONNECT);
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL);
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_CALLBACK);
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL); /* no callback */
+  CTS_ASSERT(!cts_tracer_is_active());
+}
+
+CTS_TEST_MAIN()
