@@ -95,13 +95,13 @@ static uint64_t rng_log_uniform(rng_t *r, uint64_t lo, uint64_t hi) {
 /* ---- the program model ----------------------------------------------------------------- */
 
 #define ARRAY_LEN(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
-#define NFUNCS 320u
-#define NLAYERS 25u
-#define MAX_DEPTH 60u  /* frames in a backtrace, allocation point included */
-#define BASE_DEPTH 2u  /* _start -> main -> event_loop_run: never returned from */
-#define NO_CALLEE UINT32_MAX
+#define NFUNCS       320u
+#define NLAYERS      25u
+#define MAX_DEPTH    60u /* frames in a backtrace, allocation point included */
+#define BASE_DEPTH   2u  /* _start -> main -> event_loop_run: never returned from */
+#define NO_CALLEE    UINT32_MAX
 /* Location codes look like return addresses in a PIE binary: 64 bytes apart, jittered. */
-#define CODE_BASE 0x55d4a3c01000ull
+#define CODE_BASE   0x55d4a3c01000ull
 #define CODE_STRIDE 64u
 
 typedef struct site {
@@ -136,27 +136,29 @@ typedef struct model {
 } model_t;
 
 static const char *const files[] = {
-    "src/main.c",           "src/core/event_loop.c", "src/core/dispatch.c",
-    "src/net/tcp_input.c",  "src/net/tcp_output.c",  "src/net/udp.c",
-    "src/net/ip_route.c",   "src/net/socket.c",      "src/net/tls_record.c",
-    "src/http/parser.c",    "src/http/router.c",     "src/http/headers.c",
-    "src/http/response.c",  "src/db/btree.c",        "src/db/pager.c",
-    "src/db/query_plan.c",  "src/db/txn_log.c",      "src/fs/path.c",
-    "src/fs/file_cache.c",  "src/json/decode.c",     "src/json/encode.c",
-    "src/crypto/sha256.c",  "src/crypto/aead.c",     "src/sched/timer_wheel.c",
-    "src/sched/worker.c",   "src/util/strbuf.c",     "src/util/vec.c",
-    "src/util/hashmap.c",   "src/util/list.c",       "src/mm/slab.c",
-    "src/mm/arena.c",       "src/mm/xmalloc.c",      "src/proto/rpc_frame.c",
-    "src/proto/msgpack.c",  "src/log/logger.c",      "src/config/ini.c",
+    "src/main.c",          "src/core/event_loop.c", "src/core/dispatch.c",
+    "src/net/tcp_input.c", "src/net/tcp_output.c",  "src/net/udp.c",
+    "src/net/ip_route.c",  "src/net/socket.c",      "src/net/tls_record.c",
+    "src/http/parser.c",   "src/http/router.c",     "src/http/headers.c",
+    "src/http/response.c", "src/db/btree.c",        "src/db/pager.c",
+    "src/db/query_plan.c", "src/db/txn_log.c",      "src/fs/path.c",
+    "src/fs/file_cache.c", "src/json/decode.c",     "src/json/encode.c",
+    "src/crypto/sha256.c", "src/crypto/aead.c",     "src/sched/timer_wheel.c",
+    "src/sched/worker.c",  "src/util/strbuf.c",     "src/util/vec.c",
+    "src/util/hashmap.c",  "src/util/list.c",       "src/mm/slab.c",
+    "src/mm/arena.c",      "src/mm/xmalloc.c",      "src/proto/rpc_frame.c",
+    "src/proto/msgpack.c", "src/log/logger.c",      "src/config/ini.c",
 };
 static const char *const inline_files[] = {
-    "include/util/vec_inline.h", "include/net/skbuff.h", "include/util/strbuf.h",
+    "include/util/vec_inline.h",
+    "include/net/skbuff.h",
+    "include/util/strbuf.h",
     "include/mm/slab_inline.h",
 };
 static const char *const verbs[] = {
-    "read",  "write", "parse",  "encode", "decode", "alloc",  "grow",    "push",  "lookup",
-    "insert", "split", "merge", "flush",  "open",   "handle", "process", "build", "copy",
-    "append", "resize", "scan", "emit",   "accept", "route",  "visit",   "walk",  "fill",
+    "read",   "write",  "parse", "encode", "decode", "alloc",  "grow",    "push",  "lookup",
+    "insert", "split",  "merge", "flush",  "open",   "handle", "process", "build", "copy",
+    "append", "resize", "scan",  "emit",   "accept", "route",  "visit",   "walk",  "fill",
 };
 static const char *const nouns[] = {
     "segment", "frame",  "buffer", "header", "record", "node",  "page",   "entry", "token",
@@ -201,9 +203,8 @@ static uint32_t add_site(model_t *m, uint32_t func, uint32_t callee, rng_t *r) {
 /* Layer sizes: entry, event loop, a dozen dispatchers, many thin layers of application and
  * library code (real stacks are deep because of layering, not because of width), and a
  * band of utility leaves at the bottom. */
-static const uint32_t layer_sizes[NLAYERS] = {2,  1,  12, 13, 13, 13, 13, 13, 13,
-                                              13, 13, 13, 13, 13, 13, 13, 13, 13,
-                                              13, 13, 13, 13, 13, 13, 32};
+static const uint32_t layer_sizes[NLAYERS] = {2,  1,  12, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13,
+                                              13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 32};
 _Static_assert(2 + 1 + 12 + 21 * 13 + 32 == NFUNCS, "layer sizes must add up to NFUNCS");
 
 static void model_build(model_t *m, rng_t *r) {
@@ -240,8 +241,7 @@ static void model_build(model_t *m, rng_t *r) {
         const char *base = strrchr(fn->file, '/') + 1;
         const int stem = (int)(strchr(base, '.') - base);
         snprintf(m->names[i], sizeof m->names[i], "%.*s_%s_%s", stem, base,
-                 verbs[rng_below(r, ARRAY_LEN(verbs))],
-                 nouns[rng_below(r, ARRAY_LEN(nouns))]);
+                 verbs[rng_below(r, ARRAY_LEN(verbs))], nouns[rng_below(r, ARRAY_LEN(nouns))]);
       }
       fn->name = m->names[i];
     }
@@ -318,17 +318,13 @@ static uint32_t model_step(model_t *m, rng_t *r) {
     const double p_alloc = fn->nallocs == 0 || !moved ? 0.0 : leaf ? 0.35 : 0.15;
     if (rng_chance(r, p_alloc)) return fn->first_alloc + pick_skewed(r, fn->nallocs);
     /* Call deeper or return: calls are likelier near the top, returns deep down. */
-    const double p_call = leaf             ? 0.0
+    const double p_call = leaf            ? 0.0
                           : m->depth < 12 ? 0.9
                           : m->depth < 24 ? 0.75
                           : m->depth < 36 ? 0.55
                                           : 0.4;
-    if (m->depth <= BASE_DEPTH || rng_chance(r, p_call)) {
-      if (leaf) {
-        /* Nothing to call: a finished request drops back towards the event loop. */
-        m->depth = BASE_DEPTH;
-        continue;
-      }
+    /* The event loop (at BASE_DEPTH) always has something to call, and is never left. */
+    if (!leaf && (m->depth <= BASE_DEPTH || rng_chance(r, p_call))) {
       if (fn->self_site != NO_CALLEE && rng_chance(r, 0.5)) {
         /* A recursion segment: the same call site repeated, as a tree walk does. */
         uint32_t n = 1 + rng_geometric(r, 8.0);
@@ -435,7 +431,7 @@ static due_t heap_pop(heap_t *h) {
 
 /* ---- main ----------------------------------------------------------------------------------- */
 
-#define SAMPLE_RATE 1e-4
+#define SAMPLE_RATE   1e-4
 #define START_TIME_US 1767225600000000ull /* 2026-01-01 00:00:00 UTC */
 
 static void usage(FILE *f) {
@@ -466,9 +462,12 @@ static int fail_writer(int e, const char *what) {
 
 int main(int argc, char **argv) {
   static const struct option opts[] = {
-      {"output", required_argument, NULL, 'o'}, {"mb", required_argument, NULL, 'm'},
-      {"events", required_argument, NULL, 'e'}, {"seed", required_argument, NULL, 's'},
-      {"version", required_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
+      {"output", required_argument, NULL, 'o'},
+      {"mb", required_argument, NULL, 'm'},
+      {"events", required_argument, NULL, 'e'},
+      {"seed", required_argument, NULL, 's'},
+      {"version", required_argument, NULL, 'v'},
+      {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   const char *path = NULL;
@@ -477,7 +476,9 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "o:m:e:s:v:h", opts, NULL)) != -1) {
     uint64_t v = 0;
     switch (c) {
-      case 'o': path = optarg; break;
+      case 'o':
+        path = optarg;
+        break;
       case 'm':
         if (!parse_u64(optarg, &v) || v == 0 || v > 1000000) goto bad;
         target_bytes = v * 1000000u;
@@ -491,8 +492,12 @@ int main(int argc, char **argv) {
       case 'v':
         if (!parse_u64(optarg, &version) || (version != 2 && version != 3)) goto bad;
         break;
-      case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
+      case 'h':
+        usage(stdout);
+        return 0;
+      default:
+        usage(stderr);
+        return 2;
     }
     continue;
   bad:
@@ -541,10 +546,11 @@ int main(int argc, char **argv) {
   uint64_t bt[MAX_DEPTH];
   uint64_t now = START_TIME_US, nallocs = 0, nevents = 0, npromotes = 0, ncollects = 0;
   uint64_t nshort = 0, frames = 0;
-  while (target_events ? nevents < target_events
-                       : cts_mt_writer_bytes_written(w) < target_bytes) {
+  for (;;) {
+    if (target_events ? nevents >= target_events : cts_mt_writer_bytes_written(w) >= target_bytes)
+      break;
     /* First whatever is due: collections (and promotions) of earlier blocks. */
-    while (due.n && due.v[0].when <= nallocs) {
+    while (due.n && due.v[0].when <= nallocs && (!target_events || nevents < target_events)) {
       const due_t d = heap_pop(&due);
       now += rng_below(&rng, 2);
       if (d.kind) {
@@ -557,6 +563,7 @@ int main(int argc, char **argv) {
       if (e) return fail_writer(e, "writing an event");
       nevents++;
     }
+    if (target_events && nevents >= target_events) break;
     /* Then the next allocation, with the stack as the program left it. */
     const uint32_t alloc_site = model_step(&model, &rng);
     size_t depth = 0;
@@ -569,7 +576,8 @@ int main(int argc, char **argv) {
     const uint32_t kind = rng_below(&rng, 100);
     if (kind < 82) { /* minor heap: small blocks, nearly always one sample */
       source = CTS_MT_SOURCE_MINOR;
-      length = rng_chance(&rng, 0.9) ? rng_log_uniform(&rng, 1, 16) : rng_log_uniform(&rng, 17, 256);
+      length =
+          rng_chance(&rng, 0.9) ? rng_log_uniform(&rng, 1, 16) : rng_log_uniform(&rng, 17, 256);
       if (rng_chance(&rng, 0.03)) nsamples = 2;
     } else if (kind < 95) { /* direct major-heap allocations: arrays, buffers */
       source = CTS_MT_SOURCE_MAJOR;
@@ -610,7 +618,8 @@ int main(int argc, char **argv) {
     return 3;
   }
   printf("wrote %s: %" PRIu64 " bytes, %" PRIu64 " events (%" PRIu64 " allocs, %" PRIu64
-         " short-form eligible, %" PRIu64 " promotes, %" PRIu64 " collects), %.2f bytes/event, "
+         " short-form eligible, %" PRIu64 " promotes, %" PRIu64
+         " collects), %.2f bytes/event, "
          "mean backtrace %.1f frames, %u location codes, seed %" PRIu64 ", v%03u\n",
          path, bytes, nevents, nallocs, nshort, npromotes, ncollects,
          (double)bytes / (double)nevents, (double)frames / (double)nallocs, model.nsites, seed,

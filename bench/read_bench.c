@@ -23,7 +23,7 @@
 #include "os/os.h"
 
 #define READ_CHUNK (1u << 20)
-#define MAX_RUNS 100
+#define MAX_RUNS   100
 
 typedef struct tally {
   uint64_t events, allocs, frames, samples, checksum;
@@ -154,28 +154,40 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
   enum { OPT_DECODE = 256, OPT_SKIP, OPT_VIA_OS, OPT_READ_ONLY, OPT_WARMUP };
   static const struct option opts[] = {
-      {"decode", no_argument, NULL, OPT_DECODE},
-      {"skip", no_argument, NULL, OPT_SKIP},
-      {"via-os", no_argument, NULL, OPT_VIA_OS},
-      {"read-only", no_argument, NULL, OPT_READ_ONLY},
-      {"runs", required_argument, NULL, 'n'},
-      {"warmup", required_argument, NULL, OPT_WARMUP},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
+      {"decode", no_argument, NULL, OPT_DECODE}, {"skip", no_argument, NULL, OPT_SKIP},
+      {"via-os", no_argument, NULL, OPT_VIA_OS}, {"read-only", no_argument, NULL, OPT_READ_ONLY},
+      {"runs", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, OPT_WARMUP},
+      {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
   };
   bool decode = true;
   mode_t_ mode = MODE_FEED;
   int runs = 5, warmup = 1, c;
   while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
     switch (c) {
-      case OPT_DECODE: decode = true; break;
-      case OPT_SKIP: decode = false; break;
-      case OPT_VIA_OS: mode = MODE_VIA_OS; break;
-      case OPT_READ_ONLY: mode = MODE_READ_ONLY; break;
-      case 'n': runs = atoi(optarg); break;
-      case OPT_WARMUP: warmup = atoi(optarg); break;
-      case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
+      case OPT_DECODE:
+        decode = true;
+        break;
+      case OPT_SKIP:
+        decode = false;
+        break;
+      case OPT_VIA_OS:
+        mode = MODE_VIA_OS;
+        break;
+      case OPT_READ_ONLY:
+        mode = MODE_READ_ONLY;
+        break;
+      case 'n':
+        runs = atoi(optarg);
+        break;
+      case OPT_WARMUP:
+        warmup = atoi(optarg);
+        break;
+      case 'h':
+        usage(stdout);
+        return 0;
+      default:
+        usage(stderr);
+        return 2;
     }
   }
   if (optind + 1 != argc || runs < 1 || runs > MAX_RUNS || warmup < 0 || warmup > 10) {
@@ -226,6 +238,10 @@ int main(int argc, char **argv) {
   printf("MB/s       median %.1f  (min %.1f, max %.1f)\n", (double)bytes / med / 1e6,
          (double)bytes / hi / 1e6, (double)bytes / lo / 1e6);
   printf("frames/s   median %.1f M\n", (double)t.frames / med / 1e6);
+  /* On a shared machine wall time includes waiting for a processor: CPU time does not. */
+  printf("per cpu-s  %.2f M events/s, %.1f MB/s, %.1f M frames/s (median CPU time)\n",
+         (double)t.events / cpu_med / 1e6, (double)bytes / cpu_med / 1e6,
+         (double)t.frames / cpu_med / 1e6);
   printf("peak RSS   %ld KiB\n", ru.ru_maxrss);
   printf("checksum   %016" PRIx64 " (samples %" PRIu64 ")\n", t.checksum, t.samples);
   return 0;

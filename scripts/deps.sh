@@ -11,6 +11,9 @@ CTS_PACKAGES=(
   zlib1g-dev                               # gzip-compressed traces
   clang-format                             # the format check test
   binutils                                 # nm, for the freestanding-core check
+  libunwind-dev libdw-dev                  # allocation tracer: unwinding, symbolisation
+  babeltrace2                              # task traces: checked against babeltrace2
+  chromium                                 # the HTML report, tested in a real browser
 )
 
 cts_missing_packages() {
@@ -44,6 +47,31 @@ cts_install_deps() {
   "${apt[@]}" install -y -qq --no-install-recommends $missing >/dev/null
 }
 
+# Node.js for the tests that check exports and the report with real consumers (speedscope,
+# pprof-format, playwright-core + Chromium). Debian's nodejs/npm are installed only when no
+# node is on the PATH, so an existing Node.js installation is left alone.
+cts_install_node() {
+  if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then return 0; fi
+  local CTS_PACKAGES=(nodejs npm) # seen by cts_install_deps (dynamic scope)
+  cts_install_deps
+}
+
+# Installs the pinned npm packages of each test directory with a package-lock.json, when
+# node_modules is missing or older than the lock file. Needs the npm registry once.
+cts_install_npm_packages() {
+  local dir
+  for dir in tests/js tests/report; do
+    [ -f "$dir/package-lock.json" ] || continue
+    if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+      echo "ctfscope: npm ci in $dir" >&2
+      npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
+      touch "$dir/node_modules"
+    fi
+  done
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   cts_install_deps
+  cts_install_node
+  cts_install_npm_packages
 fi

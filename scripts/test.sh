@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 cts_install_deps
+cts_install_node
+cts_install_npm_packages
 
 presets=("$@")
 [ ${#presets[@]} -gt 0 ] || presets=(dev asan)

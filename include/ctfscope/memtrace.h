@@ -115,7 +115,12 @@ typedef struct cts_mt_event {
   uint64_t obj_id;      /**< object id (allocation order in v2) */
   uint64_t length;      /**< block length in words, allocations only */
   uint64_t nsamples;    /**< samples in the block, allocations only */
-  uint64_t common_prefix; /**< frames shared with the previous backtrace, as encoded */
+  /**
+   * Frames shared with the previous backtrace, as encoded. Guarantee for consumers: the first
+   * min(common_prefix, backtrace_len) frames equal those of the previous allocation of the
+   * same domain, so per-frame work (interning, lookups) can start after them.
+   */
+  uint64_t common_prefix;
   size_t backtrace_len;   /**< 0 when the reader skips backtraces */
   const uint64_t *backtrace; /**< location codes, outermost first, allocation point last */
   uint64_t offset;           /**< byte offset of the event in the trace */

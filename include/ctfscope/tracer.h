@@ -8,8 +8,9 @@
  * Two ways to use it:
  *  - Unmodified programs: `LD_PRELOAD=libctfscope-preload.so MEMTRACE=trace.ctf prog`
  *    (or `ctfscope record -- prog`). The preload library interposes malloc and friends
- *    and calls cts_tracer_start() from its constructor (environment: MEMTRACE,
- *    MEMTRACE_RATE, MEMTRACE_CONTEXT, CTFSCOPE_UNWIND).
+ *    and calls cts_tracer_start() from its constructor (environment: MEMTRACE=FILE,
+ *    tcp://HOST:PORT or listen://[ADDR:]PORT; MEMTRACE_RATE, MEMTRACE_CONTEXT,
+ *    MEMTRACE_DROP, CTFSCOPE_UNWIND; see docs/tracing.md).
  *  - Linked: a program linked against libctfscope-preload.so (placed before libc, as
  *    with any malloc replacement) calls cts_tracer_start()/cts_tracer_stop() itself.
  *    Custom allocators report their blocks with cts_tracer_track_alloc()/_free().
@@ -55,7 +56,43 @@
  * flushes the trace at least every `flush_interval_ms` (default 1000 ms) when something
  * was written, so a killed program leaves a trace readable up to about its last second.
  * When the active buffer is full the sampling thread waits for the writer thread (the
- * trace is never silently thinned). The unsampled fast path takes no lock.
+ * trace is never silently thinned: a slow sink slows the program), unless drop mode is
+ * on. The unsampled fast path takes no lock.
+ *
+ * ## Drop mode (`drop_when_full`; MEMTRACE_DROP=1; `ctfscope record --drop`)
+ * Allocating threads never wait for the writer thread. A sampled allocation that finds
+ * the queue full (allocations may fill 3/4 of a buffer; the rest is kept for frees) is
+ * not recorded, nor is its free; a free of a recorded block that finds no room at all is
+ * not recorded either (that block then looks alive to the end). The loss is recorded in
+ * the trace itself, in a form every memtrace reader accepts: the next time the writer
+ * thread takes the queue it writes a *loss marker*, an ordinary alloc event (source
+ * major) immediately followed by its collect, whose length and nsamples are the sums of
+ * the lost blocks' (so estimates of allocated bytes stay unbiased) and whose backtrace is
+ * the single location code CTS_TRACER_LOST_CODE_BASE | lost allocs << 30 | lost frees
+ * (each saturated: 31 and 30 bits), resolved to `<ctfscope>:1` in a function named
+ * "ctfscope: lost N sampled allocations and M frees (trace reader too slow)". memtrace's
+ * tools show it as an allocation site; `ctfscope info` adds the markers up ("lost in drop
+ * mode"); cts_tracer_stats_t counts them too. On TCP sinks a writer thread that is
+ * stopping in drop mode gives up on a peer that takes nothing for 2 s (the trace ends at
+ * the last whole packet the peer took), and cts_tracer_flush() waits at most 2 s.
+ *
+ * ## TCP sinks (memtrace-mirage semantics)
+ *  - CTS_TRACER_SINK_TCP_CONNECT (MEMTRACE=tcp://HOST:PORT): cts_tracer_start() connects,
+ *    waiting at most `connect_timeout_ms`, and fails (nothing is traced) if it cannot; the
+ *    preload library then prints one warning and runs the program untraced. The trace
+ *    streams to the peer (`ctfscope collect`). If the peer goes away, tracing stops (the
+ *    error stays in the stats) and the program runs on.
+ *  - CTS_TRACER_SINK_TCP_LISTEN (MEMTRACE=listen://[ADDR:]PORT; no ADDR: 127.0.0.1):
+ *    cts_tracer_start() binds and returns; a service thread accepts clients (`ctfscope
+ *    fetch`). Nothing is sampled until a client connects; each client gets a fresh trace
+ *    (a new trace-info packet with its own start time, object ids from 0, new writer
+ *    state). When the client half-closes or disconnects, sampling stops, the last packet
+ *    is sent and the connection is closed; a later client starts a new trace. A second
+ *    client while one is served is accepted and closed at once, with a log line.
+ *    cts_tracer_is_active() is true from start to stop, client or not.
+ * Both are lossless by default: the writer thread blocks on a full socket, and the
+ * program waits for it as for any slow sink. Sockets are close-on-exec, written with
+ * MSG_NOSIGNAL (a vanished peer never raises SIGPIPE), and closed in forked children.
  *
  * ## Backtraces
  * Location codes are return addresses (innermost: the return address of the malloc
@@ -69,11 +106,20 @@
  * ## Processes
  * fork(): the child is not traced (as in memtrace, whose writer stops in a child). Its
  * allocations and frees run untouched; it never writes to the parent's trace.
- * exec(): the preload library clears MEMTRACE at start-up, as memtrace does, so children
- * and exec'd images are not traced into the same file. Its execve/execv/execvp/execvpe
- * flush the trace first, so the trace is complete up to the exec; a program started
- * through a wrapper that execs it (env, `exec` in a shell script, pyenv shims) is thus
- * traced only as far as the wrapper. dlclose() also flushes first, so that the codes of
+ * exec(): the preload library clears MEMTRACE at start-up, as memtrace does, so forked
+ * children (and what they exec) are not traced. When the traced process itself execs (a
+ * wrapper such as env, `exec` in a shell script, a pyenv shim), the preload's execve/
+ * execv/execvp/execvpe/execl/execlp/execle flush the trace first, so the file is complete
+ * up to the exec, and pass the tracing settings on to the new image, which goes on
+ * tracing into a NEW file: the Nth image of the process traces into the first file's
+ * name with ".execN" before a ".ctf" suffix (trace.ctf, trace.exec1.ctf,
+ * trace.exec2.ctf...; without that suffix ".execN" is appended). Every file is thus one
+ * complete, valid memtrace trace of one image (its trace-info names that image's
+ * executable); appending to the same file was not an option, as a memtrace trace cannot
+ * hold a second trace-info packet. TCP sinks need no new name: the new image connects
+ * (or listens) again and the peer sees a new trace. The new image is traced only if its
+ * environment still preloads this library (`env -i` ends tracing). If the exec fails,
+ * tracing goes on in the same file. dlclose() also flushes first, so that the codes of
  * the library being unloaded are resolved while it is still mapped. A return address
  * reused by a library loaded later at the same place keeps its first meaning.
  *
@@ -99,8 +145,8 @@ typedef enum cts_tracer_sink_kind {
   CTS_TRACER_SINK_FILE = 1,        /**< `path`: created 0600, locked (lockf), truncated */
   CTS_TRACER_SINK_FD = 2,          /**< `fd`: written as is, never closed by the tracer */
   CTS_TRACER_SINK_CALLBACK = 3,    /**< `write` + `clock` (the Memtrace.Make(Pclock)(Flow) shape) */
-  CTS_TRACER_SINK_TCP_CONNECT = 4, /**< reserved: tcp://HOST:PORT, not implemented yet */
-  CTS_TRACER_SINK_TCP_LISTEN = 5,  /**< reserved: listen://[ADDR:]PORT, not implemented yet */
+  CTS_TRACER_SINK_TCP_CONNECT = 4, /**< `address` "HOST:PORT": stream to that peer */
+  CTS_TRACER_SINK_TCP_LISTEN = 5,  /**< `address` "[ADDR:]PORT": serve one client at a time */
 } cts_tracer_sink_kind_t;
 
 /** A sink. Initialise with cts_tracer_sink_init(); new fields go at the end. */
@@ -116,6 +162,15 @@ typedef struct cts_tracer_sink {
    *  Called with the tracer lock held, from allocating threads: it must not allocate. */
   cts_clock_us_cb clock;
   void *clock_user_data;
+  /** TCP_CONNECT: "HOST:PORT" or "[IPV6]:PORT". TCP_LISTEN: "[ADDR:]PORT" (no ADDR:
+   *  127.0.0.1 only; port 0: a free port, see cts_tracer_listen_port()). Copied. */
+  const char *address;
+  /** TCP_CONNECT: how long cts_tracer_start() waits for the connection (default 3000). */
+  uint32_t connect_timeout_ms;
+  /** TCP sinks' log lines (a refused second client...), without a newline, from the
+   *  tracer's threads; must not call the tracer. NULL: stderr, prefixed "ctfscope: ". */
+  void (*log)(void *user_data, const char *line);
+  void *log_user_data;
 } cts_tracer_sink_t;
 
 /** Backtrace capture methods. */
@@ -142,7 +197,19 @@ typedef struct cts_tracer_config {
   uint32_t flush_interval_ms;
   /** Seed of the sampling generators; 0 (default) = from the clock and thread. Tests only. */
   uint64_t seed;
+  /** Drop mode: allocating threads never wait for the writer; what cannot be queued is
+   *  counted and marked in the trace (see "Drop mode" above). Default false: lossless. */
+  bool drop_when_full;
 } cts_tracer_config_t;
+
+/** Location codes of drop mode's loss markers: this bit set, none above it. */
+#define CTS_TRACER_LOST_CODE_BASE (UINT64_C(1) << 61)
+/** The function name of a loss marker's location starts with this. */
+#define CTS_TRACER_LOST_NAME_PREFIX "ctfscope: lost "
+/** Lost sampled allocations counted by loss-marker code @p c. */
+#define CTS_TRACER_LOST_ALLOCS_OF(c) (((c) >> 30) & UINT64_C(0x7FFFFFFF))
+/** Lost frees counted by loss-marker code @p c. */
+#define CTS_TRACER_LOST_FREES_OF(c) ((c) & UINT64_C(0x3FFFFFFF))
 
 /** Fills @p cfg with defaults. */
 CTS_API void cts_tracer_config_init(cts_tracer_config_t *cfg);
@@ -150,8 +217,11 @@ CTS_API void cts_tracer_config_init(cts_tracer_config_t *cfg);
 CTS_API void cts_tracer_sink_init(cts_tracer_sink_t *sink, cts_tracer_sink_kind_t kind);
 
 /**
- * Starts tracing into @p sink: writes the trace-info packet and starts the writer thread.
- * Returns 0; CTS_E_INVAL (bad rate, missing path/callback, unsupported sink kind);
+ * Starts tracing into @p sink: writes the trace-info packet and starts the writer thread
+ * (TCP_LISTEN: binds and starts serving; each client then starts a trace). Returns 0;
+ * CTS_E_INVAL (bad rate, missing path/callback/address, unknown sink kind); for TCP
+ * sinks -EINVAL (address does not parse or resolve) or the -errno of connecting
+ * (-ECONNREFUSED, -ETIMEDOUT...) or binding (-EADDRINUSE...);
  * CTS_E_STATE (already tracing); -errno from opening or locking the file (-EAGAIN or
  * -EACCES: another process holds its lock); or the sink's write error. On failure nothing
  * is traced and nothing stays open. @p cfg and @p sink are copied.
@@ -166,12 +236,13 @@ CTS_API int cts_tracer_start(const cts_tracer_config_t *cfg, const cts_tracer_si
  */
 CTS_API int cts_tracer_stop(void);
 
-/** Whether a tracing session is running in this process. */
+/** Whether a tracer is started in this process (TCP_LISTEN: with or without a client). */
 CTS_API bool cts_tracer_is_active(void);
 
 /**
  * Asks the writer thread to write everything queued so far and flush the trace, and
- * waits until it did. Returns 0, the sink's error, or CTS_E_STATE when not tracing.
+ * waits until it did (drop mode: at most 2 s, then -ETIMEDOUT). Returns 0, the sink's
+ * error, or CTS_E_STATE when no trace is being written (TCP_LISTEN: no client).
  */
 CTS_API int cts_tracer_flush(void);
 
@@ -192,10 +263,21 @@ typedef struct cts_tracer_stats {
                                for the side table) */
   uint64_t bytes_written; /**< trace bytes handed to the sink */
   int error;              /**< first sink error, 0 if none */
+  uint64_t lost_allocs;   /**< drop mode: sampled blocks not recorded (queue full) */
+  uint64_t lost_samples;  /**< drop mode: their samples */
+  uint64_t lost_collects; /**< drop mode: frees of recorded blocks not recorded */
+  uint64_t loss_markers;  /**< drop mode: loss markers written */
+  uint64_t clients;       /**< TCP_LISTEN: clients served since start (with the current one) */
+  uint64_t refused;       /**< TCP_LISTEN: clients refused while another was served */
+  bool serving;           /**< TCP_LISTEN: a client is being served now */
 } cts_tracer_stats_t;
 
-/** Copies the counters into @p out. */
+/** Copies the counters into @p out (TCP_LISTEN: the session counters are the current or
+ *  last client's). */
 CTS_API void cts_tracer_get_stats(cts_tracer_stats_t *out);
+
+/** The port a TCP_LISTEN tracer listens on (the kernel's pick for port 0), else 0. */
+CTS_API uint16_t cts_tracer_listen_port(void);
 
 #ifdef __cplusplus
 }

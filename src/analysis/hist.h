@@ -13,17 +13,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define CTS_HIST_EXACT 32u /* values below this have a bucket of their own */
-#define CTS_HIST_SUB 16u   /* buckets per power of two above CTS_HIST_EXACT */
+#define CTS_HIST_EXACT   32u /* values below this have a bucket of their own */
+#define CTS_HIST_SUB     16u /* buckets per power of two above CTS_HIST_EXACT */
 #define CTS_HIST_BUCKETS (CTS_HIST_EXACT + (64u - 5u) * CTS_HIST_SUB)
 
 typedef struct cts_hist {
   uint64_t blocks[CTS_HIST_BUCKETS];
   uint64_t samples[CTS_HIST_BUCKETS];
   uint64_t total_blocks, total_samples;
-  uint64_t min, max;          /* exact, over the blocks added */
-  double sum_by_blocks;       /* Σ value, for the mean per block */
-  double sum_by_samples;      /* Σ value × samples, for the mean per sample */
+  uint64_t min, max;     /* exact, over the blocks added */
+  double sum_by_blocks;  /* Σ value, for the mean per block */
+  double sum_by_samples; /* Σ value × samples, for the mean per sample */
 } cts_hist_t;
 
 void cts_hist_init(cts_hist_t *h);

@@ -9,13 +9,14 @@ struct cts_mtprof_block {
   uint64_t time_us;
   uint64_t alloc_clock; /* alloc_clock before this block */
   uint64_t samples;
-  double est;        /* 1 / sampling probability */
-  uint32_t node;     /* stack node, or the next free block while on the free list */
+  double est;    /* 1 / sampling probability */
+  uint32_t node; /* stack node, or the next free block while on the free list */
   uint8_t source;
   bool promoted;
 };
 
-#define DEFAULT_MAX_NODES (16u << 20)
+/* About 90 MB of stack nodes; stacks beyond it keep only their allocation point. */
+#define DEFAULT_MAX_NODES (512u << 10)
 
 int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg) {
   memset(p, 0, sizeof *p);
@@ -71,7 +72,10 @@ static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   const double est = 1.0 / cts_block_sample_probability(ev->length, p->sample_rate);
   uint32_t node = 0;
   if (p->cfg.stacks) {
-    const int e = cts_stacks_intern(&p->stacks, ev->backtrace, ev->backtrace_len, &node);
+    const size_t n = ev->backtrace_len;
+    const int e = p->cfg.leaf_only && n
+                      ? cts_stacks_intern(&p->stacks, ev->backtrace + n - 1, 1, &node)
+                      : cts_stacks_intern(&p->stacks, ev->backtrace, n, &node);
     if (e) return e;
   }
   uint32_t bi;
@@ -157,9 +161,14 @@ int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   if (ev->time_us > p->last_event_us) p->last_event_us = ev->time_us;
   cts_stacks_advance_time(&p->stacks, ev->time_us);
   switch (ev->kind) {
-    case CTS_MT_ALLOC: return on_alloc(p, ev);
-    case CTS_MT_PROMOTE: on_promote(p, ev); return 0;
-    case CTS_MT_COLLECT: on_collect(p, ev); return 0;
+    case CTS_MT_ALLOC:
+      return on_alloc(p, ev);
+    case CTS_MT_PROMOTE:
+      on_promote(p, ev);
+      return 0;
+    case CTS_MT_COLLECT:
+      on_collect(p, ev);
+      return 0;
   }
   return 0;
 }

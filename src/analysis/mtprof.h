@@ -22,8 +22,9 @@
 
 typedef struct cts_mtprof_config {
   bool stacks;        /* intern backtraces into sites (needs backtraces decoded) */
+  bool leaf_only;     /* with stacks: intern only the allocation point (flat views) */
   bool history;       /* keep live samples per site over time (leaks) */
-  uint32_t max_nodes; /* bound on interned stack nodes, 0 = default (16 Mi) */
+  uint32_t max_nodes; /* stack node budget (cts_stacks_t.max_nodes), 0 = default (512 Ki) */
 } cts_mtprof_config_t;
 
 typedef struct cts_mtprof_block cts_mtprof_block_t;
@@ -36,7 +37,7 @@ typedef struct cts_mtprof {
   uint64_t start_time_us;
   cts_stacks_t stacks;
 
-  cts_u64map_t live;         /* object id → index in blocks */
+  cts_u64map_t live;          /* object id → index in blocks */
   cts_mtprof_block_t *blocks; /* pool of live blocks, with a free list */
   uint32_t block_count, block_cap, free_block;
   uint64_t live_blocks, max_live_blocks;
@@ -53,7 +54,7 @@ typedef struct cts_mtprof {
   uint64_t collected_major_samples; /* collected from the major heap (direct or promoted) */
   uint64_t collected_external_samples;
   uint64_t unknown_collects, unknown_promotes; /* ids not live: ignored (v3 multi-domain) */
-  uint64_t alloc_clock;                         /* samples allocated so far */
+  uint64_t alloc_clock;                        /* samples allocated so far */
   bool have_events;
   uint64_t first_event_us, last_event_us;
   uint32_t last_node; /* stack node of the last allocation added */

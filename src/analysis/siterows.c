@@ -18,7 +18,9 @@ const cts_mt_location_t *cts_frame_innermost(const cts_frames_t *f, uint64_t cod
 
 const char *cts_frame_label(const cts_frames_t *f, uint64_t code, char *buf, size_t size) {
   const cts_mt_location_t *l = code ? cts_frame_innermost(f, code) : NULL;
-  if (!code)
+  if (code == CTS_STACKS_OVERFLOW_CODE)
+    snprintf(buf, size, "(stacks beyond the memory budget)");
+  else if (!code)
     snprintf(buf, size, "(no backtrace)");
   else if (!l)
     snprintf(buf, size, "0x%llx", (unsigned long long)code);
@@ -78,8 +80,8 @@ nomem:
   return -1;
 }
 
-static long row_for_code(cts_rows_t *r, cts_u64map_t *index, const cts_frames_t *f,
-                         cts_group_t by, uint64_t code) {
+static long row_for_code(cts_rows_t *r, cts_u64map_t *index, const cts_frames_t *f, cts_group_t by,
+                         uint64_t code) {
   const cts_mt_location_t *l = code ? cts_frame_innermost(f, code) : NULL;
   const char *function = l ? l->defname : "", *file = l ? l->filename : "";
   const uint32_t line = l ? l->line : 0;
@@ -119,9 +121,14 @@ int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f
       }
     }
     cts_row_t *row = &out->rows[ri];
-    if (row->first_node == UINT32_MAX ||
-        cts_site_stats_metric(&node->self, heaviest) >
-            cts_site_stats_metric(&s->nodes[row->first_node].self, heaviest))
+    /* A whole stack beats one cut for the node budget, then the heavier one wins. */
+    const bool cut = s->nodes[node->parent].code == CTS_STACKS_OVERFLOW_CODE;
+    const bool best_cut =
+        row->first_node != UINT32_MAX &&
+        s->nodes[s->nodes[row->first_node].parent].code == CTS_STACKS_OVERFLOW_CODE;
+    if (row->first_node == UINT32_MAX || (best_cut && !cut) ||
+        (best_cut == cut && cts_site_stats_metric(&node->self, heaviest) >
+                                cts_site_stats_metric(&s->nodes[row->first_node].self, heaviest)))
       row->first_node = i;
     cts_site_stats_add(&row->st, &node->self);
   }
@@ -153,10 +160,14 @@ void cts_rows_fini(cts_rows_t *r) {
 
 uint64_t cts_site_stats_metric(const cts_site_stats_t *st, cts_sort_t by) {
   switch (by) {
-    case CTS_SORT_COUNT: return st->allocs;
-    case CTS_SORT_PEAK: return st->peak_samples;
-    case CTS_SORT_LIVE: return st->live_samples;
-    case CTS_SORT_BYTES: break;
+    case CTS_SORT_COUNT:
+      return st->allocs;
+    case CTS_SORT_PEAK:
+      return st->peak_samples;
+    case CTS_SORT_LIVE:
+      return st->live_samples;
+    case CTS_SORT_BYTES:
+      break;
   }
   return st->samples;
 }
@@ -195,7 +206,9 @@ static char *label_text(const cts_labels_t *l, uint64_t code) {
   const cts_mt_location_t *loc = code ? cts_frame_innermost(l->frames, code) : NULL;
   char *text = NULL;
   int n;
-  if (!code)
+  if (code == CTS_STACKS_OVERFLOW_CODE)
+    n = asprintf(&text, "(stacks beyond the memory budget)");
+  else if (!code)
     n = asprintf(&text, "(no backtrace)");
   else if (!loc)
     n = asprintf(&text, "0x%llx", (unsigned long long)code);

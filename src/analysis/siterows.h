@@ -43,8 +43,8 @@ typedef struct cts_row {
   const char *function; /* borrowed from the lookup; "" when unknown */
   const char *file;
   uint32_t line;
-  uint64_t code;   /* a frame code of the group (the first met), 0 for "no backtrace" */
-  char *key;       /* owned: the grouping key as text */
+  uint64_t code; /* a frame code of the group (the first met), 0 for "no backtrace" */
+  char *key;     /* owned: the grouping key as text */
   cts_site_stats_t st;
   uint32_t first_node; /* the group's heaviest stack node by the build's metric */
   uint64_t live_at[4]; /* live samples at 1/4, 1/2, 3/4 of the trace and at its end */
@@ -63,7 +63,6 @@ typedef enum cts_sort cts_sort_t;
 int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f, cts_group_t by,
                    cts_sort_t heaviest, uint64_t origin_us, uint64_t end_us);
 void cts_rows_fini(cts_rows_t *r);
-
 
 /* Sorts by the metric, largest first; ties by key, so the order is deterministic. */
 void cts_rows_sort(cts_rows_t *r, cts_sort_t by);

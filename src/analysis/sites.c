@@ -8,7 +8,7 @@
 #include <ctfscope/errors.h>
 
 #define FIRST_SPACING_US 1u /* doubles as needed: at most 1/32 of the trace */
-#define MAX_SPACING_US (1ull << 56)
+#define MAX_SPACING_US   (1ull << 56)
 
 static inline uint64_t mix(uint64_t k) {
   k ^= k >> 33;
@@ -20,6 +20,7 @@ static inline uint64_t mix(uint64_t k) {
 }
 
 static inline size_t slot_of(uint32_t parent, uint64_t code, uint32_t cap) {
+  /* A multiply-xorshift: the table is probed once per frame of every allocation. */
   return (size_t)(mix(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) & (cap - 1u));
 }
 
@@ -55,22 +56,23 @@ void cts_stacks_fini(cts_stacks_t *s) {
 
 uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code) {
   for (size_t i = slot_of(parent, code, s->table_cap);; i = (i + 1) & (s->table_cap - 1u)) {
-    const uint32_t n = s->table[i];
-    if (!n) return UINT32_MAX;
-    if (s->nodes[n].code == code && s->nodes[n].parent == parent) return n;
+    const cts_stack_slot_t *slot = &s->table[i];
+    if (!slot->node) return UINT32_MAX;
+    if (slot->code == code && slot->parent == parent) return slot->node;
   }
 }
 
 static bool grow_table(cts_stacks_t *s) {
+  if (s->table_cap >= (1u << 31)) return false;
   const uint32_t cap = s->table_cap * 2;
-  uint32_t *t = calloc(cap, sizeof *t);
+  cts_stack_slot_t *t = calloc(cap, sizeof *t);
   if (!t) return false;
   for (uint32_t i = 0; i < s->table_cap; i++) {
-    const uint32_t n = s->table[i];
-    if (!n) continue;
-    size_t j = slot_of(s->nodes[n].parent, s->nodes[n].code, cap);
-    while (t[j]) j = (j + 1) & (cap - 1u);
-    t[j] = n;
+    const cts_stack_slot_t *slot = &s->table[i];
+    if (!slot->node) continue;
+    size_t j = slot_of(slot->parent, slot->code, cap);
+    while (t[j].node) j = (j + 1) & (cap - 1u);
+    t[j] = *slot;
   }
   free(s->table);
   s->table = t;
@@ -110,11 +112,11 @@ nomem:
 }
 
 static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *out) {
-  if (s->max_nodes && s->count >= s->max_nodes) return CTS_E_LIMIT;
-  if (s->count == UINT32_MAX - 1) return CTS_E_LIMIT;
+  if (s->count >= UINT32_MAX / 2) return CTS_E_LIMIT;
   if ((uint64_t)(s->count + 1) * 10 > (uint64_t)s->table_cap * 7 && !grow_table(s)) return -ENOMEM;
   if (s->count == s->cap) {
-    const uint32_t cap = s->cap * 2;
+    /* Grow by half: with millions of nodes, doubling would overshoot memory by far. */
+    const uint32_t cap = s->cap + s->cap / 2;
     cts_stack_node_t *nodes = realloc(s->nodes, cap * sizeof *nodes);
     if (!nodes) return -ENOMEM;
     s->nodes = nodes;
@@ -126,12 +128,28 @@ static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *o
   node->code = code;
   node->parent = parent;
   node->depth = s->nodes[parent].depth + 1;
-  node->site = UINT32_MAX; /* given when the node first allocates */
+  node->site = UINT32_MAX;          /* given when the node first allocates */
   node->peak_epoch = s->peak_epoch; /* it held nothing at any earlier peak */
   size_t j = slot_of(parent, code, s->table_cap);
-  while (s->table[j]) j = (j + 1) & (s->table_cap - 1u);
-  s->table[j] = n;
+  while (s->table[j].node) j = (j + 1) & (s->table_cap - 1u);
+  s->table[j] = (cts_stack_slot_t){code, parent, n};
   *out = n;
+  return 0;
+}
+
+/* A stack past the node budget: root → overflow → last frame (a few nodes per site). */
+static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
+  uint32_t over, n;
+  int e = cts_stacks_intern_child(s, 0, CTS_STACKS_OVERFLOW_CODE, &over);
+  if (!e) e = cts_stacks_intern_child(s, over, leaf, &n);
+  if (e) return e;
+  if (s->nodes[n].site == UINT32_MAX) {
+    uint32_t site;
+    if ((e = site_for_code(s, leaf, &site)) != 0) return e;
+    s->nodes[n].site = site;
+  }
+  s->overflowed++;
+  *node = n;
   return 0;
 }
 
@@ -163,10 +181,12 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
   for (size_t i = common; i < n; i++) {
     uint32_t child = cts_stacks_find_child(s, cur, bt[i]);
     if (child == UINT32_MAX) {
-      const int e = new_node(s, cur, bt[i], &child);
+      const bool over = s->max_nodes && s->count >= s->max_nodes;
+      const int e = over ? CTS_E_LIMIT : new_node(s, cur, bt[i], &child);
       if (e) {
         s->prev_len = i; /* what is cached stays consistent */
-        return e;
+        if (e != CTS_E_LIMIT) return e;
+        return intern_overflow(s, bt[n - 1], node);
       }
     }
     cur = child;

@@ -57,11 +57,22 @@ typedef struct cts_site {
   uint64_t *history;         /* CTS_SITE_CHECKPOINTS entries when history is enabled */
 } cts_site_t;
 
+/* Frame code of the node under which stacks beyond the node budget are kept, by their last
+ * frame only (memtrace codes are below 2^62, so this never clashes with a real one). */
+#define CTS_STACKS_OVERFLOW_CODE (1ull << 63)
+
+typedef struct cts_stack_slot {
+  uint64_t code;
+  uint32_t parent;
+  uint32_t node; /* 0 = empty */
+} cts_stack_slot_t;
+
 typedef struct cts_stacks {
   cts_stack_node_t *nodes;
   uint32_t count, cap;
-  uint32_t *table; /* open addressing over (parent, code) → node index; 0 = empty */
+  cts_stack_slot_t *table; /* open addressing over (parent, code), keys kept in the slots */
   uint32_t table_cap;
+  uint64_t overflowed; /* allocations whose stack was cut for the node budget */
   cts_site_t *sites;
   uint32_t site_count, site_cap;
   cts_u64map_t site_of_code;
@@ -78,7 +89,10 @@ typedef struct cts_stacks {
   uint64_t history_origin_us; /* checkpoint k is at origin + (k + 1) × spacing */
   uint64_t history_spacing_us;
   uint32_t checkpoints_passed;
-  uint64_t max_nodes; /* 0 = unlimited */
+  /* Node budget of cts_stacks_intern (0 = unlimited): past it, a new stack is kept as
+   * root → CTS_STACKS_OVERFLOW_CODE → its last frame, so sites stay exact and memory stays
+   * bounded; only those stacks' middle frames are lost. */
+  uint64_t max_nodes;
 } cts_stacks_t;
 
 /* history: keep live samples per site over time (leaks). origin_us: time of checkpoint 0's
@@ -86,8 +100,8 @@ typedef struct cts_stacks {
 int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us);
 void cts_stacks_fini(cts_stacks_t *s);
 
-/* The node of backtrace bt[0..n) (outermost first), interning new frames: returns 0 and
- * sets *node, or -ENOMEM (or CTS_E_LIMIT past max_nodes). n = 0 gives the root. */
+/* The node of backtrace bt[0..n) (outermost first), interning new frames (within the node
+ * budget, see max_nodes): returns 0 and sets *node, or -ENOMEM. n = 0 gives the root. */
 int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *node);
 
 /* The child of parent with frame code, created if needed: returns 0 and sets *node, or
@@ -102,8 +116,8 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
 void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us);
 
 /* An allocation of (samples, words) with weight est (1 / sampling probability) at node. */
-void cts_stacks_alloc(cts_stacks_t *s, uint32_t node, uint64_t samples, uint64_t words,
-                      double est, uint64_t time_us);
+void cts_stacks_alloc(cts_stacks_t *s, uint32_t node, uint64_t samples, uint64_t words, double est,
+                      uint64_t time_us);
 /* The block allocated with those figures at node was freed. */
 void cts_stacks_free(cts_stacks_t *s, uint32_t node, uint64_t samples, double est);
 

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include <ctfscope/tracer.h>
+
 void cts_summary_init(cts_summary_t *s, const cts_mt_reader_t *reader) {
   memset(s, 0, sizeof *s);
   cts_u64map_init(&s->codes);
@@ -38,9 +40,27 @@ int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
       ev->nsamples == 1 &&
       (ev->common_prefix >= ev->backtrace_len || ev->backtrace_len - ev->common_prefix < 256))
     s->allocs_short_eligible++;
+  if (ev->backtrace_len == 1 && ev->backtrace[0] >> 61 == 1) {
+    /* Maybe a loss marker of ctfscope's tracer: its code counts the lost events, and its
+     * location's name says what it is (other writers' codes may use these bits too). */
+    const cts_mt_location_t *locs;
+    size_t n = 0;
+    const size_t prefix = sizeof CTS_TRACER_LOST_NAME_PREFIX - 1;
+    if (cts_mt_reader_lookup_location(s->reader, ev->backtrace[0], &locs, &n) == 0 && n == 1 &&
+        locs[0].defname && strncmp(locs[0].defname, CTS_TRACER_LOST_NAME_PREFIX, prefix) == 0) {
+      s->loss_markers++;
+      s->lost_allocs += CTS_TRACER_LOST_ALLOCS_OF(ev->backtrace[0]);
+      s->lost_frees += CTS_TRACER_LOST_FREES_OF(ev->backtrace[0]);
+      s->lost_samples += ev->nsamples;
+    }
+  }
   s->backtrace_frames_total += ev->backtrace_len;
   if (ev->backtrace_len > s->backtrace_length_max) s->backtrace_length_max = ev->backtrace_len;
-  for (size_t i = 0; i < ev->backtrace_len; i++) {
+  /* The first common_prefix frames are those of the domain's previous backtrace, whose codes
+   * were counted then: only the suffix can hold new codes. */
+  const size_t known = ev->common_prefix < ev->backtrace_len ? (size_t)ev->common_prefix
+                                                             : ev->backtrace_len;
+  for (size_t i = known; i < ev->backtrace_len; i++) {
     bool added;
     if (!cts_u64map_insert(&s->codes, ev->backtrace[i], 0, &added)) return -ENOMEM;
     if (!added) continue;

@@ -28,6 +28,8 @@ typedef struct cts_summary {
   uint64_t bytes_read;
   cts_u64map_t codes; /* distinct codes seen in backtraces */
   const cts_mt_reader_t *reader;
+  /* ctfscope's drop-mode loss markers (include/ctfscope/tracer.h, "Drop mode"). */
+  uint64_t loss_markers, lost_allocs, lost_frees, lost_samples;
 } cts_summary_t;
 
 void cts_summary_init(cts_summary_t *s, const cts_mt_reader_t *reader);

@@ -55,19 +55,30 @@ static int on_option(void *ctx, int opt, const char *arg) {
   diff_opts_t *o = ctx;
   switch (opt) {
     case 'm':
-      if (strcmp(arg, "alloc") == 0) o->metric = M_ALLOC;
-      else if (strcmp(arg, "count") == 0) o->metric = M_COUNT;
-      else if (strcmp(arg, "peak") == 0) o->metric = M_PEAK;
-      else if (strcmp(arg, "live") == 0) o->metric = M_LIVE;
-      else return cli_usage_error("--metric takes alloc, count, peak or live, not '%s'", arg);
+      if (strcmp(arg, "alloc") == 0)
+        o->metric = M_ALLOC;
+      else if (strcmp(arg, "count") == 0)
+        o->metric = M_COUNT;
+      else if (strcmp(arg, "peak") == 0)
+        o->metric = M_PEAK;
+      else if (strcmp(arg, "live") == 0)
+        o->metric = M_LIVE;
+      else
+        return cli_usage_error("--metric takes alloc, count, peak or live, not '%s'", arg);
       break;
     case 'B':
-      if (strcmp(arg, "line") == 0) o->by = CTS_GROUP_LINE;
-      else if (strcmp(arg, "function") == 0) o->by = CTS_GROUP_FUNCTION;
-      else if (strcmp(arg, "file") == 0) o->by = CTS_GROUP_FILE;
-      else return cli_usage_error("--by takes line, function or file, not '%s'", arg);
+      if (strcmp(arg, "line") == 0)
+        o->by = CTS_GROUP_LINE;
+      else if (strcmp(arg, "function") == 0)
+        o->by = CTS_GROUP_FUNCTION;
+      else if (strcmp(arg, "file") == 0)
+        o->by = CTS_GROUP_FILE;
+      else
+        return cli_usage_error("--by takes line, function or file, not '%s'", arg);
       break;
-    case 'N': o->no_normalize = true; break;
+    case 'N':
+      o->no_normalize = true;
+      break;
     case 'n': {
       char *end;
       o->limit = strtol(arg, &end, 10);
@@ -75,9 +86,15 @@ static int on_option(void *ctx, int opt, const char *arg) {
         return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       break;
     }
-    case 'J': o->json = true; break;
-    case 'C': o->csv = true; break;
-    case 'q': o->quiet = true; break;
+    case 'J':
+      o->json = true;
+      break;
+    case 'C':
+      o->csv = true;
+      break;
+    case 'q':
+      o->quiet = true;
+      break;
   }
   return -1;
 }
@@ -102,10 +119,14 @@ static bool is_flow(metric_t m) {
 static double raw(const cts_row_t *r, metric_t m) {
   if (!r) return 0;
   switch (m) {
-    case M_COUNT: return r->st.est_allocs;
-    case M_PEAK: return (double)r->st.peak_samples;
-    case M_LIVE: return (double)r->st.live_samples;
-    case M_ALLOC: break;
+    case M_COUNT:
+      return r->st.est_allocs;
+    case M_PEAK:
+      return (double)r->st.peak_samples;
+    case M_LIVE:
+      return (double)r->st.live_samples;
+    case M_ALLOC:
+      break;
   }
   return (double)r->st.samples;
 }
@@ -113,8 +134,8 @@ static double raw(const cts_row_t *r, metric_t m) {
 /* Sample count behind the metric (for the noise estimate). */
 static double noise_samples(const cts_row_t *r, metric_t m) {
   if (!r) return 0;
-  return m == M_PEAK ? (double)r->st.peak_samples
-         : m == M_LIVE ? (double)r->st.live_samples
+  return m == M_PEAK    ? (double)r->st.peak_samples
+         : m == M_LIVE  ? (double)r->st.live_samples
          : m == M_COUNT ? (double)r->st.allocs
                         : (double)r->st.samples;
 }
@@ -175,15 +196,15 @@ int cmd_diff(int argc, char **argv) {
   side_t sides[2];
   memset(sides, 0, sizeof sides);
   int code = CLI_EXIT_OK, loaded = 0;
-  const cts_mtprof_config_t cfg = {.stacks = true};
+  const cts_mtprof_config_t cfg = {.stacks = true, .leaf_only = true};
   for (int s = 0; s < 2; s++) {
     const int c = cli_trace_load(&sides[s].t, argv[first + s], &cfg, opts.quiet);
     loaded++;
     if (c > code) code = c;
     if (c != CLI_EXIT_OK && c != CLI_EXIT_DATA) goto end;
     const cts_frames_t frames = cli_trace_frames(&sides[s].t);
-    if (cts_rows_build(&sides[s].rows, &sides[s].t.prof.stacks, &frames, opts.by, CTS_SORT_BYTES,
-                       0, 0)) {
+    if (cts_rows_build(&sides[s].rows, &sides[s].t.prof.stacks, &frames, opts.by, CTS_SORT_BYTES, 0,
+                       0)) {
       cli_error("out of memory");
       code = CLI_EXIT_INTERNAL;
       goto end;
@@ -244,8 +265,9 @@ int cmd_diff(int argc, char **argv) {
       const double kb = opts.metric == M_COUNT && d->b && d->b->st.allocs
                             ? d->vb / (double)d->b->st.allocs
                             : sides[1].scale;
-      d->sd = sqrt((sides[0].t.prof.sample_rate < 1 ? noise_samples(d->a, opts.metric) * ka * ka : 0) +
-                   (sides[1].t.prof.sample_rate < 1 ? noise_samples(d->b, opts.metric) * kb * kb : 0));
+      d->sd =
+          sqrt((sides[0].t.prof.sample_rate < 1 ? noise_samples(d->a, opts.metric) * ka * ka : 0) +
+               (sides[1].t.prof.sample_rate < 1 ? noise_samples(d->b, opts.metric) * kb * kb : 0));
       total_a += d->va;
       total_b += d->vb;
     }
@@ -266,7 +288,8 @@ int cmd_diff(int argc, char **argv) {
         cts_out_u64(&out, sides[s].rows.n);
         cts_out_str(&out, "}");
       }
-      cts_out_printf(&out, "],\n \"total\": {\"before\": %.3f, \"after\": %.3f, \"change\": %.3f},"
+      cts_out_printf(&out,
+                     "],\n \"total\": {\"before\": %.3f, \"after\": %.3f, \"change\": %.3f},"
                      "\n \"sites_total\": %zu,\n \"sites\": [",
                      total_a, total_b, total_b - total_a, n);
       for (size_t i = 0; i < shown; i++) {
@@ -302,13 +325,14 @@ int cmd_diff(int argc, char **argv) {
         const cli_trace_t *t = &sides[s].t;
         cts_out_printf(&out, "%s  %s: %s, %.3f s, sample rate %s\n", s ? "After " : "Before",
                        cli_basename(t->path), t->info ? t->info->executable_name : "?",
-                       sides[s].duration,
-                       cli_shortest_double(t->prof.sample_rate, a, sizeof a));
+                       sides[s].duration, cli_shortest_double(t->prof.sample_rate, a, sizeof a));
       }
-      cts_out_printf(&out, "Total   %s -> %s (%s)\n", fmt_value(total_a, opts.metric, rate, a, sizeof a),
+      cts_out_printf(&out, "Total   %s -> %s (%s)\n",
+                     fmt_value(total_a, opts.metric, rate, a, sizeof a),
                      fmt_value(total_b, opts.metric, rate, b, sizeof b),
                      fmt_value(total_b - total_a, opts.metric, rate, c, sizeof c));
-      cts_out_printf(&out, "\n%s %zu of %zu sites by change in %s%s (estimates; * = beyond the "
+      cts_out_printf(&out,
+                     "\n%s %zu of %zu sites by change in %s%s (estimates; * = beyond the "
                      "sampling noise):\n",
                      shown < n ? "Top" : "All", shown, n, metric_names[opts.metric],
                      rate ? " per second" : "");

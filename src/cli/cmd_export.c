@@ -64,22 +64,37 @@ static int on_option(void *ctx, int opt, const char *arg) {
   export_opts_t *o = ctx;
   switch (opt) {
     case 'f':
-      if (strcmp(arg, "folded") == 0) o->format = FMT_FOLDED;
-      else if (strcmp(arg, "pprof") == 0) o->format = FMT_PPROF;
-      else if (strcmp(arg, "chrome") == 0) o->format = FMT_CHROME;
-      else if (strcmp(arg, "csv") == 0) o->format = FMT_CSV;
-      else return cli_usage_error("--format takes folded, pprof, chrome or csv, not '%s'", arg);
+      if (strcmp(arg, "folded") == 0)
+        o->format = FMT_FOLDED;
+      else if (strcmp(arg, "pprof") == 0)
+        o->format = FMT_PPROF;
+      else if (strcmp(arg, "chrome") == 0)
+        o->format = FMT_CHROME;
+      else if (strcmp(arg, "csv") == 0)
+        o->format = FMT_CSV;
+      else
+        return cli_usage_error("--format takes folded, pprof, chrome or csv, not '%s'", arg);
       break;
-    case 'o': o->output = arg; break;
+    case 'o':
+      o->output = arg;
+      break;
     case 'V':
-      if (strcmp(arg, "bytes") == 0) o->value = VAL_BYTES;
-      else if (strcmp(arg, "count") == 0) o->value = VAL_COUNT;
-      else if (strcmp(arg, "samples") == 0) o->value = VAL_SAMPLES;
-      else if (strcmp(arg, "live") == 0) o->value = VAL_LIVE;
-      else if (strcmp(arg, "peak") == 0) o->value = VAL_PEAK;
-      else return cli_usage_error("--value takes bytes, count, samples, live or peak, not '%s'", arg);
+      if (strcmp(arg, "bytes") == 0)
+        o->value = VAL_BYTES;
+      else if (strcmp(arg, "count") == 0)
+        o->value = VAL_COUNT;
+      else if (strcmp(arg, "samples") == 0)
+        o->value = VAL_SAMPLES;
+      else if (strcmp(arg, "live") == 0)
+        o->value = VAL_LIVE;
+      else if (strcmp(arg, "peak") == 0)
+        o->value = VAL_PEAK;
+      else
+        return cli_usage_error("--value takes bytes, count, samples, live or peak, not '%s'", arg);
       break;
-    case 'q': o->quiet = true; break;
+    case 'q':
+      o->quiet = true;
+      break;
   }
   return -1;
 }
@@ -118,11 +133,21 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
     const cts_site_stats_t *st = &tree.nodes[i].self;
     double v;
     switch (opts->value) {
-      case VAL_COUNT: v = st->est_allocs; break;
-      case VAL_SAMPLES: v = (double)st->samples; break;
-      case VAL_LIVE: v = (double)st->live_samples * bps; break;
-      case VAL_PEAK: v = (double)st->peak_samples * bps; break;
-      default: v = (double)st->samples * bps; break;
+      case VAL_COUNT:
+        v = st->est_allocs;
+        break;
+      case VAL_SAMPLES:
+        v = (double)st->samples;
+        break;
+      case VAL_LIVE:
+        v = (double)st->live_samples * bps;
+        break;
+      case VAL_PEAK:
+        v = (double)st->peak_samples * bps;
+        break;
+      default:
+        v = (double)st->samples * bps;
+        break;
     }
     const long long rounded = llround(v);
     if (rounded <= 0) continue;
@@ -433,8 +458,8 @@ static void chrome_event(stream_ctx_t *c, char ph, const char *name, double ts) 
 static void add_point(stream_ctx_t *c, const cts_mtprof_t *p, uint64_t time_us) {
   if (c->npoints && time_us < c->last_point_us + c->spacing_us) {
     /* Same slot: keep its latest value. */
-    c->points[c->npoints - 1] =
-        (counter_point_t){c->points[c->npoints - 1].time_us, p->stacks.live_samples, p->alloc_clock};
+    c->points[c->npoints - 1] = (counter_point_t){c->points[c->npoints - 1].time_us,
+                                                  p->stacks.live_samples, p->alloc_clock};
     return;
   }
   if (c->npoints == MAX_COUNTER_POINTS) {
@@ -533,20 +558,24 @@ static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
   char name[600];
   snprintf(name, sizeof name, "%s: heap over time", t->info ? t->info->executable_name : "trace");
   cts_out_str(c->o, c->first_event ? "\n" : ",\n");
-  cts_out_str(c->o, "{\"ph\": \"M\", \"pid\": 1, \"name\": \"process_name\", \"args\": {\"name\": ");
+  cts_out_str(c->o,
+              "{\"ph\": \"M\", \"pid\": 1, \"name\": \"process_name\", \"args\": {\"name\": ");
   cts_out_json_str(c->o, name);
-  cts_out_str(c->o, "}},\n{\"ph\": \"M\", \"pid\": 2, \"name\": \"process_name\", \"args\": "
-                    "{\"name\": \"allocations in trace order (1 us = 1 byte allocated)\"}},\n"
-                    "{\"ph\": \"M\", \"pid\": 2, \"tid\": 1, \"name\": \"thread_name\", \"args\": "
-                    "{\"name\": \"allocation stacks\"}}\n],\n\"displayTimeUnit\": \"ms\",\n"
-                    "\"otherData\": {\"generator\": \"ctfscope export\", \"bytes\": "
-                    "\"estimated: samples / sample rate x word size\"}}\n");
+  cts_out_str(c->o,
+              "}},\n{\"ph\": \"M\", \"pid\": 2, \"name\": \"process_name\", \"args\": "
+              "{\"name\": \"allocations in trace order (1 us = 1 byte allocated)\"}},\n"
+              "{\"ph\": \"M\", \"pid\": 2, \"tid\": 1, \"name\": \"thread_name\", \"args\": "
+              "{\"name\": \"allocation stacks\"}}\n],\n\"displayTimeUnit\": \"ms\",\n"
+              "\"otherData\": {\"generator\": \"ctfscope export\", \"bytes\": "
+              "\"estimated: samples / sample rate x word size\"}}\n");
 }
 
 int cmd_export(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"format", required_argument, NULL, 'f'}, {"output", required_argument, NULL, 'o'},
-      {"value", required_argument, NULL, 'V'},  {"quiet", no_argument, NULL, 'q'},
+      {"format", required_argument, NULL, 'f'},
+      {"output", required_argument, NULL, 'o'},
+      {"value", required_argument, NULL, 'V'},
+      {"quiet", no_argument, NULL, 'q'},
       {0},
   };
   export_opts_t opts = {0};
@@ -581,17 +610,21 @@ int cmd_export(int argc, char **argv) {
     cts_out_str(&out, "{\"traceEvents\": [");
   } else if (opts.format == FMT_CSV) {
     hook = csv_hook;
-    cts_out_str(&out, "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
-                      "line,backtrace_length\n");
+    cts_out_str(&out,
+                "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
+                "line,backtrace_length\n");
   }
   const cts_mtprof_config_t cfg = {.stacks = true};
   cli_trace_t t;
   int code = cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, hook, &c);
   int e = t.hook_err;
   if (code == CLI_EXIT_OK || code == CLI_EXIT_DATA) {
-    if (opts.format == FMT_FOLDED) e = export_folded(&out, &t, &opts);
-    else if (opts.format == FMT_PPROF) e = export_pprof(&out, &t);
-    else if (opts.format == FMT_CHROME) chrome_finish(&c, &t);
+    if (opts.format == FMT_FOLDED)
+      e = export_folded(&out, &t, &opts);
+    else if (opts.format == FMT_PPROF)
+      e = export_pprof(&out, &t);
+    else if (opts.format == FMT_CHROME)
+      chrome_finish(&c, &t);
   }
   if (e == -ENOMEM || e == CTS_E_NOMEM) {
     cli_error("out of memory");

@@ -158,6 +158,12 @@ static void print_json(cts_out_t *o, const char *path, uint64_t file_size, const
                  (unsigned long long)s->backtrace_length_max, cts_summary_backtrace_mean(s),
                  (unsigned long long)s->distinct_codes,
                  (unsigned long long)s->codes_without_locations);
+  if (s->loss_markers)
+    cts_out_printf(o,
+                   ",\n  \"drop_mode_losses\": {\"markers\": %llu, \"allocs\": %llu, "
+                   "\"samples\": %llu, \"frees\": %llu}",
+                   (unsigned long long)s->loss_markers, (unsigned long long)s->lost_allocs,
+                   (unsigned long long)s->lost_samples, (unsigned long long)s->lost_frees);
   if (in && s->have_events)
     cts_out_printf(o, ",\n  \"first_event_dt_us\": %llu,\n  \"last_event_dt_us\": %llu",
                    (unsigned long long)(s->first_event_us - in->start_time_us),
@@ -244,6 +250,12 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size,
     cts_out_printf(o, "Est. allocated %s (%.0f bytes = samples / rate x %u bytes)\n",
                    cli_human_bytes(est, a, sizeof a), est, in->word_size / 8);
   }
+  if (s->loss_markers) /* ctfscope's tracer in drop mode (tracer.h): counted in the above */
+    cts_out_printf(o,
+                   "Lost (drop)    %s sampled allocations (%s samples) and %s frees, in %s loss "
+                   "markers: the trace reader was too slow\n",
+                   cli_grouped(s->lost_allocs, a, sizeof a), cli_grouped(s->lost_samples, b, sizeof b),
+                   cli_grouped(s->lost_frees, d, sizeof d), cli_grouped(s->loss_markers, e, sizeof e));
   cts_out_printf(o, "Backtraces     longest %s frames, mean %.3f; %s distinct codes, %s without "
                  "locations\n",
                  cli_grouped(s->backtrace_length_max, a, sizeof a), cts_summary_backtrace_mean(s),

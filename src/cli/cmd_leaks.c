@@ -56,10 +56,14 @@ static int on_option(void *ctx, int opt, const char *arg) {
   leaks_opts_t *o = ctx;
   switch (opt) {
     case 'B':
-      if (strcmp(arg, "line") == 0) o->by = CTS_GROUP_LINE;
-      else if (strcmp(arg, "function") == 0) o->by = CTS_GROUP_FUNCTION;
-      else if (strcmp(arg, "file") == 0) o->by = CTS_GROUP_FILE;
-      else return cli_usage_error("--by takes line, function or file, not '%s'", arg);
+      if (strcmp(arg, "line") == 0)
+        o->by = CTS_GROUP_LINE;
+      else if (strcmp(arg, "function") == 0)
+        o->by = CTS_GROUP_FUNCTION;
+      else if (strcmp(arg, "file") == 0)
+        o->by = CTS_GROUP_FILE;
+      else
+        return cli_usage_error("--by takes line, function or file, not '%s'", arg);
       break;
     case 'n':
       if (!parse_count(arg, 1L << 30, &o->limit))
@@ -69,9 +73,15 @@ static int on_option(void *ctx, int opt, const char *arg) {
       if (!parse_count(arg, 100000, &o->depth))
         return cli_usage_error("--depth takes a number from 0 to 100000, not '%s'", arg);
       break;
-    case 'J': o->json = true; break;
-    case 'C': o->csv = true; break;
-    case 'q': o->quiet = true; break;
+    case 'J':
+      o->json = true;
+      break;
+    case 'C':
+      o->csv = true;
+      break;
+    case 'q':
+      o->quiet = true;
+      break;
   }
   return -1;
 }
@@ -153,13 +163,13 @@ static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
     for (unsigned k = 0; k < 3; k++) cli_est_bytes(p, r->live_at[k], false, q[k], sizeof q[k]);
     site_name(r, site, sizeof site);
     const double rate = growth_rate(p, r->live_at);
-    cts_out_printf(o, "%13s  %8s  %7s  %7s  %7s  %-6s  %8s/s  %s",
-                   cli_est_bytes(p, r->st.live_samples, false, c, sizeof c),
-                   cli_grouped(r->st.live_allocs, d, sizeof d), q[0], q[1], q[2],
-                   growth_verdict(r->live_at),
-                   rate >= 0 ? cli_human_bytes(rate, e, sizeof e)
-                             : (snprintf(e, sizeof e, "-%s", cli_human_bytes(-rate, a, sizeof a)), e),
-                   site);
+    cts_out_printf(
+        o, "%13s  %8s  %7s  %7s  %7s  %-6s  %8s/s  %s",
+        cli_est_bytes(p, r->st.live_samples, false, c, sizeof c),
+        cli_grouped(r->st.live_allocs, d, sizeof d), q[0], q[1], q[2], growth_verdict(r->live_at),
+        rate >= 0 ? cli_human_bytes(rate, e, sizeof e)
+                  : (snprintf(e, sizeof e, "-%s", cli_human_bytes(-rate, a, sizeof a)), e),
+        site);
     if (cli_show_ci(p, r->st.live_samples)) {
       cli_est_bytes(p, r->st.live_samples, true, a, sizeof a);
       const char *paren = strchr(a, '(');
@@ -224,9 +234,10 @@ static void print_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows
   const cts_mtprof_t *p = &t->prof;
   const double bps = cts_mtprof_bytes_per_sample(p);
   const size_t shown = opts->limit && (size_t)opts->limit < nlive ? (size_t)opts->limit : nlive;
-  cts_out_str(o, "function,file,line,live_end_samples,live_end_bytes,live_end_allocs_sampled,"
-                 "live_bytes_25,live_bytes_50,live_bytes_75,live_bytes_100,growth,"
-                 "growth_bytes_per_s\n");
+  cts_out_str(o,
+              "function,file,line,live_end_samples,live_end_bytes,live_end_allocs_sampled,"
+              "live_bytes_25,live_bytes_50,live_bytes_75,live_bytes_100,growth,"
+              "growth_bytes_per_s\n");
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
     cli_csv_str(o, r->code ? r->function : "(no backtrace)");
@@ -243,9 +254,12 @@ static void print_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows
 
 int cmd_leaks(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"by", required_argument, NULL, 'B'},    {"limit", required_argument, NULL, 'n'},
-      {"depth", required_argument, NULL, 'D'}, {"json", no_argument, NULL, 'J'},
-      {"csv", no_argument, NULL, 'C'},         {"quiet", no_argument, NULL, 'q'},
+      {"by", required_argument, NULL, 'B'},
+      {"limit", required_argument, NULL, 'n'},
+      {"depth", required_argument, NULL, 'D'},
+      {"json", no_argument, NULL, 'J'},
+      {"csv", no_argument, NULL, 'C'},
+      {"quiet", no_argument, NULL, 'q'},
       {0},
   };
   leaks_opts_t opts = {.limit = 10, .depth = 12};

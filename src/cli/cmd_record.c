@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* ctfscope record: runs an unmodified program under libctfscope-preload.so and says where
- * its trace went. The program's stdout, stderr and exit code are its own; our one summary
- * line goes to stderr after it exits. */
+ * its trace went. The program's stdout, stderr and exit code are its own; our summary
+ * lines (one per traced image: the program may exec others) go to stderr after it exits.
+ * The trace can also stream over TCP (--connect, --listen): the preload library does
+ * that, and the summary then says nothing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -12,9 +14,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../os/net.h"
+#include "../tracer/exec_name.h"
 #include "cli.h"
+#include "record_tasks.h"
 
 #define PRELOAD_NAME "libctfscope-preload.so"
 
@@ -24,28 +30,46 @@ static const char help[] =
     "Run PROGRAM with allocation tracing (LD_PRELOAD of " PRELOAD_NAME
     ") and write\n"
     "a memtrace trace of its sampled heap allocations. PROGRAM's output and exit code are\n"
-    "its own; when it exits, one summary line on stderr says where the trace is.\n"
+    "its own; when it exits, a summary line per trace file on stderr says where it is.\n"
     "\n"
     "Options:\n"
-    "  -o, --output FILE   trace file (default: ctfscope.PROGRAM.PID.ctf in the current\n"
-    "                      directory)\n"
-    "  -r, --rate R        sampling rate per 8-byte word, 0 < R <= 1 (default: MEMTRACE_RATE\n"
-    "                      if set, else 1e-6; 1 records every allocation)\n"
-    "  -c, --context TEXT  free text stored in the trace\n"
-    "      --unwind M      backtraces: libunwind (default), fp (frame pointers), none\n"
-    "  -q, --quiet         no summary line\n"
-    "  -h, --help          show this help\n"
+    "  -o, --output FILE        trace file (default: ctfscope.PROGRAM.PID.ctf in the\n"
+    "                           current directory). Each image PROGRAM execs (env, a\n"
+    "                           script's exec) traces into the next file: FILE.exec1.ctf,\n"
+    "                           FILE.exec2.ctf... (the number goes before .ctf)\n"
+    "      --connect HOST:PORT  stream the trace to a collector (ctfscope collect)\n"
+    "                           instead; if it cannot be reached, PROGRAM runs untraced\n"
+    "                           (one warning)\n"
+    "      --listen [ADDR:]PORT serve the trace to one client at a time (ctfscope fetch);\n"
+    "                           ADDR defaults to 127.0.0.1; each client gets a fresh trace\n"
+    "      --drop               never let a slow trace reader slow PROGRAM: drop samples\n"
+    "                           when the tracer's queue is full and record the loss in the\n"
+    "                           trace (ctfscope info shows it)\n"
+    "  -r, --rate R             sampling rate per 8-byte word, 0 < R <= 1 (default:\n"
+    "                           MEMTRACE_RATE if set, else 1e-6; 1 records every\n"
+    "                           allocation)\n"
+    "  -c, --context TEXT       free text stored in the trace\n"
+    "      --unwind M           backtraces: libunwind (default), fp (frame pointers), none\n"
+    "      --tasks              also trace PROGRAM's threads as tasks (creation, joins,\n"
+    "                           contended mutexes, condition variables) into a\n"
+    "                           mirage-profile trace, ctfscope.PROGRAM.PID.tasks.ctf\n"
+    "  -T, --tasks-output FILE  the task trace file (implies --tasks)\n"
+    "  -q, --quiet              no summary\n"
+    "  -h, --help               show this help\n"
     "\n"
-    "Child processes are not traced. Programs that are statically linked or set-uid cannot\n"
-    "be traced (the dynamic loader ignores LD_PRELOAD for them). Set CTFSCOPE_PRELOAD to use\n"
-    "another build of the preload library.\n"
+    "Forked child processes are not traced; images the program execs are. Programs that\n"
+    "are statically linked or set-uid cannot be traced (the dynamic loader ignores\n"
+    "LD_PRELOAD for them). Set CTFSCOPE_PRELOAD to use another build of the preload\n"
+    "library.\n"
     "\n"
     "Exit status: PROGRAM's, or 128 + N if it was killed by signal N; 127 if it was not\n"
     "found, 126 if it could not be run, 2 for a usage error.\n";
 
 typedef struct record_opts {
-  const char *output, *rate, *context, *unwind;
-  bool quiet;
+  const char *output, *rate, *context, *unwind, *connect, *listen;
+  bool quiet, drop;
+  const char *tasks_output; /* --tasks, -T: thread tracing (record_tasks.c) */
+  bool tasks;
 } record_opts_t;
 
 /* The preload library: $CTFSCOPE_PRELOAD, next to this binary, or the install lib dir. */
@@ -95,6 +119,14 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
       o->quiet = true;
       continue;
     }
+    if (strcmp(a, "--tasks") == 0) {
+      o->tasks = true;
+      continue;
+    }
+    if (strcmp(a, "--drop") == 0) {
+      o->drop = true;
+      continue;
+    }
     static const struct {
       const char *s, *l;
       size_t off;
@@ -103,6 +135,9 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
         {"-r", "--rate", offsetof(record_opts_t, rate)},
         {"-c", "--context", offsetof(record_opts_t, context)},
         {NULL, "--unwind", offsetof(record_opts_t, unwind)},
+        {NULL, "--connect", offsetof(record_opts_t, connect)},
+        {NULL, "--listen", offsetof(record_opts_t, listen)},
+        {"-T", "--tasks-output", offsetof(record_opts_t, tasks_output)},
     };
     bool known = false;
     for (size_t k = 0; k < CTS_ARRAY_SIZE(valued) && !known; k++) {
@@ -153,6 +188,7 @@ static void count_warning(void *ud, int code, uint64_t offset, const char *messa
   if (code == CTS_E_TRUNCATED_PACKET) ((record_counts_t *)ud)->truncated++;
 }
 
+/* One line about the trace in `path`. */
 static void summarise(const char *path, const char *program) {
   struct stat st;
   if (stat(path, &st) != 0) {
@@ -190,6 +226,19 @@ static void summarise(const char *path, const char *program) {
   cts_mt_reader_destroy(r);
 }
 
+/* The traces of the images the program exec'd (path.exec1.ctf...), written since `start`
+ * (older files of that name are from another run). */
+static void summarise_execs(const char *path, time_t start) {
+  for (unsigned i = 1; i < 1000; i++) {
+    char next[4096];
+    struct stat st;
+    if (!cts__exec_trace_name(next, sizeof next, path, i) || stat(next, &st) != 0 ||
+        st.st_mtime < start)
+      return;
+    summarise(next, "the exec'd program");
+  }
+}
+
 static const char *base_name(const char *path) {
   const char *slash = strrchr(path, '/');
   return slash ? slash + 1 : path;
@@ -211,6 +260,19 @@ int cmd_record(int argc, char **argv) {
   if (o.unwind && strcmp(o.unwind, "fp") != 0 && strcmp(o.unwind, "libunwind") != 0 &&
       strcmp(o.unwind, "none") != 0)
     return cli_usage_error("--unwind '%s': expected libunwind, fp or none", o.unwind);
+  if (!!o.output + !!o.connect + !!o.listen > 1)
+    return cli_usage_error("--output, --connect and --listen are alternatives: give one");
+  char memtrace_url[512] = "";
+  if (o.connect || o.listen) {
+    /* Checked here, so that a typo is a usage error rather than an untraced run. */
+    cts_net_addr_t addr;
+    char err[CTS_NET_ERR_LEN];
+    const int e = o.connect ? cts_net_parse_connect(o.connect, &addr, err, sizeof err)
+                            : cts_net_parse_listen(o.listen, &addr, err, sizeof err);
+    if (e) return cli_usage_error("%s %s", o.connect ? "--connect" : "--listen", err);
+    snprintf(memtrace_url, sizeof memtrace_url, "%s%s", o.connect ? "tcp://" : "listen://",
+             o.connect ? o.connect : o.listen);
+  }
   char preload[4096];
   if (!find_preload(preload, sizeof preload)) {
     cli_error(
@@ -229,6 +291,7 @@ int cmd_record(int argc, char **argv) {
     return CLI_EXIT_INTERNAL;
   }
   fflush(NULL);
+  const time_t start = time(NULL);
   const pid_t pid = fork();
   if (pid < 0) {
     cli_error("fork: %s", strerror(errno));
@@ -240,6 +303,12 @@ int cmd_record(int argc, char **argv) {
   else
     snprintf(output, sizeof output, "ctfscope.%s.%d.ctf", base_name(prog[0]),
              (int)(pid ? pid : getpid()));
+  char tasks_output[4096] = "";
+  if (o.tasks_output)
+    snprintf(tasks_output, sizeof tasks_output, "%s", o.tasks_output);
+  else if (o.tasks)
+    snprintf(tasks_output, sizeof tasks_output, "ctfscope.%s.%d.tasks.ctf", base_name(prog[0]),
+             (int)(pid ? pid : getpid()));
   if (pid == 0) {
     close(status_pipe[0]);
     const char *old = getenv("LD_PRELOAD");
@@ -249,10 +318,14 @@ int cmd_record(int argc, char **argv) {
     else
       snprintf(value, sizeof value, "%s", preload);
     setenv("LD_PRELOAD", value, 1);
-    setenv("MEMTRACE", output, 1);
+    setenv("MEMTRACE", memtrace_url[0] ? memtrace_url : output, 1);
+    if (o.drop) setenv("MEMTRACE_DROP", "1", 1);
+    unsetenv("CTFSCOPE_EXEC_BASE"); /* a fresh sequence of traces */
+    unsetenv("CTFSCOPE_EXEC_INDEX");
     if (o.rate) setenv("MEMTRACE_RATE", o.rate, 1);
     if (o.context) setenv("MEMTRACE_CONTEXT", o.context, 1);
     if (o.unwind) setenv("CTFSCOPE_UNWIND", o.unwind, 1);
+    if (tasks_output[0]) setenv("CTFSCOPE_TASKS", tasks_output, 1);
     execvp(prog[0], prog);
     const int err = errno;
     if (write(status_pipe[1], &err, sizeof err) < 0) { /* the parent sees EOF */
@@ -278,6 +351,10 @@ int cmd_record(int argc, char **argv) {
     return exec_errno == ENOENT ? 127 : 126;
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (!o.quiet) summarise(output, prog[0]);
+  if (!o.quiet && !memtrace_url[0]) {
+    summarise(output, prog[0]);
+    summarise_execs(output, start);
+  }
+  if (!o.quiet && tasks_output[0]) record_tasks_summarise(tasks_output);
   return code;
 }

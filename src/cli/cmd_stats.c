@@ -46,12 +46,24 @@ typedef struct stats_opts {
 static int on_option(void *ctx, int opt, const char *arg) {
   stats_opts_t *o = ctx;
   switch (opt) {
-    case 'b': o->bars = 1; break;
-    case 'N': o->bars = 0; break;
-    case 'S': o->svg = arg; break;
-    case 'J': o->json = true; break;
-    case 'C': o->csv = true; break;
-    case 'q': o->quiet = true; break;
+    case 'b':
+      o->bars = 1;
+      break;
+    case 'N':
+      o->bars = 0;
+      break;
+    case 'S':
+      o->svg = arg;
+      break;
+    case 'J':
+      o->json = true;
+      break;
+    case 'C':
+      o->csv = true;
+      break;
+    case 'q':
+      o->quiet = true;
+      break;
   }
   return -1;
 }
@@ -124,14 +136,14 @@ static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v
   for (int by_samples = 0; by_samples < 2; by_samples++) {
     cts_out_printf(o, "  %-9s", by_samples ? "by bytes" : "by blocks");
     for (unsigned q = 0; q < 4; q++)
-      cts_out_printf(o, "  %s %s", quantile_names[q],
-                     human_unit((double)cts_hist_quantile(v->h, quantiles[q], by_samples) *
-                                    v->scale,
-                                v->unit, a, sizeof a));
+      cts_out_printf(
+          o, "  %s %s", quantile_names[q],
+          human_unit((double)cts_hist_quantile(v->h, quantiles[q], by_samples) * v->scale, v->unit,
+                     a, sizeof a));
     if (!by_samples)
-      cts_out_printf(o, "  mean %s", human_unit(v->h->sum_by_blocks / (double)v->h->total_blocks *
-                                                    v->scale,
-                                                v->unit, a, sizeof a));
+      cts_out_printf(o, "  mean %s",
+                     human_unit(v->h->sum_by_blocks / (double)v->h->total_blocks * v->scale,
+                                v->unit, a, sizeof a));
     cts_out_char(o, '\n');
   }
   bins_t bins;
@@ -152,21 +164,19 @@ static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v
     else
       snprintf(range, sizeof range, "%s - <%s", human_unit(low, v->unit, a, sizeof a),
                human_unit(high, v->unit, b, sizeof b));
-    cts_out_printf(o, "  %21s  %11s  %5.1f%%  %10s  %5.1f%%", range,
-                   cli_grouped(bins.blocks[i], c, sizeof c),
-                   100.0 * (double)bins.blocks[i] / (double)v->h->total_blocks,
-                   cli_human_bytes((double)bins.samples[i] * bps, d, sizeof d),
-                   v->h->total_samples
-                       ? 100.0 * (double)bins.samples[i] / (double)v->h->total_samples
-                       : 0.0);
+    cts_out_printf(
+        o, "  %21s  %11s  %5.1f%%  %10s  %5.1f%%", range, cli_grouped(bins.blocks[i], c, sizeof c),
+        100.0 * (double)bins.blocks[i] / (double)v->h->total_blocks,
+        cli_human_bytes((double)bins.samples[i] * bps, d, sizeof d),
+        v->h->total_samples ? 100.0 * (double)bins.samples[i] / (double)v->h->total_samples : 0.0);
     if (bars) {
       /* Two bars: blocks ('#') and bytes ('='), each scaled to its largest bin. */
-      const int wb = max_blocks ? (int)(20.0 * (double)bins.blocks[i] / (double)max_blocks + 0.5) : 0;
-      const int ws = max_samples ? (int)(20.0 * (double)bins.samples[i] / (double)max_samples + 0.5)
-                                 : 0;
+      const int wb =
+          max_blocks ? (int)(20.0 * (double)bins.blocks[i] / (double)max_blocks + 0.5) : 0;
+      const int ws =
+          max_samples ? (int)(20.0 * (double)bins.samples[i] / (double)max_samples + 0.5) : 0;
       if (ws)
-        cts_out_printf(o, "  %-20.*s %.*s", wb, "####################", ws,
-                       "====================");
+        cts_out_printf(o, "  %-20.*s %.*s", wb, "####################", ws, "====================");
       else if (wb)
         cts_out_printf(o, "  %.*s", wb, "####################");
     }
@@ -191,7 +201,8 @@ static void print_rates_text(cts_out_t *o, const cli_trace_t *t) {
   const double major_direct = (double)p->samples_by_source[1] * bps;
   const double promoted = (double)p->promoted_samples * bps;
   cts_out_printf(o, "Minor     %s/s allocations, %.1f%% promoted\n",
-                 cli_human_bytes(minor / dur, a, sizeof a), minor > 0 ? 100.0 * promoted / minor : 0.0);
+                 cli_human_bytes(minor / dur, a, sizeof a),
+                 minor > 0 ? 100.0 * promoted / minor : 0.0);
   cts_out_printf(o, "Major     %s/s allocations (%s/s direct), %s/s collections\n",
                  cli_human_bytes((major_direct + promoted) / dur, a, sizeof a),
                  cli_human_bytes(major_direct / dur, b, sizeof b),
@@ -209,8 +220,7 @@ static void json_view(cts_out_t *o, const cts_mtprof_t *p, const view_t *v) {
                  v->unit == UNIT_US ? "us" : "bytes", (unsigned long long)v->h->total_blocks,
                  (unsigned long long)v->h->total_samples);
   if (v->h->total_blocks)
-    cts_out_printf(o, ", \"min\": %.0f, \"mean_by_blocks\": %.3f",
-                   (double)v->h->min * v->scale,
+    cts_out_printf(o, ", \"min\": %.0f, \"mean_by_blocks\": %.3f", (double)v->h->min * v->scale,
                    v->h->sum_by_blocks / (double)v->h->total_blocks * v->scale);
   for (int by_samples = 0; by_samples < 2; by_samples++) {
     cts_out_printf(o, ", \"percentiles_by_%s\": {", by_samples ? "bytes" : "blocks");
@@ -223,7 +233,8 @@ static void json_view(cts_out_t *o, const cts_mtprof_t *p, const view_t *v) {
   make_bins(v->h, &bins);
   cts_out_str(o, ", \"bins\": [");
   for (int i = bins.lo; i <= bins.hi; i++)
-    cts_out_printf(o, "%s\n   {\"low\": %.0f, \"high\": %.0f, \"blocks\": %llu, \"samples\": %llu, "
+    cts_out_printf(o,
+                   "%s\n   {\"low\": %.0f, \"high\": %.0f, \"blocks\": %llu, \"samples\": %llu, "
                    "\"bytes\": %.0f}",
                    i > bins.lo ? "," : "", (double)bin_low(i) * v->scale,
                    i ? (double)bin_low(i + 1) * v->scale : 1.0 * v->scale,
@@ -248,15 +259,16 @@ static void print_json(cts_out_t *o, const cli_trace_t *t, const view_t *views, 
                    h ? ", " : "", heaps[h], (unsigned long long)p->allocs_by_source[h],
                    (unsigned long long)p->samples_by_source[h],
                    (double)p->samples_by_source[h] * bps);
-  cts_out_printf(o,
-                 "},\n \"promoted\": {\"allocs_sampled\": %llu, \"samples\": %llu, \"bytes\": %.0f},"
-                 "\n \"collected\": {\"allocs_sampled\": %llu, \"minor_samples\": %llu, "
-                 "\"major_samples\": %llu, \"external_samples\": %llu},\n",
-                 (unsigned long long)p->promoted_allocs, (unsigned long long)p->promoted_samples,
-                 (double)p->promoted_samples * bps, (unsigned long long)p->collected_allocs,
-                 (unsigned long long)p->collected_minor_samples,
-                 (unsigned long long)p->collected_major_samples,
-                 (unsigned long long)p->collected_external_samples);
+  cts_out_printf(
+      o,
+      "},\n \"promoted\": {\"allocs_sampled\": %llu, \"samples\": %llu, \"bytes\": %.0f},"
+      "\n \"collected\": {\"allocs_sampled\": %llu, \"minor_samples\": %llu, "
+      "\"major_samples\": %llu, \"external_samples\": %llu},\n",
+      (unsigned long long)p->promoted_allocs, (unsigned long long)p->promoted_samples,
+      (double)p->promoted_samples * bps, (unsigned long long)p->collected_allocs,
+      (unsigned long long)p->collected_minor_samples,
+      (unsigned long long)p->collected_major_samples,
+      (unsigned long long)p->collected_external_samples);
   const double minor = (double)p->samples_by_source[0] * bps;
   const double direct = (double)p->samples_by_source[1] * bps;
   const double promoted = (double)p->promoted_samples * bps;
@@ -286,8 +298,7 @@ static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, 
     make_bins(views[v].h, &bins);
     for (int i = bins.lo; i <= bins.hi; i++)
       cts_out_printf(o, "%s,%s,%.0f,%.0f,%llu,%llu,%.0f\n", views[v].key,
-                     views[v].unit == UNIT_US ? "us" : "bytes",
-                     (double)bin_low(i) * views[v].scale,
+                     views[v].unit == UNIT_US ? "us" : "bytes", (double)bin_low(i) * views[v].scale,
                      i ? (double)bin_low(i + 1) * views[v].scale : views[v].scale,
                      (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i],
                      (double)bins.samples[i] * bps);
@@ -298,10 +309,14 @@ static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, 
 
 static void svg_text(cts_out_t *o, const char *s) {
   for (; *s; s++) {
-    if (*s == '<') cts_out_str(o, "&lt;");
-    else if (*s == '>') cts_out_str(o, "&gt;");
-    else if (*s == '&') cts_out_str(o, "&amp;");
-    else cts_out_char(o, *s);
+    if (*s == '<')
+      cts_out_str(o, "&lt;");
+    else if (*s == '>')
+      cts_out_str(o, "&gt;");
+    else if (*s == '&')
+      cts_out_str(o, "&amp;");
+    else
+      cts_out_char(o, *s);
   }
 }
 
@@ -327,8 +342,8 @@ static void svg_panel(cts_out_t *o, const view_t *v, int y0) {
   for (int i = bins.lo; i <= bins.hi; i++) {
     const double x = x0 + (i - bins.lo) * slot;
     const double fb = (double)bins.blocks[i] / (double)v->h->total_blocks;
-    const double fs = v->h->total_samples ? (double)bins.samples[i] / (double)v->h->total_samples
-                                          : 0.0;
+    const double fs =
+        v->h->total_samples ? (double)bins.samples[i] / (double)v->h->total_samples : 0.0;
     const double bw = slot * 0.4;
     cts_out_printf(o,
                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#4878cf\">"
@@ -372,9 +387,12 @@ static int write_svg(const char *path, const view_t *views, size_t nviews) {
 
 int cmd_stats(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"bars", no_argument, NULL, 'b'}, {"no-bars", no_argument, NULL, 'N'},
-      {"svg", required_argument, NULL, 'S'}, {"json", no_argument, NULL, 'J'},
-      {"csv", no_argument, NULL, 'C'},  {"quiet", no_argument, NULL, 'q'},
+      {"bars", no_argument, NULL, 'b'},
+      {"no-bars", no_argument, NULL, 'N'},
+      {"svg", required_argument, NULL, 'S'},
+      {"json", no_argument, NULL, 'J'},
+      {"csv", no_argument, NULL, 'C'},
+      {"quiet", no_argument, NULL, 'q'},
       {0},
   };
   stats_opts_t opts = {.bars = -1};
@@ -415,8 +433,7 @@ int cmd_stats(int argc, char **argv) {
     cts_out_printf(&out, "Live      %s at the end in %s sampled blocks (not in the lifetimes)\n",
                    cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a),
                    cli_grouped(p->live_blocks, b, sizeof b));
-    for (size_t i = 0; i < CTS_ARRAY_SIZE(views); i++)
-      print_view_text(&out, p, &views[i], bars);
+    for (size_t i = 0; i < CTS_ARRAY_SIZE(views); i++) print_view_text(&out, p, &views[i], bars);
     if (bars) cts_out_str(&out, "\n  bars: # blocks, = bytes (each scaled to its largest bin)\n");
   }
   code = cli_finish_output(&out, code);

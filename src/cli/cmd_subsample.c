@@ -91,7 +91,8 @@ static int on_option(void *ctx, int opt, const char *arg) {
     case 'S': {
       char *end;
       o->seed = strtoull(arg, &end, 10);
-      if (*arg == '\0' || *end != '\0') return cli_usage_error("--seed takes a number, not '%s'", arg);
+      if (*arg == '\0' || *end != '\0')
+        return cli_usage_error("--seed takes a number, not '%s'", arg);
       break;
     }
     case 'f':
@@ -104,8 +105,12 @@ static int on_option(void *ctx, int opt, const char *arg) {
         return cli_usage_error("--to takes seconds >= 0, not '%s'", arg);
       o->to_s = v;
       break;
-    case 'o': o->output = arg; break;
-    case 'q': o->quiet = true; break;
+    case 'o':
+      o->output = arg;
+      break;
+    case 'q':
+      o->quiet = true;
+      break;
   }
   return -1;
 }
@@ -266,8 +271,10 @@ end:
 
 int cmd_subsample(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"factor", required_argument, NULL, 'F'}, {"seed", required_argument, NULL, 'S'},
-      {"output", required_argument, NULL, 'o'}, {"quiet", no_argument, NULL, 'q'},
+      {"factor", required_argument, NULL, 'F'},
+      {"seed", required_argument, NULL, 'S'},
+      {"output", required_argument, NULL, 'o'},
+      {"quiet", no_argument, NULL, 'q'},
       {0},
   };
   rewrite_t rw = {.factor = 0, .seed = 1};
@@ -282,8 +289,10 @@ int cmd_subsample(int argc, char **argv) {
 
 int cmd_filter(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"from", required_argument, NULL, 'f'},   {"to", required_argument, NULL, 't'},
-      {"output", required_argument, NULL, 'o'}, {"quiet", no_argument, NULL, 'q'},
+      {"from", required_argument, NULL, 'f'},
+      {"to", required_argument, NULL, 't'},
+      {"output", required_argument, NULL, 'o'},
+      {"quiet", no_argument, NULL, 'q'},
       {0},
   };
   rewrite_t rw = {.is_filter = true, .factor = 1, .from_s = 0, .to_s = INFINITY};

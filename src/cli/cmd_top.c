@@ -64,24 +64,37 @@ static int on_option(void *ctx, int opt, const char *arg) {
   top_opts_t *o = ctx;
   switch (opt) {
     case 'B':
-      if (strcmp(arg, "line") == 0) o->by = CTS_GROUP_LINE;
-      else if (strcmp(arg, "function") == 0) o->by = CTS_GROUP_FUNCTION;
-      else if (strcmp(arg, "file") == 0) o->by = CTS_GROUP_FILE;
-      else return cli_usage_error("--by takes line, function or file, not '%s'", arg);
+      if (strcmp(arg, "line") == 0)
+        o->by = CTS_GROUP_LINE;
+      else if (strcmp(arg, "function") == 0)
+        o->by = CTS_GROUP_FUNCTION;
+      else if (strcmp(arg, "file") == 0)
+        o->by = CTS_GROUP_FILE;
+      else
+        return cli_usage_error("--by takes line, function or file, not '%s'", arg);
       break;
     case 's':
-      if (strcmp(arg, "bytes") == 0) o->sort = CTS_SORT_BYTES;
-      else if (strcmp(arg, "count") == 0) o->sort = CTS_SORT_COUNT;
-      else if (strcmp(arg, "peak") == 0) o->sort = CTS_SORT_PEAK;
-      else if (strcmp(arg, "live") == 0) o->sort = CTS_SORT_LIVE;
-      else return cli_usage_error("--sort takes bytes, count, peak or live, not '%s'", arg);
+      if (strcmp(arg, "bytes") == 0)
+        o->sort = CTS_SORT_BYTES;
+      else if (strcmp(arg, "count") == 0)
+        o->sort = CTS_SORT_COUNT;
+      else if (strcmp(arg, "peak") == 0)
+        o->sort = CTS_SORT_PEAK;
+      else if (strcmp(arg, "live") == 0)
+        o->sort = CTS_SORT_LIVE;
+      else
+        return cli_usage_error("--sort takes bytes, count, peak or live, not '%s'", arg);
       break;
     case 'n':
       if (!parse_long(arg, 0, 1L << 30, &o->limit))
         return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       break;
-    case 'T': o->view = VIEW_TREE; break;
-    case 'I': o->view = VIEW_INVERTED; break;
+    case 'T':
+      o->view = VIEW_TREE;
+      break;
+    case 'I':
+      o->view = VIEW_INVERTED;
+      break;
     case 'D':
       if (!parse_long(arg, 1, 1000, &o->depth))
         return cli_usage_error("--depth takes a number from 1 to 1000, not '%s'", arg);
@@ -93,9 +106,15 @@ static int on_option(void *ctx, int opt, const char *arg) {
         return cli_usage_error("--min-percent takes a number from 0 to 100, not '%s'", arg);
       break;
     }
-    case 'J': o->json = true; break;
-    case 'C': o->csv = true; break;
-    case 'q': o->quiet = true; break;
+    case 'J':
+      o->json = true;
+      break;
+    case 'C':
+      o->csv = true;
+      break;
+    case 'q':
+      o->quiet = true;
+      break;
   }
   return -1;
 }
@@ -217,9 +236,10 @@ static void print_flat_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t 
   const cts_mtprof_t *p = &t->prof;
   const double bps = cts_mtprof_bytes_per_sample(p);
   const size_t shown = opts->limit && (size_t)opts->limit < rows->n ? (size_t)opts->limit : rows->n;
-  cts_out_str(o, "function,file,line,alloc_samples,alloc_bytes,alloc_bytes_ci95_low,"
-                 "alloc_bytes_ci95_high,allocs_sampled,allocs_est,peak_samples,peak_bytes,"
-                 "live_end_samples,live_end_bytes\n");
+  cts_out_str(o,
+              "function,file,line,alloc_samples,alloc_bytes,alloc_bytes_ci95_low,"
+              "alloc_bytes_ci95_high,allocs_sampled,allocs_est,peak_samples,peak_bytes,"
+              "live_end_samples,live_end_bytes\n");
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
     double lo = (double)r->st.samples, hi = lo;
@@ -375,6 +395,7 @@ static int print_tree(cts_out_t *o, const cli_trace_t *t, const cts_stacks_t *s,
 static int build_inverted(const cts_stacks_t *s, long depth, cts_stacks_t *inv) {
   int e = cts_stacks_init(inv, false, 0);
   if (e) return e;
+  inv->max_nodes = s->max_nodes ? s->max_nodes : 512u << 10; /* the same memory bound */
   uint64_t *path = malloc((size_t)depth * sizeof *path);
   if (!path) return -ENOMEM;
   for (uint32_t i = 0; i < s->count && !e; i++) {
@@ -392,11 +413,16 @@ static int build_inverted(const cts_stacks_t *s, long depth, cts_stacks_t *inv) 
 
 int cmd_top(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"by", required_argument, NULL, 'B'},       {"sort", required_argument, NULL, 's'},
-      {"limit", required_argument, NULL, 'n'},    {"tree", no_argument, NULL, 'T'},
-      {"inverted", no_argument, NULL, 'I'},       {"depth", required_argument, NULL, 'D'},
-      {"min-percent", required_argument, NULL, 'M'}, {"json", no_argument, NULL, 'J'},
-      {"csv", no_argument, NULL, 'C'},            {"quiet", no_argument, NULL, 'q'},
+      {"by", required_argument, NULL, 'B'},
+      {"sort", required_argument, NULL, 's'},
+      {"limit", required_argument, NULL, 'n'},
+      {"tree", no_argument, NULL, 'T'},
+      {"inverted", no_argument, NULL, 'I'},
+      {"depth", required_argument, NULL, 'D'},
+      {"min-percent", required_argument, NULL, 'M'},
+      {"json", no_argument, NULL, 'J'},
+      {"csv", no_argument, NULL, 'C'},
+      {"quiet", no_argument, NULL, 'q'},
       {0},
   };
   top_opts_t opts = {.limit = 20, .depth = 24, .min_percent = 1.0};
@@ -409,7 +435,8 @@ int cmd_top(int argc, char **argv) {
   if (opts.csv && opts.view != VIEW_FLAT)
     return cli_usage_error("--csv is for the flat table, not --tree or --inverted");
 
-  const cts_mtprof_config_t cfg = {.stacks = true};
+  /* The flat table needs only allocation points: exact, and small whatever the trace. */
+  const cts_mtprof_config_t cfg = {.stacks = true, .leaf_only = opts.view == VIEW_FLAT};
   cli_trace_t t;
   int code = cli_trace_load(&t, argv[first], &cfg, opts.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {

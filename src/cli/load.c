@@ -79,6 +79,12 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
   t->err = err;
   t->info = cts_mt_reader_borrow_info(t->reader);
   cts_mtprof_finish(&t->prof);
+  if (t->prof.stacks.overflowed && !quiet)
+    cli_warn(
+        "%s: %llu allocations had stacks beyond the budget of %llu stack nodes: they are "
+        "kept by allocation point only, under '(stacks beyond the memory budget)'",
+        path, (unsigned long long)t->prof.stacks.overflowed,
+        (unsigned long long)t->prof.stacks.max_nodes);
   if (!err) return CLI_EXIT_OK;
   if (t->hook_err && err == t->hook_err) return CLI_EXIT_IO; /* the caller says why */
   if (t->input_error && err != CTS_E_IO) {
@@ -87,11 +93,6 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
   }
   if (err == -ENOMEM || err == CTS_E_NOMEM) {
     cli_error("%s: out of memory", path);
-    return CLI_EXIT_INTERNAL;
-  }
-  if (err == CTS_E_LIMIT) {
-    cli_error("%s: more distinct stacks than the limit of %u", path,
-              (unsigned)t->prof.stacks.max_nodes);
     return CLI_EXIT_INTERNAL;
   }
   cli_error("%s: %s (%s); the figures cover what was read before it", path,

@@ -24,12 +24,12 @@ struct cli_trace {
   cts_mtprof_t prof;
   const cts_mt_info_t *info; /* NULL if the trace has none (empty or unreadable) */
   uint64_t file_size;
-  int err;           /* reader or input error, 0 if the trace was read completely */
+  int err; /* reader or input error, 0 if the trace was read completely */
   bool input_error;
   bool quiet;
   cli_event_hook hook; /* optional, set before cli_trace_load_hooked() */
   void *hook_user_data;
-  int hook_err;        /* the hook's error, if it stopped reading */
+  int hook_err; /* the hook's error, if it stopped reading */
 };
 
 /* Reads path into t->prof, with a progress line on a terminal for large inputs. Returns an

@@ -19,8 +19,6 @@ typedef struct mtf_file {
   uint8_t ndefs;
 } mtf_file_t;
 
-#define DEFINED_CACHE_SIZE 256u
-
 /* Decoder state of one domain (§11.6): one for v1/v2, one per domain in v3. */
 typedef struct domain {
   uint16_t id;
@@ -50,6 +48,7 @@ struct cts_mt_reader {
   size_t ndomains;
   domain_t *cur;
   cts_mt_location_t scratch[CTS_MT_MAX_LOCATIONS];
+#define DEFINED_CACHE_SIZE 256u
   /* Codes recently found defined, direct-mapped: a definition is never removed, so a hit
    * here spares the location table lookup for each literal in a backtrace. 0 = empty. */
   uint64_t defined_recently[DEFINED_CACHE_SIZE];
@@ -251,9 +250,8 @@ static CTS_FORCE_INLINE bool rd_vint(const uint8_t **pp, const uint8_t *end, int
 
 /* The fixed fields of a long-form allocation (§8.1). False if the packet ends inside them. */
 static CTS_FORCE_INLINE bool read_long_alloc(const uint8_t **pp, const uint8_t *end,
-                                             int64_t *length, int64_t *nsamples,
-                                             unsigned *source, int64_t *cp, uint32_t *nencoded,
-                                             const bool careful) {
+                                             int64_t *length, int64_t *nsamples, unsigned *source,
+                                             int64_t *cp, uint32_t *nencoded, const bool careful) {
   if (!rd_vint(pp, end, length, careful) || !rd_vint(pp, end, nsamples, careful)) return false;
   if (careful && *pp >= end) return false;
   *source = *(*pp)++;
@@ -381,7 +379,7 @@ static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, 
  * up to 255 predicted codes). A backtrace whose codewords all fit in the rest of the packet
  * and whose frames all fit in the buffer at these worst cases needs no bounds checks per
  * codeword, which is the common case by far: decode_codewords_fast() handles it. */
-#define CODEWORD_MAX_BYTES 10u
+#define CODEWORD_MAX_BYTES  10u
 #define CODEWORD_MAX_FRAMES 256u
 
 /* Whether a location event has defined code (non-zero). */
@@ -416,14 +414,14 @@ CTS_NOINLINE static int backtrace_overrun(cts_mt_reader_t *r, uint64_t evoff) {
   return fail(r, CTS_E_EVENT_OVERRUN, evoff, "backtrace cut off by the end of its packet");
 }
 
+/* Codeword length by tag, the tag being the low bits of the little-endian u16. */
+static const uint8_t codeword_bytes[4] = {2, 2, 3, 10};
+
 /* Skips the codewords without maintaining the cache (memtrace's "no backtraces" mode). */
 static CTS_FORCE_INLINE int skip_backtrace(cts_mt_reader_t *r, const uint8_t **pp,
-                                           const uint8_t *end, uint32_t nencoded,
-                                           uint64_t evoff) {
+                                           const uint8_t *end, uint32_t nencoded, uint64_t evoff) {
   const uint8_t *p = *pp;
   if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= (uint64_t)(end - p))) {
-    /* Codeword length by tag, the tag being the low bits of the little-endian u16. */
-    static const uint8_t codeword_bytes[4] = {2, 2, 3, 10};
     for (uint32_t i = 0; i < nencoded; i++) p += codeword_bytes[p[0] & 3u];
     *pp = p;
     return 0;
@@ -663,7 +661,7 @@ typedef struct event_cursor {
   uint64_t base;      /* stream offset of p is base + (uintptr_t)p */
   const uint8_t *pkt;
   uint64_t off; /* stream offset of pkt */
-  uint64_t time_end, low_b, high_b;
+  uint64_t time_begin, time_end;
   uint64_t last_time; /* the domain's, written back after the packet */
   uint64_t next_id;
   uint32_t nevents, nlocations;
@@ -688,11 +686,12 @@ CTS_NOINLINE static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, ev
   p += 4;
   const unsigned id = eh >> MT_TIME_BITS;
   uint64_t low = eh & MT_TIME_MASK;
-  if (low < c->low_b) low += (uint64_t)1 << MT_TIME_BITS;
-  const uint64_t t = c->high_b + low;
+  if (low < (c->time_begin & MT_TIME_MASK)) low += (uint64_t)1 << MT_TIME_BITS;
+  const uint64_t t = (c->time_begin & ~(uint64_t)MT_TIME_MASK) + low;
   if (CTS_UNLIKELY(t > c->time_end))
-    return fail(r, CTS_E_EVENT_TIME, evoff, "event time %llu us is after its packet's end (%llu us)",
-                (unsigned long long)t, (unsigned long long)c->time_end);
+    return fail(r, CTS_E_EVENT_TIME, evoff,
+                "event time %llu us is after its packet's end (%llu us)", (unsigned long long)t,
+                (unsigned long long)c->time_end);
   if (CTS_UNLIKELY(t < c->last_time))
     return fail(r, CTS_E_TIME_NOT_MONOTONE, evoff,
                 "event time %llu us is before the previous event's (%llu us)",
@@ -741,8 +740,8 @@ CTS_NOINLINE static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, ev
     if (CTS_UNLIKELY(delta < 0 ? !negative_ok : (uint64_t)delta >= c->next_id))
       return fail(r, CTS_E_BAD_OBJECT, evoff,
                   "%s of object %lld before the next id %llu: no such allocation",
-                  collect ? "collect" : "promote",
-                  (long long)((int64_t)c->next_id - 1 - delta), (unsigned long long)c->next_id);
+                  collect ? "collect" : "promote", (long long)((int64_t)c->next_id - 1 - delta),
+                  (unsigned long long)c->next_id);
     ev->kind = collect ? CTS_MT_COLLECT : CTS_MT_PROMOTE;
     ev->obj_id = c->next_id - 1 - (uint64_t)delta;
     ev->backtrace = NULL;
@@ -774,10 +773,9 @@ unknown:
 
 /* The backtrace of an allocation in the fast loop, out of line so that the loop keeps its
  * few values in registers. Returns the end of the codewords, or NULL after an error. */
-static CTS_FORCE_INLINE const uint8_t *fast_backtrace(cts_mt_reader_t *r, domain_t *d,
-                                                  const uint8_t *p, const uint8_t *end,
-                                                  uint64_t cp, uint32_t nencoded, bool decode,
-                                                  uint64_t evoff) {
+CTS_NOINLINE static const uint8_t *fast_backtrace(cts_mt_reader_t *r, domain_t *d, const uint8_t *p,
+                                                  const uint8_t *end, uint64_t cp,
+                                                  uint32_t nencoded, bool decode, uint64_t evoff) {
   return decode_backtrace(r, d, &p, end, cp, nencoded, decode, evoff) ? NULL : p;
 }
 
@@ -807,12 +805,11 @@ CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, even
   /* Event times as offsets from the packet's start time tb, which the low 25 bits of an
    * event header give directly (§5): t = tb + ((header - tb) mod 2^25). The event must
    * not be after the packet's end (offset <= span) nor before the previous event. */
-  const uint64_t tb = c->high_b + c->low_b;
+  const uint64_t tb = c->time_begin;
   const uint64_t span = c->time_end - tb;
   const uint64_t base = c->base;
   const bool decode = c->decode, v3 = c->v3;
-  int (*const on_event)(void *, const cts_mt_event_t *) =
-      c->on_event ? c->on_event : ignore_event;
+  int (*const on_event)(void *, const cts_mt_event_t *) = c->on_event ? c->on_event : ignore_event;
   void *const user_data = c->user_data;
   cts_mt_event_t *const ev = &c->ev;
   /* The previous event's offset; one before tb is as good as tb itself. */
@@ -858,11 +855,15 @@ CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, even
       if (CTS_UNLIKELY(cp < 0)) break;
       /* From here on the event is decoded for good: the backtrace changes the cache. */
       if (nencoded != 0) {
-        q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode,
-                           base + (uint64_t)(uintptr_t)p);
-        if (CTS_UNLIKELY(!q)) {
-          e = r->err;
-          break;
+        if (!decode && (uint64_t)nencoded * CODEWORD_MAX_BYTES <= (uint64_t)(end - q)) {
+          for (uint32_t i = 0; i < nencoded; i++) q += codeword_bytes[q[0] & 3u];
+        } else {
+          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode,
+                             base + (uint64_t)(uintptr_t)p);
+          if (CTS_UNLIKELY(!q)) {
+            e = r->err;
+            break;
+          }
         }
       } else if ((uint64_t)cp <= d->bt_len) {
         /* The whole backtrace is a prefix of the previous one (§8.4; when the prefix claims
@@ -897,15 +898,23 @@ CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, even
   return e;
 }
 
+/* §4: the header's time and id ranges. Checked for every packet, a truncated one too (as
+ * memtrace's reader does, which validates a header before reading its content). */
+static int check_header_ranges(cts_mt_reader_t *r, const mt_header_t *h, uint64_t off) {
+  if (h->time_begin > h->time_end)
+    return fail(r, CTS_E_PACKET_TIMES, off, "packet ends (%llu us) before it begins (%llu us)",
+                (unsigned long long)h->time_end, (unsigned long long)h->time_begin);
+  if (h->alloc_id_begin > h->alloc_id_end)
+    return fail(r, CTS_E_PACKET_IDS, off, "packet's object ids run backwards (%llu to %llu)",
+                (unsigned long long)h->alloc_id_begin, (unsigned long long)h->alloc_id_end);
+  return 0;
+}
+
 static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
   mt_header_t h;
   mt_parse_header(pkt, &h);
-  if (h.time_begin > h.time_end)
-    return fail(r, CTS_E_PACKET_TIMES, off, "packet ends (%llu us) before it begins (%llu us)",
-                (unsigned long long)h.time_end, (unsigned long long)h.time_begin);
-  if (h.alloc_id_begin > h.alloc_id_end)
-    return fail(r, CTS_E_PACKET_IDS, off, "packet's object ids run backwards (%llu to %llu)",
-                (unsigned long long)h.alloc_id_begin, (unsigned long long)h.alloc_id_end);
+  const int e_header = check_header_ranges(r, &h, off);
+  if (e_header) return e_header;
   if (!r->have_info) return decode_info(r, pkt, &h, off);
 
   cts_mt_packet_t pk;
@@ -947,9 +956,8 @@ static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
       .base = off - (uint64_t)(uintptr_t)pkt,
       .pkt = pkt,
       .off = off,
+      .time_begin = h.time_begin,
       .time_end = h.time_end,
-      .low_b = h.time_begin & MT_TIME_MASK,
-      .high_b = h.time_begin & ~(uint64_t)MT_TIME_MASK,
       .last_time = d->last_time,
       .next_id = h.alloc_id_begin,
       .decode = r->cfg.decode_backtraces,
@@ -1104,6 +1112,7 @@ int cts_mt_reader_finish(cts_mt_reader_t *r) {
                   r->carry_len, need);
     mt_header_t h;
     mt_parse_header(r->carry, &h);
+    if ((e = check_header_ranges(r, &h, r->offset)) != 0) return e;
     warn(r, CTS_E_TRUNCATED_PACKET, r->offset,
          "skipping truncated packet: the trace ends after %zu of its %u bytes", r->carry_len,
          need);

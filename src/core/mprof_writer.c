@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../common/compiler.h"
+#include "../common/cpu_counter.h"
 #include "mprof_wire.h"
 
 #define RING_MAGIC         0x4d50524eu
@@ -32,6 +33,7 @@ struct cts_mprof_ring {
   size_t size;
   cts_clock_ns_cb clock;
   void *clock_user_data;
+  cts_tsc_clock_t tsc; /* mult != 0: read the CPU counter inline (x86-64) */
   cts_write_cb sink;
   void *sink_user_data;
   /* Written by any thread; kept away from the read-mostly fields above. */
@@ -106,6 +108,9 @@ int cts_mprof_ring_init(cts_mprof_ring_t **out, void *state, size_t state_bytes,
   r->size = cfg->buffer_size;
   r->clock = cfg->clock;
   r->clock_user_data = cfg->clock_user_data;
+#if CTS_HAVE_CPU_COUNTER
+  r->tsc = cfg->tsc;
+#endif
   r->sink = cfg->sink;
   r->sink_user_data = cfg->sink_user_data;
   for (uint32_t i = 0; i < r->npackets; i++) {
@@ -149,6 +154,7 @@ static void release_packet(cts_mprof_writer_t *w) {
   __atomic_compare_exchange_n(&ring_owner(r)[w->index], &mine, 0, false, __ATOMIC_RELEASE,
                               __ATOMIC_RELAXED);
   w->packet = NULL;
+  w->len = 0; /* invariant: len is 0 without a packet, so reserve() needs one test */
 }
 
 /* Takes the next packet in sequence that no other writer holds (§3.3: it gets the next
@@ -204,32 +210,49 @@ void cts_mprof_writer_fini(cts_mprof_writer_t *w) {
   if (w->ring) release_packet(w);
 }
 
-/* Where the next event of @p size bytes goes, taking a new packet when it does not fit
- * (§3.3: an event must leave one byte free, the test is >=); NULL when dropped. */
-static CTS_NOINLINE uint8_t *reserve_slow(cts_mprof_writer_t *w, uint32_t size) {
+/* Where an event goes: the packet and the offset in it, kept in registers from reserve()
+ * to commit() (stores through the event's byte pointer may alias the writer, so a field
+ * read after them would be read from memory again). */
+typedef struct slot {
+  uint8_t *packet;
+  uint32_t pos;
+} slot_t;
+
+/* Takes a new packet when the event of @p size bytes does not fit (§3.3: an event must
+ * leave one byte free, the test is >=); packet NULL when the event is dropped. Returned by
+ * value: two registers, nothing spilled on the fast path. */
+static CTS_NOINLINE slot_t reserve_slow(cts_mprof_writer_t *w, uint32_t size) {
   if (acquire_packet(w) != 0 || w->pos + size >= w->len) {
     __atomic_fetch_add(&w->ring->dropped, 1, __ATOMIC_RELAXED);
-    return NULL;
+    return (slot_t){NULL, 0};
   }
-  return w->packet + w->pos;
+  return (slot_t){w->packet, w->pos};
 }
 
-static CTS_FORCE_INLINE uint8_t *reserve(cts_mprof_writer_t *w, uint32_t size) {
-  if (CTS_LIKELY(w->packet != NULL && w->pos + size < w->len)) return w->packet + w->pos;
+static CTS_FORCE_INLINE slot_t reserve(cts_mprof_writer_t *w, uint32_t size) {
+  const slot_t s = {w->packet, w->pos};
+  if (CTS_LIKELY(s.pos + size < w->len)) return s; /* len is 0 without a packet */
   return reserve_slow(w, size);
 }
 
 /* Publishes the event after its bytes: a live reader or a crash never exposes half an
  * event (mirage-profile publishes first; the final bytes are the same). */
-static CTS_FORCE_INLINE void commit(cts_mprof_writer_t *w, uint32_t size) {
-  w->pos += size;
+static CTS_FORCE_INLINE void commit(cts_mprof_writer_t *w, const slot_t *s, uint32_t size) {
+  const uint32_t end = s->pos + size;
+  w->pos = end;
   __atomic_thread_fence(__ATOMIC_RELEASE);
-  mprof_st32(w->packet + MPROF_OFF_CONTENT_SIZE, w->pos * 8u);
+  mprof_st32(s->packet + MPROF_OFF_CONTENT_SIZE, end * 8u);
+}
+
+static CTS_FORCE_INLINE uint64_t ring_now(const cts_mprof_ring_t *r) {
+#if CTS_HAVE_CPU_COUNTER
+  if (CTS_LIKELY(r->tsc.mult != 0)) return cts__tsc_to_ns(&r->tsc, cts__cpu_counter());
+#endif
+  return r->clock(r->clock_user_data);
 }
 
 static CTS_FORCE_INLINE uint64_t event_time(const cts_mprof_writer_t *w, uint64_t time_ns) {
-  const cts_mprof_ring_t *r = w->ring;
-  return time_ns == CTS_TIME_NOW ? r->clock(r->clock_user_data) : time_ns;
+  return time_ns == CTS_TIME_NOW ? ring_now(w->ring) : time_ns;
 }
 
 /* The fixed-size kinds, specialised when @p id is a constant (§2.5). */
@@ -237,9 +260,11 @@ static CTS_FORCE_INLINE int encode_fixed(cts_mprof_writer_t *w, uint64_t time_ns
                                          int64_t thread, uint64_t word, uint8_t type) {
   const mprof_layout_t l = mprof_layouts[id];
   const uint32_t size = mprof_fixed_size(id);
-  uint8_t *p = reserve(w, size);
-  if (CTS_UNLIKELY(!p)) return CTS_E_LIMIT;
-  mprof_st64(p, event_time(w, time_ns));
+  const slot_t s = reserve(w, size);
+  if (CTS_UNLIKELY(!s.packet)) return CTS_E_LIMIT;
+  const uint64_t now = event_time(w, time_ns);
+  uint8_t *p = s.packet + s.pos;
+  mprof_st64(p, now);
   p[8] = (uint8_t)id;
   p += MPROF_EVENT_HEADER;
   if (l.context) {
@@ -251,7 +276,7 @@ static CTS_FORCE_INLINE int encode_fixed(cts_mprof_writer_t *w, uint64_t time_ns
     p += 8;
   }
   if (l.type_byte) *p = type;
-  commit(w, size);
+  commit(w, &s, size);
   return 0;
 }
 
@@ -267,9 +292,11 @@ static int encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int64_t 
   const uint32_t room = w->ring->packet_len - MPROF_HEADER - 1; /* the smallest packet */
   if (fixed + slen > room) slen = room - fixed;
   const uint32_t size = fixed + (uint32_t)slen;
-  uint8_t *p = reserve(w, size);
-  if (CTS_UNLIKELY(!p)) return CTS_E_LIMIT;
-  mprof_st64(p, event_time(w, time_ns));
+  const slot_t s = reserve(w, size);
+  if (CTS_UNLIKELY(!s.packet)) return CTS_E_LIMIT;
+  const uint64_t now = event_time(w, time_ns);
+  uint8_t *p = s.packet + s.pos;
+  mprof_st64(p, now);
   p[8] = (uint8_t)id;
   p += MPROF_EVENT_HEADER;
   mprof_st64(p, (uint64_t)thread);
@@ -280,7 +307,7 @@ static int encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int64_t 
   }
   if (slen && str) memcpy(p, str, slen);
   p[slen] = 0;
-  commit(w, size);
+  commit(w, &s, size);
   return 0;
 }
 
@@ -293,6 +320,8 @@ int cts_mprof_writer_write(cts_mprof_writer_t *w, const cts_mprof_event_t *ev) {
   /* Written as given (99 stays 99): the converter must reproduce what it read. */
   return encode(w, ev->time_ns, ev->id, ev->thread, ev->arg, ev->value, ev->thread_type, ev->str);
 }
+
+static void bump_epoch(void);
 
 /* Sends the owned packets in sequence order and frees them; writers that still think they
  * own one notice through the owner word (explicit writers must be re-initialised). */
@@ -314,6 +343,7 @@ int cts_mprof_ring_flush(cts_mprof_ring_t *r) {
     done_below = seqs[best] + 1;
     __atomic_store_n(&owner[best], 0, __ATOMIC_RELEASE);
   }
+  bump_epoch(); /* hook threads re-check which packets they still own */
   return __atomic_load_n(&r->sink_err, __ATOMIC_RELAXED);
 }
 
@@ -321,42 +351,62 @@ int cts_mprof_ring_flush(cts_mprof_ring_t *r) {
 /* Process-wide task hooks: a thread-local writer attached to the started ring.          */
 
 int cts__task_on;
-static cts_mprof_ring_t *task_ring;
-static uint32_t task_session; /* bumped by every start: threads reset their current task */
 static uint64_t task_ids;
 
+/* What every event reads, on a line of its own that only start, stop and flush write. A
+ * thread whose cached epoch equals `epoch` knows that its writer belongs to the started
+ * ring and still owns its packet, so the event path makes one comparison. */
+static struct {
+  cts_mprof_ring_t *ring;
+  uint32_t epoch;  /* bumped by start, stop and flush; never 0 (a thread's initial value) */
+  uint32_t starts; /* bumped by start: threads reset their current task */
+} hooks __attribute__((aligned(64))) = {NULL, 1, 0};
+
 static __thread cts_mprof_writer_t tls_writer TLS_IE;
-static __thread uint32_t tls_session TLS_IE;
+static __thread uint32_t tls_epoch TLS_IE;
+static __thread uint32_t tls_starts TLS_IE;
+
+static void bump_epoch(void) {
+  uint32_t e = __atomic_load_n(&hooks.epoch, __ATOMIC_RELAXED), next;
+  do next = e + 1 == 0 ? 1 : e + 1;
+  while (!__atomic_compare_exchange_n(&hooks.epoch, &e, next, false, __ATOMIC_RELEASE,
+                                      __ATOMIC_RELAXED));
+}
 
 cts_task_id_t cts_task_new_id(void) {
   return (cts_task_id_t)__atomic_add_fetch(&task_ids, 1, __ATOMIC_RELAXED);
 }
 
-/* A new start, or the first event of this thread: a packet still held in this same ring
- * is given back; one of another ring is forgotten (that memory may be gone). */
-static CTS_NOINLINE cts_mprof_writer_t *thread_writer_reset(cts_mprof_ring_t *ring,
-                                                            uint32_t session) {
+/* The epoch moved (or this is the thread's first event): check the writer against the
+ * started ring. A packet still held in this same ring from an earlier start is given back;
+ * one of another ring is forgotten (that memory may be gone); one a flush took back is
+ * dropped. Stopped: NULL, and the epoch is not cached, so every hook comes back here. */
+static CTS_NOINLINE cts_mprof_writer_t *thread_writer_slow(void) {
+  const uint32_t epoch = __atomic_load_n(&hooks.epoch, __ATOMIC_ACQUIRE);
+  cts_mprof_ring_t *ring = __atomic_load_n(&hooks.ring, __ATOMIC_ACQUIRE);
+  const uint32_t starts = __atomic_load_n(&hooks.starts, __ATOMIC_ACQUIRE);
+  if (!ring) return NULL;
   cts_mprof_writer_t *w = &tls_writer;
-  if (w->ring == ring && w->packet &&
-      __atomic_load_n(&ring_owner(ring)[w->index], __ATOMIC_RELAXED) == w->generation)
-    release_packet(w);
-  cts_mprof_writer_init(w, ring);
-  tls_session = session;
+  const bool owned =
+      w->ring == ring && w->packet &&
+      __atomic_load_n(&ring_owner(ring)[w->index], __ATOMIC_RELAXED) == w->generation;
+  if (w->ring != ring || tls_starts != starts) {
+    if (owned) release_packet(w);
+    cts_mprof_writer_init(w, ring);
+    tls_starts = starts;
+  } else if (!owned) {
+    w->packet = NULL; /* flushed away */
+    w->len = 0;
+  }
+  tls_epoch = epoch;
   return w;
 }
 
 /* The calling thread's writer for the started ring, or NULL when stopped. */
 static CTS_FORCE_INLINE cts_mprof_writer_t *thread_writer(void) {
-  cts_mprof_ring_t *ring = __atomic_load_n(&task_ring, __ATOMIC_ACQUIRE);
-  if (CTS_UNLIKELY(!ring)) return NULL;
-  cts_mprof_writer_t *w = &tls_writer;
-  const uint32_t session = __atomic_load_n(&task_session, __ATOMIC_ACQUIRE);
-  if (CTS_UNLIKELY(tls_session != session || w->ring != ring))
-    return thread_writer_reset(ring, session);
-  if (w->packet &&
-      CTS_UNLIKELY(__atomic_load_n(&ring_owner(ring)[w->index], __ATOMIC_RELAXED) != w->generation))
-    w->packet = NULL; /* flushed away under us */
-  return w;
+  if (CTS_LIKELY(tls_epoch == __atomic_load_n(&hooks.epoch, __ATOMIC_RELAXED)))
+    return &tls_writer;
+  return thread_writer_slow();
 }
 
 static void task_write(cts_mprof_writer_t *w, unsigned id, int64_t thread, uint64_t arg,
@@ -366,8 +416,9 @@ static void task_write(cts_mprof_writer_t *w, unsigned id, int64_t thread, uint6
 
 int cts_task_start(cts_mprof_ring_t *ring) {
   if (!ring || ring->magic != RING_MAGIC) return CTS_E_INVAL;
-  __atomic_add_fetch(&task_session, 1, __ATOMIC_RELEASE);
-  __atomic_store_n(&task_ring, ring, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&hooks.starts, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&hooks.ring, ring, __ATOMIC_RELEASE);
+  bump_epoch();
   __atomic_store_n(&cts__task_on, 1, __ATOMIC_RELEASE);
   cts_mprof_writer_t *w = thread_writer();
   w->current = CTS_TASK_MAIN;
@@ -378,7 +429,8 @@ int cts_task_start(cts_mprof_ring_t *ring) {
 void cts_task_stop(void) {
   cts_mprof_writer_t *w = thread_writer();
   __atomic_store_n(&cts__task_on, 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&task_ring, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&hooks.ring, NULL, __ATOMIC_RELEASE);
+  bump_epoch();
   if (w) release_packet(w);
 }
 
@@ -394,7 +446,7 @@ cts_task_id_t cts__task_current(void) {
 
 void cts__task_event(unsigned id, int64_t thread, uint64_t arg, int64_t value, const char *str) {
   cts_mprof_writer_t *w = thread_writer();
-  if (!w || id >= CTS_MPROF_EVENT_IDS) return;
+  if (CTS_UNLIKELY(!w || id >= CTS_MPROF_EVENT_IDS)) return;
   /* Resolutions and counters are attributed to whoever runs (§7.2). */
   switch (id) {
     case CTS_MPROF_FULFILLS: /* the hot ones get a specialised encoder */
@@ -415,6 +467,12 @@ void cts__task_event(unsigned id, int64_t thread, uint64_t arg, int64_t value, c
   task_write(w, id, thread, arg, value, 0, str);
 }
 
+void cts__task_resolved(cts_task_id_t task) {
+  cts_mprof_writer_t *w = thread_writer();
+  if (CTS_LIKELY(w != NULL))
+    encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_FULFILLS, w->current, (uint64_t)task, 0);
+}
+
 void cts__task_created(cts_task_id_t child, cts_task_type_t type) {
   cts_mprof_writer_t *w = thread_writer();
   if (w)
@@ -425,7 +483,7 @@ cts_task_id_t cts__task_create(cts_task_type_t type, const char *label) {
   const cts_task_id_t id = cts_task_new_id();
   cts_mprof_writer_t *w = thread_writer();
   if (!w) return id;
-  task_write(w, CTS_MPROF_CREATES, w->current, (uint64_t)id, 0, wire_type(type), NULL);
+  encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_CREATES, w->current, (uint64_t)id, wire_type(type));
   if (label) task_write(w, CTS_MPROF_LABEL, id, 0, 0, 0, label);
   return id;
 }
@@ -433,13 +491,18 @@ cts_task_id_t cts__task_create(cts_task_type_t type, const char *label) {
 void cts__task_read(unsigned id, cts_task_id_t reader, cts_task_id_t source) {
   cts_mprof_writer_t *w = thread_writer();
   if (!w) return;
-  if (id == CTS_MPROF_READ) {
-    w->current = reader; /* a read is an implicit switch (§7.3) */
-    if (reader == source) return;
-    encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_READ, reader, (uint64_t)source, 0);
-    return;
+  switch (id) {
+    case CTS_MPROF_READ:
+      w->current = reader; /* a read is an implicit switch (§7.3) */
+      if (reader != source)
+        encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_READ, reader, (uint64_t)source, 0);
+      return;
+    case CTS_MPROF_TRY_READ:
+      encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_TRY_READ, reader, (uint64_t)source, 0);
+      return;
+    default:
+      task_write(w, id, reader, (uint64_t)source, 0, 0, NULL);
   }
-  task_write(w, id, reader, (uint64_t)source, 0, 0, NULL);
 }
 
 void cts__task_switch(cts_task_id_t task, bool always) {
@@ -452,7 +515,11 @@ void cts__task_switch(cts_task_id_t task, bool always) {
 void cts__task_signal(unsigned id, cts_task_id_t receiver, cts_task_id_t sender) {
   cts_mprof_writer_t *w = thread_writer();
   if (!w) return;
-  if (id == CTS_MPROF_SIGNAL) w->current = receiver;
+  if (id == CTS_MPROF_SIGNAL) {
+    w->current = receiver;
+    encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_SIGNAL, receiver, (uint64_t)sender, 0);
+    return;
+  }
   task_write(w, id, receiver, (uint64_t)sender, 0, 0, NULL);
 }
 

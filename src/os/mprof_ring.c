@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "os.h"
+#include "tsc_clock.h"
 
 struct cts_os_mprof_ring {
   cts_mprof_ring_t *ring;
@@ -40,6 +41,11 @@ static int make_ring(cts_os_mprof_ring_t *r, uint32_t packets, int stream_fd) {
   cfg.buffer_size = r->size;
   cfg.packets = packets;
   cfg.clock = cts_os_clock_ns;
+  const char *const clock_choice = getenv("CTFSCOPE_CLOCK");
+  if (!(clock_choice && strcmp(clock_choice, "monotonic") == 0)) {
+    cts_tsc_clock_t tsc;
+    if (cts_os_tsc_clock(&tsc) == 0) cfg.tsc = tsc;
+  }
   if (stream_fd >= 0) {
     cfg.sink = cts_os_fd_write;
     cfg.sink_user_data = (void *)(intptr_t)stream_fd;

@@ -2,7 +2,9 @@
 /* Hosted outputs of the task tracer (include/ctfscope/tasks.h): the mirage-profile ring as
  * an mmap'd file (it survives a crash of the program and can be read while it runs, §3.1),
  * and a stream of finished packets to a file descriptor (a file, a pipe or a TCP socket).
- * Both use CLOCK_MONOTONIC in nanoseconds. */
+ * Both stamp events in CLOCK_MONOTONIC nanoseconds: read through the CPU's time-stamp
+ * counter when it is usable (tsc_clock.h; calibrated once per process, which takes 10 ms),
+ * else with clock_gettime. CTFSCOPE_CLOCK=monotonic in the environment forces the latter. */
 #ifndef CTS_OS_MPROF_RING_H
 #define CTS_OS_MPROF_RING_H
 

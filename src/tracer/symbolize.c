@@ -105,7 +105,12 @@ cts__symbolizer_t *cts__symbolizer_create(void) {
   cts__symbolizer_t *const s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->callbacks.find_elf = dwfl_linux_proc_find_elf;
-  s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+  /* Separate debug information is looked for by build id on this machine only
+   * (/usr/lib/debug/.build-id). dwfl_standard_find_debuginfo would fall back to
+   * debuginfod: that dlopens libdebuginfod and initialises libcurl and OpenSSL inside the
+   * traced program (which crashes when it happens at exit, after their destructors ran)
+   * and may go to the network. */
+  s->callbacks.find_debuginfo = dwfl_build_id_find_debuginfo;
   s->callbacks.debuginfo_path = &s->debuginfo_path;
   s->dwfl = dwfl_begin(&s->callbacks);
   if (!s->dwfl || !report_modules(s)) {

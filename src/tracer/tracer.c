@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The allocation tracer: sampling, the sampled-block table, the queue that hands sampled
- * events to the writer thread, and the writer thread itself. Design: tracer.h. Nothing in
+ * events to the writer thread, the writer thread itself, and the sinks (file, descriptor,
+ * callback, TCP connect; TCP listen is service.c). Design: tracer.h. Nothing in
  * here allocates through malloc: the tracer's memory comes from mmap, and the only libc
  * calls that may allocate (pthread_create, pthread_getattr_np, libdw on the writer thread)
  * run with the thread's guard raised, so the preload hooks pass them straight through. */
@@ -12,11 +13,16 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "os/net.h"
 
 #ifdef CTS_HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -24,6 +30,12 @@
 #endif
 
 #define QUEUE_WORDS          (128u * 1024u) /* 1 MiB per queue buffer */
+/* Drop mode: allocations may fill this much of a buffer, the rest is for frees. */
+#define QUEUE_ALLOC_LIMIT    (QUEUE_WORDS / 4u * 3u)
+/* Drop mode: how long a stopping writer thread, or cts_tracer_flush(), waits for a peer
+ * that takes nothing. */
+#define DROP_GIVE_UP_MS      2000u
+#define CONNECT_TIMEOUT_MS   3000u
 #define MAX_FRAMES_LIMIT     1024u
 #define OWN_FRAMES           16u /* room for the tracer's own frames in a libunwind backtrace */
 #define REC_ALLOC            1u
@@ -45,6 +57,18 @@ typedef struct side_entry {
   uint64_t id;
 } side_entry_t;
 
+/* Drop mode: what was lost since the last loss marker (tracer.h, "Drop mode"). */
+typedef struct loss {
+  uint64_t allocs, collects, words, samples;
+} loss_t;
+
+/* A loss marker taken from the queue by the writer thread, with its id and time. */
+typedef struct marker {
+  bool present;
+  loss_t loss;
+  uint64_t id, time;
+} marker_t;
+
 static struct {
   pthread_mutex_t control; /* serialises start/stop */
   pthread_mutex_t lock;    /* everything below that sampling threads touch */
@@ -55,6 +79,8 @@ static struct {
 
   /* Session: fixed while active. */
   bool session_running;
+  bool service_running;  /* a TCP_LISTEN service is started (service.c) */
+  bool service_stopping; /* cts_tracer_stop() is joining the service thread */
   unsigned session; /* the running (or last) session's number, as in cts__tracer_active */
   cts_tracer_config_t cfg;
   cts_tracer_unwind_t unwind;
@@ -78,6 +104,7 @@ static struct {
   side_entry_t *side;
   size_t side_cap, side_count, side_tombs;
   cts_tracer_stats_t stats;
+  loss_t lost; /* drop mode, not yet in a marker */
 
   /* Writer-thread side. */
   pthread_t thread;
@@ -87,12 +114,15 @@ static struct {
   cts_tracer_sink_t sink;
   int fd;
   bool own_fd;
+  bool socket_sink;       /* fd is a non-blocking socket of ours */
+  atomic_bool stopping;   /* read by the writer thread while it waits on a socket */
   cts__symbolizer_t *symbolizer;
   uint64_t bytes_written;
   char path[4096];
   char exe[4096];
   char host[256];
   char context[4096];
+  char marker_name[160]; /* the last loss marker's function name (writer thread) */
 } T = {
     .control = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -362,12 +392,20 @@ static bool sampling_on(void) {
   return atomic_load_explicit(&cts__tracer_active, memory_order_relaxed) != 0;
 }
 
-/* Makes room for `nwords` in the active buffer, waiting for the writer thread if allowed. */
-static bool reserve(size_t nwords, bool may_wait) {
+/* Makes room for `nwords` in the active buffer, filled to at most `limit` words, waiting
+ * for the writer thread unless in drop mode. */
+static bool reserve(size_t nwords, size_t limit) {
   for (;;) {
     if (!sampling_on()) return false;
-    if (T.used[T.active_buf] + nwords <= QUEUE_WORDS) return true;
-    if (!may_wait || !T.thread_running) return false;
+    if (T.used[T.active_buf] + nwords <= limit) return true;
+    if (T.cfg.drop_when_full) {
+      if (!T.wake_requested) {
+        T.wake_requested = true;
+        pthread_cond_signal(&T.writer_wake);
+      }
+      return false;
+    }
+    if (!T.thread_running) return false;
     T.stats.waits++;
     T.wake_requested = true;
     pthread_cond_signal(&T.writer_wake);
@@ -396,7 +434,8 @@ static CTS_NOINLINE void record_alloc(cts__thread_t *t, const void *ptr, uint64_
   cts__guard_enter();
   const size_t depth = capture_backtrace(t, frame, frames, T.cfg.max_frames);
   pthread_mutex_lock(&T.lock);
-  if (reserve(REC_ALLOC_WORDS + depth, true)) {
+  const size_t limit = T.cfg.drop_when_full ? QUEUE_ALLOC_LIMIT : QUEUE_WORDS;
+  if (reserve(REC_ALLOC_WORDS + depth, limit)) {
     uint64_t *const r = T.buf[T.active_buf] + T.used[T.active_buf];
     const uint64_t id = T.next_id++;
     r[0] = REC_ALLOC | (uint64_t)depth << 8;
@@ -409,6 +448,12 @@ static CTS_NOINLINE void record_alloc(cts__thread_t *t, const void *ptr, uint64_
     T.stats.samples++;
     if (!side_insert((uintptr_t)ptr, id)) T.stats.dropped++;
     committed();
+  } else if (T.cfg.drop_when_full && sampling_on()) {
+    T.lost.allocs++;
+    T.lost.words += words;
+    T.lost.samples += nsamples;
+    T.stats.lost_allocs++;
+    T.stats.lost_samples += nsamples;
   }
   pthread_mutex_unlock(&T.lock);
   cts__guard_leave();
@@ -441,7 +486,7 @@ void cts__tracer_free_slow(const void *ptr) {
   pthread_mutex_lock(&T.lock);
   uint64_t id;
   if (sampling_on() && side_remove((uintptr_t)ptr, &id)) {
-    if (reserve(REC_COLLECT_WORDS, true)) {
+    if (reserve(REC_COLLECT_WORDS, QUEUE_WORDS)) {
       uint64_t *const r = T.buf[T.active_buf] + T.used[T.active_buf];
       r[0] = REC_COLLECT;
       r[1] = event_time();
@@ -449,6 +494,9 @@ void cts__tracer_free_slow(const void *ptr) {
       T.used[T.active_buf] += REC_COLLECT_WORDS;
       T.stats.collects++;
       committed();
+    } else if (T.cfg.drop_when_full && sampling_on()) {
+      T.lost.collects++;
+      T.stats.lost_collects++;
     } else if (sampling_on()) {
       T.stats.dropped++;
     }
@@ -459,11 +507,38 @@ void cts__tracer_free_slow(const void *ptr) {
 
 /* ---- the writer thread --------------------------------------------------------------------- */
 
+/* Writes to our non-blocking socket, waiting for room as long as it takes (lossless), or,
+ * in drop mode once stopping, until the peer has taken nothing for DROP_GIVE_UP_MS. */
+static int socket_write(const char *p, size_t len) {
+  uint64_t stalled_since = 0;
+  while (len) {
+    const ssize_t n = cts_net_write(T.fd, p, len);
+    if (n > 0) {
+      p += n;
+      len -= (size_t)n;
+      stalled_since = 0;
+      continue;
+    }
+    if (n == 0) return -EPIPE;
+    if (n != -EAGAIN) return (int)n;
+    if (T.cfg.drop_when_full && atomic_load_explicit(&T.stopping, memory_order_relaxed)) {
+      const uint64_t now = monotonic_ms();
+      if (!stalled_since)
+        stalled_since = now;
+      else if (now - stalled_since >= DROP_GIVE_UP_MS)
+        return -ETIMEDOUT;
+    }
+    cts_net_wait(T.fd, true, 100);
+  }
+  return 0;
+}
+
 static int sink_write(void *user_data, const void *buf, size_t len) {
   (void)user_data;
   T.bytes_written += len;
   if (T.sink.kind == CTS_TRACER_SINK_CALLBACK)
     return T.sink.write(T.sink.write_user_data, buf, len);
+  if (T.socket_sink) return socket_write(buf, len);
   const char *p = buf;
   while (len) {
     const ssize_t n = write(T.fd, p, len);
@@ -477,8 +552,24 @@ static int sink_write(void *user_data, const void *buf, size_t len) {
   return 0;
 }
 
+static bool is_marker_code(uint64_t code) {
+  return (code & ~(CTS_TRACER_LOST_CODE_BASE - 1u)) == CTS_TRACER_LOST_CODE_BASE;
+}
+
 static size_t resolve_code(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {
   (void)user_data;
+  if (is_marker_code(code)) {
+    if (max < 1) return 1;
+    snprintf(T.marker_name, sizeof T.marker_name,
+             CTS_TRACER_LOST_NAME_PREFIX "%llu sampled allocations and %llu frees (trace "
+                                         "reader too slow)",
+             (unsigned long long)CTS_TRACER_LOST_ALLOCS_OF(code),
+             (unsigned long long)CTS_TRACER_LOST_FREES_OF(code));
+    out[0] = (cts_mt_location_t){
+        .line = 1, .start_char = 0, .end_char = 0, .filename = "<ctfscope>", .defname = T.marker_name};
+    return 1;
+  }
+  if (!T.cfg.symbolize) return 0; /* (and without libdw the symbolizer resolves nothing) */
   if (!T.symbolizer) T.symbolizer = cts__symbolizer_create();
   return T.symbolizer ? cts__symbolizer_resolve(T.symbolizer, code, out, max) : 0;
 }
@@ -501,6 +592,34 @@ static int encode_records(const uint64_t *r, size_t n) {
     if (e && !err) err = e;
   }
   return err;
+}
+
+/* Under T.lock: turns the losses since the last marker into a marker, with the next
+ * object id and the current time (every queued event has a smaller id and an earlier
+ * time; every later one a larger id). */
+static marker_t take_marker(void) {
+  marker_t m = {0};
+  if (!T.lost.allocs && !T.lost.collects) return m;
+  m.present = true;
+  m.loss = T.lost;
+  m.id = T.next_id++;
+  m.time = event_time();
+  memset(&T.lost, 0, sizeof T.lost);
+  T.stats.loss_markers++;
+  return m;
+}
+
+/* A loss marker: one alloc of the lost words and samples at a code that counts the lost
+ * events, collected at once (tracer.h, "Drop mode"). */
+static int write_marker(const marker_t *m) {
+  const uint64_t allocs = m->loss.allocs < 0x7FFFFFFFu ? m->loss.allocs : 0x7FFFFFFFu;
+  const uint64_t frees = m->loss.collects < 0x3FFFFFFFu ? m->loss.collects : 0x3FFFFFFFu;
+  const uint64_t code = CTS_TRACER_LOST_CODE_BASE | allocs << 30 | frees;
+  uint64_t id;
+  int e = cts_mt_writer_alloc(T.writer, m->time, m->loss.words, m->loss.samples,
+                              CTS_MT_SOURCE_MAJOR, &code, 1, &id);
+  if (!e) e = cts_mt_writer_collect(T.writer, m->time, m->id);
+  return e;
 }
 
 static void *writer_main(void *arg) {
@@ -533,11 +652,17 @@ static void *writer_main(void *arg) {
     const int b = T.active_buf;
     const size_t n = T.used[b];
     if (n) T.active_buf = 1 - b; /* the other buffer is empty: this thread emptied it */
+    const marker_t marker = take_marker();
     pthread_mutex_unlock(&T.lock);
 
     int err = 0;
     if (n) {
       err = encode_records(T.buf[b], n);
+      dirty = true;
+    }
+    if (marker.present) {
+      const int e = write_marker(&marker);
+      if (e && !err) err = e;
       dirty = true;
     }
     if (dirty && (timed || flush_wanted || stopping)) {
@@ -557,7 +682,9 @@ static void *writer_main(void *arg) {
     if (n) T.used[b] = 0;
     if (flush_wanted) T.flush_done = flush_target;
     pthread_cond_broadcast(&T.progress);
-    if (stopping && T.used[T.active_buf] == 0 && T.used[1 - T.active_buf] == 0) break;
+    if (stopping && T.used[T.active_buf] == 0 && T.used[1 - T.active_buf] == 0 && !T.lost.allocs &&
+        !T.lost.collects)
+      break;
   }
   pthread_mutex_unlock(&T.lock);
 
@@ -585,13 +712,20 @@ static void atfork_parent(void) {
   pthread_mutex_unlock(&T.lock);
 }
 
-/* The child is not traced: it has no writer thread, and the trace belongs to the parent. */
+/* The child is not traced: it has no writer thread, and the trace belongs to the parent.
+ * Its copies of the parent's sockets are closed, so that a peer sees the parent's trace
+ * end when the parent closes them. */
 static void atfork_child(void) {
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   T.session_running = false;
   T.thread_running = false;
   T.stop_requested = false;
-  T.own_fd = false; /* the parent's; close-on-exec anyway */
+  if (T.socket_sink && T.fd >= 0) close(T.fd);
+  T.fd = -1;
+  T.socket_sink = false;
+  T.own_fd = false; /* a file is the parent's; close-on-exec anyway */
+  T.service_running = T.service_stopping = false;
+  cts__service_atfork_child();
   pthread_mutex_unlock(&T.lock);
   pthread_mutex_init(&T.control, NULL);
 }
@@ -601,9 +735,28 @@ static void init_once(void) {
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_cond_init(&T.writer_wake, &attr);
+  pthread_cond_init(&T.progress, &attr);
   pthread_condattr_destroy(&attr);
-  pthread_cond_init(&T.progress, NULL);
   T.ready = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
+}
+
+/* ---- log lines -------------------------------------------------------------------------------- */
+
+void cts__tracer_log(const cts_tracer_sink_t *sink, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (sink->log) {
+    sink->log(sink->log_user_data, line);
+    return;
+  }
+  char out[sizeof line + 16];
+  const int n = snprintf(out, sizeof out, "ctfscope: %s\n", line);
+  if (n > 0 && write(STDERR_FILENO, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1) < 0) {
+    /* nowhere else to say it */
+  }
 }
 
 /* ---- public API --------------------------------------------------------------------------------
@@ -624,11 +777,27 @@ void cts_tracer_sink_init(cts_tracer_sink_t *sink, cts_tracer_sink_kind_t kind) 
   sink->struct_size = sizeof *sink;
   sink->kind = kind;
   sink->fd = -1;
+  sink->connect_timeout_ms = CONNECT_TIMEOUT_MS;
 }
 
-static int open_sink(const cts_tracer_sink_t *sink) {
+/* Takes over the connected socket `fd` as the sink (closed by close_sink, or here). */
+static int adopt_socket(int fd) {
+  const int e = cts_net_set_nonblocking(fd, true);
+  if (e) {
+    close(fd);
+    return e;
+  }
+  T.fd = fd;
+  T.own_fd = true;
+  T.socket_sink = true;
+  return 0;
+}
+
+static int open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
   T.fd = -1;
   T.own_fd = false;
+  T.socket_sink = false;
+  if (socket_fd >= 0) return adopt_socket(socket_fd);
   switch (sink->kind) {
     case CTS_TRACER_SINK_FILE: {
       if (!sink->path || !sink->path[0]) return CTS_E_INVAL;
@@ -654,15 +823,37 @@ static int open_sink(const cts_tracer_sink_t *sink) {
       return 0;
     case CTS_TRACER_SINK_CALLBACK:
       return sink->write ? 0 : CTS_E_INVAL;
-    default: /* TCP sinks are not implemented yet */
+    case CTS_TRACER_SINK_TCP_CONNECT: {
+      if (!sink->address || !sink->address[0]) return CTS_E_INVAL;
+      cts_net_addr_t addr;
+      char err[CTS_NET_ERR_LEN];
+      int e = cts_net_parse_connect(sink->address, &addr, err, sizeof err);
+      if (e) return e;
+      int fd;
+      e = cts_net_connect(&addr, sink->connect_timeout_ms ? (int)sink->connect_timeout_ms : -1,
+                          &fd);
+      return e ? e : adopt_socket(fd);
+    }
+    default:
       return CTS_E_INVAL;
   }
 }
 
 static void close_sink(void) {
-  if (T.own_fd && T.fd >= 0) close(T.fd);
+  if (T.own_fd && T.fd >= 0) {
+    if (T.socket_sink) {
+      /* End the stream with a FIN even if a copy of the descriptor lives on, and read what
+       * the peer sent, so that closing does not turn into a reset that could discard the
+       * last packet on its way. */
+      shutdown(T.fd, SHUT_WR);
+      char sink_buf[4096];
+      for (int i = 0; i < 256 && cts_net_read(T.fd, sink_buf, sizeof sink_buf) > 0; i++) {}
+    }
+    close(T.fd);
+  }
   T.fd = -1;
   T.own_fd = false;
+  T.socket_sink = false;
 }
 
 static bool allocate_memory(void) {
@@ -690,14 +881,24 @@ static bool allocate_memory(void) {
   return true;
 }
 
-static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
-  if (!cfg || !sink || cfg->struct_size < sizeof *cfg || sink->struct_size < sizeof *sink ||
-      !(cfg->sample_rate > 0.0 && cfg->sample_rate <= 1.0) || cfg->max_frames > MAX_FRAMES_LIMIT)
-    return CTS_E_INVAL;
-  if (T.session_running) return CTS_E_STATE;
-  pthread_once(&T.once, init_once);
-  if (!T.ready) return CTS_E_STATE;
-  if (!allocate_memory()) return CTS_E_NOMEM;
+static bool config_ok(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
+  return cfg && sink && cfg->struct_size >= sizeof *cfg && sink->struct_size >= sizeof *sink &&
+         cfg->sample_rate > 0.0 && cfg->sample_rate <= 1.0 && cfg->max_frames <= MAX_FRAMES_LIMIT;
+}
+
+/* Starts a session (a trace with its writer thread) into `sink`, or into the connected
+ * socket `socket_fd` when it is >= 0 (taken over: closed at the end of the session, or at
+ * once on failure). Control lock held. */
+static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
+                                int socket_fd) {
+  if (!config_ok(cfg, sink) || T.session_running || !T.ready || !allocate_memory()) {
+    const int e = !config_ok(cfg, sink) ? CTS_E_INVAL
+                  : T.session_running   ? CTS_E_STATE
+                  : !T.ready            ? CTS_E_STATE
+                                        : CTS_E_NOMEM;
+    if (socket_fd >= 0) close(socket_fd);
+    return e;
+  }
 
   T.cfg = *cfg;
   T.sink = *sink;
@@ -723,7 +924,8 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
   if (gethostname(T.host, sizeof T.host) != 0) T.host[0] = '\0';
   T.host[sizeof T.host - 1] = '\0';
 
-  int e = open_sink(sink);
+  atomic_store_explicit(&T.stopping, false, memory_order_relaxed);
+  int e = open_sink(sink, socket_fd);
   if (e) return e;
   cts_mt_writer_config_t wc;
   cts_mt_writer_config_init(&wc);
@@ -739,9 +941,7 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
   wc.write = sink_write;
   wc.clock = T.clock;
   wc.clock_user_data = T.clock_user_data;
-#ifdef CTS_HAVE_LIBDW
-  if (cfg->symbolize) wc.resolve = resolve_code;
-#endif
+  wc.resolve = resolve_code; /* loss markers are named even without libdw */
   T.bytes_written = 0;
   const uint64_t start = T.clock(T.clock_user_data);
   wc.start_time_us = start;
@@ -759,6 +959,7 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
   T.wake_requested = T.stop_requested = false;
   T.flush_requested = T.flush_done = 0;
   memset(&T.stats, 0, sizeof T.stats);
+  memset(&T.lost, 0, sizeof T.lost);
   T.stats.bytes_written = T.bytes_written;
   T.thread_running = true;
   pthread_mutex_unlock(&T.lock);
@@ -782,10 +983,76 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
   return 0;
 }
 
+/* Stops the running session: sampling ends, the writer thread writes what is queued,
+ * flushes and exits, the sink is closed. Control lock held. */
+static int session_stop_locked(void) {
+  pthread_mutex_lock(&T.lock);
+  atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+  atomic_store_explicit(&T.stopping, true, memory_order_relaxed);
+  T.stop_requested = true;
+  pthread_cond_signal(&T.writer_wake);
+  pthread_cond_broadcast(&T.progress); /* threads waiting for queue space give up */
+  pthread_mutex_unlock(&T.lock);
+  pthread_join(T.thread, NULL);
+  close_sink();
+  T.session_running = false;
+  pthread_mutex_lock(&T.lock);
+  const int e = T.stats.error;
+  pthread_mutex_unlock(&T.lock);
+  return e;
+}
+
+/* ---- what service.c uses ------------------------------------------------------------------- */
+
+void cts__control_lock(void) {
+  pthread_mutex_lock(&T.control);
+}
+
+void cts__control_unlock(void) {
+  pthread_mutex_unlock(&T.control);
+}
+
+int cts__session_start_socket(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
+                              int fd) {
+  if (T.service_stopping) {
+    close(fd);
+    return CTS_E_STATE;
+  }
+  return session_start_locked(cfg, sink, fd);
+}
+
+int cts__session_stop(void) {
+  return T.session_running ? session_stop_locked() : CTS_E_STATE;
+}
+
+int cts__session_error(void) {
+  pthread_mutex_lock(&T.lock);
+  const int e = T.stats.error;
+  pthread_mutex_unlock(&T.lock);
+  return e;
+}
+
+/* ---- public API, continued ------------------------------------------------------------------ */
+
 int cts_tracer_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
   cts__guard_enter();
   pthread_mutex_lock(&T.control);
-  const int e = start_locked(cfg, sink);
+  int e;
+  if (!config_ok(cfg, sink)) {
+    e = CTS_E_INVAL;
+  } else if (T.session_running || T.service_running) {
+    e = CTS_E_STATE;
+  } else {
+    pthread_once(&T.once, init_once);
+    if (!T.ready) {
+      e = CTS_E_STATE;
+    } else if (sink->kind == CTS_TRACER_SINK_TCP_LISTEN) {
+      e = cts__service_start(cfg, sink);
+      T.service_running = e == 0;
+    } else {
+      e = session_start_locked(cfg, sink, -1);
+    }
+  }
   pthread_mutex_unlock(&T.control);
   cts__guard_leave();
   return e;
@@ -795,19 +1062,15 @@ int cts_tracer_stop(void) {
   cts__guard_enter();
   pthread_mutex_lock(&T.control);
   int e = CTS_E_STATE;
-  if (T.session_running) {
-    pthread_mutex_lock(&T.lock);
-    atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
-    T.stop_requested = true;
-    pthread_cond_signal(&T.writer_wake);
-    pthread_cond_broadcast(&T.progress); /* threads waiting for queue space give up */
-    pthread_mutex_unlock(&T.lock);
-    pthread_join(T.thread, NULL);
-    close_sink();
-    T.session_running = false;
-    pthread_mutex_lock(&T.lock);
-    e = T.stats.error;
-    pthread_mutex_unlock(&T.lock);
+  if (T.service_running && !T.service_stopping) {
+    /* The service thread ends its client's session itself, under the control lock. */
+    T.service_stopping = true;
+    pthread_mutex_unlock(&T.control);
+    e = cts__service_stop();
+    pthread_mutex_lock(&T.control);
+    T.service_running = T.service_stopping = false;
+  } else if (!T.service_running && T.session_running) {
+    e = session_stop_locked();
   }
   pthread_mutex_unlock(&T.control);
   cts__guard_leave();
@@ -816,7 +1079,7 @@ int cts_tracer_stop(void) {
 
 bool cts_tracer_is_active(void) {
   pthread_mutex_lock(&T.control);
-  const bool running = T.session_running;
+  const bool running = T.session_running || T.service_running;
   pthread_mutex_unlock(&T.control);
   return running;
 }
@@ -829,8 +1092,19 @@ int cts_tracer_flush(void) {
   }
   const uint64_t target = ++T.flush_requested;
   pthread_cond_signal(&T.writer_wake);
-  while (T.flush_done < target && T.thread_running) pthread_cond_wait(&T.progress, &T.lock);
-  const int e = T.stats.error;
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += DROP_GIVE_UP_MS / 1000u;
+  int e = 0;
+  while (T.flush_done < target && T.thread_running) {
+    if (!T.cfg.drop_when_full) {
+      pthread_cond_wait(&T.progress, &T.lock);
+    } else if (pthread_cond_timedwait(&T.progress, &T.lock, &deadline) == ETIMEDOUT) {
+      e = -ETIMEDOUT;
+      break;
+    }
+  }
+  if (T.stats.error) e = T.stats.error;
   pthread_mutex_unlock(&T.lock);
   return e;
 }
@@ -847,4 +1121,9 @@ void cts_tracer_get_stats(cts_tracer_stats_t *out) {
   pthread_mutex_lock(&T.lock);
   *out = T.stats;
   pthread_mutex_unlock(&T.lock);
+  cts__service_add_stats(out);
+}
+
+uint16_t cts_tracer_listen_port(void) {
+  return cts__service_port();
 }

@@ -89,4 +89,34 @@ void cts__symbolizer_destroy(cts__symbolizer_t *s);
 /* A cts_mt_resolve_cb; user_data is the symbolizer. */
 size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max);
 
+/* ---- the TCP_LISTEN service (service.c) and what it uses in tracer.c ------------------- */
+
+/* One log line through the sink's log callback, or to stderr. */
+void cts__tracer_log(const cts_tracer_sink_t *sink, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The control lock serialises starting and stopping sessions. */
+void cts__control_lock(void);
+void cts__control_unlock(void);
+/* Control lock held: starts a session streaming to the connected socket fd, which it takes
+ * over (closed when the session ends, or at once on failure). CTS_E_STATE when
+ * cts_tracer_stop() is stopping the service. */
+int cts__session_start_socket(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
+                              int fd);
+/* Control lock held: stops the running session (CTS_E_STATE if none); returns its error. */
+int cts__session_stop(void);
+/* The running session's sink error, 0 if none. */
+int cts__session_error(void);
+
+/* Control lock held: binds sink->address and starts the service thread. */
+int cts__service_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink);
+/* Control lock NOT held: stops the service thread (which ends its client's session) and
+ * closes the listening socket. Returns the last session's error. */
+int cts__service_stop(void);
+/* In a forked child: forget the parent's service, closing the child's copies of its
+ * descriptors. Async-signal-safe. */
+void cts__service_atfork_child(void);
+uint16_t cts__service_port(void);
+/* Adds the service's counters to a copy of the session's. */
+void cts__service_add_stats(cts_tracer_stats_t *out);
+
 #endif /* CTS_TRACER_INTERNAL_H */

@@ -23,13 +23,13 @@ enum { EV_ALLOC, EV_PROMOTE, EV_COLLECT };
 #define AT_START_US 1700000000000000ull
 
 typedef struct at_event {
-  uint64_t t;   /* µs after the start */
+  uint64_t t; /* µs after the start */
   int kind;
-  int site;     /* allocations */
+  int site; /* allocations */
   uint64_t len, ns;
   int source;
-  int ref;      /* promote/collect: index of the allocation event */
-  uint64_t id;  /* object id given by the writer (allocations) */
+  int ref;     /* promote/collect: index of the allocation event */
+  uint64_t id; /* object id given by the writer (allocations) */
 } at_event_t;
 
 typedef struct at_trace {
@@ -48,12 +48,19 @@ static const uint32_t at_site_line[NSITES] = {20, 10, 30, 40, 50};
 
 static size_t at_backtrace(int site, uint64_t *bt) {
   switch (site) {
-    case SITE_TEMP: bt[0] = at_codes_main, bt[1] = at_codes_loop, bt[2] = at_leaf_code[site]; return 3;
-    case SITE_BIG: bt[0] = at_codes_main, bt[1] = at_codes_loop, bt[2] = at_leaf_code[site]; return 3;
+    case SITE_TEMP:
+      bt[0] = at_codes_main, bt[1] = at_codes_loop, bt[2] = at_leaf_code[site];
+      return 3;
+    case SITE_BIG:
+      bt[0] = at_codes_main, bt[1] = at_codes_loop, bt[2] = at_leaf_code[site];
+      return 3;
     case SITE_PROM:
-      bt[0] = at_codes_main, bt[1] = at_codes_loop, bt[2] = at_codes_inl, bt[3] = at_leaf_code[site];
+      bt[0] = at_codes_main, bt[1] = at_codes_loop, bt[2] = at_codes_inl,
+      bt[3] = at_leaf_code[site];
       return 4;
-    default: bt[0] = at_codes_main, bt[1] = at_leaf_code[site]; return 2;
+    default:
+      bt[0] = at_codes_main, bt[1] = at_leaf_code[site];
+      return 2;
   }
 }
 
@@ -103,8 +110,8 @@ static void at_build(at_trace_t *tr, double rate) {
   const int big = at_add(tr, (at_event_t){3000, EV_ALLOC, SITE_BIG, 1024, full ? 1025 : 10,
                                           CTS_MT_SOURCE_MAJOR, -1, 0});
   at_add(tr, (at_event_t){3000 + 4096, EV_COLLECT, 0, 0, 0, 0, big, 0});
-  at_add(tr, (at_event_t){9000, EV_ALLOC, SITE_BIG, 1024, full ? 1025 : 10, CTS_MT_SOURCE_MAJOR,
-                          -1, 0});
+  at_add(tr, (at_event_t){9000, EV_ALLOC, SITE_BIG, 1024, full ? 1025 : 10, CTS_MT_SOURCE_MAJOR, -1,
+                          0});
   for (int i = 0; i < 10; i++) { /* promoted, collected 1 ms later */
     const int a = at_add(tr, (at_event_t){1503 + 100 * (uint64_t)i, EV_ALLOC, SITE_PROM, 5,
                                           full ? 6 : 1, CTS_MT_SOURCE_MINOR, -1, 0});

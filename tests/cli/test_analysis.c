@@ -77,7 +77,7 @@ CTS_TEST(poisson_ci_matches_published_garwood_values) {
   static const struct {
     uint64_t n;
     double lo, hi;
-  } known[] = {{0, 0.0, 3.6889}, {1, 0.0253, 5.5716}, {2, 0.2422, 7.2247},
+  } known[] = {{0, 0.0, 3.6889},     {1, 0.0253, 5.5716},   {2, 0.2422, 7.2247},
                {5, 1.6235, 11.6683}, {10, 4.7954, 18.3904}, {100, 81.3640, 121.6268}};
   for (size_t i = 0; i < CTS_ARRAY_SIZE(known); i++) {
     double lo, hi;
@@ -192,7 +192,7 @@ CTS_TEST(site_history_tracks_growth) {
   for (uint64_t q = 1; q <= 3; q++) {
     const uint64_t t = 1000000 + n * step * q / 4;
     const uint64_t v = cts_site_live_at(&s, s.nodes[node].site, t, end);
-    const uint64_t truth = n * q / 4; /* live samples at t */
+    const uint64_t truth = n * q / 4;  /* live samples at t */
     const uint64_t slack = n / 32 + 1; /* resolution: 1/32 of the duration */
     CTS_ASSERT_MSG(v <= truth && v + slack >= truth, "quarter %llu: %llu, truth %llu",
                    (unsigned long long)q, (unsigned long long)v, (unsigned long long)truth);
@@ -243,8 +243,8 @@ CTS_TEST(top_views_sum_to_the_total) {
   at_truth(&tr1, &truth);
   static const char *const views[][2] = {{"--tree", "tree"}, {"--inverted", "inverted"}};
   for (size_t v = 0; v < 2; v++) {
-    char *argv[] = {CTS_TEST_CTFSCOPE, "top", "--json", (char *)views[v][0], "--min-percent", "0",
-                    trace1, NULL};
+    char *argv[] = {CTS_TEST_CTFSCOPE, "top", "--json", (char *)views[v][0],
+                    "--min-percent",   "0",   trace1,   NULL};
     run_result_t r;
     json_flat_t j;
     CTS_ASSERT(run_json(argv, &j, &r));
@@ -290,8 +290,11 @@ CTS_TEST(top_low_rate_shows_poisson_intervals) {
     snprintf(p, sizeof p, "sites[%d].alloc_bytes_ci95[1]", i);
     CTS_ASSERT(fabs(num(&j, p) - hi * bps) < 0.5 + 1e-6 * hi * bps);
     /* Estimated allocations: Σ 1 / (1 - (1 - λ)^(len + 1)) */
-    const uint64_t len = s == SITE_TEMP ? 3 : s == SITE_LEAK ? 7 : s == SITE_BIG ? 1024
-                       : s == SITE_PROM ? 5 : 99;
+    const uint64_t len = s == SITE_TEMP   ? 3
+                         : s == SITE_LEAK ? 7
+                         : s == SITE_BIG  ? 1024
+                         : s == SITE_PROM ? 5
+                                          : 99;
     snprintf(p, sizeof p, "sites[%d].allocs_est", i);
     const double want = (double)truth.allocs[s] / (1 - pow(0.99, (double)(len + 1)));
     CTS_ASSERT_MSG(fabs(num(&j, p) - want) < 0.06, "%s: allocs_est %f, want %f",
@@ -327,8 +330,9 @@ CTS_TEST(leaks_json_matches_truth) {
     char p[64];
     snprintf(p, sizeof p, "sites[1].live_bytes_at_quarters[%d]", q);
     const double got = num(&j, p);
-    CTS_ASSERT_MSG(got <= (double)want && got >= (double)floor_, "quarter %d: %.0f not in [%llu, %llu]",
-                   q, got, (unsigned long long)floor_, (unsigned long long)want);
+    CTS_ASSERT_MSG(got <= (double)want && got >= (double)floor_,
+                   "quarter %d: %.0f not in [%llu, %llu]", q, got, (unsigned long long)floor_,
+                   (unsigned long long)want);
   }
   /* BIG: one block live from 9000 µs on, the other freed: the quarters show it come and go. */
   CTS_ASSERT_EQ_U64(num(&j, "sites[0].live_end_bytes"), 1025 * 8);
@@ -345,8 +349,8 @@ CTS_TEST(stats_json_matches_truth) {
   CTS_ASSERT(run_json(argv, &j, &r));
   /* Blocks: 100 x 3 words, 40 x 7, 2 x 1024, 10 x 5, 1 x 99 (153 blocks). */
   CTS_ASSERT_EQ_U64(num(&j, "sizes.blocks"), 153);
-  CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_blocks.p50"), 24);   /* 77th: 3 words */
-  CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_blocks.p90"), 56);   /* 138th: 7 words */
+  CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_blocks.p50"), 24); /* 77th: 3 words */
+  CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_blocks.p90"), 56); /* 138th: 7 words */
   CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_blocks.max"), 8192);
   /* By samples: 400 + 320 + 2050 + 60 + 100 = 2930; the median sample is in a 1024-word block */
   CTS_ASSERT_EQ_U64(num(&j, "sizes.samples"), 2930);
@@ -357,7 +361,8 @@ CTS_TEST(stats_json_matches_truth) {
   CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_blocks.p50"), 50);
   /* 101st block: the external one, 500 µs, in the bucket [496, 512) */
   CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_blocks.p90"), 496);
-  CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_blocks.p99"), 992); /* 1000 → bucket 992 */
+  CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_blocks.p99"),
+                    992); /* 1000 → bucket 992 */
   CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_blocks.max"), 4096);
   CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.min"), 50);
   /* by bytes: 400 samples at 50 µs, 60 at 1000, 100 at 500, 1025 at 4096 (1585) */
@@ -406,7 +411,8 @@ CTS_TEST(stats_lifetime_in_bytes_matches_brute_force) {
   for (int i = 0; i < 4; i++)
     for (int by = 0; by < 2; by++) {
       char p[96];
-      snprintf(p, sizeof p, "lifetime_allocated.percentiles_by_%s.%s", by ? "bytes" : "blocks", q[i]);
+      snprintf(p, sizeof p, "lifetime_allocated.percentiles_by_%s.%s", by ? "bytes" : "blocks",
+               q[i]);
       CTS_ASSERT_EQ_U64(num(&j, p), cts_hist_quantile(&want, qv[i], by) * 8);
     }
   json_flat_free(&j);
@@ -464,7 +470,7 @@ CTS_TEST(diff_matches_truth) {
   run_result_free(&r);
   /* Totals: each side in its own estimate (rate 1: 8 bytes a sample; 0.01: 800). */
   char *two[] = {CTS_TEST_CTFSCOPE, "diff", "--json", "--no-normalize", "-n", "0", trace1,
-                 trace_low, NULL};
+                 trace_low,         NULL};
   CTS_ASSERT(run_json(two, &j, &r));
   CTS_ASSERT(fabs(num(&j, "total.before") - (double)t1.total_samples * 8) < 1e-6);
   CTS_ASSERT(fabs(num(&j, "total.after") - (double)tl.total_samples * 800) < 1e-6);
@@ -513,8 +519,17 @@ CTS_TEST(subsample_writes_valid_unbiased_traces) {
   run_result_free(&r);
   CTS_ASSERT(files_equal(out, trace1));
   snprintf(out, sizeof out, "%s/sub4.ctf", tmpdir);
-  char *four[] = {CTS_TEST_CTFSCOPE, "subsample", "-q", "--factor", "4", "--seed", "7", "-o", out,
-                  trace1, NULL};
+  char *four[] = {CTS_TEST_CTFSCOPE,
+                  "subsample",
+                  "-q",
+                  "--factor",
+                  "4",
+                  "--seed",
+                  "7",
+                  "-o",
+                  out,
+                  trace1,
+                  NULL};
   CTS_ASSERT(run_cmd(four, NULL, 60, &r) && r.exit_code == 0);
   run_result_free(&r);
   char *top[] = {CTS_TEST_CTFSCOPE, "top", "--json", out, NULL};
@@ -541,8 +556,8 @@ CTS_TEST(filter_keeps_the_window) {
   CTS_ASSERT(setup());
   char out[400];
   snprintf(out, sizeof out, "%s/window.ctf", tmpdir);
-  char *argv[] = {CTS_TEST_CTFSCOPE, "filter", "-q", "--from", "0.002", "--to", "0.005", "-o",
-                  out, trace1, NULL};
+  char *argv[] = {CTS_TEST_CTFSCOPE, "filter", "-q", "--from", "0.002", "--to",
+                  "0.005",           "-o",     out,  trace1,   NULL};
   run_result_t r;
   CTS_ASSERT(run_cmd(argv, NULL, 60, &r) && r.exit_code == 0);
   run_result_free(&r);
@@ -580,10 +595,9 @@ CTS_TEST(corpus_totals_agree_with_info) {
       continue;
     }
     json_flat_t ji = {0}, jt = {0}, jl = {0}, js = {0};
-    const bool parsed = json_flat_parse(&ji, ri.out, ri.out_len) &&
-                        json_flat_parse(&jt, rt.out, rt.out_len) &&
-                        json_flat_parse(&jl, rl.out, rl.out_len) &&
-                        json_flat_parse(&js, rs.out, rs.out_len);
+    const bool parsed =
+        json_flat_parse(&ji, ri.out, ri.out_len) && json_flat_parse(&jt, rt.out, rt.out_len) &&
+        json_flat_parse(&jl, rl.out, rl.out_len) && json_flat_parse(&js, rs.out, rs.out_len);
     const double want = num(&ji, "estimated_allocated_bytes");
     const bool ok = parsed && rt.exit_code == ri.exit_code && rl.exit_code == ri.exit_code &&
                     rs.exit_code == ri.exit_code &&
@@ -691,12 +705,18 @@ CTS_TEST(text_outputs_match_golden_files) {
 CTS_TEST(commands_reject_bad_usage) {
   CTS_ASSERT(setup());
   static const char *const cases[][6] = {
-      {"top", "--by", "module", NULL},     {"top", "--sort", "size", NULL},
-      {"top", "-n", "-1", NULL},           {"top", "--json", "--csv", NULL},
-      {"leaks", "--depth", "x", NULL},     {"stats", "--frobnicate", NULL},
-      {"export", NULL},                    {"export", "-f", "svg", NULL},
-      {"top", NULL},                       {"top", "--tree", "--csv", NULL},
-      {"diff", "--metric", "size", NULL},  {"subsample", "--factor", "0.5", NULL},
+      {"top", "--by", "module", NULL},
+      {"top", "--sort", "size", NULL},
+      {"top", "-n", "-1", NULL},
+      {"top", "--json", "--csv", NULL},
+      {"leaks", "--depth", "x", NULL},
+      {"stats", "--frobnicate", NULL},
+      {"export", NULL},
+      {"export", "-f", "svg", NULL},
+      {"top", NULL},
+      {"top", "--tree", "--csv", NULL},
+      {"diff", "--metric", "size", NULL},
+      {"subsample", "--factor", "0.5", NULL},
       {"filter", "--from", "2", "--to", "1", NULL},
   };
   for (size_t c = 0; c < CTS_ARRAY_SIZE(cases); c++) {
@@ -730,8 +750,9 @@ CTS_TEST(commands_survive_a_truncated_trace) {
   fwrite(buf, 1, n > 300 ? 300 : n, out); /* inside the first event packet's header */
   fclose(in);
   fclose(out);
-  static const char *const cmds[][4] = {{"top"}, {"leaks"}, {"stats"}, {"export", "-f", "pprof"},
-                                        {"export", "-f", "chrome"}, {"top", "--tree"}};
+  static const char *const cmds[][4] = {
+      {"top"},          {"leaks"}, {"stats"}, {"export", "-f", "pprof"}, {"export", "-f", "chrome"},
+      {"top", "--tree"}};
   for (size_t c = 0; c < CTS_ARRAY_SIZE(cmds); c++) {
     char *argv[8] = {CTS_TEST_CTFSCOPE};
     int k = 1;

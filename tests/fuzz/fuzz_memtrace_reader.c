@@ -31,11 +31,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_LOCATION_BYTES (4u << 20)
 #define MAX_DOMAINS 8u
 #define MAX_SPLIT_SIZES 7u
+#define VERIFIED_SLOTS 4096u
 /* Reader memory the limits above allow: carry buffer (< 2 packets), per-domain decoder
  * state with its backtrace (being doubled), location tables. Anything above is a leak of
  * the bound the reader promises. */
 #define MEMORY_BOUND (2u * MAX_PACKET_SIZE + MAX_DOMAINS * (256u << 10) + \
                       MAX_DOMAINS * 3u * MAX_BACKTRACE_FRAMES * 8u + MAX_LOCATION_BYTES + (1u << 20))
+
+/* For the harness's per-frame work: its comparisons would only feed libFuzzer's
+ * comparison tracing, which cost more than the reader itself on deep backtraces. */
+#if defined(__clang__)
+#define NO_COVERAGE __attribute__((no_sanitize("coverage")))
+#else
+#define NO_COVERAGE
+#endif
 
 #define CHECK(cond) \
   do {              \
@@ -44,6 +53,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* ---- accounting allocator -------------------------------------------------------------- */
 
+#if defined(__SANITIZE_ADDRESS__)
+#define FUZZ_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FUZZ_ASAN 1
+#endif
+#endif
+#ifdef FUZZ_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n)   ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POISON(p, n)   ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 typedef struct memory_account {
   uint64_t live, peak, nallocs;
 } memory_account_t;
@@ -51,9 +76,47 @@ typedef struct memory_account {
 /* Each block carries its size so that free() can check the size the reader passes back. */
 #define BLOCK_HEADER 16u
 
+/* Large blocks (decoder state, carry buffer, name arena) are kept for the next run rather
+ * than returned: each is the same size every run, and fresh pages from the system made up
+ * most of an execution's time. A kept block is poisoned, so a use after free still traps
+ * under ASan, and refilled with ASan's 0xbe on reuse, so no run sees the last one's data. */
+#define KEEP_MIN_SIZE 4096u
+#define KEEP_SLOTS 32u
+static struct kept_block {
+  size_t size;
+  uint8_t *block;
+} kept[KEEP_SLOTS];
+
+static uint8_t *take_block(size_t size) {
+  for (size_t i = 0; i < KEEP_SLOTS; i++) {
+    if (kept[i].block && kept[i].size == size) {
+      uint8_t *block = kept[i].block;
+      kept[i].block = NULL;
+      UNPOISON(block, size + BLOCK_HEADER);
+      memset(block + BLOCK_HEADER, 0xbe, size < 4096 ? size : 4096);
+      return block;
+    }
+  }
+  return malloc(size + BLOCK_HEADER);
+}
+
+static void give_block(uint8_t *block, size_t size) {
+  if (size >= KEEP_MIN_SIZE) {
+    for (size_t i = 0; i < KEEP_SLOTS; i++) {
+      if (!kept[i].block) {
+        kept[i].block = block;
+        kept[i].size = size;
+        POISON(block, size + BLOCK_HEADER);
+        return;
+      }
+    }
+  }
+  free(block);
+}
+
 static void *account_alloc(void *user_data, size_t size) {
   memory_account_t *m = user_data;
-  uint8_t *block = malloc(size + BLOCK_HEADER);
+  uint8_t *block = size >= KEEP_MIN_SIZE ? take_block(size) : malloc(size + BLOCK_HEADER);
   if (!block) return NULL;
   memcpy(block, &size, sizeof size);
   m->live += size;
@@ -72,7 +135,7 @@ static void account_free(void *user_data, void *ptr, size_t size) {
   CHECK(recorded == size);
   CHECK(m->live >= size);
   m->live -= size;
-  free(block);
+  give_block(block, size);
 }
 
 /* ---- callbacks ------------------------------------------------------------------------- */
@@ -90,14 +153,20 @@ typedef struct read_run {
   size_t ndomains;
   uint16_t domain_ids[MAX_DOMAINS];
   uint64_t domain_times[MAX_DOMAINS];
+  /* Codes already looked up (definitions are never taken back); 0 marks an empty slot. */
+  uint64_t verified[VERIFIED_SLOTS];
+  size_t nverified;
+  /* Each domain's last delivered backtrace, as the reader decodes prefixes against it. */
+  uint64_t *backtraces[MAX_DOMAINS];
+  size_t backtrace_lens[MAX_DOMAINS], backtrace_caps[MAX_DOMAINS];
 } read_run_t;
 
-static void mix(read_run_t *run, uint64_t v) {
+NO_COVERAGE static void mix(read_run_t *run, uint64_t v) {
   run->digest = (run->digest ^ v) * 0x100000001b3ull;
   run->digest ^= run->digest >> 29;
 }
 
-static void mix_string(read_run_t *run, const char *s) {
+NO_COVERAGE static void mix_string(read_run_t *run, const char *s) {
   CHECK(s != NULL);
   const size_t n = strlen(s);
   mix(run, n);
@@ -144,8 +213,8 @@ static int on_location(void *user_data, uint64_t code, const cts_mt_location_t *
   return 0;
 }
 
-/* Time per domain must never go backwards (§5). */
-static void check_domain_time(read_run_t *run, uint16_t domain, uint64_t time_us) {
+/* Time per domain must never go backwards (§5). Returns the domain's index. */
+static size_t check_domain_time(read_run_t *run, uint16_t domain, uint64_t time_us) {
   size_t i = 0;
   while (i < run->ndomains && run->domain_ids[i] != domain) i++;
   if (i == run->ndomains) {
@@ -155,6 +224,58 @@ static void check_domain_time(read_run_t *run, uint16_t domain, uint64_t time_us
   }
   CHECK(time_us >= run->domain_times[i]);
   run->domain_times[i] = time_us;
+  return i;
+}
+
+/* Whether code was looked up before in this run; if not, remembers it (when there is room:
+ * a full set only means more lookups). */
+NO_COVERAGE static bool seen_before(read_run_t *run, uint64_t code) {
+  size_t i = (size_t)((code * 0x9e3779b97f4a7c15ull) >> 52) & (VERIFIED_SLOTS - 1);
+  for (; run->verified[i] != 0; i = (i + 1) & (VERIFIED_SLOTS - 1))
+    if (run->verified[i] == code) return true;
+  if (code != 0 && run->nverified < VERIFIED_SLOTS / 2) {
+    run->verified[i] = code;
+    run->nverified++;
+  }
+  return false;
+}
+
+/* A delivered backtrace shares its first min(common_prefix, previous length) frames with
+ * the previous one of its domain (§8.3, and §8.4 when the prefix claims more than that):
+ * those were looked up before, so only the rest needs one. Comparing the prefix
+ * instead of looking it up again keeps deep backtraces (thousands of frames per event)
+ * from dominating the run time, and checks the reader's prefix handling on the way. */
+NO_COVERAGE static void check_backtrace(read_run_t *run, size_t domain, const cts_mt_event_t *ev) {
+  const size_t len = ev->backtrace_len;
+  CHECK(len <= MAX_BACKTRACE_FRAMES);
+  CHECK(len == 0 || ev->backtrace != NULL);
+  uint64_t *prev = run->backtraces[domain];
+  const size_t prev_len = run->backtrace_lens[domain];
+  size_t same = prev_len;
+  if (ev->common_prefix < same) same = (size_t)ev->common_prefix;
+  CHECK(len >= same);
+  CHECK(same == 0 || memcmp(ev->backtrace, prev, same * sizeof *prev) == 0);
+  uint64_t frames = 0;
+  for (size_t i = same; i < len; i++) {
+    const uint64_t code = ev->backtrace[i];
+    frames = frames * 31 + code;
+    if (seen_before(run, code)) continue;
+    const cts_mt_location_t *locs;
+    size_t n;
+    /* The reader's invariant: a delivered code always has a definition. */
+    if (cts_mt_reader_lookup_location(run->reader, code, &locs, &n) != 0) abort();
+  }
+  run->backtrace_digest = run->backtrace_digest * 0x9e3779b97f4a7c15ull + frames;
+  if (len > run->backtrace_caps[domain]) {
+    size_t cap = run->backtrace_caps[domain] ? run->backtrace_caps[domain] : 1024;
+    while (cap < len) cap *= 2;
+    prev = realloc(prev, cap * sizeof *prev);
+    CHECK(prev != NULL);
+    run->backtraces[domain] = prev;
+    run->backtrace_caps[domain] = cap;
+  }
+  if (len > same) memcpy(prev + same, ev->backtrace + same, (len - same) * sizeof *prev);
+  run->backtrace_lens[domain] = len;
 }
 
 static int on_event(void *user_data, const cts_mt_event_t *ev) {
@@ -165,7 +286,7 @@ static int on_event(void *user_data, const cts_mt_event_t *ev) {
   CHECK(!run->any_event || ev->offset > run->last_event_offset);
   run->any_event = true;
   run->last_event_offset = ev->offset;
-  check_domain_time(run, ev->domain, ev->time_us);
+  const size_t domain = check_domain_time(run, ev->domain, ev->time_us);
   mix(run, ev->kind);
   mix(run, ev->domain);
   mix(run, ev->time_us);
@@ -185,17 +306,7 @@ static int on_event(void *user_data, const cts_mt_event_t *ev) {
   if (!run->decode || ev->kind != CTS_MT_ALLOC) {
     CHECK(ev->backtrace_len == 0);
   } else {
-    CHECK(ev->backtrace_len <= MAX_BACKTRACE_FRAMES);
-    CHECK(ev->backtrace_len == 0 || ev->backtrace != NULL);
-    uint64_t frames = 0;
-    for (size_t i = 0; i < ev->backtrace_len; i++) {
-      const cts_mt_location_t *locs;
-      size_t n;
-      /* The reader's invariant: a delivered code always has a definition. */
-      if (cts_mt_reader_lookup_location(run->reader, ev->backtrace[i], &locs, &n) != 0) abort();
-      frames = frames * 31 + ev->backtrace[i] + n;
-    }
-    run->backtrace_digest = run->backtrace_digest * 0x9e3779b97f4a7c15ull + frames;
+    check_backtrace(run, domain, ev);
   }
   run->nevents++;
   return 0;
@@ -296,6 +407,7 @@ static int read_trace(read_run_t *run, bool decode, const uint8_t *trace, size_t
   }
   cts_mt_reader_destroy(run->reader);
   CHECK(memory.live == 0);
+  for (size_t i = 0; i < MAX_DOMAINS; i++) free(run->backtraces[i]);
   return err;
 }
 

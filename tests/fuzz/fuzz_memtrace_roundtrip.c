@@ -42,6 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_NAMES 8u
 #define MAX_DEPTH 5000u
 #define MAX_TOTAL_FRAMES (1u << 18)
+/* Frames written over all events (bursts reuse one backtrace many times): keeps an input
+ * to a few milliseconds, since the writer and the reader both walk every frame. */
+#define MAX_WORK_FRAMES (1u << 17)
 #define MAX_WRITER_FRAMES 6000u
 #define MAX_RESOLVED 300u /* the resolver may return more than the 255 the format allows */
 #define WRITE_ERROR (-5)  /* -EIO, injected by the write callback */
@@ -79,11 +82,11 @@ typedef struct program {
   size_t nevents;
   const expected_event_t *last_alloc;
   uint64_t *frames;
-  size_t nframes;
+  size_t nframes, work;
   uint64_t nallocs;
   /* the trace */
-  uint8_t *trace;
-  size_t trace_len, trace_cap;
+  uint8_t *trace; /* trace_store */
+  size_t trace_len;
   unsigned writes, fail_at_write;
   /* reading back */
   cts_mt_reader_t *reader;
@@ -91,8 +94,14 @@ typedef struct program {
   uint64_t nlocations, noversize, ntruncated; /* what the program reached, for seed tuning */
 } program_t;
 
-/* The writer's memory: 8-byte aligned, big enough for the largest configuration here. */
+/* The writer's memory: 8-byte aligned, big enough for the largest configuration here.
+ * It and the other large buffers are static, reused by every run: fresh pages for them
+ * cost more than a run's actual work. */
 static uint64_t writer_memory[(CTS_MT_WRITER_MIN_SIZE + MAX_WRITER_FRAMES * 8u) / 8u];
+static uint64_t frame_store[MAX_TOTAL_FRAMES];
+static expected_event_t event_store[MAX_EVENTS];
+static uint8_t *trace_store;
+static size_t trace_store_cap;
 
 /* ---- writer side ----------------------------------------------------------------------- */
 
@@ -107,14 +116,15 @@ static int write_packet(void *user_data, const void *buf, size_t len) {
   const uint32_t size_bits = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
                              (uint32_t)p[7] << 24;
   CHECK(size_bits == len * 8u);
-  if (pg->trace_len + len > pg->trace_cap) {
-    size_t cap = pg->trace_cap ? pg->trace_cap * 2 : 65536;
+  if (pg->trace_len + len > trace_store_cap) {
+    size_t cap = trace_store_cap ? trace_store_cap * 2 : 65536;
     while (cap < pg->trace_len + len) cap *= 2;
-    uint8_t *bigger = realloc(pg->trace, cap);
+    uint8_t *bigger = realloc(trace_store, cap);
     CHECK(bigger != NULL);
-    pg->trace = bigger;
-    pg->trace_cap = cap;
+    trace_store = bigger;
+    trace_store_cap = cap;
   }
+  pg->trace = trace_store;
   memcpy(pg->trace + pg->trace_len, buf, len);
   pg->trace_len += len;
   return 0;
@@ -249,6 +259,7 @@ static void configure(program_t *pg, fuzz_data_t *fd) {
 static size_t make_backtrace(program_t *pg, fuzz_data_t *fd, fuzz_rng_t *rng) {
   uint64_t *bt = pg->frames + pg->nframes;
   size_t room = MAX_TOTAL_FRAMES - pg->nframes;
+  if (room > MAX_WORK_FRAMES - pg->work) room = MAX_WORK_FRAMES - pg->work;
   if (room > MAX_DEPTH) room = MAX_DEPTH;
   const expected_event_t *prev = pg->last_alloc;
   size_t depth = 0;
@@ -373,6 +384,13 @@ static void write_invalid(cts_mt_writer_t *w, program_t *pg, fuzz_data_t *fd, in
   CHECK(rc == CTS_E_INVAL || (write_error && rc == write_error));
 }
 
+/* Events in a burst: up to 64, or up to MAX_BURST when the variant asks for a long one
+ * (short bursts keep most runs fast; long ones reach v3's 10 000-id chunks). */
+static size_t burst_size(fuzz_data_t *fd, unsigned variant) {
+  const size_t n = fuzz_range(fd, 1, MAX_BURST);
+  return variant & 8 ? n : 1 + n % 64;
+}
+
 /* Runs the program against the writer. Returns false if a write error ended it. */
 static bool write_program(program_t *pg, fuzz_data_t *fd) {
   cts_mt_writer_t *w;
@@ -423,7 +441,7 @@ static bool write_program(program_t *pg, fuzz_data_t *fd) {
         continue;
       case 10: { /* a burst of allocations sharing the last backtrace (or none) */
         const uint8_t shape = fuzz_u8(fd);
-        count = fuzz_range(fd, 1, MAX_BURST);
+        count = burst_size(fd, variant);
         make_block(fd, shape, &ev);
         if (pg->last_alloc && (variant & 1)) {
           ev.frames_start = pg->last_alloc->frames_start;
@@ -436,7 +454,7 @@ static bool write_program(program_t *pg, fuzz_data_t *fd) {
       default: /* a burst of collects, newest object first */
         if (pg->nallocs == 0) continue;
         ev.kind = CTS_MT_COLLECT;
-        count = fuzz_range(fd, 1, MAX_BURST);
+        count = burst_size(fd, variant);
         if (count > pg->nallocs) count = pg->nallocs;
         ev.obj_id = pg->nallocs;
         newest_first = true;
@@ -446,6 +464,7 @@ static bool write_program(program_t *pg, fuzz_data_t *fd) {
     const uint64_t how = fuzz_u8(fd);
     for (size_t i = 0; i < count && pg->nevents < MAX_EVENTS; i++) {
       if (newest_first) ev.obj_id--;
+      if (pg->work + ev.depth > MAX_WORK_FRAMES) ev.depth = 0;
       pg->now += fuzz_rng_below(&rng, step_max + 1);
       const uint64_t t = event_time(pg, fd, (uint8_t)(count > 1 ? 2 : how));
       rc = write_event(w, pg, t, &ev);
@@ -458,6 +477,7 @@ static bool write_program(program_t *pg, fuzz_data_t *fd) {
         break;
       }
       CHECK(rc == 0);
+      pg->work += ev.depth;
       record(pg, &ev);
     }
   }
@@ -596,17 +616,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_data_t fd = fuzz_data_make(data, size);
   program_t *pg = calloc(1, sizeof *pg);
   CHECK(pg != NULL);
-  pg->frames = malloc(MAX_TOTAL_FRAMES * sizeof *pg->frames);
-  pg->events = malloc(MAX_EVENTS * sizeof *pg->events);
-  CHECK(pg->frames != NULL && pg->events != NULL);
+  pg->frames = frame_store;
+  pg->events = event_store;
   configure(pg, &fd);
   const size_t split = fuzz_u16(&fd);
   if (write_program(pg, &fd)) read_back(pg, split);
   for (size_t i = 0; i < 4; i++) free(pg->info_strings[i]);
   for (size_t i = 0; i < pg->nnames; i++) free(pg->names[i]);
-  free(pg->frames);
-  free(pg->events);
-  free(pg->trace);
   free(pg);
   return 0;
 }

@@ -4,11 +4,19 @@
  * checks what it must contain. Test names are passed on the command line by CTest. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ctfscope/tracer.h>
+#include <inttypes.h>
+
 #include "../test.h"
 #include "../tracer/decoded.h"
+#include "driven.h"
 
 typedef struct run_result {
   char out[1 << 16];
@@ -197,17 +205,120 @@ CTS_TEST(fork_child_is_not_traced) {
   unlink(trace);
 }
 
-CTS_TEST(exec_flushes_and_new_image_is_not_traced) {
-  char trace[256];
-  trace_path(trace, sizeof trace, "exec");
-  CTS_ASSERT(run_both("victim_exec", NULL, NULL, "1", trace, NULL));
+/* The file the Nth exec'd image of a traced process traces into. */
+static void exec_file(char *buf, size_t size, const char *trace, unsigned n) {
+  const size_t len = strlen(trace);
+  snprintf(buf, size, "%.*s.exec%u.ctf", (int)(len - 4), trace, n);
+}
+
+CTS_TEST(exec_continues_the_trace_in_a_new_file) {
+  static const char *const ways[] = {"execv",   "execve", "execvp", "execvpe",
+                                     "execl", "execlp", "execle"};
+  for (size_t w = 0; w < sizeof ways / sizeof *ways; w++) {
+    char trace[256], next[300];
+    trace_path(trace, sizeof trace, "exec");
+    exec_file(next, sizeof next, trace, 1);
+    unlink(next);
+    CTS_ASSERT(run_both("victim_exec", ways[w], NULL, "1", trace, NULL));
+    CTS_ASSERT_EQ_INT(traced.status, 7);
+    decoded_t d;
+    CHECK_TRACE(d, trace); /* the first image, complete up to its exec */
+    CTS_ASSERT_MSG(count_length(&d, 55555) == 11, "%s: %zu", ways[w], count_length(&d, 55555));
+    CTS_ASSERT_EQ_U64(count_length(&d, 66666), 0);
+    const uint64_t pid = d.pid;
+    decoded_fini(&d);
+    CHECK_TRACE(d, next); /* the new image, a trace of its own */
+    CTS_ASSERT_MSG(count_length(&d, 66666) == 10, "%s: %zu", ways[w], count_length(&d, 66666));
+    CTS_ASSERT_EQ_U64(count_length(&d, 55555), 0);
+    CTS_ASSERT_EQ_U64(d.pid, pid);
+    CTS_ASSERT(strstr(d.executable, "victim_exec") != NULL);
+    decoded_fini(&d);
+    unlink(trace);
+    unlink(next);
+  }
+}
+
+CTS_TEST(exec_by_a_forked_child_is_not_traced) {
+  char trace[256], next[300];
+  trace_path(trace, sizeof trace, "forkexec");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(next);
+  CTS_ASSERT(run_both("victim_exec", "fork-exec", NULL, "1", trace, NULL));
   CTS_ASSERT_EQ_INT(traced.status, 7);
   decoded_t d;
   CHECK_TRACE(d, trace);
   CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11);
   CTS_ASSERT_EQ_U64(count_length(&d, 66666), 0);
   decoded_fini(&d);
+  CTS_ASSERT(access(next, F_OK) != 0);
   unlink(trace);
+}
+
+/* `ctfscope record` of a program started through wrappers that exec it: env, a shell
+ * script's exec, both. The program's own trace is the last file of the sequence. */
+CTS_TEST(record_follows_wrappers_that_exec) {
+  char script[256];
+  snprintf(script, sizeof script, "/tmp/cts_preload_wrapper_%d.sh", (int)getpid());
+  FILE *f = fopen(script, "w");
+  CTS_ASSERT(f != NULL);
+  fputs("#!/bin/sh\nexec \"$@\"\n", f);
+  fclose(f);
+  CTS_ASSERT(chmod(script, 0755) == 0);
+  char victim[1024];
+  victim_path(victim, sizeof victim, "victim_accuracy");
+  char *plain_argv[] = {victim, "3000", "100", NULL};
+  run(&plain, plain_argv, NULL, NULL, NULL);
+  struct {
+    char *wrapper[3];
+    unsigned execs;
+  } cases[] = {
+      {{"/usr/bin/env", NULL}, 1},
+      {{script, NULL}, 1},
+      {{"/usr/bin/env", script, NULL}, 2},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    char trace[256];
+    trace_path(trace, sizeof trace, "wrapped");
+    char *argv[16];
+    int n = 0;
+    argv[n++] = CTS_TEST_CTFSCOPE;
+    argv[n++] = "record";
+    argv[n++] = "-o";
+    argv[n++] = trace;
+    argv[n++] = "--rate";
+    argv[n++] = "1";
+    argv[n++] = "--";
+    for (int k = 0; cases[c].wrapper[k]; k++) argv[n++] = cases[c].wrapper[k];
+    argv[n++] = victim;
+    argv[n++] = "3000";
+    argv[n++] = "100";
+    argv[n] = NULL;
+    run(&traced, argv, NULL, NULL, NULL);
+    CTS_ASSERT_EQ_INT(traced.status, plain.status);
+    CTS_ASSERT_STR_EQ(traced.out, plain.out);
+    /* Every image left a valid trace; the last one is the program's. */
+    for (unsigned i = 0; i <= cases[c].execs; i++) {
+      char file[300];
+      if (i == 0)
+        snprintf(file, sizeof file, "%s", trace);
+      else
+        exec_file(file, sizeof file, trace, i);
+      CTS_ASSERT_MSG(strstr(traced.err, file), "case %zu: %s not reported:\n%s", c, file,
+                     traced.err);
+      decoded_t d;
+      CHECK_TRACE(d, file);
+      if (i == cases[c].execs) {
+        CTS_ASSERT(strstr(d.executable, "victim_accuracy") != NULL);
+        CTS_ASSERT_EQ_U64(d.nallocs, 3001);
+      }
+      decoded_fini(&d);
+      unlink(file);
+    }
+    char after[300];
+    exec_file(after, sizeof after, trace, cases[c].execs + 1);
+    CTS_ASSERT(access(after, F_OK) != 0);
+  }
+  unlink(script);
 }
 
 CTS_TEST(dlopen_plugin_allocations_are_named) {
@@ -270,6 +381,245 @@ CTS_TEST(aligned_allocators) {
   unlink(trace);
 }
 
+CTS_TEST(cxx_new_delete_vector) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "cxx");
+  CTS_ASSERT(run_both("victim_cxx", NULL, NULL, "1", trace, NULL));
+  CTS_ASSERT(strncmp(traced.out, "checksum=", 9) == 0);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(count_length(&d, 44448), 21); /* new Big, 20 times, and make_unique */
+  CTS_ASSERT_EQ_U64(count_length(&d, 13332), 20); /* new int[3333] */
+  CTS_ASSERT_EQ_U64(count_length(&d, 7008), 20);  /* new WithDestructor[7], with its cookie */
+  for (uint64_t k = 1; k <= 128; k *= 2)           /* vector growth: 1, 2, 4... 128 records */
+    CTS_ASSERT_MSG(count_length(&d, 1200 * k) == 10, "%llu records: %zu", (unsigned long long)k,
+                   count_length(&d, 1200 * k));
+  size_t named = 0;
+  for (size_t i = 0; i < d.nallocs; i++) {
+    const char *f = decoded_function(&d, d.allocs[i].innermost);
+    named += f && f[0];
+  }
+#ifdef CTS_TEST_HAVE_LIBDW
+  CTS_ASSERT(named > 0);
+#endif
+  CTS_ASSERT(d.ncollects >= 20 * 3 + 1 + 10 * 8); /* everything the program freed */
+  decoded_fini(&d);
+  unlink(trace);
+}
+
+/* ---- real programs: same output as untraced, a valid trace with named frames --------- */
+
+/* The real executable behind a command name (a pyenv shim is a script: it would be the
+ * shell's trace), or false if the command is not installed. */
+static bool find_program(const char *query, char *out, size_t size) {
+  FILE *p = popen(query, "r");
+  char line[4096] = "";
+  const bool got = p && fgets(line, sizeof line, p) != NULL;
+  if (p) pclose(p);
+  line[strcspn(line, "\n")] = '\0';
+  char resolved[PATH_MAX];
+  if (!got || !line[0] || !realpath(line, resolved) || access(resolved, X_OK) != 0) return false;
+  snprintf(out, size, "%s", resolved);
+  return true;
+}
+
+/* Runs argv with stdout into out_path (stderr captured in r->err), traced into trace when
+ * it is not NULL. */
+static int run_to_file(run_result_t *r, char *const argv[], const char *out_path,
+                       const char *trace, const char *rate) {
+  int err[2];
+  if (pipe(err) != 0) abort();
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (out < 0) _exit(126);
+    dup2(out, 1);
+    dup2(err[1], 2);
+    close(err[0]), close(err[1]);
+    unsetenv("LD_PRELOAD");
+    unsetenv("MEMTRACE");
+    if (trace) {
+      setenv("LD_PRELOAD", CTS_TEST_PRELOAD, 1);
+      setenv("MEMTRACE", trace, 1);
+      setenv("MEMTRACE_RATE", rate, 1);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(err[1]);
+  read_all(err[0], r->err, sizeof r->err, &r->err_len);
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r->status;
+}
+
+static bool same_files(const char *a, const char *b) {
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  bool same = fa && fb;
+  static char ba[1 << 16], bb[1 << 16];
+  while (same) {
+    const size_t na = fread(ba, 1, sizeof ba, fa), nb = fread(bb, 1, sizeof bb, fb);
+    same = na == nb && memcmp(ba, bb, na) == 0;
+    if (na == 0) break;
+  }
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
+  return same;
+}
+
+/* Runs a real program untraced and traced, each with stdout into a file; checks exit code
+ * and output are the same, and that the trace is valid with named frames. */
+static void check_real_program(const char *name, char *const argv[], const char *rate,
+                               size_t min_allocs) {
+  char out_plain[256], out_traced[256], trace[256];
+  snprintf(out_plain, sizeof out_plain, "/tmp/cts_preload_%s_%d.plain", name, (int)getpid());
+  snprintf(out_traced, sizeof out_traced, "/tmp/cts_preload_%s_%d.traced", name, (int)getpid());
+  trace_path(trace, sizeof trace, name);
+  run_to_file(&plain, argv, out_plain, NULL, NULL);
+  run_to_file(&traced, argv, out_traced, trace, rate);
+  CTS_ASSERT_MSG(traced.status == plain.status, "%s: exit %d untraced, %d traced; stderr: %s",
+                 name, plain.status, traced.status, traced.err);
+  CTS_ASSERT_MSG(same_files(out_plain, out_traced), "%s: the outputs differ", name);
+  struct stat st;
+  CTS_ASSERT(stat(out_plain, &st) == 0 && st.st_size > 0);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  size_t named = 0;
+  for (size_t i = 0; i < d.nallocs; i++) {
+    const char *f = decoded_function(&d, d.allocs[i].innermost);
+    named += f && f[0];
+  }
+  fprintf(stderr, "  %s: exit %d, %lld bytes of output, %zu sampled allocations (%zu at named "
+                  "sites), %zu frees\n",
+          name, plain.status, (long long)st.st_size, d.nallocs, named, d.ncollects);
+  CTS_ASSERT_MSG(d.nallocs >= min_allocs, "%zu sampled allocations", d.nallocs);
+#ifdef CTS_TEST_HAVE_LIBDW
+  CTS_ASSERT(named > 0);
+#endif
+  decoded_fini(&d);
+  unlink(out_plain);
+  unlink(out_traced);
+  unlink(trace);
+}
+
+CTS_TEST(real_python) {
+  char python[PATH_MAX];
+  if (!find_program("python3 -c 'import sys; print(sys.executable)' 2>/dev/null", python,
+                    sizeof python))
+    CTS_SKIP("python3 is not installed");
+  char *argv[] = {python, "-c",
+                  "import json, collections\n"
+                  "d = {str(i): list(range(i % 50)) for i in range(20000)}\n"
+                  "c = collections.Counter(len(v) for v in d.values())\n"
+                  "print(sum(len(v) for v in d.values()), sorted(d)[:3])\n"
+                  "print(json.dumps(sorted(c.items())[:5]))\n",
+                  NULL};
+  check_real_program("python", argv, "1e-3", 100);
+}
+
+CTS_TEST(real_sqlite3) {
+  char sqlite[PATH_MAX];
+  if (!find_program("command -v sqlite3", sqlite, sizeof sqlite))
+    CTS_SKIP("sqlite3 is not installed (apt-get install sqlite3)");
+  char sql[256];
+  snprintf(sql, sizeof sql, "/tmp/cts_preload_sqlite_%d.sql", (int)getpid());
+  FILE *f = fopen(sql, "w");
+  CTS_ASSERT(f != NULL);
+  fputs("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, value REAL);\nBEGIN;\n", f);
+  for (int i = 0; i < 5000; i++)
+    fprintf(f, "INSERT INTO t(name, value) VALUES('name-%d-%x', %d.%d);\n", i, i * 2654435761u,
+            i, i % 7);
+  fputs("COMMIT;\nCREATE INDEX t_name ON t(name);\n"
+        "SELECT count(*), sum(value), max(length(name)) FROM t;\n"
+        "SELECT name FROM t WHERE id % 1000 = 0 ORDER BY name;\n",
+        f);
+  fclose(f);
+  char read_cmd[300];
+  snprintf(read_cmd, sizeof read_cmd, ".read %s", sql);
+  char *argv[] = {sqlite, ":memory:", read_cmd, NULL};
+  check_real_program("sqlite3", argv, "1e-3", 20);
+  unlink(sql);
+}
+
+CTS_TEST(real_sort_of_50_mb) {
+  char input[256];
+  snprintf(input, sizeof input, "/tmp/cts_preload_sort_%d.txt", (int)getpid());
+  FILE *f = fopen(input, "w");
+  CTS_ASSERT(f != NULL);
+  uint64_t x = 12345;
+  size_t bytes = 0;
+  while (bytes < 50u * 1000 * 1000) {
+    char line[64];
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const int n = snprintf(line, sizeof line, "%016llx %llu\n", (unsigned long long)x,
+                           (unsigned long long)(x >> 40) % 100000);
+    fwrite(line, 1, (size_t)n, f);
+    bytes += (size_t)n;
+  }
+  CTS_ASSERT(fclose(f) == 0);
+  char *argv[] = {"/usr/bin/sort", input, NULL};
+  check_real_program("sort", argv, "1", 100);
+  unlink(input);
+}
+
+CTS_TEST(real_gcc_compile) {
+  char gcc[PATH_MAX];
+  if (!find_program("command -v gcc", gcc, sizeof gcc)) CTS_SKIP("gcc is not installed");
+  char src[256], obj_plain[256], obj_traced[256];
+  snprintf(src, sizeof src, "/tmp/cts_preload_gcc_%d.c", (int)getpid());
+  snprintf(obj_plain, sizeof obj_plain, "/tmp/cts_preload_gcc_%d_plain.o", (int)getpid());
+  snprintf(obj_traced, sizeof obj_traced, "/tmp/cts_preload_gcc_%d_traced.o", (int)getpid());
+  FILE *f = fopen(src, "w");
+  CTS_ASSERT(f != NULL);
+  fputs("#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+        "struct node { struct node *next; char name[32]; };\n"
+        "int count(const struct node *n) { int k = 0; for (; n; n = n->next) k++; return k; }\n"
+        "int main(int argc, char **argv) {\n"
+        "  struct node *head = NULL;\n"
+        "  for (int i = 0; i < argc * 100; i++) {\n"
+        "    struct node *n = malloc(sizeof *n);\n"
+        "    snprintf(n->name, sizeof n->name, \"%d\", i);\n"
+        "    n->next = head; head = n;\n"
+        "  }\n"
+        "  printf(\"%d %s\\n\", count(head), argv[0]);\n"
+        "  return strlen(head->name) > 3;\n"
+        "}\n",
+        f);
+  fclose(f);
+  /* The driver is traced; cc1 and as, its forked children, are not. -v: some output. */
+  char *plain_argv[] = {gcc, "-O2", "-c", src, "-o", obj_plain, NULL};
+  char *traced_argv[] = {gcc, "-O2", "-c", src, "-o", obj_traced, NULL};
+  char out_plain[256], out_traced[256], trace[256];
+  snprintf(out_plain, sizeof out_plain, "/tmp/cts_preload_gcc_%d.plain", (int)getpid());
+  snprintf(out_traced, sizeof out_traced, "/tmp/cts_preload_gcc_%d.traced", (int)getpid());
+  trace_path(trace, sizeof trace, "gcc");
+  run_to_file(&plain, plain_argv, out_plain, NULL, NULL);
+  run_to_file(&traced, traced_argv, out_traced, trace, "1e-2");
+  CTS_ASSERT_EQ_INT(plain.status, 0);
+  CTS_ASSERT_MSG(traced.status == 0, "traced gcc: exit %d: %s", traced.status, traced.err);
+  CTS_ASSERT(same_files(out_plain, out_traced));
+  CTS_ASSERT_MSG(same_files(obj_plain, obj_traced), "the object files differ");
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  size_t named = 0;
+  for (size_t i = 0; i < d.nallocs; i++) {
+    const char *fn = decoded_function(&d, d.allocs[i].innermost);
+    named += fn && fn[0];
+  }
+  fprintf(stderr, "  gcc driver: %zu sampled allocations (%zu at named sites)\n", d.nallocs,
+          named);
+  CTS_ASSERT(d.nallocs >= 5);
+#ifdef CTS_TEST_HAVE_LIBDW
+  CTS_ASSERT(named > 0);
+#endif
+  decoded_fini(&d);
+  unlink(src), unlink(obj_plain), unlink(obj_traced), unlink(out_plain), unlink(out_traced);
+  unlink(trace);
+}
+
 /* ---- configuration errors: one line, untraced, unharmed ---------------------------------- */
 
 static void check_refused(const char *memtrace, const char *rate, const char *expect) {
@@ -296,9 +646,321 @@ CTS_TEST(unwritable_file_is_refused) {
   check_refused("/nonexistent-dir/x.ctf", "1", "cannot trace into this file");
 }
 
-CTS_TEST(tcp_is_refused_for_now) {
-  check_refused("tcp://localhost:1234", "1", "TCP output");
-  check_refused("listen://5555", "1", "TCP output");
+/* 1234567 -> "1 234 567", as ctfscope prints counts. */
+static void group_digits(uint64_t v, char *out, size_t size) {
+  char digits[32];
+  const int n = snprintf(digits, sizeof digits, "%" PRIu64, v);
+  size_t k = 0;
+  for (int i = 0; i < n && k + 2 < size; i++) {
+    if (i > 0 && (n - i) % 3 == 0) out[k++] = ' ';
+    out[k++] = digits[i];
+  }
+  out[k] = '\0';
+}
+
+/* ---- TCP transport (real sockets on 127.0.0.1) -------------------------------------------- */
+
+/* A collector: `ctfscope collect --listen 127.0.0.1:0 --dir DIR`, and its port. */
+static bool start_collector(driven_t *c, const char *dir, uint16_t *port) {
+  char *argv[] = {CTS_TEST_CTFSCOPE, "collect", "--listen", "127.0.0.1:0", "--dir", (char *)dir,
+                  NULL};
+  if (!drv_start(c, argv, NULL) || !drv_wait_err(c, "listening on 127.0.0.1:", 10000)) return false;
+  *port = (uint16_t)atoi(strstr(c->err_buf, "listening on 127.0.0.1:") + 23);
+  return *port != 0;
+}
+
+/* The first file in dir whose name starts with prefix. */
+static bool find_in_dir(const char *dir, const char *prefix, char *path, size_t size) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "ls %s | grep '^%s' | head -1", dir, prefix);
+  FILE *ls = popen(cmd, "r");
+  char name[256] = "";
+  const bool found = ls && fgets(name, sizeof name, ls) && name[0];
+  if (ls) pclose(ls);
+  name[strcspn(name, "\n")] = '\0';
+  snprintf(path, size, "%s/%s", dir, name);
+  return found;
+}
+
+static void remove_dir(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "  cannot remove %s\n", dir);
+}
+
+CTS_TEST(tcp_client_mode_streams_to_collect) {
+  char dir[] = "/tmp/cts_preload_collect_XXXXXX";
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  driven_t col;
+  uint16_t port = 0;
+  CTS_ASSERT_MSG(start_collector(&col, dir, &port), "collector: %s", col.err_buf);
+  char victim[1024], spec[64];
+  victim_path(victim, sizeof victim, "victim_accuracy");
+  snprintf(spec, sizeof spec, "127.0.0.1:%u", port);
+  char *plain_argv[] = {victim, "20000", "2048", NULL};
+  run(&plain, plain_argv, NULL, NULL, NULL);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--connect", spec, "--rate", "1", "--", victim,
+                  "20000", "2048", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, plain.status);
+  CTS_ASSERT_STR_EQ(traced.out, plain.out);
+  CTS_ASSERT_MSG(traced.err_len == 0, "stderr: %s", traced.err);
+  CTS_ASSERT_MSG(drv_wait_err(&col, "closed by peer: saved", 20000), "collector: %s", col.err_buf);
+  kill(col.pid, SIGINT);
+  CTS_ASSERT_EQ_INT(drv_finish(&col, 20000), 0);
+  char trace[1024];
+  CTS_ASSERT(find_in_dir(dir, "victim_accuracy.", trace, sizeof trace));
+  unsigned long long allocs, frees, words;
+  CTS_ASSERT(sscanf(plain.out, "allocs=%llu frees=%llu words=%llu", &allocs, &frees, &words) == 3);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(d.nallocs, allocs);
+  CTS_ASSERT_EQ_U64(d.ncollects, frees);
+  decoded_fini(&d);
+  remove_dir(dir);
+}
+
+CTS_TEST(tcp_unreachable_collector_warns_once_and_runs_untraced) {
+  uint16_t port;
+  const int lfd = drv_listen(&port, 0);
+  CTS_ASSERT(lfd >= 0);
+  close(lfd); /* nobody listens there now */
+  char url[64];
+  snprintf(url, sizeof url, "tcp://127.0.0.1:%u", port);
+  check_refused(url, "1", "cannot connect: Connection refused");
+  check_refused("tcp://host.invalid:4242", "1", "cannot resolve 'host.invalid'");
+  check_refused("tcp://127.0.0.1", "1", "expected HOST:PORT");
+  check_refused("listen://notaport", "1", "the port must be a number");
+  char victim[1024];
+  victim_path(victim, sizeof victim, "victim_realloc");
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--connect", url + 6, "--", victim, NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, plain.status);
+  CTS_ASSERT_STR_EQ(traced.out, plain.out);
+  CTS_ASSERT_MSG(strstr(traced.err, "cannot connect") && strchr(traced.err, '\n')[1] == '\0',
+                 "stderr: %s", traced.err);
+}
+
+/* Service mode, through `ctfscope record --listen` and `ctfscope fetch`. The victim is
+ * driven line by line (victim_service.c). */
+static bool command(driven_t *v, const char *cmd, const char *expect) {
+  char reply[256];
+  drv_command(v, cmd, reply, sizeof reply, 60000);
+  if (strcmp(reply, expect) == 0) return true;
+  fprintf(stderr, "  %s: got '%s', expected '%s'; victim stderr:\n%s\n", cmd, reply, expect,
+          v->err_buf);
+  return false;
+}
+
+/* Waits until process pid catches SIGINT (its handler is installed: ctfscope fetch sets it
+ * up after connecting, and a SIGINT before that would kill it). */
+static bool wait_catches_sigint(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  for (int i = 0; i < 1000; i++) {
+    FILE *f = fopen(path, "r");
+    unsigned long long caught = 0;
+    while (f && fgets(line, sizeof line, f))
+      if (strncmp(line, "SigCgt:", 7) == 0) caught = strtoull(line + 7, NULL, 16);
+    if (f) fclose(f);
+    if (caught & (1ull << (SIGINT - 1))) return true;
+    drv_sleep_ms(10);
+  }
+  return false;
+}
+
+static bool start_fetch(driven_t *f, uint16_t port, const char *output) {
+  char spec[64];
+  snprintf(spec, sizeof spec, "127.0.0.1:%u", port);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "fetch", "-o", (char *)output, spec, NULL};
+  return drv_start(f, argv, NULL);
+}
+
+CTS_TEST(tcp_service_mode_serves_fetch_one_client_at_a_time) {
+  char dir[] = "/tmp/cts_preload_fetch_XXXXXX";
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  char victim[1024], one[1100], three[1100];
+  victim_path(victim, sizeof victim, "victim_service");
+  snprintf(one, sizeof one, "%s/one.ctf", dir);
+  snprintf(three, sizeof three, "%s/three.ctf", dir);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--listen", "127.0.0.1:0", "--rate", "1",
+                  "--", victim, NULL};
+  driven_t v;
+  CTS_ASSERT(drv_start(&v, argv, NULL));
+  CTS_ASSERT_MSG(drv_wait_err(&v, "serving the trace on port ", 10000), "%s", v.err_buf);
+  const uint16_t port = (uint16_t)atoi(strstr(v.err_buf, "on port ") + 8);
+  CTS_ASSERT(port != 0);
+  CTS_ASSERT(command(&v, "alloc 10 99999", "done 10")); /* no client yet: not traced */
+
+  /* The first client gets a trace of what happens while it is connected. */
+  driven_t f1;
+  CTS_ASSERT(start_fetch(&f1, port, one));
+  CTS_ASSERT(command(&v, "wait-client 1", "ok"));
+  CTS_ASSERT(command(&v, "alloc 100 11111", "done 100"));
+  /* A second client meanwhile is closed at once, with a log line. */
+  const int second = drv_connect(port);
+  CTS_ASSERT(second >= 0);
+  drv_bytes_t nothing = {0};
+  CTS_ASSERT_EQ_INT((int)drv_read_some(second, &nothing, 4096, 10000), 0);
+  close(second);
+  CTS_ASSERT_MSG(drv_wait_err(&v, "refused a client from 127.0.0.1:", 10000), "%s", v.err_buf);
+  /* Ctrl-C: fetch half-closes, the program ends the trace, fetch saves it. */
+  CTS_ASSERT(wait_catches_sigint(f1.pid));
+  kill(f1.pid, SIGINT);
+  CTS_ASSERT_EQ_INT(drv_finish(&f1, 20000), 0);
+  CTS_ASSERT(command(&v, "wait-idle", "ok"));
+
+  /* A client that goes away mid-trace: the program runs on, what it got is valid. */
+  const int mid = drv_connect(port);
+  CTS_ASSERT(mid >= 0);
+  CTS_ASSERT(command(&v, "wait-client 2", "ok"));
+  char reply[256];
+  CTS_ASSERT(write(v.in, "alloc 20000 3000\n", 17) == 17);
+  drv_bytes_t partial = {0};
+  while (partial.len < 256 * 1024 && drv_read_some(mid, &partial, 65536, 20000) > 0) {}
+  close(mid); /* unread data: a reset */
+  CTS_ASSERT(drv_line(&v, reply, sizeof reply, 60000));
+  CTS_ASSERT_STR_EQ(reply, "done 20000");
+  CTS_ASSERT(command(&v, "wait-idle", "ok"));
+  CTS_ASSERT(command(&v, "alloc 10 33333", "done 10"));
+
+  /* A later client: a fresh trace. */
+  driven_t f3;
+  CTS_ASSERT(start_fetch(&f3, port, three));
+  CTS_ASSERT(command(&v, "wait-client 3", "ok"));
+  CTS_ASSERT(command(&v, "alloc 5 44444", "done 5"));
+  CTS_ASSERT(wait_catches_sigint(f3.pid));
+  kill(f3.pid, SIGINT);
+  CTS_ASSERT_EQ_INT(drv_finish(&f3, 20000), 0);
+  CTS_ASSERT(command(&v, "quit", "allocs=20125 frees=20125"));
+  CTS_ASSERT_EQ_INT(drv_finish(&v, 20000), 0);
+
+  decoded_t d;
+  CHECK_TRACE(d, one);
+  CTS_ASSERT_EQ_U64(d.nallocs, 100);
+  CTS_ASSERT_EQ_U64(count_length(&d, 11111), 100);
+  CTS_ASSERT_EQ_U64(d.ncollects, 100);
+  decoded_fini(&d);
+  const size_t whole = drv_whole_packets(&partial);
+  fprintf(stderr, "  mid-trace client: %zu bytes received, %zu in whole packets\n", partial.len,
+          whole);
+  decoded_from_memory(&d, partial.data, whole);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT(d.nallocs > 0 && d.nallocs == count_length(&d, 3000));
+  decoded_fini(&d);
+  CHECK_TRACE(d, three);
+  CTS_ASSERT_EQ_U64(d.nallocs, 5);
+  CTS_ASSERT_EQ_U64(count_length(&d, 44444), 5);
+  CTS_ASSERT_EQ_U64(d.allocs[0].id, 0);
+  decoded_fini(&d);
+  free(nothing.data);
+  free(partial.data);
+  remove_dir(dir);
+}
+
+/* A reader far slower than the program: lossless mode slows the program down instead of
+ * losing anything. */
+CTS_TEST(tcp_lossless_with_a_slow_reader) {
+  uint16_t port;
+  const int lfd = drv_listen(&port, 4096);
+  CTS_ASSERT(lfd >= 0);
+  char victim[1024], url[64];
+  victim_path(victim, sizeof victim, "victim_accuracy");
+  snprintf(url, sizeof url, "MEMTRACE=tcp://127.0.0.1:%u", port);
+  char *argv[] = {victim, "300000", "4096", NULL};
+  run(&plain, argv, NULL, NULL, NULL);
+  char preload[1100];
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  const char *env[] = {preload, url, "MEMTRACE_RATE=1", NULL};
+  driven_t v;
+  CTS_ASSERT(drv_start(&v, argv, env));
+  const int fd = drv_accept(lfd, 10000);
+  CTS_ASSERT(fd >= 0);
+  drv_bytes_t trace = {0};
+  const int64_t start = drv_now_ms();
+  for (;;) { /* about 8 KiB every 2 ms at most */
+    const ssize_t n = drv_read_some(fd, &trace, 8192, 30000);
+    if (n <= 0) break;
+    drv_sleep_ms(2);
+  }
+  fprintf(stderr, "  %zu bytes read in %.1f s\n", trace.len, (double)(drv_now_ms() - start) / 1e3);
+  close(fd);
+  close(lfd);
+  CTS_ASSERT_EQ_INT(drv_finish(&v, 20000), plain.status);
+  CTS_ASSERT_STR_EQ(v.out_buf, plain.out);
+  unsigned long long allocs, frees, words;
+  CTS_ASSERT(sscanf(plain.out, "allocs=%llu frees=%llu words=%llu", &allocs, &frees, &words) == 3);
+  decoded_t d;
+  decoded_from_memory(&d, trace.data, trace.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.truncated_packets, 0);
+  CTS_ASSERT_EQ_U64(d.nallocs, allocs);
+  CTS_ASSERT_EQ_U64(d.ncollects, frees);
+  decoded_fini(&d);
+  free(trace.data);
+}
+
+/* Drop mode with a reader that reads nothing at all while the program allocates: the
+ * program never waits, and the trace says how much was lost. */
+CTS_TEST(tcp_drop_mode_never_blocks_and_records_the_loss) {
+  uint16_t port;
+  const int lfd = drv_listen(&port, 4096);
+  CTS_ASSERT(lfd >= 0);
+  char victim[1024], spec[64];
+  victim_path(victim, sizeof victim, "victim_service");
+  snprintf(spec, sizeof spec, "127.0.0.1:%u", port);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--connect", spec, "--drop", "--rate", "1",
+                  "--", victim, NULL};
+  driven_t v;
+  CTS_ASSERT(drv_start(&v, argv, NULL));
+  const int fd = drv_accept(lfd, 10000);
+  CTS_ASSERT(fd >= 0);
+  /* Nothing is read until the program has done all its work. */
+  CTS_ASSERT(command(&v, "alloc 1000000 64", "done 1000000"));
+  CTS_ASSERT(write(v.in, "quit\n", 5) == 5);
+  drv_bytes_t trace = {0};
+  while (drv_read_some(fd, &trace, 65536, 30000) > 0) {}
+  close(fd);
+  close(lfd);
+  CTS_ASSERT_EQ_INT(drv_finish(&v, 20000), 0);
+  CTS_ASSERT_STR_EQ(v.out_buf, "done 1000000\nallocs=1000000 frees=1000000\n");
+  decoded_t d;
+  decoded_from_memory(&d, trace.data, trace.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.truncated_packets, 0);
+  uint64_t markers = 0, lost = 0, recorded = 0;
+  for (size_t i = 0; i < d.nallocs; i++) {
+    const decoded_alloc_t *a = &d.allocs[i];
+    if (a->depth == 1 && a->innermost >> 61 == 1) {
+      markers++;
+      lost += CTS_TRACER_LOST_ALLOCS_OF(a->innermost);
+      const char *name = decoded_function(&d, a->innermost);
+      CTS_ASSERT(name && strstr(name, CTS_TRACER_LOST_NAME_PREFIX) == name);
+    } else if (a->length == 8) {
+      recorded++;
+    }
+  }
+  fprintf(stderr, "  %" PRIu64 " recorded, %" PRIu64 " lost in %" PRIu64 " markers\n", recorded,
+          lost, markers);
+  CTS_ASSERT(markers >= 1 && lost > 0);
+  CTS_ASSERT_EQ_U64(recorded + lost, 1000000);
+  decoded_fini(&d);
+  /* ctfscope info adds the markers up. */
+  char path[256];
+  trace_path(path, sizeof path, "drop");
+  FILE *out = fopen(path, "wb");
+  CTS_ASSERT(out && fwrite(trace.data, 1, trace.len, out) == trace.len);
+  fclose(out);
+  char *info[] = {CTS_TEST_CTFSCOPE, "info", path, NULL};
+  run(&traced, info, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  char expect[128];
+  char grouped[64];
+  group_digits(lost, grouped, sizeof grouped);
+  snprintf(expect, sizeof expect, "Lost (drop)    %s sampled allocations", grouped);
+  CTS_ASSERT_MSG(strstr(traced.out, expect), "info:\n%s", traced.out);
+  unlink(path);
+  free(trace.data);
 }
 
 /* ---- ctfscope record ---------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 
 #include "../test.h"
 #include "decoded.h"
+#include "os/net.h"
 
 typedef struct membuf {
   uint8_t *data;
@@ -405,10 +406,358 @@ CTS_TEST(bad_configurations_are_refused) {
   CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL);
   cfg.sample_rate = 1e-3;
   cts_tracer_sink_init(&sink, CTS_TRACER_SINK_TCP_CONNECT);
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL); /* no address */
+  sink.address = "no-port-here";
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), -EINVAL);
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_TCP_LISTEN);
   CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL);
+  sink.address = "127.0.0.1:99999";
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), -EINVAL);
+  CTS_ASSERT_EQ_U64(cts_tracer_listen_port(), 0);
   cts_tracer_sink_init(&sink, CTS_TRACER_SINK_CALLBACK);
   CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL); /* no callback */
   CTS_ASSERT(!cts_tracer_is_active());
+}
+
+/* ---- TCP sinks (real sockets on 127.0.0.1; every wait has a deadline) ------------------- */
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* A listening socket on 127.0.0.1 with a free port. */
+static int listen_loopback(uint16_t *port) {
+  cts_net_addr_t a;
+  int fd;
+  if (cts_net_parse_listen("127.0.0.1:0", &a, NULL, 0) != 0 || cts_net_listen(&a, 8, false, &fd) ||
+      cts_net_local_addr(fd, &a) != 0)
+    abort();
+  *port = cts_net_addr_port(&a);
+  return fd;
+}
+
+static int connect_loopback(uint16_t port) {
+  char spec[32];
+  snprintf(spec, sizeof spec, "127.0.0.1:%u", port);
+  cts_net_addr_t a;
+  int fd;
+  if (cts_net_parse_connect(spec, &a, NULL, 0) != 0 || cts_net_connect(&a, 5000, &fd) != 0)
+    return -1;
+  return fd;
+}
+
+/* Reads until the peer closes; false after 20 s. */
+static bool read_until_eof(int fd, membuf_t *b) {
+  const int64_t deadline = now_ms() + 20000;
+  uint8_t buf[65536];
+  while (now_ms() < deadline) {
+    if (cts_net_wait(fd, false, 100) <= 0) continue;
+    const ssize_t n = cts_net_read(fd, buf, sizeof buf);
+    if (n == 0) return true;
+    if (n < 0) return n == -EAGAIN ? true : false;
+    membuf_write(b, buf, (size_t)n);
+  }
+  return false;
+}
+
+/* Waits (10 s at most) until the listening tracer's stats say serving == want and at least
+ * `clients` clients were served. */
+static bool wait_serving(bool want, uint64_t clients) {
+  for (int i = 0; i < 1000; i++) {
+    cts_tracer_stats_t st;
+    cts_tracer_get_stats(&st);
+    if (st.serving == want && st.clients >= clients) return true;
+    sleep_ms(10);
+  }
+  return false;
+}
+
+static void start_tcp(cts_tracer_sink_kind_t kind, const char *address, bool drop) {
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cfg.sample_rate = 1.0;
+  cfg.seed = 21;
+  cfg.unwind = CTS_TRACER_UNWIND_NONE;
+  cfg.drop_when_full = drop;
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, kind);
+  sink.address = address;
+  sink.clock = fake_clock;
+  const int e = cts_tracer_start(&cfg, &sink);
+  if (e) {
+    fprintf(stderr, "cts_tracer_start(%s): %s\n", address, cts_os_strerror(e));
+    abort();
+  }
+}
+
+CTS_TEST(tcp_connect_streams_the_trace) {
+  uint16_t port;
+  const int lfd = listen_loopback(&port);
+  char address[32];
+  snprintf(address, sizeof address, "127.0.0.1:%u", port);
+  start_tcp(CTS_TRACER_SINK_TCP_CONNECT, address, false);
+  int cfd;
+  CTS_ASSERT_EQ_INT(cts_net_accept(lfd, false, &cfd, NULL), 0);
+  for (uint64_t i = 0; i < 1000; i++) cts_tracer_track_alloc(fake_ptr(i), 100 + i);
+  for (uint64_t i = 0; i < 1000; i += 2) cts_tracer_track_free(fake_ptr(i));
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  membuf_t b = {0};
+  CTS_ASSERT(read_until_eof(cfd, &b));
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 1000);
+  CTS_ASSERT_EQ_U64(d.ncollects, 500);
+  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
+  decoded_fini(&d);
+  free(b.data);
+  close(cfd);
+  close(lfd);
+}
+
+CTS_TEST(tcp_connect_failure_starts_nothing) {
+  uint16_t port;
+  close(listen_loopback(&port)); /* nobody listens there now */
+  char address[32];
+  snprintf(address, sizeof address, "127.0.0.1:%u", port);
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_TCP_CONNECT);
+  sink.address = address;
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), -ECONNREFUSED);
+  CTS_ASSERT(!cts_tracer_is_active());
+  sink.address = "host.invalid:4242"; /* never resolves (RFC 2606) */
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), -EINVAL);
+  CTS_ASSERT(!cts_tracer_is_active());
+}
+
+CTS_TEST(tcp_peer_that_goes_away_stops_tracing_not_the_program) {
+  uint16_t port;
+  const int lfd = listen_loopback(&port);
+  char address[32];
+  snprintf(address, sizeof address, "127.0.0.1:%u", port);
+  start_tcp(CTS_TRACER_SINK_TCP_CONNECT, address, false);
+  int cfd;
+  CTS_ASSERT_EQ_INT(cts_net_accept(lfd, false, &cfd, NULL), 0);
+  close(cfd);
+  close(lfd);
+  /* Writing to the closed connection fails (EPIPE or ECONNRESET, never SIGPIPE, which
+   * would kill this test); sampling then stops. */
+  int e = 0;
+  for (uint64_t round = 0; round < 50 && e == 0; round++) {
+    for (uint64_t i = 0; i < 1000; i++) cts_tracer_track_alloc(fake_ptr(round * 1000 + i), 64);
+    e = cts_tracer_flush();
+  }
+  CTS_ASSERT_MSG(e == -EPIPE || e == -ECONNRESET, "flush: %s", cts_os_strerror(e));
+  CTS_ASSERT(cts_tracer_is_active()); /* until stopped */
+  e = cts_tracer_stop();
+  CTS_ASSERT_MSG(e == -EPIPE || e == -ECONNRESET, "stop: %s", cts_os_strerror(e));
+}
+
+/* Log lines of the listening tracer. */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[4096];
+
+static void capture_log(void *ud, const char *line) {
+  (void)ud;
+  pthread_mutex_lock(&log_mu);
+  const size_t n = strlen(log_text);
+  snprintf(log_text + n, sizeof log_text - n, "%s\n", line);
+  pthread_mutex_unlock(&log_mu);
+}
+
+static bool log_has(const char *needle) {
+  pthread_mutex_lock(&log_mu);
+  const bool found = strstr(log_text, needle) != NULL;
+  pthread_mutex_unlock(&log_mu);
+  return found;
+}
+
+CTS_TEST(tcp_listen_serves_each_client_a_fresh_trace) {
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cfg.sample_rate = 1.0;
+  cfg.seed = 22;
+  cfg.unwind = CTS_TRACER_UNWIND_NONE;
+  cfg.context = "served";
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_TCP_LISTEN);
+  sink.address = "127.0.0.1:0";
+  sink.clock = fake_clock;
+  sink.log = capture_log;
+  log_text[0] = '\0';
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
+  CTS_ASSERT(cts_tracer_is_active());
+  const uint16_t port = cts_tracer_listen_port();
+  CTS_ASSERT(port != 0);
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_STATE);
+
+  cts_tracer_track_alloc(fake_ptr(0), 100);               /* no client: not traced */
+  CTS_ASSERT_EQ_INT(cts_tracer_flush(), CTS_E_STATE); /* no trace being written */
+
+  /* First client: a trace of what happens while it is connected. */
+  const int c1 = connect_loopback(port);
+  CTS_ASSERT(c1 >= 0);
+  CTS_ASSERT(wait_serving(true, 1));
+  for (uint64_t i = 1; i <= 100; i++) cts_tracer_track_alloc(fake_ptr(i), 200);
+  /* A second client meanwhile is accepted and closed at once, with a log line. */
+  const int c2 = connect_loopback(port);
+  CTS_ASSERT(c2 >= 0);
+  membuf_t refused = {0};
+  CTS_ASSERT(read_until_eof(c2, &refused));
+  CTS_ASSERT_EQ_U64(refused.len, 0);
+  close(c2);
+  CTS_ASSERT(log_has("refused a client from 127.0.0.1:"));
+  for (uint64_t i = 1; i <= 50; i++) cts_tracer_track_free(fake_ptr(i));
+  /* The client half-closes: the program ends the trace and closes. */
+  shutdown(c1, SHUT_WR);
+  membuf_t t1 = {0};
+  CTS_ASSERT(read_until_eof(c1, &t1));
+  close(c1);
+  CTS_ASSERT(wait_serving(false, 1));
+  cts_tracer_stats_t st;
+  cts_tracer_get_stats(&st);
+  CTS_ASSERT_EQ_U64(st.refused, 1);
+  CTS_ASSERT_EQ_U64(st.samples, 100);
+  CTS_ASSERT_EQ_U64(st.collects, 50);
+
+  cts_tracer_track_alloc(fake_ptr(1000), 300); /* between clients: not traced */
+
+  /* A later client: a new trace, ids from 0 again, started later. */
+  const int c3 = connect_loopback(port);
+  CTS_ASSERT(c3 >= 0);
+  CTS_ASSERT(wait_serving(true, 2));
+  for (uint64_t i = 0; i < 10; i++) cts_tracer_track_alloc(fake_ptr(2000 + i), 400);
+  for (uint64_t i = 51; i <= 100; i++) cts_tracer_track_free(fake_ptr(i)); /* sampled before */
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0); /* ends the client's trace too */
+  CTS_ASSERT(!cts_tracer_is_active());
+  CTS_ASSERT_EQ_U64(cts_tracer_listen_port(), 0);
+  membuf_t t2 = {0};
+  CTS_ASSERT(read_until_eof(c3, &t2));
+  close(c3);
+
+  decoded_t d1, d2;
+  decoded_from_memory(&d1, t1.data, t1.len);
+  decoded_from_memory(&d2, t2.data, t2.len);
+  CTS_ASSERT_MSG(d1.error == 0, "%s", d1.message);
+  CTS_ASSERT_MSG(d2.error == 0, "%s", d2.message);
+  CTS_ASSERT_STR_EQ(d1.context, "served");
+  CTS_ASSERT_EQ_U64(d1.nallocs, 100);
+  CTS_ASSERT_EQ_U64(d1.ncollects, 50);
+  CTS_ASSERT_EQ_U64(d2.nallocs, 10);
+  CTS_ASSERT_EQ_U64(d2.ncollects, 0);
+  CTS_ASSERT_EQ_U64(d2.allocs[0].id, 0);
+  CTS_ASSERT(d2.allocs[0].time > d1.last_time);
+  for (size_t i = 0; i < d1.nallocs; i++) CTS_ASSERT_EQ_U64(d1.allocs[i].length, 25);
+  for (size_t i = 0; i < d2.nallocs; i++) CTS_ASSERT_EQ_U64(d2.allocs[i].length, 50);
+  decoded_fini(&d1);
+  decoded_fini(&d2);
+  free(t1.data);
+  free(t2.data);
+  free(refused.data);
+}
+
+/* ---- drop mode ------------------------------------------------------------------------- */
+
+/* A sink that lets the trace-info packet through, then blocks until opened: the slowest
+ * reader there is. */
+typedef struct gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool open;
+  int writes;
+  membuf_t buf;
+} gate_t;
+
+static int gated_write(void *ud, const void *p, size_t n) {
+  gate_t *g = ud;
+  pthread_mutex_lock(&g->mu);
+  if (g->writes++ > 0)
+    while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+  const int e = membuf_write(&g->buf, p, n);
+  pthread_mutex_unlock(&g->mu);
+  return e;
+}
+
+static bool is_marker(uint64_t code) {
+  return code >> 61 == 1;
+}
+
+CTS_TEST(drop_mode_never_waits_and_marks_the_loss) {
+  gate_t g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cfg.sample_rate = 1.0;
+  cfg.seed = 23;
+  cfg.unwind = CTS_TRACER_UNWIND_NONE;
+  cfg.drop_when_full = true;
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_CALLBACK);
+  sink.write = gated_write;
+  sink.write_user_data = &g;
+  sink.clock = fake_clock;
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
+  /* The writer thread is stuck in the sink: this loop finishes only if allocating threads
+   * never wait for it. */
+  const uint64_t total = 300000;
+  for (uint64_t i = 0; i < total; i++) {
+    cts_tracer_track_alloc(fake_ptr(i), 64);
+    cts_tracer_track_free(fake_ptr(i));
+  }
+  cts_tracer_stats_t st;
+  cts_tracer_get_stats(&st);
+  CTS_ASSERT_EQ_U64(st.waits, 0);
+  CTS_ASSERT_MSG(st.lost_allocs > 0, "nothing was lost: the test did not fill the queue");
+  CTS_ASSERT_EQ_U64(st.samples + st.lost_allocs, total);
+  CTS_ASSERT_EQ_U64(st.lost_samples, st.lost_allocs * 8); /* 64 bytes = 8 words, rate 1 */
+  pthread_mutex_lock(&g.mu);
+  g.open = true;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  cts_tracer_get_stats(&st);
+  CTS_ASSERT(st.loss_markers >= 1);
+  CTS_ASSERT_EQ_U64(st.collects + st.lost_collects, st.samples);
+
+  decoded_t d;
+  decoded_from_memory(&d, g.buf.data, g.buf.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
+  uint64_t real = 0, markers = 0, lost_allocs = 0, lost_frees = 0, lost_samples = 0;
+  for (size_t i = 0; i < d.nallocs; i++) {
+    const decoded_alloc_t *a = &d.allocs[i];
+    if (a->depth == 1 && is_marker(a->innermost)) {
+      markers++;
+      lost_allocs += CTS_TRACER_LOST_ALLOCS_OF(a->innermost);
+      lost_frees += CTS_TRACER_LOST_FREES_OF(a->innermost);
+      lost_samples += a->nsamples;
+      CTS_ASSERT_EQ_U64(a->length, a->nsamples); /* rate 1: every lost word is a sample */
+      const char *name = decoded_function(&d, a->innermost);
+      CTS_ASSERT_MSG(name && strncmp(name, CTS_TRACER_LOST_NAME_PREFIX,
+                                     strlen(CTS_TRACER_LOST_NAME_PREFIX)) == 0,
+                     "marker named %s", name ? name : "(nothing)");
+    } else {
+      real++;
+    }
+  }
+  fprintf(stderr, "  %" PRIu64 " recorded, %" PRIu64 " lost in %" PRIu64 " markers\n", real,
+          lost_allocs, markers);
+  CTS_ASSERT_EQ_U64(real, st.samples);
+  CTS_ASSERT_EQ_U64(markers, st.loss_markers);
+  CTS_ASSERT_EQ_U64(lost_allocs, st.lost_allocs);
+  CTS_ASSERT_EQ_U64(lost_frees, st.lost_collects);
+  CTS_ASSERT_EQ_U64(lost_samples, st.lost_samples);
+  CTS_ASSERT_EQ_U64(d.ncollects, st.collects + markers); /* markers are collected at once */
+  decoded_fini(&d);
+  free(g.buf.data);
 }
 
 CTS_TEST_MAIN()

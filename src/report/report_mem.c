@@ -1,0 +1,541 @@
+/* SPDX-License-Identifier: MIT */
+/* The memory part of a report. One streaming pass (the same profile `top` builds, so the
+ * figures are the same) plus, per event:
+ *  - the live heap over time, as the largest value in each of at most HEAP_BUCKETS buckets;
+ *  - allocation records for the viewer's filters: blocks grouped by (call-tree node,
+ *    allocation time bucket, collection time bucket, size class, heap), with their samples
+ *    and counts. Time buckets start at 1 µs and double (merging records) whenever the trace
+ *    outgrows RECORD_BUCKETS of them or the records outgrow their budget, so the record
+ *    count is bounded by the trace's shape, not by its length;
+ *  - allocation times, for marks on the task timeline and per-task attribution (merged in
+ *    pairs when they outgrow their budget). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../analysis/hist.h"
+#include "../cli/cli.h"
+#include "../cli/load.h"
+#include "report.h"
+
+#define HEAP_BUCKETS   4096u
+#define RECORD_BUCKETS 1024u
+#define NEVER          UINT32_MAX /* collection bucket of a block still live at the end */
+#define MAX_MARKS      (1u << 22) /* allocation times kept for the task timeline */
+
+typedef struct pending {
+  uint32_t node;
+  uint8_t source;
+  uint64_t time_us, words, samples;
+} pending_t;
+
+typedef struct record {
+  uint32_t node, ta, tf, size_class;
+  uint8_t source;
+  uint64_t samples, blocks;
+} record_t;
+
+struct report_mem {
+  cli_trace_t t;
+  report_mem_opts_t opts;
+  uint64_t origin_us;
+  /* heap curve */
+  uint64_t heap_w; /* µs per bucket */
+  uint64_t heap_max[HEAP_BUCKETS];
+  bool heap_set[HEAP_BUCKETS];
+  /* blocks not yet collected: object id → index in pend */
+  cts_u64map_t live;
+  pending_t *pend;
+  uint32_t npend, cap_pend, free_pend;
+  /* records */
+  uint64_t rec_w;
+  record_t *recs;
+  size_t nrecs, cap_recs;
+  uint32_t *table; /* open addressing: record index + 1, 0 = empty */
+  size_t table_cap;
+  uint32_t coarsenings;
+  /* allocation marks */
+  report_alloc_mark_t *marks;
+  size_t nmarks, cap_marks;
+  int err;
+};
+
+static uint64_t rel_us(const report_mem_t *m, uint64_t t) {
+  return t > m->origin_us ? t - m->origin_us : 0;
+}
+
+static uint64_t record_hash(const record_t *r) {
+  uint64_t h = r->node * 0x9e3779b97f4a7c15ull;
+  h ^= (r->ta + 0x1234567ull * r->tf) * 0xc2b2ae3d27d4eb4full;
+  h ^= ((uint64_t)r->size_class << 8 | r->source) * 0x165667b19e3779f9ull;
+  return h ^ (h >> 29);
+}
+
+static bool record_same(const record_t *a, const record_t *b) {
+  return a->node == b->node && a->ta == b->ta && a->tf == b->tf && a->size_class == b->size_class &&
+         a->source == b->source;
+}
+
+/* Finds or adds the record of key r's fields and adds its figures. */
+static int record_add(report_mem_t *m, const record_t *r) {
+  if ((m->nrecs + 1) * 2 > m->table_cap) {
+    const size_t cap = m->table_cap ? m->table_cap * 2 : 4096;
+    uint32_t *table = calloc(cap, sizeof *table);
+    if (!table) return -ENOMEM;
+    for (size_t i = 0; i < m->nrecs; i++) {
+      size_t j = record_hash(&m->recs[i]) & (cap - 1);
+      while (table[j]) j = (j + 1) & (cap - 1);
+      table[j] = (uint32_t)i + 1;
+    }
+    free(m->table);
+    m->table = table;
+    m->table_cap = cap;
+  }
+  size_t j = record_hash(r) & (m->table_cap - 1);
+  while (m->table[j]) {
+    record_t *e = &m->recs[m->table[j] - 1];
+    if (record_same(e, r)) {
+      e->samples += r->samples;
+      e->blocks += r->blocks;
+      return 0;
+    }
+    j = (j + 1) & (m->table_cap - 1);
+  }
+  if (m->nrecs == m->cap_recs) {
+    const size_t cap = m->cap_recs ? m->cap_recs * 2 : 4096;
+    record_t *recs = realloc(m->recs, cap * sizeof *recs);
+    if (!recs) return -ENOMEM;
+    m->recs = recs;
+    m->cap_recs = cap;
+  }
+  m->recs[m->nrecs] = *r;
+  m->table[j] = (uint32_t)++m->nrecs;
+  return 0;
+}
+
+/* Doubles the record time buckets, merging the records that fall together. */
+static int coarsen_records(report_mem_t *m) {
+  record_t *old = m->recs;
+  const size_t n = m->nrecs;
+  m->recs = NULL;
+  m->nrecs = m->cap_recs = 0;
+  memset(m->table, 0, m->table_cap * sizeof *m->table);
+  m->rec_w *= 2;
+  m->coarsenings++;
+  int e = 0;
+  for (size_t i = 0; i < n && !e; i++) {
+    record_t r = old[i];
+    r.ta /= 2;
+    if (r.tf != NEVER) r.tf /= 2;
+    e = record_add(m, &r);
+  }
+  free(old);
+  return e;
+}
+
+static void heap_note(report_mem_t *m, uint64_t t_us, uint64_t live) {
+  uint64_t b = rel_us(m, t_us) / m->heap_w;
+  while (b >= HEAP_BUCKETS) {
+    for (unsigned i = 0; i < HEAP_BUCKETS / 2; i++) {
+      const bool s0 = m->heap_set[2 * i], s1 = m->heap_set[2 * i + 1];
+      uint64_t v = s0 ? m->heap_max[2 * i] : 0;
+      if (s1 && m->heap_max[2 * i + 1] > v) v = m->heap_max[2 * i + 1];
+      m->heap_max[i] = v;
+      m->heap_set[i] = s0 || s1;
+    }
+    memset(m->heap_set + HEAP_BUCKETS / 2, 0, HEAP_BUCKETS / 2 * sizeof *m->heap_set);
+    m->heap_w *= 2;
+    b = rel_us(m, t_us) / m->heap_w;
+  }
+  if (!m->heap_set[b] || live > m->heap_max[b]) m->heap_max[b] = live;
+  m->heap_set[b] = true;
+}
+
+static int mark_add(report_mem_t *m, uint64_t t_us, uint64_t samples) {
+  if (m->nmarks && m->marks[m->nmarks - 1].time_us == t_us) {
+    m->marks[m->nmarks - 1].samples += samples;
+    return 0;
+  }
+  if (m->nmarks == MAX_MARKS) { /* merge neighbours: half the resolution, same totals */
+    for (size_t i = 0; i < m->nmarks / 2; i++) {
+      m->marks[i].time_us = m->marks[2 * i].time_us;
+      m->marks[i].samples = m->marks[2 * i].samples + m->marks[2 * i + 1].samples;
+    }
+    m->nmarks /= 2;
+  }
+  if (m->nmarks == m->cap_marks) {
+    const size_t cap = m->cap_marks ? m->cap_marks * 2 : 4096;
+    report_alloc_mark_t *marks = realloc(m->marks, cap * sizeof *marks);
+    if (!marks) return -ENOMEM;
+    m->marks = marks;
+    m->cap_marks = cap;
+  }
+  m->marks[m->nmarks++] = (report_alloc_mark_t){t_us, samples};
+  return 0;
+}
+
+static int finish_block(report_mem_t *m, const pending_t *p, uint64_t freed_us) {
+  const uint64_t ta = rel_us(m, p->time_us) / m->rec_w;
+  record_t r = {.node = p->node,
+                .ta = (uint32_t)ta,
+                .tf = freed_us == UINT64_MAX ? NEVER : (uint32_t)(rel_us(m, freed_us) / m->rec_w),
+                .size_class = cts_hist_bucket(p->words),
+                .source = p->source,
+                .samples = p->samples,
+                .blocks = 1};
+  int e = record_add(m, &r);
+  while (!e && m->nrecs > m->opts.max_records && m->coarsenings < 64) e = coarsen_records(m);
+  return e;
+}
+
+static int on_event(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
+  report_mem_t *m = ud;
+  if (!m->origin_us && t->prof.have_info) m->origin_us = t->prof.start_time_us;
+  while (rel_us(m, ev->time_us) / m->rec_w >= RECORD_BUCKETS) {
+    const int e = coarsen_records(m);
+    if (e) return e;
+  }
+  heap_note(m, ev->time_us, t->prof.stacks.live_samples);
+  if (ev->kind == CTS_MT_ALLOC) {
+    uint32_t slot;
+    if (m->free_pend != UINT32_MAX) {
+      slot = m->free_pend;
+      m->free_pend = m->pend[slot].node;
+    } else {
+      if (m->npend == m->cap_pend) {
+        const uint32_t cap = m->cap_pend ? m->cap_pend * 2 : 4096;
+        pending_t *pend = realloc(m->pend, cap * sizeof *pend);
+        if (!pend) return -ENOMEM;
+        m->pend = pend;
+        m->cap_pend = cap;
+      }
+      slot = m->npend++;
+    }
+    m->pend[slot] = (pending_t){.node = t->prof.last_node,
+                                .source = ev->source,
+                                .time_us = ev->time_us,
+                                .words = ev->length,
+                                .samples = ev->nsamples};
+    bool added;
+    uint64_t *v = cts_u64map_insert(&m->live, ev->obj_id + 1, slot, &added);
+    if (!v) return -ENOMEM;
+    if (!added) { /* a reused id: the old block was never collected; keep it as live */
+      const int e = finish_block(m, &m->pend[*v], UINT64_MAX);
+      if (e) return e;
+      m->pend[*v].node = m->free_pend;
+      m->free_pend = (uint32_t)*v;
+      *v = slot;
+    }
+    return mark_add(m, ev->time_us, ev->nsamples);
+  }
+  if (ev->kind == CTS_MT_COLLECT) {
+    uint64_t *v = cts_u64map_find(&m->live, ev->obj_id + 1);
+    if (!v) return 0;
+    const uint32_t slot = (uint32_t)*v;
+    cts_u64map_remove(&m->live, ev->obj_id + 1);
+    const int e = finish_block(m, &m->pend[slot], ev->time_us);
+    m->pend[slot].node = m->free_pend;
+    m->free_pend = slot;
+    return e;
+  }
+  return 0;
+}
+
+int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
+  *out = NULL;
+  report_mem_t *m = calloc(1, sizeof *m);
+  if (!m) {
+    cli_error("out of memory");
+    return CLI_EXIT_INTERNAL;
+  }
+  m->opts = *opts;
+  if (!m->opts.max_records) m->opts.max_records = 400000;
+  if (!m->opts.top_sites) m->opts.top_sites = 50;
+  m->heap_w = m->rec_w = 1;
+  m->free_pend = UINT32_MAX;
+  cts_u64map_init(&m->live);
+  const cts_mtprof_config_t cfg = {.stacks = true};
+  const int code = cli_trace_load_hooked(&m->t, opts->path, &cfg, opts->quiet, on_event, m);
+  if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
+    if (m->t.hook_err) cli_error("%s: out of memory while aggregating", opts->path);
+    report_mem_free(m);
+    return code;
+  }
+  /* Blocks never collected. */
+  for (size_t i = 0; i < m->live.cap; i++) {
+    if (!m->live.keys[i]) continue;
+    if (finish_block(m, &m->pend[m->live.vals[i]], UINT64_MAX)) {
+      cli_error("%s: out of memory while aggregating", opts->path);
+      report_mem_free(m);
+      return CLI_EXIT_INTERNAL;
+    }
+  }
+  *out = m;
+  return code;
+}
+
+void report_mem_span(const report_mem_t *m, uint64_t *start_us, uint64_t *end_us) {
+  *start_us = m->origin_us;
+  *end_us = m->t.prof.have_events && m->t.prof.last_event_us > m->origin_us
+                ? m->t.prof.last_event_us
+                : m->origin_us;
+}
+
+const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n) {
+  *n = m->nmarks;
+  return m->marks;
+}
+
+double report_mem_bytes_per_sample(const report_mem_t *m) {
+  return cts_mtprof_bytes_per_sample(&m->t.prof);
+}
+
+void report_mem_free(report_mem_t *m) {
+  if (!m) return;
+  cli_trace_free(&m->t);
+  cts_u64map_fini(&m->live);
+  free(m->pend);
+  free(m->recs);
+  free(m->table);
+  free(m->marks);
+  free(m);
+}
+
+/* ----------------------------------------------------------------------------------- */
+
+static void site_text(const cts_row_t *r, char *buf, size_t size) {
+  if (!r->code)
+    snprintf(buf, size, "(no backtrace)");
+  else if (!r->file[0] && !r->function[0])
+    snprintf(buf, size, "%s", r->key);
+  else if (r->line)
+    snprintf(buf, size, "%s (%s:%u)", r->function[0] ? r->function : "?", r->file, r->line);
+  else if (r->function[0])
+    snprintf(buf, size, "%s (%s)", r->function, r->file);
+  else
+    snprintf(buf, size, "%s", r->file);
+}
+
+static void write_info(cts_out_t *o, const report_mem_t *m) {
+  const cts_mt_info_t *in = m->t.info;
+  const cts_mtprof_t *p = &m->t.prof;
+  char a[96];
+  cts_out_str(o, "\"file\":");
+  report_json_str(o, cli_basename(m->opts.path));
+  cts_out_printf(o, ",\"file_size\":%llu", (unsigned long long)m->t.file_size);
+  cts_out_str(o, ",\"result\":");
+  if (m->t.err) {
+    snprintf(a, sizeof a, "error: %s", cts_err_name(m->t.err));
+    report_json_str(o, a);
+  } else {
+    report_json_str(o, "ok");
+  }
+  if (in) {
+    cts_out_printf(o, ",\"version\":%u,\"executable\":", in->version);
+    report_json_str(o, in->executable_name);
+    cts_out_str(o, ",\"host\":");
+    report_json_str(o, in->host_name);
+    cts_out_printf(o, ",\"pid\":%lld,\"start_us\":%llu,\"word_size\":%u,\"sample_rate\":%s",
+                   (long long)in->pid, (unsigned long long)in->start_time_us, in->word_size,
+                   cli_shortest_double(in->sample_rate, a, sizeof a));
+    cts_out_str(o, ",\"runtime_params\":");
+    report_json_str(o, in->runtime_params);
+    cts_out_str(o, ",\"context\":");
+    if (in->context)
+      report_json_str(o, in->context);
+    else
+      cts_out_str(o, "null");
+    const time_t secs = (time_t)(in->start_time_us / 1000000u);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char d[64];
+    strftime(d, sizeof d, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(a, sizeof a, "%s.%06llu UTC", d, (unsigned long long)(in->start_time_us % 1000000u));
+    cts_out_str(o, ",\"started\":");
+    report_json_str(o, a);
+  }
+  /* The same figures, formatted as `ctfscope top` prints them. */
+  cts_out_printf(o, ",\"samples\":%llu,\"allocs\":%llu,\"allocs_est\":%.1f",
+                 (unsigned long long)cts_mtprof_samples(p),
+                 (unsigned long long)cts_mtprof_allocs(p), p->est_allocs_total);
+  cts_out_printf(o, ",\"bytes_per_sample\":%.17g,\"peak_samples\":%llu,\"peak_time_us\":%llu",
+                 cts_mtprof_bytes_per_sample(p), (unsigned long long)p->stacks.peak_samples,
+                 (unsigned long long)rel_us(m, p->stacks.peak_time_us));
+  cts_out_printf(o, ",\"live_end_samples\":%llu,\"duration_s\":%.6f",
+                 (unsigned long long)p->stacks.live_samples, cts_mtprof_duration_s(p));
+  cts_out_printf(o,
+                 ",\"events\":{\"alloc\":%llu,\"alloc_major\":%llu,\"alloc_ext\":%llu,"
+                 "\"promote\":%llu,\"collect\":%llu}",
+                 (unsigned long long)p->allocs_by_source[0],
+                 (unsigned long long)p->allocs_by_source[1],
+                 (unsigned long long)p->allocs_by_source[2], (unsigned long long)p->promoted_allocs,
+                 (unsigned long long)p->collected_allocs);
+  cts_out_str(o, ",\"text\":{\"allocated\":");
+  report_json_str(o, cli_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a));
+  cts_out_str(o, ",\"peak\":");
+  report_json_str(o, cli_est_bytes(p, p->stacks.peak_samples, true, a, sizeof a));
+  cts_out_str(o, ",\"live_end\":");
+  report_json_str(o, cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a));
+  cts_out_str(o, ",\"samples\":");
+  report_json_str(o, cli_grouped(cts_mtprof_samples(p), a, sizeof a));
+  cts_out_str(o, ",\"allocs\":");
+  report_json_str(o, cli_grouped(cts_mtprof_allocs(p), a, sizeof a));
+  cts_out_str(o, ",\"allocs_est\":");
+  report_json_str(o, cli_grouped((uint64_t)(p->est_allocs_total + 0.5), a, sizeof a));
+  cts_out_str(o, "}");
+}
+
+static void write_sites(cts_out_t *o, report_mem_t *m) {
+  cts_rows_t rows;
+  const cts_frames_t frames = cli_trace_frames(&m->t);
+  const cts_mtprof_t *p = &m->t.prof;
+  cts_out_str(o, ",\"sites\":[");
+  if (cts_rows_build(&rows, &p->stacks, &frames, CTS_GROUP_LINE, CTS_SORT_BYTES, 0, 0)) {
+    m->err = -ENOMEM;
+    cts_out_str(o, "]");
+    return;
+  }
+  cts_rows_sort(&rows, CTS_SORT_BYTES);
+  const uint64_t total = cts_mtprof_samples(p);
+  const size_t shown = rows.n < m->opts.top_sites ? rows.n : m->opts.top_sites;
+  for (size_t i = 0; i < shown; i++) {
+    const cts_row_t *r = &rows.rows[i];
+    char site[1024], a[64], b[64], c[64], d[64];
+    site_text(r, site, sizeof site);
+    cts_out_str(o, i ? ",\n[" : "\n[");
+    report_json_str(o, site);
+    cts_out_printf(o, ",%llu,%.1f,%llu,%llu,", (unsigned long long)r->st.samples, r->st.est_allocs,
+                   (unsigned long long)r->st.peak_samples, (unsigned long long)r->st.live_samples);
+    report_json_str(o, cli_est_bytes(p, r->st.samples, false, a, sizeof a));
+    snprintf(b, sizeof b, "%.1f%%", total ? 100.0 * (double)r->st.samples / (double)total : 0.0);
+    cts_out_char(o, ',');
+    report_json_str(o, b);
+    cts_out_char(o, ',');
+    report_json_str(o, cli_grouped((uint64_t)(r->st.est_allocs + 0.5), b, sizeof b));
+    cts_out_char(o, ',');
+    report_json_str(o, cli_est_bytes(p, r->st.peak_samples, false, c, sizeof c));
+    cts_out_char(o, ',');
+    report_json_str(o, cli_est_bytes(p, r->st.live_samples, false, d, sizeof d));
+    cts_out_char(o, ']');
+  }
+  cts_out_printf(o, "],\"sites_total\":%zu", rows.n);
+  cts_rows_fini(&rows);
+}
+
+static void write_hist(cts_out_t *o, const char *name, const cts_hist_t *h) {
+  cts_out_printf(o, ",\"%s\":[", name);
+  bool first = true;
+  for (unsigned b = 0; b < CTS_HIST_BUCKETS; b++) {
+    if (!h->blocks[b]) continue;
+    cts_out_printf(o, "%s%llu,%llu,%llu", first ? "" : ",",
+                   (unsigned long long)cts_hist_bucket_low(b), (unsigned long long)h->blocks[b],
+                   (unsigned long long)h->samples[b]);
+    first = false;
+  }
+  cts_out_char(o, ']');
+}
+
+/* The call tree, relabelled "function (file:line)" so that codes of one line are one node,
+ * and the records with their nodes mapped to it. */
+static void write_tree(cts_out_t *o, report_mem_t *m) {
+  const cts_stacks_t *src = &m->t.prof.stacks;
+  const cts_frames_t frames = cli_trace_frames(&m->t);
+  cts_labels_t labels;
+  cts_labels_init(&labels, &frames, CTS_LABEL_LINE);
+  cts_stacks_t dst;
+  uint32_t *map = NULL;
+  if (cts_stacks_relabel(src, &labels, &dst) ||
+      !(map = malloc(((size_t)src->count + 1) * sizeof *map))) {
+    m->err = -ENOMEM;
+    cts_out_str(o, ",\"frames\":[],\"parent\":[],\"frame\":[]");
+    cts_labels_fini(&labels);
+    return;
+  }
+  map[0] = 0;
+  for (uint32_t i = 1; i < src->count; i++) {
+    const uint32_t n = cts_stacks_find_child(&dst, map[src->nodes[i].parent],
+                                             cts_labels_id(&labels, src->nodes[i].code));
+    map[i] = n == UINT32_MAX ? 0 : n;
+  }
+  cts_out_str(o, ",\"frames\":[");
+  for (size_t i = 0; i < labels.n; i++) {
+    if (i) cts_out_char(o, ',');
+    report_json_str(o, labels.names[i]);
+  }
+  cts_out_str(o, "],\"parent\":[");
+  for (uint32_t i = 0; i < dst.count; i++) {
+    if (i) cts_out_char(o, ',');
+    cts_out_u64(o, i ? dst.nodes[i].parent : 0);
+  }
+  cts_out_str(o, "],\"frame\":[");
+  for (uint32_t i = 0; i < dst.count; i++) {
+    if (i) cts_out_char(o, ',');
+    cts_out_u64(o, dst.nodes[i].code); /* label id; 0 for the root */
+  }
+  cts_out_char(o, ']');
+  /* Records, columnar. */
+  static const char *const cols[] = {"node", "ta", "tf", "size", "src", "samples", "blocks"};
+  cts_out_printf(o, ",\"rec_us\":%llu,\"records\":{", (unsigned long long)m->rec_w);
+  for (unsigned c = 0; c < 7; c++) {
+    cts_out_printf(o, "%s\"%s\":[", c ? "," : "", cols[c]);
+    for (size_t i = 0; i < m->nrecs; i++) {
+      const record_t *r = &m->recs[i];
+      if (i) cts_out_char(o, ',');
+      switch (c) {
+        case 0:
+          cts_out_u64(o, map[r->node < src->count ? r->node : 0]);
+          break;
+        case 1:
+          cts_out_u64(o, r->ta);
+          break;
+        case 2:
+          cts_out_i64(o, r->tf == NEVER ? -1 : (int64_t)r->tf);
+          break;
+        case 3:
+          cts_out_u64(o, cts_hist_bucket_low(r->size_class));
+          break;
+        case 4:
+          cts_out_u64(o, r->source);
+          break;
+        case 5:
+          cts_out_u64(o, r->samples);
+          break;
+        default:
+          cts_out_u64(o, r->blocks);
+          break;
+      }
+    }
+    cts_out_char(o, ']');
+  }
+  cts_out_char(o, '}');
+  free(map);
+  cts_stacks_fini(&dst);
+  cts_labels_fini(&labels);
+}
+
+void report_mem_write(cts_out_t *o, report_mem_t *m) {
+  const cts_mtprof_t *p = &m->t.prof;
+  cts_out_char(o, '{');
+  write_info(o, m);
+  uint64_t start, end;
+  report_mem_span(m, &start, &end);
+  cts_out_printf(o, ",\n\"end_us\":%llu,\"heap_us\":%llu,\"heap\":[",
+                 (unsigned long long)(end - start), (unsigned long long)m->heap_w);
+  const uint64_t nb = (end - start) / m->heap_w + 1;
+  for (uint64_t b = 0; b < nb && b < HEAP_BUCKETS; b++) {
+    if (b) cts_out_char(o, ',');
+    if (m->heap_set[b])
+      cts_out_u64(o, m->heap_max[b]);
+    else
+      cts_out_str(o, "-1");
+  }
+  cts_out_char(o, ']');
+  write_sites(o, m);
+  write_hist(o, "size_hist", &p->size_words);
+  write_hist(o, "life_hist", &p->life_us);
+  cts_out_char(o, '\n');
+  write_tree(o, m);
+  cts_out_char(o, '}');
+}

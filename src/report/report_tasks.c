@@ -1,0 +1,721 @@
+/* SPDX-License-Identifier: MIT */
+/* The task part of a report: the model of mirage-trace-viewer (docs/formats/mprof-viewer.md
+ * §B.5) built in one pass over a mirage-profile trace, then laid out in rows and written as
+ * columnar arrays the viewer indexes per row (so drawing touches only visible rows and binary
+ * searches inside them).
+ *
+ * Model: a task starts at its `creates` (or at the trace start if it is only referenced),
+ * ends when it is resolved or `becomes` another, and otherwise 1 µs after its last event.
+ * Activations come from switch/read/signal; a should_resolve task whose becomes-chain ends
+ * unresolved is failed and stretched to the end. Not done: bind simplification and
+ * read/try_read merging (every interaction is drawn). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../analysis/u64map.h"
+#include "../cli/cli.h"
+#include "../cli/load.h"
+#include "../os/mprof_ring.h"
+#include "report.h"
+
+#include <ctfscope/mprof.h>
+
+enum {
+  F_RESOLVED = 1,
+  F_FAILED = 2,
+  F_SHOULD = 4,
+  F_PREEXISTING = 8,
+  F_BECAME = 16,
+  F_NEVER_RESOLVED = 32,
+};
+
+enum { A_TRY_READ = 0, A_READ, A_FAILED_READ, A_RESOLVE, A_SIGNAL };
+
+#define NONE               UINT32_MAX
+#define MAX_ROW_SCAN       4096u
+#define MAX_TIMELINE_MARKS 100000u
+/* Level-of-detail budgets: beyond them, arrows and activations are thinned evenly (every
+ * k-th kept, order preserved) and the report says how many were left out. */
+#define MAX_ARROWS 400000u
+#define MAX_ACTS   400000u
+
+typedef struct task {
+  int64_t id;
+  uint64_t start, end, last; /* ns, trace clock */
+  uint32_t parent, becomes, first_child, next_sibling, last_child, label, row, order;
+  uint8_t type, flags;
+} task_t;
+
+typedef struct arrow {
+  uint64_t t0, t1;
+  uint32_t src, dst;
+  uint8_t kind;
+} arrow_t;
+
+typedef struct act {
+  uint64_t t0, t1;
+  uint32_t task;
+} act_t;
+
+typedef struct label {
+  uint64_t t;
+  uint32_t task, str;
+} label_t;
+
+typedef struct sample {
+  uint64_t t;
+  int64_t v;
+} sample_t;
+
+typedef struct counter {
+  uint32_t name;
+  int64_t value;
+  sample_t *s;
+  size_t n, cap;
+} counter_t;
+
+#define VEC(T)     \
+  struct {         \
+    T *v;          \
+    size_t n, cap; \
+  }
+
+struct report_tasks {
+  report_tasks_opts_t opts;
+  VEC(task_t) tasks;
+  VEC(arrow_t) arrows;
+  VEC(act_t) acts;
+  VEC(label_t) labels;
+  VEC(uint64_t) idle; /* pairs */
+  VEC(uint64_t) gc;   /* pairs */
+  VEC(counter_t) counters;
+  VEC(char *) strings;
+  cts_u64map_t by_id;  /* task id + 2 → index */
+  cts_u64map_t by_str; /* string hash → id + 1 (chained by probing the strings) */
+  uint64_t first_ns, last_ns;
+  bool have_time;
+  int64_t current;
+  uint64_t current_since;
+  cts_mprof_summary_t summary;
+  uint32_t nrows;
+  int err;
+};
+
+static int grow(void **v, size_t *cap, size_t n, size_t size) {
+  if (n < *cap) return 0;
+  const size_t c = *cap ? *cap * 2 : 1024;
+  void *p = realloc(*v, c * size);
+  if (!p) return -ENOMEM;
+  *v = p;
+  *cap = c;
+  return 0;
+}
+#define PUSH(vec, val)                                           \
+  (grow((void **)&(vec).v, &(vec).cap, (vec).n, sizeof *(vec).v) \
+       ? -ENOMEM                                                 \
+       : ((vec).v[(vec).n++] = (val), 0))
+
+static uint64_t str_hash(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+/* Interned string id, or NONE when out of memory. */
+static uint32_t intern(report_tasks_t *r, const char *s, size_t n) {
+  uint64_t h = str_hash(s, n);
+  for (;;) {
+    uint64_t *v = cts_u64map_find(&r->by_str, h);
+    if (!v) break;
+    const char *e = r->strings.v[*v - 1];
+    if (strlen(e) == n && memcmp(e, s, n) == 0) return (uint32_t)(*v - 1);
+    h = h * 31 + 7; /* collision: probe another key */
+    if (!h) h = 1;
+  }
+  char *copy = malloc(n + 1);
+  if (!copy) return NONE;
+  memcpy(copy, s, n);
+  copy[n] = '\0';
+  bool added;
+  if (PUSH(r->strings, copy) || !cts_u64map_insert(&r->by_str, h, r->strings.n, &added)) {
+    free(copy);
+    return NONE;
+  }
+  return (uint32_t)(r->strings.n - 1);
+}
+
+/* Index of task id, created as preexisting if unknown; NONE for -1 or out of memory. */
+static uint32_t task_of(report_tasks_t *r, int64_t id, uint64_t t, bool *created) {
+  if (created) *created = false;
+  if (id == CTS_TASK_NONE) return NONE;
+  uint64_t *v = cts_u64map_find(&r->by_id, (uint64_t)id + 2);
+  if (v) return (uint32_t)*v;
+  const task_t task = {.id = id,
+                       .start = r->first_ns,
+                       .end = 0,
+                       .last = t,
+                       .parent = NONE,
+                       .becomes = NONE,
+                       .first_child = NONE,
+                       .next_sibling = NONE,
+                       .last_child = NONE,
+                       .label = NONE,
+                       .row = NONE,
+                       .flags = F_PREEXISTING};
+  bool added;
+  if (PUSH(r->tasks, task) ||
+      !cts_u64map_insert(&r->by_id, (uint64_t)id + 2, r->tasks.n - 1, &added)) {
+    r->err = -ENOMEM;
+    return NONE;
+  }
+  if (created) *created = true;
+  return (uint32_t)(r->tasks.n - 1);
+}
+
+static void touch(report_tasks_t *r, uint32_t i, uint64_t t) {
+  if (i != NONE && r->tasks.v[i].last < t) r->tasks.v[i].last = t;
+}
+
+static int switch_to(report_tasks_t *r, int64_t id, uint64_t t) {
+  if (id == r->current) return 0;
+  int e = 0;
+  if (r->current == CTS_TASK_NONE) {
+    if (t > r->current_since) e = PUSH(r->idle, r->current_since) || PUSH(r->idle, t);
+  } else {
+    const uint32_t i = task_of(r, r->current, t, NULL);
+    if (i != NONE && t > r->current_since) e = PUSH(r->acts, ((act_t){r->current_since, t, i}));
+    touch(r, i, t);
+  }
+  r->current = id;
+  r->current_since = t;
+  return e ? -ENOMEM : 0;
+}
+
+static int add_arrow(report_tasks_t *r, uint8_t kind, uint32_t src, uint64_t t0, uint32_t dst,
+                     uint64_t t1) {
+  if (src == NONE || dst == NONE || src == dst) return 0;
+  touch(r, src, t0);
+  touch(r, dst, t1);
+  return PUSH(r->arrows, ((arrow_t){t0, t1, src, dst, kind}));
+}
+
+static int on_counter(report_tasks_t *r, const cts_mprof_event_t *ev, bool relative) {
+  const uint32_t name = intern(r, ev->str ? ev->str : "", ev->str ? ev->str_len : 0);
+  if (name == NONE) return -ENOMEM;
+  counter_t *c = NULL;
+  for (size_t i = 0; i < r->counters.n; i++)
+    if (r->counters.v[i].name == name) c = &r->counters.v[i];
+  if (!c) {
+    if (r->counters.n >= 256) return 0; /* more counters than anyone can read */
+    if (PUSH(r->counters, ((counter_t){.name = name}))) return -ENOMEM;
+    c = &r->counters.v[r->counters.n - 1];
+  }
+  c->value = relative ? c->value + ev->value : ev->value;
+  if (grow((void **)&c->s, &c->cap, c->n, sizeof *c->s)) return -ENOMEM;
+  c->s[c->n++] = (sample_t){ev->time_ns, c->value};
+  return 0;
+}
+
+static int on_event(void *ud, const cts_mprof_event_t *ev) {
+  report_tasks_t *r = ud;
+  const uint64_t t = ev->time_ns;
+  if (!r->have_time) {
+    r->first_ns = r->last_ns = t;
+    r->current_since = t;
+    r->have_time = true;
+  }
+  if (t > r->last_ns) r->last_ns = t;
+  if (r->tasks.n >= r->opts.max_tasks && ev->id == CTS_MPROF_CREATES) return 0;
+  const uint32_t self = ev->id == CTS_MPROF_GC ? NONE : task_of(r, ev->thread, t, NULL);
+  if (r->err) return r->err;
+  touch(r, self, t);
+  const int64_t other_id = (int64_t)ev->arg;
+  int e = 0;
+  switch (ev->id) {
+    case CTS_MPROF_CREATES: {
+      bool created;
+      const uint32_t c = task_of(r, other_id, t, &created);
+      if (c == NONE || !created) break; /* -1, or a duplicate creates: keep the first */
+      task_t *child = &r->tasks.v[c];
+      child->flags &= (uint8_t)~F_PREEXISTING;
+      child->start = t;
+      child->type = ev->thread_type;
+      child->parent = self;
+      break;
+    }
+    case CTS_MPROF_READ:
+    case CTS_MPROF_READ_LATER: {
+      const uint32_t src = task_of(r, other_id, t, NULL);
+      if (src != NONE) {
+        const task_t *s = &r->tasks.v[src];
+        const uint64_t t0 = s->end && s->end <= t ? s->end : t;
+        e = add_arrow(r, (s->flags & F_FAILED) ? A_FAILED_READ : A_READ, src, t0, self, t);
+      }
+      if (!e && ev->id == CTS_MPROF_READ) e = switch_to(r, ev->thread, t);
+      break;
+    }
+    case CTS_MPROF_TRY_READ:
+      e = add_arrow(r, A_TRY_READ, self, t, task_of(r, other_id, t, NULL), t);
+      break;
+    case CTS_MPROF_FULFILLS:
+    case CTS_MPROF_FAILS: {
+      const uint32_t v = task_of(r, other_id, t, NULL);
+      if (v == NONE) break;
+      task_t *victim = &r->tasks.v[v];
+      if (!victim->end) victim->end = t;
+      victim->flags |= F_RESOLVED;
+      if (ev->id == CTS_MPROF_FAILS) {
+        victim->flags |= F_FAILED;
+        const uint32_t s = intern(r, ev->str ? ev->str : "", ev->str ? ev->str_len : 0);
+        if (s == NONE || PUSH(r->labels, ((label_t){t, v, s}))) return -ENOMEM;
+      }
+      e = add_arrow(r, A_RESOLVE, self, t, v, t);
+      break;
+    }
+    case CTS_MPROF_BECOMES: {
+      const uint32_t to = task_of(r, other_id, t, NULL);
+      if (self == NONE || to == NONE || to == self) break;
+      task_t *from = &r->tasks.v[self];
+      if (!from->end) from->end = t;
+      from->flags |= F_BECAME;
+      from->becomes = to;
+      touch(r, to, t);
+      if (r->current == ev->thread) e = switch_to(r, other_id, t);
+      break;
+    }
+    case CTS_MPROF_LABEL: {
+      if (self == NONE) break;
+      if (ev->str_len == 16 && memcmp(ev->str, "__should_resolve", 16) == 0) {
+        r->tasks.v[self].flags |= F_SHOULD;
+        break;
+      }
+      const uint32_t s = intern(r, ev->str ? ev->str : "", ev->str ? ev->str_len : 0);
+      if (s == NONE || PUSH(r->labels, ((label_t){t, self, s}))) return -ENOMEM;
+      if (r->tasks.v[self].label == NONE) r->tasks.v[self].label = s;
+      break;
+    }
+    case CTS_MPROF_INCREASE:
+      e = on_counter(r, ev, true);
+      break;
+    case CTS_MPROF_COUNTER:
+      e = on_counter(r, ev, false);
+      break;
+    case CTS_MPROF_SWITCH:
+      e = switch_to(r, ev->thread, t);
+      break;
+    case CTS_MPROF_GC:
+      e = PUSH(r->gc, ev->arg < t ? t - ev->arg : 0) || PUSH(r->gc, t) ? -ENOMEM : 0;
+      break;
+    case CTS_MPROF_SIGNAL:
+    case CTS_MPROF_SIGNAL_NOSWITCH:
+      e = add_arrow(r, A_SIGNAL, task_of(r, other_id, t, NULL), t, self, t);
+      if (!e && ev->id == CTS_MPROF_SIGNAL) e = switch_to(r, ev->thread, t);
+      break;
+    default:
+      break;
+  }
+  return e ? e : r->err;
+}
+
+static void on_warning(void *ud, int code, uint64_t offset, const char *message) {
+  const report_tasks_t *r = ud;
+  (void)code;
+  if (!r->opts.quiet)
+    cli_warn("%s: at offset %llu: %s", r->opts.path, (unsigned long long)offset, message);
+}
+
+/* Ends, should_resolve and the tree: everything that needs the whole trace. */
+static void settle(report_tasks_t *r) {
+  switch_to(r, CTS_TASK_NONE, r->last_ns);
+  task_t *v = r->tasks.v;
+  const size_t n = r->tasks.n;
+  for (size_t i = 0; i < n; i++) {
+    if (!v[i].end) v[i].end = v[i].last + 1000; /* never resolved: "we stopped seeing it" */
+    if (v[i].end < v[i].start) v[i].end = v[i].start;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (!(v[i].flags & F_SHOULD)) continue;
+    uint32_t k = (uint32_t)i;
+    for (unsigned steps = 0; v[k].becomes != NONE && steps < 1000; steps++) k = v[k].becomes;
+    if (!(v[k].flags & F_RESOLVED)) {
+      v[k].flags |= F_FAILED | F_NEVER_RESOLVED;
+      if (v[k].end < r->last_ns) v[k].end = r->last_ns;
+    }
+  }
+  /* Children lists in creation order (tasks are stored in the order they appeared). */
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t p = v[i].parent;
+    if (p == NONE) continue;
+    if (v[p].last_child == NONE)
+      v[p].first_child = (uint32_t)i;
+    else
+      v[v[p].last_child].next_sibling = (uint32_t)i;
+    v[p].last_child = (uint32_t)i;
+  }
+}
+
+/* Greedy rows (§B.6, simplified): depth-first from the roots, each task on the first row at
+ * or below its parent's next row whose last task ended before it starts; a task its parent
+ * `becomes` may continue on the parent's row. */
+static int layout(report_tasks_t *r) {
+  task_t *v = r->tasks.v;
+  const size_t n = r->tasks.n;
+  VEC(uint64_t) row_end = {0};
+  VEC(uint32_t) stack = {0};
+  int e = 0;
+  /* Roots: preexisting tasks by id, then the others in order. */
+  for (size_t pass = 0; pass < 1 && !e; pass++) {
+    for (size_t i = n; i-- > 0 && !e;)
+      if (v[i].parent == NONE) e = PUSH(stack, (uint32_t)i);
+  }
+  while (!e && stack.n) {
+    const uint32_t i = stack.v[--stack.n];
+    task_t *tk = &v[i];
+    uint32_t cand = 0;
+    if (tk->parent != NONE) {
+      const task_t *p = &v[tk->parent];
+      cand = p->row + 1;
+      if (p->becomes == i && p->end <= tk->start) cand = p->row;
+    }
+    uint32_t row = cand, scanned = 0;
+    while (row < row_end.n && row_end.v[row] >= tk->start && scanned < MAX_ROW_SCAN)
+      row++, scanned++;
+    if (scanned == MAX_ROW_SCAN) row = (uint32_t)row_end.n;
+    while (!e && row_end.n <= row) e = PUSH(row_end, 0);
+    if (e) break;
+    if (row_end.v[row] >= tk->start && row_end.v[row] > 0) { /* only possible at the scan cap */
+      row = (uint32_t)row_end.n;
+      e = PUSH(row_end, 0);
+    }
+    row_end.v[row] = tk->end > tk->start ? tk->end : tk->start + 1;
+    tk->row = row;
+    /* Children, pushed in reverse so the first created is laid out first. */
+    size_t before = stack.n;
+    for (uint32_t c = tk->first_child; c != NONE && !e; c = v[c].next_sibling) e = PUSH(stack, c);
+    for (size_t a = before, b = stack.n; b > a + 1; a++, b--) {
+      const uint32_t t = stack.v[a];
+      stack.v[a] = stack.v[b - 1];
+      stack.v[b - 1] = t;
+    }
+  }
+  r->nrows = (uint32_t)row_end.n;
+  free(row_end.v);
+  free(stack.v);
+  return e;
+}
+
+int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts) {
+  *out = NULL;
+  report_tasks_t *r = calloc(1, sizeof *r);
+  if (!r) {
+    cli_error("out of memory");
+    return CLI_EXIT_INTERNAL;
+  }
+  r->opts = *opts;
+  if (!r->opts.max_tasks) r->opts.max_tasks = 1u << 21;
+  r->current = CTS_TASK_NONE;
+  cts_u64map_init(&r->by_id);
+  cts_u64map_init(&r->by_str);
+  const cts_mprof_handler_t h = {.user_data = r, .on_event = on_event, .on_warning = on_warning};
+  char msg[512];
+  bool input_error = false;
+  const int err =
+      cts_os_mprof_read_file(opts->path, &h, false, &r->summary, msg, sizeof msg, &input_error);
+  int code = CLI_EXIT_OK;
+  if (err) {
+    if (input_error) {
+      cli_error("%s", msg);
+      report_tasks_free(r);
+      return CLI_EXIT_IO;
+    }
+    if (err == -ENOMEM || err == CTS_E_NOMEM || r->err) {
+      cli_error("%s: out of memory", opts->path);
+      report_tasks_free(r);
+      return CLI_EXIT_INTERNAL;
+    }
+    cli_error("%s: %s (%s); the report covers what was read before it", opts->path, msg,
+              cts_err_name(err));
+    code = CLI_EXIT_DATA;
+  }
+  settle(r);
+  if (layout(r)) {
+    cli_error("%s: out of memory", opts->path);
+    report_tasks_free(r);
+    return CLI_EXIT_INTERNAL;
+  }
+  *out = r;
+  return code;
+}
+
+void report_tasks_span(const report_tasks_t *t, uint64_t *first_ns, uint64_t *last_ns) {
+  *first_ns = t->first_ns;
+  *last_ns = t->last_ns;
+}
+
+void report_tasks_free(report_tasks_t *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->strings.n; i++) free(r->strings.v[i]);
+  for (size_t i = 0; i < r->counters.n; i++) free(r->counters.v[i].s);
+  free(r->strings.v);
+  free(r->counters.v);
+  free(r->tasks.v);
+  free(r->arrows.v);
+  free(r->acts.v);
+  free(r->labels.v);
+  free(r->idle.v);
+  free(r->gc.v);
+  cts_u64map_fini(&r->by_id);
+  cts_u64map_fini(&r->by_str);
+  free(r);
+}
+
+/* ----------------------------------------------------------------------------------- */
+
+static const task_t *sort_tasks;
+static int by_row_start(const void *a, const void *b) {
+  const task_t *x = &sort_tasks[*(const uint32_t *)a], *y = &sort_tasks[*(const uint32_t *)b];
+  if (x->row != y->row) return x->row < y->row ? -1 : 1;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+static int act_by_row_t0(const void *a, const void *b) {
+  const act_t *x = a, *y = b;
+  const uint32_t rx = sort_tasks[x->task].row, ry = sort_tasks[y->task].row;
+  if (rx != ry) return rx < ry ? -1 : 1;
+  return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+static int label_by_task_t(const void *a, const void *b) {
+  const label_t *x = a, *y = b;
+  const uint32_t ox = sort_tasks[x->task].order, oy = sort_tasks[y->task].order;
+  if (ox != oy) return ox < oy ? -1 : 1;
+  return x->t < y->t ? -1 : x->t > y->t;
+}
+static int act_by_t0(const void *a, const void *b) {
+  const act_t *x = a, *y = b;
+  return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+static int arrow_by_tmin(const void *a, const void *b) {
+  const arrow_t *x = a, *y = b;
+  const uint64_t tx = x->t0 < x->t1 ? x->t0 : x->t1, ty = y->t0 < y->t1 ? y->t0 : y->t1;
+  return tx < ty ? -1 : tx > ty;
+}
+
+/* Keeps every k-th of n items (k = ceil(n / budget)), in order. */
+static void thin(void *items, size_t *n, size_t size, size_t budget) {
+  if (*n <= budget) return;
+  const size_t k = (*n + budget - 1) / budget;
+  char *p = items;
+  size_t out = 0;
+  for (size_t i = 0; i < *n; i += k, out++) memmove(p + out * size, p + i * size, size);
+  *n = out;
+}
+
+/* Time relative to the origin (may be negative when the two traces are offset). */
+static int64_t rel(uint64_t t, int64_t origin) {
+  return (int64_t)t - origin;
+}
+
+static void write_deltas(cts_out_t *o, const char *name, const int64_t *vals, size_t n) {
+  cts_out_printf(o, ",\"%s\":[", name);
+  int64_t prev = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i) cts_out_char(o, ',');
+    cts_out_i64(o, vals[i] - prev);
+    prev = vals[i];
+  }
+  cts_out_char(o, ']');
+}
+
+void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
+                        const report_alloc_mark_t *marks, size_t nmarks, int64_t marks_offset_ns,
+                        double bytes_per_sample) {
+  const size_t n = r->tasks.n;
+  task_t *v = r->tasks.v;
+  uint32_t *order = malloc((n + 1) * sizeof *order);
+  int64_t *tmp = malloc((n + r->arrows.n + r->acts.n + r->labels.n + 1) * sizeof *tmp);
+  if (!order || !tmp) {
+    free(order);
+    free(tmp);
+    cts_out_str(o, "null");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) order[i] = (uint32_t)i;
+  sort_tasks = v;
+  qsort(order, n, sizeof *order, by_row_start);
+  for (size_t i = 0; i < n; i++) v[order[i]].order = (uint32_t)i;
+#define POS(idx) ((idx) == NONE ? -1 : (int64_t)v[idx].order)
+
+  cts_out_str(o, "{\"file\":");
+  report_json_str(o, cli_basename(r->opts.path));
+  cts_out_printf(o, ",\"events\":%llu,\"packets\":%llu,\"wrapped\":%s,\"warnings\":%llu",
+                 (unsigned long long)r->summary.events, (unsigned long long)r->summary.packets,
+                 r->summary.wrapped ? "true" : "false", (unsigned long long)r->summary.warnings);
+  cts_out_printf(o, ",\"origin_ns\":%lld,\"first\":%lld,\"end\":%lld,\"n\":%zu,\"rows\":%u",
+                 (long long)origin_ns, (long long)rel(r->first_ns, origin_ns),
+                 (long long)rel(r->last_ns, origin_ns), n, r->nrows);
+  /* Tasks in (row, start) order; per-row counts. */
+  cts_out_str(o, ",\n\"row_n\":[");
+  {
+    size_t i = 0;
+    for (uint32_t row = 0; row < r->nrows; row++) {
+      size_t c = 0;
+      while (i < n && v[order[i]].row == row) i++, c++;
+      cts_out_printf(o, "%s%zu", row ? "," : "", c);
+    }
+  }
+  cts_out_char(o, ']');
+  for (size_t i = 0; i < n; i++) tmp[i] = rel(v[order[i]].start, origin_ns);
+  write_deltas(o, "start", tmp, n);
+  for (size_t i = 0; i < n; i++) tmp[i] = (int64_t)(v[order[i]].end - v[order[i]].start);
+  cts_out_str(o, ",\n\"dur\":[");
+  for (size_t i = 0; i < n; i++) cts_out_printf(o, "%s%lld", i ? "," : "", (long long)tmp[i]);
+  cts_out_char(o, ']');
+  for (size_t i = 0; i < n; i++) tmp[i] = v[order[i]].id;
+  write_deltas(o, "id", tmp, n);
+  for (size_t i = 0; i < n; i++) tmp[i] = POS(v[order[i]].parent);
+  write_deltas(o, "parent", tmp, n);
+  cts_out_str(o, ",\n\"becomes\":[");
+  for (size_t i = 0; i < n; i++) {
+    const int64_t b = POS(v[order[i]].becomes);
+    /* Relative to the task; 0 (a task never becomes itself) means none. */
+    cts_out_printf(o, "%s%lld", i ? "," : "", (long long)(b < 0 ? 0 : b - (int64_t)i));
+  }
+  cts_out_str(o, "],\"type\":[");
+  for (size_t i = 0; i < n; i++) cts_out_printf(o, "%s%u", i ? "," : "", v[order[i]].type);
+  cts_out_str(o, "],\"flags\":[");
+  for (size_t i = 0; i < n; i++) cts_out_printf(o, "%s%u", i ? "," : "", v[order[i]].flags);
+  cts_out_str(o, "],\"label\":[");
+  for (size_t i = 0; i < n; i++)
+    cts_out_printf(o, "%s%lld", i ? "," : "",
+                   v[order[i]].label == NONE ? -1LL : (long long)v[order[i]].label);
+  cts_out_str(o, "],\n\"strings\":[");
+  for (size_t i = 0; i < r->strings.n; i++) {
+    if (i) cts_out_char(o, ',');
+    report_json_str(o, r->strings.v[i]);
+  }
+  cts_out_char(o, ']');
+  /* Labels by task position then time (the viewer packs them per task). */
+  qsort(r->labels.v, r->labels.n, sizeof *r->labels.v, label_by_task_t);
+  cts_out_str(o, ",\n\"labels\":{\"task\":[");
+  for (size_t i = 0; i < r->labels.n; i++)
+    cts_out_printf(o, "%s%u", i ? "," : "", v[r->labels.v[i].task].order);
+  cts_out_str(o, "],\"t\":[");
+  for (size_t i = 0; i < r->labels.n; i++)
+    cts_out_printf(o, "%s%lld", i ? "," : "", (long long)rel(r->labels.v[i].t, origin_ns));
+  cts_out_str(o, "],\"s\":[");
+  for (size_t i = 0; i < r->labels.n; i++)
+    cts_out_printf(o, "%s%u", i ? "," : "", r->labels.v[i].str);
+  cts_out_str(o, "]}");
+  /* Arrows by their earlier end. */
+  qsort(r->arrows.v, r->arrows.n, sizeof *r->arrows.v, arrow_by_tmin);
+  const size_t all_arrows = r->arrows.n;
+  thin(r->arrows.v, &r->arrows.n, sizeof *r->arrows.v, MAX_ARROWS);
+  const size_t na = r->arrows.n;
+  cts_out_str(o, ",\n\"arrows\":{\"kind\":[");
+  for (size_t i = 0; i < na; i++) cts_out_printf(o, "%s%u", i ? "," : "", r->arrows.v[i].kind);
+  cts_out_str(o, "],\"src\":[");
+  for (size_t i = 0; i < na; i++)
+    cts_out_printf(o, "%s%u", i ? "," : "", v[r->arrows.v[i].src].order);
+  cts_out_str(o, "],\"dst\":[");
+  for (size_t i = 0; i < na; i++)
+    cts_out_printf(o, "%s%u", i ? "," : "", v[r->arrows.v[i].dst].order);
+  cts_out_char(o, ']');
+  for (size_t i = 0; i < na; i++) tmp[i] = rel(r->arrows.v[i].t0, origin_ns);
+  write_deltas(o, "t0", tmp, na);
+  cts_out_str(o, ",\"dt\":[");
+  for (size_t i = 0; i < na; i++)
+    cts_out_printf(o, "%s%lld", i ? "," : "",
+                   (long long)((int64_t)r->arrows.v[i].t1 - (int64_t)r->arrows.v[i].t0));
+  cts_out_str(o, "]}");
+  /* Activations grouped by row, by start time inside a row. */
+  qsort(r->acts.v, r->acts.n, sizeof *r->acts.v, act_by_row_t0);
+  const size_t all_acts = r->acts.n;
+  thin(r->acts.v, &r->acts.n, sizeof *r->acts.v, MAX_ACTS);
+  cts_out_printf(o, ",\n\"arrows_total\":%zu,\"acts_total\":%zu", all_arrows, all_acts);
+  const size_t nact = r->acts.n;
+  cts_out_str(o, ",\n\"acts\":{\"task\":[");
+  for (size_t i = 0; i < nact; i++)
+    cts_out_printf(o, "%s%u", i ? "," : "", v[r->acts.v[i].task].order);
+  cts_out_char(o, ']');
+  for (size_t i = 0; i < nact; i++) tmp[i] = rel(r->acts.v[i].t0, origin_ns);
+  write_deltas(o, "t0", tmp, nact);
+  cts_out_str(o, ",\"dur\":[");
+  for (size_t i = 0; i < nact; i++)
+    cts_out_printf(o, "%s%llu", i ? "," : "",
+                   (unsigned long long)(r->acts.v[i].t1 - r->acts.v[i].t0));
+  cts_out_str(o, "]}");
+  /* Bands. */
+  cts_out_str(o, ",\n\"idle\":[");
+  for (size_t i = 0; i < r->idle.n; i++)
+    cts_out_printf(o, "%s%lld", i ? "," : "", (long long)rel(r->idle.v[i], origin_ns));
+  cts_out_str(o, "],\"gc\":[");
+  for (size_t i = 0; i < r->gc.n; i++)
+    cts_out_printf(o, "%s%lld", i ? "," : "", (long long)rel(r->gc.v[i], origin_ns));
+  cts_out_str(o, "],\n\"counters\":[");
+  for (size_t c = 0; c < r->counters.n; c++) {
+    const counter_t *k = &r->counters.v[c];
+    cts_out_str(o, c ? ",{\"name\":" : "{\"name\":");
+    report_json_str(o, r->strings.v[k->name]);
+    cts_out_str(o, ",\"t\":[");
+    for (size_t i = 0; i < k->n; i++)
+      cts_out_printf(o, "%s%lld", i ? "," : "", (long long)rel(k->s[i].t, origin_ns));
+    cts_out_str(o, "],\"v\":[");
+    for (size_t i = 0; i < k->n; i++)
+      cts_out_printf(o, "%s%lld", i ? "," : "", (long long)k->s[i].v);
+    cts_out_str(o, "]}");
+  }
+  cts_out_char(o, ']');
+  /* Memory attributed to the task running at each allocation: a merge of the (time-sorted)
+   * allocation marks with the activations in time order. */
+  if (marks && nmarks) {
+    act_t *acts = malloc((nact + 1) * sizeof *acts);
+    uint64_t *per_task = calloc(n + 1, sizeof *per_task);
+    if (acts && per_task) {
+      memcpy(acts, r->acts.v, nact * sizeof *acts);
+      qsort(acts, nact, sizeof *acts, act_by_t0); /* activations are disjoint in time */
+      size_t a = 0;
+      uint64_t outside = 0;
+      for (size_t i = 0; i < nmarks; i++) {
+        const int64_t tn = (int64_t)marks[i].time_us * 1000 + marks_offset_ns;
+        while (a < nact && (int64_t)acts[a].t1 <= tn) a++;
+        if (a < nact && (int64_t)acts[a].t0 <= tn)
+          per_task[v[acts[a].task].order] += marks[i].samples;
+        else
+          outside += marks[i].samples;
+      }
+      cts_out_printf(o, ",\n\"mem\":{\"bytes_per_sample\":%.17g,\"outside\":%llu,\"task\":[",
+                     bytes_per_sample, (unsigned long long)outside);
+      bool first = true;
+      for (size_t i = 0; i < n; i++)
+        if (per_task[i]) cts_out_printf(o, "%s%zu", first ? "" : ",", i), first = false;
+      cts_out_str(o, "],\"samples\":[");
+      first = true;
+      for (size_t i = 0; i < n; i++)
+        if (per_task[i])
+          cts_out_printf(o, "%s%llu", first ? "" : ",", (unsigned long long)per_task[i]),
+              first = false;
+      cts_out_str(o, "]}");
+      /* Allocation marks for the timeline, at most MAX_TIMELINE_MARKS (neighbours merged). */
+      const size_t group = (nmarks + MAX_TIMELINE_MARKS - 1) / MAX_TIMELINE_MARKS;
+      cts_out_str(o, ",\n\"marks\":{\"t\":[");
+      for (size_t i = 0; i < nmarks; i += group) {
+        tmp[0] = (int64_t)marks[i].time_us * 1000 + marks_offset_ns - origin_ns;
+        cts_out_printf(o, "%s%lld", i ? "," : "", (long long)tmp[0]);
+      }
+      cts_out_str(o, "],\"s\":[");
+      for (size_t i = 0; i < nmarks; i += group) {
+        uint64_t sum = 0;
+        for (size_t j = i; j < i + group && j < nmarks; j++) sum += marks[j].samples;
+        cts_out_printf(o, "%s%llu", i ? "," : "", (unsigned long long)sum);
+      }
+      cts_out_str(o, "]}");
+    }
+    free(acts);
+    free(per_task);
+  }
+  cts_out_char(o, '}');
+  free(order);
+  free(tmp);
+#undef POS
+}

@@ -1,0 +1,998 @@
+// SPDX-License-Identifier: MIT
+// ctfscope report viewer. Vanilla JS, no dependencies, nothing fetched. Strings from the
+// trace reach the page only through textContent and canvas fillText (never innerHTML).
+// Drawing is on <canvas> scaled by devicePixelRatio; per-frame work is bounded by what is
+// visible (binary searches in per-row arrays, one rectangle per pixel column at most).
+(function () {
+  'use strict';
+  const data = JSON.parse(document.getElementById('cts-data').textContent);
+  const api = (window.ctsReport = { data: data, mem: null, tasks: null });
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+  function humanBytes(b) { // same as cli_human_bytes
+    const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB'];
+    let u = 0;
+    while (b >= 1000 && u + 1 < units.length) { b /= 1000; u++; }
+    if (u === 0) return b.toFixed(0) + ' B';
+    return b.toFixed(b < 10 ? 2 : b < 100 ? 1 : 0) + ' ' + units[u];
+  }
+  function grouped(n) { return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ' '); }
+  function humanNs(ns) {
+    const a = Math.abs(ns);
+    if (a >= 1e9) return (ns / 1e9).toFixed(a >= 1e10 ? 2 : 3) + ' s';
+    if (a >= 1e6) return (ns / 1e6).toFixed(a >= 1e7 ? 2 : 3) + ' ms';
+    if (a >= 1e3) return (ns / 1e3).toFixed(a >= 1e4 ? 2 : 3) + ' µs';
+    return ns.toFixed(0) + ' ns';
+  }
+  // Prefix sums of a delta-encoded array, as doubles (exact below 2^53).
+  function undelta(a) {
+    const out = new Float64Array(a.length);
+    let s = 0;
+    for (let i = 0; i < a.length; i++) { s += a[i]; out[i] = s; }
+    return out;
+  }
+  // First index in [lo, hi) with arr[i] >= v (arr ascending there).
+  function lowerBound(arr, v, lo, hi) {
+    while (lo < hi) { const m = (lo + hi) >>> 1; if (arr[m] < v) lo = m + 1; else hi = m; }
+    return lo;
+  }
+  function setupCanvas(c) {
+    const dpr = window.devicePixelRatio || 1;
+    const w = Math.max(50, c.clientWidth), h = Math.max(50, c.clientHeight);
+    if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) {
+      c.width = Math.round(w * dpr); c.height = Math.round(h * dpr);
+    }
+    const g = c.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    return { g: g, w: w, h: h };
+  }
+  const tip = $('tip');
+  function showTip(ev, text) {
+    tip.textContent = text;
+    tip.classList.remove('hidden');
+    const x = Math.min(ev.clientX + 14, window.innerWidth - tip.offsetWidth - 8);
+    const y = Math.min(ev.clientY + 14, window.innerHeight - tip.offsetHeight - 8);
+    tip.style.left = x + 'px'; tip.style.top = y + 'px';
+  }
+  function hideTip() { tip.classList.add('hidden'); }
+  function download(name, blob) {
+    const a = document.createElement('a');
+    a.href = URL.createObjectURL(blob);
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Page frame: title and tabs.
+  document.title = (data.title ? data.title + ' — ' : '') + 'ctfscope report';
+  $('title').textContent = data.title || 'ctfscope report';
+  $('generator').textContent = data.generator || '';
+  const views = [];
+  if (data.mem) views.push(['mem', 'Memory']);
+  if (data.tasks) views.push(['tasks', 'Tasks']);
+  const redrawers = {};
+  function show(name) {
+    for (const [v] of views) {
+      $('view-' + v).classList.toggle('hidden', v !== name);
+      $('tab-' + v).classList.toggle('on', v === name);
+    }
+    api.view = name;
+    if (redrawers[name]) redrawers[name]();
+  }
+  for (const [v, label] of views) {
+    const b = el('button', label);
+    b.id = 'tab-' + v;
+    b.addEventListener('click', () => show(v));
+    $('tabs').appendChild(b);
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Memory
+  function initMem(m) {
+    const bps = m.bytes_per_sample;
+    const state = (api.mem = { range: null, drawn: {} });
+    // Header.
+    const info = $('mem-info');
+    const rows = [
+      ['File', m.file + ' (' + humanBytes(m.file_size) + (m.version ? ', memtrace v' + String(m.version).padStart(3, '0') : '') + ')'],
+      ['Program', m.executable],
+      ['Host, pid', (m.host || '') + ', pid ' + m.pid],
+      ['Started', m.started],
+      ['Sample rate', m.sample_rate >= 1 ? '1 (every word sampled), word size ' + m.word_size + ' bits'
+        : m.sample_rate + ' per word, word size ' + m.word_size + ' bits'],
+      ['Context', m.context === null ? '(none: format v001)' : m.context || '(empty)'],
+      ['Runtime params', m.runtime_params || ''],
+      ['Allocated', m.text.allocated + ' in ' + m.text.samples + ' samples (' + m.text.allocs + ' sampled blocks, ~' + m.text.allocs_est + ' allocations)'],
+      ['Peak live', m.text.peak + ' at +' + (m.peak_time_us / 1e6).toFixed(3) + ' s'],
+      ['Live at end', m.text.live_end],
+      ['Duration', m.duration_s.toFixed(6) + ' s'],
+      ['Events', 'alloc ' + grouped(m.events.alloc) + ', alloc_major ' + grouped(m.events.alloc_major) + ', alloc_ext ' + grouped(m.events.alloc_ext) + ', promote ' + grouped(m.events.promote) + ', collect ' + grouped(m.events.collect)],
+      ['Reader', m.result],
+    ];
+    for (const [k, v] of rows) {
+      const tr = el('tr');
+      tr.appendChild(el('th', k));
+      const td = el('td', v);
+      td.dataset.key = k;
+      tr.appendChild(td);
+      info.appendChild(tr);
+    }
+    info.dataset.samples = m.samples;
+    info.dataset.allocs = m.allocs;
+    info.dataset.peakSamples = m.peak_samples;
+
+    // Heap curve: -1 means "no event in this bucket": the value carries over.
+    const heap = new Float64Array(m.heap.length);
+    let prev = 0;
+    for (let i = 0; i < m.heap.length; i++) { prev = m.heap[i] >= 0 ? m.heap[i] : prev; heap[i] = prev; }
+    const endUs = Math.max(m.end_us, 1);
+
+    // Records and the tree.
+    const R = m.records, nrec = R.node.length, nnodes = m.parent.length;
+    const parent = m.parent, frame = m.frame, frames = m.frames;
+    const wordBytes = m.word_size / 8 || 8;
+    const recW = m.rec_us;
+    const children = new Array(nnodes);
+    for (let i = 1; i < nnodes; i++) (children[parent[i]] || (children[parent[i]] = [])).push(i);
+    function frameName(node) { return node === 0 ? 'all' : frames[frame[node] - 1] || '?'; }
+
+    const self = new Float64Array(nnodes), total = new Float64Array(nnodes);
+    const filtHeap = new Float64Array(Math.ceil(endUs / recW) + 2);
+    function numOr(id, dflt) { const v = parseFloat($(id).value); return isFinite(v) ? v : dflt; }
+    function matcher(text) {
+      const s = text.trim().toLowerCase();
+      if (!s) return null;
+      const flags = new Uint8Array(nnodes);
+      for (let i = 1; i < nnodes; i++) flags[i] = flags[parent[i]] || frameName(i).toLowerCase().includes(s) ? 1 : 0;
+      return flags;
+    }
+    function compute() {
+      const mode = $('f-mode').value;
+      let a = -Infinity, b = Infinity;
+      if (state.range) { a = state.range[0]; b = state.range[1]; }
+      if (mode === 'peak') { a = b = m.peak_time_us; }
+      const smin = numOr('f-smin', 0), smax = numOr('f-smax', Infinity);
+      const lmin = numOr('f-lmin', 0) * 1000, lmax = numOr('f-lmax', Infinity) * 1000;
+      const src = [$('f-minor').checked, $('f-major').checked, $('f-ext').checked];
+      const inside = matcher($('f-inside').value), outside = matcher($('f-outside').value);
+      self.fill(0); total.fill(0); filtHeap.fill(0);
+      let samples = 0, blocks = 0;
+      for (let i = 0; i < nrec; i++) {
+        const ta = R.ta[i], tf = R.tf[i];
+        const a0 = ta * recW, a1 = a0 + recW;
+        const f0 = tf < 0 ? Infinity : tf * recW, f1 = tf < 0 ? Infinity : f0 + recW;
+        switch (mode) {
+          case 'alloc': if (!(a0 <= b && a1 > a)) continue; break;
+          case 'live': case 'peak': if (!(a0 <= b && f1 > a)) continue; break;
+          case 'collect': if (!(tf >= 0 && f0 <= b && f1 > a)) continue; break;
+          case 'never': if (tf >= 0) continue; break;
+        }
+        const size = R.size[i] * wordBytes;
+        if (size < smin || size > smax) continue;
+        const life = tf < 0 ? endUs - a0 : (tf - ta) * recW;
+        if (life < lmin || life > lmax) continue;
+        if (!src[R.src[i]]) continue;
+        const node = R.node[i];
+        if (inside && !inside[node]) continue;
+        if (outside && outside[node]) continue;
+        self[node] += R.samples[i];
+        samples += R.samples[i];
+        blocks += R.blocks[i];
+        filtHeap[ta] += R.samples[i];
+        if (tf >= 0) filtHeap[tf] -= R.samples[i];
+      }
+      for (let i = 1; i < filtHeap.length; i++) filtHeap[i] += filtHeap[i - 1];
+      for (let i = 0; i < nnodes; i++) total[i] = self[i];
+      for (let i = nnodes - 1; i > 0; i--) total[parent[i]] += total[i];
+      state.filtered = { samples: samples, blocks: blocks };
+      $('filter-status').textContent = 'Selected: ' + humanBytes(samples * bps) + ' in ' + grouped(samples) + ' samples, ' + grouped(blocks) + ' sampled blocks' + (samples === m.samples ? ' (everything)' : ' (' + (m.samples ? (100 * samples / m.samples).toFixed(1) : '0') + ' % of all)');
+      $('filter-status').dataset.samples = samples;
+      buildTree();
+      drawHeap(); drawFlame();
+    }
+    // The displayed tree: callees (the call tree) or callers (inverted at allocation sites).
+    let tree = null;
+    const MAX_CALLER_DEPTH = 256;
+    function buildTree() {
+      const callers = $('f-orient').value === 'callers';
+      const t = { name: [], w: [], kids: [], parent: [] };
+      function add(name, par) { t.name.push(name); t.w.push(0); t.kids.push(null); t.parent.push(par); return t.name.length - 1; }
+      add('all', -1);
+      if (!callers) {
+        // Map the call tree, keeping only nodes with weight.
+        const stack = [[0, 0]];
+        t.w[0] = total[0];
+        while (stack.length) {
+          const [n, tn] = stack.pop();
+          const ks = children[n];
+          if (!ks) continue;
+          const list = [];
+          for (const k of ks) if (total[k] > 0) { const tk = add(frameName(k), tn); t.w[tk] = total[k]; list.push(tk); stack.push([k, tk]); }
+          list.sort((x, y) => t.w[y] - t.w[x]);
+          t.kids[tn] = list;
+        }
+      } else {
+        const maps = [new Map()];
+        for (let n = 1; n < nnodes; n++) {
+          const s = self[n];
+          if (!s) continue;
+          t.w[0] += s;
+          let tn = 0, depth = 0;
+          for (let k = n; k !== 0 && depth < MAX_CALLER_DEPTH; k = parent[k], depth++) {
+            const key = frame[k];
+            let c = maps[tn].get(key);
+            if (c === undefined) { c = add(frameName(k), tn); maps.push(new Map()); maps[tn].set(key, c); }
+            t.w[c] += s;
+            tn = c;
+          }
+        }
+        for (let i = 0; i < maps.length; i++) if (maps[i].size) t.kids[i] = Array.from(maps[i].values()).sort((x, y) => t.w[y] - t.w[x]);
+      }
+      tree = t;
+      state.focus = 0;
+      state.scroll = 0;
+    }
+
+    // Heap graph with brushing.
+    const heapC = $('heap');
+    let brush = null;
+    function drawHeap() {
+      const { g, w, h } = setupCanvas(heapC);
+      const L = 64, Rm = 10, T = 10, B = 22, pw = w - L - Rm, ph = h - T - B;
+      g.clearRect(0, 0, w, h);
+      let maxv = 0;
+      for (let i = 0; i < heap.length; i++) maxv = Math.max(maxv, heap[i]);
+      maxv = Math.max(maxv, 1);
+      const x = (us) => L + (us / endUs) * pw, y = (s) => T + ph - (s / maxv) * ph;
+      g.fillStyle = '#f0f3f6'; g.fillRect(L, T, pw, ph);
+      if (state.range || brush) {
+        const r = brush || state.range;
+        g.fillStyle = 'rgba(255, 200, 0, 0.25)';
+        g.fillRect(x(Math.min(r[0], r[1])), T, Math.max(1, Math.abs(x(r[1]) - x(r[0]))), ph);
+      }
+      g.beginPath(); g.moveTo(L, y(0));
+      for (let i = 0; i < heap.length; i++) { g.lineTo(x(i * m.heap_us), y(heap[i])); g.lineTo(x(Math.min((i + 1) * m.heap_us, endUs)), y(heap[i])); }
+      g.lineTo(x(endUs), y(0)); g.closePath();
+      g.fillStyle = '#cbd5e0'; g.fill();
+      g.strokeStyle = '#4a5568'; g.lineWidth = 1; g.stroke();
+      // Filtered subset, at the records' resolution.
+      g.beginPath(); g.moveTo(L, y(0));
+      for (let i = 0; i < filtHeap.length && i * recW <= endUs; i++) { g.lineTo(x(i * recW), y(filtHeap[i])); g.lineTo(x(Math.min((i + 1) * recW, endUs)), y(filtHeap[i])); }
+      g.lineTo(x(Math.min(filtHeap.length * recW, endUs)), y(0)); g.closePath();
+      g.fillStyle = 'rgba(43, 108, 176, 0.45)'; g.fill();
+      // Peak.
+      const px = x(m.peak_time_us), py = y(m.peak_samples);
+      g.fillStyle = '#c53030'; g.beginPath(); g.arc(px, py, 4, 0, 7); g.fill();
+      g.font = '12px sans-serif'; g.textBaseline = 'bottom';
+      const ptxt = 'peak ' + humanBytes(m.peak_samples * bps);
+      g.textAlign = px > w - 120 ? 'right' : 'left';
+      g.fillText(ptxt, px + (px > w - 120 ? -6 : 6), Math.max(T + 12, py - 2));
+      // Axes.
+      g.fillStyle = '#5d6773'; g.textAlign = 'right'; g.textBaseline = 'middle';
+      for (let k = 0; k <= 4; k++) g.fillText(humanBytes(maxv * bps * k / 4), L - 4, y(maxv * k / 4));
+      g.textAlign = 'center'; g.textBaseline = 'top';
+      for (let k = 0; k <= 5; k++) g.fillText('+' + (endUs * k / 5 / 1e6).toFixed(3) + ' s', Math.min(Math.max(x(endUs * k / 5), L + 20), w - 30), T + ph + 4);
+      state.drawn.heap = { buckets: heap.length, peakX: px, peakY: py };
+      heapC._geom = { L: L, pw: pw };
+    }
+    function heapTime(ev) {
+      const r = heapC.getBoundingClientRect(), gm = heapC._geom;
+      return Math.max(0, Math.min(endUs, ((ev.clientX - r.left - gm.L) / gm.pw) * endUs));
+    }
+    heapC.addEventListener('mousedown', (ev) => { brush = [heapTime(ev), heapTime(ev)]; drawHeap(); });
+    window.addEventListener('mousemove', (ev) => { if (brush) { brush[1] = heapTime(ev); drawHeap(); } });
+    window.addEventListener('mouseup', () => {
+      if (!brush) return;
+      const r = [Math.min(brush[0], brush[1]), Math.max(brush[0], brush[1])];
+      brush = null;
+      if (r[1] - r[0] > endUs / 2000) setRange(r); else drawHeap();
+    });
+    heapC.addEventListener('dblclick', () => setRange(null));
+    heapC.addEventListener('mousemove', (ev) => {
+      if (brush) return;
+      const t = heapTime(ev), i = Math.min(heap.length - 1, Math.floor(t / m.heap_us));
+      showTip(ev, '+' + (t / 1e6).toFixed(6) + ' s\nlive ' + humanBytes(heap[i] * bps) + ' (largest in this bucket)');
+    });
+    heapC.addEventListener('mouseleave', hideTip);
+    function setRange(r) {
+      state.range = r;
+      $('f-range').value = r ? '+' + (r[0] / 1e6).toFixed(6) + ' s … +' + (r[1] / 1e6).toFixed(6) + ' s' : '';
+      if (r && $('f-mode').value === 'all') $('f-mode').value = 'alloc';
+      compute();
+    }
+    api.mem.setRange = setRange;
+
+    // Flame graph.
+    const flameC = $('flame');
+    const ROW = 18;
+    function color(name) {
+      let hsh = 0;
+      for (let i = 0; i < name.length; i++) hsh = (hsh * 31 + name.charCodeAt(i)) | 0;
+      const hue = 10 + (Math.abs(hsh) % 40), light = 55 + (Math.abs(hsh >> 8) % 20);
+      return 'hsl(' + hue + ',80%,' + light + '%)';
+    }
+    let rects = [];
+    function drawFlame() {
+      const { g, w, h } = setupCanvas(flameC);
+      g.clearRect(0, 0, w, h);
+      rects = [];
+      if (!tree || !tree.w[0]) {
+        g.fillStyle = '#5d6773'; g.font = '13px sans-serif'; g.fillText('No allocation matches the filters.', 10, 20);
+        state.drawn.flame = { rects: 0, total: 0 };
+        return;
+      }
+      const callers = $('f-orient').value === 'callers';
+      // Ancestors of the focus take the full width.
+      const chain = [];
+      for (let n = state.focus; n >= 0; n = tree.parent[n]) chain.unshift(n);
+      const levels = Math.floor(h / ROW);
+      const yOf = (depth) => (callers ? (depth - state.scroll) * ROW : h - (depth - state.scroll + 1) * ROW);
+      g.font = '11px sans-serif'; g.textBaseline = 'middle';
+      let count = 0;
+      function box(n, depth, x0, wd) {
+        const d = depth - state.scroll;
+        if (d < 0 || d >= levels) return;
+        const y = yOf(depth);
+        g.fillStyle = chain.includes(n) && n !== state.focus ? '#d9d2c5' : color(tree.name[n]);
+        g.fillRect(x0, y, Math.max(wd - 0.5, 0.5), ROW - 1);
+        if (wd > 30) {
+          g.fillStyle = '#1a202c';
+          g.save(); g.beginPath(); g.rect(x0, y, wd - 2, ROW); g.clip();
+          g.fillText(tree.name[n], x0 + 3, y + ROW / 2);
+          g.restore();
+        }
+        rects.push([x0, y, wd, n]);
+        count++;
+      }
+      for (let i = 0; i < chain.length; i++) box(chain[i], i, 0, w);
+      // Descendants of the focus, proportional; explicit stack (stacks can be 10 000 deep).
+      const scale = w / tree.w[state.focus];
+      const stack = [[state.focus, chain.length - 1, 0]];
+      while (stack.length) {
+        const [n, depth, x0] = stack.pop();
+        if (depth - state.scroll >= levels) continue;
+        const ks = tree.kids[n];
+        if (!ks) continue;
+        let x = x0;
+        for (const k of ks) {
+          const wd = tree.w[k] * scale;
+          if (wd < 0.5) break; // sorted by weight: the rest are smaller
+          box(k, depth + 1, x, wd);
+          stack.push([k, depth + 1, x]);
+          x += wd;
+        }
+      }
+      state.drawn.flame = { rects: count, total: tree.w[0], focus: tree.name[state.focus] };
+      flameC.dataset.rects = count;
+    }
+    function flameHit(ev) {
+      const r = flameC.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+      for (let i = rects.length - 1; i >= 0; i--) {
+        const q = rects[i];
+        if (x >= q[0] && x < q[0] + q[2] && y >= q[1] && y < q[1] + ROW) return q[3];
+      }
+      return -1;
+    }
+    flameC.addEventListener('click', (ev) => {
+      const n = flameHit(ev);
+      if (n < 0) return;
+      state.focus = n === state.focus ? Math.max(0, tree.parent[n]) : n;
+      drawFlame();
+    });
+    flameC.addEventListener('mousemove', (ev) => {
+      const n = flameHit(ev);
+      if (n < 0) { hideTip(); return; }
+      const wgt = tree.w[n];
+      showTip(ev, tree.name[n] + '\n' + humanBytes(wgt * bps) + ' (' + grouped(wgt) + ' samples, ' + (100 * wgt / tree.w[0]).toFixed(1) + ' % of the selection)');
+    });
+    flameC.addEventListener('mouseleave', hideTip);
+    flameC.addEventListener('wheel', (ev) => {
+      ev.preventDefault();
+      state.scroll = Math.max(0, state.scroll + (ev.deltaY > 0 ? 3 : -3));
+      drawFlame();
+    }, { passive: false });
+    for (const id of ['f-mode', 'f-smin', 'f-smax', 'f-lmin', 'f-lmax', 'f-inside', 'f-outside', 'f-minor', 'f-major', 'f-ext', 'f-orient'])
+      $(id).addEventListener(id === 'f-inside' || id === 'f-outside' || id.startsWith('f-s') || id.startsWith('f-l') ? 'input' : 'change', compute);
+
+    // Top sites (figures formatted by the CLI's own code).
+    const st = $('sites');
+    const head = el('tr');
+    for (const c of ['allocated', '%', 'allocs', 'peak live', 'live at end']) head.appendChild(el('th', c));
+    head.appendChild(el('th', 'site', 'site'));
+    st.appendChild(head);
+    for (const s of m.sites) {
+      const tr = el('tr');
+      tr.dataset.samples = s[1];
+      tr.dataset.peakSamples = s[3];
+      tr.dataset.liveSamples = s[4];
+      for (const v of [s[5], s[6], s[7], s[8], s[9]]) tr.appendChild(el('td', v));
+      tr.appendChild(el('td', s[0], 'site'));
+      st.appendChild(tr);
+    }
+    $('sites-note').textContent = (m.sites.length < m.sites_total ? 'Top ' + m.sites.length + ' of ' : 'All ') + m.sites_total + ' sites by allocated bytes, grouped by function, file and line (as `ctfscope top`).';
+
+    // Histograms: [low, blocks, samples] triples.
+    function drawHist(c, triples, unit, fmt) {
+      const { g, w, h } = setupCanvas(c);
+      g.clearRect(0, 0, w, h);
+      const n = triples.length / 3;
+      g.font = '11px sans-serif'; g.fillStyle = '#5d6773';
+      if (!n) { g.fillText('no data', 10, 20); return 0; }
+      const lows = [], vals = [];
+      for (let i = 0; i < n; i++) { lows.push(triples[3 * i] * unit); vals.push(triples[3 * i + 2] * bps); }
+      const lo = Math.log2(Math.max(1, lows[0])), hi = Math.log2(Math.max(2, lows[n - 1] * 1.07));
+      const L = 58, B = 20, pw = w - L - 8, ph = h - B - 8;
+      const maxv = Math.max(...vals, 1);
+      const x = (v) => L + ((Math.log2(Math.max(1, v)) - lo) / Math.max(hi - lo, 1)) * pw;
+      g.fillStyle = '#2b6cb0';
+      for (let i = 0; i < n; i++) {
+        const x0 = x(lows[i]), x1 = Math.max(x0 + 2, x(lows[i] * 1.0625));
+        const bh = (vals[i] / maxv) * ph;
+        g.fillRect(x0, 8 + ph - bh, x1 - x0, bh);
+      }
+      g.fillStyle = '#5d6773'; g.textAlign = 'right'; g.textBaseline = 'middle';
+      g.fillText(humanBytes(maxv), L - 4, 8); g.fillText('0', L - 4, 8 + ph);
+      g.textAlign = 'center'; g.textBaseline = 'top';
+      for (let k = 0; k <= 4; k++) { const v = Math.pow(2, lo + (hi - lo) * k / 4); g.fillText(fmt(v), Math.min(Math.max(x(v), L + 20), w - 24), 8 + ph + 3); }
+      return n;
+    }
+    function drawHists() {
+      state.drawn.sizeBars = drawHist($('hist-size'), m.size_hist, wordBytes, humanBytes);
+      state.drawn.lifeBars = drawHist($('hist-life'), m.life_hist, 1000, humanNs);
+    }
+    redrawers.mem = () => { drawHeap(); drawFlame(); drawHists(); };
+    compute();
+    state.compute = compute;
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Tasks: the timeline.
+  const TYPES = ['wait', 'task', 'bind', 'try', 'choose', 'pick', 'join', 'map', 'condition', 'on_success', 'on_failure', 'on_termination', 'on_any', 'ignore_result', 'async', 'promise', 'semaphore', 'switch'];
+  const F_RESOLVED = 1, F_FAILED = 2, F_NEVER = 32;
+  const ARROW_COLORS = ['rgb(204,204,102)', 'rgb(0,0,255)', 'rgb(255,0,0)', 'rgb(0,128,0)', 'rgb(255,153,0)'];
+  const ARROW_NAMES = ['try_read', 'read', 'failed read', 'resolve', 'signal'];
+
+  // Painters: the timeline is drawn into batches, flushed to a canvas or to SVG elements.
+  function canvasPainter(g) {
+    return {
+      rect(color, x, y, w, h) { g.fillStyle = color; g.fillRect(x, y, w, h); },
+      lines(color, width, segs, alpha) {
+        if (!segs.length) return;
+        g.strokeStyle = color; g.lineWidth = width; g.globalAlpha = alpha === undefined ? 1 : alpha;
+        g.beginPath();
+        for (let i = 0; i < segs.length; i += 4) { g.moveTo(segs[i], segs[i + 1]); g.lineTo(segs[i + 2], segs[i + 3]); }
+        g.stroke(); g.globalAlpha = 1;
+      },
+      triangles(color, pts) { // one path, one fill: colour changes are what is slow
+        if (!pts.length) return;
+        g.fillStyle = color;
+        g.beginPath();
+        for (let i = 0; i < pts.length; i += 6) { g.moveTo(pts[i], pts[i + 1]); g.lineTo(pts[i + 2], pts[i + 3]); g.lineTo(pts[i + 4], pts[i + 5]); g.closePath(); }
+        g.fill();
+      },
+      text(color, s, x, y, align, maxw) {
+        g.fillStyle = color; g.textAlign = align || 'left';
+        if (maxw !== undefined) {
+          g.save(); g.beginPath(); g.rect(align === 'right' ? x - maxw : x, y - 14, maxw, 18); g.clip();
+          g.fillText(s, x, y); g.restore();
+        } else g.fillText(s, x, y);
+      },
+    };
+  }
+  function svgPainter(svg) {
+    const NS = 'http://www.w3.org/2000/svg';
+    function add(tag, attrs) { const e = document.createElementNS(NS, tag); for (const k in attrs) e.setAttribute(k, attrs[k]); svg.appendChild(e); return e; }
+    let clipN = 0;
+    return {
+      rect(color, x, y, w, h) { add('rect', { x: x, y: y, width: w, height: h, fill: color }); },
+      lines(color, width, segs, alpha) {
+        if (!segs.length) return;
+        let d = '';
+        for (let i = 0; i < segs.length; i += 4) d += 'M' + segs[i].toFixed(1) + ' ' + segs[i + 1].toFixed(1) + 'L' + segs[i + 2].toFixed(1) + ' ' + segs[i + 3].toFixed(1);
+        add('path', { d: d, stroke: color, 'stroke-width': width, fill: 'none', opacity: alpha === undefined ? 1 : alpha });
+      },
+      triangles(color, pts) {
+        if (!pts.length) return;
+        let d = '';
+        for (let i = 0; i < pts.length; i += 6) d += 'M' + pts[i].toFixed(1) + ' ' + pts[i + 1].toFixed(1) + 'L' + pts[i + 2].toFixed(1) + ' ' + pts[i + 3].toFixed(1) + 'L' + pts[i + 4].toFixed(1) + ' ' + pts[i + 5].toFixed(1) + 'Z';
+        add('path', { d: d, fill: color });
+      },
+      text(color, s, x, y, align, maxw) {
+        const attrs = { x: x, y: y, fill: color, 'font-size': 12, 'font-family': 'sans-serif', 'text-anchor': align === 'right' ? 'end' : align === 'center' ? 'middle' : 'start' };
+        if (maxw !== undefined) {
+          const id = 'c' + clipN++;
+          const cp = add('clipPath', { id: id });
+          const r = document.createElementNS(NS, 'rect');
+          r.setAttribute('x', align === 'right' ? x - maxw : x); r.setAttribute('y', y - 14); r.setAttribute('width', maxw); r.setAttribute('height', 18);
+          cp.appendChild(r);
+          attrs['clip-path'] = 'url(#' + id + ')';
+        }
+        add('text', attrs).textContent = s; // textContent: the serializer escapes it
+      },
+    };
+  }
+
+  function initTasks(T) {
+    const n = T.n;
+    const start = undelta(T.start), dur = T.dur;
+    const end = new Float64Array(n);
+    for (let i = 0; i < n; i++) end[i] = start[i] + dur[i];
+    const ids = undelta(T.id), parentIdx = undelta(T.parent);
+    const becomes = new Int32Array(n);
+    for (let i = 0; i < n; i++) becomes[i] = T.becomes[i] === 0 ? -1 : i + T.becomes[i];
+    const rowStart = new Int32Array(T.rows + 1);
+    const taskRow = new Int32Array(n);
+    for (let r = 0, k = 0; r < T.rows; r++) { rowStart[r] = k; for (let j = 0; j < T.row_n[r]; j++) taskRow[k++] = r; }
+    rowStart[T.rows] = n;
+    // Labels per task (sorted by task, then time).
+    const L = T.labels, nl = L.task.length;
+    const labelStart = new Int32Array(n + 1);
+    for (let i = 0; i < nl; i++) labelStart[L.task[i] + 1]++;
+    for (let i = 0; i < n; i++) labelStart[i + 1] += labelStart[i];
+    // Activations grouped by row.
+    const A = T.acts, na = A.task.length;
+    const actT0 = undelta(A.t0), actT1 = new Float64Array(na);
+    for (let i = 0; i < na; i++) actT1[i] = actT0[i] + A.dur[i];
+    const actRowStart = new Int32Array(T.rows + 1);
+    for (let i = 0; i < na; i++) actRowStart[taskRow[A.task[i]] + 1]++;
+    for (let r = 0; r < T.rows; r++) actRowStart[r + 1] += actRowStart[r];
+    // Arrows sorted by their earlier end.
+    const W = T.arrows, nw = W.kind.length;
+    const arT0 = undelta(W.t0), arT1 = new Float64Array(nw), arMin = new Float64Array(nw);
+    for (let i = 0; i < nw; i++) { arT1[i] = arT0[i] + W.dt[i]; arMin[i] = Math.min(arT0[i], arT1[i]); }
+    const idle = T.idle, gc = T.gc;
+    const idleStart = new Float64Array(idle.length / 2), gcStart = new Float64Array(gc.length / 2);
+    for (let i = 0; i < idleStart.length; i++) idleStart[i] = idle[2 * i + 1]; // sorted by end
+    for (let i = 0; i < gcStart.length; i++) gcStart[i] = gc[2 * i + 1];
+    const counters = T.counters.map((c) => {
+      const grp = c.name.includes('#') ? c.name.slice(0, c.name.lastIndexOf('#')) : c.name === 'tcp-ackd-segs' ? 'tcp-to-ip' : c.name;
+      return { name: c.name, group: grp, t: c.t, v: c.v };
+    });
+    const scales = {};
+    for (const c of counters) {
+      const s = scales[c.group] || (scales[c.group] = { min: 0, max: 10 });
+      for (const v of c.v) { if (v < s.min) s.min = v; if (v > s.max) s.max = v; }
+    }
+    for (const k in scales) if (scales[k].max - scales[k].min < 10) scales[k].max = scales[k].min + 10;
+    const marks = T.marks ? { t: T.marks.t, s: T.marks.s } : null;
+    const memBy = new Map();
+    if (T.mem) for (let i = 0; i < T.mem.task.length; i++) memBy.set(T.mem.task[i], T.mem.samples[i]);
+
+    const t0 = Math.min(T.first, 0), t1 = Math.max(T.end, t0 + 1);
+    const RULER = 28, ROWH = 16, MARKS = marks ? 26 : 0;
+    const canvas = $('timeline');
+    const st = (api.tasks = {
+      view: { start: t0, scale: 1, y: 0 }, // scale: px per ns; y: px scrolled down
+      highlight: null, matches: 0, counters: counters.length > 0, drawn: {}, frameMs: [],
+    });
+    function labelOf(i) { const k = labelStart[i]; return k < labelStart[i + 1] ? T.strings[L.s[k]] : null; }
+    function nameOf(i) { const l = labelOf(i); return l !== null ? l : String(ids[i]); }
+    let W_ = 800, H_ = 560;
+    function fit() {
+      st.view.start = t0 - (t1 - t0) * 0.01;
+      st.view.scale = (W_ - 20) / ((t1 - t0) * 1.02);
+      st.view.y = 0;
+    }
+    function clampView() {
+      const minScale = (W_ - 20) / ((t1 - t0) * 1.05);
+      if (st.view.scale < minScale) st.view.scale = minScale;
+      if (st.view.scale > 100) st.view.scale = 100; // 100 px per ns
+      const span = W_ / st.view.scale;
+      const lo = t0 - span * 0.5, hi = t1 - span * 0.5;
+      st.view.start = Math.min(Math.max(st.view.start, lo), Math.max(lo, hi));
+      const maxY = Math.max(0, T.rows * ROWH + 40 - (H_ - RULER - MARKS));
+      st.view.y = Math.min(Math.max(st.view.y, 0), maxY);
+    }
+    const X = (t) => { const x = (t - st.view.start) * st.view.scale; return x < -1e6 ? -1e6 : x > 1e6 ? 1e6 : x; };
+    const rowY = (r) => RULER + 14 + r * ROWH - st.view.y;
+
+    // One frame into a painter. Returns counts of what was drawn.
+    function paint(P, w, h) {
+      const vs = st.view.start, ve = vs + w / st.view.scale;
+      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0 };
+      P.rect('rgb(230,230,230)', 0, 0, w, h);
+      // Idle and GC bands (sorted by end: binary search the first one ending in view).
+      function bands(arr, ends, color, text) {
+        for (let i = lowerBound(ends, vs, 0, ends.length); i < ends.length; i++) {
+          const a = arr[2 * i], b = arr[2 * i + 1];
+          if (a > ve) break;
+          const x0 = X(a), x1 = X(b);
+          if (x1 - x0 < 0.5) continue;
+          P.rect(color, x0, RULER, x1 - x0, h - RULER);
+          if (x1 - x0 > 40) P.text('rgb(255,255,255)', text, (x0 + x1) / 2, RULER + 14, 'center');
+        }
+      }
+      bands(idle, idleStart, 'rgb(204,204,204)', 'sleeping');
+      bands(gc, gcStart, 'rgb(179,153,153)', 'GC');
+      // Grid and ruler with absolute times.
+      const step = Math.pow(10, Math.ceil(Math.log10(90 / st.view.scale)));
+      const grid = [];
+      P.rect('rgb(248,248,248)', 0, 0, w, RULER);
+      for (let t = Math.ceil(vs / step) * step, k = 0; t <= ve && k < 200; t += step, k++) {
+        const x = X(t);
+        grid.push(x, RULER, x, h);
+        P.text('rgb(60,60,60)', absTime(t, step), x + 3, 17, 'left');
+      }
+      P.lines('rgb(190,190,190)', 1, grid);
+      P.lines('rgb(150,150,150)', 1, [0, RULER - 0.5, w, RULER - 0.5]);
+      // Visible rows.
+      const top = RULER + MARKS, r0 = Math.max(0, Math.floor((st.view.y - 14) / ROWH) - 1);
+      const r1 = Math.min(T.rows - 1, Math.ceil((st.view.y + h - top) / ROWH) + 1);
+      const lineSegs = [], failSegs = [], createSegs = [], becomeSegs = [], actSegs = [], heads = [];
+      const labelJobs = [];
+      const pxNs = 1 / st.view.scale;
+      for (let r = r0; r <= r1; r++) {
+        const y = rowY(r);
+        if (y < top - 4 || y > h + 4) continue;
+        drawn.rows++;
+        const a = rowStart[r], b = rowStart[r + 1];
+        // Tasks in a row do not overlap and are sorted by start, so ends are sorted too.
+        let i = lowerBound(end, vs, a, b);
+        while (i < b && start[i] <= ve) {
+          const x0 = X(start[i]), x1 = Math.max(X(end[i]), x0 + 1);
+          const failed = (T.flags[i] & F_FAILED) !== 0;
+          (failed ? failSegs : lineSegs).push(x0, y, x1, y);
+          drawn.tasks++;
+          if (x1 - x0 >= 2) {
+            const p = parentIdx[i];
+            if (p >= 0 && T.parent !== undefined) { const py = rowY(taskRow[p]); if (py !== y) createSegs.push(x0, py, x0, y); }
+            const bcm = becomes[i];
+            if (bcm >= 0) { const by = rowY(taskRow[bcm]); if (by !== y) becomeSegs.push(x1, y, x1, by); }
+            else if (!(T.flags[i] & F_RESOLVED) && x1 - x0 > 4 && !failed) heads.push(x1, y - 3, x1 + 4, y, x1, y + 3);
+            if (failed) failSegs.push(x1, y - 8, x1, y + 8);
+            if (x1 - x0 > 16 && labelStart[i] < labelStart[i + 1]) labelJobs.push(i, y);
+          }
+          // Tiny tasks: jump to the first task that starts in the next pixel column.
+          if (X(end[i]) - x0 < 1) {
+            const nextT = start[i] + pxNs;
+            const j = lowerBound(start, nextT, i + 1, b);
+            i = j > i + 1 ? j : i + 1;
+          } else i++;
+        }
+        // Activations in this row.
+        const aa = actRowStart[r], ab = actRowStart[r + 1];
+        let k = lowerBound(actT1, vs, aa, ab);
+        while (k < ab && actT0[k] <= ve) {
+          const x0 = X(actT0[k]), x1 = Math.max(X(actT1[k]), x0 + 1);
+          actSegs.push(x0, y, x1, y);
+          drawn.acts++;
+          if (X(actT1[k]) - x0 < 1) { const j = lowerBound(actT0, actT0[k] + pxNs, k + 1, ab); k = j > k + 1 ? j : k + 1; } else k++;
+        }
+      }
+      // Highlights behind the lines: every highlighted task in view, even those the
+      // one-per-pixel-column thinning skipped (the list is bounded when it is built).
+      if (st.hlList) {
+        for (const i of st.hlList) {
+          if (end[i] < vs || start[i] > ve) continue;
+          const y = rowY(taskRow[i]);
+          if (y < top - 4 || y > h + 4) continue;
+          const x0 = X(start[i]), x1 = Math.max(X(end[i]), x0 + 2);
+          P.rect('rgb(255,220,0)', x0 - 3, y - 4, x1 - x0 + 6, 8);
+          drawn.highlighted++;
+        }
+      }
+      P.lines('rgb(51,51,51)', 1, createSegs);
+      P.lines('rgb(51,51,51)', 1, becomeSegs);
+      P.lines('rgb(51,51,51)', 2, lineSegs);
+      P.lines('rgb(204,0,0)', 2, failSegs);
+      P.triangles('rgb(51,51,51)', heads);
+      P.lines('rgb(255,255,255)', 3, actSegs);
+      // Arrows: those whose earlier end is in view widened by the fade-out length.
+      const fade = 6000 / st.view.scale;
+      const byKind = [[], [], [], [], []], headsByKind = [[], [], [], [], []];
+      let ai = lowerBound(arMin, vs - fade, 0, nw);
+      const yTop = top - 10, yBot = h + 10;
+      for (; ai < nw && arMin[ai] <= ve && drawn.arrows < 30000; ai++) {
+        const xa = X(arT0[ai]), xb = X(arT1[ai]);
+        const width = Math.abs(xb - xa);
+        const alpha = 1 - width / 6000;
+        if (alpha < 0.01) continue;
+        if (Math.max(xa, xb) < 0 || Math.min(xa, xb) > w) continue;
+        const ya = rowY(taskRow[W.src[ai]]), yb = rowY(taskRow[W.dst[ai]]);
+        if ((ya < yTop && yb < yTop) || (ya > yBot && yb > yBot)) continue;
+        const kd = W.kind[ai];
+        byKind[kd].push(xa, ya, xb, yb);
+        if (Math.abs(yb - ya) > 10) { const dir = yb > ya ? -1 : 1; headsByKind[kd].push(xb - 3, yb + dir * 6, xb + 3, yb + dir * 6, xb, yb); }
+        else { const dir = xb >= xa ? -1 : 1; headsByKind[kd].push(xb + dir * 6, yb - 3, xb + dir * 6, yb + 3, xb, yb); }
+        drawn.arrows++;
+      }
+      for (let kd = 0; kd < 5; kd++) {
+        P.lines(ARROW_COLORS[kd], 1, byKind[kd]);
+        P.triangles(ARROW_COLORS[kd], headsByKind[kd]);
+      }
+      // Labels: packed left to right per task, pinned to the left edge when it starts off-screen.
+      for (let q = 0; q < labelJobs.length; q += 2) {
+        const i = labelJobs[q], y = labelJobs[q + 1];
+        const xEnd = Math.min(X(end[i]), w);
+        let xMin = Math.max(X(start[i]), 0);
+        for (let k = labelStart[i]; k < labelStart[i + 1] && drawn.labels < 4000; k++) {
+          const lx = Math.max(X(L.t[k]), xMin);
+          if (lx >= xEnd - 8) break;
+          const s = T.strings[L.s[k]];
+          const maxw = xEnd - lx;
+          P.text(st.highlight && st.highlight[i] ? 'rgb(0,0,0)' : 'rgb(20,20,20)', s, lx + 2, y - 3, 'left', maxw);
+          xMin = lx + Math.min(maxw, 7 * s.length + 6);
+          drawn.labels++;
+        }
+      }
+      // Counters as step lines, each on its own scale.
+      if (st.counters) {
+        const colors = ['rgb(255,102,102)', 'rgb(255,170,0)', 'rgb(0,153,153)', 'rgb(153,51,204)'];
+        const plotTop = top + 10, plotH = h - plotTop - 10;
+        counters.forEach((c, ci) => {
+          const sc = scales[c.group];
+          const yv = (v) => plotTop + plotH - ((v - sc.min) / (sc.max - sc.min)) * plotH;
+          let k = Math.max(0, lowerBound(c.t, vs, 0, c.t.length) - 1);
+          // One vertical extent per pixel column: the path stays bounded by the width.
+          const segs = [];
+          let lastX = 0, lastY = null, colX = null, lo = 0, hi = 0;
+          for (; k < c.t.length; k++) {
+            const x = Math.round(Math.max(X(c.t[k]), 0)), y = yv(c.v[k]);
+            if (x === colX) { if (y < lo) lo = y; if (y > hi) hi = y; lastY = y; continue; }
+            if (colX !== null && hi > lo) segs.push(colX, lo, colX, hi);
+            if (lastY !== null) segs.push(lastX, lastY, x, lastY);
+            colX = x; lo = hi = y;
+            if (lastY !== null) { lo = Math.min(lo, lastY); hi = Math.max(hi, lastY); }
+            lastX = x; lastY = y;
+            if (c.t[k] > ve) break;
+          }
+          if (colX !== null && hi > lo) segs.push(colX, lo, colX, hi);
+          if (lastY !== null) segs.push(lastX, lastY, w, lastY);
+          P.lines('rgb(0,0,0)', 5, segs, 0.35);
+          P.lines(colors[ci % 4], 3, segs);
+          if (lastY !== null) P.text(colors[ci % 4], c.name, w - 6, Math.max(plotTop + 12, Math.min(h - 4, lastY - 6 - 16 * (ci % 3))), 'right');
+        });
+      }
+      // Allocation marks (both traces): samples per pixel column in a strip under the ruler.
+      if (marks) {
+        P.rect('rgb(244,244,250)', 0, RULER, w, MARKS);
+        const cols = new Float64Array(Math.ceil(w) + 1);
+        let mx = 0;
+        for (let k = lowerBound(marks.t, vs, 0, marks.t.length); k < marks.t.length && marks.t[k] <= ve; k++) {
+          const x = Math.floor(X(marks.t[k]));
+          if (x >= 0 && x < cols.length) { cols[x] += marks.s[k]; if (cols[x] > mx) mx = cols[x]; }
+          drawn.marks++;
+        }
+        const segs = [];
+        for (let x = 0; x < cols.length; x++) if (cols[x] > 0) segs.push(x + 0.5, RULER + MARKS - 1, x + 0.5, RULER + MARKS - 1 - Math.max(2, (cols[x] / mx) * (MARKS - 6)));
+        P.lines('rgb(128,0,128)', 1, segs);
+        P.text('rgb(90,90,90)', 'allocations', 4, RULER + 12, 'left');
+      }
+      P.text('rgb(90,90,90)', 'grid: ' + humanNs(step), w - 6, h - 6, 'right');
+      return drawn;
+    }
+    function absTime(t, step) {
+      // The ruler shows time since the start and, with a memory trace, the wall clock.
+      const digits = Math.max(0, Math.min(9, -Math.floor(Math.log10(step / 1e9))));
+      const rel = (t / 1e9).toFixed(digits) + ' s';
+      if (data.mem && data.mem.start_us) {
+        const ms = data.mem.start_us / 1000 + t / 1e6;
+        const d = new Date(ms);
+        const frac = digits > 3 ? String(((t / 1e9) % 1).toFixed(digits)).slice(5, 5 + digits - 3) : '';
+        return rel + '  ' + d.toISOString().slice(11, 23) + frac;
+      }
+      return rel;
+    }
+    let pending = false;
+    function draw() {
+      const t = performance.now();
+      const c = setupCanvas(canvas);
+      W_ = c.w; H_ = c.h;
+      clampView();
+      c.g.font = '12px sans-serif'; c.g.textBaseline = 'alphabetic';
+      st.drawn = paint(canvasPainter(c.g), c.w, c.h);
+      const ms = performance.now() - t;
+      st.frameMs.push(ms);
+      if (st.frameMs.length > 500) st.frameMs.shift();
+      canvas.dataset.tasks = st.drawn.tasks;
+      canvas.dataset.highlighted = st.drawn.highlighted;
+      status();
+      return ms;
+    }
+    function request() { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; draw(); }); } }
+    function status() {
+      const v = st.view, span = W_ / v.scale;
+      let s = n + ' tasks in ' + T.rows + ' rows, ' + nw + ' interactions · view +' + humanNs(v.start) + ' … +' + humanNs(v.start + span) + ' (' + humanNs(span) + ') · drawn: ' + st.drawn.tasks + ' tasks, ' + st.drawn.arrows + ' arrows';
+      if (st.query) s += ' · "' + st.query + '": ' + st.matches + ' matching tasks';
+      if (T.arrows_total > nw || T.acts_total > na) s += ' · level of detail: ' + nw + ' of ' + T.arrows_total + ' interactions and ' + na + ' of ' + T.acts_total + ' running periods kept';
+      $('tl-status').textContent = s;
+    }
+    function zoomAt(factor, px) {
+      const tAt = st.view.start + px / st.view.scale;
+      st.view.scale *= factor;
+      clampView();
+      st.view.start = tAt - px / st.view.scale;
+      clampView();
+      request();
+    }
+    canvas.addEventListener('wheel', (ev) => {
+      ev.preventDefault();
+      const r = canvas.getBoundingClientRect();
+      if (ev.shiftKey) { st.view.y += ev.deltaY; clampView(); request(); return; }
+      zoomAt(ev.deltaY < 0 ? 1.2 : 1 / 1.2, ev.clientX - r.left);
+    }, { passive: false });
+    let drag = null;
+    canvas.addEventListener('pointerdown', (ev) => {
+      drag = { x: ev.clientX, y: ev.clientY, start: st.view.start, vy: st.view.y };
+      canvas.setPointerCapture(ev.pointerId);
+      canvas.classList.add('dragging');
+      canvas.focus();
+    });
+    canvas.addEventListener('pointermove', (ev) => {
+      if (drag) {
+        st.view.start = drag.start - (ev.clientX - drag.x) / st.view.scale;
+        st.view.y = drag.vy - (ev.clientY - drag.y);
+        clampView(); request(); hideTip();
+        return;
+      }
+      const i = hit(ev);
+      if (i < 0) { hideTip(); return; }
+      let text = (labelOf(i) !== null ? nameOf(i) + '\n' : '') + 'task ' + ids[i] + ' (' + (TYPES[T.type[i]] || 'unknown') + ')\n+' + humanNs(start[i]) + ' … +' + humanNs(end[i]) + ', ' + humanNs(end[i] - start[i]);
+      if (T.flags[i] & F_NEVER) text += '\nshould-resolve task never resolved';
+      else if (T.flags[i] & F_FAILED) text += '\nfailed';
+      if (memBy.has(i)) text += '\nallocated while running: ' + humanBytes(memBy.get(i) * T.mem.bytes_per_sample);
+      const nlab = labelStart[i + 1] - labelStart[i];
+      if (nlab > 1) text += '\n' + nlab + ' labels';
+      showTip(ev, text);
+    });
+    canvas.addEventListener('pointerup', () => { drag = null; canvas.classList.remove('dragging'); });
+    canvas.addEventListener('mouseleave', hideTip);
+    // The task under the pointer (within 16 px of its line).
+    function hit(ev) {
+      const r = canvas.getBoundingClientRect();
+      const x = ev.clientX - r.left, y = ev.clientY - r.top;
+      const row = Math.round((y - RULER - 14 + st.view.y) / ROWH);
+      if (row < 0 || row >= T.rows || Math.abs(rowY(row) - y) > 8) return -1;
+      const t = st.view.start + x / st.view.scale, tol = 16 / st.view.scale;
+      const a = rowStart[row], b = rowStart[row + 1];
+      let i = lowerBound(end, t - tol, a, b);
+      let best = -1, bestD = Infinity;
+      for (; i < b && start[i] <= t + tol; i++) {
+        const d = t < start[i] ? start[i] - t : t > end[i] ? t - end[i] : 0;
+        if (d < bestD) { bestD = d; best = i; }
+      }
+      return best;
+    }
+    // Double-click: the task and everything linked to it by `becomes`, both ways.
+    let becameFrom = null;
+    canvas.addEventListener('dblclick', (ev) => {
+      const i = hit(ev);
+      if (i < 0) { setHighlight(null); return; }
+      if (!becameFrom) {
+        becameFrom = new Map();
+        for (let k = 0; k < n; k++) if (becomes[k] >= 0) { const l = becameFrom.get(becomes[k]); if (l) l.push(k); else becameFrom.set(becomes[k], [k]); }
+      }
+      const set = new Uint8Array(n), todo = [i];
+      let count = 0;
+      while (todo.length) {
+        const k = todo.pop();
+        if (set[k]) continue;
+        set[k] = 1; count++;
+        if (becomes[k] >= 0) todo.push(becomes[k]);
+        for (const f of becameFrom.get(k) || []) todo.push(f);
+      }
+      st.query = '';
+      $('tl-search').value = '';
+      st.selected = { task: i, id: ids[i], related: count };
+      setHighlight(set, 0);
+      console.log('?t_min=' + (st.view.start / 1e9) + '&t_max=' + ((st.view.start + W_ / st.view.scale) / 1e9));
+    });
+    const MAX_HIGHLIGHTS = 200000;
+    function setHighlight(set, matches) {
+      st.highlight = set;
+      st.hlList = null;
+      if (set) {
+        const list = [];
+        for (let i = 0; i < n && list.length < MAX_HIGHLIGHTS; i++) if (set[i]) list.push(i);
+        st.hlList = list;
+      }
+      st.matches = matches || 0;
+      request();
+    }
+    // Search: case-insensitive substring of any label; highlights as you type.
+    function search(q) {
+      st.query = q;
+      st.selected = null;
+      if (!q) { setHighlight(null); return; }
+      const needle = q.toLowerCase();
+      const hitStr = new Uint8Array(T.strings.length);
+      for (let s = 0; s < T.strings.length; s++) hitStr[s] = T.strings[s].toLowerCase().includes(needle) ? 1 : 0;
+      const set = new Uint8Array(n);
+      let count = 0;
+      for (let k = 0; k < nl; k++) if (hitStr[L.s[k]] && !set[L.task[k]]) { set[L.task[k]] = 1; count++; }
+      setHighlight(set, count);
+    }
+    $('tl-search').addEventListener('input', (ev) => search(ev.target.value));
+    $('tl-search').addEventListener('keydown', (ev) => { if (ev.key === 'Enter' || ev.key === 'Escape') { if (ev.key === 'Escape') { ev.target.value = ''; search(''); } ev.target.blur(); canvas.focus(); } });
+    $('tl-counters').checked = st.counters;
+    $('tl-counters').addEventListener('change', (ev) => { st.counters = ev.target.checked; request(); });
+    // Zoom buttons repeat while held (after 500 ms, every 50 ms), as in the original viewer.
+    function repeatButton(id, fn) {
+      let timer = null;
+      const b = $(id);
+      const stop = () => { clearTimeout(timer); clearInterval(timer); timer = null; };
+      b.addEventListener('pointerdown', () => { fn(); timer = setTimeout(() => { timer = setInterval(fn, 50); }, 500); });
+      b.addEventListener('pointerup', stop); b.addEventListener('pointerleave', stop);
+      b.addEventListener('keydown', (ev) => { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); fn(); } });
+    }
+    repeatButton('tl-in', () => zoomAt(1.2, W_ / 2));
+    repeatButton('tl-out', () => zoomAt(1 / 1.2, W_ / 2));
+    $('tl-fit').addEventListener('click', () => { fit(); request(); });
+    document.addEventListener('keydown', (ev) => {
+      if (api.view !== 'tasks') return;
+      const inInput = ev.target && (ev.target.tagName === 'INPUT' || ev.target.tagName === 'SELECT');
+      if (ev.key === 'Escape') { $('tl-search').value = ''; search(''); if (inInput) ev.target.blur(); return; }
+      if (inInput) return;
+      if (ev.key === '/') { ev.preventDefault(); $('tl-search').focus(); }
+      else if (ev.key === ' ') { ev.preventDefault(); st.counters = !st.counters; $('tl-counters').checked = st.counters; request(); }
+      else if (ev.key === '+' || ev.key === '=') zoomAt(1.2, W_ / 2);
+      else if (ev.key === '-') zoomAt(1 / 1.2, W_ / 2);
+      else if (ev.key === '0') { fit(); request(); }
+      else if (ev.key === 'ArrowLeft') { st.view.start -= 100 / st.view.scale; request(); }
+      else if (ev.key === 'ArrowRight') { st.view.start += 100 / st.view.scale; request(); }
+      else if (ev.key === 'ArrowUp') { st.view.y -= 48; clampView(); request(); }
+      else if (ev.key === 'ArrowDown') { st.view.y += 48; clampView(); request(); }
+    });
+    // Export the current view.
+    function toSvg() {
+      const NS = 'http://www.w3.org/2000/svg';
+      const svg = document.createElementNS(NS, 'svg');
+      svg.setAttribute('xmlns', NS);
+      svg.setAttribute('width', W_); svg.setAttribute('height', H_);
+      svg.setAttribute('viewBox', '0 0 ' + W_ + ' ' + H_);
+      paint(svgPainter(svg), W_, H_);
+      return new XMLSerializer().serializeToString(svg);
+    }
+    $('tl-svg').addEventListener('click', () => download('timeline.svg', new Blob([toSvg()], { type: 'image/svg+xml' })));
+    $('tl-png').addEventListener('click', () => canvas.toBlob((b) => download('timeline.png', b), 'image/png'));
+    window.addEventListener('resize', request);
+    // Memory by task.
+    if (T.mem && T.mem.task.length) {
+      const tbl = $('task-mem');
+      const head = el('tr');
+      for (const c of ['allocated', 'samples', 'task', 'label']) head.appendChild(el('th', c, c === 'label' ? 'site' : ''));
+      tbl.appendChild(head);
+      const order = T.mem.task.map((t, k) => k).sort((a, b) => T.mem.samples[b] - T.mem.samples[a]).slice(0, 50);
+      for (const k of order) {
+        const i = T.mem.task[k], tr = el('tr');
+        tr.appendChild(el('td', humanBytes(T.mem.samples[k] * T.mem.bytes_per_sample)));
+        tr.appendChild(el('td', grouped(T.mem.samples[k])));
+        tr.appendChild(el('td', ids[i]));
+        tr.appendChild(el('td', labelOf(i) === null ? '' : labelOf(i), 'site'));
+        tbl.appendChild(tr);
+      }
+      $('task-mem-note').textContent = 'Allocations attributed to the task running when they were made (top 50); ' + humanBytes(T.mem.outside * T.mem.bytes_per_sample) + ' were allocated while no task ran.';
+    } else if (T.mem) {
+      $('task-mem-note').textContent = 'No allocation happened while a task was running (' + humanBytes(T.mem.outside * T.mem.bytes_per_sample) + ' allocated outside). Use --task-offset if the two clocks differ.';
+    } else $('task-mem-panel').classList.add('hidden');
+    $('tasks-title').textContent = 'Tasks: ' + T.file + ' (' + grouped(T.events) + ' events' + (T.wrapped ? ', wrapped ring' : '') + ')';
+
+    // Hooks for tests and measurements.
+    st.draw = draw;
+    st.fit = () => { fit(); draw(); };
+    st.search = (q) => { $('tl-search').value = q; search(q); draw(); };
+    st.zoom = (f, px) => { zoomAt(f, px === undefined ? W_ / 2 : px); draw(); };
+    st.pan = (dx, dy) => { st.view.start -= dx / st.view.scale; st.view.y -= dy || 0; clampView(); draw(); };
+    st.toSvg = toSvg;
+    st.taskXY = (i) => [X(start[i]) + Math.min(20, (X(end[i]) - X(start[i])) / 2), rowY(taskRow[i])];
+    st.findTask = (id) => { for (let i = 0; i < n; i++) if (ids[i] === id) return i; return -1; };
+    st.nameOf = nameOf;
+    redrawers.tasks = () => { if (!st.fitted) { const c = setupCanvas(canvas); W_ = c.w; H_ = c.h; fit(); st.fitted = true; } draw(); };
+  }
+
+  try {
+    if (data.mem) initMem(data.mem);
+    if (data.tasks) initTasks(data.tasks);
+  } finally {
+    if (views.length) show(views[0][0]);
+    api.ready = true;
+  }
+})();

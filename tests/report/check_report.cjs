@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: MIT
+// Browser tests of `ctfscope report`, run by CTest: each report is opened in headless Debian
+// chromium (driven by playwright-core) and checked on the page itself.
+//
+// Usage: node check_report.cjs CTFSCOPE GEN_REPORT_TRACES WRITE_TRACE CORPUS_DIR OUT_DIR
+// Exit status: 0 = all good, 1 = a check failed, 77 = skipped (chromium or node_modules
+// missing: `apt-get install -y chromium` and `npm ci` in tests/report), unless CI=true,
+// where anything missing is a failure. Screenshots go to OUT_DIR (test artifacts).
+// BENCH_TASKS=N (environment) also measures pan/zoom frame times on an N-task trace.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const os = require('os');
+const { execFileSync } = require('child_process');
+
+const SKIP = 77;
+const ci = process.env.CI === 'true';
+const [ctfscope, genTraces, writeTrace, corpus, outDir] = process.argv.slice(2);
+const chromiumPath = '/usr/bin/chromium';
+const modules = path.join(__dirname, 'node_modules');
+
+function skip(why) {
+  console.log(why);
+  process.exit(ci ? 1 : SKIP);
+}
+if (!fs.existsSync(path.join(modules, 'playwright-core')))
+  skip("playwright-core is not installed: run 'npm ci' in tests/report");
+if (!fs.existsSync(chromiumPath)) skip('chromium is not installed: apt-get install -y chromium');
+const { chromium } = require(path.join(modules, 'playwright-core'));
+
+let failures = 0, passes = 0, skips = 0;
+function check(cond, what) {
+  if (cond) { passes++; return true; }
+  failures++;
+  console.log('FAIL: ' + what);
+  return false;
+}
+function run(args) { return execFileSync(ctfscope, args, { encoding: 'utf8', maxBuffer: 1 << 28 }); }
+
+fs.mkdirSync(outDir, { recursive: true });
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cts-report-'));
+
+async function main() {
+  execFileSync(genTraces, [work, '3000']);
+  execFileSync(writeTrace, [path.join(work, 'demo.ctf')], { stdio: 'ignore' });
+  const memTraces = [path.join(work, 'demo.ctf'), path.join(work, 'hostile.mt.ctf')];
+  const taskTraces = [path.join(work, 'hostile.tasks.ctf')];
+  const mt = path.join(corpus, 'memtrace');
+  if (fs.existsSync(mt)) {
+    for (const d of ['traces', 'public'])
+      for (const f of fs.readdirSync(path.join(mt, d)).sort())
+        if (f.endsWith('.ctf')) memTraces.push(path.join(mt, d, f));
+    taskTraces.push(path.join(corpus, 'mprof/net/net.ctf'), path.join(corpus, 'mprof/wrapped/koleini-trace1-0a4963a.ctf'));
+  } else if (ci) {
+    check(false, 'the corpus is missing at ' + corpus);
+  } else {
+    console.log('SKIP: corpus traces (not found at ' + corpus + ')');
+    skips++;
+  }
+
+  const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cts-chromium-'));
+  const ctx = await chromium.launchPersistentContext(userDir, {
+    executablePath: chromiumPath, headless: true, viewport: { width: 1400, height: 1000 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const page = await ctx.newPage();
+    let problems = [];
+    page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(m.type() + ': ' + m.text()); });
+    page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+    page.on('dialog', (d) => { problems.push('dialog opened: ' + d.message()); d.dismiss(); });
+    page.on('request', (r) => { if (!r.url().startsWith('file:') && !r.url().startsWith('blob:') && !r.url().startsWith('data:')) problems.push('network request: ' + r.url()); });
+
+    async function open(report, label) {
+      problems = [];
+      const t = Date.now();
+      await page.goto('file://' + report, { timeout: 180000 });
+      await page.waitForFunction(() => window.ctsReport && window.ctsReport.ready, null, { timeout: 180000 });
+      const ms = Date.now() - t;
+      const size = fs.statSync(report).size;
+      console.log(`${label}: ${(size / 1e6).toFixed(2)} MB, opened in ${ms} ms`);
+      return ms;
+    }
+    function noProblems(label) { check(problems.length === 0, label + ': ' + problems.join('; ')); }
+
+    // --- memory reports: figures equal the CLI's, filters change the flame graph -------
+    for (const trace of memTraces) {
+      const name = path.basename(trace);
+      const report = path.join(work, name + '.html');
+      let code = 0;
+      try { run(['report', '-q', trace, '-o', report]); } catch (e) { code = e.status; }
+      let infoJson;
+      try { infoJson = JSON.parse(run(['info', '--json', '-q', trace])); } catch (e) { infoJson = JSON.parse(e.stdout); }
+      if (!check(code === 0 || (code === 1 && infoJson.reader_result !== 'ok'), name + ': report exit ' + code)) continue;
+      let topJson, topText;
+      try { topJson = JSON.parse(run(['top', '--json', '-q', '-n', '50', trace])); } catch (e) { topJson = JSON.parse(e.stdout); }
+      try { topText = run(['top', '-q', '-n', '50', trace]); } catch (e) { topText = e.stdout; }
+      await open(report, name);
+      const dom = await page.evaluate(() => {
+        const info = document.getElementById('mem-info');
+        const rows = [...document.querySelectorAll('#sites tr')].slice(1);
+        return {
+          samples: +info.dataset.samples, allocs: +info.dataset.allocs,
+          program: info.querySelector('td[data-key="Program"]').textContent,
+          sites: rows.map((r) => ({ samples: +r.dataset.samples, cells: [...r.children].map((c) => c.textContent) })),
+          flame: window.ctsReport.mem.drawn.flame,
+        };
+      });
+      check(dom.samples === infoJson.samples_total, `${name}: samples ${dom.samples} != info ${infoJson.samples_total}`);
+      check(dom.allocs === infoJson.allocs_total, `${name}: allocations ${dom.allocs} != info ${infoJson.allocs_total}`);
+      check(dom.program === infoJson.info.executable_name, `${name}: program '${dom.program}' != info '${infoJson.info.executable_name}'`);
+      check(dom.sites.length === topJson.sites.length, `${name}: ${dom.sites.length} sites shown, top has ${topJson.sites.length}`);
+      const textLines = topText.split('\n').filter((l) => /^\s+\S+ \S*B\s+\d/.test(l));
+      for (let i = 0; i < Math.min(dom.sites.length, topJson.sites.length); i++) {
+        if (!check(dom.sites[i].samples === topJson.sites[i].alloc_samples, `${name}: site ${i} samples ${dom.sites[i].samples} != top ${topJson.sites[i].alloc_samples}`)) break;
+        const cols = textLines[i] ? textLines[i].trim().split(/\s{2,}/) : [];
+        if (!check(cols[0] === dom.sites[i].cells[0] && cols[4] === dom.sites[i].cells[4], `${name}: site ${i} shows '${dom.sites[i].cells[0]}'/'${dom.sites[i].cells[4]}', top prints '${cols[0]}'/'${cols[4]}'`)) break;
+      }
+      check(dom.flame.total === infoJson.samples_total, `${name}: flame graph total ${dom.flame.total} != ${infoJson.samples_total}`);
+      if (infoJson.samples_total > 0 && dom.flame.rects > 1) {
+        // Filters change what is drawn.
+        const half = await page.evaluate(() => {
+          const m = window.ctsReport.data.mem;
+          window.ctsReport.mem.setRange([0, m.end_us / 2]);
+          return window.ctsReport.mem.drawn.flame;
+        });
+        check(half.total < dom.flame.total, `${name}: a half-range filter did not shrink the flame graph (${half.total})`);
+        await page.selectOption('#f-mode', 'never');
+        const never = await page.evaluate(() => window.ctsReport.mem.drawn.flame.total);
+        check(never <= half.total + dom.flame.total, `${name}: never-collected filter`);
+        await page.selectOption('#f-mode', 'all');
+        await page.fill('#f-inside', 'zzz-no-such-function');
+        const none = await page.evaluate(() => window.ctsReport.mem.drawn.flame.rects);
+        check(none === 0, `${name}: 'inside a call to' a missing function still draws ${none} frames`);
+        await page.fill('#f-inside', '');
+        await page.selectOption('#f-orient', 'callers');
+        const callers = await page.evaluate(() => window.ctsReport.mem.drawn.flame);
+        check(callers.total === dom.flame.total, `${name}: callers view total ${callers.total}`);
+      }
+      noProblems(name);
+      if (name === 'demo.ctf' || name === 'p2_leak.r1e-2.ctf' || name === 'hostile.mt.ctf')
+        await page.screenshot({ path: path.join(outDir, name + '.png'), fullPage: true });
+    }
+
+    // --- task reports: zoom, search, double-click ----------------------------------------
+    async function taskChecks(report, label, opts) {
+      await open(report, label);
+      await page.click('#tab-tasks');
+      const s0 = await page.evaluate(() => ({ drawn: window.ctsReport.tasks.drawn, n: window.ctsReport.data.tasks.n, view: Object.assign({}, window.ctsReport.tasks.view) }));
+      check(s0.drawn.tasks > 0, `${label}: no task drawn`);
+      // Zoom in with the wheel at the first task: the view narrows, what is drawn changes.
+      const box = await page.locator('#timeline').boundingBox();
+      await page.mouse.move(box.x + 60, box.y + 100);
+      for (let i = 0; i < 12; i++) await page.mouse.wheel(0, -100);
+      await page.waitForFunction((sc) => window.ctsReport.tasks.view.scale > sc * 5, s0.view.scale, { timeout: 5000 }).catch(() => {});
+      await page.evaluate(() => window.ctsReport.tasks.draw());
+      const s1 = await page.evaluate(() => ({ drawn: window.ctsReport.tasks.drawn, view: Object.assign({}, window.ctsReport.tasks.view) }));
+      check(s1.view.scale > s0.view.scale * 5, `${label}: wheel zoom did not zoom (${s0.view.scale} -> ${s1.view.scale})`);
+      check(JSON.stringify(s1.drawn) !== JSON.stringify(s0.drawn), `${label}: zooming changed nothing drawn`);
+      await page.click('#tl-fit');
+      await page.click('#tl-in');
+      await page.waitForTimeout(50);
+      const s2 = await page.evaluate(() => window.ctsReport.tasks.view.scale);
+      check(Math.abs(s2 / s0.view.scale - 1.2) < 0.05, `${label}: the + button zoomed by ${s2 / s0.view.scale}`);
+      // Search highlights as you type, after '/'.
+      await page.click('#tl-fit');
+      await page.locator('#timeline').focus();
+      await page.keyboard.press('/');
+      check(await page.evaluate(() => document.activeElement.id === 'tl-search'), `${label}: '/' does not focus the search box`);
+      await page.keyboard.type(opts.search);
+      await page.waitForFunction(() => window.ctsReport.tasks.drawn.highlighted > 0, null, { timeout: 5000 }).catch(() => {});
+      const s3 = await page.evaluate(() => ({ matches: window.ctsReport.tasks.matches, drawn: window.ctsReport.tasks.drawn }));
+      check(s3.matches > 0 && s3.drawn.highlighted > 0, `${label}: searching '${opts.search}' highlighted ${s3.drawn.highlighted} (${s3.matches} matches)`);
+      await page.keyboard.press('Escape');
+      const cleared = await page.waitForFunction(() => window.ctsReport.tasks.drawn.highlighted === 0, null, { timeout: 5000 }).then(() => true, () => false);
+      check(cleared, `${label}: Esc did not clear the highlight`);
+      // Space toggles the counters.
+      await page.locator('#timeline').focus();
+      const c0 = await page.evaluate(() => window.ctsReport.tasks.counters);
+      await page.keyboard.press(' ');
+      check(await page.evaluate((c) => window.ctsReport.tasks.counters === !c, c0), `${label}: space did not toggle the counters`);
+      await page.keyboard.press(' ');
+      // Double-click a task: it and its `becomes` relatives are highlighted.
+      if (opts.dblclickId !== undefined) {
+        const xy = await page.evaluate((id) => {
+          const t = window.ctsReport.tasks;
+          t.fit();
+          const i = t.findTask(id);
+          return t.taskXY(i);
+        }, opts.dblclickId);
+        await page.mouse.dblclick(box.x + xy[0], box.y + xy[1]);
+        await page.waitForTimeout(100);
+        const sel = await page.evaluate(() => ({ sel: window.ctsReport.tasks.selected, hl: window.ctsReport.tasks.drawn.highlighted }));
+        check(sel.sel && sel.sel.related >= opts.related && sel.hl >= 1, `${label}: double-click selected ${JSON.stringify(sel)}`);
+      }
+      await page.evaluate(() => window.ctsReport.tasks.fit());
+      const svg = await page.evaluate(() => window.ctsReport.tasks.toSvg());
+      const svgOk = await page.evaluate((s) => !new DOMParser().parseFromString(s, 'image/svg+xml').querySelector('parsererror'), svg);
+      check(svgOk && svg.length > 1000, `${label}: SVG export is not well-formed`);
+      noProblems(label);
+      return svg;
+    }
+    async function frameTimes(label) {
+      const r = await page.evaluate(() => {
+        const t = window.ctsReport.tasks;
+        t.fit();
+        const times = [];
+        for (let i = 0; i < 20; i++) { const a = performance.now(); t.zoom(1.2, 300); times.push(performance.now() - a); }
+        for (let i = 0; i < 40; i++) { const a = performance.now(); t.pan(i % 2 ? 37 : -41, i % 3 ? 5 : -5); times.push(performance.now() - a); }
+        t.fit();
+        for (let i = 0; i < 20; i++) { const a = performance.now(); t.pan(53, 0); times.push(performance.now() - a); }
+        times.sort((a, b) => a - b);
+        return { mean: times.reduce((a, b) => a + b, 0) / times.length, p95: times[Math.floor(times.length * 0.95)], max: times[times.length - 1] };
+      });
+      console.log(`${label}: pan/zoom frame time mean ${r.mean.toFixed(2)} ms, p95 ${r.p95.toFixed(2)} ms, max ${r.max.toFixed(2)} ms (measured, not asserted)`);
+    }
+
+    for (const trace of taskTraces) {
+      const name = path.basename(trace);
+      const report = path.join(work, name + '.html');
+      if (!fs.existsSync(trace)) continue;
+      run(['report', '-q', trace, '-o', report]);
+      const hostile = name.startsWith('hostile');
+      await taskChecks(report, name, hostile ? { search: 'rx-', dblclickId: 3, related: 3 } : { search: 'a' });
+      if (name === 'net.ctf') {
+        await frameTimes(name);
+        await page.screenshot({ path: path.join(outDir, 'net.ctf.png') });
+      }
+    }
+
+    // --- both traces of one run, with hostile strings -------------------------------------
+    const both = path.join(work, 'both.html');
+    run(['report', '-q', path.join(work, 'hostile.mt.ctf'), path.join(work, 'hostile.tasks.ctf'), '-o', both, '--title', '<script>alert("title")</script>']);
+    const html = fs.readFileSync(both, 'utf8');
+    const dataText = html.slice(html.indexOf('id="cts-data">'), html.indexOf('</script>', html.indexOf('id="cts-data">')));
+    check(!/[<>]/.test(dataText.slice('id="cts-data">'.length)), 'both: the embedded JSON contains a raw < or >');
+    check((html.match(/<script/g) || []).length === 2, 'both: the file has more than the two script elements');
+    const svg = await taskChecks(both, 'both', { search: 'rx-', dblclickId: 3, related: 3 });
+    check(svg.includes('&lt;/script&gt;&lt;script&gt;alert(3)&lt;/script&gt;') || !svg.includes('alert(3)'), 'both: SVG export does not escape a label');
+    const inj = await page.evaluate(() => ({
+      imgs: document.querySelectorAll('img').length, bolds: document.querySelectorAll('main b, main i').length,
+      scripts: document.scripts.length, title: document.title,
+      siteText: [...document.querySelectorAll('#sites td.site')].map((t) => t.textContent),
+      program: document.querySelector('td[data-key="Program"]').textContent,
+      memByTask: document.querySelectorAll('#task-mem tr').length,
+      marks: window.ctsReport.tasks.drawn.marks,
+    }));
+    check(inj.imgs === 0 && inj.bolds === 0 && inj.scripts === 2, `both: markup from the trace became elements: ${JSON.stringify(inj)}`);
+    check(inj.siteText.some((t) => t.includes('<img src=x onerror=alert(2)> (<i>file</i>.ml:20)')), 'both: the hostile function name is not shown as text: ' + JSON.stringify(inj.siteText));
+    check(await page.evaluate(() => window.ctsReport.data.mem.frames.some((f) => f.startsWith('</script><script>alert(1)</script>'))), 'both: a hostile frame name did not reach the page intact');
+    check(inj.program === '<b>hostile</b>.exe', `both: program shown as '${inj.program}'`);
+    check(inj.title.startsWith('<script>alert("title")</script>'), `both: title '${inj.title}'`);
+    check(inj.memByTask > 1, 'both: no memory attributed to tasks');
+    check(inj.marks > 0, 'both: no allocation marks on the timeline');
+    await page.evaluate(() => window.ctsReport.tasks.search('rx-'));
+    await page.screenshot({ path: path.join(outDir, 'both-tasks.png') });
+    await page.click('#tab-mem');
+    await page.screenshot({ path: path.join(outDir, 'both-memory.png'), fullPage: true });
+    noProblems('both');
+
+    if (process.env.BENCH_TASKS) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cts-bench-'));
+      execFileSync(genTraces, [dir, process.env.BENCH_TASKS]);
+      const trace = path.join(dir, 'hostile.tasks.ctf'), report = path.join(dir, 'bench.html');
+      const t = Date.now();
+      run(['report', '-q', trace, '-o', report]);
+      console.log(`bench: ${process.env.BENCH_TASKS} tasks, trace ${(fs.statSync(trace).size / 1e6).toFixed(1)} MB, report written in ${Date.now() - t} ms`);
+      await open(report, 'bench');
+      await page.click('#tab-tasks');
+      await frameTimes('bench');
+      await page.screenshot({ path: path.join(outDir, 'bench.png') });
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  } finally {
+    await ctx.close();
+    fs.rmSync(userDir, { recursive: true, force: true });
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+main().then(() => {
+  console.log(`${passes} passed, ${failures} failed, ${skips} skipped`);
+  process.exit(failures ? 1 : 0);
+}, (e) => {
+  console.log('FAIL: ' + (e && e.stack || e));
+  console.log(`${passes} passed, ${failures + 1} failed, ${skips} skipped`);
+  fs.rmSync(work, { recursive: true, force: true });
+  process.exit(1);
+});

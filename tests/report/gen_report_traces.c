@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/* Writes the traces the report browser tests open, with the project's own writers:
+ *   gen_report_traces DIR NTASKS
+ * DIR/hostile.mt.ctf   memtrace trace whose function and file names are HTML and script
+ * DIR/hostile.tasks.ctf task trace (NTASKS tasks) with hostile labels, every arrow kind,
+ *                      counters, GC, idle periods, a `becomes` chain and a should_resolve
+ *                      task that never resolves; same run as the memtrace (shared clock).
+ * With a large NTASKS (1 000 000) the task trace is the frame-time benchmark input. */
+#include <ctfscope/memtrace.h>
+#include <ctfscope/tasks.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Names a report must show as text, never as markup. */
+static const char *const hostile_names[] = {
+    "</script><script>alert(1)</script>",
+    "<img src=x onerror=alert(2)>",
+    "caml<b>Bold</b>&amp;__fn",
+    "normal_function",
+    "deep \xe2\x80\xa8 line\xe2\x80\xa9sep \"quoted\" \\back",
+};
+#define NNAMES (sizeof hostile_names / sizeof *hostile_names)
+
+static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
+  (void)ud;
+  if (max < 1 || code < 1 || code > NNAMES) return 0;
+  out[0] =
+      (cts_mt_location_t){(uint32_t)(10 * code), 1, 9, code == 2 ? "<i>file</i>.ml" : "hostile.ml",
+                          hostile_names[code - 1]};
+  return 1;
+}
+
+static int write_file(void *ud, const void *p, size_t n) {
+  return fwrite(p, 1, n, ud) == n ? 0 : -5;
+}
+
+static int write_memtrace(const char *path, uint64_t start_us) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return 1;
+  cts_mt_writer_config_t cfg;
+  cts_mt_writer_config_init(&cfg);
+  cfg.sample_rate = 1.0;
+  cfg.executable_name = "<b>hostile</b>.exe";
+  cfg.host_name = "<script>host</script>";
+  cfg.context = "ctx & <context>";
+  cfg.pid = 4242;
+  cfg.start_time_us = start_us;
+  cfg.write = write_file;
+  cfg.write_user_data = f;
+  cfg.resolve = resolve;
+  const size_t size = cts_mt_writer_size(&cfg);
+  void *mem = aligned_alloc(8, (size + 7) & ~(size_t)7);
+  cts_mt_writer_t *w;
+  int err = !mem || cts_mt_writer_init(&w, mem, size, &cfg);
+  uint64_t ids[64] = {0};
+  for (unsigned i = 0; i < 2000 && !err; i++) {
+    const uint64_t bt[3] = {4, 1 + i % 3, i % 5 == 0 ? 5 : 2};
+    uint64_t id;
+    err = cts_mt_writer_alloc(w, start_us + 100 + i * 50, 2 + i % 40, 3 + i % 40,
+                              CTS_MT_SOURCE_MAJOR, bt, 3, &id);
+    if (!err && ids[i % 64]) err = cts_mt_writer_collect(w, start_us + 120 + i * 50, ids[i % 64]);
+    ids[i % 64] = i % 7 == 0 ? 0 : id; /* every 7th block leaks */
+  }
+  if (!err) err = cts_mt_writer_close(w);
+  free(mem);
+  return fclose(f) || err;
+}
+
+typedef struct gen {
+  cts_mprof_writer_t w;
+  uint64_t now;
+  int err;
+} gen_t;
+
+static void ev(gen_t *g, unsigned id, int64_t thread, uint64_t arg, int64_t value, const char *str,
+               uint8_t type) {
+  g->now += 1000; /* 1 µs per event */
+  const cts_mprof_event_t e = {.time_ns = g->now,
+                               .id = (uint8_t)id,
+                               .thread_type = type,
+                               .thread = thread,
+                               .arg = arg,
+                               .value = value,
+                               .str = str,
+                               .str_len = str ? strlen(str) : 0};
+  if (!g->err) g->err = cts_mprof_writer_write(&g->w, &e);
+}
+
+static uint64_t no_clock(void *ud) {
+  (void)ud;
+  return 0;
+}
+
+static int write_tasks(const char *path, uint64_t start_ns, long ntasks) {
+  const size_t size = (size_t)ntasks * 200 + (1u << 20);
+  const uint32_t packets = 256;
+  uint8_t *buf = calloc(1, size);
+  static uint64_t state[CTS_MPROF_RING_STATE_SIZE(256) / 8];
+  if (!buf) return 1;
+  cts_mprof_ring_config_t cfg;
+  cts_mprof_ring_config_init(&cfg);
+  cfg.buffer = buf;
+  cfg.buffer_size = size;
+  cfg.packets = packets;
+  cfg.clock = no_clock;
+  cts_mprof_ring_t *ring;
+  if (cts_mprof_ring_init(&ring, state, sizeof state, &cfg)) return 1;
+  gen_t g = {.now = start_ns};
+  cts_mprof_writer_init(&g.w, ring);
+  ev(&g, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
+  /* A condition, a chain of becomes, a should_resolve task that never resolves. */
+  ev(&g, CTS_MPROF_CREATES, 0, 1, 0, NULL, CTS_TASK_CONDITION);
+  ev(&g, CTS_MPROF_LABEL, 1, 0, 0, "</script><script>alert(3)</script>", 0);
+  ev(&g, CTS_MPROF_CREATES, 0, 2, 0, NULL, CTS_TASK_BIND);
+  ev(&g, CTS_MPROF_CREATES, 0, 3, 0, NULL, CTS_TASK_BIND);
+  ev(&g, CTS_MPROF_LABEL, 2, 0, 0, "chain-start", 0);
+  ev(&g, CTS_MPROF_BECOMES, 2, 3, 0, NULL, 0);
+  ev(&g, CTS_MPROF_CREATES, 0, 4, 0, NULL, CTS_TASK_WAIT);
+  ev(&g, CTS_MPROF_BECOMES, 3, 4, 0, NULL, 0);
+  ev(&g, CTS_MPROF_LABEL, 4, 0, 0, "chain-end <b>not bold</b>", 0);
+  ev(&g, CTS_MPROF_CREATES, 0, 5, 0, NULL, CTS_TASK_TASK);
+  ev(&g, CTS_MPROF_LABEL, 5, 0, 0, "__should_resolve", 0);
+  ev(&g, CTS_MPROF_LABEL, 5, 0, 0, "never-resolves", 0);
+  int64_t next = 6;
+  char label[64];
+  for (long i = 0; i < ntasks && !g.err; i++) {
+    const int64_t t = next++;
+    ev(&g, CTS_MPROF_CREATES, 0, (uint64_t)t, 0, NULL, (uint8_t)(i % 15));
+    if (i % 4 == 0) {
+      snprintf(label, sizeof label, i % 8 == 0 ? "rx-%ld <img src=x>" : "tx-%ld & co", i);
+      ev(&g, CTS_MPROF_LABEL, t, 0, 0, label, 0);
+    }
+    ev(&g, CTS_MPROF_TRY_READ, 0, (uint64_t)t, 0, NULL, 0);
+    if (i % 10 == 0) {
+      ev(&g, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0); /* idle */
+      g.now += 20000;
+      ev(&g, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
+    }
+    if (i % 3 == 0)
+      ev(&g, CTS_MPROF_SIGNAL, t, 1, 0, NULL, 0);
+    else
+      ev(&g, CTS_MPROF_SWITCH, t, 0, 0, NULL, 0);
+    if (i % 50 == 7)
+      ev(&g, CTS_MPROF_FAILS, t, (uint64_t)t, 0, "Failure(\"<oops>\")", 0);
+    else
+      ev(&g, CTS_MPROF_FULFILLS, t, (uint64_t)t, 0, NULL, 0);
+    ev(&g, CTS_MPROF_READ, 0, (uint64_t)t, 0, NULL, 0);
+    if (i % 5 == 0) ev(&g, CTS_MPROF_COUNTER, 0, 0, (int64_t)(i % 97), "queue<len>", 0);
+    if (i % 7 == 0) ev(&g, CTS_MPROF_INCREASE, 0, 0, i % 2 ? 1 : -1, "conns#1", 0);
+    if (i % 500 == 250) ev(&g, CTS_MPROF_GC, -1, 15000, 0, NULL, 0);
+  }
+  ev(&g, CTS_MPROF_FULFILLS, 0, 4, 0, NULL, 0);
+  ev(&g, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0);
+  cts_mprof_writer_fini(&g.w);
+  if (g.err) {
+    fprintf(stderr, "gen_report_traces: task writer error %d\n", g.err);
+    return 1;
+  }
+  FILE *f = fopen(path, "wb");
+  const int bad = !f || fwrite(buf, 1, size, f) != size;
+  free(buf);
+  return (f && fclose(f)) || bad;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: gen_report_traces DIR NTASKS\n");
+    return 2;
+  }
+  const long ntasks = strtol(argv[2], NULL, 10);
+  char path[4096];
+  /* One run: the task clock (ns) and the memtrace clock (µs) share an epoch here. */
+  const uint64_t start_us = 1790000000000000ull;
+  snprintf(path, sizeof path, "%s/hostile.mt.ctf", argv[1]);
+  if (write_memtrace(path, start_us)) {
+    fprintf(stderr, "gen_report_traces: cannot write %s\n", path);
+    return 1;
+  }
+  snprintf(path, sizeof path, "%s/hostile.tasks.ctf", argv[1]);
+  if (write_tasks(path, start_us * 1000, ntasks)) {
+    fprintf(stderr, "gen_report_traces: cannot write %s\n", path);
+    return 1;
+  }
+  return 0;
+}
