@@ -12,11 +12,15 @@
  * measured compiled in but disabled. Each figure is the best of R runs (default 5) of N
  * events per thread (default 5,000,000), after an untimed pass that fills the ring once.
  * Times are per event and per thread: CPU time of the thread (CLOCK_THREAD_CPUTIME_ID,
- * which a loaded machine does not inflate) and wall time. */
+ * which a loaded machine does not inflate) and wall time.
+ *
+ * `bench_tasks --mutex` times an uncontended pthread_mutex_lock + unlock instead, to be
+ * run with and without the preload library (run_tasks_bench.sh does both). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,21 +207,56 @@ static bool ring_open(bench_ring_t *r, clock_kind_t kind) {
 static void ring_close(bench_ring_t *r) {
   cts_task_stop();
   const uint64_t dropped = cts_mprof_ring_dropped(r->ring);
-  if (dropped) printf("    (%llu events dropped: more threads than packets)\n",
-                      (unsigned long long)dropped);
+  if (dropped)
+    printf("    (%llu events dropped: more threads than packets)\n", (unsigned long long)dropped);
   munmap(r->map, RING_SIZE);
   unlink(r->path);
+}
+
+/* ---- uncontended mutex (for the preload library's pthread hooks) --------------------------- */
+
+static void *idle_thread(void *unused) {
+  (void)unused;
+  pause();
+  return NULL;
+}
+
+/* pthread_mutex_lock + unlock of a free mutex, with a second thread alive (glibc skips its
+ * atomic instructions in a single-threaded process). Run it with and without
+ * LD_PRELOAD=libctfscope-preload.so and CTFSCOPE_TASKS to see what the hooks add. */
+static int mutex_case(void) {
+  pthread_t idle;
+  pthread_create(&idle, NULL, idle_thread, NULL);
+  static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  double best = INFINITY;
+  for (int run = 0; run < runs; run++) {
+    const double c0 = cpu_s();
+    for (uint64_t i = 0; i < events; i++) {
+      pthread_mutex_lock(&m);
+      pthread_mutex_unlock(&m);
+    }
+    best = fmin(best, (cpu_s() - c0) * 1e9 / (double)events);
+  }
+  printf("uncontended pthread_mutex_lock + unlock: %.2f ns\n", best);
+  return 0;
 }
 
 /* ---- main -------------------------------------------------------------------------------- */
 
 static int usage(void) {
-  fprintf(stderr, "usage: bench_tasks [--events N] [--threads T] [--runs R] [--dir DIR]\n");
+  fprintf(stderr,
+          "usage: bench_tasks [--events N] [--threads T] [--runs R] [--dir DIR]\n"
+          "       bench_tasks --mutex [--events N] [--runs R]\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
+  bool mutex = false;
   for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--mutex") == 0) {
+      mutex = true;
+      continue;
+    }
     if (i + 1 >= argc) return usage();
     if (strcmp(argv[i], "--events") == 0)
       events = strtoull(argv[++i], NULL, 10);
@@ -231,6 +270,7 @@ int main(int argc, char **argv) {
       return usage();
   }
   if (events == 0 || runs < 1 || nthreads < 1 || nthreads > MAX_THREADS) return usage();
+  if (mutex) return mutex_case();
   if (!dir) dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
   const uint64_t fill = RING_SIZE / 25; /* events that go round the ring once */
   static bench_ring_t ring;
@@ -238,7 +278,7 @@ int main(int argc, char **argv) {
   printf("bench_tasks: %llu events per thread per run, best of %d runs; ring %zu MiB in %s\n",
          (unsigned long long)events, runs, RING_SIZE >> 20, dir);
   printf("TSC clock: %s\n", cts_os_tsc_usable() ? "usable (constant_tsc, nonstop_tsc)"
-                                                 : "not usable here: CLOCK_MONOTONIC instead");
+                                                : "not usable here: CLOCK_MONOTONIC instead");
   printf("%-52s %3s  %8s  %8s\n", "case", "thr", "cpu ns", "wall ns");
 
   const result_t off = measure("cts_task_resolved, tracing not started", cts_events, 1, 0);
@@ -277,25 +317,28 @@ int main(int argc, char **argv) {
   const result_t on1 = isnan(tsc1.cpu_ns) ? vdso1 : tsc1;
   printf("\nsummary (cpu time per event and thread):\n");
   printf("  tracing not started:            %.3f ns\n", off.cpu_ns);
-  printf("  enabled, 1 thread:               %.2f ns (%s clock; %.2f ns of it is the write "
-         "without a clock)\n",
-         on1.cpu_ns, isnan(tsc1.cpu_ns) ? "clock_gettime" : "TSC", none1.cpu_ns);
+  printf(
+      "  enabled, 1 thread:               %.2f ns (%s clock; %.2f ns of it is the write "
+      "without a clock)\n",
+      on1.cpu_ns, isnan(tsc1.cpu_ns) ? "clock_gettime" : "TSC", none1.cpu_ns);
   if (!isnan(tscn.cpu_ns))
     printf("  enabled, %d threads at once:      %.2f ns per thread\n", nthreads, tscn.cpu_ns);
 #ifdef CTS_BENCH_LTTNG
   if (enabled)
-    printf("  LTTng-UST enabled, 1 thread:     %.2f ns -> ctfscope is %.1fx cheaper\n",
-           lt1.cpu_ns, lt1.cpu_ns / on1.cpu_ns);
+    printf("  LTTng-UST enabled, 1 thread:     %.2f ns -> ctfscope is %.1fx cheaper\n", lt1.cpu_ns,
+           lt1.cpu_ns / on1.cpu_ns);
   else
-    printf("  LTTng-UST: no session enabled cts_bench:event, only the disabled tracepoint "
-           "(%.3f ns) was measured; run bench/run_tasks_bench.sh for the enabled one\n",
-           lt1.cpu_ns);
+    printf(
+        "  LTTng-UST: no session enabled cts_bench:event, only the disabled tracepoint "
+        "(%.3f ns) was measured; run bench/run_tasks_bench.sh for the enabled one\n",
+        lt1.cpu_ns);
   if (enabled && !isnan(tscn.cpu_ns))
     printf("  LTTng-UST enabled, %d threads:    %.2f ns per thread -> %.1fx\n", nthreads,
            ltn.cpu_ns, ltn.cpu_ns / tscn.cpu_ns);
 #else
-  printf("  LTTng-UST: not compared (bench built without lttng-ust; apt-get install "
-         "liblttng-ust-dev)\n");
+  printf(
+      "  LTTng-UST: not compared (bench built without lttng-ust; apt-get install "
+      "liblttng-ust-dev)\n");
 #endif
   return 0;
 }

@@ -75,3 +75,16 @@ fi
 
 echo "== bench_tasks $*"
 "$build/bench/bench_tasks" "$@"
+
+# What the preload library's pthread hooks add to an uncontended lock.
+preload=$build/src/cli/libctfscope-preload.so
+ninja -C "$build" ctfscope_preload > /dev/null
+echo "== uncontended mutex, with and without libctfscope-preload.so"
+printf "no preload:                  "
+"$build/bench/bench_tasks" --mutex
+printf "preload, task tracing off:   "
+LD_PRELOAD=$preload "$build/bench/bench_tasks" --mutex
+printf "preload, task tracing on:    "
+tasks_file=$(mktemp)
+LD_PRELOAD=$preload CTFSCOPE_TASKS=$tasks_file "$build/bench/bench_tasks" --mutex
+rm -f "$tasks_file"

@@ -12,6 +12,7 @@ CTS_PACKAGES=(
   clang-format                             # the format check test
   binutils                                 # nm, for the freestanding-core check
   libunwind-dev libdw-dev                  # allocation tracer: unwinding, symbolisation
+  sqlite3 python3                          # allocation tracer: real programs traced in tests
   babeltrace2                              # task traces: checked against babeltrace2
   chromium                                 # the HTML report, tested in a real browser
 )

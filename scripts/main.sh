@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The main job: installs missing Debian packages, builds ctfscope (release preset), writes a
-# demo trace with the freestanding writer example, and shows `info` and `dump` on it and on
-# the bundled real memtrace trace.
+# The main job: installs missing Debian packages, builds ctfscope (release preset), records
+# the bundled demo — the ARP-race event loop of examples/arp_race, its good and its bad
+# run, with allocation tracing (LD_PRELOAD) and task tracing (its own instrumentation)
+# together — and writes report.html, printing where everything is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -11,19 +12,38 @@ cts_install_deps
 cmake --preset release >/dev/null
 cmake --build --preset release
 bin=build/release/src/cli/ctfscope
-mkdir -p out
+demo=build/release/examples/arp_race/arp_race
+out=out
+rm -rf "$out"
+mkdir -p "$out"
 
 echo
-echo "==> Writing out/demo.ctf with examples/write_trace (no malloc, injected clock and write)"
-build/release/examples/write_trace out/demo.ctf
+echo "==> Recording the demo: the ARP race, good and bad run (allocations at rate 1, tasks)"
+for run in good bad; do
+  # The bad run ends with its main task unresolved, and says so with a non-zero exit code.
+  status=0
+  "$bin" record --rate 1 --context "ARP race, $run run" -o "$out/arp_$run.alloc.ctf" -- \
+    "$demo" "--$run" -o "$out/arp_$run.ctf" || status=$?
+  if [ "$run" = good ] && [ "$status" != 0 ]; then
+    echo "ctfscope: the good run failed ($status)" >&2
+    exit 1
+  fi
+done
 echo
-echo "==> ctfscope info out/demo.ctf"
-"$bin" info out/demo.ctf
+echo "==> ctfscope info $out/arp_bad.alloc.ctf"
+"$bin" info "$out/arp_bad.alloc.ctf"
 echo
-echo "==> ctfscope info examples/traces/p2_leak.r1e-4.ctf (written by OCaml memtrace)"
-"$bin" info examples/traces/p2_leak.r1e-4.ctf
+echo "==> The bad run's task trace: the main task (should_resolve) never resolves"
+"$bin" dump "$out/arp_bad.ctf" | tail -n 8
 echo
-echo "==> ctfscope dump examples/traces/p2_leak.r1e-4.ctf | head -25"
-"$bin" dump examples/traces/p2_leak.r1e-4.ctf | head -25
+echo "==> Writing the reports"
+"$bin" report "$out/arp_bad.alloc.ctf" "$out/arp_bad.ctf" --title "ctfscope demo: ARP race (bad run)" \
+  -o report.html
+"$bin" report "$out/arp_good.alloc.ctf" "$out/arp_good.ctf" --title "ctfscope demo: ARP race (good run)" \
+  -o "$out/report-good.html"
+"$bin" report examples/traces/p2_leak.r1e-4.ctf --title "OCaml memtrace trace: a leak" \
+  -o "$out/report-ocaml-leak.html"
 echo
-echo "ctfscope is at $bin; the demo trace is out/demo.ctf."
+echo "ctfscope: the report is $(pwd)/report.html"
+echo "ctfscope: also $out/report-good.html (the good run) and $out/report-ocaml-leak.html;"
+echo "ctfscope: traces in $out/, the binary is $bin"

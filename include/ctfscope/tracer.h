@@ -209,7 +209,7 @@ typedef struct cts_tracer_config {
 /** Lost sampled allocations counted by loss-marker code @p c. */
 #define CTS_TRACER_LOST_ALLOCS_OF(c) (((c) >> 30) & UINT64_C(0x7FFFFFFF))
 /** Lost frees counted by loss-marker code @p c. */
-#define CTS_TRACER_LOST_FREES_OF(c) ((c) & UINT64_C(0x3FFFFFFF))
+#define CTS_TRACER_LOST_FREES_OF(c) ((c)&UINT64_C(0x3FFFFFFF))
 
 /** Fills @p cfg with defaults. */
 CTS_API void cts_tracer_config_init(cts_tracer_config_t *cfg);

@@ -68,6 +68,7 @@ int cmd_info(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* ctfscope dump of a mirage-profile task trace (cmd_dump_mprof.c); an exit code. */
 int cli_dump_mprof(const char *path, const char *output, bool comments, bool quiet);

@@ -221,8 +221,7 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size,
                      cli_shortest_double(in->sample_rate, b, sizeof b), 1.0 / in->sample_rate,
                      in->word_size);
     if (in->runtime_params[0]) cts_out_printf(o, "Runtime params %s\n", in->runtime_params);
-    cts_out_printf(o, "Context        %s\n", in->context ? (in->context[0] ? in->context : "(empty)")
-                                                         : "(none: format v001)");
+    cts_out_printf(o, "Context        %s\n", in->context ? in->context : "(none)");
   }
   cts_out_char(o, '\n');
   char g[64];
@@ -251,11 +250,12 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size,
                    cli_human_bytes(est, a, sizeof a), est, in->word_size / 8);
   }
   if (s->loss_markers) /* ctfscope's tracer in drop mode (tracer.h): counted in the above */
-    cts_out_printf(o,
-                   "Lost (drop)    %s sampled allocations (%s samples) and %s frees, in %s loss "
-                   "markers: the trace reader was too slow\n",
-                   cli_grouped(s->lost_allocs, a, sizeof a), cli_grouped(s->lost_samples, b, sizeof b),
-                   cli_grouped(s->lost_frees, d, sizeof d), cli_grouped(s->loss_markers, e, sizeof e));
+    cts_out_printf(
+        o,
+        "Lost (drop)    %s sampled allocations (%s samples) and %s frees, in %s loss "
+        "markers: the trace reader was too slow\n",
+        cli_grouped(s->lost_allocs, a, sizeof a), cli_grouped(s->lost_samples, b, sizeof b),
+        cli_grouped(s->lost_frees, d, sizeof d), cli_grouped(s->loss_markers, e, sizeof e));
   cts_out_printf(o, "Backtraces     longest %s frames, mean %.3f; %s distinct codes, %s without "
                  "locations\n",
                  cli_grouped(s->backtrace_length_max, a, sizeof a), cts_summary_backtrace_mean(s),

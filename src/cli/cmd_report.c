@@ -97,8 +97,7 @@ static int on_option(void *ctx, int opt, const char *arg) {
 }
 
 /* Writes the template with its three holes filled: the style, the data, the script. */
-static void write_html(cts_out_t *o, const char *title, report_mem_t *mem, report_tasks_t *tasks,
-                       int64_t task_origin_ns, int64_t marks_offset_ns) {
+static void write_html(cts_out_t *o, const report_doc_t *doc) {
   const char *html = (const char *)cts_report_html;
   static const char *const holes[] = {"/*@CSS@*/", "@DATA@", "/*@JS@*/"};
   for (unsigned h = 0; h < 3; h++) {
@@ -106,31 +105,12 @@ static void write_html(cts_out_t *o, const char *title, report_mem_t *mem, repor
     if (!at) at = html + strlen(html);
     cts_out_write(o, html, (size_t)(at - html));
     html = *at ? at + strlen(holes[h]) : at;
-    if (h == 0) {
+    if (h == 0)
       cts_out_write(o, cts_report_css, cts_report_css_size);
-    } else if (h == 1) {
-      cts_out_str(o, "{\"format\":\"ctfscope-report\",\"version\":1,\"generator\":");
-      report_json_str(o, "ctfscope " CTS_VERSION_STRING);
-      cts_out_str(o, ",\"title\":");
-      report_json_str(o, title);
-      cts_out_str(o, ",\n\"mem\":");
-      if (mem)
-        report_mem_write(o, mem);
-      else
-        cts_out_str(o, "null");
-      cts_out_str(o, ",\n\"tasks\":");
-      if (tasks) {
-        size_t nmarks = 0;
-        const report_alloc_mark_t *marks = mem ? report_mem_marks(mem, &nmarks) : NULL;
-        report_tasks_write(o, tasks, task_origin_ns, marks, nmarks, marks_offset_ns,
-                           mem ? report_mem_bytes_per_sample(mem) : 0);
-      } else {
-        cts_out_str(o, "null");
-      }
-      cts_out_str(o, "}");
-    } else {
+    else if (h == 1)
+      report_write_doc(o, doc);
+    else
       cts_out_write(o, cts_report_js, cts_report_js_size);
-    }
   }
   cts_out_str(o, html);
 }
@@ -183,20 +163,6 @@ int cmd_report(int argc, char **argv) {
     }
     if (code > worst) worst = code;
   }
-  /* The shared axis: time 0 is the memory trace's start when there is one. Task times
-   * (ns, their own clock) map to memory times (µs since the epoch) by an offset. */
-  int64_t task_origin_ns = 0, marks_offset_ns = 0;
-  if (tasks) {
-    uint64_t first_ns, last_ns;
-    report_tasks_span(tasks, &first_ns, &last_ns);
-    task_origin_ns = opts.have_offset ? (int64_t)opts.task_offset : (int64_t)first_ns;
-    if (mem) {
-      uint64_t start_us, end_us;
-      report_mem_span(mem, &start_us, &end_us);
-      /* task_ns = mem_us × 1000 + offset, with mem start ↔ task_origin_ns. */
-      marks_offset_ns = task_origin_ns - (int64_t)start_us * 1000;
-    }
-  }
   char title[512];
   if (opts.title)
     snprintf(title, sizeof title, "%s", opts.title);
@@ -216,7 +182,12 @@ int cmd_report(int argc, char **argv) {
   }
   static cts_out_t out;
   cts_out_init(&out, fd);
-  write_html(&out, title, mem, tasks, task_origin_ns, marks_offset_ns);
+  const report_doc_t doc = {.title = title,
+                            .mem = mem,
+                            .tasks = tasks,
+                            .have_task_offset = opts.have_offset,
+                            .task_offset_ns = (int64_t)opts.task_offset};
+  write_html(&out, &doc);
   int code = cli_finish_output(&out, worst);
   if (fd != STDOUT_FILENO && close(fd) != 0 && code == CLI_EXIT_OK) {
     cli_error("cannot write '%s': %s", opts.output, strerror(errno));

@@ -21,6 +21,7 @@ static const cli_command_t commands[] = {
     {"fetch", "save the trace a program serves over TCP (service mode)", cmd_fetch},
     {"convert", "turn a mirage-profile task trace into a CTF directory (babeltrace2)", cmd_convert},
     {"report", "write a self-contained HTML report of memory and task traces", cmd_report},
+    {"serve", "serve the report viewer over HTTP, live while a program runs", cmd_serve},
 };
 
 static void print_usage(FILE *f) {

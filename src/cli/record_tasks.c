@@ -29,9 +29,10 @@ static void count_warning(void *ud, int code, uint64_t offset, const char *messa
 void record_tasks_summarise(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0) {
-    cli_warn("no task trace was written to %s (the program did not load the preload library, "
-             "or CTFSCOPE_TASKS_* settings were refused)",
-             path);
+    cli_warn(
+        "no task trace was written to %s (the program did not load the preload library, "
+        "or CTFSCOPE_TASKS_* settings were refused)",
+        path);
     return;
   }
   task_counts_t c = {0};
@@ -49,9 +50,8 @@ void record_tasks_summarise(const char *path) {
   fprintf(stderr,
           "ctfscope record: task trace written to %s (%s): %s events, %llu threads started, "
           "%llu condition variables, %llu waits (contended locks and condition waits)%s%s\n",
-          path, size, cli_grouped(c.events, events, sizeof events),
-          (unsigned long long)c.threads, (unsigned long long)c.conditions,
-          (unsigned long long)c.waits,
+          path, size, cli_grouped(c.events, events, sizeof events), (unsigned long long)c.threads,
+          (unsigned long long)c.conditions, (unsigned long long)c.waits,
           sum.wrapped ? "; the ring wrapped: the oldest events were overwritten "
                         "(CTFSCOPE_TASKS_SIZE sets its size)"
                       : "",

@@ -404,8 +404,7 @@ static CTS_NOINLINE cts_mprof_writer_t *thread_writer_slow(void) {
 
 /* The calling thread's writer for the started ring, or NULL when stopped. */
 static CTS_FORCE_INLINE cts_mprof_writer_t *thread_writer(void) {
-  if (CTS_LIKELY(tls_epoch == __atomic_load_n(&hooks.epoch, __ATOMIC_RELAXED)))
-    return &tls_writer;
+  if (CTS_LIKELY(tls_epoch == __atomic_load_n(&hooks.epoch, __ATOMIC_RELAXED))) return &tls_writer;
   return thread_writer_slow();
 }
 

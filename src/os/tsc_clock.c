@@ -51,9 +51,8 @@ bool cts_os_tsc_usable(void) {
   flags += flags[0] == '\n';
   if (!line_has_word(flags, "constant_tsc") || !line_has_word(flags, "nonstop_tsc")) return false;
   char source[64];
-  const ssize_t n =
-      read_small_file("/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                      source, sizeof source);
+  const ssize_t n = read_small_file(
+      "/sys/devices/system/clocksource/clocksource0/current_clocksource", source, sizeof source);
   return n <= 0 || strncmp(source, "tsc", 3) == 0;
 #else
   return false;

@@ -247,9 +247,9 @@ static const char *const kept_names[4] = {"MEMTRACE_RATE", "MEMTRACE_CONTEXT", "
                                           "CTFSCOPE_UNWIND"};
 
 /* Environment variables the preload reads, replaced in the new image's environment. */
-static const char *const passed_on[] = {"MEMTRACE",       "MEMTRACE_RATE",      "MEMTRACE_CONTEXT",
-                                        "MEMTRACE_DROP",  "CTFSCOPE_UNWIND",    "CTFSCOPE_EXEC_BASE",
-                                        "CTFSCOPE_EXEC_INDEX"};
+static const char *const passed_on[] = {
+    "MEMTRACE",        "MEMTRACE_RATE",      "MEMTRACE_CONTEXT",   "MEMTRACE_DROP",
+    "CTFSCOPE_UNWIND", "CTFSCOPE_EXEC_BASE", "CTFSCOPE_EXEC_INDEX"};
 
 static bool is_passed_on(const char *entry) {
   for (size_t i = 0; i < sizeof passed_on / sizeof *passed_on; i++) {
@@ -280,8 +280,8 @@ static char **continued_environment(char *const envp[]) {
   }
   char index[16];
   snprintf(index, sizeof index, "%u", exec_state.index + 1);
-  const char *ours[2 * 7] = {"MEMTRACE", next, "CTFSCOPE_EXEC_BASE", exec_state.base,
-                             "CTFSCOPE_EXEC_INDEX", index};
+  const char *ours[2 * 7] = {
+      "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
   size_t nours = 3;
   for (size_t i = 0; i < 4; i++) {
     if (exec_state.kept[i][0]) {

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "report.h"
 
@@ -79,4 +81,112 @@ void report_json_num(cts_out_t *o, double v) {
   char buf[40];
   snprintf(buf, sizeof buf, "%.6g", v);
   cts_out_str(o, buf);
+}
+
+/* ----------------------------------------------------------------------------------- */
+/* Compact columns. Large integer arrays would be ~7 bytes a value as JSON text and cost the
+ * browser a slow JSON.parse; instead each column is zigzag LEB128 varints (optionally of the
+ * differences between neighbours), deflated with zlib and written as one base64 string, which
+ * the viewer inflates with DecompressionStream. Base64 has no '<', '>' or '&', so it is safe
+ * inside the <script> element whatever the data. */
+
+void report_col_init(report_col_t *c, bool delta) {
+  memset(c, 0, sizeof *c);
+  c->delta = delta;
+}
+
+void report_col_put(report_col_t *c, int64_t v) {
+  if (c->err) return;
+  if (c->cap - c->len < 10) {
+    const size_t cap = c->cap ? c->cap * 2 : 4096;
+    uint8_t *p = realloc(c->buf, cap);
+    if (!p) {
+      c->err = true;
+      return;
+    }
+    c->buf = p;
+    c->cap = cap;
+  }
+  const int64_t d = c->delta ? (int64_t)((uint64_t)v - (uint64_t)c->prev) : v;
+  c->prev = v;
+  uint64_t z = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63); /* zigzag: small magnitudes, 1 byte */
+  while (z >= 0x80) {
+    c->buf[c->len++] = (uint8_t)(z | 0x80);
+    z >>= 7;
+  }
+  c->buf[c->len++] = (uint8_t)z;
+  c->n++;
+}
+
+static void write_base64(cts_out_t *o, const uint8_t *p, size_t n) {
+  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  char chunk[4];
+  size_t i = 0;
+  for (; i + 3 <= n; i += 3) {
+    const uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+    chunk[0] = b64[v >> 18], chunk[1] = b64[v >> 12 & 63], chunk[2] = b64[v >> 6 & 63];
+    chunk[3] = b64[v & 63];
+    cts_out_write(o, chunk, 4);
+  }
+  if (i < n) {
+    const uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+    chunk[0] = b64[v >> 18], chunk[1] = b64[v >> 12 & 63];
+    chunk[2] = i + 1 < n ? b64[v >> 6 & 63] : '=';
+    chunk[3] = '=';
+    cts_out_write(o, chunk, 4);
+  }
+}
+
+/* {"n":N,"z":"…"} for bytes p[0..len), deflated; false when out of memory. */
+static bool write_deflated(cts_out_t *o, const char *key, size_t n, const uint8_t *p, size_t len) {
+  uLongf zlen = compressBound((uLong)len);
+  uint8_t *z = malloc(zlen ? zlen : 1);
+  if (!z || compress2(z, &zlen, p, (uLong)len, 6) != Z_OK) {
+    free(z);
+    return false;
+  }
+  cts_out_printf(o, "{\"n\":%zu,\"%s\":\"", n, key);
+  write_base64(o, z, zlen);
+  cts_out_char(o, '"');
+  free(z);
+  return true;
+}
+
+void report_col_write(cts_out_t *o, const char *name, report_col_t *c) {
+  cts_out_printf(o, "\"%s\":", name);
+  if (c->err || !write_deflated(o, "z", c->n, c->buf ? c->buf : (const uint8_t *)"", c->len))
+    cts_out_str(o, "null"); /* out of memory: the viewer shows the column as missing */
+  else
+    cts_out_str(o, c->delta ? ",\"d\":1}" : "}");
+  free(c->buf);
+  report_col_init(c, c->delta);
+}
+
+void report_strs_write(cts_out_t *o, const char *name, const char *const *s, size_t n) {
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++) len += strlen(s[i]) + 1;
+  uint8_t *buf = malloc(len + 1);
+  cts_out_printf(o, "\"%s\":", name);
+  if (buf) {
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+      const size_t l = strlen(s[i]);
+      memcpy(buf + at, s[i], l);
+      buf[at + l] = '\0'; /* separator: trace strings end at a NUL, so none contains one */
+      at += l + 1;
+    }
+    if (write_deflated(o, "zs", n, buf, len)) {
+      cts_out_char(o, '}');
+      free(buf);
+      return;
+    }
+    free(buf);
+  }
+  /* Out of memory for the blob: plain JSON strings. */
+  cts_out_char(o, '[');
+  for (size_t i = 0; i < n; i++) {
+    if (i) cts_out_char(o, ',');
+    report_json_str(o, s[i]);
+  }
+  cts_out_char(o, ']');
 }

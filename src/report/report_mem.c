@@ -20,10 +20,11 @@
 #include "../cli/load.h"
 #include "report.h"
 
-#define HEAP_BUCKETS   4096u
-#define RECORD_BUCKETS 1024u
-#define NEVER          UINT32_MAX /* collection bucket of a block still live at the end */
-#define MAX_MARKS      (1u << 22) /* allocation times kept for the task timeline */
+#define HEAP_BUCKETS       4096u
+#define RECORD_BUCKETS     1024u
+#define MIN_RECORD_BUCKETS 32u        /* the budget never makes times coarser than this */
+#define NEVER              UINT32_MAX /* collection bucket of a block still live at the end */
+#define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
 
 typedef struct pending {
   uint32_t node;
@@ -117,6 +118,11 @@ static int record_add(report_mem_t *m, const record_t *r) {
 
 /* Doubles the record time buckets, merging the records that fall together. */
 static int coarsen_records(report_mem_t *m) {
+  /* Every time is already in one bucket: halving again merges nothing and would overflow. */
+  if (m->rec_w >= (UINT64_C(1) << 62)) {
+    m->coarsenings = 64;
+    return 0;
+  }
   record_t *old = m->recs;
   const size_t n = m->nrecs;
   m->recs = NULL;
@@ -186,7 +192,12 @@ static int finish_block(report_mem_t *m, const pending_t *p, uint64_t freed_us) 
                 .samples = p->samples,
                 .blocks = 1};
   int e = record_add(m, &r);
-  while (!e && m->nrecs > m->opts.max_records && m->coarsenings < 64) e = coarsen_records(m);
+  /* Over the budget, coarser times merge records, but only while the trace so far keeps at
+   * least MIN_RECORD_BUCKETS buckets: the time filters must stay useful. Past that the budget
+   * is exceeded (records are compact columns in the report). */
+  while (!e && m->nrecs > m->opts.max_records && m->coarsenings < 64 &&
+         rel_us(m, p->time_us) / m->rec_w >= 2 * MIN_RECORD_BUCKETS)
+    e = coarsen_records(m);
   return e;
 }
 
@@ -459,55 +470,53 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
                                              cts_labels_id(&labels, src->nodes[i].code));
     map[i] = n == UINT32_MAX ? 0 : n;
   }
-  cts_out_str(o, ",\"frames\":[");
-  for (size_t i = 0; i < labels.n; i++) {
-    if (i) cts_out_char(o, ',');
-    report_json_str(o, labels.names[i]);
-  }
-  cts_out_str(o, "],\"parent\":[");
-  for (uint32_t i = 0; i < dst.count; i++) {
-    if (i) cts_out_char(o, ',');
-    cts_out_u64(o, i ? dst.nodes[i].parent : 0);
-  }
-  cts_out_str(o, "],\"frame\":[");
-  for (uint32_t i = 0; i < dst.count; i++) {
-    if (i) cts_out_char(o, ',');
-    cts_out_u64(o, dst.nodes[i].code); /* label id; 0 for the root */
-  }
-  cts_out_char(o, ']');
-  /* Records, columnar. */
+  /* The tree and the records as compact columns (report_col_t). */
+  cts_out_char(o, ',');
+  report_strs_write(o, "frames", (const char *const *)labels.names, labels.n);
+  report_col_t col;
+  report_col_init(&col, true);
+  for (uint32_t i = 0; i < dst.count; i++) report_col_put(&col, i ? dst.nodes[i].parent : 0);
+  cts_out_char(o, ',');
+  report_col_write(o, "parent", &col);
+  report_col_init(&col, false);
+  for (uint32_t i = 0; i < dst.count; i++) report_col_put(&col, dst.nodes[i].code); /* 0: root */
+  cts_out_char(o, ',');
+  report_col_write(o, "frame", &col);
   static const char *const cols[] = {"node", "ta", "tf", "size", "src", "samples", "blocks"};
-  cts_out_printf(o, ",\"rec_us\":%llu,\"records\":{", (unsigned long long)m->rec_w);
+  cts_out_printf(o, ",\"rec_us\":%llu,\"records\":{\"n\":%zu", (unsigned long long)m->rec_w,
+                 m->nrecs);
   for (unsigned c = 0; c < 7; c++) {
-    cts_out_printf(o, "%s\"%s\":[", c ? "," : "", cols[c]);
+    report_col_init(&col, c == 1);
     for (size_t i = 0; i < m->nrecs; i++) {
       const record_t *r = &m->recs[i];
-      if (i) cts_out_char(o, ',');
+      int64_t v;
       switch (c) {
         case 0:
-          cts_out_u64(o, map[r->node < src->count ? r->node : 0]);
+          v = map[r->node < src->count ? r->node : 0];
           break;
         case 1:
-          cts_out_u64(o, r->ta);
+          v = r->ta;
           break;
         case 2:
-          cts_out_i64(o, r->tf == NEVER ? -1 : (int64_t)r->tf);
+          v = r->tf == NEVER ? -1 : (int64_t)r->tf;
           break;
         case 3:
-          cts_out_u64(o, cts_hist_bucket_low(r->size_class));
+          v = (int64_t)cts_hist_bucket_low(r->size_class);
           break;
         case 4:
-          cts_out_u64(o, r->source);
+          v = r->source;
           break;
         case 5:
-          cts_out_u64(o, r->samples);
+          v = (int64_t)r->samples;
           break;
         default:
-          cts_out_u64(o, r->blocks);
+          v = (int64_t)r->blocks;
           break;
       }
+      report_col_put(&col, v);
     }
-    cts_out_char(o, ']');
+    cts_out_char(o, ',');
+    report_col_write(o, cols[c], &col);
   }
   cts_out_char(o, '}');
   free(map);

@@ -516,27 +516,13 @@ static int64_t rel(uint64_t t, int64_t origin) {
   return (int64_t)t - origin;
 }
 
-static void write_deltas(cts_out_t *o, const char *name, const int64_t *vals, size_t n) {
-  cts_out_printf(o, ",\"%s\":[", name);
-  int64_t prev = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (i) cts_out_char(o, ',');
-    cts_out_i64(o, vals[i] - prev);
-    prev = vals[i];
-  }
-  cts_out_char(o, ']');
-}
-
 void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
                         const report_alloc_mark_t *marks, size_t nmarks, int64_t marks_offset_ns,
                         double bytes_per_sample) {
   const size_t n = r->tasks.n;
   task_t *v = r->tasks.v;
   uint32_t *order = malloc((n + 1) * sizeof *order);
-  int64_t *tmp = malloc((n + r->arrows.n + r->acts.n + r->labels.n + 1) * sizeof *tmp);
-  if (!order || !tmp) {
-    free(order);
-    free(tmp);
+  if (!order) {
     cts_out_str(o, "null");
     return;
   }
@@ -554,7 +540,16 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
   cts_out_printf(o, ",\"origin_ns\":%lld,\"first\":%lld,\"end\":%lld,\"n\":%zu,\"rows\":%u",
                  (long long)origin_ns, (long long)rel(r->first_ns, origin_ns),
                  (long long)rel(r->last_ns, origin_ns), n, r->nrows);
-  /* Tasks in (row, start) order; per-row counts. */
+  /* Tasks in (row, start) order; per-row counts. Large arrays are compact columns
+   * (report_col_t); the viewer decodes them before drawing. */
+  report_col_t col;
+#define COL(name, delta, count, expr)                                           \
+  do {                                                                          \
+    report_col_init(&col, delta);                                               \
+    for (size_t i = 0; i < (count); i++) report_col_put(&col, (int64_t)(expr)); \
+    cts_out_str(o, ",\n");                                                      \
+    report_col_write(o, name, &col);                                            \
+  } while (0)
   cts_out_str(o, ",\n\"row_n\":[");
   {
     size_t i = 0;
@@ -565,105 +560,62 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
     }
   }
   cts_out_char(o, ']');
-  for (size_t i = 0; i < n; i++) tmp[i] = rel(v[order[i]].start, origin_ns);
-  write_deltas(o, "start", tmp, n);
-  for (size_t i = 0; i < n; i++) tmp[i] = (int64_t)(v[order[i]].end - v[order[i]].start);
-  cts_out_str(o, ",\n\"dur\":[");
-  for (size_t i = 0; i < n; i++) cts_out_printf(o, "%s%lld", i ? "," : "", (long long)tmp[i]);
-  cts_out_char(o, ']');
-  for (size_t i = 0; i < n; i++) tmp[i] = v[order[i]].id;
-  write_deltas(o, "id", tmp, n);
-  for (size_t i = 0; i < n; i++) tmp[i] = POS(v[order[i]].parent);
-  write_deltas(o, "parent", tmp, n);
-  cts_out_str(o, ",\n\"becomes\":[");
-  for (size_t i = 0; i < n; i++) {
-    const int64_t b = POS(v[order[i]].becomes);
-    /* Relative to the task; 0 (a task never becomes itself) means none. */
-    cts_out_printf(o, "%s%lld", i ? "," : "", (long long)(b < 0 ? 0 : b - (int64_t)i));
-  }
-  cts_out_str(o, "],\"type\":[");
-  for (size_t i = 0; i < n; i++) cts_out_printf(o, "%s%u", i ? "," : "", v[order[i]].type);
-  cts_out_str(o, "],\"flags\":[");
-  for (size_t i = 0; i < n; i++) cts_out_printf(o, "%s%u", i ? "," : "", v[order[i]].flags);
-  cts_out_str(o, "],\"label\":[");
-  for (size_t i = 0; i < n; i++)
-    cts_out_printf(o, "%s%lld", i ? "," : "",
-                   v[order[i]].label == NONE ? -1LL : (long long)v[order[i]].label);
-  cts_out_str(o, "],\n\"strings\":[");
-  for (size_t i = 0; i < r->strings.n; i++) {
-    if (i) cts_out_char(o, ',');
-    report_json_str(o, r->strings.v[i]);
-  }
-  cts_out_char(o, ']');
+  COL("start", true, n, rel(v[order[i]].start, origin_ns));
+  COL("dur", false, n, v[order[i]].end - v[order[i]].start);
+  COL("id", true, n, v[order[i]].id);
+  COL("parent", true, n, POS(v[order[i]].parent));
+  /* Relative to the task; 0 (a task never becomes itself) means none. */
+  COL("becomes", false, n,
+      POS(v[order[i]].becomes) < 0 ? 0 : POS(v[order[i]].becomes) - (int64_t)i);
+  COL("type", false, n, v[order[i]].type);
+  COL("flags", false, n, v[order[i]].flags);
+  COL("label", false, n, v[order[i]].label == NONE ? -1 : (int64_t)v[order[i]].label);
+  cts_out_str(o, ",\n");
+  report_strs_write(o, "strings", (const char *const *)r->strings.v, r->strings.n);
   /* Labels by task position then time (the viewer packs them per task). */
   qsort(r->labels.v, r->labels.n, sizeof *r->labels.v, label_by_task_t);
-  cts_out_str(o, ",\n\"labels\":{\"task\":[");
-  for (size_t i = 0; i < r->labels.n; i++)
-    cts_out_printf(o, "%s%u", i ? "," : "", v[r->labels.v[i].task].order);
-  cts_out_str(o, "],\"t\":[");
-  for (size_t i = 0; i < r->labels.n; i++)
-    cts_out_printf(o, "%s%lld", i ? "," : "", (long long)rel(r->labels.v[i].t, origin_ns));
-  cts_out_str(o, "],\"s\":[");
-  for (size_t i = 0; i < r->labels.n; i++)
-    cts_out_printf(o, "%s%u", i ? "," : "", r->labels.v[i].str);
-  cts_out_str(o, "]}");
+  const label_t *lab = r->labels.v;
+  cts_out_printf(o, ",\n\"labels\":{\"n\":%zu", r->labels.n);
+  COL("task", true, r->labels.n, v[lab[i].task].order);
+  COL("t", true, r->labels.n, rel(lab[i].t, origin_ns));
+  COL("s", false, r->labels.n, lab[i].str);
+  cts_out_char(o, '}');
   /* Arrows by their earlier end. */
   qsort(r->arrows.v, r->arrows.n, sizeof *r->arrows.v, arrow_by_tmin);
   const size_t all_arrows = r->arrows.n;
   thin(r->arrows.v, &r->arrows.n, sizeof *r->arrows.v, MAX_ARROWS);
   const size_t na = r->arrows.n;
-  cts_out_str(o, ",\n\"arrows\":{\"kind\":[");
-  for (size_t i = 0; i < na; i++) cts_out_printf(o, "%s%u", i ? "," : "", r->arrows.v[i].kind);
-  cts_out_str(o, "],\"src\":[");
-  for (size_t i = 0; i < na; i++)
-    cts_out_printf(o, "%s%u", i ? "," : "", v[r->arrows.v[i].src].order);
-  cts_out_str(o, "],\"dst\":[");
-  for (size_t i = 0; i < na; i++)
-    cts_out_printf(o, "%s%u", i ? "," : "", v[r->arrows.v[i].dst].order);
-  cts_out_char(o, ']');
-  for (size_t i = 0; i < na; i++) tmp[i] = rel(r->arrows.v[i].t0, origin_ns);
-  write_deltas(o, "t0", tmp, na);
-  cts_out_str(o, ",\"dt\":[");
-  for (size_t i = 0; i < na; i++)
-    cts_out_printf(o, "%s%lld", i ? "," : "",
-                   (long long)((int64_t)r->arrows.v[i].t1 - (int64_t)r->arrows.v[i].t0));
-  cts_out_str(o, "]}");
+  const arrow_t *ar = r->arrows.v;
+  cts_out_printf(o, ",\n\"arrows\":{\"n\":%zu", na);
+  COL("kind", false, na, ar[i].kind);
+  COL("src", false, na, v[ar[i].src].order);
+  COL("dst", false, na, v[ar[i].dst].order);
+  COL("t0", true, na, rel(ar[i].t0, origin_ns));
+  COL("dt", false, na, (int64_t)ar[i].t1 - (int64_t)ar[i].t0);
+  cts_out_char(o, '}');
   /* Activations grouped by row, by start time inside a row. */
   qsort(r->acts.v, r->acts.n, sizeof *r->acts.v, act_by_row_t0);
   const size_t all_acts = r->acts.n;
   thin(r->acts.v, &r->acts.n, sizeof *r->acts.v, MAX_ACTS);
   cts_out_printf(o, ",\n\"arrows_total\":%zu,\"acts_total\":%zu", all_arrows, all_acts);
   const size_t nact = r->acts.n;
-  cts_out_str(o, ",\n\"acts\":{\"task\":[");
-  for (size_t i = 0; i < nact; i++)
-    cts_out_printf(o, "%s%u", i ? "," : "", v[r->acts.v[i].task].order);
-  cts_out_char(o, ']');
-  for (size_t i = 0; i < nact; i++) tmp[i] = rel(r->acts.v[i].t0, origin_ns);
-  write_deltas(o, "t0", tmp, nact);
-  cts_out_str(o, ",\"dur\":[");
-  for (size_t i = 0; i < nact; i++)
-    cts_out_printf(o, "%s%llu", i ? "," : "",
-                   (unsigned long long)(r->acts.v[i].t1 - r->acts.v[i].t0));
-  cts_out_str(o, "]}");
-  /* Bands. */
-  cts_out_str(o, ",\n\"idle\":[");
-  for (size_t i = 0; i < r->idle.n; i++)
-    cts_out_printf(o, "%s%lld", i ? "," : "", (long long)rel(r->idle.v[i], origin_ns));
-  cts_out_str(o, "],\"gc\":[");
-  for (size_t i = 0; i < r->gc.n; i++)
-    cts_out_printf(o, "%s%lld", i ? "," : "", (long long)rel(r->gc.v[i], origin_ns));
-  cts_out_str(o, "],\n\"counters\":[");
+  const act_t *ac = r->acts.v;
+  cts_out_printf(o, ",\n\"acts\":{\"n\":%zu", nact);
+  COL("task", false, nact, v[ac[i].task].order);
+  COL("t0", true, nact, rel(ac[i].t0, origin_ns));
+  COL("dur", false, nact, ac[i].t1 - ac[i].t0);
+  cts_out_char(o, '}');
+  /* Bands: [start, end] pairs. */
+  COL("idle", true, r->idle.n, rel(r->idle.v[i], origin_ns));
+  COL("gc", true, r->gc.n, rel(r->gc.v[i], origin_ns));
+  cts_out_str(o, ",\n\"counters\":[");
   for (size_t c = 0; c < r->counters.n; c++) {
     const counter_t *k = &r->counters.v[c];
     cts_out_str(o, c ? ",{\"name\":" : "{\"name\":");
     report_json_str(o, r->strings.v[k->name]);
-    cts_out_str(o, ",\"t\":[");
-    for (size_t i = 0; i < k->n; i++)
-      cts_out_printf(o, "%s%lld", i ? "," : "", (long long)rel(k->s[i].t, origin_ns));
-    cts_out_str(o, "],\"v\":[");
-    for (size_t i = 0; i < k->n; i++)
-      cts_out_printf(o, "%s%lld", i ? "," : "", (long long)k->s[i].v);
-    cts_out_str(o, "]}");
+    COL("t", true, k->n, rel(k->s[i].t, origin_ns));
+    COL("v", true, k->n, k->s[i].v);
+    cts_out_str(o, "}");
   }
   cts_out_char(o, ']');
   /* Memory attributed to the task running at each allocation: a merge of the (time-sorted)
@@ -671,7 +623,8 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
   if (marks && nmarks) {
     act_t *acts = malloc((nact + 1) * sizeof *acts);
     uint64_t *per_task = calloc(n + 1, sizeof *per_task);
-    if (acts && per_task) {
+    size_t *hit = malloc((n + 1) * sizeof *hit);
+    if (acts && per_task && hit) {
       memcpy(acts, r->acts.v, nact * sizeof *acts);
       qsort(acts, nact, sizeof *acts, act_by_t0); /* activations are disjoint in time */
       size_t a = 0;
@@ -684,38 +637,36 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
         else
           outside += marks[i].samples;
       }
-      cts_out_printf(o, ",\n\"mem\":{\"bytes_per_sample\":%.17g,\"outside\":%llu,\"task\":[",
-                     bytes_per_sample, (unsigned long long)outside);
-      bool first = true;
+      size_t nhit = 0;
       for (size_t i = 0; i < n; i++)
-        if (per_task[i]) cts_out_printf(o, "%s%zu", first ? "" : ",", i), first = false;
-      cts_out_str(o, "],\"samples\":[");
-      first = true;
-      for (size_t i = 0; i < n; i++)
-        if (per_task[i])
-          cts_out_printf(o, "%s%llu", first ? "" : ",", (unsigned long long)per_task[i]),
-              first = false;
-      cts_out_str(o, "]}");
+        if (per_task[i]) hit[nhit++] = i;
+      cts_out_printf(o, ",\n\"mem\":{\"bytes_per_sample\":%.17g,\"outside\":%llu", bytes_per_sample,
+                     (unsigned long long)outside);
+      COL("task", true, nhit, hit[i]);
+      COL("samples", false, nhit, per_task[hit[i]]);
+      cts_out_str(o, "}");
       /* Allocation marks for the timeline, at most MAX_TIMELINE_MARKS (neighbours merged). */
       const size_t group = (nmarks + MAX_TIMELINE_MARKS - 1) / MAX_TIMELINE_MARKS;
-      cts_out_str(o, ",\n\"marks\":{\"t\":[");
-      for (size_t i = 0; i < nmarks; i += group) {
-        tmp[0] = (int64_t)marks[i].time_us * 1000 + marks_offset_ns - origin_ns;
-        cts_out_printf(o, "%s%lld", i ? "," : "", (long long)tmp[0]);
-      }
-      cts_out_str(o, "],\"s\":[");
+      const size_t ngroups = (nmarks + group - 1) / group;
+      cts_out_printf(o, ",\n\"marks\":{\"n\":%zu", ngroups);
+      COL("t", true, ngroups,
+          (int64_t)marks[i * group].time_us * 1000 + marks_offset_ns - origin_ns);
+      report_col_init(&col, false);
       for (size_t i = 0; i < nmarks; i += group) {
         uint64_t sum = 0;
         for (size_t j = i; j < i + group && j < nmarks; j++) sum += marks[j].samples;
-        cts_out_printf(o, "%s%llu", i ? "," : "", (unsigned long long)sum);
+        report_col_put(&col, (int64_t)sum);
       }
-      cts_out_str(o, "]}");
+      cts_out_str(o, ",\n");
+      report_col_write(o, "s", &col);
+      cts_out_str(o, "}");
     }
     free(acts);
     free(per_task);
+    free(hit);
   }
+#undef COL
   cts_out_char(o, '}');
   free(order);
-  free(tmp);
 #undef POS
 }

@@ -5,9 +5,21 @@
 // visible (binary searches in per-row arrays, one rectangle per pixel column at most).
 (function () {
   'use strict';
-  const data = JSON.parse(document.getElementById('cts-data').textContent);
-  const api = (window.ctsReport = { data: data, mem: null, tasks: null });
   const $ = (id) => document.getElementById(id);
+  // Every listener the views add goes through on(): loading new data aborts the old ones.
+  let listeners = new AbortController();
+  function on(target, type, fn, opts) {
+    target.addEventListener(type, fn, Object.assign({ signal: listeners.signal }, opts || {}));
+  }
+  let data = null, api = null, views = [], redrawers = {};
+  function show(name) {
+    for (const [v] of views) {
+      $('view-' + v).classList.toggle('hidden', v !== name);
+      $('tab-' + v).classList.toggle('on', v === name);
+    }
+    api.view = name;
+    if (redrawers[name]) redrawers[name]();
+  }
 
   function el(tag, text, cls) {
     const e = document.createElement(tag);
@@ -30,12 +42,87 @@
     if (a >= 1e3) return (ns / 1e3).toFixed(a >= 1e4 ? 2 : 3) + ' µs';
     return ns.toFixed(0) + ' ns';
   }
-  // Prefix sums of a delta-encoded array, as doubles (exact below 2^53).
-  function undelta(a) {
-    const out = new Float64Array(a.length);
-    let s = 0;
-    for (let i = 0; i < a.length; i++) { s += a[i]; out[i] = s; }
+  // Compact columns written by report_col_write()/report_strs_write() (report.h):
+  // {n, z: base64(deflate(zigzag LEB128 varints)), d: 1 when delta-encoded} becomes a
+  // Float64Array, {n, zs: base64(deflate(NUL-separated UTF-8))} an array of strings.
+  function isPacked(v) {
+    return v !== null && typeof v === 'object' && !Array.isArray(v) && !ArrayBuffer.isView(v) &&
+      typeof v.n === 'number' && (typeof v.z === 'string' || typeof v.zs === 'string');
+  }
+  function base64Bytes(s) {
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(s);
+    const bin = atob(s), out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
     return out;
+  }
+  async function inflate(bytes) {
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+  function varints(b, n, delta) {
+    const out = new Float64Array(n), len = b.length;
+    let p = 0, prev = 0;
+    for (let i = 0; i < n; i++) {
+      // Up to 4 bytes (28 bits) in int32 arithmetic, the rare longer ones in doubles.
+      let c = b[p++], z = c & 0x7f, v;
+      for (let sh = 7; c >= 0x80 && sh < 28; sh += 7) { c = b[p++]; z |= (c & 0x7f) << sh; }
+      if (c < 0x80) v = (z >>> 1) ^ -(z & 1);
+      else {
+        let f = z;
+        for (let mul = 268435456; c >= 0x80 && p < len; mul *= 128) { c = b[p++]; f += (c & 0x7f) * mul; }
+        v = f % 2 === 0 ? f / 2 : -(f + 1) / 2;
+      }
+      prev = delta ? prev + v : v;
+      out[i] = prev;
+    }
+    if (p > len) throw new Error('a data column is shorter than its count');
+    return out;
+  }
+  async function decodePacked(v) {
+    const bytes = await inflate(base64Bytes(v.z !== undefined ? v.z : v.zs));
+    if (v.zs !== undefined) return new TextDecoder().decode(bytes).split('\0').slice(0, v.n);
+    return varints(bytes, v.n, v.d === 1);
+  }
+  // Replaces every packed column of the document (nested at most 4 deep) in place.
+  async function decodeColumns(doc) {
+    const jobs = [];
+    (function walk(o, depth) {
+      if (depth > 4 || o === null || typeof o !== 'object' || ArrayBuffer.isView(o)) return;
+      for (const k of Object.keys(o)) {
+        const v = o[k];
+        if (isPacked(v)) jobs.push(decodePacked(v).then((d) => { o[k] = d; }));
+        else if (v !== null && typeof v === 'object' && (!Array.isArray(v) || (v.length && typeof v[0] === 'object'))) walk(v, depth + 1);
+      }
+    })(doc, 0);
+    await Promise.all(jobs);
+  }
+  // Min/max pyramid of a value array (blocks of 16, 256, ...) for range queries in
+  // O(16 log16 n): what one pixel column of a step line covers.
+  function minMaxLevels(v) {
+    const levels = [{ min: v, max: v }];
+    for (let cur = levels[0]; cur.min.length > 64;) {
+      const m = Math.ceil(cur.min.length / 16), mn = new Float64Array(m), mx = new Float64Array(m);
+      for (let b = 0; b < m; b++) {
+        let lo = Infinity, hi = -Infinity;
+        for (let k = b * 16, e = Math.min(k + 16, cur.min.length); k < e; k++) { if (cur.min[k] < lo) lo = cur.min[k]; if (cur.max[k] > hi) hi = cur.max[k]; }
+        mn[b] = lo; mx[b] = hi;
+      }
+      levels.push((cur = { min: mn, max: mx }));
+    }
+    return levels;
+  }
+  // [min, max] of v[i..j) (j > i).
+  function rangeMinMax(levels, i, j) {
+    let lo = Infinity, hi = -Infinity, L = 0, a = i, b = j;
+    const take = (k) => { const q = levels[L]; if (q.min[k] < lo) lo = q.min[k]; if (q.max[k] > hi) hi = q.max[k]; };
+    while (a < b) {
+      if (L + 1 < levels.length && b - a >= 32) {
+        while (a % 16) take(a++);
+        while (b % 16) take(--b);
+        a /= 16; b /= 16; L++;
+      } else { while (a < b) take(a++); }
+    }
+    return [lo, hi];
   }
   // First index in [lo, hi) with arr[i] >= v (arr ascending there).
   function lowerBound(arr, v, lo, hi) {
@@ -68,30 +155,6 @@
     document.body.appendChild(a);
     a.click();
     setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
-  }
-
-  // ------------------------------------------------------------------------------------
-  // Page frame: title and tabs.
-  document.title = (data.title ? data.title + ' — ' : '') + 'ctfscope report';
-  $('title').textContent = data.title || 'ctfscope report';
-  $('generator').textContent = data.generator || '';
-  const views = [];
-  if (data.mem) views.push(['mem', 'Memory']);
-  if (data.tasks) views.push(['tasks', 'Tasks']);
-  const redrawers = {};
-  function show(name) {
-    for (const [v] of views) {
-      $('view-' + v).classList.toggle('hidden', v !== name);
-      $('tab-' + v).classList.toggle('on', v === name);
-    }
-    api.view = name;
-    if (redrawers[name]) redrawers[name]();
-  }
-  for (const [v, label] of views) {
-    const b = el('button', label);
-    b.id = 'tab-' + v;
-    b.addEventListener('click', () => show(v));
-    $('tabs').appendChild(b);
   }
 
   // ------------------------------------------------------------------------------------
@@ -287,21 +350,21 @@
       const r = heapC.getBoundingClientRect(), gm = heapC._geom;
       return Math.max(0, Math.min(endUs, ((ev.clientX - r.left - gm.L) / gm.pw) * endUs));
     }
-    heapC.addEventListener('mousedown', (ev) => { brush = [heapTime(ev), heapTime(ev)]; drawHeap(); });
-    window.addEventListener('mousemove', (ev) => { if (brush) { brush[1] = heapTime(ev); drawHeap(); } });
-    window.addEventListener('mouseup', () => {
+    on(heapC, 'mousedown', (ev) => { brush = [heapTime(ev), heapTime(ev)]; drawHeap(); });
+    on(window, 'mousemove', (ev) => { if (brush) { brush[1] = heapTime(ev); drawHeap(); } });
+    on(window, 'mouseup', () => {
       if (!brush) return;
       const r = [Math.min(brush[0], brush[1]), Math.max(brush[0], brush[1])];
       brush = null;
       if (r[1] - r[0] > endUs / 2000) setRange(r); else drawHeap();
     });
-    heapC.addEventListener('dblclick', () => setRange(null));
-    heapC.addEventListener('mousemove', (ev) => {
+    on(heapC, 'dblclick', () => setRange(null));
+    on(heapC, 'mousemove', (ev) => {
       if (brush) return;
       const t = heapTime(ev), i = Math.min(heap.length - 1, Math.floor(t / m.heap_us));
       showTip(ev, '+' + (t / 1e6).toFixed(6) + ' s\nlive ' + humanBytes(heap[i] * bps) + ' (largest in this bucket)');
     });
-    heapC.addEventListener('mouseleave', hideTip);
+    on(heapC, 'mouseleave', hideTip);
     function setRange(r) {
       state.range = r;
       $('f-range').value = r ? '+' + (r[0] / 1e6).toFixed(6) + ' s … +' + (r[1] / 1e6).toFixed(6) + ' s' : '';
@@ -381,26 +444,26 @@
       }
       return -1;
     }
-    flameC.addEventListener('click', (ev) => {
+    on(flameC, 'click', (ev) => {
       const n = flameHit(ev);
       if (n < 0) return;
       state.focus = n === state.focus ? Math.max(0, tree.parent[n]) : n;
       drawFlame();
     });
-    flameC.addEventListener('mousemove', (ev) => {
+    on(flameC, 'mousemove', (ev) => {
       const n = flameHit(ev);
       if (n < 0) { hideTip(); return; }
       const wgt = tree.w[n];
       showTip(ev, tree.name[n] + '\n' + humanBytes(wgt * bps) + ' (' + grouped(wgt) + ' samples, ' + (100 * wgt / tree.w[0]).toFixed(1) + ' % of the selection)');
     });
-    flameC.addEventListener('mouseleave', hideTip);
-    flameC.addEventListener('wheel', (ev) => {
+    on(flameC, 'mouseleave', hideTip);
+    on(flameC, 'wheel', (ev) => {
       ev.preventDefault();
       state.scroll = Math.max(0, state.scroll + (ev.deltaY > 0 ? 3 : -3));
       drawFlame();
     }, { passive: false });
     for (const id of ['f-mode', 'f-smin', 'f-smax', 'f-lmin', 'f-lmax', 'f-inside', 'f-outside', 'f-minor', 'f-major', 'f-ext', 'f-orient'])
-      $(id).addEventListener(id === 'f-inside' || id === 'f-outside' || id.startsWith('f-s') || id.startsWith('f-l') ? 'input' : 'change', compute);
+      on($(id), id === 'f-inside' || id === 'f-outside' || id.startsWith('f-s') || id.startsWith('f-l') ? 'input' : 'change', compute);
 
     // Top sites (figures formatted by the CLI's own code).
     const st = $('sites');
@@ -459,11 +522,19 @@
   const F_RESOLVED = 1, F_FAILED = 2, F_NEVER = 32;
   const ARROW_COLORS = ['rgb(204,204,102)', 'rgb(0,0,255)', 'rgb(255,0,0)', 'rgb(0,128,0)', 'rgb(255,153,0)'];
   const ARROW_NAMES = ['try_read', 'read', 'failed read', 'resolve', 'signal'];
+  const ARROW_BUDGET = 6000; // arrows considered per frame; above it, a regular sample
 
   // Painters: the timeline is drawn into batches, flushed to a canvas or to SVG elements.
   function canvasPainter(g) {
     return {
       rect(color, x, y, w, h) { g.fillStyle = color; g.fillRect(x, y, w, h); },
+      rects(color, r) { // x, y, w, h quadruples in one fill
+        if (!r.length) return;
+        g.fillStyle = color;
+        g.beginPath();
+        for (let i = 0; i < r.length; i += 4) g.rect(r[i], r[i + 1], r[i + 2], r[i + 3]);
+        g.fill();
+      },
       lines(color, width, segs, alpha) {
         if (!segs.length) return;
         g.strokeStyle = color; g.lineWidth = width; g.globalAlpha = alpha === undefined ? 1 : alpha;
@@ -475,7 +546,8 @@
         if (!pts.length) return;
         g.fillStyle = color;
         g.beginPath();
-        for (let i = 0; i < pts.length; i += 6) { g.moveTo(pts[i], pts[i + 1]); g.lineTo(pts[i + 2], pts[i + 3]); g.lineTo(pts[i + 4], pts[i + 5]); g.closePath(); }
+        // No closePath: fill() closes every subpath, and closePath makes long paths slow.
+        for (let i = 0; i < pts.length; i += 6) { g.moveTo(pts[i], pts[i + 1]); g.lineTo(pts[i + 2], pts[i + 3]); g.lineTo(pts[i + 4], pts[i + 5]); }
         g.fill();
       },
       text(color, s, x, y, align, maxw) {
@@ -493,6 +565,12 @@
     let clipN = 0;
     return {
       rect(color, x, y, w, h) { add('rect', { x: x, y: y, width: w, height: h, fill: color }); },
+      rects(color, r) {
+        if (!r.length) return;
+        let d = '';
+        for (let i = 0; i < r.length; i += 4) d += 'M' + r[i].toFixed(1) + ' ' + r[i + 1].toFixed(1) + 'h' + r[i + 2].toFixed(1) + 'v' + r[i + 3].toFixed(1) + 'h' + (-r[i + 2]).toFixed(1) + 'Z';
+        add('path', { d: d, fill: color });
+      },
       lines(color, width, segs, alpha) {
         if (!segs.length) return;
         let d = '';
@@ -522,10 +600,10 @@
 
   function initTasks(T) {
     const n = T.n;
-    const start = undelta(T.start), dur = T.dur;
+    const start = T.start, dur = T.dur;
     const end = new Float64Array(n);
     for (let i = 0; i < n; i++) end[i] = start[i] + dur[i];
-    const ids = undelta(T.id), parentIdx = undelta(T.parent);
+    const ids = T.id, parentIdx = T.parent;
     const becomes = new Int32Array(n);
     for (let i = 0; i < n; i++) becomes[i] = T.becomes[i] === 0 ? -1 : i + T.becomes[i];
     const rowStart = new Int32Array(T.rows + 1);
@@ -539,14 +617,14 @@
     for (let i = 0; i < n; i++) labelStart[i + 1] += labelStart[i];
     // Activations grouped by row.
     const A = T.acts, na = A.task.length;
-    const actT0 = undelta(A.t0), actT1 = new Float64Array(na);
+    const actT0 = A.t0, actT1 = new Float64Array(na);
     for (let i = 0; i < na; i++) actT1[i] = actT0[i] + A.dur[i];
     const actRowStart = new Int32Array(T.rows + 1);
     for (let i = 0; i < na; i++) actRowStart[taskRow[A.task[i]] + 1]++;
     for (let r = 0; r < T.rows; r++) actRowStart[r + 1] += actRowStart[r];
     // Arrows sorted by their earlier end.
     const W = T.arrows, nw = W.kind.length;
-    const arT0 = undelta(W.t0), arT1 = new Float64Array(nw), arMin = new Float64Array(nw);
+    const arT0 = W.t0, arT1 = new Float64Array(nw), arMin = new Float64Array(nw);
     for (let i = 0; i < nw; i++) { arT1[i] = arT0[i] + W.dt[i]; arMin[i] = Math.min(arT0[i], arT1[i]); }
     const idle = T.idle, gc = T.gc;
     const idleStart = new Float64Array(idle.length / 2), gcStart = new Float64Array(gc.length / 2);
@@ -562,7 +640,9 @@
       for (const v of c.v) { if (v < s.min) s.min = v; if (v > s.max) s.max = v; }
     }
     for (const k in scales) if (scales[k].max - scales[k].min < 10) scales[k].max = scales[k].min + 10;
-    const marks = T.marks ? { t: T.marks.t, s: T.marks.s } : null;
+    for (const c of counters) c.mm = minMaxLevels(c.v);
+    const marks = T.marks ? { t: T.marks.t, s: T.marks.s, sum: new Float64Array(T.marks.s.length + 1) } : null;
+    if (marks) for (let i = 0; i < marks.s.length; i++) marks.sum[i + 1] = marks.sum[i] + marks.s[i];
     const memBy = new Map();
     if (T.mem) for (let i = 0; i < T.mem.task.length; i++) memBy.set(T.mem.task[i], T.mem.samples[i]);
 
@@ -597,18 +677,32 @@
     // One frame into a painter. Returns counts of what was drawn.
     function paint(P, w, h) {
       const vs = st.view.start, ve = vs + w / st.view.scale;
-      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0 };
+      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0, arrowStride: 1 };
+      const pxNs = 1 / st.view.scale;
       P.rect('rgb(230,230,230)', 0, 0, w, h);
       // Idle and GC bands (sorted by end: binary search the first one ending in view).
+      // Bands narrower than a pixel: one 1-px column for all of those in it, then a binary
+      // search to the next column, so the work is bounded by the width.
       function bands(arr, ends, color, text) {
-        for (let i = lowerBound(ends, vs, 0, ends.length); i < ends.length; i++) {
+        const boxes = [], texts = [];
+        let i = lowerBound(ends, vs, 0, ends.length);
+        while (i < ends.length) {
           const a = arr[2 * i], b = arr[2 * i + 1];
           if (a > ve) break;
           const x0 = X(a), x1 = X(b);
-          if (x1 - x0 < 0.5) continue;
-          P.rect(color, x0, RULER, x1 - x0, h - RULER);
-          if (x1 - x0 > 40) P.text('rgb(255,255,255)', text, (x0 + x1) / 2, RULER + 14, 'center');
+          if (x1 - x0 >= 1) {
+            boxes.push(x0, RULER, x1 - x0, h - RULER);
+            if (x1 - x0 > 40) texts.push((x0 + x1) / 2);
+            i++;
+          } else {
+            const col = Math.floor(x0);
+            boxes.push(col, RULER, 1, h - RULER);
+            const j = lowerBound(ends, vs + (col + 1) * pxNs, i + 1, ends.length);
+            i = j > i ? j : i + 1;
+          }
         }
+        P.rects(color, boxes);
+        for (const x of texts) P.text('rgb(255,255,255)', text, x, RULER + 14, 'center');
       }
       bands(idle, idleStart, 'rgb(204,204,204)', 'sleeping');
       bands(gc, gcStart, 'rgb(179,153,153)', 'GC');
@@ -628,7 +722,6 @@
       const r1 = Math.min(T.rows - 1, Math.ceil((st.view.y + h - top) / ROWH) + 1);
       const lineSegs = [], failSegs = [], createSegs = [], becomeSegs = [], actSegs = [], heads = [];
       const labelJobs = [];
-      const pxNs = 1 / st.view.scale;
       for (let r = r0; r <= r1; r++) {
         const y = rowY(r);
         if (y < top - 4 || y > h + 4) continue;
@@ -669,15 +762,30 @@
       }
       // Highlights behind the lines: every highlighted task in view, even those the
       // one-per-pixel-column thinning skipped (the list is bounded when it is built).
+      // The list is in task order, i.e. by row then start (so by end too inside a row).
       if (st.hlList) {
-        for (const i of st.hlList) {
-          if (end[i] < vs || start[i] > ve) continue;
-          const y = rowY(taskRow[i]);
+        const hl = st.hlList, boxes = [];
+        for (let r = r0; r <= r1; r++) {
+          const y = rowY(r);
           if (y < top - 4 || y > h + 4) continue;
-          const x0 = X(start[i]), x1 = Math.max(X(end[i]), x0 + 2);
-          P.rect('rgb(255,220,0)', x0 - 3, y - 4, x1 - x0 + 6, 8);
-          drawn.highlighted++;
+          let k = lowerBound(hl, rowStart[r], 0, hl.length);
+          const kEnd = lowerBound(hl, rowStart[r + 1], k, hl.length);
+          let lo = k, hi = kEnd; // first highlighted task of the row ending at or after vs
+          while (lo < hi) { const m = (lo + hi) >>> 1; if (end[hl[m]] < vs) lo = m + 1; else hi = m; }
+          for (k = lo; k < kEnd && start[hl[k]] <= ve;) {
+            const i = hl[k];
+            const x0 = X(start[i]), x1 = Math.max(X(end[i]), x0 + 2);
+            boxes.push(x0 - 3, y - 4, x1 - x0 + 6, 8);
+            drawn.highlighted++;
+            if (x1 - x0 < 3) { // skip the others starting in the same pixel column
+              const tNext = start[i] + pxNs;
+              let a = k + 1, b = kEnd;
+              while (a < b) { const m = (a + b) >>> 1; if (start[hl[m]] < tNext) a = m + 1; else b = m; }
+              k = a;
+            } else k++;
+          }
         }
+        P.rects('rgb(255,220,0)', boxes);
       }
       P.lines('rgb(51,51,51)', 1, createSegs);
       P.lines('rgb(51,51,51)', 1, becomeSegs);
@@ -688,9 +796,14 @@
       // Arrows: those whose earlier end is in view widened by the fade-out length.
       const fade = 6000 / st.view.scale;
       const byKind = [[], [], [], [], []], headsByKind = [[], [], [], [], []];
-      let ai = lowerBound(arMin, vs - fade, 0, nw);
+      const aFirst = lowerBound(arMin, vs - fade, 0, nw), aLast = lowerBound(arMin, ve + pxNs, aFirst, nw);
+      // Above the budget, every k-th arrow (k a power of two, indexes multiple of k: stable
+      // while panning); the status line says so.
+      let stride = 1;
+      while ((aLast - aFirst) / stride > ARROW_BUDGET) stride *= 2;
+      drawn.arrowStride = stride;
       const yTop = top - 10, yBot = h + 10;
-      for (; ai < nw && arMin[ai] <= ve && drawn.arrows < 30000; ai++) {
+      for (let ai = Math.ceil(aFirst / stride) * stride; ai < aLast; ai += stride) {
         const xa = X(arT0[ai]), xb = X(arT1[ai]);
         const width = Math.abs(xb - xa);
         const alpha = 1 - width / 6000;
@@ -730,22 +843,23 @@
         counters.forEach((c, ci) => {
           const sc = scales[c.group];
           const yv = (v) => plotTop + plotH - ((v - sc.min) / (sc.max - sc.min)) * plotH;
-          let k = Math.max(0, lowerBound(c.t, vs, 0, c.t.length) - 1);
-          // One vertical extent per pixel column: the path stays bounded by the width.
-          const segs = [];
-          let lastX = 0, lastY = null, colX = null, lo = 0, hi = 0;
-          for (; k < c.t.length; k++) {
-            const x = Math.round(Math.max(X(c.t[k]), 0)), y = yv(c.v[k]);
-            if (x === colX) { if (y < lo) lo = y; if (y > hi) hi = y; lastY = y; continue; }
-            if (colX !== null && hi > lo) segs.push(colX, lo, colX, hi);
-            if (lastY !== null) segs.push(lastX, lastY, x, lastY);
-            colX = x; lo = hi = y;
-            if (lastY !== null) { lo = Math.min(lo, lastY); hi = Math.max(hi, lastY); }
-            lastX = x; lastY = y;
-            if (c.t[k] > ve) break;
+          // Per pixel column: one vertical extent (min/max over the samples in it, from the
+          // pyramid) and one horizontal run; columns with no sample are jumped over.
+          const segs = [], nt = c.t.length;
+          let k = lowerBound(c.t, vs, 0, nt);
+          let runX = 0, runY = k > 0 ? yv(c.v[k - 1]) : null;
+          while (k < nt && c.t[k] <= ve) {
+            const x = Math.max(0, Math.floor(X(c.t[k])));
+            const kb = Math.max(k + 1, lowerBound(c.t, vs + (x + 1) * pxNs, k, nt));
+            const mm = rangeMinMax(c.mm, k, kb);
+            let lo = yv(mm[1]), hi = yv(mm[0]);
+            if (runY !== null) { segs.push(runX, runY, x, runY); lo = Math.min(lo, runY); hi = Math.max(hi, runY); }
+            if (hi > lo) segs.push(x, lo, x, hi);
+            runX = x; runY = yv(c.v[kb - 1]);
+            k = kb;
           }
-          if (colX !== null && hi > lo) segs.push(colX, lo, colX, hi);
-          if (lastY !== null) segs.push(lastX, lastY, w, lastY);
+          const lastY = runY;
+          if (runY !== null) segs.push(runX, runY, w, runY);
           P.lines('rgb(0,0,0)', 5, segs, 0.35);
           P.lines(colors[ci % 4], 3, segs);
           if (lastY !== null) P.text(colors[ci % 4], c.name, w - 6, Math.max(plotTop + 12, Math.min(h - 4, lastY - 6 - 16 * (ci % 3))), 'right');
@@ -754,15 +868,20 @@
       // Allocation marks (both traces): samples per pixel column in a strip under the ruler.
       if (marks) {
         P.rect('rgb(244,244,250)', 0, RULER, w, MARKS);
-        const cols = new Float64Array(Math.ceil(w) + 1);
+        const cols = [];
         let mx = 0;
-        for (let k = lowerBound(marks.t, vs, 0, marks.t.length); k < marks.t.length && marks.t[k] <= ve; k++) {
+        const nm = marks.t.length;
+        for (let k = lowerBound(marks.t, vs, 0, nm); k < nm && marks.t[k] <= ve;) {
           const x = Math.floor(X(marks.t[k]));
-          if (x >= 0 && x < cols.length) { cols[x] += marks.s[k]; if (cols[x] > mx) mx = cols[x]; }
-          drawn.marks++;
+          const kb = Math.max(k + 1, lowerBound(marks.t, vs + (x + 1) * pxNs, k, nm));
+          const sum = marks.sum[kb] - marks.sum[k];
+          cols.push(x, sum);
+          if (sum > mx) mx = sum;
+          drawn.marks += kb - k;
+          k = kb;
         }
         const segs = [];
-        for (let x = 0; x < cols.length; x++) if (cols[x] > 0) segs.push(x + 0.5, RULER + MARKS - 1, x + 0.5, RULER + MARKS - 1 - Math.max(2, (cols[x] / mx) * (MARKS - 6)));
+        for (let q = 0; q < cols.length; q += 2) if (cols[q + 1] > 0) segs.push(cols[q] + 0.5, RULER + MARKS - 1, cols[q] + 0.5, RULER + MARKS - 1 - Math.max(2, (cols[q + 1] / mx) * (MARKS - 6)));
         P.lines('rgb(128,0,128)', 1, segs);
         P.text('rgb(90,90,90)', 'allocations', 4, RULER + 12, 'left');
       }
@@ -802,7 +921,8 @@
       const v = st.view, span = W_ / v.scale;
       let s = n + ' tasks in ' + T.rows + ' rows, ' + nw + ' interactions · view +' + humanNs(v.start) + ' … +' + humanNs(v.start + span) + ' (' + humanNs(span) + ') · drawn: ' + st.drawn.tasks + ' tasks, ' + st.drawn.arrows + ' arrows';
       if (st.query) s += ' · "' + st.query + '": ' + st.matches + ' matching tasks';
-      if (T.arrows_total > nw || T.acts_total > na) s += ' · level of detail: ' + nw + ' of ' + T.arrows_total + ' interactions and ' + na + ' of ' + T.acts_total + ' running periods kept';
+      if (st.drawn.arrowStride > 1) s += ' · 1 in ' + st.drawn.arrowStride + ' interactions drawn at this zoom';
+      if (T.arrows_total > nw || T.acts_total > na) s += ' · level of detail: the report keeps ' + nw + ' of ' + T.arrows_total + ' interactions and ' + na + ' of ' + T.acts_total + ' running periods (evenly spaced)';
       $('tl-status').textContent = s;
     }
     function zoomAt(factor, px) {
@@ -813,20 +933,20 @@
       clampView();
       request();
     }
-    canvas.addEventListener('wheel', (ev) => {
+    on(canvas, 'wheel', (ev) => {
       ev.preventDefault();
       const r = canvas.getBoundingClientRect();
       if (ev.shiftKey) { st.view.y += ev.deltaY; clampView(); request(); return; }
       zoomAt(ev.deltaY < 0 ? 1.2 : 1 / 1.2, ev.clientX - r.left);
     }, { passive: false });
     let drag = null;
-    canvas.addEventListener('pointerdown', (ev) => {
+    on(canvas, 'pointerdown', (ev) => {
       drag = { x: ev.clientX, y: ev.clientY, start: st.view.start, vy: st.view.y };
       canvas.setPointerCapture(ev.pointerId);
       canvas.classList.add('dragging');
       canvas.focus();
     });
-    canvas.addEventListener('pointermove', (ev) => {
+    on(canvas, 'pointermove', (ev) => {
       if (drag) {
         st.view.start = drag.start - (ev.clientX - drag.x) / st.view.scale;
         st.view.y = drag.vy - (ev.clientY - drag.y);
@@ -843,8 +963,8 @@
       if (nlab > 1) text += '\n' + nlab + ' labels';
       showTip(ev, text);
     });
-    canvas.addEventListener('pointerup', () => { drag = null; canvas.classList.remove('dragging'); });
-    canvas.addEventListener('mouseleave', hideTip);
+    on(canvas, 'pointerup', () => { drag = null; canvas.classList.remove('dragging'); });
+    on(canvas, 'mouseleave', hideTip);
     // The task under the pointer (within 16 px of its line).
     function hit(ev) {
       const r = canvas.getBoundingClientRect();
@@ -863,7 +983,7 @@
     }
     // Double-click: the task and everything linked to it by `becomes`, both ways.
     let becameFrom = null;
-    canvas.addEventListener('dblclick', (ev) => {
+    on(canvas, 'dblclick', (ev) => {
       const i = hit(ev);
       if (i < 0) { setHighlight(null); return; }
       if (!becameFrom) {
@@ -910,23 +1030,23 @@
       for (let k = 0; k < nl; k++) if (hitStr[L.s[k]] && !set[L.task[k]]) { set[L.task[k]] = 1; count++; }
       setHighlight(set, count);
     }
-    $('tl-search').addEventListener('input', (ev) => search(ev.target.value));
-    $('tl-search').addEventListener('keydown', (ev) => { if (ev.key === 'Enter' || ev.key === 'Escape') { if (ev.key === 'Escape') { ev.target.value = ''; search(''); } ev.target.blur(); canvas.focus(); } });
+    on($('tl-search'), 'input', (ev) => search(ev.target.value));
+    on($('tl-search'), 'keydown', (ev) => { if (ev.key === 'Enter' || ev.key === 'Escape') { if (ev.key === 'Escape') { ev.target.value = ''; search(''); } ev.target.blur(); canvas.focus(); } });
     $('tl-counters').checked = st.counters;
-    $('tl-counters').addEventListener('change', (ev) => { st.counters = ev.target.checked; request(); });
+    on($('tl-counters'), 'change', (ev) => { st.counters = ev.target.checked; request(); });
     // Zoom buttons repeat while held (after 500 ms, every 50 ms), as in the original viewer.
     function repeatButton(id, fn) {
       let timer = null;
       const b = $(id);
       const stop = () => { clearTimeout(timer); clearInterval(timer); timer = null; };
-      b.addEventListener('pointerdown', () => { fn(); timer = setTimeout(() => { timer = setInterval(fn, 50); }, 500); });
-      b.addEventListener('pointerup', stop); b.addEventListener('pointerleave', stop);
-      b.addEventListener('keydown', (ev) => { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); fn(); } });
+      on(b, 'pointerdown', () => { fn(); timer = setTimeout(() => { timer = setInterval(fn, 50); }, 500); });
+      on(b, 'pointerup', stop); on(b, 'pointerleave', stop);
+      on(b, 'keydown', (ev) => { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); fn(); } });
     }
     repeatButton('tl-in', () => zoomAt(1.2, W_ / 2));
     repeatButton('tl-out', () => zoomAt(1 / 1.2, W_ / 2));
-    $('tl-fit').addEventListener('click', () => { fit(); request(); });
-    document.addEventListener('keydown', (ev) => {
+    on($('tl-fit'), 'click', () => { fit(); request(); });
+    on(document, 'keydown', (ev) => {
       if (api.view !== 'tasks') return;
       const inInput = ev.target && (ev.target.tagName === 'INPUT' || ev.target.tagName === 'SELECT');
       if (ev.key === 'Escape') { $('tl-search').value = ''; search(''); if (inInput) ev.target.blur(); return; }
@@ -951,9 +1071,9 @@
       paint(svgPainter(svg), W_, H_);
       return new XMLSerializer().serializeToString(svg);
     }
-    $('tl-svg').addEventListener('click', () => download('timeline.svg', new Blob([toSvg()], { type: 'image/svg+xml' })));
-    $('tl-png').addEventListener('click', () => canvas.toBlob((b) => download('timeline.png', b), 'image/png'));
-    window.addEventListener('resize', request);
+    on($('tl-svg'), 'click', () => download('timeline.svg', new Blob([toSvg()], { type: 'image/svg+xml' })));
+    on($('tl-png'), 'click', () => canvas.toBlob((b) => download('timeline.png', b), 'image/png'));
+    on(window, 'resize', request);
     // Memory by task.
     if (T.mem && T.mem.task.length) {
       const tbl = $('task-mem');
@@ -988,11 +1108,55 @@
     redrawers.tasks = () => { if (!st.fitted) { const c = setupCanvas(canvas); W_ = c.w; H_ = c.h; fit(); st.fitted = true; } draw(); };
   }
 
-  try {
-    if (data.mem) initMem(data.mem);
-    if (data.tasks) initTasks(data.tasks);
-  } finally {
-    if (views.length) show(views[0][0]);
-    api.ready = true;
+  // ------------------------------------------------------------------------------------
+  // Loading: the one entry point for data, used by the embedded report and by live mode
+  // (`ctfscope serve`), which calls window.ctsLoadData(newData) to replace what is shown.
+  // Binary columns (see decodeColumns) are decoded here; the views keep the current tab.
+  async function ctsLoadData(obj) {
+    const t0 = performance.now();
+    await decodeColumns(obj);
+    const t1 = performance.now();
+    listeners.abort();
+    listeners = new AbortController();
+    const prevView = api && api.view;
+    data = obj;
+    api = window.ctsReport = { data: data, mem: null, tasks: null, ready: false, timing: { decode: t1 - t0 } };
+    for (const id of ['tabs', 'mem-info', 'sites', 'task-mem']) $(id).replaceChildren();
+    $('task-mem-panel').classList.remove('hidden');
+    document.title = (data.title ? data.title + ' — ' : '') + 'ctfscope report';
+    $('title').textContent = data.title || 'ctfscope report';
+    $('generator').textContent = data.generator || '';
+    views = [];
+    if (data.mem) views.push(['mem', 'Memory']);
+    if (data.tasks) views.push(['tasks', 'Tasks']);
+    for (const v of ['mem', 'tasks']) $('view-' + v).classList.add('hidden');
+    redrawers = {};
+    for (const [v, label] of views) {
+      const b = el('button', label);
+      b.id = 'tab-' + v;
+      on(b, 'click', () => show(v));
+      $('tabs').appendChild(b);
+    }
+    try {
+      if (data.mem) initMem(data.mem);
+      if (data.tasks) initTasks(data.tasks);
+    } finally {
+      const keep = views.find((v) => v[0] === prevView);
+      if (views.length) show(keep ? keep[0] : views[0][0]);
+      api.timing.init = performance.now() - t1;
+      api.timing.ready = performance.now();
+      api.ready = true;
+    }
+  }
+  window.ctsLoadData = ctsLoadData;
+  const embedded = document.getElementById('cts-data');
+  if (embedded && embedded.textContent.trim() && embedded.textContent.trim() !== '@DATA@') {
+    const t = performance.now();
+    const obj = JSON.parse(embedded.textContent);
+    const parseMs = performance.now() - t;
+    ctsLoadData(obj).then(() => { api.timing.parse = parseMs; }, (e) => {
+      $('title').textContent = 'ctfscope report: cannot read the embedded data (' + e.message + ')';
+      throw e;
+    });
   }
 })();

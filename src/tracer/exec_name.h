@@ -12,8 +12,7 @@
 
 /* "trace.ctf", 2 -> "trace.exec2.ctf"; "trace", 2 -> "trace.exec2"; index 0 -> the base.
  * Returns false if the name does not fit in size bytes. */
-static inline bool cts__exec_trace_name(char *out, size_t size, const char *base,
-                                        unsigned index) {
+static inline bool cts__exec_trace_name(char *out, size_t size, const char *base, unsigned index) {
   int n;
   const size_t len = strlen(base);
   if (index == 0)

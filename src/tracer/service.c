@@ -77,8 +77,8 @@ static void accept_clients(void) {
       continue;
     }
     cts__control_lock();
-    const int e = atomic_load(&S.stop) ? CTS_E_STATE
-                                       : cts__session_start_socket(&S.cfg, &S.sink, fd);
+    const int e =
+        atomic_load(&S.stop) ? CTS_E_STATE : cts__session_start_socket(&S.cfg, &S.sink, fd);
     cts__control_unlock();
     if (e) {
       if (e != CTS_E_STATE)
@@ -122,8 +122,7 @@ static void *service_main(void *arg) {
       char drain[64];
       while (read(S.wake_rd, drain, sizeof drain) > 0) {}
     }
-    if (S.client_fd >= 0 &&
-        ((n > 0 && client_gone(p[2].revents)) || cts__session_error() != 0))
+    if (S.client_fd >= 0 && ((n > 0 && client_gone(p[2].revents)) || cts__session_error() != 0))
       end_client();
     if (n > 0 && (p[1].revents & POLLIN)) accept_clients();
   }

@@ -29,9 +29,9 @@
 #include <libunwind.h>
 #endif
 
-#define QUEUE_WORDS          (128u * 1024u) /* 1 MiB per queue buffer */
+#define QUEUE_WORDS (128u * 1024u) /* 1 MiB per queue buffer */
 /* Drop mode: allocations may fill this much of a buffer, the rest is for frees. */
-#define QUEUE_ALLOC_LIMIT    (QUEUE_WORDS / 4u * 3u)
+#define QUEUE_ALLOC_LIMIT (QUEUE_WORDS / 4u * 3u)
 /* Drop mode: how long a stopping writer thread, or cts_tracer_flush(), waits for a peer
  * that takes nothing. */
 #define DROP_GIVE_UP_MS      2000u
@@ -81,7 +81,7 @@ static struct {
   bool session_running;
   bool service_running;  /* a TCP_LISTEN service is started (service.c) */
   bool service_stopping; /* cts_tracer_stop() is joining the service thread */
-  unsigned session; /* the running (or last) session's number, as in cts__tracer_active */
+  unsigned session;      /* the running (or last) session's number, as in cts__tracer_active */
   cts_tracer_config_t cfg;
   cts_tracer_unwind_t unwind;
   double rate;
@@ -114,8 +114,8 @@ static struct {
   cts_tracer_sink_t sink;
   int fd;
   bool own_fd;
-  bool socket_sink;       /* fd is a non-blocking socket of ours */
-  atomic_bool stopping;   /* read by the writer thread while it waits on a socket */
+  bool socket_sink;     /* fd is a non-blocking socket of ours */
+  atomic_bool stopping; /* read by the writer thread while it waits on a socket */
   cts__symbolizer_t *symbolizer;
   uint64_t bytes_written;
   char path[4096];
@@ -561,12 +561,16 @@ static size_t resolve_code(void *user_data, uint64_t code, cts_mt_location_t *ou
   if (is_marker_code(code)) {
     if (max < 1) return 1;
     snprintf(T.marker_name, sizeof T.marker_name,
-             CTS_TRACER_LOST_NAME_PREFIX "%llu sampled allocations and %llu frees (trace "
-                                         "reader too slow)",
+             CTS_TRACER_LOST_NAME_PREFIX
+             "%llu sampled allocations and %llu frees (trace "
+             "reader too slow)",
              (unsigned long long)CTS_TRACER_LOST_ALLOCS_OF(code),
              (unsigned long long)CTS_TRACER_LOST_FREES_OF(code));
-    out[0] = (cts_mt_location_t){
-        .line = 1, .start_char = 0, .end_char = 0, .filename = "<ctfscope>", .defname = T.marker_name};
+    out[0] = (cts_mt_location_t){.line = 1,
+                                 .start_char = 0,
+                                 .end_char = 0,
+                                 .filename = "<ctfscope>",
+                                 .defname = T.marker_name};
     return 1;
   }
   if (!T.cfg.symbolize) return 0; /* (and without libdw the symbolizer resolves nothing) */
@@ -740,7 +744,7 @@ static void init_once(void) {
   T.ready = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
 }
 
-/* ---- log lines -------------------------------------------------------------------------------- */
+/* ---- log lines --------------------------------------------------------------------------- */
 
 void cts__tracer_log(const cts_tracer_sink_t *sink, const char *fmt, ...) {
   char line[512];
@@ -759,8 +763,7 @@ void cts__tracer_log(const cts_tracer_sink_t *sink, const char *fmt, ...) {
   }
 }
 
-/* ---- public API --------------------------------------------------------------------------------
- */
+/* ---- public API -------------------------------------------------------------------------- */
 
 void cts_tracer_config_init(cts_tracer_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);

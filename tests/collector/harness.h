@@ -49,6 +49,7 @@ typedef struct h_bytes {
 } h_bytes_t;
 
 static inline void h_bytes_append(h_bytes_t *b, const void *p, size_t n) {
+  if (n > SIZE_MAX / 4 || b->len > SIZE_MAX / 4) abort(); /* also bounds n for gcc's -O2 checks */
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (b->len + n + 1 > cap) cap *= 2;
@@ -56,9 +57,10 @@ static inline void h_bytes_append(h_bytes_t *b, const void *p, size_t n) {
     if (!b->data) abort();
     b->cap = cap;
   }
-  memcpy(b->data + b->len, p, n);
+  char *end = (char *)b->data + b->len;
+  memcpy(end, p, n);
+  end[n] = 0;
   b->len += n;
-  b->data[b->len] = 0;
 }
 
 static inline void h_bytes_free(h_bytes_t *b) {

@@ -38,12 +38,13 @@ static bool file_is(const char *dir, const char *prefix, const uint8_t *want, si
   }
   h_bytes_t got;
   if (!h_read_file(path, &got)) {
-    snprintf(why, why_size, "cannot read %s", path);
+    snprintf(why, why_size, "cannot read %.400s", path);
     return false;
   }
   bool same = got.len == len && memcmp(got.data, want, len) == 0;
   if (!same)
-    snprintf(why, why_size, "%s: %zu bytes, expected %zu (or different bytes)", path, got.len, len);
+    snprintf(why, why_size, "%.400s: %zu bytes, expected %zu (or different bytes)", path, got.len,
+             len);
   h_bytes_free(&got);
   return same;
 }

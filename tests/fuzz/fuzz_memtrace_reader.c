@@ -9,7 +9,8 @@
  * Each input is read twice, with decode_backtraces on and off, and small limits so that
  * a hostile input cannot make the run slow. Besides memory errors (ASan/UBSan) the target
  * aborts when the reader breaks one of its promises:
- *  - every code of a delivered backtrace has a location definition (lookup succeeds);
+ *  - every code of a delivered backtrace has a location definition (lookup succeeds), and
+ *    its common prefix equals the start of the domain's previous backtrace;
  *  - a location callback's definition is the one lookup returns, within the field widths;
  *  - events and packets come in file order, inside the trace, times monotone per domain;
  *  - an error is sticky, has a known code and a message naming its offset;
@@ -26,17 +27,18 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MAX_PACKET_SIZE (1u << 20)
+#define MAX_PACKET_SIZE      (1u << 20)
 #define MAX_BACKTRACE_FRAMES 65536u
-#define MAX_LOCATION_BYTES (4u << 20)
-#define MAX_DOMAINS 8u
-#define MAX_SPLIT_SIZES 7u
-#define VERIFIED_SLOTS 4096u
+#define MAX_LOCATION_BYTES   (4u << 20)
+#define MAX_DOMAINS          8u
+#define MAX_SPLIT_SIZES      7u
+#define VERIFIED_SLOTS       4096u
 /* Reader memory the limits above allow: carry buffer (< 2 packets), per-domain decoder
- * state with its backtrace (being doubled), location tables. Anything above is a leak of
- * the bound the reader promises. */
-#define MEMORY_BOUND (2u * MAX_PACKET_SIZE + MAX_DOMAINS * (256u << 10) + \
-                      MAX_DOMAINS * 3u * MAX_BACKTRACE_FRAMES * 8u + MAX_LOCATION_BYTES + (1u << 20))
+ * state with its backtrace (while being doubled), location tables. More than this breaks
+ * the reader's promise of memory bounded by its limits. */
+#define MEMORY_BOUND                                   \
+  (2u * MAX_PACKET_SIZE + MAX_DOMAINS * (256u << 10) + \
+   MAX_DOMAINS * 3u * MAX_BACKTRACE_FRAMES * 8u + MAX_LOCATION_BYTES + (1u << 20))
 
 /* For the harness's per-frame work: its comparisons would only feed libFuzzer's
  * comparison tracing, which cost more than the reader itself on deep backtraces. */
@@ -46,8 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define NO_COVERAGE
 #endif
 
-#define CHECK(cond) \
-  do {              \
+#define CHECK(cond)       \
+  do {                    \
     if (!(cond)) abort(); \
   } while (0)
 
@@ -81,7 +83,7 @@ typedef struct memory_account {
  * most of an execution's time. A kept block is poisoned, so a use after free still traps
  * under ASan, and refilled with ASan's 0xbe on reuse, so no run sees the last one's data. */
 #define KEEP_MIN_SIZE 4096u
-#define KEEP_SLOTS 32u
+#define KEEP_SLOTS    32u
 static struct kept_block {
   size_t size;
   uint8_t *block;
@@ -335,8 +337,7 @@ static int on_packet(void *user_data, const cts_mt_packet_t *packet) {
 
 static void on_warning(void *user_data, int code, uint64_t offset, const char *message) {
   read_run_t *run = user_data;
-  CHECK(code == CTS_E_TRUNCATED_PACKET || code == CTS_E_WRONG_PID ||
-        code == CTS_E_SKIPPED_PACKET);
+  CHECK(code == CTS_E_TRUNCATED_PACKET || code == CTS_E_WRONG_PID || code == CTS_E_SKIPPED_PACKET);
   CHECK(offset <= run->trace_len);
   CHECK(message != NULL && message[0] != '\0');
   mix(run, (uint64_t)-code);
@@ -430,8 +431,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(err_without == 0);
     CHECK(with_bt.digest == without_bt.digest);
     CHECK(with_bt.nevents == without_bt.nevents && with_bt.npackets == without_bt.npackets &&
-          with_bt.nlocations == without_bt.nlocations &&
-          with_bt.nwarnings == without_bt.nwarnings);
+          with_bt.nlocations == without_bt.nlocations && with_bt.nwarnings == without_bt.nwarnings);
   }
   return 0;
 }

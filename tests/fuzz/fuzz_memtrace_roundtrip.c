@@ -30,31 +30,31 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond) \
-  do {              \
+#define CHECK(cond)       \
+  do {                    \
     if (!(cond)) abort(); \
   } while (0)
 
-#define MAX_OPS 2000u
-#define MAX_EVENTS (1u << 15) /* bursts make v3's 10 000-id chunks reachable (§12) */
-#define MAX_BURST 4096u
-#define MAX_POOL 64u
-#define MAX_NAMES 8u
-#define MAX_DEPTH 5000u
+#define MAX_OPS          2000u
+#define MAX_EVENTS       (1u << 15) /* bursts make v3's 10 000-id chunks reachable (§12) */
+#define MAX_BURST        4096u
+#define MAX_POOL         64u
+#define MAX_NAMES        8u
+#define MAX_DEPTH        5000u
 #define MAX_TOTAL_FRAMES (1u << 18)
 /* Frames written over all events (bursts reuse one backtrace many times): keeps an input
  * to a few milliseconds, since the writer and the reader both walk every frame. */
-#define MAX_WORK_FRAMES (1u << 17)
+#define MAX_WORK_FRAMES   (1u << 17)
 #define MAX_WRITER_FRAMES 6000u
-#define MAX_RESOLVED 300u /* the resolver may return more than the 255 the format allows */
-#define WRITE_ERROR (-5)  /* -EIO, injected by the write callback */
+#define MAX_RESOLVED      300u /* the resolver may return more than the 255 the format allows */
+#define WRITE_ERROR       (-5) /* -EIO, injected by the write callback */
 /* The writer caps each trace-info string so that the packet stays within 32 KiB. */
 #define INFO_STRING_CAP 8000u
 /* §8.5: a backtrace is cut only once its codewords pass 4096 − 10 − 2 bytes; a frame costs
  * at most 10 bytes, so a cut backtrace still holds this many frames past its prefix. */
 #define MIN_FRAMES_BEFORE_CUT 400u
-#define WORST_LOCATION_BYTES 4096u /* §7.1: larger definitions become the sentinel */
-#define SIZED_PROFILE 0xE0u          /* resolver profiles where the code sets the size */
+#define WORST_LOCATION_BYTES  4096u /* §7.1: larger definitions become the sentinel */
+#define SIZED_PROFILE         0xE0u /* resolver profiles where the code sets the size */
 
 typedef struct expected_event {
   cts_mt_event_kind_t kind;
@@ -113,8 +113,8 @@ static int write_packet(void *user_data, const void *buf, size_t len) {
   const uint8_t *p = buf;
   CHECK(len >= CTS_MT_HEADER_SIZE_V2 && len <= CTS_MT_MAX_WRITTEN_PACKET);
   CHECK(p[0] == 0xC1 && p[1] == 0x1F && p[2] == 0xFC && p[3] == 0xC1);
-  const uint32_t size_bits = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-                             (uint32_t)p[7] << 24;
+  const uint32_t size_bits =
+      (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
   CHECK(size_bits == len * 8u);
   if (pg->trace_len + len > trace_store_cap) {
     size_t cap = trace_store_cap ? trace_store_cap * 2 : 65536;
@@ -138,8 +138,7 @@ static uint64_t fake_clock(void *user_data) {
 /* What the resolver returns for a code: a pure function of the code and the input, so
  * that the checker can recompute it and re-sent codes stay consistent (§7.3). Returns the
  * real count, filling at most max entries. */
-static size_t resolve_locations(program_t *pg, uint64_t code, cts_mt_location_t *out,
-                                size_t max) {
+static size_t resolve_locations(program_t *pg, uint64_t code, cts_mt_location_t *out, size_t max) {
   if ((pg->resolver_profile & SIZED_PROFILE) == SIZED_PROFILE) {
     /* One location whose size the code sets: a new file name of code % 4096 bytes and an
      * empty function name take 21 + code % 4096 bytes, up to the largest definition that
@@ -154,11 +153,21 @@ static size_t resolve_locations(program_t *pg, uint64_t code, cts_mt_location_t 
   const uint64_t r = fuzz_rng_next(&rng);
   size_t n;
   switch ((r + pg->resolver_profile) % 16) {
-    case 0: n = 0; break;
-    case 1: n = 4 + r / 16 % 60; break;        /* many inlined frames */
-    case 2: n = 250 + r / 16 % 51; break;      /* around the 255 the format allows */
-    case 3: n = 200 + r / 16 % (MAX_RESOLVED - 199); break;
-    default: n = 1 + r / 16 % 3; break;
+    case 0:
+      n = 0;
+      break;
+    case 1: /* many inlined frames */
+      n = 4 + r / 16 % 60;
+      break;
+    case 2: /* around the 255 the format allows */
+      n = 250 + r / 16 % 51;
+      break;
+    case 3:
+      n = 200 + r / 16 % (MAX_RESOLVED - 199);
+      break;
+    default:
+      n = 1 + r / 16 % 3;
+      break;
   }
   for (size_t i = 0; i < n && i < max; i++) {
     const uint64_t a = fuzz_rng_next(&rng), b = fuzz_rng_next(&rng);
@@ -184,11 +193,20 @@ static char *make_name(fuzz_data_t *fd, size_t index) {
   const uint8_t kind = fuzz_u8(fd);
   size_t len;
   switch (kind % 8) {
-    case 0: return NULL;
-    case 1: len = 0; break;
-    case 2: len = 100 + fuzz_range(fd, 0, 900); break;
-    case 3: len = 4000 + fuzz_range(fd, 0, 2000); break;
-    default: len = 1 + fuzz_range(fd, 0, 31); break;
+    case 0:
+      return NULL;
+    case 1:
+      len = 0;
+      break;
+    case 2:
+      len = 100 + fuzz_range(fd, 0, 900);
+      break;
+    case 3:
+      len = 4000 + fuzz_range(fd, 0, 2000);
+      break;
+    default:
+      len = 1 + fuzz_range(fd, 0, 31);
+      break;
   }
   char *s = malloc(len + 1);
   CHECK(s != NULL);
@@ -275,7 +293,8 @@ static size_t make_backtrace(program_t *pg, fuzz_data_t *fd, fuzz_rng_t *rng) {
     case 3: { /* the previous backtrace, cut somewhere, plus a few new frames */
       const size_t prev_depth = prev ? prev->depth : 0;
       const size_t keep = fuzz_range(fd, 0, prev_depth);
-      for (; depth < keep && depth < room; depth++) bt[depth] = pg->frames[prev->frames_start + depth];
+      for (; depth < keep && depth < room; depth++)
+        bt[depth] = pg->frames[prev->frames_start + depth];
       const size_t extra = fuzz_range(fd, 0, 8);
       for (size_t i = 0; i < extra && depth < room; i++, depth++)
         bt[depth] = pg->codes[fuzz_u8(fd) % pg->ncodes];
@@ -287,8 +306,8 @@ static size_t make_backtrace(program_t *pg, fuzz_data_t *fd, fuzz_rng_t *rng) {
       uint64_t cyc[8];
       for (size_t i = 0; i < cycle; i++) cyc[i] = pg->codes[fuzz_rng_below(rng, pg->ncodes)];
       for (; depth < n && depth < room; depth++)
-        bt[depth] = depth < head ? pg->codes[fuzz_rng_below(rng, pg->ncodes)]
-                                 : cyc[(depth - head) % cycle];
+        bt[depth] =
+            depth < head ? pg->codes[fuzz_rng_below(rng, pg->ncodes)] : cyc[(depth - head) % cycle];
       break;
     }
     default: { /* many frames in no pattern: mostly cache misses, cut at 4 KiB */
@@ -305,9 +324,15 @@ static size_t make_backtrace(program_t *pg, fuzz_data_t *fd, fuzz_rng_t *rng) {
 static uint64_t event_time(program_t *pg, fuzz_data_t *fd, uint8_t how) {
   uint64_t t;
   switch (how % 8) {
-    case 0: t = CTS_TIME_NOW; break;
-    case 1: t = pg->now >= 1000 ? pg->now - fuzz_range(fd, 1, 1000) : 0; break;
-    default: t = pg->now; break;
+    case 0:
+      t = CTS_TIME_NOW;
+      break;
+    case 1:
+      t = pg->now >= 1000 ? pg->now - fuzz_range(fd, 1, 1000) : 0;
+      break;
+    default:
+      t = pg->now;
+      break;
   }
   const uint64_t effective = t == CTS_TIME_NOW ? pg->now : t;
   pg->last_time = effective > pg->last_time ? effective : pg->last_time;
@@ -316,10 +341,18 @@ static uint64_t event_time(program_t *pg, fuzz_data_t *fd, uint8_t how) {
 
 static void advance_clock(program_t *pg, fuzz_data_t *fd) {
   switch (fuzz_u8(fd) % 4) {
-    case 0: pg->now += fuzz_range(fd, 0, 1000); break;
-    case 1: pg->now += fuzz_range(fd, 0, 40000000); break;          /* around the 2^25 µs wrap */
-    case 2: pg->now += 30000001 + fuzz_range(fd, 0, 1u << 24); break; /* past a packet's 30 s */
-    default: pg->now += fuzz_range(fd, 0, 1ull << 36); break;        /* hours, days */
+    case 0:
+      pg->now += fuzz_range(fd, 0, 1000);
+      break;
+    case 1: /* around the 2^25 µs wrap of event times */
+      pg->now += fuzz_range(fd, 0, 40000000);
+      break;
+    case 2: /* past a packet's 30 s */
+      pg->now += 30000001 + fuzz_range(fd, 0, 1u << 24);
+      break;
+    default: /* hours, days */
+      pg->now += fuzz_range(fd, 0, 1ull << 36);
+      break;
   }
 }
 
@@ -328,16 +361,30 @@ static void make_block(fuzz_data_t *fd, uint8_t shape, expected_event_t *ev) {
   ev->kind = CTS_MT_ALLOC;
   ev->source = (uint8_t)(shape % 3);
   switch (shape / 3 % 4) {
-    case 0: ev->length = fuzz_range(fd, 1, 16); break; /* short form if minor, 1 sample */
-    case 1: ev->length = fuzz_u16(fd); break;
-    case 2: ev->length = fuzz_u32(fd); break;
-    default: ev->length = fuzz_u64(fd) & (uint64_t)INT64_MAX; break;
+    case 0: /* the short form if minor with 1 sample */
+      ev->length = fuzz_range(fd, 1, 16);
+      break;
+    case 1:
+      ev->length = fuzz_u16(fd);
+      break;
+    case 2:
+      ev->length = fuzz_u32(fd);
+      break;
+    default:
+      ev->length = fuzz_u64(fd) & (uint64_t)INT64_MAX;
+      break;
   }
   switch (shape / 12 % 4) {
     case 0:
-    case 1: ev->nsamples = 1; break;
-    case 2: ev->nsamples = fuzz_u16(fd); break;
-    default: ev->nsamples = fuzz_u64(fd) & (uint64_t)INT64_MAX; break;
+    case 1:
+      ev->nsamples = 1;
+      break;
+    case 2:
+      ev->nsamples = fuzz_u16(fd);
+      break;
+    default:
+      ev->nsamples = fuzz_u64(fd) & (uint64_t)INT64_MAX;
+      break;
   }
 }
 
@@ -359,8 +406,10 @@ static int write_event(cts_mt_writer_t *w, program_t *pg, uint64_t t, expected_e
     case CTS_MT_ALLOC:
       return cts_mt_writer_alloc(w, t, ev->length, ev->nsamples, (cts_mt_source_t)ev->source,
                                  pg->frames + ev->frames_start, ev->depth, &ev->obj_id);
-    case CTS_MT_PROMOTE: return cts_mt_writer_promote(w, t, ev->obj_id);
-    default: return cts_mt_writer_collect(w, t, ev->obj_id);
+    case CTS_MT_PROMOTE:
+      return cts_mt_writer_promote(w, t, ev->obj_id);
+    default:
+      return cts_mt_writer_collect(w, t, ev->obj_id);
   }
 }
 
@@ -371,8 +420,12 @@ static void write_invalid(cts_mt_writer_t *w, program_t *pg, fuzz_data_t *fd, in
   uint64_t id;
   int rc;
   switch (fuzz_u8(fd) % 4) {
-    case 0: rc = cts_mt_writer_collect(w, CTS_TIME_NOW, pg->nallocs + fuzz_u8(fd)); break;
-    case 1: rc = cts_mt_writer_promote(w, CTS_TIME_NOW, pg->nallocs); break;
+    case 0:
+      rc = cts_mt_writer_collect(w, CTS_TIME_NOW, pg->nallocs + fuzz_u8(fd));
+      break;
+    case 1:
+      rc = cts_mt_writer_promote(w, CTS_TIME_NOW, pg->nallocs);
+      break;
     case 2:
       rc = cts_mt_writer_alloc(w, CTS_TIME_NOW, 1, 1, (cts_mt_source_t)3, NULL, 0, &id);
       break;
@@ -406,8 +459,8 @@ static bool write_program(program_t *pg, fuzz_data_t *fd) {
     const uint8_t code = fuzz_u8(fd);
     const unsigned variant = code / 12u; /* operation = code % 12 */
     expected_event_t ev = {0};
-    size_t count = 1;        /* events this operation writes */
-    uint64_t step_max = 0;   /* clock advance between them, in µs */
+    size_t count = 1;      /* events this operation writes */
+    uint64_t step_max = 0; /* clock advance between them, in µs */
     bool newest_first = false;
     switch (code % 12) {
       case 0:
@@ -507,7 +560,8 @@ static void heap_free(void *user_data, void *ptr, size_t size) {
 
 static void check_string(const char *got, const char *written) {
   const char *want = written ? written : "";
-  const size_t want_len = strlen(want), cap = want_len < INFO_STRING_CAP ? want_len : INFO_STRING_CAP;
+  const size_t want_len = strlen(want),
+               cap = want_len < INFO_STRING_CAP ? want_len : INFO_STRING_CAP;
   CHECK(got != NULL && strlen(got) == cap && memcmp(got, want, cap) == 0);
 }
 

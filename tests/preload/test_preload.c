@@ -212,7 +212,7 @@ static void exec_file(char *buf, size_t size, const char *trace, unsigned n) {
 }
 
 CTS_TEST(exec_continues_the_trace_in_a_new_file) {
-  static const char *const ways[] = {"execv",   "execve", "execvp", "execvpe",
+  static const char *const ways[] = {"execv", "execve", "execvp", "execvpe",
                                      "execl", "execlp", "execle"};
   for (size_t w = 0; w < sizeof ways / sizeof *ways; w++) {
     char trace[256], next[300];
@@ -391,7 +391,7 @@ CTS_TEST(cxx_new_delete_vector) {
   CTS_ASSERT_EQ_U64(count_length(&d, 44448), 21); /* new Big, 20 times, and make_unique */
   CTS_ASSERT_EQ_U64(count_length(&d, 13332), 20); /* new int[3333] */
   CTS_ASSERT_EQ_U64(count_length(&d, 7008), 20);  /* new WithDestructor[7], with its cookie */
-  for (uint64_t k = 1; k <= 128; k *= 2)           /* vector growth: 1, 2, 4... 128 records */
+  for (uint64_t k = 1; k <= 128; k *= 2)          /* vector growth: 1, 2, 4... 128 records */
     CTS_ASSERT_MSG(count_length(&d, 1200 * k) == 10, "%llu records: %zu", (unsigned long long)k,
                    count_length(&d, 1200 * k));
   size_t named = 0;
@@ -425,8 +425,8 @@ static bool find_program(const char *query, char *out, size_t size) {
 
 /* Runs argv with stdout into out_path (stderr captured in r->err), traced into trace when
  * it is not NULL. */
-static int run_to_file(run_result_t *r, char *const argv[], const char *out_path,
-                       const char *trace, const char *rate) {
+static int run_to_file(run_result_t *r, char *const argv[], const char *out_path, const char *trace,
+                       const char *rate) {
   int err[2];
   if (pipe(err) != 0) abort();
   fflush(NULL);
@@ -480,8 +480,8 @@ static void check_real_program(const char *name, char *const argv[], const char 
   trace_path(trace, sizeof trace, name);
   run_to_file(&plain, argv, out_plain, NULL, NULL);
   run_to_file(&traced, argv, out_traced, trace, rate);
-  CTS_ASSERT_MSG(traced.status == plain.status, "%s: exit %d untraced, %d traced; stderr: %s",
-                 name, plain.status, traced.status, traced.err);
+  CTS_ASSERT_MSG(traced.status == plain.status, "%s: exit %d untraced, %d traced; stderr: %s", name,
+                 plain.status, traced.status, traced.err);
   CTS_ASSERT_MSG(same_files(out_plain, out_traced), "%s: the outputs differ", name);
   struct stat st;
   CTS_ASSERT(stat(out_plain, &st) == 0 && st.st_size > 0);
@@ -492,8 +492,9 @@ static void check_real_program(const char *name, char *const argv[], const char 
     const char *f = decoded_function(&d, d.allocs[i].innermost);
     named += f && f[0];
   }
-  fprintf(stderr, "  %s: exit %d, %lld bytes of output, %zu sampled allocations (%zu at named "
-                  "sites), %zu frees\n",
+  fprintf(stderr,
+          "  %s: exit %d, %lld bytes of output, %zu sampled allocations (%zu at named "
+          "sites), %zu frees\n",
           name, plain.status, (long long)st.st_size, d.nallocs, named, d.ncollects);
   CTS_ASSERT_MSG(d.nallocs >= min_allocs, "%zu sampled allocations", d.nallocs);
 #ifdef CTS_TEST_HAVE_LIBDW
@@ -530,12 +531,13 @@ CTS_TEST(real_sqlite3) {
   CTS_ASSERT(f != NULL);
   fputs("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, value REAL);\nBEGIN;\n", f);
   for (int i = 0; i < 5000; i++)
-    fprintf(f, "INSERT INTO t(name, value) VALUES('name-%d-%x', %d.%d);\n", i, i * 2654435761u,
-            i, i % 7);
-  fputs("COMMIT;\nCREATE INDEX t_name ON t(name);\n"
-        "SELECT count(*), sum(value), max(length(name)) FROM t;\n"
-        "SELECT name FROM t WHERE id % 1000 = 0 ORDER BY name;\n",
-        f);
+    fprintf(f, "INSERT INTO t(name, value) VALUES('name-%d-%x', %d.%d);\n", i, i * 2654435761u, i,
+            i % 7);
+  fputs(
+      "COMMIT;\nCREATE INDEX t_name ON t(name);\n"
+      "SELECT count(*), sum(value), max(length(name)) FROM t;\n"
+      "SELECT name FROM t WHERE id % 1000 = 0 ORDER BY name;\n",
+      f);
   fclose(f);
   char read_cmd[300];
   snprintf(read_cmd, sizeof read_cmd, ".read %s", sql);
@@ -574,20 +576,21 @@ CTS_TEST(real_gcc_compile) {
   snprintf(obj_traced, sizeof obj_traced, "/tmp/cts_preload_gcc_%d_traced.o", (int)getpid());
   FILE *f = fopen(src, "w");
   CTS_ASSERT(f != NULL);
-  fputs("#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
-        "struct node { struct node *next; char name[32]; };\n"
-        "int count(const struct node *n) { int k = 0; for (; n; n = n->next) k++; return k; }\n"
-        "int main(int argc, char **argv) {\n"
-        "  struct node *head = NULL;\n"
-        "  for (int i = 0; i < argc * 100; i++) {\n"
-        "    struct node *n = malloc(sizeof *n);\n"
-        "    snprintf(n->name, sizeof n->name, \"%d\", i);\n"
-        "    n->next = head; head = n;\n"
-        "  }\n"
-        "  printf(\"%d %s\\n\", count(head), argv[0]);\n"
-        "  return strlen(head->name) > 3;\n"
-        "}\n",
-        f);
+  fputs(
+      "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+      "struct node { struct node *next; char name[32]; };\n"
+      "int count(const struct node *n) { int k = 0; for (; n; n = n->next) k++; return k; }\n"
+      "int main(int argc, char **argv) {\n"
+      "  struct node *head = NULL;\n"
+      "  for (int i = 0; i < argc * 100; i++) {\n"
+      "    struct node *n = malloc(sizeof *n);\n"
+      "    snprintf(n->name, sizeof n->name, \"%d\", i);\n"
+      "    n->next = head; head = n;\n"
+      "  }\n"
+      "  printf(\"%d %s\\n\", count(head), argv[0]);\n"
+      "  return strlen(head->name) > 3;\n"
+      "}\n",
+      f);
   fclose(f);
   /* The driver is traced; cc1 and as, its forked children, are not. -v: some output. */
   char *plain_argv[] = {gcc, "-O2", "-c", src, "-o", obj_plain, NULL};
@@ -609,8 +612,7 @@ CTS_TEST(real_gcc_compile) {
     const char *fn = decoded_function(&d, d.allocs[i].innermost);
     named += fn && fn[0];
   }
-  fprintf(stderr, "  gcc driver: %zu sampled allocations (%zu at named sites)\n", d.nallocs,
-          named);
+  fprintf(stderr, "  gcc driver: %zu sampled allocations (%zu at named sites)\n", d.nallocs, named);
   CTS_ASSERT(d.nallocs >= 5);
 #ifdef CTS_TEST_HAVE_LIBDW
   CTS_ASSERT(named > 0);
@@ -662,8 +664,8 @@ static void group_digits(uint64_t v, char *out, size_t size) {
 
 /* A collector: `ctfscope collect --listen 127.0.0.1:0 --dir DIR`, and its port. */
 static bool start_collector(driven_t *c, const char *dir, uint16_t *port) {
-  char *argv[] = {CTS_TEST_CTFSCOPE, "collect", "--listen", "127.0.0.1:0", "--dir", (char *)dir,
-                  NULL};
+  char *argv[] = {CTS_TEST_CTFSCOPE, "collect",   "--listen", "127.0.0.1:0",
+                  "--dir",           (char *)dir, NULL};
   if (!drv_start(c, argv, NULL) || !drv_wait_err(c, "listening on 127.0.0.1:", 10000)) return false;
   *port = (uint16_t)atoi(strstr(c->err_buf, "listening on 127.0.0.1:") + 23);
   return *port != 0;
@@ -700,7 +702,7 @@ CTS_TEST(tcp_client_mode_streams_to_collect) {
   char *plain_argv[] = {victim, "20000", "2048", NULL};
   run(&plain, plain_argv, NULL, NULL, NULL);
   char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--connect", spec, "--rate", "1", "--", victim,
-                  "20000", "2048", NULL};
+                  "20000",           "2048",   NULL};
   run(&traced, argv, NULL, NULL, NULL);
   CTS_ASSERT_EQ_INT(traced.status, plain.status);
   CTS_ASSERT_STR_EQ(traced.out, plain.out);
@@ -783,8 +785,8 @@ CTS_TEST(tcp_service_mode_serves_fetch_one_client_at_a_time) {
   victim_path(victim, sizeof victim, "victim_service");
   snprintf(one, sizeof one, "%s/one.ctf", dir);
   snprintf(three, sizeof three, "%s/three.ctf", dir);
-  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--listen", "127.0.0.1:0", "--rate", "1",
-                  "--", victim, NULL};
+  char *argv[] = {
+      CTS_TEST_CTFSCOPE, "record", "--listen", "127.0.0.1:0", "--rate", "1", "--", victim, NULL};
   driven_t v;
   CTS_ASSERT(drv_start(&v, argv, NULL));
   CTS_ASSERT_MSG(drv_wait_err(&v, "serving the trace on port ", 10000), "%s", v.err_buf);
@@ -909,8 +911,8 @@ CTS_TEST(tcp_drop_mode_never_blocks_and_records_the_loss) {
   char victim[1024], spec[64];
   victim_path(victim, sizeof victim, "victim_service");
   snprintf(spec, sizeof spec, "127.0.0.1:%u", port);
-  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--connect", spec, "--drop", "--rate", "1",
-                  "--", victim, NULL};
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--connect", spec,   "--drop",
+                  "--rate",          "1",      "--",        victim, NULL};
   driven_t v;
   CTS_ASSERT(drv_start(&v, argv, NULL));
   const int fd = drv_accept(lfd, 10000);

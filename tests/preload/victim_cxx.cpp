@@ -17,7 +17,9 @@ struct Big {  // new Big: one 44448-byte block
 
 struct WithDestructor {  // new WithDestructor[7]: 7 * 1000 + an 8-byte cookie = 7008
   unsigned char bytes[1000];
-  ~WithDestructor() { bytes[0] = 0; }
+  ~WithDestructor() {
+    bytes[0] = 0;
+  }
 };
 
 struct Record {  // std::vector<Record> grows through 1200 * 2^k bytes

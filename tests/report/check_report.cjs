@@ -70,7 +70,8 @@ async function main() {
     page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(m.type() + ': ' + m.text()); });
     page.on('pageerror', (e) => problems.push('page error: ' + e.message));
     page.on('dialog', (d) => { problems.push('dialog opened: ' + d.message()); d.dismiss(); });
-    page.on('request', (r) => { if (!r.url().startsWith('file:') && !r.url().startsWith('blob:') && !r.url().startsWith('data:')) problems.push('network request: ' + r.url()); });
+    let serveOrigin = null; // `ctfscope serve` pages may fetch from their own server only
+    page.on('request', (r) => { if (!r.url().startsWith('file:') && !r.url().startsWith('blob:') && !r.url().startsWith('data:') && !(serveOrigin && r.url().startsWith(serveOrigin + '/'))) problems.push('network request: ' + r.url()); });
 
     async function open(report, label) {
       problems = [];
@@ -258,6 +259,101 @@ async function main() {
     await page.click('#tab-mem');
     await page.screenshot({ path: path.join(outDir, 'both-memory.png'), fullPage: true });
     noProblems('both');
+
+    // --- ctfscope serve: the same viewer from a local server, and live mode -------------
+    {
+      const { spawn } = require('child_process');
+      const net = require('net');
+      // Starts `ctfscope serve ARGS`, resolves with its URL (and trace port in live mode).
+      function startServe(args, live) {
+        const proc = spawn(ctfscope, ['serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+        let err = '';
+        return new Promise((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error('serve did not start: ' + err)), 20000);
+          proc.stderr.on('data', (b) => {
+            err += b;
+            const url = /serving (http:\/\/127\.0\.0\.1:\d+)\//.exec(err);
+            const tp = /waiting for a trace on 127\.0\.0\.1:(\d+)/.exec(err);
+            if (url && (!live || tp)) { clearTimeout(timer); resolve({ proc, origin: url[1], tracePort: tp ? +tp[1] : 0, log: () => err }); }
+          });
+          proc.on('exit', (c) => reject(new Error('serve exited ' + c + ': ' + err)));
+        });
+      }
+      function stopServe(srv) {
+        return new Promise((resolve) => {
+          if (srv.proc.exitCode !== null) { resolve(srv.proc.exitCode); return; }
+          const timer = setTimeout(() => { srv.proc.kill('SIGKILL'); }, 10000);
+          srv.proc.removeAllListeners('exit');
+          srv.proc.on('exit', (code, sig) => { clearTimeout(timer); resolve(sig ? sig : code); });
+          srv.proc.kill('SIGTERM');
+        });
+      }
+      async function memFigures() {
+        return page.evaluate(() => {
+          const info = document.getElementById('mem-info');
+          const s = document.getElementById('live-status');
+          return {
+            samples: info ? +info.dataset.samples : -1, allocs: info ? +info.dataset.allocs : -1,
+            flame: window.ctsReport && window.ctsReport.mem ? window.ctsReport.mem.drawn.flame.total : -1,
+            status: s ? s.textContent : null,
+          };
+        });
+      }
+      const demo = path.join(work, 'demo.ctf');
+      const demoInfo = JSON.parse(run(['info', '--json', '-q', demo]));
+
+      // A trace served from a file: the page shows the CLI's numbers.
+      let srv = await startServe(['-q', demo], false);
+      serveOrigin = srv.origin;
+      problems = [];
+      let t = Date.now();
+      await page.goto(srv.origin + '/', { timeout: 60000 });
+      await page.waitForFunction(() => window.ctsReport && window.ctsReport.ready, null, { timeout: 60000 });
+      console.log(`serve demo.ctf: opened in ${Date.now() - t} ms`);
+      let fig = await memFigures();
+      check(fig.samples === demoInfo.samples_total, `serve: samples ${fig.samples} != info ${demoInfo.samples_total}`);
+      check(fig.allocs === demoInfo.allocs_total, `serve: allocations ${fig.allocs} != info ${demoInfo.allocs_total}`);
+      check(fig.flame === demoInfo.samples_total, `serve: flame graph total ${fig.flame} != ${demoInfo.samples_total}`);
+      check(fig.status === '', `serve: a static trace shows a live status '${fig.status}'`);
+      noProblems('serve');
+      let code = await stopServe(srv);
+      check(code === 0, 'serve: SIGTERM exit ' + code);
+
+      // Live mode: a trace streamed in two parts; the drawn numbers follow.
+      srv = await startServe(['--listen', '127.0.0.1:0', '--refresh', '0.3'], true);
+      serveOrigin = srv.origin;
+      problems = [];
+      await page.goto(srv.origin + '/', { timeout: 60000 });
+      await page.waitForFunction(() => window.ctsLive && window.ctsLive.state === 'waiting', null, { timeout: 10000 }).catch(() => {});
+      fig = await memFigures();
+      check(/^live: waiting for a trace on 127\.0\.0\.1:\d+$/.test(fig.status || ''), `live: status before the trace '${fig.status}'`);
+      const bytes = fs.readFileSync(demo);
+      const ends = [];
+      for (let off = 0; off + 8 <= bytes.length;) { off += bytes.readUInt32LE(off + 4) / 8; ends.push(off); }
+      const cut = ends[ends.length - 2] + 10; // all but the last packet, and 10 bytes of it
+      const sock = net.connect(srv.tracePort, '127.0.0.1');
+      await new Promise((res, rej) => { sock.once('connect', res); sock.once('error', rej); });
+      for (let off = 0; off < cut; off += 4096) sock.write(bytes.subarray(off, Math.min(cut, off + 4096)));
+      t = Date.now();
+      await page.waitForFunction(() => { const i = document.getElementById('mem-info'); return i && +i.dataset.samples > 0; }, null, { timeout: 10000 }).catch(() => {});
+      const part = await memFigures();
+      console.log(`live: first part shown after ${Date.now() - t} ms: ${part.samples} samples, '${part.status}'`);
+      check(part.samples > 0 && part.samples < demoInfo.samples_total, `live: after part of the trace the page shows ${part.samples} samples (of ${demoInfo.samples_total})`);
+      check(/^live: [\d ]+ events, last update /.test(part.status || ''), `live: status while receiving '${part.status}'`);
+      await new Promise((res) => sock.end(bytes.subarray(cut), res));
+      await page.waitForFunction((n) => { const i = document.getElementById('mem-info'); return i && +i.dataset.samples === n && window.ctsLive.state === 'ended'; }, demoInfo.samples_total, { timeout: 10000 }).catch(() => {});
+      const whole = await memFigures();
+      check(whole.samples === demoInfo.samples_total, `live: at the end the page shows ${whole.samples} samples, info ${demoInfo.samples_total}`);
+      check(whole.allocs === demoInfo.allocs_total, `live: at the end ${whole.allocs} allocations, info ${demoInfo.allocs_total}`);
+      check(whole.flame === demoInfo.samples_total, `live: flame graph total ${whole.flame} != ${demoInfo.samples_total}`);
+      const shownEvents = /([\d ]+) events/.exec(whole.status || '');
+      check(shownEvents && +shownEvents[1].replace(/ /g, '') === demoInfo.events_total && whole.status.startsWith('live (ended): '), `live: final status '${whole.status}' (info: ${demoInfo.events_total} events)`);
+      noProblems('live');
+      await page.screenshot({ path: path.join(outDir, 'serve-live.png'), fullPage: true });
+      code = await stopServe(srv);
+      check(code === 0, 'live: SIGTERM exit ' + code);
+      serveOrigin = null;
+    }
 
     if (process.env.BENCH_TASKS) {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cts-bench-'));

@@ -67,7 +67,7 @@ static bool load_trace(victim_trace_t *v, const char *path, bool stream, char *m
   size_t size;
   uint8_t *data = tu_load(path, &size);
   if (!data) {
-    snprintf(msg, len, "cannot read %s", path);
+    snprintf(msg, len, "cannot read %.200s", path);
     return false;
   }
   const int e = tu_read(data, size, &v->t, stream, NULL, msg, len);
@@ -84,11 +84,11 @@ static bool load_trace(victim_trace_t *v, const char *path, bool stream, char *m
   return true;
 }
 
-#define EXPECT_EVENT(e, want_id, want_thread, want_arg)                                     \
-  CTS_ASSERT_MSG((e)->id == (want_id) && (e)->thread == (int64_t)(want_thread) &&           \
-                     (e)->arg == (uint64_t)(want_arg),                                      \
+#define EXPECT_EVENT(e, want_id, want_thread, want_arg)                                       \
+  CTS_ASSERT_MSG((e)->id == (want_id) && (e)->thread == (int64_t)(want_thread) &&             \
+                     (e)->arg == (uint64_t)(want_arg),                                        \
                  "at offset %llu: got %s thread=%lld arg=%lld, want %s thread=%lld arg=%lld", \
-                 (unsigned long long)(e)->offset, cts_mprof_event_name((e)->id),            \
+                 (unsigned long long)(e)->offset, cts_mprof_event_name((e)->id),              \
                  (long long)(e)->thread, (long long)(e)->arg, cts_mprof_event_name(want_id),  \
                  (long long)(want_thread), (long long)(want_arg))
 
@@ -224,7 +224,8 @@ static void check_victim(const victim_trace_t *v, bool cancel, uint64_t t0, uint
   for (size_t i = 0; i < v->t.n; i++) {
     const cts_mprof_event_t *e = &v->t.ev[i];
     if (e->id == CTS_MPROF_SIGNAL) CTS_ASSERT_EQ_U64(e->arg, (uint64_t)broadcaster);
-    if (e->id == CTS_MPROF_SIGNAL_NOSWITCH) EXPECT_EVENT(e, CTS_MPROF_SIGNAL_NOSWITCH, cond, broadcaster);
+    if (e->id == CTS_MPROF_SIGNAL_NOSWITCH)
+      EXPECT_EVENT(e, CTS_MPROF_SIGNAL_NOSWITCH, cond, broadcaster);
     if (e->id == CTS_MPROF_TRY_READ && e->arg != 0 && e->thread != cancelled)
       CTS_ASSERT_EQ_U64(e->arg, (uint64_t)cond);
   }
@@ -272,14 +273,31 @@ CTS_TEST(stream_file_and_monotonic_clock_give_the_same_events) {
   paths("stream");
   char setting[300];
   snprintf(setting, sizeof setting, "CTFSCOPE_TASKS=%s", trace);
-  const char *env[] = {setting, "CTFSCOPE_TASKS_STREAM=1", "CTFSCOPE_TASKS_CLOCK=monotonic",
-                       "CTFSCOPE_TASKS_SIZE=64K", "CTFSCOPE_TASKS_PACKETS=16", NULL};
+  const char *env[] = {setting,
+                       "CTFSCOPE_TASKS_STREAM=1",
+                       "CTFSCOPE_TASKS_CLOCK=monotonic",
+                       "CTFSCOPE_TASKS_SIZE=64K",
+                       "CTFSCOPE_TASKS_PACKETS=16",
+                       NULL};
   traced_run("stream", NULL, env, true);
   struct stat st;
   CTS_ASSERT(stat(trace, &st) == 0 && st.st_size < 16 * 1024); /* packets cut to content */
   unlink(trace);
 }
 
+/* The allocations in a memtrace trace (`ctfscope info --json`), or -1. */
+static long count_allocations(const char *path) {
+  char *argv[] = {(char *)CTS_TEST_CTFSCOPE, "info", "--json", (char *)path, NULL};
+  run_result_t r;
+  if (!run_cmd(argv, NULL, 60, &r)) return -1;
+  const char *field = r.exit_code == 0 ? strstr(r.out, "\"allocs_total\":") : NULL;
+  const long n = field ? strtol(field + strlen("\"allocs_total\":"), NULL, 10) : -1;
+  run_result_free(&r);
+  return n;
+}
+
+/* Both tracers at once; and the task hooks allocate nothing: at sampling rate 1 the
+ * allocation trace counts the same allocations with task tracing on as with it off. */
 CTS_TEST(allocation_and_task_tracing_together) {
   paths("both");
   char setting[300], mt[300];
@@ -287,15 +305,61 @@ CTS_TEST(allocation_and_task_tracing_together) {
   snprintf(mt, sizeof mt, "MEMTRACE=%s", memtrace);
   const char *env[] = {setting, mt, "MEMTRACE_RATE=1", NULL};
   traced_run("both", NULL, env, false);
-  struct stat st;
-  CTS_ASSERT(stat(memtrace, &st) == 0 && st.st_size > 0);
+  const long with_tasks = count_allocations(memtrace);
+  const char *env_off[] = {mt, "MEMTRACE_RATE=1", NULL};
+  run_result_t r;
+  CTS_ASSERT(run_victim(&r, NULL, true, env_off));
+  CTS_ASSERT_EQ_INT(r.exit_code, 0);
+  run_result_free(&r);
+  const long without = count_allocations(memtrace);
+  CTS_ASSERT_MSG(with_tasks > 0 && with_tasks == without,
+                 "%ld allocations with task tracing, %ld without", with_tasks, without);
   unlink(trace);
   unlink(memtrace);
 }
 
+/* Thousands of threads, one after another: every creation, end and join is recorded (the
+ * start records and the thread table are reused), in a stream that keeps them all. */
+CTS_TEST(thousands_of_threads_are_all_traced) {
+  paths("many");
+  char setting[300];
+  snprintf(setting, sizeof setting, "CTFSCOPE_TASKS=%s", trace);
+  const char *env[] = {setting, "CTFSCOPE_TASKS_STREAM=1", "CTFSCOPE_TASKS_SIZE=256K",
+                       "CTFSCOPE_TASKS_PACKETS=64", NULL};
+  run_result_t r;
+  CTS_ASSERT(run_victim(&r, "many", true, env));
+  CTS_ASSERT_MSG(r.exit_code == 0 && strcmp(r.out, "5000 threads\n") == 0, "exit %d: %s%s",
+                 r.exit_code, r.out, r.err);
+  run_result_free(&r);
+  victim_trace_t v;
+  char msg[256];
+  CTS_ASSERT_MSG(load_trace(&v, trace, true, msg, sizeof msg), "%s", msg);
+  CTS_ASSERT_EQ_U64(v.t.warnings, 0);
+  size_t creates = 0, joins = 0, ends = 0;
+  int64_t last_child = 0;
+  for (size_t i = 0; i < v.t.n; i++) {
+    const cts_mprof_event_t *e = &v.t.ev[i];
+    if (e->id == CTS_MPROF_CREATES && e->thread == 0) {
+      creates++;
+      last_child = (int64_t)e->arg;
+    } else if (e->id == CTS_MPROF_READ && e->thread == 0) {
+      CTS_ASSERT_EQ_U64(e->arg, (uint64_t)last_child); /* main's packets are in order */
+      joins++;
+    } else if (e->id == CTS_MPROF_FULFILLS && e->thread != 0) {
+      CTS_ASSERT_EQ_U64(e->arg, (uint64_t)e->thread);
+      ends++;
+    }
+  }
+  CTS_ASSERT_EQ_U64(creates, 5000);
+  CTS_ASSERT_EQ_U64(joins, 5000);
+  CTS_ASSERT_EQ_U64(ends, 5000);
+  tu_events_free(&v.t);
+  unlink(trace);
+}
+
 CTS_TEST(record_tasks_writes_the_task_trace) {
   paths("record");
-  char *argv[] = {(char *)CTS_TEST_CTFSCOPE,   "record", "--tasks", "-T", trace, "-o", memtrace,
+  char *argv[] = {(char *)CTS_TEST_CTFSCOPE,     "record", "--tasks", "-T", trace, "-o", memtrace,
                   (char *)CTS_TEST_VICTIM_TASKS, NULL};
   setenv("CTFSCOPE_PRELOAD", CTS_TEST_PRELOAD, 1);
   run_result_t r;

@@ -6,8 +6,10 @@
  * others wait on. Main joins them in order. It prints the same with and without tracing.
  *
  *   victim_tasks            as above
- *   victim_tasks cancel     one more thread, which is cancelled while it waits */
+ *   victim_tasks cancel     one more thread, which is cancelled while it waits
+ *   victim_tasks many       5000 threads one after the other, each joined */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #define WORKERS 8
+#define MANY    5000
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t all_here = PTHREAD_COND_INITIALIZER;
@@ -32,10 +35,12 @@ static void pause_briefly(void) {
 static int sleeping(pid_t tid) {
   char path[64], stat[512];
   snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  const size_t n = fread(stat, 1, sizeof stat - 1, f);
-  fclose(f);
+  /* open/read, not stdio: the victim allocates the same whatever the timing */
+  const int fd = open(path, O_RDONLY);
+  if (fd < 0) return 0;
+  const ssize_t n = read(fd, stat, sizeof stat - 1);
+  close(fd);
+  if (n <= 0) return 0;
   stat[n] = '\0';
   const char *end = strrchr(stat, ')'); /* the name may hold spaces */
   return end && end[1] == ' ' && end[2] == 'S';
@@ -57,6 +62,7 @@ void *worker_main(void *arg) {
   else
     while (count < WORKERS) pthread_cond_wait(&all_here, &lock);
   pthread_mutex_unlock(&lock);
+  if (index == WORKERS - 1) pthread_exit(arg); /* the same as returning it */
   return arg;
 }
 
@@ -76,7 +82,22 @@ static void *cancelled_main(void *arg) {
   return arg;
 }
 
+static void *trivial_main(void *arg) {
+  return arg;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "many") == 0) { /* more threads than the tables hold */
+    for (long i = 0; i < MANY; i++) {
+      pthread_t t;
+      void *result;
+      pthread_create(&t, NULL, trivial_main, (void *)i);
+      pthread_join(t, &result);
+      if (result != (void *)i) return 1;
+    }
+    printf("%d threads\n", MANY);
+    return 0;
+  }
   pthread_t th[WORKERS];
   pthread_mutex_lock(&lock);
   for (long i = 0; i < WORKERS; i++) pthread_create(&th[i], NULL, worker_main, (void *)i);

@@ -600,7 +600,7 @@ CTS_TEST(tcp_listen_serves_each_client_a_fresh_trace) {
   CTS_ASSERT(port != 0);
   CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_STATE);
 
-  cts_tracer_track_alloc(fake_ptr(0), 100);               /* no client: not traced */
+  cts_tracer_track_alloc(fake_ptr(0), 100);           /* no client: not traced */
   CTS_ASSERT_EQ_INT(cts_tracer_flush(), CTS_E_STATE); /* no trace being written */
 
   /* First client: a trace of what happens while it is connected. */

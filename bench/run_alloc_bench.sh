@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The allocation-tracer benchmark: one binary (bench/bench_alloc.c: 10 M malloc+free pairs,
+# 8 B - 64 KiB, mean ~2.4 KiB, 16 call stacks) run side by side, in the same session:
+#
+#   untraced          the binary alone
+#   preload-inert     libctfscope-preload.so loaded, MEMTRACE unset: the hooks' own cost
+#   sample-512KiB     tracing at one sample per 512 KiB on average (rate 8/524288 per word)
+#   rate1-libunwind   every allocation, libunwind backtraces (the default unwinder)
+#   rate1-fp          every allocation, frame-pointer backtraces
+#   rate1-nobt        every allocation, no backtraces
+#   heaptrack         heaptrack ./bench_alloc (if installed: apt-get install heaptrack)
+#
+# Each configuration runs RUNS times, interleaved (run 1 of every configuration, then run
+# 2...), so that a change in the machine's load hits them all alike; the table gives
+# medians. ns/pair is the binary's own loop time per pair (it prints it); wall, CPU and max
+# RSS are whole-process figures from /usr/bin/time -v (start-up and the trace's last flush
+# included). Trace bytes per sampled allocation count the allocation and its free.
+#
+# Usage: bench/run_alloc_bench.sh [BUILD_DIR]   (default: build/release, the release preset)
+# Environment: RUNS (default 5), PAIRS (default 10000000), TMPDIR, CONFIGS (a space-separated
+# subset of the names above). Build first: cmake --preset release && cmake --build
+# build/release. Run it on a quiet machine: the figures are only as steady as the machine.
+set -euo pipefail
+
+BUILD=${1:-build/release}
+RUNS=${RUNS:-5}
+PAIRS=${PAIRS:-10000000}
+CONFIGS=${CONFIGS:-"untraced preload-inert sample-512KiB rate1-libunwind rate1-fp rate1-nobt heaptrack"}
+BIN=$BUILD/bench/bench_alloc
+PRELOAD=$BUILD/src/cli/libctfscope-preload.so
+CTFSCOPE=$BUILD/src/cli/ctfscope
+RATE_512K=1.52587890625e-05 # 8 bytes per word / 524288 bytes
+
+for f in "$BIN" "$PRELOAD" "$CTFSCOPE"; do
+  [ -e "$f" ] || { echo "run_alloc_bench: $f is missing: build $BUILD first" >&2; exit 2; }
+done
+[ -x /usr/bin/time ] || { echo "run_alloc_bench: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
+if [[ " $CONFIGS " == *" heaptrack "* ]] && ! command -v heaptrack > /dev/null; then
+  echo "run_alloc_bench: heaptrack not installed (apt-get install heaptrack): skipped" >&2
+  CONFIGS=${CONFIGS/heaptrack/}
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/cts-alloc-bench.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+RESULTS=$WORK/results.txt # config ns_per_pair wall_s cpu_s maxrss_kib trace_bytes sampled
+: > "$RESULTS"
+
+# Seconds from /usr/bin/time's "h:mm:ss" or "m:ss.ss".
+to_seconds() { awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }' <<< "$1"; }
+
+run_one() {
+  local config=$1 trace=$WORK/trace.ctf
+  local -a cmd=("$BIN" "$PAIRS") env=()
+  rm -f "$trace" "$WORK"/ht.*
+  case $config in
+    untraced) ;;
+    preload-inert) env=(LD_PRELOAD="$PRELOAD") ;;
+    sample-512KiB) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K) ;;
+    rate1-libunwind) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=libunwind) ;;
+    rate1-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=fp) ;;
+    rate1-nobt) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=none) ;;
+    heaptrack) cmd=(heaptrack -o "$WORK/ht" "$BIN" "$PAIRS") ;;
+    *) echo "run_alloc_bench: unknown configuration $config" >&2; exit 2 ;;
+  esac
+  # env after time: /usr/bin/time itself must not be preloaded (it would be the one traced).
+  /usr/bin/time -v -o "$WORK/time.txt" env -u LD_PRELOAD -u MEMTRACE -u MEMTRACE_RATE \
+    "${env[@]}" "${cmd[@]}" > "$WORK/out.txt" 2> "$WORK/err.txt"
+  local ns wall user sys rss bytes=0 sampled=0
+  ns=$(grep -o 'ns_per_pair=[0-9.]*' "$WORK/out.txt" | cut -d= -f2)
+  wall=$(to_seconds "$(sed -n 's/.*Elapsed (wall clock) time.*: //p' "$WORK/time.txt")")
+  user=$(sed -n 's/.*User time (seconds): //p' "$WORK/time.txt")
+  sys=$(sed -n 's/.*System time (seconds): //p' "$WORK/time.txt")
+  rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$WORK/time.txt")
+  if [ -f "$trace" ]; then
+    bytes=$(stat -c %s "$trace")
+    sampled=$("$CTFSCOPE" info --json "$trace" | sed -n 's/.*"allocs_total": \([0-9]*\).*/\1/p')
+  elif ls "$WORK"/ht.* > /dev/null 2>&1; then
+    bytes=$(stat -c %s "$WORK"/ht.*)
+    sampled=$PAIRS
+  fi
+  echo "$config $ns $wall $(awk "BEGIN { print $user + $sys }") $rss $bytes $sampled" >> "$RESULTS"
+}
+
+echo "bench_alloc: $PAIRS pairs, $RUNS runs of: $CONFIGS" >&2
+echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), $(uname -r)" >&2
+for run in $(seq 1 "$RUNS"); do
+  for config in $CONFIGS; do
+    run_one "$config"
+    echo "  run $run: $(tail -1 "$RESULTS")" >&2
+  done
+done
+
+# Median of column $2 for configuration $1.
+median() {
+  awk -v c="$1" -v k="$2" '$1 == c { print $k }' "$RESULTS" | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+base=$(median untraced 2)
+[[ " $CONFIGS " == *" untraced "* ]] || base=nan
+echo
+echo "Medians of $RUNS runs, $PAIRS malloc+free pairs; $(nproc) CPUs, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| configuration | ns/pair (loop) | overhead ns/pair | wall s | CPU s | max RSS MiB | trace | bytes per sampled alloc+free |"
+echo "|---|---|---|---|---|---|---|---|"
+for config in $CONFIGS; do
+  ns=$(median "$config" 2)
+  awk -v c="$config" -v ns="$ns" -v base="$base" -v wall="$(median "$config" 3)" \
+    -v cpu="$(median "$config" 4)" -v rss="$(median "$config" 5)" \
+    -v bytes="$(median "$config" 6)" -v sampled="$(median "$config" 7)" 'BEGIN {
+      over = (base == "nan") ? "-" : sprintf("%+.1f", ns - base)
+      trace = bytes > 0 ? sprintf("%.1f MB", bytes / 1e6) : "-"
+      per = (bytes > 0 && sampled > 0) ? sprintf("%.1f (%d sampled)", bytes / sampled, sampled) : "-"
+      printf "| %s | %.1f | %s | %.2f | %.2f | %.0f | %s | %s |\n", c, ns, over, wall, cpu, rss / 1024, trace, per
+    }'
+done
+if [[ " $CONFIGS " == *" heaptrack "* && " $CONFIGS " == *" rate1-libunwind "* ]]; then
+  awk -v t="$(median rate1-libunwind 2)" -v h="$(median heaptrack 2)" \
+    -v tw="$(median rate1-libunwind 3)" -v hw="$(median heaptrack 3)" -v b="$base" 'BEGIN {
+      printf "\nrate 1 with libunwind backtraces vs heaptrack: loop time %.2fx", t / h
+      if (b != "nan") printf " (overhead %.2fx)", (t - b) / (h - b)
+      printf ", wall time %.2fx\n", tw / hw
+    }'
+fi
+echo
+echo "Targets: sample-512KiB overhead <= 3 ns/pair; rate1-libunwind <= 135 ns/pair;"
+echo "trace <= 20 bytes per sampled allocation and its free."

@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT */
+/* ctfscope serve: the report viewer over HTTP on this machine, for traces too large to
+ * embed in one HTML file, and live for a program streaming its trace (src/report/serve.h
+ * does the work). */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../os/mprof_ring.h"
+#include "../report/report.h"
+#include "../report/serve.h"
+#include "cli.h"
+#include "cmd_net.h"
+#include "load.h"
+
+static const char help[] =
+    "Usage: ctfscope serve [OPTIONS] TRACE...\n"
+    "       ctfscope serve --listen [ADDR:]PORT [--trace-port [ADDR:]PORT] [OPTIONS]\n"
+    "\n"
+    "Show the report viewer (the page `ctfscope report` writes) from a small local web\n"
+    "server instead of a file: the page loads its data from the server, so traces too large\n"
+    "to embed stay fast to open. TRACE... are a memtrace trace, a task trace, or one of each.\n"
+    "\n"
+    "Without a TRACE, live mode: the server also waits for ONE program to stream its trace\n"
+    "(memtrace or mirage-profile task trace, e.g. `ctfscope record --connect ADDR:PORT` or a\n"
+    "tracer's TCP sink) to the trace port, and the page shows it while it runs, updating\n"
+    "every second.\n"
+    "\n"
+    "Only this machine can connect unless ADDR says otherwise. The server answers GET / and\n"
+    "GET /data.json only, and never reads a file named by a request.\n"
+    "\n"
+    "Options:\n"
+    "  -l, --listen [ADDR:]PORT   address of the web server (default 127.0.0.1:0, a free\n"
+    "                             port); the URL is printed on standard error\n"
+    "      --trace-port [ADDR:]PORT  live mode: where the trace is received (default\n"
+    "                             127.0.0.1:0, printed)\n"
+    "      --title TEXT           the page's title\n"
+    "      --task-offset NS       as in `ctfscope report`\n"
+    "      --max-records N        as in `ctfscope report` (default 400000)\n"
+    "      --top N                as in `ctfscope report` (default 50)\n"
+    "      --max-clients N        web connections at once (default 64)\n"
+    "      --request-timeout SECS a request must arrive within SECS (default 10)\n"
+    "      --refresh SECS         live mode: how often the data is rebuilt (default 1)\n"
+    "  -v, --verbose              log every request\n"
+    "  -q, --quiet                do not print warnings about the traces\n"
+    "  -h, --help                 show this help\n"
+    "\n"
+    "SIGINT (Ctrl-C) or SIGTERM stops the server.\n"
+    "\n"
+    "A corrupt TRACE is shown as far as it could be read (the error is printed).\n"
+    "\n"
+    "Exit status: 0 after a clean stop, 2 for a usage error, 3 when an address cannot be\n"
+    "bound or a file cannot be read, 4 out of memory.\n";
+
+typedef struct serve_opts {
+  cts_serve_config_t cfg;
+  const char *listen, *trace_port, *title;
+  bool quiet, have_offset;
+  long long task_offset;
+  unsigned max_records, top;
+} serve_opts_t;
+
+static int on_option(void *ctx, int opt, const char *arg) {
+  serve_opts_t *o = ctx;
+  uint32_t ms;
+  switch (opt) {
+    case 'l':
+      o->listen = arg;
+      break;
+    case 'P':
+      o->trace_port = arg;
+      break;
+    case 'T':
+      o->title = arg;
+      break;
+    case 'q':
+      o->quiet = true;
+      break;
+    case 'v':
+      o->cfg.verbose = true;
+      break;
+    case 'O': {
+      char *end;
+      errno = 0;
+      o->task_offset = strtoll(arg, &end, 10);
+      if (*arg == '\0' || *end != '\0' || errno)
+        return cli_usage_error("--task-offset takes an integer (ns), not '%s'", arg);
+      o->have_offset = true;
+      break;
+    }
+    case 'R':
+      if (!cli_net_parse_count(arg, 100000000u, &o->max_records) || o->max_records < 1000)
+        return cli_usage_error("--max-records takes a number from 1000 to 100000000, not '%s'",
+                               arg);
+      break;
+    case 'N':
+      if (!cli_net_parse_count(arg, 100000u, &o->top))
+        return cli_usage_error("--top takes a number from 1 to 100000, not '%s'", arg);
+      break;
+    case 'C':
+      if (!cli_net_parse_count(arg, 10000u, &o->cfg.max_clients))
+        return cli_usage_error("--max-clients takes a number from 1 to 10000, not '%s'", arg);
+      break;
+    case 'I':
+      if (!cli_net_parse_seconds(arg, &ms) || ms == 0)
+        return cli_usage_error("--request-timeout needs seconds above 0, not '%s'", arg);
+      o->cfg.request_timeout_ms = ms;
+      break;
+    case 'F':
+      if (!cli_net_parse_seconds(arg, &ms) || ms < 50)
+        return cli_usage_error("--refresh needs at least 0.05 seconds, not '%s'", arg);
+      o->cfg.refresh_ms = ms;
+      break;
+  }
+  return -1;
+}
+
+static void log_to_stderr(void *user_data, const char *line) {
+  (void)user_data;
+  fprintf(stderr, "%s: %s\n", cli_command(), line);
+}
+
+static cts_serve_t *running;
+
+static void on_signal(int sig) {
+  (void)sig;
+  if (running) cts_serve_stop(running);
+}
+
+/* Loads the traces and gives the server their document. Returns an exit code. */
+static int load_static(cts_serve_t *s, const serve_opts_t *o, char **paths, int npaths) {
+  const char *mem_path = NULL, *task_path = NULL;
+  for (int i = 0; i < npaths; i++) {
+    if (strcmp(paths[i], "-") != 0 && cts_os_is_mprof_file(paths[i])) {
+      if (task_path)
+        return cli_usage_error("two task traces given: '%s' and '%s'", task_path, paths[i]);
+      task_path = paths[i];
+    } else {
+      if (mem_path)
+        return cli_usage_error("two memory traces given: '%s' and '%s'", mem_path, paths[i]);
+      mem_path = paths[i];
+    }
+  }
+  report_mem_t *mem = NULL;
+  report_tasks_t *tasks = NULL;
+  int worst = CLI_EXIT_OK;
+  if (mem_path) {
+    const report_mem_opts_t mo = {
+        .path = mem_path, .quiet = o->quiet, .max_records = o->max_records, .top_sites = o->top};
+    const int code = report_mem_load(&mem, &mo);
+    if (!mem) return code;
+    worst = code;
+  }
+  if (task_path) {
+    const report_tasks_opts_t to = {.path = task_path, .quiet = o->quiet};
+    const int code = report_tasks_load(&tasks, &to);
+    if (!tasks) {
+      report_mem_free(mem);
+      return code;
+    }
+    if (code > worst) worst = code;
+  }
+  char title[512];
+  if (o->title)
+    snprintf(title, sizeof title, "%s", o->title);
+  else
+    snprintf(title, sizeof title, "%s%s%s", mem_path ? cli_basename(mem_path) : "",
+             mem_path && task_path ? " + " : "", task_path ? cli_basename(task_path) : "");
+  const report_doc_t doc = {.title = title,
+                            .mem = mem,
+                            .tasks = tasks,
+                            .have_task_offset = o->have_offset,
+                            .task_offset_ns = (int64_t)o->task_offset};
+  const int rc = cts_serve_set_doc(s, &doc);
+  report_mem_free(mem);
+  report_tasks_free(tasks);
+  if (rc) {
+    cli_error("out of memory");
+    return CLI_EXIT_INTERNAL;
+  }
+  /* A corrupt trace is served as far as it was read, as `report` writes it; the error
+   * was printed. */
+  (void)worst;
+  return CLI_EXIT_OK;
+}
+
+int cmd_serve(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"listen", required_argument, NULL, 'l'},
+      {"trace-port", required_argument, NULL, 'P'},
+      {"title", required_argument, NULL, 'T'},
+      {"task-offset", required_argument, NULL, 'O'},
+      {"max-records", required_argument, NULL, 'R'},
+      {"top", required_argument, NULL, 'N'},
+      {"max-clients", required_argument, NULL, 'C'},
+      {"request-timeout", required_argument, NULL, 'I'},
+      {"refresh", required_argument, NULL, 'F'},
+      {"verbose", no_argument, NULL, 'v'},
+      {"quiet", no_argument, NULL, 'q'},
+      {0},
+  };
+  serve_opts_t o = {0};
+  cts_serve_config_init(&o.cfg);
+  int first;
+  const int rc = cli_parse(argc, argv, "l:vq", longopts, help, on_option, &o, &first);
+  if (rc >= 0) return rc;
+  const bool live = first >= argc;
+  if (live && !o.listen)
+    return cli_usage_error("give a TRACE to show, or --listen [ADDR:]PORT for live mode");
+  if (!live && o.trace_port)
+    return cli_usage_error("--trace-port is for live mode (no TRACE given)");
+  char err[CTS_NET_ERR_LEN + 128];
+  if (cts_net_parse_listen(o.listen ? o.listen : "127.0.0.1:0", &o.cfg.http_addr, err,
+                           sizeof err) != 0)
+    return cli_usage_error("--listen %s", err);
+  if (live && cts_net_parse_listen(o.trace_port ? o.trace_port : "127.0.0.1:0", &o.cfg.trace_addr,
+                                   err, sizeof err) != 0)
+    return cli_usage_error("--trace-port %s", err);
+  o.cfg.live = live;
+  o.cfg.title = o.title;
+  o.cfg.max_records = o.max_records;
+  o.cfg.top = o.top;
+  o.cfg.log = log_to_stderr;
+  cts_serve_t *s;
+  if (cts_serve_create(&s, &o.cfg, err, sizeof err) != 0) {
+    cli_error("%s", err);
+    return CLI_EXIT_IO;
+  }
+  if (!live) {
+    const int code = load_static(s, &o, argv + first, argc - first);
+    if (code != CLI_EXIT_OK) {
+      cts_serve_destroy(s);
+      return code;
+    }
+  }
+  running = s;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  char addr[CTS_NET_ADDR_STRLEN];
+  fprintf(stderr, "%s: serving http://%s/\n", cli_command(),
+          cts_net_addr_format(cts_serve_http_address(s), addr, sizeof addr));
+  if (live)
+    fprintf(stderr, "%s: waiting for a trace on %s (one connection)\n", cli_command(),
+            cts_net_addr_format(cts_serve_trace_address(s), addr, sizeof addr));
+  fflush(stderr);
+  const int run_err = cts_serve_run(s);
+  running = NULL;
+  cts_serve_destroy(s);
+  fprintf(stderr, "%s: stopped\n", cli_command());
+  return run_err ? CLI_EXIT_IO : CLI_EXIT_OK;
+}
