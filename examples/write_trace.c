@@ -25,7 +25,7 @@ static const cts_mt_location_t sites[NCODES] = {
 };
 
 /* Codes must be non-zero and stable; a real tracer uses return addresses. */
-#define CODE(site) (0x400000u + (uint64_t)(site) * 0x40u)
+#define CODE(site) (0x400000u + (uint64_t)(site)*0x40u)
 
 static size_t resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {
   (void)user_data;
@@ -87,8 +87,8 @@ int main(int argc, char **argv) {
       err = cts_mt_writer_alloc(w, CTS_TIME_NOW, 512, 513, CTS_MT_SOURCE_MAJOR, request_bt, 3,
                                 &req_id);
       if (!err)
-        err = cts_mt_writer_alloc(w, CTS_TIME_NOW, 32, 33, CTS_MT_SOURCE_MAJOR, parse_bt, 4,
-                                  &hdr_id);
+        err =
+            cts_mt_writer_alloc(w, CTS_TIME_NOW, 32, 33, CTS_MT_SOURCE_MAJOR, parse_bt, 4, &hdr_id);
       if (!err) err = cts_mt_writer_collect(w, CTS_TIME_NOW, hdr_id);
       if (!err) err = cts_mt_writer_collect(w, CTS_TIME_NOW, req_id);
     }

@@ -43,7 +43,8 @@ static void jf_ws(json_flat_t *j) {
 }
 
 static bool jf_fail(json_flat_t *j, const char *what) {
-  if (!j->error[0]) snprintf(j->error, sizeof j->error, "%s at byte %ld", what, (long)(j->p - j->start));
+  if (!j->error[0])
+    snprintf(j->error, sizeof j->error, "%s at byte %ld", what, (long)(j->p - j->start));
   return false;
 }
 
@@ -62,12 +63,26 @@ static bool jf_string(json_flat_t *j, char **out, size_t *len) {
       if (j->p >= j->end) break;
       const char e = *j->p++;
       switch (e) {
-        case 'n': c = '\n'; break;
-        case 't': c = '\t'; break;
-        case 'r': c = '\r'; break;
-        case 'b': c = '\b'; break;
-        case 'f': c = '\f'; break;
-        case '/': case '\\': case '"': c = e; break;
+        case 'n':
+          c = '\n';
+          break;
+        case 't':
+          c = '\t';
+          break;
+        case 'r':
+          c = '\r';
+          break;
+        case 'b':
+          c = '\b';
+          break;
+        case 'f':
+          c = '\f';
+          break;
+        case '/':
+        case '\\':
+        case '"':
+          c = e;
+          break;
         case 'u': {
           if (j->end - j->p < 4) break;
           char hex[5] = {j->p[0], j->p[1], j->p[2], j->p[3], 0};

@@ -19,8 +19,8 @@
 typedef struct run_result {
   char *out, *err; /* NUL-terminated captures (out is NULL when redirected to a file) */
   size_t out_len, err_len;
-  int exit_code;   /* -1 if killed by a signal */
-  int signal;      /* the signal, or 0 */
+  int exit_code; /* -1 if killed by a signal */
+  int signal;    /* the signal, or 0 */
   bool timed_out;
 } run_result_t;
 

@@ -31,11 +31,11 @@ static inline void cts_test_register(const char *name, cts_test_fn fn) {
   }
 }
 
-#define CTS_TEST(name)                                               \
-  static void name(void);                                            \
+#define CTS_TEST(name)                                                 \
+  static void name(void);                                              \
   __attribute__((constructor)) static void cts_test_reg_##name(void) { \
-    cts_test_register(#name, name);                                  \
-  }                                                                  \
+    cts_test_register(#name, name);                                    \
+  }                                                                    \
   static void name(void)
 
 static inline void cts_test_fail_at(const char *file, int line) {
@@ -43,63 +43,63 @@ static inline void cts_test_fail_at(const char *file, int line) {
   fprintf(stderr, "  FAILED at %s:%d: ", file, line);
 }
 
-#define CTS_FAIL(...)                        \
-  do {                                       \
-    cts_test_fail_at(__FILE__, __LINE__);    \
-    fprintf(stderr, __VA_ARGS__);            \
-    fputc('\n', stderr);                     \
-    return;                                  \
+#define CTS_FAIL(...)                     \
+  do {                                    \
+    cts_test_fail_at(__FILE__, __LINE__); \
+    fprintf(stderr, __VA_ARGS__);         \
+    fputc('\n', stderr);                  \
+    return;                               \
   } while (0)
 
-#define CTS_ASSERT(cond)                                   \
-  do {                                                     \
+#define CTS_ASSERT(cond)                                     \
+  do {                                                       \
     if (!(cond)) CTS_FAIL("assertion '%s' is false", #cond); \
   } while (0)
 
-#define CTS_ASSERT_MSG(cond, ...)          \
-  do {                                     \
-    if (!(cond)) CTS_FAIL(__VA_ARGS__);    \
+#define CTS_ASSERT_MSG(cond, ...)       \
+  do {                                  \
+    if (!(cond)) CTS_FAIL(__VA_ARGS__); \
   } while (0)
 
-#define CTS_ASSERT_EQ_U64(a, b)                                                            \
-  do {                                                                                     \
-    const uint64_t cts_a_ = (uint64_t)(a), cts_b_ = (uint64_t)(b);                         \
-    if (cts_a_ != cts_b_)                                                                  \
-      CTS_FAIL("%s == %s: %" PRIu64 " != %" PRIu64, #a, #b, cts_a_, cts_b_);               \
+#define CTS_ASSERT_EQ_U64(a, b)                                                                  \
+  do {                                                                                           \
+    const uint64_t cts_a_ = (uint64_t)(a), cts_b_ = (uint64_t)(b);                               \
+    if (cts_a_ != cts_b_) CTS_FAIL("%s == %s: %" PRIu64 " != %" PRIu64, #a, #b, cts_a_, cts_b_); \
   } while (0)
 
-#define CTS_ASSERT_EQ_INT(a, b)                                               \
-  do {                                                                        \
-    const long long cts_a_ = (long long)(a), cts_b_ = (long long)(b);         \
+#define CTS_ASSERT_EQ_INT(a, b)                                                       \
+  do {                                                                                \
+    const long long cts_a_ = (long long)(a), cts_b_ = (long long)(b);                 \
     if (cts_a_ != cts_b_) CTS_FAIL("%s == %s: %lld != %lld", #a, #b, cts_a_, cts_b_); \
   } while (0)
 
-#define CTS_ASSERT_STR_EQ(a, b)                                                            \
-  do {                                                                                     \
-    const char *cts_a_ = (a), *cts_b_ = (b);                                               \
-    if (!cts_a_ || !cts_b_ || strcmp(cts_a_, cts_b_) != 0)                                 \
-      CTS_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, cts_a_ ? cts_a_ : "(null)",           \
-               cts_b_ ? cts_b_ : "(null)");                                                \
+#define CTS_ASSERT_STR_EQ(a, b)                                                  \
+  do {                                                                           \
+    const char *cts_a_ = (a), *cts_b_ = (b);                                     \
+    if (!cts_a_ || !cts_b_ || strcmp(cts_a_, cts_b_) != 0)                       \
+      CTS_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, cts_a_ ? cts_a_ : "(null)", \
+               cts_b_ ? cts_b_ : "(null)");                                      \
   } while (0)
 
-#define CTS_ASSERT_MEM_EQ(a, b, n)                                                         \
-  do {                                                                                     \
-    const unsigned char *cts_a_ = (const unsigned char *)(a), *cts_b_ = (const unsigned char *)(b); \
-    const size_t cts_n_ = (n);                                                             \
-    for (size_t cts_i_ = 0; cts_i_ < cts_n_; cts_i_++)                                      \
-      if (cts_a_[cts_i_] != cts_b_[cts_i_])                                                \
-        CTS_FAIL("%s and %s differ at byte %zu of %zu: 0x%02x != 0x%02x", #a, #b, cts_i_,  \
-                 cts_n_, cts_a_[cts_i_], cts_b_[cts_i_]);                                  \
+#define CTS_ASSERT_MEM_EQ(a, b, n)                                                                \
+  do {                                                                                            \
+    const unsigned char *cts_a_ = (const unsigned char *)(a),                                     \
+                        *cts_b_ = (const unsigned char *)(b);                                     \
+    const size_t cts_n_ = (n);                                                                    \
+    for (size_t cts_i_ = 0; cts_i_ < cts_n_; cts_i_++)                                            \
+      if (cts_a_[cts_i_] != cts_b_[cts_i_])                                                       \
+        CTS_FAIL("%s and %s differ at byte %zu of %zu: 0x%02x != 0x%02x", #a, #b, cts_i_, cts_n_, \
+                 cts_a_[cts_i_], cts_b_[cts_i_]);                                                 \
   } while (0)
 
 /* Ends the test as skipped, with the reason on stderr. */
-#define CTS_SKIP(...)                      \
-  do {                                     \
-    cts_test_state.skipped = true;         \
-    fprintf(stderr, "  SKIPPED: ");        \
-    fprintf(stderr, __VA_ARGS__);          \
-    fputc('\n', stderr);                   \
-    return;                                \
+#define CTS_SKIP(...)               \
+  do {                              \
+    cts_test_state.skipped = true;  \
+    fprintf(stderr, "  SKIPPED: "); \
+    fprintf(stderr, __VA_ARGS__);   \
+    fputc('\n', stderr);            \
+    return;                         \
   } while (0)
 
 /* The golden corpus directory (../shared/corpus), or NULL when it is absent: tests then
@@ -120,7 +120,7 @@ static inline const char *cts_test_corpus_dir(void) {
     if (!var) {                                                                         \
       const char *ci_ = getenv("CI");                                                   \
       if (ci_ && strcmp(ci_, "true") == 0)                                              \
-        CTS_FAIL("the golden corpus (../shared/corpus) is missing, and CI=true");        \
+        CTS_FAIL("the golden corpus (../shared/corpus) is missing, and CI=true");       \
       CTS_SKIP("the golden corpus (../shared/corpus) is not present in this checkout"); \
     }                                                                                   \
   } while (0)
@@ -146,9 +146,12 @@ static inline int cts_test_main(int argc, char **argv) {
     cts_test_state.fns[i]();
     const char *verdict = cts_test_state.failed ? "FAIL" : cts_test_state.skipped ? "SKIP" : " OK ";
     fprintf(stderr, "[ %s ] %s\n", verdict, cts_test_state.names[i]);
-    if (cts_test_state.failed) failed++;
-    else if (cts_test_state.skipped) skipped++;
-    else passed++;
+    if (cts_test_state.failed)
+      failed++;
+    else if (cts_test_state.skipped)
+      skipped++;
+    else
+      passed++;
   }
   printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   /* CTest: 77 = skipped (SKIP_RETURN_CODE) when nothing ran and something skipped. */
@@ -157,7 +160,9 @@ static inline int cts_test_main(int argc, char **argv) {
   return 0;
 }
 
-#define CTS_TEST_MAIN() \
-  int main(int argc, char **argv) { return cts_test_main(argc, argv); }
+#define CTS_TEST_MAIN()               \
+  int main(int argc, char **argv) {   \
+    return cts_test_main(argc, argv); \
+  }
 
 #endif /* CTS_TEST_H */

@@ -85,9 +85,9 @@ typedef enum cts_mt_event_kind {
 
 /** The trace-info record (§6). Strings are borrowed from the reader. */
 typedef struct cts_mt_info {
-  uint16_t version;          /**< format version of the file: 1, 2 or 3 */
-  double sample_rate;        /**< λ, probability per word, 0 < λ ≤ 1 */
-  uint8_t word_size;         /**< in bits: 64 (or 32) */
+  uint16_t version;   /**< format version of the file: 1, 2 or 3 */
+  double sample_rate; /**< λ, probability per word, 0 < λ ≤ 1 */
+  uint8_t word_size;  /**< in bits: 64 (or 32) */
   const char *executable_name;
   const char *host_name;
   const char *runtime_params; /**< "ocaml_runtime_params": free text for non-OCaml writers */
@@ -108,20 +108,20 @@ typedef struct cts_mt_location {
 /** One allocation, promotion or collection. Everything is borrowed for the callback only. */
 typedef struct cts_mt_event {
   cts_mt_event_kind_t kind;
-  uint16_t domain;      /**< v3 domain of the packet, 0 otherwise */
-  uint8_t source;       /**< cts_mt_source_t, allocations only */
-  bool short_form;      /**< allocation was written in the short form (ids 101…116) */
-  uint64_t time_us;     /**< µs since the Unix epoch */
-  uint64_t obj_id;      /**< object id (allocation order in v2) */
-  uint64_t length;      /**< block length in words, allocations only */
-  uint64_t nsamples;    /**< samples in the block, allocations only */
+  uint16_t domain;   /**< v3 domain of the packet, 0 otherwise */
+  uint8_t source;    /**< cts_mt_source_t, allocations only */
+  bool short_form;   /**< allocation was written in the short form (ids 101…116) */
+  uint64_t time_us;  /**< µs since the Unix epoch */
+  uint64_t obj_id;   /**< object id (allocation order in v2) */
+  uint64_t length;   /**< block length in words, allocations only */
+  uint64_t nsamples; /**< samples in the block, allocations only */
   /**
    * Frames shared with the previous backtrace, as encoded. Guarantee for consumers: the first
    * min(common_prefix, backtrace_len) frames equal those of the previous allocation of the
    * same domain, so per-frame work (interning, lookups) can start after them.
    */
   uint64_t common_prefix;
-  size_t backtrace_len;   /**< 0 when the reader skips backtraces */
+  size_t backtrace_len;      /**< 0 when the reader skips backtraces */
   const uint64_t *backtrace; /**< location codes, outermost first, allocation point last */
   uint64_t offset;           /**< byte offset of the event in the trace */
 } cts_mt_event_t;

@@ -58,8 +58,8 @@ int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
   if (ev->backtrace_len > s->backtrace_length_max) s->backtrace_length_max = ev->backtrace_len;
   /* The first common_prefix frames are those of the domain's previous backtrace, whose codes
    * were counted then: only the suffix can hold new codes. */
-  const size_t known = ev->common_prefix < ev->backtrace_len ? (size_t)ev->common_prefix
-                                                             : ev->backtrace_len;
+  const size_t known =
+      ev->common_prefix < ev->backtrace_len ? (size_t)ev->common_prefix : ev->backtrace_len;
   for (size_t i = known; i < ev->backtrace_len; i++) {
     bool added;
     if (!cts_u64map_insert(&s->codes, ev->backtrace[i], 0, &added)) return -ENOMEM;

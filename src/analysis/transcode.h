@@ -15,7 +15,7 @@ typedef struct cts_transcode {
   uint16_t version;
   cts_write_cb write;
   void *write_user_data;
-  int err;        /* first writer error (the reader's are returned by feed/finish) */
+  int err; /* first writer error (the reader's are returned by feed/finish) */
   uint64_t events;
   uint64_t id_mismatches; /* object ids that differ from the source's (v3 multi-domain) */
 } cts_transcode_t;

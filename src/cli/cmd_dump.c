@@ -55,12 +55,24 @@ static void put_ocaml_string(cts_out_t *o, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     const unsigned char c = *p;
     switch (c) {
-      case '"': cts_out_str(o, "\\\""); break;
-      case '\\': cts_out_str(o, "\\\\"); break;
-      case '\n': cts_out_str(o, "\\n"); break;
-      case '\t': cts_out_str(o, "\\t"); break;
-      case '\r': cts_out_str(o, "\\r"); break;
-      case '\b': cts_out_str(o, "\\b"); break;
+      case '"':
+        cts_out_str(o, "\\\"");
+        break;
+      case '\\':
+        cts_out_str(o, "\\\\");
+        break;
+      case '\n':
+        cts_out_str(o, "\\n");
+        break;
+      case '\t':
+        cts_out_str(o, "\\t");
+        break;
+      case '\r':
+        cts_out_str(o, "\\r");
+        break;
+      case '\b':
+        cts_out_str(o, "\\b");
+        break;
       default:
         if (c >= ' ' && c <= '~') {
           cts_out_char(o, (char)c);
@@ -194,9 +206,15 @@ static void on_warning(void *ud, int code, uint64_t offset, const char *message)
 static int on_option(void *ctx, int opt, const char *arg) {
   dump_opts_t *o = ctx;
   switch (opt) {
-    case 'o': o->output = arg; break;
-    case 'q': o->quiet = true; break;
-    case 'C': o->comments = false; break;
+    case 'o':
+      o->output = arg;
+      break;
+    case 'q':
+      o->quiet = true;
+      break;
+    case 'C':
+      o->comments = false;
+      break;
   }
   return -1;
 }

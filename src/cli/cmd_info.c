@@ -92,8 +92,7 @@ static void walk_end(const cts_mt_reader_t *r, int err, char *buf, size_t size) 
 }
 
 static void print_json(cts_out_t *o, const char *path, uint64_t file_size, const cts_mt_info_t *in,
-                       const info_ctx_t *c, const cts_mt_reader_t *r, int err,
-                       bool input_error) {
+                       const info_ctx_t *c, const cts_mt_reader_t *r, int err, bool input_error) {
   const cts_summary_t *s = &c->summary;
   char buf[128];
   cts_out_str(o, "{\n  \"file\": ");
@@ -132,16 +131,14 @@ static void print_json(cts_out_t *o, const char *path, uint64_t file_size, const
                  (unsigned long long)s->alloc_by_source[1],
                  (unsigned long long)s->alloc_by_source[2], (unsigned long long)s->promote,
                  (unsigned long long)s->collect);
-  cts_out_printf(o,
-                 ",\n  \"allocs_total\": %llu,\n  \"allocs_eligible_for_short_form\": %llu,\n"
-                 "  \"samples_total\": %llu,\n  \"samples\": {\"minor\": %llu, \"major\": %llu, "
-                 "\"external\": %llu}",
-                 (unsigned long long)cts_summary_allocs(s),
-                 (unsigned long long)s->allocs_short_eligible,
-                 (unsigned long long)cts_summary_samples(s),
-                 (unsigned long long)s->samples_by_source[0],
-                 (unsigned long long)s->samples_by_source[1],
-                 (unsigned long long)s->samples_by_source[2]);
+  cts_out_printf(
+      o,
+      ",\n  \"allocs_total\": %llu,\n  \"allocs_eligible_for_short_form\": %llu,\n"
+      "  \"samples_total\": %llu,\n  \"samples\": {\"minor\": %llu, \"major\": %llu, "
+      "\"external\": %llu}",
+      (unsigned long long)cts_summary_allocs(s), (unsigned long long)s->allocs_short_eligible,
+      (unsigned long long)cts_summary_samples(s), (unsigned long long)s->samples_by_source[0],
+      (unsigned long long)s->samples_by_source[1], (unsigned long long)s->samples_by_source[2]);
   cts_out_printf(o,
                  ",\n  \"sum_length_words\": %llu,\n  \"sum_length_x_nsamples\": %llu,\n"
                  "  \"max_length_words\": %llu",
@@ -189,17 +186,15 @@ static void print_json(cts_out_t *o, const char *path, uint64_t file_size, const
                      packet_kind_names[p->kind], p->version, (long long)p->pid, p->domain,
                      (unsigned long long)p->time_begin_us, (unsigned long long)p->time_end_us,
                      (unsigned long long)p->alloc_id_begin, (unsigned long long)p->alloc_id_end,
-                     p->verify_ix, p->verify_pred, (unsigned long long)p->verify_val,
-                     p->nevents);
+                     p->verify_ix, p->verify_pred, (unsigned long long)p->verify_val, p->nevents);
     }
     cts_out_str(o, "\n  ]");
   }
   cts_out_str(o, "\n}");
 }
 
-static void print_text(cts_out_t *o, const char *path, uint64_t file_size,
-                       const cts_mt_info_t *in, const info_ctx_t *c, const cts_mt_reader_t *r,
-                       int err, bool input_error) {
+static void print_text(cts_out_t *o, const char *path, uint64_t file_size, const cts_mt_info_t *in,
+                       const info_ctx_t *c, const cts_mt_reader_t *r, int err, bool input_error) {
   const cts_summary_t *s = &c->summary;
   char a[64], b[64], d[64], e[64], f[64];
   cts_out_printf(o, "Trace          %s (%s", path, cli_human_bytes((double)file_size, a, sizeof a));
@@ -215,7 +210,8 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size,
     cts_out_printf(o, "Started        %s.%06llu UTC\n", a,
                    (unsigned long long)(in->start_time_us % 1000000u));
     if (in->sample_rate >= 1.0)
-      cts_out_printf(o, "Sample rate    1 (every word sampled), word size %u bits\n", in->word_size);
+      cts_out_printf(o, "Sample rate    1 (every word sampled), word size %u bits\n",
+                     in->word_size);
     else
       cts_out_printf(o, "Sample rate    %s per word (1 sample per %.4g words), word size %u bits\n",
                      cli_shortest_double(in->sample_rate, b, sizeof b), 1.0 / in->sample_rate,
@@ -225,7 +221,8 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size,
   }
   cts_out_char(o, '\n');
   char g[64];
-  cts_out_printf(o, "Events         %s: alloc %s, alloc_major %s, alloc_ext %s, promote %s, "
+  cts_out_printf(o,
+                 "Events         %s: alloc %s, alloc_major %s, alloc_ext %s, promote %s, "
                  "collect %s\n",
                  cli_grouped(s->events_total, a, sizeof a),
                  cli_grouped(s->alloc_by_source[0], b, sizeof b),
@@ -256,7 +253,8 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size,
         "markers: the trace reader was too slow\n",
         cli_grouped(s->lost_allocs, a, sizeof a), cli_grouped(s->lost_samples, b, sizeof b),
         cli_grouped(s->lost_frees, d, sizeof d), cli_grouped(s->loss_markers, e, sizeof e));
-  cts_out_printf(o, "Backtraces     longest %s frames, mean %.3f; %s distinct codes, %s without "
+  cts_out_printf(o,
+                 "Backtraces     longest %s frames, mean %.3f; %s distinct codes, %s without "
                  "locations\n",
                  cli_grouped(s->backtrace_length_max, a, sizeof a), cts_summary_backtrace_mean(s),
                  cli_grouped(s->distinct_codes, b, sizeof b),
@@ -265,27 +263,30 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size,
     cts_out_printf(o, "Time           events from +%.6f s to +%.6f s after the start\n",
                    (double)(s->first_event_us - in->start_time_us) / 1e6,
                    (double)(s->last_event_us - in->start_time_us) / 1e6);
-  cts_out_printf(o, "Packets        %s: trace_info %llu, locations %llu, events %llu, empty %llu, "
-                 "truncated %llu, skipped %llu\n",
-                 cli_grouped(s->packets_total, a, sizeof a),
-                 (unsigned long long)s->packets_by_kind[0], (unsigned long long)s->packets_by_kind[1],
-                 (unsigned long long)s->packets_by_kind[2], (unsigned long long)s->packets_by_kind[3],
-                 (unsigned long long)s->packets_by_kind[4], (unsigned long long)s->packets_by_kind[5]);
+  cts_out_printf(
+      o,
+      "Packets        %s: trace_info %llu, locations %llu, events %llu, empty %llu, "
+      "truncated %llu, skipped %llu\n",
+      cli_grouped(s->packets_total, a, sizeof a), (unsigned long long)s->packets_by_kind[0],
+      (unsigned long long)s->packets_by_kind[1], (unsigned long long)s->packets_by_kind[2],
+      (unsigned long long)s->packets_by_kind[3], (unsigned long long)s->packets_by_kind[4],
+      (unsigned long long)s->packets_by_kind[5]);
   walk_end(r, input_error ? 0 : err, a, sizeof a);
   cts_out_printf(o, "Result         %s%s%s\n", err ? "error: " : "ok, packet walk ",
                  err ? (input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(r)) : a,
                  "");
   if (c->keep_packets) {
-    cts_out_str(o, "\n  offset     size kind        ver  pid     dom  t_begin_us        t_end_us"
-                   "          ids                  verifier\n");
+    cts_out_str(o,
+                "\n  offset     size kind        ver  pid     dom  t_begin_us        t_end_us"
+                "          ids                  verifier\n");
     for (size_t i = 0; i < c->packets.n; i++) {
       const cts_mt_packet_t *p = &c->packets.items[i];
       cts_out_printf(o, "%8llu %8u %-10s %4u %-7lld %4u %17llu %17llu %9llu-%-9llu %5u %5u %llu\n",
-                     (unsigned long long)p->offset, p->size, packet_kind_names[p->kind],
-                     p->version, (long long)p->pid, p->domain,
-                     (unsigned long long)p->time_begin_us, (unsigned long long)p->time_end_us,
-                     (unsigned long long)p->alloc_id_begin, (unsigned long long)p->alloc_id_end,
-                     p->verify_ix, p->verify_pred, (unsigned long long)p->verify_val);
+                     (unsigned long long)p->offset, p->size, packet_kind_names[p->kind], p->version,
+                     (long long)p->pid, p->domain, (unsigned long long)p->time_begin_us,
+                     (unsigned long long)p->time_end_us, (unsigned long long)p->alloc_id_begin,
+                     (unsigned long long)p->alloc_id_end, p->verify_ix, p->verify_pred,
+                     (unsigned long long)p->verify_val);
     }
   }
 }
@@ -294,9 +295,15 @@ static int on_option(void *ctx, int opt, const char *arg) {
   info_opts_t *o = ctx;
   (void)arg;
   switch (opt) {
-    case 'J': o->json = true; break;
-    case 'P': o->packets = true; break;
-    case 'q': o->quiet = true; break;
+    case 'J':
+      o->json = true;
+      break;
+    case 'P':
+      o->packets = true;
+      break;
+    case 'q':
+      o->quiet = true;
+      break;
   }
   return -1;
 }

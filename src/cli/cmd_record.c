@@ -86,10 +86,12 @@ static bool find_preload(char *out, size_t size) {
     char *slash = strrchr(self, '/');
     if (slash) {
       *slash = '\0';
-      snprintf(out, size, "%s/%s", self, PRELOAD_NAME);
-      if (access(out, R_OK) == 0) return true;
-      snprintf(out, size, "%s/../lib/%s", self, PRELOAD_NAME);
-      if (access(out, R_OK) == 0) return true;
+      /* A path that does not fit is skipped, never truncated into another file's name. */
+      static const char *const layouts[] = {"%s/%s", "%s/../lib/%s"};
+      for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+        const int len = snprintf(out, size, layouts[i], self, PRELOAD_NAME);
+        if (len > 0 && (size_t)len < size && access(out, R_OK) == 0) return true;
+      }
     }
   }
 #ifdef CTS_INSTALL_LIBDIR

@@ -25,20 +25,22 @@ static const cli_command_t commands[] = {
 };
 
 static void print_usage(FILE *f) {
-  fputs("Usage: ctfscope [--version] [--help] COMMAND [ARGS...]\n"
-        "\n"
-        "Shows where a program's memory goes, from memtrace-format allocation traces.\n"
-        "\n"
-        "Commands:\n",
-        f);
+  fputs(
+      "Usage: ctfscope [--version] [--help] COMMAND [ARGS...]\n"
+      "\n"
+      "Shows where a program's memory goes, from memtrace-format allocation traces.\n"
+      "\n"
+      "Commands:\n",
+      f);
   for (size_t i = 0; i < CTS_ARRAY_SIZE(commands); i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fputs("  help       show the help of a command: ctfscope help COMMAND\n"
-        "  version    print the version\n"
-        "\n"
-        "Run 'ctfscope COMMAND --help' for a command's options. Exit codes: 0 success,\n"
-        "1 invalid trace data, 2 usage error, 3 input/output error, 4 internal error.\n",
-        f);
+  fputs(
+      "  help       show the help of a command: ctfscope help COMMAND\n"
+      "  version    print the version\n"
+      "\n"
+      "Run 'ctfscope COMMAND --help' for a command's options. Exit codes: 0 success,\n"
+      "1 invalid trace data, 2 usage error, 3 input/output error, 4 internal error.\n",
+      f);
 }
 
 static const cli_command_t *find_command(const char *name) {

@@ -71,8 +71,7 @@ int cli_parse(int argc, char **argv, const char *shortopts, const struct option 
       return CLI_EXIT_OK;
     }
     if (opt == '?') {
-      if (optopt)
-        return cli_usage_error("unknown option '-%c'", optopt);
+      if (optopt) return cli_usage_error("unknown option '-%c'", optopt);
       return cli_usage_error("unknown option '%s'", argv[optind - 1]);
     }
     if (opt == ':') return cli_usage_error("option '%s' needs a value", argv[optind - 1]);

@@ -53,7 +53,7 @@ size_t cts__vfmt(char *buf, size_t size, const char *fmt, va_list ap) {
         break;
       case 'd':
       case 'i': {
-        const int64_t v = is_size ? (int64_t)va_arg(ap, ptrdiff_t)
+        const int64_t v = is_size      ? (int64_t)va_arg(ap, ptrdiff_t)
                           : longs >= 2 ? va_arg(ap, long long)
                           : longs == 1 ? va_arg(ap, long)
                                        : va_arg(ap, int);
@@ -63,7 +63,7 @@ size_t cts__vfmt(char *buf, size_t size, const char *fmt, va_list ap) {
       }
       case 'u':
       case 'x': {
-        const uint64_t v = is_size ? va_arg(ap, size_t)
+        const uint64_t v = is_size      ? va_arg(ap, size_t)
                            : longs >= 2 ? va_arg(ap, unsigned long long)
                            : longs == 1 ? va_arg(ap, unsigned long)
                                         : va_arg(ap, unsigned);

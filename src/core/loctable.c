@@ -5,12 +5,12 @@
 
 #define CHUNK_SIZE (64u * 1024u)
 
-struct mt_arena_chunk {
-  mt_arena_chunk_t *next;
+struct cts__arena_chunk {
+  cts__arena_chunk_t *next;
   size_t size; /* whole allocation, header included */
 };
 
-static void *raw_alloc(mt_loctable_t *t, size_t size, int *err) {
+static void *raw_alloc(cts__loctable_t *t, size_t size, int *err) {
   if (t->used + size > t->limit) {
     *err = CTS_E_LIMIT;
     return NULL;
@@ -24,18 +24,18 @@ static void *raw_alloc(mt_loctable_t *t, size_t size, int *err) {
   return p;
 }
 
-static void raw_free(mt_loctable_t *t, void *p, size_t size) {
+static void raw_free(cts__loctable_t *t, void *p, size_t size) {
   if (!p) return;
   t->allocator.free(t->allocator.user_data, p, size);
   t->used -= size;
 }
 
-static void *arena_alloc(mt_loctable_t *t, size_t size, int *err) {
+static void *arena_alloc(cts__loctable_t *t, size_t size, int *err) {
   size = (size + 7u) & ~(size_t)7u;
   if ((size_t)(t->end - t->cur) < size) {
-    const size_t header = (sizeof(mt_arena_chunk_t) + 7u) & ~(size_t)7u;
+    const size_t header = (sizeof(cts__arena_chunk_t) + 7u) & ~(size_t)7u;
     const size_t want = size + header > CHUNK_SIZE ? size + header : CHUNK_SIZE;
-    mt_arena_chunk_t *c = raw_alloc(t, want, err);
+    cts__arena_chunk_t *c = raw_alloc(t, want, err);
     if (!c) return NULL;
     c->size = want;
     c->next = t->chunks;
@@ -48,15 +48,15 @@ static void *arena_alloc(mt_loctable_t *t, size_t size, int *err) {
   return p;
 }
 
-void mt_loctable_init(mt_loctable_t *t, cts_allocator_t allocator, uint64_t limit) {
+void cts__loctable_init(cts__loctable_t *t, cts_allocator_t allocator, uint64_t limit) {
   memset(t, 0, sizeof *t);
   t->allocator = allocator;
   t->limit = limit;
 }
 
-void mt_loctable_fini(mt_loctable_t *t) {
-  for (mt_arena_chunk_t *c = t->chunks; c;) {
-    mt_arena_chunk_t *next = c->next;
+void cts__loctable_fini(cts__loctable_t *t) {
+  for (cts__arena_chunk_t *c = t->chunks; c;) {
+    cts__arena_chunk_t *next = c->next;
     raw_free(t, c, c->size);
     c = next;
   }
@@ -84,14 +84,14 @@ static uint64_t hash_code(uint64_t code) {
   return code;
 }
 
-static int grow_strings(mt_loctable_t *t) {
+static int grow_strings(cts__loctable_t *t) {
   const size_t cap = t->strings_cap ? t->strings_cap * 2 : 256;
   int err = 0;
-  mt_intern_entry_t *n = raw_alloc(t, cap * sizeof *n, &err);
+  cts__intern_entry_t *n = raw_alloc(t, cap * sizeof *n, &err);
   if (!n) return err;
   memset(n, 0, cap * sizeof *n);
   for (size_t i = 0; i < t->strings_cap; i++) {
-    const mt_intern_entry_t *e = &t->strings[i];
+    const cts__intern_entry_t *e = &t->strings[i];
     if (!e->str) continue;
     size_t j = e->hash & (cap - 1);
     while (n[j].str) j = (j + 1) & (cap - 1);
@@ -103,7 +103,7 @@ static int grow_strings(mt_loctable_t *t) {
   return 0;
 }
 
-const char *mt_loctable_intern(mt_loctable_t *t, const char *s, size_t len, int *err) {
+const char *cts__loctable_intern(cts__loctable_t *t, const char *s, size_t len, int *err) {
   if ((t->strings_count + 1) * 4 > t->strings_cap * 3) {
     const int e = grow_strings(t);
     if (e) {
@@ -114,35 +114,35 @@ const char *mt_loctable_intern(mt_loctable_t *t, const char *s, size_t len, int 
   const uint64_t h = hash_bytes(s, len);
   size_t j = h & (t->strings_cap - 1);
   for (; t->strings[j].str; j = (j + 1) & (t->strings_cap - 1)) {
-    const mt_intern_entry_t *e = &t->strings[j];
+    const cts__intern_entry_t *e = &t->strings[j];
     if (e->hash == h && e->len == len && memcmp(e->str, s, len) == 0) return e->str;
   }
   char *copy = arena_alloc(t, len + 1, err);
   if (!copy) return NULL;
   memcpy(copy, s, len);
   copy[len] = '\0';
-  t->strings[j] = (mt_intern_entry_t){h, copy, len};
+  t->strings[j] = (cts__intern_entry_t){h, copy, len};
   t->strings_count++;
   return copy;
 }
 
-const mt_loc_entry_t *mt_loctable_find(const mt_loctable_t *t, uint64_t code) {
+const cts__loc_entry_t *cts__loctable_find(const cts__loctable_t *t, uint64_t code) {
   if (!t->entries_cap || code == 0) return NULL;
   for (size_t j = hash_code(code) & (t->entries_cap - 1);; j = (j + 1) & (t->entries_cap - 1)) {
-    const mt_loc_entry_t *e = &t->entries[j];
+    const cts__loc_entry_t *e = &t->entries[j];
     if (e->code == code) return e;
     if (e->code == 0) return NULL;
   }
 }
 
-static int grow_entries(mt_loctable_t *t) {
+static int grow_entries(cts__loctable_t *t) {
   const size_t cap = t->entries_cap ? t->entries_cap * 2 : 1024;
   int err = 0;
-  mt_loc_entry_t *n = raw_alloc(t, cap * sizeof *n, &err);
+  cts__loc_entry_t *n = raw_alloc(t, cap * sizeof *n, &err);
   if (!n) return err;
   memset(n, 0, cap * sizeof *n);
   for (size_t i = 0; i < t->entries_cap; i++) {
-    const mt_loc_entry_t *e = &t->entries[i];
+    const cts__loc_entry_t *e = &t->entries[i];
     if (!e->code) continue;
     size_t j = hash_code(e->code) & (cap - 1);
     while (n[j].code) j = (j + 1) & (cap - 1);
@@ -165,9 +165,9 @@ static bool same_locations(const cts_mt_location_t *a, const cts_mt_location_t *
   return true;
 }
 
-int mt_loctable_define(mt_loctable_t *t, uint64_t code, const cts_mt_location_t *locs, uint32_t n,
-                       const mt_loc_entry_t **entry) {
-  const mt_loc_entry_t *old = mt_loctable_find(t, code);
+int cts__loctable_define(cts__loctable_t *t, uint64_t code, const cts_mt_location_t *locs,
+                         uint32_t n, const cts__loc_entry_t **entry) {
+  const cts__loc_entry_t *old = cts__loctable_find(t, code);
   if (old) {
     *entry = old;
     return old->n == n && same_locations(old->locs, locs, n) ? 0 : CTS_E_LOCATION_CONFLICT;
@@ -185,7 +185,7 @@ int mt_loctable_define(mt_loctable_t *t, uint64_t code, const cts_mt_location_t 
   }
   size_t j = hash_code(code) & (t->entries_cap - 1);
   while (t->entries[j].code) j = (j + 1) & (t->entries_cap - 1);
-  t->entries[j] = (mt_loc_entry_t){code, copy, n};
+  t->entries[j] = (cts__loc_entry_t){code, copy, n};
   t->entries_count++;
   *entry = &t->entries[j];
   return 0;

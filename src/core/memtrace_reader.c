@@ -43,7 +43,7 @@ struct cts_mt_reader {
   bool have_info;
   cts_mt_info_t info;
   uint64_t next_alloc_id; /* v1/v2 running object-id counter */
-  mt_loctable_t locs;
+  cts__loctable_t locs;
   domain_t **domains;
   size_t ndomains;
   domain_t *cur;
@@ -62,7 +62,7 @@ static void mem_free(const cts_mt_reader_t *r, void *p, size_t size) {
 }
 
 CTS_NOINLINE CTS_PRINTF(4, 5) static int fail(cts_mt_reader_t *r, int code, uint64_t offset,
-                                               const char *fmt, ...) {
+                                              const char *fmt, ...) {
   size_t n = cts__fmt(r->errmsg, sizeof r->errmsg, "at offset %llu: ", (unsigned long long)offset);
   va_list ap;
   va_start(ap, fmt);
@@ -73,8 +73,8 @@ CTS_NOINLINE CTS_PRINTF(4, 5) static int fail(cts_mt_reader_t *r, int code, uint
   return code;
 }
 
-CTS_PRINTF(4, 5) static void warn(cts_mt_reader_t *r, int code, uint64_t offset, const char *fmt,
-                                  ...) {
+CTS_PRINTF(4, 5)
+static void warn(cts_mt_reader_t *r, int code, uint64_t offset, const char *fmt, ...) {
   if (!r->h.on_warning) return;
   char msg[256];
   va_list ap;
@@ -115,7 +115,7 @@ int cts_mt_reader_create(cts_mt_reader_t **out, const cts_mt_reader_config_t *cf
   memset(r, 0, sizeof *r);
   r->cfg = *cfg;
   if (handler) r->h = *handler;
-  mt_loctable_init(&r->locs, cfg->allocator, cfg->max_location_bytes);
+  cts__loctable_init(&r->locs, cfg->allocator, cfg->max_location_bytes);
   *out = r;
   return 0;
 }
@@ -129,7 +129,7 @@ void cts_mt_reader_destroy(cts_mt_reader_t *r) {
   }
   mem_free(r, r->domains, r->cfg.max_domains * sizeof *r->domains);
   mem_free(r, r->carry, r->carry_cap);
-  mt_loctable_fini(&r->locs);
+  cts__loctable_fini(&r->locs);
   mem_free(r, r, sizeof *r);
 }
 
@@ -139,7 +139,7 @@ const cts_mt_info_t *cts_mt_reader_borrow_info(const cts_mt_reader_t *r) {
 
 int cts_mt_reader_lookup_location(const cts_mt_reader_t *r, uint64_t code,
                                   const cts_mt_location_t **locs, size_t *n) {
-  const mt_loc_entry_t *e = mt_loctable_find(&r->locs, code);
+  const cts__loc_entry_t *e = cts__loctable_find(&r->locs, code);
   if (!e) return CTS_E_LOCATION_UNDEFINED;
   *locs = e->locs;
   *n = e->n;
@@ -271,7 +271,7 @@ static int rd_string(cts_mt_reader_t *r, const uint8_t **pp, const uint8_t *end,
     return fail(r, CTS_E_UNTERMINATED_STRING, base + (uint64_t)(p - pkt),
                 "%s: string runs to the end of the packet without a NUL", what);
   int err = 0;
-  *out = mt_loctable_intern(&r->locs, (const char *)p, (size_t)(nul - p), &err);
+  *out = cts__loctable_intern(&r->locs, (const char *)p, (size_t)(nul - p), &err);
   if (!*out)
     return fail(r, err, base + (uint64_t)(p - pkt), "%s: no memory left for names (%s)", what,
                 cts_strerror(err));
@@ -292,8 +292,8 @@ static int mtf_lookup(cts_mt_reader_t *r, const char **table, uint8_t *count, un
     return 0;
   }
   if (code >= *count)
-    return fail(r, CTS_E_MTF_INDEX, off, "%s name index %u but the table holds only %u names",
-                what, code, *count);
+    return fail(r, CTS_E_MTF_INDEX, off, "%s name index %u but the table holds only %u names", what,
+                code, *count);
   const char *name = table[code];
   memmove(table + 1, table, code * sizeof *table);
   table[0] = name;
@@ -309,8 +309,7 @@ static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, 
   const uint64_t code = mt_ld64(p);
   const unsigned nlocs = p[8];
   p += 9;
-  if (code == 0)
-    return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "location event defines code 0");
+  if (code == 0) return fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "location event defines code 0");
   for (unsigned i = 0; i < nlocs; i++) {
     if (end - p < 6)
       return fail(r, CTS_E_EVENT_OVERRUN, evoff,
@@ -359,8 +358,8 @@ static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, 
                    "function");
     if (e) return e;
   }
-  const mt_loc_entry_t *entry;
-  const int e = mt_loctable_define(&r->locs, code, r->scratch, nlocs, &entry);
+  const cts__loc_entry_t *entry;
+  const int e = cts__loctable_define(&r->locs, code, r->scratch, nlocs, &entry);
   if (e == CTS_E_LOCATION_CONFLICT)
     return fail(r, e, evoff, "location code %llu redefined with different locations",
                 (unsigned long long)code);
@@ -387,7 +386,7 @@ static CTS_FORCE_INLINE bool location_defined(cts_mt_reader_t *r, uint64_t code)
   uint64_t *const slot =
       &r->defined_recently[((code * 0x9e3779b97f4a7c15ull) >> 56) & (DEFINED_CACHE_SIZE - 1)];
   if (CTS_LIKELY(*slot == code)) return true;
-  if (!mt_loctable_find(&r->locs, code)) return false;
+  if (!cts__loctable_find(&r->locs, code)) return false;
   *slot = code;
   return true;
 }
@@ -597,8 +596,7 @@ static int emit_packet(cts_mt_reader_t *r, const cts_mt_packet_t *pk) {
 }
 
 /* §6: the first packet holds exactly one trace_info event. */
-static int decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t *h,
-                       uint64_t off) {
+static int decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t *h, uint64_t off) {
   const uint8_t *p = pkt + mt_header_size(h->version), *end = pkt + h->size_bits / 8;
   if (end - p < 13)
     return fail(r, CTS_E_BAD_TRACE_INFO, off,
@@ -624,7 +622,8 @@ static int decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t
       (e = rd_string(r, &p, end, base, pkt, "trace info runtime parameters", &in->runtime_params)))
     return e;
   if (end - p < 8)
-    return fail(r, CTS_E_BAD_TRACE_INFO, off + (uint64_t)(p - pkt), "trace info cut off before its pid");
+    return fail(r, CTS_E_BAD_TRACE_INFO, off + (uint64_t)(p - pkt),
+                "trace info cut off before its pid");
   in->pid = mt_ld64(p);
   p += 8;
   in->context = NULL;
@@ -1114,8 +1113,7 @@ int cts_mt_reader_finish(cts_mt_reader_t *r) {
     mt_parse_header(r->carry, &h);
     if ((e = check_header_ranges(r, &h, r->offset)) != 0) return e;
     warn(r, CTS_E_TRUNCATED_PACKET, r->offset,
-         "skipping truncated packet: the trace ends after %zu of its %u bytes", r->carry_len,
-         need);
+         "skipping truncated packet: the trace ends after %zu of its %u bytes", r->carry_len, need);
     cts_mt_packet_t pk;
     fill_packet(&pk, &h, r->offset, CTS_MT_PACKET_TRUNCATED);
     r->offset += r->carry_len;

@@ -9,30 +9,30 @@
 
 #include "../common/compiler.h"
 
-#define MT_MAGIC 0xC1FC1FC1u               /* §4 */
-#define MT_VERSION_OFFSET 28u              /* u16 version sits here in every version */
-#define MT_MIN_PREFIX 30u                  /* bytes needed to know the header size */
-#define MT_TIME_BITS 25u                   /* §5: low bits of the timestamp in each event */
-#define MT_TIME_MASK ((1u << MT_TIME_BITS) - 1u)
-#define MT_EV_TRACE_INFO 0u                /* §5.1 */
-#define MT_EV_LOCATION 1u
-#define MT_EV_ALLOC 2u
-#define MT_EV_PROMOTE 3u
-#define MT_EV_COLLECT 4u
-#define MT_EV_SHORT_ALLOC_BASE 100u        /* ids 101…116 = short alloc of 1…16 words */
-#define MT_CACHE_SIZE 16384u               /* §8.4: backtrace cache buckets */
-#define MT_MTF_SIZE 31u                    /* §7.2: move-to-front table capacity */
-#define MT_MTF_NEW 31u                     /* code meaning "a new name follows" */
-#define MT_VERIFY_NONE 0xFFFFu             /* §8.6: dummy verifier index */
-#define MT_VERIFY_FIRST 4242u
-#define MT_VERIFY_STEP 5413u
-#define MT_ID_CHUNK 10000u                 /* §12: v3 object ids come in chunks */
-#define MT_MAX_PACKET_SPAN_US 30000000u    /* §10.2: a packet spans at most 30 s */
+#define MT_MAGIC               0xC1FC1FC1u /* §4 */
+#define MT_VERSION_OFFSET      28u         /* u16 version sits here in every version */
+#define MT_MIN_PREFIX          30u         /* bytes needed to know the header size */
+#define MT_TIME_BITS           25u         /* §5: low bits of the timestamp in each event */
+#define MT_TIME_MASK           ((1u << MT_TIME_BITS) - 1u)
+#define MT_EV_TRACE_INFO       0u /* §5.1 */
+#define MT_EV_LOCATION         1u
+#define MT_EV_ALLOC            2u
+#define MT_EV_PROMOTE          3u
+#define MT_EV_COLLECT          4u
+#define MT_EV_SHORT_ALLOC_BASE 100u    /* ids 101…116 = short alloc of 1…16 words */
+#define MT_CACHE_SIZE          16384u  /* §8.4: backtrace cache buckets */
+#define MT_MTF_SIZE            31u     /* §7.2: move-to-front table capacity */
+#define MT_MTF_NEW             31u     /* code meaning "a new name follows" */
+#define MT_VERIFY_NONE         0xFFFFu /* §8.6: dummy verifier index */
+#define MT_VERIFY_FIRST        4242u
+#define MT_VERIFY_STEP         5413u
+#define MT_ID_CHUNK            10000u    /* §12: v3 object ids come in chunks */
+#define MT_MAX_PACKET_SPAN_US  30000000u /* §10.2: a packet spans at most 30 s */
 
 /* §7.1: the 48-bit location bit field. */
-#define MT_LOC_LINE_MAX 0xFFFFFu
+#define MT_LOC_LINE_MAX  0xFFFFFu
 #define MT_LOC_START_MAX 0xFFu
-#define MT_LOC_END_MAX 0x3FFu
+#define MT_LOC_END_MAX   0x3FFu
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define MT_BSWAP16(x) __builtin_bswap16(x)

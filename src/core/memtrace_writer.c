@@ -10,16 +10,16 @@
 #include "../common/compiler.h"
 #include "memtrace_wire.h"
 
-#define PACKET_SIZE CTS_MT_MAX_WRITTEN_PACKET
-#define EVENT_MAX 4196u          /* §10.2: flush when fewer bytes than this are left */
-#define LOCATION_ROOM 4096u      /* location packets are filled while more remains */
+#define PACKET_SIZE        CTS_MT_MAX_WRITTEN_PACKET
+#define EVENT_MAX          4196u /* §10.2: flush when fewer bytes than this are left */
+#define LOCATION_ROOM      4096u /* location packets are filled while more remains */
 #define MAX_PENDING_BEFORE 128u  /* §10.2: flush when more codes than this wait */
-#define BACKTRACE_BYTES 4096u    /* §8.5: codewords of one backtrace */
-#define CODEWORD_MAX 10u
+#define BACKTRACE_BYTES    4096u /* §8.5: codewords of one backtrace */
+#define CODEWORD_MAX       10u
 /* 128 waiting + at most (4096 / 10 + 1) misses in one event. */
-#define PENDING_CAP 1024u
+#define PENDING_CAP     1024u
 #define INFO_STRING_MAX 8000u /* keeps the trace-info packet within 32 KiB */
-#define WRITER_MAGIC 0x4d54575255u
+#define WRITER_MAGIC    0x4d54575255u
 
 /* Names in the MTF tables are kept as two independent 64-bit hashes: the writer must not
  * allocate, and the odds of two names colliding on 128 bits are negligible. */
@@ -224,9 +224,8 @@ static uint32_t clamp(uint32_t v, uint32_t max) {
 static size_t select_locations(cts_mt_writer_t *w, uint64_t code, const cts_mt_location_t **locs,
                                size_t *count) {
   static const cts_mt_location_t unknown = {1, 1, 1, "<unknown>", "??"};
-  size_t n = w->resolve ? w->resolve(w->resolve_user_data, code, w->resolved,
-                                     CTS_MT_MAX_LOCATIONS)
-                        : 0;
+  size_t n =
+      w->resolve ? w->resolve(w->resolve_user_data, code, w->resolved, CTS_MT_MAX_LOCATIONS) : 0;
   bool oversize = n > CTS_MT_MAX_LOCATIONS;
   size_t worst = 9;
   for (size_t i = 0; i < n && !oversize; i++) {
@@ -261,8 +260,8 @@ static size_t put_location(cts_mt_writer_t *w, uint8_t *p, uint64_t code,
     const unsigned dc = mtf_def(&w->files[0], name_key(d));
     const uint64_t bits = (uint64_t)clamp(l->line, MT_LOC_LINE_MAX) |
                           (uint64_t)clamp(l->start_char, MT_LOC_START_MAX) << 20 |
-                          (uint64_t)clamp(l->end_char, MT_LOC_END_MAX) << 28 |
-                          (uint64_t)fc << 38 | (uint64_t)dc << 43;
+                          (uint64_t)clamp(l->end_char, MT_LOC_END_MAX) << 28 | (uint64_t)fc << 38 |
+                          (uint64_t)dc << 43;
     mt_st32(q, (uint32_t)bits);
     mt_st16(q + 4, (uint16_t)(bits >> 32));
     q += 6;
@@ -273,9 +272,9 @@ static size_t put_location(cts_mt_writer_t *w, uint8_t *p, uint64_t code,
 }
 
 static int finish_location_packet(cts_mt_writer_t *w, size_t len) {
-  const header_fields_t f = {(uint32_t)len, w->packet_start, w->packet_start, MT_VERIFY_NONE,
-                             0,             0,               w->packet_first_id,
-                             w->packet_first_id};
+  const header_fields_t f = {
+      (uint32_t)len,      w->packet_start,   w->packet_start, MT_VERIFY_NONE, 0, 0,
+      w->packet_first_id, w->packet_first_id};
   put_header(w, w->locpacket, &f);
   return emit(w, w->locpacket, len);
 }
@@ -325,9 +324,8 @@ static void start_packet(cts_mt_writer_t *w, uint64_t start) {
 static int flush_at(cts_mt_writer_t *w, uint64_t new_start) {
   int e = write_locations(w);
   if (e) return e;
-  const header_fields_t f = {(uint32_t)w->pos, w->packet_start,    w->packet_last,
-                             w->verify_ix,     w->verify_pred,     w->verify_val,
-                             w->packet_first_id, w->next_id};
+  const header_fields_t f = {(uint32_t)w->pos, w->packet_start, w->packet_last,     w->verify_ix,
+                             w->verify_pred,   w->verify_val,   w->packet_first_id, w->next_id};
   put_header(w, w->packet, &f);
   if ((e = emit(w, w->packet, w->pos)) != 0) return e;
   w->first_event_packet = false;

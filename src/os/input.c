@@ -9,7 +9,7 @@
 
 #include "os.h"
 
-#define CHUNK (1u << 20)
+#define CHUNK       (1u << 20)
 #define GZ_IN_CHUNK (256u << 10)
 
 struct cts_os_input {

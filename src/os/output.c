@@ -97,10 +97,14 @@ static size_t utf8_len(const unsigned char *s) {
   size_t n;
   unsigned min;
   if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) n = 2, min = 0x80;
-  else if ((c & 0xF0) == 0xE0) n = 3, min = 0x800;
-  else if ((c & 0xF8) == 0xF0) n = 4, min = 0x10000;
-  else return 0;
+  if ((c & 0xE0) == 0xC0)
+    n = 2, min = 0x80;
+  else if ((c & 0xF0) == 0xE0)
+    n = 3, min = 0x800;
+  else if ((c & 0xF8) == 0xF0)
+    n = 4, min = 0x10000;
+  else
+    return 0;
   unsigned cp = c & (0x7Fu >> n);
   for (size_t i = 1; i < n; i++) {
     if ((s[i] & 0xC0) != 0x80) return 0;

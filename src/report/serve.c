@@ -42,7 +42,7 @@ typedef struct http_conn {
   enum conn_state state;
   int64_t deadline;
   size_t req_len;
-  char head[640];
+  char head[1024];
   size_t head_len, head_off;
   const char *body;
   size_t body_len, body_off;
@@ -97,39 +97,45 @@ void cts_serve_config_init(cts_serve_config_t *cfg) {
 
 /* ---- blobs ------------------------------------------------------------------------- */
 
-cts__serve_blob_t *cts__serve_render(const report_doc_t *doc) {
-  /* The writer is a buffered fd writer: render into an anonymous memory file, then copy
-   * the result into one allocation of the exact size. */
-  const int fd = memfd_create("ctfscope-serve", MFD_CLOEXEC);
-  if (fd < 0) return NULL;
+int cts__serve_render_fd(const report_doc_t *doc, int fd) {
   cts_out_t *o = malloc(sizeof *o);
-  cts__serve_blob_t *b = NULL;
-  if (!o) goto end;
+  if (!o) return -ENOMEM;
   cts_out_init(o, fd);
   report_write_doc(o, doc);
-  if (cts_out_flush(o) != 0) goto end;
+  const int err = cts_out_flush(o);
+  free(o);
+  return err;
+}
+
+cts__serve_blob_t *cts__serve_blob_from_fd(int fd) {
   struct stat st;
-  if (fstat(fd, &st) != 0) goto end;
+  if (fstat(fd, &st) != 0) return NULL;
   const size_t len = (size_t)st.st_size;
-  b = malloc(sizeof *b + len + 1);
-  if (!b) goto end;
+  cts__serve_blob_t *b = malloc(sizeof *b + len + 1);
+  if (!b) return NULL;
   b->refs = 1;
   b->len = len;
   b->generation = 0;
   size_t got = 0;
   while (got < len) {
     const ssize_t n = pread(fd, b->data + got, len - got, (off_t)got);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      if (n < 0 && errno == EINTR) continue;
       free(b);
-      b = NULL;
-      goto end;
+      return NULL;
     }
     got += (size_t)n;
   }
   b->data[len] = '\0';
-end:
-  free(o);
+  return b;
+}
+
+cts__serve_blob_t *cts__serve_render(const report_doc_t *doc) {
+  /* The writer is a buffered fd writer: render into an anonymous memory file, then copy
+   * the result into one allocation of the exact size. */
+  const int fd = memfd_create("ctfscope-serve", MFD_CLOEXEC);
+  if (fd < 0) return NULL;
+  cts__serve_blob_t *b = cts__serve_render_fd(doc, fd) == 0 ? cts__serve_blob_from_fd(fd) : NULL;
   close(fd);
   return b;
 }
@@ -222,7 +228,7 @@ int cts_serve_create(cts_serve_t **out, const cts_serve_config_t *cfg, char *err
   s->cfg = *cfg;
   s->listen_fd = s->wake_rd = s->wake_wr = -1;
   s->conns = calloc(cfg->max_clients, sizeof *s->conns);
-  s->pfds = calloc((size_t)cfg->max_clients + 4, sizeof *s->pfds);
+  s->pfds = calloc((size_t)cfg->max_clients + 5, sizeof *s->pfds);
   if (!s->conns || !s->pfds || build_page(s) != 0) goto nomem;
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -355,7 +361,11 @@ static void respond(cts_serve_t *s, http_conn_t *k, int code, const char *type, 
                          code, status_text(code), type ? "Content-Type: " : "", type ? type : "",
                          type ? "\r\n" : "", body_len, html ? "Content-Security-Policy: " : "",
                          html ? PAGE_CSP : "", html ? "\r\n" : "", extra);
-  k->head_len = n > 0 && (size_t)n < sizeof k->head ? (size_t)n : 0;
+  if (n <= 0 || (size_t)n >= sizeof k->head) { /* cannot happen: the header is ours */
+    conn_close(k);
+    return;
+  }
+  k->head_len = (size_t)n;
   k->head_off = 0;
   k->body = body;
   k->body_len = body_len;

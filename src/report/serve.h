@@ -19,7 +19,8 @@
  * Live mode also listens on a second port for ONE tracing connection (memtrace or
  * mirage-profile task trace, told apart and validated by the collector's trace sink). The
  * complete packets are appended to a snapshot file in a private temporary directory, and
- * the document is rebuilt from it at most once per refresh period while data arrives. */
+ * the document is rebuilt from it (in a forked child process, so the server stays
+ * responsive) at most once per refresh period while data arrives; see serve_live.c. */
 #ifndef CTS_REPORT_SERVE_H
 #define CTS_REPORT_SERVE_H
 
@@ -87,6 +88,10 @@ typedef struct cts__serve_blob {
 /* Renders the document (with extra members, see report_doc_t) into a new blob (refs 1), or
  * NULL when out of memory. */
 cts__serve_blob_t *cts__serve_render(const report_doc_t *doc);
+/* The same in two steps: the document into a file descriptor (0 or -errno), and a blob of
+ * a whole file (NULL when out of memory or unreadable). */
+int cts__serve_render_fd(const report_doc_t *doc, int fd);
+cts__serve_blob_t *cts__serve_blob_from_fd(int fd);
 void cts__serve_blob_unref(cts__serve_blob_t *b);
 
 typedef struct cts__serve_live cts__serve_live_t;
@@ -95,7 +100,8 @@ struct pollfd;
 int cts__serve_live_create(cts__serve_live_t **out, const cts_serve_config_t *cfg, char *err,
                            size_t err_size);
 const cts_net_addr_t *cts__serve_live_address(const cts__serve_live_t *l);
-/* Fills at most 2 pollfds (the listening socket, the tracing connection); returns how many. */
+/* Fills at most 3 pollfds (the listening socket, the tracing connection, the rebuilding
+ * process); returns how many. */
 unsigned cts__serve_live_pollfds(cts__serve_live_t *l, struct pollfd *p);
 /* Handles what poll() reported on those descriptors. */
 void cts__serve_live_ready(cts__serve_live_t *l, const struct pollfd *p, unsigned n, int64_t now);

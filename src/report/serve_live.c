@@ -3,14 +3,21 @@
  * arrives by the collector's trace sink (format detection, every memtrace event decoded,
  * task-trace packets framed). Bytes are held until the sink has seen their packet complete,
  * then appended to a snapshot file, so the snapshot is always a valid trace that ends on a
- * packet boundary. The document is rebuilt from the snapshot by the report's own loaders
- * (the same figures as `ctfscope report`), at most once per refresh period and only when
- * something changed; a rebuild that takes d ms waits at least d ms before the next one, so
- * the loop spends at most half its time rebuilding and keeps answering requests and reading
- * the trace.
+ * packet boundary.
  *
- * Memory: the receive buffer, the bytes of at most one incomplete packet (bounded by the
- * sink's packet limit), and the aggregation of the snapshot being rebuilt. */
+ * The document is rebuilt from the snapshot by the report's own loaders (the same figures
+ * as `ctfscope report`), at most once per refresh period and only when something changed.
+ * A rebuild reads the whole snapshot, so it runs in a forked child process that writes the
+ * document to a memory file and reports on a pipe: the loop keeps answering requests and
+ * reading the trace meanwhile. A rebuild that took d ms waits at least d ms before the next,
+ * so on a large trace the page updates every 2d rather than every second.
+ *
+ * Memory in this process: the receive buffer, the bytes of at most one incomplete packet
+ * (bounded by the sink's packet limit), and the last document; the aggregation lives in the
+ * child. The "live" member: state (waiting, receiving, ended), generation, trace_port, peer,
+ * format, bytes (the snapshot's size when the rebuild started: the child may read a few
+ * more complete packets), packets, build_ms (how long the previous rebuild took),
+ * updated_unix_ms, message (how the connection ended). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +67,13 @@ struct cts__serve_live {
   uint64_t built_len, generation;
   enum live_state built_state;
   int64_t next_build_ms, build_ms;
+  /* the rebuilding child process, if one runs */
+  pid_t child;
+  int child_fd, child_memfd; /* its status pipe and its document */
+  uint64_t child_len, child_generation;
+  enum live_state child_state;
+  int64_t child_started_ms;
+  cts__serve_blob_t *ready; /* its finished document, not yet handed out */
 };
 
 static void log_line(const cts__serve_live_t *l, const char *fmt, ...) CTS_PRINTF(2, 3);
@@ -83,6 +100,8 @@ int cts__serve_live_create(cts__serve_live_t **out, const cts_serve_config_t *cf
   }
   l->cfg = *cfg;
   l->listen_fd = l->fd = l->dir_fd = l->snap_fd = -1;
+  l->child = -1;
+  l->child_fd = l->child_memfd = -1;
   int rc;
   const char *tmp = getenv("TMPDIR");
   snprintf(l->dir, sizeof l->dir, "%s/ctfscope-serve-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -126,6 +145,7 @@ unsigned cts__serve_live_pollfds(cts__serve_live_t *l, struct pollfd *p) {
   unsigned n = 0;
   if (l->listen_fd >= 0) p[n++] = (struct pollfd){.fd = l->listen_fd, .events = POLLIN};
   if (l->fd >= 0) p[n++] = (struct pollfd){.fd = l->fd, .events = POLLIN};
+  if (l->child_fd >= 0) p[n++] = (struct pollfd){.fd = l->child_fd, .events = POLLIN};
   return n;
 }
 
@@ -262,11 +282,15 @@ static void accept_conn(cts__serve_live_t *l, int64_t now) {
   }
 }
 
+static void finish_child(cts__serve_live_t *l);
+
 void cts__serve_live_ready(cts__serve_live_t *l, const struct pollfd *p, unsigned n, int64_t now) {
   for (unsigned i = 0; i < n; i++) {
     if (!p[i].revents) continue;
     if (p[i].fd == l->fd)
       service(l, READS_PER_POLL);
+    else if (p[i].fd == l->child_fd)
+      finish_child(l);
     else if (p[i].fd == l->listen_fd)
       accept_conn(l, now);
   }
@@ -277,7 +301,7 @@ static bool changed(const cts__serve_live_t *l) {
 }
 
 int64_t cts__serve_live_deadline(const cts__serve_live_t *l) {
-  int64_t first = changed(l) ? l->next_build_ms : INT64_MAX;
+  int64_t first = l->ready ? 0 : changed(l) && l->child < 0 ? l->next_build_ms : INT64_MAX;
   if (l->fd >= 0 && !l->claimed && l->conn_since_ms + l->cfg.trace_header_timeout_ms < first)
     first = l->conn_since_ms + l->cfg.trace_header_timeout_ms;
   return first;
@@ -300,11 +324,9 @@ static void json_text(char *buf, size_t size, const char *s) {
   buf[n] = '\0';
 }
 
-cts__serve_blob_t *cts__serve_live_refresh(cts__serve_live_t *l, int64_t now) {
-  if (l->fd >= 0 && !l->claimed && now >= l->conn_since_ms + l->cfg.trace_header_timeout_ms)
-    end_conn(l, "dropped (no trace header within %.3f s)",
-             (double)l->cfg.trace_header_timeout_ms / 1000.0);
-  if (!changed(l) || (l->built_any && now < l->next_build_ms)) return NULL;
+/* Writes the document of the snapshot as it is now into fd: the report loaders read the
+ * snapshot file (only complete packets), plus the "live" member. Returns 0 or -errno. */
+static int write_doc(const cts__serve_live_t *l, uint64_t generation, int fd) {
   report_mem_t *mem = NULL;
   report_tasks_t *tasks = NULL;
   char path[600];
@@ -328,7 +350,6 @@ cts__serve_blob_t *cts__serve_live_refresh(cts__serve_live_t *l, int64_t now) {
   json_text(peer, sizeof peer, l->claimed ? l->peer : "");
   json_text(msg, sizeof msg, l->message);
   json_text(where, sizeof where, l->addr_text);
-  const uint64_t generation = l->generation + 1;
   struct timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
   snprintf(extra, sizeof extra,
@@ -342,18 +363,91 @@ cts__serve_blob_t *cts__serve_live_refresh(cts__serve_live_t *l, int64_t now) {
            (unsigned long long)l->snap_len, (unsigned long long)l->packets, (long long)l->build_ms,
            (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000, msg);
   const report_doc_t doc = {.title = title, .mem = mem, .tasks = tasks, .extra_members = extra};
-  cts__serve_blob_t *b = cts__serve_render(&doc);
+  const int err = cts__serve_render_fd(&doc, fd);
   report_mem_free(mem);
   report_tasks_free(tasks);
+  return err;
+}
+
+/* Bookkeeping of a finished rebuild (started at started_ms, of what was there then). */
+static void built(cts__serve_live_t *l, int64_t started_ms, bool ok) {
   const int64_t end = cts__serve_now_ms();
-  l->build_ms = end - now;
-  const int64_t period = now + (int64_t)l->cfg.refresh_ms, busy = end + l->build_ms;
+  l->build_ms = end - started_ms;
+  const int64_t period = started_ms + (int64_t)l->cfg.refresh_ms, busy = end + l->build_ms;
   l->next_build_ms = period > busy ? period : busy;
-  if (!b) return NULL; /* out of memory: try again at the next period */
-  b->generation = l->generation = generation;
+  if (!ok) return; /* out of memory or unreadable: try again at the next period */
   l->built_any = true;
-  l->built_len = l->snap_len;
-  l->built_state = l->state;
+  l->built_len = l->child_len;
+  l->built_state = l->child_state;
+}
+
+/* Collects the rebuilding process's document (its status byte, or end of file if it died). */
+static void finish_child(cts__serve_live_t *l) {
+  char status = 1;
+  while (read(l->child_fd, &status, 1) < 0 && errno == EINTR) {}
+  while (waitpid(l->child, NULL, 0) < 0 && errno == EINTR) {}
+  l->child = -1;
+  close(l->child_fd);
+  l->child_fd = -1;
+  cts__serve_blob_t *b = status == 0 ? cts__serve_blob_from_fd(l->child_memfd) : NULL;
+  close(l->child_memfd);
+  l->child_memfd = -1;
+  if (b) {
+    b->generation = l->child_generation;
+    cts__serve_blob_unref(l->ready);
+    l->ready = b;
+  }
+  built(l, l->child_started_ms, b != NULL);
+}
+
+cts__serve_blob_t *cts__serve_live_refresh(cts__serve_live_t *l, int64_t now) {
+  if (l->fd >= 0 && !l->claimed && now >= l->conn_since_ms + l->cfg.trace_header_timeout_ms)
+    end_conn(l, "dropped (no trace header within %.3f s)",
+             (double)l->cfg.trace_header_timeout_ms / 1000.0);
+  if (l->ready) {
+    cts__serve_blob_t *b = l->ready;
+    l->ready = NULL;
+    return b;
+  }
+  if (l->child > 0 || !changed(l) || (l->built_any && now < l->next_build_ms)) return NULL;
+  const uint64_t generation = ++l->generation;
+  l->child_len = l->snap_len;
+  l->child_state = l->state;
+  l->child_started_ms = now;
+  l->child_generation = generation;
+  const int memfd = memfd_create("ctfscope-live", MFD_CLOEXEC);
+  if (memfd < 0) {
+    built(l, now, false);
+    return NULL;
+  }
+  /* With trace data, the rebuild reads the whole snapshot: it runs in a child process (a
+   * copy-on-write fork), so that this loop keeps answering requests and reading the trace
+   * meanwhile. Without data (waiting), or if fork fails, it is done here. */
+  int pipefd[2] = {-1, -1};
+  const pid_t pid = l->snap_len > 0 && pipe2(pipefd, O_CLOEXEC) == 0 ? fork() : -1;
+  if (pid == 0) {
+    close(pipefd[0]);
+    const char status = write_doc(l, generation, memfd) == 0 ? 0 : 1;
+    ssize_t w;
+    while ((w = write(pipefd[1], &status, 1)) < 0 && errno == EINTR) {}
+    _exit(w == 1 ? 0 : 1);
+  }
+  if (pid > 0) {
+    close(pipefd[1]);
+    l->child = pid;
+    l->child_fd = pipefd[0];
+    l->child_memfd = memfd;
+    return NULL;
+  }
+  if (pipefd[0] >= 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+  }
+  cts__serve_blob_t *b =
+      write_doc(l, generation, memfd) == 0 ? cts__serve_blob_from_fd(memfd) : NULL;
+  close(memfd);
+  if (b) b->generation = generation;
+  built(l, now, b != NULL);
   return b;
 }
 
@@ -368,6 +462,13 @@ void cts__serve_live_shutdown(cts__serve_live_t *l) {
 
 void cts__serve_live_destroy(cts__serve_live_t *l) {
   if (!l) return;
+  if (l->child > 0) {
+    kill(l->child, SIGKILL);
+    while (waitpid(l->child, NULL, 0) < 0 && errno == EINTR) {}
+  }
+  if (l->child_fd >= 0) close(l->child_fd);
+  if (l->child_memfd >= 0) close(l->child_memfd);
+  cts__serve_blob_unref(l->ready);
   if (l->fd >= 0) close(l->fd);
   cts_sink_destroy(l->sink);
   if (l->listen_fd >= 0) close(l->listen_fd);

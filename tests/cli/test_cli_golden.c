@@ -83,7 +83,8 @@ CTS_TEST(cli_output_matches_golden) {
     ok &= check(golden_dir, name, "err", r.err, r.err_len, update);
     ok &= check(golden_dir, name, "code", code, (size_t)n, update);
     if (r.signal || r.timed_out) {
-      fprintf(stderr, "  %s: killed by signal %d%s\n", name, r.signal, r.timed_out ? " (timeout)" : "");
+      fprintf(stderr, "  %s: killed by signal %d%s\n", name, r.signal,
+              r.timed_out ? " (timeout)" : "");
       ok = false;
     }
     failures += !ok;

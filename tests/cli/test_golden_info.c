@@ -57,11 +57,10 @@ static bool check_key(const char *trace, const json_flat_t *j, const char *key, 
 /* golden: "packet <offset> <size> <kind> <version> <pid> <domain> <t_begin> <t_end>
  * <alloc_begin> <alloc_end> <verify_ix> <verify_pred> <verify_val>" */
 static bool check_packet(const char *trace, const json_flat_t *j, size_t index, char *line) {
-  static const char *const fields[] = {"offset",       "size",          "kind",
-                                       "version",      "pid",           "domain",
-                                       "time_begin_us", "time_end_us",  "alloc_id_begin",
-                                       "alloc_id_end", "verify_ix",     "verify_pred",
-                                       "verify_val"};
+  static const char *const fields[] = {
+      "offset",    "size",          "kind",        "version",        "pid",
+      "domain",    "time_begin_us", "time_end_us", "alloc_id_begin", "alloc_id_end",
+      "verify_ix", "verify_pred",   "verify_val"};
   char *save = NULL, *tok = strtok_r(line + strlen("packet "), " ", &save);
   for (size_t f = 0; f < 13; f++, tok = strtok_r(NULL, " ", &save)) {
     char path[128];
@@ -145,9 +144,10 @@ CTS_TEST(info_text_shows_headline_figures) {
   char *argv[] = {CTS_TEST_CTFSCOPE, "info", path, NULL};
   run_result_t r;
   CTS_ASSERT(run_cmd(argv, NULL, 60, &r));
-  const bool ok = r.exit_code == 0 && strstr(r.out, "41 722") && strstr(r.out, "21 586") &&
-                  strstr(r.out, "17268800 bytes") && strstr(r.out, "/opt/samples/p1_short_lived.exe") &&
-                  strstr(r.out, "2026-11-21 22:51:42.659947 UTC") && strstr(r.out, "corpus p1_short_lived");
+  const bool ok =
+      r.exit_code == 0 && strstr(r.out, "41 722") && strstr(r.out, "21 586") &&
+      strstr(r.out, "17268800 bytes") && strstr(r.out, "/opt/samples/p1_short_lived.exe") &&
+      strstr(r.out, "2026-11-21 22:51:42.659947 UTC") && strstr(r.out, "corpus p1_short_lived");
   if (!ok) fprintf(stderr, "%s", r.out);
   run_result_free(&r);
   CTS_ASSERT_MSG(ok, "headline figures missing from the text output");

@@ -69,8 +69,10 @@ static void check_roundtrip_to(const char *name, uint16_t version, const char *e
                  name, i, orig.len);
 }
 
-#define ROUNDTRIP(id, file, version) \
-  CTS_TEST(id) { check_roundtrip_to(file, version, NULL); }
+#define ROUNDTRIP(id, file, version)         \
+  CTS_TEST(id) {                             \
+    check_roundtrip_to(file, version, NULL); \
+  }
 
 ROUNDTRIP(p1_r1, "p1_short_lived.r1.ctf", 2)
 ROUNDTRIP(p1_r1e_2, "p1_short_lived.r1e-2.ctf", 2)
