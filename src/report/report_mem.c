@@ -127,7 +127,7 @@ static int coarsen_records(report_mem_t *m) {
   const size_t n = m->nrecs;
   m->recs = NULL;
   m->nrecs = m->cap_recs = 0;
-  memset(m->table, 0, m->table_cap * sizeof *m->table);
+  if (m->table_cap) memset(m->table, 0, m->table_cap * sizeof *m->table);
   m->rec_w *= 2;
   m->coarsenings++;
   int e = 0;

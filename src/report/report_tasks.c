@@ -625,7 +625,7 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
     uint64_t *per_task = calloc(n + 1, sizeof *per_task);
     size_t *hit = malloc((n + 1) * sizeof *hit);
     if (acts && per_task && hit) {
-      memcpy(acts, r->acts.v, nact * sizeof *acts);
+      if (nact) memcpy(acts, r->acts.v, nact * sizeof *acts);
       qsort(acts, nact, sizeof *acts, act_by_t0); /* activations are disjoint in time */
       size_t a = 0;
       uint64_t outside = 0;
