@@ -9,33 +9,37 @@
 /* Remembering long previous backtraces keeps their common prefixes, as memtrace does. */
 #define TRANSCODE_MAX_FRAMES (1u << 16)
 
-static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
-  const cts_transcode_t *t = ud;
+size_t cts_transcode_resolve(void *reader, uint64_t code, cts_mt_location_t *out, size_t max) {
   const cts_mt_location_t *locs;
   size_t n;
-  if (cts_mt_reader_lookup_location(t->reader, code, &locs, &n) != 0) return 0;
+  if (cts_mt_reader_lookup_location(reader, code, &locs, &n) != 0) return 0;
   if (n) memcpy(out, locs, (n < max ? n : max) * sizeof *out);
   return n;
+}
+
+void cts_transcode_config(cts_mt_writer_config_t *cfg, const cts_mt_info_t *in,
+                          uint16_t out_version, cts_mt_reader_t *reader) {
+  cts_mt_writer_config_init(cfg);
+  cfg->version = out_version ? out_version : (in->version >= 2 ? in->version : 2);
+  cfg->sample_rate = in->sample_rate;
+  cfg->word_size = in->word_size;
+  cfg->executable_name = in->executable_name;
+  cfg->host_name = in->host_name;
+  cfg->runtime_params = in->runtime_params;
+  cfg->context = in->context;
+  cfg->pid = in->pid;
+  cfg->start_time_us = in->start_time_us;
+  cfg->max_backtrace_frames = TRANSCODE_MAX_FRAMES;
+  cfg->resolve = cts_transcode_resolve;
+  cfg->resolve_user_data = reader;
 }
 
 static int on_info(void *ud, const cts_mt_info_t *in) {
   cts_transcode_t *t = ud;
   cts_mt_writer_config_t cfg;
-  cts_mt_writer_config_init(&cfg);
-  cfg.version = t->version ? t->version : (in->version >= 2 ? in->version : 2);
-  cfg.sample_rate = in->sample_rate;
-  cfg.word_size = in->word_size;
-  cfg.executable_name = in->executable_name;
-  cfg.host_name = in->host_name;
-  cfg.runtime_params = in->runtime_params;
-  cfg.context = in->context;
-  cfg.pid = in->pid;
-  cfg.start_time_us = in->start_time_us;
-  cfg.max_backtrace_frames = TRANSCODE_MAX_FRAMES;
+  cts_transcode_config(&cfg, in, t->version, t->reader);
   cfg.write = t->write;
   cfg.write_user_data = t->write_user_data;
-  cfg.resolve = resolve;
-  cfg.resolve_user_data = t;
   const size_t size = cts_mt_writer_size(&cfg);
   t->writer_mem = aligned_alloc(64, (size + 63) & ~(size_t)63);
   if (!t->writer_mem) return CTS_E_NOMEM;

@@ -20,6 +20,16 @@ typedef struct cts_transcode {
   uint64_t id_mismatches; /* object ids that differ from the source's (v3 multi-domain) */
 } cts_transcode_t;
 
+/* cts_mt_resolve_cb that looks codes up in the cts_mt_reader_t given as user_data: a trace
+ * being re-written sends each location exactly as it was read. */
+size_t cts_transcode_resolve(void *reader, uint64_t code, cts_mt_location_t *out, size_t max);
+
+/* A writer configuration that re-creates the trace described by `in` (same info, pid,
+ * start time; version 2 for v1 sources unless out_version says otherwise) and resolves
+ * its locations through `reader`. The caller sets write/write_user_data. */
+void cts_transcode_config(cts_mt_writer_config_t *cfg, const cts_mt_info_t *in,
+                          uint16_t out_version, cts_mt_reader_t *reader);
+
 /* out_version 0 keeps the source's version (v1 sources are written as v2). */
 int cts_transcode_init(cts_transcode_t *t, uint16_t out_version, cts_write_cb write,
                        void *write_user_data);

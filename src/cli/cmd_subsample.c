@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../analysis/u64map.h"
+#include "../analysis/transcode.h"
 #include "cli.h"
 
 static const char subsample_help[] =
@@ -131,33 +132,13 @@ static uint64_t thin(rewrite_t *rw, uint64_t n) {
   return kept;
 }
 
-static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
-  const rewrite_t *rw = ud;
-  const cts_mt_location_t *locs;
-  size_t n;
-  if (cts_mt_reader_lookup_location(rw->reader, code, &locs, &n) != 0) return 0;
-  if (n) memcpy(out, locs, (n < max ? n : max) * sizeof *out);
-  return n;
-}
-
 static int on_info(void *ud, const cts_mt_info_t *in) {
   rewrite_t *rw = ud;
   cts_mt_writer_config_t cfg;
-  cts_mt_writer_config_init(&cfg);
-  cfg.version = in->version >= 2 ? in->version : 2;
-  cfg.sample_rate = rw->is_filter ? in->sample_rate : in->sample_rate / rw->factor;
-  cfg.word_size = in->word_size;
-  cfg.executable_name = in->executable_name;
-  cfg.host_name = in->host_name;
-  cfg.runtime_params = in->runtime_params;
-  cfg.context = in->context;
-  cfg.pid = in->pid;
-  cfg.start_time_us = in->start_time_us;
-  cfg.max_backtrace_frames = 1u << 16;
+  cts_transcode_config(&cfg, in, 0, rw->reader);
+  if (!rw->is_filter) cfg.sample_rate = in->sample_rate / rw->factor;
   cfg.write = cts_os_fd_write;
   cfg.write_user_data = (void *)(intptr_t)rw->fd;
-  cfg.resolve = resolve;
-  cfg.resolve_user_data = rw;
   rw->start_us = in->start_time_us;
   const size_t size = cts_mt_writer_size(&cfg);
   rw->writer_mem = aligned_alloc(64, (size + 63) & ~(size_t)63);

@@ -9,6 +9,7 @@
 #include <ctfscope/ctfscope.h>
 
 #include "../test.h"
+#include "../test_buf.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -37,36 +38,6 @@ static void counting_free(void *ud, void *p, size_t size) {
 static cts_allocator_t counting_allocator(counting_allocator_t *c) {
   memset(c, 0, sizeof *c);
   return (cts_allocator_t){counting_alloc, counting_free, c};
-}
-
-typedef struct buf {
-  uint8_t *data;
-  size_t len, cap;
-} buf_t;
-
-static int buf_write(void *ud, const void *p, size_t n) {
-  buf_t *b = ud;
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 1 << 16;
-    while (cap < b->len + n) cap *= 2;
-    uint8_t *d = realloc(b->data, cap);
-    if (!d) return CTS_E_NOMEM;
-    b->data = d;
-    b->cap = cap;
-  }
-  memcpy(b->data + b->len, p, n);
-  b->len += n;
-  return 0;
-}
-
-static bool read_file(const char *path, buf_t *b) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return false;
-  uint8_t tmp[65536];
-  size_t n;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_write(b, tmp, n);
-  fclose(f);
-  return true;
 }
 
 /* xorshift64*: fixed seeds make the piece sizes the same on every run. */
