@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../common/compiler.h"
+#include "../analysis/siterows.h"
 #include "../os/os.h"
 
 /* Exit codes (docs/exit-codes.md). */
@@ -41,6 +42,12 @@ typedef int (*cli_option_cb)(void *ctx, int opt, const char *arg);
 /* Returns -1 to go on (positional arguments start at *first_arg), or an exit code. */
 int cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts,
               const char *help, cli_option_cb on_option, void *ctx, int *first_arg);
+
+/* Parses a whole decimal number in [min, max] (nothing else on the string). */
+bool cli_parse_long(const char *s, long min, long max, long *out);
+/* Parses the value of --by (line, function or file). Returns -1 when it is valid, else
+ * prints the usage error and returns its exit code, as cli_option_cb results do. */
+int cli_parse_group(const char *arg, cts_group_t *out);
 
 /* Exit code for an error returned while reading or writing. */
 int cli_exit_code(int err, bool input_error);

@@ -66,26 +66,18 @@ static int on_option(void *ctx, int opt, const char *arg) {
       else
         return cli_usage_error("--metric takes alloc, count, peak or live, not '%s'", arg);
       break;
-    case 'B':
-      if (strcmp(arg, "line") == 0)
-        o->by = CTS_GROUP_LINE;
-      else if (strcmp(arg, "function") == 0)
-        o->by = CTS_GROUP_FUNCTION;
-      else if (strcmp(arg, "file") == 0)
-        o->by = CTS_GROUP_FILE;
-      else
-        return cli_usage_error("--by takes line, function or file, not '%s'", arg);
+    case 'B': {
+      const int rc = cli_parse_group(arg, &o->by);
+      if (rc >= 0) return rc;
       break;
+    }
     case 'N':
       o->no_normalize = true;
       break;
-    case 'n': {
-      char *end;
-      o->limit = strtol(arg, &end, 10);
-      if (*arg == '\0' || *end != '\0' || o->limit < 0)
+    case 'n':
+      if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
         return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       break;
-    }
     case 'J':
       o->json = true;
       break;

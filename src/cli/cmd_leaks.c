@@ -44,33 +44,20 @@ typedef struct leaks_opts {
   bool json, csv, quiet;
 } leaks_opts_t;
 
-static bool parse_count(const char *s, long max, long *out) {
-  char *end;
-  const long v = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || v < 0 || v > max) return false;
-  *out = v;
-  return true;
-}
-
 static int on_option(void *ctx, int opt, const char *arg) {
   leaks_opts_t *o = ctx;
   switch (opt) {
-    case 'B':
-      if (strcmp(arg, "line") == 0)
-        o->by = CTS_GROUP_LINE;
-      else if (strcmp(arg, "function") == 0)
-        o->by = CTS_GROUP_FUNCTION;
-      else if (strcmp(arg, "file") == 0)
-        o->by = CTS_GROUP_FILE;
-      else
-        return cli_usage_error("--by takes line, function or file, not '%s'", arg);
+    case 'B': {
+      const int rc = cli_parse_group(arg, &o->by);
+      if (rc >= 0) return rc;
       break;
+    }
     case 'n':
-      if (!parse_count(arg, 1L << 30, &o->limit))
+      if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
         return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       break;
     case 'D':
-      if (!parse_count(arg, 100000, &o->depth))
+      if (!cli_parse_long(arg, 0, 100000, &o->depth))
         return cli_usage_error("--depth takes a number from 0 to 100000, not '%s'", arg);
       break;
     case 'J':

@@ -50,17 +50,8 @@ typedef struct report_opts {
   const char *output, *title;
   bool quiet, have_offset;
   long long task_offset;
-  unsigned long max_records, top;
+  long max_records, top;
 } report_opts_t;
-
-static bool parse_ulong(const char *s, unsigned long max, unsigned long *out) {
-  char *end;
-  errno = 0;
-  const unsigned long v = strtoul(s, &end, 10);
-  if (*s == '\0' || *s == '-' || *end != '\0' || errno || v > max) return false;
-  *out = v;
-  return true;
-}
 
 static int on_option(void *ctx, int opt, const char *arg) {
   report_opts_t *o = ctx;
@@ -84,12 +75,12 @@ static int on_option(void *ctx, int opt, const char *arg) {
       break;
     }
     case 'R':
-      if (!parse_ulong(arg, 100000000ul, &o->max_records) || o->max_records < 1000)
+      if (!cli_parse_long(arg, 1000, 100000000L, &o->max_records))
         return cli_usage_error("--max-records takes a number from 1000 to 100000000, not '%s'",
                                arg);
       break;
     case 'N':
-      if (!parse_ulong(arg, 100000ul, &o->top) || o->top < 1)
+      if (!cli_parse_long(arg, 1, 100000L, &o->top))
         return cli_usage_error("--top takes a number from 1 to 100000, not '%s'", arg);
       break;
   }

@@ -52,27 +52,14 @@ typedef struct top_opts {
   bool json, csv, quiet;
 } top_opts_t;
 
-static bool parse_long(const char *s, long min, long max, long *out) {
-  char *end;
-  const long v = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
 static int on_option(void *ctx, int opt, const char *arg) {
   top_opts_t *o = ctx;
   switch (opt) {
-    case 'B':
-      if (strcmp(arg, "line") == 0)
-        o->by = CTS_GROUP_LINE;
-      else if (strcmp(arg, "function") == 0)
-        o->by = CTS_GROUP_FUNCTION;
-      else if (strcmp(arg, "file") == 0)
-        o->by = CTS_GROUP_FILE;
-      else
-        return cli_usage_error("--by takes line, function or file, not '%s'", arg);
+    case 'B': {
+      const int rc = cli_parse_group(arg, &o->by);
+      if (rc >= 0) return rc;
       break;
+    }
     case 's':
       if (strcmp(arg, "bytes") == 0)
         o->sort = CTS_SORT_BYTES;
@@ -86,7 +73,7 @@ static int on_option(void *ctx, int opt, const char *arg) {
         return cli_usage_error("--sort takes bytes, count, peak or live, not '%s'", arg);
       break;
     case 'n':
-      if (!parse_long(arg, 0, 1L << 30, &o->limit))
+      if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
         return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       break;
     case 'T':
@@ -96,7 +83,7 @@ static int on_option(void *ctx, int opt, const char *arg) {
       o->view = VIEW_INVERTED;
       break;
     case 'D':
-      if (!parse_long(arg, 1, 1000, &o->depth))
+      if (!cli_parse_long(arg, 1, 1000, &o->depth))
         return cli_usage_error("--depth takes a number from 1 to 1000, not '%s'", arg);
       break;
     case 'M': {

@@ -82,6 +82,27 @@ int cli_parse(int argc, char **argv, const char *shortopts, const struct option 
   return -1;
 }
 
+bool cli_parse_long(const char *s, long min, long max, long *out) {
+  char *end;
+  errno = 0;
+  const long v = strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || errno || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+int cli_parse_group(const char *arg, cts_group_t *out) {
+  if (strcmp(arg, "line") == 0)
+    *out = CTS_GROUP_LINE;
+  else if (strcmp(arg, "function") == 0)
+    *out = CTS_GROUP_FUNCTION;
+  else if (strcmp(arg, "file") == 0)
+    *out = CTS_GROUP_FILE;
+  else
+    return cli_usage_error("--by takes line, function or file, not '%s'", arg);
+  return -1;
+}
+
 int cli_exit_code(int err, bool input_error) {
   if (err == 0) return CLI_EXIT_OK;
   if (err == -ENOMEM || err == CTS_E_NOMEM) return CLI_EXIT_INTERNAL;
