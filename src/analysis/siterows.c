@@ -282,3 +282,16 @@ int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks
   free(map);
   return e;
 }
+
+void cts_row_name(const cts_row_t *r, char *buf, size_t size) {
+  if (!r->code)
+    snprintf(buf, size, "(no backtrace)");
+  else if (!r->file[0] && !r->function[0])
+    snprintf(buf, size, "%s", r->key);
+  else if (r->line)
+    snprintf(buf, size, "%s (%s:%u)", r->function[0] ? r->function : "?", r->file, r->line);
+  else if (r->function[0])
+    snprintf(buf, size, "%s (%s)", r->function, r->file);
+  else
+    snprintf(buf, size, "%s", r->file);
+}

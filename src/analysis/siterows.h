@@ -50,6 +50,10 @@ typedef struct cts_row {
   uint64_t live_at[4]; /* live samples at 1/4, 1/2, 3/4 of the trace and at its end */
 } cts_row_t;
 
+/* A row's name for people: "function (file:line)", "function (file)", "file", its key when
+ * it has no debug information, or "(no backtrace)". */
+void cts_row_name(const cts_row_t *r, char *buf, size_t size);
+
 typedef struct cts_rows {
   cts_row_t *rows;
   size_t n, cap;

@@ -146,19 +146,6 @@ static uint64_t key_hash(const char *s) {
   return h ? h : 1;
 }
 
-static void site_name(const cts_row_t *r, char *buf, size_t size) {
-  if (!r->code)
-    snprintf(buf, size, "(no backtrace)");
-  else if (!r->file[0] && !r->function[0])
-    snprintf(buf, size, "%s", r->key);
-  else if (r->line)
-    snprintf(buf, size, "%s (%s:%u)", r->function[0] ? r->function : "?", r->file, r->line);
-  else if (r->function[0])
-    snprintf(buf, size, "%s (%s)", r->function, r->file);
-  else
-    snprintf(buf, size, "%s", r->file);
-}
-
 static const char *fmt_value(double v, metric_t m, bool rate, char *buf, size_t size) {
   char tmp[32];
   const bool neg = v < 0;
@@ -332,7 +319,7 @@ int cmd_diff(int argc, char **argv) {
       for (size_t i = 0; i < shown; i++) {
         const diff_row_t *d = &rows[i];
         char site[512], pct[16];
-        site_name(d->a ? d->a : d->b, site, sizeof site);
+        cts_row_name(d->a ? d->a : d->b, site, sizeof site);
         if (!d->a || d->va == 0)
           snprintf(pct, sizeof pct, "new");
         else if (!d->b)

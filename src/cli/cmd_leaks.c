@@ -86,19 +86,6 @@ static double growth_rate(const cts_mtprof_t *p, const uint64_t q[4]) {
   return ((double)q[3] - (double)q[0]) * cts_mtprof_bytes_per_sample(p) / span;
 }
 
-static void site_name(const cts_row_t *r, char *buf, size_t size) {
-  if (!r->code)
-    snprintf(buf, size, "(no backtrace)");
-  else if (!r->file[0] && !r->function[0])
-    snprintf(buf, size, "%s", r->key);
-  else if (r->line)
-    snprintf(buf, size, "%s (%s:%u)", r->function[0] ? r->function : "?", r->file, r->line);
-  else if (r->function[0])
-    snprintf(buf, size, "%s (%s)", r->function, r->file);
-  else
-    snprintf(buf, size, "%s", r->file);
-}
-
 static void print_backtrace_text(cts_out_t *o, const cts_stacks_t *s, const cts_frames_t *f,
                                  uint32_t node, long depth) {
   long shown = 0;
@@ -148,7 +135,7 @@ static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
     const cts_row_t *r = &rows->rows[i];
     char q[3][32], site[512];
     for (unsigned k = 0; k < 3; k++) cli_est_bytes(p, r->live_at[k], false, q[k], sizeof q[k]);
-    site_name(r, site, sizeof site);
+    cts_row_name(r, site, sizeof site);
     const double rate = growth_rate(p, r->live_at);
     cts_out_printf(
         o, "%13s  %8s  %7s  %7s  %7s  %-6s  %8s/s  %s",

@@ -128,19 +128,6 @@ static void print_totals_text(cts_out_t *o, const cli_trace_t *t) {
                  cli_est_bytes(p, p->stacks.live_samples, true, c, sizeof c));
 }
 
-static void site_text(const cts_row_t *r, char *buf, size_t size) {
-  if (!r->code)
-    snprintf(buf, size, "(no backtrace)");
-  else if (!r->file[0] && !r->function[0])
-    snprintf(buf, size, "%s", r->key);
-  else if (r->line)
-    snprintf(buf, size, "%s (%s:%u)", r->function[0] ? r->function : "?", r->file, r->line);
-  else if (r->function[0])
-    snprintf(buf, size, "%s (%s)", r->function, r->file);
-  else
-    snprintf(buf, size, "%s", r->file);
-}
-
 static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows,
                             const top_opts_t *opts) {
   const cts_mtprof_t *p = &t->prof;
@@ -153,7 +140,7 @@ static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
     char a[32], b[32], c[32], d[32], site[512];
-    site_text(r, site, sizeof site);
+    cts_row_name(r, site, sizeof site);
     cts_out_printf(o, "%12s  %5.1f%%  %11s  %11s  %11s  %s",
                    cli_est_bytes(p, r->st.samples, false, a, sizeof a),
                    total ? 100.0 * (double)r->st.samples / (double)total : 0.0,

@@ -316,19 +316,6 @@ void report_mem_free(report_mem_t *m) {
 
 /* ----------------------------------------------------------------------------------- */
 
-static void site_text(const cts_row_t *r, char *buf, size_t size) {
-  if (!r->code)
-    snprintf(buf, size, "(no backtrace)");
-  else if (!r->file[0] && !r->function[0])
-    snprintf(buf, size, "%s", r->key);
-  else if (r->line)
-    snprintf(buf, size, "%s (%s:%u)", r->function[0] ? r->function : "?", r->file, r->line);
-  else if (r->function[0])
-    snprintf(buf, size, "%s (%s)", r->function, r->file);
-  else
-    snprintf(buf, size, "%s", r->file);
-}
-
 static void write_info(cts_out_t *o, const report_mem_t *m) {
   const cts_mt_info_t *in = m->t.info;
   const cts_mtprof_t *p = &m->t.prof;
@@ -414,7 +401,7 @@ static void write_sites(cts_out_t *o, report_mem_t *m) {
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows.rows[i];
     char site[1024], a[64], b[64], c[64], d[64];
-    site_text(r, site, sizeof site);
+    cts_row_name(r, site, sizeof site);
     cts_out_str(o, i ? ",\n[" : "\n[");
     report_json_str(o, site);
     cts_out_printf(o, ",%llu,%.1f,%llu,%llu,", (unsigned long long)r->st.samples, r->st.est_allocs,
