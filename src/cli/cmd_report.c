@@ -14,6 +14,7 @@
 #include "../report/report.h"
 #include "cli.h"
 #include "load.h"
+#include "report_input.h"
 
 static const char help[] =
     "Usage: ctfscope report [OPTIONS] TRACE... -o REPORT.html\n"
@@ -47,44 +48,18 @@ static const char help[] =
     "read or written, 4 out of memory.\n";
 
 typedef struct report_opts {
-  const char *output, *title;
-  bool quiet, have_offset;
-  long long task_offset;
-  long max_records, top;
+  const char *output;
+  cli_report_opts_t content;
 } report_opts_t;
 
 static int on_option(void *ctx, int opt, const char *arg) {
   report_opts_t *o = ctx;
-  switch (opt) {
-    case 'o':
-      o->output = arg;
-      break;
-    case 'T':
-      o->title = arg;
-      break;
-    case 'q':
-      o->quiet = true;
-      break;
-    case 'O': {
-      char *end;
-      errno = 0;
-      o->task_offset = strtoll(arg, &end, 10);
-      if (*arg == '\0' || *end != '\0' || errno)
-        return cli_usage_error("--task-offset takes an integer (ns), not '%s'", arg);
-      o->have_offset = true;
-      break;
-    }
-    case 'R':
-      if (!cli_parse_long(arg, 1000, 100000000L, &o->max_records))
-        return cli_usage_error("--max-records takes a number from 1000 to 100000000, not '%s'",
-                               arg);
-      break;
-    case 'N':
-      if (!cli_parse_long(arg, 1, 100000L, &o->top))
-        return cli_usage_error("--top takes a number from 1 to 100000, not '%s'", arg);
-      break;
+  if (opt == 'o') {
+    o->output = arg;
+    return -1;
   }
-  return -1;
+  const int rc = cli_report_option(&o->content, opt, arg);
+  return rc == -2 ? -1 : rc;
 }
 
 /* Writes the template with its three holes filled: the style, the data, the script. */
@@ -109,10 +84,7 @@ static void write_html(cts_out_t *o, const report_doc_t *doc) {
 int cmd_report(int argc, char **argv) {
   static const struct option longopts[] = {
       {"output", required_argument, NULL, 'o'},
-      {"title", required_argument, NULL, 'T'},
-      {"task-offset", required_argument, NULL, 'O'},
-      {"max-records", required_argument, NULL, 'R'},
-      {"top", required_argument, NULL, 'N'},
+      CLI_REPORT_LONGOPTS,
       {"quiet", no_argument, NULL, 'q'},
       {0},
   };
@@ -121,70 +93,28 @@ int cmd_report(int argc, char **argv) {
   const int rc = cli_parse(argc, argv, "o:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
   if (first >= argc) return cli_usage_error("no trace given");
-  const char *mem_path = NULL, *task_path = NULL;
-  for (int i = first; i < argc; i++) {
-    if (strcmp(argv[i], "-") != 0 && cts_os_is_mprof_file(argv[i])) {
-      if (task_path)
-        return cli_usage_error("two task traces given: '%s' and '%s'", task_path, argv[i]);
-      task_path = argv[i];
-    } else {
-      if (mem_path)
-        return cli_usage_error("two memory traces given: '%s' and '%s'", mem_path, argv[i]);
-      mem_path = argv[i];
-    }
-  }
-  int worst = CLI_EXIT_OK;
-  report_mem_t *mem = NULL;
-  report_tasks_t *tasks = NULL;
-  if (mem_path) {
-    const report_mem_opts_t mo = {.path = mem_path,
-                                  .quiet = opts.quiet,
-                                  .max_records = (uint32_t)opts.max_records,
-                                  .top_sites = (uint32_t)opts.top};
-    const int code = report_mem_load(&mem, &mo);
-    if (!mem) return code;
-    worst = code;
-  }
-  if (task_path) {
-    const report_tasks_opts_t to = {.path = task_path, .quiet = opts.quiet};
-    const int code = report_tasks_load(&tasks, &to);
-    if (!tasks) {
-      report_mem_free(mem);
-      return code;
-    }
-    if (code > worst) worst = code;
-  }
-  char title[512];
-  if (opts.title)
-    snprintf(title, sizeof title, "%s", opts.title);
-  else
-    snprintf(title, sizeof title, "%s%s%s", mem_path ? cli_basename(mem_path) : "",
-             mem_path && task_path ? " + " : "", task_path ? cli_basename(task_path) : "");
+  cli_report_input_t in;
+  int worst;
+  if (!cli_report_load(&in, &opts.content, argv + first, argc - first, &worst)) return worst;
 
   int fd = STDOUT_FILENO;
   if (strcmp(opts.output, "-") != 0) {
     fd = open(opts.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
       cli_error("cannot create '%s': %s", opts.output, strerror(errno));
-      report_mem_free(mem);
-      report_tasks_free(tasks);
+      cli_report_input_free(&in);
       return CLI_EXIT_IO;
     }
   }
   static cts_out_t out;
   cts_out_init(&out, fd);
-  const report_doc_t doc = {.title = title,
-                            .mem = mem,
-                            .tasks = tasks,
-                            .have_task_offset = opts.have_offset,
-                            .task_offset_ns = (int64_t)opts.task_offset};
+  const report_doc_t doc = cli_report_doc(&in, &opts.content);
   write_html(&out, &doc);
   int code = cli_finish_output(&out, worst);
   if (fd != STDOUT_FILENO && close(fd) != 0 && code == CLI_EXIT_OK) {
     cli_error("cannot write '%s': %s", opts.output, strerror(errno));
     code = CLI_EXIT_IO;
   }
-  report_mem_free(mem);
-  report_tasks_free(tasks);
+  cli_report_input_free(&in);
   return code;
 }

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "cmd_net.h"
 #include "load.h"
+#include "report_input.h"
 
 static const char help[] =
     "Usage: ctfscope serve [OPTIONS] TRACE...\n"
@@ -57,15 +58,15 @@ static const char help[] =
 
 typedef struct serve_opts {
   cts_serve_config_t cfg;
-  const char *listen, *trace_port, *title;
-  bool quiet, have_offset;
-  long long task_offset;
-  unsigned max_records, top;
+  const char *listen, *trace_port;
+  cli_report_opts_t content;
 } serve_opts_t;
 
 static int on_option(void *ctx, int opt, const char *arg) {
   serve_opts_t *o = ctx;
   uint32_t ms;
+  const int rc = cli_report_option(&o->content, opt, arg);
+  if (rc != -2) return rc;
   switch (opt) {
     case 'l':
       o->listen = arg;
@@ -73,32 +74,8 @@ static int on_option(void *ctx, int opt, const char *arg) {
     case 'P':
       o->trace_port = arg;
       break;
-    case 'T':
-      o->title = arg;
-      break;
-    case 'q':
-      o->quiet = true;
-      break;
     case 'v':
       o->cfg.verbose = true;
-      break;
-    case 'O': {
-      char *end;
-      errno = 0;
-      o->task_offset = strtoll(arg, &end, 10);
-      if (*arg == '\0' || *end != '\0' || errno)
-        return cli_usage_error("--task-offset takes an integer (ns), not '%s'", arg);
-      o->have_offset = true;
-      break;
-    }
-    case 'R':
-      if (!cli_net_parse_count(arg, 100000000u, &o->max_records) || o->max_records < 1000)
-        return cli_usage_error("--max-records takes a number from 1000 to 100000000, not '%s'",
-                               arg);
-      break;
-    case 'N':
-      if (!cli_net_parse_count(arg, 100000u, &o->top))
-        return cli_usage_error("--top takes a number from 1 to 100000, not '%s'", arg);
       break;
     case 'C':
       if (!cli_net_parse_count(arg, 10000u, &o->cfg.max_clients))
@@ -130,60 +107,19 @@ static void on_signal(int sig) {
   if (running) cts_serve_stop(running);
 }
 
-/* Loads the traces and gives the server their document. Returns an exit code. */
+/* Loads the traces and gives the server their document. Returns an exit code. A corrupt
+ * trace is served as far as it was read, as `report` writes it; the error was printed. */
 static int load_static(cts_serve_t *s, const serve_opts_t *o, char **paths, int npaths) {
-  const char *mem_path = NULL, *task_path = NULL;
-  for (int i = 0; i < npaths; i++) {
-    if (strcmp(paths[i], "-") != 0 && cts_os_is_mprof_file(paths[i])) {
-      if (task_path)
-        return cli_usage_error("two task traces given: '%s' and '%s'", task_path, paths[i]);
-      task_path = paths[i];
-    } else {
-      if (mem_path)
-        return cli_usage_error("two memory traces given: '%s' and '%s'", mem_path, paths[i]);
-      mem_path = paths[i];
-    }
-  }
-  report_mem_t *mem = NULL;
-  report_tasks_t *tasks = NULL;
-  int worst = CLI_EXIT_OK;
-  if (mem_path) {
-    const report_mem_opts_t mo = {
-        .path = mem_path, .quiet = o->quiet, .max_records = o->max_records, .top_sites = o->top};
-    const int code = report_mem_load(&mem, &mo);
-    if (!mem) return code;
-    worst = code;
-  }
-  if (task_path) {
-    const report_tasks_opts_t to = {.path = task_path, .quiet = o->quiet};
-    const int code = report_tasks_load(&tasks, &to);
-    if (!tasks) {
-      report_mem_free(mem);
-      return code;
-    }
-    if (code > worst) worst = code;
-  }
-  char title[512];
-  if (o->title)
-    snprintf(title, sizeof title, "%s", o->title);
-  else
-    snprintf(title, sizeof title, "%s%s%s", mem_path ? cli_basename(mem_path) : "",
-             mem_path && task_path ? " + " : "", task_path ? cli_basename(task_path) : "");
-  const report_doc_t doc = {.title = title,
-                            .mem = mem,
-                            .tasks = tasks,
-                            .have_task_offset = o->have_offset,
-                            .task_offset_ns = (int64_t)o->task_offset};
+  cli_report_input_t in;
+  int code;
+  if (!cli_report_load(&in, &o->content, paths, npaths, &code)) return code;
+  const report_doc_t doc = cli_report_doc(&in, &o->content);
   const int rc = cts_serve_set_doc(s, &doc);
-  report_mem_free(mem);
-  report_tasks_free(tasks);
+  cli_report_input_free(&in);
   if (rc) {
     cli_error("out of memory");
     return CLI_EXIT_INTERNAL;
   }
-  /* A corrupt trace is served as far as it was read, as `report` writes it; the error
-   * was printed. */
-  (void)worst;
   return CLI_EXIT_OK;
 }
 
@@ -191,10 +127,7 @@ int cmd_serve(int argc, char **argv) {
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, 'l'},
       {"trace-port", required_argument, NULL, 'P'},
-      {"title", required_argument, NULL, 'T'},
-      {"task-offset", required_argument, NULL, 'O'},
-      {"max-records", required_argument, NULL, 'R'},
-      {"top", required_argument, NULL, 'N'},
+      CLI_REPORT_LONGOPTS,
       {"max-clients", required_argument, NULL, 'C'},
       {"request-timeout", required_argument, NULL, 'I'},
       {"refresh", required_argument, NULL, 'F'},
@@ -220,9 +153,9 @@ int cmd_serve(int argc, char **argv) {
                                    err, sizeof err) != 0)
     return cli_usage_error("--trace-port %s", err);
   o.cfg.live = live;
-  o.cfg.title = o.title;
-  o.cfg.max_records = o.max_records;
-  o.cfg.top = o.top;
+  o.cfg.title = o.content.title;
+  o.cfg.max_records = (unsigned)o.content.max_records;
+  o.cfg.top = (unsigned)o.content.top;
   o.cfg.log = log_to_stderr;
   cts_serve_t *s;
   if (cts_serve_create(&s, &o.cfg, err, sizeof err) != 0) {

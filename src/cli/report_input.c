@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+#include "report_input.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../os/mprof_ring.h"
+#include "cli.h"
+#include "load.h"
+
+int cli_report_option(cli_report_opts_t *o, int opt, const char *arg) {
+  switch (opt) {
+    case 'T':
+      o->title = arg;
+      return -1;
+    case 'q':
+      o->quiet = true;
+      return -1;
+    case 'O': {
+      char *end;
+      errno = 0;
+      o->task_offset = strtoll(arg, &end, 10);
+      if (*arg == '\0' || *end != '\0' || errno)
+        return cli_usage_error("--task-offset takes an integer (ns), not '%s'", arg);
+      o->have_offset = true;
+      return -1;
+    }
+    case 'R':
+      if (!cli_parse_long(arg, 1000, 100000000L, &o->max_records))
+        return cli_usage_error("--max-records takes a number from 1000 to 100000000, not '%s'",
+                               arg);
+      return -1;
+    case 'N':
+      if (!cli_parse_long(arg, 1, 100000L, &o->top))
+        return cli_usage_error("--top takes a number from 1 to 100000, not '%s'", arg);
+      return -1;
+  }
+  return -2;
+}
+
+bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **paths, int n,
+                     int *code) {
+  memset(in, 0, sizeof *in);
+  const char *mem_path = NULL, *task_path = NULL;
+  for (int i = 0; i < n; i++) {
+    if (strcmp(paths[i], "-") != 0 && cts_os_is_mprof_file(paths[i])) {
+      if (task_path) {
+        *code = cli_usage_error("two task traces given: '%s' and '%s'", task_path, paths[i]);
+        return false;
+      }
+      task_path = paths[i];
+    } else {
+      if (mem_path) {
+        *code = cli_usage_error("two memory traces given: '%s' and '%s'", mem_path, paths[i]);
+        return false;
+      }
+      mem_path = paths[i];
+    }
+  }
+  int worst = CLI_EXIT_OK;
+  if (mem_path) {
+    const report_mem_opts_t mo = {.path = mem_path,
+                                  .quiet = o->quiet,
+                                  .max_records = (uint32_t)o->max_records,
+                                  .top_sites = (uint32_t)o->top};
+    worst = report_mem_load(&in->mem, &mo);
+    if (!in->mem) {
+      *code = worst;
+      return false;
+    }
+  }
+  if (task_path) {
+    const report_tasks_opts_t to = {.path = task_path, .quiet = o->quiet};
+    const int c = report_tasks_load(&in->tasks, &to);
+    if (!in->tasks) {
+      cli_report_input_free(in);
+      *code = c;
+      return false;
+    }
+    if (c > worst) worst = c;
+  }
+  if (o->title)
+    snprintf(in->title, sizeof in->title, "%s", o->title);
+  else
+    snprintf(in->title, sizeof in->title, "%s%s%s", mem_path ? cli_basename(mem_path) : "",
+             mem_path && task_path ? " + " : "", task_path ? cli_basename(task_path) : "");
+  *code = worst;
+  return true;
+}
+
+report_doc_t cli_report_doc(const cli_report_input_t *in, const cli_report_opts_t *o) {
+  return (report_doc_t){.title = in->title,
+                        .mem = in->mem,
+                        .tasks = in->tasks,
+                        .have_task_offset = o->have_offset,
+                        .task_offset_ns = (int64_t)o->task_offset};
+}
+
+void cli_report_input_free(cli_report_input_t *in) {
+  report_mem_free(in->mem);
+  report_tasks_free(in->tasks);
+  in->mem = NULL;
+  in->tasks = NULL;
+}
