@@ -49,6 +49,14 @@ bool cli_parse_long(const char *s, long min, long max, long *out);
  * prints the usage error and returns its exit code, as cli_option_cb results do. */
 int cli_parse_group(const char *arg, cts_group_t *out);
 
+/* A log callback (void *user_data, const char *line) printing "ctfscope CMD: line" on stderr,
+ * for the long-running commands' one-line-per-event logs. */
+void cli_log_line(void *user_data, const char *line);
+
+/* For long-running commands: SIGINT and SIGTERM call `stop` (which must be
+ * async-signal-safe), and SIGPIPE is ignored so a closed peer is an error, not a kill. */
+void cli_catch_stop_signals(void (*stop)(int sig));
+
 /* Exit code for an error returned while reading or writing. */
 int cli_exit_code(int err, bool input_error);
 

@@ -151,11 +151,6 @@ static int on_option(void *ctx, int opt, const char *arg) {
   return -1;
 }
 
-static void log_to_stderr(void *user_data, const char *line) {
-  (void)user_data;
-  fprintf(stderr, "%s: %s\n", cli_command(), line);
-}
-
 static cts_collector_t *running;
 
 static void on_signal(int sig) {
@@ -191,20 +186,14 @@ int cmd_collect(int argc, char **argv) {
     return CLI_EXIT_IO;
   }
   o.cfg.dir = o.dir;
-  o.cfg.log = log_to_stderr;
+  o.cfg.log = cli_log_line;
   cts_collector_t *c;
   if (cts_collector_create(&c, &o.cfg, err, sizeof err) != 0) {
     cli_error("%s", err);
     return CLI_EXIT_IO;
   }
   running = c;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  cli_catch_stop_signals(on_signal);
   char addr[CTS_NET_ADDR_STRLEN];
   fprintf(stderr, "%s: listening on %s, writing traces to %s\n", cli_command(),
           cts_net_addr_format(cts_collector_address(c), addr, sizeof addr), o.dir);

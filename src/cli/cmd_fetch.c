@@ -182,13 +182,7 @@ int cmd_fetch(int argc, char **argv) {
     close(fd);
     return CLI_EXIT_INTERNAL;
   }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  cli_catch_stop_signals(on_signal);
 
   progress_t progress = {.active = !o.quiet && isatty(STDERR_FILENO), .start_ms = now_ms()};
   static uint8_t buf[1 << 20];

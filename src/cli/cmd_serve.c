@@ -95,11 +95,6 @@ static int on_option(void *ctx, int opt, const char *arg) {
   return -1;
 }
 
-static void log_to_stderr(void *user_data, const char *line) {
-  (void)user_data;
-  fprintf(stderr, "%s: %s\n", cli_command(), line);
-}
-
 static cts_serve_t *running;
 
 static void on_signal(int sig) {
@@ -156,7 +151,7 @@ int cmd_serve(int argc, char **argv) {
   o.cfg.title = o.content.title;
   o.cfg.max_records = (unsigned)o.content.max_records;
   o.cfg.top = (unsigned)o.content.top;
-  o.cfg.log = log_to_stderr;
+  o.cfg.log = cli_log_line;
   cts_serve_t *s;
   if (cts_serve_create(&s, &o.cfg, err, sizeof err) != 0) {
     cli_error("%s", err);
@@ -170,13 +165,7 @@ int cmd_serve(int argc, char **argv) {
     }
   }
   running = s;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  cli_catch_stop_signals(on_signal);
   char addr[CTS_NET_ADDR_STRLEN];
   fprintf(stderr, "%s: serving http://%s/\n", cli_command(),
           cts_net_addr_format(cts_serve_http_address(s), addr, sizeof addr));

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,4 +166,19 @@ const char *cli_shortest_double(double v, char *buf, size_t size) {
     if (strtod(buf, NULL) == v) break;
   }
   return buf;
+}
+
+void cli_log_line(void *user_data, const char *line) {
+  (void)user_data;
+  fprintf(stderr, "%s: %s\n", command_name, line);
+}
+
+void cli_catch_stop_signals(void (*stop)(int sig)) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
 }
