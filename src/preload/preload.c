@@ -36,6 +36,7 @@
 #include "../tracer/exec_name.h"
 #include "../tracer/tracer_internal.h"
 #include "os/net.h"
+#include "preload_internal.h"
 
 #define EXPORT         __attribute__((visibility("default")))
 #define MESSAGE_PREFIX "ctfscope-preload: "
@@ -419,7 +420,7 @@ EXPORT int dlclose(void *handle) {
 
 /* ---- configuration from the environment ------------------------------------------------- */
 
-static const char *env_value(const char *name) {
+const char *cts__preload_env(const char *name) {
   const size_t n = strlen(name);
   for (char **e = environ; e && *e; e++)
     if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
@@ -456,18 +457,18 @@ static void start_error(char *why, size_t size, int e, const char *what) {
 }
 
 static void start_from_environment(void) {
-  const char *const out = env_value("MEMTRACE");
+  const char *const out = cts__preload_env("MEMTRACE");
   if (!out || !out[0]) return;
   /* Children are not traced (nor told about a bad setting again). The strings stay valid:
    * unsetenv only drops the pointers. */
   unsetenv("MEMTRACE");
-  const char *const exec_base = env_value("CTFSCOPE_EXEC_BASE");
-  const char *const exec_index = env_value("CTFSCOPE_EXEC_INDEX");
+  const char *const exec_base = cts__preload_env("CTFSCOPE_EXEC_BASE");
+  const char *const exec_index = cts__preload_env("CTFSCOPE_EXEC_INDEX");
   unsetenv("CTFSCOPE_EXEC_BASE");
   unsetenv("CTFSCOPE_EXEC_INDEX");
   cts_tracer_config_t cfg;
   cts_tracer_config_init(&cfg);
-  const char *const rate = env_value("MEMTRACE_RATE");
+  const char *const rate = cts__preload_env("MEMTRACE_RATE");
   if (rate && rate[0]) {
     char *end;
     errno = 0;
@@ -478,8 +479,8 @@ static void start_from_environment(void) {
     }
     cfg.sample_rate = r;
   }
-  cfg.context = env_value("MEMTRACE_CONTEXT");
-  const char *const unwind = env_value("CTFSCOPE_UNWIND");
+  cfg.context = cts__preload_env("MEMTRACE_CONTEXT");
+  const char *const unwind = cts__preload_env("CTFSCOPE_UNWIND");
   if (unwind && unwind[0]) {
     if (strcmp(unwind, "fp") == 0)
       cfg.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
@@ -492,7 +493,7 @@ static void start_from_environment(void) {
       return;
     }
   }
-  const char *const drop = env_value("MEMTRACE_DROP");
+  const char *const drop = cts__preload_env("MEMTRACE_DROP");
   if (drop && drop[0]) {
     if (strcmp(drop, "1") != 0 && strcmp(drop, "0") != 0) {
       refuse("MEMTRACE_DROP", drop, "expected 1 (drop mode) or 0 (lossless)");
@@ -502,7 +503,7 @@ static void start_from_environment(void) {
   }
   bool fits = true;
   for (size_t i = 0; i < 4; i++) {
-    const char *const v = env_value(kept_names[i]);
+    const char *const v = cts__preload_env(kept_names[i]);
     fits = copy_setting(exec_state.kept[i], v ? v : "") && fits;
   }
 

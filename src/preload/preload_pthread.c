@@ -55,6 +55,7 @@
 
 #include "../os/tsc_clock.h"
 #include "../tracer/tracer_internal.h"
+#include "preload_internal.h"
 
 #define EXPORT         __attribute__((visibility("default")))
 #define MESSAGE_PREFIX "ctfscope-preload: "
@@ -663,13 +664,6 @@ EXPORT int pthread_cond_destroy(pthread_cond_t *c) {
 
 /* ---- start-up and shutdown -------------------------------------------------------------- */
 
-static const char *env_value(const char *name) {
-  const size_t n = strlen(name);
-  for (char **e = environ; e && *e; e++)
-    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
-  return NULL;
-}
-
 static void refuse(const char *what, const char *value, const char *why) {
   text_t line = {.len = 0};
   put_str(&line, MESSAGE_PREFIX);
@@ -738,16 +732,16 @@ static void stop_in_child(void) {
 }
 
 static void start_from_environment(void) {
-  const char *const out = env_value("CTFSCOPE_TASKS");
+  const char *const out = cts__preload_env("CTFSCOPE_TASKS");
   if (!out || !out[0]) return;
   unsetenv("CTFSCOPE_TASKS"); /* children and exec'd images do not write into this file */
   uint64_t size = 16u << 20, packets = 256;
-  const char *const size_text = env_value("CTFSCOPE_TASKS_SIZE");
+  const char *const size_text = cts__preload_env("CTFSCOPE_TASKS_SIZE");
   if (size_text && size_text[0] && !parse_size(size_text, (uint64_t)1 << 40, &size)) {
     refuse("CTFSCOPE_TASKS_SIZE", size_text, "not a size in bytes (K, M, G suffixes allowed)");
     return;
   }
-  const char *v = env_value("CTFSCOPE_TASKS_PACKETS");
+  const char *v = cts__preload_env("CTFSCOPE_TASKS_PACKETS");
   if (v && v[0] && (!parse_size(v, MAX_PACKETS, &packets) || packets == 0)) {
     refuse("CTFSCOPE_TASKS_PACKETS", v, "not a number of packets from 1 to 4096");
     return;
@@ -757,9 +751,9 @@ static void start_from_environment(void) {
            "each packet must get 256 bytes to 512 MiB");
     return;
   }
-  v = env_value("CTFSCOPE_TASKS_STREAM");
+  v = cts__preload_env("CTFSCOPE_TASKS_STREAM");
   stream_mode = v && v[0] && strcmp(v, "0") != 0;
-  const char *const clock_choice = env_value("CTFSCOPE_TASKS_CLOCK");
+  const char *const clock_choice = cts__preload_env("CTFSCOPE_TASKS_CLOCK");
   if (clock_choice && clock_choice[0] && strcmp(clock_choice, "tsc") != 0 &&
       strcmp(clock_choice, "monotonic") != 0) {
     refuse("CTFSCOPE_TASKS_CLOCK", clock_choice, "expected tsc or monotonic");

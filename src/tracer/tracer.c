@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "os/net.h"
+#include "os/os.h"
 
 #ifdef CTS_HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -539,17 +540,7 @@ static int sink_write(void *user_data, const void *buf, size_t len) {
   if (T.sink.kind == CTS_TRACER_SINK_CALLBACK)
     return T.sink.write(T.sink.write_user_data, buf, len);
   if (T.socket_sink) return socket_write(buf, len);
-  const char *p = buf;
-  while (len) {
-    const ssize_t n = write(T.fd, p, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
+  return cts_os_fd_write((void *)(intptr_t)T.fd, buf, len);
 }
 
 static bool is_marker_code(uint64_t code) {
