@@ -3,12 +3,14 @@
  *
  * One trace of --events events is made in memory with the project's writer. For each client
  * count (1 and 8 by default), that many client threads connect to 127.0.0.1 and send the
- * trace at once, and three receivers are timed, from the first connect until every trace
- * has been received:
+ * trace at once, and these receivers are timed, from the first connect until every trace
+ * has been received and saved:
  *   loopback   a thread that reads and discards (the floor: what loopback TCP gives here);
  *   collector  the real collector (src/collector) in a thread, writing every trace to a
- *              file in --dir and validating it with the streaming reader;
- * plus, for reference, the reader alone on the trace in memory (no socket, no file).
+ *              file in --dir and validating it, once per --validate level (packets,
+ *              events, full);
+ * plus, for reference, the reader alone on the trace in memory (no socket, no file), with
+ * backtraces skipped (the events level's work) and decoded (the full level's).
  * The median of --runs runs is printed as MB/s (10^6 bytes) and events/s. */
 #include <errno.h>
 #include <getopt.h>
@@ -221,14 +223,15 @@ static void remove_traces(const char *dir) {
   if (system(cmd) != 0) fprintf(stderr, "collect_bench: could not clean %s\n", dir);
 }
 
-static double time_collector(const buffer_t *trace, unsigned n, const char *dir, bool decode) {
+static double time_collector(const buffer_t *trace, unsigned n, const char *dir,
+                             cts_sink_validate_t validate) {
   collect_run_t r = {0};
   cts_collector_config_t cfg;
   cts_collector_config_init(&cfg);
   char err[256];
   if (cts_net_parse_listen("127.0.0.1:0", &cfg.listen_addr, err, sizeof err)) return -1;
   cfg.dir = dir;
-  cfg.decode_backtraces = decode;
+  cfg.validate = validate;
   cfg.log = on_log;
   cfg.log_user_data = &r;
   if (cts_collector_create(&r.c, &cfg, err, sizeof err) != 0) {
@@ -272,6 +275,19 @@ static double time_reader(const buffer_t *trace, bool decode) {
   return e ? -1 : t;
 }
 
+static const char *load_average(void) {
+  static char buf[64] = "?";
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f) {
+    if (fgets(buf, sizeof buf, f)) {
+      char *sp = strchr(buf, ' ');
+      if (sp && (sp = strchr(sp + 1, ' ')) && (sp = strchr(sp + 1, ' '))) *sp = '\0';
+    }
+    fclose(f);
+  }
+  return buf;
+}
+
 static int cmp_double(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -285,17 +301,19 @@ static double median(double *v, int n) {
 static void report(const char *what, unsigned clients, double secs, uint64_t bytes,
                    uint64_t events) {
   if (secs <= 0) {
-    printf("%-10s %7u   failed\n", what, clients);
+    printf("%-18s %7u   failed\n", what, clients);
     return;
   }
-  printf("%-10s %7u %10.1f %14.3g %9.3f\n", what, clients, (double)bytes / secs / 1e6,
+  printf("%-18s %7u %10.1f %14.3g %9.3f\n", what, clients, (double)bytes / secs / 1e6,
          (double)events / secs, secs);
 }
 
 int main(int argc, char **argv) {
   uint64_t nevents = 4000000;
   int runs = 3;
-  bool decode = true;
+  cts_sink_validate_t levels[3] = {CTS_SINK_VALIDATE_PACKETS, CTS_SINK_VALIDATE_EVENTS,
+                                   CTS_SINK_VALIDATE_FULL};
+  int nlevels = 3;
   const char *dir = NULL;
   unsigned counts[8] = {1, 8};
   int ncounts = 2;
@@ -303,11 +321,11 @@ int main(int argc, char **argv) {
                                        {"runs", required_argument, NULL, 'n'},
                                        {"dir", required_argument, NULL, 'd'},
                                        {"clients", required_argument, NULL, 'c'},
-                                       {"skip-backtraces", no_argument, NULL, 's'},
+                                       {"validate", required_argument, NULL, 'v'},
                                        {"help", no_argument, NULL, 'h'},
                                        {0}};
   int opt;
-  while ((opt = getopt_long(argc, argv, "e:n:d:c:sh", opts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, "e:n:d:c:v:h", opts, NULL)) != -1) {
     switch (opt) {
       case 'e':
         nevents = strtoull(optarg, NULL, 10);
@@ -318,9 +336,18 @@ int main(int argc, char **argv) {
       case 'd':
         dir = optarg;
         break;
-      case 's':
-        decode = false;
+      case 'v': {
+        nlevels = 0;
+        char *save = NULL;
+        for (char *t = strtok_r(optarg, ",", &save); t && nlevels < 3;
+             t = strtok_r(NULL, ",", &save)) {
+          if (!cts_sink_validate_parse(t, &levels[nlevels++])) {
+            fprintf(stderr, "collect_bench: --validate takes packets, events, full\n");
+            return 2;
+          }
+        }
         break;
+      }
       case 'c': {
         ncounts = 0;
         for (char *s = optarg; *s && ncounts < 8; s += *s == ',') {
@@ -333,13 +360,13 @@ int main(int argc, char **argv) {
       default:
         fprintf(opt == 'h' ? stdout : stderr,
                 "Usage: collect_bench [--events N] [--clients 1,8] [--runs N] [--dir DIR]\n"
-                "                     [--skip-backtraces]\n"
+                "                     [--validate packets,events,full]\n"
                 "Times N-event traces sent over loopback to a discarding reader and to the\n"
                 "collector (files in DIR, default a new directory under /tmp).\n");
         return opt == 'h' ? 0 : 2;
     }
   }
-  if (runs < 1 || runs > MAX_RUNS || nevents == 0 || ncounts == 0) {
+  if (runs < 1 || runs > MAX_RUNS || nevents == 0 || ncounts == 0 || nlevels == 0) {
     fprintf(stderr, "collect_bench: bad arguments\n");
     return 2;
   }
@@ -354,23 +381,29 @@ int main(int argc, char **argv) {
     fprintf(stderr, "collect_bench: cannot make the trace\n");
     return 1;
   }
-  printf("trace: %llu events, %.1f MB (%.1f bytes/event); backtraces %s; files in %s\n",
+  printf("trace: %llu events, %.1f MB (%.1f bytes/event); files in %s; load %s\n",
          (unsigned long long)nevents, (double)trace.len / 1e6, (double)trace.len / (double)nevents,
-         decode ? "decoded" : "skipped", dir);
-  printf("%-10s %7s %10s %14s %9s\n", "receiver", "clients", "MB/s", "events/s", "seconds");
+         dir, load_average());
+  printf("%-18s %7s %10s %14s %9s\n", "receiver", "clients", "MB/s", "events/s", "seconds");
   double v[MAX_RUNS];
-  for (int i = 0; i < runs; i++) v[i] = time_reader(&trace, decode);
-  report("reader", 1, median(v, runs), trace.len, nevents);
+  for (int d = 0; d < 2; d++) {
+    for (int i = 0; i < runs; i++) v[i] = time_reader(&trace, d == 1);
+    report(d ? "reader/backtraces" : "reader/events", 1, median(v, runs), trace.len, nevents);
+  }
   int status = 0;
   for (int k = 0; k < ncounts; k++) {
     const unsigned n = counts[k];
     for (int i = 0; i < runs; i++) v[i] = time_loopback(&trace, n);
     report("loopback", n, median(v, runs), trace.len * n, nevents * n);
-    for (int i = 0; i < runs; i++) {
-      v[i] = time_collector(&trace, n, dir, decode);
-      if (v[i] < 0) status = 1;
+    for (int l = 0; l < nlevels; l++) {
+      for (int i = 0; i < runs; i++) {
+        v[i] = time_collector(&trace, n, dir, levels[l]);
+        if (v[i] < 0) status = 1;
+      }
+      char what[32];
+      snprintf(what, sizeof what, "collector/%s", cts_sink_validate_name(levels[l]));
+      report(what, n, median(v, runs), trace.len * n, nevents * n);
     }
-    report("collector", n, median(v, runs), trace.len * n, nevents * n);
   }
   if (own_dir) rmdir(dir);
   free(trace.data);

@@ -6,6 +6,7 @@
 #   untraced          the binary alone
 #   preload-inert     libctfscope-preload.so loaded, MEMTRACE unset: the hooks' own cost
 #   sample-512KiB     tracing at one sample per 512 KiB on average (rate 8/524288 per word)
+#   sample-512KiB-fp  the same with frame-pointer backtraces
 #   rate1-libunwind   every allocation, libunwind backtraces (the default unwinder)
 #   rate1-fp          every allocation, frame-pointer backtraces
 #   rate1-nobt        every allocation, no backtraces
@@ -13,7 +14,9 @@
 #
 # Each configuration runs RUNS times, interleaved (run 1 of every configuration, then run
 # 2...), so that a change in the machine's load hits them all alike; the table gives
-# medians. ns/pair is the binary's own loop time per pair (it prints it); wall, CPU and max
+# medians. ns/pair is the binary's own loop time per pair (it prints it), wall-clock and as
+# CPU time of the looping thread (loop CPU: on a shared machine the steadier of the two;
+# the writer thread's CPU is not in it, see CPU s); wall, CPU and max
 # RSS are whole-process figures from /usr/bin/time -v (start-up and the trace's last flush
 # included). Trace bytes per sampled allocation count the allocation and its free.
 #
@@ -26,7 +29,7 @@ set -euo pipefail
 BUILD=${1:-build/release}
 RUNS=${RUNS:-5}
 PAIRS=${PAIRS:-10000000}
-CONFIGS=${CONFIGS:-"untraced preload-inert sample-512KiB rate1-libunwind rate1-fp rate1-nobt heaptrack"}
+CONFIGS=${CONFIGS:-"untraced preload-inert sample-512KiB sample-512KiB-fp rate1-libunwind rate1-fp rate1-nobt heaptrack"}
 BIN=$BUILD/bench/bench_alloc
 PRELOAD=$BUILD/src/cli/libctfscope-preload.so
 CTFSCOPE=$BUILD/src/cli/ctfscope
@@ -43,7 +46,7 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/cts-alloc-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-RESULTS=$WORK/results.txt # config ns_per_pair wall_s cpu_s maxrss_kib trace_bytes sampled
+RESULTS=$WORK/results.txt # config ns_per_pair wall_s cpu_s maxrss_kib trace_bytes sampled loop_cpu_ns
 : > "$RESULTS"
 
 # Seconds from /usr/bin/time's "h:mm:ss" or "m:ss.ss".
@@ -57,6 +60,7 @@ run_one() {
     untraced) ;;
     preload-inert) env=(LD_PRELOAD="$PRELOAD") ;;
     sample-512KiB) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K) ;;
+    sample-512KiB-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K CTFSCOPE_UNWIND=fp) ;;
     rate1-libunwind) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=libunwind) ;;
     rate1-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=fp) ;;
     rate1-nobt) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=none) ;;
@@ -66,8 +70,9 @@ run_one() {
   # env after time: /usr/bin/time itself must not be preloaded (it would be the one traced).
   /usr/bin/time -v -o "$WORK/time.txt" env -u LD_PRELOAD -u MEMTRACE -u MEMTRACE_RATE \
     "${env[@]}" "${cmd[@]}" > "$WORK/out.txt" 2> "$WORK/err.txt"
-  local ns wall user sys rss bytes=0 sampled=0
-  ns=$(grep -o 'ns_per_pair=[0-9.]*' "$WORK/out.txt" | cut -d= -f2)
+  local ns cns wall user sys rss bytes=0 sampled=0
+  ns=$(grep -o ' ns_per_pair=[0-9.]*' "$WORK/out.txt" | cut -d= -f2)
+  cns=$(grep -o 'cpu_ns_per_pair=[0-9.]*' "$WORK/out.txt" | cut -d= -f2)
   wall=$(to_seconds "$(sed -n 's/.*Elapsed (wall clock) time.*: //p' "$WORK/time.txt")")
   user=$(sed -n 's/.*User time (seconds): //p' "$WORK/time.txt")
   sys=$(sed -n 's/.*System time (seconds): //p' "$WORK/time.txt")
@@ -79,7 +84,7 @@ run_one() {
     bytes=$(stat -c %s "$WORK"/ht.*)
     sampled=$PAIRS
   fi
-  echo "$config $ns $wall $(awk "BEGIN { print $user + $sys }") $rss $bytes $sampled" >> "$RESULTS"
+  echo "$config $ns $wall $(awk "BEGIN { print $user + $sys }") $rss $bytes $sampled ${cns:-nan}" >> "$RESULTS"
 }
 
 echo "bench_alloc: $PAIRS pairs, $RUNS runs of: $CONFIGS" >&2
@@ -98,21 +103,25 @@ median() {
 }
 
 base=$(median untraced 2)
-[[ " $CONFIGS " == *" untraced "* ]] || base=nan
+cbase=$(median untraced 8)
+[[ " $CONFIGS " == *" untraced "* ]] || base=nan cbase=nan
 echo
 echo "Medians of $RUNS runs, $PAIRS malloc+free pairs; $(nproc) CPUs, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| configuration | ns/pair (loop) | overhead ns/pair | wall s | CPU s | max RSS MiB | trace | bytes per sampled alloc+free |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| configuration | ns/pair (loop) | overhead ns/pair | loop CPU ns/pair | overhead (loop CPU) | wall s | CPU s | max RSS MiB | trace | bytes per sampled alloc+free |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for config in $CONFIGS; do
   ns=$(median "$config" 2)
   awk -v c="$config" -v ns="$ns" -v base="$base" -v wall="$(median "$config" 3)" \
+    -v cns="$(median "$config" 8)" -v cbase="$cbase" \
     -v cpu="$(median "$config" 4)" -v rss="$(median "$config" 5)" \
     -v bytes="$(median "$config" 6)" -v sampled="$(median "$config" 7)" 'BEGIN {
       over = (base == "nan") ? "-" : sprintf("%+.1f", ns - base)
+      cover = (cbase == "nan" || cns == "nan") ? "-" : sprintf("%+.1f", cns - cbase)
+      cpuloop = (cns == "nan") ? "-" : sprintf("%.1f", cns)
       trace = bytes > 0 ? sprintf("%.1f MB", bytes / 1e6) : "-"
       per = (bytes > 0 && sampled > 0) ? sprintf("%.1f (%d sampled)", bytes / sampled, sampled) : "-"
-      printf "| %s | %.1f | %s | %.2f | %.2f | %.0f | %s | %s |\n", c, ns, over, wall, cpu, rss / 1024, trace, per
+      printf "| %s | %.1f | %s | %s | %s | %.2f | %.2f | %.0f | %s | %s |\n", c, ns, over, cpuloop, cover, wall, cpu, rss / 1024, trace, per
     }'
 done
 if [[ " $CONFIGS " == *" heaptrack "* && " $CONFIGS " == *" rate1-libunwind "* ]]; then

@@ -37,27 +37,37 @@
  * when the block is freed, long before the writer thread has written the alloc.
  *
  * ## Is this block sampled? (the free path)
- * Sampled blocks are NOT over-allocated or tagged in place, so malloc_usable_size(),
- * realloc and frees by code outside the tracer keep working untouched. Instead:
- *  - a 64 KiB table of 8-bit counters indexed by address bits 4…19 (bloom-like) counts
- *    the live sampled blocks per slot; a free whose slot is 0 (the overwhelming case: a
- *    few thousand live samples against 65 536 slots) costs one shift, mask and byte load;
- *  - only when the slot is non-zero, the side table (open addressing, address → object
- *    id, in mmap'd memory that grows as needed) is probed under the tracer lock.
- * A free is recorded before the real free runs, so an address reused by another thread
- * can never be confused with the dead block.
+ * In the preload library, a sampled block is allocated 16 bytes larger (for alignments
+ * above 16, by the alignment) and the program gets the address past a 16-byte header:
+ * a tag (a random per-process key XOR the header's own address) and the block's object
+ * id and session. A free reads the word before the block (next to glibc's own chunk
+ * header, so in a cache line the real free touches anyway) and compares it with the
+ * expected tag: one load and compare for unsampled blocks, no table for sampled ones.
+ * The tag is cleared before the real block is freed, so stale memory never matches, and
+ * the key is random, so no program data matches by chance. malloc_usable_size(),
+ * realloc (which moves the header with the data), the aligned allocators and frees of
+ * blocks allocated before tracing started or after it stopped all work as without the
+ * tracer. The real allocator must keep the 16 bytes before its blocks readable (glibc
+ * does). Blocks reported with cts_tracer_track_alloc() are not touched: they go into a
+ * side table (open addressing, address -> object id, in mmap'd memory that grows as
+ * needed), guarded by a 64 KiB table of 8-bit counters indexed by address bits 4-19, so
+ * that cts_tracer_track_free() of an untracked block costs one byte load. A free is
+ * recorded before the real free runs, so an address reused by another thread can never
+ * be confused with the dead block.
  *
  * ## Hand-off and the writer thread
  * The memtrace writer is not thread-safe and its flushes call the location resolver, so
  * writer calls happen only on a dedicated writer thread. The rare sampled path (alloc of
- * a hit block, free of a sampled block) takes one mutex, assigns the id and timestamp,
- * and appends a small record (time, id, length, nsamples, backtrace) to the active one of
- * two 1 MiB queue buffers. The writer thread swaps the buffers, encodes the records, and
- * flushes the trace at least every `flush_interval_ms` (default 1000 ms) when something
- * was written, so a killed program leaves a trace readable up to about its last second.
- * When the active buffer is full the sampling thread waits for the writer thread (the
- * trace is never silently thinned: a slow sink slows the program), unless drop mode is
- * on. The unsampled fast path takes no lock.
+ * a hit block, free of a sampled block) takes one mutex, assigns the id and timestamp
+ * (with the default clock on a usable time-stamp counter: a raw rdtsc count, converted to
+ * wall-clock µs, kept non-decreasing, by the writer thread, which calibrates the counter
+ * once per process), and appends a small record (time, id, length, nsamples, backtrace) to the
+ * active one of two 1 MiB queue buffers. The writer thread swaps the buffers, encodes the records,
+ * and flushes the trace at least every `flush_interval_ms` (default 1000 ms) when something was
+ * written, so a killed program leaves a trace readable up to about its last second. When the active
+ * buffer is full the sampling thread waits for the writer thread (the trace is never silently
+ * thinned: a slow sink slows the program), unless drop mode is on. The unsampled fast path takes no
+ * lock.
  *
  * ## Drop mode (`drop_when_full`; MEMTRACE_DROP=1; `ctfscope record --drop`)
  * Allocating threads never wait for the writer thread. A sampled allocation that finds
@@ -158,8 +168,9 @@ typedef struct cts_tracer_sink {
   /** CALLBACK: receives each finished packet, always on the writer thread. */
   cts_write_cb write;
   void *write_user_data;
-  /** Any kind: event clock in µs since the epoch; NULL = gettimeofday-like wall clock.
-   *  Called with the tracer lock held, from allocating threads: it must not allocate. */
+  /** Any kind: event clock in µs since the epoch; NULL = the wall clock (read as the
+   *  CPU's time-stamp counter when it is usable, see "Hand-off" above). Called with the
+   *  tracer lock held, from allocating threads: it must not allocate. */
   cts_clock_us_cb clock;
   void *clock_user_data;
   /** TCP_CONNECT: "HOST:PORT" or "[IPV6]:PORT". TCP_LISTEN: "[ADDR:]PORT" (no ADDR:

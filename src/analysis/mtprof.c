@@ -24,7 +24,7 @@ int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg) {
   p->sample_rate = 1.0;
   p->word_bytes = 8;
   p->free_block = UINT32_MAX;
-  cts_u64map_init(&p->live);
+  if (cts_idmap_init(&p->live) != 0) return -ENOMEM;
   cts_hist_init(&p->size_words);
   cts_hist_init(&p->life_us);
   cts_hist_init(&p->life_samples);
@@ -36,7 +36,7 @@ int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg) {
 
 void cts_mtprof_fini(cts_mtprof_t *p) {
   cts_stacks_fini(&p->stacks);
-  cts_u64map_fini(&p->live);
+  cts_idmap_fini(&p->live);
   free(p->blocks);
   memset(p, 0, sizeof *p);
 }
@@ -44,6 +44,7 @@ void cts_mtprof_fini(cts_mtprof_t *p) {
 void cts_mtprof_set_info(cts_mtprof_t *p, const cts_mt_info_t *info) {
   p->have_info = true;
   p->sample_rate = info->sample_rate;
+  memset(p->weights, 0, sizeof p->weights); /* they depend on the rate */
   p->word_bytes = info->word_size / 8u ? info->word_size / 8u : 8u;
   p->start_time_us = info->start_time_us;
   p->stacks.history_origin_us = info->start_time_us;
@@ -67,22 +68,39 @@ static int new_block(cts_mtprof_t *p, uint32_t *out) {
   return 0;
 }
 
+/* 1 / the probability that a block of length words was sampled: a table for the common
+ * short lengths (the rate is fixed per trace), the formula for the others. */
+static double sampling_weight(cts_mtprof_t *p, uint64_t length) {
+  if (length < CTS_MTPROF_WEIGHTS) {
+    double *w = &p->weights[length];
+    if (*w == 0) *w = 1.0 / cts_block_sample_probability(length, p->sample_rate);
+    return *w;
+  }
+  return 1.0 / cts_block_sample_probability(length, p->sample_rate);
+}
+
 static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   const unsigned src = ev->source < 3 ? ev->source : 2;
-  const double est = 1.0 / cts_block_sample_probability(ev->length, p->sample_rate);
+  const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
   if (p->cfg.stacks) {
     const size_t n = ev->backtrace_len;
+    /* The reader's common prefix is with the previous allocation of the same domain; the
+     * stacks' previous backtrace is that one only when the domain did not change. */
+    const size_t shared =
+        p->have_last_domain && p->last_domain == ev->domain ? (size_t)ev->common_prefix : 0;
+    p->have_last_domain = true;
+    p->last_domain = ev->domain;
     const int e = p->cfg.leaf_only && n
                       ? cts_stacks_intern(&p->stacks, ev->backtrace + n - 1, 1, &node)
-                      : cts_stacks_intern(&p->stacks, ev->backtrace, n, &node);
+                      : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
     if (e) return e;
   }
   uint32_t bi;
   int e = new_block(p, &bi);
   if (e) return e;
   bool added;
-  uint64_t *slot = cts_u64map_insert(&p->live, ev->obj_id, bi, &added);
+  uint64_t *slot = cts_idmap_insert(&p->live, ev->obj_id, bi, &added);
   if (!slot) {
     p->blocks[bi].node = p->free_block;
     p->free_block = bi;
@@ -113,14 +131,14 @@ static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   p->samples_by_source[src] += ev->nsamples;
   p->est_allocs_total += est;
   p->alloc_clock += ev->nsamples;
-  cts_hist_add(&p->size_words, ev->length, ev->nsamples);
+  if (!p->cfg.skip_histograms) cts_hist_add(&p->size_words, ev->length, ev->nsamples);
   cts_stacks_alloc(&p->stacks, node, ev->nsamples, ev->length, est, ev->time_us);
   p->last_node = node;
   return 0;
 }
 
 static void on_promote(cts_mtprof_t *p, const cts_mt_event_t *ev) {
-  const uint64_t *slot = cts_u64map_find(&p->live, ev->obj_id);
+  const uint64_t *slot = cts_idmap_find(&p->live, ev->obj_id);
   if (!slot || p->blocks[*slot].promoted || p->blocks[*slot].source != CTS_MT_SOURCE_MINOR) {
     p->unknown_promotes++;
     return;
@@ -132,12 +150,12 @@ static void on_promote(cts_mtprof_t *p, const cts_mt_event_t *ev) {
 }
 
 static void on_collect(cts_mtprof_t *p, const cts_mt_event_t *ev) {
-  const uint64_t *slot = cts_u64map_find(&p->live, ev->obj_id);
-  if (!slot) {
+  uint64_t slot;
+  if (!cts_idmap_take(&p->live, ev->obj_id, &slot)) {
     p->unknown_collects++;
     return;
   }
-  const uint32_t bi = (uint32_t)*slot;
+  const uint32_t bi = (uint32_t)slot;
   const cts_mtprof_block_t *b = &p->blocks[bi];
   if (b->source == CTS_MT_SOURCE_EXTERNAL)
     p->collected_external_samples += b->samples;
@@ -146,11 +164,12 @@ static void on_collect(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   else
     p->collected_major_samples += b->samples;
   p->collected_allocs++;
-  const uint64_t lifetime = ev->time_us > b->time_us ? ev->time_us - b->time_us : 0;
-  cts_hist_add(&p->life_us, lifetime, b->samples);
-  cts_hist_add(&p->life_samples, p->alloc_clock - b->alloc_clock - b->samples, b->samples);
+  if (!p->cfg.skip_histograms) {
+    const uint64_t lifetime = ev->time_us > b->time_us ? ev->time_us - b->time_us : 0;
+    cts_hist_add(&p->life_us, lifetime, b->samples);
+    cts_hist_add(&p->life_samples, p->alloc_clock - b->alloc_clock - b->samples, b->samples);
+  }
   cts_stacks_free(&p->stacks, b->node, b->samples, b->est);
-  cts_u64map_remove(&p->live, ev->obj_id);
   p->blocks[bi].node = p->free_block;
   p->free_block = bi;
   p->live_blocks--;

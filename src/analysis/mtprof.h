@@ -21,13 +21,17 @@
 #include "u64map.h"
 
 typedef struct cts_mtprof_config {
-  bool stacks;        /* intern backtraces into sites (needs backtraces decoded) */
-  bool leaf_only;     /* with stacks: intern only the allocation point (flat views) */
-  bool history;       /* keep live samples per site over time (leaks) */
-  uint32_t max_nodes; /* stack node budget (cts_stacks_t.max_nodes), 0 = default (512 Ki) */
+  bool stacks;          /* intern backtraces into sites (needs backtraces decoded) */
+  bool leaf_only;       /* with stacks: intern only the allocation point (flat views) */
+  bool history;         /* keep live samples per site over time (leaks) */
+  uint32_t max_nodes;   /* stack node budget (cts_stacks_t.max_nodes), 0 = default (512 Ki) */
+  bool skip_histograms; /* leave the size and lifetime histograms empty (they cost ~10%) */
 } cts_mtprof_config_t;
 
 typedef struct cts_mtprof_block cts_mtprof_block_t;
+
+/* Lengths (words) whose sampling weight is kept in a table. */
+#define CTS_MTPROF_WEIGHTS 256u
 
 typedef struct cts_mtprof {
   cts_mtprof_config_t cfg;
@@ -37,7 +41,7 @@ typedef struct cts_mtprof {
   uint64_t start_time_us;
   cts_stacks_t stacks;
 
-  cts_u64map_t live;          /* object id → index in blocks */
+  cts_idmap_t live;           /* object id → index in blocks */
   cts_mtprof_block_t *blocks; /* pool of live blocks, with a free list */
   uint32_t block_count, block_cap, free_block;
   uint64_t live_blocks, max_live_blocks;
@@ -58,6 +62,9 @@ typedef struct cts_mtprof {
   bool have_events;
   uint64_t first_event_us, last_event_us;
   uint32_t last_node; /* stack node of the last allocation added */
+  bool have_last_domain;
+  uint16_t last_domain; /* of the last allocation interned (common prefixes are per domain) */
+  double weights[CTS_MTPROF_WEIGHTS]; /* 1 / sampling probability by length; 0 = not yet */
 } cts_mtprof_t;
 
 /* Returns 0 or -ENOMEM. */

@@ -34,7 +34,8 @@ int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
   s->nodes = calloc(s->cap, sizeof *s->nodes);
   s->table_cap = 2048;
   s->table = calloc(s->table_cap, sizeof *s->table);
-  if (!s->nodes || !s->table) {
+  s->memo = calloc(CTS_STACKS_MEMO, sizeof *s->memo);
+  if (!s->nodes || !s->table || !s->memo) {
     cts_stacks_fini(s);
     return -ENOMEM;
   }
@@ -48,6 +49,7 @@ void cts_stacks_fini(cts_stacks_t *s) {
   free(s->sites);
   free(s->nodes);
   free(s->table);
+  free(s->memo);
   free(s->prev_codes);
   free(s->prev_nodes);
   cts_u64map_fini(&s->site_of_code);
@@ -60,6 +62,17 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
     if (!slot->node) return UINT32_MAX;
     if (slot->code == code && slot->parent == parent) return slot->node;
   }
+}
+
+/* cts_stacks_find_child through the memo: a large trie's table misses the cache on every
+ * probe, while the frames allocations go through again and again (hot call paths) fit in a
+ * small direct-mapped memo. Nodes are never removed, so a memo entry never goes stale. */
+static uint32_t find_child_memo(cts_stacks_t *s, uint32_t parent, uint64_t code) {
+  cts_stack_slot_t *m = &s->memo[slot_of(parent, code, CTS_STACKS_MEMO)];
+  if (m->node && m->code == code && m->parent == parent) return m->node;
+  const uint32_t found = cts_stacks_find_child(s, parent, code);
+  if (found != UINT32_MAX) *m = (cts_stack_slot_t){.code = code, .parent = parent, .node = found};
+  return found;
 }
 
 static bool grow_table(cts_stacks_t *s) {
@@ -163,6 +176,11 @@ int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uin
 }
 
 int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *node) {
+  return cts_stacks_intern_shared(s, bt, n, 0, node);
+}
+
+int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size_t shared,
+                             uint32_t *node) {
   if (n > s->prev_cap) {
     size_t cap = s->prev_cap ? s->prev_cap : 64;
     while (cap < n) cap *= 2;
@@ -174,12 +192,12 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
     s->prev_nodes = nodes;
     s->prev_cap = cap;
   }
-  size_t common = 0;
   const size_t limit = n < s->prev_len ? n : s->prev_len;
+  size_t common = shared < limit ? shared : limit;
   while (common < limit && bt[common] == s->prev_codes[common]) common++;
   uint32_t cur = common ? s->prev_nodes[common - 1] : 0;
   for (size_t i = common; i < n; i++) {
-    uint32_t child = cts_stacks_find_child(s, cur, bt[i]);
+    uint32_t child = find_child_memo(s, cur, bt[i]);
     if (child == UINT32_MAX) {
       const bool over = s->max_nodes && s->count >= s->max_nodes;
       const int e = over ? CTS_E_LIMIT : new_node(s, cur, bt[i], &child);

@@ -67,12 +67,16 @@ typedef struct cts_stack_slot {
   uint32_t node; /* 0 = empty */
 } cts_stack_slot_t;
 
+/* Entries of the direct-mapped memo in front of the table (64 KiB: stays in cache). */
+#define CTS_STACKS_MEMO 4096u
+
 typedef struct cts_stacks {
   cts_stack_node_t *nodes;
   uint32_t count, cap;
   cts_stack_slot_t *table; /* open addressing over (parent, code), keys kept in the slots */
   uint32_t table_cap;
-  uint64_t overflowed; /* allocations whose stack was cut for the node budget */
+  cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
+  uint64_t overflowed;    /* allocations whose stack was cut for the node budget */
   cts_site_t *sites;
   uint32_t site_count, site_cap;
   cts_u64map_t site_of_code;
@@ -103,6 +107,10 @@ void cts_stacks_fini(cts_stacks_t *s);
 /* The node of backtrace bt[0..n) (outermost first), interning new frames (within the node
  * budget, see max_nodes): returns 0 and sets *node, or -ENOMEM. n = 0 gives the root. */
 int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *node);
+/* The same, told that the first `shared` frames of bt equal those of the backtrace interned
+ * just before (the reader's common prefix): they are not compared again. */
+int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size_t shared,
+                             uint32_t *node);
 
 /* The child of parent with frame code, created if needed: returns 0 and sets *node, or
  * -ENOMEM / CTS_E_LIMIT. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "u64map.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 static inline size_t slot_of(uint64_t k, size_t cap) {
@@ -15,8 +16,7 @@ void cts_u64map_init(cts_u64map_t *m) {
 }
 
 void cts_u64map_fini(cts_u64map_t *m) {
-  free(m->keys);
-  free(m->vals);
+  free(m->slots);
   *m = (cts_u64map_t){0};
 }
 
@@ -24,30 +24,24 @@ uint64_t *cts_u64map_find(const cts_u64map_t *m, uint64_t key) {
   if (key == 0) return m->has_zero ? (uint64_t *)&m->zero_val : NULL;
   if (!m->cap) return NULL;
   for (size_t i = slot_of(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-    if (m->keys[i] == key) return &m->vals[i];
-    if (m->keys[i] == 0) return NULL;
+    cts_u64map_entry_t *e = &m->slots[i];
+    if (e->key == key) return &e->val;
+    if (e->key == 0) return NULL;
   }
 }
 
 static bool grow(cts_u64map_t *m) {
   const size_t cap = m->cap ? m->cap * 2 : 1024;
-  uint64_t *keys = calloc(cap, sizeof *keys), *vals = malloc(cap * sizeof *vals);
-  if (!keys || !vals) {
-    free(keys);
-    free(vals);
-    return false;
-  }
+  cts_u64map_entry_t *slots = calloc(cap, sizeof *slots);
+  if (!slots) return false;
   for (size_t i = 0; i < m->cap; i++) {
-    if (!m->keys[i]) continue;
-    size_t j = slot_of(m->keys[i], cap);
-    while (keys[j]) j = (j + 1) & (cap - 1);
-    keys[j] = m->keys[i];
-    vals[j] = m->vals[i];
+    if (!m->slots[i].key) continue;
+    size_t j = slot_of(m->slots[i].key, cap);
+    while (slots[j].key) j = (j + 1) & (cap - 1);
+    slots[j] = m->slots[i];
   }
-  free(m->keys);
-  free(m->vals);
-  m->keys = keys;
-  m->vals = vals;
+  free(m->slots);
+  m->slots = slots;
   m->cap = cap;
   return true;
 }
@@ -58,46 +52,147 @@ uint64_t *cts_u64map_insert(cts_u64map_t *m, uint64_t key, uint64_t val, bool *a
     if (!m->has_zero) m->has_zero = true, m->zero_val = val;
     return &m->zero_val;
   }
-  if ((m->count + 1) * 4 > m->cap * 3 && !grow(m)) return NULL;
+  if ((m->count + 1) * 2 > m->cap && !grow(m)) return NULL;
   size_t i = slot_of(key, m->cap);
-  for (; m->keys[i]; i = (i + 1) & (m->cap - 1)) {
-    if (m->keys[i] == key) {
+  for (; m->slots[i].key; i = (i + 1) & (m->cap - 1)) {
+    if (m->slots[i].key == key) {
       *added = false;
-      return &m->vals[i];
+      return &m->slots[i].val;
     }
   }
-  m->keys[i] = key;
-  m->vals[i] = val;
+  m->slots[i] = (cts_u64map_entry_t){key, val};
   m->count++;
   *added = true;
-  return &m->vals[i];
+  return &m->slots[i].val;
 }
 
 bool cts_u64map_remove(cts_u64map_t *m, uint64_t key) {
+  uint64_t val;
+  return cts_u64map_take(m, key, &val);
+}
+
+bool cts_u64map_take(cts_u64map_t *m, uint64_t key, uint64_t *val) {
   if (key == 0) {
     const bool had = m->has_zero;
     m->has_zero = false;
+    *val = m->zero_val;
     return had;
   }
   if (!m->cap) return false;
   size_t i = slot_of(key, m->cap);
-  while (m->keys[i] != key) {
-    if (!m->keys[i]) return false;
+  while (m->slots[i].key != key) {
+    if (!m->slots[i].key) return false;
     i = (i + 1) & (m->cap - 1);
   }
+  *val = m->slots[i].val;
   /* Backward-shift deletion keeps probe chains intact without tombstones. */
   size_t j = i;
   for (;;) {
     j = (j + 1) & (m->cap - 1);
-    if (!m->keys[j]) break;
-    const size_t home = slot_of(m->keys[j], m->cap);
+    if (!m->slots[j].key) break;
+    const size_t home = slot_of(m->slots[j].key, m->cap);
     if (((j - home) & (m->cap - 1)) >= ((j - i) & (m->cap - 1))) {
-      m->keys[i] = m->keys[j];
-      m->vals[i] = m->vals[j];
+      m->slots[i] = m->slots[j];
       i = j;
     }
   }
-  m->keys[i] = 0;
+  m->slots[i].key = 0;
   m->count--;
   return true;
+}
+
+bool cts_u64map_next(const cts_u64map_t *m, size_t *pos, uint64_t *key, uint64_t *val) {
+  /* Position 0 is key 0; position p > 0 is slot p - 1. */
+  if (*pos == 0) {
+    *pos = 1;
+    if (m->has_zero) {
+      *key = 0;
+      *val = m->zero_val;
+      return true;
+    }
+  }
+  for (; *pos - 1 < m->cap; (*pos)++) {
+    const cts_u64map_entry_t *e = &m->slots[*pos - 1];
+    if (e->key) {
+      *key = e->key;
+      *val = e->val;
+      (*pos)++;
+      return true;
+    }
+  }
+  return false;
+}
+
+int cts_idmap_init(cts_idmap_t *m) {
+  *m = (cts_idmap_t){0};
+  cts_u64map_init(&m->old);
+  m->ring = calloc(CTS_IDMAP_RING, sizeof *m->ring);
+  return m->ring ? 0 : -ENOMEM;
+}
+
+void cts_idmap_fini(cts_idmap_t *m) {
+  free(m->ring);
+  cts_u64map_fini(&m->old);
+  *m = (cts_idmap_t){0};
+}
+
+/* Whether id may be in old: ids come in increasing order in a sound trace, so a new id is
+ * above every survivor and the probe of old is skipped. */
+static inline bool maybe_old(const cts_idmap_t *m, uint64_t id) {
+  return m->old.count + m->old.has_zero > 0 && id <= m->old_max;
+}
+
+uint64_t *cts_idmap_find(cts_idmap_t *m, uint64_t id) {
+  cts_u64map_entry_t *e = &m->ring[id & (CTS_IDMAP_RING - 1u)];
+  if (id != UINT64_MAX && e->key == id + 1) return &e->val;
+  return maybe_old(m, id) ? cts_u64map_find(&m->old, id) : NULL;
+}
+
+uint64_t *cts_idmap_insert(cts_idmap_t *m, uint64_t id, uint64_t val, bool *added) {
+  cts_u64map_entry_t *e = &m->ring[id & (CTS_IDMAP_RING - 1u)];
+  if (id != UINT64_MAX && e->key == id + 1) {
+    *added = false;
+    return &e->val;
+  }
+  if (maybe_old(m, id)) {
+    uint64_t *v = cts_u64map_find(&m->old, id);
+    if (v) {
+      *added = false;
+      return v;
+    }
+  }
+  if (id == UINT64_MAX || e->key != 0) {
+    /* The ring slot is taken by an older block still live (or the id cannot be stored
+     * there): one of them moves to old. */
+    const uint64_t moved = id == UINT64_MAX ? id : e->key - 1;
+    const uint64_t moved_val = id == UINT64_MAX ? val : e->val;
+    bool fresh;
+    uint64_t *v = cts_u64map_insert(&m->old, moved, moved_val, &fresh);
+    if (!v) return NULL;
+    if (moved > m->old_max) m->old_max = moved;
+    if (id == UINT64_MAX) {
+      m->count++;
+      *added = true;
+      return v;
+    }
+  }
+  *e = (cts_u64map_entry_t){id + 1, val};
+  m->count++;
+  *added = true;
+  return &e->val;
+}
+
+bool cts_idmap_take(cts_idmap_t *m, uint64_t id, uint64_t *val) {
+  cts_u64map_entry_t *e = &m->ring[id & (CTS_IDMAP_RING - 1u)];
+  if (id != UINT64_MAX && e->key == id + 1) {
+    *val = e->val;
+    e->key = 0;
+    m->count--;
+    return true;
+  }
+  if (maybe_old(m, id) && cts_u64map_take(&m->old, id, val)) {
+    m->count--;
+    return true;
+  }
+  return false;
 }

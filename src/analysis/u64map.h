@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Open-addressing map from non-zero u64 keys to u64 values: location codes, object ids.
- * Memory grows with distinct keys only. */
+/* Open-addressing map from u64 keys to u64 values: location codes, object ids. Memory
+ * grows with distinct keys only.
+ *
+ * Linear probing over key/value pairs (one cache line holds both), at most half full: the
+ * live-block maps of the analysis commands are large and probed once per event, so a probe
+ * sequence must stay short and touch one line. */
 #ifndef CTS_U64MAP_H
 #define CTS_U64MAP_H
 
@@ -8,9 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct cts_u64map_entry {
+  uint64_t key; /* 0 = empty */
+  uint64_t val;
+} cts_u64map_entry_t;
+
 typedef struct cts_u64map {
-  uint64_t *keys; /* 0 = empty */
-  uint64_t *vals;
+  cts_u64map_entry_t *slots;
   size_t cap, count;
   bool has_zero; /* key 0 is kept aside */
   uint64_t zero_val;
@@ -23,5 +31,34 @@ uint64_t *cts_u64map_find(const cts_u64map_t *m, uint64_t key);
 /* Inserts key with val if absent; returns the value slot and sets *added. NULL = no memory. */
 uint64_t *cts_u64map_insert(cts_u64map_t *m, uint64_t key, uint64_t val, bool *added);
 bool cts_u64map_remove(cts_u64map_t *m, uint64_t key);
+/* Removes key and sets *val to its value: one probe where find + remove take two. */
+bool cts_u64map_take(cts_u64map_t *m, uint64_t key, uint64_t *val);
+/* Iterates over every entry, key 0 included, in no particular order: start with *pos = 0;
+ * returns false after the last. The map must not change meanwhile. */
+bool cts_u64map_next(const cts_u64map_t *m, size_t *pos, uint64_t *key, uint64_t *val);
+
+/* A map from object ids to u64 values, for the table of live blocks. Object ids come in
+ * allocation order and most blocks die young, so the recent ids live in a ring indexed by
+ * the id itself (sequential, cache-friendly, one probe), and a block that outlives the
+ * ring's window moves to a cts_u64map. Any ids work (corrupt traces, v3 id chunks): the
+ * ring only decides where an id is kept, never whether it is found. Memory: the ring
+ * (CTS_IDMAP_RING entries, 1 MiB) plus the survivors. */
+#define CTS_IDMAP_RING (1u << 16)
+
+typedef struct cts_idmap {
+  cts_u64map_entry_t *ring; /* key = id + 1, 0 = empty */
+  cts_u64map_t old;         /* survivors, and id UINT64_MAX */
+  uint64_t old_max;         /* every id in old is <= old_max */
+  size_t count;
+} cts_idmap_t;
+
+/* Returns 0 or -ENOMEM. */
+int cts_idmap_init(cts_idmap_t *m);
+void cts_idmap_fini(cts_idmap_t *m);
+uint64_t *cts_idmap_find(cts_idmap_t *m, uint64_t id);
+/* As cts_u64map_insert. */
+uint64_t *cts_idmap_insert(cts_idmap_t *m, uint64_t id, uint64_t val, bool *added);
+/* As cts_u64map_take. */
+bool cts_idmap_take(cts_idmap_t *m, uint64_t id, uint64_t *val);
 
 #endif /* CTS_U64MAP_H */

@@ -23,7 +23,8 @@ static const char help[] =
     "to its own file in DIR, named PROGRAM.PID.STARTTIME.PEER.ctf from the trace's own\n"
     "header. Each stream is checked as it arrives; when a connection ends, its file keeps\n"
     "everything up to the last complete, valid packet, so it is always a valid trace. One\n"
-    "line per connection on standard error says how it ended and what was saved.\n"
+    "line per connection on standard error says how it ended and what was saved: bytes,\n"
+    "allocations (or events, with --validate events or full) and packets.\n"
     "\n"
     "Options:\n"
     "  -l, --listen [ADDR:]PORT  address to listen on; without ADDR only 127.0.0.1 (this\n"
@@ -40,7 +41,12 @@ static const char help[] =
     "      --packet-timeout SECS drop a connection whose packet (the trace header first)\n"
     "                            takes more than SECS seconds to arrive (default 10; 0: never)\n"
     "      --max-packet SIZE     largest packet accepted (default 1M)\n"
-    "      --skip-backtraces     do not decode backtraces while checking (faster)\n"
+    "      --validate LEVEL      how deeply each stream is checked as it arrives: packets\n"
+    "                            (every packet header and the framing: the default, keeps\n"
+    "                            up with the network), events (every event decoded too),\n"
+    "                            or full (events and their backtraces). The deeper levels\n"
+    "                            catch corrupt events inside well-formed packets, and\n"
+    "                            receive only as fast as the decoder runs.\n"
     "  -v, --verbose             also log when a connection opens\n"
     "  -h, --help                show this help\n"
     "\n"
@@ -141,8 +147,9 @@ static int on_option(void *ctx, int opt, const char *arg) {
         return cli_usage_error("--max-packet needs a size from 128 to 1G, not '%s'", arg);
       o->cfg.max_packet_size = (uint32_t)size;
       break;
-    case 'S':
-      o->cfg.decode_backtraces = false;
+    case 'V':
+      if (!cts_sink_validate_parse(arg, &o->cfg.validate))
+        return cli_usage_error("--validate takes packets, events or full, not '%s'", arg);
       break;
     case 'v':
       o->cfg.log_connects = true;
@@ -167,7 +174,7 @@ int cmd_collect(int argc, char **argv) {
       {"idle-timeout", required_argument, NULL, 'I'},
       {"packet-timeout", required_argument, NULL, 'T'},
       {"max-packet", required_argument, NULL, 'P'},
-      {"skip-backtraces", no_argument, NULL, 'S'},
+      {"validate", required_argument, NULL, 'V'},
       {"verbose", no_argument, NULL, 'v'},
       {0},
   };
@@ -204,9 +211,12 @@ int cmd_collect(int argc, char **argv) {
   cts_collector_destroy(c);
   fprintf(stderr,
           "%s: stopped: %llu connections, %llu traces saved, %llu dropped, %llu refused, "
-          "%llu bytes, %llu events\n",
+          "%llu bytes, %llu allocations",
           cli_command(), (unsigned long long)st.accepted, (unsigned long long)st.saved,
           (unsigned long long)st.dropped, (unsigned long long)st.refused,
-          (unsigned long long)st.bytes, (unsigned long long)st.events);
+          (unsigned long long)st.bytes, (unsigned long long)st.allocations);
+  if (o.cfg.validate != CTS_SINK_VALIDATE_PACKETS)
+    fprintf(stderr, ", %llu events", (unsigned long long)st.events);
+  fputc('\n', stderr);
   return run_err ? CLI_EXIT_IO : CLI_EXIT_OK;
 }

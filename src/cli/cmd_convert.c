@@ -14,6 +14,7 @@
 
 #include "../os/mprof_ring.h"
 #include "cli.h"
+#include "load.h"
 
 #define OUT_PACKET_SIZE (1u << 20)
 #define OUT_PACKETS     2u
@@ -116,12 +117,14 @@ int cmd_convert(int argc, char **argv) {
   if (argc - first != 2) return cli_usage_error("expected TRACE and DIR");
   const char *path = argv[first], *dir = argv[first + 1];
   c.path = path;
-  if (!cts_os_is_mprof_file(path)) {
-    if (access(path, R_OK) != 0) {
-      cli_error("cannot read '%s': %s", path, strerror(errno));
-      return CLI_EXIT_IO;
-    }
-    cli_error("%s: not a mirage-profile CTF trace (no c1 1f fc c1 magic with its uuid)", path);
+  cli_trace_kind_t kind;
+  const int kc = cli_trace_detect(path, &kind);
+  if (kc >= 0) return kc;
+  if (kind != CLI_TRACE_TASKS || strcmp(path, "-") == 0) {
+    cli_error(
+        "%s: not a mirage-profile CTF trace (no c1 1f fc c1 magic with its uuid): convert "
+        "reads task traces from files",
+        path);
     return CLI_EXIT_DATA;
   }
 

@@ -15,6 +15,7 @@
 
 #include "../analysis/u64map.h"
 #include "cli.h"
+#include "cmd_tasks.h"
 #include "load.h"
 
 static const char help[] =
@@ -27,10 +28,15 @@ static const char help[] =
     "size) of each trace. With sampling, '*' marks a change larger than the noise of the\n"
     "two sample counts (beyond 1.96 standard deviations, Poisson).\n"
     "\n"
+    "Two mirage-profile task traces are compared by task label (or type): the number of\n"
+    "tasks, their running time or their time alive, per second of each trace's span.\n"
+    "\n"
     "Options:\n"
     "  -m, --metric WHAT   'alloc' (bytes allocated, default), 'count' (allocations),\n"
-    "                      'peak' (live at the peak) or 'live' (live at the end)\n"
-    "      --by WHAT       match sites by 'line' (default), 'function' or 'file'\n"
+    "                      'peak' (live at the peak) or 'live' (live at the end); for task\n"
+    "                      traces 'running' (default), 'count' (tasks) or 'alive'\n"
+    "      --by WHAT       match sites by 'line' (default), 'function' or 'file'; tasks by\n"
+    "                      'label' (default) or 'type'\n"
     "      --no-normalize  compare totals, not rates per second\n"
     "  -n, --limit N       show the first N sites (default 20, 0 = all)\n"
     "      --json          print JSON\n"
@@ -47,6 +53,7 @@ typedef enum { M_ALLOC, M_COUNT, M_PEAK, M_LIVE } metric_t;
 typedef struct diff_opts {
   metric_t metric;
   cts_group_t by;
+  const char *metric_arg, *by_arg; /* checked once the traces' kind is known */
   bool no_normalize, json, csv, quiet;
   long limit;
 } diff_opts_t;
@@ -55,22 +62,11 @@ static int on_option(void *ctx, int opt, const char *arg) {
   diff_opts_t *o = ctx;
   switch (opt) {
     case 'm':
-      if (strcmp(arg, "alloc") == 0)
-        o->metric = M_ALLOC;
-      else if (strcmp(arg, "count") == 0)
-        o->metric = M_COUNT;
-      else if (strcmp(arg, "peak") == 0)
-        o->metric = M_PEAK;
-      else if (strcmp(arg, "live") == 0)
-        o->metric = M_LIVE;
-      else
-        return cli_usage_error("--metric takes alloc, count, peak or live, not '%s'", arg);
+      o->metric_arg = arg;
       break;
-    case 'B': {
-      const int rc = cli_parse_group(arg, &o->by);
-      if (rc >= 0) return rc;
+    case 'B':
+      o->by_arg = arg;
       break;
-    }
     case 'N':
       o->no_normalize = true;
       break;
@@ -170,12 +166,48 @@ int cmd_diff(int argc, char **argv) {
   if (rc >= 0) return rc;
   if (argc - first != 2) return cli_usage_error("give two traces: BEFORE AFTER");
   if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+  cli_trace_kind_t kinds[2];
+  for (int s = 0; s < 2; s++) {
+    const int kc = cli_trace_detect(argv[first + s], &kinds[s]);
+    if (kc >= 0) return kc;
+  }
+  if (kinds[0] != kinds[1])
+    return cli_usage_error("'%s' is a %s trace and '%s' a %s trace: compare traces of one kind",
+                           argv[first], kinds[0] == CLI_TRACE_TASKS ? "task" : "memtrace",
+                           argv[first + 1], kinds[1] == CLI_TRACE_TASKS ? "task" : "memtrace");
+  if (kinds[0] == CLI_TRACE_TASKS) {
+    cli_tasks_diff_opts_t to = {.limit = opts.limit,
+                                .no_normalize = opts.no_normalize,
+                                .json = opts.json,
+                                .csv = opts.csv,
+                                .quiet = opts.quiet};
+    int rc2 = cli_tasks_parse_by(opts.by_arg, &to.by);
+    if (rc2 < 0) rc2 = cli_tasks_parse_metric("--metric", opts.metric_arg, &to.metric);
+    return rc2 >= 0 ? rc2 : cli_tasks_diff(argv[first], argv[first + 1], &to);
+  }
+  if (opts.by_arg) {
+    const int rc2 = cli_parse_group(opts.by_arg, &opts.by);
+    if (rc2 >= 0) return rc2;
+  }
+  if (opts.metric_arg) {
+    const char *arg = opts.metric_arg;
+    if (strcmp(arg, "alloc") == 0)
+      opts.metric = M_ALLOC;
+    else if (strcmp(arg, "count") == 0)
+      opts.metric = M_COUNT;
+    else if (strcmp(arg, "peak") == 0)
+      opts.metric = M_PEAK;
+    else if (strcmp(arg, "live") == 0)
+      opts.metric = M_LIVE;
+    else
+      return cli_usage_error("--metric takes alloc, count, peak or live, not '%s'", arg);
+  }
   const bool rate = is_flow(opts.metric) && !opts.no_normalize;
 
   side_t sides[2];
   memset(sides, 0, sizeof sides);
   int code = CLI_EXIT_OK, loaded = 0;
-  const cts_mtprof_config_t cfg = {.stacks = true, .leaf_only = true};
+  const cts_mtprof_config_t cfg = {.stacks = true, .leaf_only = true, .skip_histograms = true};
   for (int s = 0; s < 2; s++) {
     const int c = cli_trace_load(&sides[s].t, argv[first + s], &cfg, opts.quiet);
     loaded++;

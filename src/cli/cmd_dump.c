@@ -13,6 +13,7 @@
 #include "../os/mprof_ring.h"
 #include "../os/output.h"
 #include "cli.h"
+#include "load.h"
 
 static const char help[] =
     "Usage: ctfscope dump [OPTIONS] TRACE\n"
@@ -234,8 +235,10 @@ int cmd_dump(int argc, char **argv) {
   if (argc - first > 1) return cli_usage_error("one trace at a time (got %d)", argc - first);
   const char *path = argv[first];
   /* mirage-profile traces share memtrace's magic; their uuid tells them apart. */
-  if (strcmp(path, "-") != 0 && cts_os_is_mprof_file(path))
-    return cli_dump_mprof(path, opts.output, opts.comments, opts.quiet);
+  cli_trace_kind_t kind;
+  const int kc = cli_trace_detect_lenient(path, &kind);
+  if (kc >= 0) return kc;
+  if (kind == CLI_TRACE_TASKS) return cli_dump_mprof(path, opts.output, opts.comments, opts.quiet);
 
   int fd = STDOUT_FILENO;
   if (opts.output) {

@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "cli.h"
+#include "cmd_tasks.h"
 #include "load.h"
 
 static const char help[] =
@@ -37,6 +38,13 @@ static const char help[] =
     "           of bytes (1 us = 1 byte)\n"
     "  csv      one line per event: time, kind, object id, heap, length, samples,\n"
     "           estimated bytes and the allocation point\n"
+    "\n"
+    "A mirage-profile task trace exports as:\n"
+    "  chrome   threads with the running periods of their tasks as slices, gc pauses and\n"
+    "           counters ('C' events); one lane per task with its lifetime, and flow arrows\n"
+    "           for created, read, try_read, resolve and signal\n"
+    "  csv      one line per event: time_ns (from the first event), event, task, other\n"
+    "           task, type, value and text\n"
     "\n"
     "Options:\n"
     "  -f, --format FORMAT  folded, pprof, chrome or csv (required)\n"
@@ -588,6 +596,13 @@ int cmd_export(int argc, char **argv) {
   if (opts.format == FMT_PPROF && !opts.output && isatty(STDOUT_FILENO))
     return cli_usage_error("pprof output is binary: redirect it or use --output FILE");
 
+  cli_trace_kind_t kind;
+  const int kc = cli_trace_detect(argv[first], &kind);
+  if (kc >= 0) return kc;
+  if (kind == CLI_TRACE_TASKS && opts.format != FMT_CHROME && opts.format != FMT_CSV)
+    return cli_usage_error(
+        "a task trace exports as chrome or csv (folded and pprof are "
+        "allocation profiles)");
   int fd = STDOUT_FILENO;
   if (opts.output) {
     fd = open(opts.output, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -598,6 +613,15 @@ int cmd_export(int argc, char **argv) {
   }
   static cts_out_t out;
   cts_out_init(&out, fd);
+  if (kind == CLI_TRACE_TASKS) {
+    int code = cli_tasks_export(&out, argv[first], opts.format == FMT_CHROME, opts.quiet);
+    code = cli_finish_output(&out, code);
+    if (opts.output && close(fd) != 0 && code == CLI_EXIT_OK) {
+      cli_error("cannot write '%s': %s", opts.output, strerror(errno));
+      code = CLI_EXIT_IO;
+    }
+    return code;
+  }
   stream_ctx_t c = {.o = &out, .opts = &opts, .first_event = true};
   cli_event_hook hook = NULL;
   if (opts.format == FMT_CHROME) {
@@ -614,7 +638,7 @@ int cmd_export(int argc, char **argv) {
                 "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
                 "line,backtrace_length\n");
   }
-  const cts_mtprof_config_t cfg = {.stacks = true};
+  const cts_mtprof_config_t cfg = {.stacks = true, .skip_histograms = true};
   cli_trace_t t;
   int code = cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, hook, &c);
   int e = t.hook_err;

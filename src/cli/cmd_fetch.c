@@ -37,7 +37,9 @@ static const char help[] =
     "      --connect-timeout SECS  give up connecting after SECS seconds (default 10)\n"
     "      --drain SECS         after Ctrl-C, wait at most SECS seconds of silence for the\n"
     "                           end of the stream (default 2)\n"
-    "      --skip-backtraces    do not decode backtraces while checking (faster)\n"
+    "      --validate LEVEL     how deeply the stream is checked as it arrives: packets\n"
+    "                           (headers and framing), events (every event decoded), or\n"
+    "                           full (events and backtraces; the default)\n"
     "  -q, --quiet              no progress line and no summary\n"
     "  -h, --help               show this help\n"
     "\n"
@@ -51,7 +53,8 @@ static const char help[] =
 typedef struct fetch_opts {
   const char *output;
   uint32_t connect_timeout_ms, drain_ms;
-  bool skip_backtraces, quiet;
+  cts_sink_validate_t validate;
+  bool quiet;
 } fetch_opts_t;
 
 static int on_option(void *ctx, int opt, const char *arg) {
@@ -68,8 +71,9 @@ static int on_option(void *ctx, int opt, const char *arg) {
       if (!cli_net_parse_seconds(arg, &o->drain_ms))
         return cli_usage_error("--drain needs seconds, not '%s'", arg);
       break;
-    case 'S':
-      o->skip_backtraces = true;
+    case 'V':
+      if (!cts_sink_validate_parse(arg, &o->validate))
+        return cli_usage_error("--validate takes packets, events or full, not '%s'", arg);
       break;
     case 'q':
       o->quiet = true;
@@ -109,8 +113,10 @@ static void progress_show(progress_t *p, const cts_sink_t *s, int64_t now, bool 
   const double secs = (double)(now - p->start_ms) / 1000.0;
   const uint64_t bytes = cts_sink_received(s);
   char a[32], b[32], r[32];
-  fprintf(stderr, "\r\033[K%s: %s, %s events, %s/s", cli_command(),
-          cli_human_bytes((double)bytes, a, sizeof a), cli_grouped(cts_sink_events(s), b, sizeof b),
+  uint64_t count;
+  const char *what = cts_sink_count(s, &count);
+  fprintf(stderr, "\r\033[K%s: %s, %s %s, %s/s", cli_command(),
+          cli_human_bytes((double)bytes, a, sizeof a), cli_grouped(count, b, sizeof b), what,
           cli_human_bytes(secs > 0 ? (double)bytes / secs : 0, r, sizeof r));
 }
 
@@ -139,10 +145,11 @@ static int open_output_dir(const char *path, int *dir_fd, const char **name) {
 int cmd_fetch(int argc, char **argv) {
   static const struct option longopts[] = {
       {"output", required_argument, NULL, 'o'}, {"connect-timeout", required_argument, NULL, 'C'},
-      {"drain", required_argument, NULL, 'D'},  {"skip-backtraces", no_argument, NULL, 'S'},
+      {"drain", required_argument, NULL, 'D'},  {"validate", required_argument, NULL, 'V'},
       {"quiet", no_argument, NULL, 'q'},        {0},
   };
-  fetch_opts_t o = {.connect_timeout_ms = 10000, .drain_ms = 2000};
+  fetch_opts_t o = {
+      .connect_timeout_ms = 10000, .drain_ms = 2000, .validate = CTS_SINK_VALIDATE_FULL};
   int first;
   const int rc = cli_parse(argc, argv, "o:q", longopts, help, on_option, &o, &first);
   if (rc >= 0) return rc;
@@ -174,7 +181,7 @@ int cmd_fetch(int argc, char **argv) {
   cts_sink_config_init(&sc);
   sc.dir_fd = dir_fd;
   sc.fixed_name = name;
-  sc.decode_backtraces = !o.skip_backtraces;
+  sc.validate = o.validate;
   sc.serial = 1;
   cts_sink_t *sink;
   if (cts_sink_create(&sink, &sc) != 0 || pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -254,10 +261,11 @@ int cmd_fetch(int argc, char **argv) {
   const double secs = (double)(now_ms() - progress.start_ms) / 1000.0;
   if (saved) {
     if (!o.quiet) {
-      fprintf(stderr, "%s: %s: saved %s (%llu bytes, %llu events, %llu packets, %.3f s)\n",
-              cli_command(), ended, saved, (unsigned long long)complete,
-              (unsigned long long)cts_sink_events(sink), (unsigned long long)cts_sink_packets(sink),
-              secs);
+      uint64_t count;
+      const char *what = cts_sink_count(sink, &count);
+      fprintf(stderr, "%s: %s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)\n",
+              cli_command(), ended, saved, (unsigned long long)complete, (unsigned long long)count,
+              what, (unsigned long long)cts_sink_packets(sink), secs);
       if (received > complete)
         fprintf(stderr,
                 "%s: dropped the last %llu bytes (incomplete or invalid packet at offset %llu)\n",

@@ -14,6 +14,8 @@
 #include "../analysis/summary.h"
 #include "../os/output.h"
 #include "cli.h"
+#include "cmd_tasks.h"
+#include "load.h"
 
 static const char help[] =
     "Usage: ctfscope info [OPTIONS] TRACE...\n"
@@ -22,6 +24,10 @@ static const char help[] =
     "and its figures: events per kind, samples per heap, allocated lengths, estimated\n"
     "allocated bytes, backtrace lengths, location codes and packets. Estimated bytes are\n"
     "samples / sample rate x word size: an unbiased estimate from sampled allocations.\n"
+    "\n"
+    "For a mirage-profile task trace: its layout (a ring, wrapped or not, or a stream of\n"
+    "packets), lanes (threads writing at the same time), time span, events per kind, tasks\n"
+    "(created, preexisting, resolved, failed, merged, pending), labels and counters.\n"
     "\n"
     "Options:\n"
     "      --json       print JSON instead of text (an array when several traces are given)\n"
@@ -310,6 +316,11 @@ static int on_option(void *ctx, int opt, const char *arg) {
 
 /* Reads one trace and prints its figures; returns the exit code for it. */
 static int info_one(cts_out_t *o, const char *path, const info_opts_t *opts) {
+  cli_trace_kind_t kind;
+  const int kc = cli_trace_detect(path, &kind);
+  if (kc >= 0) return kc;
+  if (kind == CLI_TRACE_TASKS)
+    return cli_tasks_info(o, path, opts->json, opts->packets, opts->quiet);
   info_ctx_t c = {.keep_packets = opts->packets, .quiet = opts->quiet, .path = path};
   cts_mt_reader_config_t cfg;
   cts_mt_reader_config_init(&cfg);

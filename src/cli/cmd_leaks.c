@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_tasks.h"
 #include "load.h"
 
 static const char help[] =
@@ -24,6 +25,10 @@ static const char help[] =
     "Growth verdicts: 'grows' when the live bytes never fall from one quarter to the next and\n"
     "end above where they were at 25 %; 'flat' when they do not change after 25 %; 'varies'\n"
     "otherwise.\n"
+    "\n"
+    "On a mirage-profile task trace, list the tasks that never resolved (nor were merged\n"
+    "into another with 'becomes') by the end of the trace: should-resolve ones first, grouped\n"
+    "by label, then one by one, oldest first, with their type, age and creator.\n"
     "\n"
     "Options:\n"
     "      --by WHAT     group by 'line' (default), 'function' or 'file'\n"
@@ -243,8 +248,16 @@ int cmd_leaks(int argc, char **argv) {
   if (first >= argc) return cli_usage_error("no trace given");
   if (argc - first > 1) return cli_usage_error("one trace at a time");
   if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+  cli_trace_kind_t kind;
+  const int kc = cli_trace_detect(argv[first], &kind);
+  if (kc >= 0) return kc;
+  if (kind == CLI_TRACE_TASKS) {
+    const cli_tasks_leaks_opts_t to = {
+        .limit = opts.limit, .json = opts.json, .csv = opts.csv, .quiet = opts.quiet};
+    return cli_tasks_leaks(argv[first], &to);
+  }
 
-  const cts_mtprof_config_t cfg = {.stacks = true, .history = true};
+  const cts_mtprof_config_t cfg = {.stacks = true, .history = true, .skip_histograms = true};
   cli_trace_t t;
   int code = cli_trace_load(&t, argv[first], &cfg, opts.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {

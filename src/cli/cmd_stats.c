@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_tasks.h"
 #include "load.h"
 
 static const char help[] =
@@ -23,6 +24,11 @@ static const char help[] =
     "count sampled blocks and estimated bytes (samples / sample rate x word size).\n"
     "Lifetimes cover the blocks collected before the end of the trace. Percentiles are\n"
     "exact below 32 units and within 1/16 (6.25 %) above (the lower edge of their bucket).\n"
+    "\n"
+    "On a mirage-profile task trace: tasks by type (resolved, failed, merged, pending), the\n"
+    "time from creation to resolution with percentiles (by tasks and by time) and a\n"
+    "histogram, time running vs alive per type, idle and gc time, and each counter's\n"
+    "updates, minimum, maximum and last value. --csv then prints the duration histograms.\n"
     "\n"
     "Options:\n"
     "      --bars        draw bar charts (default: when standard output is a terminal)\n"
@@ -104,7 +110,7 @@ static void make_bins(const cts_hist_t *h, bins_t *b) {
 }
 
 static uint64_t bin_low(int bin) {
-  return bin ? 1ull << (bin - 1) : 0;
+  return bin > 64 ? UINT64_MAX : bin ? 1ull << (bin - 1) : 0; /* 2^64 is beyond the type */
 }
 
 static const char *human_us(double us, char *buf, size_t size) {
@@ -402,6 +408,17 @@ int cmd_stats(int argc, char **argv) {
   if (first >= argc) return cli_usage_error("no trace given");
   if (argc - first > 1) return cli_usage_error("one trace at a time");
   if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+  cli_trace_kind_t kind;
+  const int kc = cli_trace_detect(argv[first], &kind);
+  if (kc >= 0) return kc;
+  if (kind == CLI_TRACE_TASKS) {
+    const cli_tasks_stats_opts_t to = {.json = opts.json,
+                                       .csv = opts.csv,
+                                       .bars = opts.bars < 0 ? isatty(STDOUT_FILENO) : opts.bars,
+                                       .quiet = opts.quiet,
+                                       .svg = opts.svg};
+    return cli_tasks_stats(argv[first], &to);
+  }
 
   const cts_mtprof_config_t cfg = {.stacks = false};
   cli_trace_t t;

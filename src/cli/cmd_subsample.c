@@ -17,6 +17,7 @@
 #include "../analysis/u64map.h"
 #include "../analysis/transcode.h"
 #include "cli.h"
+#include "load.h"
 
 static const char subsample_help[] =
     "Usage: ctfscope subsample --factor N -o OUTPUT [OPTIONS] TRACE\n"
@@ -250,6 +251,21 @@ end:
   return code;
 }
 
+/* Task traces are not sampled: say so instead of failing on their first bytes. */
+static int rewrite_checked(rewrite_t *rw, const char *path) {
+  cli_trace_kind_t kind;
+  const int kc = cli_trace_detect(path, &kind);
+  if (kc >= 0) return kc;
+  if (kind == CLI_TRACE_TASKS) {
+    cli_error(
+        "%s is a mirage-profile task trace: %s works on memtrace traces (a task ring "
+        "keeps only its latest events already; 'export -f csv' lists them)",
+        path, cli_command());
+    return CLI_EXIT_DATA;
+  }
+  return rewrite_run(rw, path);
+}
+
 int cmd_subsample(int argc, char **argv) {
   static const struct option longopts[] = {
       {"factor", required_argument, NULL, 'F'},
@@ -265,7 +281,7 @@ int cmd_subsample(int argc, char **argv) {
   if (rw.factor < 1) return cli_usage_error("--factor is required");
   if (!rw.output) return cli_usage_error("--output is required");
   if (argc - first != 1) return cli_usage_error("give one trace");
-  return rewrite_run(&rw, argv[first]);
+  return rewrite_checked(&rw, argv[first]);
 }
 
 int cmd_filter(int argc, char **argv) {
@@ -283,5 +299,5 @@ int cmd_filter(int argc, char **argv) {
   if (!rw.output) return cli_usage_error("--output is required");
   if (argc - first != 1) return cli_usage_error("give one trace");
   if (rw.to_s < rw.from_s) return cli_usage_error("--to is before --from");
-  return rewrite_run(&rw, argv[first]);
+  return rewrite_checked(&rw, argv[first]);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_tasks.h"
 #include "load.h"
 
 static const char help[] =
@@ -22,10 +23,15 @@ static const char help[] =
     "show a 95% confidence interval. Allocation counts are estimates too (each sampled block\n"
     "weighs 1 / its probability of being sampled).\n"
     "\n"
+    "On a mirage-profile task trace, list the task labels (or types) by running time:\n"
+    "tasks, running time and periods, time alive (from creation to resolution, merge or\n"
+    "last sight) and tasks still pending; unlabelled tasks count under their type.\n"
+    "\n"
     "Options:\n"
     "      --by WHAT       group sites by 'line' (function, file and line: default),\n"
-    "                      'function' or 'file'\n"
-    "  -s, --sort KEY      order by 'bytes' (allocated, default), 'count', 'peak' or 'live'\n"
+    "                      'function' or 'file'; tasks by 'label' (default) or 'type'\n"
+    "  -s, --sort KEY      order by 'bytes' (allocated, default), 'count', 'peak' or 'live';\n"
+    "                      tasks by 'running' (default), 'count' or 'alive'\n"
     "  -n, --limit N       show the first N sites (default 20, 0 = all)\n"
     "      --tree          show the call tree from the program's entry down (callees)\n"
     "      --inverted      show each allocation site with the chain of its callers\n"
@@ -45,6 +51,7 @@ typedef enum { VIEW_FLAT, VIEW_TREE, VIEW_INVERTED } view_t;
 typedef struct top_opts {
   cts_group_t by;
   cts_sort_t sort;
+  const char *by_arg, *sort_arg; /* checked once the trace's kind is known */
   long limit;
   view_t view;
   long depth;
@@ -55,22 +62,11 @@ typedef struct top_opts {
 static int on_option(void *ctx, int opt, const char *arg) {
   top_opts_t *o = ctx;
   switch (opt) {
-    case 'B': {
-      const int rc = cli_parse_group(arg, &o->by);
-      if (rc >= 0) return rc;
+    case 'B':
+      o->by_arg = arg;
       break;
-    }
     case 's':
-      if (strcmp(arg, "bytes") == 0)
-        o->sort = CTS_SORT_BYTES;
-      else if (strcmp(arg, "count") == 0)
-        o->sort = CTS_SORT_COUNT;
-      else if (strcmp(arg, "peak") == 0)
-        o->sort = CTS_SORT_PEAK;
-      else if (strcmp(arg, "live") == 0)
-        o->sort = CTS_SORT_LIVE;
-      else
-        return cli_usage_error("--sort takes bytes, count, peak or live, not '%s'", arg);
+      o->sort_arg = arg;
       break;
     case 'n':
       if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
@@ -408,9 +404,39 @@ int cmd_top(int argc, char **argv) {
   if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
   if (opts.csv && opts.view != VIEW_FLAT)
     return cli_usage_error("--csv is for the flat table, not --tree or --inverted");
+  cli_trace_kind_t kind;
+  const int kc = cli_trace_detect(argv[first], &kind);
+  if (kc >= 0) return kc;
+  if (kind == CLI_TRACE_TASKS) {
+    if (opts.view != VIEW_FLAT)
+      return cli_usage_error("--tree and --inverted are for memtrace traces, not task traces");
+    cli_tasks_top_opts_t to = {
+        .limit = opts.limit, .json = opts.json, .csv = opts.csv, .quiet = opts.quiet};
+    int rc2 = cli_tasks_parse_by(opts.by_arg, &to.by);
+    if (rc2 < 0) rc2 = cli_tasks_parse_metric("--sort", opts.sort_arg, &to.sort);
+    return rc2 >= 0 ? rc2 : cli_tasks_top(argv[first], &to);
+  }
+  if (opts.by_arg) {
+    const int rc2 = cli_parse_group(opts.by_arg, &opts.by);
+    if (rc2 >= 0) return rc2;
+  }
+  if (opts.sort_arg) {
+    const char *arg = opts.sort_arg;
+    if (strcmp(arg, "bytes") == 0)
+      opts.sort = CTS_SORT_BYTES;
+    else if (strcmp(arg, "count") == 0)
+      opts.sort = CTS_SORT_COUNT;
+    else if (strcmp(arg, "peak") == 0)
+      opts.sort = CTS_SORT_PEAK;
+    else if (strcmp(arg, "live") == 0)
+      opts.sort = CTS_SORT_LIVE;
+    else
+      return cli_usage_error("--sort takes bytes, count, peak or live, not '%s'", arg);
+  }
 
   /* The flat table needs only allocation points: exact, and small whatever the trace. */
-  const cts_mtprof_config_t cfg = {.stacks = true, .leaf_only = opts.view == VIEW_FLAT};
+  const cts_mtprof_config_t cfg = {
+      .stacks = true, .leaf_only = opts.view == VIEW_FLAT, .skip_histograms = true};
   cli_trace_t t;
   int code = cli_trace_load(&t, argv[first], &cfg, opts.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {

@@ -2,13 +2,199 @@
 #include "load.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../analysis/hist.h"
+#include "../os/mprof_ring.h"
 #include "cli.h"
+
+/* ---- the kind of a trace ---------------------------------------------------------------- */
+
+/* Whether the bytes look like TSDL text (a CTF `metadata` file): its comment header, or one
+ * of the top-level blocks, within the first bytes. Packetized metadata has its own magic. */
+static bool is_ctf_metadata(const uint8_t *b, size_t n) {
+  if (n >= 4 && b[0] == 0x57 && b[1] == 0x1d && b[2] == 0xd1 && b[3] == 0x75) return true;
+  static const char *const marks[] = {"/* CTF",  "typealias", "trace {", "trace{",
+                                      "clock {", "stream {",  "event {", "env {"};
+  for (size_t i = 0; i < n; i++)
+    if (b[i] == 0 || (b[i] < 0x20 && b[i] != '\n' && b[i] != '\t' && b[i] != '\r')) return false;
+  for (size_t k = 0; k < CTS_ARRAY_SIZE(marks); k++) {
+    const size_t len = strlen(marks[k]);
+    for (size_t i = 0; i + len <= n; i++)
+      if (memcmp(b + i, marks[k], len) == 0) return true;
+  }
+  return false;
+}
+
+static int detect(const char *path, cli_trace_kind_t *kind, bool strict) {
+  *kind = CLI_TRACE_MEMTRACE;
+  if (strcmp(path, "-") == 0) return -1; /* a stream: memtrace (task traces need a file) */
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/stream", path);
+    if (access(sub, R_OK) == 0)
+      cli_error("'%s' is a directory (a CTF trace): pass its stream file, '%s'", path, sub);
+    else
+      cli_error("'%s' is a directory: pass a trace file", path);
+    return CLI_EXIT_IO;
+  }
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (!strict) return -1; /* the reader says it its way */
+    cli_error("cannot read '%s': %s", path, strerror(errno));
+    return CLI_EXIT_IO;
+  }
+  uint8_t head[256];
+  ssize_t n;
+  do n = pread(fd, head, sizeof head, 0);
+  while (n < 0 && errno == EINTR);
+  const int read_errno = errno;
+  close(fd);
+  if (n < 0) {
+    if (!strict) return -1;
+    cli_error("cannot read '%s': %s", path, strerror(read_errno));
+    return CLI_EXIT_IO;
+  }
+  if (n >= 20 && cts_mprof_is_trace(head, (size_t)n)) {
+    *kind = CLI_TRACE_TASKS;
+    return -1;
+  }
+  /* memtrace packets start with the CTF magic c1 1f fc c1; gzip with 1f 8b. An empty file
+   * or a short one is left to the memtrace reader, whose errors name the offset. */
+  if (n < 4 || (head[0] == 0xc1 && head[1] == 0x1f && head[2] == 0xfc && head[3] == 0xc1) ||
+      (head[0] == 0x1f && head[1] == 0x8b))
+    return -1;
+  if (is_ctf_metadata(head, (size_t)n)) {
+    const char *slash = strrchr(path, '/');
+    cli_error(
+        "%s: this is CTF metadata (the TSDL text describing a trace), not a trace: pass the "
+        "stream file next to it (in %.*s)",
+        path, slash ? (int)(slash - path) : 1, slash ? path : ".");
+    return CLI_EXIT_DATA;
+  }
+  if (!strict) return -1;
+  cli_error(
+      "%s: not a trace: neither memtrace nor mirage-profile CTF (it starts with bytes %02x %02x "
+      "%02x %02x, not the CTF packet magic c1 1f fc c1 or gzip's 1f 8b)",
+      path, head[0], head[1], head[2], head[3]);
+  return CLI_EXIT_DATA;
+}
+
+int cli_trace_detect(const char *path, cli_trace_kind_t *kind) {
+  return detect(path, kind, true);
+}
+
+int cli_trace_detect_lenient(const char *path, cli_trace_kind_t *kind) {
+  return detect(path, kind, false);
+}
+
+/* ---- task traces ----------------------------------------------------------------------- */
+
+static int tasks_on_packet(void *ud, const cts_mprof_packet_t *p) {
+  cli_tasks_t *t = ud;
+  t->packets_seen++;
+  if (p->content_size <= CTS_MPROF_HEADER_SIZE) t->packets_empty++;
+  if (p->truncated) t->packets_truncated++;
+  if (p->content_size == p->size) t->packets_full_content++;
+  if (t->packets_seen == 1 || p->size < t->packet_min) t->packet_min = p->size;
+  if (p->size > t->packet_max) t->packet_max = p->size;
+  if (t->keep_packets) {
+    if (t->npackets == t->cap_packets) {
+      const size_t cap = t->cap_packets ? 2 * t->cap_packets : 64;
+      cts_mprof_packet_t *v = realloc(t->packets, cap * sizeof *v);
+      if (!v) return -ENOMEM;
+      t->packets = v;
+      t->cap_packets = cap;
+    }
+    t->packets[t->npackets++] = *p;
+  }
+  return cts_tasks_packet(&t->m, p);
+}
+
+static int tasks_on_event(void *ud, const cts_mprof_event_t *ev) {
+  cli_tasks_t *t = ud;
+  const int e = cts_tasks_event(&t->m, ev);
+  if (e || !t->hook) return e;
+  return t->hook_err = t->hook(t->hook_user_data, t, ev);
+}
+
+static void tasks_on_warning(void *ud, int code, uint64_t offset, const char *message) {
+  const cli_tasks_t *t = ud;
+  (void)code;
+  if (!t->quiet) cli_warn("%s: at offset %llu: %s", t->path, (unsigned long long)offset, message);
+}
+
+int cli_tasks_load(cli_tasks_t *t, const char *path, const cts_tasks_config_t *cfg, bool quiet,
+                   bool keep_packets, cli_tasks_hook hook, void *hook_user_data) {
+  memset(t, 0, sizeof *t);
+  t->path = path;
+  t->quiet = quiet;
+  t->keep_packets = keep_packets;
+  t->hook = hook;
+  t->hook_user_data = hook_user_data;
+  if (cts_tasks_init(&t->m, cfg)) {
+    cli_error("out of memory");
+    return CLI_EXIT_INTERNAL;
+  }
+  struct stat st;
+  t->file_size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+  const cts_mprof_handler_t h = {.user_data = t,
+                                 .on_packet = tasks_on_packet,
+                                 .on_event = tasks_on_event,
+                                 .on_warning = tasks_on_warning};
+  const int err =
+      cts_os_mprof_read_file(path, &h, false, &t->sum, t->msg, sizeof t->msg, &t->input_error);
+  t->err = err;
+  const int fin = cts_tasks_finish(&t->m);
+  if (!err && fin) t->err = fin;
+  if ((t->m.ignored_creates || t->m.ignored_refs) && !quiet)
+    cli_warn(
+        "%s: %llu tasks created beyond the limit of %u tasks (and %llu references to "
+        "more tasks) are left out",
+        path, (unsigned long long)t->m.ignored_creates, t->m.cfg.max_tasks,
+        (unsigned long long)t->m.ignored_refs);
+  if (!t->err) return CLI_EXIT_OK;
+  if (t->hook_err && t->err == t->hook_err) return CLI_EXIT_IO; /* the caller says why */
+  if (t->input_error) {
+    cli_error("%s", t->msg);
+    return CLI_EXIT_IO;
+  }
+  if (t->err == -ENOMEM || t->err == CTS_E_NOMEM || t->m.err) {
+    cli_error("%s: out of memory", path);
+    return CLI_EXIT_INTERNAL;
+  }
+  cli_error("%s: %s (%s); the figures cover what was read before it", path, t->msg,
+            cts_err_name(t->err));
+  return CLI_EXIT_DATA;
+}
+
+void cli_tasks_free(cli_tasks_t *t) {
+  cts_tasks_fini(&t->m);
+  free(t->packets);
+  memset(t, 0, sizeof *t);
+}
+
+double cli_tasks_duration_s(const cli_tasks_t *t) {
+  return t->m.have_time ? (double)(t->m.last_ns - t->m.first_ns) * 1e-9 : 0.0;
+}
+
+const char *cli_human_ns(double ns, char *buf, size_t size) {
+  if (ns < 1000)
+    snprintf(buf, size, "%.0f ns", ns);
+  else if (ns < 1e6)
+    snprintf(buf, size, "%.3g us", ns / 1e3);
+  else if (ns < 1e9)
+    snprintf(buf, size, "%.3g ms", ns / 1e6);
+  else
+    snprintf(buf, size, "%.3g s", ns / 1e9);
+  return buf;
+}
 
 static int on_info(void *ud, const cts_mt_info_t *info) {
   cli_trace_t *t = ud;

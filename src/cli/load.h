@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Reading a trace into an allocation profile, shared by the analysis commands (top, leaks,
- * stats, diff, export), and the formatting of estimates they all print the same way.
- * Only memtrace traces today; a task-trace loader would sit next to cli_trace_load and fill
- * the same cts_stacks_t. */
+/* Reading a trace, shared by the analysis commands (info, top, leaks, stats, diff, export):
+ * the kind of a trace from its first bytes; a memtrace trace into an allocation profile; a
+ * mirage-profile task trace into the task model (analysis/tasks.h); and the formatting of
+ * estimates they all print the same way. */
 #ifndef CTS_CLI_LOAD_H
 #define CTS_CLI_LOAD_H
 
@@ -11,7 +11,55 @@
 
 #include "../analysis/mtprof.h"
 #include "../analysis/siterows.h"
+#include "../analysis/tasks.h"
 #include "../os/output.h"
+
+/* What a trace is, from its first bytes. */
+typedef enum cli_trace_kind {
+  CLI_TRACE_MEMTRACE, /* memtrace (plain or gzip); also standard input ("-") */
+  CLI_TRACE_TASKS,    /* mirage-profile CTF: a ring or a stream of packets */
+} cli_trace_kind_t;
+
+/* Sets *kind and returns -1 for a trace; otherwise prints why path is not one (a
+ * directory, a CTF metadata file, a file of other bytes: naming what to pass instead) and
+ * returns the exit code (CLI_EXIT_IO when it cannot be read, else CLI_EXIT_DATA). */
+int cli_trace_detect(const char *path, cli_trace_kind_t *kind);
+/* The same for `dump`, whose reader names the offset of a defect: only directories and CTF
+ * metadata are refused here; anything else unknown (or unreadable) is left to the reader. */
+int cli_trace_detect_lenient(const char *path, cli_trace_kind_t *kind);
+
+/* A task trace read into the model. */
+typedef struct cli_tasks cli_tasks_t;
+typedef int (*cli_tasks_hook)(void *user_data, cli_tasks_t *t, const cts_mprof_event_t *ev);
+struct cli_tasks {
+  const char *path;
+  cts_tasks_t m;
+  cts_mprof_summary_t sum;
+  uint64_t file_size;
+  int err; /* reader or input error, 0 if the trace was read completely */
+  bool input_error, quiet;
+  char msg[512];
+  /* packets: totals, and the list when keep_packets */
+  bool keep_packets;
+  cts_mprof_packet_t *packets;
+  size_t npackets, cap_packets;
+  uint64_t packets_seen, packets_empty, packets_truncated, packets_full_content;
+  uint32_t packet_min, packet_max;
+  cli_tasks_hook hook; /* optional: each event, after the model took it */
+  void *hook_user_data;
+  int hook_err;
+};
+
+/* Reads path into t->m (configured by cfg) like cli_trace_load: CLI_EXIT_OK, CLI_EXIT_DATA
+ * for a corrupt trace (printed; the model holds what was read), CLI_EXIT_IO or
+ * CLI_EXIT_INTERNAL (printed; nothing to report). The model is finished on return. */
+int cli_tasks_load(cli_tasks_t *t, const char *path, const cts_tasks_config_t *cfg, bool quiet,
+                   bool keep_packets, cli_tasks_hook hook, void *hook_user_data);
+void cli_tasks_free(cli_tasks_t *t);
+/* The span of the trace in seconds (first to latest event). */
+double cli_tasks_duration_s(const cli_tasks_t *t);
+/* "850 ns", "12.3 us", "4.56 ms", "1.23 s". */
+const char *cli_human_ns(double ns, char *buf, size_t size);
 
 /* Called for every event after the profile took it in (for an allocation,
  * t->prof.last_node is its stack node). Returns 0 or an error that stops reading. */

@@ -45,7 +45,13 @@ bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **
   memset(in, 0, sizeof *in);
   const char *mem_path = NULL, *task_path = NULL;
   for (int i = 0; i < n; i++) {
-    if (strcmp(paths[i], "-") != 0 && cts_os_is_mprof_file(paths[i])) {
+    cli_trace_kind_t kind;
+    const int kc = cli_trace_detect(paths[i], &kind);
+    if (kc >= 0) {
+      *code = kc;
+      return false;
+    }
+    if (kind == CLI_TRACE_TASKS) {
       if (task_path) {
         *code = cli_usage_error("two task traces given: '%s' and '%s'", task_path, paths[i]);
         return false;

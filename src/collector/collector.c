@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#define _GNU_SOURCE /* pipe2() */
+#define _GNU_SOURCE /* pipe2(), splice(), F_SETPIPE_SZ */
 #include "collector.h"
 
 #include <errno.h>
@@ -14,7 +14,6 @@
 
 #include "common/compiler.h"
 #include "os/os.h"
-#include "trace_sink.h"
 
 #define ACCEPTS_PER_WAKEUP 64
 #define READS_PER_WAKEUP   8
@@ -24,6 +23,10 @@
 /* At shutdown, what is read from each connection before its file is finished: what the
  * kernel had already received, not what a client would go on sending. */
 #define SHUTDOWN_DRAIN_BYTES (64u << 20)
+/* The pipe that carries spliced bytes from a socket to a file: as large as the kernel lets
+ * an unprivileged process make it (1 MiB by default), so that one splice moves as much as
+ * one read of the receive buffer would. */
+#define SPLICE_PIPE_SIZE (1 << 20)
 
 typedef enum end_kind {
   END_PEER_CLOSED, /* end of stream */
@@ -45,6 +48,10 @@ typedef struct conn {
 struct cts_collector {
   cts_collector_config_t cfg;
   int dir_fd, listen_fd, wake_rd, wake_wr;
+  /* Zero-copy receiving (trace_sink.h): bytes go socket -> pipe -> file without passing
+   * through c->buf. -1 when splice is unavailable. */
+  int pipe_rd, pipe_wr;
+  size_t pipe_size;
   cts_net_addr_t addr;
   conn_t *conns;
   unsigned nconns;
@@ -80,7 +87,7 @@ void cts_collector_config_init(cts_collector_config_t *cfg) {
   cfg->packet_timeout_ms = 10000;
   cfg->max_packet_size = 1u << 20;
   cfg->recv_buffer_size = 1u << 20;
-  cfg->decode_backtraces = true;
+  cfg->validate = CTS_SINK_VALIDATE_PACKETS;
 }
 
 int cts_collector_create(cts_collector_t **out, const cts_collector_config_t *cfg, char *err,
@@ -93,7 +100,7 @@ int cts_collector_create(cts_collector_t **out, const cts_collector_config_t *cf
   cts_collector_t *c = calloc(1, sizeof *c);
   if (!c) goto nomem;
   c->cfg = *cfg;
-  c->dir_fd = c->listen_fd = c->wake_rd = c->wake_wr = -1;
+  c->dir_fd = c->listen_fd = c->wake_rd = c->wake_wr = c->pipe_rd = c->pipe_wr = -1;
   c->conns = calloc(cfg->max_clients, sizeof *c->conns);
   c->pfds = calloc((size_t)cfg->max_clients + 2, sizeof *c->pfds);
   c->buf = malloc(cfg->recv_buffer_size);
@@ -113,6 +120,14 @@ int cts_collector_create(cts_collector_t **out, const cts_collector_config_t *cf
   }
   c->wake_rd = wake[0];
   c->wake_wr = wake[1];
+  int carry[2];
+  if (pipe2(carry, O_CLOEXEC | O_NONBLOCK) == 0) {
+    c->pipe_rd = carry[0];
+    c->pipe_wr = carry[1];
+    const int size = fcntl(c->pipe_wr, F_SETPIPE_SZ, SPLICE_PIPE_SIZE);
+    c->pipe_size = size > 0 ? (size_t)size : (size_t)fcntl(c->pipe_wr, F_GETPIPE_SZ);
+    if (c->pipe_size == 0 || c->pipe_size > (1u << 30)) c->pipe_size = 65536;
+  }
   rc = cts_net_listen(&cfg->listen_addr, 128, true, &c->listen_fd);
   if (!rc) rc = cts_net_local_addr(c->listen_fd, &c->addr);
   if (rc) {
@@ -189,8 +204,10 @@ static void end_conn(cts_collector_t *c, conn_t *k, end_kind_t kind, const char 
                "; dropped the last %llu bytes (incomplete or invalid packet at "
                "offset %llu)",
                (unsigned long long)(received - complete), (unsigned long long)complete);
-    log_line(c, "%s: %s: saved %s (%llu bytes, %llu events, %llu packets, %.3f s)%s", k->peer,
-             status, name, (unsigned long long)complete, (unsigned long long)cts_sink_events(s),
+    uint64_t count;
+    const char *what = cts_sink_count(s, &count);
+    log_line(c, "%s: %s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)%s", k->peer, status,
+             name, (unsigned long long)complete, (unsigned long long)count, what,
              (unsigned long long)cts_sink_packets(s), secs, cut);
     c->stats.saved++;
   } else if (err) {
@@ -203,6 +220,7 @@ static void end_conn(cts_collector_t *c, conn_t *k, end_kind_t kind, const char 
     c->stats.dropped++;
   }
   c->stats.events += cts_sink_events(s);
+  c->stats.allocations += cts_sink_allocations(s);
   cts_sink_destroy(s);
   close(k->fd);
   k->fd = -1;
@@ -217,9 +235,73 @@ static void update_pending(conn_t *k, int64_t now) {
   k->last_complete = complete;
 }
 
+static void drop_splice(cts_collector_t *c) {
+  close(c->pipe_rd);
+  close(c->pipe_wr);
+  c->pipe_rd = c->pipe_wr = -1;
+}
+
+/* Empties the pipe after a sink refused what it held. */
+static void drain_pipe(cts_collector_t *c) {
+  while (read(c->pipe_rd, c->buf, c->cfg.recv_buffer_size) > 0) {}
+}
+
+/* Ends a connection whose sink refused its bytes. */
+static void end_invalid(cts_collector_t *c, conn_t *k) {
+  const int err = cts_sink_error(k->sink);
+  char why[400];
+  if (err < 0 && err > -1000)
+    snprintf(why, sizeof why, "%s", cts_sink_message(k->sink));
+  else
+    snprintf(why, sizeof why, "invalid data: %s", cts_sink_message(k->sink));
+  end_conn(c, k, END_DROPPED, why);
+}
+
+/* Moves what a connection has sent from its socket into the pipe (the kernel passes the
+ * socket's pages on rather than copying them): returns bytes moved, 0 at the end of the
+ * stream, -EAGAIN when nothing is waiting, or another -errno. */
+static ssize_t splice_in(cts_collector_t *c, conn_t *k) {
+  for (;;) {
+    const ssize_t n =
+        splice(k->fd, NULL, c->pipe_wr, NULL, c->pipe_size, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    return -errno;
+  }
+}
+
 /* Reads what a connection has sent (a few buffers at most, for fairness). */
 static void service(cts_collector_t *c, conn_t *k, int64_t now, unsigned max_reads) {
   for (unsigned r = 0; r < max_reads; r++) {
+    const uint64_t before = cts_sink_received(k->sink);
+    if (c->pipe_wr >= 0 && cts_sink_can_take_pipe(k->sink) &&
+        (!c->cfg.max_bytes || c->cfg.max_bytes - before >= c->pipe_size)) {
+      const ssize_t n = splice_in(c, k);
+      if (n == -EINVAL || n == -ENOSYS) {
+        drop_splice(c); /* not for this kind of socket: read instead from now on */
+      } else {
+        if (n == -EAGAIN) break;
+        if (n < 0) {
+          end_conn(c, k, END_LOST, cts_os_strerror((int)n));
+          return;
+        }
+        if (n == 0) {
+          end_conn(c, k, END_PEER_CLOSED, NULL);
+          return;
+        }
+        k->last_read_ms = now;
+        k->bytes_read += (uint64_t)n;
+        c->stats.bytes += (uint64_t)n;
+        if (cts_sink_feed_pipe(k->sink, c->pipe_rd, (size_t)n) != 0) {
+          drain_pipe(c);
+          end_invalid(c, k);
+          return;
+        }
+        update_pending(k, now);
+        if ((size_t)n < c->pipe_size) break;
+        continue;
+      }
+    }
     const ssize_t n = cts_net_read(k->fd, c->buf, c->cfg.recv_buffer_size);
     if (n == -EAGAIN) break;
     if (n < 0) {
@@ -234,20 +316,13 @@ static void service(cts_collector_t *c, conn_t *k, int64_t now, unsigned max_rea
     k->bytes_read += (uint64_t)n;
     size_t take = (size_t)n;
     bool over = false;
-    const uint64_t received = cts_sink_received(k->sink);
-    if (c->cfg.max_bytes && received + take > c->cfg.max_bytes) {
-      take = (size_t)(c->cfg.max_bytes - received);
+    if (c->cfg.max_bytes && before + take > c->cfg.max_bytes) {
+      take = (size_t)(c->cfg.max_bytes - before);
       over = true;
     }
     c->stats.bytes += take;
     if (cts_sink_feed(k->sink, c->buf, take) != 0) {
-      const int err = cts_sink_error(k->sink);
-      char why[400];
-      if (err < 0 && err > -1000)
-        snprintf(why, sizeof why, "%s", cts_sink_message(k->sink));
-      else
-        snprintf(why, sizeof why, "invalid data: %s", cts_sink_message(k->sink));
-      end_conn(c, k, END_DROPPED, why);
+      end_invalid(c, k);
       return;
     }
     if (over) {
@@ -292,7 +367,7 @@ static void accept_clients(cts_collector_t *c, int64_t now) {
     sc.dir_fd = c->dir_fd;
     sc.tag = tag;
     sc.max_packet_size = c->cfg.max_packet_size;
-    sc.decode_backtraces = c->cfg.decode_backtraces;
+    sc.validate = c->cfg.validate;
     sc.serial = ++c->serial;
     if (cts_sink_create(&k->sink, &sc) != 0) {
       log_line(c, "%s: refused: out of memory", name);
@@ -406,6 +481,7 @@ void cts_collector_destroy(cts_collector_t *c) {
   if (c->listen_fd >= 0) close(c->listen_fd);
   if (c->wake_rd >= 0) close(c->wake_rd);
   if (c->wake_wr >= 0) close(c->wake_wr);
+  if (c->pipe_rd >= 0) drop_splice(c);
   if (c->dir_fd >= 0) close(c->dir_fd);
   free(c->conns);
   free(c->pfds);

@@ -16,8 +16,13 @@
  * connections are allowed (a traced program that allocates nothing sends nothing for as long
  * as it likes, but never stops half-way through a packet: writers send packets whole).
  *
+ * Streams are checked packet by packet by default, which keeps up with the loopback; the
+ * events and full levels decode every event as well (trace_sink.h), and the collector then
+ * receives at the reader's speed.
+ *
  * Every connection ends with exactly one log line:
- *   PEER: closed by peer: saved FILE (B bytes, E events, P packets, T s)
+ *   PEER: closed by peer: saved FILE (B bytes, A allocations, P packets, T s)
+ *         (with "E events" in place of the allocations when events are decoded)
  *   PEER: closed by peer mid-packet: saved FILE (...); dropped the last N bytes (a packet cut
  *         at offset O)
  *   PEER: dropped (WHY): nothing saved (B bytes received)
@@ -30,29 +35,30 @@
 #include <stdint.h>
 
 #include "os/net.h"
+#include "trace_sink.h"
 
 /* Receives each log line (no trailing newline). */
 typedef void (*cts_collector_log_cb)(void *user_data, const char *line);
 
 typedef struct cts_collector_config {
-  cts_net_addr_t listen_addr; /* required */
-  const char *dir;            /* required: where traces are written (must exist) */
-  unsigned max_clients;       /* connections at once (default 256) */
-  uint64_t max_bytes;         /* per trace; 0 = no limit (default) */
-  uint32_t idle_timeout_ms;   /* 0 = connections may stay silent forever (default) */
-  uint32_t packet_timeout_ms; /* 0 = none; default 10 000 */
-  uint32_t max_packet_size;   /* bytes (default 1 MiB; writers make at most 32 KiB) */
-  size_t recv_buffer_size;    /* the shared receive buffer (default 1 MiB) */
-  bool decode_backtraces;     /* full validation (default true) */
-  bool log_connects;          /* also log a line when a connection opens */
-  cts_collector_log_cb log;   /* NULL: lines go to stderr */
+  cts_net_addr_t listen_addr;   /* required */
+  const char *dir;              /* required: where traces are written (must exist) */
+  unsigned max_clients;         /* connections at once (default 256) */
+  uint64_t max_bytes;           /* per trace; 0 = no limit (default) */
+  uint32_t idle_timeout_ms;     /* 0 = connections may stay silent forever (default) */
+  uint32_t packet_timeout_ms;   /* 0 = none; default 10 000 */
+  uint32_t max_packet_size;     /* bytes (default 1 MiB; writers make at most 32 KiB) */
+  size_t recv_buffer_size;      /* the shared receive buffer (default 1 MiB) */
+  cts_sink_validate_t validate; /* how deeply streams are checked (default: packets) */
+  bool log_connects;            /* also log a line when a connection opens */
+  cts_collector_log_cb log;     /* NULL: lines go to stderr */
   void *log_user_data;
 } cts_collector_config_t;
 
 /* Totals since the collector started. */
 typedef struct cts_collector_stats {
   uint64_t accepted, refused, saved, dropped;
-  uint64_t bytes, events;
+  uint64_t bytes, events, allocations;
   unsigned active;
 } cts_collector_stats_t;
 

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE /* splice() */
 #include "trace_sink.h"
 
 #include <errno.h>
@@ -18,7 +19,12 @@
 
 #define HEAD_SIZE         20u /* magic + the 16 bytes that tell memtrace from mirage-profile */
 #define MPROF_HEADER_SIZE 30u /* mprof.md §2.3 */
-#define NAME_PART_MAX     48u
+/* memtrace.md §4: the version sits at the same offset in every header; it sets the size. */
+#define MT_VERSION_AT 28u
+#define MT_HEADER_V2  66u
+#define MT_HEADER_V3  68u
+#define MT_HEADER_MAX MT_HEADER_V3
+#define NAME_PART_MAX 48u
 
 static const uint8_t packet_magic[4] = {0xc1, 0x1f, 0xfc, 0xc1};
 static const uint8_t mprof_uuid[16] = {0x05, 0x88, 0x3b, 0x8d, 0x52, 0x1a, 0x48, 0x7b,
@@ -34,9 +40,16 @@ struct cts_sink {
   int fd; /* the temporary file, -1 before the format is known */
   char tmp_name[64];
   cts_mt_reader_t *reader;
-  uint64_t received, written, complete, events, packets;
+  uint64_t received, written, complete, events, packets, allocations;
   uint64_t events_in_packet; /* delivered for the packet being decoded, not yet complete */
   bool has_info, finished;
+  /* Memtrace streams checked packet by packet: framing state of the packet being received.
+   * The reader sees the first packet only (the trace info); it is freed after it. */
+  uint8_t mt_header[MT_HEADER_MAX];
+  size_t mt_header_len, mt_header_size;
+  uint64_t mt_left, mt_packet_start;
+  uint16_t mt_version;
+  uint64_t mt_pid;
   int err;
   char msg[320];
   /* What the file name is made of, copied from the trace info. */
@@ -54,7 +67,23 @@ void cts_sink_config_init(cts_sink_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->dir_fd = AT_FDCWD;
   cfg->max_packet_size = 1u << 20;
-  cfg->decode_backtraces = true;
+  cfg->validate = CTS_SINK_VALIDATE_FULL;
+}
+
+static const char *const validate_names[] = {"packets", "events", "full"};
+
+const char *cts_sink_validate_name(cts_sink_validate_t v) {
+  return (unsigned)v < 3 ? validate_names[v] : "?";
+}
+
+bool cts_sink_validate_parse(const char *name, cts_sink_validate_t *out) {
+  for (unsigned i = 0; i < 3; i++) {
+    if (strcmp(name, validate_names[i]) == 0) {
+      *out = (cts_sink_validate_t)i;
+      return true;
+    }
+  }
+  return false;
 }
 
 /* Copies the characters that are safe in a file name, replacing the others by '_', never
@@ -101,11 +130,24 @@ static int on_event(void *ud, const cts_mt_event_t *ev) {
 static int on_packet(void *ud, const cts_mt_packet_t *p) {
   cts_sink_t *s = ud;
   if (p->kind == CTS_MT_PACKET_TRUNCATED) return 0;
+  if (s->cfg.validate == CTS_SINK_VALIDATE_PACKETS) {
+    /* The framer (feed_memtrace_packets) counts packets; the reader only decodes the
+     * trace info. */
+    if (p->kind == CTS_MT_PACKET_TRACE_INFO) {
+      s->has_info = true;
+      s->mt_pid = p->pid;
+    }
+    return 0;
+  }
+  if (p->kind == CTS_MT_PACKET_EVENTS) s->allocations += p->alloc_id_end - p->alloc_id_begin;
   s->complete = p->offset + p->size;
   s->packets++;
   s->events += s->events_in_packet;
   s->events_in_packet = 0;
-  if (p->kind == CTS_MT_PACKET_TRACE_INFO) s->has_info = true;
+  if (p->kind == CTS_MT_PACKET_TRACE_INFO) {
+    s->has_info = true;
+    s->mt_pid = p->pid;
+  }
   return 0;
 }
 
@@ -131,7 +173,7 @@ static int start_memtrace(cts_sink_t *s) {
   cts_mt_reader_config_t rc;
   cts_mt_reader_config_init(&rc);
   rc.allocator = cts_os_allocator();
-  rc.decode_backtraces = s->cfg.decode_backtraces;
+  rc.decode_backtraces = s->cfg.validate == CTS_SINK_VALIDATE_FULL;
   rc.max_packet_size = s->cfg.max_packet_size;
   /* Locations of one program are a few MiB at most; this bounds a hostile peer. */
   rc.max_location_bytes = 64u << 20;
@@ -194,6 +236,119 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
   return 0;
 }
 
+static uint16_t le16(const uint8_t *p) {
+  return (uint16_t)(p[0] | p[1] << 8);
+}
+static uint32_t le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t le64(const uint8_t *p) {
+  return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+/* Checks a complete memtrace packet header (memtrace.md §4) as the OCaml reader does, and
+ * more: the size must fit the limit, the version must be the trace's. */
+static int check_memtrace_header(cts_sink_t *s) {
+  const uint8_t *h = s->mt_header;
+  const unsigned long long at = (unsigned long long)s->mt_packet_start;
+  if (le32(h) != 0xC1FC1FC1u)
+    return fail(s, CTS_E_BAD_MAGIC, "at offset %llu: bad packet magic 0x%08x", at, le32(h));
+  const uint32_t bits = le32(h + 4);
+  if (bits % 8 != 0 || bits / 8 < s->mt_header_size)
+    return fail(s, CTS_E_PACKET_SIZE,
+                "at offset %llu: packet of %u bits is not whole bytes or is below its %zu-byte "
+                "header",
+                at, bits, s->mt_header_size);
+  if (bits / 8 > s->cfg.max_packet_size)
+    return fail(s, CTS_E_PACKET_TOO_LARGE,
+                "at offset %llu: packet of %u bytes exceeds the reader's limit of %u bytes", at,
+                bits / 8, s->cfg.max_packet_size);
+  const uint16_t version = le16(h + MT_VERSION_AT);
+  if (version != s->mt_version)
+    return fail(s, CTS_E_VERSION_MISMATCH, "at offset %llu: packet version %u, the trace's is %u",
+                at, version, s->mt_version);
+  if (le64(h + 16) < le64(h + 8))
+    return fail(s, CTS_E_PACKET_TIMES,
+                "at offset %llu: packet ends (%llu us) before it begins "
+                "(%llu us)",
+                at, (unsigned long long)le64(h + 16), (unsigned long long)le64(h + 8));
+  const size_t ids = s->mt_header_size - 16u;
+  const uint64_t id_begin = le64(h + ids), id_end = le64(h + ids + 8);
+  if (id_end < id_begin)
+    return fail(s, CTS_E_PACKET_IDS, "at offset %llu: object ids %llu to %llu run backwards", at,
+                (unsigned long long)id_begin, (unsigned long long)id_end);
+  /* Packets of another process are skipped by readers (§11); they hold no allocations of
+   * this trace. Before the trace info is decoded mt_pid is unknown, but the first packet
+   * has no allocations anyway. */
+  if (s->has_info && le64(h + 30) == s->mt_pid) s->allocations += id_end - id_begin;
+  s->mt_left = bits / 8 - s->mt_header_size;
+  return 0;
+}
+
+/* Memtrace streams checked packet by packet: headers are checked as they complete, contents
+ * are passed over. The len bytes are the stream's bytes from offset at; they come from p, or,
+ * when p is NULL, they are already in the file (cts_sink_feed_pipe) and the few header bytes
+ * are read back from it. */
+static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, size_t len) {
+  while (len > 0) {
+    size_t take;
+    if (s->mt_header_size == 0 || s->mt_header_len < s->mt_header_size) {
+      const size_t want = s->mt_header_size ? s->mt_header_size : MT_VERSION_AT + 2u;
+      take = want - s->mt_header_len;
+      if (take > len) take = len;
+      if (p) {
+        memcpy(s->mt_header + s->mt_header_len, p, take);
+      } else {
+        const ssize_t got = pread(s->fd, s->mt_header + s->mt_header_len, take, (off_t)at);
+        if (got != (ssize_t)take) {
+          const int err = got < 0 ? -errno : -EIO;
+          return fail(s, err, "cannot read back the trace file: %s", cts_os_strerror(err));
+        }
+      }
+      s->mt_header_len += take;
+      if (s->mt_header_len == want) {
+        if (s->mt_header_size == 0) {
+          /* The first header sets the version of the whole trace. */
+          if (s->mt_version == 0) {
+            s->mt_version = le16(s->mt_header + MT_VERSION_AT);
+            if (s->mt_version < 1 || s->mt_version > 3)
+              return fail(s, CTS_E_BAD_VERSION,
+                          "at offset %llu: trace format v%03u is not supported (v001 to v003 "
+                          "are)",
+                          (unsigned long long)s->mt_packet_start, s->mt_version);
+          }
+          s->mt_header_size = s->mt_version == 3 ? MT_HEADER_V3 : MT_HEADER_V2;
+        } else {
+          const int err = check_memtrace_header(s);
+          if (err) return err;
+        }
+      }
+    } else {
+      take = s->mt_left < len ? (size_t)s->mt_left : len;
+      s->mt_left -= take;
+    }
+    if (p) p += take;
+    at += take;
+    len -= take;
+    if (s->mt_header_size && s->mt_header_len == s->mt_header_size && s->mt_left == 0) {
+      s->mt_packet_start += le32(s->mt_header + 4) / 8;
+      s->mt_header_len = 0;
+      s->mt_header_size = 0;
+      if (s->reader) {
+        /* The end of the first packet: the reader has decoded the trace info, or failed. */
+        cts_mt_reader_destroy(s->reader);
+        s->reader = NULL;
+        if (!s->has_info)
+          return fail(s, CTS_E_BAD_TRACE_INFO,
+                      "at offset 0: the first packet is not a trace-info packet");
+      }
+      s->complete = s->mt_packet_start;
+      s->packets++;
+    }
+  }
+  return 0;
+}
+
 /* Writes the bytes through to the file, then validates them. */
 static int take_bytes(cts_sink_t *s, const uint8_t *p, size_t len) {
   int err = cts_os_fd_write((void *)(intptr_t)s->fd, p, len);
@@ -201,6 +356,27 @@ static int take_bytes(cts_sink_t *s, const uint8_t *p, size_t len) {
   s->written += len;
   s->received += len;
   if (s->format == CTS_SINK_FORMAT_MPROF) return feed_mprof(s, p, len);
+  if (s->cfg.validate == CTS_SINK_VALIDATE_PACKETS) {
+    /* The reader decodes the trace info: it sees the first packet's bytes, and no more (a
+     * later packet is the framer's to judge); the framer frees it at that packet's end. */
+    uint64_t at = s->received - len;
+    while (len > 0 && s->reader) {
+      size_t n;
+      if (s->mt_header_size && s->mt_header_len == s->mt_header_size)
+        n = s->mt_left; /* the rest of the first packet's content */
+      else
+        n = (s->mt_header_size ? s->mt_header_size : MT_VERSION_AT + 2u) - s->mt_header_len;
+      if (n > len) n = len;
+      err = cts_mt_reader_feed(s->reader, p, n);
+      if (err) return fail(s, err, "%s", cts_mt_reader_error_message(s->reader));
+      err = feed_memtrace_packets(s, p, at, n);
+      if (err) return err;
+      p += n;
+      at += n;
+      len -= n;
+    }
+    return feed_memtrace_packets(s, p, at, len);
+  }
   err = cts_mt_reader_feed(s->reader, p, len);
   if (err) return fail(s, err, "%s", cts_mt_reader_error_message(s->reader));
   return 0;
@@ -214,8 +390,8 @@ static int detect(cts_sink_t *s) {
     const int err = start_memtrace(s);
     if (err) return err;
   }
-  s->fd = openat(s->cfg.dir_fd, s->tmp_name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                 0644);
+  s->fd =
+      openat(s->cfg.dir_fd, s->tmp_name, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (s->fd < 0) {
     const int err = -errno;
     return fail(s, err, "cannot create the file '%s': %s", s->tmp_name, cts_os_strerror(err));
@@ -256,6 +432,31 @@ int cts_sink_feed(cts_sink_t *s, const void *data, size_t len) {
     if (err) return err;
   }
   return len ? take_bytes(s, p, len) : 0;
+}
+
+bool cts_sink_can_take_pipe(const cts_sink_t *s) {
+  return s->format == CTS_SINK_FORMAT_MEMTRACE && s->cfg.validate == CTS_SINK_VALIDATE_PACKETS &&
+         !s->reader && !s->err && !s->finished;
+}
+
+int cts_sink_feed_pipe(cts_sink_t *s, int pipe_rd, size_t len) {
+  if (s->err) return s->err;
+  if (!cts_sink_can_take_pipe(s)) return fail(s, CTS_E_STATE, "the sink cannot take a pipe now");
+  const uint64_t at = s->written;
+  size_t left = len;
+  while (left > 0) {
+    loff_t off = (loff_t)(at + (len - left));
+    const ssize_t n = splice(pipe_rd, NULL, s->fd, &off, left, SPLICE_F_MOVE);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? -errno : -EIO;
+      return fail(s, err, "cannot write the trace file: %s", cts_os_strerror(err));
+    }
+    left -= (size_t)n;
+  }
+  s->written += len;
+  s->received += len;
+  return feed_memtrace_packets(s, NULL, at, len);
 }
 
 /* Moves the temporary file to name without replacing anything: hard links fail with EEXIST
@@ -356,6 +557,17 @@ uint64_t cts_sink_complete_bytes(const cts_sink_t *s) {
 }
 uint64_t cts_sink_events(const cts_sink_t *s) {
   return s->events;
+}
+uint64_t cts_sink_allocations(const cts_sink_t *s) {
+  return s->allocations;
+}
+const char *cts_sink_count(const cts_sink_t *s, uint64_t *n) {
+  if (s->format == CTS_SINK_FORMAT_MEMTRACE && s->cfg.validate == CTS_SINK_VALIDATE_PACKETS) {
+    *n = s->allocations;
+    return "allocations";
+  }
+  *n = s->events;
+  return "events";
 }
 uint64_t cts_sink_packets(const cts_sink_t *s) {
   return s->packets;

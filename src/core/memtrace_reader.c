@@ -502,35 +502,44 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
   for (uint32_t i = 0; i < nencoded; i++) {
     const unsigned w = mt_ld16(p);
     const uint32_t bucket = w >> 2;
-    unsigned n = w & 3u; /* predicted codes after the hit, for tags 0 and 1 */
+    const unsigned tag = w & 3u;
     p += 2;
     cache_pred[pred] = (uint16_t)bucket;
-    if (CTS_UNLIKELY(n >= 2)) {
-      if (n == 3) {
+    if (CTS_UNLIKELY(tag >= 2)) {
+      /* A literal (3), stored in the bucket and then a hit on it; or a hit followed by a
+       * run of n predicted codes (2). */
+      unsigned n = 0;
+      if (tag == 3) {
         const int e = store_literal(r, d, bucket, mt_ld64(p), evoff);
         if (e) return e;
         p += 8;
-        n = 0;
       } else {
         n = *p++;
       }
+      uint64_t c = cache_loc[bucket];
+      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, evoff);
+      bt[pos++] = c;
+      pred = bucket;
+      for (unsigned k = 0; k < n; k++) {
+        pred = cache_pred[pred];
+        c = cache_loc[pred];
+        if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, evoff);
+        bt[pos++] = c;
+      }
+      continue;
     }
-    /* The hit and the first prediction are loaded and stored whether or not that
-     * prediction is used: bt has room for them, and a frame stored past the end of the
-     * backtrace is scratch. */
+    /* Tags 0 and 1: a hit, and for 1 the code predicted after it. Both are loaded and
+     * stored whatever the tag (bt has room for them, and a frame stored past the end of
+     * the backtrace is scratch), and checked without a branch on the tag, which no
+     * predictor can guess: the tags of real backtraces look random. */
     const uint32_t next = cache_pred[bucket];
     const uint64_t code = cache_loc[bucket], predicted = cache_loc[next];
     bt[pos] = code;
     bt[pos + 1] = predicted;
-    if (CTS_UNLIKELY(code == 0 || (n != 0 && predicted == 0))) return empty_bucket(r, evoff);
-    pos += 1 + (n != 0);
-    pred = n != 0 ? next : bucket;
-    for (unsigned k = 1; k < n; k++) {
-      pred = cache_pred[pred];
-      const uint64_t c = cache_loc[pred];
-      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, evoff);
-      bt[pos++] = c;
-    }
+    /* (Arithmetic on the tag, as compilers turn `tag ? a : b` back into a branch.) */
+    if (CTS_UNLIKELY((code == 0) | ((predicted | (tag ^ 1u)) == 0))) return empty_bucket(r, evoff);
+    pos += 1 + tag;
+    pred = bucket ^ ((bucket ^ next) & (0u - tag));
   }
   *pp = p;
   *pos_io = pos;
@@ -778,6 +787,19 @@ CTS_NOINLINE static const uint8_t *fast_backtrace(cts_mt_reader_t *r, domain_t *
   return decode_backtrace(r, d, &p, end, cp, nencoded, decode, evoff) ? NULL : p;
 }
 
+/* The common backtrace, decoded inline by the event loop (a call per backtrace cost more
+ * than its codewords): the codewords lie within the packet, the frames within the buffer,
+ * and the prefix is no longer than the previous backtrace, which is what decode_backtrace()
+ * checks before it calls decode_codewords_fast(). Returns the end of the codewords, or NULL
+ * after an error. */
+static CTS_FORCE_INLINE const uint8_t *common_backtrace(cts_mt_reader_t *r, domain_t *d,
+                                                        const uint8_t *p, size_t pos,
+                                                        uint32_t nencoded, uint64_t evoff) {
+  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, evoff) != 0)) return NULL;
+  d->bt_len = pos;
+  return p;
+}
+
 /* A vint (§2) with 9 bytes known to be there. */
 static CTS_FORCE_INLINE const uint8_t *vint_unchecked(const uint8_t *p, int64_t *v) {
   rd_vint(&p, NULL, v, false);
@@ -796,8 +818,10 @@ static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
  * fails a check -- is left, untouched, to decode_event_careful(), so every error is
  * reported by the careful path with the same code, offset and message. The exception is
  * the backtrace, which changes the cache as it goes and so reports its own errors (with
- * the same code as the careful path uses: both run decode_backtrace()). */
-CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+ * the same code as the careful path uses: both run decode_backtrace(), or in the common
+ * case its decode_codewords_fast()). Instantiated with and without backtrace decoding. */
+static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
+                                        const bool decode) {
   const uint8_t *p = c->p;
   const uint8_t *const end = c->end;
   const uint8_t *const last = end - FAST_EVENT_ROOM; /* the caller made sure p <= last */
@@ -807,7 +831,7 @@ CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, even
   const uint64_t tb = c->time_begin;
   const uint64_t span = c->time_end - tb;
   const uint64_t base = c->base;
-  const bool decode = c->decode, v3 = c->v3;
+  const bool v3 = c->v3;
   int (*const on_event)(void *, const cts_mt_event_t *) = c->on_event ? c->on_event : ignore_event;
   void *const user_data = c->user_data;
   cts_mt_event_t *const ev = &c->ev;
@@ -828,7 +852,10 @@ CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, even
       q = vint_unchecked(p + 4, &delta);
       const bool collect = id == MT_EV_COLLECT;
       if (CTS_UNLIKELY(delta < 0 ? !(collect && v3) : (uint64_t)delta >= next_id)) break;
-      ev->kind = collect ? CTS_MT_COLLECT : CTS_MT_PROMOTE;
+      /* Promote (3) and collect (4) are kinds 2 and 3: no branch on which it is. */
+      _Static_assert(CTS_MT_PROMOTE == MT_EV_PROMOTE - 1 && CTS_MT_COLLECT == MT_EV_COLLECT - 1,
+                     "event kinds follow the event codes");
+      ev->kind = (cts_mt_event_kind_t)(id - 1);
       ev->obj_id = next_id - 1 - (uint64_t)delta;
       ev->backtrace = NULL;
       ev->backtrace_len = 0;
@@ -854,15 +881,21 @@ CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, even
       if (CTS_UNLIKELY(cp < 0)) break;
       /* From here on the event is decoded for good: the backtrace changes the cache. */
       if (nencoded != 0) {
-        if (!decode && (uint64_t)nencoded * CODEWORD_MAX_BYTES <= (uint64_t)(end - q)) {
+        const uint64_t left = (uint64_t)(end - q);
+        if (decode &&
+            CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left &&
+                       (uint64_t)cp <= d->bt_len &&
+                       (uint64_t)cp + (uint64_t)nencoded * CODEWORD_MAX_FRAMES <= d->bt_cap)) {
+          q = common_backtrace(r, d, q, (size_t)cp, nencoded, base + (uint64_t)(uintptr_t)p);
+        } else if (!decode && (uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) {
           for (uint32_t i = 0; i < nencoded; i++) q += codeword_bytes[q[0] & 3u];
         } else {
           q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode,
                              base + (uint64_t)(uintptr_t)p);
-          if (CTS_UNLIKELY(!q)) {
-            e = r->err;
-            break;
-          }
+        }
+        if (CTS_UNLIKELY(!q)) {
+          e = r->err;
+          break;
         }
       } else if ((uint64_t)cp <= d->bt_len) {
         /* The whole backtrace is a prefix of the previous one (§8.4; when the prefix claims
@@ -895,6 +928,13 @@ CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, even
   c->next_id = next_id;
   c->nevents += nevents;
   return e;
+}
+
+CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, true);
+}
+CTS_NOINLINE static int skip_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, false);
 }
 
 /* §4: the header's time and id ranges. Checked for every packet, a truncated one too (as
@@ -967,7 +1007,8 @@ static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
   c.ev.domain = h.domain;
   while (c.p < end) {
     if (end - c.p >= (ptrdiff_t)FAST_EVENT_ROOM) {
-      if ((e = decode_events_fast(r, d, &c)) != 0) return e;
+      e = c.decode ? decode_events_fast(r, d, &c) : skip_events_fast(r, d, &c);
+      if (e) return e;
       if (c.p >= end) break;
     }
     if ((e = decode_event_careful(r, d, &c)) != 0) return e;

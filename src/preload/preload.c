@@ -21,8 +21,9 @@
  *
  * The hooks never allocate themselves. Real functions are found lazily with
  * dlsym(RTLD_NEXT); dlsym's own calloc during that lookup is served from a static arena
- * that free/realloc recognise. Sampled blocks are ordinary blocks of the real allocator
- * (the tracer keeps a side table), so nothing here translates pointers. */
+ * that free/realloc recognise (its blocks carry a tag, like sampled blocks). Sampled blocks
+ * carry a 16-byte header in front of the program's pointer ("sampled blocks carry a
+ * header" below), which free, realloc and malloc_usable_size take into account. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "../tracer/exec_name.h"
@@ -45,6 +47,8 @@ extern char **environ;
 
 /* ---- the real functions ----------------------------------------------------------------- */
 
+static void free_unresolved(void *p);
+
 static struct {
   void *(*malloc)(size_t);
   void (*free)(void *);
@@ -55,10 +59,11 @@ static struct {
   void *(*memalign)(size_t, size_t);
   void *(*valloc)(size_t);
   void *(*pvalloc)(size_t);
+  size_t (*malloc_usable_size)(void *);
   int (*execve)(const char *, char *const[], char *const[]);
   int (*execvpe)(const char *, char *const[], char *const[]);
   int (*dlclose)(void *);
-} real;
+} real = {.free = free_unresolved};
 
 static CTS__TLS int in_dlsym; /* this thread is looking up the real functions */
 
@@ -68,36 +73,87 @@ static void message(const char *text) {
   }
 }
 
-/* The static arena for allocations made while dlsym runs. Never reused or freed. */
-#define ARENA_SIZE   65536u
-#define ARENA_HEADER 16u
+/* ---- sampled blocks carry a header --------------------------------------------------------
+ * A sampled block is allocated HEADER bytes larger (more for alignments above 16), and the
+ * program gets the address past the header. The header's first word, the tag, is
+ * tag_key ^ (its own address); the second packs the object id, the session that sampled
+ * the block and where the real block starts. free(p) recognises a sampled block by one
+ * load and compare of p[-16] (glibc's chunk header is in the same cache line), so that
+ * neither the unsampled nor the sampled free looks anything up. tag_key is random per
+ * process: no data can be mistaken for a tag by chance, and a tag is cleared before its
+ * block is freed, so stale memory never matches. The real allocator must keep the 16 bytes
+ * before each of its blocks readable, as glibc's (a chunk header) does. */
+#define HEADER      16u
+#define SHIFT_BITS  6u  /* the real block starts HEADER << shift bytes before p */
+#define SHIFT_ARENA 63u /* a block of the static arena, never freed */
+#define ID_SHIFT    (SHIFT_BITS + CTS__TRACER_SESSION_BITS)
+
+typedef struct header {
+  uint64_t tag;
+  uint64_t info; /* shift | session << SHIFT_BITS | id << ID_SHIFT (arena: size << 6) */
+} header_t;
+
+_Static_assert(ID_SHIFT + 40 == 64, "the id keeps 40 bits");
+
+/* Any value until resolve_real_functions() sets it, always before the first tag. */
+static uint64_t tag_key = 0x6a09e667f3bcc908ull;
+
+static CTS_FORCE_INLINE uint64_t tag_of(uintptr_t header) {
+  return tag_key ^ header;
+}
+
+/* Whether p (non-NULL, from malloc and friends) is a sampled block or an arena block. */
+static CTS_FORCE_INLINE bool is_tagged(const void *p) {
+  const uintptr_t h = (uintptr_t)p - HEADER;
+  uint64_t tag;
+  __builtin_memcpy(&tag, (const void *)h, sizeof tag); /* inline despite -fno-builtin */
+  return tag == tag_of(h);
+}
+
+static header_t header_of(const void *p) {
+  header_t h;
+  __builtin_memcpy(&h, (const unsigned char *)p - HEADER, sizeof h);
+  return h;
+}
+
+static void set_header(void *p, uint64_t info) {
+  const header_t h = {tag_of((uintptr_t)p - HEADER), info};
+  __builtin_memcpy((unsigned char *)p - HEADER, &h, sizeof h);
+}
+
+static void clear_tag(void *p) {
+  const uint64_t zero = 0;
+  __builtin_memcpy((unsigned char *)p - HEADER, &zero, sizeof zero);
+}
+
+static unsigned shift_of(uint64_t info) {
+  return (unsigned)(info & ((1u << SHIFT_BITS) - 1u));
+}
+
+/* Where the real block of a (non-arena) tagged block starts. */
+static void *real_block_of(void *p, uint64_t info) {
+  return (unsigned char *)p - ((size_t)HEADER << shift_of(info));
+}
+
+/* ---- the static arena for allocations made while dlsym runs. Never reused or freed. ---- */
+#define ARENA_SIZE 65536u
 static _Alignas(64) unsigned char arena[ARENA_SIZE];
 static size_t arena_used;
 
-static int in_arena(const void *p) {
-  return (uintptr_t)p - (uintptr_t)arena < ARENA_SIZE;
-}
-
 static void *arena_alloc(size_t size, size_t align) {
-  if (align < ARENA_HEADER) align = ARENA_HEADER;
+  if (align < HEADER) align = HEADER;
   if (size > ARENA_SIZE || (align & (align - 1)) != 0) return NULL;
   size_t used = __atomic_load_n(&arena_used, __ATOMIC_RELAXED), start;
   do {
-    start = (used + ARENA_HEADER + align - 1) & ~(align - 1);
+    start = (used + HEADER + align - 1) & ~(align - 1);
     if (start + size > ARENA_SIZE) {
       errno = ENOMEM;
       return NULL;
     }
   } while (!__atomic_compare_exchange_n(&arena_used, &used, start + size, false, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED));
-  memcpy(arena + start - sizeof size, &size, sizeof size);
+  set_header(arena + start, SHIFT_ARENA | (uint64_t)size << SHIFT_BITS);
   return arena + start; /* zero: the arena is never reused */
-}
-
-static size_t arena_size_of(const void *p) {
-  size_t size;
-  memcpy(&size, (const unsigned char *)p - sizeof size, sizeof size);
-  return size;
 }
 
 #define RESOLVE(field, name)                   \
@@ -107,6 +163,17 @@ static size_t arena_size_of(const void *p) {
   } while (0)
 
 static CTS_NOINLINE void resolve_real_functions(void) {
+  /* The tag key first (arena blocks are tagged). The same in every thread that gets here
+   * at once: the kernel's random bytes of this process, and where this library is. */
+  const unsigned char *const random = (const unsigned char *)getauxval(AT_RANDOM);
+  uint64_t key = 0x6a09e667f3bcc908ull ^ (uintptr_t)&tag_key;
+  if (random) {
+    uint64_t r;
+    memcpy(&r, random + 8, sizeof r); /* the first 8 are glibc's stack protector's */
+    key ^= r;
+  }
+  key = (key ^ (key >> 31)) * 0xbf58476d1ce4e5b9ull;
+  tag_key = (key ^ (key >> 29)) | 1u;
   in_dlsym++;
   RESOLVE(free, "free");
   RESOLVE(calloc, "calloc");
@@ -116,13 +183,15 @@ static CTS_NOINLINE void resolve_real_functions(void) {
   RESOLVE(memalign, "memalign");
   RESOLVE(valloc, "valloc");
   RESOLVE(pvalloc, "pvalloc");
+  RESOLVE(malloc_usable_size, "malloc_usable_size");
   RESOLVE(execve, "execve");
   RESOLVE(execvpe, "execvpe");
   RESOLVE(dlclose, "dlclose");
   RESOLVE(malloc, "malloc"); /* last: its being set means all are */
   in_dlsym--;
-  if (!real.malloc || !real.free || !real.calloc || !real.realloc) {
-    message(MESSAGE_PREFIX "cannot find the real malloc, free, calloc or realloc; aborting\n");
+  if (!real.malloc || !real.free || !real.calloc || !real.realloc || !real.memalign) {
+    message(MESSAGE_PREFIX
+            "cannot find the real malloc, free, calloc, realloc or memalign; aborting\n");
     abort();
   }
 }
@@ -135,22 +204,115 @@ static inline int need_real(void) {
   return 0;
 }
 
-/* ---- allocation hooks ------------------------------------------------------------------------ */
+/* real.free before the real functions are known: free does not test for it. */
+static CTS_NOINLINE void free_unresolved(void *p) {
+  if (!p || need_real() || real.free == free_unresolved) return;
+  real.free(p);
+}
 
-EXPORT void *malloc(size_t size) {
-  if (CTS_UNLIKELY(need_real())) return arena_alloc(size, 16);
-  void *const p = real.malloc(size);
-  cts__tracer_on_alloc(p, size, __builtin_frame_address(0));
+/* ---- allocation hooks ------------------------------------------------------------------------
+ * The fast path of every hook is inline: malloc-like hooks test the thread's sampling
+ * countdown (cts__tracer_skip) and call the real function; free tests the tag. All the
+ * rest (sampled blocks, start-up) is out of line. */
+
+/* Tags the sampled block whose real block starts at q, `offset` bytes before the pointer
+ * returned, and records it. */
+static CTS_FORCE_INLINE void *sampled_block(void *q, size_t offset, size_t size, uint64_t nsamples,
+                                            void *frame) {
+  unsigned char *const p = (unsigned char *)q + offset;
+  unsigned session;
+  uint64_t id = cts__tracer_record(p, size, nsamples, frame, &session, false);
+  if (id > CTS__TRACER_NO_ID) id = CTS__TRACER_NO_ID;
+  const unsigned shift = (unsigned)__builtin_ctzll(offset / HEADER);
+  set_header(p, shift | (uint64_t)session << SHIFT_BITS | id << ID_SHIFT);
   return p;
 }
 
-EXPORT void free(void *p) {
-  if (CTS_UNLIKELY(in_arena(p))) return;
-  if (CTS_UNLIKELY(!real.free)) {
-    if (!p || need_real()) return;
+/* Records the free of tagged block p (its header `info`) and clears its tag. */
+static void untag(void *p, uint64_t info) {
+  clear_tag(p);
+  cts__tracer_record_free(info >> ID_SHIFT,
+                          (unsigned)(info >> SHIFT_BITS) & CTS__TRACER_SESSION_MASK);
+}
+
+/* A sampled block of `size` bytes with a HEADER-byte header (any alignment up to 16). */
+static CTS_FORCE_INLINE void *alloc_sampled(size_t size, uint64_t nsamples, bool zero,
+                                            void *frame) {
+  if (size > SIZE_MAX - HEADER) {
+    errno = ENOMEM;
+    return NULL;
   }
-  cts__tracer_on_free(p);
-  real.free(p);
+  void *const q = zero ? real.calloc(1, size + HEADER) : real.malloc(size + HEADER);
+  return q ? sampled_block(q, HEADER, size, nsamples, frame) : NULL;
+}
+
+/* A sampled block aligned to `align` (a power of two). */
+static CTS_FORCE_INLINE void *alloc_sampled_aligned(size_t align, size_t size, uint64_t nsamples,
+                                                    void *frame) {
+  if (align <= HEADER) return alloc_sampled(size, nsamples, false, frame);
+  if (size > SIZE_MAX - align) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *const q = real.memalign(align, size + align);
+  return q ? sampled_block(q, align, size, nsamples, frame) : NULL;
+}
+
+static CTS_NOINLINE void *malloc_slow(size_t size, void *frame) {
+  if (need_real()) return arena_alloc(size, 16);
+  const uint64_t nsamples = cts__tracer_sample_slow(size);
+  if (!nsamples) return real.malloc(size);
+  return alloc_sampled(size, nsamples, false, frame);
+}
+
+/* Sampling implies that the real functions are known: only the idle path tests them. */
+EXPORT void *malloc(size_t size) {
+  const unsigned session = cts__tracer_session();
+  if (CTS_LIKELY(!session)) {
+    void *(*const m)(size_t) = real.malloc;
+    if (CTS_LIKELY(m != NULL)) return m(size);
+  } else if (CTS_LIKELY(cts__tracer_countdown(size, session))) {
+    return real.malloc(size);
+  }
+  return malloc_slow(size, __builtin_frame_address(0));
+}
+
+/* free of a tagged block: an arena block (kept) or a sampled one. */
+static CTS_NOINLINE void free_tagged(void *p) {
+  const header_t h = header_of(p);
+  if (shift_of(h.info) == SHIFT_ARENA) return;
+  untag(p, h.info);
+  real.free(real_block_of(p, h.info));
+}
+
+EXPORT void free(void *p) {
+  if (CTS_LIKELY(p != NULL) && CTS_UNLIKELY(is_tagged(p))) {
+    free_tagged(p);
+    return;
+  }
+  real.free(p); /* free_unresolved until the real functions are known */
+}
+
+/* C23's sized frees (glibc 2.39 and later): a sampled block must not reach the real ones.
+ * Declared here: older headers do not. */
+EXPORT void free_sized(void *p, size_t size);
+EXPORT void free_aligned_sized(void *p, size_t align, size_t size);
+
+EXPORT void free_sized(void *p, size_t size) {
+  (void)size;
+  free(p);
+}
+
+EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
+  (void)align, (void)size;
+  free(p);
+}
+
+static CTS_NOINLINE void *calloc_slow(size_t n, size_t size, size_t total, void *frame) {
+  if (need_real()) return arena_alloc(total, 16);
+  const uint64_t nsamples = cts__tracer_sample_slow(total);
+  if (!nsamples) return real.calloc(n, size);
+  return alloc_sampled(total, nsamples, true, frame);
 }
 
 EXPORT void *calloc(size_t n, size_t size) {
@@ -159,30 +321,97 @@ EXPORT void *calloc(size_t n, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (CTS_UNLIKELY(need_real())) return arena_alloc(total, 16);
-  void *const p = real.calloc(n, size);
-  cts__tracer_on_alloc(p, total, __builtin_frame_address(0));
-  return p;
+  const unsigned session = cts__tracer_session();
+  if (CTS_LIKELY(!session)) {
+    void *(*const c)(size_t, size_t) = real.calloc;
+    if (CTS_LIKELY(c != NULL)) return c(n, size);
+  } else if (CTS_LIKELY(cts__tracer_countdown(total, session))) {
+    return real.calloc(n, size);
+  }
+  return calloc_slow(n, size, total, __builtin_frame_address(0));
+}
+
+/* The usable size of a tagged block (what the program may use). */
+static size_t tagged_usable_size(void *p, uint64_t info) {
+  if (shift_of(info) == SHIFT_ARENA) return (size_t)(info >> SHIFT_BITS);
+  const size_t offset = (size_t)HEADER << shift_of(info);
+  const size_t n = real.malloc_usable_size ? real.malloc_usable_size(real_block_of(p, info)) : 0;
+  return n > offset ? n - offset : 0;
 }
 
 /* realloc is recorded as the free of the old block (if sampled), then an allocation of the
  * new size sampled afresh. The free is recorded before the real call: if realloc then
  * fails, the still-valid old block is reported freed (a rare, documented inexactness). */
-static inline void *do_realloc(void *old, size_t size, void *frame) {
-  if (CTS_UNLIKELY(in_arena(old))) {
-    const size_t old_size = arena_size_of(old);
-    void *const p = need_real() ? arena_alloc(size, 16) : real.malloc(size);
-    if (p) {
-      memcpy(p, old, old_size < size ? old_size : size);
-      if (!in_arena(p)) cts__tracer_on_alloc(p, size, frame);
-    }
+
+/* realloc of an untagged block (or NULL) into a sampled one: the real realloc with room
+ * for the header, then the data moves up behind it. */
+static void *realloc_into_sampled(void *old, size_t size, uint64_t nsamples, void *frame) {
+  if (!old) return alloc_sampled(size, nsamples, false, frame);
+  if (size > SIZE_MAX - HEADER) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  unsigned char *const q = real.realloc(old, size + HEADER);
+  if (!q) return NULL;
+  memmove(q + HEADER, q, size);
+  return sampled_block(q, HEADER, size, nsamples, frame);
+}
+
+/* realloc of tagged block `old`. */
+static void *realloc_tagged(void *old, size_t size, void *frame) {
+  const header_t h = header_of(old);
+  const unsigned shift = shift_of(h.info);
+  if (size == 0) { /* glibc's realloc(p, 0): frees p, returns NULL */
+    if (shift != SHIFT_ARENA) free_tagged(old);
+    return NULL;
+  }
+  const size_t old_size = tagged_usable_size(old, h.info);
+  if (shift == SHIFT_ARENA && need_real()) {
+    void *const p = arena_alloc(size, 16);
+    if (p) memcpy(p, old, old_size < size ? old_size : size);
     return p;
   }
-  if (CTS_UNLIKELY(need_real())) return arena_alloc(size, 16);
-  if (old) cts__tracer_on_free(old);
-  void *const p = real.realloc(old, size);
-  cts__tracer_on_alloc(p, size, frame);
-  return p;
+  const uint64_t nsamples = cts__tracer_skip(size) ? 0 : cts__tracer_sample_slow(size);
+  if (shift != 0) {
+    /* From the arena (never freed), or aligned: a new block and a copy. */
+    void *const p = nsamples ? alloc_sampled(size, nsamples, false, frame) : real.malloc(size);
+    if (!p) return NULL;
+    memcpy(p, old, old_size < size ? old_size : size);
+    if (shift != SHIFT_ARENA) free_tagged(old);
+    return p;
+  }
+  void *const q = real_block_of(old, h.info);
+  const uint64_t unrecorded = h.info | CTS__TRACER_NO_ID << ID_SHIFT;
+  untag(old, h.info);
+  if (size > SIZE_MAX - HEADER) {
+    set_header(old, unrecorded);
+    errno = ENOMEM;
+    return NULL;
+  }
+  unsigned char *const q2 = real.realloc(q, size + HEADER);
+  if (!q2) { /* the old block lives on, its free no longer recorded */
+    set_header(old, unrecorded);
+    return NULL;
+  }
+  if (nsamples) return sampled_block(q2, HEADER, size, nsamples, frame);
+  memmove(q2, q2 + HEADER, size); /* the block keeps its HEADER spare bytes at the end */
+  return q2;
+}
+
+static CTS_NOINLINE void *realloc_slow(void *old, size_t size, void *frame) {
+  if (old && is_tagged(old)) return realloc_tagged(old, size, frame);
+  if (need_real()) return arena_alloc(size, 16);
+  const uint64_t nsamples = cts__tracer_sample_slow(size);
+  if (!nsamples) return real.realloc(old, size);
+  return realloc_into_sampled(old, size, nsamples, frame);
+}
+
+static CTS_FORCE_INLINE void *do_realloc(void *old, size_t size, void *frame) {
+  if (CTS_LIKELY(!old || !is_tagged(old)) && CTS_LIKELY(cts__tracer_skip(size))) {
+    void *(*const r)(void *, size_t) = real.realloc;
+    if (CTS_LIKELY(r != NULL)) return r(old, size);
+  }
+  return realloc_slow(old, size, frame);
 }
 
 EXPORT void *realloc(void *old, size_t size) {
@@ -198,6 +427,31 @@ EXPORT void *reallocarray(void *old, size_t n, size_t size) {
   return do_realloc(old, total, __builtin_frame_address(0));
 }
 
+EXPORT size_t malloc_usable_size(void *p) {
+  if (!p) return 0;
+  if (is_tagged(p)) return tagged_usable_size(p, header_of(p).info);
+  need_real();
+  return real.malloc_usable_size ? real.malloc_usable_size(p) : 0;
+}
+
+/* The aligned allocators: sampled blocks are made with memalign; an alignment that is not
+ * a power of two is left to the real function (which rejects or rounds it). */
+static CTS_NOINLINE void *aligned_slow(size_t align, size_t size, void *frame, int which) {
+  const uint64_t nsamples = cts__tracer_sample_slow(size);
+  if (nsamples && align && (align & (align - 1)) == 0)
+    return alloc_sampled_aligned(align, size, nsamples, frame);
+  switch (which) {
+    case 0:
+      return real.aligned_alloc ? real.aligned_alloc(align, size) : NULL;
+    case 1:
+      return real.memalign(align, size);
+    case 2:
+      return real.valloc ? real.valloc(size) : NULL;
+    default:
+      return real.pvalloc ? real.pvalloc(size) : NULL;
+  }
+}
+
 EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   if (CTS_UNLIKELY(need_real())) {
     void *const p = arena_alloc(size, align);
@@ -206,27 +460,47 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     return 0;
   }
   if (!real.posix_memalign) return ENOMEM;
-  const int e = real.posix_memalign(out, align, size);
-  if (e == 0) cts__tracer_on_alloc(*out, size, __builtin_frame_address(0));
-  return e;
+  if (CTS_LIKELY(cts__tracer_skip(size)) || align % sizeof(void *) != 0 ||
+      (align & (align - 1)) != 0)
+    return real.posix_memalign(out, align, size);
+  const uint64_t nsamples = cts__tracer_sample_slow(size);
+  if (!nsamples) return real.posix_memalign(out, align, size);
+  const int e = errno;
+  void *const p = alloc_sampled_aligned(align, size, nsamples, __builtin_frame_address(0));
+  errno = e;
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
 }
 
-#define ALIGNED_HOOK(name, params, call, align_expr, size_expr)               \
-  EXPORT void *name params {                                                  \
-    if (CTS_UNLIKELY(need_real())) return arena_alloc(size_expr, align_expr); \
-    if (!real.name) {                                                         \
-      errno = ENOMEM;                                                         \
-      return NULL;                                                            \
-    }                                                                         \
-    void *const p = real.name call;                                           \
-    cts__tracer_on_alloc(p, size_expr, __builtin_frame_address(0));           \
-    return p;                                                                 \
+#define ALIGNED_HOOK(name, params, call, align_expr, size_expr, which)             \
+  EXPORT void *name params {                                                       \
+    if (CTS_UNLIKELY(need_real())) return arena_alloc(size_expr, align_expr);      \
+    if (!real.name) {                                                              \
+      errno = ENOMEM;                                                              \
+      return NULL;                                                                 \
+    }                                                                              \
+    if (CTS_LIKELY(cts__tracer_skip(size_expr))) return real.name call;            \
+    return aligned_slow(align_expr, size_expr, __builtin_frame_address(0), which); \
   }
 
-ALIGNED_HOOK(aligned_alloc, (size_t align, size_t size), (align, size), align, size)
-ALIGNED_HOOK(memalign, (size_t align, size_t size), (align, size), align, size)
-ALIGNED_HOOK(valloc, (size_t size), (size), 4096, size)
-ALIGNED_HOOK(pvalloc, (size_t size), (size), 4096, size)
+static size_t page_size(void) {
+  static size_t size;
+  if (!size) size = (size_t)sysconf(_SC_PAGESIZE);
+  return size;
+}
+
+/* pvalloc's size: rounded up to whole pages (one page for 0), as glibc does. */
+static size_t pvalloc_size(size_t size) {
+  const size_t page = page_size();
+  if (size > SIZE_MAX - page) return SIZE_MAX;
+  return size ? (size + page - 1) & ~(page - 1) : page;
+}
+
+ALIGNED_HOOK(aligned_alloc, (size_t align, size_t size), (align, size), align, size, 0)
+ALIGNED_HOOK(memalign, (size_t align, size_t size), (align, size), align, size, 1)
+ALIGNED_HOOK(valloc, (size_t size), (size), page_size(), size, 2)
+ALIGNED_HOOK(pvalloc, (size_t size), (size), page_size(), pvalloc_size(size), 3)
 
 /* ---- exec: flush, then trace the new image into the next file ------------------------ */
 

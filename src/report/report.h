@@ -29,14 +29,17 @@ void report_json_strn(cts_out_t *o, const char *s, size_t n);
 /* A finite double as JSON (non-finite values become 0). */
 void report_json_num(cts_out_t *o, double v);
 
-/* A compact integer column, written as "name":{"n":N,"z":BASE64[,"d":1]}: zigzag LEB128
- * varints (of the differences between neighbours when delta), deflated (zlib) and base64
- * encoded; the viewer decodes it to a Float64Array (exact below 2^53). Put values, then
- * write (which frees the buffer and resets the column). On out of memory the value is null. */
+/* A compact integer column, written as "name":{"t":TYPE,"n":N,"z":BASE64[,"d":1,"b":B]}:
+ * the values (or, when delta, the differences between neighbours, the first value being B
+ * and its slot 0) as a little-endian array of the narrowest TYPE of u8, i8, u16, i16, u32,
+ * i32 that holds them all, else f64, deflated (zlib) and base64 encoded. The viewer uses the
+ * inflated bytes as a typed array (a delta column becomes a Float64Array of the sums, exact below
+ * 2^53). Put values, then write (which frees the buffer and resets the column). On out of memory
+ * the value is null. */
 typedef struct report_col {
-  uint8_t *buf;
-  size_t len, cap, n;
-  int64_t prev;
+  int64_t *v;
+  size_t n, cap;
+  int64_t prev, min, max, base;
   bool delta, err;
 } report_col_t;
 void report_col_init(report_col_t *c, bool delta);

@@ -85,37 +85,42 @@ void report_json_num(cts_out_t *o, double v) {
 
 /* ----------------------------------------------------------------------------------- */
 /* Compact columns. Large integer arrays would be ~7 bytes a value as JSON text and cost the
- * browser a slow JSON.parse; instead each column is zigzag LEB128 varints (optionally of the
- * differences between neighbours), deflated with zlib and written as one base64 string, which
- * the viewer inflates with DecompressionStream. Base64 has no '<', '>' or '&', so it is safe
- * inside the <script> element whatever the data. */
+ * browser a slow JSON.parse; instead each column is a little-endian array of the narrowest
+ * fixed width that holds its values (u8 ... i32, else f64), optionally of the differences
+ * between neighbours, deflated with zlib and written as one base64 string. The viewer inflates
+ * it with DecompressionStream and uses the bytes as a typed array as they are (no decoding
+ * loop; only delta columns take one pass of sums). Base64 has no '<', '>' or '&', so it is
+ * safe inside the <script> element whatever the data. */
 
 void report_col_init(report_col_t *c, bool delta) {
   memset(c, 0, sizeof *c);
   c->delta = delta;
+  c->min = INT64_MAX;
+  c->max = INT64_MIN;
 }
 
 void report_col_put(report_col_t *c, int64_t v) {
   if (c->err) return;
-  if (c->cap - c->len < 10) {
-    const size_t cap = c->cap ? c->cap * 2 : 4096;
-    uint8_t *p = realloc(c->buf, cap);
+  if (c->n == c->cap) {
+    const size_t cap = c->cap ? c->cap * 2 : 1024;
+    int64_t *p = realloc(c->v, cap * sizeof *p);
     if (!p) {
       c->err = true;
       return;
     }
-    c->buf = p;
+    c->v = p;
     c->cap = cap;
   }
   const int64_t d = c->delta ? (int64_t)((uint64_t)v - (uint64_t)c->prev) : v;
   c->prev = v;
-  uint64_t z = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63); /* zigzag: small magnitudes, 1 byte */
-  while (z >= 0x80) {
-    c->buf[c->len++] = (uint8_t)(z | 0x80);
-    z >>= 7;
+  if (c->delta && c->n == 0) { /* the first value is written apart ("b"): often large */
+    c->base = d;
+    c->v[c->n++] = 0;
+    return;
   }
-  c->buf[c->len++] = (uint8_t)z;
-  c->n++;
+  c->v[c->n++] = d;
+  if (d < c->min) c->min = d;
+  if (d > c->max) c->max = d;
 }
 
 static void write_base64(cts_out_t *o, const uint8_t *p, size_t n) {
@@ -137,15 +142,18 @@ static void write_base64(cts_out_t *o, const uint8_t *p, size_t n) {
   }
 }
 
-/* {"n":N,"z":"…"} for bytes p[0..len), deflated; false when out of memory. */
-static bool write_deflated(cts_out_t *o, const char *key, size_t n, const uint8_t *p, size_t len) {
+/* prefix then "n":N,"z":"…" for bytes p[0..len), deflated; false when out of memory
+ * (nothing written then). */
+static bool write_deflated(cts_out_t *o, const char *prefix, const char *key, size_t n,
+                           const uint8_t *p, size_t len) {
   uLongf zlen = compressBound((uLong)len);
   uint8_t *z = malloc(zlen ? zlen : 1);
   if (!z || compress2(z, &zlen, p, (uLong)len, 6) != Z_OK) {
     free(z);
     return false;
   }
-  cts_out_printf(o, "{\"n\":%zu,\"%s\":\"", n, key);
+  cts_out_str(o, prefix);
+  cts_out_printf(o, "\"n\":%zu,\"%s\":\"", n, key);
   write_base64(o, z, zlen);
   cts_out_char(o, '"');
   free(z);
@@ -153,12 +161,48 @@ static bool write_deflated(cts_out_t *o, const char *key, size_t n, const uint8_
 }
 
 void report_col_write(cts_out_t *o, const char *name, report_col_t *c) {
+  static const struct {
+    const char *name;
+    int64_t lo, hi;
+    unsigned size;
+  } types[] = {{"u8", 0, 255, 1},         {"i8", -128, 127, 1},
+               {"u16", 0, 65535, 2},      {"i16", -32768, 32767, 2},
+               {"u32", 0, 4294967295, 4}, {"i32", INT32_MIN, INT32_MAX, 4}};
   cts_out_printf(o, "\"%s\":", name);
-  if (c->err || !write_deflated(o, "z", c->n, c->buf ? c->buf : (const uint8_t *)"", c->len))
+  const char *type = "f64";
+  unsigned size = 8;
+  for (size_t t = 0; t < sizeof types / sizeof *types && c->min <= c->max; t++)
+    if (c->min >= types[t].lo && c->max <= types[t].hi) {
+      type = types[t].name;
+      size = types[t].size;
+      break;
+    }
+  if (c->min > c->max) type = "u8", size = 1; /* no value, or only a base */
+  uint8_t *bytes = c->err ? NULL : malloc(c->n * size + 1);
+  if (bytes) {
+    for (size_t i = 0; i < c->n; i++) {
+      uint8_t *p = bytes + i * size;
+      if (size == 8) {
+        const double d = (double)c->v[i];
+        uint64_t u;
+        memcpy(&u, &d, sizeof u);
+        for (unsigned k = 0; k < 8; k++) p[k] = (uint8_t)(u >> (8 * k));
+      } else {
+        const uint64_t u = (uint64_t)c->v[i];
+        for (unsigned k = 0; k < size; k++) p[k] = (uint8_t)(u >> (8 * k));
+      }
+    }
+  }
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "{\"t\":\"%s\",", type);
+  if (!bytes || !write_deflated(o, prefix, "z", c->n, bytes, c->n * size))
     cts_out_str(o, "null"); /* out of memory: the viewer shows the column as missing */
+  else if (c->delta)
+    cts_out_printf(o, ",\"d\":1,\"b\":%lld}", (long long)c->base);
   else
-    cts_out_str(o, c->delta ? ",\"d\":1}" : "}");
-  free(c->buf);
+    cts_out_char(o, '}');
+  free(bytes);
+  free(c->v);
   report_col_init(c, c->delta);
 }
 
@@ -175,7 +219,7 @@ void report_strs_write(cts_out_t *o, const char *name, const char *const *s, siz
       buf[at + l] = '\0'; /* separator: trace strings end at a NUL, so none contains one */
       at += l + 1;
     }
-    if (write_deflated(o, "zs", n, buf, len)) {
+    if (write_deflated(o, "{", "zs", n, buf, len)) {
       cts_out_char(o, '}');
       free(buf);
       return;

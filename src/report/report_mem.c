@@ -275,9 +275,9 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
     return code;
   }
   /* Blocks never collected. */
-  for (size_t i = 0; i < m->live.cap; i++) {
-    if (!m->live.keys[i]) continue;
-    if (finish_block(m, &m->pend[m->live.vals[i]], UINT64_MAX)) {
+  uint64_t id, pending;
+  for (size_t pos = 0; cts_u64map_next(&m->live, &pos, &id, &pending);) {
+    if (finish_block(m, &m->pend[pending], UINT64_MAX)) {
       cli_error("%s: out of memory while aggregating", opts->path);
       report_mem_free(m);
       return CLI_EXIT_INTERNAL;
@@ -435,6 +435,18 @@ static void write_hist(cts_out_t *o, const char *name, const cts_hist_t *h) {
   cts_out_char(o, ']');
 }
 
+static const uint32_t *sort_map;
+static int record_by_node(const void *a, const void *b) {
+  const record_t *x = a, *y = b;
+  const uint32_t nx = sort_map[x->node], ny = sort_map[y->node];
+  if (nx != ny) return nx < ny ? -1 : 1;
+  if (x->ta != y->ta) return x->ta < y->ta ? -1 : 1;
+  if (x->tf != y->tf) return x->tf < y->tf ? -1 : 1;
+  if (x->size_class != y->size_class) return x->size_class < y->size_class ? -1 : 1;
+  if (x->source != y->source) return x->source < y->source ? -1 : 1;
+  return x->node < y->node ? -1 : x->node > y->node;
+}
+
 /* The call tree, relabelled "function (file:line)" so that codes of one line are one node,
  * and the records with their nodes mapped to it. */
 static void write_tree(cts_out_t *o, report_mem_t *m) {
@@ -469,17 +481,60 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
   for (uint32_t i = 0; i < dst.count; i++) report_col_put(&col, dst.nodes[i].code); /* 0: root */
   cts_out_char(o, ',');
   report_col_write(o, "frame", &col);
+  /* Records sorted by tree node (then the other fields), so that the node column is mostly
+   * zero differences and compresses to almost nothing. Sorting in place keeps writing the
+   * document twice (serve) the same. */
+  for (size_t i = 0; i < m->nrecs; i++)
+    if (m->recs[i].node >= src->count) m->recs[i].node = 0;
+  sort_map = map;
+  qsort(m->recs, m->nrecs, sizeof *m->recs, record_by_node);
+  /* The figures of the unfiltered view, so that the viewer can draw it before it has decoded
+   * the records (which it does after the first frame): samples per node and the live heap
+   * at the records' time resolution (as differences per bucket). */
+  const uint64_t end = m->t.prof.have_events && m->t.prof.last_event_us > m->origin_us
+                           ? m->t.prof.last_event_us - m->origin_us
+                           : 0;
+  const size_t nbuckets = (size_t)((end > 1 ? end : 1) + m->rec_w - 1) / m->rec_w + 2;
+  uint64_t *self = calloc(dst.count + 1, sizeof *self);
+  int64_t *heap = calloc(nbuckets, sizeof *heap);
+  uint64_t blocks = 0;
+  if (!self || !heap) {
+    m->err = -ENOMEM;
+  } else {
+    for (size_t i = 0; i < m->nrecs; i++) {
+      const record_t *r = &m->recs[i];
+      self[map[r->node]] += r->samples;
+      blocks += r->blocks;
+      if (r->ta < nbuckets) heap[r->ta] += (int64_t)r->samples;
+      if (r->tf != NEVER && r->tf < nbuckets) heap[r->tf] -= (int64_t)r->samples;
+    }
+  }
+  report_col_init(&col, false);
+  for (uint32_t i = 0; self && i < dst.count; i++) report_col_put(&col, (int64_t)self[i]);
+  cts_out_char(o, ',');
+  report_col_write(o, "self", &col);
+  report_col_init(&col, false);
+  for (size_t i = 0; heap && i < nbuckets; i++) report_col_put(&col, heap[i]);
+  cts_out_char(o, ',');
+  report_col_write(o, "heap_delta", &col);
+  free(self);
+  free(heap);
+  /* The records are decoded by the viewer when a filter first needs them ("lazy"). */
   static const char *const cols[] = {"node", "ta", "tf", "size", "src", "samples", "blocks"};
-  cts_out_printf(o, ",\"rec_us\":%llu,\"records\":{\"n\":%zu", (unsigned long long)m->rec_w,
-                 m->nrecs);
+  cts_out_printf(o, ",\"rec_us\":%llu,\"rec_blocks\":%llu,\"records\":{\"lazy\":1,\"n\":%zu",
+                 (unsigned long long)m->rec_w, (unsigned long long)blocks, m->nrecs);
+  cts_out_str(o, ",\"size_low\":[");
+  for (unsigned b = 0; b < CTS_HIST_BUCKETS; b++)
+    cts_out_printf(o, b ? ",%llu" : "%llu", (unsigned long long)cts_hist_bucket_low(b));
+  cts_out_char(o, ']');
   for (unsigned c = 0; c < 7; c++) {
-    report_col_init(&col, c == 1);
+    report_col_init(&col, c <= 1);
     for (size_t i = 0; i < m->nrecs; i++) {
       const record_t *r = &m->recs[i];
       int64_t v;
       switch (c) {
         case 0:
-          v = map[r->node < src->count ? r->node : 0];
+          v = map[r->node];
           break;
         case 1:
           v = r->ta;
@@ -488,7 +543,7 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
           v = r->tf == NEVER ? -1 : (int64_t)r->tf;
           break;
         case 3:
-          v = (int64_t)cts_hist_bucket_low(r->size_class);
+          v = (int64_t)r->size_class; /* an index into size_low */
           break;
         case 4:
           v = r->source;

@@ -1,18 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* The task part of a report: the model of mirage-trace-viewer (docs/formats/mprof-viewer.md
- * §B.5) built in one pass over a mirage-profile trace, then laid out in rows and written as
- * columnar arrays the viewer indexes per row (so drawing touches only visible rows and binary
- * searches inside them).
- *
- * Model: a task starts at its `creates` (or at the trace start if it is only referenced),
- * ends when it is resolved or `becomes` another, and otherwise 1 µs after its last event.
- * Activations come from switch/read/signal; a should_resolve task whose becomes-chain ends
- * unresolved is failed and stretched to the end. Not done: bind simplification and
- * read/try_read merging (every interaction is drawn). */
+/* The task part of a report: the task model of analysis/tasks.h (mirage-trace-viewer's,
+ * docs/formats/mprof-viewer.md §B.5, shared with the analysis commands), read in one pass
+ * over a mirage-profile trace with its hooks collecting the running periods, interactions,
+ * labels and counter values, then laid out in rows and written as columnar arrays the
+ * viewer indexes per row (so drawing touches only visible rows and binary searches inside
+ * them). The timeline has one current task for the whole trace (the model without lanes).
+ * Not done: bind simplification and read/try_read merging (every interaction is drawn). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../analysis/tasks.h"
 #include "../analysis/u64map.h"
 #include "../cli/cli.h"
 #include "../cli/load.h"
@@ -21,16 +19,8 @@
 
 #include <ctfscope/mprof.h>
 
-enum {
-  F_RESOLVED = 1,
-  F_FAILED = 2,
-  F_SHOULD = 4,
-  F_PREEXISTING = 8,
-  F_BECAME = 16,
-  F_NEVER_RESOLVED = 32,
-};
-
-enum { A_TRY_READ = 0, A_READ, A_FAILED_READ, A_RESOLVE, A_SIGNAL };
+/* Task flags and arrow kinds are the model's (CTS_TASK_F_*, CTS_LINK_*): the viewer reads
+ * their values. */
 
 #define NONE               UINT32_MAX
 #define MAX_ROW_SCAN       4096u
@@ -87,16 +77,12 @@ struct report_tasks {
   VEC(arrow_t) arrows;
   VEC(act_t) acts;
   VEC(label_t) labels;
-  VEC(uint64_t) idle; /* pairs */
-  VEC(uint64_t) gc;   /* pairs */
-  VEC(counter_t) counters;
-  VEC(char *) strings;
-  cts_u64map_t by_id;  /* task id + 2 → index */
-  cts_u64map_t by_str; /* string hash → id + 1 (chained by probing the strings) */
+  VEC(uint64_t) idle;      /* pairs */
+  VEC(uint64_t) gc;        /* pairs */
+  VEC(counter_t) counters; /* by the model's counter index */
+  VEC(char *) strings;     /* the model's, taken over once it is read */
+  cts_tasks_t model;
   uint64_t first_ns, last_ns;
-  bool have_time;
-  int64_t current;
-  uint64_t current_since;
   cts_mprof_summary_t summary;
   uint32_t nrows;
   int err;
@@ -116,206 +102,52 @@ static int grow(void **v, size_t *cap, size_t n, size_t size) {
        ? -ENOMEM                                                 \
        : ((vec).v[(vec).n++] = (val), 0))
 
-static uint64_t str_hash(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h ? h : 1;
+/* The model's hooks: what the timeline draws, collected as the model finds it. */
+static int on_run(void *ud, uint32_t task, uint64_t t0, uint64_t t1, uint32_t lane) {
+  report_tasks_t *r = ud;
+  (void)lane;
+  return PUSH(r->acts, ((act_t){t0, t1, task}));
 }
 
-/* Interned string id, or NONE when out of memory. */
-static uint32_t intern(report_tasks_t *r, const char *s, size_t n) {
-  uint64_t h = str_hash(s, n);
-  for (;;) {
-    uint64_t *v = cts_u64map_find(&r->by_str, h);
-    if (!v) break;
-    const char *e = r->strings.v[*v - 1];
-    if (strlen(e) == n && memcmp(e, s, n) == 0) return (uint32_t)(*v - 1);
-    h = h * 31 + 7; /* collision: probe another key */
-    if (!h) h = 1;
-  }
-  char *copy = malloc(n + 1);
-  if (!copy) return NONE;
-  memcpy(copy, s, n);
-  copy[n] = '\0';
-  bool added;
-  if (PUSH(r->strings, copy) || !cts_u64map_insert(&r->by_str, h, r->strings.n, &added)) {
-    free(copy);
-    return NONE;
-  }
-  return (uint32_t)(r->strings.n - 1);
+static int on_idle(void *ud, uint64_t t0, uint64_t t1, uint32_t lane) {
+  report_tasks_t *r = ud;
+  (void)lane;
+  return PUSH(r->idle, t0) || PUSH(r->idle, t1) ? -ENOMEM : 0;
 }
 
-/* Index of task id, created as preexisting if unknown; NONE for -1 or out of memory. */
-static uint32_t task_of(report_tasks_t *r, int64_t id, uint64_t t, bool *created) {
-  if (created) *created = false;
-  if (id == CTS_TASK_NONE) return NONE;
-  uint64_t *v = cts_u64map_find(&r->by_id, (uint64_t)id + 2);
-  if (v) return (uint32_t)*v;
-  const task_t task = {.id = id,
-                       .start = r->first_ns,
-                       .end = 0,
-                       .last = t,
-                       .parent = NONE,
-                       .becomes = NONE,
-                       .first_child = NONE,
-                       .next_sibling = NONE,
-                       .last_child = NONE,
-                       .label = NONE,
-                       .row = NONE,
-                       .flags = F_PREEXISTING};
-  bool added;
-  if (PUSH(r->tasks, task) ||
-      !cts_u64map_insert(&r->by_id, (uint64_t)id + 2, r->tasks.n - 1, &added)) {
-    r->err = -ENOMEM;
-    return NONE;
-  }
-  if (created) *created = true;
-  return (uint32_t)(r->tasks.n - 1);
+static int on_link(void *ud, unsigned kind, uint32_t src, uint64_t t0, uint32_t dst, uint64_t t1) {
+  report_tasks_t *r = ud;
+  if (kind == CTS_LINK_CREATE) return 0; /* the tree shows creation */
+  return PUSH(r->arrows, ((arrow_t){t0, t1, src, dst, (uint8_t)kind}));
 }
 
-static void touch(report_tasks_t *r, uint32_t i, uint64_t t) {
-  if (i != NONE && r->tasks.v[i].last < t) r->tasks.v[i].last = t;
+static int on_label(void *ud, uint32_t task, uint64_t t, uint32_t str, bool failure) {
+  report_tasks_t *r = ud;
+  (void)failure;
+  return PUSH(r->labels, ((label_t){t, task, str}));
 }
 
-static int switch_to(report_tasks_t *r, int64_t id, uint64_t t) {
-  if (id == r->current) return 0;
-  int e = 0;
-  if (r->current == CTS_TASK_NONE) {
-    if (t > r->current_since) e = PUSH(r->idle, r->current_since) || PUSH(r->idle, t);
-  } else {
-    const uint32_t i = task_of(r, r->current, t, NULL);
-    if (i != NONE && t > r->current_since) e = PUSH(r->acts, ((act_t){r->current_since, t, i}));
-    touch(r, i, t);
-  }
-  r->current = id;
-  r->current_since = t;
-  return e ? -ENOMEM : 0;
-}
-
-static int add_arrow(report_tasks_t *r, uint8_t kind, uint32_t src, uint64_t t0, uint32_t dst,
-                     uint64_t t1) {
-  if (src == NONE || dst == NONE || src == dst) return 0;
-  touch(r, src, t0);
-  touch(r, dst, t1);
-  return PUSH(r->arrows, ((arrow_t){t0, t1, src, dst, kind}));
-}
-
-static int on_counter(report_tasks_t *r, const cts_mprof_event_t *ev, bool relative) {
-  const uint32_t name = intern(r, ev->str ? ev->str : "", ev->str ? ev->str_len : 0);
-  if (name == NONE) return -ENOMEM;
-  counter_t *c = NULL;
-  for (size_t i = 0; i < r->counters.n; i++)
-    if (r->counters.v[i].name == name) c = &r->counters.v[i];
-  if (!c) {
-    if (r->counters.n >= 256) return 0; /* more counters than anyone can read */
+static int on_counter(void *ud, uint32_t counter, uint64_t t, int64_t value) {
+  report_tasks_t *r = ud;
+  while (r->counters.n <= counter) {
+    const uint32_t name = r->model.counters[r->counters.n].name;
     if (PUSH(r->counters, ((counter_t){.name = name}))) return -ENOMEM;
-    c = &r->counters.v[r->counters.n - 1];
   }
-  c->value = relative ? c->value + ev->value : ev->value;
+  counter_t *c = &r->counters.v[counter];
+  c->value = value;
   if (grow((void **)&c->s, &c->cap, c->n, sizeof *c->s)) return -ENOMEM;
-  c->s[c->n++] = (sample_t){ev->time_ns, c->value};
+  c->s[c->n++] = (sample_t){t, value};
   return 0;
+}
+
+static int on_gc(void *ud, uint64_t t0, uint64_t t1) {
+  report_tasks_t *r = ud;
+  return PUSH(r->gc, t0) || PUSH(r->gc, t1) ? -ENOMEM : 0;
 }
 
 static int on_event(void *ud, const cts_mprof_event_t *ev) {
   report_tasks_t *r = ud;
-  const uint64_t t = ev->time_ns;
-  if (!r->have_time) {
-    r->first_ns = r->last_ns = t;
-    r->current_since = t;
-    r->have_time = true;
-  }
-  if (t > r->last_ns) r->last_ns = t;
-  if (r->tasks.n >= r->opts.max_tasks && ev->id == CTS_MPROF_CREATES) return 0;
-  const uint32_t self = ev->id == CTS_MPROF_GC ? NONE : task_of(r, ev->thread, t, NULL);
-  if (r->err) return r->err;
-  touch(r, self, t);
-  const int64_t other_id = (int64_t)ev->arg;
-  int e = 0;
-  switch (ev->id) {
-    case CTS_MPROF_CREATES: {
-      bool created;
-      const uint32_t c = task_of(r, other_id, t, &created);
-      if (c == NONE || !created) break; /* -1, or a duplicate creates: keep the first */
-      task_t *child = &r->tasks.v[c];
-      child->flags &= (uint8_t)~F_PREEXISTING;
-      child->start = t;
-      child->type = ev->thread_type;
-      child->parent = self;
-      break;
-    }
-    case CTS_MPROF_READ:
-    case CTS_MPROF_READ_LATER: {
-      const uint32_t src = task_of(r, other_id, t, NULL);
-      if (src != NONE) {
-        const task_t *s = &r->tasks.v[src];
-        const uint64_t t0 = s->end && s->end <= t ? s->end : t;
-        e = add_arrow(r, (s->flags & F_FAILED) ? A_FAILED_READ : A_READ, src, t0, self, t);
-      }
-      if (!e && ev->id == CTS_MPROF_READ) e = switch_to(r, ev->thread, t);
-      break;
-    }
-    case CTS_MPROF_TRY_READ:
-      e = add_arrow(r, A_TRY_READ, self, t, task_of(r, other_id, t, NULL), t);
-      break;
-    case CTS_MPROF_FULFILLS:
-    case CTS_MPROF_FAILS: {
-      const uint32_t v = task_of(r, other_id, t, NULL);
-      if (v == NONE) break;
-      task_t *victim = &r->tasks.v[v];
-      if (!victim->end) victim->end = t;
-      victim->flags |= F_RESOLVED;
-      if (ev->id == CTS_MPROF_FAILS) {
-        victim->flags |= F_FAILED;
-        const uint32_t s = intern(r, ev->str ? ev->str : "", ev->str ? ev->str_len : 0);
-        if (s == NONE || PUSH(r->labels, ((label_t){t, v, s}))) return -ENOMEM;
-      }
-      e = add_arrow(r, A_RESOLVE, self, t, v, t);
-      break;
-    }
-    case CTS_MPROF_BECOMES: {
-      const uint32_t to = task_of(r, other_id, t, NULL);
-      if (self == NONE || to == NONE || to == self) break;
-      task_t *from = &r->tasks.v[self];
-      if (!from->end) from->end = t;
-      from->flags |= F_BECAME;
-      from->becomes = to;
-      touch(r, to, t);
-      if (r->current == ev->thread) e = switch_to(r, other_id, t);
-      break;
-    }
-    case CTS_MPROF_LABEL: {
-      if (self == NONE) break;
-      if (ev->str_len == 16 && memcmp(ev->str, "__should_resolve", 16) == 0) {
-        r->tasks.v[self].flags |= F_SHOULD;
-        break;
-      }
-      const uint32_t s = intern(r, ev->str ? ev->str : "", ev->str ? ev->str_len : 0);
-      if (s == NONE || PUSH(r->labels, ((label_t){t, self, s}))) return -ENOMEM;
-      if (r->tasks.v[self].label == NONE) r->tasks.v[self].label = s;
-      break;
-    }
-    case CTS_MPROF_INCREASE:
-      e = on_counter(r, ev, true);
-      break;
-    case CTS_MPROF_COUNTER:
-      e = on_counter(r, ev, false);
-      break;
-    case CTS_MPROF_SWITCH:
-      e = switch_to(r, ev->thread, t);
-      break;
-    case CTS_MPROF_GC:
-      e = PUSH(r->gc, ev->arg < t ? t - ev->arg : 0) || PUSH(r->gc, t) ? -ENOMEM : 0;
-      break;
-    case CTS_MPROF_SIGNAL:
-    case CTS_MPROF_SIGNAL_NOSWITCH:
-      e = add_arrow(r, A_SIGNAL, task_of(r, other_id, t, NULL), t, self, t);
-      if (!e && ev->id == CTS_MPROF_SIGNAL) e = switch_to(r, ev->thread, t);
-      break;
-    default:
-      break;
-  }
-  return e ? e : r->err;
+  return cts_tasks_event(&r->model, ev);
 }
 
 static void on_warning(void *ud, int code, uint64_t offset, const char *message) {
@@ -325,24 +157,43 @@ static void on_warning(void *ud, int code, uint64_t offset, const char *message)
     cli_warn("%s: at offset %llu: %s", r->opts.path, (unsigned long long)offset, message);
 }
 
-/* Ends, should_resolve and the tree: everything that needs the whole trace. */
-static void settle(report_tasks_t *r) {
-  switch_to(r, CTS_TASK_NONE, r->last_ns);
+/* The model's tasks, ends and should_resolve settled, copied into the rows' tasks; then the
+ * tree. The model's strings are taken over; the rest of it is freed. */
+static int settle(report_tasks_t *r) {
+  cts_tasks_finish(&r->model);
+  const cts_tasks_t *m = &r->model;
+  r->first_ns = m->first_ns;
+  r->last_ns = m->last_ns;
+  r->strings.v = m->strings;
+  r->strings.n = m->nstrings;
+  r->strings.cap = m->cap_strings;
+  r->model.strings = NULL;
+  r->model.nstrings = r->model.cap_strings = 0;
+  /* The model's indexes are no longer needed: free them before the copy (peak memory). */
+  cts_u64map_fini(&r->model.by_id);
+  cts_u64map_fini(&r->model.by_str);
+  r->tasks.v = malloc((m->ntasks + 1) * sizeof *r->tasks.v);
+  if (!r->tasks.v) return -ENOMEM;
+  r->tasks.n = r->tasks.cap = m->ntasks;
+  for (size_t i = 0; i < m->ntasks; i++) {
+    const cts_task_t *k = &m->tasks[i];
+    r->tasks.v[i] = (task_t){.id = k->id,
+                             .start = k->start,
+                             .end = k->end,
+                             .last = k->last,
+                             .parent = k->parent,
+                             .becomes = k->becomes,
+                             .first_child = NONE,
+                             .next_sibling = NONE,
+                             .last_child = NONE,
+                             .label = k->label,
+                             .row = NONE,
+                             .type = k->type,
+                             .flags = k->flags};
+  }
+  cts_tasks_fini(&r->model);
   task_t *v = r->tasks.v;
   const size_t n = r->tasks.n;
-  for (size_t i = 0; i < n; i++) {
-    if (!v[i].end) v[i].end = v[i].last + 1000; /* never resolved: "we stopped seeing it" */
-    if (v[i].end < v[i].start) v[i].end = v[i].start;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (!(v[i].flags & F_SHOULD)) continue;
-    uint32_t k = (uint32_t)i;
-    for (unsigned steps = 0; v[k].becomes != NONE && steps < 1000; steps++) k = v[k].becomes;
-    if (!(v[k].flags & F_RESOLVED)) {
-      v[k].flags |= F_FAILED | F_NEVER_RESOLVED;
-      if (v[k].end < r->last_ns) v[k].end = r->last_ns;
-    }
-  }
   /* Children lists in creation order (tasks are stored in the order they appeared). */
   for (size_t i = 0; i < n; i++) {
     const uint32_t p = v[i].parent;
@@ -353,6 +204,7 @@ static void settle(report_tasks_t *r) {
       v[v[p].last_child].next_sibling = (uint32_t)i;
     v[p].last_child = (uint32_t)i;
   }
+  return 0;
 }
 
 /* Greedy rows (§B.6, simplified): depth-first from the roots, each task on the first row at
@@ -414,9 +266,20 @@ int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts) {
   }
   r->opts = *opts;
   if (!r->opts.max_tasks) r->opts.max_tasks = 1u << 21;
-  r->current = CTS_TASK_NONE;
-  cts_u64map_init(&r->by_id);
-  cts_u64map_init(&r->by_str);
+  const cts_tasks_config_t cfg = {.lanes = false,
+                                  .max_tasks = r->opts.max_tasks,
+                                  .hooks = {.user_data = r,
+                                            .on_run = on_run,
+                                            .on_idle = on_idle,
+                                            .on_link = on_link,
+                                            .on_label = on_label,
+                                            .on_counter = on_counter,
+                                            .on_gc = on_gc}};
+  if (cts_tasks_init(&r->model, &cfg)) {
+    cli_error("out of memory");
+    report_tasks_free(r);
+    return CLI_EXIT_INTERNAL;
+  }
   const cts_mprof_handler_t h = {.user_data = r, .on_event = on_event, .on_warning = on_warning};
   char msg[512];
   bool input_error = false;
@@ -429,7 +292,7 @@ int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts) {
       report_tasks_free(r);
       return CLI_EXIT_IO;
     }
-    if (err == -ENOMEM || err == CTS_E_NOMEM || r->err) {
+    if (err == -ENOMEM || err == CTS_E_NOMEM || r->model.err) {
       cli_error("%s: out of memory", opts->path);
       report_tasks_free(r);
       return CLI_EXIT_INTERNAL;
@@ -438,8 +301,7 @@ int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts) {
               cts_err_name(err));
     code = CLI_EXIT_DATA;
   }
-  settle(r);
-  if (layout(r)) {
+  if (settle(r) || layout(r)) {
     cli_error("%s: out of memory", opts->path);
     report_tasks_free(r);
     return CLI_EXIT_INTERNAL;
@@ -465,8 +327,7 @@ void report_tasks_free(report_tasks_t *r) {
   free(r->labels.v);
   free(r->idle.v);
   free(r->gc.v);
-  cts_u64map_fini(&r->by_id);
-  cts_u64map_fini(&r->by_str);
+  cts_tasks_fini(&r->model);
   free(r);
 }
 
@@ -573,7 +434,7 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
   cts_out_str(o, ",\n");
   report_strs_write(o, "strings", (const char *const *)r->strings.v, r->strings.n);
   /* Labels by task position then time (the viewer packs them per task). */
-  qsort(r->labels.v, r->labels.n, sizeof *r->labels.v, label_by_task_t);
+  if (r->labels.n) qsort(r->labels.v, r->labels.n, sizeof *r->labels.v, label_by_task_t);
   const label_t *lab = r->labels.v;
   cts_out_printf(o, ",\n\"labels\":{\"n\":%zu", r->labels.n);
   COL("task", true, r->labels.n, v[lab[i].task].order);
@@ -581,7 +442,7 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
   COL("s", false, r->labels.n, lab[i].str);
   cts_out_char(o, '}');
   /* Arrows by their earlier end. */
-  qsort(r->arrows.v, r->arrows.n, sizeof *r->arrows.v, arrow_by_tmin);
+  if (r->arrows.n) qsort(r->arrows.v, r->arrows.n, sizeof *r->arrows.v, arrow_by_tmin);
   const size_t all_arrows = r->arrows.n;
   thin(r->arrows.v, &r->arrows.n, sizeof *r->arrows.v, MAX_ARROWS);
   const size_t na = r->arrows.n;
@@ -594,7 +455,7 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
   COL("dt", false, na, (int64_t)ar[i].t1 - (int64_t)ar[i].t0);
   cts_out_char(o, '}');
   /* Activations grouped by row, by start time inside a row. */
-  qsort(r->acts.v, r->acts.n, sizeof *r->acts.v, act_by_row_t0);
+  if (r->acts.n) qsort(r->acts.v, r->acts.n, sizeof *r->acts.v, act_by_row_t0);
   const size_t all_acts = r->acts.n;
   thin(r->acts.v, &r->acts.n, sizeof *r->acts.v, MAX_ACTS);
   cts_out_printf(o, ",\n\"arrows_total\":%zu,\"acts_total\":%zu", all_arrows, all_acts);

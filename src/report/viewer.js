@@ -43,8 +43,10 @@
     return ns.toFixed(0) + ' ns';
   }
   // Compact columns written by report_col_write()/report_strs_write() (report.h):
-  // {n, z: base64(deflate(zigzag LEB128 varints)), d: 1 when delta-encoded} becomes a
-  // Float64Array, {n, zs: base64(deflate(NUL-separated UTF-8))} an array of strings.
+  // {t: type, n, z: base64(deflate(little-endian values)), d: 1 when delta-encoded, b: first
+  // value} becomes a typed array of that type (the inflated bytes as they are) or,
+  // delta-encoded, a Float64Array of b plus the sums; {n, zs: base64(deflate(NUL-separated UTF-8))} an array of strings.
+  const TYPED = { u8: Uint8Array, i8: Int8Array, u16: Uint16Array, i16: Int16Array, u32: Uint32Array, i32: Int32Array, f64: Float64Array };
   function isPacked(v) {
     return v !== null && typeof v === 'object' && !Array.isArray(v) && !ArrayBuffer.isView(v) &&
       typeof v.n === 'number' && (typeof v.z === 'string' || typeof v.zs === 'string');
@@ -59,31 +61,20 @@
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
-  function varints(b, n, delta) {
-    const out = new Float64Array(n), len = b.length;
-    let p = 0, prev = 0;
-    for (let i = 0; i < n; i++) {
-      // Up to 4 bytes (28 bits) in int32 arithmetic, the rare longer ones in doubles.
-      let c = b[p++], z = c & 0x7f, v;
-      for (let sh = 7; c >= 0x80 && sh < 28; sh += 7) { c = b[p++]; z |= (c & 0x7f) << sh; }
-      if (c < 0x80) v = (z >>> 1) ^ -(z & 1);
-      else {
-        let f = z;
-        for (let mul = 268435456; c >= 0x80 && p < len; mul *= 128) { c = b[p++]; f += (c & 0x7f) * mul; }
-        v = f % 2 === 0 ? f / 2 : -(f + 1) / 2;
-      }
-      prev = delta ? prev + v : v;
-      out[i] = prev;
-    }
-    if (p > len) throw new Error('a data column is shorter than its count');
-    return out;
-  }
   async function decodePacked(v) {
     const bytes = await inflate(base64Bytes(v.z !== undefined ? v.z : v.zs));
     if (v.zs !== undefined) return new TextDecoder().decode(bytes).split('\0').slice(0, v.n);
-    return varints(bytes, v.n, v.d === 1);
+    const T = TYPED[v.t];
+    if (!T || bytes.length !== v.n * T.BYTES_PER_ELEMENT) throw new Error('a data column has the wrong type or length');
+    const a = new T(bytes.buffer, 0, v.n); // a fresh buffer: aligned
+    if (v.d !== 1) return a;
+    const out = new Float64Array(v.n);
+    let acc = typeof v.b === 'number' ? v.b : 0;
+    for (let i = 0; i < v.n; i++) { acc += a[i]; out[i] = acc; }
+    return out;
   }
-  // Replaces every packed column of the document (nested at most 4 deep) in place.
+  // Replaces every packed column of the document (nested at most 4 deep) in place, except
+  // inside objects marked lazy (decoded later by their view: decodeColumns(thatObject)).
   async function decodeColumns(doc) {
     const jobs = [];
     (function walk(o, depth) {
@@ -91,7 +82,7 @@
       for (const k of Object.keys(o)) {
         const v = o[k];
         if (isPacked(v)) jobs.push(decodePacked(v).then((d) => { o[k] = d; }));
-        else if (v !== null && typeof v === 'object' && (!Array.isArray(v) || (v.length && typeof v[0] === 'object'))) walk(v, depth + 1);
+        else if (v !== null && typeof v === 'object' && v.lazy !== 1 && (!Array.isArray(v) || (v.length && typeof v[0] === 'object'))) walk(v, depth + 1);
       }
     })(doc, 0);
     await Promise.all(jobs);
@@ -198,13 +189,22 @@
     for (let i = 0; i < m.heap.length; i++) { prev = m.heap[i] >= 0 ? m.heap[i] : prev; heap[i] = prev; }
     const endUs = Math.max(m.end_us, 1);
 
-    // Records and the tree.
-    const R = m.records, nrec = R.node.length, nnodes = m.parent.length;
+    // Records and the tree. The records (what the filters work on) are decoded after the
+    // first frame (they are "lazy" in the document); until then, and whenever no filter is
+    // set, the view comes from the per-node figures the report precomputed (m.self,
+    // m.heap_delta).
+    const R = m.records, nnodes = m.parent.length;
     const parent = m.parent, frame = m.frame, frames = m.frames;
     const wordBytes = m.word_size / 8 || 8;
     const recW = m.rec_us;
-    const children = new Array(nnodes);
-    for (let i = 1; i < nnodes; i++) (children[parent[i]] || (children[parent[i]] = [])).push(i);
+    // Children lists as one array (kids[kidStart[n] .. kidStart[n + 1]) are n's).
+    const kidStart = new Int32Array(nnodes + 1), kids = new Int32Array(Math.max(0, nnodes - 1));
+    for (let i = 1; i < nnodes; i++) kidStart[parent[i] + 1]++;
+    for (let i = 0; i < nnodes; i++) kidStart[i + 1] += kidStart[i];
+    {
+      const at = kidStart.slice(0, nnodes);
+      for (let i = 1; i < nnodes; i++) kids[at[parent[i]]++] = i;
+    }
     function frameName(node) { return node === 0 ? 'all' : frames[frame[node] - 1] || '?'; }
 
     const self = new Float64Array(nnodes), total = new Float64Array(nnodes);
@@ -217,6 +217,17 @@
       for (let i = 1; i < nnodes; i++) flags[i] = flags[parent[i]] || frameName(i).toLowerCase().includes(s) ? 1 : 0;
       return flags;
     }
+    let recordsReady = false, recordsLoading = null;
+    function loadRecords() {
+      if (!recordsLoading) {
+        recordsLoading = decodeColumns(R).then(() => {
+          recordsReady = state.recordsReady = true;
+          if (state.wantRecords) compute();
+        }, (e) => { $('filter-status').textContent = 'Cannot read the allocation records: ' + e.message; throw e; });
+      }
+      return recordsLoading;
+    }
+    state.loadRecords = loadRecords;
     function compute() {
       const mode = $('f-mode').value;
       let a = -Infinity, b = Infinity;
@@ -226,31 +237,46 @@
       const lmin = numOr('f-lmin', 0) * 1000, lmax = numOr('f-lmax', Infinity) * 1000;
       const src = [$('f-minor').checked, $('f-major').checked, $('f-ext').checked];
       const inside = matcher($('f-inside').value), outside = matcher($('f-outside').value);
+      const unfiltered = mode === 'all' && smin <= 0 && smax === Infinity && lmin <= 0 && lmax === Infinity && src[0] && src[1] && src[2] && !inside && !outside;
       self.fill(0); total.fill(0); filtHeap.fill(0);
       let samples = 0, blocks = 0;
-      for (let i = 0; i < nrec; i++) {
-        const ta = R.ta[i], tf = R.tf[i];
-        const a0 = ta * recW, a1 = a0 + recW;
-        const f0 = tf < 0 ? Infinity : tf * recW, f1 = tf < 0 ? Infinity : f0 + recW;
-        switch (mode) {
-          case 'alloc': if (!(a0 <= b && a1 > a)) continue; break;
-          case 'live': case 'peak': if (!(a0 <= b && f1 > a)) continue; break;
-          case 'collect': if (!(tf >= 0 && f0 <= b && f1 > a)) continue; break;
-          case 'never': if (tf >= 0) continue; break;
+      state.wantRecords = false;
+      if (unfiltered) {
+        self.set(m.self);
+        for (let i = 0; i < filtHeap.length && i < m.heap_delta.length; i++) filtHeap[i] = m.heap_delta[i];
+        samples = m.samples; blocks = m.rec_blocks;
+      } else if (!recordsReady) {
+        state.wantRecords = true;
+        loadRecords();
+        $('filter-status').textContent = 'Reading the allocation records for the filters…';
+        return;
+      } else {
+        const nrec = R.n, rTa = R.ta, rTf = R.tf, rSize = R.size, rSrc = R.src, rNode = R.node, rSamples = R.samples, rBlocks = R.blocks, sizeLow = R.size_low;
+        for (let i = 0; i < nrec; i++) {
+          const ta = rTa[i], tf = rTf[i];
+          const a0 = ta * recW, a1 = a0 + recW;
+          const f0 = tf < 0 ? Infinity : tf * recW, f1 = tf < 0 ? Infinity : f0 + recW;
+          switch (mode) {
+            case 'alloc': if (!(a0 <= b && a1 > a)) continue; break;
+            case 'live': case 'peak': if (!(a0 <= b && f1 > a)) continue; break;
+            case 'collect': if (!(tf >= 0 && f0 <= b && f1 > a)) continue; break;
+            case 'never': if (tf >= 0) continue; break;
+          }
+          const size = sizeLow[rSize[i]] * wordBytes;
+          if (size < smin || size > smax) continue;
+          const life = tf < 0 ? endUs - a0 : (tf - ta) * recW;
+          if (life < lmin || life > lmax) continue;
+          if (!src[rSrc[i]]) continue;
+          const node = rNode[i];
+          if (inside && !inside[node]) continue;
+          if (outside && outside[node]) continue;
+          const sm = rSamples[i];
+          self[node] += sm;
+          samples += sm;
+          blocks += rBlocks[i];
+          filtHeap[ta] += sm;
+          if (tf >= 0) filtHeap[tf] -= sm;
         }
-        const size = R.size[i] * wordBytes;
-        if (size < smin || size > smax) continue;
-        const life = tf < 0 ? endUs - a0 : (tf - ta) * recW;
-        if (life < lmin || life > lmax) continue;
-        if (!src[R.src[i]]) continue;
-        const node = R.node[i];
-        if (inside && !inside[node]) continue;
-        if (outside && outside[node]) continue;
-        self[node] += R.samples[i];
-        samples += R.samples[i];
-        blocks += R.blocks[i];
-        filtHeap[ta] += R.samples[i];
-        if (tf >= 0) filtHeap[tf] -= R.samples[i];
       }
       for (let i = 1; i < filtHeap.length; i++) filtHeap[i] += filtHeap[i - 1];
       for (let i = 0; i < nnodes; i++) total[i] = self[i];
@@ -261,28 +287,33 @@
       buildTree();
       drawHeap(); drawFlame();
     }
-    // The displayed tree: callees (the call tree) or callers (inverted at allocation sites).
+    // The displayed tree: callees (the call tree itself, children sorted by weight when first
+    // drawn) or callers (inverted at allocation sites, built here). Nodes are numbers;
+    // tree.name(n), tree.w(n), tree.parent(n), tree.kids(n) (null when none).
     let tree = null;
     const MAX_CALLER_DEPTH = 256;
     function buildTree() {
       const callers = $('f-orient').value === 'callers';
-      const t = { name: [], w: [], kids: [], parent: [] };
-      function add(name, par) { t.name.push(name); t.w.push(0); t.kids.push(null); t.parent.push(par); return t.name.length - 1; }
-      add('all', -1);
       if (!callers) {
-        // Map the call tree, keeping only nodes with weight.
-        const stack = [[0, 0]];
-        t.w[0] = total[0];
-        while (stack.length) {
-          const [n, tn] = stack.pop();
-          const ks = children[n];
-          if (!ks) continue;
-          const list = [];
-          for (const k of ks) if (total[k] > 0) { const tk = add(frameName(k), tn); t.w[tk] = total[k]; list.push(tk); stack.push([k, tk]); }
-          list.sort((x, y) => t.w[y] - t.w[x]);
-          t.kids[tn] = list;
-        }
+        const sorted = new Map();
+        tree = {
+          name: frameName, w: (n) => total[n], parent: (n) => (n === 0 ? -1 : parent[n]),
+          kids(n) {
+            let l = sorted.get(n);
+            if (l === undefined) {
+              l = [];
+              for (let k = kidStart[n]; k < kidStart[n + 1]; k++) if (total[kids[k]] > 0) l.push(kids[k]);
+              l.sort((x, y) => total[y] - total[x]);
+              if (!l.length) l = null;
+              sorted.set(n, l);
+            }
+            return l;
+          },
+        };
       } else {
+        const t = { name: [], w: [], kids: [], parent: [] };
+        const add = (name, par) => { t.name.push(name); t.w.push(0); t.kids.push(null); t.parent.push(par); return t.name.length - 1; };
+        add('all', -1);
         const maps = [new Map()];
         for (let n = 1; n < nnodes; n++) {
           const s = self[n];
@@ -298,8 +329,8 @@
           }
         }
         for (let i = 0; i < maps.length; i++) if (maps[i].size) t.kids[i] = Array.from(maps[i].values()).sort((x, y) => t.w[y] - t.w[x]);
+        tree = { name: (n) => t.name[n], w: (n) => t.w[n], parent: (n) => t.parent[n], kids: (n) => t.kids[n] };
       }
-      tree = t;
       state.focus = 0;
       state.scroll = 0;
     }
@@ -387,7 +418,7 @@
       const { g, w, h } = setupCanvas(flameC);
       g.clearRect(0, 0, w, h);
       rects = [];
-      if (!tree || !tree.w[0]) {
+      if (!tree || !tree.w(0)) {
         g.fillStyle = '#5d6773'; g.font = '13px sans-serif'; g.fillText('No allocation matches the filters.', 10, 20);
         state.drawn.flame = { rects: 0, total: 0 };
         return;
@@ -395,7 +426,7 @@
       const callers = $('f-orient').value === 'callers';
       // Ancestors of the focus take the full width.
       const chain = [];
-      for (let n = state.focus; n >= 0; n = tree.parent[n]) chain.unshift(n);
+      for (let n = state.focus; n >= 0; n = tree.parent(n)) chain.unshift(n);
       const levels = Math.floor(h / ROW);
       const yOf = (depth) => (callers ? (depth - state.scroll) * ROW : h - (depth - state.scroll + 1) * ROW);
       g.font = '11px sans-serif'; g.textBaseline = 'middle';
@@ -404,12 +435,12 @@
         const d = depth - state.scroll;
         if (d < 0 || d >= levels) return;
         const y = yOf(depth);
-        g.fillStyle = chain.includes(n) && n !== state.focus ? '#d9d2c5' : color(tree.name[n]);
+        g.fillStyle = chain.includes(n) && n !== state.focus ? '#d9d2c5' : color(tree.name(n));
         g.fillRect(x0, y, Math.max(wd - 0.5, 0.5), ROW - 1);
         if (wd > 30) {
           g.fillStyle = '#1a202c';
           g.save(); g.beginPath(); g.rect(x0, y, wd - 2, ROW); g.clip();
-          g.fillText(tree.name[n], x0 + 3, y + ROW / 2);
+          g.fillText(tree.name(n), x0 + 3, y + ROW / 2);
           g.restore();
         }
         rects.push([x0, y, wd, n]);
@@ -417,23 +448,23 @@
       }
       for (let i = 0; i < chain.length; i++) box(chain[i], i, 0, w);
       // Descendants of the focus, proportional; explicit stack (stacks can be 10 000 deep).
-      const scale = w / tree.w[state.focus];
+      const scale = w / tree.w(state.focus);
       const stack = [[state.focus, chain.length - 1, 0]];
       while (stack.length) {
         const [n, depth, x0] = stack.pop();
         if (depth - state.scroll >= levels) continue;
-        const ks = tree.kids[n];
+        const ks = tree.kids(n);
         if (!ks) continue;
         let x = x0;
         for (const k of ks) {
-          const wd = tree.w[k] * scale;
+          const wd = tree.w(k) * scale;
           if (wd < 0.5) break; // sorted by weight: the rest are smaller
           box(k, depth + 1, x, wd);
           stack.push([k, depth + 1, x]);
           x += wd;
         }
       }
-      state.drawn.flame = { rects: count, total: tree.w[0], focus: tree.name[state.focus] };
+      state.drawn.flame = { rects: count, total: tree.w(0), focus: tree.name(state.focus) };
       flameC.dataset.rects = count;
     }
     function flameHit(ev) {
@@ -447,14 +478,14 @@
     on(flameC, 'click', (ev) => {
       const n = flameHit(ev);
       if (n < 0) return;
-      state.focus = n === state.focus ? Math.max(0, tree.parent[n]) : n;
+      state.focus = n === state.focus ? Math.max(0, tree.parent(n)) : n;
       drawFlame();
     });
     on(flameC, 'mousemove', (ev) => {
       const n = flameHit(ev);
       if (n < 0) { hideTip(); return; }
-      const wgt = tree.w[n];
-      showTip(ev, tree.name[n] + '\n' + humanBytes(wgt * bps) + ' (' + grouped(wgt) + ' samples, ' + (100 * wgt / tree.w[0]).toFixed(1) + ' % of the selection)');
+      const wgt = tree.w(n);
+      showTip(ev, tree.name(n) + '\n' + humanBytes(wgt * bps) + ' (' + grouped(wgt) + ' samples, ' + (100 * wgt / tree.w(0)).toFixed(1) + ' % of the selection)');
     });
     on(flameC, 'mouseleave', hideTip);
     on(flameC, 'wheel', (ev) => {
@@ -525,15 +556,87 @@
   const ARROW_BUDGET = 6000; // arrows considered per frame; above it, a regular sample
 
   // Painters: the timeline is drawn into batches, flushed to a canvas or to SVG elements.
+  let stripCanvas = null, layerCanvas = null, layerImg = null, layer32 = null;
+  const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+  // rgb(r,g,b) as one opaque pixel of a Uint32Array over RGBA bytes.
+  function pixelOf(css, alpha) {
+    const m = /(\d+),\s*(\d+),\s*(\d+)/.exec(css), r = +m[1], gr = +m[2], b = +m[3], a = alpha === undefined ? 255 : alpha;
+    return (LITTLE ? (a << 24) | (b << 16) | (gr << 8) | r : (r << 24) | (gr << 16) | (b << 8) | a) >>> 0;
+  }
   function canvasPainter(g) {
     return {
+      // Opaque rectangles written as pixels by the script, for geometry a software canvas is
+      // slow to rasterize (thousands of thin rectangles of varying height at fractional
+      // positions, each anti-aliased): the layer is one ImageData over the canvas's rows
+      // [top, bottom) (CSS px), edges rounded to device pixels, composited in one drawImage
+      // by done(). fill(x, y, w, h, pixel, under) clips to the layer; with `under` it only
+      // writes pixels the layer does not hold yet (drawn under what is there).
+      layer(top, bottom) {
+        const dpr = g.getTransform().a || 1, W = g.canvas.width;
+        const Y0 = Math.max(0, Math.floor(top * dpr)), H = Math.min(g.canvas.height, Math.ceil(bottom * dpr)) - Y0;
+        if (W <= 0 || H <= 0) return null;
+        if (!layerImg || layerImg.width !== W || layerImg.height !== H) {
+          layerImg = new ImageData(W, H); layer32 = new Uint32Array(layerImg.data.buffer);
+          layerCanvas = document.createElement('canvas'); layerCanvas.width = W; layerCanvas.height = H;
+        }
+        const px = layer32;
+        let minY = H, maxY = -1;
+        return {
+          fill(x, y, w, h, c, under) {
+            const xa = Math.max(0, Math.round(x * dpr)), xb = Math.min(W, Math.round((x + w) * dpr));
+            const ya = Math.max(0, Math.round(y * dpr) - Y0), yb = Math.min(H, Math.round((y + h) * dpr) - Y0);
+            if (xa >= xb || ya >= yb) return;
+            if (ya < minY) minY = ya;
+            if (yb - 1 > maxY) maxY = yb - 1;
+            if (under) { for (let r = ya; r < yb; r++) for (let p = r * W + xa, e = r * W + xb; p < e; p++) if (!px[p]) px[p] = c; return; }
+            if (xb - xa > 8) { for (let r = ya; r < yb; r++) px.fill(c, r * W + xa, r * W + xb); return; }
+            for (let xx = xa; xx < xb; xx++) for (let p = ya * W + xx, e = yb * W; p < e; p += W) px[p] = c;
+          },
+          done() {
+            if (maxY < minY) return;
+            const lg = layerCanvas.getContext('2d');
+            lg.putImageData(layerImg, 0, 0, 0, minY, W, maxY - minY + 1);
+            px.fill(0, minY * W, (maxY + 1) * W); // clean for the next frame
+            g.save(); g.setTransform(1, 0, 0, 1, 0, 0);
+            g.drawImage(layerCanvas, 0, minY, W, maxY - minY + 1, 0, Y0 + minY, W, maxY - minY + 1);
+            g.restore();
+          },
+        };
+      },
       rect(color, x, y, w, h) { g.fillStyle = color; g.fillRect(x, y, w, h); },
-      rects(color, r) { // x, y, w, h quadruples in one fill
+      strip(rgb, y, h) { // one colour per pixel column (r, g, b bytes), from y down h pixels
+        const n = rgb.length / 3;
+        if (!stripCanvas || stripCanvas.width !== n) { stripCanvas = document.createElement('canvas'); stripCanvas.width = n; stripCanvas.height = 1; }
+        const sg = stripCanvas.getContext('2d'), img = sg.createImageData(n, 1);
+        for (let x = 0; x < n; x++) { img.data[4 * x] = rgb[3 * x]; img.data[4 * x + 1] = rgb[3 * x + 1]; img.data[4 * x + 2] = rgb[3 * x + 2]; img.data[4 * x + 3] = 255; }
+        sg.putImageData(img, 0, 0);
+        g.imageSmoothingEnabled = false;
+        g.drawImage(stripCanvas, 0, 0, n, 1, 0, y, n, h);
+      },
+      rects(color, r) { // x, y, w, h quadruples
         if (!r.length) return;
+        // What is cheap to rasterize on a software canvas: a small thin rectangle (at most
+        // 3 px across, 40 long) as that many 1-px lines in one path (hairlines have their own
+        // fast rasterizer), any other by fillRect. A path of thousands of rectangles goes
+        // through anti-aliased path filling, 10-100x slower; thousands of fillRect calls cost
+        // about 1 µs each.
+        const hair = (w, h) => (w <= 3 && h <= 40) || (h <= 3 && w <= 40);
+        let thin = 0;
         g.fillStyle = color;
+        for (let i = 0; i < r.length; i += 4) {
+          if (!hair(r[i + 2], r[i + 3])) g.fillRect(r[i], r[i + 1], r[i + 2], r[i + 3]);
+          else thin++;
+        }
+        if (!thin) return;
+        g.strokeStyle = color; g.lineWidth = 1;
         g.beginPath();
-        for (let i = 0; i < r.length; i += 4) g.rect(r[i], r[i + 1], r[i + 2], r[i + 3]);
-        g.fill();
+        for (let i = 0; i < r.length; i += 4) {
+          const x = r[i], y = r[i + 1], w = r[i + 2], h = r[i + 3];
+          if (!hair(w, h)) continue;
+          if (h <= w) for (let k = 0.5; k < h; k++) { g.moveTo(x, y + k); g.lineTo(x + w, y + k); }
+          else for (let k = 0.5; k < w; k++) { g.moveTo(x + k, y); g.lineTo(x + k, y + h); }
+        }
+        g.stroke();
       },
       lines(color, width, segs, alpha) {
         if (!segs.length) return;
@@ -565,6 +668,15 @@
     let clipN = 0;
     return {
       rect(color, x, y, w, h) { add('rect', { x: x, y: y, width: w, height: h, fill: color }); },
+      strip(rgb, y, h) { // runs of one colour as rectangles
+        for (let x = 0; x < rgb.length / 3;) {
+          let e = x + 1;
+          while (e < rgb.length / 3 && rgb[3 * e] === rgb[3 * x] && rgb[3 * e + 1] === rgb[3 * x + 1] && rgb[3 * e + 2] === rgb[3 * x + 2]) e++;
+          if (rgb[3 * x] !== 230 || rgb[3 * x + 1] !== 230 || rgb[3 * x + 2] !== 230)
+            add('rect', { x: x, y: y, width: e - x, height: h, fill: 'rgb(' + rgb[3 * x] + ',' + rgb[3 * x + 1] + ',' + rgb[3 * x + 2] + ')' });
+          x = e;
+        }
+      },
       rects(color, r) {
         if (!r.length) return;
         let d = '';
@@ -625,11 +737,11 @@
     // Arrows sorted by their earlier end.
     const W = T.arrows, nw = W.kind.length;
     const arT0 = W.t0, arT1 = new Float64Array(nw), arMin = new Float64Array(nw);
-    for (let i = 0; i < nw; i++) { arT1[i] = arT0[i] + W.dt[i]; arMin[i] = Math.min(arT0[i], arT1[i]); }
-    const idle = T.idle, gc = T.gc;
-    const idleStart = new Float64Array(idle.length / 2), gcStart = new Float64Array(gc.length / 2);
-    for (let i = 0; i < idleStart.length; i++) idleStart[i] = idle[2 * i + 1]; // sorted by end
-    for (let i = 0; i < gcStart.length; i++) gcStart[i] = gc[2 * i + 1];
+    const arRowA = new Int32Array(nw), arRowB = new Int32Array(nw); // rows of their ends
+    for (let i = 0; i < nw; i++) {
+      arT1[i] = arT0[i] + W.dt[i]; arMin[i] = Math.min(arT0[i], arT1[i]);
+      arRowA[i] = taskRow[W.src[i]]; arRowB[i] = taskRow[W.dst[i]];
+    }
     const counters = T.counters.map((c) => {
       const grp = c.name.includes('#') ? c.name.slice(0, c.name.lastIndexOf('#')) : c.name === 'tcp-ackd-segs' ? 'tcp-to-ip' : c.name;
       return { name: c.name, group: grp, t: c.t, v: c.v };
@@ -674,53 +786,97 @@
     const X = (t) => { const x = (t - st.view.start) * st.view.scale; return x < -1e6 ? -1e6 : x > 1e6 ? 1e6 : x; };
     const rowY = (r) => RULER + 14 + r * ROWH - st.view.y;
 
-    // One frame into a painter. Returns counts of what was drawn.
+    // Bands (idle, GC): [start, end] pairs sorted by end, with prefix sums of their lengths,
+    // so the share of any time range they cover is two binary searches (bandsDensity).
+    function bandIndex(pairs) {
+      const n = pairs.length / 2, S = new Float64Array(n), E = new Float64Array(n), C = new Float64Array(n + 1);
+      for (let i = 0; i < n; i++) {
+        S[i] = pairs[2 * i]; E[i] = Math.max(pairs[2 * i], pairs[2 * i + 1]);
+        C[i + 1] = C[i] + (E[i] - S[i]);
+      }
+      return { n: n, S: S, E: E, C: C };
+    }
+    const idleIdx = bandIndex(T.idle), gcIdx = bandIndex(T.gc);
+    // Axis-aligned runs as x, y, w, h quadruples: a run that starts where the previous one
+    // (same y and height) ends is merged into it, so a dense row is a few rectangles.
+    function addRun(q, x0, x1, y, hgt) {
+      const n = q.length;
+      if (n && q[n - 3] === y && q[n - 1] === hgt && x0 <= q[n - 4] + q[n - 2] + 0.5) {
+        const e = Math.max(q[n - 4] + q[n - 2], x1);
+        q[n - 2] = e - q[n - 4];
+      } else q.push(x0, y, x1 - x0, hgt);
+    }
+
+    // One frame into a painter. Returns counts of what was drawn. Every part is bounded by
+    // the pixels it covers, not by the trace: tasks, activations, bands, counters and marks are
+    // aggregated per pixel column (binary searches over sorted arrays jump from one column to
+    // the next), arrows are capped; axis-aligned things are rectangles (the canvas fills them
+    // without path rasterization, which is what made dense frames slow to display).
     function paint(P, w, h) {
       const vs = st.view.start, ve = vs + w / st.view.scale;
-      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0, arrowStride: 1 };
+      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0, arrowStride: 1, bandCols: 0 };
       const pxNs = 1 / st.view.scale;
       P.rect('rgb(230,230,230)', 0, 0, w, h);
-      // Idle and GC bands (sorted by end: binary search the first one ending in view).
-      // Bands narrower than a pixel: one 1-px column for all of those in it, then a binary
-      // search to the next column, so the work is bounded by the width.
-      function bands(arr, ends, color, text) {
-        const boxes = [], texts = [];
-        let i = lowerBound(ends, vs, 0, ends.length);
-        while (i < ends.length) {
-          const a = arr[2 * i], b = arr[2 * i + 1];
-          if (a > ve) break;
-          const x0 = X(a), x1 = X(b);
-          if (x1 - x0 >= 1) {
-            boxes.push(x0, RULER, x1 - x0, h - RULER);
-            if (x1 - x0 > 40) texts.push((x0 + x1) / 2);
-            i++;
-          } else {
-            const col = Math.floor(x0);
-            boxes.push(col, RULER, 1, h - RULER);
-            const j = lowerBound(ends, vs + (col + 1) * pxNs, i + 1, ends.length);
-            i = j > i ? j : i + 1;
+      // Bands: per pixel column, the share of its time they cover, blended into the
+      // background; drawn as one image strip (one drawImage, whatever the zoom). A band wide
+      // enough for its name gets it.
+      const texts = [];
+      function bands(B, cov, text) {
+        const { n, S, E, C } = B;
+        if (!n) return;
+        const covered = (t) => { const k = lowerBound(E, t, 0, n); return C[k] + (k < n && S[k] < t ? t - S[k] : 0); };
+        let k0 = lowerBound(E, vs, 0, n);
+        if (k0 >= n) return;
+        let x = Math.max(0, Math.floor((S[k0] - vs) * st.view.scale)), lastText = -1;
+        let cA = covered(vs + x * pxNs);
+        while (x < w) {
+          const tb = vs + (x + 1) * pxNs, kb = lowerBound(E, tb, 0, n);
+          const cB = C[kb] + (kb < n && S[kb] < tb ? tb - S[kb] : 0);
+          const f = Math.min(1, Math.max(0, (cB - cA) / pxNs));
+          cov[x] = f;
+          if (f > 0) drawn.bandCols++;
+          if (kb < n && S[kb] < tb && kb !== lastText && (E[kb] - S[kb]) * st.view.scale > 40) {
+            lastText = kb;
+            texts.push(X((S[kb] + E[kb]) / 2), text);
+          }
+          x++;
+          cA = cB;
+          if (f === 0 && !(kb < n && S[kb] < tb)) { // nothing here: jump to the next band's column
+            if (kb >= n) break;
+            const nx = Math.floor((S[kb] - vs) * st.view.scale);
+            if (nx > x) { x = nx; cA = covered(vs + x * pxNs); }
           }
         }
-        P.rects(color, boxes);
-        for (const x of texts) P.text('rgb(255,255,255)', text, x, RULER + 14, 'center');
       }
-      bands(idle, idleStart, 'rgb(204,204,204)', 'sleeping');
-      bands(gc, gcStart, 'rgb(179,153,153)', 'GC');
+      const wCols = Math.ceil(w), idleCov = new Float32Array(wCols), gcCov = new Float32Array(wCols);
+      bands(idleIdx, idleCov, 'sleeping');
+      bands(gcIdx, gcCov, 'GC');
+      if (drawn.bandCols) {
+        const rgb = new Uint8ClampedArray(3 * wCols);
+        for (let x = 0; x < wCols; x++) {
+          const fi = idleCov[x], fg = gcCov[x];
+          rgb[3 * x] = 230 + (204 - 230) * fi + (179 - 230) * fg;
+          rgb[3 * x + 1] = 230 + (204 - 230) * fi + (153 - 230) * fg;
+          rgb[3 * x + 2] = 230 + (204 - 230) * fi + (153 - 230) * fg;
+        }
+        P.strip(rgb, RULER, h - RULER);
+      }
+      for (let q = 0; q < texts.length; q += 2) P.text('rgb(255,255,255)', texts[q + 1], texts[q], RULER + 14, 'center');
       // Grid and ruler with absolute times.
       const step = Math.pow(10, Math.ceil(Math.log10(90 / st.view.scale)));
       const grid = [];
       P.rect('rgb(248,248,248)', 0, 0, w, RULER);
       for (let t = Math.ceil(vs / step) * step, k = 0; t <= ve && k < 200; t += step, k++) {
         const x = X(t);
-        grid.push(x, RULER, x, h);
+        grid.push(Math.round(x), RULER, 1, h - RULER);
         P.text('rgb(60,60,60)', absTime(t, step), x + 3, 17, 'left');
       }
-      P.lines('rgb(190,190,190)', 1, grid);
-      P.lines('rgb(150,150,150)', 1, [0, RULER - 0.5, w, RULER - 0.5]);
+      P.rects('rgb(190,190,190)', grid);
+      P.rect('rgb(150,150,150)', 0, RULER - 1, w, 1);
       // Visible rows.
       const top = RULER + MARKS, r0 = Math.max(0, Math.floor((st.view.y - 14) / ROWH) - 1);
       const r1 = Math.min(T.rows - 1, Math.ceil((st.view.y + h - top) / ROWH) + 1);
-      const lineSegs = [], failSegs = [], createSegs = [], becomeSegs = [], actSegs = [], heads = [];
+      const lineRuns = [], failRuns = [], links = [], actRuns = [], heads = [];
       const labelJobs = [];
       for (let r = r0; r <= r1; r++) {
         const y = rowY(r);
@@ -732,15 +888,15 @@
         while (i < b && start[i] <= ve) {
           const x0 = X(start[i]), x1 = Math.max(X(end[i]), x0 + 1);
           const failed = (T.flags[i] & F_FAILED) !== 0;
-          (failed ? failSegs : lineSegs).push(x0, y, x1, y);
+          addRun(failed ? failRuns : lineRuns, x0, x1, y - 1, 2);
           drawn.tasks++;
           if (x1 - x0 >= 2) {
             const p = parentIdx[i];
-            if (p >= 0 && T.parent !== undefined) { const py = rowY(taskRow[p]); if (py !== y) createSegs.push(x0, py, x0, y); }
+            if (p >= 0) { const py = rowY(taskRow[p]); if (py !== y) links.push(x0 - 0.5, Math.min(py, y), 1, Math.abs(py - y)); }
             const bcm = becomes[i];
-            if (bcm >= 0) { const by = rowY(taskRow[bcm]); if (by !== y) becomeSegs.push(x1, y, x1, by); }
+            if (bcm >= 0) { const by = rowY(taskRow[bcm]); if (by !== y) links.push(x1 - 0.5, Math.min(by, y), 1, Math.abs(by - y)); }
             else if (!(T.flags[i] & F_RESOLVED) && x1 - x0 > 4 && !failed) heads.push(x1, y - 3, x1 + 4, y, x1, y + 3);
-            if (failed) failSegs.push(x1, y - 8, x1, y + 8);
+            if (failed) failRuns.push(x1 - 1, y - 8, 2, 16);
             if (x1 - x0 > 16 && labelStart[i] < labelStart[i + 1]) labelJobs.push(i, y);
           }
           // Tiny tasks: jump to the first task that starts in the next pixel column.
@@ -755,7 +911,7 @@
         let k = lowerBound(actT1, vs, aa, ab);
         while (k < ab && actT0[k] <= ve) {
           const x0 = X(actT0[k]), x1 = Math.max(X(actT1[k]), x0 + 1);
-          actSegs.push(x0, y, x1, y);
+          addRun(actRuns, x0, x1, y - 1.5, 3);
           drawn.acts++;
           if (X(actT1[k]) - x0 < 1) { const j = lowerBound(actT0, actT0[k] + pxNs, k + 1, ab); k = j > k + 1 ? j : k + 1; } else k++;
         }
@@ -787,12 +943,11 @@
         }
         P.rects('rgb(255,220,0)', boxes);
       }
-      P.lines('rgb(51,51,51)', 1, createSegs);
-      P.lines('rgb(51,51,51)', 1, becomeSegs);
-      P.lines('rgb(51,51,51)', 2, lineSegs);
-      P.lines('rgb(204,0,0)', 2, failSegs);
+      P.rects('rgb(51,51,51)', links);
+      P.rects('rgb(51,51,51)', lineRuns);
+      P.rects('rgb(204,0,0)', failRuns);
       P.triangles('rgb(51,51,51)', heads);
-      P.lines('rgb(255,255,255)', 3, actSegs);
+      P.rects('rgb(255,255,255)', actRuns);
       // Arrows: those whose earlier end is in view widened by the fade-out length.
       const fade = 6000 / st.view.scale;
       const byKind = [[], [], [], [], []], headsByKind = [[], [], [], [], []];
@@ -803,24 +958,132 @@
       while ((aLast - aFirst) / stride > ARROW_BUDGET) stride *= 2;
       drawn.arrowStride = stride;
       const yTop = top - 10, yBot = h + 10;
+      // Arrows are drawn on whole pixels, and one that would look exactly like one already
+      // drawn (same kind, same ends) is not drawn again: zoomed out, thousands of arrows
+      // between the same rows fall on the same few pixel columns.
+      const seen = new Set();
+      const vLines = [[], [], [], [], []], vHeads = [[], [], [], [], []]; // vertical: x, ya, yb / x, yb, dir
+      let nVert = 0;
       for (let ai = Math.ceil(aFirst / stride) * stride; ai < aLast; ai += stride) {
-        const xa = X(arT0[ai]), xb = X(arT1[ai]);
-        const width = Math.abs(xb - xa);
-        const alpha = 1 - width / 6000;
-        if (alpha < 0.01) continue;
-        if (Math.max(xa, xb) < 0 || Math.min(xa, xb) > w) continue;
-        const ya = rowY(taskRow[W.src[ai]]), yb = rowY(taskRow[W.dst[ai]]);
+        const xa0 = X(arT0[ai]), xb0 = X(arT1[ai]);
+        if (Math.abs(xb0 - xa0) > 5940) continue; // faded out
+        if (Math.max(xa0, xb0) < 0 || Math.min(xa0, xb0) > w) continue;
+        const ya = Math.round(rowY(arRowA[ai])), yb = Math.round(rowY(arRowB[ai]));
         if ((ya < yTop && yb < yTop) || (ya > yBot && yb > yBot)) continue;
         const kd = W.kind[ai];
+        const xr = Math.round(xa0), xs = Math.round(xb0), xa = xr + 0.5, xb = xs + 0.5;
+        if (xr >= -2048 && xr < 6144 && xs >= -2048 && xs < 6144 && ya >= -1024 && ya < 3072 && yb >= -1024 && yb < 3072) {
+          const key = ((((xr + 2048) * 8192 + xs + 2048) * 4096 + ya + 1024) * 4096 + yb + 1024) * 8 + kd; // < 2^53
+          if (seen.has(key)) continue;
+          seen.add(key);
+        }
+        drawn.arrows++;
+        if (xr === xs && Math.abs(yb - ya) > 10) {
+          // Vertical (the common case zoomed out): its head is drawn once per place, however
+          // many arrows of the kind end there.
+          vLines[kd].push(xr, ya, yb);
+          nVert++;
+          const dir = yb > ya ? -1 : 1, hk = ((xr + 2048) * 8192 + yb + 4096) * 16 + (dir + 1) * 4 + kd;
+          if (!(xr >= -2048 && xr < 6144 && yb >= -4096 && yb < 4096) || !seen.has(-hk - 1)) {
+            seen.add(-hk - 1);
+            vHeads[kd].push(xr, yb, dir);
+          }
+          continue;
+        }
         byKind[kd].push(xa, ya, xb, yb);
         if (Math.abs(yb - ya) > 10) { const dir = yb > ya ? -1 : 1; headsByKind[kd].push(xb - 3, yb + dir * 6, xb + 3, yb + dir * 6, xb, yb); }
         else { const dir = xb >= xa ? -1 : 1; headsByKind[kd].push(xb + dir * 6, yb - 3, xb + dir * 6, yb + 3, xb, yb); }
-        drawn.arrows++;
+      }
+      // Pixels shared by the vertical arrows and the dense counters (see layer()): composited
+      // once, after the counters, under the labels.
+      let layer = null;
+      const getLayer = () => layer || (layer = P.layer ? P.layer(RULER, h) : null);
+      if (nVert >= 256 && getLayer()) {
+        // Many vertical arrows (a busy stretch zoomed out): a 1-px column each and a head of
+        // rows 1, 1, 3, 3, 5, 5 px wide, as pixels: cheaper than thousands of anti-aliased
+        // triangles. Kinds in the same order as on the canvas.
+        for (let kd = 0; kd < 5; kd++) {
+          const c32 = pixelOf(ARROW_COLORS[kd]), V = vLines[kd], Hd = vHeads[kd];
+          for (let q = 0; q < V.length; q += 3) { const y0 = Math.min(V[q + 1], V[q + 2]); layer.fill(V[q], y0, 1, Math.max(V[q + 1], V[q + 2]) - y0, c32); }
+          for (let q = 0; q < Hd.length; q += 3) {
+            const x = Hd[q] + 0.5, yb = Hd[q + 1], dir = Hd[q + 2];
+            for (let k = 0; k < 6; k++) { const hw = (3 * (k + 0.5)) / 6; layer.fill(x - hw, dir > 0 ? yb + k : yb - 1 - k, 2 * hw, 1, c32); }
+          }
+        }
+      } else {
+        for (let kd = 0; kd < 5; kd++) {
+          const V = vLines[kd], Hd = vHeads[kd];
+          for (let q = 0; q < V.length; q += 3) byKind[kd].push(V[q] + 0.5, V[q + 1], V[q] + 0.5, V[q + 2]);
+          for (let q = 0; q < Hd.length; q += 3) { const xb = Hd[q] + 0.5, yb = Hd[q + 1], dir = Hd[q + 2]; headsByKind[kd].push(xb - 3, yb + dir * 6, xb + 3, yb + dir * 6, xb, yb); }
+        }
       }
       for (let kd = 0; kd < 5; kd++) {
         P.lines(ARROW_COLORS[kd], 1, byKind[kd]);
         P.triangles(ARROW_COLORS[kd], headsByKind[kd]);
       }
+      // Counters as step lines, each on its own scale (names drawn after the labels).
+      const names = [], denseRects = [];
+      if (st.counters) {
+        const colors = ['rgb(255,102,102)', 'rgb(255,170,0)', 'rgb(0,153,153)', 'rgb(153,51,204)'];
+        const plotTop = top + 10, plotH = h - plotTop - 10;
+        counters.forEach((c, ci) => {
+          const sc = scales[c.group];
+          const yv = (v) => Math.round(plotTop + plotH - ((v - sc.min) / (sc.max - sc.min)) * plotH);
+          // Per pixel column: one vertical extent (min/max over the samples in it, from the
+          // pyramid) and one horizontal run; columns with no sample are jumped over. geo holds
+          // [0, x0, x1, y] runs and [1, x, top, bottom] columns, in x order.
+          const geo = [], nt = c.t.length;
+          let k = lowerBound(c.t, vs, 0, nt);
+          let runX = 0, runY = k > 0 ? yv(c.v[k - 1]) : null;
+          while (k < nt && c.t[k] <= ve) {
+            const x = Math.max(0, Math.floor(X(c.t[k])));
+            const kb = Math.max(k + 1, lowerBound(c.t, vs + (x + 1) * pxNs, k, nt));
+            const mm = rangeMinMax(c.mm, k, kb);
+            let lo = yv(mm[1]), hi = yv(mm[0]);
+            if (runY !== null) { geo.push(0, runX, x, runY); lo = Math.min(lo, runY); hi = Math.max(hi, runY); }
+            geo.push(1, x, lo, hi);
+            runX = x; runY = yv(c.v[kb - 1]);
+            k = kb;
+          }
+          const lastY = runY;
+          if (runY !== null) geo.push(0, runX, w, runY);
+          // A line of width sw as rectangles that do not overlap (the shadow is translucent).
+          function stepRects(sw) {
+            const hw = sw / 2, out = [];
+            let right = -Infinity;
+            for (let q = 0; q < geo.length; q += 4) {
+              if (geo[q] === 0) {
+                const x0 = Math.max(geo[q + 1], right), x1 = geo[q + 2] === w ? w : geo[q + 2] - hw;
+                if (x1 > x0) { addRun(out, x0, x1, geo[q + 3] - hw, sw); right = x1; }
+              } else { // neighbour columns of the same extent (dense counters) merge
+                const x0 = Math.max(geo[q + 1] - hw, right), x1 = geo[q + 1] + hw;
+                if (x1 > x0) { addRun(out, x0, x1, geo[q + 2] - hw, geo[q + 3] - geo[q + 2] + sw); right = x1; }
+              }
+            }
+            return out;
+          }
+          // The dark outline keeps a sparse line readable over the tasks; zoomed out, where
+          // most columns have samples, the counter is a solid band and goes without it (it
+          // would double the counter's cost).
+          let dense = false;
+          if (geo.length < 4 * 2 * 256) {
+            P.rects('rgba(0,0,0,0.35)', stepRects(5));
+            P.rects(colors[ci % 4], stepRects(3));
+          } else if (getLayer()) {
+            // Dense: hundreds of columns of varying extent, cheaper written as pixels; a
+            // translucent band under the vertical arrows, so the rows stay visible through it.
+            denseRects.push(stepRects(3), pixelOf(colors[ci % 4], 170));
+            dense = true;
+          } else P.rects(colors[ci % 4], stepRects(3));
+          if (lastY !== null) names.push(dense ? 'rgb(40,40,40)' : colors[ci % 4], c.name, Math.max(plotTop + 12, Math.min(h - 4, lastY - 6 - 16 * (ci % 3))));
+        });
+      }
+      // Written last to first, each under what is there: a counter over the earlier ones.
+      for (let d = denseRects.length - 2; d >= 0; d -= 2) {
+        const r = denseRects[d], c32 = denseRects[d + 1];
+        for (let q = 0; q < r.length; q += 4) layer.fill(r[q], r[q + 1], r[q + 2], r[q + 3], c32, true);
+      }
+      if (layer) layer.done();
       // Labels: packed left to right per task, pinned to the left edge when it starts off-screen.
       for (let q = 0; q < labelJobs.length; q += 2) {
         const i = labelJobs[q], y = labelJobs[q + 1];
@@ -836,35 +1099,7 @@
           drawn.labels++;
         }
       }
-      // Counters as step lines, each on its own scale.
-      if (st.counters) {
-        const colors = ['rgb(255,102,102)', 'rgb(255,170,0)', 'rgb(0,153,153)', 'rgb(153,51,204)'];
-        const plotTop = top + 10, plotH = h - plotTop - 10;
-        counters.forEach((c, ci) => {
-          const sc = scales[c.group];
-          const yv = (v) => plotTop + plotH - ((v - sc.min) / (sc.max - sc.min)) * plotH;
-          // Per pixel column: one vertical extent (min/max over the samples in it, from the
-          // pyramid) and one horizontal run; columns with no sample are jumped over.
-          const segs = [], nt = c.t.length;
-          let k = lowerBound(c.t, vs, 0, nt);
-          let runX = 0, runY = k > 0 ? yv(c.v[k - 1]) : null;
-          while (k < nt && c.t[k] <= ve) {
-            const x = Math.max(0, Math.floor(X(c.t[k])));
-            const kb = Math.max(k + 1, lowerBound(c.t, vs + (x + 1) * pxNs, k, nt));
-            const mm = rangeMinMax(c.mm, k, kb);
-            let lo = yv(mm[1]), hi = yv(mm[0]);
-            if (runY !== null) { segs.push(runX, runY, x, runY); lo = Math.min(lo, runY); hi = Math.max(hi, runY); }
-            if (hi > lo) segs.push(x, lo, x, hi);
-            runX = x; runY = yv(c.v[kb - 1]);
-            k = kb;
-          }
-          const lastY = runY;
-          if (runY !== null) segs.push(runX, runY, w, runY);
-          P.lines('rgb(0,0,0)', 5, segs, 0.35);
-          P.lines(colors[ci % 4], 3, segs);
-          if (lastY !== null) P.text(colors[ci % 4], c.name, w - 6, Math.max(plotTop + 12, Math.min(h - 4, lastY - 6 - 16 * (ci % 3))), 'right');
-        });
-      }
+      for (let q = 0; q < names.length; q += 3) P.text(names[q], names[q + 1], w - 6, names[q + 2], 'right');
       // Allocation marks (both traces): samples per pixel column in a strip under the ruler.
       if (marks) {
         P.rect('rgb(244,244,250)', 0, RULER, w, MARKS);
@@ -880,9 +1115,13 @@
           drawn.marks += kb - k;
           k = kb;
         }
-        const segs = [];
-        for (let q = 0; q < cols.length; q += 2) if (cols[q + 1] > 0) segs.push(cols[q] + 0.5, RULER + MARKS - 1, cols[q] + 0.5, RULER + MARKS - 1 - Math.max(2, (cols[q + 1] / mx) * (MARKS - 6)));
-        P.lines('rgb(128,0,128)', 1, segs);
+        const bars = [];
+        for (let q = 0; q < cols.length; q += 2) {
+          if (cols[q + 1] <= 0) continue;
+          const hgt = Math.max(2, (cols[q + 1] / mx) * (MARKS - 6));
+          bars.push(cols[q], RULER + MARKS - 1 - hgt, 1, hgt);
+        }
+        P.rects('rgb(128,0,128)', bars);
         P.text('rgb(90,90,90)', 'allocations', 4, RULER + 12, 'left');
       }
       P.text('rgb(90,90,90)', 'grid: ' + humanNs(step), w - 6, h - 6, 'right');
@@ -901,9 +1140,12 @@
       return rel;
     }
     let pending = false;
+    // The canvas size is read (which forces a layout) only after a resize or a tab switch,
+    // not on every frame.
+    let sized = null;
     function draw() {
       const t = performance.now();
-      const c = setupCanvas(canvas);
+      const c = sized || (sized = setupCanvas(canvas));
       W_ = c.w; H_ = c.h;
       clampView();
       c.g.font = '12px sans-serif'; c.g.textBaseline = 'alphabetic';
@@ -1073,14 +1315,14 @@
     }
     on($('tl-svg'), 'click', () => download('timeline.svg', new Blob([toSvg()], { type: 'image/svg+xml' })));
     on($('tl-png'), 'click', () => canvas.toBlob((b) => download('timeline.png', b), 'image/png'));
-    on(window, 'resize', request);
+    on(window, 'resize', () => { sized = null; request(); });
     // Memory by task.
     if (T.mem && T.mem.task.length) {
       const tbl = $('task-mem');
       const head = el('tr');
       for (const c of ['allocated', 'samples', 'task', 'label']) head.appendChild(el('th', c, c === 'label' ? 'site' : ''));
       tbl.appendChild(head);
-      const order = T.mem.task.map((t, k) => k).sort((a, b) => T.mem.samples[b] - T.mem.samples[a]).slice(0, 50);
+      const order = Array.from(T.mem.task, (t, k) => k).sort((a, b) => T.mem.samples[b] - T.mem.samples[a]).slice(0, 50);
       for (const k of order) {
         const i = T.mem.task[k], tr = el('tr');
         tr.appendChild(el('td', humanBytes(T.mem.samples[k] * T.mem.bytes_per_sample)));
@@ -1105,7 +1347,7 @@
     st.taskXY = (i) => [X(start[i]) + Math.min(20, (X(end[i]) - X(start[i])) / 2), rowY(taskRow[i])];
     st.findTask = (id) => { for (let i = 0; i < n; i++) if (ids[i] === id) return i; return -1; };
     st.nameOf = nameOf;
-    redrawers.tasks = () => { if (!st.fitted) { const c = setupCanvas(canvas); W_ = c.w; H_ = c.h; fit(); st.fitted = true; } draw(); };
+    redrawers.tasks = () => { sized = null; if (!st.fitted) { const c = setupCanvas(canvas); W_ = c.w; H_ = c.h; fit(); st.fitted = true; } draw(); };
   }
 
   // ------------------------------------------------------------------------------------
@@ -1147,6 +1389,9 @@
       api.timing.ready = performance.now();
       api.ready = true;
     }
+    // What the first view did not need is decoded once it is on the screen.
+    const mem = api.mem;
+    if (mem && mem.loadRecords) requestAnimationFrame(() => setTimeout(() => mem.loadRecords().then(() => { api.timing.records = performance.now(); }, () => {}), 0));
   }
   window.ctsLoadData = ctsLoadData;
   const embedded = document.getElementById('cts-data');

@@ -22,8 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cpu_counter.h"
 #include "os/net.h"
 #include "os/os.h"
+#include "os/tsc_clock.h"
 
 #ifdef CTS_HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -90,6 +92,9 @@ static struct {
   double inv_log_hit;  /* 1 / log(λ): gaps between unsampled words, when λ > 1/2 */
   cts_clock_us_cb clock;
   void *clock_user_data;
+  /* The default clock on a usable time-stamp counter: events store raw counts (one rdtsc
+   * on the sampling path) and the writer thread converts them (writer_time). */
+  bool tsc_mode;
   atomic_uint_fast64_t thread_seeds;
 
   /* Under `lock`. */
@@ -123,7 +128,11 @@ static struct {
   char exe[4096];
   char host[256];
   char context[4096];
-  char marker_name[160]; /* the last loss marker's function name (writer thread) */
+  char marker_name[160];   /* the last loss marker's function name (writer thread) */
+  cts_tsc_clock_t tsc;     /* tsc_mode: the calibration (writer thread) */
+  bool tsc_ok;             /* tsc_mode: calibrated */
+  int64_t real_minus_mono; /* tsc_mode: CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
+  uint64_t writer_time;    /* the last event time written, µs */
 } T = {
     .control = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -247,57 +256,74 @@ static void find_stack_top(cts__thread_t *t) {
 /* Walks the frame-pointer chain from `frame` (a frame of ours whose return address is the
  * allocation site). Only reads words between the current stack pointer and the top of the
  * thread's stack, all mapped, and only upwards, so a broken chain (code built without
- * frame pointers) ends the walk instead of faulting. Innermost first. */
-static CTS_NOINLINE size_t walk_frame_pointers(cts__thread_t *t, uintptr_t fp, uint64_t *out,
+ * frame pointers) ends the walk instead of faulting. Stores the frames backwards, from
+ * end[-1] down (so that they end up outermost first, as memtrace wants them, without a
+ * copy), and returns their number. */
+static CTS_NOINLINE size_t walk_frame_pointers(cts__thread_t *t, uintptr_t fp, uint64_t *end,
                                                size_t max) {
   if (t->stack_state == 0) find_stack_top(t);
   const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
   const uintptr_t hi = t->stack_state == 1 ? t->stack_hi : fp + 2 * sizeof(uintptr_t);
-  size_t n = 0;
-  while (n < max && fp >= lo && hi - fp >= 2 * sizeof(uintptr_t) && (fp & 7u) == 0) {
+  if (hi < lo + 2 * sizeof(uintptr_t)) return 0;
+  /* One unsigned compare checks lo <= fp <= hi - 16; the chain must go up the stack. */
+  const uintptr_t span = hi - 2 * sizeof(uintptr_t) - lo;
+  uint64_t *out = end;
+  uint64_t *const limit = end - max;
+  while (out != limit && fp - lo <= span && (fp & 7u) == 0) {
     const uintptr_t *const f = (const uintptr_t *)fp;
     const uintptr_t next = f[0], ret = f[1];
-    if (ret < 4096u || ret >= ((uintptr_t)1 << 62)) break;
-    out[n++] = ret;
+    if (ret - 4096u >= ((uintptr_t)1 << 62) - 4096u) break;
+    *--out = ret;
     if (next <= fp) break;
     fp = next;
   }
-  return n;
+  return (size_t)(end - out);
 }
 
 #ifdef CTS_HAVE_LIBUNWIND
-/* out has room for max + OWN_FRAMES entries: the tracer's own frames come first and are
- * dropped (everything before the hook's return address). */
-static CTS_NOINLINE size_t unwind_libunwind(uintptr_t site, uint64_t *out, size_t max) {
+/* buf has room for max + OWN_FRAMES entries: the tracer's own frames come first and are
+ * dropped (everything before the hook's return address). The frames are then reversed
+ * in place, outermost first, starting at *first. */
+static CTS_FORCE_INLINE size_t unwind_libunwind(uintptr_t site, uint64_t *buf, size_t max,
+                                                uint64_t **first) {
   _Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as u64");
-  void **const ips = (void **)out;
+  void **const ips = (void **)buf;
   const int n = unw_backtrace(ips, (int)(max + OWN_FRAMES));
-  int first = -1;
+  int start = -1;
   for (int i = 0; i < n && i < (int)OWN_FRAMES; i++)
     if ((uintptr_t)ips[i] == site) {
-      first = i;
+      start = i;
       break;
     }
-  if (first < 0) return 0;
+  if (start < 0) return 0;
   size_t k = 0;
-  for (int i = first; i < n && k < max; i++) {
+  for (int i = start; i < n && k < max; i++, k++) {
     const uintptr_t ret = (uintptr_t)ips[i];
     if (ret == 0 || ret >= ((uintptr_t)1 << 62)) break;
-    out[k++] = ret;
   }
+  uint64_t *const a = buf + start;
+  for (size_t i = 0; i < k / 2; i++) {
+    const uint64_t x = a[i];
+    a[i] = a[k - 1 - i];
+    a[k - 1 - i] = x;
+  }
+  *first = a;
   return k;
 }
 #endif
 
-/* Innermost first into out[0..max); out has room for max + OWN_FRAMES entries. */
-static size_t capture_backtrace(cts__thread_t *t, void *frame, uint64_t *out, size_t max) {
+/* Captures the backtrace into buf (room for max + OWN_FRAMES entries); sets *first to its
+ * outermost frame (the allocation site is last) and returns the number of frames. */
+static CTS_FORCE_INLINE size_t capture_backtrace(cts__thread_t *t, void *frame, uint64_t *buf,
+                                                 size_t max, uint64_t **first) {
   const uintptr_t fp = (uintptr_t)frame;
+  *first = buf;
   switch (T.unwind) {
     case CTS_TRACER_UNWIND_NONE:
       return 0;
 #ifdef CTS_HAVE_LIBUNWIND
     case CTS_TRACER_UNWIND_LIBUNWIND: {
-      const size_t n = unwind_libunwind(((const uintptr_t *)fp)[1], out, max);
+      const size_t n = unwind_libunwind(((const uintptr_t *)fp)[1], buf, max, first);
       if (n) return n;
       break; /* the hook's frame was not found: fall back to the frame pointers */
     }
@@ -305,7 +331,9 @@ static size_t capture_backtrace(cts__thread_t *t, void *frame, uint64_t *out, si
     default:
       break;
   }
-  return walk_frame_pointers(t, fp, out, max);
+  const size_t n = walk_frame_pointers(t, fp, buf + max, max);
+  *first = buf + max - n;
+  return n;
 }
 
 /* ---- sampled-block side table (under T.lock) -------------------------------------------- */
@@ -395,7 +423,7 @@ static bool sampling_on(void) {
 
 /* Makes room for `nwords` in the active buffer, filled to at most `limit` words, waiting
  * for the writer thread unless in drop mode. */
-static bool reserve(size_t nwords, size_t limit) {
+static CTS_NOINLINE bool reserve_slow(size_t nwords, size_t limit) {
   for (;;) {
     if (!sampling_on()) return false;
     if (T.used[T.active_buf] + nwords <= limit) return true;
@@ -414,7 +442,17 @@ static bool reserve(size_t nwords, size_t limit) {
   }
 }
 
+static CTS_FORCE_INLINE bool reserve(size_t nwords, size_t limit) {
+  if (CTS_LIKELY(T.used[T.active_buf] + nwords <= limit) && CTS_LIKELY(sampling_on())) return true;
+  return reserve_slow(nwords, limit);
+}
+
+/* An event's time: a raw counter value in tsc_mode (writer_time converts it), else µs
+ * from the clock, never below the previous event's. */
 static uint64_t event_time(void) {
+#if CTS_HAVE_CPU_COUNTER
+  if (T.tsc_mode) return cts__cpu_counter();
+#endif
   uint64_t now = T.clock(T.clock_user_data);
   if (now < T.last_time) now = T.last_time;
   T.last_time = now;
@@ -428,26 +466,34 @@ static void committed(void) {
   }
 }
 
-static CTS_NOINLINE void record_alloc(cts__thread_t *t, const void *ptr, uint64_t words,
-                                      uint64_t nsamples, void *frame) {
+/* tracer_internal.h. The preload library keeps the id in the block's header; the linked
+ * API's blocks (`side`) go into the side table for their free to be found. */
+uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, void *frame,
+                            unsigned *session, bool side) {
+  cts__thread_t *const t = &cts__thread;
+  const uint64_t words = ((uint64_t)size + 7u) >> 3;
+  if (session) *session = 0;
+  if (!sampling_on()) return CTS__TRACER_NO_ID;
   /* Sized by the configuration (2 KiB by default): threads may have small stacks. */
   uint64_t frames[T.cfg.max_frames + OWN_FRAMES];
+  uint64_t id = CTS__TRACER_NO_ID;
   cts__guard_enter();
-  const size_t depth = capture_backtrace(t, frame, frames, T.cfg.max_frames);
+  uint64_t *first;
+  const size_t depth = capture_backtrace(t, frame, frames, T.cfg.max_frames, &first);
   pthread_mutex_lock(&T.lock);
   const size_t limit = T.cfg.drop_when_full ? QUEUE_ALLOC_LIMIT : QUEUE_WORDS;
   if (reserve(REC_ALLOC_WORDS + depth, limit)) {
     uint64_t *const r = T.buf[T.active_buf] + T.used[T.active_buf];
-    const uint64_t id = T.next_id++;
+    id = T.next_id++;
     r[0] = REC_ALLOC | (uint64_t)depth << 8;
     r[1] = event_time();
     r[2] = id;
     r[3] = words;
     r[4] = nsamples;
-    for (size_t i = 0; i < depth; i++) r[REC_ALLOC_WORDS + i] = frames[depth - 1 - i];
+    memcpy(r + REC_ALLOC_WORDS, first, depth * sizeof *first); /* outermost first */
     T.used[T.active_buf] += REC_ALLOC_WORDS + depth;
     T.stats.samples++;
-    if (!side_insert((uintptr_t)ptr, id)) T.stats.dropped++;
+    if (side && !side_insert((uintptr_t)ptr, id)) T.stats.dropped++;
     committed();
   } else if (T.cfg.drop_when_full && sampling_on()) {
     T.lost.allocs++;
@@ -456,27 +502,52 @@ static CTS_NOINLINE void record_alloc(cts__thread_t *t, const void *ptr, uint64_
     T.stats.lost_allocs++;
     T.stats.lost_samples += nsamples;
   }
+  if (session) *session = T.session & CTS__TRACER_SESSION_MASK;
   pthread_mutex_unlock(&T.lock);
   cts__guard_leave();
+  return id;
 }
 
-void cts__tracer_alloc_slow(const void *ptr, size_t size, void *frame) {
+uint64_t cts__tracer_sample_slow(size_t size) {
   const unsigned session =
       (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_acquire);
-  if (!session) return;
+  if (!session) return 0;
   cts__thread_t *const t = &cts__thread;
   if (CTS_UNLIKELY(t->session != session || t->rng == 0)) seed_thread(t, session);
   const uint64_t words = ((uint64_t)size + 7u) >> 3;
   if (words < t->words_left) {
     t->words_left -= words;
-    return;
+    return 0;
   }
   /* The countdown's word falls in this block; the rest of the block is sampled afresh
    * (geometric gaps are memoryless), and so is the countdown after it. */
   const uint64_t nsamples = 1 + draw_binomial(t, words - t->words_left);
   t->words_left = draw_gap(t, T.inv_log_miss);
-  if (t->guard) return; /* the tracer's own allocation */
-  record_alloc(t, ptr, words, nsamples, frame);
+  if (t->guard) return 0; /* the tracer's own allocation */
+  return nsamples;
+}
+
+void cts__tracer_alloc_slow(const void *ptr, size_t size, void *frame) {
+  const uint64_t nsamples = cts__tracer_sample_slow(size);
+  if (nsamples) cts__tracer_record(ptr, size, nsamples, frame, NULL, true);
+}
+
+/* Queues the collect of object `id`. T.lock held, sampling on. */
+static void queue_collect(uint64_t id) {
+  if (reserve(REC_COLLECT_WORDS, QUEUE_WORDS)) {
+    uint64_t *const r = T.buf[T.active_buf] + T.used[T.active_buf];
+    r[0] = REC_COLLECT;
+    r[1] = event_time();
+    r[2] = id;
+    T.used[T.active_buf] += REC_COLLECT_WORDS;
+    T.stats.collects++;
+    committed();
+  } else if (T.cfg.drop_when_full && sampling_on()) {
+    T.lost.collects++;
+    T.stats.lost_collects++;
+  } else if (sampling_on()) {
+    T.stats.dropped++;
+  }
 }
 
 void cts__tracer_free_slow(const void *ptr) {
@@ -486,22 +557,18 @@ void cts__tracer_free_slow(const void *ptr) {
   cts__guard_enter();
   pthread_mutex_lock(&T.lock);
   uint64_t id;
-  if (sampling_on() && side_remove((uintptr_t)ptr, &id)) {
-    if (reserve(REC_COLLECT_WORDS, QUEUE_WORDS)) {
-      uint64_t *const r = T.buf[T.active_buf] + T.used[T.active_buf];
-      r[0] = REC_COLLECT;
-      r[1] = event_time();
-      r[2] = id;
-      T.used[T.active_buf] += REC_COLLECT_WORDS;
-      T.stats.collects++;
-      committed();
-    } else if (T.cfg.drop_when_full && sampling_on()) {
-      T.lost.collects++;
-      T.stats.lost_collects++;
-    } else if (sampling_on()) {
-      T.stats.dropped++;
-    }
-  }
+  if (sampling_on() && side_remove((uintptr_t)ptr, &id)) queue_collect(id);
+  pthread_mutex_unlock(&T.lock);
+  cts__guard_leave();
+}
+
+void cts__tracer_record_free(uint64_t id, unsigned session) {
+  if (id == CTS__TRACER_NO_ID || !sampling_on() || cts__guarded()) return;
+  cts__guard_enter();
+  pthread_mutex_lock(&T.lock);
+  /* Only in the session that sampled the block: a later session's ids start again at 0. */
+  if (sampling_on() && (T.session & CTS__TRACER_SESSION_MASK) == session && id < T.next_id)
+    queue_collect(id);
   pthread_mutex_unlock(&T.lock);
   cts__guard_leave();
 }
@@ -569,6 +636,42 @@ static size_t resolve_code(void *user_data, uint64_t code, cts_mt_location_t *ou
   return T.symbolizer ? cts__symbolizer_resolve(T.symbolizer, code, out, max) : 0;
 }
 
+/* Calibrates the time-stamp counter (10 ms, once per process) on the writer thread, so
+ * that no allocating thread waits for it; events queued meanwhile keep their raw counts. */
+static void calibrate_tsc(void) {
+  if (!T.tsc_mode) return;
+  T.tsc_ok = cts_os_tsc_clock(&T.tsc) == 0;
+  /* The counter maps to CLOCK_MONOTONIC; the offset to the wall clock is read between two
+   * monotonic readings, the closest pair of 8 (a preemption between them would skew it). */
+  int64_t best = INT64_MAX;
+  for (int i = 0; i < 8; i++) {
+    struct timespec m1, real, m2;
+    clock_gettime(CLOCK_MONOTONIC, &m1);
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_MONOTONIC, &m2);
+    const int64_t a = (int64_t)m1.tv_sec * 1000000000 + m1.tv_nsec;
+    const int64_t b = (int64_t)m2.tv_sec * 1000000000 + m2.tv_nsec;
+    if (b - a < best) {
+      best = b - a;
+      T.real_minus_mono = ((int64_t)real.tv_sec * 1000000000 + real.tv_nsec) - a - (b - a) / 2;
+    }
+  }
+}
+
+/* An event's time in µs from what event_time() stored, never below the previous one
+ * written (counters read on different CPUs may be a few cycles apart). */
+static uint64_t writer_time(uint64_t raw) {
+  uint64_t us = raw;
+#if CTS_HAVE_CPU_COUNTER
+  if (T.tsc_mode)
+    us = T.tsc_ok ? (uint64_t)((int64_t)cts__tsc_to_ns(&T.tsc, raw) + T.real_minus_mono) / 1000u
+                  : T.writer_time; /* not calibrated: no better time than the last */
+#endif
+  if (us < T.writer_time) us = T.writer_time;
+  T.writer_time = us;
+  return us;
+}
+
 static int encode_records(const uint64_t *r, size_t n) {
   int err = 0;
   for (size_t i = 0; i < n;) {
@@ -577,11 +680,11 @@ static int encode_records(const uint64_t *r, size_t n) {
     int e;
     if (kind == REC_ALLOC) {
       uint64_t id;
-      e = cts_mt_writer_alloc(T.writer, r[i + 1], r[i + 3], r[i + 4], CTS_MT_SOURCE_MAJOR,
-                              r + i + REC_ALLOC_WORDS, depth, &id);
+      e = cts_mt_writer_alloc(T.writer, writer_time(r[i + 1]), r[i + 3], r[i + 4],
+                              CTS_MT_SOURCE_MAJOR, r + i + REC_ALLOC_WORDS, depth, &id);
       i += REC_ALLOC_WORDS + depth;
     } else {
-      e = cts_mt_writer_collect(T.writer, r[i + 1], r[i + 2]);
+      e = cts_mt_writer_collect(T.writer, writer_time(r[i + 1]), r[i + 2]);
       i += REC_COLLECT_WORDS;
     }
     if (e && !err) err = e;
@@ -611,15 +714,17 @@ static int write_marker(const marker_t *m) {
   const uint64_t frees = m->loss.collects < 0x3FFFFFFFu ? m->loss.collects : 0x3FFFFFFFu;
   const uint64_t code = CTS_TRACER_LOST_CODE_BASE | allocs << 30 | frees;
   uint64_t id;
-  int e = cts_mt_writer_alloc(T.writer, m->time, m->loss.words, m->loss.samples,
-                              CTS_MT_SOURCE_MAJOR, &code, 1, &id);
-  if (!e) e = cts_mt_writer_collect(T.writer, m->time, m->id);
+  const uint64_t time = writer_time(m->time);
+  int e = cts_mt_writer_alloc(T.writer, time, m->loss.words, m->loss.samples, CTS_MT_SOURCE_MAJOR,
+                              &code, 1, &id);
+  if (!e) e = cts_mt_writer_collect(T.writer, time, m->id);
   return e;
 }
 
 static void *writer_main(void *arg) {
   (void)arg;
   cts__guard_enter(); /* for life: nothing this thread allocates is traced */
+  calibrate_tsc();
   const uint64_t interval = T.cfg.flush_interval_ms ? T.cfg.flush_interval_ms : 1000;
   uint64_t next_flush = monotonic_ms() + interval;
   bool dirty = false;
@@ -909,6 +1014,8 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.inv_log_hit = T.rate < 1.0 ? 1.0 / log(T.rate) : 0.0;
   T.clock = sink->clock ? sink->clock : wall_clock_us;
   T.clock_user_data = sink->clock ? sink->clock_user_data : NULL;
+  T.tsc_mode = CTS_HAVE_CPU_COUNTER && !sink->clock && cts_os_tsc_usable();
+  T.tsc_ok = false;
   if (cfg->executable_name) {
     copy_string(T.exe, sizeof T.exe, cfg->executable_name);
   } else {
@@ -948,6 +1055,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   pthread_mutex_lock(&T.lock);
   T.next_id = 0;
   T.last_time = start;
+  T.writer_time = start;
   T.used[0] = T.used[1] = 0;
   T.active_buf = 0;
   T.wake_requested = T.stop_requested = false;

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* The tracer's hot path, shared with the preload library's malloc hooks. The design is
  * described in include/ctfscope/tracer.h. Everything the hooks touch per call is here and
- * inline: one relaxed load of the global "active" flag, then either a thread-local
- * countdown (allocation) or one byte of the sampled-slot table (free). Anything else
+ * inline: one relaxed load of the global "active" flag, then a thread-local countdown
+ * (allocation). The preload's free tests a tag in the block's header (preload.c); the
+ * linked API's cts_tracer_track_free() one byte of the sampled-slot table. Anything else
  * goes to the out-of-line slow paths in tracer.c. */
 #ifndef CTS_TRACER_INTERNAL_H
 #define CTS_TRACER_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +48,54 @@ static inline uint32_t cts__slot_of(const void *ptr) {
  * program (its return address is the allocation site). */
 void cts__tracer_alloc_slow(const void *ptr, size_t size, void *frame);
 void cts__tracer_free_slow(const void *ptr);
+
+/* ---- the preload library's sampled blocks (preload.c) --------------------------------- */
+/* The preload library gives each sampled block a header holding its object id and the
+ * session that sampled it (low CTS__TRACER_SESSION_BITS bits), so the tracer keeps no
+ * table for them. */
+#define CTS__TRACER_NO_ID        ((UINT64_C(1) << 40) - 1u) /* not recorded: no collect */
+#define CTS__TRACER_SESSION_BITS 18u
+#define CTS__TRACER_SESSION_MASK ((1u << CTS__TRACER_SESSION_BITS) - 1u)
+
+/* 0 when not sampling, else the running session. */
+static CTS_FORCE_INLINE unsigned cts__tracer_session(void) {
+  return (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_relaxed);
+}
+
+/* The allocation fast path while sampling (`session` from cts__tracer_session()): true
+ * when an allocation of `size` bytes is not sampled (the countdown is then decremented);
+ * false when cts__tracer_sample_slow() must decide. */
+static CTS_FORCE_INLINE bool cts__tracer_countdown(size_t size, unsigned session) {
+  const uint64_t words = ((uint64_t)size + 7u) >> 3;
+  cts__thread_t *const t = &cts__thread;
+  if (CTS_LIKELY(words < t->words_left && t->session == session)) {
+    t->words_left -= words;
+    return true;
+  }
+  return false;
+}
+
+/* Both: true when an allocation of `size` bytes is not sampled. */
+static CTS_FORCE_INLINE bool cts__tracer_skip(size_t size) {
+  const unsigned session = cts__tracer_session();
+  return CTS_LIKELY(!session) || cts__tracer_countdown(size, session);
+}
+
+/* The countdown's slow path: the number of samples in a block of `size` bytes about to be
+ * allocated, 0 if it is not sampled (tracing off, or the tracer's own allocation). */
+uint64_t cts__tracer_sample_slow(size_t size);
+/* Queues the alloc event of sampled block `ptr` (nsamples from cts__tracer_sample_slow)
+ * and returns its object id, or CTS__TRACER_NO_ID if it is not recorded; `*session` (if
+ * not NULL) gets the session's low bits, for cts__tracer_record_free(). With `side`, the
+ * block goes into the side table (the linked API's blocks). `frame` is the frame of the
+ * hook the program called. Called straight from the hooks' slow paths: each frame between
+ * the hook and libunwind costs an unwinding step. */
+uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, void *frame,
+                            unsigned *session, bool side);
+/* Queues the collect of object `id` if `session` is still the running session. */
+void cts__tracer_record_free(uint64_t id, unsigned session);
+
+/* ---- the linked API's tracked blocks (side table) --------------------------------------- */
 
 /* Called after a successful allocation of `size` bytes at `ptr`. */
 static CTS_FORCE_INLINE void cts__tracer_on_alloc(const void *ptr, size_t size, void *frame) {

@@ -9,6 +9,7 @@
 #include "../../src/analysis/hist.h"
 #include "../../src/common/compiler.h"
 #include "../../src/analysis/sites.h"
+#include "../../src/analysis/u64map.h"
 #include "../json_flat.h"
 #include "../run_cmd.h"
 #include "../test.h"
@@ -116,6 +117,68 @@ CTS_TEST(histogram_buckets_and_quantiles) {
   CTS_ASSERT(fabs(cts_block_sample_probability(0, 0.5) - 0.5) < 1e-12);
   CTS_ASSERT(fabs(cts_block_sample_probability(1, 0.5) - 0.75) < 1e-12);
   CTS_ASSERT(cts_block_sample_probability(1000, 1.0) == 1.0);
+}
+
+/* The live-block id map (a ring for young ids, a hash map for survivors) behaves exactly like
+ * a plain map, whatever the ids: monotone with young deaths and survivors (the usual trace),
+ * duplicates, ids that go backwards, far apart, 0 and UINT64_MAX. */
+CTS_TEST(idmap_matches_a_plain_map) {
+  cts_idmap_t m;
+  cts_u64map_t model;
+  CTS_ASSERT_EQ_INT(cts_idmap_init(&m), 0);
+  cts_u64map_init(&model);
+  uint64_t rng = 12345, next_id = 0;
+  uint64_t live[4096];
+  size_t nlive = 0;
+  for (unsigned step = 0; step < 400000; step++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    const unsigned r = (unsigned)(rng >> 33) % 100;
+    uint64_t id;
+    if (r < 55) {
+      id = next_id++; /* a new allocation */
+    } else if (r < 57) {
+      id = (rng >> 7) % (next_id + 1); /* an old or duplicate id */
+    } else if (r < 58) {
+      static const uint64_t odd[] = {
+          0, 1, UINT64_MAX, UINT64_MAX - 1, CTS_IDMAP_RING, (uint64_t)CTS_IDMAP_RING << 20};
+      id = odd[(rng >> 13) % 6];
+    } else if (nlive > 0) {
+      /* Free a live one: mostly young, sometimes an old survivor. */
+      const size_t k = r < 95 ? nlive - 1 - (size_t)((rng >> 17) % (nlive < 8 ? nlive : 8))
+                              : (size_t)((rng >> 17) % nlive);
+      id = live[k];
+      live[k] = live[--nlive];
+      uint64_t got = 0, want = 0;
+      const bool in_model = cts_u64map_take(&model, id, &want);
+      const bool in_map = cts_idmap_take(&m, id, &got);
+      CTS_ASSERT_MSG(in_model == in_map && got == want, "take %llu at step %u",
+                     (unsigned long long)id, step);
+      continue;
+    } else {
+      continue;
+    }
+    bool added_model, added_map;
+    uint64_t *a = cts_u64map_insert(&model, id, step, &added_model);
+    uint64_t *b = cts_idmap_insert(&m, id, step, &added_map);
+    CTS_ASSERT(a && b);
+    CTS_ASSERT_MSG(added_model == added_map && *a == *b, "insert %llu at step %u",
+                   (unsigned long long)id, step);
+    if (added_model && nlive < CTS_ARRAY_SIZE(live)) live[nlive++] = id;
+    const uint64_t *f = cts_idmap_find(&m, id);
+    CTS_ASSERT(f && *f == *a);
+  }
+  CTS_ASSERT_EQ_U64(m.count, model.count + (model.has_zero ? 1 : 0));
+  /* Everything the model holds is found, with its value. */
+  uint64_t key, val;
+  size_t found = 0;
+  for (size_t pos = 0; cts_u64map_next(&model, &pos, &key, &val); found++) {
+    const uint64_t *f = cts_idmap_find(&m, key);
+    CTS_ASSERT_MSG(f && *f == val, "id %llu lost", (unsigned long long)key);
+  }
+  CTS_ASSERT_EQ_U64(found, m.count);
+  CTS_ASSERT(m.old.count > 0); /* survivors did move out of the ring */
+  cts_idmap_fini(&m);
+  cts_u64map_fini(&model);
 }
 
 /* The lazy live-at-peak snapshot equals a brute-force copy of every node at each new peak. */

@@ -632,6 +632,135 @@ CTS_TEST(task_trace_streams_are_saved_by_packet) {
   h_rm_dir(dir);
 }
 
+/* ---- validation levels ----------------------------------------------------------------- */
+
+static uint64_t ld64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+/* Allocations in a v2 trace, from its packet headers (object-id ranges, memtrace.md §4). */
+static uint64_t allocations_of(const h_bytes_t *t, const uint64_t *ends, size_t n) {
+  uint64_t total = 0;
+  for (size_t i = 1; i < n; i++)
+    total += ld64(t->data + ends[i - 1] + 58) - ld64(t->data + ends[i - 1] + 50);
+  return total;
+}
+
+/* Starts a collector with the given --validate level (NULL: the default), sends each
+ * stream on its own connection, and returns the log line of each. */
+static void collect_lines(const char *level, const h_bytes_t *const *streams, size_t n,
+                          char **lines, const char *dir) {
+  h_proc_t p;
+  uint16_t port;
+  const char *const extra[] = {"--validate", level, NULL};
+  if (!h_collector_start(&p, dir, &port, level ? extra : NULL)) {
+    for (size_t i = 0; i < n; i++) lines[i] = NULL;
+    return;
+  }
+  uint16_t ports[8];
+  for (size_t i = 0; i < n; i++)
+    ports[i] = send_and_close(port, streams[i]->data, streams[i]->len, false);
+  for (size_t i = 0; i < n; i++) lines[i] = line_for(&p, ports[i], 10000);
+  kill(p.pid, SIGTERM);
+  h_proc_wait(&p, 20000);
+  h_proc_free(&p);
+}
+
+CTS_TEST(validation_levels_decide_what_is_checked) {
+  h_bytes_t good;
+  h_make_trace(&good, 300, 20000, "levels", 700);
+  uint64_t ends[4096];
+  const size_t n = h_packet_ends(&good, ends, 4096);
+  CTS_ASSERT(n > 6 && ends[n - 1] == good.len);
+  /* The first packet after the third that holds allocations. */
+  size_t k = 3;
+  while (k < n && ld64(good.data + ends[k - 1] + 58) == ld64(good.data + ends[k - 1] + 50)) k++;
+  CTS_ASSERT(k < n);
+  const uint64_t at = ends[k - 1];
+  /* An unknown event code in packet k's first event: only decoding sees it. */
+  h_bytes_t bad_event = {0};
+  h_bytes_append(&bad_event, good.data, good.len);
+  bad_event.data[at + 66 + 3] = (uint8_t)(127u << 1 | (bad_event.data[at + 66 + 3] & 1u));
+  /* Packet k says version 3 in a v002 trace; packet k's object ids run backwards. */
+  h_bytes_t bad_version = {0}, bad_ids = {0};
+  h_bytes_append(&bad_version, good.data, good.len);
+  bad_version.data[at + 28] = 3;
+  h_bytes_append(&bad_ids, good.data, good.len);
+  memcpy(bad_ids.data + at + 50, good.data + at + 58, 8);
+  memcpy(bad_ids.data + at + 58, good.data + at + 50, 8);
+
+  uint64_t events = 0;
+  {
+    char dir0[256], path[300];
+    CTS_ASSERT(h_mkdtemp(dir0, sizeof dir0, "collect"));
+    snprintf(path, sizeof path, "%s/t.ctf", dir0);
+    FILE *f = fopen(path, "wb");
+    CTS_ASSERT(f && fwrite(good.data, 1, good.len, f) == good.len && fclose(f) == 0);
+    CTS_ASSERT_EQ_INT(h_decode_file(path, &events), 0);
+    h_rm_dir(dir0);
+  }
+  char want[128];
+  char dir[256];
+  char *lines[4];
+
+  /* packets (the default): framing and headers; a bad event inside a packet passes. */
+  CTS_ASSERT(h_mkdtemp(dir, sizeof dir, "collect"));
+  const h_bytes_t *const packets_streams[] = {&good, &bad_event, &bad_version, &bad_ids};
+  collect_lines(NULL, packets_streams, 4, lines, dir);
+  CTS_ASSERT_MSG(lines[0] && strstr(lines[0], ": closed by peer: saved levels.700."), "%s",
+                 lines[0] ? lines[0] : "(none)");
+  snprintf(want, sizeof want, "(%zu bytes, %llu allocations, %zu packets", good.len,
+           (unsigned long long)allocations_of(&good, ends, n), n);
+  CTS_ASSERT_MSG(lines[0] && strstr(lines[0], want), "want '%s' in %s", want,
+                 lines[0] ? lines[0] : "(none)");
+  CTS_ASSERT_MSG(lines[1] && strstr(lines[1], ": closed by peer: saved levels.700."), "%s",
+                 lines[1] ? lines[1] : "(none)");
+  CTS_ASSERT_MSG(lines[2] && strstr(lines[2], "dropped (invalid data: at offset ") &&
+                     strstr(lines[2], "packet version 3, the trace's is 2"),
+                 "%s", lines[2] ? lines[2] : "(none)");
+  CTS_ASSERT_MSG(lines[3] && strstr(lines[3], "object ids") && strstr(lines[3], "run backwards"),
+                 "%s", lines[3] ? lines[3] : "(none)");
+  snprintf(want, sizeof want, "(%llu bytes,", (unsigned long long)at);
+  CTS_ASSERT_MSG(lines[2] && strstr(lines[2], want), "want '%s' in %s", want, lines[2]);
+  CTS_ASSERT_MSG(lines[3] && strstr(lines[3], want), "want '%s' in %s", want, lines[3]);
+  for (int i = 0; i < 4; i++) free(lines[i]);
+  h_rm_dir(dir);
+
+  /* full: the bad event is caught, the file keeps the packets before it. */
+  CTS_ASSERT(h_mkdtemp(dir, sizeof dir, "collect"));
+  const h_bytes_t *const full_streams[] = {&good, &bad_event};
+  collect_lines("full", full_streams, 2, lines, dir);
+  snprintf(want, sizeof want, "(%zu bytes, %llu events, %zu packets", good.len,
+           (unsigned long long)events, n);
+  CTS_ASSERT_MSG(lines[0] && strstr(lines[0], want), "want '%s' in %s", want,
+                 lines[0] ? lines[0] : "(none)");
+  CTS_ASSERT_MSG(lines[1] && strstr(lines[1], "dropped (invalid data: ") &&
+                     strstr(lines[1], "unknown event code 127"),
+                 "%s", lines[1] ? lines[1] : "(none)");
+  snprintf(want, sizeof want, "(%llu bytes,", (unsigned long long)at);
+  CTS_ASSERT_MSG(lines[1] && strstr(lines[1], want), "want '%s' in %s", want, lines[1]);
+  for (int i = 0; i < 2; i++) free(lines[i]);
+  h_rm_dir(dir);
+
+  /* events: the same, with backtraces skipped. */
+  CTS_ASSERT(h_mkdtemp(dir, sizeof dir, "collect"));
+  collect_lines("events", full_streams, 2, lines, dir);
+  snprintf(want, sizeof want, "(%zu bytes, %llu events, %zu packets", good.len,
+           (unsigned long long)events, n);
+  CTS_ASSERT_MSG(lines[0] && strstr(lines[0], want), "want '%s' in %s", want,
+                 lines[0] ? lines[0] : "(none)");
+  CTS_ASSERT_MSG(lines[1] && strstr(lines[1], "unknown event code 127"), "%s",
+                 lines[1] ? lines[1] : "(none)");
+  for (int i = 0; i < 2; i++) free(lines[i]);
+  h_rm_dir(dir);
+  h_bytes_free(&good);
+  h_bytes_free(&bad_event);
+  h_bytes_free(&bad_version);
+  h_bytes_free(&bad_ids);
+}
+
 /* ---- command line -------------------------------------------------------------------------- */
 
 CTS_TEST(usage_errors) {
@@ -641,12 +770,14 @@ CTS_TEST(usage_errors) {
       {"collect", "--listen", "1:2:3", NULL},
       {"collect", "--listen", "127.0.0.1:0", "--max-clients"},
       {"collect", "--listen", "127.0.0.1:70000", NULL},
+      {"collect", "--listen", "127.0.0.1:0", "--validate"},
   };
   for (size_t i = 0; i < CTS_ARRAY_SIZE(cases); i++) {
     char *argv[8] = {(char *)CTS_TEST_CTFSCOPE};
     int n = 1;
     for (int k = 0; k < 4 && cases[i][k]; k++) argv[n++] = (char *)cases[i][k];
     if (i == 3) argv[n++] = (char *)"0";
+    if (i == 5) argv[n++] = (char *)"everything";
     argv[n] = NULL;
     h_proc_t p;
     CTS_ASSERT(h_proc_spawn(&p, argv, NULL, NULL));

@@ -3,7 +3,7 @@
 // released bundle) load the folded, Chrome trace-event and pprof exports, and pprof-format's
 // decoder reads the pprof export; every total must equal what `ctfscope top --json` says.
 //
-// Usage: node check_exports.cjs CTFSCOPE TRACE...
+// Usage: node check_exports.cjs CTFSCOPE [--tasks TASK_TRACE]... TRACE...
 // Exit status: 0 = all good, 1 = a check failed, 77 = skipped (node_modules missing; run
 // `npm ci` in tests/js), unless CI=true, where a missing dependency is a failure.
 'use strict';
@@ -75,13 +75,44 @@ function close(a, b, tol, what) {
   check(Math.abs(a - b) <= tol, `${what}: ${a} != ${b} (tolerance ${tol})`);
 }
 
+// Task traces (mirage-profile): speedscope loads the Chrome export; each thread's running
+// periods must add up to what `ctfscope stats --json` says, and each task's lifetime lane
+// is one profile of one slice.
+async function checkTasks(ss, ctfscope, trace) {
+  console.log(`${path.basename(trace)} (task trace)`);
+  const run = args => execFileSync(ctfscope, args, { maxBuffer: 1 << 30 });
+  const stats = JSON.parse(run(['stats', '--json', '-q', trace]).toString());
+  const chrome = run(['export', '-f', 'chrome', '-q', trace]).toString();
+  const doc = JSON.parse(chrome);
+  const flows = doc.traceEvents.filter(e => e.ph === 's').length;
+  check(flows === doc.traceEvents.filter(e => e.ph === 'f').length, 'every flow starts and ends');
+  const g = await ss.importProfileGroupFromText('x.json', chrome);
+  check(g && g.profiles.length >= 1, 'speedscope imports the task Chrome trace');
+  if (!g) return;
+  const lanes = g.profiles.filter(p => /thread \d+ \(running tasks\)/.test(p.getName()));
+  if (process.env.CTS_DEBUG) console.log(g.profiles.slice(0, 4).map(p => p.getName()));
+  check(lanes.length === stats.lanes, `speedscope finds ${lanes.length} thread lanes, stats says ${stats.lanes}`);
+  const running = lanes.reduce((s, p) => s + p.getTotalNonIdleWeight(), 0); // µs
+  close(running, stats.time.running_ns / 1000, 1e-6 * running + 0.01 * lanes.length, 'speedscope running time vs stats');
+  const tasks = g.profiles.filter(p => /\(#-?\d+\)/.test(p.getName()));
+  check(tasks.length === stats.tasks.total, `speedscope finds ${tasks.length} task lanes, stats says ${stats.tasks.total}`);
+  console.log(`  ${lanes.length} thread lanes, ${running.toFixed(3)} us running, ${tasks.length} task lanes, ${flows} flows`);
+}
+
 async function main() {
-  const [ctfscope, ...traces] = process.argv.slice(2);
-  if (!ctfscope || traces.length === 0) {
+  let args = process.argv.slice(2);
+  const taskTraces = [];
+  while (args.includes('--tasks')) {
+    const i = args.indexOf('--tasks');
+    taskTraces.push(args[i + 1]);
+    args.splice(i, 2);
+  }
+  const [ctfscope, ...traces] = args;
+  if (!ctfscope || traces.length + taskTraces.length === 0) {
     console.log('usage: node check_exports.cjs CTFSCOPE TRACE...');
     process.exit(2);
   }
-  const absent = traces.filter(t => !fs.existsSync(t));
+  const absent = traces.concat(taskTraces).filter(t => !fs.existsSync(t));
   if (absent.length) {
     console.log(`trace not found: ${absent.join(', ')} (is the golden corpus present?)`);
     process.exit(ci ? 1 : SKIP);
@@ -140,6 +171,7 @@ async function main() {
     console.log(`  ${lines.length} folded stacks, ${prof.sample.length} pprof samples, ${nsites} sites, ` +
       `${total} bytes allocated, ${live} live at the end`);
   }
+  for (const trace of taskTraces) await checkTasks(ss, ctfscope, trace);
   fs.rmSync(tmp, { recursive: true, force: true });
   console.log(failures ? `${failures} checks failed` : 'all checks passed');
   process.exit(failures ? 1 : 0);

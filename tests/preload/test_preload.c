@@ -366,6 +366,24 @@ CTS_TEST(realloc_chains) {
   unlink(trace);
 }
 
+/* Sampled blocks have a header: sizes, contents and libc's own reallocs are unaffected,
+ * at rate 1 (every block sampled) and at a low rate (almost none). */
+CTS_TEST(sampled_block_headers) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "headers");
+  const char *const rates[] = {"1", "0.0001"};
+  for (size_t i = 0; i < 2; i++) {
+    CTS_ASSERT(run_both("victim_headers", NULL, NULL, rates[i], trace, NULL));
+    CTS_ASSERT_EQ_INT(traced.status, 0);
+    CTS_ASSERT(strstr(traced.out, "bad=0") != NULL);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    if (i == 0) CTS_ASSERT_MSG(d.nallocs > 1500 && d.ncollects > 1500, "%zu allocs", d.nallocs);
+    decoded_fini(&d);
+  }
+  unlink(trace);
+}
+
 CTS_TEST(aligned_allocators) {
   char trace[256];
   trace_path(trace, sizeof trace, "memalign");

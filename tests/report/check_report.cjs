@@ -6,7 +6,8 @@
 // Exit status: 0 = all good, 1 = a check failed, 77 = skipped (chromium or node_modules
 // missing: `apt-get install -y chromium` and `npm ci` in tests/report), unless CI=true,
 // where anything missing is a failure. Screenshots go to OUT_DIR (test artifacts).
-// BENCH_TASKS=N (environment) also measures pan/zoom frame times on an N-task trace.
+// BENCH_TASKS=N (environment) also measures pan/zoom frame times on an N-task trace
+// (bench/report_bench.cjs measures more, and more carefully: bench/README.md).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -120,7 +121,16 @@ async function main() {
       }
       check(dom.flame.total === infoJson.samples_total, `${name}: flame graph total ${dom.flame.total} != ${infoJson.samples_total}`);
       if (infoJson.samples_total > 0 && dom.flame.rects > 1) {
-        // Filters change what is drawn.
+        // Filters change what is drawn (once the records, decoded after the first frame, are in).
+        await page.evaluate(() => window.ctsReport.mem.loadRecords());
+        check(await page.evaluate(() => window.ctsReport.mem.recordsReady === true), `${name}: the allocation records were not decoded`);
+        // 'live' over the whole trace selects every record: the records give the same total
+        // and blocks as the precomputed first view.
+        await page.selectOption('#f-mode', 'live');
+        const everything = await page.evaluate(() => ({ flame: window.ctsReport.mem.drawn.flame, filtered: window.ctsReport.mem.filtered }));
+        check(everything.flame.total === dom.flame.total && everything.flame.rects === dom.flame.rects && everything.filtered.blocks === infoJson.allocs_total,
+          `${name}: the records give ${JSON.stringify(everything)}, the first view ${JSON.stringify(dom.flame)} (${infoJson.allocs_total} allocations)`);
+        await page.selectOption('#f-mode', 'all');
         const half = await page.evaluate(() => {
           const m = window.ctsReport.data.mem;
           window.ctsReport.mem.setRange([0, m.end_us / 2]);
@@ -205,12 +215,15 @@ async function main() {
     async function frameTimes(label) {
       const r = await page.evaluate(() => {
         const t = window.ctsReport.tasks;
+        // A frame is draw() plus the canvas's rasterization of it, forced by reading a pixel.
+        const g = document.getElementById('timeline').getContext('2d');
+        const timed = (f) => { const a = performance.now(); f(); g.getImageData(0, 0, 1, 1); times.push(performance.now() - a); };
         t.fit();
         const times = [];
-        for (let i = 0; i < 20; i++) { const a = performance.now(); t.zoom(1.2, 300); times.push(performance.now() - a); }
-        for (let i = 0; i < 40; i++) { const a = performance.now(); t.pan(i % 2 ? 37 : -41, i % 3 ? 5 : -5); times.push(performance.now() - a); }
+        for (let i = 0; i < 20; i++) timed(() => t.zoom(1.2, 300));
+        for (let i = 0; i < 40; i++) timed(() => t.pan(i % 2 ? 37 : -41, i % 3 ? 5 : -5));
         t.fit();
-        for (let i = 0; i < 20; i++) { const a = performance.now(); t.pan(53, 0); times.push(performance.now() - a); }
+        for (let i = 0; i < 20; i++) timed(() => t.pan(53, 0));
         times.sort((a, b) => a - b);
         return { mean: times.reduce((a, b) => a + b, 0) / times.length, p95: times[Math.floor(times.length * 0.95)], max: times[times.length - 1] };
       });

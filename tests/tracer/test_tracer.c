@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -321,6 +322,54 @@ CTS_TEST(fd_sink_writes_to_the_callers_descriptor) {
   decoded_from_memory(&d, b.data, b.len);
   CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
   CTS_ASSERT_EQ_U64(d.nallocs, 10);
+  decoded_fini(&d);
+  free(b.data);
+}
+
+static uint64_t realtime_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* The default clock (the time-stamp counter when usable, converted by the writer thread):
+ * each event's time is the wall-clock time it happened, within a millisecond, even for
+ * events queued while the writer thread was still calibrating the counter. */
+CTS_TEST(default_clock_gives_wall_clock_times) {
+  FILE *tmp = tmpfile();
+  CTS_ASSERT(tmp != NULL);
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cfg.sample_rate = 1.0;
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FD);
+  sink.fd = fileno(tmp);
+  uint64_t before[6], after[6];
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
+  for (uint64_t i = 0; i < 6; i++) {
+    before[i] = realtime_us();
+    cts_tracer_track_alloc(fake_ptr(i), 64);
+    after[i] = realtime_us();
+    const struct timespec pause = {0, 4000000}; /* 4 ms: the first ones precede calibration */
+    nanosleep(&pause, NULL);
+  }
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  membuf_t b = {0};
+  rewind(tmp);
+  uint8_t chunk[4096];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, tmp)) > 0) membuf_write(&b, chunk, got);
+  fclose(tmp);
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 6);
+  CTS_ASSERT(!d.time_backwards);
+  for (size_t i = 0; i < 6; i++)
+    CTS_ASSERT_MSG(d.allocs[i].time + 1000 >= before[i] && d.allocs[i].time <= after[i] + 1000,
+                   "event %zu at %llu, called between %llu and %llu", i,
+                   (unsigned long long)d.allocs[i].time, (unsigned long long)before[i],
+                   (unsigned long long)after[i]);
   decoded_fini(&d);
   free(b.data);
 }

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/* The analysis commands on mirage-profile task traces (cmd_tasks.c, cmd_export_tasks.c):
+ * each command detects the trace kind (cli_trace_detect) and, for a task trace, calls its
+ * function here with its parsed options. Every function returns an exit code. */
+#ifndef CTS_CLI_CMD_TASKS_H
+#define CTS_CLI_CMD_TASKS_H
+
+#include <stdbool.h>
+
+#include "../os/output.h"
+
+/* `info`: appends the trace's description to o (text, or one JSON object). */
+int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool quiet);
+
+typedef struct cli_tasks_stats_opts {
+  bool json, csv, bars, quiet;
+  const char *svg;
+} cli_tasks_stats_opts_t;
+int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts);
+
+/* Rows of top and diff: tasks grouped by label (unlabelled ones by "(type)") or by type. */
+typedef enum { CLI_TASKS_BY_LABEL, CLI_TASKS_BY_TYPE } cli_tasks_by_t;
+/* Metrics of top (sort key) and diff. */
+typedef enum { CLI_TASKS_RUNNING, CLI_TASKS_COUNT, CLI_TASKS_ALIVE } cli_tasks_metric_t;
+
+/* Parse --by / --sort / --metric values for task traces; -1 when valid, else prints the
+ * usage error and returns its exit code. A NULL arg keeps the default. */
+int cli_tasks_parse_by(const char *arg, cli_tasks_by_t *out);
+int cli_tasks_parse_metric(const char *option, const char *arg, cli_tasks_metric_t *out);
+
+typedef struct cli_tasks_top_opts {
+  cli_tasks_by_t by;
+  cli_tasks_metric_t sort;
+  long limit;
+  bool json, csv, quiet;
+} cli_tasks_top_opts_t;
+int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts);
+
+typedef struct cli_tasks_leaks_opts {
+  long limit;
+  bool json, csv, quiet;
+} cli_tasks_leaks_opts_t;
+int cli_tasks_leaks(const char *path, const cli_tasks_leaks_opts_t *opts);
+
+typedef struct cli_tasks_diff_opts {
+  cli_tasks_by_t by;
+  cli_tasks_metric_t metric;
+  long limit;
+  bool no_normalize, json, csv, quiet;
+} cli_tasks_diff_opts_t;
+int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_opts_t *opts);
+
+/* `export --format chrome|csv` of a task trace to o. */
+int cli_tasks_export(cts_out_t *o, const char *path, bool chrome, bool quiet);
+
+#endif /* CTS_CLI_CMD_TASKS_H */
