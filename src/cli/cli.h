@@ -31,6 +31,15 @@ void cli_set_command(const char *name);
 const char *cli_command(void);
 
 void cli_error(const char *fmt, ...) CTS_PRINTF(1, 2);
+
+/* Images (png.c). cli_svg_to_png renders an SVG file into a PNG file with librsvg: 0, or a
+ * negative code with a message in err (-ENOTSUP when built without librsvg).
+ * cli_write_svg_and_png writes the SVG image with write_svg(path, ctx) to svg_path, or to a
+ * temporary file when only a PNG is asked for, then renders it to png_path (if not NULL);
+ * errors are printed; returns a CLI exit code. */
+int cli_svg_to_png(const char *svg_path, const char *png_path, char *err, size_t err_size);
+int cli_write_svg_and_png(const char *svg_path, const char *png_path,
+                          int (*write_svg)(const char *path, const void *ctx), const void *ctx);
 void cli_warn(const char *fmt, ...) CTS_PRINTF(1, 2);
 /* Prints the error and a pointer to --help; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) CTS_PRINTF(1, 2);

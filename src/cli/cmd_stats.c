@@ -34,6 +34,7 @@ static const char help[] =
     "      --bars        draw bar charts (default: when standard output is a terminal)\n"
     "      --no-bars     do not draw bar charts\n"
     "      --svg FILE    also write the histograms as an SVG image to FILE\n"
+    "      --png FILE    also write them as a PNG image to FILE (the SVG image, rendered)\n"
     "      --json        print JSON\n"
     "      --csv         print the histograms as CSV\n"
     "  -q, --quiet       do not print warnings\n"
@@ -45,7 +46,7 @@ static const char help[] =
 
 typedef struct stats_opts {
   int bars; /* -1 = when a terminal */
-  const char *svg;
+  const char *svg, *png;
   bool json, csv, quiet;
 } stats_opts_t;
 
@@ -60,6 +61,9 @@ static int on_option(void *ctx, int opt, const char *arg) {
       break;
     case 'S':
       o->svg = arg;
+      break;
+    case 'P':
+      o->png = arg;
       break;
     case 'J':
       o->json = true;
@@ -368,7 +372,14 @@ static void svg_panel(cts_out_t *o, const view_t *v, int y0) {
   }
 }
 
-static int write_svg(const char *path, const view_t *views, size_t nviews) {
+typedef struct views_ref {
+  const view_t *views;
+  size_t n;
+} views_ref_t;
+
+static int write_svg(const char *path, const void *ctx) {
+  const view_t *views = ((const views_ref_t *)ctx)->views;
+  const size_t nviews = ((const views_ref_t *)ctx)->n;
   const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return -errno;
   static cts_out_t o;
@@ -393,13 +404,10 @@ static int write_svg(const char *path, const view_t *views, size_t nviews) {
 
 int cmd_stats(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"bars", no_argument, NULL, 'b'},
-      {"no-bars", no_argument, NULL, 'N'},
-      {"svg", required_argument, NULL, 'S'},
-      {"json", no_argument, NULL, 'J'},
-      {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},
-      {0},
+      {"bars", no_argument, NULL, 'b'},      {"no-bars", no_argument, NULL, 'N'},
+      {"svg", required_argument, NULL, 'S'}, {"png", required_argument, NULL, 'P'},
+      {"json", no_argument, NULL, 'J'},      {"csv", no_argument, NULL, 'C'},
+      {"quiet", no_argument, NULL, 'q'},     {0},
   };
   stats_opts_t opts = {.bars = -1};
   int first;
@@ -416,7 +424,8 @@ int cmd_stats(int argc, char **argv) {
                                        .csv = opts.csv,
                                        .bars = opts.bars < 0 ? isatty(STDOUT_FILENO) : opts.bars,
                                        .quiet = opts.quiet,
-                                       .svg = opts.svg};
+                                       .svg = opts.svg,
+                                       .png = opts.png};
     return cli_tasks_stats(argv[first], &to);
   }
 
@@ -454,12 +463,10 @@ int cmd_stats(int argc, char **argv) {
     if (bars) cts_out_str(&out, "\n  bars: # blocks, = bytes (each scaled to its largest bin)\n");
   }
   code = cli_finish_output(&out, code);
-  if (opts.svg) {
-    const int e = write_svg(opts.svg, views, CTS_ARRAY_SIZE(views));
-    if (e) {
-      cli_error("cannot write '%s': %s", opts.svg, cts_os_strerror(e));
-      if (code < CLI_EXIT_IO) code = CLI_EXIT_IO;
-    }
+  if (opts.svg || opts.png) {
+    const views_ref_t ref = {views, CTS_ARRAY_SIZE(views)};
+    const int e = cli_write_svg_and_png(opts.svg, opts.png, write_svg, &ref);
+    if (e && code < e) code = e;
   }
   cli_trace_free(&t);
   return code;

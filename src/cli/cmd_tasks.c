@@ -421,8 +421,17 @@ static void svg_text(cts_out_t *o, const char *s) {
 
 /* One panel per histogram: % of tasks (blue) and % of time (orange) per power-of-two bin,
  * like the memtrace histograms of `stats --svg`. */
-static int write_svg(const char *path, const cts_hist_t *const *h, const char *const *titles,
-                     size_t n) {
+typedef struct svg_panels {
+  const cts_hist_t *const *h;
+  const char *const *titles;
+  size_t n;
+} svg_panels_t;
+
+static int write_svg(const char *path, const void *ctx) {
+  const svg_panels_t *panels = ctx;
+  const cts_hist_t *const *h = panels->h;
+  const char *const *titles = panels->titles;
+  const size_t n = panels->n;
   const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return -errno;
   static cts_out_t o;
@@ -620,7 +629,7 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
     }
   }
   code = cli_finish_output(&out, code);
-  if (opts->svg) {
+  if (opts->svg || opts->png) {
     const cts_hist_t *hs[NTYPES + 1];
     const char *titles[NTYPES + 1];
     static char title_buf[NTYPES][64];
@@ -633,11 +642,9 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
       hs[n] = &s->types[i].dur;
       titles[n++] = title_buf[i];
     }
-    const int err = write_svg(opts->svg, hs, titles, n);
-    if (err) {
-      cli_error("cannot write '%s': %s", opts->svg, cts_os_strerror(err));
-      if (code < CLI_EXIT_IO) code = CLI_EXIT_IO;
-    }
+    const svg_panels_t panels = {hs, titles, n};
+    const int img = cli_write_svg_and_png(opts->svg, opts->png, write_svg, &panels);
+    if (img && code < img) code = img;
   }
   free(s);
   cli_tasks_free(&t);

@@ -14,7 +14,7 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
 
 typedef struct cli_tasks_stats_opts {
   bool json, csv, bars, quiet;
-  const char *svg;
+  const char *svg, *png; /* --svg, --png: NULL = none */
 } cli_tasks_stats_opts_t;
 int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts);
 

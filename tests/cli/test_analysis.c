@@ -119,6 +119,80 @@ CTS_TEST(histogram_buckets_and_quantiles) {
   CTS_ASSERT(cts_block_sample_probability(1000, 1.0) == 1.0);
 }
 
+/* stats --svg and --png, on a memory trace and on a task trace: the SVG is a well-formed
+ * image with every panel, and the PNG is that image rendered (same size, per its IHDR). */
+static bool check_png(const char *png_path, unsigned long want_h);
+
+static bool check_images(const char *svg_path, const char *png_path, const char *panel,
+                         unsigned long *height) {
+  FILE *f = fopen(svg_path, "rb");
+  if (!f) return false;
+  static char svg[1 << 20];
+  const size_t n = fread(svg, 1, sizeof svg - 1, f);
+  fclose(f);
+  svg[n] = '\0';
+  const char *h = strstr(svg, "height=\"");
+  if (strncmp(svg, "<?xml", 5) != 0 || !strstr(svg, "</svg>") || !strstr(svg, panel) || !h) {
+    fprintf(stderr, "  %s: not the expected SVG image\n", svg_path);
+    return false;
+  }
+  *height = strtoul(h + 8, NULL, 10);
+  return check_png(png_path, *height);
+}
+
+static bool check_png(const char *png_path, unsigned long want_h) {
+  uint8_t png[33];
+  FILE *f;
+  f = fopen(png_path, "rb");
+  const bool got = f && fread(png, 1, sizeof png, f) == sizeof png;
+  if (f) fclose(f);
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (!got || memcmp(png, sig, 8) != 0 || memcmp(png + 12, "IHDR", 4) != 0) {
+    fprintf(stderr, "  %s: not a PNG image\n", png_path);
+    return false;
+  }
+  const unsigned long w = (unsigned long)png[16] << 24 | png[17] << 16 | png[18] << 8 | png[19];
+  const unsigned long ht = (unsigned long)png[20] << 24 | png[21] << 16 | png[22] << 8 | png[23];
+  if (w != 900 || ht != want_h) {
+    fprintf(stderr, "  %s: %lux%lu, the SVG image is 900x%lu\n", png_path, w, ht, want_h);
+    return false;
+  }
+  return true;
+}
+
+CTS_TEST(stats_writes_svg_and_png_images) {
+  CTS_ASSERT(setup());
+  char svg[300], png[300], tasks[4096];
+  snprintf(svg, sizeof svg, "%s/stats.svg", tmpdir);
+  snprintf(png, sizeof png, "%s/stats.png", tmpdir);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "stats", "--svg", svg, "--png", png, trace1, NULL};
+  run_result_t r;
+  CTS_ASSERT(run_cmd(argv, NULL, 60, &r));
+  CTS_ASSERT_MSG(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
+  unsigned long height, task_height;
+  CTS_ASSERT(check_images(svg, png, "Block sizes", &height));
+  run_result_free(&r);
+  snprintf(tasks, sizeof tasks, "%s/tasks/known.ctf", cts_test_data_dir());
+  remove(png);
+  char *targv[] = {CTS_TEST_CTFSCOPE, "stats", "--svg", svg, "--png", png, tasks, NULL};
+  CTS_ASSERT(run_cmd(targv, NULL, 60, &r));
+  CTS_ASSERT_MSG(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
+  CTS_ASSERT(check_images(svg, png, "created -&gt; resolved", &task_height));
+  run_result_free(&r);
+  /* A PNG alone (the SVG goes through a temporary file), and a PNG that cannot be written. */
+  remove(png);
+  char *pargv[] = {CTS_TEST_CTFSCOPE, "stats", "--png", png, trace1, NULL};
+  CTS_ASSERT(run_cmd(pargv, NULL, 60, &r));
+  CTS_ASSERT_MSG(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
+  CTS_ASSERT(check_png(png, height));
+  run_result_free(&r);
+  char *bargv[] = {CTS_TEST_CTFSCOPE, "stats", "--png", "/nonexistent-dir/x.png", trace1, NULL};
+  CTS_ASSERT(run_cmd(bargv, NULL, 60, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 3);
+  CTS_ASSERT_MSG(strstr(r.err, "cannot write the PNG image '/nonexistent-dir/x.png'"), "%s", r.err);
+  run_result_free(&r);
+}
+
 /* The live-block id map (a ring for young ids, a hash map for survivors) behaves exactly like
  * a plain map, whatever the ids: monotone with young deaths and survivors (the usual trace),
  * duplicates, ids that go backwards, far apart, 0 and UINT64_MAX. */
