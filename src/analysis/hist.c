@@ -93,3 +93,25 @@ double cts_block_sample_probability(uint64_t length_words, double rate) {
   if (rate >= 1.0) return 1.0;
   return -expm1((double)(length_words + 1) * log1p(-rate));
 }
+
+void cts_hist_pow2(const cts_hist_t *h, cts_hist_pow2_t *b) {
+  memset(b, 0, sizeof *b);
+  for (unsigned i = 0; i < CTS_HIST_BUCKETS; i++) {
+    if (!h->blocks[i]) continue;
+    const uint64_t low = cts_hist_bucket_low(i);
+    const int bin = low ? 64 - __builtin_clzll(low) : 0;
+    b->blocks[bin] += h->blocks[i];
+    b->samples[bin] += h->samples[i];
+  }
+  b->lo = CTS_HIST_POW2_BINS;
+  b->hi = -1;
+  for (int i = 0; i < CTS_HIST_POW2_BINS; i++)
+    if (b->blocks[i]) {
+      if (i < b->lo) b->lo = i;
+      b->hi = i;
+    }
+}
+
+uint64_t cts_hist_pow2_low(int bin) {
+  return bin > 64 ? UINT64_MAX : bin ? 1ull << (bin - 1) : 0; /* 2^64 is beyond the type */
+}

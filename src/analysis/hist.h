@@ -51,4 +51,17 @@ void cts_poisson_ci95(uint64_t n, double *lo, double *hi);
  * sampled blocks into an unbiased estimate of the number of allocations. */
 double cts_block_sample_probability(uint64_t length_words, double rate);
 
+/* A histogram regrouped into power-of-two bins, for display (bars, CSV, images): bin 0
+ * holds the value 0, bin k >= 1 holds [2^(k-1), 2^k). lo > hi when the histogram is empty. */
+#define CTS_HIST_POW2_BINS 66
+
+typedef struct cts_hist_pow2 {
+  uint64_t blocks[CTS_HIST_POW2_BINS], samples[CTS_HIST_POW2_BINS];
+  int lo, hi; /* first and last non-empty bins */
+} cts_hist_pow2_t;
+
+void cts_hist_pow2(const cts_hist_t *h, cts_hist_pow2_t *out);
+/* The lowest value of a bin (UINT64_MAX past the last one). */
+uint64_t cts_hist_pow2_low(int bin);
+
 #endif /* CTS_HIST_H */

@@ -88,35 +88,6 @@ typedef struct view {
   unit_t unit;
 } view_t;
 
-#define NBINS 66 /* bin 0 holds 0, bin k ≥ 1 holds [2^(k-1), 2^k) */
-
-typedef struct bins {
-  uint64_t blocks[NBINS], samples[NBINS];
-  int lo, hi; /* first and last non-empty bins, lo > hi when empty */
-} bins_t;
-
-static void make_bins(const cts_hist_t *h, bins_t *b) {
-  memset(b, 0, sizeof *b);
-  for (unsigned i = 0; i < CTS_HIST_BUCKETS; i++) {
-    if (!h->blocks[i]) continue;
-    const uint64_t low = cts_hist_bucket_low(i);
-    const int bin = low ? 64 - __builtin_clzll(low) : 0;
-    b->blocks[bin] += h->blocks[i];
-    b->samples[bin] += h->samples[i];
-  }
-  b->lo = NBINS;
-  b->hi = -1;
-  for (int i = 0; i < NBINS; i++)
-    if (b->blocks[i]) {
-      if (i < b->lo) b->lo = i;
-      b->hi = i;
-    }
-}
-
-static uint64_t bin_low(int bin) {
-  return bin > 64 ? UINT64_MAX : bin ? 1ull << (bin - 1) : 0; /* 2^64 is beyond the type */
-}
-
 static const char *human_us(double us, char *buf, size_t size) {
   if (us < 1000)
     snprintf(buf, size, "%.0f us", us);
@@ -156,8 +127,8 @@ static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v
                                 v->unit, a, sizeof a));
     cts_out_char(o, '\n');
   }
-  bins_t bins;
-  make_bins(v->h, &bins);
+  cts_hist_pow2_t bins;
+  cts_hist_pow2(v->h, &bins);
   uint64_t max_blocks = 0, max_samples = 0;
   for (int i = bins.lo; i <= bins.hi; i++) {
     if (bins.blocks[i] > max_blocks) max_blocks = bins.blocks[i];
@@ -166,8 +137,8 @@ static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v
   cts_out_printf(o, "  %21s  %11s  %6s  %10s  %6s\n", "range", "blocks", "%", "est. bytes", "%");
   const double bps = cts_mtprof_bytes_per_sample(p);
   for (int i = bins.lo; i <= bins.hi; i++) {
-    const double low = (double)bin_low(i) * v->scale;
-    const double high = i ? (double)bin_low(i + 1) * v->scale : 0;
+    const double low = (double)cts_hist_pow2_low(i) * v->scale;
+    const double high = i ? (double)cts_hist_pow2_low(i + 1) * v->scale : 0;
     char range[48];
     if (i == 0)
       snprintf(range, sizeof range, "%s", human_unit(0, v->unit, a, sizeof a));
@@ -239,15 +210,15 @@ static void json_view(cts_out_t *o, const cts_mtprof_t *p, const view_t *v) {
                      (double)cts_hist_quantile(v->h, quantiles[q], by_samples) * v->scale);
     cts_out_str(o, "}");
   }
-  bins_t bins;
-  make_bins(v->h, &bins);
+  cts_hist_pow2_t bins;
+  cts_hist_pow2(v->h, &bins);
   cts_out_str(o, ", \"bins\": [");
   for (int i = bins.lo; i <= bins.hi; i++)
     cts_out_printf(o,
                    "%s\n   {\"low\": %.0f, \"high\": %.0f, \"blocks\": %llu, \"samples\": %llu, "
                    "\"bytes\": %.0f}",
-                   i > bins.lo ? "," : "", (double)bin_low(i) * v->scale,
-                   i ? (double)bin_low(i + 1) * v->scale : 1.0 * v->scale,
+                   i > bins.lo ? "," : "", (double)cts_hist_pow2_low(i) * v->scale,
+                   i ? (double)cts_hist_pow2_low(i + 1) * v->scale : 1.0 * v->scale,
                    (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i],
                    (double)bins.samples[i] * bps);
   cts_out_str(o, "]}");
@@ -304,12 +275,13 @@ static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, 
   const double bps = cts_mtprof_bytes_per_sample(p);
   cts_out_str(o, "histogram,unit,low,high,blocks,samples,est_bytes\n");
   for (size_t v = 0; v < nviews; v++) {
-    bins_t bins;
-    make_bins(views[v].h, &bins);
+    cts_hist_pow2_t bins;
+    cts_hist_pow2(views[v].h, &bins);
     for (int i = bins.lo; i <= bins.hi; i++)
       cts_out_printf(o, "%s,%s,%.0f,%.0f,%llu,%llu,%.0f\n", views[v].key,
-                     views[v].unit == UNIT_US ? "us" : "bytes", (double)bin_low(i) * views[v].scale,
-                     i ? (double)bin_low(i + 1) * views[v].scale : views[v].scale,
+                     views[v].unit == UNIT_US ? "us" : "bytes",
+                     (double)cts_hist_pow2_low(i) * views[v].scale,
+                     i ? (double)cts_hist_pow2_low(i + 1) * views[v].scale : views[v].scale,
                      (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i],
                      (double)bins.samples[i] * bps);
   }
@@ -317,23 +289,10 @@ static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, 
 
 /* ---- SVG ------------------------------------------------------------------------------ */
 
-static void svg_text(cts_out_t *o, const char *s) {
-  for (; *s; s++) {
-    if (*s == '<')
-      cts_out_str(o, "&lt;");
-    else if (*s == '>')
-      cts_out_str(o, "&gt;");
-    else if (*s == '&')
-      cts_out_str(o, "&amp;");
-    else
-      cts_out_char(o, *s);
-  }
-}
-
 static void svg_panel(cts_out_t *o, const view_t *v, int y0) {
   const int x0 = 60, width = 820, height = 160;
   cts_out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">", x0, y0 + 16);
-  svg_text(o, v->title);
+  cts_out_xml_text(o, v->title);
   cts_out_str(o, "</text>\n");
   const int top = y0 + 28, base = top + height;
   cts_out_printf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", x0, base,
@@ -344,8 +303,8 @@ static void svg_panel(cts_out_t *o, const view_t *v, int y0) {
                    "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n",
                    x0 - 4, base - height * pct / 100 + 3, pct, x0, base - height * pct / 100,
                    x0 + width, base - height * pct / 100);
-  bins_t bins;
-  make_bins(v->h, &bins);
+  cts_hist_pow2_t bins;
+  cts_hist_pow2(v->h, &bins);
   if (bins.lo > bins.hi) return;
   const int n = bins.hi - bins.lo + 1;
   const double slot = (double)width / n;
@@ -364,7 +323,7 @@ static void svg_panel(cts_out_t *o, const view_t *v, int y0) {
                    "<title>%.1f%% of bytes</title></rect>\n",
                    x + slot * 0.5, base - fs * height, bw, fs * height, 100 * fs);
     char label[32];
-    human_unit((double)bin_low(i) * v->scale, v->unit, label, sizeof label);
+    human_unit((double)cts_hist_pow2_low(i) * v->scale, v->unit, label, sizeof label);
     cts_out_printf(o,
                    "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
                    "transform=\"rotate(-45 %.1f %d)\">%s</text>\n",

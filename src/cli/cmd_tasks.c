@@ -256,35 +256,6 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
 
 /* ---- stats ----------------------------------------------------------------------------- */
 
-#define NBINS 66 /* bin 0 holds 0, bin k ≥ 1 holds [2^(k-1), 2^k) */
-
-typedef struct bins {
-  uint64_t tasks[NBINS], time[NBINS];
-  int lo, hi;
-} bins_t;
-
-static void make_bins(const cts_hist_t *h, bins_t *b) {
-  memset(b, 0, sizeof *b);
-  for (unsigned i = 0; i < CTS_HIST_BUCKETS; i++) {
-    if (!h->blocks[i]) continue;
-    const uint64_t low = cts_hist_bucket_low(i);
-    const int bin = low ? 64 - __builtin_clzll(low) : 0;
-    b->tasks[bin] += h->blocks[i];
-    b->time[bin] += h->samples[i];
-  }
-  b->lo = NBINS;
-  b->hi = -1;
-  for (int i = 0; i < NBINS; i++)
-    if (b->tasks[i]) {
-      if (i < b->lo) b->lo = i;
-      b->hi = i;
-    }
-}
-
-static uint64_t bin_low(int bin) {
-  return bin > 64 ? UINT64_MAX : bin ? 1ull << (bin - 1) : 0; /* 2^64 is beyond the type */
-}
-
 static const double quantiles[] = {0.5, 0.9, 0.99, 1.0};
 static const char *const quantile_names[] = {"p50", "p90", "p99", "max"};
 
@@ -346,12 +317,12 @@ static void print_hist_text(cts_out_t *o, const cts_hist_t *h, bool bars) {
                      cli_human_ns(h->sum_by_blocks / (double)h->total_blocks, a, sizeof a));
     cts_out_char(o, '\n');
   }
-  bins_t bins;
-  make_bins(h, &bins);
+  cts_hist_pow2_t bins;
+  cts_hist_pow2(h, &bins);
   uint64_t max_tasks = 0, max_time = 0;
   for (int i = bins.lo; i <= bins.hi; i++) {
-    if (bins.tasks[i] > max_tasks) max_tasks = bins.tasks[i];
-    if (bins.time[i] > max_time) max_time = bins.time[i];
+    if (bins.blocks[i] > max_tasks) max_tasks = bins.blocks[i];
+    if (bins.samples[i] > max_time) max_time = bins.samples[i];
   }
   cts_out_printf(o, "  %21s  %9s  %6s  %10s  %6s\n", "range", "tasks", "%", "time", "%");
   for (int i = bins.lo; i <= bins.hi; i++) {
@@ -359,16 +330,17 @@ static void print_hist_text(cts_out_t *o, const cts_hist_t *h, bool bars) {
     if (i == 0)
       snprintf(range, sizeof range, "0 ns");
     else
-      snprintf(range, sizeof range, "%s - <%s", cli_human_ns((double)bin_low(i), a, sizeof a),
-               cli_human_ns((double)bin_low(i + 1), b, sizeof b));
+      snprintf(range, sizeof range, "%s - <%s",
+               cli_human_ns((double)cts_hist_pow2_low(i), a, sizeof a),
+               cli_human_ns((double)cts_hist_pow2_low(i + 1), b, sizeof b));
     cts_out_printf(
-        o, "  %21s  %9s  %5.1f%%  %10s  %5.1f%%", range, cli_grouped(bins.tasks[i], c, sizeof c),
-        100.0 * (double)bins.tasks[i] / (double)h->total_blocks,
-        cli_human_ns((double)bins.time[i], d, sizeof d),
-        h->total_samples ? 100.0 * (double)bins.time[i] / (double)h->total_samples : 0.0);
+        o, "  %21s  %9s  %5.1f%%  %10s  %5.1f%%", range, cli_grouped(bins.blocks[i], c, sizeof c),
+        100.0 * (double)bins.blocks[i] / (double)h->total_blocks,
+        cli_human_ns((double)bins.samples[i], d, sizeof d),
+        h->total_samples ? 100.0 * (double)bins.samples[i] / (double)h->total_samples : 0.0);
     if (bars) {
-      const int wb = max_tasks ? (int)(20.0 * (double)bins.tasks[i] / (double)max_tasks + 0.5) : 0;
-      const int ws = max_time ? (int)(20.0 * (double)bins.time[i] / (double)max_time + 0.5) : 0;
+      const int wb = max_tasks ? (int)(20.0 * (double)bins.blocks[i] / (double)max_tasks + 0.5) : 0;
+      const int ws = max_time ? (int)(20.0 * (double)bins.samples[i] / (double)max_time + 0.5) : 0;
       if (ws)
         cts_out_printf(o, "  %-20.*s %.*s", wb, "####################", ws, "====================");
       else if (wb)
@@ -392,31 +364,18 @@ static void json_hist(cts_out_t *o, const cts_hist_t *h, bool with_bins) {
     cts_out_str(o, "}");
   }
   if (with_bins) {
-    bins_t bins;
-    make_bins(h, &bins);
+    cts_hist_pow2_t bins;
+    cts_hist_pow2(h, &bins);
     cts_out_str(o, ", \"bins\": [");
     for (int i = bins.lo; i <= bins.hi; i++)
       cts_out_printf(
           o, "%s\n   {\"low_ns\": %llu, \"high_ns\": %llu, \"tasks\": %llu, \"time_ns\": %llu}",
-          i > bins.lo ? "," : "", (unsigned long long)bin_low(i),
-          (unsigned long long)(i ? bin_low(i + 1) : 1), (unsigned long long)bins.tasks[i],
-          (unsigned long long)bins.time[i]);
+          i > bins.lo ? "," : "", (unsigned long long)cts_hist_pow2_low(i),
+          (unsigned long long)(i ? cts_hist_pow2_low(i + 1) : 1),
+          (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i]);
     cts_out_str(o, "]");
   }
   cts_out_str(o, "}");
-}
-
-static void svg_text(cts_out_t *o, const char *s) {
-  for (; *s; s++) {
-    if (*s == '<')
-      cts_out_str(o, "&lt;");
-    else if (*s == '>')
-      cts_out_str(o, "&gt;");
-    else if (*s == '&')
-      cts_out_str(o, "&amp;");
-    else
-      cts_out_char(o, *s);
-  }
 }
 
 /* One panel per histogram: % of tasks (blue) and % of time (orange) per power-of-two bin,
@@ -451,7 +410,7 @@ static int write_svg(const char *path, const void *ctx) {
     const int y0 = 24 + panel * (int)p, top = y0 + 28, base = top + height;
     cts_out_printf(&o, "<text x=\"%d\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">", x0,
                    y0 + 16);
-    svg_text(&o, titles[p]);
+    cts_out_xml_text(&o, titles[p]);
     cts_out_str(&o, "</text>\n");
     cts_out_printf(&o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", x0,
                    base, x0 + width, base);
@@ -461,15 +420,15 @@ static int write_svg(const char *path, const void *ctx) {
                      "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n",
                      x0 - 4, base - height * pct / 100 + 3, pct, x0, base - height * pct / 100,
                      x0 + width, base - height * pct / 100);
-    bins_t bins;
-    make_bins(h[p], &bins);
+    cts_hist_pow2_t bins;
+    cts_hist_pow2(h[p], &bins);
     if (bins.lo > bins.hi) continue;
     const double slot = (double)width / (bins.hi - bins.lo + 1);
     for (int i = bins.lo; i <= bins.hi; i++) {
       const double x = x0 + (i - bins.lo) * slot;
-      const double fb = (double)bins.tasks[i] / (double)h[p]->total_blocks;
+      const double fb = (double)bins.blocks[i] / (double)h[p]->total_blocks;
       const double fs =
-          h[p]->total_samples ? (double)bins.time[i] / (double)h[p]->total_samples : 0.0;
+          h[p]->total_samples ? (double)bins.samples[i] / (double)h[p]->total_samples : 0.0;
       cts_out_printf(&o,
                      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
                      "fill=\"#4878cf\"><title>%.1f%% of tasks</title></rect>\n",
@@ -479,7 +438,7 @@ static int write_svg(const char *path, const void *ctx) {
                      "fill=\"#e8833a\"><title>%.1f%% of time</title></rect>\n",
                      x + slot * 0.5, base - fs * height, slot * 0.4, fs * height, 100 * fs);
       char label[32];
-      cli_human_ns((double)bin_low(i), label, sizeof label);
+      cli_human_ns((double)cts_hist_pow2_low(i), label, sizeof label);
       cts_out_printf(&o,
                      "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
                      "transform=\"rotate(-45 %.1f %d)\">%s</text>\n",
@@ -562,13 +521,14 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
     cts_out_str(&out, "histogram,type,unit,low,high,tasks,time_ns\n");
     for (int ty = -1; ty < NTYPES; ty++) {
       const cts_hist_t *h = ty < 0 ? &s->all : &s->types[ty].dur;
-      bins_t bins;
-      make_bins(h, &bins);
+      cts_hist_pow2_t bins;
+      cts_hist_pow2(h, &bins);
       for (int i = bins.lo; i <= bins.hi; i++)
         cts_out_printf(&out, "duration,%s,ns,%llu,%llu,%llu,%llu\n",
-                       ty < 0 ? "all" : slot_name((unsigned)ty), (unsigned long long)bin_low(i),
-                       (unsigned long long)(i ? bin_low(i + 1) : 1),
-                       (unsigned long long)bins.tasks[i], (unsigned long long)bins.time[i]);
+                       ty < 0 ? "all" : slot_name((unsigned)ty),
+                       (unsigned long long)cts_hist_pow2_low(i),
+                       (unsigned long long)(i ? cts_hist_pow2_low(i + 1) : 1),
+                       (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i]);
     }
   } else {
     const totals_t *k = &s->tot;

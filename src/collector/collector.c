@@ -270,6 +270,23 @@ static ssize_t splice_in(cts_collector_t *c, conn_t *k) {
   }
 }
 
+/* Handles what a read or a splice of a connection returned: true when it brought n bytes;
+ * false when nothing was waiting (*again) or the connection ended (it is closed then). */
+static bool took_bytes(cts_collector_t *c, conn_t *k, ssize_t n, int64_t now, bool *again) {
+  *again = n == -EAGAIN;
+  if (*again) return false;
+  if (n <= 0) {
+    if (n < 0)
+      end_conn(c, k, END_LOST, cts_os_strerror((int)n));
+    else
+      end_conn(c, k, END_PEER_CLOSED, NULL);
+    return false;
+  }
+  k->last_read_ms = now;
+  k->bytes_read += (uint64_t)n;
+  return true;
+}
+
 /* Reads what a connection has sent (a few buffers at most, for fairness). */
 static void service(cts_collector_t *c, conn_t *k, int64_t now, unsigned max_reads) {
   for (unsigned r = 0; r < max_reads; r++) {
@@ -280,17 +297,11 @@ static void service(cts_collector_t *c, conn_t *k, int64_t now, unsigned max_rea
       if (n == -EINVAL || n == -ENOSYS) {
         drop_splice(c); /* not for this kind of socket: read instead from now on */
       } else {
-        if (n == -EAGAIN) break;
-        if (n < 0) {
-          end_conn(c, k, END_LOST, cts_os_strerror((int)n));
+        bool again;
+        if (!took_bytes(c, k, n, now, &again)) {
+          if (again) break;
           return;
         }
-        if (n == 0) {
-          end_conn(c, k, END_PEER_CLOSED, NULL);
-          return;
-        }
-        k->last_read_ms = now;
-        k->bytes_read += (uint64_t)n;
         c->stats.bytes += (uint64_t)n;
         if (cts_sink_feed_pipe(k->sink, c->pipe_rd, (size_t)n) != 0) {
           drain_pipe(c);
@@ -303,17 +314,11 @@ static void service(cts_collector_t *c, conn_t *k, int64_t now, unsigned max_rea
       }
     }
     const ssize_t n = cts_net_read(k->fd, c->buf, c->cfg.recv_buffer_size);
-    if (n == -EAGAIN) break;
-    if (n < 0) {
-      end_conn(c, k, END_LOST, cts_os_strerror((int)n));
+    bool again;
+    if (!took_bytes(c, k, n, now, &again)) {
+      if (again) break;
       return;
     }
-    if (n == 0) {
-      end_conn(c, k, END_PEER_CLOSED, NULL);
-      return;
-    }
-    k->last_read_ms = now;
-    k->bytes_read += (uint64_t)n;
     size_t take = (size_t)n;
     bool over = false;
     if (c->cfg.max_bytes && before + take > c->cfg.max_bytes) {

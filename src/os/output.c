@@ -149,3 +149,27 @@ void cts_out_json_str(cts_out_t *o, const char *s) {
   }
   cts_out_char(o, '"');
 }
+
+void cts_out_xml_text(cts_out_t *o, const char *s) {
+  for (; *s; s++) {
+    switch (*s) {
+      case '&':
+        cts_out_str(o, "&amp;");
+        break;
+      case '<':
+        cts_out_str(o, "&lt;");
+        break;
+      case '>':
+        cts_out_str(o, "&gt;");
+        break;
+      case '"':
+        cts_out_str(o, "&quot;");
+        break;
+      case '\'':
+        cts_out_str(o, "&#39;");
+        break;
+      default:
+        cts_out_char(o, *s);
+    }
+  }
+}

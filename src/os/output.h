@@ -27,6 +27,8 @@ void cts_out_printf(cts_out_t *o, const char *fmt, ...) CTS_PRINTF(2, 3);
 /* A JSON string literal (quotes included), escaping what JSON requires; bytes that are not
  * valid UTF-8 are written as U+FFFD so the output always parses. */
 void cts_out_json_str(cts_out_t *o, const char *s);
+/* s as XML/HTML text or attribute value: & < > " ' escaped, nothing else changed. */
+void cts_out_xml_text(cts_out_t *o, const char *s);
 /* Writes the buffer out; returns the sticky error (0 if none). */
 int cts_out_flush(cts_out_t *o);
 

@@ -120,6 +120,17 @@
     while (lo < hi) { const m = (lo + hi) >>> 1; if (arr[m] < v) lo = m + 1; else hi = m; }
     return lo;
   }
+  // The same, searching forward from lo (exponential steps, then binary): for the per-pixel-
+  // column jumps, whose next index is usually a few entries ahead.
+  function gallop(arr, v, lo, hi) {
+    if (lo >= hi || arr[lo] >= v) return lo;
+    for (let prev = lo, step = 1; ; step *= 2) { // arr[prev] < v
+      const next = prev + step;
+      if (next >= hi) return lowerBound(arr, v, prev + 1, hi);
+      if (arr[next] >= v) return lowerBound(arr, v, prev + 1, next);
+      prev = next;
+    }
+  }
   function setupCanvas(c) {
     const dpr = window.devicePixelRatio || 1;
     const w = Math.max(50, c.clientWidth), h = Math.max(50, c.clientHeight);
@@ -559,18 +570,29 @@
   let stripCanvas = null, layerCanvas = null, layerImg = null, layer32 = null;
   const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
   // rgb(r,g,b) as one opaque pixel of a Uint32Array over RGBA bytes.
-  function pixelOf(css, alpha) {
-    const m = /(\d+),\s*(\d+),\s*(\d+)/.exec(css), r = +m[1], gr = +m[2], b = +m[3], a = alpha === undefined ? 255 : alpha;
-    return (LITTLE ? (a << 24) | (b << 16) | (gr << 8) | r : (r << 24) | (gr << 16) | (b << 8) | a) >>> 0;
+  function pixelOf(css) {
+    const m = /(\d+),\s*(\d+),\s*(\d+)/.exec(css), r = +m[1], gr = +m[2], b = +m[3];
+    return (LITTLE ? (255 << 24) | (b << 16) | (gr << 8) | r : (r << 24) | (gr << 16) | (b << 8) | 255) >>> 0;
+  }
+  // The outline of rectangles side by side (see columns()): along the tops left to right,
+  // back along the bottoms, a new polygon after each gap.
+  function outline(r, move, line) {
+    for (let a = 0; a < r.length;) {
+      let b = a + 4;
+      while (b < r.length && r[b] <= r[b - 4] + r[b - 2] + 1e-6) b += 4;
+      move(r[a], r[a + 1]);
+      for (let q = a; q < b; q += 4) { line(r[q], r[q + 1]); line(r[q] + r[q + 2], r[q + 1]); }
+      for (let q = b - 4; q >= a; q -= 4) { line(r[q] + r[q + 2], r[q + 1] + r[q + 3]); line(r[q], r[q + 1] + r[q + 3]); }
+      a = b;
+    }
   }
   function canvasPainter(g) {
     return {
-      // Opaque rectangles written as pixels by the script, for geometry a software canvas is
-      // slow to rasterize (thousands of thin rectangles of varying height at fractional
-      // positions, each anti-aliased): the layer is one ImageData over the canvas's rows
-      // [top, bottom) (CSS px), edges rounded to device pixels, composited in one drawImage
-      // by done(). fill(x, y, w, h, pixel, under) clips to the layer; with `under` it only
-      // writes pixels the layer does not hold yet (drawn under what is there).
+      // Pixels written by the script, for geometry a software canvas is slow to rasterize
+      // (thousands of 1-px lines and small triangles, each anti-aliased): the layer is one
+      // ImageData over the canvas's rows [top, bottom) (CSS px), composited in one drawImage
+      // by done(). fill(x, y, w, h, pixel) fills a rectangle, edges rounded to device pixels,
+      // clipped to the layer.
       layer(top, bottom) {
         const dpr = g.getTransform().a || 1, W = g.canvas.width;
         const Y0 = Math.max(0, Math.floor(top * dpr)), H = Math.min(g.canvas.height, Math.ceil(bottom * dpr)) - Y0;
@@ -582,15 +604,30 @@
         const px = layer32;
         let minY = H, maxY = -1;
         return {
-          fill(x, y, w, h, c, under) {
+          fill(x, y, w, h, c) {
             const xa = Math.max(0, Math.round(x * dpr)), xb = Math.min(W, Math.round((x + w) * dpr));
             const ya = Math.max(0, Math.round(y * dpr) - Y0), yb = Math.min(H, Math.round((y + h) * dpr) - Y0);
             if (xa >= xb || ya >= yb) return;
             if (ya < minY) minY = ya;
             if (yb - 1 > maxY) maxY = yb - 1;
-            if (under) { for (let r = ya; r < yb; r++) for (let p = r * W + xa, e = r * W + xb; p < e; p++) if (!px[p]) px[p] = c; return; }
-            if (xb - xa > 8) { for (let r = ya; r < yb; r++) px.fill(c, r * W + xa, r * W + xb); return; }
-            for (let xx = xa; xx < xb; xx++) for (let p = ya * W + xx, e = yb * W; p < e; p += W) px[p] = c;
+            if (xb - xa > 8) for (let r = ya; r < yb; r++) px.fill(c, r * W + xa, r * W + xb);
+            else for (let xx = xa; xx < xb; xx++) for (let p = ya * W + xx, e = yb * W; p < e; p += W) px[p] = c;
+          },
+          // An arrow head pointing at (x + 0.5, y), 6 px long towards dir (+1 down, -1 up):
+          // rows 1, 1, 3, 3, 5, 5 px wide from its tip.
+          head(x, y, dir, c) {
+            if (dpr !== 1) {
+              for (let k = 0; k < 6; k++) { const hw = (k >> 1) + 0.5; this.fill(x + 0.5 - hw, dir > 0 ? y + k : y - 1 - k, 2 * hw, 1, c); }
+              return;
+            }
+            if (x < 2 || x + 2 >= W) return;
+            for (let k = 0; k < 6; k++) {
+              const r = (dir > 0 ? y + k : y - 1 - k) - Y0, hw = k >> 1;
+              if (r < 0 || r >= H) continue;
+              if (r < minY) minY = r;
+              if (r > maxY) maxY = r;
+              for (let p = r * W + x - hw, e = r * W + x + hw; p <= e; p++) px[p] = c;
+            }
           },
           done() {
             if (maxY < minY) return;
@@ -604,6 +641,16 @@
         };
       },
       rect(color, x, y, w, h) { g.fillStyle = color; g.fillRect(x, y, w, h); },
+      // Rectangles side by side (x, y, w, h quadruples in x order, not overlapping) filled as
+      // the outline of their union, one polygon per stretch without a gap: one fill instead
+      // of a fillRect per pixel column (a dense counter's columns of varying extent).
+      columns(color, r) {
+        if (!r.length) return;
+        g.fillStyle = color;
+        g.beginPath();
+        outline(r, (x, y) => g.moveTo(x, y), (x, y) => g.lineTo(x, y));
+        g.fill();
+      },
       strip(rgb, y, h) { // one colour per pixel column (r, g, b bytes), from y down h pixels
         const n = rgb.length / 3;
         if (!stripCanvas || stripCanvas.width !== n) { stripCanvas = document.createElement('canvas'); stripCanvas.width = n; stripCanvas.height = 1; }
@@ -676,6 +723,12 @@
             add('rect', { x: x, y: y, width: e - x, height: h, fill: 'rgb(' + rgb[3 * x] + ',' + rgb[3 * x + 1] + ',' + rgb[3 * x + 2] + ')' });
           x = e;
         }
+      },
+      columns(color, r) {
+        if (!r.length) return;
+        let d = '';
+        outline(r, (x, y) => { d += 'M' + x.toFixed(1) + ' ' + y.toFixed(1); }, (x, y) => { d += 'L' + x.toFixed(1) + ' ' + y.toFixed(1); });
+        add('path', { d: d, fill: color });
       },
       rects(color, r) {
         if (!r.length) return;
@@ -814,7 +867,7 @@
     // without path rasterization, which is what made dense frames slow to display).
     function paint(P, w, h) {
       const vs = st.view.start, ve = vs + w / st.view.scale;
-      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0, arrowStride: 1, bandCols: 0 };
+      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0, arrowStride: 1, bandCols: 0, layerArrows: 0, denseCounters: 0 };
       const pxNs = 1 / st.view.scale;
       P.rect('rgb(230,230,230)', 0, 0, w, h);
       // Bands: per pixel column, the share of its time they cover, blended into the
@@ -825,12 +878,12 @@
         const { n, S, E, C } = B;
         if (!n) return;
         const covered = (t) => { const k = lowerBound(E, t, 0, n); return C[k] + (k < n && S[k] < t ? t - S[k] : 0); };
-        let k0 = lowerBound(E, vs, 0, n);
+        let k0 = lowerBound(E, vs, 0, n), kPrev = k0; // E[kPrev - 1] < the next column's end
         if (k0 >= n) return;
         let x = Math.max(0, Math.floor((S[k0] - vs) * st.view.scale)), lastText = -1;
         let cA = covered(vs + x * pxNs);
         while (x < w) {
-          const tb = vs + (x + 1) * pxNs, kb = lowerBound(E, tb, 0, n);
+          const tb = vs + (x + 1) * pxNs, kb = (kPrev = gallop(E, tb, kPrev, n));
           const cB = C[kb] + (kb < n && S[kb] < tb ? tb - S[kb] : 0);
           const f = Math.min(1, Math.max(0, (cB - cA) / pxNs));
           cov[x] = f;
@@ -902,7 +955,7 @@
           // Tiny tasks: jump to the first task that starts in the next pixel column.
           if (X(end[i]) - x0 < 1) {
             const nextT = start[i] + pxNs;
-            const j = lowerBound(start, nextT, i + 1, b);
+            const j = gallop(start, nextT, i + 1, b);
             i = j > i + 1 ? j : i + 1;
           } else i++;
         }
@@ -913,7 +966,7 @@
           const x0 = X(actT0[k]), x1 = Math.max(X(actT1[k]), x0 + 1);
           addRun(actRuns, x0, x1, y - 1.5, 3);
           drawn.acts++;
-          if (X(actT1[k]) - x0 < 1) { const j = lowerBound(actT0, actT0[k] + pxNs, k + 1, ab); k = j > k + 1 ? j : k + 1; } else k++;
+          if (X(actT1[k]) - x0 < 1) { const j = gallop(actT0, actT0[k] + pxNs, k + 1, ab); k = j > k + 1 ? j : k + 1; } else k++;
         }
       }
       // Highlights behind the lines: every highlighted task in view, even those the
@@ -994,21 +1047,24 @@
         if (Math.abs(yb - ya) > 10) { const dir = yb > ya ? -1 : 1; headsByKind[kd].push(xb - 3, yb + dir * 6, xb + 3, yb + dir * 6, xb, yb); }
         else { const dir = xb >= xa ? -1 : 1; headsByKind[kd].push(xb + dir * 6, yb - 3, xb + dir * 6, yb + 3, xb, yb); }
       }
-      // Pixels shared by the vertical arrows and the dense counters (see layer()): composited
-      // once, after the counters, under the labels.
-      let layer = null;
-      const getLayer = () => layer || (layer = P.layer ? P.layer(RULER, h) : null);
-      if (nVert >= 256 && getLayer()) {
-        // Many vertical arrows (a busy stretch zoomed out): a 1-px column each and a head of
-        // rows 1, 1, 3, 3, 5, 5 px wide, as pixels: cheaper than thousands of anti-aliased
-        // triangles. Kinds in the same order as on the canvas.
+      // Many vertical arrows (a busy stretch zoomed out): a 1-px column each and a head of
+      // rows 1, 1, 3, 3, 5, 5 px wide, written as pixels into an image layer (see layer()),
+      // composited over the other arrows: cheaper than thousands of anti-aliased lines and
+      // triangles. Kinds in the same order as on the canvas.
+      const layer = nVert >= 256 && P.layer ? P.layer(RULER, h) : null;
+      if (layer) {
+        drawn.layerArrows = nVert;
         for (let kd = 0; kd < 5; kd++) {
           const c32 = pixelOf(ARROW_COLORS[kd]), V = vLines[kd], Hd = vHeads[kd];
-          for (let q = 0; q < V.length; q += 3) { const y0 = Math.min(V[q + 1], V[q + 2]); layer.fill(V[q], y0, 1, Math.max(V[q + 1], V[q + 2]) - y0, c32); }
-          for (let q = 0; q < Hd.length; q += 3) {
-            const x = Hd[q] + 0.5, yb = Hd[q + 1], dir = Hd[q + 2];
-            for (let k = 0; k < 6; k++) { const hw = (3 * (k + 0.5)) / 6; layer.fill(x - hw, dir > 0 ? yb + k : yb - 1 - k, 2 * hw, 1, c32); }
+          // Overlapping lines of one column (in time order, so next to each other) as one.
+          let cx = NaN, c0 = 0, c1 = 0;
+          for (let q = 0; q <= V.length; q += 3) {
+            const y0 = q < V.length ? Math.min(V[q + 1], V[q + 2]) : 0, y1 = q < V.length ? Math.max(V[q + 1], V[q + 2]) : 0;
+            if (q < V.length && V[q] === cx && y0 <= c1 && y1 >= c0) { c0 = Math.min(c0, y0); c1 = Math.max(c1, y1); continue; }
+            if (!Number.isNaN(cx)) layer.fill(cx, c0, 1, c1 - c0, c32);
+            if (q < V.length) { cx = V[q]; c0 = y0; c1 = y1; }
           }
+          for (let q = 0; q < Hd.length; q += 3) layer.head(Hd[q], Hd[q + 1], Hd[q + 2], c32);
         }
       } else {
         for (let kd = 0; kd < 5; kd++) {
@@ -1021,8 +1077,9 @@
         P.lines(ARROW_COLORS[kd], 1, byKind[kd]);
         P.triangles(ARROW_COLORS[kd], headsByKind[kd]);
       }
+      if (layer) layer.done();
       // Counters as step lines, each on its own scale (names drawn after the labels).
-      const names = [], denseRects = [];
+      const names = [];
       if (st.counters) {
         const colors = ['rgb(255,102,102)', 'rgb(255,170,0)', 'rgb(0,153,153)', 'rgb(153,51,204)'];
         const plotTop = top + 10, plotH = h - plotTop - 10;
@@ -1037,7 +1094,7 @@
           let runX = 0, runY = k > 0 ? yv(c.v[k - 1]) : null;
           while (k < nt && c.t[k] <= ve) {
             const x = Math.max(0, Math.floor(X(c.t[k])));
-            const kb = Math.max(k + 1, lowerBound(c.t, vs + (x + 1) * pxNs, k, nt));
+            const kb = Math.max(k + 1, gallop(c.t, vs + (x + 1) * pxNs, k, nt));
             const mm = rangeMinMax(c.mm, k, kb);
             let lo = yv(mm[1]), hi = yv(mm[0]);
             if (runY !== null) { geo.push(0, runX, x, runY); lo = Math.min(lo, runY); hi = Math.max(hi, runY); }
@@ -1048,16 +1105,18 @@
           const lastY = runY;
           if (runY !== null) geo.push(0, runX, w, runY);
           // A line of width sw as rectangles that do not overlap (the shadow is translucent).
-          function stepRects(sw) {
-            const hw = sw / 2, out = [];
+          // With `snap`, edges on whole pixels: no anti-aliased edge to blend, and more
+          // neighbours of the same extent merge.
+          function stepRects(sw, snap) {
+            const hw = sw / 2, out = [], R = snap ? Math.round : (v) => v;
             let right = -Infinity;
             for (let q = 0; q < geo.length; q += 4) {
               if (geo[q] === 0) {
-                const x0 = Math.max(geo[q + 1], right), x1 = geo[q + 2] === w ? w : geo[q + 2] - hw;
-                if (x1 > x0) { addRun(out, x0, x1, geo[q + 3] - hw, sw); right = x1; }
+                const x0 = Math.max(R(geo[q + 1]), right), x1 = geo[q + 2] === w ? w : R(geo[q + 2] - hw);
+                if (x1 > x0) { const y0 = R(geo[q + 3] - hw); addRun(out, x0, x1, y0, R(geo[q + 3] - hw + sw) - y0); right = x1; }
               } else { // neighbour columns of the same extent (dense counters) merge
-                const x0 = Math.max(geo[q + 1] - hw, right), x1 = geo[q + 1] + hw;
-                if (x1 > x0) { addRun(out, x0, x1, geo[q + 2] - hw, geo[q + 3] - geo[q + 2] + sw); right = x1; }
+                const x0 = Math.max(R(geo[q + 1] - hw), right), x1 = R(geo[q + 1] + hw);
+                if (x1 > x0) { const y0 = R(geo[q + 2] - hw); addRun(out, x0, x1, y0, R(geo[q + 3] + hw) - y0); right = x1; }
               }
             }
             return out;
@@ -1069,21 +1128,21 @@
           if (geo.length < 4 * 2 * 256) {
             P.rects('rgba(0,0,0,0.35)', stepRects(5));
             P.rects(colors[ci % 4], stepRects(3));
-          } else if (getLayer()) {
-            // Dense: hundreds of columns of varying extent, cheaper written as pixels; a
-            // translucent band under the vertical arrows, so the rows stay visible through it.
-            denseRects.push(stepRects(3), pixelOf(colors[ci % 4], 170));
+          } else {
+            // Dense: hundreds of columns of varying extent, on whole pixels (cheap to fill) and
+            // translucent, so the rows stay visible through the band.
+            // One polygon when the columns' ends move little from one to the next (its cost
+            // grows with the length of its vertical edges), else a fillRect per column.
+            const r = stepRects(3, true), col = colors[ci % 4].replace('rgb(', 'rgba(').replace(')', ',0.67)');
+            let edges = 0;
+            for (let q = 4; q < r.length; q += 4) edges += Math.abs(r[q + 1] - r[q - 3]) + Math.abs(r[q + 1] + r[q + 3] - r[q - 3] - r[q - 1]);
+            if (edges < 40 * r.length / 4) P.columns(col, r); else P.rects(col, r);
             dense = true;
-          } else P.rects(colors[ci % 4], stepRects(3));
+            drawn.denseCounters++;
+          }
           if (lastY !== null) names.push(dense ? 'rgb(40,40,40)' : colors[ci % 4], c.name, Math.max(plotTop + 12, Math.min(h - 4, lastY - 6 - 16 * (ci % 3))));
         });
       }
-      // Written last to first, each under what is there: a counter over the earlier ones.
-      for (let d = denseRects.length - 2; d >= 0; d -= 2) {
-        const r = denseRects[d], c32 = denseRects[d + 1];
-        for (let q = 0; q < r.length; q += 4) layer.fill(r[q], r[q + 1], r[q + 2], r[q + 3], c32, true);
-      }
-      if (layer) layer.done();
       // Labels: packed left to right per task, pinned to the left edge when it starts off-screen.
       for (let q = 0; q < labelJobs.length; q += 2) {
         const i = labelJobs[q], y = labelJobs[q + 1];
@@ -1108,7 +1167,7 @@
         const nm = marks.t.length;
         for (let k = lowerBound(marks.t, vs, 0, nm); k < nm && marks.t[k] <= ve;) {
           const x = Math.floor(X(marks.t[k]));
-          const kb = Math.max(k + 1, lowerBound(marks.t, vs + (x + 1) * pxNs, k, nm));
+          const kb = Math.max(k + 1, gallop(marks.t, vs + (x + 1) * pxNs, k, nm));
           const sum = marks.sum[kb] - marks.sum[k];
           cols.push(x, sum);
           if (sum > mx) mx = sum;

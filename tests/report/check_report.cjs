@@ -160,6 +160,25 @@ async function main() {
       await page.click('#tab-tasks');
       const s0 = await page.evaluate(() => ({ drawn: window.ctsReport.tasks.drawn, n: window.ctsReport.data.tasks.n, view: Object.assign({}, window.ctsReport.tasks.view) }));
       check(s0.drawn.tasks > 0, `${label}: no task drawn`);
+      if (opts.layer) {
+        // Zoomed out, the busy synthetic trace's vertical arrows are written
+        // as pixels (an image layer) and its counters are dense: the arrows must reach the
+        // canvas in their kind's colour.
+        check(s0.drawn.layerArrows > 0 && s0.drawn.denseCounters > 0, `${label}: the pixel layer was not used at fit: ${JSON.stringify(s0.drawn)}`);
+        const px = await page.evaluate(() => {
+          const t = window.ctsReport.tasks; // without the (translucent) counters over them
+          t.counters = false; t.draw(); t.counters = true;
+          const c = document.getElementById('timeline'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+          t.draw();
+          let read = 0, tryRead = 0;
+          for (let p = 0; p < d.length; p += 4) {
+            if (d[p] === 0 && d[p + 1] === 0 && d[p + 2] === 255) read++;
+            if (d[p] === 204 && d[p + 1] === 204 && d[p + 2] === 102) tryRead++;
+          }
+          return { read, tryRead };
+        });
+        check(px.read > 0 && px.tryRead > 0, `${label}: no pixel in the read/try_read arrow colours: ${JSON.stringify(px)}`);
+      }
       // Zoom in with the wheel at the first task: the view narrows, what is drawn changes.
       const box = await page.locator('#timeline').boundingBox();
       await page.mouse.move(box.x + 60, box.y + 100);
@@ -236,7 +255,7 @@ async function main() {
       if (!fs.existsSync(trace)) continue;
       run(['report', '-q', trace, '-o', report]);
       const hostile = name.startsWith('hostile');
-      await taskChecks(report, name, hostile ? { search: 'rx-', dblclickId: 3, related: 3 } : { search: 'a' });
+      await taskChecks(report, name, hostile ? { search: 'rx-', dblclickId: 3, related: 3, layer: true } : { search: 'a' });
       if (name === 'net.ctf') {
         await frameTimes(name);
         await page.screenshot({ path: path.join(outDir, 'net.ctf.png') });
