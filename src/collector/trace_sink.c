@@ -15,20 +15,13 @@
 #include <ctfscope/ctfscope.h>
 
 #include "common/compiler.h"
+#include "core/memtrace_wire.h"
+#include "core/mprof_wire.h"
 #include "os/os.h"
 
-#define HEAD_SIZE         20u /* magic + the 16 bytes that tell memtrace from mirage-profile */
-#define MPROF_HEADER_SIZE 30u /* mprof.md §2.3 */
-/* memtrace.md §4: the version sits at the same offset in every header; it sets the size. */
-#define MT_VERSION_AT 28u
-#define MT_HEADER_V2  66u
-#define MT_HEADER_V3  68u
-#define MT_HEADER_MAX MT_HEADER_V3
+#define HEAD_SIZE     20u /* magic + the 16 bytes that tell memtrace from mirage-profile */
+#define MT_HEADER_MAX 68u /* memtrace.md §4: v3 headers, the largest */
 #define NAME_PART_MAX 48u
-
-static const uint8_t packet_magic[4] = {0xc1, 0x1f, 0xfc, 0xc1};
-static const uint8_t mprof_uuid[16] = {0x05, 0x88, 0x3b, 0x8d, 0x52, 0x1a, 0x48, 0x7b,
-                                       0xb3, 0x97, 0x45, 0x6a, 0xb1, 0x50, 0x68, 0x0c};
 
 struct cts_sink {
   cts_sink_config_t cfg;
@@ -57,7 +50,7 @@ struct cts_sink {
   long long pid;
   uint64_t start_time_us;
   /* Task traces: framing state of the packet being received. */
-  uint8_t mp_header[MPROF_HEADER_SIZE];
+  uint8_t mp_header[MPROF_HEADER];
   size_t mp_header_len;
   uint64_t mp_left, mp_packet_start;
   char saved_name[256];
@@ -187,26 +180,24 @@ static int start_memtrace(cts_sink_t *s) {
 /* Task traces are validated packet by packet: magic, uuid, sizes (mprof.md §2.3, §4). */
 static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
   while (len > 0) {
-    if (s->mp_header_len < MPROF_HEADER_SIZE) {
-      size_t take = MPROF_HEADER_SIZE - s->mp_header_len;
+    if (s->mp_header_len < MPROF_HEADER) {
+      size_t take = MPROF_HEADER - s->mp_header_len;
       if (take > len) take = len;
       memcpy(s->mp_header + s->mp_header_len, p, take);
       s->mp_header_len += take;
       p += take;
       len -= take;
-      if (s->mp_header_len < MPROF_HEADER_SIZE) return 0;
+      if (s->mp_header_len < MPROF_HEADER) return 0;
       const uint8_t *h = s->mp_header;
       const uint64_t at = s->mp_packet_start;
-      if (memcmp(h, packet_magic, 4) != 0 || memcmp(h + 4, mprof_uuid, 16) != 0)
+      if (mprof_ld32(h + MPROF_OFF_MAGIC) != MPROF_MAGIC ||
+          memcmp(h + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid) != 0)
         return fail(s, CTS_E_BAD_MAGIC,
                     "at offset %llu: task-trace packet without the mirage-profile magic and uuid",
                     (unsigned long long)at);
-      const uint32_t bits =
-          (uint32_t)h[20] | (uint32_t)h[21] << 8 | (uint32_t)h[22] << 16 | (uint32_t)h[23] << 24;
-      const uint32_t content =
-          (uint32_t)h[26] | (uint32_t)h[27] << 8 | (uint32_t)h[28] << 16 | (uint32_t)h[29] << 24;
-      if (bits % 8 != 0 || bits / 8 < MPROF_HEADER_SIZE || content > bits ||
-          content < MPROF_HEADER_SIZE * 8)
+      const uint32_t bits = mprof_ld32(h + MPROF_OFF_PACKET_SIZE);
+      const uint32_t content = mprof_ld32(h + MPROF_OFF_CONTENT_SIZE);
+      if (bits % 8 != 0 || bits / 8 < MPROF_HEADER || content > bits || content < MPROF_HEADER * 8)
         return fail(s, CTS_E_PACKET_SIZE,
                     "at offset %llu: task-trace packet of %u bits with %u bits of content is "
                     "impossible",
@@ -215,7 +206,7 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
         return fail(s, CTS_E_PACKET_TOO_LARGE,
                     "at offset %llu: packet of %u bytes exceeds the limit of %u bytes",
                     (unsigned long long)at, bits / 8, s->cfg.max_packet_size);
-      s->mp_left = bits / 8 - MPROF_HEADER_SIZE;
+      s->mp_left = bits / 8 - MPROF_HEADER;
     } else {
       const size_t take = s->mp_left < len ? (size_t)s->mp_left : len;
       s->mp_left -= take;
@@ -223,10 +214,7 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
       len -= take;
     }
     if (s->mp_left == 0) {
-      const uint8_t *h = s->mp_header;
-      const uint32_t bits =
-          (uint32_t)h[20] | (uint32_t)h[21] << 8 | (uint32_t)h[22] << 16 | (uint32_t)h[23] << 24;
-      s->mp_packet_start += bits / 8;
+      s->mp_packet_start += mprof_ld32(s->mp_header + MPROF_OFF_PACKET_SIZE) / 8;
       s->complete = s->mp_packet_start;
       s->packets++;
       s->has_info = true;
@@ -236,24 +224,15 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
   return 0;
 }
 
-static uint16_t le16(const uint8_t *p) {
-  return (uint16_t)(p[0] | p[1] << 8);
-}
-static uint32_t le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t le64(const uint8_t *p) {
-  return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
 /* Checks a complete memtrace packet header (memtrace.md §4) as the OCaml reader does, and
  * more: the size must fit the limit, the version must be the trace's. */
 static int check_memtrace_header(cts_sink_t *s) {
-  const uint8_t *h = s->mt_header;
+  mt_header_t h;
+  mt_parse_header(s->mt_header, &h);
   const unsigned long long at = (unsigned long long)s->mt_packet_start;
-  if (le32(h) != 0xC1FC1FC1u)
-    return fail(s, CTS_E_BAD_MAGIC, "at offset %llu: bad packet magic 0x%08x", at, le32(h));
-  const uint32_t bits = le32(h + 4);
+  if (h.magic != MT_MAGIC)
+    return fail(s, CTS_E_BAD_MAGIC, "at offset %llu: bad packet magic 0x%08x", at, h.magic);
+  const uint32_t bits = h.size_bits;
   if (bits % 8 != 0 || bits / 8 < s->mt_header_size)
     return fail(s, CTS_E_PACKET_SIZE,
                 "at offset %llu: packet of %u bits is not whole bytes or is below its %zu-byte "
@@ -263,24 +242,22 @@ static int check_memtrace_header(cts_sink_t *s) {
     return fail(s, CTS_E_PACKET_TOO_LARGE,
                 "at offset %llu: packet of %u bytes exceeds the reader's limit of %u bytes", at,
                 bits / 8, s->cfg.max_packet_size);
-  const uint16_t version = le16(h + MT_VERSION_AT);
-  if (version != s->mt_version)
+  if (h.version != s->mt_version)
     return fail(s, CTS_E_VERSION_MISMATCH, "at offset %llu: packet version %u, the trace's is %u",
-                at, version, s->mt_version);
-  if (le64(h + 16) < le64(h + 8))
+                at, h.version, s->mt_version);
+  if (h.time_end < h.time_begin)
     return fail(s, CTS_E_PACKET_TIMES,
                 "at offset %llu: packet ends (%llu us) before it begins "
                 "(%llu us)",
-                at, (unsigned long long)le64(h + 16), (unsigned long long)le64(h + 8));
-  const size_t ids = s->mt_header_size - 16u;
-  const uint64_t id_begin = le64(h + ids), id_end = le64(h + ids + 8);
+                at, (unsigned long long)h.time_end, (unsigned long long)h.time_begin);
+  const uint64_t id_begin = h.alloc_id_begin, id_end = h.alloc_id_end;
   if (id_end < id_begin)
     return fail(s, CTS_E_PACKET_IDS, "at offset %llu: object ids %llu to %llu run backwards", at,
                 (unsigned long long)id_begin, (unsigned long long)id_end);
   /* Packets of another process are skipped by readers (§11); they hold no allocations of
    * this trace. Before the trace info is decoded mt_pid is unknown, but the first packet
    * has no allocations anyway. */
-  if (s->has_info && le64(h + 30) == s->mt_pid) s->allocations += id_end - id_begin;
+  if (s->has_info && h.pid == s->mt_pid) s->allocations += id_end - id_begin;
   s->mt_left = bits / 8 - s->mt_header_size;
   return 0;
 }
@@ -293,7 +270,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
   while (len > 0) {
     size_t take;
     if (s->mt_header_size == 0 || s->mt_header_len < s->mt_header_size) {
-      const size_t want = s->mt_header_size ? s->mt_header_size : MT_VERSION_AT + 2u;
+      const size_t want = s->mt_header_size ? s->mt_header_size : MT_MIN_PREFIX;
       take = want - s->mt_header_len;
       if (take > len) take = len;
       if (p) {
@@ -310,14 +287,14 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
         if (s->mt_header_size == 0) {
           /* The first header sets the version of the whole trace. */
           if (s->mt_version == 0) {
-            s->mt_version = le16(s->mt_header + MT_VERSION_AT);
+            s->mt_version = mt_ld16(s->mt_header + MT_VERSION_OFFSET);
             if (s->mt_version < 1 || s->mt_version > 3)
               return fail(s, CTS_E_BAD_VERSION,
                           "at offset %llu: trace format v%03u is not supported (v001 to v003 "
                           "are)",
                           (unsigned long long)s->mt_packet_start, s->mt_version);
           }
-          s->mt_header_size = s->mt_version == 3 ? MT_HEADER_V3 : MT_HEADER_V2;
+          s->mt_header_size = mt_header_size(s->mt_version);
         } else {
           const int err = check_memtrace_header(s);
           if (err) return err;
@@ -331,7 +308,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
     at += take;
     len -= take;
     if (s->mt_header_size && s->mt_header_len == s->mt_header_size && s->mt_left == 0) {
-      s->mt_packet_start += le32(s->mt_header + 4) / 8;
+      s->mt_packet_start += mt_ld32(s->mt_header + 4) / 8;
       s->mt_header_len = 0;
       s->mt_header_size = 0;
       if (s->reader) {
@@ -365,7 +342,7 @@ static int take_bytes(cts_sink_t *s, const uint8_t *p, size_t len) {
       if (s->mt_header_size && s->mt_header_len == s->mt_header_size)
         n = s->mt_left; /* the rest of the first packet's content */
       else
-        n = (s->mt_header_size ? s->mt_header_size : MT_VERSION_AT + 2u) - s->mt_header_len;
+        n = (s->mt_header_size ? s->mt_header_size : MT_MIN_PREFIX) - s->mt_header_len;
       if (n > len) n = len;
       err = cts_mt_reader_feed(s->reader, p, n);
       if (err) return fail(s, err, "%s", cts_mt_reader_error_message(s->reader));
@@ -411,7 +388,8 @@ int cts_sink_feed(cts_sink_t *s, const void *data, size_t len) {
     p += take;
     len -= take;
     const size_t check = s->head_len < 4 ? s->head_len : 4;
-    if (memcmp(s->head, packet_magic, check) != 0) {
+    static const uint8_t magic_bytes[4] = {0xc1, 0x1f, 0xfc, 0xc1}; /* MT_MAGIC, stored LE */
+    if (memcmp(s->head, magic_bytes, check) != 0) {
       s->received = s->head_len;
       char shown[3 * 4 + 1] = "";
       size_t used = 0;
