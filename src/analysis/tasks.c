@@ -6,17 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NONE CTS_TASKS_NONE
+#include "../common/grow.h"
 
-static int grow(void **v, size_t *cap, size_t n, size_t size) {
-  if (n < *cap) return 0;
-  const size_t c = *cap ? *cap * 2 : 1024;
-  void *p = realloc(*v, c * size);
-  if (!p) return -ENOMEM;
-  *v = p;
-  *cap = c;
-  return 0;
-}
+#define NONE CTS_TASKS_NONE
 
 int cts_tasks_init(cts_tasks_t *m, const cts_tasks_config_t *cfg) {
   memset(m, 0, sizeof *m);
@@ -77,7 +69,7 @@ static uint32_t intern(cts_tasks_t *m, const char *s, size_t n) {
   memcpy(copy, s, n);
   copy[n] = '\0';
   bool added;
-  if (grow((void **)&m->strings, &m->cap_strings, m->nstrings, sizeof *m->strings)) {
+  if (cts_grow((void **)&m->strings, &m->cap_strings, m->nstrings, sizeof *m->strings)) {
     free(copy);
     return NONE;
   }
@@ -100,7 +92,7 @@ static uint32_t task_of(cts_tasks_t *m, int64_t id, uint64_t t, bool *created) {
     return NONE;
   }
   if (m->ntasks >= NONE - 1 ||
-      grow((void **)&m->tasks, &m->cap_tasks, m->ntasks, sizeof *m->tasks)) {
+      cts_grow((void **)&m->tasks, &m->cap_tasks, m->ntasks, sizeof *m->tasks)) {
     m->err = -ENOMEM;
     return NONE;
   }
@@ -166,7 +158,7 @@ static int counter(cts_tasks_t *m, const cts_mprof_event_t *ev, bool relative) {
     if (m->counters[i].name == name) c = &m->counters[i];
   if (!c) {
     if (m->ncounters >= m->cfg.max_counters) return 0; /* more than anyone can read */
-    if (grow((void **)&m->counters, &m->cap_counters, m->ncounters, sizeof *m->counters))
+    if (cts_grow((void **)&m->counters, &m->cap_counters, m->ncounters, sizeof *m->counters))
       return -ENOMEM;
     c = &m->counters[m->ncounters++];
     *c = (cts_tasks_counter_t){.name = name};

@@ -12,6 +12,7 @@
 
 #include "../analysis/tasks.h"
 #include "../analysis/u64map.h"
+#include "../common/grow.h"
 #include "../cli/cli.h"
 #include "../cli/load.h"
 #include "../os/mprof_ring.h"
@@ -88,18 +89,9 @@ struct report_tasks {
   int err;
 };
 
-static int grow(void **v, size_t *cap, size_t n, size_t size) {
-  if (n < *cap) return 0;
-  const size_t c = *cap ? *cap * 2 : 1024;
-  void *p = realloc(*v, c * size);
-  if (!p) return -ENOMEM;
-  *v = p;
-  *cap = c;
-  return 0;
-}
-#define PUSH(vec, val)                                           \
-  (grow((void **)&(vec).v, &(vec).cap, (vec).n, sizeof *(vec).v) \
-       ? -ENOMEM                                                 \
+#define PUSH(vec, val)                                               \
+  (cts_grow((void **)&(vec).v, &(vec).cap, (vec).n, sizeof *(vec).v) \
+       ? -ENOMEM                                                     \
        : ((vec).v[(vec).n++] = (val), 0))
 
 /* The model's hooks: what the timeline draws, collected as the model finds it. */
@@ -135,7 +127,7 @@ static int on_counter(void *ud, uint32_t counter, uint64_t t, int64_t value) {
   }
   counter_t *c = &r->counters.v[counter];
   c->value = value;
-  if (grow((void **)&c->s, &c->cap, c->n, sizeof *c->s)) return -ENOMEM;
+  if (cts_grow((void **)&c->s, &c->cap, c->n, sizeof *c->s)) return -ENOMEM;
   c->s[c->n++] = (sample_t){t, value};
   return 0;
 }
