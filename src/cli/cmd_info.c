@@ -122,11 +122,8 @@ static void print_json(cts_out_t *o, const char *path, uint64_t file_size, const
     cts_out_str(o, "\n  }");
   }
   cts_out_str(o, ",\n  \"reader_result\": ");
-  if (!err) {
-    cts_out_str(o, "\"ok\"");
-  } else {
-    snprintf(buf, sizeof buf, "error: %s", cts_err_name(err));
-    cts_out_json_str(o, buf);
+  cli_json_reader_result(o, err);
+  if (err) {
     cts_out_str(o, ",\n  \"error\": ");
     cts_out_json_str(o, input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(r));
   }

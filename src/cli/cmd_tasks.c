@@ -85,19 +85,13 @@ static void count_totals(const cli_tasks_t *t, totals_t *s) {
 }
 
 static void json_header(cts_out_t *o, const cli_tasks_t *t) {
-  char buf[64];
   cts_out_str(o, "\"trace\": ");
   cts_out_json_str(o, t->path);
   cts_out_printf(o,
                  ", \"kind\": \"tasks\", \"format\": \"mirage-profile\", \"events\": %llu, "
                  "\"lanes\": %zu, \"duration_s\": %.9f, \"reader_result\": ",
                  (unsigned long long)t->m.events, t->m.nlanes, cli_tasks_duration_s(t));
-  if (!t->err) {
-    cts_out_str(o, "\"ok\"");
-  } else {
-    snprintf(buf, sizeof buf, "error: %s", cts_err_name(t->err));
-    cts_out_json_str(o, buf);
-  }
+  cli_json_reader_result(o, t->err);
   cts_out_str(o, ",\n");
 }
 
@@ -144,11 +138,8 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
                    ",\n  \"file_size_bytes\": %llu,\n  \"format\": \"mirage-profile\",\n"
                    "  \"reader_result\": ",
                    (unsigned long long)t.file_size);
-    if (!t.err) {
-      cts_out_str(o, "\"ok\"");
-    } else {
-      snprintf(a, sizeof a, "error: %s", cts_err_name(t.err));
-      cts_out_json_str(o, a);
+    cli_json_reader_result(o, t.err);
+    if (t.err) {
       cts_out_str(o, ",\n  \"error\": ");
       cts_out_json_str(o, t.msg);
     }

@@ -335,12 +335,7 @@ void cli_json_trace_header(cts_out_t *o, const cli_trace_t *t) {
                  cli_shortest_double(p->sample_rate, buf, sizeof buf), p->word_bytes * 8,
                  cts_mtprof_bytes_per_sample(p));
   cts_out_printf(o, ", \"duration_s\": %.6f, \"reader_result\": ", cts_mtprof_duration_s(p));
-  if (!t->err) {
-    cts_out_str(o, "\"ok\"");
-  } else {
-    snprintf(buf, sizeof buf, "error: %s", cts_err_name(t->err));
-    cts_out_json_str(o, buf);
-  }
+  cli_json_reader_result(o, t->err);
   cts_out_str(o, ",\n");
 }
 
@@ -381,4 +376,14 @@ int cli_finish_output(cts_out_t *o, int code) {
     return CLI_EXIT_IO;
   }
   return code;
+}
+
+void cli_json_reader_result(cts_out_t *o, int err) {
+  if (!err) {
+    cts_out_str(o, "\"ok\"");
+    return;
+  }
+  char buf[96];
+  snprintf(buf, sizeof buf, "error: %s", cts_err_name(err));
+  cts_out_json_str(o, buf);
 }

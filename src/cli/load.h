@@ -106,6 +106,8 @@ void cli_json_estimate(cts_out_t *o, const cts_mtprof_t *p, const char *name, ui
 /* JSON header shared by the commands: "trace", "executable", "sample_rate", "word_size",
  * "bytes_per_sample", "duration_s", "reader_result" (no braces, ends with a comma). */
 void cli_json_trace_header(cts_out_t *o, const cli_trace_t *t);
+/* The JSON value of a trace's reading outcome: "ok", or "error: CTS_E_NAME" for err. */
+void cli_json_reader_result(cts_out_t *o, int err);
 /* A CSV field, quoted when needed. */
 void cli_csv_str(cts_out_t *o, const char *s);
 /* Prints the text header: "Trace X: program, rate, what estimates mean". */
