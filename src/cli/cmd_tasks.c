@@ -58,6 +58,20 @@ typedef struct totals {
   uint64_t running_ns, idle_ns;
 } totals_t;
 
+/* Counts a task by how it ended: resolved (failed ones too, and also in failed), merged into
+ * another with `becomes`, or still pending. */
+static void count_outcome(const cts_task_t *k, uint64_t *resolved, uint64_t *failed,
+                          uint64_t *merged, uint64_t *pending) {
+  if (k->flags & CTS_TASK_F_RESOLVED) {
+    ++*resolved;
+    if (k->flags & CTS_TASK_F_FAILED) ++*failed;
+  } else if (k->flags & CTS_TASK_F_BECAME) {
+    ++*merged;
+  } else {
+    ++*pending;
+  }
+}
+
 static void count_totals(const cli_tasks_t *t, totals_t *s) {
   memset(s, 0, sizeof *s);
   const cts_tasks_t *m = &t->m;
@@ -68,15 +82,9 @@ static void count_totals(const cli_tasks_t *t, totals_t *s) {
       s->preexisting++;
     else
       s->created++;
-    if (k->flags & CTS_TASK_F_RESOLVED) {
-      s->resolved++;
-      if (k->flags & CTS_TASK_F_FAILED) s->failed++;
-    } else if (k->flags & CTS_TASK_F_BECAME) {
-      s->merged++;
-    } else {
-      s->pending++;
-      if (k->flags & (CTS_TASK_F_SHOULD | CTS_TASK_F_NEVER_RESOLVED)) s->should_pending++;
-    }
+    count_outcome(k, &s->resolved, &s->failed, &s->merged, &s->pending);
+    if (cts_task_pending(k) && (k->flags & (CTS_TASK_F_SHOULD | CTS_TASK_F_NEVER_RESOLVED)))
+      s->should_pending++;
   }
   for (size_t i = 0; i < m->nlanes; i++) {
     s->running_ns += m->lanes[i].running_ns;
@@ -272,14 +280,7 @@ static void compute_stats(const cli_tasks_t *t, stats_t *s) {
     const cts_task_t *k = &t->m.tasks[i];
     type_row_t *r = &s->types[type_slot(k)];
     r->tasks++;
-    if (k->flags & CTS_TASK_F_RESOLVED) {
-      r->resolved++;
-      if (k->flags & CTS_TASK_F_FAILED) r->failed++;
-    } else if (k->flags & CTS_TASK_F_BECAME) {
-      r->merged++;
-    } else {
-      r->pending++;
-    }
+    count_outcome(k, &r->resolved, &r->failed, &r->merged, &r->pending);
     r->runs += k->runs;
     r->running_ns += k->running_ns;
     r->alive_ns += k->end - k->start;
@@ -649,14 +650,7 @@ static int build_groups(const cts_tasks_t *m, cli_tasks_by_t by, groups_t *out) 
     g->runs += k->runs;
     g->running_ns += k->running_ns;
     g->alive_ns += k->end - k->start;
-    if (k->flags & CTS_TASK_F_RESOLVED) {
-      g->resolved++;
-      if (k->flags & CTS_TASK_F_FAILED) g->failed++;
-    } else if (k->flags & CTS_TASK_F_BECAME) {
-      g->merged++;
-    } else {
-      g->pending++;
-    }
+    count_outcome(k, &g->resolved, &g->failed, &g->merged, &g->pending);
   }
   return 0;
 }
