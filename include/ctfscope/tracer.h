@@ -32,9 +32,10 @@
  * - realloc: collect of the old block if it was sampled, then a new allocation of the
  *   new size, sampled independently (as if free + malloc), even when the block did not
  *   move. So realloc chains count every step's full size as allocated.
- * Object ids are the writer's (0, 1, 2… in alloc-event order): the tracer assigns them
- * under its lock in the same order it queues the events, so it knows the id of a block
- * when the block is freed, long before the writer thread has written the alloc.
+ * Object ids are the writer's (0, 1, 2… in alloc-event order): the tracer takes them from
+ * one atomic counter when it records the allocation, and the writer thread writes the
+ * allocations in that order, so a block's id is known when the block is freed, long
+ * before the writer thread has written the alloc.
  *
  * ## Is this block sampled? (the free path)
  * In the preload library, a sampled block is allocated 16 bytes larger (for alignments
@@ -58,24 +59,29 @@
  * ## Hand-off and the writer thread
  * The memtrace writer is not thread-safe and its flushes call the location resolver, so
  * writer calls happen only on a dedicated writer thread. The rare sampled path (alloc of
- * a hit block, free of a sampled block) takes one mutex, assigns the id and timestamp
- * (with the default clock on a usable time-stamp counter: a raw rdtsc count, converted to
- * wall-clock µs, kept non-decreasing, by the writer thread, which calibrates the counter
- * once per process), and appends a small record (time, id, length, nsamples, backtrace) to the
- * active one of two 1 MiB queue buffers. The writer thread swaps the buffers, encodes the records,
- * and flushes the trace at least every `flush_interval_ms` (default 1000 ms) when something was
- * written, so a killed program leaves a trace readable up to about its last second. When the active
- * buffer is full the sampling thread waits for the writer thread (the trace is never silently
- * thinned: a slow sink slows the program), unless drop mode is on. The unsampled fast path takes no
- * lock.
+ * a hit block, free of a sampled block) takes no lock: each thread that samples has its
+ * own 256 KiB ring of records (time, object id, length, nsamples, backtrace; mapped at the
+ * thread's first sample and handed on to a later thread when it exits). The object id
+ * comes from one atomic counter, taken once the ring has room, so the record is published
+ * right after. The time is, with the default clock on a usable time-stamp counter, a raw
+ * rdtsc count, converted to wall-clock µs (kept non-decreasing) by the writer thread, which
+ * calibrates the counter once per process. The writer thread merges the rings: allocations
+ * in object-id order (the order memtrace's ids need), each free after its allocation, the
+ * rest as published. It wakes when a ring is half full and at least every
+ * `flush_interval_ms` (default 1000 ms), and flushes the trace then when something was
+ * written, so a killed program leaves a trace readable up to about its last second. When a
+ * thread's ring is full the thread waits for the writer thread (the trace is never
+ * silently thinned: a slow sink slows the program), unless drop mode is on. (An id taken by
+ * a thread that then never publishes its record, e.g. stopped in a debugger, holds the
+ * trace back for at most 2 s; a loss marker then takes its place.)
  *
  * ## Drop mode (`drop_when_full`; MEMTRACE_DROP=1; `ctfscope record --drop`)
  * Allocating threads never wait for the writer thread. A sampled allocation that finds
- * the queue full (allocations may fill 3/4 of a buffer; the rest is kept for frees) is
+ * its thread's ring full (allocations may fill 3/4 of it; the rest is kept for frees) is
  * not recorded, nor is its free; a free of a recorded block that finds no room at all is
  * not recorded either (that block then looks alive to the end). The loss is recorded in
  * the trace itself, in a form every memtrace reader accepts: the next time the writer
- * thread takes the queue it writes a *loss marker*, an ordinary alloc event (source
+ * thread looks at the rings it writes a *loss marker*, an ordinary alloc event (source
  * major) immediately followed by its collect, whose length and nsamples are the sums of
  * the lost blocks' (so estimates of allocated bytes stay unbiased) and whose backtrace is
  * the single location code CTS_TRACER_LOST_CODE_BASE | lost allocs << 30 | lost frees
@@ -208,7 +214,7 @@ typedef struct cts_tracer_config {
   uint32_t flush_interval_ms;
   /** Seed of the sampling generators; 0 (default) = from the clock and thread. Tests only. */
   uint64_t seed;
-  /** Drop mode: allocating threads never wait for the writer; what cannot be queued is
+  /** Drop mode: allocating threads never wait for the writer; what finds no room is
    *  counted and marked in the trace (see "Drop mode" above). Default false: lossless. */
   bool drop_when_full;
 } cts_tracer_config_t;
@@ -241,7 +247,7 @@ CTS_API int cts_tracer_start(const cts_tracer_config_t *cfg, const cts_tracer_si
 
 /**
  * Stops tracing: later allocations are not recorded, the writer thread writes what is
- * queued, flushes, closes the writer (and a FILE sink's file) and exits. Returns 0, the
+ * recorded, flushes, closes the writer (and a FILE sink's file) and exits. Returns 0, the
  * first error the sink reported, or CTS_E_STATE when not tracing. Safe to call from an
  * atexit handler. Blocks were sampled by this session keep no state after it.
  */
@@ -251,7 +257,7 @@ CTS_API int cts_tracer_stop(void);
 CTS_API bool cts_tracer_is_active(void);
 
 /**
- * Asks the writer thread to write everything queued so far and flush the trace, and
+ * Asks the writer thread to write everything recorded so far and flush the trace, and
  * waits until it did (drop mode: at most 2 s, then -ETIMEDOUT). Returns 0, the sink's
  * error, or CTS_E_STATE when no trace is being written (TCP_LISTEN: no client).
  */
@@ -269,12 +275,12 @@ CTS_API void cts_tracer_track_free(const void *ptr);
 typedef struct cts_tracer_stats {
   uint64_t samples;       /**< sampled blocks recorded (alloc events) */
   uint64_t collects;      /**< collect events */
-  uint64_t waits;         /**< times an allocating thread waited for queue space */
+  uint64_t waits;         /**< times an allocating thread waited for room in its ring */
   uint64_t dropped;       /**< sampled blocks whose free cannot be recorded (no memory
                                for the side table) */
   uint64_t bytes_written; /**< trace bytes handed to the sink */
   int error;              /**< first sink error, 0 if none */
-  uint64_t lost_allocs;   /**< drop mode: sampled blocks not recorded (queue full) */
+  uint64_t lost_allocs;   /**< drop mode: sampled blocks not recorded (ring full) */
   uint64_t lost_samples;  /**< drop mode: their samples */
   uint64_t lost_collects; /**< drop mode: frees of recorded blocks not recorded */
   uint64_t loss_markers;  /**< drop mode: loss markers written */

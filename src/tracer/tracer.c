@@ -32,24 +32,41 @@
 #include <libunwind.h>
 #endif
 
-#define QUEUE_WORDS (128u * 1024u) /* 1 MiB per queue buffer */
-/* Drop mode: allocations may fill this much of a buffer, the rest is for frees. */
-#define QUEUE_ALLOC_LIMIT (QUEUE_WORDS / 4u * 3u)
+/* Each thread that samples gets a ring of records, mapped at its first sample and handed
+ * on to a later thread when it exits: 256 KiB, room for ~1 600 allocations with 16-frame
+ * backtraces, or half a second of a 2 µs-per-sample program at rate 1. */
+#define RING_WORDS (32u * 1024u)
+#define RING_MASK  (RING_WORDS - 1u)
+/* Drop mode: allocations may fill this much of a ring, the rest is for frees. */
+#define RING_ALLOC_LIMIT (RING_WORDS / 4u * 3u)
 /* Drop mode: how long a stopping writer thread, or cts_tracer_flush(), waits for a peer
  * that takes nothing. */
-#define DROP_GIVE_UP_MS      2000u
-#define CONNECT_TIMEOUT_MS   3000u
-#define MAX_FRAMES_LIMIT     1024u
-#define OWN_FRAMES           16u /* room for the tracer's own frames in a libunwind backtrace */
-#define REC_ALLOC            1u
-#define REC_COLLECT          2u
-#define REC_ALLOC_WORDS      5u /* header, time, id, length, nsamples; then the frames */
-#define REC_COLLECT_WORDS    3u /* header, time, id */
+#define DROP_GIVE_UP_MS 2000u
+/* How long the writer thread waits for an object id that was taken but whose record was
+ * never published (its thread stopped in between), before writing a loss marker in its
+ * place; and how soon it looks again while it waits. */
+#define STALL_GIVE_UP_MS   2000u
+#define STALL_RETRY_MS     1u
+#define CONNECT_TIMEOUT_MS 3000u
+#define MAX_FRAMES_LIMIT   1024u
+#define OWN_FRAMES         16u /* room for the tracer's own frames in a libunwind backtrace */
+#define REC_ALLOC          1u
+#define REC_COLLECT        2u
+#define REC_PAD            3u /* the rest of the ring up to its end is unused */
+#define REC_ALLOC_WORDS    5u /* header, time, full id, length, nsamples; then the frames */
+#define REC_COLLECT_WORDS  3u /* header, time, full id */
+/* A full id is the session's low bits above the object id: a record that a thread publishes
+ * after its session ended can never pass for one of the next session. */
+#define ID_BITS              40u
+#define ID_MASK              ((UINT64_C(1) << ID_BITS) - 1u)
 #define SIDE_INITIAL         4096u
 #define SIDE_EMPTY           ((uintptr_t)0)
 #define SIDE_TOMB            ((uintptr_t)1)
 #define SLOT_STICKY          255u
 #define BINOMIAL_EXACT_LIMIT 1000.0
+
+_Static_assert(CTS__TRACER_NO_ID == ID_MASK, "object ids fill the low ID_BITS bits");
+_Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT <= RING_WORDS / 4u, "a record fits a ring");
 
 CTS__TLS cts__thread_t cts__thread;
 atomic_int cts__tracer_active;
@@ -57,15 +74,31 @@ _Atomic uint8_t cts__sampled_slots[CTS__SLOT_COUNT];
 
 typedef struct side_entry {
   uintptr_t addr;
-  uint64_t id;
+  uint64_t id; /* full id */
 } side_entry_t;
 
-/* Drop mode: what was lost since the last loss marker (tracer.h, "Drop mode"). */
+/* A thread's records, in publication order: single producer (the owning thread), single
+ * consumer (the writer thread). Records never wrap: one that does not fit before the end
+ * of the ring is preceded by a REC_PAD record. Counters are written by the owner only
+ * (relaxed load and store, no locked instruction) and summed by cts_tracer_get_stats(). */
+typedef struct cts__ring {
+  _Alignas(64) _Atomic uint64_t head; /* words published (owner) */
+  uint64_t tail_seen;                 /* the owner's last reading of `tail` */
+  _Atomic uint64_t samples, collects, waits, dropped;
+  _Atomic uint64_t lost_allocs, lost_collects, lost_words, lost_samples;
+  _Alignas(64) _Atomic uint64_t tail; /* words consumed (writer thread) */
+  _Atomic bool wake_sent;             /* the owner woke the writer thread; it clears this */
+  _Alignas(64) _Atomic int owned;     /* a live thread writes into it */
+  struct cts__ring *next;             /* set before the ring is published, then fixed */
+  uint64_t *words;
+} ring_t;
+
+/* Drop mode: what was lost (tracer.h, "Drop mode"). */
 typedef struct loss {
   uint64_t allocs, collects, words, samples;
 } loss_t;
 
-/* A loss marker taken from the queue by the writer thread, with its id and time. */
+/* A loss marker the writer thread writes at its object id. */
 typedef struct marker {
   bool present;
   loss_t loss;
@@ -73,11 +106,14 @@ typedef struct marker {
 } marker_t;
 
 static struct {
-  pthread_mutex_t control; /* serialises start/stop */
-  pthread_mutex_t lock;    /* everything below that sampling threads touch */
+  pthread_mutex_t control;   /* serialises start/stop */
+  pthread_mutex_t lock;      /* the writer thread's wake-ups and waits for it */
+  pthread_mutex_t side_lock; /* the side table (the linked API's blocks) */
   pthread_cond_t writer_wake;
-  pthread_cond_t progress; /* queue space freed, flush done, writer exited */
+  pthread_cond_t progress; /* ring space freed, flush done, writer exited */
   pthread_once_t once;
+  pthread_key_t ring_key; /* hands a thread's ring back when the thread exits */
+  bool ring_key_ok;
   bool ready;
 
   /* Session: fixed while active. */
@@ -85,6 +121,7 @@ static struct {
   bool service_running;  /* a TCP_LISTEN service is started (service.c) */
   bool service_stopping; /* cts_tracer_stop() is joining the service thread */
   unsigned session;      /* the running (or last) session's number, as in cts__tracer_active */
+  uint64_t session_bits; /* its low CTS__TRACER_SESSION_BITS: the top of its full ids */
   cts_tracer_config_t cfg;
   cts_tracer_unwind_t unwind;
   double rate;
@@ -97,26 +134,33 @@ static struct {
   bool tsc_mode;
   atomic_uint_fast64_t thread_seeds;
 
+  /* Lock-free, shared by the sampling threads. */
+  _Alignas(64) _Atomic uint64_t next_id; /* the next full id */
+  _Alignas(64) _Atomic(ring_t *) rings;  /* every ring ever mapped, newest first */
+  atomic_uint waiters;                   /* threads waiting for ring space */
+  atomic_uint_fast64_t unrecorded;       /* samples with no ring (no memory for one) */
+
   /* Under `lock`. */
-  uint64_t next_id;
-  uint64_t last_time;
-  uint64_t *buf[2];
-  size_t used[2];
-  int active_buf;
-  bool wake_requested;
+  _Alignas(64) bool wake_requested;
   bool thread_running;
   bool stop_requested;
   uint64_t flush_requested, flush_done;
+  cts_tracer_stats_t stats; /* what the writer thread counts; the rings count the rest */
+  cts_tracer_stats_t base;  /* the rings' counts when the session started */
+
+  /* Under `side_lock`. */
   side_entry_t *side;
   size_t side_cap, side_count, side_tombs;
-  cts_tracer_stats_t stats;
-  loss_t lost; /* drop mode, not yet in a marker */
 
   /* Writer-thread side. */
   pthread_t thread;
   void *writer_mem;
   size_t writer_mem_size;
   cts_mt_writer_t *writer;
+  uint64_t emitted;  /* object ids written: the next alloc written has this id */
+  marker_t pending;  /* a loss marker waiting for its id's turn */
+  loss_t lost_taken; /* the rings' losses already in markers */
+  uint64_t gave_up;  /* ids whose record never came (STALL_GIVE_UP_MS) */
   cts_tracer_sink_t sink;
   int fd;
   bool own_fd;
@@ -136,6 +180,7 @@ static struct {
 } T = {
     .control = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
+    .side_lock = PTHREAD_MUTEX_INITIALIZER,
     .once = PTHREAD_ONCE_INIT,
     .fd = -1,
 };
@@ -336,7 +381,7 @@ static CTS_FORCE_INLINE size_t capture_backtrace(cts__thread_t *t, void *frame, 
   return n;
 }
 
-/* ---- sampled-block side table (under T.lock) -------------------------------------------- */
+/* ---- sampled-block side table (under T.side_lock) --------------------------------------- */
 
 static size_t side_index(uintptr_t addr, size_t cap) {
   return (size_t)(((uint64_t)(addr >> 4) * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
@@ -415,59 +460,140 @@ static bool side_remove(uintptr_t addr, uint64_t *id) {
   }
 }
 
-/* ---- the queue (under T.lock) ------------------------------------------------------------ */
+/* ---- the rings (lock-free; each thread writes its own) ------------------------------------ */
 
 static bool sampling_on(void) {
   return atomic_load_explicit(&cts__tracer_active, memory_order_relaxed) != 0;
 }
 
-/* Makes room for `nwords` in the active buffer, filled to at most `limit` words, waiting
- * for the writer thread unless in drop mode. */
-static CTS_NOINLINE bool reserve_slow(size_t nwords, size_t limit) {
+/* Owner-only counter update: no locked instruction on the sampling path. */
+static void bump(_Atomic uint64_t *c, uint64_t n) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* The ring key's destructor: the thread exits, its ring (and what it still holds for the
+ * writer thread) goes to the next thread that needs one. */
+static void ring_release(void *p) {
+  ring_t *const r = p;
+  if (cts__thread.ring == r) cts__thread.ring = NULL;
+  atomic_store_explicit(&r->owned, 0, memory_order_release);
+}
+
+/* This thread's first record: a ring left by an exited thread, else a new one. NULL if
+ * there is no memory for one. Guard raised (pthread_setspecific may allocate). */
+static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
+  ring_t *r = atomic_load_explicit(&T.rings, memory_order_acquire);
+  for (; r; r = r->next) {
+    int unowned = 0;
+    if (atomic_load_explicit(&r->owned, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_strong(&r->owned, &unowned, 1))
+      break;
+  }
+  if (!r) {
+    const size_t header = (sizeof(ring_t) + 63u) & ~(size_t)63u;
+    unsigned char *const mem = map_pages(header + RING_WORDS * sizeof(uint64_t));
+    if (!mem) return NULL;
+    r = (ring_t *)mem; /* mapped zero-filled: all counters 0 */
+    r->words = (uint64_t *)(mem + header);
+    atomic_init(&r->owned, 1);
+    ring_t *old = atomic_load_explicit(&T.rings, memory_order_relaxed);
+    do r->next = old;
+    while (!atomic_compare_exchange_weak_explicit(&T.rings, &old, r, memory_order_release,
+                                                  memory_order_relaxed));
+  }
+  r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+  if (T.ring_key_ok) pthread_setspecific(T.ring_key, r);
+  t->ring = r;
+  return r;
+}
+
+/* Wakes the writer thread once the ring is more than half full (once per filling). */
+static CTS_NOINLINE void ring_wake(ring_t *r, uint64_t head) {
+  r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+  if (head - r->tail_seen <= RING_WORDS / 2u) return;
+  if (atomic_exchange_explicit(&r->wake_sent, true, memory_order_relaxed)) return;
+  pthread_mutex_lock(&T.lock);
+  T.wake_requested = true;
+  pthread_cond_signal(&T.writer_wake);
+  pthread_mutex_unlock(&T.lock);
+}
+
+/* Waits until the ring, once written up to `end`, is at most `limit` words full (false:
+ * sampling stopped, or drop mode). The writer thread broadcasts `progress` after moving
+ * a tail when `waiters` is non-zero; the sequentially consistent waiters/tail accesses on
+ * both sides make sure one of them sees the other. */
+static CTS_NOINLINE bool ring_wait(ring_t *r, uint64_t end, size_t limit) {
   for (;;) {
+    r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (end - r->tail_seen <= limit) return true;
     if (!sampling_on()) return false;
-    if (T.used[T.active_buf] + nwords <= limit) return true;
     if (T.cfg.drop_when_full) {
-      if (!T.wake_requested) {
-        T.wake_requested = true;
-        pthread_cond_signal(&T.writer_wake);
-      }
+      ring_wake(r, end);
       return false;
     }
-    if (!T.thread_running) return false;
-    T.stats.waits++;
-    T.wake_requested = true;
-    pthread_cond_signal(&T.writer_wake);
-    pthread_cond_wait(&T.progress, &T.lock);
+    pthread_mutex_lock(&T.lock);
+    const bool running = T.thread_running;
+    if (running) {
+      atomic_fetch_add(&T.waiters, 1);
+      T.wake_requested = true;
+      pthread_cond_signal(&T.writer_wake);
+      bump(&r->waits, 1);
+      while (sampling_on() && T.thread_running && end - atomic_load(&r->tail) > limit)
+        pthread_cond_wait(&T.progress, &T.lock);
+      atomic_fetch_sub(&T.waiters, 1);
+    }
+    pthread_mutex_unlock(&T.lock);
+    if (!running) return false;
   }
 }
 
-static CTS_FORCE_INLINE bool reserve(size_t nwords, size_t limit) {
-  if (CTS_LIKELY(T.used[T.active_buf] + nwords <= limit) && CTS_LIKELY(sampling_on())) return true;
-  return reserve_slow(nwords, limit);
+/* Room for an `n`-word record in ring r filled to at most `limit` words: where it goes, or
+ * NULL. *skip gets the words of the REC_PAD record written before it, if it had to go to
+ * the start of the ring. */
+static CTS_FORCE_INLINE uint64_t *ring_reserve(ring_t *r, size_t n, size_t limit, size_t *skip) {
+  const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  const size_t off = (size_t)head & RING_MASK;
+  const size_t pad = off + n > RING_WORDS ? RING_WORDS - off : 0;
+  if (CTS_UNLIKELY(head + pad + n - r->tail_seen > limit) && !ring_wait(r, head + pad + n, limit))
+    return NULL;
+  *skip = pad;
+  if (!pad) return r->words + off;
+  r->words[off] = REC_PAD | (uint64_t)pad << 8;
+  return r->words;
 }
 
-/* An event's time: a raw counter value in tsc_mode (writer_time converts it), else µs
- * from the clock, never below the previous event's. */
+/* Publishes `total` words (the record and the padding before it). */
+static CTS_FORCE_INLINE void ring_publish(ring_t *r, size_t total) {
+  const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed) + total;
+  atomic_store_explicit(&r->head, head, memory_order_release);
+  if (CTS_UNLIKELY(head - r->tail_seen > RING_WORDS / 2u)) ring_wake(r, head);
+}
+
+static CTS_FORCE_INLINE ring_t *thread_ring(cts__thread_t *t) {
+  return CTS_LIKELY(t->ring != NULL) ? t->ring : ring_claim(t);
+}
+
+/* An event's time: a raw counter value in tsc_mode, else µs from the clock (writer_time
+ * converts it and keeps times non-decreasing). */
 static uint64_t event_time(void) {
 #if CTS_HAVE_CPU_COUNTER
   if (T.tsc_mode) return cts__cpu_counter();
 #endif
-  uint64_t now = T.clock(T.clock_user_data);
-  if (now < T.last_time) now = T.last_time;
-  T.last_time = now;
-  return now;
+  return T.clock(T.clock_user_data);
 }
 
-static void committed(void) {
-  if (!T.wake_requested && T.used[T.active_buf] > QUEUE_WORDS / 2) {
-    T.wake_requested = true;
-    pthread_cond_signal(&T.writer_wake);
-  }
+static void side_add(const void *ptr, uint64_t full, ring_t *r) {
+  pthread_mutex_lock(&T.side_lock);
+  const bool ok = side_insert((uintptr_t)ptr, full);
+  pthread_mutex_unlock(&T.side_lock);
+  if (!ok) bump(&r->dropped, 1);
 }
 
-/* tracer_internal.h. The preload library keeps the id in the block's header; the linked
- * API's blocks (`side`) go into the side table for their free to be found. */
+/* tracer_internal.h. The object id is taken after the ring has room, so that between
+ * taking it and publishing the record a thread never waits: the writer thread, which
+ * writes records in id order, only ever waits for ids on their way. The preload library
+ * keeps the id in the block's header; the linked API's blocks (`side`) go into the side
+ * table for their free to be found. */
 uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, void *frame,
                             unsigned *session, bool side) {
   cts__thread_t *const t = &cts__thread;
@@ -476,36 +602,38 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   if (!sampling_on()) return CTS__TRACER_NO_ID;
   /* Sized by the configuration (2 KiB by default): threads may have small stacks. */
   uint64_t frames[T.cfg.max_frames + OWN_FRAMES];
-  uint64_t id = CTS__TRACER_NO_ID;
   cts__guard_enter();
   uint64_t *first;
   const size_t depth = capture_backtrace(t, frame, frames, T.cfg.max_frames, &first);
-  pthread_mutex_lock(&T.lock);
-  const size_t limit = T.cfg.drop_when_full ? QUEUE_ALLOC_LIMIT : QUEUE_WORDS;
-  if (reserve(REC_ALLOC_WORDS + depth, limit)) {
-    uint64_t *const r = T.buf[T.active_buf] + T.used[T.active_buf];
-    id = T.next_id++;
-    r[0] = REC_ALLOC | (uint64_t)depth << 8;
-    r[1] = event_time();
-    r[2] = id;
-    r[3] = words;
-    r[4] = nsamples;
-    memcpy(r + REC_ALLOC_WORDS, first, depth * sizeof *first); /* outermost first */
-    T.used[T.active_buf] += REC_ALLOC_WORDS + depth;
-    T.stats.samples++;
-    if (side && !side_insert((uintptr_t)ptr, id)) T.stats.dropped++;
-    committed();
-  } else if (T.cfg.drop_when_full && sampling_on()) {
-    T.lost.allocs++;
-    T.lost.words += words;
-    T.lost.samples += nsamples;
-    T.stats.lost_allocs++;
-    T.stats.lost_samples += nsamples;
+  ring_t *const r = thread_ring(t);
+  const size_t n = REC_ALLOC_WORDS + depth;
+  size_t pad;
+  uint64_t *const rec =
+      r ? ring_reserve(r, n, T.cfg.drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad) : NULL;
+  if (CTS_UNLIKELY(!rec)) {
+    if (r && T.cfg.drop_when_full && sampling_on()) {
+      bump(&r->lost_allocs, 1);
+      bump(&r->lost_words, words);
+      bump(&r->lost_samples, nsamples);
+    } else if (!r) {
+      atomic_fetch_add_explicit(&T.unrecorded, 1, memory_order_relaxed);
+    }
+    cts__guard_leave();
+    return CTS__TRACER_NO_ID;
   }
-  if (session) *session = T.session & CTS__TRACER_SESSION_MASK;
-  pthread_mutex_unlock(&T.lock);
+  rec[1] = event_time();
+  const uint64_t full = atomic_fetch_add_explicit(&T.next_id, 1, memory_order_relaxed);
+  rec[0] = REC_ALLOC | (uint64_t)depth << 8;
+  rec[2] = full;
+  rec[3] = words;
+  rec[4] = nsamples;
+  memcpy(rec + REC_ALLOC_WORDS, first, depth * sizeof *first); /* outermost first */
+  ring_publish(r, pad + n);
+  bump(&r->samples, 1);
+  if (side) side_add(ptr, full, r);
   cts__guard_leave();
-  return id;
+  if (session) *session = (unsigned)(full >> ID_BITS) & CTS__TRACER_SESSION_MASK;
+  return full & ID_MASK;
 }
 
 uint64_t cts__tracer_sample_slow(size_t size) {
@@ -532,21 +660,21 @@ void cts__tracer_alloc_slow(const void *ptr, size_t size, void *frame) {
   if (nsamples) cts__tracer_record(ptr, size, nsamples, frame, NULL, true);
 }
 
-/* Queues the collect of object `id`. T.lock held, sampling on. */
-static void queue_collect(uint64_t id) {
-  if (reserve(REC_COLLECT_WORDS, QUEUE_WORDS)) {
-    uint64_t *const r = T.buf[T.active_buf] + T.used[T.active_buf];
-    r[0] = REC_COLLECT;
-    r[1] = event_time();
-    r[2] = id;
-    T.used[T.active_buf] += REC_COLLECT_WORDS;
-    T.stats.collects++;
-    committed();
-  } else if (T.cfg.drop_when_full && sampling_on()) {
-    T.lost.collects++;
-    T.stats.lost_collects++;
-  } else if (sampling_on()) {
-    T.stats.dropped++;
+/* Queues the collect of the object with full id `full`. Guard raised. */
+static void queue_collect(uint64_t full) {
+  ring_t *const r = thread_ring(&cts__thread);
+  size_t pad;
+  uint64_t *const rec = r ? ring_reserve(r, REC_COLLECT_WORDS, RING_WORDS, &pad) : NULL;
+  if (CTS_LIKELY(rec != NULL)) {
+    rec[0] = REC_COLLECT;
+    rec[1] = event_time();
+    rec[2] = full;
+    ring_publish(r, pad + REC_COLLECT_WORDS);
+    bump(&r->collects, 1);
+  } else if (r && T.cfg.drop_when_full && sampling_on()) {
+    bump(&r->lost_collects, 1);
+  } else if (r && sampling_on()) {
+    bump(&r->dropped, 1);
   }
 }
 
@@ -555,22 +683,29 @@ void cts__tracer_free_slow(const void *ptr) {
    * interrupted this thread inside the tracer, which must not take the lock again. */
   if (!ptr || cts__guarded()) return;
   cts__guard_enter();
-  pthread_mutex_lock(&T.lock);
-  uint64_t id;
-  if (sampling_on() && side_remove((uintptr_t)ptr, &id)) queue_collect(id);
-  pthread_mutex_unlock(&T.lock);
+  uint64_t full;
+  pthread_mutex_lock(&T.side_lock);
+  const bool found = sampling_on() && side_remove((uintptr_t)ptr, &full);
+  pthread_mutex_unlock(&T.side_lock);
+  if (found) queue_collect(full);
   cts__guard_leave();
 }
 
 void cts__tracer_record_free(uint64_t id, unsigned session) {
-  if (id == CTS__TRACER_NO_ID || !sampling_on() || cts__guarded()) return;
-  cts__guard_enter();
-  pthread_mutex_lock(&T.lock);
+  /* Guarded: a signal handler that interrupted this thread's own record. */
+  if (id == CTS__TRACER_NO_ID || cts__guarded()) return;
   /* Only in the session that sampled the block: a later session's ids start again at 0. */
-  if (sampling_on() && (T.session & CTS__TRACER_SESSION_MASK) == session && id < T.next_id)
-    queue_collect(id);
-  pthread_mutex_unlock(&T.lock);
+  const unsigned active = cts__tracer_session();
+  if (!active || (active & CTS__TRACER_SESSION_MASK) != session) return;
+  cts__guard_enter();
+  queue_collect((uint64_t)session << ID_BITS | id);
   cts__guard_leave();
+}
+
+size_t cts__tracer_ring_count(void) {
+  size_t n = 0;
+  for (ring_t *r = atomic_load_explicit(&T.rings, memory_order_acquire); r; r = r->next) n++;
+  return n;
 }
 
 /* ---- the writer thread --------------------------------------------------------------------- */
@@ -672,53 +807,150 @@ static uint64_t writer_time(uint64_t raw) {
   return us;
 }
 
-static int encode_records(const uint64_t *r, size_t n) {
-  int err = 0;
-  for (size_t i = 0; i < n;) {
-    const unsigned kind = (unsigned)(r[i] & 0xFFu);
-    const size_t depth = (size_t)(r[i] >> 8);
-    int e;
-    if (kind == REC_ALLOC) {
-      uint64_t id;
-      e = cts_mt_writer_alloc(T.writer, writer_time(r[i + 1]), r[i + 3], r[i + 4],
-                              CTS_MT_SOURCE_MAJOR, r + i + REC_ALLOC_WORDS, depth, &id);
-      i += REC_ALLOC_WORDS + depth;
-    } else {
-      e = cts_mt_writer_collect(T.writer, writer_time(r[i + 1]), r[i + 2]);
-      i += REC_COLLECT_WORDS;
-    }
-    if (e && !err) err = e;
+/* A loss marker: one alloc of the lost words and samples at a code that counts the lost
+ * events, collected at once (tracer.h, "Drop mode"). Takes the object id T.emitted. */
+static int write_marker(const loss_t *loss, uint64_t raw_time) {
+  const uint64_t allocs = loss->allocs < 0x7FFFFFFFu ? loss->allocs : 0x7FFFFFFFu;
+  const uint64_t frees = loss->collects < 0x3FFFFFFFu ? loss->collects : 0x3FFFFFFFu;
+  const uint64_t code = CTS_TRACER_LOST_CODE_BASE | allocs << 30 | frees;
+  uint64_t id;
+  const uint64_t time = writer_time(raw_time);
+  int e = cts_mt_writer_alloc(T.writer, time, loss->words, loss->samples, CTS_MT_SOURCE_MAJOR,
+                              &code, 1, &id);
+  if (!e) e = cts_mt_writer_collect(T.writer, time, T.emitted);
+  T.emitted++;
+  T.stats.loss_markers++;
+  return e;
+}
+
+/* The pending loss marker, if its id is next. */
+static int marker_if_due(bool *progress) {
+  if (!T.pending.present || (T.pending.id & ID_MASK) != T.emitted) return 0;
+  T.pending.present = false;
+  *progress = true;
+  return write_marker(&T.pending.loss, T.pending.time);
+}
+
+/* What the rings lost so far (drop mode). */
+static loss_t ring_losses(void) {
+  loss_t l = {0};
+  for (ring_t *r = atomic_load_explicit(&T.rings, memory_order_acquire); r; r = r->next) {
+    l.allocs += atomic_load_explicit(&r->lost_allocs, memory_order_relaxed);
+    l.collects += atomic_load_explicit(&r->lost_collects, memory_order_relaxed);
+    l.words += atomic_load_explicit(&r->lost_words, memory_order_relaxed);
+    l.samples += atomic_load_explicit(&r->lost_samples, memory_order_relaxed);
   }
+  return l;
+}
+
+/* The rings' counters, summed (cts_tracer_get_stats subtracts the session's start). */
+static void ring_counts(cts_tracer_stats_t *s) {
+  memset(s, 0, sizeof *s);
+  for (ring_t *r = atomic_load_explicit(&T.rings, memory_order_acquire); r; r = r->next) {
+    s->samples += atomic_load_explicit(&r->samples, memory_order_relaxed);
+    s->collects += atomic_load_explicit(&r->collects, memory_order_relaxed);
+    s->waits += atomic_load_explicit(&r->waits, memory_order_relaxed);
+    s->dropped += atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    s->lost_allocs += atomic_load_explicit(&r->lost_allocs, memory_order_relaxed);
+    s->lost_samples += atomic_load_explicit(&r->lost_samples, memory_order_relaxed);
+    s->lost_collects += atomic_load_explicit(&r->lost_collects, memory_order_relaxed);
+  }
+  s->dropped += atomic_load_explicit(&T.unrecorded, memory_order_relaxed);
+}
+
+/* Turns the losses since the last marker into a pending marker, with a fresh object id
+ * and the current time. */
+static void take_losses(void) {
+  if (T.pending.present) return;
+  const loss_t now = ring_losses();
+  const loss_t d = {now.allocs - T.lost_taken.allocs, now.collects - T.lost_taken.collects,
+                    now.words - T.lost_taken.words, now.samples - T.lost_taken.samples};
+  if (!d.allocs && !d.collects) return;
+  T.lost_taken = now;
+  T.pending.loss = d;
+  T.pending.time = event_time();
+  T.pending.id = atomic_fetch_add(&T.next_id, 1);
+  T.pending.present = true;
+}
+
+/* Ids taken in this session that are not written yet. */
+static bool ids_outstanding(void) {
+  const uint64_t next = atomic_load(&T.next_id);
+  return (next >> ID_BITS) == T.session_bits && (next & ID_MASK) > T.emitted;
+}
+
+/* Writes every record that can be written: allocations in object-id order, each collect
+ * once its allocation is written. Ids grow along each ring and a collect follows its
+ * allocation's publication, so the head record of some ring can always go unless the next
+ * id is still on its way (*blocked then says that records wait). Records of another session
+ * (published by a thread after its session ended) and of ids given up are skipped. */
+static int drain(bool *progress_out, bool *blocked_out) {
+  int err = 0;
+  bool any = false, blocked = false;
+  ring_t *const rings = atomic_load_explicit(&T.rings, memory_order_acquire);
+  for (bool progress = true; progress;) {
+    progress = false;
+    blocked = false;
+    int e = marker_if_due(&progress);
+    if (e && !err) err = e;
+    for (ring_t *r = rings; r; r = r->next) {
+      const uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+      const uint64_t start = atomic_load_explicit(&r->tail, memory_order_relaxed);
+      uint64_t tail = start;
+      while (tail != head) {
+        const uint64_t *const rec = r->words + (tail & RING_MASK);
+        const unsigned kind = (unsigned)(rec[0] & 0xFFu);
+        if (kind == REC_PAD) {
+          tail += rec[0] >> 8;
+          continue;
+        }
+        const size_t depth = kind == REC_ALLOC ? (size_t)(rec[0] >> 8) : 0;
+        const uint64_t full = rec[2], id = full & ID_MASK;
+        if ((full >> ID_BITS) == T.session_bits) {
+          if (kind == REC_ALLOC) {
+            if (id > T.emitted) break;
+            if (id == T.emitted) {
+              e = cts_mt_writer_alloc(T.writer, writer_time(rec[1]), rec[3], rec[4],
+                                      CTS_MT_SOURCE_MAJOR, rec + REC_ALLOC_WORDS, depth,
+                                      &(uint64_t){0});
+              T.emitted++;
+              if (e && !err) err = e;
+              e = marker_if_due(&progress);
+              if (e && !err) err = e;
+            }
+          } else {
+            if (id >= T.emitted) break;
+            e = cts_mt_writer_collect(T.writer, writer_time(rec[1]), id);
+            if (e && !err) err = e;
+          }
+        }
+        tail += kind == REC_ALLOC ? REC_ALLOC_WORDS + depth : REC_COLLECT_WORDS;
+      }
+      if (tail != start) {
+        atomic_store(&r->tail, tail); /* seq_cst: see ring_wait */
+        atomic_store_explicit(&r->wake_sent, false, memory_order_relaxed);
+        progress = any = true;
+      }
+      if (tail != head) blocked = true;
+    }
+    if (progress && atomic_load(&T.waiters)) {
+      pthread_mutex_lock(&T.lock);
+      pthread_cond_broadcast(&T.progress);
+      pthread_mutex_unlock(&T.lock);
+    }
+  }
+  *progress_out = any;
+  *blocked_out = blocked;
   return err;
 }
 
-/* Under T.lock: turns the losses since the last marker into a marker, with the next
- * object id and the current time (every queued event has a smaller id and an earlier
- * time; every later one a larger id). */
-static marker_t take_marker(void) {
-  marker_t m = {0};
-  if (!T.lost.allocs && !T.lost.collects) return m;
-  m.present = true;
-  m.loss = T.lost;
-  m.id = T.next_id++;
-  m.time = event_time();
-  memset(&T.lost, 0, sizeof T.lost);
-  T.stats.loss_markers++;
-  return m;
-}
-
-/* A loss marker: one alloc of the lost words and samples at a code that counts the lost
- * events, collected at once (tracer.h, "Drop mode"). */
-static int write_marker(const marker_t *m) {
-  const uint64_t allocs = m->loss.allocs < 0x7FFFFFFFu ? m->loss.allocs : 0x7FFFFFFFu;
-  const uint64_t frees = m->loss.collects < 0x3FFFFFFFu ? m->loss.collects : 0x3FFFFFFFu;
-  const uint64_t code = CTS_TRACER_LOST_CODE_BASE | allocs << 30 | frees;
-  uint64_t id;
-  const uint64_t time = writer_time(m->time);
-  int e = cts_mt_writer_alloc(T.writer, time, m->loss.words, m->loss.samples, CTS_MT_SOURCE_MAJOR,
-                              &code, 1, &id);
-  if (!e) e = cts_mt_writer_collect(T.writer, time, m->id);
-  return e;
+/* An id taken STALL_GIVE_UP_MS ago whose record never came: a loss marker takes its place,
+ * so that the ids after it can be written. (Should the record come after all, it is
+ * skipped as stale.) */
+static int give_up_id(void) {
+  T.gave_up++;
+  const loss_t one = {1, 0, 0, 0};
+  return write_marker(&one, event_time());
 }
 
 static void *writer_main(void *arg) {
@@ -727,17 +959,22 @@ static void *writer_main(void *arg) {
   calibrate_tsc();
   const uint64_t interval = T.cfg.flush_interval_ms ? T.cfg.flush_interval_ms : 1000;
   uint64_t next_flush = monotonic_ms() + interval;
-  bool dirty = false;
-  pthread_mutex_lock(&T.lock);
+  uint64_t stalled_since = 0; /* ms; 0 = writing goes on */
+  bool dirty = false, waiting = false, progress = false;
   for (;;) {
-    const bool stopping = T.stop_requested;
-    const bool flush_wanted = T.flush_requested != T.flush_done;
-    const uint64_t now_ms = monotonic_ms();
-    const bool timed = now_ms >= next_flush;
-    if (!stopping && !flush_wanted && !T.wake_requested && !timed) {
+    pthread_mutex_lock(&T.lock);
+    uint64_t now_ms = monotonic_ms();
+    const bool asked = T.stop_requested || T.flush_requested != T.flush_done || T.wake_requested;
+    /* Records waiting for an id on its way, and none written last time: look again soon
+     * (also when stopping: no busy loop while the id comes). */
+    const bool stalled = waiting && !progress;
+    if ((!asked && now_ms < next_flush) || stalled) {
+      const uint64_t until = stalled || (waiting && now_ms + STALL_RETRY_MS < next_flush)
+                                 ? now_ms + STALL_RETRY_MS
+                                 : next_flush;
       struct timespec ts;
       clock_gettime(CLOCK_MONOTONIC, &ts);
-      const uint64_t wait_ms = next_flush - now_ms;
+      const uint64_t wait_ms = until - now_ms;
       ts.tv_sec += (time_t)(wait_ms / 1000);
       ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
       if (ts.tv_nsec >= 1000000000L) {
@@ -745,25 +982,37 @@ static void *writer_main(void *arg) {
         ts.tv_nsec -= 1000000000L;
       }
       pthread_cond_timedwait(&T.writer_wake, &T.lock, &ts);
-      continue;
     }
-    T.wake_requested = false;
+    const bool stopping = T.stop_requested;
     const uint64_t flush_target = T.flush_requested;
-    const int b = T.active_buf;
-    const size_t n = T.used[b];
-    if (n) T.active_buf = 1 - b; /* the other buffer is empty: this thread emptied it */
-    const marker_t marker = take_marker();
+    const bool flush_wanted = flush_target != T.flush_done;
+    T.wake_requested = false;
     pthread_mutex_unlock(&T.lock);
 
-    int err = 0;
-    if (n) {
-      err = encode_records(T.buf[b], n);
-      dirty = true;
+    now_ms = monotonic_ms();
+    const bool timed = now_ms >= next_flush;
+    bool blocked;
+    int err = drain(&progress, &blocked);
+    take_losses();
+    if (T.pending.present) { /* its id may be next */
+      bool more, still;
+      const int e = drain(&more, &still);
+      if (e && !err) err = e;
+      progress |= more;
+      blocked = still;
     }
-    if (marker.present) {
-      const int e = write_marker(&marker);
+    dirty |= progress;
+    waiting = blocked || ids_outstanding() || T.pending.present;
+    if (!waiting || progress) {
+      stalled_since = 0;
+    } else if (!stalled_since) {
+      stalled_since = now_ms;
+    } else if (now_ms - stalled_since >= STALL_GIVE_UP_MS) {
+      const int e = give_up_id();
       if (e && !err) err = e;
       dirty = true;
+      stalled_since = 0;
+      continue;
     }
     if (dirty && (timed || flush_wanted || stopping)) {
       const int e = cts_mt_writer_flush(T.writer);
@@ -779,14 +1028,12 @@ static void *writer_main(void *arg) {
       /* The writer is closed after a sink error: stop sampling for nothing. */
       atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
     }
-    if (n) T.used[b] = 0;
     if (flush_wanted) T.flush_done = flush_target;
     pthread_cond_broadcast(&T.progress);
-    if (stopping && T.used[T.active_buf] == 0 && T.used[1 - T.active_buf] == 0 && !T.lost.allocs &&
-        !T.lost.collects)
-      break;
+    const bool done = stopping && !waiting;
+    pthread_mutex_unlock(&T.lock);
+    if (done) break;
   }
-  pthread_mutex_unlock(&T.lock);
 
   const int e = cts_mt_writer_close(T.writer);
   if (T.symbolizer) {
@@ -805,11 +1052,13 @@ static void *writer_main(void *arg) {
 /* ---- fork ----------------------------------------------------------------------------------- */
 
 static void atfork_prepare(void) {
+  pthread_mutex_lock(&T.side_lock);
   pthread_mutex_lock(&T.lock);
 }
 
 static void atfork_parent(void) {
   pthread_mutex_unlock(&T.lock);
+  pthread_mutex_unlock(&T.side_lock);
 }
 
 /* The child is not traced: it has no writer thread, and the trace belongs to the parent.
@@ -826,7 +1075,12 @@ static void atfork_child(void) {
   T.own_fd = false; /* a file is the parent's; close-on-exec anyway */
   T.service_running = T.service_stopping = false;
   cts__service_atfork_child();
+  /* The other threads' rings have no owner here. */
+  for (ring_t *r = atomic_load(&T.rings); r; r = r->next)
+    atomic_store(&r->owned, r == cts__thread.ring);
+  atomic_store(&T.waiters, 0);
   pthread_mutex_unlock(&T.lock);
+  pthread_mutex_unlock(&T.side_lock);
   pthread_mutex_init(&T.control, NULL);
 }
 
@@ -837,6 +1091,7 @@ static void init_once(void) {
   pthread_cond_init(&T.writer_wake, &attr);
   pthread_cond_init(&T.progress, &attr);
   pthread_condattr_destroy(&attr);
+  T.ring_key_ok = pthread_key_create(&T.ring_key, ring_release) == 0;
   T.ready = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
 }
 
@@ -956,11 +1211,6 @@ static void close_sink(void) {
 }
 
 static bool allocate_memory(void) {
-  if (!T.buf[0]) {
-    T.buf[0] = map_pages(QUEUE_WORDS * sizeof(uint64_t));
-    T.buf[1] = map_pages(QUEUE_WORDS * sizeof(uint64_t));
-    if (!T.buf[0] || !T.buf[1]) return false;
-  }
   if (!T.writer_mem) {
     cts_mt_writer_config_t wc;
     cts_mt_writer_config_init(&wc);
@@ -969,12 +1219,16 @@ static bool allocate_memory(void) {
     T.writer_mem = map_pages(T.writer_mem_size);
     if (!T.writer_mem) return false;
   }
+  pthread_mutex_lock(&T.side_lock);
+  bool ok = true;
   if (!T.side) {
-    if (!side_rehash(SIDE_INITIAL)) return false;
+    ok = side_rehash(SIDE_INITIAL);
   } else {
     memset(T.side, 0, T.side_cap * sizeof *T.side);
   }
   T.side_count = T.side_tombs = 0;
+  pthread_mutex_unlock(&T.side_lock);
+  if (!ok) return false;
   for (size_t i = 0; i < CTS__SLOT_COUNT; i++)
     atomic_store_explicit(&cts__sampled_slots[i], 0, memory_order_relaxed);
   return true;
@@ -1053,15 +1307,18 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   }
 
   pthread_mutex_lock(&T.lock);
-  T.next_id = 0;
-  T.last_time = start;
+  const unsigned session = T.session % 0x7FFFFFFFu + 1u; /* never 0 */
+  T.session_bits = session & CTS__TRACER_SESSION_MASK;
+  atomic_store(&T.next_id, T.session_bits << ID_BITS);
+  T.emitted = 0;
+  T.gave_up = 0;
+  T.pending.present = false;
+  T.lost_taken = ring_losses();
   T.writer_time = start;
-  T.used[0] = T.used[1] = 0;
-  T.active_buf = 0;
   T.wake_requested = T.stop_requested = false;
   T.flush_requested = T.flush_done = 0;
   memset(&T.stats, 0, sizeof T.stats);
-  memset(&T.lost, 0, sizeof T.lost);
+  ring_counts(&T.base);
   T.stats.bytes_written = T.bytes_written;
   T.thread_running = true;
   pthread_mutex_unlock(&T.lock);
@@ -1078,7 +1335,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
     return -e;
   }
   pthread_setname_np(T.thread, "ctfscope-writer");
-  T.session = T.session % 0x7FFFFFFFu + 1u; /* never 0 */
+  T.session = session;
   atomic_store_explicit(&T.thread_seeds, 0, memory_order_relaxed);
   T.session_running = true;
   atomic_store_explicit(&cts__tracer_active, (int)T.session, memory_order_release);
@@ -1220,8 +1477,18 @@ void cts_tracer_track_free(const void *ptr) {
 }
 
 void cts_tracer_get_stats(cts_tracer_stats_t *out) {
+  cts_tracer_stats_t rings;
   pthread_mutex_lock(&T.lock);
   *out = T.stats;
+  ring_counts(&rings);
+  out->samples += rings.samples - T.base.samples;
+  out->collects += rings.collects - T.base.collects;
+  out->waits += rings.waits - T.base.waits;
+  out->dropped += rings.dropped - T.base.dropped;
+  out->lost_allocs += rings.lost_allocs - T.base.lost_allocs;
+  out->lost_samples += rings.lost_samples - T.base.lost_samples;
+  out->lost_collects += rings.lost_collects - T.base.lost_collects;
+  out->lost_allocs += T.gave_up;
   pthread_mutex_unlock(&T.lock);
   cts__service_add_stats(out);
 }

@@ -27,12 +27,13 @@
 /* Per-thread state. Zero-initialised TLS is a valid "not yet seeded" state: a zero
  * countdown sends the first allocation to the slow path, which seeds the generator. */
 typedef struct cts__thread {
-  uint64_t words_left; /* words until and including this thread's next sampled word */
-  uint64_t rng;        /* xorshift64* state, 0 = not seeded */
-  uint32_t session;    /* tracing session the countdown was drawn for */
-  int guard;           /* > 0 inside the tracer: allocations are not recorded */
-  uintptr_t stack_hi;  /* top of this thread's stack for frame-pointer walks, 0 = unknown */
-  int stack_state;     /* 0 = not looked up, 1 = known, -1 = unavailable */
+  uint64_t words_left;    /* words until and including this thread's next sampled word */
+  uint64_t rng;           /* xorshift64* state, 0 = not seeded */
+  uint32_t session;       /* tracing session the countdown was drawn for */
+  int guard;              /* > 0 inside the tracer: allocations are not recorded */
+  uintptr_t stack_hi;     /* top of this thread's stack for frame-pointer walks, 0 = unknown */
+  int stack_state;        /* 0 = not looked up, 1 = known, -1 = unavailable */
+  struct cts__ring *ring; /* this thread's record ring (tracer.c), NULL until its first sample */
 } cts__thread_t;
 
 extern CTS__TLS cts__thread_t cts__thread;
@@ -94,6 +95,8 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
                             unsigned *session, bool side);
 /* Queues the collect of object `id` if `session` is still the running session. */
 void cts__tracer_record_free(uint64_t id, unsigned session);
+/* How many per-thread record rings exist (tests: exited threads' rings are reused). */
+size_t cts__tracer_ring_count(void);
 
 /* ---- the linked API's tracked blocks (side table) --------------------------------------- */
 

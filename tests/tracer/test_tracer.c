@@ -7,12 +7,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../test.h"
 #include "decoded.h"
 #include "os/net.h"
+#include "tracer/tracer_internal.h"
 
 typedef struct membuf {
   uint8_t *data;
@@ -216,6 +219,157 @@ CTS_TEST(threads_share_one_consistent_trace) {
           (size_t)d.packets, b.len);
   decoded_fini(&d);
   free(b.data);
+}
+
+/* ---- per-thread rings: frees on other threads, thread exits, sessions ------------------ */
+
+/* Blocks handed from each allocating thread to the next one, which frees them: a collect
+ * is often published (in the freeing thread's ring) before the writer thread has reached
+ * the allocation (in the allocating thread's ring). */
+#define HANDOFF_THREADS 4
+#define HANDOFF_BLOCKS  30000
+
+typedef struct handoff {
+  pthread_mutex_t mu;
+  uint64_t items[256];
+  size_t head, tail;
+  bool done;
+} handoff_t;
+
+static handoff_t handoffs[HANDOFF_THREADS];
+
+static void handoff_put(handoff_t *h, uint64_t v) {
+  for (;;) {
+    pthread_mutex_lock(&h->mu);
+    if (h->tail - h->head < 256) {
+      h->items[h->tail++ % 256] = v;
+      pthread_mutex_unlock(&h->mu);
+      return;
+    }
+    pthread_mutex_unlock(&h->mu);
+    sched_yield();
+  }
+}
+
+/* Frees what is waiting in h; true while its producer is not done or items remain. */
+static bool handoff_free_some(handoff_t *h) {
+  pthread_mutex_lock(&h->mu);
+  const bool more = !h->done || h->head != h->tail;
+  while (h->head != h->tail) cts_tracer_track_free(fake_ptr(h->items[h->head++ % 256]));
+  pthread_mutex_unlock(&h->mu);
+  return more;
+}
+
+static void *handoff_body(void *arg) {
+  const uintptr_t t = (uintptr_t)arg;
+  handoff_t *const mine = &handoffs[t], *const neighbours = &handoffs[(t + 1) % HANDOFF_THREADS];
+  for (uint64_t i = 0; i < HANDOFF_BLOCKS; i++) {
+    const uint64_t obj = t * HANDOFF_BLOCKS + i;
+    cts_tracer_track_alloc(fake_ptr(obj), 16 + i % 100);
+    handoff_put(mine, obj);
+    if (i % 8 == 0) handoff_free_some(neighbours);
+  }
+  pthread_mutex_lock(&mine->mu);
+  mine->done = true;
+  pthread_mutex_unlock(&mine->mu);
+  while (handoff_free_some(neighbours)) sched_yield();
+  return NULL;
+}
+
+CTS_TEST(frees_on_other_threads_follow_their_allocations) {
+  membuf_t b;
+  start_to_memory(&b, 1.0, 29, CTS_TRACER_UNWIND_NONE);
+  pthread_t th[HANDOFF_THREADS];
+  for (int t = 0; t < HANDOFF_THREADS; t++) {
+    memset(&handoffs[t], 0, sizeof handoffs[t]);
+    pthread_mutex_init(&handoffs[t].mu, NULL);
+  }
+  for (uintptr_t t = 0; t < HANDOFF_THREADS; t++)
+    pthread_create(&th[t], NULL, handoff_body, (void *)t);
+  for (int t = 0; t < HANDOFF_THREADS; t++) pthread_join(th[t], NULL);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  cts_tracer_stats_t st;
+  cts_tracer_get_stats(&st);
+  CTS_ASSERT_EQ_U64(st.samples, HANDOFF_THREADS * HANDOFF_BLOCKS);
+  CTS_ASSERT_EQ_U64(st.collects, HANDOFF_THREADS * HANDOFF_BLOCKS);
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  /* The reader refuses a collect before its allocation (delta < 0) and ids out of order. */
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, HANDOFF_THREADS * HANDOFF_BLOCKS);
+  CTS_ASSERT_EQ_U64(d.ncollects, HANDOFF_THREADS * HANDOFF_BLOCKS);
+  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
+  decoded_fini(&d);
+  free(b.data);
+}
+
+static void *short_lived_body(void *arg) {
+  const uint64_t base = (uint64_t)(uintptr_t)arg * 1000u;
+  for (uint64_t i = 0; i < 1000; i++) cts_tracer_track_alloc(fake_ptr(base + i), 40);
+  for (uint64_t i = 0; i < 1000; i += 2) cts_tracer_track_free(fake_ptr(base + i));
+  return NULL;
+}
+
+CTS_TEST(exited_threads_hand_their_rings_on) {
+  membuf_t b;
+  start_to_memory(&b, 1.0, 31, CTS_TRACER_UNWIND_NONE);
+  const size_t rings_before = cts__tracer_ring_count();
+  enum { ROUNDS = 25, AT_ONCE = 4 };
+  for (uintptr_t round = 0; round < ROUNDS; round++) {
+    pthread_t th[AT_ONCE];
+    for (uintptr_t t = 0; t < AT_ONCE; t++)
+      pthread_create(&th[t], NULL, short_lived_body, (void *)(round * AT_ONCE + t));
+    for (int t = 0; t < AT_ONCE; t++) pthread_join(th[t], NULL);
+  }
+  /* 100 threads, at most 4 at a time (and this one): their rings were reused. */
+  const size_t rings = cts__tracer_ring_count();
+  CTS_ASSERT_MSG(rings <= rings_before + AT_ONCE + 1, "%zu rings for %d threads (%zu before)",
+                 rings, ROUNDS * AT_ONCE, rings_before);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_t d;
+  decoded_from_memory(&d, b.data, b.len);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, ROUNDS * AT_ONCE * 1000);
+  CTS_ASSERT_EQ_U64(d.ncollects, ROUNDS * AT_ONCE * 500);
+  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
+  decoded_fini(&d);
+  free(b.data);
+}
+
+/* A thread allocating and freeing without pause while sessions start and stop: whatever
+ * it publishes as a session ends must never reach the next session's trace. */
+static atomic_bool churn_stop;
+
+static void *churn_body(void *arg) {
+  (void)arg;
+  for (uint64_t i = 0; !atomic_load(&churn_stop); i++) {
+    cts_tracer_track_alloc(fake_ptr(5000000 + i % 512), 32);
+    cts_tracer_track_free(fake_ptr(5000000 + (i + 256) % 512));
+  }
+  return NULL;
+}
+
+CTS_TEST(sessions_started_and_stopped_under_load_stay_apart) {
+  atomic_store(&churn_stop, false);
+  pthread_t th[2];
+  for (int t = 0; t < 2; t++) pthread_create(&th[t], NULL, churn_body, NULL);
+  for (int round = 0; round < 12; round++) {
+    membuf_t b;
+    start_to_memory(&b, round % 2 ? 1.0 : 0.01, 37 + (uint64_t)round, CTS_TRACER_UNWIND_NONE);
+    const struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+    decoded_t d;
+    decoded_from_memory(&d, b.data, b.len);
+    CTS_ASSERT_MSG(d.error == 0, "round %d: %s", round, d.message);
+    CTS_ASSERT_MSG(!d.collected_twice && !d.time_backwards, "round %d", round);
+    CTS_ASSERT_MSG(d.nallocs > 0, "round %d: nothing sampled", round);
+    for (size_t i = 0; i < d.nallocs; i++) CTS_ASSERT_EQ_U64(d.allocs[i].id, i);
+    decoded_fini(&d);
+    free(b.data);
+  }
+  atomic_store(&churn_stop, true);
+  for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
 }
 
 /* ---- backtraces and locations ------------------------------------------------------------ */
