@@ -66,7 +66,8 @@
 #define BINOMIAL_EXACT_LIMIT 1000.0
 
 _Static_assert(CTS__TRACER_NO_ID == ID_MASK, "object ids fill the low ID_BITS bits");
-_Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT <= RING_WORDS / 4u, "a record fits a ring");
+_Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + OWN_FRAMES <= RING_WORDS / 4u,
+               "a record fits a ring");
 
 CTS__TLS cts__thread_t cts__thread;
 atomic_int cts__tracer_active;
@@ -125,6 +126,7 @@ static struct {
   cts_tracer_config_t cfg;
   cts_tracer_unwind_t unwind;
   double rate;
+  bool every_word;     /* rate 1 */
   double inv_log_miss; /* 1 / log(1 − λ): geometric gaps between sampled words */
   double inv_log_hit;  /* 1 / log(λ): gaps between unsampled words, when λ > 1/2 */
   cts_clock_us_cb clock;
@@ -157,10 +159,11 @@ static struct {
   void *writer_mem;
   size_t writer_mem_size;
   cts_mt_writer_t *writer;
-  uint64_t emitted;  /* object ids written: the next alloc written has this id */
-  marker_t pending;  /* a loss marker waiting for its id's turn */
-  loss_t lost_taken; /* the rings' losses already in markers */
-  uint64_t gave_up;  /* ids whose record never came (STALL_GIVE_UP_MS) */
+  uint64_t emitted;                  /* object ids written: the next alloc written has this id */
+  marker_t pending;                  /* a loss marker waiting for its id's turn */
+  loss_t lost_taken;                 /* the rings' losses already in markers */
+  uint64_t gave_up;                  /* ids whose record never came (STALL_GIVE_UP_MS) */
+  uint64_t frames[MAX_FRAMES_LIMIT]; /* write_alloc's outermost-first copy */
   cts_tracer_sink_t sink;
   int fd;
   bool own_fd;
@@ -301,38 +304,38 @@ static void find_stack_top(cts__thread_t *t) {
 /* Walks the frame-pointer chain from `frame` (a frame of ours whose return address is the
  * allocation site). Only reads words between the current stack pointer and the top of the
  * thread's stack, all mapped, and only upwards, so a broken chain (code built without
- * frame pointers) ends the walk instead of faulting. Stores the frames backwards, from
- * end[-1] down (so that they end up outermost first, as memtrace wants them, without a
- * copy), and returns their number. */
-static CTS_NOINLINE size_t walk_frame_pointers(cts__thread_t *t, uintptr_t fp, uint64_t *end,
+ * frame pointers) ends the walk instead of faulting. Stores the frames innermost first
+ * (the writer thread reverses them) and returns their number. */
+static CTS_NOINLINE size_t walk_frame_pointers(cts__thread_t *t, uintptr_t fp, uint64_t *out,
                                                size_t max) {
   if (t->stack_state == 0) find_stack_top(t);
   const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
   const uintptr_t hi = t->stack_state == 1 ? t->stack_hi : fp + 2 * sizeof(uintptr_t);
   if (hi < lo + 2 * sizeof(uintptr_t)) return 0;
-  /* One unsigned compare checks lo <= fp <= hi - 16; the chain must go up the stack. */
-  const uintptr_t span = hi - 2 * sizeof(uintptr_t) - lo;
-  uint64_t *out = end;
-  uint64_t *const limit = end - max;
-  while (out != limit && fp - lo <= span && (fp & 7u) == 0) {
+  const uintptr_t top = hi - 2 * sizeof(uintptr_t); /* the highest frame that fits */
+  if (fp < lo || fp > top) return 0;
+  size_t n = 0;
+  while (n < max) {
+#if !defined(__x86_64__) && !defined(__i386__)
+    if (fp & (sizeof(uintptr_t) - 1u)) break; /* strict alignment; x86 reads it anyway */
+#endif
     const uintptr_t *const f = (const uintptr_t *)fp;
     const uintptr_t next = f[0], ret = f[1];
     if (ret - 4096u >= ((uintptr_t)1 << 62) - 4096u) break;
-    *--out = ret;
-    if (next <= fp) break;
+    out[n++] = ret;
+    /* One compare for "up the stack and still in it": next in (fp, top]. */
+    if (next - fp - 1u >= top - fp) break;
     fp = next;
   }
-  return (size_t)(end - out);
+  return n;
 }
 
 #ifdef CTS_HAVE_LIBUNWIND
-/* buf has room for max + OWN_FRAMES entries: the tracer's own frames come first and are
- * dropped (everything before the hook's return address). The frames are then reversed
- * in place, outermost first, starting at *first. */
-static CTS_FORCE_INLINE size_t unwind_libunwind(uintptr_t site, uint64_t *buf, size_t max,
-                                                uint64_t **first) {
+/* out has room for max + OWN_FRAMES entries: the tracer's own frames come first and are
+ * dropped (everything before the hook's return address, `site`). Innermost first. */
+static CTS_FORCE_INLINE size_t unwind_libunwind(uintptr_t site, uint64_t *out, size_t max) {
   _Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as u64");
-  void **const ips = (void **)buf;
+  void **const ips = (void **)out;
   const int n = unw_backtrace(ips, (int)(max + OWN_FRAMES));
   int start = -1;
   for (int i = 0; i < n && i < (int)OWN_FRAMES; i++)
@@ -346,29 +349,22 @@ static CTS_FORCE_INLINE size_t unwind_libunwind(uintptr_t site, uint64_t *buf, s
     const uintptr_t ret = (uintptr_t)ips[i];
     if (ret == 0 || ret >= ((uintptr_t)1 << 62)) break;
   }
-  uint64_t *const a = buf + start;
-  for (size_t i = 0; i < k / 2; i++) {
-    const uint64_t x = a[i];
-    a[i] = a[k - 1 - i];
-    a[k - 1 - i] = x;
-  }
-  *first = a;
+  memmove(out, out + start, k * sizeof *out);
   return k;
 }
 #endif
 
-/* Captures the backtrace into buf (room for max + OWN_FRAMES entries); sets *first to its
- * outermost frame (the allocation site is last) and returns the number of frames. */
-static CTS_FORCE_INLINE size_t capture_backtrace(cts__thread_t *t, void *frame, uint64_t *buf,
-                                                 size_t max, uint64_t **first) {
+/* Captures the backtrace into out (room for max + OWN_FRAMES entries), innermost first
+ * (the allocation site first), and returns the number of frames. */
+static CTS_FORCE_INLINE size_t capture_backtrace(cts__thread_t *t, void *frame, uint64_t *out,
+                                                 size_t max) {
   const uintptr_t fp = (uintptr_t)frame;
-  *first = buf;
   switch (T.unwind) {
     case CTS_TRACER_UNWIND_NONE:
       return 0;
 #ifdef CTS_HAVE_LIBUNWIND
     case CTS_TRACER_UNWIND_LIBUNWIND: {
-      const size_t n = unwind_libunwind(((const uintptr_t *)fp)[1], buf, max, first);
+      const size_t n = unwind_libunwind(((const uintptr_t *)fp)[1], out, max);
       if (n) return n;
       break; /* the hook's frame was not found: fall back to the frame pointers */
     }
@@ -376,9 +372,7 @@ static CTS_FORCE_INLINE size_t capture_backtrace(cts__thread_t *t, void *frame, 
     default:
       break;
   }
-  const size_t n = walk_frame_pointers(t, fp, buf + max, max);
-  *first = buf + max - n;
-  return n;
+  return walk_frame_pointers(t, fp, out, max);
 }
 
 /* ---- sampled-block side table (under T.side_lock) --------------------------------------- */
@@ -600,16 +594,14 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   const uint64_t words = ((uint64_t)size + 7u) >> 3;
   if (session) *session = 0;
   if (!sampling_on()) return CTS__TRACER_NO_ID;
-  /* Sized by the configuration (2 KiB by default): threads may have small stacks. */
-  uint64_t frames[T.cfg.max_frames + OWN_FRAMES];
   cts__guard_enter();
-  uint64_t *first;
-  const size_t depth = capture_backtrace(t, frame, frames, T.cfg.max_frames, &first);
   ring_t *const r = thread_ring(t);
-  const size_t n = REC_ALLOC_WORDS + depth;
+  /* Room for the longest backtrace (and libunwind's view of our own frames): the frames
+   * go straight into the ring, and only what they take is published. */
+  const size_t room = REC_ALLOC_WORDS + T.cfg.max_frames + OWN_FRAMES;
   size_t pad;
   uint64_t *const rec =
-      r ? ring_reserve(r, n, T.cfg.drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad) : NULL;
+      r ? ring_reserve(r, room, T.cfg.drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad) : NULL;
   if (CTS_UNLIKELY(!rec)) {
     if (r && T.cfg.drop_when_full && sampling_on()) {
       bump(&r->lost_allocs, 1);
@@ -621,14 +613,14 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
     cts__guard_leave();
     return CTS__TRACER_NO_ID;
   }
+  const size_t depth = capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, T.cfg.max_frames);
   rec[1] = event_time();
   const uint64_t full = atomic_fetch_add_explicit(&T.next_id, 1, memory_order_relaxed);
   rec[0] = REC_ALLOC | (uint64_t)depth << 8;
   rec[2] = full;
   rec[3] = words;
   rec[4] = nsamples;
-  memcpy(rec + REC_ALLOC_WORDS, first, depth * sizeof *first); /* outermost first */
-  ring_publish(r, pad + n);
+  ring_publish(r, pad + REC_ALLOC_WORDS + depth);
   bump(&r->samples, 1);
   if (side) side_add(ptr, full, r);
   cts__guard_leave();
@@ -641,6 +633,8 @@ uint64_t cts__tracer_sample_slow(size_t size) {
       (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_acquire);
   if (!session) return 0;
   cts__thread_t *const t = &cts__thread;
+  /* λ = 1: every word is a sample (the countdown is never used). */
+  if (T.every_word) return t->guard ? 0 : ((uint64_t)size + 7u) >> 3;
   if (CTS_UNLIKELY(t->session != session || t->rng == 0)) seed_thread(t, session);
   const uint64_t words = ((uint64_t)size + 7u) >> 3;
   if (words < t->words_left) {
@@ -873,6 +867,18 @@ static void take_losses(void) {
   T.pending.present = true;
 }
 
+/* An alloc record: its frames are innermost first in the ring (so that the sampling
+ * thread walks the stack straight into it); memtrace wants them outermost first. */
+static int write_alloc(const uint64_t *rec, size_t depth) {
+  const uint64_t *const frames = rec + REC_ALLOC_WORDS;
+  for (size_t i = 0; i < depth; i++) T.frames[i] = frames[depth - 1 - i];
+  uint64_t id;
+  const int e = cts_mt_writer_alloc(T.writer, writer_time(rec[1]), rec[3], rec[4],
+                                    CTS_MT_SOURCE_MAJOR, T.frames, depth, &id);
+  T.emitted++;
+  return e;
+}
+
 /* Ids taken in this session that are not written yet. */
 static bool ids_outstanding(void) {
   const uint64_t next = atomic_load(&T.next_id);
@@ -910,10 +916,7 @@ static int drain(bool *progress_out, bool *blocked_out) {
           if (kind == REC_ALLOC) {
             if (id > T.emitted) break;
             if (id == T.emitted) {
-              e = cts_mt_writer_alloc(T.writer, writer_time(rec[1]), rec[3], rec[4],
-                                      CTS_MT_SOURCE_MAJOR, rec + REC_ALLOC_WORDS, depth,
-                                      &(uint64_t){0});
-              T.emitted++;
+              e = write_alloc(rec, depth);
               if (e && !err) err = e;
               e = marker_if_due(&progress);
               if (e && !err) err = e;
@@ -1264,6 +1267,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
     T.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
 #endif
   T.rate = cfg->sample_rate;
+  T.every_word = T.rate >= 1.0;
   T.inv_log_miss = 1.0 / log1p(-T.rate);
   T.inv_log_hit = T.rate < 1.0 ? 1.0 / log(T.rate) : 0.0;
   T.clock = sink->clock ? sink->clock : wall_clock_us;
