@@ -5,9 +5,12 @@
 #
 #   untraced          the binary alone
 #   preload-inert     libctfscope-preload.so loaded, MEMTRACE unset: the hooks' own cost
-#   sample-512KiB     tracing at one sample per 512 KiB on average (rate 8/524288 per word)
+#   sample-512KiB     tracing at one sample per 512 KiB on average (rate 8/524288 per word),
+#                     with the default (mixed) unwinder
 #   sample-512KiB-fp  the same with frame-pointer backtraces
-#   rate1-libunwind   every allocation, libunwind backtraces (the default unwinder)
+#   sample-512KiB-libunwind  the same with libunwind backtraces
+#   rate1             every allocation, default (mixed) backtraces
+#   rate1-libunwind   every allocation, libunwind backtraces
 #   rate1-fp          every allocation, frame-pointer backtraces
 #   rate1-nobt        every allocation, no backtraces
 #   heaptrack         heaptrack ./bench_alloc (if installed: apt-get install heaptrack)
@@ -29,7 +32,7 @@ set -euo pipefail
 BUILD=${1:-build/release}
 RUNS=${RUNS:-5}
 PAIRS=${PAIRS:-10000000}
-CONFIGS=${CONFIGS:-"untraced preload-inert sample-512KiB sample-512KiB-fp rate1-libunwind rate1-fp rate1-nobt heaptrack"}
+CONFIGS=${CONFIGS:-"untraced preload-inert sample-512KiB sample-512KiB-fp sample-512KiB-libunwind rate1 rate1-libunwind rate1-fp rate1-nobt heaptrack"}
 BIN=$BUILD/bench/bench_alloc
 PRELOAD=$BUILD/src/cli/libctfscope-preload.so
 CTFSCOPE=$BUILD/src/cli/ctfscope
@@ -46,14 +49,14 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/cts-alloc-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-RESULTS=$WORK/results.txt # config ns_per_pair wall_s cpu_s maxrss_kib trace_bytes sampled loop_cpu_ns
+RESULTS=$WORK/results.txt # config ns_per_pair wall_s cpu_s maxrss_kib trace_bytes sampled loop_cpu_ns run
 : > "$RESULTS"
 
 # Seconds from /usr/bin/time's "h:mm:ss" or "m:ss.ss".
 to_seconds() { awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }' <<< "$1"; }
 
 run_one() {
-  local config=$1 trace=$WORK/trace.ctf
+  local config=$1 run=$2 trace=$WORK/trace.ctf
   local -a cmd=("$BIN" "$PAIRS") env=()
   rm -f "$trace" "$WORK"/ht.*
   case $config in
@@ -61,6 +64,8 @@ run_one() {
     preload-inert) env=(LD_PRELOAD="$PRELOAD") ;;
     sample-512KiB) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K) ;;
     sample-512KiB-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K CTFSCOPE_UNWIND=fp) ;;
+    sample-512KiB-libunwind) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K CTFSCOPE_UNWIND=libunwind) ;;
+    rate1) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1) ;;
     rate1-libunwind) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=libunwind) ;;
     rate1-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=fp) ;;
     rate1-nobt) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=none) ;;
@@ -84,14 +89,14 @@ run_one() {
     bytes=$(stat -c %s "$WORK"/ht.*)
     sampled=$PAIRS
   fi
-  echo "$config $ns $wall $(awk "BEGIN { print $user + $sys }") $rss $bytes $sampled ${cns:-nan}" >> "$RESULTS"
+  echo "$config $ns $wall $(awk "BEGIN { print $user + $sys }") $rss $bytes $sampled ${cns:-nan} $run" >> "$RESULTS"
 }
 
 echo "bench_alloc: $PAIRS pairs, $RUNS runs of: $CONFIGS" >&2
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), $(uname -r)" >&2
 for run in $(seq 1 "$RUNS"); do
   for config in $CONFIGS; do
-    run_one "$config"
+    run_one "$config" "$run"
     echo "  run $run: $(tail -1 "$RESULTS")" >&2
   done
 done
@@ -102,36 +107,59 @@ median() {
     awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# Smallest value of column $2 for configuration $1: the run least disturbed by the rest
+# of the machine (on a shared host, times only ever get longer).
+minimum() {
+  awk -v c="$1" -v k="$2" '$1 == c { print $k }' "$RESULTS" | sort -g | head -1
+}
+
+# Median over the runs of (column $2 of configuration $1 - the same column of untraced in
+# the same round): rounds follow each other within seconds, so a host that slows down or
+# speeds up between rounds moves both terms of each difference alike.
+paired_overhead() {
+  awk -v c="$1" -v k="$2" '$1 == "untraced" { u[$9] = $k } $1 == c { v[$9] = $k }
+    END { for (r in v) if (r in u) print v[r] - u[r] }' "$RESULTS" | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 base=$(median untraced 2)
 cbase=$(median untraced 8)
 [[ " $CONFIGS " == *" untraced "* ]] || base=nan cbase=nan
 echo
 echo "Medians of $RUNS runs, $PAIRS malloc+free pairs; $(nproc) CPUs, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| configuration | ns/pair (loop) | overhead ns/pair | loop CPU ns/pair | overhead (loop CPU) | wall s | CPU s | max RSS MiB | trace | bytes per sampled alloc+free |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "Overheads are medians of the per-round differences to untraced (paired); min is the"
+echo "fastest run, and 'overhead of mins' the difference of the two fastest runs."
+echo
+echo "| configuration | ns/pair (loop) | min | overhead ns/pair (paired) | overhead of mins | loop CPU ns/pair | overhead (loop CPU, paired) | wall s | CPU s | max RSS MiB | trace | bytes per sampled alloc+free |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for config in $CONFIGS; do
   ns=$(median "$config" 2)
   awk -v c="$config" -v ns="$ns" -v base="$base" -v wall="$(median "$config" 3)" \
     -v cns="$(median "$config" 8)" -v cbase="$cbase" \
+    -v mn="$(minimum "$config" 2)" -v mnbase="$(minimum untraced 2)" \
+    -v pover="$(paired_overhead "$config" 2)" -v pcover="$(paired_overhead "$config" 8)" \
     -v cpu="$(median "$config" 4)" -v rss="$(median "$config" 5)" \
     -v bytes="$(median "$config" 6)" -v sampled="$(median "$config" 7)" 'BEGIN {
-      over = (base == "nan") ? "-" : sprintf("%+.1f", ns - base)
-      cover = (cbase == "nan" || cns == "nan") ? "-" : sprintf("%+.1f", cns - cbase)
+      over = (base == "nan" || pover == "nan") ? "-" : sprintf("%+.1f", pover)
+      cover = (cbase == "nan" || pcover == "nan") ? "-" : sprintf("%+.1f", pcover)
+      mover = (mnbase == "") ? "-" : sprintf("%+.1f", mn - mnbase)
       cpuloop = (cns == "nan") ? "-" : sprintf("%.1f", cns)
       trace = bytes > 0 ? sprintf("%.1f MB", bytes / 1e6) : "-"
       per = (bytes > 0 && sampled > 0) ? sprintf("%.1f (%d sampled)", bytes / sampled, sampled) : "-"
-      printf "| %s | %.1f | %s | %s | %s | %.2f | %.2f | %.0f | %s | %s |\n", c, ns, over, cpuloop, cover, wall, cpu, rss / 1024, trace, per
+      printf "| %s | %.1f | %.1f | %s | %s | %s | %s | %.2f | %.2f | %.0f | %s | %s |\n", c, ns, mn, over, mover, cpuloop, cover, wall, cpu, rss / 1024, trace, per
     }'
 done
-if [[ " $CONFIGS " == *" heaptrack "* && " $CONFIGS " == *" rate1-libunwind "* ]]; then
-  awk -v t="$(median rate1-libunwind 2)" -v h="$(median heaptrack 2)" \
-    -v tw="$(median rate1-libunwind 3)" -v hw="$(median heaptrack 3)" -v b="$base" 'BEGIN {
-      printf "\nrate 1 with libunwind backtraces vs heaptrack: loop time %.2fx", t / h
-      if (b != "nan") printf " (overhead %.2fx)", (t - b) / (h - b)
-      printf ", wall time %.2fx\n", tw / hw
-    }'
-fi
+for config in rate1 rate1-libunwind; do
+  if [[ " $CONFIGS " == *" heaptrack "* && " $CONFIGS " == *" $config "* ]]; then
+    awk -v c="$config" -v t="$(median "$config" 2)" -v h="$(median heaptrack 2)" \
+      -v tw="$(median "$config" 3)" -v hw="$(median heaptrack 3)" -v b="$base" 'BEGIN {
+        printf "%s vs heaptrack: loop time %.2fx", c, t / h
+        if (b != "nan") printf " (overhead %.2fx)", (t - b) / (h - b)
+        printf ", wall time %.2fx\n", tw / hw
+      }'
+  fi
+done
 echo
-echo "Targets: sample-512KiB overhead <= 3 ns/pair; rate1-libunwind <= 135 ns/pair;"
+echo "Targets: sample-512KiB overhead <= 3 ns/pair; rate 1 with backtraces <= 135 ns/pair;"
 echo "trace <= 20 bytes per sampled allocation and its free."

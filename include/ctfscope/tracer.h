@@ -112,10 +112,15 @@
  *
  * ## Backtraces
  * Location codes are return addresses (innermost: the return address of the malloc
- * call). They are captured without malloc or locks by frame-pointer walking (bounded by
- * the thread's stack, never faulting; stops at the first frame built without frame
- * pointers) or with libunwind's unw_backtrace (CTS_TRACER_UNWIND_LIBUNWIND, the default
- * when available: correct through code built without frame pointers). Codes are
+ * call). They are captured without malloc or locks. The default (CTS_TRACER_UNWIND_MIXED,
+ * x86-64 with glibc 2.35 or later and libunwind) walks frame pointers through code built
+ * with them, decided per module from its functions' prologues, and takes the frames
+ * beyond (at the latest libc's start-up code) from libunwind, kept per thread with a copy
+ * of the stack they depend on, so that they are reused while that stack is unchanged: the
+ * same backtraces as libunwind's, at the cost of a frame-pointer walk when the program is
+ * built with frame pointers. CTS_TRACER_UNWIND_FRAME_POINTER only walks (bounded by the
+ * thread's stack, never faulting; frames of code built without frame pointers go
+ * missing); CTS_TRACER_UNWIND_LIBUNWIND always uses libunwind's unw_backtrace. Codes are
  * resolved to file, line and function (with inlined frames, outermost first) with
  * elfutils libdw on the writer thread, when the writer first sends them.
  *
@@ -192,10 +197,13 @@ typedef struct cts_tracer_sink {
 
 /** Backtrace capture methods. */
 typedef enum cts_tracer_unwind {
-  CTS_TRACER_UNWIND_AUTO = 0,      /**< libunwind when built with it, else frame pointers */
+  CTS_TRACER_UNWIND_AUTO = 0,      /**< MIXED where available, else libunwind, else frame
+                                        pointers */
   CTS_TRACER_UNWIND_FRAME_POINTER, /**< walk the frame-pointer chain */
   CTS_TRACER_UNWIND_LIBUNWIND,     /**< unw_backtrace() */
   CTS_TRACER_UNWIND_NONE,          /**< no backtraces */
+  CTS_TRACER_UNWIND_MIXED,         /**< frame pointers where the code keeps them, the rest
+                                        from libunwind (see "Backtraces") */
 } cts_tracer_unwind_t;
 
 /** Tracer options. Initialise with cts_tracer_config_init(); new fields go at the end. */

@@ -49,7 +49,9 @@ static const char help[] =
     "                           MEMTRACE_RATE if set, else 1e-6; 1 records every\n"
     "                           allocation)\n"
     "  -c, --context TEXT       free text stored in the trace\n"
-    "      --unwind M           backtraces: libunwind (default), fp (frame pointers), none\n"
+    "      --unwind M           backtraces: mixed (default: frame pointers where the code\n"
+    "                           has them, libunwind beyond), libunwind, fp (frame\n"
+    "                           pointers only), none\n"
     "      --tasks              also trace PROGRAM's threads as tasks (creation, joins,\n"
     "                           contended mutexes, condition variables) into a\n"
     "                           mirage-profile trace, ctfscope.PROGRAM.PID.tasks.ctf\n"
@@ -259,9 +261,9 @@ int cmd_record(int argc, char **argv) {
     if (errno || *end || end == o.rate || !(r > 0.0 && r <= 1.0))
       return cli_usage_error("--rate '%s' is not a number in (0, 1]", o.rate);
   }
-  if (o.unwind && strcmp(o.unwind, "fp") != 0 && strcmp(o.unwind, "libunwind") != 0 &&
-      strcmp(o.unwind, "none") != 0)
-    return cli_usage_error("--unwind '%s': expected libunwind, fp or none", o.unwind);
+  if (o.unwind && strcmp(o.unwind, "mixed") != 0 && strcmp(o.unwind, "fp") != 0 &&
+      strcmp(o.unwind, "libunwind") != 0 && strcmp(o.unwind, "none") != 0)
+    return cli_usage_error("--unwind '%s': expected mixed, fp, libunwind or none", o.unwind);
   if (!!o.output + !!o.connect + !!o.listen > 1)
     return cli_usage_error("--output, --connect and --listen are alternatives: give one");
   char memtrace_url[512] = "";

@@ -8,7 +8,7 @@
  *   MEMTRACE_RATE=R       sampling rate per 8-byte word, 0 < R <= 1 (default 1e-6)
  *   MEMTRACE_CONTEXT=TXT  free text stored in the trace
  *   MEMTRACE_DROP=1       drop mode: never wait for a slow sink, record the loss
- *   CTFSCOPE_UNWIND=M     backtraces: fp, libunwind or none (default: libunwind)
+ *   CTFSCOPE_UNWIND=M     backtraces: mixed (default), fp, libunwind or none
  *
  * A bad setting, or a collector that cannot be reached, prints one line on stderr and
  * leaves the program untraced and otherwise untouched. MEMTRACE is removed from the
@@ -756,14 +756,16 @@ static void start_from_environment(void) {
   cfg.context = cts__preload_env("MEMTRACE_CONTEXT");
   const char *const unwind = cts__preload_env("CTFSCOPE_UNWIND");
   if (unwind && unwind[0]) {
-    if (strcmp(unwind, "fp") == 0)
+    if (strcmp(unwind, "auto") == 0 || strcmp(unwind, "mixed") == 0)
+      cfg.unwind = CTS_TRACER_UNWIND_AUTO;
+    else if (strcmp(unwind, "fp") == 0)
       cfg.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
     else if (strcmp(unwind, "libunwind") == 0)
       cfg.unwind = CTS_TRACER_UNWIND_LIBUNWIND;
     else if (strcmp(unwind, "none") == 0)
       cfg.unwind = CTS_TRACER_UNWIND_NONE;
     else {
-      refuse("CTFSCOPE_UNWIND", unwind, "expected fp, libunwind or none");
+      refuse("CTFSCOPE_UNWIND", unwind, "expected mixed, fp, libunwind or none");
       return;
     }
   }

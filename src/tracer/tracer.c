@@ -49,7 +49,6 @@
 #define STALL_RETRY_MS     1u
 #define CONNECT_TIMEOUT_MS 3000u
 #define MAX_FRAMES_LIMIT   1024u
-#define OWN_FRAMES         16u /* room for the tracer's own frames in a libunwind backtrace */
 #define REC_ALLOC          1u
 #define REC_COLLECT        2u
 #define REC_PAD            3u /* the rest of the ring up to its end is unused */
@@ -66,7 +65,7 @@
 #define BINOMIAL_EXACT_LIMIT 1000.0
 
 _Static_assert(CTS__TRACER_NO_ID == ID_MASK, "object ids fill the low ID_BITS bits");
-_Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + OWN_FRAMES <= RING_WORDS / 4u,
+_Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + CTS__OWN_FRAMES <= RING_WORDS / 4u,
                "a record fits a ring");
 
 CTS__TLS cts__thread_t cts__thread;
@@ -92,6 +91,7 @@ typedef struct cts__ring {
   _Alignas(64) _Atomic int owned;     /* a live thread writes into it */
   struct cts__ring *next;             /* set before the ring is published, then fixed */
   uint64_t *words;
+  cts__bottom_t *bottom; /* the owner's outer-frame cache (unwind.c), content-checked */
 } ring_t;
 
 /* Drop mode: what was lost (tracer.h, "Drop mode"). */
@@ -288,83 +288,19 @@ static void seed_thread(cts__thread_t *t, uint32_t session) {
 
 /* ---- backtraces ------------------------------------------------------------------------ */
 
-static void find_stack_top(cts__thread_t *t) {
-  pthread_attr_t attr;
-  t->stack_state = -1;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
-  void *addr;
-  size_t size;
-  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-    t->stack_hi = (uintptr_t)addr + size;
-    t->stack_state = 1;
-  }
-  pthread_attr_destroy(&attr);
-}
-
-/* Walks the frame-pointer chain from `frame` (a frame of ours whose return address is the
- * allocation site). Only reads words between the current stack pointer and the top of the
- * thread's stack, all mapped, and only upwards, so a broken chain (code built without
- * frame pointers) ends the walk instead of faulting. Stores the frames innermost first
- * (the writer thread reverses them) and returns their number. */
-static CTS_NOINLINE size_t walk_frame_pointers(cts__thread_t *t, uintptr_t fp, uint64_t *out,
-                                               size_t max) {
-  if (t->stack_state == 0) find_stack_top(t);
-  const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
-  const uintptr_t hi = t->stack_state == 1 ? t->stack_hi : fp + 2 * sizeof(uintptr_t);
-  if (hi < lo + 2 * sizeof(uintptr_t)) return 0;
-  const uintptr_t top = hi - 2 * sizeof(uintptr_t); /* the highest frame that fits */
-  if (fp < lo || fp > top) return 0;
-  size_t n = 0;
-  while (n < max) {
-#if !defined(__x86_64__) && !defined(__i386__)
-    if (fp & (sizeof(uintptr_t) - 1u)) break; /* strict alignment; x86 reads it anyway */
-#endif
-    const uintptr_t *const f = (const uintptr_t *)fp;
-    const uintptr_t next = f[0], ret = f[1];
-    if (ret - 4096u >= ((uintptr_t)1 << 62) - 4096u) break;
-    out[n++] = ret;
-    /* One compare for "up the stack and still in it": next in (fp, top]. */
-    if (next - fp - 1u >= top - fp) break;
-    fp = next;
-  }
-  return n;
-}
-
-#ifdef CTS_HAVE_LIBUNWIND
-/* out has room for max + OWN_FRAMES entries: the tracer's own frames come first and are
- * dropped (everything before the hook's return address, `site`). Innermost first. */
-static CTS_FORCE_INLINE size_t unwind_libunwind(uintptr_t site, uint64_t *out, size_t max) {
-  _Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as u64");
-  void **const ips = (void **)out;
-  const int n = unw_backtrace(ips, (int)(max + OWN_FRAMES));
-  int start = -1;
-  for (int i = 0; i < n && i < (int)OWN_FRAMES; i++)
-    if ((uintptr_t)ips[i] == site) {
-      start = i;
-      break;
-    }
-  if (start < 0) return 0;
-  size_t k = 0;
-  for (int i = start; i < n && k < max; i++, k++) {
-    const uintptr_t ret = (uintptr_t)ips[i];
-    if (ret == 0 || ret >= ((uintptr_t)1 << 62)) break;
-  }
-  memmove(out, out + start, k * sizeof *out);
-  return k;
-}
-#endif
-
-/* Captures the backtrace into out (room for max + OWN_FRAMES entries), innermost first
- * (the allocation site first), and returns the number of frames. */
+/* Captures the backtrace into out (room for max + CTS__OWN_FRAMES entries), innermost
+ * first (the allocation site first), and returns the number of frames (unwind.c). */
 static CTS_FORCE_INLINE size_t capture_backtrace(cts__thread_t *t, void *frame, uint64_t *out,
-                                                 size_t max) {
+                                                 size_t max, cts__bottom_t *bottom) {
   const uintptr_t fp = (uintptr_t)frame;
   switch (T.unwind) {
     case CTS_TRACER_UNWIND_NONE:
       return 0;
+    case CTS_TRACER_UNWIND_MIXED:
+      return cts__unwind_mixed(t, fp, out, max, bottom);
 #ifdef CTS_HAVE_LIBUNWIND
     case CTS_TRACER_UNWIND_LIBUNWIND: {
-      const size_t n = unwind_libunwind(((const uintptr_t *)fp)[1], out, max);
+      const size_t n = cts__unwind_libunwind(fp, out, max);
       if (n) return n;
       break; /* the hook's frame was not found: fall back to the frame pointers */
     }
@@ -372,7 +308,7 @@ static CTS_FORCE_INLINE size_t capture_backtrace(cts__thread_t *t, void *frame, 
     default:
       break;
   }
-  return walk_frame_pointers(t, fp, out, max);
+  return cts__unwind_fp(t, fp, out, max);
 }
 
 /* ---- sampled-block side table (under T.side_lock) --------------------------------------- */
@@ -485,10 +421,12 @@ static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
   }
   if (!r) {
     const size_t header = (sizeof(ring_t) + 63u) & ~(size_t)63u;
-    unsigned char *const mem = map_pages(header + RING_WORDS * sizeof(uint64_t));
+    const size_t bottom = (cts__bottom_size + 63u) & ~(size_t)63u;
+    unsigned char *const mem = map_pages(header + bottom + RING_WORDS * sizeof(uint64_t));
     if (!mem) return NULL;
-    r = (ring_t *)mem; /* mapped zero-filled: all counters 0 */
-    r->words = (uint64_t *)(mem + header);
+    r = (ring_t *)mem; /* mapped zero-filled: all counters 0, the cache empty */
+    r->bottom = (cts__bottom_t *)(mem + header);
+    r->words = (uint64_t *)(mem + header + bottom);
     atomic_init(&r->owned, 1);
     ring_t *old = atomic_load_explicit(&T.rings, memory_order_relaxed);
     do r->next = old;
@@ -598,7 +536,7 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   ring_t *const r = thread_ring(t);
   /* Room for the longest backtrace (and libunwind's view of our own frames): the frames
    * go straight into the ring, and only what they take is published. */
-  const size_t room = REC_ALLOC_WORDS + T.cfg.max_frames + OWN_FRAMES;
+  const size_t room = REC_ALLOC_WORDS + T.cfg.max_frames + CTS__OWN_FRAMES;
   size_t pad;
   uint64_t *const rec =
       r ? ring_reserve(r, room, T.cfg.drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad) : NULL;
@@ -613,7 +551,8 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
     cts__guard_leave();
     return CTS__TRACER_NO_ID;
   }
-  const size_t depth = capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, T.cfg.max_frames);
+  const size_t depth =
+      capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, T.cfg.max_frames, r->bottom);
   rec[1] = event_time();
   const uint64_t full = atomic_fetch_add_explicit(&T.next_id, 1, memory_order_relaxed);
   rec[0] = REC_ALLOC | (uint64_t)depth << 8;
@@ -1261,10 +1200,11 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   copy_string(T.context, sizeof T.context, cfg->context);
   T.unwind = cfg->unwind;
 #ifdef CTS_HAVE_LIBUNWIND
-  if (T.unwind == CTS_TRACER_UNWIND_AUTO) T.unwind = CTS_TRACER_UNWIND_LIBUNWIND;
+  if (T.unwind == CTS_TRACER_UNWIND_AUTO || T.unwind == CTS_TRACER_UNWIND_MIXED)
+    T.unwind =
+        cts__unwind_mixed_available() ? CTS_TRACER_UNWIND_MIXED : CTS_TRACER_UNWIND_LIBUNWIND;
 #else
-  if (T.unwind == CTS_TRACER_UNWIND_AUTO || T.unwind == CTS_TRACER_UNWIND_LIBUNWIND)
-    T.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
+  if (T.unwind != CTS_TRACER_UNWIND_NONE) T.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
 #endif
   T.rate = cfg->sample_rate;
   T.every_word = T.rate >= 1.0;

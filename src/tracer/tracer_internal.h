@@ -34,6 +34,9 @@ typedef struct cts__thread {
   uintptr_t stack_hi;     /* top of this thread's stack for frame-pointer walks, 0 = unknown */
   int stack_state;        /* 0 = not looked up, 1 = known, -1 = unavailable */
   struct cts__ring *ring; /* this thread's record ring (tracer.c), NULL until its first sample */
+  /* The mixed unwinder's paths (unwind.c), for tests and benchmarks: whole stacks walked
+   * with frame pointers, outer frames from the cache, libunwind runs. */
+  uint64_t unwind_walked, unwind_cached, unwind_full;
 } cts__thread_t;
 
 extern CTS__TLS cts__thread_t cts__thread;
@@ -97,6 +100,31 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
 void cts__tracer_record_free(uint64_t id, unsigned session);
 /* How many per-thread record rings exist (tests: exited threads' rings are reused). */
 size_t cts__tracer_ring_count(void);
+
+/* ---- backtraces (unwind.c) ------------------------------------------------------------- */
+/* All capture innermost first (the allocation site first) into `out`, which has room for
+ * max + CTS__OWN_FRAMES entries, starting from `frame`: the frame of the hook the program
+ * called (its return address is the allocation site). They return the number of frames.
+ *
+ * The mixed unwinder (CTS_TRACER_UNWIND_MIXED, the default) walks frame-pointer records as
+ * long as each belongs to a function that keeps frame pointers: decided once per return
+ * address from the prologue of the function it returns into (found in its module's
+ * .eh_frame_hdr, through glibc's lock-free _dl_find_object). Where the chain enters code without
+ * them (at the latest libc's start-up code at the bottom of every stack), the rest comes from
+ * libunwind, and is kept per thread with a copy of the stack above that point: while those bytes,
+ * the record's address and its return address stay the same, libunwind would give the same frames,
+ * so they are reused without unwinding. */
+#define CTS__OWN_FRAMES 16u /* room for the tracer's own frames in a libunwind backtrace */
+typedef struct cts__bottom cts__bottom_t; /* a thread's outer-frame cache */
+extern const size_t cts__bottom_size;
+size_t cts__unwind_fp(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max);
+#ifdef CTS_HAVE_LIBUNWIND
+size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max);
+#endif
+size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max,
+                         cts__bottom_t *bottom);
+/* False where the mixed unwinder is libunwind alone (no _dl_find_object, not x86-64). */
+bool cts__unwind_mixed_available(void);
 
 /* ---- the linked API's tracked blocks (side table) --------------------------------------- */
 

@@ -14,6 +14,7 @@ typedef struct decoded_alloc {
   size_t depth;
   uint64_t innermost; /* allocation-site code, 0 if no backtrace */
   uint64_t outermost;
+  uint64_t backtrace_hash; /* FNV-1a of every code, to compare whole backtraces */
 } decoded_alloc_t;
 
 typedef struct decoded {
@@ -64,6 +65,10 @@ static inline int decoded_on_event(void *ud, const cts_mt_event_t *ev) {
     a->innermost = ev->backtrace_len ? ev->backtrace[ev->backtrace_len - 1] : 0;
     a->outermost = ev->backtrace_len ? ev->backtrace[0] : 0;
     if (ev->backtrace_len > d->max_depth) d->max_depth = ev->backtrace_len;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < ev->backtrace_len; i++) h = (h ^ ev->backtrace[i]) * 0x100000001b3ull;
+    a->backtrace_hash = h;
+
     d->sampled_words += (double)ev->nsamples;
   } else if (ev->kind == CTS_MT_COLLECT) {
     if (d->ncollects == d->cap_collects) {

@@ -221,6 +221,112 @@ CTS_TEST(threads_share_one_consistent_trace) {
   free(b.data);
 }
 
+/* ---- the mixed unwinder: libunwind's backtraces, mostly without libunwind ---------------- */
+
+enum { MIXED_ALLOCS = 300 };
+static uint64_t mixed_next_obj;
+
+static __attribute__((noinline)) void mixed_site(void) {
+  cts_tracer_track_alloc(fake_ptr(6000000 + mixed_next_obj++), 48);
+  __asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) void mixed_caller(int depth) {
+  if (depth > 0)
+    mixed_caller(depth - 1);
+  else
+    mixed_site();
+  __asm__ volatile("" ::: "memory");
+}
+
+/* qsort is libc's, built without frame pointers: the comparator's callers are found by
+ * libunwind, beyond the frames the walk trusts. */
+static int mixed_compare(const void *a, const void *b) {
+  mixed_site();
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+static __attribute__((noinline)) void mixed_through_qsort(void) {
+  int v[24];
+  for (int i = 0; i < 24; i++) v[i] = (i * 7919) % 24;
+  qsort(v, 24, sizeof v[0], mixed_compare);
+  __asm__ volatile("" ::: "memory");
+}
+
+typedef struct mixed_counts {
+  uint64_t walked, cached, full;
+} mixed_counts_t;
+
+static void *mixed_thread_body(void *arg) {
+  for (int i = 0; i < MIXED_ALLOCS; i++) mixed_caller(i % 5);
+  mixed_counts_t *const c = arg;
+  *c = (mixed_counts_t){cts__thread.unwind_walked, cts__thread.unwind_cached,
+                        cts__thread.unwind_full};
+  return NULL;
+}
+
+/* Runs every path once with `unwind`; the decoded trace in *d, this thread's and the other
+ * thread's path counts in *here and *there. */
+static void mixed_run(cts_tracer_unwind_t unwind, decoded_t *d, mixed_counts_t *here,
+                      mixed_counts_t *there) {
+  membuf_t b;
+  mixed_next_obj = 0;
+  start_to_memory(&b, 1.0, 41, unwind);
+  const mixed_counts_t before = {cts__thread.unwind_walked, cts__thread.unwind_cached,
+                                 cts__thread.unwind_full};
+  for (int i = 0; i < MIXED_ALLOCS; i++) mixed_caller(i % 7);
+  mixed_through_qsort();
+  pthread_t th;
+  pthread_create(&th, NULL, mixed_thread_body, there);
+  pthread_join(th, NULL);
+  *here = (mixed_counts_t){cts__thread.unwind_walked - before.walked,
+                           cts__thread.unwind_cached - before.cached,
+                           cts__thread.unwind_full - before.full};
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_from_memory(d, b.data, b.len);
+  free(b.data);
+  CTS_ASSERT_MSG(d->error == 0, "%s", d->message);
+}
+
+CTS_TEST(mixed_unwinder_gives_libunwinds_backtraces) {
+#ifndef CTS_TEST_HAVE_LIBUNWIND
+  CTS_SKIP("built without libunwind");
+#else
+  if (!cts__unwind_mixed_available())
+    CTS_SKIP("no _dl_find_object or not x86-64: mixed = libunwind");
+  decoded_t runs[2];
+  mixed_counts_t here[2], there[2];
+  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
+  for (int m = 0; m < 2; m++) mixed_run(modes[m], &runs[m], &here[m], &there[m]); /* 1 call site */
+  decoded_t mixed = runs[0], lib = runs[1];
+  const mixed_counts_t mh = here[0], mt = there[0], lh = here[1], lt = there[1];
+  CTS_ASSERT_EQ_U64(mixed.nallocs, lib.nallocs);
+  CTS_ASSERT(mixed.nallocs > 2 * MIXED_ALLOCS + 24);
+  size_t deeper = 0;
+  for (size_t i = 0; i < mixed.nallocs; i++) {
+    CTS_ASSERT_MSG(mixed.allocs[i].backtrace_hash == lib.allocs[i].backtrace_hash &&
+                       mixed.allocs[i].depth == lib.allocs[i].depth,
+                   "allocation %zu: %zu frames (mixed) against %zu (libunwind)", i,
+                   mixed.allocs[i].depth, lib.allocs[i].depth);
+    if (mixed.allocs[i].depth > 8) deeper++;
+  }
+  CTS_ASSERT(deeper > 0);
+  /* Both threads: the outer frames (libc's start-up, start_thread) came from libunwind
+   * once or twice, then from the cache; qsort's frames from libunwind each time. */
+  fprintf(stderr,
+          "  main thread: %" PRIu64 " cached, %" PRIu64 " unwound; other thread: %" PRIu64
+          " cached, %" PRIu64 " unwound\n",
+          mh.cached, mh.full, mt.cached, mt.full);
+  CTS_ASSERT(mh.cached >= MIXED_ALLOCS - 8 && mt.cached >= MIXED_ALLOCS - 8);
+  CTS_ASSERT(mt.full <= 8);
+  CTS_ASSERT(mh.full >= 24); /* every comparator call went through libunwind */
+  CTS_ASSERT_EQ_U64(lh.cached + lh.full + lt.cached + lt.full, 0);
+  decoded_fini(&mixed);
+  decoded_fini(&lib);
+#endif
+}
+
 /* ---- per-thread rings: frees on other threads, thread exits, sessions ------------------ */
 
 /* Blocks handed from each allocating thread to the next one, which frees them: a collect

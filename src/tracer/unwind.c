@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: MIT */
+/* Backtraces for the sampling path: the frame-pointer walk, libunwind, and the mixed mode
+ * that walks frame pointers through code built with them and takes the rest of the stack
+ * from libunwind (design: tracer_internal.h, "Backtraces"). Everything here runs on the
+ * allocating thread with its guard raised, takes no lock on the common path and never
+ * allocates. */
+#define _GNU_SOURCE
+#include "tracer_internal.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#ifdef CTS_HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
+
+/* The stack region above the last frame-pointer record that the outer-frame cache keeps a
+ * copy of, and how many outer frames it holds. */
+#define BOTTOM_BYTES  4096u
+#define BOTTOM_FRAMES 64u
+/* Beyond the outermost frame libunwind reported (where the CFI says the unwinding ends:
+ * _start, clone3), the bytes its last step may have read. */
+#define BOTTOM_MARGIN 64u
+/* log2 of the entries of the per-return-address cache of frame-pointer verdicts. */
+#define VERDICT_BITS 12u
+
+struct cts__bottom {
+  uintptr_t rec; /* the frame record whose return address leads out of frame-pointer code */
+  uint64_t ret;  /* that return address; 0 = the cache is empty */
+  size_t len;    /* bytes of stack from rec that the outer frames depend on */
+  size_t nframes;
+  uint64_t frames[BOTTOM_FRAMES];
+  unsigned char bytes[BOTTOM_BYTES];
+};
+
+const size_t cts__bottom_size = sizeof(cts__bottom_t);
+
+/* ---- reading the stack above our frames --------------------------------------------------- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CTS_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CTS_UNDER_ASAN 1
+#endif
+#endif
+
+/* The outer-frame cache copies and compares the stack above the walked frames, across the
+ * frames' locals: under AddressSanitizer, their redzones are not ours to respect, and the
+ * bytes go through uninstrumented loops (volatile, so that they do not become calls to the
+ * intercepted memcpy and memcmp). */
+#ifdef CTS_UNDER_ASAN
+__attribute__((no_sanitize("address"))) static void stack_copy(void *dst, uintptr_t src, size_t n) {
+  const volatile unsigned char *const s = (const volatile unsigned char *)src;
+  unsigned char *const d = dst;
+  for (size_t i = 0; i < n; i++) d[i] = s[i];
+}
+__attribute__((no_sanitize("address"))) static bool stack_equal(const void *copy, uintptr_t src,
+                                                                size_t n) {
+  const volatile unsigned char *const s = (const volatile unsigned char *)src;
+  const unsigned char *const c = copy;
+  for (size_t i = 0; i < n; i++)
+    if (c[i] != s[i]) return false;
+  return true;
+}
+#else
+static CTS_FORCE_INLINE void stack_copy(void *dst, uintptr_t src, size_t n) {
+  memcpy(dst, (const void *)src, n);
+}
+static CTS_FORCE_INLINE bool stack_equal(const void *copy, uintptr_t src, size_t n) {
+  return memcmp((const void *)src, copy, n) == 0;
+}
+#endif
+
+/* ---- the thread's stack ------------------------------------------------------------------ */
+
+static void find_stack_top(cts__thread_t *t) {
+  pthread_attr_t attr;
+  t->stack_state = -1;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  void *addr;
+  size_t size;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+    t->stack_hi = (uintptr_t)addr + size;
+    t->stack_state = 1;
+  }
+  pthread_attr_destroy(&attr);
+}
+
+/* A plausible return address: not in the first page, not a kernel or non-canonical one. */
+static CTS_FORCE_INLINE bool bad_return(uintptr_t ret) {
+  return ret - 4096u >= ((uintptr_t)1 << 62) - 4096u;
+}
+
+/* ---- frame pointers ---------------------------------------------------------------------- */
+
+/* Walks the frame-pointer chain from `frame` (a frame of ours whose return address is the
+ * allocation site). Only reads words between the current stack pointer and the top of the
+ * thread's stack, all mapped, and only upwards, so a broken chain (code built without
+ * frame pointers) ends the walk instead of faulting. Innermost first. */
+size_t cts__unwind_fp(cts__thread_t *t, uintptr_t fp, uint64_t *out, size_t max) {
+  if (t->stack_state == 0) find_stack_top(t);
+  const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
+  const uintptr_t hi = t->stack_state == 1 ? t->stack_hi : fp + 2 * sizeof(uintptr_t);
+  if (hi < lo + 2 * sizeof(uintptr_t)) return 0;
+  const uintptr_t top = hi - 2 * sizeof(uintptr_t); /* the highest frame that fits */
+  if (fp < lo || fp > top) return 0;
+  size_t n = 0;
+  while (n < max) {
+#if !defined(__x86_64__) && !defined(__i386__)
+    if (fp & (sizeof(uintptr_t) - 1u)) break; /* strict alignment; x86 reads it anyway */
+#endif
+    const uintptr_t *const f = (const uintptr_t *)fp;
+    const uintptr_t next = f[0], ret = f[1];
+    if (bad_return(ret)) break;
+    out[n++] = ret;
+    /* One compare for "up the stack and still in it": next in (fp, top]. */
+    if (next - fp - 1u >= top - fp) break;
+    fp = next;
+  }
+  return n;
+}
+
+#ifdef CTS_HAVE_LIBUNWIND
+
+/* ---- libunwind ----------------------------------------------------------------------------- */
+
+size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max) {
+  _Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as u64");
+  const uintptr_t site = ((const uintptr_t *)frame)[1];
+  void **const ips = (void **)out;
+  const int n = unw_backtrace(ips, (int)(max + CTS__OWN_FRAMES));
+  int start = -1;
+  for (int i = 0; i < n && i < (int)CTS__OWN_FRAMES; i++)
+    if ((uintptr_t)ips[i] == site) {
+      start = i;
+      break;
+    }
+  if (start < 0) return 0;
+  size_t k = 0;
+  for (int i = start; i < n && k < max; i++, k++)
+    if ((uintptr_t)ips[i] == 0 || (uintptr_t)ips[i] >= ((uintptr_t)1 << 62)) break;
+  memmove(out, out + start, k * sizeof *out);
+  return k;
+}
+
+/* libunwind's cursor from here: the frames from `site` outwards, and the stack pointer of
+ * the outermost one (the outer-frame cache needs to know how far up the stack they lie). */
+static size_t unwind_cursor(uintptr_t site, uint64_t *out, size_t max, uintptr_t *last_sp) {
+  unw_context_t ctx;
+  unw_cursor_t c;
+  if (unw_getcontext(&ctx) != 0 || unw_init_local(&c, &ctx) != 0) return 0;
+  size_t k = 0, own = 0;
+  do {
+    unw_word_t ip = 0, sp = 0;
+    if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || unw_get_reg(&c, UNW_REG_SP, &sp) != 0) break;
+    if (k == 0 && ip != site) {
+      if (++own > CTS__OWN_FRAMES) return 0;
+      continue;
+    }
+    if (ip == 0 || ip >= ((uintptr_t)1 << 62) || k == max) break;
+    out[k++] = ip;
+    *last_sp = sp;
+  } while (unw_step(&c) > 0);
+  return k;
+}
+
+/* ---- which code keeps frame pointers ------------------------------------------------------ */
+
+#if defined(__x86_64__) && defined(DLFO_STRUCT_HAS_EH_DBASE)
+#define CTS_HAVE_MIXED 1
+
+/* Per return address: whether the function it returns into keeps frame pointers. Direct
+ * mapped, shared by all threads: an entry is one word (address << 1 | verdict), written
+ * and read whole, so a race only costs a second look-up. */
+static _Atomic uint64_t verdicts[1u << VERDICT_BITS];
+
+static uint32_t load_u32(const unsigned char *p) {
+  uint32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/* The entry of the function holding `addr` in the module described by `o`, from the
+ * module's .eh_frame_hdr search table (the last entry at or below addr, whose FDE must
+ * cover addr); 0 if there is none. */
+static uintptr_t function_entry(const struct dl_find_object *o, uintptr_t addr) {
+  const unsigned char *const h = o->dlfo_eh_frame;
+  /* Version 1; the frame pointer encoded as 4 bytes; a udata4 count; a table of datarel
+   * sdata4 pairs (what binutils and lld write). */
+  if (!h || h[0] != 1 || (h[1] & 0x0Fu) != 0x0Bu || h[2] != 0x03u || h[3] != 0x3Bu) return 0;
+  const uint32_t count = load_u32(h + 8);
+  const unsigned char *const table = h + 12;
+  uint32_t lo = 0, hi = count; /* the first entry above addr is in [lo, hi] */
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2u;
+    const uintptr_t at = (uintptr_t)h + (uintptr_t)(intptr_t)(int32_t)load_u32(table + mid * 8u);
+    if (at <= addr)
+      lo = mid + 1u;
+    else
+      hi = mid;
+  }
+  if (lo == 0) return 0;
+  const unsigned char *const e = table + (lo - 1u) * 8u;
+  const uintptr_t entry = (uintptr_t)h + (uintptr_t)(intptr_t)(int32_t)load_u32(e);
+  const unsigned char *const fde = h + (intptr_t)(int32_t)load_u32(e + 4);
+  /* The FDE's pc_begin, pcrel sdata4 as the table's (checked: any other encoding and the
+   * answer is "unknown"), then its pc_range. */
+  if ((uintptr_t)fde < (uintptr_t)o->dlfo_map_start ||
+      (uintptr_t)fde + 16u > (uintptr_t)o->dlfo_map_end)
+    return 0;
+  const uintptr_t begin = (uintptr_t)(fde + 8) + (uintptr_t)(intptr_t)(int32_t)load_u32(fde + 8);
+  if (begin != entry || addr - entry >= load_u32(fde + 12)) return 0;
+  return entry;
+}
+
+/* Whether the function `ret` returns into begins with the frame-pointer prologue (push
+ * %rbp; mov %rsp,%rbp, after an endbr64); ret - 1, since a call that ends a function
+ * returns past it. Functions without an FDE, or in no module (generated code): no. */
+static CTS_NOINLINE bool look_up_verdict(uintptr_t ret, _Atomic uint64_t *slot) {
+  bool framed = false;
+  struct dl_find_object o; /* lock-free, async-signal-safe: made for unwinders */
+  if (_dl_find_object((void *)(ret - 1u), &o) == 0) {
+    const uintptr_t entry = function_entry(&o, ret - 1u);
+    if (entry && entry + 8u <= (uintptr_t)o.dlfo_map_end) {
+      unsigned char code[8];
+      memcpy(code, (const void *)entry, sizeof code);
+      const unsigned char *p = code;
+      if (p[0] == 0xF3 && p[1] == 0x0F && p[2] == 0x1E && p[3] == 0xFA) p += 4; /* endbr64 */
+      framed = p[0] == 0x55 && p[1] == 0x48 && p[2] == 0x89 && p[3] == 0xE5;
+    }
+  }
+  atomic_store_explicit(slot, (uint64_t)ret << 1 | framed, memory_order_relaxed);
+  return framed;
+}
+
+static CTS_FORCE_INLINE bool keeps_frame_pointers(uintptr_t ret) {
+  _Atomic uint64_t *const slot =
+      &verdicts[(uint64_t)ret * 0x9E3779B97F4A7C15ull >> (64u - VERDICT_BITS)];
+  const uint64_t v = atomic_load_explicit(slot, memory_order_relaxed);
+  if (CTS_LIKELY(v >> 1 == ret)) return v & 1u;
+  return look_up_verdict(ret, slot);
+}
+
+/* ---- the mixed unwinder -------------------------------------------------------------------- */
+
+/* out[0..n) came from frame records of frame-pointer code; the last return address, read
+ * from the record at `rec`, leads into code without frame pointers. The frames beyond it
+ * depend only on that return address, the stack pointer (rec + 16) and the stack above: if
+ * those are as when libunwind last unwound them for this thread, its answer is reused;
+ * else libunwind unwinds the whole stack again. */
+static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_t *out, size_t n,
+                                        size_t max, cts__bottom_t *b) {
+  if (b && b->ret == out[n - 1] && b->rec == rec && b->len <= t->stack_hi - rec &&
+      stack_equal(b->bytes, rec, b->len)) {
+    const size_t k = b->nframes < max - n ? b->nframes : max - n;
+    memcpy(out + n, b->frames, k * sizeof *out);
+    t->unwind_cached++;
+    return n + k;
+  }
+  t->unwind_full++;
+  const uintptr_t site = (uintptr_t)out[0]; /* the hook's return address */
+  uint64_t walked[BOTTOM_FRAMES];
+  const bool comparable = n <= BOTTOM_FRAMES;
+  if (comparable) memcpy(walked, out, n * sizeof *out);
+  uintptr_t last_sp = 0;
+  const size_t k = unwind_cursor(site, out, max, &last_sp);
+  if (k == 0) { /* libunwind could not: what the frame pointers gave */
+    if (comparable) memcpy(out, walked, n * sizeof *out);
+    return comparable ? n : 0;
+  }
+  /* Keep the outer frames when libunwind agrees with the walk and they lie close above. */
+  if (b && comparable && k >= n && memcmp(out, walked, n * sizeof *out) == 0 &&
+      k - n <= BOTTOM_FRAMES && last_sp >= rec) {
+    uintptr_t end = last_sp + BOTTOM_MARGIN;
+    if (end > t->stack_hi) end = t->stack_hi;
+    if (end - rec <= BOTTOM_BYTES) {
+      b->ret = 0; /* empty while it is rewritten (a signal handler may sample meanwhile) */
+      b->rec = rec;
+      b->len = end - rec;
+      stack_copy(b->bytes, rec, b->len);
+      b->nframes = k - n;
+      memcpy(b->frames, out + n, b->nframes * sizeof *out);
+      b->ret = walked[n - 1];
+    }
+  }
+  return k;
+}
+
+size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max,
+                         cts__bottom_t *bottom) {
+  if (t->stack_state == 0) find_stack_top(t);
+  const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
+  uintptr_t fp = frame;
+  if (t->stack_state != 1 || t->stack_hi < lo + 2 * sizeof(uintptr_t) || fp < lo ||
+      fp > t->stack_hi - 2 * sizeof(uintptr_t))
+    return cts__unwind_libunwind(frame, out, max);
+  const uintptr_t top = t->stack_hi - 2 * sizeof(uintptr_t);
+  size_t n = 0;
+  uintptr_t trusted = 0; /* the last return address found to keep frame pointers */
+  while (n < max) {
+    const uintptr_t *const f = (const uintptr_t *)fp;
+    const uintptr_t next = f[0], ret = f[1];
+    if (bad_return(ret)) break;
+    out[n++] = ret;
+    /* The next record belongs to the function `ret` returns into: trusted only if that
+     * function keeps frame pointers. */
+    if (ret != trusted) {
+      if (!keeps_frame_pointers(ret)) return outer_frames(t, fp, out, n, max, bottom);
+      trusted = ret;
+    }
+    if (next - fp - 1u >= top - fp) break;
+    fp = next;
+  }
+  t->unwind_walked++;
+  return n;
+}
+
+bool cts__unwind_mixed_available(void) {
+  return true;
+}
+
+#endif /* x86-64 with _dl_find_object */
+#endif /* CTS_HAVE_LIBUNWIND */
+
+#ifndef CTS_HAVE_MIXED
+size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max,
+                         cts__bottom_t *bottom) {
+  (void)bottom;
+#ifdef CTS_HAVE_LIBUNWIND
+  (void)t;
+  return cts__unwind_libunwind(frame, out, max);
+#else
+  return cts__unwind_fp(t, frame, out, max);
+#endif
+}
+
+bool cts__unwind_mixed_available(void) {
+  return false;
+}
+#endif
