@@ -9,14 +9,6 @@
 
 #include "cli.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CTS_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CTS_UNDER_ASAN 1
-#endif
-#endif
-
 #if CTS_UNDER_ASAN
 /* fontconfig (under librsvg's text rendering) keeps its configuration and font caches for
  * the life of the process and never frees them: LeakSanitizer would report them at every

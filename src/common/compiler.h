@@ -21,4 +21,16 @@
 
 #define CTS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* 1 when built with AddressSanitizer (gcc says so with a macro, clang with a feature). */
+#if defined(__SANITIZE_ADDRESS__)
+#define CTS_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CTS_UNDER_ASAN 1
+#endif
+#endif
+#ifndef CTS_UNDER_ASAN
+#define CTS_UNDER_ASAN 0
+#endif
+
 #endif /* CTS_COMPILER_H */

@@ -40,19 +40,11 @@ const size_t cts__bottom_size = sizeof(cts__bottom_t);
 
 /* ---- reading the stack above our frames --------------------------------------------------- */
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CTS_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CTS_UNDER_ASAN 1
-#endif
-#endif
-
 /* The outer-frame cache copies and compares the stack above the walked frames, across the
  * frames' locals: under AddressSanitizer, their redzones are not ours to respect, and the
  * bytes go through uninstrumented loops (volatile, so that they do not become calls to the
  * intercepted memcpy and memcmp). */
-#ifdef CTS_UNDER_ASAN
+#if CTS_UNDER_ASAN
 __attribute__((no_sanitize("address"))) static void stack_copy(void *dst, uintptr_t src, size_t n) {
   const volatile unsigned char *const s = (const volatile unsigned char *)src;
   unsigned char *const d = dst;

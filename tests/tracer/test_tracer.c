@@ -71,6 +71,15 @@ static const void *fake_ptr(uint64_t i) {
   return (const void *)(uintptr_t)(0x100000000ull + i * 64u);
 }
 
+/* Decodes the trace in b into d and checks what every trace must satisfy: our reader
+ * accepts it (ids in order, each collect after its allocation), no object is collected
+ * twice or without an allocation, times never go backwards. */
+static void decode_consistent(decoded_t *d, const membuf_t *b) {
+  decoded_from_memory(d, b->data, b->len);
+  CTS_ASSERT_MSG(d->error == 0, "%s", d->message);
+  CTS_ASSERT(!d->collected_twice && !d->time_backwards);
+}
+
 CTS_TEST(rate_one_records_every_block_exactly) {
   membuf_t b;
   start_to_memory(&b, 1.0, 1, CTS_TRACER_UNWIND_NONE);
@@ -210,11 +219,9 @@ CTS_TEST(threads_share_one_consistent_trace) {
   cts_tracer_stats_t st;
   cts_tracer_get_stats(&st);
   decoded_t d;
-  decoded_from_memory(&d, b.data, b.len);
-  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  decode_consistent(&d, &b);
   CTS_ASSERT_EQ_U64(d.nallocs, THREADS * PER_THREAD);
   CTS_ASSERT_EQ_U64(d.ncollects, THREADS * PER_THREAD);
-  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
   fprintf(stderr, "  %" PRIu64 " waits for queue space, %zu packets, %zu bytes\n", st.waits,
           (size_t)d.packets, b.len);
   decoded_fini(&d);
@@ -399,12 +406,9 @@ CTS_TEST(frees_on_other_threads_follow_their_allocations) {
   CTS_ASSERT_EQ_U64(st.samples, HANDOFF_THREADS * HANDOFF_BLOCKS);
   CTS_ASSERT_EQ_U64(st.collects, HANDOFF_THREADS * HANDOFF_BLOCKS);
   decoded_t d;
-  decoded_from_memory(&d, b.data, b.len);
-  /* The reader refuses a collect before its allocation (delta < 0) and ids out of order. */
-  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  decode_consistent(&d, &b); /* a collect before its allocation would be refused */
   CTS_ASSERT_EQ_U64(d.nallocs, HANDOFF_THREADS * HANDOFF_BLOCKS);
   CTS_ASSERT_EQ_U64(d.ncollects, HANDOFF_THREADS * HANDOFF_BLOCKS);
-  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
   decoded_fini(&d);
   free(b.data);
 }
@@ -433,11 +437,9 @@ CTS_TEST(exited_threads_hand_their_rings_on) {
                  rings, ROUNDS * AT_ONCE, rings_before);
   CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
   decoded_t d;
-  decoded_from_memory(&d, b.data, b.len);
-  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  decode_consistent(&d, &b);
   CTS_ASSERT_EQ_U64(d.nallocs, ROUNDS * AT_ONCE * 1000);
   CTS_ASSERT_EQ_U64(d.ncollects, ROUNDS * AT_ONCE * 500);
-  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
   decoded_fini(&d);
   free(b.data);
 }
