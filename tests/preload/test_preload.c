@@ -192,6 +192,64 @@ CTS_TEST(threads_frame_pointers) {
   unlink(trace);
 }
 
+/* The default unwinder (mixed) must give libunwind's backtraces, allocation by allocation:
+ * in a program built with frame pointers (the walk, and the outer-frame cache for libc's
+ * start-up frames), in C++ whose operator new (libstdc++) keeps none, and in sort
+ * (coreutils and libc: nothing to walk, libunwind throughout). */
+static void check_mixed_equals_libunwind(const char *name, char *const argv[]) {
+  char trace_mixed[256], trace_lib[256];
+  snprintf(trace_mixed, sizeof trace_mixed, "/tmp/cts_preload_mixed_%s_%d.ctf", name,
+           (int)getpid());
+  snprintf(trace_lib, sizeof trace_lib, "/tmp/cts_preload_libunwind_%s_%d.ctf", name,
+           (int)getpid());
+  run_result_t a, b;
+  run(&a, argv, trace_mixed, "1", "CTFSCOPE_UNWIND=mixed");
+  run(&b, argv, trace_lib, "1", "CTFSCOPE_UNWIND=libunwind");
+  CTS_ASSERT_MSG(a.status == 0 && b.status == 0, "%s: exit %d and %d", name, a.status, b.status);
+  decoded_t m, l;
+  CHECK_TRACE(m, trace_mixed);
+  CHECK_TRACE(l, trace_lib);
+  CTS_ASSERT_MSG(m.nallocs == l.nallocs && m.nallocs > 100, "%s: %zu and %zu allocations", name,
+                 m.nallocs, l.nallocs);
+  size_t deepest = 0;
+  for (size_t i = 0; i < m.nallocs; i++) {
+    CTS_ASSERT_MSG(m.allocs[i].backtrace_shape == l.allocs[i].backtrace_shape &&
+                       m.allocs[i].depth == l.allocs[i].depth,
+                   "%s: allocation %zu: %zu frames (mixed) against %zu (libunwind)", name, i,
+                   m.allocs[i].depth, l.allocs[i].depth);
+    if (m.allocs[i].depth > deepest) deepest = m.allocs[i].depth;
+  }
+  fprintf(stderr, "  %s: %zu allocations, the same backtraces (up to %zu frames)\n", name,
+          m.nallocs, deepest);
+  decoded_fini(&m);
+  decoded_fini(&l);
+  unlink(trace_mixed);
+  unlink(trace_lib);
+}
+
+CTS_TEST(mixed_unwinder_gives_libunwinds_backtraces) {
+#ifndef CTS_TEST_HAVE_LIBUNWIND
+  CTS_SKIP("built without libunwind");
+#else
+  char victim[1024], cxx[1024];
+  victim_path(victim, sizeof victim, "victim_accuracy");
+  victim_path(cxx, sizeof cxx, "victim_cxx");
+  char *const accuracy_argv[] = {victim, "3000", "512", NULL};
+  check_mixed_equals_libunwind("accuracy", accuracy_argv);
+  char *const cxx_argv[] = {cxx, NULL};
+  check_mixed_equals_libunwind("cxx", cxx_argv);
+  char input[256];
+  snprintf(input, sizeof input, "/tmp/cts_preload_mixed_sort_%d.txt", (int)getpid());
+  FILE *f = fopen(input, "w");
+  CTS_ASSERT(f != NULL);
+  for (unsigned i = 0; i < 5000; i++) fprintf(f, "%08x line %u\n", i * 2654435761u, i);
+  CTS_ASSERT(fclose(f) == 0);
+  char *const sort_argv[] = {"/usr/bin/sort", input, NULL};
+  check_mixed_equals_libunwind("sort", sort_argv);
+  unlink(input);
+#endif
+}
+
 CTS_TEST(fork_child_is_not_traced) {
   char trace[256];
   trace_path(trace, sizeof trace, "fork");

@@ -15,6 +15,9 @@ typedef struct decoded_alloc {
   uint64_t innermost; /* allocation-site code, 0 if no backtrace */
   uint64_t outermost;
   uint64_t backtrace_hash; /* FNV-1a of every code, to compare whole backtraces */
+  /* The same over each code's first-use number in the trace (as `ctfscope dump`'s L<n>):
+   * equal for the same backtraces in two processes whatever their address layouts. */
+  uint64_t backtrace_shape;
 } decoded_alloc_t;
 
 typedef struct decoded {
@@ -34,6 +37,8 @@ typedef struct decoded {
   bool collected_twice;
   bool time_backwards;
   uint64_t last_time;
+  uint64_t *codes; /* open addressing: code, first-use number + 1 (for backtrace_shape) */
+  size_t ncodes, cap_codes;
   cts_mt_reader_t *reader; /* kept to look locations up; freed by decoded_fini */
 } decoded_t;
 
@@ -45,6 +50,32 @@ static inline int decoded_on_info(void *ud, const cts_mt_info_t *info) {
   snprintf(d->executable, sizeof d->executable, "%s", info->executable_name);
   d->last_time = info->start_time_us;
   return 0;
+}
+
+/* The first-use number of a location code in this trace. */
+static inline uint64_t decoded_code_number(decoded_t *d, uint64_t code) {
+  if ((d->ncodes + 1) * 2 > d->cap_codes) {
+    const size_t cap = d->cap_codes ? d->cap_codes * 2 : 1024;
+    uint64_t *const fresh = calloc(cap * 2, sizeof *fresh);
+    if (!fresh) abort();
+    for (size_t i = 0; i < d->cap_codes; i++) {
+      if (!d->codes[2 * i + 1]) continue;
+      size_t j = (size_t)(d->codes[2 * i] * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+      while (fresh[2 * j + 1]) j = (j + 1) & (cap - 1);
+      fresh[2 * j] = d->codes[2 * i];
+      fresh[2 * j + 1] = d->codes[2 * i + 1];
+    }
+    free(d->codes);
+    d->codes = fresh;
+    d->cap_codes = cap;
+  }
+  size_t j = (size_t)(code * 0x9E3779B97F4A7C15ull >> 20) & (d->cap_codes - 1);
+  while (d->codes[2 * j + 1] && d->codes[2 * j] != code) j = (j + 1) & (d->cap_codes - 1);
+  if (!d->codes[2 * j + 1]) {
+    d->codes[2 * j] = code;
+    d->codes[2 * j + 1] = ++d->ncodes;
+  }
+  return d->codes[2 * j + 1];
 }
 
 static inline int decoded_on_event(void *ud, const cts_mt_event_t *ev) {
@@ -68,6 +99,10 @@ static inline int decoded_on_event(void *ud, const cts_mt_event_t *ev) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < ev->backtrace_len; i++) h = (h ^ ev->backtrace[i]) * 0x100000001b3ull;
     a->backtrace_hash = h;
+    uint64_t shape = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < ev->backtrace_len; i++)
+      shape = (shape ^ decoded_code_number(d, ev->backtrace[i])) * 0x100000001b3ull;
+    a->backtrace_shape = shape;
 
     d->sampled_words += (double)ev->nsamples;
   } else if (ev->kind == CTS_MT_COLLECT) {
@@ -151,6 +186,7 @@ static inline void decoded_fini(decoded_t *d) {
   cts_mt_reader_destroy(d->reader);
   free(d->allocs);
   free(d->collects);
+  free(d->codes);
   memset(d, 0, sizeof *d);
 }
 
