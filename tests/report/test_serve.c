@@ -280,33 +280,44 @@ static void check_slow_client(fixture_t *f) {
   close(slow);
   const int status = r.status;
   resp_free(&r);
-  CTS_ASSERT_MSG(served && good_ms < 900, "the good client took %lld ms (served: %d)",
-                 (long long)good_ms, served);
+  /* Served while the slow client was pending, i.e. before it was dropped: an order, not a
+   * time, so that a loaded machine cannot make it fail. */
+  CTS_ASSERT_MSG(served && good_ms < slow_ms,
+                 "the good client took %lld ms, the slow one was dropped after %lld (served: %d)",
+                 (long long)good_ms, (long long)slow_ms, served);
   CTS_ASSERT_MSG(got && status == 408, "the slow client got %d after %lld ms", status,
                  (long long)slow_ms);
-  CTS_ASSERT_MSG(slow_ms >= 500 && slow_ms < 4000, "the slow client was dropped after %lld ms",
+  CTS_ASSERT_MSG(slow_ms >= 500 && slow_ms < 15000, "the slow client was dropped after %lld ms",
                  (long long)slow_ms);
 }
 
-/* Over --max-clients: 503, and the others are not disturbed. */
+/* GET / until it answers `want` or 10 s have passed; the last status (0: no answer). */
+static int status_of_root_until(fixture_t *f, int want) {
+  const int64_t end = h_now_ms() + 10000;
+  int status = 0;
+  do {
+    http_resp_t r;
+    memset(&r, 0, sizeof r); /* http_get leaves it alone when it cannot connect */
+    status = http_get(f->port, "/", &r) ? r.status : 0;
+    resp_free(&r);
+    if (status == want) break;
+    h_sleep_ms(50);
+  } while (h_now_ms() < end);
+  return status;
+}
+
+/* Over --max-clients: 503, and the others are not disturbed. (The server counts a client
+ * once it has accepted it: on a loaded machine that may take a while, so both answers are
+ * waited for rather than expected after a fixed pause.) */
 static void check_max_clients(fixture_t *f) {
   int idle[4];
   for (int i = 0; i < 4; i++) idle[i] = h_connect(f->port);
-  h_sleep_ms(100);
-  http_resp_t r;
-  const bool got = http_get(f->port, "/", &r);
-  const int status = r.status;
-  resp_free(&r);
+  const int status = status_of_root_until(f, 503);
   for (int i = 0; i < 4; i++)
     if (idle[i] >= 0) close(idle[i]);
-  CTS_ASSERT(got);
   CTS_ASSERT_EQ_INT(status, 503);
   /* Once they are gone, requests are served again. */
-  h_sleep_ms(100);
-  CTS_ASSERT(http_get(f->port, "/", &r));
-  const int after = r.status;
-  resp_free(&r);
-  CTS_ASSERT_EQ_INT(after, 200);
+  CTS_ASSERT_EQ_INT(status_of_root_until(f, 200), 200);
 }
 
 static bool setup_static(fixture_t *f, char *extra1, char *extra2) {
