@@ -4,6 +4,10 @@
 # 8 B - 64 KiB, mean ~2.4 KiB, 16 call stacks) run side by side, in the same session:
 #
 #   untraced          the binary alone
+#   untraced-thread   the binary with one more thread, idle (bench/idle_thread.c): glibc's
+#                     malloc then leaves its single-thread fast paths, as it does under the
+#                     tracer (whose writer thread is a second thread). Overheads against it
+#                     are in the column "over untraced-thread"
 #   preload-inert     libctfscope-preload.so loaded, MEMTRACE unset: the hooks' own cost
 #   sample-512KiB     tracing at one sample per 512 KiB on average (rate 8/524288 per word),
 #                     with the default (mixed) unwinder
@@ -32,13 +36,14 @@ set -euo pipefail
 BUILD=${1:-build/release}
 RUNS=${RUNS:-5}
 PAIRS=${PAIRS:-10000000}
-CONFIGS=${CONFIGS:-"untraced preload-inert sample-512KiB sample-512KiB-fp sample-512KiB-libunwind rate1 rate1-libunwind rate1-fp rate1-nobt heaptrack"}
+CONFIGS=${CONFIGS:-"untraced untraced-thread preload-inert sample-512KiB sample-512KiB-fp sample-512KiB-libunwind rate1 rate1-libunwind rate1-fp rate1-nobt heaptrack"}
 BIN=$BUILD/bench/bench_alloc
+IDLE_THREAD=$BUILD/bench/libbench_idle_thread.so
 PRELOAD=$BUILD/src/cli/libctfscope-preload.so
 CTFSCOPE=$BUILD/src/cli/ctfscope
 RATE_512K=1.52587890625e-05 # 8 bytes per word / 524288 bytes
 
-for f in "$BIN" "$PRELOAD" "$CTFSCOPE"; do
+for f in "$BIN" "$IDLE_THREAD" "$PRELOAD" "$CTFSCOPE"; do
   [ -e "$f" ] || { echo "run_alloc_bench: $f is missing: build $BUILD first" >&2; exit 2; }
 done
 [ -x /usr/bin/time ] || { echo "run_alloc_bench: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
@@ -61,6 +66,7 @@ run_one() {
   rm -f "$trace" "$WORK"/ht.*
   case $config in
     untraced) ;;
+    untraced-thread) env=(LD_PRELOAD="$IDLE_THREAD") ;;
     preload-inert) env=(LD_PRELOAD="$PRELOAD") ;;
     sample-512KiB) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K) ;;
     sample-512KiB-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K CTFSCOPE_UNWIND=fp) ;;
@@ -116,8 +122,9 @@ minimum() {
 # Median over the runs of (column $2 of configuration $1 - the same column of untraced in
 # the same round): rounds follow each other within seconds, so a host that slows down or
 # speeds up between rounds moves both terms of each difference alike.
+# A third argument names another baseline than untraced.
 paired_overhead() {
-  awk -v c="$1" -v k="$2" '$1 == "untraced" { u[$9] = $k } $1 == c { v[$9] = $k }
+  awk -v c="$1" -v k="$2" -v b="${3:-untraced}" '$1 == b { u[$9] = $k } $1 == c { v[$9] = $k }
     END { for (r in v) if (r in u) print v[r] - u[r] }' "$RESULTS" | sort -g |
     awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
@@ -131,23 +138,25 @@ echo
 echo "Overheads are medians of the per-round differences to untraced (paired); min is the"
 echo "fastest run, and 'overhead of mins' the difference of the two fastest runs."
 echo
-echo "| configuration | ns/pair (loop) | min | overhead ns/pair (paired) | overhead of mins | loop CPU ns/pair | overhead (loop CPU, paired) | wall s | CPU s | max RSS MiB | trace | bytes per sampled alloc+free |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| configuration | ns/pair (loop) | min | overhead ns/pair (paired) | overhead of mins | loop CPU ns/pair | overhead (loop CPU, paired) | over untraced-thread (loop CPU, paired) | wall s | CPU s | max RSS MiB | trace | bytes per sampled alloc+free |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for config in $CONFIGS; do
   ns=$(median "$config" 2)
   awk -v c="$config" -v ns="$ns" -v base="$base" -v wall="$(median "$config" 3)" \
     -v cns="$(median "$config" 8)" -v cbase="$cbase" \
     -v mn="$(minimum "$config" 2)" -v mnbase="$(minimum untraced 2)" \
     -v pover="$(paired_overhead "$config" 2)" -v pcover="$(paired_overhead "$config" 8)" \
+    -v tover="$(paired_overhead "$config" 8 untraced-thread)" \
     -v cpu="$(median "$config" 4)" -v rss="$(median "$config" 5)" \
     -v bytes="$(median "$config" 6)" -v sampled="$(median "$config" 7)" 'BEGIN {
       over = (base == "nan" || pover == "nan") ? "-" : sprintf("%+.1f", pover)
       cover = (cbase == "nan" || pcover == "nan") ? "-" : sprintf("%+.1f", pcover)
       mover = (mnbase == "") ? "-" : sprintf("%+.1f", mn - mnbase)
+      tcover = (tover == "nan") ? "-" : sprintf("%+.1f", tover)
       cpuloop = (cns == "nan") ? "-" : sprintf("%.1f", cns)
       trace = bytes > 0 ? sprintf("%.1f MB", bytes / 1e6) : "-"
       per = (bytes > 0 && sampled > 0) ? sprintf("%.1f (%d sampled)", bytes / sampled, sampled) : "-"
-      printf "| %s | %.1f | %.1f | %s | %s | %s | %s | %.2f | %.2f | %.0f | %s | %s |\n", c, ns, mn, over, mover, cpuloop, cover, wall, cpu, rss / 1024, trace, per
+      printf "| %s | %.1f | %.1f | %s | %s | %s | %s | %s | %.2f | %.2f | %.0f | %s | %s |\n", c, ns, mn, over, mover, cpuloop, cover, tcover, wall, cpu, rss / 1024, trace, per
     }'
 done
 for config in rate1 rate1-libunwind; do

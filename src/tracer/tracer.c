@@ -48,12 +48,15 @@
 #define STALL_GIVE_UP_MS   2000u
 #define STALL_RETRY_MS     1u
 #define CONNECT_TIMEOUT_MS 3000u
-#define MAX_FRAMES_LIMIT   1024u
-#define REC_ALLOC          1u
-#define REC_COLLECT        2u
-#define REC_PAD            3u /* the rest of the ring up to its end is unused */
-#define REC_ALLOC_WORDS    5u /* header, time, full id, length, nsamples; then the frames */
-#define REC_COLLECT_WORDS  3u /* header, time, full id */
+/* How long starting a session waits for the writer thread's start-up work (calibrating
+ * the time-stamp counter, loading the modules' debug information). */
+#define WARM_UP_MAX_MS    2000u
+#define MAX_FRAMES_LIMIT  1024u
+#define REC_ALLOC         1u
+#define REC_COLLECT       2u
+#define REC_PAD           3u /* the rest of the ring up to its end is unused */
+#define REC_ALLOC_WORDS   5u /* header, time, full id, length, nsamples; then the frames */
+#define REC_COLLECT_WORDS 3u /* header, time, full id */
 /* A full id is the session's low bits above the object id: a record that a thread publishes
  * after its session ended can never pass for one of the next session. */
 #define ID_BITS              40u
@@ -144,6 +147,7 @@ static struct {
 
   /* Under `lock`. */
   _Alignas(64) bool wake_requested;
+  bool writer_ready; /* the writer thread finished its start-up work */
   bool thread_running;
   bool stop_requested;
   uint64_t flush_requested, flush_done;
@@ -898,7 +902,18 @@ static int give_up_id(void) {
 static void *writer_main(void *arg) {
   (void)arg;
   cts__guard_enter(); /* for life: nothing this thread allocates is traced */
+  /* The one-off work, before sampling starts (session_start_locked waits for it, up to
+   * WARM_UP_MAX_MS): done later, it would stop this thread from taking records while the
+   * program fills its rings, and then the program would wait. */
   calibrate_tsc();
+  if (T.cfg.symbolize && !T.symbolizer) {
+    T.symbolizer = cts__symbolizer_create();
+    cts__symbolizer_warm(T.symbolizer);
+  }
+  pthread_mutex_lock(&T.lock);
+  T.writer_ready = true;
+  pthread_cond_broadcast(&T.progress);
+  pthread_mutex_unlock(&T.lock);
   const uint64_t interval = T.cfg.flush_interval_ms ? T.cfg.flush_interval_ms : 1000;
   uint64_t next_flush = monotonic_ms() + interval;
   uint64_t stalled_since = 0; /* ms; 0 = writing goes on */
@@ -1259,7 +1274,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.pending.present = false;
   T.lost_taken = ring_losses();
   T.writer_time = start;
-  T.wake_requested = T.stop_requested = false;
+  T.wake_requested = T.stop_requested = T.writer_ready = false;
   T.flush_requested = T.flush_done = 0;
   memset(&T.stats, 0, sizeof T.stats);
   ring_counts(&T.base);
@@ -1279,6 +1294,13 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
     return -e;
   }
   pthread_setname_np(T.thread, "ctfscope-writer");
+  /* Sampling starts once the writer thread is ready, or after WARM_UP_MAX_MS whatever. */
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += WARM_UP_MAX_MS / 1000u;
+  pthread_mutex_lock(&T.lock);
+  while (!T.writer_ready && pthread_cond_timedwait(&T.progress, &T.lock, &deadline) != ETIMEDOUT) {}
+  pthread_mutex_unlock(&T.lock);
   T.session = session;
   atomic_store_explicit(&T.thread_seeds, 0, memory_order_relaxed);
   T.session_running = true;
