@@ -2,8 +2,8 @@
 /* Backtraces for the sampling path: the frame-pointer walk, libunwind, and the mixed mode
  * that walks frame pointers through code built with them and takes the rest of the stack
  * from libunwind (design: tracer_internal.h, "Backtraces"). Everything here runs on the
- * allocating thread with its guard raised, takes no lock on the common path and never
- * allocates. */
+ * allocating thread with its guard raised and takes no lock; the only allocation is
+ * pthread_getattr_np's, once per thread (untraced: the guard is up). */
 #define _GNU_SOURCE
 #include "tracer_internal.h"
 
@@ -186,6 +186,7 @@ static uintptr_t function_entry(const struct dl_find_object *o, uintptr_t addr) 
   if (!h || h[0] != 1 || (h[1] & 0x0Fu) != 0x0Bu || h[2] != 0x03u || h[3] != 0x3Bu) return 0;
   const uint32_t count = load_u32(h + 8);
   const unsigned char *const table = h + 12;
+  if ((uintptr_t)table + (uintptr_t)count * 8u > (uintptr_t)o->dlfo_map_end) return 0;
   uint32_t lo = 0, hi = count; /* the first entry above addr is in [lo, hi] */
   while (lo < hi) {
     const uint32_t mid = lo + (hi - lo) / 2u;
@@ -270,7 +271,7 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
     uintptr_t end = last_sp + BOTTOM_MARGIN;
     if (end > t->stack_hi) end = t->stack_hi;
     if (end - rec <= BOTTOM_BYTES) {
-      b->ret = 0; /* empty while it is rewritten (a signal handler may sample meanwhile) */
+      b->ret = 0; /* never matches while it is rewritten */
       b->rec = rec;
       b->len = end - rec;
       stack_copy(b->bytes, rec, b->len);
