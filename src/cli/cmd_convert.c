@@ -120,10 +120,10 @@ int cmd_convert(int argc, char **argv) {
   cli_trace_kind_t kind;
   const int kc = cli_trace_detect(path, &kind);
   if (kc >= 0) return kc;
-  if (kind != CLI_TRACE_TASKS || strcmp(path, "-") == 0) {
+  if (kind != CLI_TRACE_TASKS) {
     cli_error(
         "%s: not a mirage-profile CTF trace (no c1 1f fc c1 magic with its uuid): convert "
-        "reads task traces from files",
+        "reads task traces",
         path);
     return CLI_EXIT_DATA;
   }

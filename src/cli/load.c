@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE /* tee(2) */
 #include "load.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +33,93 @@ static bool is_ctf_metadata(const uint8_t *b, size_t n) {
   return false;
 }
 
+/* Up to `size` bytes at the head of standard input without taking them: pread on a file,
+ * tee(2) on a pipe (waiting up to 2 s for at least `want` bytes, or the writer's end). 0 for
+ * anything else (a terminal, a socket): it is read as a stream. */
+static size_t peek_stdin(uint8_t *head, size_t size, size_t want, bool *is_file) {
+  struct stat st;
+  *is_file = false;
+  if (fstat(STDIN_FILENO, &st) != 0) return 0;
+  if (S_ISREG(st.st_mode)) {
+    *is_file = true;
+    const off_t at = lseek(STDIN_FILENO, 0, SEEK_CUR);
+    const ssize_t n = at == 0 ? pread(STDIN_FILENO, head, size, 0) : -1;
+    return n > 0 ? (size_t)n : 0;
+  }
+  if (!S_ISFIFO(st.st_mode)) return 0;
+  int copy[2];
+  if (pipe2(copy, O_CLOEXEC | O_NONBLOCK) != 0) return 0;
+  size_t n = 0;
+  for (int tries = 0; tries < 200; tries++) {
+    const ssize_t t = tee(STDIN_FILENO, copy[1], size, SPLICE_F_NONBLOCK);
+    if (t > 0) { /* a fresh copy of what is there: the first bytes, again */
+      n = 0;
+      ssize_t r;
+      while (n < (size_t)t && (r = read(copy[0], head + n, (size_t)t - n)) > 0) n += (size_t)r;
+    } else if (t == 0 || errno != EAGAIN) {
+      break; /* the writer is gone and nothing is left, or not a pipe tee works on */
+    }
+    if (n >= want) break;
+    struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
+    if (poll(&pf, 1, 10) > 0 && (pf.revents & POLLHUP) && n > 0) break; /* all there is */
+    if (n > 0) usleep(10000); /* bytes, but too few yet: poll would return at once */
+  }
+  close(copy[0]);
+  close(copy[1]);
+  return n;
+}
+
+/* A task trace on a pipe: copied into an unlinked temporary file that becomes standard
+ * input, since task traces are read at offsets (a ring wraps). */
+static int spool_stdin(void) {
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !dir[0]) dir = "/tmp";
+  const int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    cli_error("cannot keep the task trace from standard input in %s: %s", dir, strerror(errno));
+    return CLI_EXIT_IO;
+  }
+  static uint8_t buf[1u << 16];
+  for (;;) {
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      cli_error("cannot read standard input: %s", strerror(errno));
+      close(fd);
+      return CLI_EXIT_IO;
+    }
+    if (n == 0) break;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = write(fd, buf + done, (size_t)(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        cli_error("cannot keep the task trace from standard input in %s: %s", dir, strerror(errno));
+        close(fd);
+        return CLI_EXIT_IO;
+      }
+      done += w;
+    }
+  }
+  const bool ok = lseek(fd, 0, SEEK_SET) == 0 && dup2(fd, STDIN_FILENO) == STDIN_FILENO;
+  close(fd);
+  if (!ok) {
+    cli_error("cannot read standard input back: %s", strerror(errno));
+    return CLI_EXIT_IO;
+  }
+  return -1;
+}
+
 static int detect(const char *path, cli_trace_kind_t *kind, bool strict) {
   *kind = CLI_TRACE_MEMTRACE;
-  if (strcmp(path, "-") == 0) return -1; /* a stream: memtrace (task traces need a file) */
+  if (strcmp(path, "-") == 0) {
+    /* memtrace streams on as it is; a task trace is recognised by its first bytes. */
+    uint8_t head[64];
+    bool is_file;
+    const size_t n = peek_stdin(head, sizeof head, 20, &is_file);
+    if (n < 20 || !cts_mprof_is_trace(head, n)) return -1;
+    *kind = CLI_TRACE_TASKS;
+    return is_file ? -1 : spool_stdin();
+  }
   struct stat st;
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
     char sub[4096];
@@ -143,7 +229,9 @@ int cli_tasks_load(cli_tasks_t *t, const char *path, const cts_tasks_config_t *c
     return CLI_EXIT_INTERNAL;
   }
   struct stat st;
-  t->file_size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+  const bool sized = strcmp(path, "-") == 0 ? fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode)
+                                            : stat(path, &st) == 0;
+  t->file_size = sized ? (uint64_t)st.st_size : 0;
   const cts_mprof_handler_t h = {.user_data = t,
                                  .on_packet = tasks_on_packet,
                                  .on_event = tasks_on_event,

@@ -165,7 +165,12 @@ int cts_os_mprof_read_file(const char *path, const cts_mprof_handler_t *h, bool 
                            cts_mprof_summary_t *summary, char *errbuf, size_t errlen,
                            bool *input_error) {
   *input_error = false;
-  fd_source_t src = {open(path, O_RDONLY | O_CLOEXEC), false};
+  /* "-": standard input, which must then be a file (the reader reads at offsets; the CLI
+   * copies a piped task trace into a temporary file first). */
+  const bool from_stdin = strcmp(path, "-") == 0;
+  fd_source_t src = {
+      from_stdin ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3) : open(path, O_RDONLY | O_CLOEXEC),
+      false};
   struct stat st;
   if (src.fd < 0 || fstat(src.fd, &st) != 0) {
     const int err = -errno;
@@ -173,6 +178,14 @@ int cts_os_mprof_read_file(const char *path, const cts_mprof_handler_t *h, bool 
     *input_error = true;
     if (errbuf && errlen) snprintf(errbuf, errlen, "cannot open '%s': %s", path, strerror(-err));
     return err;
+  }
+  if (from_stdin && !S_ISREG(st.st_mode)) {
+    close(src.fd);
+    *input_error = true;
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen,
+               "standard input is not a file: task traces are read at offsets (save it first)");
+    return CTS_E_IO;
   }
   cts_mprof_reader_config_t cfg;
   cts_mprof_reader_config_init(&cfg);

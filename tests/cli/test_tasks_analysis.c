@@ -306,6 +306,31 @@ CTS_TEST(export_matches_truth) {
 }
 
 /* What is neither kind of trace gets a message saying what it is. */
+/* A task trace on standard input, piped (copied into a temporary file: the reader reads
+ * at offsets) and redirected from a file: the same figures as from the file itself. */
+CTS_TEST(task_traces_from_standard_input) {
+  CTS_ASSERT(setup());
+  const char *const forms[] = {"cat '%s' | '%s' %s --json -", "'%2$s' %3$s --json - < '%1$s'"};
+  const char *const commands[] = {"info", "stats"};
+  for (size_t f = 0; f < 2; f++)
+    for (size_t c = 0; c < 2; c++) {
+      char cmd[1024];
+      snprintf(cmd, sizeof cmd, forms[f], known, CTS_TEST_CTFSCOPE, commands[c]);
+      char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+      run_result_t r;
+      json_flat_t j;
+      CTS_ASSERT_MSG(run_json(argv, &j, &r), "%s", cmd);
+      if (c == 0) {
+        CTS_ASSERT_STR_EQ(str(&j, "format"), "mirage-profile");
+        CTS_ASSERT_EQ_U64(num(&j, "events_total"), TT_NEVENTS);
+      }
+      CTS_ASSERT_MSG(num(&j, "tasks.total") == 7, "%s: %g tasks", cmd, num(&j, "tasks.total"));
+      CTS_ASSERT_EQ_U64(num(&j, "tasks.resolved"), 3);
+      json_flat_free(&j);
+      run_result_free(&r);
+    }
+}
+
 CTS_TEST(non_traces_are_named) {
   CTS_ASSERT(setup());
   char meta[400];
