@@ -54,6 +54,14 @@ int cli_parse(int argc, char **argv, const char *shortopts, const struct option 
 
 /* Parses a whole decimal number in [min, max] (nothing else on the string). */
 bool cli_parse_long(const char *s, long min, long max, long *out);
+
+/* The output options the analysis commands share: --json ('J'), --csv ('C'), -q and, where
+ * `limit` is not NULL, -n/--limit. For a cli_option_cb: returns -1 when `opt` was one of
+ * them, the usage error's exit code for a bad value, CLI_OPTION_OTHER for any other. */
+#define CLI_OPTION_OTHER (-2)
+int cli_output_option(int opt, const char *arg, bool *json, bool *csv, bool *quiet, long *limit);
+/* --json and --csv exclude each other: -1 when at most one is given, else the usage error. */
+int cli_output_check(bool json, bool csv);
 /* Parses the value of --by (line, function or file). Returns -1 when it is valid, else
  * prints the usage error and returns its exit code, as cli_option_cb results do. */
 int cli_parse_group(const char *arg, cts_group_t *out);

@@ -60,6 +60,8 @@ typedef struct diff_opts {
 
 static int on_option(void *ctx, int opt, const char *arg) {
   diff_opts_t *o = ctx;
+  const int common = cli_output_option(opt, arg, &o->json, &o->csv, &o->quiet, &o->limit);
+  if (common != CLI_OPTION_OTHER) return common;
   switch (opt) {
     case 'm':
       o->metric_arg = arg;
@@ -69,19 +71,6 @@ static int on_option(void *ctx, int opt, const char *arg) {
       break;
     case 'N':
       o->no_normalize = true;
-      break;
-    case 'n':
-      if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
-        return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
-      break;
-    case 'J':
-      o->json = true;
-      break;
-    case 'C':
-      o->csv = true;
-      break;
-    case 'q':
-      o->quiet = true;
       break;
   }
   return -1;
@@ -165,7 +154,8 @@ int cmd_diff(int argc, char **argv) {
   const int rc = cli_parse(argc, argv, "m:n:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
   if (argc - first != 2) return cli_usage_error("give two traces: BEFORE AFTER");
-  if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+  const int checked = cli_output_check(opts.json, opts.csv);
+  if (checked >= 0) return checked;
   cli_trace_kind_t kinds[2];
   for (int s = 0; s < 2; s++) {
     const int kc = cli_trace_detect(argv[first + s], &kinds[s]);

@@ -51,28 +51,17 @@ typedef struct leaks_opts {
 
 static int on_option(void *ctx, int opt, const char *arg) {
   leaks_opts_t *o = ctx;
+  const int common = cli_output_option(opt, arg, &o->json, &o->csv, &o->quiet, &o->limit);
+  if (common != CLI_OPTION_OTHER) return common;
   switch (opt) {
     case 'B': {
       const int rc = cli_parse_group(arg, &o->by);
       if (rc >= 0) return rc;
       break;
     }
-    case 'n':
-      if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
-        return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
-      break;
     case 'D':
       if (!cli_parse_long(arg, 0, 100000, &o->depth))
         return cli_usage_error("--depth takes a number from 0 to 100000, not '%s'", arg);
-      break;
-    case 'J':
-      o->json = true;
-      break;
-    case 'C':
-      o->csv = true;
-      break;
-    case 'q':
-      o->quiet = true;
       break;
   }
   return -1;
@@ -247,7 +236,8 @@ int cmd_leaks(int argc, char **argv) {
   if (rc >= 0) return rc;
   if (first >= argc) return cli_usage_error("no trace given");
   if (argc - first > 1) return cli_usage_error("one trace at a time");
-  if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+  const int checked = cli_output_check(opts.json, opts.csv);
+  if (checked >= 0) return checked;
   cli_trace_kind_t kind;
   const int kc = cli_trace_detect(argv[first], &kind);
   if (kc >= 0) return kc;

@@ -52,6 +52,8 @@ typedef struct stats_opts {
 
 static int on_option(void *ctx, int opt, const char *arg) {
   stats_opts_t *o = ctx;
+  const int common = cli_output_option(opt, arg, &o->json, &o->csv, &o->quiet, NULL);
+  if (common != CLI_OPTION_OTHER) return common;
   switch (opt) {
     case 'b':
       o->bars = 1;
@@ -64,15 +66,6 @@ static int on_option(void *ctx, int opt, const char *arg) {
       break;
     case 'P':
       o->png = arg;
-      break;
-    case 'J':
-      o->json = true;
-      break;
-    case 'C':
-      o->csv = true;
-      break;
-    case 'q':
-      o->quiet = true;
       break;
   }
   return -1;
@@ -374,7 +367,8 @@ int cmd_stats(int argc, char **argv) {
   if (rc >= 0) return rc;
   if (first >= argc) return cli_usage_error("no trace given");
   if (argc - first > 1) return cli_usage_error("one trace at a time");
-  if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+  const int checked = cli_output_check(opts.json, opts.csv);
+  if (checked >= 0) return checked;
   cli_trace_kind_t kind;
   const int kc = cli_trace_detect(argv[first], &kind);
   if (kc >= 0) return kc;

@@ -61,16 +61,14 @@ typedef struct top_opts {
 
 static int on_option(void *ctx, int opt, const char *arg) {
   top_opts_t *o = ctx;
+  const int common = cli_output_option(opt, arg, &o->json, &o->csv, &o->quiet, &o->limit);
+  if (common != CLI_OPTION_OTHER) return common;
   switch (opt) {
     case 'B':
       o->by_arg = arg;
       break;
     case 's':
       o->sort_arg = arg;
-      break;
-    case 'n':
-      if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
-        return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       break;
     case 'T':
       o->view = VIEW_TREE;
@@ -89,15 +87,6 @@ static int on_option(void *ctx, int opt, const char *arg) {
         return cli_usage_error("--min-percent takes a number from 0 to 100, not '%s'", arg);
       break;
     }
-    case 'J':
-      o->json = true;
-      break;
-    case 'C':
-      o->csv = true;
-      break;
-    case 'q':
-      o->quiet = true;
-      break;
   }
   return -1;
 }
@@ -401,7 +390,8 @@ int cmd_top(int argc, char **argv) {
   if (rc >= 0) return rc;
   if (first >= argc) return cli_usage_error("no trace given");
   if (argc - first > 1) return cli_usage_error("one trace at a time (use 'diff' to compare)");
-  if (opts.json && opts.csv) return cli_usage_error("--json and --csv exclude each other");
+  const int checked = cli_output_check(opts.json, opts.csv);
+  if (checked >= 0) return checked;
   if (opts.csv && opts.view != VIEW_FLAT)
     return cli_usage_error("--csv is for the flat table, not --tree or --inverted");
   cli_trace_kind_t kind;

@@ -92,6 +92,31 @@ bool cli_parse_long(const char *s, long min, long max, long *out) {
   return true;
 }
 
+int cli_output_option(int opt, const char *arg, bool *json, bool *csv, bool *quiet, long *limit) {
+  switch (opt) {
+    case 'J':
+      *json = true;
+      return -1;
+    case 'C':
+      *csv = true;
+      return -1;
+    case 'q':
+      *quiet = true;
+      return -1;
+    case 'n':
+      if (!limit) return CLI_OPTION_OTHER;
+      if (!cli_parse_long(arg, 0, 1L << 30, limit))
+        return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
+      return -1;
+    default:
+      return CLI_OPTION_OTHER;
+  }
+}
+
+int cli_output_check(bool json, bool csv) {
+  return json && csv ? cli_usage_error("--json and --csv exclude each other") : -1;
+}
+
 int cli_parse_group(const char *arg, cts_group_t *out) {
   if (strcmp(arg, "line") == 0)
     *out = CTS_GROUP_LINE;
