@@ -7,6 +7,7 @@
 #define CTS_JSON_FLAT_H
 
 #include <ctype.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +204,31 @@ static inline const json_pair_t *json_flat_get(const json_flat_t *j, const char 
   for (size_t i = 0; i < j->n; i++)
     if (strcmp(j->pairs[i].path, path) == 0) return &j->pairs[i];
   return NULL;
+}
+
+/* The number at path, NAN if there is none. */
+static inline double json_flat_num(const json_flat_t *j, const char *path) {
+  const json_pair_t *p = json_flat_get(j, path);
+  return p ? strtod(p->value, NULL) : NAN;
+}
+
+/* The value at path (a string's text), "(missing)" if there is none. */
+static inline const char *json_flat_str(const json_flat_t *j, const char *path) {
+  const json_pair_t *p = json_flat_get(j, path);
+  return p ? p->value : "(missing)";
+}
+
+/* The first i below max whose "<array>[i].<key>" is value, or -1. */
+static inline int json_flat_find(const json_flat_t *j, const char *array, const char *key,
+                                 const char *value, int max) {
+  for (int i = 0; i < max; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "%s[%d].%s", array, i, key);
+    const json_pair_t *p = json_flat_get(j, path);
+    if (!p) return -1;
+    if (strcmp(p->value, value) == 0) return i;
+  }
+  return -1;
 }
 
 static inline void json_flat_free(json_flat_t *j) {

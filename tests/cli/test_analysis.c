@@ -10,8 +10,7 @@
 #include "../../src/common/compiler.h"
 #include "../../src/analysis/sites.h"
 #include "../../src/analysis/u64map.h"
-#include "../json_flat.h"
-#include "../run_cmd.h"
+#include "../run_json.h"
 #include "../test.h"
 #include "analysis_trace.h"
 #include "corpus_files.h"
@@ -33,41 +32,6 @@ static bool setup(void) {
   at_build(&tr1, 1.0);
   at_build(&tr_low, 0.01);
   return at_write(&tr1, trace1) == 0 && at_write(&tr_low, trace_low) == 0;
-}
-
-static bool run_json(char **argv, json_flat_t *j, run_result_t *r) {
-  if (!run_cmd(argv, NULL, 60, r)) return false;
-  if (r->exit_code != 0) {
-    fprintf(stderr, "  exit %d: %s\n", r->exit_code, r->err);
-    return false;
-  }
-  if (!json_flat_parse(j, r->out, r->out_len)) {
-    fprintf(stderr, "  JSON does not parse: %s\n", j->error);
-    return false;
-  }
-  return true;
-}
-
-static double num(const json_flat_t *j, const char *path) {
-  const json_pair_t *p = json_flat_get(j, path);
-  return p ? strtod(p->value, NULL) : NAN;
-}
-
-static const char *str(const json_flat_t *j, const char *path) {
-  const json_pair_t *p = json_flat_get(j, path);
-  return p ? p->value : "(missing)";
-}
-
-/* Index of the site row for function fn in "<array>[i].function", or -1. */
-static int find_site(const json_flat_t *j, const char *array, const char *fn) {
-  for (int i = 0; i < 100; i++) {
-    char path[128];
-    snprintf(path, sizeof path, "%s[%d].function", array, i);
-    const json_pair_t *p = json_flat_get(j, path);
-    if (!p) return -1;
-    if (strcmp(p->value, fn) == 0) return i;
-  }
-  return -1;
 }
 
 /* ---- estimation helpers --------------------------------------------------------------- */
@@ -347,17 +311,17 @@ CTS_TEST(top_json_matches_truth) {
   run_result_t r;
   json_flat_t j;
   CTS_ASSERT(run_json(argv, &j, &r));
-  CTS_ASSERT_EQ_U64(num(&j, "total.alloc_bytes"), truth.total_samples * 8);
-  CTS_ASSERT_EQ_U64(num(&j, "total.peak_bytes"), truth.peak_total * 8);
-  CTS_ASSERT(fabs(num(&j, "total.peak_time_s") - (double)truth.peak_t * 1e-6) < 1e-9);
-  CTS_ASSERT(fabs(num(&j, "duration_s") - (double)truth.end_t * 1e-6) < 1e-9);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "total.alloc_bytes"), truth.total_samples * 8);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "total.peak_bytes"), truth.peak_total * 8);
+  CTS_ASSERT(fabs(json_flat_num(&j, "total.peak_time_s") - (double)truth.peak_t * 1e-6) < 1e-9);
+  CTS_ASSERT(fabs(json_flat_num(&j, "duration_s") - (double)truth.end_t * 1e-6) < 1e-9);
   CTS_ASSERT(json_flat_get(&j, "total.alloc_bytes_ci95") == NULL); /* rate 1: exact */
-  CTS_ASSERT_EQ_U64(num(&j, "sites_total"), NSITES);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sites_total"), NSITES);
   for (int s = 0; s < NSITES; s++) {
-    const int i = find_site(&j, "sites", at_site_function[s]);
+    const int i = json_flat_find(&j, "sites", "function", at_site_function[s], 100);
     CTS_ASSERT_MSG(i >= 0, "site %s missing", at_site_function[s]);
     char p[128];
-#define SITE_NUM(field) (snprintf(p, sizeof p, "sites[%d]." field, i), num(&j, p))
+#define SITE_NUM(field) (snprintf(p, sizeof p, "sites[%d]." field, i), json_flat_num(&j, p))
     CTS_ASSERT_EQ_U64(SITE_NUM("alloc_bytes"), truth.samples[s] * 8);
     CTS_ASSERT_EQ_U64(SITE_NUM("allocs_sampled"), truth.allocs[s]);
     CTS_ASSERT(fabs(SITE_NUM("allocs_est") - (double)truth.allocs[s]) < 1e-6);
@@ -365,11 +329,11 @@ CTS_TEST(top_json_matches_truth) {
     CTS_ASSERT_EQ_U64(SITE_NUM("peak_bytes"), truth.peak_live[s] * 8);
     CTS_ASSERT_EQ_U64(SITE_NUM("line"), at_site_line[s]);
     snprintf(p, sizeof p, "sites[%d].file", i);
-    CTS_ASSERT_STR_EQ(str(&j, p), at_site_file[s]);
+    CTS_ASSERT_STR_EQ(json_flat_str(&j, p), at_site_file[s]);
 #undef SITE_NUM
   }
   /* Sorted by allocated bytes: BIG (2050 samples) first. */
-  CTS_ASSERT_STR_EQ(str(&j, "sites[0].function"), "Big.alloc");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "sites[0].function"), "Big.alloc");
   json_flat_free(&j);
   run_result_free(&r);
 }
@@ -385,18 +349,18 @@ CTS_TEST(top_views_sum_to_the_total) {
     run_result_t r;
     json_flat_t j;
     CTS_ASSERT(run_json(argv, &j, &r));
-    CTS_ASSERT_STR_EQ(str(&j, "view"), views[v][1]);
-    CTS_ASSERT_STR_EQ(str(&j, "nodes[0].frame"), "(all)");
-    CTS_ASSERT_EQ_U64(num(&j, "nodes[0].alloc_bytes"), truth.total_samples * 8);
+    CTS_ASSERT_STR_EQ(json_flat_str(&j, "view"), views[v][1]);
+    CTS_ASSERT_STR_EQ(json_flat_str(&j, "nodes[0].frame"), "(all)");
+    CTS_ASSERT_EQ_U64(json_flat_num(&j, "nodes[0].alloc_bytes"), truth.total_samples * 8);
     /* The root's children partition it. */
     double sum = 0;
     for (int i = 1; i < 200; i++) {
       char p[64];
       snprintf(p, sizeof p, "nodes[%d].depth", i);
       if (!json_flat_get(&j, p)) break;
-      if (num(&j, p) != 1) continue;
+      if (json_flat_num(&j, p) != 1) continue;
       snprintf(p, sizeof p, "nodes[%d].alloc_bytes", i);
-      sum += num(&j, p);
+      sum += json_flat_num(&j, p);
     }
     CTS_ASSERT_EQ_U64(sum, truth.total_samples * 8);
     json_flat_free(&j);
@@ -413,19 +377,19 @@ CTS_TEST(top_low_rate_shows_poisson_intervals) {
   json_flat_t j;
   CTS_ASSERT(run_json(argv, &j, &r));
   const double bps = 8 / 0.01;
-  CTS_ASSERT(fabs(num(&j, "bytes_per_sample") - bps) < 1e-9);
+  CTS_ASSERT(fabs(json_flat_num(&j, "bytes_per_sample") - bps) < 1e-9);
   for (int s = 0; s < NSITES; s++) {
-    const int i = find_site(&j, "sites", at_site_function[s]);
+    const int i = json_flat_find(&j, "sites", "function", at_site_function[s], 100);
     CTS_ASSERT(i >= 0);
     char p[128];
     snprintf(p, sizeof p, "sites[%d].alloc_bytes", i);
-    CTS_ASSERT(fabs(num(&j, p) - (double)truth.samples[s] * bps) < 0.5);
+    CTS_ASSERT(fabs(json_flat_num(&j, p) - (double)truth.samples[s] * bps) < 0.5);
     double lo, hi;
     cts_poisson_ci95(truth.samples[s], &lo, &hi);
     snprintf(p, sizeof p, "sites[%d].alloc_bytes_ci95[0]", i);
-    CTS_ASSERT(fabs(num(&j, p) - lo * bps) < 0.5 + 1e-6 * lo * bps);
+    CTS_ASSERT(fabs(json_flat_num(&j, p) - lo * bps) < 0.5 + 1e-6 * lo * bps);
     snprintf(p, sizeof p, "sites[%d].alloc_bytes_ci95[1]", i);
-    CTS_ASSERT(fabs(num(&j, p) - hi * bps) < 0.5 + 1e-6 * hi * bps);
+    CTS_ASSERT(fabs(json_flat_num(&j, p) - hi * bps) < 0.5 + 1e-6 * hi * bps);
     /* Estimated allocations: Σ 1 / (1 - (1 - λ)^(len + 1)) */
     const uint64_t len = s == SITE_TEMP   ? 3
                          : s == SITE_LEAK ? 7
@@ -434,8 +398,8 @@ CTS_TEST(top_low_rate_shows_poisson_intervals) {
                                           : 99;
     snprintf(p, sizeof p, "sites[%d].allocs_est", i);
     const double want = (double)truth.allocs[s] / (1 - pow(0.99, (double)(len + 1)));
-    CTS_ASSERT_MSG(fabs(num(&j, p) - want) < 0.06, "%s: allocs_est %f, want %f",
-                   at_site_function[s], num(&j, p), want);
+    CTS_ASSERT_MSG(fabs(json_flat_num(&j, p) - want) < 0.06, "%s: allocs_est %f, want %f",
+                   at_site_function[s], json_flat_num(&j, p), want);
   }
   json_flat_free(&j);
   run_result_free(&r);
@@ -449,16 +413,17 @@ CTS_TEST(leaks_json_matches_truth) {
   run_result_t r;
   json_flat_t j;
   CTS_ASSERT(run_json(argv, &j, &r));
-  CTS_ASSERT_EQ_U64(num(&j, "sites_total"), 2); /* only LEAK and BIG are live at the end */
-  CTS_ASSERT_EQ_U64(num(&j, "live_end.live_bytes"),
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sites_total"),
+                    2); /* only LEAK and BIG are live at the end */
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "live_end.live_bytes"),
                     (truth.live_end[SITE_LEAK] + truth.live_end[SITE_BIG]) * 8);
-  CTS_ASSERT_STR_EQ(str(&j, "sites[0].function"), "Big.alloc");
-  CTS_ASSERT_STR_EQ(str(&j, "sites[1].function"), "Leak.add");
-  CTS_ASSERT_EQ_U64(num(&j, "sites[1].live_end_bytes"), truth.live_end[SITE_LEAK] * 8);
-  CTS_ASSERT_EQ_U64(num(&j, "sites[1].live_end_allocs_sampled"), 40);
-  CTS_ASSERT_STR_EQ(str(&j, "sites[1].growth"), "grows");
-  CTS_ASSERT_STR_EQ(str(&j, "sites[1].backtrace[0]"), "Leak.add (leak.ml:10)");
-  CTS_ASSERT_STR_EQ(str(&j, "sites[1].backtrace[1]"), "Main.run (main.ml:1)");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "sites[0].function"), "Big.alloc");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "sites[1].function"), "Leak.add");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sites[1].live_end_bytes"), truth.live_end[SITE_LEAK] * 8);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sites[1].live_end_allocs_sampled"), 40);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "sites[1].growth"), "grows");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "sites[1].backtrace[0]"), "Leak.add (leak.ml:10)");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "sites[1].backtrace[1]"), "Main.run (main.ml:1)");
   /* Quarters: at most one checkpoint spacing (≤ 1/32 of the duration) behind the truth. */
   for (int q = 0; q < 4; q++) {
     const uint64_t t = truth.end_t * (uint64_t)(q + 1) / 4;
@@ -466,14 +431,14 @@ CTS_TEST(leaks_json_matches_truth) {
     const uint64_t floor_ = at_live_at(&tr1, SITE_LEAK, t - truth.end_t / 16) * 8;
     char p[64];
     snprintf(p, sizeof p, "sites[1].live_bytes_at_quarters[%d]", q);
-    const double got = num(&j, p);
+    const double got = json_flat_num(&j, p);
     CTS_ASSERT_MSG(got <= (double)want && got >= (double)floor_,
                    "quarter %d: %.0f not in [%llu, %llu]", q, got, (unsigned long long)floor_,
                    (unsigned long long)want);
   }
   /* BIG: one block live from 9000 µs on, the other freed: the quarters show it come and go. */
-  CTS_ASSERT_EQ_U64(num(&j, "sites[0].live_end_bytes"), 1025 * 8);
-  CTS_ASSERT_STR_EQ(str(&j, "sites[0].growth"), "varies");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sites[0].live_end_bytes"), 1025 * 8);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "sites[0].growth"), "varies");
   json_flat_free(&j);
   run_result_free(&r);
 }
@@ -485,39 +450,40 @@ CTS_TEST(stats_json_matches_truth) {
   json_flat_t j;
   CTS_ASSERT(run_json(argv, &j, &r));
   /* Blocks: 100 x 3 words, 40 x 7, 2 x 1024, 10 x 5, 1 x 99 (153 blocks). */
-  CTS_ASSERT_EQ_U64(num(&j, "sizes.blocks"), 153);
-  CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_blocks.p50"), 24); /* 77th: 3 words */
-  CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_blocks.p90"), 56); /* 138th: 7 words */
-  CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_blocks.max"), 8192);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sizes.blocks"), 153);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sizes.percentiles_by_blocks.p50"), 24); /* 77th: 3 words */
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sizes.percentiles_by_blocks.p90"), 56); /* 138th: 7 words */
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sizes.percentiles_by_blocks.max"), 8192);
   /* By samples: 400 + 320 + 2050 + 60 + 100 = 2930; the median sample is in a 1024-word block */
-  CTS_ASSERT_EQ_U64(num(&j, "sizes.samples"), 2930);
-  CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_bytes.p50"), 8192);
-  CTS_ASSERT_EQ_U64(num(&j, "sizes.percentiles_by_bytes.p90"), 8192);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sizes.samples"), 2930);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sizes.percentiles_by_bytes.p50"), 8192);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sizes.percentiles_by_bytes.p90"), 8192);
   /* Lifetimes: 100 x 50 µs, 10 x 1000 µs, 1 x 500 µs, 1 x 4096 µs = 112 blocks */
-  CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.blocks"), 112);
-  CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_blocks.p50"), 50);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "lifetime_time.blocks"), 112);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "lifetime_time.percentiles_by_blocks.p50"), 50);
   /* 101st block: the external one, 500 µs, in the bucket [496, 512) */
-  CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_blocks.p90"), 496);
-  CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_blocks.p99"),
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "lifetime_time.percentiles_by_blocks.p90"), 496);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "lifetime_time.percentiles_by_blocks.p99"),
                     992); /* 1000 → bucket 992 */
-  CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_blocks.max"), 4096);
-  CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.min"), 50);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "lifetime_time.percentiles_by_blocks.max"), 4096);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "lifetime_time.min"), 50);
   /* by bytes: 400 samples at 50 µs, 60 at 1000, 100 at 500, 1025 at 4096 (1585) */
-  CTS_ASSERT_EQ_U64(num(&j, "lifetime_time.percentiles_by_bytes.p50"), 4096);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "lifetime_time.percentiles_by_bytes.p50"), 4096);
   /* Heaps, promotion, collection (identify's figures) */
-  CTS_ASSERT_EQ_U64(num(&j, "heaps.minor.samples"), 460);
-  CTS_ASSERT_EQ_U64(num(&j, "heaps.major.samples"), 2370);
-  CTS_ASSERT_EQ_U64(num(&j, "heaps.external.samples"), 100);
-  CTS_ASSERT_EQ_U64(num(&j, "promoted.samples"), 60);
-  CTS_ASSERT_EQ_U64(num(&j, "collected.minor_samples"), 400);
-  CTS_ASSERT_EQ_U64(num(&j, "collected.major_samples"), 60 + 1025);
-  CTS_ASSERT_EQ_U64(num(&j, "collected.external_samples"), 100);
-  CTS_ASSERT(fabs(num(&j, "rates.promoted_percent") - 100.0 * 60 / 460) < 1e-3);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "heaps.minor.samples"), 460);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "heaps.major.samples"), 2370);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "heaps.external.samples"), 100);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "promoted.samples"), 60);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "collected.minor_samples"), 400);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "collected.major_samples"), 60 + 1025);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "collected.external_samples"), 100);
+  CTS_ASSERT(fabs(json_flat_num(&j, "rates.promoted_percent") - 100.0 * 60 / 460) < 1e-3);
   const double dur = 10950e-6;
-  CTS_ASSERT(fabs(num(&j, "rates.minor_alloc_bytes_per_s") - 460 * 8 / dur) < 0.1);
-  CTS_ASSERT(fabs(num(&j, "rates.major_alloc_bytes_per_s") - (2370 + 60) * 8 / dur) < 0.1);
-  CTS_ASSERT(fabs(num(&j, "rates.major_collect_bytes_per_s") - 1085 * 8 / dur) < 0.1);
-  CTS_ASSERT_EQ_U64(num(&j, "live_end.blocks"), 41);
+  CTS_ASSERT(fabs(json_flat_num(&j, "rates.minor_alloc_bytes_per_s") - 460 * 8 / dur) < 0.1);
+  CTS_ASSERT(fabs(json_flat_num(&j, "rates.major_alloc_bytes_per_s") - (2370 + 60) * 8 / dur) <
+             0.1);
+  CTS_ASSERT(fabs(json_flat_num(&j, "rates.major_collect_bytes_per_s") - 1085 * 8 / dur) < 0.1);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "live_end.blocks"), 41);
   json_flat_free(&j);
   run_result_free(&r);
 }
@@ -550,7 +516,7 @@ CTS_TEST(stats_lifetime_in_bytes_matches_brute_force) {
       char p[96];
       snprintf(p, sizeof p, "lifetime_allocated.percentiles_by_%s.%s", by ? "bytes" : "blocks",
                q[i]);
-      CTS_ASSERT_EQ_U64(num(&j, p), cts_hist_quantile(&want, qv[i], by) * 8);
+      CTS_ASSERT_EQ_U64(json_flat_num(&j, p), cts_hist_quantile(&want, qv[i], by) * 8);
     }
   json_flat_free(&j);
   run_result_free(&r);
@@ -596,12 +562,12 @@ CTS_TEST(diff_matches_truth) {
   run_result_t r;
   json_flat_t j;
   CTS_ASSERT(run_json(same, &j, &r));
-  CTS_ASSERT_EQ_U64(num(&j, "sites_total"), NSITES);
-  CTS_ASSERT(num(&j, "total.change") == 0);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "sites_total"), NSITES);
+  CTS_ASSERT(json_flat_num(&j, "total.change") == 0);
   for (int i = 0; i < NSITES; i++) {
     char p[64];
     snprintf(p, sizeof p, "sites[%d].change", i);
-    CTS_ASSERT(num(&j, p) == 0);
+    CTS_ASSERT(json_flat_num(&j, p) == 0);
   }
   json_flat_free(&j);
   run_result_free(&r);
@@ -609,25 +575,26 @@ CTS_TEST(diff_matches_truth) {
   char *two[] = {CTS_TEST_CTFSCOPE, "diff", "--json", "--no-normalize", "-n", "0", trace1,
                  trace_low,         NULL};
   CTS_ASSERT(run_json(two, &j, &r));
-  CTS_ASSERT(fabs(num(&j, "total.before") - (double)t1.total_samples * 8) < 1e-6);
-  CTS_ASSERT(fabs(num(&j, "total.after") - (double)tl.total_samples * 800) < 1e-6);
+  CTS_ASSERT(fabs(json_flat_num(&j, "total.before") - (double)t1.total_samples * 8) < 1e-6);
+  CTS_ASSERT(fabs(json_flat_num(&j, "total.after") - (double)tl.total_samples * 800) < 1e-6);
   for (int s = 0; s < NSITES; s++) {
-    const int i = find_site(&j, "sites", at_site_function[s]);
+    const int i = json_flat_find(&j, "sites", "function", at_site_function[s], 100);
     CTS_ASSERT(i >= 0);
     char p[64];
     snprintf(p, sizeof p, "sites[%d].before", i);
-    CTS_ASSERT(fabs(num(&j, p) - (double)t1.samples[s] * 8) < 1e-6);
+    CTS_ASSERT(fabs(json_flat_num(&j, p) - (double)t1.samples[s] * 8) < 1e-6);
     snprintf(p, sizeof p, "sites[%d].after", i);
-    CTS_ASSERT(fabs(num(&j, p) - (double)tl.samples[s] * 800) < 1e-6);
+    CTS_ASSERT(fabs(json_flat_num(&j, p) - (double)tl.samples[s] * 800) < 1e-6);
   }
   /* Sorted by the size of the change: Temp.make (3 200 → 80 000 bytes) first. */
-  CTS_ASSERT_STR_EQ(str(&j, "sites[0].function"), "Temp.make");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "sites[0].function"), "Temp.make");
   json_flat_free(&j);
   run_result_free(&r);
   /* Per second: both traces last 10 950 µs. */
   char *rate[] = {CTS_TEST_CTFSCOPE, "diff", "--json", "-n", "0", trace1, trace_low, NULL};
   CTS_ASSERT(run_json(rate, &j, &r));
-  CTS_ASSERT(fabs(num(&j, "total.before") - (double)t1.total_samples * 8 / 10950e-6) < 1e-3);
+  CTS_ASSERT(fabs(json_flat_num(&j, "total.before") - (double)t1.total_samples * 8 / 10950e-6) <
+             1e-3);
   json_flat_free(&j);
   run_result_free(&r);
 }
@@ -672,11 +639,11 @@ CTS_TEST(subsample_writes_valid_unbiased_traces) {
   char *top[] = {CTS_TEST_CTFSCOPE, "top", "--json", out, NULL};
   json_flat_t j;
   CTS_ASSERT(run_json(top, &j, &r)); /* reads back cleanly: every id refers to a kept block */
-  CTS_ASSERT(fabs(num(&j, "sample_rate") - 0.25) < 1e-12);
-  const double kept = num(&j, "total.alloc_samples");
+  CTS_ASSERT(fabs(json_flat_num(&j, "sample_rate") - 0.25) < 1e-12);
+  const double kept = json_flat_num(&j, "total.alloc_samples");
   CTS_ASSERT(kept > 0 && kept < 2930);
   /* Unbiased: the estimate stays within 5 standard deviations of the truth (23 440 bytes). */
-  const double est = num(&j, "total.alloc_bytes"), sd = sqrt(2930 * 0.25 * 0.75) * 32;
+  const double est = json_flat_num(&j, "total.alloc_bytes"), sd = sqrt(2930 * 0.25 * 0.75) * 32;
   CTS_ASSERT_MSG(fabs(est - 23440) < 5 * sd, "estimate %.0f, truth 23440, sd %.0f", est, sd);
   json_flat_free(&j);
   run_result_free(&r);
@@ -705,9 +672,9 @@ CTS_TEST(filter_keeps_the_window) {
   char *top[] = {CTS_TEST_CTFSCOPE, "top", "--json", out, NULL};
   json_flat_t j;
   CTS_ASSERT(run_json(top, &j, &r));
-  CTS_ASSERT_EQ_U64(num(&j, "total.allocs_sampled"), allocs);
-  CTS_ASSERT_EQ_U64(num(&j, "total.alloc_samples"), samples);
-  CTS_ASSERT(fabs(num(&j, "sample_rate") - 1.0) < 1e-12);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "total.allocs_sampled"), allocs);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "total.alloc_samples"), samples);
+  CTS_ASSERT(fabs(json_flat_num(&j, "sample_rate") - 1.0) < 1e-12);
   json_flat_free(&j);
   run_result_free(&r);
 }
@@ -735,18 +702,19 @@ CTS_TEST(corpus_totals_agree_with_info) {
     const bool parsed =
         json_flat_parse(&ji, ri.out, ri.out_len) && json_flat_parse(&jt, rt.out, rt.out_len) &&
         json_flat_parse(&jl, rl.out, rl.out_len) && json_flat_parse(&js, rs.out, rs.out_len);
-    const double want = num(&ji, "estimated_allocated_bytes");
-    const bool ok = parsed && rt.exit_code == ri.exit_code && rl.exit_code == ri.exit_code &&
-                    rs.exit_code == ri.exit_code &&
-                    fabs(num(&jt, "total.alloc_bytes") - want) <= 0.5 &&
-                    fabs(num(&js, "allocated.alloc_bytes") - want) <= 0.5 &&
-                    num(&jt, "total.allocs_sampled") == num(&ji, "allocs_total") &&
-                    num(&jl, "live_end.live_bytes") == num(&jt, "total.live_end_bytes") &&
-                    num(&jt, "total.peak_bytes") >= num(&jt, "total.live_end_bytes");
+    const double want = json_flat_num(&ji, "estimated_allocated_bytes");
+    const bool ok =
+        parsed && rt.exit_code == ri.exit_code && rl.exit_code == ri.exit_code &&
+        rs.exit_code == ri.exit_code &&
+        fabs(json_flat_num(&jt, "total.alloc_bytes") - want) <= 0.5 &&
+        fabs(json_flat_num(&js, "allocated.alloc_bytes") - want) <= 0.5 &&
+        json_flat_num(&jt, "total.allocs_sampled") == json_flat_num(&ji, "allocs_total") &&
+        json_flat_num(&jl, "live_end.live_bytes") == json_flat_num(&jt, "total.live_end_bytes") &&
+        json_flat_num(&jt, "total.peak_bytes") >= json_flat_num(&jt, "total.live_end_bytes");
     if (!ok) {
       fprintf(stderr, "  %s: exits %d/%d/%d/%d, bytes info %.0f top %.0f stats %.0f\n", path,
               ri.exit_code, rt.exit_code, rl.exit_code, rs.exit_code, want,
-              num(&jt, "total.alloc_bytes"), num(&js, "allocated.alloc_bytes"));
+              json_flat_num(&jt, "total.alloc_bytes"), json_flat_num(&js, "allocated.alloc_bytes"));
       failures++;
     }
     json_flat_free(&ji);

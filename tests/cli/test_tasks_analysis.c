@@ -6,8 +6,7 @@
 #include <math.h>
 
 #include "../../src/analysis/hist.h"
-#include "../json_flat.h"
-#include "../run_cmd.h"
+#include "../run_json.h"
 #include "../test.h"
 #include "tasks_trace.h"
 
@@ -22,45 +21,10 @@ static bool setup(void) {
   return tt_write(known, 1) == 0 && tt_write(slow, 2) == 0;
 }
 
-static bool run_json(char **argv, json_flat_t *j, run_result_t *r) {
-  if (!run_cmd(argv, NULL, 60, r)) return false;
-  if (r->exit_code != 0 || r->err_len) {
-    fprintf(stderr, "  exit %d: %s\n", r->exit_code, r->err);
-    return false;
-  }
-  if (!json_flat_parse(j, r->out, r->out_len)) {
-    fprintf(stderr, "  JSON does not parse: %s\n", j->error);
-    return false;
-  }
-  return true;
-}
-
-static double num(const json_flat_t *j, const char *path) {
-  const json_pair_t *p = json_flat_get(j, path);
-  return p ? strtod(p->value, NULL) : NAN;
-}
-
-static const char *str(const json_flat_t *j, const char *path) {
-  const json_pair_t *p = json_flat_get(j, path);
-  return p ? p->value : "(missing)";
-}
-
-/* Index i of "<array>[i].<key>" == value, or -1. */
-static int find(const json_flat_t *j, const char *array, const char *key, const char *value) {
-  for (int i = 0; i < 1000; i++) {
-    char path[128];
-    snprintf(path, sizeof path, "%s[%d].%s", array, i, key);
-    const json_pair_t *p = json_flat_get(j, path);
-    if (!p) return -1;
-    if (strcmp(p->value, value) == 0) return i;
-  }
-  return -1;
-}
-
 static double field(const json_flat_t *j, const char *array, int i, const char *key) {
   char path[128];
   snprintf(path, sizeof path, "%s[%d].%s", array, i, key);
-  return num(j, path);
+  return json_flat_num(j, path);
 }
 
 CTS_TEST(info_matches_truth) {
@@ -68,27 +32,27 @@ CTS_TEST(info_matches_truth) {
   char *argv[] = {CTS_TEST_CTFSCOPE, "info", "--json", known, NULL};
   run_result_t r;
   json_flat_t j;
-  CTS_ASSERT(run_json(argv, &j, &r));
-  CTS_ASSERT_STR_EQ(str(&j, "format"), "mirage-profile");
-  CTS_ASSERT_STR_EQ(str(&j, "layout"), "ring");
-  CTS_ASSERT_EQ_U64(num(&j, "events_total"), TT_NEVENTS);
-  CTS_ASSERT_EQ_U64(num(&j, "events.creates"), 6);
-  CTS_ASSERT_EQ_U64(num(&j, "events.label"), 4);
-  CTS_ASSERT_EQ_U64(num(&j, "events.switch"), 7);
-  CTS_ASSERT_EQ_U64(num(&j, "events.counter"), 3);
-  CTS_ASSERT_EQ_U64(num(&j, "packets_total"), TT_PACKETS);
-  CTS_ASSERT_EQ_U64(num(&j, "lanes"), 1);
-  CTS_ASSERT_EQ_U64(num(&j, "first_event_ns"), TT_BASE_NS);
-  CTS_ASSERT_EQ_U64(num(&j, "last_event_ns"), TT_BASE_NS + 32000);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.total"), 7);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.created"), 6);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.preexisting"), 1);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.resolved"), 3);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.failed"), 1);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.merged"), 1);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.pending"), 3);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.should_resolve_pending"), 1);
-  CTS_ASSERT_STR_EQ(str(&j, "counters[0]"), "queue");
+  CTS_ASSERT(run_json_silent(argv, &j, &r));
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "format"), "mirage-profile");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "layout"), "ring");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "events_total"), TT_NEVENTS);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "events.creates"), 6);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "events.label"), 4);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "events.switch"), 7);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "events.counter"), 3);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "packets_total"), TT_PACKETS);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "lanes"), 1);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "first_event_ns"), TT_BASE_NS);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "last_event_ns"), TT_BASE_NS + 32000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.total"), 7);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.created"), 6);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.preexisting"), 1);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.resolved"), 3);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.failed"), 1);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.merged"), 1);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.pending"), 3);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.should_resolve_pending"), 1);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "counters[0]"), "queue");
   json_flat_free(&j);
   run_result_free(&r);
 }
@@ -98,36 +62,36 @@ CTS_TEST(stats_matches_truth) {
   char *argv[] = {CTS_TEST_CTFSCOPE, "stats", "--json", known, NULL};
   run_result_t r;
   json_flat_t j;
-  CTS_ASSERT(run_json(argv, &j, &r));
-  CTS_ASSERT_STR_EQ(str(&j, "kind"), "tasks");
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.total"), 7);
-  CTS_ASSERT_EQ_U64(num(&j, "time.span_ns"), 32000);
-  CTS_ASSERT_EQ_U64(num(&j, "time.running_ns"), 12000 + 3000 + 5000);
-  CTS_ASSERT_EQ_U64(num(&j, "time.idle_ns"), 5000 + 7000);
-  CTS_ASSERT_EQ_U64(num(&j, "time.gc_ns"), 500);
-  CTS_ASSERT_EQ_U64(num(&j, "time.gc_pauses"), 1);
+  CTS_ASSERT(run_json_silent(argv, &j, &r));
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "kind"), "tasks");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.total"), 7);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "time.span_ns"), 32000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "time.running_ns"), 12000 + 3000 + 5000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "time.idle_ns"), 5000 + 7000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "time.gc_ns"), 500);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "time.gc_pauses"), 1);
   /* created → resolved: 13000 (1), 10000 (2), 5000 (4, failed) */
   cts_hist_t h;
   cts_hist_init(&h);
   const uint64_t durations[] = {13000, 10000, 5000};
   for (int i = 0; i < 3; i++) cts_hist_add(&h, durations[i], durations[i]);
-  CTS_ASSERT_EQ_U64(num(&j, "durations.tasks"), 3);
-  CTS_ASSERT_EQ_U64(num(&j, "durations.total_ns"), 28000);
-  CTS_ASSERT_EQ_U64(num(&j, "durations.min_ns"), 5000);
-  CTS_ASSERT_EQ_U64(num(&j, "durations.percentiles_by_tasks_ns.p50"),
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.tasks"), 3);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.total_ns"), 28000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.min_ns"), 5000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.percentiles_by_tasks_ns.p50"),
                     cts_hist_quantile(&h, 0.5, false));
-  CTS_ASSERT_EQ_U64(num(&j, "durations.percentiles_by_time_ns.p50"),
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.percentiles_by_time_ns.p50"),
                     cts_hist_quantile(&h, 0.5, true));
-  CTS_ASSERT_EQ_U64(num(&j, "durations.percentiles_by_tasks_ns.max"), 13000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.percentiles_by_tasks_ns.max"), 13000);
   CTS_ASSERT(cts_hist_quantile(&h, 0.5, false) <= 10000 &&
              cts_hist_quantile(&h, 0.5, false) > 10000 - 10000 / 16);
   /* bins: 5000 in [4096, 8192), 10000 and 13000 in [8192, 16384) */
-  CTS_ASSERT_EQ_U64(num(&j, "durations.bins[0].low_ns"), 4096);
-  CTS_ASSERT_EQ_U64(num(&j, "durations.bins[0].tasks"), 1);
-  CTS_ASSERT_EQ_U64(num(&j, "durations.bins[1].low_ns"), 8192);
-  CTS_ASSERT_EQ_U64(num(&j, "durations.bins[1].tasks"), 2);
-  CTS_ASSERT_EQ_U64(num(&j, "durations.bins[1].time_ns"), 23000);
-  const int task = find(&j, "types", "type", "Task");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.bins[0].low_ns"), 4096);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.bins[0].tasks"), 1);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.bins[1].low_ns"), 8192);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.bins[1].tasks"), 2);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "durations.bins[1].time_ns"), 23000);
+  const int task = json_flat_find(&j, "types", "type", "Task", 1000);
   CTS_ASSERT(task >= 0);
   CTS_ASSERT_EQ_U64(field(&j, "types", task, "tasks"), 2);
   CTS_ASSERT_EQ_U64(field(&j, "types", task, "resolved"), 2);
@@ -136,20 +100,20 @@ CTS_TEST(stats_matches_truth) {
   CTS_ASSERT_EQ_U64(field(&j, "types", task, "runs"), 2);
   CTS_ASSERT_EQ_U64(field(&j, "types", task, "alive_ns"), 13000 + 5000);
   CTS_ASSERT_EQ_U64(field(&j, "types", task, "waiting_ns"), 18000 - 8000);
-  const int bind = find(&j, "types", "type", "Bind");
+  const int bind = json_flat_find(&j, "types", "type", "Bind", 1000);
   CTS_ASSERT(bind >= 0);
   CTS_ASSERT_EQ_U64(field(&j, "types", bind, "tasks"), 3);
   CTS_ASSERT_EQ_U64(field(&j, "types", bind, "merged"), 1);
   CTS_ASSERT_EQ_U64(field(&j, "types", bind, "pending"), 1);
-  const int pre = find(&j, "types", "type", "preexisting");
+  const int pre = json_flat_find(&j, "types", "type", "preexisting", 1000);
   CTS_ASSERT(pre >= 0);
   CTS_ASSERT_EQ_U64(field(&j, "types", pre, "running_ns"), 12000);
   CTS_ASSERT_EQ_U64(field(&j, "types", pre, "runs"), 3);
-  CTS_ASSERT_STR_EQ(str(&j, "counters[0].name"), "queue");
-  CTS_ASSERT_EQ_U64(num(&j, "counters[0].updates"), 3);
-  CTS_ASSERT_EQ_U64(num(&j, "counters[0].min"), 2);
-  CTS_ASSERT_EQ_U64(num(&j, "counters[0].max"), 7);
-  CTS_ASSERT_EQ_U64(num(&j, "counters[0].last"), 7);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "counters[0].name"), "queue");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "counters[0].updates"), 3);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "counters[0].min"), 2);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "counters[0].max"), 7);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "counters[0].last"), 7);
   json_flat_free(&j);
   run_result_free(&r);
 }
@@ -159,29 +123,29 @@ CTS_TEST(top_matches_truth) {
   char *argv[] = {CTS_TEST_CTFSCOPE, "top", "--json", "-n", "0", known, NULL};
   run_result_t r;
   json_flat_t j;
-  CTS_ASSERT(run_json(argv, &j, &r));
-  CTS_ASSERT_EQ_U64(num(&j, "total.running_ns"), 20000);
-  CTS_ASSERT_EQ_U64(num(&j, "rows_total"), 4); /* (preexisting), rx, (bind), timer */
-  CTS_ASSERT_STR_EQ(str(&j, "rows[0].label"), "(preexisting)");
-  CTS_ASSERT_EQ_U64(num(&j, "rows[0].running_ns"), 12000);
-  CTS_ASSERT_EQ_U64(num(&j, "rows[0].runs"), 3);
-  CTS_ASSERT_STR_EQ(str(&j, "rows[1].label"), "rx");
-  CTS_ASSERT_EQ_U64(num(&j, "rows[1].tasks"), 2);
-  CTS_ASSERT_EQ_U64(num(&j, "rows[1].running_ns"), 8000);
-  CTS_ASSERT_EQ_U64(num(&j, "rows[1].failed"), 1);
-  CTS_ASSERT_STR_EQ(str(&j, "rows[2].label"), "(bind)");
-  CTS_ASSERT_EQ_U64(num(&j, "rows[2].tasks"), 3);
-  CTS_ASSERT_EQ_U64(num(&j, "rows[2].resolved"), 1);
-  CTS_ASSERT_STR_EQ(str(&j, "rows[3].label"), "timer");
-  CTS_ASSERT_EQ_U64(num(&j, "rows[3].pending"), 1);
+  CTS_ASSERT(run_json_silent(argv, &j, &r));
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "total.running_ns"), 20000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows_total"), 4); /* (preexisting), rx, (bind), timer */
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "rows[0].label"), "(preexisting)");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[0].running_ns"), 12000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[0].runs"), 3);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "rows[1].label"), "rx");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[1].tasks"), 2);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[1].running_ns"), 8000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[1].failed"), 1);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "rows[2].label"), "(bind)");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[2].tasks"), 3);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[2].resolved"), 1);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "rows[3].label"), "timer");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[3].pending"), 1);
   json_flat_free(&j);
   run_result_free(&r);
   char *by_count[] = {CTS_TEST_CTFSCOPE, "top", "--json", "--by", "type", "-s",
                       "count",           known, NULL};
-  CTS_ASSERT(run_json(by_count, &j, &r));
-  CTS_ASSERT_STR_EQ(str(&j, "rows[0].type"), "Bind");
-  CTS_ASSERT_STR_EQ(str(&j, "rows[1].type"), "Task");
-  CTS_ASSERT_EQ_U64(num(&j, "rows[1].running_ns"), 8000);
+  CTS_ASSERT(run_json_silent(by_count, &j, &r));
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "rows[0].type"), "Bind");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "rows[1].type"), "Task");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[1].running_ns"), 8000);
   json_flat_free(&j);
   run_result_free(&r);
   /* Memory-trace options on a task trace are usage errors. */
@@ -200,25 +164,25 @@ CTS_TEST(leaks_matches_truth) {
   char *argv[] = {CTS_TEST_CTFSCOPE, "leaks", "--json", "-n", "0", known, NULL};
   run_result_t r;
   json_flat_t j;
-  CTS_ASSERT(run_json(argv, &j, &r));
-  CTS_ASSERT_EQ_U64(num(&j, "pending_total"), 3);
-  CTS_ASSERT_EQ_U64(num(&j, "should_resolve_pending"), 1);
+  CTS_ASSERT(run_json_silent(argv, &j, &r));
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "pending_total"), 3);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "should_resolve_pending"), 1);
   /* should-resolve first (3), then the oldest: 0 (from the trace start), then 6 */
-  CTS_ASSERT_EQ_U64(num(&j, "tasks[0].id"), 3);
-  CTS_ASSERT_STR_EQ(str(&j, "tasks[0].label"), "timer");
-  CTS_ASSERT_STR_EQ(str(&j, "tasks[0].should_resolve"), "true");
-  CTS_ASSERT_EQ_U64(num(&j, "tasks[0].age_ns"), 32000 - 3000);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks[0].creator.id"), 0);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks[1].id"), 0);
-  CTS_ASSERT_STR_EQ(str(&j, "tasks[1].preexisting"), "true");
-  CTS_ASSERT_STR_EQ(str(&j, "tasks[1].creator"), "null");
-  CTS_ASSERT_EQ_U64(num(&j, "tasks[2].id"), 6);
-  CTS_ASSERT_STR_EQ(str(&j, "tasks[2].type"), "Bind");
-  CTS_ASSERT_EQ_U64(num(&j, "tasks[2].age_ns"), 32000 - 21500);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks[2].creator.id"), 4);
-  CTS_ASSERT_STR_EQ(str(&j, "tasks[2].creator.label"), "rx");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks[0].id"), 3);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks[0].label"), "timer");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks[0].should_resolve"), "true");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks[0].age_ns"), 32000 - 3000);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks[0].creator.id"), 0);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks[1].id"), 0);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks[1].preexisting"), "true");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks[1].creator"), "null");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks[2].id"), 6);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks[2].type"), "Bind");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks[2].age_ns"), 32000 - 21500);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks[2].creator.id"), 4);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks[2].creator.label"), "rx");
   CTS_ASSERT(json_flat_get(&j, "tasks[3].id") == NULL);
-  CTS_ASSERT_STR_EQ(str(&j, "groups[0].label"), "timer");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "groups[0].label"), "timer");
   json_flat_free(&j);
   run_result_free(&r);
 }
@@ -229,25 +193,26 @@ CTS_TEST(diff_matches_truth) {
   json_flat_t j;
   /* The trace slowed down twice: per second, nothing changed. */
   char *rate[] = {CTS_TEST_CTFSCOPE, "diff", "--json", "-n", "0", known, slow, NULL};
-  CTS_ASSERT(run_json(rate, &j, &r));
-  CTS_ASSERT_EQ_U64(num(&j, "rows_total"), 4);
-  CTS_ASSERT(num(&j, "total.change") == 0);
+  CTS_ASSERT(run_json_silent(rate, &j, &r));
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows_total"), 4);
+  CTS_ASSERT(json_flat_num(&j, "total.change") == 0);
   for (int i = 0; i < 4; i++) CTS_ASSERT(field(&j, "rows", i, "change") == 0);
   json_flat_free(&j);
   run_result_free(&r);
   /* Totals: every running time doubled; the largest change first. */
   char *totals[] = {
       CTS_TEST_CTFSCOPE, "diff", "--json", "--no-normalize", "-n", "0", known, slow, NULL};
-  CTS_ASSERT(run_json(totals, &j, &r));
-  CTS_ASSERT(num(&j, "total.before") == 20000 && num(&j, "total.after") == 40000);
-  CTS_ASSERT_STR_EQ(str(&j, "rows[0].label"), "(preexisting)");
-  CTS_ASSERT(num(&j, "rows[0].change") == 12000);
+  CTS_ASSERT(run_json_silent(totals, &j, &r));
+  CTS_ASSERT(json_flat_num(&j, "total.before") == 20000 &&
+             json_flat_num(&j, "total.after") == 40000);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "rows[0].label"), "(preexisting)");
+  CTS_ASSERT(json_flat_num(&j, "rows[0].change") == 12000);
   json_flat_free(&j);
   run_result_free(&r);
   char *count[] = {
       CTS_TEST_CTFSCOPE, "diff", "--json", "-m", "count", "--by", "type", known, slow, NULL};
-  CTS_ASSERT(run_json(count, &j, &r));
-  const int bind = find(&j, "rows", "type", "Bind");
+  CTS_ASSERT(run_json_silent(count, &j, &r));
+  const int bind = json_flat_find(&j, "rows", "type", "Bind", 1000);
   CTS_ASSERT(bind >= 0);
   CTS_ASSERT(fabs(field(&j, "rows", bind, "before") - 3 / 32e-6) < 1e-3);
   CTS_ASSERT(fabs(field(&j, "rows", bind, "after") - 3 / 64e-6) < 1e-3);
@@ -260,7 +225,7 @@ CTS_TEST(export_matches_truth) {
   char *argv[] = {CTS_TEST_CTFSCOPE, "export", "-f", "chrome", known, NULL};
   run_result_t r;
   json_flat_t j;
-  CTS_ASSERT(run_json(argv, &j, &r));
+  CTS_ASSERT(run_json_silent(argv, &j, &r));
   size_t runs = 0, lifetimes = 0, gc = 0, starts = 0, ends = 0, counters = 0;
   double run_us = 0;
   for (int i = 0;; i++) {
@@ -269,12 +234,12 @@ CTS_TEST(export_matches_truth) {
     const json_pair_t *ph = json_flat_get(&j, p);
     if (!ph) break;
     snprintf(p, sizeof p, "traceEvents[%d].pid", i);
-    const double pid = num(&j, p);
+    const double pid = json_flat_num(&j, p);
     snprintf(p, sizeof p, "traceEvents[%d].tid", i);
-    const double tid = num(&j, p);
+    const double tid = json_flat_num(&j, p);
     snprintf(p, sizeof p, "traceEvents[%d].ts", i);
-    if (strcmp(ph->value, "B") == 0 && pid == 1 && tid == 1) runs++, run_us -= num(&j, p);
-    if (strcmp(ph->value, "E") == 0 && pid == 1 && tid == 1) run_us += num(&j, p);
+    if (strcmp(ph->value, "B") == 0 && pid == 1 && tid == 1) runs++, run_us -= json_flat_num(&j, p);
+    if (strcmp(ph->value, "E") == 0 && pid == 1 && tid == 1) run_us += json_flat_num(&j, p);
     if (strcmp(ph->value, "X") == 0 && pid == 1 && tid == 0) gc++;
     if (strcmp(ph->value, "X") == 0 && pid == 2) lifetimes++;
     starts += strcmp(ph->value, "s") == 0;
@@ -319,13 +284,14 @@ CTS_TEST(task_traces_from_standard_input) {
       char *argv[] = {"/bin/sh", "-c", cmd, NULL};
       run_result_t r;
       json_flat_t j;
-      CTS_ASSERT_MSG(run_json(argv, &j, &r), "%s", cmd);
+      CTS_ASSERT_MSG(run_json_silent(argv, &j, &r), "%s", cmd);
       if (c == 0) {
-        CTS_ASSERT_STR_EQ(str(&j, "format"), "mirage-profile");
-        CTS_ASSERT_EQ_U64(num(&j, "events_total"), TT_NEVENTS);
+        CTS_ASSERT_STR_EQ(json_flat_str(&j, "format"), "mirage-profile");
+        CTS_ASSERT_EQ_U64(json_flat_num(&j, "events_total"), TT_NEVENTS);
       }
-      CTS_ASSERT_MSG(num(&j, "tasks.total") == 7, "%s: %g tasks", cmd, num(&j, "tasks.total"));
-      CTS_ASSERT_EQ_U64(num(&j, "tasks.resolved"), 3);
+      CTS_ASSERT_MSG(json_flat_num(&j, "tasks.total") == 7, "%s: %g tasks", cmd,
+                     json_flat_num(&j, "tasks.total"));
+      CTS_ASSERT_EQ_U64(json_flat_num(&j, "tasks.resolved"), 3);
       json_flat_free(&j);
       run_result_free(&r);
     }
@@ -420,20 +386,20 @@ CTS_TEST(threads_get_their_own_lanes) {
   char *argv[] = {CTS_TEST_CTFSCOPE, "stats", "--json", path, NULL};
   run_result_t r;
   json_flat_t j;
-  CTS_ASSERT(run_json(argv, &j, &r));
-  CTS_ASSERT_EQ_U64(num(&j, "lanes"), 2);
-  CTS_ASSERT_EQ_U64(num(&j, "time.running_ns"), 40000 + 20000);
-  const int pre = find(&j, "types", "type", "preexisting");
+  CTS_ASSERT(run_json_silent(argv, &j, &r));
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "lanes"), 2);
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "time.running_ns"), 40000 + 20000);
+  const int pre = json_flat_find(&j, "types", "type", "preexisting", 1000);
   CTS_ASSERT(pre >= 0);
   CTS_ASSERT_EQ_U64(field(&j, "types", pre, "runs"), 2);
   json_flat_free(&j);
   run_result_free(&r);
   char *top[] = {CTS_TEST_CTFSCOPE, "top", "--json", path, NULL};
-  CTS_ASSERT(run_json(top, &j, &r));
-  CTS_ASSERT_STR_EQ(str(&j, "rows[0].label"), "thread A's task");
-  CTS_ASSERT_EQ_U64(num(&j, "rows[0].running_ns"), 40000);
-  CTS_ASSERT_STR_EQ(str(&j, "rows[1].label"), "thread B's task");
-  CTS_ASSERT_EQ_U64(num(&j, "rows[1].running_ns"), 20000);
+  CTS_ASSERT(run_json_silent(top, &j, &r));
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "rows[0].label"), "thread A's task");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[0].running_ns"), 40000);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "rows[1].label"), "thread B's task");
+  CTS_ASSERT_EQ_U64(json_flat_num(&j, "rows[1].running_ns"), 20000);
   json_flat_free(&j);
   run_result_free(&r);
 }
@@ -483,22 +449,22 @@ CTS_TEST(corpus_counts_agree_with_dump) {
     run_result_t ri, rs, rt, rl;
     CTS_ASSERT(run_cmd(dump, NULL, 60, &rd) && rd.exit_code == 0);
     CTS_ASSERT(run_cmd(csv, NULL, 60, &rc) && rc.exit_code == 0);
-    CTS_ASSERT(run_json(info, &ji, &ri) && run_json(stats, &js, &rs) && run_json(top, &jt, &rt) &&
-               run_json(leaks, &jl, &rl));
+    CTS_ASSERT(run_json_silent(info, &ji, &ri) && run_json_silent(stats, &js, &rs) &&
+               run_json_silent(top, &jt, &rt) && run_json_silent(leaks, &jl, &rl));
     size_t lines = 0, creates = 0, csv_lines = 0;
     for (const char *c = rd.out; *c; c++) lines += *c == '\n';
     for (const char *c = rd.out; (c = strstr(c, " creates ")); c++) creates++;
     for (const char *c = rc.out; *c; c++) csv_lines += *c == '\n';
-    CTS_ASSERT_EQ_U64(num(&ji, "events_total"), lines);
+    CTS_ASSERT_EQ_U64(json_flat_num(&ji, "events_total"), lines);
     CTS_ASSERT_EQ_U64(csv_lines, lines + 1);
-    CTS_ASSERT_EQ_U64(num(&ji, "events.creates"), creates);
-    CTS_ASSERT_EQ_U64(num(&ji, "tasks.created"), creates); /* no duplicate creates */
-    CTS_ASSERT_EQ_U64(num(&js, "tasks.total"), num(&ji, "tasks.total"));
-    CTS_ASSERT_EQ_U64(num(&jl, "pending_total"), num(&ji, "tasks.pending"));
+    CTS_ASSERT_EQ_U64(json_flat_num(&ji, "events.creates"), creates);
+    CTS_ASSERT_EQ_U64(json_flat_num(&ji, "tasks.created"), creates); /* no duplicate creates */
+    CTS_ASSERT_EQ_U64(json_flat_num(&js, "tasks.total"), json_flat_num(&ji, "tasks.total"));
+    CTS_ASSERT_EQ_U64(json_flat_num(&jl, "pending_total"), json_flat_num(&ji, "tasks.pending"));
     /* One lane: running + idle covers the span; the type rows partition the tasks. */
-    CTS_ASSERT_EQ_U64(num(&ji, "lanes"), 1);
-    CTS_ASSERT_EQ_U64(num(&js, "time.running_ns") + num(&js, "time.idle_ns"),
-                      num(&js, "time.span_ns"));
+    CTS_ASSERT_EQ_U64(json_flat_num(&ji, "lanes"), 1);
+    CTS_ASSERT_EQ_U64(json_flat_num(&js, "time.running_ns") + json_flat_num(&js, "time.idle_ns"),
+                      json_flat_num(&js, "time.span_ns"));
     double tasks = 0, running = 0;
     for (int i = 0;; i++) {
       const double n = field(&jt, "rows", i, "tasks");
@@ -506,8 +472,8 @@ CTS_TEST(corpus_counts_agree_with_dump) {
       tasks += n;
       running += field(&jt, "rows", i, "running_ns");
     }
-    CTS_ASSERT_EQ_U64(tasks, num(&ji, "tasks.total"));
-    CTS_ASSERT_EQ_U64(running, num(&js, "time.running_ns"));
+    CTS_ASSERT_EQ_U64(tasks, json_flat_num(&ji, "tasks.total"));
+    CTS_ASSERT_EQ_U64(running, json_flat_num(&js, "time.running_ns"));
     fprintf(stderr, "  %s: %zu events, %.0f tasks\n", rel[k], lines, tasks);
     json_flat_free(&ji);
     json_flat_free(&js);
