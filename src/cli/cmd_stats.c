@@ -97,8 +97,10 @@ static const char *human_unit(double v, unit_t u, char *buf, size_t size) {
   return u == UNIT_US ? human_us(v, buf, size) : cli_human_bytes(v, buf, size);
 }
 
-static const double quantiles[] = {0.5, 0.9, 0.99, 1.0};
-static const char *const quantile_names[] = {"p50", "p90", "p99", "max"};
+/* human_unit for cli_print_quantile_lines: ctx is the unit_t. */
+static const char *format_in_unit(double v, const void *ctx, char *buf, size_t size) {
+  return human_unit(v, *(const unit_t *)ctx, buf, size);
+}
 
 static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v, bool bars) {
   char a[32], b[32], c[32], d[32];
@@ -107,19 +109,7 @@ static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v
     cts_out_str(o, "  (no blocks)\n");
     return;
   }
-  for (int by_samples = 0; by_samples < 2; by_samples++) {
-    cts_out_printf(o, "  %-9s", by_samples ? "by bytes" : "by blocks");
-    for (unsigned q = 0; q < 4; q++)
-      cts_out_printf(
-          o, "  %s %s", quantile_names[q],
-          human_unit((double)cts_hist_quantile(v->h, quantiles[q], by_samples) * v->scale, v->unit,
-                     a, sizeof a));
-    if (!by_samples)
-      cts_out_printf(o, "  mean %s",
-                     human_unit(v->h->sum_by_blocks / (double)v->h->total_blocks * v->scale,
-                                v->unit, a, sizeof a));
-    cts_out_char(o, '\n');
-  }
+  cli_print_quantile_lines(o, v->h, "by blocks", "by bytes", v->scale, format_in_unit, &v->unit);
   cts_hist_pow2_t bins;
   cts_hist_pow2(v->h, &bins);
   uint64_t max_blocks = 0, max_samples = 0;
@@ -199,8 +189,8 @@ static void json_view(cts_out_t *o, const cts_mtprof_t *p, const view_t *v) {
   for (int by_samples = 0; by_samples < 2; by_samples++) {
     cts_out_printf(o, ", \"percentiles_by_%s\": {", by_samples ? "bytes" : "blocks");
     for (unsigned q = 0; q < 4; q++)
-      cts_out_printf(o, "%s\"%s\": %.0f", q ? ", " : "", quantile_names[q],
-                     (double)cts_hist_quantile(v->h, quantiles[q], by_samples) * v->scale);
+      cts_out_printf(o, "%s\"%s\": %.0f", q ? ", " : "", cli_quantile_names[q],
+                     (double)cts_hist_quantile(v->h, cli_quantiles[q], by_samples) * v->scale);
     cts_out_str(o, "}");
   }
   cts_hist_pow2_t bins;

@@ -255,8 +255,11 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
 
 /* ---- stats ----------------------------------------------------------------------------- */
 
-static const double quantiles[] = {0.5, 0.9, 0.99, 1.0};
-static const char *const quantile_names[] = {"p50", "p90", "p99", "max"};
+/* cli_human_ns for cli_print_quantile_lines. */
+static const char *format_ns(double ns, const void *ctx, char *buf, size_t size) {
+  (void)ctx;
+  return cli_human_ns(ns, buf, size);
+}
 
 typedef struct type_row {
   uint64_t tasks, resolved, failed, merged, pending, runs, running_ns, alive_ns;
@@ -298,17 +301,7 @@ static void print_hist_text(cts_out_t *o, const cts_hist_t *h, bool bars) {
     cts_out_str(o, "  (no task was both created and resolved in the trace)\n");
     return;
   }
-  for (int by_time = 0; by_time < 2; by_time++) {
-    cts_out_printf(o, "  %-9s", by_time ? "by time" : "by tasks");
-    for (unsigned q = 0; q < 4; q++)
-      cts_out_printf(
-          o, "  %s %s", quantile_names[q],
-          cli_human_ns((double)cts_hist_quantile(h, quantiles[q], by_time), a, sizeof a));
-    if (!by_time)
-      cts_out_printf(o, "  mean %s",
-                     cli_human_ns(h->sum_by_blocks / (double)h->total_blocks, a, sizeof a));
-    cts_out_char(o, '\n');
-  }
+  cli_print_quantile_lines(o, h, "by tasks", "by time", 1.0, format_ns, NULL);
   cts_hist_pow2_t bins;
   cts_hist_pow2(h, &bins);
   uint64_t max_tasks = 0, max_time = 0;
@@ -351,8 +344,8 @@ static void json_hist(cts_out_t *o, const cts_hist_t *h, bool with_bins) {
   for (int by_time = 0; by_time < 2; by_time++) {
     cts_out_printf(o, ", \"percentiles_by_%s_ns\": {", by_time ? "time" : "tasks");
     for (unsigned q = 0; q < 4; q++)
-      cts_out_printf(o, "%s\"%s\": %llu", q ? ", " : "", quantile_names[q],
-                     (unsigned long long)cts_hist_quantile(h, quantiles[q], by_time));
+      cts_out_printf(o, "%s\"%s\": %llu", q ? ", " : "", cli_quantile_names[q],
+                     (unsigned long long)cts_hist_quantile(h, cli_quantiles[q], by_time));
     cts_out_str(o, "}");
   }
   if (with_bins) {
