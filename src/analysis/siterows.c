@@ -29,12 +29,6 @@ const char *cts_frame_label(const cts_frames_t *f, uint64_t code, char *buf, siz
   return buf;
 }
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h ? h : 1;
-}
-
 static char *make_key(cts_group_t by, const char *function, const char *file, uint32_t line,
                       uint64_t code, bool known) {
   char *key = NULL;
@@ -52,7 +46,7 @@ static char *make_key(cts_group_t by, const char *function, const char *file, ui
 
 /* Row index of key, creating the row; -1 on no memory. key is consumed. */
 static long row_for_key(cts_rows_t *r, cts_u64map_t *index, char *key) {
-  uint64_t h = hash_str(key);
+  uint64_t h = cts_u64map_str_key(key);
   for (;;) {
     const uint64_t *v = cts_u64map_find(index, h);
     if (!v) break;
@@ -229,7 +223,7 @@ uint64_t cts_labels_id(cts_labels_t *l, uint64_t code) {
   if (known) return *known;
   char *text = label_text(l, code);
   if (!text) return 0;
-  uint64_t h = hash_str(text), id = 0;
+  uint64_t h = cts_u64map_str_key(text), id = 0;
   for (;; h++) {
     const uint64_t *v = cts_u64map_find(&l->by_hash, h);
     if (!v) break;

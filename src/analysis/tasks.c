@@ -46,16 +46,10 @@ const char *cts_tasks_name(const cts_tasks_t *m, uint32_t task, char *buf, size_
   return buf;
 }
 
-static uint64_t str_hash(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h ? h : 1;
-}
-
 /* Interned string id (ids in order of first appearance), or NONE when out of memory. */
 static uint32_t intern(cts_tasks_t *m, const char *s, size_t n) {
   if (!s) s = "", n = 0;
-  uint64_t h = str_hash(s, n);
+  uint64_t h = cts_u64map_str_key_n(s, n);
   for (;;) {
     const uint64_t *v = cts_u64map_find(&m->by_str, h);
     if (!v) break;

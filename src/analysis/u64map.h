@@ -26,6 +26,21 @@ typedef struct cts_u64map {
 
 void cts_u64map_init(cts_u64map_t *m);
 void cts_u64map_fini(cts_u64map_t *m);
+/* A key for a string of n bytes: FNV-1a, never 0. Different strings may share a key, so a
+ * hit still needs the strings compared. */
+static inline uint64_t cts_u64map_str_key_n(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+/* The same for a NUL-terminated string. */
+static inline uint64_t cts_u64map_str_key(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h ? h : 1;
+}
+
 /* Returns a pointer to the value of key, or NULL. */
 uint64_t *cts_u64map_find(const cts_u64map_t *m, uint64_t key);
 /* Inserts key with val if absent; returns the value slot and sets *added. NULL = no memory. */

@@ -125,12 +125,6 @@ static int cmp_change(const void *x, const void *y) {
   return strcmp(ka, kb);
 }
 
-static uint64_t key_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h ? h : 1;
-}
-
 static const char *fmt_value(double v, metric_t m, bool rate, char *buf, size_t size) {
   char tmp[32];
   const bool neg = v < 0;
@@ -232,7 +226,7 @@ int cmd_diff(int argc, char **argv) {
     bool nomem = !rows || !matched;
     for (size_t i = 0; i < nb && !nomem; i++) {
       bool added;
-      uint64_t h = key_hash(sides[1].rows.rows[i].key);
+      uint64_t h = cts_u64map_str_key(sides[1].rows.rows[i].key);
       while (cts_u64map_find(&index, h)) h++;
       if (!cts_u64map_insert(&index, h, i, &added)) nomem = true;
     }
@@ -240,7 +234,7 @@ int cmd_diff(int argc, char **argv) {
     for (size_t i = 0; i < na && !nomem; i++) {
       const cts_row_t *a = &sides[0].rows.rows[i];
       const cts_row_t *b = NULL;
-      for (uint64_t h = key_hash(a->key);; h++) {
+      for (uint64_t h = cts_u64map_str_key(a->key);; h++) {
         const uint64_t *v = cts_u64map_find(&index, h);
         if (!v) break;
         if (strcmp(sides[1].rows.rows[*v].key, a->key) == 0) {

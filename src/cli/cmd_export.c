@@ -234,14 +234,8 @@ typedef struct strtab {
   bool nomem;
 } strtab_t;
 
-static uint64_t str_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h ? h : 1;
-}
-
 static uint64_t strtab_id(strtab_t *st, const char *s) {
-  uint64_t h = str_hash(s);
+  uint64_t h = cts_u64map_str_key(s);
   for (;; h++) {
     const uint64_t *v = cts_u64map_find(&st->by_hash, h);
     if (!v) break;
@@ -342,7 +336,7 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
       const cts_mt_location_t *l = &locs[k];
       char key[1024];
       snprintf(key, sizeof key, "%s%c%s", l->defname, 1, l->filename);
-      const uint64_t h = str_hash(key);
+      const uint64_t h = cts_u64map_str_key(key);
       /* Function ids are keyed by a hash of name and file; pprof only needs them distinct
        * per name and file, so a 64-bit collision would merely merge two functions. */
       uint64_t *fslot = cts_u64map_insert(&fn_of_key, h, next_fn, &added);

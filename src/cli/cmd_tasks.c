@@ -998,12 +998,6 @@ static int cmp_change(const void *x, const void *y) {
   return strcmp(a->name, b->name);
 }
 
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h ? h : 1;
-}
-
 static const char *fmt_metric(double v, cli_tasks_metric_t m, bool rate, char *buf, size_t size) {
   char tmp[32];
   if (m == CLI_TASKS_COUNT)
@@ -1049,7 +1043,7 @@ int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_o
     for (size_t i = 0; i < g[s].n; i++) {
       char buf[64], name[sizeof rows->name];
       snprintf(name, sizeof name, "%s", group_name(&t[s].m, &g[s].g[i], opts->by, buf, sizeof buf));
-      uint64_t h = name_hash(name);
+      uint64_t h = cts_u64map_str_key(name);
       diff_row_t *r = NULL;
       for (;; h++) {
         const uint64_t *v = cts_u64map_find(&index, h);
