@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "cmd_tasks.h"
+#include "hist_views.h"
 #include "load.h"
 
 static const char help[] =
@@ -272,78 +273,6 @@ static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, 
 
 /* ---- SVG ------------------------------------------------------------------------------ */
 
-static void svg_panel(cts_out_t *o, const view_t *v, int y0) {
-  const int x0 = 60, width = 820, height = 160;
-  cts_out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">", x0, y0 + 16);
-  cts_out_xml_text(o, v->title);
-  cts_out_str(o, "</text>\n");
-  const int top = y0 + 28, base = top + height;
-  cts_out_printf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", x0, base,
-                 x0 + width, base);
-  for (int pct = 0; pct <= 100; pct += 25)
-    cts_out_printf(o,
-                   "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%d%%</text>"
-                   "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n",
-                   x0 - 4, base - height * pct / 100 + 3, pct, x0, base - height * pct / 100,
-                   x0 + width, base - height * pct / 100);
-  cts_hist_pow2_t bins;
-  cts_hist_pow2(v->h, &bins);
-  if (bins.lo > bins.hi) return;
-  const int n = bins.hi - bins.lo + 1;
-  const double slot = (double)width / n;
-  for (int i = bins.lo; i <= bins.hi; i++) {
-    const double x = x0 + (i - bins.lo) * slot;
-    const double fb = (double)bins.blocks[i] / (double)v->h->total_blocks;
-    const double fs =
-        v->h->total_samples ? (double)bins.samples[i] / (double)v->h->total_samples : 0.0;
-    const double bw = slot * 0.4;
-    cts_out_printf(o,
-                   "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#4878cf\">"
-                   "<title>%.1f%% of blocks</title></rect>\n",
-                   x + slot * 0.1, base - fb * height, bw, fb * height, 100 * fb);
-    cts_out_printf(o,
-                   "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e8833a\">"
-                   "<title>%.1f%% of bytes</title></rect>\n",
-                   x + slot * 0.5, base - fs * height, bw, fs * height, 100 * fs);
-    char label[32];
-    human_unit((double)cts_hist_pow2_low(i) * v->scale, v->unit, label, sizeof label);
-    cts_out_printf(o,
-                   "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
-                   "transform=\"rotate(-45 %.1f %d)\">%s</text>\n",
-                   x + slot * 0.5, base + 12, x + slot * 0.5, base + 12, label);
-  }
-}
-
-typedef struct views_ref {
-  const view_t *views;
-  size_t n;
-} views_ref_t;
-
-static int write_svg(const char *path, const void *ctx) {
-  const view_t *views = ((const views_ref_t *)ctx)->views;
-  const size_t nviews = ((const views_ref_t *)ctx)->n;
-  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return -errno;
-  static cts_out_t o;
-  cts_out_init(&o, fd);
-  const int panel = 250, h = 40 + panel * (int)nviews;
-  cts_out_printf(&o,
-                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%d\" "
-                 "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
-                 "fill=\"white\"/>\n"
-                 "<rect x=\"600\" y=\"8\" width=\"10\" height=\"10\" fill=\"#4878cf\"/>"
-                 "<text x=\"614\" y=\"17\" font-size=\"11\">%% of sampled blocks</text>\n"
-                 "<rect x=\"740\" y=\"8\" width=\"10\" height=\"10\" fill=\"#e8833a\"/>"
-                 "<text x=\"754\" y=\"17\" font-size=\"11\">%% of estimated bytes</text>\n",
-                 h);
-  for (size_t i = 0; i < nviews; i++) svg_panel(&o, &views[i], 24 + panel * (int)i);
-  cts_out_str(&o, "</svg>\n");
-  int e = cts_out_flush(&o);
-  if (close(fd) != 0 && !e) e = -errno;
-  return e;
-}
-
 int cmd_stats(int argc, char **argv) {
   static const struct option longopts[] = {
       {"bars", no_argument, NULL, 'b'},      {"no-bars", no_argument, NULL, 'N'},
@@ -407,8 +336,13 @@ int cmd_stats(int argc, char **argv) {
   }
   code = cli_finish_output(&out, code);
   if (opts.svg || opts.png) {
-    const views_ref_t ref = {views, CTS_ARRAY_SIZE(views)};
-    const int e = cli_write_svg_and_png(opts.svg, opts.png, write_svg, &ref);
+    cli_hist_panel_t panels[CTS_ARRAY_SIZE(views)];
+    for (size_t i = 0; i < CTS_ARRAY_SIZE(views); i++)
+      panels[i] = (cli_hist_panel_t){views[i].h, views[i].title, views[i].scale, &views[i].unit};
+    const cli_hist_svg_t svg = {
+        panels,  CTS_ARRAY_SIZE(panels), "% of sampled blocks", "% of estimated bytes", "blocks",
+        "bytes", format_in_unit};
+    const int e = cli_write_svg_and_png(opts.svg, opts.png, cli_write_hist_svg, &svg);
     if (e && code < e) code = e;
   }
   cli_trace_free(&t);

@@ -23,6 +23,7 @@
 #include "../analysis/hist.h"
 #include "../analysis/u64map.h"
 #include "cli.h"
+#include "hist_views.h"
 #include "load.h"
 
 #define NONE CTS_TASKS_NONE
@@ -363,79 +364,6 @@ static void json_hist(cts_out_t *o, const cts_hist_t *h, bool with_bins) {
   cts_out_str(o, "}");
 }
 
-/* One panel per histogram: % of tasks (blue) and % of time (orange) per power-of-two bin,
- * like the memtrace histograms of `stats --svg`. */
-typedef struct svg_panels {
-  const cts_hist_t *const *h;
-  const char *const *titles;
-  size_t n;
-} svg_panels_t;
-
-static int write_svg(const char *path, const void *ctx) {
-  const svg_panels_t *panels = ctx;
-  const cts_hist_t *const *h = panels->h;
-  const char *const *titles = panels->titles;
-  const size_t n = panels->n;
-  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return -errno;
-  static cts_out_t o;
-  cts_out_init(&o, fd);
-  const int panel = 250, x0 = 60, width = 820, height = 160;
-  cts_out_printf(&o,
-                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%d\" "
-                 "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
-                 "fill=\"white\"/>\n"
-                 "<rect x=\"600\" y=\"8\" width=\"10\" height=\"10\" fill=\"#4878cf\"/>"
-                 "<text x=\"614\" y=\"17\" font-size=\"11\">%% of tasks</text>\n"
-                 "<rect x=\"740\" y=\"8\" width=\"10\" height=\"10\" fill=\"#e8833a\"/>"
-                 "<text x=\"754\" y=\"17\" font-size=\"11\">%% of time</text>\n",
-                 40 + panel * (int)n);
-  for (size_t p = 0; p < n; p++) {
-    const int y0 = 24 + panel * (int)p, top = y0 + 28, base = top + height;
-    cts_out_printf(&o, "<text x=\"%d\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">", x0,
-                   y0 + 16);
-    cts_out_xml_text(&o, titles[p]);
-    cts_out_str(&o, "</text>\n");
-    cts_out_printf(&o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", x0,
-                   base, x0 + width, base);
-    for (int pct = 0; pct <= 100; pct += 25)
-      cts_out_printf(&o,
-                     "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%d%%</text>"
-                     "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n",
-                     x0 - 4, base - height * pct / 100 + 3, pct, x0, base - height * pct / 100,
-                     x0 + width, base - height * pct / 100);
-    cts_hist_pow2_t bins;
-    cts_hist_pow2(h[p], &bins);
-    if (bins.lo > bins.hi) continue;
-    const double slot = (double)width / (bins.hi - bins.lo + 1);
-    for (int i = bins.lo; i <= bins.hi; i++) {
-      const double x = x0 + (i - bins.lo) * slot;
-      const double fb = (double)bins.blocks[i] / (double)h[p]->total_blocks;
-      const double fs =
-          h[p]->total_samples ? (double)bins.samples[i] / (double)h[p]->total_samples : 0.0;
-      cts_out_printf(&o,
-                     "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                     "fill=\"#4878cf\"><title>%.1f%% of tasks</title></rect>\n",
-                     x + slot * 0.1, base - fb * height, slot * 0.4, fb * height, 100 * fb);
-      cts_out_printf(&o,
-                     "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                     "fill=\"#e8833a\"><title>%.1f%% of time</title></rect>\n",
-                     x + slot * 0.5, base - fs * height, slot * 0.4, fs * height, 100 * fs);
-      char label[32];
-      cli_human_ns((double)cts_hist_pow2_low(i), label, sizeof label);
-      cts_out_printf(&o,
-                     "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
-                     "transform=\"rotate(-45 %.1f %d)\">%s</text>\n",
-                     x + slot * 0.5, base + 12, x + slot * 0.5, base + 12, label);
-    }
-  }
-  cts_out_str(&o, "</svg>\n");
-  int e = cts_out_flush(&o);
-  if (close(fd) != 0 && !e) e = -errno;
-  return e;
-}
-
 int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   cli_tasks_t t;
   int code = load(&t, path, opts->quiet, false);
@@ -575,20 +503,20 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   }
   code = cli_finish_output(&out, code);
   if (opts->svg || opts->png) {
-    const cts_hist_t *hs[NTYPES + 1];
-    const char *titles[NTYPES + 1];
+    /* One panel per histogram: % of tasks and % of time per power-of-two bin, like the
+     * memtrace histograms of `stats --svg`. */
+    cli_hist_panel_t panels[NTYPES + 1];
     static char title_buf[NTYPES][64];
     size_t n = 0;
-    hs[n] = &s->all;
-    titles[n++] = "Task durations, created -> resolved (all types)";
+    panels[n++] =
+        (cli_hist_panel_t){&s->all, "Task durations, created -> resolved (all types)", 1.0, NULL};
     for (unsigned i = 0; i < NTYPES; i++) {
       if (!s->types[i].dur.total_blocks) continue;
       snprintf(title_buf[i], sizeof title_buf[i], "%s tasks, created -> resolved", slot_name(i));
-      hs[n] = &s->types[i].dur;
-      titles[n++] = title_buf[i];
+      panels[n++] = (cli_hist_panel_t){&s->types[i].dur, title_buf[i], 1.0, NULL};
     }
-    const svg_panels_t panels = {hs, titles, n};
-    const int img = cli_write_svg_and_png(opts->svg, opts->png, write_svg, &panels);
+    const cli_hist_svg_t svg = {panels, n, "% of tasks", "% of time", "tasks", "time", format_ns};
+    const int img = cli_write_svg_and_png(opts->svg, opts->png, cli_write_hist_svg, &svg);
     if (img && code < img) code = img;
   }
   free(s);

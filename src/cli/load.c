@@ -284,26 +284,6 @@ const char *cli_human_ns(double ns, char *buf, size_t size) {
   return buf;
 }
 
-const double cli_quantiles[CLI_NQUANTILES] = {0.5, 0.9, 0.99, 1.0};
-const char *const cli_quantile_names[CLI_NQUANTILES] = {"p50", "p90", "p99", "max"};
-
-void cli_print_quantile_lines(cts_out_t *o, const cts_hist_t *h, const char *by_count,
-                              const char *by_weight, double scale, cli_value_fmt fmt,
-                              const void *ctx) {
-  char a[32];
-  for (int weighted = 0; weighted < 2; weighted++) {
-    cts_out_printf(o, "  %-9s", weighted ? by_weight : by_count);
-    for (unsigned q = 0; q < CLI_NQUANTILES; q++)
-      cts_out_printf(
-          o, "  %s %s", cli_quantile_names[q],
-          fmt((double)cts_hist_quantile(h, cli_quantiles[q], weighted) * scale, ctx, a, sizeof a));
-    if (!weighted)
-      cts_out_printf(o, "  mean %s",
-                     fmt(h->sum_by_blocks / (double)h->total_blocks * scale, ctx, a, sizeof a));
-    cts_out_char(o, '\n');
-  }
-}
-
 static int on_info(void *ud, const cts_mt_info_t *info) {
   cli_trace_t *t = ud;
   cts_mtprof_set_info(&t->prof, info);

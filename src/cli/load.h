@@ -61,19 +61,6 @@ double cli_tasks_duration_s(const cli_tasks_t *t);
 /* "850 ns", "12.3 us", "4.56 ms", "1.23 s". */
 const char *cli_human_ns(double ns, char *buf, size_t size);
 
-/* The quantiles the statistics show (median, 90th, 99th percentile, maximum) and their
- * names. */
-#define CLI_NQUANTILES 4
-extern const double cli_quantiles[CLI_NQUANTILES];
-extern const char *const cli_quantile_names[CLI_NQUANTILES];
-/* Formats a histogram value (in display units) into buf, for cli_print_quantile_lines. */
-typedef const char *(*cli_value_fmt)(double v, const void *ctx, char *buf, size_t size);
-/* A histogram's two quantile lines, "  <by_count>  p50 V  p90 V  p99 V  max V  mean V"
- * (entries counted) and "  <by_weight>  p50 V ..." (weighted), values times scale. */
-void cli_print_quantile_lines(cts_out_t *o, const cts_hist_t *h, const char *by_count,
-                              const char *by_weight, double scale, cli_value_fmt fmt,
-                              const void *ctx);
-
 /* Called for every event after the profile took it in (for an allocation,
  * t->prof.last_node is its stack node). Returns 0 or an error that stops reading. */
 typedef struct cli_trace cli_trace_t;
