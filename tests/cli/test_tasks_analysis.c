@@ -270,7 +270,6 @@ CTS_TEST(export_matches_truth) {
   run_result_free(&r);
 }
 
-/* What is neither kind of trace gets a message saying what it is. */
 /* A task trace on standard input, piped (copied into a temporary file: the reader reads
  * at offsets) and redirected from a file: the same figures as from the file itself. */
 CTS_TEST(task_traces_from_standard_input) {
@@ -297,6 +296,7 @@ CTS_TEST(task_traces_from_standard_input) {
     }
 }
 
+/* What is neither kind of trace gets a message saying what it is. */
 CTS_TEST(non_traces_are_named) {
   CTS_ASSERT(setup());
   char meta[400];
