@@ -45,8 +45,8 @@ static int write_file(void *user_data, const void *buf, size_t len) {
   return fwrite(buf, 1, len, user_data) == len ? 0 : CTS_E_IO;
 }
 
-/* ~400 KiB writer state + 256 remembered frames, 8-byte aligned, no malloc. */
-static uint64_t writer_memory[(CTS_MT_WRITER_MIN_SIZE + 256 * 8) / 8];
+/* ~450 KiB writer state + 256 remembered frames, 8-byte aligned, no malloc. */
+static uint64_t writer_memory[(CTS_MT_WRITER_MIN_SIZE + 256 * 10) / 8];
 
 int main(int argc, char **argv) {
   if (argc != 2) {

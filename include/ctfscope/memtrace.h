@@ -30,7 +30,7 @@
  *
  * Writing, with no OS at all:
  * @code
- *   static uint8_t mem[CTS_MT_WRITER_MIN_SIZE + 4096 * 8];   // or cts_mt_writer_size(&cfg)
+ *   static uint8_t mem[CTS_MT_WRITER_MIN_SIZE + 4096 * 10];   // or cts_mt_writer_size(&cfg)
  *   cts_mt_writer_config_t cfg;
  *   cts_mt_writer_config_init(&cfg);
  *   cfg.sample_rate = 1e-4;
@@ -258,6 +258,23 @@ CTS_API const char *cts_mt_reader_error_message(const cts_mt_reader_t *reader);
 typedef size_t (*cts_mt_resolve_cb)(void *user_data, uint64_t code, cts_mt_location_t *out,
                                     size_t max);
 
+/** Backtrace encodings of the writer. */
+typedef enum cts_mt_encoding {
+  /**
+   * Memtrace's own bucket choices (default): re-writing a memtrace trace reproduces its
+   * bytes exactly.
+   */
+  CTS_MT_ENCODING_MEMTRACE = 0,
+  /**
+   * Smaller traces when the same backtraces recur: a backtrace seen a few times gets its
+   * own chain of cache buckets, so that later allocations from it cost one codeword
+   * instead of one per place where it parts from other backtraces, and a location is sent
+   * once rather than each time its code re-enters the cache. Falls back to memtrace's
+   * choices where they are cheaper (deep recursion, backtraces seen once).
+   */
+  CTS_MT_ENCODING_COMPACT = 1,
+} cts_mt_encoding_t;
+
 /** Writer options. Initialise with cts_mt_writer_config_init(); new fields go at the end. */
 typedef struct cts_mt_writer_config {
   uint32_t struct_size;
@@ -278,7 +295,7 @@ typedef struct cts_mt_writer_config {
   uint64_t start_time_us;
   /**
    * How much of the previous backtrace the writer remembers to find common prefixes
-   * (default 4096 frames; memory: 8 bytes a frame). Longer backtraces are still written
+   * (default 4096 frames; memory: 10 bytes a frame). Longer backtraces are still written
    * whole; they only compress less.
    */
   uint32_t max_backtrace_frames;
@@ -288,17 +305,22 @@ typedef struct cts_mt_writer_config {
   void *clock_user_data;
   cts_mt_resolve_cb resolve; /**< NULL: every code is sent with no locations */
   void *resolve_user_data;
+  /**
+   * How backtraces are encoded. Every memtrace reader decodes both the same way; only the
+   * writer's choice of cache buckets differs (docs/formats/memtrace.md §8.5).
+   */
+  cts_mt_encoding_t encoding;
 } cts_mt_writer_config_t;
 
 typedef struct cts_mt_writer cts_mt_writer_t;
 
 /** Minimum writer memory, excluding the remembered backtrace. */
-#define CTS_MT_WRITER_MIN_SIZE (400u * 1024u)
+#define CTS_MT_WRITER_MIN_SIZE (448u * 1024u)
 
 /** Fills @p cfg with defaults. */
 CTS_API void cts_mt_writer_config_init(cts_mt_writer_config_t *cfg);
 
-/** Bytes of memory cts_mt_writer_init() needs for @p cfg (about 360 KiB + 8 × frames). */
+/** Bytes of memory cts_mt_writer_init() needs for @p cfg (about 430 KiB + 10 × frames). */
 CTS_API size_t cts_mt_writer_size(const cts_mt_writer_config_t *cfg);
 
 /**

@@ -18,8 +18,10 @@ size_t cts_transcode_resolve(void *reader, uint64_t code, cts_mt_location_t *out
 }
 
 void cts_transcode_config(cts_mt_writer_config_t *cfg, const cts_mt_info_t *in,
-                          uint16_t out_version, cts_mt_reader_t *reader) {
+                          uint16_t out_version, cts_mt_encoding_t encoding,
+                          cts_mt_reader_t *reader) {
   cts_mt_writer_config_init(cfg);
+  cfg->encoding = encoding;
   cfg->version = out_version ? out_version : (in->version >= 2 ? in->version : 2);
   cfg->sample_rate = in->sample_rate;
   cfg->word_size = in->word_size;
@@ -37,7 +39,7 @@ void cts_transcode_config(cts_mt_writer_config_t *cfg, const cts_mt_info_t *in,
 static int on_info(void *ud, const cts_mt_info_t *in) {
   cts_transcode_t *t = ud;
   cts_mt_writer_config_t cfg;
-  cts_transcode_config(&cfg, in, t->version, t->reader);
+  cts_transcode_config(&cfg, in, t->version, t->encoding, t->reader);
   cfg.write = t->write;
   cfg.write_user_data = t->write_user_data;
   const size_t size = cts_mt_writer_size(&cfg);
@@ -64,11 +66,12 @@ static int on_event(void *ud, const cts_mt_event_t *ev) {
   return e;
 }
 
-int cts_transcode_init(cts_transcode_t *t, uint16_t out_version, cts_write_cb write,
-                       void *write_user_data) {
+int cts_transcode_init(cts_transcode_t *t, uint16_t out_version, cts_mt_encoding_t encoding,
+                       cts_write_cb write, void *write_user_data) {
   memset(t, 0, sizeof *t);
   if (out_version != 0 && out_version != 2 && out_version != 3) return CTS_E_INVAL;
   t->version = out_version;
+  t->encoding = encoding;
   t->write = write;
   t->write_user_data = write_user_data;
   cts_mt_reader_config_t cfg;

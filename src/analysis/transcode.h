@@ -13,6 +13,7 @@ typedef struct cts_transcode {
   cts_mt_writer_t *writer;
   void *writer_mem;
   uint16_t version;
+  cts_mt_encoding_t encoding;
   cts_write_cb write;
   void *write_user_data;
   int err; /* first writer error (the reader's are returned by feed/finish) */
@@ -25,14 +26,17 @@ typedef struct cts_transcode {
 size_t cts_transcode_resolve(void *reader, uint64_t code, cts_mt_location_t *out, size_t max);
 
 /* A writer configuration that re-creates the trace described by `in` (same info, pid,
- * start time; version 2 for v1 sources unless out_version says otherwise) and resolves
- * its locations through `reader`. The caller sets write/write_user_data. */
+ * start time; version 2 for v1 sources unless out_version says otherwise) with the given
+ * backtrace encoding and resolves its locations through `reader`. The caller sets
+ * write/write_user_data. */
 void cts_transcode_config(cts_mt_writer_config_t *cfg, const cts_mt_info_t *in,
-                          uint16_t out_version, cts_mt_reader_t *reader);
+                          uint16_t out_version, cts_mt_encoding_t encoding,
+                          cts_mt_reader_t *reader);
 
-/* out_version 0 keeps the source's version (v1 sources are written as v2). */
-int cts_transcode_init(cts_transcode_t *t, uint16_t out_version, cts_write_cb write,
-                       void *write_user_data);
+/* out_version 0 keeps the source's version (v1 sources are written as v2). With
+ * CTS_MT_ENCODING_MEMTRACE, a memtrace trace is re-written byte for byte. */
+int cts_transcode_init(cts_transcode_t *t, uint16_t out_version, cts_mt_encoding_t encoding,
+                       cts_write_cb write, void *write_user_data);
 int cts_transcode_feed(cts_transcode_t *t, const void *data, size_t len);
 /* Ends the input and closes the output trace. */
 int cts_transcode_finish(cts_transcode_t *t);

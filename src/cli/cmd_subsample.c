@@ -31,6 +31,9 @@ static const char subsample_help[] =
     "      --factor N      keep 1 sample in N on average (N >= 1)\n"
     "  -o, --output FILE   the trace to write (required)\n"
     "      --seed S        seed of the random choices (default 1)\n"
+    "      --encoding E    backtrace encoding: compact (default; smaller when backtraces\n"
+    "                      recur) or memtrace (memtrace's own bucket choices); every\n"
+    "                      memtrace reader reads both\n"
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -49,6 +52,9 @@ static const char filter_help[] =
     "Options:\n"
     "      --from S        first second kept (default: the start)\n"
     "      --to S          last second kept (default: the end)\n"
+    "      --encoding E    backtrace encoding: compact (default; smaller when backtraces\n"
+    "                      recur) or memtrace (memtrace's own bucket choices); every\n"
+    "                      memtrace reader reads both\n"
     "  -o, --output FILE   the trace to write (required)\n"
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
@@ -61,6 +67,7 @@ typedef struct rewrite {
   uint64_t seed;
   double from_s, to_s;
   bool is_filter;
+  cts_mt_encoding_t encoding;
   const char *output;
   bool quiet;
   /* state */
@@ -107,6 +114,15 @@ static int on_option(void *ctx, int opt, const char *arg) {
         return cli_usage_error("--to takes seconds >= 0, not '%s'", arg);
       o->to_s = v;
       break;
+    case 'E':
+      if (strcmp(arg, "compact") == 0) {
+        o->encoding = CTS_MT_ENCODING_COMPACT;
+      } else if (strcmp(arg, "memtrace") == 0) {
+        o->encoding = CTS_MT_ENCODING_MEMTRACE;
+      } else {
+        return cli_usage_error("--encoding takes compact or memtrace, not '%s'", arg);
+      }
+      break;
     case 'o':
       o->output = arg;
       break;
@@ -136,7 +152,7 @@ static uint64_t thin(rewrite_t *rw, uint64_t n) {
 static int on_info(void *ud, const cts_mt_info_t *in) {
   rewrite_t *rw = ud;
   cts_mt_writer_config_t cfg;
-  cts_transcode_config(&cfg, in, 0, rw->reader);
+  cts_transcode_config(&cfg, in, 0, rw->encoding, rw->reader);
   if (!rw->is_filter) cfg.sample_rate = in->sample_rate / rw->factor;
   cfg.write = cts_os_fd_write;
   cfg.write_user_data = (void *)(intptr_t)rw->fd;
@@ -268,13 +284,11 @@ static int rewrite_checked(rewrite_t *rw, const char *path) {
 
 int cmd_subsample(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"factor", required_argument, NULL, 'F'},
-      {"seed", required_argument, NULL, 'S'},
-      {"output", required_argument, NULL, 'o'},
-      {"quiet", no_argument, NULL, 'q'},
-      {0},
+      {"factor", required_argument, NULL, 'F'},   {"seed", required_argument, NULL, 'S'},
+      {"encoding", required_argument, NULL, 'E'}, {"output", required_argument, NULL, 'o'},
+      {"quiet", no_argument, NULL, 'q'},          {0},
   };
-  rewrite_t rw = {.factor = 0, .seed = 1};
+  rewrite_t rw = {.factor = 0, .seed = 1, .encoding = CTS_MT_ENCODING_COMPACT};
   int first;
   const int rc = cli_parse(argc, argv, "o:q", longopts, subsample_help, on_option, &rw, &first);
   if (rc >= 0) return rc;
@@ -286,13 +300,15 @@ int cmd_subsample(int argc, char **argv) {
 
 int cmd_filter(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"from", required_argument, NULL, 'f'},
-      {"to", required_argument, NULL, 't'},
-      {"output", required_argument, NULL, 'o'},
-      {"quiet", no_argument, NULL, 'q'},
-      {0},
+      {"from", required_argument, NULL, 'f'},     {"to", required_argument, NULL, 't'},
+      {"encoding", required_argument, NULL, 'E'}, {"output", required_argument, NULL, 'o'},
+      {"quiet", no_argument, NULL, 'q'},          {0},
   };
-  rewrite_t rw = {.is_filter = true, .factor = 1, .from_s = 0, .to_s = INFINITY};
+  rewrite_t rw = {.is_filter = true,
+                  .factor = 1,
+                  .from_s = 0,
+                  .to_s = INFINITY,
+                  .encoding = CTS_MT_ENCODING_COMPACT};
   int first;
   const int rc = cli_parse(argc, argv, "o:q", longopts, filter_help, on_option, &rw, &first);
   if (rc >= 0) return rc;

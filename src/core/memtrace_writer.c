@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* memtrace writer (docs/formats/memtrace.md §8.5, §10). It makes the same choices as the
- * OCaml writer — bucket selection, prediction runs, MTF tables, flush policy, verifier
- * sequence — so that re-writing a trace reproduces memtrace's bytes. Everything lives in
- * caller-provided memory; nothing here allocates. */
+/* memtrace writer (docs/formats/memtrace.md §8.5, §10). By default it makes the same
+ * choices as the OCaml writer — bucket selection, prediction runs, MTF tables, flush
+ * policy, verifier sequence — so that re-writing a trace reproduces memtrace's bytes. The
+ * compact encoding (CTS_MT_ENCODING_COMPACT) picks buckets differently; readers replay
+ * either the same way. Everything lives in caller-provided memory; nothing here allocates. */
 #include <ctfscope/memtrace.h>
 
 #include <string.h>
@@ -20,6 +21,19 @@
 #define PENDING_CAP     1024u
 #define INFO_STRING_MAX 8000u /* keeps the trace-info packet within 32 KiB */
 #define WRITER_MAGIC    0x4d54575255u
+
+/* Compact encoding (see put_chain_backtrace). */
+#define CHAIN_LEAF         0xFFFFu /* the successor of the innermost frame in a chain key */
+#define CHAIN_MAX_MISSING  64u     /* a backtrace's chain is built only this many frames at once */
+#define HOT_SIZE           4096u   /* backtraces whose uses are counted (direct-mapped) */
+#define HOT_USES_FOR_CHAIN 2u      /* a chain is built on a backtrace's third use */
+#define SENT_SIZE          4096u   /* codes whose location was sent (direct-mapped) */
+/* Literals written per allocation, averaged over about the last 64 (fixed point, 1 = 1024):
+ * above 1/8, the cache is under pressure and a chain built now would likely be evicted
+ * before it is used again. */
+#define LITERALS_AVG_SHIFT 6u
+#define LITERALS_ONE       1024u
+#define CHAIN_MAX_PRESSURE (LITERALS_ONE / 8u)
 
 /* Names in the MTF tables are kept as two independent 64-bit hashes: the writer must not
  * allocate, and the odds of two names colliding on 128 bits are negligible. */
@@ -64,6 +78,12 @@ struct cts_mt_writer {
   uint64_t cache[MT_CACHE_SIZE];
   uint64_t date[MT_CACHE_SIZE];
   uint16_t next[MT_CACHE_SIZE];
+  bool compact;
+  uint16_t *chain; /* compact: the bucket chosen for each frame of the suffix being written */
+  uint32_t hot[HOT_SIZE];   /* compact: 24-bit backtrace hash << 8 | uses (saturating) */
+  uint32_t literals_avg;    /* compact: see LITERALS_AVG_SHIFT */
+  uint32_t event_literals;  /* literals written by the current allocation */
+  uint64_t sent[SENT_SIZE]; /* compact: codes whose location is already in the trace */
   uint8_t packet[PACKET_SIZE];
   uint8_t locpacket[PACKET_SIZE];
 };
@@ -82,7 +102,8 @@ void cts_mt_writer_config_init(cts_mt_writer_config_t *cfg) {
 }
 
 size_t cts_mt_writer_size(const cts_mt_writer_config_t *cfg) {
-  return sizeof(struct cts_mt_writer) + (size_t)cfg->max_backtrace_frames * sizeof(uint64_t);
+  return sizeof(struct cts_mt_writer) +
+         (size_t)cfg->max_backtrace_frames * (sizeof(uint64_t) + sizeof(uint16_t));
 }
 
 uint64_t cts_mt_writer_next_id(const cts_mt_writer_t *w) {
@@ -368,6 +389,19 @@ static size_t put_hit(uint8_t *p, uint32_t bucket, unsigned k) {
   return 3;
 }
 
+/* A literal was written for `code`: its location event must precede the packet. Memtrace
+ * sends it again each time; the compact encoding skips codes it knows were sent (a code
+ * pushed out of the small table is only sent twice, which readers accept). */
+static void note_missed(cts_mt_writer_t *w, uint64_t code) {
+  w->event_literals++;
+  if (w->compact) {
+    uint64_t *const slot = &w->sent[(code * 0x9E3779B97F4A7C15ull) >> 52];
+    if (*slot == code) return;
+    *slot = code;
+  }
+  w->pending[w->npending++] = code;
+}
+
 /* Encodes bt[from..depth) at w->pos. Returns the number of codewords; *encoded receives
  * how many frames were written before the 4 KiB bound truncated the rest. */
 static uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth,
@@ -398,7 +432,7 @@ static uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t fro
       pos += 10;
       ncodes++;
       predictor = b;
-      w->pending[w->npending++] = c;
+      note_missed(w, c);
       i++;
       continue;
     }
@@ -430,6 +464,173 @@ static uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t fro
   return ncodes;
 }
 
+/* ---- compact encoding ------------------------------------------------------------------ */
+
+/* Memtrace keys a bucket by its code alone, so a frame reached from several places has one
+ * bucket whose prediction (next[]) names whichever callee came last: where backtraces part
+ * ways, predictions fail and each parting costs another codeword. The compact encoding
+ * keys a bucket by the code *and the bucket of the frame below it* (CHAIN_LEAF for the
+ * allocation point), so a bucket's next[] always names its own successor: a backtrace
+ * whose chain is in the cache is written as one hit on the first frame after the common
+ * prefix plus predictions (up to 255 a codeword), 2 or 3 bytes. Building a chain costs one
+ * 10-byte literal per frame, so it is done for backtraces seen a few times; others, and
+ * deep recursion (one bucket predicting itself in memtrace's scheme), keep memtrace's
+ * choices. The reader's state rules are unchanged: only which bucket is chosen differs. */
+
+static uint32_t chain_bucket(uint64_t code, uint32_t succ, uint64_t mul) {
+  const uint32_t b = (uint32_t)(((code ^ ((uint64_t)succ << 47)) * mul) >> 50);
+  return b ? b : 1; /* bucket 0 is every suffix's first predictor: never a chain link */
+}
+
+/* Chooses, innermost frame first, the bucket of each frame of bt[from..depth) into
+ * w->chain and returns how many of them do not hold their chain link yet. Reads only. */
+static size_t resolve_chain(const cts_mt_writer_t *w, const uint64_t *bt, size_t from,
+                            size_t depth) {
+  const uint64_t *const cache = w->cache, *const date = w->date;
+  const uint16_t *const next = w->next;
+  uint32_t succ = CHAIN_LEAF;
+  size_t missing = 0;
+  for (size_t i = depth; i-- > from;) {
+    const uint64_t c = bt[i];
+    const uint32_t g1 = chain_bucket(c, succ, 0x9E3779B97F4A7C15ull);
+    uint32_t b = g1;
+    if (cache[g1] != c || (succ != CHAIN_LEAF && next[g1] != succ)) {
+      const uint32_t g2 = chain_bucket(c, succ, 0xC2B2AE3D27D4EB4Full);
+      b = g2;
+      if (cache[g2] != c || (succ != CHAIN_LEAF && next[g2] != succ)) {
+        b = date[g1] < date[g2] ? g1 : g2;
+        missing++;
+      }
+    }
+    w->chain[i - from] = (uint16_t)b;
+    succ = b;
+  }
+  return missing;
+}
+
+/* Counts a use of the whole backtrace; true once it was seen HOT_USES_FOR_CHAIN times
+ * before (or a different backtrace with the same hash was: that only builds a chain). */
+static bool backtrace_is_hot(cts_mt_writer_t *w, const uint64_t *bt, size_t depth) {
+  uint64_t h = depth;
+  for (size_t i = 0; i < depth; i++) h = (h ^ bt[i]) * 0xff51afd7ed558ccdull;
+  h ^= h >> 29;
+  uint32_t *const slot = &w->hot[h & (HOT_SIZE - 1)];
+  const uint32_t tag = (uint32_t)(h >> 40) << 8;
+  if ((*slot & ~0xFFu) != tag) {
+    *slot = tag | 1u;
+    return false;
+  }
+  const uint32_t uses = *slot & 0xFFu;
+  if (uses < 0xFF) (*slot)++;
+  return uses >= HOT_USES_FOR_CHAIN;
+}
+
+/* put_backtrace with the buckets of w->chain: the same state machine (a hit when the
+ * bucket holds the frame's code, else a literal into it; predictions while next[] leads
+ * along the chain), so that the reader's replay matches whatever the cache holds. */
+static uint32_t put_chain_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t from,
+                                    size_t depth, uint64_t id, size_t *encoded) {
+  uint8_t *const buf = w->packet;
+  size_t pos = w->pos;
+  const size_t limit = pos + BACKTRACE_BYTES - CODEWORD_MAX;
+  uint64_t *const cache = w->cache, *const date = w->date;
+  uint16_t *const next = w->next;
+  const uint16_t *const chain = w->chain;
+  uint32_t predictor = 0, ncodes = 0;
+  size_t i = from;
+  while (i < depth && pos <= limit) {
+    const uint64_t c = bt[i];
+    const uint32_t b = chain[i - from];
+    date[b] = id;
+    next[predictor] = (uint16_t)b;
+    ncodes++;
+    predictor = b;
+    i++;
+    if (cache[b] != c) {
+      cache[b] = c;
+      mt_st16(buf + pos, (uint16_t)((b << 2) | 3));
+      mt_st64(buf + pos + 2, c);
+      pos += 10;
+      note_missed(w, c);
+      continue;
+    }
+    unsigned k = 0;
+    for (;;) {
+      if (i >= depth || pos + 2 > limit) {
+        pos += put_hit(buf + pos, b, k);
+        w->pos = pos;
+        *encoded = i - from;
+        return ncodes;
+      }
+      const uint32_t p = next[predictor];
+      if (p != chain[i - from] || cache[p] != bt[i] || k == 255) break;
+      date[p] = id; /* links are used through predictions: keep them from looking stale */
+      k++;
+      predictor = p;
+      i++;
+    }
+    pos += put_hit(buf + pos, b, k);
+  }
+  w->pos = pos;
+  *encoded = i - from;
+  return ncodes;
+}
+
+/* Bytes of codewords the chain encoding in w->chain would write for bt[from..depth). */
+static size_t chain_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth) {
+  const uint16_t *const chain = w->chain;
+  size_t bytes = 0, i = from;
+  while (i < depth) {
+    uint32_t b = chain[i - from];
+    if (w->cache[b] != bt[i++]) {
+      bytes += 10;
+      continue;
+    }
+    unsigned k = 0;
+    while (i < depth && k < 255 && w->next[b] == chain[i - from] &&
+           w->cache[chain[i - from]] == bt[i])
+      b = chain[i++ - from], k++;
+    bytes += k >= 2 ? 3 : 2;
+  }
+  return bytes;
+}
+
+/* Bytes of codewords memtrace's choices would write, estimated from the cache as it is
+ * (the updates the suffix itself would make are not simulated). */
+static size_t memtrace_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t from,
+                            size_t depth) {
+  const uint64_t *const cache = w->cache;
+  size_t bytes = 0, i = from;
+  while (i < depth) {
+    const uint64_t c = bt[i++];
+    uint32_t b = mt_hash1(c);
+    if (cache[b] != c && cache[b = mt_hash2(c)] != c) {
+      bytes += 10;
+      continue;
+    }
+    unsigned k = 0;
+    while (i < depth && k < 255 && cache[w->next[b]] == bt[i]) b = w->next[b], i++, k++;
+    bytes += k >= 2 ? 3 : 2;
+  }
+  return bytes;
+}
+
+/* The compact encoding's choice for one suffix. The chain when it is all in the cache (one
+ * codeword per 256 frames: nothing is cheaper) or costs less than memtrace's choices now;
+ * or, to build it, when memtrace's choices take more than one codeword (else a chain saves
+ * nothing), the backtrace recurs, little of it is missing and the cache is not under
+ * pressure. Memtrace's choices otherwise: their buckets serve every backtrace through a
+ * code, a chain's only one. */
+static bool use_chain(cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth) {
+  if (!w->compact || depth - from > w->prev_cap) return false;
+  const size_t missing = resolve_chain(w, bt, from, depth);
+  if (missing == 0) return true;
+  const size_t memtrace_bytes = memtrace_cost(w, bt, from, depth);
+  if (chain_cost(w, bt, from, depth) < memtrace_bytes) return true;
+  return memtrace_bytes > 3 && missing <= CHAIN_MAX_MISSING &&
+         w->literals_avg <= CHAIN_MAX_PRESSURE && backtrace_is_hot(w, bt, depth);
+}
+
 /* ---- public API -------------------------------------------------------------------------- */
 
 int cts_mt_writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
@@ -438,7 +639,8 @@ int cts_mt_writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
       ((uintptr_t)mem & 7u) != 0 || mem_size < cts_mt_writer_size(cfg) ||
       (cfg->version != 2 && cfg->version != 3) ||
       !(cfg->sample_rate > 0.0 && cfg->sample_rate <= 1.0) || cfg->word_size == 0 ||
-      (cfg->start_time_us == CTS_TIME_NOW && !cfg->clock))
+      (cfg->start_time_us == CTS_TIME_NOW && !cfg->clock) ||
+      (cfg->encoding != CTS_MT_ENCODING_MEMTRACE && cfg->encoding != CTS_MT_ENCODING_COMPACT))
     return CTS_E_INVAL;
   cts_mt_writer_t *w = mem;
   memset(w, 0, sizeof *w);
@@ -455,6 +657,8 @@ int cts_mt_writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
   w->resolve_user_data = cfg->resolve_user_data;
   w->prev = (uint64_t *)(w + 1);
   w->prev_cap = cfg->max_backtrace_frames;
+  w->compact = cfg->encoding == CTS_MT_ENCODING_COMPACT;
+  w->chain = (uint16_t *)(w->prev + w->prev_cap);
   w->chunk_end = MT_ID_CHUNK;
   w->next_verify_ix = MT_VERIFY_FIRST;
   const uint64_t start =
@@ -518,7 +722,12 @@ int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, u
   }
   w->pos = pos;
   size_t encoded;
-  const uint32_t ncodes = put_backtrace(w, backtrace, cp, depth, id, &encoded);
+  w->event_literals = 0;
+  const uint32_t ncodes = use_chain(w, backtrace, cp, depth)
+                              ? put_chain_backtrace(w, backtrace, cp, depth, id, &encoded)
+                              : put_backtrace(w, backtrace, cp, depth, id, &encoded);
+  w->literals_avg += (w->event_literals * LITERALS_ONE >> LITERALS_AVG_SHIFT) -
+                     (w->literals_avg >> LITERALS_AVG_SHIFT);
   if (short_form) {
     buf[count_pos] = (uint8_t)ncodes;
   } else {

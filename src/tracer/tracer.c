@@ -1255,7 +1255,8 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   wc.write = sink_write;
   wc.clock = T.clock;
   wc.clock_user_data = T.clock_user_data;
-  wc.resolve = resolve_code; /* loss markers are named even without libdw */
+  wc.resolve = resolve_code;             /* loss markers are named even without libdw */
+  wc.encoding = CTS_MT_ENCODING_COMPACT; /* smaller traces; every memtrace reader reads them */
   T.bytes_written = 0;
   const uint64_t start = T.clock(T.clock_user_data);
   wc.start_time_us = start;

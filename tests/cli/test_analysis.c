@@ -5,6 +5,7 @@
  * and the text outputs against golden files (tests/cli/golden/analysis; regenerate with
  * CTS_UPDATE_GOLDEN=1 after checking the differences by hand). */
 #include <math.h>
+#include <sys/stat.h>
 
 #include "../../src/analysis/hist.h"
 #include "../../src/common/compiler.h"
@@ -616,12 +617,47 @@ CTS_TEST(subsample_writes_valid_unbiased_traces) {
   CTS_ASSERT(setup());
   char out[400];
   snprintf(out, sizeof out, "%s/sub1.ctf", tmpdir);
-  /* Factor 1 keeps everything: the writer re-creates the trace byte for byte. */
-  char *one[] = {CTS_TEST_CTFSCOPE, "subsample", "-q", "--factor", "1", "-o", out, trace1, NULL};
+  /* Factor 1 keeps everything: with memtrace's encoding, the writer re-creates the trace
+   * byte for byte; with the compact one (the default), the same events in fewer bytes. */
+  char *one[] = {CTS_TEST_CTFSCOPE, "subsample", "-q", "--factor", "1", "--encoding",
+                 "memtrace",        "-o",        out,  trace1,     NULL};
   run_result_t r;
   CTS_ASSERT(run_cmd(one, NULL, 60, &r) && r.exit_code == 0);
   run_result_free(&r);
   CTS_ASSERT(files_equal(out, trace1));
+  char compact[400];
+  snprintf(compact, sizeof compact, "%s/sub1-compact.ctf", tmpdir);
+  char *one_compact[] = {CTS_TEST_CTFSCOPE, "subsample", "-q", "--factor", "1", "-o",
+                         compact,           trace1,      NULL};
+  CTS_ASSERT(run_cmd(one_compact, NULL, 60, &r) && r.exit_code == 0);
+  run_result_free(&r);
+  char *dump_orig[] = {CTS_TEST_CTFSCOPE, "dump", trace1, NULL};
+  char *dump_compact[] = {CTS_TEST_CTFSCOPE, "dump", compact, NULL};
+  run_result_t ro, rc;
+  CTS_ASSERT(run_cmd(dump_orig, NULL, 60, &ro) && ro.exit_code == 0);
+  CTS_ASSERT(run_cmd(dump_compact, NULL, 60, &rc) && rc.exit_code == 0);
+  /* Event lines start with a digit (the time); location and comment lines may differ. */
+  size_t events = 0;
+  const char *a = ro.out, *b = rc.out;
+  for (;;) {
+    while (*a && !(*a >= '0' && *a <= '9')) a = strchr(a, '\n') ? strchr(a, '\n') + 1 : "";
+    while (*b && !(*b >= '0' && *b <= '9')) b = strchr(b, '\n') ? strchr(b, '\n') + 1 : "";
+    if (!*a || !*b) break;
+    const size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+    CTS_ASSERT_MSG(la == lb && memcmp(a, b, la) == 0, "event %zu differs: %.*s / %.*s", events,
+                   (int)la, a, (int)lb, b);
+    events++;
+    a += la + (a[la] == '\n');
+    b += lb + (b[lb] == '\n');
+  }
+  CTS_ASSERT(!*a && !*b);
+  CTS_ASSERT_MSG(events > 200, "%zu events", events); /* the whole trace was compared */
+  run_result_free(&ro);
+  run_result_free(&rc);
+  struct stat st_orig, st_compact;
+  CTS_ASSERT(stat(trace1, &st_orig) == 0 && stat(compact, &st_compact) == 0);
+  CTS_ASSERT_MSG(st_compact.st_size <= st_orig.st_size, "compact copy: %lld bytes, original %lld",
+                 (long long)st_compact.st_size, (long long)st_orig.st_size);
   snprintf(out, sizeof out, "%s/sub4.ctf", tmpdir);
   char *four[] = {CTS_TEST_CTFSCOPE,
                   "subsample",
@@ -809,7 +845,7 @@ CTS_TEST(text_outputs_match_golden_files) {
 
 CTS_TEST(commands_reject_bad_usage) {
   CTS_ASSERT(setup());
-  static const char *const cases[][6] = {
+  static const char *const cases[][8] = {
       {"top", "--by", "module", NULL},
       {"top", "--sort", "size", NULL},
       {"top", "-n", "-1", NULL},
@@ -822,7 +858,9 @@ CTS_TEST(commands_reject_bad_usage) {
       {"top", "--tree", "--csv", NULL},
       {"diff", "--metric", "size", NULL},
       {"subsample", "--factor", "0.5", NULL},
+      {"subsample", "--factor", "2", "-o", "/dev/null", "--encoding", "zip", NULL},
       {"filter", "--from", "2", "--to", "1", NULL},
+      {"filter", "--encoding", "", "-o", "/dev/null", NULL},
   };
   for (size_t c = 0; c < CTS_ARRAY_SIZE(cases); c++) {
     char *argv[10] = {CTS_TEST_CTFSCOPE};

@@ -22,7 +22,7 @@ static void check_roundtrip_to(const char *name, uint16_t version, const char *e
     orig = src;
   }
   cts_transcode_t t;
-  CTS_ASSERT_EQ_INT(cts_transcode_init(&t, version, buf_write, &out), 0);
+  CTS_ASSERT_EQ_INT(cts_transcode_init(&t, version, CTS_MT_ENCODING_MEMTRACE, buf_write, &out), 0);
   int e = cts_transcode_feed(&t, src.data, src.len);
   if (!e) e = cts_transcode_finish(&t);
   const char *msg = cts_mt_reader_error_message(t.reader);

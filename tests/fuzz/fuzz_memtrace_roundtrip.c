@@ -8,12 +8,14 @@
  * collects and promotes of existing objects, time steps (including jumps of more than the
  * 30 s a packet may span, and steps backwards that the writer must clamp), explicit
  * flushes, invalid calls, and optionally a write error. The trace is written into memory,
- * read back, and the target aborts unless:
+ * read back, and the target aborts unless (for both backtrace encodings, memtrace's and the
+ * compact one):
  *  - every packet reaches the write callback whole, in one call, and within 32 KiB;
  *  - the trace info, every event (time, id, length, samples, source, backtrace) and every
  *    location definition read back equal what was written, after the format's clamping
  *    (line ≤ 0xFFFFF, start ≤ 0xFF, end ≤ 0x3FF) and memtrace's "<unknown>" sentinel for
  *    definitions too large to encode (memtrace.md §7.1);
+ *  - every code of a backtrace read back was defined by an earlier location event;
  *  - a backtrace comes back whole, or, when its codewords hit the 4 KiB bound (§8.5), as a
  *    prefix holding at least the frames that bound must let through;
  *  - invalid calls return CTS_E_INVAL, and a write error is returned by the call that
@@ -55,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MIN_FRAMES_BEFORE_CUT 400u
 #define WORST_LOCATION_BYTES  4096u /* §7.1: larger definitions become the sentinel */
 #define SIZED_PROFILE         0xE0u /* resolver profiles where the code sets the size */
+#define DEFINED_SLOTS         256u  /* > MAX_POOL: the set of defined codes never fills */
 
 typedef struct expected_event {
   cts_mt_event_kind_t kind;
@@ -92,12 +95,13 @@ typedef struct program {
   cts_mt_reader_t *reader;
   size_t next_event;
   uint64_t nlocations, noversize, ntruncated; /* what the program reached, for seed tuning */
+  uint64_t defined[DEFINED_SLOTS]; /* codes whose location event was read (open addressing) */
 } program_t;
 
 /* The writer's memory: 8-byte aligned, big enough for the largest configuration here.
  * It and the other large buffers are static, reused by every run: fresh pages for them
  * cost more than a run's actual work. */
-static uint64_t writer_memory[(CTS_MT_WRITER_MIN_SIZE + MAX_WRITER_FRAMES * 8u) / 8u];
+static uint64_t writer_memory[(CTS_MT_WRITER_MIN_SIZE + MAX_WRITER_FRAMES * 10u) / 8u];
 static uint64_t frame_store[MAX_TOTAL_FRAMES];
 static expected_event_t event_store[MAX_EVENTS];
 static uint8_t *trace_store;
@@ -240,6 +244,9 @@ static void configure(program_t *pg, fuzz_data_t *fd) {
   const uint8_t flags = fuzz_u8(fd);
   cfg->version = flags & 1 ? 3 : 2;
   cfg->domain = fuzz_u16(fd);
+  /* Half the inputs use the compact encoding; taken from a bit v2 ignores, so that the
+   * corpus decodes as before the encoding existed. */
+  cfg->encoding = cfg->domain & 0x8000 ? CTS_MT_ENCODING_COMPACT : CTS_MT_ENCODING_MEMTRACE;
   cfg->sample_rate = ((double)fuzz_u32(fd) + 1.0) / 4294967296.0;
   cfg->word_size = flags & 2 ? 32 : 64;
   cfg->pid = fuzz_u64(fd);
@@ -592,6 +599,12 @@ static uint32_t clamp(uint32_t v, uint32_t max) {
   return v > max ? max : v;
 }
 
+static uint64_t *defined_slot(program_t *pg, uint64_t code) {
+  size_t i = (size_t)((code * 0x9E3779B97F4A7C15ull) >> 56);
+  while (pg->defined[i] != 0 && pg->defined[i] != code) i = (i + 1) % DEFINED_SLOTS;
+  return &pg->defined[i];
+}
+
 static int on_location(void *user_data, uint64_t code, const cts_mt_location_t *locs, size_t n) {
   program_t *pg = user_data;
   static const cts_mt_location_t sentinel = {1, 1, 1, "<unknown>", "??"};
@@ -618,6 +631,7 @@ static int on_location(void *user_data, uint64_t code, const cts_mt_location_t *
     CHECK(same_name(locs[i].defname, want[i].defname));
   }
   pg->nlocations++;
+  *defined_slot(pg, code) = code;
   return 0;
 }
 
@@ -641,6 +655,8 @@ static int on_event(void *user_data, const cts_mt_event_t *ev) {
   CHECK(ev->backtrace_len <= x->depth);
   CHECK(ev->backtrace_len == 0 ||
         memcmp(ev->backtrace, want, ev->backtrace_len * sizeof *want) == 0);
+  for (size_t i = ev->common_prefix; i < ev->backtrace_len; i++)
+    CHECK(*defined_slot(pg, ev->backtrace[i]) == ev->backtrace[i]);
   if (ev->backtrace_len < x->depth) {
     /* Cut by the 4 KiB bound: only after its prefix and a good many frames. */
     CHECK(ev->common_prefix <= ev->backtrace_len);
