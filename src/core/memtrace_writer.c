@@ -23,11 +23,12 @@
 #define WRITER_MAGIC    0x4d54575255u
 
 /* Compact encoding (see put_chain_backtrace). */
-#define CHAIN_LEAF         0xFFFFu /* the successor of the innermost frame in a chain key */
-#define CHAIN_MAX_MISSING  64u     /* a backtrace's chain is built only this many frames at once */
-#define HOT_SIZE           4096u   /* backtraces whose uses are counted (direct-mapped) */
-#define HOT_USES_FOR_CHAIN 2u      /* a chain is built on a backtrace's third use */
-#define SENT_SIZE          4096u   /* codes whose location was sent (direct-mapped) */
+#define CHAIN_LEAF        0xFFFFu /* the successor of the innermost frame in a chain key */
+#define CHAIN_MAX_MISSING 64u     /* a backtrace's chain is built only this many frames at once */
+#define HOT_SIZE          4096u   /* backtraces whose uses are counted (direct-mapped) */
+#define CHAIN_USE_BYTES   3u      /* what a use of a built chain costs, at most */
+#define CHAIN_MIN_USES    2u      /* no chain for a backtrace seen less often before */
+#define SENT_SIZE         4096u   /* codes whose location was sent (direct-mapped) */
 /* Literals written per allocation, averaged over about the last 64 (fixed point, 1 = 1024):
  * above 1/8, the cache is under pressure and a chain built now would likely be evicted
  * before it is used again. */
@@ -508,9 +509,9 @@ static size_t resolve_chain(const cts_mt_writer_t *w, const uint64_t *bt, size_t
   return missing;
 }
 
-/* Counts a use of the whole backtrace; true once it was seen HOT_USES_FOR_CHAIN times
- * before (or a different backtrace with the same hash was: that only builds a chain). */
-static bool backtrace_is_hot(cts_mt_writer_t *w, const uint64_t *bt, size_t depth) {
+/* Counts a use of the whole backtrace; returns how many uses it had before (a different
+ * backtrace with the same hash shares the count: it can only make a chain built early). */
+static uint32_t count_use(cts_mt_writer_t *w, const uint64_t *bt, size_t depth) {
   uint64_t h = depth;
   for (size_t i = 0; i < depth; i++) h = (h ^ bt[i]) * 0xff51afd7ed558ccdull;
   h ^= h >> 29;
@@ -518,11 +519,11 @@ static bool backtrace_is_hot(cts_mt_writer_t *w, const uint64_t *bt, size_t dept
   const uint32_t tag = (uint32_t)(h >> 40) << 8;
   if ((*slot & ~0xFFu) != tag) {
     *slot = tag | 1u;
-    return false;
+    return 0;
   }
   const uint32_t uses = *slot & 0xFFu;
   if (uses < 0xFF) (*slot)++;
-  return uses >= HOT_USES_FOR_CHAIN;
+  return uses;
 }
 
 /* put_backtrace with the buckets of w->chain: the same state machine (a hit when the
@@ -616,19 +617,25 @@ static size_t memtrace_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t
 }
 
 /* The compact encoding's choice for one suffix. The chain when it is all in the cache (one
- * codeword per 256 frames: nothing is cheaper) or costs less than memtrace's choices now;
- * or, to build it, when memtrace's choices take more than one codeword (else a chain saves
- * nothing), the backtrace recurs, little of it is missing and the cache is not under
- * pressure. Memtrace's choices otherwise: their buckets serve every backtrace through a
- * code, a chain's only one. */
+ * codeword per 256 frames: nothing is cheaper) or costs less than memtrace's choices now.
+ * Building a chain costs bytes now (literals where memtrace would hit) and saves bytes at
+ * each later use (one codeword where memtrace's take several); it is built when the
+ * backtrace was seen at least twice before and as many more uses as it has had so far would
+ * repay it, little of it is missing, and the cache is not under pressure. Memtrace's choices
+ * otherwise: their buckets serve every backtrace through a code, a chain's only one. */
 static bool use_chain(cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth) {
   if (!w->compact || depth - from > w->prev_cap) return false;
   const size_t missing = resolve_chain(w, bt, from, depth);
   if (missing == 0) return true;
   const size_t memtrace_bytes = memtrace_cost(w, bt, from, depth);
-  if (chain_cost(w, bt, from, depth) < memtrace_bytes) return true;
-  return memtrace_bytes > 3 && missing <= CHAIN_MAX_MISSING &&
-         w->literals_avg <= CHAIN_MAX_PRESSURE && backtrace_is_hot(w, bt, depth);
+  const size_t chain_bytes = chain_cost(w, bt, from, depth);
+  if (chain_bytes < memtrace_bytes) return true;
+  if (memtrace_bytes <= CHAIN_USE_BYTES || missing > CHAIN_MAX_MISSING ||
+      w->literals_avg > CHAIN_MAX_PRESSURE)
+    return false;
+  const uint64_t uses = count_use(w, bt, depth);
+  return uses >= CHAIN_MIN_USES &&
+         chain_bytes - memtrace_bytes <= uses * (memtrace_bytes - CHAIN_USE_BYTES);
 }
 
 /* ---- public API -------------------------------------------------------------------------- */
