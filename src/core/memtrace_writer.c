@@ -22,7 +22,7 @@
 #define INFO_STRING_MAX 8000u /* keeps the trace-info packet within 32 KiB */
 #define WRITER_MAGIC    0x4d54575255u
 
-/* Compact encoding (see put_chain_backtrace). */
+/* Compact encoding (see resolve_chain and use_chain). */
 #define CHAIN_LEAF        0xFFFFu /* the successor of the innermost frame in a chain key */
 #define CHAIN_MAX_MISSING 64u     /* a backtrace's chain is built only this many frames at once */
 #define HOT_SIZE          4096u   /* backtraces whose uses are counted (direct-mapped) */
@@ -403,10 +403,22 @@ static void note_missed(cts_mt_writer_t *w, uint64_t code) {
   w->pending[w->npending++] = code;
 }
 
-/* Encodes bt[from..depth) at w->pos. Returns the number of codewords; *encoded receives
- * how many frames were written before the 4 KiB bound truncated the rest. */
+/* Memtrace's bucket for code c (§8.5): the one of its two that holds it, else the older. */
+static uint32_t memtrace_bucket(const uint64_t *cache, const uint64_t *date, uint64_t c) {
+  const uint32_t h1 = mt_hash1(c), h2 = mt_hash2(c);
+  if (cache[h1] == c) return h1;
+  if (cache[h2] == c) return h2;
+  return date[h1] < date[h2] ? h1 : h2;
+}
+
+/* Encodes bt[from..depth) at w->pos with memtrace's buckets, or (chain != NULL) with the
+ * bucket chain[i - from] for frame i: a hit when the bucket holds the frame's code, else a
+ * literal into it; then predictions while next[] guesses right (and, on a chain, leads
+ * along it). The reader replays either whatever the cache holds. Returns the number of
+ * codewords; *encoded receives how many frames were written before the 4 KiB bound
+ * truncated the rest. */
 static uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth,
-                              uint64_t id, size_t *encoded) {
+                              uint64_t id, const uint16_t *chain, size_t *encoded) {
   uint8_t *const buf = w->packet;
   size_t pos = w->pos;
   const size_t limit = pos + BACKTRACE_BYTES - CODEWORD_MAX;
@@ -417,48 +429,37 @@ static uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t fro
   while (i < depth && pos <= limit) {
     /* NO-PREDICTION */
     const uint64_t c = bt[i];
-    const uint32_t h1 = mt_hash1(c), h2 = mt_hash2(c);
-    uint32_t b;
-    if (cache[h1] == c) {
-      b = h1;
-    } else if (cache[h2] == c) {
-      b = h2;
-    } else {
-      b = date[h1] < date[h2] ? h1 : h2;
-      cache[b] = c;
-      date[b] = id;
-      next[predictor] = (uint16_t)b;
-      mt_st16(buf + pos, (uint16_t)((b << 2) | 3));
-      mt_st64(buf + pos + 2, c);
-      pos += 10;
-      ncodes++;
-      predictor = b;
-      note_missed(w, c);
-      i++;
-      continue;
-    }
+    const uint32_t b = chain ? chain[i - from] : memtrace_bucket(cache, date, c);
     date[b] = id;
     next[predictor] = (uint16_t)b;
     ncodes++;
-    const uint32_t orig = b;
     predictor = b;
-    unsigned k = 0;
     i++;
-    /* PREDICTING: follow next[] while it guesses right. */
+    if (cache[b] != c) {
+      cache[b] = c;
+      mt_st16(buf + pos, (uint16_t)((b << 2) | 3));
+      mt_st64(buf + pos + 2, c);
+      pos += 10;
+      note_missed(w, c);
+      continue;
+    }
+    /* PREDICTING */
+    unsigned k = 0;
     for (;;) {
       if (i >= depth || pos + 2 > limit) {
-        pos += put_hit(buf + pos, orig, k);
+        pos += put_hit(buf + pos, b, k);
         w->pos = pos;
         *encoded = i - from;
         return ncodes;
       }
       const uint32_t p = next[predictor];
-      if (cache[p] != bt[i] || k == 255) break;
+      if (cache[p] != bt[i] || k == 255 || (chain && p != chain[i - from])) break;
+      if (chain) date[p] = id; /* chain links are used through predictions: not stale */
       k++;
       predictor = p;
       i++;
     }
-    pos += put_hit(buf + pos, orig, k);
+    pos += put_hit(buf + pos, b, k);
   }
   w->pos = pos;
   *encoded = i - from;
@@ -526,57 +527,6 @@ static uint32_t count_use(cts_mt_writer_t *w, const uint64_t *bt, size_t depth) 
   return uses;
 }
 
-/* put_backtrace with the buckets of w->chain: the same state machine (a hit when the
- * bucket holds the frame's code, else a literal into it; predictions while next[] leads
- * along the chain), so that the reader's replay matches whatever the cache holds. */
-static uint32_t put_chain_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t from,
-                                    size_t depth, uint64_t id, size_t *encoded) {
-  uint8_t *const buf = w->packet;
-  size_t pos = w->pos;
-  const size_t limit = pos + BACKTRACE_BYTES - CODEWORD_MAX;
-  uint64_t *const cache = w->cache, *const date = w->date;
-  uint16_t *const next = w->next;
-  const uint16_t *const chain = w->chain;
-  uint32_t predictor = 0, ncodes = 0;
-  size_t i = from;
-  while (i < depth && pos <= limit) {
-    const uint64_t c = bt[i];
-    const uint32_t b = chain[i - from];
-    date[b] = id;
-    next[predictor] = (uint16_t)b;
-    ncodes++;
-    predictor = b;
-    i++;
-    if (cache[b] != c) {
-      cache[b] = c;
-      mt_st16(buf + pos, (uint16_t)((b << 2) | 3));
-      mt_st64(buf + pos + 2, c);
-      pos += 10;
-      note_missed(w, c);
-      continue;
-    }
-    unsigned k = 0;
-    for (;;) {
-      if (i >= depth || pos + 2 > limit) {
-        pos += put_hit(buf + pos, b, k);
-        w->pos = pos;
-        *encoded = i - from;
-        return ncodes;
-      }
-      const uint32_t p = next[predictor];
-      if (p != chain[i - from] || cache[p] != bt[i] || k == 255) break;
-      date[p] = id; /* links are used through predictions: keep them from looking stale */
-      k++;
-      predictor = p;
-      i++;
-    }
-    pos += put_hit(buf + pos, b, k);
-  }
-  w->pos = pos;
-  *encoded = i - from;
-  return ncodes;
-}
-
 /* Bytes of codewords the chain encoding in w->chain would write for bt[from..depth). */
 static size_t chain_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth) {
   const uint16_t *const chain = w->chain;
@@ -604,8 +554,8 @@ static size_t memtrace_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t
   size_t bytes = 0, i = from;
   while (i < depth) {
     const uint64_t c = bt[i++];
-    uint32_t b = mt_hash1(c);
-    if (cache[b] != c && cache[b = mt_hash2(c)] != c) {
+    uint32_t b = memtrace_bucket(cache, w->date, c);
+    if (cache[b] != c) {
       bytes += 10;
       continue;
     }
@@ -730,9 +680,8 @@ int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, u
   w->pos = pos;
   size_t encoded;
   w->event_literals = 0;
-  const uint32_t ncodes = use_chain(w, backtrace, cp, depth)
-                              ? put_chain_backtrace(w, backtrace, cp, depth, id, &encoded)
-                              : put_backtrace(w, backtrace, cp, depth, id, &encoded);
+  const uint32_t ncodes = put_backtrace(
+      w, backtrace, cp, depth, id, use_chain(w, backtrace, cp, depth) ? w->chain : NULL, &encoded);
   w->literals_avg += (w->event_literals * LITERALS_ONE >> LITERALS_AVG_SHIFT) -
                      (w->literals_avg >> LITERALS_AVG_SHIFT);
   if (short_form) {
