@@ -484,23 +484,26 @@ static uint32_t chain_bucket(uint64_t code, uint32_t succ, uint64_t mul) {
   return b ? b : 1; /* bucket 0 is every suffix's first predictor: never a chain link */
 }
 
+/* Whether bucket g is the chain link of code c followed by bucket succ. */
+static bool holds_link(const cts_mt_writer_t *w, uint32_t g, uint64_t c, uint32_t succ) {
+  return w->cache[g] == c && (succ == CHAIN_LEAF || w->next[g] == succ);
+}
+
 /* Chooses, innermost frame first, the bucket of each frame of bt[from..depth) into
  * w->chain and returns how many of them do not hold their chain link yet. Reads only. */
 static size_t resolve_chain(const cts_mt_writer_t *w, const uint64_t *bt, size_t from,
                             size_t depth) {
-  const uint64_t *const cache = w->cache, *const date = w->date;
-  const uint16_t *const next = w->next;
   uint32_t succ = CHAIN_LEAF;
   size_t missing = 0;
   for (size_t i = depth; i-- > from;) {
     const uint64_t c = bt[i];
     const uint32_t g1 = chain_bucket(c, succ, 0x9E3779B97F4A7C15ull);
     uint32_t b = g1;
-    if (cache[g1] != c || (succ != CHAIN_LEAF && next[g1] != succ)) {
+    if (!holds_link(w, g1, c, succ)) {
       const uint32_t g2 = chain_bucket(c, succ, 0xC2B2AE3D27D4EB4Full);
       b = g2;
-      if (cache[g2] != c || (succ != CHAIN_LEAF && next[g2] != succ)) {
-        b = date[g1] < date[g2] ? g1 : g2;
+      if (!holds_link(w, g2, c, succ)) {
+        b = w->date[g1] < w->date[g2] ? g1 : g2;
         missing++;
       }
     }
@@ -527,40 +530,26 @@ static uint32_t count_use(cts_mt_writer_t *w, const uint64_t *bt, size_t depth) 
   return uses;
 }
 
-/* Bytes of codewords the chain encoding in w->chain would write for bt[from..depth). */
-static size_t chain_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth) {
-  const uint16_t *const chain = w->chain;
-  size_t bytes = 0, i = from;
-  while (i < depth) {
-    uint32_t b = chain[i - from];
-    if (w->cache[b] != bt[i++]) {
-      bytes += 10;
-      continue;
-    }
-    unsigned k = 0;
-    while (i < depth && k < 255 && w->next[b] == chain[i - from] &&
-           w->cache[chain[i - from]] == bt[i])
-      b = chain[i++ - from], k++;
-    bytes += k >= 2 ? 3 : 2;
-  }
-  return bytes;
-}
-
-/* Bytes of codewords memtrace's choices would write, estimated from the cache as it is
- * (the updates the suffix itself would make are not simulated). */
-static size_t memtrace_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t from,
-                            size_t depth) {
+/* Bytes of codewords put_backtrace would write for bt[from..depth) with the same `chain`,
+ * estimated from the cache as it is (the updates the suffix itself makes are not
+ * simulated: exact for a chain, close for memtrace's buckets). */
+static size_t backtrace_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t from,
+                             size_t depth, const uint16_t *chain) {
   const uint64_t *const cache = w->cache;
+  const uint16_t *const next = w->next;
   size_t bytes = 0, i = from;
   while (i < depth) {
-    const uint64_t c = bt[i++];
-    uint32_t b = memtrace_bucket(cache, w->date, c);
+    const uint64_t c = bt[i];
+    uint32_t b = chain ? chain[i - from] : memtrace_bucket(cache, w->date, c);
+    i++;
     if (cache[b] != c) {
       bytes += 10;
       continue;
     }
     unsigned k = 0;
-    while (i < depth && k < 255 && cache[w->next[b]] == bt[i]) b = w->next[b], i++, k++;
+    while (i < depth && k < 255 && cache[next[b]] == bt[i] &&
+           (!chain || next[b] == chain[i - from]))
+      b = next[b], i++, k++;
     bytes += k >= 2 ? 3 : 2;
   }
   return bytes;
@@ -577,8 +566,8 @@ static bool use_chain(cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_
   if (!w->compact || depth - from > w->prev_cap) return false;
   const size_t missing = resolve_chain(w, bt, from, depth);
   if (missing == 0) return true;
-  const size_t memtrace_bytes = memtrace_cost(w, bt, from, depth);
-  const size_t chain_bytes = chain_cost(w, bt, from, depth);
+  const size_t memtrace_bytes = backtrace_cost(w, bt, from, depth, NULL);
+  const size_t chain_bytes = backtrace_cost(w, bt, from, depth, w->chain);
   if (chain_bytes < memtrace_bytes) return true;
   if (memtrace_bytes <= CHAIN_USE_BYTES || missing > CHAIN_MAX_MISSING ||
       w->literals_avg > CHAIN_MAX_PRESSURE)
