@@ -416,9 +416,10 @@ static uint32_t memtrace_bucket(const uint64_t *cache, const uint64_t *date, uin
  * literal into it; then predictions while next[] guesses right (and, on a chain, leads
  * along it). The reader replays either whatever the cache holds. Returns the number of
  * codewords; *encoded receives how many frames were written before the 4 KiB bound
- * truncated the rest. */
-static uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth,
-                              uint64_t id, const uint16_t *chain, size_t *encoded) {
+ * truncated the rest. Inlined at each call, so that each encoding gets a loop of its own. */
+static CTS_FORCE_INLINE uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_t *bt, size_t from,
+                                               size_t depth, uint64_t id, const uint16_t *chain,
+                                               size_t *encoded) {
   uint8_t *const buf = w->packet;
   size_t pos = w->pos;
   const size_t limit = pos + BACKTRACE_BYTES - CODEWORD_MAX;
@@ -669,8 +670,9 @@ int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, u
   w->pos = pos;
   size_t encoded;
   w->event_literals = 0;
-  const uint32_t ncodes = put_backtrace(
-      w, backtrace, cp, depth, id, use_chain(w, backtrace, cp, depth) ? w->chain : NULL, &encoded);
+  const uint32_t ncodes = use_chain(w, backtrace, cp, depth)
+                              ? put_backtrace(w, backtrace, cp, depth, id, w->chain, &encoded)
+                              : put_backtrace(w, backtrace, cp, depth, id, NULL, &encoded);
   w->literals_avg += (w->event_literals * LITERALS_ONE >> LITERALS_AVG_SHIFT) -
                      (w->literals_avg >> LITERALS_AVG_SHIFT);
   if (short_form) {
