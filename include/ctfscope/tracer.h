@@ -114,15 +114,15 @@
  * Location codes are return addresses (innermost: the return address of the malloc
  * call). They are captured without malloc or locks. The default (CTS_TRACER_UNWIND_MIXED,
  * x86-64 with glibc 2.35 or later and libunwind) walks frame pointers through code built
- * with them, decided per module from its functions' prologues, and takes the frames
- * beyond (at the latest libc's start-up code) from libunwind, kept per thread with a copy
- * of the stack they depend on, so that they are reused while that stack is unchanged: the
- * same backtraces as libunwind's, at the cost of a frame-pointer walk when the program is
- * built with frame pointers. CTS_TRACER_UNWIND_FRAME_POINTER only walks (bounded by the
- * thread's stack, never faulting; frames of code built without frame pointers go
- * missing); CTS_TRACER_UNWIND_LIBUNWIND always uses libunwind's unw_backtrace. Codes are
- * resolved to file, line and function (with inlined frames, outermost first) with
- * elfutils libdw on the writer thread, when the writer first sends them.
+ * with them, decided per function from its prologue and its call frame information, and takes the
+ * frames beyond (at the latest libc's start-up code) from libunwind, kept per thread with a copy of
+ * the stack they depend on, so that they are reused while that stack is unchanged: the same
+ * backtraces as libunwind's, at the cost of a frame-pointer walk when the program is built with
+ * frame pointers. CTS_TRACER_UNWIND_FRAME_POINTER only walks (bounded by the thread's stack, never
+ * faulting; frames of code built without frame pointers go missing); CTS_TRACER_UNWIND_LIBUNWIND
+ * always uses libunwind's unw_backtrace. Codes are resolved to file, line and function (with
+ * inlined frames, outermost first) with elfutils libdw on the writer thread, when the writer first
+ * sends them.
  *
  * ## Processes
  * fork(): the child is not traced (as in memtrace, whose writer stops in a child). Its

@@ -108,8 +108,9 @@ size_t cts__tracer_ring_count(void);
  *
  * The mixed unwinder (CTS_TRACER_UNWIND_MIXED, the default) walks frame-pointer records as
  * long as each belongs to a function that keeps frame pointers: decided once per return
- * address from the prologue of the function it returns into (found in its module's
- * .eh_frame_hdr, through glibc's lock-free _dl_find_object). Where the chain enters code without
+ * address from the prologue of the function it returns into, or where that is not plain
+ * from its call frame information at that address (found in its module's .eh_frame_hdr,
+ * through glibc's lock-free _dl_find_object). Where the chain enters code without
  * them (at the latest libc's start-up code at the bottom of every stack), the rest comes from
  * libunwind, and is kept per thread with a copy of the stack above that point: while those bytes,
  * the record's address and its return address stay the same, libunwind would give the same frames,
@@ -125,6 +126,9 @@ size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_
                          cts__bottom_t *bottom);
 /* False where the mixed unwinder is libunwind alone (no _dl_find_object, not x86-64). */
 bool cts__unwind_mixed_available(void);
+/* The mixed unwinder's verdict on return address `ret` (tests): whether the function it
+ * returns into keeps a frame record at %rbp there. False where it is not available. */
+bool cts__unwind_keeps_frame_pointers(uintptr_t ret);
 
 /* ---- the linked API's tracked blocks (side table) --------------------------------------- */
 

@@ -179,7 +179,8 @@ static uint32_t load_u32(const unsigned char *p) {
 /* The entry of the function holding `addr` in the module described by `o`, from the
  * module's .eh_frame_hdr search table (the last entry at or below addr, whose FDE must
  * cover addr); 0 if there is none. */
-static uintptr_t function_entry(const struct dl_find_object *o, uintptr_t addr) {
+static uintptr_t function_entry(const struct dl_find_object *o, uintptr_t addr,
+                                const unsigned char **fde_out) {
   const unsigned char *const h = o->dlfo_eh_frame;
   /* Version 1; the frame pointer encoded as 4 bytes; a udata4 count; a table of datarel
    * sdata4 pairs (what binutils and lld write). */
@@ -207,23 +208,287 @@ static uintptr_t function_entry(const struct dl_find_object *o, uintptr_t addr) 
     return 0;
   const uintptr_t begin = (uintptr_t)(fde + 8) + (uintptr_t)(intptr_t)(int32_t)load_u32(fde + 8);
   if (begin != entry || addr - entry >= load_u32(fde + 12)) return 0;
+  *fde_out = fde;
   return entry;
 }
 
-/* Whether the function `ret` returns into begins with the frame-pointer prologue (push
- * %rbp; mov %rsp,%rbp, after an endbr64); ret - 1, since a call that ends a function
- * returns past it. Functions without an FDE, or in no module (generated code): no. */
+/* ---- the call frame information of a function --------------------------------------------- */
+
+/* gcc -O2 may schedule other instructions between `push %rbp` and `mov %rsp,%rbp`, so a
+ * function that keeps frame pointers does not always begin with the two. Its call frame
+ * information says it all the same: at the call, the canonical frame address is %rbp + 16
+ * and the caller's %rbp is saved at CFA - 16, i.e. %rbp points at a frame record. What
+ * follows runs the FDE's instructions (and its CIE's initial ones) up to an address and
+ * tells whether that holds there. Anything it does not know (64-bit lengths, expressions,
+ * other augmentations than z, R, P, L, S) gives "no": libunwind then does that frame. */
+
+enum { DW_REG_RBP = 6, CFI_STACK = 4 };
+
+typedef struct cfi_reader {
+  const unsigned char *p, *end;
+  bool bad;
+} cfi_reader_t;
+
+static uint64_t cfi_uleb(cfi_reader_t *r) {
+  uint64_t v = 0;
+  for (unsigned shift = 0;; shift += 7) {
+    if (r->p >= r->end || shift > 63) {
+      r->bad = true;
+      return 0;
+    }
+    const unsigned char b = *r->p++;
+    v |= (uint64_t)(b & 0x7Fu) << shift;
+    if (!(b & 0x80u)) return v;
+  }
+}
+
+static int64_t cfi_sleb(cfi_reader_t *r) {
+  uint64_t v = 0;
+  unsigned shift = 0;
+  unsigned char b;
+  do {
+    if (r->p >= r->end || shift > 63) {
+      r->bad = true;
+      return 0;
+    }
+    b = *r->p++;
+    v |= (uint64_t)(b & 0x7Fu) << shift;
+    shift += 7;
+  } while (b & 0x80u);
+  if (shift < 64 && (b & 0x40u)) v |= ~(uint64_t)0 << shift;
+  return (int64_t)v;
+}
+
+static uint64_t cfi_fixed(cfi_reader_t *r, size_t n) {
+  if ((size_t)(r->end - r->p) < n) {
+    r->bad = true;
+    return 0;
+  }
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) v |= (uint64_t)r->p[i] << (8u * i);
+  r->p += n;
+  return v;
+}
+
+/* The rules that matter here: the CFA's register and offset, where %rbp is saved. */
+typedef struct cfi_row {
+  uint64_t cfa_reg;
+  int64_t cfa_off;
+  bool rbp_saved; /* at CFA + rbp_off */
+  int64_t rbp_off;
+} cfi_row_t;
+
+typedef struct cfi_run {
+  uint64_t code_align;
+  int64_t data_align;
+  uintptr_t loc, target;
+  cfi_row_t row, initial; /* `initial`: after the CIE's instructions (DW_CFA_restore) */
+  cfi_row_t stack[CFI_STACK];
+  unsigned depth;
+  bool reached; /* an advance went past the target: the row is the target's */
+} cfi_run_t;
+
+static void cfi_set_rbp(cfi_run_t *c, uint64_t reg, bool saved, int64_t off) {
+  if (reg != DW_REG_RBP) return;
+  c->row.rbp_saved = saved;
+  c->row.rbp_off = off;
+}
+
+static void cfi_restore_rbp(cfi_run_t *c) {
+  c->row.rbp_saved = c->initial.rbp_saved;
+  c->row.rbp_off = c->initial.rbp_off;
+}
+
+/* Runs instructions [r->p, r->end); false on anything not understood. */
+static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
+  while (r->p < r->end && !c->reached) {
+    const unsigned char op = *r->p++;
+    uint64_t delta = 0, reg = 0;
+    bool advance = false;
+    switch (op >> 6) {
+      case 1: /* DW_CFA_advance_loc */
+        delta = op & 0x3Fu;
+        advance = true;
+        break;
+      case 2: /* DW_CFA_offset */
+        reg = op & 0x3Fu;
+        cfi_set_rbp(c, reg, true, (int64_t)cfi_uleb(r) * c->data_align);
+        break;
+      case 3: /* DW_CFA_restore */
+        if ((op & 0x3Fu) == DW_REG_RBP) cfi_restore_rbp(c);
+        break;
+      default:
+        switch (op) {
+          case 0x00: /* nop */
+            break;
+          case 0x02: /* advance_loc1, 2, 4 */
+          case 0x03:
+          case 0x04:
+            delta = cfi_fixed(r, op == 0x02 ? 1u : op == 0x03 ? 2u : 4u);
+            advance = true;
+            break;
+          case 0x05: /* offset_extended */
+            reg = cfi_uleb(r);
+            cfi_set_rbp(c, reg, true, (int64_t)cfi_uleb(r) * c->data_align);
+            break;
+          case 0x11: /* offset_extended_sf */
+            reg = cfi_uleb(r);
+            cfi_set_rbp(c, reg, true, cfi_sleb(r) * c->data_align);
+            break;
+          case 0x2F: /* GNU_negative_offset_extended */
+            reg = cfi_uleb(r);
+            cfi_set_rbp(c, reg, true, -(int64_t)cfi_uleb(r) * c->data_align);
+            break;
+          case 0x06: /* restore_extended */
+            if (cfi_uleb(r) == DW_REG_RBP) cfi_restore_rbp(c);
+            break;
+          case 0x07: /* undefined, same_value: %rbp not saved (any more) */
+          case 0x08:
+            cfi_set_rbp(c, cfi_uleb(r), false, 0);
+            break;
+          case 0x09: /* register: %rbp in another register, no record */
+            reg = cfi_uleb(r);
+            (void)cfi_uleb(r);
+            cfi_set_rbp(c, reg, false, 0);
+            break;
+          case 0x0A: /* remember_state */
+            if (c->depth == CFI_STACK) return false;
+            c->stack[c->depth++] = c->row;
+            break;
+          case 0x0B: /* restore_state: with the CFA rule, as libgcc and libunwind do (gcc
+                      * brackets each early epilogue with these two) */
+            if (c->depth == 0) return false;
+            c->row = c->stack[--c->depth];
+            break;
+          case 0x0C: /* def_cfa */
+            c->row.cfa_reg = cfi_uleb(r);
+            c->row.cfa_off = (int64_t)cfi_uleb(r);
+            break;
+          case 0x12: /* def_cfa_sf */
+            c->row.cfa_reg = cfi_uleb(r);
+            c->row.cfa_off = cfi_sleb(r) * c->data_align;
+            break;
+          case 0x0D: /* def_cfa_register */
+            c->row.cfa_reg = cfi_uleb(r);
+            break;
+          case 0x0E: /* def_cfa_offset */
+            c->row.cfa_off = (int64_t)cfi_uleb(r);
+            break;
+          case 0x13: /* def_cfa_offset_sf */
+            c->row.cfa_off = cfi_sleb(r) * c->data_align;
+            break;
+          case 0x2E: /* GNU_args_size */
+            (void)cfi_uleb(r);
+            break;
+          default: /* set_loc, expressions, val_* and the rest */
+            return false;
+        }
+    }
+    if (r->bad) return false;
+    if (advance) {
+      const uint64_t step = delta * c->code_align;
+      if (step > c->target - c->loc)
+        c->reached = true;
+      else
+        c->loc += step;
+    }
+  }
+  return !r->bad;
+}
+
+/* Whether, at address `pc` of the function starting at `entry` whose FDE is `fde` (in
+ * module o), %rbp points at the function's frame record. */
+static bool cfi_keeps_frame_pointer(const struct dl_find_object *o, const unsigned char *fde,
+                                    uintptr_t entry, uintptr_t pc) {
+  const unsigned char *const map_end = (const unsigned char *)o->dlfo_map_end;
+  const unsigned char *const map_start = (const unsigned char *)o->dlfo_map_start;
+  const uint32_t fde_len = load_u32(fde);
+  if (fde_len == 0 || fde_len == 0xFFFFFFFFu || (size_t)(map_end - fde) - 4u < fde_len)
+    return false;
+  const unsigned char *const fde_end = fde + 4 + fde_len;
+  const uint32_t cie_ptr = load_u32(fde + 4);
+  if (cie_ptr == 0 || (size_t)(fde + 4 - map_start) < cie_ptr) return false;
+  const unsigned char *const cie = fde + 4 - cie_ptr;
+  if ((size_t)(map_end - cie) < 9u) return false;
+  const uint32_t cie_len = load_u32(cie);
+  if (cie_len == 0xFFFFFFFFu || (size_t)(map_end - cie) - 4u < cie_len || load_u32(cie + 4))
+    return false;
+  cfi_reader_t r = {cie + 8, cie + 4 + cie_len, false};
+  const uint64_t version = cfi_fixed(&r, 1);
+  if (version != 1 && version != 3) return false;
+  const unsigned char *const aug = r.p;
+  while (r.p < r.end && *r.p) r.p++;
+  if (r.p++ >= r.end) return false;
+  cfi_run_t c = {0};
+  c.code_align = cfi_uleb(&r);
+  c.data_align = cfi_sleb(&r);
+  if (version == 1)
+    (void)cfi_fixed(&r, 1);
+  else
+    (void)cfi_uleb(&r);
+  /* The augmentation data: pc_begin and pc_range must be 4 bytes (R), as function_entry
+   * read them. */
+  bool four_byte_pointers = false;
+  if (aug[0] == 'z') {
+    const uint64_t len = cfi_uleb(&r);
+    if (r.bad || len > (uint64_t)(r.end - r.p)) return false;
+    cfi_reader_t data = {r.p, r.p + len, false};
+    r.p += len;
+    for (const unsigned char *a = aug + 1; *a; a++) {
+      if (*a == 'S') continue; /* a signal frame: no data */
+      const uint64_t enc = cfi_fixed(&data, 1);
+      if (*a == 'R') {
+        four_byte_pointers = (enc & 0x0Fu) == 0x03u || (enc & 0x0Fu) == 0x0Bu;
+      } else if (*a == 'P') { /* the personality routine's address */
+        static const unsigned char size[16] = {8, 0, 2, 4, 8, 0, 0, 0, 0, 0, 2, 4, 8};
+        if ((enc & 0x0Fu) == 0x01u || (enc & 0x0Fu) == 0x09u)
+          (void)cfi_uleb(&data);
+        else if (size[enc & 0x0Fu])
+          (void)cfi_fixed(&data, size[enc & 0x0Fu]);
+        else
+          return false;
+      } else if (*a != 'L') { /* L: the LSDA's encoding, read above */
+        return false;
+      }
+      if (data.bad) return false;
+    }
+  }
+  if (!four_byte_pointers || r.bad || c.code_align == 0) return false;
+  c.loc = entry;
+  c.target = pc;
+  if (!cfi_execute(&c, &r) || c.reached) return false;
+  c.initial = c.row;
+  /* The FDE: length, CIE pointer, pc_begin and pc_range (4 bytes each: checked by
+   * function_entry), augmentation data (z), instructions. */
+  r = (cfi_reader_t){fde + 16, fde_end, false};
+  if (aug[0] == 'z') {
+    const uint64_t len = cfi_uleb(&r);
+    if (r.bad || len > (uint64_t)(r.end - r.p)) return false;
+    r.p += len;
+  }
+  if (!cfi_execute(&c, &r)) return false;
+  return c.row.cfa_reg == DW_REG_RBP && c.row.cfa_off == 16 && c.row.rbp_saved &&
+         c.row.rbp_off == -16;
+}
+
+/* Whether the function `ret` returns into keeps frame pointers at that point: it begins
+ * with the frame-pointer prologue (push %rbp; mov %rsp,%rbp, after an endbr64), or else
+ * its call frame information says that %rbp points at its frame record there. ret - 1,
+ * since a call that ends a function returns past it. Functions without an FDE, or in no
+ * module (generated code): no. */
 static CTS_NOINLINE bool look_up_verdict(uintptr_t ret, _Atomic uint64_t *slot) {
   bool framed = false;
   struct dl_find_object o; /* lock-free, async-signal-safe: made for unwinders */
   if (_dl_find_object((void *)(ret - 1u), &o) == 0) {
-    const uintptr_t entry = function_entry(&o, ret - 1u);
+    const unsigned char *fde = NULL;
+    const uintptr_t entry = function_entry(&o, ret - 1u, &fde);
     if (entry && entry + 8u <= (uintptr_t)o.dlfo_map_end) {
       unsigned char code[8];
       memcpy(code, (const void *)entry, sizeof code);
       const unsigned char *p = code;
       if (p[0] == 0xF3 && p[1] == 0x0F && p[2] == 0x1E && p[3] == 0xFA) p += 4; /* endbr64 */
       framed = p[0] == 0x55 && p[1] == 0x48 && p[2] == 0x89 && p[3] == 0xE5;
+      if (!framed && p[0] == 0x55) framed = cfi_keeps_frame_pointer(&o, fde, entry, ret - 1u);
     }
   }
   atomic_store_explicit(slot, (uint64_t)ret << 1 | framed, memory_order_relaxed);
@@ -316,6 +581,10 @@ bool cts__unwind_mixed_available(void) {
   return true;
 }
 
+bool cts__unwind_keeps_frame_pointers(uintptr_t ret) {
+  return keeps_frame_pointers(ret);
+}
+
 #endif /* x86-64 with _dl_find_object */
 #endif /* CTS_HAVE_LIBUNWIND */
 
@@ -332,6 +601,11 @@ size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_
 }
 
 bool cts__unwind_mixed_available(void) {
+  return false;
+}
+
+bool cts__unwind_keeps_frame_pointers(uintptr_t ret) {
+  (void)ret;
   return false;
 }
 #endif

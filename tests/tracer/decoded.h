@@ -13,6 +13,7 @@ typedef struct decoded_alloc {
   uint64_t id, length, nsamples, time;
   size_t depth;
   uint64_t innermost; /* allocation-site code, 0 if no backtrace */
+  uint64_t caller;    /* the code before it (its caller's call), 0 if none */
   uint64_t outermost;
   uint64_t backtrace_hash; /* FNV-1a of every code, to compare whole backtraces */
   /* The same over each code's first-use number in the trace (as `ctfscope dump`'s L<n>):
@@ -94,6 +95,7 @@ static inline int decoded_on_event(void *ud, const cts_mt_event_t *ev) {
     a->time = ev->time_us;
     a->depth = ev->backtrace_len;
     a->innermost = ev->backtrace_len ? ev->backtrace[ev->backtrace_len - 1] : 0;
+    a->caller = ev->backtrace_len > 1 ? ev->backtrace[ev->backtrace_len - 2] : 0;
     a->outermost = ev->backtrace_len ? ev->backtrace[0] : 0;
     if (ev->backtrace_len > d->max_depth) d->max_depth = ev->backtrace_len;
     uint64_t h = 0xcbf29ce484222325ull;

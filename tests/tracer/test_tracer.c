@@ -344,6 +344,120 @@ CTS_TEST(mixed_unwinder_gives_libunwinds_backtraces) {
 #endif
 }
 
+/* ---- the mixed unwinder's verdicts: prologues and call frame information ---------------- */
+
+#if defined(__x86_64__) && defined(__ELF__)
+#define CFI_FUNCTIONS 1
+/* Three functions that call cfi_callee(), as compilers may lay them out:
+ * - cfi_plain_prologue: push %rbp; mov %rsp,%rbp first (what clang and gcc -O0 write);
+ * - cfi_scheduled_prologue: another instruction between the two (gcc -O2 schedules its
+ *   prologue so), its call frame information saying CFA = %rbp + 16 from the mov on;
+ * - cfi_no_frame_pointer: pushes %rbp to keep the stack aligned, but the CFA stays at
+ *   %rsp + 16 and %rbp is not its frame record. */
+void cfi_plain_prologue(void);
+void cfi_scheduled_prologue(void);
+void cfi_no_frame_pointer(void);
+__attribute__((used, noinline)) void cfi_callee(void);
+static uint64_t cfi_next_obj;
+__attribute__((used, noinline)) void cfi_callee(void) {
+  cts_tracer_track_alloc(fake_ptr(7000000 + cfi_next_obj++), 40);
+  __asm__ volatile("" ::: "memory");
+}
+__asm__(
+    ".text\n"
+    ".globl cfi_plain_prologue\n"
+    ".hidden cfi_plain_prologue\n"
+    ".type cfi_plain_prologue, @function\n"
+    "cfi_plain_prologue:\n"
+    ".cfi_startproc\n"
+    "  pushq %rbp\n"
+    "  .cfi_def_cfa_offset 16\n"
+    "  .cfi_offset %rbp, -16\n"
+    "  movq %rsp, %rbp\n"
+    "  .cfi_def_cfa_register %rbp\n"
+    "  call cfi_callee\n"
+    "  nop\n"
+    "  popq %rbp\n"
+    "  .cfi_def_cfa %rsp, 8\n"
+    "  ret\n"
+    ".cfi_endproc\n"
+    ".size cfi_plain_prologue, .-cfi_plain_prologue\n"
+    ".globl cfi_scheduled_prologue\n"
+    ".hidden cfi_scheduled_prologue\n"
+    ".type cfi_scheduled_prologue, @function\n"
+    "cfi_scheduled_prologue:\n"
+    ".cfi_startproc\n"
+    "  pushq %rbp\n"
+    "  .cfi_def_cfa_offset 16\n"
+    "  .cfi_offset %rbp, -16\n"
+    "  xorl %eax, %eax\n"
+    "  movq %rsp, %rbp\n"
+    "  .cfi_def_cfa_register %rbp\n"
+    "  call cfi_callee\n"
+    "  nop\n"
+    "  popq %rbp\n"
+    "  .cfi_def_cfa %rsp, 8\n"
+    "  ret\n"
+    ".cfi_endproc\n"
+    ".size cfi_scheduled_prologue, .-cfi_scheduled_prologue\n"
+    ".globl cfi_no_frame_pointer\n"
+    ".hidden cfi_no_frame_pointer\n"
+    ".type cfi_no_frame_pointer, @function\n"
+    "cfi_no_frame_pointer:\n"
+    ".cfi_startproc\n"
+    "  pushq %rbp\n"
+    "  .cfi_def_cfa_offset 16\n"
+    "  .cfi_offset %rbp, -16\n"
+    "  xorl %ebp, %ebp\n"
+    "  call cfi_callee\n"
+    "  nop\n"
+    "  popq %rbp\n"
+    "  .cfi_def_cfa_offset 8\n"
+    "  ret\n"
+    ".cfi_endproc\n"
+    ".size cfi_no_frame_pointer, .-cfi_no_frame_pointer\n");
+
+/* Traces 50 calls of `fn` with `unwind` into *d. */
+static void cfi_trace(void (*fn)(void), cts_tracer_unwind_t unwind, decoded_t *d) {
+  membuf_t b;
+  start_to_memory(&b, 1.0, 45, unwind);
+  for (int i = 0; i < 50; i++) fn();
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_from_memory(d, b.data, b.len);
+  free(b.data);
+  CTS_ASSERT_MSG(d->error == 0, "%s", d->message);
+  CTS_ASSERT_EQ_U64(d->nallocs, 50);
+}
+#endif
+
+CTS_TEST(mixed_unwinder_reads_call_frame_information) {
+#if !defined(CFI_FUNCTIONS) || !defined(CTS_TEST_HAVE_LIBUNWIND)
+  CTS_SKIP("x86-64 ELF with libunwind only");
+#else
+  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
+  static void (*const fns[3])(void) = {cfi_plain_prologue, cfi_scheduled_prologue,
+                                       cfi_no_frame_pointer};
+  static const bool framed[3] = {true, true, false};
+  for (int f = 0; f < 3; f++) {
+    decoded_t runs[2];
+    const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
+    for (int m = 0; m < 2; m++) cfi_trace(fns[f], modes[m], &runs[m]); /* 1 call site */
+    decoded_t mixed = runs[0], lib = runs[1];
+    /* The allocation's second frame: the return address of fns[f]'s call. */
+    const uint64_t ret = lib.allocs[0].caller;
+    CTS_ASSERT_MSG(ret != 0 && cts__unwind_keeps_frame_pointers((uintptr_t)ret) == framed[f],
+                   "function %d: verdict %d", f, !framed[f]);
+    for (size_t i = 0; i < mixed.nallocs; i++)
+      CTS_ASSERT_MSG(mixed.allocs[i].backtrace_hash == lib.allocs[i].backtrace_hash &&
+                         mixed.allocs[i].depth == lib.allocs[i].depth,
+                     "function %d, allocation %zu: %zu frames (mixed), %zu (libunwind)", f, i,
+                     mixed.allocs[i].depth, lib.allocs[i].depth);
+    decoded_fini(&mixed);
+    decoded_fini(&lib);
+  }
+#endif
+}
+
 /* ---- per-thread rings: frees on other threads, thread exits, sessions ------------------ */
 
 /* Blocks handed from each allocating thread to the next one, which frees them: a collect
@@ -537,9 +651,10 @@ CTS_TEST(backtraces_libunwind) {
   check_backtraces(CTS_TRACER_UNWIND_LIBUNWIND);
 }
 
-/* always_inline is honoured at -O0 too: the allocation site is in inlined code. */
+/* always_inline is honoured at -O0 too: the allocation site is in inlined code. (80 bytes:
+ * with allocation_site_for_test's 64, gcc -O2 would fold the two functions into one.) */
 static inline __attribute__((always_inline)) void inlined_helper_for_test(uint64_t i) {
-  cts_tracer_track_alloc(fake_ptr(i), 64);
+  cts_tracer_track_alloc(fake_ptr(i), 80);
 }
 
 static __attribute__((noinline)) void outer_for_inline_test(uint64_t i) {
