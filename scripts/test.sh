@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The whole test suite: installs missing Debian packages, then configures, builds and tests
-# the `dev` preset (gcc, -Werror) and the `asan` preset (clang, ASan+UBSan, -Werror).
-# Usage: scripts/test.sh [PRESET...]   (default: dev asan)
+# the `dev` preset (gcc, -Werror), the `release` preset (gcc -O2, what scripts/main.sh
+# builds: the optimiser changes what the tracer sees, such as prologues and folded
+# functions) and the `asan` preset (clang, ASan+UBSan, -Werror).
+# Usage: scripts/test.sh [PRESET...]   (default: dev release asan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -11,7 +13,7 @@ cts_install_node
 cts_install_npm_packages
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(dev asan)
+[ ${#presets[@]} -gt 0 ] || presets=(dev release asan)
 for preset in "${presets[@]}"; do
   echo "==> ctfscope: preset '$preset': configure, build, test" >&2
   cmake --workflow --preset "$preset"

@@ -60,7 +60,7 @@
  * The memtrace writer is not thread-safe and its flushes call the location resolver, so
  * writer calls happen only on a dedicated writer thread. The rare sampled path (alloc of
  * a hit block, free of a sampled block) takes no lock: each thread that samples has its
- * own 256 KiB ring of records (time, object id, length, nsamples, backtrace; mapped at the
+ * own 1 MiB ring of records (time, object id, length, nsamples, backtrace; mapped at the
  * thread's first sample and handed on to a later thread when it exits). The object id
  * comes from one atomic counter, taken once the ring has room, so the record is published
  * right after. The time is, with the default clock on a usable time-stamp counter, a raw

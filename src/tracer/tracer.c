@@ -32,10 +32,14 @@
 #include <libunwind.h>
 #endif
 
-/* Each thread that samples gets a ring of records, mapped at its first sample and handed
- * on to a later thread when it exits: 256 KiB, room for ~1 600 allocations with 16-frame
- * backtraces, or half a second of a 2 µs-per-sample program at rate 1. */
-#define RING_WORDS (32u * 1024u)
+/* Each thread that samples gets a ring of records, mapped at its first sample (its pages
+ * only as the records reach them) and handed on to a later thread when it exits: 1 MiB,
+ * room for ~6 500 allocations with 16-frame backtraces. Smaller rings cost a program
+ * sampling every allocation dearly: the writer thread is woken once per half ring (a
+ * futex wake and the other CPU's wake-up), and a thread waits for it whenever that takes
+ * longer than the other half lasts. bench_alloc at rate 1: 187 ns per malloc+free pair
+ * with 256 KiB, 165 with 512 KiB, 159 with 1 MiB, 154 with 2 MiB (bench/README.md). */
+#define RING_WORDS (128u * 1024u)
 #define RING_MASK  (RING_WORDS - 1u)
 /* Drop mode: allocations may fill this much of a ring, the rest is for frees. */
 #define RING_ALLOC_LIMIT (RING_WORDS / 4u * 3u)
@@ -87,6 +91,7 @@ typedef struct side_entry {
 typedef struct cts__ring {
   _Alignas(64) _Atomic uint64_t head; /* words published (owner) */
   uint64_t tail_seen;                 /* the owner's last reading of `tail` */
+  uint64_t wake_check;                /* the owner looks at `tail` again past this head */
   _Atomic uint64_t samples, collects, waits, dropped;
   _Atomic uint64_t lost_allocs, lost_collects, lost_words, lost_samples;
   _Alignas(64) _Atomic uint64_t tail; /* words consumed (writer thread) */
@@ -438,15 +443,23 @@ static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
                                                   memory_order_relaxed));
   }
   r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+  r->wake_check = r->tail_seen + RING_WORDS / 2u;
   if (T.ring_key_ok) pthread_setspecific(T.ring_key, r);
   t->ring = r;
   return r;
 }
 
-/* Wakes the writer thread once the ring is more than half full (once per filling). */
+/* Wakes the writer thread once the ring is more than half full (once per filling). `tail`
+ * and `wake_sent` are written by the writer thread: reading them costs a cache miss, and
+ * while the writer drains the ring (it moves `tail` once per pass) every record would pay
+ * it, so they are looked at again only after another sixteenth of the ring. */
 static CTS_NOINLINE void ring_wake(ring_t *r, uint64_t head) {
   r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
-  if (head - r->tail_seen <= RING_WORDS / 2u) return;
+  if (head - r->tail_seen <= RING_WORDS / 2u) {
+    r->wake_check = r->tail_seen + RING_WORDS / 2u;
+    return;
+  }
+  r->wake_check = head + RING_WORDS / 16u;
   if (atomic_exchange_explicit(&r->wake_sent, true, memory_order_relaxed)) return;
   pthread_mutex_lock(&T.lock);
   T.wake_requested = true;
@@ -502,7 +515,7 @@ static CTS_FORCE_INLINE uint64_t *ring_reserve(ring_t *r, size_t n, size_t limit
 static CTS_FORCE_INLINE void ring_publish(ring_t *r, size_t total) {
   const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed) + total;
   atomic_store_explicit(&r->head, head, memory_order_release);
-  if (CTS_UNLIKELY(head - r->tail_seen > RING_WORDS / 2u)) ring_wake(r, head);
+  if (CTS_UNLIKELY(head > r->wake_check)) ring_wake(r, head);
 }
 
 static CTS_FORCE_INLINE ring_t *thread_ring(cts__thread_t *t) {
