@@ -363,59 +363,21 @@ __attribute__((used, noinline)) void cfi_callee(void) {
   cts_tracer_track_alloc(fake_ptr(7000000 + cfi_next_obj++), 40);
   __asm__ volatile("" ::: "memory");
 }
-__asm__(
-    ".text\n"
-    ".globl cfi_plain_prologue\n"
-    ".hidden cfi_plain_prologue\n"
-    ".type cfi_plain_prologue, @function\n"
-    "cfi_plain_prologue:\n"
-    ".cfi_startproc\n"
-    "  pushq %rbp\n"
-    "  .cfi_def_cfa_offset 16\n"
-    "  .cfi_offset %rbp, -16\n"
-    "  movq %rsp, %rbp\n"
-    "  .cfi_def_cfa_register %rbp\n"
-    "  call cfi_callee\n"
-    "  nop\n"
-    "  popq %rbp\n"
-    "  .cfi_def_cfa %rsp, 8\n"
-    "  ret\n"
-    ".cfi_endproc\n"
-    ".size cfi_plain_prologue, .-cfi_plain_prologue\n"
-    ".globl cfi_scheduled_prologue\n"
-    ".hidden cfi_scheduled_prologue\n"
-    ".type cfi_scheduled_prologue, @function\n"
-    "cfi_scheduled_prologue:\n"
-    ".cfi_startproc\n"
-    "  pushq %rbp\n"
-    "  .cfi_def_cfa_offset 16\n"
-    "  .cfi_offset %rbp, -16\n"
-    "  xorl %eax, %eax\n"
-    "  movq %rsp, %rbp\n"
-    "  .cfi_def_cfa_register %rbp\n"
-    "  call cfi_callee\n"
-    "  nop\n"
-    "  popq %rbp\n"
-    "  .cfi_def_cfa %rsp, 8\n"
-    "  ret\n"
-    ".cfi_endproc\n"
-    ".size cfi_scheduled_prologue, .-cfi_scheduled_prologue\n"
-    ".globl cfi_no_frame_pointer\n"
-    ".hidden cfi_no_frame_pointer\n"
-    ".type cfi_no_frame_pointer, @function\n"
-    "cfi_no_frame_pointer:\n"
-    ".cfi_startproc\n"
-    "  pushq %rbp\n"
-    "  .cfi_def_cfa_offset 16\n"
-    "  .cfi_offset %rbp, -16\n"
-    "  xorl %ebp, %ebp\n"
-    "  call cfi_callee\n"
-    "  nop\n"
-    "  popq %rbp\n"
-    "  .cfi_def_cfa_offset 8\n"
-    "  ret\n"
-    ".cfi_endproc\n"
-    ".size cfi_no_frame_pointer, .-cfi_no_frame_pointer\n");
+#define CFI_FUNCTION(name, body)                                            \
+  ".globl " #name "\n.hidden " #name "\n.type " #name ", @function\n" #name \
+  ":\n"                                                                     \
+  ".cfi_startproc\n" body ".cfi_endproc\n.size " #name ", .-" #name "\n"
+#define CFI_PUSH_RBP     "  pushq %rbp\n  .cfi_def_cfa_offset 16\n  .cfi_offset %rbp, -16\n"
+#define CFI_FRAME_RECORD "  movq %rsp, %rbp\n  .cfi_def_cfa_register %rbp\n"
+#define CFI_CALL_AND_POP "  call cfi_callee\n  nop\n  popq %rbp\n"
+__asm__(".text\n" CFI_FUNCTION(cfi_plain_prologue, CFI_PUSH_RBP CFI_FRAME_RECORD CFI_CALL_AND_POP
+                               "  .cfi_def_cfa %rsp, 8\n  ret\n")
+            CFI_FUNCTION(cfi_scheduled_prologue,
+                         CFI_PUSH_RBP "  xorl %eax, %eax\n" CFI_FRAME_RECORD CFI_CALL_AND_POP
+                                      "  .cfi_def_cfa %rsp, 8\n  ret\n")
+                CFI_FUNCTION(cfi_no_frame_pointer,
+                             CFI_PUSH_RBP "  xorl %ebp, %ebp\n" CFI_CALL_AND_POP
+                                          "  .cfi_def_cfa_offset 8\n  ret\n"));
 
 /* Traces 50 calls of `fn` with `unwind` into *d. */
 static void cfi_trace(void (*fn)(void), cts_tracer_unwind_t unwind, decoded_t *d) {
