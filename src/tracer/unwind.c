@@ -401,13 +401,19 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
 static bool cfi_keeps_frame_pointer(const struct dl_find_object *o, const unsigned char *fde,
                                     uintptr_t entry, uintptr_t pc) {
   const unsigned char *const map_end = (const unsigned char *)o->dlfo_map_end;
-  const unsigned char *const map_start = (const unsigned char *)o->dlfo_map_start;
+  /* Where .eh_frame begins (.eh_frame_hdr's eh_frame_ptr, pcrel sdata4 as binutils and lld
+   * write it): the CIE must lie between there and the FDE, in the same section, and never
+   * in a gap of the module's mapping. */
+  const unsigned char *const h = o->dlfo_eh_frame;
+  if (h[1] != 0x1Bu) return false;
+  const unsigned char *const eh_frame = h + 4 + (intptr_t)(int32_t)load_u32(h + 4);
   const uint32_t fde_len = load_u32(fde);
-  if (fde_len == 0 || fde_len == 0xFFFFFFFFu || (size_t)(map_end - fde) - 4u < fde_len)
+  if (fde < eh_frame || fde_len == 0 || fde_len == 0xFFFFFFFFu ||
+      (size_t)(map_end - fde) - 4u < fde_len)
     return false;
   const unsigned char *const fde_end = fde + 4 + fde_len;
   const uint32_t cie_ptr = load_u32(fde + 4);
-  if (cie_ptr == 0 || (size_t)(fde + 4 - map_start) < cie_ptr) return false;
+  if (cie_ptr == 0 || (size_t)(fde + 4 - eh_frame) < cie_ptr) return false;
   const unsigned char *const cie = fde + 4 - cie_ptr;
   if ((size_t)(map_end - cie) < 9u) return false;
   const uint32_t cie_len = load_u32(cie);
