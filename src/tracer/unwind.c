@@ -270,6 +270,19 @@ static uint64_t cfi_fixed(cfi_reader_t *r, size_t n) {
   return v;
 }
 
+/* An operand times the data alignment factor; an operand out of range (no real CFI has
+ * one: offsets are a few thousand bytes at most) marks the reader bad, without overflow. */
+static int64_t cfi_scaled(cfi_reader_t *r, uint64_t operand, bool is_signed, int64_t factor) {
+  const int64_t limit = INT64_C(1) << 40, factor_limit = INT64_C(1) << 20;
+  const int64_t v = (int64_t)operand;
+  const bool in_range = is_signed ? v >= -limit && v <= limit : operand <= (uint64_t)limit;
+  if (!in_range || factor < -factor_limit || factor > factor_limit) {
+    r->bad = true;
+    return 0;
+  }
+  return v * factor;
+}
+
 /* The rules that matter here: the CFA's register and offset, where %rbp is saved. */
 typedef struct cfi_row {
   uint64_t cfa_reg;
@@ -312,7 +325,7 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
         break;
       case 2: /* DW_CFA_offset */
         reg = op & 0x3Fu;
-        cfi_set_rbp(c, reg, true, (int64_t)cfi_uleb(r) * c->data_align);
+        cfi_set_rbp(c, reg, true, cfi_scaled(r, cfi_uleb(r), false, c->data_align));
         break;
       case 3: /* DW_CFA_restore */
         if ((op & 0x3Fu) == DW_REG_RBP) cfi_restore_rbp(c);
@@ -329,15 +342,15 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
             break;
           case 0x05: /* offset_extended */
             reg = cfi_uleb(r);
-            cfi_set_rbp(c, reg, true, (int64_t)cfi_uleb(r) * c->data_align);
+            cfi_set_rbp(c, reg, true, cfi_scaled(r, cfi_uleb(r), false, c->data_align));
             break;
           case 0x11: /* offset_extended_sf */
             reg = cfi_uleb(r);
-            cfi_set_rbp(c, reg, true, cfi_sleb(r) * c->data_align);
+            cfi_set_rbp(c, reg, true, cfi_scaled(r, (uint64_t)cfi_sleb(r), true, c->data_align));
             break;
           case 0x2F: /* GNU_negative_offset_extended */
             reg = cfi_uleb(r);
-            cfi_set_rbp(c, reg, true, -(int64_t)cfi_uleb(r) * c->data_align);
+            cfi_set_rbp(c, reg, true, -cfi_scaled(r, cfi_uleb(r), false, c->data_align));
             break;
           case 0x06: /* restore_extended */
             if (cfi_uleb(r) == DW_REG_RBP) cfi_restore_rbp(c);
@@ -366,7 +379,7 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
             break;
           case 0x12: /* def_cfa_sf */
             c->row.cfa_reg = cfi_uleb(r);
-            c->row.cfa_off = cfi_sleb(r) * c->data_align;
+            c->row.cfa_off = cfi_scaled(r, (uint64_t)cfi_sleb(r), true, c->data_align);
             break;
           case 0x0D: /* def_cfa_register */
             c->row.cfa_reg = cfi_uleb(r);
@@ -375,7 +388,7 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
             c->row.cfa_off = (int64_t)cfi_uleb(r);
             break;
           case 0x13: /* def_cfa_offset_sf */
-            c->row.cfa_off = cfi_sleb(r) * c->data_align;
+            c->row.cfa_off = cfi_scaled(r, (uint64_t)cfi_sleb(r), true, c->data_align);
             break;
           case 0x2E: /* GNU_args_size */
             (void)cfi_uleb(r);
