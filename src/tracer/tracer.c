@@ -418,6 +418,13 @@ static void ring_release(void *p) {
   atomic_store_explicit(&r->owned, 0, memory_order_release);
 }
 
+/* The owner reads `tail` (the writer thread's: a cache miss) and looks at it again once the
+ * ring is half full from there. */
+static void ring_read_tail(ring_t *r) {
+  r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+  r->wake_check = r->tail_seen + RING_WORDS / 2u;
+}
+
 /* This thread's first record: a ring left by an exited thread, else a new one. NULL if
  * there is no memory for one. Guard raised (pthread_setspecific may allocate). */
 static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
@@ -442,8 +449,7 @@ static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
     while (!atomic_compare_exchange_weak_explicit(&T.rings, &old, r, memory_order_release,
                                                   memory_order_relaxed));
   }
-  r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
-  r->wake_check = r->tail_seen + RING_WORDS / 2u;
+  ring_read_tail(r);
   if (T.ring_key_ok) pthread_setspecific(T.ring_key, r);
   t->ring = r;
   return r;
@@ -454,11 +460,8 @@ static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
  * while the writer drains the ring (it moves `tail` once per pass) every record would pay
  * it, so they are looked at again only after another sixteenth of the ring. */
 static CTS_NOINLINE void ring_wake(ring_t *r, uint64_t head) {
-  r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
-  if (head - r->tail_seen <= RING_WORDS / 2u) {
-    r->wake_check = r->tail_seen + RING_WORDS / 2u;
-    return;
-  }
+  ring_read_tail(r);
+  if (head - r->tail_seen <= RING_WORDS / 2u) return;
   r->wake_check = head + RING_WORDS / 16u;
   if (atomic_exchange_explicit(&r->wake_sent, true, memory_order_relaxed)) return;
   pthread_mutex_lock(&T.lock);

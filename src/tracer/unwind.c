@@ -229,7 +229,8 @@ typedef struct cfi_reader {
   bool bad;
 } cfi_reader_t;
 
-static uint64_t cfi_uleb(cfi_reader_t *r) {
+/* A LEB128 number: unsigned, or signed (sign-extended from its last byte's bit 6). */
+static uint64_t cfi_leb(cfi_reader_t *r, bool is_signed) {
   uint64_t v = 0;
   for (unsigned shift = 0;; shift += 7) {
     if (r->p >= r->end || shift > 63) {
@@ -238,25 +239,19 @@ static uint64_t cfi_uleb(cfi_reader_t *r) {
     }
     const unsigned char b = *r->p++;
     v |= (uint64_t)(b & 0x7Fu) << shift;
-    if (!(b & 0x80u)) return v;
+    if (!(b & 0x80u)) {
+      if (is_signed && shift + 7 < 64 && (b & 0x40u)) v |= ~(uint64_t)0 << (shift + 7);
+      return v;
+    }
   }
 }
 
+static uint64_t cfi_uleb(cfi_reader_t *r) {
+  return cfi_leb(r, false);
+}
+
 static int64_t cfi_sleb(cfi_reader_t *r) {
-  uint64_t v = 0;
-  unsigned shift = 0;
-  unsigned char b;
-  do {
-    if (r->p >= r->end || shift > 63) {
-      r->bad = true;
-      return 0;
-    }
-    b = *r->p++;
-    v |= (uint64_t)(b & 0x7Fu) << shift;
-    shift += 7;
-  } while (b & 0x80u);
-  if (shift < 64 && (b & 0x40u)) v |= ~(uint64_t)0 << shift;
-  return (int64_t)v;
+  return (int64_t)cfi_leb(r, true);
 }
 
 static uint64_t cfi_fixed(cfi_reader_t *r, size_t n) {
@@ -268,6 +263,15 @@ static uint64_t cfi_fixed(cfi_reader_t *r, size_t n) {
   for (size_t i = 0; i < n; i++) v |= (uint64_t)r->p[i] << (8u * i);
   r->p += n;
   return v;
+}
+
+/* A block that begins with its length (augmentation data): *block gets it, r moves past. */
+static bool cfi_block(cfi_reader_t *r, cfi_reader_t *block) {
+  const uint64_t len = cfi_uleb(r);
+  if (r->bad || len > (uint64_t)(r->end - r->p)) return false;
+  *block = (cfi_reader_t){r->p, r->p + len, false};
+  r->p += len;
+  return true;
 }
 
 /* An operand times the data alignment factor; an operand out of range (no real CFI has
@@ -448,11 +452,9 @@ static bool cfi_keeps_frame_pointer(const struct dl_find_object *o, const unsign
   /* The augmentation data: pc_begin and pc_range must be 4 bytes (R), as function_entry
    * read them. */
   bool four_byte_pointers = false;
+  cfi_reader_t data;
   if (aug[0] == 'z') {
-    const uint64_t len = cfi_uleb(&r);
-    if (r.bad || len > (uint64_t)(r.end - r.p)) return false;
-    cfi_reader_t data = {r.p, r.p + len, false};
-    r.p += len;
+    if (!cfi_block(&r, &data)) return false;
     for (const unsigned char *a = aug + 1; *a; a++) {
       if (*a == 'S') continue; /* a signal frame: no data */
       const uint64_t enc = cfi_fixed(&data, 1);
@@ -480,11 +482,7 @@ static bool cfi_keeps_frame_pointer(const struct dl_find_object *o, const unsign
   /* The FDE: length, CIE pointer, pc_begin and pc_range (4 bytes each: checked by
    * function_entry), augmentation data (z), instructions. */
   r = (cfi_reader_t){fde + 16, fde_end, false};
-  if (aug[0] == 'z') {
-    const uint64_t len = cfi_uleb(&r);
-    if (r.bad || len > (uint64_t)(r.end - r.p)) return false;
-    r.p += len;
-  }
+  if (aug[0] == 'z' && !cfi_block(&r, &data)) return false;
   if (!cfi_execute(&c, &r)) return false;
   return c.row.cfa_reg == DW_REG_RBP && c.row.cfa_off == 16 && c.row.rbp_saved &&
          c.row.rbp_off == -16;
