@@ -35,8 +35,9 @@ typedef struct cts__thread {
   int stack_state;        /* 0 = not looked up, 1 = known, -1 = unavailable */
   struct cts__ring *ring; /* this thread's record ring (tracer.c), NULL until its first sample */
   /* The mixed unwinder's paths (unwind.c), for tests and benchmarks: whole stacks walked
-   * with frame pointers, outer frames from the cache, libunwind runs. */
-  uint64_t unwind_walked, unwind_cached, unwind_full;
+   * with frame pointers, outer frames from the cache (of which checked by their return
+   * addresses' slots alone), libunwind runs. */
+  uint64_t unwind_walked, unwind_cached, unwind_cached_slots, unwind_full;
 } cts__thread_t;
 
 extern CTS__TLS cts__thread_t cts__thread;

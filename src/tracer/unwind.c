@@ -32,7 +32,11 @@ struct cts__bottom {
   uint64_t ret;  /* that return address; 0 = the cache is empty */
   size_t len;    /* bytes of stack from rec that the outer frames depend on */
   size_t nframes;
+  /* With slots: frames[i] was read at rec + slot[i], and those words are all the outer
+   * frames depend on (outer_slots); else they depend on bytes[0..len). */
+  bool slots;
   uint64_t frames[BOTTOM_FRAMES];
+  uint32_t slot[BOTTOM_FRAMES];
   unsigned char bytes[BOTTOM_BYTES];
 };
 
@@ -66,6 +70,20 @@ static CTS_FORCE_INLINE bool stack_equal(const void *copy, uintptr_t src, size_t
   return memcmp((const void *)src, copy, n) == 0;
 }
 #endif
+
+#if CTS_UNDER_ASAN
+#define STACK_WORDS_READER __attribute__((no_sanitize("address")))
+#else
+#define STACK_WORDS_READER
+#endif
+
+/* Whether the words at rec + slot[i] are frames[i], for i < n. */
+STACK_WORDS_READER static bool stack_words_equal(const uint64_t *frames, const uint32_t *slot,
+                                                 size_t n, uintptr_t rec) {
+  uint64_t diff = 0;
+  for (size_t i = 0; i < n; i++) diff |= *(const uint64_t *)(rec + slot[i]) ^ frames[i];
+  return diff == 0;
+}
 
 /* ---- the thread's stack ------------------------------------------------------------------ */
 
@@ -222,7 +240,7 @@ static uintptr_t function_entry(const struct dl_find_object *o, uintptr_t addr,
  * tells whether that holds there. Anything it does not know (64-bit lengths, expressions,
  * other augmentations than z, R, P, L, S) gives "no": libunwind then does that frame. */
 
-enum { DW_REG_RBP = 6, CFI_STACK = 4 };
+enum { DW_REG_RBP = 6, DW_REG_RSP = 7, DW_REG_RA = 16, CFI_STACK = 4 };
 
 typedef struct cfi_reader {
   const unsigned char *p, *end;
@@ -287,12 +305,17 @@ static int64_t cfi_scaled(cfi_reader_t *r, uint64_t operand, bool is_signed, int
   return v * factor;
 }
 
-/* The rules that matter here: the CFA's register and offset, where %rbp is saved. */
+/* A register's rule, as far as it matters here. */
+typedef enum cfi_rule { CFI_RULE_OTHER, CFI_RULE_SAVED, CFI_RULE_UNDEFINED } cfi_rule_t;
+
+/* The rules that matter here: the CFA's register and offset, where %rbp and the return
+ * address are saved (at CFA + offset), or whether the return address is undefined (the
+ * outermost frame: _start, clone3). */
 typedef struct cfi_row {
   uint64_t cfa_reg;
   int64_t cfa_off;
-  bool rbp_saved; /* at CFA + rbp_off */
-  int64_t rbp_off;
+  cfi_rule_t rbp, ra;
+  int64_t rbp_off, ra_off;
 } cfi_row_t;
 
 typedef struct cfi_run {
@@ -305,15 +328,24 @@ typedef struct cfi_run {
   bool reached; /* an advance went past the target: the row is the target's */
 } cfi_run_t;
 
-static void cfi_set_rbp(cfi_run_t *c, uint64_t reg, bool saved, int64_t off) {
-  if (reg != DW_REG_RBP) return;
-  c->row.rbp_saved = saved;
-  c->row.rbp_off = off;
+static void cfi_set(cfi_run_t *c, uint64_t reg, cfi_rule_t rule, int64_t off) {
+  if (reg == DW_REG_RBP) {
+    c->row.rbp = rule;
+    c->row.rbp_off = off;
+  } else if (reg == DW_REG_RA) {
+    c->row.ra = rule;
+    c->row.ra_off = off;
+  }
 }
 
-static void cfi_restore_rbp(cfi_run_t *c) {
-  c->row.rbp_saved = c->initial.rbp_saved;
-  c->row.rbp_off = c->initial.rbp_off;
+static void cfi_restore(cfi_run_t *c, uint64_t reg) {
+  if (reg == DW_REG_RBP) {
+    c->row.rbp = c->initial.rbp;
+    c->row.rbp_off = c->initial.rbp_off;
+  } else if (reg == DW_REG_RA) {
+    c->row.ra = c->initial.ra;
+    c->row.ra_off = c->initial.ra_off;
+  }
 }
 
 /* Runs instructions [r->p, r->end); false on anything not understood. */
@@ -329,10 +361,10 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
         break;
       case 2: /* DW_CFA_offset */
         reg = op & 0x3Fu;
-        cfi_set_rbp(c, reg, true, cfi_scaled(r, cfi_uleb(r), false, c->data_align));
+        cfi_set(c, reg, CFI_RULE_SAVED, cfi_scaled(r, cfi_uleb(r), false, c->data_align));
         break;
       case 3: /* DW_CFA_restore */
-        if ((op & 0x3Fu) == DW_REG_RBP) cfi_restore_rbp(c);
+        cfi_restore(c, op & 0x3Fu);
         break;
       default:
         switch (op) {
@@ -346,27 +378,30 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
             break;
           case 0x05: /* offset_extended */
             reg = cfi_uleb(r);
-            cfi_set_rbp(c, reg, true, cfi_scaled(r, cfi_uleb(r), false, c->data_align));
+            cfi_set(c, reg, CFI_RULE_SAVED, cfi_scaled(r, cfi_uleb(r), false, c->data_align));
             break;
           case 0x11: /* offset_extended_sf */
             reg = cfi_uleb(r);
-            cfi_set_rbp(c, reg, true, cfi_scaled(r, (uint64_t)cfi_sleb(r), true, c->data_align));
+            cfi_set(c, reg, CFI_RULE_SAVED,
+                    cfi_scaled(r, (uint64_t)cfi_sleb(r), true, c->data_align));
             break;
           case 0x2F: /* GNU_negative_offset_extended */
             reg = cfi_uleb(r);
-            cfi_set_rbp(c, reg, true, -cfi_scaled(r, cfi_uleb(r), false, c->data_align));
+            cfi_set(c, reg, CFI_RULE_SAVED, -cfi_scaled(r, cfi_uleb(r), false, c->data_align));
             break;
           case 0x06: /* restore_extended */
-            if (cfi_uleb(r) == DW_REG_RBP) cfi_restore_rbp(c);
+            cfi_restore(c, cfi_uleb(r));
             break;
-          case 0x07: /* undefined, same_value: %rbp not saved (any more) */
-          case 0x08:
-            cfi_set_rbp(c, cfi_uleb(r), false, 0);
+          case 0x07: /* undefined */
+            cfi_set(c, cfi_uleb(r), CFI_RULE_UNDEFINED, 0);
             break;
-          case 0x09: /* register: %rbp in another register, no record */
+          case 0x08: /* same_value: not saved (any more) */
+            cfi_set(c, cfi_uleb(r), CFI_RULE_OTHER, 0);
+            break;
+          case 0x09: /* register: in another register, no record */
             reg = cfi_uleb(r);
             (void)cfi_uleb(r);
-            cfi_set_rbp(c, reg, false, 0);
+            cfi_set(c, reg, CFI_RULE_OTHER, 0);
             break;
           case 0x0A: /* remember_state */
             if (c->depth == CFI_STACK) return false;
@@ -413,10 +448,11 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
   return !r->bad;
 }
 
-/* Whether, at address `pc` of the function starting at `entry` whose FDE is `fde` (in
- * module o), %rbp points at the function's frame record. */
-static bool cfi_keeps_frame_pointer(const struct dl_find_object *o, const unsigned char *fde,
-                                    uintptr_t entry, uintptr_t pc) {
+/* The rules at address `pc` of the function starting at `entry` whose FDE is `fde` (in
+ * module o), into *row; *signal says whether the CIE marks a signal frame. False if the
+ * CFI holds anything not understood. */
+static bool cfi_row_at(const struct dl_find_object *o, const unsigned char *fde, uintptr_t entry,
+                       uintptr_t pc, cfi_row_t *row, bool *signal) {
   const unsigned char *const map_end = (const unsigned char *)o->dlfo_map_end;
   /* Where .eh_frame begins (.eh_frame_hdr's eh_frame_ptr, pcrel sdata4 as binutils and lld
    * write it): the CIE must lie between there and the FDE, in the same section, and never
@@ -452,11 +488,15 @@ static bool cfi_keeps_frame_pointer(const struct dl_find_object *o, const unsign
   /* The augmentation data: pc_begin and pc_range must be 4 bytes (R), as function_entry
    * read them. */
   bool four_byte_pointers = false;
+  *signal = false;
   cfi_reader_t data;
   if (aug[0] == 'z') {
     if (!cfi_block(&r, &data)) return false;
     for (const unsigned char *a = aug + 1; *a; a++) {
-      if (*a == 'S') continue; /* a signal frame: no data */
+      if (*a == 'S') { /* a signal frame: no data */
+        *signal = true;
+        continue;
+      }
       const uint64_t enc = cfi_fixed(&data, 1);
       if (*a == 'R') {
         four_byte_pointers = (enc & 0x0Fu) == 0x03u || (enc & 0x0Fu) == 0x0Bu;
@@ -484,8 +524,29 @@ static bool cfi_keeps_frame_pointer(const struct dl_find_object *o, const unsign
   r = (cfi_reader_t){fde + 16, fde_end, false};
   if (aug[0] == 'z' && !cfi_block(&r, &data)) return false;
   if (!cfi_execute(&c, &r)) return false;
-  return c.row.cfa_reg == DW_REG_RBP && c.row.cfa_off == 16 && c.row.rbp_saved &&
-         c.row.rbp_off == -16;
+  *row = c.row;
+  return true;
+}
+
+/* Whether, at address `pc` of the function starting at `entry` whose FDE is `fde` (in
+ * module o), %rbp points at the function's frame record. */
+static bool cfi_keeps_frame_pointer(const struct dl_find_object *o, const unsigned char *fde,
+                                    uintptr_t entry, uintptr_t pc) {
+  cfi_row_t row;
+  bool signal;
+  return cfi_row_at(o, fde, entry, pc, &row, &signal) && row.cfa_reg == DW_REG_RBP &&
+         row.cfa_off == 16 && row.rbp == CFI_RULE_SAVED && row.rbp_off == -16;
+}
+
+/* The rules at `pc` in whatever module holds it: false if there is no FDE for it, the CFI
+ * is not understood, or it is a signal frame's. */
+static bool frame_rules(uintptr_t pc, cfi_row_t *row) {
+  struct dl_find_object o;
+  const unsigned char *fde = NULL;
+  bool signal;
+  if (_dl_find_object((void *)pc, &o) != 0) return false;
+  const uintptr_t entry = function_entry(&o, pc, &fde);
+  return entry && cfi_row_at(&o, fde, entry, pc, row, &signal) && !signal;
 }
 
 /* Whether the function `ret` returns into keeps frame pointers at that point: it begins
@@ -522,18 +583,51 @@ static CTS_FORCE_INLINE bool keeps_frame_pointers(uintptr_t ret) {
 
 /* ---- the mixed unwinder -------------------------------------------------------------------- */
 
+/* Where the outer frames' return addresses lie, when each is all the next frame depends
+ * on: `frames` (m of them) are what libunwind found beyond the return address `ret` read
+ * from the frame record at `rec`. Each outer function's CFA must be %rsp plus a constant
+ * (so it follows from the CFA below it, rec + 16 for the first), its return address saved
+ * at CFA - 8, and the outermost's return address undefined (_start, clone3: where
+ * libunwind stops); the word at each CFA - 8 must be the frame libunwind gave. Then those
+ * m words decide the outer frames: slot[i] gets the offset from rec of the i-th. False
+ * when the rules are anything else (frame pointers, expressions, signal frames). */
+static bool outer_slots(const cts__thread_t *t, uintptr_t rec, uint64_t ret, const uint64_t *frames,
+                        size_t m, uint32_t *slot, size_t *len) {
+  uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret;
+  *len = 0;
+  for (size_t i = 0;; i++) {
+    cfi_row_t row;
+    if (!frame_rules(pc - 1u, &row)) return false;
+    if (i == m) return row.ra == CFI_RULE_UNDEFINED;
+    if (row.cfa_reg != DW_REG_RSP || row.cfa_off < 8 || row.cfa_off > (int64_t)BOTTOM_BYTES ||
+        row.ra != CFI_RULE_SAVED || row.ra_off != -8)
+      return false;
+    const uintptr_t cfa = sp + (uintptr_t)row.cfa_off, at = cfa - 8u;
+    if (at - rec > BOTTOM_BYTES || t->stack_hi - at < 8u ||
+        !stack_words_equal(&frames[i], &(uint32_t){(uint32_t)(at - rec)}, 1, rec))
+      return false;
+    slot[i] = (uint32_t)(at - rec);
+    *len = at + 8u - rec;
+    sp = cfa;
+    pc = (uintptr_t)frames[i];
+  }
+}
+
 /* out[0..n) came from frame records of frame-pointer code; the last return address, read
  * from the record at `rec`, leads into code without frame pointers. The frames beyond it
- * depend only on that return address, the stack pointer (rec + 16) and the stack above: if
- * those are as when libunwind last unwound them for this thread, its answer is reused;
- * else libunwind unwinds the whole stack again. */
+ * depend only on that return address, the stack pointer (rec + 16) and the stack above,
+ * often only on a few words of it (outer_slots): if those are as when libunwind last
+ * unwound them for this thread, its answer is reused; else libunwind unwinds the whole
+ * stack again. */
 static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_t *out, size_t n,
                                         size_t max, cts__bottom_t *b) {
   if (b && b->ret == out[n - 1] && b->rec == rec && b->len <= t->stack_hi - rec &&
-      stack_equal(b->bytes, rec, b->len)) {
+      (b->slots ? stack_words_equal(b->frames, b->slot, b->nframes, rec)
+                : stack_equal(b->bytes, rec, b->len))) {
     const size_t k = b->nframes < max - n ? b->nframes : max - n;
     memcpy(out + n, b->frames, k * sizeof *out);
     t->unwind_cached++;
+    t->unwind_cached_slots += b->slots;
     return n + k;
   }
   t->unwind_full++;
@@ -552,15 +646,16 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
       k - n <= BOTTOM_FRAMES && last_sp >= rec) {
     uintptr_t end = last_sp + BOTTOM_MARGIN;
     if (end > t->stack_hi) end = t->stack_hi;
-    if (end - rec <= BOTTOM_BYTES) {
-      b->ret = 0; /* never matches while it is rewritten */
-      b->rec = rec;
+    b->ret = 0; /* never matches while it is rewritten */
+    b->rec = rec;
+    b->nframes = k - n;
+    memcpy(b->frames, out + n, b->nframes * sizeof *out);
+    b->slots = outer_slots(t, rec, walked[n - 1], b->frames, b->nframes, b->slot, &b->len);
+    if (!b->slots && end - rec <= BOTTOM_BYTES) {
       b->len = end - rec;
       stack_copy(b->bytes, rec, b->len);
-      b->nframes = k - n;
-      memcpy(b->frames, out + n, b->nframes * sizeof *out);
-      b->ret = walked[n - 1];
     }
+    if (b->slots || end - rec <= BOTTOM_BYTES) b->ret = walked[n - 1];
   }
   return k;
 }

@@ -290,14 +290,14 @@ static bool same_backtraces(const decoded_t *mixed, const decoded_t *lib) {
 }
 
 typedef struct mixed_counts {
-  uint64_t walked, cached, full;
+  uint64_t walked, cached, cached_slots, full;
 } mixed_counts_t;
 
 static void *mixed_thread_body(void *arg) {
   for (int i = 0; i < MIXED_ALLOCS; i++) mixed_caller(i % 5);
   mixed_counts_t *const c = arg;
   *c = (mixed_counts_t){cts__thread.unwind_walked, cts__thread.unwind_cached,
-                        cts__thread.unwind_full};
+                        cts__thread.unwind_cached_slots, cts__thread.unwind_full};
   return NULL;
 }
 
@@ -309,15 +309,15 @@ static void mixed_run(cts_tracer_unwind_t unwind, decoded_t *d, mixed_counts_t *
   mixed_next_obj = 0;
   start_to_memory(&b, 1.0, 41, unwind);
   const mixed_counts_t before = {cts__thread.unwind_walked, cts__thread.unwind_cached,
-                                 cts__thread.unwind_full};
+                                 cts__thread.unwind_cached_slots, cts__thread.unwind_full};
   for (int i = 0; i < MIXED_ALLOCS; i++) mixed_caller(i % 7);
   mixed_through_qsort();
   pthread_t th;
   pthread_create(&th, NULL, mixed_thread_body, there);
   pthread_join(th, NULL);
-  *here = (mixed_counts_t){cts__thread.unwind_walked - before.walked,
-                           cts__thread.unwind_cached - before.cached,
-                           cts__thread.unwind_full - before.full};
+  *here = (mixed_counts_t){
+      cts__thread.unwind_walked - before.walked, cts__thread.unwind_cached - before.cached,
+      cts__thread.unwind_cached_slots - before.cached_slots, cts__thread.unwind_full - before.full};
   CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
   decoded_from_memory(d, b.data, b.len);
   free(b.data);
@@ -345,9 +345,10 @@ CTS_TEST(mixed_unwinder_gives_libunwinds_backtraces) {
   /* Both threads: the outer frames (libc's start-up, start_thread) came from libunwind
    * once or twice, then from the cache; qsort's frames from libunwind each time. */
   fprintf(stderr,
-          "  main thread: %" PRIu64 " cached, %" PRIu64 " unwound; other thread: %" PRIu64
-          " cached, %" PRIu64 " unwound\n",
-          mh.cached, mh.full, mt.cached, mt.full);
+          "  main thread: %" PRIu64 " cached (%" PRIu64 " by slots), %" PRIu64
+          " unwound; other thread: %" PRIu64 " cached (%" PRIu64 " by slots), %" PRIu64
+          " unwound\n",
+          mh.cached, mh.cached_slots, mh.full, mt.cached, mt.cached_slots, mt.full);
   CTS_ASSERT(mh.cached >= MIXED_ALLOCS - 8 && mt.cached >= MIXED_ALLOCS - 8);
   CTS_ASSERT(mt.full <= 8);
   CTS_ASSERT(mh.full >= 24); /* every comparator call went through libunwind */
@@ -426,6 +427,91 @@ CTS_TEST(mixed_unwinder_reads_call_frame_information) {
     decoded_fini(&mixed);
     decoded_fini(&lib);
   }
+#endif
+}
+
+/* ---- the outer-frame cache checked by its return addresses' slots ---------------------- */
+
+#ifdef CFI_FUNCTIONS
+/* A thread whose own functions keep no frame pointers, their CFA at %rsp + a constant:
+ * slots_thread calls slots_via_a, then slots_via_b from two call sites, each of which
+ * calls slots_inner(slots_leaf), which calls slots_leaf. The via functions have the same
+ * code and frame size, so slots_leaf's frame record and the return address it holds (into
+ * slots_inner) are the same each time. The first two calls differ in the return address
+ * saved in slots_inner's frame, the last two only in the one saved in slots_via_b's. */
+void *slots_thread(void *unused);
+__attribute__((used, noinline)) void slots_leaf(void);
+void slots_via_a(void (*leaf)(void));
+void slots_via_b(void (*leaf)(void));
+void slots_inner(void (*leaf)(void));
+#define SLOTS_VIA                                                                    \
+  "  subq $8, %rsp\n  .cfi_def_cfa_offset 16\n  call slots_inner\n  addq $8, %rsp\n" \
+  "  .cfi_def_cfa_offset 8\n  ret\n"
+__asm__(".text\n" CFI_FUNCTION(
+    slots_thread,
+    "  subq $24, %rsp\n  .cfi_def_cfa_offset 32\n  leaq slots_leaf(%rip), %rdi\n"
+    "  movq %rdi, 8(%rsp)\n  call slots_via_a\n"
+    "  movq 8(%rsp), %rdi\n  call slots_via_b\n  movq 8(%rsp), %rdi\n  call slots_via_b\n"
+    "  xorl %eax, %eax\n  addq $24, %rsp\n  .cfi_def_cfa_offset 8\n  ret\n")
+            CFI_FUNCTION(slots_via_a, SLOTS_VIA) CFI_FUNCTION(slots_via_b, SLOTS_VIA)
+                CFI_FUNCTION(slots_inner,
+                             "  subq $8, %rsp\n  .cfi_def_cfa_offset 16\n"
+                             "  call *%rdi\n  addq $8, %rsp\n"
+                             "  .cfi_def_cfa_offset 8\n  ret\n"));
+
+static uint64_t slots_next_obj;
+static mixed_counts_t slots_counts;
+
+/* Two allocations per call: the first finds the outer frames changed (but for the first
+ * call ever), the second finds them in the cache. */
+__attribute__((used, noinline)) void slots_leaf(void) {
+  static volatile int calls = 2; /* a loop that stays one: one call site */
+  for (int i = 0; i < calls; i++) {
+    cts_tracer_track_alloc(fake_ptr(8000000 + slots_next_obj++), 24);
+    __asm__ volatile("" ::: "memory");
+  }
+  slots_counts = (mixed_counts_t){cts__thread.unwind_walked, cts__thread.unwind_cached,
+                                  cts__thread.unwind_cached_slots, cts__thread.unwind_full};
+}
+#endif
+
+CTS_TEST(outer_frame_cache_sees_a_changed_return_address) {
+#if !defined(CFI_FUNCTIONS) || !defined(CTS_TEST_HAVE_LIBUNWIND)
+  CTS_SKIP("x86-64 ELF with libunwind only");
+#else
+  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
+  decoded_t runs[2];
+  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
+  mixed_counts_t counts[2];
+  for (int m = 0; m < 2; m++) {
+    membuf_t b;
+    start_to_memory(&b, 1.0, 47, modes[m]);
+    pthread_t th;
+    CTS_ASSERT_EQ_INT(pthread_create(&th, NULL, slots_thread, NULL), 0);
+    pthread_join(th, NULL);
+    counts[m] = slots_counts;
+    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+    decoded_from_memory(&runs[m], b.data, b.len);
+    free(b.data);
+    CTS_ASSERT_MSG(runs[m].error == 0, "%s", runs[m].message);
+    CTS_ASSERT_EQ_U64(runs[m].nallocs, 6);
+  }
+  decoded_t mixed = runs[0], lib = runs[1];
+  CTS_ASSERT(same_backtraces(&mixed, &lib));
+  /* The three calls differ in one outer frame, the two allocations of a call in none. */
+  for (int i = 0; i < 6; i += 2) {
+    CTS_ASSERT(lib.allocs[i].backtrace_hash == lib.allocs[i + 1].backtrace_hash);
+    CTS_ASSERT(lib.allocs[i].backtrace_hash != lib.allocs[(i + 2) % 6].backtrace_hash);
+  }
+  fprintf(stderr, "  %" PRIu64 " cached (%" PRIu64 " by slots), %" PRIu64 " unwound\n",
+          counts[0].cached, counts[0].cached_slots, counts[0].full);
+  /* Each call: the first allocation unwound by libunwind, the second from the cache, and
+   * checked by the slots (start_thread and clone3 keep no frame pointers either). */
+  CTS_ASSERT_EQ_U64(counts[0].full, 3);
+  CTS_ASSERT_EQ_U64(counts[0].cached, 3);
+  CTS_ASSERT_EQ_U64(counts[0].cached_slots, 3);
+  decoded_fini(&mixed);
+  decoded_fini(&lib);
 #endif
 }
 
