@@ -6,7 +6,13 @@
  * with --via-os, hands the file to cts_os_read_memtrace(). The event callback folds every
  * event into a checksum (backtrace length, samples, the allocation point's code) so that
  * nothing can be skipped. The median of the runs' wall times gives events/s, MB/s
- * (10^6 bytes) and backtrace frames decoded per second; peak RSS comes from getrusage. */
+ * (10^6 bytes) and backtrace frames decoded per second; peak RSS comes from getrusage.
+ *
+ * --walk-floor measures what the format itself costs: the file is loaded into memory once,
+ * then each run only finds the events' boundaries (event codes, vint lengths, codeword
+ * tags), with no validation, no backtrace cache, no callback and no I/O. No reader of the
+ * format can do less per event, so this bounds the events/s any reader reaches on the
+ * machine. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -20,6 +26,7 @@
 
 #include <ctfscope/ctfscope.h>
 
+#include "core/memtrace_wire.h"
 #include "os/os.h"
 
 #define READ_CHUNK (1u << 20)
@@ -42,7 +49,116 @@ static int on_event(void *user_data, const cts_mt_event_t *ev) {
   return 0;
 }
 
-typedef enum mode { MODE_FEED, MODE_VIA_OS, MODE_READ_ONLY } mode_t_;
+typedef enum mode { MODE_FEED, MODE_VIA_OS, MODE_READ_ONLY, MODE_WALK_FLOOR } mode_t_;
+
+/* Bytes past the end of a loaded file that the floor walk may read: the longest fixed part
+ * of an event (three 9-byte vints, a byte and a u16). */
+#define WALK_PAD 64u
+
+/* A vint's length (§2) and value, with 9 bytes known to be readable. */
+static const uint8_t *walk_vint(const uint8_t *p, uint64_t *v) {
+  const uint8_t c = *p++;
+  if (CTS_LIKELY(c < 253)) {
+    *v = c;
+    return p;
+  }
+  if (c == 253) {
+    *v = mt_ld16(p);
+    return p + 2;
+  }
+  if (c == 254) {
+    *v = mt_ld32(p);
+    return p + 4;
+  }
+  *v = mt_ld64(p);
+  return p + 8;
+}
+
+/* Past nencoded codewords (tag in the low 2 bits: 2, 2, 3 or 10 bytes), or NULL if they
+ * would run past end. */
+static const uint8_t *walk_codewords(const uint8_t *q, const uint8_t *end, uint64_t nencoded) {
+  static const uint8_t bytes[4] = {2, 2, 3, 10};
+  if (nencoded * 10u <= (uint64_t)(end - q)) {
+    for (uint64_t i = 0; i < nencoded; i++) q += bytes[q[0] & 3u];
+    return q;
+  }
+  for (uint64_t i = 0; i < nencoded && q < end; i++) q += bytes[q[0] & 3u];
+  return q <= end ? q : NULL;
+}
+
+/* Past a location event's body (§6): code, count, then per location 6 bytes and the new
+ * file and function names (NUL-terminated) its MTF codes announce; NULL if it runs past
+ * end. */
+static const uint8_t *walk_location(const uint8_t *q, const uint8_t *end) {
+  if (end - q < 9) return NULL;
+  const unsigned nlocs = q[8];
+  q += 9;
+  for (unsigned i = 0; i < nlocs; i++) {
+    if (end - q < 6) return NULL;
+    const uint64_t bits = (uint64_t)mt_ld32(q) | (uint64_t)mt_ld16(q + 4) << 32;
+    q += 6;
+    const unsigned strings =
+        (((bits >> 38) & 31u) == MT_MTF_NEW) + (((bits >> 43) & 31u) == MT_MTF_NEW);
+    for (unsigned k = 0; k < strings; k++) {
+      const uint8_t *const nul = memchr(q, 0, (size_t)(end - q));
+      if (!nul) return NULL;
+      q = nul + 1;
+    }
+  }
+  return q;
+}
+
+/* The floor walk over a whole trace in memory (data has WALK_PAD readable bytes past len).
+ * Counts events, allocations and samples into *t; false if the trace is not what the walk
+ * understands (it stops there). */
+static bool walk_floor(const uint8_t *data, size_t len, tally_t *t, uint64_t *offset) {
+  const uint8_t *p = data, *const end = data + len;
+  bool first = true;
+  while ((size_t)(end - p) >= MT_MIN_PREFIX) {
+    const uint32_t header = mt_header_size(mt_ld16(p + MT_VERSION_OFFSET));
+    const uint32_t size = mt_ld32(p + 4) / 8u;
+    *offset = (uint64_t)(p - data);
+    if (mt_ld32(p) != MT_MAGIC || size < header || size > (size_t)(end - p)) return false;
+    const uint8_t *q = p + header, *const pe = p + size;
+    if (first) { /* the trace-info packet */
+      first = false;
+      p = pe;
+      continue;
+    }
+    while (q < pe) {
+      const unsigned id = mt_ld32(q) >> MT_TIME_BITS;
+      uint64_t a, b, nencoded;
+      q += 4;
+      if (id == MT_EV_COLLECT || id == MT_EV_PROMOTE) {
+        q = walk_vint(q, &a);
+      } else if (id > MT_EV_SHORT_ALLOC_BASE && id <= MT_EV_SHORT_ALLOC_BASE + 16) {
+        q = walk_vint(q, &a);
+        nencoded = *q++;
+        q = walk_codewords(q, pe, nencoded);
+        t->allocs++;
+        t->samples++;
+      } else if (id == MT_EV_ALLOC) {
+        q = walk_vint(q, &a);
+        q = walk_vint(q, &b);
+        q = walk_vint(q + 1, &a);
+        nencoded = mt_ld16(q);
+        q = walk_codewords(q + 2, pe, nencoded);
+        t->allocs++;
+        t->samples += b;
+      } else if (id == MT_EV_LOCATION) {
+        if (!(q = walk_location(q, pe))) return false;
+        continue; /* the reader does not count them as events either */
+      } else {
+        return false;
+      }
+      if (!q || q > pe) return false;
+      t->events++;
+    }
+    p = pe;
+  }
+  *offset = (uint64_t)(p - data);
+  return p == end;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -61,9 +177,16 @@ static double cpu_s(void) {
 
 /* One pass over the file. Returns 0 or prints the error and returns non-zero. */
 static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, tally_t *t,
-                    uint64_t *bytes) {
+                    uint64_t *bytes, const uint8_t *loaded, size_t loaded_len) {
   memset(t, 0, sizeof *t);
   *bytes = 0;
+  if (mode == MODE_WALK_FLOOR) {
+    uint64_t offset;
+    *bytes = loaded_len;
+    if (walk_floor(loaded, loaded_len, t, &offset)) return 0;
+    fprintf(stderr, "read_bench: %s: the floor walk stops at offset %" PRIu64 "\n", path, offset);
+    return 1;
+  }
   cts_mt_reader_config_t cfg;
   cts_mt_reader_config_init(&cfg);
   cfg.allocator = cts_os_allocator();
@@ -120,6 +243,41 @@ static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, t
   return e != 0;
 }
 
+/* The whole file into *data (with WALK_PAD zero bytes after it). */
+static int load_file(const char *path, uint8_t **data, size_t *len) {
+  FILE *const f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "read_bench: cannot open %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  size_t cap = 1u << 20, n = 0;
+  uint8_t *d = malloc(cap + WALK_PAD);
+  for (size_t got; d && (got = fread(d + n, 1, cap - n, f)) > 0;) {
+    n += got;
+    if (n == cap) {
+      uint8_t *const bigger = realloc(d, cap * 2 + WALK_PAD);
+      if (!bigger) {
+        free(d);
+        d = NULL;
+        break;
+      }
+      d = bigger;
+      cap *= 2;
+    }
+  }
+  const bool failed = !d || ferror(f);
+  fclose(f);
+  if (failed) {
+    fprintf(stderr, "read_bench: cannot load %s into memory\n", path);
+    free(d);
+    return 1;
+  }
+  memset(d + n, 0, WALK_PAD);
+  *data = d;
+  *len = n;
+  return 0;
+}
+
 static int cmp_double(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -146,18 +304,26 @@ static void usage(FILE *f) {
           "  --skip         skip backtraces (reader config decode_backtraces = false)\n"
           "  --via-os       read with cts_os_read_memtrace() instead of read() + feed\n"
           "  --read-only    only read() the file: the I/O floor of the feed path\n"
+          "  --walk-floor   only find the events' boundaries in the file, loaded into memory\n"
+          "                 first: no validation, no backtraces, no callback, no I/O (the\n"
+          "                 format's own floor)\n"
           "  -n, --runs N   counted runs (1..%d)\n"
           "  --warmup N     uncounted runs first (default 1)\n",
           MAX_RUNS);
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_DECODE = 256, OPT_SKIP, OPT_VIA_OS, OPT_READ_ONLY, OPT_WARMUP };
+  enum { OPT_DECODE = 256, OPT_SKIP, OPT_VIA_OS, OPT_READ_ONLY, OPT_WALK_FLOOR, OPT_WARMUP };
   static const struct option opts[] = {
-      {"decode", no_argument, NULL, OPT_DECODE}, {"skip", no_argument, NULL, OPT_SKIP},
-      {"via-os", no_argument, NULL, OPT_VIA_OS}, {"read-only", no_argument, NULL, OPT_READ_ONLY},
-      {"runs", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, OPT_WARMUP},
-      {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+      {"decode", no_argument, NULL, OPT_DECODE},
+      {"skip", no_argument, NULL, OPT_SKIP},
+      {"via-os", no_argument, NULL, OPT_VIA_OS},
+      {"read-only", no_argument, NULL, OPT_READ_ONLY},
+      {"walk-floor", no_argument, NULL, OPT_WALK_FLOOR},
+      {"runs", required_argument, NULL, 'n'},
+      {"warmup", required_argument, NULL, OPT_WARMUP},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
   };
   bool decode = true;
   mode_t_ mode = MODE_FEED;
@@ -175,6 +341,9 @@ int main(int argc, char **argv) {
         break;
       case OPT_READ_ONLY:
         mode = MODE_READ_ONLY;
+        break;
+      case OPT_WALK_FLOOR:
+        mode = MODE_WALK_FLOOR;
         break;
       case 'n':
         runs = atoi(optarg);
@@ -197,13 +366,16 @@ int main(int argc, char **argv) {
   const char *path = argv[optind];
   uint8_t *buf = malloc(READ_CHUNK);
   if (!buf) return 1;
+  uint8_t *loaded = NULL;
+  size_t loaded_len = 0;
+  if (mode == MODE_WALK_FLOOR && load_file(path, &loaded, &loaded_len)) return 1;
 
   double times[MAX_RUNS], cpu_times[MAX_RUNS];
   tally_t t, first = {0};
   uint64_t bytes = 0;
   for (int i = 0; i < warmup + runs; i++) {
     const double t0 = now_s(), c0 = cpu_s();
-    if (run_once(path, mode, decode, buf, &t, &bytes)) return 1;
+    if (run_once(path, mode, decode, buf, &t, &bytes, loaded, loaded_len)) return 1;
     const double dt = now_s() - t0, dc = cpu_s() - c0;
     if (i >= warmup) {
       times[i - warmup] = dt;
@@ -217,15 +389,17 @@ int main(int argc, char **argv) {
     }
   }
   free(buf);
+  free(loaded);
   double med, lo, hi, cpu_med, cpu_lo, cpu_hi;
   summarize(times, runs, &med, &lo, &hi);
   summarize(cpu_times, runs, &cpu_med, &cpu_lo, &cpu_hi);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
 
-  const char *what = mode == MODE_READ_ONLY ? "read-only"
-                     : mode == MODE_VIA_OS  ? (decode ? "via-os decode" : "via-os skip")
-                                            : (decode ? "decode" : "skip");
+  const char *what = mode == MODE_READ_ONLY    ? "read-only"
+                     : mode == MODE_WALK_FLOOR ? "walk-floor (in memory, boundaries only)"
+                     : mode == MODE_VIA_OS     ? (decode ? "via-os decode" : "via-os skip")
+                                               : (decode ? "decode" : "skip");
   printf("trace      %s: %.1f MB, %" PRIu64 " events (%" PRIu64 " allocs), %" PRIu64
          " backtrace frames\n",
          path, (double)bytes / 1e6, t.events, t.allocs, t.frames);
