@@ -69,7 +69,10 @@
  * in object-id order (the order memtrace's ids need), each free after its allocation, the
  * rest as published. It wakes when a ring is half full and at least every
  * `flush_interval_ms` (default 1000 ms), and flushes the trace then when something was
- * written, so a killed program leaves a trace readable up to about its last second. When a
+ * written, so a killed program leaves a trace readable up to about its last second. Woken
+ * by a ring, it drains until a pass finds less than a sixteenth of a ring, and sleeps
+ * again: it does not follow a busy thread record by record, which would have the two
+ * cores pass the ring's newest cache lines back and forth; the timer's wake-up drains all. When a
  * thread's ring is full the thread waits for the writer thread (the trace is never
  * silently thinned: a slow sink slows the program), unless drop mode is on. (An id taken by
  * a thread that then never publishes its record, e.g. stopped in a debugger, holds the

@@ -849,13 +849,14 @@ static bool ids_outstanding(void) {
  * allocation's publication, so the head record of some ring can always go unless the next
  * id is still on its way (*blocked then says that records wait). Records of another session
  * (published by a thread after its session ended) and of ids given up are skipped. */
-static int drain(bool *progress_out, bool *blocked_out) {
+static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
   int err = 0;
   bool any = false, blocked = false;
   ring_t *const rings = atomic_load_explicit(&T.rings, memory_order_acquire);
   for (bool progress = true; progress;) {
     progress = false;
     blocked = false;
+    uint64_t taken = 0;
     int e = marker_if_due(&progress);
     if (e && !err) err = e;
     for (ring_t *r = rings; r; r = r->next) {
@@ -889,6 +890,7 @@ static int drain(bool *progress_out, bool *blocked_out) {
         tail += kind == REC_ALLOC ? REC_ALLOC_WORDS + depth : REC_COLLECT_WORDS;
       }
       if (tail != start) {
+        taken += tail - start;
         atomic_store(&r->tail, tail); /* seq_cst: see ring_wait */
         atomic_store_explicit(&r->wake_sent, false, memory_order_relaxed);
         progress = any = true;
@@ -900,6 +902,7 @@ static int drain(bool *progress_out, bool *blocked_out) {
       pthread_cond_broadcast(&T.progress);
       pthread_mutex_unlock(&T.lock);
     }
+    if (taken < min_pass) break;
   }
   *progress_out = any;
   *blocked_out = blocked;
@@ -965,11 +968,16 @@ static void *writer_main(void *arg) {
     now_ms = monotonic_ms();
     const bool timed = now_ms >= next_flush;
     bool blocked;
-    int err = drain(&progress, &blocked);
+    /* Unless a flush, a stop or the timer asks for everything, a pass that finds little
+     * ends the drain: the writer waits for the next wake-up (the rings half full) instead
+     * of following the program's writes record by record, which would have the two
+     * threads pass the ring's newest cache lines and its head back and forth. */
+    const size_t min_pass = stopping || flush_wanted || timed ? 0 : RING_WORDS / 16u;
+    int err = drain(min_pass, &progress, &blocked);
     take_losses();
     if (T.pending.present) { /* its id may be next */
       bool more, still;
-      const int e = drain(&more, &still);
+      const int e = drain(min_pass, &more, &still);
       if (e && !err) err = e;
       progress |= more;
       blocked = still;
