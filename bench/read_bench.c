@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -245,36 +246,30 @@ static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, t
 
 /* The whole file into *data (with WALK_PAD zero bytes after it). */
 static int load_file(const char *path, uint8_t **data, size_t *len) {
-  FILE *const f = fopen(path, "rb");
-  if (!f) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
     fprintf(stderr, "read_bench: cannot open %s: %s\n", path, strerror(errno));
+    if (fd >= 0) close(fd);
     return 1;
   }
-  size_t cap = 1u << 20, n = 0;
-  uint8_t *d = malloc(cap + WALK_PAD);
-  for (size_t got; d && (got = fread(d + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap) {
-      uint8_t *const bigger = realloc(d, cap * 2 + WALK_PAD);
-      if (!bigger) {
-        free(d);
-        d = NULL;
-        break;
-      }
-      d = bigger;
-      cap *= 2;
-    }
+  const size_t size = (size_t)st.st_size;
+  uint8_t *const d = calloc(1, size + WALK_PAD);
+  size_t n = 0;
+  while (d && n < size) {
+    const ssize_t got = read(fd, d + n, size - n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    n += (size_t)got;
   }
-  const bool failed = !d || ferror(f);
-  fclose(f);
-  if (failed) {
+  close(fd);
+  if (!d || n != size) {
     fprintf(stderr, "read_bench: cannot load %s into memory\n", path);
     free(d);
     return 1;
   }
-  memset(d + n, 0, WALK_PAD);
   *data = d;
-  *len = n;
+  *len = size;
   return 0;
 }
 
