@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -510,6 +511,74 @@ CTS_TEST(outer_frame_cache_sees_a_changed_return_address) {
   CTS_ASSERT_EQ_U64(counts[0].full, 3);
   CTS_ASSERT_EQ_U64(counts[0].cached, 3);
   CTS_ASSERT_EQ_U64(counts[0].cached_slots, 3);
+  decoded_fini(&mixed);
+  decoded_fini(&lib);
+#endif
+}
+
+/* ---- the mixed unwinder through a signal frame ------------------------------------------ */
+
+/* A handler that allocates: the walk stops at the signal trampoline (no frame pointer),
+ * and the frames beyond come from libunwind, through the signal frame. Its return
+ * address rule is not what the slots check accepts (a signal frame, CFA by expression),
+ * and its saved context is too large for the byte copy, so no capture here is served from
+ * the cache; the test checks that each gets libunwind's backtrace. */
+
+enum { SIGNAL_ALLOCS = 3 };
+static uint64_t signal_next_obj;
+
+static void signal_handler(int sig) {
+  (void)sig;
+  for (int i = 0; i < SIGNAL_ALLOCS; i++) {
+    cts_tracer_track_alloc(fake_ptr(9000000 + signal_next_obj++), 32);
+    __asm__ volatile("" ::: "memory");
+  }
+}
+
+/* Two places that raise the signal: the frames beyond the signal frame differ. */
+static __attribute__((noinline)) void signal_from_a(void) {
+  raise(SIGUSR1);
+  __asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) void signal_from_b(void) {
+  raise(SIGUSR1);
+  __asm__ volatile("" ::: "memory");
+}
+
+CTS_TEST(mixed_unwinder_through_a_signal_frame) {
+#ifndef CTS_TEST_HAVE_LIBUNWIND
+  CTS_SKIP("built without libunwind");
+#else
+  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
+  struct sigaction sa = {0}, old;
+  sa.sa_handler = signal_handler;
+  sigemptyset(&sa.sa_mask);
+  CTS_ASSERT_EQ_INT(sigaction(SIGUSR1, &sa, &old), 0);
+  decoded_t runs[2];
+  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
+  for (int m = 0; m < 2; m++) {
+    membuf_t b;
+    start_to_memory(&b, 1.0, 49, modes[m]);
+    const uint64_t cached = cts__thread.unwind_cached, full = cts__thread.unwind_full;
+    signal_from_a();
+    signal_from_b();
+    signal_from_a();
+    if (m == 0)
+      fprintf(stderr, "  %" PRIu64 " cached, %" PRIu64 " unwound by libunwind\n",
+              cts__thread.unwind_cached - cached, cts__thread.unwind_full - full);
+    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+    decoded_from_memory(&runs[m], b.data, b.len);
+    free(b.data);
+    CTS_ASSERT_MSG(runs[m].error == 0, "%s", runs[m].message);
+    CTS_ASSERT_EQ_U64(runs[m].nallocs, 3 * SIGNAL_ALLOCS);
+  }
+  sigaction(SIGUSR1, &old, NULL);
+  decoded_t mixed = runs[0], lib = runs[1];
+  /* Beyond the handler: the signal frame, raise and the function that called it. */
+  CTS_ASSERT(lib.allocs[0].depth > 4);
+  CTS_ASSERT(lib.allocs[0].backtrace_hash != lib.allocs[SIGNAL_ALLOCS].backtrace_hash);
+  CTS_ASSERT(same_backtraces(&mixed, &lib));
   decoded_fini(&mixed);
   decoded_fini(&lib);
 #endif
