@@ -77,6 +77,11 @@ static CTS_FORCE_INLINE bool stack_equal(const void *copy, uintptr_t src, size_t
 #define STACK_WORDS_READER
 #endif
 
+/* The word at `at`, on the stack above our frames. */
+STACK_WORDS_READER static uint64_t stack_word(uintptr_t at) {
+  return *(const uint64_t *)at;
+}
+
 /* Whether the words at rec + slot[i] are frames[i], for i < n. */
 STACK_WORDS_READER static bool stack_words_equal(const uint64_t *frames, const uint32_t *slot,
                                                  size_t n, uintptr_t rec) {
@@ -603,8 +608,7 @@ static bool outer_slots(const cts__thread_t *t, uintptr_t rec, uint64_t ret, con
         row.ra != CFI_RULE_SAVED || row.ra_off != -8)
       return false;
     const uintptr_t cfa = sp + (uintptr_t)row.cfa_off, at = cfa - 8u;
-    if (at - rec > BOTTOM_BYTES || t->stack_hi - at < 8u ||
-        !stack_words_equal(&frames[i], &(uint32_t){(uint32_t)(at - rec)}, 1, rec))
+    if (at - rec > BOTTOM_BYTES || at > t->stack_hi - 8u || stack_word(at) != frames[i])
       return false;
     slot[i] = (uint32_t)(at - rec);
     *len = at + 8u - rec;
@@ -646,16 +650,24 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
       k - n <= BOTTOM_FRAMES && last_sp >= rec) {
     uintptr_t end = last_sp + BOTTOM_MARGIN;
     if (end > t->stack_hi) end = t->stack_hi;
-    b->ret = 0; /* never matches while it is rewritten */
-    b->rec = rec;
-    b->nframes = k - n;
-    memcpy(b->frames, out + n, b->nframes * sizeof *out);
-    b->slots = outer_slots(t, rec, walked[n - 1], b->frames, b->nframes, b->slot, &b->len);
-    if (!b->slots && end - rec <= BOTTOM_BYTES) {
-      b->len = end - rec;
-      stack_copy(b->bytes, rec, b->len);
+    uint32_t slot[BOTTOM_FRAMES];
+    size_t len;
+    const bool slots = outer_slots(t, rec, walked[n - 1], out + n, k - n, slot, &len);
+    if (slots || end - rec <= BOTTOM_BYTES) { /* else the cache keeps what it holds */
+      b->ret = 0;                             /* never matches while it is rewritten */
+      b->rec = rec;
+      b->nframes = k - n;
+      memcpy(b->frames, out + n, b->nframes * sizeof *out);
+      b->slots = slots;
+      if (slots) {
+        memcpy(b->slot, slot, b->nframes * sizeof *slot);
+        b->len = len;
+      } else {
+        b->len = end - rec;
+        stack_copy(b->bytes, rec, b->len);
+      }
+      b->ret = walked[n - 1];
     }
-    if (b->slots || end - rec <= BOTTOM_BYTES) b->ret = walked[n - 1];
   }
   return k;
 }
