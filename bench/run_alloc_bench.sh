@@ -68,9 +68,9 @@ run_one() {
     untraced) ;;
     untraced-thread) env=(LD_PRELOAD="$IDLE_THREAD") ;;
     preload-inert) env=(LD_PRELOAD="$PRELOAD") ;;
-    sample-512KiB) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K) ;;
-    sample-512KiB-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K CTFSCOPE_UNWIND=fp) ;;
-    sample-512KiB-libunwind) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=$RATE_512K CTFSCOPE_UNWIND=libunwind) ;;
+    sample-512KiB) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE="$RATE_512K") ;;
+    sample-512KiB-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE="$RATE_512K" CTFSCOPE_UNWIND=fp) ;;
+    sample-512KiB-libunwind) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE="$RATE_512K" CTFSCOPE_UNWIND=libunwind) ;;
     rate1) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1) ;;
     rate1-libunwind) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=libunwind) ;;
     rate1-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=fp) ;;
