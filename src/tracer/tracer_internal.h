@@ -115,7 +115,9 @@ size_t cts__tracer_ring_count(void);
  * them (at the latest libc's start-up code at the bottom of every stack), the rest comes from
  * libunwind, and is kept per thread with a copy of the stack above that point: while those bytes,
  * the record's address and its return address stay the same, libunwind would give the same frames,
- * so they are reused without unwinding. */
+ * so they are reused without unwinding. When the call frame information of those outer functions
+ * makes their return addresses' slots all they depend on, only those words are kept and compared.
+ */
 #define CTS__OWN_FRAMES 16u /* room for the tracer's own frames in a libunwind backtrace */
 typedef struct cts__bottom cts__bottom_t; /* a thread's outer-frame cache */
 extern const size_t cts__bottom_size;

@@ -86,7 +86,7 @@ STACK_WORDS_READER static uint64_t stack_word(uintptr_t at) {
 STACK_WORDS_READER static bool stack_words_equal(const uint64_t *frames, const uint32_t *slot,
                                                  size_t n, uintptr_t rec) {
   uint64_t diff = 0;
-  for (size_t i = 0; i < n; i++) diff |= *(const uint64_t *)(rec + slot[i]) ^ frames[i];
+  for (size_t i = 0; i < n; i++) diff |= stack_word(rec + slot[i]) ^ frames[i];
   return diff == 0;
 }
 
@@ -242,8 +242,10 @@ static uintptr_t function_entry(const struct dl_find_object *o, uintptr_t addr,
  * information says it all the same: at the call, the canonical frame address is %rbp + 16
  * and the caller's %rbp is saved at CFA - 16, i.e. %rbp points at a frame record. What
  * follows runs the FDE's instructions (and its CIE's initial ones) up to an address and
- * tells whether that holds there. Anything it does not know (64-bit lengths, expressions,
- * other augmentations than z, R, P, L, S) gives "no": libunwind then does that frame. */
+ * gives the rules there for the CFA, %rbp and the return address: enough for that
+ * question, and for which stack words the outer frames depend on (outer_slots). Anything
+ * it does not know (64-bit lengths, expressions, other augmentations than z, R, P, L, S)
+ * gives "no": libunwind then does that frame. */
 
 enum { DW_REG_RBP = 6, DW_REG_RSP = 7, DW_REG_RA = 16, CFI_STACK = 4 };
 
@@ -310,17 +312,20 @@ static int64_t cfi_scaled(cfi_reader_t *r, uint64_t operand, bool is_signed, int
   return v * factor;
 }
 
-/* A register's rule, as far as it matters here. */
-typedef enum cfi_rule { CFI_RULE_OTHER, CFI_RULE_SAVED, CFI_RULE_UNDEFINED } cfi_rule_t;
+/* A register's rule, as far as it matters here: saved at CFA + off, undefined (the
+ * return address of the outermost frame: _start, clone3), or anything else. */
+typedef enum cfi_rule_kind { CFI_RULE_OTHER, CFI_RULE_SAVED, CFI_RULE_UNDEFINED } cfi_rule_kind_t;
+typedef struct cfi_rule {
+  cfi_rule_kind_t kind;
+  int64_t off;
+} cfi_rule_t;
 
-/* The rules that matter here: the CFA's register and offset, where %rbp and the return
- * address are saved (at CFA + offset), or whether the return address is undefined (the
- * outermost frame: _start, clone3). */
+/* The rules that matter here: the CFA's register and offset, %rbp's and the return
+ * address's. */
 typedef struct cfi_row {
   uint64_t cfa_reg;
   int64_t cfa_off;
   cfi_rule_t rbp, ra;
-  int64_t rbp_off, ra_off;
 } cfi_row_t;
 
 typedef struct cfi_run {
@@ -333,24 +338,19 @@ typedef struct cfi_run {
   bool reached; /* an advance went past the target: the row is the target's */
 } cfi_run_t;
 
-static void cfi_set(cfi_run_t *c, uint64_t reg, cfi_rule_t rule, int64_t off) {
-  if (reg == DW_REG_RBP) {
-    c->row.rbp = rule;
-    c->row.rbp_off = off;
-  } else if (reg == DW_REG_RA) {
-    c->row.ra = rule;
-    c->row.ra_off = off;
-  }
+/* Row's rule for register `reg`, if it is one that is followed (%rbp, the return address). */
+static cfi_rule_t *cfi_rule_of(cfi_row_t *row, uint64_t reg) {
+  return reg == DW_REG_RBP ? &row->rbp : reg == DW_REG_RA ? &row->ra : NULL;
+}
+
+static void cfi_set(cfi_run_t *c, uint64_t reg, cfi_rule_kind_t kind, int64_t off) {
+  cfi_rule_t *const rule = cfi_rule_of(&c->row, reg);
+  if (rule) *rule = (cfi_rule_t){kind, off};
 }
 
 static void cfi_restore(cfi_run_t *c, uint64_t reg) {
-  if (reg == DW_REG_RBP) {
-    c->row.rbp = c->initial.rbp;
-    c->row.rbp_off = c->initial.rbp_off;
-  } else if (reg == DW_REG_RA) {
-    c->row.ra = c->initial.ra;
-    c->row.ra_off = c->initial.ra_off;
-  }
+  cfi_rule_t *const rule = cfi_rule_of(&c->row, reg);
+  if (rule) *rule = *cfi_rule_of(&c->initial, reg);
 }
 
 /* Runs instructions [r->p, r->end); false on anything not understood. */
@@ -540,17 +540,23 @@ static bool cfi_keeps_frame_pointer(const struct dl_find_object *o, const unsign
   cfi_row_t row;
   bool signal;
   return cfi_row_at(o, fde, entry, pc, &row, &signal) && row.cfa_reg == DW_REG_RBP &&
-         row.cfa_off == 16 && row.rbp == CFI_RULE_SAVED && row.rbp_off == -16;
+         row.cfa_off == 16 && row.rbp.kind == CFI_RULE_SAVED && row.rbp.off == -16;
 }
 
-/* The rules at `pc` in whatever module holds it: false if there is no FDE for it, the CFI
- * is not understood, or it is a signal frame's. */
+/* The entry of the function holding `pc`, its module in *o and its FDE in *fde; 0 if
+ * there is none (no FDE, or no module: generated code). */
+static uintptr_t function_at(uintptr_t pc, struct dl_find_object *o, const unsigned char **fde) {
+  /* _dl_find_object: lock-free, async-signal-safe, made for unwinders */
+  return _dl_find_object((void *)pc, o) == 0 ? function_entry(o, pc, fde) : 0;
+}
+
+/* The rules at `pc` in whatever function holds it: false if there is no FDE for it, the
+ * CFI is not understood, or it is a signal frame's. */
 static bool frame_rules(uintptr_t pc, cfi_row_t *row) {
   struct dl_find_object o;
   const unsigned char *fde = NULL;
   bool signal;
-  if (_dl_find_object((void *)pc, &o) != 0) return false;
-  const uintptr_t entry = function_entry(&o, pc, &fde);
+  const uintptr_t entry = function_at(pc, &o, &fde);
   return entry && cfi_row_at(&o, fde, entry, pc, row, &signal) && !signal;
 }
 
@@ -561,18 +567,16 @@ static bool frame_rules(uintptr_t pc, cfi_row_t *row) {
  * module (generated code): no. */
 static CTS_NOINLINE bool look_up_verdict(uintptr_t ret, _Atomic uint64_t *slot) {
   bool framed = false;
-  struct dl_find_object o; /* lock-free, async-signal-safe: made for unwinders */
-  if (_dl_find_object((void *)(ret - 1u), &o) == 0) {
-    const unsigned char *fde = NULL;
-    const uintptr_t entry = function_entry(&o, ret - 1u, &fde);
-    if (entry && entry + 8u <= (uintptr_t)o.dlfo_map_end) {
-      unsigned char code[8];
-      memcpy(code, (const void *)entry, sizeof code);
-      const unsigned char *p = code;
-      if (p[0] == 0xF3 && p[1] == 0x0F && p[2] == 0x1E && p[3] == 0xFA) p += 4; /* endbr64 */
-      framed = p[0] == 0x55 && p[1] == 0x48 && p[2] == 0x89 && p[3] == 0xE5;
-      if (!framed && p[0] == 0x55) framed = cfi_keeps_frame_pointer(&o, fde, entry, ret - 1u);
-    }
+  struct dl_find_object o;
+  const unsigned char *fde = NULL;
+  const uintptr_t entry = function_at(ret - 1u, &o, &fde);
+  if (entry && entry + 8u <= (uintptr_t)o.dlfo_map_end) {
+    unsigned char code[8];
+    memcpy(code, (const void *)entry, sizeof code);
+    const unsigned char *p = code;
+    if (p[0] == 0xF3 && p[1] == 0x0F && p[2] == 0x1E && p[3] == 0xFA) p += 4; /* endbr64 */
+    framed = p[0] == 0x55 && p[1] == 0x48 && p[2] == 0x89 && p[3] == 0xE5;
+    if (!framed && p[0] == 0x55) framed = cfi_keeps_frame_pointer(&o, fde, entry, ret - 1u);
   }
   atomic_store_explicit(slot, (uint64_t)ret << 1 | framed, memory_order_relaxed);
   return framed;
@@ -594,24 +598,23 @@ static CTS_FORCE_INLINE bool keeps_frame_pointers(uintptr_t ret) {
  * (so it follows from the CFA below it, rec + 16 for the first), its return address saved
  * at CFA - 8, and the outermost's return address undefined (_start, clone3: where
  * libunwind stops); the word at each CFA - 8 must be the frame libunwind gave. Then those
- * m words decide the outer frames: slot[i] gets the offset from rec of the i-th. False
- * when the rules are anything else (frame pointers, expressions, signal frames). */
+ * m words decide the outer frames: slot[i] gets the offset from rec of the i-th (they
+ * grow with i). False when the rules are anything else (frame pointers, expressions,
+ * signal frames). */
 static bool outer_slots(const cts__thread_t *t, uintptr_t rec, uint64_t ret, const uint64_t *frames,
-                        size_t m, uint32_t *slot, size_t *len) {
+                        size_t m, uint32_t *slot) {
   uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret;
-  *len = 0;
   for (size_t i = 0;; i++) {
     cfi_row_t row;
     if (!frame_rules(pc - 1u, &row)) return false;
-    if (i == m) return row.ra == CFI_RULE_UNDEFINED;
+    if (i == m) return row.ra.kind == CFI_RULE_UNDEFINED;
     if (row.cfa_reg != DW_REG_RSP || row.cfa_off < 8 || row.cfa_off > (int64_t)BOTTOM_BYTES ||
-        row.ra != CFI_RULE_SAVED || row.ra_off != -8)
+        row.ra.kind != CFI_RULE_SAVED || row.ra.off != -8)
       return false;
     const uintptr_t cfa = sp + (uintptr_t)row.cfa_off, at = cfa - 8u;
     if (at - rec > BOTTOM_BYTES || at > t->stack_hi - 8u || stack_word(at) != frames[i])
       return false;
     slot[i] = (uint32_t)(at - rec);
-    *len = at + 8u - rec;
     sp = cfa;
     pc = (uintptr_t)frames[i];
   }
@@ -651,8 +654,7 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
     uintptr_t end = last_sp + BOTTOM_MARGIN;
     if (end > t->stack_hi) end = t->stack_hi;
     uint32_t slot[BOTTOM_FRAMES];
-    size_t len;
-    const bool slots = outer_slots(t, rec, walked[n - 1], out + n, k - n, slot, &len);
+    const bool slots = outer_slots(t, rec, walked[n - 1], out + n, k - n, slot);
     if (slots || end - rec <= BOTTOM_BYTES) { /* else the cache keeps what it holds */
       b->ret = 0;                             /* never matches while it is rewritten */
       b->rec = rec;
@@ -661,7 +663,7 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
       b->slots = slots;
       if (slots) {
         memcpy(b->slot, slot, b->nframes * sizeof *slot);
-        b->len = len;
+        b->len = b->nframes ? slot[b->nframes - 1] + 8u : 0; /* the last slot is the highest */
       } else {
         b->len = end - rec;
         stack_copy(b->bytes, rec, b->len);
