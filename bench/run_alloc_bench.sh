@@ -17,15 +17,18 @@
 #   rate1-libunwind   every allocation, libunwind backtraces
 #   rate1-fp          every allocation, frame-pointer backtraces
 #   rate1-nobt        every allocation, no backtraces
+#   rate1-writer-thread  every allocation, default backtraces, the writer in a thread of
+#                     the program instead of a process of its own (CTFSCOPE_WRITER=thread)
 #   heaptrack         heaptrack ./bench_alloc (if installed: apt-get install heaptrack)
 #
 # Each configuration runs RUNS times, interleaved (run 1 of every configuration, then run
 # 2...), so that a change in the machine's load hits them all alike; the table gives
 # medians. ns/pair is the binary's own loop time per pair (it prints it), wall-clock and as
 # CPU time of the looping thread (loop CPU: on a shared machine the steadier of the two;
-# the writer thread's CPU is not in it, see CPU s); wall, CPU and max
-# RSS are whole-process figures from /usr/bin/time -v (start-up and the trace's last flush
-# included). Trace bytes per sampled allocation count the allocation and its free.
+# the writer's CPU is not in it, see CPU s); wall, CPU and max RSS are figures of the
+# program and the writer process together, from /usr/bin/time -v around bench/subreaper.c,
+# which waits for the writer process and so has its CPU time counted (start-up and the
+# trace's last flush included; max RSS is the larger of the two processes'). Trace bytes per sampled allocation count the allocation and its free.
 #
 # Usage: bench/run_alloc_bench.sh [BUILD_DIR]   (default: build/release, the release preset)
 # Environment: RUNS (default 5), PAIRS (default 10000000), TMPDIR, CONFIGS (a space-separated
@@ -36,14 +39,15 @@ set -euo pipefail
 BUILD=${1:-build/release}
 RUNS=${RUNS:-5}
 PAIRS=${PAIRS:-10000000}
-CONFIGS=${CONFIGS:-"untraced untraced-thread preload-inert sample-512KiB sample-512KiB-fp sample-512KiB-libunwind rate1 rate1-libunwind rate1-fp rate1-nobt heaptrack"}
+CONFIGS=${CONFIGS:-"untraced untraced-thread preload-inert sample-512KiB sample-512KiB-fp sample-512KiB-libunwind rate1 rate1-libunwind rate1-fp rate1-nobt rate1-writer-thread heaptrack"}
 BIN=$BUILD/bench/bench_alloc
 IDLE_THREAD=$BUILD/bench/libbench_idle_thread.so
+SUBREAPER=$BUILD/bench/subreaper
 PRELOAD=$BUILD/src/cli/libctfscope-preload.so
 CTFSCOPE=$BUILD/src/cli/ctfscope
 RATE_512K=1.52587890625e-05 # 8 bytes per word / 524288 bytes
 
-for f in "$BIN" "$IDLE_THREAD" "$PRELOAD" "$CTFSCOPE"; do
+for f in "$BIN" "$IDLE_THREAD" "$SUBREAPER" "$PRELOAD" "$CTFSCOPE"; do
   [ -e "$f" ] || { echo "run_alloc_bench: $f is missing: build $BUILD first" >&2; exit 2; }
 done
 [ -x /usr/bin/time ] || { echo "run_alloc_bench: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
@@ -75,11 +79,12 @@ run_one() {
     rate1-libunwind) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=libunwind) ;;
     rate1-fp) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=fp) ;;
     rate1-nobt) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_UNWIND=none) ;;
+    rate1-writer-thread) env=(LD_PRELOAD="$PRELOAD" MEMTRACE="$trace" MEMTRACE_RATE=1 CTFSCOPE_WRITER=thread) ;;
     heaptrack) cmd=(heaptrack -o "$WORK/ht" "$BIN" "$PAIRS") ;;
     *) echo "run_alloc_bench: unknown configuration $config" >&2; exit 2 ;;
   esac
   # env after time: /usr/bin/time itself must not be preloaded (it would be the one traced).
-  /usr/bin/time -v -o "$WORK/time.txt" env -u LD_PRELOAD -u MEMTRACE -u MEMTRACE_RATE \
+  /usr/bin/time -v -o "$WORK/time.txt" "$SUBREAPER" env -u LD_PRELOAD -u MEMTRACE -u MEMTRACE_RATE \
     "${env[@]}" "${cmd[@]}" > "$WORK/out.txt" 2> "$WORK/err.txt"
   local ns cns wall user sys rss bytes=0 sampled=0
   ns=$(grep -o ' ns_per_pair=[0-9.]*' "$WORK/out.txt" | cut -d= -f2)

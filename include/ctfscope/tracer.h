@@ -76,7 +76,43 @@
  * thread's ring is full the thread waits for the writer thread (the trace is never
  * silently thinned: a slow sink slows the program), unless drop mode is on. (An id taken by
  * a thread that then never publishes its record, e.g. stopped in a debugger, holds the
- * trace back for at most 2 s; a loss marker then takes its place.)
+ * trace back for at most 2 s; a loss marker then takes its place.) All of this holds for
+ * a writer process too (below).
+ *
+ * ## The writer process (`writer` = CTS_TRACER_WRITER_PROCESS; the preload's default)
+ * The writer's work (merging the rings, encoding, resolving locations, writing) can run in
+ * a process of its own instead of a thread. cts_tracer_start() then maps a shared region
+ * (MAP_SHARED, anonymous, address space reserved for 1024 rings; pages used as rings are)
+ * holding the control block (a robust, process-shared mutex and futex words) and the
+ * rings, and forks twice: the grandchild, named "ctfscope-writer", runs the writer loop
+ * and the middle process exits at once, so the writer process is nobody's child (the
+ * program never sees it in wait()). It calls setsid() (a ^C for the program's process
+ * group does not cut its trace short), blocks every signal, points 0-2 at /dev/null and
+ * closes every descriptor but the sink's and the read end of a close-on-exec pipe whose
+ * write end only the program holds: when the program exits, is killed or execs, the pipe
+ * hangs up, and the writer process writes what the rings hold, closes the trace and
+ * exits. So a program killed by SIGKILL leaves a complete trace, once its writer process
+ * is done; a file sink also carries an flock(LOCK_EX) for as long as any copy of its
+ * descriptor is open, which `ctfscope record` waits for (at most 10 s) before reading the
+ * trace. Location codes are resolved from the program's /proc/PID/maps, read again when
+ * the program flushed (it does before exec and dlclose) or when a code falls in no known
+ * module. Threads waiting for the writer process (a full ring, a flush, the stop) look
+ * every 100 ms whether it still exists (pidfd); if it was killed, tracing stops with
+ * stats.error -ESRCH and the program runs on.
+ * Why: a writer thread shares the program's address space and runs on another CPU; when
+ * glibc returns heap to the kernel (a trim) the kernel must interrupt that CPU for a TLB
+ * shootdown, which the trimming thread waits for, and a second thread ends glibc's
+ * single-thread fast paths. At rate 1 on bench_alloc the process writer is ~9 ns per
+ * malloc+free pair cheaper (bench/README.md).
+ * When: only for FILE, FD and TCP_CONNECT sinks without a `clock` callback (a callback
+ * belongs to this process); TCP_LISTEN sessions and all others use a thread. Only if no
+ * record ring exists yet when the first such session starts (rings made before are
+ * private): start tracing before sampling anything. fork() copies the process: start it
+ * early, while the process is small (later, each page the program writes again costs it
+ * a copy-on-write fault) and, ideally, single-threaded. If the region cannot be mapped or
+ * the fork fails, the session silently uses a thread. A forked child of the program lets
+ * go of the region and the pipe. In a program that is a child subreaper or PID 1, the
+ * writer process is reparented to the program itself: use a thread there.
  *
  * ## Drop mode (`drop_when_full`; MEMTRACE_DROP=1; `ctfscope record --drop`)
  * Allocating threads never wait for the writer thread. A sampled allocation that finds
@@ -209,6 +245,12 @@ typedef enum cts_tracer_unwind {
                                         from libunwind (see "Backtraces") */
 } cts_tracer_unwind_t;
 
+/** Where the writer runs (see "The writer process"). */
+typedef enum cts_tracer_writer {
+  CTS_TRACER_WRITER_THREAD = 0,  /**< a thread of this process (default) */
+  CTS_TRACER_WRITER_PROCESS = 1, /**< a process forked at start, where the sink allows it */
+} cts_tracer_writer_t;
+
 /** Tracer options. Initialise with cts_tracer_config_init(); new fields go at the end. */
 typedef struct cts_tracer_config {
   uint32_t struct_size;
@@ -228,6 +270,9 @@ typedef struct cts_tracer_config {
   /** Drop mode: allocating threads never wait for the writer; what finds no room is
    *  counted and marked in the trace (see "Drop mode" above). Default false: lossless. */
   bool drop_when_full;
+  /** The writer's home: THREAD (default) or PROCESS (the preload library's default for
+   *  files and TCP_CONNECT; see "The writer process" above). */
+  cts_tracer_writer_t writer;
 } cts_tracer_config_t;
 
 /** Location codes of drop mode's loss markers: this bit set, none above it. */

@@ -11,7 +11,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,7 +24,8 @@
 #include "cli.h"
 #include "record_tasks.h"
 
-#define PRELOAD_NAME "libctfscope-preload.so"
+#define PRELOAD_NAME   "libctfscope-preload.so"
+#define WRITER_WAIT_MS 10000 /* how long the summary waits for a writer process */
 
 static const char help[] =
     "Usage: ctfscope record [OPTIONS] [--] PROGRAM [ARGS...]\n"
@@ -58,6 +61,10 @@ static const char help[] =
     "  -T, --tasks-output FILE  the task trace file (implies --tasks)\n"
     "  -q, --quiet              no summary\n"
     "  -h, --help               show this help\n"
+    "\n"
+    "The trace is encoded and written by a writer process (ctfscope-writer), which\n"
+    "finishes it even if PROGRAM is killed; the summary waits for it (at most 10 s).\n"
+    "CTFSCOPE_WRITER=thread keeps the writer in PROGRAM, as a thread.\n"
     "\n"
     "Forked child processes are not traced; images the program execs are. Programs that\n"
     "are statically linked or set-uid cannot be traced (the dynamic loader ignores\n"
@@ -193,8 +200,30 @@ static void count_warning(void *ud, int code, uint64_t offset, const char *messa
 }
 
 /* One line about the trace in `path`. */
+/* The writer process of a program that was killed (or that exec'd) finishes its trace
+ * after the program is gone; it holds an flock on the file until then (tracer.h, "The
+ * writer process"). Waits for it, at most WRITER_WAIT_MS. */
+static void wait_for_the_writer(const char *path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  bool free_now = false;
+  for (int waited = 0; waited < WRITER_WAIT_MS; waited += 10) {
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
+      free_now = true;
+      break;
+    }
+    const struct timespec step = {0, 10 * 1000000L};
+    nanosleep(&step, NULL);
+  }
+  close(fd);
+  if (!free_now)
+    cli_warn("%s is still being written after %d s; the summary is of what is there so far", path,
+             WRITER_WAIT_MS / 1000);
+}
+
 static void summarise(const char *path, const char *program) {
   struct stat st;
+  wait_for_the_writer(path);
   if (stat(path, &st) != 0) {
     cli_warn(
         "no trace was written to %s (%s did not load the preload library: statically "

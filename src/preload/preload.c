@@ -9,6 +9,8 @@
  *   MEMTRACE_CONTEXT=TXT  free text stored in the trace
  *   MEMTRACE_DROP=1       drop mode: never wait for a slow sink, record the loss
  *   CTFSCOPE_UNWIND=M     backtraces: mixed (default), fp, libunwind or none
+ *   CTFSCOPE_WRITER=W     where the trace is encoded and written: process (default for
+ *                         files and tcp://, see tracer.h "The writer process") or thread
  *
  * A bad setting, or a collector that cannot be reached, prints one line on stderr and
  * leaves the program untraced and otherwise untouched. MEMTRACE is removed from the
@@ -514,17 +516,17 @@ static struct {
   char memtrace[SETTING_SIZE]; /* this image's MEMTRACE */
   char base[SETTING_SIZE];     /* the first image's file: the names' base */
   unsigned index;              /* this image's number (0 = the first) */
-  char kept[4][SETTING_SIZE];  /* values of kept_names[i] at start-up, "" if unset */
+  char kept[5][SETTING_SIZE];  /* values of kept_names[i] at start-up, "" if unset */
 } exec_state;
 
 /* Settings handed on as they were at start-up. */
-static const char *const kept_names[4] = {"MEMTRACE_RATE", "MEMTRACE_CONTEXT", "MEMTRACE_DROP",
-                                          "CTFSCOPE_UNWIND"};
+static const char *const kept_names[5] = {"MEMTRACE_RATE", "MEMTRACE_CONTEXT", "MEMTRACE_DROP",
+                                          "CTFSCOPE_UNWIND", "CTFSCOPE_WRITER"};
 
 /* Environment variables the preload reads, replaced in the new image's environment. */
 static const char *const passed_on[] = {
-    "MEMTRACE",        "MEMTRACE_RATE",      "MEMTRACE_CONTEXT",   "MEMTRACE_DROP",
-    "CTFSCOPE_UNWIND", "CTFSCOPE_EXEC_BASE", "CTFSCOPE_EXEC_INDEX"};
+    "MEMTRACE",        "MEMTRACE_RATE",   "MEMTRACE_CONTEXT",   "MEMTRACE_DROP",
+    "CTFSCOPE_UNWIND", "CTFSCOPE_WRITER", "CTFSCOPE_EXEC_BASE", "CTFSCOPE_EXEC_INDEX"};
 
 static bool is_passed_on(const char *entry) {
   for (size_t i = 0; i < sizeof passed_on / sizeof *passed_on; i++) {
@@ -777,8 +779,20 @@ static void start_from_environment(void) {
     }
     cfg.drop_when_full = drop[0] == '1';
   }
+  /* A writer process takes the writer's work and its memory traffic off the program's
+   * CPUs' shared address space (tracer.h, "The writer process"). */
+  cfg.writer = CTS_TRACER_WRITER_PROCESS;
+  const char *const writer = cts__preload_env("CTFSCOPE_WRITER");
+  if (writer && writer[0]) {
+    if (strcmp(writer, "thread") == 0) {
+      cfg.writer = CTS_TRACER_WRITER_THREAD;
+    } else if (strcmp(writer, "process") != 0) {
+      refuse("CTFSCOPE_WRITER", writer, "expected process or thread");
+      return;
+    }
+  }
   bool fits = true;
-  for (size_t i = 0; i < 4; i++) {
+  for (size_t i = 0; i < sizeof kept_names / sizeof *kept_names; i++) {
     const char *const v = cts__preload_env(kept_names[i]);
     fits = copy_setting(exec_state.kept[i], v ? v : "") && fits;
   }

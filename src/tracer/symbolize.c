@@ -9,6 +9,7 @@
 #include "tracer_internal.h"
 
 #include <link.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,10 @@ struct cts__symbolizer {
   Dwfl *dwfl;
   Dwfl_Callbacks callbacks;
   char *debuginfo_path;
-  unsigned long long loads, unloads; /* the loader's counters at the last report */
+  unsigned long long loads, unloads;    /* the loader's counters at the last report */
+  int pid;                              /* whose codes: 0 = this process */
+  const _Atomic uint64_t *module_epoch; /* pid != 0: the program's flush count */
+  uint64_t epoch_seen;                  /* its value at the last report */
   cached_t *cache;
   size_t cache_cap, cache_count;
   size_t used;
@@ -51,17 +55,31 @@ static int loader_counters(struct dl_phdr_info *info, size_t size, void *data) {
 }
 
 static bool report_modules(cts__symbolizer_t *s) {
-  unsigned long long c[2] = {0, 0};
-  dl_iterate_phdr(loader_counters, c);
-  s->loads = c[0];
-  s->unloads = c[1];
+  if (s->pid) {
+    s->epoch_seen = atomic_load(s->module_epoch);
+  } else {
+    unsigned long long c[2] = {0, 0};
+    dl_iterate_phdr(loader_counters, c);
+    s->loads = c[0];
+    s->unloads = c[1];
+  }
   dwfl_report_begin(s->dwfl);
-  const int e = dwfl_linux_proc_report(s->dwfl, getpid());
+  int e = dwfl_linux_proc_report(s->dwfl, s->pid ? s->pid : getpid());
+  /* A program that is not dumpable keeps its maps from its writer process; the writer
+   * process, a fork of it, has the modules it had then. */
+  if (e && s->pid) e = dwfl_linux_proc_report(s->dwfl, getpid());
   return dwfl_report_end(s->dwfl, NULL, NULL) == 0 && e == 0;
 }
 
-/* Re-reads the module list if a library was loaded or unloaded since the last report. */
-static void refresh_modules(cts__symbolizer_t *s) {
+/* Re-reads the module list if a library was loaded or unloaded since the last report (for
+ * another process: if it flushed since, or if `code` is in no module known). */
+static void refresh_modules(cts__symbolizer_t *s, uint64_t code) {
+  if (s->pid) {
+    if (atomic_load(s->module_epoch) != s->epoch_seen ||
+        !dwfl_addrmodule(s->dwfl, (Dwarf_Addr)code - 1))
+      report_modules(s);
+    return;
+  }
   unsigned long long c[2] = {0, 0};
   dl_iterate_phdr(loader_counters, c);
   if (c[0] != s->loads || c[1] != s->unloads) report_modules(s);
@@ -101,9 +119,11 @@ static void cache_put(cts__symbolizer_t *s, uint64_t code, const cts_mt_location
   s->cache_count++;
 }
 
-cts__symbolizer_t *cts__symbolizer_create(void) {
+cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *module_epoch) {
   cts__symbolizer_t *const s = calloc(1, sizeof *s);
   if (!s) return NULL;
+  s->pid = module_epoch ? pid : 0;
+  s->module_epoch = module_epoch;
   s->callbacks.find_elf = dwfl_linux_proc_find_elf;
   /* Separate debug information is looked for by build id on this machine only
    * (/usr/lib/debug/.build-id). dwfl_standard_find_debuginfo would fall back to
@@ -209,7 +229,7 @@ size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t
       return n;
     }
   }
-  refresh_modules(s);
+  refresh_modules(s, code);
   const size_t n = resolve_uncached(s, code, out, max);
   cache_put(s, code, out, n);
   return n;
@@ -313,7 +333,8 @@ struct cts__symbolizer {
   int unused;
 };
 
-cts__symbolizer_t *cts__symbolizer_create(void) {
+cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *module_epoch) {
+  (void)pid, (void)module_epoch;
   return NULL;
 }
 

@@ -12,13 +12,20 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +62,9 @@
 /* How long starting a session waits for the writer thread's start-up work (calibrating
  * the time-stamp counter, loading the modules' debug information). */
 #define WARM_UP_MAX_MS    2000u
+#define WRITER_CHECK_MS   100u   /* how often a waiting thread checks the writer process exists */
+#define RING_SLOTS        1024u  /* rings in a writer process's shared mapping */
+#define SHARED_HEADER     65536u /* the shared mapping's control block, before the rings */
 #define MAX_FRAMES_LIMIT  1024u
 #define REC_ALLOC         1u
 #define REC_COLLECT       2u
@@ -114,21 +124,67 @@ typedef struct marker {
   uint64_t id, time;
 } marker_t;
 
+/* What the program's threads and the writer share. With a writer process (tracer.h,
+ * "The writer process") it lives at the start of a shared mapping made before the fork, at
+ * the same address in both processes, so the ring pointers in it hold in both; its mutex
+ * is then process-shared and robust (either side may die holding it). Otherwise it is
+ * T.local_control. */
+typedef struct control {
+  pthread_mutex_t lock; /* the writer's wake-ups and waits for it */
+  /* Futex words, not condition variables: a process killed while waiting on a
+   * process-shared condition variable leaves it blocking every later signal for ever. A
+   * waiter reads the word under `lock` and sleeps while it is unchanged; a waker changes
+   * it (under `lock`, after the state) and wakes. */
+  _Atomic uint32_t writer_wake;
+  _Atomic uint32_t progress; /* ring space freed, flush done, writer ready or exited */
+
+  /* Lock-free, shared by the sampling threads. */
+  _Alignas(64) _Atomic uint64_t next_id; /* the next full id */
+  _Alignas(64) _Atomic(ring_t *) rings;  /* every ring ever made, newest first */
+  atomic_uint waiters;                   /* threads waiting for ring space */
+  atomic_uint_fast64_t unrecorded;       /* samples with no ring (no memory for one) */
+  _Atomic size_t ring_slots_used;        /* rings carved from the shared mapping */
+  atomic_bool stopping;                  /* read by the writer while it waits on a socket */
+  atomic_bool failed;                    /* the writer stopped on a sink error */
+  _Atomic uint64_t module_epoch;         /* bumped by each flush (the symbolizer looks) */
+  _Atomic int writer_pid;                /* the writer process, once forked */
+
+  /* Under `lock`. */
+  _Alignas(64) bool wake_requested;
+  bool writer_ready; /* the writer finished its start-up work */
+  bool thread_running;
+  bool stop_requested;
+  uint64_t flush_requested, flush_done;
+  cts_tracer_stats_t stats; /* what the writer counts; the rings count the rest */
+  uint64_t gave_up;         /* ids whose record never came (STALL_GIVE_UP_MS) */
+} control_t;
+
 static struct {
   pthread_mutex_t control;   /* serialises start/stop */
-  pthread_mutex_t lock;      /* the writer thread's wake-ups and waits for it */
   pthread_mutex_t side_lock; /* the side table (the linked API's blocks) */
-  pthread_cond_t writer_wake;
-  pthread_cond_t progress; /* ring space freed, flush done, writer exited */
   pthread_once_t once;
   pthread_key_t ring_key; /* hands a thread's ring back when the thread exits */
   bool ring_key_ok;
   bool ready;
+  control_t *ctl; /* &local_control, or the shared mapping's (writer process) */
+  control_t local_control;
+
+  /* The writer process's shared mapping: the control block, then ring slots. Made at the
+   * first session with a writer process, kept for the life of this process image. */
+  unsigned char *shared;
+  size_t shared_size;
+  bool spawning;          /* forking the writer process: the fork handlers stand aside */
+  bool in_writer_process; /* this process is the writer process */
+  int writer_pidfd;       /* the writer process (pidfd), or -1 */
+  int owner_fd;           /* the program: write end of a pipe the writer process watches */
+  int owner_watch_fd;     /* the writer process: the read end (hang-up: the program is gone) */
+  pid_t traced_pid;       /* the writer process: the program it writes for */
 
   /* Session: fixed while active. */
   bool session_running;
   bool service_running;  /* a TCP_LISTEN service is started (service.c) */
   bool service_stopping; /* cts_tracer_stop() is joining the service thread */
+  bool writer_process;   /* this session's writer is a process */
   unsigned session;      /* the running (or last) session's number, as in cts__tracer_active */
   uint64_t session_bits; /* its low CTS__TRACER_SESSION_BITS: the top of its full ids */
   cts_tracer_config_t cfg;
@@ -143,27 +199,13 @@ static struct {
    * on the sampling path) and the writer thread converts them (writer_time). */
   bool tsc_mode;
   atomic_uint_fast64_t thread_seeds;
-
-  /* Lock-free, shared by the sampling threads. */
-  _Alignas(64) _Atomic uint64_t next_id; /* the next full id */
-  _Alignas(64) _Atomic(ring_t *) rings;  /* every ring ever mapped, newest first */
-  atomic_uint waiters;                   /* threads waiting for ring space */
-  atomic_uint_fast64_t unrecorded;       /* samples with no ring (no memory for one) */
-
-  /* Under `lock`. */
-  _Alignas(64) bool wake_requested;
-  bool writer_ready; /* the writer thread finished its start-up work */
-  bool thread_running;
-  bool stop_requested;
-  uint64_t flush_requested, flush_done;
-  cts_tracer_stats_t stats; /* what the writer thread counts; the rings count the rest */
-  cts_tracer_stats_t base;  /* the rings' counts when the session started */
+  cts_tracer_stats_t base; /* the rings' counts when the session started */
 
   /* Under `side_lock`. */
   side_entry_t *side;
   size_t side_cap, side_count, side_tombs;
 
-  /* Writer-thread side. */
+  /* Writer side. */
   pthread_t thread;
   void *writer_mem;
   size_t writer_mem_size;
@@ -171,13 +213,12 @@ static struct {
   uint64_t emitted;                  /* object ids written: the next alloc written has this id */
   marker_t pending;                  /* a loss marker waiting for its id's turn */
   loss_t lost_taken;                 /* the rings' losses already in markers */
-  uint64_t gave_up;                  /* ids whose record never came (STALL_GIVE_UP_MS) */
   uint64_t frames[MAX_FRAMES_LIMIT]; /* write_alloc's outermost-first copy */
   cts_tracer_sink_t sink;
   int fd;
   bool own_fd;
-  bool socket_sink;     /* fd is a non-blocking socket of ours */
-  atomic_bool stopping; /* read by the writer thread while it waits on a socket */
+  bool socket_sink; /* fd is a non-blocking socket of ours */
+  bool owner_gone;  /* the writer process: the program exited or exec'd */
   cts__symbolizer_t *symbolizer;
   uint64_t bytes_written;
   char path[4096];
@@ -191,9 +232,13 @@ static struct {
   uint64_t writer_time;    /* the last event time written, µs */
 } T = {
     .control = PTHREAD_MUTEX_INITIALIZER,
-    .lock = PTHREAD_MUTEX_INITIALIZER,
     .side_lock = PTHREAD_MUTEX_INITIALIZER,
     .once = PTHREAD_ONCE_INIT,
+    .ctl = &T.local_control,
+    .local_control = {.lock = PTHREAD_MUTEX_INITIALIZER},
+    .writer_pidfd = -1,
+    .owner_fd = -1,
+    .owner_watch_fd = -1,
     .fd = -1,
 };
 
@@ -399,6 +444,93 @@ static bool side_remove(uintptr_t addr, uint64_t *id) {
   }
 }
 
+/* ---- the control block's lock and waits ----------------------------------------------------- */
+
+/* The control block is this process's own (not shared with a writer process). Around a
+ * fork only such a block is locked: a shared one is left to the writer process, and a
+ * child gets a fresh block (atfork_child). */
+static bool ctl_is_local(void) {
+  return T.ctl == &T.local_control;
+}
+
+/* A robust mutex whose owner died (the writer process or the program, killed) is handed
+ * over with EOWNERDEAD: the fields under it are plain flags and counters, still usable. */
+static void ctl_lock(void) {
+  if (pthread_mutex_lock(&T.ctl->lock) == EOWNERDEAD) pthread_mutex_consistent(&T.ctl->lock);
+}
+
+static void ctl_unlock(void) {
+  pthread_mutex_unlock(&T.ctl->lock);
+}
+
+static int futex_flags(void) {
+  return ctl_is_local() ? FUTEX_PRIVATE_FLAG : 0;
+}
+
+/* Wakes one waiter on `word` (or all). Lock held. */
+static void ctl_wake(_Atomic uint32_t *word, bool all) {
+  atomic_fetch_add(word, 1);
+  syscall(SYS_futex, word, FUTEX_WAKE | futex_flags(), all ? INT_MAX : 1, NULL, NULL, 0);
+}
+
+/* Waits (lock held; released meanwhile) until `word` is changed or it is `deadline`
+ * (CLOCK_MONOTONIC; NULL: none): 0, or ETIMEDOUT. */
+static int ctl_timedwait(_Atomic uint32_t *word, const struct timespec *deadline) {
+  const uint32_t seen = atomic_load(word);
+  ctl_unlock();
+  /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. */
+  const long r = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | futex_flags(), seen, deadline, NULL,
+                         FUTEX_BITSET_MATCH_ANY);
+  const int e = r == 0 ? 0 : errno;
+  ctl_lock();
+  return e == ETIMEDOUT ? ETIMEDOUT : 0;
+}
+
+static struct timespec deadline_in_ms(uint64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += (time_t)(ms / 1000u);
+  ts.tv_nsec += (long)(ms % 1000u) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
+static bool before(const struct timespec *a, const struct timespec *b) {
+  return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Whether this session's writer process has exited (killed: it could not say so). */
+static bool writer_process_gone(void) {
+  if (T.writer_pidfd >= 0) {
+    struct pollfd p = {.fd = T.writer_pidfd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+  }
+  const pid_t pid = (pid_t)atomic_load(&T.ctl->writer_pid);
+  return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Waits (lock held) for `progress` until `deadline` (NULL: none); ETIMEDOUT once past it.
+ * With a writer process, 100 ms at a time, looking in between whether it still exists: one
+ * that was killed counts as exited, so that no thread waits for it for ever. */
+static int wait_progress(const struct timespec *deadline) {
+  if (!T.writer_process) return ctl_timedwait(&T.ctl->progress, deadline);
+  struct timespec step = deadline_in_ms(WRITER_CHECK_MS);
+  const bool last = deadline && before(deadline, &step);
+  const int r = ctl_timedwait(&T.ctl->progress, last ? deadline : &step);
+  if (r != ETIMEDOUT) return r;
+  if (T.ctl->thread_running && writer_process_gone()) {
+    atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed); /* nobody takes records */
+    T.ctl->thread_running = false;
+    if (!T.ctl->stats.error) T.ctl->stats.error = -ESRCH;
+    atomic_store(&T.ctl->failed, true);
+    ctl_wake(&T.ctl->progress, true);
+  }
+  return last ? ETIMEDOUT : 0;
+}
+
 /* ---- the rings (lock-free; each thread writes its own) ------------------------------------ */
 
 static bool sampling_on(void) {
@@ -425,10 +557,26 @@ static void ring_read_tail(ring_t *r) {
   r->wake_check = r->tail_seen + RING_WORDS / 2u;
 }
 
+/* A ring's memory: header, outer-frame cache, words. */
+static size_t ring_size(void) {
+  const size_t header = (sizeof(ring_t) + 63u) & ~(size_t)63u;
+  const size_t bottom = (cts__bottom_size + 63u) & ~(size_t)63u;
+  return (header + bottom + RING_WORDS * sizeof(uint64_t) + 4095u) & ~(size_t)4095u;
+}
+
+/* Memory for a new ring, zero-filled: a slot of the shared mapping once there is one (the
+ * writer process must see every ring; past RING_SLOTS rings, none), else its own pages. */
+static unsigned char *ring_memory(void) {
+  if (!T.shared) return map_pages(ring_size());
+  const size_t slot = atomic_fetch_add(&T.ctl->ring_slots_used, 1);
+  if (slot >= RING_SLOTS) return NULL;
+  return T.shared + SHARED_HEADER + slot * ring_size();
+}
+
 /* This thread's first record: a ring left by an exited thread, else a new one. NULL if
  * there is no memory for one. Guard raised (pthread_setspecific may allocate). */
 static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
-  ring_t *r = atomic_load_explicit(&T.rings, memory_order_acquire);
+  ring_t *r = atomic_load_explicit(&T.ctl->rings, memory_order_acquire);
   for (; r; r = r->next) {
     int unowned = 0;
     if (atomic_load_explicit(&r->owned, memory_order_relaxed) == 0 &&
@@ -438,15 +586,15 @@ static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
   if (!r) {
     const size_t header = (sizeof(ring_t) + 63u) & ~(size_t)63u;
     const size_t bottom = (cts__bottom_size + 63u) & ~(size_t)63u;
-    unsigned char *const mem = map_pages(header + bottom + RING_WORDS * sizeof(uint64_t));
+    unsigned char *const mem = ring_memory();
     if (!mem) return NULL;
     r = (ring_t *)mem; /* mapped zero-filled: all counters 0, the cache empty */
     r->bottom = (cts__bottom_t *)(mem + header);
     r->words = (uint64_t *)(mem + header + bottom);
     atomic_init(&r->owned, 1);
-    ring_t *old = atomic_load_explicit(&T.rings, memory_order_relaxed);
+    ring_t *old = atomic_load_explicit(&T.ctl->rings, memory_order_relaxed);
     do r->next = old;
-    while (!atomic_compare_exchange_weak_explicit(&T.rings, &old, r, memory_order_release,
+    while (!atomic_compare_exchange_weak_explicit(&T.ctl->rings, &old, r, memory_order_release,
                                                   memory_order_relaxed));
   }
   ring_read_tail(r);
@@ -460,14 +608,17 @@ static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
  * while the writer drains the ring (it moves `tail` once per pass) every record would pay
  * it, so they are looked at again only after another sixteenth of the ring. */
 static CTS_NOINLINE void ring_wake(ring_t *r, uint64_t head) {
+  /* A writer process that stopped on a sink error cannot end sampling itself. */
+  if (CTS_UNLIKELY(atomic_load_explicit(&T.ctl->failed, memory_order_relaxed)))
+    atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   ring_read_tail(r);
   if (head - r->tail_seen <= RING_WORDS / 2u) return;
   r->wake_check = head + RING_WORDS / 16u;
   if (atomic_exchange_explicit(&r->wake_sent, true, memory_order_relaxed)) return;
-  pthread_mutex_lock(&T.lock);
-  T.wake_requested = true;
-  pthread_cond_signal(&T.writer_wake);
-  pthread_mutex_unlock(&T.lock);
+  ctl_lock();
+  T.ctl->wake_requested = true;
+  ctl_wake(&T.ctl->writer_wake, false);
+  ctl_unlock();
 }
 
 /* Waits until the ring, once written up to `end`, is at most `limit` words full (false:
@@ -483,18 +634,18 @@ static CTS_NOINLINE bool ring_wait(ring_t *r, uint64_t end, size_t limit) {
       ring_wake(r, end);
       return false;
     }
-    pthread_mutex_lock(&T.lock);
-    const bool running = T.thread_running;
+    ctl_lock();
+    const bool running = T.ctl->thread_running;
     if (running) {
-      atomic_fetch_add(&T.waiters, 1);
-      T.wake_requested = true;
-      pthread_cond_signal(&T.writer_wake);
+      atomic_fetch_add(&T.ctl->waiters, 1);
+      T.ctl->wake_requested = true;
+      ctl_wake(&T.ctl->writer_wake, false);
       bump(&r->waits, 1);
-      while (sampling_on() && T.thread_running && end - atomic_load(&r->tail) > limit)
-        pthread_cond_wait(&T.progress, &T.lock);
-      atomic_fetch_sub(&T.waiters, 1);
+      while (sampling_on() && T.ctl->thread_running && end - atomic_load(&r->tail) > limit)
+        wait_progress(NULL);
+      atomic_fetch_sub(&T.ctl->waiters, 1);
     }
-    pthread_mutex_unlock(&T.lock);
+    ctl_unlock();
     if (!running) return false;
   }
 }
@@ -566,7 +717,7 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
       bump(&r->lost_words, words);
       bump(&r->lost_samples, nsamples);
     } else if (!r) {
-      atomic_fetch_add_explicit(&T.unrecorded, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&T.ctl->unrecorded, 1, memory_order_relaxed);
     }
     cts__guard_leave();
     return CTS__TRACER_NO_ID;
@@ -574,7 +725,7 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   const size_t depth =
       capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, T.cfg.max_frames, r->bottom);
   rec[1] = event_time();
-  const uint64_t full = atomic_fetch_add_explicit(&T.next_id, 1, memory_order_relaxed);
+  const uint64_t full = atomic_fetch_add_explicit(&T.ctl->next_id, 1, memory_order_relaxed);
   rec[0] = REC_ALLOC | (uint64_t)depth << 8;
   rec[2] = full;
   rec[3] = words;
@@ -655,13 +806,17 @@ void cts__tracer_record_free(uint64_t id, unsigned session) {
   cts__guard_leave();
 }
 
+int cts__tracer_writer_pid(void) {
+  return T.session_running && T.writer_process ? (int)atomic_load(&T.ctl->writer_pid) : 0;
+}
+
 size_t cts__tracer_ring_count(void) {
   size_t n = 0;
-  for (ring_t *r = atomic_load_explicit(&T.rings, memory_order_acquire); r; r = r->next) n++;
+  for (ring_t *r = atomic_load_explicit(&T.ctl->rings, memory_order_acquire); r; r = r->next) n++;
   return n;
 }
 
-/* ---- the writer thread --------------------------------------------------------------------- */
+/* ---- the writer (a thread, or the writer process) -------------------------------------------- */
 
 /* Writes to our non-blocking socket, waiting for room as long as it takes (lossless), or,
  * in drop mode once stopping, until the peer has taken nothing for DROP_GIVE_UP_MS. */
@@ -677,7 +832,7 @@ static int socket_write(const char *p, size_t len) {
     }
     if (n == 0) return -EPIPE;
     if (n != -EAGAIN) return (int)n;
-    if (T.cfg.drop_when_full && atomic_load_explicit(&T.stopping, memory_order_relaxed)) {
+    if (T.cfg.drop_when_full && atomic_load_explicit(&T.ctl->stopping, memory_order_relaxed)) {
       const uint64_t now = monotonic_ms();
       if (!stalled_since)
         stalled_since = now;
@@ -720,7 +875,7 @@ static size_t resolve_code(void *user_data, uint64_t code, cts_mt_location_t *ou
     return 1;
   }
   if (!T.cfg.symbolize) return 0; /* (and without libdw the symbolizer resolves nothing) */
-  if (!T.symbolizer) T.symbolizer = cts__symbolizer_create();
+  if (!T.symbolizer) T.symbolizer = cts__symbolizer_create(T.traced_pid, &T.ctl->module_epoch);
   return T.symbolizer ? cts__symbolizer_resolve(T.symbolizer, code, out, max) : 0;
 }
 
@@ -772,7 +927,7 @@ static int write_marker(const loss_t *loss, uint64_t raw_time) {
                               &code, 1, &id);
   if (!e) e = cts_mt_writer_collect(T.writer, time, T.emitted);
   T.emitted++;
-  T.stats.loss_markers++;
+  T.ctl->stats.loss_markers++;
   return e;
 }
 
@@ -787,7 +942,7 @@ static int marker_if_due(bool *progress) {
 /* What the rings lost so far (drop mode). */
 static loss_t ring_losses(void) {
   loss_t l = {0};
-  for (ring_t *r = atomic_load_explicit(&T.rings, memory_order_acquire); r; r = r->next) {
+  for (ring_t *r = atomic_load_explicit(&T.ctl->rings, memory_order_acquire); r; r = r->next) {
     l.allocs += atomic_load_explicit(&r->lost_allocs, memory_order_relaxed);
     l.collects += atomic_load_explicit(&r->lost_collects, memory_order_relaxed);
     l.words += atomic_load_explicit(&r->lost_words, memory_order_relaxed);
@@ -799,7 +954,7 @@ static loss_t ring_losses(void) {
 /* The rings' counters, summed (cts_tracer_get_stats subtracts the session's start). */
 static void ring_counts(cts_tracer_stats_t *s) {
   memset(s, 0, sizeof *s);
-  for (ring_t *r = atomic_load_explicit(&T.rings, memory_order_acquire); r; r = r->next) {
+  for (ring_t *r = atomic_load_explicit(&T.ctl->rings, memory_order_acquire); r; r = r->next) {
     s->samples += atomic_load_explicit(&r->samples, memory_order_relaxed);
     s->collects += atomic_load_explicit(&r->collects, memory_order_relaxed);
     s->waits += atomic_load_explicit(&r->waits, memory_order_relaxed);
@@ -808,7 +963,7 @@ static void ring_counts(cts_tracer_stats_t *s) {
     s->lost_samples += atomic_load_explicit(&r->lost_samples, memory_order_relaxed);
     s->lost_collects += atomic_load_explicit(&r->lost_collects, memory_order_relaxed);
   }
-  s->dropped += atomic_load_explicit(&T.unrecorded, memory_order_relaxed);
+  s->dropped += atomic_load_explicit(&T.ctl->unrecorded, memory_order_relaxed);
 }
 
 /* Turns the losses since the last marker into a pending marker, with a fresh object id
@@ -822,7 +977,7 @@ static void take_losses(void) {
   T.lost_taken = now;
   T.pending.loss = d;
   T.pending.time = event_time();
-  T.pending.id = atomic_fetch_add(&T.next_id, 1);
+  T.pending.id = atomic_fetch_add(&T.ctl->next_id, 1);
   T.pending.present = true;
 }
 
@@ -840,7 +995,7 @@ static int write_alloc(const uint64_t *rec, size_t depth) {
 
 /* Ids taken in this session that are not written yet. */
 static bool ids_outstanding(void) {
-  const uint64_t next = atomic_load(&T.next_id);
+  const uint64_t next = atomic_load(&T.ctl->next_id);
   return (next >> ID_BITS) == T.session_bits && (next & ID_MASK) > T.emitted;
 }
 
@@ -852,7 +1007,7 @@ static bool ids_outstanding(void) {
 static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
   int err = 0;
   bool any = false, blocked = false;
-  ring_t *const rings = atomic_load_explicit(&T.rings, memory_order_acquire);
+  ring_t *const rings = atomic_load_explicit(&T.ctl->rings, memory_order_acquire);
   for (bool progress = true; progress;) {
     progress = false;
     blocked = false;
@@ -897,10 +1052,10 @@ static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
       }
       if (tail != head) blocked = true;
     }
-    if (progress && atomic_load(&T.waiters)) {
-      pthread_mutex_lock(&T.lock);
-      pthread_cond_broadcast(&T.progress);
-      pthread_mutex_unlock(&T.lock);
+    if (progress && atomic_load(&T.ctl->waiters)) {
+      ctl_lock();
+      ctl_wake(&T.ctl->progress, true);
+      ctl_unlock();
     }
     if (taken < min_pass) break;
   }
@@ -913,9 +1068,16 @@ static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
  * so that the ids after it can be written. (Should the record come after all, it is
  * skipped as stale.) */
 static int give_up_id(void) {
-  T.gave_up++;
+  T.ctl->gave_up++;
   const loss_t one = {1, 0, 0, 0};
   return write_marker(&one, event_time());
+}
+
+/* The writer process: whether the program's end of the watch pipe is closed (it exited,
+ * was killed or exec'd; its forked children close their copies). */
+static bool owner_is_gone(void) {
+  struct pollfd p = {.fd = T.owner_watch_fd, .events = POLLIN};
+  return poll(&p, 1, 0) > 0;
 }
 
 static void *writer_main(void *arg) {
@@ -926,21 +1088,22 @@ static void *writer_main(void *arg) {
    * program fills its rings, and then the program would wait. */
   calibrate_tsc();
   if (T.cfg.symbolize && !T.symbolizer) {
-    T.symbolizer = cts__symbolizer_create();
+    T.symbolizer = cts__symbolizer_create(T.traced_pid, &T.ctl->module_epoch);
     cts__symbolizer_warm(T.symbolizer);
   }
-  pthread_mutex_lock(&T.lock);
-  T.writer_ready = true;
-  pthread_cond_broadcast(&T.progress);
-  pthread_mutex_unlock(&T.lock);
+  ctl_lock();
+  T.ctl->writer_ready = true;
+  ctl_wake(&T.ctl->progress, true);
+  ctl_unlock();
   const uint64_t interval = T.cfg.flush_interval_ms ? T.cfg.flush_interval_ms : 1000;
   uint64_t next_flush = monotonic_ms() + interval;
   uint64_t stalled_since = 0; /* ms; 0 = writing goes on */
   bool dirty = false, waiting = false, progress = false;
   for (;;) {
-    pthread_mutex_lock(&T.lock);
+    ctl_lock();
     uint64_t now_ms = monotonic_ms();
-    const bool asked = T.stop_requested || T.flush_requested != T.flush_done || T.wake_requested;
+    const bool asked = T.ctl->stop_requested || T.ctl->flush_requested != T.ctl->flush_done ||
+                       T.ctl->wake_requested;
     /* Records waiting for an id on its way, and none written last time: look again soon
      * (also when stopping: no busy loop while the id comes). */
     const bool stalled = waiting && !progress;
@@ -948,22 +1111,17 @@ static void *writer_main(void *arg) {
       const uint64_t until = stalled || (waiting && now_ms + STALL_RETRY_MS < next_flush)
                                  ? now_ms + STALL_RETRY_MS
                                  : next_flush;
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      const uint64_t wait_ms = until - now_ms;
-      ts.tv_sec += (time_t)(wait_ms / 1000);
-      ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-      if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-      }
-      pthread_cond_timedwait(&T.writer_wake, &T.lock, &ts);
+      const struct timespec ts = deadline_in_ms(until - now_ms);
+      ctl_timedwait(&T.ctl->writer_wake, &ts);
     }
-    const bool stopping = T.stop_requested;
-    const uint64_t flush_target = T.flush_requested;
-    const bool flush_wanted = flush_target != T.flush_done;
-    T.wake_requested = false;
-    pthread_mutex_unlock(&T.lock);
+    /* A writer process also stops when the program has exited or exec'd (killed, or
+     * _exit without stopping): what its rings hold is all there will be. */
+    if (T.in_writer_process && !T.owner_gone) T.owner_gone = owner_is_gone();
+    const bool stopping = T.ctl->stop_requested || T.owner_gone;
+    const uint64_t flush_target = T.ctl->flush_requested;
+    const bool flush_wanted = flush_target != T.ctl->flush_done;
+    T.ctl->wake_requested = false;
+    ctl_unlock();
 
     now_ms = monotonic_ms();
     const bool timed = now_ms >= next_flush;
@@ -988,7 +1146,7 @@ static void *writer_main(void *arg) {
       stalled_since = 0;
     } else if (!stalled_since) {
       stalled_since = now_ms;
-    } else if (now_ms - stalled_since >= STALL_GIVE_UP_MS) {
+    } else if (now_ms - stalled_since >= STALL_GIVE_UP_MS || T.owner_gone) {
       const int e = give_up_id();
       if (e && !err) err = e;
       dirty = true;
@@ -1002,17 +1160,18 @@ static void *writer_main(void *arg) {
     }
     if (timed) next_flush = monotonic_ms() + interval;
 
-    pthread_mutex_lock(&T.lock);
-    T.stats.bytes_written = T.bytes_written;
-    if (err && !T.stats.error) {
-      T.stats.error = err;
+    ctl_lock();
+    T.ctl->stats.bytes_written = T.bytes_written;
+    if (err && !T.ctl->stats.error) {
+      T.ctl->stats.error = err;
       /* The writer is closed after a sink error: stop sampling for nothing. */
       atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+      atomic_store(&T.ctl->failed, true);
     }
-    if (flush_wanted) T.flush_done = flush_target;
-    pthread_cond_broadcast(&T.progress);
+    if (flush_wanted) T.ctl->flush_done = flush_target;
+    ctl_wake(&T.ctl->progress, true);
     const bool done = stopping && !waiting;
-    pthread_mutex_unlock(&T.lock);
+    ctl_unlock();
     if (done) break;
   }
 
@@ -1021,12 +1180,12 @@ static void *writer_main(void *arg) {
     cts__symbolizer_destroy(T.symbolizer);
     T.symbolizer = NULL;
   }
-  pthread_mutex_lock(&T.lock);
-  T.stats.bytes_written = T.bytes_written;
-  if (e && e != CTS_E_CLOSED && !T.stats.error) T.stats.error = e;
-  T.thread_running = false;
-  pthread_cond_broadcast(&T.progress);
-  pthread_mutex_unlock(&T.lock);
+  ctl_lock();
+  T.ctl->stats.bytes_written = T.bytes_written;
+  if (e && e != CTS_E_CLOSED && !T.ctl->stats.error) T.ctl->stats.error = e;
+  T.ctl->thread_running = false;
+  ctl_wake(&T.ctl->progress, true);
+  ctl_unlock();
   return NULL;
 }
 
@@ -1034,46 +1193,183 @@ static void *writer_main(void *arg) {
 
 static void atfork_prepare(void) {
   pthread_mutex_lock(&T.side_lock);
-  pthread_mutex_lock(&T.lock);
+  if (ctl_is_local()) ctl_lock();
 }
 
 static void atfork_parent(void) {
-  pthread_mutex_unlock(&T.lock);
+  if (ctl_is_local()) ctl_unlock();
   pthread_mutex_unlock(&T.side_lock);
 }
 
-/* The child is not traced: it has no writer thread, and the trace belongs to the parent.
- * Its copies of the parent's sockets are closed, so that a peer sees the parent's trace
- * end when the parent closes them. */
+static void init_control(control_t *c, bool shared) {
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  if (shared) {
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+  }
+  pthread_mutex_init(&c->lock, &ma);
+  pthread_mutexattr_destroy(&ma);
+}
+
+/* The child is not traced: it has no writer, and the trace belongs to the parent. Its
+ * copies of the parent's sockets are closed, so that a peer sees the parent's trace end
+ * when the parent closes them. With a writer process, the child lets go of the shared
+ * mapping and of the pipe the writer process watches, and starts again from a fresh
+ * control block of its own. (Forks that make the writer process change nothing.) */
 static void atfork_child(void) {
+  if (T.spawning) {
+    pthread_mutex_unlock(&T.side_lock);
+    if (ctl_is_local()) ctl_unlock();
+    return;
+  }
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   T.session_running = false;
-  T.thread_running = false;
-  T.stop_requested = false;
   if (T.socket_sink && T.fd >= 0) close(T.fd);
   T.fd = -1;
   T.socket_sink = false;
   T.own_fd = false; /* a file is the parent's; close-on-exec anyway */
   T.service_running = T.service_stopping = false;
   cts__service_atfork_child();
-  /* The other threads' rings have no owner here. */
-  for (ring_t *r = atomic_load(&T.rings); r; r = r->next)
-    atomic_store(&r->owned, r == cts__thread.ring);
-  atomic_store(&T.waiters, 0);
-  pthread_mutex_unlock(&T.lock);
+  if (!ctl_is_local()) {
+    if (T.owner_fd >= 0) close(T.owner_fd);
+    if (T.writer_pidfd >= 0) close(T.writer_pidfd);
+    T.owner_fd = T.writer_pidfd = -1;
+    T.writer_process = false;
+    munmap(T.shared, T.shared_size);
+    T.shared = NULL;
+    T.ctl = &T.local_control;
+    memset(T.ctl, 0, sizeof *T.ctl);
+    init_control(T.ctl, false);
+    cts__thread.ring = NULL;
+    if (T.ring_key_ok) pthread_setspecific(T.ring_key, NULL);
+  } else {
+    T.ctl->thread_running = false;
+    T.ctl->stop_requested = false;
+    /* The other threads' rings have no owner here. */
+    for (ring_t *r = atomic_load(&T.ctl->rings); r; r = r->next)
+      atomic_store(&r->owned, r == cts__thread.ring);
+    atomic_store(&T.ctl->waiters, 0);
+    ctl_unlock();
+  }
   pthread_mutex_unlock(&T.side_lock);
   pthread_mutex_init(&T.control, NULL);
 }
 
 static void init_once(void) {
-  pthread_condattr_t attr;
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&T.writer_wake, &attr);
-  pthread_cond_init(&T.progress, &attr);
-  pthread_condattr_destroy(&attr);
+  init_control(&T.local_control, false);
   T.ring_key_ok = pthread_key_create(&T.ring_key, ring_release) == 0;
   T.ready = pthread_atfork(atfork_prepare, atfork_parent, atfork_child) == 0;
+}
+
+/* ---- the writer process ---------------------------------------------------------------- */
+
+_Static_assert(sizeof(control_t) <= SHARED_HEADER, "the control block fits its page");
+
+static void close_sink(void);
+
+/* Whether a session into `sink` can have a writer process: the sinks it can write to
+ * alone (a callback, a clock callback or the service's client belong to this process). */
+static bool process_writer_fits(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
+                                int socket_fd) {
+  return cfg->writer == CTS_TRACER_WRITER_PROCESS && socket_fd < 0 && !sink->clock &&
+         (sink->kind == CTS_TRACER_SINK_FILE || sink->kind == CTS_TRACER_SINK_FD ||
+          sink->kind == CTS_TRACER_SINK_TCP_CONNECT);
+}
+
+/* The shared mapping, made once: the control block, then RING_SLOTS ring slots (reserved
+ * address space; pages are used as rings are). Only while no ring exists: rings made
+ * before would be this process's alone. False: a writer thread it is. */
+static bool shared_mapping(void) {
+  if (T.shared) return true;
+  if (atomic_load(&T.ctl->rings)) return false;
+  const size_t size = SHARED_HEADER + RING_SLOTS * ring_size();
+  void *const p =
+      mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  control_t *const c = p;
+  init_control(c, true);
+  atomic_store(&c->unrecorded, atomic_load(&T.ctl->unrecorded));
+  T.shared = p;
+  T.shared_size = size;
+  T.ctl = c;
+  return true;
+}
+
+/* Keeps descriptors `a` and `b` (-1: none), points 0-2 at /dev/null otherwise, and closes
+ * every other one: the writer process must not hold the program's pipes and sockets open. */
+static void keep_only_fds(int a, int b) {
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd < 3; fd++)
+    if (fd != a && fd != b && null_fd >= 0 && null_fd != fd) dup2(null_fd, fd);
+  int keep[2] = {a < b ? a : b, a < b ? b : a};
+  unsigned next = 3;
+  for (int i = 0; i < 2; i++) {
+    if (keep[i] < (int)next) continue;
+    if ((unsigned)keep[i] > next) close_range(next, (unsigned)keep[i] - 1u, 0);
+    next = (unsigned)keep[i] + 1u;
+  }
+  close_range(next, ~0u, 0);
+}
+
+/* The writer process: the writer loop, on its own, until the program stops the session or
+ * is gone. It leaves the program's session and process group (a ^C for the program does
+ * not cut its trace short), takes no signals, and samples nothing. */
+static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
+  atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+  cts__guard_enter();
+  T.in_writer_process = true;
+  T.owner_watch_fd = watch_fd;
+  T.traced_pid = program;
+  setsid();
+  prctl(PR_SET_NAME, "ctfscope-writer");
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, NULL);
+  keep_only_fds(T.fd, watch_fd);
+  writer_main(NULL);
+  close_sink();
+  _exit(0);
+}
+
+/* Forks the writer process, twice, so that it is nobody's child: the program never sees it
+ * in wait(), and it lives on when the program dies, to finish the trace. 0, or -errno. */
+static int spawn_writer_process(void) {
+  int watch[2];
+  if (pipe2(watch, O_CLOEXEC) != 0) return -errno;
+  const pid_t program = getpid();
+  atomic_store(&T.ctl->writer_pid, 0);
+  T.spawning = true;
+  const pid_t middle = fork();
+  if (middle == 0) {
+    close(watch[1]); /* the writer process must see the program's end close */
+    const pid_t pid = fork();
+    if (pid == 0) writer_process_main(watch[0], program);
+    atomic_store(&T.ctl->writer_pid, pid > 0 ? pid : -1);
+    _exit(0);
+  }
+  const int e = middle < 0 ? -errno : 0;
+  T.spawning = false;
+  if (middle > 0)
+    while (waitpid(middle, NULL, 0) < 0 && errno == EINTR) {}
+  close(watch[0]);
+  const pid_t pid = atomic_load(&T.ctl->writer_pid);
+  if (e || pid <= 0) {
+    close(watch[1]);
+    return e ? e : -EAGAIN;
+  }
+  T.owner_fd = watch[1];
+  /* Without pidfds (Linux < 5.3), writer_process_gone() uses kill(pid, 0). */
+  T.writer_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  return 0;
+}
+
+/* After the session: the pipe and the pidfd go. */
+static void forget_writer_process(void) {
+  if (T.owner_fd >= 0) close(T.owner_fd);
+  if (T.writer_pidfd >= 0) close(T.writer_pidfd);
+  T.owner_fd = T.writer_pidfd = -1;
+  atomic_store(&T.ctl->writer_pid, 0);
 }
 
 /* ---- log lines --------------------------------------------------------------------------- */
@@ -1147,6 +1443,11 @@ static int open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
         return e;
       }
       if (ftruncate(fd, 0) != 0) { /* ignored */
+      }
+      /* Also an flock, held while any copy of the descriptor is open, the writer
+       * process's included: `ctfscope record` waits for it to go before reading the
+       * trace of a program that was killed (its writer process finishes the trace). */
+      if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* ignored: only a courtesy */
       }
       T.fd = fd;
       T.own_fd = true;
@@ -1234,6 +1535,8 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
     return e;
   }
 
+  /* The writer process needs the shared mapping; without it, a writer thread. */
+  T.writer_process = process_writer_fits(cfg, sink, socket_fd) && shared_mapping();
   T.cfg = *cfg;
   T.sink = *sink;
   copy_string(T.context, sizeof T.context, cfg->context);
@@ -1262,7 +1565,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   if (gethostname(T.host, sizeof T.host) != 0) T.host[0] = '\0';
   T.host[sizeof T.host - 1] = '\0';
 
-  atomic_store_explicit(&T.stopping, false, memory_order_relaxed);
+  atomic_store_explicit(&T.ctl->stopping, false, memory_order_relaxed);
   int e = open_sink(sink, socket_fd);
   if (e) return e;
   cts_mt_writer_config_t wc;
@@ -1290,42 +1593,51 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
     return e;
   }
 
-  pthread_mutex_lock(&T.lock);
+  ctl_lock();
   const unsigned session = T.session % 0x7FFFFFFFu + 1u; /* never 0 */
   T.session_bits = session & CTS__TRACER_SESSION_MASK;
-  atomic_store(&T.next_id, T.session_bits << ID_BITS);
+  atomic_store(&T.ctl->next_id, T.session_bits << ID_BITS);
   T.emitted = 0;
-  T.gave_up = 0;
+  T.ctl->gave_up = 0;
   T.pending.present = false;
   T.lost_taken = ring_losses();
   T.writer_time = start;
-  T.wake_requested = T.stop_requested = T.writer_ready = false;
-  T.flush_requested = T.flush_done = 0;
-  memset(&T.stats, 0, sizeof T.stats);
+  T.ctl->wake_requested = T.ctl->stop_requested = T.ctl->writer_ready = false;
+  T.ctl->flush_requested = T.ctl->flush_done = 0;
+  atomic_store(&T.ctl->failed, false);
+  memset(&T.ctl->stats, 0, sizeof T.ctl->stats);
   ring_counts(&T.base);
-  T.stats.bytes_written = T.bytes_written;
-  T.thread_running = true;
-  pthread_mutex_unlock(&T.lock);
+  T.ctl->stats.bytes_written = T.bytes_written;
+  T.ctl->thread_running = true;
+  ctl_unlock();
 
-  /* The writer thread takes no signals: they belong to the program's threads. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  e = pthread_create(&T.thread, NULL, writer_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (e) {
-    T.thread_running = false;
-    close_sink();
-    return -e;
+  /* A writer process if it fits and can be made, else a writer thread. */
+  if (T.writer_process && spawn_writer_process() != 0) T.writer_process = false;
+  if (!T.writer_process) {
+    /* The writer thread takes no signals: they belong to the program's threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    e = pthread_create(&T.thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e) {
+      T.ctl->thread_running = false;
+      close_sink();
+      return -e;
+    }
+    pthread_setname_np(T.thread, "ctfscope-writer");
   }
-  pthread_setname_np(T.thread, "ctfscope-writer");
-  /* Sampling starts once the writer thread is ready, or after WARM_UP_MAX_MS whatever. */
-  struct timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += WARM_UP_MAX_MS / 1000u;
-  pthread_mutex_lock(&T.lock);
-  while (!T.writer_ready && pthread_cond_timedwait(&T.progress, &T.lock, &deadline) != ETIMEDOUT) {}
-  pthread_mutex_unlock(&T.lock);
+  /* Sampling starts once the writer is ready, or after WARM_UP_MAX_MS whatever. */
+  const struct timespec deadline = deadline_in_ms(WARM_UP_MAX_MS);
+  ctl_lock();
+  while (!T.ctl->writer_ready && T.ctl->thread_running && wait_progress(&deadline) != ETIMEDOUT) {}
+  const bool writer_lost = !T.ctl->thread_running; /* a writer process that died at once */
+  ctl_unlock();
+  if (writer_lost) {
+    forget_writer_process();
+    close_sink();
+    return -ESRCH;
+  }
   T.session = session;
   atomic_store_explicit(&T.thread_seeds, 0, memory_order_relaxed);
   T.session_running = true;
@@ -1336,19 +1648,24 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
 /* Stops the running session: sampling ends, the writer thread writes what is queued,
  * flushes and exits, the sink is closed. Control lock held. */
 static int session_stop_locked(void) {
-  pthread_mutex_lock(&T.lock);
+  ctl_lock();
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
-  atomic_store_explicit(&T.stopping, true, memory_order_relaxed);
-  T.stop_requested = true;
-  pthread_cond_signal(&T.writer_wake);
-  pthread_cond_broadcast(&T.progress); /* threads waiting for queue space give up */
-  pthread_mutex_unlock(&T.lock);
-  pthread_join(T.thread, NULL);
+  atomic_store_explicit(&T.ctl->stopping, true, memory_order_relaxed);
+  T.ctl->stop_requested = true;
+  ctl_wake(&T.ctl->writer_wake, false);
+  ctl_wake(&T.ctl->progress, true); /* threads waiting for queue space give up */
+  if (T.writer_process)
+    while (T.ctl->thread_running) wait_progress(NULL);
+  ctl_unlock();
+  if (T.writer_process)
+    forget_writer_process();
+  else
+    pthread_join(T.thread, NULL);
   close_sink();
   T.session_running = false;
-  pthread_mutex_lock(&T.lock);
-  const int e = T.stats.error;
-  pthread_mutex_unlock(&T.lock);
+  ctl_lock();
+  const int e = T.ctl->stats.error;
+  ctl_unlock();
   return e;
 }
 
@@ -1376,9 +1693,9 @@ int cts__session_stop(void) {
 }
 
 int cts__session_error(void) {
-  pthread_mutex_lock(&T.lock);
-  const int e = T.stats.error;
-  pthread_mutex_unlock(&T.lock);
+  ctl_lock();
+  const int e = T.ctl->stats.error;
+  ctl_unlock();
   return e;
 }
 
@@ -1435,27 +1752,26 @@ bool cts_tracer_is_active(void) {
 }
 
 int cts_tracer_flush(void) {
-  pthread_mutex_lock(&T.lock);
-  if (!T.thread_running || T.stop_requested) {
-    pthread_mutex_unlock(&T.lock);
+  ctl_lock();
+  if (!T.ctl->thread_running || T.ctl->stop_requested) {
+    ctl_unlock();
     return CTS_E_STATE;
   }
-  const uint64_t target = ++T.flush_requested;
-  pthread_cond_signal(&T.writer_wake);
-  struct timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += DROP_GIVE_UP_MS / 1000u;
+  const uint64_t target = ++T.ctl->flush_requested;
+  atomic_fetch_add(&T.ctl->module_epoch, 1); /* before dlclose and exec: see the symbolizer */
+  ctl_wake(&T.ctl->writer_wake, false);
+  const struct timespec deadline = deadline_in_ms(DROP_GIVE_UP_MS);
   int e = 0;
-  while (T.flush_done < target && T.thread_running) {
+  while (T.ctl->flush_done < target && T.ctl->thread_running) {
     if (!T.cfg.drop_when_full) {
-      pthread_cond_wait(&T.progress, &T.lock);
-    } else if (pthread_cond_timedwait(&T.progress, &T.lock, &deadline) == ETIMEDOUT) {
+      wait_progress(NULL);
+    } else if (wait_progress(&deadline) == ETIMEDOUT) {
       e = -ETIMEDOUT;
       break;
     }
   }
-  if (T.stats.error) e = T.stats.error;
-  pthread_mutex_unlock(&T.lock);
+  if (T.ctl->stats.error) e = T.ctl->stats.error;
+  ctl_unlock();
   return e;
 }
 
@@ -1469,8 +1785,8 @@ void cts_tracer_track_free(const void *ptr) {
 
 void cts_tracer_get_stats(cts_tracer_stats_t *out) {
   cts_tracer_stats_t rings;
-  pthread_mutex_lock(&T.lock);
-  *out = T.stats;
+  ctl_lock();
+  *out = T.ctl->stats;
   ring_counts(&rings);
   out->samples += rings.samples - T.base.samples;
   out->collects += rings.collects - T.base.collects;
@@ -1479,8 +1795,8 @@ void cts_tracer_get_stats(cts_tracer_stats_t *out) {
   out->lost_allocs += rings.lost_allocs - T.base.lost_allocs;
   out->lost_samples += rings.lost_samples - T.base.lost_samples;
   out->lost_collects += rings.lost_collects - T.base.lost_collects;
-  out->lost_allocs += T.gave_up;
-  pthread_mutex_unlock(&T.lock);
+  out->lost_allocs += T.ctl->gave_up;
+  ctl_unlock();
   cts__service_add_stats(out);
 }
 

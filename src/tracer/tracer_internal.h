@@ -99,6 +99,8 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
                             unsigned *session, bool side);
 /* Queues the collect of object `id` if `session` is still the running session. */
 void cts__tracer_record_free(uint64_t id, unsigned session);
+/* The running session's writer process, 0 if it has a writer thread (tests). */
+int cts__tracer_writer_pid(void);
 /* How many per-thread record rings exist (tests: exited threads' rings are reused). */
 size_t cts__tracer_ring_count(void);
 
@@ -170,9 +172,14 @@ static inline int cts__guarded(void) {
   return cts__thread.guard;
 }
 
-/* Location resolution with libdw (symbolize.c); all on the writer thread. */
+/* Location resolution with libdw (symbolize.c); all on the writer thread. `pid` is the
+ * process whose codes are resolved: 0 for this one (its loader's counters say when to
+ * re-read the module list), or the program a writer process writes for: its module list
+ * is re-read when `*module_epoch` changed (the program bumps it at each flush, which it
+ * does before dlclose and exec) and when a code falls in no known module (a library it
+ * loaded since). */
 typedef struct cts__symbolizer cts__symbolizer_t;
-cts__symbolizer_t *cts__symbolizer_create(void);
+cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *module_epoch);
 /* Loads the debug information and symbol tables of every module now: libdw does it on
  * first use, tens of milliseconds for a C library with its debug information installed,
  * time in which the writer thread would take no records. */

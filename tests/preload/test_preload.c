@@ -181,6 +181,20 @@ CTS_TEST(threads) {
   unlink(trace);
 }
 
+/* The writer thread (CTFSCOPE_WRITER=thread; the default is a writer process) keeps
+ * working through the preload library too. */
+CTS_TEST(threads_with_a_writer_thread) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "threads_writer_thread");
+  CTS_ASSERT(run_both("victim_threads", NULL, NULL, "1", trace, "CTFSCOPE_WRITER=thread"));
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_MSG(d.nallocs >= 8 * 20000 + 8 * 64, "%zu allocs", d.nallocs);
+  CTS_ASSERT_MSG(d.ncollects >= 8 * 20000 + 8 * 64, "%zu collects", d.ncollects);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 CTS_TEST(threads_frame_pointers) {
   char trace[256];
   trace_path(trace, sizeof trace, "threads_fp");
@@ -720,6 +734,20 @@ CTS_TEST(bad_rate_is_refused) {
   CTS_ASSERT(access("/tmp/cts_never.ctf", F_OK) != 0);
 }
 
+CTS_TEST(bad_writer_setting_is_refused) {
+  char path[1024];
+  victim_path(path, sizeof path, "victim_realloc");
+  char *argv[] = {path, NULL};
+  run(&plain, argv, NULL, NULL, NULL);
+  run(&traced, argv, "/tmp/cts_never.ctf", "1", "CTFSCOPE_WRITER=fork");
+  CTS_ASSERT_EQ_INT(traced.status, plain.status);
+  CTS_ASSERT_STR_EQ(traced.out, plain.out);
+  CTS_ASSERT_STR_EQ(traced.err,
+                    "ctfscope-preload: CTFSCOPE_WRITER=\"fork\": expected process or thread; "
+                    "this program is not traced\n");
+  CTS_ASSERT(access("/tmp/cts_never.ctf", F_OK) != 0);
+}
+
 CTS_TEST(unwritable_file_is_refused) {
   check_refused("/nonexistent-dir/x.ctf", "1", "cannot trace into this file");
 }
@@ -1099,6 +1127,39 @@ CTS_TEST(record_of_a_killed_program_keeps_its_last_second) {
   CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
   CTS_ASSERT_EQ_U64(count_length(&d, 22222), 10);
   decoded_fini(&d);
+  unlink(trace);
+}
+
+/* Killed before any flush: the writer process (the default) finishes the trace, and
+ * `record` waits for it (the trace file's flock) before summing it up. */
+CTS_TEST(record_of_a_program_killed_at_once_keeps_every_record) {
+  char victim[1024], trace[256];
+  victim_path(victim, sizeof victim, "victim_killed");
+  trace_path(trace, sizeof trace, "killed_now");
+  unlink(trace);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o", trace, "--rate", "1", victim, "now", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 128 + 9);
+  CTS_ASSERT_STR_EQ(traced.out, "allocated\n");
+  CTS_ASSERT_MSG(strstr(traced.err, ": 10 010 sampled allocations, 10 000 frees") != NULL,
+                 "summary: %s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(count_length(&d, 22222), 10);
+  CTS_ASSERT_EQ_U64(count_length(&d, 33333), 10000);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
+/* The writer process is invisible to the program (no child to wait for, another
+ * session), and when it is killed the program runs on to the same end as untraced. */
+CTS_TEST(writer_process_is_nobodys_child_and_its_death_harms_nothing) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "writer_killed");
+  CTS_ASSERT(run_both("victim_writer", NULL, NULL, "1", trace, NULL));
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err, "its own session") != NULL, "stderr: %s", traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err, "killed the writer process") != NULL, "stderr: %s", traced.err);
   unlink(trace);
 }
 
