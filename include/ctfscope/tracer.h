@@ -102,7 +102,7 @@
  * Why: a writer thread shares the program's address space and runs on another CPU; when
  * glibc returns heap to the kernel (a trim) the kernel must interrupt that CPU for a TLB
  * shootdown, which the trimming thread waits for, and a second thread ends glibc's
- * single-thread fast paths. At rate 1 on bench_alloc the process writer is ~9 ns per
+ * single-thread fast paths. At rate 1 on bench_alloc the process writer is 10-14 ns per
  * malloc+free pair cheaper (bench/README.md).
  * When: only for FILE, FD and TCP_CONNECT sinks without a `clock` callback (a callback
  * belongs to this process); TCP_LISTEN sessions and all others use a thread. Only if no
