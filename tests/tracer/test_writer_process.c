@@ -27,16 +27,31 @@ static void temp_path(char *buf, size_t size, const char *name) {
   snprintf(buf, size, "/tmp/cts_writer_process_%s_%d.ctf", name, (int)getpid());
 }
 
-static int start_process_writer(const char *path, cts_tracer_unwind_t unwind) {
+static int start_process_writer_into(const cts_tracer_sink_t *sink, cts_tracer_unwind_t unwind) {
   cts_tracer_config_t cfg;
   cts_tracer_config_init(&cfg);
   cfg.sample_rate = 1.0;
   cfg.unwind = unwind;
   cfg.writer = CTS_TRACER_WRITER_PROCESS;
+  return cts_tracer_start(&cfg, sink);
+}
+
+static int start_process_writer(const char *path, cts_tracer_unwind_t unwind) {
   cts_tracer_sink_t sink;
   cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
   sink.path = path;
-  return cts_tracer_start(&cfg, &sink);
+  return start_process_writer_into(&sink, unwind);
+}
+
+/* The trace at `path` reads back cleanly with these counts. */
+static void check_trace(const char *path, uint64_t allocs, uint64_t collects) {
+  decoded_t d;
+  decoded_from_file(&d, path);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, allocs);
+  CTS_ASSERT_EQ_U64(d.ncollects, collects);
+  CTS_ASSERT(!d.collected_twice && !d.time_backwards && d.truncated_packets == 0);
+  decoded_fini(&d);
 }
 
 /* The first line of /proc/PID/FILE, or "" (a process that is gone). */
@@ -113,11 +128,7 @@ CTS_TEST(file_sink_through_a_writer_process_is_exact) {
 
   allocate_and_free(0, 5000);
   CTS_ASSERT_EQ_INT(cts_tracer_flush(), 0);
-  decoded_t d; /* while tracing goes on */
-  decoded_from_file(&d, path);
-  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
-  CTS_ASSERT_EQ_U64(d.nallocs, 5000);
-  decoded_fini(&d);
+  check_trace(path, 5000, 2500); /* while tracing goes on */
 
   CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
   CTS_ASSERT_EQ_INT(cts__tracer_writer_pid(), 0);
@@ -129,12 +140,10 @@ CTS_TEST(file_sink_through_a_writer_process_is_exact) {
   struct stat sb;
   CTS_ASSERT(stat(path, &sb) == 0);
   CTS_ASSERT_EQ_U64(st.bytes_written, (uint64_t)sb.st_size);
+  check_trace(path, 5000, 2500);
+  decoded_t d;
   decoded_from_file(&d, path);
-  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
-  CTS_ASSERT_EQ_U64(d.nallocs, 5000);
-  CTS_ASSERT_EQ_U64(d.ncollects, 2500);
   CTS_ASSERT_EQ_U64(d.pid, (uint64_t)getpid()); /* the program's, not the writer's */
-  CTS_ASSERT(!d.collected_twice && !d.time_backwards && d.truncated_packets == 0);
   for (size_t i = 0; i < d.nallocs; i++) {
     CTS_ASSERT_EQ_U64(d.allocs[i].id, i);
     CTS_ASSERT_EQ_U64(d.allocs[i].length, (8 + i % 3000 + 7) / 8);
@@ -161,12 +170,7 @@ CTS_TEST(each_session_gets_its_own_writer_process) {
     CTS_ASSERT(pids[s] > 0);
     allocate_and_free(0, 100 + (uint64_t)s);
     CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
-    decoded_t d;
-    decoded_from_file(&d, path);
-    CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
-    CTS_ASSERT_EQ_U64(d.nallocs, 100 + (uint64_t)s); /* object ids from 0 again */
-    CTS_ASSERT_EQ_U64(d.allocs[0].id, 0);
-    decoded_fini(&d);
+    check_trace(path, 100 + (uint64_t)s, 50 + (uint64_t)s); /* its ids from 0 again */
     unlink(path);
   }
   CTS_ASSERT(pids[0] != pids[1]);
@@ -198,15 +202,10 @@ CTS_TEST(killed_writer_process_stops_tracing_not_the_program) {
 CTS_TEST(sink_error_in_the_writer_process_reaches_the_program) {
   int p[2];
   CTS_ASSERT(pipe(p) == 0);
-  cts_tracer_config_t cfg;
-  cts_tracer_config_init(&cfg);
-  cfg.sample_rate = 1.0;
-  cfg.unwind = CTS_TRACER_UNWIND_NONE;
-  cfg.writer = CTS_TRACER_WRITER_PROCESS;
   cts_tracer_sink_t sink;
   cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FD);
   sink.fd = p[1];
-  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
+  CTS_ASSERT_EQ_INT(start_process_writer_into(&sink, CTS_TRACER_UNWIND_NONE), 0);
   CTS_ASSERT(cts__tracer_writer_pid() > 0);
   close(p[0]);
   for (uint64_t i = 0; i < 1000; i++) cts_tracer_track_alloc(fake_ptr(i), 64);
@@ -242,16 +241,10 @@ CTS_TEST(forked_child_lets_go_of_the_writer_process) {
   CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
   allocate_and_free(100, 100);
   CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  check_trace(parent_path, 200, 100);
+  check_trace(child_path, 50, 25);
   decoded_t d;
-  decoded_from_file(&d, parent_path);
-  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
-  CTS_ASSERT_EQ_U64(d.nallocs, 200);
-  CTS_ASSERT_EQ_U64(d.ncollects, 100);
-  CTS_ASSERT(!d.collected_twice);
-  decoded_fini(&d);
   decoded_from_file(&d, child_path);
-  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
-  CTS_ASSERT_EQ_U64(d.nallocs, 50);
   CTS_ASSERT_EQ_U64(d.pid, (uint64_t)child);
   decoded_fini(&d);
   unlink(parent_path);
@@ -286,13 +279,7 @@ CTS_TEST(writer_process_finishes_the_trace_of_a_killed_program) {
   }
   close(fd);
   CTS_ASSERT_MSG(unlocked, "the writer process still holds %s after 5 s", path);
-  decoded_t d;
-  decoded_from_file(&d, path);
-  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
-  CTS_ASSERT_EQ_U64(d.nallocs, 3000);
-  CTS_ASSERT_EQ_U64(d.ncollects, 1500);
-  CTS_ASSERT(d.truncated_packets == 0);
-  decoded_fini(&d);
+  check_trace(path, 3000, 1500);
   unlink(path);
 }
 
