@@ -86,6 +86,9 @@ _Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + CTS__OWN_FRAMES <= RING_WORD
                "a record fits a ring");
 
 CTS__TLS cts__thread_t cts__thread;
+/* This thread is forking the writer process: the fork handlers stand aside. Per thread, so
+ * that a fork the program makes meanwhile on another thread is handled as any other. */
+static CTS__TLS bool spawning_writer;
 atomic_int cts__tracer_active;
 _Atomic uint8_t cts__sampled_slots[CTS__SLOT_COUNT];
 
@@ -173,7 +176,6 @@ static struct {
    * first session with a writer process, kept for the life of this process image. */
   unsigned char *shared;
   size_t shared_size;
-  bool spawning;          /* forking the writer process: the fork handlers stand aside */
   bool in_writer_process; /* this process is the writer process */
   int writer_pidfd;       /* the writer process (pidfd), or -1 */
   int owner_fd;           /* the program: write end of a pipe the writer process watches */
@@ -1218,7 +1220,7 @@ static void init_control(control_t *c, bool shared) {
  * mapping and of the pipe the writer process watches, and starts again from a fresh
  * control block of its own. (Forks that make the writer process change nothing.) */
 static void atfork_child(void) {
-  if (T.spawning) {
+  if (spawning_writer) {
     pthread_mutex_unlock(&T.side_lock);
     if (ctl_is_local()) ctl_unlock();
     return;
@@ -1318,6 +1320,7 @@ static void keep_only_fds(int a, int b) {
 static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   cts__guard_enter();
+  spawning_writer = false;
   T.in_writer_process = true;
   T.owner_watch_fd = watch_fd;
   T.traced_pid = program;
@@ -1339,7 +1342,7 @@ static int spawn_writer_process(void) {
   if (pipe2(watch, O_CLOEXEC) != 0) return -errno;
   const pid_t program = getpid();
   atomic_store(&T.ctl->writer_pid, 0);
-  T.spawning = true;
+  spawning_writer = true;
   const pid_t middle = fork();
   if (middle == 0) {
     close(watch[1]); /* the writer process must see the program's end close */
@@ -1349,7 +1352,7 @@ static int spawn_writer_process(void) {
     _exit(0);
   }
   const int e = middle < 0 ? -errno : 0;
-  T.spawning = false;
+  spawning_writer = false;
   if (middle > 0)
     while (waitpid(middle, NULL, 0) < 0 && errno == EINTR) {}
   close(watch[0]);
