@@ -82,7 +82,7 @@
  * ## The writer process (`writer` = CTS_TRACER_WRITER_PROCESS; the preload's default)
  * The writer's work (merging the rings, encoding, resolving locations, writing) can run in
  * a process of its own instead of a thread. cts_tracer_start() then maps a shared region
- * (MAP_SHARED, anonymous, address space reserved for 1024 rings; pages used as rings are)
+ * (MAP_SHARED, anonymous: about 1 GiB of address space for 1024 rings, used as rings are)
  * holding the control block (a robust, process-shared mutex and futex words) and the
  * rings, and forks twice: the grandchild, named "ctfscope-writer", runs the writer loop
  * and the middle process exits at once, so the writer process is nobody's child (the
@@ -228,8 +228,9 @@ typedef struct cts_tracer_sink {
   const char *address;
   /** TCP_CONNECT: how long cts_tracer_start() waits for the connection (default 3000). */
   uint32_t connect_timeout_ms;
-  /** TCP sinks' log lines (a refused second client...), without a newline, from the
-   *  tracer's threads; must not call the tracer. NULL: stderr, prefixed "ctfscope: ". */
+  /** Log lines (a TCP sink's refused second client, a writer process that died...),
+   *  without a newline, from the tracer's threads or a thread waiting for the writer;
+   *  must not call the tracer nor allocate. NULL: stderr, prefixed "ctfscope: ". */
   void (*log)(void *user_data, const char *line);
   void *log_user_data;
 } cts_tracer_sink_t;

@@ -818,6 +818,7 @@ static void start_from_environment(void) {
   } else {
     cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
     sink.path = out;
+    sink.log = log_line; /* e.g. a writer process that was killed */
     exec_state.file = true;
   }
   /* The exec sequence: where it started and which image this is. */

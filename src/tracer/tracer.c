@@ -525,6 +525,9 @@ static int wait_progress(const struct timespec *deadline) {
   if (r != ETIMEDOUT) return r;
   if (T.ctl->thread_running && writer_process_gone()) {
     atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed); /* nobody takes records */
+    cts__tracer_log(&T.sink,
+                    "the writer process (pid %d) is gone: tracing stopped, the program runs on",
+                    (int)atomic_load(&T.ctl->writer_pid));
     T.ctl->thread_running = false;
     if (!T.ctl->stats.error) T.ctl->stats.error = -ESRCH;
     atomic_store(&T.ctl->failed, true);

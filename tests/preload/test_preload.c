@@ -1157,6 +1157,9 @@ CTS_TEST(writer_process_is_nobodys_child_and_its_death_harms_nothing) {
   CTS_ASSERT_EQ_INT(traced.status, 0);
   CTS_ASSERT_MSG(strstr(traced.err, "its own session") != NULL, "stderr: %s", traced.err);
   CTS_ASSERT_MSG(strstr(traced.err, "killed the writer process") != NULL, "stderr: %s", traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err, "ctfscope-preload: the writer process (pid ") != NULL &&
+                     strstr(traced.err, "is gone: tracing stopped, the program runs on\n"),
+                 "stderr: %s", traced.err);
   unlink(trace);
 }
 
