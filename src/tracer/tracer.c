@@ -176,11 +176,11 @@ static struct {
    * first session with a writer process, kept for the life of this process image. */
   unsigned char *shared;
   size_t shared_size;
-  bool in_writer_process; /* this process is the writer process */
-  int writer_pidfd;       /* the writer process (pidfd), or -1 */
-  int owner_fd;           /* the program: write end of a pipe the writer process watches */
-  int owner_watch_fd;     /* the writer process: the read end (hang-up: the program is gone) */
-  pid_t traced_pid;       /* the writer process: the program it writes for */
+  int writer_pidfd;   /* the writer process (pidfd), or -1 */
+  int owner_fd;       /* the program: write end of a pipe the writer process watches */
+  int owner_watch_fd; /* in the writer process (only): the read end; a hang-up says the
+                       * program is gone */
+  pid_t traced_pid;   /* the writer process: the program it writes for */
 
   /* Session: fixed while active. */
   bool session_running;
@@ -562,11 +562,18 @@ static void ring_read_tail(ring_t *r) {
   r->wake_check = r->tail_seen + RING_WORDS / 2u;
 }
 
-/* A ring's memory: header, outer-frame cache, words. */
+/* A ring's memory: its header, then the owner's outer-frame cache, then its words, each
+ * on its own cache lines; the whole in pages. */
+static size_t ring_cache_offset(void) {
+  return (sizeof(ring_t) + 63u) & ~(size_t)63u;
+}
+
+static size_t ring_words_offset(void) {
+  return ring_cache_offset() + ((cts__bottom_size + 63u) & ~(size_t)63u);
+}
+
 static size_t ring_size(void) {
-  const size_t header = (sizeof(ring_t) + 63u) & ~(size_t)63u;
-  const size_t bottom = (cts__bottom_size + 63u) & ~(size_t)63u;
-  return (header + bottom + RING_WORDS * sizeof(uint64_t) + 4095u) & ~(size_t)4095u;
+  return (ring_words_offset() + RING_WORDS * sizeof(uint64_t) + 4095u) & ~(size_t)4095u;
 }
 
 /* Memory for a new ring, zero-filled: a slot of the shared mapping once there is one (the
@@ -589,13 +596,11 @@ static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
       break;
   }
   if (!r) {
-    const size_t header = (sizeof(ring_t) + 63u) & ~(size_t)63u;
-    const size_t bottom = (cts__bottom_size + 63u) & ~(size_t)63u;
     unsigned char *const mem = ring_memory();
     if (!mem) return NULL;
     r = (ring_t *)mem; /* mapped zero-filled: all counters 0, the cache empty */
-    r->bottom = (cts__bottom_t *)(mem + header);
-    r->words = (uint64_t *)(mem + header + bottom);
+    r->bottom = (cts__bottom_t *)(mem + ring_cache_offset());
+    r->words = (uint64_t *)(mem + ring_words_offset());
     atomic_init(&r->owned, 1);
     ring_t *old = atomic_load_explicit(&T.ctl->rings, memory_order_relaxed);
     do r->next = old;
@@ -1119,14 +1124,15 @@ static void *writer_main(void *arg) {
       const struct timespec ts = deadline_in_ms(until - now_ms);
       ctl_timedwait(&T.ctl->writer_wake, &ts);
     }
-    /* A writer process also stops when the program has exited or exec'd (killed, or
-     * _exit without stopping): what its rings hold is all there will be. */
-    if (T.in_writer_process && !T.owner_gone) T.owner_gone = owner_is_gone();
-    const bool stopping = T.ctl->stop_requested || T.owner_gone;
+    const bool stop_requested = T.ctl->stop_requested;
     const uint64_t flush_target = T.ctl->flush_requested;
     const bool flush_wanted = flush_target != T.ctl->flush_done;
     T.ctl->wake_requested = false;
     ctl_unlock();
+    /* A writer process also stops when the program has exited or exec'd (killed, or
+     * _exit without stopping): what its rings hold is all there will be. */
+    if (T.owner_watch_fd >= 0 && !T.owner_gone) T.owner_gone = owner_is_gone();
+    const bool stopping = stop_requested || T.owner_gone;
 
     now_ms = monotonic_ms();
     const bool timed = now_ms >= next_flush;
@@ -1217,6 +1223,8 @@ static void init_control(control_t *c, bool shared) {
   pthread_mutexattr_destroy(&ma);
 }
 
+static void forget_writer_process(void);
+
 /* The child is not traced: it has no writer, and the trace belongs to the parent. Its
  * copies of the parent's sockets are closed, so that a peer sees the parent's trace end
  * when the parent closes them. With a writer process, the child lets go of the shared
@@ -1237,15 +1245,13 @@ static void atfork_child(void) {
   T.service_running = T.service_stopping = false;
   cts__service_atfork_child();
   if (!ctl_is_local()) {
-    if (T.owner_fd >= 0) close(T.owner_fd);
-    if (T.writer_pidfd >= 0) close(T.writer_pidfd);
-    T.owner_fd = T.writer_pidfd = -1;
-    T.writer_process = false;
     munmap(T.shared, T.shared_size);
     T.shared = NULL;
-    T.ctl = &T.local_control;
+    T.ctl = &T.local_control; /* first: forget_writer_process() writes into it */
     memset(T.ctl, 0, sizeof *T.ctl);
     init_control(T.ctl, false);
+    forget_writer_process();
+    T.writer_process = false;
     cts__thread.ring = NULL;
     if (T.ring_key_ok) pthread_setspecific(T.ring_key, NULL);
   } else {
@@ -1324,7 +1330,6 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   cts__guard_enter();
   spawning_writer = false;
-  T.in_writer_process = true;
   T.owner_watch_fd = watch_fd;
   T.traced_pid = program;
   setsid();
