@@ -199,7 +199,6 @@ static void count_warning(void *ud, int code, uint64_t offset, const char *messa
   if (code == CTS_E_TRUNCATED_PACKET) ((record_counts_t *)ud)->truncated++;
 }
 
-/* One line about the trace in `path`. */
 /* The writer process of a program that was killed (or that exec'd) finishes its trace
  * after the program is gone; it holds an flock on the file until then (tracer.h, "The
  * writer process"). Waits for it, at most WRITER_WAIT_MS. */
@@ -221,6 +220,7 @@ static void wait_for_the_writer(const char *path) {
              WRITER_WAIT_MS / 1000);
 }
 
+/* One line about the trace in `path`. */
 static void summarise(const char *path, const char *program) {
   struct stat st;
   wait_for_the_writer(path);
