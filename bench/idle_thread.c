@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* A control for bench/run_alloc_bench.sh: preloaded into the untraced benchmark, it starts
  * one thread that only sleeps. glibc's malloc takes faster paths while a process has a
- * single thread (no atomic operations on its arenas); the tracer's writer thread ends
- * them, as any second thread does. Against this control, the tracer's own cost shows
- * without that effect, which programs with threads of their own never see. */
+ * single thread (no atomic operations on its arenas); a writer thread of the tracer
+ * (CTFSCOPE_WRITER=thread) ends them, as any second thread does, and its default writer
+ * process does not. Against this control, the tracer's own cost shows without that
+ * effect, which programs with threads of their own never see. */
 #include <pthread.h>
 #include <unistd.h>
 

@@ -6,8 +6,9 @@
 #   untraced          the binary alone
 #   untraced-thread   the binary with one more thread, idle (bench/idle_thread.c): glibc's
 #                     malloc then leaves its single-thread fast paths, as it does under the
-#                     tracer (whose writer thread is a second thread). Overheads against it
-#                     are in the column "over untraced-thread"
+#                     tracer with a writer thread (rate1-writer-thread; the default writer
+#                     process leaves the program single-threaded). Overheads against it are
+#                     in the column "over untraced-thread"
 #   preload-inert     libctfscope-preload.so loaded, MEMTRACE unset: the hooks' own cost
 #   sample-512KiB     tracing at one sample per 512 KiB on average (rate 8/524288 per word),
 #                     with the default (mixed) unwinder
