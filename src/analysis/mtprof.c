@@ -73,10 +73,10 @@ static int new_block(cts_mtprof_t *p, uint32_t *out) {
 static double sampling_weight(cts_mtprof_t *p, uint64_t length) {
   if (length < CTS_MTPROF_WEIGHTS) {
     double *w = &p->weights[length];
-    if (*w == 0) *w = 1.0 / cts_block_sample_probability(length, p->sample_rate);
+    if (*w == 0) *w = cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
     return *w;
   }
-  return 1.0 / cts_block_sample_probability(length, p->sample_rate);
+  return cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
 }
 
 static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
@@ -197,7 +197,7 @@ void cts_mtprof_finish(cts_mtprof_t *p) {
 }
 
 double cts_mtprof_bytes_per_sample(const cts_mtprof_t *p) {
-  return (double)p->word_bytes / p->sample_rate;
+  return cts_est_clamp((double)p->word_bytes / p->sample_rate);
 }
 
 uint64_t cts_mtprof_samples(const cts_mtprof_t *p) {

@@ -77,7 +77,22 @@ int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev);
 /* Call once after the last event: settles peak and history figures. */
 void cts_mtprof_finish(cts_mtprof_t *p);
 
-/* Estimated bytes per sample: word size in bytes / sample rate. */
+/* The largest estimate (bytes, or allocations) any figure takes: 2^64. A trace may declare
+ * any rate in (0, 1], and at 5e-324 word size / rate is infinite: estimates are clamped to
+ * this so that none is infinite or NaN, sums stay finite and conversions to integers are
+ * defined. */
+#define CTS_EST_MAX 0x1p64
+/* v limited to [0, CTS_EST_MAX]; NaN is 0. */
+static inline double cts_est_clamp(double v) {
+  return v < CTS_EST_MAX ? (v > 0 ? v : 0) : CTS_EST_MAX;
+}
+/* v rounded to the nearest integer in [0, UINT64_MAX] (for counts printed as integers). */
+static inline uint64_t cts_est_round(double v) {
+  v = cts_est_clamp(v + 0.5);
+  return v >= CTS_EST_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+/* Estimated bytes per sample: word size in bytes / sample rate (clamped: cts_est_clamp). */
 double cts_mtprof_bytes_per_sample(const cts_mtprof_t *p);
 uint64_t cts_mtprof_samples(const cts_mtprof_t *p);
 uint64_t cts_mtprof_allocs(const cts_mtprof_t *p);

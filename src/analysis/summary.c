@@ -6,6 +6,8 @@
 
 #include <ctfscope/tracer.h>
 
+#include "mtprof.h"
+
 void cts_summary_init(cts_summary_t *s, const cts_mt_reader_t *reader) {
   memset(s, 0, sizeof *s);
   cts_u64map_init(&s->codes);
@@ -87,7 +89,8 @@ uint64_t cts_summary_samples(const cts_summary_t *s) {
 }
 
 double cts_summary_estimated_bytes(const cts_summary_t *s, const cts_mt_info_t *info) {
-  return (double)cts_summary_samples(s) / info->sample_rate * (info->word_size / 8.0);
+  return cts_est_clamp((double)cts_summary_samples(s) / info->sample_rate *
+                       (info->word_size / 8.0));
 }
 
 double cts_summary_backtrace_mean(const cts_summary_t *s) {

@@ -10,6 +10,7 @@
 #include "../common/compiler.h"
 #include "../analysis/siterows.h"
 #include "../os/os.h"
+#include "../os/output.h"
 
 /* Exit codes (docs/exit-codes.md). */
 enum {
@@ -36,10 +37,12 @@ void cli_error(const char *fmt, ...) CTS_PRINTF(1, 2);
  * negative code with a message in err (-ENOTSUP when built without librsvg).
  * cli_write_svg_and_png writes the SVG image with write_svg(path, ctx) to svg_path, or to a
  * temporary file when only a PNG is asked for, then renders it to png_path (if not NULL);
- * errors are printed; returns a CLI exit code. */
+ * both go through cli_output_open (refused when one is an input, replaced only when
+ * written whole); errors are printed; returns a CLI exit code. */
 int cli_svg_to_png(const char *svg_path, const char *png_path, char *err, size_t err_size);
 int cli_write_svg_and_png(const char *svg_path, const char *png_path,
-                          int (*write_svg)(const char *path, const void *ctx), const void *ctx);
+                          int (*write_svg)(const char *path, const void *ctx), const void *ctx,
+                          const char *const *inputs, size_t ninputs);
 void cli_warn(const char *fmt, ...) CTS_PRINTF(1, 2);
 /* Prints the error and a pointer to --help; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) CTS_PRINTF(1, 2);
@@ -73,6 +76,16 @@ void cli_log_line(void *user_data, const char *line);
 /* For long-running commands: SIGINT and SIGTERM call `stop` (which must be
  * async-signal-safe), and SIGPIPE is ignored so a closed peer is an error, not a kill. */
 void cli_catch_stop_signals(void (*stop)(int sig));
+
+/* A command's output file (NULL or "-": standard output), through cts_outfile_t: refused
+ * with a usage error when it is the same file as one of the inputs (which it would
+ * destroy), else opened. Returns -1 when open, else the exit code (the error printed). */
+int cli_output_open(cts_outfile_t *f, const char *path, const char *const *inputs, size_t n);
+/* Ends the output of a run that ends with exit code `code`: the file is put in place when
+ * the code is 0 or 1 (what could be read of a damaged trace was written, as on standard
+ * output), else dropped and any old file kept. Returns code, or CLI_EXIT_IO (printed) when
+ * the file could not be written. */
+int cli_output_close(cts_outfile_t *f, int code);
 
 /* Exit code for an error returned while reading or writing. */
 int cli_exit_code(int err, bool input_error);

@@ -143,16 +143,16 @@ int cmd_convert(int argc, char **argv) {
     cli_error("cannot create '%s': %s", dir, strerror(errno));
     return CLI_EXIT_IO;
   }
+  char stream_path[4096];
+  snprintf(stream_path, sizeof stream_path, "%s/stream", dir);
+  cts_outfile_t file;
+  const int oc = cli_output_open(&file, stream_path, &path, 1);
+  if (oc >= 0) return oc;
+  const int fd = file.fd;
   err = cts_os_mprof_write_metadata(dir);
   if (err) {
     cli_error("cannot write '%s/metadata': %s", dir, cts_os_strerror(err));
-    return CLI_EXIT_IO;
-  }
-  char stream_path[4096];
-  snprintf(stream_path, sizeof stream_path, "%s/stream", dir);
-  const int fd = open(stream_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    cli_error("cannot create '%s': %s", stream_path, strerror(errno));
+    cts_outfile_discard(&file);
     return CLI_EXIT_IO;
   }
 
@@ -206,10 +206,7 @@ int cmd_convert(int argc, char **argv) {
     exit_code = CLI_EXIT_INTERNAL;
   }
 end:
-  if (close(fd) != 0 && exit_code == CLI_EXIT_OK) {
-    cli_error("cannot write '%s': %s", stream_path, strerror(errno));
-    exit_code = CLI_EXIT_IO;
-  }
+  exit_code = cli_output_close(&file, exit_code);
   for (size_t i = 0; i < c.n; i++) free((void *)c.events[i].str);
   free(c.events);
   return exit_code;

@@ -88,15 +88,14 @@ static void put_ocaml_string(cts_out_t *o, const char *s) {
 static int on_info(void *ud, const cts_mt_info_t *info) {
   dump_ctx_t *d = ud;
   cts_out_t *o = &d->out;
-  char rate[40];
   d->start = info->start_time_us;
   if (d->comments) {
     cts_out_str(o, "# ctfscope dump, format 1\n# file: ");
     cts_out_str(o, d->path);
     cts_out_printf(o, "\n# format: memtrace v%03u\n", info->version);
   }
-  cts_out_printf(o, "info.sample_rate %s (%a)\n",
-                 cli_shortest_double(info->sample_rate, rate, sizeof rate), info->sample_rate);
+  /* %.17g as the dump format says (not the shortest form: they differ for 0.1, 1e-6). */
+  cts_out_printf(o, "info.sample_rate %.17g (%a)\n", info->sample_rate, info->sample_rate);
   cts_out_printf(o, "info.word_size %u\n", info->word_size);
   cts_out_str(o, "info.executable_name ");
   cts_out_str(o, info->executable_name);
@@ -240,17 +239,14 @@ int cmd_dump(int argc, char **argv) {
   if (kc >= 0) return kc;
   if (kind == CLI_TRACE_TASKS) return cli_dump_mprof(path, opts.output, opts.comments, opts.quiet);
 
-  int fd = STDOUT_FILENO;
-  if (opts.output) {
-    fd = open(opts.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      cli_error("cannot create '%s': %s", opts.output, strerror(errno));
-      return CLI_EXIT_IO;
-    }
-  }
+  cts_outfile_t file;
+  const int oc = cli_output_open(&file, opts.output, &path, 1);
+  if (oc >= 0) return oc;
   static dump_ctx_t d; /* 256 KiB output buffer: keep it off the stack */
   memset(&d, 0, sizeof d);
-  cts_out_init(&d.out, fd);
+  cts_out_init(&d.out, file.fd);
+  /* The format prints names as they are; a terminal gets their controls escaped. */
+  d.out.term = isatty(file.fd);
   cts_u64map_init(&d.codes);
   d.comments = opts.comments;
   d.quiet = opts.quiet;
@@ -298,9 +294,5 @@ int cmd_dump(int argc, char **argv) {
 end:
   cts_mt_reader_destroy(d.reader);
   cts_u64map_fini(&d.codes);
-  if (fd != STDOUT_FILENO && close(fd) != 0 && exit_code == CLI_EXIT_OK) {
-    cli_error("cannot write '%s': %s", opts.output, strerror(errno));
-    exit_code = CLI_EXIT_IO;
-  }
-  return exit_code;
+  return cli_output_close(&file, exit_code);
 }

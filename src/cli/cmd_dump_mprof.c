@@ -113,17 +113,14 @@ static void on_warning(void *ud, int code, uint64_t offset, const char *message)
 }
 
 int cli_dump_mprof(const char *path, const char *output, bool comments, bool quiet) {
-  int fd = STDOUT_FILENO;
-  if (output) {
-    fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      cli_error("cannot create '%s': %s", output, strerror(errno));
-      return CLI_EXIT_IO;
-    }
-  }
+  cts_outfile_t file;
+  const int oc = cli_output_open(&file, output, &path, 1);
+  if (oc >= 0) return oc;
   static mprof_dump_t d; /* 256 KiB output buffer: keep it off the stack */
   memset(&d, 0, sizeof d);
-  cts_out_init(&d.out, fd);
+  cts_out_init(&d.out, file.fd);
+  /* The format prints labels as they are; a terminal gets their controls escaped. */
+  d.out.term = isatty(file.fd);
   d.path = path;
   d.comments = comments;
   d.quiet = quiet;
@@ -166,9 +163,5 @@ int cli_dump_mprof(const char *path, const char *output, bool comments, bool qui
     cli_error("cannot write the dump: %s", cts_os_strerror(out_err));
     exit_code = CLI_EXIT_IO;
   }
-  if (fd != STDOUT_FILENO && close(fd) != 0 && exit_code == CLI_EXIT_OK) {
-    cli_error("cannot write '%s': %s", output, strerror(errno));
-    exit_code = CLI_EXIT_IO;
-  }
-  return exit_code;
+  return cli_output_close(&file, exit_code);
 }

@@ -375,9 +375,9 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
       pb_varint(&packed, *cts_u64map_find(&loc_of_code, s->nodes[n].code));
     if (packed.len) pb_bytes(&m, 1, packed.data, packed.len);
     packed.len = 0;
-    pb_varint(&packed, (uint64_t)llround(ss->est_allocs));
+    pb_varint(&packed, cts_est_round(ss->est_allocs));
     pb_varint(&packed, (uint64_t)llround((double)ss->samples * bps));
-    pb_varint(&packed, (uint64_t)llround(ss->live_est_allocs));
+    pb_varint(&packed, cts_est_round(ss->live_est_allocs));
     pb_varint(&packed, (uint64_t)llround((double)ss->live_samples * bps));
     pb_bytes(&m, 2, packed.data, packed.len);
     pb_bytes(&prof, 2, m.data, m.len);
@@ -597,24 +597,15 @@ int cmd_export(int argc, char **argv) {
     return cli_usage_error(
         "a task trace exports as chrome or csv (folded and pprof are "
         "allocation profiles)");
-  int fd = STDOUT_FILENO;
-  if (opts.output) {
-    fd = open(opts.output, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-      cli_error("cannot create '%s': %s", opts.output, strerror(errno));
-      return CLI_EXIT_IO;
-    }
-  }
+  cts_outfile_t file;
+  const char *const input = argv[first];
+  const int oc = cli_output_open(&file, opts.output, &input, 1);
+  if (oc >= 0) return oc;
   static cts_out_t out;
-  cts_out_init(&out, fd);
+  cts_out_init(&out, file.fd);
   if (kind == CLI_TRACE_TASKS) {
-    int code = cli_tasks_export(&out, argv[first], opts.format == FMT_CHROME, opts.quiet);
-    code = cli_finish_output(&out, code);
-    if (opts.output && close(fd) != 0 && code == CLI_EXIT_OK) {
-      cli_error("cannot write '%s': %s", opts.output, strerror(errno));
-      code = CLI_EXIT_IO;
-    }
-    return code;
+    const int code = cli_tasks_export(&out, argv[first], opts.format == FMT_CHROME, opts.quiet);
+    return cli_output_close(&file, cli_finish_output(&out, code));
   }
   stream_ctx_t c = {.o = &out, .opts = &opts, .first_event = true};
   cli_event_hook hook = NULL;
@@ -622,6 +613,7 @@ int cmd_export(int argc, char **argv) {
     c.points = malloc(MAX_COUNTER_POINTS * sizeof *c.points);
     if (!c.points) {
       cli_error("out of memory");
+      cts_outfile_discard(&file);
       return CLI_EXIT_INTERNAL;
     }
     hook = chrome_hook;
@@ -651,11 +643,7 @@ int cmd_export(int argc, char **argv) {
     cli_error("cannot write the output: %s", cts_os_strerror(out.err ? out.err : e));
     code = CLI_EXIT_IO;
   }
-  code = cli_finish_output(&out, code);
-  if (opts.output && close(fd) != 0 && code == CLI_EXIT_OK) {
-    cli_error("cannot write '%s': %s", opts.output, strerror(errno));
-    code = CLI_EXIT_IO;
-  }
+  code = cli_output_close(&file, cli_finish_output(&out, code));
   if (c.labels_ready) cts_labels_fini(&c.labels);
   free(c.open);
   free(c.path);

@@ -216,9 +216,11 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size, const
       cts_out_printf(o, "Sample rate    1 (every word sampled), word size %u bits\n",
                      in->word_size);
     else
-      cts_out_printf(o, "Sample rate    %s per word (1 sample per %.4g words), word size %u bits\n",
-                     cli_shortest_double(in->sample_rate, b, sizeof b), 1.0 / in->sample_rate,
-                     in->word_size);
+      cts_out_printf(o,
+                     "Sample rate    %s per word (1 sample per %s%.4g words), word size %u bits\n",
+                     cli_shortest_double(in->sample_rate, b, sizeof b),
+                     1.0 / in->sample_rate > CTS_EST_MAX ? "more than " : "",
+                     cts_est_clamp(1.0 / in->sample_rate), in->word_size);
     if (in->runtime_params[0]) cts_out_printf(o, "Runtime params %s\n", in->runtime_params);
     cts_out_printf(o, "Context        %s\n", in->context ? in->context : "(none)");
   }
@@ -375,6 +377,7 @@ int cmd_info(int argc, char **argv) {
   if (first >= argc) return cli_usage_error("no trace given");
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
+  out.term = !opts.json; /* names from the trace: no raw controls */
   const bool many = argc - first > 1;
   int worst = CLI_EXIT_OK;
   if (opts.json && many) cts_out_str(&out, "[\n");

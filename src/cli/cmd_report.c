@@ -97,24 +97,18 @@ int cmd_report(int argc, char **argv) {
   int worst;
   if (!cli_report_load(&in, &opts.content, argv + first, argc - first, &worst)) return worst;
 
-  int fd = STDOUT_FILENO;
-  if (strcmp(opts.output, "-") != 0) {
-    fd = open(opts.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      cli_error("cannot create '%s': %s", opts.output, strerror(errno));
-      cli_report_input_free(&in);
-      return CLI_EXIT_IO;
-    }
+  cts_outfile_t file;
+  const int oc = cli_output_open(&file, opts.output, (const char *const *)argv + first,
+                                 (size_t)(argc - first));
+  if (oc >= 0) {
+    cli_report_input_free(&in);
+    return oc;
   }
   static cts_out_t out;
-  cts_out_init(&out, fd);
+  cts_out_init(&out, file.fd);
   const report_doc_t doc = cli_report_doc(&in, &opts.content);
   write_html(&out, &doc);
-  int code = cli_finish_output(&out, worst);
-  if (fd != STDOUT_FILENO && close(fd) != 0 && code == CLI_EXIT_OK) {
-    cli_error("cannot write '%s': %s", opts.output, strerror(errno));
-    code = CLI_EXIT_IO;
-  }
+  const int code = cli_output_close(&file, cli_finish_output(&out, worst));
   cli_report_input_free(&in);
   return code;
 }

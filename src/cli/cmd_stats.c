@@ -156,7 +156,7 @@ static void print_rates_text(cts_out_t *o, const cli_trace_t *t) {
   cts_out_printf(o, "Allocated %s in %s sampled blocks (~%s allocations, %s samples)\n",
                  cli_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a),
                  cli_grouped(cts_mtprof_allocs(p), b, sizeof b),
-                 cli_grouped((uint64_t)(p->est_allocs_total + 0.5), c, sizeof c),
+                 cli_grouped(cts_est_round(p->est_allocs_total), c, sizeof c),
                  cli_grouped(cts_mtprof_samples(p), d, sizeof d));
   if (dur <= 0) {
     cts_out_str(o, "Rates     none: the trace has no duration\n");
@@ -318,6 +318,7 @@ int cmd_stats(int argc, char **argv) {
   };
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
+  out.term = !opts.json && !opts.csv; /* names from the trace: no raw controls */
   if (opts.json) {
     print_json(&out, &t, views, CTS_ARRAY_SIZE(views));
   } else if (opts.csv) {
@@ -342,7 +343,8 @@ int cmd_stats(int argc, char **argv) {
     const cli_hist_svg_t svg = {
         panels,  CTS_ARRAY_SIZE(panels), "% of sampled blocks", "% of estimated bytes", "blocks",
         "bytes", format_in_unit};
-    const int e = cli_write_svg_and_png(opts.svg, opts.png, cli_write_hist_svg, &svg);
+    const char *const input = argv[first];
+    const int e = cli_write_svg_and_png(opts.svg, opts.png, cli_write_hist_svg, &svg, &input, 1);
     if (e && code < e) code = e;
   }
   cli_trace_free(&t);

@@ -75,11 +75,12 @@ typedef struct rewrite {
   cts_mt_reader_t *reader;
   cts_mt_writer_t *writer;
   void *writer_mem;
-  int fd;
+  cts_outfile_t file;
   cts_u64map_t ids; /* kept source object id → new id */
   uint64_t start_us, rng;
   uint64_t kept_allocs, dropped_allocs, kept_samples;
-  int werr;
+  int werr;       /* the output could not be written */
+  int header_err; /* the writer refused the input's header */
 } rewrite_t;
 
 static int parse_double(const char *s, double *out) {
@@ -140,13 +141,47 @@ static uint64_t next_random(rewrite_t *rw) {
   return z ^ (z >> 31);
 }
 
-/* Binomial(n, 1/factor) by one draw per sample: sample counts are small (≤ length + 1). */
+/* A uniform double in (0, 1). */
+static double uniform(rewrite_t *rw) {
+  return ((double)(next_random(rw) >> 11) + 0.5) * 0x1p-53;
+}
+
+/* Poisson(mean) for a small mean, by Knuth's product of uniforms (about mean draws). */
+static uint64_t poisson_small(rewrite_t *rw, double mean) {
+  const double limit = exp(-mean);
+  uint64_t k = 0;
+  for (double prod = uniform(rw); prod > limit; prod *= uniform(rw)) k++;
+  return k;
+}
+
+/* Counts up to this many samples are thinned one draw each (exact); above it the count is
+ * drawn at once, so that the work per event is bounded whatever a trace claims (a 328-byte
+ * trace can declare 2^63 samples). */
+#define EXACT_DRAWS 4096u
+#define SMALL_MEAN  30.0
+
+/* Binomial(n, 1/factor). */
 static uint64_t thin(rewrite_t *rw, uint64_t n) {
   if (rw->factor <= 1.0) return n;
-  const uint64_t threshold = (uint64_t)(18446744073709551615.0 / rw->factor);
-  uint64_t kept = 0;
-  for (uint64_t i = 0; i < n; i++) kept += next_random(rw) < threshold;
-  return kept;
+  if (n <= EXACT_DRAWS) {
+    const uint64_t threshold = (uint64_t)(18446744073709551615.0 / rw->factor);
+    uint64_t kept = 0;
+    for (uint64_t i = 0; i < n; i++) kept += next_random(rw) < threshold;
+    return kept;
+  }
+  /* Large counts: Poisson where the mean kept (or dropped) is small, else the normal
+   * approximation, whose error is negligible at n > 4096 with both means above 30. */
+  const double p = 1.0 / rw->factor, mean = (double)n * p, dropped = (double)n * (1.0 - p);
+  if (mean < SMALL_MEAN) return poisson_small(rw, mean);
+  if (dropped < SMALL_MEAN) {
+    const uint64_t d = poisson_small(rw, dropped);
+    return d < n ? n - d : 0;
+  }
+  const double u1 = uniform(rw), u2 = uniform(rw);
+  const double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+  const double k = floor(mean + z * sqrt(mean * (1.0 - p)) + 0.5);
+  if (k <= 0) return 0;
+  return k >= (double)n ? n : (uint64_t)k;
 }
 
 static int on_info(void *ud, const cts_mt_info_t *in) {
@@ -155,12 +190,16 @@ static int on_info(void *ud, const cts_mt_info_t *in) {
   cts_transcode_config(&cfg, in, 0, rw->encoding, rw->reader);
   if (!rw->is_filter) cfg.sample_rate = in->sample_rate / rw->factor;
   cfg.write = cts_os_fd_write;
-  cfg.write_user_data = (void *)(intptr_t)rw->fd;
+  cfg.write_user_data = (void *)(intptr_t)rw->file.fd;
   rw->start_us = in->start_time_us;
   const size_t size = cts_mt_writer_size(&cfg);
   rw->writer_mem = aligned_alloc(64, (size + 63) & ~(size_t)63);
   if (!rw->writer_mem) return CTS_E_NOMEM;
-  return rw->werr = cts_mt_writer_init(&rw->writer, rw->writer_mem, size, &cfg);
+  const int e = cts_mt_writer_init(&rw->writer, rw->writer_mem, size, &cfg);
+  /* A header the writer refuses is the input's fault; only a failed write is the output's. */
+  if (e < 0 && e > -1000) rw->werr = e;
+  if (e && !rw->werr) rw->header_err = e;
+  return e;
 }
 
 static int on_event(void *ud, const cts_mt_event_t *ev) {
@@ -212,11 +251,8 @@ static int rewrite_run(rewrite_t *rw, const char *path) {
   rw->path = path;
   rw->rng = rw->seed;
   cts_u64map_init(&rw->ids);
-  rw->fd = open(rw->output, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (rw->fd < 0) {
-    cli_error("cannot create '%s': %s", rw->output, strerror(errno));
-    return CLI_EXIT_IO;
-  }
+  const int oc = cli_output_open(&rw->file, rw->output, &path, 1);
+  if (oc >= 0) return oc;
   cts_mt_reader_config_t rc;
   cts_mt_reader_config_init(&rc);
   rc.allocator = cts_os_allocator();
@@ -239,6 +275,12 @@ static int rewrite_run(rewrite_t *rw, const char *path) {
     code = err == CTS_E_NOMEM ? CLI_EXIT_INTERNAL : CLI_EXIT_IO;
     goto end;
   }
+  if (err && rw->header_err && err == rw->header_err) {
+    cli_error("%s: its trace info cannot be written back (%s): %s", path, cts_err_name(err),
+              cts_os_strerror(err));
+    code = CLI_EXIT_DATA;
+    goto end;
+  }
   if (err) {
     cli_error("%s: %s (%s)%s", path,
               input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(rw->reader),
@@ -257,10 +299,10 @@ static int rewrite_run(rewrite_t *rw, const char *path) {
             (unsigned long long)rw->kept_allocs, (unsigned long long)rw->kept_samples,
             (unsigned long long)rw->dropped_allocs);
 end:
-  if (close(rw->fd) != 0 && code == CLI_EXIT_OK) {
-    cli_error("cannot write '%s': %s", rw->output, strerror(errno));
-    code = CLI_EXIT_IO;
-  }
+  if (rw->header_err)
+    cts_outfile_discard(&rw->file); /* no trace info: nothing usable was written */
+  else
+    code = cli_output_close(&rw->file, code);
   cts_mt_reader_destroy(rw->reader);
   free(rw->writer_mem);
   cts_u64map_fini(&rw->ids);

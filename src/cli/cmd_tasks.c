@@ -378,6 +378,7 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   const double span_ns = m->have_time ? (double)(m->last_ns - m->first_ns) : 0.0;
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
+  out.term = !opts->json && !opts->csv; /* labels from the trace: no raw controls */
   char a[32], b[32], c[32], d[32], e[32], f[32];
   if (opts->json) {
     cts_out_str(&out, "{");
@@ -516,7 +517,7 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
       panels[n++] = (cli_hist_panel_t){&s->types[i].dur, title_buf[i], 1.0, NULL};
     }
     const cli_hist_svg_t svg = {panels, n, "% of tasks", "% of time", "tasks", "time", format_ns};
-    const int img = cli_write_svg_and_png(opts->svg, opts->png, cli_write_hist_svg, &svg);
+    const int img = cli_write_svg_and_png(opts->svg, opts->png, cli_write_hist_svg, &svg, &path, 1);
     if (img && code < img) code = img;
   }
   free(s);
@@ -654,6 +655,7 @@ int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
   const char *by_key = opts->by == CLI_TASKS_BY_LABEL ? "label" : "type";
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
+  out.term = !opts->json && !opts->csv; /* labels from the trace: no raw controls */
   char a[32], b[32], c[32], d[32], name[64];
   if (opts->json) {
     cts_out_str(&out, "{");
@@ -792,6 +794,7 @@ int cli_tasks_leaks(const char *path, const cli_tasks_leaks_opts_t *opts) {
   const size_t gshown = opts->limit && (size_t)opts->limit < ng ? (size_t)opts->limit : ng;
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
+  out.term = !opts->json && !opts->csv; /* labels from the trace: no raw controls */
   char a[64], b[64], c[64], name[64], pname[64];
   const uint64_t end = m->last_ns;
   if (opts->json) {
@@ -1007,6 +1010,7 @@ int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_o
   const char *by_key = opts->by == CLI_TASKS_BY_LABEL ? "label" : "type";
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
+  out.term = !opts->json && !opts->csv; /* labels from the trace: no raw controls */
   char a[48], b[48], c[48];
   if (opts->json) {
     cts_out_printf(

@@ -104,7 +104,7 @@ static void print_totals_text(cts_out_t *o, const cli_trace_t *t) {
                  cli_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a),
                  cli_grouped(cts_mtprof_samples(p), b, sizeof b),
                  cli_grouped(cts_mtprof_allocs(p), c, sizeof c),
-                 cli_grouped((uint64_t)(p->est_allocs_total + 0.5), d, sizeof d));
+                 cli_grouped(cts_est_round(p->est_allocs_total), d, sizeof d));
   const double peak_at = p->stacks.peak_time_us > p->start_time_us
                              ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
                              : 0.0;
@@ -129,7 +129,7 @@ static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t
     cts_out_printf(o, "%12s  %5.1f%%  %11s  %11s  %11s  %s",
                    cli_est_bytes(p, r->st.samples, false, a, sizeof a),
                    total ? 100.0 * (double)r->st.samples / (double)total : 0.0,
-                   cli_grouped((uint64_t)(r->st.est_allocs + 0.5), b, sizeof b),
+                   cli_grouped(cts_est_round(r->st.est_allocs), b, sizeof b),
                    cli_est_bytes(p, r->st.peak_samples, false, c, sizeof c),
                    cli_est_bytes(p, r->st.live_samples, false, d, sizeof d), site);
     if (cli_show_ci(p, r->st.samples)) {
@@ -435,6 +435,7 @@ int cmd_top(int argc, char **argv) {
   }
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
+  out.term = !opts.json && !opts.csv; /* names from the trace: no raw controls */
   if (!opts.json && !opts.csv) {
     cli_text_trace_header(&out, &t);
     print_totals_text(&out, &t);

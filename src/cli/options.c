@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../analysis/mtprof.h"
 #include "cli.h"
 
 static const char *command_name = "ctfscope";
@@ -25,9 +26,10 @@ const char *cli_command(void) {
 
 static void vmessage(const char *kind, const char *fmt, va_list ap) {
   fflush(stdout);
-  fprintf(stderr, "%s: %s: ", command_name, kind);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  /* Messages quote names from traces (and reader messages): their controls are escaped. */
+  char msg[2048], shown[4 * sizeof msg];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  fprintf(stderr, "%s: %s: %s\n", command_name, kind, cts_term_text(msg, shown, sizeof shown));
 }
 
 void cli_error(const char *fmt, ...) {
@@ -129,6 +131,38 @@ int cli_parse_group(const char *arg, cts_group_t *out) {
   return -1;
 }
 
+int cli_output_open(cts_outfile_t *f, const char *path, const char *const *inputs, size_t n) {
+  const int same = cts_outfile_same_input(path, inputs, n);
+  if (same >= 0) {
+    if (path && strcmp(path, "-") != 0)
+      cli_error("the output '%s' is the input '%s': writing it would destroy the trace", path,
+                inputs[same]);
+    else
+      cli_error("standard output is the input '%s': writing it would destroy the trace",
+                inputs[same]);
+    return CLI_EXIT_USAGE;
+  }
+  const int e = cts_outfile_open(f, path);
+  if (e) {
+    cli_error("cannot create '%s': %s", path, cts_os_strerror(e));
+    return CLI_EXIT_IO;
+  }
+  return -1;
+}
+
+int cli_output_close(cts_outfile_t *f, int code) {
+  if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
+    cts_outfile_discard(f);
+    return code;
+  }
+  const int e = cts_outfile_commit(f);
+  if (e) {
+    cli_error("cannot write '%s': %s", f->path, cts_os_strerror(e));
+    return CLI_EXIT_IO;
+  }
+  return code;
+}
+
 int cli_exit_code(int err, bool input_error) {
   if (err == 0) return CLI_EXIT_OK;
   if (err == -ENOMEM || err == CTS_E_NOMEM) return CLI_EXIT_INTERNAL;
@@ -163,8 +197,9 @@ void cli_progress_done(cli_progress_t *p) {
 }
 
 const char *cli_human_bytes(double bytes, char *buf, size_t size) {
-  static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
   unsigned u = 0;
+  bytes = cts_est_clamp(bytes); /* never "inf PB" or "-nan B" */
   while (bytes >= 1000.0 && u + 1 < sizeof units / sizeof *units) bytes /= 1000.0, u++;
   if (u == 0)
     snprintf(buf, size, "%.0f %s", bytes, units[u]);

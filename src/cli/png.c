@@ -81,9 +81,19 @@ int cli_svg_to_png(const char *svg_path, const char *png_path, char *err, size_t
 #endif
 
 int cli_write_svg_and_png(const char *svg_path, const char *png_path,
-                          int (*write_svg)(const char *path, const void *ctx), const void *ctx) {
+                          int (*write_svg)(const char *path, const void *ctx), const void *ctx,
+                          const char *const *inputs, size_t ninputs) {
+  /* Both outputs are checked against the inputs before either is written. */
+  cts_outfile_t svg_file, png_file;
+  int code = svg_path ? cli_output_open(&svg_file, svg_path, inputs, ninputs) : -1;
+  if (code >= 0) return code;
+  if (png_path && (code = cli_output_open(&png_file, png_path, inputs, ninputs)) >= 0) {
+    if (svg_path) cts_outfile_discard(&svg_file);
+    return code;
+  }
+  code = CLI_EXIT_OK;
   char tmp[4096] = "";
-  const char *svg = svg_path;
+  const char *svg = svg_path ? cts_outfile_write_path(&svg_file) : NULL;
   if (!svg) {
     /* No --svg: the SVG goes to a temporary file next to nothing the user asked for. */
     const char *dir = getenv("TMPDIR");
@@ -92,26 +102,28 @@ int cli_write_svg_and_png(const char *svg_path, const char *png_path,
     if (fd < 0) {
       cli_error("cannot create a temporary file in '%s': %s", dir && *dir ? dir : "/tmp",
                 strerror(errno));
-      return CLI_EXIT_IO;
+      tmp[0] = 0;
+      code = CLI_EXIT_IO;
+    } else {
+      close(fd);
+      svg = tmp;
     }
-    close(fd);
-    svg = tmp;
   }
-  int e = write_svg(svg, ctx);
+  int e = code ? 0 : write_svg(svg, ctx);
   if (e) {
-    cli_error("cannot write '%s': %s", svg, cts_os_strerror(e));
-    if (tmp[0]) unlink(tmp);
-    return CLI_EXIT_IO;
+    cli_error("cannot write '%s': %s", svg_path ? svg_path : svg, cts_os_strerror(e));
+    code = CLI_EXIT_IO;
   }
-  int code = CLI_EXIT_OK;
-  if (png_path) {
+  if (png_path && !code) {
     char err[512];
-    e = cli_svg_to_png(svg, png_path, err, sizeof err);
+    e = cli_svg_to_png(svg, cts_outfile_write_path(&png_file), err, sizeof err);
     if (e) {
       cli_error("cannot write the PNG image '%s': %s", png_path, err);
       code = e == -ENOTSUP ? CLI_EXIT_USAGE : CLI_EXIT_IO;
     }
   }
   if (tmp[0]) unlink(tmp);
+  if (svg_path) code = cli_output_close(&svg_file, code);
+  if (png_path) code = cli_output_close(&png_file, code);
   return code;
 }

@@ -1,21 +1,26 @@
 /* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE /* mkostemp */
 #include "output.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void cts_out_init(cts_out_t *o, int fd) {
   o->fd = fd;
   o->err = 0;
   o->len = 0;
+  o->term = false;
 }
 
-int cts_out_flush(cts_out_t *o) {
-  const char *p = o->buf;
-  size_t n = o->len;
+/* Writes p[0..n) to the descriptor unless an error was seen (it becomes sticky). */
+static void write_all(cts_out_t *o, const char *p, size_t n) {
   while (n && !o->err) {
     const ssize_t w = write(o->fd, p, n);
     if (w < 0) {
@@ -26,25 +31,81 @@ int cts_out_flush(cts_out_t *o) {
     p += w;
     n -= (size_t)w;
   }
+}
+
+static size_t term_char(const unsigned char *p, const unsigned char *end, bool *control);
+static size_t term_escape(unsigned char c, char e[4]);
+
+/* Writes buf[0..n) with the controls escaped (cts_out_term_text), through a small staging
+ * buffer so that a name full of controls is not one write per byte. */
+static void write_term(cts_out_t *o, const char *buf, size_t n) {
+  char stage[16384];
+  size_t len = 0;
+  const unsigned char *p = (const unsigned char *)buf, *end = p + n;
+  while (p < end) {
+    bool control;
+    const size_t k = term_char(p, end, &control);
+    if (len + 4 * k > sizeof stage) {
+      write_all(o, stage, len);
+      len = 0;
+    }
+    if (control)
+      for (size_t i = 0; i < k; i++) len += term_escape(p[i], stage + len);
+    else
+      memcpy(stage + len, p, k), len += k;
+    p += k;
+  }
+  write_all(o, stage, len);
+}
+
+/* Bytes at the end of buf[0..n) that start a UTF-8 sequence the buffer cuts short. */
+static size_t cut_sequence(const unsigned char *buf, size_t n) {
+  for (size_t back = 1; back <= 3 && back <= n; back++) {
+    const unsigned char c = buf[n - back];
+    if ((c & 0xC0) == 0x80) continue; /* a continuation byte: look further back */
+    const size_t need = (c & 0xE0) == 0xC0   ? 2
+                        : (c & 0xF0) == 0xE0 ? 3
+                        : (c & 0xF8) == 0xF0 ? 4
+                                             : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+int cts_out_flush(cts_out_t *o) {
+  if (o->term)
+    write_term(o, o->buf, o->len);
+  else
+    write_all(o, o->buf, o->len);
   o->len = 0;
   return o->err;
 }
 
+void cts__out_flush_full(cts_out_t *o) {
+  if (!o->term) {
+    cts_out_flush(o);
+    return;
+  }
+  /* A character cut by the end of the buffer waits for the rest of its bytes: escaping
+   * its halves apart would take its continuation bytes for C1 controls. */
+  const size_t keep = cut_sequence((const unsigned char *)o->buf, o->len);
+  write_term(o, o->buf, o->len - keep);
+  memmove(o->buf, o->buf + o->len - keep, keep);
+  o->len = keep;
+}
+
 void cts_out_write(cts_out_t *o, const void *p, size_t n) {
   if (CTS_UNLIKELY(o->len + n > CTS_OUT_BUFSIZE)) {
-    cts_out_flush(o);
-    if (n > CTS_OUT_BUFSIZE) {
-      const char *c = p;
-      while (n) {
-        const size_t k = n < CTS_OUT_BUFSIZE ? n : CTS_OUT_BUFSIZE;
-        memcpy(o->buf, c, k);
-        o->len = k;
-        cts_out_flush(o);
-        c += k;
-        n -= k;
-      }
-      return;
+    const char *c = p;
+    while (n) {
+      if (o->len == CTS_OUT_BUFSIZE) cts__out_flush_full(o);
+      const size_t k = n < CTS_OUT_BUFSIZE - o->len ? n : CTS_OUT_BUFSIZE - o->len;
+      memcpy(o->buf + o->len, c, k);
+      o->len += k;
+      c += k;
+      n -= k;
     }
+    return;
   }
   memcpy(o->buf + o->len, p, n);
   o->len += n;
@@ -172,4 +233,168 @@ void cts_out_xml_text(cts_out_t *o, const char *s) {
         cts_out_char(o, *s);
     }
   }
+}
+
+/* The escape of the control byte c into e; its length. */
+static size_t term_escape(unsigned char c, char e[4]) {
+  static const char hex[] = "0123456789abcdef";
+  e[0] = '\\';
+  e[1] = 'x';
+  e[2] = hex[c >> 4];
+  e[3] = hex[c & 15];
+  return 4;
+}
+
+/* The length of the character at p (before end; a valid UTF-8 sequence is kept whole);
+ * *control when its bytes must be escaped: C0 but the tab and the newline, DEL, C1 as UTF-8
+ * (c2 80-9f), and a stray byte 80-9f, which an 8-bit terminal takes for a C1 control. */
+static size_t term_char(const unsigned char *p, const unsigned char *end, bool *control) {
+  *control = false;
+  if (p[0] < 0x80) {
+    *control = (p[0] < 0x20 && p[0] != '\t' && p[0] != '\n') || p[0] == 0x7f;
+    return 1;
+  }
+  unsigned char seq[4] = {0};
+  const size_t avail = (size_t)(end - p) < 4 ? (size_t)(end - p) : 4;
+  memcpy(seq, p, avail); /* NUL-padded: utf8_len stops at a missing byte */
+  const size_t n = utf8_len(seq);
+  if (n) {
+    *control = p[0] == 0xc2 && p[1] <= 0x9f;
+    return n;
+  }
+  *control = p[0] <= 0x9f;
+  return 1;
+}
+
+void cts_out_term_text(cts_out_t *o, const char *s) {
+  const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s), *run = p;
+  while (p < end) {
+    bool control;
+    const size_t k = term_char(p, end, &control);
+    if (control || *p == '\n') { /* a newline inside a name would fake a line */
+      cts_out_write(o, run, (size_t)(p - run));
+      for (size_t i = 0; i < k; i++) {
+        char e[4];
+        cts_out_write(o, e, term_escape(p[i], e));
+      }
+      run = p + k;
+    }
+    p += k;
+  }
+  cts_out_write(o, run, (size_t)(p - run));
+}
+
+const char *cts_term_text(const char *s, char *buf, size_t size) {
+  if (!size) return buf;
+  size_t len = 0;
+  const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s);
+  while (p < end) {
+    bool control;
+    const size_t k = term_char(p, end, &control);
+    char e[16];
+    size_t n = 0;
+    if (control || *p == '\n')
+      for (size_t i = 0; i < k; i++) n += term_escape(p[i], e + n);
+    else
+      memcpy(e, p, n = k);
+    if (len + n >= size) break;
+    memcpy(buf + len, e, n);
+    len += n;
+    p += k;
+  }
+  buf[len] = 0;
+  return buf;
+}
+
+/* ---- output files --------------------------------------------------------------------- */
+
+int cts_outfile_same_input(const char *path, const char *const *inputs, size_t n) {
+  struct stat out;
+  if (path && strcmp(path, "-") != 0) {
+    if (stat(path, &out) != 0) return -1; /* not there yet: no input can be it */
+  } else if (fstat(STDOUT_FILENO, &out) != 0 || !S_ISREG(out.st_mode)) {
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    struct stat in;
+    const int r = strcmp(inputs[i], "-") == 0 ? fstat(STDIN_FILENO, &in) : stat(inputs[i], &in);
+    if (r == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino) return (int)i;
+  }
+  return -1;
+}
+
+int cts_outfile_open(cts_outfile_t *f, const char *path) {
+  memset(f, 0, sizeof *f);
+  f->fd = STDOUT_FILENO;
+  f->in_place = true;
+  if (!path || strcmp(path, "-") == 0) {
+    snprintf(f->path, sizeof f->path, "-");
+    return 0;
+  }
+  if (strlen(path) >= sizeof f->path - 16) return -ENAMETOOLONG;
+  snprintf(f->path, sizeof f->path, "%s", path);
+  struct stat st;
+  if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+    /* The link stays a link: its target is what gets replaced. */
+    char target[PATH_MAX];
+    if (realpath(path, target) && strlen(target) < sizeof f->path - 16)
+      snprintf(f->path, sizeof f->path, "%s", target);
+  }
+  if (stat(f->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) return -EISDIR;
+    /* A device or a FIFO cannot be replaced, and holds no file to lose. */
+    f->fd = open(f->path, O_WRONLY | O_CLOEXEC);
+    if (f->fd < 0) return -errno;
+    f->owns_fd = true;
+    return 0;
+  }
+  const char *slash = strrchr(f->path, '/');
+  const int n = slash ? snprintf(f->tmp, sizeof f->tmp, "%.*s/.%s.XXXXXX", (int)(slash - f->path),
+                                 f->path, slash + 1)
+                      : snprintf(f->tmp, sizeof f->tmp, ".%s.XXXXXX", f->path);
+  if (n < 0 || (size_t)n >= sizeof f->tmp) return -ENAMETOOLONG;
+  f->fd = mkostemp(f->tmp, O_CLOEXEC);
+  if (f->fd < 0) {
+    const int e = -errno;
+    f->tmp[0] = 0;
+    return e;
+  }
+  f->in_place = false;
+  f->owns_fd = true;
+  return 0;
+}
+
+const char *cts_outfile_write_path(const cts_outfile_t *f) {
+  return f->in_place ? f->path : f->tmp;
+}
+
+int cts_outfile_commit(cts_outfile_t *f) {
+  int e = 0;
+  if (!f->in_place) {
+    struct stat st;
+    mode_t mode;
+    if (stat(f->path, &st) == 0) {
+      mode = st.st_mode & 07777;
+    } else {
+      const mode_t mask = umask(0);
+      umask(mask);
+      mode = 0644 & ~mask;
+    }
+    if (fchmod(f->fd, mode) != 0) e = -errno;
+  }
+  if (f->owns_fd && close(f->fd) != 0 && !e) e = -errno;
+  f->owns_fd = false;
+  if (!f->in_place) {
+    if (!e && rename(f->tmp, f->path) != 0) e = -errno;
+    if (e) unlink(f->tmp);
+    f->tmp[0] = 0;
+  }
+  return e;
+}
+
+void cts_outfile_discard(cts_outfile_t *f) {
+  if (f->owns_fd) close(f->fd);
+  f->owns_fd = false;
+  if (!f->in_place && f->tmp[0]) unlink(f->tmp);
+  f->tmp[0] = 0;
 }

@@ -4,6 +4,7 @@
 #ifndef CTS_OUTPUT_H
 #define CTS_OUTPUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,10 @@
 typedef struct cts_out {
   int fd;
   int err; /* first write error (-errno), sticky */
+  /* Text for people (set after cts_out_init, which clears it): every control byte written
+   * (C0 but tab and newline, DEL, C1) goes out escaped as \xNN, so that no name taken from
+   * a trace can drive the reader's terminal, whatever path printed it. */
+  bool term;
   size_t len;
   char buf[CTS_OUT_BUFSIZE];
 } cts_out_t;
@@ -32,8 +37,52 @@ void cts_out_xml_text(cts_out_t *o, const char *s);
 /* Writes the buffer out; returns the sticky error (0 if none). */
 int cts_out_flush(cts_out_t *o);
 
+/* s for a person's terminal: C0 controls (except the tab; a newline too), DEL and the C1 controls
+ * (U+0080-U+009F, in UTF-8 or as stray bytes) are written as \x1b-style escapes; everything
+ * else, UTF-8 included, as is. Names in a trace come from the traced program: an escape sequence in
+ * a function name must not retitle, recolour or clear the reader's terminal. */
+void cts_out_term_text(cts_out_t *o, const char *s);
+/* The same into buf (always terminated, cut short rather than overflowed): for text laid
+ * out with printf widths. Returns buf. */
+const char *cts_term_text(const char *s, char *buf, size_t size);
+
+/* ---- output files --------------------------------------------------------------------- */
+
+/* A file written through a temporary file in its directory, renamed over it only when the
+ * run succeeded: a failed run leaves the old file as it was, and never a half-written one.
+ * Outputs that are not regular files (standard output, /dev/null, a FIFO, a terminal) are
+ * written in place. A symlink to a file is followed: the link stays and its target is
+ * replaced. Not thread-safe (one output per call site, as in the commands). */
+typedef struct cts_outfile {
+  int fd;
+  bool in_place; /* fd is the output itself (not a temporary) */
+  bool owns_fd;  /* fd is closed at commit/discard (not standard output) */
+  char path[4096];
+  char tmp[4096]; /* "" when in place */
+} cts_outfile_t;
+
+/* The index of the input among inputs[0..n) that path (NULL: standard output) names, or
+ * -1: the same device and inode, through symlinks and hard links ("-" as an input is
+ * standard input). Writing a command's output over its own input would destroy the input
+ * before (or after) it is read: the commands refuse. */
+int cts_outfile_same_input(const char *path, const char *const *inputs, size_t n);
+/* Opens path for writing (NULL or "-": standard output). Returns 0 or -errno. */
+int cts_outfile_open(cts_outfile_t *f, const char *path);
+/* The name to write to (the temporary file, or the output itself), for writers that open
+ * the file by name (cairo). */
+const char *cts_outfile_write_path(const cts_outfile_t *f);
+/* Closes the file and renames the temporary file over the output (mode 0644 less the
+ * umask, or the mode of the file it replaces). Returns 0 or -errno; on an error the
+ * temporary file is removed and the old output kept. */
+int cts_outfile_commit(cts_outfile_t *f);
+/* Closes and removes the temporary file: the old output stays. */
+void cts_outfile_discard(cts_outfile_t *f);
+
+/* Makes room in a full buffer (internal: a term output keeps a cut UTF-8 character). */
+void cts__out_flush_full(cts_out_t *o);
+
 static inline void cts_out_char(cts_out_t *o, char c) {
-  if (CTS_UNLIKELY(o->len == CTS_OUT_BUFSIZE)) cts_out_flush(o);
+  if (CTS_UNLIKELY(o->len == CTS_OUT_BUFSIZE)) cts__out_flush_full(o);
   o->buf[o->len++] = c;
 }
 

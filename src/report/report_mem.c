@@ -381,7 +381,7 @@ static void write_info(cts_out_t *o, const report_mem_t *m) {
   cts_out_str(o, ",\"allocs\":");
   report_json_str(o, cli_grouped(cts_mtprof_allocs(p), a, sizeof a));
   cts_out_str(o, ",\"allocs_est\":");
-  report_json_str(o, cli_grouped((uint64_t)(p->est_allocs_total + 0.5), a, sizeof a));
+  report_json_str(o, cli_grouped(cts_est_round(p->est_allocs_total), a, sizeof a));
   cts_out_str(o, "}");
 }
 
@@ -411,7 +411,7 @@ static void write_sites(cts_out_t *o, report_mem_t *m) {
     cts_out_char(o, ',');
     report_json_str(o, b);
     cts_out_char(o, ',');
-    report_json_str(o, cli_grouped((uint64_t)(r->st.est_allocs + 0.5), b, sizeof b));
+    report_json_str(o, cli_grouped(cts_est_round(r->st.est_allocs), b, sizeof b));
     cts_out_char(o, ',');
     report_json_str(o, cli_est_bytes(p, r->st.peak_samples, false, c, sizeof c));
     cts_out_char(o, ',');
@@ -487,7 +487,7 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
   for (size_t i = 0; i < m->nrecs; i++)
     if (m->recs[i].node >= src->count) m->recs[i].node = 0;
   sort_map = map;
-  qsort(m->recs, m->nrecs, sizeof *m->recs, record_by_node);
+  if (m->nrecs) qsort(m->recs, m->nrecs, sizeof *m->recs, record_by_node); /* NULL when empty */
   /* The figures of the unfiltered view, so that the viewer can draw it before it has decoded
    * the records (which it does after the first frame): samples per node and the live heap
    * at the records' time resolution (as differences per bucket). */

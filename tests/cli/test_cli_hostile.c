@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/* The commands on traces and command lines meant to hurt (issue 17): an output that is the
+ * input, a failed run over an old output, 2^63 samples, a sample rate of 5e-324, a trace
+ * with no allocation, escape sequences in names, corrupt backtraces, a corrupt gzip stream,
+ * FIFOs. Each test fails without its fix. */
+#define _GNU_SOURCE /* posix_openpt, cfmakeraw */
+#include <sys/stat.h>
+#include <termios.h>
+
+#include "../run_cmd.h"
+#include "../test.h"
+#include "hostile_traces.h"
+
+enum { TIMEOUT_S = 30 };
+#define NELEM(a) (sizeof(a) / sizeof *(a))
+
+static char dir[64];
+
+static const char *tmp_dir(void) {
+  if (!dir[0]) {
+    strcpy(dir, "/tmp/cts-hostile-XXXXXX");
+    if (!mkdtemp(dir)) abort();
+  }
+  return dir;
+}
+
+/* dir/name in a static buffer of four (tests hold a few at once). */
+static const char *in_dir(const char *name) {
+  static char bufs[4][256];
+  static unsigned next;
+  char *b = bufs[next++ % 4];
+  snprintf(b, 256, "%s/%s", tmp_dir(), name);
+  return b;
+}
+
+static const char *write_trace(const char *name, const ht_spec_t *s) {
+  const char *path = in_dir(name);
+  if (ht_write(s, path) != 0) abort();
+  return path;
+}
+
+/* Runs ctfscope with args (NULL-terminated, without the binary); fails the test on a crash
+ * or a timeout. */
+static bool run(run_result_t *r, const char *const *args) {
+  char *argv[32] = {CTS_TEST_CTFSCOPE};
+  size_t n = 1;
+  for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
+  argv[n] = NULL;
+  if (!run_cmd(argv, NULL, TIMEOUT_S, r)) return false;
+  if (r->signal || r->timed_out) {
+    fprintf(stderr, "  ctfscope %s: signal %d%s\n  stderr: %s", args[0], r->signal,
+            r->timed_out ? " (timeout)" : "", r->err);
+    return false;
+  }
+  return true;
+}
+
+static off_t file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+static bool contains(const char *s, const char *what) {
+  return s && strstr(s, what);
+}
+
+/* ---- 2: an output that is the input --------------------------------------------------- */
+
+CTS_TEST(an_output_that_is_the_input_is_refused_and_the_input_kept) {
+  const ht_spec_t plain = ht_plain();
+  const char *trace = write_trace("same.ctf", &plain);
+  const off_t size = file_size(trace);
+  char lnk[256], hard[256];
+  snprintf(lnk, sizeof lnk, "%s", in_dir("same-link.ctf"));
+  snprintf(hard, sizeof hard, "%s", in_dir("same-hard.ctf"));
+  unlink(lnk);
+  unlink(hard);
+  CTS_ASSERT_EQ_INT(symlink(trace, lnk), 0);
+  CTS_ASSERT_EQ_INT(link(trace, hard), 0);
+  const char *const outs[] = {trace, lnk, hard};
+  for (size_t o = 0; o < 3; o++) {
+    const char *out = outs[o];
+    const char *const cmds[][12] = {
+        {"dump", "-o", out, trace, NULL},
+        {"export", "-f", "csv", "-o", out, trace, NULL},
+        {"export", "-f", "folded", "-o", out, trace, NULL},
+        {"export", "-f", "chrome", "-o", out, trace, NULL},
+        {"export", "-f", "pprof", "-o", out, trace, NULL},
+        {"subsample", "--factor", "2", "-o", out, trace, NULL},
+        {"filter", "--from", "0", "-o", out, trace, NULL},
+        {"report", "-o", out, trace, NULL},
+        {"stats", "--svg", out, trace, NULL},
+    };
+    for (size_t c = 0; c < NELEM(cmds); c++) {
+      run_result_t r;
+      CTS_ASSERT(run(&r, cmds[c]));
+      CTS_ASSERT_MSG(r.exit_code == 2, "%s -> %s: exit %d, expected 2", cmds[c][0], out,
+                     r.exit_code);
+      CTS_ASSERT_MSG(contains(r.err, "is the input"), "%s: %s", cmds[c][0], r.err);
+      CTS_ASSERT_EQ_U64((uint64_t)file_size(trace), (uint64_t)size);
+      run_result_free(&r);
+    }
+  }
+  /* The trace still reads whole. */
+  run_result_t r;
+  CTS_ASSERT(run(&r, (const char *const[]){"info", trace, NULL}));
+  CTS_ASSERT_EQ_INT(r.exit_code, 0);
+  run_result_free(&r);
+}
+
+CTS_TEST(convert_refuses_to_write_over_its_input) {
+  const char *data = cts_test_data_dir();
+  char src[512], work[256], stream[300];
+  snprintf(src, sizeof src, "%s/tasks/known.ctf", data);
+  if (file_size(src) < 0) CTS_SKIP("no %s", src);
+  snprintf(work, sizeof work, "%s", in_dir("conv"));
+  mkdir(work, 0755);
+  snprintf(stream, sizeof stream, "%s/stream", work);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, stream);
+  CTS_ASSERT_EQ_INT(system(cmd), 0);
+  const off_t size = file_size(stream);
+  run_result_t r;
+  CTS_ASSERT(run(&r, (const char *const[]){"convert", stream, work, NULL}));
+  CTS_ASSERT_EQ_INT(r.exit_code, 2);
+  CTS_ASSERT_EQ_U64((uint64_t)file_size(stream), (uint64_t)size);
+  run_result_free(&r);
+}
+
+CTS_TEST(a_failed_run_keeps_the_old_output_and_leaves_no_temporary_file) {
+  const char *out = in_dir("old-output.txt");
+  FILE *f = fopen(out, "w");
+  CTS_ASSERT(f);
+  fputs("precious\n", f);
+  fclose(f);
+  const char *const cmds[][8] = {
+      {"dump", "-o", out, "/nonexistent/trace.ctf", NULL},
+      {"export", "-f", "csv", "-o", out, "/nonexistent/trace.ctf", NULL},
+      {"subsample", "--factor", "2", "-o", out, "/nonexistent/trace.ctf", NULL},
+      {"report", "-o", out, "/nonexistent/trace.ctf", NULL},
+  };
+  for (size_t c = 0; c < NELEM(cmds); c++) {
+    run_result_t r;
+    CTS_ASSERT(run(&r, cmds[c]));
+    CTS_ASSERT_MSG(r.exit_code == 3, "%s: exit %d", cmds[c][0], r.exit_code);
+    CTS_ASSERT_EQ_U64((uint64_t)file_size(out), 9);
+    run_result_free(&r);
+  }
+  /* Only the old output and the traces of the other tests: no ".old-output.txt.XXXXXX". */
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -q '^\\.old-output'", tmp_dir());
+  CTS_ASSERT(system(cmd) != 0);
+  /* A successful run replaces it, with the usual mode. */
+  const ht_spec_t plain = ht_plain();
+  const char *trace = write_trace("replace.ctf", &plain);
+  run_result_t r;
+  CTS_ASSERT(run(&r, (const char *const[]){"dump", "-o", out, trace, NULL}));
+  CTS_ASSERT_EQ_INT(r.exit_code, 0);
+  CTS_ASSERT(file_size(out) > 100);
+  run_result_free(&r);
+}
+
+/* ---- 5: 2^63 samples ------------------------------------------------------------------ */
+
+CTS_TEST(subsample_of_a_huge_sample_count_finishes) {
+  ht_spec_t s = ht_plain();
+  s.nallocs = 3;
+  s.length = (uint64_t)INT64_MAX - 1;
+  s.nsamples = (uint64_t)INT64_MAX;
+  const char *trace = write_trace("huge-samples.ctf", &s);
+  CTS_ASSERT(file_size(trace) < 1024);
+  const char *out = in_dir("huge-samples.sub.ctf");
+  const char *const factors[] = {"2", "1e6", "1.0000001"};
+  for (size_t i = 0; i < 3; i++) {
+    run_result_t r;
+    CTS_ASSERT(run(&r, (const char *const[]){"subsample", "-q", "--factor", factors[i], "-o", out,
+                                             trace, NULL}));
+    CTS_ASSERT_MSG(r.exit_code == 0, "factor %s: exit %d: %s", factors[i], r.exit_code, r.err);
+    run_result_free(&r);
+    CTS_ASSERT(run(&r, (const char *const[]){"info", out, NULL}));
+    CTS_ASSERT_EQ_INT(r.exit_code, 0);
+    run_result_free(&r);
+  }
+}
+
+/* ---- 7: a rate of 5e-324 -------------------------------------------------------------- */
+
+CTS_TEST(estimates_at_a_tiny_rate_are_finite) {
+  ht_spec_t s = ht_plain();
+  s.rate = 5e-324;
+  s.nsamples = 1000;
+  s.length = 100000;
+  const char *trace = write_trace("tiny-rate.ctf", &s);
+  const char *const cmds[][8] = {
+      {"stats", trace, NULL},
+      {"stats", "--json", trace, NULL},
+      {"top", trace, NULL},
+      {"top", "--tree", trace, NULL},
+      {"top", "--json", trace, NULL},
+      {"leaks", trace, NULL},
+      {"info", trace, NULL},
+      {"report", "-o", "-", trace, NULL},
+      {"export", "-f", "csv", trace, NULL},
+  };
+  for (size_t c = 0; c < NELEM(cmds); c++) {
+    run_result_t r;
+    CTS_ASSERT(run(&r, cmds[c]));
+    CTS_ASSERT_MSG(r.exit_code == 0, "%s %s: exit %d: %s", cmds[c][0], cmds[c][1], r.exit_code,
+                   r.err);
+    CTS_ASSERT_MSG(!contains(r.out, "inf ") && !contains(r.out, "nan") &&
+                       !contains(r.out, "inf,") && !contains(r.out, "inf\""),
+                   "%s %s printed an overflowed figure:\n%s", cmds[c][0], cmds[c][1], r.out);
+    run_result_free(&r);
+  }
+}
+
+/* ---- 8: no allocation ----------------------------------------------------------------- */
+
+CTS_TEST(a_trace_without_allocations_reports) {
+  ht_spec_t s = ht_plain();
+  s.nallocs = 0;
+  const char *trace = write_trace("no-allocs.ctf", &s);
+  const char *const cmds[][8] = {
+      {"report", "-o", in_dir("no-allocs.html"), trace, NULL},
+      {"top", trace, NULL},
+      {"top", "--tree", trace, NULL},
+      {"leaks", trace, NULL},
+      {"stats", trace, NULL},
+      {"diff", "--no-normalize", trace, trace, NULL},
+  };
+  for (size_t c = 0; c < NELEM(cmds); c++) {
+    run_result_t r;
+    CTS_ASSERT(run(&r, cmds[c]));
+    CTS_ASSERT_MSG(r.exit_code == 0, "%s: exit %d: %s", cmds[c][0], r.exit_code, r.err);
+    CTS_ASSERT_MSG(!contains(r.err, "runtime error") && !contains(r.err, "Sanitizer"), "%s: %s",
+                   cmds[c][0], r.err);
+    run_result_free(&r);
+  }
+}
+
+/* ---- 9: escape sequences in names ----------------------------------------------------- */
+
+static void assert_no_controls(const char *what, const char *text) {
+  for (const unsigned char *p = (const unsigned char *)text; p && *p; p++) {
+    const bool c0 = *p < 0x20 && *p != '\n' && *p != '\t';
+    const bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+    if (c0 || *p == 0x7f || c1) {
+      CTS_FAIL("%s: control byte 0x%02x at offset %zu", what, *p,
+               (size_t)(p - (const unsigned char *)text));
+    }
+  }
+}
+
+CTS_TEST(escape_sequences_in_names_do_not_reach_the_terminal) {
+  ht_spec_t s = ht_plain();
+  s.function = "Evil.\x1b]0;pwned\x07title\x1b[2J";
+  s.file =
+      "evil\x1b[31m.ml\x7f\xc2\x9b"
+      "1m";
+  s.executable = "/opt/\x1b[5mexe";
+  s.context = "ctx\x1b[K";
+  const char *trace = write_trace("escapes.ctf", &s);
+  const char *const cmds[][8] = {
+      {"top", trace, NULL},   {"top", "--tree", trace, NULL}, {"top", "--by", "file", trace, NULL},
+      {"leaks", trace, NULL}, {"diff", trace, trace, NULL},   {"info", trace, NULL},
+      {"stats", trace, NULL},
+  };
+  for (size_t c = 0; c < NELEM(cmds); c++) {
+    run_result_t r;
+    CTS_ASSERT(run(&r, cmds[c]));
+    CTS_ASSERT_MSG(r.exit_code == 0, "%s: exit %d: %s", cmds[c][0], r.exit_code, r.err);
+    assert_no_controls(cmds[c][0], r.out);
+    assert_no_controls(cmds[c][0], r.err);
+    run_result_free(&r);
+  }
+  /* The names are there, escaped. */
+  run_result_t r;
+  CTS_ASSERT(run(&r, (const char *const[]){"top", "--by", "function", trace, NULL}));
+  CTS_ASSERT_MSG(contains(r.out, "Evil.\\x1b]0;pwned\\x07title"), "%s", r.out);
+  run_result_free(&r);
+}
+
+/* Runs ctfscope dump path with standard output on a pseudo-terminal; its output. */
+static char *dump_on_a_terminal(const char *path) {
+  const int master = posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) return NULL;
+  const char *name = ptsname(master);
+  if (!name) return NULL;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int slave = open(name, O_RDWR | O_NOCTTY);
+    if (slave < 0) _exit(127);
+    struct termios t;
+    if (tcgetattr(slave, &t) == 0) {
+      cfmakeraw(&t); /* the bytes as written, no newline translation */
+      tcsetattr(slave, TCSANOW, &t);
+    }
+    dup2(slave, STDOUT_FILENO);
+    execl(CTS_TEST_CTFSCOPE, CTS_TEST_CTFSCOPE, "dump", path, (char *)NULL);
+    _exit(127);
+  }
+  size_t len = 0, cap = 1 << 16;
+  char *out = malloc(cap);
+  for (;;) {
+    if (len + 4096 > cap) out = realloc(out, cap *= 2);
+    const ssize_t n = read(master, out + len, cap - len - 1);
+    if (n <= 0) break; /* EIO once the child has exited and closed the terminal */
+    len += (size_t)n;
+  }
+  out[len] = 0;
+  close(master);
+  int status;
+  waitpid(pid, &status, 0);
+  return out;
+}
+
+CTS_TEST(dump_escapes_names_on_a_terminal_only) {
+  ht_spec_t s = ht_plain();
+  s.function = "Evil.\x1b]0;pwned\x07title";
+  const char *trace = write_trace("escapes-dump.ctf", &s);
+  char *tty = dump_on_a_terminal(trace);
+  CTS_ASSERT(tty);
+  CTS_ASSERT_MSG(contains(tty, "Evil.\\x1b]0;pwned\\x07title"), "%s", tty);
+  assert_no_controls("dump on a terminal", tty);
+  free(tty);
+  /* Into a file the format's strings stay as they are. */
+  run_result_t r;
+  CTS_ASSERT(run(&r, (const char *const[]){"dump", trace, NULL}));
+  CTS_ASSERT(contains(r.out, "Evil.\x1b]0;pwned\x07title"));
+  run_result_free(&r);
+}
+
+/* ---- 11: the dump's sample rate ------------------------------------------------------- */
+
+CTS_TEST(dump_prints_the_sample_rate_with_17_digits) {
+  ht_spec_t s = ht_plain();
+  s.rate = 0.1;
+  const char *trace = write_trace("rate-0.1.ctf", &s);
+  run_result_t r;
+  CTS_ASSERT(run(&r, (const char *const[]){"dump", trace, NULL}));
+  CTS_ASSERT_EQ_INT(r.exit_code, 0);
+  CTS_ASSERT_MSG(contains(r.out, "info.sample_rate 0.10000000000000001 (0x1.999999999999ap-4)\n"),
+                 "%s", r.out);
+  run_result_free(&r);
+}
+
+CTS_TEST_MAIN()
