@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -220,8 +221,27 @@ static void wait_for_the_writer(const char *path) {
              WRITER_WAIT_MS / 1000);
 }
 
-/* One line about the trace in `path`. */
-static void summarise(const char *path, const char *program) {
+/* Why a trace ends inside a packet: a killed program stops its writer mid-packet; a program
+ * that exited normally had a write fail (a full disk, most often). */
+static const char *cut_reason(const char *path, bool killed, char *buf, size_t size) {
+  if (killed) return "the program was killed";
+  struct statvfs fs;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    slash[slash == dir ? 1 : 0] = '\0';
+  else
+    snprintf(dir, sizeof dir, ".");
+  if (statvfs(dir, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < 65536)
+    snprintf(buf, size, "writing the trace failed: the file system of %s is full", dir);
+  else
+    snprintf(buf, size, "writing the trace failed");
+  return buf;
+}
+
+/* One line about the trace in `path`; `killed` when the program ended by a signal. */
+static void summarise(const char *path, const char *program, bool killed) {
   struct stat st;
   wait_for_the_writer(path);
   if (stat(path, &st) != 0) {
@@ -242,7 +262,7 @@ static void summarise(const char *path, const char *program) {
   int e = cts_mt_reader_create(&r, &cfg, &h);
   bool input_error = false;
   if (!e) e = cts_os_read_memtrace(path, r, NULL, NULL, &input_error);
-  char size[32], bytes[32], allocs[32], frees[32];
+  char size[32], bytes[32], allocs[32], frees[32], why[4200];
   cli_human_bytes((double)st.st_size, size, sizeof size);
   if (e) {
     cli_warn("trace written to %s (%s), but it does not read back: %s", path, size,
@@ -251,24 +271,25 @@ static void summarise(const char *path, const char *program) {
     cli_human_bytes(c.rate > 0 ? (double)c.samples / c.rate * 8.0 : 0, bytes, sizeof bytes);
     fprintf(stderr,
             "ctfscope record: trace written to %s (%s): %s sampled allocations, %s frees, "
-            "about %s allocated (rate %g)%s\n",
+            "about %s allocated (rate %g)%s%s%s\n",
             path, size, cli_grouped(c.allocs, allocs, sizeof allocs),
             cli_grouped(c.collects, frees, sizeof frees), bytes, c.rate,
-            c.truncated ? "; the last packet is cut off (the program was killed)" : "");
+            c.truncated ? "; the last packet is cut off (" : "",
+            c.truncated ? cut_reason(path, killed, why, sizeof why) : "", c.truncated ? ")" : "");
   }
   cts_mt_reader_destroy(r);
 }
 
 /* The traces of the images the program exec'd (path.exec1.ctf...), written since `start`
  * (older files of that name are from another run). */
-static void summarise_execs(const char *path, time_t start) {
+static void summarise_execs(const char *path, time_t start, bool killed) {
   for (unsigned i = 1; i < 1000; i++) {
     char next[4096];
     struct stat st;
     if (!cts__exec_trace_name(next, sizeof next, path, i) || stat(next, &st) != 0 ||
         st.st_mtime < start)
       return;
-    summarise(next, "the exec'd program");
+    summarise(next, "the exec'd program", killed);
   }
 }
 
@@ -385,8 +406,8 @@ int cmd_record(int argc, char **argv) {
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (!o.quiet && !memtrace_url[0]) {
-    summarise(output, prog[0]);
-    summarise_execs(output, start);
+    summarise(output, prog[0], WIFSIGNALED(status));
+    summarise_execs(output, start, WIFSIGNALED(status));
   }
   if (!o.quiet && tasks_output[0]) record_tasks_summarise(tasks_output);
   return code;

@@ -30,8 +30,8 @@ void record_tasks_summarise(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0) {
     cli_warn(
-        "no task trace was written to %s (the program did not load the preload library, "
-        "or CTFSCOPE_TASKS_* settings were refused)",
+        "no task trace was written to %s (the program did not load the preload library, or "
+        "the preload library refused to trace threads and said why above)",
         path);
     return;
   }

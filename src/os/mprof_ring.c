@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "os.h"
+#include "output.h"
 #include "tsc_clock.h"
 
 struct cts_os_mprof_ring {
@@ -53,6 +54,36 @@ static int make_ring(cts_os_mprof_ring_t *r, uint32_t packets, int stream_fd) {
   return cts_mprof_ring_init(&r->ring, r->state, state_size, &cfg);
 }
 
+int cts_os_map_file_reserved(int fd, size_t size, void **map) {
+  *map = NULL;
+  if (size == 0 || size > (size_t)INT64_MAX) return CTS_E_INVAL;
+  /* A shared mapping of a sparse file gets its blocks when a page is first written: on a
+   * full file system that write is a SIGBUS in the traced program. Every block is reserved
+   * now, while a failure is still an error we can report. */
+  int rc = posix_fallocate(fd, 0, (off_t)size);
+  if (rc == EOPNOTSUPP || rc == EINVAL) {
+    /* A file system without fallocate (glibc emulates it, but not everywhere): the blocks
+     * are reserved by writing zeros. */
+    static const char zeros[64 * 1024];
+    rc = 0;
+    for (size_t at = 0; at < size && !rc;) {
+      const size_t n = size - at < sizeof zeros ? size - at : sizeof zeros;
+      const ssize_t w = pwrite(fd, zeros, n, (off_t)at);
+      if (w > 0)
+        at += (size_t)w;
+      else if (w == 0)
+        rc = ENOSPC;
+      else if (errno != EINTR)
+        rc = errno;
+    }
+  }
+  if (rc) return -rc;
+  void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return -errno;
+  *map = m;
+  return 0;
+}
+
 int cts_os_mprof_ring_open(cts_os_mprof_ring_t **out, const char *path, size_t size,
                            uint32_t packets) {
   *out = NULL;
@@ -64,15 +95,11 @@ int cts_os_mprof_ring_open(cts_os_mprof_ring_t **out, const char *path, size_t s
     err = -errno;
     goto fail;
   }
-  if (size == 0 || ftruncate(fd, (off_t)size) != 0) {
-    err = size == 0 ? CTS_E_INVAL : -errno;
-    close(fd);
-    goto fail;
-  }
-  void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *map = NULL;
+  err = size == 0 ? CTS_E_INVAL : cts_os_map_file_reserved(fd, size, &map);
   close(fd); /* the mapping keeps the file */
-  if (map == MAP_FAILED) {
-    err = -errno;
+  if (err) {
+    unlink(path); /* empty or partly reserved: not a trace */
     goto fail;
   }
   r->memory = map;
@@ -131,12 +158,16 @@ int cts_os_mprof_ring_close(cts_os_mprof_ring_t *r) {
 int cts_os_mprof_write_metadata(const char *dir) {
   char path[4096];
   if ((size_t)snprintf(path, sizeof path, "%s/metadata", dir) >= sizeof path) return -ENAMETOOLONG;
-  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return -errno;
+  cts_outfile_t f; /* written aside and renamed: a failure keeps the old file */
+  int err = cts_outfile_open(&f, path);
+  if (err) return err;
   const char *m = cts_mprof_metadata();
-  int err = cts_os_fd_write((void *)(intptr_t)fd, m, strlen(m));
-  if (close(fd) != 0 && !err) err = -errno;
-  return err;
+  err = cts_os_fd_write((void *)(intptr_t)f.fd, m, strlen(m));
+  if (err) {
+    cts_outfile_discard(&f);
+    return err;
+  }
+  return cts_outfile_commit(&f);
 }
 
 typedef struct fd_source {

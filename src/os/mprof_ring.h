@@ -21,9 +21,17 @@ typedef struct cts_os_mprof_ring cts_os_mprof_ring_t;
 /* CLOCK_MONOTONIC in ns (a cts_clock_ns_cb). */
 uint64_t cts_os_clock_ns(void *user_data);
 
+/* Sizes the file open on @p fd (read-write) to @p size bytes with every block reserved
+ * (posix_fallocate, or zeros written where the file system has no fallocate) and maps it
+ * shared into *map. A file system with less than @p size free is an error here (-ENOSPC),
+ * not a SIGBUS at the first write into an unbacked page. Returns 0 or -errno / CTS_E_INVAL.
+ * Allocates nothing (the preload library calls it before tracing starts). */
+int cts_os_map_file_reserved(int fd, size_t size, void **map);
+
 /* Creates (or truncates) @p path to @p size bytes, maps it shared and writes the headers of
  * @p packets packets (0: mirage-profile's 4). The descriptor is closed: the mapping keeps
- * the data. Returns 0 or -errno / CTS_E_INVAL. */
+ * the data. The file's blocks are reserved first (cts_os_map_file_reserved); when that fails
+ * the file is removed. Returns 0 or -errno / CTS_E_INVAL. */
 int cts_os_mprof_ring_open(cts_os_mprof_ring_t **out, const char *path, size_t size,
                            uint32_t packets);
 

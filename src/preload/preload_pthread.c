@@ -53,6 +53,7 @@
 #include <ctfscope/errors.h>
 #include <ctfscope/tasks.h>
 
+#include "../os/mprof_ring.h"
 #include "../os/tsc_clock.h"
 #include "../tracer/tracer_internal.h"
 #include "preload_internal.h"
@@ -766,14 +767,18 @@ static void start_from_environment(void) {
     return;
   }
   void *buffer;
+  int map_err = 0;
   if (stream_mode) {
     buffer = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     stream_fd = fd;
   } else {
-    buffer = ftruncate(fd, (off_t)size) == 0
-                 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                 : MAP_FAILED;
+    /* Blocks reserved before mapping: a full file system must not SIGBUS the program. */
+    map_err = cts_os_map_file_reserved(fd, (size_t)size, &buffer);
     close(fd); /* the mapping keeps the file */
+    if (map_err) {
+      buffer = MAP_FAILED;
+      unlink(out);
+    }
   }
   task_of_tid = mmap(NULL, TID_LIMIT * sizeof *task_of_tid, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -781,7 +786,9 @@ static void start_from_environment(void) {
   if (buffer == MAP_FAILED) {
     if (stream_fd >= 0) close(stream_fd);
     stream_fd = -1;
-    refuse("CTFSCOPE_TASKS", out, "cannot map the trace buffer");
+    refuse("CTFSCOPE_TASKS", out,
+           map_err == -ENOSPC ? "no room for the trace buffer on its file system"
+                              : "cannot map the trace buffer");
     return;
   }
   cts_mprof_ring_config_t cfg;
