@@ -61,7 +61,8 @@ extern "C" {
   XX(BAD_SAMPLE_RATE, -1036, "sample rate is not in (0, 1]")                                  \
   XX(WRONG_PID, -1037, "packet from another process")                                         \
   XX(SKIPPED_PACKET, -1038, "packet out of sequence, skipped")                                \
-  XX(CLOSED, -1039, "the writer is closed")
+  XX(CLOSED, -1039, "the writer is closed")                                                   \
+  XX(BAD_COMPRESSION, -1040, "corrupt or truncated compressed stream")
 
 /** Error codes; see CTS_ERROR_MAP for their meanings. */
 typedef enum cts_error {

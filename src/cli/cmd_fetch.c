@@ -166,7 +166,8 @@ int cmd_fetch(int argc, char **argv) {
     if (e || !*name) {
       cli_error("cannot write to '%s': %s", o.output,
                 e ? cts_os_strerror(e) : "it names a directory");
-      return CLI_EXIT_USAGE;
+      /* A directory that cannot be opened is an I/O error like any file's (exit 3). */
+      return e ? CLI_EXIT_IO : CLI_EXIT_USAGE;
     }
   }
 

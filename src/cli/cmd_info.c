@@ -339,7 +339,7 @@ static int info_one(cts_out_t *o, const char *path, const info_opts_t *opts) {
   err = cts_os_read_memtrace(path, r, cli_progress_cb, &progress, &input_error);
   cli_progress_done(&progress);
   int exit_code = CLI_EXIT_OK;
-  if (err && input_error && err != CTS_E_IO) {
+  if (err && input_error && err != CTS_E_IO && err != CTS_E_BAD_COMPRESSION) {
     cli_error("cannot read '%s': %s", path, cts_os_strerror(err));
     exit_code = CLI_EXIT_IO;
   } else {

@@ -33,17 +33,17 @@ static bool is_ctf_metadata(const uint8_t *b, size_t n) {
   return false;
 }
 
-/* Up to `size` bytes at the head of standard input without taking them: pread on a file,
- * tee(2) on a pipe (waiting up to 2 s for at least `want` bytes, or the writer's end). 0 for
- * anything else (a terminal, a socket): it is read as a stream. */
-static size_t peek_stdin(uint8_t *head, size_t size, size_t want, bool *is_file) {
+/* Up to `size` bytes at the head of fd without taking them: pread on a file (standard input
+ * only at its start), tee(2) on a pipe (waiting up to 2 s for at least `want` bytes, or the
+ * writer's end). 0 for anything else (a terminal, a socket): it is read as a stream. */
+static size_t peek(int fd, uint8_t *head, size_t size, size_t want, bool *is_file) {
   struct stat st;
   *is_file = false;
-  if (fstat(STDIN_FILENO, &st) != 0) return 0;
+  if (fstat(fd, &st) != 0) return 0;
   if (S_ISREG(st.st_mode)) {
     *is_file = true;
-    const off_t at = lseek(STDIN_FILENO, 0, SEEK_CUR);
-    const ssize_t n = at == 0 ? pread(STDIN_FILENO, head, size, 0) : -1;
+    const off_t at = lseek(fd, 0, SEEK_CUR);
+    const ssize_t n = at == 0 ? pread(fd, head, size, 0) : -1;
     return n > 0 ? (size_t)n : 0;
   }
   if (!S_ISFIFO(st.st_mode)) return 0;
@@ -51,7 +51,7 @@ static size_t peek_stdin(uint8_t *head, size_t size, size_t want, bool *is_file)
   if (pipe2(copy, O_CLOEXEC | O_NONBLOCK) != 0) return 0;
   size_t n = 0;
   for (int tries = 0; tries < 200; tries++) {
-    const ssize_t t = tee(STDIN_FILENO, copy[1], size, SPLICE_F_NONBLOCK);
+    const ssize_t t = tee(fd, copy[1], size, SPLICE_F_NONBLOCK);
     if (t > 0) { /* a fresh copy of what is there: the first bytes, again */
       n = 0;
       ssize_t r;
@@ -60,7 +60,7 @@ static size_t peek_stdin(uint8_t *head, size_t size, size_t want, bool *is_file)
       break; /* the writer is gone and nothing is left, or not a pipe tee works on */
     }
     if (n >= want) break;
-    struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
     if (poll(&pf, 1, 10) > 0 && (pf.revents & POLLHUP) && n > 0) break; /* all there is */
     if (n > 0) usleep(10000); /* bytes, but too few yet: poll would return at once */
   }
@@ -69,42 +69,78 @@ static size_t peek_stdin(uint8_t *head, size_t size, size_t want, bool *is_file)
   return n;
 }
 
-/* A task trace on a pipe: copied into an unlinked temporary file that becomes standard
- * input, since task traces are read at offsets (a ring wraps). */
-static int spool_stdin(void) {
+/* A task trace on a pipe (`what` names it): copied into an unlinked temporary file, since
+ * task traces are read at offsets (a ring wraps). *out gets the file, at offset 0. Returns
+ * -1, or the exit code (the error printed). */
+static int spool(int fd, const char *what, int *out) {
   const char *dir = getenv("TMPDIR");
   if (!dir || !dir[0]) dir = "/tmp";
-  const int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    cli_error("cannot keep the task trace from standard input in %s: %s", dir, strerror(errno));
+  const int tmp = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (tmp < 0) {
+    cli_error("cannot keep the task trace from %s in %s: %s", what, dir, strerror(errno));
     return CLI_EXIT_IO;
   }
   static uint8_t buf[1u << 16];
   for (;;) {
-    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      cli_error("cannot read standard input: %s", strerror(errno));
-      close(fd);
+      cli_error("cannot read %s: %s", what, strerror(errno));
+      close(tmp);
       return CLI_EXIT_IO;
     }
     if (n == 0) break;
     for (ssize_t done = 0; done < n;) {
-      const ssize_t w = write(fd, buf + done, (size_t)(n - done));
+      const ssize_t w = write(tmp, buf + done, (size_t)(n - done));
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) {
-        cli_error("cannot keep the task trace from standard input in %s: %s", dir, strerror(errno));
-        close(fd);
+        cli_error("cannot keep the task trace from %s in %s: %s", what, dir, strerror(errno));
+        close(tmp);
         return CLI_EXIT_IO;
       }
       done += w;
     }
   }
-  const bool ok = lseek(fd, 0, SEEK_SET) == 0 && dup2(fd, STDIN_FILENO) == STDIN_FILENO;
-  close(fd);
+  if (lseek(tmp, 0, SEEK_SET) != 0) {
+    cli_error("cannot read %s back: %s", what, strerror(errno));
+    close(tmp);
+    return CLI_EXIT_IO;
+  }
+  *out = tmp;
+  return -1;
+}
+
+/* A task trace piped into standard input: spooled, and the copy becomes standard input. */
+static int spool_stdin(void) {
+  int tmp;
+  const int code = spool(STDIN_FILENO, "standard input", &tmp);
+  if (code >= 0) return code;
+  const bool ok = dup2(tmp, STDIN_FILENO) == STDIN_FILENO;
+  close(tmp);
   if (!ok) {
     cli_error("cannot read standard input back: %s", strerror(errno));
     return CLI_EXIT_IO;
+  }
+  return -1;
+}
+
+/* A path that is a pipe (a FIFO, <(...)): opened once here and read through that descriptor
+ * from now on (cts_os_input_register); a task trace is spooled first. Returns -1 with the
+ * head bytes peeked in head[0..*n), or the exit code. */
+static int open_pipe(const char *path, int fd, uint8_t *head, size_t size, size_t *n) {
+  bool is_file;
+  *n = peek(fd, head, size, 20, &is_file);
+  if (*n >= 20 && cts_mprof_is_trace(head, *n)) {
+    int tmp;
+    const int code = spool(fd, path, &tmp);
+    close(fd);
+    if (code >= 0) return code;
+    fd = tmp;
+  }
+  if (cts_os_input_register(path, fd) != 0) {
+    close(fd);
+    cli_error("%s: too many piped inputs", path);
+    return CLI_EXIT_USAGE;
   }
   return -1;
 }
@@ -115,7 +151,7 @@ static int detect(const char *path, cli_trace_kind_t *kind, bool strict) {
     /* memtrace streams on as it is; a task trace is recognised by its first bytes. */
     uint8_t head[64];
     bool is_file;
-    const size_t n = peek_stdin(head, sizeof head, 20, &is_file);
+    const size_t n = peek(STDIN_FILENO, head, sizeof head, 20, &is_file);
     if (n < 20 || !cts_mprof_is_trace(head, n)) return -1;
     *kind = CLI_TRACE_TASKS;
     return is_file ? -1 : spool_stdin();
@@ -130,22 +166,29 @@ static int detect(const char *path, cli_trace_kind_t *kind, bool strict) {
       cli_error("'%s' is a directory: pass a trace file", path);
     return CLI_EXIT_IO;
   }
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = cts_os_open_input(path);
   if (fd < 0) {
     if (!strict) return -1; /* the reader says it its way */
-    cli_error("cannot read '%s': %s", path, strerror(errno));
+    cli_error("cannot read '%s': %s", path, strerror(-fd));
     return CLI_EXIT_IO;
   }
   uint8_t head[256];
   ssize_t n;
-  do n = pread(fd, head, sizeof head, 0);
-  while (n < 0 && errno == EINTR);
-  const int read_errno = errno;
-  close(fd);
-  if (n < 0) {
-    if (!strict) return -1;
-    cli_error("cannot read '%s': %s", path, strerror(read_errno));
-    return CLI_EXIT_IO;
+  if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+    size_t got;
+    const int code = open_pipe(path, fd, head, sizeof head, &got);
+    if (code >= 0) return code;
+    n = (ssize_t)got;
+  } else {
+    do n = pread(fd, head, sizeof head, 0);
+    while (n < 0 && errno == EINTR);
+    const int read_errno = errno;
+    close(fd);
+    if (n < 0) {
+      if (!strict) return -1;
+      cli_error("cannot read '%s': %s", path, strerror(read_errno));
+      return CLI_EXIT_IO;
+    }
   }
   if (n >= 20 && cts_mprof_is_trace(head, (size_t)n)) {
     *kind = CLI_TRACE_TASKS;
@@ -336,7 +379,9 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
   cts_mt_reader_config_t rc;
   cts_mt_reader_config_init(&rc);
   rc.allocator = cts_os_allocator();
-  rc.decode_backtraces = cfg->stacks;
+  /* Decoded even when no stack is kept (stats): a corrupt backtrace is an error for every
+   * command alike, not only for those that look at stacks. */
+  rc.decode_backtraces = true;
   const cts_mt_handler_t h = {
       .user_data = t, .on_info = on_info, .on_event = on_event, .on_warning = on_warning};
   err = cts_mt_reader_create(&t->reader, &rc, &h);
@@ -361,7 +406,7 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
         (unsigned long long)t->prof.stacks.max_nodes);
   if (!err) return CLI_EXIT_OK;
   if (t->hook_err && err == t->hook_err) return CLI_EXIT_IO; /* the caller says why */
-  if (t->input_error && err != CTS_E_IO) {
+  if (t->input_error && err != CTS_E_IO && err != CTS_E_BAD_COMPRESSION) {
     cli_error("cannot read '%s': %s", path, cts_os_strerror(err));
     return CLI_EXIT_IO;
   }

@@ -166,6 +166,7 @@ int cli_output_close(cts_outfile_t *f, int code) {
 int cli_exit_code(int err, bool input_error) {
   if (err == 0) return CLI_EXIT_OK;
   if (err == -ENOMEM || err == CTS_E_NOMEM) return CLI_EXIT_INTERNAL;
+  if (err == CTS_E_BAD_COMPRESSION) return CLI_EXIT_DATA; /* read fine: the bytes are bad */
   if (input_error || (err < 0 && err > -1000) || err == CTS_E_IO) return CLI_EXIT_IO;
   return CLI_EXIT_DATA;
 }

@@ -36,15 +36,44 @@ static ssize_t raw_read(cts_os_input_t *in, void *buf, size_t len) {
   }
 }
 
+static struct {
+  char *path;
+  int fd;
+} registered[8];
+
+int cts_os_input_register(const char *path, int fd) {
+  for (size_t i = 0; i < sizeof registered / sizeof *registered; i++) {
+    if (registered[i].path && strcmp(registered[i].path, path) == 0) {
+      close(fd); /* looked at twice: the first descriptor is the one read */
+      return 0;
+    }
+    if (registered[i].path) continue;
+    if (!(registered[i].path = strdup(path))) return -ENOMEM;
+    registered[i].fd = fd;
+    return 0;
+  }
+  return -ENOMEM;
+}
+
+int cts_os_open_input(const char *path) {
+  for (size_t i = 0; i < sizeof registered / sizeof *registered; i++)
+    if (registered[i].path && strcmp(registered[i].path, path) == 0) {
+      const int fd = fcntl(registered[i].fd, F_DUPFD_CLOEXEC, 3);
+      return fd >= 0 ? fd : -errno;
+    }
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  return fd >= 0 ? fd : -errno;
+}
+
 int cts_os_input_open(cts_os_input_t **out, const char *path) {
   cts_os_input_t *in = calloc(1, sizeof *in);
   if (!in) return -ENOMEM;
   if (strcmp(path, "-") == 0) {
     in->fd = STDIN_FILENO;
   } else {
-    in->fd = open(path, O_RDONLY | O_CLOEXEC);
+    in->fd = cts_os_open_input(path);
     if (in->fd < 0) {
-      const int e = -errno;
+      const int e = in->fd;
       free(in);
       return e;
     }
@@ -98,7 +127,7 @@ static ssize_t gz_read(cts_os_input_t *in, void *buf, size_t len) {
       if (n < 0) return n;
       if (n == 0) {
         /* End of file: a gzip stream that stops early is a truncated file. */
-        if (in->z.next_out == buf) return CTS_E_IO;
+        if (in->z.next_out == buf) return CTS_E_BAD_COMPRESSION;
         break;
       }
       in->z.next_in = in->zbuf;
@@ -119,7 +148,7 @@ static ssize_t gz_read(cts_os_input_t *in, void *buf, size_t len) {
       }
       inflateReset(&in->z);
     } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      return CTS_E_IO;
+      return CTS_E_BAD_COMPRESSION; /* bad input, not a failed read (exit 1, not 3) */
     }
   }
   return (ssize_t)((uint8_t *)in->z.next_out - (uint8_t *)buf);

@@ -199,12 +199,12 @@ int cts_os_mprof_read_file(const char *path, const cts_mprof_handler_t *h, bool 
   /* "-": standard input, which must then be a file (the reader reads at offsets; the CLI
    * copies a piped task trace into a temporary file first). */
   const bool from_stdin = strcmp(path, "-") == 0;
-  fd_source_t src = {
-      from_stdin ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3) : open(path, O_RDONLY | O_CLOEXEC),
-      false};
+  int fd = from_stdin ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3) : cts_os_open_input(path);
+  if (fd == -1) fd = -errno; /* fcntl's failure */
+  fd_source_t src = {fd, false};
   struct stat st;
   if (src.fd < 0 || fstat(src.fd, &st) != 0) {
-    const int err = -errno;
+    const int err = src.fd < 0 ? src.fd : -errno;
     if (src.fd >= 0) close(src.fd);
     *input_error = true;
     if (errbuf && errlen) snprintf(errbuf, errlen, "cannot open '%s': %s", path, strerror(-err));
@@ -231,7 +231,7 @@ int cts_os_mprof_read_file(const char *path, const cts_mprof_handler_t *h, bool 
 
 bool cts_os_is_mprof_file(const char *path) {
   uint8_t head[20];
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = cts_os_open_input(path);
   if (fd < 0) return false;
   const ssize_t n = pread(fd, head, sizeof head, 0);
   close(fd);

@@ -22,6 +22,17 @@ const char *cts_os_strerror(int err);
 typedef struct cts_os_input cts_os_input_t;
 
 int cts_os_input_open(cts_os_input_t **out, const char *path);
+
+/* Inputs that cannot be opened twice (a FIFO, a pipe's /dev/fd/N from <(...)): the command
+ * opens one once, to look at its first bytes, and registers the descriptor (ownership
+ * passes; kept until exit): every later opening of `path` (cts_os_open_input, so
+ * cts_os_input_open and the task-trace reader) reads through a duplicate of it (a path
+ * registered already keeps its first descriptor; fd is closed). Returns 0, or -ENOMEM when
+ * the table (8 inputs) is full. */
+int cts_os_input_register(const char *path, int fd);
+/* open(path, O_RDONLY | O_CLOEXEC), or a duplicate of the descriptor registered for path:
+ * a descriptor or -errno. */
+int cts_os_open_input(const char *path);
 /* Reads up to len bytes; returns the count, 0 at the end, or a negative error. */
 ssize_t cts_os_input_read(cts_os_input_t *in, void *buf, size_t len);
 /* Size of the underlying file in bytes (compressed size for gzip), 0 if unknown. */

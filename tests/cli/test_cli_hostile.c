@@ -4,6 +4,7 @@
  * with no allocation, escape sequences in names, corrupt backtraces, a corrupt gzip stream,
  * FIFOs. Each test fails without its fix. */
 #define _GNU_SOURCE /* posix_openpt, cfmakeraw */
+#include <dirent.h>
 #include <sys/stat.h>
 #include <termios.h>
 
@@ -327,6 +328,167 @@ CTS_TEST(dump_escapes_names_on_a_terminal_only) {
   run_result_t r;
   CTS_ASSERT(run(&r, (const char *const[]){"dump", trace, NULL}));
   CTS_ASSERT(contains(r.out, "Evil.\x1b]0;pwned\x07title"));
+  run_result_free(&r);
+}
+
+/* ---- 6: every command's verdict on a corrupt trace is the same ------------------------ */
+
+CTS_TEST(stats_rejects_what_the_other_commands_reject) {
+  char dirname[512];
+  snprintf(dirname, sizeof dirname, "%s/fail", cts_test_data_dir());
+  DIR *d = opendir(dirname);
+  CTS_ASSERT(d);
+  struct dirent *e;
+  size_t checked = 0;
+  while ((e = readdir(d))) {
+    const size_t len = strlen(e->d_name);
+    if (len < 5 || strcmp(e->d_name + len - 4, ".ctf") != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dirname, e->d_name);
+    run_result_t r;
+    CTS_ASSERT(run(&r, (const char *const[]){"dump", path, NULL}));
+    const int expected = r.exit_code;
+    run_result_free(&r);
+    const char *const cmds[][6] = {
+        {"stats", path, NULL},
+        {"top", path, NULL},
+        {"leaks", path, NULL},
+        {"info", path, NULL},
+        {"export", "-f", "csv", path, NULL},
+    };
+    for (size_t c = 0; c < NELEM(cmds); c++) {
+      CTS_ASSERT(run(&r, cmds[c]));
+      CTS_ASSERT_MSG(r.exit_code == expected, "%s %s: exit %d, dump's %d", cmds[c][0], e->d_name,
+                     r.exit_code, expected);
+      run_result_free(&r);
+    }
+    checked++;
+  }
+  closedir(d);
+  CTS_ASSERT(checked >= 40);
+}
+
+/* ---- 10: bad gzip, FIFOs, messages, exit codes ---------------------------------------- */
+
+CTS_TEST(a_corrupt_gzip_stream_is_bad_input_in_every_command) {
+  const ht_spec_t plain = ht_plain();
+  const char *trace = write_trace("gz.ctf", &plain);
+  char cmd[600];
+  const char *cut = in_dir("gz-cut.ctf.gz"), *garbage = in_dir("gz-garbage.ctf.gz");
+  snprintf(cmd, sizeof cmd, "gzip -c '%s' | head -c 200 > '%s'", trace, cut);
+  CTS_ASSERT_EQ_INT(system(cmd), 0);
+  FILE *f = fopen(garbage, "wb");
+  CTS_ASSERT(f);
+  fwrite("\x1f\x8b\x08\x00garbage, not deflate data at all", 1, 40, f);
+  fclose(f);
+  const char *const inputs[] = {cut, garbage};
+  for (size_t i = 0; i < 2; i++) {
+    const char *in = inputs[i];
+    const char *const cmds[][8] = {
+        {"info", in, NULL},
+        {"dump", in, NULL},
+        {"stats", in, NULL},
+        {"top", in, NULL},
+        {"leaks", in, NULL},
+        {"export", "-f", "csv", in, NULL},
+        {"report", "-o", "/dev/null", in, NULL},
+        {"subsample", "--factor", "2", "-o", "/dev/null", in, NULL},
+    };
+    for (size_t c = 0; c < NELEM(cmds); c++) {
+      run_result_t r;
+      CTS_ASSERT(run(&r, cmds[c]));
+      CTS_ASSERT_MSG(r.exit_code == 1, "%s %s: exit %d: %s", cmds[c][0], in, r.exit_code, r.err);
+      run_result_free(&r);
+    }
+  }
+}
+
+/* A FIFO at dir/name that a child fills with the file `from` once a reader opens it. */
+static const char *fifo_of(const char *name, const char *from) {
+  const char *path = in_dir(name);
+  unlink(path);
+  if (mkfifo(path, 0600) != 0) abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20); /* a command that never opens the FIFO must not leave this writer behind */
+    const int in = open(from, O_RDONLY), out = open(path, O_WRONLY);
+    char buf[65536];
+    ssize_t n;
+    while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+      if (write(out, buf, (size_t)n) != n) break;
+    _exit(0);
+  }
+  return path;
+}
+
+CTS_TEST(fifos_are_read_by_every_command) {
+  const ht_spec_t plain = ht_plain();
+  char trace[256], tasks[512];
+  snprintf(trace, sizeof trace, "%s", write_trace("fifo-src.ctf", &plain));
+  snprintf(tasks, sizeof tasks, "%s/tasks/known.ctf", cts_test_data_dir());
+  char out[256];
+  snprintf(out, sizeof out, "%s", in_dir("fifo-out"));
+  const char *const cmds[][8] = {
+      {"info", NULL},
+      {"dump", NULL},
+      {"stats", NULL},
+      {"top", NULL},
+      {"top", "--tree", NULL},
+      {"leaks", NULL},
+      {"export", "-f", "csv", NULL},
+      {"export", "-f", "pprof", "-o", "/dev/null", NULL},
+      {"report", "-o", "/dev/null", NULL},
+      {"subsample", "-q", "--factor", "2", "-o", out, NULL},
+      {"filter", "-q", "--from", "0", "-o", out, NULL},
+  };
+  for (int kind = 0; kind < 2; kind++) {
+    for (size_t c = 0; c < NELEM(cmds); c++) {
+      if (kind == 1 && (strcmp(cmds[c][0], "subsample") == 0 || strcmp(cmds[c][0], "filter") == 0 ||
+                        strcmp(cmds[c][0], "leaks") == 0 || cmds[c][1]))
+        continue; /* memtrace only */
+      const char *args[12];
+      size_t n = 0;
+      for (; cmds[c][n]; n++) args[n] = cmds[c][n];
+      args[n++] = fifo_of("in.fifo", kind ? tasks : trace);
+      args[n] = NULL;
+      run_result_t r;
+      CTS_ASSERT(run(&r, args));
+      CTS_ASSERT_MSG(r.exit_code == 0, "%s on a FIFO of a %s trace: exit %d: %s", cmds[c][0],
+                     kind ? "task" : "memtrace", r.exit_code, r.err);
+      while (waitpid(-1, NULL, WNOHANG) > 0) {}
+      run_result_free(&r);
+    }
+  }
+  /* A task trace from a FIFO read twice over (convert's two passes), and diff's two. */
+  run_result_t r;
+  const char *conv = in_dir("fifo-conv");
+  CTS_ASSERT(run(&r, (const char *const[]){"convert", fifo_of("in.fifo", tasks), conv, NULL}));
+  CTS_ASSERT_MSG(r.exit_code == 0, "convert: exit %d: %s", r.exit_code, r.err);
+  run_result_free(&r);
+  CTS_ASSERT(run(
+      &r, (const char *const[]){"diff", "--no-normalize", fifo_of("in.fifo", trace), trace, NULL}));
+  CTS_ASSERT_MSG(r.exit_code == 0, "diff: exit %d: %s", r.exit_code, r.err);
+  run_result_free(&r);
+  while (waitpid(-1, NULL, WNOHANG) > 0) {}
+}
+
+CTS_TEST(subsample_blames_the_input_for_a_header_it_cannot_write_back) {
+  ht_spec_t s = ht_plain();
+  s.rate = 5e-324; /* divided by the factor: 0, which no trace may declare */
+  const char *trace = write_trace("tiny-rate-sub.ctf", &s);
+  run_result_t r;
+  CTS_ASSERT(run(&r, (const char *const[]){"subsample", "--factor", "2", "-o",
+                                           in_dir("tiny-rate-sub.out"), trace, NULL}));
+  CTS_ASSERT_MSG(r.exit_code == 1, "exit %d: %s", r.exit_code, r.err);
+  CTS_ASSERT_MSG(!contains(r.err, "cannot write") && contains(r.err, trace), "%s", r.err);
+  run_result_free(&r);
+}
+
+CTS_TEST(fetch_into_a_missing_directory_is_an_io_error) {
+  run_result_t r;
+  CTS_ASSERT(
+      run(&r, (const char *const[]){"fetch", "-o", "/nonexistent-dir/x.ctf", "127.0.0.1:9", NULL}));
+  CTS_ASSERT_MSG(r.exit_code == 3, "exit %d: %s", r.exit_code, r.err);
   run_result_free(&r);
 }
 
