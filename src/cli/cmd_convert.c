@@ -33,8 +33,9 @@ static const char help[] =
     "  -h, --help    show this help\n"
     "\n"
     "Exit status: 0 when the whole trace was converted (skipped malformed tails are only\n"
-    "warnings), 1 when the trace is corrupt, 2 for a usage error, 3 when a file cannot be\n"
-    "read or written, 4 when memory runs out.\n";
+    "warnings), 1 when the trace is corrupt, 2 for a usage error (DIR/stream being TRACE\n"
+    "itself included), 3 when a file cannot be read or written, 4 when memory runs out. The\n"
+    "files are written aside and replace existing ones only when the run ends with 0 or 1.\n";
 
 typedef struct convert_ctx {
   const char *path;

@@ -44,9 +44,9 @@ static const char help[] =
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
-    "Exit status: 0 when both traces were read completely, 1 when one is corrupt (its\n"
-    "figures cover what was read before the error), 2 for a usage error, 3 when one cannot\n"
-    "be read, 4 out of memory.\n";
+    "Exit status: 0 when both traces were read completely, 1 when one is corrupt, a corrupt\n"
+    "gzip stream included (its figures cover what was read before the error), 2 for a usage\n"
+    "error, 3 when one cannot be read, 4 out of memory.\n";
 
 typedef enum { M_ALLOC, M_COUNT, M_PEAK, M_LIVE } metric_t;
 

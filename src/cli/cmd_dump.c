@@ -31,8 +31,11 @@ static const char help[] =
     "  -h, --help          show this help\n"
     "\n"
     "Exit status: 0 when the whole trace was read (a truncated last packet is only a\n"
-    "warning), 1 when the trace is corrupt (events before the error are printed), 2 for a\n"
-    "usage error, 3 when a file cannot be read or written.\n";
+    "warning), 1 when the trace is corrupt, a corrupt gzip stream included (events before\n"
+    "the error are printed), 2 for a usage error, 3 when a file cannot be read or written.\n"
+    "TRACE may be a FIFO or <(...). With -o, an output that is the trace itself is refused\n"
+    "(2), and the file is written aside and replaced only when the run ends with 0 or 1.\n"
+    "Names are printed as they are, but escaped (\\xNN) on a terminal.\n";
 
 typedef struct dump_opts {
   const char *output;

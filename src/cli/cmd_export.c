@@ -54,9 +54,11 @@ static const char help[] =
     "  -q, --quiet          do not print warnings\n"
     "  -h, --help           show this help\n"
     "\n"
-    "Exit status: 0 when the trace was read completely, 1 when it is corrupt (the export\n"
-    "covers what was read before the error), 2 for a usage error, 3 when a file cannot be\n"
-    "read or written, 4 out of memory.\n";
+    "Exit status: 0 when the trace was read completely, 1 when it is corrupt, a corrupt\n"
+    "gzip stream included (the export covers what was read before the error), 2 for a usage\n"
+    "error, 3 when a file cannot be read or written, 4 out of memory. With -o, an output\n"
+    "that is the trace itself is refused (2), and the file is written aside and replaced\n"
+    "only when the run ends with 0 or 1.\n";
 
 typedef enum { FMT_NONE, FMT_FOLDED, FMT_PPROF, FMT_CHROME, FMT_CSV } format_t;
 typedef enum { VAL_BYTES, VAL_COUNT, VAL_SAMPLES, VAL_LIVE, VAL_PEAK } value_t;
@@ -376,9 +378,9 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     if (packed.len) pb_bytes(&m, 1, packed.data, packed.len);
     packed.len = 0;
     pb_varint(&packed, cts_est_round(ss->est_allocs));
-    pb_varint(&packed, (uint64_t)llround((double)ss->samples * bps));
+    pb_varint(&packed, cts_est_round((double)ss->samples * bps));
     pb_varint(&packed, cts_est_round(ss->live_est_allocs));
-    pb_varint(&packed, (uint64_t)llround((double)ss->live_samples * bps));
+    pb_varint(&packed, cts_est_round((double)ss->live_samples * bps));
     pb_bytes(&m, 2, packed.data, packed.len);
     pb_bytes(&prof, 2, m.data, m.len);
   }
@@ -393,7 +395,7 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     pb_uint(&prof, 9, p->start_time_us * 1000u);
     pb_uint(&prof, 10, (uint64_t)llround(cts_mtprof_duration_s(p) * 1e9));
     pb_value_type(&prof, &st, 11, "space", "bytes");
-    pb_uint(&prof, 12, (uint64_t)llround(bps));
+    pb_uint(&prof, 12, cts_est_round(bps));
     pb_uint(&prof, 13, comment_id);
     pb_uint(&prof, 14, default_type);
   }

@@ -35,9 +35,9 @@ static const char help[] =
     "  -q, --quiet      do not print warnings\n"
     "  -h, --help       show this help\n"
     "\n"
-    "Exit status: 0 when every trace was read completely, 1 when one is corrupt (its\n"
-    "figures then cover what was read before the error), 2 for a usage error, 3 when a file\n"
-    "cannot be read.\n";
+    "Exit status: 0 when every trace was read completely, 1 when one is corrupt, a corrupt\n"
+    "gzip stream included (its figures then cover what was read before the error), 2 for a\n"
+    "usage error, 3 when a file cannot be read.\n";
 
 typedef struct info_opts {
   bool json, packets, quiet;

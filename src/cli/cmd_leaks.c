@@ -39,9 +39,9 @@ static const char help[] =
     "  -q, --quiet       do not print warnings\n"
     "  -h, --help        show this help\n"
     "\n"
-    "Exit status: 0 when the trace was read completely, 1 when it is corrupt (the figures\n"
-    "cover what was read before the error), 2 for a usage error, 3 when it cannot be read,\n"
-    "4 out of memory.\n";
+    "Exit status: 0 when the trace was read completely, 1 when it is corrupt, a corrupt\n"
+    "gzip stream included (the figures cover what was read before the error), 2 for a usage\n"
+    "error, 3 when it cannot be read, 4 out of memory.\n";
 
 typedef struct leaks_opts {
   cts_group_t by;
@@ -111,7 +111,7 @@ static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
   cts_out_printf(o, "Live     %s at the end in %s sampled blocks (~%s blocks) from %zu sites\n",
                  cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a),
                  cli_grouped(live_allocs, c, sizeof c),
-                 cli_grouped((uint64_t)(live_est + 0.5), d, sizeof d), nlive);
+                 cli_grouped(cts_est_round(live_est), d, sizeof d), nlive);
   cts_out_printf(o, "Peak     %s at +%.3f s\n",
                  cli_est_bytes(p, p->stacks.peak_samples, true, b, sizeof b), peak_at);
   const size_t shown = opts->limit && (size_t)opts->limit < nlive ? (size_t)opts->limit : nlive;

@@ -43,9 +43,11 @@ static const char help[] =
     "  -q, --quiet           do not print warnings\n"
     "  -h, --help            show this help\n"
     "\n"
-    "Exit status: 0 when the traces were read completely, 1 when one is corrupt (the report\n"
-    "covers what was read before the error), 2 for a usage error, 3 when a file cannot be\n"
-    "read or written, 4 out of memory.\n";
+    "Exit status: 0 when the traces were read completely, 1 when one is corrupt, a corrupt\n"
+    "gzip stream included (the report covers what was read before the error), 2 for a usage\n"
+    "error, 3 when a file cannot be read or written, 4 out of memory. An output that is one\n"
+    "of the traces is refused (2); the report is written aside and replaces an existing\n"
+    "file only when the run ends with 0 or 1.\n";
 
 typedef struct report_opts {
   const char *output;

@@ -41,9 +41,11 @@ static const char help[] =
     "  -q, --quiet       do not print warnings\n"
     "  -h, --help        show this help\n"
     "\n"
-    "Exit status: 0 when the trace was read completely, 1 when it is corrupt (the figures\n"
-    "cover what was read before the error), 2 for a usage error, 3 when a file cannot be\n"
-    "read or written, 4 out of memory.\n";
+    "Exit status: 0 when the trace was read completely, 1 when it is corrupt, backtraces and\n"
+    "a corrupt gzip stream included (the figures cover what was read before the error), 2\n"
+    "for a usage error, 3 when a file cannot be read or written, 4 out of memory. An image\n"
+    "that is the trace itself is refused (2); images are written aside and replace existing\n"
+    "files only when the run ends with 0 or 1.\n";
 
 typedef struct stats_opts {
   int bars; /* -1 = when a terminal */

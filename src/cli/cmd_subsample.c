@@ -37,9 +37,12 @@ static const char subsample_help[] =
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
-    "Exit status: 0 when the trace was read and written completely, 1 when it is corrupt\n"
-    "(what was read before the error is written as a valid trace), 2 for a usage error, 3\n"
-    "when a file cannot be read or written, 4 out of memory.\n";
+    "Exit status: 0 when the trace was read and written completely, 1 when it is corrupt,\n"
+    "a corrupt gzip stream included (what was read before the error is written as a valid\n"
+    "trace), or when its trace info cannot be written back (nothing is written), 2 for a\n"
+    "usage error, 3 when a file cannot be read or written, 4 out of memory. An output that\n"
+    "is the trace itself is refused (2); the output is written aside and replaces an\n"
+    "existing file only when the run ends with 0 or 1.\n";
 
 static const char filter_help[] =
     "Usage: ctfscope filter [--from SECONDS] [--to SECONDS] -o OUTPUT [OPTIONS] TRACE\n"

@@ -42,9 +42,9 @@ static const char help[] =
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
-    "Exit status: 0 when the trace was read completely, 1 when it is corrupt (the figures\n"
-    "cover what was read before the error), 2 for a usage error, 3 when it cannot be read,\n"
-    "4 out of memory.\n";
+    "Exit status: 0 when the trace was read completely, 1 when it is corrupt, a corrupt\n"
+    "gzip stream included (the figures cover what was read before the error), 2 for a usage\n"
+    "error, 3 when it cannot be read, 4 out of memory.\n";
 
 typedef enum { VIEW_FLAT, VIEW_TREE, VIEW_INVERTED } view_t;
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ctfscope/memtrace.h>
@@ -76,6 +77,23 @@ static inline ht_spec_t ht_plain(void) {
                      .nallocs = 20,
                      .length = 8,
                      .nsamples = 1};
+}
+
+/* A FIFO at `fifo` that a child process fills with the file `from` once a reader opens
+ * it; the child gives up after 20 s without a reader (reaped by the caller's waitpid). */
+static inline void ht_fifo(const char *fifo, const char *from) {
+  unlink(fifo);
+  if (mkfifo(fifo, 0600) != 0) abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    const int in = open(from, O_RDONLY), out = open(fifo, O_WRONLY);
+    char buf[65536];
+    ssize_t n;
+    while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+      if (write(out, buf, (size_t)n) != n) break;
+    _exit(0);
+  }
 }
 
 #endif /* CTS_HOSTILE_TRACES_H */

@@ -379,7 +379,8 @@ CTS_TEST(a_corrupt_gzip_stream_is_bad_input_in_every_command) {
   CTS_ASSERT_EQ_INT(system(cmd), 0);
   FILE *f = fopen(garbage, "wb");
   CTS_ASSERT(f);
-  fwrite("\x1f\x8b\x08\x00garbage, not deflate data at all", 1, 40, f);
+  static const char bad[] = "\x1f\x8b\x08\x00garbage, not deflate data at all";
+  fwrite(bad, 1, sizeof bad - 1, f);
   fclose(f);
   const char *const inputs[] = {cut, garbage};
   for (size_t i = 0; i < 2; i++) {
@@ -406,18 +407,7 @@ CTS_TEST(a_corrupt_gzip_stream_is_bad_input_in_every_command) {
 /* A FIFO at dir/name that a child fills with the file `from` once a reader opens it. */
 static const char *fifo_of(const char *name, const char *from) {
   const char *path = in_dir(name);
-  unlink(path);
-  if (mkfifo(path, 0600) != 0) abort();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    alarm(20); /* a command that never opens the FIFO must not leave this writer behind */
-    const int in = open(from, O_RDONLY), out = open(path, O_WRONLY);
-    char buf[65536];
-    ssize_t n;
-    while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
-      if (write(out, buf, (size_t)n) != n) break;
-    _exit(0);
-  }
+  ht_fifo(path, from);
   return path;
 }
 
