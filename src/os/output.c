@@ -36,7 +36,7 @@ static void write_all(cts_out_t *o, const char *p, size_t n) {
 static size_t term_char(const unsigned char *p, const unsigned char *end, bool *control);
 static size_t term_escape(unsigned char c, char e[4]);
 
-/* Writes buf[0..n) with the controls escaped (cts_out_term_text), through a small staging
+/* Writes buf[0..n) with the controls escaped (as cts_term_text does), through a small staging
  * buffer so that a name full of controls is not one write per byte. */
 static void write_term(cts_out_t *o, const char *buf, size_t n) {
   char stage[16384];
@@ -264,24 +264,6 @@ static size_t term_char(const unsigned char *p, const unsigned char *end, bool *
   }
   *control = p[0] <= 0x9f;
   return 1;
-}
-
-void cts_out_term_text(cts_out_t *o, const char *s) {
-  const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s), *run = p;
-  while (p < end) {
-    bool control;
-    const size_t k = term_char(p, end, &control);
-    if (control || *p == '\n') { /* a newline inside a name would fake a line */
-      cts_out_write(o, run, (size_t)(p - run));
-      for (size_t i = 0; i < k; i++) {
-        char e[4];
-        cts_out_write(o, e, term_escape(p[i], e));
-      }
-      run = p + k;
-    }
-    p += k;
-  }
-  cts_out_write(o, run, (size_t)(p - run));
 }
 
 const char *cts_term_text(const char *s, char *buf, size_t size) {

@@ -37,13 +37,12 @@ void cts_out_xml_text(cts_out_t *o, const char *s);
 /* Writes the buffer out; returns the sticky error (0 if none). */
 int cts_out_flush(cts_out_t *o);
 
-/* s for a person's terminal: C0 controls (except the tab; a newline too), DEL and the C1 controls
- * (U+0080-U+009F, in UTF-8 or as stray bytes) are written as \x1b-style escapes; everything
- * else, UTF-8 included, as is. Names in a trace come from the traced program: an escape sequence in
- * a function name must not retitle, recolour or clear the reader's terminal. */
-void cts_out_term_text(cts_out_t *o, const char *s);
-/* The same into buf (always terminated, cut short rather than overflowed): for text laid
- * out with printf widths. Returns buf. */
+/* s for a person's terminal, into buf (always terminated, cut short rather than
+ * overflowed): C0 controls (except the tab; a newline too, which would fake a line), DEL
+ * and the C1 controls (U+0080-U+009F, in UTF-8 or as stray bytes) as \xNN escapes;
+ * everything else, UTF-8 included, as is. Names in a trace come from the traced program:
+ * an escape sequence in a function name must not retitle, recolour or clear the reader's
+ * terminal. Returns buf. (Whole outputs: cts_out_t.term.) */
 const char *cts_term_text(const char *s, char *buf, size_t size);
 
 /* ---- output files --------------------------------------------------------------------- */
