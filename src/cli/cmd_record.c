@@ -409,6 +409,8 @@ int cmd_record(int argc, char **argv) {
     summarise(output, prog[0], WIFSIGNALED(status));
     summarise_execs(output, start, WIFSIGNALED(status));
   }
-  if (!o.quiet && tasks_output[0]) record_tasks_summarise(tasks_output);
+  /* With a trace file, its summary said whether the preload library was loaded, and a
+   * loaded library that refused the task trace said why. */
+  if (!o.quiet && tasks_output[0]) record_tasks_summarise(tasks_output, !memtrace_url[0]);
   return code;
 }

@@ -26,9 +26,10 @@ static void count_warning(void *ud, int code, uint64_t offset, const char *messa
   ((task_counts_t *)ud)->warnings++;
 }
 
-void record_tasks_summarise(const char *path) {
+void record_tasks_summarise(const char *path, bool explained) {
   struct stat st;
   if (stat(path, &st) != 0) {
+    if (explained) return; /* one message per problem */
     cli_warn(
         "no task trace was written to %s (the program did not load the preload library, or "
         "the preload library refused to trace threads and said why above)",
