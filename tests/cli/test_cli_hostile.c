@@ -161,6 +161,27 @@ CTS_TEST(a_failed_run_keeps_the_old_output_and_leaves_no_temporary_file) {
   run_result_free(&r);
 }
 
+CTS_TEST(a_writable_file_in_a_read_only_directory_is_written_in_place) {
+  if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0)
+    CTS_SKIP("needs root and setpriv, to run as another user");
+  const ht_spec_t plain = ht_plain();
+  const char *trace = write_trace("ro-dir.ctf", &plain);
+  char ro[256], out[300], cmd[1200];
+  snprintf(ro, sizeof ro, "%s", in_dir("ro-dir"));
+  mkdir(ro, 0755); /* root's: nobody may not create files in it */
+  snprintf(out, sizeof out, "%s/out.txt", ro);
+  FILE *f = fopen(out, "w");
+  CTS_ASSERT(f);
+  fclose(f);
+  CTS_ASSERT_EQ_INT(chmod(out, 0666), 0);
+  CTS_ASSERT_EQ_INT(chmod(tmp_dir(), 0755), 0);
+  snprintf(cmd, sizeof cmd,
+           "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups %s dump -o '%s' '%s'",
+           CTS_TEST_CTFSCOPE, out, trace);
+  CTS_ASSERT_EQ_INT(system(cmd), 0);
+  CTS_ASSERT(file_size(out) > 100);
+}
+
 /* ---- 5: 2^63 samples ------------------------------------------------------------------ */
 
 CTS_TEST(subsample_of_a_huge_sample_count_finishes) {
