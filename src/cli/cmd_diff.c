@@ -269,7 +269,8 @@ int cmd_diff(int argc, char **argv) {
     if (n) qsort(rows, n, sizeof *rows, cmp_change);
     static cts_out_t out;
     cts_out_init(&out, STDOUT_FILENO);
-    out.term = !opts.json && !opts.csv; /* names from the traces: no raw controls */
+    /* Names from the traces: escaped for people, and in CSV on a terminal. */
+    out.term = !opts.json && (!opts.csv || isatty(STDOUT_FILENO));
     static const char *const metric_names[] = {"allocated bytes", "allocations",
                                                "live bytes at the peak", "live bytes at the end"};
     static const char *const metric_keys[] = {"alloc", "count", "peak", "live"};

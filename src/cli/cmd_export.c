@@ -605,6 +605,8 @@ int cmd_export(int argc, char **argv) {
   if (oc >= 0) return oc;
   static cts_out_t out;
   cts_out_init(&out, file.fd);
+  /* CSV and folded stacks keep names as they are, but not on a terminal (JSON escapes). */
+  out.term = (opts.format == FMT_CSV || opts.format == FMT_FOLDED) && isatty(file.fd);
   if (kind == CLI_TRACE_TASKS) {
     const int code = cli_tasks_export(&out, argv[first], opts.format == FMT_CHROME, opts.quiet);
     return cli_output_close(&file, cli_finish_output(&out, code));

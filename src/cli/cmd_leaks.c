@@ -267,7 +267,8 @@ int cmd_leaks(int argc, char **argv) {
   while (nlive < rows.n && rows.rows[nlive].st.live_samples) nlive++;
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
-  out.term = !opts.json && !opts.csv; /* names from the trace: no raw controls */
+  /* Names from the trace: escaped for people, and in CSV on a terminal. */
+  out.term = !opts.json && (!opts.csv || isatty(STDOUT_FILENO));
   if (opts.json)
     print_json(&out, &t, &rows, nlive, &opts);
   else if (opts.csv)

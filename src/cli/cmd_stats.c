@@ -320,7 +320,8 @@ int cmd_stats(int argc, char **argv) {
   };
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
-  out.term = !opts.json && !opts.csv; /* names from the trace: no raw controls */
+  /* Names from the trace: escaped for people, and in CSV on a terminal. */
+  out.term = !opts.json && (!opts.csv || isatty(STDOUT_FILENO));
   if (opts.json) {
     print_json(&out, &t, views, CTS_ARRAY_SIZE(views));
   } else if (opts.csv) {

@@ -378,7 +378,8 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   const double span_ns = m->have_time ? (double)(m->last_ns - m->first_ns) : 0.0;
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
-  out.term = !opts->json && !opts->csv; /* labels from the trace: no raw controls */
+  /* Labels from the trace: escaped for people, and in CSV on a terminal. */
+  out.term = !opts->json && (!opts->csv || isatty(STDOUT_FILENO));
   char a[32], b[32], c[32], d[32], e[32], f[32];
   if (opts->json) {
     cts_out_str(&out, "{");
@@ -655,7 +656,8 @@ int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
   const char *by_key = opts->by == CLI_TASKS_BY_LABEL ? "label" : "type";
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
-  out.term = !opts->json && !opts->csv; /* labels from the trace: no raw controls */
+  /* Labels from the trace: escaped for people, and in CSV on a terminal. */
+  out.term = !opts->json && (!opts->csv || isatty(STDOUT_FILENO));
   char a[32], b[32], c[32], d[32], name[64];
   if (opts->json) {
     cts_out_str(&out, "{");
@@ -794,7 +796,8 @@ int cli_tasks_leaks(const char *path, const cli_tasks_leaks_opts_t *opts) {
   const size_t gshown = opts->limit && (size_t)opts->limit < ng ? (size_t)opts->limit : ng;
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
-  out.term = !opts->json && !opts->csv; /* labels from the trace: no raw controls */
+  /* Labels from the trace: escaped for people, and in CSV on a terminal. */
+  out.term = !opts->json && (!opts->csv || isatty(STDOUT_FILENO));
   char a[64], b[64], c[64], name[64], pname[64];
   const uint64_t end = m->last_ns;
   if (opts->json) {
@@ -1010,7 +1013,8 @@ int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_o
   const char *by_key = opts->by == CLI_TASKS_BY_LABEL ? "label" : "type";
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
-  out.term = !opts->json && !opts->csv; /* labels from the trace: no raw controls */
+  /* Labels from the trace: escaped for people, and in CSV on a terminal. */
+  out.term = !opts->json && (!opts->csv || isatty(STDOUT_FILENO));
   char a[48], b[48], c[48];
   if (opts->json) {
     cts_out_printf(

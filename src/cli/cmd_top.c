@@ -435,7 +435,8 @@ int cmd_top(int argc, char **argv) {
   }
   static cts_out_t out;
   cts_out_init(&out, STDOUT_FILENO);
-  out.term = !opts.json && !opts.csv; /* names from the trace: no raw controls */
+  /* Names from the trace: escaped for people, and in CSV on a terminal. */
+  out.term = !opts.json && (!opts.csv || isatty(STDOUT_FILENO));
   if (!opts.json && !opts.csv) {
     cli_text_trace_header(&out, &t);
     print_totals_text(&out, &t);

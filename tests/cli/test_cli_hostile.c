@@ -302,8 +302,9 @@ CTS_TEST(escape_sequences_in_names_do_not_reach_the_terminal) {
   run_result_free(&r);
 }
 
-/* Runs ctfscope dump path with standard output on a pseudo-terminal; its output. */
-static char *dump_on_a_terminal(const char *path) {
+/* Runs ctfscope with args (at most 4) with standard output on a pseudo-terminal; its
+ * output. */
+static char *on_a_terminal(const char *a0, const char *a1, const char *a2, const char *a3) {
   const int master = posix_openpt(O_RDWR | O_NOCTTY);
   if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) return NULL;
   const char *name = ptsname(master);
@@ -318,7 +319,7 @@ static char *dump_on_a_terminal(const char *path) {
       tcsetattr(slave, TCSANOW, &t);
     }
     dup2(slave, STDOUT_FILENO);
-    execl(CTS_TEST_CTFSCOPE, CTS_TEST_CTFSCOPE, "dump", path, (char *)NULL);
+    execl(CTS_TEST_CTFSCOPE, CTS_TEST_CTFSCOPE, a0, a1, a2, a3, (char *)NULL);
     _exit(127);
   }
   size_t len = 0, cap = 1 << 16;
@@ -336,15 +337,22 @@ static char *dump_on_a_terminal(const char *path) {
   return out;
 }
 
-CTS_TEST(dump_escapes_names_on_a_terminal_only) {
+CTS_TEST(machine_formats_escape_names_on_a_terminal_only) {
   ht_spec_t s = ht_plain();
   s.function = "Evil.\x1b]0;pwned\x07title";
   const char *trace = write_trace("escapes-dump.ctf", &s);
-  char *tty = dump_on_a_terminal(trace);
-  CTS_ASSERT(tty);
-  CTS_ASSERT_MSG(contains(tty, "Evil.\\x1b]0;pwned\\x07title"), "%s", tty);
-  assert_no_controls("dump on a terminal", tty);
-  free(tty);
+  const char *const cmds[][4] = {
+      {"dump", trace, NULL},
+      {"top", "--csv", trace, NULL},
+      {"export", "-f", "folded", trace},
+  };
+  for (size_t c = 0; c < NELEM(cmds); c++) {
+    char *tty = on_a_terminal(cmds[c][0], cmds[c][1], cmds[c][2], cmds[c][3]);
+    CTS_ASSERT(tty);
+    CTS_ASSERT_MSG(contains(tty, "Evil.\\x1b]0"), "%s: %s", cmds[c][0], tty);
+    assert_no_controls(cmds[c][0], tty);
+    free(tty);
+  }
   /* Into a file the format's strings stay as they are. */
   run_result_t r;
   CTS_ASSERT(run(&r, (const char *const[]){"dump", trace, NULL}));
