@@ -330,6 +330,8 @@ int cts_outfile_open(cts_outfile_t *f, const char *path) {
     f->owns_fd = true;
     return 0;
   }
+  /* A file the user may not write stays so: replacing it by rename would get round that. */
+  if (access(f->path, F_OK) == 0 && access(f->path, W_OK) != 0) return -errno;
   const char *slash = strrchr(f->path, '/');
   const int n = slash ? snprintf(f->tmp, sizeof f->tmp, "%.*s/.%s.XXXXXX", (int)(slash - f->path),
                                  f->path, slash + 1)

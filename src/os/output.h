@@ -51,8 +51,9 @@ const char *cts_term_text(const char *s, char *buf, size_t size);
  * run succeeded: a failed run leaves the old file as it was, and never a half-written one.
  * Outputs that are not regular files (standard output, /dev/null, a FIFO, a terminal) are
  * written in place, and so is a writable file in a directory where no temporary file can
- * be made (EACCES). A symlink to a file is followed: the link stays and its target is
- * replaced. Not thread-safe (one output per call site, as in the commands). */
+ * be made (EACCES); a file the user may not write is refused (EACCES), as open would. A symlink to
+ * a file is followed: the link stays and its target is replaced. Not thread-safe (one output per
+ * call site, as in the commands). */
 typedef struct cts_outfile {
   int fd;
   bool in_place; /* fd is the output itself (not a temporary) */

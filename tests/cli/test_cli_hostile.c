@@ -161,7 +161,7 @@ CTS_TEST(a_failed_run_keeps_the_old_output_and_leaves_no_temporary_file) {
   run_result_free(&r);
 }
 
-CTS_TEST(a_writable_file_in_a_read_only_directory_is_written_in_place) {
+CTS_TEST(file_permissions_are_respected) {
   if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0)
     CTS_SKIP("needs root and setpriv, to run as another user");
   const ht_spec_t plain = ht_plain();
@@ -180,6 +180,23 @@ CTS_TEST(a_writable_file_in_a_read_only_directory_is_written_in_place) {
            CTS_TEST_CTFSCOPE, out, trace);
   CTS_ASSERT_EQ_INT(system(cmd), 0);
   CTS_ASSERT(file_size(out) > 100);
+  /* A read-only file in a writable directory is not replaced behind its mode's back. */
+  char rw[256], ro_file[300];
+  snprintf(rw, sizeof rw, "%s", in_dir("rw-dir"));
+  mkdir(rw, 0777);
+  CTS_ASSERT_EQ_INT(chmod(rw, 0777), 0);
+  snprintf(ro_file, sizeof ro_file, "%s/read-only.txt", rw);
+  f = fopen(ro_file, "w");
+  CTS_ASSERT(f);
+  fputs("kept\n", f);
+  fclose(f);
+  CTS_ASSERT_EQ_INT(chmod(ro_file, 0444), 0);
+  snprintf(cmd, sizeof cmd,
+           "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups %s dump -o '%s' '%s' "
+           "2>/dev/null",
+           CTS_TEST_CTFSCOPE, ro_file, trace);
+  CTS_ASSERT(system(cmd) != 0);
+  CTS_ASSERT_EQ_U64((uint64_t)file_size(ro_file), 5);
 }
 
 /* ---- 5: 2^63 samples ------------------------------------------------------------------ */
