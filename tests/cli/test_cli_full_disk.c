@@ -16,6 +16,11 @@
 
 static char small[64];
 
+/* The mount goes with this process's namespace; its mount point is removed. */
+__attribute__((destructor)) static void remove_small_fs(void) {
+  if (small[0] && umount2(small, MNT_DETACH) == 0) rmdir(small);
+}
+
 /* A 64 KiB tmpfs at `small`, seen by this process and its children only; false (with the
  * reason in why) when it cannot be had. */
 static bool mount_small_fs(char *why, size_t size) {

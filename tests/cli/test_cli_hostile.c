@@ -17,6 +17,14 @@ enum { TIMEOUT_S = 30 };
 
 static char dir[64];
 
+/* The traces and outputs go when the tests end, passed or not. */
+__attribute__((destructor)) static void remove_tmp_dir(void) {
+  if (!dir[0]) return;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+}
+
 static const char *tmp_dir(void) {
   if (!dir[0]) {
     strcpy(dir, "/tmp/cts-hostile-XXXXXX");
