@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../tracer/exec_name.h"
@@ -899,7 +900,8 @@ static const char *const settings[] = {"MEMTRACE",
                                        "CTFSCOPE_TASKS_SIZE",
                                        "CTFSCOPE_TASKS_PACKETS",
                                        "CTFSCOPE_TASKS_STREAM",
-                                       "CTFSCOPE_TASKS_CLOCK"};
+                                       "CTFSCOPE_TASKS_CLOCK",
+                                       "CTFSCOPE_RECORD_NOTES"};
 
 static bool is_setting(const char *entry) {
   for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
@@ -907,6 +909,49 @@ static bool is_setting(const char *entry) {
     if (strncmp(entry, settings[i], n) == 0 && entry[n] == '=') return true;
   }
   return false;
+}
+
+/* `ctfscope record`'s notes: a pipe (CTFSCOPE_RECORD_NOTES=FD) on which an image whose
+ * trace file lost its tail (the writer process died, the disk filled...) says so, as
+ * "PATH\0REASON\0", for record's summary: the file alone cannot always tell (a writer
+ * that dies between two packets leaves a shorter valid trace). The pipe is checked to be
+ * the one inherited (device and inode) before each write: a program that closed it may
+ * have reused its number for a file of its own. Once per image. */
+static struct {
+  int fd; /* -1: none */
+  dev_t dev;
+  ino_t ino;
+  bool noted;
+} notes = {.fd = -1};
+
+static void notes_from_environment(void) {
+  const char *const v = cts__preload_env("CTFSCOPE_RECORD_NOTES");
+  if (!v || !v[0]) return;
+  char *end;
+  const long fd = strtol(v, &end, 10);
+  struct stat st;
+  if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  notes.fd = (int)fd;
+  notes.dev = st.st_dev;
+  notes.ino = st.st_ino;
+}
+
+/* Tells record that this image's trace lost its tail; e: the tracer's error. */
+static void note_lost_tail(int e) {
+  struct stat st;
+  if (notes.noted || notes.fd < 0 || !exec_state.file || fstat(notes.fd, &st) != 0 ||
+      st.st_dev != notes.dev || st.st_ino != notes.ino)
+    return;
+  notes.noted = true;
+  char note[SETTING_SIZE + 256];
+  const int n = snprintf(note, sizeof note, "%s%c%s%c", exec_state.memtrace, 0,
+                         e == -ESRCH          ? "the writer process died"
+                         : e > -1000 && e < 0 ? strerror(-e)
+                                              : cts_strerror(e),
+                         0);
+  if (n > 0 && (size_t)n < sizeof note && write(notes.fd, note, (size_t)n) < 0) {
+    /* record is gone: nobody to tell */
+  }
 }
 
 /* Whether an exec by this thread continues the trace in the new image: only the traced
@@ -930,9 +975,16 @@ static char **continued_environment(char *const envp[]) {
   }
   char index[16];
   snprintf(index, sizeof index, "%u", exec_state.index + 1);
-  const char *ours[2 * 7] = {
+  const char *ours[2 * 8] = {
       "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
   size_t nours = 3;
+  char notes_fd[16];
+  if (notes.fd >= 0) {
+    snprintf(notes_fd, sizeof notes_fd, "%d", notes.fd);
+    ours[2 * nours] = "CTFSCOPE_RECORD_NOTES";
+    ours[2 * nours + 1] = notes_fd;
+    nours++;
+  }
   for (size_t i = 0; i < 4; i++) {
     if (exec_state.kept[i][0]) {
       ours[2 * nours] = kept_names[i];
@@ -962,7 +1014,9 @@ static char **continued_environment(char *const envp[]) {
 /* Before exec and dlclose: the trace holds everything up to here. */
 static void before_exec(void) {
   /* Not from the tracer's own threads (the writer thread would wait for itself). */
-  if (!cts__guarded() && getpid() == traced_pid && cts_tracer_is_active()) cts_tracer_flush();
+  if (cts__guarded() || getpid() != traced_pid || !cts_tracer_is_active()) return;
+  const int e = cts_tracer_flush();
+  if (e && e != CTS_E_STATE && e != -ETIMEDOUT) note_lost_tail(e);
 }
 
 /* After a failed exec: tracing goes on in this image. */
@@ -1207,6 +1261,7 @@ static void start_from_environment(void) {
   fits = copy_setting(exec_state.base, exec_state.file && index ? exec_base : out) && fits;
   exec_state.usable = fits;
 
+  notes_from_environment();
   const int e = cts_tracer_start(&cfg, &sink);
   if (e) {
     start_error(why, sizeof why, e,
@@ -1253,5 +1308,7 @@ __attribute__((constructor)) static void preload_init(void) {
 }
 
 __attribute__((destructor)) static void preload_fini(void) {
-  if (cts_tracer_is_active()) cts_tracer_stop();
+  if (!cts_tracer_is_active()) return;
+  const int e = cts_tracer_stop();
+  if (e && e != CTS_E_STATE && getpid() == traced_pid) note_lost_tail(e);
 }

@@ -1630,6 +1630,32 @@ CTS_TEST(writer_process_is_nobodys_child_and_its_death_harms_nothing) {
   unlink(trace);
 }
 
+/* A trace whose tail was lost says so: record's summary when the writer process died (the
+ * file alone cannot tell), info's Result when the last packet is cut off. Before, both
+ * said nothing and info said "Result ok". */
+CTS_TEST(lost_tail_is_reported_by_record_and_info) {
+  char trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "lost_tail");
+  victim_path(victim, sizeof victim, "victim_writer");
+  char *prog[] = {victim, NULL};
+  char *argv[16];
+  record_argv(argv, trace, true, prog);
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err, "killed the writer process") &&
+                     strstr(traced.err, "; its tail was lost: the writer process died\n"),
+                 "stderr: %s", traced.err);
+  unlink(trace);
+
+  static char out[1 << 16];
+  char cut[4200];
+  snprintf(cut, sizeof cut, "%s/fail/warn_truncated_last_packet.ctf", cts_test_data_dir());
+  CTS_ASSERT(!info_says_ok(cut, out, sizeof out));
+  CTS_ASSERT_MSG(strstr(out, "Result         tail lost: the last packet is cut off") &&
+                     !strstr(out, "Result         ok"),
+                 "info: %s", out);
+}
+
 CTS_TEST(record_usage_errors) {
   char *no_prog[] = {CTS_TEST_CTFSCOPE, "record", NULL};
   run(&traced, no_prog, NULL, NULL, NULL);
