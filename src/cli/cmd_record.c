@@ -64,6 +64,8 @@ static const char help[] =
     "\n"
     "The trace is encoded and written by a writer process (ctfscope-writer), which\n"
     "finishes it even if PROGRAM is killed; the summary waits for it (at most 10 s).\n"
+    "A trace whose tail was lost (the writer died, the disk filled, the last packet is\n"
+    "cut off) says so at the end of its summary line.\n"
     "CTFSCOPE_WRITER=thread keeps the writer in PROGRAM, as a thread.\n"
     "\n"
     "Forked child processes are not traced; images the program execs are. Programs that\n"

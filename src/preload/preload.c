@@ -13,20 +13,23 @@
  *                         files and tcp://, see tracer.h "The writer process") or thread
  *
  * A bad setting, or a collector that cannot be reached, prints one line on stderr and
- * leaves the program untraced and otherwise untouched. These settings (and task tracing's,
- * preload_pthread.c) are removed from `environ` once read, by editing the array itself
- * ("forget_settings" below): forked children and what they exec are not traced (memtrace
- * removes MEMTRACE too); a forked child is not traced (tracer.h). LD_PRELOAD is left as
- * it is: the children load the library, which stays inert without MEMTRACE. When the traced process
- * itself execs, the exec family flushes the trace and hands the new image the settings, with the
- * next file name (trace.execN.ctf) in MEMTRACE and CTFSCOPE_EXEC_BASE/_INDEX saying where the
- * sequence started (tracer.h, "Processes"). dlclose flushes before unloading a library.
+ * leaves the program untraced and otherwise untouched. These settings (and task
+ * tracing's, preload_pthread.c) are removed from `environ` once read, by editing the array
+ * itself ("forget_settings" below): forked children and what they exec are not traced
+ * (memtrace removes MEMTRACE too); a forked child is not traced (tracer.h). LD_PRELOAD is
+ * left as it is: the children load the library, which stays inert without MEMTRACE. When
+ * the traced process itself execs, the exec family flushes the trace and hands the new
+ * image the settings, with the next file name (trace.execN.ctf) in MEMTRACE and
+ * CTFSCOPE_EXEC_BASE/_INDEX saying where the sequence started (tracer.h, "Processes").
+ * dlclose flushes before unloading a library.
  *
- * The hooks never allocate themselves. Real functions are found lazily with
- * dlsym(RTLD_NEXT); dlsym's own calloc during that lookup is served from a static arena
- * that free/realloc recognise (its blocks carry a tag, like sampled blocks). Sampled blocks
- * carry a 16-byte header in front of the program's pointer ("sampled blocks carry a
- * header" below), which free, realloc and malloc_usable_size take into account. */
+ * The hooks never allocate themselves. Real functions are found lazily (real_symbol: the
+ * next definition, or one before this library's); dlsym's own calloc during that lookup
+ * is served from a static arena that free/realloc recognise (its blocks carry a tag, like
+ * sampled blocks). Sampled blocks carry a 16-byte header in front of the program's pointer
+ * ("sampled blocks carry a header" below), which free, realloc and malloc_usable_size take
+ * into account; the allocators' own entry points are covered too ("the allocators' own
+ * entry points"). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
