@@ -833,6 +833,22 @@ CTS_TEST(real_gcc_compile) {
   unlink(trace);
 }
 
+/* An allocator preloaded before the library: the program's free is the allocator's and
+ * would get sampled blocks, so the program runs untraced, with one line, unharmed. */
+CTS_TEST(allocator_before_the_preload_is_refused) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "reversed");
+  static char preload[1024];
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s:%s", CTS_TEST_GUARD_ALLOC, CTS_TEST_PRELOAD);
+  unlink(trace);
+  CTS_ASSERT(run_both("victim_headers", NULL, NULL, "1", trace, preload));
+  CTS_ASSERT(strstr(traced.out, "bad=0") != NULL);
+  CTS_ASSERT_MSG(strstr(traced.err, "free is another library's") &&
+                     occurrences(traced.err, "this program is not traced") == 1,
+                 "stderr: %s", traced.err);
+  CTS_ASSERT(access(trace, F_OK) != 0);
+}
+
 /* ---- other allocators: jemalloc, tcmalloc, mimalloc (Debian's) ------------------------------ */
 
 /* Ends the test as skipped, or failed under CI=true (CI installs scripts/deps.sh). */
