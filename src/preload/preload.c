@@ -35,7 +35,9 @@
 #include <elf.h>
 #include <link.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +216,14 @@ static bool far_insert(const void *p, uint64_t info) {
   }
   cts__spin_unlock(&far_lock);
   return done;
+}
+
+static void far_lock_before_fork(void) {
+  cts__spin_lock(&far_lock);
+}
+
+static void far_unlock_after_fork(void) {
+  cts__spin_unlock(&far_lock);
 }
 
 static void far_remove(const void *p) {
@@ -937,14 +947,21 @@ static void notes_from_environment(void) {
   notes.fd = (int)fd;
   notes.dev = st.st_dev;
   notes.ino = st.st_ino;
+  /* Not handed to what forked children exec; an exec of this process hands it on
+   * (continued_environment). */
+  fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* Whether notes.fd is still record's pipe. */
+static bool notes_ours(void) {
+  struct stat st;
+  return notes.fd >= 0 && fstat(notes.fd, &st) == 0 && st.st_dev == notes.dev &&
+         st.st_ino == notes.ino;
 }
 
 /* Tells record that this image's trace lost its tail; e: the tracer's error. */
 static void note_lost_tail(int e) {
-  struct stat st;
-  if (notes.noted || notes.fd < 0 || !exec_state.file || fstat(notes.fd, &st) != 0 ||
-      st.st_dev != notes.dev || st.st_ino != notes.ino)
-    return;
+  if (notes.noted || !exec_state.file || !notes_ours()) return;
   notes.noted = true;
   char note[SETTING_SIZE + 256];
   const int n = snprintf(note, sizeof note, "%s%c%s%c", exec_state.memtrace, 0,
@@ -982,7 +999,7 @@ static char **continued_environment(char *const envp[]) {
       "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
   size_t nours = 3;
   char notes_fd[16];
-  if (notes.fd >= 0) {
+  if (notes_ours() && fcntl(notes.fd, F_SETFD, 0) == 0) { /* exec_failed sets it back */
     snprintf(notes_fd, sizeof notes_fd, "%d", notes.fd);
     ours[2 * nours] = "CTFSCOPE_RECORD_NOTES";
     ours[2 * nours + 1] = notes_fd;
@@ -1025,6 +1042,7 @@ static void before_exec(void) {
 /* After a failed exec: tracing goes on in this image. */
 static int exec_failed(char **env) {
   const int e = errno;
+  if (notes_ours()) fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
   if (env) real.free(env);
   errno = e;
   return -1;
@@ -1281,6 +1299,8 @@ static void start_from_environment(void) {
     log_line(NULL, line);
   }
   traced_pid = getpid();
+  /* A fork while another thread holds far_lock would leave it held in the child. */
+  pthread_atfork(far_lock_before_fork, far_unlock_after_fork, far_unlock_after_fork);
 }
 
 /* Removes the settings from `environ`, in place: children and what they exec are not
