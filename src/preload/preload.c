@@ -305,16 +305,41 @@ static void *arena_alloc(size_t size, size_t align) {
  * LD_PRELOAD="libjemalloc.so.2 libctfscope-preload.so"), that one: the program's malloc is
  * then that allocator's, and the hooks it does not define (reallocarray, pvalloc...) must
  * hand the program's blocks to the same allocator, not to libc's. */
-/* Whether `first` (what RTLD_DEFAULT finds) is a definition in another object. A non-PIE
- * executable that takes a function's address gets a canonical PLT entry in its symbol
- * table (an undefined symbol with an address, cc1's free): dlsym returns it, but it jumps
- * to the first definition, which may be ours: its symbol is undefined (SHN_UNDEF). */
+/* Where this library is loaded: [self_lo, self_hi), found once. */
+static uintptr_t self_lo, self_hi;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *unused) {
+  (void)size, (void)unused;
+  const uintptr_t key = (uintptr_t)&tag_key;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *const ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    const uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+    if (start < lo) lo = start;
+    if (start + ph->p_memsz > hi) hi = start + ph->p_memsz;
+  }
+  if (key < lo || key >= hi) return 0;
+  self_lo = lo;
+  self_hi = hi;
+  return 1;
+}
+
+static bool is_ours(const void *p) {
+  if (!self_hi) dl_iterate_phdr(find_self, NULL);
+  return (uintptr_t)p - self_lo < self_hi - self_lo;
+}
+
+/* Whether `first` (what RTLD_DEFAULT finds) is a definition in another object. Usually it
+ * is ours (one range test). A non-PIE executable that takes a function's address gets a
+ * canonical PLT entry in its symbol table (an undefined symbol with an address, cc1's
+ * free): dlsym returns it, but it jumps to the first definition, which may be ours: its
+ * symbol is undefined (SHN_UNDEF). dladdr1 scans a symbol table: only in these rare cases. */
 static bool defined_before(void *first) {
-  Dl_info where, self;
+  Dl_info where;
   const ElfW(Sym) *sym = NULL;
-  return first && dladdr1(first, &where, (void **)&sym, RTLD_DL_SYMENT) && sym &&
-         sym->st_shndx != SHN_UNDEF && dladdr((void *)&tag_key, &self) &&
-         where.dli_fbase != self.dli_fbase;
+  return first && !is_ours(first) && dladdr1(first, &where, (void **)&sym, RTLD_DL_SYMENT) && sym &&
+         sym->st_shndx != SHN_UNDEF;
 }
 
 static void *real_symbol(const char *name) {
