@@ -342,6 +342,20 @@ static bool defined_before(void *first) {
          sym->st_shndx != SHN_UNDEF;
 }
 
+/* Whether a library was preloaded before this one (LD_PRELOAD="other.so this.so"): the
+ * objects between the executable and this library in the link map, but the kernel's vDSO
+ * (a name without a slash). For the case defined_before cannot decide: a canonical PLT
+ * entry hides where the executable's calls go, and a library before this one may be
+ * where, so tracing is refused rather than risk handing that library tagged blocks. */
+static bool preloaded_before_us(void) {
+  Dl_info info;
+  struct link_map *self = NULL;
+  if (!dladdr1((void *)&tag_key, &info, (void **)&self, RTLD_DL_LINKMAP) || !self) return true;
+  for (const struct link_map *l = self->l_prev; l && l->l_prev; l = l->l_prev)
+    if (l->l_name && strchr(l->l_name, '/')) return true;
+  return false;
+}
+
 static void *real_symbol(const char *name) {
   void *const first = dlsym(RTLD_DEFAULT, name);
   return defined_before(first) ? first : dlsym(RTLD_NEXT, name);
@@ -382,7 +396,9 @@ static CTS_NOINLINE void resolve_real_functions(void) {
   RESOLVE(execve, "execve");
   RESOLVE(execvpe, "execvpe");
   RESOLVE(dlclose, "dlclose");
-  free_shadowed = defined_before(dlsym(RTLD_DEFAULT, "free"));
+  void *const program_free = dlsym(RTLD_DEFAULT, "free");
+  free_shadowed = defined_before(program_free) ||
+                  (program_free && !is_ours(program_free) && preloaded_before_us());
   RESOLVE(malloc, "malloc"); /* last: its being set means all are */
   in_dlsym--;
   if (!real.malloc || !real.free || !real.calloc || !real.realloc || !real.memalign) {

@@ -847,6 +847,22 @@ CTS_TEST(allocator_before_the_preload_is_refused) {
                      occurrences(traced.err, "this program is not traced") == 1,
                  "stderr: %s", traced.err);
   CTS_ASSERT(access(trace, F_OK) != 0);
+
+  /* A non-PIE executable with a canonical PLT entry for free: RTLD_DEFAULT finds that
+   * entry, not the allocator's free. With a library before the preload, tracing is refused
+   * all the same; with the preload first, the program is traced. */
+  CTS_ASSERT(run_both("victim_headers_nopie", NULL, NULL, "1", trace, preload));
+  CTS_ASSERT(strstr(traced.out, "bad=0") != NULL);
+  CTS_ASSERT_MSG(occurrences(traced.err, "this program is not traced") == 1, "stderr: %s",
+                 traced.err);
+  CTS_ASSERT(access(trace, F_OK) != 0);
+  CTS_ASSERT(run_both("victim_headers_nopie", NULL, NULL, "1", trace, NULL));
+  CTS_ASSERT_MSG(traced.err_len == 0, "stderr: %s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT(d.nallocs > 1500);
+  decoded_fini(&d);
+  unlink(trace);
 }
 
 /* ---- other allocators: jemalloc, tcmalloc, mimalloc (Debian's) ------------------------------ */
