@@ -277,9 +277,13 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size, const
       (unsigned long long)s->packets_by_kind[3], (unsigned long long)s->packets_by_kind[4],
       (unsigned long long)s->packets_by_kind[5]);
   walk_end(r, input_error ? 0 : err, a, sizeof a);
-  cts_out_printf(o, "Result         %s%s%s\n", err ? "error: " : "ok, packet walk ",
-                 err ? (input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(r)) : a,
-                 "");
+  if (!err && s->packets_by_kind[4]) /* the reader skipped a cut-off last packet */
+    cts_out_printf(o,
+                   "Result         tail lost: the last packet is cut off (the writer stopped "
+                   "while writing it); what comes before reads clean\n");
+  else
+    cts_out_printf(o, "Result         %s%s\n", err ? "error: " : "ok, packet walk ",
+                   err ? (input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(r)) : a);
   if (c->keep_packets) {
     cts_out_str(o,
                 "\n  offset     size kind        ver  pid     dom  t_begin_us        t_end_us"

@@ -65,6 +65,8 @@ static const char help[] =
     "\n"
     "The trace is encoded and written by a writer process (ctfscope-writer), which\n"
     "finishes it even if PROGRAM is killed; the summary waits for it (at most 10 s).\n"
+    "A trace whose tail was lost (the writer died, the disk filled, the last packet is\n"
+    "cut off) says so at the end of its summary line.\n"
     "CTFSCOPE_WRITER=thread keeps the writer in PROGRAM, as a thread.\n"
     "\n"
     "Forked child processes are not traced; images the program execs are. Programs that\n"
@@ -240,6 +242,39 @@ static const char *cut_reason(const char *path, bool killed, char *buf, size_t s
   return buf;
 }
 
+/* The traced images' notes (preload.c, note_lost_tail): "PATH\0REASON\0" records, read
+ * once the program has exited. */
+static struct {
+  char buf[1 << 16];
+  size_t len;
+} notes;
+
+/* Reads what the notes pipe holds now, without waiting: a child of the program may keep
+ * its write end open long after. */
+static void read_notes(int fd) {
+  if (fd < 0) return;
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  for (;;) {
+    const ssize_t n = read(fd, notes.buf + notes.len, sizeof notes.buf - 1 - notes.len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    notes.len += (size_t)n;
+  }
+  notes.buf[notes.len] = '\0';
+  close(fd);
+}
+
+/* Why the trace in `path` lost its tail, from the notes, or NULL. */
+static const char *lost_tail(const char *path) {
+  for (size_t i = 0; i < notes.len;) {
+    const char *const p = notes.buf + i, *const why = p + strlen(p) + 1;
+    if (why >= notes.buf + notes.len) break;
+    if (strcmp(p, path) == 0) return why;
+    i = (size_t)(why - notes.buf) + strlen(why) + 1;
+  }
+  return NULL;
+}
+
 /* One line about the trace in `path`; `killed` when the program ended by a signal. */
 static void summarise(const char *path, const char *program, bool killed) {
   struct stat st;
@@ -269,13 +304,18 @@ static void summarise(const char *path, const char *program, bool killed) {
              input_error ? cts_os_strerror(e) : cts_mt_reader_error_message(r));
   } else {
     cli_human_bytes(c.rate > 0 ? (double)c.samples / c.rate * 8.0 : 0, bytes, sizeof bytes);
+    const char *const lost = lost_tail(path);
     fprintf(stderr,
             "ctfscope record: trace written to %s (%s): %s sampled allocations, %s frees, "
-            "about %s allocated (rate %g)%s%s%s\n",
+            "about %s allocated (rate %g)%s%s%s%s\n",
             path, size, cli_grouped(c.allocs, allocs, sizeof allocs),
             cli_grouped(c.collects, frees, sizeof frees), bytes, c.rate,
-            c.truncated ? "; the last packet is cut off (" : "",
-            c.truncated ? cut_reason(path, killed, why, sizeof why) : "", c.truncated ? ")" : "");
+            lost || c.truncated ? "; its tail was lost: " : "",
+            c.truncated ? "the last packet is cut off (" : "",
+            lost          ? lost
+            : c.truncated ? cut_reason(path, killed, why, sizeof why)
+                          : "",
+            c.truncated ? ")" : "");
   }
   cts_mt_reader_destroy(r);
 }
@@ -344,6 +384,10 @@ int cmd_record(int argc, char **argv) {
     cli_error("pipe: %s", strerror(errno));
     return CLI_EXIT_INTERNAL;
   }
+  /* The traced images tell on this one when their trace loses its tail (preload.c). None
+   * for TCP traces (not summarised) or if it cannot be made (the summary then knows less). */
+  int notes_pipe[2] = {-1, -1};
+  if (!memtrace_url[0] && pipe2(notes_pipe, O_CLOEXEC) != 0) notes_pipe[0] = notes_pipe[1] = -1;
   fflush(NULL);
   const time_t start = time(NULL);
   const pid_t pid = fork();
@@ -374,6 +418,12 @@ int cmd_record(int argc, char **argv) {
     setenv("LD_PRELOAD", value, 1);
     setenv("MEMTRACE", memtrace_url[0] ? memtrace_url : output, 1);
     if (o.drop) setenv("MEMTRACE_DROP", "1", 1);
+    unsetenv("CTFSCOPE_RECORD_NOTES");
+    if (notes_pipe[1] >= 0 && fcntl(notes_pipe[1], F_SETFD, 0) == 0) {
+      char fd[16];
+      snprintf(fd, sizeof fd, "%d", notes_pipe[1]);
+      setenv("CTFSCOPE_RECORD_NOTES", fd, 1);
+    }
     unsetenv("CTFSCOPE_EXEC_BASE"); /* a fresh sequence of traces */
     unsetenv("CTFSCOPE_EXEC_INDEX");
     if (o.rate) setenv("MEMTRACE_RATE", o.rate, 1);
@@ -387,6 +437,7 @@ int cmd_record(int argc, char **argv) {
     _exit(127);
   }
   close(status_pipe[1]);
+  if (notes_pipe[1] >= 0) close(notes_pipe[1]);
   /* Like a shell waiting for a job: ^C and ^\ are for the program; we report after it. */
   struct sigaction ignore = {.sa_handler = SIG_IGN}, old_int, old_quit;
   sigaction(SIGINT, &ignore, &old_int);
@@ -405,6 +456,7 @@ int cmd_record(int argc, char **argv) {
     return exec_errno == ENOENT ? 127 : 126;
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  read_notes(notes_pipe[0]);
   if (!o.quiet && !memtrace_url[0]) {
     summarise(output, prog[0], WIFSIGNALED(status));
     summarise_execs(output, start, WIFSIGNALED(status));

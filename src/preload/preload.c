@@ -13,28 +13,37 @@
  *                         files and tcp://, see tracer.h "The writer process") or thread
  *
  * A bad setting, or a collector that cannot be reached, prints one line on stderr and
- * leaves the program untraced and otherwise untouched. MEMTRACE is removed from the
- * environment once read (memtrace does the same), so forked children and what they exec
- * are not traced; a forked child is not traced (tracer.h). When the traced process itself
- * execs, the exec family flushes the trace and hands the new image the settings, with
- * the next file name (trace.execN.ctf) in MEMTRACE and CTFSCOPE_EXEC_BASE/_INDEX saying
- * where the sequence started (tracer.h, "Processes"). dlclose flushes before unloading a
- * library.
+ * leaves the program untraced and otherwise untouched. These settings (and task
+ * tracing's, preload_pthread.c) are removed from `environ` once read, by editing the array
+ * itself ("forget_settings" below): forked children and what they exec are not traced
+ * (memtrace removes MEMTRACE too); a forked child is not traced (tracer.h). LD_PRELOAD is
+ * left as it is: the children load the library, which stays inert without MEMTRACE. When
+ * the traced process itself execs, the exec family flushes the trace and hands the new
+ * image the settings, with the next file name (trace.execN.ctf) in MEMTRACE and
+ * CTFSCOPE_EXEC_BASE/_INDEX saying where the sequence started (tracer.h, "Processes").
+ * dlclose flushes before unloading a library.
  *
- * The hooks never allocate themselves. Real functions are found lazily with
- * dlsym(RTLD_NEXT); dlsym's own calloc during that lookup is served from a static arena
- * that free/realloc recognise (its blocks carry a tag, like sampled blocks). Sampled blocks
- * carry a 16-byte header in front of the program's pointer ("sampled blocks carry a
- * header" below), which free, realloc and malloc_usable_size take into account. */
+ * The hooks never allocate themselves. Real functions are found lazily (real_symbol: the
+ * next definition, or one before this library's); dlsym's own calloc during that lookup
+ * is served from a static arena that free/realloc recognise (its blocks carry a tag, like
+ * sampled blocks). Sampled blocks carry a 16-byte header in front of the program's pointer
+ * ("sampled blocks carry a header" below), which free, realloc and malloc_usable_size take
+ * into account; the allocators' own entry points are covered too ("the allocators' own
+ * entry points"). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../tracer/exec_name.h"
@@ -76,19 +85,35 @@ static void message(const char *text) {
 }
 
 /* ---- sampled blocks carry a header --------------------------------------------------------
- * A sampled block is allocated HEADER bytes larger (more for alignments above 16), and the
- * program gets the address past the header. The header's first word, the tag, is
- * tag_key ^ (its own address); the second packs the object id, the session that sampled
- * the block and where the real block starts. free(p) recognises a sampled block by one
- * load and compare of p[-16] (glibc's chunk header is in the same cache line), so that
- * neither the unsampled nor the sampled free looks anything up. tag_key is random per
- * process: no data can be mistaken for a tag by chance, and a tag is cleared before its
- * block is freed, so stale memory never matches. The real allocator must keep the 16 bytes
- * before each of its blocks readable, as glibc's (a chunk header) does. */
+ * A sampled block is allocated larger (HEADER or 2 * HEADER bytes; for alignments above 16,
+ * one or two alignments), and the program gets an address p inside it, past a 16-byte
+ * header. The header's first word, the tag, is tag_key ^ (its own address); the second
+ * packs the object id, the session that sampled the block and where the real block starts.
+ * tag_key is random per process: no data can be mistaken for a tag by chance, and a tag is
+ * cleared before its block is freed, so stale memory never matches.
+ *
+ * The rule for pointers the preload did not tag (blocks of the real allocator, which may be
+ * jemalloc, tcmalloc or mimalloc, linked or preloaded): free(p) reads the word at p - 16
+ * only when it lies in the same 4 KiB-aligned range as p ("in page"), which cannot fault
+ * whatever the allocator keeps before its blocks (jemalloc's page-aligned blocks may follow
+ * an unmapped page). So the unsampled free stays one mask test, one load and one compare,
+ * with nothing looked up. Sampled blocks are placed so that their header is in page: when
+ * p would sit in the first 16 bytes of a page, the block is made again one HEADER (or one
+ * alignment) larger and p moved up by that much. Only alignments of 4 KiB and more cannot
+ * be placed so (p is page-aligned): those few blocks are "far" blocks, kept in a small side
+ * table (their header's info is there, none is written before p), which a free of a pointer
+ * at the start of a page consults while it is not empty. Arena blocks are found by their
+ * address. */
 #define HEADER      16u
 #define SHIFT_BITS  6u  /* the real block starts HEADER << shift bytes before p */
 #define SHIFT_ARENA 63u /* a block of the static arena, never freed */
 #define ID_SHIFT    (SHIFT_BITS + CTS__TRACER_SESSION_BITS)
+
+/* The smallest page size of the platforms Linux runs on: two addresses in the same 4 KiB
+ * range are in the same page whatever the real page size is. */
+#define MIN_PAGE 4096u
+/* p's header is in page when p is at least HEADER bytes into its 4 KiB range. */
+#define IN_PAGE_MASK ((uintptr_t)(MIN_PAGE - 1u) & ~(uintptr_t)(HEADER - 1u))
 
 typedef struct header {
   uint64_t tag;
@@ -104,18 +129,23 @@ static CTS_FORCE_INLINE uint64_t tag_of(uintptr_t header) {
   return tag_key ^ header;
 }
 
-/* Whether p (non-NULL, from malloc and friends) is a sampled block or an arena block. */
-static CTS_FORCE_INLINE bool is_tagged(const void *p) {
+/* Whether reading p's header cannot fault (NULL is not in page). */
+static CTS_FORCE_INLINE bool in_page(const void *p) {
+  return ((uintptr_t)p & IN_PAGE_MASK) != 0;
+}
+
+/* Whether in-page p carries a tag. */
+static CTS_FORCE_INLINE bool tag_matches(const void *p) {
   const uintptr_t h = (uintptr_t)p - HEADER;
   uint64_t tag;
   __builtin_memcpy(&tag, (const void *)h, sizeof tag); /* inline despite -fno-builtin */
   return tag == tag_of(h);
 }
 
-static header_t header_of(const void *p) {
-  header_t h;
-  __builtin_memcpy(&h, (const unsigned char *)p - HEADER, sizeof h);
-  return h;
+static CTS_FORCE_INLINE uint64_t info_in_header(const void *p) {
+  uint64_t info;
+  __builtin_memcpy(&info, (const unsigned char *)p - HEADER + 8, sizeof info);
+  return info;
 }
 
 static void set_header(void *p, uint64_t info) {
@@ -137,9 +167,119 @@ static void *real_block_of(void *p, uint64_t info) {
   return (unsigned char *)p - ((size_t)HEADER << shift_of(info));
 }
 
-/* ---- the static arena for allocations made while dlsym runs. Never reused or freed. ---- */
+/* ---- far blocks: sampled blocks whose header is not in page -------------------------------
+ * Open addressing, at most FAR_PROBES slots from a key's home. Lookups take no lock (a key
+ * is published after its info); inserts and removals take far_lock. A removed entry leaves
+ * a tombstone that a later insert reuses. A full table means the block is not sampled. */
+#define FAR_SLOTS  16384u
+#define FAR_PROBES 64u
+#define FAR_TOMB   ((uintptr_t)1)
+static struct far_entry {
+  uintptr_t key; /* p; 0 empty, FAR_TOMB removed */
+  uint64_t info;
+} far[FAR_SLOTS];
+static uint32_t far_live; /* entries in use: frees skip the table while it is 0 */
+static int far_lock;
+
+static uint32_t far_home(uintptr_t key) {
+  uint64_t v = (uint64_t)key >> 12; /* far blocks are page-aligned */
+  v ^= v >> 33;
+  v *= 0xff51afd7ed558ccdull;
+  v ^= v >> 33;
+  return (uint32_t)v & (FAR_SLOTS - 1u);
+}
+
+static struct far_entry *far_find(uintptr_t key) {
+  uint32_t i = far_home(key);
+  for (uint32_t n = 0; n < FAR_PROBES; n++, i = (i + 1u) & (FAR_SLOTS - 1u)) {
+    const uintptr_t k = __atomic_load_n(&far[i].key, __ATOMIC_ACQUIRE);
+    if (k == key) return &far[i];
+    if (k == 0) return NULL;
+  }
+  return NULL;
+}
+
+/* Enters p with `info`; false if the table has no room near p's home. */
+static bool far_insert(const void *p, uint64_t info) {
+  const uintptr_t key = (uintptr_t)p;
+  bool done = false;
+  cts__spin_lock(&far_lock);
+  uint32_t i = far_home(key);
+  for (uint32_t n = 0; n < FAR_PROBES; n++, i = (i + 1u) & (FAR_SLOTS - 1u)) {
+    const uintptr_t k = far[i].key;
+    if (k != 0 && k != FAR_TOMB) continue;
+    far[i].info = info;
+    __atomic_store_n(&far[i].key, key, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&far_live, 1, __ATOMIC_RELAXED);
+    done = true;
+    break;
+  }
+  cts__spin_unlock(&far_lock);
+  return done;
+}
+
+static void far_lock_before_fork(void) {
+  cts__spin_lock(&far_lock);
+}
+
+static void far_unlock_after_fork(void) {
+  cts__spin_unlock(&far_lock);
+}
+
+static void far_remove(const void *p) {
+  cts__spin_lock(&far_lock);
+  struct far_entry *const e = far_find((uintptr_t)p);
+  if (e) {
+    __atomic_store_n(&e->key, FAR_TOMB, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&far_live, 1, __ATOMIC_RELAXED);
+  }
+  cts__spin_unlock(&far_lock);
+}
+
+/* The static arena for allocations made while dlsym runs (below). */
 #define ARENA_SIZE 65536u
 static _Alignas(64) unsigned char arena[ARENA_SIZE];
+
+/* Whether p, not in page, is a tagged block (an arena block or a far block), and its info. */
+static CTS_NOINLINE bool tagged_far(const void *p, uint64_t *info) {
+  const uintptr_t a = (uintptr_t)p;
+  if (a - (uintptr_t)arena < ARENA_SIZE) { /* the arena is ours: its headers are readable */
+    if (a - (uintptr_t)arena < HEADER || !tag_matches(p)) return false;
+    *info = info_in_header(p);
+    return true;
+  }
+  if (!p || !__atomic_load_n(&far_live, __ATOMIC_RELAXED)) return false;
+  const struct far_entry *const e = far_find(a);
+  if (!e) return false;
+  *info = e->info;
+  return true;
+}
+
+/* Whether p (non-NULL, from malloc and friends) is a sampled block or an arena block, and
+ * its header's info. */
+static CTS_FORCE_INLINE bool tagged_info(const void *p, uint64_t *info) {
+  if (CTS_LIKELY(in_page(p))) {
+    if (CTS_LIKELY(!tag_matches(p))) return false;
+    *info = info_in_header(p);
+    return true;
+  }
+  return tagged_far(p, info);
+}
+
+static CTS_FORCE_INLINE bool is_tagged(const void *p) {
+  uint64_t info;
+  return tagged_info(p, &info);
+}
+
+/* Removes p's tag (p is not an arena block). */
+static void forget_tag(void *p) {
+  if (CTS_LIKELY(in_page(p)))
+    clear_tag(p);
+  else
+    far_remove(p);
+}
+
+/* ---- the static arena for allocations made while dlsym runs. Never reused or freed. ---- */
 static size_t arena_used;
 
 static void *arena_alloc(size_t size, size_t align) {
@@ -158,10 +298,77 @@ static void *arena_alloc(size_t size, size_t align) {
   return arena + start; /* zero: the arena is never reused */
 }
 
-#define RESOLVE(field, name)                   \
-  do {                                         \
-    void *const sym_ = dlsym(RTLD_NEXT, name); \
-    memcpy(&real.field, &sym_, sizeof sym_);   \
+/* The function the program's own calls to `name` would reach if this library did not
+ * define it. Usually the next definition after this library (RTLD_NEXT): libc's, or an
+ * allocator preloaded after it or linked to the program. But when a definition comes
+ * before this library (the executable defines malloc, or an allocator is preloaded first:
+ * LD_PRELOAD="libjemalloc.so.2 libctfscope-preload.so"), that one: the program's malloc is
+ * then that allocator's, and the hooks it does not define (reallocarray, pvalloc...) must
+ * hand the program's blocks to the same allocator, not to libc's. */
+/* Where this library is loaded: [self_lo, self_hi), found once. */
+static uintptr_t self_lo, self_hi;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *unused) {
+  (void)size, (void)unused;
+  const uintptr_t key = (uintptr_t)&tag_key;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *const ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    const uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+    if (start < lo) lo = start;
+    if (start + ph->p_memsz > hi) hi = start + ph->p_memsz;
+  }
+  if (key < lo || key >= hi) return 0;
+  self_lo = lo;
+  self_hi = hi;
+  return 1;
+}
+
+static bool is_ours(const void *p) {
+  if (!self_hi) dl_iterate_phdr(find_self, NULL);
+  return (uintptr_t)p - self_lo < self_hi - self_lo;
+}
+
+/* Whether `first` (what RTLD_DEFAULT finds) is a definition in another object. Usually it
+ * is ours (one range test). A non-PIE executable that takes a function's address gets a
+ * canonical PLT entry in its symbol table (an undefined symbol with an address, cc1's
+ * free): dlsym returns it, but it jumps to the first definition, which may be ours: its
+ * symbol is undefined (SHN_UNDEF). dladdr1 scans a symbol table: only in these rare cases. */
+static bool defined_before(void *first) {
+  Dl_info where;
+  const ElfW(Sym) *sym = NULL;
+  return first && !is_ours(first) && dladdr1(first, &where, (void **)&sym, RTLD_DL_SYMENT) && sym &&
+         sym->st_shndx != SHN_UNDEF;
+}
+
+/* Whether a library was preloaded before this one (LD_PRELOAD="other.so this.so"): the
+ * objects between the executable and this library in the link map, but the kernel's vDSO
+ * (a name without a slash). For the case defined_before cannot decide: a canonical PLT
+ * entry hides where the executable's calls go, and a library before this one may be
+ * where, so tracing is refused rather than risk handing that library tagged blocks. */
+static bool preloaded_before_us(void) {
+  Dl_info info;
+  struct link_map *self = NULL;
+  if (!dladdr1((void *)&tag_key, &info, (void **)&self, RTLD_DL_LINKMAP) || !self) return true;
+  for (const struct link_map *l = self->l_prev; l && l->l_prev; l = l->l_prev)
+    if (l->l_name && strchr(l->l_name, '/')) return true;
+  return false;
+}
+
+static void *real_symbol(const char *name) {
+  void *const first = dlsym(RTLD_DEFAULT, name);
+  return defined_before(first) ? first : dlsym(RTLD_NEXT, name);
+}
+
+/* The program's free is another library's: sampled blocks would reach it, so nothing may
+ * be sampled (set with the real functions). */
+static bool free_shadowed;
+
+#define RESOLVE(field, name)                 \
+  do {                                       \
+    void *const sym_ = real_symbol(name);    \
+    memcpy(&real.field, &sym_, sizeof sym_); \
   } while (0)
 
 static CTS_NOINLINE void resolve_real_functions(void) {
@@ -189,6 +396,9 @@ static CTS_NOINLINE void resolve_real_functions(void) {
   RESOLVE(execve, "execve");
   RESOLVE(execvpe, "execvpe");
   RESOLVE(dlclose, "dlclose");
+  void *const program_free = dlsym(RTLD_DEFAULT, "free");
+  free_shadowed = defined_before(program_free) ||
+                  (program_free && !is_ours(program_free) && preloaded_before_us());
   RESOLVE(malloc, "malloc"); /* last: its being set means all are */
   in_dlsym--;
   if (!real.malloc || !real.free || !real.calloc || !real.realloc || !real.memalign) {
@@ -218,46 +428,79 @@ static CTS_NOINLINE void free_unresolved(void *p) {
  * rest (sampled blocks, start-up) is out of line. */
 
 /* Tags the sampled block whose real block starts at q, `offset` bytes before the pointer
- * returned, and records it. */
+ * returned, and records it. A far block that finds no room in the side table is not
+ * sampled: q itself is returned (q is aligned as asked, and large enough). */
 static CTS_FORCE_INLINE void *sampled_block(void *q, size_t offset, size_t size, uint64_t nsamples,
                                             void *frame) {
   unsigned char *const p = (unsigned char *)q + offset;
+  const unsigned shift = (unsigned)__builtin_ctzll(offset / HEADER);
+  if (!in_page(p) && !far_insert(p, shift)) return q;
   unsigned session;
   uint64_t id = cts__tracer_record(p, size, nsamples, frame, &session, false);
   if (id > CTS__TRACER_NO_ID) id = CTS__TRACER_NO_ID;
-  const unsigned shift = (unsigned)__builtin_ctzll(offset / HEADER);
-  set_header(p, shift | (uint64_t)session << SHIFT_BITS | id << ID_SHIFT);
+  const uint64_t info = shift | (uint64_t)session << SHIFT_BITS | id << ID_SHIFT;
+  if (in_page(p))
+    set_header(p, info);
+  else
+    __atomic_store_n(&far_find((uintptr_t)p)->info, info, __ATOMIC_RELAXED); /* entered above */
   return p;
 }
 
-/* Records the free of tagged block p (its header `info`) and clears its tag. */
+/* Records the free of tagged block p (its header `info`) and removes its tag. */
 static void untag(void *p, uint64_t info) {
-  clear_tag(p);
+  forget_tag(p);
   cts__tracer_record_free(info >> ID_SHIFT,
                           (unsigned)(info >> SHIFT_BITS) & CTS__TRACER_SESSION_MASK);
 }
 
-/* A sampled block of `size` bytes with a HEADER-byte header (any alignment up to 16). */
+/* The offset of p in a real block at q with room for two headers (or two alignments
+ * `step`): one step, unless that is the start of a page (then two, which is not). */
+static size_t placed_offset(const void *q, size_t step) {
+  return in_page((const unsigned char *)q + step) ? step : 2 * step;
+}
+
+/* A sampled block of `size` bytes with a HEADER-byte header (any alignment up to 16). When
+ * the header would not be in page, the block is made again HEADER bytes larger (this
+ * happens to about one sampled block in 256). */
 static CTS_FORCE_INLINE void *alloc_sampled(size_t size, uint64_t nsamples, bool zero,
                                             void *frame) {
-  if (size > SIZE_MAX - HEADER) {
+  if (size > SIZE_MAX - 2 * HEADER) {
     errno = ENOMEM;
     return NULL;
   }
-  void *const q = zero ? real.calloc(1, size + HEADER) : real.malloc(size + HEADER);
-  return q ? sampled_block(q, HEADER, size, nsamples, frame) : NULL;
+  void *q = zero ? real.calloc(1, size + HEADER) : real.malloc(size + HEADER);
+  if (!q) return NULL;
+  size_t offset = HEADER;
+  if (CTS_UNLIKELY(!in_page((unsigned char *)q + HEADER))) {
+    void *const q2 = zero ? real.calloc(1, size + 2 * HEADER) : real.malloc(size + 2 * HEADER);
+    real.free(q); /* after: q2 is another block */
+    if (!q2) return NULL;
+    q = q2;
+    offset = placed_offset(q, HEADER);
+  }
+  return sampled_block(q, offset, size, nsamples, frame);
 }
 
-/* A sampled block aligned to `align` (a power of two). */
+/* A sampled block aligned to `align` (a power of two). Below a page, placed as above; from
+ * a page up, p is page-aligned: a far block. */
 static CTS_FORCE_INLINE void *alloc_sampled_aligned(size_t align, size_t size, uint64_t nsamples,
                                                     void *frame) {
   if (align <= HEADER) return alloc_sampled(size, nsamples, false, frame);
-  if (size > SIZE_MAX - align) {
+  if (align > (SIZE_MAX - size) / 2) {
     errno = ENOMEM;
     return NULL;
   }
-  void *const q = real.memalign(align, size + align);
-  return q ? sampled_block(q, align, size, nsamples, frame) : NULL;
+  void *q = real.memalign(align, size + align);
+  if (!q) return NULL;
+  size_t offset = align;
+  if (align < MIN_PAGE && CTS_UNLIKELY(!in_page((unsigned char *)q + align))) {
+    void *const q2 = real.memalign(align, size + 2 * align);
+    real.free(q);
+    if (!q2) return NULL;
+    q = q2;
+    offset = placed_offset(q, align);
+  }
+  return sampled_block(q, offset, size, nsamples, frame);
 }
 
 static CTS_NOINLINE void *malloc_slow(size_t size, void *frame) {
@@ -279,20 +522,33 @@ EXPORT void *malloc(size_t size) {
   return malloc_slow(size, __builtin_frame_address(0));
 }
 
-/* free of a tagged block: an arena block (kept) or a sampled one. */
-static CTS_NOINLINE void free_tagged(void *p) {
-  const header_t h = header_of(p);
-  if (shift_of(h.info) == SHIFT_ARENA) return;
-  untag(p, h.info);
-  real.free(real_block_of(p, h.info));
+/* free of a tagged block (its header's `info`): an arena block (kept) or a sampled one. */
+static CTS_NOINLINE void free_tagged(void *p, uint64_t info) {
+  if (shift_of(info) == SHIFT_ARENA) return;
+  untag(p, info);
+  real.free(real_block_of(p, info));
 }
 
-EXPORT void free(void *p) {
-  if (CTS_LIKELY(p != NULL) && CTS_UNLIKELY(is_tagged(p))) {
-    free_tagged(p);
+/* free of a pointer whose header would not be in page (NULL included). */
+static CTS_NOINLINE void free_not_in_page(void *p) {
+  uint64_t info;
+  if (tagged_far(p, &info)) {
+    free_tagged(p, info);
     return;
   }
   real.free(p); /* free_unresolved until the real functions are known */
+}
+
+EXPORT void free(void *p) {
+  if (CTS_LIKELY(in_page(p))) {
+    if (CTS_UNLIKELY(tag_matches(p))) {
+      free_tagged(p, info_in_header(p));
+      return;
+    }
+    real.free(p);
+    return;
+  }
+  free_not_in_page(p);
 }
 
 /* C23's sized frees (glibc 2.39 and later): a sampled block must not reach the real ones.
@@ -345,29 +601,42 @@ static size_t tagged_usable_size(void *p, uint64_t info) {
  * new size sampled afresh. The free is recorded before the real call: if realloc then
  * fails, the still-valid old block is reported freed (a rare, documented inexactness). */
 
+/* Samples the data at q[0, size) of a real block of size + HEADER bytes (from the real
+ * realloc): the data moves up behind a header. If the header would not be in page, the
+ * block is made HEADER bytes larger first; if that fails, q is returned as it is, unsampled
+ * (it holds the data: the program's block is still valid). */
+static void *sample_in_place(unsigned char *q, size_t size, uint64_t nsamples, void *frame) {
+  size_t offset = HEADER;
+  if (CTS_UNLIKELY(!in_page(q + HEADER))) {
+    unsigned char *const q2 = real.realloc(q, size + 2 * HEADER);
+    if (!q2) return q;
+    q = q2;
+    offset = placed_offset(q, HEADER);
+  }
+  memmove(q + offset, q, size);
+  return sampled_block(q, offset, size, nsamples, frame);
+}
+
 /* realloc of an untagged block (or NULL) into a sampled one: the real realloc with room
  * for the header, then the data moves up behind it. */
 static void *realloc_into_sampled(void *old, size_t size, uint64_t nsamples, void *frame) {
   if (!old) return alloc_sampled(size, nsamples, false, frame);
-  if (size > SIZE_MAX - HEADER) {
+  if (size > SIZE_MAX - 2 * HEADER) {
     errno = ENOMEM;
     return NULL;
   }
   unsigned char *const q = real.realloc(old, size + HEADER);
-  if (!q) return NULL;
-  memmove(q + HEADER, q, size);
-  return sampled_block(q, HEADER, size, nsamples, frame);
+  return q ? sample_in_place(q, size, nsamples, frame) : NULL;
 }
 
-/* realloc of tagged block `old`. */
-static void *realloc_tagged(void *old, size_t size, void *frame) {
-  const header_t h = header_of(old);
-  const unsigned shift = shift_of(h.info);
+/* realloc of tagged block `old` (its header's `info`). */
+static void *realloc_tagged(void *old, uint64_t info, size_t size, void *frame) {
+  const unsigned shift = shift_of(info);
   if (size == 0) { /* glibc's realloc(p, 0): frees p, returns NULL */
-    if (shift != SHIFT_ARENA) free_tagged(old);
+    if (shift != SHIFT_ARENA) free_tagged(old, info);
     return NULL;
   }
-  const size_t old_size = tagged_usable_size(old, h.info);
+  const size_t old_size = tagged_usable_size(old, info);
   if (shift == SHIFT_ARENA && need_real()) {
     void *const p = arena_alloc(size, 16);
     if (p) memcpy(p, old, old_size < size ? old_size : size);
@@ -375,17 +644,19 @@ static void *realloc_tagged(void *old, size_t size, void *frame) {
   }
   const uint64_t nsamples = cts__tracer_skip(size) ? 0 : cts__tracer_sample_slow(size);
   if (shift != 0) {
-    /* From the arena (never freed), or aligned: a new block and a copy. */
+    /* From the arena (never freed), aligned, placed two headers in, or far: a new block and
+     * a copy. */
     void *const p = nsamples ? alloc_sampled(size, nsamples, false, frame) : real.malloc(size);
     if (!p) return NULL;
     memcpy(p, old, old_size < size ? old_size : size);
-    if (shift != SHIFT_ARENA) free_tagged(old);
+    if (shift != SHIFT_ARENA) free_tagged(old, info);
     return p;
   }
-  void *const q = real_block_of(old, h.info);
-  const uint64_t unrecorded = h.info | CTS__TRACER_NO_ID << ID_SHIFT;
-  untag(old, h.info);
-  if (size > SIZE_MAX - HEADER) {
+  /* One header in: the header is in page (placement), so it can be put back below. */
+  void *const q = real_block_of(old, info);
+  const uint64_t unrecorded = info | CTS__TRACER_NO_ID << ID_SHIFT;
+  untag(old, info);
+  if (size > SIZE_MAX - 2 * HEADER) {
     set_header(old, unrecorded);
     errno = ENOMEM;
     return NULL;
@@ -395,13 +666,15 @@ static void *realloc_tagged(void *old, size_t size, void *frame) {
     set_header(old, unrecorded);
     return NULL;
   }
-  if (nsamples) return sampled_block(q2, HEADER, size, nsamples, frame);
+  if (nsamples && CTS_LIKELY(in_page(q2 + HEADER)))
+    return sampled_block(q2, HEADER, size, nsamples, frame);
   memmove(q2, q2 + HEADER, size); /* the block keeps its HEADER spare bytes at the end */
-  return q2;
+  return nsamples ? sample_in_place(q2, size, nsamples, frame) : q2;
 }
 
 static CTS_NOINLINE void *realloc_slow(void *old, size_t size, void *frame) {
-  if (old && is_tagged(old)) return realloc_tagged(old, size, frame);
+  uint64_t info;
+  if (old && tagged_info(old, &info)) return realloc_tagged(old, info, size, frame);
   if (need_real()) return arena_alloc(size, 16);
   const uint64_t nsamples = cts__tracer_sample_slow(size);
   if (!nsamples) return real.realloc(old, size);
@@ -431,7 +704,8 @@ EXPORT void *reallocarray(void *old, size_t n, size_t size) {
 
 EXPORT size_t malloc_usable_size(void *p) {
   if (!p) return 0;
-  if (is_tagged(p)) return tagged_usable_size(p, header_of(p).info);
+  uint64_t info;
+  if (tagged_info(p, &info)) return tagged_usable_size(p, info);
   need_real();
   return real.malloc_usable_size ? real.malloc_usable_size(p) : 0;
 }
@@ -504,6 +778,149 @@ ALIGNED_HOOK(memalign, (size_t align, size_t size), (align, size), align, size, 
 ALIGNED_HOOK(valloc, (size_t size), (size), page_size(), size, 2)
 ALIGNED_HOOK(pvalloc, (size_t size), (size), page_size(), pvalloc_size(size), 3)
 
+/* ---- the allocators' own entry points -------------------------------------------------------
+ * A program linked with (or preloaded with) jemalloc, tcmalloc or mimalloc may hand a block
+ * it got from malloc to that allocator's own functions: jemalloc's sdallocx, tcmalloc's
+ * tc_free_sized, mimalloc's mi_free... (folly frees malloc'd blocks with sdallocx). A
+ * sampled block reaching them would be freed at the wrong address. So every such function
+ * that takes a block is interposed here: a tagged block is handled as ours (freed, resized
+ * by our realloc, measured), any other pointer goes to the allocator's function, found with
+ * real_symbol() on first use. In a process without that allocator the libc equivalent
+ * runs instead (sdallocx as free, rallocx as realloc...). Functions that allocate
+ * (mallocx, tc_malloc, mi_malloc) are not interposed, and their blocks are not traced:
+ * programs and libraries that test whether such a function exists (folly tests mallocx)
+ * to detect an allocator must not find it here. */
+/* clang-format off */
+#define OWN_FUNCTIONS(X)                                                                          \
+  X(dallocx)                                                                                      \
+  X(sdallocx) X(rallocx) X(xallocx) X(sallocx) X(mallocx) X(tc_free) X(tc_free_sized) X(tc_cfree) \
+      X(tc_delete) X(tc_delete_sized) X(tc_delete_nothrow) X(tc_deletearray)                      \
+          X(tc_deletearray_sized) X(tc_deletearray_nothrow) X(tc_realloc) X(tc_malloc_size)       \
+              X(mi_free) X(mi_free_size) X(mi_free_aligned) X(mi_free_size_aligned) X(mi_realloc) \
+                  X(mi_usable_size)
+/* clang-format on */
+#define OWN_INDEX(name) OWN_##name,
+enum { OWN_FUNCTIONS(OWN_INDEX) OWN_COUNT };
+#define OWN_NAME(name) #name,
+static const char *const own_names[OWN_COUNT] = {OWN_FUNCTIONS(OWN_NAME)};
+static void *own_address[OWN_COUNT];
+static int own_known[OWN_COUNT]; /* own_address[i] looked up */
+
+/* The allocator's function `which` into *fn (a function pointer of fn_size bytes), or NULL
+ * when the process has none. */
+static void own_function(unsigned which, void *fn, size_t fn_size) {
+  if (!__atomic_load_n(&own_known[which], __ATOMIC_ACQUIRE)) {
+    need_real();
+    cts__guard_enter(); /* what dlsym allocates is not the program's */
+    void *const sym = real_symbol(own_names[which]);
+    cts__guard_leave();
+    __atomic_store_n(&own_address[which], sym, __ATOMIC_RELAXED);
+    __atomic_store_n(&own_known[which], 1, __ATOMIC_RELEASE);
+  }
+  void *const sym = __atomic_load_n(&own_address[which], __ATOMIC_RELAXED);
+  memcpy(fn, &sym, fn_size);
+}
+
+/* Frees p if it is a tagged block; false if it is not (p may be NULL). */
+static bool free_if_tagged(void *p) {
+  uint64_t info;
+  if (!p || !tagged_info(p, &info)) return false;
+  free_tagged(p, info);
+  return true;
+}
+
+/* The usable size of p if it is a tagged block, else 0 in *size and false. */
+static bool usable_if_tagged(void *p, size_t *size) {
+  uint64_t info;
+  if (!p || !tagged_info(p, &info)) return false;
+  *size = tagged_usable_size(p, info);
+  return true;
+}
+
+/* A function that frees its first argument, p. */
+#define OWN_FREE(name, params, args)        \
+  EXPORT void name params;                  \
+  EXPORT void name params {                 \
+    if (free_if_tagged(p)) return;          \
+    void(*f) params;                        \
+    own_function(OWN_##name, &f, sizeof f); \
+    if (f)                                  \
+      f args;                               \
+    else                                    \
+      free(p);                              \
+  }
+
+/* A function that returns the usable size of its first argument, p. */
+#define OWN_SIZE(name, params, args)                   \
+  EXPORT size_t name params;                           \
+  EXPORT size_t name params {                          \
+    size_t n;                                          \
+    if (usable_if_tagged((void *)p, &n)) return n;     \
+    size_t(*f) params;                                 \
+    own_function(OWN_##name, &f, sizeof f);            \
+    return f ? f args : malloc_usable_size((void *)p); \
+  }
+
+/* A realloc without flags. */
+#define OWN_REALLOC(name)                           \
+  EXPORT void *name(void *p, size_t size);          \
+  EXPORT void *name(void *p, size_t size) {         \
+    if (p && is_tagged(p)) return realloc(p, size); \
+    void *(*f)(void *, size_t);                     \
+    own_function(OWN_##name, &f, sizeof f);         \
+    return f ? f(p, size) : realloc(p, size);       \
+  }
+
+OWN_FREE(dallocx, (void *p, int flags), (p, flags))
+OWN_FREE(sdallocx, (void *p, size_t size, int flags), (p, size, flags))
+OWN_SIZE(sallocx, (const void *p, int flags), (p, flags))
+OWN_FREE(tc_free, (void *p), (p))
+OWN_FREE(tc_free_sized, (void *p, size_t size), (p, size))
+OWN_FREE(tc_cfree, (void *p), (p))
+OWN_FREE(tc_delete, (void *p), (p))
+OWN_FREE(tc_delete_sized, (void *p, size_t size), (p, size))
+OWN_FREE(tc_delete_nothrow, (void *p, const void *nothrow), (p, nothrow))
+OWN_FREE(tc_deletearray, (void *p), (p))
+OWN_FREE(tc_deletearray_sized, (void *p, size_t size), (p, size))
+OWN_FREE(tc_deletearray_nothrow, (void *p, const void *nothrow), (p, nothrow))
+OWN_REALLOC(tc_realloc)
+OWN_SIZE(tc_malloc_size, (void *p), (p))
+OWN_FREE(mi_free, (void *p), (p))
+OWN_FREE(mi_free_size, (void *p, size_t size), (p, size))
+OWN_FREE(mi_free_aligned, (void *p, size_t align), (p, align))
+OWN_FREE(mi_free_size_aligned, (void *p, size_t size, size_t align), (p, size, align))
+OWN_REALLOC(mi_realloc)
+OWN_SIZE(mi_usable_size, (const void *p), (p))
+
+/* jemalloc's rallocx: flags may ask for an alignment or zeroed memory, which only its
+ * mallocx knows how to give; a tagged block moves into such a block (untraced, as mallocx's
+ * blocks are). Without jemalloc, flags are ignored: realloc. */
+EXPORT void *rallocx(void *p, size_t size, int flags);
+EXPORT void *rallocx(void *p, size_t size, int flags) {
+  void *(*mallocx_fn)(size_t, int), *(*rallocx_fn)(void *, size_t, int);
+  own_function(OWN_mallocx, &mallocx_fn, sizeof mallocx_fn);
+  own_function(OWN_rallocx, &rallocx_fn, sizeof rallocx_fn);
+  uint64_t info;
+  if (!tagged_info(p, &info)) return rallocx_fn ? rallocx_fn(p, size, flags) : realloc(p, size);
+  if (!mallocx_fn || flags == 0) return realloc(p, size);
+  void *const q = mallocx_fn(size, flags);
+  if (!q) return NULL;
+  const size_t old = tagged_usable_size(p, info);
+  memcpy(q, p, old < size ? old : size);
+  free_tagged(p, info);
+  return q;
+}
+
+/* jemalloc's xallocx resizes in place, and a tagged block never is: its size is kept. */
+EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags);
+EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags) {
+  size_t n;
+  if (usable_if_tagged(p, &n)) return n;
+  size_t (*f)(void *, size_t, size_t, int);
+  own_function(OWN_xallocx, &f, sizeof f);
+  return f ? f(p, size, extra, flags) : malloc_usable_size(p);
+}
+
 /* ---- exec: flush, then trace the new image into the next file ------------------------ */
 
 static pid_t traced_pid; /* the process tracing started in (not a vfork child sharing it) */
@@ -523,17 +940,79 @@ static struct {
 static const char *const kept_names[5] = {"MEMTRACE_RATE", "MEMTRACE_CONTEXT", "MEMTRACE_DROP",
                                           "CTFSCOPE_UNWIND", "CTFSCOPE_WRITER"};
 
-/* Environment variables the preload reads, replaced in the new image's environment. */
-static const char *const passed_on[] = {
-    "MEMTRACE",        "MEMTRACE_RATE",   "MEMTRACE_CONTEXT",   "MEMTRACE_DROP",
-    "CTFSCOPE_UNWIND", "CTFSCOPE_WRITER", "CTFSCOPE_EXEC_BASE", "CTFSCOPE_EXEC_INDEX"};
+/* The settings of both parts of the library (allocations here, threads in
+ * preload_pthread.c), forgotten once read. */
+static const char *const settings[] = {"MEMTRACE",
+                                       "MEMTRACE_RATE",
+                                       "MEMTRACE_CONTEXT",
+                                       "MEMTRACE_DROP",
+                                       "CTFSCOPE_UNWIND",
+                                       "CTFSCOPE_WRITER",
+                                       "CTFSCOPE_EXEC_BASE",
+                                       "CTFSCOPE_EXEC_INDEX",
+                                       "CTFSCOPE_TASKS",
+                                       "CTFSCOPE_TASKS_SIZE",
+                                       "CTFSCOPE_TASKS_PACKETS",
+                                       "CTFSCOPE_TASKS_STREAM",
+                                       "CTFSCOPE_TASKS_CLOCK",
+                                       "CTFSCOPE_RECORD_NOTES"};
 
-static bool is_passed_on(const char *entry) {
-  for (size_t i = 0; i < sizeof passed_on / sizeof *passed_on; i++) {
-    const size_t n = strlen(passed_on[i]);
-    if (strncmp(entry, passed_on[i], n) == 0 && entry[n] == '=') return true;
+static bool is_setting(const char *entry) {
+  for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
+    const size_t n = strlen(settings[i]);
+    if (strncmp(entry, settings[i], n) == 0 && entry[n] == '=') return true;
   }
   return false;
+}
+
+/* `ctfscope record`'s notes: a pipe (CTFSCOPE_RECORD_NOTES=FD) on which an image whose
+ * trace file lost its tail (the writer process died, the disk filled...) says so, as
+ * "PATH\0REASON\0", for record's summary: the file alone cannot always tell (a writer
+ * that dies between two packets leaves a shorter valid trace). The pipe is checked to be
+ * the one inherited (device and inode) before each write: a program that closed it may
+ * have reused its number for a file of its own. Once per image. */
+static struct {
+  int fd; /* -1: none */
+  dev_t dev;
+  ino_t ino;
+  bool noted;
+} notes = {.fd = -1};
+
+static void notes_from_environment(void) {
+  const char *const v = cts__preload_env("CTFSCOPE_RECORD_NOTES");
+  if (!v || !v[0]) return;
+  char *end;
+  const long fd = strtol(v, &end, 10);
+  struct stat st;
+  if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  notes.fd = (int)fd;
+  notes.dev = st.st_dev;
+  notes.ino = st.st_ino;
+  /* Not handed to what forked children exec; an exec of this process hands it on
+   * (continued_environment). */
+  fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* Whether notes.fd is still record's pipe. */
+static bool notes_ours(void) {
+  struct stat st;
+  return notes.fd >= 0 && fstat(notes.fd, &st) == 0 && st.st_dev == notes.dev &&
+         st.st_ino == notes.ino;
+}
+
+/* Tells record that this image's trace lost its tail; e: the tracer's error. */
+static void note_lost_tail(int e) {
+  if (notes.noted || !exec_state.file || !notes_ours()) return;
+  notes.noted = true;
+  char note[SETTING_SIZE + 256];
+  const int n = snprintf(note, sizeof note, "%s%c%s%c", exec_state.memtrace, 0,
+                         e == -ESRCH          ? "the writer process died"
+                         : e > -1000 && e < 0 ? strerror(-e)
+                                              : cts_strerror(e),
+                         0);
+  if (n > 0 && (size_t)n < sizeof note && write(notes.fd, note, (size_t)n) < 0) {
+    /* record is gone: nobody to tell */
+  }
 }
 
 /* Whether an exec by this thread continues the trace in the new image: only the traced
@@ -557,9 +1036,16 @@ static char **continued_environment(char *const envp[]) {
   }
   char index[16];
   snprintf(index, sizeof index, "%u", exec_state.index + 1);
-  const char *ours[2 * 7] = {
+  const char *ours[2 * 8] = {
       "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
   size_t nours = 3;
+  char notes_fd[16];
+  if (notes_ours() && fcntl(notes.fd, F_SETFD, 0) == 0) { /* exec_failed sets it back */
+    snprintf(notes_fd, sizeof notes_fd, "%d", notes.fd);
+    ours[2 * nours] = "CTFSCOPE_RECORD_NOTES";
+    ours[2 * nours + 1] = notes_fd;
+    nours++;
+  }
   for (size_t i = 0; i < 4; i++) {
     if (exec_state.kept[i][0]) {
       ours[2 * nours] = kept_names[i];
@@ -577,7 +1063,7 @@ static char **continued_environment(char *const envp[]) {
   char *strings = (char *)(env + count + nours + 1);
   size_t k = 0;
   for (size_t i = 0; i < count; i++)
-    if (!is_passed_on(envp[i])) env[k++] = envp[i];
+    if (!is_setting(envp[i])) env[k++] = envp[i];
   for (size_t i = 0; i < nours; i++) {
     env[k++] = strings;
     strings += sprintf(strings, "%s=%s", ours[2 * i], ours[2 * i + 1]) + 1;
@@ -589,12 +1075,15 @@ static char **continued_environment(char *const envp[]) {
 /* Before exec and dlclose: the trace holds everything up to here. */
 static void before_exec(void) {
   /* Not from the tracer's own threads (the writer thread would wait for itself). */
-  if (!cts__guarded() && getpid() == traced_pid && cts_tracer_is_active()) cts_tracer_flush();
+  if (cts__guarded() || getpid() != traced_pid || !cts_tracer_is_active()) return;
+  const int e = cts_tracer_flush();
+  if (e && e != CTS_E_STATE && e != -ETIMEDOUT) note_lost_tail(e);
 }
 
 /* After a failed exec: tracing goes on in this image. */
 static int exec_failed(char **env) {
   const int e = errno;
+  if (notes_ours()) fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
   if (env) real.free(env);
   errno = e;
   return -1;
@@ -735,13 +1224,14 @@ static void start_error(char *why, size_t size, int e, const char *what) {
 static void start_from_environment(void) {
   const char *const out = cts__preload_env("MEMTRACE");
   if (!out || !out[0]) return;
-  /* Children are not traced (nor told about a bad setting again). The strings stay valid:
-   * unsetenv only drops the pointers. */
-  unsetenv("MEMTRACE");
+  if (free_shadowed) {
+    refuse("MEMTRACE", out,
+           "free is another library's (an allocator before this one in LD_PRELOAD, or the "
+           "program's own): its blocks cannot be traced");
+    return;
+  }
   const char *const exec_base = cts__preload_env("CTFSCOPE_EXEC_BASE");
   const char *const exec_index = cts__preload_env("CTFSCOPE_EXEC_INDEX");
-  unsetenv("CTFSCOPE_EXEC_BASE");
-  unsetenv("CTFSCOPE_EXEC_INDEX");
   cts_tracer_config_t cfg;
   cts_tracer_config_init(&cfg);
   const char *const rate = cts__preload_env("MEMTRACE_RATE");
@@ -833,6 +1323,7 @@ static void start_from_environment(void) {
   fits = copy_setting(exec_state.base, exec_state.file && index ? exec_base : out) && fits;
   exec_state.usable = fits;
 
+  notes_from_environment();
   const int e = cts_tracer_start(&cfg, &sink);
   if (e) {
     start_error(why, sizeof why, e,
@@ -849,15 +1340,39 @@ static void start_from_environment(void) {
     log_line(NULL, line);
   }
   traced_pid = getpid();
+  /* A fork while another thread holds far_lock would leave it held in the child. */
+  pthread_atfork(far_lock_before_fork, far_unlock_after_fork, far_unlock_after_fork);
+}
+
+/* Removes the settings from `environ`, in place: children and what they exec are not
+ * traced (nor told about a bad setting again). Not with unsetenv: a program may bring its
+ * own that never reaches `environ` (bash exports one that edits its shell variables,
+ * which it has not even made yet when this runs). Editing the array itself also edits the
+ * environment main() gets, which is the same array (bash builds its variables from it).
+ * The strings stay where they are: the values read above stay valid. Allocates nothing. */
+static void forget_settings(void) {
+  char **e = environ;
+  if (!e) return;
+  char **kept = e;
+  for (; *e; e++)
+    if (!is_setting(*e)) *kept++ = *e;
+  *kept = NULL;
 }
 
 __attribute__((constructor)) static void preload_init(void) {
   need_real();
+  const char *const out = cts__preload_env("MEMTRACE");
   cts__guard_enter(); /* whatever libc allocates for us here is not the program's */
   start_from_environment();
   cts__guard_leave();
+  const bool tasks = cts__preload_pthread_init();
+  /* Only an image asked to trace forgets: a library that is merely preloaded (in an
+   * untraced child) leaves the environment as it found it. */
+  if ((out && out[0]) || tasks) forget_settings();
 }
 
 __attribute__((destructor)) static void preload_fini(void) {
-  if (cts_tracer_is_active()) cts_tracer_stop();
+  if (!cts_tracer_is_active()) return;
+  const int e = cts_tracer_stop();
+  if (e && e != CTS_E_STATE && getpid() == traced_pid) note_lost_tail(e);
 }

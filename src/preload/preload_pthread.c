@@ -33,8 +33,9 @@
  * records come from a static pool, threads and condition variables are found in fixed
  * tables (a full table means that thread or condition is not traced, not an error), and
  * the ring lives in the mapped file. Calls made inside the allocation tracer (its own
- * threads, its locks) are passed through untraced. CTFSCOPE_TASKS is removed from the
- * environment once read; a forked child stops tracing, and exec'd images are not traced. */
+ * threads, its locks) are passed through untraced. The settings are removed from the
+ * environment once read (preload.c, cts__preload_forget_settings); a forked child stops
+ * tracing, and exec'd images are not traced. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -240,15 +241,6 @@ static struct {
 static uint32_t threads_used; /* entries in use; at most 3/4 of the slots */
 static int threads_lock;
 
-static void spin_lock(int *lock) {
-  while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
-    while (__atomic_load_n(lock, __ATOMIC_RELAXED)) sched_yield();
-}
-
-static void spin_unlock(int *lock) {
-  __atomic_store_n(lock, 0, __ATOMIC_RELEASE);
-}
-
 static uint32_t hash_word(uint64_t v) {
   v ^= v >> 33;
   v *= 0xff51afd7ed558ccdull;
@@ -273,7 +265,7 @@ static uint32_t thread_find(pthread_t th) {
 }
 
 static void thread_insert(pthread_t th, int64_t task) {
-  spin_lock(&threads_lock);
+  cts__spin_lock(&threads_lock);
   const uint32_t i = thread_find(th);
   if (threads[i].used) {
     threads[i].task = task;
@@ -283,13 +275,13 @@ static void thread_insert(pthread_t th, int64_t task) {
     threads[i].used = true;
     threads_used++;
   }
-  spin_unlock(&threads_lock);
+  cts__spin_unlock(&threads_lock);
 }
 
 /* The task of th, or -1; with remove, the entry goes (backward-shift deletion, so that
  * probe sequences stay unbroken without tombstones). */
 static int64_t thread_lookup(pthread_t th, bool remove) {
-  spin_lock(&threads_lock);
+  cts__spin_lock(&threads_lock);
   uint32_t i = thread_find(th);
   int64_t task = CTS_TASK_NONE;
   if (threads[i].used) {
@@ -309,7 +301,7 @@ static int64_t thread_lookup(pthread_t th, bool remove) {
       }
     }
   }
-  spin_unlock(&threads_lock);
+  cts__spin_unlock(&threads_lock);
   return task;
 }
 
@@ -545,7 +537,7 @@ static cond_entry_t *cond_lookup(uintptr_t key) {
 }
 
 static CTS_NOINLINE cond_entry_t *cond_insert(uintptr_t key) {
-  spin_lock(&conds_lock);
+  cts__spin_lock(&conds_lock);
   cond_entry_t *e = cond_lookup(key);
   const bool created = !e;
   if (!e) {
@@ -561,7 +553,7 @@ static CTS_NOINLINE cond_entry_t *cond_insert(uintptr_t key) {
       break;
     }
   }
-  spin_unlock(&conds_lock);
+  cts__spin_unlock(&conds_lock);
   if (e && created) {
     /* Outside the lock: the events are written by whichever thread met it first. */
     static const char prefix[] = "cond ";
@@ -655,10 +647,10 @@ EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid
 EXPORT int pthread_cond_destroy(pthread_cond_t *c) {
   need_real();
   if (__atomic_load_n(&tasks_on, __ATOMIC_RELAXED)) {
-    spin_lock(&conds_lock);
+    cts__spin_lock(&conds_lock);
     cond_entry_t *const e = cond_lookup((uintptr_t)c);
     if (e) __atomic_store_n(&e->key, COND_TOMB, __ATOMIC_RELEASE);
-    spin_unlock(&conds_lock);
+    cts__spin_unlock(&conds_lock);
   }
   return real.cond_destroy ? real.cond_destroy(c) : 0;
 }
@@ -735,7 +727,6 @@ static void stop_in_child(void) {
 static void start_from_environment(void) {
   const char *const out = cts__preload_env("CTFSCOPE_TASKS");
   if (!out || !out[0]) return;
-  unsetenv("CTFSCOPE_TASKS"); /* children and exec'd images do not write into this file */
   uint64_t size = 16u << 20, packets = 256;
   const char *const size_text = cts__preload_env("CTFSCOPE_TASKS_SIZE");
   if (size_text && size_text[0] && !parse_size(size_text, (uint64_t)1 << 40, &size)) {
@@ -815,11 +806,13 @@ static void start_from_environment(void) {
   __atomic_store_n(&tasks_on, 1, __ATOMIC_RELEASE);
 }
 
-__attribute__((constructor)) static void preload_pthread_init(void) {
+bool cts__preload_pthread_init(void) {
   need_real();
+  const char *const out = cts__preload_env("CTFSCOPE_TASKS");
   cts__guard_enter(); /* pthread_atfork allocates: not the program's allocation */
   start_from_environment();
   cts__guard_leave();
+  return out && out[0];
 }
 
 /* The end of the process resolves the task of the thread that ends it (task 0 when main

@@ -1187,7 +1187,10 @@ static void *writer_main(void *arg) {
   }
 
   const int e = cts_mt_writer_close(T.writer);
-  if (T.symbolizer) {
+  /* The writer process exits next: tearing libdw down there only frees memory, through the
+   * program's allocator (jemalloc's blocks once made it fault at this point), after the
+   * trace is complete but before the program is told. */
+  if (T.symbolizer && T.owner_watch_fd < 0) {
     cts__symbolizer_destroy(T.symbolizer);
     T.symbolizer = NULL;
   }

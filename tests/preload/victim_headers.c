@@ -13,6 +13,12 @@
 #include "victim.h"
 
 static char *from_constructor;
+
+#ifdef VICTIM_TAKE_FREE_ADDRESS
+/* Built without PIE, taking free's address gives the executable a canonical PLT entry for
+ * free (an undefined symbol with an address), which hides where its calls to free go. */
+void (*volatile victim_free_address)(void *);
+#endif
 static uint64_t checks, bad;
 
 __attribute__((constructor(101))) static void early(void) {
@@ -37,6 +43,9 @@ static int same(const unsigned char *p, size_t n, unsigned seed) {
 
 int main(void) {
   victim_quiet_stdio();
+#ifdef VICTIM_TAKE_FREE_ADDRESS
+  victim_free_address = free; /* in code: an absolute address, from the canonical entry */
+#endif
   uint64_t state = 7;
   for (int round = 0; round < 300; round++) {
     const size_t a = 1 + victim_next(&state) % 5000, b = 1 + victim_next(&state) % 9000;
