@@ -1003,6 +1003,73 @@ CTS_TEST(tcp_lossless_with_a_slow_reader) {
   free(trace.data);
 }
 
+/* Lossless mode with a peer that never reads (issue 17): the program waits for it at most
+ * the stall timeout, then runs on untraced with one message. Before the bound, the alloc
+ * command below never finished. */
+static void allocate_past_the_stall(driven_t *v, bool service) {
+  const int64_t start = drv_now_ms();
+  char reply[256];
+  CTS_ASSERT(write(v->in, "alloc 1000000 64\n", 17) == 17);
+  CTS_ASSERT_MSG(drv_line(v, reply, sizeof reply, 30000), "stderr: %s", v->err_buf);
+  CTS_ASSERT_STR_EQ(reply, "done 1000000");
+  fprintf(stderr, "  the program went on after %.1f s\n", (double)(drv_now_ms() - start) / 1e3);
+  /* The service let the client go: the next one could have a trace. */
+  if (service) CTS_ASSERT(command(v, "wait-idle", "ok"));
+  CTS_ASSERT(command(v, "quit", "allocs=1000000 frees=1000000"));
+  CTS_ASSERT_EQ_INT(drv_finish(v, 20000), 0);
+  const char *const msg = "the trace reader took nothing for 1.000 s: tracing stopped";
+  const char *const first = strstr(v->err_buf, msg);
+  CTS_ASSERT_MSG(first != NULL, "stderr: %s", v->err_buf);
+  CTS_ASSERT_MSG(strstr(first + 1, msg) == NULL, "said twice: %s", v->err_buf);
+}
+
+CTS_TEST(tcp_connect_to_a_collector_that_never_reads_is_bounded) {
+  uint16_t port;
+  const int lfd = drv_listen(&port, 4096);
+  CTS_ASSERT(lfd >= 0);
+  char victim[1024], spec[64];
+  victim_path(victim, sizeof victim, "victim_service");
+  snprintf(spec, sizeof spec, "127.0.0.1:%u", port);
+  char *argv[] = {CTS_TEST_CTFSCOPE,
+                  "record",
+                  "--connect",
+                  spec,
+                  "--stall-timeout=1",
+                  "-r1",
+                  "--",
+                  victim,
+                  NULL};
+  driven_t v;
+  CTS_ASSERT(drv_start(&v, argv, NULL));
+  const int fd = drv_accept(lfd, 10000); /* accepted, never read */
+  CTS_ASSERT(fd >= 0);
+  allocate_past_the_stall(&v, false);
+  close(fd);
+  close(lfd);
+}
+
+CTS_TEST(tcp_listen_to_a_client_that_never_reads_is_bounded) {
+  char victim[1024];
+  victim_path(victim, sizeof victim, "victim_service");
+  char *argv[] = {CTS_TEST_CTFSCOPE,
+                  "record",
+                  "--listen=127.0.0.1:0",
+                  "--stall-timeout=1",
+                  "-r1",
+                  "--",
+                  victim,
+                  NULL};
+  driven_t v;
+  CTS_ASSERT(drv_start(&v, argv, NULL));
+  CTS_ASSERT_MSG(drv_wait_err(&v, "serving the trace on port ", 10000), "%s", v.err_buf);
+  const uint16_t port = (uint16_t)atoi(strstr(v.err_buf, "on port ") + 8);
+  const int fd = drv_connect(port); /* connected, never read */
+  CTS_ASSERT(fd >= 0);
+  CTS_ASSERT(command(&v, "wait-client 1", "ok"));
+  allocate_past_the_stall(&v, true);
+  close(fd);
+}
+
 /* Drop mode with a reader that reads nothing at all while the program allocates: the
  * program never waits, and the trace says how much was lost. */
 CTS_TEST(tcp_drop_mode_never_blocks_and_records_the_loss) {

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/* The writer's zstd stage: see zsink.h. */
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_initStaticCCtx, ZSTD_estimateCStreamSize */
+#include "zsink.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <zstd.h>
+
+struct cts__zsink {
+  ZSTD_CCtx *cctx; /* in the same mapping, after this struct */
+  cts__zsink_write_cb write;
+  void *user_data;
+  unsigned char *out; /* the output buffer, out_size bytes */
+  size_t out_size;
+  size_t map_size;
+  bool pending;
+  int err; /* first error: the stage is failed */
+};
+
+static size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
+
+cts__zsink_t *cts__zsink_open(int level, cts__zsink_write_cb write, void *user_data) {
+  if (level < CTS__ZSINK_LEVEL_MIN) level = CTS__ZSINK_LEVEL_MIN;
+  if (level > CTS__ZSINK_LEVEL_MAX) level = CTS__ZSINK_LEVEL_MAX;
+  const size_t head = round_up(sizeof(cts__zsink_t), 64);
+  const size_t ctx_size = round_up(ZSTD_estimateCStreamSize(level), 64);
+  const size_t out_size = ZSTD_CStreamOutSize();
+  const size_t map_size = round_up(head + ctx_size + out_size, 4096);
+  /* Untouched pages cost nothing: the context is sized for the worst input. */
+  void *const mem = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) return NULL;
+  cts__zsink_t *const z = mem;
+  z->cctx = ZSTD_initStaticCCtx((unsigned char *)mem + head, ctx_size);
+  z->out = (unsigned char *)mem + head + ctx_size;
+  z->out_size = out_size;
+  z->map_size = map_size;
+  z->write = write;
+  z->user_data = user_data;
+  z->pending = false;
+  z->err = 0;
+  if (!z->cctx || ZSTD_isError(ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_compressionLevel, level)) ||
+      ZSTD_isError(ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_checksumFlag, 1))) {
+    munmap(mem, map_size);
+    return NULL;
+  }
+  return z;
+}
+
+/* Runs the compressor over `in` with `mode` until it has taken everything and, for a flush
+ * or an end, until it has nothing left to give. */
+static int run(cts__zsink_t *z, ZSTD_inBuffer *in, ZSTD_EndDirective mode) {
+  if (z->err) return z->err;
+  for (;;) {
+    ZSTD_outBuffer out = {z->out, z->out_size, 0};
+    const size_t left = ZSTD_compressStream2(z->cctx, &out, in, mode);
+    if (ZSTD_isError(left)) return z->err = -EIO;
+    if (out.pos) {
+      const int e = z->write(z->user_data, z->out, out.pos);
+      if (e) return z->err = e;
+    }
+    const bool done = mode == ZSTD_e_continue ? in->pos == in->size : left == 0;
+    if (done) return 0;
+  }
+}
+
+int cts__zsink_write(cts__zsink_t *z, const void *buf, size_t len) {
+  ZSTD_inBuffer in = {buf, len, 0};
+  if (len) z->pending = true;
+  return run(z, &in, ZSTD_e_continue);
+}
+
+bool cts__zsink_pending(const cts__zsink_t *z) {
+  return z->pending;
+}
+
+int cts__zsink_flush(cts__zsink_t *z) {
+  ZSTD_inBuffer in = {NULL, 0, 0};
+  z->pending = false;
+  return run(z, &in, ZSTD_e_flush);
+}
+
+int cts__zsink_end(cts__zsink_t *z) {
+  ZSTD_inBuffer in = {NULL, 0, 0};
+  z->pending = false;
+  return run(z, &in, ZSTD_e_end);
+}
+
+void cts__zsink_close(cts__zsink_t *z) {
+  if (z) munmap(z, z->map_size);
+}
