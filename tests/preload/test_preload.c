@@ -17,6 +17,7 @@
 #include "../test.h"
 #include "../tracer/decoded.h"
 #include "driven.h"
+#include "tracer/exec_name.h"
 
 typedef struct run_result {
   char out[1 << 16];
@@ -1175,6 +1176,96 @@ CTS_TEST(record_default_name_and_exit_code) {
   CTS_ASSERT_EQ_INT(count, 1);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CTS_ASSERT(system(cmd) == 0);
+}
+
+/* The first 4 bytes of the file at `path`, as a 32-bit little-endian word; 0 if none. */
+static uint32_t file_magic(const char *path) {
+  unsigned char m[4] = {0};
+  FILE *const f = fopen(path, "rb");
+  const bool ok = f && fread(m, 1, 4, f) == 4;
+  if (f) fclose(f);
+  return ok ? (uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 24
+            : 0;
+}
+
+#define CTF_MAGIC  0xC1FC1FC1u /* memtrace's packet magic: what OCaml's reader reads */
+#define ZSTD_MAGIC 0xFD2FB528u
+
+/* --compress: each image of a program that execs writes a zstd file named *.ctf.zst (the
+ * exec'd image's too), which the summary and every reader read; without it the trace is
+ * plain memtrace, as OCaml's reader wants. */
+CTS_TEST(record_compress_writes_zstd_and_plain_stays_the_default) {
+  char dir[] = "/tmp/cts_record_zst_XXXXXX";
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  char victim[1024], first[1100], second[1100];
+  victim_path(victim, sizeof victim, "victim_exec");
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--compress", "-r", "1", "--", victim, NULL};
+  run_in(&traced, argv, NULL, NULL, NULL, dir);
+  CTS_ASSERT_EQ_INT(traced.status, 7);
+  CTS_ASSERT_MSG(strstr(traced.err, ".ctf.zst (") && strstr(traced.err, ".exec1.ctf.zst ("),
+                 "stderr: %s", traced.err);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "cd %s && ls ctfscope.victim_exec.*.ctf.zst | grep -v exec1", dir);
+  FILE *ls = popen(cmd, "r");
+  char name[256] = "";
+  CTS_ASSERT(ls && fscanf(ls, "%255s", name) == 1);
+  pclose(ls);
+  snprintf(first, sizeof first, "%s/%s", dir, name);
+  CTS_ASSERT(cts__exec_trace_name(second, sizeof second, first, 1));
+  CTS_ASSERT_EQ_U64(file_magic(first), ZSTD_MAGIC);
+  CTS_ASSERT_EQ_U64(file_magic(second), ZSTD_MAGIC);
+  decoded_t d;
+  CHECK_TRACE(d, first);
+  CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11); /* 10 freed, 1 kept over the exec */
+  decoded_fini(&d);
+  CHECK_TRACE(d, second);
+  CTS_ASSERT_EQ_U64(count_length(&d, 66666), 10);
+  decoded_fini(&d);
+  /* The level is checked, and TCP streams stay plain. */
+  char *bad_level[] = {CTS_TEST_CTFSCOPE, "record", "--compress=20", "true", NULL};
+  run(&traced, bad_level, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 2);
+  char *tcp[] = {CTS_TEST_CTFSCOPE, "record", "-z", "--connect", "127.0.0.1:9", "true", NULL};
+  run(&traced, tcp, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 2);
+  CTS_ASSERT_MSG(strstr(traced.err, "--compress is for trace files"), "%s", traced.err);
+  /* Plain by default. */
+  char plain_trace[1100];
+  snprintf(plain_trace, sizeof plain_trace, "%s/plain.ctf", dir);
+  char *plain_argv[] = {CTS_TEST_CTFSCOPE, "record", "-q", "-o", plain_trace, "--", victim, NULL};
+  run(&traced, plain_argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 7);
+  CTS_ASSERT_EQ_U64(file_magic(plain_trace), CTF_MAGIC);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CTS_ASSERT(system(cmd) == 0);
+}
+
+/* Issue 16: the trace's duration covers the whole run, not only up to its last sampled
+ * event (here: a sleep after the last allocation). */
+CTS_TEST(record_duration_covers_a_sleep_after_the_last_allocation) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "sleeper");
+  unlink(trace);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-q", "-o", trace, "-r", "1", "--",
+                  "/bin/sleep",      "0.6",    NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s stats %s", CTS_TEST_CTFSCOPE, trace);
+  FILE *const p = popen(cmd, "r");
+  CTS_ASSERT(p != NULL);
+  char line[512];
+  double runtime = -1;
+  while (fgets(line, sizeof line, p))
+    if (sscanf(line, "Runtime %lf s", &runtime) == 1) break;
+  pclose(p);
+  CTS_ASSERT_MSG(runtime >= 0.6, "runtime %.3f s", runtime);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_MSG(d.end_time >= d.last_time + 500000, "end %llu, last event %llu",
+                 (unsigned long long)d.end_time, (unsigned long long)d.last_time);
+  decoded_fini(&d);
+  unlink(trace);
 }
 
 CTS_TEST(record_of_a_killed_program_keeps_its_last_second) {
