@@ -307,7 +307,8 @@ static int gzip_write(cts_out_t *o, const uint8_t *data, size_t len) {
  * code with source-level information goes to the module whose span holds it, else to the
  * main binary (a program built with debugging information, against libraries without). */
 
-#define MAX_MAPPINGS 4096u /* more modules than this: the rest count as the main binary */
+#define MAX_MAPPINGS 4096u      /* more modules than this: the rest count as the main binary */
+#define UNKNOWN      UINT32_MAX /* of_loc: no mapping yet */
 
 typedef struct mapping {
   const char *filename;  /* borrowed from the trace */
@@ -359,7 +360,6 @@ static int by_code(const void *a, const void *b) {
  * elsewhere the module whose span holds them or is within NEAR_MODULE, else an unnamed
  * mapping for the region (pprof then shows no file for them). */
 static int place_unnamed(mappings_t *mp) {
-  enum { UNKNOWN = UINT32_MAX };
   uint32_t *const order = malloc((mp->nlocs + 1) * sizeof *order);
   uint32_t *const region = malloc((mp->nlocs + 1) * sizeof *region);
   if (!order || !region) {
@@ -426,7 +426,6 @@ static int build_mappings(mappings_t *mp, cli_trace_t *t) {
   cts_u64map_init(&index_of);
   int e = 0;
   const cts_frames_t frames = cli_trace_frames(t);
-  enum { UNKNOWN = UINT32_MAX };
   for (size_t i = 0; i < mp->nlocs && !e; i++) {
     const cts_mt_location_t *locs = NULL;
     size_t n = 0;
