@@ -158,16 +158,17 @@
  *
  * ## Compression (`compress_level`; CTFSCOPE_COMPRESS=zstd[:LEVEL]; `record --compress`)
  * The writer (thread or process, never the allocating threads) compresses the trace with
- * zstd as it writes it: one zstd frame (content checksum on), each flush of the trace (the
- * timer's, cts_tracer_flush(), before exec and dlclose) ending a zstd block, so that the
- * file is decodable up to the last flush whatever happens to the program later, and the
- * end of the session ending the frame. Every ctfscope command reads such a file (or stream
- * on standard input or a FIFO) as it reads a plain one; a frame cut short reads up to its
- * last complete block, with a warning that the tail was lost. OCaml's memtrace reader
- * does not (`zstd -d` first). At level 3, rate 1: 1.3-1.95 bytes per event on real
- * programs against 8.9-9.5 plain (docs/tracing.md), for about 80 ns of the writer's CPU
- * per event. The compressor's memory (4.3 MB of address space at level 3, 94 MB at 19,
- * touched as used) is mmap'd, not malloc'd.
+ * zstd as it writes it: zstd frames with content checksums, each periodic flush of the
+ * trace ending a zstd block, so that the file is decodable up to the last flush whatever
+ * happens to the program later; cts_tracer_flush() (before exec and dlclose, which a writer
+ * thread may not survive) and the end of the session end the frame (the next bytes start
+ * a new one; zstd readers take concatenated frames as one stream). Every ctfscope command reads
+ * such a file (or stream on standard input or a FIFO) as it reads a plain one; a frame cut short
+ * reads up to its last complete block, with a warning that the tail was lost. OCaml's memtrace
+ * reader does not (`zstd -d` first). At level 3, rate 1: 1.3-1.95 bytes per event on real programs
+ * against 8.9-9.5 plain (docs/tracing.md), for about 80 ns of the writer's CPU per event. The
+ * compressor's memory (4.3 MB of address space at level 3, 94 MB at 19, touched as used) is mmap'd,
+ * not malloc'd.
  *
  * ## Backtraces
  * Location codes are return addresses (innermost: the return address of the malloc

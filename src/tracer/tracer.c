@@ -1218,9 +1218,10 @@ static void *writer_main(void *arg) {
       dirty = false;
     }
     /* The zstd stage ends a block at each flush: the sink then holds a stream decodable
-     * up to here (tracer.h, "Compression"). */
-    if (T.zsink && cts__zsink_pending(T.zsink) && (timed || flush_wanted || stopping)) {
-      const int e = cts__zsink_flush(T.zsink);
+     * up to here (tracer.h, "Compression"). An asked-for flush (before exec and dlclose,
+     * which a writer thread may not survive) ends the frame: the file is then complete. */
+    if (T.zsink && (flush_wanted || ((timed || stopping) && cts__zsink_pending(T.zsink)))) {
+      const int e = flush_wanted ? cts__zsink_end(T.zsink) : cts__zsink_flush(T.zsink);
       if (e && !err) err = e;
     }
     if (timed) next_flush = monotonic_ms() + interval;
@@ -1304,7 +1305,9 @@ static void atfork_child(void) {
   if (T.socket_sink && T.fd >= 0) close(T.fd);
   T.fd = -1;
   T.socket_sink = false;
-  T.own_fd = false; /* a file is the parent's; close-on-exec anyway */
+  T.own_fd = false;          /* a file is the parent's; close-on-exec anyway */
+  cts__zsink_close(T.zsink); /* a copy of the parent's compressor state */
+  T.zsink = NULL;
   T.service_running = T.service_stopping = false;
   cts__service_atfork_child();
   if (!ctl_is_local()) {

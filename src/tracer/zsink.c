@@ -15,8 +15,9 @@ struct cts__zsink {
   unsigned char *out; /* the output buffer, out_size bytes */
   size_t out_size;
   size_t map_size;
-  bool pending;
-  int err; /* first error: the stage is failed */
+  bool pending;  /* bytes taken since the last flush or end */
+  bool in_frame; /* bytes taken since the last end: a frame is open */
+  int err;       /* first error: the stage is failed */
 };
 
 /* memtrace events are short records (a 4-byte header, a few varints, 2-byte cache hits):
@@ -49,7 +50,7 @@ cts__zsink_t *cts__zsink_open(int level, cts__zsink_write_cb write, void *user_d
   z->map_size = map_size;
   z->write = write;
   z->user_data = user_data;
-  z->pending = false;
+  z->pending = z->in_frame = false;
   z->err = 0;
   if (!z->cctx || ZSTD_isError(ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_compressionLevel, level)) ||
       ZSTD_isError(ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_minMatch, MIN_MATCH)) ||
@@ -79,7 +80,7 @@ static int run(cts__zsink_t *z, ZSTD_inBuffer *in, ZSTD_EndDirective mode) {
 
 int cts__zsink_write(cts__zsink_t *z, const void *buf, size_t len) {
   ZSTD_inBuffer in = {buf, len, 0};
-  if (len) z->pending = true;
+  if (len) z->pending = z->in_frame = true;
   return run(z, &in, ZSTD_e_continue);
 }
 
@@ -95,7 +96,8 @@ int cts__zsink_flush(cts__zsink_t *z) {
 
 int cts__zsink_end(cts__zsink_t *z) {
   ZSTD_inBuffer in = {NULL, 0, 0};
-  z->pending = false;
+  if (!z->in_frame) return z->err; /* no empty frame after the last one */
+  z->pending = z->in_frame = false;
   return run(z, &in, ZSTD_e_end);
 }
 

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The writer's zstd stage (tracer.h, "Compression"): the memtrace packets the writer
- * produces go through one zstd frame on their way to the sink. Each flush of the trace ends
- * a zstd block (ZSTD_e_flush), so what reached the sink is always decodable up to the last
- * flush; the end of the session ends the frame (ZSTD_e_end).
+ * produces go through zstd frames on their way to the sink. The writer's periodic flushes
+ * end a zstd block (ZSTD_e_flush), so what reached the sink is always decodable up to the
+ * last flush; a flush the program asks for (before exec, dlclose) and the end of the
+ * session end the frame (ZSTD_e_end); the next bytes start a new one (zstd readers take
+ * concatenated frames as one stream).
  *
  * Memory: one mmap'd region (the compression context, fixed-size, ZSTD_initStaticCCtx, and
  * the output buffer); nothing goes through malloc, so it may run in the traced program's
@@ -33,7 +35,8 @@ int cts__zsink_write(cts__zsink_t *z, const void *buf, size_t len);
 bool cts__zsink_pending(const cts__zsink_t *z);
 /* Ends the current block: everything written so far reaches the sink, decodable. */
 int cts__zsink_flush(cts__zsink_t *z);
-/* Ends the frame (the stream's end: a reader knows it is complete). */
+/* Ends the frame, if bytes were taken since the last end (a reader then knows that what
+ * it has is complete); later bytes start a new frame. */
 int cts__zsink_end(cts__zsink_t *z);
 /* Unmaps the stage. Accepts NULL. */
 void cts__zsink_close(cts__zsink_t *z);

@@ -1221,6 +1221,27 @@ CTS_TEST(record_compress_writes_zstd_and_plain_stays_the_default) {
   CHECK_TRACE(d, second);
   CTS_ASSERT_EQ_U64(count_length(&d, 66666), 10);
   decoded_fini(&d);
+  /* A writer thread ends with the exec: the flush before it ended the frame, so the first
+   * image's file is complete (no "tail was lost"). */
+  char out_arg[1200];
+  snprintf(out_arg, sizeof out_arg, "-o%s/thread.ctf.zst", dir);
+  char *thread_argv[] = {"/usr/bin/env",
+                         "CTFSCOPE_WRITER=thread",
+                         CTS_TEST_CTFSCOPE,
+                         "record",
+                         "-q",
+                         "-z",
+                         "-r1",
+                         out_arg,
+                         "--",
+                         victim,
+                         NULL};
+  run(&traced, thread_argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 7);
+  CHECK_TRACE(d, out_arg + 2);
+  CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11);
+  CTS_ASSERT_MSG(d.warnings == 0, "%s", d.warning);
+  decoded_fini(&d);
   /* The level is checked, and TCP streams stay plain. */
   char *bad_level[] = {CTS_TEST_CTFSCOPE, "record", "--compress=20", "true", NULL};
   run(&traced, bad_level, NULL, NULL, NULL);
