@@ -32,6 +32,10 @@
  * - realloc: collect of the old block if it was sampled, then a new allocation of the
  *   new size, sampled independently (as if free + malloc), even when the block did not
  *   move. So realloc chains count every step's full size as allocated.
+ * - the end: the trace's last packet ends (timestamp_end) when the session was stopped
+ *   (cts_tracer_stop(), the preload's at exit), or when a writer process saw the program
+ *   exit, exec or die (it looks every 20 ms), not at the last sampled event, so that a
+ *   trace's duration is the program's (memtrace allows a packet's end past its events).
  * Object ids are the writer's (0, 1, 2… in alloc-event order): the tracer takes them from
  * one atomic counter when it records the allocation, and the writer thread writes the
  * allocations in that order, so a block's id is known when the block is freed, long
