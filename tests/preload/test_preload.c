@@ -746,6 +746,38 @@ CTS_TEST(bad_writer_setting_is_refused) {
   CTS_ASSERT(access("/tmp/cts_never.ctf", F_OK) != 0);
 }
 
+/* The environment of compression and of the stall bound: bad values, and compression
+ * asked of a TCP stream, leave the program untraced with one line. */
+CTS_TEST(bad_compress_and_stall_settings_are_refused) {
+  char path[1024];
+  victim_path(path, sizeof path, "victim_realloc");
+  char *argv[] = {path, NULL};
+  run(&plain, argv, NULL, NULL, NULL);
+  static const struct {
+    const char *trace, *extra, *expect;
+  } cases[] = {
+      {"/tmp/cts_never.ctf", "CTFSCOPE_COMPRESS=lz4",
+       "ctfscope-preload: CTFSCOPE_COMPRESS=\"lz4\": expected zstd, zstd:LEVEL (1-19) or none; "
+       "this program is not traced\n"},
+      {"/tmp/cts_never.ctf", "CTFSCOPE_COMPRESS=zstd:20",
+       "ctfscope-preload: CTFSCOPE_COMPRESS=\"zstd:20\": expected zstd, zstd:LEVEL (1-19) or "
+       "none; this program is not traced\n"},
+      {"/tmp/cts_never.ctf", "CTFSCOPE_STALL_TIMEOUT=-1",
+       "ctfscope-preload: CTFSCOPE_STALL_TIMEOUT=\"-1\": expected seconds, 0 to 86400 (0: for "
+       "ever); this program is not traced\n"},
+      {"tcp://127.0.0.1:9", "CTFSCOPE_COMPRESS=zstd",
+       "ctfscope-preload: CTFSCOPE_COMPRESS=\"zstd\": compression is for file traces: tcp:// "
+       "and listen:// stream plain memtrace; this program is not traced\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    run(&traced, argv, cases[i].trace, "1", cases[i].extra);
+    CTS_ASSERT_EQ_INT(traced.status, plain.status);
+    CTS_ASSERT_STR_EQ(traced.out, plain.out);
+    CTS_ASSERT_STR_EQ(traced.err, cases[i].expect);
+    CTS_ASSERT(access("/tmp/cts_never.ctf", F_OK) != 0);
+  }
+}
+
 CTS_TEST(unwritable_file_is_refused) {
   check_refused("/nonexistent-dir/x.ctf", "1", "cannot trace into this file");
 }
