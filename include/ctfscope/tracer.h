@@ -34,7 +34,7 @@
  *   move. So realloc chains count every step's full size as allocated.
  * - the end: the trace's last packet ends (timestamp_end) when the session was stopped
  *   (cts_tracer_stop(), the preload's at exit), or when a writer process saw the program
- *   exit, exec or die (it looks every 20 ms), not at the last sampled event, so that a
+ *   exit, exec or die (it looks every 50 ms), not at the last sampled event, so that a
  *   trace's duration is the program's (memtrace allows a packet's end past its events).
  * Object ids are the writer's (0, 1, 2… in alloc-event order): the tracer takes them from
  * one atomic counter when it records the allocation, and the writer thread writes the

@@ -64,7 +64,7 @@
  * the time-stamp counter, loading the modules' debug information). */
 #define WARM_UP_MAX_MS    2000u
 #define WRITER_CHECK_MS   100u   /* how often a waiting thread checks the writer process exists */
-#define OWNER_CHECK_MS    20u    /* how often the writer process checks the program exists */
+#define OWNER_CHECK_MS    50u    /* how often the writer process checks the program exists */
 #define RING_SLOTS        1024u  /* rings in a writer process's shared mapping */
 #define SHARED_HEADER     65536u /* the shared mapping's control block, before the rings */
 #define MAX_FRAMES_LIMIT  1024u
