@@ -157,20 +157,24 @@ static ssize_t zs_fill(cts_os_input_t *in) {
 static ssize_t zs_read(cts_os_input_t *in, void *buf, size_t len) {
   ZSTD_outBuffer out = {buf, len, 0};
   while (!in->zs_done && out.pos < out.size) {
+    bool eof = false;
     if (in->zs_in.pos == in->zs_in.size) {
       const ssize_t n = zs_fill(in);
       if (n < 0) return n;
-      if (n == 0) {
-        /* The end of the file: between frames it is the end of the stream; inside one, the
-         * blocks decoded so far are all there is. */
-        in->zs_done = true;
-        in->tail_lost = in->zs_frame_left != 0;
-        break;
-      }
+      eof = n == 0;
     }
+    const size_t before = out.pos, taken = in->zs_in.pos;
     const size_t rc = ZSTD_decompressStream(in->zs, &out, &in->zs_in);
     if (ZSTD_isError(rc)) return out.pos ? (ssize_t)out.pos : CTS_E_IO;
-    in->zs_frame_left = rc;
+    if (out.pos != before || in->zs_in.pos != taken) {
+      in->zs_frame_left = rc; /* 0: the input ended a frame */
+    } else if (eof) {
+      /* The end of the file, and the decoder has nothing more to give from what it took:
+       * between frames it is the end of the stream; inside one, the blocks decoded so
+       * far are all there is. */
+      in->zs_done = true;
+      in->tail_lost = in->zs_frame_left != 0;
+    }
   }
   return (ssize_t)out.pos;
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <zstd.h>
 
+#include "../../src/os/os.h"
 #include "../run_cmd.h"
 #include "../test.h"
 
@@ -224,6 +225,63 @@ CTS_TEST(truncated_zstd_reads_up_to_its_last_block_and_says_so) {
   free(z);
   free(data);
   remove_files(&f);
+}
+
+/* The input layer itself (os/input.c), read the way the readers read it (1 MiB at a time):
+ * a frame whose last block straddles a read's end is read whole, with no warning, and so
+ * is a stream of several frames; a file cut inside a frame loses only what was cut. */
+static size_t read_all_input(const char *path, char *out, size_t cap, size_t chunk,
+                             bool *tail_lost) {
+  cts_os_input_t *in;
+  if (cts_os_input_open(&in, path) != 0) return 0;
+  size_t got = 0;
+  for (;;) {
+    const size_t want = cap - got < chunk ? cap - got : chunk;
+    const ssize_t n = want ? cts_os_input_read(in, out + got, want) : 0;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  *tail_lost = cts_os_input_tail_lost(in);
+  cts_os_input_close(in);
+  return got;
+}
+
+CTS_TEST(zstd_input_reads_every_byte_across_reads_and_frames) {
+  /* Two frames: the 1 MiB read ends inside the second frame's last block (blocks hold
+   * 128 KiB from their frame's start), which the decoder then holds half given out when
+   * the file has no more bytes. */
+  const size_t len1 = 100000, len2 = 1000000, len = len1 + len2;
+  char *const data = malloc(len);
+  uint64_t x = 88172645463325252ull;
+  for (size_t i = 0; i < len; i++) { /* compressible, not trivially */
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    data[i] = (char)('a' + (x % 7 == 0 ? x % 26 : i / 1000 % 26));
+  }
+  const size_t cap = ZSTD_compressBound(len) + 4096;
+  char *const z = malloc(cap), *const back = malloc(len + 1);
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/cts_compressed_%d.bin.zst", (int)getpid());
+  bool lost = true;
+  const size_t first = ZSTD_compress(z, cap, data, len1, 3);
+  CTS_ASSERT(!ZSTD_isError(first));
+  const size_t second = ZSTD_compress(z + first, cap - first, data + len1, len2, 3);
+  CTS_ASSERT(!ZSTD_isError(second) && spit(path, z, first + second));
+  static const size_t chunks[] = {1u << 20, 777, 131075};
+  for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+    memset(back, 0, len);
+    CTS_ASSERT_EQ_U64(read_all_input(path, back, len + 1, chunks[c], &lost), len);
+    CTS_ASSERT(memcmp(back, data, len) == 0);
+    CTS_ASSERT(!lost);
+  }
+  /* Cut inside the second frame: the first is whole, the loss is said. */
+  CTS_ASSERT(spit(path, z, first + second / 2));
+  const size_t n = read_all_input(path, back, len + 1, 1u << 20, &lost);
+  CTS_ASSERT(n >= len1 && n < len && lost);
+  CTS_ASSERT(memcmp(back, data, n) == 0);
+  unlink(path);
+  free(data);
+  free(z);
+  free(back);
 }
 
 CTS_TEST_MAIN()
