@@ -9,6 +9,7 @@ CTS_PACKAGES=(
   cmake ninja-build gcc g++ pkg-config     # build
   clang libclang-rt-14-dev                 # asan and fuzz presets (sanitizer/libFuzzer runtimes)
   zlib1g-dev                               # gzip-compressed traces
+  libzstd-dev zstd                         # zstd-compressed traces (zstd: the tests' reference)
   librsvg2-dev fonts-dejavu-core           # stats --png: the SVG histograms rendered (librsvg)
   clang-format                             # the format check test
   binutils                                 # nm, for the freestanding-core check

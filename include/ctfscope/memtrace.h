@@ -230,6 +230,13 @@ CTS_API const cts_mt_info_t *cts_mt_reader_borrow_info(const cts_mt_reader_t *re
 CTS_API int cts_mt_reader_lookup_location(const cts_mt_reader_t *reader, uint64_t code,
                                           const cts_mt_location_t **locs, size_t *n);
 
+/**
+ * Passes a warning found by the caller about the trace's bytes (e.g. its compressed
+ * container was cut off) to the handler's on_warning, at the current offset, so that it
+ * reaches the user as the reader's own warnings do. Does not change the reader's state.
+ */
+CTS_API void cts_mt_reader_warn(cts_mt_reader_t *reader, int code, const char *message);
+
 /** Bytes consumed so far (the offset of the next byte to be fed). */
 CTS_API uint64_t cts_mt_reader_offset(const cts_mt_reader_t *reader);
 
@@ -354,6 +361,14 @@ CTS_API int cts_mt_writer_flush(cts_mt_writer_t *w);
 
 /** Flushes and closes; later calls return CTS_E_CLOSED. The memory stays the caller's. */
 CTS_API int cts_mt_writer_close(cts_mt_writer_t *w);
+
+/**
+ * Closes like cts_mt_writer_close(), with the last packet's end time at least @p end_us
+ * (µs since the epoch): the trace then records when the traced program ended, even long
+ * after its last event. The packet stays one that memtrace's readers accept (its events
+ * lie between its begin and end times; it may have none).
+ */
+CTS_API int cts_mt_writer_close_at(cts_mt_writer_t *w, uint64_t end_us);
 
 /** Next object id the writer will assign. */
 CTS_API uint64_t cts_mt_writer_next_id(const cts_mt_writer_t *w);

@@ -178,6 +178,7 @@ static void on_collect(cts_mtprof_t *p, const cts_mt_event_t *ev) {
 int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   if (!p->have_events) p->have_events = true, p->first_event_us = ev->time_us;
   if (ev->time_us > p->last_event_us) p->last_event_us = ev->time_us;
+  if (ev->time_us > p->end_us) p->end_us = ev->time_us;
   cts_stacks_advance_time(&p->stacks, ev->time_us);
   switch (ev->kind) {
     case CTS_MT_ALLOC:
@@ -190,6 +191,12 @@ int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev) {
       return 0;
   }
   return 0;
+}
+
+void cts_mtprof_add_packet(cts_mtprof_t *p, const cts_mt_packet_t *pk) {
+  if (pk->kind != CTS_MT_PACKET_TRUNCATED && pk->kind != CTS_MT_PACKET_SKIPPED &&
+      pk->kind != CTS_MT_PACKET_TRACE_INFO && pk->time_end_us > p->end_us)
+    p->end_us = pk->time_end_us;
 }
 
 void cts_mtprof_finish(cts_mtprof_t *p) {
@@ -209,6 +216,6 @@ uint64_t cts_mtprof_allocs(const cts_mtprof_t *p) {
 }
 
 double cts_mtprof_duration_s(const cts_mtprof_t *p) {
-  if (!p->have_events || p->last_event_us < p->start_time_us) return 0.0;
-  return (double)(p->last_event_us - p->start_time_us) * 1e-6;
+  if (p->end_us <= p->start_time_us) return 0.0;
+  return (double)(p->end_us - p->start_time_us) * 1e-6;
 }

@@ -61,6 +61,9 @@ typedef struct cts_mtprof {
   uint64_t alloc_clock;                        /* samples allocated so far */
   bool have_events;
   uint64_t first_event_us, last_event_us;
+  /* The trace's end: its last event, or later the end time of a packet read (ctfscope's
+   * tracer records the program's end there). 0 until an event or packet says. */
+  uint64_t end_us;
   uint32_t last_node; /* stack node of the last allocation added */
   bool have_last_domain;
   uint16_t last_domain; /* of the last allocation interned (common prefixes are per domain) */
@@ -74,6 +77,8 @@ void cts_mtprof_fini(cts_mtprof_t *p);
 void cts_mtprof_set_info(cts_mtprof_t *p, const cts_mt_info_t *info);
 /* One event, in file order. Returns 0, -ENOMEM or CTS_E_LIMIT. */
 int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev);
+/* A packet read (cts_mt_handler_t.on_packet): its end time may extend the trace. */
+void cts_mtprof_add_packet(cts_mtprof_t *p, const cts_mt_packet_t *pk);
 /* Call once after the last event: settles peak and history figures. */
 void cts_mtprof_finish(cts_mtprof_t *p);
 
@@ -96,7 +101,8 @@ static inline uint64_t cts_est_round(double v) {
 double cts_mtprof_bytes_per_sample(const cts_mtprof_t *p);
 uint64_t cts_mtprof_samples(const cts_mtprof_t *p);
 uint64_t cts_mtprof_allocs(const cts_mtprof_t *p);
-/* Seconds from the trace's start to its last event (memtrace identify's "runtime"). */
+/* Seconds from the trace's start to its end (end_us): the last event (memtrace identify's
+ * "runtime"), or the program's end where the writer recorded it. */
 double cts_mtprof_duration_s(const cts_mtprof_t *p);
 
 #endif /* CTS_MTPROF_H */

@@ -78,6 +78,9 @@ int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
 void cts_summary_add_packet(cts_summary_t *s, const cts_mt_packet_t *p) {
   s->packets_total++;
   if ((unsigned)p->kind < 6) s->packets_by_kind[p->kind]++;
+  if (p->kind != CTS_MT_PACKET_TRUNCATED && p->kind != CTS_MT_PACKET_SKIPPED &&
+      p->time_end_us > s->end_us)
+    s->end_us = p->time_end_us;
 }
 
 uint64_t cts_summary_allocs(const cts_summary_t *s) {

@@ -23,6 +23,9 @@ typedef struct cts_summary {
   uint64_t distinct_codes, codes_without_locations;
   bool have_events;
   uint64_t first_event_us, last_event_us; /* absolute */
+  /* The trace's end: the latest end time of a packet read (a writer may record the
+   * program's end there, after its last event; ctfscope's tracer does), 0 = none. */
+  uint64_t end_us;
   uint64_t packets_total;
   uint64_t packets_by_kind[6]; /* indexed by cts_mt_packet_kind_t */
   uint64_t bytes_read;

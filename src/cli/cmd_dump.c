@@ -18,9 +18,10 @@
 static const char help[] =
     "Usage: ctfscope dump [OPTIONS] TRACE\n"
     "\n"
-    "Print every event of a memtrace trace (v001-v003, plain or gzip-compressed; '-' reads\n"
-    "standard input), one line each: the trace info, then each allocation, promotion and\n"
-    "collection in file order, with each location code described just before its first use.\n"
+    "Print every event of a memtrace trace (v001-v003, plain, gzip- or zstd-compressed; '-'\n"
+    "reads standard input), one line each: the trace info, then each allocation, promotion\n"
+    "and collection in file order, with each location code described just before its first\n"
+    "use.\n"
     "The format is that of memtrace's own reader (see docs/formats/memtrace-dump.md); lines\n"
     "starting with '# ' are comments.\n"
     "\n"

@@ -33,6 +33,8 @@ static const char help[] =
     "           frames are function names, the outermost first\n"
     "  pprof    gzip-compressed pprof profile (go tool pprof, pprof.me, speedscope) with\n"
     "           alloc_objects, alloc_space, inuse_objects and inuse_space (live at the end)\n"
+    "           and a mapping per module, the program's executable first (modules are\n"
+    "           inferred from frames named after them and from addresses)\n"
     "  chrome   Chrome trace-event JSON (Perfetto, speedscope): live/allocated heap counters\n"
     "           over time, and a flame chart of allocations in trace order on a time axis\n"
     "           of bytes (1 us = 1 byte)\n"
@@ -298,6 +300,180 @@ static int gzip_write(cts_out_t *o, const uint8_t *data, size_t len) {
   return zr == Z_STREAM_END ? 0 : CTS_E_IO;
 }
 
+/* ---- pprof mappings ----------------------------------------------------------------------
+ * A memtrace trace has no memory map, but its location codes are return addresses, and
+ * ctfscope's tracer names a frame without debugging information after its module's path
+ * (include/ctfscope/tracer.h, "Backtraces"). pprof wants a mapping per module with the main
+ * binary first ("Main binary filename not available" otherwise): mapping 1 is the trace's
+ * executable; every module named by a frame gets one spanning the codes named after it; a
+ * code with source-level information goes to the module whose span holds it, else to the
+ * main binary (a program built with debugging information, against libraries without). */
+
+#define MAX_MAPPINGS 4096u      /* more modules than this: the rest count as the main binary */
+#define UNKNOWN      UINT32_MAX /* of_loc: no mapping yet */
+
+typedef struct mapping {
+  const char *filename;  /* borrowed from the trace */
+  uint64_t start, limit; /* the codes seen in it: [start, limit) */
+} mapping_t;
+
+typedef struct mappings {
+  mapping_t *m;
+  uint32_t count;
+  uint32_t *of_loc; /* mapping index (0-based) of each location id - 1 */
+  uint64_t *codes;  /* the code of each location id - 1 */
+  size_t nlocs;
+} mappings_t;
+
+/* Whether a location's file name is a module's path, as the tracer writes it for code
+ * without debugging information: the executable, a shared object, or the kernel's [vdso]. */
+static bool names_module(const char *file, const char *exe) {
+  if (!file || !file[0]) return false;
+  if (exe && exe[0] && strcmp(file, exe) == 0) return true;
+  if (file[0] == '[') return true;
+  const char *const slash = strrchr(file, '/');
+  const char *const so = strstr(slash ? slash : file, ".so");
+  return file[0] == '/' && so && (so[3] == '\0' || so[3] == '.');
+}
+
+static void widen(mapping_t *m, uint64_t code) {
+  if (m->limit == 0) {
+    m->start = code;
+    m->limit = code + 1;
+    return;
+  }
+  if (code < m->start) m->start = code;
+  if (code >= m->limit) m->limit = code + 1;
+}
+
+#define CLUSTER_GAP (UINT64_C(1) << 30)  /* codes this far apart are in different regions */
+#define NEAR_MODULE (UINT64_C(64) << 20) /* a code this close to a module's span is in it */
+
+static const uint64_t *sort_codes;
+static int by_code(const void *a, const void *b) {
+  const uint64_t x = sort_codes[*(const uint32_t *)a], y = sort_codes[*(const uint32_t *)b];
+  return x < y ? -1 : x > y;
+}
+
+/* The mapping for the codes named after source files: the executable lies at the bottom of
+ * the address space (0x400000, or 0x55... for PIE), libraries near its top, so the codes are
+ * split into regions at gaps of CLUSTER_GAP. In the executable's region (where its named
+ * codes are, else the lowest) they are the executable's, unless a library's span holds them;
+ * elsewhere the module whose span holds them or is within NEAR_MODULE, else an unnamed
+ * mapping for the region (pprof then shows no file for them). */
+static int place_unnamed(mappings_t *mp) {
+  uint32_t *const order = malloc((mp->nlocs + 1) * sizeof *order);
+  uint32_t *const region = malloc((mp->nlocs + 1) * sizeof *region);
+  if (!order || !region) {
+    free(order);
+    free(region);
+    return -ENOMEM;
+  }
+  for (uint32_t i = 0; i < mp->nlocs; i++) order[i] = i;
+  sort_codes = mp->codes;
+  qsort(order, mp->nlocs, sizeof *order, by_code);
+  uint32_t regions = 0, main_region = 0;
+  bool main_known = false;
+  for (size_t k = 0; k < mp->nlocs; k++) {
+    const uint32_t i = order[k];
+    if (k && mp->codes[i] - mp->codes[order[k - 1]] > CLUSTER_GAP) regions++;
+    region[i] = regions;
+    if (mp->of_loc[i] == 0 && !main_known) main_region = regions, main_known = true;
+  }
+  uint32_t unnamed_region = UINT32_MAX, unnamed = 0;
+  for (size_t k = 0; k < mp->nlocs; k++) {
+    const uint32_t i = order[k];
+    if (mp->of_loc[i] != UNKNOWN) continue;
+    const uint64_t c = mp->codes[i];
+    uint32_t best = 0;
+    uint64_t best_d = UINT64_MAX;
+    for (uint32_t j = 1; j < mp->count; j++) {
+      const mapping_t *const m = &mp->m[j];
+      const uint64_t d = c < m->start ? m->start - c : c >= m->limit ? c - m->limit + 1 : 0;
+      if (d < best_d) best = j, best_d = d;
+    }
+    uint32_t k2;
+    if (best && best_d == 0) {
+      k2 = best;
+    } else if (region[i] == main_region) {
+      k2 = 0;
+    } else if (best && best_d <= NEAR_MODULE) {
+      k2 = best;
+    } else if (region[i] == unnamed_region) {
+      k2 = unnamed;
+    } else if (mp->count < MAX_MAPPINGS) {
+      unnamed_region = region[i];
+      unnamed = k2 = mp->count++;
+      mp->m[k2].filename = "";
+    } else {
+      k2 = 0;
+    }
+    mp->of_loc[i] = k2;
+    widen(&mp->m[k2], c);
+  }
+  free(order);
+  free(region);
+  return 0;
+}
+
+/* Builds the mappings of the `nlocs` codes (location id i + 1 is codes[i]). */
+static int build_mappings(mappings_t *mp, cli_trace_t *t) {
+  const char *const exe = t->info && t->info->executable_name ? t->info->executable_name : "";
+  mp->m = calloc(MAX_MAPPINGS, sizeof *mp->m);
+  mp->of_loc = calloc(mp->nlocs + 1, sizeof *mp->of_loc);
+  if (!mp->m || !mp->of_loc) return -ENOMEM;
+  mp->m[0].filename = exe;
+  mp->count = 1;
+  cts_u64map_t index_of; /* hash of a module's name -> its index + 1 */
+  cts_u64map_init(&index_of);
+  int e = 0;
+  const cts_frames_t frames = cli_trace_frames(t);
+  for (size_t i = 0; i < mp->nlocs && !e; i++) {
+    const cts_mt_location_t *locs = NULL;
+    size_t n = 0;
+    if (frames.lookup(frames.user_data, mp->codes[i], &locs, &n) != 0) n = 0;
+    const char *const file = n ? locs[n - 1].filename : NULL;
+    mp->of_loc[i] = UNKNOWN;
+    if (!names_module(file, exe)) continue;
+    bool added;
+    uint64_t *const slot = cts_u64map_insert(&index_of, cts_u64map_str_key(file),
+                                             strcmp(file, exe) == 0 ? 1 : mp->count + 1, &added);
+    if (!slot) {
+      e = -ENOMEM;
+      break;
+    }
+    if (added && *slot != 1) {
+      if (mp->count == MAX_MAPPINGS) {
+        *slot = 1;
+      } else {
+        mp->m[mp->count++].filename = file;
+      }
+    }
+    mp->of_loc[i] = (uint32_t)(*slot - 1);
+    widen(&mp->m[mp->of_loc[i]], mp->codes[i]);
+  }
+  cts_u64map_fini(&index_of);
+  if (!e) e = place_unnamed(mp);
+  return e;
+}
+
+static void write_mappings(pb_t *prof, strtab_t *st, const mappings_t *mp) {
+  for (uint32_t i = 0; i < mp->count; i++) {
+    const mapping_t *const m = &mp->m[i];
+    pb_t b = {0};
+    pb_uint(&b, 1, i + 1);
+    pb_uint(&b, 2, m->start);
+    pb_uint(&b, 3, m->limit);
+    pb_uint(&b, 5, strtab_id(st, m->filename));
+    /* Functions, files, lines and inlined frames come with the trace: pprof must not try
+     * to symbolise the addresses (they are this run's, not the file's). */
+    for (unsigned f = 7; f <= 10; f++) pb_uint(&b, f, 1);
+    pb_bytes(prof, 3, b.data, b.len);
+    if (b.nomem) prof->nomem = true;
+    free(b.data);
+  }
+}
+
 static int export_pprof(cts_out_t *o, cli_trace_t *t) {
   const cts_mtprof_t *p = &t->prof;
   const cts_stacks_t *s = &p->stacks;
@@ -317,18 +493,26 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
 
   /* Locations (one per frame code, id = order of first use) and functions (one per name and
    * file). pprof lists inlined frames innermost first; memtrace lists them outermost first. */
-  uint64_t next_loc = 1, next_fn = 1;
+  mappings_t mp = {0};
+  mp.codes = malloc((s->count + 1) * sizeof *mp.codes);
+  if (!mp.codes) e = -ENOMEM;
   for (uint32_t i = 1; i < s->count && !e; i++) {
-    const uint64_t code = s->nodes[i].code;
     bool added;
-    uint64_t *slot = cts_u64map_insert(&loc_of_code, code, next_loc, &added);
-    if (!slot) {
+    if (!cts_u64map_insert(&loc_of_code, s->nodes[i].code, mp.nlocs + 1, &added)) {
       e = -ENOMEM;
-      break;
+    } else if (added) {
+      mp.codes[mp.nlocs++] = s->nodes[i].code;
     }
-    if (!added) continue;
+  }
+  if (!e) e = build_mappings(&mp, t);
+  if (!e) write_mappings(&prof, &st, &mp);
+  uint64_t next_fn = 1;
+  for (size_t li = 0; li < mp.nlocs && !e; li++) {
+    const uint64_t code = mp.codes[li];
+    bool added;
     m.len = 0;
-    pb_uint(&m, 1, next_loc++);
+    pb_uint(&m, 1, li + 1);
+    pb_uint(&m, 2, mp.of_loc[li] + 1u);
     pb_uint(&m, 3, code); /* the code as the "address": shown when there is no line info */
     const cts_mt_location_t *locs = NULL;
     size_t n = 0;
@@ -404,6 +588,9 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
   free(prof.data);
   free(m.data);
   free(packed.data);
+  free(mp.m);
+  free(mp.of_loc);
+  free(mp.codes);
   strtab_fini(&st);
   cts_u64map_fini(&loc_of_code);
   cts_u64map_fini(&fn_of_key);

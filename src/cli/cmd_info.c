@@ -168,6 +168,9 @@ static void print_json(cts_out_t *o, const char *path, uint64_t file_size, const
     cts_out_printf(o, ",\n  \"first_event_dt_us\": %llu,\n  \"last_event_dt_us\": %llu",
                    (unsigned long long)(s->first_event_us - in->start_time_us),
                    (unsigned long long)(s->last_event_us - in->start_time_us));
+  if (in && s->end_us > in->start_time_us)
+    cts_out_printf(o, ",\n  \"end_dt_us\": %llu",
+                   (unsigned long long)(s->end_us - in->start_time_us));
   cts_out_printf(o, ",\n  \"packets_total\": %llu,\n  \"packets\": {",
                  (unsigned long long)s->packets_total);
   for (unsigned k = 0; k < 6; k++)
@@ -268,6 +271,10 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size, const
     cts_out_printf(o, "Time           events from +%.6f s to +%.6f s after the start\n",
                    (double)(s->first_event_us - in->start_time_us) / 1e6,
                    (double)(s->last_event_us - in->start_time_us) / 1e6);
+  /* The program's end, where the writer recorded it after the last event. */
+  if (in && s->end_us > in->start_time_us && (!s->have_events || s->end_us > s->last_event_us))
+    cts_out_printf(o, "Duration       %.6f s (the trace ends after its last event)\n",
+                   (double)(s->end_us - in->start_time_us) / 1e6);
   cts_out_printf(
       o,
       "Packets        %s: trace_info %llu, locations %llu, events %llu, empty %llu, "

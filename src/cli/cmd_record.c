@@ -49,6 +49,13 @@ static const char help[] =
     "      --drop               never let a slow trace reader slow PROGRAM: drop samples\n"
     "                           when the tracer's queue is full and record the loss in the\n"
     "                           trace (ctfscope info shows it)\n"
+    "      --stall-timeout S    --connect, --listen: a reader that takes nothing for S\n"
+    "                           seconds ends tracing (one message; PROGRAM runs on\n"
+    "                           untraced); default CTFSCOPE_STALL_TIMEOUT or 5, 0 = never\n"
+    "  -z, --compress[=LEVEL]   compress the trace file with zstd (level 1-19, default 3;\n"
+    "                           CTFSCOPE_COMPRESS=zstd[:LEVEL]); default name *.ctf.zst.\n"
+    "                           Every ctfscope command reads it; OCaml's memtrace tools\n"
+    "                           need 'zstd -d' first, so plain stays the default\n"
     "  -r, --rate R             sampling rate per 8-byte word, 0 < R <= 1 (default:\n"
     "                           MEMTRACE_RATE if set, else 1e-6; 1 records every\n"
     "                           allocation)\n"
@@ -78,7 +85,8 @@ static const char help[] =
     "found, 126 if it could not be run, 2 for a usage error.\n";
 
 typedef struct record_opts {
-  const char *output, *rate, *context, *unwind, *connect, *listen;
+  const char *output, *rate, *context, *unwind, *connect, *listen, *stall;
+  const char *compress; /* the zstd level, "" for the default */
   bool quiet, drop;
   const char *tasks_output; /* --tasks, -T: thread tracing (record_tasks.c) */
   bool tasks;
@@ -141,6 +149,15 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
       o->drop = true;
       continue;
     }
+    /* An optional value, so only attached: "--compress=9", "-z9". */
+    if (strcmp(a, "-z") == 0 || strcmp(a, "--compress") == 0) {
+      o->compress = "";
+      continue;
+    }
+    if (strncmp(a, "--compress=", 11) == 0 || (strncmp(a, "-z", 2) == 0 && a[2])) {
+      o->compress = a + (a[1] == '-' ? 11 : 2);
+      continue;
+    }
     static const struct {
       const char *s, *l;
       size_t off;
@@ -151,6 +168,7 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
         {NULL, "--unwind", offsetof(record_opts_t, unwind)},
         {NULL, "--connect", offsetof(record_opts_t, connect)},
         {NULL, "--listen", offsetof(record_opts_t, listen)},
+        {NULL, "--stall-timeout", offsetof(record_opts_t, stall)},
         {"-T", "--tasks-output", offsetof(record_opts_t, tasks_output)},
     };
     bool known = false;
@@ -356,6 +374,24 @@ int cmd_record(int argc, char **argv) {
     return cli_usage_error("--unwind '%s': expected mixed, fp, libunwind or none", o.unwind);
   if (!!o.output + !!o.connect + !!o.listen > 1)
     return cli_usage_error("--output, --connect and --listen are alternatives: give one");
+  char compress[32] = "";
+  if (o.compress) {
+    char *end;
+    const long level = o.compress[0] ? strtol(o.compress, &end, 10) : 3;
+    if (o.compress[0] && (*end || level < 1 || level > 19))
+      return cli_usage_error("--compress=%s: expected a zstd level, 1 to 19", o.compress);
+    if (o.connect || o.listen)
+      return cli_usage_error(
+          "--compress is for trace files: --connect and --listen stream plain memtrace");
+    snprintf(compress, sizeof compress, "zstd:%ld", level);
+  }
+  if (o.stall) {
+    char *end;
+    errno = 0;
+    const double sec = strtod(o.stall, &end);
+    if (errno || *end || end == o.stall || !(sec >= 0.0 && sec <= 86400.0))
+      return cli_usage_error("--stall-timeout '%s': expected seconds, 0 to 86400", o.stall);
+  }
   char memtrace_url[512] = "";
   if (o.connect || o.listen) {
     /* Checked here, so that a typo is a usage error rather than an untraced run. */
@@ -399,8 +435,8 @@ int cmd_record(int argc, char **argv) {
   if (o.output)
     snprintf(output, sizeof output, "%s", o.output);
   else
-    snprintf(output, sizeof output, "ctfscope.%s.%d.ctf", base_name(prog[0]),
-             (int)(pid ? pid : getpid()));
+    snprintf(output, sizeof output, "ctfscope.%s.%d.ctf%s", base_name(prog[0]),
+             (int)(pid ? pid : getpid()), compress[0] ? ".zst" : "");
   char tasks_output[4096] = "";
   if (o.tasks_output)
     snprintf(tasks_output, sizeof tasks_output, "%s", o.tasks_output);
@@ -429,6 +465,8 @@ int cmd_record(int argc, char **argv) {
     if (o.rate) setenv("MEMTRACE_RATE", o.rate, 1);
     if (o.context) setenv("MEMTRACE_CONTEXT", o.context, 1);
     if (o.unwind) setenv("CTFSCOPE_UNWIND", o.unwind, 1);
+    if (compress[0]) setenv("CTFSCOPE_COMPRESS", compress, 1);
+    if (o.stall) setenv("CTFSCOPE_STALL_TIMEOUT", o.stall, 1);
     if (tasks_output[0]) setenv("CTFSCOPE_TASKS", tasks_output, 1);
     execvp(prog[0], prog);
     const int err = errno;

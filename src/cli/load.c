@@ -194,10 +194,12 @@ static int detect(const char *path, cli_trace_kind_t *kind, bool strict) {
     *kind = CLI_TRACE_TASKS;
     return -1;
   }
-  /* memtrace packets start with the CTF magic c1 1f fc c1; gzip with 1f 8b. An empty file
-   * or a short one is left to the memtrace reader, whose errors name the offset. */
+  /* memtrace packets start with the CTF magic c1 1f fc c1; gzip with 1f 8b, zstd with
+   * 28 b5 2f fd. An empty file or a short one is left to the memtrace reader, whose errors
+   * name the offset. */
   if (n < 4 || (head[0] == 0xc1 && head[1] == 0x1f && head[2] == 0xfc && head[3] == 0xc1) ||
-      (head[0] == 0x1f && head[1] == 0x8b))
+      (head[0] == 0x1f && head[1] == 0x8b) ||
+      (head[0] == 0x28 && head[1] == 0xb5 && head[2] == 0x2f && head[3] == 0xfd))
     return -1;
   if (is_ctf_metadata(head, (size_t)n)) {
     const char *slash = strrchr(path, '/');
@@ -210,7 +212,7 @@ static int detect(const char *path, cli_trace_kind_t *kind, bool strict) {
   if (!strict) return -1;
   cli_error(
       "%s: not a trace: neither memtrace nor mirage-profile CTF (it starts with bytes %02x %02x "
-      "%02x %02x, not the CTF packet magic c1 1f fc c1 or gzip's 1f 8b)",
+      "%02x %02x, not the CTF packet magic c1 1f fc c1, gzip's 1f 8b or zstd's 28 b5 2f fd)",
       path, head[0], head[1], head[2], head[3]);
   return CLI_EXIT_DATA;
 }
@@ -340,6 +342,12 @@ static int on_event(void *ud, const cts_mt_event_t *ev) {
   return t->hook_err = t->hook(t->hook_user_data, t, ev);
 }
 
+static int on_packet(void *ud, const cts_mt_packet_t *p) {
+  cli_trace_t *t = ud;
+  cts_mtprof_add_packet(&t->prof, p);
+  return 0;
+}
+
 static void on_warning(void *ud, int code, uint64_t offset, const char *message) {
   const cli_trace_t *t = ud;
   (void)code;
@@ -382,8 +390,11 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
   /* Decoded even when no stack is kept (stats): a corrupt backtrace is an error for every
    * command alike, not only for those that look at stacks. */
   rc.decode_backtraces = true;
-  const cts_mt_handler_t h = {
-      .user_data = t, .on_info = on_info, .on_event = on_event, .on_warning = on_warning};
+  const cts_mt_handler_t h = {.user_data = t,
+                              .on_info = on_info,
+                              .on_event = on_event,
+                              .on_packet = on_packet,
+                              .on_warning = on_warning};
   err = cts_mt_reader_create(&t->reader, &rc, &h);
   if (err) {
     cli_error("cannot create a reader: %s", cts_os_strerror(err));

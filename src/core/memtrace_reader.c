@@ -146,6 +146,10 @@ int cts_mt_reader_lookup_location(const cts_mt_reader_t *r, uint64_t code,
   return 0;
 }
 
+void cts_mt_reader_warn(cts_mt_reader_t *r, int code, const char *message) {
+  if (r->h.on_warning) r->h.on_warning(r->h.user_data, code, r->offset + r->carry_len, message);
+}
+
 uint64_t cts_mt_reader_offset(const cts_mt_reader_t *r) {
   return r->offset + r->carry_len;
 }

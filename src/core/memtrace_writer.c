@@ -721,3 +721,12 @@ int cts_mt_writer_close(cts_mt_writer_t *w) {
   w->closed = true;
   return e;
 }
+
+int cts_mt_writer_close_at(cts_mt_writer_t *w, uint64_t end_us) {
+  if (!w || w->magic != WRITER_MAGIC) return CTS_E_INVAL;
+  if (w->closed) return w->err ? w->err : CTS_E_CLOSED;
+  /* §4: the last packet's timestamp_end may lie past its last event (readers only require
+   * begin <= every event <= end); an empty packet is legal too. */
+  if (end_us > w->packet_last) w->packet_last = end_us;
+  return cts_mt_writer_close(w);
+}

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "os.h"
 
@@ -17,11 +18,18 @@ struct cts_os_input {
   bool owns_fd;
   bool gzip;
   bool gz_done;
+  /* zstd: frames one after the other (as zstd(1) reads them); `zs_in` holds what was read
+   * and not yet decoded. A frame cut off at the end of the file ends the input at its last
+   * complete block, with `tail_lost` set. */
+  bool zstd, zs_done, tail_lost;
+  ZSTD_DCtx *zs;
+  ZSTD_inBuffer zs_in;
+  size_t zs_frame_left; /* ZSTD_decompressStream's hint: 0 = between frames */
   uint64_t file_size, file_pos;
   z_stream z;
   uint8_t *zbuf;
   /* Bytes read while sniffing the format, handed out before anything else. */
-  uint8_t peek[2];
+  uint8_t peek[4];
   size_t npeek;
 };
 
@@ -88,9 +96,10 @@ int cts_os_input_open(cts_os_input_t **out, const char *path) {
     if (S_ISREG(st.st_mode)) in->file_size = (uint64_t)st.st_size;
   }
   if (in->file_size >= CHUNK) posix_fadvise(in->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  /* Sniff the gzip magic (1f 8b): a memtrace trace starts with c1 1f instead. */
-  while (in->npeek < 2) {
-    const ssize_t n = raw_read(in, in->peek + in->npeek, 2 - in->npeek);
+  /* Sniff the gzip magic (1f 8b) and zstd's (28 b5 2f fd): a memtrace trace starts with
+   * c1 1f fc c1 instead. */
+  while (in->npeek < 4) {
+    const ssize_t n = raw_read(in, in->peek + in->npeek, 4 - in->npeek);
     if (n < 0) {
       cts_os_input_close(in);
       return (int)n;
@@ -98,7 +107,7 @@ int cts_os_input_open(cts_os_input_t **out, const char *path) {
     if (n == 0) break;
     in->npeek += (size_t)n;
   }
-  if (in->npeek == 2 && in->peek[0] == 0x1f && in->peek[1] == 0x8b) {
+  if (in->npeek >= 2 && in->peek[0] == 0x1f && in->peek[1] == 0x8b) {
     in->gzip = true;
     in->zbuf = malloc(GZ_IN_CHUNK);
     if (!in->zbuf || inflateInit2(&in->z, 15 + 32) != Z_OK) {
@@ -108,9 +117,22 @@ int cts_os_input_open(cts_os_input_t **out, const char *path) {
       cts_os_input_close(in);
       return -ENOMEM;
     }
-    memcpy(in->zbuf, in->peek, 2);
+    memcpy(in->zbuf, in->peek, in->npeek);
     in->z.next_in = in->zbuf;
-    in->z.avail_in = 2;
+    in->z.avail_in = (uInt)in->npeek;
+    in->npeek = 0;
+  } else if (in->npeek == 4 && in->peek[0] == 0x28 && in->peek[1] == 0xb5 && in->peek[2] == 0x2f &&
+             in->peek[3] == 0xfd) {
+    in->zbuf = malloc(ZSTD_DStreamInSize());
+    in->zs = ZSTD_createDCtx();
+    if (!in->zbuf || !in->zs) {
+      cts_os_input_close(in);
+      return -ENOMEM;
+    }
+    in->zstd = true;
+    memcpy(in->zbuf, in->peek, 4);
+    in->zs_in = (ZSTD_inBuffer){in->zbuf, 4, 0};
+    in->zs_frame_left = 1;
     in->npeek = 0;
   }
   *out = in;
@@ -154,9 +176,43 @@ static ssize_t gz_read(cts_os_input_t *in, void *buf, size_t len) {
   return (ssize_t)((uint8_t *)in->z.next_out - (uint8_t *)buf);
 }
 
+/* Tops up the undecoded input; false at the end of the file. */
+static ssize_t zs_fill(cts_os_input_t *in) {
+  const ssize_t n = raw_read(in, in->zbuf, ZSTD_DStreamInSize());
+  if (n > 0) in->zs_in = (ZSTD_inBuffer){in->zbuf, (size_t)n, 0};
+  return n;
+}
+
+static ssize_t zs_read(cts_os_input_t *in, void *buf, size_t len) {
+  ZSTD_outBuffer out = {buf, len, 0};
+  while (!in->zs_done && out.pos < out.size) {
+    bool eof = false;
+    if (in->zs_in.pos == in->zs_in.size) {
+      const ssize_t n = zs_fill(in);
+      if (n < 0) return n;
+      eof = n == 0;
+    }
+    const size_t before = out.pos, taken = in->zs_in.pos;
+    const size_t rc = ZSTD_decompressStream(in->zs, &out, &in->zs_in);
+    if (ZSTD_isError(rc)) /* corrupt data: bad input (exit 1), not a failed read */
+      return out.pos ? (ssize_t)out.pos : CTS_E_BAD_COMPRESSION;
+    if (out.pos != before || in->zs_in.pos != taken) {
+      in->zs_frame_left = rc; /* 0: the input ended a frame */
+    } else if (eof) {
+      /* The end of the file, and the decoder has nothing more to give from what it took:
+       * between frames it is the end of the stream; inside one, the blocks decoded so
+       * far are all there is. */
+      in->zs_done = true;
+      in->tail_lost = in->zs_frame_left != 0;
+    }
+  }
+  return (ssize_t)out.pos;
+}
+
 ssize_t cts_os_input_read(cts_os_input_t *in, void *buf, size_t len) {
   if (len == 0) return 0;
   if (in->gzip) return gz_read(in, buf, len);
+  if (in->zstd) return zs_read(in, buf, len);
   if (in->npeek) {
     const size_t n = in->npeek < len ? in->npeek : len;
     memcpy(buf, in->peek, n);
@@ -174,12 +230,16 @@ uint64_t cts_os_input_file_pos(const cts_os_input_t *in) {
   return in->file_pos;
 }
 bool cts_os_input_is_compressed(const cts_os_input_t *in) {
-  return in->gzip;
+  return in->gzip || in->zstd;
+}
+bool cts_os_input_tail_lost(const cts_os_input_t *in) {
+  return in->tail_lost;
 }
 
 void cts_os_input_close(cts_os_input_t *in) {
   if (!in) return;
   if (in->gzip) inflateEnd(&in->z);
+  ZSTD_freeDCtx(in->zs);
   free(in->zbuf);
   if (in->owns_fd) close(in->fd);
   free(in);
@@ -209,6 +269,10 @@ int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progr
       break;
     }
     if (n == 0) {
+      if (in->tail_lost)
+        cts_mt_reader_warn(reader, CTS_E_TRUNCATED_PACKET,
+                           "the zstd stream ends inside a frame: the trace's tail was lost "
+                           "(read up to the compressor's last complete block)");
       e = cts_mt_reader_finish(reader);
       break;
     }

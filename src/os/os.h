@@ -17,8 +17,8 @@ cts_allocator_t cts_os_allocator(void);
 /* Error text for any ctfscope error, with strerror() for -errno values. */
 const char *cts_os_strerror(int err);
 
-/* A trace source: a file (plain or gzip-compressed, detected from its first bytes) or
- * standard input ("-"). */
+/* A trace source: a file (plain, gzip- or zstd-compressed, detected from its first bytes;
+ * a FIFO too) or standard input ("-"). */
 typedef struct cts_os_input cts_os_input_t;
 
 int cts_os_input_open(cts_os_input_t **out, const char *path);
@@ -40,6 +40,8 @@ uint64_t cts_os_input_file_size(const cts_os_input_t *in);
 /* Bytes consumed from the underlying file so far (for progress on compressed input). */
 uint64_t cts_os_input_file_pos(const cts_os_input_t *in);
 bool cts_os_input_is_compressed(const cts_os_input_t *in);
+/* After the end: whether a zstd frame was cut off (what its complete blocks held was read). */
+bool cts_os_input_tail_lost(const cts_os_input_t *in);
 void cts_os_input_close(cts_os_input_t *in);
 
 /* Called about every 4 MiB while a trace is read: bytes of the file read, file size. */

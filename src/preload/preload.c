@@ -11,6 +11,10 @@
  *   CTFSCOPE_UNWIND=M     backtraces: mixed (default), fp, libunwind or none
  *   CTFSCOPE_WRITER=W     where the trace is encoded and written: process (default for
  *                         files and tcp://, see tracer.h "The writer process") or thread
+ *   CTFSCOPE_COMPRESS=C   zstd (level 3), zstd:LEVEL (1-19) or none (default): the writer
+ *                         compresses a file trace (tracer.h, "Compression")
+ *   CTFSCOPE_STALL_TIMEOUT=S  tcp:// and listen://: seconds a peer may take nothing before
+ *                         tracing stops (default 5; 0: wait for ever; tracer.h "TCP sinks")
  *
  * A bad setting, or a collector that cannot be reached, prints one line on stderr and
  * leaves the program untraced and otherwise untouched. These settings (and task
@@ -47,6 +51,7 @@
 #include <unistd.h>
 
 #include "../tracer/exec_name.h"
+#include "../tracer/zsink.h"
 #include "../tracer/tracer_internal.h"
 #include "os/net.h"
 #include "preload_internal.h"
@@ -933,12 +938,14 @@ static struct {
   char memtrace[SETTING_SIZE]; /* this image's MEMTRACE */
   char base[SETTING_SIZE];     /* the first image's file: the names' base */
   unsigned index;              /* this image's number (0 = the first) */
-  char kept[5][SETTING_SIZE];  /* values of kept_names[i] at start-up, "" if unset */
+  char kept[7][SETTING_SIZE];  /* values of kept_names[i] at start-up, "" if unset */
 } exec_state;
 
 /* Settings handed on as they were at start-up. */
-static const char *const kept_names[5] = {"MEMTRACE_RATE", "MEMTRACE_CONTEXT", "MEMTRACE_DROP",
-                                          "CTFSCOPE_UNWIND", "CTFSCOPE_WRITER"};
+#define KEPT_COUNT 7
+static const char *const kept_names[KEPT_COUNT] = {
+    "MEMTRACE_RATE",   "MEMTRACE_CONTEXT",  "MEMTRACE_DROP",         "CTFSCOPE_UNWIND",
+    "CTFSCOPE_WRITER", "CTFSCOPE_COMPRESS", "CTFSCOPE_STALL_TIMEOUT"};
 
 /* The settings of both parts of the library (allocations here, threads in
  * preload_pthread.c), forgotten once read. */
@@ -948,6 +955,8 @@ static const char *const settings[] = {"MEMTRACE",
                                        "MEMTRACE_DROP",
                                        "CTFSCOPE_UNWIND",
                                        "CTFSCOPE_WRITER",
+                                       "CTFSCOPE_COMPRESS",
+                                       "CTFSCOPE_STALL_TIMEOUT",
                                        "CTFSCOPE_EXEC_BASE",
                                        "CTFSCOPE_EXEC_INDEX",
                                        "CTFSCOPE_TASKS",
@@ -1036,7 +1045,7 @@ static char **continued_environment(char *const envp[]) {
   }
   char index[16];
   snprintf(index, sizeof index, "%u", exec_state.index + 1);
-  const char *ours[2 * 8] = {
+  const char *ours[2 * (4 + KEPT_COUNT)] = {
       "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
   size_t nours = 3;
   char notes_fd[16];
@@ -1046,7 +1055,7 @@ static char **continued_environment(char *const envp[]) {
     ours[2 * nours + 1] = notes_fd;
     nours++;
   }
-  for (size_t i = 0; i < 4; i++) {
+  for (size_t i = 0; i < KEPT_COUNT; i++) {
     if (exec_state.kept[i][0]) {
       ours[2 * nours] = kept_names[i];
       ours[2 * nours + 1] = exec_state.kept[i];
@@ -1281,6 +1290,30 @@ static void start_from_environment(void) {
       return;
     }
   }
+  const char *const compress = cts__preload_env("CTFSCOPE_COMPRESS");
+  if (compress && compress[0] && strcmp(compress, "none") != 0) {
+    char *end = NULL;
+    long level = CTS__ZSINK_LEVEL_DEFAULT;
+    if (strncmp(compress, "zstd", 4) != 0 || (compress[4] && compress[4] != ':') ||
+        (compress[4] == ':' && ((level = strtol(compress + 5, &end, 10)) < CTS__ZSINK_LEVEL_MIN ||
+                                level > CTS__ZSINK_LEVEL_MAX || end == compress + 5 || *end))) {
+      refuse("CTFSCOPE_COMPRESS", compress, "expected zstd, zstd:LEVEL (1-19) or none");
+      return;
+    }
+    cfg.compress_level = (int)level;
+  }
+  const char *const stall = cts__preload_env("CTFSCOPE_STALL_TIMEOUT");
+  if (stall && stall[0]) {
+    char *end;
+    errno = 0;
+    const double sec = strtod(stall, &end);
+    if (errno || *end || end == stall || !(sec >= 0.0 && sec <= 86400.0)) {
+      refuse("CTFSCOPE_STALL_TIMEOUT", stall, "expected seconds, 0 to 86400 (0: for ever)");
+      return;
+    }
+    cfg.stall_timeout_ms = (uint32_t)(sec * 1000.0 + 0.5);
+    if (sec > 0.0 && cfg.stall_timeout_ms == 0) cfg.stall_timeout_ms = 1;
+  }
   bool fits = true;
   for (size_t i = 0; i < sizeof kept_names / sizeof *kept_names; i++) {
     const char *const v = cts__preload_env(kept_names[i]);
@@ -1290,6 +1323,11 @@ static void start_from_environment(void) {
   cts_tracer_sink_t sink;
   const bool connect = strncmp(out, "tcp://", 6) == 0, listen = strncmp(out, "listen://", 9) == 0;
   char why[512];
+  if ((connect || listen) && cfg.compress_level) {
+    refuse("CTFSCOPE_COMPRESS", compress,
+           "compression is for file traces: tcp:// and listen:// stream plain memtrace");
+    return;
+  }
   if (connect || listen) {
     /* Checked here first for the message: the tracer only returns -EINVAL. */
     const char *const address = out + (connect ? 6 : 9);

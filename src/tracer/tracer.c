@@ -33,6 +33,7 @@
 #include "os/net.h"
 #include "os/os.h"
 #include "os/tsc_clock.h"
+#include "zsink.h"
 
 #ifdef CTS_HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -63,6 +64,7 @@
  * the time-stamp counter, loading the modules' debug information). */
 #define WARM_UP_MAX_MS    2000u
 #define WRITER_CHECK_MS   100u   /* how often a waiting thread checks the writer process exists */
+#define OWNER_CHECK_MS    50u    /* how often the writer process checks the program exists */
 #define RING_SLOTS        1024u  /* rings in a writer process's shared mapping */
 #define SHARED_HEADER     65536u /* the shared mapping's control block, before the rings */
 #define MAX_FRAMES_LIMIT  1024u
@@ -149,6 +151,8 @@ typedef struct control {
   _Atomic size_t ring_slots_used;        /* rings carved from the shared mapping */
   atomic_bool stopping;                  /* read by the writer while it waits on a socket */
   atomic_bool failed;                    /* the writer stopped on a sink error */
+  atomic_bool stalled;                   /* ... because the peer took nothing (stall_timeout_ms) */
+  atomic_bool stall_reported;            /* the log line about it was written */
   _Atomic uint64_t module_epoch;         /* bumped by each flush (the symbolizer looks) */
   _Atomic int writer_pid;                /* the writer process, once forked */
 
@@ -158,6 +162,7 @@ typedef struct control {
   bool thread_running;
   bool stop_requested;
   uint64_t flush_requested, flush_done;
+  uint64_t end_time;        /* event_time() when the session was stopped or the program seen gone */
   cts_tracer_stats_t stats; /* what the writer counts; the rings count the rest */
   uint64_t gave_up;         /* ids whose record never came (STALL_GIVE_UP_MS) */
 } control_t;
@@ -219,8 +224,9 @@ static struct {
   cts_tracer_sink_t sink;
   int fd;
   bool own_fd;
-  bool socket_sink; /* fd is a non-blocking socket of ours */
-  bool owner_gone;  /* the writer process: the program exited or exec'd */
+  bool socket_sink;    /* fd is a non-blocking socket of ours */
+  cts__zsink_t *zsink; /* compress_level: the zstd stage in front of the sink, else NULL */
+  bool owner_gone;     /* the writer process: the program exited or exec'd */
   cts__symbolizer_t *symbolizer;
   uint64_t bytes_written;
   char path[4096];
@@ -613,14 +619,18 @@ static CTS_NOINLINE ring_t *ring_claim(cts__thread_t *t) {
   return r;
 }
 
+static void report_stall(void);
+
 /* Wakes the writer thread once the ring is more than half full (once per filling). `tail`
  * and `wake_sent` are written by the writer thread: reading them costs a cache miss, and
  * while the writer drains the ring (it moves `tail` once per pass) every record would pay
  * it, so they are looked at again only after another sixteenth of the ring. */
 static CTS_NOINLINE void ring_wake(ring_t *r, uint64_t head) {
   /* A writer process that stopped on a sink error cannot end sampling itself. */
-  if (CTS_UNLIKELY(atomic_load_explicit(&T.ctl->failed, memory_order_relaxed)))
+  if (CTS_UNLIKELY(atomic_load_explicit(&T.ctl->failed, memory_order_relaxed))) {
     atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+    report_stall();
+  }
   ring_read_tail(r);
   if (head - r->tail_seen <= RING_WORDS / 2u) return;
   r->wake_check = head + RING_WORDS / 16u;
@@ -828,10 +838,26 @@ size_t cts__tracer_ring_count(void) {
 
 /* ---- the writer (a thread, or the writer process) -------------------------------------------- */
 
-/* Writes to our non-blocking socket, waiting for room as long as it takes (lossless), or,
- * in drop mode once stopping, until the peer has taken nothing for DROP_GIVE_UP_MS. */
+/* Says once per session, on the program's side, that a peer stalled the trace: a writer
+ * process's stderr is /dev/null, so the program's threads say it for it (ring_wake, the
+ * session's stop). */
+static void report_stall(void) {
+  if (!atomic_load_explicit(&T.ctl->stalled, memory_order_relaxed) ||
+      atomic_exchange(&T.ctl->stall_reported, true))
+    return;
+  const uint32_t ms = T.cfg.stall_timeout_ms;
+  cts__tracer_log(&T.sink,
+                  "the trace reader took nothing for %u.%03u s: tracing stopped, the program runs "
+                  "on untraced (CTFSCOPE_STALL_TIMEOUT)",
+                  ms / 1000u, ms % 1000u);
+}
+
+/* Writes to our non-blocking socket, waiting for room as long as the peer takes something
+ * at least every stall_timeout_ms (lossless; 0: for ever), or, in drop mode once stopping,
+ * until the peer has taken nothing for DROP_GIVE_UP_MS. */
 static int socket_write(const char *p, size_t len) {
   uint64_t stalled_since = 0;
+  const bool drop = T.cfg.drop_when_full;
   while (len) {
     const ssize_t n = cts_net_write(T.fd, p, len);
     if (n > 0) {
@@ -842,25 +868,40 @@ static int socket_write(const char *p, size_t len) {
     }
     if (n == 0) return -EPIPE;
     if (n != -EAGAIN) return (int)n;
-    if (T.cfg.drop_when_full && atomic_load_explicit(&T.ctl->stopping, memory_order_relaxed)) {
+    const uint64_t bound =
+        drop ? (atomic_load_explicit(&T.ctl->stopping, memory_order_relaxed) ? DROP_GIVE_UP_MS : 0)
+             : T.cfg.stall_timeout_ms;
+    if (bound) {
       const uint64_t now = monotonic_ms();
-      if (!stalled_since)
+      if (!stalled_since) {
         stalled_since = now;
-      else if (now - stalled_since >= DROP_GIVE_UP_MS)
+      } else if (now - stalled_since >= bound) {
+        if (!drop) {
+          /* The writer fails with this error: sampling stops and waiting threads go on. */
+          atomic_store(&T.ctl->stalled, true);
+          if (!T.writer_process) report_stall();
+        }
         return -ETIMEDOUT;
+      }
     }
     cts_net_wait(T.fd, true, 100);
   }
   return 0;
 }
 
-static int sink_write(void *user_data, const void *buf, size_t len) {
+/* Where the trace's bytes go, after the zstd stage if there is one. */
+static int raw_write(void *user_data, const void *buf, size_t len) {
   (void)user_data;
   T.bytes_written += len;
   if (T.sink.kind == CTS_TRACER_SINK_CALLBACK)
     return T.sink.write(T.sink.write_user_data, buf, len);
   if (T.socket_sink) return socket_write(buf, len);
   return cts_os_fd_write((void *)(intptr_t)T.fd, buf, len);
+}
+
+/* The memtrace writer's output. */
+static int sink_write(void *user_data, const void *buf, size_t len) {
+  return T.zsink ? cts__zsink_write(T.zsink, buf, len) : raw_write(user_data, buf, len);
 }
 
 static bool is_marker_code(uint64_t code) {
@@ -1118,9 +1159,12 @@ static void *writer_main(void *arg) {
      * (also when stopping: no busy loop while the id comes). */
     const bool stalled = waiting && !progress;
     if ((!asked && now_ms < next_flush) || stalled) {
-      const uint64_t until = stalled || (waiting && now_ms + STALL_RETRY_MS < next_flush)
-                                 ? now_ms + STALL_RETRY_MS
-                                 : next_flush;
+      uint64_t until = stalled || (waiting && now_ms + STALL_RETRY_MS < next_flush)
+                           ? now_ms + STALL_RETRY_MS
+                           : next_flush;
+      /* A writer process looks at the program's pipe this often: the trace's end time is
+       * when it sees the program gone (killed, exec'd), so no later than this after. */
+      if (T.owner_watch_fd >= 0 && until > now_ms + OWNER_CHECK_MS) until = now_ms + OWNER_CHECK_MS;
       const struct timespec ts = deadline_in_ms(until - now_ms);
       ctl_timedwait(&T.ctl->writer_wake, &ts);
     }
@@ -1131,7 +1175,11 @@ static void *writer_main(void *arg) {
     ctl_unlock();
     /* A writer process also stops when the program has exited or exec'd (killed, or
      * _exit without stopping): what its rings hold is all there will be. */
-    if (T.owner_watch_fd >= 0 && !T.owner_gone) T.owner_gone = owner_is_gone();
+    if (T.owner_watch_fd >= 0 && !T.owner_gone && (T.owner_gone = owner_is_gone())) {
+      ctl_lock();
+      if (!T.ctl->end_time) T.ctl->end_time = event_time();
+      ctl_unlock();
+    }
     const bool stopping = stop_requested || T.owner_gone;
 
     now_ms = monotonic_ms();
@@ -1169,6 +1217,13 @@ static void *writer_main(void *arg) {
       if (e && !err) err = e;
       dirty = false;
     }
+    /* The zstd stage ends a block at each flush: the sink then holds a stream decodable
+     * up to here (tracer.h, "Compression"). An asked-for flush (before exec and dlclose,
+     * which a writer thread may not survive) ends the frame: the file is then complete. */
+    if (T.zsink && (flush_wanted || ((timed || stopping) && cts__zsink_pending(T.zsink)))) {
+      const int e = flush_wanted ? cts__zsink_end(T.zsink) : cts__zsink_flush(T.zsink);
+      if (e && !err) err = e;
+    }
     if (timed) next_flush = monotonic_ms() + interval;
 
     ctl_lock();
@@ -1186,7 +1241,16 @@ static void *writer_main(void *arg) {
     if (done) break;
   }
 
-  const int e = cts_mt_writer_close(T.writer);
+  /* The last packet ends when the program did (or stopped the session), not at its last
+   * sampled event: durations then cover the whole run. */
+  ctl_lock();
+  const uint64_t end = T.ctl->end_time ? T.ctl->end_time : event_time();
+  ctl_unlock();
+  int e = cts_mt_writer_close_at(T.writer, writer_time(end));
+  if (T.zsink) {
+    const int ze = cts__zsink_end(T.zsink);
+    if (ze && (!e || e == CTS_E_CLOSED)) e = ze;
+  }
   /* The writer process exits next: tearing libdw down there only frees memory, through the
    * program's allocator (jemalloc's blocks once made it fault at this point), after the
    * trace is complete but before the program is told. */
@@ -1244,7 +1308,9 @@ static void atfork_child(void) {
   if (T.socket_sink && T.fd >= 0) close(T.fd);
   T.fd = -1;
   T.socket_sink = false;
-  T.own_fd = false; /* a file is the parent's; close-on-exec anyway */
+  T.own_fd = false;          /* a file is the parent's; close-on-exec anyway */
+  cts__zsink_close(T.zsink); /* a copy of the parent's compressor state */
+  T.zsink = NULL;
   T.service_running = T.service_stopping = false;
   cts__service_atfork_child();
   if (!ctl_is_local()) {
@@ -1415,6 +1481,7 @@ void cts_tracer_config_init(cts_tracer_config_t *cfg) {
   cfg->max_frames = 256;
   cfg->symbolize = true;
   cfg->flush_interval_ms = 1000;
+  cfg->stall_timeout_ms = 5000;
 }
 
 void cts_tracer_sink_init(cts_tracer_sink_t *sink, cts_tracer_sink_kind_t kind) {
@@ -1490,6 +1557,8 @@ static int open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
 }
 
 static void close_sink(void) {
+  cts__zsink_close(T.zsink);
+  T.zsink = NULL;
   if (T.own_fd && T.fd >= 0) {
     if (T.socket_sink) {
       /* End the stream with a FIN even if a copy of the descriptor lives on, and read what
@@ -1531,8 +1600,15 @@ static bool allocate_memory(void) {
 }
 
 static bool config_ok(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
-  return cfg && sink && cfg->struct_size >= sizeof *cfg && sink->struct_size >= sizeof *sink &&
-         cfg->sample_rate > 0.0 && cfg->sample_rate <= 1.0 && cfg->max_frames <= MAX_FRAMES_LIMIT;
+  if (!cfg || !sink || cfg->struct_size < sizeof *cfg || sink->struct_size < sizeof *sink)
+    return false;
+  /* Compression is for files and callbacks: the collector and `fetch` take plain memtrace. */
+  const bool tcp =
+      sink->kind == CTS_TRACER_SINK_TCP_CONNECT || sink->kind == CTS_TRACER_SINK_TCP_LISTEN;
+  if (cfg->compress_level < 0 || cfg->compress_level > CTS__ZSINK_LEVEL_MAX ||
+      (cfg->compress_level && tcp))
+    return false;
+  return cfg->sample_rate > 0.0 && cfg->sample_rate <= 1.0 && cfg->max_frames <= MAX_FRAMES_LIMIT;
 }
 
 /* Starts a session (a trace with its writer thread) into `sink`, or into the connected
@@ -1580,8 +1656,17 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.host[sizeof T.host - 1] = '\0';
 
   atomic_store_explicit(&T.ctl->stopping, false, memory_order_relaxed);
+  atomic_store(&T.ctl->stalled, false);
+  atomic_store(&T.ctl->stall_reported, false);
   int e = open_sink(sink, socket_fd);
   if (e) return e;
+  if (cfg->compress_level) {
+    T.zsink = cts__zsink_open(cfg->compress_level, raw_write, NULL);
+    if (!T.zsink) {
+      close_sink();
+      return CTS_E_NOMEM;
+    }
+  }
   cts_mt_writer_config_t wc;
   cts_mt_writer_config_init(&wc);
   wc.version = 2;
@@ -1602,6 +1687,8 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   const uint64_t start = T.clock(T.clock_user_data);
   wc.start_time_us = start;
   e = cts_mt_writer_init(&T.writer, T.writer_mem, T.writer_mem_size, &wc);
+  /* The trace-info packet reaches the file now, as it does uncompressed. */
+  if (!e && T.zsink) e = cts__zsink_flush(T.zsink);
   if (e) {
     close_sink();
     return e;
@@ -1618,6 +1705,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.writer_time = start;
   T.ctl->wake_requested = T.ctl->stop_requested = T.ctl->writer_ready = false;
   T.ctl->flush_requested = T.ctl->flush_done = 0;
+  T.ctl->end_time = 0;
   atomic_store(&T.ctl->failed, false);
   memset(&T.ctl->stats, 0, sizeof T.ctl->stats);
   ring_counts(&T.base);
@@ -1666,6 +1754,7 @@ static int session_stop_locked(void) {
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   atomic_store_explicit(&T.ctl->stopping, true, memory_order_relaxed);
   T.ctl->stop_requested = true;
+  T.ctl->end_time = event_time(); /* the trace's end (tracer.h, "Events") */
   ctl_wake(&T.ctl->writer_wake, false);
   ctl_wake(&T.ctl->progress, true); /* threads waiting for queue space give up */
   if (T.writer_process)
@@ -1675,6 +1764,7 @@ static int session_stop_locked(void) {
     forget_writer_process();
   else
     pthread_join(T.thread, NULL);
+  report_stall();
   close_sink();
   T.session_running = false;
   ctl_lock();

@@ -107,6 +107,13 @@ async function main() {
     taskTraces.push(args[i + 1]);
     args.splice(i, 2);
   }
+  // --record PROGRAM: also a trace of PROGRAM recorded here (its frames name real modules)
+  const recorded = [];
+  while (args.includes('--record')) {
+    const i = args.indexOf('--record');
+    recorded.push(args[i + 1]);
+    args.splice(i, 2);
+  }
   const [ctfscope, ...traces] = args;
   if (!ctfscope || traces.length + taskTraces.length === 0) {
     console.log('usage: node check_exports.cjs CTFSCOPE TRACE...');
@@ -121,6 +128,11 @@ async function main() {
   const ss = loadSpeedscope();
   await new Promise(r => setTimeout(r, 10)); // the importer module initialises on a promise
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ctfscope-exports-'));
+  recorded.forEach((program, i) => {
+    const out = path.join(tmp, `recorded${i}.ctf`);
+    execFileSync(ctfscope, ['record', '-r', '1', '-o', out, '--', program], { stdio: 'ignore' });
+    traces.push(out);
+  });
   for (const trace of traces) {
     console.log(`${path.basename(trace)}`);
     const run = args => execFileSync(ctfscope, args, { maxBuffer: 1 << 30 });
@@ -162,6 +174,18 @@ async function main() {
     close(sums[1], total, prof.sample.length, 'pprof alloc_space vs top');
     close(sums[3], live, prof.sample.length, 'pprof inuse_space vs top');
     close(sums[0], top.total.allocs_est, prof.sample.length, 'pprof alloc_objects vs top');
+    // Mappings: the main binary first (go tool pprof warns "Main binary filename not
+    // available" otherwise), every location in one, its address within it.
+    const exe = JSON.parse(run(['info', '--json', trace]).toString()).info.executable_name;
+    check(prof.mapping.length >= 1 && str(prof.mapping[0].filename) === exe,
+      `pprof mapping 1 is the main binary ${exe}`);
+    const maps = new Map(prof.mapping.map(m => [Number(m.id), m]));
+    check(prof.location.every(l => maps.has(Number(l.mappingId))),
+      'every pprof location has a mapping');
+    check(prof.location.every(l => {
+      const m = maps.get(Number(l.mappingId));
+      return m && BigInt(l.address) >= BigInt(m.memoryStart) && BigInt(l.address) < BigInt(m.memoryLimit);
+    }), 'every pprof location lies in its mapping');
     const locIds = new Set(prof.location.map(l => Number(l.id)));
     check(prof.sample.every(s => s.locationId.every(id => locIds.has(Number(id)))),
       'every pprof sample location is defined');

@@ -17,6 +17,7 @@
 #include "../test.h"
 #include "../tracer/decoded.h"
 #include "driven.h"
+#include "tracer/exec_name.h"
 
 typedef struct run_result {
   char out[1 << 16];
@@ -1244,6 +1245,38 @@ CTS_TEST(bad_writer_setting_is_refused) {
   CTS_ASSERT(access("/tmp/cts_never.ctf", F_OK) != 0);
 }
 
+/* The environment of compression and of the stall bound: bad values, and compression
+ * asked of a TCP stream, leave the program untraced with one line. */
+CTS_TEST(bad_compress_and_stall_settings_are_refused) {
+  char path[1024];
+  victim_path(path, sizeof path, "victim_realloc");
+  char *argv[] = {path, NULL};
+  run(&plain, argv, NULL, NULL, NULL);
+  static const struct {
+    const char *trace, *extra, *expect;
+  } cases[] = {
+      {"/tmp/cts_never.ctf", "CTFSCOPE_COMPRESS=lz4",
+       "ctfscope-preload: CTFSCOPE_COMPRESS=\"lz4\": expected zstd, zstd:LEVEL (1-19) or none; "
+       "this program is not traced\n"},
+      {"/tmp/cts_never.ctf", "CTFSCOPE_COMPRESS=zstd:20",
+       "ctfscope-preload: CTFSCOPE_COMPRESS=\"zstd:20\": expected zstd, zstd:LEVEL (1-19) or "
+       "none; this program is not traced\n"},
+      {"/tmp/cts_never.ctf", "CTFSCOPE_STALL_TIMEOUT=-1",
+       "ctfscope-preload: CTFSCOPE_STALL_TIMEOUT=\"-1\": expected seconds, 0 to 86400 (0: for "
+       "ever); this program is not traced\n"},
+      {"tcp://127.0.0.1:9", "CTFSCOPE_COMPRESS=zstd",
+       "ctfscope-preload: CTFSCOPE_COMPRESS=\"zstd\": compression is for file traces: tcp:// "
+       "and listen:// stream plain memtrace; this program is not traced\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    run(&traced, argv, cases[i].trace, "1", cases[i].extra);
+    CTS_ASSERT_EQ_INT(traced.status, plain.status);
+    CTS_ASSERT_STR_EQ(traced.out, plain.out);
+    CTS_ASSERT_STR_EQ(traced.err, cases[i].expect);
+    CTS_ASSERT(access("/tmp/cts_never.ctf", F_OK) != 0);
+  }
+}
+
 CTS_TEST(unwritable_file_is_refused) {
   check_refused("/nonexistent-dir/x.ctf", "1", "cannot trace into this file");
 }
@@ -1502,6 +1535,73 @@ CTS_TEST(tcp_lossless_with_a_slow_reader) {
   free(trace.data);
 }
 
+/* Lossless mode with a peer that never reads (issue 17): the program waits for it at most
+ * the stall timeout, then runs on untraced with one message. Before the bound, the alloc
+ * command below never finished. */
+static void allocate_past_the_stall(driven_t *v, bool service) {
+  const int64_t start = drv_now_ms();
+  char reply[256];
+  CTS_ASSERT(write(v->in, "alloc 1000000 64\n", 17) == 17);
+  CTS_ASSERT_MSG(drv_line(v, reply, sizeof reply, 30000), "stderr: %s", v->err_buf);
+  CTS_ASSERT_STR_EQ(reply, "done 1000000");
+  fprintf(stderr, "  the program went on after %.1f s\n", (double)(drv_now_ms() - start) / 1e3);
+  /* The service let the client go: the next one could have a trace. */
+  if (service) CTS_ASSERT(command(v, "wait-idle", "ok"));
+  CTS_ASSERT(command(v, "quit", "allocs=1000000 frees=1000000"));
+  CTS_ASSERT_EQ_INT(drv_finish(v, 20000), 0);
+  const char *const msg = "the trace reader took nothing for 1.000 s: tracing stopped";
+  const char *const first = strstr(v->err_buf, msg);
+  CTS_ASSERT_MSG(first != NULL, "stderr: %s", v->err_buf);
+  CTS_ASSERT_MSG(strstr(first + 1, msg) == NULL, "said twice: %s", v->err_buf);
+}
+
+CTS_TEST(tcp_connect_to_a_collector_that_never_reads_is_bounded) {
+  uint16_t port;
+  const int lfd = drv_listen(&port, 4096);
+  CTS_ASSERT(lfd >= 0);
+  char victim[1024], spec[64];
+  victim_path(victim, sizeof victim, "victim_service");
+  snprintf(spec, sizeof spec, "127.0.0.1:%u", port);
+  char *argv[] = {CTS_TEST_CTFSCOPE,
+                  "record",
+                  "--connect",
+                  spec,
+                  "--stall-timeout=1",
+                  "-r1",
+                  "--",
+                  victim,
+                  NULL};
+  driven_t v;
+  CTS_ASSERT(drv_start(&v, argv, NULL));
+  const int fd = drv_accept(lfd, 10000); /* accepted, never read */
+  CTS_ASSERT(fd >= 0);
+  allocate_past_the_stall(&v, false);
+  close(fd);
+  close(lfd);
+}
+
+CTS_TEST(tcp_listen_to_a_client_that_never_reads_is_bounded) {
+  char victim[1024];
+  victim_path(victim, sizeof victim, "victim_service");
+  char *argv[] = {CTS_TEST_CTFSCOPE,
+                  "record",
+                  "--listen=127.0.0.1:0",
+                  "--stall-timeout=1",
+                  "-r1",
+                  "--",
+                  victim,
+                  NULL};
+  driven_t v;
+  CTS_ASSERT(drv_start(&v, argv, NULL));
+  CTS_ASSERT_MSG(drv_wait_err(&v, "serving the trace on port ", 10000), "%s", v.err_buf);
+  const uint16_t port = (uint16_t)atoi(strstr(v.err_buf, "on port ") + 8);
+  const int fd = drv_connect(port); /* connected, never read */
+  CTS_ASSERT(fd >= 0);
+  CTS_ASSERT(command(&v, "wait-client 1", "ok"));
+  allocate_past_the_stall(&v, true);
+  close(fd);
+}
+
 /* Drop mode with a reader that reads nothing at all while the program allocates: the
  * program never waits, and the trace says how much was lost. */
 CTS_TEST(tcp_drop_mode_never_blocks_and_records_the_loss) {
@@ -1607,6 +1707,126 @@ CTS_TEST(record_default_name_and_exit_code) {
   CTS_ASSERT_EQ_INT(count, 1);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CTS_ASSERT(system(cmd) == 0);
+}
+
+/* The first 4 bytes of the file at `path`, as a 32-bit little-endian word; 0 if none. */
+static uint32_t file_magic(const char *path) {
+  unsigned char m[4] = {0};
+  FILE *const f = fopen(path, "rb");
+  const bool ok = f && fread(m, 1, 4, f) == 4;
+  if (f) fclose(f);
+  return ok ? (uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 24
+            : 0;
+}
+
+#define CTF_MAGIC  0xC1FC1FC1u /* memtrace's packet magic: what OCaml's reader reads */
+#define ZSTD_MAGIC 0xFD2FB528u
+
+/* --compress: each image of a program that execs writes a zstd file named *.ctf.zst (the
+ * exec'd image's too), which the summary and every reader read; without it the trace is
+ * plain memtrace, as OCaml's reader wants. */
+CTS_TEST(record_compress_writes_zstd_and_plain_stays_the_default) {
+  char dir[] = "/tmp/cts_record_zst_XXXXXX";
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  char victim[1024], first[1100], second[1100];
+  victim_path(victim, sizeof victim, "victim_exec");
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "--compress", "-r", "1", "--", victim, NULL};
+  run_in(&traced, argv, NULL, NULL, NULL, dir);
+  CTS_ASSERT_EQ_INT(traced.status, 7);
+  CTS_ASSERT_MSG(strstr(traced.err, ".ctf.zst (") && strstr(traced.err, ".exec1.ctf.zst ("),
+                 "stderr: %s", traced.err);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "cd %s && ls ctfscope.victim_exec.*.ctf.zst | grep -v exec1", dir);
+  FILE *ls = popen(cmd, "r");
+  char name[256] = "";
+  CTS_ASSERT(ls && fscanf(ls, "%255s", name) == 1);
+  pclose(ls);
+  snprintf(first, sizeof first, "%s/%s", dir, name);
+  CTS_ASSERT(cts__exec_trace_name(second, sizeof second, first, 1));
+  CTS_ASSERT_EQ_U64(file_magic(first), ZSTD_MAGIC);
+  CTS_ASSERT_EQ_U64(file_magic(second), ZSTD_MAGIC);
+  decoded_t d;
+  CHECK_TRACE(d, first);
+  CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11); /* 10 freed, 1 kept over the exec */
+  decoded_fini(&d);
+  CHECK_TRACE(d, second);
+  CTS_ASSERT_EQ_U64(count_length(&d, 66666), 10);
+  decoded_fini(&d);
+  /* A writer thread ends with the exec: the flush before it ended the frame, so the first
+   * image's file is complete (no "tail was lost"). */
+  char out_arg[1200];
+  snprintf(out_arg, sizeof out_arg, "-o%s/thread.ctf.zst", dir);
+  char *thread_argv[] = {"/usr/bin/env",
+                         "CTFSCOPE_WRITER=thread",
+                         CTS_TEST_CTFSCOPE,
+                         "record",
+                         "-q",
+                         "-z",
+                         "-r1",
+                         out_arg,
+                         "--",
+                         victim,
+                         NULL};
+  run(&traced, thread_argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 7);
+  CHECK_TRACE(d, out_arg + 2);
+  CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11);
+  CTS_ASSERT_MSG(d.warnings == 0, "%s", d.warning);
+  decoded_fini(&d);
+  /* The level is checked, and TCP streams stay plain. */
+  char *bad_level[] = {CTS_TEST_CTFSCOPE, "record", "--compress=20", "true", NULL};
+  run(&traced, bad_level, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 2);
+  char *tcp[] = {CTS_TEST_CTFSCOPE, "record", "-z", "--connect", "127.0.0.1:9", "true", NULL};
+  run(&traced, tcp, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 2);
+  CTS_ASSERT_MSG(strstr(traced.err, "--compress is for trace files"), "%s", traced.err);
+  /* Plain by default. */
+  char plain_trace[1100];
+  snprintf(plain_trace, sizeof plain_trace, "%s/plain.ctf", dir);
+  char *plain_argv[] = {CTS_TEST_CTFSCOPE, "record", "-q", "-o", plain_trace, "--", victim, NULL};
+  run(&traced, plain_argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 7);
+  CTS_ASSERT_EQ_U64(file_magic(plain_trace), CTF_MAGIC);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CTS_ASSERT(system(cmd) == 0);
+}
+
+/* Issue 16: the trace's duration covers the whole run, not only up to its last sampled
+ * event (here: a sleep after the last allocation). */
+CTS_TEST(record_duration_covers_a_sleep_after_the_last_allocation) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "sleeper");
+  unlink(trace);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-q", "-o", trace, "-r", "1", "--",
+                  "/bin/sleep",      "0.6",    NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s stats %s", CTS_TEST_CTFSCOPE, trace);
+  FILE *const p = popen(cmd, "r");
+  CTS_ASSERT(p != NULL);
+  char line[512];
+  double runtime = -1;
+  while (fgets(line, sizeof line, p))
+    if (sscanf(line, "Runtime %lf s", &runtime) == 1) break;
+  pclose(p);
+  CTS_ASSERT_MSG(runtime >= 0.6, "runtime %.3f s", runtime);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_MSG(d.end_time >= d.last_time + 500000, "end %llu, last event %llu",
+                 (unsigned long long)d.end_time, (unsigned long long)d.last_time);
+  decoded_fini(&d);
+  /* The packet that carries the end is one Jane Street's reader accepts (when the peer
+   * tools are there: ../shared/tools/README.md). */
+  const char *const ocaml = CTS_TEST_CORPUS_DIR "/../tools/memtrace-ocaml-reader";
+  if (access(ocaml, X_OK) == 0) {
+    snprintf(cmd, sizeof cmd, "%s summary %s > /dev/null", ocaml, trace);
+    CTS_ASSERT_EQ_INT(system(cmd), 0);
+  } else {
+    fprintf(stderr, "  %s not found: the OCaml reader's check is skipped\n", ocaml);
+  }
+  unlink(trace);
 }
 
 CTS_TEST(record_of_a_killed_program_keeps_its_last_second) {

@@ -34,6 +34,9 @@ typedef struct decoded {
   size_t ncollects, cap_collects;
   uint64_t max_depth;
   uint64_t packets, truncated_packets, skipped_packets;
+  uint64_t end_time;    /* the latest end time of a packet read (the trace's end) */
+  uint64_t warnings;    /* the reader's (and the input's) warnings */
+  char warning[256];    /* the last one */
   double sampled_words; /* Σ nsamples */
   bool collected_twice;
   bool time_backwards;
@@ -122,7 +125,17 @@ static inline int decoded_on_packet(void *ud, const cts_mt_packet_t *p) {
   d->packets++;
   if (p->kind == CTS_MT_PACKET_TRUNCATED) d->truncated_packets++;
   if (p->kind == CTS_MT_PACKET_SKIPPED) d->skipped_packets++;
+  if (p->kind != CTS_MT_PACKET_TRUNCATED && p->kind != CTS_MT_PACKET_SKIPPED &&
+      p->time_end_us > d->end_time)
+    d->end_time = p->time_end_us;
   return 0;
+}
+
+static inline void decoded_on_warning(void *ud, int code, uint64_t offset, const char *message) {
+  decoded_t *d = ud;
+  (void)code, (void)offset;
+  d->warnings++;
+  snprintf(d->warning, sizeof d->warning, "%s", message);
 }
 
 static inline void decoded_init(decoded_t *d) {
@@ -133,7 +146,8 @@ static inline void decoded_init(decoded_t *d) {
   const cts_mt_handler_t h = {.user_data = d,
                               .on_info = decoded_on_info,
                               .on_event = decoded_on_event,
-                              .on_packet = decoded_on_packet};
+                              .on_packet = decoded_on_packet,
+                              .on_warning = decoded_on_warning};
   d->error = cts_mt_reader_create(&d->reader, &cfg, &h);
 }
 

@@ -893,18 +893,26 @@ CTS_TEST(no_backtraces) {
 
 /* ---- sinks, flushing, errors ---------------------------------------------------------------- */
 
-CTS_TEST(file_sink_is_readable_after_each_flush) {
-  char path[] = "/tmp/cts_tracer_XXXXXX";
+/* Starts tracing at rate 1 into a new file named from the mkstemp template `path`, with
+ * zstd level `compress_level` (0: plain). */
+static void start_file(char *path, int compress_level, cts_tracer_config_t *cfg,
+                       cts_tracer_sink_t *sink) {
   const int fd = mkstemp(path);
   CTS_ASSERT(fd >= 0);
   close(fd);
+  cts_tracer_config_init(cfg);
+  cfg->sample_rate = 1.0;
+  cfg->compress_level = compress_level;
+  cts_tracer_sink_init(sink, CTS_TRACER_SINK_FILE);
+  sink->path = path;
+  CTS_ASSERT_EQ_INT(cts_tracer_start(cfg, sink), 0);
+}
+
+CTS_TEST(file_sink_is_readable_after_each_flush) {
+  char path[] = "/tmp/cts_tracer_XXXXXX";
   cts_tracer_config_t cfg;
-  cts_tracer_config_init(&cfg);
-  cfg.sample_rate = 1.0;
   cts_tracer_sink_t sink;
-  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
-  sink.path = path;
-  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
+  start_file(path, 0, &cfg, &sink);
   CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_STATE);
   for (uint64_t i = 0; i < 300; i++) cts_tracer_track_alloc(fake_ptr(i), 100);
   CTS_ASSERT_EQ_INT(cts_tracer_flush(), 0);
@@ -922,6 +930,78 @@ CTS_TEST(file_sink_is_readable_after_each_flush) {
   CTS_ASSERT_EQ_U64(d.nallocs, 300);
   CTS_ASSERT_EQ_U64(d.ncollects, 300);
   CTS_ASSERT(d.rate == 1.0);
+  decoded_fini(&d);
+  unlink(path);
+}
+
+/* Whether the file at `path` starts with zstd's frame magic. */
+static bool starts_as_zstd(const char *path) {
+  unsigned char m[4] = {0};
+  FILE *const f = fopen(path, "rb");
+  const bool ok = f && fread(m, 1, 4, f) == 4;
+  if (f) fclose(f);
+  return ok && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd;
+}
+
+/* Compression (tracer.h, "Compression"): the file is zstd from its first flush; a flush
+ * the program asks for ends the frame (the file is then complete: no warning, zstd(1)
+ * checks it), later events go into a new one; at the end, whole frames with checksums,
+ * the same events. */
+CTS_TEST(compressed_file_sink_is_readable_after_each_flush) {
+  char path[] = "/tmp/cts_tracer_zst_XXXXXX";
+  cts_tracer_config_t cfg;
+  cts_tracer_sink_t sink;
+  start_file(path, 3, &cfg, &sink);
+  CTS_ASSERT(starts_as_zstd(path)); /* the trace-info packet is there at once */
+  for (uint64_t i = 0; i < 3000; i++) cts_tracer_track_alloc(fake_ptr(i), 100 + i % 500);
+  CTS_ASSERT_EQ_INT(cts_tracer_flush(), 0);
+  decoded_t d;
+  decoded_from_file(&d, path);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 3000);
+  CTS_ASSERT_MSG(d.warnings == 0, "%s", d.warning);
+  decoded_fini(&d);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "zstd -q -t %s", path);
+  CTS_ASSERT_EQ_INT(system(cmd), 0);
+  for (uint64_t i = 0; i < 3000; i++) cts_tracer_track_free(fake_ptr(i));
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_from_file(&d, path);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 3000);
+  CTS_ASSERT_EQ_U64(d.ncollects, 3000);
+  CTS_ASSERT_MSG(d.warnings == 0, "%s", d.warning);
+  CTS_ASSERT(!d.collected_twice && !d.time_backwards);
+  decoded_fini(&d);
+  CTS_ASSERT_EQ_INT(system(cmd), 0);
+  unlink(path);
+  /* TCP sinks stream plain memtrace: the collector and fetch read that. */
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_TCP_CONNECT);
+  sink.address = "127.0.0.1:1";
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL);
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
+  sink.path = path;
+  cfg.compress_level = 20;
+  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), CTS_E_INVAL);
+}
+
+/* The trace ends when the session did, not at its last event (issue 16: a program that
+ * sleeps after its last allocation has a trace whose duration covers the sleep). */
+CTS_TEST(trace_ends_when_the_session_stops) {
+  char path[] = "/tmp/cts_tracer_end_XXXXXX";
+  cts_tracer_config_t cfg;
+  cts_tracer_sink_t sink;
+  start_file(path, 0, &cfg, &sink);
+  for (uint64_t i = 0; i < 10; i++) cts_tracer_track_alloc(fake_ptr(i), 100);
+  const struct timespec pause = {0, 400 * 1000000L};
+  nanosleep(&pause, NULL);
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_t d;
+  decoded_from_file(&d, path);
+  CTS_ASSERT_MSG(d.error == 0, "%s", d.message);
+  CTS_ASSERT_EQ_U64(d.nallocs, 10);
+  CTS_ASSERT_MSG(d.end_time >= d.last_time + 400000, "end %llu, last event %llu",
+                 (unsigned long long)d.end_time, (unsigned long long)d.last_time);
   decoded_fini(&d);
   unlink(path);
 }

@@ -251,26 +251,10 @@ CTS_TEST(forked_child_lets_go_of_the_writer_process) {
   unlink(child_path);
 }
 
-/* A program killed before any flush: its writer process still holds the rings, writes
- * every record and closes the trace, then lets go of the file's flock. */
-CTS_TEST(writer_process_finishes_the_trace_of_a_killed_program) {
-  char path[256];
-  temp_path(path, sizeof path, "killed_program");
-  unlink(path);
-  fflush(NULL);
-  const pid_t child = fork();
-  if (child == 0) {
-    if (start_process_writer(path, CTS_TRACER_UNWIND_NONE) != 0) _exit(1);
-    allocate_and_free(0, 3000);
-    raise(SIGKILL);
-    _exit(2);
-  }
-  CTS_ASSERT(child > 0);
-  int status = 0;
-  CTS_ASSERT(waitpid(child, &status, 0) == child);
-  CTS_ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %d", status);
+/* Waits (up to 5 s) until no writer process holds the flock of the trace at `path`. */
+static bool writer_lets_go_within_5s(const char *path) {
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  CTS_ASSERT(fd >= 0);
+  if (fd < 0) return false;
   bool unlocked = false;
   for (int i = 0; i < 500 && !unlocked; i++) {
     unlocked = flock(fd, LOCK_SH | LOCK_NB) == 0;
@@ -278,8 +262,67 @@ CTS_TEST(writer_process_finishes_the_trace_of_a_killed_program) {
     if (!unlocked) nanosleep(&step, NULL);
   }
   close(fd);
-  CTS_ASSERT_MSG(unlocked, "the writer process still holds %s after 5 s", path);
+  return unlocked;
+}
+
+/* Runs a program (a child) that traces 3000 allocations (half of them freed) into `path`
+ * through a writer process, at zstd level `compress_level` (0: plain), waits `pause_ms`
+ * and is killed; returns once its writer process let go of the file. */
+static void run_killed_program(const char *path, int compress_level, long pause_ms) {
+  unlink(path);
+  fflush(NULL);
+  const pid_t child = fork();
+  if (child == 0) {
+    cts_tracer_config_t cfg;
+    cts_tracer_config_init(&cfg);
+    cfg.sample_rate = 1.0;
+    cfg.unwind = CTS_TRACER_UNWIND_NONE;
+    cfg.writer = CTS_TRACER_WRITER_PROCESS;
+    cfg.compress_level = compress_level;
+    cts_tracer_sink_t sink;
+    cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
+    sink.path = path;
+    if (cts_tracer_start(&cfg, &sink) != 0) _exit(1);
+    allocate_and_free(0, 3000);
+    const struct timespec pause = {0, pause_ms * 1000000L};
+    nanosleep(&pause, NULL);
+    raise(SIGKILL);
+    _exit(2);
+  }
+  CTS_ASSERT(child > 0);
+  int status = 0;
+  CTS_ASSERT(waitpid(child, &status, 0) == child);
+  CTS_ASSERT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %d", status);
+  CTS_ASSERT_MSG(writer_lets_go_within_5s(path), "the writer process still holds %s after 5 s",
+                 path);
+}
+
+/* A program killed before any flush: its writer process still holds the rings, writes
+ * every record and closes the trace, then lets go of the file's flock. */
+CTS_TEST(writer_process_finishes_the_trace_of_a_killed_program) {
+  char path[256];
+  temp_path(path, sizeof path, "killed_program");
+  run_killed_program(path, 0, 0);
   check_trace(path, 3000, 1500);
+  unlink(path);
+}
+
+/* The same with compression: the writer process ends the zstd frame for the killed
+ * program (zstd(1) checks it whole), and the trace ends when the program was seen gone,
+ * not at its last event. */
+CTS_TEST(writer_process_finishes_the_compressed_trace_of_a_killed_program) {
+  char path[256];
+  temp_path(path, sizeof path, "killed_compressed");
+  run_killed_program(path, 1, 300);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "zstd -q -t %s", path);
+  CTS_ASSERT_EQ_INT(system(cmd), 0);
+  check_trace(path, 3000, 1500);
+  decoded_t d;
+  decoded_from_file(&d, path);
+  CTS_ASSERT_MSG(d.end_time >= d.last_time + 300000, "end %llu, last event %llu",
+                 (unsigned long long)d.end_time, (unsigned long long)d.last_time);
+  decoded_fini(&d);
   unlink(path);
 }
 
