@@ -94,7 +94,7 @@ END {
     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p,
       rh == "nan" ? "-" : sprintf("%.2f", rh), fl == "nan" ? "-" : sprintf("%.2f", fl),
       verdict(rh, wall_target, fl), du == "nan" ? "-" : sprintf("%.3f", du), verdict(du, 1.05, "nan"),
-      have_z ? (bz == "nan" ? "-" : sprintf("%.2f", bz)) : "no --compress in this build",
+      have_z ? (bz == "nan" ? "-" : sprintf("%.2f", bz)) : "not run (no --compress)",
       have_z ? verdict(bz, 2, "nan") : "-", bad == "" ? "same as untraced" : "**DIFFERS:**" bad
   }
   print ""

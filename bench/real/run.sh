@@ -17,6 +17,7 @@
 #   --out FILE       the report (default bench/real/results-DATE.md; never overwritten)
 #   --timeout S      limit per run, seconds (default 300); a run over it counts as failed
 #   --no-install     do not apt-get install missing programs; fail instead
+#   --report TSV     no runs: print the tables of the raw figures of an earlier run
 #   -h, --help       this help
 #
 # Configurations: untraced; default-rate (`ctfscope record`, no rate: 1e-6); rate1 (every
@@ -31,7 +32,7 @@
 # Needs root (or sudo) only to install missing Debian packages.
 set -euo pipefail
 
-usage() { sed -n '8,23s/^# \{0,1\}//p' "$0"; }
+usage() { awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"; }
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -44,6 +45,7 @@ MODES="all pinned"
 OUT=""
 TIMEOUT=300
 INSTALL=1
+REPORT_ONLY=""
 
 die() { echo "run.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -57,12 +59,31 @@ while [ $# -gt 0 ]; do
     --out) OUT=${2:?}; shift 2 ;;
     --timeout) TIMEOUT=${2:?}; shift 2 ;;
     --no-install) INSTALL=0; shift ;;
+    --report) REPORT_ONLY=${2:?}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
   esac
 done
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "--runs wants a positive count"
 [[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "--timeout wants seconds"
+
+# The tables of raw figures $1 for modes $2, programs $3, configurations $4.
+tables() {
+  local mode
+  for mode in $2; do
+    awk -F'\t' -v mode="$mode" -v progs="$3" -v configs="$4" -f "$HERE/report.awk" "$1"
+  done
+}
+if [ -n "$REPORT_ONLY" ]; then
+  [ -f "$REPORT_ONLY" ] || die "$REPORT_ONLY: no such file"
+  # Modes, programs and configurations in the order the run met them.
+  in_order() { awk -F'\t' -v k="$1" '!seen[$k]++ { printf "%s ", $k }' "$REPORT_ONLY"; }
+  echo "# Real-program benchmark: tables of $REPORT_ONLY"
+  echo
+  tables "$REPORT_ONLY" "$(in_order 1)" "$(in_order 2)" "$(in_order 3)"
+  exit 0
+fi
+
 PROGRAMS=${ONLY//,/ }
 for p in $PROGRAMS; do
   case $p in sqlite3 | python3 | cc1 | git | sort | zstd | redis) ;; *) die "unknown program $p" ;; esac
@@ -288,9 +309,7 @@ git -C "$ROOT" diff --quiet HEAD 2> /dev/null || commit="$commit (with uncommitt
     "$(/usr/bin/zstd -V | cut -d, -f1 | sed 's/^\*\*\* //'), redis-server $(/usr/bin/redis-server -v | sed -n 's/.*v=\([^ ]*\).*/\1/p'),"\
     "$(/usr/bin/heaptrack -v 2>&1 | head -1)"
   echo
-  for mode in $MODES; do
-    awk -F'\t' -v mode="$mode" -v progs="$PROGRAMS" -v configs="$CONFIGS" -f "$HERE/report.awk" "$RAW"
-  done
+  tables "$RAW" "$MODES" "$PROGRAMS" "$CONFIGS"
 } > "$OUT"
 cat "$OUT"
 echo "run.sh: report in $OUT, raw figures in $RAW" >&2
