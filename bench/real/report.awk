@@ -74,6 +74,26 @@ END {
   if (mode == "pinned") print "## Pinned to one CPU (`taskset -c 0`)"
   else print "## On every CPU"
   print ""
+  print "### Wall time (median s, and x untraced: the median of the per-round ratios)"
+  print ""
+  line = "| program |"; rule = "|---|"
+  for (j = 1; j <= nc; j++) { line = line " " C[j] " |"; rule = rule "---|" }
+  print line
+  print rule
+  for (i = 1; i <= np; i++) {
+    p = P[i]
+    line = "| " p " |"
+    for (j = 1; j <= nc; j++) {
+      c = C[j]
+      if (runs[p, c] == 0) { line = line " - |"; continue }
+      cell = sprintf("%.2f", stats(walls[p, c]))
+      if (c != "untraced") cell = cell " (" ratio_cell(ratios(p, c, "untraced", wall)) "x)"
+      if (differs[p, c] > 0) cell = cell " **DIFFERS**"
+      line = line " " cell " |"
+    }
+    print line
+  }
+  print ""
   print "### Targets (issue #16)"
   print ""
   print "Ratios are medians of the ratios within each round. The floor is untraced / heaptrack:"
