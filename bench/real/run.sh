@@ -236,18 +236,22 @@ run_one() {
     timeout -k 5 "$TIMEOUT" env -u LD_PRELOAD -u MEMTRACE -u MEMTRACE_RATE -u CTFSCOPE_UNWIND \
     -u CTFSCOPE_WRITER -u CTFSCOPE_PRELOAD "${ENVV[@]}" "${full[@]}" \
     < "$STDIN" > "$run/stdout.txt" 2> "$run/stderr.txt" || true
-  local wall user sys status sum="-" bytes=0 events=0 state="-" f json
-  read -r wall user sys status < "$run/time.txt"
+  local wall=nan user=nan sys=nan status=255 sum="-" bytes=0 events=0 state="-" f json n
+  # A missing figure (the timer itself failed) must not end an hour-long run.
+  read -r wall user sys status < "$run/time.txt" ||
+    echo "  run.sh: $mode $prog $config round $round: no timing" >&2
   [ -f "$out" ] && sum=$(md5sum < "$out" | cut -c1-12)
   shopt -s nullglob
-  local traces=("$run"/trace*.ctf) hts=("$run"/ht.*)
+  # trace*: the trace, the .execN.ctf of images it execs, whatever suffix compression adds.
+  local traces=("$run"/trace*) hts=("$run"/ht.*)
   shopt -u nullglob
   if [ ${#traces[@]} -gt 0 ]; then
     state=ok
     for f in "${traces[@]}"; do
       bytes=$((bytes + $(stat -c %s "$f")))
       if json=$("$CTFSCOPE" info --json "$f" 2> /dev/null); then
-        events=$((events + $(sed -n 's/^ *"events_total": \([0-9]*\).*/\1/p' <<< "$json")))
+        n=$(sed -n 's/^ *"events_total": \([0-9]*\).*/\1/p' <<< "$json")
+        events=$((events + ${n:-0}))
         grep -q '"reader_result": "ok"' <<< "$json" || state=damaged
         grep -q '"packet_walk_end": "clean"' <<< "$json" || state=damaged
       else
