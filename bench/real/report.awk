@@ -71,7 +71,7 @@ END {
   have_ht = configs ~ /(^| )heaptrack( |$)/
   have_z = configs ~ /(^| )rate1-compress( |$)/
   wall_target = mode == "pinned" ? 0.7 : 0.5
-  if (mode == "pinned") print "## Pinned to one CPU (`taskset -c 0`)"
+  if (mode == "pinned") print "## Pinned to one CPU (`taskset -c`)"
   else print "## On every CPU"
   print ""
   print "### Wall time (median s, and x untraced: the median of the per-round ratios)"

@@ -3,7 +3,7 @@
 # The real-program benchmark: Debian's own binaries (no frame pointers, their own
 # allocation patterns) run untraced, traced by ctfscope and under heaptrack, in the same
 # session, interleaved (round 1 runs every configuration once, then round 2...), first on
-# every CPU, then pinned to one (taskset -c 0). Prints a Markdown report and writes it to
+# every CPU, then pinned to one (taskset -c 0, or the first CPU this script may use). Prints a Markdown report and writes it to
 # bench/real/results-DATE.md, with the raw figures next to it (results-DATE.tsv).
 #
 # Usage: bench/real/run.sh [OPTIONS]
@@ -13,7 +13,7 @@
 #   --only LIST      programs, comma-separated: sqlite3,python3,cc1,git,sort,zstd,redis
 #   --configs LIST   configurations, comma-separated (default: all; see below)
 #   --no-pin         only the run on every CPU
-#   --pin-only       only the run pinned to CPU 0
+#   --pin-only       only the run pinned to one CPU
 #   --out FILE       the report (default bench/real/results-DATE.md; never overwritten)
 #   --timeout S      limit per run, seconds (default 300); a run over it counts as failed
 #   --no-install     do not apt-get install missing programs; fail instead
@@ -229,7 +229,7 @@ run_one() {
   else
     full=("${PREFIX[@]}" "${CMD[@]}")
   fi
-  [ "$mode" = pinned ] && pin=(taskset -c 0)
+  [ "$mode" = pinned ] && pin=(taskset -c "$PIN_CPU")
   # env inside the timed tree: neither measure nor subreaper is traced; the user's own
   # tracer settings are cleared so that each configuration is what its name says.
   "${pin[@]}" "$WORK/measure" -o "$run/time.txt" "$WORK/subreaper" \
@@ -282,6 +282,8 @@ machine() {
   echo "$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
+# CPU 0, unless a cpuset (a container) leaves it out: the first CPU allowed.
+PIN_CPU=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')
 START_MACHINE=$(machine)
 echo "run.sh: $RUNS rounds of $PROGRAMS x $CONFIGS, modes: $MODES; $START_MACHINE" >&2
 : > "$RAW"
