@@ -285,6 +285,9 @@ machine() {
 # CPU 0, unless a cpuset (a container) leaves it out: the first CPU allowed.
 PIN_CPU=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')
 START_MACHINE=$(machine)
+# Taken before the runs: a commit made during an hour-long run is not what was measured.
+commit=$(git -C "$ROOT" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
+git -C "$ROOT" diff --quiet HEAD 2> /dev/null || commit="$commit (with uncommitted changes)"
 echo "run.sh: $RUNS rounds of $PROGRAMS x $CONFIGS, modes: $MODES; $START_MACHINE" >&2
 : > "$RAW"
 for mode in $MODES; do
@@ -302,12 +305,10 @@ for mode in $MODES; do
 done
 
 # --- report -----------------------------------------------------------------------------
-commit=$(git -C "$ROOT" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
-git -C "$ROOT" diff --quiet HEAD 2> /dev/null || commit="$commit (with uncommitted changes)"
 {
   echo "# Real-program benchmark, $DATE"
   echo
-  echo "- build: \`$BUILD\` ($("$CTFSCOPE" --version 2> /dev/null | head -1)), source tree at commit $commit"
+  echo "- build: \`$BUILD\` ($("$CTFSCOPE" --version 2> /dev/null | head -1)), source tree at commit $commit when the run began"
   echo "- machine: $START_MACHINE at the start; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
   echo "- $RUNS interleaved rounds; configurations: $CONFIGS"
   echo "- programs: $(/usr/bin/sqlite3 --version | cut -d' ' -f1) sqlite3, $(/usr/bin/python3 --version 2>&1),"\
