@@ -10,7 +10,7 @@
 #   --build DIR      build to measure (default build/release; built with the release
 #                    preset if it is the default and is missing)
 #   --runs N         rounds (default 5)
-#   --only LIST      programs, comma-separated: sqlite3,python3,cc1,git,sort,zstd,redis
+#   --only LIST      programs, comma-separated: sqlite3,python3,cc1,git,sort,zstd,redis,exec
 #   --configs LIST   configurations, comma-separated (default: all; see below)
 #   --no-pin         only the run on every CPU
 #   --pin-only       only the run pinned to one CPU
@@ -39,7 +39,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 BUILD=$ROOT/build/release
 BUILD_GIVEN=0
 RUNS=5
-ONLY=sqlite3,python3,cc1,git,sort,zstd,redis
+ONLY=sqlite3,python3,cc1,git,sort,zstd,redis,exec
 CONFIGS_WANTED=untraced,default-rate,rate1,rate1-fp,rate1-libunwind,rate1-compress,heaptrack
 MODES="all pinned"
 OUT=""
@@ -86,7 +86,7 @@ fi
 
 PROGRAMS=${ONLY//,/ }
 for p in $PROGRAMS; do
-  case $p in sqlite3 | python3 | cc1 | git | sort | zstd | redis) ;; *) die "unknown program $p" ;; esac
+  case $p in sqlite3 | python3 | cc1 | git | sort | zstd | redis | exec) ;; *) die "unknown program $p" ;; esac
 done
 for c in ${CONFIGS_WANTED//,/ }; do
   case $c in
@@ -180,6 +180,14 @@ set_workload() {
     sort) CMD=(/usr/bin/sort -o "$out" "$IN/lines.txt"); ENVV=(LC_ALL=C) ;;
     zstd) CMD=(/usr/bin/zstd -T2 -3 -q -f "$IN/lines.txt" -o "$out") ;;
     redis) CMD=(/usr/bin/redis-server) ;;
+    exec)
+      # A chain of 20 images, each exec'ing the next (the traced kind of exec: a forked
+      # child is not traced), the last one writing the output: the start-up of a traced
+      # image, paid 20 times, against a few milliseconds untraced.
+      CMD=()
+      for _ in $(seq 1 19); do CMD+=(/usr/bin/env); done
+      # shellcheck disable=SC2016 # $0 is the inner shell's: the output file
+      CMD+=(/bin/sh -c 'echo "exec chain done" > "$0"' "$out") ;;
   esac
 }
 
