@@ -294,8 +294,10 @@ machine() {
 PIN_CPU=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')
 START_MACHINE=$(machine)
 # Taken before the runs: a commit made during an hour-long run is not what was measured.
-commit=$(git -C "$ROOT" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
-git -C "$ROOT" diff --quiet HEAD 2> /dev/null || commit="$commit (with uncommitted changes)"
+# The build's own checkout (--build may be another worktree's); what was built from it
+# is not known, only what is checked out.
+commit=$(git -C "$BUILD" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
+git -C "$BUILD" diff --quiet HEAD 2> /dev/null || commit="$commit (with uncommitted changes)"
 echo "run.sh: $RUNS rounds of $PROGRAMS x $CONFIGS, modes: $MODES; $START_MACHINE" >&2
 : > "$RAW"
 for mode in $MODES; do
@@ -316,7 +318,7 @@ done
 {
   echo "# Real-program benchmark, $DATE"
   echo
-  echo "- build: \`$BUILD\` ($("$CTFSCOPE" --version 2> /dev/null | head -1)), source tree at commit $commit when the run began"
+  echo "- build: \`$BUILD\` ($("$CTFSCOPE" --version 2> /dev/null | head -1)), its source tree at commit $commit when the run began"
   echo "- machine: $START_MACHINE at the start; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
   echo "- $RUNS interleaved rounds; configurations: $CONFIGS"
   echo "- programs: $(/usr/bin/sqlite3 --version | cut -d' ' -f1) sqlite3, $(/usr/bin/python3 --version 2>&1),"\
