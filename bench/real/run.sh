@@ -123,6 +123,11 @@ CTFSCOPE=$BUILD/src/cli/ctfscope
 if [ ! -x "$CTFSCOPE" ] || [ ! -e "$BUILD/src/cli/libctfscope-preload.so" ]; then
   [ $BUILD_GIVEN = 0 ] || die "$BUILD has no ctfscope: build it first"
   echo "run.sh: building the release preset in $BUILD" >&2
+  # The project's build dependencies (scripts/deps.sh's Debian packages; not its npm ones).
+  if [ $INSTALL = 1 ]; then
+    # shellcheck source=/dev/null
+    (source "$ROOT/scripts/deps.sh" && cts_install_deps) >&2 || die "scripts/deps.sh failed"
+  fi
   (cd "$ROOT" && cmake --preset release > /dev/null && cmake --build build/release -j2 > /dev/null) ||
     die "the release build failed: cmake --preset release && cmake --build build/release"
 fi
