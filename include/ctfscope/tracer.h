@@ -107,7 +107,7 @@
  * glibc returns heap to the kernel (a trim) the kernel must interrupt that CPU for a TLB
  * shootdown, which the trimming thread waits for, and a second thread ends glibc's
  * single-thread fast paths. At rate 1 on bench_alloc the process writer is 10-14 ns per
- * malloc+free pair cheaper (bench/README.md).
+ * malloc+free pair cheaper (bench/JOURNAL.md, "Session 7").
  * When: only for FILE, FD and TCP_CONNECT sinks without a `clock` callback (a callback
  * belongs to this process); TCP_LISTEN sessions and all others use a thread. Only if no
  * record ring exists yet when the first such session starts (rings made before are

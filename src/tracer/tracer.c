@@ -46,7 +46,7 @@
  * sampling every allocation dearly: the writer thread is woken once per half ring (a
  * futex wake and the other CPU's wake-up), and a thread waits for it whenever that takes
  * longer than the other half lasts. bench_alloc at rate 1: 187 ns per malloc+free pair
- * with 256 KiB, 165 with 512 KiB, 159 with 1 MiB, 154 with 2 MiB (bench/README.md). */
+ * with 256 KiB, 165 with 512 KiB, 159 with 1 MiB, 154 with 2 MiB (bench/JOURNAL.md). */
 #define RING_WORDS (128u * 1024u)
 #define RING_MASK  (RING_WORDS - 1u)
 /* Drop mode: allocations may fill this much of a ring, the rest is for frees. */
