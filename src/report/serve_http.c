@@ -103,11 +103,14 @@ int cts__http_parse_request(const char *p, size_t len, bool loopback, uint64_t g
   if (tlen > sizeof since - 1 && tlen <= sizeof since - 1 + 20 &&
       memcmp(target, since, sizeof since - 1) == 0) {
     uint64_t g = 0;
+    bool wraps = false; /* past 2^64 - 1: no generation, whatever it would wrap to */
     for (size_t i = sizeof since - 1; i < tlen; i++) {
       if (target[i] < '0' || target[i] > '9') return 404;
-      g = g * 10 + (uint64_t)(target[i] - '0');
+      const uint64_t d = (uint64_t)(target[i] - '0');
+      wraps |= g > (UINT64_MAX - d) / 10u;
+      g = g * 10u + d;
     }
-    *res = g == generation ? CTS__HTTP_UNCHANGED : CTS__HTTP_DATA;
+    *res = !wraps && g == generation ? CTS__HTTP_UNCHANGED : CTS__HTTP_DATA;
     return *res == CTS__HTTP_DATA ? 200 : 204;
   }
   return 404;
