@@ -16,12 +16,22 @@ static uint32_t load_u32(const unsigned char *p) {
   return v;
 }
 
+/* Whether the module's .eh_frame_hdr begins inside its mapping with room for its 12 fixed
+ * bytes: where it lies comes from the module's program headers, which a corrupt module
+ * can get wrong. */
+static bool header_in_mapping(const struct dl_find_object *o) {
+  const uintptr_t h = (uintptr_t)o->dlfo_eh_frame, end = (uintptr_t)o->dlfo_map_end;
+  return h && h >= (uintptr_t)o->dlfo_map_start && h <= end && end - h >= 12u;
+}
+
 uintptr_t cts__cfi_function_entry(const struct dl_find_object *o, uintptr_t addr,
                                   const unsigned char **fde_out) {
   const unsigned char *const h = o->dlfo_eh_frame;
   /* Version 1; the frame pointer encoded as 4 bytes; a udata4 count; a table of datarel
    * sdata4 pairs (what binutils and lld write). */
-  if (!h || h[0] != 1 || (h[1] & 0x0Fu) != 0x0Bu || h[2] != 0x03u || h[3] != 0x3Bu) return 0;
+  if (!header_in_mapping(o) || h[0] != 1 || (h[1] & 0x0Fu) != 0x0Bu || h[2] != 0x03u ||
+      h[3] != 0x3Bu)
+    return 0;
   const uint32_t count = load_u32(h + 8);
   const unsigned char *const table = h + 12;
   if ((uintptr_t)table + (uintptr_t)count * 8u > (uintptr_t)o->dlfo_map_end) return 0;
@@ -249,8 +259,9 @@ bool cts__cfi_row_at(const struct dl_find_object *o, const unsigned char *fde, u
    * write it): the CIE must lie between there and the FDE, in the same section, and never
    * in a gap of the module's mapping. */
   const unsigned char *const h = o->dlfo_eh_frame;
-  if (h[1] != 0x1Bu) return false;
+  if (!header_in_mapping(o) || h[1] != 0x1Bu) return false;
   const unsigned char *const eh_frame = h + 4 + (intptr_t)(int32_t)load_u32(h + 4);
+  if ((uintptr_t)eh_frame < (uintptr_t)o->dlfo_map_start) return false;
   const uint32_t fde_len = load_u32(fde);
   if (fde < eh_frame || fde_len == 0 || fde_len == 0xFFFFFFFFu ||
       (size_t)(map_end - fde) - 4u < fde_len)

@@ -13,9 +13,12 @@
  * Anything it does not know (64-bit lengths, expressions, other augmentations than z, R, P,
  * L, S) gives "no": libunwind then does that frame.
  *
- * Nothing here takes a lock or allocates: it runs on the allocating thread with the
- * tracer's guard raised, and is safe from any thread. x86-64 with glibc's _dl_find_object
- * only (the register numbers are x86-64's). */
+ * It reads nothing outside the module's mapping [o->dlfo_map_start, o->dlfo_map_end),
+ * whatever its .eh_frame_hdr and .eh_frame hold (tests/fuzz/fuzz_cfi.c checks this), so a
+ * corrupt module gives "not understood", never a fault. Nothing here takes a lock or
+ * allocates: it runs on the allocating thread with the tracer's guard raised, and is safe
+ * from any thread. x86-64 with glibc's _dl_find_object only (the register numbers are
+ * x86-64's). */
 #ifndef CTS_TRACER_CFI_H
 #define CTS_TRACER_CFI_H
 
@@ -51,7 +54,8 @@ uintptr_t cts__cfi_function_entry(const struct dl_find_object *o, uintptr_t addr
                                   const unsigned char **fde_out);
 
 /* The rules at address `pc` of the function starting at `entry` whose FDE is `fde` (in
- * module o, as cts__cfi_function_entry gave them), into *row; *signal says whether the CIE
+ * module o, as cts__cfi_function_entry gave them; fde's first 16 bytes must lie in the
+ * mapping), into *row; *signal says whether the CIE
  * marks a signal frame. False if the CFI holds anything not understood. */
 bool cts__cfi_row_at(const struct dl_find_object *o, const unsigned char *fde, uintptr_t entry,
                      uintptr_t pc, cfi_row_t *row, bool *signal);
