@@ -28,6 +28,7 @@ Options:
                      directory under ${TMPDIR:-/tmp}, printed at the end)
       --build DIR    the fuzz build directory (default build/fuzz)
       --no-build     do not configure or build first
+      --summary      only print the table of the runs kept in --work DIR
       --list         list the targets and exit
   -h, --help         show this help
 
@@ -44,6 +45,7 @@ minutes=1
 jobs=1
 merge=0
 keep_going=()
+summary=0
 build_dir=build/fuzz
 build=1
 work=
@@ -77,6 +79,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || die_usage "--build needs a directory"
       build_dir=$2; shift ;;
     --no-build) build=0 ;;
+    --summary) summary=1 ;;
     -*) die_usage "unknown option '$1'" ;;
     *)
       if [[ "$1" =~ ^[0-9]+([.][0-9]+)?$ ]] && [ ${#targets[@]} -eq 0 ]; then
@@ -92,6 +95,10 @@ done
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(all_targets)
 seconds=$(awk -v m="$minutes" 'BEGIN { s = int(m * 60 + 0.5); print s < 1 ? 1 : s }')
 
+if [ "$summary" = 1 ]; then
+  [ -n "$work" ] && [ -d "$work" ] || die_usage "--summary needs --work DIR of earlier runs"
+  build=0
+fi
 if [ "$build" = 1 ]; then
   echo "==> building ${targets[*]} in $build_dir" >&2
   if { [ -f "$build_dir/CMakeCache.txt" ] || cmake --preset fuzz -B "$build_dir" >/dev/null; } &&
@@ -136,9 +143,14 @@ run_target() {
   fi
 }
 
-echo "==> running ${#targets[@]} targets for $minutes min each, $jobs at a time; work: $work" >&2
+if [ "$summary" = 1 ]; then
+  mapfile -t targets < <(for t in "${targets[@]}"; do [ -f "$work/$t/log" ] && echo "$t"; done)
+else
+  echo "==> running ${#targets[@]} targets for $minutes min each, $jobs at a time; work: $work" >&2
+fi
 running=0
 for t in "${targets[@]}"; do
+  [ "$summary" = 0 ] || break
   [ -x "$build_dir/tests/fuzz/$t" ] || { echo "fuzz.sh: no $build_dir/tests/fuzz/$t" >&2; exit 3; }
   echo "    $t" >&2
   run_target "$t" &
@@ -161,7 +173,7 @@ for t in "${targets[@]}"; do
     execs=$(sed -n 's/^[0-9]* #\([0-9]*\): cov: .*/\1/p' "$dir/log" | tail -1)
     rate=$(sed -n 's/^[0-9]* #[0-9]*: cov: .* exec\/s \([0-9]*\) .*/\1/p' "$dir/log" | tail -1)
   fi
-  cov0=$(sed -n 's/.* cov: \([0-9]*\) .*/\1/p' "$dir/log" | head -1)
+  cov0=$(sed -n 's/.* cov: \([0-9]*\) .*/\1/p' "$dir/log" | sed -n 1p) # no SIGPIPE
   cov1=$(sed -n 's/.* cov: \([0-9]*\) .*/\1/p' "$dir/log" | tail -1)
   new=$(find "$dir/corpus" -type f | wc -l)
   fails=$(find "$dir/artifacts" -type f | wc -l)
