@@ -4,14 +4,15 @@
  * runs on it in-process, as `ctfscope COMMAND ... TRACE` would, in its output modes:
  * info (text, JSON with packets), dump, top (flat by line/function/file, --tree,
  * --inverted; text, JSON, CSV), leaks, stats (text with bars, JSON, CSV, SVG), export
- * (folded, pprof, chrome, csv), diff of the trace against itself, subsample, filter, and
- * the re-writing (transcode) behind them. Their standard output goes to
- * /dev/null and their files to a private directory (fuzz_file.h).
+ * (folded, pprof, chrome, csv), diff of the trace against itself, subsample (see
+ * PENDING_SUBSAMPLE_DRAWS), filter, and the re-writing (transcode) behind the last two.
+ * Their standard output goes to /dev/null and their files to a private directory
+ * (fuzz_file.h).
  *
  * Besides memory errors and undefined behaviour (ASan/UBSan) and leaks across inputs, it
  * aborts when a command returns anything but a documented exit code (docs/exit-codes.md:
  * 0 to 4). The work per input is bounded by the input's length (run with -max_len; the
- * replayed corpus holds inputs up to 64 KiB). */
+ * replayed corpus holds inputs of at most 16 KiB, besides a few real traces up to 27 KiB). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdbool.h>
