@@ -12,7 +12,7 @@
  * Besides memory errors and undefined behaviour (ASan/UBSan) and leaks across inputs, it
  * aborts when a command returns anything but a documented exit code (docs/exit-codes.md:
  * 0 to 4). The work per input is bounded by the input's length (run with -max_len; the
- * replayed corpus holds inputs of at most 16 KiB, besides a few real traces up to 27 KiB). */
+ * replayed corpus holds inputs of at most 8 KiB, besides a few real traces up to 27 KiB). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdbool.h>
