@@ -5,6 +5,7 @@
  * (built once) or a reference-counted data snapshot. */
 #define _GNU_SOURCE /* pipe2(), memfd_create() */
 #include "serve.h"
+#include "serve_http.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -385,123 +386,14 @@ static void respond_error(cts_serve_t *s, http_conn_t *k, int code, int64_t now)
 
 /* ---- requests ---------------------------------------------------------------------- */
 
-static bool is_tchar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-/* Whether the Host header names this machine: a loopback address or "localhost", with any
- * port. A page on the web reaches a loopback server only under its own name (DNS
- * rebinding), which this refuses. */
-static bool host_is_local(const char *h, size_t n) {
-  size_t name = n;
-  if (n && h[0] == '[') {
-    const char *close = memchr(h, ']', n);
-    if (!close) return false;
-    name = (size_t)(close - h) + 1;
-  } else {
-    const char *colon = memchr(h, ':', n);
-    if (colon) name = (size_t)(colon - h);
-  }
-  if (name < n) { /* ":port" */
-    if (h[name] != ':' || name + 1 == n) return false;
-    for (size_t i = name + 1; i < n; i++)
-      if (h[i] < '0' || h[i] > '9') return false;
-  }
-  if (name == 9 && strncasecmp(h, "localhost", 9) == 0) return true;
-  if (name == 5 && memcmp(h, "[::1]", 5) == 0) return true;
-  if (name >= 7 && name <= 15 && strncmp(h, "127.", 4) == 0) {
-    for (size_t i = 0; i < name; i++)
-      if (!((h[i] >= '0' && h[i] <= '9') || h[i] == '.')) return false;
-    return true;
-  }
-  return false;
-}
-
-enum resource { R_ERROR, R_PAGE, R_DATA, R_DATA_UNCHANGED };
-
-/* Parses the whole request head (req[0..len), ending with CRLF CRLF): the status code, and
- * for 200 or 204 the resource. */
-static int parse_request(const cts_serve_t *s, char *p, size_t len, enum resource *res) {
-  *res = R_ERROR;
-  char *const end = p + len;
-  char *eol = memmem(p, len, "\r\n", 2);
-  /* Request line: METHOD SP TARGET SP VERSION, single spaces, nothing else. */
-  char *sp1 = memchr(p, ' ', (size_t)(eol - p));
-  char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-  if (!sp1 || !sp2 || sp1 == p || sp2 == sp1 + 1 || memchr(sp2 + 1, ' ', (size_t)(eol - sp2 - 1)))
-    return 400;
-  for (char *c = p; c < sp1; c++)
-    if (!is_tchar(*c)) return 400;
-  for (char *c = sp1 + 1; c < sp2; c++)
-    if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f) return 400;
-  const size_t vlen = (size_t)(eol - sp2 - 1);
-  if (vlen != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0) return 400;
-  if (sp2[8] != '0' && sp2[8] != '1') return 505;
-  const bool http11 = sp2[8] == '1';
-  /* Headers: "Name: value" lines; no folding, no control characters. */
-  bool have_host = false, host_ok = !s->loopback, body = false;
-  for (char *line = eol + 2; line < end - 2;) {
-    char *le = memmem(line, (size_t)(end - line), "\r\n", 2);
-    if (!le) return 400;
-    char *colon = memchr(line, ':', (size_t)(le - line));
-    if (!colon || colon == line) return 400;
-    for (char *c = line; c < colon; c++)
-      if (!is_tchar(*c)) return 400;
-    char *v = colon + 1;
-    for (char *c = v; c < le; c++)
-      if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f) return 400;
-    while (v < le && (*v == ' ' || *v == '\t')) v++;
-    char *ve = le;
-    while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t')) ve--;
-    const size_t name_len = (size_t)(colon - line), vl = (size_t)(ve - v);
-    if (name_len == 4 && strncasecmp(line, "Host", 4) == 0) {
-      if (have_host) return 400;
-      have_host = true;
-      if (!host_ok) host_ok = host_is_local(v, vl);
-    } else if (name_len == 17 && strncasecmp(line, "Transfer-Encoding", 17) == 0) {
-      body = true;
-    } else if (name_len == 14 && strncasecmp(line, "Content-Length", 14) == 0) {
-      if (vl != 1 || *v != '0') body = true;
-    }
-    line = le + 2;
-  }
-  if (http11 && !have_host) return 400;
-  if ((size_t)(sp1 - p) != 3 || memcmp(p, "GET", 3) != 0) return 405;
-  if (body) return 400;
-  if (have_host && !host_ok) return 403;
-  const char *target = sp1 + 1;
-  const size_t tlen = (size_t)(sp2 - target);
-  if ((tlen == 1 && target[0] == '/') || (tlen == 11 && memcmp(target, "/index.html", 11) == 0)) {
-    *res = R_PAGE;
-    return 200;
-  }
-  static const char data_path[] = "/data.json", since[] = "/data.json?since=";
-  if (tlen == sizeof data_path - 1 && memcmp(target, data_path, tlen) == 0) {
-    *res = R_DATA;
-    return 200;
-  }
-  if (tlen > sizeof since - 1 && tlen <= sizeof since - 1 + 20 &&
-      memcmp(target, since, sizeof since - 1) == 0) {
-    uint64_t g = 0;
-    for (size_t i = sizeof since - 1; i < tlen; i++) {
-      if (target[i] < '0' || target[i] > '9') return 404;
-      g = g * 10 + (uint64_t)(target[i] - '0');
-    }
-    *res = g == s->data->generation ? R_DATA_UNCHANGED : R_DATA;
-    return *res == R_DATA ? 200 : 204;
-  }
-  return 404;
-}
-
 static void handle_request(cts_serve_t *s, http_conn_t *k, size_t len, int64_t now) {
-  enum resource res;
-  const int code = parse_request(s, k->req, len, &res);
-  if (res == R_PAGE)
+  cts__http_resource_t res;
+  const int code = cts__http_parse_request(k->req, len, s->loopback, s->data->generation, &res);
+  if (res == CTS__HTTP_PAGE)
     respond(s, k, code, "text/html; charset=utf-8", s->page, s->page_len, NULL, now);
-  else if (res == R_DATA)
+  else if (res == CTS__HTTP_DATA)
     respond(s, k, code, "application/json", s->data->data, s->data->len, s->data, now);
-  else if (res == R_DATA_UNCHANGED)
+  else if (res == CTS__HTTP_UNCHANGED)
     respond(s, k, code, NULL, NULL, 0, s->data, now);
   else
     respond_error(s, k, code, now);
