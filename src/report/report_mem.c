@@ -182,6 +182,29 @@ static int mark_add(report_mem_t *m, uint64_t t_us, uint64_t samples) {
   return 0;
 }
 
+static int mark_by_time(const void *a, const void *b) {
+  const uint64_t x = ((const report_alloc_mark_t *)a)->time_us;
+  const uint64_t y = ((const report_alloc_mark_t *)b)->time_us;
+  return (x > y) - (x < y);
+}
+
+/* The marks in time order, as report.h promises: a v3 trace's domains interleave in time,
+ * so file order is not always time order. Equal times are merged. */
+static void marks_sort(report_mem_t *m) {
+  size_t i = 1;
+  while (i < m->nmarks && m->marks[i - 1].time_us <= m->marks[i].time_us) i++;
+  if (i >= m->nmarks) return;
+  qsort(m->marks, m->nmarks, sizeof *m->marks, mark_by_time);
+  size_t k = 0;
+  for (i = 1; i < m->nmarks; i++) {
+    if (m->marks[i].time_us == m->marks[k].time_us)
+      m->marks[k].samples += m->marks[i].samples;
+    else
+      m->marks[++k] = m->marks[i];
+  }
+  m->nmarks = k + 1;
+}
+
 static int finish_block(report_mem_t *m, const pending_t *p, uint64_t freed_us) {
   const uint64_t ta = rel_us(m, p->time_us) / m->rec_w;
   record_t r = {.node = p->node,
@@ -283,6 +306,7 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
       return CLI_EXIT_INTERNAL;
     }
   }
+  marks_sort(m);
   *out = m;
   return code;
 }

@@ -364,9 +364,25 @@ static void thin(void *items, size_t *n, size_t size, size_t budget) {
   *n = out;
 }
 
+/* a - b, held at the int64 range: times come from untrusted traces (any uint64). */
+static int64_t sat_sub(int64_t a, int64_t b) {
+  int64_t d;
+  if (!__builtin_sub_overflow(a, b, &d)) return d;
+  return b < 0 ? INT64_MAX : INT64_MIN;
+}
+
+/* An allocation mark's time (µs) on the task clock (ns), held at the int64 range. */
+static int64_t mark_ns(uint64_t time_us, int64_t offset_ns) {
+  int64_t ns, sum;
+  if (time_us > (uint64_t)INT64_MAX / 1000u) return INT64_MAX;
+  ns = (int64_t)time_us * 1000;
+  if (__builtin_add_overflow(ns, offset_ns, &sum)) return offset_ns < 0 ? INT64_MIN : INT64_MAX;
+  return sum;
+}
+
 /* Time relative to the origin (may be negative when the two traces are offset). */
 static int64_t rel(uint64_t t, int64_t origin) {
-  return (int64_t)t - origin;
+  return sat_sub(t > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)t, origin);
 }
 
 void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
@@ -483,7 +499,7 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
       size_t a = 0;
       uint64_t outside = 0;
       for (size_t i = 0; i < nmarks; i++) {
-        const int64_t tn = (int64_t)marks[i].time_us * 1000 + marks_offset_ns;
+        const int64_t tn = mark_ns(marks[i].time_us, marks_offset_ns);
         while (a < nact && (int64_t)acts[a].t1 <= tn) a++;
         if (a < nact && (int64_t)acts[a].t0 <= tn)
           per_task[v[acts[a].task].order] += marks[i].samples;
@@ -503,7 +519,7 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
       const size_t ngroups = (nmarks + group - 1) / group;
       cts_out_printf(o, ",\n\"marks\":{\"n\":%zu", ngroups);
       COL("t", true, ngroups,
-          (int64_t)marks[i * group].time_us * 1000 + marks_offset_ns - origin_ns);
+          sat_sub(mark_ns(marks[i * group].time_us, marks_offset_ns), origin_ns));
       report_col_init(&col, false);
       for (size_t i = 0; i < nmarks; i += group) {
         uint64_t sum = 0;

@@ -4,10 +4,9 @@
  * runs on it in-process, as `ctfscope COMMAND ... TRACE` would, in its output modes:
  * info (text, JSON with packets), dump, top (flat by line/function/file, --tree,
  * --inverted; text, JSON, CSV), leaks, stats (text with bars, JSON, CSV, SVG), export
- * (folded, pprof, chrome, csv), diff of the trace against itself, subsample (see
- * PENDING_SUBSAMPLE_DRAWS), filter, and the re-writing (transcode) behind the last two.
- * Their standard output goes to /dev/null and their files to a private directory
- * (fuzz_file.h).
+ * (folded, pprof, chrome, csv), diff of the trace against itself, subsample, filter, and the
+ * re-writing (transcode) behind the last two. Their standard output goes to /dev/null and their
+ * files to a private directory (fuzz_file.h).
  *
  * Besides memory errors and undefined behaviour (ASan/UBSan) and leaks across inputs, it
  * aborts when a command returns anything but a documented exit code (docs/exit-codes.md:
@@ -31,14 +30,6 @@
 #include "fuzz_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Known failures waiting for a fix in src/cli/ (issue 17; docs/fuzzing.md, "Pending"):
- * subsample makes one random draw per sample of a sample count the reader takes as given,
- * so one 732-byte trace declaring 2^60 samples never finishes (reproducer:
- * tests/fuzz/crashes-pending/fuzz_analysis-subsample-huge-sample-count). While 1, the
- * subsample run is left out; set to 0 once it is fixed and move the reproducer into the
- * corpus. */
-#define PENDING_SUBSAMPLE_DRAWS 1
 
 #define TRACE  "@T" /* replaced by the input's path */
 #define OUTPUT "@O" /* replaced by an output file's path */
@@ -76,9 +67,7 @@ static const run_t runs[] = {
     {"diff", cmd_diff, {"-q", "-n", "0", TRACE, TRACE}},
     {"diff", cmd_diff, {"-q", "-m", "count", "--no-normalize", "--json", TRACE, TRACE}},
     {"diff", cmd_diff, {"-q", "--by", "function", "--csv", TRACE, TRACE}},
-#if !PENDING_SUBSAMPLE_DRAWS
     {"subsample", cmd_subsample, {"-q", "--factor", "3", "-o", OUTPUT, TRACE}},
-#endif
     {"filter", cmd_filter, {"-q", "--from", "0.001", "--to", "0.5", "-o", OUTPUT, TRACE}},
 };
 

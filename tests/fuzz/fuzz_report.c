@@ -9,8 +9,7 @@
  *
  * Besides memory errors, undefined behaviour and leaks, it aborts when:
  *  - a loader returns another code than OK, DATA, IO or INTERNAL, or no result with OK
- *    or DATA; the memory part's allocation marks are not sorted by time (see
- *    CHECK_MARKS_SORTED);
+ *    or DATA; the memory part's allocation marks are not sorted by time;
  *  - a document is not one valid JSON value (fuzz_json.h) — the builders write JSON by
  *    hand — or holds a byte '<' or a raw U+2028/U+2029, which could end or break the
  *    <script> element the report embeds it in (report.h promises neither ever appears). */
@@ -30,26 +29,6 @@
 #include "report/serve.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* report.h promises the allocation marks sorted by time; a v3 trace whose domains
- * interleave breaks it (reproducer: tests/fuzz/crashes-pending/fuzz_report-marks-unsorted,
- * docs/fuzzing.md). Set to 1 once report_mem.c sorts them, and move the reproducer into
- * the corpus. */
-#define CHECK_MARKS_SORTED 0
-
-/* report_mem_write calls qsort(NULL, 0, ...) when the trace has no allocation records, which
- * UBSan (the fuzz and asan presets) aborts on (issue 17 item 8; reproducer: the empty
- * input, tests/fuzz/crashes-pending/fuzz_report-qsort-null-without-allocations). While 1,
- * the memory document of such a trace is not written; set to 0 once report_mem.c is
- * fixed. */
-#define PENDING_QSORT_WITHOUT_RECORDS 1
-
-/* report_tasks_write turns each mark's time (µs, any uint64) into ns as int64 without an
- * overflow check (report_tasks.c, the per-task attribution): marks past 2^63 ns overflow
- * (reproducer: a task trace whose times pass 2^63 ns,
- * tests/fuzz/crashes-pending/fuzz_report-mark-time-overflow). While 1, the target's marks
- * stay below that; set to 0 once it is fixed. */
-#define PENDING_MARK_TIME_OVERFLOW 1
 
 static void check_doc(const report_doc_t *doc) {
   cts__serve_blob_t *const b = cts__serve_render(doc);
@@ -78,9 +57,7 @@ static void tasks_with_marks(report_tasks_t *t) {
   report_tasks_span(t, &first, &last);
   report_alloc_mark_t marks[5];
   for (uint64_t i = 0; i < 5; i++) {
-    uint64_t us = (first + (last - first) / 4 * i) / 1000u;
-    if (PENDING_MARK_TIME_OVERFLOW && us > (uint64_t)INT64_MAX / 1000u)
-      us = (uint64_t)INT64_MAX / 1000u;
+    const uint64_t us = (first + (last - first) / 4 * i) / 1000u; /* any: may pass 2^63 ns */
     marks[i] = (report_alloc_mark_t){us, i + 1};
   }
   static cts_out_t out;
@@ -112,10 +89,8 @@ static void run(const char *path, bool tiny) {
     report_mem_span(mem, &start, &end);
     size_t n = 0;
     const report_alloc_mark_t *marks = report_mem_marks(mem, &n);
-    if (CHECK_MARKS_SORTED)
-      for (size_t i = 1; i < n; i++) CHECK(marks[i - 1].time_us <= marks[i].time_us);
-    if (n || !PENDING_QSORT_WITHOUT_RECORDS)
-      check_doc(&(report_doc_t){.title = "fuzz", .mem = mem});
+    for (size_t i = 1; i < n; i++) CHECK(marks[i - 1].time_us <= marks[i].time_us);
+    check_doc(&(report_doc_t){.title = "fuzz", .mem = mem});
   }
   if (tasks) {
     tasks_with_marks(tasks);
