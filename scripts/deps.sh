@@ -13,7 +13,7 @@ CTS_PACKAGES=(
   clang-format                             # the format check test
   binutils                                 # nm, for the freestanding-core check
   libunwind-dev libdw-dev                  # allocation tracer: unwinding, symbolisation
-  sqlite3 python3                          # allocation tracer: real programs traced in tests
+  sqlite3 python3 strace                   # allocation tracer: real programs traced in tests (strace: the syscall guard)
   babeltrace2                              # task traces: checked against babeltrace2
   chromium                                 # the HTML report, tested in a real browser
 )
