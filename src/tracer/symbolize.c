@@ -140,19 +140,6 @@ cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *modul
   return s;
 }
 
-static int warm_module(Dwfl_Module *mod, void **user_data, const char *name, Dwarf_Addr start,
-                       void *arg) {
-  (void)user_data, (void)name, (void)start, (void)arg;
-  Dwarf_Addr bias;
-  (void)dwfl_module_getdwarf(mod, &bias); /* where libdw reads and decompresses it */
-  (void)dwfl_module_getsymtab(mod);
-  return DWARF_CB_OK;
-}
-
-void cts__symbolizer_warm(cts__symbolizer_t *s) {
-  if (s && s->dwfl) dwfl_getmodules(s->dwfl, warm_module, NULL, 0);
-}
-
 void cts__symbolizer_destroy(cts__symbolizer_t *s) {
   if (!s) return;
   if (s->dwfl) dwfl_end(s->dwfl);
@@ -336,10 +323,6 @@ struct cts__symbolizer {
 cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *module_epoch) {
   (void)pid, (void)module_epoch;
   return NULL;
-}
-
-void cts__symbolizer_warm(cts__symbolizer_t *s) {
-  (void)s;
 }
 
 void cts__symbolizer_destroy(cts__symbolizer_t *s) {

@@ -59,18 +59,16 @@
 #define STALL_GIVE_UP_MS   2000u
 #define STALL_RETRY_MS     1u
 #define CONNECT_TIMEOUT_MS 3000u
-/* How long starting a session waits for the writer thread's start-up work (calibrating
- * the time-stamp counter, loading the modules' debug information). */
-#define WARM_UP_MAX_MS    2000u
-#define WRITER_CHECK_MS   100u   /* how often a waiting thread checks the writer process exists */
-#define RING_SLOTS        1024u  /* rings in a writer process's shared mapping */
-#define SHARED_HEADER     65536u /* the shared mapping's control block, before the rings */
-#define MAX_FRAMES_LIMIT  1024u
-#define REC_ALLOC         1u
-#define REC_COLLECT       2u
-#define REC_PAD           3u /* the rest of the ring up to its end is unused */
-#define REC_ALLOC_WORDS   5u /* header, time, full id, length, nsamples; then the frames */
-#define REC_COLLECT_WORDS 3u /* header, time, full id */
+#define TSC_WINDOW_NS      10000000u /* calibrating the counter: 10 ms, about 10 ppm */
+#define WRITER_CHECK_MS    100u   /* how often a waiting thread checks the writer process exists */
+#define RING_SLOTS         1024u  /* rings in a writer process's shared mapping */
+#define SHARED_HEADER      65536u /* the shared mapping's control block, before the rings */
+#define MAX_FRAMES_LIMIT   1024u
+#define REC_ALLOC          1u
+#define REC_COLLECT        2u
+#define REC_PAD            3u /* the rest of the ring up to its end is unused */
+#define REC_ALLOC_WORDS    5u /* header, time, full id, length, nsamples; then the frames */
+#define REC_COLLECT_WORDS  3u /* header, time, full id */
 /* A full id is the session's low bits above the object id: a record that a thread publishes
  * after its session ended can never pass for one of the next session. */
 #define ID_BITS              40u
@@ -227,11 +225,13 @@ static struct {
   char exe[4096];
   char host[256];
   char context[4096];
-  char marker_name[160];   /* the last loss marker's function name (writer thread) */
-  cts_tsc_clock_t tsc;     /* tsc_mode: the calibration (writer thread) */
-  bool tsc_ok;             /* tsc_mode: calibrated */
-  int64_t real_minus_mono; /* tsc_mode: CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
-  uint64_t writer_time;    /* the last event time written, µs */
+  char marker_name[160];            /* the last loss marker's function name (writer thread) */
+  cts_tsc_clock_t tsc;              /* tsc_mode: the calibration (writer thread) */
+  bool tsc_ok;                      /* tsc_mode: calibrated */
+  bool tsc_tried;                   /* tsc_mode: calibrate_tsc() ran this session */
+  uint64_t tsc_start, tsc_start_ns; /* tsc_mode: counter and CLOCK_MONOTONIC at the start */
+  int64_t real_minus_mono;          /* tsc_mode: CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
+  uint64_t writer_time;             /* the last event time written, µs */
 } T = {
     .control = PTHREAD_MUTEX_INITIALIZER,
     .side_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -889,11 +889,48 @@ static size_t resolve_code(void *user_data, uint64_t code, cts_mt_location_t *ou
   return T.symbolizer ? cts__symbolizer_resolve(T.symbolizer, code, out, max) : 0;
 }
 
-/* Calibrates the time-stamp counter (10 ms, once per process) on the writer thread, so
- * that no allocating thread waits for it; events queued meanwhile keep their raw counts. */
+#if CTS_HAVE_CPU_COUNTER
+/* The counter and CLOCK_MONOTONIC read together: the closest pair of 9. */
+static void tsc_sample(uint64_t *counter, uint64_t *ns) {
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 9; i++) {
+    const uint64_t before = cts__cpu_counter();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const uint64_t after = cts__cpu_counter();
+    if (after - before < best) {
+      best = after - before;
+      *counter = before + (after - before) / 2u;
+      *ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
+  }
+}
+#endif
+
+/* Calibrates the time-stamp counter on the writer thread when the first event's time is
+ * written, so that no allocating thread waits for it: against the pair read when the
+ * session started (tsc_start), over TSC_WINDOW_NS at least. A session that has run that
+ * long needs no sleep, and one without events (a short program at the default rate) no
+ * calibration at all. */
 static void calibrate_tsc(void) {
-  if (!T.tsc_mode) return;
-  T.tsc_ok = cts_os_tsc_clock(&T.tsc) == 0;
+  T.tsc_tried = true;
+#if CTS_HAVE_CPU_COUNTER
+  uint64_t c1, n1;
+  tsc_sample(&c1, &n1);
+  if (n1 - T.tsc_start_ns < TSC_WINDOW_NS) {
+    const uint64_t left = TSC_WINDOW_NS - (n1 - T.tsc_start_ns);
+    struct timespec wait = {0, (long)left};
+    while (nanosleep(&wait, &wait) != 0 && errno == EINTR) {}
+    tsc_sample(&c1, &n1);
+  }
+  const uint64_t c0 = T.tsc_start, n0 = T.tsc_start_ns;
+  /* (n1 - n0) < 2^34 for sessions under 17 s; a longer one drops its low bits first. */
+  uint64_t dn = n1 - n0, dc = c1 - c0;
+  while (dn >= (UINT64_C(1) << 34)) dn >>= 1, dc >>= 1;
+  const uint64_t mult = c1 > c0 && n1 > n0 && dc ? (dn << 30) / dc << 2 : 0;
+  T.tsc = (cts_tsc_clock_t){.base_counter = c1, .base_ns = n1, .mult = mult};
+  T.tsc_ok = mult != 0;
+#endif
   /* The counter maps to CLOCK_MONOTONIC; the offset to the wall clock is read between two
    * monotonic readings, the closest pair of 8 (a preemption between them would skew it). */
   int64_t best = INT64_MAX;
@@ -916,6 +953,7 @@ static void calibrate_tsc(void) {
 static uint64_t writer_time(uint64_t raw) {
   uint64_t us = raw;
 #if CTS_HAVE_CPU_COUNTER
+  if (T.tsc_mode && !T.tsc_tried) calibrate_tsc();
   if (T.tsc_mode)
     us = T.tsc_ok ? (uint64_t)((int64_t)cts__tsc_to_ns(&T.tsc, raw) + T.real_minus_mono) / 1000u
                   : T.writer_time; /* not calibrated: no better time than the last */
@@ -1093,14 +1131,9 @@ static bool owner_is_gone(void) {
 static void *writer_main(void *arg) {
   (void)arg;
   cts__guard_enter(); /* for life: nothing this thread allocates is traced */
-  /* The one-off work, before sampling starts (session_start_locked waits for it, up to
-   * WARM_UP_MAX_MS): done later, it would stop this thread from taking records while the
-   * program fills its rings, and then the program would wait. */
-  calibrate_tsc();
-  if (T.cfg.symbolize && !T.symbolizer) {
-    T.symbolizer = cts__symbolizer_create(T.traced_pid, &T.ctl->module_epoch);
-    cts__symbolizer_warm(T.symbolizer);
-  }
+  /* No one-off work here: the counter is calibrated at the first event's time
+   * (writer_time), the symbolizer made at the first code (resolve_code), each module's
+   * debug information read when a code first lies in it. */
   ctl_lock();
   T.ctl->writer_ready = true;
   ctl_wake(&T.ctl->progress, true);
@@ -1332,11 +1365,6 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   spawning_writer = false;
   T.owner_watch_fd = watch_fd;
   T.traced_pid = program;
-  setsid();
-  prctl(PR_SET_NAME, "ctfscope-writer");
-  sigset_t all;
-  sigfillset(&all);
-  sigprocmask(SIG_SETMASK, &all, NULL);
   keep_only_fds(T.fd, watch_fd);
   writer_main(NULL);
   close_sink();
@@ -1354,8 +1382,28 @@ static int spawn_writer_process(void) {
   const pid_t middle = fork();
   if (middle == 0) {
     close(watch[1]); /* the writer process must see the program's end close */
+    /* Its own session, no signals and its name before the program goes on
+     * (session_start_locked does not wait for the writer): a Ctrl-C sent to the program's
+     * process group at once must not reach it, and `ps` shows it as it is from the start.
+     * The mask and the name are inherited; the session is the grandchild's own, and this
+     * process waits for it (the pipe's end closed) before it exits. */
+    prctl(PR_SET_NAME, "ctfscope-writer");
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    int led[2];
+    const bool sync = pipe2(led, O_CLOEXEC) == 0;
     const pid_t pid = fork();
-    if (pid == 0) writer_process_main(watch[0], program);
+    if (pid == 0) {
+      setsid();
+      if (sync) close(led[0]), close(led[1]);
+      writer_process_main(watch[0], program);
+    }
+    if (sync) {
+      close(led[1]);
+      char byte;
+      while (pid > 0 && read(led[0], &byte, 1) < 0 && errno == EINTR) {}
+    }
     atomic_store(&T.ctl->writer_pid, pid > 0 ? pid : -1);
     _exit(0);
   }
@@ -1566,7 +1614,10 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.clock = sink->clock ? sink->clock : wall_clock_us;
   T.clock_user_data = sink->clock ? sink->clock_user_data : NULL;
   T.tsc_mode = CTS_HAVE_CPU_COUNTER && !sink->clock && cts_os_tsc_usable();
-  T.tsc_ok = false;
+  T.tsc_ok = T.tsc_tried = false;
+#if CTS_HAVE_CPU_COUNTER
+  if (T.tsc_mode) tsc_sample(&T.tsc_start, &T.tsc_start_ns);
+#endif
   if (cfg->executable_name) {
     copy_string(T.exe, sizeof T.exe, cfg->executable_name);
   } else {
@@ -1638,11 +1689,13 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
     }
     pthread_setname_np(T.thread, "ctfscope-writer");
   }
-  /* Sampling starts once the writer is ready, or after WARM_UP_MAX_MS whatever. */
-  const struct timespec deadline = deadline_in_ms(WARM_UP_MAX_MS);
+  /* Sampling starts at once: the writer's one-off work (calibrating the time-stamp counter,
+   * reading the module list) is done when it first needs it, while the program runs; a
+   * program that fills a ring meanwhile waits for it there, as it would have here, and one
+   * that does not (every program at the default rate) never waits. Waiting here cost every
+   * traced image 70-120 ms. A writer process that is already gone is noticed at once. */
   ctl_lock();
-  while (!T.ctl->writer_ready && T.ctl->thread_running && wait_progress(&deadline) != ETIMEDOUT) {}
-  const bool writer_lost = !T.ctl->thread_running; /* a writer process that died at once */
+  const bool writer_lost = !T.ctl->thread_running || (T.writer_process && writer_process_gone());
   ctl_unlock();
   if (writer_lost) {
     forget_writer_process();
