@@ -59,16 +59,22 @@
 #define STALL_GIVE_UP_MS   2000u
 #define STALL_RETRY_MS     1u
 #define CONNECT_TIMEOUT_MS 3000u
-#define TSC_WINDOW_NS      10000000u /* calibrating the counter: 10 ms, about 10 ppm */
-#define WRITER_CHECK_MS    100u   /* how often a waiting thread checks the writer process exists */
-#define RING_SLOTS         1024u  /* rings in a writer process's shared mapping */
-#define SHARED_HEADER      65536u /* the shared mapping's control block, before the rings */
-#define MAX_FRAMES_LIMIT   1024u
-#define REC_ALLOC          1u
-#define REC_COLLECT        2u
-#define REC_PAD            3u /* the rest of the ring up to its end is unused */
-#define REC_ALLOC_WORDS    5u /* header, time, full id, length, nsamples; then the frames */
-#define REC_COLLECT_WORDS  3u /* header, time, full id */
+/* While the program writes records, the writer looks at the rings every POLL_MS instead of
+ * being woken at each half ring (a futex call on the allocating thread); it stops polling
+ * after POLL_IDLE_MAX looks that find nothing. A 1 MiB ring takes 2 ms or more to fill
+ * half at rate 1. */
+#define POLL_MS           1u
+#define POLL_IDLE_MAX     50u
+#define TSC_WINDOW_NS     10000000u /* calibrating the counter: 10 ms, about 10 ppm */
+#define WRITER_CHECK_MS   100u   /* how often a waiting thread checks the writer process exists */
+#define RING_SLOTS        1024u  /* rings in a writer process's shared mapping */
+#define SHARED_HEADER     65536u /* the shared mapping's control block, before the rings */
+#define MAX_FRAMES_LIMIT  1024u
+#define REC_ALLOC         1u
+#define REC_COLLECT       2u
+#define REC_PAD           3u /* the rest of the ring up to its end is unused */
+#define REC_ALLOC_WORDS   5u /* header, time, full id, length, nsamples; then the frames */
+#define REC_COLLECT_WORDS 3u /* header, time, full id */
 /* A full id is the session's low bits above the object id: a record that a thread publishes
  * after its session ended can never pass for one of the next session. */
 #define ID_BITS              40u
@@ -149,6 +155,8 @@ typedef struct control {
   atomic_bool failed;                    /* the writer stopped on a sink error */
   _Atomic uint64_t module_epoch;         /* bumped by each flush (the symbolizer looks) */
   _Atomic int writer_pid;                /* the writer process, once forked */
+  /* The writer looks at the rings again within POLL_MS: no thread needs to wake it. */
+  _Alignas(64) atomic_bool writer_polling;
 
   /* Under `lock`. */
   _Alignas(64) bool wake_requested;
@@ -624,6 +632,11 @@ static CTS_NOINLINE void ring_wake(ring_t *r, uint64_t head) {
   ring_read_tail(r);
   if (head - r->tail_seen <= RING_WORDS / 2u) return;
   r->wake_check = head + RING_WORDS / 16u;
+  /* A writer that polls needs no futex wake: while a program allocates steadily, none is
+   * made. The fence pairs with the writer's (writer_rest): either it sees this head, or
+   * this thread sees it resting. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&T.ctl->writer_polling, memory_order_relaxed)) return;
   if (atomic_exchange_explicit(&r->wake_sent, true, memory_order_relaxed)) return;
   ctl_lock();
   T.ctl->wake_requested = true;
@@ -649,9 +662,11 @@ static CTS_NOINLINE bool ring_wait(ring_t *r, uint64_t end, size_t limit) {
     if (running) {
       atomic_fetch_add(&T.ctl->waiters, 1);
       T.ctl->wake_requested = true;
-      ctl_wake(&T.ctl->writer_wake, false);
+      if (!atomic_load(&T.ctl->writer_polling)) ctl_wake(&T.ctl->writer_wake, false);
       bump(&r->waits, 1);
-      while (sampling_on() && T.ctl->thread_running && end - atomic_load(&r->tail) > limit)
+      /* Until the ring is half empty, not until one record fits: one wait per half ring
+       * however slow the writer is, not one per record (drain wakes waiters only then). */
+      while (sampling_on() && T.ctl->thread_running && end - atomic_load(&r->tail) > limit / 2u)
         wait_progress(NULL);
       atomic_fetch_sub(&T.ctl->waiters, 1);
     }
@@ -1052,6 +1067,30 @@ static bool ids_outstanding(void) {
  * allocation's publication, so the head record of some ring can always go unless the next
  * id is still on its way (*blocked then says that records wait). Records of another session
  * (published by a thread after its session ended) and of ids given up are skipped. */
+/* Whether some ring holds records the writer has not taken. */
+static bool rings_pending(void) {
+  for (ring_t *r = atomic_load_explicit(&T.ctl->rings, memory_order_acquire); r; r = r->next)
+    if (atomic_load_explicit(&r->head, memory_order_acquire) !=
+        atomic_load_explicit(&r->tail, memory_order_relaxed))
+      return true;
+  return false;
+}
+
+/* The writer's choice before it waits: poll again within POLL_MS while the program writes
+ * records (`busy`), or rest until a thread wakes it (a ring half full), a flush or a stop.
+ * Resting, it says so first and then looks at the rings once more (the fence pairs with
+ * ring_wake's): a record published meanwhile is seen here, or its thread sees the writer
+ * resting and wakes it. Whether to poll. */
+static bool writer_poll(bool busy) {
+  if (busy) {
+    atomic_store_explicit(&T.ctl->writer_polling, true, memory_order_relaxed);
+    return true;
+  }
+  atomic_store_explicit(&T.ctl->writer_polling, false, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+  return rings_pending();
+}
+
 static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
   int err = 0;
   bool any = false, blocked = false;
@@ -1059,6 +1098,7 @@ static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
   for (bool progress = true; progress;) {
     progress = false;
     blocked = false;
+    bool space = false;
     uint64_t taken = 0;
     int e = marker_if_due(&progress);
     if (e && !err) err = e;
@@ -1097,10 +1137,13 @@ static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
         atomic_store(&r->tail, tail); /* seq_cst: see ring_wait */
         atomic_store_explicit(&r->wake_sent, false, memory_order_relaxed);
         progress = any = true;
+        /* A waiter wants its ring at most half full (its record, unpublished, lies beyond
+         * `head`): only then is it worth a wake-up. */
+        if (head - tail <= RING_WORDS / 2u) space = true;
       }
       if (tail != head) blocked = true;
     }
-    if (progress && atomic_load(&T.ctl->waiters)) {
+    if (space && atomic_load(&T.ctl->waiters)) {
       ctl_lock();
       ctl_wake(&T.ctl->progress, true);
       ctl_unlock();
@@ -1142,6 +1185,7 @@ static void *writer_main(void *arg) {
   uint64_t next_flush = monotonic_ms() + interval;
   uint64_t stalled_since = 0; /* ms; 0 = writing goes on */
   bool dirty = false, waiting = false, progress = false;
+  unsigned idle_polls = POLL_IDLE_MAX + 1u; /* resting until the first records */
   for (;;) {
     ctl_lock();
     uint64_t now_ms = monotonic_ms();
@@ -1150,10 +1194,15 @@ static void *writer_main(void *arg) {
     /* Records waiting for an id on its way, and none written last time: look again soon
      * (also when stopping: no busy loop while the id comes). */
     const bool stalled = waiting && !progress;
+    /* Records taken on the last pass, or some left: polled for a while (POLL_IDLE_MAX
+     * passes that take nothing), so that a thread that fills its ring wakes nobody. */
+    idle_polls = progress ? 0 : idle_polls + 1;
+    const bool poll = writer_poll(idle_polls <= POLL_IDLE_MAX && (progress || rings_pending()));
     if ((!asked && now_ms < next_flush) || stalled) {
       const uint64_t until = stalled || (waiting && now_ms + STALL_RETRY_MS < next_flush)
                                  ? now_ms + STALL_RETRY_MS
-                                 : next_flush;
+                             : poll && now_ms + POLL_MS < next_flush ? now_ms + POLL_MS
+                                                                     : next_flush;
       const struct timespec ts = deadline_in_ms(until - now_ms);
       ctl_timedwait(&T.ctl->writer_wake, &ts);
     }

@@ -26,6 +26,8 @@
 #define BOTTOM_MARGIN 64u
 /* log2 of the entries of the per-return-address cache of frame-pointer verdicts. */
 #define VERDICT_BITS 12u
+/* The largest frame outer_walk follows (its CFA's offset; the stack's end bounds it too). */
+#define CFA_OFFSET_MAX ((int64_t)1 << 24)
 /* log2 of the entries of a thread's cache of call frame rules (outer_walk). */
 #define RULE_BITS 10u
 
@@ -627,59 +629,77 @@ static bool cached_frame_rules(cts__bottom_t *b, uintptr_t pc, cfi_row_t *row) {
   return true;
 }
 
-/* What the outer frames depend on: `frames` (m of them) are what libunwind found beyond
- * the return address `ret` read from the frame record at `rec`. The call frame
- * information is followed from there, as libunwind did: each outer function's CFA must be
- * %rsp or %rbp plus a constant, its return address saved at CFA - 8 and equal to the
- * frame libunwind gave, %rbp saved on the stack or left alone, and the outermost's return
- * address undefined (_start, clone3: where libunwind stops). Then the frames depend on the
- * stack from rec up to *end only, and if every CFA is %rsp plus a constant (*slots), on m
- * words only: slot[i] gets the offset from rec of the i-th (they grow with i). False when
- * the rules are anything else (expressions, signal frames) or reach beyond BOTTOM_BYTES. */
+/* A walk of the outer frames by their call frame information (outer_walk). */
+typedef struct outer {
+  size_t m;                     /* frames beyond `ret` */
+  bool cacheable;               /* they depend on the stack from rec up to `end` only */
+  bool slots;                   /* ... and on the words at rec + slot[i] only */
+  uintptr_t end;                /* cacheable: above the highest byte they depend on */
+  uint32_t slot[BOTTOM_FRAMES]; /* slots: offsets from rec, growing with i */
+} outer_t;
+
+/* Follows the call frame information from the return address `ret` read from the frame
+ * record at `rec` (its frame: stack pointer rec + 16, %rbp saved at rec), as libunwind
+ * does: each function's CFA must be %rsp or %rbp plus a constant, its return address
+ * saved at CFA - 8, %rbp saved on the stack or left alone, up to a function whose return
+ * address is undefined (_start, clone3: where libunwind stops). With `known`, frames[0..
+ * o->m) are libunwind's and each return address read must be one of them; else the walk
+ * writes them (at most max). Every word read lies between rec and the top of the stack.
+ * False when a rule is anything else (expressions, signal frames, no rules: libunwind
+ * knows more) or a return address is not plausible. Then o says what the frames depend on:
+ * if every word read is within BOTTOM_BYTES of rec and there are at most BOTTOM_FRAMES, on
+ * the stack up to o->end, and if every CFA is %rsp plus a constant, on their m return
+ * addresses' words only (o->slot). */
 static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
-                       const uint64_t *frames, size_t m, uint32_t *slot, bool *slots,
-                       uintptr_t *end) {
-  const uintptr_t limit = rec + BOTTOM_BYTES < t->stack_hi ? rec + BOTTOM_BYTES : t->stack_hi;
+                       uint64_t *frames, bool known, size_t max, outer_t *o) {
+  const uintptr_t cache_limit = rec + BOTTOM_BYTES;
   uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret, rbp = stack_word(rec);
   uintptr_t high = sp; /* above the highest word read */
   bool rbp_known = true;
-  *slots = true;
+  o->slots = true;
   for (size_t i = 0;; i++) {
     cfi_row_t row;
     if (!cached_frame_rules(b, pc - 1u, &row)) return false;
-    if (i == m) {
+    if (known ? i == o->m : row.ra.kind == CFI_RULE_UNDEFINED) {
       if (row.ra.kind != CFI_RULE_UNDEFINED) return false;
+      o->m = i;
       /* libunwind's last step reads a little beyond the outermost frame's stack pointer */
-      *end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
-      if (*end > t->stack_hi) *end = t->stack_hi;
+      o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
+      if (o->end > t->stack_hi) o->end = t->stack_hi;
+      o->cacheable = i <= BOTTOM_FRAMES && o->end <= cache_limit;
       return true;
     }
+    if (!known && i == max) return false; /* libunwind cuts it where it should */
     uintptr_t base;
     if (row.cfa_reg == DW_REG_RSP) {
       base = sp;
     } else if (row.cfa_reg == DW_REG_RBP && rbp_known) {
       base = rbp;
-      *slots = false;
+      o->slots = false;
     } else {
       return false;
     }
-    if (row.cfa_off < 8 || row.cfa_off > (int64_t)BOTTOM_BYTES || row.ra.kind != CFI_RULE_SAVED ||
+    /* (a frame larger than the cache holds is walked all the same: `end` says so) */
+    if (row.cfa_off < 8 || row.cfa_off > CFA_OFFSET_MAX || row.ra.kind != CFI_RULE_SAVED ||
         row.ra.off != -8)
       return false;
     const uintptr_t cfa = base + (uintptr_t)row.cfa_off, at = cfa - 8u;
-    if (cfa <= sp || at < rec || at + 8u > limit || stack_word(at) != frames[i]) return false;
+    if (cfa <= sp || at < rec || at > t->stack_hi - 8u) return false;
+    const uint64_t word = stack_word(at);
+    if (known ? word != frames[i] : word == 0 || word >= ((uint64_t)1 << 62)) return false;
+    frames[i] = word;
     if (at + 8u > high) high = at + 8u;
     if (row.rbp.kind == CFI_RULE_SAVED) {
       const uintptr_t saved = cfa + (uintptr_t)row.rbp.off;
-      if (saved < rec || saved + 8u > limit) return false;
+      if (saved < rec || saved > t->stack_hi - 8u) return false;
       rbp = stack_word(saved);
       if (saved + 8u > high) high = saved + 8u;
     } else if (row.rbp.kind != CFI_RULE_OTHER) {
       rbp_known = false;
     }
-    slot[i] = (uint32_t)(at - rec);
+    if (i < BOTTOM_FRAMES) o->slot[i] = (uint32_t)(at - rec);
     sp = cfa;
-    pc = (uintptr_t)frames[i];
+    pc = (uintptr_t)word;
   }
 }
 
@@ -687,8 +707,9 @@ static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, 
  * from the record at `rec`, leads into code without frame pointers. The frames beyond it
  * depend only on that return address, the stack pointer (rec + 16), %rbp (saved at rec)
  * and the stack above, often only on a few words of it (outer_walk): if those are as when
- * libunwind last unwound them for this thread, its answer is reused; else libunwind
- * unwinds the whole stack again. */
+ * they were last unwound for this thread, they are reused. Else they are unwound again:
+ * by their call frame information when its rules are simple (outer_walk: most code,
+ * without a system call), else by libunwind. */
 static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_t *out, size_t n,
                                         size_t max, cts__bottom_t *b) {
   if (b && b->ret == out[n - 1] && b->rec == rec && b->len <= t->stack_hi - rec &&
@@ -701,35 +722,39 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
     return n + k;
   }
   t->unwind_full++;
-  const uintptr_t site = (uintptr_t)out[0]; /* the hook's return address */
-  uint64_t walked[BOTTOM_FRAMES];
-  const bool comparable = n <= BOTTOM_FRAMES;
-  if (comparable) memcpy(walked, out, n * sizeof *out);
-  const size_t k = backtrace_from(site, out, max);
-  if (k == 0) { /* libunwind could not: what the frame pointers gave */
-    if (comparable) memcpy(out, walked, n * sizeof *out);
-    return comparable ? n : 0;
+  outer_t o;
+  size_t k = 0;
+  if (b && n <= BOTTOM_FRAMES && outer_walk(t, b, rec, out[n - 1], out + n, false, max - n, &o)) {
+    k = n + o.m;
+  } else {
+    const uintptr_t site = (uintptr_t)out[0]; /* the hook's return address */
+    uint64_t walked[BOTTOM_FRAMES];
+    const bool comparable = n <= BOTTOM_FRAMES;
+    if (comparable) memcpy(walked, out, n * sizeof *out);
+    k = backtrace_from(site, out, max);
+    if (k == 0) { /* libunwind could not: what the frame pointers gave */
+      if (comparable) memcpy(out, walked, n * sizeof *out);
+      return comparable ? n : 0;
+    }
+    /* Keep the outer frames when libunwind agrees with the walk and the rules explain them. */
+    if (!b || !comparable || k < n || memcmp(out, walked, n * sizeof *out) != 0) return k;
+    o.m = k - n;
+    if (o.m > BOTTOM_FRAMES || !outer_walk(t, b, rec, out[n - 1], out + n, true, 0, &o)) return k;
   }
-  /* Keep the outer frames when libunwind agrees with the walk and they lie close above. */
-  uint32_t slot[BOTTOM_FRAMES];
-  bool slots;
-  uintptr_t end;
-  if (b && comparable && k >= n && memcmp(out, walked, n * sizeof *out) == 0 &&
-      k - n <= BOTTOM_FRAMES &&
-      outer_walk(t, b, rec, walked[n - 1], out + n, k - n, slot, &slots, &end)) {
+  if (o.cacheable) {
     b->ret = 0; /* never matches while it is rewritten */
     b->rec = rec;
-    b->nframes = k - n;
+    b->nframes = o.m;
     memcpy(b->frames, out + n, b->nframes * sizeof *out);
-    b->slots = slots;
-    if (slots) {
-      memcpy(b->slot, slot, b->nframes * sizeof *slot);
-      b->len = b->nframes ? slot[b->nframes - 1] + 8u : 0; /* the last slot is the highest */
+    b->slots = o.slots;
+    if (o.slots) {
+      memcpy(b->slot, o.slot, b->nframes * sizeof *o.slot);
+      b->len = b->nframes ? o.slot[b->nframes - 1] + 8u : 0; /* the last slot is the highest */
     } else {
-      b->len = end - rec;
+      b->len = o.end - rec;
       stack_copy(b->bytes, rec, b->len);
     }
-    b->ret = walked[n - 1];
+    b->ret = out[n - 1];
   }
   return k;
 }
