@@ -1262,7 +1262,10 @@ static void *writer_main(void *arg) {
       atomic_store(&T.ctl->failed, true);
     }
     if (flush_wanted) T.ctl->flush_done = flush_target;
-    ctl_wake(&T.ctl->progress, true);
+    /* A flush done, or sampling ended on an error: whoever waits is told. Threads waiting
+     * for ring space are told by drain, once their ring is half empty; waking them at
+     * every pass (every POLL_MS) would cost them a system call each time. */
+    if (flush_wanted || err) ctl_wake(&T.ctl->progress, true);
     const bool done = stopping && !waiting;
     ctl_unlock();
     if (done) break;
