@@ -1717,6 +1717,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.lost_taken = ring_losses();
   T.writer_time = start;
   T.ctl->wake_requested = T.ctl->stop_requested = T.ctl->writer_ready = false;
+  atomic_store(&T.ctl->writer_polling, false); /* a new writer: threads wake it at first */
   T.ctl->flush_requested = T.ctl->flush_done = 0;
   atomic_store(&T.ctl->failed, false);
   memset(&T.ctl->stats, 0, sizeof T.ctl->stats);
