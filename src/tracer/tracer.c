@@ -143,7 +143,7 @@ typedef struct control {
    * waiter reads the word under `lock` and sleeps while it is unchanged; a waker changes
    * it (under `lock`, after the state) and wakes. */
   _Atomic uint32_t writer_wake;
-  _Atomic uint32_t progress; /* ring space freed, flush done, writer ready or exited */
+  _Atomic uint32_t progress; /* ring space freed, flush done, error, writer exited */
 
   /* Lock-free, shared by the sampling threads. */
   _Alignas(64) _Atomic uint64_t next_id; /* the next full id */
@@ -160,7 +160,6 @@ typedef struct control {
 
   /* Under `lock`. */
   _Alignas(64) bool wake_requested;
-  bool writer_ready; /* the writer finished its start-up work */
   bool thread_running;
   bool stop_requested;
   uint64_t flush_requested, flush_done;
@@ -1177,10 +1176,6 @@ static void *writer_main(void *arg) {
   /* No one-off work here: the counter is calibrated at the first event's time
    * (writer_time), the symbolizer made at the first code (resolve_code), each module's
    * debug information read when a code first lies in it. */
-  ctl_lock();
-  T.ctl->writer_ready = true;
-  ctl_wake(&T.ctl->progress, true);
-  ctl_unlock();
   const uint64_t interval = T.cfg.flush_interval_ms ? T.cfg.flush_interval_ms : 1000;
   uint64_t next_flush = monotonic_ms() + interval;
   uint64_t stalled_since = 0; /* ms; 0 = writing goes on */
@@ -1716,7 +1711,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.pending.present = false;
   T.lost_taken = ring_losses();
   T.writer_time = start;
-  T.ctl->wake_requested = T.ctl->stop_requested = T.ctl->writer_ready = false;
+  T.ctl->wake_requested = T.ctl->stop_requested = false;
   atomic_store(&T.ctl->writer_polling, false); /* a new writer: threads wake it at first */
   T.ctl->flush_requested = T.ctl->flush_done = 0;
   atomic_store(&T.ctl->failed, false);
