@@ -205,7 +205,7 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
           case 0x09: /* register: in another register, no record */
             reg = cfi_uleb(r);
             (void)cfi_uleb(r);
-            cfi_set(c, reg, CFI_RULE_OTHER, 0);
+            cfi_set(c, reg, CFI_RULE_REGISTER, 0);
             break;
           case 0x0A: /* remember_state */
             if (c->depth == CFI_STACK) return false;

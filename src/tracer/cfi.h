@@ -31,9 +31,13 @@
 /* DWARF register numbers on x86-64. */
 enum { DW_REG_RBP = 6, DW_REG_RSP = 7, DW_REG_RA = 16 };
 
-/* A register's rule, as far as it matters here: saved at CFA + off, undefined (the
- * return address of the outermost frame: _start, clone3), or anything else. */
-typedef enum cfi_rule_kind { CFI_RULE_OTHER, CFI_RULE_SAVED, CFI_RULE_UNDEFINED } cfi_rule_kind_t;
+/* A register's rule, as far as it matters here. */
+typedef enum cfi_rule_kind {
+  CFI_RULE_OTHER,     /* the same value (or no rule), or one that is not followed */
+  CFI_RULE_SAVED,     /* at CFA + off */
+  CFI_RULE_UNDEFINED, /* the outermost frame's return address (_start, clone3) */
+  CFI_RULE_REGISTER   /* in another register: its value is not known here */
+} cfi_rule_kind_t;
 typedef struct cfi_rule {
   cfi_rule_kind_t kind;
   int64_t off;

@@ -180,10 +180,6 @@ static inline int cts__guarded(void) {
  * loaded since). */
 typedef struct cts__symbolizer cts__symbolizer_t;
 cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *module_epoch);
-/* Loads the debug information and symbol tables of every module now: libdw does it on
- * first use, tens of milliseconds for a C library with its debug information installed,
- * time in which the writer thread would take no records. */
-void cts__symbolizer_warm(cts__symbolizer_t *s);
 void cts__symbolizer_destroy(cts__symbolizer_t *s);
 /* A cts_mt_resolve_cb; user_data is the symbolizer. */
 size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max);

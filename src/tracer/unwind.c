@@ -27,6 +27,19 @@
 #define BOTTOM_MARGIN 64u
 /* log2 of the entries of the per-return-address cache of frame-pointer verdicts. */
 #define VERDICT_BITS 12u
+/* The largest frame outer_walk follows (its CFA's offset; the stack's end bounds it too). */
+#define CFA_OFFSET_MAX ((int64_t)1 << 24)
+/* log2 of the entries of a thread's cache of call frame rules (outer_walk). */
+#define RULE_BITS 10u
+
+/* One address's call frame rules, as outer_walk needs them (cfi_row_t, packed). */
+typedef struct cts__rule {
+  uint64_t pc; /* 0 = empty */
+  int32_t cfa_off;
+  int16_t rbp_off;
+  uint8_t cfa_reg; /* RULE_NONE: no rules known for pc */
+  uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8 */
+} cts__rule_t;
 
 struct cts__bottom {
   uintptr_t rec; /* the frame record whose return address leads out of frame-pointer code */
@@ -39,6 +52,9 @@ struct cts__bottom {
   uint64_t frames[BOTTOM_FRAMES];
   uint32_t slot[BOTTOM_FRAMES];
   unsigned char bytes[BOTTOM_BYTES];
+  /* The rules outer_walk followed, by address: the thread's cache misses go through the
+   * same few hundred functions, whose call frame information would be run again each time. */
+  cts__rule_t rules[1u << RULE_BITS];
 };
 
 const size_t cts__bottom_size = sizeof(cts__bottom_t);
@@ -144,9 +160,14 @@ size_t cts__unwind_fp(cts__thread_t *t, uintptr_t fp, uint64_t *out, size_t max)
 
 /* ---- libunwind ----------------------------------------------------------------------------- */
 
-size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max) {
+/* libunwind's frames from the allocation site `site` outwards, into out (room for max +
+ * CTS__OWN_FRAMES). unw_backtrace, not unw_init_local and unw_step: its fast path keeps a
+ * per-thread cache of each return address's unwinding rule and makes no system call, while
+ * every unw_step goes through libunwind's global cache of rules, whose lock masks and
+ * unmasks all signals (two rt_sigprocmask calls per frame; Debian's libunwind 1.6 is built
+ * without a per-thread cache, so UNW_CACHE_PER_THREAD falls back to the global one). */
+static size_t backtrace_from(uintptr_t site, uint64_t *out, size_t max) {
   _Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as u64");
-  const uintptr_t site = ((const uintptr_t *)frame)[1];
   void **const ips = (void **)out;
   const int n = unw_backtrace(ips, (int)(max + CTS__OWN_FRAMES));
   int start = -1;
@@ -163,25 +184,8 @@ size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max) {
   return k;
 }
 
-/* libunwind's cursor from here: the frames from `site` outwards, and the stack pointer of
- * the outermost one (the outer-frame cache needs to know how far up the stack they lie). */
-static size_t unwind_cursor(uintptr_t site, uint64_t *out, size_t max, uintptr_t *last_sp) {
-  unw_context_t ctx;
-  unw_cursor_t c;
-  if (unw_getcontext(&ctx) != 0 || unw_init_local(&c, &ctx) != 0) return 0;
-  size_t k = 0, own = 0;
-  do {
-    unw_word_t ip = 0, sp = 0;
-    if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || unw_get_reg(&c, UNW_REG_SP, &sp) != 0) break;
-    if (k == 0 && ip != site) {
-      if (++own > CTS__OWN_FRAMES) return 0;
-      continue;
-    }
-    if (ip == 0 || ip >= ((uintptr_t)1 << 62) || k == max) break;
-    out[k++] = ip;
-    *last_sp = sp;
-  } while (unw_step(&c) > 0);
-  return k;
+size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max) {
+  return backtrace_from(((const uintptr_t *)frame)[1], out, max);
 }
 
 /* ---- which code keeps frame pointers ------------------------------------------------------ */
@@ -243,40 +247,116 @@ static CTS_FORCE_INLINE bool keeps_frame_pointers(uintptr_t ret) {
 
 /* ---- the mixed unwinder -------------------------------------------------------------------- */
 
-/* Where the outer frames' return addresses lie, when each is all the next frame depends
- * on: `frames` (m of them) are what libunwind found beyond the return address `ret` read
- * from the frame record at `rec`. Each outer function's CFA must be %rsp plus a constant
- * (so it follows from the CFA below it, rec + 16 for the first), its return address saved
- * at CFA - 8, and the outermost's return address undefined (_start, clone3: where
- * libunwind stops); the word at each CFA - 8 must be the frame libunwind gave. Then those
- * m words decide the outer frames: slot[i] gets the offset from rec of the i-th (they
- * grow with i). False when the rules are anything else (frame pointers, expressions,
- * signal frames). */
-static bool outer_slots(const cts__thread_t *t, uintptr_t rec, uint64_t ret, const uint64_t *frames,
-                        size_t m, uint32_t *slot) {
-  uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret;
+enum { RULE_NONE = 0xFF, RULE_RA_AT_8 = 0x10 };
+
+/* frame_rules(pc), through the thread's cache. */
+static bool cached_frame_rules(cts__bottom_t *b, uintptr_t pc, cfi_row_t *row) {
+  cts__rule_t *const e = &b->rules[(uint64_t)pc * 0x9E3779B97F4A7C15ull >> (64u - RULE_BITS)];
+  if (e->pc != pc) {
+    cfi_row_t r;
+    *e = (cts__rule_t){.pc = pc, .cfa_reg = RULE_NONE};
+    /* Registers other than %rsp and %rbp, offsets beyond what a frame of BOTTOM_BYTES can
+     * use: outer_walk refuses them, as it refuses a frame without rules. */
+    if (frame_rules(pc, &r) && (r.cfa_reg == DW_REG_RSP || r.cfa_reg == DW_REG_RBP) &&
+        r.cfa_off >= INT32_MIN && r.cfa_off <= INT32_MAX) {
+      const bool rbp_fits =
+          r.rbp.kind != CFI_RULE_SAVED || (r.rbp.off >= INT16_MIN && r.rbp.off <= INT16_MAX);
+      e->cfa_reg = (uint8_t)r.cfa_reg;
+      e->cfa_off = (int32_t)r.cfa_off;
+      e->rbp_off = rbp_fits && r.rbp.kind == CFI_RULE_SAVED ? (int16_t)r.rbp.off : 0;
+      e->kinds = (uint8_t)((rbp_fits ? r.rbp.kind : CFI_RULE_REGISTER) | r.ra.kind << 2 |
+                           (r.ra.kind == CFI_RULE_SAVED && r.ra.off == -8 ? RULE_RA_AT_8 : 0));
+    }
+  }
+  if (e->cfa_reg == RULE_NONE) return false;
+  row->cfa_reg = e->cfa_reg;
+  row->cfa_off = e->cfa_off;
+  row->rbp = (cfi_rule_t){(cfi_rule_kind_t)(e->kinds & 3u), e->rbp_off};
+  row->ra = (cfi_rule_t){(cfi_rule_kind_t)(e->kinds >> 2 & 3u), e->kinds & RULE_RA_AT_8 ? -8 : 0};
+  return true;
+}
+
+/* A walk of the outer frames by their call frame information (outer_walk). */
+typedef struct outer {
+  size_t m;                     /* frames beyond `ret` */
+  bool cacheable;               /* they depend on the stack from rec up to `end` only */
+  bool slots;                   /* ... and on the words at rec + slot[i] only */
+  uintptr_t end;                /* cacheable: above the highest byte they depend on */
+  uint32_t slot[BOTTOM_FRAMES]; /* slots: offsets from rec, growing with i */
+} outer_t;
+
+/* Follows the call frame information from the return address `ret` read from the frame
+ * record at `rec` (its frame: stack pointer rec + 16, %rbp saved at rec), as libunwind
+ * does: each function's CFA must be %rsp or %rbp plus a constant, its return address
+ * saved at CFA - 8, %rbp saved on the stack or left alone, up to a function whose return
+ * address is undefined (_start, clone3: where libunwind stops). With `known`, frames[0..
+ * o->m) are libunwind's and each return address read must be one of them; else the walk
+ * writes them (at most max). Every word read lies between rec and the top of the stack.
+ * False when a rule is anything else (expressions, signal frames, no rules: libunwind
+ * knows more) or a return address is not plausible. Then o says what the frames depend on:
+ * if every word read is within BOTTOM_BYTES of rec and there are at most BOTTOM_FRAMES, on
+ * the stack up to o->end, and if every CFA is %rsp plus a constant, on their m return
+ * addresses' words only (o->slot). */
+static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
+                       uint64_t *frames, bool known, size_t max, outer_t *o) {
+  const uintptr_t cache_limit = rec + BOTTOM_BYTES;
+  uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret, rbp = stack_word(rec);
+  uintptr_t high = sp; /* above the highest word read */
+  bool rbp_known = true;
+  o->slots = true;
   for (size_t i = 0;; i++) {
     cfi_row_t row;
-    if (!frame_rules(pc - 1u, &row)) return false;
-    if (i == m) return row.ra.kind == CFI_RULE_UNDEFINED;
-    if (row.cfa_reg != DW_REG_RSP || row.cfa_off < 8 || row.cfa_off > (int64_t)BOTTOM_BYTES ||
-        row.ra.kind != CFI_RULE_SAVED || row.ra.off != -8)
+    if (!cached_frame_rules(b, pc - 1u, &row)) return false;
+    if (known ? i == o->m : row.ra.kind == CFI_RULE_UNDEFINED) {
+      if (row.ra.kind != CFI_RULE_UNDEFINED) return false;
+      o->m = i;
+      /* libunwind's last step reads a little beyond the outermost frame's stack pointer */
+      o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
+      if (o->end > t->stack_hi) o->end = t->stack_hi;
+      o->cacheable = i <= BOTTOM_FRAMES && o->end <= cache_limit;
+      return true;
+    }
+    if (!known && i == max) return false; /* libunwind cuts it where it should */
+    uintptr_t base;
+    if (row.cfa_reg == DW_REG_RSP) {
+      base = sp;
+    } else if (row.cfa_reg == DW_REG_RBP && rbp_known) {
+      base = rbp;
+      o->slots = false;
+    } else {
       return false;
-    const uintptr_t cfa = sp + (uintptr_t)row.cfa_off, at = cfa - 8u;
-    if (at - rec > BOTTOM_BYTES || at > t->stack_hi - 8u || stack_word(at) != frames[i])
+    }
+    /* (a frame larger than the cache holds is walked all the same: `end` says so) */
+    if (row.cfa_off < 8 || row.cfa_off > CFA_OFFSET_MAX || row.ra.kind != CFI_RULE_SAVED ||
+        row.ra.off != -8)
       return false;
-    slot[i] = (uint32_t)(at - rec);
+    const uintptr_t cfa = base + (uintptr_t)row.cfa_off, at = cfa - 8u;
+    if (cfa <= sp || at < rec || at > t->stack_hi - 8u) return false;
+    const uint64_t word = stack_word(at);
+    if (known ? word != frames[i] : word == 0 || word >= ((uint64_t)1 << 62)) return false;
+    frames[i] = word;
+    if (at + 8u > high) high = at + 8u;
+    if (row.rbp.kind == CFI_RULE_SAVED) {
+      const uintptr_t saved = cfa + (uintptr_t)row.rbp.off;
+      if (saved < rec || saved > t->stack_hi - 8u) return false;
+      rbp = stack_word(saved);
+      if (saved + 8u > high) high = saved + 8u;
+    } else if (row.rbp.kind != CFI_RULE_OTHER) {
+      rbp_known = false;
+    }
+    if (i < BOTTOM_FRAMES) o->slot[i] = (uint32_t)(at - rec);
     sp = cfa;
-    pc = (uintptr_t)frames[i];
+    pc = (uintptr_t)word;
   }
 }
 
 /* out[0..n) came from frame records of frame-pointer code; the last return address, read
  * from the record at `rec`, leads into code without frame pointers. The frames beyond it
- * depend only on that return address, the stack pointer (rec + 16) and the stack above,
- * often only on a few words of it (outer_slots): if those are as when libunwind last
- * unwound them for this thread, its answer is reused; else libunwind unwinds the whole
- * stack again. */
+ * depend only on that return address, the stack pointer (rec + 16), %rbp (saved at rec)
+ * and the stack above, often only on a few words of it (outer_walk): if those are as when
+ * they were last unwound for this thread, they are reused. Else they are unwound again:
+ * by their call frame information when its rules are simple (outer_walk: most code,
+ * without a system call), else by libunwind. */
 static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_t *out, size_t n,
                                         size_t max, cts__bottom_t *b) {
   if (b && b->ret == out[n - 1] && b->rec == rec && b->len <= t->stack_hi - rec &&
@@ -289,38 +369,39 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
     return n + k;
   }
   t->unwind_full++;
-  const uintptr_t site = (uintptr_t)out[0]; /* the hook's return address */
-  uint64_t walked[BOTTOM_FRAMES];
-  const bool comparable = n <= BOTTOM_FRAMES;
-  if (comparable) memcpy(walked, out, n * sizeof *out);
-  uintptr_t last_sp = 0;
-  const size_t k = unwind_cursor(site, out, max, &last_sp);
-  if (k == 0) { /* libunwind could not: what the frame pointers gave */
-    if (comparable) memcpy(out, walked, n * sizeof *out);
-    return comparable ? n : 0;
-  }
-  /* Keep the outer frames when libunwind agrees with the walk and they lie close above. */
-  if (b && comparable && k >= n && memcmp(out, walked, n * sizeof *out) == 0 &&
-      k - n <= BOTTOM_FRAMES && last_sp >= rec) {
-    uintptr_t end = last_sp + BOTTOM_MARGIN;
-    if (end > t->stack_hi) end = t->stack_hi;
-    uint32_t slot[BOTTOM_FRAMES];
-    const bool slots = outer_slots(t, rec, walked[n - 1], out + n, k - n, slot);
-    if (slots || end - rec <= BOTTOM_BYTES) { /* else the cache keeps what it holds */
-      b->ret = 0;                             /* never matches while it is rewritten */
-      b->rec = rec;
-      b->nframes = k - n;
-      memcpy(b->frames, out + n, b->nframes * sizeof *out);
-      b->slots = slots;
-      if (slots) {
-        memcpy(b->slot, slot, b->nframes * sizeof *slot);
-        b->len = b->nframes ? slot[b->nframes - 1] + 8u : 0; /* the last slot is the highest */
-      } else {
-        b->len = end - rec;
-        stack_copy(b->bytes, rec, b->len);
-      }
-      b->ret = walked[n - 1];
+  outer_t o;
+  size_t k = 0;
+  if (b && n <= BOTTOM_FRAMES && outer_walk(t, b, rec, out[n - 1], out + n, false, max - n, &o)) {
+    k = n + o.m;
+  } else {
+    const uintptr_t site = (uintptr_t)out[0]; /* the hook's return address */
+    uint64_t walked[BOTTOM_FRAMES];
+    const bool comparable = n <= BOTTOM_FRAMES;
+    if (comparable) memcpy(walked, out, n * sizeof *out);
+    k = backtrace_from(site, out, max);
+    if (k == 0) { /* libunwind could not: what the frame pointers gave */
+      if (comparable) memcpy(out, walked, n * sizeof *out);
+      return comparable ? n : 0;
     }
+    /* Keep the outer frames when libunwind agrees with the walk and the rules explain them. */
+    if (!b || !comparable || k < n || memcmp(out, walked, n * sizeof *out) != 0) return k;
+    o.m = k - n;
+    if (o.m > BOTTOM_FRAMES || !outer_walk(t, b, rec, out[n - 1], out + n, true, 0, &o)) return k;
+  }
+  if (o.cacheable) {
+    b->ret = 0; /* never matches while it is rewritten */
+    b->rec = rec;
+    b->nframes = o.m;
+    memcpy(b->frames, out + n, b->nframes * sizeof *out);
+    b->slots = o.slots;
+    if (o.slots) {
+      memcpy(b->slot, o.slot, b->nframes * sizeof *o.slot);
+      b->len = b->nframes ? o.slot[b->nframes - 1] + 8u : 0; /* the last slot is the highest */
+    } else {
+      b->len = o.end - rec;
+      stack_copy(b->bytes, rec, b->len);
+    }
+    b->ret = out[n - 1];
   }
   return k;
 }
