@@ -242,6 +242,7 @@ static struct {
   cts_tsc_clock_t tsc;              /* tsc_mode: the calibration (writer thread) */
   bool tsc_ok;                      /* tsc_mode: calibrated */
   bool tsc_tried;                   /* tsc_mode: calibrate_tsc() ran this session */
+  bool writer_ending;               /* the writer drains for the last time: no later events */
   uint64_t tsc_start, tsc_start_ns; /* tsc_mode: counter and CLOCK_MONOTONIC at the start */
   int64_t real_minus_mono;          /* tsc_mode: CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
   uint64_t writer_time;             /* the last event time written, µs */
@@ -972,7 +973,10 @@ static void calibrate_tsc(void) {
 #if CTS_HAVE_CPU_COUNTER
   uint64_t c1, n1;
   tsc_sample(&c1, &n1);
-  if (n1 - T.tsc_start_ns < TSC_WINDOW_NS) {
+  /* A session that ends inside the window has no later times to place: the window it had
+   * covers every time written, so its calibration is as exact as the run needs, and the
+   * program (which waits for its writer at exit) is not held up by a sleep. */
+  if (!T.writer_ending && n1 - T.tsc_start_ns < TSC_WINDOW_NS) {
     const uint64_t left = TSC_WINDOW_NS - (n1 - T.tsc_start_ns);
     struct timespec wait = {0, (long)left};
     while (nanosleep(&wait, &wait) != 0 && errno == EINTR) {}
@@ -1258,6 +1262,7 @@ static void *writer_main(void *arg) {
       ctl_unlock();
     }
     const bool stopping = stop_requested || T.owner_gone;
+    T.writer_ending = stopping;
 
     now_ms = monotonic_ms();
     const bool timed = now_ms >= next_flush;
@@ -1740,7 +1745,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.clock = sink->clock ? sink->clock : wall_clock_us;
   T.clock_user_data = sink->clock ? sink->clock_user_data : NULL;
   T.tsc_mode = CTS_HAVE_CPU_COUNTER && !sink->clock && cts_os_tsc_usable();
-  T.tsc_ok = T.tsc_tried = false;
+  T.tsc_ok = T.tsc_tried = T.writer_ending = false;
 #if CTS_HAVE_CPU_COUNTER
   if (T.tsc_mode) tsc_sample(&T.tsc_start, &T.tsc_start_ns);
 #endif
