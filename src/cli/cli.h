@@ -39,6 +39,10 @@ void cli_error(const char *fmt, ...) CTS_PRINTF(1, 2);
  * temporary file when only a PNG is asked for, then renders it to png_path (if not NULL);
  * both go through cli_output_open (refused when one is an input, replaced only when
  * written whole); errors are printed; returns a CLI exit code. */
+/* A library of ctfscope's (the preload library, the PNG renderer) by file name: next to
+ * this binary (the build tree), in ../lib beside it, or in the install lib dir. Writes its
+ * path into out; false if none is readable. */
+bool cli_find_module(const char *name, char *out, size_t size);
 int cli_svg_to_png(const char *svg_path, const char *png_path, char *err, size_t err_size);
 int cli_write_svg_and_png(const char *svg_path, const char *png_path,
                           int (*write_svg)(const char *path, const void *ctx), const void *ctx,

@@ -92,33 +92,14 @@ typedef struct record_opts {
   bool tasks;
 } record_opts_t;
 
-/* The preload library: $CTFSCOPE_PRELOAD, next to this binary, or the install lib dir. */
+/* The preload library: $CTFSCOPE_PRELOAD, or found as ctfscope's other modules are. */
 static bool find_preload(char *out, size_t size) {
   const char *env = getenv("CTFSCOPE_PRELOAD");
   if (env && env[0]) {
     snprintf(out, size, "%s", env);
     return access(out, R_OK) == 0;
   }
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash) {
-      *slash = '\0';
-      /* A path that does not fit is skipped, never truncated into another file's name. */
-      static const char *const layouts[] = {"%s/%s", "%s/../lib/%s"};
-      for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
-        const int len = snprintf(out, size, layouts[i], self, PRELOAD_NAME);
-        if (len > 0 && (size_t)len < size && access(out, R_OK) == 0) return true;
-      }
-    }
-  }
-#ifdef CTS_INSTALL_LIBDIR
-  snprintf(out, size, "%s/%s", CTS_INSTALL_LIBDIR, PRELOAD_NAME);
-  if (access(out, R_OK) == 0) return true;
-#endif
-  return false;
+  return cli_find_module(PRELOAD_NAME, out, size);
 }
 
 /* Parses options up to the program: stops at "--" or the first non-option, so the
@@ -226,13 +207,17 @@ static void count_warning(void *ud, int code, uint64_t offset, const char *messa
 static void wait_for_the_writer(const char *path) {
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
+  /* The writer usually lets go within a few ms of the program's exit: look every 1 ms at
+   * first, so that record adds no more than that to the run, then every 10 ms. */
   bool free_now = false;
-  for (int waited = 0; waited < WRITER_WAIT_MS; waited += 10) {
+  for (long waited_us = 0, step_us = 1000; waited_us < WRITER_WAIT_MS * 1000L;
+       waited_us += step_us) {
     if (flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
       free_now = true;
       break;
     }
-    const struct timespec step = {0, 10 * 1000000L};
+    if (waited_us >= 100000) step_us = 10000;
+    const struct timespec step = {0, step_us * 1000L};
     nanosleep(&step, NULL);
   }
   close(fd);

@@ -243,3 +243,26 @@ void cli_catch_stop_signals(void (*stop)(int sig)) {
   sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 }
+
+bool cli_find_module(const char *name, char *out, size_t size) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) {
+      *slash = '\0';
+      /* A path that does not fit is skipped, never truncated into another file's name. */
+      static const char *const layouts[] = {"%s/%s", "%s/../lib/%s"};
+      for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+        const int len = snprintf(out, size, layouts[i], self, name);
+        if (len > 0 && (size_t)len < size && access(out, R_OK) == 0) return true;
+      }
+    }
+  }
+#ifdef CTS_INSTALL_LIBDIR
+  const int len = snprintf(out, size, "%s/%s", CTS_INSTALL_LIBDIR, name);
+  if (len > 0 && (size_t)len < size && access(out, R_OK) == 0) return true;
+#endif
+  return false;
+}

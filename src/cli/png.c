@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* PNG images: an SVG image written by a command, rendered by librsvg into a cairo image
- * surface and saved as PNG. One drawing code path (the SVG writers) serves both formats. */
+ * surface and saved as PNG, by a module loaded on first use (png_render.c). One drawing
+ * code path (the SVG writers) serves both formats. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "png_render.h"
 
 #if CTS_UNDER_ASAN
 /* fontconfig (under librsvg's text rendering) keeps its configuration and font caches for
@@ -25,48 +28,34 @@ const char *__lsan_default_options(void) {
 #endif
 
 #if CTS_HAVE_RSVG
-#include <cairo.h>
-#include <librsvg/rsvg.h>
-
-/* Our images are a few hundred pixels a side; anything larger is not ours. */
-#define MAX_SIDE 8192.0
+/* The renderer module: next to this binary (the build tree, or an installed bin/ with
+ * ../lib/), or the install lib dir. Loaded once, on the first image. */
+static cts_png_render_fn *load_renderer(char *err, size_t err_size) {
+  static cts_png_render_fn *render;
+  if (render) return render;
+  char path[4096];
+  if (!cli_find_module(CTS_PNG_MODULE_NAME, path, sizeof path)) {
+    snprintf(err, err_size, "%s was not found next to ctfscope or in its lib directory",
+             CTS_PNG_MODULE_NAME);
+    return NULL;
+  }
+  void *const lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    snprintf(err, err_size, "cannot load %s: %s", path, dlerror());
+    return NULL;
+  }
+  void *const entry = dlsym(lib, CTS_PNG_ENTRY_NAME);
+  if (!entry) {
+    snprintf(err, err_size, "%s has no %s", path, CTS_PNG_ENTRY_NAME);
+    return NULL;
+  }
+  memcpy(&render, &entry, sizeof render); /* POSIX: dlsym's object pointer is the function */
+  return render;
+}
 
 int cli_svg_to_png(const char *svg_path, const char *png_path, char *err, size_t err_size) {
-  GError *gerr = NULL;
-  RsvgHandle *h = rsvg_handle_new_from_file(svg_path, &gerr);
-  if (!h) {
-    snprintf(err, err_size, "cannot read the SVG image: %s", gerr ? gerr->message : "?");
-    if (gerr) g_error_free(gerr);
-    return -EINVAL;
-  }
-  double w = 0, hgt = 0;
-  if (!rsvg_handle_get_intrinsic_size_in_pixels(h, &w, &hgt) || w <= 0 || hgt <= 0 ||
-      w > MAX_SIDE || hgt > MAX_SIDE) {
-    snprintf(err, err_size, "the SVG image has no usable size");
-    g_object_unref(h);
-    return -EINVAL;
-  }
-  cairo_surface_t *surface =
-      cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)(w + 0.5), (int)(hgt + 0.5));
-  cairo_t *cr = cairo_create(surface);
-  const RsvgRectangle viewport = {0, 0, w, hgt};
-  int rc = 0;
-  if (!rsvg_handle_render_document(h, cr, &viewport, &gerr)) {
-    snprintf(err, err_size, "cannot render the SVG image: %s", gerr ? gerr->message : "?");
-    if (gerr) g_error_free(gerr);
-    rc = -EINVAL;
-  }
-  cairo_destroy(cr);
-  if (!rc) {
-    const cairo_status_t st = cairo_surface_write_to_png(surface, png_path);
-    if (st != CAIRO_STATUS_SUCCESS) {
-      snprintf(err, err_size, "%s", cairo_status_to_string(st));
-      rc = -EIO;
-    }
-  }
-  cairo_surface_destroy(surface);
-  g_object_unref(h);
-  return rc;
+  cts_png_render_fn *const render = load_renderer(err, err_size);
+  return render ? render(svg_path, png_path, err, err_size) : -ENOTSUP;
 }
 
 #else
