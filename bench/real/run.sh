@@ -211,11 +211,13 @@ set_prefix() {
 }
 
 REDIS_REQUESTS=${REDIS_REQUESTS:-20000}
-# A loopback port nobody answers on, for one redis run.
+# A loopback port nobody answers on, for one redis run: below the kernel's ephemeral range
+# (32768 and up by default), where the local ends of earlier runs' client connections sit
+# in TIME_WAIT, unseen by a connect test, and make the server's bind fail.
 free_port() {
   local port
   for _ in $(seq 1 50); do
-    port=$((20000 + RANDOM % 30000))
+    port=$((20000 + RANDOM % 12000))
     if ! timeout 2 /usr/bin/redis-cli -h 127.0.0.1 -p "$port" ping > /dev/null 2>&1 &&
       ! (exec 3<> "/dev/tcp/127.0.0.1/$port") 2> /dev/null; then
       echo "$port"
