@@ -779,6 +779,68 @@ CTS_TEST(real_sort_of_50_mb) {
   unlink(input);
 }
 
+/* A git repository in dir/repo: `commits` commits of a file that grows and one new file
+ * each, so that `git log -p` has diffs to compute. */
+static bool make_git_repo(const char *dir, int commits) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "cd %s && git init -q repo && cd repo && for i in $(seq %d); do seq $i 3 4000 >> f; "
+           "echo $i > g$i; git add -A && git -c user.name=t -c user.email=t@t commit -qm c$i; "
+           "done",
+           dir, commits);
+  return system(cmd) == 0;
+}
+
+/* The bench/real/ suite's programs that the tests above do not run as they are: cc1 run
+ * itself (gcc runs it as a forked child, untraced), zstd compressing on two threads, and
+ * git log -p. At rate 1, on short workloads: the same output and exit code as untraced. */
+CTS_TEST(real_cc1_compile) {
+  char cc1[PATH_MAX];
+  if (!find_program("gcc -print-prog-name=cc1 2>/dev/null", cc1, sizeof cc1) || cc1[0] != '/')
+    CTS_SKIP("gcc's cc1 is not installed (apt-get install gcc)");
+  char src[256];
+  snprintf(src, sizeof src, "/tmp/cts_preload_cc1_%d.c", (int)getpid());
+  FILE *f = fopen(src, "w");
+  CTS_ASSERT(f != NULL);
+  for (int i = 0; i < 60; i++)
+    fprintf(f,
+            "struct s%d { int a[%d]; double d; };\n"
+            "int f%d(struct s%d *p, int n) { int t = 0; for (int i = 0; i < n; i++) t += "
+            "p->a[i %% %d] * %d; return t + (int)p->d; }\n",
+            i, i + 1, i, i, i + 1, i);
+  fclose(f);
+  char *argv[] = {cc1, "-quiet", "-O2", src, "-o", "-", NULL};
+  check_real_program("cc1", argv, "1", 1000);
+  unlink(src);
+}
+
+CTS_TEST(real_zstd_two_threads) {
+  char zstd[PATH_MAX];
+  if (!find_program("command -v zstd", zstd, sizeof zstd))
+    CTS_SKIP("zstd is not installed (apt-get install zstd)");
+  char input[256];
+  snprintf(input, sizeof input, "/tmp/cts_preload_zstd_%d.txt", (int)getpid());
+  CTS_ASSERT(write_sort_input(input, 12u * 1000 * 1000));
+  /* zstd's output for a given level and thread count does not depend on timing. */
+  char *argv[] = {zstd, "-q", "-T2", "-3", "-c", input, NULL};
+  check_real_program("zstd", argv, "1", 10);
+  unlink(input);
+}
+
+CTS_TEST(real_git_log_p) {
+  char git[PATH_MAX];
+  if (!find_program("command -v git", git, sizeof git))
+    CTS_SKIP("git is not installed (apt-get install git)");
+  char dir[] = "/tmp/cts_preload_git_XXXXXX", repo[300], cmd[400];
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  CTS_ASSERT_MSG(make_git_repo(dir, 40), "cannot make a git repository in %s", dir);
+  snprintf(repo, sizeof repo, "%s/repo", dir);
+  char *argv[] = {git, "-C", repo, "log", "-p", NULL};
+  check_real_program("git", argv, "1", 1000);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CTS_ASSERT(system(cmd) == 0);
+}
+
 CTS_TEST(real_gcc_compile) {
   char gcc[PATH_MAX];
   if (!find_program("command -v gcc", gcc, sizeof gcc)) CTS_SKIP("gcc is not installed");
@@ -996,15 +1058,7 @@ CTS_TEST(real_programs_with_other_allocators) {
   const bool have_sqlite = find_program("command -v sqlite3", sqlite, sizeof sqlite);
   const bool have_python = access("/usr/bin/python3", X_OK) == 0;
   snprintf(python, sizeof python, "/usr/bin/python3");
-  if (have_git) {
-    /* A small repository: 12 commits of a file that grows. */
-    snprintf(cmd, sizeof cmd,
-             "cd %s && git init -q repo && cd repo && for i in $(seq 12); do seq $i 3 4000 >> f; "
-             "echo $i > g$i; git add -A && git -c user.name=t -c user.email=t@t commit -qm c$i; "
-             "done",
-             dir);
-    CTS_ASSERT_MSG(system(cmd) == 0, "cannot make a git repository in %s", dir);
-  }
+  if (have_git) CTS_ASSERT_MSG(make_git_repo(dir, 12), "cannot make a git repository in %s", dir);
   char sql[300], read_cmd[320], input[300], repo[300];
   snprintf(sql, sizeof sql, "%s/t.sql", dir);
   snprintf(read_cmd, sizeof read_cmd, ".read %s", sql);
