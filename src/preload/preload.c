@@ -1092,6 +1092,7 @@ static void before_exec(void) {
 /* After a failed exec: tracing goes on in this image. */
 static int exec_failed(char **env) {
   const int e = errno;
+  cts__tracer_exec_pending(false);
   if (notes_ours()) fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
   if (env) real.free(env);
   errno = e;
@@ -1103,6 +1104,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
   if (!real.execve) return errno = ENOSYS, -1;
   if (!continues_trace()) return real.execve(path, argv, envp);
   before_exec();
+  cts__tracer_exec_pending(true);
   char **const env = continued_environment(envp);
   real.execve(path, argv, env ? env : envp);
   return exec_failed(env);
@@ -1117,6 +1119,7 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
   if (!real.execvpe) return errno = ENOSYS, -1;
   if (!continues_trace()) return real.execvpe(file, argv, envp);
   before_exec();
+  cts__tracer_exec_pending(true);
   char **const env = continued_environment(envp);
   real.execvpe(file, argv, env ? env : envp);
   return exec_failed(env);

@@ -69,6 +69,7 @@
 #define TSC_WINDOW_NS     10000000u /* calibrating the counter: 10 ms, about 10 ppm */
 #define WRITER_CHECK_MS   100u   /* how often a waiting thread checks the writer process exists */
 #define OWNER_CHECK_MS    50u    /* how often the writer process checks the program exists */
+#define EXEC_CHECK_MS     1u     /* ... while the program is about to exec (exec_pending) */
 #define RING_SLOTS        1024u  /* rings in a writer process's shared mapping */
 #define SHARED_HEADER     65536u /* the shared mapping's control block, before the rings */
 #define MAX_FRAMES_LIMIT  1024u
@@ -156,9 +157,10 @@ typedef struct control {
   atomic_bool stopping;                  /* read by the writer while it waits on a socket */
   atomic_bool failed;                    /* the writer stopped on a sink error */
   atomic_bool stalled;                   /* ... because the peer took nothing (stall_timeout_ms) */
-  atomic_bool stall_reported;            /* the log line about it was written */
-  _Atomic uint64_t module_epoch;         /* bumped by each flush (the symbolizer looks) */
-  _Atomic int writer_pid;                /* the writer process, once forked */
+  atomic_bool exec_pending;      /* the program has flushed to exec (cts__tracer_exec_pending) */
+  atomic_bool stall_reported;    /* the log line about it was written */
+  _Atomic uint64_t module_epoch; /* bumped by each flush (the symbolizer looks) */
+  _Atomic int writer_pid;        /* the writer process, once forked */
   /* The writer looks at the rings again within POLL_MS: no thread needs to wake it. */
   _Alignas(64) atomic_bool writer_polling;
 
@@ -1244,8 +1246,13 @@ static void *writer_main(void *arg) {
                        : poll && now_ms + POLL_MS < next_flush ? now_ms + POLL_MS
                                                                : next_flush;
       /* A writer process looks at the program's pipe this often: the trace's end time is
-       * when it sees the program gone (killed, exec'd), so no later than this after. */
-      if (T.owner_watch_fd >= 0 && until > now_ms + OWNER_CHECK_MS) until = now_ms + OWNER_CHECK_MS;
+       * when it sees the program gone (killed, exec'd), so no later than this after. Right
+       * before an exec it looks every EXEC_CHECK_MS: `record` and the exec'd image's
+       * summary wait for this trace to be finished. */
+      const uint64_t owner_check = atomic_load_explicit(&T.ctl->exec_pending, memory_order_relaxed)
+                                       ? EXEC_CHECK_MS
+                                       : OWNER_CHECK_MS;
+      if (T.owner_watch_fd >= 0 && until > now_ms + owner_check) until = now_ms + owner_check;
       const struct timespec ts = deadline_in_ms(until - now_ms);
       ctl_timedwait(&T.ctl->writer_wake, &ts);
     }
@@ -1811,6 +1818,7 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.ctl->flush_requested = T.ctl->flush_done = 0;
   T.ctl->end_time = 0;
   atomic_store(&T.ctl->failed, false);
+  atomic_store(&T.ctl->exec_pending, false);
   memset(&T.ctl->stats, 0, sizeof T.ctl->stats);
   ring_counts(&T.base);
   T.ctl->stats.bytes_written = T.bytes_written;
@@ -1959,6 +1967,15 @@ bool cts_tracer_is_active(void) {
   const bool running = T.session_running || T.service_running;
   pthread_mutex_unlock(&T.control);
   return running;
+}
+
+void cts__tracer_exec_pending(bool pending) {
+  ctl_lock();
+  if (T.ctl->thread_running) {
+    atomic_store_explicit(&T.ctl->exec_pending, pending, memory_order_relaxed);
+    if (pending) ctl_wake(&T.ctl->writer_wake, false); /* it recomputes how long it waits */
+  }
+  ctl_unlock();
 }
 
 int cts_tracer_flush(void) {

@@ -99,6 +99,12 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
                             unsigned *session, bool side);
 /* Queues the collect of object `id` if `session` is still the running session. */
 void cts__tracer_record_free(uint64_t id, unsigned session);
+/* The traced process is about to exec (true), after flushing, or its exec failed (false):
+ * meanwhile a writer process looks for the program's image ending every millisecond
+ * instead of every 50, so that the old image's trace is finished (its flock released)
+ * as soon as the exec happens. No effect without a running session. Async-signal-unsafe
+ * (takes the control lock), as the exec family's hooks already are. */
+void cts__tracer_exec_pending(bool pending);
 /* The running session's writer process, 0 if it has a writer thread (tests). */
 int cts__tracer_writer_pid(void);
 /* How many per-thread record rings exist (tests: exited threads' rings are reused). */
