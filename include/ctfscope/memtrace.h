@@ -6,7 +6,8 @@
  * memtrace's OCaml reader and memtrace_viewer, and traces written by them are read
  * here. Format reference: docs/formats/memtrace.md (section numbers cited as §N).
  *
- * Both codecs are freestanding: no OS calls, no global state. The reader takes an
+ * Both codecs are freestanding: no OS calls, no global or thread-local state (the object
+ * code is checked: tests/core/check_freestanding.cmake). The reader takes an
  * injected allocator; the writer works entirely in caller-provided memory with an
  * injected write function and clock, and never allocates.
  *

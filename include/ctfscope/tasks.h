@@ -36,6 +36,13 @@
  * Ownership vocabulary: see common.h. Nothing here allocates; the ring lives in caller
  * memory (an mmap'd file, Xen shared pages, a static array) and reads an injected clock.
  *
+ * Two libraries. The ring and the explicit writers are part of the freestanding core
+ * (cts_core, src/core/): no OS calls and no global or thread-local state, all of it in the
+ * caller's memory. The cts_task_* hooks are process-wide: one on/off switch
+ * (cts__task_on), one id counter, the started ring and a thread-local writer per OS
+ * thread, so they live in cts_tasks (src/tasks/), which needs thread-local storage but
+ * still makes no system call. Link cts_tasks to use the hooks.
+ *
  * @code
  *   static uint8_t trace[1000000];
  *   static uint64_t state[CTS_MPROF_RING_STATE_SIZE(4) / 8];
@@ -241,8 +248,9 @@ CTS_API uint64_t cts_mprof_ring_packets_started(const cts_mprof_ring_t *ring);
 CTS_API int cts_mprof_ring_flush(cts_mprof_ring_t *ring);
 
 /* ------------------------------------------------------------------------------------ */
-/* Explicit writers: one per thread, for callers that manage their own state (tests,     */
-/* converters, single-threaded unikernels). The cts_task_* hooks use a thread-local one.  */
+/* Explicit writers: one per thread, for callers that manage their own state (tests,    */
+/* converters, single-threaded unikernels). The cts_task_* hooks (cts_tasks) use a      */
+/* thread-local one.                                                                    */
 
 /** A writer's state. Caller-allocated; treat the fields as private. */
 typedef struct cts_mprof_writer {
@@ -255,7 +263,9 @@ typedef struct cts_mprof_writer {
   int64_t current; /* this thread's current task */
 } cts_mprof_writer_t;
 
-/** Attaches @p w to @p ring (no packet is taken until the first event). */
+/** Attaches @p w to @p ring (no packet is taken until the first event). The writer's
+ *  owner token is unique among the writers of this ring: re-initialising the ring's state
+ *  memory invalidates its writers (initialise them again). */
 CTS_API void cts_mprof_writer_init(cts_mprof_writer_t *w, cts_mprof_ring_t *ring);
 
 /** Gives the writer's packet back to the ring (sending it to the sink, if any). */
@@ -269,7 +279,7 @@ CTS_API void cts_mprof_writer_fini(cts_mprof_writer_t *w);
 CTS_API int cts_mprof_writer_write(cts_mprof_writer_t *w, const cts_mprof_event_t *ev);
 
 /* ------------------------------------------------------------------------------------ */
-/* Task tracing hooks (process-wide, thread-safe)                                        */
+/* Task tracing hooks (process-wide, thread-safe; in cts_tasks, src/tasks/)             */
 
 /**
  * Starts tracing into @p ring (replacing any ring started before), makes CTS_TASK_MAIN the

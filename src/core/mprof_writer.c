@@ -1,57 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* mirage-profile ring writer (docs/formats/mprof.md §3) and the task-tracing hooks.
+/* mirage-profile ring writer (docs/formats/mprof.md §3).
  *
  * Concurrency design (see tasks.h): every writer owns one packet at a time. A packet is
  * taken by a fetch-add on the ring's sequence counter and a compare-and-swap of the
  * packet's owner word, and given back by a release store; between the two only its owner
  * touches the packet's bytes, so the event path has no atomic read-modify-write. Nothing
- * here allocates or calls the OS. */
-#include <ctfscope/errors.h>
-#include <ctfscope/tasks.h>
+ * here allocates, calls the OS or keeps state outside the caller's ring memory: the
+ * process-wide task hooks built on it live in src/tasks/. */
+#include "mprof_writer.h"
 
 #include <string.h>
 
-#include "../common/compiler.h"
-#include "../common/cpu_counter.h"
-#include "mprof_wire.h"
-
-#define RING_MAGIC         0x4d50524eu
-#define CONTENT_EMPTY_BITS (MPROF_HEADER * 8u)
-
-#if defined(__GNUC__)
-#define TLS_IE __attribute__((tls_model("initial-exec")))
-#else
-#define TLS_IE
-#endif
-
-struct cts_mprof_ring {
-  uint32_t magic;
-  uint32_t npackets;
-  uint32_t packet_len; /* P = floor(size / npackets) */
-  uint32_t last_len;   /* the last packet takes the remainder */
-  uint8_t *buffer;
-  size_t size;
-  cts_clock_ns_cb clock;
-  void *clock_user_data;
-  cts_tsc_clock_t tsc; /* mult != 0: read the CPU counter inline (x86-64) */
-  cts_write_cb sink;
-  void *sink_user_data;
-  /* Written by any thread; kept away from the read-mostly fields above. */
-  CTS_UNUSED uint8_t pad0[64];
-  uint64_t next_seq;
-  uint64_t dropped;
-  int sink_err;
-  CTS_UNUSED uint8_t pad1[64];
-  /* npackets owner tokens (0 = free) then npackets sequence numbers */
-  uint64_t tail[];
-};
-
-static uint32_t *ring_owner(cts_mprof_ring_t *r) {
-  return (uint32_t *)(void *)r->tail;
-}
-static uint64_t *ring_seq(cts_mprof_ring_t *r) {
-  return r->tail + (r->npackets + 1) / 2;
-}
+_Static_assert(sizeof(struct cts_mprof_ring) + 4u <= CTS_MPROF_RING_STATE_SIZE(0),
+               "CTS_MPROF_RING_STATE_SIZE must cover the ring state");
 
 static const char *const event_names[CTS_MPROF_EVENT_IDS] = {
     "creates", "read", "fulfills", "fails",    "becomes", "label",      "increase",
@@ -145,7 +106,7 @@ static void send_packet(cts_mprof_ring_t *r, uint8_t *p, uint32_t len, uint32_t 
   }
 }
 
-static void release_packet(cts_mprof_writer_t *w) {
+void cts__mprof_writer_release(cts_mprof_writer_t *w) {
   cts_mprof_ring_t *r = w->ring;
   if (!w->packet) return;
   send_packet(r, w->packet, w->len, w->pos);
@@ -161,7 +122,7 @@ static void release_packet(cts_mprof_writer_t *w) {
  * count and an empty content). Returns 0 or CTS_E_LIMIT when all are taken. */
 static CTS_NOINLINE int acquire_packet(cts_mprof_writer_t *w) {
   cts_mprof_ring_t *r = w->ring;
-  release_packet(w);
+  cts__mprof_writer_release(w);
   uint32_t *owner = ring_owner(r);
   for (uint32_t tries = 0; tries < r->npackets; tries++) {
     /* Peek first so that a full ring does not burn sequence numbers on every event. */
@@ -191,37 +152,31 @@ static CTS_NOINLINE int acquire_packet(cts_mprof_writer_t *w) {
   return CTS_E_LIMIT;
 }
 
-static uint32_t next_writer_token(void) {
-  static uint32_t tokens;
+/* A token unique among this ring's explicit writers: the lower half of the token space,
+ * skipping 0 (a free packet). */
+static uint32_t next_writer_token(cts_mprof_ring_t *r) {
   uint32_t t;
-  do t = __atomic_add_fetch(&tokens, 1, __ATOMIC_RELAXED);
+  do t = __atomic_add_fetch(&r->tokens, 1, __ATOMIC_RELAXED) & (CTS__MPROF_TOKEN_HOSTED - 1u);
   while (t == 0);
   return t;
 }
 
-void cts_mprof_writer_init(cts_mprof_writer_t *w, cts_mprof_ring_t *ring) {
+void cts__mprof_writer_attach(cts_mprof_writer_t *w, cts_mprof_ring_t *ring, uint32_t token) {
   memset(w, 0, sizeof *w);
   w->ring = ring;
-  w->generation = next_writer_token();
+  w->generation = token;
   w->current = CTS_TASK_NONE;
 }
 
-void cts_mprof_writer_fini(cts_mprof_writer_t *w) {
-  if (w->ring) release_packet(w);
+void cts_mprof_writer_init(cts_mprof_writer_t *w, cts_mprof_ring_t *ring) {
+  cts__mprof_writer_attach(w, ring, ring ? next_writer_token(ring) : 1u);
 }
 
-/* Where an event goes: the packet and the offset in it, kept in registers from reserve()
- * to commit() (stores through the event's byte pointer may alias the writer, so a field
- * read after them would be read from memory again). */
-typedef struct slot {
-  uint8_t *packet;
-  uint32_t pos;
-} slot_t;
+void cts_mprof_writer_fini(cts_mprof_writer_t *w) {
+  if (w->ring) cts__mprof_writer_release(w);
+}
 
-/* Takes a new packet when the event of @p size bytes does not fit (§3.3: an event must
- * leave one byte free, the test is >=); packet NULL when the event is dropped. Returned by
- * value: two registers, nothing spilled on the fast path. */
-static CTS_NOINLINE slot_t reserve_slow(cts_mprof_writer_t *w, uint32_t size) {
+CTS_NOINLINE slot_t cts__mprof_reserve_slow(cts_mprof_writer_t *w, uint32_t size) {
   if (acquire_packet(w) != 0 || w->pos + size >= w->len) {
     __atomic_fetch_add(&w->ring->dropped, 1, __ATOMIC_RELAXED);
     return (slot_t){NULL, 0};
@@ -229,61 +184,10 @@ static CTS_NOINLINE slot_t reserve_slow(cts_mprof_writer_t *w, uint32_t size) {
   return (slot_t){w->packet, w->pos};
 }
 
-static CTS_FORCE_INLINE slot_t reserve(cts_mprof_writer_t *w, uint32_t size) {
-  const slot_t s = {w->packet, w->pos};
-  if (CTS_LIKELY(s.pos + size < w->len)) return s; /* len is 0 without a packet */
-  return reserve_slow(w, size);
-}
-
-/* Publishes the event after its bytes: a live reader or a crash never exposes half an
- * event (mirage-profile publishes first; the final bytes are the same). */
-static CTS_FORCE_INLINE void commit(cts_mprof_writer_t *w, const slot_t *s, uint32_t size) {
-  const uint32_t end = s->pos + size;
-  w->pos = end;
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  mprof_st32(s->packet + MPROF_OFF_CONTENT_SIZE, end * 8u);
-}
-
-static CTS_FORCE_INLINE uint64_t ring_now(const cts_mprof_ring_t *r) {
-#if CTS_HAVE_CPU_COUNTER
-  if (CTS_LIKELY(r->tsc.mult != 0)) return cts__tsc_to_ns(&r->tsc, cts__cpu_counter());
-#endif
-  return r->clock(r->clock_user_data);
-}
-
-static CTS_FORCE_INLINE uint64_t event_time(const cts_mprof_writer_t *w, uint64_t time_ns) {
-  return time_ns == CTS_TIME_NOW ? ring_now(w->ring) : time_ns;
-}
-
-/* The fixed-size kinds, specialised when @p id is a constant (§2.5). */
-static CTS_FORCE_INLINE int encode_fixed(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id,
-                                         int64_t thread, uint64_t word, uint8_t type) {
-  const mprof_layout_t l = mprof_layouts[id];
-  const uint32_t size = mprof_fixed_size(id);
-  const slot_t s = reserve(w, size);
-  if (CTS_UNLIKELY(!s.packet)) return CTS_E_LIMIT;
-  const uint64_t now = event_time(w, time_ns);
-  uint8_t *p = s.packet + s.pos;
-  mprof_st64(p, now);
-  p[8] = (uint8_t)id;
-  p += MPROF_EVENT_HEADER;
-  if (l.context) {
-    mprof_st64(p, (uint64_t)thread);
-    p += 8;
-  }
-  if (l.word) {
-    mprof_st64(p, word);
-    p += 8;
-  }
-  if (l.type_byte) *p = type;
-  commit(w, &s, size);
-  return 0;
-}
-
 /* Any kind. A string that would not fit even an empty packet is cut short rather than
  * dropped: a label is worth more than nothing. */
-static int encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int64_t thread,
-                  uint64_t arg, int64_t value, uint8_t type, const char *str) {
+int cts__mprof_encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int64_t thread,
+                      uint64_t arg, int64_t value, uint8_t type, const char *str) {
   const mprof_layout_t l = mprof_layouts[id];
   const uint64_t word = mprof_word_is_value(id) ? (uint64_t)value : arg;
   if (!l.string) return encode_fixed(w, time_ns, id, thread, word, type);
@@ -294,11 +198,7 @@ static int encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int64_t 
   const uint32_t size = fixed + (uint32_t)slen;
   const slot_t s = reserve(w, size);
   if (CTS_UNLIKELY(!s.packet)) return CTS_E_LIMIT;
-  const uint64_t now = event_time(w, time_ns);
-  uint8_t *p = s.packet + s.pos;
-  mprof_st64(p, now);
-  p[8] = (uint8_t)id;
-  p += MPROF_EVENT_HEADER;
+  uint8_t *p = event_header(w, &s, time_ns, id);
   mprof_st64(p, (uint64_t)thread);
   p += 8;
   if (l.word) {
@@ -311,17 +211,16 @@ static int encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int64_t 
   return 0;
 }
 
-static uint8_t wire_type(unsigned type) {
-  return type <= CTS_TASK_SWITCH ? (uint8_t)type : (uint8_t)CTS_TASK_UNKNOWN;
-}
-
 int cts_mprof_writer_write(cts_mprof_writer_t *w, const cts_mprof_event_t *ev) {
   if (!w || !w->ring || !ev || ev->id >= CTS_MPROF_EVENT_IDS) return CTS_E_INVAL;
   /* Written as given (99 stays 99): the converter must reproduce what it read. */
-  return encode(w, ev->time_ns, ev->id, ev->thread, ev->arg, ev->value, ev->thread_type, ev->str);
+  return cts__mprof_encode(w, ev->time_ns, ev->id, ev->thread, ev->arg, ev->value, ev->thread_type,
+                           ev->str);
 }
 
-static void bump_epoch(void);
+void cts__mprof_ring_on_flush(cts_mprof_ring_t *ring, void (*fn)(void)) {
+  __atomic_store_n(&ring->on_flush, fn, __ATOMIC_RELEASE);
+}
 
 /* Sends the owned packets in sequence order and frees them; writers that still think they
  * own one notice through the owner word (explicit writers must be re-initialised). */
@@ -343,193 +242,9 @@ int cts_mprof_ring_flush(cts_mprof_ring_t *r) {
     done_below = seqs[best] + 1;
     __atomic_store_n(&owner[best], 0, __ATOMIC_RELEASE);
   }
-  bump_epoch(); /* hook threads re-check which packets they still own */
+  void (*on_flush)(void) = __atomic_load_n(&r->on_flush, __ATOMIC_ACQUIRE);
+  if (on_flush) on_flush(); /* e.g. hook threads re-check which packets they still own */
   return __atomic_load_n(&r->sink_err, __ATOMIC_RELAXED);
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Process-wide task hooks: a thread-local writer attached to the started ring.          */
-
-int cts__task_on;
-static uint64_t task_ids;
-
-/* What every event reads, on a line of its own that only start, stop and flush write. A
- * thread whose cached epoch equals `epoch` knows that its writer belongs to the started
- * ring and still owns its packet, so the event path makes one comparison. */
-static struct {
-  cts_mprof_ring_t *ring;
-  uint32_t epoch;  /* bumped by start, stop and flush; never 0 (a thread's initial value) */
-  uint32_t starts; /* bumped by start: threads reset their current task */
-} hooks __attribute__((aligned(64))) = {NULL, 1, 0};
-
-static __thread cts_mprof_writer_t tls_writer TLS_IE;
-static __thread uint32_t tls_epoch TLS_IE;
-static __thread uint32_t tls_starts TLS_IE;
-
-static void bump_epoch(void) {
-  uint32_t e = __atomic_load_n(&hooks.epoch, __ATOMIC_RELAXED), next;
-  do next = e + 1 == 0 ? 1 : e + 1;
-  while (!__atomic_compare_exchange_n(&hooks.epoch, &e, next, false, __ATOMIC_RELEASE,
-                                      __ATOMIC_RELAXED));
-}
-
-cts_task_id_t cts_task_new_id(void) {
-  return (cts_task_id_t)__atomic_add_fetch(&task_ids, 1, __ATOMIC_RELAXED);
-}
-
-/* The epoch moved (or this is the thread's first event): check the writer against the
- * started ring. A packet still held in this same ring from an earlier start is given back;
- * one of another ring is forgotten (that memory may be gone); one a flush took back is
- * dropped. Stopped: NULL, and the epoch is not cached, so every hook comes back here. */
-static CTS_NOINLINE cts_mprof_writer_t *thread_writer_slow(void) {
-  const uint32_t epoch = __atomic_load_n(&hooks.epoch, __ATOMIC_ACQUIRE);
-  cts_mprof_ring_t *ring = __atomic_load_n(&hooks.ring, __ATOMIC_ACQUIRE);
-  const uint32_t starts = __atomic_load_n(&hooks.starts, __ATOMIC_ACQUIRE);
-  if (!ring) return NULL;
-  cts_mprof_writer_t *w = &tls_writer;
-  const bool owned =
-      w->ring == ring && w->packet &&
-      __atomic_load_n(&ring_owner(ring)[w->index], __ATOMIC_RELAXED) == w->generation;
-  if (w->ring != ring || tls_starts != starts) {
-    if (owned) release_packet(w);
-    cts_mprof_writer_init(w, ring);
-    tls_starts = starts;
-  } else if (!owned) {
-    w->packet = NULL; /* flushed away */
-    w->len = 0;
-  }
-  tls_epoch = epoch;
-  return w;
-}
-
-/* The calling thread's writer for the started ring, or NULL when stopped. */
-static CTS_FORCE_INLINE cts_mprof_writer_t *thread_writer(void) {
-  if (CTS_LIKELY(tls_epoch == __atomic_load_n(&hooks.epoch, __ATOMIC_RELAXED))) return &tls_writer;
-  return thread_writer_slow();
-}
-
-static void task_write(cts_mprof_writer_t *w, unsigned id, int64_t thread, uint64_t arg,
-                       int64_t value, uint8_t type, const char *str) {
-  encode(w, CTS_TIME_NOW, id, thread, arg, value, type, str);
-}
-
-int cts_task_start(cts_mprof_ring_t *ring) {
-  if (!ring || ring->magic != RING_MAGIC) return CTS_E_INVAL;
-  __atomic_add_fetch(&hooks.starts, 1, __ATOMIC_RELEASE);
-  __atomic_store_n(&hooks.ring, ring, __ATOMIC_RELEASE);
-  bump_epoch();
-  __atomic_store_n(&cts__task_on, 1, __ATOMIC_RELEASE);
-  cts_mprof_writer_t *w = thread_writer();
-  w->current = CTS_TASK_MAIN;
-  task_write(w, CTS_MPROF_SWITCH, CTS_TASK_MAIN, 0, 0, 0, NULL);
-  return 0;
-}
-
-void cts_task_stop(void) {
-  cts_mprof_writer_t *w = thread_writer();
-  __atomic_store_n(&cts__task_on, 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&hooks.ring, NULL, __ATOMIC_RELEASE);
-  bump_epoch();
-  if (w) release_packet(w);
-}
-
-void cts_task_thread_exit(void) {
-  cts_mprof_writer_t *w = thread_writer();
-  if (w) release_packet(w);
-}
-
-cts_task_id_t cts__task_current(void) {
-  const cts_mprof_writer_t *w = thread_writer();
-  return w ? w->current : CTS_TASK_NONE;
-}
-
-void cts__task_event(unsigned id, int64_t thread, uint64_t arg, int64_t value, const char *str) {
-  cts_mprof_writer_t *w = thread_writer();
-  if (CTS_UNLIKELY(!w || id >= CTS_MPROF_EVENT_IDS)) return;
-  /* Resolutions and counters are attributed to whoever runs (§7.2). */
-  switch (id) {
-    case CTS_MPROF_FULFILLS: /* the hot ones get a specialised encoder */
-      encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_FULFILLS, w->current, arg, 0);
-      return;
-    case CTS_MPROF_BECOMES:
-      encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_BECOMES, thread, arg, 0);
-      return;
-    case CTS_MPROF_GC:
-      encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_GC, thread, arg, 0);
-      return;
-    case CTS_MPROF_FAILS:
-    case CTS_MPROF_INCREASE:
-    case CTS_MPROF_COUNTER:
-      thread = w->current;
-      break;
-  }
-  task_write(w, id, thread, arg, value, 0, str);
-}
-
-void cts__task_resolved(cts_task_id_t task) {
-  cts_mprof_writer_t *w = thread_writer();
-  if (CTS_LIKELY(w != NULL))
-    encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_FULFILLS, w->current, (uint64_t)task, 0);
-}
-
-void cts__task_created(cts_task_id_t child, cts_task_type_t type) {
-  cts_mprof_writer_t *w = thread_writer();
-  if (w)
-    encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_CREATES, w->current, (uint64_t)child, wire_type(type));
-}
-
-cts_task_id_t cts__task_create(cts_task_type_t type, const char *label) {
-  const cts_task_id_t id = cts_task_new_id();
-  cts_mprof_writer_t *w = thread_writer();
-  if (!w) return id;
-  encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_CREATES, w->current, (uint64_t)id, wire_type(type));
-  if (label) task_write(w, CTS_MPROF_LABEL, id, 0, 0, 0, label);
-  return id;
-}
-
-void cts__task_read(unsigned id, cts_task_id_t reader, cts_task_id_t source) {
-  cts_mprof_writer_t *w = thread_writer();
-  if (!w) return;
-  switch (id) {
-    case CTS_MPROF_READ:
-      w->current = reader; /* a read is an implicit switch (§7.3) */
-      if (reader != source)
-        encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_READ, reader, (uint64_t)source, 0);
-      return;
-    case CTS_MPROF_TRY_READ:
-      encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_TRY_READ, reader, (uint64_t)source, 0);
-      return;
-    default:
-      task_write(w, id, reader, (uint64_t)source, 0, 0, NULL);
-  }
-}
-
-void cts__task_switch(cts_task_id_t task, bool always) {
-  cts_mprof_writer_t *w = thread_writer();
-  if (!w || (!always && w->current == task)) return;
-  w->current = task;
-  encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_SWITCH, task, 0, 0);
-}
-
-void cts__task_signal(unsigned id, cts_task_id_t receiver, cts_task_id_t sender) {
-  cts_mprof_writer_t *w = thread_writer();
-  if (!w) return;
-  if (id == CTS_MPROF_SIGNAL) {
-    w->current = receiver;
-    encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_SIGNAL, receiver, (uint64_t)sender, 0);
-    return;
-  }
-  task_write(w, id, receiver, (uint64_t)sender, 0, 0, NULL);
-}
-
-void cts__task_label(cts_task_id_t task, const char *label) {
-  cts_mprof_writer_t *w = thread_writer();
-  if (w) task_write(w, CTS_MPROF_LABEL, task, 0, 0, 0, label ? label : "");
-}
-
-void cts__task_counter(const char *name, int64_t value) {
-  cts_mprof_writer_t *w = thread_writer();
-  if (w) task_write(w, CTS_MPROF_COUNTER, w->current, 0, value, 0, name ? name : "");
 }
 
 /* ------------------------------------------------------------------------------------ */
