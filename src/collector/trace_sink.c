@@ -254,9 +254,9 @@ static int check_memtrace_header(cts_sink_t *s) {
   if (id_end < id_begin)
     return fail(s, CTS_E_PACKET_IDS, "at offset %llu: object ids %llu to %llu run backwards", at,
                 (unsigned long long)id_begin, (unsigned long long)id_end);
-  /* Packets of another process are skipped by readers (§11); they hold no allocations of
-   * this trace. Before the trace info is decoded mt_pid is unknown, but the first packet
-   * has no allocations anyway. */
+  /* Packets of another process are skipped by readers (memtrace.md §11); they hold no allocations
+   * of this trace. Before the trace info is decoded mt_pid is unknown, but the first packet has no
+   * allocations anyway. */
   if (s->has_info && h.pid == s->mt_pid) s->allocations += id_end - id_begin;
   s->mt_left = bits / 8 - s->mt_header_size;
   return 0;
