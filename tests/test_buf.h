@@ -44,4 +44,24 @@ static inline bool read_file(const char *path, buf_t *b) {
   return true;
 }
 
+/* The whole file, NUL-terminated so it reads as a string (*len excludes the NUL); malloc'd,
+ * or NULL if it cannot be read. */
+static inline char *slurp(const char *path, size_t *len) {
+  buf_t b = {0};
+  if (!read_file(path, &b) || buf_write(&b, "", 1) != 0) {
+    free(b.data);
+    return NULL;
+  }
+  *len = b.len - 1;
+  return (char *)b.data;
+}
+
+/* Writes len bytes to path (created or truncated); false on any error. */
+static inline bool spit(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return false;
+  const bool ok = fwrite(data, 1, len, f) == len;
+  return fclose(f) == 0 && ok;
+}
+
 #endif /* CTS_TEST_BUF_H */

@@ -5,27 +5,8 @@
 #include <unistd.h>
 
 #include "../run_cmd.h"
+#include "../test_buf.h"
 #include "../test.h"
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  const long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  *len = fread(buf, 1, (size_t)n, f);
-  buf[*len] = '\0';
-  fclose(f);
-  return buf;
-}
-
-static bool spit(const char *path, const char *data, size_t len) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return false;
-  const bool ok = fwrite(data, 1, len, f) == len;
-  return fclose(f) == 0 && ok;
-}
 
 /* Compares (or with update, writes) one golden file; prints the first differing line. */
 static bool check(const char *golden_dir, const char *name, const char *ext, const char *actual,

@@ -10,26 +10,8 @@
 
 #include "../../src/os/os.h"
 #include "../run_cmd.h"
+#include "../test_buf.h"
 #include "../test.h"
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  const long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  *len = fread(buf, 1, (size_t)n, f);
-  fclose(f);
-  return buf;
-}
-
-static bool spit(const char *path, const void *data, size_t len) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return false;
-  const bool ok = fwrite(data, 1, len, f) == len;
-  return fclose(f) == 0 && ok;
-}
 
 /* Compresses `len` bytes in one frame, ending a block every `flush_every` bytes, as the
  * writer does at each flush. `block_ends` (if not NULL) gets the compressed offset of each

@@ -14,6 +14,7 @@
 #include <ctfscope/tracer.h>
 #include <inttypes.h>
 
+#include "../find_program.h"
 #include "../test.h"
 #include "../tracer/decoded.h"
 #include "driven.h"
@@ -599,20 +600,6 @@ CTS_TEST(cxx_new_delete_vector) {
 }
 
 /* ---- real programs: same output as untraced, a valid trace with named frames --------- */
-
-/* The real executable behind a command name (a pyenv shim is a script: it would be the
- * shell's trace), or false if the command is not installed. */
-static bool find_program(const char *query, char *out, size_t size) {
-  FILE *p = popen(query, "r");
-  char line[4096] = "";
-  const bool got = p && fgets(line, sizeof line, p) != NULL;
-  if (p) pclose(p);
-  line[strcspn(line, "\n")] = '\0';
-  char resolved[PATH_MAX];
-  if (!got || !line[0] || !realpath(line, resolved) || access(resolved, X_OK) != 0) return false;
-  snprintf(out, size, "%s", resolved);
-  return true;
-}
 
 /* Runs argv with stdout into out_path (stderr captured in r->err), with LD_PRELOAD and the
  * MEMTRACE variables removed, then env's "NAME=VALUE" strings (NULL-terminated, or NULL)

@@ -18,23 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../find_program.h"
 #include "../test.h"
 #include "decoded.h"
-
-/* The real executable behind a command name, or false if it is not installed. */
-static bool find_program(const char *name, char *out, size_t size) {
-  char query[256];
-  snprintf(query, sizeof query, "command -v %s 2>/dev/null", name);
-  FILE *p = popen(query, "r");
-  char line[PATH_MAX] = "";
-  const bool got = p && fgets(line, sizeof line, p) != NULL;
-  if (p) pclose(p);
-  line[strcspn(line, "\n")] = '\0';
-  char resolved[PATH_MAX];
-  if (!got || !line[0] || !realpath(line, resolved) || access(resolved, X_OK) != 0) return false;
-  snprintf(out, size, "%s", resolved);
-  return true;
-}
 
 /* Writes the SQL that inserts `rows` rows in one transaction into `path`. */
 static bool write_sql(const char *path, int rows) {
@@ -128,9 +114,9 @@ static bool measure(const char *strace, const char *sqlite, int rows, run_t *r) 
 
 CTS_TEST(rate_one_makes_no_system_call_per_allocation) {
   char strace[PATH_MAX], sqlite[PATH_MAX];
-  if (!find_program("strace", strace, sizeof strace))
+  if (!find_program("command -v strace 2>/dev/null", strace, sizeof strace))
     CTS_SKIP("strace is not installed (scripts/deps.sh installs it)");
-  if (!find_program("sqlite3", sqlite, sizeof sqlite))
+  if (!find_program("command -v sqlite3 2>/dev/null", sqlite, sizeof sqlite))
     CTS_SKIP("sqlite3 is not installed (scripts/deps.sh installs it)");
   run_t small, large;
   CTS_ASSERT(measure(strace, sqlite, 1000, &small));
