@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // `ctfscope serve`: loads the viewer's data from the server (GET /data.json) instead of an
 // embedded document, and in live mode polls it every second, redrawing through
-// window.ctsLoadData (viewer.js) when the server has a new generation. The status line is
+// window.ctsLoadData (viewer_loader.js) when the server has a new generation. The status line is
 // set through textContent only.
 (function () {
   'use strict';

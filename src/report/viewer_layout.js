@@ -1,0 +1,560 @@
+// SPDX-License-Identifier: MIT
+// ctfscope report viewer, part 2 of 5: the task timeline's geometry. Pure functions from the
+// report's task data and a viewport to rows, pixel positions and rectangles; nothing here
+// touches the DOM, a canvas or the clock, so node runs it as it is (tests/js/
+// check_viewer_layout.cjs). viewer_timeline.js turns what they return into pixels; where a
+// function says "drawn.x", it returns the count the status line and the tests read.
+//
+// Every per-frame function is bounded by the pixels it covers, not by the trace: tasks,
+// activations, bands, counters and marks are aggregated per pixel column (binary searches
+// over sorted arrays jump from one column to the next) and arrows are capped.
+//
+// A viewport is { start: ns at the left edge, scale: px per ns, y: px scrolled down }; a frame
+// (frame()) is a viewport fixed for one drawing of w x h CSS pixels.
+(function () {
+  'use strict';
+  const RULER = 28, ROWH = 16, MARKS = 26; // px: the ruler, one row, the allocation strip
+  const F_RESOLVED = 1, F_FAILED = 2, F_NEVER = 32; // task flags (report_tasks.c)
+  const ARROW_BUDGET = 6000; // arrows considered per frame; above it, a regular sample
+  const ARROW_KINDS = 5;
+
+  // Min/max pyramid of a value array (blocks of 16, 256, ...) for range queries in
+  // O(16 log16 n): what one pixel column of a step line covers.
+  function minMaxLevels(v) {
+    const levels = [{ min: v, max: v }];
+    for (let cur = levels[0]; cur.min.length > 64;) {
+      const m = Math.ceil(cur.min.length / 16), mn = new Float64Array(m), mx = new Float64Array(m);
+      for (let b = 0; b < m; b++) {
+        let lo = Infinity, hi = -Infinity;
+        for (let k = b * 16, e = Math.min(k + 16, cur.min.length); k < e; k++) { if (cur.min[k] < lo) lo = cur.min[k]; if (cur.max[k] > hi) hi = cur.max[k]; }
+        mn[b] = lo; mx[b] = hi;
+      }
+      levels.push((cur = { min: mn, max: mx }));
+    }
+    return levels;
+  }
+  // [min, max] of v[i..j) (j > i).
+  function rangeMinMax(levels, i, j) {
+    let lo = Infinity, hi = -Infinity, L = 0, a = i, b = j;
+    const take = (k) => { const q = levels[L]; if (q.min[k] < lo) lo = q.min[k]; if (q.max[k] > hi) hi = q.max[k]; };
+    while (a < b) {
+      if (L + 1 < levels.length && b - a >= 32) {
+        while (a % 16) take(a++);
+        while (b % 16) take(--b);
+        a /= 16; b /= 16; L++;
+      } else { while (a < b) take(a++); }
+    }
+    return [lo, hi];
+  }
+  // First index in [lo, hi) with arr[i] >= v (arr ascending there).
+  function lowerBound(arr, v, lo, hi) {
+    while (lo < hi) { const m = (lo + hi) >>> 1; if (arr[m] < v) lo = m + 1; else hi = m; }
+    return lo;
+  }
+  // The same, searching forward from lo (exponential steps, then binary): for the per-pixel-
+  // column jumps, whose next index is usually a few entries ahead.
+  function gallop(arr, v, lo, hi) {
+    if (lo >= hi || arr[lo] >= v) return lo;
+    for (let prev = lo, step = 1; ; step *= 2) { // arr[prev] < v
+      const next = prev + step;
+      if (next >= hi) return lowerBound(arr, v, prev + 1, hi);
+      if (arr[next] >= v) return lowerBound(arr, v, prev + 1, next);
+      prev = next;
+    }
+  }
+  // Bands (idle, GC): [start, end] pairs sorted by end, with prefix sums of their lengths,
+  // so the share of any time range they cover is two binary searches (bandColumns).
+  function bandIndex(pairs) {
+    const n = pairs.length / 2, S = new Float64Array(n), E = new Float64Array(n), C = new Float64Array(n + 1);
+    for (let i = 0; i < n; i++) {
+      S[i] = pairs[2 * i]; E[i] = Math.max(pairs[2 * i], pairs[2 * i + 1]);
+      C[i + 1] = C[i] + (E[i] - S[i]);
+    }
+    return { n: n, S: S, E: E, C: C };
+  }
+  // Axis-aligned runs as x, y, w, h quadruples: a run that starts where the previous one
+  // (same y and height) ends is merged into it, so a dense row is a few rectangles.
+  function addRun(q, x0, x1, y, hgt) {
+    const n = q.length;
+    if (n && q[n - 3] === y && q[n - 1] === hgt && x0 <= q[n - 4] + q[n - 2] + 0.5) {
+      const e = Math.max(q[n - 4] + q[n - 2], x1);
+      q[n - 2] = e - q[n - 4];
+    } else q.push(x0, y, x1 - x0, hgt);
+  }
+
+  // The index of the report's task document T (report_tasks.c; its columns decoded): what
+  // the frames search, built once per load. Tasks are in row order, then by start; in a row
+  // they do not overlap, so their ends are sorted too.
+  function index(T) {
+    const n = T.n;
+    const start = T.start, dur = T.dur;
+    const end = new Float64Array(n);
+    for (let i = 0; i < n; i++) end[i] = start[i] + dur[i];
+    const becomes = new Int32Array(n);
+    for (let i = 0; i < n; i++) becomes[i] = T.becomes[i] === 0 ? -1 : i + T.becomes[i];
+    const rowStart = new Int32Array(T.rows + 1);
+    const taskRow = new Int32Array(n);
+    for (let r = 0, k = 0; r < T.rows; r++) { rowStart[r] = k; for (let j = 0; j < T.row_n[r]; j++) taskRow[k++] = r; }
+    rowStart[T.rows] = n;
+    // Labels per task (sorted by task, then time).
+    const L = T.labels, nl = L.task.length;
+    const labelStart = new Int32Array(n + 1);
+    for (let i = 0; i < nl; i++) labelStart[L.task[i] + 1]++;
+    for (let i = 0; i < n; i++) labelStart[i + 1] += labelStart[i];
+    // Activations grouped by row.
+    const A = T.acts, na = A.task.length;
+    const actT0 = A.t0, actT1 = new Float64Array(na);
+    for (let i = 0; i < na; i++) actT1[i] = actT0[i] + A.dur[i];
+    const actRowStart = new Int32Array(T.rows + 1);
+    for (let i = 0; i < na; i++) actRowStart[taskRow[A.task[i]] + 1]++;
+    for (let r = 0; r < T.rows; r++) actRowStart[r + 1] += actRowStart[r];
+    // Arrows sorted by their earlier end.
+    const W = T.arrows, nw = W.kind.length;
+    const arT0 = W.t0, arT1 = new Float64Array(nw), arMin = new Float64Array(nw);
+    const arRowA = new Int32Array(nw), arRowB = new Int32Array(nw); // rows of their ends
+    for (let i = 0; i < nw; i++) {
+      arT1[i] = arT0[i] + W.dt[i]; arMin[i] = Math.min(arT0[i], arT1[i]);
+      arRowA[i] = taskRow[W.src[i]]; arRowB[i] = taskRow[W.dst[i]];
+    }
+    // Counters of one group (name before '#') share a scale.
+    const counters = T.counters.map((c) => {
+      const grp = c.name.includes('#') ? c.name.slice(0, c.name.lastIndexOf('#')) : c.name === 'tcp-ackd-segs' ? 'tcp-to-ip' : c.name;
+      return { name: c.name, group: grp, t: c.t, v: c.v };
+    });
+    const scales = {};
+    for (const c of counters) {
+      const s = scales[c.group] || (scales[c.group] = { min: 0, max: 10 });
+      for (const v of c.v) { if (v < s.min) s.min = v; if (v > s.max) s.max = v; }
+    }
+    for (const k in scales) if (scales[k].max - scales[k].min < 10) scales[k].max = scales[k].min + 10;
+    for (const c of counters) c.mm = minMaxLevels(c.v);
+    const marks = T.marks ? { t: T.marks.t, s: T.marks.s, sum: new Float64Array(T.marks.s.length + 1) } : null;
+    if (marks) for (let i = 0; i < marks.s.length; i++) marks.sum[i + 1] = marks.sum[i] + marks.s[i];
+    const t0 = Math.min(T.first, 0), t1 = Math.max(T.end, t0 + 1);
+    return {
+      T: T, n: n, rows: T.rows, start: start, end: end, becomes: becomes, becameFrom: null,
+      rowStart: rowStart, taskRow: taskRow, L: L, nl: nl, labelStart: labelStart,
+      na: na, actT0: actT0, actT1: actT1, actRowStart: actRowStart,
+      W: W, nw: nw, arT0: arT0, arT1: arT1, arMin: arMin, arRowA: arRowA, arRowB: arRowB,
+      counters: counters, scales: scales, marks: marks, marksH: marks ? MARKS : 0,
+      idle: bandIndex(T.idle), gc: bandIndex(T.gc), t0: t0, t1: t1,
+    };
+  }
+
+  // The viewport showing the whole trace in a canvas w px wide.
+  function fit(ix, view, w) {
+    view.start = ix.t0 - (ix.t1 - ix.t0) * 0.01;
+    view.scale = (w - 20) / ((ix.t1 - ix.t0) * 1.02);
+    view.y = 0;
+  }
+  // Keeps the viewport in bounds (in place): zoomed out to the whole trace at most, in to
+  // 100 px per ns; at least half the width on the trace; no scrolling past the last row.
+  function clampView(ix, view, w, h) {
+    const minScale = (w - 20) / ((ix.t1 - ix.t0) * 1.05);
+    if (view.scale < minScale) view.scale = minScale;
+    if (view.scale > 100) view.scale = 100; // 100 px per ns
+    const span = w / view.scale;
+    const lo = ix.t0 - span * 0.5, hi = ix.t1 - span * 0.5;
+    view.start = Math.min(Math.max(view.start, lo), Math.max(lo, hi));
+    const maxY = Math.max(0, ix.rows * ROWH + 40 - (h - RULER - ix.marksH));
+    view.y = Math.min(Math.max(view.y, 0), maxY);
+  }
+  // x of a time (clamped to +-1e6 px: far-off ends stay finite) and y of a row's line.
+  function xOf(view, t) { const x = (t - view.start) * view.scale; return x < -1e6 ? -1e6 : x > 1e6 ? 1e6 : x; }
+  function rowY(view, r) { return RULER + 14 + r * ROWH - view.y; }
+  // One drawing: the time range in view, the rows that may show (r0..r1) and the top of the
+  // rows' area (under the ruler and the allocation strip).
+  function frame(ix, view, w, h) {
+    const top = RULER + ix.marksH;
+    return {
+      view: view, w: w, h: h, vs: view.start, ve: view.start + w / view.scale, scale: view.scale,
+      pxNs: 1 / view.scale, top: top,
+      r0: Math.max(0, Math.floor((view.y - 14) / ROWH) - 1),
+      r1: Math.min(ix.rows - 1, Math.ceil((view.y + h - top) / ROWH) + 1),
+      X: (t) => xOf(view, t), rowY: (r) => rowY(view, r),
+    };
+  }
+  // Whether row r's line is close enough to the visible area to be drawn.
+  function rowShows(f, y) { return !(y < f.top - 4 || y > f.h + 4); }
+
+  // Band coverage: cov[x] (x a pixel column) = the share of the column's time the bands B
+  // cover; a band wide enough for a name gets one centred on it (texts: x, text pairs).
+  // Returns the number of columns covered.
+  function bandColumns(B, f, cov, text, texts) {
+    const { n, S, E, C } = B, vs = f.vs, pxNs = f.pxNs, w = f.w;
+    let cols = 0;
+    if (!n) return 0;
+    const covered = (t) => { const k = lowerBound(E, t, 0, n); return C[k] + (k < n && S[k] < t ? t - S[k] : 0); };
+    let k0 = lowerBound(E, vs, 0, n), kPrev = k0; // E[kPrev - 1] < the next column's end
+    if (k0 >= n) return 0;
+    let x = Math.max(0, Math.floor((S[k0] - vs) * f.scale)), lastText = -1;
+    let cA = covered(vs + x * pxNs);
+    while (x < w) {
+      const tb = vs + (x + 1) * pxNs, kb = (kPrev = gallop(E, tb, kPrev, n));
+      const cB = C[kb] + (kb < n && S[kb] < tb ? tb - S[kb] : 0);
+      const fr = Math.min(1, Math.max(0, (cB - cA) / pxNs));
+      cov[x] = fr;
+      if (fr > 0) cols++;
+      if (kb < n && S[kb] < tb && kb !== lastText && (E[kb] - S[kb]) * f.scale > 40) {
+        lastText = kb;
+        texts.push(f.X((S[kb] + E[kb]) / 2), text);
+      }
+      x++;
+      cA = cB;
+      if (fr === 0 && !(kb < n && S[kb] < tb)) { // nothing here: jump to the next band's column
+        if (kb >= n) break;
+        const nx = Math.floor((S[kb] - vs) * f.scale);
+        if (nx > x) { x = nx; cA = covered(vs + x * pxNs); }
+      }
+    }
+    return cols;
+  }
+  // The background strip: per pixel column, idle (grey) and GC (brown) shares blended into
+  // the background, as r, g, b bytes.
+  function bandStrip(idleCov, gcCov) {
+    const wCols = idleCov.length, rgb = new Uint8ClampedArray(3 * wCols);
+    for (let x = 0; x < wCols; x++) {
+      const fi = idleCov[x], fg = gcCov[x];
+      rgb[3 * x] = 230 + (204 - 230) * fi + (179 - 230) * fg;
+      rgb[3 * x + 1] = 230 + (204 - 230) * fi + (153 - 230) * fg;
+      rgb[3 * x + 2] = 230 + (204 - 230) * fi + (153 - 230) * fg;
+    }
+    return rgb;
+  }
+  // The grid: a power of ten of ns at least 90 px apart; ticks are the times of its lines in
+  // view (200 at most), grid their 1-px rectangles.
+  function gridLines(f) {
+    const step = Math.pow(10, Math.ceil(Math.log10(90 / f.scale)));
+    const ticks = [], grid = [];
+    for (let t = Math.ceil(f.vs / step) * step, k = 0; t <= f.ve && k < 200; t += step, k++) {
+      ticks.push(t);
+      grid.push(Math.round(f.X(t)), RULER, 1, f.h - RULER);
+    }
+    return { step: step, ticks: ticks, grid: grid };
+  }
+  // The ruler's text for time t (ns since the start) with grid step `step`: time since the
+  // start and, when the wall clock of the start is known (startUs, µs), the UTC time of day.
+  function rulerLabel(t, step, startUs) {
+    const digits = Math.max(0, Math.min(9, -Math.floor(Math.log10(step / 1e9))));
+    const rel = (t / 1e9).toFixed(digits) + ' s';
+    if (startUs) {
+      const ms = startUs / 1000 + t / 1e6;
+      const d = new Date(ms);
+      const frac = digits > 3 ? String(((t / 1e9) % 1).toFixed(digits)).slice(5, 5 + digits - 3) : '';
+      return rel + '  ' + d.toISOString().slice(11, 23) + frac;
+    }
+    return rel;
+  }
+
+  // Tasks and activations of the visible rows, as rectangles: lineRuns (a task's 2-px line,
+  // failed ones in failRuns with a 16-px tick at their end), links (1-px verticals to the
+  // parent's and the `becomes` task's rows), heads (triangles: a task that is still pending),
+  // actRuns (running periods, 3 px), labelJobs (task, y pairs: tasks wide enough for labels).
+  // At most one task per pixel column and row: a task under a pixel is followed by the first
+  // one starting in the next column.
+  function taskRows(ix, f) {
+    const T = ix.T, start = ix.start, end = ix.end, X = f.X, vs = f.vs, ve = f.ve, pxNs = f.pxNs;
+    const out = { lineRuns: [], failRuns: [], links: [], actRuns: [], heads: [], labelJobs: [], tasks: 0, acts: 0, rows: 0 };
+    for (let r = f.r0; r <= f.r1; r++) {
+      const y = f.rowY(r);
+      if (!rowShows(f, y)) continue;
+      out.rows++;
+      const a = ix.rowStart[r], b = ix.rowStart[r + 1];
+      let i = lowerBound(end, vs, a, b);
+      while (i < b && start[i] <= ve) {
+        const x0 = X(start[i]), x1 = Math.max(X(end[i]), x0 + 1);
+        const failed = (T.flags[i] & F_FAILED) !== 0;
+        addRun(failed ? out.failRuns : out.lineRuns, x0, x1, y - 1, 2);
+        out.tasks++;
+        if (x1 - x0 >= 2) {
+          const p = T.parent[i];
+          if (p >= 0) { const py = f.rowY(ix.taskRow[p]); if (py !== y) out.links.push(x0 - 0.5, Math.min(py, y), 1, Math.abs(py - y)); }
+          const bcm = ix.becomes[i];
+          if (bcm >= 0) { const by = f.rowY(ix.taskRow[bcm]); if (by !== y) out.links.push(x1 - 0.5, Math.min(by, y), 1, Math.abs(by - y)); }
+          else if (!(T.flags[i] & F_RESOLVED) && x1 - x0 > 4 && !failed) out.heads.push(x1, y - 3, x1 + 4, y, x1, y + 3);
+          if (failed) out.failRuns.push(x1 - 1, y - 8, 2, 16);
+          if (x1 - x0 > 16 && ix.labelStart[i] < ix.labelStart[i + 1]) out.labelJobs.push(i, y);
+        }
+        // Tiny tasks: jump to the first task that starts in the next pixel column.
+        if (X(end[i]) - x0 < 1) {
+          const nextT = start[i] + pxNs;
+          const j = gallop(start, nextT, i + 1, b);
+          i = j > i + 1 ? j : i + 1;
+        } else i++;
+      }
+      // Activations in this row.
+      const aa = ix.actRowStart[r], ab = ix.actRowStart[r + 1], actT0 = ix.actT0, actT1 = ix.actT1;
+      let k = lowerBound(actT1, vs, aa, ab);
+      while (k < ab && actT0[k] <= ve) {
+        const x0 = X(actT0[k]), x1 = Math.max(X(actT1[k]), x0 + 1);
+        addRun(out.actRuns, x0, x1, y - 1.5, 3);
+        out.acts++;
+        if (X(actT1[k]) - x0 < 1) { const j = gallop(actT0, actT0[k] + pxNs, k + 1, ab); k = j > k + 1 ? j : k + 1; } else k++;
+      }
+    }
+    return out;
+  }
+  // Boxes behind the highlighted tasks in view (hl: their indexes, ascending, i.e. by row
+  // then start, so by end too inside a row), even those the one-per-pixel-column thinning
+  // of taskRows skipped; one per pixel column and row.
+  function highlightBoxes(ix, f, hl) {
+    const start = ix.start, end = ix.end, X = f.X, boxes = [];
+    let count = 0;
+    for (let r = f.r0; r <= f.r1; r++) {
+      const y = f.rowY(r);
+      if (!rowShows(f, y)) continue;
+      let k = lowerBound(hl, ix.rowStart[r], 0, hl.length);
+      const kEnd = lowerBound(hl, ix.rowStart[r + 1], k, hl.length);
+      let lo = k, hi = kEnd; // first highlighted task of the row ending at or after vs
+      while (lo < hi) { const m = (lo + hi) >>> 1; if (end[hl[m]] < f.vs) lo = m + 1; else hi = m; }
+      for (k = lo; k < kEnd && start[hl[k]] <= f.ve;) {
+        const i = hl[k];
+        const x0 = X(start[i]), x1 = Math.max(X(end[i]), x0 + 2);
+        boxes.push(x0 - 3, y - 4, x1 - x0 + 6, 8);
+        count++;
+        if (x1 - x0 < 3) { // skip the others starting in the same pixel column
+          const tNext = start[i] + f.pxNs;
+          let a = k + 1, b = kEnd;
+          while (a < b) { const m = (a + b) >>> 1; if (start[hl[m]] < tNext) a = m + 1; else b = m; }
+          k = a;
+        } else k++;
+      }
+    }
+    return { boxes: boxes, count: count };
+  }
+  // Arrows whose earlier end is in view widened by the fade-out length, per kind: byKind
+  // (x0, y0, x1, y1 segments) and headsByKind (triangles) for slanted and short ones; the
+  // vertical ones (both ends in one pixel column: the common case zoomed out) apart, as
+  // vLines (x, ya, yb) and vHeads (x, y of the tip, dir: the way the head extends from it,
+  // +1 down, -1 up), one head per place.
+  // Above ARROW_BUDGET, every stride-th arrow (stride a power of two, indexes multiple of it:
+  // stable while panning). Arrows are on whole pixels, and one that would look exactly like
+  // one already placed (same kind, same ends) is left out: zoomed out, thousands of arrows
+  // between the same rows fall on the same few pixel columns.
+  function arrows(ix, f) {
+    const X = f.X, w = f.w, h = f.h, nw = ix.nw, arT0 = ix.arT0, arT1 = ix.arT1, kind = ix.W.kind;
+    const fade = 6000 / f.scale;
+    const out = { byKind: [], headsByKind: [], vLines: [], vHeads: [], nVert: 0, stride: 1, count: 0 };
+    for (let kd = 0; kd < ARROW_KINDS; kd++) { out.byKind.push([]); out.headsByKind.push([]); out.vLines.push([]); out.vHeads.push([]); }
+    const aFirst = lowerBound(ix.arMin, f.vs - fade, 0, nw), aLast = lowerBound(ix.arMin, f.ve + f.pxNs, aFirst, nw);
+    let stride = 1;
+    while ((aLast - aFirst) / stride > ARROW_BUDGET) stride *= 2;
+    out.stride = stride;
+    const yTop = f.top - 10, yBot = h + 10;
+    const seen = new Set();
+    for (let ai = Math.ceil(aFirst / stride) * stride; ai < aLast; ai += stride) {
+      const xa0 = X(arT0[ai]), xb0 = X(arT1[ai]);
+      if (Math.abs(xb0 - xa0) > 5940) continue; // faded out
+      if (Math.max(xa0, xb0) < 0 || Math.min(xa0, xb0) > w) continue;
+      const ya = Math.round(f.rowY(ix.arRowA[ai])), yb = Math.round(f.rowY(ix.arRowB[ai]));
+      if ((ya < yTop && yb < yTop) || (ya > yBot && yb > yBot)) continue;
+      const kd = kind[ai];
+      const xr = Math.round(xa0), xs = Math.round(xb0), xa = xr + 0.5, xb = xs + 0.5;
+      if (xr >= -2048 && xr < 6144 && xs >= -2048 && xs < 6144 && ya >= -1024 && ya < 3072 && yb >= -1024 && yb < 3072) {
+        const key = ((((xr + 2048) * 8192 + xs + 2048) * 4096 + ya + 1024) * 4096 + yb + 1024) * 8 + kd; // < 2^53
+        if (seen.has(key)) continue;
+        seen.add(key);
+      }
+      out.count++;
+      if (xr === xs && Math.abs(yb - ya) > 10) {
+        out.vLines[kd].push(xr, ya, yb);
+        out.nVert++;
+        const dir = yb > ya ? -1 : 1, hk = ((xr + 2048) * 8192 + yb + 4096) * 16 + (dir + 1) * 4 + kd;
+        if (!(xr >= -2048 && xr < 6144 && yb >= -4096 && yb < 4096) || !seen.has(-hk - 1)) {
+          seen.add(-hk - 1);
+          out.vHeads[kd].push(xr, yb, dir);
+        }
+        continue;
+      }
+      out.byKind[kd].push(xa, ya, xb, yb);
+      if (Math.abs(yb - ya) > 10) { const dir = yb > ya ? -1 : 1; out.headsByKind[kd].push(xb - 3, yb + dir * 6, xb + 3, yb + dir * 6, xb, yb); }
+      else { const dir = xb >= xa ? -1 : 1; out.headsByKind[kd].push(xb + dir * 6, yb - 3, xb + dir * 6, yb + 3, xb, yb); }
+    }
+    return out;
+  }
+  // The vertical arrows of arrows() as segments and triangles like the others (in place),
+  // for a painter with no pixel layer or when they are few.
+  function verticalsAsSegments(a) {
+    for (let kd = 0; kd < ARROW_KINDS; kd++) {
+      const V = a.vLines[kd], Hd = a.vHeads[kd];
+      for (let q = 0; q < V.length; q += 3) a.byKind[kd].push(V[q] + 0.5, V[q + 1], V[q] + 0.5, V[q + 2]);
+      for (let q = 0; q < Hd.length; q += 3) { const xb = Hd[q] + 0.5, yb = Hd[q + 1], dir = Hd[q + 2]; a.headsByKind[kd].push(xb - 3, yb + dir * 6, xb + 3, yb + dir * 6, xb, yb); }
+    }
+  }
+  // Vertical lines of one kind (x, ya, yb triples in time order) with those of one column
+  // that overlap or touch merged: x, top, height triples for the pixel layer.
+  function mergedVerticals(V) {
+    const out = [];
+    let cx = NaN, c0 = 0, c1 = 0;
+    for (let q = 0; q <= V.length; q += 3) {
+      const y0 = q < V.length ? Math.min(V[q + 1], V[q + 2]) : 0, y1 = q < V.length ? Math.max(V[q + 1], V[q + 2]) : 0;
+      if (q < V.length && V[q] === cx && y0 <= c1 && y1 >= c0) { c0 = Math.min(c0, y0); c1 = Math.max(c1, y1); continue; }
+      if (!Number.isNaN(cx)) out.push(cx, c0, c1 - c0);
+      if (q < V.length) { cx = V[q]; c0 = y0; c1 = y1; }
+    }
+    return out;
+  }
+
+  // Counter c as a step line on its group's scale sc, in the plot [plotTop, plotTop + plotH]:
+  // per pixel column one vertical extent (min/max over its samples, from the pyramid) and
+  // one horizontal run; columns with no sample are jumped over. geo holds [0, x0, x1, y]
+  // runs and [1, x, top, bottom] columns in x order; lastY is the y at the right edge (null
+  // when nothing is in view).
+  function counterGeometry(c, sc, f, plotTop, plotH) {
+    const yv = (v) => Math.round(plotTop + plotH - ((v - sc.min) / (sc.max - sc.min)) * plotH);
+    const geo = [], nt = c.t.length;
+    let k = lowerBound(c.t, f.vs, 0, nt);
+    let runX = 0, runY = k > 0 ? yv(c.v[k - 1]) : null;
+    while (k < nt && c.t[k] <= f.ve) {
+      const x = Math.max(0, Math.floor(f.X(c.t[k])));
+      const kb = Math.max(k + 1, gallop(c.t, f.vs + (x + 1) * f.pxNs, k, nt));
+      const mm = rangeMinMax(c.mm, k, kb);
+      let lo = yv(mm[1]), hi = yv(mm[0]);
+      if (runY !== null) { geo.push(0, runX, x, runY); lo = Math.min(lo, runY); hi = Math.max(hi, runY); }
+      geo.push(1, x, lo, hi);
+      runX = x; runY = yv(c.v[kb - 1]);
+      k = kb;
+    }
+    const lastY = runY;
+    if (runY !== null) geo.push(0, runX, f.w, runY);
+    return { geo: geo, lastY: lastY };
+  }
+  // The step line of counterGeometry's geo, sw px wide, as rectangles that do not overlap
+  // (the shadow is translucent). With `snap`, edges on whole pixels: no anti-aliased edge to
+  // blend, and more neighbours of the same extent merge.
+  function stepRects(geo, w, sw, snap) {
+    const hw = sw / 2, out = [], R = snap ? Math.round : (v) => v;
+    let right = -Infinity;
+    for (let q = 0; q < geo.length; q += 4) {
+      if (geo[q] === 0) {
+        const x0 = Math.max(R(geo[q + 1]), right), x1 = geo[q + 2] === w ? w : R(geo[q + 2] - hw);
+        if (x1 > x0) { const y0 = R(geo[q + 3] - hw); addRun(out, x0, x1, y0, R(geo[q + 3] - hw + sw) - y0); right = x1; }
+      } else { // neighbour columns of the same extent (dense counters) merge
+        const x0 = Math.max(R(geo[q + 1] - hw), right), x1 = R(geo[q + 1] + hw);
+        if (x1 > x0) { const y0 = R(geo[q + 2] - hw); addRun(out, x0, x1, y0, R(geo[q + 3] + hw) - y0); right = x1; }
+      }
+    }
+    return out;
+  }
+  // Whether geo is dense (a sample in most pixel columns: drawn as a translucent band with no
+  // outline), and for a dense one whether its columns' ends move little from one to the next
+  // (cheap as one polygon, whose cost grows with the length of its vertical edges).
+  function counterIsDense(geo) { return geo.length >= 4 * 2 * 256; }
+  function smoothColumns(r) {
+    let edges = 0;
+    for (let q = 4; q < r.length; q += 4) edges += Math.abs(r[q + 1] - r[q - 3]) + Math.abs(r[q + 1] + r[q + 3] - r[q - 3] - r[q - 1]);
+    return edges < 40 * r.length / 4;
+  }
+  // Where the y of a counter's name goes: by its line's last y, staggered by its index.
+  function counterNameY(f, plotTop, lastY, ci) { return Math.max(plotTop + 12, Math.min(f.h - 4, lastY - 6 - 16 * (ci % 3))); }
+
+  // Labels of the tasks in labelJobs (task, y pairs), packed left to right inside each task,
+  // pinned to the left edge when it starts off-screen, `budget` in all: task, string index
+  // (into T.strings), x, y (baseline), width allowed, five per label.
+  function labelPlacements(ix, f, labelJobs, budget) {
+    const L = ix.L, strings = ix.T.strings, out = [];
+    for (let q = 0, placed = 0; q < labelJobs.length; q += 2) {
+      const i = labelJobs[q], y = labelJobs[q + 1];
+      const xEnd = Math.min(f.X(ix.end[i]), f.w);
+      let xMin = Math.max(f.X(ix.start[i]), 0);
+      for (let k = ix.labelStart[i]; k < ix.labelStart[i + 1] && placed < budget; k++) {
+        const lx = Math.max(f.X(L.t[k]), xMin);
+        if (lx >= xEnd - 8) break;
+        const s = strings[L.s[k]];
+        const maxw = xEnd - lx;
+        out.push(i, L.s[k], lx + 2, y - 3, maxw);
+        xMin = lx + Math.min(maxw, 7 * s.length + 6);
+        placed++;
+      }
+    }
+    return out;
+  }
+  // Allocation marks (a memory trace next to the tasks): samples per pixel column, as bars in
+  // the strip under the ruler scaled to the fullest column. count: the marks in view.
+  function markBars(ix, f) {
+    const marks = ix.marks, cols = [], bars = [];
+    let mx = 0, count = 0;
+    const nm = marks.t.length;
+    for (let k = lowerBound(marks.t, f.vs, 0, nm); k < nm && marks.t[k] <= f.ve;) {
+      const x = Math.floor(f.X(marks.t[k]));
+      const kb = Math.max(k + 1, gallop(marks.t, f.vs + (x + 1) * f.pxNs, k, nm));
+      const sum = marks.sum[kb] - marks.sum[k];
+      cols.push(x, sum);
+      if (sum > mx) mx = sum;
+      count += kb - k;
+      k = kb;
+    }
+    for (let q = 0; q < cols.length; q += 2) {
+      if (cols[q + 1] <= 0) continue;
+      const hgt = Math.max(2, (cols[q + 1] / mx) * (MARKS - 6));
+      bars.push(cols[q], RULER + MARKS - 1 - hgt, 1, hgt);
+    }
+    return { bars: bars, count: count };
+  }
+
+  // The task under the point (x, y) of a w x h canvas (CSS px): one whose row line is within
+  // 8 px and whose span is within 16 px, the closest in time; -1 for none.
+  function hitTask(ix, view, x, y) {
+    const row = Math.round((y - RULER - 14 + view.y) / ROWH);
+    if (row < 0 || row >= ix.rows || Math.abs(rowY(view, row) - y) > 8) return -1;
+    const start = ix.start, end = ix.end;
+    const t = view.start + x / view.scale, tol = 16 / view.scale;
+    const a = ix.rowStart[row], b = ix.rowStart[row + 1];
+    let i = lowerBound(end, t - tol, a, b);
+    let best = -1, bestD = Infinity;
+    for (; i < b && start[i] <= t + tol; i++) {
+      const d = t < start[i] ? start[i] - t : t > end[i] ? t - end[i] : 0;
+      if (d < bestD) { bestD = d; best = i; }
+    }
+    return best;
+  }
+  // Where a pointer aims at task i: a little inside its start, on its row.
+  function taskPoint(ix, view, i) {
+    const x0 = xOf(view, ix.start[i]);
+    return [x0 + Math.min(20, (xOf(view, ix.end[i]) - x0) / 2), rowY(view, ix.taskRow[i])];
+  }
+  // Task i and every task linked to it by `becomes`, both ways: a 0/1 flag per task, count.
+  function becomesClosure(ix, i) {
+    const n = ix.n, becomes = ix.becomes;
+    if (!ix.becameFrom) {
+      const from = (ix.becameFrom = new Map());
+      for (let k = 0; k < n; k++) if (becomes[k] >= 0) { const l = from.get(becomes[k]); if (l) l.push(k); else from.set(becomes[k], [k]); }
+    }
+    const set = new Uint8Array(n), todo = [i];
+    let count = 0;
+    while (todo.length) {
+      const k = todo.pop();
+      if (set[k]) continue;
+      set[k] = 1; count++;
+      if (becomes[k] >= 0) todo.push(becomes[k]);
+      for (const fr of ix.becameFrom.get(k) || []) todo.push(fr);
+    }
+    return { set: set, count: count };
+  }
+  // The tasks with a label containing q (case-insensitive): a 0/1 flag per task, count.
+  function searchLabels(ix, q) {
+    const strings = ix.T.strings, L = ix.L, needle = q.toLowerCase();
+    const hitStr = new Uint8Array(strings.length);
+    for (let s = 0; s < strings.length; s++) hitStr[s] = strings[s].toLowerCase().includes(needle) ? 1 : 0;
+    const set = new Uint8Array(ix.n);
+    let count = 0;
+    for (let k = 0; k < ix.nl; k++) if (hitStr[L.s[k]] && !set[L.task[k]]) { set[L.task[k]] = 1; count++; }
+    return { set: set, count: count };
+  }
+
+  const layout = {
+    RULER: RULER, ROWH: ROWH, MARKS: MARKS, F_RESOLVED: F_RESOLVED, F_FAILED: F_FAILED, F_NEVER: F_NEVER,
+    ARROW_KINDS: ARROW_KINDS, ARROW_BUDGET: ARROW_BUDGET,
+    minMaxLevels: minMaxLevels, rangeMinMax: rangeMinMax, lowerBound: lowerBound, gallop: gallop,
+    bandIndex: bandIndex, addRun: addRun, index: index, fit: fit, clampView: clampView, xOf: xOf,
+    rowY: rowY, frame: frame, bandColumns: bandColumns, bandStrip: bandStrip, gridLines: gridLines,
+    rulerLabel: rulerLabel, taskRows: taskRows, highlightBoxes: highlightBoxes, arrows: arrows,
+    verticalsAsSegments: verticalsAsSegments, mergedVerticals: mergedVerticals,
+    counterGeometry: counterGeometry, stepRects: stepRects, counterIsDense: counterIsDense,
+    smoothColumns: smoothColumns, counterNameY: counterNameY, labelPlacements: labelPlacements,
+    markBars: markBars, hitTask: hitTask, taskPoint: taskPoint, becomesClosure: becomesClosure,
+    searchLabels: searchLabels,
+  };
+  if (typeof module === 'object' && module.exports) module.exports = layout; // node (tests)
+  else window.ctsViewer.layout = layout;
+})();
