@@ -4,66 +4,32 @@
  * Task tracing in the mirage-profile model: an event loop, promise or coroutine library
  * calls these hooks, and the events go into a mirage-profile CTF ring (the format read by
  * mirage-trace-viewer and, with our metadata, by babeltrace2). Format reference:
- * docs/formats/mprof.md (section numbers cited as §N).
+ * docs/formats/mprof.md (section numbers cited as §N). How the ring and the hooks work,
+ * and why, with an example: docs/tasks.md.
  *
- * A *task* is anything that can wait and be resolved: an Lwt promise, a future, a
- * coroutine. Ids are signed 64-bit: 0 is the initial context, -1 (CTS_TASK_NONE) means
- * "nothing running" (idle); new ids come from cts_task_new_id() (1, 2, 3…, never reused).
+ * Tasks: anything that can wait and be resolved (a promise, a future, a coroutine). Ids
+ * are signed 64-bit: 0 is the initial context, -1 (CTS_TASK_NONE) means "nothing running"
+ * (idle); cts_task_new_id() hands out 1, 2, 3..., never reused.
  *
- * Three levels of cost:
- *  - Compiled out: define CTS_TASKS_DISABLE before including this header and every call
- *    below expands to nothing (arguments are not evaluated; counters still keep their value
- *    so that a program reading them behaves the same). The object then references no cts
- *    symbol at all.
- *  - Compiled in, not started: each hook is one relaxed atomic load of a global and an
- *    unlikely branch; the body that writes the event is out of line.
- *  - Started: the event goes into the calling OS thread's own packet of the ring.
+ * Cost: with CTS_TASKS_DISABLE defined before this header, every hook expands to nothing
+ * (arguments unevaluated; counters still keep their values) and the object references no
+ * cts symbol. Compiled in but not started, a hook is one relaxed atomic load and an
+ * unlikely branch.
  *
- * Threads. Every OS thread writes into a packet it owns exclusively (taken from the ring
- * with one atomic fetch-add and one compare-and-swap when it needs a new one), so events of
- * different threads never tear or interleave, and the fast path has no lock and no atomic
- * read-modify-write. Consequences: a ring needs at least as many packets as threads that
- * write at the same time (a thread that finds no free packet drops its events, counted by
- * cts_mprof_ring_dropped()); packets of different threads overlap in time, so a reader that
- * wants one time-ordered stream merges them (`ctfscope convert` does). With one thread the
- * bytes are exactly those mirage-profile writes (§3.3). Each OS thread also has its own
- * "current task" (the Lwt writer's cached current thread, §7.2).
+ * Threads: every hook is thread-safe. Each OS thread writes into a packet of the ring it
+ * owns exclusively and has its own current task. A ring needs at least as many packets as
+ * threads writing at once: a thread that finds no free packet drops its events (counted by
+ * cts_mprof_ring_dropped()). Packets of different threads overlap in time; with one thread
+ * the bytes are those mirage-profile writes (§3.3).
  *
- * Crash and live reading. A packet's content_size is published (release store) after the
- * event bytes, so a live reader never sees half an event and a crash loses at most the
- * event being written. mirage-profile publishes before; the final bytes are the same.
+ * Live reading: a packet's content_size is published after its event bytes (release
+ * store), so a reader of the buffer never sees half an event.
  *
- * Ownership vocabulary: see common.h. Nothing here allocates; the ring lives in caller
- * memory (an mmap'd file, Xen shared pages, a static array) and reads an injected clock.
- *
- * Two libraries. The ring and the explicit writers are part of the freestanding core
- * (cts_core, src/core/): no OS calls and no global or thread-local state, all of it in the
- * caller's memory. The cts_task_* hooks are process-wide: one on/off switch
- * (cts__task_on), one id counter, the started ring and a thread-local writer per OS
- * thread, so they live in cts_tasks (src/tasks/), which needs thread-local storage but
- * still makes no system call. Link cts_tasks to use the hooks.
- *
- * @code
- *   static uint8_t trace[1000000];
- *   static uint64_t state[CTS_MPROF_RING_STATE_SIZE(4) / 8];
- *   cts_mprof_ring_config_t cfg;
- *   cts_mprof_ring_config_init(&cfg);
- *   cfg.buffer = trace; cfg.buffer_size = sizeof trace;
- *   cfg.clock = monotonic_ns; cfg.clock_user_data = NULL;
- *   cts_mprof_ring_t *ring;
- *   cts_mprof_ring_init(&ring, state, sizeof state, &cfg);
- *   cts_task_start(ring);                           // writes switch(0)
- *   cts_task_id_t t = cts_task_named_wait("rx");    // creates(0 -> t, Wait), label(t, "rx")
- *   cts_task_try_read(0, t);                        // 0 waits for t
- *   cts_task_idle();                                // switch(-1): blocked in poll()
- *   cts_task_resume(0);
- *   cts_task_resolved(t);                           // fulfills(0 -> t)
- *   cts_task_read(0, t);                            // 0 runs because t resolved
- *   cts_task_stop();
- * @endcode
- *
- * The pthread-free OS helpers (mmap'd file ring, stream to a file descriptor) are in the
- * ctfscope OS layer (src/os/mprof_ring.h).
+ * Ownership: see common.h. Nothing here allocates; the ring lives in caller memory and
+ * reads an injected clock. Libraries: the ring and the explicit writers are in cts_core
+ * (no OS calls, no global or thread-local state); the cts_task_* hooks keep process-wide
+ * state and are in cts_tasks, which a program using them must link. Hosted helpers (a
+ * ring in an mmap'd file, streaming to a descriptor) are in src/os/mprof_ring.h.
  */
 #ifndef CTFSCOPE_TASKS_H
 #define CTFSCOPE_TASKS_H
