@@ -51,8 +51,8 @@
  * Allocating threads never wait for the writer. What finds no room is not recorded and
  * is counted in cts_tracer_stats_t and in loss markers in the trace (an alloc + collect
  * whose one location code is CTS_TRACER_LOST_CODE_BASE with the counts, see the macros
- * below). Stopping waits at most 2 s for a TCP peer that takes nothing, and so does
- * cts_tracer_flush().
+ * below). On a TCP sink, stopping gives up after 2 s on a peer that takes nothing; any
+ * cts_tracer_flush() waits at most 2 s.
  *
  * ## TCP sinks (memtrace-mirage semantics)
  *  - CTS_TRACER_SINK_TCP_CONNECT: cts_tracer_start() connects (at most
@@ -70,7 +70,7 @@
  * reads them, OCaml's memtrace reader does not. Not for TCP sinks.
  *
  * ## Backtraces
- * Location codes are return addresses, innermost first (the malloc call's), captured
+ * Location codes are return addresses (the innermost one: the malloc call's), captured
  * without malloc or locks, and resolved (file, line, function, inlined frames outermost
  * first) with libdw on the writer when first sent. MIXED, the default on x86-64 with
  * glibc 2.35+ and libunwind, gives libunwind's backtraces at about the cost of a
