@@ -90,6 +90,9 @@ typedef struct cts_tasks_hooks {
   int (*on_label)(void *ud, uint32_t task, uint64_t t, uint32_t str, bool failure);
   int (*on_counter)(void *ud, uint32_t counter, uint64_t t, int64_t value);
   int (*on_gc)(void *ud, uint64_t t0, uint64_t t1);
+  /* A ctfscope_alloc event (docs/formats/mprof.md §14.1): memtrace object obj was sampled at
+   * t while task (CTS_TASKS_NONE: none) ran on the allocating thread, written on lane. */
+  int (*on_alloc)(void *ud, uint32_t task, uint64_t obj, uint64_t t, uint32_t lane);
 } cts_tasks_hooks_t;
 
 typedef struct cts_tasks_config {
@@ -120,6 +123,13 @@ typedef struct cts_tasks {
   uint64_t first_ns, last_ns; /* first event read, latest event time */
   uint64_t events, ignored_creates, ignored_refs;
   uint64_t gc_events, gc_ns;
+  /* ctfscope's extensions (§14): allocation events, the largest count of dropped events
+   * recorded (ctfscope_lost), and the first clock anchor (the writer's process id, the
+   * trace clock and CLOCK_REALTIME ns at one instant). */
+  uint64_t allocs, lost;
+  bool have_anchor;
+  int64_t anchor_pid;
+  uint64_t anchor_ns, anchor_other_ns;
   bool finished;
   int err;
 } cts_tasks_t;

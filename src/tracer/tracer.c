@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ctfscope/tasks.h>
+
 #include "common/cpu_counter.h"
 #include "os/net.h"
 #include "os/os.h"
@@ -769,6 +771,8 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   rec[4] = nsamples;
   ring_publish(r, pad + REC_ALLOC_WORDS + depth);
   bump(&r->samples, 1);
+  /* The task running on this thread, for attribution (docs/formats/mprof.md §14.1). */
+  if (CTS__TASK_ON()) cts__task_alloc(full & ID_MASK);
   if (side) side_add(ptr, full, r);
   cts__guard_leave();
   if (session) *session = (unsigned)(full >> ID_BITS) & CTS__TRACER_SESSION_MASK;
