@@ -22,12 +22,14 @@ int cts_task_mem_init(cts_task_mem_t *tm) {
   if (cts_grow((void **)&tm->rows, &tm->cap_rows, 0, sizeof *tm->rows)) return -ENOMEM;
   tm->rows[0] = (cts_task_mem_row_t){.task = NONE, .lane = NONE};
   tm->nrows = 1;
-  return 0;
+  tm->lag_hist = calloc(2 * CTS_TASK_MEM_LAG_US, sizeof *tm->lag_hist);
+  return tm->lag_hist ? 0 : -ENOMEM;
 }
 
 void cts_task_mem_fini(cts_task_mem_t *tm) {
   free(tm->rows);
   free(tm->objs);
+  free(tm->lag_hist);
   cts_u64map_fini(&tm->by_obj);
   cts_u64map_fini(&tm->by_task);
   memset(tm, 0, sizeof *tm);
@@ -106,6 +108,11 @@ int cts_task_mem_event(cts_task_mem_t *tm, const cts_mt_event_t *ev) {
       if (!tm->pairs || err < tm->err_min_ns) tm->err_min_ns = err;
       if (!tm->pairs || err > tm->err_max_ns) tm->err_max_ns = err;
       tm->pairs++;
+      const int64_t us = err / 1000 + (err % 1000 < 0 ? -1 : 0); /* floor */
+      const int64_t b = us < -CTS_TASK_MEM_LAG_US   ? 0
+                        : us >= CTS_TASK_MEM_LAG_US ? 2 * CTS_TASK_MEM_LAG_US - 1
+                                                    : us + CTS_TASK_MEM_LAG_US;
+      tm->lag_hist[b]++;
     }
     o->state = 1;
     o->nsamples = ev->nsamples;
@@ -155,9 +162,25 @@ const char *cts_task_mem_status_text(cts_task_mem_status_t s) {
   return "attribution is impossible";
 }
 
+int64_t cts_task_mem_lag_median_ns(const cts_task_mem_t *tm) {
+  if (!tm->pairs || !tm->lag_hist) return 0;
+  uint64_t seen = 0;
+  for (int64_t b = 0; b < 2 * CTS_TASK_MEM_LAG_US; b++) {
+    seen += tm->lag_hist[b];
+    if (seen * 2 >= tm->pairs) return (b - CTS_TASK_MEM_LAG_US) * 1000 + 500;
+  }
+  return CTS_TASK_MEM_LAG_US * 1000;
+}
+
+double cts_task_mem_lag_within(const cts_task_mem_t *tm, uint64_t us) {
+  if (!tm->pairs || !tm->lag_hist) return 0;
+  uint64_t n = 0;
+  const int64_t w = us < CTS_TASK_MEM_LAG_US ? (int64_t)us : CTS_TASK_MEM_LAG_US - 1;
+  for (int64_t b = CTS_TASK_MEM_LAG_US - w; b < CTS_TASK_MEM_LAG_US + w; b++) n += tm->lag_hist[b];
+  return (double)n / (double)tm->pairs;
+}
+
 uint64_t cts_task_mem_align_error_ns(const cts_task_mem_t *tm) {
-  if (!tm->pairs) return 0;
-  const uint64_t lo = tm->err_min_ns < 0 ? (uint64_t)-tm->err_min_ns : (uint64_t)tm->err_min_ns;
-  const uint64_t hi = tm->err_max_ns < 0 ? (uint64_t)-tm->err_max_ns : (uint64_t)tm->err_max_ns;
-  return lo > hi ? lo : hi;
+  const int64_t m = cts_task_mem_lag_median_ns(tm);
+  return m < 0 ? (uint64_t)-m : (uint64_t)m;
 }

@@ -74,11 +74,19 @@ typedef struct cts_task_mem {
   int64_t shift_ns; /* anchor time − its realtime: task time = memtrace µs × 1000 + shift */
   uint64_t anchor_pid, mem_pid;
   double sample_rate;
-  /* Error of the anchor, measured on the allocations present in both traces: task-trace
-   * time of the ctfscope_alloc event minus the aligned memtrace time. */
+  /* The anchor checked on the allocations present in both traces: the lag of each
+   * ctfscope_alloc event behind its aligned memtrace time. It is never negative and under
+   * about 1 µs when the anchor is exact (memtrace times are whole µs, and the task event is
+   * written right after the tracer read its clock); a thread preempted between the two
+   * reads makes an outlier, and so does the memtrace writer, which never writes a time
+   * below the previous one (a few events lag by −ms): the median says how good the
+   * anchor is, the extremes say little. lag_hist: 1 µs bins over ±CTS_TASK_MEM_LAG_US. */
   uint64_t pairs;
   int64_t err_min_ns, err_max_ns;
+  uint64_t *lag_hist;
 } cts_task_mem_t;
+
+#define CTS_TASK_MEM_LAG_US 2000
 
 /* 0 or -ENOMEM. */
 int cts_task_mem_init(cts_task_mem_t *tm);
@@ -95,7 +103,11 @@ int cts_task_mem_event(cts_task_mem_t *tm, const cts_mt_event_t *ev);
 void cts_task_mem_finish(cts_task_mem_t *tm);
 /* Why attribution is impossible, for people ("" when aligned). */
 const char *cts_task_mem_status_text(cts_task_mem_status_t s);
-/* Largest |error| of the alignment over the pairs (0 without pairs), ns. */
+/* The median lag (to 1 µs; 0 without pairs), ns. */
+int64_t cts_task_mem_lag_median_ns(const cts_task_mem_t *tm);
+/* The anchor's error as measured: |median lag| (0 without pairs), ns. */
 uint64_t cts_task_mem_align_error_ns(const cts_task_mem_t *tm);
+/* The share of pairs whose lag is within ±us µs (0 without pairs). */
+double cts_task_mem_lag_within(const cts_task_mem_t *tm, uint64_t us);
 
 #endif /* CTS_ANALYSIS_TASK_MEMORY_H */

@@ -183,6 +183,7 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
         cts_out_printf(o, "%s\"%s\": %llu", id ? ", " : "", cts_mprof_event_name(id),
                        (unsigned long long)t.sum.events_by_id[id]);
     cts_out_printf(o, "},\n  \"warnings\": %llu", (unsigned long long)t.sum.warnings);
+    if (m->lost) cts_out_printf(o, ",\n  \"events_lost\": %llu", (unsigned long long)m->lost);
     if (m->have_time)
       cts_out_printf(o,
                      ",\n  \"first_event_ns\": %llu,\n  \"last_event_ns\": %llu,\n"

@@ -147,9 +147,13 @@ static void print_json(cts_out_t *o, const cli_trace_t *mem, const cli_tasks_t *
   }
   cts_out_printf(o,
                  ",\n \"alignment\": {\"pid\": %llu, \"task_offset_ns\": %lld, \"pairs\": %llu, "
-                 "\"max_error_ns\": %llu},\n \"tasks_events_lost\": %llu,\n \"tasks\": [",
+                 "\"error_ns\": %llu, \"lag_min_ns\": %lld, \"lag_median_ns\": %lld, "
+                 "\"lag_max_ns\": %lld, \"within_100us\": %.6f},\n \"tasks_events_lost\": "
+                 "%llu,\n \"tasks\": [",
                  (unsigned long long)tm->mem_pid, (long long)tm->task_offset_ns,
                  (unsigned long long)tm->pairs, (unsigned long long)cts_task_mem_align_error_ns(tm),
+                 (long long)tm->err_min_ns, (long long)cts_task_mem_lag_median_ns(tm),
+                 (long long)tm->err_max_ns, cts_task_mem_lag_within(tm, 100),
                  (unsigned long long)m->lost);
   char name[64];
   for (size_t i = 0; i < n; i++) {
@@ -188,7 +192,7 @@ static void print_text(cts_out_t *o, const cli_trace_t *mem, const cli_tasks_t *
   char a[32], b[32];
   cts_out_printf(o,
                  "Tasks    %s: the same process (pid %llu); clocks aligned by the trace's anchor, "
-                 "largest error %s over %s allocations\n\n",
+                 "error at most %s (median lag over %s allocations)\n\n",
                  cli_basename(tasks->path), (unsigned long long)tm->mem_pid,
                  cli_human_ns((double)cts_task_mem_align_error_ns(tm), a, sizeof a),
                  cli_grouped(tm->pairs, b, sizeof b));

@@ -18,6 +18,12 @@
 #define CHURN_BLOCKS 100000
 #define CHURN_SIZE   64
 
+/* Exported (the preload names threads by their start routine's dynamic symbol). */
+void *keeper(void *arg);
+void *churner(void *arg);
+void *idler(void *arg);
+void *member(void *arg);
+
 static pthread_barrier_t started, done;
 static void *kept[KEEP_BLOCKS];
 static void *volatile sink; /* the compiler must not drop a malloc/free pair */
