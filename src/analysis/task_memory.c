@@ -66,18 +66,27 @@ int cts_task_mem_on_alloc(void *user_data, uint32_t task, uint64_t obj, uint64_t
   return 0;
 }
 
+cts_task_mem_status_t cts_task_clock_align(const cts_task_anchor_t *a, const cts_mt_info_t *info,
+                                           int64_t *task_offset_ns, int64_t *shift_ns) {
+  if (!info) return CTS_TASK_MEM_NO_INFO;
+  if (!a->present) return CTS_TASK_MEM_NO_ANCHOR;
+  if (a->pid < 0 || (uint64_t)a->pid != info->pid) return CTS_TASK_MEM_OTHER_PROCESS;
+  /* Two's complement differences: both clocks are far below 2^63 ns. */
+  const int64_t shift = (int64_t)(a->task_ns - a->realtime_ns);
+  if (shift_ns) *shift_ns = shift;
+  *task_offset_ns = (int64_t)(info->start_time_us * 1000u) + shift;
+  return CTS_TASK_MEM_ALIGNED;
+}
+
 cts_task_mem_status_t cts_task_mem_align(cts_task_mem_t *tm, const cts_tasks_t *m,
                                          const cts_mt_info_t *info) {
-  if (!info) return tm->status = CTS_TASK_MEM_NO_INFO;
-  tm->mem_pid = info->pid;
-  tm->sample_rate = info->sample_rate > 0 && info->sample_rate <= 1 ? info->sample_rate : 1.0;
-  if (!m->have_anchor) return tm->status = CTS_TASK_MEM_NO_ANCHOR;
+  if (info) {
+    tm->mem_pid = info->pid;
+    tm->sample_rate = info->sample_rate > 0 && info->sample_rate <= 1 ? info->sample_rate : 1.0;
+  }
   tm->anchor_pid = (uint64_t)m->anchor_pid;
-  if (tm->anchor_pid != info->pid) return tm->status = CTS_TASK_MEM_OTHER_PROCESS;
-  /* Two's complement differences: both clocks are far below 2^63 ns. */
-  tm->shift_ns = (int64_t)(m->anchor_ns - m->anchor_other_ns);
-  tm->task_offset_ns = (int64_t)(info->start_time_us * 1000u) + tm->shift_ns;
-  return tm->status = CTS_TASK_MEM_ALIGNED;
+  const cts_task_anchor_t a = {m->have_anchor, m->anchor_pid, m->anchor_ns, m->anchor_other_ns};
+  return tm->status = cts_task_clock_align(&a, info, &tm->task_offset_ns, &tm->shift_ns);
 }
 
 static void add(cts_task_mem_figures_t *f, uint64_t samples, double count) {

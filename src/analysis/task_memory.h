@@ -88,6 +88,20 @@ typedef struct cts_task_mem {
 
 #define CTS_TASK_MEM_LAG_US 2000
 
+/* A task trace's clock anchor (ctfscope_anchor, §14.2): the writer's pid, and the trace
+ * clock and CLOCK_REALTIME (ns) at one instant. */
+typedef struct cts_task_anchor {
+  bool present;
+  int64_t pid;
+  uint64_t task_ns, realtime_ns;
+} cts_task_anchor_t;
+
+/* The task-trace time at the memory trace's start (what `--task-offset` sets by hand), from
+ * the anchor and the memory trace's info (NULL: none); *shift_ns (may be NULL) gets task
+ * time − realtime. CTS_TASK_MEM_ALIGNED, or why the traces cannot be aligned. */
+cts_task_mem_status_t cts_task_clock_align(const cts_task_anchor_t *a, const cts_mt_info_t *info,
+                                           int64_t *task_offset_ns, int64_t *shift_ns);
+
 /* 0 or -ENOMEM. */
 int cts_task_mem_init(cts_task_mem_t *tm);
 void cts_task_mem_fini(cts_task_mem_t *tm);

@@ -197,6 +197,22 @@ CTS_TEST(foreign_traces_are_not_attributed) {
   CTS_ASSERT_MSG(strstr(r.err, "no clock anchor"), "stderr: %s", r.err);
   CTS_ASSERT(strstr(r.out, "\"attribution\": \"impossible\"") != NULL);
   run_result_free(&r);
+  /* The report aligns the traces of one process without a guess and says when it cannot
+   * (exit 1), writing the report all the same. */
+  char html[300];
+  snprintf(html, sizeof html, "%s.html", mem);
+  char *same[] = {(char *)CTS_TEST_CTFSCOPE, "report", mem, tasks, "-o", html, NULL};
+  CTS_ASSERT(run_cmd(same, NULL, 60, &r));
+  CTS_ASSERT_MSG(r.exit_code == 0 && r.err_len == 0, "exit %d: %s", r.exit_code, r.err);
+  run_result_free(&r);
+  unlink(html);
+  char *foreign[] = {(char *)CTS_TEST_CTFSCOPE, "report", mem, net, "-o", html, NULL};
+  CTS_ASSERT(run_cmd(foreign, NULL, 60, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 1);
+  CTS_ASSERT_MSG(strstr(r.err, "no clock anchor") && strstr(r.err, "--task-offset"), "%s", r.err);
+  CTS_ASSERT(access(html, F_OK) == 0);
+  run_result_free(&r);
+  unlink(html);
   cleanup();
 }
 
