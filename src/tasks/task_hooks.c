@@ -202,11 +202,25 @@ int cts_task_start(cts_mprof_ring_t *ring) {
   return 0;
 }
 
+/* The last anchor's source, written again at stop when the ring may have wrapped over
+ * it. Set and read by whoever starts and stops tracing. */
+static struct {
+  cts_clock_ns_cb clock;
+  void *user_data;
+  int64_t pid;
+} anchor_source;
+
 void cts_task_stop(void) {
   cts_mprof_writer_t *w = thread_writer();
   cts_mprof_ring_t *const ring = __atomic_load_n(&hooks.ring, __ATOMIC_ACQUIRE);
   /* The count goes into the trace, so that its readers say events are missing. */
   const uint64_t dropped = ring ? cts_mprof_ring_dropped(ring) : 0;
+  /* A ring (no sink keeps every packet) that reused packets may have overwritten the
+   * anchor: another one, among the last events, survives. */
+  if (w && anchor_source.clock && ring && !ring->sink &&
+      cts_mprof_ring_packets_started(ring) > ring->npackets)
+    cts_task_clock_anchor(anchor_source.pid, anchor_source.clock, anchor_source.user_data);
+  anchor_source.clock = NULL; /* a later start anchors again */
   if (w && dropped) put_fixed(w, CTS_MPROF_LOST, w->current, dropped, 0);
   __atomic_store_n(&cts__task_on, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&hooks.ring, NULL, __ATOMIC_RELEASE);
@@ -218,6 +232,9 @@ void cts_task_stop(void) {
 int cts_task_clock_anchor(int64_t pid, cts_clock_ns_cb clock, void *user_data) {
   cts_mprof_writer_t *w = thread_writer();
   if (!w || !clock) return CTS_E_INVAL;
+  anchor_source.clock = clock;
+  anchor_source.user_data = user_data;
+  anchor_source.pid = pid;
   /* The other clock read between two of the ring's: its value belongs to the midpoint, to
    * within half the bracket (a few tens of ns). */
   const uint64_t t0 = ring_now(w->ring);

@@ -269,6 +269,13 @@ static void *map_pages(size_t size) {
   return p == MAP_FAILED ? NULL : p;
 }
 
+static uint64_t realtime_ns(void *user_data) {
+  (void)user_data;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static uint64_t wall_clock_us(void *user_data) {
   (void)user_data;
   struct timespec ts;
@@ -1828,6 +1835,11 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.ctl->stats.bytes_written = T.bytes_written;
   T.ctl->thread_running = true;
   ctl_unlock();
+  /* Task tracing in this process (the linked APIs, or the preload's): what aligns its
+   * trace with this one, when this one's times are CLOCK_REALTIME (docs/formats/mprof.md
+   * §14.2). */
+  if (CTS__TASK_ON() && T.clock == wall_clock_us)
+    cts_task_clock_anchor((int64_t)getpid(), realtime_ns, NULL);
 
   /* A writer process if it fits and can be made, else a writer thread. */
   if (T.writer_process && spawn_writer_process() != 0) T.writer_process = false;
