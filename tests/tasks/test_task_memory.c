@@ -344,6 +344,13 @@ CTS_TEST(peers_read_both_traces) {
   } else {
     fprintf(stderr, "  babeltrace2 not installed: its check is skipped\n");
   }
+  /* dump names their fields as the metadata does */
+  char *dump[] = {(char *)CTS_TEST_CTFSCOPE, "dump", tasks, NULL};
+  run_result_t r;
+  CTS_ASSERT(run_cmd(dump, NULL, 60, &r) && r.exit_code == 0);
+  CTS_ASSERT(strstr(r.out, " ctfscope_alloc thread=") && strstr(r.out, " object_id="));
+  CTS_ASSERT(strstr(r.out, " ctfscope_anchor thread=") && strstr(r.out, " realtime_ns="));
+  run_result_free(&r);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CTS_ASSERT_EQ_INT(system(cmd), 0);
   const char *const ocaml = CTS_TEST_CORPUS_DIR "/../tools/memtrace-ocaml-reader";
