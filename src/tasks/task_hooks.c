@@ -7,12 +7,12 @@
  * system call and never allocates.
  *
  * Nothing is dropped while packets can be shared: a thread that finds no free packet (more
- * threads alive than packets) writes through one shared writer, under a spin lock, into a
- * packet taken at start for that purpose. Before an event of another thread's, the shared
- * packet gets a switch to that thread's current task, so that its lane always runs the
- * task of the thread that wrote last (docs/formats/mprof.md §14.4). What even that cannot
- * place is counted in the ring's dropped count, which cts_task_stop() writes into the
- * trace (ctfscope_lost). */
+ * threads alive than packets) writes through one shared writer, under a spin lock, into the
+ * packet the other hook writers leave free for it (cts__mprof_ring_share). Before an event of
+ * another thread's, the shared packet gets a switch to that thread's current task, so that its lane
+ * always runs the task of the thread that wrote last (docs/formats/mprof.md §14.4). What even that
+ * cannot place is counted in the ring's dropped count, which cts_task_stop() writes into the trace
+ * (ctfscope_lost). */
 #include <stdbool.h>
 #include <string.h>
 
