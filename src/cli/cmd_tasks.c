@@ -184,6 +184,11 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
                        (unsigned long long)t.sum.events_by_id[id]);
     cts_out_printf(o, "},\n  \"warnings\": %llu", (unsigned long long)t.sum.warnings);
     if (m->lost) cts_out_printf(o, ",\n  \"events_lost\": %llu", (unsigned long long)m->lost);
+    if (m->have_anchor) /* docs/formats/mprof.md §14.2 */
+      cts_out_printf(
+          o, ",\n  \"clock_anchor\": {\"pid\": %lld, \"trace_ns\": %llu, \"realtime_ns\": %llu}",
+          (long long)m->anchor_pid, (unsigned long long)m->anchor_ns,
+          (unsigned long long)m->anchor_other_ns);
     if (m->have_time)
       cts_out_printf(o,
                      ",\n  \"first_event_ns\": %llu,\n  \"last_event_ns\": %llu,\n"
@@ -257,6 +262,11 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
     cts_out_printf(o, "Result         %s%s (%llu warnings)\n", t.err ? "error: " : "ok",
                    t.err ? t.msg : "", (unsigned long long)t.sum.warnings);
     text_lost(o, &t);
+    if (m->have_anchor)
+      cts_out_printf(o,
+                     "Clock anchor   pid %lld: aligns with a memory trace of that process "
+                     "(top --by task, report)\n",
+                     (long long)m->anchor_pid);
     if (packets) {
       cts_out_str(o, "\n  offset     size  content  count  index\n");
       for (size_t i = 0; i < t.npackets; i++) {

@@ -299,6 +299,7 @@ static void many_threads(bool stream) {
   CTS_ASSERT(run_json_silent(argv, &j, &r));
   CTS_ASSERT_STR_EQ(get(&j, "tasks.pending"), "0");
   CTS_ASSERT(get(&j, "events_lost") == NULL);
+  CTS_ASSERT(get(&j, "clock_anchor.pid") != NULL);
   json_flat_free(&j);
   run_result_free(&r);
   cleanup();
