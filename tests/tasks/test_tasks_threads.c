@@ -10,6 +10,7 @@
 #include <ctfscope/tasks.h>
 
 #include "../test.h"
+#include "../../src/cli/record_tasks.h"
 #include "../run_cmd.h"
 #include "mprof_test_util.h"
 
@@ -180,6 +181,24 @@ CTS_TEST(events_without_room_are_counted_in_the_trace) {
   CTS_ASSERT(run_cmd(stats, NULL, 60, &r) && r.exit_code == 0);
   CTS_ASSERT_MSG(strstr(r.out, "Lost     3 events"), "%s", r.out);
   run_result_free(&r);
+  /* record's summary of the task trace it collected */
+  char err_path[64];
+  snprintf(err_path, sizeof err_path, "/tmp/cts_lost_%d.err", (int)getpid());
+  fflush(stderr);
+  const int saved = dup(STDERR_FILENO);
+  FILE *err = fopen(err_path, "w+");
+  CTS_ASSERT(saved >= 0 && err && dup2(fileno(err), STDERR_FILENO) >= 0);
+  record_tasks_summarise(path, false);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  char said[2048] = "";
+  rewind(err);
+  const size_t n = fread(said, 1, sizeof said - 1, err);
+  said[n] = '\0';
+  fclose(err);
+  unlink(err_path);
+  CTS_ASSERT_MSG(strstr(said, "3 events of the task trace were lost"), "%s", said);
   unlink(path);
 }
 
