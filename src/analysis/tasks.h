@@ -21,7 +21,13 @@
  * ended latest), else it opens a new lane. One thread's packets never overlap in time, so the
  * number of lanes is the number of threads that wrote at the same time. mirage-profile's rings have
  * one writer, hence one lane. Without `lanes` there is one current task for the whole
- * trace (what the report's timeline does). */
+ * trace (what the report's timeline does). Threads beyond a ring's packets write into one
+ * shared packet, which switches to the writing thread's task before its events
+ * (docs/formats/mprof.md §14.4): its lane runs whichever of them wrote last.
+ *
+ * ctfscope's extension events (§14) do not change the model: ctfscope_alloc goes to
+ * hooks.on_alloc (analysis/task_memory.h), the first ctfscope_anchor and the largest
+ * ctfscope_lost are kept in the model. */
 #ifndef CTS_ANALYSIS_TASKS_H
 #define CTS_ANALYSIS_TASKS_H
 
