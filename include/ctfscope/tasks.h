@@ -90,10 +90,16 @@ typedef enum cts_mprof_event_id {
   CTS_MPROF_COUNTER = 11,
   CTS_MPROF_READ_LATER = 12,
   CTS_MPROF_SIGNAL_NOSWITCH = 13,
+  /** ctfscope's extensions (docs/formats/mprof.md §14), declared in the metadata: */
+  CTS_MPROF_ALLOC = 14,  /**< thread = task running, word = memtrace object id sampled */
+  CTS_MPROF_ANCHOR = 15, /**< thread = process id, word = CLOCK_REALTIME ns at the time */
+  CTS_MPROF_LOST = 16,   /**< thread = task running, word = events dropped so far */
 } cts_mprof_event_id_t;
 
-/** Number of event ids (0…13). */
-#define CTS_MPROF_EVENT_IDS 14u
+/** Number of event ids (0…16). */
+#define CTS_MPROF_EVENT_IDS 17u
+/** The ids of mirage-profile itself (0…13); ctfscope's extensions follow. */
+#define CTS_MPROF_MIRAGE_IDS 14u
 /** Packet header + context: magic, uuid, packet_size, stream_packet_count, content_size. */
 #define CTS_MPROF_HEADER_SIZE 30u
 /** mirage-profile cuts its buffer into 4 packets (§3.2). */
@@ -239,7 +245,7 @@ CTS_API void cts_mprof_writer_fini(cts_mprof_writer_t *w);
 
 /**
  * Writes @p ev as it is (offset and packet_count are ignored; str may be NULL for ""). A
- * time of CTS_TIME_NOW reads the ring's clock. Returns 0, CTS_E_INVAL (id above 13),
+ * time of CTS_TIME_NOW reads the ring's clock. Returns 0, CTS_E_INVAL (id above 16),
  * CTS_E_LIMIT (dropped: no free packet, or the event does not fit an empty packet).
  */
 CTS_API int cts_mprof_writer_write(cts_mprof_writer_t *w, const cts_mprof_event_t *ev);
@@ -270,6 +276,16 @@ CTS_API void cts_task_stop(void);
  */
 CTS_API void cts_task_thread_exit(void);
 
+/**
+ * Writes a clock anchor (ctfscope_anchor, docs/formats/mprof.md §14.2): @p clock's value,
+ * read between two reads of the ring's clock, paired with their midpoint, and @p pid. With
+ * CLOCK_REALTIME in nanoseconds and the process id, it lets a memtrace trace of the same
+ * process be aligned with this task trace exactly. The preload library writes one at
+ * start; a program using the linked APIs calls it once both are started. Returns 0, or
+ * CTS_E_INVAL when tracing is stopped or @p clock is NULL.
+ */
+CTS_API int cts_task_clock_anchor(int64_t pid, cts_clock_ns_cb clock, void *user_data);
+
 /** A fresh task id (1, 2, 3…; thread-safe; works also when tracing is stopped). */
 CTS_API cts_task_id_t cts_task_new_id(void);
 
@@ -286,6 +302,9 @@ CTS_API void cts__task_label(cts_task_id_t task, const char *label);
 CTS_API void cts__task_counter(const char *name, int64_t value);
 CTS_API cts_task_id_t cts__task_create(cts_task_type_t type, const char *label);
 CTS_API cts_task_id_t cts__task_current(void);
+/** The allocation tracer sampled memtrace object @p object_id on this thread:
+ *  ctfscope_alloc(current task, object_id) (§14.1). */
+CTS_API void cts__task_alloc(uint64_t object_id);
 
 /** A counter (MProf.Counter): a name and an absolute value. The value is kept even when
  *  tracing is stopped or compiled out. */

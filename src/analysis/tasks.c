@@ -183,6 +183,7 @@ static bool names_current(const cts_mprof_event_t *ev) {
     case CTS_MPROF_READ:
     case CTS_MPROF_SIGNAL:
     case CTS_MPROF_GC:
+    case CTS_MPROF_ANCHOR: /* names the process */
       return false;
     default:
       return ev->thread != CTS_TASK_NONE;
@@ -228,6 +229,17 @@ int cts_tasks_event(cts_tasks_t *m, const cts_mprof_event_t *ev) {
   if (t > lane->last_t) lane->last_t = t;
   if (m->ntasks >= m->cfg.max_tasks && ev->id == CTS_MPROF_CREATES) {
     m->ignored_creates++;
+    return 0;
+  }
+  if (ev->id == CTS_MPROF_ANCHOR || ev->id == CTS_MPROF_LOST) {
+    /* ctfscope's extensions (docs/formats/mprof.md §14): no task is named by these. */
+    if (ev->id == CTS_MPROF_LOST && ev->arg > m->lost) m->lost = ev->arg;
+    if (ev->id == CTS_MPROF_ANCHOR && !m->have_anchor) {
+      m->have_anchor = true;
+      m->anchor_pid = ev->thread;
+      m->anchor_ns = t;
+      m->anchor_other_ns = ev->arg;
+    }
     return 0;
   }
   const uint32_t self = ev->id == CTS_MPROF_GC ? NONE : task_of(m, ev->thread, t, NULL);
@@ -325,6 +337,10 @@ int cts_tasks_event(cts_tasks_t *m, const cts_mprof_event_t *ev) {
       if (!e && ev->id == CTS_MPROF_SIGNAL) e = switch_to(m, lane, ev->thread, t);
       break;
     }
+    case CTS_MPROF_ALLOC:
+      m->allocs++;
+      if (h->on_alloc) e = h->on_alloc(h->user_data, self, ev->arg, t, m->lane);
+      break;
     default:
       break;
   }

@@ -21,7 +21,13 @@
  * ended latest), else it opens a new lane. One thread's packets never overlap in time, so the
  * number of lanes is the number of threads that wrote at the same time. mirage-profile's rings have
  * one writer, hence one lane. Without `lanes` there is one current task for the whole
- * trace (what the report's timeline does). */
+ * trace (what the report's timeline does). Threads beyond a ring's packets write into one
+ * shared packet, which switches to the writing thread's task before its events
+ * (docs/formats/mprof.md §14.4): its lane runs whichever of them wrote last.
+ *
+ * ctfscope's extension events (§14) do not change the model: ctfscope_alloc goes to
+ * hooks.on_alloc (analysis/task_memory.h), the first ctfscope_anchor and the largest
+ * ctfscope_lost are kept in the model. */
 #ifndef CTS_ANALYSIS_TASKS_H
 #define CTS_ANALYSIS_TASKS_H
 
@@ -90,6 +96,9 @@ typedef struct cts_tasks_hooks {
   int (*on_label)(void *ud, uint32_t task, uint64_t t, uint32_t str, bool failure);
   int (*on_counter)(void *ud, uint32_t counter, uint64_t t, int64_t value);
   int (*on_gc)(void *ud, uint64_t t0, uint64_t t1);
+  /* A ctfscope_alloc event (docs/formats/mprof.md §14.1): memtrace object obj was sampled at
+   * t while task (CTS_TASKS_NONE: none) ran on the allocating thread, written on lane. */
+  int (*on_alloc)(void *ud, uint32_t task, uint64_t obj, uint64_t t, uint32_t lane);
 } cts_tasks_hooks_t;
 
 typedef struct cts_tasks_config {
@@ -120,6 +129,13 @@ typedef struct cts_tasks {
   uint64_t first_ns, last_ns; /* first event read, latest event time */
   uint64_t events, ignored_creates, ignored_refs;
   uint64_t gc_events, gc_ns;
+  /* ctfscope's extensions (§14): allocation events, the largest count of dropped events
+   * recorded (ctfscope_lost), and the first clock anchor (the writer's process id, the
+   * trace clock and CLOCK_REALTIME ns at one instant). */
+  uint64_t allocs, lost;
+  bool have_anchor;
+  int64_t anchor_pid;
+  uint64_t anchor_ns, anchor_other_ns;
   bool finished;
   int err;
 } cts_tasks_t;

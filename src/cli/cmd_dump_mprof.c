@@ -95,6 +95,14 @@ static int on_event(void *ud, const cts_mprof_event_t *ev) {
       break;
     case CTS_MPROF_SWITCH:
       break;
+    case CTS_MPROF_ALLOC: /* ctfscope's extensions, by their metadata names (mprof.md §14) */
+    case CTS_MPROF_ANCHOR:
+    case CTS_MPROF_LOST:
+      cts_out_str(o, ev->id == CTS_MPROF_ALLOC    ? " object_id="
+                     : ev->id == CTS_MPROF_ANCHOR ? " realtime_ns="
+                                                  : " dropped=");
+      cts_out_u64(o, ev->arg);
+      break;
     default: /* read, signal, try_read, read_later, signal_noswitch */
       cts_out_str(o, " source=");
       cts_out_i64(o, (int64_t)ev->arg);

@@ -101,7 +101,19 @@ static void json_header(cts_out_t *o, const cli_tasks_t *t) {
                  "\"lanes\": %zu, \"duration_s\": %.9f, \"reader_result\": ",
                  (unsigned long long)t->m.events, t->m.nlanes, cli_tasks_duration_s(t));
   cli_json_reader_result(o, t->err);
+  if (t->m.lost) /* recorded by the writer (ctfscope_lost): events it could not place */
+    cts_out_printf(o, ", \"events_lost\": %llu", (unsigned long long)t->m.lost);
   cts_out_str(o, ",\n");
+}
+
+/* The writer's own count of events it dropped, when it recorded one. */
+static void text_lost(cts_out_t *o, const cli_tasks_t *t) {
+  char a[32];
+  if (t->m.lost)
+    cts_out_printf(o,
+                   "Lost     %s events: the writer found no room for them (more threads "
+                   "than packets; CTFSCOPE_TASKS_PACKETS)\n",
+                   cli_grouped(t->m.lost, a, sizeof a));
 }
 
 static void text_header(cts_out_t *o, const cli_tasks_t *t) {
@@ -110,6 +122,7 @@ static void text_header(cts_out_t *o, const cli_tasks_t *t) {
                  cli_basename(t->path), cli_grouped(t->m.events, a, sizeof a),
                  cli_tasks_duration_s(t), t->m.nlanes, t->m.nlanes == 1 ? "" : "s",
                  t->m.nlanes > 1 ? " (threads writing at the same time)" : "");
+  text_lost(o, t);
 }
 
 /* ---- info ------------------------------------------------------------------------------ */
@@ -166,9 +179,16 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
     cts_out_printf(o, ",\n  \"events_total\": %llu,\n  \"events\": {",
                    (unsigned long long)t.sum.events);
     for (unsigned id = 0; id < CTS_MPROF_EVENT_IDS; id++)
-      cts_out_printf(o, "%s\"%s\": %llu", id ? ", " : "", cts_mprof_event_name(id),
-                     (unsigned long long)t.sum.events_by_id[id]);
+      if (id < CTS_MPROF_MIRAGE_IDS || t.sum.events_by_id[id]) /* extensions when present */
+        cts_out_printf(o, "%s\"%s\": %llu", id ? ", " : "", cts_mprof_event_name(id),
+                       (unsigned long long)t.sum.events_by_id[id]);
     cts_out_printf(o, "},\n  \"warnings\": %llu", (unsigned long long)t.sum.warnings);
+    if (m->lost) cts_out_printf(o, ",\n  \"events_lost\": %llu", (unsigned long long)m->lost);
+    if (m->have_anchor) /* docs/formats/mprof.md §14.2 */
+      cts_out_printf(
+          o, ",\n  \"clock_anchor\": {\"pid\": %lld, \"trace_ns\": %llu, \"realtime_ns\": %llu}",
+          (long long)m->anchor_pid, (unsigned long long)m->anchor_ns,
+          (unsigned long long)m->anchor_other_ns);
     if (m->have_time)
       cts_out_printf(o,
                      ",\n  \"first_event_ns\": %llu,\n  \"last_event_ns\": %llu,\n"
@@ -241,6 +261,12 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
         cli_grouped(t.packets_empty, b, sizeof b), cli_grouped(t.packets_truncated, c, sizeof c));
     cts_out_printf(o, "Result         %s%s (%llu warnings)\n", t.err ? "error: " : "ok",
                    t.err ? t.msg : "", (unsigned long long)t.sum.warnings);
+    text_lost(o, &t);
+    if (m->have_anchor)
+      cts_out_printf(o,
+                     "Clock anchor   pid %lld: aligns with a memory trace of that process "
+                     "(top --by task, report)\n",
+                     (long long)m->anchor_pid);
     if (packets) {
       cts_out_str(o, "\n  offset     size  content  count  index\n");
       for (size_t i = 0; i < t.npackets; i++) {

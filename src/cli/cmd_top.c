@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "cmd_tasks.h"
+#include "cmd_top_tasks.h"
 #include "load.h"
 
 static const char help[] =
@@ -384,6 +385,7 @@ int cmd_top(int argc, char **argv) {
       {"quiet", no_argument, NULL, 'q'},
       {0},
   };
+  if (cmd_top_by_task(argc, argv)) return cmd_top_tasks(argc, argv); /* memory per task */
   top_opts_t opts = {.limit = 20, .depth = 24, .min_percent = 1.0};
   int first;
   const int rc = cli_parse(argc, argv, "s:n:q", longopts, help, on_option, &opts, &first);

@@ -10,6 +10,8 @@
 typedef struct task_counts {
   uint64_t events, threads, waits, conditions;
   uint64_t warnings;
+  uint64_t lost;   /* the writer's count of events it could not place (ctfscope_lost) */
+  uint64_t allocs; /* sampled allocations named with their task (ctfscope_alloc) */
 } task_counts_t;
 
 static int count_event(void *ud, const cts_mprof_event_t *ev) {
@@ -18,6 +20,8 @@ static int count_event(void *ud, const cts_mprof_event_t *ev) {
   if (ev->id == CTS_MPROF_CREATES && ev->thread_type == CTS_TASK_TASK) c->threads++;
   if (ev->id == CTS_MPROF_CREATES && ev->thread_type == CTS_TASK_CONDITION) c->conditions++;
   if (ev->id == CTS_MPROF_TRY_READ) c->waits++;
+  if (ev->id == CTS_MPROF_LOST && ev->arg > c->lost) c->lost = ev->arg;
+  if (ev->id == CTS_MPROF_ALLOC) c->allocs++;
   return 0;
 }
 
@@ -57,4 +61,14 @@ void record_tasks_summarise(const char *path, bool explained) {
                         "(CTFSCOPE_TASKS_SIZE sets its size)"
                       : "",
           c.warnings ? "; the last events of some packets are cut off" : "");
+  if (c.allocs)
+    fprintf(stderr,
+            "ctfscope record: %s sampled allocations carry their thread's task: `ctfscope top "
+            "--by task MEMORY_TRACE %s` shows memory per task\n",
+            cli_grouped(c.allocs, events, sizeof events), path);
+  if (c.lost)
+    cli_warn(
+        "%s events of the task trace were lost: no packet had room for them "
+        "(CTFSCOPE_TASKS_PACKETS, CTFSCOPE_TASKS_SIZE)",
+        cli_grouped(c.lost, events, sizeof events));
 }

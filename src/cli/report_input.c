@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "../os/mprof_ring.h"
+#include "../analysis/task_memory.h"
 #include "cli.h"
+#include "cmd_top_tasks.h"
 #include "load.h"
 
 int cli_report_option(cli_report_opts_t *o, int opt, const char *arg) {
@@ -87,6 +89,19 @@ bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **
     }
     if (c > worst) worst = c;
   }
+  if (mem_path && task_path && !o->have_offset) {
+    /* One clock when both come from one process (docs/formats/mprof.md §14.2); else the
+     * first task event is put at the memory trace's start, and the user is told. */
+    const int a = cli_task_align_files(mem_path, task_path, &in->task_offset);
+    in->aligned = a == CTS_TASK_MEM_ALIGNED;
+    if (!in->aligned) {
+      cli_error(
+          "%s and %s: %s; the timeline puts the first task event at the memory trace's "
+          "start (--task-offset sets the alignment)",
+          cli_basename(mem_path), cli_basename(task_path), cts_task_mem_status_text(a));
+      if (worst < CLI_EXIT_DATA) worst = CLI_EXIT_DATA;
+    }
+  }
   if (o->title)
     snprintf(in->title, sizeof in->title, "%s", o->title);
   else
@@ -97,11 +112,12 @@ bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **
 }
 
 report_doc_t cli_report_doc(const cli_report_input_t *in, const cli_report_opts_t *o) {
-  return (report_doc_t){.title = in->title,
-                        .mem = in->mem,
-                        .tasks = in->tasks,
-                        .have_task_offset = o->have_offset,
-                        .task_offset_ns = (int64_t)o->task_offset};
+  return (report_doc_t){
+      .title = in->title,
+      .mem = in->mem,
+      .tasks = in->tasks,
+      .have_task_offset = o->have_offset || in->aligned,
+      .task_offset_ns = (int64_t)(o->have_offset ? o->task_offset : in->task_offset)};
 }
 
 void cli_report_input_free(cli_report_input_t *in) {

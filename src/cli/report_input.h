@@ -30,6 +30,8 @@ int cli_report_option(cli_report_opts_t *o, int opt, const char *arg);
 typedef struct cli_report_input {
   report_mem_t *mem;     /* NULL without a memory trace */
   report_tasks_t *tasks; /* NULL without a task trace */
+  bool aligned;          /* both from one process: offset from the task trace's anchor */
+  long long task_offset; /* ns, with aligned */
   char title[512];
 } cli_report_input_t;
 

@@ -69,6 +69,8 @@ static const mprof_layout_t mprof_layouts[CTS_MPROF_EVENT_IDS] = {
     [CTS_MPROF_GC] = {0, 1, 0, 0},         [CTS_MPROF_SIGNAL] = {1, 1, 0, 0},
     [CTS_MPROF_TRY_READ] = {1, 1, 0, 0},   [CTS_MPROF_COUNTER] = {1, 1, 0, 1},
     [CTS_MPROF_READ_LATER] = {1, 1, 0, 0}, [CTS_MPROF_SIGNAL_NOSWITCH] = {1, 1, 0, 0},
+    [CTS_MPROF_ALLOC] = {1, 1, 0, 0},      [CTS_MPROF_ANCHOR] = {1, 1, 0, 0},
+    [CTS_MPROF_LOST] = {1, 1, 0, 0},
 };
 
 /* Event size without its string bytes (a string adds len + 1). */

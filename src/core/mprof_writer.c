@@ -14,9 +14,23 @@
 _Static_assert(sizeof(struct cts_mprof_ring) + 4u <= CTS_MPROF_RING_STATE_SIZE(0),
                "CTS_MPROF_RING_STATE_SIZE must cover the ring state");
 
-static const char *const event_names[CTS_MPROF_EVENT_IDS] = {
-    "creates", "read", "fulfills", "fails",    "becomes", "label",      "increase",
-    "switch",  "gc",   "signal",   "try_read", "counter", "read_later", "signal_noswitch"};
+static const char *const event_names[CTS_MPROF_EVENT_IDS] = {"creates",
+                                                             "read",
+                                                             "fulfills",
+                                                             "fails",
+                                                             "becomes",
+                                                             "label",
+                                                             "increase",
+                                                             "switch",
+                                                             "gc",
+                                                             "signal",
+                                                             "try_read",
+                                                             "counter",
+                                                             "read_later",
+                                                             "signal_noswitch",
+                                                             "ctfscope_alloc",
+                                                             "ctfscope_anchor",
+                                                             "ctfscope_lost"};
 
 static const char *const type_names[] = {
     "Wait",   "Task",          "Bind",      "Try",        "Choose",     "Pick",
@@ -112,8 +126,9 @@ void cts__mprof_writer_release(cts_mprof_writer_t *w) {
   send_packet(r, w->packet, w->len, w->pos);
   uint32_t mine = w->generation;
   /* A flush may have taken the packet back already: then it is not ours to free. */
-  __atomic_compare_exchange_n(&ring_owner(r)[w->index], &mine, 0, false, __ATOMIC_RELEASE,
-                              __ATOMIC_RELAXED);
+  if (__atomic_compare_exchange_n(&ring_owner(r)[w->index], &mine, 0, false, __ATOMIC_RELEASE,
+                                  __ATOMIC_RELAXED))
+    __atomic_sub_fetch(&r->held, 1, __ATOMIC_RELAXED);
   w->packet = NULL;
   w->len = 0; /* invariant: len is 0 without a packet, so reserve() needs one test */
 }
@@ -124,6 +139,17 @@ static CTS_NOINLINE int acquire_packet(cts_mprof_writer_t *w) {
   cts_mprof_ring_t *r = w->ring;
   cts__mprof_writer_release(w);
   uint32_t *owner = ring_owner(r);
+  /* With a shared writer (cts__mprof_ring_share), the other hosted writers leave it one
+   * packet: they count themselves in first, so that no race takes the last one. */
+  const uint32_t shared = __atomic_load_n(&r->shared_token, __ATOMIC_RELAXED);
+  const uint32_t limit =
+      shared && (w->generation & CTS__MPROF_TOKEN_HOSTED) && w->generation != shared
+          ? r->npackets - 1
+          : r->npackets;
+  if (__atomic_add_fetch(&r->held, 1, __ATOMIC_RELAXED) > limit) {
+    __atomic_sub_fetch(&r->held, 1, __ATOMIC_RELAXED);
+    return CTS_E_LIMIT;
+  }
   for (uint32_t tries = 0; tries < r->npackets; tries++) {
     /* Peek first so that a full ring does not burn sequence numbers on every event. */
     const uint64_t peek = __atomic_load_n(&r->next_seq, __ATOMIC_RELAXED);
@@ -149,7 +175,12 @@ static CTS_NOINLINE int acquire_packet(cts_mprof_writer_t *w) {
     w->pos = MPROF_HEADER;
     return 0;
   }
+  __atomic_sub_fetch(&r->held, 1, __ATOMIC_RELAXED);
   return CTS_E_LIMIT;
+}
+
+void cts__mprof_ring_share(cts_mprof_ring_t *ring, uint32_t token) {
+  __atomic_store_n(&ring->shared_token, token, __ATOMIC_RELAXED);
 }
 
 /* A token unique among this ring's explicit writers: the lower half of the token space,
@@ -178,7 +209,10 @@ void cts_mprof_writer_fini(cts_mprof_writer_t *w) {
 
 CTS_NOINLINE slot_t cts__mprof_reserve_slow(cts_mprof_writer_t *w, uint32_t size) {
   if (acquire_packet(w) != 0 || w->pos + size >= w->len) {
-    __atomic_fetch_add(&w->ring->dropped, 1, __ATOMIC_RELAXED);
+    /* The task hooks' writers fall back on a shared packet and count only what that
+     * cannot take either (task_hooks.c, overflow()). */
+    if (!(w->generation & CTS__MPROF_TOKEN_HOSTED))
+      __atomic_fetch_add(&w->ring->dropped, 1, __ATOMIC_RELAXED);
     return (slot_t){NULL, 0};
   }
   return (slot_t){w->packet, w->pos};
@@ -241,6 +275,7 @@ int cts_mprof_ring_flush(cts_mprof_ring_t *r) {
     send_packet(r, p, len, mprof_ld32(p + MPROF_OFF_CONTENT_SIZE) / 8u);
     done_below = seqs[best] + 1;
     __atomic_store_n(&owner[best], 0, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&r->held, 1, __ATOMIC_RELAXED);
   }
   void (*on_flush)(void) = __atomic_load_n(&r->on_flush, __ATOMIC_ACQUIRE);
   if (on_flush) on_flush(); /* e.g. hook threads re-check which packets they still own */
@@ -296,6 +331,7 @@ static const char metadata[] =
     "\t\tlabel = 5,\n\t\tincrease = 6,\n\t\tswitch = 7,\n\t\tgc = 8,\n\t\tsignal = 9,\n"
     "\t\ttry_read = 10,\n\t\tcounter = 11,\n\t\tread_later = 12,\n"
     "\t\tsignal_noswitch = 13,\n"
+    "\t\tctfscope_alloc = 14,\n\t\tctfscope_anchor = 15,\n\t\tctfscope_lost = 16,\n"
     "\t} id;\n"
     "} align (8);\n"
     "\n"
@@ -338,7 +374,15 @@ static const char metadata[] =
     "event {\n\tname = read_later;\n\tid = 12;\n\tcontext := struct thread_context;\n"
     "\tfields := struct {\n\t\tuint64_t source;\n\t};\n};\n\n"
     "event {\n\tname = signal_noswitch;\n\tid = 13;\n\tcontext := struct thread_context;\n"
-    "\tfields := struct {\n\t\tuint64_t source;\n\t};\n};\n";
+    "\tfields := struct {\n\t\tuint64_t source;\n\t};\n};\n\n"
+    /* ctfscope's extensions (docs/formats/mprof.md §14): readers that go by the metadata
+     * (babeltrace2) read them; mirage-trace-viewer does not know these ids. */
+    "event {\n\tname = ctfscope_alloc;\n\tid = 14;\n\tcontext := struct thread_context;\n"
+    "\tfields := struct {\n\t\tuint64_t object_id;\n\t};\n};\n\n"
+    "event {\n\tname = ctfscope_anchor;\n\tid = 15;\n\tcontext := struct thread_context;\n"
+    "\tfields := struct {\n\t\tuint64_t realtime_ns;\n\t};\n};\n\n"
+    "event {\n\tname = ctfscope_lost;\n\tid = 16;\n\tcontext := struct thread_context;\n"
+    "\tfields := struct {\n\t\tuint64_t dropped;\n\t};\n};\n";
 
 const char *cts_mprof_metadata(void) {
   return metadata;

@@ -36,7 +36,9 @@ struct cts_mprof_ring {
   CTS_UNUSED uint8_t pad0[64];
   uint64_t next_seq;
   uint64_t dropped;
-  uint32_t tokens; /* the last explicit writer token handed out (cts_mprof_writer_init) */
+  uint32_t tokens;       /* the last explicit writer token handed out (cts_mprof_writer_init) */
+  uint32_t held;         /* packets owned by writers */
+  uint32_t shared_token; /* the shared writer's token, 0 if none (cts__mprof_ring_share) */
   int sink_err;
   CTS_UNUSED uint8_t pad1[64];
   /* npackets owner tokens (0 = free) then npackets sequence numbers */
@@ -56,10 +58,21 @@ static inline uint64_t *ring_seq(cts_mprof_ring_t *r) {
  * use the upper half, so the two never collide in one ring. */
 #define CTS__MPROF_TOKEN_HOSTED 0x80000000u
 
+/* Counts an event that was dropped (cts_mprof_ring_dropped()). A writer with a hosted
+ * token is not counted by the ring when it finds no packet: its caller may still place
+ * the event elsewhere, and counts it through this when it cannot. */
+static inline void cts__mprof_ring_count_drop(cts_mprof_ring_t *r) {
+  __atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
+}
+
 /* Attaches @p w to @p ring with owner token @p token (non-zero). */
 void cts__mprof_writer_attach(cts_mprof_writer_t *w, cts_mprof_ring_t *ring, uint32_t token);
 /* Sends the writer's packet to the sink and gives it back (no-op without one). */
 void cts__mprof_writer_release(cts_mprof_writer_t *w);
+/* Names the writer with @p token (hosted) as the ring's shared writer (0: none): other
+ * hosted writers then leave one packet free for it, so that when they find no packet of
+ * their own it still has one to write their events into (task_hooks.c). */
+void cts__mprof_ring_share(cts_mprof_ring_t *ring, uint32_t token);
 /* Registers @p fn to be called at the end of every cts_mprof_ring_flush() of @p ring. */
 void cts__mprof_ring_on_flush(cts_mprof_ring_t *ring, void (*fn)(void));
 /* Any event kind, with strings; the fixed-size kinds are faster through encode_fixed(). */

@@ -5,8 +5,10 @@
  *
  *   CTFSCOPE_TASKS=FILE          trace into FILE (unset or empty: these hooks stay inert)
  *   CTFSCOPE_TASKS_SIZE=BYTES    ring size (default 16 MiB; K, M, G suffixes)
- *   CTFSCOPE_TASKS_PACKETS=N     packets in the ring (default 256, at most 4096): at least
- *                                as many as threads alive at once, or events are dropped
+ *   CTFSCOPE_TASKS_PACKETS=N     packets in the ring (default 256, at most 4096): threads
+ *                                beyond as many as there are packets share one packet
+ *                                (task_hooks.c); events that still find no room are
+ *                                counted in the trace (ctfscope_lost)
  *   CTFSCOPE_TASKS_STREAM=1      write finished packets to FILE as a stream, keeping the
  *                                whole run, instead of an mmap'd ring that keeps the last
  *                                SIZE bytes and survives a crash
@@ -696,6 +698,13 @@ static uint64_t clock_monotonic_ns(void *unused) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t clock_realtime_ns(void *unused) {
+  (void)unused;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Stream mode: finished packets go to the file as they are. */
 static int stream_fd = -1;
 static int stream_write(void *unused, const void *buf, size_t len) {
@@ -802,6 +811,8 @@ static void start_from_environment(void) {
   self.known = true;
   set_tid_task(current_tid(), CTS_TASK_MAIN);
   cts_task_start(ring); /* switch(0) */
+  /* What aligns this trace with the allocation trace of the same process (§14.2). */
+  cts_task_clock_anchor((int64_t)getpid(), clock_realtime_ns, NULL);
   cts_task_label(CTS_TASK_MAIN, program_invocation_short_name);
   __atomic_store_n(&tasks_on, 1, __ATOMIC_RELEASE);
 }

@@ -4,7 +4,15 @@
  * tracing: it needs process globals and thread-local storage, which the freestanding ring
  * writer in src/core/ must not have (tests/core/check_freestanding.cmake), so it lives here
  * and reaches the writer's inline encoder through src/core/mprof_writer.h. It makes no
- * system call and never allocates. */
+ * system call and never allocates.
+ *
+ * Nothing is dropped while packets can be shared: a thread that finds no free packet (more
+ * threads alive than packets) writes through one shared writer, under a spin lock, into the
+ * packet the other hook writers leave free for it (cts__mprof_ring_share). Before an event of
+ * another thread's, the shared packet gets a switch to that thread's current task, so that its lane
+ * always runs the task of the thread that wrote last (docs/formats/mprof.md §14.4). What even that
+ * cannot place is counted in the ring's dropped count, which cts_task_stop() writes into the trace
+ * (ctfscope_lost). */
 #include <stdbool.h>
 #include <string.h>
 
@@ -85,9 +93,99 @@ static CTS_FORCE_INLINE cts_mprof_writer_t *thread_writer(void) {
   return thread_writer_slow();
 }
 
+/* The shared writer of the threads that found no packet, and the task its packet's lane
+ * runs as written so far (CTS_TASK_NONE: none yet). Both under shared_lock. */
+static int shared_lock;
+static cts_mprof_writer_t shared;
+static int64_t shared_current;
+
+static void shared_acquire(void) {
+  while (__atomic_exchange_n(&shared_lock, 1, __ATOMIC_ACQUIRE))
+    while (__atomic_load_n(&shared_lock, __ATOMIC_RELAXED)) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+}
+
+static void shared_release(void) {
+  __atomic_store_n(&shared_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Whether an event of this kind makes its thread (context) the lane's current task. */
+static bool switches(unsigned id) {
+  return id == CTS_MPROF_SWITCH || id == CTS_MPROF_READ || id == CTS_MPROF_SIGNAL;
+}
+
+/* The event did not find a packet of w's own: it goes to the shared packet. Shared lock
+ * held. Returns 0 or CTS_E_LIMIT. */
+static int shared_write(const cts_mprof_writer_t *w, unsigned id, int64_t thread, uint64_t arg,
+                        int64_t value, uint8_t type, const char *str) {
+  cts_mprof_writer_t *const s = &shared;
+  if (s->ring != w->ring) return CTS_E_LIMIT; /* no shared packet for this ring */
+  if (s->packet &&
+      __atomic_load_n(&ring_owner(s->ring)[s->index], __ATOMIC_RELAXED) != s->generation) {
+    s->packet = NULL; /* a flush took it back */
+    s->len = 0;
+  }
+  if (!switches(id) && shared_current != w->current) {
+    if (encode_fixed(s, CTS_TIME_NOW, CTS_MPROF_SWITCH, w->current, 0, 0) != 0) return CTS_E_LIMIT;
+    shared_current = w->current;
+  }
+  const int e = cts__mprof_encode(s, CTS_TIME_NOW, id, thread, arg, value, type, str);
+  if (e == 0 && switches(id)) shared_current = thread;
+  return e;
+}
+
+static CTS_NOINLINE void overflow(cts_mprof_writer_t *w, unsigned id, int64_t thread, uint64_t arg,
+                                  int64_t value, uint8_t type, const char *str) {
+  shared_acquire();
+  const int e = shared_write(w, id, thread, arg, value, type, str);
+  shared_release();
+  if (e) cts__mprof_ring_count_drop(w->ring);
+}
+
+/* Every hook writes through these two: the thread's own packet, else the shared one. */
+static CTS_FORCE_INLINE void put_fixed(cts_mprof_writer_t *w, unsigned id, int64_t thread,
+                                       uint64_t word, uint8_t type) {
+  if (CTS_UNLIKELY(encode_fixed(w, CTS_TIME_NOW, id, thread, word, type) != 0))
+    overflow(w, id, thread, mprof_word_is_value(id) ? 0 : word,
+             mprof_word_is_value(id) ? (int64_t)word : 0, type, NULL);
+}
+
 static void task_write(cts_mprof_writer_t *w, unsigned id, int64_t thread, uint64_t arg,
                        int64_t value, uint8_t type, const char *str) {
-  cts__mprof_encode(w, CTS_TIME_NOW, id, thread, arg, value, type, str);
+  if (CTS_UNLIKELY(cts__mprof_encode(w, CTS_TIME_NOW, id, thread, arg, value, type, str) != 0))
+    overflow(w, id, thread, arg, value, type, str);
+}
+
+/* Sets up the shared writer of a newly started ring (the previous one's packet, if still
+ * held in that ring, is given back first). It takes a packet only when a thread finds
+ * none, from the one the other hook writers leave free. */
+static void shared_start(cts_mprof_ring_t *ring) {
+  shared_acquire();
+  cts_mprof_writer_t *const s = &shared;
+  if (s->ring == ring && s->packet &&
+      __atomic_load_n(&ring_owner(ring)[s->index], __ATOMIC_RELAXED) == s->generation)
+    cts__mprof_writer_release(s);
+  cts__mprof_writer_attach(s, ring, next_writer_token());
+  shared_current = CTS_TASK_NONE;
+  cts__mprof_ring_share(ring, s->generation); /* the others leave it a packet */
+  shared_release();
+}
+
+/* Gives the shared packet back (to the sink, if any) when tracing stops. */
+static void shared_stop(cts_mprof_ring_t *ring) {
+  shared_acquire();
+  cts_mprof_writer_t *const s = &shared;
+  if (ring && s->ring == ring && s->packet &&
+      __atomic_load_n(&ring_owner(ring)[s->index], __ATOMIC_RELAXED) == s->generation)
+    cts__mprof_writer_release(s);
+  if (ring && s->ring == ring) cts__mprof_ring_share(ring, 0);
+  s->ring = NULL;
+  s->packet = NULL;
+  s->len = 0;
+  shared_release();
 }
 
 int cts_task_start(cts_mprof_ring_t *ring) {
@@ -100,15 +198,57 @@ int cts_task_start(cts_mprof_ring_t *ring) {
   cts_mprof_writer_t *w = thread_writer();
   w->current = CTS_TASK_MAIN;
   task_write(w, CTS_MPROF_SWITCH, CTS_TASK_MAIN, 0, 0, 0, NULL);
+  shared_start(ring);
   return 0;
 }
 
+/* The last anchor's source, written again at stop when the ring may have wrapped over
+ * it. Set and read by whoever starts and stops tracing. */
+static struct {
+  cts_clock_ns_cb clock;
+  void *user_data;
+  int64_t pid;
+} anchor_source;
+
 void cts_task_stop(void) {
   cts_mprof_writer_t *w = thread_writer();
+  cts_mprof_ring_t *const ring = __atomic_load_n(&hooks.ring, __ATOMIC_ACQUIRE);
+  /* The count goes into the trace, so that its readers say events are missing. */
+  const uint64_t dropped = ring ? cts_mprof_ring_dropped(ring) : 0;
+  /* A ring (no sink keeps every packet) that reused packets may have overwritten the
+   * anchor: another one, among the last events, survives. */
+  if (w && anchor_source.clock && ring && !ring->sink &&
+      cts_mprof_ring_packets_started(ring) > ring->npackets)
+    cts_task_clock_anchor(anchor_source.pid, anchor_source.clock, anchor_source.user_data);
+  anchor_source.clock = NULL; /* a later start anchors again */
+  if (w && dropped) put_fixed(w, CTS_MPROF_LOST, w->current, dropped, 0);
   __atomic_store_n(&cts__task_on, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&hooks.ring, NULL, __ATOMIC_RELEASE);
   bump_epoch();
   if (w) cts__mprof_writer_release(w);
+  shared_stop(ring);
+}
+
+int cts_task_clock_anchor(int64_t pid, cts_clock_ns_cb clock, void *user_data) {
+  cts_mprof_writer_t *w = thread_writer();
+  if (!w || !clock) return CTS_E_INVAL;
+  anchor_source.clock = clock;
+  anchor_source.user_data = user_data;
+  anchor_source.pid = pid;
+  /* The other clock read between two of the ring's: its value belongs to the midpoint, to
+   * within half the bracket (a few tens of ns). */
+  const uint64_t t0 = ring_now(w->ring);
+  const uint64_t other = clock(user_data);
+  const uint64_t t1 = ring_now(w->ring);
+  const uint64_t mid = t0 + (t1 >= t0 ? (t1 - t0) / 2 : 0);
+  if (encode_fixed(w, mid, CTS_MPROF_ANCHOR, pid, other, 0) == 0) return 0;
+  overflow(w, CTS_MPROF_ANCHOR, pid, other, 0, 0, NULL); /* at the time of writing */
+  return 0;
+}
+
+void cts__task_alloc(uint64_t object_id) {
+  cts_mprof_writer_t *w = thread_writer();
+  if (w) put_fixed(w, CTS_MPROF_ALLOC, w->current, object_id, 0);
 }
 
 void cts_task_thread_exit(void) {
@@ -123,17 +263,17 @@ cts_task_id_t cts__task_current(void) {
 
 void cts__task_event(unsigned id, int64_t thread, uint64_t arg, int64_t value, const char *str) {
   cts_mprof_writer_t *w = thread_writer();
-  if (CTS_UNLIKELY(!w || id >= CTS_MPROF_EVENT_IDS)) return;
+  if (CTS_UNLIKELY(!w || id >= CTS_MPROF_MIRAGE_IDS)) return;
   /* Resolutions and counters are attributed to whoever runs (§7.2). */
   switch (id) {
     case CTS_MPROF_FULFILLS: /* the hot ones get a specialised encoder */
-      encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_FULFILLS, w->current, arg, 0);
+      put_fixed(w, CTS_MPROF_FULFILLS, w->current, arg, 0);
       return;
     case CTS_MPROF_BECOMES:
-      encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_BECOMES, thread, arg, 0);
+      put_fixed(w, CTS_MPROF_BECOMES, thread, arg, 0);
       return;
     case CTS_MPROF_GC:
-      encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_GC, thread, arg, 0);
+      put_fixed(w, CTS_MPROF_GC, thread, arg, 0);
       return;
     case CTS_MPROF_FAILS:
     case CTS_MPROF_INCREASE:
@@ -146,21 +286,19 @@ void cts__task_event(unsigned id, int64_t thread, uint64_t arg, int64_t value, c
 
 void cts__task_resolved(cts_task_id_t task) {
   cts_mprof_writer_t *w = thread_writer();
-  if (CTS_LIKELY(w != NULL))
-    encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_FULFILLS, w->current, (uint64_t)task, 0);
+  if (CTS_LIKELY(w != NULL)) put_fixed(w, CTS_MPROF_FULFILLS, w->current, (uint64_t)task, 0);
 }
 
 void cts__task_created(cts_task_id_t child, cts_task_type_t type) {
   cts_mprof_writer_t *w = thread_writer();
-  if (w)
-    encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_CREATES, w->current, (uint64_t)child, wire_type(type));
+  if (w) put_fixed(w, CTS_MPROF_CREATES, w->current, (uint64_t)child, wire_type(type));
 }
 
 cts_task_id_t cts__task_create(cts_task_type_t type, const char *label) {
   const cts_task_id_t id = cts_task_new_id();
   cts_mprof_writer_t *w = thread_writer();
   if (!w) return id;
-  encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_CREATES, w->current, (uint64_t)id, wire_type(type));
+  put_fixed(w, CTS_MPROF_CREATES, w->current, (uint64_t)id, wire_type(type));
   if (label) task_write(w, CTS_MPROF_LABEL, id, 0, 0, 0, label);
   return id;
 }
@@ -171,11 +309,10 @@ void cts__task_read(unsigned id, cts_task_id_t reader, cts_task_id_t source) {
   switch (id) {
     case CTS_MPROF_READ:
       w->current = reader; /* a read is an implicit switch (§7.3) */
-      if (reader != source)
-        encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_READ, reader, (uint64_t)source, 0);
+      if (reader != source) put_fixed(w, CTS_MPROF_READ, reader, (uint64_t)source, 0);
       return;
     case CTS_MPROF_TRY_READ:
-      encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_TRY_READ, reader, (uint64_t)source, 0);
+      put_fixed(w, CTS_MPROF_TRY_READ, reader, (uint64_t)source, 0);
       return;
     default:
       task_write(w, id, reader, (uint64_t)source, 0, 0, NULL);
@@ -186,7 +323,7 @@ void cts__task_switch(cts_task_id_t task, bool always) {
   cts_mprof_writer_t *w = thread_writer();
   if (!w || (!always && w->current == task)) return;
   w->current = task;
-  encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_SWITCH, task, 0, 0);
+  put_fixed(w, CTS_MPROF_SWITCH, task, 0, 0);
 }
 
 void cts__task_signal(unsigned id, cts_task_id_t receiver, cts_task_id_t sender) {
@@ -194,7 +331,7 @@ void cts__task_signal(unsigned id, cts_task_id_t receiver, cts_task_id_t sender)
   if (!w) return;
   if (id == CTS_MPROF_SIGNAL) {
     w->current = receiver;
-    encode_fixed(w, CTS_TIME_NOW, CTS_MPROF_SIGNAL, receiver, (uint64_t)sender, 0);
+    put_fixed(w, CTS_MPROF_SIGNAL, receiver, (uint64_t)sender, 0);
     return;
   }
   task_write(w, id, receiver, (uint64_t)sender, 0, 0, NULL);

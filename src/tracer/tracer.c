@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ctfscope/tasks.h>
+
 #include "common/cpu_counter.h"
 #include "os/net.h"
 #include "os/os.h"
@@ -265,6 +267,13 @@ static struct {
 static void *map_pages(size_t size) {
   void *const p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? NULL : p;
+}
+
+static uint64_t realtime_ns(void *user_data) {
+  (void)user_data;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static uint64_t wall_clock_us(void *user_data) {
@@ -769,6 +778,8 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   rec[4] = nsamples;
   ring_publish(r, pad + REC_ALLOC_WORDS + depth);
   bump(&r->samples, 1);
+  /* The task running on this thread, for attribution (docs/formats/mprof.md §14.1). */
+  if (CTS__TASK_ON()) cts__task_alloc(full & ID_MASK);
   if (side) side_add(ptr, full, r);
   cts__guard_leave();
   if (session) *session = (unsigned)(full >> ID_BITS) & CTS__TRACER_SESSION_MASK;
@@ -1824,6 +1835,11 @@ static int session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer
   T.ctl->stats.bytes_written = T.bytes_written;
   T.ctl->thread_running = true;
   ctl_unlock();
+  /* Task tracing in this process (the linked APIs, or the preload's): what aligns its
+   * trace with this one, when this one's times are CLOCK_REALTIME (docs/formats/mprof.md
+   * §14.2). */
+  if (CTS__TASK_ON() && T.clock == wall_clock_us)
+    cts_task_clock_anchor((int64_t)getpid(), realtime_ns, NULL);
 
   /* A writer process if it fits and can be made, else a writer thread. */
   if (T.writer_process && spawn_writer_process() != 0) T.writer_process = false;

@@ -110,6 +110,8 @@ static int write_tasks(const char *path, uint64_t start_ns, long ntasks) {
   gen_t g = {.now = start_ns};
   cts_mprof_writer_init(&g.w, ring);
   ev(&g, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
+  /* The memory trace's process, and the shared epoch (docs/formats/mprof.md §14.2). */
+  ev(&g, CTS_MPROF_ANCHOR, 4242, g.now + 1000, 0, NULL, 0);
   /* A condition, a chain of becomes, a should_resolve task that never resolves. */
   ev(&g, CTS_MPROF_CREATES, 0, 1, 0, NULL, CTS_TASK_CONDITION);
   ev(&g, CTS_MPROF_LABEL, 1, 0, 0, "</script><script>alert(3)</script>", 0);

@@ -225,7 +225,7 @@ CTS_TEST(writers_beyond_packets_drop_events) {
   CTS_ASSERT_EQ_U64(cts_mprof_ring_packets_started(f.ring), 4); /* no sequence burnt */
   cts_mprof_writer_fini(&w[1]);
   CTS_ASSERT_EQ_INT(cts_mprof_writer_write(&w[4], &ev), 0);
-  const cts_mprof_event_t bad = {.id = 14};
+  const cts_mprof_event_t bad = {.id = CTS_MPROF_EVENT_IDS};
   CTS_ASSERT_EQ_INT(cts_mprof_writer_write(&w[0], &bad), CTS_E_INVAL);
   free(f.buf);
 }
@@ -277,7 +277,7 @@ CTS_TEST(metadata_declares_everything) {
     snprintf(want, sizeof want, "name = %s;\n\tid = %u;", cts_mprof_event_name(id), id);
     CTS_ASSERT_MSG(strstr(m, want), "metadata lacks event %u", id);
   }
-  CTS_ASSERT(cts_mprof_event_name(14) == NULL);
+  CTS_ASSERT(cts_mprof_event_name(CTS_MPROF_EVENT_IDS) == NULL);
   CTS_ASSERT_STR_EQ(cts_task_type_name(17), "Switch");
   CTS_ASSERT_STR_EQ(cts_task_type_name(99), "Unknown");
 }
