@@ -62,8 +62,8 @@
  *   cts_task_stop();
  * @endcode
  *
- * The pthread-free OS helpers (mmap'd file ring, stream to a file descriptor) are in the
- * ctfscope OS layer (src/os/mprof_ring.h).
+ * The hosted helpers (mmap'd file ring, stream to a file descriptor or a TCP collector)
+ * are in ring.h.
  */
 #ifndef CTFSCOPE_TASKS_H
 #define CTFSCOPE_TASKS_H
