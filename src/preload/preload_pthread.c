@@ -353,7 +353,9 @@ static void on_unwind(void *unused) {
   if (__atomic_load_n(&tasks_on, __ATOMIC_RELAXED)) thread_ends("cancelled");
 }
 
-static void *thread_start(void *arg) {
+/* In a section of its own, so that its code's bounds are known (__start_/__stop_, set by the
+ * linker): its return address is cut from the program's backtraces (cut_thread_start_frames). */
+__attribute__((section("cts_thread_start"), noinline)) static void *thread_start(void *arg) {
   start_record_t *const r = arg;
   void *(*const fn)(void *) = r->fn;
   void *const fn_arg = r->arg;
@@ -779,6 +781,13 @@ static void stop_in_child(void) {
   stream_fd = -1;
 }
 
+/* thread_start is our frame, not the program's: the allocation trace's backtraces leave it
+ * out (unwind.c), as `top`, `leaks` and the flame graphs would show it in every thread. */
+extern const char __start_cts_thread_start[], __stop_cts_thread_start[];
+static void cut_thread_start_frames(void) {
+  cts__unwind_cut_code((uintptr_t)__start_cts_thread_start, (uintptr_t)__stop_cts_thread_start);
+}
+
 static void start_from_environment(void) {
   const char *const out = cts__preload_env("CTFSCOPE_TASKS");
   if (!out || !out[0]) return;
@@ -852,6 +861,7 @@ static void start_from_environment(void) {
     refuse("CTFSCOPE_TASKS", out, "cannot set up the ring");
     return;
   }
+  cut_thread_start_frames();
   pthread_atfork(NULL, NULL, stop_in_child);
   self.id = CTS_TASK_MAIN;
   self.known = true;
