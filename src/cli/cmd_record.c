@@ -402,6 +402,9 @@ int cmd_record(int argc, char **argv) {
   }
   const int tasks_rc = record_tasks_check(&o.tasks);
   if (tasks_rc >= 0) return tasks_rc;
+  if (o.tasks.output && o.output && strcmp(o.tasks.output, o.output) == 0)
+    return cli_usage_error("-T %s: the task trace and the memory trace need two files",
+                           o.tasks.output);
   char memtrace_url[512] = "";
   if (o.connect || o.listen) {
     /* Checked here, so that a typo is a usage error rather than an untraced run. */

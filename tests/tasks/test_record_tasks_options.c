@@ -127,6 +127,7 @@ CTS_TEST(bad_values_are_usage_errors) {
       {"--tasks-size", "12Q", NULL},
       {"--tasks-size", "", NULL},
       {"--tasks-size", "1K", "--tasks-packets", "8", NULL}, /* 128 bytes a packet */
+      {"-T", "same.ctf", "-o", "same.ctf", NULL},           /* one file for two traces */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char *err;
