@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/** @file ctfscope.h Umbrella header: everything public in ctfscope. */
+/** @file ctfscope.h Umbrella header: everything public in libctfscope (ring.h needs POSIX). */
 #ifndef CTFSCOPE_CTFSCOPE_H
 #define CTFSCOPE_CTFSCOPE_H
 
@@ -7,6 +7,7 @@
 #include "errors.h"
 #include "memtrace.h"
 #include "mprof.h"
+#include "ring.h"
 #include "tasks.h"
 #include <ctfscope/version.h>
 

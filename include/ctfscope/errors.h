@@ -16,6 +16,8 @@
 #ifndef CTFSCOPE_ERRORS_H
 #define CTFSCOPE_ERRORS_H
 
+#include "common.h" /* CTS_API */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -76,10 +78,10 @@ typedef enum cts_error {
  * Always returns a valid static string; never NULL. Freestanding: for negative errno
  * values the core returns a generic text; the OS layer's cts_os_strerror() is richer.
  */
-const char *cts_strerror(int err);
+CTS_API const char *cts_strerror(int err);
 
 /** The symbolic name of @p err, e.g. "CTS_E_BAD_MAGIC"; "CTS_E_SYSTEM" for errno values. */
-const char *cts_err_name(int err);
+CTS_API const char *cts_err_name(int err);
 
 #ifdef __cplusplus
 }

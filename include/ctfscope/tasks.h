@@ -17,10 +17,13 @@
  * unlikely branch.
  *
  * Threads: every hook is thread-safe. Each OS thread writes into a packet of the ring it
- * owns exclusively and has its own current task. A ring needs at least as many packets as
- * threads writing at once: a thread that finds no free packet drops its events (counted by
- * cts_mprof_ring_dropped()). Packets of different threads overlap in time; with one thread
- * the bytes are those mirage-profile writes (§3.3).
+ * owns exclusively and has its own current task. When no packet is free, the cts_task_*
+ * hooks write through the ring's one shared packet (under a lock, each event preceded by a
+ * switch to the thread's task); what cannot be written even there is counted and recorded
+ * as a ctfscope_lost event at stop (docs/formats/mprof.md §14). The explicit writers have
+ * no shared packet: a writer that finds no free packet drops its events (counted by
+ * cts_mprof_ring_dropped()). Packets of different threads overlap in time; with one
+ * thread the bytes are those mirage-profile writes (§3.3).
  *
  * Live reading: a packet's content_size is published after its event bytes (release
  * store), so a reader of the buffer never sees half an event.
@@ -28,8 +31,8 @@
  * Ownership: see common.h. Nothing here allocates; the ring lives in caller memory and
  * reads an injected clock. Libraries: the ring and the explicit writers are in cts_core
  * (no OS calls, no global or thread-local state); the cts_task_* hooks keep process-wide
- * state and are in cts_tasks, which a program using them must link. Hosted helpers (a
- * ring in an mmap'd file, streaming to a descriptor) are in src/os/mprof_ring.h.
+ * state and are in cts_tasks (installed as part of libctfscope, docs/library.md). Hosted helpers (a
+ * ring in an mmap'd file, streaming to a descriptor or TCP) are in ctfscope/ring.h.
  */
 #ifndef CTFSCOPE_TASKS_H
 #define CTFSCOPE_TASKS_H

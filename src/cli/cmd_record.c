@@ -65,8 +65,15 @@ static const char help[] =
     "                           pointers only), none\n"
     "      --tasks              also trace PROGRAM's threads as tasks (creation, joins,\n"
     "                           contended mutexes, condition variables) into a\n"
-    "                           mirage-profile trace, ctfscope.PROGRAM.PID.tasks.ctf\n"
+    "                           mirage-profile task trace, named after the memory trace:\n"
+    "                           its .ctf (or .ctf.zst) replaced by .tasks.ctf, so\n"
+    "                           '-o run.ctf --tasks' writes run.tasks.ctf next to run.ctf,\n"
+    "                           and without -o it is ctfscope.PROGRAM.PID.tasks.ctf\n"
     "  -T, --tasks-output FILE  the task trace file (implies --tasks)\n"
+    "      --tasks-size BYTES   the task trace's ring, which keeps the last BYTES of\n"
+    "                           events (default 16M; K, M, G suffixes; implies --tasks)\n"
+    "      --tasks-packets N    packets in that ring, 1 to 4096 (default 256): one per\n"
+    "                           thread alive at once (implies --tasks)\n"
     "  -q, --quiet              no summary\n"
     "  -h, --help               show this help\n"
     "\n"
@@ -84,12 +91,25 @@ static const char help[] =
     "Exit status: PROGRAM's, or 128 + N if it was killed by signal N; 127 if it was not\n"
     "found, 126 if it could not be run, 2 for a usage error.\n";
 
+/* The second half of --help (one string would pass C's 4095-character limit). */
+static const char help_environment[] =
+    "\n"
+    "Environment (docs/environment.md has them all): the options above set the preload\n"
+    "library's settings, which can also be given directly: MEMTRACE (-o, --connect,\n"
+    "--listen), MEMTRACE_RATE (-r), MEMTRACE_CONTEXT (-c), MEMTRACE_DROP (--drop),\n"
+    "CTFSCOPE_UNWIND (--unwind), CTFSCOPE_COMPRESS (-z), CTFSCOPE_STALL_TIMEOUT\n"
+    "(--stall-timeout), CTFSCOPE_TASKS (--tasks, -T), CTFSCOPE_TASKS_SIZE (--tasks-size),\n"
+    "CTFSCOPE_TASKS_PACKETS (--tasks-packets); and with no option: CTFSCOPE_WRITER,\n"
+    "CTFSCOPE_TASKS_STREAM=1 (stream the task trace instead of a ring),\n"
+    "CTFSCOPE_TASKS_CLOCK=tsc|monotonic (the task trace's clock; CTFSCOPE_CLOCK is that\n"
+    "choice for programs using libctfscope's rings), CTFSCOPE_PRELOAD. record sets\n"
+    "CTFSCOPE_EXEC_BASE, CTFSCOPE_EXEC_INDEX and CTFSCOPE_RECORD_NOTES for itself.\n";
+
 typedef struct record_opts {
   const char *output, *rate, *context, *unwind, *connect, *listen, *stall;
   const char *compress; /* the zstd level, "" for the default */
   bool quiet, drop;
-  const char *tasks_output; /* --tasks, -T: thread tracing (record_tasks.c) */
-  bool tasks;
+  record_tasks_opts_t tasks; /* --tasks, -T, --tasks-*: thread tracing (record_tasks.c) */
 } record_opts_t;
 
 /* The preload library: $CTFSCOPE_PRELOAD, or found as ctfscope's other modules are. */
@@ -116,6 +136,7 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
     if (a[0] != '-' || a[1] == '\0') break;
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       fputs(help, stdout);
+      fputs(help_environment, stdout);
       return CLI_EXIT_OK;
     }
     if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -123,7 +144,7 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
       continue;
     }
     if (strcmp(a, "--tasks") == 0) {
-      o->tasks = true;
+      o->tasks.on = true;
       continue;
     }
     if (strcmp(a, "--drop") == 0) {
@@ -150,7 +171,9 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
         {NULL, "--connect", offsetof(record_opts_t, connect)},
         {NULL, "--listen", offsetof(record_opts_t, listen)},
         {NULL, "--stall-timeout", offsetof(record_opts_t, stall)},
-        {"-T", "--tasks-output", offsetof(record_opts_t, tasks_output)},
+        {"-T", "--tasks-output", offsetof(record_opts_t, tasks.output)},
+        {NULL, "--tasks-size", offsetof(record_opts_t, tasks.size)},
+        {NULL, "--tasks-packets", offsetof(record_opts_t, tasks.packets)},
     };
     bool known = false;
     for (size_t k = 0; k < CTS_ARRAY_SIZE(valued) && !known; k++) {
@@ -377,6 +400,11 @@ int cmd_record(int argc, char **argv) {
     if (errno || *end || end == o.stall || !(sec >= 0.0 && sec <= 86400.0))
       return cli_usage_error("--stall-timeout '%s': expected seconds, 0 to 86400", o.stall);
   }
+  const int tasks_rc = record_tasks_check(&o.tasks);
+  if (tasks_rc >= 0) return tasks_rc;
+  if (o.tasks.output && o.output && strcmp(o.tasks.output, o.output) == 0)
+    return cli_usage_error("-T %s: the task trace and the memory trace need two files",
+                           o.tasks.output);
   char memtrace_url[512] = "";
   if (o.connect || o.listen) {
     /* Checked here, so that a typo is a usage error rather than an untraced run. */
@@ -422,12 +450,9 @@ int cmd_record(int argc, char **argv) {
   else
     snprintf(output, sizeof output, "ctfscope.%s.%d.ctf%s", base_name(prog[0]),
              (int)(pid ? pid : getpid()), compress[0] ? ".zst" : "");
-  char tasks_output[4096] = "";
-  if (o.tasks_output)
-    snprintf(tasks_output, sizeof tasks_output, "%s", o.tasks_output);
-  else if (o.tasks)
-    snprintf(tasks_output, sizeof tasks_output, "ctfscope.%s.%d.tasks.ctf", base_name(prog[0]),
-             (int)(pid ? pid : getpid()));
+  char tasks_output[4096];
+  record_tasks_path(tasks_output, sizeof tasks_output, &o.tasks, memtrace_url[0] ? NULL : output,
+                    prog[0], (int)(pid ? pid : getpid()));
   if (pid == 0) {
     close(status_pipe[0]);
     const char *old = getenv("LD_PRELOAD");
@@ -452,7 +477,7 @@ int cmd_record(int argc, char **argv) {
     if (o.unwind) setenv("CTFSCOPE_UNWIND", o.unwind, 1);
     if (compress[0]) setenv("CTFSCOPE_COMPRESS", compress, 1);
     if (o.stall) setenv("CTFSCOPE_STALL_TIMEOUT", o.stall, 1);
-    if (tasks_output[0]) setenv("CTFSCOPE_TASKS", tasks_output, 1);
+    record_tasks_setenv(&o.tasks, tasks_output);
     execvp(prog[0], prog);
     const int err = errno;
     if (write(status_pipe[1], &err, sizeof err) < 0) { /* the parent sees EOF */

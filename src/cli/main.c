@@ -28,7 +28,10 @@ static void print_usage(FILE *f) {
   fputs(
       "Usage: ctfscope [--version] [--help] COMMAND [ARGS...]\n"
       "\n"
-      "Shows where a program's memory goes, from memtrace-format allocation traces.\n"
+      "Shows where a program's memory goes, from memtrace-format allocation traces, and\n"
+      "what its threads and tasks do, from mirage-profile task traces (record --tasks,\n"
+      "libctfscope's task API): dump, info, top, leaks, stats, export, diff, convert and\n"
+      "report read them too, and report MEMORY_TRACE TASK_TRACE shows both together.\n"
       "\n"
       "Commands:\n",
       f);

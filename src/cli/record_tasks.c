@@ -1,11 +1,90 @@
 /* SPDX-License-Identifier: MIT */
 #include "record_tasks.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "../os/mprof_ring.h"
 #include "cli.h"
+
+/* As the preload library has them (preload_pthread.c): the defaults and limits. */
+#define TASKS_SIZE_DEFAULT    (16u << 20)
+#define TASKS_SIZE_MAX        ((uint64_t)1 << 40)
+#define TASKS_PACKETS_DEFAULT 256u
+#define TASKS_PACKETS_MAX     4096u
+#define TASKS_PACKET_MIN      256u /* bytes */
+#define TASKS_PACKET_MAX      (UINT32_MAX / 8u)
+
+bool record_tasks_wanted(const record_tasks_opts_t *o) {
+  return o->on || o->output || o->size || o->packets;
+}
+
+/* A decimal count with an optional K, M or G suffix (powers of 1024), at most @p max. */
+static bool parse_count(const char *s, uint64_t max, uint64_t *out) {
+  if (*s < '0' || *s > '9') return false;
+  char *end;
+  errno = 0;
+  const unsigned long long v = strtoull(s, &end, 10);
+  unsigned shift = 0;
+  if (*end == 'K' || *end == 'k') shift = 10;
+  if (*end == 'M' || *end == 'm') shift = 20;
+  if (*end == 'G' || *end == 'g') shift = 30;
+  if (shift) end++;
+  if (errno || *end || v > (max >> shift)) return false;
+  *out = (uint64_t)v << shift;
+  return true;
+}
+
+int record_tasks_check(const record_tasks_opts_t *o) {
+  uint64_t size = TASKS_SIZE_DEFAULT, packets = TASKS_PACKETS_DEFAULT;
+  if (o->size && !parse_count(o->size, TASKS_SIZE_MAX, &size))
+    return cli_usage_error("--tasks-size '%s': expected bytes, with K, M or G if you like",
+                           o->size);
+  if (o->packets && (!parse_count(o->packets, TASKS_PACKETS_MAX, &packets) || packets == 0))
+    return cli_usage_error("--tasks-packets '%s': expected a number from 1 to %u", o->packets,
+                           TASKS_PACKETS_MAX);
+  if (size / packets < TASKS_PACKET_MIN || size / packets > TASKS_PACKET_MAX)
+    return cli_usage_error(
+        "--tasks-size %s for %llu packets: each packet must get 256 bytes to 512 MiB",
+        o->size ? o->size : "16M", (unsigned long long)packets);
+  return -1;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  const size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+void record_tasks_path(char *out, size_t size, const record_tasks_opts_t *o,
+                       const char *memtrace_output, const char *program, int pid) {
+  if (!record_tasks_wanted(o)) {
+    snprintf(out, size, "%s", "");
+  } else if (o->output) {
+    snprintf(out, size, "%s", o->output);
+  } else if (memtrace_output) {
+    /* Next to the memory trace, named after it: the two files go together. */
+    size_t stem = strlen(memtrace_output);
+    if (ends_with(memtrace_output, ".ctf.zst"))
+      stem -= 8;
+    else if (ends_with(memtrace_output, ".ctf"))
+      stem -= 4;
+    snprintf(out, size, "%.*s.tasks.ctf", (int)stem, memtrace_output);
+  } else {
+    const char *const slash = strrchr(program, '/');
+    snprintf(out, size, "ctfscope.%s.%d.tasks.ctf", slash ? slash + 1 : program, pid);
+  }
+}
+
+void record_tasks_setenv(const record_tasks_opts_t *o, const char *path) {
+  if (!path[0]) return;
+  setenv("CTFSCOPE_TASKS", path, 1);
+  if (o->size) setenv("CTFSCOPE_TASKS_SIZE", o->size, 1);
+  if (o->packets) setenv("CTFSCOPE_TASKS_PACKETS", o->packets, 1);
+}
 
 typedef struct task_counts {
   uint64_t events, threads, waits, conditions;
@@ -58,7 +137,7 @@ void record_tasks_summarise(const char *path, bool explained) {
           path, size, cli_grouped(c.events, events, sizeof events), (unsigned long long)c.threads,
           (unsigned long long)c.conditions, (unsigned long long)c.waits,
           sum.wrapped ? "; the ring wrapped: the oldest events were overwritten "
-                        "(CTFSCOPE_TASKS_SIZE sets its size)"
+                        "(--tasks-size sets its size)"
                       : "",
           c.warnings ? "; the last events of some packets are cut off" : "");
   if (c.allocs)

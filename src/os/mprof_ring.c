@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net.h"
 #include "os.h"
 #include "output.h"
 #include "tsc_clock.h"
@@ -22,6 +23,10 @@ struct cts_os_mprof_ring {
   bool mapped; /* memory is a mapping (file or anonymous) */
   bool stream;
   void *state;
+  /* A connection opened by cts_os_mprof_stream_connect(), closed with the ring; the fd
+   * plus one, so that 0 (calloc) means none. */
+  int socket_plus1;
+  int send_timeout_ms;
 };
 
 uint64_t cts_os_clock_ns(void *user_data) {
@@ -29,6 +34,13 @@ uint64_t cts_os_clock_ns(void *user_data) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The sink of a connected stream: send() with MSG_NOSIGNAL, so that a collector that goes
+ * away is an error returned to the ring, never a SIGPIPE in the traced program. */
+static int socket_sink(void *user_data, const void *buf, size_t len) {
+  const cts_os_mprof_ring_t *r = user_data;
+  return cts_net_write_all(r->socket_plus1 - 1, buf, len, r->send_timeout_ms);
 }
 
 static int make_ring(cts_os_mprof_ring_t *r, uint32_t packets, int stream_fd) {
@@ -47,7 +59,10 @@ static int make_ring(cts_os_mprof_ring_t *r, uint32_t packets, int stream_fd) {
     cts_tsc_clock_t tsc;
     if (cts_os_tsc_clock(&tsc) == 0) cfg.tsc = tsc;
   }
-  if (stream_fd >= 0) {
+  if (r->socket_plus1) {
+    cfg.sink = socket_sink;
+    cfg.sink_user_data = r;
+  } else if (stream_fd >= 0) {
     cfg.sink = cts_os_fd_write;
     cfg.sink_user_data = (void *)(intptr_t)stream_fd;
   }
@@ -114,14 +129,20 @@ fail:
   return err;
 }
 
-int cts_os_mprof_stream_open(cts_os_mprof_ring_t **out, int fd, size_t packet_size,
-                             uint32_t packets) {
+/* A stream ring on @p fd; @p owned: the ring closes it (a connection made here), and sends
+ * with socket_sink, waiting at most @p timeout_ms. */
+static int stream_open(cts_os_mprof_ring_t **out, int fd, bool owned, int timeout_ms,
+                       size_t packet_size, uint32_t packets) {
   *out = NULL;
   if (!packets) packets = CTS_MPROF_DEFAULT_PACKETS;
   if (packet_size < CTS_MPROF_MIN_PACKET_SIZE || packet_size > (SIZE_MAX / packets))
     return CTS_E_INVAL;
   cts_os_mprof_ring_t *r = calloc(1, sizeof *r);
   if (!r) return -ENOMEM;
+  if (owned) {
+    r->socket_plus1 = fd + 1;
+    r->send_timeout_ms = timeout_ms;
+  }
   r->size = packet_size * packets;
   r->memory = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   int err = 0;
@@ -137,7 +158,35 @@ int cts_os_mprof_stream_open(cts_os_mprof_ring_t **out, int fd, size_t packet_si
   *out = r;
   return 0;
 fail:
+  r->socket_plus1 = 0; /* the caller closes its descriptor */
   cts_os_mprof_ring_close(r);
+  return err;
+}
+
+int cts_os_mprof_stream_open(cts_os_mprof_ring_t **out, int fd, size_t packet_size,
+                             uint32_t packets) {
+  return stream_open(out, fd, false, -1, packet_size, packets);
+}
+
+int cts_os_mprof_stream_connect(cts_os_mprof_ring_t **out, const char *address, int timeout_ms,
+                                size_t packet_size, uint32_t packets, char *errbuf, size_t errlen) {
+  *out = NULL;
+  char msg[CTS_NET_ERR_LEN] = "";
+  cts_net_addr_t addr;
+  int err = address ? cts_net_parse_connect(address, &addr, msg, sizeof msg) : CTS_E_INVAL;
+  int fd = -1;
+  if (!err) {
+    err = cts_net_connect(&addr, timeout_ms, &fd);
+    if (err) snprintf(msg, sizeof msg, "cannot connect to %s: %s", address, cts_os_strerror(err));
+  }
+  if (!err) {
+    err = stream_open(out, fd, true, timeout_ms, packet_size, packets);
+    if (err) {
+      close(fd); /* stream_open() closes it only once the ring exists */
+      snprintf(msg, sizeof msg, "%s: cannot set up the stream: %s", address, cts_os_strerror(err));
+    }
+  }
+  if (err && errbuf && errlen) snprintf(errbuf, errlen, "%s", msg[0] ? msg : cts_os_strerror(err));
   return err;
 }
 
@@ -150,6 +199,7 @@ int cts_os_mprof_ring_close(cts_os_mprof_ring_t *r) {
   int err = 0;
   if (r->ring && r->stream) err = cts_mprof_ring_flush(r->ring);
   if (r->mapped && r->memory) munmap(r->memory, r->size);
+  if (r->socket_plus1) close(r->socket_plus1 - 1);
   free(r->state);
   free(r);
   return err;

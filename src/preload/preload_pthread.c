@@ -16,8 +16,9 @@
  *                                monotonic (clock_gettime)
  *
  * What is recorded (ids: the main thread is task 0; each thread created gets a new id):
- *   pthread_create       creates(parent -> child, Task), label(child, start routine's name,
- *                        or module+offset); the child writes switch(child) when it starts
+ *   pthread_create       creates(parent -> child, Task), label(child, start routine's name
+ *                        from the dynamic symbols or the module's .symtab, else
+ *                        module+offset); the child writes switch(child) when it starts
  *   pthread_setname_np   label(thread, name)
  *   start routine returns, pthread_exit: fulfills(thread); cancellation: fails(thread,
  *                        "cancelled"); the end of the process resolves task 0
@@ -40,6 +41,7 @@
  * tracing, and exec'd images are not traced. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -56,6 +58,7 @@
 #include <ctfscope/errors.h>
 #include <ctfscope/tasks.h>
 
+#include "../os/elf_symbol.h"
 #include "../os/mprof_ring.h"
 #include "../os/tsc_clock.h"
 #include "../tracer/tracer_internal.h"
@@ -352,7 +355,9 @@ static void on_unwind(void *unused) {
   if (__atomic_load_n(&tasks_on, __ATOMIC_RELAXED)) thread_ends("cancelled");
 }
 
-static void *thread_start(void *arg) {
+/* In a section of its own, so that its code's bounds are known (__start_/__stop_, set by the
+ * linker): its return address is cut from the program's backtraces (cut_thread_start_frames). */
+__attribute__((section("cts_thread_start"), noinline)) static void *thread_start(void *arg) {
   start_record_t *const r = arg;
   void *(*const fn)(void *) = r->fn;
   void *const fn_arg = r->arg;
@@ -370,13 +375,65 @@ static void *thread_start(void *arg) {
   return result;
 }
 
-/* "name" of the start routine, or "module+0xoffset" when it has no dynamic symbol. */
+/* Start routines already named from a symbol table: reading the file again for each thread
+ * a program starts from the same routine would slow pthread_create (a scan of the table).
+ * Direct mapped by address; a slot is claimed by one thread (state 1) and published
+ * (state 2) once its name is written, so readers never see half a name. Collisions are
+ * only looked up again. */
+#define NAME_CACHE_SLOTS 64u
+#define NAME_MAX_LEN     128u
+static struct {
+  int state; /* 0 empty, 1 being written, 2 ready */
+  uintptr_t addr;
+  char name[NAME_MAX_LEN];
+} name_cache[NAME_CACHE_SLOTS];
+
+/* strlcpy: a name into a buffer of NAME_MAX_LEN bytes. */
+static void copy_name(char *dst, const char *src) {
+  size_t i = 0;
+  for (; i + 1 < NAME_MAX_LEN && src[i]; i++) dst[i] = src[i];
+  dst[i] = '\0';
+}
+
+/* The name of the function at @p addr in @p map's module from its ELF symbol tables
+ * (.symtab holds the static functions dladdr cannot see), cached. False if none. */
+static bool symtab_name(void *addr, const struct link_map *map, char out[NAME_MAX_LEN]) {
+  const uintptr_t a = (uintptr_t)addr;
+  const unsigned slot = (unsigned)((a >> 4) * 0x9E3779B97F4A7C15ull >> 58) % NAME_CACHE_SLOTS;
+  if (__atomic_load_n(&name_cache[slot].state, __ATOMIC_ACQUIRE) == 2 &&
+      name_cache[slot].addr == a) {
+    copy_name(out, name_cache[slot].name);
+    return true;
+  }
+  /* The main program's link_map has no name: its file is /proc/self/exe (argv[0] may be
+   * relative to a directory the program has left). */
+  const char *const path = map->l_name && map->l_name[0] ? map->l_name : "/proc/self/exe";
+  if (!cts_os_elf_function_name(path, (uint64_t)(a - map->l_addr), out, NAME_MAX_LEN)) return false;
+  int empty = 0;
+  if (__atomic_compare_exchange_n(&name_cache[slot].state, &empty, 1, false, __ATOMIC_ACQUIRE,
+                                  __ATOMIC_RELAXED)) {
+    name_cache[slot].addr = a;
+    copy_name(name_cache[slot].name, out);
+    __atomic_store_n(&name_cache[slot].state, 2, __ATOMIC_RELEASE);
+  }
+  return true;
+}
+
+/* The start routine's name: its dynamic symbol (dladdr), else its symbol in the module's
+ * .symtab (static functions, executables not linked with -rdynamic), else
+ * "module+0xoffset". */
 static void routine_label(text_t *t, void *(*fn)(void *)) {
   void *addr;
   memcpy(&addr, &fn, sizeof addr);
   Dl_info info;
-  if (dladdr(addr, &info) && info.dli_sname && info.dli_sname[0]) {
+  struct link_map *map = NULL;
+  if (dladdr1(addr, &info, (void **)&map, RTLD_DL_LINKMAP) && info.dli_sname && info.dli_sname[0]) {
     put_str(t, info.dli_sname);
+    return;
+  }
+  char name[NAME_MAX_LEN];
+  if (map && symtab_name(addr, map, name)) {
+    put_str(t, name);
     return;
   }
   const char *module = info.dli_fname && info.dli_fname[0] ? info.dli_fname : "";
@@ -733,6 +790,13 @@ static void stop_in_child(void) {
   stream_fd = -1;
 }
 
+/* thread_start is our frame, not the program's: the allocation trace's backtraces leave it
+ * out (unwind.c), as `top`, `leaks` and the flame graphs would show it in every thread. */
+extern const char __start_cts_thread_start[], __stop_cts_thread_start[];
+static void cut_thread_start_frames(void) {
+  cts__unwind_cut_code((uintptr_t)__start_cts_thread_start, (uintptr_t)__stop_cts_thread_start);
+}
+
 static void start_from_environment(void) {
   const char *const out = cts__preload_env("CTFSCOPE_TASKS");
   if (!out || !out[0]) return;
@@ -806,6 +870,7 @@ static void start_from_environment(void) {
     refuse("CTFSCOPE_TASKS", out, "cannot set up the ring");
     return;
   }
+  cut_thread_start_frames();
   pthread_atfork(NULL, NULL, stop_in_child);
   self.id = CTS_TASK_MAIN;
   self.known = true;

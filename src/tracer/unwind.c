@@ -59,6 +59,32 @@ struct cts__bottom {
 
 const size_t cts__bottom_size = sizeof(cts__bottom_t);
 
+/* ---- frames of ours outside the hooks ------------------------------------------------- */
+
+/* Code whose return addresses are ours, not the program's: the preload library's
+ * thread_start (preload_pthread.c), which calls each traced thread's start routine.
+ * Relaxed: set once, before the first thread it concerns is created. */
+static uintptr_t cut_lo, cut_len;
+
+void cts__unwind_cut_code(uintptr_t lo, uintptr_t hi) {
+  __atomic_store_n(&cut_lo, lo, __ATOMIC_RELAXED);
+  __atomic_store_n(&cut_len, hi > lo ? hi - lo : 0, __ATOMIC_RELAXED);
+}
+
+/* Drops that frame from out[0..n) (innermost first): it is among the outermost few
+ * (thread_start <- start_thread <- clone3), so only those are looked at. */
+static CTS_FORCE_INLINE size_t cut_own_frames(uint64_t *out, size_t n) {
+  const uintptr_t len = __atomic_load_n(&cut_len, __ATOMIC_RELAXED);
+  if (!len) return n;
+  const uintptr_t lo = __atomic_load_n(&cut_lo, __ATOMIC_RELAXED);
+  for (size_t i = n; i-- > 0 && n - i <= 4;)
+    if (out[i] - lo < len) {
+      memmove(out + i, out + i + 1, (n - i - 1) * sizeof *out);
+      return n - 1;
+    }
+  return n;
+}
+
 /* ---- reading the stack above our frames --------------------------------------------------- */
 
 /* The outer-frame cache copies and compares the stack above the walked frames, across the
@@ -153,7 +179,7 @@ size_t cts__unwind_fp(cts__thread_t *t, uintptr_t fp, uint64_t *out, size_t max)
     if (next - fp - 1u >= top - fp) break;
     fp = next;
   }
-  return n;
+  return cut_own_frames(out, n);
 }
 
 #ifdef CTS_HAVE_LIBUNWIND
@@ -185,7 +211,7 @@ static size_t backtrace_from(uintptr_t site, uint64_t *out, size_t max) {
 }
 
 size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max) {
-  return backtrace_from(((const uintptr_t *)frame)[1], out, max);
+  return cut_own_frames(out, backtrace_from(((const uintptr_t *)frame)[1], out, max));
 }
 
 /* ---- which code keeps frame pointers ------------------------------------------------------ */
@@ -425,14 +451,15 @@ size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_
     /* The next record belongs to the function `ret` returns into: trusted only if that
      * function keeps frame pointers. */
     if (ret != trusted) {
-      if (!keeps_frame_pointers(ret)) return outer_frames(t, fp, out, n, max, bottom);
+      if (!keeps_frame_pointers(ret))
+        return cut_own_frames(out, outer_frames(t, fp, out, n, max, bottom));
       trusted = ret;
     }
     if (next - fp - 1u >= top - fp) break;
     fp = next;
   }
   t->unwind_walked++;
-  return n;
+  return cut_own_frames(out, n);
 }
 
 bool cts__unwind_mixed_available(void) {

@@ -46,8 +46,8 @@ static int sleeping(pid_t tid) {
   return end && end[1] == ' ' && end[2] == 'S';
 }
 
-/* Exported (the victim is linked with -rdynamic) so that its name labels the workers; the
- * cancelled thread's routine is static and gets "victim_tasks+0xOFFSET" instead. */
+/* Exported (the victim is linked with -rdynamic): dladdr names the workers. The cancelled
+ * thread's routine is static: its name comes from the executable's .symtab. */
 void *worker_main(void *arg);
 void *worker_main(void *arg) {
   const int index = (int)(long)arg;
