@@ -67,19 +67,29 @@ bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **
   }
   int worst = CLI_EXIT_OK;
   if (mem_path) {
+    cli_load_ends_t ends;
+    const cts_load_opts_t lo = cli_load_begin(&ends, mem_path, o->quiet);
     const report_mem_opts_t mo = {.path = mem_path,
                                   .quiet = o->quiet,
+                                  .log = lo.log,
+                                  .progress = lo.progress,
+                                  .progress_user_data = lo.progress_user_data,
                                   .max_records = (uint32_t)o->max_records,
                                   .top_sites = (uint32_t)o->top};
-    worst = report_mem_load(&in->mem, &mo);
+    const int err = report_mem_load(&in->mem, &mo);
+    cli_load_end(&ends);
+    worst = cli_load_exit(err, in->mem != NULL, false, false);
     if (!in->mem) {
       *code = worst;
       return false;
     }
   }
   if (task_path) {
-    const report_tasks_opts_t to = {.path = task_path, .quiet = o->quiet};
-    const int c = report_tasks_load(&in->tasks, &to);
+    cli_load_ends_t ends;
+    const report_tasks_opts_t to = {
+        .path = task_path, .quiet = o->quiet, .log = cli_load_begin(&ends, NULL, o->quiet).log};
+    const int err = report_tasks_load(&in->tasks, &to);
+    const int c = cli_load_exit(err, in->tasks != NULL, false, false);
     if (!in->tasks) {
       cli_report_input_free(in);
       *code = c;
