@@ -11,17 +11,9 @@ int cli_load_exit(int err, bool kept, bool input_error, bool by_hook) {
   if (!err) return CLI_EXIT_OK;
   if (by_hook || (input_error && !kept)) return CLI_EXIT_IO;
   if (kept) return CLI_EXIT_DATA;
-  switch (err) {
-    case CTS_E_NOMEM:
-    case CTS_E_INVAL:
-      return CLI_EXIT_INTERNAL;
-    case CTS_E_LIMIT:
-      return CLI_EXIT_USAGE;
-    case CTS_E_BAD_MAGIC:
-      return CLI_EXIT_DATA;
-    default:
-      return CLI_EXIT_IO;
-  }
+  if (err == CTS_E_LIMIT) return CLI_EXIT_USAGE;    /* cts_trace_detect: too many piped inputs */
+  if (err == CTS_E_INVAL) return CLI_EXIT_INTERNAL; /* a bad reader configuration: a bug */
+  return cli_exit_code(err, false);
 }
 
 static void print(void *user_data, cts_log_level_t level, const char *msg) {

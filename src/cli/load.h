@@ -19,10 +19,11 @@
 #include "cli.h"
 
 /* The exit code (docs/exit-codes.md) for an error returned by a loader of analysis/load.h
- * or src/report/report.h: 0 → OK; a hook's error (by_hook, printed by the caller) or an
- * input that could not be read (input_error and nothing kept) → IO; a corrupt trace whose
- * figures were kept → DATA; out of memory or a bad reader configuration → INTERNAL; too
- * many piped inputs → USAGE; a file that is not a trace → DATA; any other error → IO. */
+ * or src/report/report.h, the one place where they are mapped: 0 → OK; a hook's error
+ * (by_hook, printed by the caller) or an input that could not be read (input_error, nothing
+ * kept) → IO; a corrupt trace whose figures were kept → DATA; too many piped inputs
+ * (CTS_E_LIMIT) → USAGE; a bad configuration (CTS_E_INVAL) → INTERNAL; else as
+ * cli_exit_code: out of memory → INTERNAL, an errno or CTS_E_IO → IO, a defect → DATA. */
 int cli_load_exit(int err, bool kept, bool input_error, bool by_hook);
 /* The CLI's ends of a loader: its messages printed (cli_error; cli_warn unless quiet) and,
  * when path is not NULL, a progress line on a terminal for a large input (cli_progress_t).
