@@ -66,9 +66,9 @@ static void tasks_on_warning(void *ud, int code, uint64_t offset, const char *me
              (unsigned long long)offset, message);
 }
 
-int cts_task_trace_load(cts_task_trace_t *t, const char *path, const cts_tasks_config_t *cfg,
-                        const cts_load_opts_t *opts, bool keep_packets, cts_task_trace_hook hook,
-                        void *hook_user_data) {
+static int task_trace_load(cts_task_trace_t *t, const char *path, const cts_tasks_config_t *cfg,
+                           const cts_load_opts_t *opts, bool keep_packets, cts_task_trace_hook hook,
+                           void *hook_user_data) {
   memset(t, 0, sizeof *t);
   t->path = path;
   t->quiet = opts->quiet;
@@ -113,6 +113,14 @@ int cts_task_trace_load(cts_task_trace_t *t, const char *path, const cts_tasks_c
            t->msg, cts_err_name(t->err));
   t->kept = true;
   return t->err;
+}
+
+int cts_task_trace_load(cts_task_trace_t *t, const char *path, const cts_tasks_config_t *cfg,
+                        const cts_load_opts_t *opts, bool keep_packets, cts_task_trace_hook hook,
+                        void *hook_user_data) {
+  const int err = task_trace_load(t, path, cfg, opts, keep_packets, hook, hook_user_data);
+  t->log = (cts_log_t){0}; /* the caller's, for this call only */
+  return err;
 }
 
 void cts_task_trace_free(cts_task_trace_t *t) {
@@ -170,8 +178,9 @@ static bool is_input_failure(int err, bool input_error) {
   return input_error || (err < 0 && err > -1000) || err == CTS_E_IO;
 }
 
-int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
-                       const cts_load_opts_t *opts, cts_mem_trace_hook hook, void *hook_user_data) {
+static int mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+                          const cts_load_opts_t *opts, cts_mem_trace_hook hook,
+                          void *hook_user_data) {
   memset(t, 0, sizeof *t);
   t->path = path;
   t->hook = hook;
@@ -228,6 +237,13 @@ int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_co
   /* A read failure after the trace's header leaves figures nobody should act on; before it
    * there are none, and the trace is taken for a corrupt one. */
   t->kept = !t->info || !is_input_failure(err, t->input_error);
+  return err;
+}
+
+int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+                       const cts_load_opts_t *opts, cts_mem_trace_hook hook, void *hook_user_data) {
+  const int err = mem_trace_load(t, path, cfg, opts, hook, hook_user_data);
+  t->log = (cts_log_t){0}; /* the caller's, for this call only */
   return err;
 }
 

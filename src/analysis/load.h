@@ -63,6 +63,7 @@ typedef struct cts_mem_trace cts_mem_trace_t;
  * t->prof.last_node is its stack node). Returns 0 or an error that stops reading. */
 typedef int (*cts_mem_trace_hook)(void *user_data, cts_mem_trace_t *t, const cts_mt_event_t *ev);
 
+/* A load's options; log and progress are called during the load only (not kept). */
 typedef struct cts_load_opts {
   cts_log_t log;
   bool quiet; /* no warnings (errors are still logged) */
@@ -81,7 +82,7 @@ struct cts_mem_trace {
   bool input_error; /* err came from opening or reading the input, not from its bytes */
   bool kept;        /* err is a defect of the trace; prof holds what was read before it */
   bool quiet;
-  cts_log_t log;
+  cts_log_t log; /* opts->log during the load; cleared on return */
   cts_mem_trace_hook hook;
   void *hook_user_data;
   int hook_err; /* the hook's error, if it stopped reading */
@@ -116,7 +117,7 @@ struct cts_task_trace {
   bool kept;        /* err is a defect of the trace; the model holds what was read */
   bool quiet;
   char msg[512]; /* the reader's message for err */
-  cts_log_t log;
+  cts_log_t log; /* opts->log during the load; cleared on return */
   /* packets: totals, and the list when keep_packets */
   bool keep_packets;
   cts_mprof_packet_t *packets;

@@ -55,7 +55,8 @@ void report_strs_write(cts_out_t *o, const char *name, const char *const *s, siz
  * when there is something to report: always with 0, and with the error of a corrupt trace
  * (the report covers what was read before the defect); it is NULL for an input that could
  * not be read or CTS_E_NOMEM. Warnings (skipped packets, stacks beyond the budget) are
- * logged unless quiet. Not thread-safe: the writers sort through file-static state. */
+ * logged unless quiet. log and progress are called during the load only (not kept). Not
+ * thread-safe: the writers sort through file-static state. */
 typedef struct report_mem_opts {
   const char *path;
   bool quiet;

@@ -315,6 +315,10 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
     }
   }
   marks_sort(m);
+  /* The caller's, for this call only. */
+  m->opts.log = (cts_log_t){0};
+  m->opts.progress = NULL;
+  m->opts.progress_user_data = NULL;
   *out = m;
   return err;
 }

@@ -296,6 +296,7 @@ int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts) {
     report_tasks_free(r);
     return CTS_E_NOMEM;
   }
+  r->opts.log = (cts_log_t){0}; /* the caller's, for this call only */
   *out = r;
   return err;
 }
