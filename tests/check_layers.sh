@@ -3,7 +3,7 @@
 # The layers of src/ are one-way: each directory may include (and link) only the ones below
 # it, in this order:
 #   common <- core <- tasks <- os <- {analysis, collector, tracer} <- report <- cli
-#   tracer <- preload
+#   tracer <- preload;  os <- lib (libctfscope: core, tasks and os packaged)
 # analysis, collector and tracer are peers and include none of each other. An edge is an
 # `#include "../X/..."` or `#include "X/..."` line (src/ is on the include path) of a file in
 # src/D/, and a `target_link_libraries(T ... L ...)` line of src/D/CMakeLists.txt naming
@@ -25,6 +25,7 @@ allowed() {
     report) echo "analysis collector tracer os tasks core common" ;;
     cli) echo "report analysis collector tracer os tasks core common" ;;
     preload) echo "tracer os tasks core common" ;;
+    lib) echo "os tasks core common" ;;
     *) return 1 ;;
   esac
 }
@@ -41,6 +42,7 @@ target_layer() {
     cts_report) echo report ;;
     cts_cli | ctfscope | ctfscope_png) echo cli ;;
     ctfscope_preload) echo preload ;;
+    ctfscope_shared | ctfscope_static) echo lib ;;
     cts_* | ctfscope*) echo unknown ;;
   esac
 }
@@ -73,6 +75,7 @@ for dir in "$src"/*/; do
       sed 's/^\([0-9]*\):[^"]*"\([^"]*\)".*/\1 \2/' >"$tmp"
     while read -r line path; do
       case $path in
+        ctfscope/* | ../../include/*) continue ;; # the public API (include/ctfscope/)
         ../*/*) to=${path#../} to=${to%%/*} ;;
         */*) to=${path%%/*} ;;
         *) continue ;; # the same directory
@@ -89,8 +92,11 @@ for dir in "$src"/*/; do
   # Link edges.
   cm=$dir/CMakeLists.txt
   [ -f "$cm" ] || continue
-  grep -n 'target_link_libraries(' "$cm" | sed 's/^\([0-9]*\):.*target_link_libraries(\([^)]*\)).*/\1 \2/' \
-    >"$tmp"
+  # One line per call, its arguments joined across lines: "LINE TARGET ARGS...".
+  awk '!inside && /target_link_libraries\(/ { inside = 1; start = NR; buf = "";
+                                              sub(/.*target_link_libraries\(/, "") }
+       inside { end = index($0, ")"); buf = buf " " (end ? substr($0, 1, end - 1) : $0);
+                if (end) { print start, buf; inside = 0 } }' "$cm" >"$tmp"
   while read -r line target rest; do
     from=$(target_layer "$target")
     [ -n "$from" ] || continue
