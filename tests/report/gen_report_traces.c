@@ -70,6 +70,12 @@ static int write_memtrace(const char *path, uint64_t start_us) {
   return fclose(f) || err;
 }
 
+/* The events of the task trace, as mprof_gen.h writes them. */
+static void ev(gen_t *g, unsigned id, int64_t thread, uint64_t arg, int64_t value, const char *str,
+               uint8_t type) {
+  gen_ev(g, id, thread, arg, value, str, type);
+}
+
 static int write_tasks(const char *path, uint64_t start_ns, long ntasks) {
   const size_t size = (size_t)ntasks * 200 + (1u << 20);
   const uint32_t packets = 256;
@@ -86,50 +92,50 @@ static int write_tasks(const char *path, uint64_t start_ns, long ntasks) {
   if (cts_mprof_ring_init(&ring, state, sizeof state, &cfg)) return 1;
   gen_t g = {.now = start_ns};
   cts_mprof_writer_init(&g.w, ring);
-  gen_ev(&g, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
+  ev(&g, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
   /* A condition, a chain of becomes, a should_resolve task that never resolves. */
-  gen_ev(&g, CTS_MPROF_CREATES, 0, 1, 0, NULL, CTS_TASK_CONDITION);
-  gen_ev(&g, CTS_MPROF_LABEL, 1, 0, 0, "</script><script>alert(3)</script>", 0);
-  gen_ev(&g, CTS_MPROF_CREATES, 0, 2, 0, NULL, CTS_TASK_BIND);
-  gen_ev(&g, CTS_MPROF_CREATES, 0, 3, 0, NULL, CTS_TASK_BIND);
-  gen_ev(&g, CTS_MPROF_LABEL, 2, 0, 0, "chain-start", 0);
-  gen_ev(&g, CTS_MPROF_BECOMES, 2, 3, 0, NULL, 0);
-  gen_ev(&g, CTS_MPROF_CREATES, 0, 4, 0, NULL, CTS_TASK_WAIT);
-  gen_ev(&g, CTS_MPROF_BECOMES, 3, 4, 0, NULL, 0);
-  gen_ev(&g, CTS_MPROF_LABEL, 4, 0, 0, "chain-end <b>not bold</b>", 0);
-  gen_ev(&g, CTS_MPROF_CREATES, 0, 5, 0, NULL, CTS_TASK_TASK);
-  gen_ev(&g, CTS_MPROF_LABEL, 5, 0, 0, "__should_resolve", 0);
-  gen_ev(&g, CTS_MPROF_LABEL, 5, 0, 0, "never-resolves", 0);
+  ev(&g, CTS_MPROF_CREATES, 0, 1, 0, NULL, CTS_TASK_CONDITION);
+  ev(&g, CTS_MPROF_LABEL, 1, 0, 0, "</script><script>alert(3)</script>", 0);
+  ev(&g, CTS_MPROF_CREATES, 0, 2, 0, NULL, CTS_TASK_BIND);
+  ev(&g, CTS_MPROF_CREATES, 0, 3, 0, NULL, CTS_TASK_BIND);
+  ev(&g, CTS_MPROF_LABEL, 2, 0, 0, "chain-start", 0);
+  ev(&g, CTS_MPROF_BECOMES, 2, 3, 0, NULL, 0);
+  ev(&g, CTS_MPROF_CREATES, 0, 4, 0, NULL, CTS_TASK_WAIT);
+  ev(&g, CTS_MPROF_BECOMES, 3, 4, 0, NULL, 0);
+  ev(&g, CTS_MPROF_LABEL, 4, 0, 0, "chain-end <b>not bold</b>", 0);
+  ev(&g, CTS_MPROF_CREATES, 0, 5, 0, NULL, CTS_TASK_TASK);
+  ev(&g, CTS_MPROF_LABEL, 5, 0, 0, "__should_resolve", 0);
+  ev(&g, CTS_MPROF_LABEL, 5, 0, 0, "never-resolves", 0);
   int64_t next = 6;
   char label[64];
   for (long i = 0; i < ntasks && !g.err; i++) {
     const int64_t t = next++;
-    gen_ev(&g, CTS_MPROF_CREATES, 0, (uint64_t)t, 0, NULL, (uint8_t)(i % 15));
+    ev(&g, CTS_MPROF_CREATES, 0, (uint64_t)t, 0, NULL, (uint8_t)(i % 15));
     if (i % 4 == 0) {
       snprintf(label, sizeof label, i % 8 == 0 ? "rx-%ld <img src=x>" : "tx-%ld & co", i);
-      gen_ev(&g, CTS_MPROF_LABEL, t, 0, 0, label, 0);
+      ev(&g, CTS_MPROF_LABEL, t, 0, 0, label, 0);
     }
-    gen_ev(&g, CTS_MPROF_TRY_READ, 0, (uint64_t)t, 0, NULL, 0);
+    ev(&g, CTS_MPROF_TRY_READ, 0, (uint64_t)t, 0, NULL, 0);
     if (i % 10 == 0) {
-      gen_ev(&g, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0); /* idle */
+      ev(&g, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0); /* idle */
       g.now += 20000;
-      gen_ev(&g, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
+      ev(&g, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
     }
     if (i % 3 == 0)
-      gen_ev(&g, CTS_MPROF_SIGNAL, t, 1, 0, NULL, 0);
+      ev(&g, CTS_MPROF_SIGNAL, t, 1, 0, NULL, 0);
     else
-      gen_ev(&g, CTS_MPROF_SWITCH, t, 0, 0, NULL, 0);
+      ev(&g, CTS_MPROF_SWITCH, t, 0, 0, NULL, 0);
     if (i % 50 == 7)
-      gen_ev(&g, CTS_MPROF_FAILS, t, (uint64_t)t, 0, "Failure(\"<oops>\")", 0);
+      ev(&g, CTS_MPROF_FAILS, t, (uint64_t)t, 0, "Failure(\"<oops>\")", 0);
     else
-      gen_ev(&g, CTS_MPROF_FULFILLS, t, (uint64_t)t, 0, NULL, 0);
-    gen_ev(&g, CTS_MPROF_READ, 0, (uint64_t)t, 0, NULL, 0);
-    if (i % 5 == 0) gen_ev(&g, CTS_MPROF_COUNTER, 0, 0, (int64_t)(i % 97), "queue<len>", 0);
-    if (i % 7 == 0) gen_ev(&g, CTS_MPROF_INCREASE, 0, 0, i % 2 ? 1 : -1, "conns#1", 0);
-    if (i % 500 == 250) gen_ev(&g, CTS_MPROF_GC, -1, 15000, 0, NULL, 0);
+      ev(&g, CTS_MPROF_FULFILLS, t, (uint64_t)t, 0, NULL, 0);
+    ev(&g, CTS_MPROF_READ, 0, (uint64_t)t, 0, NULL, 0);
+    if (i % 5 == 0) ev(&g, CTS_MPROF_COUNTER, 0, 0, (int64_t)(i % 97), "queue<len>", 0);
+    if (i % 7 == 0) ev(&g, CTS_MPROF_INCREASE, 0, 0, i % 2 ? 1 : -1, "conns#1", 0);
+    if (i % 500 == 250) ev(&g, CTS_MPROF_GC, -1, 15000, 0, NULL, 0);
   }
-  gen_ev(&g, CTS_MPROF_FULFILLS, 0, 4, 0, NULL, 0);
-  gen_ev(&g, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0);
+  ev(&g, CTS_MPROF_FULFILLS, 0, 4, 0, NULL, 0);
+  ev(&g, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0);
   cts_mprof_writer_fini(&g.w);
   if (g.err) {
     fprintf(stderr, "gen_report_traces: task writer error %d\n", g.err);
