@@ -16,8 +16,13 @@ int cli_load_exit(int err, bool kept, bool input_error, bool by_hook) {
   return cli_exit_code(err, false);
 }
 
+typedef struct ends {
+  bool quiet;
+  cli_progress_t progress;
+} ends_t;
+
 static void print(void *user_data, cts_log_level_t level, const char *msg) {
-  cli_load_ends_t *e = user_data;
+  ends_t *e = user_data;
   if (level == CTS_LOG_WARNING && e->quiet) return;
   /* A message in the middle of the progress line would be glued to it: the line is erased
    * first and drawn again at the next step. */
@@ -31,24 +36,33 @@ static void print(void *user_data, cts_log_level_t level, const char *msg) {
     cli_warn("%s", msg);
 }
 
-cts_load_opts_t cli_load_begin(cli_load_ends_t *e, const char *path, bool quiet) {
-  e->quiet = quiet;
-  e->progress = (cli_progress_t){.last_percent = -1};
-  if (path) cli_progress_init(&e->progress, "reading", path);
-  return (cts_load_opts_t){.log = {.fn = print, .user_data = e},
-                           .quiet = quiet,
-                           .progress = path ? cli_progress_cb : NULL,
-                           .progress_user_data = &e->progress};
+int cli_load_run(const char *progress_path, bool quiet,
+                 int (*load)(void *ctx, const cts_load_opts_t *opts), void *ctx) {
+  ends_t e = {.quiet = quiet, .progress = {.last_percent = -1}};
+  if (progress_path) cli_progress_init(&e.progress, "reading", progress_path);
+  const cts_load_opts_t opts = {.log = {.fn = print, .user_data = &e},
+                                .quiet = quiet,
+                                .progress = progress_path ? cli_progress_cb : NULL,
+                                .progress_user_data = &e.progress};
+  const int r = load(ctx, &opts);
+  cli_progress_done(&e.progress);
+  return r;
 }
 
-void cli_load_end(cli_load_ends_t *e) {
-  cli_progress_done(&e->progress);
+typedef struct detect_call {
+  const char *path;
+  cli_trace_kind_t *kind;
+  bool strict;
+} detect_call_t;
+
+static int run_detect(void *ctx, const cts_load_opts_t *opts) {
+  const detect_call_t *c = ctx;
+  return cts_trace_detect(c->path, c->kind, c->strict, &opts->log);
 }
 
 static int detect(const char *path, cli_trace_kind_t *kind, bool strict) {
-  cli_load_ends_t ends;
-  const cts_load_opts_t opts = cli_load_begin(&ends, NULL, false);
-  const int err = cts_trace_detect(path, kind, strict, &opts.log);
+  detect_call_t c = {path, kind, strict};
+  const int err = cli_load_run(NULL, false, run_detect, &c);
   return err ? cli_load_exit(err, false, false, false) : -1;
 }
 
@@ -60,12 +74,39 @@ int cli_trace_detect_lenient(const char *path, cli_trace_kind_t *kind) {
   return detect(path, kind, false);
 }
 
+typedef struct tasks_call {
+  cli_tasks_t *t;
+  const char *path;
+  const cts_tasks_config_t *cfg;
+  bool keep_packets;
+  cli_tasks_hook hook;
+  void *hook_user_data;
+} tasks_call_t;
+
+static int run_tasks(void *ctx, const cts_load_opts_t *opts) {
+  const tasks_call_t *c = ctx;
+  return cts_task_trace_load(c->t, c->path, c->cfg, opts, c->keep_packets, c->hook,
+                             c->hook_user_data);
+}
+
 int cli_tasks_load(cli_tasks_t *t, const char *path, const cts_tasks_config_t *cfg, bool quiet,
                    bool keep_packets, cli_tasks_hook hook, void *hook_user_data) {
-  cli_load_ends_t ends;
-  const cts_load_opts_t opts = cli_load_begin(&ends, NULL, quiet);
-  const int err = cts_task_trace_load(t, path, cfg, &opts, keep_packets, hook, hook_user_data);
+  tasks_call_t c = {t, path, cfg, keep_packets, hook, hook_user_data};
+  const int err = cli_load_run(NULL, quiet, run_tasks, &c);
   return cli_load_exit(err, t->kept, t->input_error, t->hook_err && err == t->hook_err);
+}
+
+typedef struct trace_call {
+  cli_trace_t *t;
+  const char *path;
+  const cts_mtprof_config_t *cfg;
+  cli_event_hook hook;
+  void *hook_user_data;
+} trace_call_t;
+
+static int run_trace(void *ctx, const cts_load_opts_t *opts) {
+  const trace_call_t *c = ctx;
+  return cts_mem_trace_load(c->t, c->path, c->cfg, opts, c->hook, c->hook_user_data);
 }
 
 int cli_trace_load(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg, bool quiet) {
@@ -74,10 +115,8 @@ int cli_trace_load(cli_trace_t *t, const char *path, const cts_mtprof_config_t *
 
 int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
                           bool quiet, cli_event_hook hook, void *hook_user_data) {
-  cli_load_ends_t ends;
-  const cts_load_opts_t opts = cli_load_begin(&ends, path, quiet);
-  const int err = cts_mem_trace_load(t, path, cfg, &opts, hook, hook_user_data);
-  cli_load_end(&ends);
+  trace_call_t c = {t, path, cfg, hook, hook_user_data};
+  const int err = cli_load_run(path, quiet, run_trace, &c);
   return cli_load_exit(err, t->kept, t->input_error, t->hook_err && err == t->hook_err);
 }
 

@@ -16,7 +16,6 @@
 #include "../analysis/tasks.h"
 #include "../analysis/units.h"
 #include "../os/output.h"
-#include "cli.h"
 
 /* The exit code (docs/exit-codes.md) for an error returned by a loader of analysis/load.h
  * or src/report/report.h, the one place where they are mapped: 0 → OK; a hook's error
@@ -25,16 +24,12 @@
  * (CTS_E_LIMIT) → USAGE; a bad configuration (CTS_E_INVAL) → INTERNAL; else as
  * cli_exit_code: out of memory → INTERNAL, an errno or CTS_E_IO → IO, a defect → DATA. */
 int cli_load_exit(int err, bool kept, bool input_error, bool by_hook);
-/* The CLI's ends of a loader: its messages printed (cli_error; cli_warn unless quiet) and,
- * when path is not NULL, a progress line on a terminal for a large input (cli_progress_t).
- * cli_load_begin returns the options to pass (they point into *e, which must outlive the
- * load); cli_load_end erases the progress line. */
-typedef struct cli_load_ends {
-  bool quiet;
-  cli_progress_t progress;
-} cli_load_ends_t;
-cts_load_opts_t cli_load_begin(cli_load_ends_t *e, const char *path, bool quiet);
-void cli_load_end(cli_load_ends_t *e);
+/* Calls load(ctx, opts) with the CLI's ends of a loader in opts: its messages printed
+ * (cli_error; cli_warn unless quiet) and, when progress_path is not NULL, a progress line
+ * on a terminal while a large input is read (erased before a message and at the end).
+ * Returns what load returns. */
+int cli_load_run(const char *progress_path, bool quiet,
+                 int (*load)(void *ctx, const cts_load_opts_t *opts), void *ctx);
 
 /* What a trace is, from its first bytes. */
 typedef cts_trace_kind_t cli_trace_kind_t;
