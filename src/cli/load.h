@@ -1,24 +1,40 @@
 /* SPDX-License-Identifier: MIT */
-/* Reading a trace, shared by the analysis commands (info, top, leaks, stats, diff, export):
- * the kind of a trace from its first bytes; a memtrace trace into an allocation profile; a
- * mirage-profile task trace into the task model (analysis/tasks.h); and the formatting of
- * estimates they all print the same way. */
+/* Reading a trace for the analysis commands (info, top, leaks, stats, diff, export): the
+ * loaders of analysis/load.h with the CLI's ends attached. Their messages are printed as
+ * "ctfscope CMD: error: ..." (warnings unless quiet), with a progress line for large inputs,
+ * and their errors become exit codes in one place (cli_load_exit). Also the output
+ * helpers the commands share (estimates, JSON and CSV fields, the trace header). */
 #ifndef CTS_CLI_LOAD_H
 #define CTS_CLI_LOAD_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../analysis/load.h"
 #include "../analysis/mtprof.h"
 #include "../analysis/siterows.h"
 #include "../analysis/tasks.h"
+#include "../analysis/units.h"
 #include "../os/output.h"
 
+/* The exit code (docs/exit-codes.md) for an error returned by a loader of analysis/load.h
+ * or src/report/report.h, the one place where they are mapped: 0 → OK; a hook's error
+ * (by_hook, printed by the caller) or an input that could not be read (input_error, nothing
+ * kept) → IO; a corrupt trace whose figures were kept → DATA; too many piped inputs
+ * (CTS_E_LIMIT) → USAGE; a bad configuration (CTS_E_INVAL) → INTERNAL; else as
+ * cli_exit_code: out of memory → INTERNAL, an errno or CTS_E_IO → IO, a defect → DATA. */
+int cli_load_exit(int err, bool kept, bool input_error, bool by_hook);
+/* Calls load(ctx, opts) with the CLI's ends of a loader in opts: its messages printed
+ * (cli_error; cli_warn unless quiet) and, when progress_path is not NULL, a progress line
+ * on a terminal while a large input is read (erased before a message and at the end).
+ * Returns what load returns. */
+int cli_load_run(const char *progress_path, bool quiet,
+                 int (*load)(void *ctx, const cts_load_opts_t *opts), void *ctx);
+
 /* What a trace is, from its first bytes. */
-typedef enum cli_trace_kind {
-  CLI_TRACE_MEMTRACE, /* memtrace (plain or gzip); also standard input ("-") */
-  CLI_TRACE_TASKS,    /* mirage-profile CTF: a ring or a stream of packets */
-} cli_trace_kind_t;
+typedef cts_trace_kind_t cli_trace_kind_t;
+#define CLI_TRACE_MEMTRACE CTS_TRACE_MEMTRACE
+#define CLI_TRACE_TASKS    CTS_TRACE_TASKS
 
 /* Sets *kind and returns -1 for a trace; otherwise prints why path is not one (a
  * directory, a CTF metadata file, a file of other bytes: naming what to pass instead) and
@@ -28,57 +44,29 @@ int cli_trace_detect(const char *path, cli_trace_kind_t *kind);
  * metadata are refused here; anything else unknown (or unreadable) is left to the reader. */
 int cli_trace_detect_lenient(const char *path, cli_trace_kind_t *kind);
 
-/* A task trace read into the model. */
-typedef struct cli_tasks cli_tasks_t;
-typedef int (*cli_tasks_hook)(void *user_data, cli_tasks_t *t, const cts_mprof_event_t *ev);
-struct cli_tasks {
-  const char *path;
-  cts_tasks_t m;
-  cts_mprof_summary_t sum;
-  uint64_t file_size;
-  int err; /* reader or input error, 0 if the trace was read completely */
-  bool input_error, quiet;
-  char msg[512];
-  /* packets: totals, and the list when keep_packets */
-  bool keep_packets;
-  cts_mprof_packet_t *packets;
-  size_t npackets, cap_packets;
-  uint64_t packets_seen, packets_empty, packets_truncated, packets_full_content;
-  uint32_t packet_min, packet_max;
-  cli_tasks_hook hook; /* optional: each event, after the model took it */
-  void *hook_user_data;
-  int hook_err;
-};
+/* A task trace read into the model (analysis/load.h). */
+typedef cts_task_trace_t cli_tasks_t;
+typedef cts_task_trace_hook cli_tasks_hook;
 
 /* Reads path into t->m (configured by cfg) like cli_trace_load: CLI_EXIT_OK, CLI_EXIT_DATA
  * for a corrupt trace (printed; the model holds what was read), CLI_EXIT_IO or
  * CLI_EXIT_INTERNAL (printed; nothing to report). The model is finished on return. */
 int cli_tasks_load(cli_tasks_t *t, const char *path, const cts_tasks_config_t *cfg, bool quiet,
                    bool keep_packets, cli_tasks_hook hook, void *hook_user_data);
-void cli_tasks_free(cli_tasks_t *t);
+static inline void cli_tasks_free(cli_tasks_t *t) {
+  cts_task_trace_free(t);
+}
 /* The span of the trace in seconds (first to latest event). */
-double cli_tasks_duration_s(const cli_tasks_t *t);
-/* "850 ns", "12.3 us", "4.56 ms", "1.23 s". */
-const char *cli_human_ns(double ns, char *buf, size_t size);
+static inline double cli_tasks_duration_s(const cli_tasks_t *t) {
+  return cts_task_trace_duration_s(t);
+}
+static inline const char *cli_human_ns(double ns, char *buf, size_t size) {
+  return cts_human_ns(ns, buf, size);
+}
 
-/* Called for every event after the profile took it in (for an allocation,
- * t->prof.last_node is its stack node). Returns 0 or an error that stops reading. */
-typedef struct cli_trace cli_trace_t;
-typedef int (*cli_event_hook)(void *user_data, cli_trace_t *t, const cts_mt_event_t *ev);
-
-struct cli_trace {
-  const char *path;
-  cts_mt_reader_t *reader;
-  cts_mtprof_t prof;
-  const cts_mt_info_t *info; /* NULL if the trace has none (empty or unreadable) */
-  uint64_t file_size;
-  int err; /* reader or input error, 0 if the trace was read completely */
-  bool input_error;
-  bool quiet;
-  cli_event_hook hook; /* optional, set before cli_trace_load_hooked() */
-  void *hook_user_data;
-  int hook_err; /* the hook's error, if it stopped reading */
-};
+/* A memtrace trace read into an allocation profile (analysis/load.h). */
+typedef cts_mem_trace_t cli_trace_t;
+typedef cts_mem_trace_hook cli_event_hook;
 
 /* Reads path into t->prof, with a progress line on a terminal for large inputs. Returns an
  * exit code: CLI_EXIT_OK; CLI_EXIT_DATA for a corrupt trace (the error is printed, and the
@@ -88,18 +76,28 @@ int cli_trace_load(cli_trace_t *t, const char *path, const cts_mtprof_config_t *
 /* The same, calling hook for each event. A hook error is printed by the caller. */
 int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
                           bool quiet, cli_event_hook hook, void *hook_user_data);
-void cli_trace_free(cli_trace_t *t);
+static inline void cli_trace_free(cli_trace_t *t) {
+  cts_mem_trace_free(t);
+}
 /* Frame descriptions from the trace's location table. */
-cts_frames_t cli_trace_frames(cli_trace_t *t);
+static inline cts_frames_t cli_trace_frames(cli_trace_t *t) {
+  return cts_mem_trace_frames(t);
+}
 /* The file name without its directory. */
-const char *cli_basename(const char *path);
+static inline const char *cli_basename(const char *path) {
+  return cts_basename(path);
+}
 
 /* "12.3 MB" for samples × bytes per sample, and with few samples at a rate below 1
  * " (95% CI 8.10 MB-17.9 MB)" appended when with_ci. */
-const char *cli_est_bytes(const cts_mtprof_t *p, uint64_t samples, bool with_ci, char *buf,
-                          size_t size);
+static inline const char *cli_est_bytes(const cts_mtprof_t *p, uint64_t samples, bool with_ci,
+                                        char *buf, size_t size) {
+  return cts_est_bytes(p, samples, with_ci, buf, size);
+}
 /* Whether samples is few enough for its confidence interval to be worth showing. */
-bool cli_show_ci(const cts_mtprof_t *p, uint64_t samples);
+static inline bool cli_show_ci(const cts_mtprof_t *p, uint64_t samples) {
+  return cts_show_ci(p, samples);
+}
 /* JSON members for an estimate: "<name>_samples": n, "<name>_bytes": x, and when the rate is
  * below 1 "<name>_bytes_ci95": [lo, hi]. */
 void cli_json_estimate(cts_out_t *o, const cts_mtprof_t *p, const char *name, uint64_t samples);

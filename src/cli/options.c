@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../analysis/mtprof.h"
+#include "../analysis/units.h"
 #include "cli.h"
 
 static const char *command_name = "ctfscope";
@@ -198,35 +199,15 @@ void cli_progress_done(cli_progress_t *p) {
 }
 
 const char *cli_human_bytes(double bytes, char *buf, size_t size) {
-  static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
-  unsigned u = 0;
-  bytes = cts_est_clamp(bytes); /* never "inf PB" or "-nan B" */
-  while (bytes >= 1000.0 && u + 1 < sizeof units / sizeof *units) bytes /= 1000.0, u++;
-  if (u == 0)
-    snprintf(buf, size, "%.0f %s", bytes, units[u]);
-  else
-    snprintf(buf, size, "%.*f %s", bytes < 10 ? 2 : bytes < 100 ? 1 : 0, bytes, units[u]);
-  return buf;
+  return cts_human_bytes(bytes, buf, size);
 }
 
 const char *cli_grouped(uint64_t v, char *buf, size_t size) {
-  char digits[32];
-  const int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
-  size_t o = 0;
-  for (int i = 0; i < n && o + 2 < size; i++) {
-    if (i > 0 && (n - i) % 3 == 0) buf[o++] = ' ';
-    buf[o++] = digits[i];
-  }
-  buf[o] = '\0';
-  return buf;
+  return cts_grouped(v, buf, size);
 }
 
 const char *cli_shortest_double(double v, char *buf, size_t size) {
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, size, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v) break;
-  }
-  return buf;
+  return cts_shortest_double(v, buf, size);
 }
 
 void cli_log_line(void *user_data, const char *line) {

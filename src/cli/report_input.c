@@ -42,6 +42,32 @@ int cli_report_option(cli_report_opts_t *o, int opt, const char *arg) {
   return -2;
 }
 
+/* report_mem_load and report_tasks_load with the CLI's ends (cli_load_run). */
+typedef struct report_call {
+  report_mem_t **mem;
+  report_tasks_t **tasks;
+  const char *path;
+  const cli_report_opts_t *o;
+} report_call_t;
+
+static int run_mem(void *ctx, const cts_load_opts_t *opts) {
+  const report_call_t *c = ctx;
+  const report_mem_opts_t mo = {.path = c->path,
+                                .quiet = c->o->quiet,
+                                .log = opts->log,
+                                .progress = opts->progress,
+                                .progress_user_data = opts->progress_user_data,
+                                .max_records = (uint32_t)c->o->max_records,
+                                .top_sites = (uint32_t)c->o->top};
+  return report_mem_load(c->mem, &mo);
+}
+
+static int run_tasks(void *ctx, const cts_load_opts_t *opts) {
+  const report_call_t *c = ctx;
+  const report_tasks_opts_t to = {.path = c->path, .quiet = c->o->quiet, .log = opts->log};
+  return report_tasks_load(c->tasks, &to);
+}
+
 bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **paths, int n,
                      int *code) {
   memset(in, 0, sizeof *in);
@@ -69,19 +95,18 @@ bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **
   }
   int worst = CLI_EXIT_OK;
   if (mem_path) {
-    const report_mem_opts_t mo = {.path = mem_path,
-                                  .quiet = o->quiet,
-                                  .max_records = (uint32_t)o->max_records,
-                                  .top_sites = (uint32_t)o->top};
-    worst = report_mem_load(&in->mem, &mo);
+    report_call_t call = {.mem = &in->mem, .path = mem_path, .o = o};
+    const int err = cli_load_run(mem_path, o->quiet, run_mem, &call);
+    worst = cli_load_exit(err, in->mem != NULL, false, false);
     if (!in->mem) {
       *code = worst;
       return false;
     }
   }
   if (task_path) {
-    const report_tasks_opts_t to = {.path = task_path, .quiet = o->quiet};
-    const int c = report_tasks_load(&in->tasks, &to);
+    report_call_t call = {.tasks = &in->tasks, .path = task_path, .o = o};
+    const int err = cli_load_run(NULL, o->quiet, run_tasks, &call);
+    const int c = cli_load_exit(err, in->tasks != NULL, false, false);
     if (!in->tasks) {
       cli_report_input_free(in);
       *code = c;

@@ -16,8 +16,8 @@
 #include <time.h>
 
 #include "../analysis/hist.h"
-#include "../cli/cli.h"
-#include "../cli/load.h"
+#include "../analysis/load.h"
+#include "../analysis/units.h"
 #include "report.h"
 
 #define HEAP_BUCKETS       4096u
@@ -39,7 +39,7 @@ typedef struct record {
 } record_t;
 
 struct report_mem {
-  cli_trace_t t;
+  cts_mem_trace_t t;
   report_mem_opts_t opts;
   uint64_t origin_us;
   /* heap curve */
@@ -224,7 +224,7 @@ static int finish_block(report_mem_t *m, const pending_t *p, uint64_t freed_us) 
   return e;
 }
 
-static int on_event(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
+static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   report_mem_t *m = ud;
   if (!m->origin_us && t->prof.have_info) m->origin_us = t->prof.start_time_us;
   while (rel_us(m, ev->time_us) / m->rec_w >= RECORD_BUCKETS) {
@@ -281,8 +281,8 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   *out = NULL;
   report_mem_t *m = calloc(1, sizeof *m);
   if (!m) {
-    cli_error("out of memory");
-    return CLI_EXIT_INTERNAL;
+    cts_logf(&opts->log, CTS_LOG_ERROR, "out of memory");
+    return CTS_E_NOMEM;
   }
   m->opts = *opts;
   if (!m->opts.max_records) m->opts.max_records = 400000;
@@ -291,24 +291,36 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   m->free_pend = UINT32_MAX;
   cts_u64map_init(&m->live);
   const cts_mtprof_config_t cfg = {.stacks = true};
-  const int code = cli_trace_load_hooked(&m->t, opts->path, &cfg, opts->quiet, on_event, m);
-  if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
-    if (m->t.hook_err) cli_error("%s: out of memory while aggregating", opts->path);
+  const cts_load_opts_t lo = {.log = opts->log,
+                              .quiet = opts->quiet,
+                              .progress = opts->progress,
+                              .progress_user_data = opts->progress_user_data};
+  const int err = cts_mem_trace_load(&m->t, opts->path, &cfg, &lo, on_event, m);
+  if (err && m->t.hook_err && err == m->t.hook_err) { /* the aggregation's own: out of memory */
+    cts_logf(&opts->log, CTS_LOG_ERROR, "%s: out of memory while aggregating", opts->path);
     report_mem_free(m);
-    return code;
+    return CTS_E_NOMEM;
+  }
+  if (err && !m->t.kept) {
+    report_mem_free(m);
+    return err;
   }
   /* Blocks never collected. */
   uint64_t id, pending;
   for (size_t pos = 0; cts_u64map_next(&m->live, &pos, &id, &pending);) {
     if (finish_block(m, &m->pend[pending], UINT64_MAX)) {
-      cli_error("%s: out of memory while aggregating", opts->path);
+      cts_logf(&opts->log, CTS_LOG_ERROR, "%s: out of memory while aggregating", opts->path);
       report_mem_free(m);
-      return CLI_EXIT_INTERNAL;
+      return CTS_E_NOMEM;
     }
   }
   marks_sort(m);
+  /* The caller's, for this call only. */
+  m->opts.log = (cts_log_t){0};
+  m->opts.progress = NULL;
+  m->opts.progress_user_data = NULL;
   *out = m;
-  return code;
+  return err;
 }
 
 void report_mem_span(const report_mem_t *m, uint64_t *start_us, uint64_t *end_us) {
@@ -329,7 +341,7 @@ double report_mem_bytes_per_sample(const report_mem_t *m) {
 
 void report_mem_free(report_mem_t *m) {
   if (!m) return;
-  cli_trace_free(&m->t);
+  cts_mem_trace_free(&m->t);
   cts_u64map_fini(&m->live);
   free(m->pend);
   free(m->recs);
@@ -345,7 +357,7 @@ static void write_info(cts_out_t *o, const report_mem_t *m) {
   const cts_mtprof_t *p = &m->t.prof;
   char a[96];
   cts_out_str(o, "\"file\":");
-  report_json_str(o, cli_basename(m->opts.path));
+  report_json_str(o, cts_basename(m->opts.path));
   cts_out_printf(o, ",\"file_size\":%llu", (unsigned long long)m->t.file_size);
   cts_out_str(o, ",\"result\":");
   if (m->t.err) {
@@ -361,7 +373,7 @@ static void write_info(cts_out_t *o, const report_mem_t *m) {
     report_json_str(o, in->host_name);
     cts_out_printf(o, ",\"pid\":%lld,\"start_us\":%llu,\"word_size\":%u,\"sample_rate\":%s",
                    (long long)in->pid, (unsigned long long)in->start_time_us, in->word_size,
-                   cli_shortest_double(in->sample_rate, a, sizeof a));
+                   cts_shortest_double(in->sample_rate, a, sizeof a));
     cts_out_str(o, ",\"runtime_params\":");
     report_json_str(o, in->runtime_params);
     cts_out_str(o, ",\"context\":");
@@ -395,23 +407,23 @@ static void write_info(cts_out_t *o, const report_mem_t *m) {
                  (unsigned long long)p->allocs_by_source[2], (unsigned long long)p->promoted_allocs,
                  (unsigned long long)p->collected_allocs);
   cts_out_str(o, ",\"text\":{\"allocated\":");
-  report_json_str(o, cli_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a));
+  report_json_str(o, cts_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a));
   cts_out_str(o, ",\"peak\":");
-  report_json_str(o, cli_est_bytes(p, p->stacks.peak_samples, true, a, sizeof a));
+  report_json_str(o, cts_est_bytes(p, p->stacks.peak_samples, true, a, sizeof a));
   cts_out_str(o, ",\"live_end\":");
-  report_json_str(o, cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a));
+  report_json_str(o, cts_est_bytes(p, p->stacks.live_samples, true, a, sizeof a));
   cts_out_str(o, ",\"samples\":");
-  report_json_str(o, cli_grouped(cts_mtprof_samples(p), a, sizeof a));
+  report_json_str(o, cts_grouped(cts_mtprof_samples(p), a, sizeof a));
   cts_out_str(o, ",\"allocs\":");
-  report_json_str(o, cli_grouped(cts_mtprof_allocs(p), a, sizeof a));
+  report_json_str(o, cts_grouped(cts_mtprof_allocs(p), a, sizeof a));
   cts_out_str(o, ",\"allocs_est\":");
-  report_json_str(o, cli_grouped(cts_est_round(p->est_allocs_total), a, sizeof a));
+  report_json_str(o, cts_grouped(cts_est_round(p->est_allocs_total), a, sizeof a));
   cts_out_str(o, "}");
 }
 
 static void write_sites(cts_out_t *o, report_mem_t *m) {
   cts_rows_t rows;
-  const cts_frames_t frames = cli_trace_frames(&m->t);
+  const cts_frames_t frames = cts_mem_trace_frames(&m->t);
   const cts_mtprof_t *p = &m->t.prof;
   cts_out_str(o, ",\"sites\":[");
   if (cts_rows_build(&rows, &p->stacks, &frames, CTS_GROUP_LINE, CTS_SORT_BYTES, 0, 0)) {
@@ -430,16 +442,16 @@ static void write_sites(cts_out_t *o, report_mem_t *m) {
     report_json_str(o, site);
     cts_out_printf(o, ",%llu,%.1f,%llu,%llu,", (unsigned long long)r->st.samples, r->st.est_allocs,
                    (unsigned long long)r->st.peak_samples, (unsigned long long)r->st.live_samples);
-    report_json_str(o, cli_est_bytes(p, r->st.samples, false, a, sizeof a));
+    report_json_str(o, cts_est_bytes(p, r->st.samples, false, a, sizeof a));
     snprintf(b, sizeof b, "%.1f%%", total ? 100.0 * (double)r->st.samples / (double)total : 0.0);
     cts_out_char(o, ',');
     report_json_str(o, b);
     cts_out_char(o, ',');
-    report_json_str(o, cli_grouped(cts_est_round(r->st.est_allocs), b, sizeof b));
+    report_json_str(o, cts_grouped(cts_est_round(r->st.est_allocs), b, sizeof b));
     cts_out_char(o, ',');
-    report_json_str(o, cli_est_bytes(p, r->st.peak_samples, false, c, sizeof c));
+    report_json_str(o, cts_est_bytes(p, r->st.peak_samples, false, c, sizeof c));
     cts_out_char(o, ',');
-    report_json_str(o, cli_est_bytes(p, r->st.live_samples, false, d, sizeof d));
+    report_json_str(o, cts_est_bytes(p, r->st.live_samples, false, d, sizeof d));
     cts_out_char(o, ']');
   }
   cts_out_printf(o, "],\"sites_total\":%zu", rows.n);
@@ -475,7 +487,7 @@ static int record_by_node(const void *a, const void *b) {
  * and the records with their nodes mapped to it. */
 static void write_tree(cts_out_t *o, report_mem_t *m) {
   const cts_stacks_t *src = &m->t.prof.stacks;
-  const cts_frames_t frames = cli_trace_frames(&m->t);
+  const cts_frames_t frames = cts_mem_trace_frames(&m->t);
   cts_labels_t labels;
   cts_labels_init(&labels, &frames, CTS_LABEL_LINE);
   cts_stacks_t dst;

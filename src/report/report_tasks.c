@@ -10,11 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../analysis/load.h"
 #include "../analysis/tasks.h"
 #include "../analysis/u64map.h"
 #include "../common/grow.h"
-#include "../cli/cli.h"
-#include "../cli/load.h"
 #include "../os/mprof_ring.h"
 #include "report.h"
 
@@ -146,7 +145,8 @@ static void on_warning(void *ud, int code, uint64_t offset, const char *message)
   const report_tasks_t *r = ud;
   (void)code;
   if (!r->opts.quiet)
-    cli_warn("%s: at offset %llu: %s", r->opts.path, (unsigned long long)offset, message);
+    cts_logf(&r->opts.log, CTS_LOG_WARNING, "%s: at offset %llu: %s", r->opts.path,
+             (unsigned long long)offset, message);
 }
 
 /* The model's tasks, ends and should_resolve settled, copied into the rows' tasks; then the
@@ -253,8 +253,8 @@ int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts) {
   *out = NULL;
   report_tasks_t *r = calloc(1, sizeof *r);
   if (!r) {
-    cli_error("out of memory");
-    return CLI_EXIT_INTERNAL;
+    cts_logf(&opts->log, CTS_LOG_ERROR, "out of memory");
+    return CTS_E_NOMEM;
   }
   r->opts = *opts;
   if (!r->opts.max_tasks) r->opts.max_tasks = 1u << 21;
@@ -268,38 +268,37 @@ int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts) {
                                             .on_counter = on_counter,
                                             .on_gc = on_gc}};
   if (cts_tasks_init(&r->model, &cfg)) {
-    cli_error("out of memory");
+    cts_logf(&opts->log, CTS_LOG_ERROR, "out of memory");
     report_tasks_free(r);
-    return CLI_EXIT_INTERNAL;
+    return CTS_E_NOMEM;
   }
   const cts_mprof_handler_t h = {.user_data = r, .on_event = on_event, .on_warning = on_warning};
   char msg[512];
   bool input_error = false;
   const int err =
       cts_os_mprof_read_file(opts->path, &h, false, &r->summary, msg, sizeof msg, &input_error);
-  int code = CLI_EXIT_OK;
   if (err) {
     if (input_error) {
-      cli_error("%s", msg);
+      cts_logf(&opts->log, CTS_LOG_ERROR, "%s", msg);
       report_tasks_free(r);
-      return CLI_EXIT_IO;
+      return err;
     }
     if (err == -ENOMEM || err == CTS_E_NOMEM || r->model.err) {
-      cli_error("%s: out of memory", opts->path);
+      cts_logf(&opts->log, CTS_LOG_ERROR, "%s: out of memory", opts->path);
       report_tasks_free(r);
-      return CLI_EXIT_INTERNAL;
+      return CTS_E_NOMEM;
     }
-    cli_error("%s: %s (%s); the report covers what was read before it", opts->path, msg,
-              cts_err_name(err));
-    code = CLI_EXIT_DATA;
+    cts_logf(&opts->log, CTS_LOG_ERROR, "%s: %s (%s); the report covers what was read before it",
+             opts->path, msg, cts_err_name(err));
   }
   if (settle(r) || layout(r)) {
-    cli_error("%s: out of memory", opts->path);
+    cts_logf(&opts->log, CTS_LOG_ERROR, "%s: out of memory", opts->path);
     report_tasks_free(r);
-    return CLI_EXIT_INTERNAL;
+    return CTS_E_NOMEM;
   }
+  r->opts.log = (cts_log_t){0}; /* the caller's, for this call only */
   *out = r;
-  return code;
+  return err;
 }
 
 void report_tasks_span(const report_tasks_t *t, uint64_t *first_ns, uint64_t *last_ns) {
@@ -402,7 +401,7 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
 #define POS(idx) ((idx) == NONE ? -1 : (int64_t)v[idx].order)
 
   cts_out_str(o, "{\"file\":");
-  report_json_str(o, cli_basename(r->opts.path));
+  report_json_str(o, cts_basename(r->opts.path));
   cts_out_printf(o, ",\"events\":%llu,\"packets\":%llu,\"wrapped\":%s,\"warnings\":%llu",
                  (unsigned long long)r->summary.events, (unsigned long long)r->summary.packets,
                  r->summary.wrapped ? "true" : "false", (unsigned long long)r->summary.warnings);

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mprof_gen.h"
+
 /* Names a report must show as text, never as markup. */
 static const char *const hostile_names[] = {
     "</script><script>alert(1)</script>",
@@ -68,29 +70,10 @@ static int write_memtrace(const char *path, uint64_t start_us) {
   return fclose(f) || err;
 }
 
-typedef struct gen {
-  cts_mprof_writer_t w;
-  uint64_t now;
-  int err;
-} gen_t;
-
+/* The events of the task trace, as mprof_gen.h writes them. */
 static void ev(gen_t *g, unsigned id, int64_t thread, uint64_t arg, int64_t value, const char *str,
                uint8_t type) {
-  g->now += 1000; /* 1 µs per event */
-  const cts_mprof_event_t e = {.time_ns = g->now,
-                               .id = (uint8_t)id,
-                               .thread_type = type,
-                               .thread = thread,
-                               .arg = arg,
-                               .value = value,
-                               .str = str,
-                               .str_len = str ? strlen(str) : 0};
-  if (!g->err) g->err = cts_mprof_writer_write(&g->w, &e);
-}
-
-static uint64_t no_clock(void *ud) {
-  (void)ud;
-  return 0;
+  gen_ev(g, id, thread, arg, value, str, type);
 }
 
 static int write_tasks(const char *path, uint64_t start_ns, long ntasks) {
@@ -104,7 +87,7 @@ static int write_tasks(const char *path, uint64_t start_ns, long ntasks) {
   cfg.buffer = buf;
   cfg.buffer_size = size;
   cfg.packets = packets;
-  cfg.clock = no_clock;
+  cfg.clock = gen_no_clock;
   cts_mprof_ring_t *ring;
   if (cts_mprof_ring_init(&ring, state, sizeof state, &cfg)) return 1;
   gen_t g = {.now = start_ns};

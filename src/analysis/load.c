@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/* Loading memtrace and task traces (load.h); the kind of a trace is in load_detect.c. */
+#include "load.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/grow.h"
+#include "../os/mprof_ring.h"
+
+void cts_logf(const cts_log_t *log, cts_log_level_t level, const char *fmt, ...) {
+  if (!log || !log->fn) return;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  log->fn(log->user_data, level, msg);
+}
+
+const char *cts_basename(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* Whether an error is out of memory, in either vocabulary. */
+static bool is_nomem(int err) {
+  return err == -ENOMEM || err == CTS_E_NOMEM;
+}
+
+/* ---- task traces ----------------------------------------------------------------------- */
+
+static int tasks_on_packet(void *ud, const cts_mprof_packet_t *p) {
+  cts_task_trace_t *t = ud;
+  t->packets_seen++;
+  if (p->content_size <= CTS_MPROF_HEADER_SIZE) t->packets_empty++;
+  if (p->truncated) t->packets_truncated++;
+  if (p->content_size == p->size) t->packets_full_content++;
+  if (t->packets_seen == 1 || p->size < t->packet_min) t->packet_min = p->size;
+  if (p->size > t->packet_max) t->packet_max = p->size;
+  if (t->keep_packets) {
+    if (cts_grow((void **)&t->packets, &t->cap_packets, t->npackets, sizeof *t->packets))
+      return -ENOMEM;
+    t->packets[t->npackets++] = *p;
+  }
+  return cts_tasks_packet(&t->m, p);
+}
+
+static int tasks_on_event(void *ud, const cts_mprof_event_t *ev) {
+  cts_task_trace_t *t = ud;
+  const int e = cts_tasks_event(&t->m, ev);
+  if (e || !t->hook) return e;
+  return t->hook_err = t->hook(t->hook_user_data, t, ev);
+}
+
+static void tasks_on_warning(void *ud, int code, uint64_t offset, const char *message) {
+  const cts_task_trace_t *t = ud;
+  (void)code;
+  if (!t->quiet)
+    cts_logf(&t->log, CTS_LOG_WARNING, "%s: at offset %llu: %s", t->path,
+             (unsigned long long)offset, message);
+}
+
+static int task_trace_load(cts_task_trace_t *t, const char *path, const cts_tasks_config_t *cfg,
+                           const cts_load_opts_t *opts, bool keep_packets, cts_task_trace_hook hook,
+                           void *hook_user_data) {
+  memset(t, 0, sizeof *t);
+  t->path = path;
+  t->quiet = opts->quiet;
+  t->log = opts->log;
+  t->keep_packets = keep_packets;
+  t->hook = hook;
+  t->hook_user_data = hook_user_data;
+  if (cts_tasks_init(&t->m, cfg)) {
+    cts_logf(&t->log, CTS_LOG_ERROR, "out of memory");
+    return CTS_E_NOMEM;
+  }
+  struct stat st;
+  const bool sized = strcmp(path, "-") == 0 ? fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode)
+                                            : stat(path, &st) == 0;
+  t->file_size = sized ? (uint64_t)st.st_size : 0;
+  const cts_mprof_handler_t h = {.user_data = t,
+                                 .on_packet = tasks_on_packet,
+                                 .on_event = tasks_on_event,
+                                 .on_warning = tasks_on_warning};
+  const int err =
+      cts_os_mprof_read_file(path, &h, false, &t->sum, t->msg, sizeof t->msg, &t->input_error);
+  t->err = err;
+  const int fin = cts_tasks_finish(&t->m);
+  if (!err && fin) t->err = fin;
+  if ((t->m.ignored_creates || t->m.ignored_refs) && !t->quiet)
+    cts_logf(&t->log, CTS_LOG_WARNING,
+             "%s: %llu tasks created beyond the limit of %u tasks (and %llu references to "
+             "more tasks) are left out",
+             path, (unsigned long long)t->m.ignored_creates, t->m.cfg.max_tasks,
+             (unsigned long long)t->m.ignored_refs);
+  if (!t->err) return 0;
+  if (t->hook_err && t->err == t->hook_err) return t->err; /* the caller says why */
+  if (t->input_error) {
+    cts_logf(&t->log, CTS_LOG_ERROR, "%s", t->msg);
+    return t->err;
+  }
+  if (is_nomem(t->err) || t->m.err) {
+    cts_logf(&t->log, CTS_LOG_ERROR, "%s: out of memory", path);
+    return CTS_E_NOMEM;
+  }
+  cts_logf(&t->log, CTS_LOG_ERROR, "%s: %s (%s); the figures cover what was read before it", path,
+           t->msg, cts_err_name(t->err));
+  t->kept = true;
+  return t->err;
+}
+
+int cts_task_trace_load(cts_task_trace_t *t, const char *path, const cts_tasks_config_t *cfg,
+                        const cts_load_opts_t *opts, bool keep_packets, cts_task_trace_hook hook,
+                        void *hook_user_data) {
+  const int err = task_trace_load(t, path, cfg, opts, keep_packets, hook, hook_user_data);
+  t->log = (cts_log_t){0}; /* the caller's, for this call only */
+  return err;
+}
+
+void cts_task_trace_free(cts_task_trace_t *t) {
+  cts_tasks_fini(&t->m);
+  free(t->packets);
+  memset(t, 0, sizeof *t);
+}
+
+double cts_task_trace_duration_s(const cts_task_trace_t *t) {
+  return t->m.have_time ? (double)(t->m.last_ns - t->m.first_ns) * 1e-9 : 0.0;
+}
+
+/* ---- memtrace traces --------------------------------------------------------------------- */
+
+static int on_info(void *ud, const cts_mt_info_t *info) {
+  cts_mem_trace_t *t = ud;
+  cts_mtprof_set_info(&t->prof, info);
+  return 0;
+}
+
+static int on_event(void *ud, const cts_mt_event_t *ev) {
+  cts_mem_trace_t *t = ud;
+  const int e = cts_mtprof_add_event(&t->prof, ev);
+  if (e || !t->hook) return e;
+  return t->hook_err = t->hook(t->hook_user_data, t, ev);
+}
+
+static int on_packet(void *ud, const cts_mt_packet_t *p) {
+  cts_mem_trace_t *t = ud;
+  cts_mtprof_add_packet(&t->prof, p);
+  return 0;
+}
+
+static void on_warning(void *ud, int code, uint64_t offset, const char *message) {
+  const cts_mem_trace_t *t = ud;
+  (void)code;
+  if (!t->quiet)
+    cts_logf(&t->log, CTS_LOG_WARNING, "%s: at offset %llu: %s", t->path,
+             (unsigned long long)offset, message);
+}
+
+static int lookup(void *ud, uint64_t code, const cts_mt_location_t **locs, size_t *n) {
+  const cts_mem_trace_t *t = ud;
+  return cts_mt_reader_lookup_location(t->reader, code, locs, n);
+}
+
+cts_frames_t cts_mem_trace_frames(cts_mem_trace_t *t) {
+  return (cts_frames_t){.lookup = lookup, .user_data = t};
+}
+
+/* Whether a reading error is the input's (it could not be read), as opposed to a defect of
+ * the bytes; a corrupt compressed stream is a defect. */
+static bool is_input_failure(int err, bool input_error) {
+  if (err == CTS_E_BAD_COMPRESSION) return false;
+  return input_error || (err < 0 && err > -1000) || err == CTS_E_IO;
+}
+
+static int mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+                          const cts_load_opts_t *opts, cts_mem_trace_hook hook,
+                          void *hook_user_data) {
+  memset(t, 0, sizeof *t);
+  t->path = path;
+  t->hook = hook;
+  t->hook_user_data = hook_user_data;
+  t->quiet = opts->quiet;
+  t->log = opts->log;
+  int err = cts_mtprof_init(&t->prof, cfg);
+  if (err) {
+    cts_logf(&t->log, CTS_LOG_ERROR, "out of memory");
+    return CTS_E_NOMEM;
+  }
+  cts_mt_reader_config_t rc;
+  cts_mt_reader_config_init(&rc);
+  rc.allocator = cts_os_allocator();
+  /* Decoded even when no stack is kept (stats): a corrupt backtrace is an error for every
+   * command alike, not only for those that look at stacks. */
+  rc.decode_backtraces = true;
+  const cts_mt_handler_t h = {.user_data = t,
+                              .on_info = on_info,
+                              .on_event = on_event,
+                              .on_packet = on_packet,
+                              .on_warning = on_warning};
+  err = cts_mt_reader_create(&t->reader, &rc, &h);
+  if (err) {
+    cts_logf(&t->log, CTS_LOG_ERROR, "cannot create a reader: %s", cts_os_strerror(err));
+    return is_nomem(err) ? CTS_E_NOMEM : err;
+  }
+  struct stat st;
+  t->file_size = strcmp(path, "-") != 0 && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+  err = cts_os_read_memtrace(path, t->reader, opts->progress, opts->progress_user_data,
+                             &t->input_error);
+  t->err = err;
+  t->info = cts_mt_reader_borrow_info(t->reader);
+  cts_mtprof_finish(&t->prof);
+  if (t->prof.stacks.overflowed && !t->quiet)
+    cts_logf(&t->log, CTS_LOG_WARNING,
+             "%s: %llu allocations had stacks beyond the budget of %llu stack nodes: they are "
+             "kept by allocation point only, under '(stacks beyond the memory budget)'",
+             path, (unsigned long long)t->prof.stacks.overflowed,
+             (unsigned long long)t->prof.stacks.max_nodes);
+  if (!err) return 0;
+  if (t->hook_err && err == t->hook_err) return err; /* the caller says why */
+  if (t->input_error && err != CTS_E_IO && err != CTS_E_BAD_COMPRESSION) {
+    cts_logf(&t->log, CTS_LOG_ERROR, "cannot read '%s': %s", path, cts_os_strerror(err));
+    return err;
+  }
+  if (is_nomem(err)) {
+    cts_logf(&t->log, CTS_LOG_ERROR, "%s: out of memory", path);
+    return CTS_E_NOMEM;
+  }
+  cts_logf(&t->log, CTS_LOG_ERROR, "%s: %s (%s); the figures cover what was read before it", path,
+           t->input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(t->reader),
+           cts_err_name(err));
+  /* A read failure after the trace's header leaves figures nobody should act on; before it
+   * there are none, and the trace is taken for a corrupt one. */
+  t->kept = !t->info || !is_input_failure(err, t->input_error);
+  return err;
+}
+
+int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+                       const cts_load_opts_t *opts, cts_mem_trace_hook hook, void *hook_user_data) {
+  const int err = mem_trace_load(t, path, cfg, opts, hook, hook_user_data);
+  t->log = (cts_log_t){0}; /* the caller's, for this call only */
+  return err;
+}
+
+void cts_mem_trace_free(cts_mem_trace_t *t) {
+  cts_mtprof_fini(&t->prof);
+  cts_mt_reader_destroy(t->reader);
+  memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: MIT */
+/* The report's builders (src/report/report.h) on small traces written here with the
+ * project's writers, whose figures are known: the memory part's totals, peak, live heap at
+ * the end, allocation marks and top sites; the task part's tasks, rows, labels, arrows and
+ * counters; the shared document with per-task memory attribution. And the error paths:
+ * what a loader returns, what it says through the log callback, and what it keeps. Linked
+ * with cts_report alone (no CLI): the report library stands on analysis and os. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ctfscope/memtrace.h>
+#include <ctfscope/tasks.h>
+
+#include "../../src/report/report.h"
+#include "../../src/report/serve.h"
+#include "../json_flat.h"
+#include "../test.h"
+#include "../test_buf.h"
+#include "mprof_gen.h"
+
+/* ---- traces ---------------------------------------------------------------------------- */
+
+#define START_US 1700000000000000ull
+
+static char tmpdir[64];
+
+/* A file in the test's directory (made by main), removed at exit. */
+#define MAX_FILES 16
+static char files[MAX_FILES][128];
+static unsigned nfiles;
+static const char *tmp_path(const char *name) {
+  for (unsigned i = 0; i < nfiles; i++)
+    if (strcmp(strrchr(files[i], '/') + 1, name) == 0) return files[i];
+  if (nfiles == MAX_FILES) abort(); /* a test was added: raise MAX_FILES */
+  char *p = files[nfiles++];
+  snprintf(p, sizeof files[0], "%s/%s", tmpdir, name);
+  return p;
+}
+
+static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
+  (void)ud;
+  static const char *const names[] = {"", "main", "make_small", "make_big"};
+  if (max < 1 || code < 1 || code > 3) return 0;
+  out[0] = (cts_mt_location_t){(uint32_t)(10 * code), 1, 9, "prog.c", names[code]};
+  return 1;
+}
+
+/* The memory trace, at rate 1 (a sample is a word, 8 bytes), in two event packets:
+ *   packet 1: t+10 alloc 4 (main > make_small), t+20 alloc 8 (main > make_big),
+ *             t+30 alloc 16 (main > make_small), t+40 collect the first;
+ *   packet 2: t+50 alloc 32 (main > make_big), t+60 collect the second.
+ * Totals: 60 samples in 4 allocations; the live heap peaks at 56 samples (t+50) and ends
+ * at 48; make_big allocated 40 samples, make_small 20. *packet2_at is where packet 2
+ * starts in the file. */
+static void write_mem_trace(buf_t *out, uint64_t *packet2_at) {
+  buf_t b = {0};
+  *out = b;
+  cts_mt_writer_config_t cfg;
+  cts_mt_writer_config_init(&cfg);
+  cfg.sample_rate = 1.0;
+  cfg.executable_name = "prog";
+  cfg.pid = 7;
+  cfg.start_time_us = START_US;
+  cfg.write = buf_write;
+  cfg.write_user_data = &b;
+  cfg.resolve = resolve;
+  const size_t size = cts_mt_writer_size(&cfg);
+  void *mem = aligned_alloc(8, (size + 7) & ~(size_t)7);
+  CTS_ASSERT(mem);
+  cts_mt_writer_t *w;
+  CTS_ASSERT_EQ_INT(cts_mt_writer_init(&w, mem, size, &cfg), 0);
+  const uint64_t small[] = {1, 2}, big[] = {1, 3};
+  uint64_t a, b2, c, d;
+  CTS_ASSERT_EQ_INT(cts_mt_writer_alloc(w, START_US + 10, 4, 4, CTS_MT_SOURCE_MINOR, small, 2, &a),
+                    0);
+  CTS_ASSERT_EQ_INT(cts_mt_writer_alloc(w, START_US + 20, 8, 8, CTS_MT_SOURCE_MINOR, big, 2, &b2),
+                    0);
+  CTS_ASSERT_EQ_INT(
+      cts_mt_writer_alloc(w, START_US + 30, 16, 16, CTS_MT_SOURCE_MAJOR, small, 2, &c), 0);
+  CTS_ASSERT_EQ_INT(cts_mt_writer_collect(w, START_US + 40, a), 0);
+  CTS_ASSERT_EQ_INT(cts_mt_writer_flush(w), 0);
+  *packet2_at = b.len;
+  CTS_ASSERT_EQ_INT(cts_mt_writer_alloc(w, START_US + 50, 32, 32, CTS_MT_SOURCE_MAJOR, big, 2, &d),
+                    0);
+  CTS_ASSERT_EQ_INT(cts_mt_writer_collect(w, START_US + 60, b2), 0);
+  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
+  free(mem);
+  *out = b;
+}
+
+#define RING_SIZE    1024u
+#define RING_PACKETS 4u
+
+/* The task trace (a ring file of 4 packets of 256 bytes: the events fill packet 0 and
+ * spill into packet 1), on the memory trace's clock (ns = µs × 1000):
+ * main (0) creates tasks 1 and 2, labels 1 "worker-one", runs 1 (which resolves itself) and
+ * 2 (likewise), reads 1's result, sets the counter "queue" to 5 then 3, and goes idle. */
+static void write_task_trace(buf_t *out) {
+  static uint8_t ring_mem[RING_SIZE];
+  static uint64_t state[CTS_MPROF_RING_STATE_SIZE(RING_PACKETS) / 8];
+  memset(ring_mem, 0, sizeof ring_mem);
+  cts_mprof_ring_config_t cfg;
+  cts_mprof_ring_config_init(&cfg);
+  cfg.buffer = ring_mem;
+  cfg.buffer_size = sizeof ring_mem;
+  cfg.packets = RING_PACKETS;
+  cfg.clock = gen_no_clock;
+  cts_mprof_ring_t *ring;
+  CTS_ASSERT_EQ_INT(cts_mprof_ring_init(&ring, state, sizeof state, &cfg), 0);
+  gen_t g = {.now = START_US * 1000};
+  cts_mprof_writer_init(&g.w, ring);
+  gen_ev(&g, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
+  gen_ev(&g, CTS_MPROF_CREATES, 0, 1, 0, NULL, CTS_TASK_TASK);
+  gen_ev(&g, CTS_MPROF_CREATES, 0, 2, 0, NULL, CTS_TASK_TASK);
+  gen_ev(&g, CTS_MPROF_LABEL, 1, 0, 0, "worker-one", 0);
+  gen_ev(&g, CTS_MPROF_SWITCH, 1, 0, 0, NULL, 0);
+  gen_ev(&g, CTS_MPROF_FULFILLS, 1, 1, 0, NULL, 0);
+  gen_ev(&g, CTS_MPROF_SWITCH, 2, 0, 0, NULL, 0);
+  gen_ev(&g, CTS_MPROF_FULFILLS, 2, 2, 0, NULL, 0);
+  gen_ev(&g, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
+  gen_ev(&g, CTS_MPROF_READ, 0, 1, 0, NULL, 0);
+  gen_ev(&g, CTS_MPROF_COUNTER, 0, 0, 5, "queue", 0);
+  gen_ev(&g, CTS_MPROF_COUNTER, 0, 0, 3, "queue", 0);
+  gen_ev(&g, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0);
+  cts_mprof_writer_fini(&g.w);
+  CTS_ASSERT_EQ_INT(g.err, 0);
+  *out = (buf_t){0};
+  CTS_ASSERT_EQ_INT(buf_write(out, ring_mem, sizeof ring_mem), 0);
+}
+
+/* Writes the first len bytes of b to path, and frees b. */
+static void save(const char *path, buf_t *b, size_t len) {
+  const bool ok = spit(path, b->data, len);
+  free(b->data);
+  *b = (buf_t){0};
+  CTS_ASSERT_MSG(ok, "cannot write %s", path);
+}
+
+/* ---- the log callback ------------------------------------------------------------------ */
+
+typedef struct logged {
+  unsigned errors, warnings;
+  char last_error[2048], last_warning[2048];
+} logged_t;
+
+static void on_log(void *ud, cts_log_level_t level, const char *msg) {
+  logged_t *l = ud;
+  if (level == CTS_LOG_ERROR) {
+    l->errors++;
+    snprintf(l->last_error, sizeof l->last_error, "%s", msg);
+  } else {
+    l->warnings++;
+    snprintf(l->last_warning, sizeof l->last_warning, "%s", msg);
+  }
+}
+
+/* ---- the document ---------------------------------------------------------------------- */
+
+/* The document the viewer loads, rendered and flattened (checked to be valid JSON). */
+static void render(const report_doc_t *doc, json_flat_t *j) {
+  memset(j, 0, sizeof *j);
+  cts__serve_blob_t *b = cts__serve_render(doc);
+  CTS_ASSERT(b);
+  const bool ok = json_flat_parse(j, b->data, b->len);
+  cts__serve_blob_unref(b);
+  CTS_ASSERT_MSG(ok, "the document is not JSON: %s", j->error);
+}
+
+/* The integer at path; UINT64_MAX (which no check expects) when there is none. */
+static uint64_t num(const json_flat_t *j, const char *path) {
+  const json_pair_t *p = json_flat_get(j, path);
+  return p ? strtoull(p->value, NULL, 10) : UINT64_MAX;
+}
+
+/* Loads path into *m, which the loader must set (to NULL or a result), and checks the code. */
+static void load_mem(report_mem_t **m, const char *path, int want, logged_t *log, bool quiet) {
+  const report_mem_opts_t o = {
+      .path = path, .quiet = quiet, .log = {.fn = on_log, .user_data = log}};
+  *m = (report_mem_t *)&o;
+  CTS_ASSERT_EQ_INT(report_mem_load(m, &o), want);
+}
+
+/* The memory figures of the whole trace (or, with only_packet1, of its first packet). */
+static void check_mem_figures(report_mem_t *m, bool only_packet1) {
+  uint64_t start, end;
+  report_mem_span(m, &start, &end);
+  CTS_ASSERT_EQ_U64(start, START_US);
+  CTS_ASSERT_EQ_U64(end, START_US + (only_packet1 ? 40 : 60));
+  CTS_ASSERT(report_mem_bytes_per_sample(m) == 8.0);
+  size_t n;
+  const report_alloc_mark_t *marks = report_mem_marks(m, &n);
+  CTS_ASSERT_EQ_U64(n, only_packet1 ? 3 : 4);
+  static const uint64_t times[] = {10, 20, 30, 50}, samples[] = {4, 8, 16, 32};
+  for (size_t i = 0; i < n; i++) {
+    CTS_ASSERT_EQ_U64(marks[i].time_us, START_US + times[i]);
+    CTS_ASSERT_EQ_U64(marks[i].samples, samples[i]);
+  }
+  json_flat_t j;
+  render(&(report_doc_t){.title = "mem", .mem = m}, &j);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "format"), "ctfscope-report");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "mem.executable"), "prog");
+  CTS_ASSERT_EQ_U64(num(&j, "mem.pid"), 7);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.samples"), only_packet1 ? 28 : 60);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.allocs"), only_packet1 ? 3 : 4);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.events.alloc"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.events.alloc_major"), only_packet1 ? 1 : 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.events.collect"), only_packet1 ? 1 : 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.peak_samples"), only_packet1 ? 28 : 56);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.peak_time_us"), only_packet1 ? 30 : 50);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.live_end_samples"), only_packet1 ? 24 : 48);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.end_us"), only_packet1 ? 40 : 60);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "mem.text.allocated"), only_packet1 ? "224 B" : "480 B");
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "mem.text.peak"), only_packet1 ? "224 B" : "448 B");
+  /* Top sites, by bytes: the allocation points, as "function (file:line)". */
+  CTS_ASSERT_EQ_U64(num(&j, "mem.sites_total"), 2);
+  const char *first = only_packet1 ? "make_small" : "make_big";
+  CTS_ASSERT_MSG(strstr(json_flat_str(&j, "mem.sites[0][0]"), first), "top site %s, not %s",
+                 json_flat_str(&j, "mem.sites[0][0]"), first);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.sites[0][1]"), only_packet1 ? 20 : 40);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.sites[1][1]"), only_packet1 ? 8 : 20);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks"), "null");
+  json_flat_free(&j);
+}
+
+CTS_TEST(mem_figures_of_a_known_trace) {
+  uint64_t at;
+  buf_t t;
+  write_mem_trace(&t, &at);
+  const char *path = tmp_path("mem.ctf");
+  save(path, &t, t.len);
+  logged_t log = {0};
+  report_mem_t *m;
+  load_mem(&m, path, 0, &log, false);
+  CTS_ASSERT(m);
+  CTS_ASSERT_EQ_INT(log.errors + log.warnings, 0);
+  check_mem_figures(m, false);
+  report_mem_free(m);
+}
+
+/* The last packet cut short is skipped with a warning: the result is complete otherwise. */
+CTS_TEST(mem_cut_last_packet_is_a_warning_and_the_rest_is_kept) {
+  uint64_t at;
+  buf_t t;
+  write_mem_trace(&t, &at);
+  const char *path = tmp_path("mem-cut.ctf");
+  save(path, &t, t.len - 3);
+  logged_t log = {0};
+  report_mem_t *m;
+  load_mem(&m, path, 0, &log, false);
+  CTS_ASSERT(m);
+  CTS_ASSERT_EQ_INT(log.errors, 0);
+  CTS_ASSERT_EQ_INT(log.warnings, 1);
+  char want[64];
+  snprintf(want, sizeof want, "at offset %llu:", (unsigned long long)at);
+  CTS_ASSERT_MSG(strstr(log.last_warning, path) && strstr(log.last_warning, want), "warning: %s",
+                 log.last_warning);
+  check_mem_figures(m, true);
+  report_mem_free(m);
+  /* quiet: the same, without the warning */
+  log = (logged_t){0};
+  load_mem(&m, path, 0, &log, true);
+  CTS_ASSERT(m);
+  CTS_ASSERT_EQ_INT(log.errors + log.warnings, 0);
+  report_mem_free(m);
+}
+
+/* A trace that ends inside a packet header is corrupt: the error code, one message, and
+ * the figures of everything before it. */
+CTS_TEST(mem_truncated_header_is_an_error_and_the_rest_is_kept) {
+  uint64_t at;
+  buf_t t;
+  write_mem_trace(&t, &at);
+  uint8_t head[20]; /* a packet header's first 20 bytes, no more */
+  memcpy(head, t.data, sizeof head);
+  CTS_ASSERT_EQ_INT(buf_write(&t, head, sizeof head), 0);
+  const char *path = tmp_path("mem-trunc.ctf");
+  save(path, &t, t.len);
+  logged_t log = {0};
+  report_mem_t *m;
+  load_mem(&m, path, CTS_E_TRUNCATED_HEADER, &log, true);
+  CTS_ASSERT(m);
+  CTS_ASSERT_EQ_INT(log.errors, 1);
+  CTS_ASSERT_EQ_INT(log.warnings, 0);
+  CTS_ASSERT_MSG(
+      strstr(log.last_error, "(CTS_E_TRUNCATED_HEADER); the figures cover what was read"),
+      "error: %s", log.last_error);
+  check_mem_figures(m, false);
+  report_mem_free(m);
+}
+
+CTS_TEST(mem_unreadable_input_is_an_error_with_nothing_kept) {
+  logged_t log = {0};
+  report_mem_t *m;
+  load_mem(&m, tmp_path("missing.ctf"), -ENOENT, &log, false);
+  CTS_ASSERT(!m);
+  CTS_ASSERT_EQ_INT(log.errors, 1);
+  CTS_ASSERT_MSG(strstr(log.last_error, "cannot read '") && strstr(log.last_error, "missing.ctf"),
+                 "error: %s", log.last_error);
+  /* No log callback: nothing printed, the same result. */
+  const report_mem_opts_t o = {.path = tmp_path("missing.ctf")};
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), -ENOENT);
+  CTS_ASSERT(!m);
+}
+
+static void load_tasks(report_tasks_t **t, const char *path, int want, logged_t *log) {
+  const report_tasks_opts_t o = {.path = path, .log = {.fn = on_log, .user_data = log}};
+  *t = (report_tasks_t *)&o;
+  CTS_ASSERT_EQ_INT(report_tasks_load(t, &o), want);
+}
+
+CTS_TEST(tasks_rows_of_a_known_trace) {
+  buf_t b;
+  write_task_trace(&b);
+  const char *path = tmp_path("tasks.ctf");
+  save(path, &b, b.len);
+  logged_t log = {0};
+  report_tasks_t *t;
+  load_tasks(&t, path, 0, &log);
+  CTS_ASSERT(t);
+  CTS_ASSERT_EQ_INT(log.errors + log.warnings, 0);
+  uint64_t first, last;
+  report_tasks_span(t, &first, &last);
+  CTS_ASSERT_EQ_U64(first, START_US * 1000 + 1000);
+  CTS_ASSERT_EQ_U64(last, START_US * 1000 + 13000);
+  json_flat_t j;
+  render(&(report_doc_t){.title = "tasks", .tasks = t}, &j);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "mem"), "null");
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.events"), 13);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.n"), 3); /* main (preexisting), 1 and 2 */
+  /* main on row 0; 1 and 2 overlap in time (both created before either ends): rows 1, 2 */
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.rows"), 3);
+  for (unsigned r = 0; r < 3; r++) {
+    char p[32];
+    snprintf(p, sizeof p, "tasks.row_n[%u]", r);
+    CTS_ASSERT_EQ_U64(num(&j, p), 1);
+  }
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.first"), 0); /* time 0 is the first event */
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.end"), 12000);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.labels.n"), 1);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.strings.n"), 2); /* "worker-one", "queue" */
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.arrows.n"), 1);  /* main read 1's result */
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.acts.n"), 4);    /* main, 1, 2, main */
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks.counters[0].name"), "queue");
+  CTS_ASSERT(!json_flat_get(&j, "tasks.counters[1].name"));
+  CTS_ASSERT(!json_flat_get(&j, "tasks.marks.n")); /* no memory trace: no marks */
+  json_flat_free(&j);
+  report_tasks_free(t);
+}
+
+/* Both traces on one axis: the allocations are marked on the timeline and attributed to the
+ * task running at their time. */
+CTS_TEST(doc_marks_and_attributes_allocations_to_tasks) {
+  uint64_t at;
+  buf_t mt, tt;
+  write_mem_trace(&mt, &at);
+  const char *mem_path = tmp_path("both.mt.ctf");
+  save(mem_path, &mt, mt.len);
+  write_task_trace(&tt);
+  const char *task_path = tmp_path("both.tasks.ctf");
+  save(task_path, &tt, tt.len);
+  logged_t log = {0};
+  report_mem_t *m;
+  load_mem(&m, mem_path, 0, &log, false);
+  report_tasks_t *t;
+  load_tasks(&t, task_path, 0, &log);
+  CTS_ASSERT(m && t);
+  /* The clocks share an epoch: the task clock at the memory trace's start is START_US µs. */
+  json_flat_t j;
+  render(&(report_doc_t){.title = "both",
+                         .mem = m,
+                         .tasks = t,
+                         .have_task_offset = true,
+                         .task_offset_ns = (int64_t)(START_US * 1000)},
+         &j);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "title"), "both");
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.origin_ns"), START_US * 1000);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.marks.n"), 4);
+  /* Allocations at 10, 20, 30 and 50 µs; the tasks run between 1 and 13 µs: the first
+   * allocation falls in a running period (main's, from 9 µs), the others after the last. */
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.outside"), 8 + 16 + 32);
+  json_flat_free(&j);
+  report_mem_free(m);
+  report_tasks_free(t);
+}
+
+/* A damaged packet header stops the reader before any event (it orders the ring's packets
+ * by their headers first): the error code, one message, and an empty but valid result. */
+CTS_TEST(tasks_corrupt_header_is_an_error_and_the_result_is_kept) {
+  buf_t b;
+  write_task_trace(&b);
+  b.data[RING_SIZE / RING_PACKETS] ^= 0xff; /* packet 1's magic */
+  const char *path = tmp_path("tasks-bad.ctf");
+  save(path, &b, b.len);
+  logged_t log = {0};
+  report_tasks_t *t;
+  load_tasks(&t, path, CTS_E_BAD_MAGIC, &log);
+  CTS_ASSERT(t);
+  CTS_ASSERT_EQ_INT(log.errors, 1);
+  CTS_ASSERT_MSG(strstr(log.last_error, "offset 256: bad packet magic") &&
+                     strstr(log.last_error, "(CTS_E_BAD_MAGIC); the report covers what was read"),
+                 "error: %s", log.last_error);
+  json_flat_t j;
+  render(&(report_doc_t){.title = "bad", .tasks = t}, &j);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.n"), 0);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.events"), 0);
+  json_flat_free(&j);
+  report_tasks_free(t);
+}
+
+/* A ring file cut inside its second packet: warnings (the input ends inside packet 1, whose
+ * first event, the counter's, is cut in its string), and the 10 events of packet 0. */
+CTS_TEST(tasks_cut_file_is_a_warning_and_the_rest_is_kept) {
+  buf_t b;
+  write_task_trace(&b);
+  const char *path = tmp_path("tasks-cut.ctf");
+  save(path, &b, RING_SIZE / RING_PACKETS + 60);
+  logged_t log = {0};
+  report_tasks_t *t;
+  load_tasks(&t, path, 0, &log);
+  CTS_ASSERT(t);
+  CTS_ASSERT_EQ_INT(log.errors, 0);
+  CTS_ASSERT_EQ_INT(log.warnings, 2);
+  CTS_ASSERT_MSG(strstr(log.last_warning, path) &&
+                     strstr(log.last_warning, ": at offset 286: string without a terminating NUL"),
+                 "warning: %s", log.last_warning);
+  json_flat_t j;
+  render(&(report_doc_t){.title = "cut", .tasks = t}, &j);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.events"), 10);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.n"), 3);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.rows"), 3);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.acts.n"), 4);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.strings.n"), 1); /* "worker-one"; the counter is lost */
+  CTS_ASSERT(!json_flat_get(&j, "tasks.counters[0].name"));
+  json_flat_free(&j);
+  report_tasks_free(t);
+}
+
+CTS_TEST(tasks_unreadable_input_is_an_error_with_nothing_kept) {
+  logged_t log = {0};
+  report_tasks_t *t;
+  load_tasks(&t, tmp_path("missing.tasks.ctf"), -ENOENT, &log);
+  CTS_ASSERT(!t);
+  CTS_ASSERT_EQ_INT(log.errors, 1);
+  CTS_ASSERT_MSG(strstr(log.last_error, "missing.tasks.ctf"), "error: %s", log.last_error);
+}
+
+static void cleanup(void) {
+  for (unsigned i = 0; i < nfiles; i++) unlink(files[i]);
+  if (rmdir(tmpdir) != 0) fprintf(stderr, "cannot remove %s: %s\n", tmpdir, strerror(errno));
+}
+
+int main(int argc, char **argv) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/cts-report-builders-XXXXXX");
+  if (!mkdtemp(tmpdir)) {
+    fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+    return 1;
+  }
+  atexit(cleanup);
+  return cts_test_main(argc, argv);
+}
