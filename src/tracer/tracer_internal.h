@@ -2,7 +2,7 @@
 /* The tracer's hot path, shared with the preload library's malloc hooks. The design is
  * described in include/ctfscope/tracer.h. Everything the hooks touch per call is here and
  * inline: one relaxed load of the global "active" flag, then a thread-local countdown
- * (allocation). The preload's free tests a tag in the block's header (preload.c); the
+ * (allocation). The preload's free tests a tag in the block's header (preload_hooks.c); the
  * linked API's cts_tracer_track_free() one byte of the sampled-slot table. Anything else
  * goes to the out-of-line slow paths in sample.c. */
 #ifndef CTS_TRACER_INTERNAL_H
@@ -54,7 +54,7 @@ static inline uint32_t cts__slot_of(const void *ptr) {
 void cts__tracer_alloc_slow(const void *ptr, size_t size, void *frame);
 void cts__tracer_free_slow(const void *ptr);
 
-/* ---- the preload library's sampled blocks (preload.c) --------------------------------- */
+/* ---- the preload library's sampled blocks (preload_hooks.c) --------------------- */
 /* The preload library gives each sampled block a header holding its object id and the
  * session that sampled it (low CTS__TRACER_SESSION_BITS bits), so the tracer keeps no
  * table for them. */
