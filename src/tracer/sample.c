@@ -45,6 +45,24 @@ static double rng_unit(cts__thread_t *t) {
   return ((double)(rng_next(t) >> 11) + 1.0) * 0x1.0p-53;
 }
 
+/* tracer_state.h. */
+void cts__sampler_configure(const cts_tracer_config_t *cfg) {
+  cts__sampler.unwind = cfg->unwind;
+#ifdef CTS_HAVE_LIBUNWIND
+  if (cts__sampler.unwind == CTS_TRACER_UNWIND_AUTO ||
+      cts__sampler.unwind == CTS_TRACER_UNWIND_MIXED)
+    cts__sampler.unwind =
+        cts__unwind_mixed_available() ? CTS_TRACER_UNWIND_MIXED : CTS_TRACER_UNWIND_LIBUNWIND;
+#else
+  if (cts__sampler.unwind != CTS_TRACER_UNWIND_NONE)
+    cts__sampler.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
+#endif
+  cts__sampler.rate = cfg->sample_rate;
+  cts__sampler.every_word = cts__sampler.rate >= 1.0;
+  cts__sampler.inv_log_miss = 1.0 / log1p(-cts__sampler.rate);
+  cts__sampler.inv_log_hit = cts__sampler.rate < 1.0 ? 1.0 / log(cts__sampler.rate) : 0.0;
+}
+
 /* Geometric ≥ 1: trials up to and including the first success, for a success probability
  * p given as inv_log = 1 / log(1 − p) (−0.0 when p = 1). */
 static uint64_t draw_gap(cts__thread_t *t, double inv_log) {

@@ -4,7 +4,6 @@
  * (session.h); forgetting the parent's session in a forked child. Part cts__session. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -21,14 +20,7 @@ cts__session_t cts__session = {
 };
 
 static bool allocate_memory(void) {
-  if (!cts__writer.writer_mem) {
-    cts_mt_writer_config_t wc;
-    cts_mt_writer_config_init(&wc);
-    wc.max_backtrace_frames = MAX_FRAMES_LIMIT;
-    cts__writer.writer_mem_size = cts_mt_writer_size(&wc);
-    cts__writer.writer_mem = cts__map_pages(cts__writer.writer_mem_size);
-    if (!cts__writer.writer_mem) return false;
-  }
+  if (!cts__writer_memory()) return false;
   if (!cts__side_reset()) return false;
   for (size_t i = 0; i < CTS__SLOT_COUNT; i++)
     atomic_store_explicit(&cts__sampled_slots[i], 0, memory_order_relaxed);
@@ -68,27 +60,11 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   cts__session.cfg = *cfg;
   cts__sink.sink = *sink;
   cts__copy_string(cts__session.context, sizeof cts__session.context, cfg->context);
-  cts__sampler.unwind = cfg->unwind;
-#ifdef CTS_HAVE_LIBUNWIND
-  if (cts__sampler.unwind == CTS_TRACER_UNWIND_AUTO ||
-      cts__sampler.unwind == CTS_TRACER_UNWIND_MIXED)
-    cts__sampler.unwind =
-        cts__unwind_mixed_available() ? CTS_TRACER_UNWIND_MIXED : CTS_TRACER_UNWIND_LIBUNWIND;
-#else
-  if (cts__sampler.unwind != CTS_TRACER_UNWIND_NONE)
-    cts__sampler.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
-#endif
-  cts__sampler.rate = cfg->sample_rate;
-  cts__sampler.every_word = cts__sampler.rate >= 1.0;
-  cts__sampler.inv_log_miss = 1.0 / log1p(-cts__sampler.rate);
-  cts__sampler.inv_log_hit = cts__sampler.rate < 1.0 ? 1.0 / log(cts__sampler.rate) : 0.0;
+  cts__sampler_configure(cfg);
   cts__session.clock = sink->clock ? sink->clock : cts__wall_clock_us;
   cts__session.clock_user_data = sink->clock ? sink->clock_user_data : NULL;
   cts__session.tsc_mode = CTS_HAVE_CPU_COUNTER && !sink->clock && cts_os_tsc_usable();
-  cts__writer.tsc_ok = cts__writer.tsc_tried = cts__writer.writer_ending = false;
-#if CTS_HAVE_CPU_COUNTER
-  if (cts__session.tsc_mode) cts__tsc_sample(&cts__writer.tsc_start, &cts__writer.tsc_start_ns);
-#endif
+  cts__writer_clock_start();
   if (cfg->executable_name) {
     cts__copy_string(cts__session.exe, sizeof cts__session.exe, cfg->executable_name);
   } else {
@@ -143,11 +119,8 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   CTS_ASSERT(session != 0 && !cts__session.session_running);
   cts__session.session_bits = session & CTS__TRACER_SESSION_MASK;
   atomic_store(&cts__ctl->next_id, cts__session.session_bits << ID_BITS);
-  cts__writer.emitted = 0;
   cts__ctl->gave_up = 0;
-  cts__writer.pending.present = false;
-  cts__writer.lost_taken = cts__ring_losses();
-  cts__writer.writer_time = start;
+  cts__writer_reset(start);
   cts__ctl->wake_requested = cts__ctl->stop_requested = false;
   atomic_store(&cts__ctl->writer_polling, false); /* a new writer: threads wake it at first */
   cts__ctl->flush_requested = cts__ctl->flush_done = 0;
@@ -267,12 +240,7 @@ int cts__tracer_writer_pid(void) {
 void cts__session_atfork_child(void) {
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   cts__session.session_running = false;
-  if (cts__sink.socket_sink && cts__sink.fd >= 0) close(cts__sink.fd);
-  cts__sink.fd = -1;
-  cts__sink.socket_sink = false;
-  cts__sink.own_fd = false;          /* a file is the parent's; close-on-exec anyway */
-  cts__zsink_close(cts__sink.zsink); /* a copy of the parent's compressor state */
-  cts__sink.zsink = NULL;
+  cts__sink_atfork_child();
   cts__session.service_running = cts__session.service_stopping = false;
   if (!cts__ctl_is_local()) {
     munmap(cts__ring_state.shared, cts__ring_state.shared_size);

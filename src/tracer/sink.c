@@ -170,6 +170,17 @@ void cts__close_sink(void) {
   cts__sink.socket_sink = false;
 }
 
+/* tracer_state.h. In a forked child: the copies of the parent's sockets and compressor
+ * go. */
+void cts__sink_atfork_child(void) {
+  if (cts__sink.socket_sink && cts__sink.fd >= 0) close(cts__sink.fd);
+  cts__sink.fd = -1;
+  cts__sink.socket_sink = false;
+  cts__sink.own_fd = false;          /* a file is the parent's; close-on-exec anyway */
+  cts__zsink_close(cts__sink.zsink); /* a copy of the parent's compressor state */
+  cts__sink.zsink = NULL;
+}
+
 void cts__tracer_log(const cts_tracer_sink_t *sink, const char *fmt, ...) {
   char line[512];
   va_list ap;

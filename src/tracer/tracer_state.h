@@ -215,6 +215,8 @@ extern cts__side_table_t cts__side CTS__HIDDEN;
 
 /* The default clock: CLOCK_REALTIME in µs. */
 uint64_t cts__wall_clock_us(void *user_data);
+/* A new session's sampling parameters and unwinder, from cfg. */
+void cts__sampler_configure(const cts_tracer_config_t *cfg);
 /* Empties the side table, making it at first use. False: no memory. */
 bool cts__side_reset(void);
 
@@ -239,6 +241,8 @@ void cts__close_sink(void);
 int cts__raw_write(void *user_data, const void *buf, size_t len);
 /* The memtrace writer's output. */
 int cts__sink_write(void *user_data, const void *buf, size_t len);
+/* In a forked child: forget the parent's sink (closing our sockets' copies). */
+void cts__sink_atfork_child(void);
 /* Says once per session, on the program's side, that a peer stalled the trace. */
 void cts__report_stall(void);
 
@@ -277,6 +281,12 @@ extern cts__writer_state_t cts__writer CTS__HIDDEN;
 /* The writer loop (a pthread start routine): until the session stops or, in a writer
  * process, the program is gone. */
 void *cts__writer_main(void *arg);
+/* The memtrace writer's memory, mapped at the first session. False: no memory. */
+bool cts__writer_memory(void);
+/* A new session: the counter's calibration is to be redone from now (tsc_mode). */
+void cts__writer_clock_start(void);
+/* A new session starting at `start` (µs): no id written, no loss taken. Control lock held. */
+void cts__writer_reset(uint64_t start);
 /* A cts_mt_resolve_cb: loss markers' names, else the symbolizer's. */
 size_t cts__resolve_code(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max);
 #if CTS_HAVE_CPU_COUNTER

@@ -74,6 +74,14 @@ void cts__tsc_sample(uint64_t *counter, uint64_t *ns) {
 }
 #endif
 
+/* tracer_state.h. Not under the control lock: no writer runs. */
+void cts__writer_clock_start(void) {
+  cts__writer.tsc_ok = cts__writer.tsc_tried = cts__writer.writer_ending = false;
+#if CTS_HAVE_CPU_COUNTER
+  if (cts__session.tsc_mode) cts__tsc_sample(&cts__writer.tsc_start, &cts__writer.tsc_start_ns);
+#endif
+}
+
 /* Calibrates the time-stamp counter on the writer thread when the first event's time is
  * written, so that no allocating thread waits for it: against the pair read when the
  * session started (tsc_start), over TSC_WINDOW_NS at least. A session that has run that
@@ -135,6 +143,27 @@ static uint64_t writer_time(uint64_t raw) {
   if (us < cts__writer.writer_time) us = cts__writer.writer_time;
   cts__writer.writer_time = us;
   return us;
+}
+
+/* tracer_state.h. */
+bool cts__writer_memory(void) {
+  if (!cts__writer.writer_mem) {
+    cts_mt_writer_config_t wc;
+    cts_mt_writer_config_init(&wc);
+    wc.max_backtrace_frames = MAX_FRAMES_LIMIT;
+    cts__writer.writer_mem_size = cts_mt_writer_size(&wc);
+    cts__writer.writer_mem = cts__map_pages(cts__writer.writer_mem_size);
+    if (!cts__writer.writer_mem) return false;
+  }
+  return true;
+}
+
+/* tracer_state.h. Control lock held. */
+void cts__writer_reset(uint64_t start) {
+  cts__writer.emitted = 0;
+  cts__writer.pending.present = false;
+  cts__writer.lost_taken = cts__ring_losses();
+  cts__writer.writer_time = start;
 }
 
 /* A loss marker: one alloc of the lost words and samples at a code that counts the lost
