@@ -22,7 +22,7 @@ cts__control_t *cts__ctl = &cts__local_control;
 
 /* The control block is this process's own (not shared with a writer process). Around a
  * fork only such a block is locked: a shared one is left to the writer process, and a
- * child gets a fresh block (atfork_child). */
+ * child gets a fresh block (cts__session_atfork_child). */
 bool cts__ctl_is_local(void) {
   return cts__ctl == &cts__local_control;
 }
@@ -61,15 +61,9 @@ int cts__ctl_timedwait(_Atomic uint32_t *word, const struct timespec *deadline) 
 }
 
 struct timespec cts__deadline_in_ms(uint64_t ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += (time_t)(ms / 1000u);
-  ts.tv_nsec += (long)(ms % 1000u) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  return ts;
+  const uint64_t ns = cts_mono_ns() + ms * 1000000u;
+  return (struct timespec){.tv_sec = (time_t)(ns / 1000000000u),
+                           .tv_nsec = (long)(ns % 1000000000u)};
 }
 
 static bool before(const struct timespec *a, const struct timespec *b) {

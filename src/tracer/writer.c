@@ -113,12 +113,10 @@ static void calibrate_tsc(void) {
    * monotonic readings, the closest pair of 8 (a preemption between them would skew it). */
   int64_t best = INT64_MAX;
   for (int i = 0; i < 8; i++) {
-    struct timespec m1, real, m2;
-    clock_gettime(CLOCK_MONOTONIC, &m1);
+    struct timespec real;
+    const int64_t a = (int64_t)cts_mono_ns();
     clock_gettime(CLOCK_REALTIME, &real);
-    clock_gettime(CLOCK_MONOTONIC, &m2);
-    const int64_t a = (int64_t)m1.tv_sec * 1000000000 + m1.tv_nsec;
-    const int64_t b = (int64_t)m2.tv_sec * 1000000000 + m2.tv_nsec;
+    const int64_t b = (int64_t)cts_mono_ns();
     if (b - a < best) {
       best = b - a;
       cts__writer.real_minus_mono =
