@@ -3,15 +3,22 @@
  * the files of src/tracer that implement the tracer (not service.c, which uses session.h,
  * nor the preload library, which uses tracer_internal.h).
  *
- *   part                 owner file        what it holds
- *   cts__ctl             control.c         the control block: its lock, futex words, flags
- *   cts__ring_state      ring.c            the writer process's shared mapping, the ring key
- *   cts__sampler         sample.c          the session's sampling parameters
- *   cts__side            sample.c          the linked API's sampled blocks (side table)
- *   cts__sink            sink.c            where the trace's bytes go
- *   cts__writer          writer.c          the writer's encoder, ordering and clock state
- *   cts__wproc           writer_process.c  the writer process: its pidfd and watch pipe
- *   cts__session         session.c         the running session: configuration, numbers
+ *   part             owner file        what it holds; who else uses it
+ *   cts__ctl         control.c         the control block: its lock, futex words, flags,
+ *                                      counters; every part (it is what they share)
+ *   cts__ring_state  ring.c            the writer process's shared mapping, the ring key;
+ *                                      session.c (fork reset), tracer.c (key creation)
+ *   cts__sampler     sample.c          the session's sampling parameters; session.c
+ *   cts__side        sample.c          the linked API's sampled blocks (side table); the
+ *                                      fork handlers
+ *   cts__sink        sink.c            where the trace's bytes go; writer.c (flushes the
+ *                                      zstd stage), writer_process.c (keeps its fd),
+ *                                      control.c and session.c (the log callback)
+ *   cts__writer      writer.c          the encoder, id order, loss markers, TSC times;
+ *                                      session.c (its thread and encoder)
+ *   cts__wproc       writer_process.c  the writer process: pidfd, watch pipe; writer.c
+ *   cts__session     session.c         the running session: configuration, numbers, clock;
+ *                                      read by all (fixed while the session runs)
  *
  * Thread-safety: the session's fields are written under its `control` mutex while no
  * session runs, and only read while one does; the writer's and the sink's are the writer's
