@@ -166,11 +166,6 @@ void cts__ring_counts(cts_tracer_stats_t *s) {
   s->dropped += atomic_load_explicit(&cts__ctl->unrecorded, memory_order_relaxed);
 }
 
-/* Writes every record that can be written: allocations in object-id order, each collect
- * once its allocation is written. Ids grow along each ring and a collect follows its
- * allocation's publication, so the head record of some ring can always go unless the next
- * id is still on its way (*blocked then says that records wait). Records of another session
- * (published by a thread after its session ended) and of ids given up are skipped. */
 /* Whether some ring holds records the writer has not taken. */
 bool cts__rings_pending(void) {
   for (cts__ring_t *r = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire); r;

@@ -9,8 +9,8 @@
 
 #include <ctfscope/tracer.h>
 
-/* One log line through the sink's log callback, or to stderr ("ctfscope: LINE"). Any
- * thread; allocates nothing. */
+/* The tracer's one log helper: a line through the sink's log callback, or to stderr
+ * ("ctfscope: LINE"), formatted in a stack buffer (cut at 512 bytes). Any thread. */
 void cts__tracer_log(const cts_tracer_sink_t *sink, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The control mutex serialises starting and stopping sessions. */

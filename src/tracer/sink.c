@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The sinks (tracer.h, "Sinks"): a file, a descriptor, a callback, a TCP connection or the
- * service's client (TCP listen is service.c), behind the optional zstd stage (zsink.c);
- * and the tracer's log lines. Part cts__sink: the writer's while a session runs. */
+/* The sinks (cts_tracer_sink_t): a file, a descriptor, a callback, a TCP connection or the
+ * service's client (tracer.h, "TCP sinks"; TCP listen is service.c), behind the optional
+ * zstd stage (zsink.c, tracer.h "Compression"); and the tracer's log lines. Part
+ * cts__sink: the writer's while a session runs. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

@@ -242,6 +242,11 @@ static bool writer_poll(bool busy) {
   return cts__rings_pending();
 }
 
+/* Writes every record that can be written: allocations in object-id order, each collect
+ * once its allocation is written. Ids grow along each ring and a collect follows its
+ * allocation's publication, so the head record of some ring can always go unless the next
+ * id is still on its way (*blocked then says that records wait). Records of another session
+ * (published by a thread after its session ended) and of ids given up are skipped. */
 static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
   int err = 0;
   bool any = false, blocked = false;
