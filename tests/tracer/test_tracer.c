@@ -716,6 +716,11 @@ CTS_TEST(sessions_started_and_stopped_under_load_stay_apart) {
     start_to_memory(&b, round % 2 ? 1.0 : 0.01, 37 + (uint64_t)round, CTS_TRACER_UNWIND_NONE);
     const struct timespec pause = {0, 20 * 1000 * 1000};
     nanosleep(&pause, NULL);
+    /* On a loaded machine the churning threads may not run in 20 ms: the round lasts until
+     * they have sampled something (at most 5 s more). */
+    cts_tracer_stats_t st = {0};
+    for (int wait = 0; wait < 250 && (cts_tracer_get_stats(&st), st.samples == 0); wait++)
+      nanosleep(&pause, NULL);
     CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
     decoded_t d;
     decoded_from_memory(&d, b.data, b.len);
