@@ -1,14 +1,107 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared by the files of the preload library. */
+/* Shared by the files of the preload library:
+ *   preload_hooks.c    the malloc family's hooks, the real functions, sampled blocks' headers
+ *   preload_exec.c     the exec family and dlclose: flush, then trace the next image
+ *   preload_env.c      the settings in the environment, the constructor and destructor
+ *   preload_pthread.c  task tracing of the program's threads
+ * Everything here is internal to the library (hidden); nothing here may allocate (STYLE
+ * rule 36). */
 #ifndef CTS_PRELOAD_INTERNAL_H
 #define CTS_PRELOAD_INTERNAL_H
 
 #include <sched.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../tracer/tracer_internal.h"
+
+#define CTS__PRELOAD_HIDDEN __attribute__((visibility("hidden")))
+/* The library's exports (preload.map lists them). */
+#define CTS__PRELOAD_EXPORT __attribute__((visibility("default")))
+/* What the library's messages on stderr start with. */
+#define CTS__PRELOAD_PREFIX "ctfscope-preload: "
+
+/* ---- the real functions (preload_hooks.c) ------------------------------------------------ */
+
+/* The functions the program's calls would reach without this library, found at the first
+ * call (cts__need_real). `malloc` is set last: once it is, all are. */
+typedef struct cts__real_functions {
+  void *(*malloc)(size_t);
+  void (*free)(void *);
+  void *(*calloc)(size_t, size_t);
+  void *(*realloc)(void *, size_t);
+  int (*posix_memalign)(void **, size_t, size_t);
+  void *(*aligned_alloc)(size_t, size_t);
+  void *(*memalign)(size_t, size_t);
+  void *(*valloc)(size_t);
+  void *(*pvalloc)(size_t);
+  size_t (*malloc_usable_size)(void *);
+  int (*execve)(const char *, char *const[], char *const[]);
+  int (*execvpe)(const char *, char *const[], char *const[]);
+  int (*dlclose)(void *);
+} cts__real_functions_t;
+
+extern cts__real_functions_t cts__real CTS__PRELOAD_HIDDEN;
+extern CTS__TLS int cts__in_dlsym CTS__PRELOAD_HIDDEN; /* this thread is inside dlsym */
+/* The program's free is another library's: nothing may be sampled. */
+extern bool cts__free_shadowed CTS__PRELOAD_HIDDEN;
+
+CTS_NOINLINE void cts__resolve_real_functions(void) CTS__PRELOAD_HIDDEN;
+
+/* True when the caller must use the static arena (this thread is inside dlsym); finds the
+ * real functions at the first call. */
+static inline int cts__need_real(void) {
+  if (CTS_LIKELY(cts__real.malloc != NULL)) return 0;
+  if (cts__in_dlsym) return 1;
+  cts__resolve_real_functions();
+  return 0;
+}
+
+/* Fork handlers for the far-block table's lock (registered once tracing starts). */
+void cts__far_lock_before_fork(void) CTS__PRELOAD_HIDDEN;
+void cts__far_unlock_after_fork(void) CTS__PRELOAD_HIDDEN;
+
+/* ---- the exec family (preload_exec.c) -------------------------------------------------- */
+
+/* The process tracing started in (not a vfork child sharing it); 0 before. */
+extern pid_t cts__traced_pid CTS__PRELOAD_HIDDEN;
+
+#define CTS__SETTING_SIZE 4096
+/* Settings handed on as they were at start-up. */
+#define CTS__KEPT_COUNT 7
+extern const char *const cts__kept_names[CTS__KEPT_COUNT] CTS__PRELOAD_HIDDEN;
+
+/* The settings this image was started with, handed on to an image it execs. Written by the
+ * constructor (preload_env.c), read by the exec family. */
+typedef struct cts__exec_state {
+  bool usable;                      /* the settings below fit: an exec can continue the trace */
+  bool file;                        /* MEMTRACE names a file (else a tcp:// or listen:// URL) */
+  char memtrace[CTS__SETTING_SIZE]; /* this image's MEMTRACE */
+  char base[CTS__SETTING_SIZE];     /* the first image's file: the names' base */
+  unsigned index;                   /* this image's number (0 = the first) */
+  char kept[CTS__KEPT_COUNT][CTS__SETTING_SIZE]; /* values of cts__kept_names[i], "" if unset */
+} cts__exec_state_t;
+
+extern cts__exec_state_t cts__exec_state CTS__PRELOAD_HIDDEN;
+
+/* `ctfscope record`'s notes pipe (CTFSCOPE_RECORD_NOTES), if this image has one. */
+void cts__notes_from_environment(void) CTS__PRELOAD_HIDDEN;
+/* Tells record that this image's trace lost its tail; e: the tracer's error. Once. */
+void cts__note_lost_tail(int e) CTS__PRELOAD_HIDDEN;
+
+/* ---- the environment (preload_env.c) ---------------------------------------------------- */
 
 /* The value of environment variable `name`, or NULL. Reads `environ` directly: getenv may
  * not be called this early, and nothing here may allocate (STYLE rule 36). */
 const char *cts__preload_env(const char *name);
+/* Whether environ entry `entry` ("NAME=VALUE") is one of the library's settings. */
+bool cts__preload_is_setting(const char *entry) CTS__PRELOAD_HIDDEN;
+/* The library's one log helper: "ctfscope-preload: LINE\n" on stderr, from a fixed buffer
+ * (a line is cut at 1 KiB). Any thread; allocates nothing. */
+void cts__preload_log(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2))) CTS__PRELOAD_HIDDEN;
 
 /* Starts task tracing if CTFSCOPE_TASKS asks for it (preload_pthread.c); called once, from
  * the library's constructor. Returns whether CTFSCOPE_TASKS was set (even if refused). */

@@ -7,6 +7,8 @@
  * accepted and closed at once, with a log line. The thread runs guarded (nothing it
  * allocates is traced) and with every signal blocked. */
 #define _GNU_SOURCE
+#include "session.h"
+#include "service.h"
 #include "tracer_internal.h"
 
 #include <errno.h>

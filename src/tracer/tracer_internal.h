@@ -2,9 +2,9 @@
 /* The tracer's hot path, shared with the preload library's malloc hooks. The design is
  * described in include/ctfscope/tracer.h. Everything the hooks touch per call is here and
  * inline: one relaxed load of the global "active" flag, then a thread-local countdown
- * (allocation). The preload's free tests a tag in the block's header (preload.c); the
+ * (allocation). The preload's free tests a tag in the block's header (preload_hooks.c); the
  * linked API's cts_tracer_track_free() one byte of the sampled-slot table. Anything else
- * goes to the out-of-line slow paths in tracer.c. */
+ * goes to the out-of-line slow paths in sample.c. */
 #ifndef CTS_TRACER_INTERNAL_H
 #define CTS_TRACER_INTERNAL_H
 
@@ -33,7 +33,7 @@ typedef struct cts__thread {
   int guard;              /* > 0 inside the tracer: allocations are not recorded */
   uintptr_t stack_hi;     /* top of this thread's stack for frame-pointer walks, 0 = unknown */
   int stack_state;        /* 0 = not looked up, 1 = known, -1 = unavailable */
-  struct cts__ring *ring; /* this thread's record ring (tracer.c), NULL until its first sample */
+  struct cts__ring *ring; /* this thread's record ring (ring.c), NULL until its first sample */
   /* The mixed unwinder's paths (unwind.c), for tests and benchmarks: whole stacks walked
    * with frame pointers, outer frames from the cache (of which checked by their return
    * addresses' slots alone), libunwind runs. */
@@ -49,12 +49,12 @@ static inline uint32_t cts__slot_of(const void *ptr) {
   return (uint32_t)((uintptr_t)ptr >> 4) & (CTS__SLOT_COUNT - 1u);
 }
 
-/* Slow paths (tracer.c). `frame` is the frame address of the hook that was called by the
+/* Slow paths (sample.c). `frame` is the frame address of the hook that was called by the
  * program (its return address is the allocation site). */
 void cts__tracer_alloc_slow(const void *ptr, size_t size, void *frame);
 void cts__tracer_free_slow(const void *ptr);
 
-/* ---- the preload library's sampled blocks (preload.c) --------------------------------- */
+/* ---- the preload library's sampled blocks (preload_hooks.c) --------------------- */
 /* The preload library gives each sampled block a header holding its object id and the
  * session that sampled it (low CTS__TRACER_SESSION_BITS bits), so the tracer keeps no
  * table for them. */
@@ -192,35 +192,5 @@ cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *modul
 void cts__symbolizer_destroy(cts__symbolizer_t *s);
 /* A cts_mt_resolve_cb; user_data is the symbolizer. */
 size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max);
-
-/* ---- the TCP_LISTEN service (service.c) and what it uses in tracer.c ------------------- */
-
-/* One log line through the sink's log callback, or to stderr. */
-void cts__tracer_log(const cts_tracer_sink_t *sink, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* The control lock serialises starting and stopping sessions. */
-void cts__control_lock(void);
-void cts__control_unlock(void);
-/* Control lock held: starts a session streaming to the connected socket fd, which it takes
- * over (closed when the session ends, or at once on failure). CTS_E_STATE when
- * cts_tracer_stop() is stopping the service. */
-int cts__session_start_socket(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
-                              int fd);
-/* Control lock held: stops the running session (CTS_E_STATE if none); returns its error. */
-int cts__session_stop(void);
-/* The running session's sink error, 0 if none. */
-int cts__session_error(void);
-
-/* Control lock held: binds sink->address and starts the service thread. */
-int cts__service_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink);
-/* Control lock NOT held: stops the service thread (which ends its client's session) and
- * closes the listening socket. Returns the last session's error. */
-int cts__service_stop(void);
-/* In a forked child: forget the parent's service, closing the child's copies of its
- * descriptors. Async-signal-safe. */
-void cts__service_atfork_child(void);
-uint16_t cts__service_port(void);
-/* Adds the service's counters to a copy of the session's. */
-void cts__service_add_stats(cts_tracer_stats_t *out);
 
 #endif /* CTS_TRACER_INTERNAL_H */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Sampled blocks carry a header in front (src/preload/preload.c): every way a block can
+/* Sampled blocks carry a header in front (src/preload/preload_hooks.c): every way a block can
  * change hands must still see the program's bytes and sizes. malloc_usable_size of each
  * kind of block, realloc between unsampled, sampled and aligned blocks (growing, shrinking,
  * to 0), calloc zeroing, blocks that libc itself grows (getline, open_memstream) and frees

@@ -1,31 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* libctfscope-preload.so: traces an unmodified program's heap allocations into a memtrace
- * trace. LD_PRELOAD it (or use `ctfscope record`), with the memtrace environment:
- *
- *   MEMTRACE=FILE         trace into FILE (unset or empty: the library stays inert)
- *   MEMTRACE=tcp://HOST:PORT       stream the trace to a collector (`ctfscope collect`)
- *   MEMTRACE=listen://[ADDR:]PORT  serve it to one client at a time (`ctfscope fetch`)
- *   MEMTRACE_RATE=R       sampling rate per 8-byte word, 0 < R <= 1 (default 1e-6)
- *   MEMTRACE_CONTEXT=TXT  free text stored in the trace
- *   MEMTRACE_DROP=1       drop mode: never wait for a slow sink, record the loss
- *   CTFSCOPE_UNWIND=M     backtraces: mixed (default), fp, libunwind or none
- *   CTFSCOPE_WRITER=W     where the trace is encoded and written: process (default for
- *                         files and tcp://, see tracer.h "The writer process") or thread
- *   CTFSCOPE_COMPRESS=C   zstd (level 3), zstd:LEVEL (1-19) or none (default): the writer
- *                         compresses a file trace (tracer.h, "Compression")
- *   CTFSCOPE_STALL_TIMEOUT=S  tcp:// and listen://: seconds a peer may take nothing before
- *                         tracing stops (default 5; 0: wait for ever; tracer.h "TCP sinks")
- *
- * A bad setting, or a collector that cannot be reached, prints one line on stderr and
- * leaves the program untraced and otherwise untouched. These settings (and task
- * tracing's, preload_pthread.c) are removed from `environ` once read, by editing the array
- * itself ("forget_settings" below): forked children and what they exec are not traced
- * (memtrace removes MEMTRACE too); a forked child is not traced (tracer.h). LD_PRELOAD is
- * left as it is: the children load the library, which stays inert without MEMTRACE. When
- * the traced process itself execs, the exec family flushes the trace and hands the new
- * image the settings, with the next file name (trace.execN.ctf) in MEMTRACE and
- * CTFSCOPE_EXEC_BASE/_INDEX saying where the sequence started (tracer.h, "Processes").
- * dlclose flushes before unloading a library.
+/* libctfscope-preload.so, the malloc family's hooks (the settings are read in
+ * preload_env.c, the exec family is preload_exec.c).
  *
  * The hooks never allocate themselves. Real functions are found lazily (real_symbol: the
  * next definition, or one before this library's); dlsym's own calloc during that lookup
@@ -37,57 +12,21 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
-#include <link.h>
 #include <errno.h>
-#include <fcntl.h>
+#include <link.h>
 #include <malloc.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "../tracer/exec_name.h"
-#include "../tracer/zsink.h"
-#include "../tracer/tracer_internal.h"
-#include "os/net.h"
+#include "common/hash.h"
 #include "preload_internal.h"
-
-#define EXPORT         __attribute__((visibility("default")))
-#define MESSAGE_PREFIX "ctfscope-preload: "
-
-extern char **environ;
-
-/* ---- the real functions ----------------------------------------------------------------- */
 
 static void free_unresolved(void *p);
 
-static struct {
-  void *(*malloc)(size_t);
-  void (*free)(void *);
-  void *(*calloc)(size_t, size_t);
-  void *(*realloc)(void *, size_t);
-  int (*posix_memalign)(void **, size_t, size_t);
-  void *(*aligned_alloc)(size_t, size_t);
-  void *(*memalign)(size_t, size_t);
-  void *(*valloc)(size_t);
-  void *(*pvalloc)(size_t);
-  size_t (*malloc_usable_size)(void *);
-  int (*execve)(const char *, char *const[], char *const[]);
-  int (*execvpe)(const char *, char *const[], char *const[]);
-  int (*dlclose)(void *);
-} real = {.free = free_unresolved};
-
-static CTS__TLS int in_dlsym; /* this thread is looking up the real functions */
-
-static void message(const char *text) {
-  const size_t n = strlen(text);
-  if (write(STDERR_FILENO, text, n) < 0) { /* nothing better to do */
-  }
-}
+cts__real_functions_t cts__real = {.free = free_unresolved};
+CTS__TLS int cts__in_dlsym;
 
 /* ---- sampled blocks carry a header --------------------------------------------------------
  * A sampled block is allocated larger (HEADER or 2 * HEADER bytes; for alignments above 16,
@@ -127,7 +66,7 @@ typedef struct header {
 
 _Static_assert(ID_SHIFT + 40 == 64, "the id keeps 40 bits");
 
-/* Any value until resolve_real_functions() sets it, always before the first tag. */
+/* Any value until cts__resolve_real_functions() sets it, always before the first tag. */
 static uint64_t tag_key = 0x6a09e667f3bcc908ull;
 
 static CTS_FORCE_INLINE uint64_t tag_of(uintptr_t header) {
@@ -187,11 +126,7 @@ static uint32_t far_live; /* entries in use: frees skip the table while it is 0 
 static int far_lock;
 
 static uint32_t far_home(uintptr_t key) {
-  uint64_t v = (uint64_t)key >> 12; /* far blocks are page-aligned */
-  v ^= v >> 33;
-  v *= 0xff51afd7ed558ccdull;
-  v ^= v >> 33;
-  return (uint32_t)v & (FAR_SLOTS - 1u);
+  return (uint32_t)cts_mix64((uint64_t)key >> 12) & (FAR_SLOTS - 1u); /* page-aligned keys */
 }
 
 static struct far_entry *far_find(uintptr_t key) {
@@ -223,11 +158,11 @@ static bool far_insert(const void *p, uint64_t info) {
   return done;
 }
 
-static void far_lock_before_fork(void) {
+void cts__far_lock_before_fork(void) {
   cts__spin_lock(&far_lock);
 }
 
-static void far_unlock_after_fork(void) {
+void cts__far_unlock_after_fork(void) {
   cts__spin_unlock(&far_lock);
 }
 
@@ -368,15 +303,15 @@ static void *real_symbol(const char *name) {
 
 /* The program's free is another library's: sampled blocks would reach it, so nothing may
  * be sampled (set with the real functions). */
-static bool free_shadowed;
+bool cts__free_shadowed;
 
-#define RESOLVE(field, name)                 \
-  do {                                       \
-    void *const sym_ = real_symbol(name);    \
-    memcpy(&real.field, &sym_, sizeof sym_); \
+#define RESOLVE(field, name)                      \
+  do {                                            \
+    void *const sym_ = real_symbol(name);         \
+    memcpy(&cts__real.field, &sym_, sizeof sym_); \
   } while (0)
 
-static CTS_NOINLINE void resolve_real_functions(void) {
+CTS_NOINLINE void cts__resolve_real_functions(void) {
   /* The tag key first (arena blocks are tagged). The same in every thread that gets here
    * at once: the kernel's random bytes of this process, and where this library is. */
   const unsigned char *const random = (const unsigned char *)getauxval(AT_RANDOM);
@@ -386,9 +321,8 @@ static CTS_NOINLINE void resolve_real_functions(void) {
     memcpy(&r, random + 8, sizeof r); /* the first 8 are glibc's stack protector's */
     key ^= r;
   }
-  key = (key ^ (key >> 31)) * 0xbf58476d1ce4e5b9ull;
-  tag_key = (key ^ (key >> 29)) | 1u;
-  in_dlsym++;
+  tag_key = cts_mix64(key) | 1u;
+  cts__in_dlsym++;
   RESOLVE(free, "free");
   RESOLVE(calloc, "calloc");
   RESOLVE(realloc, "realloc");
@@ -402,29 +336,21 @@ static CTS_NOINLINE void resolve_real_functions(void) {
   RESOLVE(execvpe, "execvpe");
   RESOLVE(dlclose, "dlclose");
   void *const program_free = dlsym(RTLD_DEFAULT, "free");
-  free_shadowed = defined_before(program_free) ||
-                  (program_free && !is_ours(program_free) && preloaded_before_us());
+  cts__free_shadowed = defined_before(program_free) ||
+                       (program_free && !is_ours(program_free) && preloaded_before_us());
   RESOLVE(malloc, "malloc"); /* last: its being set means all are */
-  in_dlsym--;
-  if (!real.malloc || !real.free || !real.calloc || !real.realloc || !real.memalign) {
-    message(MESSAGE_PREFIX
-            "cannot find the real malloc, free, calloc, realloc or memalign; aborting\n");
+  cts__in_dlsym--;
+  if (!cts__real.malloc || !cts__real.free || !cts__real.calloc || !cts__real.realloc ||
+      !cts__real.memalign) {
+    cts__preload_log("cannot find the real malloc, free, calloc, realloc or memalign; aborting");
     abort();
   }
 }
 
-/* True when the caller must use the arena (this thread is inside dlsym). */
-static inline int need_real(void) {
-  if (CTS_LIKELY(real.malloc != NULL)) return 0;
-  if (in_dlsym) return 1;
-  resolve_real_functions();
-  return 0;
-}
-
-/* real.free before the real functions are known: free does not test for it. */
+/* cts__real.free before the real functions are known: free does not test for it. */
 static CTS_NOINLINE void free_unresolved(void *p) {
-  if (!p || need_real() || real.free == free_unresolved) return;
-  real.free(p);
+  if (!p || cts__need_real() || cts__real.free == free_unresolved) return;
+  cts__real.free(p);
 }
 
 /* ---- allocation hooks ------------------------------------------------------------------------
@@ -473,12 +399,13 @@ static CTS_FORCE_INLINE void *alloc_sampled(size_t size, uint64_t nsamples, bool
     errno = ENOMEM;
     return NULL;
   }
-  void *q = zero ? real.calloc(1, size + HEADER) : real.malloc(size + HEADER);
+  void *q = zero ? cts__real.calloc(1, size + HEADER) : cts__real.malloc(size + HEADER);
   if (!q) return NULL;
   size_t offset = HEADER;
   if (CTS_UNLIKELY(!in_page((unsigned char *)q + HEADER))) {
-    void *const q2 = zero ? real.calloc(1, size + 2 * HEADER) : real.malloc(size + 2 * HEADER);
-    real.free(q); /* after: q2 is another block */
+    void *const q2 =
+        zero ? cts__real.calloc(1, size + 2 * HEADER) : cts__real.malloc(size + 2 * HEADER);
+    cts__real.free(q); /* after: q2 is another block */
     if (!q2) return NULL;
     q = q2;
     offset = placed_offset(q, HEADER);
@@ -495,12 +422,12 @@ static CTS_FORCE_INLINE void *alloc_sampled_aligned(size_t align, size_t size, u
     errno = ENOMEM;
     return NULL;
   }
-  void *q = real.memalign(align, size + align);
+  void *q = cts__real.memalign(align, size + align);
   if (!q) return NULL;
   size_t offset = align;
   if (align < MIN_PAGE && CTS_UNLIKELY(!in_page((unsigned char *)q + align))) {
-    void *const q2 = real.memalign(align, size + 2 * align);
-    real.free(q);
+    void *const q2 = cts__real.memalign(align, size + 2 * align);
+    cts__real.free(q);
     if (!q2) return NULL;
     q = q2;
     offset = placed_offset(q, align);
@@ -509,20 +436,20 @@ static CTS_FORCE_INLINE void *alloc_sampled_aligned(size_t align, size_t size, u
 }
 
 static CTS_NOINLINE void *malloc_slow(size_t size, void *frame) {
-  if (need_real()) return arena_alloc(size, 16);
+  if (cts__need_real()) return arena_alloc(size, 16);
   const uint64_t nsamples = cts__tracer_sample_slow(size);
-  if (!nsamples) return real.malloc(size);
+  if (!nsamples) return cts__real.malloc(size);
   return alloc_sampled(size, nsamples, false, frame);
 }
 
 /* Sampling implies that the real functions are known: only the idle path tests them. */
-EXPORT void *malloc(size_t size) {
+CTS__PRELOAD_EXPORT void *malloc(size_t size) {
   const unsigned session = cts__tracer_session();
   if (CTS_LIKELY(!session)) {
-    void *(*const m)(size_t) = real.malloc;
+    void *(*const m)(size_t) = cts__real.malloc;
     if (CTS_LIKELY(m != NULL)) return m(size);
   } else if (CTS_LIKELY(cts__tracer_countdown(size, session))) {
-    return real.malloc(size);
+    return cts__real.malloc(size);
   }
   return malloc_slow(size, __builtin_frame_address(0));
 }
@@ -531,7 +458,7 @@ EXPORT void *malloc(size_t size) {
 static CTS_NOINLINE void free_tagged(void *p, uint64_t info) {
   if (shift_of(info) == SHIFT_ARENA) return;
   untag(p, info);
-  real.free(real_block_of(p, info));
+  cts__real.free(real_block_of(p, info));
 }
 
 /* free of a pointer whose header would not be in page (NULL included). */
@@ -541,16 +468,16 @@ static CTS_NOINLINE void free_not_in_page(void *p) {
     free_tagged(p, info);
     return;
   }
-  real.free(p); /* free_unresolved until the real functions are known */
+  cts__real.free(p); /* free_unresolved until the real functions are known */
 }
 
-EXPORT void free(void *p) {
+CTS__PRELOAD_EXPORT void free(void *p) {
   if (CTS_LIKELY(in_page(p))) {
     if (CTS_UNLIKELY(tag_matches(p))) {
       free_tagged(p, info_in_header(p));
       return;
     }
-    real.free(p);
+    cts__real.free(p);
     return;
   }
   free_not_in_page(p);
@@ -558,27 +485,27 @@ EXPORT void free(void *p) {
 
 /* C23's sized frees (glibc 2.39 and later): a sampled block must not reach the real ones.
  * Declared here: older headers do not. */
-EXPORT void free_sized(void *p, size_t size);
-EXPORT void free_aligned_sized(void *p, size_t align, size_t size);
+CTS__PRELOAD_EXPORT void free_sized(void *p, size_t size);
+CTS__PRELOAD_EXPORT void free_aligned_sized(void *p, size_t align, size_t size);
 
-EXPORT void free_sized(void *p, size_t size) {
+CTS__PRELOAD_EXPORT void free_sized(void *p, size_t size) {
   (void)size;
   free(p);
 }
 
-EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
+CTS__PRELOAD_EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
   (void)align, (void)size;
   free(p);
 }
 
 static CTS_NOINLINE void *calloc_slow(size_t n, size_t size, size_t total, void *frame) {
-  if (need_real()) return arena_alloc(total, 16);
+  if (cts__need_real()) return arena_alloc(total, 16);
   const uint64_t nsamples = cts__tracer_sample_slow(total);
-  if (!nsamples) return real.calloc(n, size);
+  if (!nsamples) return cts__real.calloc(n, size);
   return alloc_sampled(total, nsamples, true, frame);
 }
 
-EXPORT void *calloc(size_t n, size_t size) {
+CTS__PRELOAD_EXPORT void *calloc(size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
@@ -586,10 +513,10 @@ EXPORT void *calloc(size_t n, size_t size) {
   }
   const unsigned session = cts__tracer_session();
   if (CTS_LIKELY(!session)) {
-    void *(*const c)(size_t, size_t) = real.calloc;
+    void *(*const c)(size_t, size_t) = cts__real.calloc;
     if (CTS_LIKELY(c != NULL)) return c(n, size);
   } else if (CTS_LIKELY(cts__tracer_countdown(total, session))) {
-    return real.calloc(n, size);
+    return cts__real.calloc(n, size);
   }
   return calloc_slow(n, size, total, __builtin_frame_address(0));
 }
@@ -598,7 +525,8 @@ EXPORT void *calloc(size_t n, size_t size) {
 static size_t tagged_usable_size(void *p, uint64_t info) {
   if (shift_of(info) == SHIFT_ARENA) return (size_t)(info >> SHIFT_BITS);
   const size_t offset = (size_t)HEADER << shift_of(info);
-  const size_t n = real.malloc_usable_size ? real.malloc_usable_size(real_block_of(p, info)) : 0;
+  const size_t n =
+      cts__real.malloc_usable_size ? cts__real.malloc_usable_size(real_block_of(p, info)) : 0;
   return n > offset ? n - offset : 0;
 }
 
@@ -613,7 +541,7 @@ static size_t tagged_usable_size(void *p, uint64_t info) {
 static void *sample_in_place(unsigned char *q, size_t size, uint64_t nsamples, void *frame) {
   size_t offset = HEADER;
   if (CTS_UNLIKELY(!in_page(q + HEADER))) {
-    unsigned char *const q2 = real.realloc(q, size + 2 * HEADER);
+    unsigned char *const q2 = cts__real.realloc(q, size + 2 * HEADER);
     if (!q2) return q;
     q = q2;
     offset = placed_offset(q, HEADER);
@@ -630,7 +558,7 @@ static void *realloc_into_sampled(void *old, size_t size, uint64_t nsamples, voi
     errno = ENOMEM;
     return NULL;
   }
-  unsigned char *const q = real.realloc(old, size + HEADER);
+  unsigned char *const q = cts__real.realloc(old, size + HEADER);
   return q ? sample_in_place(q, size, nsamples, frame) : NULL;
 }
 
@@ -642,7 +570,7 @@ static void *realloc_tagged(void *old, uint64_t info, size_t size, void *frame) 
     return NULL;
   }
   const size_t old_size = tagged_usable_size(old, info);
-  if (shift == SHIFT_ARENA && need_real()) {
+  if (shift == SHIFT_ARENA && cts__need_real()) {
     void *const p = arena_alloc(size, 16);
     if (p) memcpy(p, old, old_size < size ? old_size : size);
     return p;
@@ -651,7 +579,7 @@ static void *realloc_tagged(void *old, uint64_t info, size_t size, void *frame) 
   if (shift != 0) {
     /* From the arena (never freed), aligned, placed two headers in, or far: a new block and
      * a copy. */
-    void *const p = nsamples ? alloc_sampled(size, nsamples, false, frame) : real.malloc(size);
+    void *const p = nsamples ? alloc_sampled(size, nsamples, false, frame) : cts__real.malloc(size);
     if (!p) return NULL;
     memcpy(p, old, old_size < size ? old_size : size);
     if (shift != SHIFT_ARENA) free_tagged(old, info);
@@ -666,7 +594,7 @@ static void *realloc_tagged(void *old, uint64_t info, size_t size, void *frame) 
     errno = ENOMEM;
     return NULL;
   }
-  unsigned char *const q2 = real.realloc(q, size + HEADER);
+  unsigned char *const q2 = cts__real.realloc(q, size + HEADER);
   if (!q2) { /* the old block lives on, its free no longer recorded */
     set_header(old, unrecorded);
     return NULL;
@@ -680,25 +608,25 @@ static void *realloc_tagged(void *old, uint64_t info, size_t size, void *frame) 
 static CTS_NOINLINE void *realloc_slow(void *old, size_t size, void *frame) {
   uint64_t info;
   if (old && tagged_info(old, &info)) return realloc_tagged(old, info, size, frame);
-  if (need_real()) return arena_alloc(size, 16);
+  if (cts__need_real()) return arena_alloc(size, 16);
   const uint64_t nsamples = cts__tracer_sample_slow(size);
-  if (!nsamples) return real.realloc(old, size);
+  if (!nsamples) return cts__real.realloc(old, size);
   return realloc_into_sampled(old, size, nsamples, frame);
 }
 
 static CTS_FORCE_INLINE void *do_realloc(void *old, size_t size, void *frame) {
   if (CTS_LIKELY(!old || !is_tagged(old)) && CTS_LIKELY(cts__tracer_skip(size))) {
-    void *(*const r)(void *, size_t) = real.realloc;
+    void *(*const r)(void *, size_t) = cts__real.realloc;
     if (CTS_LIKELY(r != NULL)) return r(old, size);
   }
   return realloc_slow(old, size, frame);
 }
 
-EXPORT void *realloc(void *old, size_t size) {
+CTS__PRELOAD_EXPORT void *realloc(void *old, size_t size) {
   return do_realloc(old, size, __builtin_frame_address(0));
 }
 
-EXPORT void *reallocarray(void *old, size_t n, size_t size) {
+CTS__PRELOAD_EXPORT void *reallocarray(void *old, size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
@@ -707,12 +635,12 @@ EXPORT void *reallocarray(void *old, size_t n, size_t size) {
   return do_realloc(old, total, __builtin_frame_address(0));
 }
 
-EXPORT size_t malloc_usable_size(void *p) {
+CTS__PRELOAD_EXPORT size_t malloc_usable_size(void *p) {
   if (!p) return 0;
   uint64_t info;
   if (tagged_info(p, &info)) return tagged_usable_size(p, info);
-  need_real();
-  return real.malloc_usable_size ? real.malloc_usable_size(p) : 0;
+  cts__need_real();
+  return cts__real.malloc_usable_size ? cts__real.malloc_usable_size(p) : 0;
 }
 
 /* The aligned allocators: sampled blocks are made with memalign; an alignment that is not
@@ -723,29 +651,29 @@ static CTS_NOINLINE void *aligned_slow(size_t align, size_t size, void *frame, i
     return alloc_sampled_aligned(align, size, nsamples, frame);
   switch (which) {
     case 0:
-      return real.aligned_alloc ? real.aligned_alloc(align, size) : NULL;
+      return cts__real.aligned_alloc ? cts__real.aligned_alloc(align, size) : NULL;
     case 1:
-      return real.memalign(align, size);
+      return cts__real.memalign(align, size);
     case 2:
-      return real.valloc ? real.valloc(size) : NULL;
+      return cts__real.valloc ? cts__real.valloc(size) : NULL;
     default:
-      return real.pvalloc ? real.pvalloc(size) : NULL;
+      return cts__real.pvalloc ? cts__real.pvalloc(size) : NULL;
   }
 }
 
-EXPORT int posix_memalign(void **out, size_t align, size_t size) {
-  if (CTS_UNLIKELY(need_real())) {
+CTS__PRELOAD_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+  if (CTS_UNLIKELY(cts__need_real())) {
     void *const p = arena_alloc(size, align);
     if (!p) return ENOMEM;
     *out = p;
     return 0;
   }
-  if (!real.posix_memalign) return ENOMEM;
+  if (!cts__real.posix_memalign) return ENOMEM;
   if (CTS_LIKELY(cts__tracer_skip(size)) || align % sizeof(void *) != 0 ||
       (align & (align - 1)) != 0)
-    return real.posix_memalign(out, align, size);
+    return cts__real.posix_memalign(out, align, size);
   const uint64_t nsamples = cts__tracer_sample_slow(size);
-  if (!nsamples) return real.posix_memalign(out, align, size);
+  if (!nsamples) return cts__real.posix_memalign(out, align, size);
   const int e = errno;
   void *const p = alloc_sampled_aligned(align, size, nsamples, __builtin_frame_address(0));
   errno = e;
@@ -755,13 +683,13 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size) {
 }
 
 #define ALIGNED_HOOK(name, params, call, align_expr, size_expr, which)             \
-  EXPORT void *name params {                                                       \
-    if (CTS_UNLIKELY(need_real())) return arena_alloc(size_expr, align_expr);      \
-    if (!real.name) {                                                              \
+  CTS__PRELOAD_EXPORT void *name params {                                          \
+    if (CTS_UNLIKELY(cts__need_real())) return arena_alloc(size_expr, align_expr); \
+    if (!cts__real.name) {                                                         \
       errno = ENOMEM;                                                              \
       return NULL;                                                                 \
     }                                                                              \
-    if (CTS_LIKELY(cts__tracer_skip(size_expr))) return real.name call;            \
+    if (CTS_LIKELY(cts__tracer_skip(size_expr))) return cts__real.name call;       \
     return aligned_slow(align_expr, size_expr, __builtin_frame_address(0), which); \
   }
 
@@ -815,7 +743,7 @@ static int own_known[OWN_COUNT]; /* own_address[i] looked up */
  * when the process has none. */
 static void own_function(unsigned which, void *fn, size_t fn_size) {
   if (!__atomic_load_n(&own_known[which], __ATOMIC_ACQUIRE)) {
-    need_real();
+    cts__need_real();
     cts__guard_enter(); /* what dlsym allocates is not the program's */
     void *const sym = real_symbol(own_names[which]);
     cts__guard_leave();
@@ -844,8 +772,8 @@ static bool usable_if_tagged(void *p, size_t *size) {
 
 /* A function that frees its first argument, p. */
 #define OWN_FREE(name, params, args)        \
-  EXPORT void name params;                  \
-  EXPORT void name params {                 \
+  CTS__PRELOAD_EXPORT void name params;     \
+  CTS__PRELOAD_EXPORT void name params {    \
     if (free_if_tagged(p)) return;          \
     void(*f) params;                        \
     own_function(OWN_##name, &f, sizeof f); \
@@ -857,8 +785,8 @@ static bool usable_if_tagged(void *p, size_t *size) {
 
 /* A function that returns the usable size of its first argument, p. */
 #define OWN_SIZE(name, params, args)                   \
-  EXPORT size_t name params;                           \
-  EXPORT size_t name params {                          \
+  CTS__PRELOAD_EXPORT size_t name params;              \
+  CTS__PRELOAD_EXPORT size_t name params {             \
     size_t n;                                          \
     if (usable_if_tagged((void *)p, &n)) return n;     \
     size_t(*f) params;                                 \
@@ -867,13 +795,13 @@ static bool usable_if_tagged(void *p, size_t *size) {
   }
 
 /* A realloc without flags. */
-#define OWN_REALLOC(name)                           \
-  EXPORT void *name(void *p, size_t size);          \
-  EXPORT void *name(void *p, size_t size) {         \
-    if (p && is_tagged(p)) return realloc(p, size); \
-    void *(*f)(void *, size_t);                     \
-    own_function(OWN_##name, &f, sizeof f);         \
-    return f ? f(p, size) : realloc(p, size);       \
+#define OWN_REALLOC(name)                                \
+  CTS__PRELOAD_EXPORT void *name(void *p, size_t size);  \
+  CTS__PRELOAD_EXPORT void *name(void *p, size_t size) { \
+    if (p && is_tagged(p)) return realloc(p, size);      \
+    void *(*f)(void *, size_t);                          \
+    own_function(OWN_##name, &f, sizeof f);              \
+    return f ? f(p, size) : realloc(p, size);            \
   }
 
 OWN_FREE(dallocx, (void *p, int flags), (p, flags))
@@ -900,8 +828,8 @@ OWN_SIZE(mi_usable_size, (const void *p), (p))
 /* jemalloc's rallocx: flags may ask for an alignment or zeroed memory, which only its
  * mallocx knows how to give; a tagged block moves into such a block (untraced, as mallocx's
  * blocks are). Without jemalloc, flags are ignored: realloc. */
-EXPORT void *rallocx(void *p, size_t size, int flags);
-EXPORT void *rallocx(void *p, size_t size, int flags) {
+CTS__PRELOAD_EXPORT void *rallocx(void *p, size_t size, int flags);
+CTS__PRELOAD_EXPORT void *rallocx(void *p, size_t size, int flags) {
   void *(*mallocx_fn)(size_t, int), *(*rallocx_fn)(void *, size_t, int);
   own_function(OWN_mallocx, &mallocx_fn, sizeof mallocx_fn);
   own_function(OWN_rallocx, &rallocx_fn, sizeof rallocx_fn);
@@ -917,503 +845,11 @@ EXPORT void *rallocx(void *p, size_t size, int flags) {
 }
 
 /* jemalloc's xallocx resizes in place, and a tagged block never is: its size is kept. */
-EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags);
-EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags) {
+CTS__PRELOAD_EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags);
+CTS__PRELOAD_EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags) {
   size_t n;
   if (usable_if_tagged(p, &n)) return n;
   size_t (*f)(void *, size_t, size_t, int);
   own_function(OWN_xallocx, &f, sizeof f);
   return f ? f(p, size, extra, flags) : malloc_usable_size(p);
-}
-
-/* ---- exec: flush, then trace the new image into the next file ------------------------ */
-
-static pid_t traced_pid; /* the process tracing started in (not a vfork child sharing it) */
-
-/* The settings this image was started with, handed on to an image it execs. */
-#define SETTING_SIZE 4096
-static struct {
-  bool usable;                 /* the settings below fit: an exec can continue the trace */
-  bool file;                   /* MEMTRACE names a file (else a tcp:// or listen:// URL) */
-  char memtrace[SETTING_SIZE]; /* this image's MEMTRACE */
-  char base[SETTING_SIZE];     /* the first image's file: the names' base */
-  unsigned index;              /* this image's number (0 = the first) */
-  char kept[7][SETTING_SIZE];  /* values of kept_names[i] at start-up, "" if unset */
-} exec_state;
-
-/* Settings handed on as they were at start-up. */
-#define KEPT_COUNT 7
-static const char *const kept_names[KEPT_COUNT] = {
-    "MEMTRACE_RATE",   "MEMTRACE_CONTEXT",  "MEMTRACE_DROP",         "CTFSCOPE_UNWIND",
-    "CTFSCOPE_WRITER", "CTFSCOPE_COMPRESS", "CTFSCOPE_STALL_TIMEOUT"};
-
-/* The settings of both parts of the library (allocations here, threads in
- * preload_pthread.c), forgotten once read. */
-static const char *const settings[] = {"MEMTRACE",
-                                       "MEMTRACE_RATE",
-                                       "MEMTRACE_CONTEXT",
-                                       "MEMTRACE_DROP",
-                                       "CTFSCOPE_UNWIND",
-                                       "CTFSCOPE_WRITER",
-                                       "CTFSCOPE_COMPRESS",
-                                       "CTFSCOPE_STALL_TIMEOUT",
-                                       "CTFSCOPE_EXEC_BASE",
-                                       "CTFSCOPE_EXEC_INDEX",
-                                       "CTFSCOPE_TASKS",
-                                       "CTFSCOPE_TASKS_SIZE",
-                                       "CTFSCOPE_TASKS_PACKETS",
-                                       "CTFSCOPE_TASKS_STREAM",
-                                       "CTFSCOPE_TASKS_CLOCK",
-                                       "CTFSCOPE_RECORD_NOTES"};
-
-static bool is_setting(const char *entry) {
-  for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
-    const size_t n = strlen(settings[i]);
-    if (strncmp(entry, settings[i], n) == 0 && entry[n] == '=') return true;
-  }
-  return false;
-}
-
-/* `ctfscope record`'s notes: a pipe (CTFSCOPE_RECORD_NOTES=FD) on which an image whose
- * trace file lost its tail (the writer process died, the disk filled...) says so, as
- * "PATH\0REASON\0", for record's summary: the file alone cannot always tell (a writer
- * that dies between two packets leaves a shorter valid trace). The pipe is checked to be
- * the one inherited (device and inode) before each write: a program that closed it may
- * have reused its number for a file of its own. Once per image. */
-static struct {
-  int fd; /* -1: none */
-  dev_t dev;
-  ino_t ino;
-  bool noted;
-} notes = {.fd = -1};
-
-static void notes_from_environment(void) {
-  const char *const v = cts__preload_env("CTFSCOPE_RECORD_NOTES");
-  if (!v || !v[0]) return;
-  char *end;
-  const long fd = strtol(v, &end, 10);
-  struct stat st;
-  if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
-  notes.fd = (int)fd;
-  notes.dev = st.st_dev;
-  notes.ino = st.st_ino;
-  /* Not handed to what forked children exec; an exec of this process hands it on
-   * (continued_environment). */
-  fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
-}
-
-/* Whether notes.fd is still record's pipe. */
-static bool notes_ours(void) {
-  struct stat st;
-  return notes.fd >= 0 && fstat(notes.fd, &st) == 0 && st.st_dev == notes.dev &&
-         st.st_ino == notes.ino;
-}
-
-/* Tells record that this image's trace lost its tail; e: the tracer's error. */
-static void note_lost_tail(int e) {
-  if (notes.noted || !exec_state.file || !notes_ours()) return;
-  notes.noted = true;
-  char note[SETTING_SIZE + 256];
-  const int n = snprintf(note, sizeof note, "%s%c%s%c", exec_state.memtrace, 0,
-                         e == -ESRCH          ? "the writer process died"
-                         : e > -1000 && e < 0 ? strerror(-e)
-                                              : cts_strerror(e),
-                         0);
-  if (n > 0 && (size_t)n < sizeof note && write(notes.fd, note, (size_t)n) < 0) {
-    /* record is gone: nobody to tell */
-  }
-}
-
-/* Whether an exec by this thread continues the trace in the new image: only the traced
- * process itself, not a forked or vfork'd child, and not the tracer's own threads. */
-static bool continues_trace(void) {
-  return !cts__guarded() && exec_state.usable && traced_pid != 0 && getpid() == traced_pid &&
-         cts_tracer_is_active();
-}
-
-/* Builds the new image's environment: envp without our variables, then ours with the next
- * trace's name. One block from the real malloc (untraced): the exec replaces it, or the
- * caller frees it if the exec fails. NULL if it cannot be built (the exec then goes ahead
- * with the environment it was given, untraced). */
-static char **continued_environment(char *const envp[]) {
-  char next[SETTING_SIZE];
-  if (exec_state.file) {
-    if (!cts__exec_trace_name(next, sizeof next, exec_state.base, exec_state.index + 1))
-      return NULL;
-  } else {
-    snprintf(next, sizeof next, "%s", exec_state.memtrace);
-  }
-  char index[16];
-  snprintf(index, sizeof index, "%u", exec_state.index + 1);
-  const char *ours[2 * (4 + KEPT_COUNT)] = {
-      "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
-  size_t nours = 3;
-  char notes_fd[16];
-  if (notes_ours() && fcntl(notes.fd, F_SETFD, 0) == 0) { /* exec_failed sets it back */
-    snprintf(notes_fd, sizeof notes_fd, "%d", notes.fd);
-    ours[2 * nours] = "CTFSCOPE_RECORD_NOTES";
-    ours[2 * nours + 1] = notes_fd;
-    nours++;
-  }
-  for (size_t i = 0; i < KEPT_COUNT; i++) {
-    if (exec_state.kept[i][0]) {
-      ours[2 * nours] = kept_names[i];
-      ours[2 * nours + 1] = exec_state.kept[i];
-      nours++;
-    }
-  }
-  size_t count = 0, bytes = 0;
-  for (size_t i = 0; envp && envp[i]; i++) count++;
-  for (size_t i = 0; i < nours; i++) bytes += strlen(ours[2 * i]) + strlen(ours[2 * i + 1]) + 2;
-  cts__guard_enter();
-  char **const env = real.malloc((count + nours + 1) * sizeof *env + bytes);
-  cts__guard_leave();
-  if (!env) return NULL;
-  char *strings = (char *)(env + count + nours + 1);
-  size_t k = 0;
-  for (size_t i = 0; i < count; i++)
-    if (!is_setting(envp[i])) env[k++] = envp[i];
-  for (size_t i = 0; i < nours; i++) {
-    env[k++] = strings;
-    strings += sprintf(strings, "%s=%s", ours[2 * i], ours[2 * i + 1]) + 1;
-  }
-  env[k] = NULL;
-  return env;
-}
-
-/* Before exec and dlclose: the trace holds everything up to here. */
-static void before_exec(void) {
-  /* Not from the tracer's own threads (the writer thread would wait for itself). */
-  if (cts__guarded() || getpid() != traced_pid || !cts_tracer_is_active()) return;
-  const int e = cts_tracer_flush();
-  if (e && e != CTS_E_STATE && e != -ETIMEDOUT) note_lost_tail(e);
-}
-
-/* After a failed exec: tracing goes on in this image. */
-static int exec_failed(char **env) {
-  const int e = errno;
-  cts__tracer_exec_pending(false);
-  if (notes_ours()) fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
-  if (env) real.free(env);
-  errno = e;
-  return -1;
-}
-
-EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
-  need_real();
-  if (!real.execve) return errno = ENOSYS, -1;
-  if (!continues_trace()) return real.execve(path, argv, envp);
-  before_exec();
-  cts__tracer_exec_pending(true);
-  char **const env = continued_environment(envp);
-  real.execve(path, argv, env ? env : envp);
-  return exec_failed(env);
-}
-
-EXPORT int execv(const char *path, char *const argv[]) {
-  return execve(path, argv, environ);
-}
-
-EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
-  need_real();
-  if (!real.execvpe) return errno = ENOSYS, -1;
-  if (!continues_trace()) return real.execvpe(file, argv, envp);
-  before_exec();
-  cts__tracer_exec_pending(true);
-  char **const env = continued_environment(envp);
-  real.execvpe(file, argv, env ? env : envp);
-  return exec_failed(env);
-}
-
-EXPORT int execvp(const char *file, char *const argv[]) {
-  return execvpe(file, argv, environ);
-}
-
-/* glibc's execl family calls its internal execve directly, past the interposed one, so it
- * is interposed too. The arguments after `first` run up to a NULL; execle's environment
- * follows it. */
-static size_t count_args(const char *first, va_list ap) {
-  if (!first) return 0;
-  size_t n = 1;
-  while (va_arg(ap, char *) != NULL) n++;
-  return n;
-}
-
-/* Fills args[0..n] (NULL-terminated) and returns what follows the NULL when want_envp. */
-static char *const *fill_args(char **args, const char *first, size_t n, bool want_envp,
-                              va_list ap) {
-  args[0] = (char *)first;
-  for (size_t i = 1; i < n; i++) args[i] = va_arg(ap, char *);
-  if (first) (void)va_arg(ap, char *); /* the terminating NULL */
-  args[n] = NULL;
-  return want_envp ? va_arg(ap, char *const *) : NULL;
-}
-
-EXPORT int execl(const char *path, const char *arg, ...) {
-  va_list ap;
-  va_start(ap, arg);
-  const size_t n = count_args(arg, ap);
-  va_end(ap);
-  char *args[n + 1];
-  va_start(ap, arg);
-  fill_args(args, arg, n, false, ap);
-  va_end(ap);
-  return execve(path, args, environ);
-}
-
-EXPORT int execlp(const char *file, const char *arg, ...) {
-  va_list ap;
-  va_start(ap, arg);
-  const size_t n = count_args(arg, ap);
-  va_end(ap);
-  char *args[n + 1];
-  va_start(ap, arg);
-  fill_args(args, arg, n, false, ap);
-  va_end(ap);
-  return execvpe(file, args, environ);
-}
-
-EXPORT int execle(const char *path, const char *arg, ...) {
-  va_list ap;
-  va_start(ap, arg);
-  const size_t n = count_args(arg, ap);
-  va_end(ap);
-  char *args[n + 1];
-  va_start(ap, arg);
-  char *const *const envp = fill_args(args, arg, n, true, ap);
-  va_end(ap);
-  return execve(path, args, envp);
-}
-
-/* dlclose: flush first, so that the writer thread resolves the codes seen so far while
- * their library is still mapped (the symbolizer keeps them after that). dlopen is not
- * interposed: glibc's dlopen looks at its caller to pick the search path. */
-EXPORT int dlclose(void *handle) {
-  need_real();
-  before_exec();
-  if (!real.dlclose) return -1;
-  return real.dlclose(handle);
-}
-
-/* ---- configuration from the environment ------------------------------------------------- */
-
-const char *cts__preload_env(const char *name) {
-  const size_t n = strlen(name);
-  for (char **e = environ; e && *e; e++)
-    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
-  return NULL;
-}
-
-static void refuse(const char *what, const char *value, const char *why) {
-  char line[1024];
-  snprintf(line, sizeof line, MESSAGE_PREFIX "%s=\"%.200s\": %s; this program is not traced\n",
-           what, value, why);
-  message(line);
-}
-
-static void log_line(void *user_data, const char *line) {
-  (void)user_data;
-  char out[1024];
-  snprintf(out, sizeof out, MESSAGE_PREFIX "%s\n", line);
-  message(out);
-}
-
-static bool copy_setting(char *dst, const char *src) {
-  const size_t n = strlen(src);
-  if (n >= SETTING_SIZE) return false;
-  memcpy(dst, src, n + 1);
-  return true;
-}
-
-/* Why cts_tracer_start() failed, in words. */
-static void start_error(char *why, size_t size, int e, const char *what) {
-  snprintf(why, size, "%s: %s", what,
-           e == -EAGAIN || e == -EACCES ? "another process is tracing into it"
-           : e > -1000                  ? strerror(-e)
-                                        : cts_strerror(e));
-}
-
-static void start_from_environment(void) {
-  const char *const out = cts__preload_env("MEMTRACE");
-  if (!out || !out[0]) return;
-  if (free_shadowed) {
-    refuse("MEMTRACE", out,
-           "free is another library's (an allocator before this one in LD_PRELOAD, or the "
-           "program's own): its blocks cannot be traced");
-    return;
-  }
-  const char *const exec_base = cts__preload_env("CTFSCOPE_EXEC_BASE");
-  const char *const exec_index = cts__preload_env("CTFSCOPE_EXEC_INDEX");
-  cts_tracer_config_t cfg;
-  cts_tracer_config_init(&cfg);
-  const char *const rate = cts__preload_env("MEMTRACE_RATE");
-  if (rate && rate[0]) {
-    char *end;
-    errno = 0;
-    const double r = strtod(rate, &end);
-    if (errno || *end || !(r > 0.0 && r <= 1.0)) {
-      refuse("MEMTRACE_RATE", rate, "not a number in (0, 1]");
-      return;
-    }
-    cfg.sample_rate = r;
-  }
-  cfg.context = cts__preload_env("MEMTRACE_CONTEXT");
-  const char *const unwind = cts__preload_env("CTFSCOPE_UNWIND");
-  if (unwind && unwind[0]) {
-    if (strcmp(unwind, "auto") == 0 || strcmp(unwind, "mixed") == 0)
-      cfg.unwind = CTS_TRACER_UNWIND_AUTO;
-    else if (strcmp(unwind, "fp") == 0)
-      cfg.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
-    else if (strcmp(unwind, "libunwind") == 0)
-      cfg.unwind = CTS_TRACER_UNWIND_LIBUNWIND;
-    else if (strcmp(unwind, "none") == 0)
-      cfg.unwind = CTS_TRACER_UNWIND_NONE;
-    else {
-      refuse("CTFSCOPE_UNWIND", unwind, "expected mixed, fp, libunwind or none");
-      return;
-    }
-  }
-  const char *const drop = cts__preload_env("MEMTRACE_DROP");
-  if (drop && drop[0]) {
-    if (strcmp(drop, "1") != 0 && strcmp(drop, "0") != 0) {
-      refuse("MEMTRACE_DROP", drop, "expected 1 (drop mode) or 0 (lossless)");
-      return;
-    }
-    cfg.drop_when_full = drop[0] == '1';
-  }
-  /* A writer process takes the writer's work and its memory traffic off the program's
-   * CPUs' shared address space (tracer.h, "The writer process"). */
-  cfg.writer = CTS_TRACER_WRITER_PROCESS;
-  const char *const writer = cts__preload_env("CTFSCOPE_WRITER");
-  if (writer && writer[0]) {
-    if (strcmp(writer, "thread") == 0) {
-      cfg.writer = CTS_TRACER_WRITER_THREAD;
-    } else if (strcmp(writer, "process") != 0) {
-      refuse("CTFSCOPE_WRITER", writer, "expected process or thread");
-      return;
-    }
-  }
-  const char *const compress = cts__preload_env("CTFSCOPE_COMPRESS");
-  if (compress && compress[0] && strcmp(compress, "none") != 0) {
-    char *end = NULL;
-    long level = CTS__ZSINK_LEVEL_DEFAULT;
-    if (strncmp(compress, "zstd", 4) != 0 || (compress[4] && compress[4] != ':') ||
-        (compress[4] == ':' && ((level = strtol(compress + 5, &end, 10)) < CTS__ZSINK_LEVEL_MIN ||
-                                level > CTS__ZSINK_LEVEL_MAX || end == compress + 5 || *end))) {
-      refuse("CTFSCOPE_COMPRESS", compress, "expected zstd, zstd:LEVEL (1-19) or none");
-      return;
-    }
-    cfg.compress_level = (int)level;
-  }
-  const char *const stall = cts__preload_env("CTFSCOPE_STALL_TIMEOUT");
-  if (stall && stall[0]) {
-    char *end;
-    errno = 0;
-    const double sec = strtod(stall, &end);
-    if (errno || *end || end == stall || !(sec >= 0.0 && sec <= 86400.0)) {
-      refuse("CTFSCOPE_STALL_TIMEOUT", stall, "expected seconds, 0 to 86400 (0: for ever)");
-      return;
-    }
-    cfg.stall_timeout_ms = (uint32_t)(sec * 1000.0 + 0.5);
-    if (sec > 0.0 && cfg.stall_timeout_ms == 0) cfg.stall_timeout_ms = 1;
-  }
-  bool fits = true;
-  for (size_t i = 0; i < sizeof kept_names / sizeof *kept_names; i++) {
-    const char *const v = cts__preload_env(kept_names[i]);
-    fits = copy_setting(exec_state.kept[i], v ? v : "") && fits;
-  }
-
-  cts_tracer_sink_t sink;
-  const bool connect = strncmp(out, "tcp://", 6) == 0, listen = strncmp(out, "listen://", 9) == 0;
-  char why[512];
-  if ((connect || listen) && cfg.compress_level) {
-    refuse("CTFSCOPE_COMPRESS", compress,
-           "compression is for file traces: tcp:// and listen:// stream plain memtrace");
-    return;
-  }
-  if (connect || listen) {
-    /* Checked here first for the message: the tracer only returns -EINVAL. */
-    const char *const address = out + (connect ? 6 : 9);
-    cts_net_addr_t addr;
-    char err[CTS_NET_ERR_LEN];
-    const int pe = connect ? cts_net_parse_connect(address, &addr, err, sizeof err)
-                           : cts_net_parse_listen(address, &addr, err, sizeof err);
-    if (pe) {
-      refuse("MEMTRACE", out, err);
-      return;
-    }
-    cts_tracer_sink_init(&sink, connect ? CTS_TRACER_SINK_TCP_CONNECT : CTS_TRACER_SINK_TCP_LISTEN);
-    sink.address = address;
-    sink.log = log_line;
-    exec_state.file = false;
-  } else {
-    cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
-    sink.path = out;
-    sink.log = log_line; /* e.g. a writer process that was killed */
-    exec_state.file = true;
-  }
-  /* The exec sequence: where it started and which image this is. */
-  unsigned index = 0;
-  if (exec_index && exec_base) {
-    char *end;
-    const unsigned long v = strtoul(exec_index, &end, 10);
-    if (*end == '\0' && v < 1000000) index = (unsigned)v;
-  }
-  exec_state.index = index;
-  fits = copy_setting(exec_state.memtrace, out) && fits;
-  fits = copy_setting(exec_state.base, exec_state.file && index ? exec_base : out) && fits;
-  exec_state.usable = fits;
-
-  notes_from_environment();
-  const int e = cts_tracer_start(&cfg, &sink);
-  if (e) {
-    start_error(why, sizeof why, e,
-                connect  ? "cannot connect"
-                : listen ? "cannot listen"
-                         : "cannot trace into this file");
-    refuse("MEMTRACE", out, why);
-    return;
-  }
-  if (listen) {
-    char line[256];
-    snprintf(line, sizeof line, "serving the trace on port %u (MEMTRACE=%.160s)",
-             (unsigned)cts_tracer_listen_port(), out);
-    log_line(NULL, line);
-  }
-  traced_pid = getpid();
-  /* A fork while another thread holds far_lock would leave it held in the child. */
-  pthread_atfork(far_lock_before_fork, far_unlock_after_fork, far_unlock_after_fork);
-}
-
-/* Removes the settings from `environ`, in place: children and what they exec are not
- * traced (nor told about a bad setting again). Not with unsetenv: a program may bring its
- * own that never reaches `environ` (bash exports one that edits its shell variables,
- * which it has not even made yet when this runs). Editing the array itself also edits the
- * environment main() gets, which is the same array (bash builds its variables from it).
- * The strings stay where they are: the values read above stay valid. Allocates nothing. */
-static void forget_settings(void) {
-  char **e = environ;
-  if (!e) return;
-  char **kept = e;
-  for (; *e; e++)
-    if (!is_setting(*e)) *kept++ = *e;
-  *kept = NULL;
-}
-
-__attribute__((constructor)) static void preload_init(void) {
-  need_real();
-  const char *const out = cts__preload_env("MEMTRACE");
-  cts__guard_enter(); /* whatever libc allocates for us here is not the program's */
-  start_from_environment();
-  cts__guard_leave();
-  const bool tasks = cts__preload_pthread_init();
-  /* Only an image asked to trace forgets: a library that is merely preloaded (in an
-   * untraced child) leaves the environment as it found it. */
-  if ((out && out[0]) || tasks) forget_settings();
-}
-
-__attribute__((destructor)) static void preload_fini(void) {
-  if (!cts_tracer_is_active()) return;
-  const int e = cts_tracer_stop();
-  if (e && e != CTS_E_STATE && getpid() == traced_pid) note_lost_tail(e);
 }

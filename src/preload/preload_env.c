@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/* libctfscope-preload.so: traces an unmodified program's heap allocations into a memtrace
+ * trace. LD_PRELOAD it (or use `ctfscope record`), with the memtrace environment:
+ *
+ *   MEMTRACE=FILE         trace into FILE (unset or empty: the library stays inert)
+ *   MEMTRACE=tcp://HOST:PORT       stream the trace to a collector (`ctfscope collect`)
+ *   MEMTRACE=listen://[ADDR:]PORT  serve it to one client at a time (`ctfscope fetch`)
+ *   MEMTRACE_RATE=R       sampling rate per 8-byte word, 0 < R <= 1 (default 1e-6)
+ *   MEMTRACE_CONTEXT=TXT  free text stored in the trace
+ *   MEMTRACE_DROP=1       drop mode: never wait for a slow sink, record the loss
+ *   CTFSCOPE_UNWIND=M     backtraces: mixed (default), fp, libunwind or none
+ *   CTFSCOPE_WRITER=W     where the trace is encoded and written: process (default for
+ *                         files and tcp://, see tracer.h "The writer process") or thread
+ *   CTFSCOPE_COMPRESS=C   zstd (level 3), zstd:LEVEL (1-19) or none (default): the writer
+ *                         compresses a file trace (tracer.h, "Compression")
+ *   CTFSCOPE_STALL_TIMEOUT=S  tcp:// and listen://: seconds a peer may take nothing before
+ *                         tracing stops (default 5; 0: wait for ever; tracer.h "TCP sinks")
+ *
+ * A bad setting, or a collector that cannot be reached, prints one line on stderr and
+ * leaves the program untraced and otherwise untouched. These settings (and task
+ * tracing's, preload_pthread.c) are removed from `environ` once read, by editing the array
+ * itself ("forget_settings" below): forked children and what they exec are not traced
+ * (memtrace removes MEMTRACE too); a forked child is not traced (tracer.h). LD_PRELOAD is
+ * left as it is: the children load the library, which stays inert without MEMTRACE. When
+ * the traced process itself execs, the exec family flushes the trace and hands the new
+ * image the settings, with the next file name (trace.execN.ctf) in MEMTRACE and
+ * CTFSCOPE_EXEC_BASE/_INDEX saying where the sequence started (tracer.h, "Processes").
+ * dlclose flushes before unloading a library. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tracer/zsink.h"
+#include "os/net.h"
+#include "preload_internal.h"
+
+extern char **environ;
+
+const char *cts__preload_env(const char *name) {
+  const size_t n = strlen(name);
+  for (char **e = environ; e && *e; e++)
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+  return NULL;
+}
+
+/* The settings of both parts of the library (allocations here, threads in
+ * preload_pthread.c), forgotten once read. */
+static const char *const settings[] = {"MEMTRACE",
+                                       "MEMTRACE_RATE",
+                                       "MEMTRACE_CONTEXT",
+                                       "MEMTRACE_DROP",
+                                       "CTFSCOPE_UNWIND",
+                                       "CTFSCOPE_WRITER",
+                                       "CTFSCOPE_COMPRESS",
+                                       "CTFSCOPE_STALL_TIMEOUT",
+                                       "CTFSCOPE_EXEC_BASE",
+                                       "CTFSCOPE_EXEC_INDEX",
+                                       "CTFSCOPE_TASKS",
+                                       "CTFSCOPE_TASKS_SIZE",
+                                       "CTFSCOPE_TASKS_PACKETS",
+                                       "CTFSCOPE_TASKS_STREAM",
+                                       "CTFSCOPE_TASKS_CLOCK",
+                                       "CTFSCOPE_RECORD_NOTES"};
+
+bool cts__preload_is_setting(const char *entry) {
+  for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
+    const size_t n = strlen(settings[i]);
+    if (strncmp(entry, settings[i], n) == 0 && entry[n] == '=') return true;
+  }
+  return false;
+}
+
+void cts__preload_log(const char *fmt, ...) {
+  char line[1024];
+  const size_t prefix = sizeof CTS__PRELOAD_PREFIX - 1u;
+  memcpy(line, CTS__PRELOAD_PREFIX, prefix);
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = vsnprintf(line + prefix, sizeof line - prefix - 1u, fmt, ap);
+  va_end(ap);
+  size_t len = prefix + (n < 0 ? 0u : (size_t)n);
+  if (len > sizeof line - 2u) len = sizeof line - 2u; /* cut: the line still ends */
+  line[len++] = '\n';
+  if (write(STDERR_FILENO, line, len) < 0) { /* nothing better to do */
+  }
+}
+
+static void refuse(const char *what, const char *value, const char *why) {
+  cts__preload_log("%s=\"%.200s\": %s; this program is not traced", what, value, why);
+}
+
+/* The sinks' log callback. */
+static void log_line(void *user_data, const char *line) {
+  (void)user_data;
+  cts__preload_log("%s", line);
+}
+
+static bool copy_setting(char *dst, const char *src) {
+  const size_t n = strlen(src);
+  if (n >= CTS__SETTING_SIZE) return false;
+  memcpy(dst, src, n + 1);
+  return true;
+}
+
+/* Why cts_tracer_start() failed, in words. */
+static void start_error(char *why, size_t size, int e, const char *what) {
+  snprintf(why, size, "%s: %s", what,
+           e == -EAGAIN || e == -EACCES ? "another process is tracing into it"
+           : e > -1000                  ? strerror(-e)
+                                        : cts_strerror(e));
+}
+
+static void start_from_environment(void) {
+  const char *const out = cts__preload_env("MEMTRACE");
+  if (!out || !out[0]) return;
+  if (cts__free_shadowed) {
+    refuse("MEMTRACE", out,
+           "free is another library's (an allocator before this one in LD_PRELOAD, or the "
+           "program's own): its blocks cannot be traced");
+    return;
+  }
+  const char *const exec_base = cts__preload_env("CTFSCOPE_EXEC_BASE");
+  const char *const exec_index = cts__preload_env("CTFSCOPE_EXEC_INDEX");
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  const char *const rate = cts__preload_env("MEMTRACE_RATE");
+  if (rate && rate[0]) {
+    char *end;
+    errno = 0;
+    const double r = strtod(rate, &end);
+    if (errno || *end || !(r > 0.0 && r <= 1.0)) {
+      refuse("MEMTRACE_RATE", rate, "not a number in (0, 1]");
+      return;
+    }
+    cfg.sample_rate = r;
+  }
+  cfg.context = cts__preload_env("MEMTRACE_CONTEXT");
+  const char *const unwind = cts__preload_env("CTFSCOPE_UNWIND");
+  if (unwind && unwind[0]) {
+    if (strcmp(unwind, "auto") == 0 || strcmp(unwind, "mixed") == 0)
+      cfg.unwind = CTS_TRACER_UNWIND_AUTO;
+    else if (strcmp(unwind, "fp") == 0)
+      cfg.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
+    else if (strcmp(unwind, "libunwind") == 0)
+      cfg.unwind = CTS_TRACER_UNWIND_LIBUNWIND;
+    else if (strcmp(unwind, "none") == 0)
+      cfg.unwind = CTS_TRACER_UNWIND_NONE;
+    else {
+      refuse("CTFSCOPE_UNWIND", unwind, "expected mixed, fp, libunwind or none");
+      return;
+    }
+  }
+  const char *const drop = cts__preload_env("MEMTRACE_DROP");
+  if (drop && drop[0]) {
+    if (strcmp(drop, "1") != 0 && strcmp(drop, "0") != 0) {
+      refuse("MEMTRACE_DROP", drop, "expected 1 (drop mode) or 0 (lossless)");
+      return;
+    }
+    cfg.drop_when_full = drop[0] == '1';
+  }
+  /* A writer process takes the writer's work and its memory traffic off the program's
+   * CPUs' shared address space (tracer.h, "The writer process"). */
+  cfg.writer = CTS_TRACER_WRITER_PROCESS;
+  const char *const writer = cts__preload_env("CTFSCOPE_WRITER");
+  if (writer && writer[0]) {
+    if (strcmp(writer, "thread") == 0) {
+      cfg.writer = CTS_TRACER_WRITER_THREAD;
+    } else if (strcmp(writer, "process") != 0) {
+      refuse("CTFSCOPE_WRITER", writer, "expected process or thread");
+      return;
+    }
+  }
+  const char *const compress = cts__preload_env("CTFSCOPE_COMPRESS");
+  if (compress && compress[0] && strcmp(compress, "none") != 0) {
+    char *end = NULL;
+    long level = CTS__ZSINK_LEVEL_DEFAULT;
+    if (strncmp(compress, "zstd", 4) != 0 || (compress[4] && compress[4] != ':') ||
+        (compress[4] == ':' && ((level = strtol(compress + 5, &end, 10)) < CTS__ZSINK_LEVEL_MIN ||
+                                level > CTS__ZSINK_LEVEL_MAX || end == compress + 5 || *end))) {
+      refuse("CTFSCOPE_COMPRESS", compress, "expected zstd, zstd:LEVEL (1-19) or none");
+      return;
+    }
+    cfg.compress_level = (int)level;
+  }
+  const char *const stall = cts__preload_env("CTFSCOPE_STALL_TIMEOUT");
+  if (stall && stall[0]) {
+    char *end;
+    errno = 0;
+    const double sec = strtod(stall, &end);
+    if (errno || *end || end == stall || !(sec >= 0.0 && sec <= 86400.0)) {
+      refuse("CTFSCOPE_STALL_TIMEOUT", stall, "expected seconds, 0 to 86400 (0: for ever)");
+      return;
+    }
+    cfg.stall_timeout_ms = (uint32_t)(sec * 1000.0 + 0.5);
+    if (sec > 0.0 && cfg.stall_timeout_ms == 0) cfg.stall_timeout_ms = 1;
+  }
+  bool fits = true;
+  for (size_t i = 0; i < sizeof cts__kept_names / sizeof *cts__kept_names; i++) {
+    const char *const v = cts__preload_env(cts__kept_names[i]);
+    fits = copy_setting(cts__exec_state.kept[i], v ? v : "") && fits;
+  }
+
+  cts_tracer_sink_t sink;
+  const bool connect = strncmp(out, "tcp://", 6) == 0, listen = strncmp(out, "listen://", 9) == 0;
+  char why[512];
+  if ((connect || listen) && cfg.compress_level) {
+    refuse("CTFSCOPE_COMPRESS", compress,
+           "compression is for file traces: tcp:// and listen:// stream plain memtrace");
+    return;
+  }
+  if (connect || listen) {
+    /* Checked here first for the message: the tracer only returns -EINVAL. */
+    const char *const address = out + (connect ? 6 : 9);
+    cts_net_addr_t addr;
+    char err[CTS_NET_ERR_LEN];
+    const int pe = connect ? cts_net_parse_connect(address, &addr, err, sizeof err)
+                           : cts_net_parse_listen(address, &addr, err, sizeof err);
+    if (pe) {
+      refuse("MEMTRACE", out, err);
+      return;
+    }
+    cts_tracer_sink_init(&sink, connect ? CTS_TRACER_SINK_TCP_CONNECT : CTS_TRACER_SINK_TCP_LISTEN);
+    sink.address = address;
+    sink.log = log_line;
+    cts__exec_state.file = false;
+  } else {
+    cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
+    sink.path = out;
+    sink.log = log_line; /* e.g. a writer process that was killed */
+    cts__exec_state.file = true;
+  }
+  /* The exec sequence: where it started and which image this is. */
+  unsigned index = 0;
+  if (exec_index && exec_base) {
+    char *end;
+    const unsigned long v = strtoul(exec_index, &end, 10);
+    if (*end == '\0' && v < 1000000) index = (unsigned)v;
+  }
+  cts__exec_state.index = index;
+  fits = copy_setting(cts__exec_state.memtrace, out) && fits;
+  fits =
+      copy_setting(cts__exec_state.base, cts__exec_state.file && index ? exec_base : out) && fits;
+  cts__exec_state.usable = fits;
+
+  cts__notes_from_environment();
+  const int e = cts_tracer_start(&cfg, &sink);
+  if (e) {
+    start_error(why, sizeof why, e,
+                connect  ? "cannot connect"
+                : listen ? "cannot listen"
+                         : "cannot trace into this file");
+    refuse("MEMTRACE", out, why);
+    return;
+  }
+  if (listen) {
+    cts__preload_log("serving the trace on port %u (MEMTRACE=%.160s)",
+                     (unsigned)cts_tracer_listen_port(), out);
+  }
+  cts__traced_pid = getpid();
+  /* A fork while another thread holds far_lock would leave it held in the child. */
+  pthread_atfork(cts__far_lock_before_fork, cts__far_unlock_after_fork, cts__far_unlock_after_fork);
+}
+
+/* Removes the settings from `environ`, in place: children and what they exec are not
+ * traced (nor told about a bad setting again). Not with unsetenv: a program may bring its
+ * own that never reaches `environ` (bash exports one that edits its shell variables,
+ * which it has not even made yet when this runs). Editing the array itself also edits the
+ * environment main() gets, which is the same array (bash builds its variables from it).
+ * The strings stay where they are: the values read above stay valid. Allocates nothing. */
+static void forget_settings(void) {
+  char **e = environ;
+  if (!e) return;
+  char **kept = e;
+  for (; *e; e++)
+    if (!cts__preload_is_setting(*e)) *kept++ = *e;
+  *kept = NULL;
+}
+
+__attribute__((constructor)) static void preload_init(void) {
+  cts__need_real();
+  const char *const out = cts__preload_env("MEMTRACE");
+  cts__guard_enter(); /* whatever libc allocates for us here is not the program's */
+  start_from_environment();
+  cts__guard_leave();
+  const bool tasks = cts__preload_pthread_init();
+  /* Only an image asked to trace forgets: a library that is merely preloaded (in an
+   * untraced child) leaves the environment as it found it. */
+  if ((out && out[0]) || tasks) forget_settings();
+}
+
+__attribute__((destructor)) static void preload_fini(void) {
+  if (!cts_tracer_is_active()) return;
+  const int e = cts_tracer_stop();
+  if (e && e != CTS_E_STATE && getpid() == cts__traced_pid) cts__note_lost_tail(e);
+}

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/* libctfscope-preload.so, the exec family and dlclose: when the traced process itself
+ * execs, the trace is flushed and the new image gets the settings, with the next file name
+ * (trace.execN.ctf) in MEMTRACE and CTFSCOPE_EXEC_BASE/_INDEX saying where the sequence
+ * started (tracer.h, "Processes"); dlclose flushes before unloading a library. Also
+ * `ctfscope record`'s notes pipe, on which an image says its trace lost its tail. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../tracer/exec_name.h"
+#include "preload_internal.h"
+
+extern char **environ;
+
+pid_t cts__traced_pid;
+cts__exec_state_t cts__exec_state;
+const char *const cts__kept_names[CTS__KEPT_COUNT] = {
+    "MEMTRACE_RATE",   "MEMTRACE_CONTEXT",  "MEMTRACE_DROP",         "CTFSCOPE_UNWIND",
+    "CTFSCOPE_WRITER", "CTFSCOPE_COMPRESS", "CTFSCOPE_STALL_TIMEOUT"};
+
+/* `ctfscope record`'s notes: a pipe (CTFSCOPE_RECORD_NOTES=FD) on which an image whose
+ * trace file lost its tail (the writer process died, the disk filled...) says so, as
+ * "PATH\0REASON\0", for record's summary: the file alone cannot always tell (a writer
+ * that dies between two packets leaves a shorter valid trace). The pipe is checked to be
+ * the one inherited (device and inode) before each write: a program that closed it may
+ * have reused its number for a file of its own. Once per image. */
+static struct {
+  int fd; /* -1: none */
+  dev_t dev;
+  ino_t ino;
+  bool noted;
+} notes = {.fd = -1};
+
+void cts__notes_from_environment(void) {
+  const char *const v = cts__preload_env("CTFSCOPE_RECORD_NOTES");
+  if (!v || !v[0]) return;
+  char *end;
+  const long fd = strtol(v, &end, 10);
+  struct stat st;
+  if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  notes.fd = (int)fd;
+  notes.dev = st.st_dev;
+  notes.ino = st.st_ino;
+  /* Not handed to what forked children exec; an exec of this process hands it on
+   * (continued_environment). */
+  fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* Whether notes.fd is still record's pipe. */
+static bool notes_ours(void) {
+  struct stat st;
+  return notes.fd >= 0 && fstat(notes.fd, &st) == 0 && st.st_dev == notes.dev &&
+         st.st_ino == notes.ino;
+}
+
+/* Tells record that this image's trace lost its tail; e: the tracer's error. */
+void cts__note_lost_tail(int e) {
+  if (notes.noted || !cts__exec_state.file || !notes_ours()) return;
+  notes.noted = true;
+  char note[CTS__SETTING_SIZE + 256];
+  const int n = snprintf(note, sizeof note, "%s%c%s%c", cts__exec_state.memtrace, 0,
+                         e == -ESRCH          ? "the writer process died"
+                         : e > -1000 && e < 0 ? strerror(-e)
+                                              : cts_strerror(e),
+                         0);
+  if (n > 0 && (size_t)n < sizeof note && write(notes.fd, note, (size_t)n) < 0) {
+    /* record is gone: nobody to tell */
+  }
+}
+
+/* Whether an exec by this thread continues the trace in the new image: only the traced
+ * process itself, not a forked or vfork'd child, and not the tracer's own threads. */
+static bool continues_trace(void) {
+  return !cts__guarded() && cts__exec_state.usable && cts__traced_pid != 0 &&
+         getpid() == cts__traced_pid && cts_tracer_is_active();
+}
+
+/* Builds the new image's environment: envp without our variables, then ours with the next
+ * trace's name. One block from the real malloc (untraced): the exec replaces it, or the
+ * caller frees it if the exec fails. NULL if it cannot be built (the exec then goes ahead
+ * with the environment it was given, untraced). */
+static char **continued_environment(char *const envp[]) {
+  char next[CTS__SETTING_SIZE];
+  if (cts__exec_state.file) {
+    if (!cts__exec_trace_name(next, sizeof next, cts__exec_state.base, cts__exec_state.index + 1))
+      return NULL;
+  } else {
+    snprintf(next, sizeof next, "%s", cts__exec_state.memtrace);
+  }
+  char index[16];
+  snprintf(index, sizeof index, "%u", cts__exec_state.index + 1);
+  const char *ours[2 * (4 + CTS__KEPT_COUNT)] = {
+      "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", cts__exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
+  size_t nours = 3;
+  char notes_fd[16];
+  if (notes_ours() && fcntl(notes.fd, F_SETFD, 0) == 0) { /* exec_failed sets it back */
+    snprintf(notes_fd, sizeof notes_fd, "%d", notes.fd);
+    ours[2 * nours] = "CTFSCOPE_RECORD_NOTES";
+    ours[2 * nours + 1] = notes_fd;
+    nours++;
+  }
+  for (size_t i = 0; i < CTS__KEPT_COUNT; i++) {
+    if (cts__exec_state.kept[i][0]) {
+      ours[2 * nours] = cts__kept_names[i];
+      ours[2 * nours + 1] = cts__exec_state.kept[i];
+      nours++;
+    }
+  }
+  size_t count = 0, bytes = 0;
+  for (size_t i = 0; envp && envp[i]; i++) count++;
+  for (size_t i = 0; i < nours; i++) bytes += strlen(ours[2 * i]) + strlen(ours[2 * i + 1]) + 2;
+  cts__guard_enter();
+  char **const env = cts__real.malloc((count + nours + 1) * sizeof *env + bytes);
+  cts__guard_leave();
+  if (!env) return NULL;
+  char *strings = (char *)(env + count + nours + 1);
+  size_t k = 0;
+  for (size_t i = 0; i < count; i++)
+    if (!cts__preload_is_setting(envp[i])) env[k++] = envp[i];
+  for (size_t i = 0; i < nours; i++) {
+    env[k++] = strings;
+    strings += sprintf(strings, "%s=%s", ours[2 * i], ours[2 * i + 1]) + 1;
+  }
+  env[k] = NULL;
+  return env;
+}
+
+/* Before exec and dlclose: the trace holds everything up to here. */
+static void before_exec(void) {
+  /* Not from the tracer's own threads (the writer thread would wait for itself). */
+  if (cts__guarded() || getpid() != cts__traced_pid || !cts_tracer_is_active()) return;
+  const int e = cts_tracer_flush();
+  if (e && e != CTS_E_STATE && e != -ETIMEDOUT) cts__note_lost_tail(e);
+}
+
+/* After a failed exec: tracing goes on in this image. */
+static int exec_failed(char **env) {
+  const int e = errno;
+  cts__tracer_exec_pending(false);
+  if (notes_ours()) fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
+  if (env) cts__real.free(env);
+  errno = e;
+  return -1;
+}
+
+CTS__PRELOAD_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+  cts__need_real();
+  if (!cts__real.execve) return errno = ENOSYS, -1;
+  if (!continues_trace()) return cts__real.execve(path, argv, envp);
+  before_exec();
+  cts__tracer_exec_pending(true);
+  char **const env = continued_environment(envp);
+  cts__real.execve(path, argv, env ? env : envp);
+  return exec_failed(env);
+}
+
+CTS__PRELOAD_EXPORT int execv(const char *path, char *const argv[]) {
+  return execve(path, argv, environ);
+}
+
+CTS__PRELOAD_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  cts__need_real();
+  if (!cts__real.execvpe) return errno = ENOSYS, -1;
+  if (!continues_trace()) return cts__real.execvpe(file, argv, envp);
+  before_exec();
+  cts__tracer_exec_pending(true);
+  char **const env = continued_environment(envp);
+  cts__real.execvpe(file, argv, env ? env : envp);
+  return exec_failed(env);
+}
+
+CTS__PRELOAD_EXPORT int execvp(const char *file, char *const argv[]) {
+  return execvpe(file, argv, environ);
+}
+
+/* glibc's execl family calls its internal execve directly, past the interposed one, so it
+ * is interposed too. The arguments after `first` run up to a NULL; execle's environment
+ * follows it. */
+static size_t count_args(const char *first, va_list ap) {
+  if (!first) return 0;
+  size_t n = 1;
+  while (va_arg(ap, char *) != NULL) n++;
+  return n;
+}
+
+/* Fills args[0..n] (NULL-terminated) and returns what follows the NULL when want_envp. */
+static char *const *fill_args(char **args, const char *first, size_t n, bool want_envp,
+                              va_list ap) {
+  args[0] = (char *)first;
+  for (size_t i = 1; i < n; i++) args[i] = va_arg(ap, char *);
+  if (first) (void)va_arg(ap, char *); /* the terminating NULL */
+  args[n] = NULL;
+  return want_envp ? va_arg(ap, char *const *) : NULL;
+}
+
+CTS__PRELOAD_EXPORT int execl(const char *path, const char *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  const size_t n = count_args(arg, ap);
+  va_end(ap);
+  char *args[n + 1];
+  va_start(ap, arg);
+  fill_args(args, arg, n, false, ap);
+  va_end(ap);
+  return execve(path, args, environ);
+}
+
+CTS__PRELOAD_EXPORT int execlp(const char *file, const char *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  const size_t n = count_args(arg, ap);
+  va_end(ap);
+  char *args[n + 1];
+  va_start(ap, arg);
+  fill_args(args, arg, n, false, ap);
+  va_end(ap);
+  return execvpe(file, args, environ);
+}
+
+CTS__PRELOAD_EXPORT int execle(const char *path, const char *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  const size_t n = count_args(arg, ap);
+  va_end(ap);
+  char *args[n + 1];
+  va_start(ap, arg);
+  char *const *const envp = fill_args(args, arg, n, true, ap);
+  va_end(ap);
+  return execve(path, args, envp);
+}
+
+/* dlclose: flush first, so that the writer thread resolves the codes seen so far while
+ * their library is still mapped (the symbolizer keeps them after that). dlopen is not
+ * interposed: glibc's dlopen looks at its caller to pick the search path. */
+CTS__PRELOAD_EXPORT int dlclose(void *handle) {
+  cts__need_real();
+  before_exec();
+  if (!cts__real.dlclose) return -1;
+  return cts__real.dlclose(handle);
+}

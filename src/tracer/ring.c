@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/* The per-thread record rings (lock-free; each thread writes its own, the writer takes
+ * from all): their memory, claiming and handing them on, waking and waiting for the
+ * writer, and their counters. The inline reserve and publish are in tracer_state.h. Part
+ * cts__ring_state. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "tracer_state.h"
+
+cts__ring_state_t cts__ring_state;
+
+/* The ring key's destructor: the thread exits, its ring (and what it still holds for the
+ * writer thread) goes to the next thread that needs one. */
+void cts__ring_release(void *p) {
+  cts__ring_t *const r = p;
+  if (cts__thread.ring == r) cts__thread.ring = NULL;
+  CTS_ASSERT(atomic_load_explicit(&r->owned, memory_order_relaxed) == 1);
+  atomic_store_explicit(&r->owned, 0, memory_order_release);
+}
+
+/* The owner reads `tail` (the writer thread's: a cache miss) and looks at it again once the
+ * ring is half full from there. */
+static void ring_read_tail(cts__ring_t *r) {
+  r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+  r->wake_check = r->tail_seen + RING_WORDS / 2u;
+}
+
+/* A ring's memory: its header, then the owner's outer-frame cache, then its words, each
+ * on its own cache lines; the whole in pages. */
+static size_t ring_cache_offset(void) {
+  return (sizeof(cts__ring_t) + 63u) & ~(size_t)63u;
+}
+
+static size_t ring_words_offset(void) {
+  return ring_cache_offset() + ((cts__bottom_size + 63u) & ~(size_t)63u);
+}
+
+static size_t ring_size(void) {
+  return (ring_words_offset() + RING_WORDS * sizeof(uint64_t) + 4095u) & ~(size_t)4095u;
+}
+
+/* Memory for a new ring, zero-filled: a slot of the shared mapping once there is one (the
+ * writer process must see every ring; past RING_SLOTS rings, none), else its own pages. */
+static unsigned char *ring_memory(void) {
+  if (!cts__ring_state.shared) return cts__map_pages(ring_size());
+  const size_t slot = atomic_fetch_add(&cts__ctl->ring_slots_used, 1);
+  if (slot >= RING_SLOTS) return NULL;
+  return cts__ring_state.shared + SHARED_HEADER + slot * ring_size();
+}
+
+/* This thread's first record: a ring left by an exited thread, else a new one. NULL if
+ * there is no memory for one. Guard raised (pthread_setspecific may allocate). */
+CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
+  cts__ring_t *r = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire);
+  for (; r; r = r->next) {
+    int unowned = 0;
+    if (atomic_load_explicit(&r->owned, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_strong(&r->owned, &unowned, 1))
+      break;
+  }
+  if (!r) {
+    unsigned char *const mem = ring_memory();
+    if (!mem) return NULL;
+    r = (cts__ring_t *)mem; /* mapped zero-filled: all counters 0, the cache empty */
+    r->bottom = (cts__bottom_t *)(mem + ring_cache_offset());
+    r->words = (uint64_t *)(mem + ring_words_offset());
+    atomic_init(&r->owned, 1);
+    cts__ring_t *old = atomic_load_explicit(&cts__ctl->rings, memory_order_relaxed);
+    do r->next = old;
+    while (!atomic_compare_exchange_weak_explicit(&cts__ctl->rings, &old, r, memory_order_release,
+                                                  memory_order_relaxed));
+  }
+  CTS_ASSERT(atomic_load_explicit(&r->owned, memory_order_relaxed) == 1);
+  ring_read_tail(r);
+  if (cts__ring_state.ring_key_ok) pthread_setspecific(cts__ring_state.ring_key, r);
+  t->ring = r;
+  return r;
+}
+
+/* Wakes the writer thread once the ring is more than half full (once per filling). `tail`
+ * and `wake_sent` are written by the writer thread: reading them costs a cache miss, and
+ * while the writer drains the ring (it moves `tail` once per pass) every record would pay
+ * it, so they are looked at again only after another sixteenth of the ring. */
+CTS_NOINLINE void cts__ring_wake(cts__ring_t *r, uint64_t head) {
+  /* A writer process that stopped on a sink error cannot end sampling itself. */
+  if (CTS_UNLIKELY(atomic_load_explicit(&cts__ctl->failed, memory_order_relaxed))) {
+    atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+    cts__report_stall();
+  }
+  ring_read_tail(r);
+  if (head - r->tail_seen <= RING_WORDS / 2u) return;
+  r->wake_check = head + RING_WORDS / 16u;
+  /* A writer that polls needs no futex wake: while a program allocates steadily, none is
+   * made. The fence pairs with the writer's (writer_rest): either it sees this head, or
+   * this thread sees it resting. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&cts__ctl->writer_polling, memory_order_relaxed)) return;
+  if (atomic_exchange_explicit(&r->wake_sent, true, memory_order_relaxed)) return;
+  cts__ctl_lock();
+  cts__ctl->wake_requested = true;
+  cts__ctl_wake(&cts__ctl->writer_wake, false);
+  cts__ctl_unlock();
+}
+
+/* Waits until the ring, once written up to `end`, is at most `limit` words full (false:
+ * sampling stopped, or drop mode). The writer thread broadcasts `progress` after moving
+ * a tail when `waiters` is non-zero; the sequentially consistent waiters/tail accesses on
+ * both sides make sure one of them sees the other. */
+CTS_NOINLINE bool cts__ring_wait(cts__ring_t *r, uint64_t end, size_t limit) {
+  for (;;) {
+    r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (end - r->tail_seen <= limit) return true;
+    if (!cts__sampling_on()) return false;
+    if (cts__session.cfg.drop_when_full) {
+      cts__ring_wake(r, end);
+      return false;
+    }
+    cts__ctl_lock();
+    const bool running = cts__ctl->thread_running;
+    if (running) {
+      atomic_fetch_add(&cts__ctl->waiters, 1);
+      cts__ctl->wake_requested = true;
+      if (!atomic_load(&cts__ctl->writer_polling)) cts__ctl_wake(&cts__ctl->writer_wake, false);
+      cts__bump(&r->waits, 1);
+      /* Until the ring is half empty, not until one record fits: one wait per half ring
+       * however slow the writer is, not one per record (drain wakes waiters only then). */
+      while (cts__sampling_on() && cts__ctl->thread_running &&
+             end - atomic_load(&r->tail) > limit / 2u)
+        cts__wait_progress(NULL);
+      atomic_fetch_sub(&cts__ctl->waiters, 1);
+    }
+    cts__ctl_unlock();
+    if (!running) return false;
+  }
+}
+
+/* What the rings lost so far (drop mode). */
+cts__loss_t cts__ring_losses(void) {
+  cts__loss_t l = {0};
+  for (cts__ring_t *r = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire); r;
+       r = r->next) {
+    l.allocs += atomic_load_explicit(&r->lost_allocs, memory_order_relaxed);
+    l.collects += atomic_load_explicit(&r->lost_collects, memory_order_relaxed);
+    l.words += atomic_load_explicit(&r->lost_words, memory_order_relaxed);
+    l.samples += atomic_load_explicit(&r->lost_samples, memory_order_relaxed);
+  }
+  return l;
+}
+
+/* The rings' counters, summed (cts_tracer_get_stats subtracts the session's start). */
+void cts__ring_counts(cts_tracer_stats_t *s) {
+  memset(s, 0, sizeof *s);
+  for (cts__ring_t *r = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire); r;
+       r = r->next) {
+    s->samples += atomic_load_explicit(&r->samples, memory_order_relaxed);
+    s->collects += atomic_load_explicit(&r->collects, memory_order_relaxed);
+    s->waits += atomic_load_explicit(&r->waits, memory_order_relaxed);
+    s->dropped += atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    s->lost_allocs += atomic_load_explicit(&r->lost_allocs, memory_order_relaxed);
+    s->lost_samples += atomic_load_explicit(&r->lost_samples, memory_order_relaxed);
+    s->lost_collects += atomic_load_explicit(&r->lost_collects, memory_order_relaxed);
+  }
+  s->dropped += atomic_load_explicit(&cts__ctl->unrecorded, memory_order_relaxed);
+}
+
+/* Whether some ring holds records the writer has not taken. */
+bool cts__rings_pending(void) {
+  for (cts__ring_t *r = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire); r;
+       r = r->next)
+    if (atomic_load_explicit(&r->head, memory_order_acquire) !=
+        atomic_load_explicit(&r->tail, memory_order_relaxed))
+      return true;
+  return false;
+}
+
+/* The shared mapping, made once: the control block, then RING_SLOTS ring slots (reserved
+ * address space; pages are used as rings are). Only while no ring exists: rings made
+ * before would be this process's alone. False: a writer thread it is. */
+bool cts__shared_mapping(void) {
+  if (cts__ring_state.shared) return true;
+  if (atomic_load(&cts__ctl->rings)) return false;
+  const size_t size = SHARED_HEADER + RING_SLOTS * ring_size();
+  void *const p =
+      mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  cts__control_t *const c = p;
+  cts__init_control(c, true);
+  atomic_store(&c->unrecorded, atomic_load(&cts__ctl->unrecorded));
+  cts__ring_state.shared = p;
+  cts__ring_state.shared_size = size;
+  cts__ctl = c;
+  return true;
+}
+
+size_t cts__tracer_ring_count(void) {
+  size_t n = 0;
+  for (cts__ring_t *r = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire); r;
+       r = r->next)
+    n++;
+  return n;
+}

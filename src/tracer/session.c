@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/* Sessions: starting one (configuration, the sink, the memtrace writer, the writer thread
+ * or process) and stopping it, under the control mutex; what the TCP_LISTEN service uses
+ * (session.h); forgetting the parent's session in a forked child. Part cts__session. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ctfscope/tasks.h>
+
+#include "os/os.h"
+#include "session.h"
+#include "tracer_state.h"
+
+static uint64_t realtime_ns(void *user_data) {
+  (void)user_data;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+cts__session_t cts__session = {
+    .control = PTHREAD_MUTEX_INITIALIZER,
+    .once = PTHREAD_ONCE_INIT,
+};
+
+static bool allocate_memory(void) {
+  if (!cts__writer_memory()) return false;
+  if (!cts__side_reset()) return false;
+  for (size_t i = 0; i < CTS__SLOT_COUNT; i++)
+    atomic_store_explicit(&cts__sampled_slots[i], 0, memory_order_relaxed);
+  return true;
+}
+
+bool cts__config_ok(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
+  if (!cfg || !sink || cfg->struct_size < sizeof *cfg || sink->struct_size < sizeof *sink)
+    return false;
+  /* Compression is for files and callbacks: the collector and `fetch` take plain memtrace. */
+  const bool tcp =
+      sink->kind == CTS_TRACER_SINK_TCP_CONNECT || sink->kind == CTS_TRACER_SINK_TCP_LISTEN;
+  if (cfg->compress_level < 0 || cfg->compress_level > CTS__ZSINK_LEVEL_MAX ||
+      (cfg->compress_level && tcp))
+    return false;
+  return cfg->sample_rate > 0.0 && cfg->sample_rate <= 1.0 && cfg->max_frames <= MAX_FRAMES_LIMIT;
+}
+
+/* Starts a session (a trace with its writer thread) into `sink`, or into the connected
+ * socket `socket_fd` when it is >= 0 (taken over: closed at the end of the session, or at
+ * once on failure). Control lock held. */
+int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
+                              int socket_fd) {
+  if (!cts__config_ok(cfg, sink) || cts__session.session_running || !cts__session.ready ||
+      !allocate_memory()) {
+    const int e = !cts__config_ok(cfg, sink)     ? CTS_E_INVAL
+                  : cts__session.session_running ? CTS_E_STATE
+                  : !cts__session.ready          ? CTS_E_STATE
+                                                 : CTS_E_NOMEM;
+    if (socket_fd >= 0) close(socket_fd);
+    return e;
+  }
+
+  /* The writer process needs the shared mapping; without it, a writer thread. */
+  cts__session.writer_process =
+      cts__process_writer_fits(cfg, sink, socket_fd) && cts__shared_mapping();
+  cts__session.cfg = *cfg;
+  cts__sink.sink = *sink;
+  cts__copy_string(cts__session.context, sizeof cts__session.context, cfg->context);
+  cts__sampler_configure(cfg);
+  cts__session.clock = sink->clock ? sink->clock : cts__wall_clock_us;
+  cts__session.clock_user_data = sink->clock ? sink->clock_user_data : NULL;
+  cts__session.tsc_mode = CTS_HAVE_CPU_COUNTER && !sink->clock && cts_os_tsc_usable();
+  cts__writer_clock_start();
+  if (cfg->executable_name) {
+    cts__copy_string(cts__session.exe, sizeof cts__session.exe, cfg->executable_name);
+  } else {
+    const ssize_t n = readlink("/proc/self/exe", cts__session.exe, sizeof cts__session.exe - 1);
+    cts__session.exe[n > 0 ? n : 0] = '\0';
+  }
+  if (gethostname(cts__session.host, sizeof cts__session.host) != 0) cts__session.host[0] = '\0';
+  cts__session.host[sizeof cts__session.host - 1] = '\0';
+
+  atomic_store_explicit(&cts__ctl->stopping, false, memory_order_relaxed);
+  atomic_store(&cts__ctl->stalled, false);
+  atomic_store(&cts__ctl->stall_reported, false);
+  int e = cts__open_sink(sink, socket_fd);
+  if (e) return e;
+  if (cfg->compress_level) {
+    cts__sink.zsink = cts__zsink_open(cfg->compress_level, cts__raw_write, NULL);
+    if (!cts__sink.zsink) {
+      cts__close_sink();
+      return CTS_E_NOMEM;
+    }
+  }
+  cts_mt_writer_config_t wc;
+  cts_mt_writer_config_init(&wc);
+  wc.version = 2;
+  wc.sample_rate = cts__sampler.rate;
+  wc.word_size = 64;
+  wc.executable_name = cts__session.exe;
+  wc.host_name = cts__session.host;
+  wc.runtime_params = "";
+  wc.context = cts__session.context;
+  wc.pid = (uint64_t)getpid();
+  wc.max_backtrace_frames = MAX_FRAMES_LIMIT;
+  wc.write = cts__sink_write;
+  wc.clock = cts__session.clock;
+  wc.clock_user_data = cts__session.clock_user_data;
+  wc.resolve = cts__resolve_code;        /* loss markers are named even without libdw */
+  wc.encoding = CTS_MT_ENCODING_COMPACT; /* smaller traces; every memtrace reader reads them */
+  cts__sink.bytes_written = 0;
+  const uint64_t start = cts__session.clock(cts__session.clock_user_data);
+  wc.start_time_us = start;
+  e = cts_mt_writer_init(&cts__writer.writer, cts__writer.writer_mem, cts__writer.writer_mem_size,
+                         &wc);
+  /* The trace-info packet reaches the file now, as it does uncompressed. */
+  if (!e && cts__sink.zsink) e = cts__zsink_flush(cts__sink.zsink);
+  if (e) {
+    cts__close_sink();
+    return e;
+  }
+
+  cts__ctl_lock();
+  const unsigned session = cts__session.session % 0x7FFFFFFFu + 1u; /* never 0 */
+  CTS_ASSERT(session != 0 && !cts__session.session_running);
+  cts__session.session_bits = session & CTS__TRACER_SESSION_MASK;
+  atomic_store(&cts__ctl->next_id, cts__session.session_bits << ID_BITS);
+  cts__ctl->gave_up = 0;
+  cts__writer_reset(start);
+  cts__ctl->wake_requested = cts__ctl->stop_requested = false;
+  atomic_store(&cts__ctl->writer_polling, false); /* a new writer: threads wake it at first */
+  cts__ctl->flush_requested = cts__ctl->flush_done = 0;
+  cts__ctl->end_time = 0;
+  atomic_store(&cts__ctl->failed, false);
+  atomic_store(&cts__ctl->exec_pending, false);
+  memset(&cts__ctl->stats, 0, sizeof cts__ctl->stats);
+  cts__ring_counts(&cts__session.base);
+  cts__ctl->stats.bytes_written = cts__sink.bytes_written;
+  cts__ctl->thread_running = true;
+  cts__ctl_unlock();
+  /* Task tracing in this process (the linked APIs, or the preload's): what aligns its
+   * trace with this one, when this one's times are CLOCK_REALTIME (docs/formats/mprof.md
+   * §14.2). */
+  if (CTS__TASK_ON() && cts__session.clock == cts__wall_clock_us)
+    cts_task_clock_anchor((int64_t)getpid(), realtime_ns, NULL);
+
+  /* A writer process if it fits and can be made, else a writer thread. */
+  if (cts__session.writer_process && cts__spawn_writer_process() != 0)
+    cts__session.writer_process = false;
+  if (!cts__session.writer_process) {
+    /* The writer thread takes no signals: they belong to the program's threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    e = pthread_create(&cts__writer.thread, NULL, cts__writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e) {
+      cts__ctl->thread_running = false;
+      cts__close_sink();
+      return -e;
+    }
+    pthread_setname_np(cts__writer.thread, "ctfscope-writer");
+  }
+  /* Sampling starts at once: the writer's one-off work (calibrating the time-stamp counter,
+   * reading the module list) is done when it first needs it, while the program runs; a
+   * program that fills a ring meanwhile waits for it there, as it would have here, and one
+   * that does not (every program at the default rate) never waits. Waiting here cost every
+   * traced image 70-120 ms. A writer process that is already gone is noticed at once. */
+  cts__ctl_lock();
+  const bool writer_lost =
+      !cts__ctl->thread_running || (cts__session.writer_process && cts__writer_process_gone());
+  cts__ctl_unlock();
+  if (writer_lost) {
+    cts__forget_writer_process();
+    cts__close_sink();
+    return -ESRCH;
+  }
+  cts__session.session = session;
+  atomic_store_explicit(&cts__sampler.thread_seeds, 0, memory_order_relaxed);
+  cts__session.session_running = true;
+  atomic_store_explicit(&cts__tracer_active, (int)cts__session.session, memory_order_release);
+  return 0;
+}
+
+/* Stops the running session: sampling ends, the writer thread writes what is queued,
+ * flushes and exits, the sink is closed. Control lock held. */
+int cts__session_stop_locked(void) {
+  CTS_ASSERT(cts__session.session_running);
+  cts__ctl_lock();
+  atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+  atomic_store_explicit(&cts__ctl->stopping, true, memory_order_relaxed);
+  cts__ctl->stop_requested = true;
+  cts__ctl->end_time = cts__event_time(); /* the trace's end (tracer.h, "Events") */
+  cts__ctl_wake(&cts__ctl->writer_wake, false);
+  cts__ctl_wake(&cts__ctl->progress, true); /* threads waiting for queue space give up */
+  if (cts__session.writer_process)
+    while (cts__ctl->thread_running) cts__wait_progress(NULL);
+  cts__ctl_unlock();
+  if (cts__session.writer_process)
+    cts__forget_writer_process();
+  else
+    pthread_join(cts__writer.thread, NULL);
+  cts__report_stall();
+  cts__close_sink();
+  cts__session.session_running = false;
+  cts__ctl_lock();
+  const int e = cts__ctl->stats.error;
+  cts__ctl_unlock();
+  return e;
+}
+
+void cts__control_lock(void) {
+  pthread_mutex_lock(&cts__session.control);
+}
+
+void cts__control_unlock(void) {
+  pthread_mutex_unlock(&cts__session.control);
+}
+
+int cts__session_start_socket(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
+                              int fd) {
+  if (cts__session.service_stopping) {
+    close(fd);
+    return CTS_E_STATE;
+  }
+  return cts__session_start_locked(cfg, sink, fd);
+}
+
+int cts__session_stop(void) {
+  return cts__session.session_running ? cts__session_stop_locked() : CTS_E_STATE;
+}
+
+int cts__session_error(void) {
+  cts__ctl_lock();
+  const int e = cts__ctl->stats.error;
+  cts__ctl_unlock();
+  return e;
+}
+
+int cts__tracer_writer_pid(void) {
+  return cts__session.session_running && cts__session.writer_process
+             ? (int)atomic_load(&cts__ctl->writer_pid)
+             : 0;
+}
+
+/* tracer_state.h. The child is not traced: it has no writer, and the trace belongs to the
+ * parent. Its copies of the parent's sockets are closed, so that a peer sees the parent's
+ * trace end when the parent closes them. With a writer process, the child lets go of the
+ * shared mapping and of the pipe the writer process watches, and starts again from a fresh
+ * control block of its own. Ends by releasing the locks the prepare handler took. */
+void cts__session_atfork_child(void) {
+  atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+  cts__session.session_running = false;
+  cts__sink_atfork_child();
+  cts__session.service_running = cts__session.service_stopping = false;
+  if (!cts__ctl_is_local()) {
+    munmap(cts__ring_state.shared, cts__ring_state.shared_size);
+    cts__ring_state.shared = NULL;
+    cts__ctl = &cts__local_control; /* first: cts__forget_writer_process() writes into it */
+    memset(cts__ctl, 0, sizeof *cts__ctl);
+    cts__init_control(cts__ctl, false);
+    cts__forget_writer_process();
+    cts__session.writer_process = false;
+    cts__thread.ring = NULL;
+    if (cts__ring_state.ring_key_ok) pthread_setspecific(cts__ring_state.ring_key, NULL);
+  } else {
+    cts__ctl->thread_running = false;
+    cts__ctl->stop_requested = false;
+    /* The other threads' rings have no owner here. */
+    for (cts__ring_t *r = atomic_load(&cts__ctl->rings); r; r = r->next)
+      atomic_store(&r->owned, r == cts__thread.ring);
+    atomic_store(&cts__ctl->waiters, 0);
+    cts__ctl_unlock();
+  }
+  pthread_mutex_unlock(&cts__side.side_lock);
+  pthread_mutex_init(&cts__session.control, NULL);
+}

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/* The sinks (cts_tracer_sink_t): a file, a descriptor, a callback, a TCP connection or the
+ * service's client (tracer.h, "TCP sinks"; TCP listen is service.c), behind the optional
+ * zstd stage (zsink.c, tracer.h "Compression"); and the tracer's log lines. Part
+ * cts__sink: the writer's while a session runs. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "os/net.h"
+#include "os/os.h"
+#include "tracer_state.h"
+
+cts__sink_state_t cts__sink = {.fd = -1};
+
+/* Says once per session, on the program's side, that a peer stalled the trace: a writer
+ * process's stderr is /dev/null, so the program's threads say it for it (cts__ring_wake, the
+ * session's stop). */
+void cts__report_stall(void) {
+  if (!atomic_load_explicit(&cts__ctl->stalled, memory_order_relaxed) ||
+      atomic_exchange(&cts__ctl->stall_reported, true))
+    return;
+  const uint32_t ms = cts__session.cfg.stall_timeout_ms;
+  cts__tracer_log(&cts__sink.sink,
+                  "the trace reader took nothing for %u.%03u s: tracing stopped, the program runs "
+                  "on untraced (CTFSCOPE_STALL_TIMEOUT)",
+                  ms / 1000u, ms % 1000u);
+}
+
+/* Writes to our non-blocking socket, waiting for room as long as the peer takes something
+ * at least every stall_timeout_ms (lossless; 0: for ever), or, in drop mode once stopping,
+ * until the peer has taken nothing for DROP_GIVE_UP_MS. */
+static int socket_write(const char *p, size_t len) {
+  uint64_t stalled_since = 0;
+  const bool drop = cts__session.cfg.drop_when_full;
+  while (len) {
+    const ssize_t n = cts_net_write(cts__sink.fd, p, len);
+    if (n > 0) {
+      p += n;
+      len -= (size_t)n;
+      stalled_since = 0;
+      continue;
+    }
+    if (n == 0) return -EPIPE;
+    if (n != -EAGAIN) return (int)n;
+    const uint64_t bound =
+        drop ? (atomic_load_explicit(&cts__ctl->stopping, memory_order_relaxed) ? DROP_GIVE_UP_MS
+                                                                                : 0)
+             : cts__session.cfg.stall_timeout_ms;
+    if (bound) {
+      const uint64_t now = cts_mono_ms();
+      if (!stalled_since) {
+        stalled_since = now;
+      } else if (now - stalled_since >= bound) {
+        if (!drop) {
+          /* The writer fails with this error: sampling stops and waiting threads go on. */
+          atomic_store(&cts__ctl->stalled, true);
+          if (!cts__session.writer_process) cts__report_stall();
+        }
+        return -ETIMEDOUT;
+      }
+    }
+    cts_net_wait(cts__sink.fd, true, 100);
+  }
+  return 0;
+}
+
+/* Where the trace's bytes go, after the zstd stage if there is one. */
+int cts__raw_write(void *user_data, const void *buf, size_t len) {
+  (void)user_data;
+  cts__sink.bytes_written += len;
+  if (cts__sink.sink.kind == CTS_TRACER_SINK_CALLBACK)
+    return cts__sink.sink.write(cts__sink.sink.write_user_data, buf, len);
+  if (cts__sink.socket_sink) return socket_write(buf, len);
+  return cts_os_fd_write((void *)(intptr_t)cts__sink.fd, buf, len);
+}
+
+/* The memtrace writer's output. */
+int cts__sink_write(void *user_data, const void *buf, size_t len) {
+  return cts__sink.zsink ? cts__zsink_write(cts__sink.zsink, buf, len)
+                         : cts__raw_write(user_data, buf, len);
+}
+
+/* Takes over the connected socket `fd` as the sink (closed by cts__close_sink, or here). */
+static int adopt_socket(int fd) {
+  const int e = cts_net_set_nonblocking(fd, true);
+  if (e) {
+    close(fd);
+    return e;
+  }
+  cts__sink.fd = fd;
+  cts__sink.own_fd = true;
+  cts__sink.socket_sink = true;
+  return 0;
+}
+
+int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
+  cts__sink.fd = -1;
+  cts__sink.own_fd = false;
+  cts__sink.socket_sink = false;
+  if (socket_fd >= 0) return adopt_socket(socket_fd);
+  switch (sink->kind) {
+    case CTS_TRACER_SINK_FILE: {
+      if (!sink->path || !sink->path[0]) return CTS_E_INVAL;
+      cts__copy_string(cts__sink.path, sizeof cts__sink.path, sink->path);
+      const int fd = open(cts__sink.path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      if (fd < 0) return -errno;
+      /* As memtrace: refuse a file another process is tracing into, then truncate it
+       * (errors ignored so that /dev/null works). */
+      if (lockf(fd, F_TLOCK, 0) != 0 && errno != EINVAL) {
+        const int e = -errno;
+        close(fd);
+        return e;
+      }
+      if (ftruncate(fd, 0) != 0) { /* ignored */
+      }
+      /* Also an flock, held while any copy of the descriptor is open, the writer
+       * process's included: `ctfscope record` waits for it to go before reading the
+       * trace of a program that was killed (its writer process finishes the trace). */
+      if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* ignored: only a courtesy */
+      }
+      cts__sink.fd = fd;
+      cts__sink.own_fd = true;
+      return 0;
+    }
+    case CTS_TRACER_SINK_FD:
+      if (sink->fd < 0) return CTS_E_INVAL;
+      cts__sink.fd = sink->fd;
+      return 0;
+    case CTS_TRACER_SINK_CALLBACK:
+      return sink->write ? 0 : CTS_E_INVAL;
+    case CTS_TRACER_SINK_TCP_CONNECT: {
+      if (!sink->address || !sink->address[0]) return CTS_E_INVAL;
+      cts_net_addr_t addr;
+      char err[CTS_NET_ERR_LEN];
+      int e = cts_net_parse_connect(sink->address, &addr, err, sizeof err);
+      if (e) return e;
+      int fd;
+      e = cts_net_connect(&addr, sink->connect_timeout_ms ? (int)sink->connect_timeout_ms : -1,
+                          &fd);
+      return e ? e : adopt_socket(fd);
+    }
+    default:
+      return CTS_E_INVAL;
+  }
+}
+
+void cts__close_sink(void) {
+  cts__zsink_close(cts__sink.zsink);
+  cts__sink.zsink = NULL;
+  if (cts__sink.own_fd && cts__sink.fd >= 0) {
+    if (cts__sink.socket_sink) {
+      /* End the stream with a FIN even if a copy of the descriptor lives on, and read what
+       * the peer sent, so that closing does not turn into a reset that could discard the
+       * last packet on its way. */
+      shutdown(cts__sink.fd, SHUT_WR);
+      char sink_buf[4096];
+      for (int i = 0; i < 256 && cts_net_read(cts__sink.fd, sink_buf, sizeof sink_buf) > 0; i++) {}
+    }
+    close(cts__sink.fd);
+  }
+  cts__sink.fd = -1;
+  cts__sink.own_fd = false;
+  cts__sink.socket_sink = false;
+}
+
+/* tracer_state.h. In a forked child: the copies of the parent's sockets and compressor
+ * go. */
+void cts__sink_atfork_child(void) {
+  if (cts__sink.socket_sink && cts__sink.fd >= 0) close(cts__sink.fd);
+  cts__sink.fd = -1;
+  cts__sink.socket_sink = false;
+  cts__sink.own_fd = false;          /* a file is the parent's; close-on-exec anyway */
+  cts__zsink_close(cts__sink.zsink); /* a copy of the parent's compressor state */
+  cts__sink.zsink = NULL;
+}
+
+void cts__tracer_log(const cts_tracer_sink_t *sink, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (sink->log) {
+    sink->log(sink->log_user_data, line);
+    return;
+  }
+  char out[sizeof line + 16];
+  const int n = snprintf(out, sizeof out, "ctfscope: %s\n", line);
+  if (n > 0 && write(STDERR_FILENO, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1) < 0) {
+    /* nowhere else to say it */
+  }
+}

@@ -1,0 +1,475 @@
+/* SPDX-License-Identifier: MIT */
+/* The writer (a thread, or the writer process's only thread): it drains the rings in
+ * object-id order, encodes the records with the memtrace writer, writes loss markers,
+ * converts time-stamp counter values, flushes, and stops. Part cts__writer. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "tracer_state.h"
+
+/* How long the writer thread waits for an object id that was taken but whose record was
+ * never published (its thread stopped in between), before writing a loss marker in its
+ * place; and how soon it looks again while it waits. */
+#define STALL_GIVE_UP_MS 2000u
+#define STALL_RETRY_MS   1u
+/* While the program writes records, the writer looks at the rings every POLL_MS instead of
+ * being woken at each half ring (a futex call on the allocating thread); it stops polling
+ * after POLL_IDLE_MAX looks that find nothing. A 1 MiB ring takes 2 ms or more to fill
+ * half at rate 1. */
+#define POLL_MS        1u
+#define POLL_IDLE_MAX  50u
+#define TSC_WINDOW_NS  10000000u /* calibrating the counter: 10 ms, about 10 ppm */
+#define OWNER_CHECK_MS 50u       /* how often the writer process checks the program exists */
+#define EXEC_CHECK_MS  1u        /* ... while the program is about to exec (exec_pending) */
+
+cts__writer_state_t cts__writer;
+
+static bool is_marker_code(uint64_t code) {
+  return (code & ~(CTS_TRACER_LOST_CODE_BASE - 1u)) == CTS_TRACER_LOST_CODE_BASE;
+}
+
+size_t cts__resolve_code(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {
+  (void)user_data;
+  if (is_marker_code(code)) {
+    if (max < 1) return 1;
+    snprintf(cts__writer.marker_name, sizeof cts__writer.marker_name,
+             CTS_TRACER_LOST_NAME_PREFIX
+             "%llu sampled allocations and %llu frees (trace "
+             "reader too slow)",
+             (unsigned long long)CTS_TRACER_LOST_ALLOCS_OF(code),
+             (unsigned long long)CTS_TRACER_LOST_FREES_OF(code));
+    out[0] = (cts_mt_location_t){.line = 1,
+                                 .start_char = 0,
+                                 .end_char = 0,
+                                 .filename = "<ctfscope>",
+                                 .defname = cts__writer.marker_name};
+    return 1;
+  }
+  if (!cts__session.cfg.symbolize)
+    return 0; /* (and without libdw the symbolizer resolves nothing) */
+  if (!cts__writer.symbolizer)
+    cts__writer.symbolizer = cts__symbolizer_create(cts__wproc.traced_pid, &cts__ctl->module_epoch);
+  return cts__writer.symbolizer ? cts__symbolizer_resolve(cts__writer.symbolizer, code, out, max)
+                                : 0;
+}
+
+#if CTS_HAVE_CPU_COUNTER
+/* The counter and CLOCK_MONOTONIC read together: the closest pair of 9. */
+void cts__tsc_sample(uint64_t *counter, uint64_t *ns) {
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 9; i++) {
+    const uint64_t before = cts__cpu_counter();
+    const uint64_t mono = cts_mono_ns();
+    const uint64_t after = cts__cpu_counter();
+    if (after - before < best) {
+      best = after - before;
+      *counter = before + (after - before) / 2u;
+      *ns = mono;
+    }
+  }
+}
+#endif
+
+/* tracer_state.h. Not under the control lock: no writer runs. */
+void cts__writer_clock_start(void) {
+  cts__writer.tsc_ok = cts__writer.tsc_tried = cts__writer.writer_ending = false;
+#if CTS_HAVE_CPU_COUNTER
+  if (cts__session.tsc_mode) cts__tsc_sample(&cts__writer.tsc_start, &cts__writer.tsc_start_ns);
+#endif
+}
+
+/* Calibrates the time-stamp counter on the writer thread when the first event's time is
+ * written, so that no allocating thread waits for it: against the pair read when the
+ * session started (tsc_start), over TSC_WINDOW_NS at least. A session that has run that
+ * long needs no sleep, and one without events (a short program at the default rate) no
+ * calibration at all. */
+static void calibrate_tsc(void) {
+  cts__writer.tsc_tried = true;
+#if CTS_HAVE_CPU_COUNTER
+  uint64_t c1, n1;
+  cts__tsc_sample(&c1, &n1);
+  /* A session that ends inside the window has no later times to place: the window it had
+   * covers every time written, so its calibration is as exact as the run needs, and the
+   * program (which waits for its writer at exit) is not held up by a sleep. */
+  if (!cts__writer.writer_ending && n1 - cts__writer.tsc_start_ns < TSC_WINDOW_NS) {
+    const uint64_t left = TSC_WINDOW_NS - (n1 - cts__writer.tsc_start_ns);
+    struct timespec wait = {0, (long)left};
+    while (nanosleep(&wait, &wait) != 0 && errno == EINTR) {}
+    cts__tsc_sample(&c1, &n1);
+  }
+  const uint64_t c0 = cts__writer.tsc_start, n0 = cts__writer.tsc_start_ns;
+  /* (n1 - n0) < 2^34 for sessions under 17 s; a longer one drops its low bits first. */
+  uint64_t dn = n1 - n0, dc = c1 - c0;
+  while (dn >= (UINT64_C(1) << 34)) dn >>= 1, dc >>= 1;
+  const uint64_t mult = c1 > c0 && n1 > n0 && dc ? (dn << 30) / dc << 2 : 0;
+  cts__writer.tsc = (cts_tsc_clock_t){.base_counter = c1, .base_ns = n1, .mult = mult};
+  cts__writer.tsc_ok = mult != 0;
+#endif
+  /* The counter maps to CLOCK_MONOTONIC; the offset to the wall clock is read between two
+   * monotonic readings, the closest pair of 8 (a preemption between them would skew it). */
+  int64_t best = INT64_MAX;
+  for (int i = 0; i < 8; i++) {
+    struct timespec real;
+    const int64_t a = (int64_t)cts_mono_ns();
+    clock_gettime(CLOCK_REALTIME, &real);
+    const int64_t b = (int64_t)cts_mono_ns();
+    if (b - a < best) {
+      best = b - a;
+      cts__writer.real_minus_mono =
+          ((int64_t)real.tv_sec * 1000000000 + real.tv_nsec) - a - (b - a) / 2;
+    }
+  }
+}
+
+/* An event's time in µs from what cts__event_time() stored, never below the previous one
+ * written (counters read on different CPUs may be a few cycles apart). */
+static uint64_t writer_time(uint64_t raw) {
+  uint64_t us = raw;
+#if CTS_HAVE_CPU_COUNTER
+  if (cts__session.tsc_mode && !cts__writer.tsc_tried) calibrate_tsc();
+  if (cts__session.tsc_mode)
+    us = cts__writer.tsc_ok
+             ? (uint64_t)((int64_t)cts__tsc_to_ns(&cts__writer.tsc, raw) +
+                          cts__writer.real_minus_mono) /
+                   1000u
+             : cts__writer.writer_time; /* not calibrated: no better time than the last */
+#endif
+  if (us < cts__writer.writer_time) us = cts__writer.writer_time;
+  cts__writer.writer_time = us;
+  return us;
+}
+
+/* tracer_state.h. */
+bool cts__writer_memory(void) {
+  if (!cts__writer.writer_mem) {
+    cts_mt_writer_config_t wc;
+    cts_mt_writer_config_init(&wc);
+    wc.max_backtrace_frames = MAX_FRAMES_LIMIT;
+    cts__writer.writer_mem_size = cts_mt_writer_size(&wc);
+    cts__writer.writer_mem = cts__map_pages(cts__writer.writer_mem_size);
+    if (!cts__writer.writer_mem) return false;
+  }
+  return true;
+}
+
+/* tracer_state.h. Control lock held. */
+void cts__writer_reset(uint64_t start) {
+  cts__writer.emitted = 0;
+  cts__writer.pending.present = false;
+  cts__writer.lost_taken = cts__ring_losses();
+  cts__writer.writer_time = start;
+}
+
+/* A loss marker: one alloc of the lost words and samples at a code that counts the lost
+ * events, collected at once (tracer.h, "Drop mode"). Takes the object id cts__writer.emitted. */
+static int write_marker(const cts__loss_t *loss, uint64_t raw_time) {
+  const uint64_t allocs = loss->allocs < 0x7FFFFFFFu ? loss->allocs : 0x7FFFFFFFu;
+  const uint64_t frees = loss->collects < 0x3FFFFFFFu ? loss->collects : 0x3FFFFFFFu;
+  const uint64_t code = CTS_TRACER_LOST_CODE_BASE | allocs << 30 | frees;
+  uint64_t id;
+  const uint64_t time = writer_time(raw_time);
+  int e = cts_mt_writer_alloc(cts__writer.writer, time, loss->words, loss->samples,
+                              CTS_MT_SOURCE_MAJOR, &code, 1, &id);
+  if (!e) e = cts_mt_writer_collect(cts__writer.writer, time, cts__writer.emitted);
+  cts__writer.emitted++;
+  cts__ctl->stats.loss_markers++;
+  return e;
+}
+
+/* The pending loss marker, if its id is next. */
+static int marker_if_due(bool *progress) {
+  if (!cts__writer.pending.present || (cts__writer.pending.id & ID_MASK) != cts__writer.emitted)
+    return 0;
+  cts__writer.pending.present = false;
+  *progress = true;
+  return write_marker(&cts__writer.pending.loss, cts__writer.pending.time);
+}
+
+/* Turns the losses since the last marker into a pending marker, with a fresh object id
+ * and the current time. */
+static void take_losses(void) {
+  if (cts__writer.pending.present) return;
+  const cts__loss_t now = cts__ring_losses();
+  const cts__loss_t d = {
+      now.allocs - cts__writer.lost_taken.allocs, now.collects - cts__writer.lost_taken.collects,
+      now.words - cts__writer.lost_taken.words, now.samples - cts__writer.lost_taken.samples};
+  if (!d.allocs && !d.collects) return;
+  cts__writer.lost_taken = now;
+  cts__writer.pending.loss = d;
+  cts__writer.pending.time = cts__event_time();
+  cts__writer.pending.id = atomic_fetch_add(&cts__ctl->next_id, 1);
+  cts__writer.pending.present = true;
+}
+
+/* An alloc record: its frames are innermost first in the ring (so that the sampling
+ * thread walks the stack straight into it); memtrace wants them outermost first. */
+static int write_alloc(const uint64_t *rec, size_t depth) {
+  const uint64_t *const frames = rec + REC_ALLOC_WORDS;
+  CTS_ASSERT((rec[2] & ID_MASK) == cts__writer.emitted && depth <= MAX_FRAMES_LIMIT);
+  for (size_t i = 0; i < depth; i++) cts__writer.frames[i] = frames[depth - 1 - i];
+  uint64_t id;
+  const int e = cts_mt_writer_alloc(cts__writer.writer, writer_time(rec[1]), rec[3], rec[4],
+                                    CTS_MT_SOURCE_MAJOR, cts__writer.frames, depth, &id);
+  cts__writer.emitted++;
+  return e;
+}
+
+/* Ids taken in this session that are not written yet. */
+static bool ids_outstanding(void) {
+  const uint64_t next = atomic_load(&cts__ctl->next_id);
+  /* Only ids taken are written (give_up_id writes in place of one taken). */
+  CTS_ASSERT((next >> ID_BITS) != cts__session.session_bits ||
+             (next & ID_MASK) >= cts__writer.emitted);
+  return (next >> ID_BITS) == cts__session.session_bits && (next & ID_MASK) > cts__writer.emitted;
+}
+
+/* The writer's choice before it waits: poll again within POLL_MS while the program writes
+ * records (`busy`), or rest until a thread wakes it (a ring half full), a flush or a stop.
+ * Resting, it says so first and then looks at the rings once more (the fence pairs with
+ * cts__ring_wake's): a record published meanwhile is seen here, or its thread sees the writer
+ * resting and wakes it. Whether to poll. */
+static bool writer_poll(bool busy) {
+  if (busy) {
+    atomic_store_explicit(&cts__ctl->writer_polling, true, memory_order_relaxed);
+    return true;
+  }
+  atomic_store_explicit(&cts__ctl->writer_polling, false, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+  return cts__rings_pending();
+}
+
+/* Writes every record that can be written: allocations in object-id order, each collect
+ * once its allocation is written. Ids grow along each ring and a collect follows its
+ * allocation's publication, so the head record of some ring can always go unless the next
+ * id is still on its way (*blocked then says that records wait). Records of another session
+ * (published by a thread after its session ended) and of ids given up are skipped. */
+static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
+  int err = 0;
+  bool any = false, blocked = false;
+  cts__ring_t *const rings = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire);
+  for (bool progress = true; progress;) {
+    progress = false;
+    blocked = false;
+    bool space = false;
+    uint64_t taken = 0;
+    int e = marker_if_due(&progress);
+    if (e && !err) err = e;
+    for (cts__ring_t *r = rings; r; r = r->next) {
+      const uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+      const uint64_t start = atomic_load_explicit(&r->tail, memory_order_relaxed);
+      uint64_t tail = start;
+      while (tail != head) {
+        const uint64_t *const rec = r->words + (tail & RING_MASK);
+        const unsigned kind = (unsigned)(rec[0] & 0xFFu);
+        if (kind == REC_PAD) {
+          /* A pad runs to the end of the ring. */
+          CTS_ASSERT((tail & RING_MASK) + (rec[0] >> 8) == RING_WORDS);
+          tail += rec[0] >> 8;
+          continue;
+        }
+        CTS_ASSERT(kind == REC_ALLOC || kind == REC_COLLECT);
+        const size_t depth = kind == REC_ALLOC ? (size_t)(rec[0] >> 8) : 0;
+        const uint64_t full = rec[2], id = full & ID_MASK;
+        if ((full >> ID_BITS) == cts__session.session_bits) {
+          if (kind == REC_ALLOC) {
+            if (id > cts__writer.emitted) break;
+            if (id == cts__writer.emitted) {
+              e = write_alloc(rec, depth);
+              if (e && !err) err = e;
+              e = marker_if_due(&progress);
+              if (e && !err) err = e;
+            }
+          } else {
+            if (id >= cts__writer.emitted) break;
+            e = cts_mt_writer_collect(cts__writer.writer, writer_time(rec[1]), id);
+            if (e && !err) err = e;
+          }
+        }
+        tail += kind == REC_ALLOC ? REC_ALLOC_WORDS + depth : REC_COLLECT_WORDS;
+      }
+      CTS_ASSERT(tail - start <= head - start && head - start <= RING_WORDS); /* in bounds */
+      if (tail != start) {
+        taken += tail - start;
+        atomic_store(&r->tail, tail); /* seq_cst: see cts__ring_wait */
+        atomic_store_explicit(&r->wake_sent, false, memory_order_relaxed);
+        progress = any = true;
+        /* A waiter wants its ring at most half full (its record, unpublished, lies beyond
+         * `head`): only then is it worth a wake-up. */
+        if (head - tail <= RING_WORDS / 2u) space = true;
+      }
+      if (tail != head) blocked = true;
+    }
+    if (space && atomic_load(&cts__ctl->waiters)) {
+      cts__ctl_lock();
+      cts__ctl_wake(&cts__ctl->progress, true);
+      cts__ctl_unlock();
+    }
+    if (taken < min_pass) break;
+  }
+  *progress_out = any;
+  *blocked_out = blocked;
+  return err;
+}
+
+/* An id taken STALL_GIVE_UP_MS ago whose record never came: a loss marker takes its place,
+ * so that the ids after it can be written. (Should the record come after all, it is
+ * skipped as stale.) */
+static int give_up_id(void) {
+  cts__ctl->gave_up++;
+  const cts__loss_t one = {1, 0, 0, 0};
+  return write_marker(&one, cts__event_time());
+}
+
+void *cts__writer_main(void *arg) {
+  (void)arg;
+  cts__guard_enter(); /* for life: nothing this thread allocates is traced */
+  /* No one-off work here: the counter is calibrated at the first event's time
+   * (writer_time), the symbolizer made at the first code (cts__resolve_code), each module's
+   * debug information read when a code first lies in it. */
+  const uint64_t interval =
+      cts__session.cfg.flush_interval_ms ? cts__session.cfg.flush_interval_ms : 1000;
+  uint64_t next_flush = cts_mono_ms() + interval;
+  uint64_t stalled_since = 0; /* ms; 0 = writing goes on */
+  bool dirty = false, waiting = false, progress = false;
+  unsigned idle_polls = POLL_IDLE_MAX + 1u; /* resting until the first records */
+  for (;;) {
+    cts__ctl_lock();
+    uint64_t now_ms = cts_mono_ms();
+    const bool asked = cts__ctl->stop_requested ||
+                       cts__ctl->flush_requested != cts__ctl->flush_done ||
+                       cts__ctl->wake_requested;
+    /* Records waiting for an id on its way, and none written last time: look again soon
+     * (also when stopping: no busy loop while the id comes). */
+    const bool stalled = waiting && !progress;
+    /* Records taken on the last pass, or some left: polled for a while (POLL_IDLE_MAX
+     * passes that take nothing), so that a thread that fills its ring wakes nobody. */
+    idle_polls = progress ? 0 : idle_polls + 1;
+    const bool poll =
+        writer_poll(idle_polls <= POLL_IDLE_MAX && (progress || cts__rings_pending()));
+    if ((!asked && now_ms < next_flush) || stalled) {
+      uint64_t until = stalled || (waiting && now_ms + STALL_RETRY_MS < next_flush)
+                           ? now_ms + STALL_RETRY_MS
+                       : poll && now_ms + POLL_MS < next_flush ? now_ms + POLL_MS
+                                                               : next_flush;
+      /* A writer process looks at the program's pipe this often: the trace's end time is
+       * when it sees the program gone (killed, exec'd), so no later than this after. Right
+       * before an exec it looks every EXEC_CHECK_MS: `record` and the exec'd image's
+       * summary wait for this trace to be finished. */
+      const uint64_t owner_check =
+          atomic_load_explicit(&cts__ctl->exec_pending, memory_order_relaxed) ? EXEC_CHECK_MS
+                                                                              : OWNER_CHECK_MS;
+      if (cts__wproc.owner_watch_fd >= 0 && until > now_ms + owner_check)
+        until = now_ms + owner_check;
+      const struct timespec ts = cts__deadline_in_ms(until - now_ms);
+      cts__ctl_timedwait(&cts__ctl->writer_wake, &ts);
+    }
+    const bool stop_requested = cts__ctl->stop_requested;
+    const uint64_t flush_target = cts__ctl->flush_requested;
+    const bool flush_wanted = flush_target != cts__ctl->flush_done;
+    cts__ctl->wake_requested = false;
+    cts__ctl_unlock();
+    /* A writer process also stops when the program has exited or exec'd (killed, or
+     * _exit without stopping): what its rings hold is all there will be. */
+    if (cts__wproc.owner_watch_fd >= 0 && !cts__writer.owner_gone &&
+        (cts__writer.owner_gone = cts__owner_is_gone())) {
+      cts__ctl_lock();
+      if (!cts__ctl->end_time) cts__ctl->end_time = cts__event_time();
+      cts__ctl_unlock();
+    }
+    const bool stopping = stop_requested || cts__writer.owner_gone;
+    cts__writer.writer_ending = stopping;
+
+    now_ms = cts_mono_ms();
+    const bool timed = now_ms >= next_flush;
+    bool blocked;
+    /* Unless a flush, a stop or the timer asks for everything, a pass that finds little
+     * ends the drain: the writer waits for the next wake-up (the rings half full) instead
+     * of following the program's writes record by record, which would have the two
+     * threads pass the ring's newest cache lines and its head back and forth. */
+    const size_t min_pass = stopping || flush_wanted || timed ? 0 : RING_WORDS / 16u;
+    int err = drain(min_pass, &progress, &blocked);
+    take_losses();
+    if (cts__writer.pending.present) { /* its id may be next */
+      bool more, still;
+      const int e = drain(min_pass, &more, &still);
+      if (e && !err) err = e;
+      progress |= more;
+      blocked = still;
+    }
+    dirty |= progress;
+    waiting = blocked || ids_outstanding() || cts__writer.pending.present;
+    if (!waiting || progress) {
+      stalled_since = 0;
+    } else if (!stalled_since) {
+      stalled_since = now_ms;
+    } else if (now_ms - stalled_since >= STALL_GIVE_UP_MS || cts__writer.owner_gone) {
+      const int e = give_up_id();
+      if (e && !err) err = e;
+      dirty = true;
+      stalled_since = 0;
+      continue;
+    }
+    if (dirty && (timed || flush_wanted || stopping)) {
+      const int e = cts_mt_writer_flush(cts__writer.writer);
+      if (e && !err) err = e;
+      dirty = false;
+    }
+    /* The zstd stage ends a block at each flush: the sink then holds a stream decodable
+     * up to here (tracer.h, "Compression"). An asked-for flush (before exec and dlclose,
+     * which a writer thread may not survive) ends the frame: the file is then complete. */
+    if (cts__sink.zsink &&
+        (flush_wanted || ((timed || stopping) && cts__zsink_pending(cts__sink.zsink)))) {
+      const int e =
+          flush_wanted ? cts__zsink_end(cts__sink.zsink) : cts__zsink_flush(cts__sink.zsink);
+      if (e && !err) err = e;
+    }
+    if (timed) next_flush = cts_mono_ms() + interval;
+
+    cts__ctl_lock();
+    cts__ctl->stats.bytes_written = cts__sink.bytes_written;
+    if (err && !cts__ctl->stats.error) {
+      cts__ctl->stats.error = err;
+      /* The writer is closed after a sink error: stop sampling for nothing. */
+      atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+      atomic_store(&cts__ctl->failed, true);
+    }
+    if (flush_wanted) cts__ctl->flush_done = flush_target;
+    CTS_ASSERT(cts__ctl->flush_done <= cts__ctl->flush_requested);
+    /* A flush done, or sampling ended on an error: whoever waits is told. Threads waiting
+     * for ring space are told by drain, once their ring is half empty; waking them at
+     * every pass (every POLL_MS) would cost them a system call each time. */
+    if (flush_wanted || err) cts__ctl_wake(&cts__ctl->progress, true);
+    const bool done = stopping && !waiting;
+    cts__ctl_unlock();
+    if (done) break;
+  }
+
+  /* The last packet ends when the program did (or stopped the session), not at its last
+   * sampled event: durations then cover the whole run. */
+  cts__ctl_lock();
+  const uint64_t end = cts__ctl->end_time ? cts__ctl->end_time : cts__event_time();
+  cts__ctl_unlock();
+  int e = cts_mt_writer_close_at(cts__writer.writer, writer_time(end));
+  if (cts__sink.zsink) {
+    const int ze = cts__zsink_end(cts__sink.zsink);
+    if (ze && (!e || e == CTS_E_CLOSED)) e = ze;
+  }
+  /* The writer process exits next: tearing libdw down there only frees memory, through the
+   * program's allocator (jemalloc's blocks once made it fault at this point), after the
+   * trace is complete but before the program is told. */
+  if (cts__writer.symbolizer && cts__wproc.owner_watch_fd < 0) {
+    cts__symbolizer_destroy(cts__writer.symbolizer);
+    cts__writer.symbolizer = NULL;
+  }
+  cts__ctl_lock();
+  cts__ctl->stats.bytes_written = cts__sink.bytes_written;
+  if (e && e != CTS_E_CLOSED && !cts__ctl->stats.error) cts__ctl->stats.error = e;
+  cts__ctl->thread_running = false;
+  cts__ctl_wake(&cts__ctl->progress, true);
+  cts__ctl_unlock();
+  return NULL;
+}
