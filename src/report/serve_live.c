@@ -324,6 +324,11 @@ static void json_text(char *buf, size_t size, const char *s) {
   buf[n] = '\0';
 }
 
+/* The report loaders' messages (errors only: they load quietly) on the service's log. */
+static void load_log(void *user_data, cts_log_level_t level, const char *msg) {
+  log_line(user_data, "live report: %s: %s", level == CTS_LOG_ERROR ? "error" : "warning", msg);
+}
+
 /* Writes the document of the snapshot as it is now into fd: the report loaders read the
  * snapshot file (only complete packets), plus the "live" member. Returns 0 or -errno. */
 static int write_doc(const cts__serve_live_t *l, uint64_t generation, int fd) {
@@ -332,11 +337,14 @@ static int write_doc(const cts__serve_live_t *l, uint64_t generation, int fd) {
   char path[600];
   snprintf(path, sizeof path, "%s/%s", l->dir, SNAPSHOT_NAME);
   if (l->snap_len > 0 && l->format == CTS_SINK_FORMAT_MEMTRACE) {
-    const report_mem_opts_t mo = {
-        .path = path, .quiet = true, .max_records = l->cfg.max_records, .top_sites = l->cfg.top};
+    const report_mem_opts_t mo = {.path = path,
+                                  .quiet = true,
+                                  .max_records = l->cfg.max_records,
+                                  .top_sites = l->cfg.top,
+                                  .log = {load_log, (void *)l}};
     report_mem_load(&mem, &mo);
   } else if (l->snap_len > 0 && l->format == CTS_SINK_FORMAT_MPROF) {
-    const report_tasks_opts_t to = {.path = path, .quiet = true};
+    const report_tasks_opts_t to = {.path = path, .quiet = true, .log = {load_log, (void *)l}};
     report_tasks_load(&tasks, &to);
   }
   static const char *const state_names[] = {"waiting", "receiving", "ended"};
