@@ -268,7 +268,7 @@ static const char *cut_reason(const char *path, bool killed, char *buf, size_t s
   return buf;
 }
 
-/* The traced images' notes (preload.c, note_lost_tail): "PATH\0REASON\0" records, read
+/* The traced images' notes (preload_exec.c, note_lost_tail): "PATH\0REASON\0" records, read
  * once the program has exited. */
 static struct {
   char buf[1 << 16];
@@ -433,7 +433,7 @@ int cmd_record(int argc, char **argv) {
     cli_error("pipe: %s", strerror(errno));
     return CLI_EXIT_INTERNAL;
   }
-  /* The traced images tell on this one when their trace loses its tail (preload.c). None
+  /* The traced images tell on this one when their trace loses its tail (preload_exec.c). None
    * for TCP traces (not summarised) or if it cannot be made (the summary then knows less). */
   int notes_pipe[2] = {-1, -1};
   if (!memtrace_url[0] && pipe2(notes_pipe, O_CLOEXEC) != 0) notes_pipe[0] = notes_pipe[1] = -1;
