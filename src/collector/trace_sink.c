@@ -190,13 +190,13 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
       if (s->mp_header_len < MPROF_HEADER) return 0;
       const uint8_t *h = s->mp_header;
       const uint64_t at = s->mp_packet_start;
-      if (mprof_ld32(h + MPROF_OFF_MAGIC) != MPROF_MAGIC ||
+      if (cts_ld_le32(h + MPROF_OFF_MAGIC) != MPROF_MAGIC ||
           memcmp(h + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid) != 0)
         return fail(s, CTS_E_BAD_MAGIC,
                     "at offset %llu: task-trace packet without the mirage-profile magic and uuid",
                     (unsigned long long)at);
-      const uint32_t bits = mprof_ld32(h + MPROF_OFF_PACKET_SIZE);
-      const uint32_t content = mprof_ld32(h + MPROF_OFF_CONTENT_SIZE);
+      const uint32_t bits = cts_ld_le32(h + MPROF_OFF_PACKET_SIZE);
+      const uint32_t content = cts_ld_le32(h + MPROF_OFF_CONTENT_SIZE);
       if (bits % 8 != 0 || bits / 8 < MPROF_HEADER || content > bits || content < MPROF_HEADER * 8)
         return fail(s, CTS_E_PACKET_SIZE,
                     "at offset %llu: task-trace packet of %u bits with %u bits of content is "
@@ -214,7 +214,7 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
       len -= take;
     }
     if (s->mp_left == 0) {
-      s->mp_packet_start += mprof_ld32(s->mp_header + MPROF_OFF_PACKET_SIZE) / 8;
+      s->mp_packet_start += cts_ld_le32(s->mp_header + MPROF_OFF_PACKET_SIZE) / 8;
       s->complete = s->mp_packet_start;
       s->packets++;
       s->has_info = true;
@@ -287,7 +287,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
         if (s->mt_header_size == 0) {
           /* The first header sets the version of the whole trace. */
           if (s->mt_version == 0) {
-            s->mt_version = mt_ld16(s->mt_header + MT_VERSION_OFFSET);
+            s->mt_version = cts_ld_le16(s->mt_header + MT_VERSION_OFFSET);
             if (s->mt_version < 1 || s->mt_version > 3)
               return fail(s, CTS_E_BAD_VERSION,
                           "at offset %llu: trace format v%03u is not supported (v001 to v003 "
@@ -308,7 +308,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
     at += take;
     len -= take;
     if (s->mt_header_size && s->mt_header_len == s->mt_header_size && s->mt_left == 0) {
-      s->mt_packet_start += mt_ld32(s->mt_header + 4) / 8;
+      s->mt_packet_start += cts_ld_le32(s->mt_header + 4) / 8;
       s->mt_header_len = 0;
       s->mt_header_size = 0;
       if (s->reader) {

@@ -46,15 +46,15 @@ static CTS_FORCE_INLINE bool rd_vint(const uint8_t **pp, const uint8_t *end, int
     *v = c;
   } else if (c == 253) {
     if (careful && end - p < 2) return false;
-    *v = mt_ld16(p);
+    *v = cts_ld_le16(p);
     p += 2;
   } else if (c == 254) {
     if (careful && end - p < 4) return false;
-    *v = (int32_t)mt_ld32(p);
+    *v = (int32_t)cts_ld_le32(p);
     p += 4;
   } else {
     if (careful && end - p < 8) return false;
-    *v = (int64_t)mt_ld64(p);
+    *v = (int64_t)cts_ld_le64(p);
     p += 8;
   }
   *pp = p;
@@ -74,7 +74,7 @@ static CTS_FORCE_INLINE bool read_long_alloc(const uint8_t **pp, const uint8_t *
   *source = *(*pp)++;
   if (!rd_vint(pp, end, cp, careful)) return false;
   if (careful && end - *pp < 2) return false;
-  *nencoded = mt_ld16(*pp);
+  *nencoded = cts_ld_le16(*pp);
   *pp += 2;
   return true;
 }
@@ -124,7 +124,7 @@ static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, 
   if (end - p < 9)
     return cts__mt_fail(r, CTS_E_EVENT_OVERRUN, evoff,
                         "location event cut off by the end of its packet");
-  const uint64_t code = mt_ld64(p);
+  const uint64_t code = cts_ld_le64(p);
   const unsigned nlocs = p[8];
   p += 9;
   if (code == 0)
@@ -134,7 +134,7 @@ static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, 
       return cts__mt_fail(r, CTS_E_EVENT_OVERRUN, evoff,
                           "location %u of code %llu cut off by the end of its packet", i,
                           (unsigned long long)code);
-    const uint64_t bits = (uint64_t)mt_ld32(p) | ((uint64_t)mt_ld16(p + 4) << 32);
+    const uint64_t bits = (uint64_t)cts_ld_le32(p) | ((uint64_t)cts_ld_le16(p + 4) << 32);
     p += 6;
     cts_mt_location_t *loc = &r->scratch[i];
     loc->line = (uint32_t)(bits & MT_LOC_LINE_MAX);
@@ -247,7 +247,7 @@ static CTS_FORCE_INLINE int skip_backtrace(cts_mt_reader_t *r, const uint8_t **p
   }
   for (uint32_t i = 0; i < nencoded; i++) {
     if (end - p < 2) return backtrace_overrun(r, evoff);
-    const unsigned tag = mt_ld16(p) & 3u;
+    const unsigned tag = cts_ld_le16(p) & 3u;
     p += 2 + (tag == 2 ? 1 : tag == 3 ? 8 : 0);
   }
   if (p > end) return backtrace_overrun(r, evoff);
@@ -269,7 +269,7 @@ static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8
   int e;
   for (uint32_t i = 0; i < nencoded; i++) {
     if (CTS_UNLIKELY(end - p < 2)) return backtrace_overrun(r, evoff);
-    const unsigned w = mt_ld16(p);
+    const unsigned w = cts_ld_le16(p);
     p += 2;
     const uint32_t bucket = w >> 2;
     const unsigned tag = w & 3u;
@@ -277,7 +277,7 @@ static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8
     unsigned n = 0;
     if (tag == 3) {
       if (CTS_UNLIKELY(end - p < 8)) return backtrace_overrun(r, evoff);
-      if ((e = store_literal(r, d, bucket, mt_ld64(p), evoff)) != 0) return e;
+      if ((e = store_literal(r, d, bucket, cts_ld_le64(p), evoff)) != 0) return e;
       p += 8;
     } else if (tag == 1) {
       n = 1;
@@ -320,7 +320,7 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
   uint64_t *const bt = d->bt;
   uint32_t pred = 0;
   for (uint32_t i = 0; i < nencoded; i++) {
-    const unsigned w = mt_ld16(p);
+    const unsigned w = cts_ld_le16(p);
     const uint32_t bucket = w >> 2;
     const unsigned tag = w & 3u;
     p += 2;
@@ -330,7 +330,7 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
        * run of n predicted codes (2). */
       unsigned n = 0;
       if (tag == 3) {
-        const int e = store_literal(r, d, bucket, mt_ld64(p), evoff);
+        const int e = store_literal(r, d, bucket, cts_ld_le64(p), evoff);
         if (e) return e;
         p += 8;
       } else {
@@ -408,7 +408,7 @@ int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_
     return cts__mt_fail(r, CTS_E_BAD_TRACE_INFO, off,
                         "trace-info packet too small (%zu bytes of content) to hold the trace info",
                         (size_t)(end - p));
-  const uint32_t eh = mt_ld32(p);
+  const uint32_t eh = cts_ld_le32(p);
   if ((eh >> MT_TIME_BITS) != MT_EV_TRACE_INFO)
     return cts__mt_fail(r, CTS_E_BAD_TRACE_INFO, off,
                         "first packet starts with event code %u, not the trace info (0)",
@@ -418,7 +418,7 @@ int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_
                         "trace-info time differs from its packet's time");
   p += 4;
   cts_mt_info_t *in = &r->info;
-  uint64_t bits = mt_ld64(p);
+  uint64_t bits = cts_ld_le64(p);
   memcpy(&in->sample_rate, &bits, sizeof bits);
   in->word_size = p[8];
   p += 9;
@@ -431,7 +431,7 @@ int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_
   if (end - p < 8)
     return cts__mt_fail(r, CTS_E_BAD_TRACE_INFO, off + (uint64_t)(p - pkt),
                         "trace info cut off before its pid");
-  in->pid = mt_ld64(p);
+  in->pid = cts_ld_le64(p);
   p += 8;
   in->context = NULL;
   if (h->version >= 2 &&
@@ -462,7 +462,7 @@ CTS_NOINLINE static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, ev
   if (CTS_UNLIKELY(end - p < 4))
     return cts__mt_fail(r, CTS_E_EVENT_OVERRUN, evoff,
                         "event header cut off by the end of its packet");
-  const uint32_t eh = mt_ld32(p);
+  const uint32_t eh = cts_ld_le32(p);
   p += 4;
   const unsigned id = eh >> MT_TIME_BITS;
   uint64_t low = eh & MT_TIME_MASK;
@@ -616,7 +616,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
   uint32_t nevents = 0;
   int e = 0;
   while (CTS_LIKELY(p <= last)) {
-    const uint32_t eh = mt_ld32(p);
+    const uint32_t eh = cts_ld_le32(p);
     const unsigned id = eh >> MT_TIME_BITS;
     const uint64_t rel = (eh - (uint32_t)tb) & MT_TIME_MASK;
     if (CTS_UNLIKELY(rel > span || rel < last_rel)) break;
@@ -647,7 +647,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         q = vint_unchecked(q, &nsamples);
         source = *q++;
         q = vint_unchecked(q, &cp);
-        nencoded = mt_ld16(q);
+        nencoded = cts_ld_le16(q);
         q += 2;
         if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || length < 0 || nsamples < 0)) break;
       } else {

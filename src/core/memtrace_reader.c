@@ -282,14 +282,14 @@ static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
 static int packet_extent(cts_mt_reader_t *r, const uint8_t *p, size_t avail, uint64_t off,
                          uint32_t *need, bool *known) {
   *known = false;
-  if (avail >= 4 && mt_ld32(p) != MT_MAGIC)
+  if (avail >= 4 && cts_ld_le32(p) != MT_MAGIC)
     return cts__mt_fail(r, CTS_E_BAD_MAGIC, off, "bad packet magic 0x%08x (expected 0x%08x)",
-                        mt_ld32(p), MT_MAGIC);
+                        cts_ld_le32(p), MT_MAGIC);
   if (avail < MT_MIN_PREFIX) {
     *need = MT_MIN_PREFIX;
     return 0;
   }
-  const uint16_t version = mt_ld16(p + MT_VERSION_OFFSET);
+  const uint16_t version = cts_ld_le16(p + MT_VERSION_OFFSET);
   if (version < 1 || version > 3)
     return cts__mt_fail(r, CTS_E_BAD_VERSION, off,
                         "trace format v%03u is not supported (v001 to v003 are)", version);
@@ -301,7 +301,7 @@ static int packet_extent(cts_mt_reader_t *r, const uint8_t *p, size_t avail, uin
     *need = hs;
     return 0;
   }
-  const uint32_t bits = mt_ld32(p + 4);
+  const uint32_t bits = cts_ld_le32(p + 4);
   if (bits % 8 != 0 || bits / 8 < hs)
     return cts__mt_fail(
         r, CTS_E_PACKET_SIZE, off,

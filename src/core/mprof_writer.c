@@ -42,11 +42,11 @@ static size_t state_size(uint32_t packets) {
 }
 
 static void write_header(uint8_t *p, uint32_t len, uint16_t count) {
-  mprof_st32(p + MPROF_OFF_MAGIC, MPROF_MAGIC);
+  cts_st_le32(p + MPROF_OFF_MAGIC, MPROF_MAGIC);
   memcpy(p + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid);
-  mprof_st32(p + MPROF_OFF_PACKET_SIZE, len * 8u);
-  mprof_st16(p + MPROF_OFF_COUNT, count);
-  mprof_st32(p + MPROF_OFF_CONTENT_SIZE, CONTENT_EMPTY_BITS);
+  cts_st_le32(p + MPROF_OFF_PACKET_SIZE, len * 8u);
+  cts_st_le16(p + MPROF_OFF_COUNT, count);
+  cts_st_le32(p + MPROF_OFF_CONTENT_SIZE, CONTENT_EMPTY_BITS);
 }
 
 int cts_mprof_ring_init(cts_mprof_ring_t **out, void *state, size_t state_bytes,
@@ -96,9 +96,9 @@ uint64_t cts_mprof_ring_packets_started(const cts_mprof_ring_t *ring) {
 static void send_packet(cts_mprof_ring_t *r, uint8_t *p, uint32_t len, uint32_t used) {
   if (!r->sink || used <= MPROF_HEADER) return;
   if (__atomic_load_n(&r->sink_err, __ATOMIC_RELAXED)) return;
-  mprof_st32(p + MPROF_OFF_PACKET_SIZE, used * 8u);
+  cts_st_le32(p + MPROF_OFF_PACKET_SIZE, used * 8u);
   const int err = r->sink(r->sink_user_data, p, used);
-  mprof_st32(p + MPROF_OFF_PACKET_SIZE, len * 8u);
+  cts_st_le32(p + MPROF_OFF_PACKET_SIZE, len * 8u);
   if (err) {
     int none = 0;
     __atomic_compare_exchange_n(&r->sink_err, &none, err, false, __ATOMIC_RELAXED,
@@ -141,8 +141,8 @@ static CTS_NOINLINE int acquire_packet(cts_mprof_writer_t *w) {
       continue;
     uint8_t *p = r->buffer + (size_t)index * r->packet_len;
     __atomic_store_n(&ring_seq(r)[index], seq, __ATOMIC_RELAXED);
-    mprof_st16(p + MPROF_OFF_COUNT, (uint16_t)seq);
-    mprof_st32(p + MPROF_OFF_CONTENT_SIZE, CONTENT_EMPTY_BITS);
+    cts_st_le16(p + MPROF_OFF_COUNT, (uint16_t)seq);
+    cts_st_le32(p + MPROF_OFF_CONTENT_SIZE, CONTENT_EMPTY_BITS);
     w->packet = p;
     w->index = index;
     w->len = index + 1 == r->npackets ? r->last_len : r->packet_len;
@@ -199,10 +199,10 @@ int cts__mprof_encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int6
   const slot_t s = reserve(w, size);
   if (CTS_UNLIKELY(!s.packet)) return CTS_E_LIMIT;
   uint8_t *p = event_header(w, &s, time_ns, id);
-  mprof_st64(p, (uint64_t)thread);
+  cts_st_le64(p, (uint64_t)thread);
   p += 8;
   if (l.word) {
-    mprof_st64(p, word);
+    cts_st_le64(p, word);
     p += 8;
   }
   if (slen && str) memcpy(p, str, slen);
@@ -238,7 +238,7 @@ int cts_mprof_ring_flush(cts_mprof_ring_t *r) {
     if (best == UINT32_MAX) break;
     uint8_t *p = r->buffer + (size_t)best * r->packet_len;
     const uint32_t len = best + 1 == r->npackets ? r->last_len : r->packet_len;
-    send_packet(r, p, len, mprof_ld32(p + MPROF_OFF_CONTENT_SIZE) / 8u);
+    send_packet(r, p, len, cts_ld_le32(p + MPROF_OFF_CONTENT_SIZE) / 8u);
     done_below = seqs[best] + 1;
     __atomic_store_n(&owner[best], 0, __ATOMIC_RELEASE);
   }
