@@ -7,21 +7,14 @@
 
 #include <ctfscope/errors.h>
 
+#include "common/hash.h"
+
 #define FIRST_SPACING_US 1u /* doubles as needed: at most 1/32 of the trace */
 #define MAX_SPACING_US   (1ull << 56)
 
-static inline uint64_t mix(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
 static inline size_t slot_of(uint32_t parent, uint64_t code, uint32_t cap) {
-  /* A multiply-xorshift: the table is probed once per frame of every allocation. */
-  return (size_t)(mix(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) & (cap - 1u));
+  /* Probed once per frame of every allocation: one multiply folds the parent in. */
+  return (size_t)(cts_mix64(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) & (cap - 1u));
 }
 
 int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/compiler.h"
+#include "loctable.h"
 #include "memtrace_wire.h"
 
 #define PACKET_SIZE        CTS_MT_MAX_WRITTEN_PACKET
@@ -187,13 +188,9 @@ static int emit(cts_mt_writer_t *w, const uint8_t *buf, size_t len) {
 /* ---- locations (§7) ------------------------------------------------------------------ */
 
 static name_key_t name_key(const char *s) {
-  uint64_t a = 0xcbf29ce484222325ull, b = 0x9e3779b97f4a7c15ull;
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    a = (a ^ *p) * 0x100000001b3ull;
-    b = (b + *p) * 0xff51afd7ed558ccdull;
-    b ^= b >> 29;
-  }
-  return (name_key_t){a, b};
+  if (!s) s = "";
+  const size_t n = strlen(s);
+  return (name_key_t){cts__hash_bytes(s, n, 1), cts__hash_bytes(s, n, 2)};
 }
 
 static bool same_key(name_key_t x, name_key_t y) {
@@ -517,6 +514,9 @@ static size_t resolve_chain(const cts_mt_writer_t *w, const uint64_t *bt, size_t
 /* Counts a use of the whole backtrace; returns how many uses it had before (a different
  * backtrace with the same hash shares the count: it can only make a chain built early). */
 static uint32_t count_use(cts_mt_writer_t *w, const uint64_t *bt, size_t depth) {
+  /* Not common/hash.h's mixer, on purpose: which backtraces share a slot decides when a
+   * chain is built, so this hash is part of the encoding; another one would change the
+   * bytes written (and the goldens). */
   uint64_t h = depth;
   for (size_t i = 0; i < depth; i++) h = (h ^ bt[i]) * 0xff51afd7ed558ccdull;
   h ^= h >> 29;
