@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/check.h"
 #include "common/compiler.h"
 #include "os/os.h"
 
@@ -176,6 +177,7 @@ static void peer_tag(const char *peer, char *buf, size_t size) {
 }
 
 static void end_conn(cts_collector_t *c, conn_t *k, end_kind_t kind, const char *why) {
+  CTS_ASSERT(k >= c->conns && k < c->conns + c->nconns && k->fd >= 0 && k->sink);
   cts_sink_t *s = k->sink;
   const uint64_t received = k->bytes_read, complete = cts_sink_complete_bytes(s);
   const bool partial = cts_sink_has_info(s) && received > complete && !cts_sink_error(s);
@@ -289,6 +291,9 @@ static bool took_bytes(cts_collector_t *c, conn_t *k, ssize_t n, int64_t now, bo
 
 /* Reads what a connection has sent (a few buffers at most, for fairness). */
 static void service(cts_collector_t *c, conn_t *k, int64_t now, unsigned max_reads) {
+  /* An open connection: every path that ends one returns at once, and compact() drops
+   * ended ones before the next poll. */
+  CTS_ASSERT(k >= c->conns && k < c->conns + c->nconns && k->fd >= 0 && k->sink);
   for (unsigned r = 0; r < max_reads; r++) {
     const uint64_t before = cts_sink_received(k->sink);
     if (c->pipe_wr >= 0 && cts_sink_can_take_pipe(k->sink) &&
@@ -325,6 +330,7 @@ static void service(cts_collector_t *c, conn_t *k, int64_t now, unsigned max_rea
       take = (size_t)(c->cfg.max_bytes - before);
       over = true;
     }
+    CTS_ASSERT(take <= (size_t)n && (size_t)n <= c->cfg.recv_buffer_size);
     c->stats.bytes += take;
     if (cts_sink_feed(k->sink, c->buf, take) != 0) {
       end_invalid(c, k);
@@ -362,6 +368,7 @@ static void accept_clients(cts_collector_t *c, int64_t now) {
       close(fd);
       continue;
     }
+    CTS_ASSERT(c->nconns < c->cfg.max_clients);
     conn_t *k = &c->conns[c->nconns];
     memset(k, 0, sizeof *k);
     memcpy(k->peer, name, sizeof name);
@@ -430,6 +437,7 @@ static void compact(cts_collector_t *c) {
   for (unsigned i = 0; i < c->nconns; i++)
     if (c->conns[i].fd >= 0) c->conns[j++] = c->conns[i];
   c->nconns = j;
+  CTS_ASSERT(c->nconns <= c->cfg.max_clients);
 }
 
 static void shut_down(cts_collector_t *c) {

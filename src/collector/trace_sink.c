@@ -14,6 +14,7 @@
 
 #include <ctfscope/ctfscope.h>
 
+#include "common/check.h"
 #include "common/compiler.h"
 #include "core/memtrace_wire.h"
 #include "core/mprof_wire.h"
@@ -183,6 +184,7 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
     if (s->mp_header_len < MPROF_HEADER) {
       size_t take = MPROF_HEADER - s->mp_header_len;
       if (take > len) take = len;
+      CTS_ASSERT(s->mp_header_len + take <= sizeof s->mp_header);
       memcpy(s->mp_header + s->mp_header_len, p, take);
       s->mp_header_len += take;
       p += take;
@@ -273,6 +275,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
       const size_t want = s->mt_header_size ? s->mt_header_size : MT_MIN_PREFIX;
       take = want - s->mt_header_len;
       if (take > len) take = len;
+      CTS_ASSERT(want <= sizeof s->mt_header && s->mt_header_len + take <= want);
       if (p) {
         memcpy(s->mt_header + s->mt_header_len, p, take);
       } else {
@@ -383,6 +386,7 @@ int cts_sink_feed(cts_sink_t *s, const void *data, size_t len) {
   if (s->format == CTS_SINK_FORMAT_UNKNOWN) {
     size_t take = HEAD_SIZE - s->head_len;
     if (take > len) take = len;
+    CTS_ASSERT(s->head_len + take <= sizeof s->head);
     memcpy(s->head + s->head_len, p, take);
     s->head_len += take;
     p += take;

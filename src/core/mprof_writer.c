@@ -94,6 +94,7 @@ uint64_t cts_mprof_ring_packets_started(const cts_mprof_ring_t *ring) {
 /* Hands a finished packet to the sink as a packet of exactly its content. The owner is
  * the only one touching it, so the header can be patched and restored in place. */
 static void send_packet(cts_mprof_ring_t *r, uint8_t *p, uint32_t len, uint32_t used) {
+  CTS_ASSERT(used <= len && (len == r->packet_len || len == r->last_len));
   if (!r->sink || used <= MPROF_HEADER) return;
   if (__atomic_load_n(&r->sink_err, __ATOMIC_RELAXED)) return;
   cts_st_le32(p + MPROF_OFF_PACKET_SIZE, used * 8u);
@@ -109,6 +110,8 @@ static void send_packet(cts_mprof_ring_t *r, uint8_t *p, uint32_t len, uint32_t 
 void cts__mprof_writer_release(cts_mprof_writer_t *w) {
   cts_mprof_ring_t *r = w->ring;
   if (!w->packet) return;
+  CTS_ASSERT(w->index < r->npackets && w->pos < w->len && w->generation != 0);
+  CTS_ASSERT(w->packet == r->buffer + (size_t)w->index * r->packet_len);
   send_packet(r, w->packet, w->len, w->pos);
   uint32_t mine = w->generation;
   /* A flush may have taken the packet back already: then it is not ours to free. */
@@ -139,6 +142,8 @@ static CTS_NOINLINE int acquire_packet(cts_mprof_writer_t *w) {
     if (!__atomic_compare_exchange_n(&owner[index], &expected, w->generation, false,
                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
       continue;
+    /* Won the packet: no one else touches it until it is given back. */
+    CTS_ASSERT(index < r->npackets && w->generation != 0);
     uint8_t *p = r->buffer + (size_t)index * r->packet_len;
     __atomic_store_n(&ring_seq(r)[index], seq, __ATOMIC_RELAXED);
     cts_st_le16(p + MPROF_OFF_COUNT, (uint16_t)seq);
@@ -158,10 +163,12 @@ static uint32_t next_writer_token(cts_mprof_ring_t *r) {
   uint32_t t;
   do t = __atomic_add_fetch(&r->tokens, 1, __ATOMIC_RELAXED) & (CTS__MPROF_TOKEN_HOSTED - 1u);
   while (t == 0);
+  CTS_ASSERT(t != 0 && (t & CTS__MPROF_TOKEN_HOSTED) == 0);
   return t;
 }
 
 void cts__mprof_writer_attach(cts_mprof_writer_t *w, cts_mprof_ring_t *ring, uint32_t token) {
+  CTS_ASSERT(token != 0); /* 0 marks a free packet */
   memset(w, 0, sizeof *w);
   w->ring = ring;
   w->generation = token;
@@ -196,6 +203,7 @@ int cts__mprof_encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int6
   const uint32_t room = w->ring->packet_len - MPROF_HEADER - 1; /* the smallest packet */
   if (fixed + slen > room) slen = room - fixed;
   const uint32_t size = fixed + (uint32_t)slen;
+  CTS_ASSERT(size + MPROF_HEADER < w->ring->packet_len); /* fits any empty packet */
   const slot_t s = reserve(w, size);
   if (CTS_UNLIKELY(!s.packet)) return CTS_E_LIMIT;
   uint8_t *p = event_header(w, &s, time_ns, id);
@@ -236,6 +244,7 @@ int cts_mprof_ring_flush(cts_mprof_ring_t *r) {
       if (best == UINT32_MAX || seqs[i] < seqs[best]) best = i;
     }
     if (best == UINT32_MAX) break;
+    CTS_ASSERT(best < r->npackets && seqs[best] >= done_below);
     uint8_t *p = r->buffer + (size_t)best * r->packet_len;
     const uint32_t len = best + 1 == r->npackets ? r->last_len : r->packet_len;
     send_packet(r, p, len, cts_ld_le32(p + MPROF_OFF_CONTENT_SIZE) / 8u);

@@ -9,6 +9,7 @@
 #include <ctfscope/errors.h>
 #include <ctfscope/tasks.h>
 
+#include "../common/check.h"
 #include "../common/compiler.h"
 #include "../common/cpu_counter.h"
 #include "mprof_wire.h"
@@ -89,6 +90,8 @@ static CTS_FORCE_INLINE slot_t reserve(cts_mprof_writer_t *w, uint32_t size) {
  * event (mirage-profile publishes first; the final bytes are the same). */
 static CTS_FORCE_INLINE void commit(cts_mprof_writer_t *w, const slot_t *s, uint32_t size) {
   const uint32_t end = s->pos + size;
+  /* The event lies in the writer's own packet and leaves its last byte free (§3.3). */
+  CTS_ASSERT(s->packet == w->packet && s->pos >= MPROF_HEADER && end < w->len);
   w->pos = end;
   __atomic_thread_fence(__ATOMIC_RELEASE);
   cts_st_le32(s->packet + MPROF_OFF_CONTENT_SIZE, end * 8u);
