@@ -7,6 +7,7 @@
 
 #include <ctfscope/errors.h>
 
+#include "common/grow.h"
 #include "common/hash.h"
 
 #define FIRST_SPACING_US 1u /* doubles as needed: at most 1/32 of the trace */
@@ -94,13 +95,7 @@ static int site_for_code(cts_stacks_t *s, uint64_t code, uint32_t *site) {
     *site = (uint32_t)*v;
     return 0;
   }
-  if (s->site_count == s->site_cap) {
-    const uint32_t cap = s->site_cap ? s->site_cap * 2 : 256;
-    cts_site_t *sites = realloc(s->sites, cap * sizeof *sites);
-    if (!sites) goto nomem;
-    s->sites = sites;
-    s->site_cap = cap;
-  }
+  if (cts_grow((void **)&s->sites, &s->site_cap, s->site_count, sizeof *s->sites)) goto nomem;
   cts_site_t *st = &s->sites[s->site_count];
   memset(st, 0, sizeof *st);
   st->code = code;

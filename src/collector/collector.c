@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/compiler.h"
 #include "os/os.h"
 
@@ -62,12 +63,6 @@ struct cts_collector {
   int64_t accept_paused_until;
   cts_collector_stats_t stats;
 };
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void log_line(const cts_collector_t *c, const char *fmt, ...) CTS_PRINTF(2, 3);
 static void log_line(const cts_collector_t *c, const char *fmt, ...) {
@@ -198,7 +193,7 @@ static void end_conn(cts_collector_t *c, conn_t *k, end_kind_t kind, const char 
   }
   const char *name = NULL;
   const int err = cts_sink_finish(s, &name);
-  const double secs = (double)(now_ms() - k->opened_ms) / 1000.0;
+  const double secs = (double)((int64_t)cts_mono_ms() - k->opened_ms) / 1000.0;
   if (name) {
     char cut[160] = "";
     if (received > complete)
@@ -447,7 +442,7 @@ static void shut_down(cts_collector_t *c) {
   const unsigned reads = per_buffer ? (unsigned)per_buffer : 1;
   for (unsigned i = 0; i < c->nconns; i++) {
     conn_t *k = &c->conns[i];
-    service(c, k, now_ms(), reads);
+    service(c, k, (int64_t)cts_mono_ms(), reads);
     if (k->fd >= 0) end_conn(c, k, END_SHUTDOWN, NULL);
   }
   c->nconns = 0;
@@ -455,7 +450,7 @@ static void shut_down(cts_collector_t *c) {
 
 int cts_collector_run(cts_collector_t *c) {
   for (;;) {
-    int64_t now = now_ms();
+    int64_t now = (int64_t)cts_mono_ms();
     const bool accepting = c->accept_paused_until <= now;
     c->pfds[0] = (struct pollfd){.fd = c->wake_rd, .events = POLLIN};
     c->pfds[1] = (struct pollfd){.fd = accepting ? c->listen_fd : -1, .events = POLLIN};
@@ -469,7 +464,7 @@ int cts_collector_run(cts_collector_t *c) {
       shut_down(c);
       return err;
     }
-    now = now_ms();
+    now = (int64_t)cts_mono_ms();
     if (n > 0 && c->pfds[0].revents) break;
     if (n > 0) {
       for (unsigned i = 0; i < polled; i++)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "os.h"
 #include "output.h"
 #include "tsc_clock.h"
@@ -26,9 +27,7 @@ struct cts_os_mprof_ring {
 
 uint64_t cts_os_clock_ns(void *user_data) {
   (void)user_data;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return cts_mono_ns();
 }
 
 static int make_ring(cts_os_mprof_ring_t *r, uint32_t packets, int stream_fd) {
