@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include "common/clock.h"
 #include "common/compiler.h"
 #include "os/os.h"
+#include "os/output.h"
 
 #define ACCEPTS_PER_WAKEUP 64
 #define READS_PER_WAKEUP   8
@@ -63,19 +63,6 @@ struct cts_collector {
   int64_t accept_paused_until;
   cts_collector_stats_t stats;
 };
-
-static void log_line(const cts_collector_t *c, const char *fmt, ...) CTS_PRINTF(2, 3);
-static void log_line(const cts_collector_t *c, const char *fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (c->cfg.log)
-    c->cfg.log(c->cfg.log_user_data, line);
-  else
-    fprintf(stderr, "%s\n", line);
-}
 
 void cts_collector_config_init(cts_collector_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -203,17 +190,20 @@ static void end_conn(cts_collector_t *c, conn_t *k, end_kind_t kind, const char 
                (unsigned long long)(received - complete), (unsigned long long)complete);
     uint64_t count;
     const char *what = cts_sink_count(s, &count);
-    log_line(c, "%s: %s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)%s", k->peer, status,
-             name, (unsigned long long)complete, (unsigned long long)count, what,
-             (unsigned long long)cts_sink_packets(s), secs, cut);
+    cts_log_line(c->cfg.log, c->cfg.log_user_data,
+                 "%s: %s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)%s", k->peer, status,
+                 name, (unsigned long long)complete, (unsigned long long)count, what,
+                 (unsigned long long)cts_sink_packets(s), secs, cut);
     c->stats.saved++;
   } else if (err) {
-    log_line(c, "%s: %s: cannot save the trace: %s (%llu bytes received)", k->peer, status,
-             cts_os_strerror(err), (unsigned long long)received);
+    cts_log_line(c->cfg.log, c->cfg.log_user_data,
+                 "%s: %s: cannot save the trace: %s (%llu bytes received)", k->peer, status,
+                 cts_os_strerror(err), (unsigned long long)received);
     c->stats.dropped++;
   } else {
-    log_line(c, "%s: %s: nothing saved (%llu bytes received, no complete trace header)", k->peer,
-             status, (unsigned long long)received);
+    cts_log_line(c->cfg.log, c->cfg.log_user_data,
+                 "%s: %s: nothing saved (%llu bytes received, no complete trace header)", k->peer,
+                 status, (unsigned long long)received);
     c->stats.dropped++;
   }
   c->stats.events += cts_sink_events(s);
@@ -351,14 +341,16 @@ static void accept_clients(cts_collector_t *c, int64_t now) {
     if (rc == -EAGAIN) return;
     if (rc == -ECONNABORTED) continue;
     if (rc) {
-      log_line(c, "cannot accept a connection: %s", cts_os_strerror(rc));
+      cts_log_line(c->cfg.log, c->cfg.log_user_data, "cannot accept a connection: %s",
+                   cts_os_strerror(rc));
       c->accept_paused_until = now + ACCEPT_PAUSE_MS;
       return;
     }
     char name[CTS_NET_ADDR_STRLEN];
     cts_net_addr_format(&peer, name, sizeof name);
     if (c->nconns == c->cfg.max_clients) {
-      log_line(c, "%s: refused: too many clients (max %u)", name, c->cfg.max_clients);
+      cts_log_line(c->cfg.log, c->cfg.log_user_data, "%s: refused: too many clients (max %u)", name,
+                   c->cfg.max_clients);
       c->stats.refused++;
       close(fd);
       continue;
@@ -377,7 +369,7 @@ static void accept_clients(cts_collector_t *c, int64_t now) {
     sc.validate = c->cfg.validate;
     sc.serial = ++c->serial;
     if (cts_sink_create(&k->sink, &sc) != 0) {
-      log_line(c, "%s: refused: out of memory", name);
+      cts_log_line(c->cfg.log, c->cfg.log_user_data, "%s: refused: out of memory", name);
       c->stats.refused++;
       close(fd);
       continue;
@@ -387,7 +379,7 @@ static void accept_clients(cts_collector_t *c, int64_t now) {
     k->pending = true;
     c->nconns++;
     c->stats.accepted++;
-    if (c->cfg.log_connects) log_line(c, "%s: connected", name);
+    if (c->cfg.log_connects) cts_log_line(c->cfg.log, c->cfg.log_user_data, "%s: connected", name);
   }
 }
 
@@ -460,7 +452,7 @@ int cts_collector_run(cts_collector_t *c) {
     const int n = poll(c->pfds, (nfds_t)polled + 2, next_timeout(c, now));
     if (n < 0 && errno != EINTR) {
       const int err = -errno;
-      log_line(c, "poll failed: %s", cts_os_strerror(err));
+      cts_log_line(c->cfg.log, c->cfg.log_user_data, "poll failed: %s", cts_os_strerror(err));
       shut_down(c);
       return err;
     }
