@@ -64,14 +64,14 @@ static const uint8_t *walk_vint(const uint8_t *p, uint64_t *v) {
     return p;
   }
   if (c == 253) {
-    *v = mt_ld16(p);
+    *v = cts_ld_le16(p);
     return p + 2;
   }
   if (c == 254) {
-    *v = mt_ld32(p);
+    *v = cts_ld_le32(p);
     return p + 4;
   }
-  *v = mt_ld64(p);
+  *v = cts_ld_le64(p);
   return p + 8;
 }
 
@@ -96,7 +96,7 @@ static const uint8_t *walk_location(const uint8_t *q, const uint8_t *end) {
   q += 9;
   for (unsigned i = 0; i < nlocs; i++) {
     if (end - q < 6) return NULL;
-    const uint64_t bits = (uint64_t)mt_ld32(q) | (uint64_t)mt_ld16(q + 4) << 32;
+    const uint64_t bits = (uint64_t)cts_ld_le32(q) | (uint64_t)cts_ld_le16(q + 4) << 32;
     q += 6;
     const unsigned strings =
         (((bits >> 38) & 31u) == MT_MTF_NEW) + (((bits >> 43) & 31u) == MT_MTF_NEW);
@@ -116,10 +116,10 @@ static bool walk_floor(const uint8_t *data, size_t len, tally_t *t, uint64_t *of
   const uint8_t *p = data, *const end = data + len;
   bool first = true;
   while ((size_t)(end - p) >= MT_MIN_PREFIX) {
-    const uint32_t header = mt_header_size(mt_ld16(p + MT_VERSION_OFFSET));
-    const uint32_t size = mt_ld32(p + 4) / 8u;
+    const uint32_t header = mt_header_size(cts_ld_le16(p + MT_VERSION_OFFSET));
+    const uint32_t size = cts_ld_le32(p + 4) / 8u;
     *offset = (uint64_t)(p - data);
-    if (mt_ld32(p) != MT_MAGIC || size < header || size > (size_t)(end - p)) return false;
+    if (cts_ld_le32(p) != MT_MAGIC || size < header || size > (size_t)(end - p)) return false;
     const uint8_t *q = p + header, *const pe = p + size;
     if (first) { /* the trace-info packet */
       first = false;
@@ -127,7 +127,7 @@ static bool walk_floor(const uint8_t *data, size_t len, tally_t *t, uint64_t *of
       continue;
     }
     while (q < pe) {
-      const unsigned id = mt_ld32(q) >> MT_TIME_BITS;
+      const unsigned id = cts_ld_le32(q) >> MT_TIME_BITS;
       uint64_t a, b, nencoded;
       q += 4;
       if (id == MT_EV_COLLECT || id == MT_EV_PROMOTE) {
@@ -142,7 +142,7 @@ static bool walk_floor(const uint8_t *data, size_t len, tally_t *t, uint64_t *of
         q = walk_vint(q, &a);
         q = walk_vint(q, &b);
         q = walk_vint(q + 1, &a);
-        nencoded = mt_ld16(q);
+        nencoded = cts_ld_le16(q);
         q = walk_codewords(q + 2, pe, nencoded);
         t->allocs++;
         t->samples += b;

@@ -3,8 +3,10 @@
 # The whole test suite: installs missing Debian packages, then configures, builds and tests
 # the `dev` preset (gcc, -Werror), the `release` preset (gcc -O2, what scripts/main.sh
 # builds: the optimiser changes what the tracer sees, such as prologues and folded
-# functions) and the `asan` preset (clang, ASan+UBSan, -Werror).
-# Usage: scripts/test.sh [PRESET...]   (default: dev release asan)
+# functions), the `asan` preset (clang, ASan+UBSan, -Werror) and the `tsan` preset (clang,
+# ThreadSanitizer, CTS_ASSERT on; its test step runs only the tests labelled `concurrent`:
+# tracer, task hooks, collector, serve; LD_PRELOAD tests cannot run under TSan).
+# Usage: scripts/test.sh [PRESET...]   (default: dev release asan tsan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -13,7 +15,7 @@ cts_install_node
 cts_install_npm_packages
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(dev release asan)
+[ ${#presets[@]} -gt 0 ] || presets=(dev release asan tsan)
 for preset in "${presets[@]}"; do
   echo "==> ctfscope: preset '$preset': configure, build, test" >&2
   cmake --workflow --preset "$preset"

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
+
 struct cts_mtprof_block {
   uint64_t time_us;
   uint64_t alloc_clock; /* alloc_clock before this block */
@@ -56,14 +58,10 @@ static int new_block(cts_mtprof_t *p, uint32_t *out) {
     p->free_block = p->blocks[*out].node;
     return 0;
   }
-  if (p->block_count == p->block_cap) {
-    if (p->block_cap >= UINT32_MAX / 2) return CTS_E_LIMIT;
-    const uint32_t cap = p->block_cap ? p->block_cap * 2 : 4096;
-    cts_mtprof_block_t *b = realloc(p->blocks, cap * sizeof *b);
-    if (!b) return -ENOMEM;
-    p->blocks = b;
-    p->block_cap = cap;
-  }
+  /* Block numbers are u32 (UINT32_MAX is the end of the free list). */
+  if (p->block_count == p->block_cap && p->block_cap >= UINT32_MAX / 2) return CTS_E_LIMIT;
+  if (cts_grow((void **)&p->blocks, &p->block_cap, p->block_count, sizeof *p->blocks))
+    return -ENOMEM;
   *out = p->block_count++;
   return 0;
 }

@@ -43,7 +43,8 @@ typedef struct cts_mtprof {
 
   cts_idmap_t live;           /* object id → index in blocks */
   cts_mtprof_block_t *blocks; /* pool of live blocks, with a free list */
-  uint32_t block_count, block_cap, free_block;
+  uint32_t block_count, free_block;
+  size_t block_cap;
   uint64_t live_blocks, max_live_blocks;
 
   cts_hist_t size_words;   /* every sampled block: its length in words */

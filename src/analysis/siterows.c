@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/check.h"
+#include "common/grow.h"
 #include "u64map.h"
 
 const cts_mt_location_t *cts_frame_innermost(const cts_frames_t *f, uint64_t code) {
@@ -44,44 +46,29 @@ static char *make_key(cts_group_t by, const char *function, const char *file, ui
   return n < 0 ? NULL : key;
 }
 
-/* Row index of key, creating the row; -1 on no memory. key is consumed. */
-static long row_for_key(cts_rows_t *r, cts_u64map_t *index, char *key) {
-  uint64_t h = cts_u64map_str_key(key);
-  for (;;) {
-    const uint64_t *v = cts_u64map_find(index, h);
-    if (!v) break;
-    if (strcmp(r->rows[*v].key, key) == 0) {
-      free(key);
-      return (long)*v;
-    }
-    h++; /* a collision of 64-bit hashes: probe the next one */
-  }
-  if (r->n == r->cap) {
-    const size_t cap = r->cap ? r->cap * 2 : 256;
-    cts_row_t *rows = realloc(r->rows, cap * sizeof *rows);
-    if (!rows) goto nomem;
-    r->rows = rows;
-    r->cap = cap;
-  }
-  bool added;
-  if (!cts_u64map_insert(index, h, r->n, &added)) goto nomem;
+/* Row index of key, creating the row; -1 on no memory. key is consumed: the table owns it
+ * until cts_rows_build() hands the keys to their rows. Rows are made in the order keys are
+ * first met, so a key's id is its row's index. */
+static long row_for_key(cts_rows_t *r, cts_strtab_t *keys, char *key) {
+  size_t id;
+  const int e = cts_strtab_add_owned(keys, key, &id);
+  if (e <= 0) return e < 0 ? -1 : (long)id;
+  CTS_ASSERT(id == r->n);
+  if (cts_grow((void **)&r->rows, &r->cap, r->n, sizeof *r->rows)) return -1;
   memset(&r->rows[r->n], 0, sizeof r->rows[r->n]);
-  r->rows[r->n].key = key;
+  r->rows[r->n].key = keys->strs[id];
   r->rows[r->n].first_node = UINT32_MAX;
   return (long)r->n++;
-nomem:
-  free(key);
-  return -1;
 }
 
-static long row_for_code(cts_rows_t *r, cts_u64map_t *index, const cts_frames_t *f, cts_group_t by,
+static long row_for_code(cts_rows_t *r, cts_strtab_t *keys, const cts_frames_t *f, cts_group_t by,
                          uint64_t code) {
   const cts_mt_location_t *l = code ? cts_frame_innermost(f, code) : NULL;
   const char *function = l ? l->defname : "", *file = l ? l->filename : "";
   const uint32_t line = l ? l->line : 0;
   char *key = make_key(by, function, file, line, code, l != NULL);
   if (!key) return -1;
-  const long i = row_for_key(r, index, key);
+  const long i = row_for_key(r, keys, key);
   if (i >= 0 && r->rows[i].first_node == UINT32_MAX) {
     r->rows[i].function = by == CTS_GROUP_FILE ? "" : function;
     r->rows[i].file = file;
@@ -94,8 +81,9 @@ static long row_for_code(cts_rows_t *r, cts_u64map_t *index, const cts_frames_t 
 int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f, cts_group_t by,
                    cts_sort_t heaviest, uint64_t origin_us, uint64_t end_us) {
   memset(out, 0, sizeof *out);
-  cts_u64map_t index, row_of_code;
-  cts_u64map_init(&index);
+  cts_strtab_t keys;
+  cts_strtab_init(&keys);
+  cts_u64map_t row_of_code;
   cts_u64map_init(&row_of_code);
   int err = 0;
   for (uint32_t i = 0; i < s->count && !err; i++) {
@@ -107,7 +95,7 @@ int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f
     if (known) {
       ri = (long)*known;
     } else {
-      ri = row_for_code(out, &index, f, by, node->code);
+      ri = row_for_code(out, &keys, f, by, node->code);
       bool added;
       if (ri < 0 || !cts_u64map_insert(&row_of_code, node->code, (uint64_t)ri, &added)) {
         err = -ENOMEM;
@@ -140,7 +128,11 @@ int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f
   } else if (!err) {
     for (size_t i = 0; i < out->n; i++) out->rows[i].live_at[3] = out->rows[i].st.live_samples;
   }
-  cts_u64map_fini(&index);
+  /* The rows own their keys from here on (a key whose row could not be made is freed). */
+  size_t nkeys;
+  char **owned = cts_strtab_release(&keys, &nkeys);
+  for (size_t i = out->n; i < nkeys; i++) free(owned[i]);
+  free(owned);
   cts_u64map_fini(&row_of_code);
   if (err) cts_rows_fini(out);
   return err;
@@ -182,16 +174,14 @@ void cts_rows_sort(cts_rows_t *r, cts_sort_t by) {
 
 void cts_labels_init(cts_labels_t *l, const cts_frames_t *f, cts_label_style_t style) {
   memset(l, 0, sizeof *l);
-  cts_u64map_init(&l->by_hash);
+  cts_strtab_init(&l->texts);
   cts_u64map_init(&l->by_code);
   l->style = style;
   l->frames = f;
 }
 
 void cts_labels_fini(cts_labels_t *l) {
-  for (size_t i = 0; i < l->n; i++) free(l->names[i]);
-  free(l->names);
-  cts_u64map_fini(&l->by_hash);
+  cts_strtab_fini(&l->texts);
   cts_u64map_fini(&l->by_code);
   memset(l, 0, sizeof *l);
 }
@@ -223,34 +213,14 @@ uint64_t cts_labels_id(cts_labels_t *l, uint64_t code) {
   if (known) return *known;
   char *text = label_text(l, code);
   if (!text) return 0;
-  uint64_t h = cts_u64map_str_key(text), id = 0;
-  for (;; h++) {
-    const uint64_t *v = cts_u64map_find(&l->by_hash, h);
-    if (!v) break;
-    if (strcmp(l->names[*v - 1], text) == 0) {
-      id = *v;
-      free(text);
-      break;
-    }
-  }
+  size_t index;
+  if (cts_strtab_add_owned(&l->texts, text, &index) < 0) return 0;
+  l->names = l->texts.strs; /* may have moved */
+  l->n = l->texts.n;
+  const uint64_t id = index + 1;
   bool added;
-  if (!id) {
-    if (l->n == l->cap) {
-      const size_t cap = l->cap ? l->cap * 2 : 256;
-      char **names = realloc(l->names, cap * sizeof *names);
-      if (!names) goto nomem;
-      l->names = names;
-      l->cap = cap;
-    }
-    if (!cts_u64map_insert(&l->by_hash, h, l->n + 1, &added)) goto nomem;
-    l->names[l->n++] = text;
-    id = l->n;
-  }
   if (!cts_u64map_insert(&l->by_code, code, id, &added)) return 0;
   return id;
-nomem:
-  free(text);
-  return 0;
 }
 
 int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks_t *dst) {

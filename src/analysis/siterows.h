@@ -12,6 +12,7 @@
 #include <ctfscope/memtrace.h>
 
 #include "sites.h"
+#include "strtab.h"
 
 /* Sets *locs and *n (outermost inlined frame first, n may be 0) and returns 0, or returns
  * non-zero for an unknown code. */
@@ -86,9 +87,10 @@ typedef enum cts_label_style {
 } cts_label_style_t;
 
 typedef struct cts_labels {
-  char **names; /* label id - 1 → text (owned) */
-  size_t n, cap;
-  cts_u64map_t by_hash, by_code;
+  cts_strtab_t texts; /* label id - 1 → text */
+  char *const *names; /* read-only view of texts.strs for the writers of label lists */
+  size_t n;           /* texts.n */
+  cts_u64map_t by_code;
   cts_label_style_t style;
   const cts_frames_t *frames;
 } cts_labels_t;

@@ -7,21 +7,15 @@
 
 #include <ctfscope/errors.h>
 
+#include "common/grow.h"
+#include "common/hash.h"
+
 #define FIRST_SPACING_US 1u /* doubles as needed: at most 1/32 of the trace */
 #define MAX_SPACING_US   (1ull << 56)
 
-static inline uint64_t mix(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
 static inline size_t slot_of(uint32_t parent, uint64_t code, uint32_t cap) {
-  /* A multiply-xorshift: the table is probed once per frame of every allocation. */
-  return (size_t)(mix(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) & (cap - 1u));
+  /* Probed once per frame of every allocation: one multiply folds the parent in. */
+  return (size_t)(cts_mix64(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) & (cap - 1u));
 }
 
 int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
@@ -101,13 +95,7 @@ static int site_for_code(cts_stacks_t *s, uint64_t code, uint32_t *site) {
     *site = (uint32_t)*v;
     return 0;
   }
-  if (s->site_count == s->site_cap) {
-    const uint32_t cap = s->site_cap ? s->site_cap * 2 : 256;
-    cts_site_t *sites = realloc(s->sites, cap * sizeof *sites);
-    if (!sites) goto nomem;
-    s->sites = sites;
-    s->site_cap = cap;
-  }
+  if (cts_grow((void **)&s->sites, &s->site_cap, s->site_count, sizeof *s->sites)) goto nomem;
   cts_site_t *st = &s->sites[s->site_count];
   memset(st, 0, sizeof *st);
   st->code = code;

@@ -78,7 +78,8 @@ typedef struct cts_stacks {
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
   uint64_t overflowed;    /* allocations whose stack was cut for the node budget */
   cts_site_t *sites;
-  uint32_t site_count, site_cap;
+  uint32_t site_count;
+  size_t site_cap;
   cts_u64map_t site_of_code;
   /* The previous backtrace and its nodes: consecutive backtraces share long prefixes. */
   uint64_t *prev_codes;

@@ -4,6 +4,10 @@
 #include <errno.h>
 #include <stdlib.h>
 
+/* Not common/hash.h's cts_mix64 (whose first half this is), on purpose: cts_u64map_next()
+ * walks the slots in this hash's order, and report_mem.c finishes the blocks still live at
+ * the end in that order: whether it coarsens its records when over their budget depends
+ * on it, so another hash could change a report. */
 static inline size_t slot_of(uint64_t k, size_t cap) {
   k ^= k >> 33;
   k *= 0xff51afd7ed558ccdull;

@@ -5,15 +5,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/check.h"
+#include "common/clock.h"
 #include "common/compiler.h"
 #include "os/os.h"
+#include "os/output.h"
 
 #define ACCEPTS_PER_WAKEUP 64
 #define READS_PER_WAKEUP   8
@@ -61,25 +63,6 @@ struct cts_collector {
   int64_t accept_paused_until;
   cts_collector_stats_t stats;
 };
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void log_line(const cts_collector_t *c, const char *fmt, ...) CTS_PRINTF(2, 3);
-static void log_line(const cts_collector_t *c, const char *fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (c->cfg.log)
-    c->cfg.log(c->cfg.log_user_data, line);
-  else
-    fprintf(stderr, "%s\n", line);
-}
 
 void cts_collector_config_init(cts_collector_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -176,6 +159,7 @@ static void peer_tag(const char *peer, char *buf, size_t size) {
 }
 
 static void end_conn(cts_collector_t *c, conn_t *k, end_kind_t kind, const char *why) {
+  CTS_ASSERT(k >= c->conns && k < c->conns + c->nconns && k->fd >= 0 && k->sink);
   cts_sink_t *s = k->sink;
   const uint64_t received = k->bytes_read, complete = cts_sink_complete_bytes(s);
   const bool partial = cts_sink_has_info(s) && received > complete && !cts_sink_error(s);
@@ -196,7 +180,7 @@ static void end_conn(cts_collector_t *c, conn_t *k, end_kind_t kind, const char 
   }
   const char *name = NULL;
   const int err = cts_sink_finish(s, &name);
-  const double secs = (double)(now_ms() - k->opened_ms) / 1000.0;
+  const double secs = (double)((int64_t)cts_mono_ms() - k->opened_ms) / 1000.0;
   if (name) {
     char cut[160] = "";
     if (received > complete)
@@ -206,17 +190,20 @@ static void end_conn(cts_collector_t *c, conn_t *k, end_kind_t kind, const char 
                (unsigned long long)(received - complete), (unsigned long long)complete);
     uint64_t count;
     const char *what = cts_sink_count(s, &count);
-    log_line(c, "%s: %s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)%s", k->peer, status,
-             name, (unsigned long long)complete, (unsigned long long)count, what,
-             (unsigned long long)cts_sink_packets(s), secs, cut);
+    cts_log_line(c->cfg.log, c->cfg.log_user_data,
+                 "%s: %s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)%s", k->peer, status,
+                 name, (unsigned long long)complete, (unsigned long long)count, what,
+                 (unsigned long long)cts_sink_packets(s), secs, cut);
     c->stats.saved++;
   } else if (err) {
-    log_line(c, "%s: %s: cannot save the trace: %s (%llu bytes received)", k->peer, status,
-             cts_os_strerror(err), (unsigned long long)received);
+    cts_log_line(c->cfg.log, c->cfg.log_user_data,
+                 "%s: %s: cannot save the trace: %s (%llu bytes received)", k->peer, status,
+                 cts_os_strerror(err), (unsigned long long)received);
     c->stats.dropped++;
   } else {
-    log_line(c, "%s: %s: nothing saved (%llu bytes received, no complete trace header)", k->peer,
-             status, (unsigned long long)received);
+    cts_log_line(c->cfg.log, c->cfg.log_user_data,
+                 "%s: %s: nothing saved (%llu bytes received, no complete trace header)", k->peer,
+                 status, (unsigned long long)received);
     c->stats.dropped++;
   }
   c->stats.events += cts_sink_events(s);
@@ -289,6 +276,9 @@ static bool took_bytes(cts_collector_t *c, conn_t *k, ssize_t n, int64_t now, bo
 
 /* Reads what a connection has sent (a few buffers at most, for fairness). */
 static void service(cts_collector_t *c, conn_t *k, int64_t now, unsigned max_reads) {
+  /* An open connection: every path that ends one returns at once, and compact() drops
+   * ended ones before the next poll. */
+  CTS_ASSERT(k >= c->conns && k < c->conns + c->nconns && k->fd >= 0 && k->sink);
   for (unsigned r = 0; r < max_reads; r++) {
     const uint64_t before = cts_sink_received(k->sink);
     if (c->pipe_wr >= 0 && cts_sink_can_take_pipe(k->sink) &&
@@ -325,6 +315,7 @@ static void service(cts_collector_t *c, conn_t *k, int64_t now, unsigned max_rea
       take = (size_t)(c->cfg.max_bytes - before);
       over = true;
     }
+    CTS_ASSERT(take <= (size_t)n && (size_t)n <= c->cfg.recv_buffer_size);
     c->stats.bytes += take;
     if (cts_sink_feed(k->sink, c->buf, take) != 0) {
       end_invalid(c, k);
@@ -350,18 +341,21 @@ static void accept_clients(cts_collector_t *c, int64_t now) {
     if (rc == -EAGAIN) return;
     if (rc == -ECONNABORTED) continue;
     if (rc) {
-      log_line(c, "cannot accept a connection: %s", cts_os_strerror(rc));
+      cts_log_line(c->cfg.log, c->cfg.log_user_data, "cannot accept a connection: %s",
+                   cts_os_strerror(rc));
       c->accept_paused_until = now + ACCEPT_PAUSE_MS;
       return;
     }
     char name[CTS_NET_ADDR_STRLEN];
     cts_net_addr_format(&peer, name, sizeof name);
     if (c->nconns == c->cfg.max_clients) {
-      log_line(c, "%s: refused: too many clients (max %u)", name, c->cfg.max_clients);
+      cts_log_line(c->cfg.log, c->cfg.log_user_data, "%s: refused: too many clients (max %u)", name,
+                   c->cfg.max_clients);
       c->stats.refused++;
       close(fd);
       continue;
     }
+    CTS_ASSERT(c->nconns < c->cfg.max_clients);
     conn_t *k = &c->conns[c->nconns];
     memset(k, 0, sizeof *k);
     memcpy(k->peer, name, sizeof name);
@@ -375,7 +369,7 @@ static void accept_clients(cts_collector_t *c, int64_t now) {
     sc.validate = c->cfg.validate;
     sc.serial = ++c->serial;
     if (cts_sink_create(&k->sink, &sc) != 0) {
-      log_line(c, "%s: refused: out of memory", name);
+      cts_log_line(c->cfg.log, c->cfg.log_user_data, "%s: refused: out of memory", name);
       c->stats.refused++;
       close(fd);
       continue;
@@ -385,7 +379,7 @@ static void accept_clients(cts_collector_t *c, int64_t now) {
     k->pending = true;
     c->nconns++;
     c->stats.accepted++;
-    if (c->cfg.log_connects) log_line(c, "%s: connected", name);
+    if (c->cfg.log_connects) cts_log_line(c->cfg.log, c->cfg.log_user_data, "%s: connected", name);
   }
 }
 
@@ -430,6 +424,7 @@ static void compact(cts_collector_t *c) {
   for (unsigned i = 0; i < c->nconns; i++)
     if (c->conns[i].fd >= 0) c->conns[j++] = c->conns[i];
   c->nconns = j;
+  CTS_ASSERT(c->nconns <= c->cfg.max_clients);
 }
 
 static void shut_down(cts_collector_t *c) {
@@ -439,7 +434,7 @@ static void shut_down(cts_collector_t *c) {
   const unsigned reads = per_buffer ? (unsigned)per_buffer : 1;
   for (unsigned i = 0; i < c->nconns; i++) {
     conn_t *k = &c->conns[i];
-    service(c, k, now_ms(), reads);
+    service(c, k, (int64_t)cts_mono_ms(), reads);
     if (k->fd >= 0) end_conn(c, k, END_SHUTDOWN, NULL);
   }
   c->nconns = 0;
@@ -447,7 +442,7 @@ static void shut_down(cts_collector_t *c) {
 
 int cts_collector_run(cts_collector_t *c) {
   for (;;) {
-    int64_t now = now_ms();
+    int64_t now = (int64_t)cts_mono_ms();
     const bool accepting = c->accept_paused_until <= now;
     c->pfds[0] = (struct pollfd){.fd = c->wake_rd, .events = POLLIN};
     c->pfds[1] = (struct pollfd){.fd = accepting ? c->listen_fd : -1, .events = POLLIN};
@@ -457,11 +452,11 @@ int cts_collector_run(cts_collector_t *c) {
     const int n = poll(c->pfds, (nfds_t)polled + 2, next_timeout(c, now));
     if (n < 0 && errno != EINTR) {
       const int err = -errno;
-      log_line(c, "poll failed: %s", cts_os_strerror(err));
+      cts_log_line(c->cfg.log, c->cfg.log_user_data, "poll failed: %s", cts_os_strerror(err));
       shut_down(c);
       return err;
     }
-    now = now_ms();
+    now = (int64_t)cts_mono_ms();
     if (n > 0 && c->pfds[0].revents) break;
     if (n > 0) {
       for (unsigned i = 0; i < polled; i++)

@@ -14,6 +14,7 @@
 
 #include <ctfscope/ctfscope.h>
 
+#include "common/check.h"
 #include "common/compiler.h"
 #include "core/memtrace_wire.h"
 #include "core/mprof_wire.h"
@@ -183,6 +184,7 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
     if (s->mp_header_len < MPROF_HEADER) {
       size_t take = MPROF_HEADER - s->mp_header_len;
       if (take > len) take = len;
+      CTS_ASSERT(s->mp_header_len + take <= sizeof s->mp_header);
       memcpy(s->mp_header + s->mp_header_len, p, take);
       s->mp_header_len += take;
       p += take;
@@ -190,13 +192,13 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
       if (s->mp_header_len < MPROF_HEADER) return 0;
       const uint8_t *h = s->mp_header;
       const uint64_t at = s->mp_packet_start;
-      if (mprof_ld32(h + MPROF_OFF_MAGIC) != MPROF_MAGIC ||
+      if (cts_ld_le32(h + MPROF_OFF_MAGIC) != MPROF_MAGIC ||
           memcmp(h + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid) != 0)
         return fail(s, CTS_E_BAD_MAGIC,
                     "at offset %llu: task-trace packet without the mirage-profile magic and uuid",
                     (unsigned long long)at);
-      const uint32_t bits = mprof_ld32(h + MPROF_OFF_PACKET_SIZE);
-      const uint32_t content = mprof_ld32(h + MPROF_OFF_CONTENT_SIZE);
+      const uint32_t bits = cts_ld_le32(h + MPROF_OFF_PACKET_SIZE);
+      const uint32_t content = cts_ld_le32(h + MPROF_OFF_CONTENT_SIZE);
       if (bits % 8 != 0 || bits / 8 < MPROF_HEADER || content > bits || content < MPROF_HEADER * 8)
         return fail(s, CTS_E_PACKET_SIZE,
                     "at offset %llu: task-trace packet of %u bits with %u bits of content is "
@@ -214,7 +216,7 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
       len -= take;
     }
     if (s->mp_left == 0) {
-      s->mp_packet_start += mprof_ld32(s->mp_header + MPROF_OFF_PACKET_SIZE) / 8;
+      s->mp_packet_start += cts_ld_le32(s->mp_header + MPROF_OFF_PACKET_SIZE) / 8;
       s->complete = s->mp_packet_start;
       s->packets++;
       s->has_info = true;
@@ -273,6 +275,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
       const size_t want = s->mt_header_size ? s->mt_header_size : MT_MIN_PREFIX;
       take = want - s->mt_header_len;
       if (take > len) take = len;
+      CTS_ASSERT(want <= sizeof s->mt_header && s->mt_header_len + take <= want);
       if (p) {
         memcpy(s->mt_header + s->mt_header_len, p, take);
       } else {
@@ -287,7 +290,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
         if (s->mt_header_size == 0) {
           /* The first header sets the version of the whole trace. */
           if (s->mt_version == 0) {
-            s->mt_version = mt_ld16(s->mt_header + MT_VERSION_OFFSET);
+            s->mt_version = cts_ld_le16(s->mt_header + MT_VERSION_OFFSET);
             if (s->mt_version < 1 || s->mt_version > 3)
               return fail(s, CTS_E_BAD_VERSION,
                           "at offset %llu: trace format v%03u is not supported (v001 to v003 "
@@ -308,7 +311,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
     at += take;
     len -= take;
     if (s->mt_header_size && s->mt_header_len == s->mt_header_size && s->mt_left == 0) {
-      s->mt_packet_start += mt_ld32(s->mt_header + 4) / 8;
+      s->mt_packet_start += cts_ld_le32(s->mt_header + 4) / 8;
       s->mt_header_len = 0;
       s->mt_header_size = 0;
       if (s->reader) {
@@ -383,6 +386,7 @@ int cts_sink_feed(cts_sink_t *s, const void *data, size_t len) {
   if (s->format == CTS_SINK_FORMAT_UNKNOWN) {
     size_t take = HEAD_SIZE - s->head_len;
     if (take > len) take = len;
+    CTS_ASSERT(s->head_len + take <= sizeof s->head);
     memcpy(s->head + s->head_len, p, take);
     s->head_len += take;
     p += take;

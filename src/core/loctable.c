@@ -65,25 +65,6 @@ void cts__loctable_fini(cts__loctable_t *t) {
   memset(t, 0, sizeof *t);
 }
 
-/* FNV-1a followed by a final mix: names are short and interned once each. */
-static uint64_t hash_bytes(const char *s, size_t len) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  return h;
-}
-
-static uint64_t hash_code(uint64_t code) {
-  code ^= code >> 31;
-  code *= 0x7fb5d329728ea185ull;
-  code ^= code >> 27;
-  code *= 0x81dadef4bc2dd44dull;
-  code ^= code >> 33;
-  return code;
-}
-
 static int grow_strings(cts__loctable_t *t) {
   const size_t cap = t->strings_cap ? t->strings_cap * 2 : 256;
   int err = 0;
@@ -111,7 +92,7 @@ const char *cts__loctable_intern(cts__loctable_t *t, const char *s, size_t len, 
       return NULL;
     }
   }
-  const uint64_t h = hash_bytes(s, len);
+  const uint64_t h = cts__hash_bytes(s, len, 0);
   size_t j = h & (t->strings_cap - 1);
   for (; t->strings[j].str; j = (j + 1) & (t->strings_cap - 1)) {
     const cts__intern_entry_t *e = &t->strings[j];
@@ -128,7 +109,7 @@ const char *cts__loctable_intern(cts__loctable_t *t, const char *s, size_t len, 
 
 const cts__loc_entry_t *cts__loctable_find(const cts__loctable_t *t, uint64_t code) {
   if (!t->entries_cap || code == 0) return NULL;
-  for (size_t j = hash_code(code) & (t->entries_cap - 1);; j = (j + 1) & (t->entries_cap - 1)) {
+  for (size_t j = cts_mix64(code) & (t->entries_cap - 1);; j = (j + 1) & (t->entries_cap - 1)) {
     const cts__loc_entry_t *e = &t->entries[j];
     if (e->code == code) return e;
     if (e->code == 0) return NULL;
@@ -144,7 +125,7 @@ static int grow_entries(cts__loctable_t *t) {
   for (size_t i = 0; i < t->entries_cap; i++) {
     const cts__loc_entry_t *e = &t->entries[i];
     if (!e->code) continue;
-    size_t j = hash_code(e->code) & (cap - 1);
+    size_t j = cts_mix64(e->code) & (cap - 1);
     while (n[j].code) j = (j + 1) & (cap - 1);
     n[j] = *e;
   }
@@ -183,7 +164,7 @@ int cts__loctable_define(cts__loctable_t *t, uint64_t code, const cts_mt_locatio
     if (!copy) return err;
     memcpy(copy, locs, n * sizeof *copy);
   }
-  size_t j = hash_code(code) & (t->entries_cap - 1);
+  size_t j = cts_mix64(code) & (t->entries_cap - 1);
   while (t->entries[j].code) j = (j + 1) & (t->entries_cap - 1);
   t->entries[j] = (cts__loc_entry_t){code, copy, n};
   t->entries_count++;

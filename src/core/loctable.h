@@ -11,6 +11,9 @@
 
 #include <ctfscope/memtrace.h>
 
+#include "../common/endian.h"
+#include "../common/hash.h"
+
 typedef struct cts__arena_chunk cts__arena_chunk_t;
 
 typedef struct cts__loc_entry {
@@ -50,5 +53,17 @@ const cts__loc_entry_t *cts__loctable_find(const cts__loctable_t *t, uint64_t co
  * receives the stored definition. */
 int cts__loctable_define(cts__loctable_t *t, uint64_t code, const cts_mt_location_t *locs,
                          uint32_t n, const cts__loc_entry_t **entry);
+
+/* A 64-bit hash of s[0..len), folding 8 bytes at a time through cts_hash_combine (the one
+ * mixer, common/hash.h); different seeds give independent hashes. Pure: any thread. */
+static inline uint64_t cts__hash_bytes(const char *s, size_t len, uint64_t seed) {
+  const uint8_t *p = (const uint8_t *)s;
+  uint64_t h = cts_hash_combine(seed, len);
+  for (; len >= 8; p += 8, len -= 8) h = cts_hash_combine(h, cts_ld_le64(p));
+  if (!len) return h;
+  uint64_t tail = 0;
+  for (size_t i = 0; i < len; i++) tail |= (uint64_t)p[i] << (8 * i);
+  return cts_hash_combine(h, tail);
+}
 
 #endif /* CTS_LOCTABLE_H */

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Constants and byte-level helpers of the memtrace format shared by the reader and the
- * writer. Section numbers refer to docs/formats/memtrace.md. */
+ * writer. Section numbers refer to docs/formats/memtrace.md. Byte loads and stores are
+ * cts_ld_le* / cts_st_le* from common/endian.h. */
 #ifndef CTS_MEMTRACE_WIRE_H
 #define CTS_MEMTRACE_WIRE_H
 
 #include <stdint.h>
-#include <string.h>
 
 #include "../common/compiler.h"
+#include "../common/endian.h"
 
 #define MT_MAGIC               0xC1FC1FC1u /* §4 */
 #define MT_VERSION_OFFSET      28u         /* u16 version sits here in every version */
@@ -33,44 +34,6 @@
 #define MT_LOC_LINE_MAX  0xFFFFFu
 #define MT_LOC_START_MAX 0xFFu
 #define MT_LOC_END_MAX   0x3FFu
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define MT_BSWAP16(x) __builtin_bswap16(x)
-#define MT_BSWAP32(x) __builtin_bswap32(x)
-#define MT_BSWAP64(x) __builtin_bswap64(x)
-#else
-#define MT_BSWAP16(x) (x)
-#define MT_BSWAP32(x) (x)
-#define MT_BSWAP64(x) (x)
-#endif
-
-static inline uint16_t mt_ld16(const uint8_t *p) {
-  uint16_t v;
-  memcpy(&v, p, 2);
-  return MT_BSWAP16(v);
-}
-static inline uint32_t mt_ld32(const uint8_t *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return MT_BSWAP32(v);
-}
-static inline uint64_t mt_ld64(const uint8_t *p) {
-  uint64_t v;
-  memcpy(&v, p, 8);
-  return MT_BSWAP64(v);
-}
-static inline void mt_st16(uint8_t *p, uint16_t v) {
-  v = MT_BSWAP16(v);
-  memcpy(p, &v, 2);
-}
-static inline void mt_st32(uint8_t *p, uint32_t v) {
-  v = MT_BSWAP32(v);
-  memcpy(p, &v, 4);
-}
-static inline void mt_st64(uint8_t *p, uint64_t v) {
-  v = MT_BSWAP64(v);
-  memcpy(p, &v, 8);
-}
 
 /* §8.5: the two candidate buckets of a location code. */
 static inline uint32_t mt_hash1(uint64_t code) {
@@ -100,21 +63,21 @@ typedef struct mt_header {
 
 /* p must hold mt_header_size(version at p+28) bytes. */
 static inline void mt_parse_header(const uint8_t *p, mt_header_t *h) {
-  h->magic = mt_ld32(p);
-  h->size_bits = mt_ld32(p + 4);
-  h->time_begin = mt_ld64(p + 8);
-  h->time_end = mt_ld64(p + 16);
-  h->flush_duration = mt_ld32(p + 24);
-  h->version = mt_ld16(p + 28);
-  h->pid = mt_ld64(p + 30);
+  h->magic = cts_ld_le32(p);
+  h->size_bits = cts_ld_le32(p + 4);
+  h->time_begin = cts_ld_le64(p + 8);
+  h->time_end = cts_ld_le64(p + 16);
+  h->flush_duration = cts_ld_le32(p + 24);
+  h->version = cts_ld_le16(p + 28);
+  h->pid = cts_ld_le64(p + 30);
   const uint8_t *q = p + 38;
   h->domain = 0;
-  if (h->version >= 3) h->domain = mt_ld16(q), q += 2;
-  h->verify_ix = mt_ld16(q);
-  h->verify_pred = mt_ld16(q + 2);
-  h->verify_val = mt_ld64(q + 4);
-  h->alloc_id_begin = mt_ld64(q + 12);
-  h->alloc_id_end = mt_ld64(q + 20);
+  if (h->version >= 3) h->domain = cts_ld_le16(q), q += 2;
+  h->verify_ix = cts_ld_le16(q);
+  h->verify_pred = cts_ld_le16(q + 2);
+  h->verify_val = cts_ld_le64(q + 4);
+  h->alloc_id_begin = cts_ld_le64(q + 12);
+  h->alloc_id_end = cts_ld_le64(q + 20);
 }
 
 #endif /* CTS_MEMTRACE_WIRE_H */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/compiler.h"
+#include "loctable.h"
 #include "memtrace_wire.h"
 
 #define PACKET_SIZE        CTS_MT_MAX_WRITTEN_PACKET
@@ -123,16 +124,16 @@ static size_t put_vint(uint8_t *p, uint64_t v) {
   }
   if (v <= 0xFFFF) {
     p[0] = 253;
-    mt_st16(p + 1, (uint16_t)v);
+    cts_st_le16(p + 1, (uint16_t)v);
     return 3;
   }
   if (v <= 0x7FFFFFFF) {
     p[0] = 254;
-    mt_st32(p + 1, (uint32_t)v);
+    cts_st_le32(p + 1, (uint32_t)v);
     return 5;
   }
   p[0] = 255;
-  mt_st64(p + 1, v);
+  cts_st_le64(p + 1, v);
   return 9;
 }
 
@@ -157,20 +158,20 @@ typedef struct header_fields {
 } header_fields_t;
 
 static void put_header(const cts_mt_writer_t *w, uint8_t *p, const header_fields_t *f) {
-  mt_st32(p, MT_MAGIC);
-  mt_st32(p + 4, f->size * 8u);
-  mt_st64(p + 8, f->time_begin);
-  mt_st64(p + 16, f->time_end);
-  mt_st32(p + 24, 0);
-  mt_st16(p + 28, w->version);
-  mt_st64(p + 30, w->pid);
+  cts_st_le32(p, MT_MAGIC);
+  cts_st_le32(p + 4, f->size * 8u);
+  cts_st_le64(p + 8, f->time_begin);
+  cts_st_le64(p + 16, f->time_end);
+  cts_st_le32(p + 24, 0);
+  cts_st_le16(p + 28, w->version);
+  cts_st_le64(p + 30, w->pid);
   uint8_t *q = p + 38;
-  if (w->version >= 3) mt_st16(q, w->domain), q += 2;
-  mt_st16(q, f->verify_ix);
-  mt_st16(q + 2, f->verify_pred);
-  mt_st64(q + 4, f->verify_val);
-  mt_st64(q + 12, f->id_begin);
-  mt_st64(q + 20, f->id_end);
+  if (w->version >= 3) cts_st_le16(q, w->domain), q += 2;
+  cts_st_le16(q, f->verify_ix);
+  cts_st_le16(q + 2, f->verify_pred);
+  cts_st_le64(q + 4, f->verify_val);
+  cts_st_le64(q + 12, f->id_begin);
+  cts_st_le64(q + 20, f->id_end);
 }
 
 static int emit(cts_mt_writer_t *w, const uint8_t *buf, size_t len) {
@@ -187,13 +188,9 @@ static int emit(cts_mt_writer_t *w, const uint8_t *buf, size_t len) {
 /* ---- locations (§7) ------------------------------------------------------------------ */
 
 static name_key_t name_key(const char *s) {
-  uint64_t a = 0xcbf29ce484222325ull, b = 0x9e3779b97f4a7c15ull;
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    a = (a ^ *p) * 0x100000001b3ull;
-    b = (b + *p) * 0xff51afd7ed558ccdull;
-    b ^= b >> 29;
-  }
-  return (name_key_t){a, b};
+  if (!s) s = "";
+  const size_t n = strlen(s);
+  return (name_key_t){cts__hash_bytes(s, n, 1), cts__hash_bytes(s, n, 2)};
 }
 
 static bool same_key(name_key_t x, name_key_t y) {
@@ -270,8 +267,8 @@ static size_t select_locations(cts_mt_writer_t *w, uint64_t code, const cts_mt_l
 static size_t put_location(cts_mt_writer_t *w, uint8_t *p, uint64_t code,
                            const cts_mt_location_t *locs, size_t n) {
   uint8_t *q = p;
-  mt_st32(q, event_header(w->packet_start, MT_EV_LOCATION));
-  mt_st64(q + 4, code);
+  cts_st_le32(q, event_header(w->packet_start, MT_EV_LOCATION));
+  cts_st_le64(q + 4, code);
   q[12] = (uint8_t)n;
   q += 13;
   for (size_t i = 0; i < n; i++) {
@@ -284,8 +281,8 @@ static size_t put_location(cts_mt_writer_t *w, uint8_t *p, uint64_t code,
                           (uint64_t)clamp(l->start_char, MT_LOC_START_MAX) << 20 |
                           (uint64_t)clamp(l->end_char, MT_LOC_END_MAX) << 28 | (uint64_t)fc << 38 |
                           (uint64_t)dc << 43;
-    mt_st32(q, (uint32_t)bits);
-    mt_st16(q + 4, (uint16_t)(bits >> 32));
+    cts_st_le32(q, (uint32_t)bits);
+    cts_st_le16(q + 4, (uint16_t)(bits >> 32));
     q += 6;
     if (fc == MT_MTF_NEW) q += put_string(q, f, BACKTRACE_BYTES);
     if (dc == MT_MTF_NEW) q += put_string(q, d, BACKTRACE_BYTES);
@@ -378,14 +375,14 @@ static int begin_event(cts_mt_writer_t *w, uint64_t time, uint64_t *t_out) {
 
 static size_t put_hit(uint8_t *p, uint32_t bucket, unsigned k) {
   if (k == 0) {
-    mt_st16(p, (uint16_t)(bucket << 2));
+    cts_st_le16(p, (uint16_t)(bucket << 2));
     return 2;
   }
   if (k == 1) {
-    mt_st16(p, (uint16_t)((bucket << 2) | 1));
+    cts_st_le16(p, (uint16_t)((bucket << 2) | 1));
     return 2;
   }
-  mt_st16(p, (uint16_t)((bucket << 2) | 2));
+  cts_st_le16(p, (uint16_t)((bucket << 2) | 2));
   p[2] = (uint8_t)k;
   return 3;
 }
@@ -438,8 +435,8 @@ static CTS_FORCE_INLINE uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_
     i++;
     if (cache[b] != c) {
       cache[b] = c;
-      mt_st16(buf + pos, (uint16_t)((b << 2) | 3));
-      mt_st64(buf + pos + 2, c);
+      cts_st_le16(buf + pos, (uint16_t)((b << 2) | 3));
+      cts_st_le64(buf + pos + 2, c);
       pos += 10;
       note_missed(w, c);
       continue;
@@ -517,6 +514,9 @@ static size_t resolve_chain(const cts_mt_writer_t *w, const uint64_t *bt, size_t
 /* Counts a use of the whole backtrace; returns how many uses it had before (a different
  * backtrace with the same hash shares the count: it can only make a chain built early). */
 static uint32_t count_use(cts_mt_writer_t *w, const uint64_t *bt, size_t depth) {
+  /* Not common/hash.h's mixer, on purpose: which backtraces share a slot decides when a
+   * chain is built, so this hash is part of the encoding; another one would change the
+   * bytes written (and the goldens). */
   uint64_t h = depth;
   for (size_t i = 0; i < depth; i++) h = (h ^ bt[i]) * 0xff51afd7ed558ccdull;
   h ^= h >> 29;
@@ -614,16 +614,16 @@ int cts_mt_writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
 
   /* §6: the trace-info packet. */
   uint8_t *p = w->packet, *q = p + w->header_size;
-  mt_st32(q, event_header(start, MT_EV_TRACE_INFO));
+  cts_st_le32(q, event_header(start, MT_EV_TRACE_INFO));
   uint64_t rate_bits;
   memcpy(&rate_bits, &cfg->sample_rate, sizeof rate_bits);
-  mt_st64(q + 4, rate_bits);
+  cts_st_le64(q + 4, rate_bits);
   q[12] = cfg->word_size;
   q += 13;
   q += put_string(q, cfg->executable_name, INFO_STRING_MAX);
   q += put_string(q, cfg->host_name, INFO_STRING_MAX);
   q += put_string(q, cfg->runtime_params, INFO_STRING_MAX);
-  mt_st64(q, cfg->pid);
+  cts_st_le64(q, cfg->pid);
   q += 8;
   q += put_string(q, cfg->context, INFO_STRING_MAX);
   const header_fields_t f = {(uint32_t)(q - p), start, start, MT_VERIFY_NONE, 0, 0, 0, 0};
@@ -653,8 +653,8 @@ int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, u
                           nsamples == 1 && depth - cp < 256;
   uint8_t *const buf = w->packet;
   size_t pos = w->pos, count_pos;
-  mt_st32(buf + pos,
-          event_header(t, short_form ? MT_EV_SHORT_ALLOC_BASE + (unsigned)length : MT_EV_ALLOC));
+  cts_st_le32(buf + pos, event_header(t, short_form ? MT_EV_SHORT_ALLOC_BASE + (unsigned)length
+                                                    : MT_EV_ALLOC));
   pos += 4;
   if (short_form) {
     pos += put_vint(buf + pos, cp);
@@ -678,7 +678,7 @@ int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, u
   if (short_form) {
     buf[count_pos] = (uint8_t)ncodes;
   } else {
-    mt_st16(buf + count_pos, (uint16_t)ncodes);
+    cts_st_le16(buf + count_pos, (uint16_t)ncodes);
   }
   /* Remember what the reader will hold: the prefix plus the frames actually encoded, so
    * the next prefix never claims frames the reader lost to truncation. */
@@ -695,7 +695,7 @@ static int put_ref(cts_mt_writer_t *w, uint64_t time_us, uint64_t obj_id, unsign
   uint64_t t;
   const int e = begin_event(w, time_us, &t);
   if (e) return e;
-  mt_st32(w->packet + w->pos, event_header(t, ev));
+  cts_st_le32(w->packet + w->pos, event_header(t, ev));
   w->pos += 4;
   w->pos += put_vint(w->packet + w->pos, w->next_id - 1 - obj_id);
   return 0;

@@ -53,7 +53,7 @@ int cts_mprof_memory_read_at(void *user_data, uint64_t offset, void *buf, size_t
 
 bool cts_mprof_is_trace(const void *data, size_t len) {
   const uint8_t *p = data;
-  return len >= MPROF_OFF_UUID + sizeof mprof_uuid && mprof_ld32(p) == MPROF_MAGIC &&
+  return len >= MPROF_OFF_UUID + sizeof mprof_uuid && cts_ld_le32(p) == MPROF_MAGIC &&
          memcmp(p + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid) == 0;
 }
 
@@ -104,7 +104,7 @@ static int scan_headers(reader_t *r) {
     uint8_t h[MPROF_HEADER];
     int err = r->read_at(r->read_user_data, off, h, sizeof h);
     if (err) return fail(r, err, off, "cannot read the packet header");
-    const uint32_t magic = mprof_ld32(h + MPROF_OFF_MAGIC);
+    const uint32_t magic = cts_ld_le32(h + MPROF_OFF_MAGIC);
     if (magic != MPROF_MAGIC) {
       cts__fmt(msg, sizeof msg, "bad packet magic 0x%08x (expected 0xc1fc1fc1)", magic);
       return fail(r, CTS_E_BAD_MAGIC, off, msg);
@@ -112,8 +112,8 @@ static int scan_headers(reader_t *r) {
     if (memcmp(h + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid) != 0)
       return fail(r, CTS_E_BAD_MAGIC, off + MPROF_OFF_UUID,
                   "packet uuid is not mirage-profile's 05883b8d-521a-487b-b397-456ab150680c");
-    const uint32_t size_bits = mprof_ld32(h + MPROF_OFF_PACKET_SIZE);
-    const uint32_t content_bits = mprof_ld32(h + MPROF_OFF_CONTENT_SIZE);
+    const uint32_t size_bits = cts_ld_le32(h + MPROF_OFF_PACKET_SIZE);
+    const uint32_t content_bits = cts_ld_le32(h + MPROF_OFF_CONTENT_SIZE);
     if (size_bits % 8u || size_bits / 8u < MPROF_HEADER) {
       cts__fmt(msg, sizeof msg, "packet_size %u bits is not a whole number of bytes >= 30",
                size_bits);
@@ -137,7 +137,7 @@ static int scan_headers(reader_t *r) {
                         size_bits / 8u,
                         content_bits / 8u,
                         (uint32_t)r->npackets,
-                        mprof_ld16(h + MPROF_OFF_COUNT),
+                        cts_ld_le16(h + MPROF_OFF_COUNT),
                         false};
     if (e.size > left) {
       e.truncated = true;
@@ -219,12 +219,12 @@ static int decode_packet(reader_t *r, const packet_entry_t *e) {
         malformed = 2;
       } else {
         const uint8_t *q = p + MPROF_EVENT_HEADER;
-        ev.time_ns = mprof_ld64(p);
+        ev.time_ns = cts_ld_le64(p);
         ev.id = (uint8_t)id;
         ev.thread = CTS_TASK_NONE;
-        if (l.context) ev.thread = (int64_t)mprof_ld64(q), q += 8;
+        if (l.context) ev.thread = (int64_t)cts_ld_le64(q), q += 8;
         if (l.word) {
-          const uint64_t w = mprof_ld64(q);
+          const uint64_t w = cts_ld_le64(q);
           q += 8;
           if (mprof_word_is_value(id))
             ev.value = (int64_t)w;

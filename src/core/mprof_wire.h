@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* Constants and byte-level helpers of the mirage-profile CTF format shared by the writer,
- * the reader and the converter. Section numbers refer to docs/formats/mprof.md. */
+ * the reader and the converter. Section numbers refer to docs/formats/mprof.md. Byte
+ * loads and stores are cts_ld_le* / cts_st_le* from common/endian.h. */
 #ifndef CTS_MPROF_WIRE_H
 #define CTS_MPROF_WIRE_H
 
 #include <stdint.h>
-#include <string.h>
 
 #include <ctfscope/tasks.h>
+
+#include "../common/endian.h"
 
 #define MPROF_MAGIC            0xC1FC1FC1u /* §2.3, stored little-endian: c1 1f fc c1 */
 #define MPROF_OFF_MAGIC        0u
@@ -21,39 +23,6 @@
 /* The uuid every mirage-profile trace carries (§2.2). */
 static const uint8_t mprof_uuid[16] = {0x05, 0x88, 0x3b, 0x8d, 0x52, 0x1a, 0x48, 0x7b,
                                        0xb3, 0x97, 0x45, 0x6a, 0xb1, 0x50, 0x68, 0x0c};
-
-static inline uint16_t mprof_ld16(const uint8_t *p) {
-  return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t mprof_ld32(const uint8_t *p) {
-  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static inline uint64_t mprof_ld64(const uint8_t *p) {
-  return (uint64_t)mprof_ld32(p) | ((uint64_t)mprof_ld32(p + 4) << 32);
-}
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define MPROF_LE64(x) __builtin_bswap64(x)
-#define MPROF_LE32(x) __builtin_bswap32(x)
-#define MPROF_LE16(x) __builtin_bswap16(x)
-#else
-#define MPROF_LE64(x) (x)
-#define MPROF_LE32(x) (x)
-#define MPROF_LE16(x) (x)
-#endif
-
-static inline void mprof_st16(uint8_t *p, uint16_t v) {
-  v = MPROF_LE16(v);
-  memcpy(p, &v, 2);
-}
-static inline void mprof_st32(uint8_t *p, uint32_t v) {
-  v = MPROF_LE32(v);
-  memcpy(p, &v, 4);
-}
-static inline void mprof_st64(uint8_t *p, uint64_t v) {
-  v = MPROF_LE64(v);
-  memcpy(p, &v, 8);
-}
 
 /* Layout of an event kind after the 9-byte header (§2.5): whether it has the 8-byte
  * thread context, a u64/i64 field, a thread_type byte, and a trailing string. */

@@ -56,11 +56,11 @@ static size_t state_size(uint32_t packets) {
 }
 
 static void write_header(uint8_t *p, uint32_t len, uint16_t count) {
-  mprof_st32(p + MPROF_OFF_MAGIC, MPROF_MAGIC);
+  cts_st_le32(p + MPROF_OFF_MAGIC, MPROF_MAGIC);
   memcpy(p + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid);
-  mprof_st32(p + MPROF_OFF_PACKET_SIZE, len * 8u);
-  mprof_st16(p + MPROF_OFF_COUNT, count);
-  mprof_st32(p + MPROF_OFF_CONTENT_SIZE, CONTENT_EMPTY_BITS);
+  cts_st_le32(p + MPROF_OFF_PACKET_SIZE, len * 8u);
+  cts_st_le16(p + MPROF_OFF_COUNT, count);
+  cts_st_le32(p + MPROF_OFF_CONTENT_SIZE, CONTENT_EMPTY_BITS);
 }
 
 int cts_mprof_ring_init(cts_mprof_ring_t **out, void *state, size_t state_bytes,
@@ -108,11 +108,12 @@ uint64_t cts_mprof_ring_packets_started(const cts_mprof_ring_t *ring) {
 /* Hands a finished packet to the sink as a packet of exactly its content. The owner is
  * the only one touching it, so the header can be patched and restored in place. */
 static void send_packet(cts_mprof_ring_t *r, uint8_t *p, uint32_t len, uint32_t used) {
+  CTS_ASSERT(used <= len && (len == r->packet_len || len == r->last_len));
   if (!r->sink || used <= MPROF_HEADER) return;
   if (__atomic_load_n(&r->sink_err, __ATOMIC_RELAXED)) return;
-  mprof_st32(p + MPROF_OFF_PACKET_SIZE, used * 8u);
+  cts_st_le32(p + MPROF_OFF_PACKET_SIZE, used * 8u);
   const int err = r->sink(r->sink_user_data, p, used);
-  mprof_st32(p + MPROF_OFF_PACKET_SIZE, len * 8u);
+  cts_st_le32(p + MPROF_OFF_PACKET_SIZE, len * 8u);
   if (err) {
     int none = 0;
     __atomic_compare_exchange_n(&r->sink_err, &none, err, false, __ATOMIC_RELAXED,
@@ -123,6 +124,8 @@ static void send_packet(cts_mprof_ring_t *r, uint8_t *p, uint32_t len, uint32_t 
 void cts__mprof_writer_release(cts_mprof_writer_t *w) {
   cts_mprof_ring_t *r = w->ring;
   if (!w->packet) return;
+  CTS_ASSERT(w->index < r->npackets && w->pos < w->len && w->generation != 0);
+  CTS_ASSERT(w->packet == r->buffer + (size_t)w->index * r->packet_len);
   send_packet(r, w->packet, w->len, w->pos);
   uint32_t mine = w->generation;
   /* A flush may have taken the packet back already: then it is not ours to free. */
@@ -165,10 +168,12 @@ static CTS_NOINLINE int acquire_packet(cts_mprof_writer_t *w) {
     if (!__atomic_compare_exchange_n(&owner[index], &expected, w->generation, false,
                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
       continue;
+    /* Won the packet: no one else touches it until it is given back. */
+    CTS_ASSERT(index < r->npackets && w->generation != 0);
     uint8_t *p = r->buffer + (size_t)index * r->packet_len;
     __atomic_store_n(&ring_seq(r)[index], seq, __ATOMIC_RELAXED);
-    mprof_st16(p + MPROF_OFF_COUNT, (uint16_t)seq);
-    mprof_st32(p + MPROF_OFF_CONTENT_SIZE, CONTENT_EMPTY_BITS);
+    cts_st_le16(p + MPROF_OFF_COUNT, (uint16_t)seq);
+    cts_st_le32(p + MPROF_OFF_CONTENT_SIZE, CONTENT_EMPTY_BITS);
     w->packet = p;
     w->index = index;
     w->len = index + 1 == r->npackets ? r->last_len : r->packet_len;
@@ -189,10 +194,12 @@ static uint32_t next_writer_token(cts_mprof_ring_t *r) {
   uint32_t t;
   do t = __atomic_add_fetch(&r->tokens, 1, __ATOMIC_RELAXED) & (CTS__MPROF_TOKEN_HOSTED - 1u);
   while (t == 0);
+  CTS_ASSERT(t != 0 && (t & CTS__MPROF_TOKEN_HOSTED) == 0);
   return t;
 }
 
 void cts__mprof_writer_attach(cts_mprof_writer_t *w, cts_mprof_ring_t *ring, uint32_t token) {
+  CTS_ASSERT(token != 0); /* 0 marks a free packet */
   memset(w, 0, sizeof *w);
   w->ring = ring;
   w->generation = token;
@@ -230,13 +237,14 @@ int cts__mprof_encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int6
   const uint32_t room = w->ring->packet_len - MPROF_HEADER - 1; /* the smallest packet */
   if (fixed + slen > room) slen = room - fixed;
   const uint32_t size = fixed + (uint32_t)slen;
+  CTS_ASSERT(size + MPROF_HEADER < w->ring->packet_len); /* fits any empty packet */
   const slot_t s = reserve(w, size);
   if (CTS_UNLIKELY(!s.packet)) return CTS_E_LIMIT;
   uint8_t *p = event_header(w, &s, time_ns, id);
-  mprof_st64(p, (uint64_t)thread);
+  cts_st_le64(p, (uint64_t)thread);
   p += 8;
   if (l.word) {
-    mprof_st64(p, word);
+    cts_st_le64(p, word);
     p += 8;
   }
   if (slen && str) memcpy(p, str, slen);
@@ -270,9 +278,10 @@ int cts_mprof_ring_flush(cts_mprof_ring_t *r) {
       if (best == UINT32_MAX || seqs[i] < seqs[best]) best = i;
     }
     if (best == UINT32_MAX) break;
+    CTS_ASSERT(best < r->npackets && seqs[best] >= done_below);
     uint8_t *p = r->buffer + (size_t)best * r->packet_len;
     const uint32_t len = best + 1 == r->npackets ? r->last_len : r->packet_len;
-    send_packet(r, p, len, mprof_ld32(p + MPROF_OFF_CONTENT_SIZE) / 8u);
+    send_packet(r, p, len, cts_ld_le32(p + MPROF_OFF_CONTENT_SIZE) / 8u);
     done_below = seqs[best] + 1;
     __atomic_store_n(&owner[best], 0, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&r->held, 1, __ATOMIC_RELAXED);

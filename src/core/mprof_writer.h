@@ -9,6 +9,7 @@
 #include <ctfscope/errors.h>
 #include <ctfscope/tasks.h>
 
+#include "../common/check.h"
 #include "../common/compiler.h"
 #include "../common/cpu_counter.h"
 #include "mprof_wire.h"
@@ -102,9 +103,11 @@ static CTS_FORCE_INLINE slot_t reserve(cts_mprof_writer_t *w, uint32_t size) {
  * event (mirage-profile publishes first; the final bytes are the same). */
 static CTS_FORCE_INLINE void commit(cts_mprof_writer_t *w, const slot_t *s, uint32_t size) {
   const uint32_t end = s->pos + size;
+  /* The event lies in the writer's own packet and leaves its last byte free (§3.3). */
+  CTS_ASSERT(s->packet == w->packet && s->pos >= MPROF_HEADER && end < w->len);
   w->pos = end;
   __atomic_thread_fence(__ATOMIC_RELEASE);
-  mprof_st32(s->packet + MPROF_OFF_CONTENT_SIZE, end * 8u);
+  cts_st_le32(s->packet + MPROF_OFF_CONTENT_SIZE, end * 8u);
 }
 
 static CTS_FORCE_INLINE uint64_t ring_now(const cts_mprof_ring_t *r) {
@@ -124,7 +127,7 @@ static CTS_FORCE_INLINE uint8_t *event_header(const cts_mprof_writer_t *w, const
                                               uint64_t time_ns, unsigned id) {
   const uint64_t now = event_time(w, time_ns);
   uint8_t *p = s->packet + s->pos;
-  mprof_st64(p, now);
+  cts_st_le64(p, now);
   p[8] = (uint8_t)id;
   return p + MPROF_EVENT_HEADER;
 }
@@ -138,11 +141,11 @@ static CTS_FORCE_INLINE int encode_fixed(cts_mprof_writer_t *w, uint64_t time_ns
   if (CTS_UNLIKELY(!s.packet)) return CTS_E_LIMIT;
   uint8_t *p = event_header(w, &s, time_ns, id);
   if (l.context) {
-    mprof_st64(p, (uint64_t)thread);
+    cts_st_le64(p, (uint64_t)thread);
     p += 8;
   }
   if (l.word) {
-    mprof_st64(p, word);
+    cts_st_le64(p, word);
     p += 8;
   }
   if (l.type_byte) *p = type;

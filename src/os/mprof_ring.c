@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "../common/clock.h"
 #include "os.h"
 #include "output.h"
 #include "tsc_clock.h"
@@ -31,9 +32,7 @@ struct cts_os_mprof_ring {
 
 uint64_t cts_os_clock_ns(void *user_data) {
   (void)user_data;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return cts_mono_ns();
 }
 
 /* The sink of a connected stream: send() with MSG_NOSIGNAL, so that a collector that goes

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
+
 static int fail_msg(char *err, size_t err_size, const char *spec, const char *why) {
   if (err && err_size) snprintf(err, err_size, "'%s': %s", spec, why);
   return -EINVAL;
@@ -204,12 +206,6 @@ int cts_net_accept(int lfd, bool nonblocking, int *fd_out, cts_net_addr_t *peer)
   }
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int cts_net_wait(int fd, bool for_write, int timeout_ms) {
   struct pollfd p = {.fd = fd, .events = for_write ? POLLOUT : POLLIN};
   const int n = poll(&p, 1, timeout_ms < 0 ? -1 : timeout_ms);
@@ -228,9 +224,9 @@ int cts_net_connect(const cts_net_addr_t *addr, int timeout_ms, int *fd_out) {
       goto end;
     }
     /* Wait for the handshake, restarting after signals but keeping the overall deadline. */
-    const int64_t deadline = timeout_ms < 0 ? 0 : now_ms() + timeout_ms;
+    const int64_t deadline = timeout_ms < 0 ? 0 : (int64_t)cts_mono_ms() + timeout_ms;
     for (;;) {
-      const int left = timeout_ms < 0 ? -1 : (int)(deadline - now_ms());
+      const int left = timeout_ms < 0 ? -1 : (int)(deadline - (int64_t)cts_mono_ms());
       if (timeout_ms >= 0 && left <= 0) {
         rc = -ETIMEDOUT;
         goto end;
@@ -292,7 +288,7 @@ ssize_t cts_net_write(int fd, const void *buf, size_t len) {
 
 int cts_net_write_all(int fd, const void *buf, size_t len, int timeout_ms) {
   const uint8_t *p = buf;
-  const int64_t deadline = timeout_ms < 0 ? 0 : now_ms() + timeout_ms;
+  const int64_t deadline = timeout_ms < 0 ? 0 : (int64_t)cts_mono_ms() + timeout_ms;
   while (len > 0) {
     const ssize_t n = cts_net_write(fd, p, len);
     if (n > 0) {
@@ -302,7 +298,7 @@ int cts_net_write_all(int fd, const void *buf, size_t len, int timeout_ms) {
     }
     if (n == 0) return -EPIPE; /* a zero-byte send of a non-empty buffer: give up */
     if (n != -EAGAIN) return (int)n;
-    const int left = timeout_ms < 0 ? -1 : (int)(deadline - now_ms());
+    const int left = timeout_ms < 0 ? -1 : (int)(deadline - (int64_t)cts_mono_ms());
     if (timeout_ms >= 0 && left <= 0) return -ETIMEDOUT;
     const int w = cts_net_wait(fd, true, left);
     if (w < 0 && w != -EINTR) return w;

@@ -390,3 +390,15 @@ void cts_outfile_discard(cts_outfile_t *f) {
   if (!f->in_place && f->tmp[0]) unlink(f->tmp);
   f->tmp[0] = 0;
 }
+
+void cts_log_line(cts_log_cb log, void *user_data, const char *fmt, ...) {
+  char line[CTS_LOG_LINE_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (log)
+    log(user_data, line);
+  else
+    fprintf(stderr, "%s\n", line);
+}

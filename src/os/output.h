@@ -87,4 +87,14 @@ static inline void cts_out_char(cts_out_t *o, char c) {
   o->buf[o->len++] = c;
 }
 
+/* Receives one log line (no trailing newline): the shape of the collector's and serve's
+ * log callbacks. */
+typedef void (*cts_log_cb)(void *user_data, const char *line);
+
+/* Formats one log line (longer than CTS_LOG_LINE_MAX - 1 bytes, it is cut) and hands it
+ * to log, or writes it with a newline to stderr when log is NULL. Thread-safe when log
+ * is; allocates nothing. */
+#define CTS_LOG_LINE_MAX 1024u
+void cts_log_line(cts_log_cb log, void *user_data, const char *fmt, ...) CTS_PRINTF(3, 4);
+
 #endif /* CTS_OUTPUT_H */

@@ -9,6 +9,7 @@
 
 #include <ctfscope/errors.h>
 
+#include "../common/clock.h"
 #include "../common/cpu_counter.h"
 
 /* Reads up to size - 1 bytes of a small /proc or /sys file; returns the length, -1. */
@@ -60,19 +61,13 @@ bool cts_os_tsc_usable(void) {
 }
 
 #if CTS_HAVE_CPU_COUNTER
-static uint64_t monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* One (counter, ns) pair: the clock read between two counter reads, from the tightest of a
  * few tries (a try that was preempted or interrupted brackets a long time). */
 static void sample(uint64_t *counter, uint64_t *ns) {
   uint64_t best = UINT64_MAX;
   for (int i = 0; i < 9; i++) {
     const uint64_t before = cts__cpu_counter();
-    const uint64_t t = monotonic_ns();
+    const uint64_t t = cts_mono_ns();
     const uint64_t after = cts__cpu_counter();
     if (after - before < best) {
       best = after - before;

@@ -48,7 +48,9 @@ static uint32_t writer_tokens;
 
 static uint32_t next_writer_token(void) {
   const uint32_t t = __atomic_add_fetch(&writer_tokens, 1, __ATOMIC_RELAXED);
-  return CTS__MPROF_TOKEN_HOSTED | (t & (CTS__MPROF_TOKEN_HOSTED - 1u));
+  const uint32_t token = CTS__MPROF_TOKEN_HOSTED | (t & (CTS__MPROF_TOKEN_HOSTED - 1u));
+  CTS_ASSERT(token & CTS__MPROF_TOKEN_HOSTED); /* never an explicit writer's, never 0 */
+  return token;
 }
 
 static void bump_epoch(void) {
@@ -70,7 +72,9 @@ static CTS_NOINLINE cts_mprof_writer_t *thread_writer_slow(void) {
   const uint32_t epoch = __atomic_load_n(&hooks.epoch, __ATOMIC_ACQUIRE);
   cts_mprof_ring_t *ring = __atomic_load_n(&hooks.ring, __ATOMIC_ACQUIRE);
   const uint32_t starts = __atomic_load_n(&hooks.starts, __ATOMIC_ACQUIRE);
+  CTS_ASSERT(epoch != 0); /* a thread's initial cached epoch must never look current */
   if (!ring) return NULL;
+  CTS_ASSERT(ring->magic == RING_MAGIC);
   cts_mprof_writer_t *w = &tls_writer;
   const bool owned =
       w->ring == ring && w->packet &&
@@ -83,6 +87,9 @@ static CTS_NOINLINE cts_mprof_writer_t *thread_writer_slow(void) {
     w->packet = NULL; /* flushed away */
     w->len = 0;
   }
+  /* Attached to the started ring with a hook token; no packet unless still its own. */
+  CTS_ASSERT(w->ring == ring && (w->generation & CTS__MPROF_TOKEN_HOSTED) != 0);
+  CTS_ASSERT(w->packet ? w->index < ring->npackets && w->pos < w->len : w->len == 0);
   tls_epoch = epoch;
   return w;
 }

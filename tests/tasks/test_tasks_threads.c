@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Many OS threads tracing at once through the hooks: every event comes back whole, each
  * thread's events in its own order, none lost while the ring has a packet per thread, and
- * the shared counter's values are all distinct. Run under TSan too (build/h4-tsan). */
+ * the shared counter's values are all distinct. Run under TSan too: the tsan preset (label
+ * concurrent). */
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>

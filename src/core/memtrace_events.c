@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: MIT */
+/* The memtrace reader's event decoding (docs/formats/memtrace.md §5-§9): everything inside
+ * one whole packet, which memtrace_reader.c has framed and checked. A fast loop decodes
+ * the common events without bounds checks and hands anything else to a careful decoder
+ * that reports every error; both share the backtrace decoder and its cache. */
+#include <string.h>
+
+#include "memtrace_reader_impl.h"
+
+/* Makes room for need (<= max_backtrace_frames) frames in d->bt. False if out of memory. */
+static bool reserve_backtrace(cts_mt_reader_t *r, domain_t *d, size_t need) {
+  size_t cap = d->bt_cap ? d->bt_cap : 1024;
+  while (cap < need) cap *= 2;
+  if (cap > r->cfg.max_backtrace_frames) cap = r->cfg.max_backtrace_frames;
+  uint64_t *bt = cts__mt_alloc(r, cap * sizeof *bt);
+  if (!bt) return false;
+  if (d->bt_cap) memcpy(bt, d->bt, d->bt_cap * sizeof *bt);
+  cts__mt_free(r, d->bt, d->bt_cap * sizeof *bt);
+  d->bt = bt;
+  d->bt_cap = cap;
+  return true;
+}
+
+/* Makes room for `need` frames in d->bt, within max_backtrace_frames. */
+CTS_NOINLINE static int grow_backtrace(cts_mt_reader_t *r, domain_t *d, size_t need, uint64_t off) {
+  if (need > r->cfg.max_backtrace_frames)
+    return cts__mt_fail(r, CTS_E_BACKTRACE_TOO_LONG, off,
+                        "backtrace longer than the limit of %u frames (raise it with the reader's "
+                        "max_backtrace_frames)",
+                        r->cfg.max_backtrace_frames);
+  if (!reserve_backtrace(r, d, need))
+    return cts__mt_fail(r, CTS_E_NOMEM, off, "out of memory for a %zu-frame backtrace", need);
+  return 0;
+}
+
+/* ---- primitive decoding --------------------------------------------------------------- */
+
+/* §2: vint. Returns false if the packet ends inside it. With careful false (a constant at
+ * each call) the caller guarantees 9 bytes are left and the bounds checks go. */
+static CTS_FORCE_INLINE bool rd_vint(const uint8_t **pp, const uint8_t *end, int64_t *v,
+                                     const bool careful) {
+  const uint8_t *p = *pp;
+  if (careful && CTS_UNLIKELY(p >= end)) return false;
+  const uint8_t c = *p++;
+  if (CTS_LIKELY(c < 253)) {
+    *v = c;
+  } else if (c == 253) {
+    if (careful && end - p < 2) return false;
+    *v = cts_ld_le16(p);
+    p += 2;
+  } else if (c == 254) {
+    if (careful && end - p < 4) return false;
+    *v = (int32_t)cts_ld_le32(p);
+    p += 4;
+  } else {
+    if (careful && end - p < 8) return false;
+    *v = (int64_t)cts_ld_le64(p);
+    p += 8;
+  }
+  *pp = p;
+  return true;
+}
+
+/* Longest fixed part of an event after its header: a long-form allocation's three vints,
+ * source byte and u16 codeword count. */
+#define EVENT_FIXED_MAX (3u * 9u + 1u + 2u)
+
+/* The fixed fields of a long-form allocation (§8.1). False if the packet ends inside them. */
+static CTS_FORCE_INLINE bool read_long_alloc(const uint8_t **pp, const uint8_t *end,
+                                             int64_t *length, int64_t *nsamples, unsigned *source,
+                                             int64_t *cp, uint32_t *nencoded, const bool careful) {
+  if (!rd_vint(pp, end, length, careful) || !rd_vint(pp, end, nsamples, careful)) return false;
+  if (careful && *pp >= end) return false;
+  *source = *(*pp)++;
+  if (!rd_vint(pp, end, cp, careful)) return false;
+  if (careful && end - *pp < 2) return false;
+  *nencoded = cts_ld_le16(*pp);
+  *pp += 2;
+  return true;
+}
+
+/* A NUL-terminated string inside the packet; interned so it outlives the packet. */
+static int rd_string(cts_mt_reader_t *r, const uint8_t **pp, const uint8_t *end, uint64_t base,
+                     const uint8_t *pkt, const char *what, const char **out) {
+  const uint8_t *p = *pp;
+  const uint8_t *nul = p < end ? memchr(p, 0, (size_t)(end - p)) : NULL;
+  if (!nul)
+    return cts__mt_fail(r, CTS_E_UNTERMINATED_STRING, base + (uint64_t)(p - pkt),
+                        "%s: string runs to the end of the packet without a NUL", what);
+  int err = 0;
+  *out = cts__loctable_intern(&r->locs, (const char *)p, (size_t)(nul - p), &err);
+  if (!*out)
+    return cts__mt_fail(r, err, base + (uint64_t)(p - pkt), "%s: no memory left for names (%s)",
+                        what, cts_strerror(err));
+  *pp = nul + 1;
+  return 0;
+}
+
+/* ---- location events (§7) -------------------------------------------------------------- */
+
+static int mtf_lookup(cts_mt_reader_t *r, const char **table, uint8_t *count, unsigned code,
+                      const char *name_if_new, const char **out, uint64_t off, const char *what) {
+  if (code == MT_MTF_NEW) {
+    const unsigned keep = *count < MT_MTF_SIZE ? *count : MT_MTF_SIZE - 1;
+    memmove(table + 1, table, keep * sizeof *table);
+    table[0] = name_if_new;
+    if (*count < MT_MTF_SIZE) (*count)++;
+    *out = name_if_new;
+    return 0;
+  }
+  if (code >= *count)
+    return cts__mt_fail(r, CTS_E_MTF_INDEX, off,
+                        "%s name index %u but the table holds only %u names", what, code, *count);
+  const char *name = table[code];
+  memmove(table + 1, table, code * sizeof *table);
+  table[0] = name;
+  *out = name;
+  return 0;
+}
+
+static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, const uint8_t *end,
+                           const uint8_t *pkt, uint64_t base, uint64_t evoff) {
+  const uint8_t *p = *pp;
+  if (end - p < 9)
+    return cts__mt_fail(r, CTS_E_EVENT_OVERRUN, evoff,
+                        "location event cut off by the end of its packet");
+  const uint64_t code = cts_ld_le64(p);
+  const unsigned nlocs = p[8];
+  p += 9;
+  if (code == 0)
+    return cts__mt_fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "location event defines code 0");
+  for (unsigned i = 0; i < nlocs; i++) {
+    if (end - p < 6)
+      return cts__mt_fail(r, CTS_E_EVENT_OVERRUN, evoff,
+                          "location %u of code %llu cut off by the end of its packet", i,
+                          (unsigned long long)code);
+    const uint64_t bits = (uint64_t)cts_ld_le32(p) | ((uint64_t)cts_ld_le16(p + 4) << 32);
+    p += 6;
+    cts_mt_location_t *loc = &r->scratch[i];
+    loc->line = (uint32_t)(bits & MT_LOC_LINE_MAX);
+    loc->start_char = (uint32_t)((bits >> 20) & MT_LOC_START_MAX);
+    loc->end_char = (uint32_t)((bits >> 28) & MT_LOC_END_MAX);
+    const unsigned fcode = (unsigned)((bits >> 38) & 31);
+    const unsigned dcode = (unsigned)((bits >> 43) & 31);
+    const char *fname = NULL, *dname = NULL;
+    int e;
+    if (fcode == MT_MTF_NEW &&
+        (e = rd_string(r, &p, end, base, pkt, "location filename", &fname)) != 0)
+      return e;
+    if (dcode == MT_MTF_NEW &&
+        (e = rd_string(r, &p, end, base, pkt, "location function name", &dname)) != 0)
+      return e;
+    /* File table: a new file goes to the front with a fresh defname table, except in v1,
+     * whose pre-release writer reused the evicted entry's table (§7.2). */
+    if (fcode == MT_MTF_NEW) {
+      mtf_file_t evicted = d->files[MT_MTF_SIZE - 1];
+      const unsigned keep = d->nfiles < MT_MTF_SIZE ? d->nfiles : MT_MTF_SIZE - 1;
+      const bool reuse = d->nfiles == MT_MTF_SIZE && r->info.version == 1;
+      memmove(&d->files[1], &d->files[0], keep * sizeof d->files[0]);
+      if (d->nfiles < MT_MTF_SIZE) d->nfiles++;
+      if (reuse) {
+        d->files[0] = evicted;
+      } else {
+        d->files[0].ndefs = 0;
+      }
+      d->files[0].name = fname;
+    } else {
+      if (fcode >= d->nfiles)
+        return cts__mt_fail(r, CTS_E_MTF_INDEX, evoff,
+                            "filename index %u but the file table holds only %u names", fcode,
+                            d->nfiles);
+      const mtf_file_t f = d->files[fcode];
+      memmove(&d->files[1], &d->files[0], fcode * sizeof d->files[0]);
+      d->files[0] = f;
+    }
+    loc->filename = d->files[0].name;
+    e = mtf_lookup(r, d->files[0].defs, &d->files[0].ndefs, dcode, dname, &loc->defname, evoff,
+                   "function");
+    if (e) return e;
+  }
+  const cts__loc_entry_t *entry;
+  const int e = cts__loctable_define(&r->locs, code, r->scratch, nlocs, &entry);
+  if (e == CTS_E_LOCATION_CONFLICT)
+    return cts__mt_fail(r, e, evoff, "location code %llu redefined with different locations",
+                        (unsigned long long)code);
+  if (e) return cts__mt_fail(r, e, evoff, "cannot store locations: %s", cts_strerror(e));
+  *pp = p;
+  if (r->h.on_location) {
+    const int rc = r->h.on_location(r->h.user_data, code, entry->locs, entry->n);
+    if (rc) return cts__mt_stopped(r, rc, evoff);
+  }
+  return 0;
+}
+
+/* ---- backtraces (§8.3, §8.4) ----------------------------------------------------------- */
+
+/* Longest codeword (u16 and a u64 literal), and most frames one codeword yields (a hit and
+ * up to 255 predicted codes). A backtrace whose codewords all fit in the rest of the packet
+ * and whose frames all fit in the buffer at these worst cases needs no bounds checks per
+ * codeword, which is the common case by far: decode_codewords_fast() handles it. */
+#define CODEWORD_MAX_BYTES  10u
+#define CODEWORD_MAX_FRAMES 256u
+
+/* Whether a location event has defined code (non-zero). */
+static CTS_FORCE_INLINE bool location_defined(cts_mt_reader_t *r, uint64_t code) {
+  /* Fibonacci hashing (one multiply, the top byte) rather than cts_mix64: this runs for
+   * every literal codeword, and the full mixer cost about 2% of decoding throughput in
+   * read_bench, for a cache that needs no better spread. */
+  uint64_t *const slot =
+      &r->defined_recently[((code * 0x9e3779b97f4a7c15ull) >> 56) & (DEFINED_CACHE_SIZE - 1)];
+  if (CTS_LIKELY(*slot == code)) return true;
+  if (!cts__loctable_find(&r->locs, code)) return false;
+  *slot = code;
+  return true;
+}
+
+/* A literal codeword's code (tag 3): checked, then stored in its bucket. */
+CTS_NOINLINE static int store_literal(cts_mt_reader_t *r, domain_t *d, uint32_t bucket,
+                                      uint64_t code, uint64_t evoff) {
+  if (CTS_UNLIKELY(code == 0))
+    return cts__mt_fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "backtrace stores location code 0");
+  if (CTS_UNLIKELY(!location_defined(r, code)))
+    return cts__mt_fail(r, CTS_E_LOCATION_UNDEFINED, evoff,
+                        "backtrace uses location code %llu before any location event defines it",
+                        (unsigned long long)code);
+  d->cache_loc[bucket] = code;
+  return 0;
+}
+
+CTS_NOINLINE static int empty_bucket(cts_mt_reader_t *r, uint64_t evoff) {
+  return cts__mt_fail(r, CTS_E_LOCATION_CODE_ZERO, evoff,
+                      "backtrace refers to an empty cache bucket (location code 0)");
+}
+
+CTS_NOINLINE static int backtrace_overrun(cts_mt_reader_t *r, uint64_t evoff) {
+  return cts__mt_fail(r, CTS_E_EVENT_OVERRUN, evoff, "backtrace cut off by the end of its packet");
+}
+
+/* Codeword length by tag, the tag being the low bits of the little-endian u16. */
+static const uint8_t codeword_bytes[4] = {2, 2, 3, 10};
+
+/* Skips the codewords without maintaining the cache (memtrace's "no backtraces" mode). */
+static CTS_FORCE_INLINE int skip_backtrace(cts_mt_reader_t *r, const uint8_t **pp,
+                                           const uint8_t *end, uint32_t nencoded, uint64_t evoff) {
+  const uint8_t *p = *pp;
+  if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= (uint64_t)(end - p))) {
+    for (uint32_t i = 0; i < nencoded; i++) p += codeword_bytes[p[0] & 3u];
+    *pp = p;
+    return 0;
+  }
+  for (uint32_t i = 0; i < nencoded; i++) {
+    if (end - p < 2) return backtrace_overrun(r, evoff);
+    const unsigned tag = cts_ld_le16(p) & 3u;
+    p += 2 + (tag == 2 ? 1 : tag == 3 ? 8 : 0);
+  }
+  if (p > end) return backtrace_overrun(r, evoff);
+  *pp = p;
+  return 0;
+}
+
+/* Decodes nencoded codewords into d->bt from *pos_io on (§8.4), checking everything: the
+ * reference for decode_codewords_fast(), and what runs near the end of a packet or of the
+ * backtrace buffer. */
+static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
+                                    const uint8_t *end, size_t *pos_io, uint32_t nencoded,
+                                    uint64_t evoff) {
+  const uint8_t *p = *pp;
+  size_t pos = *pos_io;
+  uint64_t *const cache_loc = d->cache_loc;
+  uint16_t *const cache_pred = d->cache_pred;
+  uint32_t pred = 0;
+  int e;
+  for (uint32_t i = 0; i < nencoded; i++) {
+    if (CTS_UNLIKELY(end - p < 2)) return backtrace_overrun(r, evoff);
+    const unsigned w = cts_ld_le16(p);
+    p += 2;
+    const uint32_t bucket = w >> 2;
+    const unsigned tag = w & 3u;
+    cache_pred[pred] = (uint16_t)bucket;
+    unsigned n = 0;
+    if (tag == 3) {
+      if (CTS_UNLIKELY(end - p < 8)) return backtrace_overrun(r, evoff);
+      if ((e = store_literal(r, d, bucket, cts_ld_le64(p), evoff)) != 0) return e;
+      p += 8;
+    } else if (tag == 1) {
+      n = 1;
+    } else if (tag == 2) {
+      if (CTS_UNLIKELY(p >= end)) return backtrace_overrun(r, evoff);
+      n = *p++;
+    }
+    if (CTS_UNLIKELY(pos + 1 + n > d->bt_cap) &&
+        (e = grow_backtrace(r, d, pos + 1 + n, evoff)) != 0)
+      return e;
+    uint64_t *const bt = d->bt;
+    uint64_t code = cache_loc[bucket];
+    if (CTS_UNLIKELY(code == 0)) return empty_bucket(r, evoff);
+    bt[pos++] = code;
+    pred = bucket;
+    for (unsigned k = 0; k < n; k++) {
+      pred = cache_pred[pred];
+      code = cache_loc[pred];
+      if (CTS_UNLIKELY(code == 0)) return empty_bucket(r, evoff);
+      bt[pos++] = code;
+    }
+  }
+  *pp = p;
+  *pos_io = pos;
+  return 0;
+}
+
+/* The same as decode_codewords_careful() when the caller guarantees that the codewords lie
+ * inside the packet (end - p >= CODEWORD_MAX_BYTES * nencoded) and the frames inside the
+ * buffer (*pos_io + CODEWORD_MAX_FRAMES * nencoded <= bt_cap): no bounds checks, and a
+ * hit with 0 or 1 predicted codes -- nearly all of them -- costs no branch on the count.
+ * Every check on the content stays, with the same errors. */
+static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *d,
+                                                  const uint8_t **pp, size_t *pos_io,
+                                                  uint32_t nencoded, uint64_t evoff) {
+  const uint8_t *p = *pp;
+  size_t pos = *pos_io;
+  uint64_t *const cache_loc = d->cache_loc;
+  uint16_t *const cache_pred = d->cache_pred;
+  uint64_t *const bt = d->bt;
+  uint32_t pred = 0;
+  for (uint32_t i = 0; i < nencoded; i++) {
+    const unsigned w = cts_ld_le16(p);
+    const uint32_t bucket = w >> 2;
+    const unsigned tag = w & 3u;
+    p += 2;
+    cache_pred[pred] = (uint16_t)bucket;
+    if (CTS_UNLIKELY(tag >= 2)) {
+      /* A literal (3), stored in the bucket and then a hit on it; or a hit followed by a
+       * run of n predicted codes (2). */
+      unsigned n = 0;
+      if (tag == 3) {
+        const int e = store_literal(r, d, bucket, cts_ld_le64(p), evoff);
+        if (e) return e;
+        p += 8;
+      } else {
+        n = *p++;
+      }
+      uint64_t c = cache_loc[bucket];
+      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, evoff);
+      bt[pos++] = c;
+      pred = bucket;
+      for (unsigned k = 0; k < n; k++) {
+        pred = cache_pred[pred];
+        c = cache_loc[pred];
+        if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, evoff);
+        bt[pos++] = c;
+      }
+      continue;
+    }
+    /* Tags 0 and 1: a hit, and for 1 the code predicted after it. Both are loaded and
+     * stored whatever the tag (bt has room for them, and a frame stored past the end of
+     * the backtrace is scratch), and checked without a branch on the tag, which no
+     * predictor can guess: the tags of real backtraces look random. */
+    const uint32_t next = cache_pred[bucket];
+    const uint64_t code = cache_loc[bucket], predicted = cache_loc[next];
+    bt[pos] = code;
+    bt[pos + 1] = predicted;
+    /* (Arithmetic on the tag, as compilers turn `tag ? a : b` back into a branch.) */
+    if (CTS_UNLIKELY((code == 0) | ((predicted | (tag ^ 1u)) == 0))) return empty_bucket(r, evoff);
+    pos += 1 + tag;
+    pred = bucket ^ ((bucket ^ next) & (0u - tag));
+  }
+  *pp = p;
+  *pos_io = pos;
+  return 0;
+}
+
+/* Decodes (or skips) the backtrace of an allocation event whose codewords start at *pp. */
+static CTS_FORCE_INLINE int decode_backtrace(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
+                                             const uint8_t *end, uint64_t cp, uint32_t nencoded,
+                                             bool decode, uint64_t evoff) {
+  const uint64_t left = (uint64_t)(end - *pp);
+  if (CTS_UNLIKELY((uint64_t)nencoded * 2 > left))
+    return cts__mt_fail(r, CTS_E_BACKTRACE_TOO_LONG, evoff,
+                        "backtrace of %u codewords cannot fit in the %zu bytes left in the packet",
+                        nencoded, (size_t)left);
+  if (!decode) return skip_backtrace(r, pp, end, nencoded, evoff);
+  /* If the prefix is longer than the previous backtrace (the writer truncated that one),
+   * the suffix is decoded to keep the cache in step but the previous backtrace stays
+   * (§8.4); decode it into the scratch space past bt_len. */
+  const size_t bt_len = d->bt_len;
+  const bool keep = cp <= bt_len;
+  size_t pos = keep ? (size_t)cp : bt_len;
+  /* The fast decoder needs room for the worst case; the buffer is grown for it (within
+   * the limit; failing that, the careful decoder grows it only as far as needed). */
+  const uint64_t worst = pos + (uint64_t)nencoded * CODEWORD_MAX_FRAMES;
+  int e;
+  if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) &&
+      (CTS_LIKELY(worst <= d->bt_cap) ||
+       (worst <= r->cfg.max_backtrace_frames && reserve_backtrace(r, d, (size_t)worst)))) {
+    e = decode_codewords_fast(r, d, pp, &pos, nencoded, evoff);
+  } else {
+    e = decode_codewords_careful(r, d, pp, end, &pos, nencoded, evoff);
+  }
+  if (CTS_UNLIKELY(e)) return e;
+  if (keep) d->bt_len = pos;
+  return 0;
+}
+
+/* ---- trace info (§6) ------------------------------------------------------------------ */
+
+/* The first packet holds exactly one trace_info event. */
+int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t *h,
+                        uint64_t off) {
+  const uint8_t *p = pkt + mt_header_size(h->version), *end = pkt + h->size_bits / 8;
+  if (end - p < 13)
+    return cts__mt_fail(r, CTS_E_BAD_TRACE_INFO, off,
+                        "trace-info packet too small (%zu bytes of content) to hold the trace info",
+                        (size_t)(end - p));
+  const uint32_t eh = cts_ld_le32(p);
+  if ((eh >> MT_TIME_BITS) != MT_EV_TRACE_INFO)
+    return cts__mt_fail(r, CTS_E_BAD_TRACE_INFO, off,
+                        "first packet starts with event code %u, not the trace info (0)",
+                        eh >> MT_TIME_BITS);
+  if ((eh & MT_TIME_MASK) != (h->time_begin & MT_TIME_MASK))
+    return cts__mt_fail(r, CTS_E_BAD_TRACE_INFO, off,
+                        "trace-info time differs from its packet's time");
+  p += 4;
+  cts_mt_info_t *in = &r->info;
+  uint64_t bits = cts_ld_le64(p);
+  memcpy(&in->sample_rate, &bits, sizeof bits);
+  in->word_size = p[8];
+  p += 9;
+  const uint64_t base = off;
+  int e;
+  if ((e = rd_string(r, &p, end, base, pkt, "trace info executable name", &in->executable_name)) ||
+      (e = rd_string(r, &p, end, base, pkt, "trace info host name", &in->host_name)) ||
+      (e = rd_string(r, &p, end, base, pkt, "trace info runtime parameters", &in->runtime_params)))
+    return e;
+  if (end - p < 8)
+    return cts__mt_fail(r, CTS_E_BAD_TRACE_INFO, off + (uint64_t)(p - pkt),
+                        "trace info cut off before its pid");
+  in->pid = cts_ld_le64(p);
+  p += 8;
+  in->context = NULL;
+  if (h->version >= 2 &&
+      (e = rd_string(r, &p, end, base, pkt, "trace info context", &in->context)) != 0)
+    return e;
+  if (in->context && !in->context[0]) in->context = NULL; /* memtrace writes None as "" */
+  if (p != end)
+    return cts__mt_fail(r, CTS_E_BAD_TRACE_INFO, off + (uint64_t)(p - pkt),
+                        "%zu unexpected bytes after the trace info", (size_t)(end - p));
+  if (!(in->sample_rate > 0.0 && in->sample_rate <= 1.0))
+    return cts__mt_fail(r, CTS_E_BAD_SAMPLE_RATE, off, "sample rate is not in (0, 1]");
+  in->version = h->version;
+  in->start_time_us = h->time_begin;
+  return 0;
+}
+
+/* ---- events (§5, §8, §9) ----------------------------------------------------------------- */
+
+/* Room the fast loop wants before an event: its header and the longest fixed part. */
+#define FAST_EVENT_ROOM (4u + EVENT_FIXED_MAX)
+
+/* Decodes one event with every check (the reference path: the fast loop hands over to it
+ * whatever it does not handle itself, so this is where errors are reported). */
+CTS_NOINLINE static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  const uint8_t *p = c->p, *const end = c->end;
+  const uint64_t evoff = c->base + (uint64_t)(uintptr_t)p;
+  int e;
+  if (CTS_UNLIKELY(end - p < 4))
+    return cts__mt_fail(r, CTS_E_EVENT_OVERRUN, evoff,
+                        "event header cut off by the end of its packet");
+  const uint32_t eh = cts_ld_le32(p);
+  p += 4;
+  const unsigned id = eh >> MT_TIME_BITS;
+  uint64_t low = eh & MT_TIME_MASK;
+  if (low < (c->time_begin & MT_TIME_MASK)) low += (uint64_t)1 << MT_TIME_BITS;
+  const uint64_t t = (c->time_begin & ~(uint64_t)MT_TIME_MASK) + low;
+  if (CTS_UNLIKELY(t > c->time_end))
+    return cts__mt_fail(r, CTS_E_EVENT_TIME, evoff,
+                        "event time %llu us is after its packet's end (%llu us)",
+                        (unsigned long long)t, (unsigned long long)c->time_end);
+  if (CTS_UNLIKELY(t < c->last_time))
+    return cts__mt_fail(r, CTS_E_TIME_NOT_MONOTONE, evoff,
+                        "event time %llu us is before the previous event's (%llu us)",
+                        (unsigned long long)t, (unsigned long long)c->last_time);
+  c->last_time = t;
+  c->nevents++;
+  cts_mt_event_t *const ev = &c->ev;
+  if (id > MT_EV_SHORT_ALLOC_BASE || id == MT_EV_ALLOC) {
+    int64_t length, nsamples = 1, cp;
+    unsigned source = CTS_MT_SOURCE_MINOR;
+    uint32_t nencoded;
+    if (id == MT_EV_ALLOC) {
+      if (CTS_UNLIKELY(
+              !read_long_alloc(&p, end, &length, &nsamples, &source, &cp, &nencoded, true)))
+        goto overrun;
+      if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL))
+        return cts__mt_fail(r, CTS_E_BAD_SOURCE, evoff, "allocation source %u is not 0, 1 or 2",
+                            source);
+      if (CTS_UNLIKELY(length < 0 || nsamples < 0))
+        return cts__mt_fail(r, CTS_E_BAD_LENGTH, evoff,
+                            "negative length (%lld) or sample count (%lld)", (long long)length,
+                            (long long)nsamples);
+    } else {
+      if (CTS_UNLIKELY(id > MT_EV_SHORT_ALLOC_BASE + 16)) goto unknown;
+      length = id - MT_EV_SHORT_ALLOC_BASE;
+      if (CTS_UNLIKELY(!rd_vint(&p, end, &cp, true) || p >= end)) goto overrun;
+      nencoded = *p++;
+    }
+    if (CTS_UNLIKELY(cp < 0))
+      return cts__mt_fail(r, CTS_E_BAD_LENGTH, evoff, "negative backtrace prefix length %lld",
+                          (long long)cp);
+    if ((e = decode_backtrace(r, d, &p, end, (uint64_t)cp, nencoded, c->decode, evoff)) != 0)
+      return e;
+    ev->kind = CTS_MT_ALLOC;
+    ev->source = (uint8_t)source;
+    ev->short_form = id != MT_EV_ALLOC;
+    ev->length = (uint64_t)length;
+    ev->nsamples = (uint64_t)nsamples;
+    ev->common_prefix = (uint64_t)cp;
+    ev->obj_id = c->next_id++;
+    ev->backtrace = d->bt;         /* NULL when backtraces are skipped */
+    ev->backtrace_len = d->bt_len; /* and this 0 */
+  } else if (id == MT_EV_PROMOTE || id == MT_EV_COLLECT) {
+    int64_t delta;
+    if (CTS_UNLIKELY(!rd_vint(&p, end, &delta, true))) goto overrun;
+    const bool collect = id == MT_EV_COLLECT;
+    const bool negative_ok = collect && c->v3; /* §9 */
+    if (CTS_UNLIKELY(delta < 0 ? !negative_ok : (uint64_t)delta >= c->next_id))
+      return cts__mt_fail(r, CTS_E_BAD_OBJECT, evoff,
+                          "%s of object %lld before the next id %llu: no such allocation",
+                          collect ? "collect" : "promote",
+                          (long long)((int64_t)c->next_id - 1 - delta),
+                          (unsigned long long)c->next_id);
+    ev->kind = collect ? CTS_MT_COLLECT : CTS_MT_PROMOTE;
+    ev->obj_id = c->next_id - 1 - (uint64_t)delta;
+    ev->backtrace = NULL;
+    ev->backtrace_len = 0;
+  } else if (id == MT_EV_LOCATION) {
+    if ((e = decode_location(r, d, &p, end, c->pkt, c->off, evoff)) != 0) return e;
+    c->nlocations++;
+    c->p = p;
+    return 0;
+  } else if (id == MT_EV_TRACE_INFO) {
+    return cts__mt_fail(r, CTS_E_DUPLICATE_TRACE_INFO, evoff, "a second trace-info event");
+  } else {
+    goto unknown;
+  }
+  c->p = p;
+  if (c->on_event) {
+    ev->time_us = t;
+    ev->offset = evoff;
+    const int rc = c->on_event(c->user_data, ev);
+    if (CTS_UNLIKELY(rc)) return cts__mt_stopped(r, rc, evoff);
+  }
+  return 0;
+overrun:
+  return cts__mt_fail(r, CTS_E_EVENT_OVERRUN, evoff,
+                      "event (code %u) cut off by the end of its packet", id);
+unknown:
+  return cts__mt_fail(r, CTS_E_UNKNOWN_EVENT, evoff, "unknown event code %u", id);
+}
+
+/* The backtrace of an allocation in the fast loop, out of line so that the loop keeps its
+ * few values in registers. Returns the end of the codewords, or NULL after an error. */
+CTS_NOINLINE static const uint8_t *fast_backtrace(cts_mt_reader_t *r, domain_t *d, const uint8_t *p,
+                                                  const uint8_t *end, uint64_t cp,
+                                                  uint32_t nencoded, bool decode, uint64_t evoff) {
+  return decode_backtrace(r, d, &p, end, cp, nencoded, decode, evoff) ? NULL : p;
+}
+
+/* The common backtrace, decoded inline by the event loop (a call per backtrace cost more
+ * than its codewords): the codewords lie within the packet, the frames within the buffer,
+ * and the prefix is no longer than the previous backtrace, which is what decode_backtrace()
+ * checks before it calls decode_codewords_fast(). Returns the end of the codewords, or NULL
+ * after an error. */
+static CTS_FORCE_INLINE const uint8_t *common_backtrace(cts_mt_reader_t *r, domain_t *d,
+                                                        const uint8_t *p, size_t pos,
+                                                        uint32_t nencoded, uint64_t evoff) {
+  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, evoff) != 0)) return NULL;
+  d->bt_len = pos;
+  return p;
+}
+
+/* A vint (§2) with 9 bytes known to be there. */
+static CTS_FORCE_INLINE const uint8_t *vint_unchecked(const uint8_t *p, int64_t *v) {
+  rd_vint(&p, NULL, v, false);
+  return p;
+}
+
+static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
+  (void)user_data;
+  (void)ev;
+  return 0;
+}
+
+/* The common case, fast: allocations, promotions and collections at least FAST_EVENT_ROOM
+ * bytes from the end of the packet, whose fixed fields can then be read without bounds
+ * checks. Anything else -- another kind of event, the packet's tail, and any event that
+ * fails a check -- is left, untouched, to decode_event_careful(), so every error is
+ * reported by the careful path with the same code, offset and message. The exception is
+ * the backtrace, which changes the cache as it goes and so reports its own errors (with
+ * the same code as the careful path uses: both run decode_backtrace(), or in the common
+ * case its decode_codewords_fast()). Instantiated with and without backtrace decoding. */
+static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
+                                        const bool decode) {
+  const uint8_t *p = c->p;
+  const uint8_t *const end = c->end;
+  const uint8_t *const last = end - FAST_EVENT_ROOM; /* the caller made sure p <= last */
+  /* Event times as offsets from the packet's start time tb, which the low 25 bits of an
+   * event header give directly (§5): t = tb + ((header - tb) mod 2^25). The event must
+   * not be after the packet's end (offset <= span) nor before the previous event. */
+  const uint64_t tb = c->time_begin;
+  const uint64_t span = c->time_end - tb;
+  const uint64_t base = c->base;
+  const bool v3 = c->v3;
+  int (*const on_event)(void *, const cts_mt_event_t *) = c->on_event ? c->on_event : ignore_event;
+  void *const user_data = c->user_data;
+  cts_mt_event_t *const ev = &c->ev;
+  /* The previous event's offset; one before tb is as good as tb itself. */
+  uint64_t last_rel = c->last_time > tb ? c->last_time - tb : 0;
+  uint64_t next_id = c->next_id;
+  uint32_t nevents = 0;
+  int e = 0;
+  while (CTS_LIKELY(p <= last)) {
+    const uint32_t eh = cts_ld_le32(p);
+    const unsigned id = eh >> MT_TIME_BITS;
+    const uint64_t rel = (eh - (uint32_t)tb) & MT_TIME_MASK;
+    if (CTS_UNLIKELY(rel > span || rel < last_rel)) break;
+    const uint64_t t = tb + rel;
+    const uint8_t *q;
+    if (id == MT_EV_COLLECT || id == MT_EV_PROMOTE) {
+      int64_t delta;
+      q = vint_unchecked(p + 4, &delta);
+      const bool collect = id == MT_EV_COLLECT;
+      if (CTS_UNLIKELY(delta < 0 ? !(collect && v3) : (uint64_t)delta >= next_id)) break;
+      /* Promote (3) and collect (4) are kinds 2 and 3: no branch on which it is. */
+      _Static_assert(CTS_MT_PROMOTE == MT_EV_PROMOTE - 1 && CTS_MT_COLLECT == MT_EV_COLLECT - 1,
+                     "event kinds follow the event codes");
+      ev->kind = (cts_mt_event_kind_t)(id - 1);
+      ev->obj_id = next_id - 1 - (uint64_t)delta;
+      ev->backtrace = NULL;
+      ev->backtrace_len = 0;
+    } else {
+      int64_t length, nsamples = 1, cp;
+      unsigned source = CTS_MT_SOURCE_MINOR;
+      uint32_t nencoded;
+      if (id - (MT_EV_SHORT_ALLOC_BASE + 1) < 16) {
+        length = id - MT_EV_SHORT_ALLOC_BASE;
+        q = vint_unchecked(p + 4, &cp);
+        nencoded = *q++;
+      } else if (id == MT_EV_ALLOC) {
+        q = vint_unchecked(p + 4, &length);
+        q = vint_unchecked(q, &nsamples);
+        source = *q++;
+        q = vint_unchecked(q, &cp);
+        nencoded = cts_ld_le16(q);
+        q += 2;
+        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || length < 0 || nsamples < 0)) break;
+      } else {
+        break;
+      }
+      if (CTS_UNLIKELY(cp < 0)) break;
+      /* From here on the event is decoded for good: the backtrace changes the cache. */
+      if (nencoded != 0) {
+        const uint64_t left = (uint64_t)(end - q);
+        if (decode &&
+            CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left &&
+                       (uint64_t)cp <= d->bt_len &&
+                       (uint64_t)cp + (uint64_t)nencoded * CODEWORD_MAX_FRAMES <= d->bt_cap)) {
+          q = common_backtrace(r, d, q, (size_t)cp, nencoded, base + (uint64_t)(uintptr_t)p);
+        } else if (!decode && (uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) {
+          for (uint32_t i = 0; i < nencoded; i++) q += codeword_bytes[q[0] & 3u];
+        } else {
+          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode,
+                             base + (uint64_t)(uintptr_t)p);
+        }
+        if (CTS_UNLIKELY(!q)) {
+          e = r->err;
+          break;
+        }
+      } else if ((uint64_t)cp <= d->bt_len) {
+        /* The whole backtrace is a prefix of the previous one (§8.4; when the prefix claims
+         * more than that, the previous one stays). Skipping, bt_len stays 0 and cp is 0. */
+        d->bt_len = (size_t)cp;
+      }
+      ev->kind = CTS_MT_ALLOC;
+      ev->source = (uint8_t)source;
+      ev->short_form = id != MT_EV_ALLOC;
+      ev->length = (uint64_t)length;
+      ev->nsamples = (uint64_t)nsamples;
+      ev->common_prefix = (uint64_t)cp;
+      ev->obj_id = next_id++;
+      ev->backtrace = d->bt;
+      ev->backtrace_len = d->bt_len;
+    }
+    last_rel = rel;
+    nevents++;
+    ev->time_us = t;
+    ev->offset = base + (uint64_t)(uintptr_t)p;
+    p = q;
+    const int rc = on_event(user_data, ev);
+    if (CTS_UNLIKELY(rc)) {
+      e = cts__mt_stopped(r, rc, ev->offset);
+      break;
+    }
+  }
+  if (nevents) c->last_time = tb + last_rel;
+  c->p = p;
+  c->next_id = next_id;
+  c->nevents += nevents;
+  return e;
+}
+
+CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, true);
+}
+CTS_NOINLINE static int skip_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, false);
+}
+
+int cts__mt_decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  const uint8_t *const end = c->end;
+  int e;
+  while (c->p < end) {
+    if (end - c->p >= (ptrdiff_t)FAST_EVENT_ROOM) {
+      e = c->decode ? decode_events_fast(r, d, c) : skip_events_fast(r, d, c);
+      if (e) return e;
+      if (c->p >= end) break;
+    }
+    if ((e = decode_event_careful(r, d, c)) != 0) return e;
+  }
+  return 0;
+}
