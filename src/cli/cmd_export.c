@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../common/grow.h"
 #include "cli.h"
 #include "cmd_tasks.h"
 #include "load.h"
@@ -75,35 +76,31 @@ typedef struct export_opts {
 static int on_option(void *ctx, int opt, const char *arg) {
   export_opts_t *o = ctx;
   switch (opt) {
-    case 'f':
-      if (strcmp(arg, "folded") == 0)
-        o->format = FMT_FOLDED;
-      else if (strcmp(arg, "pprof") == 0)
-        o->format = FMT_PPROF;
-      else if (strcmp(arg, "chrome") == 0)
-        o->format = FMT_CHROME;
-      else if (strcmp(arg, "csv") == 0)
-        o->format = FMT_CSV;
-      else
-        return cli_usage_error("--format takes folded, pprof, chrome or csv, not '%s'", arg);
+    case 'f': {
+      static const cli_keyword_t formats[] = {{"folded", FMT_FOLDED},
+                                              {"pprof", FMT_PPROF},
+                                              {"chrome", FMT_CHROME},
+                                              {"csv", FMT_CSV},
+                                              {0}};
+      int v;
+      const int rc = cli_parse_keyword("--format", arg, formats, NULL, &v);
+      if (rc >= 0) return rc;
+      o->format = (format_t)v;
       break;
+    }
     case 'o':
       o->output = arg;
       break;
-    case 'V':
-      if (strcmp(arg, "bytes") == 0)
-        o->value = VAL_BYTES;
-      else if (strcmp(arg, "count") == 0)
-        o->value = VAL_COUNT;
-      else if (strcmp(arg, "samples") == 0)
-        o->value = VAL_SAMPLES;
-      else if (strcmp(arg, "live") == 0)
-        o->value = VAL_LIVE;
-      else if (strcmp(arg, "peak") == 0)
-        o->value = VAL_PEAK;
-      else
-        return cli_usage_error("--value takes bytes, count, samples, live or peak, not '%s'", arg);
+    case 'V': {
+      static const cli_keyword_t values[] = {{"bytes", VAL_BYTES},     {"count", VAL_COUNT},
+                                             {"samples", VAL_SAMPLES}, {"live", VAL_LIVE},
+                                             {"peak", VAL_PEAK},       {0}};
+      int v;
+      const int rc = cli_parse_keyword("--value", arg, values, NULL, &v);
+      if (rc >= 0) return rc;
+      o->value = (value_t)v;
       break;
+    }
     case 'q':
       o->quiet = true;
       break;
@@ -245,13 +242,7 @@ static uint64_t strtab_id(strtab_t *st, const char *s) {
     if (!v) break;
     if (strcmp(st->strs[*v], s) == 0) return *v;
   }
-  if (st->n == st->cap) {
-    const size_t cap = st->cap ? st->cap * 2 : 256;
-    char **strs = realloc(st->strs, cap * sizeof *strs);
-    if (!strs) goto nomem;
-    st->strs = strs;
-    st->cap = cap;
-  }
+  if (cts_grow((void **)&st->strs, &st->cap, st->n, sizeof *st->strs)) goto nomem;
   bool added;
   char *copy = strdup(s);
   if (!copy || !cts_u64map_insert(&st->by_hash, h, st->n, &added)) {
@@ -614,7 +605,7 @@ typedef struct stream_ctx {
   /* chrome: the open flame-chart frames (label ids), and the byte clock */
   uint64_t *open;
   uint32_t *path;
-  size_t open_len, cap;
+  size_t open_len, cap_open, cap_path;
   double clock;
   cts_json_t w; /* {"traceEvents": [ one event per line ... */
   /* chrome: counters, thinned to at most MAX_COUNTER_POINTS by doubling their spacing */
@@ -624,17 +615,12 @@ typedef struct stream_ctx {
   int err;
 } stream_ctx_t;
 
+/* Room for n frames in both stacks. */
 static int ensure_cap(stream_ctx_t *c, size_t n) {
-  if (n <= c->cap) return 0;
-  size_t cap = c->cap ? c->cap : 64;
-  while (cap < n) cap *= 2;
-  uint64_t *open = realloc(c->open, cap * sizeof *open);
-  if (!open) return -ENOMEM;
-  c->open = open;
-  uint32_t *path = realloc(c->path, cap * sizeof *path);
-  if (!path) return -ENOMEM;
-  c->path = path;
-  c->cap = cap;
+  while (c->cap_open < n)
+    if (cts_grow((void **)&c->open, &c->cap_open, c->cap_open, sizeof *c->open)) return -ENOMEM;
+  while (c->cap_path < n)
+    if (cts_grow((void **)&c->path, &c->cap_path, c->cap_path, sizeof *c->path)) return -ENOMEM;
   return 0;
 }
 

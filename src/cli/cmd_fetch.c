@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../collector/trace_sink.h"
+#include "../common/clock.h"
 #include "../os/net.h"
 #include "cli.h"
 #include "cmd_net.h"
@@ -93,12 +94,6 @@ static void on_signal(int sig) {
   if (write(wake_pipe[1], &x, 1) < 0) { /* the pipe already holds a wake-up */
   }
   errno = saved;
-}
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 typedef struct progress {
@@ -192,11 +187,12 @@ int cmd_fetch(int argc, char **argv) {
   }
   cli_catch_stop_signals(on_signal);
 
-  progress_t progress = {.active = !o.quiet && isatty(STDERR_FILENO), .start_ms = now_ms()};
+  progress_t progress = {.active = !o.quiet && isatty(STDERR_FILENO),
+                         .start_ms = (int64_t)cts_mono_ms()};
   static uint8_t buf[1 << 20];
   const char *ended = NULL; /* why the stream ended, for the summary */
   bool half_closed = false;
-  int64_t last_data_ms = now_ms();
+  int64_t last_data_ms = (int64_t)cts_mono_ms();
   int exit_code = CLI_EXIT_OK;
   for (;;) {
     if (interrupts >= 2) {
@@ -207,11 +203,11 @@ int cmd_fetch(int argc, char **argv) {
       /* Tell the program we are done; it ends tracing and finishes its last packet. */
       shutdown(fd, SHUT_WR);
       half_closed = true;
-      last_data_ms = now_ms();
+      last_data_ms = (int64_t)cts_mono_ms();
     }
     int timeout = progress.active ? 250 : -1;
     if (half_closed) {
-      const int64_t left = last_data_ms + o.drain_ms - now_ms();
+      const int64_t left = last_data_ms + o.drain_ms - (int64_t)cts_mono_ms();
       if (left <= 0) {
         ended = "stopped (Ctrl-C)";
         break;
@@ -242,7 +238,7 @@ int cmd_fetch(int argc, char **argv) {
         break;
       }
       if (got > 0) {
-        last_data_ms = now_ms();
+        last_data_ms = (int64_t)cts_mono_ms();
         if (cts_sink_feed(sink, buf, (size_t)got) != 0) {
           const int se = cts_sink_error(sink);
           cli_error("%s: %s", target, cts_sink_message(sink));
@@ -252,14 +248,14 @@ int cmd_fetch(int argc, char **argv) {
         }
       }
     }
-    progress_show(&progress, sink, now_ms(), false);
+    progress_show(&progress, sink, (int64_t)cts_mono_ms(), false);
   }
   close(fd);
   progress_done(&progress);
   const uint64_t received = cts_sink_received(sink), complete = cts_sink_complete_bytes(sink);
   const char *saved = NULL;
   e = cts_sink_finish(sink, &saved);
-  const double secs = (double)(now_ms() - progress.start_ms) / 1000.0;
+  const double secs = (double)((int64_t)cts_mono_ms() - progress.start_ms) / 1000.0;
   if (saved) {
     if (!o.quiet) {
       uint64_t count;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../analysis/summary.h"
+#include "../common/grow.h"
 #include "../os/output.h"
 #include "cli.h"
 #include "cmd_tasks.h"
@@ -70,13 +71,7 @@ static int on_packet(void *ud, const cts_mt_packet_t *p) {
   cts_summary_add_packet(&c->summary, p);
   if (!c->keep_packets) return 0;
   packet_list_t *l = &c->packets;
-  if (l->n == l->cap) {
-    const size_t cap = l->cap ? l->cap * 2 : 256;
-    cts_mt_packet_t *items = realloc(l->items, cap * sizeof *items);
-    if (!items) return -ENOMEM;
-    l->items = items;
-    l->cap = cap;
-  }
+  if (cts_grow((void **)&l->items, &l->cap, l->n, sizeof *l->items)) return -ENOMEM;
   l->items[l->n++] = *p;
   return 0;
 }
