@@ -1,15 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* info, stats, top, leaks and diff on mirage-profile task traces, from the task model
- * (analysis/tasks.h). The task analogues of the memtrace figures:
- *  - stats: tasks by type, how long they took (created → resolved) with percentiles and a
- *    histogram, time running vs alive, counters, gc and idle time;
- *  - top: labels (or types) by running time, count or time alive;
- *  - leaks: tasks that never resolved (should_resolve ones first), grouped by label and
- *    listed oldest first with their creator;
- *  - diff: labels (or types) whose count, running time or time alive changed, per second.
- * Times are ns on the trace's monotonic clock; "alive" is from creation (or the trace start,
- * for a task created before it) to resolution, merge (`becomes`) or last sight. */
-#define _GNU_SOURCE /* qsort_r */
+/* info, stats, top, leaks and diff on mirage-profile task traces: the options and the text,
+ * JSON and CSV printers of the figures analysis/task_summary.h computes from the task model
+ * (analysis/tasks.h). */
 #include "cmd_tasks.h"
 
 #include <errno.h>
@@ -21,29 +13,11 @@
 #include <unistd.h>
 
 #include "../analysis/hist.h"
-#include "../analysis/u64map.h"
 #include "cli.h"
 #include "hist_views.h"
 #include "load.h"
 
 #define NONE CTS_TASKS_NONE
-
-/* Type slots: the 18 known types, "Unknown" (99 and anything else), and tasks created
- * before the trace (whose type the trace does not say). */
-#define NTYPES       20
-#define SLOT_UNKNOWN 18
-#define SLOT_PREEX   19
-
-static unsigned type_slot(const cts_task_t *t) {
-  if (t->flags & CTS_TASK_F_PREEXISTING) return SLOT_PREEX;
-  return t->type <= 17 ? t->type : SLOT_UNKNOWN;
-}
-
-static const char *slot_name(unsigned slot) {
-  if (slot == SLOT_PREEX) return "preexisting";
-  if (slot == SLOT_UNKNOWN) return "Unknown";
-  return cts_task_type_name(slot);
-}
 
 static int load(cli_tasks_t *t, const char *path, bool quiet, bool keep_packets) {
   const cts_tasks_config_t cfg = {.lanes = true};
@@ -52,45 +26,6 @@ static int load(cli_tasks_t *t, const char *path, bool quiet, bool keep_packets)
 
 static bool loaded(int code) {
   return code == CLI_EXIT_OK || code == CLI_EXIT_DATA;
-}
-
-typedef struct totals {
-  uint64_t tasks, created, preexisting, resolved, failed, merged, pending, should_pending;
-  uint64_t running_ns, idle_ns;
-} totals_t;
-
-/* Counts a task by how it ended: resolved (failed ones too, and also in failed), merged into
- * another with `becomes`, or still pending. */
-static void count_outcome(const cts_task_t *k, uint64_t *resolved, uint64_t *failed,
-                          uint64_t *merged, uint64_t *pending) {
-  if (k->flags & CTS_TASK_F_RESOLVED) {
-    ++*resolved;
-    if (k->flags & CTS_TASK_F_FAILED) ++*failed;
-  } else if (k->flags & CTS_TASK_F_BECAME) {
-    ++*merged;
-  } else {
-    ++*pending;
-  }
-}
-
-static void count_totals(const cli_tasks_t *t, totals_t *s) {
-  memset(s, 0, sizeof *s);
-  const cts_tasks_t *m = &t->m;
-  for (size_t i = 0; i < m->ntasks; i++) {
-    const cts_task_t *k = &m->tasks[i];
-    s->tasks++;
-    if (k->flags & CTS_TASK_F_PREEXISTING)
-      s->preexisting++;
-    else
-      s->created++;
-    count_outcome(k, &s->resolved, &s->failed, &s->merged, &s->pending);
-    if (cts_task_pending(k) && (k->flags & (CTS_TASK_F_SHOULD | CTS_TASK_F_NEVER_RESOLVED)))
-      s->should_pending++;
-  }
-  for (size_t i = 0; i < m->nlanes; i++) {
-    s->running_ns += m->lanes[i].running_ns;
-    s->idle_ns += m->lanes[i].idle_ns;
-  }
 }
 
 static void json_header(cts_json_t *w, const cli_tasks_t *t) {
@@ -106,7 +41,7 @@ static void json_header(cts_json_t *w, const cli_tasks_t *t) {
 }
 
 /* The task counts of info and stats, as one JSON object. */
-static void json_totals(cts_json_t *w, const totals_t *k) {
+static void json_totals(cts_json_t *w, const cts_task_totals_t *k) {
   cts_json_object(w);
   cts_json_kv_u64(w, "total", k->tasks);
   cts_json_kv_u64(w, "created", k->created);
@@ -145,7 +80,8 @@ static const char *layout(const cli_tasks_t *t, char *buf, size_t size) {
 }
 
 /* info --json: one member per line. */
-static void print_info_json(cts_json_t *w, const cli_tasks_t *t, const totals_t *s, bool packets) {
+static void print_info_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_totals_t *s,
+                            bool packets) {
   const cts_tasks_t *m = &t->m;
   cts_json_object(w);
   cts_json_ws(w, "\n  ");
@@ -241,8 +177,8 @@ int cli_tasks_info(cts_out_t *o, cts_json_t *w, const char *path, bool packets, 
     cli_tasks_free(&t);
     return code;
   }
-  totals_t s;
-  count_totals(&t, &s);
+  cts_task_totals_t s;
+  cts_task_totals(&t.m, &s);
   const cts_tasks_t *m = &t.m;
   char a[64], b[160], c[64], d[64];
   if (w) {
@@ -305,40 +241,6 @@ int cli_tasks_info(cts_out_t *o, cts_json_t *w, const char *path, bool packets, 
 static const char *format_ns(double ns, const void *ctx, char *buf, size_t size) {
   (void)ctx;
   return cli_human_ns(ns, buf, size);
-}
-
-typedef struct type_row {
-  uint64_t tasks, resolved, failed, merged, pending, runs, running_ns, alive_ns;
-  cts_hist_t dur; /* created → resolved, ns; weight 1 (tasks) and ns (time) */
-} type_row_t;
-
-typedef struct stats {
-  type_row_t types[NTYPES];
-  cts_hist_t all;
-  totals_t tot;
-} stats_t;
-
-static void compute_stats(const cli_tasks_t *t, stats_t *s) {
-  for (unsigned i = 0; i < NTYPES; i++) {
-    memset(&s->types[i], 0, sizeof s->types[i]);
-    cts_hist_init(&s->types[i].dur);
-  }
-  cts_hist_init(&s->all);
-  count_totals(t, &s->tot);
-  for (size_t i = 0; i < t->m.ntasks; i++) {
-    const cts_task_t *k = &t->m.tasks[i];
-    type_row_t *r = &s->types[type_slot(k)];
-    r->tasks++;
-    count_outcome(k, &r->resolved, &r->failed, &r->merged, &r->pending);
-    r->runs += k->runs;
-    r->running_ns += k->running_ns;
-    r->alive_ns += k->end - k->start;
-    uint64_t d;
-    if (cts_task_resolve_time(k, &d)) {
-      cts_hist_add(&r->dur, d, d);
-      cts_hist_add(&s->all, d, d);
-    }
-  }
 }
 
 static void print_hist_text(cts_out_t *o, const cts_hist_t *h, bool bars) {
@@ -415,10 +317,10 @@ static void json_hist(cts_json_t *w, const cts_hist_t *h, bool with_bins) {
   cts_json_end(w);
 }
 
-static void print_stats_json(cts_json_t *w, const cli_tasks_t *t, const stats_t *s,
+static void print_stats_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_stats_t *s,
                              double span_ns) {
   const cts_tasks_t *m = &t->m;
-  const totals_t *k = &s->tot;
+  const cts_task_totals_t *k = &s->tot;
   cts_json_object(w);
   json_header(w, t);
   cts_json_key(w, "tasks");
@@ -438,12 +340,12 @@ static void print_stats_json(cts_json_t *w, const cli_tasks_t *t, const stats_t 
   cts_json_ws(w, "\n ");
   cts_json_key(w, "types");
   cts_json_array(w);
-  for (unsigned i = 0; i < NTYPES; i++) {
-    const type_row_t *r = &s->types[i];
+  for (unsigned i = 0; i < CTS_TASK_SLOTS; i++) {
+    const cts_task_type_stats_t *r = &s->types[i];
     if (!r->tasks) continue;
     cts_json_ws(w, "\n  ");
     cts_json_object(w);
-    cts_json_kv_str(w, "type", slot_name(i));
+    cts_json_kv_str(w, "type", cts_task_slot_name(i));
     cts_json_kv_u64(w, "tasks", r->tasks);
     cts_json_kv_u64(w, "resolved", r->resolved);
     cts_json_kv_u64(w, "failed", r->failed);
@@ -480,13 +382,13 @@ static void print_stats_json(cts_json_t *w, const cli_tasks_t *t, const stats_t 
 int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   cli_tasks_t t;
   int code = load(&t, path, opts->out.quiet, false);
-  stats_t *s = loaded(code) ? malloc(sizeof *s) : NULL;
+  cts_task_stats_t *s = loaded(code) ? malloc(sizeof *s) : NULL;
   if (!s) {
     if (loaded(code)) cli_error("out of memory"), code = CLI_EXIT_INTERNAL;
     cli_tasks_free(&t);
     return code;
   }
-  compute_stats(&t, s);
+  cts_task_stats(&t.m, s);
   const cts_tasks_t *m = &t.m;
   const double span_ns = m->have_time ? (double)(m->last_ns - m->first_ns) : 0.0;
   cts_out_t *out = cli_stdout_for(&opts->out);
@@ -497,19 +399,19 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
     print_stats_json(&w, &t, s, span_ns);
   } else if (opts->out.csv) {
     cts_out_str(out, "histogram,type,unit,low,high,tasks,time_ns\n");
-    for (int ty = -1; ty < NTYPES; ty++) {
+    for (int ty = -1; ty < CTS_TASK_SLOTS; ty++) {
       const cts_hist_t *h = ty < 0 ? &s->all : &s->types[ty].dur;
       cts_hist_pow2_t bins;
       cts_hist_pow2(h, &bins);
       for (int i = bins.lo; i <= bins.hi; i++)
         cts_out_printf(out, "duration,%s,ns,%llu,%llu,%llu,%llu\n",
-                       ty < 0 ? "all" : slot_name((unsigned)ty),
+                       ty < 0 ? "all" : cts_task_slot_name((unsigned)ty),
                        (unsigned long long)cts_hist_pow2_low(i),
                        (unsigned long long)(i ? cts_hist_pow2_low(i + 1) : 1),
                        (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i]);
     }
   } else {
-    const totals_t *k = &s->tot;
+    const cts_task_totals_t *k = &s->tot;
     char g0[32];
     const double lanes_span = span_ns * (double)(m->nlanes ? m->nlanes : 1);
     text_header(out, &t);
@@ -533,11 +435,11 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
     cts_out_str(out,
                 "\nBy type            tasks  resolved  failed  merged  pending     running  "
                 "   alive  p50 created->resolved  p99\n");
-    for (unsigned i = 0; i < NTYPES; i++) {
-      const type_row_t *r = &s->types[i];
+    for (unsigned i = 0; i < CTS_TASK_SLOTS; i++) {
+      const cts_task_type_stats_t *r = &s->types[i];
       if (!r->tasks) continue;
       char g[32], h[32], j[32];
-      cts_out_printf(out, "  %-15s %7s  %8s  %6s  %6s  %7s  %10s  %10s", slot_name(i),
+      cts_out_printf(out, "  %-15s %7s  %8s  %6s  %6s  %7s  %10s  %10s", cts_task_slot_name(i),
                      cli_grouped(r->tasks, a, sizeof a), cli_grouped(r->resolved, b, sizeof b),
                      cli_grouped(r->failed, c, sizeof c), cli_grouped(r->merged, d, sizeof d),
                      cli_grouped(r->pending, e, sizeof e),
@@ -570,14 +472,15 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   if (opts->svg || opts->png) {
     /* One panel per histogram: % of tasks and % of time per power-of-two bin, like the
      * memtrace histograms of `stats --svg`. */
-    cli_hist_panel_t panels[NTYPES + 1];
-    static char title_buf[NTYPES][64];
+    cli_hist_panel_t panels[CTS_TASK_SLOTS + 1];
+    static char title_buf[CTS_TASK_SLOTS][64];
     size_t n = 0;
     panels[n++] =
         (cli_hist_panel_t){&s->all, "Task durations, created -> resolved (all types)", 1.0, NULL};
-    for (unsigned i = 0; i < NTYPES; i++) {
+    for (unsigned i = 0; i < CTS_TASK_SLOTS; i++) {
       if (!s->types[i].dur.total_blocks) continue;
-      snprintf(title_buf[i], sizeof title_buf[i], "%s tasks, created -> resolved", slot_name(i));
+      snprintf(title_buf[i], sizeof title_buf[i], "%s tasks, created -> resolved",
+               cts_task_slot_name(i));
       panels[n++] = (cli_hist_panel_t){&s->types[i].dur, title_buf[i], 1.0, NULL};
     }
     const cli_hist_svg_t svg = {panels, n, "% of tasks", "% of time", "tasks", "time", format_ns};
@@ -600,100 +503,20 @@ static void json_label(cts_json_t *w, const cts_tasks_t *m, uint32_t label) {
 
 /* ---- groups: top and diff -------------------------------------------------------------- */
 
-typedef struct group {
-  uint64_t key; /* label: 1000 + string id; type: 1 + slot */
-  uint64_t tasks, runs, running_ns, alive_ns, resolved, failed, merged, pending;
-} group_t;
-
-typedef struct groups {
-  group_t *g;
-  size_t n;
-  cts_u64map_t index;
-} groups_t;
-
-static uint64_t group_key(const cts_task_t *k, cli_tasks_by_t by) {
-  if (by == CLI_TASKS_BY_LABEL && k->label != NONE) return 1000 + (uint64_t)k->label;
-  return 1 + type_slot(k);
-}
-
-/* "(bind)" for unlabelled tasks grouped by label; the type name when grouped by type. */
-static const char *group_name(const cts_tasks_t *m, const group_t *g, cli_tasks_by_t by, char *buf,
-                              size_t size) {
-  if (g->key >= 1000) return cts_tasks_str(m, (uint32_t)(g->key - 1000));
-  const char *name = slot_name((unsigned)(g->key - 1));
-  if (by == CLI_TASKS_BY_TYPE) return name;
-  snprintf(buf, size, "(%s)", name);
-  for (char *c = buf; *c; c++)
-    if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
-  return buf;
-}
-
-static int build_groups(const cts_tasks_t *m, cli_tasks_by_t by, groups_t *out) {
-  memset(out, 0, sizeof *out);
-  cts_u64map_init(&out->index);
-  out->g = calloc(m->ntasks + 1, sizeof *out->g);
-  if (!out->g) return -ENOMEM;
-  for (size_t i = 0; i < m->ntasks; i++) {
-    const cts_task_t *k = &m->tasks[i];
-    const uint64_t key = group_key(k, by);
-    bool added;
-    uint64_t *slot = cts_u64map_insert(&out->index, key, out->n, &added);
-    if (!slot) return -ENOMEM;
-    if (added) out->g[out->n++].key = key;
-    group_t *g = &out->g[*slot];
-    g->tasks++;
-    g->runs += k->runs;
-    g->running_ns += k->running_ns;
-    g->alive_ns += k->end - k->start;
-    count_outcome(k, &g->resolved, &g->failed, &g->merged, &g->pending);
-  }
-  return 0;
-}
-
-static void free_groups(groups_t *g) {
-  free(g->g);
-  cts_u64map_fini(&g->index);
-}
-
-static double metric_of(const group_t *g, cli_tasks_metric_t metric) {
-  if (!g) return 0;
-  return metric == CLI_TASKS_COUNT   ? (double)g->tasks
-         : metric == CLI_TASKS_ALIVE ? (double)g->alive_ns
-                                     : (double)g->running_ns;
-}
-
-typedef struct sort_ctx {
-  const cts_tasks_t *m;
-  cli_tasks_by_t by;
-  cli_tasks_metric_t metric;
-} sort_ctx_t;
-
-static int cmp_groups(const void *a, const void *b, void *arg) {
-  const sort_ctx_t *c = arg;
-  const group_t *x = a, *y = b;
-  const double vx = metric_of(x, c->metric), vy = metric_of(y, c->metric);
-  if (vx != vy) return vx > vy ? -1 : 1;
-  if (x->tasks != y->tasks) return x->tasks > y->tasks ? -1 : 1;
-  char bx[64], by[64];
-  return strcmp(group_name(c->m, x, c->by, bx, sizeof bx),
-                group_name(c->m, y, c->by, by, sizeof by));
-}
-
-int cli_tasks_parse_by(const char *arg, cli_tasks_by_t *out) {
-  static const cli_keyword_t by[] = {
-      {"label", CLI_TASKS_BY_LABEL}, {"type", CLI_TASKS_BY_TYPE}, {0}};
-  int v = CLI_TASKS_BY_LABEL;
+int cli_tasks_parse_by(const char *arg, cts_task_group_by_t *out) {
+  static const cli_keyword_t by[] = {{"label", CTS_TASK_BY_LABEL}, {"type", CTS_TASK_BY_TYPE}, {0}};
+  int v = CTS_TASK_BY_LABEL;
   const int rc = arg ? cli_parse_keyword("--by", arg, by, " for a task trace", &v) : -1;
-  if (rc < 0) *out = (cli_tasks_by_t)v;
+  if (rc < 0) *out = (cts_task_group_by_t)v;
   return rc;
 }
 
-int cli_tasks_parse_metric(const char *option, const char *arg, cli_tasks_metric_t *out) {
+int cli_tasks_parse_metric(const char *option, const char *arg, cts_task_metric_t *out) {
   static const cli_keyword_t metrics[] = {
-      {"running", CLI_TASKS_RUNNING}, {"count", CLI_TASKS_COUNT}, {"alive", CLI_TASKS_ALIVE}, {0}};
-  int v = CLI_TASKS_RUNNING;
+      {"running", CTS_TASK_RUNNING}, {"count", CTS_TASK_COUNT}, {"alive", CTS_TASK_ALIVE}, {0}};
+  int v = CTS_TASK_RUNNING;
   const int rc = arg ? cli_parse_keyword(option, arg, metrics, " for a task trace", &v) : -1;
-  if (rc < 0) *out = (cli_tasks_metric_t)v;
+  if (rc < 0) *out = (cts_task_metric_t)v;
   return rc;
 }
 
@@ -708,20 +531,19 @@ int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
     return code;
   }
   const cts_tasks_t *m = &t.m;
-  groups_t gs;
-  if (build_groups(m, opts->by, &gs)) {
-    free_groups(&gs);
+  cts_task_groups_t gs;
+  if (cts_task_groups(m, opts->by, &gs)) {
+    cts_task_groups_fini(&gs);
     cli_tasks_free(&t);
     cli_error("out of memory");
     return CLI_EXIT_INTERNAL;
   }
-  sort_ctx_t sc = {m, opts->by, opts->sort};
-  if (gs.n) qsort_r(gs.g, gs.n, sizeof *gs.g, cmp_groups, &sc);
-  totals_t tot;
-  count_totals(&t, &tot);
+  cts_task_groups_sort(&gs, m, opts->sort);
+  cts_task_totals_t tot;
+  cts_task_totals(m, &tot);
   const size_t shown =
       opts->out.limit && (size_t)opts->out.limit < gs.n ? (size_t)opts->out.limit : gs.n;
-  const char *by_key = opts->by == CLI_TASKS_BY_LABEL ? "label" : "type";
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
   cts_out_t *out = cli_stdout_for(&opts->out);
   char a[32], b[32], c[32], d[32], name[64];
   if (opts->out.json) {
@@ -744,10 +566,10 @@ int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
     cts_json_key(&w, "rows");
     cts_json_array(&w);
     for (size_t i = 0; i < shown; i++) {
-      const group_t *g = &gs.g[i];
+      const cts_task_group_t *g = &gs.g[i];
       cts_json_ws(&w, "\n  ");
       cts_json_object(&w);
-      cts_json_kv_str(&w, by_key, group_name(m, g, opts->by, name, sizeof name));
+      cts_json_kv_str(&w, by_key, cts_task_group_name(m, g, opts->by, name, sizeof name));
       cts_json_kv_u64(&w, "tasks", g->tasks);
       cts_json_kv_u64(&w, "running_ns", g->running_ns);
       cts_json_kv_u64(&w, "runs", g->runs);
@@ -763,8 +585,8 @@ int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
     cts_out_printf(out, "%s,tasks,running_ns,runs,alive_ns,resolved,failed,merged,pending\n",
                    by_key);
     for (size_t i = 0; i < shown; i++) {
-      const group_t *g = &gs.g[i];
-      cli_csv_str(out, group_name(m, g, opts->by, name, sizeof name));
+      const cts_task_group_t *g = &gs.g[i];
+      cli_csv_str(out, cts_task_group_name(m, g, opts->by, name, sizeof name));
       cts_out_printf(out, ",%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
                      (unsigned long long)g->tasks, (unsigned long long)g->running_ns,
                      (unsigned long long)g->runs, (unsigned long long)g->alive_ns,
@@ -779,52 +601,26 @@ int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
                    cli_human_ns((double)tot.idle_ns, c, sizeof c));
     cts_out_printf(out, "\n%s %zu of %zu %ss by %s%s:\n", shown < gs.n ? "Top" : "All", shown, gs.n,
                    by_key, metric_names[opts->sort],
-                   opts->by == CLI_TASKS_BY_LABEL ? " (unlabelled tasks by their type)" : "");
+                   opts->by == CTS_TASK_BY_LABEL ? " (unlabelled tasks by their type)" : "");
     cts_out_printf(out, "     running       %%    periods      tasks       alive  pending  %s\n",
                    by_key);
     for (size_t i = 0; i < shown; i++) {
-      const group_t *g = &gs.g[i];
+      const cts_task_group_t *g = &gs.g[i];
       cts_out_printf(out, "%12s  %5.1f%%  %9s  %9s  %10s  %7llu  %s\n",
                      cli_human_ns((double)g->running_ns, a, sizeof a),
                      tot.running_ns ? 100.0 * (double)g->running_ns / (double)tot.running_ns : 0.0,
                      cli_grouped(g->runs, b, sizeof b), cli_grouped(g->tasks, c, sizeof c),
                      cli_human_ns((double)g->alive_ns, d, sizeof d), (unsigned long long)g->pending,
-                     group_name(m, g, opts->by, name, sizeof name));
+                     cts_task_group_name(m, g, opts->by, name, sizeof name));
     }
   }
   code = cli_finish_output(out, code);
-  free_groups(&gs);
+  cts_task_groups_fini(&gs);
   cli_tasks_free(&t);
   return code;
 }
 
 /* ---- leaks ----------------------------------------------------------------------------- */
-
-static bool should(const cts_task_t *k) {
-  return (k->flags & (CTS_TASK_F_SHOULD | CTS_TASK_F_NEVER_RESOLVED)) != 0;
-}
-
-/* Should-resolve first, then the oldest (earliest start), then by id. */
-static int cmp_pending(const void *a, const void *b, void *arg) {
-  const cts_tasks_t *m = arg;
-  const cts_task_t *x = &m->tasks[*(const uint32_t *)a], *y = &m->tasks[*(const uint32_t *)b];
-  if (should(x) != should(y)) return should(x) ? -1 : 1;
-  if (x->start != y->start) return x->start < y->start ? -1 : 1;
-  return x->id < y->id ? -1 : x->id > y->id;
-}
-
-typedef struct pending_group {
-  uint64_t key, tasks, should;
-  uint64_t oldest_start;
-} pending_group_t;
-
-static int cmp_pending_groups(const void *a, const void *b) {
-  const pending_group_t *x = a, *y = b;
-  if ((x->should > 0) != (y->should > 0)) return x->should ? -1 : 1;
-  if (x->tasks != y->tasks) return x->tasks > y->tasks ? -1 : 1;
-  if (x->oldest_start != y->oldest_start) return x->oldest_start < y->oldest_start ? -1 : 1;
-  return x->key < y->key ? -1 : x->key > y->key;
-}
 
 int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
   cli_tasks_t t;
@@ -834,42 +630,16 @@ int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
     return code;
   }
   const cts_tasks_t *m = &t.m;
-  uint32_t *pend = malloc((m->ntasks + 1) * sizeof *pend);
-  pending_group_t *pg = calloc(m->ntasks + 1, sizeof *pg);
-  cts_u64map_t index;
-  cts_u64map_init(&index);
-  size_t np = 0, ng = 0;
-  bool nomem = !pend || !pg;
-  for (size_t i = 0; i < m->ntasks && !nomem; i++) {
-    const cts_task_t *k = &m->tasks[i];
-    if (!cts_task_pending(k)) continue;
-    pend[np++] = (uint32_t)i;
-    bool added;
-    uint64_t *slot = cts_u64map_insert(&index, group_key(k, CLI_TASKS_BY_LABEL), ng, &added);
-    if (!slot) {
-      nomem = true;
-      break;
-    }
-    if (added)
-      pg[ng++] =
-          (pending_group_t){.key = group_key(k, CLI_TASKS_BY_LABEL), .oldest_start = k->start};
-    pending_group_t *g = &pg[*slot];
-    g->tasks++;
-    if (should(k)) g->should++;
-    if (k->start < g->oldest_start) g->oldest_start = k->start;
-  }
-  if (nomem) {
-    free(pend);
-    free(pg);
-    cts_u64map_fini(&index);
+  cts_task_pending_list_t pending;
+  if (cts_task_pending_list(m, &pending)) {
     cli_tasks_free(&t);
     cli_error("out of memory");
     return CLI_EXIT_INTERNAL;
   }
-  if (np) qsort_r(pend, np, sizeof *pend, cmp_pending, (void *)m);
-  if (ng) qsort(pg, ng, sizeof *pg, cmp_pending_groups);
-  uint64_t nshould = 0;
-  for (size_t i = 0; i < np; i++) nshould += should(&m->tasks[pend[i]]);
+  const uint32_t *pend = pending.tasks;
+  const cts_task_pending_group_t *pg = pending.groups;
+  const size_t np = pending.n, ng = pending.ngroups;
+  const uint64_t nshould = pending.should;
   const size_t shown = cli_rows_shown(opts, np);
   const size_t gshown = cli_rows_shown(opts, ng);
   cts_out_t *out = cli_stdout_for(opts);
@@ -888,11 +658,12 @@ int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
     cts_json_key(&w, "groups");
     cts_json_array(&w);
     for (size_t i = 0; i < gshown; i++) {
-      const pending_group_t *g = &pg[i];
-      const group_t gg = {.key = g->key};
+      const cts_task_pending_group_t *g = &pg[i];
+      const cts_task_group_t gg = {.key = g->key};
       cts_json_ws(&w, "\n  ");
       cts_json_object(&w);
-      cts_json_kv_str(&w, "label", group_name(m, &gg, CLI_TASKS_BY_LABEL, name, sizeof name));
+      cts_json_kv_str(&w, "label",
+                      cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name));
       cts_json_kv_u64(&w, "tasks", g->tasks);
       cts_json_kv_u64(&w, "should_resolve", g->should);
       cts_json_kv_u64(&w, "oldest_age_ns", end - g->oldest_start);
@@ -908,9 +679,9 @@ int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
       cts_json_ws(&w, "\n  ");
       cts_json_object(&w);
       cts_json_kv_i64(&w, "id", k->id);
-      cts_json_kv_str(&w, "type", slot_name(type_slot(k)));
+      cts_json_kv_str(&w, "type", cts_task_slot_name(cts_task_slot(k)));
       json_label(&w, m, k->label);
-      cts_json_kv_bool(&w, "should_resolve", should(k));
+      cts_json_kv_bool(&w, "should_resolve", cts_task_marked_should_resolve(k));
       cts_json_kv_bool(&w, "preexisting", k->flags & CTS_TASK_F_PREEXISTING);
       cts_json_kv_u64(&w, "created_ns", k->start - m->first_ns);
       cts_json_kv_u64(&w, "age_ns", end - k->start);
@@ -934,13 +705,13 @@ int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
                 "creator_id,creator_label\n");
     for (size_t i = 0; i < shown; i++) {
       const cts_task_t *k = &m->tasks[pend[i]];
-      cts_out_printf(out, "%lld,%s,", (long long)k->id, slot_name(type_slot(k)));
+      cts_out_printf(out, "%lld,%s,", (long long)k->id, cts_task_slot_name(cts_task_slot(k)));
       cli_csv_str(out, k->label != NONE ? cts_tasks_str(m, k->label) : "");
-      cts_out_printf(out, ",%s,%s,%llu,%llu,%llu,", should(k) ? "yes" : "no",
-                     (k->flags & CTS_TASK_F_PREEXISTING) ? "yes" : "no",
-                     (unsigned long long)(k->start - m->first_ns),
-                     (unsigned long long)(end - k->start),
-                     (unsigned long long)(k->last - m->first_ns));
+      cts_out_printf(
+          out, ",%s,%s,%llu,%llu,%llu,", cts_task_marked_should_resolve(k) ? "yes" : "no",
+          (k->flags & CTS_TASK_F_PREEXISTING) ? "yes" : "no",
+          (unsigned long long)(k->start - m->first_ns), (unsigned long long)(end - k->start),
+          (unsigned long long)(k->last - m->first_ns));
       if (k->parent != NONE) {
         const cts_task_t *p = &m->tasks[k->parent];
         cts_out_printf(out, "%lld,", (long long)p->id);
@@ -964,12 +735,12 @@ int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
                      "count):\n     tasks  should  oldest age  label\n",
                      gshown < ng ? "Top" : "All", gshown, ng);
       for (size_t i = 0; i < gshown; i++) {
-        const pending_group_t *g = &pg[i];
-        const group_t gg = {.key = g->key};
+        const cts_task_pending_group_t *g = &pg[i];
+        const cts_task_group_t gg = {.key = g->key};
         cts_out_printf(out, "%10s  %6llu  %10s  %s\n", cli_grouped(g->tasks, a, sizeof a),
                        (unsigned long long)g->should,
                        cli_human_ns((double)(end - g->oldest_start), b, sizeof b),
-                       group_name(m, &gg, CLI_TASKS_BY_LABEL, name, sizeof name));
+                       cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name));
       }
       cts_out_printf(out,
                      "\n%s %zu of %zu pending tasks (should-resolve first, then the oldest):\n"
@@ -978,8 +749,10 @@ int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
       for (size_t i = 0; i < shown; i++) {
         const cts_task_t *k = &m->tasks[pend[i]];
         cts_out_printf(out, "%12lld  %-12s %7s%s  %-6s  %s", (long long)k->id,
-                       slot_name(type_slot(k)), cli_human_ns((double)(end - k->start), a, sizeof a),
-                       (k->flags & CTS_TASK_F_PREEXISTING) ? "+" : " ", should(k) ? "yes" : "",
+                       cts_task_slot_name(cts_task_slot(k)),
+                       cli_human_ns((double)(end - k->start), a, sizeof a),
+                       (k->flags & CTS_TASK_F_PREEXISTING) ? "+" : " ",
+                       cts_task_marked_should_resolve(k) ? "yes" : "",
                        cts_tasks_name(m, pend[i], name, sizeof name));
         if (k->parent != NONE)
           cts_out_printf(out, "  <- %s", cts_tasks_name(m, k->parent, pname, sizeof pname));
@@ -992,31 +765,16 @@ int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
     }
   }
   code = cli_finish_output(out, code);
-  free(pend);
-  free(pg);
-  cts_u64map_fini(&index);
+  cts_task_pending_list_fini(&pending);
   cli_tasks_free(&t);
   return code;
 }
 
 /* ---- diff ------------------------------------------------------------------------------ */
 
-typedef struct diff_row {
-  const group_t *a, *b;
-  double va, vb, change;
-  char name[128];
-} diff_row_t;
-
-static int cmp_change(const void *x, const void *y) {
-  const diff_row_t *a = x, *b = y;
-  const double ca = fabs(a->change), cb = fabs(b->change);
-  if (ca != cb) return ca > cb ? -1 : 1;
-  return strcmp(a->name, b->name);
-}
-
-static const char *fmt_metric(double v, cli_tasks_metric_t m, bool rate, char *buf, size_t size) {
+static const char *fmt_metric(double v, cts_task_metric_t m, bool rate, char *buf, size_t size) {
   char tmp[32];
-  if (m == CLI_TASKS_COUNT)
+  if (m == CTS_TASK_COUNT)
     snprintf(tmp, sizeof tmp, "%.4g", fabs(v));
   else
     cli_human_ns(fabs(v), tmp, sizeof tmp);
@@ -1026,73 +784,38 @@ static const char *fmt_metric(double v, cli_tasks_metric_t m, bool rate, char *b
 
 int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_opts_t *opts) {
   cli_tasks_t t[2];
-  groups_t g[2];
+  cts_task_groups_t g[2];
   memset(t, 0, sizeof t);
   memset(g, 0, sizeof g);
   const char *paths[2] = {before, after};
   double scale[2] = {1, 1};
   const bool rate = !opts->no_normalize;
   int code = CLI_EXIT_OK, nloaded = 0;
-  diff_row_t *rows = NULL;
-  cts_u64map_t index;
-  cts_u64map_init(&index);
+  cts_task_diff_t d = {0};
   for (int s = 0; s < 2; s++) {
     const int c = load(&t[s], paths[s], opts->out.quiet, false);
     nloaded++;
     if (c > code) code = c;
     if (!loaded(c)) goto end;
-    if (build_groups(&t[s].m, opts->by, &g[s])) goto nomem;
+    if (cts_task_groups(&t[s].m, opts->by, &g[s])) goto nomem;
     if (rate) {
-      const double d = cli_tasks_duration_s(&t[s]);
-      if (d <= 0) {
+      const double duration = cli_tasks_duration_s(&t[s]);
+      if (duration <= 0) {
         cli_error("%s has no duration: use --no-normalize", paths[s]);
         code = CLI_EXIT_DATA;
         goto end;
       }
-      scale[s] = 1.0 / d;
+      scale[s] = 1.0 / duration;
     }
   }
-  rows = calloc(g[0].n + g[1].n + 1, sizeof *rows);
-  if (!rows) goto nomem;
-  size_t n = 0;
-  for (int s = 0; s < 2; s++) {
-    for (size_t i = 0; i < g[s].n; i++) {
-      char buf[64], name[sizeof rows->name];
-      snprintf(name, sizeof name, "%s", group_name(&t[s].m, &g[s].g[i], opts->by, buf, sizeof buf));
-      uint64_t h = cts_u64map_str_key(name);
-      diff_row_t *r = NULL;
-      for (;; h++) {
-        const uint64_t *v = cts_u64map_find(&index, h);
-        if (!v) break;
-        if (strcmp(rows[*v].name, name) == 0) {
-          r = &rows[*v];
-          break;
-        }
-      }
-      if (!r) {
-        bool added;
-        if (!cts_u64map_insert(&index, h, n, &added)) goto nomem;
-        r = &rows[n++];
-        snprintf(r->name, sizeof r->name, "%s", name);
-      }
-      if (s == 0)
-        r->a = &g[0].g[i];
-      else
-        r->b = &g[1].g[i];
-    }
-  }
-  double total_a = 0, total_b = 0;
-  for (size_t i = 0; i < n; i++) {
-    diff_row_t *r = &rows[i];
-    r->va = metric_of(r->a, opts->metric) * scale[0];
-    r->vb = metric_of(r->b, opts->metric) * scale[1];
-    r->change = r->vb - r->va;
-    total_a += r->va;
-    total_b += r->vb;
-  }
-  if (n) qsort(rows, n, sizeof *rows, cmp_change);
+  const cts_tasks_t *const models[2] = {&t[0].m, &t[1].m};
+  const cts_task_groups_t *const groups[2] = {&g[0], &g[1]};
+  if (cts_task_diff(models, groups, opts->metric, scale, &d)) goto nomem;
+  const cts_task_diff_row_t *rows = d.rows;
+  const size_t n = d.n;
+  const double total_a = d.total_a, total_b = d.total_b;
   const size_t shown = cli_rows_shown(&opts->out, n);
-  const char *by_key = opts->by == CLI_TASKS_BY_LABEL ? "label" : "type";
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
   cts_out_t *out = cli_stdout_for(&opts->out);
   char a[48], b[48], c[48];
   if (opts->out.json) {
@@ -1127,7 +850,7 @@ int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_o
     cts_json_key(&w, "rows");
     cts_json_array(&w);
     for (size_t i = 0; i < shown; i++) {
-      const diff_row_t *r = &rows[i];
+      const cts_task_diff_row_t *r = &rows[i];
       cts_json_ws(&w, "\n  ");
       cts_json_object(&w);
       cts_json_kv_str(&w, by_key, r->name);
@@ -1159,7 +882,7 @@ int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_o
                    shown, n, by_key, metric_names[opts->metric], rate ? " per second" : "");
     cts_out_printf(out, "       before         after        change  change%%  %s\n", by_key);
     for (size_t i = 0; i < shown; i++) {
-      const diff_row_t *r = &rows[i];
+      const cts_task_diff_row_t *r = &rows[i];
       char pct[16];
       if (!r->a || r->va == 0)
         snprintf(pct, sizeof pct, "new");
@@ -1179,10 +902,9 @@ nomem:
   cli_error("out of memory");
   code = CLI_EXIT_INTERNAL;
 end:
-  free(rows);
-  cts_u64map_fini(&index);
+  cts_task_diff_fini(&d);
   for (int s = 0; s < nloaded; s++) {
-    free_groups(&g[s]);
+    cts_task_groups_fini(&g[s]);
     cli_tasks_free(&t[s]);
   }
   return code;

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "../analysis/task_summary.h"
 #include "cli.h"
 
 /* `info`: appends the trace's description to o as text, or as one JSON value to w when w is
@@ -20,20 +21,16 @@ typedef struct cli_tasks_stats_opts {
 } cli_tasks_stats_opts_t;
 int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts);
 
-/* Rows of top and diff: tasks grouped by label (unlabelled ones by "(type)") or by type. */
-typedef enum { CLI_TASKS_BY_LABEL, CLI_TASKS_BY_TYPE } cli_tasks_by_t;
-/* Metrics of top (sort key) and diff. */
-typedef enum { CLI_TASKS_RUNNING, CLI_TASKS_COUNT, CLI_TASKS_ALIVE } cli_tasks_metric_t;
-
-/* Parse --by / --sort / --metric values for task traces; -1 when valid, else prints the
- * usage error and returns its exit code. A NULL arg keeps the default. */
-int cli_tasks_parse_by(const char *arg, cli_tasks_by_t *out);
-int cli_tasks_parse_metric(const char *option, const char *arg, cli_tasks_metric_t *out);
+/* Parse --by (label, type) / --sort / --metric (running, count, alive) values for task
+ * traces (analysis/task_summary.h); -1 when valid, else prints the usage error and returns
+ * its exit code. A NULL arg gives the default (label; running). */
+int cli_tasks_parse_by(const char *arg, cts_task_group_by_t *out);
+int cli_tasks_parse_metric(const char *option, const char *arg, cts_task_metric_t *out);
 
 typedef struct cli_tasks_top_opts {
   cli_out_opts_t out;
-  cli_tasks_by_t by;
-  cli_tasks_metric_t sort;
+  cts_task_group_by_t by;
+  cts_task_metric_t sort;
 } cli_tasks_top_opts_t;
 int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts);
 
@@ -41,8 +38,8 @@ int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts);
 
 typedef struct cli_tasks_diff_opts {
   cli_out_opts_t out;
-  cli_tasks_by_t by;
-  cli_tasks_metric_t metric;
+  cts_task_group_by_t by;
+  cts_task_metric_t metric;
   bool no_normalize;
 } cli_tasks_diff_opts_t;
 int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_opts_t *opts);
