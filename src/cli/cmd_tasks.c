@@ -170,6 +170,57 @@ static void print_info_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_
   cts_json_end(w);
 }
 
+static void print_info_text(cts_out_t *o, const cli_tasks_t *t, const cts_task_totals_t *s,
+                            bool packets) {
+  const cts_tasks_t *m = &t->m;
+  char a[64], b[160], c[64], d[64];
+  cts_out_printf(o, "Trace          %s (%s, mirage-profile CTF task trace)\n", t->path,
+                 cli_human_bytes((double)t->file_size, a, sizeof a));
+  cts_out_printf(o, "Layout         %s; read in %s order\n", layout(t, b, sizeof b),
+                 t->sum.sequence_order ? "sequence" : "file");
+  cts_out_printf(o, "Lanes          %zu (threads writing at the same time)\n", m->nlanes);
+  if (m->have_time)
+    cts_out_printf(o, "Time           %.6f s, from %.9f s to %.9f s on the trace clock\n",
+                   cli_tasks_duration_s(t), (double)m->first_ns * 1e-9, (double)m->last_ns * 1e-9);
+  cts_out_printf(o, "\nEvents         %s:", cli_grouped(t->sum.events, a, sizeof a));
+  bool any = false;
+  for (unsigned id = 0; id < CTS_MPROF_EVENT_IDS; id++) {
+    if (!t->sum.events_by_id[id]) continue;
+    cts_out_printf(o, "%s %s %s", any ? "," : "", cts_mprof_event_name(id),
+                   cli_grouped(t->sum.events_by_id[id], a, sizeof a));
+    any = true;
+  }
+  cts_out_char(o, '\n');
+  cts_out_printf(o, "Tasks          %s: %s created, %s preexisting (created before the trace)\n",
+                 cli_grouped(s->tasks, a, sizeof a), cli_grouped(s->created, b, sizeof b),
+                 cli_grouped(s->preexisting, c, sizeof c));
+  cts_out_printf(o, "               %s resolved (%s failed), %s merged (becomes), %s pending",
+                 cli_grouped(s->resolved, a, sizeof a), cli_grouped(s->failed, b, sizeof b),
+                 cli_grouped(s->merged, c, sizeof c), cli_grouped(s->pending, d, sizeof d));
+  if (s->should_pending)
+    cts_out_printf(o, " (%s should have resolved)", cli_grouped(s->should_pending, a, sizeof a));
+  cts_out_char(o, '\n');
+  cts_out_printf(o, "Strings        %zu distinct (labels, failure texts, counter names)\n",
+                 m->nstrings);
+  cts_out_printf(o, "Counters       %zu", m->ncounters);
+  for (size_t i = 0; i < m->ncounters && i < 8; i++)
+    cts_out_printf(o, "%s%s", i ? ", " : ": ", cts_tasks_str(m, m->counters[i].name));
+  cts_out_str(o, m->ncounters > 8 ? ", ...\n" : "\n");
+  cts_out_printf(
+      o, "Packets        %s: %s empty, %s truncated\n", cli_grouped(t->packets_seen, a, sizeof a),
+      cli_grouped(t->packets_empty, b, sizeof b), cli_grouped(t->packets_truncated, c, sizeof c));
+  cts_out_printf(o, "Result         %s%s (%llu warnings)\n", t->err ? "error: " : "ok",
+                 t->err ? t->msg : "", (unsigned long long)t->sum.warnings);
+  if (packets) {
+    cts_out_str(o, "\n  offset     size  content  count  index\n");
+    for (size_t i = 0; i < t->npackets; i++) {
+      const cts_mprof_packet_t *p = &t->packets[i];
+      cts_out_printf(o, "%8llu %8u %8u %6u %6u%s\n", (unsigned long long)p->offset, p->size,
+                     p->content_size, p->count, p->file_index, p->truncated ? " truncated" : "");
+    }
+  }
+}
+
 int cli_tasks_info(cts_out_t *o, cts_json_t *w, const char *path, bool packets, bool quiet) {
   cli_tasks_t t;
   int code = load(&t, path, quiet, packets);
@@ -179,57 +230,10 @@ int cli_tasks_info(cts_out_t *o, cts_json_t *w, const char *path, bool packets, 
   }
   cts_task_totals_t s;
   cts_task_totals(&t.m, &s);
-  const cts_tasks_t *m = &t.m;
-  char a[64], b[160], c[64], d[64];
   if (w) {
     print_info_json(w, &t, &s, packets);
   } else {
-    cts_out_printf(o, "Trace          %s (%s, mirage-profile CTF task trace)\n", path,
-                   cli_human_bytes((double)t.file_size, a, sizeof a));
-    cts_out_printf(o, "Layout         %s; read in %s order\n", layout(&t, b, sizeof b),
-                   t.sum.sequence_order ? "sequence" : "file");
-    cts_out_printf(o, "Lanes          %zu (threads writing at the same time)\n", m->nlanes);
-    if (m->have_time)
-      cts_out_printf(o, "Time           %.6f s, from %.9f s to %.9f s on the trace clock\n",
-                     cli_tasks_duration_s(&t), (double)m->first_ns * 1e-9,
-                     (double)m->last_ns * 1e-9);
-    cts_out_printf(o, "\nEvents         %s:", cli_grouped(t.sum.events, a, sizeof a));
-    bool any = false;
-    for (unsigned id = 0; id < CTS_MPROF_EVENT_IDS; id++) {
-      if (!t.sum.events_by_id[id]) continue;
-      cts_out_printf(o, "%s %s %s", any ? "," : "", cts_mprof_event_name(id),
-                     cli_grouped(t.sum.events_by_id[id], a, sizeof a));
-      any = true;
-    }
-    cts_out_char(o, '\n');
-    cts_out_printf(o, "Tasks          %s: %s created, %s preexisting (created before the trace)\n",
-                   cli_grouped(s.tasks, a, sizeof a), cli_grouped(s.created, b, sizeof b),
-                   cli_grouped(s.preexisting, c, sizeof c));
-    cts_out_printf(o, "               %s resolved (%s failed), %s merged (becomes), %s pending",
-                   cli_grouped(s.resolved, a, sizeof a), cli_grouped(s.failed, b, sizeof b),
-                   cli_grouped(s.merged, c, sizeof c), cli_grouped(s.pending, d, sizeof d));
-    if (s.should_pending)
-      cts_out_printf(o, " (%s should have resolved)", cli_grouped(s.should_pending, a, sizeof a));
-    cts_out_char(o, '\n');
-    cts_out_printf(o, "Strings        %zu distinct (labels, failure texts, counter names)\n",
-                   m->nstrings);
-    cts_out_printf(o, "Counters       %zu", m->ncounters);
-    for (size_t i = 0; i < m->ncounters && i < 8; i++)
-      cts_out_printf(o, "%s%s", i ? ", " : ": ", cts_tasks_str(m, m->counters[i].name));
-    cts_out_str(o, m->ncounters > 8 ? ", ...\n" : "\n");
-    cts_out_printf(
-        o, "Packets        %s: %s empty, %s truncated\n", cli_grouped(t.packets_seen, a, sizeof a),
-        cli_grouped(t.packets_empty, b, sizeof b), cli_grouped(t.packets_truncated, c, sizeof c));
-    cts_out_printf(o, "Result         %s%s (%llu warnings)\n", t.err ? "error: " : "ok",
-                   t.err ? t.msg : "", (unsigned long long)t.sum.warnings);
-    if (packets) {
-      cts_out_str(o, "\n  offset     size  content  count  index\n");
-      for (size_t i = 0; i < t.npackets; i++) {
-        const cts_mprof_packet_t *p = &t.packets[i];
-        cts_out_printf(o, "%8llu %8u %8u %6u %6u%s\n", (unsigned long long)p->offset, p->size,
-                       p->content_size, p->count, p->file_index, p->truncated ? " truncated" : "");
-      }
-    }
+    print_info_text(o, &t, &s, packets);
   }
   cli_tasks_free(&t);
   return code;
@@ -379,6 +383,83 @@ static void print_stats_json(cts_json_t *w, const cli_tasks_t *t, const cts_task
   cli_jw_end(w, true);
 }
 
+static void print_stats_csv(cts_out_t *out, const cts_task_stats_t *s) {
+  cts_out_str(out, "histogram,type,unit,low,high,tasks,time_ns\n");
+  for (int ty = -1; ty < CTS_TASK_SLOTS; ty++) {
+    const cts_hist_t *h = ty < 0 ? &s->all : &s->types[ty].dur;
+    cts_hist_pow2_t bins;
+    cts_hist_pow2(h, &bins);
+    for (int i = bins.lo; i <= bins.hi; i++)
+      cts_out_printf(out, "duration,%s,ns,%llu,%llu,%llu,%llu\n",
+                     ty < 0 ? "all" : cts_task_slot_name((unsigned)ty),
+                     (unsigned long long)cts_hist_pow2_low(i),
+                     (unsigned long long)(i ? cts_hist_pow2_low(i + 1) : 1),
+                     (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i]);
+  }
+}
+
+/* span_ns: the trace's time span; bars: draw bar charts. */
+static void print_stats_text(cts_out_t *out, const cli_tasks_t *t, const cts_task_stats_t *s,
+                             double span_ns, bool bars) {
+  const cts_tasks_t *m = &t->m;
+  char a[32], b[32], c[32], d[32], e[32], f[32];
+  const cts_task_totals_t *k = &s->tot;
+  char g0[32];
+  const double lanes_span = span_ns * (double)(m->nlanes ? m->nlanes : 1);
+  text_header(out, t);
+  cts_out_printf(out,
+                 "Time     running %s (%.1f%%), idle %s (%.1f%%) of %.6f s x %zu lane%s; gc %s "
+                 "in %llu pause%s\n",
+                 cli_human_ns((double)k->running_ns, a, sizeof a),
+                 lanes_span > 0 ? 100.0 * (double)k->running_ns / lanes_span : 0.0,
+                 cli_human_ns((double)k->idle_ns, b, sizeof b),
+                 lanes_span > 0 ? 100.0 * (double)k->idle_ns / lanes_span : 0.0, span_ns * 1e-9,
+                 m->nlanes, m->nlanes == 1 ? "" : "s", cli_human_ns((double)m->gc_ns, c, sizeof c),
+                 (unsigned long long)m->gc_events, m->gc_events == 1 ? "" : "s");
+  cts_out_printf(out,
+                 "Tasks    %s: %s created, %s preexisting; %s resolved (%s failed), %s "
+                 "merged, %s pending\n",
+                 cli_grouped(k->tasks, a, sizeof a), cli_grouped(k->created, b, sizeof b),
+                 cli_grouped(k->preexisting, c, sizeof c), cli_grouped(k->resolved, d, sizeof d),
+                 cli_grouped(k->failed, e, sizeof e), cli_grouped(k->merged, f, sizeof f),
+                 cli_grouped(k->pending, g0, sizeof g0));
+  cts_out_str(out,
+              "\nBy type            tasks  resolved  failed  merged  pending     running  "
+              "   alive  p50 created->resolved  p99\n");
+  for (unsigned i = 0; i < CTS_TASK_SLOTS; i++) {
+    const cts_task_type_stats_t *r = &s->types[i];
+    if (!r->tasks) continue;
+    char g[32], h[32], j[32];
+    cts_out_printf(out, "  %-15s %7s  %8s  %6s  %6s  %7s  %10s  %10s", cts_task_slot_name(i),
+                   cli_grouped(r->tasks, a, sizeof a), cli_grouped(r->resolved, b, sizeof b),
+                   cli_grouped(r->failed, c, sizeof c), cli_grouped(r->merged, d, sizeof d),
+                   cli_grouped(r->pending, e, sizeof e),
+                   cli_human_ns((double)r->running_ns, f, sizeof f),
+                   cli_human_ns((double)r->alive_ns, g, sizeof g));
+    if (r->dur.total_blocks)
+      cts_out_printf(out, "  %23s  %s",
+                     cli_human_ns((double)cts_hist_quantile(&r->dur, 0.5, false), h, sizeof h),
+                     cli_human_ns((double)cts_hist_quantile(&r->dur, 0.99, false), j, sizeof j));
+    cts_out_char(out, '\n');
+  }
+  cts_out_printf(out, "\nDurations, created -> resolved (%s tasks)\n",
+                 cli_grouped(s->all.total_blocks, a, sizeof a));
+  print_hist_text(out, &s->all, bars);
+  if (bars && s->all.total_blocks)
+    cts_out_str(out, "\n  bars: # tasks, = time (each scaled to its largest bin)\n");
+  if (m->ncounters) {
+    cts_out_str(out,
+                "\nCounters                 updates           min           max          last\n");
+    for (size_t i = 0; i < m->ncounters; i++) {
+      const cts_tasks_counter_t *k2 = &m->counters[i];
+      cts_out_printf(out, "  %-20s %11s %13lld %13lld %13lld%s\n", cts_tasks_str(m, k2->name),
+                     cli_grouped(k2->updates, a, sizeof a), (long long)k2->min, (long long)k2->max,
+                     (long long)k2->last,
+                     k2->relative ? "  (relative: from 0 at the trace start)" : "");
+    }
+  }
+}
+
 int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   cli_tasks_t t;
   int code = load(&t, path, opts->out.quiet, false);
@@ -392,81 +473,14 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   const cts_tasks_t *m = &t.m;
   const double span_ns = m->have_time ? (double)(m->last_ns - m->first_ns) : 0.0;
   cts_out_t *out = cli_stdout_for(&opts->out);
-  char a[32], b[32], c[32], d[32], e[32], f[32];
   if (opts->out.json) {
     cts_json_t w;
     cts_json_init(&w, out);
     print_stats_json(&w, &t, s, span_ns);
   } else if (opts->out.csv) {
-    cts_out_str(out, "histogram,type,unit,low,high,tasks,time_ns\n");
-    for (int ty = -1; ty < CTS_TASK_SLOTS; ty++) {
-      const cts_hist_t *h = ty < 0 ? &s->all : &s->types[ty].dur;
-      cts_hist_pow2_t bins;
-      cts_hist_pow2(h, &bins);
-      for (int i = bins.lo; i <= bins.hi; i++)
-        cts_out_printf(out, "duration,%s,ns,%llu,%llu,%llu,%llu\n",
-                       ty < 0 ? "all" : cts_task_slot_name((unsigned)ty),
-                       (unsigned long long)cts_hist_pow2_low(i),
-                       (unsigned long long)(i ? cts_hist_pow2_low(i + 1) : 1),
-                       (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i]);
-    }
+    print_stats_csv(out, s);
   } else {
-    const cts_task_totals_t *k = &s->tot;
-    char g0[32];
-    const double lanes_span = span_ns * (double)(m->nlanes ? m->nlanes : 1);
-    text_header(out, &t);
-    cts_out_printf(out,
-                   "Time     running %s (%.1f%%), idle %s (%.1f%%) of %.6f s x %zu lane%s; gc %s "
-                   "in %llu pause%s\n",
-                   cli_human_ns((double)k->running_ns, a, sizeof a),
-                   lanes_span > 0 ? 100.0 * (double)k->running_ns / lanes_span : 0.0,
-                   cli_human_ns((double)k->idle_ns, b, sizeof b),
-                   lanes_span > 0 ? 100.0 * (double)k->idle_ns / lanes_span : 0.0, span_ns * 1e-9,
-                   m->nlanes, m->nlanes == 1 ? "" : "s",
-                   cli_human_ns((double)m->gc_ns, c, sizeof c), (unsigned long long)m->gc_events,
-                   m->gc_events == 1 ? "" : "s");
-    cts_out_printf(out,
-                   "Tasks    %s: %s created, %s preexisting; %s resolved (%s failed), %s "
-                   "merged, %s pending\n",
-                   cli_grouped(k->tasks, a, sizeof a), cli_grouped(k->created, b, sizeof b),
-                   cli_grouped(k->preexisting, c, sizeof c), cli_grouped(k->resolved, d, sizeof d),
-                   cli_grouped(k->failed, e, sizeof e), cli_grouped(k->merged, f, sizeof f),
-                   cli_grouped(k->pending, g0, sizeof g0));
-    cts_out_str(out,
-                "\nBy type            tasks  resolved  failed  merged  pending     running  "
-                "   alive  p50 created->resolved  p99\n");
-    for (unsigned i = 0; i < CTS_TASK_SLOTS; i++) {
-      const cts_task_type_stats_t *r = &s->types[i];
-      if (!r->tasks) continue;
-      char g[32], h[32], j[32];
-      cts_out_printf(out, "  %-15s %7s  %8s  %6s  %6s  %7s  %10s  %10s", cts_task_slot_name(i),
-                     cli_grouped(r->tasks, a, sizeof a), cli_grouped(r->resolved, b, sizeof b),
-                     cli_grouped(r->failed, c, sizeof c), cli_grouped(r->merged, d, sizeof d),
-                     cli_grouped(r->pending, e, sizeof e),
-                     cli_human_ns((double)r->running_ns, f, sizeof f),
-                     cli_human_ns((double)r->alive_ns, g, sizeof g));
-      if (r->dur.total_blocks)
-        cts_out_printf(out, "  %23s  %s",
-                       cli_human_ns((double)cts_hist_quantile(&r->dur, 0.5, false), h, sizeof h),
-                       cli_human_ns((double)cts_hist_quantile(&r->dur, 0.99, false), j, sizeof j));
-      cts_out_char(out, '\n');
-    }
-    cts_out_printf(out, "\nDurations, created -> resolved (%s tasks)\n",
-                   cli_grouped(s->all.total_blocks, a, sizeof a));
-    print_hist_text(out, &s->all, opts->bars);
-    if (opts->bars && s->all.total_blocks)
-      cts_out_str(out, "\n  bars: # tasks, = time (each scaled to its largest bin)\n");
-    if (m->ncounters) {
-      cts_out_str(out,
-                  "\nCounters                 updates           min           max          last\n");
-      for (size_t i = 0; i < m->ncounters; i++) {
-        const cts_tasks_counter_t *k2 = &m->counters[i];
-        cts_out_printf(out, "  %-20s %11s %13lld %13lld %13lld%s\n", cts_tasks_str(m, k2->name),
-                       cli_grouped(k2->updates, a, sizeof a), (long long)k2->min,
-                       (long long)k2->max, (long long)k2->last,
-                       k2->relative ? "  (relative: from 0 at the trace start)" : "");
-      }
-    }
+    print_stats_text(out, &t, s, span_ns, opts->bars);
   }
   code = cli_finish_output(out, code);
   if (opts->svg || opts->png) {
@@ -523,6 +537,91 @@ int cli_tasks_parse_metric(const char *option, const char *arg, cts_task_metric_
 static const char *const metric_keys[] = {"running", "count", "alive"};
 static const char *const metric_names[] = {"running time", "task count", "time alive"};
 
+static void print_top_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_groups_t *gs,
+                           const cts_task_totals_t *tot, const cli_tasks_top_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const size_t shown = cli_rows_shown(&opts->out, gs->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  char name[64];
+  cts_json_object(w);
+  json_header(w, t);
+  cts_json_kv_str(w, "group_by", by_key);
+  cts_json_kv_str(w, "sort", metric_keys[opts->sort]);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "total");
+  cts_json_object(w);
+  cts_json_kv_u64(w, "tasks", tot->tasks);
+  cts_json_kv_u64(w, "running_ns", tot->running_ns);
+  cts_json_kv_u64(w, "idle_ns", tot->idle_ns);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_kv_u64(w, "rows_total", gs->n);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "rows");
+  cts_json_array(w);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_group_t *g = &gs->g[i];
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_str(w, by_key, cts_task_group_name(m, g, opts->by, name, sizeof name));
+    cts_json_kv_u64(w, "tasks", g->tasks);
+    cts_json_kv_u64(w, "running_ns", g->running_ns);
+    cts_json_kv_u64(w, "runs", g->runs);
+    cts_json_kv_u64(w, "alive_ns", g->alive_ns);
+    cts_json_kv_u64(w, "resolved", g->resolved);
+    cts_json_kv_u64(w, "failed", g->failed);
+    cts_json_kv_u64(w, "merged", g->merged);
+    cts_json_kv_u64(w, "pending", g->pending);
+    cts_json_end(w);
+  }
+  cli_jw_end(w, true);
+}
+
+static void print_top_csv(cts_out_t *out, const cli_tasks_t *t, const cts_task_groups_t *gs,
+                          const cts_task_totals_t *tot, const cli_tasks_top_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const size_t shown = cli_rows_shown(&opts->out, gs->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  char name[64];
+  cts_out_printf(out, "%s,tasks,running_ns,runs,alive_ns,resolved,failed,merged,pending\n", by_key);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_group_t *g = &gs->g[i];
+    cli_csv_str(out, cts_task_group_name(m, g, opts->by, name, sizeof name));
+    cts_out_printf(out, ",%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", (unsigned long long)g->tasks,
+                   (unsigned long long)g->running_ns, (unsigned long long)g->runs,
+                   (unsigned long long)g->alive_ns, (unsigned long long)g->resolved,
+                   (unsigned long long)g->failed, (unsigned long long)g->merged,
+                   (unsigned long long)g->pending);
+  }
+}
+
+static void print_top_text(cts_out_t *out, const cli_tasks_t *t, const cts_task_groups_t *gs,
+                           const cts_task_totals_t *tot, const cli_tasks_top_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const size_t shown = cli_rows_shown(&opts->out, gs->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  char a[32], b[32], c[32], d[32], name[64];
+  text_header(out, t);
+  cts_out_printf(out, "Total    %s tasks; running %s, idle %s\n",
+                 cli_grouped(tot->tasks, a, sizeof a),
+                 cli_human_ns((double)tot->running_ns, b, sizeof b),
+                 cli_human_ns((double)tot->idle_ns, c, sizeof c));
+  cts_out_printf(out, "\n%s %zu of %zu %ss by %s%s:\n", shown < gs->n ? "Top" : "All", shown, gs->n,
+                 by_key, metric_names[opts->sort],
+                 opts->by == CTS_TASK_BY_LABEL ? " (unlabelled tasks by their type)" : "");
+  cts_out_printf(out, "     running       %%    periods      tasks       alive  pending  %s\n",
+                 by_key);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_group_t *g = &gs->g[i];
+    cts_out_printf(out, "%12s  %5.1f%%  %9s  %9s  %10s  %7llu  %s\n",
+                   cli_human_ns((double)g->running_ns, a, sizeof a),
+                   tot->running_ns ? 100.0 * (double)g->running_ns / (double)tot->running_ns : 0.0,
+                   cli_grouped(g->runs, b, sizeof b), cli_grouped(g->tasks, c, sizeof c),
+                   cli_human_ns((double)g->alive_ns, d, sizeof d), (unsigned long long)g->pending,
+                   cts_task_group_name(m, g, opts->by, name, sizeof name));
+  }
+}
+
 int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
   cli_tasks_t t;
   int code = load(&t, path, opts->out.quiet, false);
@@ -541,78 +640,15 @@ int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
   cts_task_groups_sort(&gs, m, opts->sort);
   cts_task_totals_t tot;
   cts_task_totals(m, &tot);
-  const size_t shown =
-      opts->out.limit && (size_t)opts->out.limit < gs.n ? (size_t)opts->out.limit : gs.n;
-  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
   cts_out_t *out = cli_stdout_for(&opts->out);
-  char a[32], b[32], c[32], d[32], name[64];
   if (opts->out.json) {
     cts_json_t w;
     cts_json_init(&w, out);
-    cts_json_object(&w);
-    json_header(&w, &t);
-    cts_json_kv_str(&w, "group_by", by_key);
-    cts_json_kv_str(&w, "sort", metric_keys[opts->sort]);
-    cts_json_ws(&w, "\n ");
-    cts_json_key(&w, "total");
-    cts_json_object(&w);
-    cts_json_kv_u64(&w, "tasks", tot.tasks);
-    cts_json_kv_u64(&w, "running_ns", tot.running_ns);
-    cts_json_kv_u64(&w, "idle_ns", tot.idle_ns);
-    cts_json_end(&w);
-    cts_json_ws(&w, "\n ");
-    cts_json_kv_u64(&w, "rows_total", gs.n);
-    cts_json_ws(&w, "\n ");
-    cts_json_key(&w, "rows");
-    cts_json_array(&w);
-    for (size_t i = 0; i < shown; i++) {
-      const cts_task_group_t *g = &gs.g[i];
-      cts_json_ws(&w, "\n  ");
-      cts_json_object(&w);
-      cts_json_kv_str(&w, by_key, cts_task_group_name(m, g, opts->by, name, sizeof name));
-      cts_json_kv_u64(&w, "tasks", g->tasks);
-      cts_json_kv_u64(&w, "running_ns", g->running_ns);
-      cts_json_kv_u64(&w, "runs", g->runs);
-      cts_json_kv_u64(&w, "alive_ns", g->alive_ns);
-      cts_json_kv_u64(&w, "resolved", g->resolved);
-      cts_json_kv_u64(&w, "failed", g->failed);
-      cts_json_kv_u64(&w, "merged", g->merged);
-      cts_json_kv_u64(&w, "pending", g->pending);
-      cts_json_end(&w);
-    }
-    cli_jw_end(&w, true);
+    print_top_json(&w, &t, &gs, &tot, opts);
   } else if (opts->out.csv) {
-    cts_out_printf(out, "%s,tasks,running_ns,runs,alive_ns,resolved,failed,merged,pending\n",
-                   by_key);
-    for (size_t i = 0; i < shown; i++) {
-      const cts_task_group_t *g = &gs.g[i];
-      cli_csv_str(out, cts_task_group_name(m, g, opts->by, name, sizeof name));
-      cts_out_printf(out, ",%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
-                     (unsigned long long)g->tasks, (unsigned long long)g->running_ns,
-                     (unsigned long long)g->runs, (unsigned long long)g->alive_ns,
-                     (unsigned long long)g->resolved, (unsigned long long)g->failed,
-                     (unsigned long long)g->merged, (unsigned long long)g->pending);
-    }
+    print_top_csv(out, &t, &gs, &tot, opts);
   } else {
-    text_header(out, &t);
-    cts_out_printf(out, "Total    %s tasks; running %s, idle %s\n",
-                   cli_grouped(tot.tasks, a, sizeof a),
-                   cli_human_ns((double)tot.running_ns, b, sizeof b),
-                   cli_human_ns((double)tot.idle_ns, c, sizeof c));
-    cts_out_printf(out, "\n%s %zu of %zu %ss by %s%s:\n", shown < gs.n ? "Top" : "All", shown, gs.n,
-                   by_key, metric_names[opts->sort],
-                   opts->by == CTS_TASK_BY_LABEL ? " (unlabelled tasks by their type)" : "");
-    cts_out_printf(out, "     running       %%    periods      tasks       alive  pending  %s\n",
-                   by_key);
-    for (size_t i = 0; i < shown; i++) {
-      const cts_task_group_t *g = &gs.g[i];
-      cts_out_printf(out, "%12s  %5.1f%%  %9s  %9s  %10s  %7llu  %s\n",
-                     cli_human_ns((double)g->running_ns, a, sizeof a),
-                     tot.running_ns ? 100.0 * (double)g->running_ns / (double)tot.running_ns : 0.0,
-                     cli_grouped(g->runs, b, sizeof b), cli_grouped(g->tasks, c, sizeof c),
-                     cli_human_ns((double)g->alive_ns, d, sizeof d), (unsigned long long)g->pending,
-                     cts_task_group_name(m, g, opts->by, name, sizeof name));
-    }
+    print_top_text(out, &t, &gs, &tot, opts);
   }
   code = cli_finish_output(out, code);
   cts_task_groups_fini(&gs);
@@ -621,6 +657,153 @@ int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
 }
 
 /* ---- leaks ----------------------------------------------------------------------------- */
+
+static void print_leaks_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_pending_list_t *pl,
+                             const cli_out_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const uint32_t *pend = pl->tasks;
+  const cts_task_pending_group_t *pg = pl->groups;
+  const size_t np = pl->n;
+  const size_t ng = pl->ngroups;
+  const uint64_t nshould = pl->should;
+  const size_t shown = cli_rows_shown(opts, pl->n);
+  const size_t gshown = cli_rows_shown(opts, pl->ngroups);
+  const uint64_t end = m->last_ns;
+  char name[64];
+  cts_json_object(w);
+  json_header(w, t);
+  cts_json_kv_u64(w, "pending_total", np);
+  cts_json_kv_u64(w, "should_resolve_pending", nshould);
+  cts_json_ws(w, "\n ");
+  cts_json_kv_u64(w, "groups_total", ng);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "groups");
+  cts_json_array(w);
+  for (size_t i = 0; i < gshown; i++) {
+    const cts_task_pending_group_t *g = &pg[i];
+    const cts_task_group_t gg = {.key = g->key};
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_str(w, "label", cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name));
+    cts_json_kv_u64(w, "tasks", g->tasks);
+    cts_json_kv_u64(w, "should_resolve", g->should);
+    cts_json_kv_u64(w, "oldest_age_ns", end - g->oldest_start);
+    cts_json_end(w);
+  }
+  cts_json_ws(w, "\n ");
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "tasks");
+  cts_json_array(w);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_t *k = &m->tasks[pend[i]];
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_i64(w, "id", k->id);
+    cts_json_kv_str(w, "type", cts_task_slot_name(cts_task_slot(k)));
+    json_label(w, m, k->label);
+    cts_json_kv_bool(w, "should_resolve", cts_task_marked_should_resolve(k));
+    cts_json_kv_bool(w, "preexisting", k->flags & CTS_TASK_F_PREEXISTING);
+    cts_json_kv_u64(w, "created_ns", k->start - m->first_ns);
+    cts_json_kv_u64(w, "age_ns", end - k->start);
+    cts_json_kv_u64(w, "last_seen_ns", k->last - m->first_ns);
+    cts_json_key(w, "creator");
+    if (k->parent == NONE) {
+      cts_json_null(w);
+    } else {
+      const cts_task_t *p = &m->tasks[k->parent];
+      cts_json_object(w);
+      cts_json_kv_i64(w, "id", p->id);
+      json_label(w, m, p->label);
+      cts_json_end(w);
+    }
+    cts_json_end(w);
+  }
+  cli_jw_end(w, true);
+}
+
+static void print_leaks_csv(cts_out_t *out, const cli_tasks_t *t, const cts_task_pending_list_t *pl,
+                            const cli_out_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const uint32_t *pend = pl->tasks;
+  const size_t shown = cli_rows_shown(opts, pl->n);
+  const uint64_t end = m->last_ns;
+  cts_out_str(out,
+              "id,type,label,should_resolve,preexisting,created_ns,age_ns,last_seen_ns,"
+              "creator_id,creator_label\n");
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_t *k = &m->tasks[pend[i]];
+    cts_out_printf(out, "%lld,%s,", (long long)k->id, cts_task_slot_name(cts_task_slot(k)));
+    cli_csv_str(out, k->label != NONE ? cts_tasks_str(m, k->label) : "");
+    cts_out_printf(out, ",%s,%s,%llu,%llu,%llu,", cts_task_marked_should_resolve(k) ? "yes" : "no",
+                   (k->flags & CTS_TASK_F_PREEXISTING) ? "yes" : "no",
+                   (unsigned long long)(k->start - m->first_ns),
+                   (unsigned long long)(end - k->start),
+                   (unsigned long long)(k->last - m->first_ns));
+    if (k->parent != NONE) {
+      const cts_task_t *p = &m->tasks[k->parent];
+      cts_out_printf(out, "%lld,", (long long)p->id);
+      cli_csv_str(out, p->label != NONE ? cts_tasks_str(m, p->label) : "");
+    } else {
+      cts_out_char(out, ',');
+    }
+    cts_out_char(out, '\n');
+  }
+}
+
+static void print_leaks_text(cts_out_t *out, const cli_tasks_t *t,
+                             const cts_task_pending_list_t *pl, const cli_out_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const uint32_t *pend = pl->tasks;
+  const cts_task_pending_group_t *pg = pl->groups;
+  const size_t np = pl->n;
+  const size_t ng = pl->ngroups;
+  const uint64_t nshould = pl->should;
+  const size_t shown = cli_rows_shown(opts, pl->n);
+  const size_t gshown = cli_rows_shown(opts, pl->ngroups);
+  const uint64_t end = m->last_ns;
+  char a[64], b[64], name[64], pname[64];
+  text_header(out, t);
+  cts_out_printf(out,
+                 "Pending  %s tasks never resolved (nor merged into another) by the end, %s of "
+                 "them marked should-resolve\n",
+                 cli_grouped(np, a, sizeof a), cli_grouped(nshould, b, sizeof b));
+  if (!np) {
+    cts_out_str(out, "\nEvery task resolved.\n");
+  } else {
+    cts_out_printf(out,
+                   "\n%s %zu of %zu labels of pending tasks (should-resolve first, then by "
+                   "count):\n     tasks  should  oldest age  label\n",
+                   gshown < ng ? "Top" : "All", gshown, ng);
+    for (size_t i = 0; i < gshown; i++) {
+      const cts_task_pending_group_t *g = &pg[i];
+      const cts_task_group_t gg = {.key = g->key};
+      cts_out_printf(out, "%10s  %6llu  %10s  %s\n", cli_grouped(g->tasks, a, sizeof a),
+                     (unsigned long long)g->should,
+                     cli_human_ns((double)(end - g->oldest_start), b, sizeof b),
+                     cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name));
+    }
+    cts_out_printf(out,
+                   "\n%s %zu of %zu pending tasks (should-resolve first, then the oldest):\n"
+                   "        task  type            age  should  label / created by\n",
+                   shown < np ? "Oldest" : "All", shown, np);
+    for (size_t i = 0; i < shown; i++) {
+      const cts_task_t *k = &m->tasks[pend[i]];
+      cts_out_printf(out, "%12lld  %-12s %7s%s  %-6s  %s", (long long)k->id,
+                     cts_task_slot_name(cts_task_slot(k)),
+                     cli_human_ns((double)(end - k->start), a, sizeof a),
+                     (k->flags & CTS_TASK_F_PREEXISTING) ? "+" : " ",
+                     cts_task_marked_should_resolve(k) ? "yes" : "",
+                     cts_tasks_name(m, pend[i], name, sizeof name));
+      if (k->parent != NONE)
+        cts_out_printf(out, "  <- %s", cts_tasks_name(m, k->parent, pname, sizeof pname));
+      cts_out_char(out, '\n');
+    }
+    cts_out_str(out,
+                "\n  age: from creation to the end of the trace ('+': created before the "
+                "trace, so older)\n");
+  }
+}
 
 int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
   cli_tasks_t t;
@@ -636,133 +819,15 @@ int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
     cli_error("out of memory");
     return CLI_EXIT_INTERNAL;
   }
-  const uint32_t *pend = pending.tasks;
-  const cts_task_pending_group_t *pg = pending.groups;
-  const size_t np = pending.n, ng = pending.ngroups;
-  const uint64_t nshould = pending.should;
-  const size_t shown = cli_rows_shown(opts, np);
-  const size_t gshown = cli_rows_shown(opts, ng);
   cts_out_t *out = cli_stdout_for(opts);
-  char a[64], b[64], c[64], name[64], pname[64];
-  const uint64_t end = m->last_ns;
   if (opts->json) {
     cts_json_t w;
     cts_json_init(&w, out);
-    cts_json_object(&w);
-    json_header(&w, &t);
-    cts_json_kv_u64(&w, "pending_total", np);
-    cts_json_kv_u64(&w, "should_resolve_pending", nshould);
-    cts_json_ws(&w, "\n ");
-    cts_json_kv_u64(&w, "groups_total", ng);
-    cts_json_ws(&w, "\n ");
-    cts_json_key(&w, "groups");
-    cts_json_array(&w);
-    for (size_t i = 0; i < gshown; i++) {
-      const cts_task_pending_group_t *g = &pg[i];
-      const cts_task_group_t gg = {.key = g->key};
-      cts_json_ws(&w, "\n  ");
-      cts_json_object(&w);
-      cts_json_kv_str(&w, "label",
-                      cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name));
-      cts_json_kv_u64(&w, "tasks", g->tasks);
-      cts_json_kv_u64(&w, "should_resolve", g->should);
-      cts_json_kv_u64(&w, "oldest_age_ns", end - g->oldest_start);
-      cts_json_end(&w);
-    }
-    cts_json_ws(&w, "\n ");
-    cts_json_end(&w);
-    cts_json_ws(&w, "\n ");
-    cts_json_key(&w, "tasks");
-    cts_json_array(&w);
-    for (size_t i = 0; i < shown; i++) {
-      const cts_task_t *k = &m->tasks[pend[i]];
-      cts_json_ws(&w, "\n  ");
-      cts_json_object(&w);
-      cts_json_kv_i64(&w, "id", k->id);
-      cts_json_kv_str(&w, "type", cts_task_slot_name(cts_task_slot(k)));
-      json_label(&w, m, k->label);
-      cts_json_kv_bool(&w, "should_resolve", cts_task_marked_should_resolve(k));
-      cts_json_kv_bool(&w, "preexisting", k->flags & CTS_TASK_F_PREEXISTING);
-      cts_json_kv_u64(&w, "created_ns", k->start - m->first_ns);
-      cts_json_kv_u64(&w, "age_ns", end - k->start);
-      cts_json_kv_u64(&w, "last_seen_ns", k->last - m->first_ns);
-      cts_json_key(&w, "creator");
-      if (k->parent == NONE) {
-        cts_json_null(&w);
-      } else {
-        const cts_task_t *p = &m->tasks[k->parent];
-        cts_json_object(&w);
-        cts_json_kv_i64(&w, "id", p->id);
-        json_label(&w, m, p->label);
-        cts_json_end(&w);
-      }
-      cts_json_end(&w);
-    }
-    cli_jw_end(&w, true);
+    print_leaks_json(&w, &t, &pending, opts);
   } else if (opts->csv) {
-    cts_out_str(out,
-                "id,type,label,should_resolve,preexisting,created_ns,age_ns,last_seen_ns,"
-                "creator_id,creator_label\n");
-    for (size_t i = 0; i < shown; i++) {
-      const cts_task_t *k = &m->tasks[pend[i]];
-      cts_out_printf(out, "%lld,%s,", (long long)k->id, cts_task_slot_name(cts_task_slot(k)));
-      cli_csv_str(out, k->label != NONE ? cts_tasks_str(m, k->label) : "");
-      cts_out_printf(
-          out, ",%s,%s,%llu,%llu,%llu,", cts_task_marked_should_resolve(k) ? "yes" : "no",
-          (k->flags & CTS_TASK_F_PREEXISTING) ? "yes" : "no",
-          (unsigned long long)(k->start - m->first_ns), (unsigned long long)(end - k->start),
-          (unsigned long long)(k->last - m->first_ns));
-      if (k->parent != NONE) {
-        const cts_task_t *p = &m->tasks[k->parent];
-        cts_out_printf(out, "%lld,", (long long)p->id);
-        cli_csv_str(out, p->label != NONE ? cts_tasks_str(m, p->label) : "");
-      } else {
-        cts_out_char(out, ',');
-      }
-      cts_out_char(out, '\n');
-    }
+    print_leaks_csv(out, &t, &pending, opts);
   } else {
-    text_header(out, &t);
-    cts_out_printf(out,
-                   "Pending  %s tasks never resolved (nor merged into another) by the end, %s of "
-                   "them marked should-resolve\n",
-                   cli_grouped(np, a, sizeof a), cli_grouped(nshould, b, sizeof b));
-    if (!np) {
-      cts_out_str(out, "\nEvery task resolved.\n");
-    } else {
-      cts_out_printf(out,
-                     "\n%s %zu of %zu labels of pending tasks (should-resolve first, then by "
-                     "count):\n     tasks  should  oldest age  label\n",
-                     gshown < ng ? "Top" : "All", gshown, ng);
-      for (size_t i = 0; i < gshown; i++) {
-        const cts_task_pending_group_t *g = &pg[i];
-        const cts_task_group_t gg = {.key = g->key};
-        cts_out_printf(out, "%10s  %6llu  %10s  %s\n", cli_grouped(g->tasks, a, sizeof a),
-                       (unsigned long long)g->should,
-                       cli_human_ns((double)(end - g->oldest_start), b, sizeof b),
-                       cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name));
-      }
-      cts_out_printf(out,
-                     "\n%s %zu of %zu pending tasks (should-resolve first, then the oldest):\n"
-                     "        task  type            age  should  label / created by\n",
-                     shown < np ? "Oldest" : "All", shown, np);
-      for (size_t i = 0; i < shown; i++) {
-        const cts_task_t *k = &m->tasks[pend[i]];
-        cts_out_printf(out, "%12lld  %-12s %7s%s  %-6s  %s", (long long)k->id,
-                       cts_task_slot_name(cts_task_slot(k)),
-                       cli_human_ns((double)(end - k->start), a, sizeof a),
-                       (k->flags & CTS_TASK_F_PREEXISTING) ? "+" : " ",
-                       cts_task_marked_should_resolve(k) ? "yes" : "",
-                       cts_tasks_name(m, pend[i], name, sizeof name));
-        if (k->parent != NONE)
-          cts_out_printf(out, "  <- %s", cts_tasks_name(m, k->parent, pname, sizeof pname));
-        cts_out_char(out, '\n');
-      }
-      (void)c;
-      cts_out_str(out,
-                  "\n  age: from creation to the end of the trace ('+': created before the "
-                  "trace, so older)\n");
-    }
+    print_leaks_text(out, &t, &pending, opts);
   }
   code = cli_finish_output(out, code);
   cts_task_pending_list_fini(&pending);
@@ -780,6 +845,106 @@ static const char *fmt_metric(double v, cts_task_metric_t m, bool rate, char *bu
     cli_human_ns(fabs(v), tmp, sizeof tmp);
   snprintf(buf, size, "%s%s%s", v < 0 ? "-" : "", tmp, rate ? "/s" : "");
   return buf;
+}
+
+static void print_diff_json(cts_json_t *w, const cli_tasks_t t[2], const cts_task_groups_t g[2],
+                            const cts_task_diff_t *d, const cli_tasks_diff_opts_t *opts,
+                            bool rate) {
+  const cts_task_diff_row_t *rows = d->rows;
+  const size_t n = d->n;
+  const double total_a = d->total_a, total_b = d->total_b;
+  const size_t shown = cli_rows_shown(&opts->out, d->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  cts_json_object(w);
+  cts_json_kv_str(w, "kind", "tasks");
+  cts_json_kv_str(w, "metric", metric_keys[opts->metric]);
+  cts_json_kv_str(w, "group_by", by_key);
+  cts_json_kv_bool(w, "per_second", rate);
+  cts_json_key(w, "traces");
+  cts_json_array(w);
+  for (int s = 0; s < 2; s++) {
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    json_header(w, &t[s]);
+    cts_json_ws(w, "\n   ");
+    cts_json_kv_u64(w, "rows_total", g[s].n);
+    cts_json_end(w);
+  }
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "total");
+  cts_json_object(w);
+  cts_json_kv_fixed(w, "before", total_a, 3);
+  cts_json_kv_fixed(w, "after", total_b, 3);
+  cts_json_kv_fixed(w, "change", total_b - total_a, 3);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_kv_u64(w, "rows_total", n);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "rows");
+  cts_json_array(w);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_diff_row_t *r = &rows[i];
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_str(w, by_key, r->name);
+    cts_json_kv_fixed(w, "before", r->va, 3);
+    cts_json_kv_fixed(w, "after", r->vb, 3);
+    cts_json_kv_fixed(w, "change", r->change, 3);
+    cts_json_kv_bool(w, "in_before", r->a);
+    cts_json_kv_bool(w, "in_after", r->b);
+    cts_json_end(w);
+  }
+  cli_jw_end(w, true);
+}
+
+static void print_diff_csv(cts_out_t *out, const cli_tasks_t t[2], const cts_task_groups_t g[2],
+                           const cts_task_diff_t *d, const cli_tasks_diff_opts_t *opts, bool rate) {
+  const cts_task_diff_row_t *rows = d->rows;
+  const size_t shown = cli_rows_shown(&opts->out, d->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  cts_out_printf(out, "%s,before,after,change\n", by_key);
+  for (size_t i = 0; i < shown; i++) {
+    cli_csv_str(out, rows[i].name);
+    cts_out_printf(out, ",%.3f,%.3f,%.3f\n", rows[i].va, rows[i].vb, rows[i].change);
+  }
+}
+
+static void print_diff_text(cts_out_t *out, const cli_tasks_t t[2], const cts_task_groups_t g[2],
+                            const cts_task_diff_t *d, const cli_tasks_diff_opts_t *opts,
+                            bool rate) {
+  const cts_task_diff_row_t *rows = d->rows;
+  const size_t n = d->n;
+  const double total_a = d->total_a, total_b = d->total_b;
+  const size_t shown = cli_rows_shown(&opts->out, d->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  char a[48], b[48], c[48];
+  for (int s = 0; s < 2; s++)
+    cts_out_printf(out, "%s  %s: task trace, %s events, %.6f s, %zu tasks\n",
+                   s ? "After " : "Before", cli_basename(t[s].path),
+                   cli_grouped(t[s].m.events, a, sizeof a), cli_tasks_duration_s(&t[s]),
+                   t[s].m.ntasks);
+  cts_out_printf(out, "Total   %s -> %s (%s)\n",
+                 fmt_metric(total_a, opts->metric, rate, a, sizeof a),
+                 fmt_metric(total_b, opts->metric, rate, b, sizeof b),
+                 fmt_metric(total_b - total_a, opts->metric, rate, c, sizeof c));
+  cts_out_printf(out, "\n%s %zu of %zu %ss by change in %s%s:\n", shown < n ? "Top" : "All", shown,
+                 n, by_key, metric_names[opts->metric], rate ? " per second" : "");
+  cts_out_printf(out, "       before         after        change  change%%  %s\n", by_key);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_diff_row_t *r = &rows[i];
+    char pct[16];
+    if (!r->a || r->va == 0)
+      snprintf(pct, sizeof pct, "new");
+    else if (!r->b)
+      snprintf(pct, sizeof pct, "gone");
+    else
+      snprintf(pct, sizeof pct, "%+.0f%%", 100.0 * r->change / r->va);
+    cts_out_printf(out, "%13s %13s %13s %8s  %s\n",
+                   fmt_metric(r->va, opts->metric, rate, a, sizeof a),
+                   fmt_metric(r->vb, opts->metric, rate, b, sizeof b),
+                   fmt_metric(r->change, opts->metric, rate, c, sizeof c), pct, r->name);
+  }
 }
 
 int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_opts_t *opts) {
@@ -811,90 +976,15 @@ int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_o
   const cts_tasks_t *const models[2] = {&t[0].m, &t[1].m};
   const cts_task_groups_t *const groups[2] = {&g[0], &g[1]};
   if (cts_task_diff(models, groups, opts->metric, scale, &d)) goto nomem;
-  const cts_task_diff_row_t *rows = d.rows;
-  const size_t n = d.n;
-  const double total_a = d.total_a, total_b = d.total_b;
-  const size_t shown = cli_rows_shown(&opts->out, n);
-  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
   cts_out_t *out = cli_stdout_for(&opts->out);
-  char a[48], b[48], c[48];
   if (opts->out.json) {
     cts_json_t w;
     cts_json_init(&w, out);
-    cts_json_object(&w);
-    cts_json_kv_str(&w, "kind", "tasks");
-    cts_json_kv_str(&w, "metric", metric_keys[opts->metric]);
-    cts_json_kv_str(&w, "group_by", by_key);
-    cts_json_kv_bool(&w, "per_second", rate);
-    cts_json_key(&w, "traces");
-    cts_json_array(&w);
-    for (int s = 0; s < 2; s++) {
-      cts_json_ws(&w, "\n  ");
-      cts_json_object(&w);
-      json_header(&w, &t[s]);
-      cts_json_ws(&w, "\n   ");
-      cts_json_kv_u64(&w, "rows_total", g[s].n);
-      cts_json_end(&w);
-    }
-    cts_json_end(&w);
-    cts_json_ws(&w, "\n ");
-    cts_json_key(&w, "total");
-    cts_json_object(&w);
-    cts_json_kv_fixed(&w, "before", total_a, 3);
-    cts_json_kv_fixed(&w, "after", total_b, 3);
-    cts_json_kv_fixed(&w, "change", total_b - total_a, 3);
-    cts_json_end(&w);
-    cts_json_ws(&w, "\n ");
-    cts_json_kv_u64(&w, "rows_total", n);
-    cts_json_ws(&w, "\n ");
-    cts_json_key(&w, "rows");
-    cts_json_array(&w);
-    for (size_t i = 0; i < shown; i++) {
-      const cts_task_diff_row_t *r = &rows[i];
-      cts_json_ws(&w, "\n  ");
-      cts_json_object(&w);
-      cts_json_kv_str(&w, by_key, r->name);
-      cts_json_kv_fixed(&w, "before", r->va, 3);
-      cts_json_kv_fixed(&w, "after", r->vb, 3);
-      cts_json_kv_fixed(&w, "change", r->change, 3);
-      cts_json_kv_bool(&w, "in_before", r->a);
-      cts_json_kv_bool(&w, "in_after", r->b);
-      cts_json_end(&w);
-    }
-    cli_jw_end(&w, true);
+    print_diff_json(&w, t, g, &d, opts, rate);
   } else if (opts->out.csv) {
-    cts_out_printf(out, "%s,before,after,change\n", by_key);
-    for (size_t i = 0; i < shown; i++) {
-      cli_csv_str(out, rows[i].name);
-      cts_out_printf(out, ",%.3f,%.3f,%.3f\n", rows[i].va, rows[i].vb, rows[i].change);
-    }
+    print_diff_csv(out, t, g, &d, opts, rate);
   } else {
-    for (int s = 0; s < 2; s++)
-      cts_out_printf(out, "%s  %s: task trace, %s events, %.6f s, %zu tasks\n",
-                     s ? "After " : "Before", cli_basename(paths[s]),
-                     cli_grouped(t[s].m.events, a, sizeof a), cli_tasks_duration_s(&t[s]),
-                     t[s].m.ntasks);
-    cts_out_printf(out, "Total   %s -> %s (%s)\n",
-                   fmt_metric(total_a, opts->metric, rate, a, sizeof a),
-                   fmt_metric(total_b, opts->metric, rate, b, sizeof b),
-                   fmt_metric(total_b - total_a, opts->metric, rate, c, sizeof c));
-    cts_out_printf(out, "\n%s %zu of %zu %ss by change in %s%s:\n", shown < n ? "Top" : "All",
-                   shown, n, by_key, metric_names[opts->metric], rate ? " per second" : "");
-    cts_out_printf(out, "       before         after        change  change%%  %s\n", by_key);
-    for (size_t i = 0; i < shown; i++) {
-      const cts_task_diff_row_t *r = &rows[i];
-      char pct[16];
-      if (!r->a || r->va == 0)
-        snprintf(pct, sizeof pct, "new");
-      else if (!r->b)
-        snprintf(pct, sizeof pct, "gone");
-      else
-        snprintf(pct, sizeof pct, "%+.0f%%", 100.0 * r->change / r->va);
-      cts_out_printf(out, "%13s %13s %13s %8s  %s\n",
-                     fmt_metric(r->va, opts->metric, rate, a, sizeof a),
-                     fmt_metric(r->vb, opts->metric, rate, b, sizeof b),
-                     fmt_metric(r->change, opts->metric, rate, c, sizeof c), pct, r->name);
-    }
+    print_diff_text(out, t, g, &d, opts, rate);
   }
   code = cli_finish_output(out, code);
   goto end;
