@@ -126,8 +126,11 @@ void cli_jw_site(cts_json_t *w, const cts_row_t *r);
  * line), and ends the output's last line. */
 void cli_jw_end(cts_json_t *w, bool rows);
 
-/* A log callback (void *user_data, const char *line) printing "ctfscope CMD: line" on stderr,
- * for the long-running commands' one-line-per-event logs. */
+/* The one log line of the commands: "ctfscope CMD: message" on stderr (progress, what was
+ * saved, what a server listens on). Not for errors and warnings (cli_error, cli_warn).
+ * cli_log_line is it as a log callback (void *user_data, const char *line), for the
+ * long-running commands' one-line-per-event logs. */
+void cli_note(const char *fmt, ...) CTS_PRINTF(1, 2);
 void cli_log_line(void *user_data, const char *line);
 
 /* For long-running commands: SIGINT and SIGTERM call `stop` (which must be

@@ -260,14 +260,12 @@ int cmd_fetch(int argc, char **argv) {
     if (!o.quiet) {
       uint64_t count;
       const char *what = cts_sink_count(sink, &count);
-      fprintf(stderr, "%s: %s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)\n",
-              cli_command(), ended, saved, (unsigned long long)complete, (unsigned long long)count,
-              what, (unsigned long long)cts_sink_packets(sink), secs);
+      cli_note("%s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)", ended, saved,
+               (unsigned long long)complete, (unsigned long long)count, what,
+               (unsigned long long)cts_sink_packets(sink), secs);
       if (received > complete)
-        fprintf(stderr,
-                "%s: dropped the last %llu bytes (incomplete or invalid packet at offset %llu)\n",
-                cli_command(), (unsigned long long)(received - complete),
-                (unsigned long long)complete);
+        cli_note("dropped the last %llu bytes (incomplete or invalid packet at offset %llu)",
+                 (unsigned long long)(received - complete), (unsigned long long)complete);
     }
   } else {
     if (e)

@@ -293,9 +293,9 @@ static int rewrite_run(rewrite_t *rw, const char *path) {
     }
   }
   if (!rw->quiet && code == CLI_EXIT_OK)
-    fprintf(stderr, "%s: kept %llu allocations (%llu samples), dropped %llu\n", cli_command(),
-            (unsigned long long)rw->kept_allocs, (unsigned long long)rw->kept_samples,
-            (unsigned long long)rw->dropped_allocs);
+    cli_note("kept %llu allocations (%llu samples), dropped %llu",
+             (unsigned long long)rw->kept_allocs, (unsigned long long)rw->kept_samples,
+             (unsigned long long)rw->dropped_allocs);
 end:
   if (rw->header_err)
     cts_outfile_discard(&rw->file); /* no trace info: nothing usable was written */

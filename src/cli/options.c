@@ -338,9 +338,18 @@ const char *cli_shortest_double(double v, char *buf, size_t size) {
   return buf;
 }
 
+void cli_note(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", command_name);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
 void cli_log_line(void *user_data, const char *line) {
   (void)user_data;
-  fprintf(stderr, "%s: %s\n", command_name, line);
+  cli_note("%s", line);
 }
 
 void cli_catch_stop_signals(void (*stop)(int sig)) {
