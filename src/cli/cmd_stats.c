@@ -289,6 +289,20 @@ static void print_json(cts_json_t *w, const cli_trace_t *t, const view_t *views,
   cli_jw_end(w, false);
 }
 
+static void print_text(cts_out_t *o, const cli_trace_t *t, const view_t *views, size_t nviews,
+                       bool bars) {
+  const cts_mtprof_t *p = &t->prof;
+  char a[96], b[32];
+  cli_text_trace_header(o, t);
+  cts_out_char(o, '\n');
+  print_rates_text(o, t);
+  cts_out_printf(o, "Live      %s at the end in %s sampled blocks (not in the lifetimes)\n",
+                 cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a),
+                 cli_grouped(p->live_blocks, b, sizeof b));
+  for (size_t i = 0; i < nviews; i++) print_view_text(o, p, &views[i], bars);
+  if (bars) cts_out_str(o, "\n  bars: # blocks, = bytes (each scaled to its largest bin)\n");
+}
+
 static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, size_t nviews) {
   const double bps = cts_mtprof_bytes_per_sample(p);
   cts_out_str(o, "histogram,unit,low,high,blocks,samples,est_bytes\n");
@@ -352,16 +366,8 @@ int cmd_stats(int argc, char **argv) {
   } else if (opts.out.csv) {
     print_csv(out, p, views, CTS_ARRAY_SIZE(views));
   } else {
-    const bool bars = opts.bars < 0 ? isatty(STDOUT_FILENO) : opts.bars;
-    char a[96], b[32];
-    cli_text_trace_header(out, &t);
-    cts_out_char(out, '\n');
-    print_rates_text(out, &t);
-    cts_out_printf(out, "Live      %s at the end in %s sampled blocks (not in the lifetimes)\n",
-                   cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a),
-                   cli_grouped(p->live_blocks, b, sizeof b));
-    for (size_t i = 0; i < CTS_ARRAY_SIZE(views); i++) print_view_text(out, p, &views[i], bars);
-    if (bars) cts_out_str(out, "\n  bars: # blocks, = bytes (each scaled to its largest bin)\n");
+    print_text(out, &t, views, CTS_ARRAY_SIZE(views),
+               opts.bars < 0 ? isatty(STDOUT_FILENO) : opts.bars);
   }
   code = cli_finish_output(out, code);
   if (opts.svg || opts.png) {
