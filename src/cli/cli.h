@@ -70,6 +70,16 @@ typedef struct cli_out_opts {
   bool json, csv, quiet;
   long limit; /* rows shown, 0 = all */
 } cli_out_opts_t;
+/* Their rows in a command's getopt_long table (<getopt.h>), with the values
+ * cli_output_option reads. */
+#define CLI_LONGOPT_JSON \
+  { "json", no_argument, NULL, 'J' }
+#define CLI_LONGOPT_CSV \
+  { "csv", no_argument, NULL, 'C' }
+#define CLI_LONGOPT_QUIET \
+  { "quiet", no_argument, NULL, 'q' }
+#define CLI_LONGOPT_LIMIT \
+  { "limit", required_argument, NULL, 'n' }
 /* For a cli_option_cb: returns -1 when `opt` was one of them, the usage error's exit code
  * for a bad value, CLI_OPTION_OTHER for any other (and for 'n' unless with_limit). */
 #define CLI_OPTION_OTHER (-2)

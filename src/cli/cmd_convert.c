@@ -104,7 +104,7 @@ static int on_option(void *ctx, int opt, const char *arg) {
 }
 
 int cmd_convert(int argc, char **argv) {
-  static const struct option longopts[] = {{"quiet", no_argument, NULL, 'q'}, {0}};
+  static const struct option longopts[] = {CLI_LONGOPT_QUIET, {0}};
   static convert_ctx_t c;
   memset(&c, 0, sizeof c);
   int first;

@@ -194,10 +194,14 @@ static void print_text(cts_out_t *o, const side_t sides[2], const cts_diff_t *d,
 
 int cmd_diff(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"metric", required_argument, NULL, 'm'}, {"by", required_argument, NULL, 'B'},
-      {"no-normalize", no_argument, NULL, 'N'}, {"limit", required_argument, NULL, 'n'},
-      {"json", no_argument, NULL, 'J'},         {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},        {0},
+      {"metric", required_argument, NULL, 'm'},
+      {"by", required_argument, NULL, 'B'},
+      {"no-normalize", no_argument, NULL, 'N'},
+      CLI_LONGOPT_LIMIT,
+      CLI_LONGOPT_JSON,
+      CLI_LONGOPT_CSV,
+      CLI_LONGOPT_QUIET,
+      {0},
   };
   diff_opts_t opts = {.out.limit = 20};
   int first;

@@ -799,7 +799,7 @@ int cmd_export(int argc, char **argv) {
       {"format", required_argument, NULL, 'f'},
       {"output", required_argument, NULL, 'o'},
       {"value", required_argument, NULL, 'V'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_QUIET,
       {0},
   };
   export_opts_t opts = {0};

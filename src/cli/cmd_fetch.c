@@ -139,9 +139,12 @@ static int open_output_dir(const char *path, int *dir_fd, const char **name) {
 
 int cmd_fetch(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"output", required_argument, NULL, 'o'}, {"connect-timeout", required_argument, NULL, 'C'},
-      {"drain", required_argument, NULL, 'D'},  {"validate", required_argument, NULL, 'V'},
-      {"quiet", no_argument, NULL, 'q'},        {0},
+      {"output", required_argument, NULL, 'o'},
+      {"connect-timeout", required_argument, NULL, 'C'},
+      {"drain", required_argument, NULL, 'D'},
+      {"validate", required_argument, NULL, 'V'},
+      CLI_LONGOPT_QUIET,
+      {0},
   };
   fetch_opts_t o = {
       .connect_timeout_ms = 10000, .drain_ms = 2000, .validate = CTS_SINK_VALIDATE_FULL};

@@ -410,9 +410,9 @@ static int info_one(cts_out_t *o, cts_json_t *w, const char *path, const info_op
 
 int cmd_info(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"json", no_argument, NULL, 'J'},
+      CLI_LONGOPT_JSON,
       {"packets", no_argument, NULL, 'P'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_QUIET,
       {0},
   };
   info_opts_t opts = {0};

@@ -230,11 +230,11 @@ static void print_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows
 int cmd_leaks(int argc, char **argv) {
   static const struct option longopts[] = {
       {"by", required_argument, NULL, 'B'},
-      {"limit", required_argument, NULL, 'n'},
+      CLI_LONGOPT_LIMIT,
       {"depth", required_argument, NULL, 'D'},
-      {"json", no_argument, NULL, 'J'},
-      {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_JSON,
+      CLI_LONGOPT_CSV,
+      CLI_LONGOPT_QUIET,
       {0},
   };
   leaks_opts_t opts = {.out.limit = 10, .depth = 12};

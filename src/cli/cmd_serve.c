@@ -127,7 +127,7 @@ int cmd_serve(int argc, char **argv) {
       {"request-timeout", required_argument, NULL, 'I'},
       {"refresh", required_argument, NULL, 'F'},
       {"verbose", no_argument, NULL, 'v'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_QUIET,
       {0},
   };
   serve_opts_t o = {0};

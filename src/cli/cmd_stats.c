@@ -323,10 +323,14 @@ static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, 
 
 int cmd_stats(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"bars", no_argument, NULL, 'b'},      {"no-bars", no_argument, NULL, 'N'},
-      {"svg", required_argument, NULL, 'S'}, {"png", required_argument, NULL, 'P'},
-      {"json", no_argument, NULL, 'J'},      {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},     {0},
+      {"bars", no_argument, NULL, 'b'},
+      {"no-bars", no_argument, NULL, 'N'},
+      {"svg", required_argument, NULL, 'S'},
+      {"png", required_argument, NULL, 'P'},
+      CLI_LONGOPT_JSON,
+      CLI_LONGOPT_CSV,
+      CLI_LONGOPT_QUIET,
+      {0},
   };
   stats_opts_t opts = {.bars = -1};
   int first;

@@ -324,9 +324,12 @@ static int rewrite_checked(rewrite_t *rw, const char *path) {
 
 int cmd_subsample(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"factor", required_argument, NULL, 'F'},   {"seed", required_argument, NULL, 'S'},
-      {"encoding", required_argument, NULL, 'E'}, {"output", required_argument, NULL, 'o'},
-      {"quiet", no_argument, NULL, 'q'},          {0},
+      {"factor", required_argument, NULL, 'F'},
+      {"seed", required_argument, NULL, 'S'},
+      {"encoding", required_argument, NULL, 'E'},
+      {"output", required_argument, NULL, 'o'},
+      CLI_LONGOPT_QUIET,
+      {0},
   };
   rewrite_t rw = {.factor = 0, .seed = 1, .encoding = CTS_MT_ENCODING_COMPACT};
   int first;
@@ -340,9 +343,12 @@ int cmd_subsample(int argc, char **argv) {
 
 int cmd_filter(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"from", required_argument, NULL, 'f'},     {"to", required_argument, NULL, 't'},
-      {"encoding", required_argument, NULL, 'E'}, {"output", required_argument, NULL, 'o'},
-      {"quiet", no_argument, NULL, 'q'},          {0},
+      {"from", required_argument, NULL, 'f'},
+      {"to", required_argument, NULL, 't'},
+      {"encoding", required_argument, NULL, 'E'},
+      {"output", required_argument, NULL, 'o'},
+      CLI_LONGOPT_QUIET,
+      {0},
   };
   rewrite_t rw = {.is_filter = true,
                   .factor = 1,

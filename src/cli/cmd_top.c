@@ -390,14 +390,14 @@ int cmd_top(int argc, char **argv) {
   static const struct option longopts[] = {
       {"by", required_argument, NULL, 'B'},
       {"sort", required_argument, NULL, 's'},
-      {"limit", required_argument, NULL, 'n'},
+      CLI_LONGOPT_LIMIT,
       {"tree", no_argument, NULL, 'T'},
       {"inverted", no_argument, NULL, 'I'},
       {"depth", required_argument, NULL, 'D'},
       {"min-percent", required_argument, NULL, 'M'},
-      {"json", no_argument, NULL, 'J'},
-      {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_JSON,
+      CLI_LONGOPT_CSV,
+      CLI_LONGOPT_QUIET,
       {0},
   };
   top_opts_t opts = {.out.limit = 20, .depth = 24, .min_percent = 1.0};
