@@ -1,6 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared plumbing of the ctfscope subcommands: one vocabulary for errors, exit codes,
- * option parsing and progress, so every command behaves the same. */
+ * option parsing and progress, so every command behaves the same.
+ *
+ * One way to write an analysis command (cmd_leaks.c is the model):
+ *  - its options in a struct holding a cli_out_opts_t (--json, --csv, -q, --limit), read by
+ *    an on_option callback that tries cli_output_option first and reads keyword values
+ *    through cli_parse_keyword tables; the shared getopt rows are CLI_LONGOPT_*;
+ *  - cli_parse, then cli_one_trace (one trace, one output format, its kind), and for a task
+ *    trace the cli_tasks_* function of cmd_tasks.h;
+ *  - the trace read (load.h) and its figures computed in src/analysis/, which prints
+ *    nothing;
+ *  - one printer per format on cli_stdout_for(): print_json through a cts_json_t
+ *    (os/json.h; the shared members are cli_jw_*), print_csv, print_text;
+ *  - cli_finish_output for the exit code. */
 #ifndef CTS_CLI_H
 #define CTS_CLI_H
 
