@@ -30,8 +30,13 @@ static bool in_object(const cts_json_t *w) {
   return w->depth && (w->object & bit(w->depth - 1));
 }
 
+/* Short layout strings, byte by byte (cheaper than a call to memcpy). */
+static void write_short(cts_out_t *o, const char *s) {
+  for (; *s; s++) cts_out_char(o, *s);
+}
+
 static void write_ws(cts_json_t *w) {
-  if (w->ws) cts_out_str(w->o, w->ws);
+  if (w->ws) write_short(w->o, w->ws);
   w->ws = NULL;
 }
 
@@ -46,7 +51,7 @@ static void before_item(cts_json_t *w) {
   const uint32_t b = bit(w->depth - 1);
   if (w->has_items & b) {
     cts_out_char(w->o, ',');
-    cts_out_str(w->o, w->ws ? w->ws : " ");
+    write_short(w->o, w->ws ? w->ws : " ");
     w->ws = NULL;
   } else {
     write_ws(w);
@@ -68,11 +73,33 @@ static void after_value(cts_json_t *w) {
   if (!w->depth) w->done = true;
 }
 
+/* A string literal. Plain ASCII without quotes, backslashes or controls (every key, most
+ * names) needs no escaping: it is copied into the buffer as it is checked, which chrome
+ * exports, writing millions of keys, need to be fast; anything else (or a buffer too full)
+ * goes through cts_out_json_str. */
+static void write_string(cts_out_t *o, const char *s) {
+  const size_t room = CTS_OUT_BUFSIZE - o->len;
+  char *d = o->buf + o->len;
+  for (size_t i = 0; i + 2 <= room; i++) {
+    const unsigned char c = (unsigned char)s[i];
+    if (c == 0) {
+      d[0] = '"';
+      d[i + 1] = '"';
+      o->len += i + 2;
+      return;
+    }
+    if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) break;
+    d[i + 1] = (char)c;
+  }
+  cts_out_json_str(o, s);
+}
+
 void cts_json_key(cts_json_t *w, const char *key) {
   CTS_ASSERT(in_object(w) && !w->after_key);
   before_item(w);
-  cts_out_json_str(w->o, key);
-  cts_out_write(w->o, ": ", 2);
+  write_string(w->o, key);
+  cts_out_char(w->o, ':');
+  cts_out_char(w->o, ' ');
   w->after_key = true;
 }
 
@@ -106,7 +133,7 @@ void cts_json_end(cts_json_t *w) {
 
 void cts_json_str(cts_json_t *w, const char *s) {
   before_value(w);
-  cts_out_json_str(w->o, s);
+  write_string(w->o, s);
   after_value(w);
 }
 

@@ -125,6 +125,33 @@ CTS_TEST(a_scalar_is_a_document) {
   CTS_ASSERT_STR_EQ(text(), "\n\"ok\"");
 }
 
+/* Strings written where the output buffer fills up: the copy that checks as it goes must
+ * not write past the buffer, and must fall back whole. */
+CTS_TEST(strings_across_a_full_buffer_stay_whole) {
+  static char back[CTS_OUT_BUFSIZE + 64];
+  for (size_t left = 0; left <= 12; left++) {
+    FILE *f = tmpfile();
+    CTS_ASSERT(f != NULL);
+    cts_out_init(&out, fileno(f));
+    cts_json_init(&w, &out);
+    static char fill[CTS_OUT_BUFSIZE];
+    memset(fill, ' ', sizeof fill);
+    cts_out_write(&out, fill, CTS_OUT_BUFSIZE - left);
+    cts_json_array(&w);
+    cts_json_str(&w, "abcdef");
+    cts_json_str(&w, "q\"");
+    cts_json_end(&w);
+    CTS_ASSERT(cts_out_flush(&out) == 0);
+    const long size = ftell(f);
+    rewind(f);
+    const size_t n = fread(back, 1, sizeof back - 1, f);
+    fclose(f);
+    back[n] = 0;
+    CTS_ASSERT(size == (long)n);
+    CTS_ASSERT_STR_EQ(back + CTS_OUT_BUFSIZE - left, "[\"abcdef\", \"q\\\"\"]");
+  }
+}
+
 /* Runs a misuse in a child: a checked build aborts, a release build writes on. */
 static bool misuse_aborts(void (*misuse)(void)) {
   const pid_t pid = fork();
