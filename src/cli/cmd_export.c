@@ -189,17 +189,11 @@ typedef struct pb {
 
 static void pb_raw(pb_t *b, const void *p, size_t n) {
   if (b->nomem) return;
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n) cap *= 2;
-    uint8_t *d = realloc(b->data, cap);
-    if (!d) {
+  while (b->len + n > b->cap)
+    if (cts_grow((void **)&b->data, &b->cap, b->cap, 1)) {
       b->nomem = true;
       return;
     }
-    b->data = d;
-    b->cap = cap;
-  }
   memcpy(b->data + b->len, p, n);
   b->len += n;
 }
