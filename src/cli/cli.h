@@ -1,6 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared plumbing of the ctfscope subcommands: one vocabulary for errors, exit codes,
- * option parsing and progress, so every command behaves the same. */
+ * option parsing and progress, so every command behaves the same.
+ *
+ * One way to write an analysis command (cmd_leaks.c is the model):
+ *  - its options in a struct holding a cli_out_opts_t (--json, --csv, -q, --limit), read by
+ *    an on_option callback that tries cli_output_option first and reads keyword values
+ *    through cli_parse_keyword tables; the shared getopt rows are CLI_LONGOPT_*;
+ *  - cli_parse, then cli_one_trace (one trace, one output format, its kind), and for a task
+ *    trace the cli_tasks_* function of cmd_tasks.h;
+ *  - the trace read (load.h) and its figures computed in src/analysis/, which prints
+ *    nothing;
+ *  - one printer per format on cli_stdout_for(): print_json through a cts_json_t
+ *    (os/json.h; the shared members are cli_jw_*), print_csv, print_text;
+ *  - cli_finish_output for the exit code. */
 #ifndef CTS_CLI_H
 #define CTS_CLI_H
 
@@ -10,7 +22,9 @@
 #include "../common/compiler.h"
 #include "../analysis/siterows.h"
 #include "../os/os.h"
+#include "../os/json.h"
 #include "../os/output.h"
+#include "load.h"
 
 /* Exit codes (docs/exit-codes.md). */
 enum {
@@ -62,19 +76,83 @@ int cli_parse(int argc, char **argv, const char *shortopts, const struct option 
 /* Parses a whole decimal number in [min, max] (nothing else on the string). */
 bool cli_parse_long(const char *s, long min, long max, long *out);
 
-/* The output options the analysis commands share: --json ('J'), --csv ('C'), -q and, where
- * `limit` is not NULL, -n/--limit. For a cli_option_cb: returns -1 when `opt` was one of
- * them, the usage error's exit code for a bad value, CLI_OPTION_OTHER for any other. */
+/* The output options the analysis commands share: --json ('J'), --csv ('C'), -q ('q') and,
+ * for the commands that list rows, -n/--limit ('n'). */
+typedef struct cli_out_opts {
+  bool json, csv, quiet;
+  long limit; /* rows shown, 0 = all */
+} cli_out_opts_t;
+/* Their rows in a command's getopt_long table (<getopt.h>), with the values
+ * cli_output_option reads. */
+#define CLI_LONGOPT_JSON \
+  { "json", no_argument, NULL, 'J' }
+#define CLI_LONGOPT_CSV \
+  { "csv", no_argument, NULL, 'C' }
+#define CLI_LONGOPT_QUIET \
+  { "quiet", no_argument, NULL, 'q' }
+#define CLI_LONGOPT_LIMIT \
+  { "limit", required_argument, NULL, 'n' }
+/* For a cli_option_cb: returns -1 when `opt` was one of them, the usage error's exit code
+ * for a bad value, CLI_OPTION_OTHER for any other (and for 'n' unless with_limit). */
 #define CLI_OPTION_OTHER (-2)
-int cli_output_option(int opt, const char *arg, bool *json, bool *csv, bool *quiet, long *limit);
+int cli_output_option(int opt, const char *arg, cli_out_opts_t *o, bool with_limit);
+/* The first `limit` of n rows (all when the limit is 0). */
+size_t cli_rows_shown(const cli_out_opts_t *o, size_t n);
 /* --json and --csv exclude each other: -1 when at most one is given, else the usage error. */
-int cli_output_check(bool json, bool csv);
-/* Parses the value of --by (line, function or file). Returns -1 when it is valid, else
- * prints the usage error and returns its exit code, as cli_option_cb results do. */
+int cli_output_check(const cli_out_opts_t *o);
+
+/* A keyword value of an option (--by, --sort, --metric, --format, ...): a table of names
+ * and values, ended by a NULL name. */
+typedef struct cli_keyword {
+  const char *name;
+  int value;
+} cli_keyword_t;
+/* Sets *out to the value of arg in the table and returns -1; otherwise prints the usage
+ * error "OPTION takes A, B or C[SUFFIX], not 'ARG'" (suffix may be NULL) and returns its
+ * exit code, as cli_option_cb results do. */
+int cli_parse_keyword(const char *option, const char *arg, const cli_keyword_t *table,
+                      const char *suffix, int *out);
+/* Parses the value of --by (line, function or file), as cli_parse_keyword. */
 int cli_parse_group(const char *arg, cts_group_t *out);
 
-/* A log callback (void *user_data, const char *line) printing "ctfscope CMD: line" on stderr,
- * for the long-running commands' one-line-per-event logs. */
+/* The preamble of the commands that read one trace, after cli_parse: exactly one trace
+ * (usage errors "no trace given" and `many`), --json and --csv not both, then `conflict`
+ * as a usage error when not NULL (a command's own incompatible options), then the kind of
+ * the trace (cli_trace_detect). Returns -1 with *kind set, else the exit code (printed). */
+int cli_one_trace(int argc, char **argv, int first, const cli_out_opts_t *o, const char *many,
+                  const char *conflict, cli_trace_kind_t *kind);
+
+/* The commands' output: one buffer for the process (a command prints one report; 256 KiB,
+ * too large for a stack). cli_out_buffer starts it over on fd; `term` escapes control
+ * characters for a person's terminal (cts_out_t.term). cli_stdout is it on standard output;
+ * cli_stdout_for chooses `term` from the output options: text for people, and CSV when
+ * standard output is a terminal; JSON escapes its own. Not thread-safe. */
+cts_out_t *cli_out_buffer(int fd, bool term);
+cts_out_t *cli_stdout(bool term);
+cts_out_t *cli_stdout_for(const cli_out_opts_t *o);
+
+/* JSON members the commands share, through the writer:
+ * cli_jw_estimate: "<name>_samples": n, "<name>_bytes": x, and when the rate is below 1
+ *   "<name>_bytes_ci95": [lo, hi];
+ * cli_jw_trace_header: "trace", "executable", "sample_rate", "word_size",
+ *   "bytes_per_sample", "duration_s", "reader_result", then a line break before the next
+ *   member;
+ * cli_jw_reader_result: the value "ok", or "error: CTS_E_NAME" for err. */
+void cli_jw_estimate(cts_json_t *w, const cts_mtprof_t *p, const char *name, uint64_t samples);
+void cli_jw_trace_header(cts_json_t *w, const cli_trace_t *t);
+void cli_jw_reader_result(cts_json_t *w, int err);
+/* A site's "function" ("(no backtrace)" for the root), "file" and "line" members. */
+void cli_jw_site(cts_json_t *w, const cts_row_t *r);
+/* Ends a command's JSON document, laid out one member per line: closes the array of rows
+ * still open when `rows` (on its own line, indented by one), then the object (on its own
+ * line), and ends the output's last line. */
+void cli_jw_end(cts_json_t *w, bool rows);
+
+/* The one log line of the commands: "ctfscope CMD: message" on stderr (progress, what was
+ * saved, what a server listens on). Not for errors and warnings (cli_error, cli_warn).
+ * cli_log_line is it as a log callback (void *user_data, const char *line), for the
+ * long-running commands' one-line-per-event logs. */
+void cli_note(const char *fmt, ...) CTS_PRINTF(1, 2);
 void cli_log_line(void *user_data, const char *line);
 
 /* For long-running commands: SIGINT and SIGTERM call `stop` (which must be

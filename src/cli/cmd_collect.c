@@ -205,21 +205,21 @@ int cmd_collect(int argc, char **argv) {
   running = c;
   cli_catch_stop_signals(on_signal);
   char addr[CTS_NET_ADDR_STRLEN];
-  fprintf(stderr, "%s: listening on %s, writing traces to %s\n", cli_command(),
-          cts_net_addr_format(cts_collector_address(c), addr, sizeof addr), o.dir);
+  cli_note("listening on %s, writing traces to %s",
+           cts_net_addr_format(cts_collector_address(c), addr, sizeof addr), o.dir);
   const int run_err = cts_collector_run(c);
   cts_collector_stats_t st;
   cts_collector_get_stats(c, &st);
   running = NULL;
   cts_collector_destroy(c);
-  fprintf(stderr,
-          "%s: stopped: %llu connections, %llu traces saved, %llu dropped, %llu refused, "
-          "%llu bytes, %llu allocations",
-          cli_command(), (unsigned long long)st.accepted, (unsigned long long)st.saved,
-          (unsigned long long)st.dropped, (unsigned long long)st.refused,
-          (unsigned long long)st.bytes, (unsigned long long)st.allocations);
+  char events[48] = "";
   if (o.cfg.validate != CTS_SINK_VALIDATE_PACKETS)
-    fprintf(stderr, ", %llu events", (unsigned long long)st.events);
-  fputc('\n', stderr);
+    snprintf(events, sizeof events, ", %llu events", (unsigned long long)st.events);
+  cli_note(
+      "stopped: %llu connections, %llu traces saved, %llu dropped, %llu refused, %llu bytes, "
+      "%llu allocations%s",
+      (unsigned long long)st.accepted, (unsigned long long)st.saved, (unsigned long long)st.dropped,
+      (unsigned long long)st.refused, (unsigned long long)st.bytes,
+      (unsigned long long)st.allocations, events);
   return run_err ? CLI_EXIT_IO : CLI_EXIT_OK;
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/grow.h"
 #include "../os/mprof_ring.h"
 #include "cli.h"
 #include "load.h"
@@ -66,13 +67,7 @@ static int write_event(void *ud, const cts_mprof_event_t *ev) {
 
 static int collect_event(void *ud, const cts_mprof_event_t *ev) {
   convert_ctx_t *c = ud;
-  if (c->n == c->cap) {
-    const size_t cap = c->cap ? 2 * c->cap : 4096;
-    cts_mprof_event_t *e = realloc(c->events, cap * sizeof *e);
-    if (!e) return CTS_E_NOMEM;
-    c->events = e;
-    c->cap = cap;
-  }
+  if (cts_grow((void **)&c->events, &c->cap, c->n, sizeof *c->events)) return CTS_E_NOMEM;
   cts_mprof_event_t *e = &c->events[c->n];
   *e = *ev;
   if (ev->str) {
@@ -109,7 +104,7 @@ static int on_option(void *ctx, int opt, const char *arg) {
 }
 
 int cmd_convert(int argc, char **argv) {
-  static const struct option longopts[] = {{"quiet", no_argument, NULL, 'q'}, {0}};
+  static const struct option longopts[] = {CLI_LONGOPT_QUIET, {0}};
   static convert_ctx_t c;
   memset(&c, 0, sizeof c);
   int first;

@@ -5,7 +5,6 @@
  * peak, at the end) as they are; both are estimates, normalised for each trace's sample
  * rate. With sampling, a change is marked significant when it exceeds 1.96 standard
  * deviations of the two Poisson sample counts. */
-#define _GNU_SOURCE /* qsort_r */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../analysis/u64map.h"
+#include "../analysis/diff.h"
 #include "cli.h"
 #include "cmd_tasks.h"
 #include "load.h"
@@ -48,19 +47,17 @@ static const char help[] =
     "gzip stream included (its figures cover what was read before the error), 2 for a usage\n"
     "error, 3 when one cannot be read, 4 out of memory.\n";
 
-typedef enum { M_ALLOC, M_COUNT, M_PEAK, M_LIVE } metric_t;
-
 typedef struct diff_opts {
-  metric_t metric;
+  cli_out_opts_t out;
+  cts_diff_metric_t metric;
   cts_group_t by;
   const char *metric_arg, *by_arg; /* checked once the traces' kind is known */
-  bool no_normalize, json, csv, quiet;
-  long limit;
+  bool no_normalize;
 } diff_opts_t;
 
 static int on_option(void *ctx, int opt, const char *arg) {
   diff_opts_t *o = ctx;
-  const int common = cli_output_option(opt, arg, &o->json, &o->csv, &o->quiet, &o->limit);
+  const int common = cli_output_option(opt, arg, &o->out, true);
   if (common != CLI_OPTION_OTHER) return common;
   switch (opt) {
     case 'm':
@@ -79,56 +76,17 @@ static int on_option(void *ctx, int opt, const char *arg) {
 typedef struct side {
   cli_trace_t t;
   cts_rows_t rows;
-  double scale; /* metric units per sample (or per allocation for counts), per second if flows */
   double duration;
 } side_t;
 
-typedef struct diff_row {
-  const cts_row_t *a, *b; /* either may be NULL */
-  double va, vb, change, sd;
-} diff_row_t;
+static const char *const metric_names[] = {"allocated bytes", "allocations",
+                                           "live bytes at the peak", "live bytes at the end"};
+static const char *const metric_keys[] = {"alloc", "count", "peak", "live"};
 
-static bool is_flow(metric_t m) {
-  return m == M_ALLOC || m == M_COUNT;
-}
-
-/* The metric's raw count for a row: samples, or estimated allocations. */
-static double raw(const cts_row_t *r, metric_t m) {
-  if (!r) return 0;
-  switch (m) {
-    case M_COUNT:
-      return r->st.est_allocs;
-    case M_PEAK:
-      return (double)r->st.peak_samples;
-    case M_LIVE:
-      return (double)r->st.live_samples;
-    case M_ALLOC:
-      break;
-  }
-  return (double)r->st.samples;
-}
-
-/* Sample count behind the metric (for the noise estimate). */
-static double noise_samples(const cts_row_t *r, metric_t m) {
-  if (!r) return 0;
-  return m == M_PEAK    ? (double)r->st.peak_samples
-         : m == M_LIVE  ? (double)r->st.live_samples
-         : m == M_COUNT ? (double)r->st.allocs
-                        : (double)r->st.samples;
-}
-
-static int cmp_change(const void *x, const void *y) {
-  const diff_row_t *a = x, *b = y;
-  const double ca = fabs(a->change), cb = fabs(b->change);
-  if (ca != cb) return ca > cb ? -1 : 1;
-  const char *ka = a->a ? a->a->key : a->b->key, *kb = b->a ? b->a->key : b->b->key;
-  return strcmp(ka, kb);
-}
-
-static const char *fmt_value(double v, metric_t m, bool rate, char *buf, size_t size) {
+static const char *fmt_value(double v, cts_diff_metric_t m, bool rate, char *buf, size_t size) {
   char tmp[32];
   const bool neg = v < 0;
-  if (m == M_COUNT)
+  if (m == CTS_DIFF_COUNT)
     snprintf(tmp, sizeof tmp, "%.4g", fabs(v));
   else
     cli_human_bytes(fabs(v), tmp, sizeof tmp);
@@ -136,19 +94,121 @@ static const char *fmt_value(double v, metric_t m, bool rate, char *buf, size_t 
   return buf;
 }
 
+static void print_json(cts_json_t *w, const side_t sides[2], const cts_diff_t *d,
+                       const diff_opts_t *opts, bool rate) {
+  cts_json_object(w);
+  cts_json_kv_str(w, "metric", metric_keys[opts->metric]);
+  cts_json_kv_bool(w, "per_second", rate);
+  cts_json_key(w, "traces");
+  cts_json_array(w);
+  for (int s = 0; s < 2; s++) {
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cli_jw_trace_header(w, &sides[s].t);
+    cts_json_ws(w, "\n   ");
+    cts_json_kv_u64(w, "sites_total", sides[s].rows.n);
+    cts_json_end(w);
+  }
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "total");
+  cts_json_object(w);
+  cts_json_kv_fixed(w, "before", d->total_a, 3);
+  cts_json_kv_fixed(w, "after", d->total_b, 3);
+  cts_json_kv_fixed(w, "change", d->total_b - d->total_a, 3);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_kv_u64(w, "sites_total", d->n);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "sites");
+  cts_json_array(w);
+  const size_t shown = cli_rows_shown(&opts->out, d->n);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_diff_row_t *row = &d->rows[i];
+    const cts_row_t *r = cts_diff_row_site(row);
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cli_jw_site(w, r);
+    cts_json_kv_fixed(w, "before", row->va, 3);
+    cts_json_kv_fixed(w, "after", row->vb, 3);
+    cts_json_kv_fixed(w, "change", row->change, 3);
+    cts_json_kv_fixed(w, "change_sd", row->sd, 3);
+    cts_json_kv_bool(w, "significant", cts_diff_significant(row));
+    cts_json_kv_bool(w, "in_before", row->a);
+    cts_json_kv_bool(w, "in_after", row->b);
+    cts_json_end(w);
+  }
+  cli_jw_end(w, true);
+}
+
+static void print_csv(cts_out_t *o, const cts_diff_t *d, const diff_opts_t *opts) {
+  cts_out_str(o, "function,file,line,before,after,change,change_sd,significant\n");
+  const size_t shown = cli_rows_shown(&opts->out, d->n);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_diff_row_t *row = &d->rows[i];
+    const cts_row_t *r = cts_diff_row_site(row);
+    cli_csv_str(o, r->code ? r->function : "(no backtrace)");
+    cts_out_char(o, ',');
+    cli_csv_str(o, r->file);
+    cts_out_printf(o, ",%u,%.3f,%.3f,%.3f,%.3f,%s\n", r->line, row->va, row->vb, row->change,
+                   row->sd, cts_diff_significant(row) ? "yes" : "no");
+  }
+}
+
+static void print_text(cts_out_t *o, const side_t sides[2], const cts_diff_t *d,
+                       const diff_opts_t *opts, bool rate) {
+  const cts_diff_metric_t m = opts->metric;
+  const size_t shown = cli_rows_shown(&opts->out, d->n);
+  char a[48], b[48], c[48];
+  for (int s = 0; s < 2; s++) {
+    const cli_trace_t *t = &sides[s].t;
+    cts_out_printf(o, "%s  %s: %s, %.3f s, sample rate %s\n", s ? "After " : "Before",
+                   cli_basename(t->path), t->info ? t->info->executable_name : "?",
+                   sides[s].duration, cli_shortest_double(t->prof.sample_rate, a, sizeof a));
+  }
+  cts_out_printf(o, "Total   %s -> %s (%s)\n", fmt_value(d->total_a, m, rate, a, sizeof a),
+                 fmt_value(d->total_b, m, rate, b, sizeof b),
+                 fmt_value(d->total_b - d->total_a, m, rate, c, sizeof c));
+  cts_out_printf(o,
+                 "\n%s %zu of %zu sites by change in %s%s (estimates; * = beyond the "
+                 "sampling noise):\n",
+                 shown < d->n ? "Top" : "All", shown, d->n, metric_names[m],
+                 rate ? " per second" : "");
+  cts_out_str(o, "       before         after        change  change%  site\n");
+  for (size_t i = 0; i < shown; i++) {
+    const cts_diff_row_t *row = &d->rows[i];
+    char site[512], pct[16];
+    cts_row_name(cts_diff_row_site(row), site, sizeof site);
+    if (!row->a || row->va == 0)
+      snprintf(pct, sizeof pct, "new");
+    else if (!row->b)
+      snprintf(pct, sizeof pct, "gone");
+    else
+      snprintf(pct, sizeof pct, "%+.0f%%", 100.0 * row->change / row->va);
+    cts_out_printf(o, "%13s %13s %13s%c %7s  %s\n", fmt_value(row->va, m, rate, a, sizeof a),
+                   fmt_value(row->vb, m, rate, b, sizeof b),
+                   fmt_value(row->change, m, rate, c, sizeof c),
+                   cts_diff_significant(row) && row->change != 0 ? '*' : ' ', pct, site);
+  }
+}
+
 int cmd_diff(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"metric", required_argument, NULL, 'm'}, {"by", required_argument, NULL, 'B'},
-      {"no-normalize", no_argument, NULL, 'N'}, {"limit", required_argument, NULL, 'n'},
-      {"json", no_argument, NULL, 'J'},         {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},        {0},
+      {"metric", required_argument, NULL, 'm'},
+      {"by", required_argument, NULL, 'B'},
+      {"no-normalize", no_argument, NULL, 'N'},
+      CLI_LONGOPT_LIMIT,
+      CLI_LONGOPT_JSON,
+      CLI_LONGOPT_CSV,
+      CLI_LONGOPT_QUIET,
+      {0},
   };
-  diff_opts_t opts = {.limit = 20};
+  diff_opts_t opts = {.out.limit = 20};
   int first;
   const int rc = cli_parse(argc, argv, "m:n:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
   if (argc - first != 2) return cli_usage_error("give two traces: BEFORE AFTER");
-  const int checked = cli_output_check(opts.json, opts.csv);
+  const int checked = cli_output_check(&opts.out);
   if (checked >= 0) return checked;
   cli_trace_kind_t kinds[2];
   for (int s = 0; s < 2; s++) {
@@ -160,11 +220,7 @@ int cmd_diff(int argc, char **argv) {
                            argv[first], kinds[0] == CLI_TRACE_TASKS ? "task" : "memtrace",
                            argv[first + 1], kinds[1] == CLI_TRACE_TASKS ? "task" : "memtrace");
   if (kinds[0] == CLI_TRACE_TASKS) {
-    cli_tasks_diff_opts_t to = {.limit = opts.limit,
-                                .no_normalize = opts.no_normalize,
-                                .json = opts.json,
-                                .csv = opts.csv,
-                                .quiet = opts.quiet};
+    cli_tasks_diff_opts_t to = {.out = opts.out, .no_normalize = opts.no_normalize};
     int rc2 = cli_tasks_parse_by(opts.by_arg, &to.by);
     if (rc2 < 0) rc2 = cli_tasks_parse_metric("--metric", opts.metric_arg, &to.metric);
     return rc2 >= 0 ? rc2 : cli_tasks_diff(argv[first], argv[first + 1], &to);
@@ -174,26 +230,25 @@ int cmd_diff(int argc, char **argv) {
     if (rc2 >= 0) return rc2;
   }
   if (opts.metric_arg) {
-    const char *arg = opts.metric_arg;
-    if (strcmp(arg, "alloc") == 0)
-      opts.metric = M_ALLOC;
-    else if (strcmp(arg, "count") == 0)
-      opts.metric = M_COUNT;
-    else if (strcmp(arg, "peak") == 0)
-      opts.metric = M_PEAK;
-    else if (strcmp(arg, "live") == 0)
-      opts.metric = M_LIVE;
-    else
-      return cli_usage_error("--metric takes alloc, count, peak or live, not '%s'", arg);
+    static const cli_keyword_t metrics[] = {{"alloc", CTS_DIFF_ALLOC},
+                                            {"count", CTS_DIFF_COUNT},
+                                            {"peak", CTS_DIFF_PEAK},
+                                            {"live", CTS_DIFF_LIVE},
+                                            {0}};
+    int v;
+    const int rc2 = cli_parse_keyword("--metric", opts.metric_arg, metrics, NULL, &v);
+    if (rc2 >= 0) return rc2;
+    opts.metric = (cts_diff_metric_t)v;
   }
-  const bool rate = is_flow(opts.metric) && !opts.no_normalize;
+  const bool rate = cts_diff_is_flow(opts.metric) && !opts.no_normalize;
 
   side_t sides[2];
   memset(sides, 0, sizeof sides);
+  cts_diff_side_t ds[2];
   int code = CLI_EXIT_OK, loaded = 0;
   const cts_mtprof_config_t cfg = {.stacks = true, .leaf_only = true, .skip_histograms = true};
   for (int s = 0; s < 2; s++) {
-    const int c = cli_trace_load(&sides[s].t, argv[first + s], &cfg, opts.quiet);
+    const int c = cli_trace_load(&sides[s].t, argv[first + s], &cfg, opts.out.quiet);
     loaded++;
     if (c > code) code = c;
     if (c != CLI_EXIT_OK && c != CLI_EXIT_DATA) goto end;
@@ -206,161 +261,31 @@ int cmd_diff(int argc, char **argv) {
     }
     const cts_mtprof_t *p = &sides[s].t.prof;
     sides[s].duration = cts_mtprof_duration_s(p);
-    sides[s].scale = opts.metric == M_COUNT ? 1.0 : cts_mtprof_bytes_per_sample(p);
-    if (rate) {
-      if (sides[s].duration <= 0) {
-        cli_error("%s has no duration: use --no-normalize", argv[first + s]);
-        code = CLI_EXIT_DATA;
-        goto end;
-      }
-      sides[s].scale /= sides[s].duration;
+    if (rate && sides[s].duration <= 0) {
+      cli_error("%s has no duration: use --no-normalize", argv[first + s]);
+      code = CLI_EXIT_DATA;
+      goto end;
     }
+    ds[s] = (cts_diff_side_t){.rows = &sides[s].rows,
+                              .scale = cts_diff_scale(p, opts.metric, rate, sides[s].duration),
+                              .sampled = p->sample_rate < 1};
   }
-  {
-    /* Match B's rows to A's by key. */
-    cts_u64map_t index;
-    cts_u64map_init(&index);
-    const size_t na = sides[0].rows.n, nb = sides[1].rows.n;
-    diff_row_t *rows = calloc(na + nb + 1, sizeof *rows);
-    bool *matched = calloc(nb + 1, sizeof *matched);
-    bool nomem = !rows || !matched;
-    for (size_t i = 0; i < nb && !nomem; i++) {
-      bool added;
-      uint64_t h = cts_u64map_str_key(sides[1].rows.rows[i].key);
-      while (cts_u64map_find(&index, h)) h++;
-      if (!cts_u64map_insert(&index, h, i, &added)) nomem = true;
-    }
-    size_t n = 0;
-    for (size_t i = 0; i < na && !nomem; i++) {
-      const cts_row_t *a = &sides[0].rows.rows[i];
-      const cts_row_t *b = NULL;
-      for (uint64_t h = cts_u64map_str_key(a->key);; h++) {
-        const uint64_t *v = cts_u64map_find(&index, h);
-        if (!v) break;
-        if (strcmp(sides[1].rows.rows[*v].key, a->key) == 0) {
-          b = &sides[1].rows.rows[*v];
-          matched[*v] = true;
-          break;
-        }
-      }
-      rows[n++] = (diff_row_t){.a = a, .b = b};
-    }
-    for (size_t i = 0; i < nb && !nomem; i++)
-      if (!matched[i]) rows[n++] = (diff_row_t){.b = &sides[1].rows.rows[i]};
-    double total_a = 0, total_b = 0;
-    for (size_t i = 0; i < n; i++) {
-      diff_row_t *d = &rows[i];
-      d->va = raw(d->a, opts.metric) * sides[0].scale;
-      d->vb = raw(d->b, opts.metric) * sides[1].scale;
-      d->change = d->vb - d->va;
-      /* Poisson noise of each side's sample count, scaled like the values. */
-      const double ka = opts.metric == M_COUNT && d->a && d->a->st.allocs
-                            ? d->va / (double)d->a->st.allocs
-                            : sides[0].scale;
-      const double kb = opts.metric == M_COUNT && d->b && d->b->st.allocs
-                            ? d->vb / (double)d->b->st.allocs
-                            : sides[1].scale;
-      d->sd =
-          sqrt((sides[0].t.prof.sample_rate < 1 ? noise_samples(d->a, opts.metric) * ka * ka : 0) +
-               (sides[1].t.prof.sample_rate < 1 ? noise_samples(d->b, opts.metric) * kb * kb : 0));
-      total_a += d->va;
-      total_b += d->vb;
-    }
-    if (n) qsort(rows, n, sizeof *rows, cmp_change);
-    static cts_out_t out;
-    cts_out_init(&out, STDOUT_FILENO);
-    /* Names from the traces: escaped for people, and in CSV on a terminal. */
-    out.term = !opts.json && (!opts.csv || isatty(STDOUT_FILENO));
-    static const char *const metric_names[] = {"allocated bytes", "allocations",
-                                               "live bytes at the peak", "live bytes at the end"};
-    static const char *const metric_keys[] = {"alloc", "count", "peak", "live"};
-    const size_t shown = opts.limit && (size_t)opts.limit < n ? (size_t)opts.limit : n;
-    if (!nomem && opts.json) {
-      cts_out_printf(&out, "{\"metric\": \"%s\", \"per_second\": %s, \"traces\": [",
-                     metric_keys[opts.metric], rate ? "true" : "false");
-      for (int s = 0; s < 2; s++) {
-        cts_out_str(&out, s ? ",\n  {" : "\n  {");
-        cli_json_trace_header(&out, &sides[s].t);
-        cts_out_str(&out, "   \"sites_total\": ");
-        cts_out_u64(&out, sides[s].rows.n);
-        cts_out_str(&out, "}");
-      }
-      cts_out_printf(&out,
-                     "],\n \"total\": {\"before\": %.3f, \"after\": %.3f, \"change\": %.3f},"
-                     "\n \"sites_total\": %zu,\n \"sites\": [",
-                     total_a, total_b, total_b - total_a, n);
-      for (size_t i = 0; i < shown; i++) {
-        const diff_row_t *d = &rows[i];
-        const cts_row_t *r = d->a ? d->a : d->b;
-        cts_out_str(&out, i ? ",\n  {\"function\": " : "\n  {\"function\": ");
-        cts_out_json_str(&out, r->code ? r->function : "(no backtrace)");
-        cts_out_str(&out, ", \"file\": ");
-        cts_out_json_str(&out, r->file);
-        cts_out_printf(&out,
-                       ", \"line\": %u, \"before\": %.3f, \"after\": %.3f, \"change\": %.3f, "
-                       "\"change_sd\": %.3f, \"significant\": %s, \"in_before\": %s, "
-                       "\"in_after\": %s}",
-                       r->line, d->va, d->vb, d->change, d->sd,
-                       d->sd == 0 || fabs(d->change) > 1.96 * d->sd ? "true" : "false",
-                       d->a ? "true" : "false", d->b ? "true" : "false");
-      }
-      cts_out_str(&out, "\n ]\n}\n");
-    } else if (!nomem && opts.csv) {
-      cts_out_str(&out, "function,file,line,before,after,change,change_sd,significant\n");
-      for (size_t i = 0; i < shown; i++) {
-        const diff_row_t *d = &rows[i];
-        const cts_row_t *r = d->a ? d->a : d->b;
-        cli_csv_str(&out, r->code ? r->function : "(no backtrace)");
-        cts_out_char(&out, ',');
-        cli_csv_str(&out, r->file);
-        cts_out_printf(&out, ",%u,%.3f,%.3f,%.3f,%.3f,%s\n", r->line, d->va, d->vb, d->change,
-                       d->sd, d->sd == 0 || fabs(d->change) > 1.96 * d->sd ? "yes" : "no");
-      }
-    } else if (!nomem) {
-      char a[48], b[48], c[48];
-      for (int s = 0; s < 2; s++) {
-        const cli_trace_t *t = &sides[s].t;
-        cts_out_printf(&out, "%s  %s: %s, %.3f s, sample rate %s\n", s ? "After " : "Before",
-                       cli_basename(t->path), t->info ? t->info->executable_name : "?",
-                       sides[s].duration, cli_shortest_double(t->prof.sample_rate, a, sizeof a));
-      }
-      cts_out_printf(&out, "Total   %s -> %s (%s)\n",
-                     fmt_value(total_a, opts.metric, rate, a, sizeof a),
-                     fmt_value(total_b, opts.metric, rate, b, sizeof b),
-                     fmt_value(total_b - total_a, opts.metric, rate, c, sizeof c));
-      cts_out_printf(&out,
-                     "\n%s %zu of %zu sites by change in %s%s (estimates; * = beyond the "
-                     "sampling noise):\n",
-                     shown < n ? "Top" : "All", shown, n, metric_names[opts.metric],
-                     rate ? " per second" : "");
-      cts_out_str(&out, "       before         after        change  change%  site\n");
-      for (size_t i = 0; i < shown; i++) {
-        const diff_row_t *d = &rows[i];
-        char site[512], pct[16];
-        cts_row_name(d->a ? d->a : d->b, site, sizeof site);
-        if (!d->a || d->va == 0)
-          snprintf(pct, sizeof pct, "new");
-        else if (!d->b)
-          snprintf(pct, sizeof pct, "gone");
-        else
-          snprintf(pct, sizeof pct, "%+.0f%%", 100.0 * d->change / d->va);
-        const bool significant = d->sd == 0 || fabs(d->change) > 1.96 * d->sd;
-        cts_out_printf(&out, "%13s %13s %13s%c %7s  %s\n",
-                       fmt_value(d->va, opts.metric, rate, a, sizeof a),
-                       fmt_value(d->vb, opts.metric, rate, b, sizeof b),
-                       fmt_value(d->change, opts.metric, rate, c, sizeof c),
-                       significant && d->change != 0 ? '*' : ' ', pct, site);
-      }
-    }
-    if (nomem) {
-      cli_error("out of memory");
-      code = CLI_EXIT_INTERNAL;
-    }
-    code = cli_finish_output(&out, code);
-    free(rows);
-    free(matched);
-    cts_u64map_fini(&index);
+  cts_diff_t d;
+  cts_out_t *out = cli_stdout_for(&opts.out);
+  if (cts_diff_sites(&d, &ds[0], &ds[1], opts.metric)) {
+    cli_error("out of memory");
+    code = CLI_EXIT_INTERNAL;
+  } else if (opts.out.json) {
+    cts_json_t w;
+    cts_json_init(&w, out);
+    print_json(&w, sides, &d, &opts, rate);
+  } else if (opts.out.csv) {
+    print_csv(out, &d, &opts);
+  } else {
+    print_text(out, sides, &d, &opts, rate);
   }
+  code = cli_finish_output(out, code);
+  cts_diff_fini(&d);
 end:
   for (int s = 0; s < loaded; s++) {
     cts_rows_fini(&sides[s].rows);

@@ -230,7 +230,7 @@ static int on_option(void *ctx, int opt, const char *arg) {
 int cmd_dump(int argc, char **argv) {
   static const struct option longopts[] = {
       {"output", required_argument, NULL, 'o'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_QUIET,
       {"no-comments", no_argument, NULL, 'C'},
       {0},
   };

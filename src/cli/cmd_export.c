@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../common/grow.h"
 #include "cli.h"
 #include "cmd_tasks.h"
 #include "load.h"
@@ -75,35 +76,31 @@ typedef struct export_opts {
 static int on_option(void *ctx, int opt, const char *arg) {
   export_opts_t *o = ctx;
   switch (opt) {
-    case 'f':
-      if (strcmp(arg, "folded") == 0)
-        o->format = FMT_FOLDED;
-      else if (strcmp(arg, "pprof") == 0)
-        o->format = FMT_PPROF;
-      else if (strcmp(arg, "chrome") == 0)
-        o->format = FMT_CHROME;
-      else if (strcmp(arg, "csv") == 0)
-        o->format = FMT_CSV;
-      else
-        return cli_usage_error("--format takes folded, pprof, chrome or csv, not '%s'", arg);
+    case 'f': {
+      static const cli_keyword_t formats[] = {{"folded", FMT_FOLDED},
+                                              {"pprof", FMT_PPROF},
+                                              {"chrome", FMT_CHROME},
+                                              {"csv", FMT_CSV},
+                                              {0}};
+      int v;
+      const int rc = cli_parse_keyword("--format", arg, formats, NULL, &v);
+      if (rc >= 0) return rc;
+      o->format = (format_t)v;
       break;
+    }
     case 'o':
       o->output = arg;
       break;
-    case 'V':
-      if (strcmp(arg, "bytes") == 0)
-        o->value = VAL_BYTES;
-      else if (strcmp(arg, "count") == 0)
-        o->value = VAL_COUNT;
-      else if (strcmp(arg, "samples") == 0)
-        o->value = VAL_SAMPLES;
-      else if (strcmp(arg, "live") == 0)
-        o->value = VAL_LIVE;
-      else if (strcmp(arg, "peak") == 0)
-        o->value = VAL_PEAK;
-      else
-        return cli_usage_error("--value takes bytes, count, samples, live or peak, not '%s'", arg);
+    case 'V': {
+      static const cli_keyword_t values[] = {{"bytes", VAL_BYTES},     {"count", VAL_COUNT},
+                                             {"samples", VAL_SAMPLES}, {"live", VAL_LIVE},
+                                             {"peak", VAL_PEAK},       {0}};
+      int v;
+      const int rc = cli_parse_keyword("--value", arg, values, NULL, &v);
+      if (rc >= 0) return rc;
+      o->value = (value_t)v;
       break;
+    }
     case 'q':
       o->quiet = true;
       break;
@@ -192,17 +189,11 @@ typedef struct pb {
 
 static void pb_raw(pb_t *b, const void *p, size_t n) {
   if (b->nomem) return;
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n) cap *= 2;
-    uint8_t *d = realloc(b->data, cap);
-    if (!d) {
+  while (b->len + n > b->cap)
+    if (cts_grow((void **)&b->data, &b->cap, b->cap, 1)) {
       b->nomem = true;
       return;
     }
-    b->data = d;
-    b->cap = cap;
-  }
   memcpy(b->data + b->len, p, n);
   b->len += n;
 }
@@ -245,13 +236,7 @@ static uint64_t strtab_id(strtab_t *st, const char *s) {
     if (!v) break;
     if (strcmp(st->strs[*v], s) == 0) return *v;
   }
-  if (st->n == st->cap) {
-    const size_t cap = st->cap ? st->cap * 2 : 256;
-    char **strs = realloc(st->strs, cap * sizeof *strs);
-    if (!strs) goto nomem;
-    st->strs = strs;
-    st->cap = cap;
-  }
+  if (cts_grow((void **)&st->strs, &st->cap, st->n, sizeof *st->strs)) goto nomem;
   bool added;
   char *copy = strdup(s);
   if (!copy || !cts_u64map_insert(&st->by_hash, h, st->n, &added)) {
@@ -614,9 +599,9 @@ typedef struct stream_ctx {
   /* chrome: the open flame-chart frames (label ids), and the byte clock */
   uint64_t *open;
   uint32_t *path;
-  size_t open_len, cap;
+  size_t open_len, cap_open, cap_path;
   double clock;
-  bool first_event;
+  cts_json_t w; /* {"traceEvents": [ one event per line ... */
   /* chrome: counters, thinned to at most MAX_COUNTER_POINTS by doubling their spacing */
   counter_point_t *points;
   size_t npoints;
@@ -624,26 +609,69 @@ typedef struct stream_ctx {
   int err;
 } stream_ctx_t;
 
+/* Room for n frames in both stacks. */
 static int ensure_cap(stream_ctx_t *c, size_t n) {
-  if (n <= c->cap) return 0;
-  size_t cap = c->cap ? c->cap : 64;
-  while (cap < n) cap *= 2;
-  uint64_t *open = realloc(c->open, cap * sizeof *open);
-  if (!open) return -ENOMEM;
-  c->open = open;
-  uint32_t *path = realloc(c->path, cap * sizeof *path);
-  if (!path) return -ENOMEM;
-  c->path = path;
-  c->cap = cap;
+  while (c->cap_open < n)
+    if (cts_grow((void **)&c->open, &c->cap_open, c->cap_open, sizeof *c->open)) return -ENOMEM;
+  while (c->cap_path < n)
+    if (cts_grow((void **)&c->path, &c->cap_path, c->cap_path, sizeof *c->path)) return -ENOMEM;
   return 0;
 }
 
-static void chrome_event(stream_ctx_t *c, char ph, const char *name, double ts) {
-  cts_out_str(c->o, c->first_event ? "\n" : ",\n");
-  c->first_event = false;
-  cts_out_printf(c->o, "{\"ph\": \"%c\", \"pid\": 2, \"tid\": 1, \"ts\": %.3f, \"name\": ", ph, ts);
-  cts_out_json_str(c->o, name);
-  cts_out_char(c->o, '}');
+void cli_chrome_begin(cts_json_t *w, cts_out_t *o) {
+  cts_json_init(w, o);
+  cts_json_object(w);
+  cts_json_key(w, "traceEvents");
+  cts_json_array(w);
+}
+
+void cli_chrome_end_events(cts_json_t *w) {
+  cts_json_ws(w, "\n");
+  cts_json_end(w); /* traceEvents */
+  cts_json_ws(w, "\n");
+  cts_json_kv_str(w, "displayTimeUnit", "ms");
+  cts_json_ws(w, "\n");
+  cts_json_key(w, "otherData");
+  cts_json_object(w);
+  cts_json_kv_str(w, "generator", "ctfscope export");
+}
+
+void cli_chrome_end(cts_json_t *w) {
+  cts_json_end(w); /* otherData */
+  cts_json_end(w);
+  cts_json_finish(w);
+  cts_out_char(w->o, '\n');
+}
+
+/* Opens an event of the traceEvents array, one per line. */
+static cts_json_t *begin_event(stream_ctx_t *c, const char *ph, unsigned pid) {
+  cts_json_t *w = &c->w;
+  cts_json_ws(w, "\n");
+  cts_json_object(w);
+  cts_json_kv_str(w, "ph", ph);
+  cts_json_kv_u64(w, "pid", pid);
+  return w;
+}
+
+/* A slice of the flame chart opening ("B") or closing ("E") at ts. */
+static void chrome_event(stream_ctx_t *c, const char *ph, const char *name, double ts) {
+  cts_json_t *w = begin_event(c, ph, 2);
+  cts_json_kv_u64(w, "tid", 1);
+  cts_json_kv_fixed(w, "ts", ts, 3);
+  cts_json_kv_str(w, "name", name);
+  cts_json_end(w);
+}
+
+/* A metadata event naming a process or thread. */
+static void name_event(stream_ctx_t *c, unsigned pid, int tid, const char *what, const char *name) {
+  cts_json_t *w = begin_event(c, "M", pid);
+  if (tid >= 0) cts_json_kv_u64(w, "tid", (unsigned)tid);
+  cts_json_kv_str(w, "name", what);
+  cts_json_key(w, "args");
+  cts_json_object(w);
+  cts_json_kv_str(w, "name", name);
+  cts_json_end(w);
+  cts_json_end(w);
 }
 
 static void add_point(stream_ctx_t *c, const cts_mtprof_t *p, uint64_t time_us) {
@@ -687,15 +715,15 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
     if (common == k && k < c->open_len && c->open[k] == id) common++;
   }
   while (c->open_len > common)
-    chrome_event(c, 'E', cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
+    chrome_event(c, "E", cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
   for (uint32_t k = (uint32_t)common; k < depth; k++) {
     c->open[c->open_len++] = c->path[k];
-    chrome_event(c, 'B', cts_labels_name(&c->labels, c->path[k]), c->clock);
+    chrome_event(c, "B", cts_labels_name(&c->labels, c->path[k]), c->clock);
   }
   if (depth == 0) {
-    chrome_event(c, 'B', "(no backtrace)", c->clock);
+    chrome_event(c, "B", "(no backtrace)", c->clock);
     c->clock += (double)ev->nsamples * cts_mtprof_bytes_per_sample(p);
-    chrome_event(c, 'E', "(no backtrace)", c->clock);
+    chrome_event(c, "E", "(no backtrace)", c->clock);
   } else {
     c->clock += (double)ev->nsamples * cts_mtprof_bytes_per_sample(p);
   }
@@ -733,32 +761,31 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
 static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
   const cts_mtprof_t *p = &t->prof;
   while (c->open_len > 0)
-    chrome_event(c, 'E', cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
+    chrome_event(c, "E", cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
   const double bps = cts_mtprof_bytes_per_sample(p);
+  cts_json_t *w = &c->w;
   for (size_t i = 0; i < c->npoints; i++) {
     const counter_point_t *pt = &c->points[i];
     const uint64_t rel = pt->time_us > p->start_time_us ? pt->time_us - p->start_time_us : 0;
-    cts_out_str(c->o, c->first_event ? "\n" : ",\n");
-    c->first_event = false;
-    cts_out_printf(c->o,
-                   "{\"ph\": \"C\", \"pid\": 1, \"tid\": 1, \"ts\": %llu, \"name\": \"heap "
-                   "(estimated bytes)\", \"args\": {\"live\": %.0f, \"allocated\": %.0f}}",
-                   (unsigned long long)rel, (double)pt->live_samples * bps,
-                   (double)pt->alloc_samples * bps);
+    begin_event(c, "C", 1);
+    cts_json_kv_u64(w, "tid", 1);
+    cts_json_kv_u64(w, "ts", rel);
+    cts_json_kv_str(w, "name", "heap (estimated bytes)");
+    cts_json_key(w, "args");
+    cts_json_object(w);
+    cts_json_kv_fixed(w, "live", (double)pt->live_samples * bps, 0);
+    cts_json_kv_fixed(w, "allocated", (double)pt->alloc_samples * bps, 0);
+    cts_json_end(w);
+    cts_json_end(w);
   }
   char name[600];
   snprintf(name, sizeof name, "%s: heap over time", t->info ? t->info->executable_name : "trace");
-  cts_out_str(c->o, c->first_event ? "\n" : ",\n");
-  cts_out_str(c->o,
-              "{\"ph\": \"M\", \"pid\": 1, \"name\": \"process_name\", \"args\": {\"name\": ");
-  cts_out_json_str(c->o, name);
-  cts_out_str(c->o,
-              "}},\n{\"ph\": \"M\", \"pid\": 2, \"name\": \"process_name\", \"args\": "
-              "{\"name\": \"allocations in trace order (1 us = 1 byte allocated)\"}},\n"
-              "{\"ph\": \"M\", \"pid\": 2, \"tid\": 1, \"name\": \"thread_name\", \"args\": "
-              "{\"name\": \"allocation stacks\"}}\n],\n\"displayTimeUnit\": \"ms\",\n"
-              "\"otherData\": {\"generator\": \"ctfscope export\", \"bytes\": "
-              "\"estimated: samples / sample rate x word size\"}}\n");
+  name_event(c, 1, -1, "process_name", name);
+  name_event(c, 2, -1, "process_name", "allocations in trace order (1 us = 1 byte allocated)");
+  name_event(c, 2, 1, "thread_name", "allocation stacks");
+  cli_chrome_end_events(w);
+  cts_json_kv_str(w, "bytes", "estimated: samples / sample rate x word size");
+  cli_chrome_end(w);
 }
 
 int cmd_export(int argc, char **argv) {
@@ -766,7 +793,7 @@ int cmd_export(int argc, char **argv) {
       {"format", required_argument, NULL, 'f'},
       {"output", required_argument, NULL, 'o'},
       {"value", required_argument, NULL, 'V'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_QUIET,
       {0},
   };
   export_opts_t opts = {0};
@@ -790,15 +817,14 @@ int cmd_export(int argc, char **argv) {
   const char *const input = argv[first];
   const int oc = cli_output_open(&file, opts.output, &input, 1);
   if (oc >= 0) return oc;
-  static cts_out_t out;
-  cts_out_init(&out, file.fd);
   /* CSV and folded stacks keep names as they are, but not on a terminal (JSON escapes). */
-  out.term = (opts.format == FMT_CSV || opts.format == FMT_FOLDED) && isatty(file.fd);
+  cts_out_t *out = cli_out_buffer(
+      file.fd, (opts.format == FMT_CSV || opts.format == FMT_FOLDED) && isatty(file.fd));
   if (kind == CLI_TRACE_TASKS) {
-    const int code = cli_tasks_export(&out, argv[first], opts.format == FMT_CHROME, opts.quiet);
-    return cli_output_close(&file, cli_finish_output(&out, code));
+    const int code = cli_tasks_export(out, argv[first], opts.format == FMT_CHROME, opts.quiet);
+    return cli_output_close(&file, cli_finish_output(out, code));
   }
-  stream_ctx_t c = {.o = &out, .opts = &opts, .first_event = true};
+  stream_ctx_t c = {.o = out, .opts = &opts};
   cli_event_hook hook = NULL;
   if (opts.format == FMT_CHROME) {
     c.points = malloc(MAX_COUNTER_POINTS * sizeof *c.points);
@@ -808,10 +834,10 @@ int cmd_export(int argc, char **argv) {
       return CLI_EXIT_INTERNAL;
     }
     hook = chrome_hook;
-    cts_out_str(&out, "{\"traceEvents\": [");
+    cli_chrome_begin(&c.w, out);
   } else if (opts.format == FMT_CSV) {
     hook = csv_hook;
-    cts_out_str(&out,
+    cts_out_str(out,
                 "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
                 "line,backtrace_length\n");
   }
@@ -821,9 +847,9 @@ int cmd_export(int argc, char **argv) {
   int e = t.hook_err;
   if (code == CLI_EXIT_OK || code == CLI_EXIT_DATA) {
     if (opts.format == FMT_FOLDED)
-      e = export_folded(&out, &t, &opts);
+      e = export_folded(out, &t, &opts);
     else if (opts.format == FMT_PPROF)
-      e = export_pprof(&out, &t);
+      e = export_pprof(out, &t);
     else if (opts.format == FMT_CHROME)
       chrome_finish(&c, &t);
   }
@@ -831,10 +857,10 @@ int cmd_export(int argc, char **argv) {
     cli_error("out of memory");
     code = CLI_EXIT_INTERNAL;
   } else if (e) {
-    cli_error("cannot write the output: %s", cts_os_strerror(out.err ? out.err : e));
+    cli_error("cannot write the output: %s", cts_os_strerror(out->err ? out->err : e));
     code = CLI_EXIT_IO;
   }
-  code = cli_output_close(&file, cli_finish_output(&out, code));
+  code = cli_output_close(&file, cli_finish_output(out, code));
   if (c.labels_ready) cts_labels_fini(&c.labels);
   free(c.open);
   free(c.path);

@@ -17,10 +17,9 @@
 #include "load.h"
 
 typedef struct chrome {
-  cts_out_t *o;
+  cts_json_t w;         /* {"traceEvents": [ one event per line ... */
   const cts_tasks_t *m; /* set once reading starts */
   uint64_t flows;
-  bool first;
 } chrome_t;
 
 static const char *const link_names[CTS_LINK_KINDS] = {"try_read", "read",   "read (failed)",
@@ -31,9 +30,23 @@ static double us(const chrome_t *c, uint64_t t) {
                              : -(double)(c->m->first_ns - t) / 1000.0;
 }
 
-static void begin_event(chrome_t *c) {
-  cts_out_str(c->o, c->first ? "\n" : ",\n");
-  c->first = false;
+/* Opens an event of the traceEvents array: its phase, process and thread (tid < 0: none). */
+static cts_json_t *begin_event(chrome_t *c, const char *ph, unsigned pid, long long tid) {
+  cts_json_t *w = &c->w;
+  cts_json_ws(w, "\n");
+  cts_json_object(w);
+  cts_json_kv_str(w, "ph", ph);
+  cts_json_kv_u64(w, "pid", pid);
+  if (tid >= 0) cts_json_kv_i64(w, "tid", tid);
+  return w;
+}
+
+/* "args": {key: value} with a string value. */
+static void args_name(cts_json_t *w, const char *name) {
+  cts_json_key(w, "args");
+  cts_json_object(w);
+  cts_json_kv_str(w, "name", name);
+  cts_json_end(w);
 }
 
 static int on_run(void *ud, uint32_t task, uint64_t t0, uint64_t t1, uint32_t lane) {
@@ -43,52 +56,65 @@ static int on_run(void *ud, uint32_t task, uint64_t t0, uint64_t t1, uint32_t la
   /* B and E rather than X: the end is then the same number as the next slice's start, so
    * readers that add ts + dur in floating point cannot see neighbours overlap. */
   const char *name = cts_tasks_name(c->m, task, buf, sizeof buf);
-  begin_event(c);
-  cts_out_printf(c->o,
-                 "{\"ph\": \"B\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f, \"name\": ", lane + 1,
-                 us(c, t0));
-  cts_out_json_str(c->o, name);
-  cts_out_printf(c->o, ", \"args\": {\"task\": %lld}},\n", (long long)k->id);
-  cts_out_printf(c->o,
-                 "{\"ph\": \"E\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f, \"name\": ", lane + 1,
-                 us(c, t1));
-  cts_out_json_str(c->o, name);
-  cts_out_str(c->o, "}");
-  return c->o->err;
+  cts_json_t *w = begin_event(c, "B", 1, lane + 1);
+  cts_json_kv_fixed(w, "ts", us(c, t0), 3);
+  cts_json_kv_str(w, "name", name);
+  cts_json_key(w, "args");
+  cts_json_object(w);
+  cts_json_kv_i64(w, "task", k->id);
+  cts_json_end(w);
+  cts_json_end(w);
+  begin_event(c, "E", 1, lane + 1);
+  cts_json_kv_fixed(w, "ts", us(c, t1), 3);
+  cts_json_kv_str(w, "name", name);
+  cts_json_end(w);
+  return w->o->err;
 }
 
 static int on_link(void *ud, unsigned kind, uint32_t src, uint64_t t0, uint32_t dst, uint64_t t1) {
   chrome_t *c = ud;
   const uint64_t id = ++c->flows;
-  begin_event(c);
-  cts_out_printf(c->o,
-                 "{\"ph\": \"s\", \"pid\": 2, \"tid\": %u, \"ts\": %.3f, \"id\": %llu, \"cat\": "
-                 "\"task\", \"name\": \"%s\"},\n",
-                 src + 1, us(c, t0), (unsigned long long)id, link_names[kind]);
-  cts_out_printf(c->o,
-                 "{\"ph\": \"f\", \"bp\": \"e\", \"pid\": 2, \"tid\": %u, \"ts\": %.3f, \"id\": "
-                 "%llu, \"cat\": \"task\", \"name\": \"%s\"}",
-                 dst + 1, us(c, t1), (unsigned long long)id, link_names[kind]);
-  return c->o->err;
+  cts_json_t *w = begin_event(c, "s", 2, src + 1);
+  cts_json_kv_fixed(w, "ts", us(c, t0), 3);
+  cts_json_kv_u64(w, "id", id);
+  cts_json_kv_str(w, "cat", "task");
+  cts_json_kv_str(w, "name", link_names[kind]);
+  cts_json_end(w);
+  cts_json_ws(w, "\n");
+  cts_json_object(w);
+  cts_json_kv_str(w, "ph", "f");
+  cts_json_kv_str(w, "bp", "e");
+  cts_json_kv_u64(w, "pid", 2);
+  cts_json_kv_u64(w, "tid", dst + 1);
+  cts_json_kv_fixed(w, "ts", us(c, t1), 3);
+  cts_json_kv_u64(w, "id", id);
+  cts_json_kv_str(w, "cat", "task");
+  cts_json_kv_str(w, "name", link_names[kind]);
+  cts_json_end(w);
+  return w->o->err;
 }
 
 static int on_counter(void *ud, uint32_t counter, uint64_t t, int64_t value) {
   chrome_t *c = ud;
-  begin_event(c);
-  cts_out_printf(c->o, "{\"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, \"name\": ", us(c, t));
-  cts_out_json_str(c->o, cts_tasks_str(c->m, c->m->counters[counter].name));
-  cts_out_printf(c->o, ", \"args\": {\"value\": %lld}}", (long long)value);
-  return c->o->err;
+  cts_json_t *w = begin_event(c, "C", 1, -1);
+  cts_json_kv_fixed(w, "ts", us(c, t), 3);
+  cts_json_kv_str(w, "name", cts_tasks_str(c->m, c->m->counters[counter].name));
+  cts_json_key(w, "args");
+  cts_json_object(w);
+  cts_json_kv_i64(w, "value", value);
+  cts_json_end(w);
+  cts_json_end(w);
+  return w->o->err;
 }
 
 static int on_gc(void *ud, uint64_t t0, uint64_t t1) {
   chrome_t *c = ud;
-  begin_event(c);
-  cts_out_printf(c->o,
-                 "{\"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"name\": "
-                 "\"gc\"}",
-                 us(c, t0), (double)(t1 - t0) / 1000.0);
-  return c->o->err;
+  cts_json_t *w = begin_event(c, "X", 1, 0);
+  cts_json_kv_fixed(w, "ts", us(c, t0), 3);
+  cts_json_kv_fixed(w, "dur", (double)(t1 - t0) / 1000.0, 3);
+  cts_json_kv_str(w, "name", "gc");
+  cts_json_end(w);
+  return w->o->err;
 }
 
 static int chrome_hook(void *ud, cli_tasks_t *t, const cts_mprof_event_t *ev) {
@@ -98,6 +124,7 @@ static int chrome_hook(void *ud, cli_tasks_t *t, const cts_mprof_event_t *ev) {
 
 static void chrome_finish(chrome_t *c, const cli_tasks_t *t) {
   const cts_tasks_t *m = &t->m;
+  cts_json_t *w = &c->w;
   char buf[32];
   for (size_t i = 0; i < m->ntasks; i++) {
     const cts_task_t *k = &m->tasks[i];
@@ -107,46 +134,52 @@ static void chrome_finish(chrome_t *c, const cli_tasks_t *t) {
                          : (k->flags & CTS_TASK_F_BECAME)       ? "merged"
                                                                 : "pending";
     const char *name = cts_tasks_name(m, (uint32_t)i, buf, sizeof buf);
-    begin_event(c);
-    cts_out_printf(c->o,
-                   "{\"ph\": \"X\", \"pid\": 2, \"tid\": %zu, \"ts\": %.3f, \"dur\": %.3f, "
-                   "\"name\": ",
-                   i + 1, us(c, k->start), (double)(k->end - k->start) / 1000.0);
-    cts_out_json_str(c->o, name);
-    cts_out_printf(
-        c->o,
-        ", \"args\": {\"task\": %lld, \"type\": \"%s\", \"status\": \"%s\", "
-        "\"running_us\": %.3f, \"runs\": %u}},\n",
-        (long long)k->id,
-        (k->flags & CTS_TASK_F_PREEXISTING) ? "preexisting" : cts_task_type_name(k->type), status,
-        (double)k->running_ns / 1000.0, k->runs);
-    cts_out_printf(c->o,
-                   "{\"ph\": \"M\", \"pid\": 2, \"tid\": %zu, \"name\": \"thread_name\", \"args\": "
-                   "{\"name\": ",
-                   i + 1);
+    begin_event(c, "X", 2, (long long)i + 1);
+    cts_json_kv_fixed(w, "ts", us(c, k->start), 3);
+    cts_json_kv_fixed(w, "dur", (double)(k->end - k->start) / 1000.0, 3);
+    cts_json_kv_str(w, "name", name);
+    cts_json_key(w, "args");
+    cts_json_object(w);
+    cts_json_kv_i64(w, "task", k->id);
+    cts_json_kv_str(
+        w, "type",
+        (k->flags & CTS_TASK_F_PREEXISTING) ? "preexisting" : cts_task_type_name(k->type));
+    cts_json_kv_str(w, "status", status);
+    cts_json_kv_fixed(w, "running_us", (double)k->running_ns / 1000.0, 3);
+    cts_json_kv_u64(w, "runs", k->runs);
+    cts_json_end(w);
+    cts_json_end(w);
     char label[300];
     snprintf(label, sizeof label, "%s (#%lld)", name, (long long)k->id);
-    cts_out_json_str(c->o, label);
-    cts_out_str(c->o, "}}");
+    begin_event(c, "M", 2, (long long)i + 1);
+    cts_json_kv_str(w, "name", "thread_name");
+    args_name(w, label);
+    cts_json_end(w);
   }
   for (size_t l = 0; l < m->nlanes; l++) {
-    begin_event(c);
-    cts_out_printf(c->o,
-                   "{\"ph\": \"M\", \"pid\": 1, \"tid\": %zu, \"name\": \"thread_name\", "
-                   "\"args\": {\"name\": \"thread %zu (running tasks)\"}}",
-                   l + 1, l + 1);
+    char lane[64];
+    snprintf(lane, sizeof lane, "thread %zu (running tasks)", l + 1);
+    begin_event(c, "M", 1, (long long)l + 1);
+    cts_json_kv_str(w, "name", "thread_name");
+    args_name(w, lane);
+    cts_json_end(w);
   }
-  begin_event(c);
-  cts_out_str(c->o,
-              "{\"ph\": \"M\", \"pid\": 1, \"tid\": 0, \"name\": \"thread_name\", \"args\": "
-              "{\"name\": \"gc\"}},\n"
-              "{\"ph\": \"M\", \"pid\": 1, \"name\": \"process_name\", \"args\": {\"name\": "
-              "\"threads: running tasks\"}},\n"
-              "{\"ph\": \"M\", \"pid\": 2, \"name\": \"process_name\", \"args\": {\"name\": "
-              "\"tasks: lifetimes and interactions\"}}\n],\n\"displayTimeUnit\": \"ms\",\n"
-              "\"otherData\": {\"generator\": \"ctfscope export\", \"trace\": ");
-  cts_out_json_str(c->o, cli_basename(t->path));
-  cts_out_str(c->o, ", \"format\": \"mirage-profile\"}}\n");
+  begin_event(c, "M", 1, 0);
+  cts_json_kv_str(w, "name", "thread_name");
+  args_name(w, "gc");
+  cts_json_end(w);
+  begin_event(c, "M", 1, -1);
+  cts_json_kv_str(w, "name", "process_name");
+  args_name(w, "threads: running tasks");
+  cts_json_end(w);
+  begin_event(c, "M", 2, -1);
+  cts_json_kv_str(w, "name", "process_name");
+  args_name(w, "tasks: lifetimes and interactions");
+  cts_json_end(w);
+  cli_chrome_end_events(w);
+  cts_json_kv_str(w, "trace", cli_basename(t->path));
+  cts_json_kv_str(w, "format", "mirage-profile");
+  cli_chrome_end(w);
 }
 
 static int csv_hook(void *ud, cli_tasks_t *t, const cts_mprof_event_t *ev) {
@@ -186,15 +219,15 @@ static int csv_hook(void *ud, cli_tasks_t *t, const cts_mprof_event_t *ev) {
 }
 
 int cli_tasks_export(cts_out_t *o, const char *path, bool chrome, bool quiet) {
-  chrome_t c = {.o = o, .first = true};
+  chrome_t c = {0};
   cts_tasks_config_t cfg = {.lanes = true};
   if (chrome) {
+    cli_chrome_begin(&c.w, o);
     cfg.hooks = (cts_tasks_hooks_t){.user_data = &c,
                                     .on_run = on_run,
                                     .on_link = on_link,
                                     .on_counter = on_counter,
                                     .on_gc = on_gc};
-    cts_out_str(o, "{\"traceEvents\": [");
   } else {
     cts_out_str(o, "time_ns,event,task,other,type,value,text\n");
   }

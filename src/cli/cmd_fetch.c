@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../collector/trace_sink.h"
+#include "../common/clock.h"
 #include "../os/net.h"
 #include "cli.h"
 #include "cmd_net.h"
@@ -95,12 +96,6 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 typedef struct progress {
   bool active, shown;
   int64_t start_ms, last_ms;
@@ -144,9 +139,12 @@ static int open_output_dir(const char *path, int *dir_fd, const char **name) {
 
 int cmd_fetch(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"output", required_argument, NULL, 'o'}, {"connect-timeout", required_argument, NULL, 'C'},
-      {"drain", required_argument, NULL, 'D'},  {"validate", required_argument, NULL, 'V'},
-      {"quiet", no_argument, NULL, 'q'},        {0},
+      {"output", required_argument, NULL, 'o'},
+      {"connect-timeout", required_argument, NULL, 'C'},
+      {"drain", required_argument, NULL, 'D'},
+      {"validate", required_argument, NULL, 'V'},
+      CLI_LONGOPT_QUIET,
+      {0},
   };
   fetch_opts_t o = {
       .connect_timeout_ms = 10000, .drain_ms = 2000, .validate = CTS_SINK_VALIDATE_FULL};
@@ -192,11 +190,12 @@ int cmd_fetch(int argc, char **argv) {
   }
   cli_catch_stop_signals(on_signal);
 
-  progress_t progress = {.active = !o.quiet && isatty(STDERR_FILENO), .start_ms = now_ms()};
+  progress_t progress = {.active = !o.quiet && isatty(STDERR_FILENO),
+                         .start_ms = (int64_t)cts_mono_ms()};
   static uint8_t buf[1 << 20];
   const char *ended = NULL; /* why the stream ended, for the summary */
   bool half_closed = false;
-  int64_t last_data_ms = now_ms();
+  int64_t last_data_ms = (int64_t)cts_mono_ms();
   int exit_code = CLI_EXIT_OK;
   for (;;) {
     if (interrupts >= 2) {
@@ -207,11 +206,11 @@ int cmd_fetch(int argc, char **argv) {
       /* Tell the program we are done; it ends tracing and finishes its last packet. */
       shutdown(fd, SHUT_WR);
       half_closed = true;
-      last_data_ms = now_ms();
+      last_data_ms = (int64_t)cts_mono_ms();
     }
     int timeout = progress.active ? 250 : -1;
     if (half_closed) {
-      const int64_t left = last_data_ms + o.drain_ms - now_ms();
+      const int64_t left = last_data_ms + o.drain_ms - (int64_t)cts_mono_ms();
       if (left <= 0) {
         ended = "stopped (Ctrl-C)";
         break;
@@ -242,7 +241,7 @@ int cmd_fetch(int argc, char **argv) {
         break;
       }
       if (got > 0) {
-        last_data_ms = now_ms();
+        last_data_ms = (int64_t)cts_mono_ms();
         if (cts_sink_feed(sink, buf, (size_t)got) != 0) {
           const int se = cts_sink_error(sink);
           cli_error("%s: %s", target, cts_sink_message(sink));
@@ -252,26 +251,24 @@ int cmd_fetch(int argc, char **argv) {
         }
       }
     }
-    progress_show(&progress, sink, now_ms(), false);
+    progress_show(&progress, sink, (int64_t)cts_mono_ms(), false);
   }
   close(fd);
   progress_done(&progress);
   const uint64_t received = cts_sink_received(sink), complete = cts_sink_complete_bytes(sink);
   const char *saved = NULL;
   e = cts_sink_finish(sink, &saved);
-  const double secs = (double)(now_ms() - progress.start_ms) / 1000.0;
+  const double secs = (double)((int64_t)cts_mono_ms() - progress.start_ms) / 1000.0;
   if (saved) {
     if (!o.quiet) {
       uint64_t count;
       const char *what = cts_sink_count(sink, &count);
-      fprintf(stderr, "%s: %s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)\n",
-              cli_command(), ended, saved, (unsigned long long)complete, (unsigned long long)count,
-              what, (unsigned long long)cts_sink_packets(sink), secs);
+      cli_note("%s: saved %s (%llu bytes, %llu %s, %llu packets, %.3f s)", ended, saved,
+               (unsigned long long)complete, (unsigned long long)count, what,
+               (unsigned long long)cts_sink_packets(sink), secs);
       if (received > complete)
-        fprintf(stderr,
-                "%s: dropped the last %llu bytes (incomplete or invalid packet at offset %llu)\n",
-                cli_command(), (unsigned long long)(received - complete),
-                (unsigned long long)complete);
+        cli_note("dropped the last %llu bytes (incomplete or invalid packet at offset %llu)",
+                 (unsigned long long)(received - complete), (unsigned long long)complete);
     }
   } else {
     if (e)

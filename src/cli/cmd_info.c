@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../analysis/summary.h"
+#include "../common/grow.h"
 #include "../os/output.h"
 #include "cli.h"
 #include "cmd_tasks.h"
@@ -40,7 +41,8 @@ static const char help[] =
     "usage error, 3 when a file cannot be read.\n";
 
 typedef struct info_opts {
-  bool json, packets, quiet;
+  cli_out_opts_t out; /* --json, -q */
+  bool packets;
 } info_opts_t;
 
 typedef struct packet_list {
@@ -69,13 +71,7 @@ static int on_packet(void *ud, const cts_mt_packet_t *p) {
   cts_summary_add_packet(&c->summary, p);
   if (!c->keep_packets) return 0;
   packet_list_t *l = &c->packets;
-  if (l->n == l->cap) {
-    const size_t cap = l->cap ? l->cap * 2 : 256;
-    cts_mt_packet_t *items = realloc(l->items, cap * sizeof *items);
-    if (!items) return -ENOMEM;
-    l->items = items;
-    l->cap = cap;
-  }
+  if (cts_grow((void **)&l->items, &l->cap, l->n, sizeof *l->items)) return -ENOMEM;
   l->items[l->n++] = *p;
   return 0;
 }
@@ -97,106 +93,153 @@ static void walk_end(const cts_mt_reader_t *r, int err, char *buf, size_t size) 
     snprintf(buf, size, "error at %llu", (unsigned long long)cts_mt_reader_error_offset(r));
 }
 
-static void print_json(cts_out_t *o, const char *path, uint64_t file_size, const cts_mt_info_t *in,
+/* One member per line, as jq would indent it (objects of counts on one line). */
+static void member(cts_json_t *w, const char *key) {
+  cts_json_ws(w, "\n  ");
+  cts_json_key(w, key);
+}
+
+static void print_json(cts_json_t *w, const char *path, uint64_t file_size, const cts_mt_info_t *in,
                        const info_ctx_t *c, const cts_mt_reader_t *r, int err, bool input_error) {
   const cts_summary_t *s = &c->summary;
   char buf[128];
-  cts_out_str(o, "{\n  \"file\": ");
-  cts_out_json_str(o, path);
-  cts_out_printf(o, ",\n  \"file_size_bytes\": %llu", (unsigned long long)file_size);
+  cts_json_object(w);
+  member(w, "file");
+  cts_json_str(w, path);
+  member(w, "file_size_bytes");
+  cts_json_u64(w, file_size);
   if (in) {
-    cts_out_printf(o, ",\n  \"format_version\": %u,\n  \"info\": {\n    \"sample_rate\": %s",
-                   in->version, cli_shortest_double(in->sample_rate, buf, sizeof buf));
-    cts_out_printf(o, ",\n    \"word_size\": %u,\n    \"executable_name\": ", in->word_size);
-    cts_out_json_str(o, in->executable_name);
-    cts_out_str(o, ",\n    \"host_name\": ");
-    cts_out_json_str(o, in->host_name);
-    cts_out_str(o, ",\n    \"ocaml_runtime_params\": ");
-    cts_out_json_str(o, in->runtime_params);
-    cts_out_printf(o, ",\n    \"pid\": %lld,\n    \"start_time_us\": %lld,\n    \"context\": ",
-                   (long long)in->pid, (long long)in->start_time_us);
+    member(w, "format_version");
+    cts_json_u64(w, in->version);
+    member(w, "info");
+    cts_json_object(w);
+    static const char in_info[] = "\n    ";
+    cts_json_ws(w, in_info);
+    cts_json_key(w, "sample_rate");
+    cts_json_shortest(w, in->sample_rate);
+    cts_json_ws(w, in_info);
+    cts_json_kv_u64(w, "word_size", in->word_size);
+    cts_json_ws(w, in_info);
+    cts_json_kv_str(w, "executable_name", in->executable_name);
+    cts_json_ws(w, in_info);
+    cts_json_kv_str(w, "host_name", in->host_name);
+    cts_json_ws(w, in_info);
+    cts_json_kv_str(w, "ocaml_runtime_params", in->runtime_params);
+    cts_json_ws(w, in_info);
+    cts_json_kv_i64(w, "pid", in->pid);
+    cts_json_ws(w, in_info);
+    cts_json_kv_i64(w, "start_time_us", in->start_time_us);
+    cts_json_ws(w, in_info);
+    cts_json_key(w, "context");
     if (in->context)
-      cts_out_json_str(o, in->context);
+      cts_json_str(w, in->context);
     else
-      cts_out_str(o, "null");
-    cts_out_str(o, "\n  }");
+      cts_json_null(w);
+    cts_json_ws(w, "\n  ");
+    cts_json_end(w);
   }
-  cts_out_str(o, ",\n  \"reader_result\": ");
-  cli_json_reader_result(o, err);
+  member(w, "reader_result");
+  cli_jw_reader_result(w, err);
   if (err) {
-    cts_out_str(o, ",\n  \"error\": ");
-    cts_out_json_str(o, input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(r));
+    member(w, "error");
+    cts_json_str(w, input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(r));
   }
-  cts_out_printf(o,
-                 ",\n  \"events_total\": %llu,\n  \"events\": {\"alloc\": %llu, \"alloc_major\": "
-                 "%llu, \"alloc_ext\": %llu, \"promote\": %llu, \"collect\": %llu}",
-                 (unsigned long long)s->events_total, (unsigned long long)s->alloc_by_source[0],
-                 (unsigned long long)s->alloc_by_source[1],
-                 (unsigned long long)s->alloc_by_source[2], (unsigned long long)s->promote,
-                 (unsigned long long)s->collect);
-  cts_out_printf(
-      o,
-      ",\n  \"allocs_total\": %llu,\n  \"allocs_eligible_for_short_form\": %llu,\n"
-      "  \"samples_total\": %llu,\n  \"samples\": {\"minor\": %llu, \"major\": %llu, "
-      "\"external\": %llu}",
-      (unsigned long long)cts_summary_allocs(s), (unsigned long long)s->allocs_short_eligible,
-      (unsigned long long)cts_summary_samples(s), (unsigned long long)s->samples_by_source[0],
-      (unsigned long long)s->samples_by_source[1], (unsigned long long)s->samples_by_source[2]);
-  cts_out_printf(o,
-                 ",\n  \"sum_length_words\": %llu,\n  \"sum_length_x_nsamples\": %llu,\n"
-                 "  \"max_length_words\": %llu",
-                 (unsigned long long)s->sum_length_words,
-                 (unsigned long long)s->sum_length_x_nsamples,
-                 (unsigned long long)s->max_length_words);
-  if (in)
-    cts_out_printf(o, ",\n  \"estimated_allocated_bytes\": %.0f",
-                   cts_summary_estimated_bytes(s, in));
-  cts_out_printf(o,
-                 ",\n  \"backtrace_length_max\": %llu,\n  \"backtrace_length_mean\": %.3f,\n"
-                 "  \"distinct_location_codes_in_backtraces\": %llu,\n"
-                 "  \"location_codes_without_locations\": %llu",
-                 (unsigned long long)s->backtrace_length_max, cts_summary_backtrace_mean(s),
-                 (unsigned long long)s->distinct_codes,
-                 (unsigned long long)s->codes_without_locations);
-  if (s->loss_markers)
-    cts_out_printf(o,
-                   ",\n  \"drop_mode_losses\": {\"markers\": %llu, \"allocs\": %llu, "
-                   "\"samples\": %llu, \"frees\": %llu}",
-                   (unsigned long long)s->loss_markers, (unsigned long long)s->lost_allocs,
-                   (unsigned long long)s->lost_samples, (unsigned long long)s->lost_frees);
-  if (in && s->have_events)
-    cts_out_printf(o, ",\n  \"first_event_dt_us\": %llu,\n  \"last_event_dt_us\": %llu",
-                   (unsigned long long)(s->first_event_us - in->start_time_us),
-                   (unsigned long long)(s->last_event_us - in->start_time_us));
-  if (in && s->end_us > in->start_time_us)
-    cts_out_printf(o, ",\n  \"end_dt_us\": %llu",
-                   (unsigned long long)(s->end_us - in->start_time_us));
-  cts_out_printf(o, ",\n  \"packets_total\": %llu,\n  \"packets\": {",
-                 (unsigned long long)s->packets_total);
-  for (unsigned k = 0; k < 6; k++)
-    cts_out_printf(o, "%s\"%s\": %llu", k ? ", " : "", packet_kind_names[k],
-                   (unsigned long long)s->packets_by_kind[k]);
+  member(w, "events_total");
+  cts_json_u64(w, s->events_total);
+  member(w, "events");
+  cts_json_object(w);
+  cts_json_kv_u64(w, "alloc", s->alloc_by_source[0]);
+  cts_json_kv_u64(w, "alloc_major", s->alloc_by_source[1]);
+  cts_json_kv_u64(w, "alloc_ext", s->alloc_by_source[2]);
+  cts_json_kv_u64(w, "promote", s->promote);
+  cts_json_kv_u64(w, "collect", s->collect);
+  cts_json_end(w);
+  member(w, "allocs_total");
+  cts_json_u64(w, cts_summary_allocs(s));
+  member(w, "allocs_eligible_for_short_form");
+  cts_json_u64(w, s->allocs_short_eligible);
+  member(w, "samples_total");
+  cts_json_u64(w, cts_summary_samples(s));
+  member(w, "samples");
+  cts_json_object(w);
+  cts_json_kv_u64(w, "minor", s->samples_by_source[0]);
+  cts_json_kv_u64(w, "major", s->samples_by_source[1]);
+  cts_json_kv_u64(w, "external", s->samples_by_source[2]);
+  cts_json_end(w);
+  member(w, "sum_length_words");
+  cts_json_u64(w, s->sum_length_words);
+  member(w, "sum_length_x_nsamples");
+  cts_json_u64(w, s->sum_length_x_nsamples);
+  member(w, "max_length_words");
+  cts_json_u64(w, s->max_length_words);
+  if (in) {
+    member(w, "estimated_allocated_bytes");
+    cts_json_fixed(w, cts_summary_estimated_bytes(s, in), 0);
+  }
+  member(w, "backtrace_length_max");
+  cts_json_u64(w, s->backtrace_length_max);
+  member(w, "backtrace_length_mean");
+  cts_json_fixed(w, cts_summary_backtrace_mean(s), 3);
+  member(w, "distinct_location_codes_in_backtraces");
+  cts_json_u64(w, s->distinct_codes);
+  member(w, "location_codes_without_locations");
+  cts_json_u64(w, s->codes_without_locations);
+  if (s->loss_markers) {
+    member(w, "drop_mode_losses");
+    cts_json_object(w);
+    cts_json_kv_u64(w, "markers", s->loss_markers);
+    cts_json_kv_u64(w, "allocs", s->lost_allocs);
+    cts_json_kv_u64(w, "samples", s->lost_samples);
+    cts_json_kv_u64(w, "frees", s->lost_frees);
+    cts_json_end(w);
+  }
+  if (in && s->have_events) {
+    member(w, "first_event_dt_us");
+    cts_json_u64(w, s->first_event_us - in->start_time_us);
+    member(w, "last_event_dt_us");
+    cts_json_u64(w, s->last_event_us - in->start_time_us);
+  }
+  if (in && s->end_us > in->start_time_us) {
+    member(w, "end_dt_us");
+    cts_json_u64(w, s->end_us - in->start_time_us);
+  }
+  member(w, "packets_total");
+  cts_json_u64(w, s->packets_total);
+  member(w, "packets");
+  cts_json_object(w);
+  for (unsigned k = 0; k < 6; k++) cts_json_kv_u64(w, packet_kind_names[k], s->packets_by_kind[k]);
+  cts_json_end(w);
   walk_end(r, input_error ? 0 : err, buf, sizeof buf);
-  cts_out_str(o, "},\n  \"packet_walk_end\": ");
-  cts_out_json_str(o, buf);
+  member(w, "packet_walk_end");
+  cts_json_str(w, buf);
   if (c->keep_packets) {
-    cts_out_str(o, ",\n  \"packet_list\": [");
+    member(w, "packet_list");
+    cts_json_array(w);
     for (size_t i = 0; i < c->packets.n; i++) {
       const cts_mt_packet_t *p = &c->packets.items[i];
-      cts_out_printf(o,
-                     "%s\n    {\"offset\": %llu, \"size\": %u, \"kind\": \"%s\", \"version\": %u, "
-                     "\"pid\": %lld, \"domain\": %u, \"time_begin_us\": %llu, \"time_end_us\": "
-                     "%llu, \"alloc_id_begin\": %llu, \"alloc_id_end\": %llu, \"verify_ix\": %u, "
-                     "\"verify_pred\": %u, \"verify_val\": %llu, \"events\": %u}",
-                     i ? "," : "", (unsigned long long)p->offset, p->size,
-                     packet_kind_names[p->kind], p->version, (long long)p->pid, p->domain,
-                     (unsigned long long)p->time_begin_us, (unsigned long long)p->time_end_us,
-                     (unsigned long long)p->alloc_id_begin, (unsigned long long)p->alloc_id_end,
-                     p->verify_ix, p->verify_pred, (unsigned long long)p->verify_val, p->nevents);
+      cts_json_ws(w, "\n    ");
+      cts_json_object(w);
+      cts_json_kv_u64(w, "offset", p->offset);
+      cts_json_kv_u64(w, "size", p->size);
+      cts_json_kv_str(w, "kind", packet_kind_names[p->kind]);
+      cts_json_kv_u64(w, "version", p->version);
+      cts_json_kv_i64(w, "pid", p->pid);
+      cts_json_kv_u64(w, "domain", p->domain);
+      cts_json_kv_u64(w, "time_begin_us", p->time_begin_us);
+      cts_json_kv_u64(w, "time_end_us", p->time_end_us);
+      cts_json_kv_u64(w, "alloc_id_begin", p->alloc_id_begin);
+      cts_json_kv_u64(w, "alloc_id_end", p->alloc_id_end);
+      cts_json_kv_u64(w, "verify_ix", p->verify_ix);
+      cts_json_kv_u64(w, "verify_pred", p->verify_pred);
+      cts_json_kv_u64(w, "verify_val", p->verify_val);
+      cts_json_kv_u64(w, "events", p->nevents);
+      cts_json_end(w);
     }
-    cts_out_str(o, "\n  ]");
+    cts_json_ws(w, "\n  ");
+    cts_json_end(w);
   }
-  cts_out_str(o, "\n}");
+  cts_json_ws(w, "\n");
+  cts_json_end(w);
 }
 
 static void print_text(cts_out_t *o, const char *path, uint64_t file_size, const cts_mt_info_t *in,
@@ -309,29 +352,20 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size, const
 
 static int on_option(void *ctx, int opt, const char *arg) {
   info_opts_t *o = ctx;
-  (void)arg;
-  switch (opt) {
-    case 'J':
-      o->json = true;
-      break;
-    case 'P':
-      o->packets = true;
-      break;
-    case 'q':
-      o->quiet = true;
-      break;
-  }
+  const int common = cli_output_option(opt, arg, &o->out, false);
+  if (common != CLI_OPTION_OTHER) return common;
+  if (opt == 'P') o->packets = true;
   return -1;
 }
 
-/* Reads one trace and prints its figures; returns the exit code for it. */
-static int info_one(cts_out_t *o, const char *path, const info_opts_t *opts) {
+/* Reads one trace and prints its figures (as JSON through w when not NULL); returns the exit
+ * code for it. */
+static int info_one(cts_out_t *o, cts_json_t *w, const char *path, const info_opts_t *opts) {
   cli_trace_kind_t kind;
   const int kc = cli_trace_detect(path, &kind);
   if (kc >= 0) return kc;
-  if (kind == CLI_TRACE_TASKS)
-    return cli_tasks_info(o, path, opts->json, opts->packets, opts->quiet);
-  info_ctx_t c = {.keep_packets = opts->packets, .quiet = opts->quiet, .path = path};
+  if (kind == CLI_TRACE_TASKS) return cli_tasks_info(o, w, path, opts->packets, opts->out.quiet);
+  info_ctx_t c = {.keep_packets = opts->packets, .quiet = opts->out.quiet, .path = path};
   cts_mt_reader_config_t cfg;
   cts_mt_reader_config_init(&cfg);
   cfg.allocator = cts_os_allocator();
@@ -357,8 +391,8 @@ static int info_one(cts_out_t *o, const char *path, const info_opts_t *opts) {
     struct stat st;
     const uint64_t size = strcmp(path, "-") != 0 && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
     const cts_mt_info_t *in = cts_mt_reader_borrow_info(r);
-    if (opts->json)
-      print_json(o, path, size, in, &c, r, err, input_error);
+    if (w)
+      print_json(w, path, size, in, &c, r, err, input_error);
     else
       print_text(o, path, size, in, &c, r, err, input_error);
     if (err) {
@@ -376,9 +410,9 @@ static int info_one(cts_out_t *o, const char *path, const info_opts_t *opts) {
 
 int cmd_info(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"json", no_argument, NULL, 'J'},
+      CLI_LONGOPT_JSON,
       {"packets", no_argument, NULL, 'P'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_QUIET,
       {0},
   };
   info_opts_t opts = {0};
@@ -386,21 +420,35 @@ int cmd_info(int argc, char **argv) {
   const int rc = cli_parse(argc, argv, "q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
   if (first >= argc) return cli_usage_error("no trace given");
-  static cts_out_t out;
-  cts_out_init(&out, STDOUT_FILENO);
-  out.term = !opts.json; /* names from the trace: no raw controls */
+  cts_out_t *out = cli_stdout(!opts.out.json); /* names from the trace: no raw controls */
   const bool many = argc - first > 1;
   int worst = CLI_EXIT_OK;
-  if (opts.json && many) cts_out_str(&out, "[\n");
-  for (int i = first; i < argc; i++) {
-    if (i > first) cts_out_str(&out, opts.json ? ",\n" : "\n");
-    const int code = info_one(&out, argv[i], &opts);
-    if (code > worst) worst = code;
-    cts_out_flush(&out);
+  cts_json_t json, *w = opts.out.json ? &json : NULL;
+  if (w) {
+    /* Several traces make an array, one object per line break; a trace that cannot be read
+     * adds nothing to it. */
+    cts_json_init(w, out);
+    if (many) cts_json_array(w);
   }
-  if (opts.json) cts_out_str(&out, many ? "\n]\n" : "\n");
-  if (cts_out_flush(&out)) {
-    cli_error("cannot write to standard output: %s", cts_os_strerror(out.err));
+  for (int i = first; i < argc; i++) {
+    if (w && many)
+      cts_json_ws(w, "\n");
+    else if (!w && i > first)
+      cts_out_char(out, '\n');
+    const int code = info_one(out, w, argv[i], &opts);
+    if (code > worst) worst = code;
+    cts_out_flush(out);
+  }
+  if (w) {
+    if (many) {
+      cts_json_ws(w, "\n");
+      cts_json_end(w);
+    }
+    cts_json_finish(w);
+    cts_out_char(out, '\n');
+  }
+  if (cts_out_flush(out)) {
+    cli_error("cannot write to standard output: %s", cts_os_strerror(out->err));
     return CLI_EXIT_IO;
   }
   return worst;

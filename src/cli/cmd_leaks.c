@@ -44,14 +44,14 @@ static const char help[] =
     "error, 3 when it cannot be read, 4 out of memory.\n";
 
 typedef struct leaks_opts {
+  cli_out_opts_t out;
   cts_group_t by;
-  long limit, depth;
-  bool json, csv, quiet;
+  long depth;
 } leaks_opts_t;
 
 static int on_option(void *ctx, int opt, const char *arg) {
   leaks_opts_t *o = ctx;
-  const int common = cli_output_option(opt, arg, &o->json, &o->csv, &o->quiet, &o->limit);
+  const int common = cli_output_option(opt, arg, &o->out, true);
   if (common != CLI_OPTION_OTHER) return common;
   switch (opt) {
     case 'B': {
@@ -114,7 +114,7 @@ static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
                  cli_grouped(cts_est_round(live_est), d, sizeof d), nlive);
   cts_out_printf(o, "Peak     %s at +%.3f s\n",
                  cli_est_bytes(p, p->stacks.peak_samples, true, b, sizeof b), peak_at);
-  const size_t shown = opts->limit && (size_t)opts->limit < nlive ? (size_t)opts->limit : nlive;
+  const size_t shown = cli_rows_shown(&opts->out, nlive);
   if (!nlive) {
     cts_out_str(o, "\nNothing is live at the end of the trace.\n");
     return;
@@ -149,59 +149,66 @@ static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
   }
 }
 
-static void print_json(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, size_t nlive,
+static void print_json(cts_json_t *w, cli_trace_t *t, const cts_rows_t *rows, size_t nlive,
                        const leaks_opts_t *opts) {
   const cts_mtprof_t *p = &t->prof;
   const cts_frames_t frames = cli_trace_frames(t);
-  const size_t shown = opts->limit && (size_t)opts->limit < nlive ? (size_t)opts->limit : nlive;
-  cts_out_str(o, "{");
-  cli_json_trace_header(o, t);
-  cts_out_str(o, " \"live_end\": {");
-  cli_json_estimate(o, p, "live", p->stacks.live_samples);
-  cts_out_str(o, "}, \"peak\": {");
-  cli_json_estimate(o, p, "live", p->stacks.peak_samples);
-  cts_out_printf(o, ", \"time_s\": %.6f},\n \"sites_total\": %zu,\n \"sites\": [",
-                 p->stacks.peak_time_us > p->start_time_us
-                     ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
-                     : 0.0,
-                 nlive);
+  const size_t shown = cli_rows_shown(&opts->out, nlive);
+  cts_json_object(w);
+  cli_jw_trace_header(w, t);
+  cts_json_key(w, "live_end");
+  cts_json_object(w);
+  cli_jw_estimate(w, p, "live", p->stacks.live_samples);
+  cts_json_end(w);
+  cts_json_key(w, "peak");
+  cts_json_object(w);
+  cli_jw_estimate(w, p, "live", p->stacks.peak_samples);
+  cts_json_kv_fixed(w, "time_s",
+                    p->stacks.peak_time_us > p->start_time_us
+                        ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
+                        : 0.0,
+                    6);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_kv_u64(w, "sites_total", nlive);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "sites");
+  cts_json_array(w);
   const double bps = cts_mtprof_bytes_per_sample(p);
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
-    cts_out_str(o, i ? ",\n  {" : "\n  {");
-    cts_out_str(o, "\"function\": ");
-    cts_out_json_str(o, r->code ? r->function : "(no backtrace)");
-    cts_out_str(o, ", \"file\": ");
-    cts_out_json_str(o, r->file);
-    cts_out_printf(o, ", \"line\": %u, ", r->line);
-    cli_json_estimate(o, p, "live_end", r->st.live_samples);
-    cts_out_printf(o,
-                   ", \"live_end_allocs_sampled\": %llu, \"live_end_allocs_est\": %.1f, "
-                   "\"live_bytes_at_quarters\": [%.0f, %.0f, %.0f, %.0f], \"growth\": \"%s\", "
-                   "\"growth_bytes_per_s\": %.1f, ",
-                   (unsigned long long)r->st.live_allocs, r->st.live_est_allocs,
-                   (double)r->live_at[0] * bps, (double)r->live_at[1] * bps,
-                   (double)r->live_at[2] * bps, (double)r->live_at[3] * bps,
-                   growth_verdict(r->live_at), growth_rate(p, r->live_at));
-    cli_json_estimate(o, p, "alloc", r->st.samples);
-    cts_out_str(o, ", \"backtrace\": [");
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cli_jw_site(w, r);
+    cli_jw_estimate(w, p, "live_end", r->st.live_samples);
+    cts_json_kv_u64(w, "live_end_allocs_sampled", r->st.live_allocs);
+    cts_json_kv_fixed(w, "live_end_allocs_est", r->st.live_est_allocs, 1);
+    cts_json_key(w, "live_bytes_at_quarters");
+    cts_json_array(w);
+    for (unsigned q = 0; q < 4; q++) cts_json_fixed(w, (double)r->live_at[q] * bps, 0);
+    cts_json_end(w);
+    cts_json_kv_str(w, "growth", growth_verdict(r->live_at));
+    cts_json_kv_fixed(w, "growth_bytes_per_s", growth_rate(p, r->live_at), 1);
+    cli_jw_estimate(w, p, "alloc", r->st.samples);
+    cts_json_key(w, "backtrace");
+    cts_json_array(w);
     long shown_frames = 0;
     for (uint32_t n = r->first_node; n != 0 && n != UINT32_MAX && shown_frames < opts->depth;
          n = p->stacks.nodes[n].parent, shown_frames++) {
       char label[512];
-      if (shown_frames) cts_out_str(o, ", ");
-      cts_out_json_str(o, cts_frame_label(&frames, p->stacks.nodes[n].code, label, sizeof label));
+      cts_json_str(w, cts_frame_label(&frames, p->stacks.nodes[n].code, label, sizeof label));
     }
-    cts_out_str(o, "]}");
+    cts_json_end(w);
+    cts_json_end(w);
   }
-  cts_out_str(o, "\n ]\n}\n");
+  cli_jw_end(w, true);
 }
 
 static void print_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows, size_t nlive,
                       const leaks_opts_t *opts) {
   const cts_mtprof_t *p = &t->prof;
   const double bps = cts_mtprof_bytes_per_sample(p);
-  const size_t shown = opts->limit && (size_t)opts->limit < nlive ? (size_t)opts->limit : nlive;
+  const size_t shown = cli_rows_shown(&opts->out, nlive);
   cts_out_str(o,
               "function,file,line,live_end_samples,live_end_bytes,live_end_allocs_sampled,"
               "live_bytes_25,live_bytes_50,live_bytes_75,live_bytes_100,growth,"
@@ -223,33 +230,25 @@ static void print_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows
 int cmd_leaks(int argc, char **argv) {
   static const struct option longopts[] = {
       {"by", required_argument, NULL, 'B'},
-      {"limit", required_argument, NULL, 'n'},
+      CLI_LONGOPT_LIMIT,
       {"depth", required_argument, NULL, 'D'},
-      {"json", no_argument, NULL, 'J'},
-      {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_JSON,
+      CLI_LONGOPT_CSV,
+      CLI_LONGOPT_QUIET,
       {0},
   };
-  leaks_opts_t opts = {.limit = 10, .depth = 12};
+  leaks_opts_t opts = {.out.limit = 10, .depth = 12};
   int first;
   const int rc = cli_parse(argc, argv, "n:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
-  if (first >= argc) return cli_usage_error("no trace given");
-  if (argc - first > 1) return cli_usage_error("one trace at a time");
-  const int checked = cli_output_check(opts.json, opts.csv);
-  if (checked >= 0) return checked;
   cli_trace_kind_t kind;
-  const int kc = cli_trace_detect(argv[first], &kind);
+  const int kc = cli_one_trace(argc, argv, first, &opts.out, "one trace at a time", NULL, &kind);
   if (kc >= 0) return kc;
-  if (kind == CLI_TRACE_TASKS) {
-    const cli_tasks_leaks_opts_t to = {
-        .limit = opts.limit, .json = opts.json, .csv = opts.csv, .quiet = opts.quiet};
-    return cli_tasks_leaks(argv[first], &to);
-  }
+  if (kind == CLI_TRACE_TASKS) return cli_tasks_leaks(argv[first], &opts.out);
 
   const cts_mtprof_config_t cfg = {.stacks = true, .history = true, .skip_histograms = true};
   cli_trace_t t;
-  int code = cli_trace_load(&t, argv[first], &cfg, opts.quiet);
+  int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
     cli_trace_free(&t);
     return code;
@@ -265,17 +264,17 @@ int cmd_leaks(int argc, char **argv) {
   cts_rows_sort(&rows, CTS_SORT_LIVE);
   size_t nlive = 0;
   while (nlive < rows.n && rows.rows[nlive].st.live_samples) nlive++;
-  static cts_out_t out;
-  cts_out_init(&out, STDOUT_FILENO);
-  /* Names from the trace: escaped for people, and in CSV on a terminal. */
-  out.term = !opts.json && (!opts.csv || isatty(STDOUT_FILENO));
-  if (opts.json)
-    print_json(&out, &t, &rows, nlive, &opts);
-  else if (opts.csv)
-    print_csv(&out, &t, &rows, nlive, &opts);
-  else
-    print_text(&out, &t, &rows, nlive, &opts);
-  code = cli_finish_output(&out, code);
+  cts_out_t *out = cli_stdout_for(&opts.out);
+  if (opts.out.json) {
+    cts_json_t w;
+    cts_json_init(&w, out);
+    print_json(&w, &t, &rows, nlive, &opts);
+  } else if (opts.out.csv) {
+    print_csv(out, &t, &rows, nlive, &opts);
+  } else {
+    print_text(out, &t, &rows, nlive, &opts);
+  }
+  code = cli_finish_output(out, code);
   cts_rows_fini(&rows);
   cli_trace_free(&t);
   return code;

@@ -127,7 +127,7 @@ int cmd_serve(int argc, char **argv) {
       {"request-timeout", required_argument, NULL, 'I'},
       {"refresh", required_argument, NULL, 'F'},
       {"verbose", no_argument, NULL, 'v'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_QUIET,
       {0},
   };
   serve_opts_t o = {0};
@@ -167,15 +167,14 @@ int cmd_serve(int argc, char **argv) {
   running = s;
   cli_catch_stop_signals(on_signal);
   char addr[CTS_NET_ADDR_STRLEN];
-  fprintf(stderr, "%s: serving http://%s/\n", cli_command(),
-          cts_net_addr_format(cts_serve_http_address(s), addr, sizeof addr));
+  cli_note("serving http://%s/", cts_net_addr_format(cts_serve_http_address(s), addr, sizeof addr));
   if (live)
-    fprintf(stderr, "%s: waiting for a trace on %s (one connection)\n", cli_command(),
-            cts_net_addr_format(cts_serve_trace_address(s), addr, sizeof addr));
+    cli_note("waiting for a trace on %s (one connection)",
+             cts_net_addr_format(cts_serve_trace_address(s), addr, sizeof addr));
   fflush(stderr);
   const int run_err = cts_serve_run(s);
   running = NULL;
   cts_serve_destroy(s);
-  fprintf(stderr, "%s: stopped\n", cli_command());
+  cli_note("stopped");
   return run_err ? CLI_EXIT_IO : CLI_EXIT_OK;
 }

@@ -50,12 +50,12 @@ static const char help[] =
 typedef struct stats_opts {
   int bars; /* -1 = when a terminal */
   const char *svg, *png;
-  bool json, csv, quiet;
+  cli_out_opts_t out;
 } stats_opts_t;
 
 static int on_option(void *ctx, int opt, const char *arg) {
   stats_opts_t *o = ctx;
-  const int common = cli_output_option(opt, arg, &o->json, &o->csv, &o->quiet, NULL);
+  const int common = cli_output_option(opt, arg, &o->out, false);
   if (common != CLI_OPTION_OTHER) return common;
   switch (opt) {
     case 'b':
@@ -181,80 +181,126 @@ static void print_rates_text(cts_out_t *o, const cli_trace_t *t) {
   cts_out_printf(o, "Runtime   %.3f s\n", dur);
 }
 
-static void json_view(cts_out_t *o, const cts_mtprof_t *p, const view_t *v) {
+/* A top-level member, one per line. */
+static void member(cts_json_t *w, const char *key) {
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, key);
+}
+
+static void json_view(cts_json_t *w, const cts_mtprof_t *p, const view_t *v) {
   const double bps = cts_mtprof_bytes_per_sample(p);
-  cts_out_printf(o, ",\n \"%s\": {\"unit\": \"%s\", \"blocks\": %llu, \"samples\": %llu", v->key,
-                 v->unit == UNIT_US ? "us" : "bytes", (unsigned long long)v->h->total_blocks,
-                 (unsigned long long)v->h->total_samples);
-  if (v->h->total_blocks)
-    cts_out_printf(o, ", \"min\": %.0f, \"mean_by_blocks\": %.3f", (double)v->h->min * v->scale,
-                   v->h->sum_by_blocks / (double)v->h->total_blocks * v->scale);
+  member(w, v->key);
+  cts_json_object(w);
+  cts_json_kv_str(w, "unit", v->unit == UNIT_US ? "us" : "bytes");
+  cts_json_kv_u64(w, "blocks", v->h->total_blocks);
+  cts_json_kv_u64(w, "samples", v->h->total_samples);
+  if (v->h->total_blocks) {
+    cts_json_kv_fixed(w, "min", (double)v->h->min * v->scale, 0);
+    cts_json_kv_fixed(w, "mean_by_blocks",
+                      v->h->sum_by_blocks / (double)v->h->total_blocks * v->scale, 3);
+  }
   for (int by_samples = 0; by_samples < 2; by_samples++) {
-    cts_out_printf(o, ", \"percentiles_by_%s\": {", by_samples ? "bytes" : "blocks");
+    cts_json_key(w, by_samples ? "percentiles_by_bytes" : "percentiles_by_blocks");
+    cts_json_object(w);
     for (unsigned q = 0; q < 4; q++)
-      cts_out_printf(o, "%s\"%s\": %.0f", q ? ", " : "", cli_quantile_names[q],
-                     (double)cts_hist_quantile(v->h, cli_quantiles[q], by_samples) * v->scale);
-    cts_out_str(o, "}");
+      cts_json_kv_fixed(w, cli_quantile_names[q],
+                        (double)cts_hist_quantile(v->h, cli_quantiles[q], by_samples) * v->scale,
+                        0);
+    cts_json_end(w);
   }
   cts_hist_pow2_t bins;
   cts_hist_pow2(v->h, &bins);
-  cts_out_str(o, ", \"bins\": [");
-  for (int i = bins.lo; i <= bins.hi; i++)
-    cts_out_printf(o,
-                   "%s\n   {\"low\": %.0f, \"high\": %.0f, \"blocks\": %llu, \"samples\": %llu, "
-                   "\"bytes\": %.0f}",
-                   i > bins.lo ? "," : "", (double)cts_hist_pow2_low(i) * v->scale,
-                   i ? (double)cts_hist_pow2_low(i + 1) * v->scale : 1.0 * v->scale,
-                   (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i],
-                   (double)bins.samples[i] * bps);
-  cts_out_str(o, "]}");
+  cts_json_key(w, "bins");
+  cts_json_array(w);
+  for (int i = bins.lo; i <= bins.hi; i++) {
+    cts_json_ws(w, "\n   ");
+    cts_json_object(w);
+    cts_json_kv_fixed(w, "low", (double)cts_hist_pow2_low(i) * v->scale, 0);
+    cts_json_kv_fixed(w, "high", i ? (double)cts_hist_pow2_low(i + 1) * v->scale : 1.0 * v->scale,
+                      0);
+    cts_json_kv_u64(w, "blocks", bins.blocks[i]);
+    cts_json_kv_u64(w, "samples", bins.samples[i]);
+    cts_json_kv_fixed(w, "bytes", (double)bins.samples[i] * bps, 0);
+    cts_json_end(w);
+  }
+  cts_json_end(w);
+  cts_json_end(w);
 }
 
-static void print_json(cts_out_t *o, const cli_trace_t *t, const view_t *views, size_t nviews) {
+static void print_json(cts_json_t *w, const cli_trace_t *t, const view_t *views, size_t nviews) {
   const cts_mtprof_t *p = &t->prof;
   const double bps = cts_mtprof_bytes_per_sample(p), dur = cts_mtprof_duration_s(p);
-  cts_out_str(o, "{");
-  cli_json_trace_header(o, t);
-  cts_out_str(o, " \"allocated\": {");
-  cli_json_estimate(o, p, "alloc", cts_mtprof_samples(p));
-  cts_out_printf(o, ", \"allocs_sampled\": %llu, \"allocs_est\": %.1f},\n",
-                 (unsigned long long)cts_mtprof_allocs(p), p->est_allocs_total);
+  cts_json_object(w);
+  cli_jw_trace_header(w, t);
+  cts_json_key(w, "allocated");
+  cts_json_object(w);
+  cli_jw_estimate(w, p, "alloc", cts_mtprof_samples(p));
+  cts_json_kv_u64(w, "allocs_sampled", cts_mtprof_allocs(p));
+  cts_json_kv_fixed(w, "allocs_est", p->est_allocs_total, 1);
+  cts_json_end(w);
   static const char *const heaps[] = {"minor", "major", "external"};
-  cts_out_str(o, " \"heaps\": {");
-  for (unsigned h = 0; h < 3; h++)
-    cts_out_printf(o, "%s\"%s\": {\"allocs_sampled\": %llu, \"samples\": %llu, \"bytes\": %.0f}",
-                   h ? ", " : "", heaps[h], (unsigned long long)p->allocs_by_source[h],
-                   (unsigned long long)p->samples_by_source[h],
-                   (double)p->samples_by_source[h] * bps);
-  cts_out_printf(
-      o,
-      "},\n \"promoted\": {\"allocs_sampled\": %llu, \"samples\": %llu, \"bytes\": %.0f},"
-      "\n \"collected\": {\"allocs_sampled\": %llu, \"minor_samples\": %llu, "
-      "\"major_samples\": %llu, \"external_samples\": %llu},\n",
-      (unsigned long long)p->promoted_allocs, (unsigned long long)p->promoted_samples,
-      (double)p->promoted_samples * bps, (unsigned long long)p->collected_allocs,
-      (unsigned long long)p->collected_minor_samples,
-      (unsigned long long)p->collected_major_samples,
-      (unsigned long long)p->collected_external_samples);
+  member(w, "heaps");
+  cts_json_object(w);
+  for (unsigned h = 0; h < 3; h++) {
+    cts_json_key(w, heaps[h]);
+    cts_json_object(w);
+    cts_json_kv_u64(w, "allocs_sampled", p->allocs_by_source[h]);
+    cts_json_kv_u64(w, "samples", p->samples_by_source[h]);
+    cts_json_kv_fixed(w, "bytes", (double)p->samples_by_source[h] * bps, 0);
+    cts_json_end(w);
+  }
+  cts_json_end(w);
+  member(w, "promoted");
+  cts_json_object(w);
+  cts_json_kv_u64(w, "allocs_sampled", p->promoted_allocs);
+  cts_json_kv_u64(w, "samples", p->promoted_samples);
+  cts_json_kv_fixed(w, "bytes", (double)p->promoted_samples * bps, 0);
+  cts_json_end(w);
+  member(w, "collected");
+  cts_json_object(w);
+  cts_json_kv_u64(w, "allocs_sampled", p->collected_allocs);
+  cts_json_kv_u64(w, "minor_samples", p->collected_minor_samples);
+  cts_json_kv_u64(w, "major_samples", p->collected_major_samples);
+  cts_json_kv_u64(w, "external_samples", p->collected_external_samples);
+  cts_json_end(w);
   const double minor = (double)p->samples_by_source[0] * bps;
   const double direct = (double)p->samples_by_source[1] * bps;
   const double promoted = (double)p->promoted_samples * bps;
   const double d = dur > 0 ? dur : 1;
-  cts_out_printf(o,
-                 " \"rates\": {\"minor_alloc_bytes_per_s\": %.1f, \"promoted_percent\": %.3f, "
-                 "\"major_alloc_bytes_per_s\": %.1f, \"major_direct_bytes_per_s\": %.1f, "
-                 "\"major_collect_bytes_per_s\": %.1f, \"external_alloc_bytes_per_s\": %.1f, "
-                 "\"external_free_bytes_per_s\": %.1f}",
-                 dur > 0 ? minor / d : 0.0, minor > 0 ? 100.0 * promoted / minor : 0.0,
-                 dur > 0 ? (direct + promoted) / d : 0.0, dur > 0 ? direct / d : 0.0,
-                 dur > 0 ? (double)p->collected_major_samples * bps / d : 0.0,
-                 dur > 0 ? (double)p->samples_by_source[2] * bps / d : 0.0,
-                 dur > 0 ? (double)p->collected_external_samples * bps / d : 0.0);
-  cts_out_printf(o, ",\n \"live_end\": {\"blocks\": %llu, ", (unsigned long long)p->live_blocks);
-  cli_json_estimate(o, p, "live", p->stacks.live_samples);
-  cts_out_str(o, "}");
-  for (size_t i = 0; i < nviews; i++) json_view(o, p, &views[i]);
-  cts_out_str(o, "\n}\n");
+  member(w, "rates");
+  cts_json_object(w);
+  cts_json_kv_fixed(w, "minor_alloc_bytes_per_s", dur > 0 ? minor / d : 0.0, 1);
+  cts_json_kv_fixed(w, "promoted_percent", minor > 0 ? 100.0 * promoted / minor : 0.0, 3);
+  cts_json_kv_fixed(w, "major_alloc_bytes_per_s", dur > 0 ? (direct + promoted) / d : 0.0, 1);
+  cts_json_kv_fixed(w, "major_direct_bytes_per_s", dur > 0 ? direct / d : 0.0, 1);
+  cts_json_kv_fixed(w, "major_collect_bytes_per_s",
+                    dur > 0 ? (double)p->collected_major_samples * bps / d : 0.0, 1);
+  cts_json_kv_fixed(w, "external_alloc_bytes_per_s",
+                    dur > 0 ? (double)p->samples_by_source[2] * bps / d : 0.0, 1);
+  cts_json_kv_fixed(w, "external_free_bytes_per_s",
+                    dur > 0 ? (double)p->collected_external_samples * bps / d : 0.0, 1);
+  cts_json_end(w);
+  member(w, "live_end");
+  cts_json_object(w);
+  cts_json_kv_u64(w, "blocks", p->live_blocks);
+  cli_jw_estimate(w, p, "live", p->stacks.live_samples);
+  cts_json_end(w);
+  for (size_t i = 0; i < nviews; i++) json_view(w, p, &views[i]);
+  cli_jw_end(w, false);
+}
+
+static void print_text(cts_out_t *o, const cli_trace_t *t, const view_t *views, size_t nviews,
+                       bool bars) {
+  const cts_mtprof_t *p = &t->prof;
+  char a[96], b[32];
+  cli_text_trace_header(o, t);
+  cts_out_char(o, '\n');
+  print_rates_text(o, t);
+  cts_out_printf(o, "Live      %s at the end in %s sampled blocks (not in the lifetimes)\n",
+                 cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a),
+                 cli_grouped(p->live_blocks, b, sizeof b));
+  for (size_t i = 0; i < nviews; i++) print_view_text(o, p, &views[i], bars);
+  if (bars) cts_out_str(o, "\n  bars: # blocks, = bytes (each scaled to its largest bin)\n");
 }
 
 static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, size_t nviews) {
@@ -277,27 +323,25 @@ static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, 
 
 int cmd_stats(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"bars", no_argument, NULL, 'b'},      {"no-bars", no_argument, NULL, 'N'},
-      {"svg", required_argument, NULL, 'S'}, {"png", required_argument, NULL, 'P'},
-      {"json", no_argument, NULL, 'J'},      {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},     {0},
+      {"bars", no_argument, NULL, 'b'},
+      {"no-bars", no_argument, NULL, 'N'},
+      {"svg", required_argument, NULL, 'S'},
+      {"png", required_argument, NULL, 'P'},
+      CLI_LONGOPT_JSON,
+      CLI_LONGOPT_CSV,
+      CLI_LONGOPT_QUIET,
+      {0},
   };
   stats_opts_t opts = {.bars = -1};
   int first;
   const int rc = cli_parse(argc, argv, "q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
-  if (first >= argc) return cli_usage_error("no trace given");
-  if (argc - first > 1) return cli_usage_error("one trace at a time");
-  const int checked = cli_output_check(opts.json, opts.csv);
-  if (checked >= 0) return checked;
   cli_trace_kind_t kind;
-  const int kc = cli_trace_detect(argv[first], &kind);
+  const int kc = cli_one_trace(argc, argv, first, &opts.out, "one trace at a time", NULL, &kind);
   if (kc >= 0) return kc;
   if (kind == CLI_TRACE_TASKS) {
-    const cli_tasks_stats_opts_t to = {.json = opts.json,
-                                       .csv = opts.csv,
+    const cli_tasks_stats_opts_t to = {.out = opts.out,
                                        .bars = opts.bars < 0 ? isatty(STDOUT_FILENO) : opts.bars,
-                                       .quiet = opts.quiet,
                                        .svg = opts.svg,
                                        .png = opts.png};
     return cli_tasks_stats(argv[first], &to);
@@ -305,7 +349,7 @@ int cmd_stats(int argc, char **argv) {
 
   const cts_mtprof_config_t cfg = {.stacks = false};
   cli_trace_t t;
-  int code = cli_trace_load(&t, argv[first], &cfg, opts.quiet);
+  int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
     cli_trace_free(&t);
     return code;
@@ -318,27 +362,18 @@ int cmd_stats(int argc, char **argv) {
       {"lifetime_bytes", "Lifetimes of collected blocks (bytes allocated meanwhile)",
        "lifetime_allocated", &p->life_samples, cts_mtprof_bytes_per_sample(p), UNIT_BYTES},
   };
-  static cts_out_t out;
-  cts_out_init(&out, STDOUT_FILENO);
-  /* Names from the trace: escaped for people, and in CSV on a terminal. */
-  out.term = !opts.json && (!opts.csv || isatty(STDOUT_FILENO));
-  if (opts.json) {
-    print_json(&out, &t, views, CTS_ARRAY_SIZE(views));
-  } else if (opts.csv) {
-    print_csv(&out, p, views, CTS_ARRAY_SIZE(views));
+  cts_out_t *out = cli_stdout_for(&opts.out);
+  if (opts.out.json) {
+    cts_json_t w;
+    cts_json_init(&w, out);
+    print_json(&w, &t, views, CTS_ARRAY_SIZE(views));
+  } else if (opts.out.csv) {
+    print_csv(out, p, views, CTS_ARRAY_SIZE(views));
   } else {
-    const bool bars = opts.bars < 0 ? isatty(STDOUT_FILENO) : opts.bars;
-    char a[96], b[32];
-    cli_text_trace_header(&out, &t);
-    cts_out_char(&out, '\n');
-    print_rates_text(&out, &t);
-    cts_out_printf(&out, "Live      %s at the end in %s sampled blocks (not in the lifetimes)\n",
-                   cli_est_bytes(p, p->stacks.live_samples, true, a, sizeof a),
-                   cli_grouped(p->live_blocks, b, sizeof b));
-    for (size_t i = 0; i < CTS_ARRAY_SIZE(views); i++) print_view_text(&out, p, &views[i], bars);
-    if (bars) cts_out_str(&out, "\n  bars: # blocks, = bytes (each scaled to its largest bin)\n");
+    print_text(out, &t, views, CTS_ARRAY_SIZE(views),
+               opts.bars < 0 ? isatty(STDOUT_FILENO) : opts.bars);
   }
-  code = cli_finish_output(&out, code);
+  code = cli_finish_output(out, code);
   if (opts.svg || opts.png) {
     cli_hist_panel_t panels[CTS_ARRAY_SIZE(views)];
     for (size_t i = 0; i < CTS_ARRAY_SIZE(views); i++)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../analysis/u64map.h"
+#include "../common/hash.h"
 #include "../analysis/transcode.h"
 #include "cli.h"
 #include "load.h"
@@ -118,15 +119,15 @@ static int on_option(void *ctx, int opt, const char *arg) {
         return cli_usage_error("--to takes seconds >= 0, not '%s'", arg);
       o->to_s = v;
       break;
-    case 'E':
-      if (strcmp(arg, "compact") == 0) {
-        o->encoding = CTS_MT_ENCODING_COMPACT;
-      } else if (strcmp(arg, "memtrace") == 0) {
-        o->encoding = CTS_MT_ENCODING_MEMTRACE;
-      } else {
-        return cli_usage_error("--encoding takes compact or memtrace, not '%s'", arg);
-      }
+    case 'E': {
+      static const cli_keyword_t encodings[] = {
+          {"compact", CTS_MT_ENCODING_COMPACT}, {"memtrace", CTS_MT_ENCODING_MEMTRACE}, {0}};
+      int e;
+      const int rc = cli_parse_keyword("--encoding", arg, encodings, NULL, &e);
+      if (rc >= 0) return rc;
+      o->encoding = (cts_mt_encoding_t)e;
       break;
+    }
     case 'o':
       o->output = arg;
       break;
@@ -137,16 +138,10 @@ static int on_option(void *ctx, int opt, const char *arg) {
   return -1;
 }
 
-static uint64_t next_random(rewrite_t *rw) {
-  uint64_t z = (rw->rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* A uniform double in (0, 1). */
+/* A uniform double in (0, 1), from the seeded splitmix64 sequence (the same draws as
+ * ever for a given --seed). */
 static double uniform(rewrite_t *rw) {
-  return ((double)(next_random(rw) >> 11) + 0.5) * 0x1p-53;
+  return ((double)(cts_splitmix64(&rw->rng) >> 11) + 0.5) * 0x1p-53;
 }
 
 /* Poisson(mean) for a small mean, by Knuth's product of uniforms (about mean draws). */
@@ -169,7 +164,7 @@ static uint64_t thin(rewrite_t *rw, uint64_t n) {
   if (n <= EXACT_DRAWS) {
     const uint64_t threshold = (uint64_t)(18446744073709551615.0 / rw->factor);
     uint64_t kept = 0;
-    for (uint64_t i = 0; i < n; i++) kept += next_random(rw) < threshold;
+    for (uint64_t i = 0; i < n; i++) kept += cts_splitmix64(&rw->rng) < threshold;
     return kept;
   }
   /* Large counts: Poisson where the mean kept (or dropped) is small, else the normal
@@ -298,9 +293,9 @@ static int rewrite_run(rewrite_t *rw, const char *path) {
     }
   }
   if (!rw->quiet && code == CLI_EXIT_OK)
-    fprintf(stderr, "%s: kept %llu allocations (%llu samples), dropped %llu\n", cli_command(),
-            (unsigned long long)rw->kept_allocs, (unsigned long long)rw->kept_samples,
-            (unsigned long long)rw->dropped_allocs);
+    cli_note("kept %llu allocations (%llu samples), dropped %llu",
+             (unsigned long long)rw->kept_allocs, (unsigned long long)rw->kept_samples,
+             (unsigned long long)rw->dropped_allocs);
 end:
   if (rw->header_err)
     cts_outfile_discard(&rw->file); /* no trace info: nothing usable was written */
@@ -329,9 +324,12 @@ static int rewrite_checked(rewrite_t *rw, const char *path) {
 
 int cmd_subsample(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"factor", required_argument, NULL, 'F'},   {"seed", required_argument, NULL, 'S'},
-      {"encoding", required_argument, NULL, 'E'}, {"output", required_argument, NULL, 'o'},
-      {"quiet", no_argument, NULL, 'q'},          {0},
+      {"factor", required_argument, NULL, 'F'},
+      {"seed", required_argument, NULL, 'S'},
+      {"encoding", required_argument, NULL, 'E'},
+      {"output", required_argument, NULL, 'o'},
+      CLI_LONGOPT_QUIET,
+      {0},
   };
   rewrite_t rw = {.factor = 0, .seed = 1, .encoding = CTS_MT_ENCODING_COMPACT};
   int first;
@@ -345,9 +343,12 @@ int cmd_subsample(int argc, char **argv) {
 
 int cmd_filter(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"from", required_argument, NULL, 'f'},     {"to", required_argument, NULL, 't'},
-      {"encoding", required_argument, NULL, 'E'}, {"output", required_argument, NULL, 'o'},
-      {"quiet", no_argument, NULL, 'q'},          {0},
+      {"from", required_argument, NULL, 'f'},
+      {"to", required_argument, NULL, 't'},
+      {"encoding", required_argument, NULL, 'E'},
+      {"output", required_argument, NULL, 'o'},
+      CLI_LONGOPT_QUIET,
+      {0},
   };
   rewrite_t rw = {.is_filter = true,
                   .factor = 1,

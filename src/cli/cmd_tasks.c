@@ -1,15 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* info, stats, top, leaks and diff on mirage-profile task traces, from the task model
- * (analysis/tasks.h). The task analogues of the memtrace figures:
- *  - stats: tasks by type, how long they took (created → resolved) with percentiles and a
- *    histogram, time running vs alive, counters, gc and idle time;
- *  - top: labels (or types) by running time, count or time alive;
- *  - leaks: tasks that never resolved (should_resolve ones first), grouped by label and
- *    listed oldest first with their creator;
- *  - diff: labels (or types) whose count, running time or time alive changed, per second.
- * Times are ns on the trace's monotonic clock; "alive" is from creation (or the trace start,
- * for a task created before it) to resolution, merge (`becomes`) or last sight. */
-#define _GNU_SOURCE /* qsort_r */
+/* info, stats, top, leaks and diff on mirage-profile task traces: the options and the text,
+ * JSON and CSV printers of the figures analysis/task_summary.h computes from the task model
+ * (analysis/tasks.h). */
 #include "cmd_tasks.h"
 
 #include <errno.h>
@@ -21,29 +13,11 @@
 #include <unistd.h>
 
 #include "../analysis/hist.h"
-#include "../analysis/u64map.h"
 #include "cli.h"
 #include "hist_views.h"
 #include "load.h"
 
 #define NONE CTS_TASKS_NONE
-
-/* Type slots: the 18 known types, "Unknown" (99 and anything else), and tasks created
- * before the trace (whose type the trace does not say). */
-#define NTYPES       20
-#define SLOT_UNKNOWN 18
-#define SLOT_PREEX   19
-
-static unsigned type_slot(const cts_task_t *t) {
-  if (t->flags & CTS_TASK_F_PREEXISTING) return SLOT_PREEX;
-  return t->type <= 17 ? t->type : SLOT_UNKNOWN;
-}
-
-static const char *slot_name(unsigned slot) {
-  if (slot == SLOT_PREEX) return "preexisting";
-  if (slot == SLOT_UNKNOWN) return "Unknown";
-  return cts_task_type_name(slot);
-}
 
 static int load(cli_tasks_t *t, const char *path, bool quiet, bool keep_packets) {
   const cts_tasks_config_t cfg = {.lanes = true};
@@ -54,56 +28,32 @@ static bool loaded(int code) {
   return code == CLI_EXIT_OK || code == CLI_EXIT_DATA;
 }
 
-typedef struct totals {
-  uint64_t tasks, created, preexisting, resolved, failed, merged, pending, should_pending;
-  uint64_t running_ns, idle_ns;
-} totals_t;
-
-/* Counts a task by how it ended: resolved (failed ones too, and also in failed), merged into
- * another with `becomes`, or still pending. */
-static void count_outcome(const cts_task_t *k, uint64_t *resolved, uint64_t *failed,
-                          uint64_t *merged, uint64_t *pending) {
-  if (k->flags & CTS_TASK_F_RESOLVED) {
-    ++*resolved;
-    if (k->flags & CTS_TASK_F_FAILED) ++*failed;
-  } else if (k->flags & CTS_TASK_F_BECAME) {
-    ++*merged;
-  } else {
-    ++*pending;
-  }
-}
-
-static void count_totals(const cli_tasks_t *t, totals_t *s) {
-  memset(s, 0, sizeof *s);
-  const cts_tasks_t *m = &t->m;
-  for (size_t i = 0; i < m->ntasks; i++) {
-    const cts_task_t *k = &m->tasks[i];
-    s->tasks++;
-    if (k->flags & CTS_TASK_F_PREEXISTING)
-      s->preexisting++;
-    else
-      s->created++;
-    count_outcome(k, &s->resolved, &s->failed, &s->merged, &s->pending);
-    if (cts_task_pending(k) && (k->flags & (CTS_TASK_F_SHOULD | CTS_TASK_F_NEVER_RESOLVED)))
-      s->should_pending++;
-  }
-  for (size_t i = 0; i < m->nlanes; i++) {
-    s->running_ns += m->lanes[i].running_ns;
-    s->idle_ns += m->lanes[i].idle_ns;
-  }
-}
-
-static void json_header(cts_out_t *o, const cli_tasks_t *t) {
-  cts_out_str(o, "\"trace\": ");
-  cts_out_json_str(o, t->path);
-  cts_out_printf(o,
-                 ", \"kind\": \"tasks\", \"format\": \"mirage-profile\", \"events\": %llu, "
-                 "\"lanes\": %zu, \"duration_s\": %.9f, \"reader_result\": ",
-                 (unsigned long long)t->m.events, t->m.nlanes, cli_tasks_duration_s(t));
-  cli_json_reader_result(o, t->err);
+static void json_header(cts_json_t *w, const cli_tasks_t *t) {
+  cts_json_kv_str(w, "trace", t->path);
+  cts_json_kv_str(w, "kind", "tasks");
+  cts_json_kv_str(w, "format", "mirage-profile");
+  cts_json_kv_u64(w, "events", t->m.events);
+  cts_json_kv_u64(w, "lanes", t->m.nlanes);
+  cts_json_kv_fixed(w, "duration_s", cli_tasks_duration_s(t), 9);
+  cts_json_key(w, "reader_result");
+  cli_jw_reader_result(w, t->err);
   if (t->m.lost) /* recorded by the writer (ctfscope_lost): events it could not place */
-    cts_out_printf(o, ", \"events_lost\": %llu", (unsigned long long)t->m.lost);
-  cts_out_str(o, ",\n");
+    cts_json_kv_u64(w, "events_lost", t->m.lost);
+  cts_json_ws(w, "\n ");
+}
+
+/* The task counts of info and stats, as one JSON object. */
+static void json_totals(cts_json_t *w, const cts_task_totals_t *k) {
+  cts_json_object(w);
+  cts_json_kv_u64(w, "total", k->tasks);
+  cts_json_kv_u64(w, "created", k->created);
+  cts_json_kv_u64(w, "preexisting", k->preexisting);
+  cts_json_kv_u64(w, "resolved", k->resolved);
+  cts_json_kv_u64(w, "failed", k->failed);
+  cts_json_kv_u64(w, "merged", k->merged);
+  cts_json_kv_u64(w, "pending", k->pending);
+  cts_json_kv_u64(w, "should_resolve_pending", k->should_pending);
+  cts_json_end(w);
 }
 
 /* The writer's own count of events it dropped, when it recorded one. */
@@ -142,139 +92,181 @@ static const char *layout(const cli_tasks_t *t, char *buf, size_t size) {
   return buf;
 }
 
-int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool quiet) {
+/* info --json: one member per line. */
+static void print_info_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_totals_t *s,
+                            bool packets) {
+  const cts_tasks_t *m = &t->m;
+  cts_json_object(w);
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_str(w, "file", t->path);
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_u64(w, "file_size_bytes", t->file_size);
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_str(w, "format", "mirage-profile");
+  cts_json_ws(w, "\n  ");
+  cts_json_key(w, "reader_result");
+  cli_jw_reader_result(w, t->err);
+  if (t->err) {
+    cts_json_ws(w, "\n  ");
+    cts_json_kv_str(w, "error", t->msg);
+  }
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_str(w, "layout",
+                  !t->packets_seen                             ? "none"
+                  : t->packets_full_content == t->packets_seen ? "stream"
+                  : t->packet_max - t->packet_min < 4          ? "ring"
+                                                               : "packets");
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_bool(w, "wrapped", t->sum.wrapped);
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_bool(w, "sequence_order", t->sum.sequence_order);
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_u64(w, "packets_total", t->packets_seen);
+  cts_json_ws(w, "\n  ");
+  cts_json_key(w, "packets");
+  cts_json_object(w);
+  cts_json_kv_u64(w, "empty", t->packets_empty);
+  cts_json_kv_u64(w, "truncated", t->packets_truncated);
+  cts_json_kv_u64(w, "size_min", t->packet_min);
+  cts_json_kv_u64(w, "size_max", t->packet_max);
+  cts_json_end(w);
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_u64(w, "lanes", m->nlanes);
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_u64(w, "events_total", t->sum.events);
+  cts_json_ws(w, "\n  ");
+  cts_json_key(w, "events");
+  cts_json_object(w);
+  for (unsigned id = 0; id < CTS_MPROF_EVENT_IDS; id++)
+    if (id < CTS_MPROF_MIRAGE_IDS || t->sum.events_by_id[id]) /* extensions when present */
+      cts_json_kv_u64(w, cts_mprof_event_name(id), t->sum.events_by_id[id]);
+  cts_json_end(w);
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_u64(w, "warnings", t->sum.warnings);
+  if (m->lost) {
+    cts_json_ws(w, "\n  ");
+    cts_json_kv_u64(w, "events_lost", m->lost);
+  }
+  if (m->have_anchor) { /* docs/formats/mprof.md §14.2 */
+    cts_json_ws(w, "\n  ");
+    cts_json_key(w, "clock_anchor");
+    cts_json_object(w);
+    cts_json_kv_i64(w, "pid", m->anchor_pid);
+    cts_json_kv_u64(w, "trace_ns", m->anchor_ns);
+    cts_json_kv_u64(w, "realtime_ns", m->anchor_other_ns);
+    cts_json_end(w);
+  }
+  if (m->have_time) {
+    cts_json_ws(w, "\n  ");
+    cts_json_kv_u64(w, "first_event_ns", m->first_ns);
+    cts_json_ws(w, "\n  ");
+    cts_json_kv_u64(w, "last_event_ns", m->last_ns);
+    cts_json_ws(w, "\n  ");
+    cts_json_kv_fixed(w, "duration_s", cli_tasks_duration_s(t), 9);
+  }
+  cts_json_ws(w, "\n  ");
+  cts_json_key(w, "tasks");
+  json_totals(w, s);
+  cts_json_ws(w, "\n  ");
+  cts_json_kv_u64(w, "strings_distinct", m->nstrings);
+  cts_json_ws(w, "\n  ");
+  cts_json_key(w, "counters");
+  cts_json_array(w);
+  for (size_t i = 0; i < m->ncounters; i++) cts_json_str(w, cts_tasks_str(m, m->counters[i].name));
+  cts_json_end(w);
+  if (packets) {
+    cts_json_ws(w, "\n  ");
+    cts_json_key(w, "packet_list");
+    cts_json_array(w);
+    for (size_t i = 0; i < t->npackets; i++) {
+      const cts_mprof_packet_t *p = &t->packets[i];
+      cts_json_ws(w, "\n    ");
+      cts_json_object(w);
+      cts_json_kv_u64(w, "offset", p->offset);
+      cts_json_kv_u64(w, "size", p->size);
+      cts_json_kv_u64(w, "content_size", p->content_size);
+      cts_json_kv_u64(w, "count", p->count);
+      cts_json_kv_u64(w, "file_index", p->file_index);
+      cts_json_kv_bool(w, "truncated", p->truncated);
+      cts_json_end(w);
+    }
+    cts_json_ws(w, "\n  ");
+    cts_json_end(w);
+  }
+  cts_json_ws(w, "\n");
+  cts_json_end(w);
+}
+
+static void print_info_text(cts_out_t *o, const cli_tasks_t *t, const cts_task_totals_t *s,
+                            bool packets) {
+  const cts_tasks_t *m = &t->m;
+  char a[64], b[160], c[64], d[64];
+  cts_out_printf(o, "Trace          %s (%s, mirage-profile CTF task trace)\n", t->path,
+                 cli_human_bytes((double)t->file_size, a, sizeof a));
+  cts_out_printf(o, "Layout         %s; read in %s order\n", layout(t, b, sizeof b),
+                 t->sum.sequence_order ? "sequence" : "file");
+  cts_out_printf(o, "Lanes          %zu (threads writing at the same time)\n", m->nlanes);
+  if (m->have_time)
+    cts_out_printf(o, "Time           %.6f s, from %.9f s to %.9f s on the trace clock\n",
+                   cli_tasks_duration_s(t), (double)m->first_ns * 1e-9, (double)m->last_ns * 1e-9);
+  cts_out_printf(o, "\nEvents         %s:", cli_grouped(t->sum.events, a, sizeof a));
+  bool any = false;
+  for (unsigned id = 0; id < CTS_MPROF_EVENT_IDS; id++) {
+    if (!t->sum.events_by_id[id]) continue;
+    cts_out_printf(o, "%s %s %s", any ? "," : "", cts_mprof_event_name(id),
+                   cli_grouped(t->sum.events_by_id[id], a, sizeof a));
+    any = true;
+  }
+  cts_out_char(o, '\n');
+  cts_out_printf(o, "Tasks          %s: %s created, %s preexisting (created before the trace)\n",
+                 cli_grouped(s->tasks, a, sizeof a), cli_grouped(s->created, b, sizeof b),
+                 cli_grouped(s->preexisting, c, sizeof c));
+  cts_out_printf(o, "               %s resolved (%s failed), %s merged (becomes), %s pending",
+                 cli_grouped(s->resolved, a, sizeof a), cli_grouped(s->failed, b, sizeof b),
+                 cli_grouped(s->merged, c, sizeof c), cli_grouped(s->pending, d, sizeof d));
+  if (s->should_pending)
+    cts_out_printf(o, " (%s should have resolved)", cli_grouped(s->should_pending, a, sizeof a));
+  cts_out_char(o, '\n');
+  cts_out_printf(o, "Strings        %zu distinct (labels, failure texts, counter names)\n",
+                 m->nstrings);
+  cts_out_printf(o, "Counters       %zu", m->ncounters);
+  for (size_t i = 0; i < m->ncounters && i < 8; i++)
+    cts_out_printf(o, "%s%s", i ? ", " : ": ", cts_tasks_str(m, m->counters[i].name));
+  cts_out_str(o, m->ncounters > 8 ? ", ...\n" : "\n");
+  cts_out_printf(
+      o, "Packets        %s: %s empty, %s truncated\n", cli_grouped(t->packets_seen, a, sizeof a),
+      cli_grouped(t->packets_empty, b, sizeof b), cli_grouped(t->packets_truncated, c, sizeof c));
+  cts_out_printf(o, "Result         %s%s (%llu warnings)\n", t->err ? "error: " : "ok",
+                 t->err ? t->msg : "", (unsigned long long)t->sum.warnings);
+  text_lost(o, t);
+  if (m->have_anchor)
+    cts_out_printf(o,
+                   "Clock anchor   pid %lld: aligns with a memory trace of that process "
+                   "(top --by task, report)\n",
+                   (long long)m->anchor_pid);
+  if (packets) {
+    cts_out_str(o, "\n  offset     size  content  count  index\n");
+    for (size_t i = 0; i < t->npackets; i++) {
+      const cts_mprof_packet_t *p = &t->packets[i];
+      cts_out_printf(o, "%8llu %8u %8u %6u %6u%s\n", (unsigned long long)p->offset, p->size,
+                     p->content_size, p->count, p->file_index, p->truncated ? " truncated" : "");
+    }
+  }
+}
+
+int cli_tasks_info(cts_out_t *o, cts_json_t *w, const char *path, bool packets, bool quiet) {
   cli_tasks_t t;
   int code = load(&t, path, quiet, packets);
   if (!loaded(code)) {
     cli_tasks_free(&t);
     return code;
   }
-  totals_t s;
-  count_totals(&t, &s);
-  const cts_tasks_t *m = &t.m;
-  char a[64], b[160], c[64], d[64];
-  if (json) {
-    cts_out_str(o, "{\n  \"file\": ");
-    cts_out_json_str(o, path);
-    cts_out_printf(o,
-                   ",\n  \"file_size_bytes\": %llu,\n  \"format\": \"mirage-profile\",\n"
-                   "  \"reader_result\": ",
-                   (unsigned long long)t.file_size);
-    cli_json_reader_result(o, t.err);
-    if (t.err) {
-      cts_out_str(o, ",\n  \"error\": ");
-      cts_out_json_str(o, t.msg);
-    }
-    cts_out_printf(o,
-                   ",\n  \"layout\": \"%s\",\n  \"wrapped\": %s,\n  \"sequence_order\": %s,\n"
-                   "  \"packets_total\": %llu,\n  \"packets\": {\"empty\": %llu, \"truncated\": "
-                   "%llu, \"size_min\": %u, \"size_max\": %u},\n  \"lanes\": %zu",
-                   !t.packets_seen                            ? "none"
-                   : t.packets_full_content == t.packets_seen ? "stream"
-                   : t.packet_max - t.packet_min < 4          ? "ring"
-                                                              : "packets",
-                   t.sum.wrapped ? "true" : "false", t.sum.sequence_order ? "true" : "false",
-                   (unsigned long long)t.packets_seen, (unsigned long long)t.packets_empty,
-                   (unsigned long long)t.packets_truncated, t.packet_min, t.packet_max, m->nlanes);
-    cts_out_printf(o, ",\n  \"events_total\": %llu,\n  \"events\": {",
-                   (unsigned long long)t.sum.events);
-    for (unsigned id = 0; id < CTS_MPROF_EVENT_IDS; id++)
-      if (id < CTS_MPROF_MIRAGE_IDS || t.sum.events_by_id[id]) /* extensions when present */
-        cts_out_printf(o, "%s\"%s\": %llu", id ? ", " : "", cts_mprof_event_name(id),
-                       (unsigned long long)t.sum.events_by_id[id]);
-    cts_out_printf(o, "},\n  \"warnings\": %llu", (unsigned long long)t.sum.warnings);
-    if (m->lost) cts_out_printf(o, ",\n  \"events_lost\": %llu", (unsigned long long)m->lost);
-    if (m->have_anchor) /* docs/formats/mprof.md §14.2 */
-      cts_out_printf(
-          o, ",\n  \"clock_anchor\": {\"pid\": %lld, \"trace_ns\": %llu, \"realtime_ns\": %llu}",
-          (long long)m->anchor_pid, (unsigned long long)m->anchor_ns,
-          (unsigned long long)m->anchor_other_ns);
-    if (m->have_time)
-      cts_out_printf(o,
-                     ",\n  \"first_event_ns\": %llu,\n  \"last_event_ns\": %llu,\n"
-                     "  \"duration_s\": %.9f",
-                     (unsigned long long)m->first_ns, (unsigned long long)m->last_ns,
-                     cli_tasks_duration_s(&t));
-    cts_out_printf(o,
-                   ",\n  \"tasks\": {\"total\": %llu, \"created\": %llu, \"preexisting\": %llu, "
-                   "\"resolved\": %llu, \"failed\": %llu, \"merged\": %llu, \"pending\": %llu, "
-                   "\"should_resolve_pending\": %llu}",
-                   (unsigned long long)s.tasks, (unsigned long long)s.created,
-                   (unsigned long long)s.preexisting, (unsigned long long)s.resolved,
-                   (unsigned long long)s.failed, (unsigned long long)s.merged,
-                   (unsigned long long)s.pending, (unsigned long long)s.should_pending);
-    cts_out_printf(o, ",\n  \"strings_distinct\": %zu,\n  \"counters\": [", m->nstrings);
-    for (size_t i = 0; i < m->ncounters; i++) {
-      if (i) cts_out_str(o, ", ");
-      cts_out_json_str(o, cts_tasks_str(m, m->counters[i].name));
-    }
-    cts_out_str(o, "]");
-    if (packets) {
-      cts_out_str(o, ",\n  \"packet_list\": [");
-      for (size_t i = 0; i < t.npackets; i++) {
-        const cts_mprof_packet_t *p = &t.packets[i];
-        cts_out_printf(o,
-                       "%s\n    {\"offset\": %llu, \"size\": %u, \"content_size\": %u, "
-                       "\"count\": %u, \"file_index\": %u, \"truncated\": %s}",
-                       i ? "," : "", (unsigned long long)p->offset, p->size, p->content_size,
-                       p->count, p->file_index, p->truncated ? "true" : "false");
-      }
-      cts_out_str(o, "\n  ]");
-    }
-    cts_out_str(o, "\n}");
+  cts_task_totals_t s;
+  cts_task_totals(&t.m, &s);
+  if (w) {
+    print_info_json(w, &t, &s, packets);
   } else {
-    cts_out_printf(o, "Trace          %s (%s, mirage-profile CTF task trace)\n", path,
-                   cli_human_bytes((double)t.file_size, a, sizeof a));
-    cts_out_printf(o, "Layout         %s; read in %s order\n", layout(&t, b, sizeof b),
-                   t.sum.sequence_order ? "sequence" : "file");
-    cts_out_printf(o, "Lanes          %zu (threads writing at the same time)\n", m->nlanes);
-    if (m->have_time)
-      cts_out_printf(o, "Time           %.6f s, from %.9f s to %.9f s on the trace clock\n",
-                     cli_tasks_duration_s(&t), (double)m->first_ns * 1e-9,
-                     (double)m->last_ns * 1e-9);
-    cts_out_printf(o, "\nEvents         %s:", cli_grouped(t.sum.events, a, sizeof a));
-    bool any = false;
-    for (unsigned id = 0; id < CTS_MPROF_EVENT_IDS; id++) {
-      if (!t.sum.events_by_id[id]) continue;
-      cts_out_printf(o, "%s %s %s", any ? "," : "", cts_mprof_event_name(id),
-                     cli_grouped(t.sum.events_by_id[id], a, sizeof a));
-      any = true;
-    }
-    cts_out_char(o, '\n');
-    cts_out_printf(o, "Tasks          %s: %s created, %s preexisting (created before the trace)\n",
-                   cli_grouped(s.tasks, a, sizeof a), cli_grouped(s.created, b, sizeof b),
-                   cli_grouped(s.preexisting, c, sizeof c));
-    cts_out_printf(o, "               %s resolved (%s failed), %s merged (becomes), %s pending",
-                   cli_grouped(s.resolved, a, sizeof a), cli_grouped(s.failed, b, sizeof b),
-                   cli_grouped(s.merged, c, sizeof c), cli_grouped(s.pending, d, sizeof d));
-    if (s.should_pending)
-      cts_out_printf(o, " (%s should have resolved)", cli_grouped(s.should_pending, a, sizeof a));
-    cts_out_char(o, '\n');
-    cts_out_printf(o, "Strings        %zu distinct (labels, failure texts, counter names)\n",
-                   m->nstrings);
-    cts_out_printf(o, "Counters       %zu", m->ncounters);
-    for (size_t i = 0; i < m->ncounters && i < 8; i++)
-      cts_out_printf(o, "%s%s", i ? ", " : ": ", cts_tasks_str(m, m->counters[i].name));
-    cts_out_str(o, m->ncounters > 8 ? ", ...\n" : "\n");
-    cts_out_printf(
-        o, "Packets        %s: %s empty, %s truncated\n", cli_grouped(t.packets_seen, a, sizeof a),
-        cli_grouped(t.packets_empty, b, sizeof b), cli_grouped(t.packets_truncated, c, sizeof c));
-    cts_out_printf(o, "Result         %s%s (%llu warnings)\n", t.err ? "error: " : "ok",
-                   t.err ? t.msg : "", (unsigned long long)t.sum.warnings);
-    text_lost(o, &t);
-    if (m->have_anchor)
-      cts_out_printf(o,
-                     "Clock anchor   pid %lld: aligns with a memory trace of that process "
-                     "(top --by task, report)\n",
-                     (long long)m->anchor_pid);
-    if (packets) {
-      cts_out_str(o, "\n  offset     size  content  count  index\n");
-      for (size_t i = 0; i < t.npackets; i++) {
-        const cts_mprof_packet_t *p = &t.packets[i];
-        cts_out_printf(o, "%8llu %8u %8u %6u %6u%s\n", (unsigned long long)p->offset, p->size,
-                       p->content_size, p->count, p->file_index, p->truncated ? " truncated" : "");
-      }
-    }
+    print_info_text(o, &t, &s, packets);
   }
   cli_tasks_free(&t);
   return code;
@@ -286,40 +278,6 @@ int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool
 static const char *format_ns(double ns, const void *ctx, char *buf, size_t size) {
   (void)ctx;
   return cli_human_ns(ns, buf, size);
-}
-
-typedef struct type_row {
-  uint64_t tasks, resolved, failed, merged, pending, runs, running_ns, alive_ns;
-  cts_hist_t dur; /* created → resolved, ns; weight 1 (tasks) and ns (time) */
-} type_row_t;
-
-typedef struct stats {
-  type_row_t types[NTYPES];
-  cts_hist_t all;
-  totals_t tot;
-} stats_t;
-
-static void compute_stats(const cli_tasks_t *t, stats_t *s) {
-  for (unsigned i = 0; i < NTYPES; i++) {
-    memset(&s->types[i], 0, sizeof s->types[i]);
-    cts_hist_init(&s->types[i].dur);
-  }
-  cts_hist_init(&s->all);
-  count_totals(t, &s->tot);
-  for (size_t i = 0; i < t->m.ntasks; i++) {
-    const cts_task_t *k = &t->m.tasks[i];
-    type_row_t *r = &s->types[type_slot(k)];
-    r->tasks++;
-    count_outcome(k, &r->resolved, &r->failed, &r->merged, &r->pending);
-    r->runs += k->runs;
-    r->running_ns += k->running_ns;
-    r->alive_ns += k->end - k->start;
-    uint64_t d;
-    if (cts_task_resolve_time(k, &d)) {
-      cts_hist_add(&r->dur, d, d);
-      cts_hist_add(&s->all, d, d);
-    }
-  }
 }
 
 static void print_hist_text(cts_out_t *o, const cts_hist_t *h, bool bars) {
@@ -362,185 +320,214 @@ static void print_hist_text(cts_out_t *o, const cts_hist_t *h, bool bars) {
   }
 }
 
-static void json_hist(cts_out_t *o, const cts_hist_t *h, bool with_bins) {
-  cts_out_printf(o, "{\"tasks\": %llu, \"total_ns\": %llu", (unsigned long long)h->total_blocks,
-                 (unsigned long long)h->total_samples);
-  if (h->total_blocks)
-    cts_out_printf(o, ", \"min_ns\": %llu, \"mean_ns\": %.1f", (unsigned long long)h->min,
-                   h->sum_by_blocks / (double)h->total_blocks);
+static void json_hist(cts_json_t *w, const cts_hist_t *h, bool with_bins) {
+  cts_json_object(w);
+  cts_json_kv_u64(w, "tasks", h->total_blocks);
+  cts_json_kv_u64(w, "total_ns", h->total_samples);
+  if (h->total_blocks) {
+    cts_json_kv_u64(w, "min_ns", h->min);
+    cts_json_kv_fixed(w, "mean_ns", h->sum_by_blocks / (double)h->total_blocks, 1);
+  }
   for (int by_time = 0; by_time < 2; by_time++) {
-    cts_out_printf(o, ", \"percentiles_by_%s_ns\": {", by_time ? "time" : "tasks");
+    cts_json_key(w, by_time ? "percentiles_by_time_ns" : "percentiles_by_tasks_ns");
+    cts_json_object(w);
     for (unsigned q = 0; q < 4; q++)
-      cts_out_printf(o, "%s\"%s\": %llu", q ? ", " : "", cli_quantile_names[q],
-                     (unsigned long long)cts_hist_quantile(h, cli_quantiles[q], by_time));
-    cts_out_str(o, "}");
+      cts_json_kv_u64(w, cli_quantile_names[q], cts_hist_quantile(h, cli_quantiles[q], by_time));
+    cts_json_end(w);
   }
   if (with_bins) {
     cts_hist_pow2_t bins;
     cts_hist_pow2(h, &bins);
-    cts_out_str(o, ", \"bins\": [");
-    for (int i = bins.lo; i <= bins.hi; i++)
-      cts_out_printf(
-          o, "%s\n   {\"low_ns\": %llu, \"high_ns\": %llu, \"tasks\": %llu, \"time_ns\": %llu}",
-          i > bins.lo ? "," : "", (unsigned long long)cts_hist_pow2_low(i),
-          (unsigned long long)(i ? cts_hist_pow2_low(i + 1) : 1),
-          (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i]);
-    cts_out_str(o, "]");
+    cts_json_key(w, "bins");
+    cts_json_array(w);
+    for (int i = bins.lo; i <= bins.hi; i++) {
+      cts_json_ws(w, "\n   ");
+      cts_json_object(w);
+      cts_json_kv_u64(w, "low_ns", cts_hist_pow2_low(i));
+      cts_json_kv_u64(w, "high_ns", i ? cts_hist_pow2_low(i + 1) : 1);
+      cts_json_kv_u64(w, "tasks", bins.blocks[i]);
+      cts_json_kv_u64(w, "time_ns", bins.samples[i]);
+      cts_json_end(w);
+    }
+    cts_json_end(w);
   }
-  cts_out_str(o, "}");
+  cts_json_end(w);
+}
+
+static void print_stats_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_stats_t *s,
+                             double span_ns) {
+  const cts_tasks_t *m = &t->m;
+  const cts_task_totals_t *k = &s->tot;
+  cts_json_object(w);
+  json_header(w, t);
+  cts_json_key(w, "tasks");
+  json_totals(w, k);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "time");
+  cts_json_object(w);
+  cts_json_kv_fixed(w, "span_ns", span_ns, 0);
+  cts_json_kv_u64(w, "running_ns", k->running_ns);
+  cts_json_kv_u64(w, "idle_ns", k->idle_ns);
+  cts_json_kv_u64(w, "gc_ns", m->gc_ns);
+  cts_json_kv_u64(w, "gc_pauses", m->gc_events);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "durations");
+  json_hist(w, &s->all, true);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "types");
+  cts_json_array(w);
+  for (unsigned i = 0; i < CTS_TASK_SLOTS; i++) {
+    const cts_task_type_stats_t *r = &s->types[i];
+    if (!r->tasks) continue;
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_str(w, "type", cts_task_slot_name(i));
+    cts_json_kv_u64(w, "tasks", r->tasks);
+    cts_json_kv_u64(w, "resolved", r->resolved);
+    cts_json_kv_u64(w, "failed", r->failed);
+    cts_json_kv_u64(w, "merged", r->merged);
+    cts_json_kv_u64(w, "pending", r->pending);
+    cts_json_kv_u64(w, "runs", r->runs);
+    cts_json_kv_u64(w, "running_ns", r->running_ns);
+    cts_json_kv_u64(w, "alive_ns", r->alive_ns);
+    cts_json_kv_u64(w, "waiting_ns", r->alive_ns > r->running_ns ? r->alive_ns - r->running_ns : 0);
+    cts_json_key(w, "durations");
+    json_hist(w, &r->dur, false);
+    cts_json_end(w);
+  }
+  cts_json_ws(w, "\n ");
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "counters");
+  cts_json_array(w);
+  for (size_t i = 0; i < m->ncounters; i++) {
+    const cts_tasks_counter_t *c = &m->counters[i];
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_str(w, "name", cts_tasks_str(m, c->name));
+    cts_json_kv_u64(w, "updates", c->updates);
+    cts_json_kv_i64(w, "min", c->min);
+    cts_json_kv_i64(w, "max", c->max);
+    cts_json_kv_i64(w, "last", c->last);
+    cts_json_kv_bool(w, "relative", c->relative);
+    cts_json_end(w);
+  }
+  cli_jw_end(w, true);
+}
+
+static void print_stats_csv(cts_out_t *out, const cts_task_stats_t *s) {
+  cts_out_str(out, "histogram,type,unit,low,high,tasks,time_ns\n");
+  for (int ty = -1; ty < CTS_TASK_SLOTS; ty++) {
+    const cts_hist_t *h = ty < 0 ? &s->all : &s->types[ty].dur;
+    cts_hist_pow2_t bins;
+    cts_hist_pow2(h, &bins);
+    for (int i = bins.lo; i <= bins.hi; i++)
+      cts_out_printf(out, "duration,%s,ns,%llu,%llu,%llu,%llu\n",
+                     ty < 0 ? "all" : cts_task_slot_name((unsigned)ty),
+                     (unsigned long long)cts_hist_pow2_low(i),
+                     (unsigned long long)(i ? cts_hist_pow2_low(i + 1) : 1),
+                     (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i]);
+  }
+}
+
+/* span_ns: the trace's time span; bars: draw bar charts. */
+static void print_stats_text(cts_out_t *out, const cli_tasks_t *t, const cts_task_stats_t *s,
+                             double span_ns, bool bars) {
+  const cts_tasks_t *m = &t->m;
+  char a[32], b[32], c[32], d[32], e[32], f[32];
+  const cts_task_totals_t *k = &s->tot;
+  char g0[32];
+  const double lanes_span = span_ns * (double)(m->nlanes ? m->nlanes : 1);
+  text_header(out, t);
+  cts_out_printf(out,
+                 "Time     running %s (%.1f%%), idle %s (%.1f%%) of %.6f s x %zu lane%s; gc %s "
+                 "in %llu pause%s\n",
+                 cli_human_ns((double)k->running_ns, a, sizeof a),
+                 lanes_span > 0 ? 100.0 * (double)k->running_ns / lanes_span : 0.0,
+                 cli_human_ns((double)k->idle_ns, b, sizeof b),
+                 lanes_span > 0 ? 100.0 * (double)k->idle_ns / lanes_span : 0.0, span_ns * 1e-9,
+                 m->nlanes, m->nlanes == 1 ? "" : "s", cli_human_ns((double)m->gc_ns, c, sizeof c),
+                 (unsigned long long)m->gc_events, m->gc_events == 1 ? "" : "s");
+  cts_out_printf(out,
+                 "Tasks    %s: %s created, %s preexisting; %s resolved (%s failed), %s "
+                 "merged, %s pending\n",
+                 cli_grouped(k->tasks, a, sizeof a), cli_grouped(k->created, b, sizeof b),
+                 cli_grouped(k->preexisting, c, sizeof c), cli_grouped(k->resolved, d, sizeof d),
+                 cli_grouped(k->failed, e, sizeof e), cli_grouped(k->merged, f, sizeof f),
+                 cli_grouped(k->pending, g0, sizeof g0));
+  cts_out_str(out,
+              "\nBy type            tasks  resolved  failed  merged  pending     running  "
+              "   alive  p50 created->resolved  p99\n");
+  for (unsigned i = 0; i < CTS_TASK_SLOTS; i++) {
+    const cts_task_type_stats_t *r = &s->types[i];
+    if (!r->tasks) continue;
+    char g[32], h[32], j[32];
+    cts_out_printf(out, "  %-15s %7s  %8s  %6s  %6s  %7s  %10s  %10s", cts_task_slot_name(i),
+                   cli_grouped(r->tasks, a, sizeof a), cli_grouped(r->resolved, b, sizeof b),
+                   cli_grouped(r->failed, c, sizeof c), cli_grouped(r->merged, d, sizeof d),
+                   cli_grouped(r->pending, e, sizeof e),
+                   cli_human_ns((double)r->running_ns, f, sizeof f),
+                   cli_human_ns((double)r->alive_ns, g, sizeof g));
+    if (r->dur.total_blocks)
+      cts_out_printf(out, "  %23s  %s",
+                     cli_human_ns((double)cts_hist_quantile(&r->dur, 0.5, false), h, sizeof h),
+                     cli_human_ns((double)cts_hist_quantile(&r->dur, 0.99, false), j, sizeof j));
+    cts_out_char(out, '\n');
+  }
+  cts_out_printf(out, "\nDurations, created -> resolved (%s tasks)\n",
+                 cli_grouped(s->all.total_blocks, a, sizeof a));
+  print_hist_text(out, &s->all, bars);
+  if (bars && s->all.total_blocks)
+    cts_out_str(out, "\n  bars: # tasks, = time (each scaled to its largest bin)\n");
+  if (m->ncounters) {
+    cts_out_str(out,
+                "\nCounters                 updates           min           max          last\n");
+    for (size_t i = 0; i < m->ncounters; i++) {
+      const cts_tasks_counter_t *k2 = &m->counters[i];
+      cts_out_printf(out, "  %-20s %11s %13lld %13lld %13lld%s\n", cts_tasks_str(m, k2->name),
+                     cli_grouped(k2->updates, a, sizeof a), (long long)k2->min, (long long)k2->max,
+                     (long long)k2->last,
+                     k2->relative ? "  (relative: from 0 at the trace start)" : "");
+    }
+  }
 }
 
 int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   cli_tasks_t t;
-  int code = load(&t, path, opts->quiet, false);
-  stats_t *s = loaded(code) ? malloc(sizeof *s) : NULL;
+  int code = load(&t, path, opts->out.quiet, false);
+  cts_task_stats_t *s = loaded(code) ? malloc(sizeof *s) : NULL;
   if (!s) {
     if (loaded(code)) cli_error("out of memory"), code = CLI_EXIT_INTERNAL;
     cli_tasks_free(&t);
     return code;
   }
-  compute_stats(&t, s);
+  cts_task_stats(&t.m, s);
   const cts_tasks_t *m = &t.m;
   const double span_ns = m->have_time ? (double)(m->last_ns - m->first_ns) : 0.0;
-  static cts_out_t out;
-  cts_out_init(&out, STDOUT_FILENO);
-  /* Labels from the trace: escaped for people, and in CSV on a terminal. */
-  out.term = !opts->json && (!opts->csv || isatty(STDOUT_FILENO));
-  char a[32], b[32], c[32], d[32], e[32], f[32];
-  if (opts->json) {
-    cts_out_str(&out, "{");
-    json_header(&out, &t);
-    const totals_t *k = &s->tot;
-    cts_out_printf(&out,
-                   " \"tasks\": {\"total\": %llu, \"created\": %llu, \"preexisting\": %llu, "
-                   "\"resolved\": %llu, \"failed\": %llu, \"merged\": %llu, \"pending\": %llu, "
-                   "\"should_resolve_pending\": %llu},\n",
-                   (unsigned long long)k->tasks, (unsigned long long)k->created,
-                   (unsigned long long)k->preexisting, (unsigned long long)k->resolved,
-                   (unsigned long long)k->failed, (unsigned long long)k->merged,
-                   (unsigned long long)k->pending, (unsigned long long)k->should_pending);
-    cts_out_printf(&out,
-                   " \"time\": {\"span_ns\": %.0f, \"running_ns\": %llu, \"idle_ns\": %llu, "
-                   "\"gc_ns\": %llu, \"gc_pauses\": %llu},\n",
-                   span_ns, (unsigned long long)k->running_ns, (unsigned long long)k->idle_ns,
-                   (unsigned long long)m->gc_ns, (unsigned long long)m->gc_events);
-    cts_out_str(&out, " \"durations\": ");
-    json_hist(&out, &s->all, true);
-    cts_out_str(&out, ",\n \"types\": [");
-    bool first = true;
-    for (unsigned i = 0; i < NTYPES; i++) {
-      const type_row_t *r = &s->types[i];
-      if (!r->tasks) continue;
-      cts_out_printf(
-          &out,
-          "%s\n  {\"type\": \"%s\", \"tasks\": %llu, \"resolved\": %llu, \"failed\": "
-          "%llu, \"merged\": %llu, \"pending\": %llu, \"runs\": %llu, \"running_ns\": "
-          "%llu, \"alive_ns\": %llu, \"waiting_ns\": %llu, \"durations\": ",
-          first ? "" : ",", slot_name(i), (unsigned long long)r->tasks,
-          (unsigned long long)r->resolved, (unsigned long long)r->failed,
-          (unsigned long long)r->merged, (unsigned long long)r->pending,
-          (unsigned long long)r->runs, (unsigned long long)r->running_ns,
-          (unsigned long long)r->alive_ns,
-          (unsigned long long)(r->alive_ns > r->running_ns ? r->alive_ns - r->running_ns : 0));
-      json_hist(&out, &r->dur, false);
-      cts_out_str(&out, "}");
-      first = false;
-    }
-    cts_out_str(&out, "\n ],\n \"counters\": [");
-    for (size_t i = 0; i < m->ncounters; i++) {
-      const cts_tasks_counter_t *k2 = &m->counters[i];
-      cts_out_str(&out, i ? ",\n  {\"name\": " : "\n  {\"name\": ");
-      cts_out_json_str(&out, cts_tasks_str(m, k2->name));
-      cts_out_printf(&out,
-                     ", \"updates\": %llu, \"min\": %lld, \"max\": %lld, \"last\": %lld, "
-                     "\"relative\": %s}",
-                     (unsigned long long)k2->updates, (long long)k2->min, (long long)k2->max,
-                     (long long)k2->last, k2->relative ? "true" : "false");
-    }
-    cts_out_str(&out, "\n ]\n}\n");
-  } else if (opts->csv) {
-    cts_out_str(&out, "histogram,type,unit,low,high,tasks,time_ns\n");
-    for (int ty = -1; ty < NTYPES; ty++) {
-      const cts_hist_t *h = ty < 0 ? &s->all : &s->types[ty].dur;
-      cts_hist_pow2_t bins;
-      cts_hist_pow2(h, &bins);
-      for (int i = bins.lo; i <= bins.hi; i++)
-        cts_out_printf(&out, "duration,%s,ns,%llu,%llu,%llu,%llu\n",
-                       ty < 0 ? "all" : slot_name((unsigned)ty),
-                       (unsigned long long)cts_hist_pow2_low(i),
-                       (unsigned long long)(i ? cts_hist_pow2_low(i + 1) : 1),
-                       (unsigned long long)bins.blocks[i], (unsigned long long)bins.samples[i]);
-    }
+  cts_out_t *out = cli_stdout_for(&opts->out);
+  if (opts->out.json) {
+    cts_json_t w;
+    cts_json_init(&w, out);
+    print_stats_json(&w, &t, s, span_ns);
+  } else if (opts->out.csv) {
+    print_stats_csv(out, s);
   } else {
-    const totals_t *k = &s->tot;
-    char g0[32];
-    const double lanes_span = span_ns * (double)(m->nlanes ? m->nlanes : 1);
-    text_header(&out, &t);
-    cts_out_printf(&out,
-                   "Time     running %s (%.1f%%), idle %s (%.1f%%) of %.6f s x %zu lane%s; gc %s "
-                   "in %llu pause%s\n",
-                   cli_human_ns((double)k->running_ns, a, sizeof a),
-                   lanes_span > 0 ? 100.0 * (double)k->running_ns / lanes_span : 0.0,
-                   cli_human_ns((double)k->idle_ns, b, sizeof b),
-                   lanes_span > 0 ? 100.0 * (double)k->idle_ns / lanes_span : 0.0, span_ns * 1e-9,
-                   m->nlanes, m->nlanes == 1 ? "" : "s",
-                   cli_human_ns((double)m->gc_ns, c, sizeof c), (unsigned long long)m->gc_events,
-                   m->gc_events == 1 ? "" : "s");
-    cts_out_printf(&out,
-                   "Tasks    %s: %s created, %s preexisting; %s resolved (%s failed), %s "
-                   "merged, %s pending\n",
-                   cli_grouped(k->tasks, a, sizeof a), cli_grouped(k->created, b, sizeof b),
-                   cli_grouped(k->preexisting, c, sizeof c), cli_grouped(k->resolved, d, sizeof d),
-                   cli_grouped(k->failed, e, sizeof e), cli_grouped(k->merged, f, sizeof f),
-                   cli_grouped(k->pending, g0, sizeof g0));
-    cts_out_str(&out,
-                "\nBy type            tasks  resolved  failed  merged  pending     running  "
-                "   alive  p50 created->resolved  p99\n");
-    for (unsigned i = 0; i < NTYPES; i++) {
-      const type_row_t *r = &s->types[i];
-      if (!r->tasks) continue;
-      char g[32], h[32], j[32];
-      cts_out_printf(&out, "  %-15s %7s  %8s  %6s  %6s  %7s  %10s  %10s", slot_name(i),
-                     cli_grouped(r->tasks, a, sizeof a), cli_grouped(r->resolved, b, sizeof b),
-                     cli_grouped(r->failed, c, sizeof c), cli_grouped(r->merged, d, sizeof d),
-                     cli_grouped(r->pending, e, sizeof e),
-                     cli_human_ns((double)r->running_ns, f, sizeof f),
-                     cli_human_ns((double)r->alive_ns, g, sizeof g));
-      if (r->dur.total_blocks)
-        cts_out_printf(&out, "  %23s  %s",
-                       cli_human_ns((double)cts_hist_quantile(&r->dur, 0.5, false), h, sizeof h),
-                       cli_human_ns((double)cts_hist_quantile(&r->dur, 0.99, false), j, sizeof j));
-      cts_out_char(&out, '\n');
-    }
-    cts_out_printf(&out, "\nDurations, created -> resolved (%s tasks)\n",
-                   cli_grouped(s->all.total_blocks, a, sizeof a));
-    print_hist_text(&out, &s->all, opts->bars);
-    if (opts->bars && s->all.total_blocks)
-      cts_out_str(&out, "\n  bars: # tasks, = time (each scaled to its largest bin)\n");
-    if (m->ncounters) {
-      cts_out_str(&out,
-                  "\nCounters                 updates           min           max          last\n");
-      for (size_t i = 0; i < m->ncounters; i++) {
-        const cts_tasks_counter_t *k2 = &m->counters[i];
-        cts_out_printf(&out, "  %-20s %11s %13lld %13lld %13lld%s\n", cts_tasks_str(m, k2->name),
-                       cli_grouped(k2->updates, a, sizeof a), (long long)k2->min,
-                       (long long)k2->max, (long long)k2->last,
-                       k2->relative ? "  (relative: from 0 at the trace start)" : "");
-      }
-    }
+    print_stats_text(out, &t, s, span_ns, opts->bars);
   }
-  code = cli_finish_output(&out, code);
+  code = cli_finish_output(out, code);
   if (opts->svg || opts->png) {
     /* One panel per histogram: % of tasks and % of time per power-of-two bin, like the
      * memtrace histograms of `stats --svg`. */
-    cli_hist_panel_t panels[NTYPES + 1];
-    static char title_buf[NTYPES][64];
+    cli_hist_panel_t panels[CTS_TASK_SLOTS + 1];
+    static char title_buf[CTS_TASK_SLOTS][64];
     size_t n = 0;
     panels[n++] =
         (cli_hist_panel_t){&s->all, "Task durations, created -> resolved (all types)", 1.0, NULL};
-    for (unsigned i = 0; i < NTYPES; i++) {
+    for (unsigned i = 0; i < CTS_TASK_SLOTS; i++) {
       if (!s->types[i].dur.total_blocks) continue;
-      snprintf(title_buf[i], sizeof title_buf[i], "%s tasks, created -> resolved", slot_name(i));
+      snprintf(title_buf[i], sizeof title_buf[i], "%s tasks, created -> resolved",
+               cts_task_slot_name(i));
       panels[n++] = (cli_hist_panel_t){&s->types[i].dur, title_buf[i], 1.0, NULL};
     }
     const cli_hist_svg_t svg = {panels, n, "% of tasks", "% of time", "tasks", "time", format_ns};
@@ -552,229 +539,306 @@ int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts) {
   return code;
 }
 
+/* "label": the string, or null for an unlabelled task. */
+static void json_label(cts_json_t *w, const cts_tasks_t *m, uint32_t label) {
+  cts_json_key(w, "label");
+  if (label != NONE)
+    cts_json_str(w, cts_tasks_str(m, label));
+  else
+    cts_json_null(w);
+}
+
 /* ---- groups: top and diff -------------------------------------------------------------- */
 
-typedef struct group {
-  uint64_t key; /* label: 1000 + string id; type: 1 + slot */
-  uint64_t tasks, runs, running_ns, alive_ns, resolved, failed, merged, pending;
-} group_t;
-
-typedef struct groups {
-  group_t *g;
-  size_t n;
-  cts_u64map_t index;
-} groups_t;
-
-static uint64_t group_key(const cts_task_t *k, cli_tasks_by_t by) {
-  if (by == CLI_TASKS_BY_LABEL && k->label != NONE) return 1000 + (uint64_t)k->label;
-  return 1 + type_slot(k);
+int cli_tasks_parse_by(const char *arg, cts_task_group_by_t *out) {
+  static const cli_keyword_t by[] = {{"label", CTS_TASK_BY_LABEL}, {"type", CTS_TASK_BY_TYPE}, {0}};
+  int v = CTS_TASK_BY_LABEL;
+  const int rc = arg ? cli_parse_keyword("--by", arg, by, " for a task trace", &v) : -1;
+  if (rc < 0) *out = (cts_task_group_by_t)v;
+  return rc;
 }
 
-/* "(bind)" for unlabelled tasks grouped by label; the type name when grouped by type. */
-static const char *group_name(const cts_tasks_t *m, const group_t *g, cli_tasks_by_t by, char *buf,
-                              size_t size) {
-  if (g->key >= 1000) return cts_tasks_str(m, (uint32_t)(g->key - 1000));
-  const char *name = slot_name((unsigned)(g->key - 1));
-  if (by == CLI_TASKS_BY_TYPE) return name;
-  snprintf(buf, size, "(%s)", name);
-  for (char *c = buf; *c; c++)
-    if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
-  return buf;
-}
-
-static int build_groups(const cts_tasks_t *m, cli_tasks_by_t by, groups_t *out) {
-  memset(out, 0, sizeof *out);
-  cts_u64map_init(&out->index);
-  out->g = calloc(m->ntasks + 1, sizeof *out->g);
-  if (!out->g) return -ENOMEM;
-  for (size_t i = 0; i < m->ntasks; i++) {
-    const cts_task_t *k = &m->tasks[i];
-    const uint64_t key = group_key(k, by);
-    bool added;
-    uint64_t *slot = cts_u64map_insert(&out->index, key, out->n, &added);
-    if (!slot) return -ENOMEM;
-    if (added) out->g[out->n++].key = key;
-    group_t *g = &out->g[*slot];
-    g->tasks++;
-    g->runs += k->runs;
-    g->running_ns += k->running_ns;
-    g->alive_ns += k->end - k->start;
-    count_outcome(k, &g->resolved, &g->failed, &g->merged, &g->pending);
-  }
-  return 0;
-}
-
-static void free_groups(groups_t *g) {
-  free(g->g);
-  cts_u64map_fini(&g->index);
-}
-
-static double metric_of(const group_t *g, cli_tasks_metric_t metric) {
-  if (!g) return 0;
-  return metric == CLI_TASKS_COUNT   ? (double)g->tasks
-         : metric == CLI_TASKS_ALIVE ? (double)g->alive_ns
-                                     : (double)g->running_ns;
-}
-
-typedef struct sort_ctx {
-  const cts_tasks_t *m;
-  cli_tasks_by_t by;
-  cli_tasks_metric_t metric;
-} sort_ctx_t;
-
-static int cmp_groups(const void *a, const void *b, void *arg) {
-  const sort_ctx_t *c = arg;
-  const group_t *x = a, *y = b;
-  const double vx = metric_of(x, c->metric), vy = metric_of(y, c->metric);
-  if (vx != vy) return vx > vy ? -1 : 1;
-  if (x->tasks != y->tasks) return x->tasks > y->tasks ? -1 : 1;
-  char bx[64], by[64];
-  return strcmp(group_name(c->m, x, c->by, bx, sizeof bx),
-                group_name(c->m, y, c->by, by, sizeof by));
-}
-
-int cli_tasks_parse_by(const char *arg, cli_tasks_by_t *out) {
-  if (!arg || strcmp(arg, "label") == 0)
-    *out = CLI_TASKS_BY_LABEL;
-  else if (strcmp(arg, "type") == 0)
-    *out = CLI_TASKS_BY_TYPE;
-  else
-    return cli_usage_error("--by takes label or type for a task trace, not '%s'", arg);
-  return -1;
-}
-
-int cli_tasks_parse_metric(const char *option, const char *arg, cli_tasks_metric_t *out) {
-  if (!arg || strcmp(arg, "running") == 0)
-    *out = CLI_TASKS_RUNNING;
-  else if (strcmp(arg, "count") == 0)
-    *out = CLI_TASKS_COUNT;
-  else if (strcmp(arg, "alive") == 0)
-    *out = CLI_TASKS_ALIVE;
-  else
-    return cli_usage_error("%s takes running, count or alive for a task trace, not '%s'", option,
-                           arg);
-  return -1;
+int cli_tasks_parse_metric(const char *option, const char *arg, cts_task_metric_t *out) {
+  static const cli_keyword_t metrics[] = {
+      {"running", CTS_TASK_RUNNING}, {"count", CTS_TASK_COUNT}, {"alive", CTS_TASK_ALIVE}, {0}};
+  int v = CTS_TASK_RUNNING;
+  const int rc = arg ? cli_parse_keyword(option, arg, metrics, " for a task trace", &v) : -1;
+  if (rc < 0) *out = (cts_task_metric_t)v;
+  return rc;
 }
 
 static const char *const metric_keys[] = {"running", "count", "alive"};
 static const char *const metric_names[] = {"running time", "task count", "time alive"};
 
+static void print_top_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_groups_t *gs,
+                           const cts_task_totals_t *tot, const cli_tasks_top_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const size_t shown = cli_rows_shown(&opts->out, gs->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  char name[64];
+  cts_json_object(w);
+  json_header(w, t);
+  cts_json_kv_str(w, "group_by", by_key);
+  cts_json_kv_str(w, "sort", metric_keys[opts->sort]);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "total");
+  cts_json_object(w);
+  cts_json_kv_u64(w, "tasks", tot->tasks);
+  cts_json_kv_u64(w, "running_ns", tot->running_ns);
+  cts_json_kv_u64(w, "idle_ns", tot->idle_ns);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_kv_u64(w, "rows_total", gs->n);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "rows");
+  cts_json_array(w);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_group_t *g = &gs->g[i];
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_str(w, by_key, cts_task_group_name(m, g, opts->by, name, sizeof name));
+    cts_json_kv_u64(w, "tasks", g->tasks);
+    cts_json_kv_u64(w, "running_ns", g->running_ns);
+    cts_json_kv_u64(w, "runs", g->runs);
+    cts_json_kv_u64(w, "alive_ns", g->alive_ns);
+    cts_json_kv_u64(w, "resolved", g->resolved);
+    cts_json_kv_u64(w, "failed", g->failed);
+    cts_json_kv_u64(w, "merged", g->merged);
+    cts_json_kv_u64(w, "pending", g->pending);
+    cts_json_end(w);
+  }
+  cli_jw_end(w, true);
+}
+
+static void print_top_csv(cts_out_t *out, const cli_tasks_t *t, const cts_task_groups_t *gs,
+                          const cts_task_totals_t *tot, const cli_tasks_top_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const size_t shown = cli_rows_shown(&opts->out, gs->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  char name[64];
+  cts_out_printf(out, "%s,tasks,running_ns,runs,alive_ns,resolved,failed,merged,pending\n", by_key);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_group_t *g = &gs->g[i];
+    cli_csv_str(out, cts_task_group_name(m, g, opts->by, name, sizeof name));
+    cts_out_printf(out, ",%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", (unsigned long long)g->tasks,
+                   (unsigned long long)g->running_ns, (unsigned long long)g->runs,
+                   (unsigned long long)g->alive_ns, (unsigned long long)g->resolved,
+                   (unsigned long long)g->failed, (unsigned long long)g->merged,
+                   (unsigned long long)g->pending);
+  }
+}
+
+static void print_top_text(cts_out_t *out, const cli_tasks_t *t, const cts_task_groups_t *gs,
+                           const cts_task_totals_t *tot, const cli_tasks_top_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const size_t shown = cli_rows_shown(&opts->out, gs->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  char a[32], b[32], c[32], d[32], name[64];
+  text_header(out, t);
+  cts_out_printf(out, "Total    %s tasks; running %s, idle %s\n",
+                 cli_grouped(tot->tasks, a, sizeof a),
+                 cli_human_ns((double)tot->running_ns, b, sizeof b),
+                 cli_human_ns((double)tot->idle_ns, c, sizeof c));
+  cts_out_printf(out, "\n%s %zu of %zu %ss by %s%s:\n", shown < gs->n ? "Top" : "All", shown, gs->n,
+                 by_key, metric_names[opts->sort],
+                 opts->by == CTS_TASK_BY_LABEL ? " (unlabelled tasks by their type)" : "");
+  cts_out_printf(out, "     running       %%    periods      tasks       alive  pending  %s\n",
+                 by_key);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_group_t *g = &gs->g[i];
+    cts_out_printf(out, "%12s  %5.1f%%  %9s  %9s  %10s  %7llu  %s\n",
+                   cli_human_ns((double)g->running_ns, a, sizeof a),
+                   tot->running_ns ? 100.0 * (double)g->running_ns / (double)tot->running_ns : 0.0,
+                   cli_grouped(g->runs, b, sizeof b), cli_grouped(g->tasks, c, sizeof c),
+                   cli_human_ns((double)g->alive_ns, d, sizeof d), (unsigned long long)g->pending,
+                   cts_task_group_name(m, g, opts->by, name, sizeof name));
+  }
+}
+
 int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts) {
   cli_tasks_t t;
-  int code = load(&t, path, opts->quiet, false);
+  int code = load(&t, path, opts->out.quiet, false);
   if (!loaded(code)) {
     cli_tasks_free(&t);
     return code;
   }
   const cts_tasks_t *m = &t.m;
-  groups_t gs;
-  if (build_groups(m, opts->by, &gs)) {
-    free_groups(&gs);
+  cts_task_groups_t gs;
+  if (cts_task_groups(m, opts->by, &gs)) {
+    cts_task_groups_fini(&gs);
     cli_tasks_free(&t);
     cli_error("out of memory");
     return CLI_EXIT_INTERNAL;
   }
-  sort_ctx_t sc = {m, opts->by, opts->sort};
-  if (gs.n) qsort_r(gs.g, gs.n, sizeof *gs.g, cmp_groups, &sc);
-  totals_t tot;
-  count_totals(&t, &tot);
-  const size_t shown = opts->limit && (size_t)opts->limit < gs.n ? (size_t)opts->limit : gs.n;
-  const char *by_key = opts->by == CLI_TASKS_BY_LABEL ? "label" : "type";
-  static cts_out_t out;
-  cts_out_init(&out, STDOUT_FILENO);
-  /* Labels from the trace: escaped for people, and in CSV on a terminal. */
-  out.term = !opts->json && (!opts->csv || isatty(STDOUT_FILENO));
-  char a[32], b[32], c[32], d[32], name[64];
-  if (opts->json) {
-    cts_out_str(&out, "{");
-    json_header(&out, &t);
-    cts_out_printf(&out,
-                   " \"group_by\": \"%s\", \"sort\": \"%s\",\n \"total\": {\"tasks\": %llu, "
-                   "\"running_ns\": %llu, \"idle_ns\": %llu},\n \"rows_total\": %zu,\n \"rows\": [",
-                   by_key, metric_keys[opts->sort], (unsigned long long)tot.tasks,
-                   (unsigned long long)tot.running_ns, (unsigned long long)tot.idle_ns, gs.n);
-    for (size_t i = 0; i < shown; i++) {
-      const group_t *g = &gs.g[i];
-      cts_out_printf(&out, "%s\n  {\"%s\": ", i ? "," : "", by_key);
-      cts_out_json_str(&out, group_name(m, g, opts->by, name, sizeof name));
-      cts_out_printf(&out,
-                     ", \"tasks\": %llu, \"running_ns\": %llu, \"runs\": %llu, \"alive_ns\": "
-                     "%llu, \"resolved\": %llu, \"failed\": %llu, \"merged\": %llu, \"pending\": "
-                     "%llu}",
-                     (unsigned long long)g->tasks, (unsigned long long)g->running_ns,
-                     (unsigned long long)g->runs, (unsigned long long)g->alive_ns,
-                     (unsigned long long)g->resolved, (unsigned long long)g->failed,
-                     (unsigned long long)g->merged, (unsigned long long)g->pending);
-    }
-    cts_out_str(&out, "\n ]\n}\n");
-  } else if (opts->csv) {
-    cts_out_printf(&out, "%s,tasks,running_ns,runs,alive_ns,resolved,failed,merged,pending\n",
-                   by_key);
-    for (size_t i = 0; i < shown; i++) {
-      const group_t *g = &gs.g[i];
-      cli_csv_str(&out, group_name(m, g, opts->by, name, sizeof name));
-      cts_out_printf(&out, ",%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
-                     (unsigned long long)g->tasks, (unsigned long long)g->running_ns,
-                     (unsigned long long)g->runs, (unsigned long long)g->alive_ns,
-                     (unsigned long long)g->resolved, (unsigned long long)g->failed,
-                     (unsigned long long)g->merged, (unsigned long long)g->pending);
-    }
+  cts_task_groups_sort(&gs, m, opts->sort);
+  cts_task_totals_t tot;
+  cts_task_totals(m, &tot);
+  cts_out_t *out = cli_stdout_for(&opts->out);
+  if (opts->out.json) {
+    cts_json_t w;
+    cts_json_init(&w, out);
+    print_top_json(&w, &t, &gs, &tot, opts);
+  } else if (opts->out.csv) {
+    print_top_csv(out, &t, &gs, &tot, opts);
   } else {
-    text_header(&out, &t);
-    cts_out_printf(&out, "Total    %s tasks; running %s, idle %s\n",
-                   cli_grouped(tot.tasks, a, sizeof a),
-                   cli_human_ns((double)tot.running_ns, b, sizeof b),
-                   cli_human_ns((double)tot.idle_ns, c, sizeof c));
-    cts_out_printf(&out, "\n%s %zu of %zu %ss by %s%s:\n", shown < gs.n ? "Top" : "All", shown,
-                   gs.n, by_key, metric_names[opts->sort],
-                   opts->by == CLI_TASKS_BY_LABEL ? " (unlabelled tasks by their type)" : "");
-    cts_out_printf(&out, "     running       %%    periods      tasks       alive  pending  %s\n",
-                   by_key);
-    for (size_t i = 0; i < shown; i++) {
-      const group_t *g = &gs.g[i];
-      cts_out_printf(&out, "%12s  %5.1f%%  %9s  %9s  %10s  %7llu  %s\n",
-                     cli_human_ns((double)g->running_ns, a, sizeof a),
-                     tot.running_ns ? 100.0 * (double)g->running_ns / (double)tot.running_ns : 0.0,
-                     cli_grouped(g->runs, b, sizeof b), cli_grouped(g->tasks, c, sizeof c),
-                     cli_human_ns((double)g->alive_ns, d, sizeof d), (unsigned long long)g->pending,
-                     group_name(m, g, opts->by, name, sizeof name));
-    }
+    print_top_text(out, &t, &gs, &tot, opts);
   }
-  code = cli_finish_output(&out, code);
-  free_groups(&gs);
+  code = cli_finish_output(out, code);
+  cts_task_groups_fini(&gs);
   cli_tasks_free(&t);
   return code;
 }
 
 /* ---- leaks ----------------------------------------------------------------------------- */
 
-static bool should(const cts_task_t *k) {
-  return (k->flags & (CTS_TASK_F_SHOULD | CTS_TASK_F_NEVER_RESOLVED)) != 0;
+static void print_leaks_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_pending_list_t *pl,
+                             const cli_out_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const uint32_t *pend = pl->tasks;
+  const cts_task_pending_group_t *pg = pl->groups;
+  const size_t np = pl->n;
+  const size_t ng = pl->ngroups;
+  const uint64_t nshould = pl->should;
+  const size_t shown = cli_rows_shown(opts, pl->n);
+  const size_t gshown = cli_rows_shown(opts, pl->ngroups);
+  const uint64_t end = m->last_ns;
+  char name[64];
+  cts_json_object(w);
+  json_header(w, t);
+  cts_json_kv_u64(w, "pending_total", np);
+  cts_json_kv_u64(w, "should_resolve_pending", nshould);
+  cts_json_ws(w, "\n ");
+  cts_json_kv_u64(w, "groups_total", ng);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "groups");
+  cts_json_array(w);
+  for (size_t i = 0; i < gshown; i++) {
+    const cts_task_pending_group_t *g = &pg[i];
+    const cts_task_group_t gg = {.key = g->key};
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_str(w, "label", cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name));
+    cts_json_kv_u64(w, "tasks", g->tasks);
+    cts_json_kv_u64(w, "should_resolve", g->should);
+    cts_json_kv_u64(w, "oldest_age_ns", end - g->oldest_start);
+    cts_json_end(w);
+  }
+  cts_json_ws(w, "\n ");
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "tasks");
+  cts_json_array(w);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_t *k = &m->tasks[pend[i]];
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_i64(w, "id", k->id);
+    cts_json_kv_str(w, "type", cts_task_slot_name(cts_task_slot(k)));
+    json_label(w, m, k->label);
+    cts_json_kv_bool(w, "should_resolve", cts_task_marked_should_resolve(k));
+    cts_json_kv_bool(w, "preexisting", k->flags & CTS_TASK_F_PREEXISTING);
+    cts_json_kv_u64(w, "created_ns", k->start - m->first_ns);
+    cts_json_kv_u64(w, "age_ns", end - k->start);
+    cts_json_kv_u64(w, "last_seen_ns", k->last - m->first_ns);
+    cts_json_key(w, "creator");
+    if (k->parent == NONE) {
+      cts_json_null(w);
+    } else {
+      const cts_task_t *p = &m->tasks[k->parent];
+      cts_json_object(w);
+      cts_json_kv_i64(w, "id", p->id);
+      json_label(w, m, p->label);
+      cts_json_end(w);
+    }
+    cts_json_end(w);
+  }
+  cli_jw_end(w, true);
 }
 
-/* Should-resolve first, then the oldest (earliest start), then by id. */
-static int cmp_pending(const void *a, const void *b, void *arg) {
-  const cts_tasks_t *m = arg;
-  const cts_task_t *x = &m->tasks[*(const uint32_t *)a], *y = &m->tasks[*(const uint32_t *)b];
-  if (should(x) != should(y)) return should(x) ? -1 : 1;
-  if (x->start != y->start) return x->start < y->start ? -1 : 1;
-  return x->id < y->id ? -1 : x->id > y->id;
+static void print_leaks_csv(cts_out_t *out, const cli_tasks_t *t, const cts_task_pending_list_t *pl,
+                            const cli_out_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const uint32_t *pend = pl->tasks;
+  const size_t shown = cli_rows_shown(opts, pl->n);
+  const uint64_t end = m->last_ns;
+  cts_out_str(out,
+              "id,type,label,should_resolve,preexisting,created_ns,age_ns,last_seen_ns,"
+              "creator_id,creator_label\n");
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_t *k = &m->tasks[pend[i]];
+    cts_out_printf(out, "%lld,%s,", (long long)k->id, cts_task_slot_name(cts_task_slot(k)));
+    cli_csv_str(out, k->label != NONE ? cts_tasks_str(m, k->label) : "");
+    cts_out_printf(out, ",%s,%s,%llu,%llu,%llu,", cts_task_marked_should_resolve(k) ? "yes" : "no",
+                   (k->flags & CTS_TASK_F_PREEXISTING) ? "yes" : "no",
+                   (unsigned long long)(k->start - m->first_ns),
+                   (unsigned long long)(end - k->start),
+                   (unsigned long long)(k->last - m->first_ns));
+    if (k->parent != NONE) {
+      const cts_task_t *p = &m->tasks[k->parent];
+      cts_out_printf(out, "%lld,", (long long)p->id);
+      cli_csv_str(out, p->label != NONE ? cts_tasks_str(m, p->label) : "");
+    } else {
+      cts_out_char(out, ',');
+    }
+    cts_out_char(out, '\n');
+  }
 }
 
-typedef struct pending_group {
-  uint64_t key, tasks, should;
-  uint64_t oldest_start;
-} pending_group_t;
-
-static int cmp_pending_groups(const void *a, const void *b) {
-  const pending_group_t *x = a, *y = b;
-  if ((x->should > 0) != (y->should > 0)) return x->should ? -1 : 1;
-  if (x->tasks != y->tasks) return x->tasks > y->tasks ? -1 : 1;
-  if (x->oldest_start != y->oldest_start) return x->oldest_start < y->oldest_start ? -1 : 1;
-  return x->key < y->key ? -1 : x->key > y->key;
+static void print_leaks_text(cts_out_t *out, const cli_tasks_t *t,
+                             const cts_task_pending_list_t *pl, const cli_out_opts_t *opts) {
+  const cts_tasks_t *m = &t->m;
+  const uint32_t *pend = pl->tasks;
+  const cts_task_pending_group_t *pg = pl->groups;
+  const size_t np = pl->n;
+  const size_t ng = pl->ngroups;
+  const uint64_t nshould = pl->should;
+  const size_t shown = cli_rows_shown(opts, pl->n);
+  const size_t gshown = cli_rows_shown(opts, pl->ngroups);
+  const uint64_t end = m->last_ns;
+  char a[64], b[64], name[64], pname[64];
+  text_header(out, t);
+  cts_out_printf(out,
+                 "Pending  %s tasks never resolved (nor merged into another) by the end, %s of "
+                 "them marked should-resolve\n",
+                 cli_grouped(np, a, sizeof a), cli_grouped(nshould, b, sizeof b));
+  if (!np) {
+    cts_out_str(out, "\nEvery task resolved.\n");
+  } else {
+    cts_out_printf(out,
+                   "\n%s %zu of %zu labels of pending tasks (should-resolve first, then by "
+                   "count):\n     tasks  should  oldest age  label\n",
+                   gshown < ng ? "Top" : "All", gshown, ng);
+    for (size_t i = 0; i < gshown; i++) {
+      const cts_task_pending_group_t *g = &pg[i];
+      const cts_task_group_t gg = {.key = g->key};
+      cts_out_printf(out, "%10s  %6llu  %10s  %s\n", cli_grouped(g->tasks, a, sizeof a),
+                     (unsigned long long)g->should,
+                     cli_human_ns((double)(end - g->oldest_start), b, sizeof b),
+                     cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name));
+    }
+    cts_out_printf(out,
+                   "\n%s %zu of %zu pending tasks (should-resolve first, then the oldest):\n"
+                   "        task  type            age  should  label / created by\n",
+                   shown < np ? "Oldest" : "All", shown, np);
+    for (size_t i = 0; i < shown; i++) {
+      const cts_task_t *k = &m->tasks[pend[i]];
+      cts_out_printf(out, "%12lld  %-12s %7s%s  %-6s  %s", (long long)k->id,
+                     cts_task_slot_name(cts_task_slot(k)),
+                     cli_human_ns((double)(end - k->start), a, sizeof a),
+                     (k->flags & CTS_TASK_F_PREEXISTING) ? "+" : " ",
+                     cts_task_marked_should_resolve(k) ? "yes" : "",
+                     cts_tasks_name(m, pend[i], name, sizeof name));
+      if (k->parent != NONE)
+        cts_out_printf(out, "  <- %s", cts_tasks_name(m, k->parent, pname, sizeof pname));
+      cts_out_char(out, '\n');
+    }
+    cts_out_str(out,
+                "\n  age: from creation to the end of the trace ('+': created before the "
+                "trace, so older)\n");
+  }
 }
 
-int cli_tasks_leaks(const char *path, const cli_tasks_leaks_opts_t *opts) {
+int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts) {
   cli_tasks_t t;
   int code = load(&t, path, opts->quiet, false);
   if (!loaded(code)) {
@@ -782,185 +846,33 @@ int cli_tasks_leaks(const char *path, const cli_tasks_leaks_opts_t *opts) {
     return code;
   }
   const cts_tasks_t *m = &t.m;
-  uint32_t *pend = malloc((m->ntasks + 1) * sizeof *pend);
-  pending_group_t *pg = calloc(m->ntasks + 1, sizeof *pg);
-  cts_u64map_t index;
-  cts_u64map_init(&index);
-  size_t np = 0, ng = 0;
-  bool nomem = !pend || !pg;
-  for (size_t i = 0; i < m->ntasks && !nomem; i++) {
-    const cts_task_t *k = &m->tasks[i];
-    if (!cts_task_pending(k)) continue;
-    pend[np++] = (uint32_t)i;
-    bool added;
-    uint64_t *slot = cts_u64map_insert(&index, group_key(k, CLI_TASKS_BY_LABEL), ng, &added);
-    if (!slot) {
-      nomem = true;
-      break;
-    }
-    if (added)
-      pg[ng++] =
-          (pending_group_t){.key = group_key(k, CLI_TASKS_BY_LABEL), .oldest_start = k->start};
-    pending_group_t *g = &pg[*slot];
-    g->tasks++;
-    if (should(k)) g->should++;
-    if (k->start < g->oldest_start) g->oldest_start = k->start;
-  }
-  if (nomem) {
-    free(pend);
-    free(pg);
-    cts_u64map_fini(&index);
+  cts_task_pending_list_t pending;
+  if (cts_task_pending_list(m, &pending)) {
     cli_tasks_free(&t);
     cli_error("out of memory");
     return CLI_EXIT_INTERNAL;
   }
-  if (np) qsort_r(pend, np, sizeof *pend, cmp_pending, (void *)m);
-  if (ng) qsort(pg, ng, sizeof *pg, cmp_pending_groups);
-  uint64_t nshould = 0;
-  for (size_t i = 0; i < np; i++) nshould += should(&m->tasks[pend[i]]);
-  const size_t shown = opts->limit && (size_t)opts->limit < np ? (size_t)opts->limit : np;
-  const size_t gshown = opts->limit && (size_t)opts->limit < ng ? (size_t)opts->limit : ng;
-  static cts_out_t out;
-  cts_out_init(&out, STDOUT_FILENO);
-  /* Labels from the trace: escaped for people, and in CSV on a terminal. */
-  out.term = !opts->json && (!opts->csv || isatty(STDOUT_FILENO));
-  char a[64], b[64], c[64], name[64], pname[64];
-  const uint64_t end = m->last_ns;
+  cts_out_t *out = cli_stdout_for(opts);
   if (opts->json) {
-    cts_out_str(&out, "{");
-    json_header(&out, &t);
-    cts_out_printf(&out,
-                   " \"pending_total\": %zu, \"should_resolve_pending\": %llu,\n \"groups_total\": "
-                   "%zu,\n \"groups\": [",
-                   np, (unsigned long long)nshould, ng);
-    for (size_t i = 0; i < gshown; i++) {
-      const pending_group_t *g = &pg[i];
-      const group_t gg = {.key = g->key};
-      cts_out_str(&out, i ? ",\n  {\"label\": " : "\n  {\"label\": ");
-      cts_out_json_str(&out, group_name(m, &gg, CLI_TASKS_BY_LABEL, name, sizeof name));
-      cts_out_printf(&out, ", \"tasks\": %llu, \"should_resolve\": %llu, \"oldest_age_ns\": %llu}",
-                     (unsigned long long)g->tasks, (unsigned long long)g->should,
-                     (unsigned long long)(end - g->oldest_start));
-    }
-    cts_out_str(&out, "\n ],\n \"tasks\": [");
-    for (size_t i = 0; i < shown; i++) {
-      const cts_task_t *k = &m->tasks[pend[i]];
-      cts_out_printf(&out, "%s\n  {\"id\": %lld, \"type\": \"%s\", \"label\": ", i ? "," : "",
-                     (long long)k->id, slot_name(type_slot(k)));
-      if (k->label != NONE)
-        cts_out_json_str(&out, cts_tasks_str(m, k->label));
-      else
-        cts_out_str(&out, "null");
-      cts_out_printf(
-          &out,
-          ", \"should_resolve\": %s, \"preexisting\": %s, \"created_ns\": %llu, "
-          "\"age_ns\": %llu, \"last_seen_ns\": %llu, \"creator\": ",
-          should(k) ? "true" : "false", (k->flags & CTS_TASK_F_PREEXISTING) ? "true" : "false",
-          (unsigned long long)(k->start - m->first_ns), (unsigned long long)(end - k->start),
-          (unsigned long long)(k->last - m->first_ns));
-      if (k->parent == NONE) {
-        cts_out_str(&out, "null");
-      } else {
-        const cts_task_t *p = &m->tasks[k->parent];
-        cts_out_printf(&out, "{\"id\": %lld, \"label\": ", (long long)p->id);
-        if (p->label != NONE)
-          cts_out_json_str(&out, cts_tasks_str(m, p->label));
-        else
-          cts_out_str(&out, "null");
-        cts_out_str(&out, "}");
-      }
-      cts_out_str(&out, "}");
-    }
-    cts_out_str(&out, "\n ]\n}\n");
+    cts_json_t w;
+    cts_json_init(&w, out);
+    print_leaks_json(&w, &t, &pending, opts);
   } else if (opts->csv) {
-    cts_out_str(&out,
-                "id,type,label,should_resolve,preexisting,created_ns,age_ns,last_seen_ns,"
-                "creator_id,creator_label\n");
-    for (size_t i = 0; i < shown; i++) {
-      const cts_task_t *k = &m->tasks[pend[i]];
-      cts_out_printf(&out, "%lld,%s,", (long long)k->id, slot_name(type_slot(k)));
-      cli_csv_str(&out, k->label != NONE ? cts_tasks_str(m, k->label) : "");
-      cts_out_printf(&out, ",%s,%s,%llu,%llu,%llu,", should(k) ? "yes" : "no",
-                     (k->flags & CTS_TASK_F_PREEXISTING) ? "yes" : "no",
-                     (unsigned long long)(k->start - m->first_ns),
-                     (unsigned long long)(end - k->start),
-                     (unsigned long long)(k->last - m->first_ns));
-      if (k->parent != NONE) {
-        const cts_task_t *p = &m->tasks[k->parent];
-        cts_out_printf(&out, "%lld,", (long long)p->id);
-        cli_csv_str(&out, p->label != NONE ? cts_tasks_str(m, p->label) : "");
-      } else {
-        cts_out_char(&out, ',');
-      }
-      cts_out_char(&out, '\n');
-    }
+    print_leaks_csv(out, &t, &pending, opts);
   } else {
-    text_header(&out, &t);
-    cts_out_printf(&out,
-                   "Pending  %s tasks never resolved (nor merged into another) by the end, %s of "
-                   "them marked should-resolve\n",
-                   cli_grouped(np, a, sizeof a), cli_grouped(nshould, b, sizeof b));
-    if (!np) {
-      cts_out_str(&out, "\nEvery task resolved.\n");
-    } else {
-      cts_out_printf(&out,
-                     "\n%s %zu of %zu labels of pending tasks (should-resolve first, then by "
-                     "count):\n     tasks  should  oldest age  label\n",
-                     gshown < ng ? "Top" : "All", gshown, ng);
-      for (size_t i = 0; i < gshown; i++) {
-        const pending_group_t *g = &pg[i];
-        const group_t gg = {.key = g->key};
-        cts_out_printf(&out, "%10s  %6llu  %10s  %s\n", cli_grouped(g->tasks, a, sizeof a),
-                       (unsigned long long)g->should,
-                       cli_human_ns((double)(end - g->oldest_start), b, sizeof b),
-                       group_name(m, &gg, CLI_TASKS_BY_LABEL, name, sizeof name));
-      }
-      cts_out_printf(&out,
-                     "\n%s %zu of %zu pending tasks (should-resolve first, then the oldest):\n"
-                     "        task  type            age  should  label / created by\n",
-                     shown < np ? "Oldest" : "All", shown, np);
-      for (size_t i = 0; i < shown; i++) {
-        const cts_task_t *k = &m->tasks[pend[i]];
-        cts_out_printf(&out, "%12lld  %-12s %7s%s  %-6s  %s", (long long)k->id,
-                       slot_name(type_slot(k)), cli_human_ns((double)(end - k->start), a, sizeof a),
-                       (k->flags & CTS_TASK_F_PREEXISTING) ? "+" : " ", should(k) ? "yes" : "",
-                       cts_tasks_name(m, pend[i], name, sizeof name));
-        if (k->parent != NONE)
-          cts_out_printf(&out, "  <- %s", cts_tasks_name(m, k->parent, pname, sizeof pname));
-        cts_out_char(&out, '\n');
-      }
-      (void)c;
-      cts_out_str(&out,
-                  "\n  age: from creation to the end of the trace ('+': created before the "
-                  "trace, so older)\n");
-    }
+    print_leaks_text(out, &t, &pending, opts);
   }
-  code = cli_finish_output(&out, code);
-  free(pend);
-  free(pg);
-  cts_u64map_fini(&index);
+  code = cli_finish_output(out, code);
+  cts_task_pending_list_fini(&pending);
   cli_tasks_free(&t);
   return code;
 }
 
 /* ---- diff ------------------------------------------------------------------------------ */
 
-typedef struct diff_row {
-  const group_t *a, *b;
-  double va, vb, change;
-  char name[128];
-} diff_row_t;
-
-static int cmp_change(const void *x, const void *y) {
-  const diff_row_t *a = x, *b = y;
-  const double ca = fabs(a->change), cb = fabs(b->change);
-  if (ca != cb) return ca > cb ? -1 : 1;
-  return strcmp(a->name, b->name);
-}
-
-static const char *fmt_metric(double v, cli_tasks_metric_t m, bool rate, char *buf, size_t size) {
+static const char *fmt_metric(double v, cts_task_metric_t m, bool rate, char *buf, size_t size) {
   char tmp[32];
-  if (m == CLI_TASKS_COUNT)
+  if (m == CTS_TASK_COUNT)
     snprintf(tmp, sizeof tmp, "%.4g", fabs(v));
   else
     cli_human_ns(fabs(v), tmp, sizeof tmp);
@@ -968,149 +880,154 @@ static const char *fmt_metric(double v, cli_tasks_metric_t m, bool rate, char *b
   return buf;
 }
 
+static void print_diff_json(cts_json_t *w, const cli_tasks_t t[2], const cts_task_groups_t g[2],
+                            const cts_task_diff_t *d, const cli_tasks_diff_opts_t *opts,
+                            bool rate) {
+  const cts_task_diff_row_t *rows = d->rows;
+  const size_t n = d->n;
+  const double total_a = d->total_a, total_b = d->total_b;
+  const size_t shown = cli_rows_shown(&opts->out, d->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  cts_json_object(w);
+  cts_json_kv_str(w, "kind", "tasks");
+  cts_json_kv_str(w, "metric", metric_keys[opts->metric]);
+  cts_json_kv_str(w, "group_by", by_key);
+  cts_json_kv_bool(w, "per_second", rate);
+  cts_json_key(w, "traces");
+  cts_json_array(w);
+  for (int s = 0; s < 2; s++) {
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    json_header(w, &t[s]);
+    cts_json_ws(w, "\n   ");
+    cts_json_kv_u64(w, "rows_total", g[s].n);
+    cts_json_end(w);
+  }
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "total");
+  cts_json_object(w);
+  cts_json_kv_fixed(w, "before", total_a, 3);
+  cts_json_kv_fixed(w, "after", total_b, 3);
+  cts_json_kv_fixed(w, "change", total_b - total_a, 3);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_kv_u64(w, "rows_total", n);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "rows");
+  cts_json_array(w);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_diff_row_t *r = &rows[i];
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_str(w, by_key, r->name);
+    cts_json_kv_fixed(w, "before", r->va, 3);
+    cts_json_kv_fixed(w, "after", r->vb, 3);
+    cts_json_kv_fixed(w, "change", r->change, 3);
+    cts_json_kv_bool(w, "in_before", r->a);
+    cts_json_kv_bool(w, "in_after", r->b);
+    cts_json_end(w);
+  }
+  cli_jw_end(w, true);
+}
+
+static void print_diff_csv(cts_out_t *out, const cli_tasks_t t[2], const cts_task_groups_t g[2],
+                           const cts_task_diff_t *d, const cli_tasks_diff_opts_t *opts, bool rate) {
+  const cts_task_diff_row_t *rows = d->rows;
+  const size_t shown = cli_rows_shown(&opts->out, d->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  cts_out_printf(out, "%s,before,after,change\n", by_key);
+  for (size_t i = 0; i < shown; i++) {
+    cli_csv_str(out, rows[i].name);
+    cts_out_printf(out, ",%.3f,%.3f,%.3f\n", rows[i].va, rows[i].vb, rows[i].change);
+  }
+}
+
+static void print_diff_text(cts_out_t *out, const cli_tasks_t t[2], const cts_task_groups_t g[2],
+                            const cts_task_diff_t *d, const cli_tasks_diff_opts_t *opts,
+                            bool rate) {
+  const cts_task_diff_row_t *rows = d->rows;
+  const size_t n = d->n;
+  const double total_a = d->total_a, total_b = d->total_b;
+  const size_t shown = cli_rows_shown(&opts->out, d->n);
+  const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
+  char a[48], b[48], c[48];
+  for (int s = 0; s < 2; s++)
+    cts_out_printf(out, "%s  %s: task trace, %s events, %.6f s, %zu tasks\n",
+                   s ? "After " : "Before", cli_basename(t[s].path),
+                   cli_grouped(t[s].m.events, a, sizeof a), cli_tasks_duration_s(&t[s]),
+                   t[s].m.ntasks);
+  cts_out_printf(out, "Total   %s -> %s (%s)\n",
+                 fmt_metric(total_a, opts->metric, rate, a, sizeof a),
+                 fmt_metric(total_b, opts->metric, rate, b, sizeof b),
+                 fmt_metric(total_b - total_a, opts->metric, rate, c, sizeof c));
+  cts_out_printf(out, "\n%s %zu of %zu %ss by change in %s%s:\n", shown < n ? "Top" : "All", shown,
+                 n, by_key, metric_names[opts->metric], rate ? " per second" : "");
+  cts_out_printf(out, "       before         after        change  change%%  %s\n", by_key);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_diff_row_t *r = &rows[i];
+    char pct[16];
+    if (!r->a || r->va == 0)
+      snprintf(pct, sizeof pct, "new");
+    else if (!r->b)
+      snprintf(pct, sizeof pct, "gone");
+    else
+      snprintf(pct, sizeof pct, "%+.0f%%", 100.0 * r->change / r->va);
+    cts_out_printf(out, "%13s %13s %13s %8s  %s\n",
+                   fmt_metric(r->va, opts->metric, rate, a, sizeof a),
+                   fmt_metric(r->vb, opts->metric, rate, b, sizeof b),
+                   fmt_metric(r->change, opts->metric, rate, c, sizeof c), pct, r->name);
+  }
+}
+
 int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_opts_t *opts) {
   cli_tasks_t t[2];
-  groups_t g[2];
+  cts_task_groups_t g[2];
   memset(t, 0, sizeof t);
   memset(g, 0, sizeof g);
   const char *paths[2] = {before, after};
   double scale[2] = {1, 1};
   const bool rate = !opts->no_normalize;
   int code = CLI_EXIT_OK, nloaded = 0;
-  diff_row_t *rows = NULL;
-  cts_u64map_t index;
-  cts_u64map_init(&index);
+  cts_task_diff_t d = {0};
   for (int s = 0; s < 2; s++) {
-    const int c = load(&t[s], paths[s], opts->quiet, false);
+    const int c = load(&t[s], paths[s], opts->out.quiet, false);
     nloaded++;
     if (c > code) code = c;
     if (!loaded(c)) goto end;
-    if (build_groups(&t[s].m, opts->by, &g[s])) goto nomem;
+    if (cts_task_groups(&t[s].m, opts->by, &g[s])) goto nomem;
     if (rate) {
-      const double d = cli_tasks_duration_s(&t[s]);
-      if (d <= 0) {
+      const double duration = cli_tasks_duration_s(&t[s]);
+      if (duration <= 0) {
         cli_error("%s has no duration: use --no-normalize", paths[s]);
         code = CLI_EXIT_DATA;
         goto end;
       }
-      scale[s] = 1.0 / d;
+      scale[s] = 1.0 / duration;
     }
   }
-  rows = calloc(g[0].n + g[1].n + 1, sizeof *rows);
-  if (!rows) goto nomem;
-  size_t n = 0;
-  for (int s = 0; s < 2; s++) {
-    for (size_t i = 0; i < g[s].n; i++) {
-      char buf[64], name[sizeof rows->name];
-      snprintf(name, sizeof name, "%s", group_name(&t[s].m, &g[s].g[i], opts->by, buf, sizeof buf));
-      uint64_t h = cts_u64map_str_key(name);
-      diff_row_t *r = NULL;
-      for (;; h++) {
-        const uint64_t *v = cts_u64map_find(&index, h);
-        if (!v) break;
-        if (strcmp(rows[*v].name, name) == 0) {
-          r = &rows[*v];
-          break;
-        }
-      }
-      if (!r) {
-        bool added;
-        if (!cts_u64map_insert(&index, h, n, &added)) goto nomem;
-        r = &rows[n++];
-        snprintf(r->name, sizeof r->name, "%s", name);
-      }
-      if (s == 0)
-        r->a = &g[0].g[i];
-      else
-        r->b = &g[1].g[i];
-    }
-  }
-  double total_a = 0, total_b = 0;
-  for (size_t i = 0; i < n; i++) {
-    diff_row_t *r = &rows[i];
-    r->va = metric_of(r->a, opts->metric) * scale[0];
-    r->vb = metric_of(r->b, opts->metric) * scale[1];
-    r->change = r->vb - r->va;
-    total_a += r->va;
-    total_b += r->vb;
-  }
-  if (n) qsort(rows, n, sizeof *rows, cmp_change);
-  const size_t shown = opts->limit && (size_t)opts->limit < n ? (size_t)opts->limit : n;
-  const char *by_key = opts->by == CLI_TASKS_BY_LABEL ? "label" : "type";
-  static cts_out_t out;
-  cts_out_init(&out, STDOUT_FILENO);
-  /* Labels from the trace: escaped for people, and in CSV on a terminal. */
-  out.term = !opts->json && (!opts->csv || isatty(STDOUT_FILENO));
-  char a[48], b[48], c[48];
-  if (opts->json) {
-    cts_out_printf(
-        &out,
-        "{\"kind\": \"tasks\", \"metric\": \"%s\", \"group_by\": \"%s\", \"per_second\": "
-        "%s, \"traces\": [",
-        metric_keys[opts->metric], by_key, rate ? "true" : "false");
-    for (int s = 0; s < 2; s++) {
-      cts_out_str(&out, s ? ",\n  {" : "\n  {");
-      json_header(&out, &t[s]);
-      cts_out_printf(&out, "   \"rows_total\": %zu}", g[s].n);
-    }
-    cts_out_printf(&out,
-                   "],\n \"total\": {\"before\": %.3f, \"after\": %.3f, \"change\": %.3f},\n"
-                   " \"rows_total\": %zu,\n \"rows\": [",
-                   total_a, total_b, total_b - total_a, n);
-    for (size_t i = 0; i < shown; i++) {
-      const diff_row_t *r = &rows[i];
-      cts_out_printf(&out, "%s\n  {\"%s\": ", i ? "," : "", by_key);
-      cts_out_json_str(&out, r->name);
-      cts_out_printf(&out,
-                     ", \"before\": %.3f, \"after\": %.3f, \"change\": %.3f, \"in_before\": %s, "
-                     "\"in_after\": %s}",
-                     r->va, r->vb, r->change, r->a ? "true" : "false", r->b ? "true" : "false");
-    }
-    cts_out_str(&out, "\n ]\n}\n");
-  } else if (opts->csv) {
-    cts_out_printf(&out, "%s,before,after,change\n", by_key);
-    for (size_t i = 0; i < shown; i++) {
-      cli_csv_str(&out, rows[i].name);
-      cts_out_printf(&out, ",%.3f,%.3f,%.3f\n", rows[i].va, rows[i].vb, rows[i].change);
-    }
+  const cts_tasks_t *const models[2] = {&t[0].m, &t[1].m};
+  const cts_task_groups_t *const groups[2] = {&g[0], &g[1]};
+  if (cts_task_diff(models, groups, opts->metric, scale, &d)) goto nomem;
+  cts_out_t *out = cli_stdout_for(&opts->out);
+  if (opts->out.json) {
+    cts_json_t w;
+    cts_json_init(&w, out);
+    print_diff_json(&w, t, g, &d, opts, rate);
+  } else if (opts->out.csv) {
+    print_diff_csv(out, t, g, &d, opts, rate);
   } else {
-    for (int s = 0; s < 2; s++)
-      cts_out_printf(&out, "%s  %s: task trace, %s events, %.6f s, %zu tasks\n",
-                     s ? "After " : "Before", cli_basename(paths[s]),
-                     cli_grouped(t[s].m.events, a, sizeof a), cli_tasks_duration_s(&t[s]),
-                     t[s].m.ntasks);
-    cts_out_printf(&out, "Total   %s -> %s (%s)\n",
-                   fmt_metric(total_a, opts->metric, rate, a, sizeof a),
-                   fmt_metric(total_b, opts->metric, rate, b, sizeof b),
-                   fmt_metric(total_b - total_a, opts->metric, rate, c, sizeof c));
-    cts_out_printf(&out, "\n%s %zu of %zu %ss by change in %s%s:\n", shown < n ? "Top" : "All",
-                   shown, n, by_key, metric_names[opts->metric], rate ? " per second" : "");
-    cts_out_printf(&out, "       before         after        change  change%%  %s\n", by_key);
-    for (size_t i = 0; i < shown; i++) {
-      const diff_row_t *r = &rows[i];
-      char pct[16];
-      if (!r->a || r->va == 0)
-        snprintf(pct, sizeof pct, "new");
-      else if (!r->b)
-        snprintf(pct, sizeof pct, "gone");
-      else
-        snprintf(pct, sizeof pct, "%+.0f%%", 100.0 * r->change / r->va);
-      cts_out_printf(&out, "%13s %13s %13s %8s  %s\n",
-                     fmt_metric(r->va, opts->metric, rate, a, sizeof a),
-                     fmt_metric(r->vb, opts->metric, rate, b, sizeof b),
-                     fmt_metric(r->change, opts->metric, rate, c, sizeof c), pct, r->name);
-    }
+    print_diff_text(out, t, g, &d, opts, rate);
   }
-  code = cli_finish_output(&out, code);
+  code = cli_finish_output(out, code);
   goto end;
 nomem:
   cli_error("out of memory");
   code = CLI_EXIT_INTERNAL;
 end:
-  free(rows);
-  cts_u64map_fini(&index);
+  cts_task_diff_fini(&d);
   for (int s = 0; s < nloaded; s++) {
-    free_groups(&g[s]);
+    cts_task_groups_fini(&g[s]);
     cli_tasks_free(&t[s]);
   }
   return code;

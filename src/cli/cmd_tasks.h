@@ -7,48 +7,51 @@
 
 #include <stdbool.h>
 
-#include "../os/output.h"
+#include "../analysis/task_summary.h"
+#include "cli.h"
 
-/* `info`: appends the trace's description to o (text, or one JSON object). */
-int cli_tasks_info(cts_out_t *o, const char *path, bool json, bool packets, bool quiet);
+/* `info`: appends the trace's description to o as text, or as one JSON value to w when w is
+ * not NULL (w writes to o). */
+int cli_tasks_info(cts_out_t *o, cts_json_t *w, const char *path, bool packets, bool quiet);
 
 typedef struct cli_tasks_stats_opts {
-  bool json, csv, bars, quiet;
+  cli_out_opts_t out;
+  bool bars;
   const char *svg, *png; /* --svg, --png: NULL = none */
 } cli_tasks_stats_opts_t;
 int cli_tasks_stats(const char *path, const cli_tasks_stats_opts_t *opts);
 
-/* Rows of top and diff: tasks grouped by label (unlabelled ones by "(type)") or by type. */
-typedef enum { CLI_TASKS_BY_LABEL, CLI_TASKS_BY_TYPE } cli_tasks_by_t;
-/* Metrics of top (sort key) and diff. */
-typedef enum { CLI_TASKS_RUNNING, CLI_TASKS_COUNT, CLI_TASKS_ALIVE } cli_tasks_metric_t;
-
-/* Parse --by / --sort / --metric values for task traces; -1 when valid, else prints the
- * usage error and returns its exit code. A NULL arg keeps the default. */
-int cli_tasks_parse_by(const char *arg, cli_tasks_by_t *out);
-int cli_tasks_parse_metric(const char *option, const char *arg, cli_tasks_metric_t *out);
+/* Parse --by (label, type) / --sort / --metric (running, count, alive) values for task
+ * traces (analysis/task_summary.h); -1 when valid, else prints the usage error and returns
+ * its exit code. A NULL arg gives the default (label; running). */
+int cli_tasks_parse_by(const char *arg, cts_task_group_by_t *out);
+int cli_tasks_parse_metric(const char *option, const char *arg, cts_task_metric_t *out);
 
 typedef struct cli_tasks_top_opts {
-  cli_tasks_by_t by;
-  cli_tasks_metric_t sort;
-  long limit;
-  bool json, csv, quiet;
+  cli_out_opts_t out;
+  cts_task_group_by_t by;
+  cts_task_metric_t sort;
 } cli_tasks_top_opts_t;
 int cli_tasks_top(const char *path, const cli_tasks_top_opts_t *opts);
 
-typedef struct cli_tasks_leaks_opts {
-  long limit;
-  bool json, csv, quiet;
-} cli_tasks_leaks_opts_t;
-int cli_tasks_leaks(const char *path, const cli_tasks_leaks_opts_t *opts);
+int cli_tasks_leaks(const char *path, const cli_out_opts_t *opts);
 
 typedef struct cli_tasks_diff_opts {
-  cli_tasks_by_t by;
-  cli_tasks_metric_t metric;
-  long limit;
-  bool no_normalize, json, csv, quiet;
+  cli_out_opts_t out;
+  cts_task_group_by_t by;
+  cts_task_metric_t metric;
+  bool no_normalize;
 } cli_tasks_diff_opts_t;
 int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_opts_t *opts);
+
+/* Chrome trace-event JSON, shared by the memtrace and task exports (cmd_export.c):
+ * cli_chrome_begin starts the document on o and opens its "traceEvents" array, each event
+ * then on its own line; cli_chrome_end_events closes the array, writes "displayTimeUnit"
+ * and opens "otherData" with its "generator", for the caller's own members, and
+ * cli_chrome_end closes the document. */
+void cli_chrome_begin(cts_json_t *w, cts_out_t *o);
+void cli_chrome_end_events(cts_json_t *w);
+void cli_chrome_end(cts_json_t *w);
 
 /* `export --format chrome|csv` of a task trace to o. */
 int cli_tasks_export(cts_out_t *o, const char *path, bool chrome, bool quiet);

@@ -50,19 +50,18 @@ static const char help[] =
 typedef enum { VIEW_FLAT, VIEW_TREE, VIEW_INVERTED } view_t;
 
 typedef struct top_opts {
+  cli_out_opts_t out;
   cts_group_t by;
   cts_sort_t sort;
   const char *by_arg, *sort_arg; /* checked once the trace's kind is known */
-  long limit;
   view_t view;
   long depth;
   double min_percent;
-  bool json, csv, quiet;
 } top_opts_t;
 
 static int on_option(void *ctx, int opt, const char *arg) {
   top_opts_t *o = ctx;
-  const int common = cli_output_option(opt, arg, &o->json, &o->csv, &o->quiet, &o->limit);
+  const int common = cli_output_option(opt, arg, &o->out, true);
   if (common != CLI_OPTION_OTHER) return common;
   switch (opt) {
     case 'B':
@@ -117,7 +116,7 @@ static void print_totals_text(cts_out_t *o, const cli_trace_t *t) {
 static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows,
                             const top_opts_t *opts) {
   const cts_mtprof_t *p = &t->prof;
-  const size_t shown = opts->limit && (size_t)opts->limit < rows->n ? (size_t)opts->limit : rows->n;
+  const size_t shown = cli_rows_shown(&opts->out, rows->n);
   cts_out_printf(o, "\n%s %zu of %zu allocation sites by %s (grouped by %s):\n",
                  shown < rows->n ? "Top" : "All", shown, rows->n, sort_names[opts->sort],
                  group_names[opts->by]);
@@ -143,59 +142,66 @@ static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t
   }
 }
 
-static void json_stats(cts_out_t *o, const cts_mtprof_t *p, const cts_site_stats_t *st) {
-  cli_json_estimate(o, p, "alloc", st->samples);
-  cts_out_printf(o, ", \"allocs_sampled\": %llu, \"allocs_est\": %.1f, ",
-                 (unsigned long long)st->allocs, st->est_allocs);
-  cli_json_estimate(o, p, "peak", st->peak_samples);
-  cts_out_printf(o, ", \"peak_allocs_sampled\": %llu, ", (unsigned long long)st->peak_allocs);
-  cli_json_estimate(o, p, "live_end", st->live_samples);
-  cts_out_printf(o, ", \"live_end_allocs_sampled\": %llu", (unsigned long long)st->live_allocs);
+static void json_stats(cts_json_t *w, const cts_mtprof_t *p, const cts_site_stats_t *st) {
+  cli_jw_estimate(w, p, "alloc", st->samples);
+  cts_json_kv_u64(w, "allocs_sampled", st->allocs);
+  cts_json_kv_fixed(w, "allocs_est", st->est_allocs, 1);
+  cli_jw_estimate(w, p, "peak", st->peak_samples);
+  cts_json_kv_u64(w, "peak_allocs_sampled", st->peak_allocs);
+  cli_jw_estimate(w, p, "live_end", st->live_samples);
+  cts_json_kv_u64(w, "live_end_allocs_sampled", st->live_allocs);
 }
 
-static void print_json_header(cts_out_t *o, const cli_trace_t *t, const top_opts_t *opts,
+/* Opens the document: the trace, the view and the totals, a line break after each part. */
+static void print_json_header(cts_json_t *w, const cli_trace_t *t, const top_opts_t *opts,
                               const char *view) {
   const cts_mtprof_t *p = &t->prof;
-  cts_out_str(o, "{");
-  cli_json_trace_header(o, t);
-  cts_out_printf(o, " \"view\": \"%s\", \"group_by\": \"%s\", \"sort\": \"%s\",\n \"total\": {",
-                 view, group_keys[opts->by], sort_keys[opts->sort]);
-  cli_json_estimate(o, p, "alloc", cts_mtprof_samples(p));
-  cts_out_printf(o, ", \"allocs_sampled\": %llu, \"allocs_est\": %.1f, ",
-                 (unsigned long long)cts_mtprof_allocs(p), p->est_allocs_total);
-  cli_json_estimate(o, p, "peak", p->stacks.peak_samples);
-  cts_out_printf(o, ", \"peak_time_s\": %.6f, ",
-                 p->stacks.peak_time_us > p->start_time_us
-                     ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
-                     : 0.0);
-  cli_json_estimate(o, p, "live_end", p->stacks.live_samples);
-  cts_out_str(o, "},\n");
+  cts_json_object(w);
+  cli_jw_trace_header(w, t);
+  cts_json_kv_str(w, "view", view);
+  cts_json_kv_str(w, "group_by", group_keys[opts->by]);
+  cts_json_kv_str(w, "sort", sort_keys[opts->sort]);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "total");
+  cts_json_object(w);
+  cli_jw_estimate(w, p, "alloc", cts_mtprof_samples(p));
+  cts_json_kv_u64(w, "allocs_sampled", cts_mtprof_allocs(p));
+  cts_json_kv_fixed(w, "allocs_est", p->est_allocs_total, 1);
+  cli_jw_estimate(w, p, "peak", p->stacks.peak_samples);
+  cts_json_kv_fixed(w, "peak_time_s",
+                    p->stacks.peak_time_us > p->start_time_us
+                        ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
+                        : 0.0,
+                    6);
+  cli_jw_estimate(w, p, "live_end", p->stacks.live_samples);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
 }
 
-static void print_flat_json(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows,
+static void print_flat_json(cts_json_t *w, const cli_trace_t *t, const cts_rows_t *rows,
                             const top_opts_t *opts) {
-  print_json_header(o, t, opts, "flat");
-  const size_t shown = opts->limit && (size_t)opts->limit < rows->n ? (size_t)opts->limit : rows->n;
-  cts_out_printf(o, " \"sites_total\": %zu,\n \"sites\": [", rows->n);
+  print_json_header(w, t, opts, "flat");
+  const size_t shown = cli_rows_shown(&opts->out, rows->n);
+  cts_json_kv_u64(w, "sites_total", rows->n);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "sites");
+  cts_json_array(w);
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
-    cts_out_str(o, i ? ",\n  {" : "\n  {");
-    cts_out_str(o, "\"function\": ");
-    cts_out_json_str(o, r->code ? r->function : "(no backtrace)");
-    cts_out_str(o, ", \"file\": ");
-    cts_out_json_str(o, r->file);
-    cts_out_printf(o, ", \"line\": %u, ", r->line);
-    json_stats(o, &t->prof, &r->st);
-    cts_out_str(o, "}");
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cli_jw_site(w, r);
+    json_stats(w, &t->prof, &r->st);
+    cts_json_end(w);
   }
-  cts_out_str(o, "\n ]\n}\n");
+  cli_jw_end(w, true);
 }
 
 static void print_flat_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows,
                            const top_opts_t *opts) {
   const cts_mtprof_t *p = &t->prof;
   const double bps = cts_mtprof_bytes_per_sample(p);
-  const size_t shown = opts->limit && (size_t)opts->limit < rows->n ? (size_t)opts->limit : rows->n;
+  const size_t shown = cli_rows_shown(&opts->out, rows->n);
   cts_out_str(o,
               "function,file,line,alloc_samples,alloc_bytes,alloc_bytes_ci95_low,"
               "alloc_bytes_ci95_high,allocs_sampled,allocs_est,peak_samples,peak_bytes,"
@@ -219,6 +225,7 @@ static void print_flat_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t 
 
 typedef struct tree_print {
   cts_out_t *o;
+  cts_json_t *w; /* JSON nodes, else text */
   const cli_trace_t *t;
   const cts_stacks_t *s;
   const cts_site_stats_t *incl;
@@ -227,7 +234,7 @@ typedef struct tree_print {
   cts_sort_t sort;
   uint64_t total, threshold;
   long max_depth;
-  bool json, nomem, inverted;
+  bool nomem, inverted;
   size_t printed;
 } tree_print_t;
 
@@ -248,19 +255,24 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   const uint32_t depth = tp->s->nodes[n].depth;
   const uint64_t metric = cts_site_stats_metric(st, tp->sort);
   const size_t id = tp->printed++;
-  if (tp->json) {
-    cts_out_printf(tp->o, "%s\n  {\"id\": %zu, \"parent\": ", id ? "," : "", id);
+  if (tp->w) {
+    cts_json_t *w = tp->w;
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_u64(w, "id", id);
+    cts_json_key(w, "parent");
     if (n == 0)
-      cts_out_str(tp->o, "null");
+      cts_json_null(w);
     else
-      cts_out_printf(tp->o, "%u", parent_id);
-    cts_out_printf(tp->o, ", \"depth\": %u, \"frame\": ", depth);
-    cts_out_json_str(tp->o, label);
-    cts_out_str(tp->o, ", ");
-    json_stats(tp->o, p, st);
-    cts_out_str(tp->o, ", \"self\": {");
-    json_stats(tp->o, p, &tp->s->nodes[n].self);
-    cts_out_str(tp->o, "}}");
+      cts_json_u64(w, parent_id);
+    cts_json_kv_u64(w, "depth", depth);
+    cts_json_kv_str(w, "frame", label);
+    json_stats(w, p, st);
+    cts_json_key(w, "self");
+    cts_json_object(w);
+    json_stats(w, p, &tp->s->nodes[n].self);
+    cts_json_end(w);
+    cts_json_end(w);
   } else {
     /* Bytes columns show bytes even when sorted by count. */
     const cts_sort_t shown = tp->sort == CTS_SORT_COUNT ? CTS_SORT_BYTES : tp->sort;
@@ -294,7 +306,7 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   free(children);
 }
 
-static int print_tree(cts_out_t *o, const cli_trace_t *t, const cts_stacks_t *s,
+static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const cts_stacks_t *s,
                       const cts_labels_t *labels, const top_opts_t *opts, bool inverted) {
   cts_site_stats_t *incl = malloc((size_t)s->count * sizeof *incl);
   uint32_t *first_child = calloc(s->count, sizeof *first_child);
@@ -312,6 +324,7 @@ static int print_tree(cts_out_t *o, const cli_trace_t *t, const cts_stacks_t *s,
     first_child[s->nodes[i].parent] = i;
   }
   tree_print_t tp = {.o = o,
+                     .w = w,
                      .t = t,
                      .s = s,
                      .incl = incl,
@@ -320,14 +333,17 @@ static int print_tree(cts_out_t *o, const cli_trace_t *t, const cts_stacks_t *s,
                      .labels = labels,
                      .sort = opts->sort,
                      .max_depth = opts->depth,
-                     .json = opts->json,
                      .inverted = inverted};
   tp.total = cts_site_stats_metric(&incl[0], opts->sort);
   tp.threshold = (uint64_t)((double)tp.total * opts->min_percent / 100.0);
-  if (opts->json) {
-    print_json_header(o, t, opts, inverted ? "inverted" : "tree");
-    cts_out_printf(o, " \"depth\": %ld, \"min_percent\": %g,\n \"nodes\": [", opts->depth,
-                   opts->min_percent);
+  if (w) {
+    print_json_header(w, t, opts, inverted ? "inverted" : "tree");
+    cts_json_kv_i64(w, "depth", opts->depth);
+    cts_json_key(w, "min_percent");
+    cts_json_g(w, opts->min_percent, 6);
+    cts_json_ws(w, "\n ");
+    cts_json_key(w, "nodes");
+    cts_json_array(w);
   } else {
     cts_out_printf(o,
                    "\n%s by %s; nodes under %g%% hidden, at most %ld levels:\n"
@@ -339,7 +355,7 @@ static int print_tree(cts_out_t *o, const cli_trace_t *t, const cts_stacks_t *s,
                    inverted ? "" : "self", inverted ? "site, then its callers" : "frame");
   }
   print_node(&tp, 0, 0);
-  if (opts->json) cts_out_str(o, "\n ]\n}\n");
+  if (w) cli_jw_end(w, true);
   free(incl);
   free(first_child);
   free(next_sibling);
@@ -375,35 +391,33 @@ int cmd_top(int argc, char **argv) {
   static const struct option longopts[] = {
       {"by", required_argument, NULL, 'B'},
       {"sort", required_argument, NULL, 's'},
-      {"limit", required_argument, NULL, 'n'},
+      CLI_LONGOPT_LIMIT,
       {"tree", no_argument, NULL, 'T'},
       {"inverted", no_argument, NULL, 'I'},
       {"depth", required_argument, NULL, 'D'},
       {"min-percent", required_argument, NULL, 'M'},
-      {"json", no_argument, NULL, 'J'},
-      {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_JSON,
+      CLI_LONGOPT_CSV,
+      CLI_LONGOPT_QUIET,
       {0},
   };
   if (cmd_top_by_task(argc, argv)) return cmd_top_tasks(argc, argv); /* memory per task */
-  top_opts_t opts = {.limit = 20, .depth = 24, .min_percent = 1.0};
+  top_opts_t opts = {.out.limit = 20, .depth = 24, .min_percent = 1.0};
   int first;
   const int rc = cli_parse(argc, argv, "s:n:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
-  if (first >= argc) return cli_usage_error("no trace given");
-  if (argc - first > 1) return cli_usage_error("one trace at a time (use 'diff' to compare)");
-  const int checked = cli_output_check(opts.json, opts.csv);
-  if (checked >= 0) return checked;
-  if (opts.csv && opts.view != VIEW_FLAT)
-    return cli_usage_error("--csv is for the flat table, not --tree or --inverted");
   cli_trace_kind_t kind;
-  const int kc = cli_trace_detect(argv[first], &kind);
+  const int kc =
+      cli_one_trace(argc, argv, first, &opts.out, "one trace at a time (use 'diff' to compare)",
+                    opts.out.csv && opts.view != VIEW_FLAT
+                        ? "--csv is for the flat table, not --tree or --inverted"
+                        : NULL,
+                    &kind);
   if (kc >= 0) return kc;
   if (kind == CLI_TRACE_TASKS) {
     if (opts.view != VIEW_FLAT)
       return cli_usage_error("--tree and --inverted are for memtrace traces, not task traces");
-    cli_tasks_top_opts_t to = {
-        .limit = opts.limit, .json = opts.json, .csv = opts.csv, .quiet = opts.quiet};
+    cli_tasks_top_opts_t to = {.out = opts.out};
     int rc2 = cli_tasks_parse_by(opts.by_arg, &to.by);
     if (rc2 < 0) rc2 = cli_tasks_parse_metric("--sort", opts.sort_arg, &to.sort);
     return rc2 >= 0 ? rc2 : cli_tasks_top(argv[first], &to);
@@ -413,35 +427,32 @@ int cmd_top(int argc, char **argv) {
     if (rc2 >= 0) return rc2;
   }
   if (opts.sort_arg) {
-    const char *arg = opts.sort_arg;
-    if (strcmp(arg, "bytes") == 0)
-      opts.sort = CTS_SORT_BYTES;
-    else if (strcmp(arg, "count") == 0)
-      opts.sort = CTS_SORT_COUNT;
-    else if (strcmp(arg, "peak") == 0)
-      opts.sort = CTS_SORT_PEAK;
-    else if (strcmp(arg, "live") == 0)
-      opts.sort = CTS_SORT_LIVE;
-    else
-      return cli_usage_error("--sort takes bytes, count, peak or live, not '%s'", arg);
+    static const cli_keyword_t sorts[] = {{"bytes", CTS_SORT_BYTES},
+                                          {"count", CTS_SORT_COUNT},
+                                          {"peak", CTS_SORT_PEAK},
+                                          {"live", CTS_SORT_LIVE},
+                                          {0}};
+    int v;
+    const int rc2 = cli_parse_keyword("--sort", opts.sort_arg, sorts, NULL, &v);
+    if (rc2 >= 0) return rc2;
+    opts.sort = (cts_sort_t)v;
   }
 
   /* The flat table needs only allocation points: exact, and small whatever the trace. */
   const cts_mtprof_config_t cfg = {
       .stacks = true, .leaf_only = opts.view == VIEW_FLAT, .skip_histograms = true};
   cli_trace_t t;
-  int code = cli_trace_load(&t, argv[first], &cfg, opts.quiet);
+  int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
     cli_trace_free(&t);
     return code;
   }
-  static cts_out_t out;
-  cts_out_init(&out, STDOUT_FILENO);
-  /* Names from the trace: escaped for people, and in CSV on a terminal. */
-  out.term = !opts.json && (!opts.csv || isatty(STDOUT_FILENO));
-  if (!opts.json && !opts.csv) {
-    cli_text_trace_header(&out, &t);
-    print_totals_text(&out, &t);
+  cts_out_t *out = cli_stdout_for(&opts.out);
+  cts_json_t json, *w = opts.out.json ? &json : NULL;
+  if (w) cts_json_init(w, out);
+  if (!opts.out.json && !opts.out.csv) {
+    cli_text_trace_header(out, &t);
+    print_totals_text(out, &t);
   }
   int view_code = CLI_EXIT_OK;
   if (opts.view == VIEW_FLAT) {
@@ -452,12 +463,12 @@ int cmd_top(int argc, char **argv) {
       view_code = CLI_EXIT_INTERNAL;
     } else {
       cts_rows_sort(&rows, opts.sort);
-      if (opts.json)
-        print_flat_json(&out, &t, &rows, &opts);
-      else if (opts.csv)
-        print_flat_csv(&out, &t, &rows, &opts);
+      if (w)
+        print_flat_json(w, &t, &rows, &opts);
+      else if (opts.out.csv)
+        print_flat_csv(out, &t, &rows, &opts);
       else
-        print_flat_text(&out, &t, &rows, &opts);
+        print_flat_text(out, &t, &rows, &opts);
       cts_rows_fini(&rows);
     }
   } else {
@@ -471,7 +482,7 @@ int cmd_top(int argc, char **argv) {
       cli_error("out of memory");
       view_code = CLI_EXIT_INTERNAL;
     } else {
-      view_code = print_tree(&out, &t, opts.view == VIEW_TREE ? &tree : &inv, &labels, &opts,
+      view_code = print_tree(out, w, &t, opts.view == VIEW_TREE ? &tree : &inv, &labels, &opts,
                              opts.view == VIEW_INVERTED);
     }
     cts_stacks_fini(&tree);
@@ -479,7 +490,7 @@ int cmd_top(int argc, char **argv) {
     cts_labels_fini(&labels);
   }
   if (view_code > code) code = view_code;
-  code = cli_finish_output(&out, code);
+  code = cli_finish_output(out, code);
   cli_trace_free(&t);
   return code;
 }

@@ -98,11 +98,13 @@ int cli_task_align_files(const char *mem_path, const char *task_path, long long 
 typedef enum { SORT_BYTES, SORT_COUNT, SORT_LIVE } sort_t;
 
 typedef struct opts {
-  const char *by, *sort_arg;
+  cli_out_opts_t out; /* --json, --csv, -q, --limit */
+  const char *by;
   sort_t sort;
-  long limit;
-  bool json, csv, quiet;
 } opts_t;
+
+static const cli_keyword_t sort_keys[] = {
+    {"bytes", SORT_BYTES}, {"count", SORT_COUNT}, {"live", SORT_LIVE}, {NULL, 0}};
 
 bool cmd_top_by_task(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -116,15 +118,19 @@ bool cmd_top_by_task(int argc, char **argv) {
 
 static int on_option(void *ctx, int opt, const char *arg) {
   opts_t *o = ctx;
-  const int common = cli_output_option(opt, arg, &o->json, &o->csv, &o->quiet, &o->limit);
+  const int common = cli_output_option(opt, arg, &o->out, true);
   if (common != CLI_OPTION_OTHER) return common;
   switch (opt) {
     case 'B':
       o->by = arg;
       return -1;
-    case 's':
-      o->sort_arg = arg;
+    case 's': {
+      int v;
+      const int rc = cli_parse_keyword("--sort", arg, sort_keys, NULL, &v);
+      if (rc >= 0) return rc;
+      o->sort = (sort_t)v;
       return -1;
+    }
     default:
       return CLI_EXIT_USAGE;
   }
@@ -165,62 +171,79 @@ static int cmp_rows(const void *a, const void *b, void *arg) {
   return x->task < y->task ? -1 : x->task > y->task;
 }
 
-static void json_figures(cts_out_t *o, const cts_mtprof_t *p, const cts_task_mem_row_t *r,
-                         const cts_task_mem_figures_t *alloc, const cts_task_mem_figures_t *freed,
-                         const cts_task_mem_figures_t *live) {
-  (void)r;
-  cli_json_estimate(o, p, "alloc", alloc->samples);
-  cts_out_printf(o, ", \"alloc_count\": %llu, \"alloc_blocks\": %llu, ",
-                 (unsigned long long)cts_est_round(alloc->count),
-                 (unsigned long long)alloc->blocks);
-  cli_json_estimate(o, p, "freed", freed->samples);
-  cts_out_printf(o, ", \"freed_count\": %llu, ", (unsigned long long)cts_est_round(freed->count));
-  cli_json_estimate(o, p, "live", live->samples);
-  cts_out_printf(o, ", \"live_count\": %llu", (unsigned long long)cts_est_round(live->count));
+static void json_figures(cts_json_t *w, const cts_mtprof_t *p, const cts_task_mem_figures_t *alloc,
+                         const cts_task_mem_figures_t *freed, const cts_task_mem_figures_t *live) {
+  cli_jw_estimate(w, p, "alloc", alloc->samples);
+  cts_json_kv_u64(w, "alloc_count", cts_est_round(alloc->count));
+  cts_json_kv_u64(w, "alloc_blocks", alloc->blocks);
+  cli_jw_estimate(w, p, "freed", freed->samples);
+  cts_json_kv_u64(w, "freed_count", cts_est_round(freed->count));
+  cli_jw_estimate(w, p, "live", live->samples);
+  cts_json_kv_u64(w, "live_count", cts_est_round(live->count));
 }
 
-static void print_json(cts_out_t *o, const cli_trace_t *mem, const cli_tasks_t *tasks,
+static void print_json(cts_json_t *w, const cli_trace_t *mem, const cli_tasks_t *tasks,
                        const state_t *s, const cts_task_mem_row_t *rows, size_t n) {
   const cts_task_mem_t *tm = &s->tm;
   const cts_tasks_t *m = &tasks->m;
-  cts_out_str(o, "{");
-  cli_json_trace_header(o, mem);
-  cts_out_str(o, "\n \"task_trace\": ");
-  cts_out_json_str(o, tasks->path);
+  cts_json_object(w);
+  cli_jw_trace_header(w, mem);
+  cts_json_kv_str(w, "task_trace", tasks->path);
+  cts_json_ws(w, "\n ");
   const bool ok = tm->status == CTS_TASK_MEM_ALIGNED;
-  cts_out_printf(o, ",\n \"attribution\": \"%s\"", ok ? "exact" : "impossible");
+  cts_json_kv_str(w, "attribution", ok ? "exact" : "impossible");
   if (!ok) {
-    cts_out_str(o, ", \"reason\": ");
-    cts_out_json_str(o, cts_task_mem_status_text(tm->status));
-    cts_out_str(o, "}\n");
+    cts_json_kv_str(w, "reason", cts_task_mem_status_text(tm->status));
+    cts_json_end(w);
+    cts_json_finish(w);
+    cts_out_char(w->o, '\n');
     return;
   }
-  cts_out_printf(o,
-                 ",\n \"alignment\": {\"pid\": %llu, \"task_offset_ns\": %lld, \"pairs\": %llu, "
-                 "\"error_ns\": %llu, \"lag_min_ns\": %lld, \"lag_median_ns\": %lld, "
-                 "\"lag_max_ns\": %lld, \"within_100us\": %.6f},\n \"tasks_events_lost\": "
-                 "%llu,\n \"tasks\": [",
-                 (unsigned long long)tm->mem_pid, (long long)tm->task_offset_ns,
-                 (unsigned long long)tm->pairs, (unsigned long long)cts_task_mem_align_error_ns(tm),
-                 (long long)tm->err_min_ns, (long long)cts_task_mem_lag_median_ns(tm),
-                 (long long)tm->err_max_ns, cts_task_mem_lag_within(tm, 100),
-                 (unsigned long long)m->lost);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "alignment");
+  cts_json_object(w);
+  cts_json_kv_u64(w, "pid", tm->mem_pid);
+  cts_json_kv_i64(w, "task_offset_ns", tm->task_offset_ns);
+  cts_json_kv_u64(w, "pairs", tm->pairs);
+  cts_json_kv_u64(w, "error_ns", cts_task_mem_align_error_ns(tm));
+  cts_json_kv_i64(w, "lag_min_ns", tm->err_min_ns);
+  cts_json_kv_i64(w, "lag_median_ns", cts_task_mem_lag_median_ns(tm));
+  cts_json_kv_i64(w, "lag_max_ns", tm->err_max_ns);
+  cts_json_kv_fixed(w, "within_100us", cts_task_mem_lag_within(tm, 100), 6);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_kv_u64(w, "tasks_events_lost", m->lost);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "tasks");
+  cts_json_array(w);
   char name[64];
   for (size_t i = 0; i < n; i++) {
     const cts_task_mem_row_t *r = &rows[i];
-    cts_out_printf(o, "%s\n  {\"id\": %lld, \"label\": ", i ? "," : "",
-                   (long long)m->tasks[r->task].id);
-    cts_out_json_str(o, cts_tasks_name(m, r->task, name, sizeof name));
-    cts_out_printf(o, ", \"lane\": %u, ", r->lane);
-    json_figures(o, &mem->prof, r, &r->alloc, &r->freed, &r->live);
-    cts_out_str(o, "}");
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_i64(w, "id", m->tasks[r->task].id);
+    cts_json_kv_str(w, "label", cts_tasks_name(m, r->task, name, sizeof name));
+    cts_json_kv_u64(w, "lane", r->lane);
+    json_figures(w, &mem->prof, &r->alloc, &r->freed, &r->live);
+    cts_json_end(w);
   }
+  cts_json_ws(w, "\n ");
+  cts_json_end(w);
   const cts_task_mem_row_t *out = &tm->rows[0];
-  cts_out_str(o, "\n ],\n \"outside_tasks\": {");
-  json_figures(o, &mem->prof, out, &out->alloc, &out->freed, &out->live);
-  cts_out_str(o, "},\n \"unattributed\": {");
-  json_figures(o, &mem->prof, NULL, &tm->unattr_alloc, &tm->unattr_freed, &tm->unattr_live);
-  cts_out_str(o, "}\n}\n");
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "outside_tasks");
+  cts_json_object(w);
+  json_figures(w, &mem->prof, &out->alloc, &out->freed, &out->live);
+  cts_json_end(w);
+  cts_json_ws(w, "\n ");
+  cts_json_key(w, "unattributed");
+  cts_json_object(w);
+  json_figures(w, &mem->prof, &tm->unattr_alloc, &tm->unattr_freed, &tm->unattr_live);
+  cts_json_end(w);
+  cts_json_ws(w, "\n");
+  cts_json_end(w);
+  cts_json_finish(w);
+  cts_out_char(w->o, '\n');
 }
 
 static void text_row(cts_out_t *o, const cts_mtprof_t *p, const cts_task_mem_figures_t *alloc,
@@ -269,28 +292,18 @@ int cmd_top_tasks(int argc, char **argv) {
       {"by", required_argument, NULL, 'B'},
       {"sort", required_argument, NULL, 's'},
       {"limit", required_argument, NULL, 'n'},
-      {"json", no_argument, NULL, 'J'},
-      {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},
+      CLI_LONGOPT_JSON,
+      CLI_LONGOPT_CSV,
+      CLI_LONGOPT_QUIET,
       {0},
   };
-  opts_t opts = {.limit = 20};
+  opts_t opts = {.out.limit = 20};
   int first;
   const int rc = cli_parse(argc, argv, "s:n:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
   if (!opts.by || strcmp(opts.by, "task") != 0)
     return cli_usage_error("this view is 'top --by task'");
-  if (opts.csv) return cli_usage_error("--csv is not available with --by task");
-  if (opts.sort_arg) {
-    if (strcmp(opts.sort_arg, "bytes") == 0)
-      opts.sort = SORT_BYTES;
-    else if (strcmp(opts.sort_arg, "count") == 0)
-      opts.sort = SORT_COUNT;
-    else if (strcmp(opts.sort_arg, "live") == 0)
-      opts.sort = SORT_LIVE;
-    else
-      return cli_usage_error("--sort takes bytes, count or live, not '%s'", opts.sort_arg);
-  }
+  if (opts.out.csv) return cli_usage_error("--csv is not available with --by task");
   if (argc - first != 2)
     return cli_usage_error("--by task takes a memory trace and a task trace, in that order");
   const char *mem_path = argv[first], *task_path = argv[first + 1];
@@ -314,13 +327,13 @@ int cmd_top_tasks(int argc, char **argv) {
   tc.hooks.user_data = &s.tm;
   tc.hooks.on_alloc = cts_task_mem_on_alloc;
   cli_tasks_t tasks;
-  int code = cli_tasks_load(&tasks, task_path, &tc, opts.quiet, false, NULL, NULL);
+  int code = cli_tasks_load(&tasks, task_path, &tc, opts.out.quiet, false, NULL, NULL);
   s.model = &tasks.m;
   cli_trace_t mem;
   memset(&mem, 0, sizeof mem);
   if (code == CLI_EXIT_OK || code == CLI_EXIT_DATA) {
     const cts_mtprof_config_t mc = {.skip_histograms = true};
-    const int mcode = cli_trace_load_hooked(&mem, mem_path, &mc, opts.quiet, on_mem_event, &s);
+    const int mcode = cli_trace_load_hooked(&mem, mem_path, &mc, opts.out.quiet, on_mem_event, &s);
     if (mem.hook_err) {
       cli_error("out of memory");
       code = CLI_EXIT_INTERNAL;
@@ -340,7 +353,7 @@ int cmd_top_tasks(int argc, char **argv) {
     cli_error("%s and %s: %s", cli_basename(mem_path), cli_basename(task_path),
               cts_task_mem_status_text(s.tm.status));
     code = CLI_EXIT_DATA;
-  } else if (tasks.m.lost && !opts.quiet) {
+  } else if (tasks.m.lost && !opts.out.quiet) {
     cli_warn(
         "%s: the task tracer lost %llu events; allocations it did not name are "
         "'unattributed'",
@@ -350,17 +363,18 @@ int cmd_top_tasks(int argc, char **argv) {
   const size_t n = s.tm.nrows - 1;
   cts_task_mem_row_t *rows = s.tm.rows + 1;
   qsort_r(rows, n, sizeof *rows, cmp_rows, &opts.sort);
-  static cts_out_t out;
-  cts_out_init(&out, STDOUT_FILENO);
-  out.term = !opts.json;
-  const size_t shown = opts.limit == 0 ? n : (size_t)opts.limit;
-  if (opts.json)
-    print_json(&out, &mem, &tasks, &s, rows, n < shown ? n : shown);
-  else if (s.tm.status == CTS_TASK_MEM_ALIGNED)
-    print_text(&out, &mem, &tasks, &s, rows, n, shown);
-  else /* what can still be said: the memory trace itself */
-    cli_text_trace_header(&out, &mem);
-  code = cli_finish_output(&out, code);
+  cts_out_t *out = cli_stdout_for(&opts.out);
+  const size_t shown = cli_rows_shown(&opts.out, n);
+  if (opts.out.json) {
+    cts_json_t w;
+    cts_json_init(&w, out);
+    print_json(&w, &mem, &tasks, &s, rows, shown);
+  } else if (s.tm.status == CTS_TASK_MEM_ALIGNED) {
+    print_text(out, &mem, &tasks, &s, rows, n, shown);
+  } else { /* what can still be said: the memory trace itself */
+    cli_text_trace_header(out, &mem);
+  }
+  code = cli_finish_output(out, code);
   cli_trace_free(&mem);
   cli_tasks_free(&tasks);
   cts_task_mem_fini(&s.tm);

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "cli.h"
+
 const double cli_quantiles[CLI_NQUANTILES] = {0.5, 0.9, 0.99, 1.0};
 const char *const cli_quantile_names[CLI_NQUANTILES] = {"p50", "p90", "p99", "max"};
 
@@ -71,10 +73,10 @@ int cli_write_hist_svg(const char *path, const void *ctx) {
   const cli_hist_svg_t *s = ctx;
   const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return -errno;
-  static cts_out_t o;
-  cts_out_init(&o, fd);
+  /* The commands' one buffer: their standard output is flushed before images are drawn. */
+  cts_out_t *o = cli_out_buffer(fd, false);
   const int panel = 250;
-  cts_out_printf(&o,
+  cts_out_printf(o,
                  "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%d\" "
                  "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
@@ -84,9 +86,9 @@ int cli_write_hist_svg(const char *path, const void *ctx) {
                  "<rect x=\"740\" y=\"8\" width=\"10\" height=\"10\" fill=\"#e8833a\"/>"
                  "<text x=\"754\" y=\"17\" font-size=\"11\">%s</text>\n",
                  40 + panel * (int)s->n, s->count_legend, s->weight_legend);
-  for (size_t i = 0; i < s->n; i++) svg_panel(&o, s, &s->panels[i], 24 + panel * (int)i);
-  cts_out_str(&o, "</svg>\n");
-  int e = cts_out_flush(&o);
+  for (size_t i = 0; i < s->n; i++) svg_panel(o, s, &s->panels[i], 24 + panel * (int)i);
+  cts_out_str(o, "</svg>\n");
+  int e = cts_out_flush(o);
   if (close(fd) != 0 && !e) e = -errno;
   return e;
 }

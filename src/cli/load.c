@@ -120,32 +120,6 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
   return cli_load_exit(err, t->kept, t->input_error, t->hook_err && err == t->hook_err);
 }
 
-void cli_json_estimate(cts_out_t *o, const cts_mtprof_t *p, const char *name, uint64_t samples) {
-  const double bps = cts_mtprof_bytes_per_sample(p);
-  cts_out_printf(o, "\"%s_samples\": %llu, \"%s_bytes\": %.0f", name, (unsigned long long)samples,
-                 name, (double)samples * bps);
-  if (p->sample_rate < 1.0) {
-    double lo, hi;
-    cts_poisson_ci95(samples, &lo, &hi);
-    cts_out_printf(o, ", \"%s_bytes_ci95\": [%.0f, %.0f]", name, lo * bps, hi * bps);
-  }
-}
-
-void cli_json_trace_header(cts_out_t *o, const cli_trace_t *t) {
-  const cts_mtprof_t *p = &t->prof;
-  char buf[64];
-  cts_out_str(o, "\"trace\": ");
-  cts_out_json_str(o, t->path);
-  cts_out_str(o, ", \"executable\": ");
-  cts_out_json_str(o, t->info ? t->info->executable_name : "");
-  cts_out_printf(o, ", \"sample_rate\": %s, \"word_size\": %u, \"bytes_per_sample\": %.17g",
-                 cli_shortest_double(p->sample_rate, buf, sizeof buf), p->word_bytes * 8,
-                 cts_mtprof_bytes_per_sample(p));
-  cts_out_printf(o, ", \"duration_s\": %.6f, \"reader_result\": ", cts_mtprof_duration_s(p));
-  cli_json_reader_result(o, t->err);
-  cts_out_str(o, ",\n");
-}
-
 void cli_csv_str(cts_out_t *o, const char *s) {
   if (!strpbrk(s, ",\"\n\r")) {
     cts_out_str(o, s);
@@ -183,14 +157,4 @@ int cli_finish_output(cts_out_t *o, int code) {
     return CLI_EXIT_IO;
   }
   return code;
-}
-
-void cli_json_reader_result(cts_out_t *o, int err) {
-  if (!err) {
-    cts_out_str(o, "\"ok\"");
-    return;
-  }
-  char buf[96];
-  snprintf(buf, sizeof buf, "error: %s", cts_err_name(err));
-  cts_out_json_str(o, buf);
 }

@@ -98,14 +98,6 @@ static inline const char *cli_est_bytes(const cts_mtprof_t *p, uint64_t samples,
 static inline bool cli_show_ci(const cts_mtprof_t *p, uint64_t samples) {
   return cts_show_ci(p, samples);
 }
-/* JSON members for an estimate: "<name>_samples": n, "<name>_bytes": x, and when the rate is
- * below 1 "<name>_bytes_ci95": [lo, hi]. */
-void cli_json_estimate(cts_out_t *o, const cts_mtprof_t *p, const char *name, uint64_t samples);
-/* JSON header shared by the commands: "trace", "executable", "sample_rate", "word_size",
- * "bytes_per_sample", "duration_s", "reader_result" (no braces, ends with a comma). */
-void cli_json_trace_header(cts_out_t *o, const cli_trace_t *t);
-/* The JSON value of a trace's reading outcome: "ok", or "error: CTS_E_NAME" for err. */
-void cli_json_reader_result(cts_out_t *o, int err);
 /* A CSV field, quoted when needed. */
 void cli_csv_str(cts_out_t *o, const char *s);
 /* Prints the text header: "Trace X: program, rate, what estimates mean". */

@@ -95,20 +95,20 @@ bool cli_parse_long(const char *s, long min, long max, long *out) {
   return true;
 }
 
-int cli_output_option(int opt, const char *arg, bool *json, bool *csv, bool *quiet, long *limit) {
+int cli_output_option(int opt, const char *arg, cli_out_opts_t *o, bool with_limit) {
   switch (opt) {
     case 'J':
-      *json = true;
+      o->json = true;
       return -1;
     case 'C':
-      *csv = true;
+      o->csv = true;
       return -1;
     case 'q':
-      *quiet = true;
+      o->quiet = true;
       return -1;
     case 'n':
-      if (!limit) return CLI_OPTION_OTHER;
-      if (!cli_parse_long(arg, 0, 1L << 30, limit))
+      if (!with_limit) return CLI_OPTION_OTHER;
+      if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
         return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       return -1;
     default:
@@ -116,20 +116,129 @@ int cli_output_option(int opt, const char *arg, bool *json, bool *csv, bool *qui
   }
 }
 
-int cli_output_check(bool json, bool csv) {
-  return json && csv ? cli_usage_error("--json and --csv exclude each other") : -1;
+size_t cli_rows_shown(const cli_out_opts_t *o, size_t n) {
+  return o->limit && (size_t)o->limit < n ? (size_t)o->limit : n;
+}
+
+int cli_output_check(const cli_out_opts_t *o) {
+  return o->json && o->csv ? cli_usage_error("--json and --csv exclude each other") : -1;
+}
+
+int cli_parse_keyword(const char *option, const char *arg, const cli_keyword_t *table,
+                      const char *suffix, int *out) {
+  size_t n = 0;
+  for (; table[n].name; n++)
+    if (strcmp(arg, table[n].name) == 0) {
+      *out = table[n].value;
+      return -1;
+    }
+  /* "--by takes line, function or file, not 'x'": the names as the help lists them. */
+  char names[256];
+  size_t len = 0;
+  names[0] = 0;
+  for (size_t i = 0; i < n && len < sizeof names; i++) {
+    const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+    const int k = snprintf(names + len, sizeof names - len, "%s%s", sep, table[i].name);
+    if (k < 0) break;
+    len += (size_t)k;
+  }
+  return cli_usage_error("%s takes %s%s, not '%s'", option, names, suffix ? suffix : "", arg);
 }
 
 int cli_parse_group(const char *arg, cts_group_t *out) {
-  if (strcmp(arg, "line") == 0)
-    *out = CTS_GROUP_LINE;
-  else if (strcmp(arg, "function") == 0)
-    *out = CTS_GROUP_FUNCTION;
-  else if (strcmp(arg, "file") == 0)
-    *out = CTS_GROUP_FILE;
-  else
-    return cli_usage_error("--by takes line, function or file, not '%s'", arg);
-  return -1;
+  static const cli_keyword_t groups[] = {
+      {"line", CTS_GROUP_LINE}, {"function", CTS_GROUP_FUNCTION}, {"file", CTS_GROUP_FILE}, {0}};
+  int v;
+  const int rc = cli_parse_keyword("--by", arg, groups, NULL, &v);
+  if (rc < 0) *out = (cts_group_t)v;
+  return rc;
+}
+
+int cli_one_trace(int argc, char **argv, int first, const cli_out_opts_t *o, const char *many,
+                  const char *conflict, cli_trace_kind_t *kind) {
+  if (first >= argc) return cli_usage_error("no trace given");
+  if (argc - first > 1) return cli_usage_error("%s", many);
+  const int checked = cli_output_check(o);
+  if (checked >= 0) return checked;
+  if (conflict) return cli_usage_error("%s", conflict);
+  return cli_trace_detect(argv[first], kind);
+}
+
+static cts_out_t out_buffer;
+
+cts_out_t *cli_out_buffer(int fd, bool term) {
+  cts_out_init(&out_buffer, fd);
+  out_buffer.term = term;
+  return &out_buffer;
+}
+
+cts_out_t *cli_stdout(bool term) {
+  return cli_out_buffer(STDOUT_FILENO, term);
+}
+
+cts_out_t *cli_stdout_for(const cli_out_opts_t *o) {
+  return cli_stdout(!o->json && (!o->csv || isatty(STDOUT_FILENO)));
+}
+
+void cli_jw_estimate(cts_json_t *w, const cts_mtprof_t *p, const char *name, uint64_t samples) {
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  char key[96];
+  snprintf(key, sizeof key, "%s_samples", name);
+  cts_json_kv_u64(w, key, samples);
+  snprintf(key, sizeof key, "%s_bytes", name);
+  cts_json_kv_fixed(w, key, (double)samples * bps, 0);
+  if (p->sample_rate < 1.0) {
+    double lo, hi;
+    cts_poisson_ci95(samples, &lo, &hi);
+    snprintf(key, sizeof key, "%s_bytes_ci95", name);
+    cts_json_key(w, key);
+    cts_json_array(w);
+    cts_json_fixed(w, lo * bps, 0);
+    cts_json_fixed(w, hi * bps, 0);
+    cts_json_end(w);
+  }
+}
+
+void cli_jw_trace_header(cts_json_t *w, const cli_trace_t *t) {
+  const cts_mtprof_t *p = &t->prof;
+  cts_json_kv_str(w, "trace", t->path);
+  cts_json_kv_str(w, "executable", t->info ? t->info->executable_name : "");
+  cts_json_key(w, "sample_rate");
+  cts_json_shortest(w, p->sample_rate);
+  cts_json_kv_u64(w, "word_size", p->word_bytes * 8u);
+  cts_json_key(w, "bytes_per_sample");
+  cts_json_g(w, cts_mtprof_bytes_per_sample(p), 17);
+  cts_json_kv_fixed(w, "duration_s", cts_mtprof_duration_s(p), 6);
+  cts_json_key(w, "reader_result");
+  cli_jw_reader_result(w, t->err);
+  cts_json_ws(w, "\n ");
+}
+
+void cli_jw_site(cts_json_t *w, const cts_row_t *r) {
+  cts_json_kv_str(w, "function", r->code ? r->function : "(no backtrace)");
+  cts_json_kv_str(w, "file", r->file);
+  cts_json_kv_u64(w, "line", r->line);
+}
+
+void cli_jw_end(cts_json_t *w, bool rows) {
+  if (rows) {
+    cts_json_ws(w, "\n ");
+    cts_json_end(w);
+  }
+  cts_json_ws(w, "\n");
+  cts_json_end(w);
+  cts_json_finish(w);
+  cts_out_char(w->o, '\n');
+}
+
+void cli_jw_reader_result(cts_json_t *w, int err) {
+  if (!err) {
+    cts_json_str(w, "ok");
+    return;
+  }
+  char buf[96];
+  snprintf(buf, sizeof buf, "error: %s", cts_err_name(err));
+  cts_json_str(w, buf);
 }
 
 int cli_output_open(cts_outfile_t *f, const char *path, const char *const *inputs, size_t n) {
@@ -210,9 +319,18 @@ const char *cli_shortest_double(double v, char *buf, size_t size) {
   return cts_shortest_double(v, buf, size);
 }
 
+void cli_note(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", command_name);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
 void cli_log_line(void *user_data, const char *line) {
   (void)user_data;
-  fprintf(stderr, "%s: %s\n", command_name, line);
+  cli_note("%s", line);
 }
 
 void cli_catch_stop_signals(void (*stop)(int sig)) {
