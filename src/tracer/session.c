@@ -71,9 +71,13 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   cts__sink.sink = *sink;
   cts__copy_string(cts__session.context, sizeof cts__session.context, cfg->context);
   cts__sampler_configure(cfg);
-  cts__session.clock = sink->clock ? sink->clock : cts__wall_clock_us;
-  cts__session.clock_user_data = sink->clock ? sink->clock_user_data : NULL;
-  cts__session.tsc_mode = CTS_HAVE_CPU_COUNTER && !sink->clock && cts_os_tsc_usable();
+  /* Atomic stores: see cts__event_time. */
+  __atomic_store_n(&cts__session.clock, sink->clock ? sink->clock : cts__wall_clock_us,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&cts__session.clock_user_data, sink->clock ? sink->clock_user_data : NULL,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&cts__session.tsc_mode,
+                   CTS_HAVE_CPU_COUNTER && !sink->clock && cts_os_tsc_usable(), __ATOMIC_RELAXED);
   cts__writer_clock_start();
   if (cfg->executable_name) {
     cts__copy_string(cts__session.exe, sizeof cts__session.exe, cfg->executable_name);

@@ -423,12 +423,15 @@ static CTS_FORCE_INLINE cts__ring_t *cts__thread_ring(cts__thread_t *t) {
 }
 
 /* An event's time: a raw counter value in tsc_mode, else µs from the clock (writer_time
- * converts it and keeps times non-decreasing). */
+ * converts it and keeps times non-decreasing). Relaxed atomic loads: a thread of the
+ * previous session still freeing may read these while the next session's start sets them
+ * (its event is dropped as the old session's); plain moves on x86-64. */
 static inline uint64_t cts__event_time(void) {
 #if CTS_HAVE_CPU_COUNTER
-  if (cts__session.tsc_mode) return cts__cpu_counter();
+  if (__atomic_load_n(&cts__session.tsc_mode, __ATOMIC_RELAXED)) return cts__cpu_counter();
 #endif
-  return cts__session.clock(cts__session.clock_user_data);
+  const cts_clock_us_cb clock = __atomic_load_n(&cts__session.clock, __ATOMIC_RELAXED);
+  return clock(__atomic_load_n(&cts__session.clock_user_data, __ATOMIC_RELAXED));
 }
 
 #endif /* CTS_TRACER_STATE_H */
