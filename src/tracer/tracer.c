@@ -1495,6 +1495,8 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   T.traced_pid = program;
   keep_only_fds(T.fd, watch_fd);
   writer_main(NULL);
+  /* The program is released; `record` still waits for the sink's lock. */
+  cts__symbolizer_save(T.symbolizer);
   close_sink();
   _exit(0);
 }

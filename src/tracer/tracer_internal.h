@@ -187,6 +187,9 @@ static inline int cts__guarded(void) {
 typedef struct cts__symbolizer cts__symbolizer_t;
 cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *module_epoch);
 void cts__symbolizer_destroy(cts__symbolizer_t *s);
+/* Writes the modules' persistent location caches (symcache.h) without tearing anything
+ * down; destroy does it too. */
+void cts__symbolizer_save(cts__symbolizer_t *s);
 /* A cts_mt_resolve_cb; user_data is the symbolizer. */
 size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max);
 
