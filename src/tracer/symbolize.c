@@ -141,10 +141,14 @@ static const char *module_symbol_at(Dwfl_Module *mod, Dwarf_Addr addr) {
   return NULL;
 }
 
+/* dwfl_report_end's callback for a module gone from the process: `user` is the address of
+ * the module's user data (libdwfl passes &mod->userdata, whatever its prototype says). */
 static int removed_module(Dwfl_Module *mod, void *user, const char *name, Dwarf_Addr base,
                           void *arg) {
   (void)mod, (void)name, (void)base, (void)arg;
-  module_state_free(user);
+  void **const slot = user;
+  module_state_free(*slot);
+  *slot = NULL;
   return DWARF_CB_OK;
 }
 

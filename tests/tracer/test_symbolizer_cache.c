@@ -68,6 +68,17 @@ static bool resolve_all(resolved_t out[NCODES], bool *opened_debug) {
   return true;
 }
 
+/* Removes cache directory `dir`; the number of files it held. */
+static int remove_cache_dir(const char *dir) {
+  int files = 0;
+  DIR *const d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (e->d_name[0] != '.' && unlinkat(dirfd(d), e->d_name, 0) == 0) files++;
+  if (d) closedir(d);
+  rmdir(dir);
+  return files;
+}
+
 static bool same(const resolved_t *a, const resolved_t *b) {
   for (int i = 0; i < NCODES; i++) {
     if (a[i].n != b[i].n) return false;
@@ -93,12 +104,7 @@ CTS_TEST(warm_cache_gives_the_same_locations_without_the_debug_file) {
   const bool ok_cold = resolve_all(cold, &cold_debug);
   const bool ok_warm = resolve_all(warm, &warm_debug);
   unsetenv("CTFSCOPE_CACHE");
-  int files = 0;
-  DIR *const d = opendir(dir);
-  for (struct dirent *e; d && (e = readdir(d));)
-    if (e->d_name[0] != '.' && unlinkat(dirfd(d), e->d_name, 0) == 0) files++;
-  if (d) closedir(d);
-  rmdir(dir);
+  const int files = remove_cache_dir(dir);
   CTS_ASSERT(ok_none && ok_cold && ok_warm);
   CTS_ASSERT(cold[2].n > 0 && strstr(cold[2].text[cold[2].n - 1][1], "codes"));
   CTS_ASSERT(same(none, cold));
@@ -106,6 +112,37 @@ CTS_TEST(warm_cache_gives_the_same_locations_without_the_debug_file) {
   CTS_ASSERT(files >= 2); /* libc's and this program's */
   CTS_ASSERT(!warm_debug);
   if (!cold_debug) CTS_SKIP("no separate debug file for libc here (libc6-dbg)");
+#endif
+}
+
+/* A library unloaded after one of its addresses was resolved: the symbolizer drops the
+ * module's state (dwfl_report_end's callback gets the address of the module's user data;
+ * freeing that address as the state made the writer crash on python3 and redis). */
+CTS_TEST(an_unloaded_librarys_module_state_is_freed_safely) {
+#ifndef CTS_TEST_HAVE_LIBDW
+  CTS_SKIP("built without libdw");
+#else
+  void *const lib = dlopen("libresolv.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) CTS_SKIP("libresolv.so.2 cannot be loaded");
+  void *const fn = dlsym(lib, "__b64_ntop");
+  char dir[] = "/tmp/cts-symcache-XXXXXX";
+  CTS_ASSERT(mkdtemp(dir));
+  setenv("CTFSCOPE_CACHE", dir, 1);
+  cts__symbolizer_t *const s = cts__symbolizer_create(0, NULL);
+  cts_mt_location_t locs[MAX_LOCS];
+  const size_t in_lib =
+      s && fn ? cts__symbolizer_resolve(s, (uint64_t)(uintptr_t)fn + 7u, locs, MAX_LOCS) : 0;
+  dlclose(lib);
+  uint64_t c[NCODES];
+  codes(c);
+  /* The loader's counters changed: the module list is read again, libresolv's removed. */
+  const size_t after = s ? cts__symbolizer_resolve(s, c[1], locs, MAX_LOCS) : 0;
+  cts__symbolizer_destroy(s);
+  unsetenv("CTFSCOPE_CACHE");
+  const int files = remove_cache_dir(dir);
+  CTS_ASSERT(s != NULL);
+  CTS_ASSERT(in_lib > 0 && after > 0);
+  CTS_ASSERT_EQ_INT(files, 2); /* libresolv's, saved when it was removed, and libc's */
 #endif
 }
 
