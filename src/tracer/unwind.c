@@ -369,7 +369,8 @@ static bool splice(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint
  * through, at the same stack pointer and address, and that frame and all beyond it have a
  * CFA of %rsp plus a constant, what remains depends only on the words they read their
  * return addresses from: if those hold what they held, the rest of the previous walk is
- * this one's, without looking up a rule. */
+ * this one's, without looking up a rule. (Only words between rec and the thread's stack
+ * top are read: the cache may have been another thread's.) */
 static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
                        uint64_t *frames, bool known, size_t max, outer_t *o) {
   const uintptr_t cache_limit = rec + BOTTOM_BYTES;
@@ -385,8 +386,8 @@ static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, 
     if (!known && i < BOTTOM_FRAMES) {
       while (k < prev->m && prev->sp[k] < sp) k++;
       if (k < prev->m && prev->sp[k] == sp && prev->pc[k] == pc && prev->rsp[k] &&
-          prev->lo[k] >= rec && i + (prev->m - k) <= max && i + (prev->m - k) <= BOTTOM_FRAMES &&
-          stack_words_at_equal(prev, k))
+          prev->lo[k] >= rec && prev->hi[k] <= t->stack_hi && i + (prev->m - k) <= max &&
+          i + (prev->m - k) <= BOTTOM_FRAMES && stack_words_at_equal(prev, k))
         return splice(t, b, rec, frames, o, i, k, high);
     }
     cfi_row_t row;
