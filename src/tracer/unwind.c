@@ -42,17 +42,19 @@ typedef struct cts__rule {
 } cts__rule_t;
 
 /* One outer_walk of a thread, frame by frame, for the next walk to reuse its outer part
- * (outer_walk, "splice"). Frame i: the stack pointer and address its rules were looked up
- * with, the word holding its return address (frames[i]), the lowest and above the highest
- * byte read for it and beyond, and whether it and every frame beyond it have a CFA of %rsp
- * plus a constant (then they depend on sp[i], pc[i] and the words read only). */
+ * (outer_walk, "splice"). Frame i: the stack pointer, address and %rbp (if known) its rules
+ * were applied to, the word holding its return address (frames[i], read at at[i]), the
+ * word holding the caller's %rbp if it was read (sval[i] at sat[i], else sat[i] = 0), the
+ * lowest and above the highest byte read for it and beyond, and whether it and every frame
+ * beyond it have a CFA of %rsp plus a constant (then they depend on sp[i], pc[i] and their
+ * return addresses' words only; else on rbp[i] and the saved %rbp words too). */
 typedef struct cts__walk {
   size_t m; /* frames; 0: nothing to reuse */
   uintptr_t end_sp;
-  uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
-  uintptr_t lo[BOTTOM_FRAMES], hi[BOTTOM_FRAMES];
-  uint64_t frames[BOTTOM_FRAMES];
-  bool rsp[BOTTOM_FRAMES];
+  uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
+  uintptr_t sat[BOTTOM_FRAMES], lo[BOTTOM_FRAMES], hi[BOTTOM_FRAMES];
+  uint64_t frames[BOTTOM_FRAMES], sval[BOTTOM_FRAMES];
+  bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
 } cts__walk_t;
 
 struct cts__bottom {
@@ -293,11 +295,13 @@ static bool cached_frame_rules(cts__bottom_t *b, uintptr_t pc, cfi_row_t *row) {
   return true;
 }
 
-/* Whether the words prev's frames from k on read their return addresses from still hold
- * them. */
-STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *prev, size_t k) {
+/* Whether the words prev's frames from k on read their return addresses from (and, with
+ * `saved`, the caller's %rbp) still hold them. */
+STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *prev, size_t k, bool saved) {
   uint64_t diff = 0;
   for (size_t j = k; j < prev->m; j++) diff |= stack_word(prev->at[j]) ^ prev->frames[j];
+  for (size_t j = k; saved && j < prev->m; j++)
+    if (prev->sat[j]) diff |= stack_word(prev->sat[j]) ^ prev->sval[j];
   return diff == 0;
 }
 
@@ -326,13 +330,14 @@ typedef struct outer {
 
 /* outer_walk's end when its frame i is the previous walk's frame k (same stack pointer,
  * address and words beyond): the rest of the frames are the previous walk's. */
-static bool splice(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t *frames,
-                   outer_t *o, size_t i, size_t k, uintptr_t high) {
+static bool splice(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t *frames, outer_t *o,
+                   size_t i, size_t k, uintptr_t high) {
   const cts__walk_t *const prev = &b->walks[b->last];
   cts__walk_t *const cur = &b->walks[b->last ^ 1u];
   const size_t rest = prev->m - k, m = i + rest;
   memcpy(frames + i, prev->frames + k, rest * sizeof *frames);
   for (size_t j = 0; j < rest; j++) o->slot[i + j] = (uint32_t)(prev->at[k + j] - rec);
+  if (!prev->rsp[k]) o->slots = false;
   if (prev->hi[k] > high) high = prev->hi[k];
   o->m = m;
   o->end = prev->end_sp + BOTTOM_MARGIN > high ? prev->end_sp + BOTTOM_MARGIN : high;
@@ -341,6 +346,10 @@ static bool splice(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint
   /* This walk, for the next one: its own frames, then the previous walk's. */
   memcpy(cur->sp + i, prev->sp + k, rest * sizeof *cur->sp);
   memcpy(cur->pc + i, prev->pc + k, rest * sizeof *cur->pc);
+  memcpy(cur->rbp + i, prev->rbp + k, rest * sizeof *cur->rbp);
+  memcpy(cur->rbp_known + i, prev->rbp_known + k, rest * sizeof *cur->rbp_known);
+  memcpy(cur->sat + i, prev->sat + k, rest * sizeof *cur->sat);
+  memcpy(cur->sval + i, prev->sval + k, rest * sizeof *cur->sval);
   memcpy(cur->at + i, prev->at + k, rest * sizeof *cur->at);
   memcpy(cur->lo + i, prev->lo + k, rest * sizeof *cur->lo);
   memcpy(cur->hi + i, prev->hi + k, rest * sizeof *cur->hi);
@@ -348,6 +357,7 @@ static bool splice(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint
   memcpy(cur->rsp + i, prev->rsp + k, rest * sizeof *cur->rsp);
   cur->end_sp = prev->end_sp;
   walk_done(b, cur, i, m);
+  t->unwind_spliced++;
   return true;
 }
 
@@ -366,12 +376,13 @@ static bool splice(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint
  *
  * Splice: consecutive allocations differ in their inner frames and share their outer ones
  * (main, the interpreter's loop...). When this walk reaches a frame the previous one went
- * through, at the same stack pointer and address, and that frame and all beyond it have a
- * CFA of %rsp plus a constant, what remains depends only on the words they read their
- * return addresses from: if those hold what they held, the rest of the previous walk is
- * this one's, without looking up a rule. (Only words between rec and the thread's stack
+ * through, at the same stack pointer and address, what remains depends only on the words
+ * it and the frames beyond read their return addresses from if their CFAs are %rsp plus a
+ * constant, else on %rbp there too and the words they read the callers' %rbp from: if
+ * those are as they were, the rest of the previous walk is this one's, without looking up
+ * a rule. (Only words between rec and the thread's stack
  * top are read: the cache may have been another thread's.) */
-static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
+static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
                        uint64_t *frames, bool known, size_t max, outer_t *o) {
   const uintptr_t cache_limit = rec + BOTTOM_BYTES;
   uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret, rbp = stack_word(rec);
@@ -385,9 +396,10 @@ static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, 
   for (size_t i = 0;; i++) {
     if (!known && i < BOTTOM_FRAMES) {
       while (k < prev->m && prev->sp[k] < sp) k++;
-      if (k < prev->m && prev->sp[k] == sp && prev->pc[k] == pc && prev->rsp[k] &&
+      if (k < prev->m && prev->sp[k] == sp && prev->pc[k] == pc &&
+          (prev->rsp[k] || (rbp_known && prev->rbp_known[k] && prev->rbp[k] == rbp)) &&
           prev->lo[k] >= rec && prev->hi[k] <= t->stack_hi && i + (prev->m - k) <= max &&
-          i + (prev->m - k) <= BOTTOM_FRAMES && stack_words_at_equal(prev, k))
+          i + (prev->m - k) <= BOTTOM_FRAMES && stack_words_at_equal(prev, k, !prev->rsp[k]))
         return splice(t, b, rec, frames, o, i, k, high);
     }
     cfi_row_t row;
@@ -425,11 +437,14 @@ static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, 
     if (known ? word != frames[i] : word == 0 || word >= ((uint64_t)1 << 62)) return false;
     frames[i] = word;
     if (at + 8u > high) high = at + 8u;
-    uintptr_t lo = at, hi = at + 8u;
+    uintptr_t lo = at, hi = at + 8u, saved_at = 0;
+    const uintptr_t rbp_in = rbp;
+    const bool rbp_known_in = rbp_known;
     if (row.rbp.kind == CFI_RULE_SAVED) {
       const uintptr_t saved = cfa + (uintptr_t)row.rbp.off;
       if (saved < rec || saved > t->stack_hi - 8u) return false;
       rbp = stack_word(saved);
+      saved_at = saved;
       if (saved + 8u > high) high = saved + 8u;
       if (saved < lo) lo = saved;
       if (saved + 8u > hi) hi = saved + 8u;
@@ -439,6 +454,10 @@ static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, 
     if (i < BOTTOM_FRAMES) {
       cur->sp[i] = sp;
       cur->pc[i] = pc;
+      cur->rbp[i] = rbp_in;
+      cur->rbp_known[i] = rbp_known_in;
+      cur->sat[i] = saved_at;
+      cur->sval[i] = rbp;
       cur->at[i] = at;
       cur->lo[i] = lo;
       cur->hi[i] = hi;
