@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include "tracer_internal.h"
 
+#include "symcache.h"
+
 #include <link.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -37,6 +39,7 @@ struct cts__symbolizer {
   Dwfl_Callbacks callbacks;
   char *debuginfo_path;
   unsigned long long loads, unloads;    /* the loader's counters at the last report */
+  char *cache_dir;                      /* the persistent cache's (symcache.h); NULL: none */
   int pid;                              /* whose codes: 0 = this process */
   const _Atomic uint64_t *module_epoch; /* pid != 0: the program's flush count */
   uint64_t epoch_seen;                  /* its value at the last report */
@@ -59,10 +62,16 @@ typedef struct fn_symbol {
   int index;             /* in the symbol table: at one address and rank, the first wins */
 } fn_symbol_t;
 
-typedef struct module_symbols {
+/* What is kept per module (in its user data): its sorted symbols, read at the first
+ * address resolved there, and its persistent cache, opened at the first address looked up
+ * there. */
+typedef struct module_state {
   size_t n;
   fn_symbol_t *syms;
-} module_symbols_t;
+  bool syms_read;
+  bool cache_tried;
+  cts__symcache_t *cache;
+} module_state_t;
 
 static int fn_symbol_order(const void *a, const void *b) {
   const fn_symbol_t *x = a, *y = b;
@@ -71,20 +80,27 @@ static int fn_symbol_order(const void *a, const void *b) {
   return (x->index < y->index) - (x->index > y->index); /* module_symbol_at looks back */
 }
 
-static void module_symbols_free(module_symbols_t *t) {
+static void module_state_free(module_state_t *t) {
   if (!t) return;
+  cts__symcache_close(t->cache);
   free(t->syms);
   free(t);
 }
 
-/* The sorted symbols of `mod`, read at the first call; NULL without memory. */
-static module_symbols_t *module_symbols(Dwfl_Module *mod) {
+/* The state of `mod`, made at the first call; NULL without memory. */
+static module_state_t *module_state(Dwfl_Module *mod) {
   void **user = NULL;
   dwfl_module_info(mod, &user, NULL, NULL, NULL, NULL, NULL, NULL);
   if (!user) return NULL;
-  if (*user) return *user;
-  module_symbols_t *const t = calloc(1, sizeof *t);
-  if (!t) return NULL;
+  if (!*user) *user = calloc(1, sizeof(module_state_t));
+  return *user;
+}
+
+/* The sorted symbols of `mod`, read at the first call; NULL without memory. */
+static module_state_t *module_symbols(Dwfl_Module *mod) {
+  module_state_t *const t = module_state(mod);
+  if (!t || t->syms_read) return t;
+  t->syms_read = true;
   const int count = dwfl_module_getsymtab(mod);
   if (count > 0) t->syms = calloc((size_t)count, sizeof *t->syms);
   for (int i = 0; t->syms && i < count; i++) {
@@ -100,7 +116,6 @@ static module_symbols_t *module_symbols(Dwfl_Module *mod) {
     t->syms[t->n++] = (fn_symbol_t){addr, addr + sym.st_size, name, rank, i};
   }
   if (t->n) qsort(t->syms, t->n, sizeof *t->syms, fn_symbol_order);
-  *user = t;
   return t;
 }
 
@@ -110,7 +125,7 @@ static module_symbols_t *module_symbols(Dwfl_Module *mod) {
  * take a preceding symbol without a size there: rare, and then the module and offset are
  * named). */
 static const char *module_symbol_at(Dwfl_Module *mod, Dwarf_Addr addr) {
-  const module_symbols_t *const t = module_symbols(mod);
+  const module_state_t *const t = module_symbols(mod);
   if (!t || !t->n) return NULL;
   size_t lo = 0, hi = t->n; /* the first symbol starting above addr is at hi */
   while (lo < hi) {
@@ -126,17 +141,21 @@ static const char *module_symbol_at(Dwfl_Module *mod, Dwarf_Addr addr) {
   return NULL;
 }
 
+/* dwfl_report_end's callback for a module gone from the process: `user` is the address of
+ * the module's user data (libdwfl passes &mod->userdata, whatever its prototype says). */
 static int removed_module(Dwfl_Module *mod, void *user, const char *name, Dwarf_Addr base,
                           void *arg) {
   (void)mod, (void)name, (void)base, (void)arg;
-  module_symbols_free(user);
+  void **const slot = user;
+  module_state_free(*slot);
+  *slot = NULL;
   return DWARF_CB_OK;
 }
 
 static int free_module_symbols(Dwfl_Module *mod, void **user, const char *name, Dwarf_Addr start,
                                void *arg) {
   (void)mod, (void)name, (void)start, (void)arg;
-  module_symbols_free(*user);
+  module_state_free(*user);
   *user = NULL;
   return DWARF_CB_OK;
 }
@@ -228,6 +247,7 @@ cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *modul
   s->callbacks.find_debuginfo = dwfl_build_id_find_debuginfo;
   s->callbacks.debuginfo_path = &s->debuginfo_path;
   s->dwfl = dwfl_begin(&s->callbacks);
+  s->cache_dir = cts__symcache_dir();
   if (!s->dwfl || !report_modules(s)) {
     cts__symbolizer_destroy(s);
     return NULL;
@@ -241,6 +261,7 @@ void cts__symbolizer_destroy(cts__symbolizer_t *s) {
     dwfl_getmodules(s->dwfl, free_module_symbols, NULL, 0);
     dwfl_end(s->dwfl);
   }
+  free(s->cache_dir);
   for (size_t i = 0; i < s->cache_cap; i++) {
     for (size_t j = 0; j < s->cache[i].n; j++) {
       free((char *)s->cache[i].locs[j].filename);
@@ -303,6 +324,33 @@ static size_t inline_chain(Dwarf_Die *cu, Dwarf_Addr addr, Dwarf_Die *chain, siz
 static size_t resolve_uncached(cts__symbolizer_t *s, uint64_t code, cts_mt_location_t *out,
                                size_t max);
 
+static int save_module_cache(Dwfl_Module *mod, void **user, const char *name, Dwarf_Addr start,
+                             void *arg) {
+  (void)mod, (void)name, (void)start, (void)arg;
+  const module_state_t *const t = *user;
+  if (t) cts__symcache_save(t->cache);
+  return DWARF_CB_OK;
+}
+
+void cts__symbolizer_save(cts__symbolizer_t *s) {
+  if (s && s->dwfl) dwfl_getmodules(s->dwfl, save_module_cache, NULL, 0);
+}
+
+/* The persistent cache of `mod`, opened at the first call: keyed by its build-id, which
+ * needs only its main ELF file (not its debug information). */
+static cts__symcache_t *module_cache(cts__symbolizer_t *s, Dwfl_Module *mod, module_state_t *t) {
+  if (t->cache_tried) return t->cache;
+  t->cache_tried = true;
+  Dwarf_Addr bias;
+  const unsigned char *id = NULL;
+  GElf_Addr id_vaddr;
+  if (!s->cache_dir || !dwfl_module_getelf(mod, &bias)) return NULL;
+  const int id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
+  const char *const name = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  if (id_len > 0) t->cache = cts__symcache_open(s->cache_dir, name, id, (size_t)id_len);
+  return t->cache;
+}
+
 size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {
   cts__symbolizer_t *const s = user_data;
   if (max == 0 || code == 0) return 0;
@@ -315,8 +363,20 @@ size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t
     }
   }
   refresh_modules(s, code);
-  const size_t n = resolve_uncached(s, code, out, max);
+  /* Keyed by the address's offset in its module: the same in every image that maps it. */
+  Dwfl_Module *const mod = dwfl_addrmodule(s->dwfl, (Dwarf_Addr)code - 1);
+  module_state_t *const t = mod ? module_state(mod) : NULL;
+  cts__symcache_t *const pc = t ? module_cache(s, mod, t) : NULL;
+  Dwarf_Addr mod_start = 0;
+  if (pc) dwfl_module_info(mod, NULL, &mod_start, NULL, NULL, NULL, NULL, NULL);
+  size_t n;
+  if (pc && cts__symcache_find(pc, code - mod_start, out, max, &n)) {
+    cache_put(s, code, out, n);
+    return n;
+  }
+  n = resolve_uncached(s, code, out, max);
   cache_put(s, code, out, n);
+  if (pc && n) cts__symcache_add(pc, code - mod_start, out, n);
   return n;
 }
 
@@ -424,6 +484,10 @@ cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *modul
 }
 
 void cts__symbolizer_destroy(cts__symbolizer_t *s) {
+  (void)s;
+}
+
+void cts__symbolizer_save(cts__symbolizer_t *s) {
   (void)s;
 }
 

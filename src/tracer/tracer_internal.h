@@ -38,6 +38,7 @@ typedef struct cts__thread {
    * with frame pointers, outer frames from the cache (of which checked by their return
    * addresses' slots alone), libunwind runs. */
   uint64_t unwind_walked, unwind_cached, unwind_cached_slots, unwind_full;
+  uint64_t unwind_spliced; /* of unwind_full: outer frames partly the previous walk's */
 } cts__thread_t;
 
 extern CTS__TLS cts__thread_t cts__thread;
@@ -190,6 +191,9 @@ static inline int cts__guarded(void) {
 typedef struct cts__symbolizer cts__symbolizer_t;
 cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *module_epoch);
 void cts__symbolizer_destroy(cts__symbolizer_t *s);
+/* Writes the modules' persistent location caches (symcache.h) without tearing anything
+ * down; destroy does it too. */
+void cts__symbolizer_save(cts__symbolizer_t *s);
 /* A cts_mt_resolve_cb; user_data is the symbolizer. */
 size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max);
 

@@ -41,6 +41,22 @@ typedef struct cts__rule {
   uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8 */
 } cts__rule_t;
 
+/* One outer_walk of a thread, frame by frame, for the next walk to reuse its outer part
+ * (outer_walk, "splice"). Frame i: the stack pointer, address and %rbp (if known) its rules
+ * were applied to, the word holding its return address (frames[i], read at at[i]), the
+ * word holding the caller's %rbp if it was read (sval[i] at sat[i], else sat[i] = 0), the
+ * lowest and above the highest byte read for it and beyond, and whether it and every frame
+ * beyond it have a CFA of %rsp plus a constant (then they depend on sp[i], pc[i] and their
+ * return addresses' words only; else on rbp[i] and the saved %rbp words too). */
+typedef struct cts__walk {
+  size_t m; /* frames; 0: nothing to reuse */
+  uintptr_t end_sp;
+  uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
+  uintptr_t sat[BOTTOM_FRAMES], lo[BOTTOM_FRAMES], hi[BOTTOM_FRAMES];
+  uint64_t frames[BOTTOM_FRAMES], sval[BOTTOM_FRAMES];
+  bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
+} cts__walk_t;
+
 struct cts__bottom {
   uintptr_t rec; /* the frame record whose return address leads out of frame-pointer code */
   uint64_t ret;  /* that return address; 0 = the cache is empty */
@@ -55,6 +71,9 @@ struct cts__bottom {
   /* The rules outer_walk followed, by address: the thread's cache misses go through the
    * same few hundred functions, whose call frame information would be run again each time. */
   cts__rule_t rules[1u << RULE_BITS];
+  /* The last two walks: walks[last] the latest, the other one written by the next. */
+  cts__walk_t walks[2];
+  unsigned last;
 };
 
 const size_t cts__bottom_size = sizeof(cts__bottom_t);
@@ -302,6 +321,30 @@ static bool cached_frame_rules(cts__bottom_t *b, uintptr_t pc, cfi_row_t *row) {
   return true;
 }
 
+/* Whether the words prev's frames from k on read their return addresses from (and, with
+ * `saved`, the caller's %rbp) still hold them. */
+STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *prev, size_t k, bool saved) {
+  uint64_t diff = 0;
+  for (size_t j = k; j < prev->m; j++) diff |= stack_word(prev->at[j]) ^ prev->frames[j];
+  for (size_t j = k; saved && j < prev->m; j++)
+    if (prev->sat[j]) diff |= stack_word(prev->sat[j]) ^ prev->sval[j];
+  return diff == 0;
+}
+
+/* Ends walk `w` of m frames, the first `own` of them its own (the rest copied from the
+ * previous walk, already in suffix form): makes lo, hi and rsp cover each frame and all
+ * beyond it, and makes w the walk the next one compares with. */
+static void walk_done(cts__bottom_t *b, cts__walk_t *w, size_t own, size_t m) {
+  for (size_t j = own; j-- > 0;) {
+    if (j + 1u >= m) continue;
+    if (w->lo[j + 1u] < w->lo[j]) w->lo[j] = w->lo[j + 1u];
+    if (w->hi[j + 1u] > w->hi[j]) w->hi[j] = w->hi[j + 1u];
+    w->rsp[j] = w->rsp[j] && w->rsp[j + 1u];
+  }
+  w->m = m;
+  b->last ^= 1u;
+}
+
 /* A walk of the outer frames by their call frame information (outer_walk). */
 typedef struct outer {
   size_t m;                     /* frames beyond `ret` */
@@ -310,6 +353,39 @@ typedef struct outer {
   uintptr_t end;                /* cacheable: above the highest byte they depend on */
   uint32_t slot[BOTTOM_FRAMES]; /* slots: offsets from rec, growing with i */
 } outer_t;
+
+/* outer_walk's end when its frame i is the previous walk's frame k (same stack pointer,
+ * address and words beyond): the rest of the frames are the previous walk's. */
+static bool splice(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t *frames, outer_t *o,
+                   size_t i, size_t k, uintptr_t high) {
+  const cts__walk_t *const prev = &b->walks[b->last];
+  cts__walk_t *const cur = &b->walks[b->last ^ 1u];
+  const size_t rest = prev->m - k, m = i + rest;
+  memcpy(frames + i, prev->frames + k, rest * sizeof *frames);
+  for (size_t j = 0; j < rest; j++) o->slot[i + j] = (uint32_t)(prev->at[k + j] - rec);
+  if (!prev->rsp[k]) o->slots = false;
+  if (prev->hi[k] > high) high = prev->hi[k];
+  o->m = m;
+  o->end = prev->end_sp + BOTTOM_MARGIN > high ? prev->end_sp + BOTTOM_MARGIN : high;
+  if (o->end > t->stack_hi) o->end = t->stack_hi;
+  o->cacheable = m <= BOTTOM_FRAMES && o->end <= rec + BOTTOM_BYTES;
+  /* This walk, for the next one: its own frames, then the previous walk's. */
+  memcpy(cur->sp + i, prev->sp + k, rest * sizeof *cur->sp);
+  memcpy(cur->pc + i, prev->pc + k, rest * sizeof *cur->pc);
+  memcpy(cur->rbp + i, prev->rbp + k, rest * sizeof *cur->rbp);
+  memcpy(cur->rbp_known + i, prev->rbp_known + k, rest * sizeof *cur->rbp_known);
+  memcpy(cur->sat + i, prev->sat + k, rest * sizeof *cur->sat);
+  memcpy(cur->sval + i, prev->sval + k, rest * sizeof *cur->sval);
+  memcpy(cur->at + i, prev->at + k, rest * sizeof *cur->at);
+  memcpy(cur->lo + i, prev->lo + k, rest * sizeof *cur->lo);
+  memcpy(cur->hi + i, prev->hi + k, rest * sizeof *cur->hi);
+  memcpy(cur->frames + i, prev->frames + k, rest * sizeof *cur->frames);
+  memcpy(cur->rsp + i, prev->rsp + k, rest * sizeof *cur->rsp);
+  cur->end_sp = prev->end_sp;
+  walk_done(b, cur, i, m);
+  t->unwind_spliced++;
+  return true;
+}
 
 /* Follows the call frame information from the return address `ret` read from the frame
  * record at `rec` (its frame: stack pointer rec + 16, %rbp saved at rec), as libunwind
@@ -322,15 +398,36 @@ typedef struct outer {
  * knows more) or a return address is not plausible. Then o says what the frames depend on:
  * if every word read is within BOTTOM_BYTES of rec and there are at most BOTTOM_FRAMES, on
  * the stack up to o->end, and if every CFA is %rsp plus a constant, on their m return
- * addresses' words only (o->slot). */
-static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
+ * addresses' words only (o->slot).
+ *
+ * Splice: consecutive allocations differ in their inner frames and share their outer ones
+ * (main, the interpreter's loop...). When this walk reaches a frame the previous one went
+ * through, at the same stack pointer and address, what remains depends only on the words
+ * it and the frames beyond read their return addresses from if their CFAs are %rsp plus a
+ * constant, else on %rbp there too and the words they read the callers' %rbp from: if
+ * those are as they were, the rest of the previous walk is this one's, without looking up
+ * a rule. (Only words between rec and the thread's stack
+ * top are read: the cache may have been another thread's.) */
+static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
                        uint64_t *frames, bool known, size_t max, outer_t *o) {
   const uintptr_t cache_limit = rec + BOTTOM_BYTES;
   uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret, rbp = stack_word(rec);
   uintptr_t high = sp; /* above the highest word read */
   bool rbp_known = true;
   o->slots = true;
+  const cts__walk_t *const prev = &b->walks[b->last];
+  cts__walk_t *const cur = &b->walks[b->last ^ 1u];
+  cur->m = 0;
+  size_t k = 0; /* prev's first frame whose stack pointer is not below sp */
   for (size_t i = 0;; i++) {
+    if (!known && i < BOTTOM_FRAMES) {
+      while (k < prev->m && prev->sp[k] < sp) k++;
+      if (k < prev->m && prev->sp[k] == sp && prev->pc[k] == pc &&
+          (prev->rsp[k] || (rbp_known && prev->rbp_known[k] && prev->rbp[k] == rbp)) &&
+          prev->lo[k] >= rec && prev->hi[k] <= t->stack_hi && i + (prev->m - k) <= max &&
+          i + (prev->m - k) <= BOTTOM_FRAMES && stack_words_at_equal(prev, k, !prev->rsp[k]))
+        return splice(t, b, rec, frames, o, i, k, high);
+    }
     cfi_row_t row;
     if (!cached_frame_rules(b, pc - 1u, &row)) return false;
     if (known ? i == o->m : row.ra.kind == CFI_RULE_UNDEFINED) {
@@ -340,6 +437,10 @@ static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, 
       o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
       if (o->end > t->stack_hi) o->end = t->stack_hi;
       o->cacheable = i <= BOTTOM_FRAMES && o->end <= cache_limit;
+      if (!known && i <= BOTTOM_FRAMES) {
+        cur->end_sp = sp;
+        walk_done(b, cur, i, i);
+      }
       return true;
     }
     if (!known && i == max) return false; /* libunwind cuts it where it should */
@@ -362,13 +463,32 @@ static bool outer_walk(const cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, 
     if (known ? word != frames[i] : word == 0 || word >= ((uint64_t)1 << 62)) return false;
     frames[i] = word;
     if (at + 8u > high) high = at + 8u;
+    uintptr_t lo = at, hi = at + 8u, saved_at = 0;
+    const uintptr_t rbp_in = rbp;
+    const bool rbp_known_in = rbp_known;
     if (row.rbp.kind == CFI_RULE_SAVED) {
       const uintptr_t saved = cfa + (uintptr_t)row.rbp.off;
       if (saved < rec || saved > t->stack_hi - 8u) return false;
       rbp = stack_word(saved);
+      saved_at = saved;
       if (saved + 8u > high) high = saved + 8u;
+      if (saved < lo) lo = saved;
+      if (saved + 8u > hi) hi = saved + 8u;
     } else if (row.rbp.kind != CFI_RULE_OTHER) {
       rbp_known = false;
+    }
+    if (i < BOTTOM_FRAMES) {
+      cur->sp[i] = sp;
+      cur->pc[i] = pc;
+      cur->rbp[i] = rbp_in;
+      cur->rbp_known[i] = rbp_known_in;
+      cur->sat[i] = saved_at;
+      cur->sval[i] = rbp;
+      cur->at[i] = at;
+      cur->lo[i] = lo;
+      cur->hi[i] = hi;
+      cur->frames[i] = word;
+      cur->rsp[i] = row.cfa_reg == DW_REG_RSP;
     }
     if (i < BOTTOM_FRAMES) o->slot[i] = (uint32_t)(at - rec);
     sp = cfa;

@@ -71,6 +71,8 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   cts__wproc.traced_pid = program;
   keep_only_fds(cts__sink.fd, watch_fd);
   cts__writer_main(NULL);
+  /* The program is released; `record` still waits for the sink's lock. */
+  cts__symbolizer_save(cts__writer.symbolizer);
   cts__close_sink();
   _exit(0);
 }

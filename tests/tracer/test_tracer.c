@@ -462,6 +462,7 @@ __asm__(".text\n" CFI_FUNCTION(
 
 static uint64_t slots_next_obj;
 static mixed_counts_t slots_counts;
+static uint64_t slots_spliced;
 
 /* Two allocations per call: the first finds the outer frames changed (but for the first
  * call ever), the second finds them in the cache. */
@@ -473,6 +474,42 @@ __attribute__((used, noinline)) void slots_leaf(void) {
   }
   slots_counts = (mixed_counts_t){cts__thread.unwind_walked, cts__thread.unwind_cached,
                                   cts__thread.unwind_cached_slots, cts__thread.unwind_full};
+  slots_spliced = cts__thread.unwind_spliced;
+}
+#endif
+
+#if defined(CFI_FUNCTIONS) && defined(CTS_TEST_HAVE_LIBUNWIND)
+/* slots_thread at rate 1, with the mixed unwinder into runs[0], libunwind into runs[1]: on
+ * a thread of its own or on this one; the unwinder's counts of each run (walks, splices)
+ * into counts[] and spliced[]. */
+static void slots_runs(uint64_t seed, bool own_thread, decoded_t runs[2], mixed_counts_t counts[2],
+                       uint64_t spliced[2]) {
+  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
+  for (int m = 0; m < 2; m++) {
+    membuf_t b;
+    start_to_memory(&b, 1.0, seed, modes[m]);
+    const mixed_counts_t before = {cts__thread.unwind_walked, cts__thread.unwind_cached,
+                                   cts__thread.unwind_cached_slots, cts__thread.unwind_full};
+    const uint64_t spliced_before = cts__thread.unwind_spliced;
+    if (own_thread) {
+      pthread_t th;
+      CTS_ASSERT_EQ_INT(pthread_create(&th, NULL, slots_thread, NULL), 0);
+      pthread_join(th, NULL);
+      counts[m] = slots_counts; /* a new thread's counters start at 0 */
+      spliced[m] = slots_spliced;
+    } else {
+      slots_thread(NULL);
+      counts[m] = (mixed_counts_t){
+          slots_counts.walked - before.walked, slots_counts.cached - before.cached,
+          slots_counts.cached_slots - before.cached_slots, slots_counts.full - before.full};
+      spliced[m] = slots_spliced - spliced_before;
+    }
+    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+    decoded_from_memory(&runs[m], b.data, b.len);
+    free(b.data);
+    CTS_ASSERT_MSG(runs[m].error == 0, "%s", runs[m].message);
+    CTS_ASSERT_EQ_U64(runs[m].nallocs, 6);
+  }
 }
 #endif
 
@@ -482,21 +519,10 @@ CTS_TEST(outer_frame_cache_sees_a_changed_return_address) {
 #else
   if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
   decoded_t runs[2];
-  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
   mixed_counts_t counts[2];
-  for (int m = 0; m < 2; m++) {
-    membuf_t b;
-    start_to_memory(&b, 1.0, 47, modes[m]);
-    pthread_t th;
-    CTS_ASSERT_EQ_INT(pthread_create(&th, NULL, slots_thread, NULL), 0);
-    pthread_join(th, NULL);
-    counts[m] = slots_counts;
-    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
-    decoded_from_memory(&runs[m], b.data, b.len);
-    free(b.data);
-    CTS_ASSERT_MSG(runs[m].error == 0, "%s", runs[m].message);
-    CTS_ASSERT_EQ_U64(runs[m].nallocs, 6);
-  }
+  uint64_t spliced[2];
+  slots_runs(47, true, runs, counts, spliced);
+  if (cts_test_state.failed) return;
   decoded_t mixed = runs[0], lib = runs[1];
   CTS_ASSERT(same_backtraces(&mixed, &lib));
   /* The three calls differ in one outer frame, the two allocations of a call in none. */
@@ -511,6 +537,34 @@ CTS_TEST(outer_frame_cache_sees_a_changed_return_address) {
   CTS_ASSERT_EQ_U64(counts[0].full, 3);
   CTS_ASSERT_EQ_U64(counts[0].cached, 3);
   CTS_ASSERT_EQ_U64(counts[0].cached_slots, 3);
+  decoded_fini(&mixed);
+  decoded_fini(&lib);
+#endif
+}
+
+/* The same functions on the main thread, whose outer frames the call frame walk follows
+ * itself (to _start; start_thread's it leaves to libunwind): each walk after the first
+ * rejoins the previous one where the frames are the same again and takes the rest from
+ * it, this test's frame-pointer frames (%rbp-based CFA) included. */
+CTS_TEST(outer_walk_reuses_the_previous_walks_outer_frames) {
+#if !defined(CFI_FUNCTIONS) || !defined(CTS_TEST_HAVE_LIBUNWIND)
+  CTS_SKIP("x86-64 ELF with libunwind only");
+#else
+  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
+  decoded_t runs[2];
+  mixed_counts_t counts[2];
+  uint64_t spliced[2], full[2];
+  slots_runs(48, false, runs, counts, spliced);
+  if (cts_test_state.failed) return;
+  for (int m = 0; m < 2; m++) full[m] = counts[m].full;
+  decoded_t mixed = runs[0], lib = runs[1];
+  CTS_ASSERT(same_backtraces(&mixed, &lib));
+  fprintf(stderr, "  %" PRIu64 " walks, %" PRIu64 " spliced\n", full[0], spliced[0]);
+  /* Every walk but perhaps the first (an earlier test's walk may be the previous one;
+   * whether the second allocation of a call finds the whole stack in the outer-frame
+   * cache depends on the frames' sizes). */
+  CTS_ASSERT(full[0] >= 3);
+  CTS_ASSERT(spliced[0] + 1u >= full[0] && spliced[0] <= full[0]);
   decoded_fini(&mixed);
   decoded_fini(&lib);
 #endif
