@@ -100,6 +100,7 @@ static const char help_environment[] =
     "CTFSCOPE_UNWIND (--unwind), CTFSCOPE_COMPRESS (-z), CTFSCOPE_STALL_TIMEOUT\n"
     "(--stall-timeout), CTFSCOPE_TASKS (--tasks, -T), CTFSCOPE_TASKS_SIZE (--tasks-size),\n"
     "CTFSCOPE_TASKS_PACKETS (--tasks-packets); and with no option: CTFSCOPE_WRITER,\n"
+    "CTFSCOPE_CACHE=off|DIR (the writer's location cache, ~/.cache/ctfscope by default),\n"
     "CTFSCOPE_TASKS_STREAM=1 (stream the task trace instead of a ring),\n"
     "CTFSCOPE_TASKS_CLOCK=tsc|monotonic (the task trace's clock; CTFSCOPE_CLOCK is that\n"
     "choice for programs using libctfscope's rings), CTFSCOPE_PRELOAD. record sets\n"

@@ -118,19 +118,29 @@ CTS_TEST(rate_one_makes_no_system_call_per_allocation) {
     CTS_SKIP("strace is not installed (scripts/deps.sh installs it)");
   if (!find_program("command -v sqlite3 2>/dev/null", sqlite, sizeof sqlite))
     CTS_SKIP("sqlite3 is not installed (scripts/deps.sh installs it)");
-  run_t small, large;
-  CTS_ASSERT(measure(strace, sqlite, 1000, &small));
-  CTS_ASSERT(measure(strace, sqlite, 8000, &large));
-  const long added_calls =
-      (large.traced_calls - large.plain_calls) - (small.traced_calls - small.plain_calls);
-  const long added_allocs = (long)large.allocs - (long)small.allocs;
-  fprintf(stderr,
-          "  1 000 rows: %ld calls untraced, %ld traced, %zu sampled allocations\n"
-          "  8 000 rows: %ld calls untraced, %ld traced, %zu sampled allocations\n"
-          "  the tracer's calls for %ld more allocations: %ld\n",
-          small.plain_calls, small.traced_calls, small.allocs, large.plain_calls,
-          large.traced_calls, large.allocs, added_allocs, added_calls);
-  CTS_ASSERT(added_allocs > 40000);
+  /* Up to three attempts, keeping the fewest calls: on a loaded machine the writer process
+   * may be starved long enough for a ring to fill, and the program then waits (futex) as
+   * lossless mode says it must. That is a few dozen calls; a tracer that made calls per
+   * allocation would make tens of thousands in every attempt. */
+  long added_calls = 0, added_allocs = 0;
+  for (int attempt = 0; attempt < 3; attempt++) {
+    run_t small, large;
+    CTS_ASSERT(measure(strace, sqlite, 1000, &small));
+    CTS_ASSERT(measure(strace, sqlite, 8000, &large));
+    const long calls =
+        (large.traced_calls - large.plain_calls) - (small.traced_calls - small.plain_calls);
+    added_allocs = (long)large.allocs - (long)small.allocs;
+    fprintf(stderr,
+            "  attempt %d\n"
+            "  1 000 rows: %ld calls untraced, %ld traced, %zu sampled allocations\n"
+            "  8 000 rows: %ld calls untraced, %ld traced, %zu sampled allocations\n"
+            "  the tracer's calls for %ld more allocations: %ld\n",
+            attempt + 1, small.plain_calls, small.traced_calls, small.allocs, large.plain_calls,
+            large.traced_calls, large.allocs, added_allocs, calls);
+    CTS_ASSERT(added_allocs > 40000);
+    added_calls = attempt == 0 || calls < added_calls ? calls : added_calls;
+    if (added_calls * 1000 <= added_allocs) break;
+  }
   CTS_ASSERT_MSG(added_calls * 1000 <= added_allocs,
                  "%ld system calls for %ld sampled allocations (at most one per thousand)",
                  added_calls, added_allocs);
