@@ -213,8 +213,10 @@
     const ix = layout.index(T);
     const n = ix.n, start = ix.start, end = ix.end, ids = T.id, L = ix.L, labelStart = ix.labelStart;
     const RULER = layout.RULER, MARKS = ix.marksH;
+    // Memory by task (report_tasks.c, from analysis/task_memory.h: the figures of
+    // `ctfscope top --by task`), by task position.
     const memBy = new Map();
-    if (T.mem) for (let i = 0; i < T.mem.task.length; i++) memBy.set(T.mem.task[i], T.mem.samples[i]);
+    if (T.mem && T.mem.rows) for (const r of T.mem.rows) memBy.set(r.task, r);
     const canvas = $('timeline');
     const st = (cv.api.tasks = {
       view: { start: ix.t0, scale: 1, y: 0 }, // scale: px per ns; y: px scrolled down
@@ -386,7 +388,8 @@
       let text = (labelOf(i) !== null ? nameOf(i) + '\n' : '') + 'task ' + ids[i] + ' (' + (TYPES[T.type[i]] || 'unknown') + ')\n+' + humanNs(start[i]) + ' … +' + humanNs(end[i]) + ', ' + humanNs(end[i] - start[i]);
       if (T.flags[i] & F_NEVER) text += '\nshould-resolve task never resolved';
       else if (T.flags[i] & F_FAILED) text += '\nfailed';
-      if (memBy.has(i)) text += '\nallocated while running: ' + humanBytes(memBy.get(i) * T.mem.bytes_per_sample);
+      if (T.run && T.runs[i]) text += '\nrunning ' + humanNs(T.run[i]) + ' in ' + grouped(T.runs[i]) + (T.runs[i] === 1 ? ' period' : ' periods');
+      if (memBy.has(i)) { const r = memBy.get(i); text += '\nallocated ' + r.text[0] + ' (' + r.text[1] + ' allocations), live at end ' + r.text[3] + ', lane ' + r.lane; }
       const nlab = labelStart[i + 1] - labelStart[i];
       if (nlab > 1) text += '\n' + nlab + ' labels';
       showTip(ev, text);
@@ -473,26 +476,40 @@
     on($('tl-svg'), 'click', () => download('timeline.svg', new Blob([toSvg()], { type: 'image/svg+xml' })));
     on($('tl-png'), 'click', () => canvas.toBlob((b) => download('timeline.png', b), 'image/png'));
     on(window, 'resize', () => { sized = null; request(); });
-    // Memory by task.
-    if (T.mem && T.mem.task.length) {
+    // Memory by task: one row per task that allocated, then the allocations made while no
+    // task ran on their thread and those the task trace does not name; the figures and
+    // their text are `ctfscope top --by task`'s.
+    const M = T.mem;
+    if (M && M.attribution === 'exact') {
       const tbl = $('task-mem');
       const head = el('tr');
-      for (const c of ['allocated', 'samples', 'task', 'label']) head.appendChild(el('th', c, c === 'label' ? 'site' : ''));
+      for (const c of ['allocated', 'allocations', 'freed', 'live at end', 'lane', 'task']) head.appendChild(el('th', c, c === 'task' ? 'site' : ''));
       tbl.appendChild(head);
-      const order = Array.from(T.mem.task, (t, k) => k).sort((a, b) => T.mem.samples[b] - T.mem.samples[a]).slice(0, 50);
-      for (const k of order) {
-        const i = T.mem.task[k], tr = el('tr');
-        tr.appendChild(el('td', humanBytes(T.mem.samples[k] * T.mem.bytes_per_sample)));
-        tr.appendChild(el('td', grouped(T.mem.samples[k])));
-        tr.appendChild(el('td', ids[i]));
-        tr.appendChild(el('td', labelOf(i) === null ? '' : labelOf(i), 'site'));
+      const addRow = (r, lane, name, kind) => {
+        const tr = el('tr');
+        tr.dataset.kind = kind;
+        tr.dataset.allocBytes = r.alloc_bytes; tr.dataset.allocCount = r.alloc_count;
+        tr.dataset.liveBytes = r.live_bytes; tr.dataset.lane = lane;
+        for (const v of [r.text[0], r.text[1], r.text[2], r.text[3], lane]) tr.appendChild(el('td', v));
+        tr.appendChild(el('td', name, 'site'));
         tbl.appendChild(tr);
-      }
-      $('task-mem-note').textContent = 'Allocations attributed to the task running when they were made (top 50); ' + humanBytes(T.mem.outside * T.mem.bytes_per_sample) + ' were allocated while no task ran.';
-    } else if (T.mem) {
-      $('task-mem-note').textContent = 'No allocation happened while a task was running (' + humanBytes(T.mem.outside * T.mem.bytes_per_sample) + ' allocated outside). Use --task-offset if the two clocks differ.';
+        return tr;
+      };
+      for (const r of M.rows) addRow(r, String(r.lane), nameOf(r.task) + ' (#' + r.id + ')', 'task').dataset.id = r.id;
+      addRow(M.outside, '-', '(outside tasks)', 'outside');
+      if (M.unattributed.alloc_samples) addRow(M.unattributed, '-', '(unattributed: not named by the task trace)', 'unattributed');
+      $('task-mem-note').textContent = (M.rows.length < M.rows_total ? 'The ' + M.rows.length + ' of ' + M.rows_total + ' tasks that allocated most. ' : '') +
+        'Each sampled allocation counts for the task that was running on the thread that made it, as `ctfscope top --by task` says; ' +
+        'the clocks are aligned by the task trace\'s anchor (error ' + humanNs(M.error_ns) + ', median over ' + grouped(M.pairs) + ' allocations).' +
+        (T.lost ? ' The task tracer lost ' + grouped(T.lost) + ' events: allocations it did not name are unattributed.' : '');
+    } else if (M) {
+      $('task-mem-note').textContent = 'No memory by task: ' + M.reason + '.';
     } else $('task-mem-panel').classList.add('hidden');
-    $('tasks-title').textContent = 'Tasks: ' + T.file + ' (' + grouped(T.events) + ' events' + (T.wrapped ? ', wrapped ring' : '') + ')';
+    const title = $('tasks-title');
+    title.textContent = 'Tasks: ' + T.file + ' (' + grouped(T.events) + ' events' + (T.wrapped ? ', wrapped ring' : '') +
+      (T.lanes > 1 ? ', ' + T.lanes + ' lanes (threads)' : '') + (T.lost ? ', ' + grouped(T.lost) + ' events lost by the tracer' : '') + ')';
+    title.dataset.lost = T.lost || 0;
+    title.dataset.lanes = T.lanes || 0;
 
     // Hooks for tests and measurements.
     st.draw = draw;
