@@ -5,6 +5,12 @@
  * DIR/hostile.tasks.ctf task trace (NTASKS tasks) with hostile labels, every arrow kind,
  *                      counters, GC, idle periods, a `becomes` chain and a should_resolve
  *                      task that never resolves; same run as the memtrace (shared clock).
+ * DIR/pair.mt.ctf     memtrace trace of 300 allocations (pid 4343), and
+ * DIR/pair.tasks.ctf  the task trace of the same process written by two threads (two
+ *                      writers: two lanes), anchored to it, naming the task of most sampled
+ *                      allocations (ctfscope_alloc): a third each for "worker-a" (lane 0)
+ *                      and "worker-b" (lane 1), a sixth outside tasks, a sixth not named
+ *                      (unattributed); the tracer says it lost 5 events (ctfscope_lost).
  * With a large NTASKS (1 000 000) the task trace is the frame-time benchmark input. */
 #include <ctfscope/memtrace.h>
 #include <ctfscope/tasks.h>
@@ -149,6 +155,79 @@ static int write_tasks(const char *path, uint64_t start_ns, long ntasks) {
   return (f && fclose(f)) || bad;
 }
 
+/* The pair: both traces of one process, with memory by task (docs/formats/mprof.md §14). */
+#define PAIR_ALLOCS 300
+static int write_pair(const char *mem_path, const char *task_path, uint64_t start_us) {
+  FILE *f = fopen(mem_path, "wb");
+  if (!f) return 1;
+  cts_mt_writer_config_t mc;
+  cts_mt_writer_config_init(&mc);
+  mc.sample_rate = 1.0;
+  mc.executable_name = "pair";
+  mc.pid = 4343;
+  mc.start_time_us = start_us;
+  mc.write = write_file;
+  mc.write_user_data = f;
+  mc.resolve = resolve;
+  const size_t msize = cts_mt_writer_size(&mc);
+  void *mem = aligned_alloc(8, (msize + 7) & ~(size_t)7);
+  cts_mt_writer_t *mw;
+  int err = !mem || cts_mt_writer_init(&mw, mem, msize, &mc);
+  uint64_t ids[PAIR_ALLOCS];
+  for (unsigned i = 0; i < PAIR_ALLOCS && !err; i++) {
+    const uint64_t bt[2] = {4, 1 + i % 3};
+    err = cts_mt_writer_alloc(mw, start_us + 100 + i * 10, 1 + i % 50, 1 + i % 50,
+                              CTS_MT_SOURCE_MAJOR, bt, 2, &ids[i]);
+    if (!err && i % 4 == 3) err = cts_mt_writer_collect(mw, start_us + 105 + i * 10, ids[i - 1]);
+  }
+  if (!err) err = cts_mt_writer_close(mw);
+  free(mem);
+  if (fclose(f) || err) return 1;
+
+  static uint8_t buf[1 << 16];
+  static uint64_t state[CTS_MPROF_RING_STATE_SIZE(8) / 8];
+  cts_mprof_ring_config_t cfg;
+  cts_mprof_ring_config_init(&cfg);
+  cfg.buffer = buf;
+  cfg.buffer_size = sizeof buf;
+  cfg.packets = 8;
+  cfg.clock = gen_no_clock;
+  cts_mprof_ring_t *ring;
+  if (cts_mprof_ring_init(&ring, state, sizeof state, &cfg)) return 1;
+  const uint64_t t0 = start_us * 1000; /* the same clock: the anchor says so */
+  gen_t a = {.now = t0}, b = {.now = t0};
+  cts_mprof_writer_init(&a.w, ring);
+  cts_mprof_writer_init(&b.w, ring);
+  ev(&a, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
+  ev(&a, CTS_MPROF_ANCHOR, 4343, a.now + 1000, 0, NULL, 0);
+  ev(&a, CTS_MPROF_LABEL, 0, 0, 0, "main", 0);
+  ev(&a, CTS_MPROF_CREATES, 0, 1, 0, NULL, CTS_TASK_TASK);
+  ev(&a, CTS_MPROF_LABEL, 1, 0, 0, "worker-a", 0);
+  ev(&a, CTS_MPROF_CREATES, 0, 2, 0, NULL, CTS_TASK_TASK);
+  ev(&a, CTS_MPROF_LABEL, 2, 0, 0, "worker-b", 0);
+  ev(&a, CTS_MPROF_SWITCH, 1, 0, 0, NULL, 0);
+  b.now = a.now;
+  ev(&b, CTS_MPROF_SWITCH, 2, 0, 0, NULL, 0);
+  for (unsigned i = 0; i < PAIR_ALLOCS; i++) {
+    gen_t *g = i % 3 == 0 ? &a : &b;
+    const int64_t task = i % 3 == 2 ? -1 : i % 3 == 0 ? 1 : 2;
+    if (i % 6 == 5) continue;                         /* not named: unattributed */
+    g->now = t0 + (100 + i * 10) * 1000 + 200 - 1000; /* 200 ns after its memtrace time */
+    ev(g, CTS_MPROF_ALLOC, task, ids[i], 0, NULL, 0);
+    if (i % 30 == 29) ev(g, CTS_MPROF_SWITCH, g == &a ? 1 : 2, 0, 0, NULL, 0);
+  }
+  ev(&b, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0);
+  ev(&a, CTS_MPROF_FULFILLS, 1, 1, 0, NULL, 0);
+  ev(&a, CTS_MPROF_LOST, 1, 5, 0, NULL, 0);
+  ev(&a, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0);
+  cts_mprof_writer_fini(&a.w);
+  cts_mprof_writer_fini(&b.w);
+  if (a.err || b.err) return 1;
+  f = fopen(task_path, "wb");
+  const int bad = !f || fwrite(buf, 1, sizeof buf, f) != sizeof buf;
+  return (f && fclose(f)) || bad;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: gen_report_traces DIR NTASKS\n");
@@ -166,6 +245,13 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/hostile.tasks.ctf", argv[1]);
   if (write_tasks(path, start_us * 1000, ntasks)) {
     fprintf(stderr, "gen_report_traces: cannot write %s\n", path);
+    return 1;
+  }
+  char tpath[4096];
+  snprintf(path, sizeof path, "%s/pair.mt.ctf", argv[1]);
+  snprintf(tpath, sizeof tpath, "%s/pair.tasks.ctf", argv[1]);
+  if (write_pair(path, tpath, start_us)) {
+    fprintf(stderr, "gen_report_traces: cannot write %s or %s\n", path, tpath);
     return 1;
   }
   return 0;
