@@ -44,24 +44,45 @@ static int write_file(void *ud, const void *p, size_t n) {
   return fwrite(p, 1, n, ud) == n ? 0 : -5;
 }
 
+/* A memtrace writer into a file (rate 1). */
+typedef struct mt_file {
+  FILE *f;
+  void *mem;
+  cts_mt_writer_t *w;
+} mt_file_t;
+
+/* Opens path with cfg's names (the rest set here); 0 or 1 (then mt_close it all the same). */
+static int mt_open(mt_file_t *o, const char *path, cts_mt_writer_config_t *cfg, int64_t pid,
+                   uint64_t start_us) {
+  *o = (mt_file_t){.f = fopen(path, "wb")};
+  if (!o->f) return 1;
+  cfg->sample_rate = 1.0;
+  cfg->pid = pid;
+  cfg->start_time_us = start_us;
+  cfg->write = write_file;
+  cfg->write_user_data = o->f;
+  cfg->resolve = resolve;
+  const size_t size = cts_mt_writer_size(cfg);
+  o->mem = aligned_alloc(8, (size + 7) & ~(size_t)7);
+  return !o->mem || cts_mt_writer_init(&o->w, o->mem, size, cfg);
+}
+
+/* Closes the trace (unless err); 0 when everything was written. */
+static int mt_close(mt_file_t *o, int err) {
+  if (!err && o->w) err = cts_mt_writer_close(o->w);
+  free(o->mem);
+  return (o->f && fclose(o->f)) || err || !o->f;
+}
+
 static int write_memtrace(const char *path, uint64_t start_us) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return 1;
   cts_mt_writer_config_t cfg;
   cts_mt_writer_config_init(&cfg);
-  cfg.sample_rate = 1.0;
   cfg.executable_name = "<b>hostile</b>.exe";
   cfg.host_name = "<script>host</script>";
   cfg.context = "ctx & <context>";
-  cfg.pid = 4242;
-  cfg.start_time_us = start_us;
-  cfg.write = write_file;
-  cfg.write_user_data = f;
-  cfg.resolve = resolve;
-  const size_t size = cts_mt_writer_size(&cfg);
-  void *mem = aligned_alloc(8, (size + 7) & ~(size_t)7);
-  cts_mt_writer_t *w;
-  int err = !mem || cts_mt_writer_init(&w, mem, size, &cfg);
+  mt_file_t mf;
+  int err = mt_open(&mf, path, &cfg, 4242, start_us);
+  cts_mt_writer_t *w = mf.w;
   uint64_t ids[64] = {0};
   for (unsigned i = 0; i < 2000 && !err; i++) {
     const uint64_t bt[3] = {4, 1 + i % 3, i % 5 == 0 ? 5 : 2};
@@ -71,9 +92,7 @@ static int write_memtrace(const char *path, uint64_t start_us) {
     if (!err && ids[i % 64]) err = cts_mt_writer_collect(w, start_us + 120 + i * 50, ids[i % 64]);
     ids[i % 64] = i % 7 == 0 ? 0 : id; /* every 7th block leaks */
   }
-  if (!err) err = cts_mt_writer_close(w);
-  free(mem);
-  return fclose(f) || err;
+  return mt_close(&mf, err);
 }
 
 /* The events of the task trace, as mprof_gen.h writes them. */
@@ -158,21 +177,12 @@ static int write_tasks(const char *path, uint64_t start_ns, long ntasks) {
 /* The pair: both traces of one process, with memory by task (docs/formats/mprof.md §14). */
 #define PAIR_ALLOCS 300
 static int write_pair(const char *mem_path, const char *task_path, uint64_t start_us) {
-  FILE *f = fopen(mem_path, "wb");
-  if (!f) return 1;
   cts_mt_writer_config_t mc;
   cts_mt_writer_config_init(&mc);
-  mc.sample_rate = 1.0;
   mc.executable_name = "pair";
-  mc.pid = 4343;
-  mc.start_time_us = start_us;
-  mc.write = write_file;
-  mc.write_user_data = f;
-  mc.resolve = resolve;
-  const size_t msize = cts_mt_writer_size(&mc);
-  void *mem = aligned_alloc(8, (msize + 7) & ~(size_t)7);
-  cts_mt_writer_t *mw;
-  int err = !mem || cts_mt_writer_init(&mw, mem, msize, &mc);
+  mt_file_t mf;
+  int err = mt_open(&mf, mem_path, &mc, 4343, start_us);
+  cts_mt_writer_t *mw = mf.w;
   uint64_t ids[PAIR_ALLOCS];
   for (unsigned i = 0; i < PAIR_ALLOCS && !err; i++) {
     const uint64_t bt[2] = {4, 1 + i % 3};
@@ -180,9 +190,7 @@ static int write_pair(const char *mem_path, const char *task_path, uint64_t star
                               CTS_MT_SOURCE_MAJOR, bt, 2, &ids[i]);
     if (!err && i % 4 == 3) err = cts_mt_writer_collect(mw, start_us + 105 + i * 10, ids[i - 1]);
   }
-  if (!err) err = cts_mt_writer_close(mw);
-  free(mem);
-  if (fclose(f) || err) return 1;
+  if (mt_close(&mf, err)) return 1;
 
   static uint8_t buf[1 << 16];
   static uint64_t state[CTS_MPROF_RING_STATE_SIZE(8) / 8];
@@ -223,7 +231,7 @@ static int write_pair(const char *mem_path, const char *task_path, uint64_t star
   cts_mprof_writer_fini(&a.w);
   cts_mprof_writer_fini(&b.w);
   if (a.err || b.err) return 1;
-  f = fopen(task_path, "wb");
+  FILE *f = fopen(task_path, "wb");
   const int bad = !f || fwrite(buf, 1, sizeof buf, f) != sizeof buf;
   return (f && fclose(f)) || bad;
 }
