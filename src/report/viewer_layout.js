@@ -159,9 +159,10 @@
     const maxY = Math.max(0, ix.rows * ROWH + 40 - (h - RULER - ix.marksH));
     view.y = Math.min(Math.max(view.y, 0), maxY);
   }
-  // x of a time (clamped to +-1e6 px: far-off ends stay finite) and y of a row's line.
+  // x of a time (clamped to +-1e6 px: far-off ends stay finite) and y of a row's line, under
+  // the ruler and the strips of height hdr above the rows (ix.marksH; 0 when omitted).
   function xOf(view, t) { const x = (t - view.start) * view.scale; return x < -1e6 ? -1e6 : x > 1e6 ? 1e6 : x; }
-  function rowY(view, r) { return RULER + 14 + r * ROWH - view.y; }
+  function rowY(view, r, hdr) { return RULER + (hdr || 0) + 14 + r * ROWH - view.y; }
   // One drawing: the time range in view, the rows that may show (r0..r1) and the top of the
   // rows' area (under the ruler and the allocation strip).
   function frame(ix, view, w, h) {
@@ -171,7 +172,7 @@
       pxNs: 1 / view.scale, top: top,
       r0: Math.max(0, Math.floor((view.y - 14) / ROWH) - 1),
       r1: Math.min(ix.rows - 1, Math.ceil((view.y + h - top) / ROWH) + 1),
-      X: (t) => xOf(view, t), rowY: (r) => rowY(view, r),
+      X: (t) => xOf(view, t), rowY: (r) => rowY(view, r, ix.marksH),
     };
   }
   // Whether row r's line is close enough to the visible area to be drawn.
@@ -495,8 +496,8 @@
   // The task under the point (x, y) of a w x h canvas (CSS px): one whose row line is within
   // 8 px and whose span is within 16 px, the closest in time; -1 for none.
   function hitTask(ix, view, x, y) {
-    const row = Math.round((y - RULER - 14 + view.y) / ROWH);
-    if (row < 0 || row >= ix.rows || Math.abs(rowY(view, row) - y) > 8) return -1;
+    const row = Math.round((y - RULER - ix.marksH - 14 + view.y) / ROWH);
+    if (row < 0 || row >= ix.rows || Math.abs(rowY(view, row, ix.marksH) - y) > 8) return -1;
     const start = ix.start, end = ix.end;
     const t = view.start + x / view.scale, tol = 16 / view.scale;
     const a = ix.rowStart[row], b = ix.rowStart[row + 1];
@@ -511,7 +512,7 @@
   // Where a pointer aims at task i: a little inside its start, on its row.
   function taskPoint(ix, view, i) {
     const x0 = xOf(view, ix.start[i]);
-    return [x0 + Math.min(20, (xOf(view, ix.end[i]) - x0) / 2), rowY(view, ix.taskRow[i])];
+    return [x0 + Math.min(20, (xOf(view, ix.end[i]) - x0) / 2), rowY(view, ix.taskRow[i], ix.marksH)];
   }
   // Task i and every task linked to it by `becomes`, both ways: a 0/1 flag per task, count.
   function becomesClosure(ix, i) {

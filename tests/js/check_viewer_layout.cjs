@@ -273,6 +273,18 @@ test('allocation marks: one bar per pixel column scaled to the fullest', () => {
   assert.deepStrictEqual(quads(m.bars).map((q) => [q[0], q[3]]), [[0, full / 2], [10, full], [50, full / 2]]);
 });
 
+test('with allocation marks, the first row is under the strip, not behind it', () => {
+  const ix = layout.index(doc([[0, 0, 100], [1, 0, 50]], { marks: { t: [0], s: [1] } }));
+  const v = view(0, 1), f = layout.frame(ix, v, 200, 300);
+  assert.ok(f.rowY(0) - 4 >= f.top, `row 0 at y ${f.rowY(0)}, the rows start at ${f.top}`);
+  const r = layout.taskRows(ix, f);
+  assert.strictEqual(r.tasks, 2, 'both tasks are drawn');
+  assert.strictEqual(layout.hitTask(ix, v, 50, f.rowY(0)), 0);
+  assert.strictEqual(layout.hitTask(ix, v, 20, f.rowY(1)), 1);
+  const [x, y] = layout.taskPoint(ix, v, 1);
+  assert.strictEqual(layout.hitTask(ix, v, x, y), 1, 'taskPoint aims at the task');
+});
+
 test('search and becomes closure', () => {
   const ix = layout.index(doc([[0, 0, 10, { labels: [[0, 'RX-1']], becomes: 1 }], [0, 20, 10, { becomes: 2 }], [1, 0, 30, { labels: [[0, 'tx']] }], [2, 0, 5]]));
   const s = layout.searchLabels(ix, 'rx');
