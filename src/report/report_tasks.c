@@ -87,7 +87,7 @@ struct report_tasks {
   VEC(arrow_t) arrows;
   VEC(act_t) acts;
   VEC(label_t) labels;
-  VEC(uint64_t) idle;      /* pairs, per lane (overlapping across lanes) */
+  VEC(uint64_t) idle;      /* pairs: each lane's as read, then the process's (idle_bands) */
   VEC(uint64_t) gc;        /* pairs */
   VEC(counter_t) counters; /* by the model's counter index */
   VEC(char *) strings;     /* the model's, taken over once it is read */
@@ -360,7 +360,7 @@ void report_tasks_free(report_tasks_t *r) {
   free(r->gc.v);
   free(r->lane_run);
   cts_tasks_fini(&r->model);
-  if (r->tm_ok) cts_task_mem_fini(&r->tm);
+  cts_task_mem_fini(&r->tm); /* also after a failed init, which may have allocated */
   free(r);
 }
 
@@ -547,7 +547,7 @@ static void write_task_mem(cts_out_t *o, report_tasks_t *r, const cts_mtprof_t *
     return;
   }
   const size_t n = tm->nrows - 1;
-  qsort(tm->rows + 1, n, sizeof *tm->rows, mem_row_order);
+  qsort(tm->rows + 1, n, sizeof *tm->rows, mem_row_order); /* tm->by_task is stale now */
   const size_t shown = n < MAX_MEM_ROWS ? n : MAX_MEM_ROWS;
   cts_out_printf(o, ",\"pairs\":%llu,\"error_ns\":%llu,\"rows_total\":%zu,\"rows\":[",
                  (unsigned long long)tm->pairs, (unsigned long long)cts_task_mem_align_error_ns(tm),
