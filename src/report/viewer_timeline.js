@@ -233,7 +233,7 @@
     // rasterization, which is what made dense frames slow to display).
     function paint(P, w, h) {
       const f = layout.frame(ix, st.view, w, h), X = f.X;
-      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0, arrowStride: 1, bandCols: 0, layerArrows: 0, denseCounters: 0 };
+      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0, lanes: 0, arrowStride: 1, bandCols: 0, layerArrows: 0, denseCounters: 0 };
       P.rect('rgb(230,230,230)', 0, 0, w, h);
       // Bands: per pixel column, the share of its time they cover, blended into the
       // background; drawn as one image strip (one drawImage, whatever the zoom).
@@ -324,6 +324,13 @@
         P.rects('rgb(128,0,128)', mk.bars);
         P.text('rgb(90,90,90)', 'allocations', 4, RULER + 12, 'left');
       }
+      // A lane per thread (more than one: record --tasks): when each ran a task.
+      if (ix.lanes) {
+        P.rect('rgb(236,238,244)', 0, RULER + MARKS, w, ix.lanesH);
+        const lb = layout.laneBars(ix, f);
+        drawn.lanes = lb.count;
+        P.rects('rgb(70,90,150)', lb.bars);
+      }
       P.text('rgb(90,90,90)', 'grid: ' + humanNs(grid.step), w - 6, h - 6, 'right');
       return drawn;
     }
@@ -381,6 +388,12 @@
         st.view.start = drag.start - (ev.clientX - drag.x) / st.view.scale;
         st.view.y = drag.vy - (ev.clientY - drag.y);
         clampView(); request(); hideTip();
+        return;
+      }
+      const r = canvas.getBoundingClientRect(), ly = ev.clientY - r.top - (RULER + MARKS + 2);
+      if (ix.lanes && ly >= 0 && ly < ix.lanes.length * layout.LANEH) {
+        const l = Math.floor(ly / layout.LANEH);
+        showTip(ev, (l === layout.MAX_LANES - 1 && T.lanes > layout.MAX_LANES ? 'lanes ' + l + '-' + (T.lanes - 1) : 'lane ' + l) + ' (a thread): its running periods' + (T.lane_run && l < T.lane_run.length ? ', running ' + humanNs(T.lane_run[l]) + ' in all' : ''));
         return;
       }
       const i = hit(ev);

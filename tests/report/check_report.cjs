@@ -336,6 +336,8 @@ async function main() {
         check(got.byLabel[g.label] === g.running_ns, `pair: '${g.label}' runs ${got.byLabel[g.label]} ns in the report, ${g.running_ns} in top`);
       check(got.lost === 5 && /5 events lost/.test(got.title), `pair: the title says '${got.title}' (lost ${got.lost})`);
       check(got.lanes === 2, `pair: ${got.lanes} lanes`);
+      const lanesDrawn = await page.evaluate(() => { window.ctsReport.tasks.fit(); return window.ctsReport.tasks.drawn.lanes; });
+      check(lanesDrawn >= 2, `pair: ${lanesDrawn} running periods drawn in the lane strips`);
       noProblems('pair');
       await page.screenshot({ path: path.join(outDir, 'pair-tasks.png'), fullPage: true });
       // A task trace of another process: the report says attribution is impossible.
