@@ -36,7 +36,7 @@ void report_write_doc(cts_out_t *o, const report_doc_t *doc) {
     size_t nmarks = 0;
     const report_alloc_mark_t *marks = mem ? report_mem_marks(mem, &nmarks) : NULL;
     report_tasks_write(o, tasks, task_origin_ns, marks, nmarks, marks_offset_ns,
-                       mem ? report_mem_bytes_per_sample(mem) : 0);
+                       mem ? report_mem_profile(mem) : NULL);
   } else {
     cts_out_str(o, "null");
   }

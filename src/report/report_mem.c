@@ -226,6 +226,11 @@ static int finish_block(report_mem_t *m, const pending_t *p, uint64_t freed_us) 
 
 static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   report_mem_t *m = ud;
+  if (m->opts.attribute) { /* memory by task: the task trace's join */
+    const int e =
+        report_tasks_mem_event(m->opts.attribute, cts_mt_reader_borrow_info(t->reader), ev);
+    if (e) return e;
+  }
   if (!m->origin_us && t->prof.have_info) m->origin_us = t->prof.start_time_us;
   while (rel_us(m, ev->time_us) / m->rec_w >= RECORD_BUCKETS) {
     const int e = coarsen_records(m);
@@ -319,6 +324,7 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   m->opts.log = (cts_log_t){0};
   m->opts.progress = NULL;
   m->opts.progress_user_data = NULL;
+  m->opts.attribute = NULL;
   *out = m;
   return err;
 }
@@ -337,6 +343,14 @@ const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n) {
 
 double report_mem_bytes_per_sample(const report_mem_t *m) {
   return cts_mtprof_bytes_per_sample(&m->t.prof);
+}
+
+const cts_mtprof_t *report_mem_profile(const report_mem_t *m) {
+  return &m->t.prof;
+}
+
+const cts_mt_info_t *report_mem_info(const report_mem_t *m) {
+  return m->t.info;
 }
 
 void report_mem_free(report_mem_t *m) {

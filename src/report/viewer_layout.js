@@ -14,6 +14,7 @@
 (function () {
   'use strict';
   const RULER = 28, ROWH = 16, MARKS = 26; // px: the ruler, one row, the allocation strip
+  const LANEH = 6, MAX_LANES = 16; // px per thread's lane strip; strips drawn (the last takes the rest)
   const F_RESOLVED = 1, F_FAILED = 2, F_NEVER = 32; // task flags (report_tasks.c)
   const ARROW_BUDGET = 6000; // arrows considered per frame; above it, a regular sample
   const ARROW_KINDS = 5;
@@ -128,6 +129,23 @@
     }
     for (const k in scales) if (scales[k].max - scales[k].min < 10) scales[k].max = scales[k].min + 10;
     for (const c of counters) c.mm = minMaxLevels(c.v);
+    // Running periods per lane (a thread each: report_tasks.c), in time order, for the lane
+    // strips; only with more than one lane. Lanes from MAX_LANES - 1 on share the last strip.
+    let lanes = null;
+    if (T.lanes > 1 && A.lane) {
+      const nl = Math.min(T.lanes, MAX_LANES), byLane = [];
+      for (let l = 0; l < nl; l++) byLane.push([]);
+      for (let i = 0; i < na; i++) byLane[Math.min(A.lane[i], nl - 1)].push(i);
+      lanes = byLane.map((list) => {
+        list.sort((x, y) => actT0[x] - actT0[y]);
+        const t0 = new Float64Array(list.length), t1 = new Float64Array(list.length);
+        list.forEach((k, j) => { t0[j] = actT0[k]; t1[j] = actT1[k]; });
+        // End of the running periods so far: the strips jump by it (periods may overlap).
+        const reach = new Float64Array(list.length);
+        for (let j = 0, m = -Infinity; j < list.length; j++) reach[j] = m = Math.max(m, t1[j]);
+        return { t0: t0, t1: t1, reach: reach };
+      });
+    }
     const marks = T.marks ? { t: T.marks.t, s: T.marks.s, sum: new Float64Array(T.marks.s.length + 1) } : null;
     if (marks) for (let i = 0; i < marks.s.length; i++) marks.sum[i + 1] = marks.sum[i] + marks.s[i];
     const t0 = Math.min(T.first, 0), t1 = Math.max(T.end, t0 + 1);
@@ -137,6 +155,8 @@
       na: na, actT0: actT0, actT1: actT1, actRowStart: actRowStart,
       W: W, nw: nw, arT0: arT0, arT1: arT1, arMin: arMin, arRowA: arRowA, arRowB: arRowB,
       counters: counters, scales: scales, marks: marks, marksH: marks ? MARKS : 0,
+      lanes: lanes, lanesH: lanes ? lanes.length * LANEH + 4 : 0,
+      hdr: (marks ? MARKS : 0) + (lanes ? lanes.length * LANEH + 4 : 0),
       idle: bandIndex(T.idle), gc: bandIndex(T.gc), t0: t0, t1: t1,
     };
   }
@@ -156,22 +176,23 @@
     const span = w / view.scale;
     const lo = ix.t0 - span * 0.5, hi = ix.t1 - span * 0.5;
     view.start = Math.min(Math.max(view.start, lo), Math.max(lo, hi));
-    const maxY = Math.max(0, ix.rows * ROWH + 40 - (h - RULER - ix.marksH));
+    const maxY = Math.max(0, ix.rows * ROWH + 40 - (h - RULER - ix.hdr));
     view.y = Math.min(Math.max(view.y, 0), maxY);
   }
-  // x of a time (clamped to +-1e6 px: far-off ends stay finite) and y of a row's line.
+  // x of a time (clamped to +-1e6 px: far-off ends stay finite) and y of a row's line, under
+  // the ruler and the strips of height hdr above the rows (ix.hdr; 0 when omitted).
   function xOf(view, t) { const x = (t - view.start) * view.scale; return x < -1e6 ? -1e6 : x > 1e6 ? 1e6 : x; }
-  function rowY(view, r) { return RULER + 14 + r * ROWH - view.y; }
+  function rowY(view, r, hdr) { return RULER + (hdr || 0) + 14 + r * ROWH - view.y; }
   // One drawing: the time range in view, the rows that may show (r0..r1) and the top of the
   // rows' area (under the ruler and the allocation strip).
   function frame(ix, view, w, h) {
-    const top = RULER + ix.marksH;
+    const top = RULER + ix.hdr;
     return {
       view: view, w: w, h: h, vs: view.start, ve: view.start + w / view.scale, scale: view.scale,
       pxNs: 1 / view.scale, top: top,
       r0: Math.max(0, Math.floor((view.y - 14) / ROWH) - 1),
       r1: Math.min(ix.rows - 1, Math.ceil((view.y + h - top) / ROWH) + 1),
-      X: (t) => xOf(view, t), rowY: (r) => rowY(view, r),
+      X: (t) => xOf(view, t), rowY: (r) => rowY(view, r, ix.hdr),
     };
   }
   // Whether row r's line is close enough to the visible area to be drawn.
@@ -492,11 +513,33 @@
     return { bars: bars, count: count };
   }
 
+  // The lane strips (one per thread, under the allocation strip): each lane's running
+  // periods in view as x, y, w, h rectangles (runs merged, at most one period started per
+  // pixel column), tops[l] the y of strip l; count: the periods in view.
+  function laneBars(ix, f) {
+    const out = { bars: [], tops: [], count: 0 };
+    if (!ix.lanes) return out;
+    const X = f.X, y0 = RULER + ix.marksH + 2;
+    ix.lanes.forEach((L, l) => {
+      const y = y0 + l * LANEH, n = L.t0.length;
+      out.tops.push(y);
+      let k = lowerBound(L.reach, f.vs, 0, n);
+      while (k < n && L.t0[k] <= f.ve) {
+        const x0 = X(L.t0[k]), x1 = Math.max(X(L.t1[k]), x0 + 1);
+        addRun(out.bars, x0, x1, y, LANEH - 2);
+        out.count++;
+        const j = gallop(L.t0, L.t0[k] + f.pxNs, k + 1, n);
+        k = j > k + 1 && X(L.t1[k]) - x0 < 1 ? j : k + 1;
+      }
+    });
+    return out;
+  }
+
   // The task under the point (x, y) of a w x h canvas (CSS px): one whose row line is within
   // 8 px and whose span is within 16 px, the closest in time; -1 for none.
   function hitTask(ix, view, x, y) {
-    const row = Math.round((y - RULER - 14 + view.y) / ROWH);
-    if (row < 0 || row >= ix.rows || Math.abs(rowY(view, row) - y) > 8) return -1;
+    const row = Math.round((y - RULER - ix.hdr - 14 + view.y) / ROWH);
+    if (row < 0 || row >= ix.rows || Math.abs(rowY(view, row, ix.hdr) - y) > 8) return -1;
     const start = ix.start, end = ix.end;
     const t = view.start + x / view.scale, tol = 16 / view.scale;
     const a = ix.rowStart[row], b = ix.rowStart[row + 1];
@@ -511,7 +554,7 @@
   // Where a pointer aims at task i: a little inside its start, on its row.
   function taskPoint(ix, view, i) {
     const x0 = xOf(view, ix.start[i]);
-    return [x0 + Math.min(20, (xOf(view, ix.end[i]) - x0) / 2), rowY(view, ix.taskRow[i])];
+    return [x0 + Math.min(20, (xOf(view, ix.end[i]) - x0) / 2), rowY(view, ix.taskRow[i], ix.hdr)];
   }
   // Task i and every task linked to it by `becomes`, both ways: a 0/1 flag per task, count.
   function becomesClosure(ix, i) {
@@ -543,7 +586,7 @@
   }
 
   const layout = {
-    RULER: RULER, ROWH: ROWH, MARKS: MARKS, F_RESOLVED: F_RESOLVED, F_FAILED: F_FAILED, F_NEVER: F_NEVER,
+    RULER: RULER, ROWH: ROWH, MARKS: MARKS, LANEH: LANEH, MAX_LANES: MAX_LANES, F_RESOLVED: F_RESOLVED, F_FAILED: F_FAILED, F_NEVER: F_NEVER,
     ARROW_KINDS: ARROW_KINDS, ARROW_BUDGET: ARROW_BUDGET,
     minMaxLevels: minMaxLevels, rangeMinMax: rangeMinMax, lowerBound: lowerBound, gallop: gallop,
     bandIndex: bandIndex, addRun: addRun, index: index, fit: fit, clampView: clampView, xOf: xOf,
@@ -552,7 +595,7 @@
     verticalsAsSegments: verticalsAsSegments, mergedVerticals: mergedVerticals,
     counterGeometry: counterGeometry, stepRects: stepRects, counterIsDense: counterIsDense,
     smoothColumns: smoothColumns, counterNameY: counterNameY, labelPlacements: labelPlacements,
-    markBars: markBars, hitTask: hitTask, taskPoint: taskPoint, becomesClosure: becomesClosure,
+    markBars: markBars, laneBars: laneBars, hitTask: hitTask, taskPoint: taskPoint, becomesClosure: becomesClosure,
     searchLabels: searchLabels,
   };
   if (typeof module === 'object' && module.exports) module.exports = layout; // node (tests)

@@ -213,8 +213,10 @@
     const ix = layout.index(T);
     const n = ix.n, start = ix.start, end = ix.end, ids = T.id, L = ix.L, labelStart = ix.labelStart;
     const RULER = layout.RULER, MARKS = ix.marksH;
+    // Memory by task (report_tasks.c, from analysis/task_memory.h: the figures of
+    // `ctfscope top --by task`), by task position.
     const memBy = new Map();
-    if (T.mem) for (let i = 0; i < T.mem.task.length; i++) memBy.set(T.mem.task[i], T.mem.samples[i]);
+    if (T.mem && T.mem.rows) for (const r of T.mem.rows) memBy.set(r.task, r);
     const canvas = $('timeline');
     const st = (cv.api.tasks = {
       view: { start: ix.t0, scale: 1, y: 0 }, // scale: px per ns; y: px scrolled down
@@ -231,7 +233,7 @@
     // rasterization, which is what made dense frames slow to display).
     function paint(P, w, h) {
       const f = layout.frame(ix, st.view, w, h), X = f.X;
-      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0, arrowStride: 1, bandCols: 0, layerArrows: 0, denseCounters: 0 };
+      const drawn = { tasks: 0, arrows: 0, labels: 0, acts: 0, highlighted: 0, rows: 0, marks: 0, lanes: 0, arrowStride: 1, bandCols: 0, layerArrows: 0, denseCounters: 0 };
       P.rect('rgb(230,230,230)', 0, 0, w, h);
       // Bands: per pixel column, the share of its time they cover, blended into the
       // background; drawn as one image strip (one drawImage, whatever the zoom).
@@ -322,6 +324,13 @@
         P.rects('rgb(128,0,128)', mk.bars);
         P.text('rgb(90,90,90)', 'allocations', 4, RULER + 12, 'left');
       }
+      // A lane per thread (more than one: record --tasks): when each ran a task.
+      if (ix.lanes) {
+        P.rect('rgb(236,238,244)', 0, RULER + MARKS, w, ix.lanesH);
+        const lb = layout.laneBars(ix, f);
+        drawn.lanes = lb.count;
+        P.rects('rgb(70,90,150)', lb.bars);
+      }
       P.text('rgb(90,90,90)', 'grid: ' + humanNs(grid.step), w - 6, h - 6, 'right');
       return drawn;
     }
@@ -381,12 +390,19 @@
         clampView(); request(); hideTip();
         return;
       }
+      const r = canvas.getBoundingClientRect(), ly = ev.clientY - r.top - (RULER + MARKS + 2);
+      if (ix.lanes && ly >= 0 && ly < ix.lanes.length * layout.LANEH) {
+        const l = Math.floor(ly / layout.LANEH);
+        showTip(ev, (l === layout.MAX_LANES - 1 && T.lanes > layout.MAX_LANES ? 'lanes ' + l + '-' + (T.lanes - 1) : 'lane ' + l) + ' (a thread): its running periods' + (T.lane_run && l < T.lane_run.length ? ', running ' + humanNs(T.lane_run[l]) + ' in all' : ''));
+        return;
+      }
       const i = hit(ev);
       if (i < 0) { hideTip(); return; }
       let text = (labelOf(i) !== null ? nameOf(i) + '\n' : '') + 'task ' + ids[i] + ' (' + (TYPES[T.type[i]] || 'unknown') + ')\n+' + humanNs(start[i]) + ' … +' + humanNs(end[i]) + ', ' + humanNs(end[i] - start[i]);
       if (T.flags[i] & F_NEVER) text += '\nshould-resolve task never resolved';
       else if (T.flags[i] & F_FAILED) text += '\nfailed';
-      if (memBy.has(i)) text += '\nallocated while running: ' + humanBytes(memBy.get(i) * T.mem.bytes_per_sample);
+      if (T.run && T.runs[i]) text += '\nrunning ' + humanNs(T.run[i]) + ' in ' + grouped(T.runs[i]) + (T.runs[i] === 1 ? ' period' : ' periods');
+      if (memBy.has(i)) { const r = memBy.get(i); text += '\nallocated ' + r.text[0] + ' (' + r.text[1] + ' allocations), live at end ' + r.text[3] + ', lane ' + r.lane; }
       const nlab = labelStart[i + 1] - labelStart[i];
       if (nlab > 1) text += '\n' + nlab + ' labels';
       showTip(ev, text);
@@ -473,26 +489,40 @@
     on($('tl-svg'), 'click', () => download('timeline.svg', new Blob([toSvg()], { type: 'image/svg+xml' })));
     on($('tl-png'), 'click', () => canvas.toBlob((b) => download('timeline.png', b), 'image/png'));
     on(window, 'resize', () => { sized = null; request(); });
-    // Memory by task.
-    if (T.mem && T.mem.task.length) {
+    // Memory by task: one row per task that allocated, then the allocations made while no
+    // task ran on their thread and those the task trace does not name; the figures and
+    // their text are `ctfscope top --by task`'s.
+    const M = T.mem;
+    if (M && M.attribution === 'exact') {
       const tbl = $('task-mem');
       const head = el('tr');
-      for (const c of ['allocated', 'samples', 'task', 'label']) head.appendChild(el('th', c, c === 'label' ? 'site' : ''));
+      for (const c of ['allocated', 'allocations', 'freed', 'live at end', 'lane', 'task']) head.appendChild(el('th', c, c === 'task' ? 'site' : ''));
       tbl.appendChild(head);
-      const order = Array.from(T.mem.task, (t, k) => k).sort((a, b) => T.mem.samples[b] - T.mem.samples[a]).slice(0, 50);
-      for (const k of order) {
-        const i = T.mem.task[k], tr = el('tr');
-        tr.appendChild(el('td', humanBytes(T.mem.samples[k] * T.mem.bytes_per_sample)));
-        tr.appendChild(el('td', grouped(T.mem.samples[k])));
-        tr.appendChild(el('td', ids[i]));
-        tr.appendChild(el('td', labelOf(i) === null ? '' : labelOf(i), 'site'));
+      const addRow = (r, lane, name, kind) => {
+        const tr = el('tr');
+        tr.dataset.kind = kind;
+        tr.dataset.allocBytes = r.alloc_bytes; tr.dataset.allocCount = r.alloc_count;
+        tr.dataset.liveBytes = r.live_bytes; tr.dataset.lane = lane;
+        for (const v of [r.text[0], r.text[1], r.text[2], r.text[3], lane]) tr.appendChild(el('td', v));
+        tr.appendChild(el('td', name, 'site'));
         tbl.appendChild(tr);
-      }
-      $('task-mem-note').textContent = 'Allocations attributed to the task running when they were made (top 50); ' + humanBytes(T.mem.outside * T.mem.bytes_per_sample) + ' were allocated while no task ran.';
-    } else if (T.mem) {
-      $('task-mem-note').textContent = 'No allocation happened while a task was running (' + humanBytes(T.mem.outside * T.mem.bytes_per_sample) + ' allocated outside). Use --task-offset if the two clocks differ.';
+        return tr;
+      };
+      for (const r of M.rows) addRow(r, String(r.lane), nameOf(r.task) + ' (#' + r.id + ')', 'task').dataset.id = r.id;
+      addRow(M.outside, '-', '(outside tasks)', 'outside');
+      if (M.unattributed.alloc_samples) addRow(M.unattributed, '-', '(unattributed: not named by the task trace)', 'unattributed');
+      $('task-mem-note').textContent = (M.rows.length < M.rows_total ? 'The ' + M.rows.length + ' of ' + M.rows_total + ' tasks that allocated most. ' : '') +
+        'Each sampled allocation counts for the task that was running on the thread that made it, as `ctfscope top --by task` says; ' +
+        'the clocks are aligned by the task trace\'s anchor (error ' + humanNs(M.error_ns) + ', median over ' + grouped(M.pairs) + ' allocations).' +
+        (T.lost ? ' The task tracer lost ' + grouped(T.lost) + ' events: allocations it did not name are unattributed.' : '');
+    } else if (M) {
+      $('task-mem-note').textContent = 'No memory by task: ' + M.reason + '.';
     } else $('task-mem-panel').classList.add('hidden');
-    $('tasks-title').textContent = 'Tasks: ' + T.file + ' (' + grouped(T.events) + ' events' + (T.wrapped ? ', wrapped ring' : '') + ')';
+    const title = $('tasks-title');
+    title.textContent = 'Tasks: ' + T.file + ' (' + grouped(T.events) + ' events' + (T.wrapped ? ', wrapped ring' : '') +
+      (T.lanes > 1 ? ', ' + T.lanes + ' lanes (threads)' : '') + (T.lost ? ', ' + grouped(T.lost) + ' events lost by the tracer' : '') + ')';
+    title.dataset.lost = T.lost || 0;
+    title.dataset.lanes = T.lanes || 0;
 
     // Hooks for tests and measurements.
     st.draw = draw;

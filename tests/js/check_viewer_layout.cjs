@@ -273,6 +273,36 @@ test('allocation marks: one bar per pixel column scaled to the fullest', () => {
   assert.deepStrictEqual(quads(m.bars).map((q) => [q[0], q[3]]), [[0, full / 2], [10, full], [50, full / 2]]);
 });
 
+test('with allocation marks, the first row is under the strip, not behind it', () => {
+  const ix = layout.index(doc([[0, 0, 100], [1, 0, 50]], { marks: { t: [0], s: [1] } }));
+  const v = view(0, 1), f = layout.frame(ix, v, 200, 300);
+  assert.ok(f.rowY(0) - 4 >= f.top, `row 0 at y ${f.rowY(0)}, the rows start at ${f.top}`);
+  const r = layout.taskRows(ix, f);
+  assert.strictEqual(r.tasks, 2, 'both tasks are drawn');
+  assert.strictEqual(layout.hitTask(ix, v, 50, f.rowY(0)), 0);
+  assert.strictEqual(layout.hitTask(ix, v, 20, f.rowY(1)), 1);
+  const [x, y] = layout.taskPoint(ix, v, 1);
+  assert.strictEqual(layout.hitTask(ix, v, x, y), 1, 'taskPoint aims at the task');
+});
+
+test('a lane strip per thread: its running periods; the rows start under the strips', () => {
+  // Task 0 runs on lane 0 over [0, 40) and [60, 70); task 1 on lane 1 over [10, 30).
+  const T = doc([[0, 0, 100], [1, 0, 50]], { lanes: 2, acts: { task: [0, 0, 1], t0: [0, 60, 10], dur: [40, 10, 20], lane: [0, 0, 1] } });
+  const ix = layout.index(T);
+  assert.strictEqual(ix.lanesH, 2 * layout.LANEH + 4);
+  const f = layout.frame(ix, view(0, 1), 200, 300);
+  assert.strictEqual(f.top, layout.RULER + ix.lanesH);
+  assert.ok(f.rowY(0) - 4 >= f.top, `row 0 at y ${f.rowY(0)}, the rows start at ${f.top}`);
+  const lb = layout.laneBars(ix, f);
+  assert.strictEqual(lb.count, 3);
+  const y0 = layout.RULER + 2, h = layout.LANEH - 2;
+  assert.deepStrictEqual(quads(lb.bars), [[0, y0, 40, h], [60, y0, 10, h], [10, y0 + layout.LANEH, 20, h]]);
+  // One lane (a single-threaded trace): no strip, nothing moves.
+  const one = layout.index(doc([[0, 0, 100]], { lanes: 1, acts: { task: [0], t0: [0], dur: [10], lane: [0] } }));
+  assert.strictEqual(one.lanesH, 0);
+  assert.strictEqual(layout.laneBars(one, layout.frame(one, view(0, 1), 200, 300)).count, 0);
+});
+
 test('search and becomes closure', () => {
   const ix = layout.index(doc([[0, 0, 10, { labels: [[0, 'RX-1']], becomes: 1 }], [0, 20, 10, { becomes: 2 }], [1, 0, 30, { labels: [[0, 'tx']] }], [2, 0, 5]]));
   const s = layout.searchLabels(ix, 'rx');

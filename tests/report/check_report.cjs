@@ -292,6 +292,66 @@ async function main() {
     await page.screenshot({ path: path.join(outDir, 'both-memory.png'), fullPage: true });
     noProblems('both');
 
+    // --- both traces of one process, two threads: lanes and memory by task --------------
+    // The table a person sees has `top --by task`'s figures and text, the running times are
+    // `top`'s (a lane per thread), the title says how many events the tracer lost.
+    {
+      const pm = path.join(work, 'pair.mt.ctf'), pt = path.join(work, 'pair.tasks.ctf'), ph = path.join(work, 'pair.html');
+      run(['report', '-q', pm, pt, '-o', ph]);
+      const want = JSON.parse(run(['top', '--by', 'task', '--json', '-q', '-n', '0', pm, pt]));
+      const wantText = run(['top', '--by', 'task', '-q', '-n', '0', pm, pt]).split('\n');
+      const running = JSON.parse(run(['top', '--json', '-q', '-n', '0', pt]));
+      await open(ph, 'pair');
+      await page.click('#tab-tasks');
+      const got = await page.evaluate(() => {
+        const T = window.ctsReport.data.tasks, t = window.ctsReport.tasks, byLabel = {};
+        for (let i = 0; i < T.n; i++) { const l = t.nameOf(i); byLabel[l] = (byLabel[l] || 0) + T.run[i]; }
+        const title = document.getElementById('tasks-title');
+        return {
+          rows: [...document.querySelectorAll('#task-mem tr')].slice(1).map((tr) => ({
+            kind: tr.dataset.kind, id: tr.dataset.id === undefined ? null : +tr.dataset.id, lane: tr.dataset.lane,
+            alloc_bytes: +tr.dataset.allocBytes, alloc_count: +tr.dataset.allocCount, live_bytes: +tr.dataset.liveBytes,
+            cells: [...tr.children].map((c) => c.textContent),
+          })),
+          note: document.getElementById('task-mem-note').textContent,
+          title: title.textContent, lost: +title.dataset.lost, lanes: +title.dataset.lanes, byLabel,
+        };
+      });
+      const taskRows = got.rows.filter((r) => r.kind === 'task');
+      check(want.attribution === 'exact' && taskRows.length === want.tasks.length && taskRows.length === 2, `pair: ${taskRows.length} task rows, top --by task has ${want.tasks.length} (${want.attribution})`);
+      const same = (r, w, lane) => r && w && r.alloc_bytes === w.alloc_bytes && r.alloc_count === w.alloc_count && r.live_bytes === w.live_bytes && r.lane === lane;
+      for (const w of want.tasks) {
+        const r = taskRows.find((x) => x.id === w.id);
+        check(same(r, w, String(w.lane)), `pair: task ${w.id} shows ${JSON.stringify(r)}, top --by task ${JSON.stringify(w)}`);
+      }
+      const outside = got.rows.find((r) => r.kind === 'outside'), unattr = got.rows.find((r) => r.kind === 'unattributed');
+      check(same(outside, want.outside_tasks, '-'), `pair: outside tasks ${JSON.stringify(outside)} != ${JSON.stringify(want.outside_tasks)}`);
+      check(same(unattr, want.unattributed, '-'), `pair: unattributed ${JSON.stringify(unattr)} != ${JSON.stringify(want.unattributed)}`);
+      // Each row as top's text prints it: allocated, allocations, freed, live, lane, task.
+      for (const r of got.rows) {
+        const line = r.cells[0].padEnd(28) + ' ' + r.cells[1].padStart(12) + ' ' + r.cells[2].padEnd(28) + ' ' + r.cells[3].padEnd(28) + ' ' + r.cells[4].padStart(5) + '  ' + r.cells[5];
+        check(wantText.includes(line), `pair: the row '${line}' is not in top --by task's output:\n${wantText.join('\n')}`);
+      }
+      for (const g of running.rows)
+        check(got.byLabel[g.label] === g.running_ns, `pair: '${g.label}' runs ${got.byLabel[g.label]} ns in the report, ${g.running_ns} in top`);
+      check(got.lost === 5 && /5 events lost/.test(got.title), `pair: the title says '${got.title}' (lost ${got.lost})`);
+      check(got.lanes === 2, `pair: ${got.lanes} lanes`);
+      const lanesDrawn = await page.evaluate(() => { window.ctsReport.tasks.fit(); return window.ctsReport.tasks.drawn.lanes; });
+      check(lanesDrawn >= 2, `pair: ${lanesDrawn} running periods drawn in the lane strips`);
+      noProblems('pair');
+      await page.screenshot({ path: path.join(outDir, 'pair-tasks.png'), fullPage: true });
+      // A task trace of another process: the report says attribution is impossible.
+      const ob = path.join(work, 'other.html');
+      let code = 0;
+      try { run(['report', '-q', path.join(work, 'demo.ctf'), pt, '-o', ob]); } catch (e) { code = e.status; }
+      check(code === 1 && fs.existsSync(ob), `other process: report exit ${code}`);
+      await open(ob, 'other process');
+      await page.click('#tab-tasks');
+      const other = await page.evaluate(() => ({ rows: document.querySelectorAll('#task-mem tr').length, note: document.getElementById('task-mem-note').textContent }));
+      check(other.rows === 0 && /^No memory by task: .*(different processes|trace-info)/.test(other.note), `other process: ${JSON.stringify(other)}`);
+      noProblems('other process');
+    }
+
     // --- ctfscope serve: the same viewer from a local server, and live mode -------------
     {
       const { spawn } = require('child_process');
