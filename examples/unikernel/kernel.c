@@ -14,6 +14,8 @@
  *   rate=X     memtrace sampling rate per word (default 0.01; 1 records every allocation)
  *   conns=N    connections (1..64, default 4)      segs=N  segments each (default 50)
  *   seed=N     sampler seed                        fault   page fault halfway through
+ *   halt       halt at the end instead of exiting QEMU, so that the host can dump the
+ *              task ring from the kernel's memory (run.sh --dump; ring_addr on COM3)
  *
  * Exit status through isa-debug-exit: 0 → QEMU 1 (main resolved), 2 → 5 (main not
  * resolved), 3 → 7 (fault), 4 → 9 (tracing could not start). */
@@ -27,7 +29,7 @@ static serial_t com1, com2, com3;
 /* ---- command line ----------------------------------------------------------------------- */
 
 static struct {
-  bool bad, fault;
+  bool bad, fault, halt;
   double rate;
   uint64_t conns, segs, seed;
 } opt = {.rate = 0.01, .conns = 4, .segs = 50, .seed = 1};
@@ -64,6 +66,7 @@ static void parse_cmdline(const char *s) {
     while (s[n] && s[n] != ' ') n++;
     if (word_is(s, n, "bad")) opt.bad = true;
     if (word_is(s, n, "fault")) opt.fault = true;
+    if (word_is(s, n, "halt")) opt.halt = true;
     if (n > 5 && memcmp(s, "rate=", 5) == 0) opt.rate = parse_double(s + 5, n - 5);
     if (n > 6 && memcmp(s, "conns=", 6) == 0) opt.conns = parse_u64(s + 6, n - 6);
     if (n > 5 && memcmp(s, "segs=", 5) == 0) opt.segs = parse_u64(s + 5, n - 5);
@@ -73,6 +76,9 @@ static void parse_cmdline(const char *s) {
   if (!(opt.rate > 0) || opt.rate > 1) opt.rate = 0.01;
   if (opt.conns < 1 || opt.conns > 64) opt.conns = 4;
 }
+
+/* The arena is exhausted: say so on COM3 and stop (defined with the counters below). */
+__attribute__((noreturn)) static void out_of_memory(void);
 
 /* ---- a tiny promise library (as in arp_race.c, with allocated promises) ------------------ */
 
@@ -94,7 +100,7 @@ struct promise {
 
 static promise_t *promise_new(cts_task_type_t type, const char *name) {
   promise_t *p = kmalloc(sizeof *p);
-  if (!p) machine_exit(4);
+  if (!p) out_of_memory();
   *p = (promise_t){.id = kt_create(type, name)};
   return p;
 }
@@ -109,7 +115,7 @@ static void bind(promise_t *p, callback_t fn, void *arg) {
   }
   kt_try_read(b, p->id);
   waiter_t *w = kmalloc(sizeof *w);
-  if (!w) machine_exit(4);
+  if (!w) out_of_memory();
   *w = (waiter_t){.next = p->waiters, .fn = fn, .arg = arg, .bind = b};
   p->waiters = w;
 }
@@ -161,7 +167,7 @@ static uint64_t frames, frame_bytes;
 
 static uint8_t *frame_new(size_t len, uint8_t fill) {
   uint8_t *b = kmalloc(len);
-  if (!b) machine_exit(4);
+  if (!b) out_of_memory();
   memset(b, fill, len);
   frames++;
   frame_bytes += len;
@@ -170,7 +176,7 @@ static uint8_t *frame_new(size_t len, uint8_t fill) {
 
 static void net_deliver_later(net_kind_t kind, unsigned conn, size_t len) {
   net_event_t *e = kmalloc(sizeof *e);
-  if (!e) machine_exit(4);
+  if (!e) out_of_memory();
   *e = (net_event_t){.kind = kind, .conn = conn, .buf = frame_new(len, (uint8_t)kind), .len = len};
   if (queue_tail)
     queue_tail->next = e;
@@ -226,7 +232,7 @@ static void probe_sent(promise_t *p, void *arg) {
 
 static void conn_start(unsigned i) {
   conn_t *c = kmalloc(sizeof *c);
-  if (!c) machine_exit(4);
+  if (!c) out_of_memory();
   *c = (conn_t){.index = i};
   conns[i] = c;
   c->connect_done = promise_new(CTS_TASK_WAIT, "TCP connect");
@@ -296,7 +302,18 @@ static void put(const char *name, uint64_t v) {
   serial_puts(&com3, "\n");
 }
 
-static void report(const char *end) {
+/* Ends the run with @p code, or with "halt" stops the CPU and leaves the machine to the
+ * host's monitor (the "end" line on COM3 comes last, so the host knows when to dump). */
+__attribute__((noreturn)) static void finish(const char *end, uint8_t code) {
+  put("exit_code", code);
+  serial_puts(&com3, "end ");
+  serial_puts(&com3, end);
+  serial_puts(&com3, "\n");
+  if (!opt.halt) machine_exit(code);
+  for (;;) __asm__ volatile("cli; hlt");
+}
+
+static void report(void) {
   const kalloc_stats_t *a = kalloc_stats();
   const ktrace_stats_t *t = ktrace_stats();
   put("allocs", a->allocs);
@@ -329,9 +346,11 @@ static void report(const char *end) {
   put("com2_waits", com2.waits);
   put("com2_cycles", com2.cycles);
   put("main_resolved", main_done && main_done->resolved);
-  serial_puts(&com3, "end ");
-  serial_puts(&com3, end);
-  serial_puts(&com3, "\n");
+}
+
+static void out_of_memory(void) {
+  report();
+  finish("out-of-memory", 4);
 }
 
 typedef struct idt_entry {
@@ -372,7 +391,8 @@ void kfault(const uint64_t *frame) {
     put("fault_error", frame[1]);
     put("fault_rip", frame[2]);
     put("traces_closed", flushed);
-    report("fault");
+    report();
+    finish("fault", 3);
   }
   machine_exit(3);
 }
@@ -390,11 +410,11 @@ void kmain(const uint32_t *mbi, uint32_t magic) {
   put("segs", opt.segs);
   put("rate_ppm", (uint64_t)(opt.rate * 1e6));
   if (ktrace_start(opt.rate, opt.seed, &com1, &com2) != 0) {
-    report("trace-start-failed");
-    machine_exit(4);
+    report();
+    finish("trace-start-failed", 4);
   }
   const bool ok = run();
   ktrace_stop();
-  report(ok ? "resolved" : "unresolved");
-  machine_exit(ok ? 0 : 2);
+  report();
+  finish(ok ? "resolved" : "unresolved", ok ? 0 : 2);
 }

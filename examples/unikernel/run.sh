@@ -3,10 +3,13 @@
 # Builds the example unikernel and ctfscope, boots the kernel under QEMU, collects its two
 # traces and writes the report (README.md here).
 #
-#   examples/unikernel/run.sh [-o DIR] [--files] [-- KERNEL_ARGS...]
+#   examples/unikernel/run.sh [-o DIR] [--files] [--dump] [-- KERNEL_ARGS...]
 #
 #   -o DIR    where everything goes (default: ./unikernel-run)
 #   --files   QEMU writes the serial ports to files instead of `ctfscope collect` over TCP
+#   --dump    also save the task ring from the kernel's memory once it stops (ring.ctf,
+#             through QEMU's monitor: pmemsave), as mirage-trace-viewer reads a Xen
+#             domain's ring; the kernel halts instead of exiting
 #   KERNEL_ARGS   the kernel's command line (kernel.c): bad, fault, rate=X, conns=N,
 #                 segs=N, seed=N (default: rate=0.01)
 #
@@ -21,16 +24,19 @@ set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=unikernel-run
 mode=collect
+dump=0
 while [ $# -gt 0 ]; do
   case $1 in
     -o) out=$2; shift 2 ;;
     --files) mode=files; shift ;;
+    --dump) dump=1; shift ;;
     --) shift; break ;;
     -h|--help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 1 ;;
   esac
 done
 args=${*:-rate=0.01}
+[ "$dump" = 0 ] || args="$args halt"
 build=${CTS_BUILD_DIR:-$root/build/release}
 qemu=${QEMU:-qemu-system-x86_64}
 
@@ -47,13 +53,15 @@ ctfscope=$build/src/cli/ctfscope
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-rm -rf "$out/collected" "$out/memtrace.ctf" "$out/tasks.ctf" "$out/counters.txt"
+rm -rf "$out/collected" "$out/memtrace.ctf" "$out/tasks.ctf" "$out/counters.txt" \
+  "$out/ring.ctf" "$out/monitor.sock"
 accel=
 if [ "${CTS_QEMU_KVM:-0}" = 1 ]; then accel="-enable-kvm -cpu host"; fi
 
 collector=
 if [ "$mode" = collect ]; then
   # Port 0: the collector picks a free one and says which on its first line.
+  : >"$out/collect.log"
   "$ctfscope" collect --listen 127.0.0.1:0 --dir "$out/collected" 2>"$out/collect.log" &
   collector=$!
   port=
@@ -75,12 +83,46 @@ else
   com2="file:$out/tasks.ctf"
 fi
 
+monitor=none
+[ "$dump" = 0 ] || monitor="unix:$out/monitor.sock,server=on,wait=off"
 echo "booting: $qemu -kernel $kernel -append \"$args\" (${accel:-TCG})"
 status=0
 # shellcheck disable=SC2086 # $accel is two words or none
 timeout "${CTS_QEMU_TIMEOUT:-120}" "$qemu" $accel -kernel "$kernel" -append "$args" \
-  -display none -no-reboot -monitor none -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
-  -serial "$com1" -serial "$com2" -serial "file:$out/counters.txt" || status=$?
+  -display none -no-reboot -monitor "$monitor" -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
+  -serial "$com1" -serial "$com2" -serial "file:$out/counters.txt" &
+qemu_pid=$!
+if [ "$dump" = 1 ]; then
+  # The kernel's last COM3 line is "end ...": then it has halted and the ring is complete.
+  for _ in $(seq "$((${CTS_QEMU_TIMEOUT:-120} * 10))"); do
+    grep -q '^end ' "$out/counters.txt" 2>/dev/null && break
+    kill -0 "$qemu_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  addr=$(sed -n 's/^ring_addr //p' "$out/counters.txt")
+  size=$(sed -n 's/^ring_size //p' "$out/counters.txt")
+  if [ -n "$addr" ] && [ -n "$size" ]; then
+    python3 - "$out/monitor.sock" "$addr" "$size" "$out/ring.ctf" <<'PY'
+import socket, sys, time
+sock, addr, size, path = sys.argv[1:]
+s = socket.socket(socket.AF_UNIX)
+s.connect(sock)
+s.sendall(f'pmemsave {addr} {size} "{path}"\nquit\n'.encode())
+s.settimeout(30)
+try:
+    while s.recv(4096):
+        pass
+except OSError:
+    pass
+PY
+  fi
+fi
+wait "$qemu_pid" || status=$?
+if [ "$dump" = 1 ] && [ "$status" = 0 ]; then
+  # Quit through the monitor: the kernel's code is on COM3, mapped as isa-debug-exit does.
+  code=$(sed -n 's/^exit_code //p' "$out/counters.txt")
+  status=$(( ${code:-0} * 2 + 1 ))
+fi
 
 if [ -n "$collector" ]; then
   kill -INT "$collector"
@@ -111,6 +153,10 @@ for f in memtrace.ctf tasks.ctf; do
 done
 "$ctfscope" info "$out/memtrace.ctf" | sed -n '/^Allocations/p;/^Result/p'
 "$ctfscope" info "$out/tasks.ctf" | sed -n '/^Tasks/p;/^Result/p'
+if [ "$dump" = 1 ]; then
+  [ -s "$out/ring.ctf" ] || { echo "run.sh: the ring was not dumped" >&2; exit 1; }
+  "$ctfscope" info "$out/ring.ctf" | sed -n '/^Tasks/s/^/ring dump: /p;/^Result/s/^/ring dump: /p'
+fi
 "$ctfscope" report "$out/memtrace.ctf" "$out/tasks.ctf" -o "$out/report.html"
 echo "kernel counters: $out/counters.txt; report: $out/report.html"
 exit $result

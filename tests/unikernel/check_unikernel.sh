@@ -14,6 +14,8 @@
 #            and the task trace's counter)
 #   collect  run.sh: the two traces through `ctfscope collect` over loopback TCP, and the
 #            report
+#   dump     run.sh --files --dump, the bad run: the task ring saved from the halted
+#            kernel's memory (QEMU's monitor) holds the same events as the COM2 stream
 # Exit 77 (skipped) without qemu-system-x86_64, a failure under CI=true.
 #
 #   check_unikernel.sh SCENARIO KERNEL CTFSCOPE OCAML_READER WORKDIR RUN_SH BUILD_DIR
@@ -159,6 +161,17 @@ PY
     [ -s "$work/report.html" ] || fail "no report"
     [ "$(ls "$work/collected" | wc -l)" = 2 ] || fail "collector saved: $(ls "$work/collected")"
     echo "collect: $mt_allocs sampled allocations and the task trace through ctfscope collect"
+    ;;
+  dump)
+    CTS_BUILD_DIR=$build CTS_QEMU_TIMEOUT=30 sh "$run_sh" -o "$work" --files --dump -- bad \
+      >"$work/run.txt" 2>&1 && fail "run.sh: the bad run exited 0"
+    grep -q '^kernel: main never resolved' "$work/run.txt" || fail "run.sh: $(cat "$work/run.txt")"
+    check_tasks
+    "$ctfscope" info "$work/ring.ctf" >"$work/rinfo.txt" 2>&1 || fail "ctfscope info ring.ctf"
+    grep -q '^Result  *ok (0 warnings)' "$work/rinfo.txt" || fail "ring: $(cat "$work/rinfo.txt")"
+    "$ctfscope" dump --no-comments "$work/ring.ctf" >"$work/rdump.txt" || fail "dump ring.ctf"
+    cmp -s "$work/dump.txt" "$work/rdump.txt" || fail "the ring and the stream differ"
+    echo "dump: the ring in memory and the COM2 stream hold the same $(grep -c . "$work/rdump.txt") events"
     ;;
   *)
     fail "unknown scenario"
