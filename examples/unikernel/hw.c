@@ -107,8 +107,8 @@ static uint64_t days_from_civil(uint64_t y, uint64_t m, uint64_t d) {
 }
 
 static uint64_t read_rtc(void) {
-  while (cmos(0x0A) & 0x80) { /* update in progress */
-  }
+  /* An update in progress lasts under 2 ms; the bound keeps a missing RTC from hanging. */
+  for (uint32_t spins = 0; (cmos(0x0A) & 0x80) && spins < 10000000u; spins++) {}
   const bool is_bcd = !(cmos(0x0B) & 0x04);
   const uint64_t sec = bcd(cmos(0x00), is_bcd), min = bcd(cmos(0x02), is_bcd);
   const uint64_t hour = bcd(cmos(0x04) & 0x7F, is_bcd), day = bcd(cmos(0x07), is_bcd);

@@ -14,6 +14,8 @@
  *   rate=X     memtrace sampling rate per word (default 0.01; 1 records every allocation)
  *   conns=N    connections (1..64, default 4)      segs=N  segments each (default 50)
  *   seed=N     sampler seed                        fault   page fault halfway through
+ *   triple     like fault, with no exception handler left: a triple fault resets the
+ *              machine (QEMU -no-reboot exits 0) and only ktrace_poll()'s flushes remain
  *   halt       halt at the end instead of exiting QEMU, so that the host can dump the
  *              task ring from the kernel's memory (run.sh --dump; ring_addr on COM3)
  *
@@ -29,7 +31,7 @@ static serial_t com1, com2, com3;
 /* ---- command line ----------------------------------------------------------------------- */
 
 static struct {
-  bool bad, fault, halt;
+  bool bad, fault, triple, halt;
   double rate;
   uint64_t conns, segs, seed;
 } opt = {.rate = 0.01, .conns = 4, .segs = 50, .seed = 1};
@@ -67,6 +69,7 @@ static void parse_cmdline(const char *s) {
     if (word_is(s, n, "bad")) opt.bad = true;
     if (word_is(s, n, "fault")) opt.fault = true;
     if (word_is(s, n, "halt")) opt.halt = true;
+    if (word_is(s, n, "triple")) opt.fault = opt.triple = true;
     if (n > 5 && memcmp(s, "rate=", 5) == 0) opt.rate = parse_double(s + 5, n - 5);
     if (n > 6 && memcmp(s, "conns=", 6) == 0) opt.conns = parse_u64(s + 6, n - 6);
     if (n > 5 && memcmp(s, "segs=", 5) == 0) opt.segs = parse_u64(s + 5, n - 5);
@@ -265,6 +268,13 @@ static void handle(net_event_t *ev) {
       c->segs_acked++;
       kt_counter("bytes-out", (int64_t)bytes_out);
       if (opt.fault && c->index == 0 && c->segs_acked == opt.segs / 2) {
+        if (opt.triple) { /* an empty IDT: the fault cannot be delivered, nor the next */
+          const struct __attribute__((packed)) {
+            uint16_t limit;
+            uint64_t base;
+          } none = {0, 0};
+          __asm__ volatile("lidt %0" : : "m"(none));
+        }
         /* Above the identity-mapped GiB: a page fault, handled by kfault(). */
         (void)*(volatile uint64_t *)0x80000000ull;
       }
@@ -288,6 +298,7 @@ static bool run(void) {
     handle(ev);
     kfree(ev->buf);
     kfree(ev);
+    ktrace_poll();
   }
   kt_idle();
   return main_done->resolved;

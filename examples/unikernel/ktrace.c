@@ -12,6 +12,7 @@
 #define RING_SIZE     (256u * 1024u)
 #define RING_PACKETS  16u
 #define PID           1u
+#define FLUSH_NS      100000000u /* ktrace_poll(): most time an event waits in the writer */
 
 extern char boot_stack[], boot_stack_top[]; /* boot.S: the only stack */
 
@@ -31,6 +32,7 @@ static struct {
   cts_task_id_t next_id;
   uint64_t epoch_us; /* the RTC at boot */
   serial_t *mt_port, *task_port;
+  uint64_t flushed_at_ns, flushed_events; /* the last ktrace_poll() flush */
   ktrace_stats_t st;
 } kt;
 
@@ -130,7 +132,7 @@ static size_t resolve(void *unused, uint64_t code, cts_mt_location_t *out, size_
 /* ---- allocation hooks ------------------------------------------------------------------- */
 
 static void mt_failed(int err) {
-  if (!kt.st.mt_error) kt.st.mt_error = (uint64_t)(int64_t)err;
+  if (!kt.st.mt_error) kt.st.mt_error = (uint64_t)(-(int64_t)err);
   kt.mt = NULL; /* the writer closed itself; the trace ends at its last whole packet */
 }
 
@@ -319,6 +321,18 @@ int ktrace_start(double rate, uint64_t seed, serial_t *memtrace_port, serial_t *
   }
   kalloc_set_hooks(on_alloc, on_free);
   return 0;
+}
+
+void ktrace_poll(void) {
+  if (!kt.mt) return;
+  const uint64_t now = clock_ns(), events = kt.st.sampled + kt.st.collects;
+  if (events == kt.flushed_events || now - kt.flushed_at_ns < FLUSH_NS) return;
+  kt.flushed_at_ns = now;
+  kt.flushed_events = events;
+  kt.busy = true;
+  const int err = cts_mt_writer_flush(kt.mt);
+  kt.busy = false;
+  if (err) mt_failed(err);
 }
 
 static void stop_tasks(void) {

@@ -9,6 +9,8 @@
 #            other expected tasks are there
 #   fault    a page fault halfway: the handler ends both traces, which read clean up to
 #            the fault, with every allocation made before it
+#   triple   a fault with no handler (a triple fault resets the machine): the memtrace
+#            trace still reads clean, with the allocations ktrace_poll() flushed before
 #   stalled  COM1 goes to a host that accepts and never reads: the kernel declares the
 #            port dead after its stall bound, finishes, and counts the lost bytes (COM3
 #            and the task trace's counter)
@@ -121,6 +123,14 @@ case $scenario in
       fail "trace has $mt_allocs allocations, $(counter allocs) made before the fault"
     check_tasks
     echo "fault: $mt_allocs allocations before the page fault, all in the trace"
+    ;;
+  triple)
+    boot "triple rate=1 segs=400" "file:$work/memtrace.ctf"
+    expect_status 0 # -no-reboot: the reset ends QEMU
+    if grep -q '^end ' "$work/counters.txt"; then fail "the kernel ended normally"; fi
+    check_memtrace "$work/memtrace.ctf"
+    [ "${mt_allocs:-0}" -gt 0 ] || fail "nothing was flushed before the triple fault"
+    echo "triple fault: $mt_allocs allocations flushed before it, read clean"
     ;;
   stalled)
     # A host that accepts and never reads. A Unix socket, because its send buffer does not
