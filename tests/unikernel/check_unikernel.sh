@@ -5,6 +5,8 @@
 #   rate1    every allocation recorded: both traces read clean (ctfscope info, OCaml's
 #            memtrace reader), the allocation count equals the kernel's own (COM3), the
 #            collections equal its frees, and main resolves in the task trace
+#   sampled  rate 0.01: the samples in the trace are the kernel's, and within 5% of
+#            λ × the words allocated (Poisson sampling per word; the seed is fixed)
 #   bad      the ARP race lost: main is marked should_resolve and never resolved, the
 #            other expected tasks are there
 #   fault    a page fault halfway: the handler ends both traces, which read clean up to
@@ -92,6 +94,18 @@ case $scenario in
     [ -n "$main" ] || fail "no should_resolve task"
     grep -q "fulfills thread=[0-9]* resolvee=$main\$" "$work/dump.txt" || fail "main not resolved"
     echo "rate 1: $allocs allocations made, $mt_allocs in the trace, $mt_collects collections"
+    ;;
+  sampled)
+    boot "rate=0.01 segs=1000 seed=7" "file:$work/memtrace.ctf"
+    expect_status 1
+    check_memtrace "$work/memtrace.ctf"
+    samples=$(counter samples)
+    in_trace=$(sed -n 's/^Samples *\([0-9 ]*\):.*/\1/p' "$work/info.txt" | tr -d ' ')
+    [ "$in_trace" = "$samples" ] || fail "trace has $in_trace samples, the kernel drew $samples"
+    expected=$(($(counter alloc_bytes) / 800)) # bytes / 8 × 0.01
+    diff=$((samples > expected ? samples - expected : expected - samples))
+    [ $((diff * 20)) -le "$expected" ] || fail "$samples samples, expected about $expected"
+    echo "rate 0.01: $samples samples, $expected expected, $(counter sampled) blocks sampled"
     ;;
   bad)
     boot "bad rate=0.01" "file:$work/memtrace.ctf"
