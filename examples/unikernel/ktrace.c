@@ -112,20 +112,34 @@ static uint64_t samples_in(uint64_t words) {
 
 /* ---- locations -------------------------------------------------------------------------- */
 
-/* The function containing @p code - 1 (a return address points after its call). */
-static size_t resolve(void *unused, uint64_t code, cts_mt_location_t *out, size_t max) {
-  (void)unused;
-  size_t lo = 0, hi = ksyms_count;
+/* Index of the last of @p n entries of @p stride bytes whose address (first member) is at
+ * most @p addr, or n when there is none. */
+static size_t last_at_or_below(const void *table, size_t n, size_t stride, uint64_t addr) {
+  size_t lo = 0, hi = n;
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
-    if (ksyms[mid].addr <= code - 1)
+    if (*(const uint64_t *)((const char *)table + mid * stride) <= addr)
       lo = mid + 1;
     else
       hi = mid;
   }
-  if (lo == 0 || max == 0) return 0;
-  const ksym_t *s = &ksyms[lo - 1];
+  return lo ? lo - 1 : n;
+}
+
+/* The function containing @p code - 1 (a return address points after its call), and the
+ * line of the call from the line table; the function's own line if the table has none. */
+static size_t resolve(void *unused, uint64_t code, cts_mt_location_t *out, size_t max) {
+  (void)unused;
+  const uint64_t at = code - 1;
+  const size_t si = last_at_or_below(ksyms, ksyms_count, sizeof ksyms[0], at);
+  if (si == ksyms_count || max == 0) return 0;
+  const ksym_t *s = &ksyms[si];
   out[0] = (cts_mt_location_t){.line = s->line, .filename = s->file, .defname = s->name};
+  const size_t li = last_at_or_below(klines, klines_count, sizeof klines[0], at);
+  if (li != klines_count && klines[li].addr >= s->addr) {
+    out[0].line = klines[li].line;
+    out[0].filename = kfiles[klines[li].file];
+  }
   return 1;
 }
 
