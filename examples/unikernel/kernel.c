@@ -411,10 +411,11 @@ void kfault(const uint64_t *frame) {
 /* Multiboot v1 information: flags bit 2 says cmdline (offset 16) is valid. */
 void kmain(const uint32_t *mbi, uint32_t magic);
 void kmain(const uint32_t *mbi, uint32_t magic) {
-  idt_init();
+  /* The ports first: the fault handler reports on COM3. */
   serial_init(&com1, COM1);
   serial_init(&com2, COM2);
   serial_init(&com3, COM3);
+  idt_init();
   clock_init();
   if (magic == 0x2BADB002 && mbi && (mbi[0] & 4)) parse_cmdline((const char *)(uintptr_t)mbi[4]);
   put("conns", opt.conns);
