@@ -19,6 +19,7 @@ CTS_PACKAGES=(
   libmimalloc2.0 redis-server redis-tools  # ... and redis (linked with jemalloc)
   babeltrace2                              # task traces: checked against babeltrace2
   chromium                                 # the HTML report, tested in a real browser
+  qemu-system-x86                          # examples/unikernel: the kernel booted in the tests (TCG)
 )
 
 cts_missing_packages() {
