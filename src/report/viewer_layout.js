@@ -141,37 +141,85 @@
     };
   }
 
-  // The viewport showing the whole trace in a canvas w px wide.
+  // The viewport showing the whole trace in a canvas w px wide, of which view.marginR px
+  // on the right are kept free (for the counters' names).
   function fit(ix, view, w) {
     view.start = ix.t0 - (ix.t1 - ix.t0) * 0.01;
-    view.scale = (w - 20) / ((ix.t1 - ix.t0) * 1.02);
+    view.scale = (w - 20 - (view.marginR || 0)) / ((ix.t1 - ix.t0) * 1.02);
     view.y = 0;
   }
   // Keeps the viewport in bounds (in place): zoomed out to the whole trace at most, in to
   // 100 px per ns; at least half the width on the trace; no scrolling past the last row.
   function clampView(ix, view, w, h) {
-    const minScale = (w - 20) / ((ix.t1 - ix.t0) * 1.05);
+    const minScale = (w - 20 - (view.marginR || 0)) / ((ix.t1 - ix.t0) * 1.05);
     if (view.scale < minScale) view.scale = minScale;
     if (view.scale > 100) view.scale = 100; // 100 px per ns
     const span = w / view.scale;
     const lo = ix.t0 - span * 0.5, hi = ix.t1 - span * 0.5;
     view.start = Math.min(Math.max(view.start, lo), Math.max(lo, hi));
-    const maxY = Math.max(0, ix.rows * ROWH + 40 - (h - RULER - ix.marksH));
+    const maxY = Math.max(0, rowMap(ix, view, w, h).contentH + 40 - (h - RULER - ix.marksH));
     view.y = Math.min(Math.max(view.y, 0), maxY);
   }
-  // x of a time (clamped to +-1e6 px: far-off ends stay finite) and y of a row's line.
+  // x of a time (clamped to +-1e6 px: far-off ends stay finite) and y of a row's line, with
+  // every row shown (no compaction): the rows start under the ruler and the allocation strip.
   function xOf(view, t) { const x = (t - view.start) * view.scale; return x < -1e6 ? -1e6 : x > 1e6 ? 1e6 : x; }
-  function rowY(view, r) { return RULER + 14 + r * ROWH - view.y; }
-  // One drawing: the time range in view, the rows that may show (r0..r1) and the top of the
-  // rows' area (under the ruler and the allocation strip).
+  function rowY(view, r, marksH) { return RULER + (marksH || 0) + 14 + r * ROWH - view.y; }
+  // Where the rows go in a w x h view, before scrolling by view.y: base[r] is row r's line,
+  // NaN for a row left out. With view.compact, only the rows with a task overlapping the
+  // time range in view are kept (active, ascending), and they are squeezed (down to MINROWH
+  // px each) until all of them fit in the height, as mirage-trace-viewer keeps every thread
+  // on screen: zoomed into a busy stretch, its rows are not left below the visible ones.
+  // contentH: the height of the rows (what scrolling covers). Cached for the last time range
+  // and height (scrolling and redrawing reuse it); O(rows log n) to compute.
+  const MINROWH = 3;
+  function rowMap(ix, view, w, h) {
+    if (!(w > 0)) w = 800;
+    if (!(h > 0)) h = 560;
+    const vs = view.start, ve = view.start + w / view.scale, compact = !!view.compact;
+    const c = ix.rowMapCache;
+    if (c && c.vs === vs && c.ve === ve && c.h === h && c.compact === compact && c.marksH === ix.marksH) return c;
+    const rows = ix.rows, base = new Float64Array(rows), top = RULER + ix.marksH;
+    let rowh = ROWH, pad = 14, active = null;
+    if (compact) {
+      const list = [];
+      for (let r = 0; r < rows; r++) {
+        const b = ix.rowStart[r + 1], i = lowerBound(ix.end, vs, ix.rowStart[r], b);
+        if (i < b && ix.start[i] <= ve) list.push(r);
+      }
+      active = Int32Array.from(list);
+      const fitH = (h - top - 12) / Math.max(1, active.length);
+      if (fitH < ROWH) { rowh = Math.max(MINROWH, fitH); pad = 6 + rowh / 2; }
+      base.fill(NaN);
+      for (let k = 0; k < active.length; k++) base[active[k]] = top + pad + k * rowh;
+    } else for (let r = 0; r < rows; r++) base[r] = top + pad + r * ROWH;
+    const n = active ? active.length : rows;
+    return (ix.rowMapCache = { vs: vs, ve: ve, h: h, compact: compact, marksH: ix.marksH, base: base, rowh: rowh, pad: pad, active: active, top: top, contentH: pad + n * rowh });
+  }
+  // The y of row r's line in a view whose rows are laid out by rowMap m; a row left out is
+  // just above the rows' area (links and arrows to it point off-screen, upwards).
+  function mapY(m, view, r) { const b = m.base[r]; return b === b ? b - view.y : m.top - 6; }
+  // The row whose line is nearest to y (within half a row, 8 px at most); -1 for none.
+  function rowAt(m, view, y) {
+    const n = m.active ? m.active.length : m.base.length;
+    const k = Math.round((y + view.y - m.top - m.pad) / m.rowh);
+    if (k < 0 || k >= n) return -1;
+    const r = m.active ? m.active[k] : k;
+    return Math.abs(mapY(m, view, r) - y) <= Math.min(8, Math.max(1.5, m.rowh / 2)) ? r : -1;
+  }
+  // One drawing: the time range in view, the rows that may show (r0..r1), the top of the
+  // rows' area (under the ruler and the allocation strip) and the row height (rowh).
   function frame(ix, view, w, h) {
-    const top = RULER + ix.marksH;
+    const m = rowMap(ix, view, w, h), top = m.top;
+    let r0, r1;
+    const k0 = Math.max(0, Math.floor((view.y - m.pad) / m.rowh) - 1), k1 = Math.ceil((view.y + h - top) / m.rowh) + 1;
+    if (m.active) {
+      r0 = m.active.length ? m.active[Math.min(k0, m.active.length - 1)] : 0;
+      r1 = m.active.length ? m.active[Math.min(k1, m.active.length - 1)] : -1;
+    } else { r0 = k0; r1 = Math.min(ix.rows - 1, k1); }
     return {
       view: view, w: w, h: h, vs: view.start, ve: view.start + w / view.scale, scale: view.scale,
-      pxNs: 1 / view.scale, top: top,
-      r0: Math.max(0, Math.floor((view.y - 14) / ROWH) - 1),
-      r1: Math.min(ix.rows - 1, Math.ceil((view.y + h - top) / ROWH) + 1),
-      X: (t) => xOf(view, t), rowY: (r) => rowY(view, r),
+      pxNs: 1 / view.scale, top: top, r0: r0, r1: r1, rowh: m.rowh, shownRows: m.active ? m.active.length : ix.rows,
+      X: (t) => xOf(view, t), rowY: (r) => mapY(m, view, r),
     };
   }
   // Whether row r's line is close enough to the visible area to be drawn.
@@ -244,6 +292,35 @@
       return rel + '  ' + d.toISOString().slice(11, 23) + frac;
     }
     return rel;
+  }
+
+  // Which ruler labels to draw (texts widths[k] px wide, for grid.ticks[k]): each at 3 px
+  // right of its line, every k-th tick (by its multiple of the step, so the choice stays put
+  // while panning) with k the smallest power of two that keeps labels 12 px apart; none past
+  // the right edge. Returns tick index, x, width triples.
+  function rulerPlacements(f, grid, widths) {
+    const stepPx = grid.step * f.scale, out = [];
+    let wmax = 0;
+    for (const wd of widths) wmax = Math.max(wmax, wd);
+    let every = 1;
+    while (every * stepPx < wmax + 12 && every < 1 << 20) every *= 2;
+    for (let k = 0; k < grid.ticks.length; k++) {
+      const t = grid.ticks[k], x = f.X(t) + 3;
+      if (Math.round(t / grid.step) % every !== 0 || x + widths[k] > f.w - 2) continue;
+      out.push(k, x, widths[k]);
+    }
+    return out;
+  }
+  // Baselines for labels wanted at ys (gap px tall each) in [lo, hi]: in the same order, at
+  // least gap apart, each moved as little as the others allow (pushed down from the top, then
+  // up from the bottom when they run out of room).
+  function spreadLabels(ys, gap, lo, hi) {
+    const order = ys.map((y, k) => k).sort((a, b) => ys[a] - ys[b] || a - b), out = ys.slice();
+    let prev = -Infinity;
+    for (const k of order) { out[k] = Math.max(Math.min(Math.max(ys[k], lo), hi), prev + gap); prev = out[k]; }
+    let next = Infinity;
+    for (let q = order.length - 1; q >= 0; q--) { const k = order[q]; out[k] = Math.min(out[k], hi, next - gap); next = out[k]; }
+    return out;
   }
 
   // Tasks and activations of the visible rows, as rectangles: lineRuns (a task's 2-px line,
@@ -494,9 +571,9 @@
 
   // The task under the point (x, y) of a w x h canvas (CSS px): one whose row line is within
   // 8 px and whose span is within 16 px, the closest in time; -1 for none.
-  function hitTask(ix, view, x, y) {
-    const row = Math.round((y - RULER - 14 + view.y) / ROWH);
-    if (row < 0 || row >= ix.rows || Math.abs(rowY(view, row) - y) > 8) return -1;
+  function hitTask(ix, view, x, y, w, h) {
+    const m = rowMap(ix, view, w, h), row = rowAt(m, view, y);
+    if (row < 0) return -1;
     const start = ix.start, end = ix.end;
     const t = view.start + x / view.scale, tol = 16 / view.scale;
     const a = ix.rowStart[row], b = ix.rowStart[row + 1];
@@ -509,9 +586,9 @@
     return best;
   }
   // Where a pointer aims at task i: a little inside its start, on its row.
-  function taskPoint(ix, view, i) {
+  function taskPoint(ix, view, i, w, h) {
     const x0 = xOf(view, ix.start[i]);
-    return [x0 + Math.min(20, (xOf(view, ix.end[i]) - x0) / 2), rowY(view, ix.taskRow[i])];
+    return [x0 + Math.min(20, (xOf(view, ix.end[i]) - x0) / 2), mapY(rowMap(ix, view, w, h), view, ix.taskRow[i])];
   }
   // Task i and every task linked to it by `becomes`, both ways: a 0/1 flag per task, count.
   function becomesClosure(ix, i) {
@@ -547,8 +624,8 @@
     ARROW_KINDS: ARROW_KINDS, ARROW_BUDGET: ARROW_BUDGET,
     minMaxLevels: minMaxLevels, rangeMinMax: rangeMinMax, lowerBound: lowerBound, gallop: gallop,
     bandIndex: bandIndex, addRun: addRun, index: index, fit: fit, clampView: clampView, xOf: xOf,
-    rowY: rowY, frame: frame, bandColumns: bandColumns, bandStrip: bandStrip, gridLines: gridLines,
-    rulerLabel: rulerLabel, taskRows: taskRows, highlightBoxes: highlightBoxes, arrows: arrows,
+    rowY: rowY, rowMap: rowMap, rowAt: rowAt, MINROWH: MINROWH, frame: frame, bandColumns: bandColumns, bandStrip: bandStrip, gridLines: gridLines,
+    rulerLabel: rulerLabel, rulerPlacements: rulerPlacements, spreadLabels: spreadLabels, taskRows: taskRows, highlightBoxes: highlightBoxes, arrows: arrows,
     verticalsAsSegments: verticalsAsSegments, mergedVerticals: mergedVerticals,
     counterGeometry: counterGeometry, stepRects: stepRects, counterIsDense: counterIsDense,
     smoothColumns: smoothColumns, counterNameY: counterNameY, labelPlacements: labelPlacements,

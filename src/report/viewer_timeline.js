@@ -6,7 +6,7 @@
 // together.
 (function (cv) {
   'use strict';
-  const { $, on, el, humanBytes, grouped, humanNs, setupCanvas, showTip, hideTip, download, layout } = cv;
+  const { $, on, el, humanBytes, grouped, humanNs, signedNs, setupCanvas, showTip, hideTip, download, layout } = cv;
   const TYPES = ['wait', 'task', 'bind', 'try', 'choose', 'pick', 'join', 'map', 'condition', 'on_success', 'on_failure', 'on_termination', 'on_any', 'ignore_result', 'async', 'promise', 'semaphore', 'switch'];
   const F_FAILED = layout.F_FAILED, F_NEVER = layout.F_NEVER;
   // Arrow kinds: try_read, read, failed read, resolve, signal.
@@ -146,6 +146,7 @@
         for (let i = 0; i < pts.length; i += 6) { g.moveTo(pts[i], pts[i + 1]); g.lineTo(pts[i + 2], pts[i + 3]); g.lineTo(pts[i + 4], pts[i + 5]); }
         g.fill();
       },
+      measure(s) { return g.measureText(s).width; },
       text(color, s, x, y, align, maxw) {
         g.fillStyle = color; g.textAlign = align || 'left';
         if (maxw !== undefined) {
@@ -194,6 +195,7 @@
         for (let i = 0; i < pts.length; i += 6) d += 'M' + pts[i].toFixed(1) + ' ' + pts[i + 1].toFixed(1) + 'L' + pts[i + 2].toFixed(1) + ' ' + pts[i + 3].toFixed(1) + 'L' + pts[i + 4].toFixed(1) + ' ' + pts[i + 5].toFixed(1) + 'Z';
         add('path', { d: d, fill: color });
       },
+      measure(s) { return 7 * s.length; }, // 12 px sans-serif: at most about 7 px a character
       text(color, s, x, y, align, maxw) {
         const attrs = { x: x, y: y, fill: color, 'font-size': 12, 'font-family': 'sans-serif', 'text-anchor': align === 'right' ? 'end' : align === 'center' ? 'middle' : 'start' };
         if (maxw !== undefined) {
@@ -217,13 +219,23 @@
     if (T.mem) for (let i = 0; i < T.mem.task.length; i++) memBy.set(T.mem.task[i], T.mem.samples[i]);
     const canvas = $('timeline');
     const st = (cv.api.tasks = {
-      view: { start: ix.t0, scale: 1, y: 0 }, // scale: px per ns; y: px scrolled down
+      // scale: px per ns; y: px scrolled down; compact: only the rows active in view, all on
+      // screen (layout.rowMap)
+      view: { start: ix.t0, scale: 1, y: 0, compact: true },
       highlight: null, matches: 0, counters: ix.counters.length > 0, drawn: {}, frameMs: [],
     });
     function labelOf(i) { const k = labelStart[i]; return k < labelStart[i + 1] ? T.strings[L.s[k]] : null; }
     function nameOf(i) { const l = labelOf(i); return l !== null ? l : String(ids[i]); }
     let W_ = 800, H_ = 560;
-    const fit = () => layout.fit(ix, st.view, W_);
+    // Fit leaves room on the right for the counters' names (drawn over the right edge), so
+    // they do not cover the trace's last events.
+    let nameW = 0;
+    {
+      const g = canvas.getContext('2d');
+      g.font = '12px sans-serif';
+      for (const c of ix.counters) nameW = Math.max(nameW, g.measureText(c.name).width);
+    }
+    const fit = () => { st.view.marginR = st.counters && nameW ? nameW + 12 : 0; layout.fit(ix, st.view, W_); };
     const clampView = () => layout.clampView(ix, st.view, W_, H_);
 
     // One frame into a painter, from the geometry of viewer_layout.js. Returns counts of what
@@ -244,7 +256,13 @@
       // Grid and ruler with absolute times.
       const grid = layout.gridLines(f), startUs = cv.data.mem && cv.data.mem.start_us;
       P.rect('rgb(248,248,248)', 0, 0, w, RULER);
-      for (const t of grid.ticks) P.text('rgb(60,60,60)', layout.rulerLabel(t, grid.step, startUs), X(t) + 3, 17, 'left');
+      const rl = grid.ticks.map((t) => layout.rulerLabel(t, grid.step, startUs));
+      const rulerBoxes = layout.rulerPlacements(f, grid, rl.map((s) => P.measure(s)));
+      drawn.rulerLabels = [];
+      for (let q = 0; q < rulerBoxes.length; q += 3) {
+        P.text('rgb(60,60,60)', rl[rulerBoxes[q]], rulerBoxes[q + 1], 17, 'left');
+        drawn.rulerLabels.push([rulerBoxes[q + 1], rulerBoxes[q + 1] + rulerBoxes[q + 2]]);
+      }
       P.rects('rgb(190,190,190)', grid.grid);
       P.rect('rgb(150,150,150)', 0, RULER - 1, w, 1);
       // Visible rows; highlights behind the lines.
@@ -307,13 +325,23 @@
           if (lastY !== null) names.push(dense ? 'rgb(40,40,40)' : colors[ci % 4], c.name, layout.counterNameY(f, plotTop, lastY, ci));
         });
       }
-      const labels = layout.labelPlacements(ix, f, rows.labelJobs, 4000);
+      // Squeezed rows (layout.rowMap) are too close together for their labels.
+      const labels = layout.labelPlacements(ix, f, f.rowh >= 12 ? rows.labelJobs : [], 4000);
       for (let q = 0; q < labels.length; q += 5) {
         const i = labels[q];
         P.text(st.highlight && st.highlight[i] ? 'rgb(0,0,0)' : 'rgb(20,20,20)', T.strings[labels[q + 1]], labels[q + 2], labels[q + 3], 'left', labels[q + 4]);
       }
       drawn.labels = labels.length / 5;
-      for (let q = 0; q < names.length; q += 3) P.text(names[q], names[q + 1], w - 6, names[q + 2], 'right');
+      // Counter names at the right edge, moved apart where they would overlap.
+      const nameYs = [];
+      for (let q = 0; q < names.length; q += 3) nameYs.push(names[q + 2]);
+      const spread = layout.spreadLabels(nameYs, 14, f.top + 12, h - 4);
+      drawn.counterNames = [];
+      for (let q = 0; q < names.length; q += 3) {
+        const y = spread[q / 3], nw = P.measure(names[q + 1]);
+        P.text(names[q], names[q + 1], w - 6, y, 'right');
+        drawn.counterNames.push([w - 6 - nw, y - 11, w - 6, y + 3]);
+      }
       // Allocation marks (both traces): samples per pixel column in a strip under the ruler.
       if (ix.marks) {
         P.rect('rgb(244,244,250)', 0, RULER, w, MARKS);
@@ -347,13 +375,14 @@
     function request() { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; draw(); }); } }
     function status() {
       const v = st.view, span = W_ / v.scale;
-      let s = n + ' tasks in ' + T.rows + ' rows, ' + ix.nw + ' interactions · view +' + humanNs(v.start) + ' … +' + humanNs(v.start + span) + ' (' + humanNs(span) + ') · drawn: ' + st.drawn.tasks + ' tasks, ' + st.drawn.arrows + ' arrows';
+      let s = n + ' tasks in ' + T.rows + ' rows, ' + ix.nw + ' interactions · view ' + signedNs(v.start) + ' … ' + signedNs(v.start + span) + ' (' + humanNs(span) + ') · drawn: ' + st.drawn.tasks + ' tasks, ' + st.drawn.arrows + ' arrows';
       if (st.query) s += ' · "' + st.query + '": ' + st.matches + ' matching tasks';
       if (st.drawn.arrowStride > 1) s += ' · 1 in ' + st.drawn.arrowStride + ' interactions drawn at this zoom';
       if (T.arrows_total > ix.nw || T.acts_total > ix.na) s += ' · level of detail: the report keeps ' + ix.nw + ' of ' + T.arrows_total + ' interactions and ' + ix.na + ' of ' + T.acts_total + ' running periods (evenly spaced)';
       $('tl-status').textContent = s;
     }
     function zoomAt(factor, px) {
+      hideTip();
       const tAt = st.view.start + px / st.view.scale;
       st.view.scale *= factor;
       clampView();
@@ -364,6 +393,7 @@
     on(canvas, 'wheel', (ev) => {
       ev.preventDefault();
       const r = canvas.getBoundingClientRect();
+      hideTip(); // what it describes moves away under the pointer
       if (ev.shiftKey) { st.view.y += ev.deltaY; clampView(); request(); return; }
       zoomAt(ev.deltaY < 0 ? 1.2 : 1 / 1.2, ev.clientX - r.left);
     }, { passive: false });
@@ -383,7 +413,7 @@
       }
       const i = hit(ev);
       if (i < 0) { hideTip(); return; }
-      let text = (labelOf(i) !== null ? nameOf(i) + '\n' : '') + 'task ' + ids[i] + ' (' + (TYPES[T.type[i]] || 'unknown') + ')\n+' + humanNs(start[i]) + ' … +' + humanNs(end[i]) + ', ' + humanNs(end[i] - start[i]);
+      let text = (labelOf(i) !== null ? nameOf(i) + '\n' : '') + 'task ' + ids[i] + ' (' + (TYPES[T.type[i]] || 'unknown') + ')\n' + signedNs(start[i]) + ' … ' + signedNs(end[i]) + ', ' + humanNs(end[i] - start[i]);
       if (T.flags[i] & F_NEVER) text += '\nshould-resolve task never resolved';
       else if (T.flags[i] & F_FAILED) text += '\nfailed';
       if (memBy.has(i)) text += '\nallocated while running: ' + humanBytes(memBy.get(i) * T.mem.bytes_per_sample);
@@ -396,7 +426,7 @@
     // The task under the pointer (within 16 px of its line).
     function hit(ev) {
       const r = canvas.getBoundingClientRect();
-      return layout.hitTask(ix, st.view, ev.clientX - r.left, ev.clientY - r.top);
+      return layout.hitTask(ix, st.view, ev.clientX - r.left, ev.clientY - r.top, W_, H_);
     }
     // Double-click: the task and everything linked to it by `becomes`, both ways.
     on(canvas, 'dblclick', (ev) => {
@@ -433,6 +463,8 @@
     on($('tl-search'), 'keydown', (ev) => { if (ev.key === 'Enter' || ev.key === 'Escape') { if (ev.key === 'Escape') { ev.target.value = ''; search(''); } ev.target.blur(); canvas.focus(); } });
     $('tl-counters').checked = st.counters;
     on($('tl-counters'), 'change', (ev) => { st.counters = ev.target.checked; request(); });
+    $('tl-compact').checked = st.view.compact;
+    on($('tl-compact'), 'change', (ev) => { st.view.compact = ev.target.checked; st.view.y = 0; request(); });
     // Zoom buttons repeat while held (after 500 ms, every 50 ms), as in the original viewer.
     function repeatButton(id, fn) {
       let timer = null;
@@ -501,7 +533,7 @@
     st.zoom = (f, px) => { zoomAt(f, px === undefined ? W_ / 2 : px); draw(); };
     st.pan = (dx, dy) => { st.view.start -= dx / st.view.scale; st.view.y -= dy || 0; clampView(); draw(); };
     st.toSvg = toSvg;
-    st.taskXY = (i) => layout.taskPoint(ix, st.view, i);
+    st.taskXY = (i) => layout.taskPoint(ix, st.view, i, W_, H_);
     st.findTask = (id) => { for (let i = 0; i < n; i++) if (ids[i] === id) return i; return -1; };
     st.nameOf = nameOf;
     cv.redrawers.tasks = () => { sized = null; if (!st.fitted) { const c = setupCanvas(canvas); W_ = c.w; H_ = c.h; fit(); st.fitted = true; } draw(); };

@@ -288,5 +288,70 @@ test('ruler labels: relative time and, with a start time, the wall clock', () =>
   assert.deepStrictEqual([g.step, g.ticks], [100, [0, 100, 200, 300, 400]]);
 });
 
+test('row 0 lies under the allocation strip, and is drawn and hit there', () => {
+  // A memory trace next to the tasks adds the marks strip under the ruler: the rows start
+  // under it, so row 0 is not hidden behind it.
+  const ix = layout.index(doc([[0, 0, 100], [1, 0, 100]], { marks: { t: [10], s: [1] } }));
+  const v = view(0, 1), f = layout.frame(ix, v, 400, 300);
+  assert.strictEqual(f.rowY(0), layout.RULER + layout.MARKS + 14);
+  const r = layout.taskRows(ix, f);
+  assert.deepStrictEqual([r.rows, r.tasks], [2, 2], 'both rows and tasks are drawn');
+  assert.strictEqual(layout.hitTask(ix, v, 50, f.rowY(0), 400, 300), 0, 'row 0 is under the pointer at its line');
+});
+
+test('compact rows: only the rows active in view, squeezed until all fit', () => {
+  // 300 rows, each with one task; rows 100..199 run in [1000, 2000), the others in [0, 500).
+  const tasks = [];
+  for (let r = 0; r < 300; r++) tasks.push(r >= 100 && r < 200 ? [r, 1000, 1000] : [r, 0, 500]);
+  const ix = layout.index(doc(tasks));
+  const v = Object.assign(view(1000, 0.4), { compact: true }); // [1000, 2000) in 400 px
+  const f = layout.frame(ix, v, 400, 600);
+  const r = layout.taskRows(ix, f);
+  assert.deepStrictEqual([r.rows, r.tasks], [100, 100], 'the 100 active rows are drawn, the others not');
+  const y100 = f.rowY(100), y199 = f.rowY(199);
+  assert.ok(y100 >= f.top && y199 <= 600 && y199 > y100, `the active rows are on screen: ${y100}..${y199}`);
+  assert.ok(f.rowh >= layout.MINROWH && f.rowh < layout.ROWH, 'squeezed rows: ' + f.rowh);
+  assert.ok(f.rowY(0) < f.top - 4, 'an inactive row is not shown');
+  assert.strictEqual(layout.hitTask(ix, v, 50, f.rowY(150), 400, 600), 150, 'a squeezed row is hit at its line');
+  const [x, y] = layout.taskPoint(ix, v, 160, 400, 600);
+  assert.strictEqual(layout.hitTask(ix, v, x, y, 400, 600), 160, 'taskPoint aims at the task in a compacted view');
+  // Without compaction, rows 100..199 are far below a 600-px view (the defect: "drawn: 1 tasks").
+  const g = layout.frame(ix, view(1000, 0.4), 400, 600);
+  assert.strictEqual(layout.taskRows(ix, g).tasks, 0, 'uncompacted, none of the active rows is on screen');
+  // Few active rows keep their full height; scrolling is bounded by them.
+  const v2 = Object.assign(view(0, 0.8), { compact: true, y: 1e6 }); // [0, 500): 200 rows
+  layout.clampView(ix, v2, 400, 600);
+  const f2 = layout.frame(ix, v2, 400, 600);
+  assert.ok(f2.rowh === layout.MINROWH, '200 rows in 600 px: ' + f2.rowh);
+  assert.ok(f2.rowY(299) <= 600 + layout.ROWH, 'the last active row can be scrolled to: ' + f2.rowY(299));
+});
+
+test('ruler labels never overlap and stay inside the canvas', () => {
+  const ix = layout.index(doc([[0, 0, 1e6]]));
+  const f = layout.frame(ix, view(0, 1), 1000, 200); // 1 px per ns: 100-ns grid
+  const g = layout.gridLines(f);
+  const widths = g.ticks.map((t) => 7 * layout.rulerLabel(t, g.step, 1.6e15).length); // 'x s  hh:mm:ss.mmmuuu'
+  const p = layout.rulerPlacements(f, g, widths);
+  assert.ok(p.length >= 6, 'some labels are drawn: ' + p.length / 3);
+  for (let q = 0; q < p.length; q += 3) {
+    assert.ok(p[q + 1] >= 0 && p[q + 1] + p[q + 2] <= 1000, 'label ' + p[q] + ' is outside the canvas');
+    if (q) assert.ok(p[q + 1] >= p[q - 2] + p[q - 1] + 12, 'labels ' + p[q - 3] + ' and ' + p[q] + ' overlap');
+  }
+});
+
+test('spreadLabels moves overlapping labels apart, in order, inside the bounds', () => {
+  assert.deepStrictEqual(layout.spreadLabels([50, 52, 51, 200], 14, 20, 300), [50, 78, 64, 200]);
+  assert.deepStrictEqual(layout.spreadLabels([295, 299], 14, 20, 300), [286, 300]);
+  assert.deepStrictEqual(layout.spreadLabels([5], 14, 20, 300), [20]);
+});
+
+test('fit leaves view.marginR px free on the right', () => {
+  const ix = layout.index(doc([[0, 0, 1000]]));
+  const v = Object.assign(view(0, 1), { marginR: 100 });
+  layout.fit(ix, v, 1140);
+  layout.clampView(ix, v, 1140, 400);
+  assert.ok(layout.xOf(v, 1000) <= 1140 - 100, 'the trace ends at ' + layout.xOf(v, 1000));
+});
+
 console.log(passes + ' passed, ' + failures + ' failed');
 process.exit(failures ? 1 : 0);
