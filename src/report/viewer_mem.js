@@ -37,7 +37,7 @@
       ['Peak live', m.text.peak + ' at +' + (m.peak_time_us / 1e6).toFixed(3) + ' s'],
       ['Live at end', m.text.live_end],
       ['Duration', m.duration_s.toFixed(6) + ' s'],
-      native ? ['Events', 'allocations ' + grouped(m.events.alloc_major + m.events.alloc_ext) + ', frees ' + grouped(m.events.collect) + ' (one heap: no minor heap, no promotion)']
+      native ? ['Events', 'allocations ' + grouped(m.events.alloc_major + m.events.alloc_ext) + ', frees ' + grouped(m.events.collect) + ' (a program with one heap)']
         : ['Events', 'alloc ' + grouped(m.events.alloc) + ', alloc_major ' + grouped(m.events.alloc_major) + ', alloc_ext ' + grouped(m.events.alloc_ext) + ', promote ' + grouped(m.events.promote) + ', collect ' + grouped(m.events.collect)],
       ['Reader', m.result],
     ];
