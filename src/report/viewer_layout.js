@@ -344,7 +344,7 @@
         addRun(failed ? out.failRuns : out.lineRuns, x0, x1, y - 1, 2);
         out.tasks++;
         if (x1 - x0 >= 2) {
-          const p = T.parent[i];
+          const p = (ix.shownParent || T.parent)[i];
           if (p >= 0) { const py = f.rowY(ix.taskRow[p]); if (py !== y) out.links.push(x0 - 0.5, Math.min(py, y), 1, Math.abs(py - y)); }
           const bcm = ix.becomes[i];
           if (bcm >= 0) { const by = f.rowY(ix.taskRow[bcm]); if (by !== y) out.links.push(x1 - 0.5, Math.min(by, y), 1, Math.abs(by - y)); }
@@ -411,15 +411,16 @@
   function arrows(ix, f) {
     const X = f.X, w = f.w, h = f.h, nw = ix.nw, arT0 = ix.arT0, arT1 = ix.arT1, kind = ix.W.kind;
     const fade = 6000 / f.scale;
-    const out = { byKind: [], headsByKind: [], vLines: [], vHeads: [], nVert: 0, stride: 1, count: 0 };
+    const out = { byKind: [], headsByKind: [], vLines: [], vHeads: [], nVert: 0, stride: 1, count: 0, merged: 0 };
     for (let kd = 0; kd < ARROW_KINDS; kd++) { out.byKind.push([]); out.headsByKind.push([]); out.vLines.push([]); out.vHeads.push([]); }
     const aFirst = lowerBound(ix.arMin, f.vs - fade, 0, nw), aLast = lowerBound(ix.arMin, f.ve + f.pxNs, aFirst, nw);
     let stride = 1;
     while ((aLast - aFirst) / stride > ARROW_BUDGET) stride *= 2;
     out.stride = stride;
     const yTop = f.top - 10, yBot = h + 10;
-    const seen = new Set();
+    const seen = new Set(), merged = f.view.mergeReads ? tryReadsRead(ix) : null;
     for (let ai = Math.ceil(aFirst / stride) * stride; ai < aLast; ai += stride) {
+      if (merged && merged[ai]) { out.merged++; continue; }
       const xa0 = X(arT0[ai]), xb0 = X(arT1[ai]);
       if (Math.abs(xb0 - xa0) > 5940) continue; // faded out
       if (Math.max(xa0, xb0) < 0 || Math.min(xa0, xb0) > w) continue;
@@ -619,6 +620,70 @@
     return { set: set, count: count };
   }
 
+  // Arrow kinds (report_tasks.c, the model's CTS_LINK_*): a try_read's src waits for its dst;
+  // a read's dst reads its src's result at t0 + dt.
+  const K_TRY_READ = 0, K_READ = 1, K_FAILED_READ = 2;
+  // Who acts in arrow a (the reader of a read, else src) and when.
+  function actorOf(ix, a) { const k = ix.W.kind[a]; return k === K_READ || k === K_FAILED_READ ? ix.W.dst[a] : ix.W.src[a]; }
+  function actTime(ix, a) { const k = ix.W.kind[a]; return k === K_READ || k === K_FAILED_READ ? ix.arT1[a] : ix.arT0[a]; }
+  // The try_read arrows followed by a read of the same task by the same reader, with no other
+  // interaction of the reader between: mirage-trace-viewer shows only the read (the wait
+  // is over when it reads). A 0/1 flag per arrow, computed once.
+  function tryReadsRead(ix) {
+    if (ix.tryReadHidden) return ix.tryReadHidden;
+    const nw = ix.nw, order = new Int32Array(nw), who = new Int32Array(nw), when = new Float64Array(nw);
+    for (let a = 0; a < nw; a++) { order[a] = a; who[a] = actorOf(ix, a); when[a] = actTime(ix, a); }
+    order.sort((a, b) => who[a] - who[b] || when[a] - when[b] || a - b);
+    const hidden = new Uint8Array(nw), kind = ix.W.kind;
+    for (let q = 0; q + 1 < nw; q++) {
+      const a = order[q], b = order[q + 1];
+      if (kind[a] === K_TRY_READ && (kind[b] === K_READ || kind[b] === K_FAILED_READ) && who[b] === ix.W.src[a] && ix.W.src[b] === ix.W.dst[a]) hidden[a] = 1;
+    }
+    return (ix.tryReadHidden = hidden);
+  }
+  // Bind simplification, as mirage-trace-viewer does it: a bind-like task (bind, try, map,
+  // on_failure, on_termination, ignore_result) that is not what its parent becomes and whose
+  // first act is to read another task's result (before any label on it, and before anyone
+  // waited on it with a try_read) only matters from that read on: it starts at its wake-up
+  // time and its creation link is not drawn. Chains of binds then show as the work they
+  // wait for, not as lines back to where they were set up. Returns { start, parent, count }:
+  // the start of every task and the parent to link it to (-1: none) with the binds
+  // simplified, and how many were; computed once.
+  const BIND_LIKE = new Set([2, 3, 7, 10, 11, 13]); // indexes of the viewer's TYPES
+  function simplifiedBinds(ix) {
+    if (ix.binds) return ix.binds;
+    const T = ix.T, n = ix.n, nw = ix.nw, kind = ix.W.kind;
+    const firstAct = new Float64Array(n).fill(Infinity), firstKind = new Int8Array(n).fill(-1);
+    const firstChecked = new Float64Array(n).fill(Infinity);
+    for (let a = 0; a < nw; a++) {
+      const who = actorOf(ix, a), t = actTime(ix, a);
+      if (t < firstAct[who]) { firstAct[who] = t; firstKind[who] = kind[a]; }
+      if (kind[a] === K_TRY_READ && t < firstChecked[ix.W.dst[a]]) firstChecked[ix.W.dst[a]] = t;
+    }
+    const start = Float64Array.from(ix.start), parent = Int32Array.from(T.parent);
+    let count = 0;
+    for (let i = 0; i < n; i++) {
+      const p = T.parent[i], wake = firstAct[i];
+      if (!BIND_LIKE.has(T.type[i]) || firstKind[i] !== K_READ || !(wake < firstChecked[i])) continue;
+      if (p >= 0 && ix.becomes[p] === i) continue;
+      if (ix.labelStart[i] < ix.labelStart[i + 1] && ix.L.t[ix.labelStart[i]] < wake) continue;
+      start[i] = Math.min(Math.max(start[i], wake), ix.end[i]);
+      parent[i] = -1;
+      count++;
+    }
+    return (ix.binds = { start: start, parent: parent, count: count });
+  }
+  // Switches the index between the trace's tasks and the simplified ones (in place): the
+  // frames then draw and hit the tasks where simplifiedBinds puts them.
+  function setSimplified(ix, on) {
+    if (!ix.startTrace) ix.startTrace = ix.start;
+    const b = on ? simplifiedBinds(ix) : null;
+    ix.start = b ? b.start : ix.startTrace;
+    ix.shownParent = b ? b.parent : null;
+    ix.rowMapCache = null;
+    return b ? b.count : 0;
+  }
+
   const layout = {
     RULER: RULER, ROWH: ROWH, MARKS: MARKS, F_RESOLVED: F_RESOLVED, F_FAILED: F_FAILED, F_NEVER: F_NEVER,
     ARROW_KINDS: ARROW_KINDS, ARROW_BUDGET: ARROW_BUDGET,
@@ -630,7 +695,8 @@
     counterGeometry: counterGeometry, stepRects: stepRects, counterIsDense: counterIsDense,
     smoothColumns: smoothColumns, counterNameY: counterNameY, labelPlacements: labelPlacements,
     markBars: markBars, hitTask: hitTask, taskPoint: taskPoint, becomesClosure: becomesClosure,
-    searchLabels: searchLabels,
+    searchLabels: searchLabels, tryReadsRead: tryReadsRead, simplifiedBinds: simplifiedBinds,
+    setSimplified: setSimplified,
   };
   if (typeof module === 'object' && module.exports) module.exports = layout; // node (tests)
   else window.ctsViewer.layout = layout;

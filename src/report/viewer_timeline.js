@@ -11,6 +11,7 @@
   const F_FAILED = layout.F_FAILED, F_NEVER = layout.F_NEVER;
   // Arrow kinds: try_read, read, failed read, resolve, signal.
   const ARROW_COLORS = ['rgb(204,204,102)', 'rgb(0,0,255)', 'rgb(255,0,0)', 'rgb(0,128,0)', 'rgb(255,153,0)'];
+  const COUNTER_COLORS = ['rgb(255,102,102)', 'rgb(255,170,0)', 'rgb(0,153,153)', 'rgb(153,51,204)'];
 
   // Painters: the timeline is drawn into batches, flushed to a canvas or to SVG elements.
   let stripCanvas = null, layerCanvas = null, layerImg = null, layer32 = null;
@@ -221,9 +222,13 @@
     const st = (cv.api.tasks = {
       // scale: px per ns; y: px scrolled down; compact: only the rows active in view, all on
       // screen (layout.rowMap)
-      view: { start: ix.t0, scale: 1, y: 0, compact: true },
+      // mergeReads: a try_read followed by its read shows as the read (layout.tryReadsRead)
+      view: { start: ix.t0, scale: 1, y: 0, compact: true, mergeReads: true },
       highlight: null, matches: 0, counters: ix.counters.length > 0, drawn: {}, frameMs: [],
+      current: -1, // the search match last gone to (next/previous)
     });
+    // Bind simplification (layout.simplifiedBinds), on by default as in mirage-trace-viewer.
+    st.bindsSimplified = layout.setSimplified(ix, true);
     function labelOf(i) { const k = labelStart[i]; return k < labelStart[i + 1] ? T.strings[L.s[k]] : null; }
     function nameOf(i) { const l = labelOf(i); return l !== null ? l : String(ids[i]); }
     let W_ = 800, H_ = 560;
@@ -268,6 +273,11 @@
       // Visible rows; highlights behind the lines.
       const rows = layout.taskRows(ix, f);
       drawn.rows = rows.rows; drawn.tasks = rows.tasks; drawn.acts = rows.acts;
+      drawn.links = rows.links.length / 4;
+      if (st.current >= 0 && st.hlList) { // the match gone to: a wider orange box
+        const i = st.current, y = f.rowY(ix.taskRow[i]), x0 = X(ix.start[i]), x1 = Math.max(X(end[i]), x0 + 2);
+        if (y >= f.top - 4 && y <= h + 4) P.rects('rgb(255,140,0)', [x0 - 6, y - 6, x1 - x0 + 12, 12]);
+      }
       if (st.hlList) {
         const hl = layout.highlightBoxes(ix, f, st.hlList);
         drawn.highlighted = hl.count;
@@ -282,6 +292,7 @@
       const ar = layout.arrows(ix, f);
       drawn.arrowStride = ar.stride;
       drawn.arrows = ar.count;
+      drawn.mergedReads = ar.merged;
       // Many vertical arrows (a busy stretch zoomed out): a 1-px column each and a head of
       // rows 1, 1, 3, 3, 5, 5 px wide, written as pixels into an image layer (see layer()),
       // composited over the other arrows: cheaper than thousands of anti-aliased lines and
@@ -303,9 +314,10 @@
       // Counters as step lines, each on its own scale (names drawn after the labels).
       const names = [];
       if (st.counters) {
-        const colors = ['rgb(255,102,102)', 'rgb(255,170,0)', 'rgb(0,153,153)', 'rgb(153,51,204)'];
+        const colors = COUNTER_COLORS;
         const plotTop = f.top + 10, plotH = h - plotTop - 10;
         ix.counters.forEach((c, ci) => {
+          if (c.hidden) return; // unticked in the counter list
           const { geo, lastY } = layout.counterGeometry(c, ix.scales[c.group], f, plotTop, plotH);
           // The dark outline keeps a sparse line readable over the tasks; zoomed out, where
           // most columns have samples, the counter is a solid band and goes without it (it
@@ -449,6 +461,8 @@
         st.hlList = list;
       }
       st.matches = matches || 0;
+      st.current = -1;
+      st.matchList = null;
       request();
     }
     // Search: case-insensitive substring of any label; highlights as you type.
@@ -459,10 +473,55 @@
       const { set, count } = layout.searchLabels(ix, q);
       setHighlight(set, count);
     }
+    // Next/previous match in time order: the view pans to it (same zoom, the match a third
+    // in from the left) and scrolls its row into view.
+    function gotoMatch(dir) {
+      if (!st.hlList || !st.query || !st.hlList.length) return;
+      if (!st.matchList) st.matchList = Int32Array.from(st.hlList).sort((a, b) => ix.start[a] - ix.start[b] || a - b);
+      const list = st.matchList, k = st.current < 0 ? (dir > 0 ? 0 : list.length - 1) : (list.indexOf(st.current) + dir + list.length) % list.length;
+      const i = list[k];
+      st.current = i;
+      hideTip();
+      st.view.start = ix.start[i] - W_ / st.view.scale / 3;
+      clampView();
+      const top = layout.RULER + ix.marksH, y = layout.taskPoint(ix, st.view, i, W_, H_)[1];
+      if (y < top + 8 || y > H_ - 8) { st.view.y += y - (top + H_) / 2; clampView(); }
+      request();
+    }
+    on($('tl-next'), 'click', () => gotoMatch(1));
+    on($('tl-prev'), 'click', () => gotoMatch(-1));
     on($('tl-search'), 'input', (ev) => search(ev.target.value));
-    on($('tl-search'), 'keydown', (ev) => { if (ev.key === 'Enter' || ev.key === 'Escape') { if (ev.key === 'Escape') { ev.target.value = ''; search(''); } ev.target.blur(); canvas.focus(); } });
+    on($('tl-search'), 'keydown', (ev) => {
+      if (ev.key === 'Enter') gotoMatch(ev.shiftKey ? -1 : 1);
+      if (ev.key === 'Enter' || ev.key === 'Escape') { if (ev.key === 'Escape') { ev.target.value = ''; search(''); } ev.target.blur(); canvas.focus(); }
+    });
     $('tl-counters').checked = st.counters;
     on($('tl-counters'), 'change', (ev) => { st.counters = ev.target.checked; request(); });
+    $('tl-binds').checked = st.bindsSimplified >= 0;
+    on($('tl-binds'), 'change', (ev) => { st.bindsSimplified = layout.setSimplified(ix, ev.target.checked); request(); });
+    $('tl-merge').checked = st.view.mergeReads;
+    on($('tl-merge'), 'change', (ev) => { st.view.mergeReads = ev.target.checked; request(); });
+    // The arrows' colours, and one toggle per counter (in its colour).
+    const legend = $('tl-legend');
+    legend.textContent = '';
+    ['try_read: waits for', 'read: reads the result of', 'failed read', 'resolve', 'signal'].forEach((name, kd) => {
+      const item = el('span', null, 'key'), sw = el('span', null, 'swatch');
+      sw.style.background = ARROW_COLORS[kd];
+      item.appendChild(sw); item.appendChild(document.createTextNode(name));
+      item.dataset.kind = kd;
+      legend.appendChild(item);
+    });
+    const clist = $('tl-counter-list');
+    clist.textContent = '';
+    ix.counters.forEach((c, ci) => {
+      const lab = el('label'), box = el('input');
+      box.type = 'checkbox'; box.checked = true; box.dataset.counter = c.name;
+      const name = el('span', c.name);
+      name.style.color = COUNTER_COLORS[ci % 4];
+      lab.appendChild(box); lab.appendChild(name);
+      on(box, 'change', () => { c.hidden = !box.checked; request(); });
+      clist.appendChild(lab);
+    });
     $('tl-compact').checked = st.view.compact;
     on($('tl-compact'), 'change', (ev) => { st.view.compact = ev.target.checked; st.view.y = 0; request(); });
     // Zoom buttons repeat while held (after 500 ms, every 50 ms), as in the original viewer.
@@ -483,6 +542,7 @@
       if (ev.key === 'Escape') { $('tl-search').value = ''; search(''); if (inInput) ev.target.blur(); return; }
       if (inInput) return;
       if (ev.key === '/') { ev.preventDefault(); $('tl-search').focus(); }
+      else if (ev.key === 'n' || ev.key === 'N') gotoMatch(ev.key === 'N' ? -1 : 1);
       else if (ev.key === ' ') { ev.preventDefault(); st.counters = !st.counters; $('tl-counters').checked = st.counters; request(); }
       else if (ev.key === '+' || ev.key === '=') zoomAt(1.2, W_ / 2);
       else if (ev.key === '-') zoomAt(1 / 1.2, W_ / 2);
@@ -530,6 +590,8 @@
     st.draw = draw;
     st.fit = () => { fit(); draw(); };
     st.search = (q) => { $('tl-search').value = q; search(q); draw(); };
+    st.next = () => { gotoMatch(1); draw(); return st.current; };
+    st.prev = () => { gotoMatch(-1); draw(); return st.current; };
     st.zoom = (f, px) => { zoomAt(f, px === undefined ? W_ / 2 : px); draw(); };
     st.pan = (dx, dy) => { st.view.start -= dx / st.view.scale; st.view.y -= dy || 0; clampView(); draw(); };
     st.toSvg = toSvg;

@@ -353,5 +353,39 @@ test('fit leaves view.marginR px free on the right', () => {
   assert.ok(layout.xOf(v, 1000) <= 1140 - 100, 'the trace ends at ' + layout.xOf(v, 1000));
 });
 
+test('a try_read followed by the read of the same task is merged into the read', () => {
+  // Task 1 try_reads task 0 at 10 and reads it at 30 (merged); task 2 try_reads 0 at 12, then
+  // signals task 1 at 20 before reading 0 at 40 (kept: something happened in between).
+  const T = doc([[0, 0, 25], [1, 0, 50], [2, 0, 50]], {
+    arrows: { kind: [0, 0, 4, 1, 1], t0: [10, 12, 20, 25, 25], dt: [0, 0, 0, 5, 15], src: [1, 2, 2, 0, 0], dst: [0, 0, 1, 1, 2] },
+  });
+  const ix = layout.index(T);
+  assert.deepStrictEqual(Array.from(layout.tryReadsRead(ix)), [1, 0, 0, 0, 0]);
+  const v = Object.assign(view(0, 10), { mergeReads: true });
+  const on = layout.arrows(ix, layout.frame(ix, v, 600, 300));
+  const off = layout.arrows(ix, layout.frame(ix, view(0, 10), 600, 300));
+  assert.deepStrictEqual([on.count, on.merged, off.count, off.merged], [4, 1, 5, 0]);
+});
+
+test('bind simplification: a bind that first reads starts when it wakes, without its creation link', () => {
+  // Task 0 (main) creates binds 1 and 2 at 0 and 5. Bind 1 reads task 3 at 40 (simplified);
+  // bind 2 is try_read by main first (kept); task 3 is a plain task (kept).
+  const T = doc([[0, 0, 100], [1, 0, 60, { parent: 0 }], [2, 5, 90, { parent: 0 }], [3, 10, 30, { parent: 0 }]], {
+    arrows: { kind: [1, 0, 1], t0: [40, 20, 50], dt: [0, 0, 0], src: [3, 0, 3], dst: [1, 2, 2] },
+  });
+  T.type[1] = 2; T.type[2] = 2; T.type[3] = 1; // bind, bind, task (the viewer's TYPES)
+  const ix = layout.index(T);
+  const b = layout.simplifiedBinds(ix);
+  assert.deepStrictEqual([Array.from(b.start), Array.from(b.parent), b.count], [[0, 40, 5, 10], [-1, -1, 0, 0], 1]);
+  const links = () => quads(layout.taskRows(ix, layout.frame(ix, view(0, 4), 600, 300)).links).map((q) => q[0]);
+  assert.deepStrictEqual(links(), [-0.5, 19.5, 39.5], 'before: every child links to its creator');
+  assert.strictEqual(layout.setSimplified(ix, true), 1);
+  assert.deepStrictEqual(links(), [19.5, 39.5], 'simplified: bind 1 has no creation link');
+  const r = layout.taskRows(ix, layout.frame(ix, view(0, 4), 600, 300));
+  assert.strictEqual(quads(r.lineRuns).find((q) => q[1] === layout.rowY(view(0, 4), 1) - 1)[0], 160, 'bind 1 starts at its wake-up');
+  layout.setSimplified(ix, false);
+  assert.deepStrictEqual(links(), [-0.5, 19.5, 39.5], 'the toggle restores the trace');
+});
+
 console.log(passes + ' passed, ' + failures + ' failed');
 process.exit(failures ? 1 : 0);

@@ -167,7 +167,7 @@ async function main() {
         check(s0.drawn.layerArrows > 0 && s0.drawn.denseCounters > 0, `${label}: the pixel layer was not used at fit: ${JSON.stringify(s0.drawn)}`);
         const px = await page.evaluate(() => {
           const t = window.ctsReport.tasks; // without the (translucent) counters over them
-          t.counters = false; t.draw(); t.counters = true;
+          t.counters = false; t.view.mergeReads = false; t.draw(); t.counters = true; t.view.mergeReads = true;
           const c = document.getElementById('timeline'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
           t.draw();
           let read = 0, tryRead = 0;
@@ -342,6 +342,35 @@ async function main() {
       // The status line signs the view's times: the view starts before the trace at Fit.
       const stat = await page.evaluate(() => { window.ctsReport.tasks.fit(); return { s: document.getElementById('tl-status').textContent, start: window.ctsReport.tasks.view.start }; });
       check(!stat.s.includes('+-') && (stat.start >= 0 || / view -\d/.test(stat.s)), `both: status '${stat.s}'`);
+      // A try_read followed by the read of the same task is drawn as the read alone (toggle).
+      const tryPx = await page.evaluate(() => {
+        const t = window.ctsReport.tasks, c = document.getElementById('timeline');
+        const count = () => {
+          t.draw();
+          const o = document.createElement('canvas'); // read back from a copy made for it
+          o.width = c.width; o.height = c.height;
+          const og = o.getContext('2d', { willReadFrequently: true });
+          og.drawImage(c, 0, 0);
+          const d = og.getImageData(0, 0, c.width, c.height).data;
+          let k = 0;
+          for (let p = 0; p < d.length; p += 4) if (d[p] === 204 && d[p + 1] === 204 && d[p + 2] === 102) k++;
+          return k;
+        };
+        t.fit(); t.counters = false;
+        const on = count();
+        document.getElementById('tl-merge').click();
+        const off = count();
+        document.getElementById('tl-merge').click();
+        t.counters = true; t.draw();
+        return { on, off };
+      });
+      check(tryPx.on < tryPx.off, `both: merging try_read+read leaves ${tryPx.on} try_read pixels of ${tryPx.off}`);
+      // The legend names every arrow colour, in that colour.
+      const legend = await page.evaluate(() => [...document.querySelectorAll('#tl-legend .key')].map((k) => ({
+        text: k.textContent, color: getComputedStyle(k.querySelector('.swatch')).backgroundColor, shown: k.offsetParent !== null,
+      })));
+      const wantLegend = [['try_read', 'rgb(204, 204, 102)'], ['read', 'rgb(0, 0, 255)'], ['failed read', 'rgb(255, 0, 0)'], ['resolve', 'rgb(0, 128, 0)'], ['signal', 'rgb(255, 153, 0)']];
+      check(legend.length === 5 && wantLegend.every(([w, c], k) => legend[k].text.startsWith(w) && legend[k].color === c && legend[k].shown), 'both: arrow legend ' + JSON.stringify(legend));
       noProblems('both (readability)');
 
       // net.ctf (the tutorial's trace): every active task on screen at Fit and zoomed into the
@@ -367,6 +396,37 @@ async function main() {
         check(busy.drawn.tasks > 500 && busy.drawn.rows > 100, `net.ctf: zoomed into 58-112 ms: ${busy.status}`);
         noOverlaps(busy.drawn.counterNames, 'net.ctf: counter names zoomed in');
         await page.screenshot({ path: path.join(outDir, 'net.ctf-busy.png') });
+        // Bind simplification (on by default): fewer creation links; the toggle brings them back.
+        const binds = await page.evaluate(() => {
+          const t = window.ctsReport.tasks, on = t.drawn.links, n = t.bindsSimplified;
+          document.getElementById('tl-binds').click(); t.draw();
+          const off = t.drawn.links;
+          document.getElementById('tl-binds').click(); t.draw();
+          return { n, on, off, again: t.drawn.links };
+        });
+        check(binds.n > 500 && binds.on < binds.off && binds.again === binds.on, 'net.ctf: bind simplification ' + JSON.stringify(binds));
+        // One toggle per counter: unticking one removes its line and its name.
+        const ctr = await page.evaluate(() => {
+          const boxes = [...document.querySelectorAll('#tl-counter-list input')], t = window.ctsReport.tasks;
+          const names = boxes.map((b) => b.dataset.counter), before = t.drawn.counterNames.length;
+          boxes[0].click(); t.draw();
+          const after = t.drawn.counterNames.length;
+          boxes[0].click(); t.draw();
+          return { names, before, after, again: t.drawn.counterNames.length, counters: window.ctsReport.data.tasks.counters.map((c) => c.name) };
+        });
+        check(JSON.stringify(ctr.names) === JSON.stringify(ctr.counters) && ctr.after === ctr.before - 1 && ctr.again === ctr.before, 'net.ctf: per-counter toggles ' + JSON.stringify(ctr));
+        // Next/previous search match: the view pans to it, in time order; 'n' goes on.
+        const nav = await page.evaluate(() => {
+          const t = window.ctsReport.tasks, T = window.ctsReport.data.tasks, c = document.getElementById('timeline');
+          t.fit(); t.zoom(40, 0); t.search('Gntshr');
+          const a = t.next(), xyA = t.taskXY(a), b = t.next();
+          return { a, b, xyA, startA: T.start[a], startB: T.start[b], back: t.prev(), w: c.clientWidth, h: c.clientHeight, matches: t.matches };
+        });
+        check(nav.matches > 2 && nav.a >= 0 && nav.xyA[0] >= 0 && nav.xyA[0] <= nav.w && nav.xyA[1] > 28 && nav.xyA[1] < nav.h, 'net.ctf: the next match is not in view: ' + JSON.stringify(nav));
+        check(nav.startB >= nav.startA && nav.b !== nav.a && nav.back === nav.a, 'net.ctf: next/previous match order ' + JSON.stringify(nav));
+        await page.locator('#timeline').focus();
+        await page.keyboard.press('n');
+        check(await page.evaluate((a) => { const t = window.ctsReport.tasks; t.draw(); return t.current !== a && t.current >= 0; }, nav.a), "net.ctf: 'n' does not go to the next match");
         noProblems('net.ctf (readability)');
       }
 
