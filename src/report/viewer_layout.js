@@ -573,7 +573,9 @@
   // The task under the point (x, y) of a w x h canvas (CSS px): one whose row line is within
   // 8 px and whose span is within 16 px, the closest in time; -1 for none.
   function hitTask(ix, view, x, y, w, h) {
-    const m = rowMap(ix, view, w, h), row = rowAt(m, view, y);
+    const m = rowMap(ix, view, w, h);
+    if (y < m.top) return -1; // the ruler and the allocation strip cover the rows under them
+    const row = rowAt(m, view, y);
     if (row < 0) return -1;
     const start = ix.start, end = ix.end;
     const t = view.start + x / view.scale, tol = 16 / view.scale;

@@ -387,5 +387,16 @@ test('bind simplification: a bind that first reads starts when it wakes, without
   assert.deepStrictEqual(links(), [-0.5, 19.5, 39.5], 'the toggle restores the trace');
 });
 
+test('no task is hit through the ruler when rows are scrolled under it', () => {
+  const tasks = [];
+  for (let r = 0; r < 40; r++) tasks.push([r, 0, 100]);
+  const ix = layout.index(doc(tasks));
+  const v = view(0, 1);
+  v.y = 10 * layout.ROWH; // row 8's line is at y 12, under the ruler
+  assert.ok(layout.rowY(v, 8) > 0 && layout.rowY(v, 8) < layout.RULER);
+  assert.strictEqual(layout.hitTask(ix, v, 50, layout.rowY(v, 8), 400, 300), -1);
+  assert.strictEqual(layout.hitTask(ix, v, 50, layout.rowY(v, 12), 400, 300), 12, 'a row below the ruler is hit');
+});
+
 console.log(passes + ' passed, ' + failures + ' failed');
 process.exit(failures ? 1 : 0);
