@@ -166,11 +166,12 @@
   function rowY(view, r, marksH) { return RULER + (marksH || 0) + 14 + r * ROWH - view.y; }
   // Where the rows go in a w x h view, before scrolling by view.y: base[r] is row r's line,
   // NaN for a row left out. With view.compact, only the rows with a task overlapping the
-  // time range in view are kept (active, ascending), and they are squeezed (down to MINROWH
-  // px each) until all of them fit in the height, as mirage-trace-viewer keeps every thread
-  // on screen: zoomed into a busy stretch, its rows are not left below the visible ones.
-  // contentH: the height of the rows (what scrolling covers). Cached for the last time range
-  // and height (scrolling and redrawing reuse it); O(rows log n) to compute.
+  // time range in view, or at an end of an arrow crossing it, are kept (active, ascending),
+  // and they are squeezed (down to MINROWH px each) until all of them fit in the height, as
+  // mirage-trace-viewer keeps every thread on screen: zoomed into a busy stretch, its rows
+  // are not left below the visible ones. contentH: the height of the rows (what scrolling
+  // covers). Cached for the last time range and height (scrolling and redrawing reuse it);
+  // O(rows log n + ARROW_BUDGET) to compute.
   const MINROWH = 3;
   function rowMap(ix, view, w, h) {
     if (!(w > 0)) w = 800;
@@ -181,11 +182,22 @@
     const rows = ix.rows, base = new Float64Array(rows), top = RULER + ix.marksH;
     let rowh = ROWH, pad = 14, active = null;
     if (compact) {
-      const list = [];
+      const on = new Uint8Array(rows);
       for (let r = 0; r < rows; r++) {
         const b = ix.rowStart[r + 1], i = lowerBound(ix.end, vs, ix.rowStart[r], b);
-        if (i < b && ix.start[i] <= ve) list.push(r);
+        if (i < b && ix.start[i] <= ve) on[r] = 1;
       }
+      // The rows at both ends of the arrows crossing the view (those arrows() may draw:
+      // earlier end at most the fade-out length before it), e.g. a read of a result from a
+      // task that ended before the view: activity in view too. At most ARROW_BUDGET of them,
+      // evenly spaced, as arrows() draws.
+      const fade = 6000 / view.scale, a0 = lowerBound(ix.arMin, vs - fade, 0, ix.nw), a1 = lowerBound(ix.arMin, ve, a0, ix.nw);
+      let stride = 1;
+      while ((a1 - a0) / stride > ARROW_BUDGET) stride *= 2;
+      for (let a = Math.ceil(a0 / stride) * stride; a < a1; a += stride)
+        if (Math.max(ix.arT0[a], ix.arT1[a]) >= vs) { on[ix.arRowA[a]] = 1; on[ix.arRowB[a]] = 1; }
+      const list = [];
+      for (let r = 0; r < rows; r++) if (on[r]) list.push(r);
       active = Int32Array.from(list);
       const fitH = (h - top - 12) / Math.max(1, active.length);
       if (fitH < ROWH) { rowh = Math.max(MINROWH, fitH); pad = 6 + rowh / 2; }

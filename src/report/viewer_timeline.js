@@ -274,6 +274,8 @@
       const rows = layout.taskRows(ix, f);
       drawn.rows = rows.rows; drawn.tasks = rows.tasks; drawn.acts = rows.acts;
       drawn.links = rows.links.length / 4;
+      drawn.activeRows = st.view.compact ? f.shownRows : -1;
+      drawn.rowH = f.rowh;
       if (st.current >= 0 && st.hlList) { // the match gone to: a wider orange box
         const i = st.current, y = f.rowY(ix.taskRow[i]), x0 = X(ix.start[i]), x1 = Math.max(X(end[i]), x0 + 2);
         if (y >= f.top - 4 && y <= h + 4) P.rects('rgb(255,140,0)', [x0 - 6, y - 6, x1 - x0 + 12, 12]);
@@ -388,6 +390,7 @@
     function status() {
       const v = st.view, span = W_ / v.scale;
       let s = n + ' tasks in ' + T.rows + ' rows, ' + ix.nw + ' interactions · view ' + signedNs(v.start) + ' … ' + signedNs(v.start + span) + ' (' + humanNs(span) + ') · drawn: ' + st.drawn.tasks + ' tasks, ' + st.drawn.arrows + ' arrows';
+      if (st.drawn.activeRows >= 0) s += ' · ' + st.drawn.activeRows + ' rows active in view' + (st.drawn.rowH < layout.ROWH ? ', squeezed to ' + st.drawn.rowH.toFixed(1) + ' px' : '');
       if (st.query) s += ' · "' + st.query + '": ' + st.matches + ' matching tasks';
       if (st.drawn.arrowStride > 1) s += ' · 1 in ' + st.drawn.arrowStride + ' interactions drawn at this zoom';
       if (T.arrows_total > ix.nw || T.acts_total > ix.na) s += ' · level of detail: the report keeps ' + ix.nw + ' of ' + T.arrows_total + ' interactions and ' + ix.na + ' of ' + T.acts_total + ' running periods (evenly spaced)';

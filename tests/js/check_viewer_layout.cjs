@@ -398,5 +398,20 @@ test('no task is hit through the ruler when rows are scrolled under it', () => {
   assert.strictEqual(layout.hitTask(ix, v, 50, layout.rowY(v, 12), 400, 300), 12, 'a row below the ruler is hit');
 });
 
+test('compact rows keep the row an arrow in view comes from', () => {
+  // Task 0 (row 0) resolves at 100; task 1 (row 1) reads its result at 1500; task 2 (row 2)
+  // is not involved. In view [1000, 2000): rows 0 (the arrow's other end) and 1, not row 2.
+  const ix = layout.index(doc([[0, 0, 100], [1, 0, 2000], [2, 0, 500]], {
+    arrows: { kind: [1], t0: [100], dt: [1400], src: [0], dst: [1] },
+  }));
+  const v = Object.assign(view(1000, 0.4), { compact: true });
+  const m = layout.rowMap(ix, v, 400, 600);
+  assert.deepStrictEqual(Array.from(m.active), [0, 1]);
+  const f = layout.frame(ix, v, 400, 600);
+  const a = layout.arrows(ix, f);
+  assert.strictEqual(a.count, 1);
+  assert.ok(f.rowY(0) >= f.top && f.rowY(2) < f.top - 4, 'row 0 shown, row 2 not');
+});
+
 console.log(passes + ' passed, ' + failures + ' failed');
 process.exit(failures ? 1 : 0);
