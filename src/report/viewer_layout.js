@@ -170,17 +170,21 @@
   // and they are squeezed (down to MINROWH px each) until all of them fit in the height, as
   // mirage-trace-viewer keeps every thread on screen: zoomed into a busy stretch, its rows
   // are not left below the visible ones. contentH: the height of the rows (what scrolling
-  // covers). Cached for the last time range and height (scrolling and redrawing reuse it);
+  // covers). With view.fisheye as well, squeezed rows get a lens instead: ROWH-high rows
+  // around active slot view.focus (labels fit there), the others thinner (slotY: the lines
+  // by slot, heights: by row, lens: [first slot, slots]), everything still on screen.
+  // Cached for the last time range, height and focus (scrolling and redrawing reuse it);
   // O(rows log n + ARROW_BUDGET) to compute.
   const MINROWH = 3;
   function rowMap(ix, view, w, h) {
     if (!(w > 0)) w = 800;
     if (!(h > 0)) h = 560;
     const vs = view.start, ve = view.start + w / view.scale, compact = !!view.compact;
+    const fish = compact && !!view.fisheye, focus = fish ? view.focus || 0 : 0;
     const c = ix.rowMapCache;
-    if (c && c.vs === vs && c.ve === ve && c.h === h && c.compact === compact && c.marksH === ix.marksH) return c;
+    if (c && c.vs === vs && c.ve === ve && c.h === h && c.compact === compact && c.marksH === ix.marksH && c.fish === fish && c.focus === focus) return c;
     const rows = ix.rows, base = new Float64Array(rows), top = RULER + ix.marksH;
-    let rowh = ROWH, pad = 14, active = null;
+    let rowh = ROWH, pad = 14, active = null, slotY = null, heights = null, lens = null;
     if (compact) {
       const on = new Uint8Array(rows);
       for (let r = 0; r < rows; r++) {
@@ -199,20 +203,51 @@
       const list = [];
       for (let r = 0; r < rows; r++) if (on[r]) list.push(r);
       active = Int32Array.from(list);
-      const fitH = (h - top - 12) / Math.max(1, active.length);
-      if (fitH < ROWH) { rowh = Math.max(MINROWH, fitH); pad = 6 + rowh / 2; }
+      const nA = active.length, avail = h - top - 12, fitH = avail / Math.max(1, nA);
       base.fill(NaN);
-      for (let k = 0; k < active.length; k++) base[active[k]] = top + pad + k * rowh;
+      // The fisheye: a lens of full-height rows (40 % of the height) around slot `focus`,
+      // the others sharing the rest evenly (at least half a pixel each: beyond that, the
+      // uniform squeeze and scrolling).
+      const nFull = Math.max(1, Math.min(nA - 1, Math.floor((avail * 0.4) / ROWH)));
+      const thin = (avail - nFull * ROWH) / Math.max(1, nA - nFull);
+      if (fish && fitH < ROWH && thin >= 0.5) {
+        const f0 = Math.min(Math.max(0, Math.round(focus) - (nFull >> 1)), nA - nFull);
+        slotY = new Float64Array(nA); heights = new Float64Array(rows).fill(NaN);
+        let y = top + 6;
+        for (let k = 0; k < nA; k++) {
+          const hk = k >= f0 && k < f0 + nFull ? ROWH : thin;
+          slotY[k] = base[active[k]] = y + hk / 2;
+          heights[active[k]] = hk;
+          y += hk;
+        }
+        rowh = thin; pad = 6 + thin / 2; lens = [f0, nFull];
+      } else {
+        if (fitH < ROWH) { rowh = Math.max(MINROWH, fitH); pad = 6 + rowh / 2; }
+        for (let k = 0; k < nA; k++) base[active[k]] = top + pad + k * rowh;
+      }
     } else for (let r = 0; r < rows; r++) base[r] = top + pad + r * ROWH;
     const n = active ? active.length : rows;
-    return (ix.rowMapCache = { vs: vs, ve: ve, h: h, compact: compact, marksH: ix.marksH, base: base, rowh: rowh, pad: pad, active: active, top: top, contentH: pad + n * rowh });
+    return (ix.rowMapCache = {
+      vs: vs, ve: ve, h: h, compact: compact, marksH: ix.marksH, fish: fish, focus: focus, base: base, rowh: rowh, pad: pad,
+      active: active, top: top, slotY: slotY, heights: heights, lens: lens,
+      contentH: slotY ? h - top - 6 : pad + n * rowh,
+    });
   }
+  // The height of row r's band in layout m (the fisheye's vary).
+  function rowHeight(m, r) { return m.heights ? m.heights[r] : m.rowh; }
   // The y of row r's line in a view whose rows are laid out by rowMap m; a row left out is
   // just above the rows' area (links and arrows to it point off-screen, upwards).
   function mapY(m, view, r) { const b = m.base[r]; return b === b ? b - view.y : m.top - 6; }
   // The row whose line is nearest to y (within half a row, 8 px at most); -1 for none.
   function rowAt(m, view, y) {
     const n = m.active ? m.active.length : m.base.length;
+    if (m.slotY) { // the fisheye: the nearest line
+      let k = lowerBound(m.slotY, y + view.y, 0, n);
+      if (k === n || (k > 0 && y + view.y - m.slotY[k - 1] < m.slotY[k] - y - view.y)) k--;
+      if (k < 0) return -1;
+      const r = m.active[k];
+      return Math.abs(mapY(m, view, r) - y) <= Math.min(8, Math.max(1.5, m.heights[r] / 2)) ? r : -1;
+    }
     const k = Math.round((y + view.y - m.top - m.pad) / m.rowh);
     if (k < 0 || k >= n) return -1;
     const r = m.active ? m.active[k] : k;
@@ -224,14 +259,15 @@
     const m = rowMap(ix, view, w, h), top = m.top;
     let r0, r1;
     const k0 = Math.max(0, Math.floor((view.y - m.pad) / m.rowh) - 1), k1 = Math.ceil((view.y + h - top) / m.rowh) + 1;
-    if (m.active) {
+    if (m.slotY) { r0 = m.active[0]; r1 = m.active[m.active.length - 1]; } // fits: no scrolling
+    else if (m.active) {
       r0 = m.active.length ? m.active[Math.min(k0, m.active.length - 1)] : 0;
       r1 = m.active.length ? m.active[Math.min(k1, m.active.length - 1)] : -1;
     } else { r0 = k0; r1 = Math.min(ix.rows - 1, k1); }
     return {
       view: view, w: w, h: h, vs: view.start, ve: view.start + w / view.scale, scale: view.scale,
       pxNs: 1 / view.scale, top: top, r0: r0, r1: r1, rowh: m.rowh, shownRows: m.active ? m.active.length : ix.rows,
-      X: (t) => xOf(view, t), rowY: (r) => mapY(m, view, r),
+      X: (t) => xOf(view, t), rowY: (r) => mapY(m, view, r), rowHeight: (r) => rowHeight(m, r), lens: m.lens,
     };
   }
   // Whether row r's line is close enough to the visible area to be drawn.
@@ -703,7 +739,7 @@
     ARROW_KINDS: ARROW_KINDS, ARROW_BUDGET: ARROW_BUDGET,
     minMaxLevels: minMaxLevels, rangeMinMax: rangeMinMax, lowerBound: lowerBound, gallop: gallop,
     bandIndex: bandIndex, addRun: addRun, index: index, fit: fit, clampView: clampView, xOf: xOf,
-    rowY: rowY, rowMap: rowMap, rowAt: rowAt, MINROWH: MINROWH, frame: frame, bandColumns: bandColumns, bandStrip: bandStrip, gridLines: gridLines,
+    rowY: rowY, rowMap: rowMap, rowAt: rowAt, rowHeight: rowHeight, MINROWH: MINROWH, frame: frame, bandColumns: bandColumns, bandStrip: bandStrip, gridLines: gridLines,
     rulerLabel: rulerLabel, rulerPlacements: rulerPlacements, spreadLabels: spreadLabels, taskRows: taskRows, highlightBoxes: highlightBoxes, arrows: arrows,
     verticalsAsSegments: verticalsAsSegments, mergedVerticals: mergedVerticals,
     counterGeometry: counterGeometry, stepRects: stepRects, counterIsDense: counterIsDense,

@@ -223,7 +223,9 @@
       // scale: px per ns; y: px scrolled down; compact: only the rows active in view, all on
       // screen (layout.rowMap)
       // mergeReads: a try_read followed by its read shows as the read (layout.tryReadsRead)
-      view: { start: ix.t0, scale: 1, y: 0, compact: true, mergeReads: true },
+      // fisheye, focus: squeezed rows get a lens of full-height rows around active slot
+      // `focus` (layout.rowMap), moved by vertical scrolling
+      view: { start: ix.t0, scale: 1, y: 0, compact: true, mergeReads: true, fisheye: true, focus: 0 },
       highlight: null, matches: 0, counters: ix.counters.length > 0, drawn: {}, frameMs: [],
       current: -1, // the search match last gone to (next/previous)
     });
@@ -276,6 +278,11 @@
       drawn.links = rows.links.length / 4;
       drawn.activeRows = st.view.compact ? f.shownRows : -1;
       drawn.rowH = f.rowh;
+      drawn.lens = f.lens ? f.lens.slice() : null;
+      if (f.lens) { // the lens's extent, a faint band at the left edge
+        const a = f.rowY(ix.rowMapCache.active[f.lens[0]]) - layout.ROWH / 2;
+        P.rect('rgb(99,179,237)', 0, a, 3, f.lens[1] * layout.ROWH);
+      }
       if (st.current >= 0 && st.hlList) { // the match gone to: a wider orange box
         const i = st.current, y = f.rowY(ix.taskRow[i]), x0 = X(ix.start[i]), x1 = Math.max(X(end[i]), x0 + 2);
         if (y >= f.top - 4 && y <= h + 4) P.rects('rgb(255,140,0)', [x0 - 6, y - 6, x1 - x0 + 12, 12]);
@@ -340,7 +347,9 @@
         });
       }
       // Squeezed rows (layout.rowMap) are too close together for their labels.
-      const labels = layout.labelPlacements(ix, f, f.rowh >= 12 ? rows.labelJobs : [], 4000);
+      const jobs = [];
+      for (let q = 0; q < rows.labelJobs.length; q += 2) if (f.rowHeight(ix.taskRow[rows.labelJobs[q]]) >= 12) jobs.push(rows.labelJobs[q], rows.labelJobs[q + 1]);
+      const labels = layout.labelPlacements(ix, f, jobs, 4000);
       for (let q = 0; q < labels.length; q += 5) {
         const i = labels[q];
         P.text(st.highlight && st.highlight[i] ? 'rgb(0,0,0)' : 'rgb(20,20,20)', T.strings[labels[q + 1]], labels[q + 2], labels[q + 3], 'left', labels[q + 4]);
@@ -390,11 +399,19 @@
     function status() {
       const v = st.view, span = W_ / v.scale;
       let s = n + ' tasks in ' + T.rows + ' rows, ' + ix.nw + ' interactions · view ' + signedNs(v.start) + ' … ' + signedNs(v.start + span) + ' (' + humanNs(span) + ') · drawn: ' + st.drawn.tasks + ' tasks, ' + st.drawn.arrows + ' arrows';
-      if (st.drawn.activeRows >= 0) s += ' · ' + st.drawn.activeRows + ' rows active in view' + (st.drawn.rowH < layout.ROWH ? ', squeezed to ' + st.drawn.rowH.toFixed(1) + ' px' : '');
+      if (st.drawn.activeRows >= 0) s += ' · ' + st.drawn.activeRows + ' rows active in view' + (st.drawn.rowH < layout.ROWH ? ', squeezed to ' + st.drawn.rowH.toFixed(1) + ' px' : '') + (st.drawn.lens ? ', full height around the focus (shift+wheel, ↑ ↓ move it)' : '');
       if (st.query) s += ' · "' + st.query + '": ' + st.matches + ' matching tasks';
       if (st.drawn.arrowStride > 1) s += ' · 1 in ' + st.drawn.arrowStride + ' interactions drawn at this zoom';
       if (T.arrows_total > ix.nw || T.acts_total > ix.na) s += ' · level of detail: the report keeps ' + ix.nw + ' of ' + T.arrows_total + ' interactions and ' + ix.na + ' of ' + T.acts_total + ' running periods (evenly spaced)';
       $('tl-status').textContent = s;
+    }
+    // Vertical scrolling by dy px: with the fisheye on (the rows fit), it moves the lens.
+    function scrollRows(dy) {
+      if (st.drawn.lens) {
+        const m = layout.rowMap(ix, st.view, W_, H_);
+        st.view.focus = Math.min(Math.max(0, Math.round(st.view.focus + dy / layout.ROWH)), m.active.length - 1);
+      } else st.view.y += dy;
+      clampView(); request();
     }
     function zoomAt(factor, px) {
       hideTip();
@@ -409,12 +426,12 @@
       ev.preventDefault();
       const r = canvas.getBoundingClientRect();
       hideTip(); // what it describes moves away under the pointer
-      if (ev.shiftKey) { st.view.y += ev.deltaY; clampView(); request(); return; }
+      if (ev.shiftKey) { scrollRows(ev.deltaY); return; }
       zoomAt(ev.deltaY < 0 ? 1.2 : 1 / 1.2, ev.clientX - r.left);
     }, { passive: false });
     let drag = null;
     on(canvas, 'pointerdown', (ev) => {
-      drag = { x: ev.clientX, y: ev.clientY, start: st.view.start, vy: st.view.y };
+      drag = { x: ev.clientX, y: ev.clientY, start: st.view.start, vy: st.view.y, focus: st.view.focus };
       canvas.setPointerCapture(ev.pointerId);
       canvas.classList.add('dragging');
       canvas.focus();
@@ -422,7 +439,8 @@
     on(canvas, 'pointermove', (ev) => {
       if (drag) {
         st.view.start = drag.start - (ev.clientX - drag.x) / st.view.scale;
-        st.view.y = drag.vy - (ev.clientY - drag.y);
+        if (st.drawn.lens) st.view.focus = Math.max(0, drag.focus - (ev.clientY - drag.y) / layout.ROWH);
+        else st.view.y = drag.vy - (ev.clientY - drag.y);
         clampView(); request(); hideTip();
         return;
       }
@@ -487,6 +505,8 @@
       hideTip();
       st.view.start = ix.start[i] - W_ / st.view.scale / 3;
       clampView();
+      const act = layout.rowMap(ix, st.view, W_, H_).active, slot = act ? act.indexOf(ix.taskRow[i]) : -1;
+      if (slot >= 0) st.view.focus = slot; // the lens on the match's row
       const top = layout.RULER + ix.marksH, y = layout.taskPoint(ix, st.view, i, W_, H_)[1];
       if (y < top + 8 || y > H_ - 8) { st.view.y += y - (top + H_) / 2; clampView(); }
       request();
@@ -525,6 +545,8 @@
       on(box, 'change', () => { c.hidden = !box.checked; request(); });
       clist.appendChild(lab);
     });
+    $('tl-fisheye').checked = st.view.fisheye;
+    on($('tl-fisheye'), 'change', (ev) => { st.view.fisheye = ev.target.checked; request(); });
     $('tl-compact').checked = st.view.compact;
     on($('tl-compact'), 'change', (ev) => { st.view.compact = ev.target.checked; st.view.y = 0; request(); });
     // Zoom buttons repeat while held (after 500 ms, every 50 ms), as in the original viewer.
@@ -552,8 +574,8 @@
       else if (ev.key === '0') { fit(); request(); }
       else if (ev.key === 'ArrowLeft') { st.view.start -= 100 / st.view.scale; request(); }
       else if (ev.key === 'ArrowRight') { st.view.start += 100 / st.view.scale; request(); }
-      else if (ev.key === 'ArrowUp') { st.view.y -= 48; clampView(); request(); }
-      else if (ev.key === 'ArrowDown') { st.view.y += 48; clampView(); request(); }
+      else if (ev.key === 'ArrowUp') scrollRows(-48);
+      else if (ev.key === 'ArrowDown') scrollRows(48);
     });
     // Export the current view.
     function toSvg() {

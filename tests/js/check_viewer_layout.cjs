@@ -413,5 +413,27 @@ test('compact rows keep the row an arrow in view comes from', () => {
   assert.ok(f.rowY(0) >= f.top && f.rowY(2) < f.top - 4, 'row 0 shown, row 2 not');
 });
 
+test('fisheye: full-height rows around the focus, the others squeezed, all on screen', () => {
+  const tasks = [];
+  for (let r = 0; r < 200; r++) tasks.push([r, 0, 1000]);
+  const ix = layout.index(doc(tasks));
+  const v = Object.assign(view(0, 0.4), { compact: true, fisheye: true, focus: 100 });
+  const f = layout.frame(ix, v, 400, 600);
+  const [f0, nFull] = f.lens;
+  assert.ok(nFull >= 10 && f0 <= 100 && f0 + nFull > 100, 'the lens covers the focus: ' + f.lens);
+  for (let r = 0; r < 200; r++) {
+    const inLens = r >= f0 && r < f0 + nFull;
+    assert.strictEqual(f.rowHeight(r), inLens ? layout.ROWH : f.rowh, 'row ' + r + ' height');
+    if (r) assert.ok(f.rowY(r) - f.rowY(r - 1) >= Math.min(f.rowHeight(r), f.rowHeight(r - 1)) - 1e-9, 'rows in order, apart');
+  }
+  assert.ok(f.rowY(0) >= f.top && f.rowY(199) <= 600, 'all 200 rows on screen');
+  assert.strictEqual(layout.taskRows(ix, f).tasks, 200);
+  assert.strictEqual(layout.hitTask(ix, v, 50, f.rowY(f0 + 1), 400, 600), f0 + 1, 'a lens row is hit at its line');
+  const [x, y] = layout.taskPoint(ix, v, 20, 400, 600);
+  assert.strictEqual(layout.hitTask(ix, v, x, y, 400, 600), 20, 'and a squeezed one');
+  v.focus = 0;
+  assert.strictEqual(layout.frame(ix, v, 400, 600).lens[0], 0, 'moving the focus moves the lens');
+});
+
 console.log(passes + ' passed, ' + failures + ' failed');
 process.exit(failures ? 1 : 0);

@@ -394,6 +394,16 @@ async function main() {
           return { drawn: t.drawn, status: document.getElementById('tl-status').textContent };
         });
         check(busy.drawn.tasks > 500 && busy.drawn.rows > 100, `net.ctf: zoomed into 58-112 ms: ${busy.status}`);
+        // The fisheye's lens has readable rows (labels); shift+wheel moves it down.
+        check(busy.drawn.lens && busy.drawn.labels > 0, 'net.ctf: no labels in the fisheye lens: ' + JSON.stringify(busy.drawn.lens) + ', ' + busy.drawn.labels + ' labels');
+        const nbox = await page.locator('#timeline').boundingBox();
+        await page.mouse.move(nbox.x + 300, nbox.y + 300);
+        await page.keyboard.down('Shift');
+        for (let i = 0; i < 5; i++) await page.mouse.wheel(0, 100);
+        await page.keyboard.up('Shift');
+        await page.waitForTimeout(50);
+        const lens2 = await page.evaluate(() => { const t = window.ctsReport.tasks; t.draw(); return t.drawn.lens; });
+        check(busy.drawn.lens && lens2 && lens2[0] > busy.drawn.lens[0], `net.ctf: shift+wheel did not move the lens (${JSON.stringify(busy.drawn.lens)} -> ${JSON.stringify(lens2)})`);
         noOverlaps(busy.drawn.counterNames, 'net.ctf: counter names zoomed in');
         await page.screenshot({ path: path.join(outDir, 'net.ctf-busy.png') });
         // Bind simplification (on by default): fewer creation links; the toggle brings them back.
