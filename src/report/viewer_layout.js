@@ -148,6 +148,26 @@
     view.scale = (w - 20 - (view.marginR || 0)) / ((ix.t1 - ix.t0) * 1.02);
     view.y = 0;
   }
+  // Where the activity is: the shortest time range holding 90 % of the tasks' starts, as
+  // [from, to]; null when that is more than a quarter of the trace (the activity is spread
+  // out: the whole trace is the view to start with) or there are few tasks. net.ctf's 6.5 s
+  // hold nine in ten of its task starts in their first 0.1 s.
+  function busyRange(ix) {
+    const n = ix.n;
+    if (n < 20) return null;
+    const s = Float64Array.from(ix.startTrace || ix.start).sort(), k = Math.ceil(n * 0.9);
+    let best = Infinity, a = 0;
+    for (let i = 0; i + k <= n; i++) if (s[i + k - 1] - s[i] < best) { best = s[i + k - 1] - s[i]; a = i; }
+    if (!(best < (ix.t1 - ix.t0) / 4)) return null;
+    return [s[a], Math.max(s[a + k - 1], s[a] + 1)];
+  }
+  // The viewport showing [from, to] with 5 % margins (as fit(), keeping view.marginR free).
+  function showRange(view, from, to, w) {
+    const d = to - from;
+    view.start = from - d * 0.05;
+    view.scale = (w - 20 - (view.marginR || 0)) / (d * 1.1);
+    view.y = 0;
+  }
   // Keeps the viewport in bounds (in place): zoomed out to the whole trace at most, in to
   // 100 px per ns; at least half the width on the trace; no scrolling past the last row.
   function clampView(ix, view, w, h) {
@@ -746,7 +766,7 @@
     smoothColumns: smoothColumns, counterNameY: counterNameY, labelPlacements: labelPlacements,
     markBars: markBars, hitTask: hitTask, taskPoint: taskPoint, becomesClosure: becomesClosure,
     searchLabels: searchLabels, tryReadsRead: tryReadsRead, simplifiedBinds: simplifiedBinds,
-    setSimplified: setSimplified,
+    setSimplified: setSimplified, busyRange: busyRange, showRange: showRange,
   };
   if (typeof module === 'object' && module.exports) module.exports = layout; // node (tests)
   else window.ctsViewer.layout = layout;

@@ -623,7 +623,14 @@
     st.taskXY = (i) => layout.taskPoint(ix, st.view, i, W_, H_);
     st.findTask = (id) => { for (let i = 0; i < n; i++) if (ids[i] === id) return i; return -1; };
     st.nameOf = nameOf;
-    cv.redrawers.tasks = () => { sized = null; if (!st.fitted) { const c = setupCanvas(canvas); W_ = c.w; H_ = c.h; fit(); st.fitted = true; } draw(); };
+    // The first view is where the activity is (layout.busyRange), the whole trace when it is
+    // spread out; Fit shows the whole trace.
+    const busy = layout.busyRange(ix);
+    function firstView() {
+      fit();
+      if (busy) { layout.showRange(st.view, busy[0], busy[1], W_); clampView(); }
+    }
+    cv.redrawers.tasks = () => { sized = null; if (!st.fitted) { const c = setupCanvas(canvas); W_ = c.w; H_ = c.h; firstView(); st.fitted = true; } draw(); };
   };
 
 })(window.ctsViewer);

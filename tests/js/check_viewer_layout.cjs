@@ -435,5 +435,20 @@ test('fisheye: full-height rows around the focus, the others squeezed, all on sc
   assert.strictEqual(layout.frame(ix, v, 400, 600).lens[0], 0, 'moving the focus moves the lens');
 });
 
+test('busyRange: where nine in ten tasks start, unless that is a quarter of the trace', () => {
+  const tasks = [];
+  for (let i = 0; i < 95; i++) tasks.push([i, 1000 + 10 * i, 5]); // 95 tasks in [1000, 1950)
+  for (let i = 0; i < 5; i++) tasks.push([95 + i, 20000 * (i + 1), 5]); // 5 up to 100 000
+  const ix = layout.index(doc(tasks));
+  assert.deepStrictEqual(layout.busyRange(ix), [1000, 1890]);
+  const v = view(0, 1);
+  layout.showRange(v, 1000, 1890, 1000);
+  near(v.start, 1000 - 44.5, 'a 5 % margin on the left');
+  near(layout.xOf(v, 1890), 1000 - 20 - 44.5 * v.scale, 'and on the right');
+  const spread = [];
+  for (let i = 0; i < 100; i++) spread.push([i, 1000 * i, 5]);
+  assert.strictEqual(layout.busyRange(layout.index(doc(spread))), null, 'activity spread out: the whole trace');
+});
+
 console.log(passes + ' passed, ' + failures + ' failed');
 process.exit(failures ? 1 : 0);
