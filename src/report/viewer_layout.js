@@ -288,6 +288,7 @@
       view: view, w: w, h: h, vs: view.start, ve: view.start + w / view.scale, scale: view.scale,
       pxNs: 1 / view.scale, top: top, r0: r0, r1: r1, rowh: m.rowh, shownRows: m.active ? m.active.length : ix.rows,
       X: (t) => xOf(view, t), rowY: (r) => mapY(m, view, r), rowHeight: (r) => rowHeight(m, r), lens: m.lens,
+      lensTop: m.lens ? m.slotY[m.lens[0]] - ROWH / 2 - view.y : 0, // the lens's top edge
     };
   }
   // Whether row r's line is close enough to the visible area to be drawn.

@@ -279,10 +279,7 @@
       drawn.activeRows = st.view.compact ? f.shownRows : -1;
       drawn.rowH = f.rowh;
       drawn.lens = f.lens ? f.lens.slice() : null;
-      if (f.lens) { // the lens's extent, a faint band at the left edge
-        const a = f.rowY(ix.rowMapCache.active[f.lens[0]]) - layout.ROWH / 2;
-        P.rect('rgb(99,179,237)', 0, a, 3, f.lens[1] * layout.ROWH);
-      }
+      if (f.lens) P.rect('rgb(99,179,237)', 0, f.lensTop, 3, f.lens[1] * layout.ROWH); // the lens's extent
       if (st.current >= 0 && st.hlList) { // the match gone to: a wider orange box
         const i = st.current, y = f.rowY(ix.taskRow[i]), x0 = X(ix.start[i]), x1 = Math.max(X(end[i]), x0 + 2);
         if (y >= f.top - 4 && y <= h + 4) P.rects('rgb(255,140,0)', [x0 - 6, y - 6, x1 - x0 + 12, 12]);
@@ -346,7 +343,8 @@
           if (lastY !== null) names.push(dense ? 'rgb(40,40,40)' : colors[ci % 4], c.name, layout.counterNameY(f, plotTop, lastY, ci));
         });
       }
-      // Squeezed rows (layout.rowMap) are too close together for their labels.
+      // Rows under 12 px (squeezed, outside the fisheye's lens: layout.rowMap) have no room
+      // for labels.
       const jobs = [];
       for (let q = 0; q < rows.labelJobs.length; q += 2) if (f.rowHeight(ix.taskRow[rows.labelJobs[q]]) >= 12) jobs.push(rows.labelJobs[q], rows.labelJobs[q + 1]);
       const labels = layout.labelPlacements(ix, f, jobs, 4000);
