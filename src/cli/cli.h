@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../common/compiler.h"
+#include "../analysis/fold.h"
 #include "../analysis/siterows.h"
 #include "../os/os.h"
 #include "../os/output.h"
@@ -67,6 +68,33 @@ bool cli_parse_long(const char *s, long min, long max, long *out);
  * them, the usage error's exit code for a bad value, CLI_OPTION_OTHER for any other. */
 #define CLI_OPTION_OTHER (-2)
 int cli_output_option(int opt, const char *arg, bool *json, bool *csv, bool *quiet, long *limit);
+/* The frame options of the commands that show allocation sites (analysis/fold.h): they set
+ * cli_fold_settings, which every trace loaded afterwards (cli_trace_load) uses. Add
+ * CLI_FRAME_OPTIONS to the command's long options and CLI_FRAME_HELP to its help; the
+ * callback gets them through cli_output_option, or calls cli_frame_option (same results).
+ * An expression that does not compile is a usage error here. */
+enum {
+  CLI_OPT_NO_DEMANGLE = 0x4601,
+  CLI_OPT_KEEP_ALLOCATOR,
+  CLI_OPT_DROP_FRAMES,
+  CLI_OPT_KEEP_FRAMES,
+};
+#define CLI_FRAME_OPTIONS                                                   \
+  {"no-demangle", no_argument, NULL, CLI_OPT_NO_DEMANGLE},                  \
+      {"keep-allocator-frames", no_argument, NULL, CLI_OPT_KEEP_ALLOCATOR}, \
+      {"drop-frames", required_argument, NULL, CLI_OPT_DROP_FRAMES}, {      \
+    "keep-frames", required_argument, NULL, CLI_OPT_KEEP_FRAMES             \
+  }
+#define CLI_FRAME_HELP                                                                         \
+  "      --no-demangle   show C++ and Rust function names mangled, as in the trace\n"          \
+  "      --keep-allocator-frames\n"                                                            \
+  "                      show the allocator's frames (malloc, operator new, std::, alloc::)\n" \
+  "                      instead of folding them into the allocation site\n"                   \
+  "      --drop-frames RE  fold frames matching RE (POSIX extended) and all they call\n"       \
+  "      --keep-frames RE  never fold frames matching RE\n"
+extern struct cts_fold_config cli_fold_settings;
+int cli_frame_option(int opt, const char *arg);
+
 /* --json and --csv exclude each other: -1 when at most one is given, else the usage error. */
 int cli_output_check(bool json, bool csv);
 /* Parses the value of --by (line, function or file). Returns -1 when it is valid, else

@@ -40,7 +40,7 @@ static const char help[] =
     "      --no-normalize  compare totals, not rates per second\n"
     "  -n, --limit N       show the first N sites (default 20, 0 = all)\n"
     "      --json          print JSON\n"
-    "      --csv           print CSV\n"
+    "      --csv           print CSV\n" CLI_FRAME_HELP
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -138,10 +138,15 @@ static const char *fmt_value(double v, metric_t m, bool rate, char *buf, size_t 
 
 int cmd_diff(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"metric", required_argument, NULL, 'm'}, {"by", required_argument, NULL, 'B'},
-      {"no-normalize", no_argument, NULL, 'N'}, {"limit", required_argument, NULL, 'n'},
-      {"json", no_argument, NULL, 'J'},         {"csv", no_argument, NULL, 'C'},
-      {"quiet", no_argument, NULL, 'q'},        {0},
+      {"metric", required_argument, NULL, 'm'},
+      {"by", required_argument, NULL, 'B'},
+      {"no-normalize", no_argument, NULL, 'N'},
+      {"limit", required_argument, NULL, 'n'},
+      {"json", no_argument, NULL, 'J'},
+      {"csv", no_argument, NULL, 'C'},
+      {"quiet", no_argument, NULL, 'q'},
+      CLI_FRAME_OPTIONS,
+      {0},
   };
   diff_opts_t opts = {.limit = 20};
   int first;

@@ -53,7 +53,7 @@ static const char help[] =
     "  -o, --output FILE    write to FILE instead of standard output\n"
     "      --value WHAT     folded: 'bytes' (allocated, default), 'count', 'samples',\n"
     "                       'live' (bytes live at the end) or 'peak' (live at the peak)\n"
-    "  -q, --quiet          do not print warnings\n"
+    "  -q, --quiet          do not print warnings\n" CLI_FRAME_HELP
     "  -h, --help           show this help\n"
     "\n"
     "Exit status: 0 when the trace was read completely, 1 when it is corrupt, a corrupt\n"
@@ -107,6 +107,8 @@ static int on_option(void *ctx, int opt, const char *arg) {
     case 'q':
       o->quiet = true;
       break;
+    default:
+      return cli_frame_option(opt, arg);
   }
   return -1;
 }
@@ -767,6 +769,7 @@ int cmd_export(int argc, char **argv) {
       {"output", required_argument, NULL, 'o'},
       {"value", required_argument, NULL, 'V'},
       {"quiet", no_argument, NULL, 'q'},
+      CLI_FRAME_OPTIONS,
       {0},
   };
   export_opts_t opts = {0};

@@ -35,7 +35,7 @@ static const char help[] =
     "  -n, --limit N     show the first N sites (default 10, 0 = all)\n"
     "      --depth N     frames of backtrace shown per site (default 12, 0 = none)\n"
     "      --json        print JSON\n"
-    "      --csv         print CSV (no backtraces)\n"
+    "      --csv         print CSV (no backtraces)\n" CLI_FRAME_HELP
     "  -q, --quiet       do not print warnings\n"
     "  -h, --help        show this help\n"
     "\n"
@@ -228,6 +228,7 @@ int cmd_leaks(int argc, char **argv) {
       {"json", no_argument, NULL, 'J'},
       {"csv", no_argument, NULL, 'C'},
       {"quiet", no_argument, NULL, 'q'},
+      CLI_FRAME_OPTIONS,
       {0},
   };
   leaks_opts_t opts = {.limit = 10, .depth = 12};

@@ -39,7 +39,7 @@ static const char help[] =
     "      --depth N       deepest level shown by --tree and --inverted (default 24)\n"
     "      --min-percent P hide tree nodes under P % of the total (default 1)\n"
     "      --json          print JSON\n"
-    "      --csv           print CSV (flat table only)\n"
+    "      --csv           print CSV (flat table only)\n" CLI_FRAME_HELP
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -383,6 +383,7 @@ int cmd_top(int argc, char **argv) {
       {"json", no_argument, NULL, 'J'},
       {"csv", no_argument, NULL, 'C'},
       {"quiet", no_argument, NULL, 'q'},
+      CLI_FRAME_OPTIONS,
       {0},
   };
   if (cmd_top_by_task(argc, argv)) return cmd_top_tasks(argc, argv); /* memory per task */

@@ -360,7 +360,12 @@ static int lookup(void *ud, uint64_t code, const cts_mt_location_t **locs, size_
 }
 
 cts_frames_t cli_trace_frames(cli_trace_t *t) {
+  if (t->fold) return cts_fold_frames(t->fold);
   return (cts_frames_t){.lookup = lookup, .user_data = t};
+}
+
+const char *cli_trace_mangled(const cli_trace_t *t, const char *shown) {
+  return t->fold && shown ? cts_fold_mangled(t->fold, shown) : NULL;
 }
 
 const char *cli_basename(const char *path) {
@@ -400,6 +405,21 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
     cli_error("cannot create a reader: %s", cts_os_strerror(err));
     return CLI_EXIT_INTERNAL;
   }
+  /* Stacks are cut as they are read (the trace defines a code before using it). */
+  const cts_frames_t raw = {.lookup = lookup, .user_data = t};
+  char msg[512];
+  t->fold = malloc(sizeof *t->fold);
+  err = t->fold ? cts_fold_init(t->fold, &raw, &cli_fold_settings, msg, sizeof msg) : -ENOMEM;
+  if (err) {
+    free(t->fold);
+    t->fold = NULL;
+    if (err == -ENOMEM)
+      cli_error("out of memory");
+    else
+      cli_error("%s", msg);
+    return CLI_EXIT_INTERNAL;
+  }
+  if (cfg->stacks) t->prof.cfg.fold = t->fold;
   struct stat st;
   t->file_size = strcmp(path, "-") != 0 && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
   cli_progress_t progress;
@@ -409,6 +429,7 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
   t->err = err;
   t->info = cts_mt_reader_borrow_info(t->reader);
   cts_mtprof_finish(&t->prof);
+  if (t->fold->nomem && !err) err = -ENOMEM;
   if (t->prof.stacks.overflowed && !quiet)
     cli_warn(
         "%s: %llu allocations had stacks beyond the budget of %llu stack nodes: they are "
@@ -434,6 +455,8 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
 void cli_trace_free(cli_trace_t *t) {
   cts_mtprof_fini(&t->prof);
   cts_mt_reader_destroy(t->reader);
+  if (t->fold) cts_fold_fini(t->fold);
+  free(t->fold);
   memset(t, 0, sizeof *t);
 }
 

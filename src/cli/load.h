@@ -78,6 +78,8 @@ struct cli_trace {
   cli_event_hook hook; /* optional, set before cli_trace_load_hooked() */
   void *hook_user_data;
   int hook_err; /* the hook's error, if it stopped reading */
+  /* Frames as shown (cli_fold_settings): demangled, allocator frames folded; owned. */
+  struct cts_fold *fold;
 };
 
 /* Reads path into t->prof, with a progress line on a terminal for large inputs. Returns an
@@ -89,7 +91,9 @@ int cli_trace_load(cli_trace_t *t, const char *path, const cts_mtprof_config_t *
 int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
                           bool quiet, cli_event_hook hook, void *hook_user_data);
 void cli_trace_free(cli_trace_t *t);
-/* Frame descriptions from the trace's location table. */
+/* The mangled name of a function name shown by cli_trace_frames, or NULL if shown as is. */
+const char *cli_trace_mangled(const cli_trace_t *t, const char *shown);
+/* Frame descriptions from the trace's location table, as people read them (fold.h). */
 cts_frames_t cli_trace_frames(cli_trace_t *t);
 /* The file name without its directory. */
 const char *cli_basename(const char *path);

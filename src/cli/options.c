@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <regex.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -110,6 +111,40 @@ int cli_output_option(int opt, const char *arg, bool *json, bool *csv, bool *qui
       if (!cli_parse_long(arg, 0, 1L << 30, limit))
         return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       return -1;
+    default:
+      return cli_frame_option(opt, arg);
+  }
+}
+
+cts_fold_config_t cli_fold_settings;
+
+/* Compiles re to report a bad expression now, as a usage error. */
+static int check_regex(const char *option, const char *re) {
+  regex_t r;
+  const int rc = regcomp(&r, re, REG_EXTENDED | REG_NOSUB);
+  if (rc == 0) {
+    regfree(&r);
+    return -1;
+  }
+  char msg[256];
+  regerror(rc, &r, msg, sizeof msg);
+  return cli_usage_error("%s '%s': %s", option, re, msg);
+}
+
+int cli_frame_option(int opt, const char *arg) {
+  switch (opt) {
+    case CLI_OPT_NO_DEMANGLE:
+      cli_fold_settings.no_demangle = true;
+      return -1;
+    case CLI_OPT_KEEP_ALLOCATOR:
+      cli_fold_settings.keep_allocator = true;
+      return -1;
+    case CLI_OPT_DROP_FRAMES:
+      cli_fold_settings.drop_re = arg;
+      return check_regex("--drop-frames", arg);
+    case CLI_OPT_KEEP_FRAMES:
+      cli_fold_settings.keep_re = arg;
+      return check_regex("--keep-frames", arg);
     default:
       return CLI_OPTION_OTHER;
   }
