@@ -299,6 +299,7 @@ int cmd_diff(int argc, char **argv) {
         const cts_row_t *r = d->a ? d->a : d->b;
         cts_out_str(&out, i ? ",\n  {\"function\": " : "\n  {\"function\": ");
         cts_out_json_str(&out, r->code ? r->function : "(no backtrace)");
+        cli_json_mangled(&out, &sides[d->a ? 0 : 1].t, r->function);
         cts_out_str(&out, ", \"file\": ");
         cts_out_json_str(&out, r->file);
         cts_out_printf(&out,

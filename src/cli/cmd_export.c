@@ -536,7 +536,9 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
         pb_t f = {0};
         pb_uint(&f, 1, next_fn++);
         pb_uint(&f, 2, strtab_id(&st, l->defname[0] ? l->defname : "?"));
-        pb_uint(&f, 3, strtab_id(&st, l->defname[0] ? l->defname : "?"));
+        /* system_name: the symbol as the program has it, when shown demangled. */
+        const char *mangled = cli_trace_mangled(t, l->defname);
+        pb_uint(&f, 3, strtab_id(&st, mangled ? mangled : l->defname[0] ? l->defname : "?"));
         pb_uint(&f, 4, strtab_id(&st, l->filename));
         pb_bytes(&prof, 5, f.data, f.len);
         if (f.nomem) e = -ENOMEM;

@@ -171,6 +171,7 @@ static void print_json(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
     cts_out_str(o, i ? ",\n  {" : "\n  {");
     cts_out_str(o, "\"function\": ");
     cts_out_json_str(o, r->code ? r->function : "(no backtrace)");
+    cli_json_mangled(o, t, r->function);
     cts_out_str(o, ", \"file\": ");
     cts_out_json_str(o, r->file);
     cts_out_printf(o, ", \"line\": %u, ", r->line);

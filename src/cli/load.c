@@ -368,6 +368,13 @@ const char *cli_trace_mangled(const cli_trace_t *t, const char *shown) {
   return t->fold && shown ? cts_fold_mangled(t->fold, shown) : NULL;
 }
 
+void cli_json_mangled(cts_out_t *o, const cli_trace_t *t, const char *shown) {
+  const char *mangled = cli_trace_mangled(t, shown);
+  if (!mangled) return;
+  cts_out_str(o, ", \"mangled\": ");
+  cts_out_json_str(o, mangled);
+}
+
 const char *cli_basename(const char *path) {
   const char *slash = strrchr(path, '/');
   return slash ? slash + 1 : path;

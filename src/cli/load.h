@@ -93,6 +93,8 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
 void cli_trace_free(cli_trace_t *t);
 /* The mangled name of a function name shown by cli_trace_frames, or NULL if shown as is. */
 const char *cli_trace_mangled(const cli_trace_t *t, const char *shown);
+/* JSON: ', "mangled": "<symbol>"' after a function name shown demangled, else nothing. */
+void cli_json_mangled(cts_out_t *o, const cli_trace_t *t, const char *shown);
 /* Frame descriptions from the trace's location table, as people read them (fold.h). */
 cts_frames_t cli_trace_frames(cli_trace_t *t);
 /* The file name without its directory. */
