@@ -138,7 +138,9 @@ size_t cts_fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n) {
    * non-matching one goes, with everything it called. */
   size_t keep = n;
   bool user = false;
-  for (size_t i = 0; i < n; i++) {
+  /* Without it, only the frames from the allocation point up to its site are looked at:
+   * a few per event, whatever the depth of the stack. */
+  for (size_t i = 0; f->have_drop && i < n; i++) {
     const cts_fold_code_t *c = classify(f, bt[i]);
     if (!c) {
       f->nomem = true;
