@@ -201,6 +201,64 @@ CTS_TEST(bad_expression_is_a_usage_error) {
   run_result_free(&r);
 }
 
+/* Debian's own C++ program: g++'s cc1plus compiling a small C++ file, traced at 1e-3. Its
+ * output is the untraced run's, and every C++ function name it shows is demangled. */
+CTS_TEST(debian_cc1plus) {
+  CTS_ASSERT(setup());
+  char *pa[] = {"/usr/bin/g++", "-print-prog-name=cc1plus", NULL},
+       *ma[] = {"/usr/bin/g++", "-print-multiarch", NULL};
+  run_result_t r1, r2;
+  if (access("/usr/bin/g++", X_OK) != 0 || !run_cmd(pa, NULL, 30, &r1)) CTS_SKIP("no g++");
+  CTS_ASSERT(run_cmd(ma, NULL, 30, &r2) && r1.exit_code == 0 && r2.exit_code == 0);
+  r1.out[strcspn(r1.out, "\n")] = '\0';
+  r2.out[strcspn(r2.out, "\n")] = '\0';
+  char src[400], plain[400], traced[400], t2[400];
+  snprintf(src, sizeof src, "%s/in.cpp", dir);
+  snprintf(plain, sizeof plain, "%s/plain.s", dir);
+  snprintf(traced, sizeof traced, "%s/traced.s", dir);
+  snprintf(t2, sizeof t2, "%s/cc1plus.ctf", dir);
+  FILE *f = fopen(src, "w");
+  CTS_ASSERT(f);
+  fputs(
+      "#include <map>\n#include <string>\n#include <vector>\n"
+      "long f(int k) {\n  std::map<std::string, std::vector<long>> m;\n"
+      "  for (int i = 0; i < k; i++) m[std::to_string(i)].push_back(i);\n"
+      "  return (long)m.size();\n}\n",
+      f);
+  CTS_ASSERT(fclose(f) == 0);
+  char *cc[] = {r1.out, "-quiet", "-imultiarch", r2.out, "-D_GNU_SOURCE", src, "-o", plain, NULL};
+  run_result_t r;
+  CTS_ASSERT(run_cmd(cc, NULL, 120, &r) && r.exit_code == 0);
+  run_result_free(&r);
+  char *rec[] = {CTS_TEST_CTFSCOPE,
+                 "record",
+                 "-q",
+                 "-r",
+                 "1e-3",
+                 "-o",
+                 t2,
+                 "--",
+                 r1.out,
+                 "-quiet",
+                 "-imultiarch",
+                 r2.out,
+                 "-D_GNU_SOURCE",
+                 src,
+                 "-o",
+                 traced,
+                 NULL};
+  CTS_ASSERT(run_cmd(rec, NULL, 120, &r) && r.exit_code == 0);
+  run_result_free(&r);
+  char *cmp[] = {"/usr/bin/cmp", plain, traced, NULL};
+  CTS_ASSERT(run_cmd(cmp, NULL, 30, &r) && r.exit_code == 0);
+  run_result_free(&r);
+  char *out = ctfscope("top", (const char *[]){"--by", "function", "-n", "0", "--json", t2, NULL});
+  CTS_ASSERT(out && strstr(out, "\"mangled\": \"_Z") && !strstr(out, "\"function\": \"_Z"));
+  free(out);
+  run_result_free(&r1);
+  run_result_free(&r2);
+}
+
 int main(int argc, char **argv) {
   const int rc = cts_test_main(argc, argv);
   if (trace[0]) {
