@@ -58,6 +58,9 @@ int cli_usage_error(const char *fmt, ...) {
 
 int cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts,
               const char *help, cli_option_cb on_option, void *ctx, int *first_arg) {
+  /* Frame options are per run: a command run in-process (fuzz_analysis) after another
+   * starts from the defaults, and never keeps a pointer into an earlier argv. */
+  cli_fold_settings = (cts_fold_config_t){0};
   /* Every command accepts -h/--help; the tables only list their own options. */
   struct option all[32];
   int n = 0;
