@@ -106,10 +106,10 @@ static const cts_fold_code_t *classify(cts_fold_t *f, uint64_t code) {
         }
       }
       const bool kept = f->have_keep && matches(&f->keep, name);
-      const bool alloc =
-          !kept && !f->cfg.keep_allocator &&
-          (matches(&f->allocator, name) ||
-           (locs[i].filename && regexec(&f->allocator_files, locs[i].filename, 0, NULL, 0) == 0));
+      const bool alloc = !kept && !f->cfg.keep_allocator &&
+                         (matches(&f->allocator, name) ||
+                          (!name->demangled && locs[i].filename &&
+                           regexec(&f->allocator_files, locs[i].filename, 0, NULL, 0) == 0));
       if (!alloc)
         allocator_from = n;
       else if (allocator_from == n)

@@ -46,7 +46,9 @@
   "|^(std|__gnu_cxx|alloc|core)::|^<(alloc|core|std)::"
 /* The same by source file, for names from debug information, which are unqualified
  * ("allocate", "_M_realloc_insert<int const&>"): the C++ standard library's headers
- * (libstdc++, libc++) and Rust's standard library sources. */
+ * (libstdc++, libc++) and Rust's standard library sources. Not for a symbol that
+ * demangles: its qualified name says whose it is, and the tracer may pair a program's
+ * function with the file of library code inlined into it ("app::f" in alloc.rs). */
 #define CTS_FOLD_ALLOCATOR_FILES_RE \
   "/include/c\\+\\+/[^/]+/|^/rustc/[0-9a-f]+/library/(alloc|core|std)/"
 

@@ -158,6 +158,11 @@ static const fake_code_t fake[] = {
           "grow_one<u8>")},
      1},
     {15, {LOC("main.rs", "_ZN7example4main17h0123456789abcdefE")}, 1},
+    /* The program's function named by its symbol, with the file of Box::new inlined in it. */
+    {16,
+     {LOC("/rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/alloc/src/alloc.rs",
+          "_ZN7example8site_box17h0123456789abcdefE")},
+     1},
 };
 
 static int fake_lookup(void *ud, uint64_t code, const cts_mt_location_t **locs, size_t *n) {
@@ -198,6 +203,7 @@ CTS_TEST(fold_list) {
   CTS_ASSERT_EQ_U64(cut(&def, BT(8, 9, 7)), 2);
   /* Rust: alloc::alloc::alloc, __rust_alloc, RawVec growth by its source file. */
   CTS_ASSERT_EQ_U64(cut(&def, BT(1, 15, 14, 12, 13)), 2);
+  CTS_ASSERT_EQ_U64(cut(&def, BT(1, 15, 16, 12, 13)), 3);
   /* An unknown code is never folded. */
   CTS_ASSERT_EQ_U64(cut(&def, BT(1, 99, 7)), 2);
   CTS_ASSERT_EQ_U64(cut(&def, BT(1, 7, 99)), 3);

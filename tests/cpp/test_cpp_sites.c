@@ -65,12 +65,13 @@ static bool setup(void) {
   return nexpected == 5;
 }
 
-/* allocated bytes of function `site` in top --by function --json (with extra options). */
-static double site_bytes(const char *site, const char *extra) {
+/* allocated bytes of function `site` in top --by function --json of trace path t (with
+ * extra options). */
+static double site_bytes_in(const char *t, const char *site, const char *extra) {
   char *argv[16] = {CTS_TEST_CTFSCOPE, "top", "--by", "function", "--json", "-n", "0"};
   size_t n = 7;
   if (extra) argv[n++] = (char *)extra;
-  argv[n++] = trace;
+  argv[n++] = (char *)t;
   argv[n] = NULL;
   json_flat_t j;
   run_result_t r;
@@ -84,6 +85,10 @@ static double site_bytes(const char *site, const char *extra) {
   }
   run_result_free(&r);
   return v;
+}
+
+static double site_bytes(const char *site, const char *extra) {
+  return site_bytes_in(trace, site, extra);
 }
 
 CTS_TEST(each_site_gets_its_bytes_in_the_program) {
@@ -257,6 +262,46 @@ CTS_TEST(debian_cc1plus) {
   free(out);
   run_result_free(&r1);
   run_result_free(&r2);
+}
+
+/* The Rust program: Vec growth, String and Box sites at the program's functions. */
+CTS_TEST(rust_sites) {
+  if (!CTS_TEST_RUST_SITES[0]) {
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0 && system("apt-cache show rustc > /dev/null 2>&1") == 0)
+      CTS_FAIL("rustc is installable (Debian's rustc) but not installed, and CI=true");
+    CTS_SKIP("rustc is not installed: no Rust program to trace");
+  }
+  CTS_ASSERT(setup());
+  char rtrace[400];
+  snprintf(rtrace, sizeof rtrace, "%s/rust.ctf", dir);
+  char *expect_argv[] = {CTS_TEST_RUST_SITES, "--expect", NULL};
+  run_result_t r;
+  CTS_ASSERT(run_cmd(expect_argv, NULL, 60, &r) && r.exit_code == 0);
+  expect_t rust[4];
+  size_t n = 0;
+  for (char *line = strtok(r.out, "\n"); line && n < 4; line = strtok(NULL, "\n"))
+    if (sscanf(line, "%31s %lf", rust[n].site, &rust[n].bytes) == 2) n++;
+  run_result_free(&r);
+  CTS_ASSERT_EQ_U64(n, 3);
+  char *rec_argv[] = {CTS_TEST_CTFSCOPE,   "record", "-q", "-r", "1", "-o", rtrace, "--",
+                      CTS_TEST_RUST_SITES, NULL};
+  CTS_ASSERT(run_cmd(rec_argv, NULL, 120, &r) && r.exit_code == 0);
+  run_result_free(&r);
+  for (size_t i = 0; i < n; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "rust_sites::%s", rust[i].site);
+    const double got = site_bytes_in(rtrace, name, NULL);
+    CTS_ASSERT_MSG(got == rust[i].bytes, "%s: %.0f bytes, expected %.0f", name, got, rust[i].bytes);
+  }
+  /* The allocator's frames, demangled with their symbols; and --no-demangle. */
+  char *out = ctfscope("top", (const char *[]){"--by", "function", "--json",
+                                               "--keep-allocator-frames", rtrace, NULL});
+  CTS_ASSERT(out && strstr(out, "\"function\": \"<alloc::") && strstr(out, "\"mangled\": \"_"));
+  free(out);
+  out = ctfscope("top", (const char *[]){"--by", "function", "--no-demangle", rtrace, NULL});
+  CTS_ASSERT(out && strstr(out, "site_vec") && !strstr(out, "rust_sites::site_vec"));
+  free(out);
 }
 
 int main(int argc, char **argv) {
