@@ -26,7 +26,7 @@ int cts_fold_init(cts_fold_t *f, const cts_frames_t *inner, const cts_fold_confi
   if (e) goto fail_allocator;
   if (cfg->drop_re) {
     e = compile(&f->drop, "--drop-frames", cfg->drop_re, err, err_size);
-    if (e) goto fail_allocator;
+    if (e) goto fail_files;
     f->have_drop = true;
   }
   if (cfg->keep_re) {
@@ -40,6 +40,7 @@ int cts_fold_init(cts_fold_t *f, const cts_frames_t *inner, const cts_fold_confi
   return 0;
 fail_drop:
   if (f->have_drop) regfree(&f->drop);
+fail_files:
   regfree(&f->allocator_files);
 fail_allocator:
   regfree(&f->allocator);
