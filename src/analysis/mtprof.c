@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "fold.h"
 
 struct cts_mtprof_block {
   uint64_t time_us;
@@ -82,11 +83,18 @@ static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
   if (p->cfg.stacks) {
-    const size_t n = ev->backtrace_len;
+    size_t n = ev->backtrace_len;
     /* The reader's common prefix is with the previous allocation of the same domain; the
      * stacks' previous backtrace is that one only when the domain did not change. */
-    const size_t shared =
+    size_t shared =
         p->have_last_domain && p->last_domain == ev->domain ? (size_t)ev->common_prefix : 0;
+    if (p->cfg.fold) {
+      /* Folded frames are a suffix: what stays shared is within both kept prefixes. */
+      const size_t kept = cts_fold_cut(p->cfg.fold, ev->backtrace, n);
+      if (shared > kept) shared = kept;
+      if (shared > p->last_kept) shared = p->last_kept;
+      p->last_kept = n = kept;
+    }
     p->have_last_domain = true;
     p->last_domain = ev->domain;
     const int e = p->cfg.leaf_only && n

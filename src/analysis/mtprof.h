@@ -26,6 +26,8 @@ typedef struct cts_mtprof_config {
   bool history;         /* keep live samples per site over time (leaks) */
   uint32_t max_nodes;   /* stack node budget (cts_stacks_t.max_nodes), 0 = default (512 Ki) */
   bool skip_histograms; /* leave the size and lifetime histograms empty (they cost ~10%) */
+  /* With stacks: each backtrace cut by cts_fold_cut (fold.h) before it is interned. */
+  struct cts_fold *fold;
 } cts_mtprof_config_t;
 
 typedef struct cts_mtprof_block cts_mtprof_block_t;
@@ -68,6 +70,7 @@ typedef struct cts_mtprof {
   uint32_t last_node; /* stack node of the last allocation added */
   bool have_last_domain;
   uint16_t last_domain; /* of the last allocation interned (common prefixes are per domain) */
+  size_t last_kept;     /* frames of the last backtrace interned after the fold */
   double weights[CTS_MTPROF_WEIGHTS]; /* 1 / sampling probability by length; 0 = not yet */
 } cts_mtprof_t;
 

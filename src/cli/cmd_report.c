@@ -45,7 +45,7 @@ static const char help[] =
     "                        default the task trace's clock anchor aligns the traces of\n"
     "                        one process, else the first task event is put at that start\n"
     "      --max-records N   budget of allocation records for the filters (default 400000)\n"
-    "      --top N           rows of the top-sites table (default 50)\n"
+    "      --top N           rows of the top-sites table (default 50)\n" CLI_FRAME_HELP
     "  -q, --quiet           do not print warnings\n"
     "  -h, --help            show this help\n"
     "\n"
@@ -68,7 +68,9 @@ static int on_option(void *ctx, int opt, const char *arg) {
     return -1;
   }
   const int rc = cli_report_option(&o->content, opt, arg);
-  return rc == -2 ? -1 : rc;
+  if (rc != -2) return rc;
+  const int frame = cli_frame_option(opt, arg);
+  return frame == CLI_OPTION_OTHER ? -1 : frame;
 }
 
 /* Writes the template with its three holes filled: the style, the data, the script. */
@@ -94,6 +96,7 @@ int cmd_report(int argc, char **argv) {
   static const struct option longopts[] = {
       {"output", required_argument, NULL, 'o'},
       CLI_REPORT_LONGOPTS,
+      CLI_FRAME_OPTIONS,
       {"quiet", no_argument, NULL, 'q'},
       {0},
   };

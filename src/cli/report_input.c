@@ -59,7 +59,8 @@ static int run_mem(void *ctx, const cts_load_opts_t *opts) {
                                 .progress_user_data = opts->progress_user_data,
                                 .max_records = (uint32_t)c->o->max_records,
                                 .top_sites = (uint32_t)c->o->top,
-                                .attribute = c->attribute};
+                                .attribute = c->attribute,
+                                .fold = &cli_fold_settings};
   return report_mem_load(c->mem, &mo);
 }
 

@@ -71,6 +71,8 @@ typedef struct report_mem_opts {
   /* A task trace loaded before (may be NULL) whose memory by task this load computes: each
    * event goes to report_tasks_mem_event(). The caller then calls report_tasks_mem_finish(). */
   report_tasks_t *attribute;
+  /* Names as people read them (analysis/fold.h), or NULL: the trace's own. Borrowed. */
+  const struct cts_fold_config *fold;
 } report_mem_opts_t;
 
 typedef struct report_mem report_mem_t;

@@ -299,7 +299,8 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,
-                              .progress_user_data = opts->progress_user_data};
+                              .progress_user_data = opts->progress_user_data,
+                              .fold = opts->fold};
   const int err = cts_mem_trace_load(&m->t, opts->path, &cfg, &lo, on_event, m);
   if (err && m->t.hook_err && err == m->t.hook_err) { /* the aggregation's own: out of memory */
     cts_logf(&opts->log, CTS_LOG_ERROR, "%s: out of memory while aggregating", opts->path);

@@ -6,6 +6,29 @@
   'use strict';
   const { $, on, el, humanBytes, grouped, humanNs, setupCanvas, showTip, hideTip } = cv;
 
+  // A C++ or Rust name with its template arguments elided, for the "short names" toggle:
+  // "std::vector<int, std::allocator<int> >::push_back(int const&)" reads
+  // "std::vector<…>::push_back(int const&)". The '<' of operator<, operator<<, operator<=
+  // and of "->" are not brackets; a name whose brackets do not balance is left whole.
+  cv.shortName = function shortName(name) {
+    let out = '', depth = 0;
+    for (let i = 0; i < name.length; i++) {
+      const c = name[i];
+      if (c === '<' && /operator<*$/.test(name.slice(Math.max(0, i - 10), i))) {
+        if (!depth) out += c;
+      } else if (c === '<') {
+        if (!depth) out += '<…';
+        depth++;
+      } else if (c === '>' && depth && name[i - 1] !== '-') {
+        depth--;
+        if (!depth) out += '>';
+      } else if (!depth) {
+        out += c;
+      }
+    }
+    return depth ? name : out;
+  };
+
   cv.initMem = function initMem(m) {
     const bps = m.bytes_per_sample;
     const state = (cv.api.mem = { range: null, drawn: {} });
@@ -274,6 +297,9 @@
     }
     state.setRange = setRange;
 
+    // Names as drawn: template arguments elided when asked (the full name on hover).
+    const shown = (name) => ($('f-short').checked ? cv.shortName(name) : name);
+
     // Flame graph.
     const flameC = $('flame');
     const ROW = 18;
@@ -310,7 +336,7 @@
         if (wd > 30) {
           g.fillStyle = '#1a202c';
           g.save(); g.beginPath(); g.rect(x0, y, wd - 2, ROW); g.clip();
-          g.fillText(tree.name(n), x0 + 3, y + ROW / 2);
+          g.fillText(shown(tree.name(n)), x0 + 3, y + ROW / 2);
           g.restore();
         }
         rects.push([x0, y, wd, n]);
@@ -378,9 +404,16 @@
       tr.dataset.peakSamples = s[3];
       tr.dataset.liveSamples = s[4];
       for (const v of [s[5], s[6], s[7], s[8], s[9]]) tr.appendChild(el('td', v));
-      tr.appendChild(el('td', s[0], 'site'));
+      const site = el('td', s[0], 'site');
+      site.title = s[0];
+      site.dataset.full = s[0];
+      tr.appendChild(site);
       st.appendChild(tr);
     }
+    on($('f-short'), 'change', () => {
+      for (const td of st.querySelectorAll('td.site')) td.textContent = shown(td.dataset.full);
+      drawFlame();
+    });
     $('sites-note').textContent = (m.sites.length < m.sites_total ? 'Top ' + m.sites.length + ' of ' : 'All ') + m.sites_total + ' sites by allocated bytes, grouped by function, file and line (as `ctfscope top`).';
 
     // Histograms: [low, blocks, samples] triples.
