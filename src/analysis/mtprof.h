@@ -17,6 +17,7 @@
 #include <ctfscope/memtrace.h>
 
 #include "hist.h"
+#include "live_table.h"
 #include "sites.h"
 #include "u64map.h"
 
@@ -41,8 +42,11 @@ typedef struct cts_mtprof {
   uint64_t start_time_us;
   cts_stacks_t stacks;
 
-  cts_idmap_t live;           /* object id → index in blocks */
-  cts_mtprof_block_t *blocks; /* pool of live blocks, with a free list */
+  /* Live blocks: object id → a 24-byte record (mtprof.c), or for the rare block whose
+   * figures do not fit one, an index in blocks. */
+  cts_live_table_t live;
+  uint64_t live_base_us;      /* the first allocation's time: records hold times from it */
+  cts_mtprof_block_t *blocks; /* pool of live blocks that do not fit, with a free list */
   uint32_t block_count, block_cap, free_block;
   uint64_t live_blocks, max_live_blocks;
 
