@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "../analysis/hist.h"
+#include "../analysis/live_table.h"
 #include "../cli/cli.h"
 #include "../cli/load.h"
 #include "report.h"
@@ -46,10 +47,8 @@ struct report_mem {
   uint64_t heap_w; /* µs per bucket */
   uint64_t heap_max[HEAP_BUCKETS];
   bool heap_set[HEAP_BUCKETS];
-  /* blocks not yet collected: object id → index in pend */
-  cts_u64map_t live;
-  pending_t *pend;
-  uint32_t npend, cap_pend, free_pend;
+  /* blocks not yet collected: object id → their pending_t (src/analysis/live_table.h) */
+  cts_live_table_t live;
   /* records */
   uint64_t rec_w;
   record_t *recs;
@@ -233,46 +232,25 @@ static int on_event(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   }
   heap_note(m, ev->time_us, t->prof.stacks.live_samples);
   if (ev->kind == CTS_MT_ALLOC) {
-    uint32_t slot;
-    if (m->free_pend != UINT32_MAX) {
-      slot = m->free_pend;
-      m->free_pend = m->pend[slot].node;
-    } else {
-      if (m->npend == m->cap_pend) {
-        const uint32_t cap = m->cap_pend ? m->cap_pend * 2 : 4096;
-        pending_t *pend = realloc(m->pend, cap * sizeof *pend);
-        if (!pend) return -ENOMEM;
-        m->pend = pend;
-        m->cap_pend = cap;
-      }
-      slot = m->npend++;
-    }
-    m->pend[slot] = (pending_t){.node = t->prof.last_node,
-                                .source = ev->source,
-                                .time_us = ev->time_us,
-                                .words = ev->length,
-                                .samples = ev->nsamples};
+    const pending_t p = {.node = t->prof.last_node,
+                         .source = ev->source,
+                         .time_us = ev->time_us,
+                         .words = ev->length,
+                         .samples = ev->nsamples};
     bool added;
-    uint64_t *v = cts_u64map_insert(&m->live, ev->obj_id + 1, slot, &added);
+    pending_t *v = cts_live_insert(&m->live, ev->obj_id, &added);
     if (!v) return -ENOMEM;
     if (!added) { /* a reused id: the old block was never collected; keep it as live */
-      const int e = finish_block(m, &m->pend[*v], UINT64_MAX);
+      const int e = finish_block(m, v, UINT64_MAX);
       if (e) return e;
-      m->pend[*v].node = m->free_pend;
-      m->free_pend = (uint32_t)*v;
-      *v = slot;
     }
+    *v = p;
     return mark_add(m, ev->time_us, ev->nsamples);
   }
   if (ev->kind == CTS_MT_COLLECT) {
-    uint64_t *v = cts_u64map_find(&m->live, ev->obj_id + 1);
-    if (!v) return 0;
-    const uint32_t slot = (uint32_t)*v;
-    cts_u64map_remove(&m->live, ev->obj_id + 1);
-    const int e = finish_block(m, &m->pend[slot], ev->time_us);
-    m->pend[slot].node = m->free_pend;
-    m->free_pend = slot;
-    return e;
+    pending_t p;
+    if (!cts_live_take(&m->live, ev->obj_id, &p)) return 0;
+    return finish_block(m, &p, ev->time_us);
   }
   return 0;
 }
@@ -288,8 +266,9 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   if (!m->opts.max_records) m->opts.max_records = 400000;
   if (!m->opts.top_sites) m->opts.top_sites = 50;
   m->heap_w = m->rec_w = 1;
-  m->free_pend = UINT32_MAX;
-  cts_u64map_init(&m->live);
+  /* Cannot fail: a record size the table takes (checked at compile time). */
+  _Static_assert(sizeof(pending_t) % 8 == 0 && sizeof(pending_t) <= 256, "live record size");
+  (void)cts_live_init(&m->live, sizeof(pending_t));
   const cts_mtprof_config_t cfg = {.stacks = true};
   const int code = cli_trace_load_hooked(&m->t, opts->path, &cfg, opts->quiet, on_event, m);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
@@ -298,9 +277,10 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
     return code;
   }
   /* Blocks never collected. */
-  uint64_t id, pending;
-  for (size_t pos = 0; cts_u64map_next(&m->live, &pos, &id, &pending);) {
-    if (finish_block(m, &m->pend[pending], UINT64_MAX)) {
+  uint64_t id;
+  void *pending;
+  for (cts_live_cursor_t cur = {0}; cts_live_next(&m->live, &cur, &id, &pending);) {
+    if (finish_block(m, pending, UINT64_MAX)) {
       cli_error("%s: out of memory while aggregating", opts->path);
       report_mem_free(m);
       return CLI_EXIT_INTERNAL;
@@ -330,8 +310,7 @@ double report_mem_bytes_per_sample(const report_mem_t *m) {
 void report_mem_free(report_mem_t *m) {
   if (!m) return;
   cli_trace_free(&m->t);
-  cts_u64map_fini(&m->live);
-  free(m->pend);
+  cts_live_fini(&m->live);
   free(m->recs);
   free(m->table);
   free(m->marks);
