@@ -9,9 +9,10 @@ struct cts_mtprof_block {
   uint64_t time_us;
   uint64_t alloc_clock; /* alloc_clock before this block */
   uint64_t samples;
-  double est;    /* 1 / sampling probability */
-  uint32_t node; /* stack node, or the next free block while on the free list */
-  uint8_t source;
+  uint64_t length; /* words */
+  double est;      /* 1 / sampling probability */
+  uint32_t node;   /* stack node, or the next free block while on the free list */
+  uint8_t source;  /* as in the trace (any value: the figures clamp it to external) */
   bool promoted;
 };
 
@@ -109,6 +110,7 @@ static cts_mtprof_block_t unpack(const cts_mtprof_t *p, const live_rec_t *r) {
       .time_us = p->live_base_us + (r->time_len & ((1ull << REC_TIME_BITS) - 1)),
       .alloc_clock = r->clock_flags & ((1ull << REC_CLOCK_BITS) - 1),
       .samples = r->samples,
+      .length = r->time_len >> REC_TIME_BITS,
       .node = r->node,
       .source = (uint8_t)(r->clock_flags >> REC_SOURCE & 3u),
       .promoted = (r->clock_flags & REC_PROMOTED) != 0,
@@ -117,11 +119,11 @@ static cts_mtprof_block_t unpack(const cts_mtprof_t *p, const live_rec_t *r) {
 
 /* Stores b (est left out: it is a function of the length) in r. Returns 0, -ENOMEM or
  * CTS_E_LIMIT. */
-static int pack(cts_mtprof_t *p, live_rec_t *r, const cts_mtprof_block_t *b, uint64_t length) {
+static int pack(cts_mtprof_t *p, live_rec_t *r, const cts_mtprof_block_t *b) {
   const uint64_t dt = b->time_us - p->live_base_us;
-  if (b->time_us >= p->live_base_us && dt < 1ull << REC_TIME_BITS && length < 1ull << 24 &&
-      b->samples <= UINT32_MAX && b->alloc_clock < 1ull << REC_CLOCK_BITS) {
-    *r = (live_rec_t){.time_len = dt | length << REC_TIME_BITS,
+  if (b->time_us >= p->live_base_us && dt < 1ull << REC_TIME_BITS && b->length < 1ull << 24 &&
+      b->samples <= UINT32_MAX && b->alloc_clock < 1ull << REC_CLOCK_BITS && b->source < 4) {
+    *r = (live_rec_t){.time_len = dt | b->length << REC_TIME_BITS,
                       .clock_flags = b->alloc_clock | (uint64_t)b->source << REC_SOURCE |
                                      (b->promoted ? REC_PROMOTED : 0),
                       .node = b->node,
@@ -140,6 +142,34 @@ static int pack(cts_mtprof_t *p, live_rec_t *r, const cts_mtprof_block_t *b, uin
 static double rec_est(cts_mtprof_t *p, const live_rec_t *r) {
   if (r->clock_flags & REC_POOLED) return p->blocks[r->node].est;
   return sampling_weight(p, r->time_len >> REC_TIME_BITS);
+}
+
+/* Keeps what a consumer of cts_mtprof_ended() needs of a block that has just ended. */
+static void ended(cts_mtprof_t *p, const cts_mtprof_block_t *b) {
+  p->have_ended = true;
+  p->ended = (cts_mtprof_live_t){.time_us = b->time_us,
+                                 .length = b->length,
+                                 .samples = b->samples,
+                                 .node = b->node,
+                                 .source = b->source};
+}
+
+bool cts_mtprof_ended(const cts_mtprof_t *p, cts_mtprof_live_t *out) {
+  if (p->have_ended) *out = p->ended;
+  return p->have_ended;
+}
+
+bool cts_mtprof_next_live(cts_mtprof_t *p, cts_live_cursor_t *cur, cts_mtprof_live_t *out) {
+  uint64_t id;
+  void *rec;
+  if (!cts_live_next(&p->live, cur, &id, &rec)) return false;
+  const cts_mtprof_block_t b = unpack(p, rec);
+  *out = (cts_mtprof_live_t){.time_us = b.time_us,
+                             .length = b.length,
+                             .samples = b.samples,
+                             .node = b.node,
+                             .source = b.source};
+  return true;
 }
 
 static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
@@ -169,16 +199,18 @@ static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
      * now, without a lifetime. */
     const cts_mtprof_block_t old = unpack(p, r);
     cts_stacks_free(&p->stacks, old.node, old.samples, rec_est(p, r));
+    ended(p, &old);
     if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
   }
   const cts_mtprof_block_t b = {.time_us = ev->time_us,
                                 .alloc_clock = p->alloc_clock,
                                 .samples = ev->nsamples,
+                                .length = ev->length,
                                 .est = est,
                                 .node = node,
-                                .source = (uint8_t)src};
-  const int e = pack(p, r, &b, ev->length);
+                                .source = ev->source};
+  const int e = pack(p, r, &b);
   if (e) {
     live_rec_t gone;
     cts_live_take(&p->live, ev->obj_id, &gone);
@@ -200,7 +232,7 @@ static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
 static void on_promote(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   live_rec_t *r = cts_live_find(&p->live, ev->obj_id);
   const cts_mtprof_block_t b = r ? unpack(p, r) : (cts_mtprof_block_t){0};
-  if (!r || b.promoted || b.source != CTS_MT_SOURCE_MINOR) {
+  if (!r || b.promoted || b.source != CTS_MT_SOURCE_MINOR) { /* (external when clamped) */
     p->unknown_promotes++;
     return;
   }
@@ -222,7 +254,8 @@ static void on_collect(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   const cts_mtprof_block_t *b = &full;
   const double est = rec_est(p, &r);
   if (r.clock_flags & REC_POOLED) release_block(p, r.node);
-  if (b->source == CTS_MT_SOURCE_EXTERNAL)
+  ended(p, b);
+  if (b->source >= CTS_MT_SOURCE_EXTERNAL)
     p->collected_external_samples += b->samples;
   else if (b->source == CTS_MT_SOURCE_MINOR && !b->promoted)
     p->collected_minor_samples += b->samples;
@@ -242,6 +275,7 @@ int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   if (!p->have_events) p->have_events = true, p->first_event_us = ev->time_us;
   if (ev->time_us > p->last_event_us) p->last_event_us = ev->time_us;
   if (ev->time_us > p->end_us) p->end_us = ev->time_us;
+  p->have_ended = false;
   cts_stacks_advance_time(&p->stacks, ev->time_us);
   switch (ev->kind) {
     case CTS_MT_ALLOC:

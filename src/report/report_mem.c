@@ -16,7 +16,6 @@
 #include <time.h>
 
 #include "../analysis/hist.h"
-#include "../analysis/live_table.h"
 #include "../cli/cli.h"
 #include "../cli/load.h"
 #include "report.h"
@@ -26,12 +25,6 @@
 #define MIN_RECORD_BUCKETS 32u        /* the budget never makes times coarser than this */
 #define NEVER              UINT32_MAX /* collection bucket of a block still live at the end */
 #define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
-
-typedef struct pending {
-  uint32_t node;
-  uint8_t source;
-  uint64_t time_us, words, samples;
-} pending_t;
 
 typedef struct record {
   uint32_t node, ta, tf, size_class;
@@ -47,8 +40,6 @@ struct report_mem {
   uint64_t heap_w; /* µs per bucket */
   uint64_t heap_max[HEAP_BUCKETS];
   bool heap_set[HEAP_BUCKETS];
-  /* blocks not yet collected: object id → their pending_t (src/analysis/live_table.h) */
-  cts_live_table_t live;
   /* records */
   uint64_t rec_w;
   record_t *recs;
@@ -204,12 +195,14 @@ static void marks_sort(report_mem_t *m) {
   m->nmarks = k + 1;
 }
 
-static int finish_block(report_mem_t *m, const pending_t *p, uint64_t freed_us) {
+/* A block's record once it is collected (freed_us) or known never to be (UINT64_MAX). The
+ * blocks not yet collected are the profile's (cts_mtprof_ended, cts_mtprof_next_live). */
+static int finish_block(report_mem_t *m, const cts_mtprof_live_t *p, uint64_t freed_us) {
   const uint64_t ta = rel_us(m, p->time_us) / m->rec_w;
   record_t r = {.node = p->node,
                 .ta = (uint32_t)ta,
                 .tf = freed_us == UINT64_MAX ? NEVER : (uint32_t)(rel_us(m, freed_us) / m->rec_w),
-                .size_class = cts_hist_bucket(p->words),
+                .size_class = cts_hist_bucket(p->length),
                 .source = p->source,
                 .samples = p->samples,
                 .blocks = 1};
@@ -232,25 +225,17 @@ static int on_event(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   }
   heap_note(m, ev->time_us, t->prof.stacks.live_samples);
   if (ev->kind == CTS_MT_ALLOC) {
-    const pending_t p = {.node = t->prof.last_node,
-                         .source = ev->source,
-                         .time_us = ev->time_us,
-                         .words = ev->length,
-                         .samples = ev->nsamples};
-    bool added;
-    pending_t *v = cts_live_insert(&m->live, ev->obj_id, &added);
-    if (!v) return -ENOMEM;
-    if (!added) { /* a reused id: the old block was never collected; keep it as live */
-      const int e = finish_block(m, v, UINT64_MAX);
+    cts_mtprof_live_t gone;
+    if (cts_mtprof_ended(&t->prof, &gone)) {
+      /* a reused id: the old block was never collected; keep it as live */
+      const int e = finish_block(m, &gone, UINT64_MAX);
       if (e) return e;
     }
-    *v = p;
     return mark_add(m, ev->time_us, ev->nsamples);
   }
   if (ev->kind == CTS_MT_COLLECT) {
-    pending_t p;
-    if (!cts_live_take(&m->live, ev->obj_id, &p)) return 0;
-    return finish_block(m, &p, ev->time_us);
+    cts_mtprof_live_t gone;
+    return cts_mtprof_ended(&t->prof, &gone) ? finish_block(m, &gone, ev->time_us) : 0;
   }
   return 0;
 }
@@ -266,9 +251,6 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   if (!m->opts.max_records) m->opts.max_records = 400000;
   if (!m->opts.top_sites) m->opts.top_sites = 50;
   m->heap_w = m->rec_w = 1;
-  /* Cannot fail: a record size the table takes (checked at compile time). */
-  _Static_assert(sizeof(pending_t) % 8 == 0 && sizeof(pending_t) <= 256, "live record size");
-  (void)cts_live_init(&m->live, sizeof(pending_t));
   const cts_mtprof_config_t cfg = {.stacks = true};
   const int code = cli_trace_load_hooked(&m->t, opts->path, &cfg, opts->quiet, on_event, m);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
@@ -277,10 +259,9 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
     return code;
   }
   /* Blocks never collected. */
-  uint64_t id;
-  void *pending;
-  for (cts_live_cursor_t cur = {0}; cts_live_next(&m->live, &cur, &id, &pending);) {
-    if (finish_block(m, pending, UINT64_MAX)) {
+  cts_mtprof_live_t b;
+  for (cts_live_cursor_t cur = {0}; cts_mtprof_next_live(&m->t.prof, &cur, &b);) {
+    if (finish_block(m, &b, UINT64_MAX)) {
       cli_error("%s: out of memory while aggregating", opts->path);
       report_mem_free(m);
       return CLI_EXIT_INTERNAL;
@@ -310,7 +291,6 @@ double report_mem_bytes_per_sample(const report_mem_t *m) {
 void report_mem_free(report_mem_t *m) {
   if (!m) return;
   cli_trace_free(&m->t);
-  cts_live_fini(&m->live);
   free(m->recs);
   free(m->table);
   free(m->marks);

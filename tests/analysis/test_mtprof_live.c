@@ -80,4 +80,37 @@ CTS_TEST(pooled_blocks_keep_their_figures) {
   }
 }
 
+/* What the report reads instead of keeping its own table: the block an event ended, and
+ * the blocks live at the end, with their figures as allocated (compact or pooled). */
+CTS_TEST(ended_and_live_blocks_keep_their_figures) {
+  cts_mtprof_t p;
+  const cts_mtprof_config_t cfg = {0};
+  CTS_ASSERT_EQ_INT(cts_mtprof_init(&p, &cfg), 0);
+  cts_mtprof_live_t b;
+  CTS_ASSERT_EQ_INT(alloc(&p, 1, 100, 7, 8, 1), 0);
+  CTS_ASSERT(!cts_mtprof_ended(&p, &b));
+  CTS_ASSERT_EQ_INT(alloc(&p, 2, 50, 1ull << 30, 9, 7), 0); /* pooled: early, huge */
+  CTS_ASSERT_EQ_INT(alloc(&p, 3, 120, 3, 4, 0), 0);
+  CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, 1, 130), 0);
+  CTS_ASSERT(cts_mtprof_ended(&p, &b));
+  CTS_ASSERT_EQ_U64(b.time_us, 100);
+  CTS_ASSERT_EQ_U64(b.length, 7);
+  CTS_ASSERT_EQ_U64(b.samples, 8);
+  CTS_ASSERT_EQ_INT(b.source, 1);
+  CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, 1, 131), 0); /* unknown: nothing ended */
+  CTS_ASSERT(!cts_mtprof_ended(&p, &b));
+  CTS_ASSERT_EQ_INT(alloc(&p, 3, 140, 5, 6, 0), 0); /* the id again: the old block ends */
+  CTS_ASSERT(cts_mtprof_ended(&p, &b));
+  CTS_ASSERT_EQ_U64(b.time_us, 120);
+  CTS_ASSERT_EQ_U64(b.length, 3);
+  uint64_t n = 0, lengths = 0;
+  for (cts_live_cursor_t c = {0}; cts_mtprof_next_live(&p, &c, &b); n++) {
+    lengths += b.length;
+    if (b.time_us == 50) CTS_ASSERT(b.source == 7 && b.samples == 9);
+  }
+  CTS_ASSERT_EQ_U64(n, 2);
+  CTS_ASSERT_EQ_U64(lengths, (1ull << 30) + 5);
+  cts_mtprof_fini(&p);
+}
+
 CTS_TEST_MAIN()
