@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The analysis commands at production scale, against the reader's own decode time and the
-# peer tools, in one run (issue #20; figures in bench/ANALYSIS.md). Traces:
+# peer tools, in one run (issue #20; figures in bench/README.md, "Analysis commands at production scale"). Traces:
 #   survivors  gen_trace --shape survivors --mb MB: rate 1, 90 % of blocks never collected
 #   default    gen_trace --mb MB: sampled, most blocks short-lived
 #   real       a real program of bench/real (REAL: sqlite3, the default, 45 000 INSERTs, an
