@@ -3,11 +3,9 @@
 // and Box, each in a function of its own, every block kept until exit. With an argument it
 // prints "site bytes" lines instead of running.
 //
-// no_main: Rust's runtime start-up (std::rt) calls pthread_getattr_np on the main thread,
-// whose fopen of /proc/self/maps allocates, and the tracer's unwinder calls
-// pthread_getattr_np again from inside that malloc: a deadlock today. A C main keeps the
-// program to what is tested here.
-#![no_main]
+// A normal Rust main: Rust's runtime start-up calls pthread_getattr_np on the main thread,
+// which allocates under the thread's lock; the tracer must not deadlock there
+// (tests/tracer/test_getattr_record.c).
 use std::hint::black_box;
 
 const VEC_PUSHES: u64 = 1000;
@@ -39,9 +37,8 @@ fn site_box(keep: &mut Vec<Box<[u64; 16]>>) {
     }
 }
 
-#[no_mangle]
-pub extern "C" fn main(argc: i32, _argv: *const *const u8) -> i32 {
-    if argc > 1 {
+fn main() {
+    if std::env::args().len() > 1 {
         // Vec<u64> grows 4, 8, ... 1024 elements (RawVec's first capacity for 8-byte items).
         let mut cap = 4u64;
         let mut vec_bytes = 0u64;
@@ -55,7 +52,7 @@ pub extern "C" fn main(argc: i32, _argv: *const *const u8) -> i32 {
         println!("site_vec {}", vec_bytes);
         println!("site_string {}", STRINGS * 120);
         println!("site_box {}", BOXES * 128);
-        return 0;
+        return;
     }
     let mut vecs = Vec::with_capacity(1);
     let mut strings = Vec::with_capacity(STRINGS);
@@ -65,5 +62,4 @@ pub extern "C" fn main(argc: i32, _argv: *const *const u8) -> i32 {
     site_box(&mut boxes);
     black_box((&vecs, &strings, &boxes));
     std::mem::forget((vecs, strings, boxes));
-    0
 }
