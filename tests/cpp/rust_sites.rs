@@ -6,7 +6,14 @@
 // A normal Rust main: Rust's runtime start-up calls pthread_getattr_np on the main thread,
 // which allocates under the thread's lock; the tracer must not deadlock there
 // (tests/tracer/test_getattr_record.c).
-use std::hint::black_box;
+// std::hint::black_box is stable only from Rust 1.66; Debian 12's rustc is 1.63. A
+// volatile read of the value keeps the optimiser from seeing through it the same way.
+#[inline(never)]
+fn black_box<T>(x: T) -> T {
+    let copy = unsafe { std::ptr::read_volatile(&x) };
+    std::mem::forget(x);
+    copy
+}
 
 const VEC_PUSHES: u64 = 1000;
 const STRINGS: usize = 10;
