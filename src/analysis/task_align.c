@@ -104,6 +104,40 @@ const char *cts_task_path_name(const cts_tasks_t *m, uint32_t task, unsigned dep
   return buf;
 }
 
+const char *cts_align_describe(const cts_tasks_t *m, const cts_align_event_t *e, char *buf,
+                               size_t size) {
+  static const char *const verbs[] = {"created", "resolved", "read", "read the failure of",
+                                      "signalled"};
+  char a[64], b[64];
+  uint32_t actor = e->src, object = e->dst;
+  if (e->kind == CTS_ALIGN_READ || e->kind == CTS_ALIGN_FAILED_READ)
+    actor = e->dst, object = e->src;
+  const char *who =
+      actor == NONE ? "(outside any task)" : cts_task_short_name(m, actor, a, sizeof a);
+  snprintf(buf, size, "%s %s %s", who, verbs[e->kind < 5 ? e->kind : 0],
+           cts_task_short_name(m, object, b, sizeof b));
+  return buf;
+}
+
+/* "resolved", "absent", or "3: 2 resolved, 1 pending". */
+const char *cts_align_path_outcomes(const cts_align_path_t *p, int s, char *buf, size_t size) {
+  if (!p->count[s]) return "absent";
+  size_t len = 0;
+  buf[0] = '\0';
+  if (p->count[s] > 1) len += (size_t)snprintf(buf, size, "%u: ", p->count[s]);
+  bool first = true;
+  for (unsigned o = 0; o < CTS_OUT_KINDS && len < size; o++) {
+    if (!p->outcomes[s][o]) continue;
+    if (p->count[s] > 1)
+      len += (size_t)snprintf(buf + len, size - len, "%s%u %s", first ? "" : ", ",
+                              p->outcomes[s][o], cts_align_outcome_name(o));
+    else
+      len += (size_t)snprintf(buf + len, size - len, "%s", cts_align_outcome_name(o));
+    first = false;
+  }
+  return buf;
+}
+
 /* The hash of a task's own name: its label's text (so that runs agree), else its type. */
 static uint64_t name_hash(const cts_tasks_t *m, uint32_t i) {
   const cts_task_t *k = &m->tasks[i];

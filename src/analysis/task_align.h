@@ -125,4 +125,12 @@ const char *cts_task_path_name(const cts_tasks_t *m, uint32_t task, unsigned dep
 /* A task's own name: its label, else "(type)". In buf or the model's strings. */
 const char *cts_task_short_name(const cts_tasks_t *m, uint32_t task, char *buf, size_t size);
 
+/* An event for people, the actor first: "port-4 signalled ARP response". In buf. */
+const char *cts_align_describe(const cts_tasks_t *m, const cts_align_event_t *e, char *buf,
+                               size_t size);
+
+/* A path's outcomes in run s for people: "resolved", "absent", "3: 2 resolved, 1 pending".
+ * In buf. */
+const char *cts_align_path_outcomes(const cts_align_path_t *p, int s, char *buf, size_t size);
+
 #endif /* CTS_TASK_ALIGN_H */

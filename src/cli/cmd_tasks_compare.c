@@ -25,42 +25,6 @@ static const char *rel_time(const cts_tasks_t *m, uint64_t t, char *buf, size_t 
   return buf;
 }
 
-static const char *const verbs[] = {"created", "resolved", "read", "read the failure of",
-                                    "signalled"};
-
-/* "port-4 signalled ARP response": the actor first. */
-static const char *describe(const cts_tasks_t *m, const cts_align_event_t *e, char *buf,
-                            size_t size) {
-  char a[64], b[64];
-  uint32_t actor = e->src, object = e->dst;
-  if (e->kind == CTS_ALIGN_READ || e->kind == CTS_ALIGN_FAILED_READ)
-    actor = e->dst, object = e->src;
-  const char *who =
-      actor == NONE ? "(outside any task)" : cts_task_short_name(m, actor, a, sizeof a);
-  snprintf(buf, size, "%s %s %s", who, verbs[e->kind < 5 ? e->kind : 0],
-           cts_task_short_name(m, object, b, sizeof b));
-  return buf;
-}
-
-/* "resolved", "absent", or "3: 2 resolved, 1 pending". */
-static const char *outcomes(const cts_align_path_t *p, int s, char *buf, size_t size) {
-  if (!p->count[s]) return "absent";
-  size_t len = 0;
-  buf[0] = '\0';
-  if (p->count[s] > 1) len += (size_t)snprintf(buf, size, "%u: ", p->count[s]);
-  bool first = true;
-  for (unsigned o = 0; o < CTS_OUT_KINDS && len < size; o++) {
-    if (!p->outcomes[s][o]) continue;
-    if (p->count[s] > 1)
-      len += (size_t)snprintf(buf + len, size - len, "%s%u %s", first ? "" : ", ",
-                              p->outcomes[s][o], cts_align_outcome_name(o));
-    else
-      len += (size_t)snprintf(buf + len, size - len, "%s", cts_align_outcome_name(o));
-    first = false;
-  }
-  return buf;
-}
-
 static const cts_tasks_t *model(const run_t r[2], int s) {
   return &r[s].t.m;
 }
@@ -85,9 +49,10 @@ static void print_text(cts_out_t *o, const run_t r[2], const cts_task_compare_t 
     cts_out_printf(o, "\nFirst divergence, after %zu events in the same order:\n", c->common);
     if (c->common) {
       const cts_align_event_t *g = &c->seq[0][c->common - 1], *x = &c->seq[1][c->common - 1];
-      cts_out_printf(
-          o, "  last in both   good %-10s bad %-10s %s\n", rel_time(model(r, 0), g->t, a, sizeof a),
-          rel_time(model(r, 1), x->t, b, sizeof b), describe(model(r, 0), g, d, sizeof d));
+      cts_out_printf(o, "  last in both   good %-10s bad %-10s %s\n",
+                     rel_time(model(r, 0), g->t, a, sizeof a),
+                     rel_time(model(r, 1), x->t, b, sizeof b),
+                     cts_align_describe(model(r, 0), g, d, sizeof d));
     }
     for (int s = 0; s < 2; s++) {
       const cts_tasks_t *m = model(r, s);
@@ -100,7 +65,7 @@ static void print_text(cts_out_t *o, const run_t r[2], const cts_task_compare_t 
       if (at >= c->nseq[s])
         cts_out_str(o, "nothing more (the trace ends)\n");
       else
-        cts_out_printf(o, "%s\n", describe(m, &c->seq[s][at], d, sizeof d));
+        cts_out_printf(o, "%s\n", cts_align_describe(m, &c->seq[s][at], d, sizeof d));
     }
     for (int s = 0; s < 2; s++) {
       const int other = 1 - s;
@@ -133,8 +98,8 @@ static void print_text(cts_out_t *o, const run_t r[2], const cts_task_compare_t 
     const int s = p->task[0] != NONE ? 0 : 1;
     char path[512], oa[128], ob[128];
     cts_task_path_name(model(r, s), p->task[s], 6, path, sizeof path);
-    cts_out_printf(o, "  %s\n      %s -> %s\n", path, outcomes(p, 0, oa, sizeof oa),
-                   outcomes(p, 1, ob, sizeof ob));
+    cts_out_printf(o, "  %s\n      %s -> %s\n", path, cts_align_path_outcomes(p, 0, oa, sizeof oa),
+                   cts_align_path_outcomes(p, 1, ob, sizeof ob));
   }
 }
 
@@ -147,7 +112,7 @@ static void json_event(cts_json_t *w, const cts_tasks_t *m, const cts_align_even
   cts_json_kv_str(w, "src",
                   e->src == NONE ? "" : cts_task_path_name(m, e->src, 6, buf, sizeof buf));
   cts_json_kv_str(w, "dst", cts_task_path_name(m, e->dst, 6, buf, sizeof buf));
-  cts_json_kv_str(w, "text", describe(m, e, buf, sizeof buf));
+  cts_json_kv_str(w, "text", cts_align_describe(m, e, buf, sizeof buf));
   cts_json_end(w);
 }
 

@@ -387,6 +387,53 @@ async function main() {
       serveOrigin = null;
     }
 
+    // --- a good and a bad run compared (report GOOD BAD, the ARP-race demo): both runs'
+    // timelines on the page, aligned at their starts, the first divergence `diff` finds
+    // drawn in each at its own time (a red column of pixels where the time axis puts it) --
+    if (process.env.CTS_ARP_RACE) {
+      const dir = path.join(work, 'arp');
+      fs.mkdirSync(dir);
+      execFileSync(process.env.CTS_ARP_RACE, ['--both', dir], { stdio: 'ignore' });
+      const good = path.join(dir, 'arp_good.ctf'), bad = path.join(dir, 'arp_bad.ctf');
+      const report = path.join(work, 'compare.html');
+      run(['report', '-q', good, bad, '-o', report]);
+      const diff = JSON.parse(run(['diff', '--json', good, bad]));
+      await open(report, 'compare');
+      const seen = await page.evaluate(() => {
+        const api = window.ctsReport, C = api.data.compare, out = { view: api.view, runs: [] };
+        for (const [s, id] of [[0, 'cmp-good'], [1, 'cmp-bad']]) {
+          const c = document.getElementById(id), r = c.getBoundingClientRect();
+          const side = s ? C.bad : C.good;
+          const want = api.compare.xOf(side.next.t, s);
+          // The red marker's columns on a pixel row below the axis.
+          const dpr = c.width / c.clientWidth, y = Math.round((r.height - 6) * dpr);
+          const px = c.getContext('2d').getImageData(0, y, c.width, 1).data, red = [];
+          for (let x = 0; x < c.width; x++) if (px[4 * x] === 208 && px[4 * x + 1] === 0 && px[4 * x + 2] === 0) red.push(x / dpr);
+          out.runs.push({ visible: r.width > 100 && r.height > 40 && c.offsetParent !== null, want: want, red: red, text: side.next.text, t: side.next.t });
+        }
+        out.summary = document.getElementById('cmp-summary').textContent;
+        out.paths = [...document.querySelectorAll('#cmp-paths tr')].slice(1).map((r) => r.children[0].textContent);
+        out.tasksRows = [api.data.tasks.n, api.data.compare_tasks.n];
+        return out;
+      });
+      check(seen.view === 'compare', 'compare: opens on ' + seen.view);
+      for (const [s, name] of [[0, 'good'], [1, 'bad']]) {
+        const run1 = seen.runs[s], want = diff.divergence[name].next;
+        check(run1.visible, `compare: the ${name} run's timeline is not on the page`);
+        check(run1.text === want.text && run1.t === want.time_ns, `compare: ${name} marker at '${run1.text}' +${run1.t} ns, diff says '${want.text}' +${want.time_ns} ns`);
+        check(run1.red.length > 0 && Math.abs((run1.red[0] + run1.red[run1.red.length - 1]) / 2 - run1.want) <= 1.5,
+          `compare: ${name} marker drawn at x ${run1.red.join(',')}, its time is at x ${run1.want.toFixed(1)}`);
+      }
+      check(seen.runs[0].t !== seen.runs[1].t && seen.runs[0].red[0] !== seen.runs[1].red[0], 'compare: both markers at the same place: ' + JSON.stringify(seen.runs));
+      check(seen.summary.includes('port-4 signalled ARP response'), 'compare: summary ' + seen.summary);
+      check(seen.paths.length === diff.rows.length && seen.paths[0] === diff.rows[0].path, 'compare: paths ' + JSON.stringify(seen.paths));
+      check(seen.tasksRows[0] === 10 && seen.tasksRows[1] === 10, 'compare: tasks ' + seen.tasksRows);
+      noProblems('compare');
+      await page.screenshot({ path: path.join(outDir, 'compare.png'), fullPage: true });
+    } else if (ci) {
+      check(false, 'CTS_ARP_RACE is not set: the comparison report is not tested');
+    }
+
     if (process.env.BENCH_TASKS) {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cts-bench-'));
       execFileSync(genTraces, [dir, process.env.BENCH_TASKS]);
