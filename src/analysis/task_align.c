@@ -288,11 +288,122 @@ static int match_tasks(const cts_tasks_t *const m[2], cts_task_compare_t *c) {
   return 0;
 }
 
-/* The first index at or after `from` in run s whose key is `key`, SIZE_MAX if none. */
-static size_t find_key(const cts_task_compare_t *c, int s, size_t from, uint64_t key) {
-  for (size_t i = from; i < c->nseq[s]; i++)
-    if (cts_task_compare_key(c, s, &c->seq[s][i]) == key) return i;
+/* Each task's history in run s: the indices into seq[s] of the events it takes part in, in
+ * time order, as offsets (off[task] .. off[task + 1]) into idx. */
+typedef struct history {
+  uint32_t *off, *idx;
+} history_t;
+
+static int build_history(const cts_task_compare_t *c, int s, size_t ntasks, history_t *h) {
+  h->off = calloc(ntasks + 2, sizeof *h->off);
+  h->idx = malloc((2 * c->nseq[s] + 1) * sizeof *h->idx);
+  if (!h->off || !h->idx) return -ENOMEM;
+  const cts_align_event_t *e = c->seq[s];
+  for (size_t i = 0; i < c->nseq[s]; i++) {
+    if (e[i].src != NONE) h->off[e[i].src + 2]++;
+    h->off[e[i].dst + 2]++;
+  }
+  for (size_t k = 2; k < ntasks + 2; k++) h->off[k] += h->off[k - 1];
+  for (size_t i = 0; i < c->nseq[s]; i++) { /* off[task + 1] is the fill cursor */
+    if (e[i].src != NONE) h->idx[h->off[e[i].src + 1]++] = (uint32_t)i;
+    h->idx[h->off[e[i].dst + 1]++] = (uint32_t)i;
+  }
+  return 0;
+}
+
+static void history_fini(history_t *h) {
+  free(h->off);
+  free(h->idx);
+}
+
+/* The matched task of each task of run 0 in run 1 (NONE if none): the n-th of a path with
+ * the n-th, both by creation time. */
+static int match_peers(const cts_tasks_t *const m[2], const cts_task_compare_t *c, uint32_t *peer) {
+  uint32_t *order[2];
+  for (int s = 0; s < 2; s++) {
+    order[s] = malloc((m[s]->ntasks + 1) * sizeof *order[s]);
+    if (!order[s]) {
+      free(order[0]);
+      return -ENOMEM;
+    }
+    for (size_t i = 0; i < m[s]->ntasks; i++) order[s][i] = (uint32_t)i;
+    order_ctx_t o = {m[s], c->path[s]};
+    if (m[s]->ntasks) qsort_r(order[s], m[s]->ntasks, sizeof *order[s], cmp_by_path, &o);
+  }
+  for (size_t i = 0; i < m[0]->ntasks; i++) peer[i] = NONE;
+  size_t a = 0, b = 0;
+  while (a < m[0]->ntasks && b < m[1]->ntasks) {
+    const uint64_t pa = c->path[0][order[0][a]], pb = c->path[1][order[1][b]];
+    if (pa < pb) {
+      a++;
+    } else if (pb < pa) {
+      b++;
+    } else {
+      peer[order[0][a]] = order[1][b];
+      a++, b++;
+    }
+  }
+  free(order[0]);
+  free(order[1]);
+  return 0;
+}
+
+/* Where key occurs in a history from position from on (an index into seq[s]), SIZE_MAX if
+ * never. */
+static size_t find_in_history(const cts_task_compare_t *c, int s, const history_t *h, uint32_t task,
+                              size_t from, uint64_t key) {
+  for (size_t k = h->off[task] + from; k < h->off[task + 1]; k++)
+    if (cts_task_compare_key(c, s, &c->seq[s][h->idx[k]]) == key) return h->idx[k];
   return SIZE_MAX;
+}
+
+/* Compares the history of every matched task and keeps the earliest divergence. */
+static int find_divergence(const cts_tasks_t *const m[2], cts_task_compare_t *c) {
+  history_t h[2] = {{0}, {0}};
+  uint32_t *peer = malloc((m[0]->ntasks + 1) * sizeof *peer);
+  int e = peer ? 0 : -ENOMEM;
+  for (int s = 0; s < 2 && !e; s++) e = build_history(c, s, m[s]->ntasks, &h[s]);
+  if (!e) e = match_peers(m, c, peer);
+  uint64_t best_t[2] = {UINT64_MAX, UINT64_MAX};
+  for (uint32_t g = 0; !e && g < m[0]->ntasks; g++) {
+    const uint32_t b = peer[g];
+    if (b == NONE) continue;
+    const uint32_t task[2] = {g, b};
+    const size_t len[2] = {h[0].off[g + 1] - h[0].off[g], h[1].off[b + 1] - h[1].off[b]};
+    size_t i = 0;
+    while (i < len[0] && i < len[1] &&
+           cts_task_compare_key(c, 0, &c->seq[0][h[0].idx[h[0].off[g] + i]]) ==
+               cts_task_compare_key(c, 1, &c->seq[1][h[1].idx[h[1].off[b] + i]]))
+      i++;
+    if (i == len[0] && i == len[1]) continue;
+    uint64_t t[2];
+    size_t at[2];
+    for (int s = 0; s < 2; s++) {
+      at[s] = i < len[s] ? h[s].idx[h[s].off[task[s]] + i] : SIZE_MAX;
+      t[s] = at[s] != SIZE_MAX ? c->seq[s][at[s]].t : m[s]->last_ns;
+    }
+    if (t[1] > best_t[1] || (t[1] == best_t[1] && t[0] >= best_t[0])) continue;
+    best_t[0] = t[0], best_t[1] = t[1];
+    c->diverged = true;
+    c->common = i;
+    for (int s = 0; s < 2; s++)
+      c->point[s] = (cts_align_point_t){.task = task[s],
+                                        .last = i ? h[s].idx[h[s].off[task[s]] + i - 1] : SIZE_MAX,
+                                        .at = at[s],
+                                        .later = SIZE_MAX,
+                                        .t = t[s]};
+  }
+  if (!e && c->diverged)
+    for (int s = 0; s < 2; s++) {
+      const cts_align_point_t *o = &c->point[1 - s];
+      if (o->at != SIZE_MAX)
+        c->point[s].later = find_in_history(c, s, &h[s], c->point[s].task, c->common,
+                                            cts_task_compare_key(c, 1 - s, &c->seq[1 - s][o->at]));
+    }
+  free(peer);
+  history_fini(&h[0]);
+  history_fini(&h[1]);
+  return e;
 }
 
 int cts_task_compare(const cts_tasks_t *const m[2], const cts_task_trail_t *const trail[2],
@@ -308,23 +419,7 @@ int cts_task_compare(const cts_tasks_t *const m[2], const cts_task_trail_t *cons
   }
   const int e = match_tasks(m, out);
   if (e) return e;
-  size_t p = 0;
-  const size_t n = out->nseq[0] < out->nseq[1] ? out->nseq[0] : out->nseq[1];
-  while (p < n && cts_task_compare_key(out, 0, &out->seq[0][p]) ==
-                      cts_task_compare_key(out, 1, &out->seq[1][p]))
-    p++;
-  out->common = p;
-  out->diverged = p < out->nseq[0] || p < out->nseq[1];
-  for (int s = 0; s < 2; s++) {
-    out->point[s].at = p;
-    out->point[s].later = SIZE_MAX;
-  }
-  if (out->diverged)
-    for (int s = 0; s < 2; s++)
-      if (p < out->nseq[1 - s])
-        out->point[s].later =
-            find_key(out, s, p, cts_task_compare_key(out, 1 - s, &out->seq[1 - s][p]));
-  return 0;
+  return find_divergence(m, out);
 }
 
 void cts_task_compare_fini(cts_task_compare_t *c) {

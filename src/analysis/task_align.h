@@ -10,12 +10,15 @@
  *
  * Order: each run becomes a sequence of events, in time order: creates, resolves (fulfils or
  * fails), reads (of a result or a failure) and signals, each keyed by its kind and the paths
- * of the two tasks involved. The first divergence is the first position where the two keyed
- * sequences differ: the runs did the same things in the same order up to it. Waiting
+ * of the two tasks involved. Each matched task has a history (the events it takes part in);
+ * the first divergence is where a task's history first differs between the runs, the
+ * earliest such point in the bad run: up to it, that task did the same things in the same
+ * order in both. Waiting
  * (try_read) and switching are left out: they follow from scheduling, not from what the
  * program decided. Memory: one 24-byte record per such event, at most
- * CTS_ALIGN_MAX_EVENTS per run (beyond, the sequence is cut and `truncated` says so);
- * time: sorting each sequence and one pass.
+ * CTS_ALIGN_MAX_EVENTS per run (beyond, the sequence is cut and `truncated` says so), and
+ * two 4-byte indices per event for the histories; time: sorting each sequence, one pass over
+ * the histories, and a scan of the diverging one.
  *
  * Usage: put cts_task_trail_on_link as the tasks model's on_link hook with a cts_task_trail_t
  * as user data, read the trace, then call cts_task_compare with both finished models and
@@ -84,11 +87,14 @@ typedef struct cts_align_path {
   uint64_t running_ns[2];
 } cts_align_path_t;
 
-/* A side of the divergence: an index into that run's sequence (n when it ended there). */
+/* A side of the divergence, in run s (indices into seq[s]). */
 typedef struct cts_align_point {
-  size_t at;
-  size_t later; /* where the other run's next event occurs in this run after the divergence,
-                   or SIZE_MAX if never */
+  uint32_t task; /* the task whose history diverges (model index) */
+  size_t last;   /* the last event of that history both runs agree on; SIZE_MAX: none */
+  size_t at;     /* this run's next event in that history; SIZE_MAX: the history ends */
+  size_t later;  /* where the other run's next event comes later in this history; SIZE_MAX:
+                    never */
+  uint64_t t;    /* the divergence's time: at's, or the trace's end when the history ends */
 } cts_align_point_t;
 
 typedef struct cts_task_compare {
@@ -102,8 +108,12 @@ typedef struct cts_task_compare {
   cts_align_path_t *paths;
   size_t npaths, paths_total; /* listed; distinct paths in both runs */
   size_t matched_tasks;       /* tasks matched across runs */
-  /* The first divergence: `common` events agree; point[s].at == common. diverged is false
-   * when both sequences are equal (and then the runs did the same things in the same order). */
+  /* The first divergence: of the histories of matched tasks (the keyed events each task
+   * takes part in, in time order), the one that differs earliest in the bad run (then in the
+   * good run); `common` events of it agree. Comparing histories rather than the whole
+   * sequence keeps independent tasks whose events merely interleave differently from
+   * counting as a divergence. diverged is false when every matched task's history is the
+   * same in both runs. */
   bool diverged;
   size_t common;
   cts_align_point_t point[2];

@@ -46,9 +46,13 @@ static void print_text(cts_out_t *o, const run_t r[2], const cts_task_compare_t 
   if (!c->diverged) {
     cts_out_str(o, "\nNo divergence: both runs did the same things in the same order.\n");
   } else {
-    cts_out_printf(o, "\nFirst divergence, after %zu events in the same order:\n", c->common);
-    if (c->common) {
-      const cts_align_event_t *g = &c->seq[0][c->common - 1], *x = &c->seq[1][c->common - 1];
+    char path[512];
+    cts_task_path_name(model(r, 1), c->point[1].task, 6, path, sizeof path);
+    cts_out_printf(
+        o, "\nFirst divergence, in the history of %s, after %zu event%s in the same order:\n", path,
+        c->common, c->common == 1 ? "" : "s");
+    if (c->point[0].last != SIZE_MAX) {
+      const cts_align_event_t *g = &c->seq[0][c->point[0].last], *x = &c->seq[1][c->point[1].last];
       cts_out_printf(o, "  last in both   good %-10s bad %-10s %s\n",
                      rel_time(model(r, 0), g->t, a, sizeof a),
                      rel_time(model(r, 1), x->t, b, sizeof b),
@@ -57,30 +61,27 @@ static void print_text(cts_out_t *o, const run_t r[2], const cts_task_compare_t 
     for (int s = 0; s < 2; s++) {
       const cts_tasks_t *m = model(r, s);
       const size_t at = c->point[s].at;
-      const char *when = rel_time(m, at < c->nseq[s] ? c->seq[s][at].t : m->last_ns, a, sizeof a);
+      const char *when = rel_time(m, c->point[s].t, a, sizeof a);
       if (s == 0)
         cts_out_printf(o, "  then in good   good %-10s %15s", when, "");
       else
         cts_out_printf(o, "  then in bad    %16sbad %-10s ", "", when);
-      if (at >= c->nseq[s])
+      if (at == SIZE_MAX)
         cts_out_str(o, "nothing more (the trace ends)\n");
       else
         cts_out_printf(o, "%s\n", cts_align_describe(m, &c->seq[s][at], d, sizeof d));
     }
     for (int s = 0; s < 2; s++) {
       const int other = 1 - s;
-      if (c->point[other].at >= c->nseq[other]) continue;
+      if (c->point[other].at == SIZE_MAX) continue;
       const size_t later = c->point[s].later;
-      if (later == SIZE_MAX) {
-        cts_out_printf(o, "  the %s run's next event never happens in the %s run\n",
+      if (later == SIZE_MAX)
+        cts_out_printf(o, "  the %s run's next event never happens there in the %s run\n",
                        run_names[other], run_names[s]);
-      } else {
-        const size_t n = later - c->point[s].at;
-        cts_out_printf(
-            o, "  the %s run's next event happens in the %s run at %s, %zu event%s later\n",
-            run_names[other], run_names[s], rel_time(model(r, s), c->seq[s][later].t, a, sizeof a),
-            n, n == 1 ? "" : "s");
-      }
+      else
+        cts_out_printf(o, "  the %s run's next event happens later in the %s run, at %s\n",
+                       run_names[other], run_names[s],
+                       rel_time(model(r, s), c->seq[s][later].t, a, sizeof a));
     }
   }
   const size_t shown = cli_rows_shown(opts, c->npaths);
@@ -151,22 +152,26 @@ static void print_json(cts_json_t *w, const run_t r[2], const cts_task_compare_t
     cts_json_kv_u64(w, "common_events", c->common);
     for (int s = 0; s < 2; s++) {
       const cts_tasks_t *m = model(r, s);
+      const cts_align_point_t *p = &c->point[s];
+      char path[512];
       cts_json_ws(w, "\n  ");
       cts_json_key(w, run_names[s]);
       cts_json_object(w);
+      cts_json_kv_str(w, "task", cts_task_path_name(m, p->task, 6, path, sizeof path));
+      cts_json_kv_u64(w, "time_ns", p->t > m->first_ns ? p->t - m->first_ns : 0);
       cts_json_key(w, "last_common");
-      if (c->common)
-        json_event(w, m, &c->seq[s][c->common - 1]);
+      if (p->last != SIZE_MAX)
+        json_event(w, m, &c->seq[s][p->last]);
       else
         cts_json_null(w);
       cts_json_key(w, "next");
-      if (c->point[s].at < c->nseq[s])
-        json_event(w, m, &c->seq[s][c->point[s].at]);
+      if (p->at != SIZE_MAX)
+        json_event(w, m, &c->seq[s][p->at]);
       else
         cts_json_null(w);
       cts_json_key(w, "other_next_here");
-      if (c->point[s].later != SIZE_MAX)
-        json_event(w, m, &c->seq[s][c->point[s].later]);
+      if (p->later != SIZE_MAX)
+        json_event(w, m, &c->seq[s][p->later]);
       else
         cts_json_null(w);
       cts_json_end(w);

@@ -75,15 +75,14 @@ static int run_tasks(void *ctx, const cts_load_opts_t *opts) {
 /* One side of the divergence for the viewer: the time (ns from the run's first event, as its
  * timeline), the event's text and its tasks' ids. */
 static void write_point(cts_out_t *o, const cts_tasks_t *m, const cts_task_compare_t *c, int s,
-                        size_t at, int64_t first_ns) {
+                        size_t at, uint64_t t, int64_t first_ns) {
   char text[256];
-  if (at >= c->nseq[s]) {
-    cts_out_printf(o, "{\"t\":%lld,\"text\":\"nothing more\",\"src\":null,\"dst\":null}",
-                   (long long)((int64_t)m->last_ns - first_ns));
+  cts_out_printf(o, "{\"t\":%lld,\"text\":", (long long)((int64_t)t - first_ns));
+  if (at == SIZE_MAX) {
+    cts_out_str(o, "\"nothing more\",\"src\":null,\"dst\":null}");
     return;
   }
   const cts_align_event_t *e = &c->seq[s][at];
-  cts_out_printf(o, "{\"t\":%lld,\"text\":", (long long)((int64_t)e->t - first_ns));
   report_json_str(o, cts_align_describe(m, e, text, sizeof text));
   if (e->src == CTS_TASKS_NONE)
     cts_out_str(o, ",\"src\":null");
@@ -92,8 +91,9 @@ static void write_point(cts_out_t *o, const cts_tasks_t *m, const cts_task_compa
   cts_out_printf(o, ",\"dst\":%lld}", (long long)m->tasks[e->dst].id);
 }
 
-/* The "compare" member: {"runs":[good, bad], "diverged", "common", "good"/"bad": {"last",
- * "next" (points), "paths": [{"path","good","bad"}] (the first 20)}. Written through a memory
+/* The "compare" member: {"runs":[good, bad], "diverged", "common", "good"/"bad": {"task"
+ * (the creation path whose history diverges), "last", "next" (points)}, "paths":
+ * [{"path","good","bad"}] (the first 20)}. Written through a memory
  * file so that report_json_str escapes the labels. NULL when out of memory or I/O fails. */
 static char *compare_json(const cli_report_input_t *in, const char *good, const char *bad) {
   cli_tasks_t t[2];
@@ -128,14 +128,19 @@ static char *compare_json(const cli_report_input_t *in, const char *good, const 
   for (int s = 0; s < 2; s++) {
     uint64_t first_ns, last_ns;
     report_tasks_span(rt[s], &first_ns, &last_ns);
-    cts_out_printf(&o, ",\"%s\":{\"last\":", names[s]);
-    if (c.common)
-      write_point(&o, &t[s].m, &c, s, c.common - 1, (int64_t)first_ns);
+    const cts_align_point_t *p = &c.point[s];
+    cts_out_printf(&o, ",\"%s\":{\"task\":", names[s]);
+    char path[512];
+    report_json_str(&o,
+                    c.diverged ? cts_task_path_name(&t[s].m, p->task, 6, path, sizeof path) : "");
+    cts_out_str(&o, ",\"last\":");
+    if (c.diverged && p->last != SIZE_MAX)
+      write_point(&o, &t[s].m, &c, s, p->last, c.seq[s][p->last].t, (int64_t)first_ns);
     else
       cts_out_str(&o, "null");
     cts_out_str(&o, ",\"next\":");
     if (c.diverged)
-      write_point(&o, &t[s].m, &c, s, c.point[s].at, (int64_t)first_ns);
+      write_point(&o, &t[s].m, &c, s, p->at, p->t, (int64_t)first_ns);
     else
       cts_out_str(&o, "null");
     cts_out_char(&o, '}');

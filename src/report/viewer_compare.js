@@ -2,7 +2,7 @@
 // ctfscope report viewer, the comparison of two runs (`ctfscope report GOOD BAD`): both
 // runs' task timelines one above the other on one time axis, each from its own first event
 // (aligned at their starts), with the first divergence (analysis/task_align.h) marked in
-// both: a red line at each run's next event after the last one they agree on, a dashed
+// both: a red line at each run's next event in the history that diverges, a dashed
 // line at that last common event. Embedded after the other views (viewer_common.js says how
 // the files fit together); the loader calls cv.initCompare(data) when the document has a
 // "compare" member and "compare_tasks" (the bad run; "tasks" is the good one).
@@ -37,9 +37,9 @@
     if (!C.diverged) {
       summary.textContent = 'No divergence: both runs did the same things in the same order.';
     } else {
-      const last = C.good.last ? ' After ' + C.common + ' events in the same order (last: ' + C.good.last.text + '), ' : ' From the start, ';
-      summary.textContent = 'First divergence.' + last + 'the good run then did “' + C.good.next.text + '” at +' +
-        cv.humanNs(C.good.next.t) + ', the bad run “' + C.bad.next.text + '” at +' + cv.humanNs(C.bad.next.t) + '.';
+      const last = C.good.last ? ', after ' + C.common + ' event' + (C.common === 1 ? '' : 's') + ' in the same order (last: ' + C.good.last.text + ')' : '';
+      summary.textContent = 'First divergence, in the history of ' + C.bad.task + last + ': the good run then did “' +
+        C.good.next.text + '” at +' + cv.humanNs(C.good.next.t) + ', the bad run “' + C.bad.next.text + '” at +' + cv.humanNs(C.bad.next.t) + '.';
     }
     head.appendChild(summary);
     const bar = cv.el('div', null, 'toolbar');

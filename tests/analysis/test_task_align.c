@@ -58,7 +58,15 @@ CTS_TEST(divergence_is_the_first_reordered_event_and_paths_ignore_ids) {
   CTS_ASSERT_EQ_U64(c.nseq[0], 5);
   CTS_ASSERT_EQ_U64(c.nseq[1], 5);
   CTS_ASSERT(c.diverged);
+  /* The root's history (its creation, two creates, then a resolve and a signal in the
+   * good run, the other way round in the bad one) diverges after 3 events. */
   CTS_ASSERT_EQ_U64(c.common, 3);
+  CTS_ASSERT_EQ_U64(c.point[0].task, 0);
+  CTS_ASSERT_EQ_U64(c.point[1].task, 0);
+  CTS_ASSERT_EQ_U64(c.point[0].at, 3);
+  CTS_ASSERT_EQ_U64(c.point[1].at, 3);
+  CTS_ASSERT_EQ_U64(c.point[1].t, 25);
+  CTS_ASSERT_EQ_U64(c.point[1].last, 2);
   CTS_ASSERT_EQ_INT(c.seq[0][3].kind, CTS_ALIGN_RESOLVE);
   CTS_ASSERT_EQ_INT(c.seq[1][3].kind, CTS_ALIGN_SIGNAL);
   CTS_ASSERT_EQ_U64(c.point[0].later, 4); /* the bad run's signal: one later in the good */
@@ -97,12 +105,40 @@ CTS_TEST(a_shorter_run_diverges_at_its_end) {
   CTS_ASSERT(c.diverged);
   CTS_ASSERT_EQ_U64(c.common, 1);
   CTS_ASSERT_EQ_U64(c.nseq[1], 1);
+  CTS_ASSERT_EQ_U64(c.point[1].at, SIZE_MAX);
+  CTS_ASSERT_EQ_U64(c.point[1].t, 1000); /* the trace's end */
   CTS_ASSERT_EQ_U64(c.point[1].later, SIZE_MAX);
   CTS_ASSERT_EQ_U64(c.npaths, 1);
   CTS_ASSERT_EQ_U64(c.paths[0].count[0], 1);
   CTS_ASSERT_EQ_U64(c.paths[0].count[1], 0);
   cts_task_compare_fini(&c);
   cts_task_trail_fini(&ra);
+}
+
+/* Two independent pairs of tasks whose events interleave the other way round: every task's
+ * history is the same, so there is no divergence (a comparison of the whole sequence would
+ * have found one). */
+CTS_TEST(independent_interleavings_do_not_diverge) {
+  cts_task_t ta[] = {task(NONE, 0, 0, 0), task(0, 1, 10, 0), task(0, 2, 20, 0), task(1, 3, 30, 0),
+                     task(2, 3, 40, 0)};
+  cts_tasks_t ma = model(ta, 5);
+  cts_task_trail_t r[2] = {{0}, {0}};
+  for (int s = 0; s < 2; s++) {
+    link(&r[s], CTS_LINK_CREATE, 0, 1, 10);
+    link(&r[s], CTS_LINK_CREATE, 0, 2, 20);
+    link(&r[s], CTS_LINK_CREATE, 1, 3, 30);
+    link(&r[s], CTS_LINK_CREATE, 2, 4, 40);
+    link(&r[s], CTS_LINK_SIGNAL, s ? 2 : 1, s ? 4 : 3, 50);
+    link(&r[s], CTS_LINK_SIGNAL, s ? 1 : 2, s ? 3 : 4, 60);
+  }
+  const cts_tasks_t *const m[2] = {&ma, &ma};
+  const cts_task_trail_t *const tr[2] = {&r[0], &r[1]};
+  cts_task_compare_t c;
+  CTS_ASSERT_EQ_INT(cts_task_compare(m, tr, &c), 0);
+  CTS_ASSERT(!c.diverged);
+  cts_task_compare_fini(&c);
+  cts_task_trail_fini(&r[0]);
+  cts_task_trail_fini(&r[1]);
 }
 
 /* A hostile parent cycle: paths are cut at their depth limit, nothing loops. */
