@@ -241,8 +241,10 @@ static int cmp_paths(const void *a, const void *b, void *arg) {
   return x->hash < y->hash ? -1 : x->hash > y->hash;
 }
 
-/* Groups both runs' tasks by creation path and keeps the paths whose outcomes differ. */
-static int match_tasks(const cts_tasks_t *const m[2], cts_task_compare_t *c) {
+/* Groups both runs' tasks by creation path and keeps the paths whose outcomes differ; sets
+ * peer[task of run 0] to its match in run 1 (the n-th of a path, by creation time, with the
+ * n-th), NONE when it has none. */
+static int match_tasks(const cts_tasks_t *const m[2], cts_task_compare_t *c, uint32_t *peer) {
   uint32_t *order[2] = {NULL, NULL};
   int e = 0;
   for (int s = 0; s < 2 && !e; s++) {
@@ -267,6 +269,7 @@ static int match_tasks(const cts_tasks_t *const m[2], cts_task_compare_t *c) {
       if (i[s] < m[s]->ntasks && (!have || c->path[s][order[s][i[s]]] < h))
         h = c->path[s][order[s][i[s]]], have = true;
     cts_align_path_t p = {.hash = h, .task = {NONE, NONE}};
+    const size_t first[2] = {i[0], i[1]};
     for (int s = 0; s < 2; s++) {
       for (; i[s] < m[s]->ntasks && c->path[s][order[s][i[s]]] == h; i[s]++) {
         const uint32_t k = order[s][i[s]];
@@ -276,6 +279,9 @@ static int match_tasks(const cts_tasks_t *const m[2], cts_task_compare_t *c) {
         p.running_ns[s] += m[s]->tasks[k].running_ns;
       }
     }
+    for (size_t k = first[0]; k < i[0]; k++)
+      peer[order[0][k]] =
+          first[1] + (k - first[0]) < i[1] ? order[1][first[1] + (k - first[0])] : NONE;
     c->paths_total++;
     c->matched_tasks += p.count[0] < p.count[1] ? p.count[0] : p.count[1];
     if (path_differs(&p)) c->paths[c->npaths++] = p;
@@ -316,38 +322,6 @@ static void history_fini(history_t *h) {
   free(h->idx);
 }
 
-/* The matched task of each task of run 0 in run 1 (NONE if none): the n-th of a path with
- * the n-th, both by creation time. */
-static int match_peers(const cts_tasks_t *const m[2], const cts_task_compare_t *c, uint32_t *peer) {
-  uint32_t *order[2];
-  for (int s = 0; s < 2; s++) {
-    order[s] = malloc((m[s]->ntasks + 1) * sizeof *order[s]);
-    if (!order[s]) {
-      free(order[0]);
-      return -ENOMEM;
-    }
-    for (size_t i = 0; i < m[s]->ntasks; i++) order[s][i] = (uint32_t)i;
-    order_ctx_t o = {m[s], c->path[s]};
-    if (m[s]->ntasks) qsort_r(order[s], m[s]->ntasks, sizeof *order[s], cmp_by_path, &o);
-  }
-  for (size_t i = 0; i < m[0]->ntasks; i++) peer[i] = NONE;
-  size_t a = 0, b = 0;
-  while (a < m[0]->ntasks && b < m[1]->ntasks) {
-    const uint64_t pa = c->path[0][order[0][a]], pb = c->path[1][order[1][b]];
-    if (pa < pb) {
-      a++;
-    } else if (pb < pa) {
-      b++;
-    } else {
-      peer[order[0][a]] = order[1][b];
-      a++, b++;
-    }
-  }
-  free(order[0]);
-  free(order[1]);
-  return 0;
-}
-
 /* Where key occurs in a history from position from on (an index into seq[s]), SIZE_MAX if
  * never. */
 static size_t find_in_history(const cts_task_compare_t *c, int s, const history_t *h, uint32_t task,
@@ -358,12 +332,11 @@ static size_t find_in_history(const cts_task_compare_t *c, int s, const history_
 }
 
 /* Compares the history of every matched task and keeps the earliest divergence. */
-static int find_divergence(const cts_tasks_t *const m[2], cts_task_compare_t *c) {
+static int find_divergence(const cts_tasks_t *const m[2], cts_task_compare_t *c,
+                           const uint32_t *peer) {
   history_t h[2] = {{0}, {0}};
-  uint32_t *peer = malloc((m[0]->ntasks + 1) * sizeof *peer);
-  int e = peer ? 0 : -ENOMEM;
+  int e = 0;
   for (int s = 0; s < 2 && !e; s++) e = build_history(c, s, m[s]->ntasks, &h[s]);
-  if (!e) e = match_peers(m, c, peer);
   uint64_t best_t[2] = {UINT64_MAX, UINT64_MAX};
   for (uint32_t g = 0; !e && g < m[0]->ntasks; g++) {
     const uint32_t b = peer[g];
@@ -400,7 +373,6 @@ static int find_divergence(const cts_tasks_t *const m[2], cts_task_compare_t *c)
         c->point[s].later = find_in_history(c, s, &h[s], c->point[s].task, c->common,
                                             cts_task_compare_key(c, 1 - s, &c->seq[1 - s][o->at]));
     }
-  free(peer);
   history_fini(&h[0]);
   history_fini(&h[1]);
   return e;
@@ -417,9 +389,11 @@ int cts_task_compare(const cts_tasks_t *const m[2], const cts_task_trail_t *cons
     const int e = build_sequence(m[s], trail[s], out, s);
     if (e) return e;
   }
-  const int e = match_tasks(m, out);
-  if (e) return e;
-  return find_divergence(m, out);
+  uint32_t *peer = malloc((m[0]->ntasks + 1) * sizeof *peer);
+  int e = peer ? match_tasks(m, out, peer) : -ENOMEM;
+  if (!e) e = find_divergence(m, out, peer);
+  free(peer);
+  return e;
 }
 
 void cts_task_compare_fini(cts_task_compare_t *c) {
