@@ -43,8 +43,15 @@ static void print_text(cts_out_t *o, const run_t r[2], const cts_task_compare_t 
                  "(creates, resolves, reads, signals)%s\n",
                  c->matched_tasks, c->nseq[0], c->nseq[1],
                  c->truncated[0] || c->truncated[1] ? ", cut at the limit" : "");
-  if (!c->diverged) {
-    cts_out_str(o, "\nNo divergence: both runs did the same things in the same order.\n");
+  if (!c->matched_tasks) {
+    cts_out_printf(o,
+                   "\nNo order to compare: no task of %s matches a task of %s by creation path "
+                   "(runs of different programs?).\n",
+                   cli_basename(r[0].t.path), cli_basename(r[1].t.path));
+  } else if (!c->diverged) {
+    cts_out_str(o,
+                "\nNo divergence: every matched task's history has the same events in the "
+                "same order in both runs.\n");
   } else {
     char path[512];
     cts_task_path_name(model(r, 1), c->point[1].task, 6, path, sizeof path);

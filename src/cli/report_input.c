@@ -91,10 +91,10 @@ static void write_point(cts_out_t *o, const cts_tasks_t *m, const cts_task_compa
   cts_out_printf(o, ",\"dst\":%lld}", (long long)m->tasks[e->dst].id);
 }
 
-/* The "compare" member: {"runs":[good, bad], "diverged", "common", "good"/"bad": {"task"
- * (the creation path whose history diverges), "last", "next" (points)}, "paths":
- * [{"path","good","bad"}] (the first 20)}. Written through a memory
- * file so that report_json_str escapes the labels. NULL when out of memory or I/O fails. */
+/* The "compare" member: {"runs":[good, bad], "diverged", "common", "matched" (tasks),
+ * "good"/"bad": {"task" (the creation path whose history diverges), "last", "next"
+ * (points)}, "paths": [{"path","good","bad"}] (the first 20)}. Written through a memory file
+ * so that report_json_str escapes the labels. NULL when out of memory or I/O fails. */
 static char *compare_json(const cli_report_input_t *in, const char *good, const char *bad) {
   cli_tasks_t t[2];
   cts_task_trail_t trail[2];
@@ -123,7 +123,8 @@ static char *compare_json(const cli_report_input_t *in, const char *good, const 
   report_json_str(&o, cli_basename(good));
   cts_out_char(&o, ',');
   report_json_str(&o, cli_basename(bad));
-  cts_out_printf(&o, "],\"diverged\":%s,\"common\":%zu", c.diverged ? "true" : "false", c.common);
+  cts_out_printf(&o, "],\"diverged\":%s,\"common\":%zu,\"matched\":%zu",
+                 c.diverged ? "true" : "false", c.common, c.matched_tasks);
   static const char *const names[2] = {"good", "bad"};
   for (int s = 0; s < 2; s++) {
     uint64_t first_ns, last_ns;

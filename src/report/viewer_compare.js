@@ -34,8 +34,10 @@
     head.appendChild(cv.el('h2', 'Good and bad run compared'));
     const summary = cv.el('div', null, 'note');
     summary.id = 'cmp-summary';
-    if (!C.diverged) {
-      summary.textContent = 'No divergence: both runs did the same things in the same order.';
+    if (!C.matched) {
+      summary.textContent = 'No order to compare: no task of ' + C.runs[0] + ' matches a task of ' + C.runs[1] + ' by creation path (runs of different programs?).';
+    } else if (!C.diverged) {
+      summary.textContent = 'No divergence: every matched task’s history has the same events in the same order in both runs.';
     } else {
       const last = C.good.last ? ', after ' + C.common + ' event' + (C.common === 1 ? '' : 's') + ' in the same order (last: ' + C.good.last.text + ')' : '';
       summary.textContent = 'First divergence, in the history of ' + C.bad.task + last + ': the good run then did “' +

@@ -141,6 +141,21 @@ CTS_TEST(independent_interleavings_do_not_diverge) {
   cts_task_trail_fini(&r[1]);
 }
 
+/* Runs of different programs: nothing matches, so nothing diverges; every path is listed. */
+CTS_TEST(unrelated_runs_match_nothing) {
+  cts_task_t ta[] = {task(NONE, 0, 0, 0)}, tb[] = {task(NONE, 3, 0, 0)};
+  cts_tasks_t ma = model(ta, 1), mb = model(tb, 1);
+  cts_task_trail_t r = {0};
+  const cts_tasks_t *const m[2] = {&ma, &mb};
+  const cts_task_trail_t *const tr[2] = {&r, &r};
+  cts_task_compare_t c;
+  CTS_ASSERT_EQ_INT(cts_task_compare(m, tr, &c), 0);
+  CTS_ASSERT_EQ_U64(c.matched_tasks, 0);
+  CTS_ASSERT(!c.diverged);
+  CTS_ASSERT_EQ_U64(c.npaths, 2);
+  cts_task_compare_fini(&c);
+}
+
 /* A hostile parent cycle: paths are cut at their depth limit, nothing loops. */
 CTS_TEST(parent_cycles_end) {
   cts_task_t ta[] = {task(1, NONE, 0, 0), task(0, NONE, 5, 0)};
