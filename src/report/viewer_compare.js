@@ -72,11 +72,13 @@
       const table = cv.el('table', null, 'grid');
       table.id = 'cmp-paths';
       const tr = cv.el('tr');
-      for (const h of ['creation path', 'good run', 'bad run']) tr.appendChild(cv.el('th', h));
+      // Text columns, read from the left (the grid's default alignment is for numbers).
+      const cell = (tag, text) => { const e = cv.el(tag, text); e.style.textAlign = 'left'; return e; };
+      for (const h of ['creation path', 'good run', 'bad run']) tr.appendChild(cell('th', h));
       table.appendChild(tr);
       for (const p of C.paths) {
         const r = cv.el('tr');
-        r.appendChild(cv.el('td', p.path)); r.appendChild(cv.el('td', p.good)); r.appendChild(cv.el('td', p.bad));
+        for (const v of [p.path, p.good, p.bad]) r.appendChild(cell('td', v));
         table.appendChild(r);
       }
       sec.appendChild(table);
