@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # The main job: installs missing Debian packages, builds ctfscope (release preset), records
 # the bundled demo — the ARP-race event loop of examples/arp_race, its good and its bad
-# run, with allocation tracing (LD_PRELOAD) and task tracing (its own instrumentation)
-# together — and writes report.html, printing where everything is.
+# run, with allocation tracing and the task trace of its threads (record --tasks) together,
+# and its own promise-level task trace — and writes report.html (memory by task of the bad
+# run), printing where everything is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -18,11 +19,12 @@ rm -rf "$out"
 mkdir -p "$out"
 
 echo
-echo "==> Recording the demo: the ARP race, good and bad run (allocations at rate 1, tasks)"
+echo "==> Recording the demo: the ARP race, good and bad run (allocations at rate 1; threads"
+echo "    as tasks into arp_RUN.alloc.tasks.ctf; the demo's own promise trace arp_RUN.ctf)"
 for run in good bad; do
   # The bad run ends with its main task unresolved, and says so with a non-zero exit code.
   status=0
-  "$bin" record --rate 1 --context "ARP race, $run run" -o "$out/arp_$run.alloc.ctf" -- \
+  "$bin" record --rate 1 --tasks --context "ARP race, $run run" -o "$out/arp_$run.alloc.ctf" -- \
     "$demo" "--$run" -o "$out/arp_$run.ctf" || status=$?
   if [ "$run" = good ] && [ "$status" != 0 ]; then
     echo "ctfscope: the good run failed ($status)" >&2
@@ -36,14 +38,20 @@ echo
 echo "==> The bad run's task trace: the main task (should_resolve) never resolves"
 "$bin" dump "$out/arp_bad.ctf" | tail -n 8
 echo
+echo "==> Memory by task of the bad run: each allocation counts for the task (thread) that made it"
+"$bin" top --by task "$out/arp_bad.alloc.ctf" "$out/arp_bad.alloc.tasks.ctf"
+echo
 echo "==> Writing the reports"
-"$bin" report "$out/arp_bad.alloc.ctf" "$out/arp_bad.ctf" --title "ctfscope demo: ARP race (bad run)" \
-  -o report.html
-"$bin" report "$out/arp_good.alloc.ctf" "$out/arp_good.ctf" --title "ctfscope demo: ARP race (good run)" \
-  -o "$out/report-good.html"
+"$bin" report "$out/arp_bad.alloc.ctf" "$out/arp_bad.alloc.tasks.ctf" \
+  --title "ctfscope demo: ARP race (bad run)" -o report.html
+"$bin" report "$out/arp_good.alloc.ctf" "$out/arp_good.alloc.tasks.ctf" \
+  --title "ctfscope demo: ARP race (good run)" -o "$out/report-good.html"
+"$bin" report "$out/arp_bad.ctf" --title "ctfscope demo: ARP race, the promises (bad run)" \
+  -o "$out/report-promises-bad.html"
 "$bin" report examples/traces/p2_leak.r1e-4.ctf --title "OCaml memtrace trace: a leak" \
   -o "$out/report-ocaml-leak.html"
 echo
-echo "ctfscope: the report is $(pwd)/report.html"
-echo "ctfscope: also $out/report-good.html (the good run) and $out/report-ocaml-leak.html;"
+echo "ctfscope: the report is $(pwd)/report.html (tab Tasks, panel 'Memory by running task')"
+echo "ctfscope: also $out/report-good.html (the good run), $out/report-promises-bad.html (the"
+echo "ctfscope: race at the promise level) and $out/report-ocaml-leak.html;"
 echo "ctfscope: traces in $out/, the binary is $bin"

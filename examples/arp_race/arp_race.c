@@ -17,6 +17,15 @@
  * the command line. Each run writes one mirage-profile trace (1 MB in memory, like
  * mirage-profile's default, saved at the end).
  *
+ * The network and the connection allocate as a real stack would, on threads of their own:
+ * the driver's receive thread (netif_rx) puts every frame in a buffer of its own, which
+ * the event loop frees once handled; the TCP connection (tcp_connection, started once
+ * connected) has its send and receive windows and a segment buffer. The event loop keeps
+ * the ARP cache entry. Under `ctfscope record --tasks` these threads are tasks of the
+ * recorder's task trace, and `ctfscope top --by task` or the report's "Memory by running
+ * task" say what each allocated. Only the event loop writes this program's own trace, so
+ * the threads change nothing in it.
+ *
  *   arp_race --good|--bad|--seed N [-o FILE]   one run (exit 0 if main resolved, 2 if not)
  *   arp_race --both DIR                        both runs: DIR/arp_good.ctf, DIR/arp_bad.ctf
  *
@@ -24,6 +33,7 @@
  * mirage-trace-viewer. The two traces are the same up to the first network event. */
 #include <ctfscope/tasks.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,14 +141,83 @@ static void condition_broadcast(condition_t *c) {
   cts_task_switch(sender);
 }
 
-/* ---- the network: a queue of events the event loop delivers -------------------------- */
+/* ---- the network: frames received by the driver's thread, in order ------------------- */
 
-typedef enum net_event { PROBE_SENT, ARP_REPLY, SYN_ACK } net_event_t;
-static net_event_t queue[8];
-static int queue_head, queue_len;
+/* What the peer sends next goes on the wire; the receive thread turns each into a frame
+ * (a buffer of its own) on the receive queue, which the event loop takes in order. */
+typedef enum net_event { PROBE_SENT, ARP_REPLY, SYN_ACK, NET_STOP } net_event_t;
+#define FRAME_SIZE 2048 /* a page-sized receive buffer, as netfront has */
+typedef struct frame {
+  net_event_t ev;
+  unsigned char *data;
+} frame_t;
+static net_event_t wire[8];
+static frame_t rxq[8];
+static int wire_head, wire_len, rxq_head, rxq_len, in_flight;
+static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wire_ready = PTHREAD_COND_INITIALIZER, rx_ready = PTHREAD_COND_INITIALIZER;
 
 static void net_deliver_later(net_event_t ev) {
-  queue[(queue_head + queue_len++) % 8] = ev;
+  pthread_mutex_lock(&net_lock);
+  wire[(wire_head + wire_len++) % 8] = ev;
+  if (ev != NET_STOP) in_flight++;
+  pthread_cond_signal(&wire_ready);
+  pthread_mutex_unlock(&net_lock);
+}
+
+/* The driver's receive thread (exported: `record --tasks` names threads by their start
+ * routine's dynamic symbol). */
+void *netif_rx(void *arg);
+void *netif_rx(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&net_lock);
+    while (wire_len == 0) pthread_cond_wait(&wire_ready, &net_lock);
+    const net_event_t ev = wire[wire_head];
+    wire_head = (wire_head + 1) % 8;
+    wire_len--;
+    pthread_mutex_unlock(&net_lock);
+    if (ev == NET_STOP) return NULL;
+    unsigned char *data = malloc(FRAME_SIZE);
+    if (!data) abort();
+    memset(data, (int)ev, FRAME_SIZE);
+    pthread_mutex_lock(&net_lock);
+    rxq[(rxq_head + rxq_len++) % 8] = (frame_t){ev, data};
+    pthread_cond_signal(&rx_ready);
+    pthread_mutex_unlock(&net_lock);
+  }
+}
+
+/* The next frame, in the order the peer sent them; false when none is on its way. */
+static int net_receive(frame_t *f) {
+  pthread_mutex_lock(&net_lock);
+  const int more = in_flight > 0;
+  if (more) {
+    while (rxq_len == 0) pthread_cond_wait(&rx_ready, &net_lock);
+    *f = rxq[rxq_head];
+    rxq_head = (rxq_head + 1) % 8;
+    rxq_len--;
+    in_flight--;
+  }
+  pthread_mutex_unlock(&net_lock);
+  return more;
+}
+
+/* The TCP connection's thread: its windows (kept while it lives) and a segment for "!". */
+#define WINDOW_SIZE  65536
+#define SEGMENT_SIZE 1460
+void *tcp_connection(void *arg);
+void *tcp_connection(void *arg) {
+  (void)arg;
+  unsigned char *tx = malloc(WINDOW_SIZE), *rx = malloc(WINDOW_SIZE), *seg = malloc(SEGMENT_SIZE);
+  if (!tx || !rx || !seg) abort();
+  memset(tx, 0, WINDOW_SIZE);
+  memset(rx, 0, WINDOW_SIZE);
+  memcpy(seg, "!", 2);
+  free(seg);
+  free(rx);
+  free(tx);
+  return NULL;
 }
 
 /* ---- the unikernel ------------------------------------------------------------------- */
@@ -149,10 +228,14 @@ static promise_t *ring_write;       /* the probe being transmitted */
 static promise_t *tcp_connect_done; /* "TCP connect" */
 static promise_t *main_done;        /* what the unikernel's start function returns */
 static int mac_known;
+static void *arp_cache; /* the entry for 10.0.0.1, kept for the program's life */
 
 static void connected(promise_t *p, void *arg) {
   (void)p, (void)arg;
   printf("TCP: connected, sending \"!\"\n");
+  pthread_t conn;
+  if (pthread_create(&conn, NULL, tcp_connection, NULL) != 0 || pthread_join(conn, NULL) != 0)
+    abort();
   cts_task_counter_increase(&tcp_to_ip, 1);
   resolve(main_done);
 }
@@ -173,6 +256,8 @@ static void probe_sent(promise_t *p, void *arg) {
 
 static void arp_query(void) {
   printf("ARP: transmitting probe -> 10.0.0.1\n");
+  arp_cache = calloc(1, 64);
+  if (!arp_cache) abort();
   arp_response = named_condition("ARP response");
   ring_write = named_task("ring.write");
   bind(ring_write, probe_sent, NULL);
@@ -203,6 +288,8 @@ static void handle(net_event_t ev) {
     case SYN_ACK:
       resolve(tcp_connect_done);
       break;
+    case NET_STOP: /* the receive thread's, never a frame */
+      break;
   }
 }
 
@@ -211,17 +298,20 @@ static int run(int bad) {
   cts_task_label_current("unikernel");
   port4 = cts_task_named_task("port-4");
   unikernel_start();
+  pthread_t rx;
+  if (pthread_create(&rx, NULL, netif_rx, NULL) != 0) abort();
   /* The race: which of the two arrives first depends on the host's timing. */
   net_deliver_later(bad ? ARP_REPLY : PROBE_SENT);
   net_deliver_later(bad ? PROBE_SENT : ARP_REPLY);
-  while (queue_len > 0) {
+  for (;;) {
     cts_task_idle(); /* blocked in the event loop's poll */
-    const net_event_t ev = queue[queue_head];
-    queue_head = (queue_head + 1) % 8;
-    queue_len--;
-    handle(ev);
+    frame_t f;
+    if (!net_receive(&f)) break;
+    handle(f.ev);
+    free(f.data);
   }
-  cts_task_idle();
+  net_deliver_later(NET_STOP);
+  if (pthread_join(rx, NULL) != 0) abort();
   return main_done->resolved;
 }
 

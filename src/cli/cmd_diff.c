@@ -47,7 +47,7 @@ static const char help[] =
     "      --no-normalize  compare totals (the default)\n"
     "  -n, --limit N       show the first N sites (default 20, 0 = all)\n"
     "      --json          print JSON\n"
-    "      --csv           print CSV\n"
+    "      --csv           print CSV\n" CLI_FRAME_HELP
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -139,7 +139,7 @@ static void print_json(cts_json_t *w, const side_t sides[2], const cts_diff_t *d
     const cts_row_t *r = cts_diff_row_site(row);
     cts_json_ws(w, "\n  ");
     cts_json_object(w);
-    cli_jw_site(w, r);
+    cli_jw_site(w, &sides[row->a ? 0 : 1].t, r);
     cts_json_kv_fixed(w, "before", row->va, 3);
     cts_json_kv_fixed(w, "after", row->vb, 3);
     cts_json_kv_fixed(w, "change", row->change, 3);
@@ -208,6 +208,7 @@ int cmd_diff(int argc, char **argv) {
       CLI_LONGOPT_JSON,
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
+      CLI_FRAME_OPTIONS,
       {0},
   };
   diff_opts_t opts = {.out.limit = 20};

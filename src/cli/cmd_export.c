@@ -54,7 +54,7 @@ static const char help[] =
     "  -o, --output FILE    write to FILE instead of standard output\n"
     "      --value WHAT     folded: 'bytes' (allocated, default), 'count', 'samples',\n"
     "                       'live' (bytes live at the end) or 'peak' (live at the peak)\n"
-    "  -q, --quiet          do not print warnings\n"
+    "  -q, --quiet          do not print warnings\n" CLI_FRAME_HELP
     "  -h, --help           show this help\n"
     "\n"
     "Exit status: 0 when the trace was read completely, 1 when it is corrupt, a corrupt\n"
@@ -104,6 +104,8 @@ static int on_option(void *ctx, int opt, const char *arg) {
     case 'q':
       o->quiet = true;
       break;
+    default:
+      return cli_frame_option(opt, arg);
   }
   return -1;
 }
@@ -519,7 +521,9 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
         pb_t f = {0};
         pb_uint(&f, 1, next_fn++);
         pb_uint(&f, 2, strtab_id(&st, l->defname[0] ? l->defname : "?"));
-        pb_uint(&f, 3, strtab_id(&st, l->defname[0] ? l->defname : "?"));
+        /* system_name: the symbol as the program has it, when shown demangled. */
+        const char *mangled = cli_trace_mangled(t, l->defname);
+        pb_uint(&f, 3, strtab_id(&st, mangled ? mangled : l->defname[0] ? l->defname : "?"));
         pb_uint(&f, 4, strtab_id(&st, l->filename));
         pb_bytes(&prof, 5, f.data, f.len);
         if (f.nomem) e = -ENOMEM;
@@ -794,6 +798,7 @@ int cmd_export(int argc, char **argv) {
       {"output", required_argument, NULL, 'o'},
       {"value", required_argument, NULL, 'V'},
       CLI_LONGOPT_QUIET,
+      CLI_FRAME_OPTIONS,
       {0},
   };
   export_opts_t opts = {0};

@@ -28,8 +28,13 @@ static const char help[] =
     "(callers or callees) filtered by time range (allocated, live or collected in it), size,\n"
     "lifetime and function, the top allocation sites, size and lifetime histograms.\n"
     "Tasks: the task timeline (rows under their creators, running periods, interactions,\n"
-    "labels, counters, GC and idle bands), with zoom, pan, search and highlighting.\n"
-    "Both: allocations marked on the timeline and attributed to the running task.\n"
+    "labels, counters, GC and idle bands), with zoom, pan, search and highlighting; in a\n"
+    "multi-threaded trace each thread runs its own task (a lane per thread, as in 'top').\n"
+    "Both: allocations marked on the timeline, and 'Memory by running task': what each\n"
+    "task allocated, freed and kept, with its lane, the figures of 'top --by task' (each\n"
+    "sampled allocation counts for the task that ran on the thread that made it). That\n"
+    "needs both traces of one process, recorded together ('record --tasks'); for others\n"
+    "the report says attribution is impossible.\n"
     "Two task traces, GOOD BAD (runs of one program): both timelines one above the other,\n"
     "aligned at their starts, zoomed and panned together, the first divergence (as\n"
     "`ctfscope diff GOOD BAD` finds it) marked in both, and the tasks that ended differently;\n"
@@ -42,14 +47,16 @@ static const char help[] =
     "  -o, --output FILE     where to write the report (default report.html; - for stdout)\n"
     "      --title TEXT      the report's title (default: the trace file names)\n"
     "      --task-offset NS  task-trace clock value (ns) at the memory trace's start; by\n"
-    "                        default the first task event is aligned with that start\n"
+    "                        default the task trace's clock anchor aligns the traces of\n"
+    "                        one process, else the first task event is put at that start\n"
     "      --max-records N   budget of allocation records for the filters (default 400000)\n"
-    "      --top N           rows of the top-sites table (default 50)\n"
+    "      --top N           rows of the top-sites table (default 50)\n" CLI_FRAME_HELP
     "  -q, --quiet           do not print warnings\n"
     "  -h, --help            show this help\n"
     "\n"
     "Exit status: 0 when the traces were read completely, 1 when one is corrupt, a corrupt\n"
-    "gzip stream included (the report covers what was read before the error), 2 for a usage\n"
+    "gzip stream included (the report covers what was read before the error), or when the\n"
+    "two traces cannot be aligned (the report is written all the same), 2 for a usage\n"
     "error, 3 when a file cannot be read or written, 4 out of memory. An output that is one\n"
     "of the traces is refused (2); the report is written aside and replaces an existing\n"
     "file only when the run ends with 0 or 1.\n";
@@ -66,7 +73,9 @@ static int on_option(void *ctx, int opt, const char *arg) {
     return -1;
   }
   const int rc = cli_report_option(&o->content, opt, arg);
-  return rc == -2 ? -1 : rc;
+  if (rc != -2) return rc;
+  const int frame = cli_frame_option(opt, arg);
+  return frame == CLI_OPTION_OTHER ? -1 : frame;
 }
 
 /* Writes the template with its three holes filled: the style, the data, the script. */
@@ -92,6 +101,7 @@ int cmd_report(int argc, char **argv) {
   static const struct option longopts[] = {
       {"output", required_argument, NULL, 'o'},
       CLI_REPORT_LONGOPTS,
+      CLI_FRAME_OPTIONS,
       {"quiet", no_argument, NULL, 'q'},
       {0},
   };

@@ -169,7 +169,7 @@ static void print_info_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_
   cts_json_key(w, "tasks");
   json_totals(w, s);
   cts_json_ws(w, "\n  ");
-  cts_json_kv_u64(w, "strings_distinct", m->nstrings);
+  cts_json_kv_u64(w, "strings_distinct", m->strs.n);
   cts_json_ws(w, "\n  ");
   cts_json_key(w, "counters");
   cts_json_array(w);
@@ -229,7 +229,7 @@ static void print_info_text(cts_out_t *o, const cli_tasks_t *t, const cts_task_t
     cts_out_printf(o, " (%s should have resolved)", cli_grouped(s->should_pending, a, sizeof a));
   cts_out_char(o, '\n');
   cts_out_printf(o, "Strings        %zu distinct (labels, failure texts, counter names)\n",
-                 m->nstrings);
+                 m->strs.n);
   cts_out_printf(o, "Counters       %zu", m->ncounters);
   for (size_t i = 0; i < m->ncounters && i < 8; i++)
     cts_out_printf(o, "%s%s", i ? ", " : ": ", cts_tasks_str(m, m->counters[i].name));

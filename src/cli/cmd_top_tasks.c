@@ -47,52 +47,6 @@ static const char help[] =
     "says which, and the totals are still printed); 2 for a usage error, 3 when a trace\n"
     "cannot be read, 4 out of memory.\n";
 
-/* ---- alignment of two files, for `report` and `serve` -------------------------------- */
-
-/* Reading stops at what is looked for: the info record, the first anchor. */
-#define FOUND 1
-
-typedef struct mem_info {
-  cts_mt_info_t info;
-  bool have;
-} mem_info_t;
-
-static int take_info(void *ud, const cts_mt_info_t *info) {
-  mem_info_t *mi = ud;
-  mi->info = *info; /* pid, start time and rate: no borrowed string is kept */
-  mi->have = true;
-  return FOUND;
-}
-
-static int take_anchor(void *ud, const cts_mprof_event_t *ev) {
-  if (ev->id != CTS_MPROF_ANCHOR) return 0;
-  *(cts_task_anchor_t *)ud = (cts_task_anchor_t){true, ev->thread, ev->time_ns, ev->arg};
-  return FOUND;
-}
-
-int cli_task_align_files(const char *mem_path, const char *task_path, long long *offset_ns) {
-  mem_info_t mi = {.have = false};
-  cts_mt_reader_config_t rc;
-  cts_mt_reader_config_init(&rc);
-  rc.allocator = cts_os_allocator();
-  const cts_mt_handler_t mh = {.user_data = &mi, .on_info = take_info};
-  cts_mt_reader_t *reader;
-  if (cts_mt_reader_create(&reader, &rc, &mh) == 0) {
-    bool input_error;
-    (void)cts_os_read_memtrace(mem_path, reader, NULL, NULL, &input_error);
-    cts_mt_reader_destroy(reader);
-  }
-  cts_task_anchor_t a = {.present = false};
-  const cts_mprof_handler_t th = {.user_data = &a, .on_event = take_anchor};
-  char msg[256];
-  bool input_error;
-  (void)cts_os_mprof_read_file(task_path, &th, false, NULL, msg, sizeof msg, &input_error);
-  int64_t off = 0;
-  const cts_task_mem_status_t s = cts_task_clock_align(&a, mi.have ? &mi.info : NULL, &off, NULL);
-  *offset_ns = off;
-  return (int)s;
-}
-
 /* ---- the command ------------------------------------------------------------------------ */
 
 typedef enum { SORT_BYTES, SORT_COUNT, SORT_LIVE } sort_t;

@@ -13,7 +13,6 @@
 #include "../analysis/task_align.h"
 #include "../analysis/task_memory.h"
 #include "cli.h"
-#include "cmd_top_tasks.h"
 #include "load.h"
 
 int cli_report_option(cli_report_opts_t *o, int opt, const char *arg) {
@@ -50,6 +49,7 @@ int cli_report_option(cli_report_opts_t *o, int opt, const char *arg) {
 typedef struct report_call {
   report_mem_t **mem;
   report_tasks_t **tasks;
+  report_tasks_t *attribute; /* memory by task: the task trace, loaded first */
   const char *path;
   const cli_report_opts_t *o;
 } report_call_t;
@@ -62,7 +62,9 @@ static int run_mem(void *ctx, const cts_load_opts_t *opts) {
                                 .progress = opts->progress,
                                 .progress_user_data = opts->progress_user_data,
                                 .max_records = (uint32_t)c->o->max_records,
-                                .top_sites = (uint32_t)c->o->top};
+                                .top_sites = (uint32_t)c->o->top,
+                                .attribute = c->attribute,
+                                .fold = &cli_fold_settings};
   return report_mem_load(c->mem, &mo);
 }
 
@@ -216,21 +218,23 @@ bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **
         mem_path, task_path, task2_path);
     return false;
   }
+  /* The task trace first: the memory trace's events are then attributed to its tasks as
+   * they are read (report_mem_opts_t.attribute). */
   int worst = CLI_EXIT_OK;
-  if (mem_path) {
-    report_call_t call = {.mem = &in->mem, .path = mem_path, .o = o};
-    const int err = cli_load_run(mem_path, o->quiet, run_mem, &call);
-    worst = cli_load_exit(err, in->mem != NULL, false, false);
-    if (!in->mem) {
+  if (task_path) {
+    report_call_t call = {.tasks = &in->tasks, .path = task_path, .o = o};
+    const int err = cli_load_run(NULL, o->quiet, run_tasks, &call);
+    worst = cli_load_exit(err, in->tasks != NULL, false, false);
+    if (!in->tasks) {
       *code = worst;
       return false;
     }
   }
-  if (task_path) {
-    report_call_t call = {.tasks = &in->tasks, .path = task_path, .o = o};
-    const int err = cli_load_run(NULL, o->quiet, run_tasks, &call);
-    const int c = cli_load_exit(err, in->tasks != NULL, false, false);
-    if (!in->tasks) {
+  if (mem_path) {
+    report_call_t call = {.mem = &in->mem, .path = mem_path, .o = o, .attribute = in->tasks};
+    const int err = cli_load_run(mem_path, o->quiet, run_mem, &call);
+    const int c = cli_load_exit(err, in->mem != NULL, false, false);
+    if (!in->mem) {
       cli_report_input_free(in);
       *code = c;
       return false;
@@ -253,16 +257,21 @@ bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **
       return false;
     }
   }
-  if (mem_path && task_path && !o->have_offset) {
-    /* One clock when both come from one process (docs/formats/mprof.md §14.2); else the
-     * first task event is put at the memory trace's start, and the user is told. */
-    const int a = cli_task_align_files(mem_path, task_path, &in->task_offset);
+  if (mem_path && task_path) {
+    /* One clock when both come from one process (docs/formats/mprof.md §14.2), and memory by
+     * task from the task trace's ctfscope_alloc events; else the report says attribution is
+     * impossible, and the first task event is put at the memory trace's start unless
+     * --task-offset says where. */
+    int64_t offset = 0;
+    const int a = report_tasks_mem_finish(in->tasks, report_mem_info(in->mem), &offset);
     in->aligned = a == CTS_TASK_MEM_ALIGNED;
+    in->task_offset = offset;
     if (!in->aligned) {
-      cli_error(
-          "%s and %s: %s; the timeline puts the first task event at the memory trace's "
-          "start (--task-offset sets the alignment)",
-          cli_basename(mem_path), cli_basename(task_path), cts_task_mem_status_text(a));
+      cli_error("%s and %s: %s%s", cli_basename(mem_path), cli_basename(task_path),
+                cts_task_mem_status_text(a),
+                o->have_offset ? "; the timeline uses --task-offset"
+                               : "; the timeline puts the first task event at the memory trace's "
+                                 "start (--task-offset sets the alignment)");
       if (worst < CLI_EXIT_DATA) worst = CLI_EXIT_DATA;
     }
   }

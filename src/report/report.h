@@ -57,6 +57,8 @@ void report_strs_write(cts_out_t *o, const char *name, const char *const *s, siz
  * not be read or CTS_E_NOMEM. Warnings (skipped packets, stacks beyond the budget) are
  * logged unless quiet. log and progress are called during the load only (not kept). Not
  * thread-safe: the writers sort through file-static state. */
+typedef struct report_tasks report_tasks_t;
+
 typedef struct report_mem_opts {
   const char *path;
   bool quiet;
@@ -66,6 +68,11 @@ typedef struct report_mem_opts {
   uint32_t time_buckets; /* heap curve resolution (default 2000) */
   uint32_t max_records;  /* allocation-record budget for the filters (default 400 000) */
   uint32_t top_sites;    /* rows of the top-sites table (default 50) */
+  /* A task trace loaded before (may be NULL) whose memory by task this load computes: each
+   * event goes to report_tasks_mem_event(). The caller then calls report_tasks_mem_finish(). */
+  report_tasks_t *attribute;
+  /* Names as people read them (analysis/fold.h), or NULL: the trace's own. Borrowed. */
+  const struct cts_fold_config *fold;
 } report_mem_opts_t;
 
 typedef struct report_mem report_mem_t;
@@ -76,8 +83,7 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts);
 void report_mem_span(const report_mem_t *m, uint64_t *start_us, uint64_t *end_us);
 /* Writes the "mem" member's value (a JSON object). */
 void report_mem_write(cts_out_t *o, report_mem_t *m);
-/* Attributes each allocation to the task running at its time (tasks.h ids), by sending the
- * allocation times: calls cb for each allocation record in time order. */
+/* An allocation's time and samples (the marks on the task timeline). */
 typedef struct report_alloc_mark {
   uint64_t time_us;
   uint64_t samples;
@@ -85,6 +91,10 @@ typedef struct report_alloc_mark {
 /* Allocation times and samples, sorted by time (borrowed). */
 const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n);
 double report_mem_bytes_per_sample(const report_mem_t *m);
+/* The trace's profile (rate, word size: what formats byte estimates), borrowed. */
+const cts_mtprof_t *report_mem_profile(const report_mem_t *m);
+/* The trace's info record (process id, start time), borrowed; NULL when it has none. */
+const cts_mt_info_t *report_mem_info(const report_mem_t *m);
 void report_mem_free(report_mem_t *m);
 
 typedef struct report_tasks_opts {
@@ -94,18 +104,27 @@ typedef struct report_tasks_opts {
   uint32_t max_tasks; /* tasks kept in full detail (default 2 Mi) */
 } report_tasks_opts_t;
 
-typedef struct report_tasks report_tasks_t;
-
-/* Reads a task trace into timeline rows (see the loaders' results above). */
+/* Reads a task trace into timeline rows (see the loaders' results above). The task model
+ * has lanes (analysis/tasks.h): running periods and times are per OS thread. */
 int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts);
+/* Memory by task (analysis/task_memory.h), from the task trace's ctfscope_alloc events:
+ * each event of the memory trace, in reading order, with its info (NULL when it has none);
+ * 0 or -ENOMEM. Then, once, report_tasks_mem_finish(): the attribution's status (a
+ * cts_task_mem_status_t: CTS_TASK_MEM_ALIGNED, or why the traces cannot be aligned, which
+ * the report then says instead of showing figures) and, when aligned, the task-trace time at
+ * the memory trace's start. report_mem_load calls the first (report_mem_opts_t.attribute). */
+int report_tasks_mem_event(report_tasks_t *t, const cts_mt_info_t *info, const cts_mt_event_t *ev);
+int report_tasks_mem_finish(report_tasks_t *t, const cts_mt_info_t *info, int64_t *task_offset_ns);
 /* First and last event time, ns on the trace's clock. */
 void report_tasks_span(const report_tasks_t *t, uint64_t *first_ns, uint64_t *last_ns);
 /* Writes the "tasks" member's value. origin_ns is the trace time that the viewer shows as
- * its time 0 (shared with the memory trace); marks (may be NULL) are allocations on the
- * task clock (ns), used for the per-task memory attribution. */
+ * its time 0 (shared with the memory trace); marks (may be NULL) are allocations, drawn on
+ * the timeline at their time on the task clock (µs × 1000 + marks_offset_ns); prof (the
+ * memory trace's, may be NULL) formats the memory by task, written when
+ * report_tasks_mem_finish() was called. */
 void report_tasks_write(cts_out_t *o, report_tasks_t *t, int64_t origin_ns,
                         const report_alloc_mark_t *marks, size_t nmarks, int64_t marks_offset_ns,
-                        double bytes_per_sample);
+                        const cts_mtprof_t *prof);
 void report_tasks_free(report_tasks_t *t);
 
 /* The whole document the viewer loads: {"format":"ctfscope-report", ..., "mem":..., "tasks":...}

@@ -36,7 +36,7 @@ void report_write_doc(cts_out_t *o, const report_doc_t *doc) {
     size_t nmarks = 0;
     const report_alloc_mark_t *marks = mem ? report_mem_marks(mem, &nmarks) : NULL;
     report_tasks_write(o, tasks, task_origin_ns, marks, nmarks, marks_offset_ns,
-                       mem ? report_mem_bytes_per_sample(mem) : 0);
+                       mem ? report_mem_profile(mem) : NULL);
   } else {
     cts_out_str(o, "null");
   }
@@ -44,7 +44,7 @@ void report_write_doc(cts_out_t *o, const report_doc_t *doc) {
     uint64_t first_ns, last_ns;
     report_tasks_span(doc->tasks2, &first_ns, &last_ns);
     cts_out_str(o, ",\n\"compare_tasks\":");
-    report_tasks_write(o, doc->tasks2, (int64_t)first_ns, NULL, 0, 0, 0);
+    report_tasks_write(o, doc->tasks2, (int64_t)first_ns, NULL, 0, 0, NULL);
   }
   if (doc->compare_json) {
     cts_out_str(o, ",\n\"compare\":");

@@ -4,14 +4,21 @@
  * over a mirage-profile trace with its hooks collecting the running periods, interactions,
  * labels and counter values, then laid out in rows and written as columnar arrays the
  * viewer indexes per row (so drawing touches only visible rows and binary searches inside
- * them). The timeline has one current task for the whole trace (the model without lanes).
+ * them). The model has lanes (tasks.h): each OS thread of a multi-threaded trace keeps its
+ * own current task, so running periods, running times and the memory attributed to tasks
+ * are per lane, as in `ctfscope top`; the rows are tasks under their creators, whatever the
+ * lane. Memory by task is analysis/task_memory.h's (the ctfscope_alloc events of the task
+ * trace name the task of each sampled allocation), fed with the memory trace's events by
+ * report_mem_load (report_mem_opts_t.attribute).
  * Not done: bind simplification and read/try_read merging (every interaction is drawn). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../analysis/load.h"
+#include "../analysis/task_memory.h"
 #include "../analysis/tasks.h"
+#include "../analysis/units.h"
 #include "../analysis/u64map.h"
 #include "../common/grow.h"
 #include "../os/mprof_ring.h"
@@ -29,11 +36,14 @@
  * k-th kept, order preserved) and the report says how many were left out. */
 #define MAX_ARROWS 400000u
 #define MAX_ACTS   400000u
+/* Rows of the memory-by-task table (the biggest; rows_total says how many there are). */
+#define MAX_MEM_ROWS 1000u
 
 typedef struct task {
   int64_t id;
   uint64_t start, end, last; /* ns, trace clock */
-  uint32_t parent, becomes, first_child, next_sibling, last_child, label, row, order;
+  uint64_t running_ns;       /* the model's: the sum of its running periods on every lane */
+  uint32_t parent, becomes, first_child, next_sibling, last_child, label, row, order, runs;
   uint8_t type, flags;
 } task_t;
 
@@ -45,7 +55,7 @@ typedef struct arrow {
 
 typedef struct act {
   uint64_t t0, t1;
-  uint32_t task;
+  uint32_t task, lane;
 } act_t;
 
 typedef struct label {
@@ -77,14 +87,23 @@ struct report_tasks {
   VEC(arrow_t) arrows;
   VEC(act_t) acts;
   VEC(label_t) labels;
-  VEC(uint64_t) idle;      /* pairs */
+  VEC(uint64_t) idle;      /* pairs: each lane's as read, then the process's (idle_bands) */
   VEC(uint64_t) gc;        /* pairs */
   VEC(counter_t) counters; /* by the model's counter index */
   VEC(char *) strings;     /* the model's, taken over once it is read */
   cts_tasks_t model;
   uint64_t first_ns, last_ns;
   cts_mprof_summary_t summary;
-  uint32_t nrows;
+  uint32_t nrows, nlanes;
+  uint64_t *lane_run; /* per lane: the time it ran a task (ns) */
+  /* Kept from the model: events the tracer lost (ctfscope_lost) and the clock anchor. */
+  uint64_t lost;
+  cts_task_anchor_t anchor;
+  /* Memory by task: ctfscope_alloc events while the trace is read, then the memory trace's
+   * events (report_tasks_mem_event); mem_state 0 before them, 1 aligned, 2 finished. */
+  cts_task_mem_t tm;
+  bool tm_ok;
+  int mem_state;
   int err;
 };
 
@@ -96,8 +115,7 @@ struct report_tasks {
 /* The model's hooks: what the timeline draws, collected as the model finds it. */
 static int on_run(void *ud, uint32_t task, uint64_t t0, uint64_t t1, uint32_t lane) {
   report_tasks_t *r = ud;
-  (void)lane;
-  return PUSH(r->acts, ((act_t){t0, t1, task}));
+  return PUSH(r->acts, ((act_t){t0, t1, task, lane}));
 }
 
 static int on_idle(void *ud, uint64_t t0, uint64_t t1, uint32_t lane) {
@@ -131,6 +149,11 @@ static int on_counter(void *ud, uint32_t counter, uint64_t t, int64_t value) {
   return 0;
 }
 
+static int on_alloc(void *ud, uint32_t task, uint64_t obj, uint64_t t, uint32_t lane) {
+  report_tasks_t *r = ud;
+  return cts_task_mem_on_alloc(&r->tm, task, obj, t, lane);
+}
+
 static int on_gc(void *ud, uint64_t t0, uint64_t t1) {
   report_tasks_t *r = ud;
   return PUSH(r->gc, t0) || PUSH(r->gc, t1) ? -ENOMEM : 0;
@@ -139,6 +162,12 @@ static int on_gc(void *ud, uint64_t t0, uint64_t t1) {
 static int on_event(void *ud, const cts_mprof_event_t *ev) {
   report_tasks_t *r = ud;
   return cts_tasks_event(&r->model, ev);
+}
+
+/* A new packet: the model puts it on a lane (tasks.h). */
+static int on_packet(void *ud, const cts_mprof_packet_t *p) {
+  report_tasks_t *r = ud;
+  return cts_tasks_packet(&r->model, p);
 }
 
 static void on_warning(void *ud, int code, uint64_t offset, const char *message) {
@@ -156,14 +185,16 @@ static int settle(report_tasks_t *r) {
   const cts_tasks_t *m = &r->model;
   r->first_ns = m->first_ns;
   r->last_ns = m->last_ns;
-  r->strings.v = m->strings;
-  r->strings.n = m->nstrings;
-  r->strings.cap = m->cap_strings;
-  r->model.strings = NULL;
-  r->model.nstrings = r->model.cap_strings = 0;
+  r->nlanes = (uint32_t)m->nlanes;
+  r->lane_run = malloc((m->nlanes + 1) * sizeof *r->lane_run);
+  if (!r->lane_run) return -ENOMEM;
+  for (size_t i = 0; i < m->nlanes; i++) r->lane_run[i] = m->lanes[i].running_ns;
+  r->lost = m->lost;
+  r->anchor = (cts_task_anchor_t){m->have_anchor, m->anchor_pid, m->anchor_ns, m->anchor_other_ns};
+  r->strings.v = cts_strtab_release(&r->model.strs, &r->strings.n);
+  r->strings.cap = r->strings.n;
   /* The model's indexes are no longer needed: free them before the copy (peak memory). */
   cts_u64map_fini(&r->model.by_id);
-  cts_u64map_fini(&r->model.by_str);
   r->tasks.v = malloc((m->ntasks + 1) * sizeof *r->tasks.v);
   if (!r->tasks.v) return -ENOMEM;
   r->tasks.n = r->tasks.cap = m->ntasks;
@@ -173,6 +204,7 @@ static int settle(report_tasks_t *r) {
                              .start = k->start,
                              .end = k->end,
                              .last = k->last,
+                             .running_ns = k->running_ns,
                              .parent = k->parent,
                              .becomes = k->becomes,
                              .first_child = NONE,
@@ -180,6 +212,7 @@ static int settle(report_tasks_t *r) {
                              .last_child = NONE,
                              .label = k->label,
                              .row = NONE,
+                             .runs = k->runs,
                              .type = k->type,
                              .flags = k->flags};
   }
@@ -258,7 +291,7 @@ int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts) {
   }
   r->opts = *opts;
   if (!r->opts.max_tasks) r->opts.max_tasks = 1u << 21;
-  const cts_tasks_config_t cfg = {.lanes = false,
+  const cts_tasks_config_t cfg = {.lanes = true,
                                   .max_tasks = r->opts.max_tasks,
                                   .hooks = {.user_data = r,
                                             .on_run = on_run,
@@ -266,13 +299,16 @@ int report_tasks_load(report_tasks_t **out, const report_tasks_opts_t *opts) {
                                             .on_link = on_link,
                                             .on_label = on_label,
                                             .on_counter = on_counter,
-                                            .on_gc = on_gc}};
-  if (cts_tasks_init(&r->model, &cfg)) {
+                                            .on_gc = on_gc,
+                                            .on_alloc = on_alloc}};
+  r->tm_ok = cts_task_mem_init(&r->tm) == 0;
+  if (!r->tm_ok || cts_tasks_init(&r->model, &cfg)) {
     cts_logf(&opts->log, CTS_LOG_ERROR, "out of memory");
     report_tasks_free(r);
     return CTS_E_NOMEM;
   }
-  const cts_mprof_handler_t h = {.user_data = r, .on_event = on_event, .on_warning = on_warning};
+  const cts_mprof_handler_t h = {
+      .user_data = r, .on_packet = on_packet, .on_event = on_event, .on_warning = on_warning};
   char msg[512];
   bool input_error = false;
   const int err =
@@ -318,8 +354,38 @@ void report_tasks_free(report_tasks_t *r) {
   free(r->labels.v);
   free(r->idle.v);
   free(r->gc.v);
+  free(r->lane_run);
   cts_tasks_fini(&r->model);
+  cts_task_mem_fini(&r->tm); /* also after a failed init, which may have allocated */
   free(r);
+}
+
+/* The alignment, once: from the anchor kept from the model and the memory trace's info. */
+static void mem_align(report_tasks_t *r, const cts_mt_info_t *info) {
+  if (r->mem_state) return;
+  cts_tasks_t anchor = {.have_anchor = r->anchor.present,
+                        .anchor_pid = r->anchor.pid,
+                        .anchor_ns = r->anchor.task_ns,
+                        .anchor_other_ns = r->anchor.realtime_ns};
+  cts_task_mem_align(&r->tm, &anchor, info);
+  r->mem_state = 1;
+}
+
+int report_tasks_mem_event(report_tasks_t *r, const cts_mt_info_t *info, const cts_mt_event_t *ev) {
+  if (!r->tm_ok || r->mem_state == 2) return 0;
+  mem_align(r, info);
+  return cts_task_mem_event(&r->tm, ev);
+}
+
+int report_tasks_mem_finish(report_tasks_t *r, const cts_mt_info_t *info, int64_t *task_offset_ns) {
+  if (!r->tm_ok) return CTS_TASK_MEM_NO_INFO;
+  if (r->mem_state != 2) {
+    mem_align(r, info);
+    cts_task_mem_finish(&r->tm);
+    r->mem_state = 2;
+  }
+  *task_offset_ns = r->tm.task_offset_ns;
+  return (int)r->tm.status;
 }
 
 /* ----------------------------------------------------------------------------------- */
@@ -342,10 +408,6 @@ static int label_by_task_t(const void *a, const void *b) {
   const uint32_t ox = sort_tasks[x->task].order, oy = sort_tasks[y->task].order;
   if (ox != oy) return ox < oy ? -1 : 1;
   return x->t < y->t ? -1 : x->t > y->t;
-}
-static int act_by_t0(const void *a, const void *b) {
-  const act_t *x = a, *y = b;
-  return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
 }
 static int arrow_by_tmin(const void *a, const void *b) {
   const arrow_t *x = a, *y = b;
@@ -379,6 +441,128 @@ static int64_t mark_ns(uint64_t time_us, int64_t offset_ns) {
   return sum;
 }
 
+/* The idle bands the timeline draws: the times when some lane was idle (its thread had
+ * switched to no task) and no lane ran a task; with one lane, its idle periods as they are.
+ * r->idle becomes disjoint pairs in time order (the viewer's band index needs that); out of
+ * memory, there are no bands. */
+static int pair_by_start(const void *a, const void *b) {
+  const uint64_t *x = a, *y = b;
+  return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Merges the [t0, t1) pairs p[0..2n) (sorted by t0) into disjoint ones, in place; returns
+ * how many are left. */
+static size_t merge_pairs(uint64_t *p, size_t n) {
+  size_t out = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (out && p[2 * i] <= p[2 * out - 1]) {
+      if (p[2 * i + 1] > p[2 * out - 1]) p[2 * out - 1] = p[2 * i + 1];
+    } else {
+      p[2 * out] = p[2 * i], p[2 * out + 1] = p[2 * i + 1];
+      out++;
+    }
+  }
+  return out;
+}
+
+static void idle_bands(report_tasks_t *r) {
+  if (r->nlanes <= 1 || !r->idle.n) return;
+  const size_t na = r->acts.n;
+  size_t ni = r->idle.n / 2;
+  uint64_t *run = malloc((2 * na + 1) * sizeof *run);
+  uint64_t *out = malloc((2 * (ni + na) + 1) * sizeof *out);
+  size_t nout = 0;
+  if (run && out) {
+    for (size_t i = 0; i < na; i++) run[2 * i] = r->acts.v[i].t0, run[2 * i + 1] = r->acts.v[i].t1;
+    qsort(run, na, 2 * sizeof *run, pair_by_start);
+    const size_t nr = merge_pairs(run, na);
+    qsort(r->idle.v, ni, 2 * sizeof *r->idle.v, pair_by_start);
+    ni = merge_pairs(r->idle.v, ni);
+    /* Each idle stretch minus the running stretches that overlap it. */
+    size_t k = 0;
+    for (size_t i = 0; i < ni; i++) {
+      uint64_t cur = r->idle.v[2 * i];
+      const uint64_t end = r->idle.v[2 * i + 1];
+      while (k < nr && run[2 * k + 1] <= cur) k++;
+      for (size_t j = k; j < nr && run[2 * j] < end && cur < end; j++) {
+        if (run[2 * j] > cur) out[2 * nout] = cur, out[2 * nout + 1] = run[2 * j], nout++;
+        if (run[2 * j + 1] > cur) cur = run[2 * j + 1];
+      }
+      if (cur < end) out[2 * nout] = cur, out[2 * nout + 1] = end, nout++;
+    }
+    free(r->idle.v);
+    r->idle.v = out;
+    r->idle.cap = 2 * (ni + na) + 1;
+    out = NULL;
+  }
+  r->idle.n = 2 * nout;
+  free(run);
+  free(out);
+}
+
+/* The figures of a memory-by-task row, as `ctfscope top --by task --json` has them, and
+ * "text": allocated, allocations, freed and live at end as its text output prints them. */
+static void mem_figures(cts_out_t *o, const cts_mtprof_t *p, const cts_task_mem_figures_t *a,
+                        const cts_task_mem_figures_t *f, const cts_task_mem_figures_t *l) {
+  const double bps = cts_mtprof_bytes_per_sample(p);
+  cts_out_printf(o,
+                 "\"alloc_samples\":%llu,\"alloc_bytes\":%.0f,\"alloc_count\":%llu,"
+                 "\"freed_bytes\":%.0f,\"freed_count\":%llu,\"live_samples\":%llu,"
+                 "\"live_bytes\":%.0f,\"live_count\":%llu,\"text\":[",
+                 (unsigned long long)a->samples, (double)a->samples * bps,
+                 (unsigned long long)cts_est_round(a->count), (double)f->samples * bps,
+                 (unsigned long long)cts_est_round(f->count), (unsigned long long)l->samples,
+                 (double)l->samples * bps, (unsigned long long)cts_est_round(l->count));
+  char buf[96];
+  report_json_str(o, cts_est_bytes(p, a->samples, true, buf, sizeof buf));
+  cts_out_char(o, ',');
+  report_json_str(o, cts_grouped(cts_est_round(a->count), buf, sizeof buf));
+  cts_out_char(o, ',');
+  report_json_str(o, cts_est_bytes(p, f->samples, true, buf, sizeof buf));
+  cts_out_char(o, ',');
+  report_json_str(o, cts_est_bytes(p, l->samples, true, buf, sizeof buf));
+  cts_out_char(o, ']');
+}
+
+/* Rows by allocated samples, then task index: the order of `top --by task`. */
+static int mem_row_order(const void *a, const void *b) {
+  const cts_task_mem_row_t *x = a, *y = b;
+  if (x->alloc.samples != y->alloc.samples) return x->alloc.samples > y->alloc.samples ? -1 : 1;
+  return x->task < y->task ? -1 : x->task > y->task;
+}
+
+/* "mem": memory by task (analysis/task_memory.h) when attribution is possible, else why
+ * not. Rows name their task by its position in the written order ("task"). */
+static void write_task_mem(cts_out_t *o, report_tasks_t *r, const cts_mtprof_t *p) {
+  cts_task_mem_t *tm = &r->tm;
+  const bool ok = tm->status == CTS_TASK_MEM_ALIGNED;
+  cts_out_printf(o, ",\n\"mem\":{\"attribution\":\"%s\",\"reason\":", ok ? "exact" : "impossible");
+  report_json_str(o, cts_task_mem_status_text(tm->status));
+  if (!ok) {
+    cts_out_char(o, '}');
+    return;
+  }
+  const size_t n = tm->nrows - 1;
+  qsort(tm->rows + 1, n, sizeof *tm->rows, mem_row_order); /* tm->by_task is stale now */
+  const size_t shown = n < MAX_MEM_ROWS ? n : MAX_MEM_ROWS;
+  cts_out_printf(o, ",\"pairs\":%llu,\"error_ns\":%llu,\"rows_total\":%zu,\"rows\":[",
+                 (unsigned long long)tm->pairs, (unsigned long long)cts_task_mem_align_error_ns(tm),
+                 n);
+  for (size_t i = 0; i < shown; i++) {
+    const cts_task_mem_row_t *row = &tm->rows[1 + i];
+    const task_t *k = &r->tasks.v[row->task];
+    cts_out_printf(o, "%s{\"task\":%u,\"id\":%lld,\"lane\":%u,", i ? ",\n" : "\n", k->order,
+                   (long long)k->id, row->lane);
+    mem_figures(o, p, &row->alloc, &row->freed, &row->live);
+    cts_out_char(o, '}');
+  }
+  cts_out_str(o, "],\n\"outside\":{");
+  mem_figures(o, p, &tm->rows[0].alloc, &tm->rows[0].freed, &tm->rows[0].live);
+  cts_out_str(o, "},\n\"unattributed\":{");
+  mem_figures(o, p, &tm->unattr_alloc, &tm->unattr_freed, &tm->unattr_live);
+  cts_out_str(o, "}}");
+}
+
 /* Time relative to the origin (may be negative when the two traces are offset). */
 static int64_t rel(uint64_t t, int64_t origin) {
   return sat_sub(t > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)t, origin);
@@ -386,7 +570,8 @@ static int64_t rel(uint64_t t, int64_t origin) {
 
 void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
                         const report_alloc_mark_t *marks, size_t nmarks, int64_t marks_offset_ns,
-                        double bytes_per_sample) {
+                        const cts_mtprof_t *prof) {
+  idle_bands(r); /* before the activations are thinned */
   const size_t n = r->tasks.n;
   task_t *v = r->tasks.v;
   uint32_t *order = malloc((n + 1) * sizeof *order);
@@ -405,6 +590,11 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
   cts_out_printf(o, ",\"events\":%llu,\"packets\":%llu,\"wrapped\":%s,\"warnings\":%llu",
                  (unsigned long long)r->summary.events, (unsigned long long)r->summary.packets,
                  r->summary.wrapped ? "true" : "false", (unsigned long long)r->summary.warnings);
+  cts_out_printf(o, ",\"lost\":%llu,\"lanes\":%u,\"lane_run\":[", (unsigned long long)r->lost,
+                 r->nlanes);
+  for (uint32_t l = 0; l < r->nlanes; l++)
+    cts_out_printf(o, "%s%llu", l ? "," : "", (unsigned long long)r->lane_run[l]);
+  cts_out_char(o, ']');
   cts_out_printf(o, ",\"origin_ns\":%lld,\"first\":%lld,\"end\":%lld,\"n\":%zu,\"rows\":%u",
                  (long long)origin_ns, (long long)rel(r->first_ns, origin_ns),
                  (long long)rel(r->last_ns, origin_ns), n, r->nrows);
@@ -438,6 +628,9 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
   COL("type", false, n, v[order[i]].type);
   COL("flags", false, n, v[order[i]].flags);
   COL("label", false, n, v[order[i]].label == NONE ? -1 : (int64_t)v[order[i]].label);
+  /* Running time (the sum over every lane, as `top` has it) and periods, per task. */
+  COL("run", false, n, v[order[i]].running_ns);
+  COL("runs", false, n, v[order[i]].runs);
   cts_out_str(o, ",\n");
   report_strs_write(o, "strings", (const char *const *)r->strings.v, r->strings.n);
   /* Labels by task position then time (the viewer packs them per task). */
@@ -472,6 +665,7 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
   COL("task", false, nact, v[ac[i].task].order);
   COL("t0", true, nact, rel(ac[i].t0, origin_ns));
   COL("dur", false, nact, ac[i].t1 - ac[i].t0);
+  COL("lane", false, nact, ac[i].lane);
   cts_out_char(o, '}');
   /* Bands: [start, end] pairs. */
   COL("idle", true, r->idle.n, rel(r->idle.v[i], origin_ns));
@@ -486,53 +680,23 @@ void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
     cts_out_str(o, "}");
   }
   cts_out_char(o, ']');
-  /* Memory attributed to the task running at each allocation: a merge of the (time-sorted)
-   * allocation marks with the activations in time order. */
   if (marks && nmarks) {
-    act_t *acts = malloc((nact + 1) * sizeof *acts);
-    uint64_t *per_task = calloc(n + 1, sizeof *per_task);
-    size_t *hit = malloc((n + 1) * sizeof *hit);
-    if (acts && per_task && hit) {
-      if (nact) memcpy(acts, r->acts.v, nact * sizeof *acts);
-      qsort(acts, nact, sizeof *acts, act_by_t0); /* activations are disjoint in time */
-      size_t a = 0;
-      uint64_t outside = 0;
-      for (size_t i = 0; i < nmarks; i++) {
-        const int64_t tn = mark_ns(marks[i].time_us, marks_offset_ns);
-        while (a < nact && (int64_t)acts[a].t1 <= tn) a++;
-        if (a < nact && (int64_t)acts[a].t0 <= tn)
-          per_task[v[acts[a].task].order] += marks[i].samples;
-        else
-          outside += marks[i].samples;
-      }
-      size_t nhit = 0;
-      for (size_t i = 0; i < n; i++)
-        if (per_task[i]) hit[nhit++] = i;
-      cts_out_printf(o, ",\n\"mem\":{\"bytes_per_sample\":%.17g,\"outside\":%llu", bytes_per_sample,
-                     (unsigned long long)outside);
-      COL("task", true, nhit, hit[i]);
-      COL("samples", false, nhit, per_task[hit[i]]);
-      cts_out_str(o, "}");
-      /* Allocation marks for the timeline, at most MAX_TIMELINE_MARKS (neighbours merged). */
-      const size_t group = (nmarks + MAX_TIMELINE_MARKS - 1) / MAX_TIMELINE_MARKS;
-      const size_t ngroups = (nmarks + group - 1) / group;
-      cts_out_printf(o, ",\n\"marks\":{\"n\":%zu", ngroups);
-      COL("t", true, ngroups,
-          sat_sub(mark_ns(marks[i * group].time_us, marks_offset_ns), origin_ns));
-      report_col_init(&col, false);
-      for (size_t i = 0; i < nmarks; i += group) {
-        uint64_t sum = 0;
-        for (size_t j = i; j < i + group && j < nmarks; j++) sum += marks[j].samples;
-        report_col_put(&col, (int64_t)sum);
-      }
-      cts_out_str(o, ",\n");
-      report_col_write(o, "s", &col);
-      cts_out_str(o, "}");
+    /* Allocation marks for the timeline, at most MAX_TIMELINE_MARKS (neighbours merged). */
+    const size_t group = (nmarks + MAX_TIMELINE_MARKS - 1) / MAX_TIMELINE_MARKS;
+    const size_t ngroups = (nmarks + group - 1) / group;
+    cts_out_printf(o, ",\n\"marks\":{\"n\":%zu", ngroups);
+    COL("t", true, ngroups, sat_sub(mark_ns(marks[i * group].time_us, marks_offset_ns), origin_ns));
+    report_col_init(&col, false);
+    for (size_t i = 0; i < nmarks; i += group) {
+      uint64_t sum = 0;
+      for (size_t j = i; j < i + group && j < nmarks; j++) sum += marks[j].samples;
+      report_col_put(&col, (int64_t)sum);
     }
-    free(acts);
-    free(per_task);
-    free(hit);
+    cts_out_str(o, ",\n");
+    report_col_write(o, "s", &col);
+    cts_out_str(o, "}");
   }
+  if (prof && r->mem_state == 2) write_task_mem(o, r, prof);
 #undef COL
   cts_out_char(o, '}');
   free(order);

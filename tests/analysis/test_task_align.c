@@ -22,8 +22,11 @@ static cts_task_t task(uint32_t parent, uint32_t label, uint64_t start, uint8_t 
 }
 
 static cts_tasks_t model(cts_task_t *t, size_t n) {
-  return (cts_tasks_t){
-      .tasks = t, .ntasks = n, .strings = strings, .nstrings = 4, .first_ns = 0, .last_ns = 1000};
+  return (cts_tasks_t){.tasks = t,
+                       .ntasks = n,
+                       .strs = {.strs = strings, .n = 4, .cap = 4},
+                       .first_ns = 0,
+                       .last_ns = 1000};
 }
 
 static void link(cts_task_trail_t *tr, unsigned kind, uint32_t src, uint32_t dst, uint64_t t) {

@@ -64,7 +64,7 @@ static void tasks_with_marks(report_tasks_t *t) {
   if (devnull < 0) devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
   CHECK(devnull >= 0);
   cts_out_init(&out, devnull);
-  report_tasks_write(&out, t, (int64_t)first, marks, 5, 0, 8.0);
+  report_tasks_write(&out, t, (int64_t)first, marks, 5, 0, NULL);
   cts_out_flush(&out);
 }
 

@@ -167,7 +167,7 @@ async function main() {
         check(s0.drawn.layerArrows > 0 && s0.drawn.denseCounters > 0, `${label}: the pixel layer was not used at fit: ${JSON.stringify(s0.drawn)}`);
         const px = await page.evaluate(() => {
           const t = window.ctsReport.tasks; // without the (translucent) counters over them
-          t.counters = false; t.draw(); t.counters = true;
+          t.counters = false; t.view.mergeReads = false; t.draw(); t.counters = true; t.view.mergeReads = true;
           const c = document.getElementById('timeline'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
           t.draw();
           let read = 0, tryRead = 0;
@@ -189,10 +189,11 @@ async function main() {
       check(s1.view.scale > s0.view.scale * 5, `${label}: wheel zoom did not zoom (${s0.view.scale} -> ${s1.view.scale})`);
       check(JSON.stringify(s1.drawn) !== JSON.stringify(s0.drawn), `${label}: zooming changed nothing drawn`);
       await page.click('#tl-fit');
+      const sFit = await page.evaluate(() => window.ctsReport.tasks.view.scale); // the first view may be narrower
       await page.click('#tl-in');
       await page.waitForTimeout(50);
       const s2 = await page.evaluate(() => window.ctsReport.tasks.view.scale);
-      check(Math.abs(s2 / s0.view.scale - 1.2) < 0.05, `${label}: the + button zoomed by ${s2 / s0.view.scale}`);
+      check(Math.abs(s2 / sFit - 1.2) < 0.05, `${label}: the + button zoomed by ${s2 / sFit}`);
       // Search highlights as you type, after '/'.
       await page.click('#tl-fit');
       await page.locator('#timeline').focus();
@@ -291,6 +292,257 @@ async function main() {
     await page.click('#tab-mem');
     await page.screenshot({ path: path.join(outDir, 'both-memory.png'), fullPage: true });
     noProblems('both');
+
+    // --- both traces of one process, two threads: lanes and memory by task --------------
+    // The table a person sees has `top --by task`'s figures and text, the running times are
+    // `top`'s (a lane per thread), the title says how many events the tracer lost.
+    {
+      const pm = path.join(work, 'pair.mt.ctf'), pt = path.join(work, 'pair.tasks.ctf'), ph = path.join(work, 'pair.html');
+      run(['report', '-q', pm, pt, '-o', ph]);
+      const want = JSON.parse(run(['top', '--by', 'task', '--json', '-q', '-n', '0', pm, pt]));
+      const wantText = run(['top', '--by', 'task', '-q', '-n', '0', pm, pt]).split('\n');
+      const running = JSON.parse(run(['top', '--json', '-q', '-n', '0', pt]));
+      await open(ph, 'pair');
+      await page.click('#tab-tasks');
+      const got = await page.evaluate(() => {
+        const T = window.ctsReport.data.tasks, t = window.ctsReport.tasks, byLabel = {};
+        for (let i = 0; i < T.n; i++) { const l = t.nameOf(i); byLabel[l] = (byLabel[l] || 0) + T.run[i]; }
+        const title = document.getElementById('tasks-title');
+        return {
+          rows: [...document.querySelectorAll('#task-mem tr')].slice(1).map((tr) => ({
+            kind: tr.dataset.kind, id: tr.dataset.id === undefined ? null : +tr.dataset.id, lane: tr.dataset.lane,
+            alloc_bytes: +tr.dataset.allocBytes, alloc_count: +tr.dataset.allocCount, live_bytes: +tr.dataset.liveBytes,
+            cells: [...tr.children].map((c) => c.textContent),
+          })),
+          note: document.getElementById('task-mem-note').textContent,
+          title: title.textContent, lost: +title.dataset.lost, lanes: +title.dataset.lanes, byLabel,
+        };
+      });
+      const taskRows = got.rows.filter((r) => r.kind === 'task');
+      check(want.attribution === 'exact' && taskRows.length === want.tasks.length && taskRows.length === 2, `pair: ${taskRows.length} task rows, top --by task has ${want.tasks.length} (${want.attribution})`);
+      const same = (r, w, lane) => r && w && r.alloc_bytes === w.alloc_bytes && r.alloc_count === w.alloc_count && r.live_bytes === w.live_bytes && r.lane === lane;
+      for (const w of want.tasks) {
+        const r = taskRows.find((x) => x.id === w.id);
+        check(same(r, w, String(w.lane)), `pair: task ${w.id} shows ${JSON.stringify(r)}, top --by task ${JSON.stringify(w)}`);
+      }
+      const outside = got.rows.find((r) => r.kind === 'outside'), unattr = got.rows.find((r) => r.kind === 'unattributed');
+      check(same(outside, want.outside_tasks, '-'), `pair: outside tasks ${JSON.stringify(outside)} != ${JSON.stringify(want.outside_tasks)}`);
+      check(same(unattr, want.unattributed, '-'), `pair: unattributed ${JSON.stringify(unattr)} != ${JSON.stringify(want.unattributed)}`);
+      // Each row as top's text prints it: allocated, allocations, freed, live, lane, task.
+      for (const r of got.rows) {
+        const line = r.cells[0].padEnd(28) + ' ' + r.cells[1].padStart(12) + ' ' + r.cells[2].padEnd(28) + ' ' + r.cells[3].padEnd(28) + ' ' + r.cells[4].padStart(5) + '  ' + r.cells[5];
+        check(wantText.includes(line), `pair: the row '${line}' is not in top --by task's output:\n${wantText.join('\n')}`);
+      }
+      for (const g of running.rows)
+        check(got.byLabel[g.label] === g.running_ns, `pair: '${g.label}' runs ${got.byLabel[g.label]} ns in the report, ${g.running_ns} in top`);
+      check(got.lost === 5 && /5 events lost/.test(got.title), `pair: the title says '${got.title}' (lost ${got.lost})`);
+      check(got.lanes === 2, `pair: ${got.lanes} lanes`);
+      const lanesDrawn = await page.evaluate(() => { window.ctsReport.tasks.fit(); return window.ctsReport.tasks.drawn.lanes; });
+      check(lanesDrawn >= 2, `pair: ${lanesDrawn} running periods drawn in the lane strips`);
+      noProblems('pair');
+      await page.screenshot({ path: path.join(outDir, 'pair-tasks.png'), fullPage: true });
+      // A task trace of another process: the report says attribution is impossible.
+      const ob = path.join(work, 'other.html');
+      let code = 0;
+      try { run(['report', '-q', path.join(work, 'demo.ctf'), pt, '-o', ob]); } catch (e) { code = e.status; }
+      check(code === 1 && fs.existsSync(ob), `other process: report exit ${code}`);
+      await open(ob, 'other process');
+      await page.click('#tab-tasks');
+      const other = await page.evaluate(() => ({ rows: document.querySelectorAll('#task-mem tr').length, note: document.getElementById('task-mem-note').textContent }));
+      check(other.rows === 0 && /^No memory by task: .*(different processes|trace-info)/.test(other.note), `other process: ${JSON.stringify(other)}`);
+      noProblems('other process');
+    }
+
+    // --- the timeline stays readable; the report's defects (issue 22) --------------------
+    {
+      const overlap = (a, b) => a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+      const spans = (xs) => xs.map((b) => [b[0], 0, b[1], 1]); // x extents of one line of text
+      function noOverlaps(boxes, what) {
+        if (!check(Array.isArray(boxes) && boxes.length > 0, what + ': nothing drawn (' + JSON.stringify(boxes) + ')')) return;
+        for (let i = 0; i < boxes.length; i++)
+          for (let j = i + 1; j < boxes.length; j++)
+            if (!check(!overlap(boxes[i], boxes[j]), `${what}: ${JSON.stringify(boxes[i])} and ${JSON.stringify(boxes[j])} overlap`)) return;
+      }
+      // Both traces: row 0 is under the allocation strip, where a person sees and points at it.
+      await open(both, 'both (readability)');
+      await page.click('#tab-tasks');
+      const r0 = await page.evaluate(() => {
+        const t = window.ctsReport.tasks, L = window.ctsViewer.layout;
+        t.fit(); t.counters = false; t.draw();
+        const xy = t.taskXY(0), c = document.getElementById('timeline'), T = window.ctsReport.data.tasks;
+        // Row 0's first task: its 2-px line in the export of the view (the same painting as
+        // the canvas, where labels and arrows cover parts of it), starting where the task does.
+        const x0 = L.xOf(t.view, T.start[0]);
+        const svg = new DOMParser().parseFromString(t.toSvg(), 'image/svg+xml');
+        let dark = 0;
+        for (const e of svg.querySelectorAll('path[fill="rgb(51,51,51)"]'))
+          for (const m of e.getAttribute('d').matchAll(/M(-?[\d.]+) (-?[\d.]+)h(-?[\d.]+)v(-?[\d.]+)/g))
+            if (Math.abs(+m[1] - x0) < 1 && Math.abs(+m[2] - (xy[1] - 1)) < 0.01 && +m[4] === 2) dark++;
+        const rows = t.drawn.rows;
+        t.counters = true; t.draw();
+        return { xy: xy, dark: dark, rows: rows, allRows: T.rows, stripBottom: L.RULER + L.MARKS, id: T.id[0], h: c.clientHeight };
+      });
+      check(r0.xy[1] > r0.stripBottom + 2 && r0.xy[1] < r0.h, `both: row 0's line at y ${r0.xy[1]}, under the allocation strip (ends at ${r0.stripBottom})`);
+      check(r0.dark > 0 && r0.rows === r0.allRows, `both: row 0 is not drawn (${r0.dark} lines where its first task is; ${r0.rows} of ${r0.allRows} rows drawn)`);
+      const tbox = await page.locator('#timeline').boundingBox();
+      await page.mouse.move(tbox.x + r0.xy[0], tbox.y + r0.xy[1]);
+      const tip0 = await page.evaluate(() => { const e = document.getElementById('tip'); return e.classList.contains('hidden') ? null : e.textContent; });
+      check(tip0 !== null && tip0.includes('task ' + r0.id + ' '), `both: pointing at row 0's task shows '${tip0}'`);
+      // The tooltip goes away when the wheel zooms (the task moves from under the pointer).
+      await page.mouse.wheel(0, -100);
+      await page.waitForTimeout(50);
+      check(await page.evaluate(() => document.getElementById('tip').classList.contains('hidden')), 'both: the tooltip stays up while wheel-zooming');
+      // At µs zoom the ruler's relative and wall-clock labels do not overlap, inside the canvas.
+      const ruler = await page.evaluate(() => {
+        const t = window.ctsReport.tasks;
+        t.view.scale = 0.1; t.view.start = 1000; t.draw(); // 100 px per µs
+        return { labels: t.drawn.rulerLabels, w: document.getElementById('timeline').clientWidth };
+      });
+      noOverlaps(ruler.labels && spans(ruler.labels), 'both: ruler labels at µs zoom');
+      check(ruler.labels && ruler.labels.every((b) => b[0] >= 0 && b[1] <= ruler.w), 'both: a ruler label leaves the canvas: ' + JSON.stringify(ruler.labels));
+      // The status line signs the view's times: the view starts before the trace at Fit.
+      const stat = await page.evaluate(() => { window.ctsReport.tasks.fit(); return { s: document.getElementById('tl-status').textContent, start: window.ctsReport.tasks.view.start }; });
+      check(!stat.s.includes('+-') && (stat.start >= 0 || / view -\d/.test(stat.s)), `both: status '${stat.s}'`);
+      // A try_read followed by the read of the same task is drawn as the read alone (toggle).
+      const tryPx = await page.evaluate(() => {
+        const t = window.ctsReport.tasks, c = document.getElementById('timeline');
+        const count = () => {
+          t.draw();
+          const o = document.createElement('canvas'); // read back from a copy made for it
+          o.width = c.width; o.height = c.height;
+          const og = o.getContext('2d', { willReadFrequently: true });
+          og.drawImage(c, 0, 0);
+          const d = og.getImageData(0, 0, c.width, c.height).data;
+          let k = 0;
+          for (let p = 0; p < d.length; p += 4) if (d[p] === 204 && d[p + 1] === 204 && d[p + 2] === 102) k++;
+          return k;
+        };
+        t.fit(); t.counters = false;
+        const on = count();
+        document.getElementById('tl-merge').click();
+        const off = count();
+        document.getElementById('tl-merge').click();
+        t.counters = true; t.draw();
+        return { on, off };
+      });
+      check(tryPx.on < tryPx.off, `both: merging try_read+read leaves ${tryPx.on} try_read pixels of ${tryPx.off}`);
+      // The legend names every arrow colour, in that colour.
+      const legend = await page.evaluate(() => [...document.querySelectorAll('#tl-legend .key')].map((k) => ({
+        text: k.textContent, color: getComputedStyle(k.querySelector('.swatch')).backgroundColor, shown: k.offsetParent !== null,
+      })));
+      const wantLegend = [['try_read', 'rgb(204, 204, 102)'], ['read', 'rgb(0, 0, 255)'], ['failed read', 'rgb(255, 0, 0)'], ['resolve', 'rgb(0, 128, 0)'], ['signal', 'rgb(255, 153, 0)']];
+      check(legend.length === 5 && wantLegend.every(([w, c], k) => legend[k].text.startsWith(w) && legend[k].color === c && legend[k].shown), 'both: arrow legend ' + JSON.stringify(legend));
+      noProblems('both (readability)');
+
+      // net.ctf (the tutorial's trace): every active task on screen at Fit and zoomed into the
+      // busy region; counter names apart; Fit leaves them room.
+      const netTrace = path.join(corpus, 'mprof/net/net.ctf');
+      if (fs.existsSync(netTrace)) {
+        const netReport = path.join(work, 'net.ctf.html');
+        await open(netReport, 'net.ctf (readability)');
+        await page.click('#tab-tasks');
+        // The first view is where the activity is: the first ~0.1 s of 6.5 s.
+        const first = await page.evaluate(() => {
+          const t = window.ctsReport.tasks, w = document.getElementById('timeline').clientWidth;
+          return { start: t.view.start, end: t.view.start + w / t.view.scale, tasks: t.drawn.tasks };
+        });
+        check(first.end - first.start < 0.5e9 && first.start <= 58e6 && first.end >= 99e6 && first.tasks > 500, 'net.ctf: the first view ' + JSON.stringify(first));
+        const fitted = await page.evaluate(() => {
+          const t = window.ctsReport.tasks, T = window.ctsReport.data.tasks;
+          t.fit();
+          return { drawn: t.drawn, endX: window.ctsViewer.layout.xOf(t.view, T.end), n: T.n };
+        });
+        check(fitted.drawn.tasks > 500, `net.ctf: at Fit ${fitted.drawn.tasks} of ${fitted.n} tasks are drawn`);
+        noOverlaps(fitted.drawn.counterNames, 'net.ctf: counter names at Fit');
+        check(fitted.drawn.counterNames && fitted.drawn.counterNames.every((b) => b[0] >= fitted.endX), `net.ctf: Fit puts the trace's end (x ${fitted.endX}) under the counter names ${JSON.stringify(fitted.drawn.counterNames)}`);
+        const busy = await page.evaluate(() => {
+          const t = window.ctsReport.tasks, w = document.getElementById('timeline').clientWidth;
+          t.view.start = 58e6; t.view.scale = w / 54e6; t.view.y = 0; t.draw();
+          return { drawn: t.drawn, status: document.getElementById('tl-status').textContent };
+        });
+        check(busy.drawn.tasks > 500 && busy.drawn.rows > 100, `net.ctf: zoomed into 58-112 ms: ${busy.status}`);
+        // The fisheye's lens has readable rows (labels); shift+wheel moves it down.
+        check(busy.drawn.lens && busy.drawn.labels > 0, 'net.ctf: no labels in the fisheye lens: ' + JSON.stringify(busy.drawn.lens) + ', ' + busy.drawn.labels + ' labels');
+        const nbox = await page.locator('#timeline').boundingBox();
+        await page.mouse.move(nbox.x + 300, nbox.y + 300);
+        await page.keyboard.down('Shift');
+        for (let i = 0; i < 5; i++) await page.mouse.wheel(0, 100);
+        await page.keyboard.up('Shift');
+        await page.waitForTimeout(50);
+        const lens2 = await page.evaluate(() => { const t = window.ctsReport.tasks; t.draw(); return t.drawn.lens; });
+        check(busy.drawn.lens && lens2 && lens2[0] > busy.drawn.lens[0], `net.ctf: shift+wheel did not move the lens (${JSON.stringify(busy.drawn.lens)} -> ${JSON.stringify(lens2)})`);
+        noOverlaps(busy.drawn.counterNames, 'net.ctf: counter names zoomed in');
+        await page.screenshot({ path: path.join(outDir, 'net.ctf-busy.png') });
+        // Bind simplification (on by default): fewer creation links; the toggle brings them back.
+        const binds = await page.evaluate(() => {
+          const t = window.ctsReport.tasks, on = t.drawn.links, n = t.bindsSimplified;
+          document.getElementById('tl-binds').click(); t.draw();
+          const off = t.drawn.links;
+          document.getElementById('tl-binds').click(); t.draw();
+          return { n, on, off, again: t.drawn.links };
+        });
+        check(binds.n > 500 && binds.on < binds.off && binds.again === binds.on, 'net.ctf: bind simplification ' + JSON.stringify(binds));
+        // One toggle per counter: unticking one removes its line and its name.
+        const ctr = await page.evaluate(() => {
+          const boxes = [...document.querySelectorAll('#tl-counter-list input')], t = window.ctsReport.tasks;
+          const names = boxes.map((b) => b.dataset.counter), before = t.drawn.counterNames.length;
+          boxes[0].click(); t.draw();
+          const after = t.drawn.counterNames.length;
+          boxes[0].click(); t.draw();
+          return { names, before, after, again: t.drawn.counterNames.length, counters: window.ctsReport.data.tasks.counters.map((c) => c.name) };
+        });
+        check(JSON.stringify(ctr.names) === JSON.stringify(ctr.counters) && ctr.after === ctr.before - 1 && ctr.again === ctr.before, 'net.ctf: per-counter toggles ' + JSON.stringify(ctr));
+        // Next/previous search match: the view pans to it, in time order; 'n' goes on.
+        const nav = await page.evaluate(() => {
+          const t = window.ctsReport.tasks, T = window.ctsReport.data.tasks, c = document.getElementById('timeline');
+          t.fit(); t.zoom(40, 0); t.search('Gntshr');
+          const a = t.next(), xyA = t.taskXY(a), b = t.next();
+          return { a, b, xyA, startA: T.start[a], startB: T.start[b], back: t.prev(), w: c.clientWidth, h: c.clientHeight, matches: t.matches };
+        });
+        check(nav.matches > 2 && nav.a >= 0 && nav.xyA[0] >= 0 && nav.xyA[0] <= nav.w && nav.xyA[1] > 28 && nav.xyA[1] < nav.h, 'net.ctf: the next match is not in view: ' + JSON.stringify(nav));
+        check(nav.startB >= nav.startA && nav.b !== nav.a && nav.back === nav.a, 'net.ctf: next/previous match order ' + JSON.stringify(nav));
+        await page.locator('#timeline').focus();
+        await page.keyboard.press('n');
+        check(await page.evaluate((a) => { const t = window.ctsReport.tasks; t.draw(); return t.current !== a && t.current >= 0; }, nav.a), "net.ctf: 'n' does not go to the next match");
+        noProblems('net.ctf (readability)');
+      }
+
+      // A native program's trace (recorded here; not in sanitizer builds, which have no
+      // preload library): native words, the context of a v002 trace, histogram labels apart.
+      const nativeTrace = path.join(work, 'native.ctf');
+      let recorded = true;
+      try { execFileSync(ctfscope, ['record', '--rate', '0.01', '-o', nativeTrace, '--', '/usr/bin/ls', '/'], { stdio: 'ignore' }); } catch (e) { recorded = false; }
+      if (recorded && fs.existsSync(nativeTrace)) {
+        const nativeReport = path.join(work, 'native.html');
+        run(['report', '-q', nativeTrace, '-o', nativeReport]);
+        await open(nativeReport, 'native');
+        const nat = await page.evaluate(() => {
+          const shown = (e) => e && e.offsetParent !== null;
+          return {
+            info: document.getElementById('mem-info').innerText,
+            context: document.querySelector('td[data-key="Context"]').textContent,
+            filters: [...document.querySelectorAll('#filters label')].filter(shown).map((l) => l.textContent).join(' | '),
+            options: [...document.querySelectorAll('#f-mode option')].map((o) => o.textContent).join(' | '),
+            hist: [window.ctsReport.mem.drawn['hist-size-labels'], window.ctsReport.mem.drawn['hist-life-labels']],
+            version: window.ctsReport.data.mem.version,
+          };
+        });
+        check(!/minor|promot|alloc_major/i.test(nat.info), 'native: the trace panel uses OCaml words: ' + nat.info);
+        check(!/minor|major/i.test(nat.filters) && !/collected/.test(nat.options), `native: the filters say '${nat.filters}' / '${nat.options}'`);
+        check(nat.version === 1 || nat.context === '(none)', `native: a v00${nat.version} trace without a context shows '${nat.context}'`);
+        noOverlaps(nat.hist[0] && nat.hist[0].map((b) => [b[0], 0, b[1], 1]), 'native: block size histogram labels');
+        noOverlaps(nat.hist[1] && nat.hist[1].map((b) => [b[0], 0, b[1], 1]), 'native: lifetime histogram labels');
+        noProblems('native');
+      } else {
+        console.log('SKIP: native trace checks (ctfscope record is not available in this build)');
+        skips++;
+      }
+      // Few buckets: the histograms of a trace with three allocations keep their labels apart.
+      const few = path.join(work, 'hostile.mt.ctf.html');
+      await open(few, 'hostile.mt.ctf (histograms)');
+      const fh = await page.evaluate(() => [window.ctsReport.mem.drawn['hist-size-labels'], window.ctsReport.mem.drawn['hist-life-labels']]);
+      for (const [k, b] of fh.entries()) noOverlaps(b && b.map((q) => [q[0], 0, q[1], 1]), 'hostile.mt.ctf: histogram ' + k + ' labels');
+    }
 
     // --- ctfscope serve: the same viewer from a local server, and live mode -------------
     {

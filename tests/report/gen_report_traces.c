@@ -5,6 +5,12 @@
  * DIR/hostile.tasks.ctf task trace (NTASKS tasks) with hostile labels, every arrow kind,
  *                      counters, GC, idle periods, a `becomes` chain and a should_resolve
  *                      task that never resolves; same run as the memtrace (shared clock).
+ * DIR/pair.mt.ctf     memtrace trace of 300 allocations (pid 4343), and
+ * DIR/pair.tasks.ctf  the task trace of the same process written by two threads (two
+ *                      writers: two lanes), anchored to it, naming the task of most sampled
+ *                      allocations (ctfscope_alloc): a third each for "worker-a" (lane 0)
+ *                      and "worker-b" (lane 1), a sixth outside tasks, a sixth not named
+ *                      (unattributed); the tracer says it lost 5 events (ctfscope_lost).
  * With a large NTASKS (1 000 000) the task trace is the frame-time benchmark input. */
 #include <ctfscope/memtrace.h>
 #include <ctfscope/tasks.h>
@@ -38,24 +44,45 @@ static int write_file(void *ud, const void *p, size_t n) {
   return fwrite(p, 1, n, ud) == n ? 0 : -5;
 }
 
+/* A memtrace writer into a file (rate 1). */
+typedef struct mt_file {
+  FILE *f;
+  void *mem;
+  cts_mt_writer_t *w;
+} mt_file_t;
+
+/* Opens path with cfg's names (the rest set here); 0 or 1 (then mt_close it all the same). */
+static int mt_open(mt_file_t *o, const char *path, cts_mt_writer_config_t *cfg, int64_t pid,
+                   uint64_t start_us) {
+  *o = (mt_file_t){.f = fopen(path, "wb")};
+  if (!o->f) return 1;
+  cfg->sample_rate = 1.0;
+  cfg->pid = pid;
+  cfg->start_time_us = start_us;
+  cfg->write = write_file;
+  cfg->write_user_data = o->f;
+  cfg->resolve = resolve;
+  const size_t size = cts_mt_writer_size(cfg);
+  o->mem = aligned_alloc(8, (size + 7) & ~(size_t)7);
+  return !o->mem || cts_mt_writer_init(&o->w, o->mem, size, cfg);
+}
+
+/* Closes the trace (unless err); 0 when everything was written. */
+static int mt_close(mt_file_t *o, int err) {
+  if (!err && o->w) err = cts_mt_writer_close(o->w);
+  free(o->mem);
+  return (o->f && fclose(o->f)) || err || !o->f;
+}
+
 static int write_memtrace(const char *path, uint64_t start_us) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return 1;
   cts_mt_writer_config_t cfg;
   cts_mt_writer_config_init(&cfg);
-  cfg.sample_rate = 1.0;
   cfg.executable_name = "<b>hostile</b>.exe";
   cfg.host_name = "<script>host</script>";
   cfg.context = "ctx & <context>";
-  cfg.pid = 4242;
-  cfg.start_time_us = start_us;
-  cfg.write = write_file;
-  cfg.write_user_data = f;
-  cfg.resolve = resolve;
-  const size_t size = cts_mt_writer_size(&cfg);
-  void *mem = aligned_alloc(8, (size + 7) & ~(size_t)7);
-  cts_mt_writer_t *w;
-  int err = !mem || cts_mt_writer_init(&w, mem, size, &cfg);
+  mt_file_t mf;
+  int err = mt_open(&mf, path, &cfg, 4242, start_us);
+  cts_mt_writer_t *w = mf.w;
   uint64_t ids[64] = {0};
   for (unsigned i = 0; i < 2000 && !err; i++) {
     const uint64_t bt[3] = {4, 1 + i % 3, i % 5 == 0 ? 5 : 2};
@@ -65,9 +92,7 @@ static int write_memtrace(const char *path, uint64_t start_us) {
     if (!err && ids[i % 64]) err = cts_mt_writer_collect(w, start_us + 120 + i * 50, ids[i % 64]);
     ids[i % 64] = i % 7 == 0 ? 0 : id; /* every 7th block leaks */
   }
-  if (!err) err = cts_mt_writer_close(w);
-  free(mem);
-  return fclose(f) || err;
+  return mt_close(&mf, err);
 }
 
 /* The events of the task trace, as mprof_gen.h writes them. */
@@ -149,6 +174,68 @@ static int write_tasks(const char *path, uint64_t start_ns, long ntasks) {
   return (f && fclose(f)) || bad;
 }
 
+/* The pair: both traces of one process, with memory by task (docs/formats/mprof.md §14). */
+#define PAIR_ALLOCS 300
+static int write_pair(const char *mem_path, const char *task_path, uint64_t start_us) {
+  cts_mt_writer_config_t mc;
+  cts_mt_writer_config_init(&mc);
+  mc.executable_name = "pair";
+  mt_file_t mf;
+  int err = mt_open(&mf, mem_path, &mc, 4343, start_us);
+  cts_mt_writer_t *mw = mf.w;
+  uint64_t ids[PAIR_ALLOCS];
+  for (unsigned i = 0; i < PAIR_ALLOCS && !err; i++) {
+    const uint64_t bt[2] = {4, 1 + i % 3};
+    err = cts_mt_writer_alloc(mw, start_us + 100 + i * 10, 1 + i % 50, 1 + i % 50,
+                              CTS_MT_SOURCE_MAJOR, bt, 2, &ids[i]);
+    if (!err && i % 4 == 3) err = cts_mt_writer_collect(mw, start_us + 105 + i * 10, ids[i - 1]);
+  }
+  if (mt_close(&mf, err)) return 1;
+
+  static uint8_t buf[1 << 16];
+  static uint64_t state[CTS_MPROF_RING_STATE_SIZE(8) / 8];
+  cts_mprof_ring_config_t cfg;
+  cts_mprof_ring_config_init(&cfg);
+  cfg.buffer = buf;
+  cfg.buffer_size = sizeof buf;
+  cfg.packets = 8;
+  cfg.clock = gen_no_clock;
+  cts_mprof_ring_t *ring;
+  if (cts_mprof_ring_init(&ring, state, sizeof state, &cfg)) return 1;
+  const uint64_t t0 = start_us * 1000; /* the same clock: the anchor says so */
+  gen_t a = {.now = t0}, b = {.now = t0};
+  cts_mprof_writer_init(&a.w, ring);
+  cts_mprof_writer_init(&b.w, ring);
+  ev(&a, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);
+  ev(&a, CTS_MPROF_ANCHOR, 4343, a.now + 1000, 0, NULL, 0);
+  ev(&a, CTS_MPROF_LABEL, 0, 0, 0, "main", 0);
+  ev(&a, CTS_MPROF_CREATES, 0, 1, 0, NULL, CTS_TASK_TASK);
+  ev(&a, CTS_MPROF_LABEL, 1, 0, 0, "worker-a", 0);
+  ev(&a, CTS_MPROF_CREATES, 0, 2, 0, NULL, CTS_TASK_TASK);
+  ev(&a, CTS_MPROF_LABEL, 2, 0, 0, "worker-b", 0);
+  ev(&a, CTS_MPROF_SWITCH, 1, 0, 0, NULL, 0);
+  b.now = a.now;
+  ev(&b, CTS_MPROF_SWITCH, 2, 0, 0, NULL, 0);
+  for (unsigned i = 0; i < PAIR_ALLOCS; i++) {
+    gen_t *g = i % 3 == 0 ? &a : &b;
+    const int64_t task = i % 3 == 2 ? -1 : i % 3 == 0 ? 1 : 2;
+    if (i % 6 == 5) continue;                         /* not named: unattributed */
+    g->now = t0 + (100 + i * 10) * 1000 + 200 - 1000; /* 200 ns after its memtrace time */
+    ev(g, CTS_MPROF_ALLOC, task, ids[i], 0, NULL, 0);
+    if (i % 30 == 29) ev(g, CTS_MPROF_SWITCH, g == &a ? 1 : 2, 0, 0, NULL, 0);
+  }
+  ev(&b, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0);
+  ev(&a, CTS_MPROF_FULFILLS, 1, 1, 0, NULL, 0);
+  ev(&a, CTS_MPROF_LOST, 1, 5, 0, NULL, 0);
+  ev(&a, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0);
+  cts_mprof_writer_fini(&a.w);
+  cts_mprof_writer_fini(&b.w);
+  if (a.err || b.err) return 1;
+  FILE *f = fopen(task_path, "wb");
+  const int bad = !f || fwrite(buf, 1, sizeof buf, f) != sizeof buf;
+  return (f && fclose(f)) || bad;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: gen_report_traces DIR NTASKS\n");
@@ -166,6 +253,13 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/hostile.tasks.ctf", argv[1]);
   if (write_tasks(path, start_us * 1000, ntasks)) {
     fprintf(stderr, "gen_report_traces: cannot write %s\n", path);
+    return 1;
+  }
+  char tpath[4096];
+  snprintf(path, sizeof path, "%s/pair.mt.ctf", argv[1]);
+  snprintf(tpath, sizeof tpath, "%s/pair.tasks.ctf", argv[1]);
+  if (write_pair(path, tpath, start_us)) {
+    fprintf(stderr, "gen_report_traces: cannot write %s or %s\n", path, tpath);
     return 1;
   }
   return 0;

@@ -15,6 +15,7 @@
 #include <ctfscope/memtrace.h>
 #include <ctfscope/tasks.h>
 
+#include "../../src/analysis/task_memory.h"
 #include "../../src/report/report.h"
 #include "../../src/report/serve.h"
 #include "../json_flat.h"
@@ -351,37 +352,156 @@ CTS_TEST(tasks_rows_of_a_known_trace) {
   report_tasks_free(t);
 }
 
-/* Both traces on one axis: the allocations are marked on the timeline and attributed to the
- * task running at their time. */
-CTS_TEST(doc_marks_and_attributes_allocations_to_tasks) {
+/* The task trace of write_mem_trace's process (anchor pid `pid`; its clock is the memory
+ * trace's, in ns), written by two threads at once (two writers, a packet each: two lanes):
+ *   thread A (lane 0): main (task 0) from 1 µs creates tasks 1 "lane-a" and 2 "lane-b"; runs
+ *     1 from 7 µs, which allocates object 0 at 10 µs, resolves itself at 40 µs; idle at 41;
+ *     then idle from 41 to 45 µs, where main runs again;
+ *   thread B (lane 1): runs 2 from 8 µs, which allocates object 1 at 20 µs; idle from 25 to
+ *     30 µs, runs 2 until 35 µs; allocates object 3 at 50 µs while no task runs on it.
+ * Object 2 is not named (unattributed). Lane 0 runs 40 µs (main 6, task 1 34), lane 1 runs
+ * 22 µs (task 2). The process is idle from 41 to 45 µs only: from 25 to 30, thread A runs. */
+static void write_two_lane_trace(buf_t *out, int64_t pid) {
+  static uint8_t ring_mem[4096];
+  static uint64_t state[CTS_MPROF_RING_STATE_SIZE(4) / 8];
+  memset(ring_mem, 0, sizeof ring_mem);
+  cts_mprof_ring_config_t cfg;
+  cts_mprof_ring_config_init(&cfg);
+  cfg.buffer = ring_mem;
+  cfg.buffer_size = sizeof ring_mem;
+  cfg.packets = 4;
+  cfg.clock = gen_no_clock;
+  cts_mprof_ring_t *ring;
+  CTS_ASSERT_EQ_INT(cts_mprof_ring_init(&ring, state, sizeof state, &cfg), 0);
+  const uint64_t t0 = START_US * 1000;
+  gen_t a = {.now = t0}, b = {.now = t0};
+  cts_mprof_writer_init(&a.w, ring);
+  cts_mprof_writer_init(&b.w, ring);
+  gen_ev(&a, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0);              /* 1 µs */
+  gen_ev(&a, CTS_MPROF_ANCHOR, pid, a.now + 1000, 0, NULL, 0); /* 2: clocks equal */
+  gen_ev(&a, CTS_MPROF_CREATES, 0, 1, 0, NULL, CTS_TASK_TASK); /* 3 */
+  gen_ev(&a, CTS_MPROF_CREATES, 0, 2, 0, NULL, CTS_TASK_TASK); /* 4 */
+  gen_ev(&a, CTS_MPROF_LABEL, 1, 0, 0, "lane-a", 0);           /* 5 */
+  gen_ev(&a, CTS_MPROF_LABEL, 2, 0, 0, "lane-b", 0);           /* 6 */
+  gen_ev(&a, CTS_MPROF_SWITCH, 1, 0, 0, NULL, 0);              /* 7 */
+  b.now = t0 + 7000;
+  gen_ev(&b, CTS_MPROF_SWITCH, 2, 0, 0, NULL, 0); /* 8 */
+  a.now = t0 + 9000;
+  gen_ev(&a, CTS_MPROF_ALLOC, 1, 0, 0, NULL, 0); /* 10: object 0 */
+  b.now = t0 + 19000;
+  gen_ev(&b, CTS_MPROF_ALLOC, 2, 1, 0, NULL, 0); /* 20: object 1 */
+  b.now = t0 + 24000;
+  gen_ev(&b, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0); /* 25 */
+  b.now = t0 + 29000;
+  gen_ev(&b, CTS_MPROF_SWITCH, 2, 0, 0, NULL, 0); /* 30 */
+  b.now = t0 + 34000;
+  gen_ev(&b, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0); /* 35 */
+  a.now = t0 + 39000;
+  gen_ev(&a, CTS_MPROF_FULFILLS, 1, 1, 0, NULL, 0); /* 40 */
+  gen_ev(&a, CTS_MPROF_SWITCH, -1, 0, 0, NULL, 0);  /* 41 */
+  a.now = t0 + 44000;
+  gen_ev(&a, CTS_MPROF_SWITCH, 0, 0, 0, NULL, 0); /* 45 */
+  b.now = t0 + 49000;
+  gen_ev(&b, CTS_MPROF_ALLOC, -1, 3, 0, NULL, 0); /* 50: object 3, no task */
+  cts_mprof_writer_fini(&a.w);
+  cts_mprof_writer_fini(&b.w);
+  CTS_ASSERT_EQ_INT(a.err, 0);
+  CTS_ASSERT_EQ_INT(b.err, 0);
+  *out = (buf_t){0};
+  CTS_ASSERT_EQ_INT(buf_write(out, ring_mem, sizeof ring_mem), 0);
+}
+
+/* Writes write_mem_trace's trace and write_two_lane_trace's (anchored to pid) as NAME.mt.ctf
+ * and NAME.tasks.ctf, then loads the task trace and the memory trace with memory by task, as
+ * `report` does; *status is the attribution's. */
+static void load_pair(report_mem_t **m, report_tasks_t **t, const char *name, int64_t pid,
+                      int64_t *offset, int *status, logged_t *log) {
   uint64_t at;
   buf_t mt, tt;
+  char file[64];
   write_mem_trace(&mt, &at);
-  const char *mem_path = tmp_path("both.mt.ctf");
+  snprintf(file, sizeof file, "%s.mt.ctf", name);
+  const char *mem_path = tmp_path(file);
   save(mem_path, &mt, mt.len);
-  write_task_trace(&tt);
-  const char *task_path = tmp_path("both.tasks.ctf");
+  write_two_lane_trace(&tt, pid);
+  snprintf(file, sizeof file, "%s.tasks.ctf", name);
+  const char *task_path = tmp_path(file);
   save(task_path, &tt, tt.len);
+  const report_tasks_opts_t to = {.path = task_path, .log = {.fn = on_log, .user_data = log}};
+  CTS_ASSERT_EQ_INT(report_tasks_load(t, &to), 0);
+  const report_mem_opts_t mo = {
+      .path = mem_path, .log = {.fn = on_log, .user_data = log}, .attribute = *t};
+  CTS_ASSERT_EQ_INT(report_mem_load(m, &mo), 0);
+  *status = report_tasks_mem_finish(*t, report_mem_info(*m), offset);
+}
+
+/* Both traces of one process, from two threads: a lane per thread (running times per lane),
+ * and memory by task from the ctfscope_alloc events (analysis/task_memory.h), not from
+ * times: object 0 counts for task 1, object 1 for task 2, whose running periods overlap. */
+CTS_TEST(doc_lanes_and_memory_by_task_of_a_known_pair) {
   logged_t log = {0};
   report_mem_t *m;
-  load_mem(&m, mem_path, 0, &log, false);
   report_tasks_t *t;
-  load_tasks(&t, task_path, 0, &log);
-  CTS_ASSERT(m && t);
-  /* The clocks share an epoch: the task clock at the memory trace's start is START_US µs. */
+  int64_t offset = -1;
+  int status = -1;
+  load_pair(&m, &t, "pair", 7, &offset, &status, &log);
+  CTS_ASSERT_EQ_INT(status, CTS_TASK_MEM_ALIGNED);
+  CTS_ASSERT_EQ_INT(log.errors + log.warnings, 0);
+  /* The anchor aligns the clocks exactly: the task clock at the memory trace's start. */
+  CTS_ASSERT_EQ_U64((uint64_t)offset, START_US * 1000);
   json_flat_t j;
-  render(&(report_doc_t){.title = "both",
+  render(&(report_doc_t){.title = "pair",
                          .mem = m,
                          .tasks = t,
                          .have_task_offset = true,
-                         .task_offset_ns = (int64_t)(START_US * 1000)},
+                         .task_offset_ns = offset},
          &j);
-  CTS_ASSERT_STR_EQ(json_flat_str(&j, "title"), "both");
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.origin_ns"), START_US * 1000);
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.marks.n"), 4);
-  /* Allocations at 10, 20, 30 and 50 µs; the tasks run between 1 and 13 µs: the first
-   * allocation falls in a running period (main's, from 9 µs), the others after the last. */
-  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.outside"), 8 + 16 + 32);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.lanes"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.lane_run[0]"), 40000);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.lane_run[1]"), 22000);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.lost"), 0);
+  /* Idle only while no thread runs a task: one band (41 to 45 µs), a pair. */
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.idle.n"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.acts.n"), 4); /* main and 1 on lane 0, 2 twice on lane 1 */
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks.mem.attribution"), "exact");
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows_total"), 2);
+  /* Rows by allocated bytes: task 2 (object 1, 8 samples of 8 bytes) then task 1. */
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows[0].id"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows[0].lane"), 1);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows[0].alloc_bytes"), 64);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows[0].alloc_count"), 1);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows[0].live_bytes"), 0); /* collected at 60 µs */
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks.mem.rows[0].text[0]"), "64 B");
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows[1].id"), 1);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows[1].lane"), 0);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows[1].alloc_bytes"), 32);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.rows[1].live_bytes"), 0); /* collected at 40 µs */
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.outside.alloc_bytes"), 256);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.outside.live_bytes"), 256);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.unattributed.alloc_bytes"), 128);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.mem.unattributed.live_bytes"), 128);
+  CTS_ASSERT_EQ_U64(num(&j, "tasks.marks.n"), 4); /* the allocations, on the timeline */
+  json_flat_free(&j);
+  report_mem_free(m);
+  report_tasks_free(t);
+}
+
+/* A task trace of another process: attribution is impossible, and the report says why
+ * instead of showing figures. */
+CTS_TEST(doc_memory_by_task_of_another_process_is_impossible) {
+  logged_t log = {0};
+  report_mem_t *m;
+  report_tasks_t *t;
+  int64_t offset;
+  int status = -1;
+  load_pair(&m, &t, "other", 8, &offset, &status, &log);
+  CTS_ASSERT_EQ_INT(status, CTS_TASK_MEM_OTHER_PROCESS);
+  json_flat_t j;
+  render(&(report_doc_t){.title = "other", .mem = m, .tasks = t}, &j);
+  CTS_ASSERT_STR_EQ(json_flat_str(&j, "tasks.mem.attribution"), "impossible");
+  CTS_ASSERT_MSG(strstr(json_flat_str(&j, "tasks.mem.reason"), "different processes"), "reason: %s",
+                 json_flat_str(&j, "tasks.mem.reason"));
+  CTS_ASSERT(!json_flat_get(&j, "tasks.mem.rows_total"));
   json_flat_free(&j);
   report_mem_free(m);
   report_tasks_free(t);
