@@ -48,7 +48,16 @@
     const fit = cv.el('button', 'Fit');
     const go = cv.el('button', 'Go to the divergence');
     go.disabled = !C.diverged;
-    bar.appendChild(fit); bar.appendChild(go);
+    // Runs of one program can differ in speed: aligning them at the last event they agree on
+    // puts the divergence side by side.
+    const alignLast = cv.el('label');
+    const alignBox = cv.el('input');
+    alignBox.type = 'checkbox';
+    alignBox.id = 'cmp-align-last';
+    alignBox.disabled = !(C.diverged && C.good.last);
+    alignLast.appendChild(alignBox);
+    alignLast.appendChild(document.createTextNode(' align at the last common event'));
+    bar.appendChild(fit); bar.appendChild(go); bar.appendChild(alignLast);
     bar.appendChild(cv.el('span', 'wheel: zoom both · drag: pan both · red: first divergence · dashed: last event in common', 'keys'));
     head.appendChild(bar);
     root.appendChild(head);
@@ -63,7 +72,8 @@
       sec.appendChild(c);
       root.appendChild(sec);
       const side = s ? C.bad : C.good;
-      return { T: T, c: c, rows: rowsOf(T), side: side, scroll: 0 };
+      // shift: ns added to this run's times on the shared axis (0: aligned at the starts).
+      return { T: T, c: c, rows: rowsOf(T), side: side, scroll: 0, shift: 0 };
     });
 
     if (C.paths && C.paths.length) {
@@ -93,7 +103,7 @@
 
     function draw(v) {
       const { g, w, h } = cv.setupCanvas(v.c);
-      const T = v.T;
+      const T = v.T, X = (t) => xOf(t + v.shift, w);
       g.fillStyle = '#f2f2f2'; g.fillRect(0, 0, w, h);
       // The axis.
       g.fillStyle = '#5d6773'; g.font = '11px sans-serif'; g.textAlign = 'left';
@@ -101,18 +111,19 @@
       const raw = (st.t1 - st.t0) / Math.max(1, Math.floor(w / 90));
       const p10 = Math.pow(10, Math.floor(Math.log10(raw)));
       const step = [1, 2, 5, 10].map((k) => k * p10).find((k) => k >= raw);
-      for (let t = Math.ceil(st.t0 / step) * step; t <= st.t1; t += step) {
-        const x = xOf(t, w);
+      // Ticks in this run's own time (from its first event).
+      for (let t = Math.ceil((st.t0 - v.shift) / step) * step; t <= st.t1 - v.shift; t += step) {
+        const x = X(t);
         g.fillRect(x, 0, 1, 6);
-        g.fillText('+' + cv.humanNs(t), x + 2, 14);
+        g.fillText((t < 0 ? '−' : '+') + cv.humanNs(Math.abs(t)), x + 2, 14);
       }
       const first = T.first;
       for (let i = 0; i < T.n; i++) {
         const y = AXIS + PAD + (v.rows[i] - v.scroll) * ROW;
         if (y < AXIS || y > h) continue;
         const a = T.start[i] - first, b = a + Math.max(T.dur[i], 0);
-        if (b < st.t0 || a > st.t1) continue;
-        const x0 = xOf(a, w), x1 = Math.max(x0 + 1, xOf(b, w));
+        if (b + v.shift < st.t0 || a + v.shift > st.t1) continue;
+        const x0 = X(a), x1 = Math.max(x0 + 1, X(b));
         g.fillStyle = colour(T.flags[i]);
         g.fillRect(x0, y + 2, x1 - x0, ROW - 4);
         const lab = T.label[i] >= 0 ? T.strings[T.label[i]] : '';
@@ -129,22 +140,22 @@
         g.fillStyle = 'rgba(40, 90, 40, 0.8)';
         for (let k = 0; k < A.n; k++) {
           const a = A.t0[k] - first, b = a + A.dur[k];
-          if (b < st.t0 || a > st.t1) continue;
+          if (b + v.shift < st.t0 || a + v.shift > st.t1) continue;
           const y = AXIS + PAD + (v.rows[A.task[k]] - v.scroll) * ROW;
           if (y < AXIS || y > h) continue;
-          const x0 = xOf(a, w);
-          g.fillRect(x0, y + 4, Math.max(1, xOf(b, w) - x0), ROW - 8);
+          const x0 = X(a);
+          g.fillRect(x0, y + 4, Math.max(1, X(b) - x0), ROW - 8);
         }
       }
       // The divergence: dashed at the last common event, red at this run's next event.
       v.markerX = null;
       if (C.diverged) {
         if (v.side.last) {
-          const x = xOf(v.side.last.t, w);
+          const x = X(v.side.last.t);
           g.strokeStyle = '#5d6773'; g.setLineDash([4, 3]); g.lineWidth = 1;
           g.beginPath(); g.moveTo(x + 0.5, AXIS); g.lineTo(x + 0.5, h); g.stroke(); g.setLineDash([]);
         }
-        const x = xOf(v.side.next.t, w);
+        const x = X(v.side.next.t);
         v.markerX = x;
         g.fillStyle = '#d00000'; g.fillRect(x - 1, AXIS - 4, 2, h - AXIS + 4);
         g.font = 'bold 11px sans-serif';
@@ -185,16 +196,29 @@
       });
       cv.on(v.c, 'pointerup', () => { drag = null; });
     }
-    cv.on(fit, 'click', () => { st.t0 = 0; st.t1 = span * 1.02; redraw(); });
+    cv.on(fit, 'click', () => {
+      const sh = views[1].shift;
+      st.t0 = Math.min(0, sh);
+      st.t1 = Math.max(runs[0].end - runs[0].first, runs[1].end - runs[1].first + sh) * 1.02;
+      redraw();
+    });
     // Both divergence points in view, with room around them.
     function goToDivergence() {
-      const ts = [C.good.next.t, C.bad.next.t];
-      if (C.good.last) ts.push(C.good.last.t, C.bad.last.t);
+      const sh = [views[0].shift, views[1].shift];
+      const ts = [C.good.next.t + sh[0], C.bad.next.t + sh[1]];
+      if (C.good.last) ts.push(C.good.last.t + sh[0], C.bad.last.t + sh[1]);
       const a = Math.min(...ts), b = Math.max(...ts), pad = Math.max((b - a) * 0.5, 1000);
-      st.t0 = Math.max(0, a - pad); st.t1 = b + pad;
+      st.t0 = Math.max(Math.min(0, sh[1]), a - pad); st.t1 = b + pad;
       redraw();
     }
     cv.on(go, 'click', goToDivergence);
+    function applyAlign() {
+      const on = alignBox.checked && !alignBox.disabled;
+      views[0].shift = 0;
+      views[1].shift = on ? C.good.last.t - C.bad.last.t : 0;
+      goToDivergence();
+    }
+    cv.on(alignBox, 'change', applyAlign);
     // On a long trace the divergence would be a pixel wide: open on it.
     if (C.diverged && Math.abs(C.bad.next.t - (C.bad.last ? C.bad.last.t : 0)) < span / 20) goToDivergence();
     cv.on(window, 'resize', redraw);
@@ -203,7 +227,8 @@
     cv.api.compare = {
       range: () => [st.t0, st.t1],
       markers: () => views.map((v) => v.markerX),
-      xOf: (t, s) => xOf(t, views[s].c.clientWidth),
+      xOf: (t, s) => xOf(t + views[s].shift, views[s].c.clientWidth),
+      setAlignLast: (on) => { alignBox.checked = on; applyAlign(); },
       goToDivergence: goToDivergence,
     };
   };
