@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* ctfscope report: one self-contained HTML file (viewer and data inline, nothing fetched)
- * for a memtrace trace, a mirage-profile task trace, or one of each from the same run on a
- * shared time axis. The aggregation is in src/report/; the viewer in src/report/viewer.*. */
+ * for a memtrace trace, a mirage-profile task trace, one of each from the same run on a
+ * shared time axis, or two task traces (a good and a bad run) compared. The aggregation is in
+ * src/report/; the viewer in src/report/viewer.*. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -34,6 +35,10 @@ static const char help[] =
     "sampled allocation counts for the task that ran on the thread that made it). That\n"
     "needs both traces of one process, recorded together ('record --tasks'); for others\n"
     "the report says attribution is impossible.\n"
+    "Two task traces, GOOD BAD (runs of one program): both timelines one above the other,\n"
+    "aligned at their starts, zoomed and panned together, the first divergence (as\n"
+    "`ctfscope diff GOOD BAD` finds it) marked in both, and the tasks that ended differently;\n"
+    "the Tasks tab shows the good run in full.\n"
     "\n"
     "The report embeds pre-aggregated data (time buckets, an interned call tree, grouped\n"
     "allocation records), not every event, so it stays small for large traces.\n"

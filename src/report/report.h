@@ -140,6 +140,12 @@ typedef struct report_doc {
   bool have_task_offset;
   int64_t task_offset_ns;
   const char *extra_members;
+  /* A comparison of two runs (`report GOOD BAD`): tasks is the good run, tasks2 the bad
+   * one, written as "compare_tasks" with its times from its own first event (the runs are
+   * aligned at their starts), and compare_json the "compare" member's value (the runs' names
+   * and the first divergence). Both NULL for a single run. */
+  report_tasks_t *tasks2;
+  const char *compare_json;
 } report_doc_t;
 void report_write_doc(cts_out_t *o, const report_doc_t *doc);
 
