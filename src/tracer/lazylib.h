@@ -8,7 +8,9 @@
  * A user lists the functions it calls in an X-macro, declares a table of pointers typed
  * from the library's own header (so a call through it is checked as a direct one would
  * be), and binds it once before the first call. Binding is serialised by a mutex: any
- * thread. The library stays loaded for the life of the process (never dlclosed). */
+ * thread. The library stays loaded for the life of the process (never dlclosed). A writer
+ * process binds after the fork: glibc's fork re-initialises the loader's lock in the child,
+ * so a program thread that was inside dlopen at that moment does not leave it held. */
 #ifndef CTS_TRACER_LAZYLIB_H
 #define CTS_TRACER_LAZYLIB_H
 
