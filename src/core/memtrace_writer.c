@@ -11,6 +11,7 @@
 #include "../common/compiler.h"
 #include "loctable.h"
 #include "memtrace_wire.h"
+#include "memtrace_writer.h"
 
 #define PACKET_SIZE        CTS_MT_MAX_WRITTEN_PACKET
 #define EVENT_MAX          4196u /* §10.2: flush when fewer bytes than this are left */
@@ -580,8 +581,8 @@ static bool use_chain(cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_
 
 /* ---- public API -------------------------------------------------------------------------- */
 
-int cts_mt_writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
-                       const cts_mt_writer_config_t *cfg) {
+static int writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
+                       const cts_mt_writer_config_t *cfg, bool zeroed) {
   if (!out || !mem || !cfg || cfg->struct_size < sizeof *cfg || !cfg->write ||
       ((uintptr_t)mem & 7u) != 0 || mem_size < cts_mt_writer_size(cfg) ||
       (cfg->version != 2 && cfg->version != 3) ||
@@ -590,7 +591,7 @@ int cts_mt_writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
       (cfg->encoding != CTS_MT_ENCODING_MEMTRACE && cfg->encoding != CTS_MT_ENCODING_COMPACT))
     return CTS_E_INVAL;
   cts_mt_writer_t *w = mem;
-  memset(w, 0, sizeof *w);
+  if (!zeroed) memset(w, 0, sizeof *w);
   w->magic = WRITER_MAGIC;
   w->version = cfg->version;
   w->domain = cfg->version >= 3 ? cfg->domain : 0;
@@ -634,6 +635,17 @@ int cts_mt_writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
   start_packet(w, start);
   *out = w;
   return 0;
+}
+
+int cts_mt_writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
+                       const cts_mt_writer_config_t *cfg) {
+  return writer_init(out, mem, mem_size, cfg, false);
+}
+
+/* memtrace_writer.h. */
+int cts__mt_writer_init_zeroed(cts_mt_writer_t **out, void *mem, size_t mem_size,
+                               const cts_mt_writer_config_t *cfg) {
+  return writer_init(out, mem, mem_size, cfg, true);
 }
 
 int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, uint64_t nsamples,

@@ -44,35 +44,6 @@ static ssize_t raw_read(cts_os_input_t *in, void *buf, size_t len) {
   }
 }
 
-static struct {
-  char *path;
-  int fd;
-} registered[8];
-
-int cts_os_input_register(const char *path, int fd) {
-  for (size_t i = 0; i < sizeof registered / sizeof *registered; i++) {
-    if (registered[i].path && strcmp(registered[i].path, path) == 0) {
-      close(fd); /* looked at twice: the first descriptor is the one read */
-      return 0;
-    }
-    if (registered[i].path) continue;
-    if (!(registered[i].path = strdup(path))) return -ENOMEM;
-    registered[i].fd = fd;
-    return 0;
-  }
-  return -ENOMEM;
-}
-
-int cts_os_open_input(const char *path) {
-  for (size_t i = 0; i < sizeof registered / sizeof *registered; i++)
-    if (registered[i].path && strcmp(registered[i].path, path) == 0) {
-      const int fd = fcntl(registered[i].fd, F_DUPFD_CLOEXEC, 3);
-      return fd >= 0 ? fd : -errno;
-    }
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  return fd >= 0 ? fd : -errno;
-}
-
 int cts_os_input_open(cts_os_input_t **out, const char *path) {
   cts_os_input_t *in = calloc(1, sizeof *in);
   if (!in) return -ENOMEM;
@@ -286,19 +257,4 @@ int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progr
   free(buf);
   cts_os_input_close(in);
   return e;
-}
-
-int cts_os_fd_write(void *user_data, const void *buf, size_t len) {
-  const int fd = (int)(intptr_t)user_data;
-  const uint8_t *p = buf;
-  while (len) {
-    const ssize_t n = write(fd, p, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
 }

@@ -32,8 +32,11 @@ cts__session_t cts__session = {
 static bool allocate_memory(void) {
   if (!cts__writer_memory()) return false;
   if (!cts__side_reset()) return false;
-  for (size_t i = 0; i < CTS__SLOT_COUNT; i++)
-    atomic_store_explicit(&cts__sampled_slots[i], 0, memory_order_relaxed);
+  /* Only sessions mark slots: before the first, the array is still all zero, and storing
+   * zeros would fault in each of its 16 pages. */
+  if (cts__session.session != 0)
+    for (size_t i = 0; i < CTS__SLOT_COUNT; i++)
+      atomic_store_explicit(&cts__sampled_slots[i], 0, memory_order_relaxed);
   return true;
 }
 
@@ -119,8 +122,7 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   cts__sink.bytes_written = 0;
   const uint64_t start = cts__session.clock(cts__session.clock_user_data);
   wc.start_time_us = start;
-  e = cts_mt_writer_init(&cts__writer.writer, cts__writer.writer_mem, cts__writer.writer_mem_size,
-                         &wc);
+  e = cts__writer_init(&wc);
   /* The trace-info packet reaches the file now, as it does uncompressed. */
   if (!e && cts__sink.zsink) e = cts__zsink_flush(cts__sink.zsink);
   if (e) {

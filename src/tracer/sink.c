@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -119,7 +120,13 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
         close(fd);
         return e;
       }
-      if (ftruncate(fd, 0) != 0) { /* ignored */
+      /* Not when it is empty already (a new file: every traced image's): on ext4, a file
+       * truncated to size 0 is written back when it is closed (the auto_da_alloc
+       * heuristic), 0.3 ms of CPU per image here. */
+      struct stat st;
+      if (fstat(fd, &st) != 0 || st.st_size != 0) {
+        if (ftruncate(fd, 0) != 0) { /* ignored */
+        }
       }
       /* Also an flock, held while any copy of the descriptor is open, the writer
        * process's included: `ctfscope record` waits for it to go before reading the

@@ -23,6 +23,75 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
+#include "lazylib.h"
+
+/* libdw is bound when the writer first creates a symbolizer (lazylib.h): a traced image
+ * that never resolves a location never loads it. The calls below go through `dw`. */
+#define DW_FUNCTIONS(X)           \
+  X(dwarf_attr)                   \
+  X(dwarf_diename)                \
+  X(dwarf_filesrc)                \
+  X(dwarf_formudata)              \
+  X(dwarf_getscopes)              \
+  X(dwarf_getscopes_die)          \
+  X(dwarf_getsrc_die)             \
+  X(dwarf_getsrcfiles)            \
+  X(dwarf_linecol)                \
+  X(dwarf_lineno)                 \
+  X(dwarf_linesrc)                \
+  X(dwarf_ranges)                 \
+  X(dwarf_tag)                    \
+  X(dwfl_addrmodule)              \
+  X(dwfl_begin)                   \
+  X(dwfl_build_id_find_debuginfo) \
+  X(dwfl_end)                     \
+  X(dwfl_getmodules)              \
+  X(dwfl_lineinfo)                \
+  X(dwfl_linux_proc_find_elf)     \
+  X(dwfl_linux_proc_report)       \
+  X(dwfl_module_addrdie)          \
+  X(dwfl_module_build_id)         \
+  X(dwfl_module_getelf)           \
+  X(dwfl_module_getsrc)           \
+  X(dwfl_module_getsym_info)      \
+  X(dwfl_module_getsymtab)        \
+  X(dwfl_module_info)             \
+  X(dwfl_module_nextcu)           \
+  X(dwfl_report_begin)            \
+  X(dwfl_report_end)
+CTS__LAZYLIB_DEFINE(dw, dw_lib, "libdw.so.1", DW_FUNCTIONS);
+#define dwarf_attr                   (dw.dwarf_attr)
+#define dwarf_diename                (dw.dwarf_diename)
+#define dwarf_filesrc                (dw.dwarf_filesrc)
+#define dwarf_formudata              (dw.dwarf_formudata)
+#define dwarf_getscopes              (dw.dwarf_getscopes)
+#define dwarf_getscopes_die          (dw.dwarf_getscopes_die)
+#define dwarf_getsrc_die             (dw.dwarf_getsrc_die)
+#define dwarf_getsrcfiles            (dw.dwarf_getsrcfiles)
+#define dwarf_linecol                (dw.dwarf_linecol)
+#define dwarf_lineno                 (dw.dwarf_lineno)
+#define dwarf_linesrc                (dw.dwarf_linesrc)
+#define dwarf_ranges                 (dw.dwarf_ranges)
+#define dwarf_tag                    (dw.dwarf_tag)
+#define dwfl_addrmodule              (dw.dwfl_addrmodule)
+#define dwfl_begin                   (dw.dwfl_begin)
+#define dwfl_build_id_find_debuginfo (dw.dwfl_build_id_find_debuginfo)
+#define dwfl_end                     (dw.dwfl_end)
+#define dwfl_getmodules              (dw.dwfl_getmodules)
+#define dwfl_lineinfo                (dw.dwfl_lineinfo)
+#define dwfl_linux_proc_find_elf     (dw.dwfl_linux_proc_find_elf)
+#define dwfl_linux_proc_report       (dw.dwfl_linux_proc_report)
+#define dwfl_module_addrdie          (dw.dwfl_module_addrdie)
+#define dwfl_module_build_id         (dw.dwfl_module_build_id)
+#define dwfl_module_getelf           (dw.dwfl_module_getelf)
+#define dwfl_module_getsrc           (dw.dwfl_module_getsrc)
+#define dwfl_module_getsym_info      (dw.dwfl_module_getsym_info)
+#define dwfl_module_getsymtab        (dw.dwfl_module_getsymtab)
+#define dwfl_module_info             (dw.dwfl_module_info)
+#define dwfl_module_nextcu           (dw.dwfl_module_nextcu)
+#define dwfl_report_begin            (dw.dwfl_report_begin)
+#define dwfl_report_end              (dw.dwfl_report_end)
+
 #define STRINGS_SIZE 65536u
 #define MAX_CHAIN    64u
 
@@ -234,6 +303,7 @@ static void cache_put(cts__symbolizer_t *s, uint64_t code, const cts_mt_location
 }
 
 cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *module_epoch) {
+  if (!cts__lazylib_bind(&dw_lib)) return NULL; /* as without libdw: no locations */
   cts__symbolizer_t *const s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->pid = module_epoch ? pid : 0;

@@ -266,6 +266,7 @@ typedef struct cts__writer_state {
   pthread_t thread;
   void *writer_mem;
   size_t writer_mem_size;
+  bool writer_mem_used; /* a session wrote into writer_mem: it is not all zero */
   cts_mt_writer_t *writer;
   uint64_t emitted;                  /* object ids written: the next alloc written has this id */
   cts__marker_t pending;             /* a loss marker waiting for its id's turn */
@@ -290,6 +291,10 @@ extern cts__writer_state_t cts__writer CTS__HIDDEN;
 void *cts__writer_main(void *arg);
 /* The memtrace writer's memory, mapped at the first session. False: no memory. */
 bool cts__writer_memory(void);
+/* Control lock held: cts_mt_writer_init into the writer's memory, which is all zero bytes
+ * first (fresh pages, or a used session's dropped with MADV_DONTNEED), so that the writer
+ * need not clear it: only the pages a session writes to are ever touched. */
+int cts__writer_init(const cts_mt_writer_config_t *wc);
 /* A new session: the counter's calibration is to be redone from now (tsc_mode). */
 void cts__writer_clock_start(void);
 /* A new session starting at `start` (µs): no id written, no loss taken. Control lock held. */

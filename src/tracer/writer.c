@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "common/clock.h"
+#include "core/memtrace_writer.h"
 #include "tracer_state.h"
 
 /* How long the writer thread waits for an object id that was taken but whose record was
@@ -154,6 +156,16 @@ bool cts__writer_memory(void) {
     if (!cts__writer.writer_mem) return false;
   }
   return true;
+}
+
+/* tracer_state.h. */
+int cts__writer_init(const cts_mt_writer_config_t *wc) {
+  if (cts__writer.writer_mem_used &&
+      madvise(cts__writer.writer_mem, cts__writer.writer_mem_size, MADV_DONTNEED) != 0)
+    memset(cts__writer.writer_mem, 0, cts__writer.writer_mem_size);
+  cts__writer.writer_mem_used = true;
+  return cts__mt_writer_init_zeroed(&cts__writer.writer, cts__writer.writer_mem,
+                                    cts__writer.writer_mem_size, wc);
 }
 
 /* tracer_state.h. Control lock held. */

@@ -8,6 +8,27 @@
 #include <sys/mman.h>
 #include <zstd.h>
 
+#include "lazylib.h"
+
+/* libzstd is bound when a session first compresses (lazylib.h): not loaded into every
+ * traced image. The calls below go through `zs`. */
+#define ZSTD_FUNCTIONS(X)                  \
+  X(ZSTD_CCtx_setParameter)                \
+  X(ZSTD_CStreamOutSize)                   \
+  X(ZSTD_compressStream2)                  \
+  X(ZSTD_estimateCStreamSize_usingCParams) \
+  X(ZSTD_getCParams)                       \
+  X(ZSTD_initStaticCCtx)                   \
+  X(ZSTD_isError)
+CTS__LAZYLIB_DEFINE(zs, zs_lib, "libzstd.so.1", ZSTD_FUNCTIONS);
+#define ZSTD_CCtx_setParameter                (zs.ZSTD_CCtx_setParameter)
+#define ZSTD_CStreamOutSize                   (zs.ZSTD_CStreamOutSize)
+#define ZSTD_compressStream2                  (zs.ZSTD_compressStream2)
+#define ZSTD_estimateCStreamSize_usingCParams (zs.ZSTD_estimateCStreamSize_usingCParams)
+#define ZSTD_getCParams                       (zs.ZSTD_getCParams)
+#define ZSTD_initStaticCCtx                   (zs.ZSTD_initStaticCCtx)
+#define ZSTD_isError                          (zs.ZSTD_isError)
+
 struct cts__zsink {
   ZSTD_CCtx *cctx; /* in the same mapping, after this struct */
   cts__zsink_write_cb write;
@@ -31,6 +52,7 @@ static size_t round_up(size_t n, size_t to) {
 }
 
 cts__zsink_t *cts__zsink_open(int level, cts__zsink_write_cb write, void *user_data) {
+  if (!cts__lazylib_bind(&zs_lib)) return NULL;
   if (level < CTS__ZSINK_LEVEL_MIN) level = CTS__ZSINK_LEVEL_MIN;
   if (level > CTS__ZSINK_LEVEL_MAX) level = CTS__ZSINK_LEVEL_MAX;
   const size_t head = round_up(sizeof(cts__zsink_t), 64);

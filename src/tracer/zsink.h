@@ -26,7 +26,8 @@ typedef struct cts__zsink cts__zsink_t;
 typedef int (*cts__zsink_write_cb)(void *user_data, const void *buf, size_t len);
 
 /* Maps and sets up a stage at `level` (clamped to the range above) writing through
- * `write`. NULL when the memory cannot be had or zstd refuses. */
+ * `write`. NULL when the memory cannot be had, libzstd cannot be loaded (it is bound on
+ * the first call, lazylib.h) or zstd refuses. */
 cts__zsink_t *cts__zsink_open(int level, cts__zsink_write_cb write, void *user_data);
 /* Compresses `len` bytes (output goes to the sink as zstd's buffer fills). 0 or the
  * sink's error (the stage is then failed: every later call returns it). */

@@ -16,6 +16,7 @@
 #include "../test.h"
 #include "decoded.h"
 #include "os/net.h"
+#include "tracer/lazylib.h"
 #include "tracer/tracer_internal.h"
 
 typedef struct membuf {
@@ -1451,6 +1452,28 @@ CTS_TEST(drop_mode_never_waits_and_marks_the_loss) {
   CTS_ASSERT_EQ_U64(d.ncollects, st.collects + markers); /* markers are collected at once */
   decoded_fini(&d);
   free(g.buf.data);
+}
+
+/* lazylib.h: a library bound on first use. A missing library or function leaves the
+ * table NULL and is not tried again; a present one is bound to the right functions. */
+#define LAZY_OK(X)      X(strlen)
+#define LAZY_MISSING(X) X(strlen) X(cts_no_such_function)
+size_t cts_no_such_function(const char *s); /* declared, defined nowhere */
+CTS__LAZYLIB_DEFINE(lazy_ok, lazy_ok_lib, "libc.so.6", LAZY_OK);
+CTS__LAZYLIB_DEFINE(lazy_gone, lazy_gone_lib, "libcts-no-such-library.so.1", LAZY_OK);
+CTS__LAZYLIB_DEFINE(lazy_part, lazy_part_lib, "libc.so.6", LAZY_MISSING);
+
+CTS_TEST(lazy_library_binds_once_or_never) {
+  CTS_ASSERT(cts__lazylib_bind(&lazy_ok_lib));
+  CTS_ASSERT(lazy_ok.strlen != NULL);
+  CTS_ASSERT_EQ_U64(lazy_ok.strlen("four"), 4);
+  CTS_ASSERT(cts__lazylib_bind(&lazy_ok_lib));
+  CTS_ASSERT(!cts__lazylib_bind(&lazy_gone_lib));
+  CTS_ASSERT(lazy_gone.strlen == NULL);
+  CTS_ASSERT_EQ_INT(lazy_gone_lib.state, -1);
+  CTS_ASSERT(!cts__lazylib_bind(&lazy_gone_lib));
+  CTS_ASSERT(!cts__lazylib_bind(&lazy_part_lib));
+  CTS_ASSERT(lazy_part.strlen == NULL && lazy_part.cts_no_such_function == NULL);
 }
 
 CTS_TEST_MAIN()
