@@ -13,9 +13,9 @@ bool cts_diff_is_flow(cts_diff_metric_t m) {
   return m == CTS_DIFF_ALLOC || m == CTS_DIFF_COUNT;
 }
 
-double cts_diff_scale(const cts_mtprof_t *p, cts_diff_metric_t m, bool per_second,
+double cts_diff_scale(const cts_alloc_profile_t *p, cts_diff_metric_t m, bool per_second,
                       double duration_s) {
-  const double scale = m == CTS_DIFF_COUNT ? 1.0 : cts_mtprof_bytes_per_sample(p);
+  const double scale = m == CTS_DIFF_COUNT ? 1.0 : cts_alloc_profile_bytes_per_sample(p);
   return per_second ? scale / duration_s : scale;
 }
 

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "mtprof.h"
+#include "alloc_profile.h"
 #include "siterows.h"
 
 typedef enum cts_diff_metric {
@@ -32,7 +32,7 @@ typedef struct cts_diff_side {
 
 /* Units per raw count for a trace: bytes per sample (1 for counts), per second of
  * `duration_s` when per_second (which must then be > 0). */
-double cts_diff_scale(const cts_mtprof_t *p, cts_diff_metric_t m, bool per_second,
+double cts_diff_scale(const cts_alloc_profile_t *p, cts_diff_metric_t m, bool per_second,
                       double duration_s);
 
 typedef struct cts_diff_row {

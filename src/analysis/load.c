@@ -139,20 +139,20 @@ double cts_task_trace_duration_s(const cts_task_trace_t *t) {
 
 static int on_info(void *ud, const cts_mt_info_t *info) {
   cts_mem_trace_t *t = ud;
-  cts_mtprof_set_info(&t->prof, info);
+  cts_alloc_profile_set_info(&t->prof, info);
   return 0;
 }
 
 static int on_event(void *ud, const cts_mt_event_t *ev) {
   cts_mem_trace_t *t = ud;
-  const int e = cts_mtprof_add_event(&t->prof, ev);
+  const int e = cts_alloc_profile_add_event(&t->prof, ev);
   if (e || !t->hook) return e;
   return t->hook_err = t->hook(t->hook_user_data, t, ev);
 }
 
 static int on_packet(void *ud, const cts_mt_packet_t *p) {
   cts_mem_trace_t *t = ud;
-  cts_mtprof_add_packet(&t->prof, p);
+  cts_alloc_profile_add_packet(&t->prof, p);
   return 0;
 }
 
@@ -185,16 +185,16 @@ static bool is_input_failure(int err, bool input_error) {
   return input_error || (err < 0 && err > -1000) || err == CTS_E_IO;
 }
 
-static int mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
-                          const cts_load_opts_t *opts, cts_mem_trace_hook hook,
-                          void *hook_user_data) {
+static int mem_trace_load(cts_mem_trace_t *t, const char *path,
+                          const cts_alloc_profile_config_t *cfg, const cts_load_opts_t *opts,
+                          cts_mem_trace_hook hook, void *hook_user_data) {
   memset(t, 0, sizeof *t);
   t->path = path;
   t->hook = hook;
   t->hook_user_data = hook_user_data;
   t->quiet = opts->quiet;
   t->log = opts->log;
-  int err = cts_mtprof_init(&t->prof, cfg);
+  int err = cts_alloc_profile_init(&t->prof, cfg);
   if (err) {
     cts_logf(&t->log, CTS_LOG_ERROR, "out of memory");
     return CTS_E_NOMEM;
@@ -235,7 +235,7 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof
                              &t->input_error);
   t->err = err;
   t->info = cts_mt_reader_borrow_info(t->reader);
-  cts_mtprof_finish(&t->prof);
+  cts_alloc_profile_finish(&t->prof);
   if (t->fold && t->fold->nomem && !err) err = -ENOMEM;
   if (t->prof.stacks.overflowed && !t->quiet)
     cts_logf(&t->log, CTS_LOG_WARNING,
@@ -262,7 +262,7 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof
   return err;
 }
 
-int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
                        const cts_load_opts_t *opts, cts_mem_trace_hook hook, void *hook_user_data) {
   const int err = mem_trace_load(t, path, cfg, opts, hook, hook_user_data);
   t->log = (cts_log_t){0}; /* the caller's, for this call only */
@@ -270,7 +270,7 @@ int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_co
 }
 
 void cts_mem_trace_free(cts_mem_trace_t *t) {
-  cts_mtprof_fini(&t->prof);
+  cts_alloc_profile_fini(&t->prof);
   cts_mt_reader_destroy(t->reader);
   if (t->fold) cts_fold_fini(t->fold);
   free(t->fold);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Reading a trace for the analyses (the CLI's commands, the report): the kind of a trace
- * from its first bytes; a memtrace trace into an allocation profile (mtprof.h); a
+ * from its first bytes; a memtrace trace into an allocation profile (alloc_profile.h); a
  * mirage-profile task trace into the task model (tasks.h).
  *
  * Errors come back as return codes (0, a negative errno or a CTS_E_* code of
@@ -18,7 +18,7 @@
 
 #include "../common/compiler.h"
 #include "../os/os.h"
-#include "mtprof.h"
+#include "alloc_profile.h"
 #include "siterows.h"
 #include "tasks.h"
 
@@ -78,7 +78,7 @@ typedef struct cts_load_opts {
 struct cts_mem_trace {
   const char *path;
   cts_mt_reader_t *reader;
-  cts_mtprof_t prof;
+  cts_alloc_profile_t prof;
   const cts_mt_info_t *info; /* NULL if the trace has none (empty or unreadable) */
   uint64_t file_size;
   int err;          /* reader or input error, 0 if the trace was read completely */
@@ -99,7 +99,7 @@ struct cts_mem_trace {
  * it); without, an input error (t->input_error) or a defect found where nothing could be
  * reported. Warnings (skipped packets, stacks beyond the budget) are logged unless quiet.
  * t is always initialised: cts_mem_trace_free() it. */
-int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
                        const cts_load_opts_t *opts, cts_mem_trace_hook hook, void *hook_user_data);
 void cts_mem_trace_free(cts_mem_trace_t *t);
 /* Frame descriptions from the trace's location table (borrows t): as people read them when

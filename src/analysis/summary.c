@@ -6,7 +6,7 @@
 
 #include <ctfscope/tracer.h>
 
-#include "mtprof.h"
+#include "alloc_profile.h"
 
 void cts_summary_init(cts_summary_t *s, const cts_mt_reader_t *reader) {
   memset(s, 0, sizeof *s);

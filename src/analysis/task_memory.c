@@ -8,7 +8,7 @@
 
 #include "../common/grow.h"
 #include "hist.h"
-#include "mtprof.h"
+#include "alloc_profile.h"
 
 #define NONE CTS_TASKS_NONE
 

@@ -50,13 +50,13 @@ const char *cts_shortest_double(double v, char *buf, size_t size) {
   return buf;
 }
 
-bool cts_show_ci(const cts_mtprof_t *p, uint64_t samples) {
+bool cts_show_ci(const cts_alloc_profile_t *p, uint64_t samples) {
   return p->sample_rate < 1.0 && samples < CTS_CI_SHOW_BELOW;
 }
 
-const char *cts_est_bytes(const cts_mtprof_t *p, uint64_t samples, bool with_ci, char *buf,
+const char *cts_est_bytes(const cts_alloc_profile_t *p, uint64_t samples, bool with_ci, char *buf,
                           size_t size) {
-  const double bps = cts_mtprof_bytes_per_sample(p);
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   char a[32], b[32], c[32];
   cts_human_bytes((double)samples * bps, a, sizeof a);
   if (with_ci && cts_show_ci(p, samples)) {

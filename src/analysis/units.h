@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mtprof.h"
+#include "alloc_profile.h"
 
 /* "12.3 MB" style sizes (decimal units, like memtrace's tools). */
 const char *cts_human_bytes(double bytes, char *buf, size_t size);
@@ -22,10 +22,10 @@ const char *cts_grouped(uint64_t v, char *buf, size_t size);
 const char *cts_shortest_double(double v, char *buf, size_t size);
 
 /* Whether samples is few enough for its confidence interval to be worth showing. */
-bool cts_show_ci(const cts_mtprof_t *p, uint64_t samples);
+bool cts_show_ci(const cts_alloc_profile_t *p, uint64_t samples);
 /* "12.3 MB" for samples × bytes per sample, and with few samples at a rate below 1
  * " (95% CI 8.10 MB-17.9 MB)" appended when with_ci. */
-const char *cts_est_bytes(const cts_mtprof_t *p, uint64_t samples, bool with_ci, char *buf,
+const char *cts_est_bytes(const cts_alloc_profile_t *p, uint64_t samples, bool with_ci, char *buf,
                           size_t size);
 
 #endif /* CTS_ANALYSIS_UNITS_H */

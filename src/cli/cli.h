@@ -166,7 +166,8 @@ cts_out_t *cli_stdout_for(const cli_out_opts_t *o);
  *   "bytes_per_sample", "duration_s", "reader_result", then a line break before the next
  *   member;
  * cli_jw_reader_result: the value "ok", or "error: CTS_E_NAME" for err. */
-void cli_jw_estimate(cts_json_t *w, const cts_mtprof_t *p, const char *name, uint64_t samples);
+void cli_jw_estimate(cts_json_t *w, const cts_alloc_profile_t *p, const char *name,
+                     uint64_t samples);
 void cli_jw_trace_header(cts_json_t *w, const cli_trace_t *t);
 void cli_jw_reader_result(cts_json_t *w, int err);
 /* A site's "function" ("(no backtrace)" for the root), "mangled" when the function is shown

@@ -256,7 +256,8 @@ int cmd_diff(int argc, char **argv) {
   memset(sides, 0, sizeof sides);
   cts_diff_side_t ds[2];
   int code = CLI_EXIT_OK, loaded = 0;
-  const cts_mtprof_config_t cfg = {.stacks = true, .leaf_only = true, .skip_histograms = true};
+  const cts_alloc_profile_config_t cfg = {
+      .stacks = true, .leaf_only = true, .skip_histograms = true};
   for (int s = 0; s < 2; s++) {
     const int c = cli_trace_load(&sides[s].t, argv[first + s], &cfg, opts.out.quiet);
     loaded++;
@@ -269,8 +270,8 @@ int cmd_diff(int argc, char **argv) {
       code = CLI_EXIT_INTERNAL;
       goto end;
     }
-    const cts_mtprof_t *p = &sides[s].t.prof;
-    sides[s].duration = cts_mtprof_duration_s(p);
+    const cts_alloc_profile_t *p = &sides[s].t.prof;
+    sides[s].duration = cts_alloc_profile_duration_s(p);
     if (rate && sides[s].duration <= 0) {
       cli_error("%s has no duration: compare totals (without --per-second)", argv[first + s]);
       code = CLI_EXIT_DATA;

@@ -132,7 +132,7 @@ static uint32_t max_depth(const cts_stacks_t *s) {
 }
 
 static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   const cts_frames_t frames = cli_trace_frames(t);
   cts_labels_t labels;
   cts_labels_init(&labels, &frames, CTS_LABEL_NAME);
@@ -140,7 +140,7 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
   int e = cts_stacks_relabel(&p->stacks, &labels, &tree);
   uint32_t *path = e ? NULL : malloc(((size_t)max_depth(&tree) + 1) * sizeof *path);
   if (!e && !path) e = -ENOMEM;
-  const double bps = cts_mtprof_bytes_per_sample(p);
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   for (uint32_t i = 0; !e && i < tree.count; i++) {
     const cts_site_stats_t *st = &tree.nodes[i].self;
     double v;
@@ -449,9 +449,9 @@ static void write_mappings(pb_t *prof, strtab_t *st, const mappings_t *mp) {
 }
 
 static int export_pprof(cts_out_t *o, cli_trace_t *t) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   const cts_stacks_t *s = &p->stacks;
-  const double bps = cts_mtprof_bytes_per_sample(p);
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   pb_t prof = {0}, m = {0}, packed = {0};
   strtab_t st = {.out = &prof};
   cts_strtab_init(&st.tab);
@@ -553,7 +553,7 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     const uint64_t comment_id = strtab_id(&st, comment);
     const uint64_t default_type = strtab_id(&st, "alloc_space");
     pb_uint(&prof, 9, p->start_time_us * 1000u);
-    pb_uint(&prof, 10, (uint64_t)llround(cts_mtprof_duration_s(p) * 1e9));
+    pb_uint(&prof, 10, (uint64_t)llround(cts_alloc_profile_duration_s(p) * 1e9));
     pb_value_type(&prof, &st, 11, "space", "bytes");
     pb_uint(&prof, 12, cts_est_round(bps));
     pb_uint(&prof, 13, comment_id);
@@ -665,7 +665,7 @@ static void name_event(stream_ctx_t *c, unsigned pid, int tid, const char *what,
   cts_json_end(w);
 }
 
-static void add_point(stream_ctx_t *c, const cts_mtprof_t *p, uint64_t time_us) {
+static void add_point(stream_ctx_t *c, const cts_alloc_profile_t *p, uint64_t time_us) {
   if (c->npoints && time_us < c->last_point_us + c->spacing_us) {
     /* Same slot: keep its latest value. */
     c->points[c->npoints - 1] = (counter_point_t){c->points[c->npoints - 1].time_us,
@@ -684,7 +684,7 @@ static void add_point(stream_ctx_t *c, const cts_mtprof_t *p, uint64_t time_us) 
 
 static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   stream_ctx_t *c = ud;
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   add_point(c, p, ev->time_us);
   if (ev->kind != CTS_MT_ALLOC) return 0;
   if (!c->labels_ready) {
@@ -713,17 +713,17 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   }
   if (depth == 0) {
     chrome_event(c, "B", "(no backtrace)", c->clock);
-    c->clock += (double)ev->nsamples * cts_mtprof_bytes_per_sample(p);
+    c->clock += (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p);
     chrome_event(c, "E", "(no backtrace)", c->clock);
   } else {
-    c->clock += (double)ev->nsamples * cts_mtprof_bytes_per_sample(p);
+    c->clock += (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p);
   }
   return c->o->err;
 }
 
 static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   stream_ctx_t *c = ud;
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   static const char *const kinds[] = {"", "alloc", "promote", "collect"};
   static const char *const heaps[] = {"minor", "major", "external"};
   const uint64_t rel = ev->time_us > p->start_time_us ? ev->time_us - p->start_time_us : 0;
@@ -738,7 +738,7 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   cts_out_u64(c->o, ev->length);
   cts_out_char(c->o, ',');
   cts_out_u64(c->o, ev->nsamples);
-  cts_out_printf(c->o, ",%.0f,", (double)ev->nsamples * cts_mtprof_bytes_per_sample(p));
+  cts_out_printf(c->o, ",%.0f,", (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p));
   const cts_frames_t frames = cli_trace_frames(t);
   const cts_mt_location_t *l =
       ev->backtrace_len ? cts_frame_innermost(&frames, ev->backtrace[ev->backtrace_len - 1]) : NULL;
@@ -750,10 +750,10 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
 }
 
 static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   while (c->open_len > 0)
     chrome_event(c, "E", cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
-  const double bps = cts_mtprof_bytes_per_sample(p);
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   cts_json_t *w = &c->w;
   for (size_t i = 0; i < c->npoints; i++) {
     const counter_point_t *pt = &c->points[i];
@@ -833,7 +833,7 @@ int cmd_export(int argc, char **argv) {
                 "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
                 "line,backtrace_length\n");
   }
-  const cts_mtprof_config_t cfg = {.stacks = true, .skip_histograms = true};
+  const cts_alloc_profile_config_t cfg = {.stacks = true, .skip_histograms = true};
   cli_trace_t t;
   int code = cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, hook, &c);
   int e = t.hook_err;

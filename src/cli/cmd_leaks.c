@@ -74,10 +74,10 @@ static const char *growth_verdict(const uint64_t q[4]) {
 }
 
 /* Live bytes per second between 25 % and the end of the trace. */
-static double growth_rate(const cts_mtprof_t *p, const uint64_t q[4]) {
-  const double span = cts_mtprof_duration_s(p) * 0.75;
+static double growth_rate(const cts_alloc_profile_t *p, const uint64_t q[4]) {
+  const double span = cts_alloc_profile_duration_s(p) * 0.75;
   if (span <= 0) return 0;
-  return ((double)q[3] - (double)q[0]) * cts_mtprof_bytes_per_sample(p) / span;
+  return ((double)q[3] - (double)q[0]) * cts_alloc_profile_bytes_per_sample(p) / span;
 }
 
 static void print_backtrace_text(cts_out_t *o, const cts_stacks_t *s, const cts_frames_t *f,
@@ -97,7 +97,7 @@ static void print_backtrace_text(cts_out_t *o, const cts_stacks_t *s, const cts_
 
 static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, size_t nlive,
                        const leaks_opts_t *opts) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   const cts_frames_t frames = cli_trace_frames(t);
   char a[96], b[96], c[32], d[32], e[32];
   cli_text_trace_header(o, t);
@@ -151,7 +151,7 @@ static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
 
 static void print_json(cts_json_t *w, cli_trace_t *t, const cts_rows_t *rows, size_t nlive,
                        const leaks_opts_t *opts) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   const cts_frames_t frames = cli_trace_frames(t);
   const size_t shown = cli_rows_shown(&opts->out, nlive);
   cts_json_object(w);
@@ -174,7 +174,7 @@ static void print_json(cts_json_t *w, cli_trace_t *t, const cts_rows_t *rows, si
   cts_json_ws(w, "\n ");
   cts_json_key(w, "sites");
   cts_json_array(w);
-  const double bps = cts_mtprof_bytes_per_sample(p);
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
     cts_json_ws(w, "\n  ");
@@ -206,8 +206,8 @@ static void print_json(cts_json_t *w, cli_trace_t *t, const cts_rows_t *rows, si
 
 static void print_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows, size_t nlive,
                       const leaks_opts_t *opts) {
-  const cts_mtprof_t *p = &t->prof;
-  const double bps = cts_mtprof_bytes_per_sample(p);
+  const cts_alloc_profile_t *p = &t->prof;
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   const size_t shown = cli_rows_shown(&opts->out, nlive);
   cts_out_str(o,
               "function,file,line,live_end_samples,live_end_bytes,live_end_allocs_sampled,"
@@ -247,7 +247,7 @@ int cmd_leaks(int argc, char **argv) {
   if (kc >= 0) return kc;
   if (kind == CLI_TRACE_TASKS) return cli_tasks_leaks(argv[first], &opts.out);
 
-  const cts_mtprof_config_t cfg = {.stacks = true, .history = true, .skip_histograms = true};
+  const cts_alloc_profile_config_t cfg = {.stacks = true, .history = true, .skip_histograms = true};
   cli_trace_t t;
   int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {

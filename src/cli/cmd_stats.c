@@ -105,7 +105,8 @@ static const char *format_in_unit(double v, const void *ctx, char *buf, size_t s
   return human_unit(v, *(const unit_t *)ctx, buf, size);
 }
 
-static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v, bool bars) {
+static void print_view_text(cts_out_t *o, const cts_alloc_profile_t *p, const view_t *v,
+                            bool bars) {
   char a[32], b[32], c[32], d[32];
   cts_out_printf(o, "\n%s\n", v->title);
   if (!v->h->total_blocks) {
@@ -121,7 +122,7 @@ static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v
     if (bins.samples[i] > max_samples) max_samples = bins.samples[i];
   }
   cts_out_printf(o, "  %21s  %11s  %6s  %10s  %6s\n", "range", "blocks", "%", "est. bytes", "%");
-  const double bps = cts_mtprof_bytes_per_sample(p);
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   for (int i = bins.lo; i <= bins.hi; i++) {
     const double low = (double)cts_hist_pow2_low(i) * v->scale;
     const double high = i ? (double)cts_hist_pow2_low(i + 1) * v->scale : 0;
@@ -152,14 +153,14 @@ static void print_view_text(cts_out_t *o, const cts_mtprof_t *p, const view_t *v
 }
 
 static void print_rates_text(cts_out_t *o, const cli_trace_t *t) {
-  const cts_mtprof_t *p = &t->prof;
-  const double bps = cts_mtprof_bytes_per_sample(p), dur = cts_mtprof_duration_s(p);
+  const cts_alloc_profile_t *p = &t->prof;
+  const double bps = cts_alloc_profile_bytes_per_sample(p), dur = cts_alloc_profile_duration_s(p);
   char a[96], b[64], c[64], d[64];
   cts_out_printf(o, "Allocated %s in %s sampled blocks (~%s allocations, %s samples)\n",
-                 cli_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a),
-                 cli_grouped(cts_mtprof_allocs(p), b, sizeof b),
+                 cli_est_bytes(p, cts_alloc_profile_samples(p), true, a, sizeof a),
+                 cli_grouped(cts_alloc_profile_allocs(p), b, sizeof b),
                  cli_grouped(cts_est_round(p->est_allocs_total), c, sizeof c),
-                 cli_grouped(cts_mtprof_samples(p), d, sizeof d));
+                 cli_grouped(cts_alloc_profile_samples(p), d, sizeof d));
   if (dur <= 0) {
     cts_out_str(o, "Rates     none: the trace has no duration\n");
     return;
@@ -187,8 +188,8 @@ static void member(cts_json_t *w, const char *key) {
   cts_json_key(w, key);
 }
 
-static void json_view(cts_json_t *w, const cts_mtprof_t *p, const view_t *v) {
-  const double bps = cts_mtprof_bytes_per_sample(p);
+static void json_view(cts_json_t *w, const cts_alloc_profile_t *p, const view_t *v) {
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   member(w, v->key);
   cts_json_object(w);
   cts_json_kv_str(w, "unit", v->unit == UNIT_US ? "us" : "bytes");
@@ -228,14 +229,14 @@ static void json_view(cts_json_t *w, const cts_mtprof_t *p, const view_t *v) {
 }
 
 static void print_json(cts_json_t *w, const cli_trace_t *t, const view_t *views, size_t nviews) {
-  const cts_mtprof_t *p = &t->prof;
-  const double bps = cts_mtprof_bytes_per_sample(p), dur = cts_mtprof_duration_s(p);
+  const cts_alloc_profile_t *p = &t->prof;
+  const double bps = cts_alloc_profile_bytes_per_sample(p), dur = cts_alloc_profile_duration_s(p);
   cts_json_object(w);
   cli_jw_trace_header(w, t);
   cts_json_key(w, "allocated");
   cts_json_object(w);
-  cli_jw_estimate(w, p, "alloc", cts_mtprof_samples(p));
-  cts_json_kv_u64(w, "allocs_sampled", cts_mtprof_allocs(p));
+  cli_jw_estimate(w, p, "alloc", cts_alloc_profile_samples(p));
+  cts_json_kv_u64(w, "allocs_sampled", cts_alloc_profile_allocs(p));
   cts_json_kv_fixed(w, "allocs_est", p->est_allocs_total, 1);
   cts_json_end(w);
   static const char *const heaps[] = {"minor", "major", "external"};
@@ -291,7 +292,7 @@ static void print_json(cts_json_t *w, const cli_trace_t *t, const view_t *views,
 
 static void print_text(cts_out_t *o, const cli_trace_t *t, const view_t *views, size_t nviews,
                        bool bars) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   char a[96], b[32];
   cli_text_trace_header(o, t);
   cts_out_char(o, '\n');
@@ -303,8 +304,9 @@ static void print_text(cts_out_t *o, const cli_trace_t *t, const view_t *views, 
   if (bars) cts_out_str(o, "\n  bars: # blocks, = bytes (each scaled to its largest bin)\n");
 }
 
-static void print_csv(cts_out_t *o, const cts_mtprof_t *p, const view_t *views, size_t nviews) {
-  const double bps = cts_mtprof_bytes_per_sample(p);
+static void print_csv(cts_out_t *o, const cts_alloc_profile_t *p, const view_t *views,
+                      size_t nviews) {
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   cts_out_str(o, "histogram,unit,low,high,blocks,samples,est_bytes\n");
   for (size_t v = 0; v < nviews; v++) {
     cts_hist_pow2_t bins;
@@ -347,20 +349,20 @@ int cmd_stats(int argc, char **argv) {
     return cli_tasks_stats(argv[first], &to);
   }
 
-  const cts_mtprof_config_t cfg = {.stacks = false};
+  const cts_alloc_profile_config_t cfg = {.stacks = false};
   cli_trace_t t;
   int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
     cli_trace_free(&t);
     return code;
   }
-  const cts_mtprof_t *p = &t.prof;
+  const cts_alloc_profile_t *p = &t.prof;
   const view_t views[] = {
       {"size", "Block sizes", "sizes", &p->size_words, (double)p->word_bytes, UNIT_BYTES},
       {"lifetime", "Lifetimes of collected blocks (time)", "lifetime_time", &p->life_us, 1.0,
        UNIT_US},
       {"lifetime_bytes", "Lifetimes of collected blocks (bytes allocated meanwhile)",
-       "lifetime_allocated", &p->life_samples, cts_mtprof_bytes_per_sample(p), UNIT_BYTES},
+       "lifetime_allocated", &p->life_samples, cts_alloc_profile_bytes_per_sample(p), UNIT_BYTES},
   };
   cts_out_t *out = cli_stdout_for(&opts.out);
   if (opts.out.json) {

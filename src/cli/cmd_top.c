@@ -98,12 +98,12 @@ static const char *const group_names[] = {"function, file and line", "function",
 static const char *const group_keys[] = {"line", "function", "file"};
 
 static void print_totals_text(cts_out_t *o, const cli_trace_t *t) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   char a[96], b[64], c[96], d[96];
   cts_out_printf(o, "Total    %s allocated in %s samples (%s sampled blocks, ~%s allocations)\n",
-                 cli_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a),
-                 cli_grouped(cts_mtprof_samples(p), b, sizeof b),
-                 cli_grouped(cts_mtprof_allocs(p), c, sizeof c),
+                 cli_est_bytes(p, cts_alloc_profile_samples(p), true, a, sizeof a),
+                 cli_grouped(cts_alloc_profile_samples(p), b, sizeof b),
+                 cli_grouped(cts_alloc_profile_allocs(p), c, sizeof c),
                  cli_grouped(cts_est_round(p->est_allocs_total), d, sizeof d));
   const double peak_at = p->stacks.peak_time_us > p->start_time_us
                              ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
@@ -115,13 +115,13 @@ static void print_totals_text(cts_out_t *o, const cli_trace_t *t) {
 
 static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows,
                             const top_opts_t *opts) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   const size_t shown = cli_rows_shown(&opts->out, rows->n);
   cts_out_printf(o, "\n%s %zu of %zu allocation sites by %s (grouped by %s):\n",
                  shown < rows->n ? "Top" : "All", shown, rows->n, sort_names[opts->sort],
                  group_names[opts->by]);
   cts_out_str(o, "   allocated       %       allocs    peak live  live at end  site\n");
-  const uint64_t total = cts_mtprof_samples(p);
+  const uint64_t total = cts_alloc_profile_samples(p);
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
     char a[32], b[32], c[32], d[32], site[512];
@@ -142,7 +142,7 @@ static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t
   }
 }
 
-static void json_stats(cts_json_t *w, const cts_mtprof_t *p, const cts_site_stats_t *st) {
+static void json_stats(cts_json_t *w, const cts_alloc_profile_t *p, const cts_site_stats_t *st) {
   cli_jw_estimate(w, p, "alloc", st->samples);
   cts_json_kv_u64(w, "allocs_sampled", st->allocs);
   cts_json_kv_fixed(w, "allocs_est", st->est_allocs, 1);
@@ -155,7 +155,7 @@ static void json_stats(cts_json_t *w, const cts_mtprof_t *p, const cts_site_stat
 /* Opens the document: the trace, the view and the totals, a line break after each part. */
 static void print_json_header(cts_json_t *w, const cli_trace_t *t, const top_opts_t *opts,
                               const char *view) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   cts_json_object(w);
   cli_jw_trace_header(w, t);
   cts_json_kv_str(w, "view", view);
@@ -164,8 +164,8 @@ static void print_json_header(cts_json_t *w, const cli_trace_t *t, const top_opt
   cts_json_ws(w, "\n ");
   cts_json_key(w, "total");
   cts_json_object(w);
-  cli_jw_estimate(w, p, "alloc", cts_mtprof_samples(p));
-  cts_json_kv_u64(w, "allocs_sampled", cts_mtprof_allocs(p));
+  cli_jw_estimate(w, p, "alloc", cts_alloc_profile_samples(p));
+  cts_json_kv_u64(w, "allocs_sampled", cts_alloc_profile_allocs(p));
   cts_json_kv_fixed(w, "allocs_est", p->est_allocs_total, 1);
   cli_jw_estimate(w, p, "peak", p->stacks.peak_samples);
   cts_json_kv_fixed(w, "peak_time_s",
@@ -199,8 +199,8 @@ static void print_flat_json(cts_json_t *w, const cli_trace_t *t, const cts_rows_
 
 static void print_flat_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t *rows,
                            const top_opts_t *opts) {
-  const cts_mtprof_t *p = &t->prof;
-  const double bps = cts_mtprof_bytes_per_sample(p);
+  const cts_alloc_profile_t *p = &t->prof;
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   const size_t shown = cli_rows_shown(&opts->out, rows->n);
   cts_out_str(o,
               "function,file,line,alloc_samples,alloc_bytes,alloc_bytes_ci95_low,"
@@ -250,7 +250,7 @@ static int cmp_children(const void *a, const void *b, void *arg) {
 
 static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   const cts_site_stats_t *st = &tp->incl[n];
-  const cts_mtprof_t *p = &tp->t->prof;
+  const cts_alloc_profile_t *p = &tp->t->prof;
   const char *label = cts_labels_name(tp->labels, tp->s->nodes[n].code);
   const uint32_t depth = tp->s->nodes[n].depth;
   const uint64_t metric = cts_site_stats_metric(st, tp->sort);
@@ -440,7 +440,7 @@ int cmd_top(int argc, char **argv) {
   }
 
   /* The flat table needs only allocation points: exact, and small whatever the trace. */
-  const cts_mtprof_config_t cfg = {
+  const cts_alloc_profile_config_t cfg = {
       .stacks = true, .leaf_only = opts.view == VIEW_FLAT, .skip_histograms = true};
   cli_trace_t t;
   int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);

@@ -125,8 +125,9 @@ static int cmp_rows(const void *a, const void *b, void *arg) {
   return x->task < y->task ? -1 : x->task > y->task;
 }
 
-static void json_figures(cts_json_t *w, const cts_mtprof_t *p, const cts_task_mem_figures_t *alloc,
-                         const cts_task_mem_figures_t *freed, const cts_task_mem_figures_t *live) {
+static void json_figures(cts_json_t *w, const cts_alloc_profile_t *p,
+                         const cts_task_mem_figures_t *alloc, const cts_task_mem_figures_t *freed,
+                         const cts_task_mem_figures_t *live) {
   cli_jw_estimate(w, p, "alloc", alloc->samples);
   cts_json_kv_u64(w, "alloc_count", cts_est_round(alloc->count));
   cts_json_kv_u64(w, "alloc_blocks", alloc->blocks);
@@ -200,9 +201,9 @@ static void print_json(cts_json_t *w, const cli_trace_t *mem, const cli_tasks_t 
   cts_out_char(w->o, '\n');
 }
 
-static void text_row(cts_out_t *o, const cts_mtprof_t *p, const cts_task_mem_figures_t *alloc,
-                     const cts_task_mem_figures_t *freed, const cts_task_mem_figures_t *live,
-                     const char *lane, const char *name) {
+static void text_row(cts_out_t *o, const cts_alloc_profile_t *p,
+                     const cts_task_mem_figures_t *alloc, const cts_task_mem_figures_t *freed,
+                     const cts_task_mem_figures_t *live, const char *lane, const char *name) {
   char a[96], f[96], l[96], c[32];
   cts_out_printf(o, "%-28s %12s %-28s %-28s %5s  %s\n",
                  cli_est_bytes(p, alloc->samples, true, a, sizeof a),
@@ -286,7 +287,7 @@ int cmd_top_tasks(int argc, char **argv) {
   cli_trace_t mem;
   memset(&mem, 0, sizeof mem);
   if (code == CLI_EXIT_OK || code == CLI_EXIT_DATA) {
-    const cts_mtprof_config_t mc = {.skip_histograms = true};
+    const cts_alloc_profile_config_t mc = {.skip_histograms = true};
     const int mcode = cli_trace_load_hooked(&mem, mem_path, &mc, opts.out.quiet, on_mem_event, &s);
     if (mem.hook_err) {
       cli_error("out of memory");

@@ -99,7 +99,7 @@ int cli_tasks_load(cli_tasks_t *t, const char *path, const cts_tasks_config_t *c
 typedef struct trace_call {
   cli_trace_t *t;
   const char *path;
-  const cts_mtprof_config_t *cfg;
+  const cts_alloc_profile_config_t *cfg;
   cli_event_hook hook;
   void *hook_user_data;
 } trace_call_t;
@@ -111,11 +111,12 @@ static int run_trace(void *ctx, const cts_load_opts_t *opts) {
   return cts_mem_trace_load(c->t, c->path, c->cfg, &o, c->hook, c->hook_user_data);
 }
 
-int cli_trace_load(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg, bool quiet) {
+int cli_trace_load(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
+                   bool quiet) {
   return cli_trace_load_hooked(t, path, cfg, quiet, NULL, NULL);
 }
 
-int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
                           bool quiet, cli_event_hook hook, void *hook_user_data) {
   trace_call_t c = {t, path, cfg, hook, hook_user_data};
   const int err = cli_load_run(path, quiet, run_trace, &c);
@@ -136,11 +137,11 @@ void cli_csv_str(cts_out_t *o, const char *s) {
 }
 
 void cli_text_trace_header(cts_out_t *o, const cli_trace_t *t) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   char a[64], b[64];
   cts_out_printf(o, "Trace    %s: %s, pid %lld, %.3f s\n", cli_basename(t->path),
                  t->info ? t->info->executable_name : "?", t->info ? (long long)t->info->pid : 0,
-                 cts_mtprof_duration_s(p));
+                 cts_alloc_profile_duration_s(p));
   if (p->sample_rate >= 1.0)
     cts_out_printf(o, "Bytes    exact: every word was sampled (rate 1), %u-byte words\n",
                    p->word_bytes);
@@ -149,7 +150,7 @@ void cli_text_trace_header(cts_out_t *o, const cli_trace_t *t) {
                    "Bytes    estimated: samples / %s x %u bytes = %s bytes per sample; figures "
                    "from\n         fewer than %u samples show their 95%% confidence interval\n",
                    cli_shortest_double(p->sample_rate, a, sizeof a), p->word_bytes,
-                   (snprintf(b, sizeof b, "%.6g", cts_mtprof_bytes_per_sample(p)), b),
+                   (snprintf(b, sizeof b, "%.6g", cts_alloc_profile_bytes_per_sample(p)), b),
                    CTS_CI_SHOW_BELOW);
 }
 

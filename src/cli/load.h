@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "../analysis/load.h"
-#include "../analysis/mtprof.h"
+#include "../analysis/alloc_profile.h"
 #include "../analysis/siterows.h"
 #include "../analysis/tasks.h"
 #include "../analysis/units.h"
@@ -72,9 +72,10 @@ typedef cts_mem_trace_hook cli_event_hook;
  * exit code: CLI_EXIT_OK; CLI_EXIT_DATA for a corrupt trace (the error is printed, and the
  * profile holds what was read before it, so the caller reports it and exits 1);
  * CLI_EXIT_IO / CLI_EXIT_INTERNAL (printed; nothing to report). */
-int cli_trace_load(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg, bool quiet);
+int cli_trace_load(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
+                   bool quiet);
 /* The same, calling hook for each event. A hook error is printed by the caller. */
-int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
+int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
                           bool quiet, cli_event_hook hook, void *hook_user_data);
 static inline void cli_trace_free(cli_trace_t *t) {
   cts_mem_trace_free(t);
@@ -99,12 +100,12 @@ static inline const char *cli_basename(const char *path) {
 
 /* "12.3 MB" for samples × bytes per sample, and with few samples at a rate below 1
  * " (95% CI 8.10 MB-17.9 MB)" appended when with_ci. */
-static inline const char *cli_est_bytes(const cts_mtprof_t *p, uint64_t samples, bool with_ci,
-                                        char *buf, size_t size) {
+static inline const char *cli_est_bytes(const cts_alloc_profile_t *p, uint64_t samples,
+                                        bool with_ci, char *buf, size_t size) {
   return cts_est_bytes(p, samples, with_ci, buf, size);
 }
 /* Whether samples is few enough for its confidence interval to be worth showing. */
-static inline bool cli_show_ci(const cts_mtprof_t *p, uint64_t samples) {
+static inline bool cli_show_ci(const cts_alloc_profile_t *p, uint64_t samples) {
   return cts_show_ci(p, samples);
 }
 /* A CSV field, quoted when needed. */

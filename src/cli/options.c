@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../analysis/mtprof.h"
+#include "../analysis/alloc_profile.h"
 #include "../analysis/units.h"
 #include "cli.h"
 
@@ -218,8 +218,9 @@ cts_out_t *cli_stdout_for(const cli_out_opts_t *o) {
   return cli_stdout(!o->json && (!o->csv || isatty(STDOUT_FILENO)));
 }
 
-void cli_jw_estimate(cts_json_t *w, const cts_mtprof_t *p, const char *name, uint64_t samples) {
-  const double bps = cts_mtprof_bytes_per_sample(p);
+void cli_jw_estimate(cts_json_t *w, const cts_alloc_profile_t *p, const char *name,
+                     uint64_t samples) {
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   char key[96];
   snprintf(key, sizeof key, "%s_samples", name);
   cts_json_kv_u64(w, key, samples);
@@ -238,15 +239,15 @@ void cli_jw_estimate(cts_json_t *w, const cts_mtprof_t *p, const char *name, uin
 }
 
 void cli_jw_trace_header(cts_json_t *w, const cli_trace_t *t) {
-  const cts_mtprof_t *p = &t->prof;
+  const cts_alloc_profile_t *p = &t->prof;
   cts_json_kv_str(w, "trace", t->path);
   cts_json_kv_str(w, "executable", t->info ? t->info->executable_name : "");
   cts_json_key(w, "sample_rate");
   cts_json_shortest(w, p->sample_rate);
   cts_json_kv_u64(w, "word_size", p->word_bytes * 8u);
   cts_json_key(w, "bytes_per_sample");
-  cts_json_g(w, cts_mtprof_bytes_per_sample(p), 17);
-  cts_json_kv_fixed(w, "duration_s", cts_mtprof_duration_s(p), 6);
+  cts_json_g(w, cts_alloc_profile_bytes_per_sample(p), 17);
+  cts_json_kv_fixed(w, "duration_s", cts_alloc_profile_duration_s(p), 6);
   cts_json_key(w, "reader_result");
   cli_jw_reader_result(w, t->err);
   cts_json_ws(w, "\n ");

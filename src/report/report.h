@@ -92,7 +92,7 @@ typedef struct report_alloc_mark {
 const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n);
 double report_mem_bytes_per_sample(const report_mem_t *m);
 /* The trace's profile (rate, word size: what formats byte estimates), borrowed. */
-const cts_mtprof_t *report_mem_profile(const report_mem_t *m);
+const cts_alloc_profile_t *report_mem_profile(const report_mem_t *m);
 /* The trace's info record (process id, start time), borrowed; NULL when it has none. */
 const cts_mt_info_t *report_mem_info(const report_mem_t *m);
 void report_mem_free(report_mem_t *m);
@@ -124,7 +124,7 @@ void report_tasks_span(const report_tasks_t *t, uint64_t *first_ns, uint64_t *la
  * report_tasks_mem_finish() was called. */
 void report_tasks_write(cts_out_t *o, report_tasks_t *t, int64_t origin_ns,
                         const report_alloc_mark_t *marks, size_t nmarks, int64_t marks_offset_ns,
-                        const cts_mtprof_t *prof);
+                        const cts_alloc_profile_t *prof);
 void report_tasks_free(report_tasks_t *t);
 
 /* The whole document the viewer loads: {"format":"ctfscope-report", ..., "mem":..., "tasks":...}

@@ -196,8 +196,9 @@ static void marks_sort(report_mem_t *m) {
 }
 
 /* A block's record once it is collected (freed_us) or known never to be (UINT64_MAX). The
- * blocks not yet collected are the profile's (cts_mtprof_ended, cts_mtprof_next_live). */
-static int finish_block(report_mem_t *m, const cts_mtprof_live_t *p, uint64_t freed_us) {
+ * blocks not yet collected are the profile's (cts_alloc_profile_ended,
+ * cts_alloc_profile_next_live). */
+static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint64_t freed_us) {
   const uint64_t ta = rel_us(m, p->time_us) / m->rec_w;
   record_t r = {.node = p->node,
                 .ta = (uint32_t)ta,
@@ -230,8 +231,8 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   }
   heap_note(m, ev->time_us, t->prof.stacks.live_samples);
   if (ev->kind == CTS_MT_ALLOC) {
-    cts_mtprof_live_t gone;
-    if (cts_mtprof_ended(&t->prof, &gone)) {
+    cts_alloc_profile_live_t gone;
+    if (cts_alloc_profile_ended(&t->prof, &gone)) {
       /* a reused id: the old block was never collected; keep it as live */
       const int e = finish_block(m, &gone, UINT64_MAX);
       if (e) return e;
@@ -239,8 +240,8 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
     return mark_add(m, ev->time_us, ev->nsamples);
   }
   if (ev->kind == CTS_MT_COLLECT) {
-    cts_mtprof_live_t gone;
-    return cts_mtprof_ended(&t->prof, &gone) ? finish_block(m, &gone, ev->time_us) : 0;
+    cts_alloc_profile_live_t gone;
+    return cts_alloc_profile_ended(&t->prof, &gone) ? finish_block(m, &gone, ev->time_us) : 0;
   }
   return 0;
 }
@@ -256,7 +257,7 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   if (!m->opts.max_records) m->opts.max_records = 400000;
   if (!m->opts.top_sites) m->opts.top_sites = 50;
   m->heap_w = m->rec_w = 1;
-  const cts_mtprof_config_t cfg = {.stacks = true};
+  const cts_alloc_profile_config_t cfg = {.stacks = true};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,
@@ -273,8 +274,8 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
     return err;
   }
   /* Blocks never collected. */
-  cts_mtprof_live_t b;
-  for (cts_live_cursor_t cur = {0}; cts_mtprof_next_live(&m->t.prof, &cur, &b);) {
+  cts_alloc_profile_live_t b;
+  for (cts_live_cursor_t cur = {0}; cts_alloc_profile_next_live(&m->t.prof, &cur, &b);) {
     if (finish_block(m, &b, UINT64_MAX)) {
       cts_logf(&opts->log, CTS_LOG_ERROR, "%s: out of memory while aggregating", opts->path);
       report_mem_free(m);
@@ -304,10 +305,10 @@ const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n) {
 }
 
 double report_mem_bytes_per_sample(const report_mem_t *m) {
-  return cts_mtprof_bytes_per_sample(&m->t.prof);
+  return cts_alloc_profile_bytes_per_sample(&m->t.prof);
 }
 
-const cts_mtprof_t *report_mem_profile(const report_mem_t *m) {
+const cts_alloc_profile_t *report_mem_profile(const report_mem_t *m) {
   return &m->t.prof;
 }
 
@@ -328,7 +329,7 @@ void report_mem_free(report_mem_t *m) {
 
 static void write_info(cts_out_t *o, const report_mem_t *m) {
   const cts_mt_info_t *in = m->t.info;
-  const cts_mtprof_t *p = &m->t.prof;
+  const cts_alloc_profile_t *p = &m->t.prof;
   char a[96];
   cts_out_str(o, "\"file\":");
   report_json_str(o, cts_basename(m->opts.path));
@@ -366,13 +367,13 @@ static void write_info(cts_out_t *o, const report_mem_t *m) {
   }
   /* The same figures, formatted as `ctfscope top` prints them. */
   cts_out_printf(o, ",\"samples\":%llu,\"allocs\":%llu,\"allocs_est\":%.1f",
-                 (unsigned long long)cts_mtprof_samples(p),
-                 (unsigned long long)cts_mtprof_allocs(p), p->est_allocs_total);
+                 (unsigned long long)cts_alloc_profile_samples(p),
+                 (unsigned long long)cts_alloc_profile_allocs(p), p->est_allocs_total);
   cts_out_printf(o, ",\"bytes_per_sample\":%.17g,\"peak_samples\":%llu,\"peak_time_us\":%llu",
-                 cts_mtprof_bytes_per_sample(p), (unsigned long long)p->stacks.peak_samples,
+                 cts_alloc_profile_bytes_per_sample(p), (unsigned long long)p->stacks.peak_samples,
                  (unsigned long long)rel_us(m, p->stacks.peak_time_us));
   cts_out_printf(o, ",\"live_end_samples\":%llu,\"duration_s\":%.6f",
-                 (unsigned long long)p->stacks.live_samples, cts_mtprof_duration_s(p));
+                 (unsigned long long)p->stacks.live_samples, cts_alloc_profile_duration_s(p));
   cts_out_printf(o,
                  ",\"events\":{\"alloc\":%llu,\"alloc_major\":%llu,\"alloc_ext\":%llu,"
                  "\"promote\":%llu,\"collect\":%llu}",
@@ -381,15 +382,15 @@ static void write_info(cts_out_t *o, const report_mem_t *m) {
                  (unsigned long long)p->allocs_by_source[2], (unsigned long long)p->promoted_allocs,
                  (unsigned long long)p->collected_allocs);
   cts_out_str(o, ",\"text\":{\"allocated\":");
-  report_json_str(o, cts_est_bytes(p, cts_mtprof_samples(p), true, a, sizeof a));
+  report_json_str(o, cts_est_bytes(p, cts_alloc_profile_samples(p), true, a, sizeof a));
   cts_out_str(o, ",\"peak\":");
   report_json_str(o, cts_est_bytes(p, p->stacks.peak_samples, true, a, sizeof a));
   cts_out_str(o, ",\"live_end\":");
   report_json_str(o, cts_est_bytes(p, p->stacks.live_samples, true, a, sizeof a));
   cts_out_str(o, ",\"samples\":");
-  report_json_str(o, cts_grouped(cts_mtprof_samples(p), a, sizeof a));
+  report_json_str(o, cts_grouped(cts_alloc_profile_samples(p), a, sizeof a));
   cts_out_str(o, ",\"allocs\":");
-  report_json_str(o, cts_grouped(cts_mtprof_allocs(p), a, sizeof a));
+  report_json_str(o, cts_grouped(cts_alloc_profile_allocs(p), a, sizeof a));
   cts_out_str(o, ",\"allocs_est\":");
   report_json_str(o, cts_grouped(cts_est_round(p->est_allocs_total), a, sizeof a));
   cts_out_str(o, "}");
@@ -398,7 +399,7 @@ static void write_info(cts_out_t *o, const report_mem_t *m) {
 static void write_sites(cts_out_t *o, report_mem_t *m) {
   cts_rows_t rows;
   const cts_frames_t frames = cts_mem_trace_frames(&m->t);
-  const cts_mtprof_t *p = &m->t.prof;
+  const cts_alloc_profile_t *p = &m->t.prof;
   cts_out_str(o, ",\"sites\":[");
   if (cts_rows_build(&rows, &p->stacks, &frames, CTS_GROUP_LINE, CTS_SORT_BYTES, 0, 0)) {
     m->err = -ENOMEM;
@@ -406,7 +407,7 @@ static void write_sites(cts_out_t *o, report_mem_t *m) {
     return;
   }
   cts_rows_sort(&rows, CTS_SORT_BYTES);
-  const uint64_t total = cts_mtprof_samples(p);
+  const uint64_t total = cts_alloc_profile_samples(p);
   const size_t shown = rows.n < m->opts.top_sites ? rows.n : m->opts.top_sites;
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows.rows[i];
@@ -577,7 +578,7 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
 }
 
 void report_mem_write(cts_out_t *o, report_mem_t *m) {
-  const cts_mtprof_t *p = &m->t.prof;
+  const cts_alloc_profile_t *p = &m->t.prof;
   cts_out_char(o, '{');
   write_info(o, m);
   uint64_t start, end;

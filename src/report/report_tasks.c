@@ -502,9 +502,9 @@ static void idle_bands(report_tasks_t *r) {
 
 /* The figures of a memory-by-task row, as `ctfscope top --by task --json` has them, and
  * "text": allocated, allocations, freed and live at end as its text output prints them. */
-static void mem_figures(cts_out_t *o, const cts_mtprof_t *p, const cts_task_mem_figures_t *a,
+static void mem_figures(cts_out_t *o, const cts_alloc_profile_t *p, const cts_task_mem_figures_t *a,
                         const cts_task_mem_figures_t *f, const cts_task_mem_figures_t *l) {
-  const double bps = cts_mtprof_bytes_per_sample(p);
+  const double bps = cts_alloc_profile_bytes_per_sample(p);
   cts_out_printf(o,
                  "\"alloc_samples\":%llu,\"alloc_bytes\":%.0f,\"alloc_count\":%llu,"
                  "\"freed_bytes\":%.0f,\"freed_count\":%llu,\"live_samples\":%llu,"
@@ -533,7 +533,7 @@ static int mem_row_order(const void *a, const void *b) {
 
 /* "mem": memory by task (analysis/task_memory.h) when attribution is possible, else why
  * not. Rows name their task by its position in the written order ("task"). */
-static void write_task_mem(cts_out_t *o, report_tasks_t *r, const cts_mtprof_t *p) {
+static void write_task_mem(cts_out_t *o, report_tasks_t *r, const cts_alloc_profile_t *p) {
   cts_task_mem_t *tm = &r->tm;
   const bool ok = tm->status == CTS_TASK_MEM_ALIGNED;
   cts_out_printf(o, ",\n\"mem\":{\"attribution\":\"%s\",\"reason\":", ok ? "exact" : "impossible");
@@ -570,7 +570,7 @@ static int64_t rel(uint64_t t, int64_t origin) {
 
 void report_tasks_write(cts_out_t *o, report_tasks_t *r, int64_t origin_ns,
                         const report_alloc_mark_t *marks, size_t nmarks, int64_t marks_offset_ns,
-                        const cts_mtprof_t *prof) {
+                        const cts_alloc_profile_t *prof) {
   idle_bands(r); /* before the activations are thinned */
   const size_t n = r->tasks.n;
   task_t *v = r->tasks.v;

@@ -72,7 +72,7 @@ CTS_TEST(sampled_changes_carry_poisson_noise) {
 }
 
 CTS_TEST(scale_is_bytes_per_sample_per_second_for_flows) {
-  cts_mtprof_t p = {.word_bytes = 8, .sample_rate = 0.5};
+  cts_alloc_profile_t p = {.word_bytes = 8, .sample_rate = 0.5};
   CTS_ASSERT(near(cts_diff_scale(&p, CTS_DIFF_ALLOC, false, 0), 16));
   CTS_ASSERT(near(cts_diff_scale(&p, CTS_DIFF_ALLOC, true, 4), 4));
   CTS_ASSERT(near(cts_diff_scale(&p, CTS_DIFF_COUNT, true, 4), 0.25));

@@ -6,10 +6,10 @@
  * (minor/major allocation, promotion and collection).
  *
  * All byte figures are estimates: samples / sample rate × word size
- * (cts_mtprof_bytes_per_sample()). Task traces will feed the same sites.h structures from
+ * (cts_alloc_profile_bytes_per_sample()). Task traces will feed the same sites.h structures from
  * their own driver; nothing here is needed for them. */
-#ifndef CTS_MTPROF_H
-#define CTS_MTPROF_H
+#ifndef CTS_ALLOC_PROFILE_H
+#define CTS_ALLOC_PROFILE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,7 +21,7 @@
 #include "sites.h"
 #include "u64map.h"
 
-typedef struct cts_mtprof_config {
+typedef struct cts_alloc_profile_config {
   bool stacks;          /* intern backtraces into sites (needs backtraces decoded) */
   bool leaf_only;       /* with stacks: intern only the allocation point (flat views) */
   bool history;         /* keep live samples per site over time (leaks) */
@@ -29,33 +29,34 @@ typedef struct cts_mtprof_config {
   bool skip_histograms; /* leave the size and lifetime histograms empty (they cost ~10%) */
   /* With stacks: each backtrace cut by cts_fold_cut (fold.h) before it is interned. */
   struct cts_fold *fold;
-} cts_mtprof_config_t;
+} cts_alloc_profile_config_t;
 
-typedef struct cts_mtprof_block cts_mtprof_block_t;
+typedef struct cts_alloc_profile_block cts_alloc_profile_block_t;
 
-/* A live block's figures, as cts_mtprof_ended() and cts_mtprof_next_live() give them. */
-typedef struct cts_mtprof_live {
+/* A live block's figures, as cts_alloc_profile_ended() and cts_alloc_profile_next_live() give them.
+ */
+typedef struct cts_alloc_profile_live {
   uint64_t time_us, length, samples;
   uint32_t node;  /* stack node */
   uint8_t source; /* as in the trace */
-} cts_mtprof_live_t;
+} cts_alloc_profile_live_t;
 
 /* Lengths (words) whose sampling weight is kept in a table. */
-#define CTS_MTPROF_WEIGHTS 256u
+#define CTS_ALLOC_PROFILE_WEIGHTS 256u
 
-typedef struct cts_mtprof {
-  cts_mtprof_config_t cfg;
+typedef struct cts_alloc_profile {
+  cts_alloc_profile_config_t cfg;
   bool have_info;
   double sample_rate;
   unsigned word_bytes;
   uint64_t start_time_us;
   cts_stacks_t stacks;
 
-  /* Live blocks: object id → a 24-byte record (mtprof.c), or for the rare block whose
+  /* Live blocks: object id → a 24-byte record (alloc_profile.c), or for the rare block whose
    * figures do not fit one, an index in blocks. */
   cts_live_table_t live;
-  uint64_t live_base_us;      /* the first allocation's time: records hold times from it */
-  cts_mtprof_block_t *blocks; /* pool of live blocks that do not fit, with a free list */
+  uint64_t live_base_us;             /* the first allocation's time: records hold times from it */
+  cts_alloc_profile_block_t *blocks; /* pool of live blocks that do not fit, with a free list */
   uint32_t block_count, free_block;
   size_t block_cap;
   uint64_t live_blocks, max_live_blocks;
@@ -80,30 +81,31 @@ typedef struct cts_mtprof {
   uint64_t end_us;
   uint32_t last_node; /* stack node of the last allocation added */
   bool have_ended;    /* the last event ended a live block: ended holds it */
-  cts_mtprof_live_t ended;
+  cts_alloc_profile_live_t ended;
   bool have_last_domain;
   uint16_t last_domain; /* of the last allocation interned (common prefixes are per domain) */
   size_t last_kept;     /* frames of the last backtrace interned after the fold */
-  double weights[CTS_MTPROF_WEIGHTS]; /* 1 / sampling probability by length; 0 = not yet */
-} cts_mtprof_t;
+  double weights[CTS_ALLOC_PROFILE_WEIGHTS]; /* 1 / sampling probability by length; 0 = not yet */
+} cts_alloc_profile_t;
 
 /* Returns 0 or -ENOMEM. */
-int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg);
-void cts_mtprof_fini(cts_mtprof_t *p);
+int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_config_t *cfg);
+void cts_alloc_profile_fini(cts_alloc_profile_t *p);
 /* The trace-info record: must come before the first event. */
-void cts_mtprof_set_info(cts_mtprof_t *p, const cts_mt_info_t *info);
+void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *info);
 /* One event, in file order. Returns 0, -ENOMEM or CTS_E_LIMIT. */
-int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev);
+int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev);
 /* A packet read (cts_mt_handler_t.on_packet): its end time may extend the trace. */
-void cts_mtprof_add_packet(cts_mtprof_t *p, const cts_mt_packet_t *pk);
+void cts_alloc_profile_add_packet(cts_alloc_profile_t *p, const cts_mt_packet_t *pk);
 /* The block the last event added ended (collected, or replaced by an allocation of the
  * same id in a corrupt trace): true and *out set, else false. */
-bool cts_mtprof_ended(const cts_mtprof_t *p, cts_mtprof_live_t *out);
+bool cts_alloc_profile_ended(const cts_alloc_profile_t *p, cts_alloc_profile_live_t *out);
 /* Iterates over the blocks live now, in no particular order (start with a zeroed cursor;
  * no event may be added meanwhile). */
-bool cts_mtprof_next_live(cts_mtprof_t *p, cts_live_cursor_t *cur, cts_mtprof_live_t *out);
+bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
+                                 cts_alloc_profile_live_t *out);
 /* Call once after the last event: settles peak and history figures. */
-void cts_mtprof_finish(cts_mtprof_t *p);
+void cts_alloc_profile_finish(cts_alloc_profile_t *p);
 
 /* The largest estimate (bytes, or allocations) any figure takes: 2^64. A trace may declare
  * any rate in (0, 1], and at 5e-324 word size / rate is infinite: estimates are clamped to
@@ -121,11 +123,11 @@ static inline uint64_t cts_est_round(double v) {
 }
 
 /* Estimated bytes per sample: word size in bytes / sample rate (clamped: cts_est_clamp). */
-double cts_mtprof_bytes_per_sample(const cts_mtprof_t *p);
-uint64_t cts_mtprof_samples(const cts_mtprof_t *p);
-uint64_t cts_mtprof_allocs(const cts_mtprof_t *p);
+double cts_alloc_profile_bytes_per_sample(const cts_alloc_profile_t *p);
+uint64_t cts_alloc_profile_samples(const cts_alloc_profile_t *p);
+uint64_t cts_alloc_profile_allocs(const cts_alloc_profile_t *p);
 /* Seconds from the trace's start to its end (end_us): the last event (memtrace identify's
  * "runtime"), or the program's end where the writer recorded it. */
-double cts_mtprof_duration_s(const cts_mtprof_t *p);
+double cts_alloc_profile_duration_s(const cts_alloc_profile_t *p);
 
-#endif /* CTS_MTPROF_H */
+#endif /* CTS_ALLOC_PROFILE_H */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "mtprof.h"
+#include "alloc_profile.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include "common/grow.h"
 #include "fold.h"
 
-struct cts_mtprof_block {
+struct cts_alloc_profile_block {
   uint64_t time_us;
   uint64_t alloc_clock; /* alloc_clock before this block */
   uint64_t samples;
@@ -40,7 +40,7 @@ typedef struct live_rec {
 /* About 90 MB of stack nodes; stacks beyond it keep only their allocation point. */
 #define DEFAULT_MAX_NODES (512u << 10)
 
-int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg) {
+int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_config_t *cfg) {
   memset(p, 0, sizeof *p);
   p->cfg = *cfg;
   p->sample_rate = 1.0;
@@ -56,14 +56,14 @@ int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg) {
   return 0;
 }
 
-void cts_mtprof_fini(cts_mtprof_t *p) {
+void cts_alloc_profile_fini(cts_alloc_profile_t *p) {
   cts_stacks_fini(&p->stacks);
   cts_live_fini(&p->live);
   free(p->blocks);
   memset(p, 0, sizeof *p);
 }
 
-void cts_mtprof_set_info(cts_mtprof_t *p, const cts_mt_info_t *info) {
+void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *info) {
   p->have_info = true;
   p->sample_rate = info->sample_rate;
   memset(p->weights, 0, sizeof p->weights); /* they depend on the rate */
@@ -72,7 +72,7 @@ void cts_mtprof_set_info(cts_mtprof_t *p, const cts_mt_info_t *info) {
   p->stacks.history_origin_us = info->start_time_us;
 }
 
-static int new_block(cts_mtprof_t *p, uint32_t *out) {
+static int new_block(cts_alloc_profile_t *p, uint32_t *out) {
   if (p->free_block != UINT32_MAX) {
     *out = p->free_block;
     p->free_block = p->blocks[*out].node;
@@ -88,8 +88,8 @@ static int new_block(cts_mtprof_t *p, uint32_t *out) {
 
 /* 1 / the probability that a block of length words was sampled: a table for the common
  * short lengths (the rate is fixed per trace), the formula for the others. */
-static double sampling_weight(cts_mtprof_t *p, uint64_t length) {
-  if (length < CTS_MTPROF_WEIGHTS) {
+static double sampling_weight(cts_alloc_profile_t *p, uint64_t length) {
+  if (length < CTS_ALLOC_PROFILE_WEIGHTS) {
     double *w = &p->weights[length];
     if (*w == 0) *w = cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
     return *w;
@@ -97,15 +97,15 @@ static double sampling_weight(cts_mtprof_t *p, uint64_t length) {
   return cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
 }
 
-static void release_block(cts_mtprof_t *p, uint32_t bi) {
+static void release_block(cts_alloc_profile_t *p, uint32_t bi) {
   p->blocks[bi].node = p->free_block;
   p->free_block = bi;
 }
 
 /* The full figures of a live record (its pooled copy, or its fields unpacked). */
-static cts_mtprof_block_t unpack(const cts_mtprof_t *p, const live_rec_t *r) {
+static cts_alloc_profile_block_t unpack(const cts_alloc_profile_t *p, const live_rec_t *r) {
   if (r->clock_flags & REC_POOLED) return p->blocks[r->node];
-  return (cts_mtprof_block_t){
+  return (cts_alloc_profile_block_t){
       .time_us = p->live_base_us + (r->time_len & ((1ull << REC_TIME_BITS) - 1)),
       .alloc_clock = r->clock_flags & ((1ull << REC_CLOCK_BITS) - 1),
       .samples = r->samples,
@@ -118,7 +118,7 @@ static cts_mtprof_block_t unpack(const cts_mtprof_t *p, const live_rec_t *r) {
 
 /* Stores b (est left out: it is a function of the length) in r. Returns 0, -ENOMEM or
  * CTS_E_LIMIT. */
-static int pack(cts_mtprof_t *p, live_rec_t *r, const cts_mtprof_block_t *b) {
+static int pack(cts_alloc_profile_t *p, live_rec_t *r, const cts_alloc_profile_block_t *b) {
   const uint64_t dt = b->time_us - p->live_base_us;
   if (b->time_us >= p->live_base_us && dt < 1ull << REC_TIME_BITS && b->length < 1ull << 24 &&
       b->samples <= UINT32_MAX && b->alloc_clock < 1ull << REC_CLOCK_BITS && b->source < 4) {
@@ -138,40 +138,41 @@ static int pack(cts_mtprof_t *p, live_rec_t *r, const cts_mtprof_block_t *b) {
 }
 
 /* The block's est: kept in the pool, recomputed from the length otherwise. */
-static double rec_est(cts_mtprof_t *p, const live_rec_t *r) {
+static double rec_est(cts_alloc_profile_t *p, const live_rec_t *r) {
   if (r->clock_flags & REC_POOLED) return p->blocks[r->node].est;
   return sampling_weight(p, r->time_len >> REC_TIME_BITS);
 }
 
-/* Keeps what a consumer of cts_mtprof_ended() needs of a block that has just ended. */
-static void ended(cts_mtprof_t *p, const cts_mtprof_block_t *b) {
+/* Keeps what a consumer of cts_alloc_profile_ended() needs of a block that has just ended. */
+static void ended(cts_alloc_profile_t *p, const cts_alloc_profile_block_t *b) {
   p->have_ended = true;
-  p->ended = (cts_mtprof_live_t){.time_us = b->time_us,
-                                 .length = b->length,
-                                 .samples = b->samples,
-                                 .node = b->node,
-                                 .source = b->source};
+  p->ended = (cts_alloc_profile_live_t){.time_us = b->time_us,
+                                        .length = b->length,
+                                        .samples = b->samples,
+                                        .node = b->node,
+                                        .source = b->source};
 }
 
-bool cts_mtprof_ended(const cts_mtprof_t *p, cts_mtprof_live_t *out) {
+bool cts_alloc_profile_ended(const cts_alloc_profile_t *p, cts_alloc_profile_live_t *out) {
   if (p->have_ended) *out = p->ended;
   return p->have_ended;
 }
 
-bool cts_mtprof_next_live(cts_mtprof_t *p, cts_live_cursor_t *cur, cts_mtprof_live_t *out) {
+bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
+                                 cts_alloc_profile_live_t *out) {
   uint64_t id;
   void *rec;
   if (!cts_live_next(&p->live, cur, &id, &rec)) return false;
-  const cts_mtprof_block_t b = unpack(p, rec);
-  *out = (cts_mtprof_live_t){.time_us = b.time_us,
-                             .length = b.length,
-                             .samples = b.samples,
-                             .node = b.node,
-                             .source = b.source};
+  const cts_alloc_profile_block_t b = unpack(p, rec);
+  *out = (cts_alloc_profile_live_t){.time_us = b.time_us,
+                                    .length = b.length,
+                                    .samples = b.samples,
+                                    .node = b.node,
+                                    .source = b.source};
   return true;
 }
 
-static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
+static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   const unsigned src = ev->source < 3 ? ev->source : 2;
   const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
@@ -203,19 +204,19 @@ static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   if (!added) {
     /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed
      * now, without a lifetime. */
-    const cts_mtprof_block_t old = unpack(p, r);
+    const cts_alloc_profile_block_t old = unpack(p, r);
     cts_stacks_free(&p->stacks, old.node, old.samples, rec_est(p, r));
     ended(p, &old);
     if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
   }
-  const cts_mtprof_block_t b = {.time_us = ev->time_us,
-                                .alloc_clock = p->alloc_clock,
-                                .samples = ev->nsamples,
-                                .length = ev->length,
-                                .est = est,
-                                .node = node,
-                                .source = ev->source};
+  const cts_alloc_profile_block_t b = {.time_us = ev->time_us,
+                                       .alloc_clock = p->alloc_clock,
+                                       .samples = ev->nsamples,
+                                       .length = ev->length,
+                                       .est = est,
+                                       .node = node,
+                                       .source = ev->source};
   const int e = pack(p, r, &b);
   if (e) {
     live_rec_t gone;
@@ -235,9 +236,9 @@ static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   return 0;
 }
 
-static void on_promote(cts_mtprof_t *p, const cts_mt_event_t *ev) {
+static void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   live_rec_t *r = cts_live_find(&p->live, ev->obj_id);
-  const cts_mtprof_block_t b = r ? unpack(p, r) : (cts_mtprof_block_t){0};
+  const cts_alloc_profile_block_t b = r ? unpack(p, r) : (cts_alloc_profile_block_t){0};
   if (!r || b.promoted || b.source != CTS_MT_SOURCE_MINOR) { /* (external when clamped) */
     p->unknown_promotes++;
     return;
@@ -250,14 +251,14 @@ static void on_promote(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   p->promoted_samples += b.samples;
 }
 
-static void on_collect(cts_mtprof_t *p, const cts_mt_event_t *ev) {
+static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   live_rec_t r;
   if (!cts_live_take(&p->live, ev->obj_id, &r)) {
     p->unknown_collects++;
     return;
   }
-  const cts_mtprof_block_t full = unpack(p, &r);
-  const cts_mtprof_block_t *b = &full;
+  const cts_alloc_profile_block_t full = unpack(p, &r);
+  const cts_alloc_profile_block_t *b = &full;
   const double est = rec_est(p, &r);
   if (r.clock_flags & REC_POOLED) release_block(p, r.node);
   ended(p, b);
@@ -277,7 +278,7 @@ static void on_collect(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   p->live_blocks--;
 }
 
-int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev) {
+int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   if (!p->have_events) p->have_events = true, p->first_event_us = ev->time_us;
   if (ev->time_us > p->last_event_us) p->last_event_us = ev->time_us;
   if (ev->time_us > p->end_us) p->end_us = ev->time_us;
@@ -296,29 +297,29 @@ int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   return 0;
 }
 
-void cts_mtprof_add_packet(cts_mtprof_t *p, const cts_mt_packet_t *pk) {
+void cts_alloc_profile_add_packet(cts_alloc_profile_t *p, const cts_mt_packet_t *pk) {
   if (pk->kind != CTS_MT_PACKET_TRUNCATED && pk->kind != CTS_MT_PACKET_SKIPPED &&
       pk->kind != CTS_MT_PACKET_TRACE_INFO && pk->time_end_us > p->end_us)
     p->end_us = pk->time_end_us;
 }
 
-void cts_mtprof_finish(cts_mtprof_t *p) {
+void cts_alloc_profile_finish(cts_alloc_profile_t *p) {
   cts_stacks_finish(&p->stacks);
 }
 
-double cts_mtprof_bytes_per_sample(const cts_mtprof_t *p) {
+double cts_alloc_profile_bytes_per_sample(const cts_alloc_profile_t *p) {
   return cts_est_clamp((double)p->word_bytes / p->sample_rate);
 }
 
-uint64_t cts_mtprof_samples(const cts_mtprof_t *p) {
+uint64_t cts_alloc_profile_samples(const cts_alloc_profile_t *p) {
   return p->samples_by_source[0] + p->samples_by_source[1] + p->samples_by_source[2];
 }
 
-uint64_t cts_mtprof_allocs(const cts_mtprof_t *p) {
+uint64_t cts_alloc_profile_allocs(const cts_alloc_profile_t *p) {
   return p->allocs_by_source[0] + p->allocs_by_source[1] + p->allocs_by_source[2];
 }
 
-double cts_mtprof_duration_s(const cts_mtprof_t *p) {
+double cts_alloc_profile_duration_s(const cts_alloc_profile_t *p) {
   if (p->end_us <= p->start_time_us) return 0.0;
   return (double)(p->end_us - p->start_time_us) * 1e-6;
 }
