@@ -116,7 +116,7 @@ static bool walk_floor(const uint8_t *data, size_t len, tally_t *t, uint64_t *of
   const uint8_t *p = data, *const end = data + len;
   bool first = true;
   while ((size_t)(end - p) >= MT_MIN_PREFIX) {
-    const uint32_t header = mt_header_size(cts_ld_le16(p + MT_VERSION_OFFSET));
+    const uint32_t header = cts__mt_header_size(cts_ld_le16(p + MT_VERSION_OFFSET));
     const uint32_t size = cts_ld_le32(p + 4) / 8u;
     *offset = (uint64_t)(p - data);
     if (cts_ld_le32(p) != MT_MAGIC || size < header || size > (size_t)(end - p)) return false;

@@ -40,7 +40,7 @@ struct cts_sink {
   /* Memtrace streams checked packet by packet: framing state of the packet being received.
    * The reader sees the first packet only (the trace info); it is freed after it. */
   uint8_t mt_header[MT_HEADER_MAX];
-  size_t mt_header_len, mt_header_size;
+  size_t mt_header_len, cts__mt_header_size;
   uint64_t mt_left, mt_packet_start;
   uint16_t mt_version;
   uint64_t mt_pid;
@@ -193,7 +193,7 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
       const uint8_t *h = s->mp_header;
       const uint64_t at = s->mp_packet_start;
       if (cts_ld_le32(h + MPROF_OFF_MAGIC) != MPROF_MAGIC ||
-          memcmp(h + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid) != 0)
+          memcmp(h + MPROF_OFF_UUID, cts__mprof_uuid, sizeof cts__mprof_uuid) != 0)
         return fail(s, CTS_E_BAD_MAGIC,
                     "at offset %llu: task-trace packet without the mirage-profile magic and uuid",
                     (unsigned long long)at);
@@ -229,17 +229,17 @@ static int feed_mprof(cts_sink_t *s, const uint8_t *p, size_t len) {
 /* Checks a complete memtrace packet header (memtrace.md §4) as the OCaml reader does, and
  * more: the size must fit the limit, the version must be the trace's. */
 static int check_memtrace_header(cts_sink_t *s) {
-  mt_header_t h;
-  mt_parse_header(s->mt_header, &h);
+  cts__mt_header_t h;
+  cts__mt_parse_header(s->mt_header, &h);
   const unsigned long long at = (unsigned long long)s->mt_packet_start;
   if (h.magic != MT_MAGIC)
     return fail(s, CTS_E_BAD_MAGIC, "at offset %llu: bad packet magic 0x%08x", at, h.magic);
   const uint32_t bits = h.size_bits;
-  if (bits % 8 != 0 || bits / 8 < s->mt_header_size)
+  if (bits % 8 != 0 || bits / 8 < s->cts__mt_header_size)
     return fail(s, CTS_E_PACKET_SIZE,
                 "at offset %llu: packet of %u bits is not whole bytes or is below its %zu-byte "
                 "header",
-                at, bits, s->mt_header_size);
+                at, bits, s->cts__mt_header_size);
   if (bits / 8 > s->cfg.max_packet_size)
     return fail(s, CTS_E_PACKET_TOO_LARGE,
                 "at offset %llu: packet of %u bytes exceeds the reader's limit of %u bytes", at,
@@ -260,7 +260,7 @@ static int check_memtrace_header(cts_sink_t *s) {
    * of this trace. Before the trace info is decoded mt_pid is unknown, but the first packet has no
    * allocations anyway. */
   if (s->has_info && h.pid == s->mt_pid) s->allocations += id_end - id_begin;
-  s->mt_left = bits / 8 - s->mt_header_size;
+  s->mt_left = bits / 8 - s->cts__mt_header_size;
   return 0;
 }
 
@@ -271,8 +271,8 @@ static int check_memtrace_header(cts_sink_t *s) {
 static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, size_t len) {
   while (len > 0) {
     size_t take;
-    if (s->mt_header_size == 0 || s->mt_header_len < s->mt_header_size) {
-      const size_t want = s->mt_header_size ? s->mt_header_size : MT_MIN_PREFIX;
+    if (s->cts__mt_header_size == 0 || s->mt_header_len < s->cts__mt_header_size) {
+      const size_t want = s->cts__mt_header_size ? s->cts__mt_header_size : MT_MIN_PREFIX;
       take = want - s->mt_header_len;
       if (take > len) take = len;
       CTS_ASSERT(want <= sizeof s->mt_header && s->mt_header_len + take <= want);
@@ -287,7 +287,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
       }
       s->mt_header_len += take;
       if (s->mt_header_len == want) {
-        if (s->mt_header_size == 0) {
+        if (s->cts__mt_header_size == 0) {
           /* The first header sets the version of the whole trace. */
           if (s->mt_version == 0) {
             s->mt_version = cts_ld_le16(s->mt_header + MT_VERSION_OFFSET);
@@ -297,7 +297,7 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
                           "are)",
                           (unsigned long long)s->mt_packet_start, s->mt_version);
           }
-          s->mt_header_size = mt_header_size(s->mt_version);
+          s->cts__mt_header_size = cts__mt_header_size(s->mt_version);
         } else {
           const int err = check_memtrace_header(s);
           if (err) return err;
@@ -310,10 +310,10 @@ static int feed_memtrace_packets(cts_sink_t *s, const uint8_t *p, uint64_t at, s
     if (p) p += take;
     at += take;
     len -= take;
-    if (s->mt_header_size && s->mt_header_len == s->mt_header_size && s->mt_left == 0) {
+    if (s->cts__mt_header_size && s->mt_header_len == s->cts__mt_header_size && s->mt_left == 0) {
       s->mt_packet_start += cts_ld_le32(s->mt_header + 4) / 8;
       s->mt_header_len = 0;
-      s->mt_header_size = 0;
+      s->cts__mt_header_size = 0;
       if (s->reader) {
         /* The end of the first packet: the reader has decoded the trace info, or failed. */
         cts_mt_reader_destroy(s->reader);
@@ -342,10 +342,10 @@ static int take_bytes(cts_sink_t *s, const uint8_t *p, size_t len) {
     uint64_t at = s->received - len;
     while (len > 0 && s->reader) {
       size_t n;
-      if (s->mt_header_size && s->mt_header_len == s->mt_header_size)
+      if (s->cts__mt_header_size && s->mt_header_len == s->cts__mt_header_size)
         n = s->mt_left; /* the rest of the first packet's content */
       else
-        n = (s->mt_header_size ? s->mt_header_size : MT_MIN_PREFIX) - s->mt_header_len;
+        n = (s->cts__mt_header_size ? s->cts__mt_header_size : MT_MIN_PREFIX) - s->mt_header_len;
       if (n > len) n = len;
       err = cts_mt_reader_feed(s->reader, p, n);
       if (err) return fail(s, err, "%s", cts_mt_reader_error_message(s->reader));
@@ -363,7 +363,7 @@ static int take_bytes(cts_sink_t *s, const uint8_t *p, size_t len) {
 }
 
 static int detect(cts_sink_t *s) {
-  if (memcmp(s->head + 4, mprof_uuid, sizeof mprof_uuid) == 0) {
+  if (memcmp(s->head + 4, cts__mprof_uuid, sizeof cts__mprof_uuid) == 0) {
     s->format = CTS_SINK_FORMAT_MPROF;
   } else {
     s->format = CTS_SINK_FORMAT_MEMTRACE;

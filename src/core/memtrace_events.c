@@ -404,9 +404,9 @@ static CTS_FORCE_INLINE int decode_backtrace(cts_mt_reader_t *r, domain_t *d, co
 /* ---- trace info (§6) ------------------------------------------------------------------ */
 
 /* The first packet holds exactly one trace_info event. */
-int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t *h,
+int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const cts__mt_header_t *h,
                         uint64_t off) {
-  const uint8_t *p = pkt + mt_header_size(h->version), *end = pkt + h->size_bits / 8;
+  const uint8_t *p = pkt + cts__mt_header_size(h->version), *end = pkt + h->size_bits / 8;
   if (end - p < 13)
     return cts__mt_fail(r, CTS_E_BAD_TRACE_INFO, off,
                         "trace-info packet too small (%zu bytes of content) to hold the trace info",

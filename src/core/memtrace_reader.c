@@ -146,7 +146,7 @@ static int get_domain(cts_mt_reader_t *r, uint16_t id, uint64_t start_time, uint
 
 /* ---- packets -------------------------------------------------------------------------- */
 
-static void fill_packet(cts_mt_packet_t *pk, const mt_header_t *h, uint64_t off,
+static void fill_packet(cts_mt_packet_t *pk, const cts__mt_header_t *h, uint64_t off,
                         cts_mt_packet_kind_t kind) {
   pk->kind = kind;
   pk->offset = off;
@@ -171,7 +171,8 @@ static int emit_packet(cts_mt_reader_t *r, const cts_mt_packet_t *pk) {
 }
 
 /* §6: the first packet holds exactly one trace_info event. */
-static int decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t *h, uint64_t off) {
+static int decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const cts__mt_header_t *h,
+                       uint64_t off) {
   int e = cts__mt_decode_info(r, pkt, h, off);
   if (e) return e;
   r->have_info = true;
@@ -189,7 +190,7 @@ static int decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t
 
 /* §4: the header's time and id ranges. Checked for every packet, a truncated one too (as
  * memtrace's reader does, which validates a header before reading its content). */
-static int check_header_ranges(cts_mt_reader_t *r, const mt_header_t *h, uint64_t off) {
+static int check_header_ranges(cts_mt_reader_t *r, const cts__mt_header_t *h, uint64_t off) {
   if (h->time_begin > h->time_end)
     return cts__mt_fail(r, CTS_E_PACKET_TIMES, off,
                         "packet ends (%llu us) before it begins (%llu us)",
@@ -202,8 +203,8 @@ static int check_header_ranges(cts_mt_reader_t *r, const mt_header_t *h, uint64_
 }
 
 static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
-  mt_header_t h;
-  mt_parse_header(pkt, &h);
+  cts__mt_header_t h;
+  cts__mt_parse_header(pkt, &h);
   const int e_header = check_header_ranges(r, &h, off);
   if (e_header) return e_header;
   if (!r->have_info) return decode_info(r, pkt, &h, off);
@@ -243,7 +244,7 @@ static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
 
   const uint8_t *const end = pkt + h.size_bits / 8;
   event_cursor_t c = {
-      .p = pkt + mt_header_size(h.version),
+      .p = pkt + cts__mt_header_size(h.version),
       .end = end,
       .base = off - (uint64_t)(uintptr_t)pkt,
       .pkt = pkt,
@@ -296,7 +297,7 @@ static int packet_extent(cts_mt_reader_t *r, const uint8_t *p, size_t avail, uin
   if (r->have_info && version != r->info.version)
     return cts__mt_fail(r, CTS_E_VERSION_MISMATCH, off, "packet says format v%03u in a v%03u trace",
                         version, r->info.version);
-  const uint32_t hs = mt_header_size(version);
+  const uint32_t hs = cts__mt_header_size(version);
   if (avail < hs) {
     *need = hs;
     return 0;
@@ -400,8 +401,8 @@ int cts_mt_reader_finish(cts_mt_reader_t *r) {
           r, CTS_E_EMPTY, r->offset,
           "trace ends inside its first (trace-info) packet (%zu of %u bytes present)", r->carry_len,
           need);
-    mt_header_t h;
-    mt_parse_header(r->carry, &h);
+    cts__mt_header_t h;
+    cts__mt_parse_header(r->carry, &h);
     if ((e = check_header_ranges(r, &h, r->offset)) != 0) return e;
     warn(r, CTS_E_TRUNCATED_PACKET, r->offset,
          "skipping truncated packet: the trace ends after %zu of its %u bytes", r->carry_len, need);

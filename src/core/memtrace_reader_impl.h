@@ -91,7 +91,8 @@ typedef struct event_cursor {
 
 /* §6: decodes the trace-info event that fills the first packet (pkt, header h, at stream
  * offset off) into r->info. 0 or an error code (recorded with cts__mt_fail). */
-int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const mt_header_t *h, uint64_t off);
+int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const cts__mt_header_t *h,
+                        uint64_t off);
 
 /* Decodes the events from c->p to c->end, all in one packet of domain d, calling the
  * handler's on_location and on_event. On return c->p, last_time, next_id, nevents and

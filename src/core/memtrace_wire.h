@@ -36,14 +36,14 @@
 #define MT_LOC_END_MAX   0x3FFu
 
 /* §8.5: the two candidate buckets of a location code. */
-static inline uint32_t mt_hash1(uint64_t code) {
+static inline uint32_t cts__mt_hash1(uint64_t code) {
   return (uint32_t)((code * 0x4983723u) >> 11) & (MT_CACHE_SIZE - 1);
 }
-static inline uint32_t mt_hash2(uint64_t code) {
+static inline uint32_t cts__mt_hash2(uint64_t code) {
   return (uint32_t)((code * 0xFDEA731u) >> 21) & (MT_CACHE_SIZE - 1);
 }
 
-static inline uint32_t mt_header_size(uint16_t version) {
+static inline uint32_t cts__mt_header_size(uint16_t version) {
   return version >= 3 ? 68u : 66u;
 }
 
@@ -59,10 +59,10 @@ typedef struct mt_header {
   uint16_t verify_ix, verify_pred;
   uint64_t verify_val;
   uint64_t alloc_id_begin, alloc_id_end;
-} mt_header_t;
+} cts__mt_header_t;
 
-/* p must hold mt_header_size(version at p+28) bytes. */
-static inline void mt_parse_header(const uint8_t *p, mt_header_t *h) {
+/* p must hold cts__mt_header_size(version at p+28) bytes. */
+static inline void cts__mt_parse_header(const uint8_t *p, cts__mt_header_t *h) {
   h->magic = cts_ld_le32(p);
   h->size_bits = cts_ld_le32(p + 4);
   h->time_begin = cts_ld_le64(p + 8);

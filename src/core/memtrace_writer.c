@@ -403,7 +403,7 @@ static void note_missed(cts_mt_writer_t *w, uint64_t code) {
 
 /* Memtrace's bucket for code c (§8.5): the one of its two that holds it, else the older. */
 static uint32_t memtrace_bucket(const uint64_t *cache, const uint64_t *date, uint64_t c) {
-  const uint32_t h1 = mt_hash1(c), h2 = mt_hash2(c);
+  const uint32_t h1 = cts__mt_hash1(c), h2 = cts__mt_hash2(c);
   if (cache[h1] == c) return h1;
   if (cache[h2] == c) return h2;
   return date[h1] < date[h2] ? h1 : h2;
@@ -595,7 +595,7 @@ static int writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
   w->magic = WRITER_MAGIC;
   w->version = cfg->version;
   w->domain = cfg->version >= 3 ? cfg->domain : 0;
-  w->header_size = mt_header_size(cfg->version);
+  w->header_size = cts__mt_header_size(cfg->version);
   w->pid = cfg->pid;
   w->write = cfg->write;
   w->write_user_data = cfg->write_user_data;

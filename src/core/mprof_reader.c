@@ -53,8 +53,8 @@ int cts_mprof_memory_read_at(void *user_data, uint64_t offset, void *buf, size_t
 
 bool cts_mprof_is_trace(const void *data, size_t len) {
   const uint8_t *p = data;
-  return len >= MPROF_OFF_UUID + sizeof mprof_uuid && cts_ld_le32(p) == MPROF_MAGIC &&
-         memcmp(p + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid) == 0;
+  return len >= MPROF_OFF_UUID + sizeof cts__mprof_uuid && cts_ld_le32(p) == MPROF_MAGIC &&
+         memcmp(p + MPROF_OFF_UUID, cts__mprof_uuid, sizeof cts__mprof_uuid) == 0;
 }
 
 static int fail(reader_t *r, int err, uint64_t offset, const char *what) {
@@ -109,7 +109,7 @@ static int scan_headers(reader_t *r) {
       cts__fmt(msg, sizeof msg, "bad packet magic 0x%08x (expected 0xc1fc1fc1)", magic);
       return fail(r, CTS_E_BAD_MAGIC, off, msg);
     }
-    if (memcmp(h + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid) != 0)
+    if (memcmp(h + MPROF_OFF_UUID, cts__mprof_uuid, sizeof cts__mprof_uuid) != 0)
       return fail(r, CTS_E_BAD_MAGIC, off + MPROF_OFF_UUID,
                   "packet uuid is not mirage-profile's 05883b8d-521a-487b-b397-456ab150680c");
     const uint32_t size_bits = cts_ld_le32(h + MPROF_OFF_PACKET_SIZE);
@@ -213,8 +213,8 @@ static int decode_packet(reader_t *r, const packet_entry_t *e) {
       malformed = 1;
     } else {
       const unsigned id = p[8];
-      const mprof_layout_t l = mprof_layouts[id];
-      size = mprof_fixed_size(id);
+      const cts__mprof_layout_t l = cts__mprof_layouts[id];
+      size = cts__mprof_fixed_size(id);
       if (size > left) {
         malformed = 2;
       } else {
@@ -226,7 +226,7 @@ static int decode_packet(reader_t *r, const packet_entry_t *e) {
         if (l.word) {
           const uint64_t w = cts_ld_le64(q);
           q += 8;
-          if (mprof_word_is_value(id))
+          if (cts__mprof_word_is_value(id))
             ev.value = (int64_t)w;
           else
             ev.arg = w;

@@ -21,16 +21,16 @@
 #define MPROF_EVENT_HEADER     9u /* u64 timestamp + u8 id (§2.4) */
 
 /* The uuid every mirage-profile trace carries (§2.2). */
-static const uint8_t mprof_uuid[16] = {0x05, 0x88, 0x3b, 0x8d, 0x52, 0x1a, 0x48, 0x7b,
-                                       0xb3, 0x97, 0x45, 0x6a, 0xb1, 0x50, 0x68, 0x0c};
+static const uint8_t cts__mprof_uuid[16] = {0x05, 0x88, 0x3b, 0x8d, 0x52, 0x1a, 0x48, 0x7b,
+                                            0xb3, 0x97, 0x45, 0x6a, 0xb1, 0x50, 0x68, 0x0c};
 
 /* Layout of an event kind after the 9-byte header (§2.5): whether it has the 8-byte
  * thread context, a u64/i64 field, a thread_type byte, and a trailing string. */
 typedef struct mprof_layout {
   uint8_t context, word, type_byte, string;
-} mprof_layout_t;
+} cts__mprof_layout_t;
 
-static const mprof_layout_t mprof_layouts[CTS_MPROF_EVENT_IDS] = {
+static const cts__mprof_layout_t cts__mprof_layouts[CTS_MPROF_EVENT_IDS] = {
     [CTS_MPROF_CREATES] = {1, 1, 1, 0},    [CTS_MPROF_READ] = {1, 1, 0, 0},
     [CTS_MPROF_FULFILLS] = {1, 1, 0, 0},   [CTS_MPROF_FAILS] = {1, 1, 0, 1},
     [CTS_MPROF_BECOMES] = {1, 1, 0, 0},    [CTS_MPROF_LABEL] = {1, 0, 0, 1},
@@ -43,13 +43,13 @@ static const mprof_layout_t mprof_layouts[CTS_MPROF_EVENT_IDS] = {
 };
 
 /* Event size without its string bytes (a string adds len + 1). */
-static inline uint32_t mprof_fixed_size(unsigned id) {
-  const mprof_layout_t l = mprof_layouts[id];
+static inline uint32_t cts__mprof_fixed_size(unsigned id) {
+  const cts__mprof_layout_t l = cts__mprof_layouts[id];
   return MPROF_EVENT_HEADER + 8u * l.context + 8u * l.word + l.type_byte + l.string;
 }
 
 /* Whether the word field is signed (increase amount, counter value). */
-static inline int mprof_word_is_value(unsigned id) {
+static inline int cts__mprof_word_is_value(unsigned id) {
   return id == CTS_MPROF_INCREASE || id == CTS_MPROF_COUNTER;
 }
 

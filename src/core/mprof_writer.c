@@ -57,7 +57,7 @@ static size_t state_size(uint32_t packets) {
 
 static void write_header(uint8_t *p, uint32_t len, uint16_t count) {
   cts_st_le32(p + MPROF_OFF_MAGIC, MPROF_MAGIC);
-  memcpy(p + MPROF_OFF_UUID, mprof_uuid, sizeof mprof_uuid);
+  memcpy(p + MPROF_OFF_UUID, cts__mprof_uuid, sizeof cts__mprof_uuid);
   cts_st_le32(p + MPROF_OFF_PACKET_SIZE, len * 8u);
   cts_st_le16(p + MPROF_OFF_COUNT, count);
   cts_st_le32(p + MPROF_OFF_CONTENT_SIZE, CONTENT_EMPTY_BITS);
@@ -229,11 +229,11 @@ CTS_NOINLINE slot_t cts__mprof_reserve_slow(cts_mprof_writer_t *w, uint32_t size
  * dropped: a label is worth more than nothing. */
 int cts__mprof_encode(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id, int64_t thread,
                       uint64_t arg, int64_t value, uint8_t type, const char *str) {
-  const mprof_layout_t l = mprof_layouts[id];
-  const uint64_t word = mprof_word_is_value(id) ? (uint64_t)value : arg;
+  const cts__mprof_layout_t l = cts__mprof_layouts[id];
+  const uint64_t word = cts__mprof_word_is_value(id) ? (uint64_t)value : arg;
   if (!l.string) return encode_fixed(w, time_ns, id, thread, word, type);
   size_t slen = str ? strlen(str) : 0;
-  const uint32_t fixed = mprof_fixed_size(id);
+  const uint32_t fixed = cts__mprof_fixed_size(id);
   const uint32_t room = w->ring->packet_len - MPROF_HEADER - 1; /* the smallest packet */
   if (fixed + slen > room) slen = room - fixed;
   const uint32_t size = fixed + (uint32_t)slen;

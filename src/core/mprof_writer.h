@@ -135,8 +135,8 @@ static CTS_FORCE_INLINE uint8_t *event_header(const cts_mprof_writer_t *w, const
 /* The fixed-size kinds, specialised when @p id is a constant (§2.5). */
 static CTS_FORCE_INLINE int encode_fixed(cts_mprof_writer_t *w, uint64_t time_ns, unsigned id,
                                          int64_t thread, uint64_t word, uint8_t type) {
-  const mprof_layout_t l = mprof_layouts[id];
-  const uint32_t size = mprof_fixed_size(id);
+  const cts__mprof_layout_t l = cts__mprof_layouts[id];
+  const uint32_t size = cts__mprof_fixed_size(id);
   const slot_t s = reserve(w, size);
   if (CTS_UNLIKELY(!s.packet)) return CTS_E_LIMIT;
   uint8_t *p = event_header(w, &s, time_ns, id);

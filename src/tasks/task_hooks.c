@@ -156,8 +156,8 @@ static CTS_NOINLINE void overflow(cts_mprof_writer_t *w, unsigned id, int64_t th
 static CTS_FORCE_INLINE void put_fixed(cts_mprof_writer_t *w, unsigned id, int64_t thread,
                                        uint64_t word, uint8_t type) {
   if (CTS_UNLIKELY(encode_fixed(w, CTS_TIME_NOW, id, thread, word, type) != 0))
-    overflow(w, id, thread, mprof_word_is_value(id) ? 0 : word,
-             mprof_word_is_value(id) ? (int64_t)word : 0, type, NULL);
+    overflow(w, id, thread, cts__mprof_word_is_value(id) ? 0 : word,
+             cts__mprof_word_is_value(id) ? (int64_t)word : 0, type, NULL);
 }
 
 static void task_write(cts_mprof_writer_t *w, unsigned id, int64_t thread, uint64_t arg,
