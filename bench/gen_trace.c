@@ -15,6 +15,12 @@
  *    form, the rest the long form;
  *  - locations with file names, function names, lines and columns, some with inlined
  *    frames, and the outermost (startup) frame without debug information.
+ * `--shape survivors` models the other common kind of trace instead: a rate-1 trace of a
+ * program that keeps nearly everything it allocates until it exits (OCaml's memtrace at rate
+ * 1 records few collections; native programs that hold their data do the same). There, 90 %
+ * of the blocks are never collected, the allocations come from a few hundred distinct
+ * stacks, and most are external or major-heap blocks. It is the shape that makes the
+ * analysers' table of live blocks large.
  * Everything is drawn from one seeded PRNG and the timestamps are synthetic, so the same
  * arguments give the same bytes. */
 #include <errno.h>
@@ -431,19 +437,24 @@ static due_t heap_pop(heap_t *h) {
 
 /* ---- main ----------------------------------------------------------------------------------- */
 
-#define SAMPLE_RATE   1e-4
+#define SAMPLE_RATE   1e-4                /* default shape; survivors is at rate 1 */
+#define POOL_STACKS   384u                /* distinct stacks of the survivors shape */
 #define START_TIME_US 1767225600000000ull /* 2026-01-01 00:00:00 UTC */
 
 static void usage(FILE *f) {
   fprintf(f,
           "Usage: gen_trace -o PATH (--mb N | --events N) [--seed S] [--version 2|3]\n"
+          "                 [--shape default|survivors]\n"
           "Writes a deterministic memtrace trace of about N MB (10^6 bytes) or N events\n"
           "(allocations, promotions and collections) modelled on a real program.\n"
           "  -o, --output PATH  trace file to write\n"
           "  -m, --mb N         stop once the trace holds N MB\n"
           "  -e, --events N     stop after N events\n"
           "  -s, --seed S       PRNG seed (default 1)\n"
-          "  -v, --version V    format version, 2 (default) or 3\n");
+          "  -v, --version V    format version, 2 (default) or 3\n"
+          "  -S, --shape SHAPE  default: sampled (rate 1e-4), 1 %% of blocks never freed;\n"
+          "                     survivors: rate 1, 90 %% never freed, few distinct stacks,\n"
+          "                     mostly external and major-heap blocks\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -462,18 +473,16 @@ static int fail_writer(int e, const char *what) {
 
 int main(int argc, char **argv) {
   static const struct option opts[] = {
-      {"output", required_argument, NULL, 'o'},
-      {"mb", required_argument, NULL, 'm'},
-      {"events", required_argument, NULL, 'e'},
-      {"seed", required_argument, NULL, 's'},
-      {"version", required_argument, NULL, 'v'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
+      {"output", required_argument, NULL, 'o'},  {"mb", required_argument, NULL, 'm'},
+      {"events", required_argument, NULL, 'e'},  {"seed", required_argument, NULL, 's'},
+      {"version", required_argument, NULL, 'v'}, {"shape", required_argument, NULL, 'S'},
+      {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
   };
   const char *path = NULL;
   uint64_t target_bytes = 0, target_events = 0, seed = 1, version = 2;
+  bool survivors = false;
   int c;
-  while ((c = getopt_long(argc, argv, "o:m:e:s:v:h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "o:m:e:s:v:S:h", opts, NULL)) != -1) {
     uint64_t v = 0;
     switch (c) {
       case 'o':
@@ -491,6 +500,12 @@ int main(int argc, char **argv) {
         break;
       case 'v':
         if (!parse_u64(optarg, &version) || (version != 2 && version != 3)) goto bad;
+        break;
+      case 'S':
+        if (strcmp(optarg, "survivors") == 0)
+          survivors = true;
+        else if (strcmp(optarg, "default") != 0)
+          goto bad;
         break;
       case 'h':
         usage(stdout);
@@ -524,7 +539,8 @@ int main(int argc, char **argv) {
   cts_mt_writer_config_t cfg;
   cts_mt_writer_config_init(&cfg);
   cfg.version = (uint16_t)version;
-  cfg.sample_rate = SAMPLE_RATE;
+  const double rate = survivors ? 1.0 : SAMPLE_RATE;
+  cfg.sample_rate = rate;
   cfg.executable_name = "/opt/bench/netd";
   cfg.host_name = "bench-host";
   cfg.runtime_params = "ctfscope-bench";
@@ -544,6 +560,18 @@ int main(int argc, char **argv) {
 
   heap_t due = {0};
   uint64_t bt[MAX_DEPTH];
+  /* The survivors shape draws its stacks from a fixed pool taken from the model. */
+  static uint64_t pool[POOL_STACKS][MAX_DEPTH];
+  static size_t pool_depth[POOL_STACKS];
+  if (survivors) {
+    for (uint32_t k = 0; k < POOL_STACKS; k++) {
+      const uint32_t alloc_site = model_step(&model, &rng);
+      size_t d = 0;
+      for (uint32_t i = 0; i < model.depth; i++) pool[k][d++] = site_code(model.stack[i]);
+      pool[k][d++] = site_code(alloc_site);
+      pool_depth[k] = d;
+    }
+  }
   uint64_t now = START_TIME_US, nallocs = 0, nevents = 0, npromotes = 0, ncollects = 0;
   uint64_t nshort = 0, frames = 0;
   for (;;) {
@@ -565,16 +593,38 @@ int main(int argc, char **argv) {
     }
     if (target_events && nevents >= target_events) break;
     /* Then the next allocation, with the stack as the program left it. */
-    const uint32_t alloc_site = model_step(&model, &rng);
     size_t depth = 0;
-    for (uint32_t i = 0; i < model.depth; i++) bt[depth++] = site_code(model.stack[i]);
-    bt[depth++] = site_code(alloc_site);
+    if (survivors) {
+      /* A loop allocating from the same stack several times in a row, as a loader does. */
+      static uint32_t k, left;
+      if (left == 0) k = pick_skewed(&rng, POOL_STACKS), left = 1 + rng_geometric(&rng, 4.0);
+      left--;
+      depth = pool_depth[k];
+      memcpy(bt, pool[k], depth * sizeof bt[0]);
+    } else {
+      const uint32_t alloc_site = model_step(&model, &rng);
+      for (uint32_t i = 0; i < model.depth; i++) bt[depth++] = site_code(model.stack[i]);
+      bt[depth++] = site_code(alloc_site);
+    }
     frames += depth;
 
     uint64_t length, nsamples = 1;
     cts_mt_source_t source;
     const uint32_t kind = rng_below(&rng, 100);
-    if (kind < 82) { /* minor heap: small blocks, nearly always one sample */
+    if (survivors) {
+      /* Rate 1: every word is sampled, and the header too (memtrace's count). */
+      if (kind < 15) {
+        source = CTS_MT_SOURCE_MINOR;
+        length = rng_log_uniform(&rng, 1, 64);
+      } else if (kind < 40) {
+        source = CTS_MT_SOURCE_MAJOR;
+        length = rng_log_uniform(&rng, 257, 1u << 14);
+      } else {
+        source = CTS_MT_SOURCE_EXTERNAL;
+        length = rng_log_uniform(&rng, 8, 1u << 12);
+      }
+      nsamples = length + 1;
+    } else if (kind < 82) { /* minor heap: small blocks, nearly always one sample */
       source = CTS_MT_SOURCE_MINOR;
       length =
           rng_chance(&rng, 0.9) ? rng_log_uniform(&rng, 1, 16) : rng_log_uniform(&rng, 17, 256);
@@ -582,7 +632,7 @@ int main(int argc, char **argv) {
     } else if (kind < 95) { /* direct major-heap allocations: arrays, buffers */
       source = CTS_MT_SOURCE_MAJOR;
       length = rng_log_uniform(&rng, 257, 1u << 20);
-      nsamples = 1 + (uint64_t)((double)length * SAMPLE_RATE * (0.5 + rng_unit(&rng)));
+      nsamples = 1 + (uint64_t)((double)length * rate * (0.5 + rng_unit(&rng)));
     } else { /* external memory (malloc'ed buffers) */
       source = CTS_MT_SOURCE_EXTERNAL;
       length = rng_log_uniform(&rng, 1, 1u << 16);
@@ -596,9 +646,16 @@ int main(int argc, char **argv) {
     nallocs++;
     nevents++;
 
-    /* Its fate: mostly freed soon, some promoted, some long-lived, a few never freed. */
+    /* Its fate: mostly freed soon, some promoted, some long-lived, a few never freed. In the
+     * survivors shape: 90 % never freed, the rest freed soon or after a while. */
     const uint32_t fate = rng_below(&rng, 1000);
-    if (fate < 850) {
+    if (survivors) {
+      if (source == CTS_MT_SOURCE_MINOR && fate < 950) heap_push(&due, (due_t){nallocs + 5, id, 1});
+      if (fate < 70)
+        heap_push(&due, (due_t){nallocs + rng_geometric(&rng, 6.0), id, 0});
+      else if (fate < 100)
+        heap_push(&due, (due_t){nallocs + rng_log_uniform(&rng, 100, 1000000), id, 0});
+    } else if (fate < 850) {
       heap_push(&due, (due_t){nallocs + rng_geometric(&rng, 6.0), id, 0});
     } else if (fate < 970) {
       const uint64_t life = 10 + rng_log_uniform(&rng, 1, 5000);

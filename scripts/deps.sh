@@ -14,6 +14,8 @@ CTS_PACKAGES=(
   clang-format                             # the format check test
   binutils                                 # nm, for the freestanding-core check
   libunwind-dev libdw-dev                  # allocation tracer: unwinding, symbolisation
+  libiberty-dev                            # C++ and Rust names demangled (cplus_demangle)
+  rustc                                    # a Rust program traced in the tests (tests/cpp)
   sqlite3 python3 git strace               # allocation tracer: real programs traced in tests (strace: the syscall guard)
   libjemalloc2 libtcmalloc-minimal4        # ... with other allocators preloaded,
   libmimalloc2.0 redis-server redis-tools  # ... and redis (linked with jemalloc)

@@ -9,6 +9,8 @@
 #            first line is an .output placeholder that run.sh replaces
 #   python3  dict.py: a 200 000-entry dict, then string work (formatting, join, split, sort)
 #   cc1      big.c: 50 generated functions with loops and switches, no #include
+#   cc1plus  big.cpp: 12 generated functions over std::map, std::vector and std::string,
+#            and class templates instantiated to depth 12
 #   git      repo/: 800 commits of 4 changed files each (fast-import: seconds, not minutes)
 #   sort, zstd  lines.txt: ~50 MB of random text lines
 set -euo pipefail
@@ -54,6 +56,24 @@ h.update(text.encode())
 with open(sys.argv[1], "w") as f:
     f.write("%d %d %s\n" % (len(d), len(parts), h.hexdigest()))
 EOF
+fi
+
+if wants cc1plus; then
+  awk -v n=12 'BEGIN {
+    print "#include <map>\n#include <string>\n#include <vector>"
+    print "template <int N> struct Sum { static constexpr long v = N + Sum<N - 1>::v; };"
+    print "template <> struct Sum<0> { static constexpr long v = 0; };"
+    for (f = 0; f < n; f++) {
+      printf "template <typename T> struct Box%d { T v; std::vector<T> more; };\n", f
+      printf "long work%d(int k) {\n  std::map<std::string, Box%d<long>> m;\n", f, f
+      printf "  for (int i = 0; i < k; i++) m[std::to_string(i * %d)].more.push_back(Sum<%d>::v + i);\n", f + 1, f
+      printf "  long s = 0;\n  for (auto &e : m) s += (long)e.first.size() + e.second.more.back();\n"
+      printf "  return s;\n}\n"
+    }
+    print "long run(int k) {\n  long s = 0;"
+    for (f = 0; f < n; f++) printf "  s += work%d(k + %d);\n", f, f % 7
+    print "  return s;\n}"
+  }' > "$dir/big.cpp"
 fi
 
 if wants cc1; then

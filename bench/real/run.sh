@@ -10,7 +10,7 @@
 #   --build DIR      build to measure (default build/release; built with the release
 #                    preset if it is the default and is missing)
 #   --runs N         rounds (default 5)
-#   --only LIST      programs, comma-separated: sqlite3,python3,cc1,git,sort,zstd,redis,exec
+#   --only LIST      programs, comma-separated: sqlite3,python3,cc1,cc1plus,git,sort,zstd,redis,exec
 #   --configs LIST   configurations, comma-separated (default: all; see below)
 #   --no-pin         only the run on every CPU
 #   --pin-only       only the run pinned to one CPU
@@ -39,7 +39,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 BUILD=$ROOT/build/release
 BUILD_GIVEN=0
 RUNS=5
-ONLY=sqlite3,python3,cc1,git,sort,zstd,redis,exec
+ONLY=sqlite3,python3,cc1,cc1plus,git,sort,zstd,redis,exec
 CONFIGS_WANTED=untraced,default-rate,rate1,rate1-fp,rate1-libunwind,rate1-compress,heaptrack
 MODES="all pinned"
 OUT=""
@@ -86,7 +86,7 @@ fi
 
 PROGRAMS=${ONLY//,/ }
 for p in $PROGRAMS; do
-  case $p in sqlite3 | python3 | cc1 | git | sort | zstd | redis | exec) ;; *) die "unknown program $p" ;; esac
+  case $p in sqlite3 | python3 | cc1 | cc1plus | git | sort | zstd | redis | exec) ;; *) die "unknown program $p" ;; esac
 done
 for c in ${CONFIGS_WANTED//,/ }; do
   case $c in
@@ -98,6 +98,7 @@ done
 # --- Debian packages --------------------------------------------------------------------
 # command -> package; Debian's python3 and redis are wanted, not another install's.
 declare -A PACKAGE_OF=([/usr/bin/sqlite3]=sqlite3 [/usr/bin/python3]=python3 [/usr/bin/gcc]=gcc
+  [/usr/bin/g++]=g++
   [/usr/bin/git]=git [/usr/bin/sort]=coreutils [/usr/bin/zstd]=zstd
   [/usr/bin/redis-server]=redis-server [/usr/bin/redis-benchmark]=redis-tools
   [/usr/bin/redis-cli]=redis-tools [/usr/bin/heaptrack]=heaptrack [/usr/bin/taskset]=util-linux
@@ -117,6 +118,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 CC1=$(/usr/bin/gcc -print-prog-name=cc1)
 [ -x "$CC1" ] || die "gcc's cc1 not found ($CC1)"
+CC1PLUS=$(/usr/bin/g++ -print-prog-name=cc1plus)
+[ -x "$CC1PLUS" ] || die "g++'s cc1plus not found ($CC1PLUS)"
 
 # --- the build measured -----------------------------------------------------------------
 CTFSCOPE=$BUILD/src/cli/ctfscope
@@ -181,6 +184,9 @@ set_workload() {
       CMD=(/usr/bin/python3 "$IN/dict.py" "$out")
       ENVV=(PYTHONMALLOC=malloc) ;;
     cc1) CMD=("$CC1" -quiet -O2 "$IN/big.c" -o "$out") ;;
+    # A C++ program (libstdc++ underneath, C++ names): g++'s own preprocessing options.
+    cc1plus) CMD=("$CC1PLUS" -quiet -imultiarch "$(/usr/bin/g++ -print-multiarch)" -D_GNU_SOURCE
+                  -O2 "$IN/big.cpp" -o "$out") ;;
     git) CMD=(/usr/bin/git -C "$IN/repo" log -p --output="$out" main) ;;
     sort) CMD=(/usr/bin/sort -o "$out" "$IN/lines.txt"); ENVV=(LC_ALL=C) ;;
     zstd) CMD=(/usr/bin/zstd -T2 -3 -q -f "$IN/lines.txt" -o "$out") ;;
@@ -329,7 +335,7 @@ done
   echo "- machine: $START_MACHINE at the start; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
   echo "- $RUNS interleaved rounds; configurations: $CONFIGS"
   echo "- programs: $(/usr/bin/sqlite3 --version | cut -d' ' -f1) sqlite3, $(/usr/bin/python3 --version 2>&1),"\
-    "cc1 of $(/usr/bin/gcc -dumpfullversion), $(/usr/bin/git --version), $(/usr/bin/sort --version | head -1),"\
+    "cc1 and cc1plus of $(/usr/bin/gcc -dumpfullversion), $(/usr/bin/git --version), $(/usr/bin/sort --version | head -1),"\
     "$(/usr/bin/zstd -V | cut -d, -f1 | sed 's/^\*\*\* //'), redis-server $(/usr/bin/redis-server -v | sed -n 's/.*v=\([^ ]*\).*/\1/p'),"\
     "$(/usr/bin/heaptrack -v 2>&1 | head -1)"
   echo

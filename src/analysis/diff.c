@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,21 @@ static double noise_samples(const cts_row_t *r, cts_diff_metric_t m) {
 
 const cts_row_t *cts_diff_row_site(const cts_diff_row_t *r) {
   return r->a ? r->a : r->b;
+}
+
+const char *cts_diff_change_pct(bool in_a, bool in_b, double va, double vb, char *buf,
+                                size_t size) {
+  if (!in_a)
+    snprintf(buf, size, "new");
+  else if (!in_b)
+    snprintf(buf, size, "gone");
+  else if (va == vb)
+    snprintf(buf, size, "+0%%");
+  else if (va == 0)
+    snprintf(buf, size, "from 0");
+  else
+    snprintf(buf, size, "%+.0f%%", 100.0 * (vb - va) / va);
+  return buf;
 }
 
 bool cts_diff_significant(const cts_diff_row_t *r) {

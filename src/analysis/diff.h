@@ -55,6 +55,10 @@ void cts_diff_fini(cts_diff_t *d);
 
 /* The row's site (its before side when it has one). */
 const cts_row_t *cts_diff_row_site(const cts_diff_row_t *r);
+/* The relative change for people, in buf: "new" (only in the after side), "gone" (only in
+ * the before side), "from 0" (present in both, zero before), else "+12%". Shared by the
+ * memtrace and task diffs. */
+const char *cts_diff_change_pct(bool in_a, bool in_b, double va, double vb, char *buf, size_t size);
 /* Whether the change is beyond the sampling noise (1.96 standard deviations), or exact. */
 bool cts_diff_significant(const cts_diff_row_t *r);
 

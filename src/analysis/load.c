@@ -2,6 +2,8 @@
 /* Loading memtrace and task traces (load.h); the kind of a trace is in load_detect.c. */
 #include "load.h"
 
+#include "fold.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -168,7 +170,12 @@ static int lookup(void *ud, uint64_t code, const cts_mt_location_t **locs, size_
 }
 
 cts_frames_t cts_mem_trace_frames(cts_mem_trace_t *t) {
+  if (t->fold) return cts_fold_frames(t->fold);
   return (cts_frames_t){.lookup = lookup, .user_data = t};
+}
+
+const char *cts_mem_trace_mangled(const cts_mem_trace_t *t, const char *shown) {
+  return t->fold && shown ? cts_fold_mangled(t->fold, shown) : NULL;
 }
 
 /* Whether a reading error is the input's (it could not be read), as opposed to a defect of
@@ -208,6 +215,20 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof
     cts_logf(&t->log, CTS_LOG_ERROR, "cannot create a reader: %s", cts_os_strerror(err));
     return is_nomem(err) ? CTS_E_NOMEM : err;
   }
+  if (opts->fold) {
+    /* Stacks are cut as they are read (the trace defines a code before using it). */
+    const cts_frames_t raw = {.lookup = lookup, .user_data = t};
+    char msg[512];
+    t->fold = malloc(sizeof *t->fold);
+    err = t->fold ? cts_fold_init(t->fold, &raw, opts->fold, msg, sizeof msg) : -ENOMEM;
+    if (err) {
+      free(t->fold);
+      t->fold = NULL;
+      cts_logf(&t->log, CTS_LOG_ERROR, "%s", err == -ENOMEM ? "out of memory" : msg);
+      return err == -ENOMEM ? CTS_E_NOMEM : CTS_E_INVAL;
+    }
+    if (cfg->stacks) t->prof.cfg.fold = t->fold;
+  }
   struct stat st;
   t->file_size = strcmp(path, "-") != 0 && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
   err = cts_os_read_memtrace(path, t->reader, opts->progress, opts->progress_user_data,
@@ -215,6 +236,7 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof
   t->err = err;
   t->info = cts_mt_reader_borrow_info(t->reader);
   cts_mtprof_finish(&t->prof);
+  if (t->fold && t->fold->nomem && !err) err = -ENOMEM;
   if (t->prof.stacks.overflowed && !t->quiet)
     cts_logf(&t->log, CTS_LOG_WARNING,
              "%s: %llu allocations had stacks beyond the budget of %llu stack nodes: they are "
@@ -250,5 +272,7 @@ int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_co
 void cts_mem_trace_free(cts_mem_trace_t *t) {
   cts_mtprof_fini(&t->prof);
   cts_mt_reader_destroy(t->reader);
+  if (t->fold) cts_fold_fini(t->fold);
+  free(t->fold);
   memset(t, 0, sizeof *t);
 }

@@ -70,6 +70,9 @@ typedef struct cts_load_opts {
   /* Reading progress (memtrace: bytes of the input), may be NULL. */
   cts_os_progress_cb progress;
   void *progress_user_data;
+  /* Names as people read them (fold.h: demangled, allocator frames folded into the site);
+   * NULL: the trace's own names and frames. Borrowed during the load only. */
+  const struct cts_fold_config *fold;
 } cts_load_opts_t;
 
 struct cts_mem_trace {
@@ -85,7 +88,8 @@ struct cts_mem_trace {
   cts_log_t log; /* opts->log during the load; cleared on return */
   cts_mem_trace_hook hook;
   void *hook_user_data;
-  int hook_err; /* the hook's error, if it stopped reading */
+  int hook_err;          /* the hook's error, if it stopped reading */
+  struct cts_fold *fold; /* opts->fold's state (owned), or NULL */
 };
 
 /* Reads path into t->prof (configured by cfg), calling hook (may be NULL) for each event.
@@ -98,8 +102,12 @@ struct cts_mem_trace {
 int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_mtprof_config_t *cfg,
                        const cts_load_opts_t *opts, cts_mem_trace_hook hook, void *hook_user_data);
 void cts_mem_trace_free(cts_mem_trace_t *t);
-/* Frame descriptions from the trace's location table (borrows t). */
+/* Frame descriptions from the trace's location table (borrows t): as people read them when
+ * it was loaded with opts->fold. */
 cts_frames_t cts_mem_trace_frames(cts_mem_trace_t *t);
+/* The mangled name of a function name shown by cts_mem_trace_frames, or NULL if it is shown
+ * as the trace has it. */
+const char *cts_mem_trace_mangled(const cts_mem_trace_t *t, const char *shown);
 
 /* ---- task traces ------------------------------------------------------------------------ */
 

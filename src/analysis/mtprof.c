@@ -6,16 +6,36 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "fold.h"
 
 struct cts_mtprof_block {
   uint64_t time_us;
   uint64_t alloc_clock; /* alloc_clock before this block */
   uint64_t samples;
-  double est;    /* 1 / sampling probability */
-  uint32_t node; /* stack node, or the next free block while on the free list */
-  uint8_t source;
+  uint64_t length; /* words */
+  double est;      /* 1 / sampling probability */
+  uint32_t node;   /* stack node, or the next free block while on the free list */
+  uint8_t source;  /* as in the trace (any value: the figures clamp it to external) */
   bool promoted;
 };
+
+/* A live block as the table of live blocks keeps it: 24 bytes, so that a trace whose
+ * blocks mostly survive costs little more than that per block. A block whose figures do not
+ * fit (a time 2^40 µs after the first allocation or before it, 2^24 words or more, 2^32
+ * samples or more, a clock of 2^48 samples) keeps its full record in the pool instead, and
+ * node is its index there. */
+typedef struct live_rec {
+  uint64_t time_len;    /* time_us - live_base_us (bits 0-39), length in words (40-63) */
+  uint64_t clock_flags; /* alloc_clock (bits 0-47), source (48-49), promoted (50), pooled (51) */
+  uint32_t node;
+  uint32_t samples;
+} live_rec_t;
+
+#define REC_TIME_BITS  40
+#define REC_CLOCK_BITS 48
+#define REC_SOURCE     48
+#define REC_PROMOTED   (1ull << 50)
+#define REC_POOLED     (1ull << 51)
 
 /* About 90 MB of stack nodes; stacks beyond it keep only their allocation point. */
 #define DEFAULT_MAX_NODES (512u << 10)
@@ -26,7 +46,7 @@ int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg) {
   p->sample_rate = 1.0;
   p->word_bytes = 8;
   p->free_block = UINT32_MAX;
-  if (cts_idmap_init(&p->live) != 0) return -ENOMEM;
+  if (cts_live_init(&p->live, sizeof(live_rec_t)) != 0) return -EINVAL;
   cts_hist_init(&p->size_words);
   cts_hist_init(&p->life_us);
   cts_hist_init(&p->life_samples);
@@ -38,7 +58,7 @@ int cts_mtprof_init(cts_mtprof_t *p, const cts_mtprof_config_t *cfg) {
 
 void cts_mtprof_fini(cts_mtprof_t *p) {
   cts_stacks_fini(&p->stacks);
-  cts_idmap_fini(&p->live);
+  cts_live_fini(&p->live);
   free(p->blocks);
   memset(p, 0, sizeof *p);
 }
@@ -77,16 +97,97 @@ static double sampling_weight(cts_mtprof_t *p, uint64_t length) {
   return cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
 }
 
+static void release_block(cts_mtprof_t *p, uint32_t bi) {
+  p->blocks[bi].node = p->free_block;
+  p->free_block = bi;
+}
+
+/* The full figures of a live record (its pooled copy, or its fields unpacked). */
+static cts_mtprof_block_t unpack(const cts_mtprof_t *p, const live_rec_t *r) {
+  if (r->clock_flags & REC_POOLED) return p->blocks[r->node];
+  return (cts_mtprof_block_t){
+      .time_us = p->live_base_us + (r->time_len & ((1ull << REC_TIME_BITS) - 1)),
+      .alloc_clock = r->clock_flags & ((1ull << REC_CLOCK_BITS) - 1),
+      .samples = r->samples,
+      .length = r->time_len >> REC_TIME_BITS,
+      .node = r->node,
+      .source = (uint8_t)(r->clock_flags >> REC_SOURCE & 3u),
+      .promoted = (r->clock_flags & REC_PROMOTED) != 0,
+  };
+}
+
+/* Stores b (est left out: it is a function of the length) in r. Returns 0, -ENOMEM or
+ * CTS_E_LIMIT. */
+static int pack(cts_mtprof_t *p, live_rec_t *r, const cts_mtprof_block_t *b) {
+  const uint64_t dt = b->time_us - p->live_base_us;
+  if (b->time_us >= p->live_base_us && dt < 1ull << REC_TIME_BITS && b->length < 1ull << 24 &&
+      b->samples <= UINT32_MAX && b->alloc_clock < 1ull << REC_CLOCK_BITS && b->source < 4) {
+    *r = (live_rec_t){.time_len = dt | b->length << REC_TIME_BITS,
+                      .clock_flags = b->alloc_clock | (uint64_t)b->source << REC_SOURCE |
+                                     (b->promoted ? REC_PROMOTED : 0),
+                      .node = b->node,
+                      .samples = (uint32_t)b->samples};
+    return 0;
+  }
+  uint32_t bi;
+  const int e = new_block(p, &bi);
+  if (e) return e;
+  p->blocks[bi] = *b;
+  *r = (live_rec_t){.clock_flags = REC_POOLED, .node = bi};
+  return 0;
+}
+
+/* The block's est: kept in the pool, recomputed from the length otherwise. */
+static double rec_est(cts_mtprof_t *p, const live_rec_t *r) {
+  if (r->clock_flags & REC_POOLED) return p->blocks[r->node].est;
+  return sampling_weight(p, r->time_len >> REC_TIME_BITS);
+}
+
+/* Keeps what a consumer of cts_mtprof_ended() needs of a block that has just ended. */
+static void ended(cts_mtprof_t *p, const cts_mtprof_block_t *b) {
+  p->have_ended = true;
+  p->ended = (cts_mtprof_live_t){.time_us = b->time_us,
+                                 .length = b->length,
+                                 .samples = b->samples,
+                                 .node = b->node,
+                                 .source = b->source};
+}
+
+bool cts_mtprof_ended(const cts_mtprof_t *p, cts_mtprof_live_t *out) {
+  if (p->have_ended) *out = p->ended;
+  return p->have_ended;
+}
+
+bool cts_mtprof_next_live(cts_mtprof_t *p, cts_live_cursor_t *cur, cts_mtprof_live_t *out) {
+  uint64_t id;
+  void *rec;
+  if (!cts_live_next(&p->live, cur, &id, &rec)) return false;
+  const cts_mtprof_block_t b = unpack(p, rec);
+  *out = (cts_mtprof_live_t){.time_us = b.time_us,
+                             .length = b.length,
+                             .samples = b.samples,
+                             .node = b.node,
+                             .source = b.source};
+  return true;
+}
+
 static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   const unsigned src = ev->source < 3 ? ev->source : 2;
   const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
   if (p->cfg.stacks) {
-    const size_t n = ev->backtrace_len;
+    size_t n = ev->backtrace_len;
     /* The reader's common prefix is with the previous allocation of the same domain; the
      * stacks' previous backtrace is that one only when the domain did not change. */
-    const size_t shared =
+    size_t shared =
         p->have_last_domain && p->last_domain == ev->domain ? (size_t)ev->common_prefix : 0;
+    if (p->cfg.fold) {
+      /* Folded frames are a suffix: what stays shared is within both kept prefixes. */
+      const size_t kept = cts_fold_cut(p->cfg.fold, ev->backtrace, n);
+      if (shared > kept) shared = kept;
+      if (shared > p->last_kept) shared = p->last_kept;
+      p->last_kept = n = kept;
+    }
     p->have_last_domain = true;
     p->last_domain = ev->domain;
     const int e = p->cfg.leaf_only && n
@@ -94,34 +195,33 @@ static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
                       : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
     if (e) return e;
   }
-  uint32_t bi;
-  int e = new_block(p, &bi);
-  if (e) return e;
+  /* No record refers to the base while the table is empty: it follows the trace. */
+  if (p->live.count == 0) p->live_base_us = ev->time_us;
   bool added;
-  uint64_t *slot = cts_idmap_insert(&p->live, ev->obj_id, bi, &added);
-  if (!slot) {
-    p->blocks[bi].node = p->free_block;
-    p->free_block = bi;
-    return -ENOMEM;
-  }
+  live_rec_t *r = cts_live_insert(&p->live, ev->obj_id, &added);
+  if (!r) return -ENOMEM;
   if (!added) {
     /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed
      * now, without a lifetime. */
-    const cts_mtprof_block_t *old = &p->blocks[*slot];
-    cts_stacks_free(&p->stacks, old->node, old->samples, old->est);
-    p->blocks[*slot].node = p->free_block;
-    p->free_block = (uint32_t)*slot;
+    const cts_mtprof_block_t old = unpack(p, r);
+    cts_stacks_free(&p->stacks, old.node, old.samples, rec_est(p, r));
+    ended(p, &old);
+    if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
-    *slot = bi;
   }
-  cts_mtprof_block_t *b = &p->blocks[bi];
-  b->time_us = ev->time_us;
-  b->alloc_clock = p->alloc_clock;
-  b->samples = ev->nsamples;
-  b->est = est;
-  b->node = node;
-  b->source = (uint8_t)src;
-  b->promoted = false;
+  const cts_mtprof_block_t b = {.time_us = ev->time_us,
+                                .alloc_clock = p->alloc_clock,
+                                .samples = ev->nsamples,
+                                .length = ev->length,
+                                .est = est,
+                                .node = node,
+                                .source = ev->source};
+  const int e = pack(p, r, &b);
+  if (e) {
+    live_rec_t gone;
+    cts_live_take(&p->live, ev->obj_id, &gone);
+    return e;
+  }
   p->live_blocks++;
   if (p->live_blocks > p->max_live_blocks) p->max_live_blocks = p->live_blocks;
 
@@ -136,26 +236,32 @@ static int on_alloc(cts_mtprof_t *p, const cts_mt_event_t *ev) {
 }
 
 static void on_promote(cts_mtprof_t *p, const cts_mt_event_t *ev) {
-  const uint64_t *slot = cts_idmap_find(&p->live, ev->obj_id);
-  if (!slot || p->blocks[*slot].promoted || p->blocks[*slot].source != CTS_MT_SOURCE_MINOR) {
+  live_rec_t *r = cts_live_find(&p->live, ev->obj_id);
+  const cts_mtprof_block_t b = r ? unpack(p, r) : (cts_mtprof_block_t){0};
+  if (!r || b.promoted || b.source != CTS_MT_SOURCE_MINOR) { /* (external when clamped) */
     p->unknown_promotes++;
     return;
   }
-  cts_mtprof_block_t *b = &p->blocks[*slot];
-  b->promoted = true;
+  if (r->clock_flags & REC_POOLED)
+    p->blocks[r->node].promoted = true;
+  else
+    r->clock_flags |= REC_PROMOTED;
   p->promoted_allocs++;
-  p->promoted_samples += b->samples;
+  p->promoted_samples += b.samples;
 }
 
 static void on_collect(cts_mtprof_t *p, const cts_mt_event_t *ev) {
-  uint64_t slot;
-  if (!cts_idmap_take(&p->live, ev->obj_id, &slot)) {
+  live_rec_t r;
+  if (!cts_live_take(&p->live, ev->obj_id, &r)) {
     p->unknown_collects++;
     return;
   }
-  const uint32_t bi = (uint32_t)slot;
-  const cts_mtprof_block_t *b = &p->blocks[bi];
-  if (b->source == CTS_MT_SOURCE_EXTERNAL)
+  const cts_mtprof_block_t full = unpack(p, &r);
+  const cts_mtprof_block_t *b = &full;
+  const double est = rec_est(p, &r);
+  if (r.clock_flags & REC_POOLED) release_block(p, r.node);
+  ended(p, b);
+  if (b->source >= CTS_MT_SOURCE_EXTERNAL)
     p->collected_external_samples += b->samples;
   else if (b->source == CTS_MT_SOURCE_MINOR && !b->promoted)
     p->collected_minor_samples += b->samples;
@@ -167,9 +273,7 @@ static void on_collect(cts_mtprof_t *p, const cts_mt_event_t *ev) {
     cts_hist_add(&p->life_us, lifetime, b->samples);
     cts_hist_add(&p->life_samples, p->alloc_clock - b->alloc_clock - b->samples, b->samples);
   }
-  cts_stacks_free(&p->stacks, b->node, b->samples, b->est);
-  p->blocks[bi].node = p->free_block;
-  p->free_block = bi;
+  cts_stacks_free(&p->stacks, b->node, b->samples, est);
   p->live_blocks--;
 }
 
@@ -177,6 +281,7 @@ int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev) {
   if (!p->have_events) p->have_events = true, p->first_event_us = ev->time_us;
   if (ev->time_us > p->last_event_us) p->last_event_us = ev->time_us;
   if (ev->time_us > p->end_us) p->end_us = ev->time_us;
+  p->have_ended = false;
   cts_stacks_advance_time(&p->stacks, ev->time_us);
   switch (ev->kind) {
     case CTS_MT_ALLOC:

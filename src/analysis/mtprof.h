@@ -17,6 +17,7 @@
 #include <ctfscope/memtrace.h>
 
 #include "hist.h"
+#include "live_table.h"
 #include "sites.h"
 #include "u64map.h"
 
@@ -26,9 +27,18 @@ typedef struct cts_mtprof_config {
   bool history;         /* keep live samples per site over time (leaks) */
   uint32_t max_nodes;   /* stack node budget (cts_stacks_t.max_nodes), 0 = default (512 Ki) */
   bool skip_histograms; /* leave the size and lifetime histograms empty (they cost ~10%) */
+  /* With stacks: each backtrace cut by cts_fold_cut (fold.h) before it is interned. */
+  struct cts_fold *fold;
 } cts_mtprof_config_t;
 
 typedef struct cts_mtprof_block cts_mtprof_block_t;
+
+/* A live block's figures, as cts_mtprof_ended() and cts_mtprof_next_live() give them. */
+typedef struct cts_mtprof_live {
+  uint64_t time_us, length, samples;
+  uint32_t node;  /* stack node */
+  uint8_t source; /* as in the trace */
+} cts_mtprof_live_t;
 
 /* Lengths (words) whose sampling weight is kept in a table. */
 #define CTS_MTPROF_WEIGHTS 256u
@@ -41,8 +51,11 @@ typedef struct cts_mtprof {
   uint64_t start_time_us;
   cts_stacks_t stacks;
 
-  cts_idmap_t live;           /* object id → index in blocks */
-  cts_mtprof_block_t *blocks; /* pool of live blocks, with a free list */
+  /* Live blocks: object id → a 24-byte record (mtprof.c), or for the rare block whose
+   * figures do not fit one, an index in blocks. */
+  cts_live_table_t live;
+  uint64_t live_base_us;      /* the first allocation's time: records hold times from it */
+  cts_mtprof_block_t *blocks; /* pool of live blocks that do not fit, with a free list */
   uint32_t block_count, free_block;
   size_t block_cap;
   uint64_t live_blocks, max_live_blocks;
@@ -66,8 +79,11 @@ typedef struct cts_mtprof {
    * tracer records the program's end there). 0 until an event or packet says. */
   uint64_t end_us;
   uint32_t last_node; /* stack node of the last allocation added */
+  bool have_ended;    /* the last event ended a live block: ended holds it */
+  cts_mtprof_live_t ended;
   bool have_last_domain;
   uint16_t last_domain; /* of the last allocation interned (common prefixes are per domain) */
+  size_t last_kept;     /* frames of the last backtrace interned after the fold */
   double weights[CTS_MTPROF_WEIGHTS]; /* 1 / sampling probability by length; 0 = not yet */
 } cts_mtprof_t;
 
@@ -80,6 +96,12 @@ void cts_mtprof_set_info(cts_mtprof_t *p, const cts_mt_info_t *info);
 int cts_mtprof_add_event(cts_mtprof_t *p, const cts_mt_event_t *ev);
 /* A packet read (cts_mt_handler_t.on_packet): its end time may extend the trace. */
 void cts_mtprof_add_packet(cts_mtprof_t *p, const cts_mt_packet_t *pk);
+/* The block the last event added ended (collected, or replaced by an allocation of the
+ * same id in a corrupt trace): true and *out set, else false. */
+bool cts_mtprof_ended(const cts_mtprof_t *p, cts_mtprof_live_t *out);
+/* Iterates over the blocks live now, in no particular order (start with a zeroed cursor;
+ * no event may be added meanwhile). */
+bool cts_mtprof_next_live(cts_mtprof_t *p, cts_live_cursor_t *cur, cts_mtprof_live_t *out);
 /* Call once after the last event: settles peak and history figures. */
 void cts_mtprof_finish(cts_mtprof_t *p);
 

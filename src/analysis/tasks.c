@@ -18,61 +18,37 @@ int cts_tasks_init(cts_tasks_t *m, const cts_tasks_config_t *cfg) {
   if (!m->cfg.max_counters) m->cfg.max_counters = 256;
   if (!m->cfg.lanes) m->cfg.max_lanes = 1;
   cts_u64map_init(&m->by_id);
-  cts_u64map_init(&m->by_str);
+  cts_strtab_init(&m->strs);
   m->lanes = calloc(m->cfg.max_lanes, sizeof *m->lanes);
   m->lane = NONE;
   return m->lanes ? 0 : -ENOMEM;
 }
 
 void cts_tasks_fini(cts_tasks_t *m) {
-  for (size_t i = 0; i < m->nstrings; i++) free(m->strings[i]);
-  free(m->strings);
+  cts_strtab_fini(&m->strs);
   free(m->tasks);
   free(m->counters);
   free(m->lanes);
   cts_u64map_fini(&m->by_id);
-  cts_u64map_fini(&m->by_str);
   memset(m, 0, sizeof *m);
 }
 
 const char *cts_tasks_str(const cts_tasks_t *m, uint32_t id) {
-  return id < m->nstrings ? m->strings[id] : "";
+  return id < m->strs.n ? cts_strtab_get(&m->strs, id) : "";
 }
 
 const char *cts_tasks_name(const cts_tasks_t *m, uint32_t task, char *buf, size_t size) {
   const cts_task_t *t = &m->tasks[task];
-  if (t->label != NONE) return m->strings[t->label];
+  if (t->label != NONE) return cts_strtab_get(&m->strs, t->label);
   snprintf(buf, size, "#%lld", (long long)t->id);
   return buf;
 }
 
 /* Interned string id (ids in order of first appearance), or NONE when out of memory. */
 static uint32_t intern(cts_tasks_t *m, const char *s, size_t n) {
-  if (!s) s = "", n = 0;
-  uint64_t h = cts_u64map_str_key_n(s, n);
-  for (;;) {
-    const uint64_t *v = cts_u64map_find(&m->by_str, h);
-    if (!v) break;
-    const char *e = m->strings[*v - 1];
-    if (strlen(e) == n && memcmp(e, s, n) == 0) return (uint32_t)(*v - 1);
-    h = h * 31 + 7; /* collision: probe another key */
-    if (!h) h = 1;
-  }
-  char *copy = malloc(n + 1);
-  if (!copy) return NONE;
-  memcpy(copy, s, n);
-  copy[n] = '\0';
-  bool added;
-  if (cts_grow((void **)&m->strings, &m->cap_strings, m->nstrings, sizeof *m->strings)) {
-    free(copy);
-    return NONE;
-  }
-  m->strings[m->nstrings++] = copy;
-  if (!cts_u64map_insert(&m->by_str, h, m->nstrings, &added)) {
-    free(m->strings[--m->nstrings]);
-    return NONE;
-  }
-  return (uint32_t)(m->nstrings - 1);
+  size_t id;
+  if (cts_strtab_add(&m->strs, s ? s : "", s ? n : 0, &id) < 0 || id >= NONE) return NONE;
+  return (uint32_t)id;
 }
 
 /* Index of task id, made preexisting if unknown; NONE for -1 or out of memory. */

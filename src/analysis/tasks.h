@@ -37,6 +37,7 @@
 
 #include <ctfscope/mprof.h>
 
+#include "strtab.h"
 #include "u64map.h"
 
 #define CTS_TASKS_NONE UINT32_MAX /* no task / string / lane */
@@ -115,15 +116,13 @@ typedef struct cts_tasks {
   cts_tasks_config_t cfg;
   cts_task_t *tasks;
   size_t ntasks, cap_tasks;
-  char **strings;
-  size_t nstrings, cap_strings;
+  cts_strtab_t strs; /* labels, failure texts and counter names, by id */
   cts_tasks_counter_t *counters;
   size_t ncounters, cap_counters;
   cts_tasks_lane_t *lanes;
   size_t nlanes;
-  cts_u64map_t by_id;  /* task id + 2 → index */
-  cts_u64map_t by_str; /* string hash (probed on collision) → id + 1 */
-  uint32_t lane;       /* the lane of the packet being read */
+  cts_u64map_t by_id; /* task id + 2 → index */
+  uint32_t lane;      /* the lane of the packet being read */
   bool new_packet;
   bool have_time;
   uint64_t first_ns, last_ns; /* first event read, latest event time */

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "../common/compiler.h"
+#include "../analysis/fold.h"
 #include "../analysis/siterows.h"
 #include "../os/os.h"
 #include "../os/json.h"
@@ -98,6 +99,33 @@ typedef struct cli_out_opts {
 int cli_output_option(int opt, const char *arg, cli_out_opts_t *o, bool with_limit);
 /* The first `limit` of n rows (all when the limit is 0). */
 size_t cli_rows_shown(const cli_out_opts_t *o, size_t n);
+/* The frame options of the commands that show allocation sites (analysis/fold.h): they set
+ * cli_fold_settings, which every trace loaded afterwards (cli_trace_load) uses. Add
+ * CLI_FRAME_OPTIONS to the command's long options and CLI_FRAME_HELP to its help; the
+ * callback gets them through cli_output_option, or calls cli_frame_option (same results).
+ * An expression that does not compile is a usage error here. */
+enum {
+  CLI_OPT_NO_DEMANGLE = 0x4601,
+  CLI_OPT_KEEP_ALLOCATOR,
+  CLI_OPT_DROP_FRAMES,
+  CLI_OPT_KEEP_FRAMES,
+};
+#define CLI_FRAME_OPTIONS                                                   \
+  {"no-demangle", no_argument, NULL, CLI_OPT_NO_DEMANGLE},                  \
+      {"keep-allocator-frames", no_argument, NULL, CLI_OPT_KEEP_ALLOCATOR}, \
+      {"drop-frames", required_argument, NULL, CLI_OPT_DROP_FRAMES}, {      \
+    "keep-frames", required_argument, NULL, CLI_OPT_KEEP_FRAMES             \
+  }
+#define CLI_FRAME_HELP                                                                         \
+  "      --no-demangle   show C++ and Rust function names mangled, as in the trace\n"          \
+  "      --keep-allocator-frames\n"                                                            \
+  "                      show the allocator's frames (malloc, operator new, std::, alloc::)\n" \
+  "                      instead of folding them into the allocation site\n"                   \
+  "      --drop-frames RE  fold frames matching RE (POSIX extended) and all they call\n"       \
+  "      --keep-frames RE  never fold frames matching RE\n"
+extern struct cts_fold_config cli_fold_settings;
+int cli_frame_option(int opt, const char *arg);
+
 /* --json and --csv exclude each other: -1 when at most one is given, else the usage error. */
 int cli_output_check(const cli_out_opts_t *o);
 
@@ -141,8 +169,9 @@ cts_out_t *cli_stdout_for(const cli_out_opts_t *o);
 void cli_jw_estimate(cts_json_t *w, const cts_mtprof_t *p, const char *name, uint64_t samples);
 void cli_jw_trace_header(cts_json_t *w, const cli_trace_t *t);
 void cli_jw_reader_result(cts_json_t *w, int err);
-/* A site's "function" ("(no backtrace)" for the root), "file" and "line" members. */
-void cli_jw_site(cts_json_t *w, const cts_row_t *r);
+/* A site's "function" ("(no backtrace)" for the root), "mangled" when the function is shown
+ * demangled (t may be NULL: never), "file" and "line" members. */
+void cli_jw_site(cts_json_t *w, const cli_trace_t *t, const cts_row_t *r);
 /* Ends a command's JSON document, laid out one member per line: closes the array of rows
  * still open when `rows` (on its own line, indented by one), then the object (on its own
  * line), and ends the output's last line. */

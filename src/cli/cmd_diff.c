@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* ctfscope diff: which allocation sites changed between two memtrace traces. Sites are
- * matched by name (function, file, line), since frame codes differ between runs. Flows
- * (bytes and counts allocated) are compared per second of each trace, levels (live at the
- * peak, at the end) as they are; both are estimates, normalised for each trace's sample
- * rate. With sampling, a change is marked significant when it exceeds 1.96 standard
- * deviations of the two Poisson sample counts. */
+/* ctfscope diff: which allocation sites changed between two memtrace traces, or how two
+ * runs of a task trace differ. Sites are matched by name (function, file, line), since
+ * frame codes differ between runs. Totals are compared by default: a user comparing two runs
+ * of one job expects the allocated bytes of a run that was merely slower to compare equal;
+ * --per-second divides flows (bytes and counts allocated) by each trace's duration. Levels
+ * (live at the peak, at the end) are compared as they are; all are estimates, normalised for
+ * each trace's sample rate. With sampling, a change is marked significant when it exceeds
+ * 1.96 standard deviations of the two Poisson sample counts. Task traces: cmd_tasks.h. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,14 +23,19 @@ static const char help[] =
     "Usage: ctfscope diff [OPTIONS] BEFORE AFTER\n"
     "\n"
     "Compare the allocation sites of two memtrace traces, largest change first. Sites are\n"
-    "matched by function, file and line. Allocated bytes and counts are compared per second\n"
-    "of each trace's duration (--no-normalize compares totals); live bytes at the peak and\n"
-    "at the end are compared as they are. Bytes are estimates (samples / sample rate x word\n"
-    "size) of each trace. With sampling, '*' marks a change larger than the noise of the\n"
-    "two sample counts (beyond 1.96 standard deviations, Poisson).\n"
+    "matched by function, file and line. Totals are compared: bytes and counts allocated,\n"
+    "live bytes at the peak and at the end (--per-second divides allocated bytes and counts\n"
+    "by each trace's duration; the header says which). Bytes are estimates (samples / sample\n"
+    "rate x word size) of each trace. With sampling, '*' marks a change larger than the noise\n"
+    "of the two sample counts (beyond 1.96 standard deviations, Poisson).\n"
     "\n"
-    "Two mirage-profile task traces are compared by task label (or type): the number of\n"
-    "tasks, their running time or their time alive, per second of each trace's span.\n"
+    "Two mirage-profile task traces, GOOD and BAD runs of one program, are compared as\n"
+    "mirage-trace-viewer users do by eye: tasks are matched by creation path (the labels,\n"
+    "or types, from the root task down); the first divergence is the first point where the\n"
+    "two runs' creates, resolves, reads and signals come in a different order, with its time\n"
+    "in each run; then the creation paths whose tasks ended differently (resolved, failed,\n"
+    "pending, should-resolve violated) or exist in one run only. With --metric, --by, --csv\n"
+    "or --per-second, task labels (or types) are compared instead by a metric, as totals.\n"
     "\n"
     "Options:\n"
     "  -m, --metric WHAT   'alloc' (bytes allocated, default), 'count' (allocations),\n"
@@ -36,10 +43,11 @@ static const char help[] =
     "                      traces 'running' (default), 'count' (tasks) or 'alive'\n"
     "      --by WHAT       match sites by 'line' (default), 'function' or 'file'; tasks by\n"
     "                      'label' (default) or 'type'\n"
-    "      --no-normalize  compare totals, not rates per second\n"
+    "      --per-second    compare allocations (or task metrics) per second of each trace\n"
+    "      --no-normalize  compare totals (the default)\n"
     "  -n, --limit N       show the first N sites (default 20, 0 = all)\n"
     "      --json          print JSON\n"
-    "      --csv           print CSV\n"
+    "      --csv           print CSV\n" CLI_FRAME_HELP
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -52,7 +60,7 @@ typedef struct diff_opts {
   cts_diff_metric_t metric;
   cts_group_t by;
   const char *metric_arg, *by_arg; /* checked once the traces' kind is known */
-  bool no_normalize;
+  bool per_second;
 } diff_opts_t;
 
 static int on_option(void *ctx, int opt, const char *arg) {
@@ -67,7 +75,10 @@ static int on_option(void *ctx, int opt, const char *arg) {
       o->by_arg = arg;
       break;
     case 'N':
-      o->no_normalize = true;
+      o->per_second = false;
+      break;
+    case 'P':
+      o->per_second = true;
       break;
   }
   return -1;
@@ -128,7 +139,7 @@ static void print_json(cts_json_t *w, const side_t sides[2], const cts_diff_t *d
     const cts_row_t *r = cts_diff_row_site(row);
     cts_json_ws(w, "\n  ");
     cts_json_object(w);
-    cli_jw_site(w, r);
+    cli_jw_site(w, &sides[row->a ? 0 : 1].t, r);
     cts_json_kv_fixed(w, "before", row->va, 3);
     cts_json_kv_fixed(w, "after", row->vb, 3);
     cts_json_kv_fixed(w, "change", row->change, 3);
@@ -170,21 +181,16 @@ static void print_text(cts_out_t *o, const side_t sides[2], const cts_diff_t *d,
                  fmt_value(d->total_b, m, rate, b, sizeof b),
                  fmt_value(d->total_b - d->total_a, m, rate, c, sizeof c));
   cts_out_printf(o,
-                 "\n%s %zu of %zu sites by change in %s%s (estimates; * = beyond the "
+                 "\n%s %zu of %zu sites by change in %s, %s (estimates; * = beyond the "
                  "sampling noise):\n",
                  shown < d->n ? "Top" : "All", shown, d->n, metric_names[m],
-                 rate ? " per second" : "");
+                 rate ? "per second of each trace's duration" : "totals");
   cts_out_str(o, "       before         after        change  change%  site\n");
   for (size_t i = 0; i < shown; i++) {
     const cts_diff_row_t *row = &d->rows[i];
     char site[512], pct[16];
     cts_row_name(cts_diff_row_site(row), site, sizeof site);
-    if (!row->a || row->va == 0)
-      snprintf(pct, sizeof pct, "new");
-    else if (!row->b)
-      snprintf(pct, sizeof pct, "gone");
-    else
-      snprintf(pct, sizeof pct, "%+.0f%%", 100.0 * row->change / row->va);
+    cts_diff_change_pct(row->a != NULL, row->b != NULL, row->va, row->vb, pct, sizeof pct);
     cts_out_printf(o, "%13s %13s %13s%c %7s  %s\n", fmt_value(row->va, m, rate, a, sizeof a),
                    fmt_value(row->vb, m, rate, b, sizeof b),
                    fmt_value(row->change, m, rate, c, sizeof c),
@@ -197,10 +203,12 @@ int cmd_diff(int argc, char **argv) {
       {"metric", required_argument, NULL, 'm'},
       {"by", required_argument, NULL, 'B'},
       {"no-normalize", no_argument, NULL, 'N'},
+      {"per-second", no_argument, NULL, 'P'},
       CLI_LONGOPT_LIMIT,
       CLI_LONGOPT_JSON,
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
+      CLI_FRAME_OPTIONS,
       {0},
   };
   diff_opts_t opts = {.out.limit = 20};
@@ -220,7 +228,9 @@ int cmd_diff(int argc, char **argv) {
                            argv[first], kinds[0] == CLI_TRACE_TASKS ? "task" : "memtrace",
                            argv[first + 1], kinds[1] == CLI_TRACE_TASKS ? "task" : "memtrace");
   if (kinds[0] == CLI_TRACE_TASKS) {
-    cli_tasks_diff_opts_t to = {.out = opts.out, .no_normalize = opts.no_normalize};
+    if (!opts.metric_arg && !opts.by_arg && !opts.out.csv && !opts.per_second)
+      return cli_tasks_compare(argv[first], argv[first + 1], &opts.out);
+    cli_tasks_diff_opts_t to = {.out = opts.out, .per_second = opts.per_second};
     int rc2 = cli_tasks_parse_by(opts.by_arg, &to.by);
     if (rc2 < 0) rc2 = cli_tasks_parse_metric("--metric", opts.metric_arg, &to.metric);
     return rc2 >= 0 ? rc2 : cli_tasks_diff(argv[first], argv[first + 1], &to);
@@ -240,7 +250,7 @@ int cmd_diff(int argc, char **argv) {
     if (rc2 >= 0) return rc2;
     opts.metric = (cts_diff_metric_t)v;
   }
-  const bool rate = cts_diff_is_flow(opts.metric) && !opts.no_normalize;
+  const bool rate = cts_diff_is_flow(opts.metric) && opts.per_second;
 
   side_t sides[2];
   memset(sides, 0, sizeof sides);
@@ -262,7 +272,7 @@ int cmd_diff(int argc, char **argv) {
     const cts_mtprof_t *p = &sides[s].t.prof;
     sides[s].duration = cts_mtprof_duration_s(p);
     if (rate && sides[s].duration <= 0) {
-      cli_error("%s has no duration: use --no-normalize", argv[first + s]);
+      cli_error("%s has no duration: compare totals (without --per-second)", argv[first + s]);
       code = CLI_EXIT_DATA;
       goto end;
     }

@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "../common/grow.h"
+#include "../analysis/strtab.h"
 #include "cli.h"
 #include "cmd_tasks.h"
 #include "load.h"
@@ -54,7 +55,7 @@ static const char help[] =
     "  -o, --output FILE    write to FILE instead of standard output\n"
     "      --value WHAT     folded: 'bytes' (allocated, default), 'count', 'samples',\n"
     "                       'live' (bytes live at the end) or 'peak' (live at the peak)\n"
-    "  -q, --quiet          do not print warnings\n"
+    "  -q, --quiet          do not print warnings\n" CLI_FRAME_HELP
     "  -h, --help           show this help\n"
     "\n"
     "Exit status: 0 when the trace was read completely, 1 when it is corrupt, a corrupt\n"
@@ -104,6 +105,8 @@ static int on_option(void *ctx, int opt, const char *arg) {
     case 'q':
       o->quiet = true;
       break;
+    default:
+      return cli_frame_option(opt, arg);
   }
   return -1;
 }
@@ -220,41 +223,27 @@ static void pb_bytes(pb_t *b, unsigned field, const void *p, size_t n) {
   pb_raw(b, p, n);
 }
 
-/* The string table: strings interned by content, index 0 is "". */
+/* The profile's string table (cts_strtab: ids in order of first appearance; index 0 is
+ * ""): each new string is appended to the Profile message as field 6. */
 typedef struct strtab {
-  pb_t *out; /* the Profile message: each new string is appended as field 6 */
-  cts_u64map_t by_hash;
-  char **strs;
-  size_t n, cap;
+  pb_t *out;
+  cts_strtab_t tab;
   bool nomem;
 } strtab_t;
 
 static uint64_t strtab_id(strtab_t *st, const char *s) {
-  uint64_t h = cts_u64map_str_key(s);
-  for (;; h++) {
-    const uint64_t *v = cts_u64map_find(&st->by_hash, h);
-    if (!v) break;
-    if (strcmp(st->strs[*v], s) == 0) return *v;
+  size_t id;
+  const int added = cts_strtab_add(&st->tab, s, strlen(s), &id);
+  if (added < 0) {
+    st->nomem = true;
+    return 0;
   }
-  if (cts_grow((void **)&st->strs, &st->cap, st->n, sizeof *st->strs)) goto nomem;
-  bool added;
-  char *copy = strdup(s);
-  if (!copy || !cts_u64map_insert(&st->by_hash, h, st->n, &added)) {
-    free(copy);
-    goto nomem;
-  }
-  st->strs[st->n] = copy;
-  pb_bytes(st->out, 6, s, strlen(s));
-  return st->n++;
-nomem:
-  st->nomem = true;
-  return 0;
+  if (added) pb_bytes(st->out, 6, s, strlen(s));
+  return id;
 }
 
 static void strtab_fini(strtab_t *st) {
-  for (size_t i = 0; i < st->n; i++) free(st->strs[i]);
-  free(st->strs);
-  cts_u64map_fini(&st->by_hash);
+  cts_strtab_fini(&st->tab);
 }
 
 static void pb_value_type(pb_t *out, strtab_t *st, unsigned field, const char *type,
@@ -465,7 +454,7 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
   const double bps = cts_mtprof_bytes_per_sample(p);
   pb_t prof = {0}, m = {0}, packed = {0};
   strtab_t st = {.out = &prof};
-  cts_u64map_init(&st.by_hash);
+  cts_strtab_init(&st.tab);
   cts_u64map_t loc_of_code, fn_of_key;
   cts_u64map_init(&loc_of_code);
   cts_u64map_init(&fn_of_key);
@@ -519,7 +508,9 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
         pb_t f = {0};
         pb_uint(&f, 1, next_fn++);
         pb_uint(&f, 2, strtab_id(&st, l->defname[0] ? l->defname : "?"));
-        pb_uint(&f, 3, strtab_id(&st, l->defname[0] ? l->defname : "?"));
+        /* system_name: the symbol as the program has it, when shown demangled. */
+        const char *mangled = cli_trace_mangled(t, l->defname);
+        pb_uint(&f, 3, strtab_id(&st, mangled ? mangled : l->defname[0] ? l->defname : "?"));
         pb_uint(&f, 4, strtab_id(&st, l->filename));
         pb_bytes(&prof, 5, f.data, f.len);
         if (f.nomem) e = -ENOMEM;
@@ -794,6 +785,7 @@ int cmd_export(int argc, char **argv) {
       {"output", required_argument, NULL, 'o'},
       {"value", required_argument, NULL, 'V'},
       CLI_LONGOPT_QUIET,
+      CLI_FRAME_OPTIONS,
       {0},
   };
   export_opts_t opts = {0};

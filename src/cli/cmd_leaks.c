@@ -35,7 +35,7 @@ static const char help[] =
     "  -n, --limit N     show the first N sites (default 10, 0 = all)\n"
     "      --depth N     frames of backtrace shown per site (default 12, 0 = none)\n"
     "      --json        print JSON\n"
-    "      --csv         print CSV (no backtraces)\n"
+    "      --csv         print CSV (no backtraces)\n" CLI_FRAME_HELP
     "  -q, --quiet       do not print warnings\n"
     "  -h, --help        show this help\n"
     "\n"
@@ -179,7 +179,7 @@ static void print_json(cts_json_t *w, cli_trace_t *t, const cts_rows_t *rows, si
     const cts_row_t *r = &rows->rows[i];
     cts_json_ws(w, "\n  ");
     cts_json_object(w);
-    cli_jw_site(w, r);
+    cli_jw_site(w, t, r);
     cli_jw_estimate(w, p, "live_end", r->st.live_samples);
     cts_json_kv_u64(w, "live_end_allocs_sampled", r->st.live_allocs);
     cts_json_kv_fixed(w, "live_end_allocs_est", r->st.live_est_allocs, 1);
@@ -235,6 +235,7 @@ int cmd_leaks(int argc, char **argv) {
       CLI_LONGOPT_JSON,
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
+      CLI_FRAME_OPTIONS,
       {0},
   };
   leaks_opts_t opts = {.out.limit = 10, .depth = 12};

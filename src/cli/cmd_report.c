@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* ctfscope report: one self-contained HTML file (viewer and data inline, nothing fetched)
- * for a memtrace trace, a mirage-profile task trace, or one of each from the same run on a
- * shared time axis. The aggregation is in src/report/; the viewer in src/report/viewer.*. */
+ * for a memtrace trace, a mirage-profile task trace, one of each from the same run on a
+ * shared time axis, or two task traces (a good and a bad run) compared. The aggregation is in
+ * src/report/; the viewer in src/report/viewer.*. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -34,6 +35,10 @@ static const char help[] =
     "sampled allocation counts for the task that ran on the thread that made it). That\n"
     "needs both traces of one process, recorded together ('record --tasks'); for others\n"
     "the report says attribution is impossible.\n"
+    "Two task traces, GOOD BAD (runs of one program): both timelines one above the other,\n"
+    "aligned at their starts, zoomed and panned together, the first divergence (as\n"
+    "`ctfscope diff GOOD BAD` finds it) marked in both, and the tasks that ended differently;\n"
+    "the Tasks tab shows the good run in full.\n"
     "\n"
     "The report embeds pre-aggregated data (time buckets, an interned call tree, grouped\n"
     "allocation records), not every event, so it stays small for large traces.\n"
@@ -45,7 +50,7 @@ static const char help[] =
     "                        default the task trace's clock anchor aligns the traces of\n"
     "                        one process, else the first task event is put at that start\n"
     "      --max-records N   budget of allocation records for the filters (default 400000)\n"
-    "      --top N           rows of the top-sites table (default 50)\n"
+    "      --top N           rows of the top-sites table (default 50)\n" CLI_FRAME_HELP
     "  -q, --quiet           do not print warnings\n"
     "  -h, --help            show this help\n"
     "\n"
@@ -68,7 +73,9 @@ static int on_option(void *ctx, int opt, const char *arg) {
     return -1;
   }
   const int rc = cli_report_option(&o->content, opt, arg);
-  return rc == -2 ? -1 : rc;
+  if (rc != -2) return rc;
+  const int frame = cli_frame_option(opt, arg);
+  return frame == CLI_OPTION_OTHER ? -1 : frame;
 }
 
 /* Writes the template with its three holes filled: the style, the data, the script. */
@@ -94,6 +101,7 @@ int cmd_report(int argc, char **argv) {
   static const struct option longopts[] = {
       {"output", required_argument, NULL, 'o'},
       CLI_REPORT_LONGOPTS,
+      CLI_FRAME_OPTIONS,
       {"quiet", no_argument, NULL, 'q'},
       {0},
   };

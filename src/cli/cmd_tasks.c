@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../analysis/diff.h"
 #include "../analysis/hist.h"
 #include "cli.h"
 #include "hist_views.h"
@@ -168,7 +169,7 @@ static void print_info_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_
   cts_json_key(w, "tasks");
   json_totals(w, s);
   cts_json_ws(w, "\n  ");
-  cts_json_kv_u64(w, "strings_distinct", m->nstrings);
+  cts_json_kv_u64(w, "strings_distinct", m->strs.n);
   cts_json_ws(w, "\n  ");
   cts_json_key(w, "counters");
   cts_json_array(w);
@@ -228,7 +229,7 @@ static void print_info_text(cts_out_t *o, const cli_tasks_t *t, const cts_task_t
     cts_out_printf(o, " (%s should have resolved)", cli_grouped(s->should_pending, a, sizeof a));
   cts_out_char(o, '\n');
   cts_out_printf(o, "Strings        %zu distinct (labels, failure texts, counter names)\n",
-                 m->nstrings);
+                 m->strs.n);
   cts_out_printf(o, "Counters       %zu", m->ncounters);
   for (size_t i = 0; i < m->ncounters && i < 8; i++)
     cts_out_printf(o, "%s%s", i ? ", " : ": ", cts_tasks_str(m, m->counters[i].name));
@@ -961,18 +962,14 @@ static void print_diff_text(cts_out_t *out, const cli_tasks_t t[2], const cts_ta
                  fmt_metric(total_a, opts->metric, rate, a, sizeof a),
                  fmt_metric(total_b, opts->metric, rate, b, sizeof b),
                  fmt_metric(total_b - total_a, opts->metric, rate, c, sizeof c));
-  cts_out_printf(out, "\n%s %zu of %zu %ss by change in %s%s:\n", shown < n ? "Top" : "All", shown,
-                 n, by_key, metric_names[opts->metric], rate ? " per second" : "");
+  cts_out_printf(out, "\n%s %zu of %zu %ss by change in %s, %s:\n", shown < n ? "Top" : "All",
+                 shown, n, by_key, metric_names[opts->metric],
+                 rate ? "per second of each trace's span" : "totals");
   cts_out_printf(out, "       before         after        change  change%%  %s\n", by_key);
   for (size_t i = 0; i < shown; i++) {
     const cts_task_diff_row_t *r = &rows[i];
     char pct[16];
-    if (!r->a || r->va == 0)
-      snprintf(pct, sizeof pct, "new");
-    else if (!r->b)
-      snprintf(pct, sizeof pct, "gone");
-    else
-      snprintf(pct, sizeof pct, "%+.0f%%", 100.0 * r->change / r->va);
+    cts_diff_change_pct(r->a != NULL, r->b != NULL, r->va, r->vb, pct, sizeof pct);
     cts_out_printf(out, "%13s %13s %13s %8s  %s\n",
                    fmt_metric(r->va, opts->metric, rate, a, sizeof a),
                    fmt_metric(r->vb, opts->metric, rate, b, sizeof b),
@@ -987,7 +984,7 @@ int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_o
   memset(g, 0, sizeof g);
   const char *paths[2] = {before, after};
   double scale[2] = {1, 1};
-  const bool rate = !opts->no_normalize;
+  const bool rate = opts->per_second;
   int code = CLI_EXIT_OK, nloaded = 0;
   cts_task_diff_t d = {0};
   for (int s = 0; s < 2; s++) {
@@ -999,7 +996,7 @@ int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_o
     if (rate) {
       const double duration = cli_tasks_duration_s(&t[s]);
       if (duration <= 0) {
-        cli_error("%s has no duration: use --no-normalize", paths[s]);
+        cli_error("%s has no duration: compare totals (without --per-second)", paths[s]);
         code = CLI_EXIT_DATA;
         goto end;
       }

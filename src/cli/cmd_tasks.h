@@ -40,9 +40,12 @@ typedef struct cli_tasks_diff_opts {
   cli_out_opts_t out;
   cts_task_group_by_t by;
   cts_task_metric_t metric;
-  bool no_normalize;
+  bool per_second; /* divide each side by its trace's span */
 } cli_tasks_diff_opts_t;
+/* `diff --metric`: the groups of both traces compared by a metric. */
 int cli_tasks_diff(const char *before, const char *after, const cli_tasks_diff_opts_t *opts);
+/* `diff` (cmd_tasks_compare.c): outcomes by creation path and the first divergence in order. */
+int cli_tasks_compare(const char *good, const char *bad, const cli_out_opts_t *opts);
 
 /* Chrome trace-event JSON, shared by the memtrace and task exports (cmd_export.c):
  * cli_chrome_begin starts the document on o and opens its "traceEvents" array, each event

@@ -39,7 +39,7 @@ static const char help[] =
     "      --depth N       deepest level shown by --tree and --inverted (default 24)\n"
     "      --min-percent P hide tree nodes under P % of the total (default 1)\n"
     "      --json          print JSON\n"
-    "      --csv           print CSV (flat table only)\n"
+    "      --csv           print CSV (flat table only)\n" CLI_FRAME_HELP
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -190,7 +190,7 @@ static void print_flat_json(cts_json_t *w, const cli_trace_t *t, const cts_rows_
     const cts_row_t *r = &rows->rows[i];
     cts_json_ws(w, "\n  ");
     cts_json_object(w);
-    cli_jw_site(w, r);
+    cli_jw_site(w, t, r);
     json_stats(w, &t->prof, &r->st);
     cts_json_end(w);
   }
@@ -399,6 +399,7 @@ int cmd_top(int argc, char **argv) {
       CLI_LONGOPT_JSON,
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
+      CLI_FRAME_OPTIONS,
       {0},
   };
   if (cmd_top_by_task(argc, argv)) return cmd_top_tasks(argc, argv); /* memory per task */

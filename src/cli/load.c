@@ -106,7 +106,9 @@ typedef struct trace_call {
 
 static int run_trace(void *ctx, const cts_load_opts_t *opts) {
   const trace_call_t *c = ctx;
-  return cts_mem_trace_load(c->t, c->path, c->cfg, opts, c->hook, c->hook_user_data);
+  cts_load_opts_t o = *opts;
+  o.fold = &cli_fold_settings; /* names as people read them (the frame options) */
+  return cts_mem_trace_load(c->t, c->path, c->cfg, &o, c->hook, c->hook_user_data);
 }
 
 int cli_trace_load(cli_trace_t *t, const char *path, const cts_mtprof_config_t *cfg, bool quiet) {
@@ -157,4 +159,9 @@ int cli_finish_output(cts_out_t *o, int code) {
     return CLI_EXIT_IO;
   }
   return code;
+}
+
+void cli_jw_mangled(cts_json_t *w, const cli_trace_t *t, const char *shown) {
+  const char *mangled = cts_mem_trace_mangled(t, shown);
+  if (mangled) cts_json_kv_str(w, "mangled", mangled);
 }

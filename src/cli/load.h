@@ -79,10 +79,19 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_mtprof_con
 static inline void cli_trace_free(cli_trace_t *t) {
   cts_mem_trace_free(t);
 }
-/* Frame descriptions from the trace's location table. */
+/* Frame descriptions from the trace's location table, as people read them (the frame
+ * options: demangled, allocator frames folded; analysis/fold.h). */
 static inline cts_frames_t cli_trace_frames(cli_trace_t *t) {
   return cts_mem_trace_frames(t);
 }
+/* The mangled name of a function name shown by cli_trace_frames, or NULL if shown as is. */
+static inline const char *cli_trace_mangled(const cli_trace_t *t, const char *shown) {
+  return cts_mem_trace_mangled(t, shown);
+}
+/* JSON: a "mangled" member with the symbol after a function name shown demangled, else
+ * nothing. */
+struct cts_json;
+void cli_jw_mangled(struct cts_json *w, const cli_trace_t *t, const char *shown);
 /* The file name without its directory. */
 static inline const char *cli_basename(const char *path) {
   return cts_basename(path);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <regex.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -58,6 +59,9 @@ int cli_usage_error(const char *fmt, ...) {
 
 int cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts,
               const char *help, cli_option_cb on_option, void *ctx, int *first_arg) {
+  /* Frame options are per run: a command run in-process (fuzz_analysis) after another
+   * starts from the defaults, and never keeps a pointer into an earlier argv. */
+  cli_fold_settings = (cts_fold_config_t){0};
   /* Every command accepts -h/--help; the tables only list their own options. */
   struct option all[32];
   int n = 0;
@@ -111,6 +115,40 @@ int cli_output_option(int opt, const char *arg, cli_out_opts_t *o, bool with_lim
       if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
         return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       return -1;
+    default:
+      return cli_frame_option(opt, arg);
+  }
+}
+
+cts_fold_config_t cli_fold_settings;
+
+/* Compiles re to report a bad expression now, as a usage error. */
+static int check_regex(const char *option, const char *re) {
+  regex_t r;
+  const int rc = regcomp(&r, re, REG_EXTENDED | REG_NOSUB);
+  if (rc == 0) {
+    regfree(&r);
+    return -1;
+  }
+  char msg[256];
+  regerror(rc, &r, msg, sizeof msg);
+  return cli_usage_error("%s '%s': %s", option, re, msg);
+}
+
+int cli_frame_option(int opt, const char *arg) {
+  switch (opt) {
+    case CLI_OPT_NO_DEMANGLE:
+      cli_fold_settings.no_demangle = true;
+      return -1;
+    case CLI_OPT_KEEP_ALLOCATOR:
+      cli_fold_settings.keep_allocator = true;
+      return -1;
+    case CLI_OPT_DROP_FRAMES:
+      cli_fold_settings.drop_re = arg;
+      return check_regex("--drop-frames", arg);
+    case CLI_OPT_KEEP_FRAMES:
+      cli_fold_settings.keep_re = arg;
+      return check_regex("--keep-frames", arg);
     default:
       return CLI_OPTION_OTHER;
   }
@@ -214,8 +252,9 @@ void cli_jw_trace_header(cts_json_t *w, const cli_trace_t *t) {
   cts_json_ws(w, "\n ");
 }
 
-void cli_jw_site(cts_json_t *w, const cts_row_t *r) {
+void cli_jw_site(cts_json_t *w, const cli_trace_t *t, const cts_row_t *r) {
   cts_json_kv_str(w, "function", r->code ? r->function : "(no backtrace)");
+  if (t && r->code) cli_jw_mangled(w, t, r->function);
   cts_json_kv_str(w, "file", r->file);
   cts_json_kv_u64(w, "line", r->line);
 }

@@ -28,14 +28,17 @@ typedef struct cli_report_opts {
 int cli_report_option(cli_report_opts_t *o, int opt, const char *arg);
 
 typedef struct cli_report_input {
-  report_mem_t *mem;     /* NULL without a memory trace */
-  report_tasks_t *tasks; /* NULL without a task trace */
-  bool aligned;          /* both from one process: offset from the task trace's anchor */
-  long long task_offset; /* ns, with aligned */
+  report_mem_t *mem;      /* NULL without a memory trace */
+  report_tasks_t *tasks;  /* NULL without a task trace; the good run of a comparison */
+  report_tasks_t *tasks2; /* the bad run of a comparison (two task traces), else NULL */
+  char *compare_json;     /* owned: the comparison's "compare" member value, or NULL */
+  bool aligned;           /* both from one process: offset from the task trace's anchor */
+  long long task_offset;  /* ns, with aligned */
   char title[512];
 } cli_report_input_t;
 
-/* Sorts paths into at most one memory and one task trace, loads them and makes the title.
+/* Sorts paths into at most one memory and one task trace, or two task traces (a good and
+ * a bad run, compared: analysis/task_align.h), loads them and makes the title.
  * Returns true with *code the worst exit code of the loads (a corrupt trace is kept as far
  * as it was read), or false with *code the exit code and nothing loaded. */
 bool cli_report_load(cli_report_input_t *in, const cli_report_opts_t *o, char **paths, int n,

@@ -71,6 +71,8 @@ typedef struct report_mem_opts {
   /* A task trace loaded before (may be NULL) whose memory by task this load computes: each
    * event goes to report_tasks_mem_event(). The caller then calls report_tasks_mem_finish(). */
   report_tasks_t *attribute;
+  /* Names as people read them (analysis/fold.h), or NULL: the trace's own. Borrowed. */
+  const struct cts_fold_config *fold;
 } report_mem_opts_t;
 
 typedef struct report_mem report_mem_t;
@@ -138,6 +140,12 @@ typedef struct report_doc {
   bool have_task_offset;
   int64_t task_offset_ns;
   const char *extra_members;
+  /* A comparison of two runs (`report GOOD BAD`): tasks is the good run, tasks2 the bad
+   * one, written as "compare_tasks" with its times from its own first event (the runs are
+   * aligned at their starts), and compare_json the "compare" member's value (the runs' names
+   * and the first divergence). Both NULL for a single run. */
+  report_tasks_t *tasks2;
+  const char *compare_json;
 } report_doc_t;
 void report_write_doc(cts_out_t *o, const report_doc_t *doc);
 

@@ -40,6 +40,16 @@ void report_write_doc(cts_out_t *o, const report_doc_t *doc) {
   } else {
     cts_out_str(o, "null");
   }
+  if (doc->tasks2) {
+    uint64_t first_ns, last_ns;
+    report_tasks_span(doc->tasks2, &first_ns, &last_ns);
+    cts_out_str(o, ",\n\"compare_tasks\":");
+    report_tasks_write(o, doc->tasks2, (int64_t)first_ns, NULL, 0, 0, NULL);
+  }
+  if (doc->compare_json) {
+    cts_out_str(o, ",\n\"compare\":");
+    cts_out_str(o, doc->compare_json);
+  }
   if (doc->extra_members) cts_out_str(o, doc->extra_members);
   cts_out_str(o, "}");
 }

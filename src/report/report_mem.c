@@ -26,12 +26,6 @@
 #define NEVER              UINT32_MAX /* collection bucket of a block still live at the end */
 #define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
 
-typedef struct pending {
-  uint32_t node;
-  uint8_t source;
-  uint64_t time_us, words, samples;
-} pending_t;
-
 typedef struct record {
   uint32_t node, ta, tf, size_class;
   uint8_t source;
@@ -46,10 +40,6 @@ struct report_mem {
   uint64_t heap_w; /* µs per bucket */
   uint64_t heap_max[HEAP_BUCKETS];
   bool heap_set[HEAP_BUCKETS];
-  /* blocks not yet collected: object id → index in pend */
-  cts_u64map_t live;
-  pending_t *pend;
-  uint32_t npend, cap_pend, free_pend;
   /* records */
   uint64_t rec_w;
   record_t *recs;
@@ -205,12 +195,14 @@ static void marks_sort(report_mem_t *m) {
   m->nmarks = k + 1;
 }
 
-static int finish_block(report_mem_t *m, const pending_t *p, uint64_t freed_us) {
+/* A block's record once it is collected (freed_us) or known never to be (UINT64_MAX). The
+ * blocks not yet collected are the profile's (cts_mtprof_ended, cts_mtprof_next_live). */
+static int finish_block(report_mem_t *m, const cts_mtprof_live_t *p, uint64_t freed_us) {
   const uint64_t ta = rel_us(m, p->time_us) / m->rec_w;
   record_t r = {.node = p->node,
                 .ta = (uint32_t)ta,
                 .tf = freed_us == UINT64_MAX ? NEVER : (uint32_t)(rel_us(m, freed_us) / m->rec_w),
-                .size_class = cts_hist_bucket(p->words),
+                .size_class = cts_hist_bucket(p->length),
                 .source = p->source,
                 .samples = p->samples,
                 .blocks = 1};
@@ -238,46 +230,17 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   }
   heap_note(m, ev->time_us, t->prof.stacks.live_samples);
   if (ev->kind == CTS_MT_ALLOC) {
-    uint32_t slot;
-    if (m->free_pend != UINT32_MAX) {
-      slot = m->free_pend;
-      m->free_pend = m->pend[slot].node;
-    } else {
-      if (m->npend == m->cap_pend) {
-        const uint32_t cap = m->cap_pend ? m->cap_pend * 2 : 4096;
-        pending_t *pend = realloc(m->pend, cap * sizeof *pend);
-        if (!pend) return -ENOMEM;
-        m->pend = pend;
-        m->cap_pend = cap;
-      }
-      slot = m->npend++;
-    }
-    m->pend[slot] = (pending_t){.node = t->prof.last_node,
-                                .source = ev->source,
-                                .time_us = ev->time_us,
-                                .words = ev->length,
-                                .samples = ev->nsamples};
-    bool added;
-    uint64_t *v = cts_u64map_insert(&m->live, ev->obj_id + 1, slot, &added);
-    if (!v) return -ENOMEM;
-    if (!added) { /* a reused id: the old block was never collected; keep it as live */
-      const int e = finish_block(m, &m->pend[*v], UINT64_MAX);
+    cts_mtprof_live_t gone;
+    if (cts_mtprof_ended(&t->prof, &gone)) {
+      /* a reused id: the old block was never collected; keep it as live */
+      const int e = finish_block(m, &gone, UINT64_MAX);
       if (e) return e;
-      m->pend[*v].node = m->free_pend;
-      m->free_pend = (uint32_t)*v;
-      *v = slot;
     }
     return mark_add(m, ev->time_us, ev->nsamples);
   }
   if (ev->kind == CTS_MT_COLLECT) {
-    uint64_t *v = cts_u64map_find(&m->live, ev->obj_id + 1);
-    if (!v) return 0;
-    const uint32_t slot = (uint32_t)*v;
-    cts_u64map_remove(&m->live, ev->obj_id + 1);
-    const int e = finish_block(m, &m->pend[slot], ev->time_us);
-    m->pend[slot].node = m->free_pend;
-    m->free_pend = slot;
-    return e;
+    cts_mtprof_live_t gone;
+    return cts_mtprof_ended(&t->prof, &gone) ? finish_block(m, &gone, ev->time_us) : 0;
   }
   return 0;
 }
@@ -293,13 +256,12 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   if (!m->opts.max_records) m->opts.max_records = 400000;
   if (!m->opts.top_sites) m->opts.top_sites = 50;
   m->heap_w = m->rec_w = 1;
-  m->free_pend = UINT32_MAX;
-  cts_u64map_init(&m->live);
   const cts_mtprof_config_t cfg = {.stacks = true};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,
-                              .progress_user_data = opts->progress_user_data};
+                              .progress_user_data = opts->progress_user_data,
+                              .fold = opts->fold};
   const int err = cts_mem_trace_load(&m->t, opts->path, &cfg, &lo, on_event, m);
   if (err && m->t.hook_err && err == m->t.hook_err) { /* the aggregation's own: out of memory */
     cts_logf(&opts->log, CTS_LOG_ERROR, "%s: out of memory while aggregating", opts->path);
@@ -311,9 +273,9 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
     return err;
   }
   /* Blocks never collected. */
-  uint64_t id, pending;
-  for (size_t pos = 0; cts_u64map_next(&m->live, &pos, &id, &pending);) {
-    if (finish_block(m, &m->pend[pending], UINT64_MAX)) {
+  cts_mtprof_live_t b;
+  for (cts_live_cursor_t cur = {0}; cts_mtprof_next_live(&m->t.prof, &cur, &b);) {
+    if (finish_block(m, &b, UINT64_MAX)) {
       cts_logf(&opts->log, CTS_LOG_ERROR, "%s: out of memory while aggregating", opts->path);
       report_mem_free(m);
       return CTS_E_NOMEM;
@@ -356,8 +318,6 @@ const cts_mt_info_t *report_mem_info(const report_mem_t *m) {
 void report_mem_free(report_mem_t *m) {
   if (!m) return;
   cts_mem_trace_free(&m->t);
-  cts_u64map_fini(&m->live);
-  free(m->pend);
   free(m->recs);
   free(m->table);
   free(m->marks);

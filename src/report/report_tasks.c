@@ -191,14 +191,10 @@ static int settle(report_tasks_t *r) {
   for (size_t i = 0; i < m->nlanes; i++) r->lane_run[i] = m->lanes[i].running_ns;
   r->lost = m->lost;
   r->anchor = (cts_task_anchor_t){m->have_anchor, m->anchor_pid, m->anchor_ns, m->anchor_other_ns};
-  r->strings.v = m->strings;
-  r->strings.n = m->nstrings;
-  r->strings.cap = m->cap_strings;
-  r->model.strings = NULL;
-  r->model.nstrings = r->model.cap_strings = 0;
+  r->strings.v = cts_strtab_release(&r->model.strs, &r->strings.n);
+  r->strings.cap = r->strings.n;
   /* The model's indexes are no longer needed: free them before the copy (peak memory). */
   cts_u64map_fini(&r->model.by_id);
-  cts_u64map_fini(&r->model.by_str);
   r->tasks.v = malloc((m->ntasks + 1) * sizeof *r->tasks.v);
   if (!r->tasks.v) return -ENOMEM;
   r->tasks.n = r->tasks.cap = m->ntasks;

@@ -4,6 +4,7 @@
  * connection; responses are a small header buffer plus a body that is either the page
  * (built once) or a reference-counted data snapshot. */
 #define _GNU_SOURCE /* pipe2(), memfd_create() */
+#include "../os/output.h"
 #include "serve.h"
 #include "serve_http.h"
 
@@ -73,18 +74,8 @@ int64_t cts__serve_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void log_line(const cts_serve_t *s, const char *fmt, ...) CTS_PRINTF(2, 3);
-static void log_line(const cts_serve_t *s, const char *fmt, ...) {
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (s->cfg.log)
-    s->cfg.log(s->cfg.log_user_data, line);
-  else
-    fprintf(stderr, "%s\n", line);
-}
+/* One line on the service's log (stderr when it has none). */
+#define log_line(owner, ...) cts_log_line((owner)->cfg.log, (owner)->cfg.log_user_data, __VA_ARGS__)
 
 void cts_serve_config_init(cts_serve_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);

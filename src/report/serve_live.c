@@ -36,6 +36,7 @@
 #include "../collector/trace_sink.h"
 #include "../common/compiler.h"
 #include "../os/os.h"
+#include "../os/output.h"
 #include "serve.h"
 
 #define RECV_SIZE      (256u * 1024u)
@@ -76,18 +77,8 @@ struct cts__serve_live {
   cts__serve_blob_t *ready; /* its finished document, not yet handed out */
 };
 
-static void log_line(const cts__serve_live_t *l, const char *fmt, ...) CTS_PRINTF(2, 3);
-static void log_line(const cts__serve_live_t *l, const char *fmt, ...) {
-  char line[640];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (l->cfg.log)
-    l->cfg.log(l->cfg.log_user_data, line);
-  else
-    fprintf(stderr, "%s\n", line);
-}
+/* One line on the service's log (stderr when it has none). */
+#define log_line(owner, ...) cts_log_line((owner)->cfg.log, (owner)->cfg.log_user_data, __VA_ARGS__)
 
 int cts__serve_live_create(cts__serve_live_t **out, const cts_serve_config_t *cfg, char *err,
                            size_t err_size) {
@@ -326,7 +317,8 @@ static void json_text(char *buf, size_t size, const char *s) {
 
 /* The report loaders' messages (errors only: they load quietly) on the service's log. */
 static void load_log(void *user_data, cts_log_level_t level, const char *msg) {
-  log_line(user_data, "live report: %s: %s", level == CTS_LOG_ERROR ? "error" : "warning", msg);
+  const cts__serve_live_t *l = user_data;
+  log_line(l, "live report: %s: %s", level == CTS_LOG_ERROR ? "error" : "warning", msg);
 }
 
 /* Writes the document of the snapshot as it is now into fd: the report loaders read the

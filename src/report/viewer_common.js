@@ -53,6 +53,8 @@
     if (a >= 1e3) return (ns / 1e3).toFixed(a >= 1e4 ? 2 : 3) + ' µs';
     return ns.toFixed(0) + ' ns';
   };
+  // A time relative to the trace's start, with its sign (the view may start before it).
+  cv.signedNs = function signedNs(ns) { return (ns < 0 ? '-' : '+') + cv.humanNs(Math.abs(ns)); };
   // Drawing is on <canvas> scaled by devicePixelRatio: the canvas's backing store is resized
   // to its CSS size times the ratio, and the context draws in CSS pixels.
   cv.setupCanvas = function setupCanvas(c) {

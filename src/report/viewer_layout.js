@@ -161,38 +161,154 @@
     };
   }
 
-  // The viewport showing the whole trace in a canvas w px wide.
+  // The viewport showing the whole trace in a canvas w px wide, of which view.marginR px
+  // on the right are kept free (for the counters' names).
   function fit(ix, view, w) {
     view.start = ix.t0 - (ix.t1 - ix.t0) * 0.01;
-    view.scale = (w - 20) / ((ix.t1 - ix.t0) * 1.02);
+    view.scale = (w - 20 - (view.marginR || 0)) / ((ix.t1 - ix.t0) * 1.02);
+    view.y = 0;
+  }
+  // Where the activity is: the shortest time range holding 90 % of the tasks' starts, as
+  // [from, to]; null when that is more than a quarter of the trace (the activity is spread
+  // out: the whole trace is the view to start with) or there are few tasks. net.ctf's 6.5 s
+  // hold nine in ten of its task starts in their first 0.1 s.
+  function busyRange(ix) {
+    const n = ix.n;
+    if (n < 20) return null;
+    const s = Float64Array.from(ix.startTrace || ix.start).sort(), k = Math.ceil(n * 0.9);
+    let best = Infinity, a = 0;
+    for (let i = 0; i + k <= n; i++) if (s[i + k - 1] - s[i] < best) { best = s[i + k - 1] - s[i]; a = i; }
+    if (!(best < (ix.t1 - ix.t0) / 4)) return null;
+    return [s[a], Math.max(s[a + k - 1], s[a] + 1)];
+  }
+  // The viewport showing [from, to] with 5 % margins (as fit(), keeping view.marginR free).
+  function showRange(view, from, to, w) {
+    const d = to - from;
+    view.start = from - d * 0.05;
+    view.scale = (w - 20 - (view.marginR || 0)) / (d * 1.1);
     view.y = 0;
   }
   // Keeps the viewport in bounds (in place): zoomed out to the whole trace at most, in to
   // 100 px per ns; at least half the width on the trace; no scrolling past the last row.
   function clampView(ix, view, w, h) {
-    const minScale = (w - 20) / ((ix.t1 - ix.t0) * 1.05);
+    const minScale = (w - 20 - (view.marginR || 0)) / ((ix.t1 - ix.t0) * 1.05);
     if (view.scale < minScale) view.scale = minScale;
     if (view.scale > 100) view.scale = 100; // 100 px per ns
     const span = w / view.scale;
     const lo = ix.t0 - span * 0.5, hi = ix.t1 - span * 0.5;
     view.start = Math.min(Math.max(view.start, lo), Math.max(lo, hi));
-    const maxY = Math.max(0, ix.rows * ROWH + 40 - (h - RULER - ix.hdr));
+    const maxY = Math.max(0, rowMap(ix, view, w, h).contentH + 40 - (h - RULER - ix.hdr));
     view.y = Math.min(Math.max(view.y, 0), maxY);
   }
-  // x of a time (clamped to +-1e6 px: far-off ends stay finite) and y of a row's line, under
-  // the ruler and the strips of height hdr above the rows (ix.hdr; 0 when omitted).
+  // x of a time (clamped to +-1e6 px: far-off ends stay finite) and y of a row's line, with
+  // every row shown (no compaction): the rows start under the ruler and the allocation strip.
   function xOf(view, t) { const x = (t - view.start) * view.scale; return x < -1e6 ? -1e6 : x > 1e6 ? 1e6 : x; }
   function rowY(view, r, hdr) { return RULER + (hdr || 0) + 14 + r * ROWH - view.y; }
-  // One drawing: the time range in view, the rows that may show (r0..r1) and the top of the
-  // rows' area (under the ruler and the allocation strip).
+  // Where the rows go in a w x h view, before scrolling by view.y: base[r] is row r's line,
+  // NaN for a row left out. With view.compact, only the rows with a task overlapping the
+  // time range in view, or at an end of an arrow crossing it, are kept (active, ascending),
+  // and they are squeezed (down to MINROWH px each) until all of them fit in the height, as
+  // mirage-trace-viewer keeps every thread on screen: zoomed into a busy stretch, its rows
+  // are not left below the visible ones. contentH: the height of the rows (what scrolling
+  // covers). With view.fisheye as well, squeezed rows get a lens instead: ROWH-high rows
+  // around active slot view.focus (labels fit there), the others thinner (slotY: the lines
+  // by slot, heights: by row, lens: [first slot, slots]), everything still on screen.
+  // Cached for the last time range, height and focus (scrolling and redrawing reuse it);
+  // O(rows log n + ARROW_BUDGET) to compute.
+  const MINROWH = 3;
+  function rowMap(ix, view, w, h) {
+    if (!(w > 0)) w = 800;
+    if (!(h > 0)) h = 560;
+    const vs = view.start, ve = view.start + w / view.scale, compact = !!view.compact;
+    const fish = compact && !!view.fisheye, focus = fish ? view.focus || 0 : 0;
+    const c = ix.rowMapCache;
+    if (c && c.vs === vs && c.ve === ve && c.h === h && c.compact === compact && c.hdr === ix.hdr && c.fish === fish && c.focus === focus) return c;
+    const rows = ix.rows, base = new Float64Array(rows), top = RULER + ix.hdr;
+    let rowh = ROWH, pad = 14, active = null, slotY = null, heights = null, lens = null;
+    if (compact) {
+      const on = new Uint8Array(rows);
+      for (let r = 0; r < rows; r++) {
+        const b = ix.rowStart[r + 1], i = lowerBound(ix.end, vs, ix.rowStart[r], b);
+        if (i < b && ix.start[i] <= ve) on[r] = 1;
+      }
+      // The rows at both ends of the arrows crossing the view (those arrows() may draw:
+      // earlier end at most the fade-out length before it), e.g. a read of a result from a
+      // task that ended before the view: activity in view too. At most ARROW_BUDGET of them,
+      // evenly spaced, as arrows() draws.
+      const fade = 6000 / view.scale, a0 = lowerBound(ix.arMin, vs - fade, 0, ix.nw), a1 = lowerBound(ix.arMin, ve, a0, ix.nw);
+      let stride = 1;
+      while ((a1 - a0) / stride > ARROW_BUDGET) stride *= 2;
+      for (let a = Math.ceil(a0 / stride) * stride; a < a1; a += stride)
+        if (Math.max(ix.arT0[a], ix.arT1[a]) >= vs) { on[ix.arRowA[a]] = 1; on[ix.arRowB[a]] = 1; }
+      const list = [];
+      for (let r = 0; r < rows; r++) if (on[r]) list.push(r);
+      active = Int32Array.from(list);
+      const nA = active.length, avail = h - top - 12, fitH = avail / Math.max(1, nA);
+      base.fill(NaN);
+      // The fisheye: a lens of full-height rows (40 % of the height) around slot `focus`,
+      // the others sharing the rest evenly (at least half a pixel each: beyond that, the
+      // uniform squeeze and scrolling).
+      const nFull = Math.max(1, Math.min(nA - 1, Math.floor((avail * 0.4) / ROWH)));
+      const thin = (avail - nFull * ROWH) / Math.max(1, nA - nFull);
+      if (fish && fitH < ROWH && thin >= 0.5) {
+        const f0 = Math.min(Math.max(0, Math.round(focus) - (nFull >> 1)), nA - nFull);
+        slotY = new Float64Array(nA); heights = new Float64Array(rows).fill(NaN);
+        let y = top + 6;
+        for (let k = 0; k < nA; k++) {
+          const hk = k >= f0 && k < f0 + nFull ? ROWH : thin;
+          slotY[k] = base[active[k]] = y + hk / 2;
+          heights[active[k]] = hk;
+          y += hk;
+        }
+        rowh = thin; pad = 6 + thin / 2; lens = [f0, nFull];
+      } else {
+        if (fitH < ROWH) { rowh = Math.max(MINROWH, fitH); pad = 6 + rowh / 2; }
+        for (let k = 0; k < nA; k++) base[active[k]] = top + pad + k * rowh;
+      }
+    } else for (let r = 0; r < rows; r++) base[r] = top + pad + r * ROWH;
+    const n = active ? active.length : rows;
+    return (ix.rowMapCache = {
+      vs: vs, ve: ve, h: h, compact: compact, hdr: ix.hdr, fish: fish, focus: focus, base: base, rowh: rowh, pad: pad,
+      active: active, top: top, slotY: slotY, heights: heights, lens: lens,
+      contentH: slotY ? h - top - 6 : pad + n * rowh,
+    });
+  }
+  // The height of row r's band in layout m (the fisheye's vary).
+  function rowHeight(m, r) { return m.heights ? m.heights[r] : m.rowh; }
+  // The y of row r's line in a view whose rows are laid out by rowMap m; a row left out is
+  // just above the rows' area (links and arrows to it point off-screen, upwards).
+  function mapY(m, view, r) { const b = m.base[r]; return b === b ? b - view.y : m.top - 6; }
+  // The row whose line is nearest to y (within half a row, 8 px at most); -1 for none.
+  function rowAt(m, view, y) {
+    const n = m.active ? m.active.length : m.base.length;
+    if (m.slotY) { // the fisheye: the nearest line
+      let k = lowerBound(m.slotY, y + view.y, 0, n);
+      if (k === n || (k > 0 && y + view.y - m.slotY[k - 1] < m.slotY[k] - y - view.y)) k--;
+      if (k < 0) return -1;
+      const r = m.active[k];
+      return Math.abs(mapY(m, view, r) - y) <= Math.min(8, Math.max(1.5, m.heights[r] / 2)) ? r : -1;
+    }
+    const k = Math.round((y + view.y - m.top - m.pad) / m.rowh);
+    if (k < 0 || k >= n) return -1;
+    const r = m.active ? m.active[k] : k;
+    return Math.abs(mapY(m, view, r) - y) <= Math.min(8, Math.max(1.5, m.rowh / 2)) ? r : -1;
+  }
+  // One drawing: the time range in view, the rows that may show (r0..r1), the top of the
+  // rows' area (under the ruler and the allocation strip) and the row height (rowh).
   function frame(ix, view, w, h) {
-    const top = RULER + ix.hdr;
+    const m = rowMap(ix, view, w, h), top = m.top;
+    let r0, r1;
+    const k0 = Math.max(0, Math.floor((view.y - m.pad) / m.rowh) - 1), k1 = Math.ceil((view.y + h - top) / m.rowh) + 1;
+    if (m.slotY) { r0 = m.active[0]; r1 = m.active[m.active.length - 1]; } // fits: no scrolling
+    else if (m.active) {
+      r0 = m.active.length ? m.active[Math.min(k0, m.active.length - 1)] : 0;
+      r1 = m.active.length ? m.active[Math.min(k1, m.active.length - 1)] : -1;
+    } else { r0 = k0; r1 = Math.min(ix.rows - 1, k1); }
     return {
       view: view, w: w, h: h, vs: view.start, ve: view.start + w / view.scale, scale: view.scale,
-      pxNs: 1 / view.scale, top: top,
-      r0: Math.max(0, Math.floor((view.y - 14) / ROWH) - 1),
-      r1: Math.min(ix.rows - 1, Math.ceil((view.y + h - top) / ROWH) + 1),
-      X: (t) => xOf(view, t), rowY: (r) => rowY(view, r, ix.hdr),
+      pxNs: 1 / view.scale, top: top, r0: r0, r1: r1, rowh: m.rowh, shownRows: m.active ? m.active.length : ix.rows,
+      X: (t) => xOf(view, t), rowY: (r) => mapY(m, view, r), rowHeight: (r) => rowHeight(m, r), lens: m.lens,
+      lensTop: m.lens ? m.slotY[m.lens[0]] - ROWH / 2 - view.y : 0, // the lens's top edge
     };
   }
   // Whether row r's line is close enough to the visible area to be drawn.
@@ -267,6 +383,35 @@
     return rel;
   }
 
+  // Which ruler labels to draw (texts widths[k] px wide, for grid.ticks[k]): each at 3 px
+  // right of its line, every k-th tick (by its multiple of the step, so the choice stays put
+  // while panning) with k the smallest power of two that keeps labels 12 px apart; none past
+  // the right edge. Returns tick index, x, width triples.
+  function rulerPlacements(f, grid, widths) {
+    const stepPx = grid.step * f.scale, out = [];
+    let wmax = 0;
+    for (const wd of widths) wmax = Math.max(wmax, wd);
+    let every = 1;
+    while (every * stepPx < wmax + 12 && every < 1 << 20) every *= 2;
+    for (let k = 0; k < grid.ticks.length; k++) {
+      const t = grid.ticks[k], x = f.X(t) + 3;
+      if (Math.round(t / grid.step) % every !== 0 || x + widths[k] > f.w - 2) continue;
+      out.push(k, x, widths[k]);
+    }
+    return out;
+  }
+  // Baselines for labels wanted at ys (gap px tall each) in [lo, hi]: in the same order, at
+  // least gap apart, each moved as little as the others allow (pushed down from the top, then
+  // up from the bottom when they run out of room).
+  function spreadLabels(ys, gap, lo, hi) {
+    const order = ys.map((y, k) => k).sort((a, b) => ys[a] - ys[b] || a - b), out = ys.slice();
+    let prev = -Infinity;
+    for (const k of order) { out[k] = Math.max(Math.min(Math.max(ys[k], lo), hi), prev + gap); prev = out[k]; }
+    let next = Infinity;
+    for (let q = order.length - 1; q >= 0; q--) { const k = order[q]; out[k] = Math.min(out[k], hi, next - gap); next = out[k]; }
+    return out;
+  }
+
   // Tasks and activations of the visible rows, as rectangles: lineRuns (a task's 2-px line,
   // failed ones in failRuns with a 16-px tick at their end), links (1-px verticals to the
   // parent's and the `becomes` task's rows), heads (triangles: a task that is still pending),
@@ -288,7 +433,7 @@
         addRun(failed ? out.failRuns : out.lineRuns, x0, x1, y - 1, 2);
         out.tasks++;
         if (x1 - x0 >= 2) {
-          const p = T.parent[i];
+          const p = (ix.shownParent || T.parent)[i];
           if (p >= 0) { const py = f.rowY(ix.taskRow[p]); if (py !== y) out.links.push(x0 - 0.5, Math.min(py, y), 1, Math.abs(py - y)); }
           const bcm = ix.becomes[i];
           if (bcm >= 0) { const by = f.rowY(ix.taskRow[bcm]); if (by !== y) out.links.push(x1 - 0.5, Math.min(by, y), 1, Math.abs(by - y)); }
@@ -355,15 +500,16 @@
   function arrows(ix, f) {
     const X = f.X, w = f.w, h = f.h, nw = ix.nw, arT0 = ix.arT0, arT1 = ix.arT1, kind = ix.W.kind;
     const fade = 6000 / f.scale;
-    const out = { byKind: [], headsByKind: [], vLines: [], vHeads: [], nVert: 0, stride: 1, count: 0 };
+    const out = { byKind: [], headsByKind: [], vLines: [], vHeads: [], nVert: 0, stride: 1, count: 0, merged: 0 };
     for (let kd = 0; kd < ARROW_KINDS; kd++) { out.byKind.push([]); out.headsByKind.push([]); out.vLines.push([]); out.vHeads.push([]); }
     const aFirst = lowerBound(ix.arMin, f.vs - fade, 0, nw), aLast = lowerBound(ix.arMin, f.ve + f.pxNs, aFirst, nw);
     let stride = 1;
     while ((aLast - aFirst) / stride > ARROW_BUDGET) stride *= 2;
     out.stride = stride;
     const yTop = f.top - 10, yBot = h + 10;
-    const seen = new Set();
+    const seen = new Set(), merged = f.view.mergeReads ? tryReadsRead(ix) : null;
     for (let ai = Math.ceil(aFirst / stride) * stride; ai < aLast; ai += stride) {
+      if (merged && merged[ai]) { out.merged++; continue; }
       const xa0 = X(arT0[ai]), xb0 = X(arT1[ai]);
       if (Math.abs(xb0 - xa0) > 5940) continue; // faded out
       if (Math.max(xa0, xb0) < 0 || Math.min(xa0, xb0) > w) continue;
@@ -537,9 +683,11 @@
 
   // The task under the point (x, y) of a w x h canvas (CSS px): one whose row line is within
   // 8 px and whose span is within 16 px, the closest in time; -1 for none.
-  function hitTask(ix, view, x, y) {
-    const row = Math.round((y - RULER - ix.hdr - 14 + view.y) / ROWH);
-    if (row < 0 || row >= ix.rows || Math.abs(rowY(view, row, ix.hdr) - y) > 8) return -1;
+  function hitTask(ix, view, x, y, w, h) {
+    const m = rowMap(ix, view, w, h);
+    if (y < m.top) return -1; // the ruler and the allocation strip cover the rows under them
+    const row = rowAt(m, view, y);
+    if (row < 0) return -1;
     const start = ix.start, end = ix.end;
     const t = view.start + x / view.scale, tol = 16 / view.scale;
     const a = ix.rowStart[row], b = ix.rowStart[row + 1];
@@ -552,9 +700,9 @@
     return best;
   }
   // Where a pointer aims at task i: a little inside its start, on its row.
-  function taskPoint(ix, view, i) {
+  function taskPoint(ix, view, i, w, h) {
     const x0 = xOf(view, ix.start[i]);
-    return [x0 + Math.min(20, (xOf(view, ix.end[i]) - x0) / 2), rowY(view, ix.taskRow[i], ix.hdr)];
+    return [x0 + Math.min(20, (xOf(view, ix.end[i]) - x0) / 2), mapY(rowMap(ix, view, w, h), view, ix.taskRow[i])];
   }
   // Task i and every task linked to it by `becomes`, both ways: a 0/1 flag per task, count.
   function becomesClosure(ix, i) {
@@ -585,18 +733,83 @@
     return { set: set, count: count };
   }
 
+  // Arrow kinds (report_tasks.c, the model's CTS_LINK_*): a try_read's src waits for its dst;
+  // a read's dst reads its src's result at t0 + dt.
+  const K_TRY_READ = 0, K_READ = 1, K_FAILED_READ = 2;
+  // Who acts in arrow a (the reader of a read, else src) and when.
+  function actorOf(ix, a) { const k = ix.W.kind[a]; return k === K_READ || k === K_FAILED_READ ? ix.W.dst[a] : ix.W.src[a]; }
+  function actTime(ix, a) { const k = ix.W.kind[a]; return k === K_READ || k === K_FAILED_READ ? ix.arT1[a] : ix.arT0[a]; }
+  // The try_read arrows followed by a read of the same task by the same reader, with no other
+  // interaction of the reader between: mirage-trace-viewer shows only the read (the wait
+  // is over when it reads). A 0/1 flag per arrow, computed once.
+  function tryReadsRead(ix) {
+    if (ix.tryReadHidden) return ix.tryReadHidden;
+    const nw = ix.nw, order = new Int32Array(nw), who = new Int32Array(nw), when = new Float64Array(nw);
+    for (let a = 0; a < nw; a++) { order[a] = a; who[a] = actorOf(ix, a); when[a] = actTime(ix, a); }
+    order.sort((a, b) => who[a] - who[b] || when[a] - when[b] || a - b);
+    const hidden = new Uint8Array(nw), kind = ix.W.kind;
+    for (let q = 0; q + 1 < nw; q++) {
+      const a = order[q], b = order[q + 1];
+      if (kind[a] === K_TRY_READ && (kind[b] === K_READ || kind[b] === K_FAILED_READ) && who[b] === ix.W.src[a] && ix.W.src[b] === ix.W.dst[a]) hidden[a] = 1;
+    }
+    return (ix.tryReadHidden = hidden);
+  }
+  // Bind simplification, as mirage-trace-viewer does it: a bind-like task (bind, try, map,
+  // on_failure, on_termination, ignore_result) that is not what its parent becomes and whose
+  // first act is to read another task's result (before any label on it, and before anyone
+  // waited on it with a try_read) only matters from that read on: it starts at its wake-up
+  // time and its creation link is not drawn. Chains of binds then show as the work they
+  // wait for, not as lines back to where they were set up. Returns { start, parent, count }:
+  // the start of every task and the parent to link it to (-1: none) with the binds
+  // simplified, and how many were; computed once.
+  const BIND_LIKE = new Set([2, 3, 7, 10, 11, 13]); // indexes of the viewer's TYPES
+  function simplifiedBinds(ix) {
+    if (ix.binds) return ix.binds;
+    const T = ix.T, n = ix.n, nw = ix.nw, kind = ix.W.kind;
+    const firstAct = new Float64Array(n).fill(Infinity), firstKind = new Int8Array(n).fill(-1);
+    const firstChecked = new Float64Array(n).fill(Infinity);
+    for (let a = 0; a < nw; a++) {
+      const who = actorOf(ix, a), t = actTime(ix, a);
+      if (t < firstAct[who]) { firstAct[who] = t; firstKind[who] = kind[a]; }
+      if (kind[a] === K_TRY_READ && t < firstChecked[ix.W.dst[a]]) firstChecked[ix.W.dst[a]] = t;
+    }
+    const start = Float64Array.from(ix.start), parent = Int32Array.from(T.parent);
+    let count = 0;
+    for (let i = 0; i < n; i++) {
+      const p = T.parent[i], wake = firstAct[i];
+      if (!BIND_LIKE.has(T.type[i]) || firstKind[i] !== K_READ || !(wake < firstChecked[i])) continue;
+      if (p >= 0 && ix.becomes[p] === i) continue;
+      if (ix.labelStart[i] < ix.labelStart[i + 1] && ix.L.t[ix.labelStart[i]] < wake) continue;
+      start[i] = Math.min(Math.max(start[i], wake), ix.end[i]);
+      parent[i] = -1;
+      count++;
+    }
+    return (ix.binds = { start: start, parent: parent, count: count });
+  }
+  // Switches the index between the trace's tasks and the simplified ones (in place): the
+  // frames then draw and hit the tasks where simplifiedBinds puts them.
+  function setSimplified(ix, on) {
+    if (!ix.startTrace) ix.startTrace = ix.start;
+    const b = on ? simplifiedBinds(ix) : null;
+    ix.start = b ? b.start : ix.startTrace;
+    ix.shownParent = b ? b.parent : null;
+    ix.rowMapCache = null;
+    return b ? b.count : 0;
+  }
+
   const layout = {
     RULER: RULER, ROWH: ROWH, MARKS: MARKS, LANEH: LANEH, MAX_LANES: MAX_LANES, F_RESOLVED: F_RESOLVED, F_FAILED: F_FAILED, F_NEVER: F_NEVER,
     ARROW_KINDS: ARROW_KINDS, ARROW_BUDGET: ARROW_BUDGET,
     minMaxLevels: minMaxLevels, rangeMinMax: rangeMinMax, lowerBound: lowerBound, gallop: gallop,
     bandIndex: bandIndex, addRun: addRun, index: index, fit: fit, clampView: clampView, xOf: xOf,
-    rowY: rowY, frame: frame, bandColumns: bandColumns, bandStrip: bandStrip, gridLines: gridLines,
-    rulerLabel: rulerLabel, taskRows: taskRows, highlightBoxes: highlightBoxes, arrows: arrows,
+    rowY: rowY, rowMap: rowMap, rowAt: rowAt, rowHeight: rowHeight, MINROWH: MINROWH, frame: frame, bandColumns: bandColumns, bandStrip: bandStrip, gridLines: gridLines,
+    rulerLabel: rulerLabel, rulerPlacements: rulerPlacements, spreadLabels: spreadLabels, taskRows: taskRows, highlightBoxes: highlightBoxes, arrows: arrows,
     verticalsAsSegments: verticalsAsSegments, mergedVerticals: mergedVerticals,
     counterGeometry: counterGeometry, stepRects: stepRects, counterIsDense: counterIsDense,
     smoothColumns: smoothColumns, counterNameY: counterNameY, labelPlacements: labelPlacements,
     markBars: markBars, laneBars: laneBars, hitTask: hitTask, taskPoint: taskPoint, becomesClosure: becomesClosure,
-    searchLabels: searchLabels,
+    searchLabels: searchLabels, tryReadsRead: tryReadsRead, simplifiedBinds: simplifiedBinds,
+    setSimplified: setSimplified, busyRange: busyRange, showRange: showRange,
   };
   if (typeof module === 'object' && module.exports) module.exports = layout; // node (tests)
   else window.ctsViewer.layout = layout;

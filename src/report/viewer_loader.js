@@ -73,7 +73,8 @@
     const views = (cv.views = []);
     if (data.mem) views.push(['mem', 'Memory']);
     if (data.tasks) views.push(['tasks', 'Tasks']);
-    for (const v of ['mem', 'tasks']) $('view-' + v).classList.add('hidden');
+    if (data.compare && data.compare_tasks) views.unshift(['compare', 'Good vs bad']);
+    for (const v of ['mem', 'tasks', 'compare']) $('view-' + v).classList.add('hidden');
     cv.redrawers = {};
     for (const [v, label] of views) {
       const b = cv.el('button', label);
@@ -84,6 +85,7 @@
     try {
       if (data.mem) cv.initMem(data.mem);
       if (data.tasks) cv.initTasks(data.tasks);
+      if (data.compare && data.compare_tasks) cv.initCompare(data);
     } finally {
       const keep = views.find((v) => v[0] === prevView);
       if (views.length) cv.show(keep ? keep[0] : views[0][0]);

@@ -6,9 +6,44 @@
   'use strict';
   const { $, on, el, humanBytes, grouped, humanNs, setupCanvas, showTip, hideTip } = cv;
 
+  // A C++ or Rust name with its template arguments elided, for the "short names" toggle:
+  // "std::vector<int, std::allocator<int> >::push_back(int const&)" reads
+  // "std::vector<…>::push_back(int const&)". The '<' of operator<, operator<<, operator<=
+  // and of "->" are not brackets; a name whose brackets do not balance is left whole.
+  cv.shortName = function shortName(name) {
+    let out = '', depth = 0;
+    for (let i = 0; i < name.length; i++) {
+      const c = name[i];
+      if (c === '<' && /operator<*$/.test(name.slice(Math.max(0, i - 10), i))) {
+        if (!depth) out += c;
+      } else if (c === '<') {
+        if (!depth) out += '<…';
+        depth++;
+      } else if (c === '>' && depth && name[i - 1] !== '-') {
+        depth--;
+        if (!depth) out += '>';
+      } else if (!depth) {
+        out += c;
+      }
+    }
+    return depth ? name : out;
+  };
+
   cv.initMem = function initMem(m) {
     const bps = m.bytes_per_sample;
     const state = (cv.api.mem = { range: null, drawn: {} });
+    // A trace with no minor allocation and no promotion is of a program with one heap (a
+    // native program, traced by the preload library): it is described in those words, not
+    // OCaml's (minor, major, promoted, collected).
+    const native = m.events.alloc === 0 && m.events.promote === 0;
+    state.native = native;
+    if (native) {
+      $('f-minor').parentElement.classList.add('hidden');
+      $('f-major').parentElement.lastChild.textContent = ' heap';
+      $('f-ext').parentElement.classList.toggle('hidden', m.events.alloc_ext === 0);
+      for (const o of $('f-mode').options) o.textContent = o.textContent.replace('never collected', 'never freed').replace('collected', 'freed');
+      $('hist-life-title').textContent = 'Lifetimes of freed blocks (estimated bytes)';
+    }
     // Header.
     const info = $('mem-info');
     const rows = [
@@ -18,13 +53,15 @@
       ['Started', m.started],
       ['Sample rate', m.sample_rate >= 1 ? '1 (every word sampled), word size ' + m.word_size + ' bits'
         : m.sample_rate + ' per word, word size ' + m.word_size + ' bits'],
-      ['Context', m.context === null ? '(none: format v001)' : m.context || '(empty)'],
+      // Format v001 has no context field; a later trace may just not have one.
+      ['Context', m.context === null ? (m.version === 1 ? '(none: format v001 has no context)' : '(none)') : m.context || '(empty)'],
       ['Runtime params', m.runtime_params || ''],
       ['Allocated', m.text.allocated + ' in ' + m.text.samples + ' samples (' + m.text.allocs + ' sampled blocks, ~' + m.text.allocs_est + ' allocations)'],
       ['Peak live', m.text.peak + ' at +' + (m.peak_time_us / 1e6).toFixed(3) + ' s'],
       ['Live at end', m.text.live_end],
       ['Duration', m.duration_s.toFixed(6) + ' s'],
-      ['Events', 'alloc ' + grouped(m.events.alloc) + ', alloc_major ' + grouped(m.events.alloc_major) + ', alloc_ext ' + grouped(m.events.alloc_ext) + ', promote ' + grouped(m.events.promote) + ', collect ' + grouped(m.events.collect)],
+      native ? ['Events', 'allocations ' + grouped(m.events.alloc_major + m.events.alloc_ext) + ', frees ' + grouped(m.events.collect) + ' (a program with one heap)']
+        : ['Events', 'alloc ' + grouped(m.events.alloc) + ', alloc_major ' + grouped(m.events.alloc_major) + ', alloc_ext ' + grouped(m.events.alloc_ext) + ', promote ' + grouped(m.events.promote) + ', collect ' + grouped(m.events.collect)],
       ['Reader', m.result],
     ];
     for (const [k, v] of rows) {
@@ -260,6 +297,9 @@
     }
     state.setRange = setRange;
 
+    // Names as drawn: template arguments elided when asked (the full name on hover).
+    const shown = (name) => ($('f-short').checked ? cv.shortName(name) : name);
+
     // Flame graph.
     const flameC = $('flame');
     const ROW = 18;
@@ -296,7 +336,7 @@
         if (wd > 30) {
           g.fillStyle = '#1a202c';
           g.save(); g.beginPath(); g.rect(x0, y, wd - 2, ROW); g.clip();
-          g.fillText(tree.name(n), x0 + 3, y + ROW / 2);
+          g.fillText(shown(tree.name(n)), x0 + 3, y + ROW / 2);
           g.restore();
         }
         rects.push([x0, y, wd, n]);
@@ -364,9 +404,16 @@
       tr.dataset.peakSamples = s[3];
       tr.dataset.liveSamples = s[4];
       for (const v of [s[5], s[6], s[7], s[8], s[9]]) tr.appendChild(el('td', v));
-      tr.appendChild(el('td', s[0], 'site'));
+      const site = el('td', s[0], 'site');
+      site.title = s[0];
+      site.dataset.full = s[0];
+      tr.appendChild(site);
       st.appendChild(tr);
     }
+    on($('f-short'), 'change', () => {
+      for (const td of st.querySelectorAll('td.site')) td.textContent = shown(td.dataset.full);
+      drawFlame();
+    });
     $('sites-note').textContent = (m.sites.length < m.sites_total ? 'Top ' + m.sites.length + ' of ' : 'All ') + m.sites_total + ' sites by allocated bytes, grouped by function, file and line (as `ctfscope top`).';
 
     // Histograms: [low, blocks, samples] triples.
@@ -390,8 +437,21 @@
       }
       g.fillStyle = '#5d6773'; g.textAlign = 'right'; g.textBaseline = 'middle';
       g.fillText(humanBytes(maxv), L - 4, 8); g.fillText('0', L - 4, 8 + ph);
-      g.textAlign = 'center'; g.textBaseline = 'top';
-      for (let k = 0; k <= 4; k++) { const v = Math.pow(2, lo + (hi - lo) * k / 4); g.fillText(fmt(v), Math.min(Math.max(x(v), L + 20), w - 24), 8 + ph + 3); }
+      // x labels at five points of the range, centred on them but kept inside the canvas; one
+      // that would overlap the previous one (few buckets: a narrow range) or repeat its text is
+      // left out.
+      g.textAlign = 'left'; g.textBaseline = 'top';
+      const boxes = [];
+      let right = -Infinity, prevText = null;
+      for (let k = 0; k <= 4; k++) {
+        const v = Math.pow(2, lo + (hi - lo) * k / 4), s = fmt(v), tw = g.measureText(s).width;
+        const x0 = Math.min(Math.max(x(v) - tw / 2, L), w - 2 - tw);
+        if (s === prevText || x0 < right + 8) continue;
+        g.fillText(s, x0, 8 + ph + 3);
+        boxes.push([x0, x0 + tw, s]);
+        right = x0 + tw; prevText = s;
+      }
+      state.drawn[c.id + '-labels'] = boxes;
       return n;
     }
     function drawHists() {

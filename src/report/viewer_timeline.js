@@ -6,11 +6,12 @@
 // together.
 (function (cv) {
   'use strict';
-  const { $, on, el, humanBytes, grouped, humanNs, setupCanvas, showTip, hideTip, download, layout } = cv;
+  const { $, on, el, humanBytes, grouped, humanNs, signedNs, setupCanvas, showTip, hideTip, download, layout } = cv;
   const TYPES = ['wait', 'task', 'bind', 'try', 'choose', 'pick', 'join', 'map', 'condition', 'on_success', 'on_failure', 'on_termination', 'on_any', 'ignore_result', 'async', 'promise', 'semaphore', 'switch'];
   const F_FAILED = layout.F_FAILED, F_NEVER = layout.F_NEVER;
   // Arrow kinds: try_read, read, failed read, resolve, signal.
   const ARROW_COLORS = ['rgb(204,204,102)', 'rgb(0,0,255)', 'rgb(255,0,0)', 'rgb(0,128,0)', 'rgb(255,153,0)'];
+  const COUNTER_COLORS = ['rgb(255,102,102)', 'rgb(255,170,0)', 'rgb(0,153,153)', 'rgb(153,51,204)'];
 
   // Painters: the timeline is drawn into batches, flushed to a canvas or to SVG elements.
   let stripCanvas = null, layerCanvas = null, layerImg = null, layer32 = null;
@@ -146,6 +147,7 @@
         for (let i = 0; i < pts.length; i += 6) { g.moveTo(pts[i], pts[i + 1]); g.lineTo(pts[i + 2], pts[i + 3]); g.lineTo(pts[i + 4], pts[i + 5]); }
         g.fill();
       },
+      measure(s) { return g.measureText(s).width; },
       text(color, s, x, y, align, maxw) {
         g.fillStyle = color; g.textAlign = align || 'left';
         if (maxw !== undefined) {
@@ -194,6 +196,7 @@
         for (let i = 0; i < pts.length; i += 6) d += 'M' + pts[i].toFixed(1) + ' ' + pts[i + 1].toFixed(1) + 'L' + pts[i + 2].toFixed(1) + ' ' + pts[i + 3].toFixed(1) + 'L' + pts[i + 4].toFixed(1) + ' ' + pts[i + 5].toFixed(1) + 'Z';
         add('path', { d: d, fill: color });
       },
+      measure(s) { return 7 * s.length; }, // 12 px sans-serif: at most about 7 px a character
       text(color, s, x, y, align, maxw) {
         const attrs = { x: x, y: y, fill: color, 'font-size': 12, 'font-family': 'sans-serif', 'text-anchor': align === 'right' ? 'end' : align === 'center' ? 'middle' : 'start' };
         if (maxw !== undefined) {
@@ -219,13 +222,29 @@
     if (T.mem && T.mem.rows) for (const r of T.mem.rows) memBy.set(r.task, r);
     const canvas = $('timeline');
     const st = (cv.api.tasks = {
-      view: { start: ix.t0, scale: 1, y: 0 }, // scale: px per ns; y: px scrolled down
+      // scale: px per ns; y: px scrolled down; compact: only the rows active in view, all on
+      // screen (layout.rowMap)
+      // mergeReads: a try_read followed by its read shows as the read (layout.tryReadsRead)
+      // fisheye, focus: squeezed rows get a lens of full-height rows around active slot
+      // `focus` (layout.rowMap), moved by vertical scrolling
+      view: { start: ix.t0, scale: 1, y: 0, compact: true, mergeReads: true, fisheye: true, focus: 0 },
       highlight: null, matches: 0, counters: ix.counters.length > 0, drawn: {}, frameMs: [],
+      current: -1, // the search match last gone to (next/previous)
     });
+    // Bind simplification (layout.simplifiedBinds), on by default as in mirage-trace-viewer.
+    st.bindsSimplified = layout.setSimplified(ix, true);
     function labelOf(i) { const k = labelStart[i]; return k < labelStart[i + 1] ? T.strings[L.s[k]] : null; }
     function nameOf(i) { const l = labelOf(i); return l !== null ? l : String(ids[i]); }
     let W_ = 800, H_ = 560;
-    const fit = () => layout.fit(ix, st.view, W_);
+    // Fit leaves room on the right for the counters' names (drawn over the right edge), so
+    // they do not cover the trace's last events.
+    let nameW = 0;
+    {
+      const g = canvas.getContext('2d');
+      g.font = '12px sans-serif';
+      for (const c of ix.counters) nameW = Math.max(nameW, g.measureText(c.name).width);
+    }
+    const fit = () => { st.view.marginR = st.counters && nameW ? nameW + 12 : 0; layout.fit(ix, st.view, W_); };
     const clampView = () => layout.clampView(ix, st.view, W_, H_);
 
     // One frame into a painter, from the geometry of viewer_layout.js. Returns counts of what
@@ -246,12 +265,27 @@
       // Grid and ruler with absolute times.
       const grid = layout.gridLines(f), startUs = cv.data.mem && cv.data.mem.start_us;
       P.rect('rgb(248,248,248)', 0, 0, w, RULER);
-      for (const t of grid.ticks) P.text('rgb(60,60,60)', layout.rulerLabel(t, grid.step, startUs), X(t) + 3, 17, 'left');
+      const rl = grid.ticks.map((t) => layout.rulerLabel(t, grid.step, startUs));
+      const rulerBoxes = layout.rulerPlacements(f, grid, rl.map((s) => P.measure(s)));
+      drawn.rulerLabels = [];
+      for (let q = 0; q < rulerBoxes.length; q += 3) {
+        P.text('rgb(60,60,60)', rl[rulerBoxes[q]], rulerBoxes[q + 1], 17, 'left');
+        drawn.rulerLabels.push([rulerBoxes[q + 1], rulerBoxes[q + 1] + rulerBoxes[q + 2]]);
+      }
       P.rects('rgb(190,190,190)', grid.grid);
       P.rect('rgb(150,150,150)', 0, RULER - 1, w, 1);
       // Visible rows; highlights behind the lines.
       const rows = layout.taskRows(ix, f);
       drawn.rows = rows.rows; drawn.tasks = rows.tasks; drawn.acts = rows.acts;
+      drawn.links = rows.links.length / 4;
+      drawn.activeRows = st.view.compact ? f.shownRows : -1;
+      drawn.rowH = f.rowh;
+      drawn.lens = f.lens ? f.lens.slice() : null;
+      if (f.lens) P.rect('rgb(99,179,237)', 0, f.lensTop, 3, f.lens[1] * layout.ROWH); // the lens's extent
+      if (st.current >= 0 && st.hlList) { // the match gone to: a wider orange box
+        const i = st.current, y = f.rowY(ix.taskRow[i]), x0 = X(ix.start[i]), x1 = Math.max(X(end[i]), x0 + 2);
+        if (y >= f.top - 4 && y <= h + 4) P.rects('rgb(255,140,0)', [x0 - 6, y - 6, x1 - x0 + 12, 12]);
+      }
       if (st.hlList) {
         const hl = layout.highlightBoxes(ix, f, st.hlList);
         drawn.highlighted = hl.count;
@@ -266,6 +300,7 @@
       const ar = layout.arrows(ix, f);
       drawn.arrowStride = ar.stride;
       drawn.arrows = ar.count;
+      drawn.mergedReads = ar.merged;
       // Many vertical arrows (a busy stretch zoomed out): a 1-px column each and a head of
       // rows 1, 1, 3, 3, 5, 5 px wide, written as pixels into an image layer (see layer()),
       // composited over the other arrows: cheaper than thousands of anti-aliased lines and
@@ -287,9 +322,10 @@
       // Counters as step lines, each on its own scale (names drawn after the labels).
       const names = [];
       if (st.counters) {
-        const colors = ['rgb(255,102,102)', 'rgb(255,170,0)', 'rgb(0,153,153)', 'rgb(153,51,204)'];
+        const colors = COUNTER_COLORS;
         const plotTop = f.top + 10, plotH = h - plotTop - 10;
         ix.counters.forEach((c, ci) => {
+          if (c.hidden) return; // unticked in the counter list
           const { geo, lastY } = layout.counterGeometry(c, ix.scales[c.group], f, plotTop, plotH);
           // The dark outline keeps a sparse line readable over the tasks; zoomed out, where
           // most columns have samples, the counter is a solid band and goes without it (it
@@ -309,13 +345,26 @@
           if (lastY !== null) names.push(dense ? 'rgb(40,40,40)' : colors[ci % 4], c.name, layout.counterNameY(f, plotTop, lastY, ci));
         });
       }
-      const labels = layout.labelPlacements(ix, f, rows.labelJobs, 4000);
+      // Rows under 12 px (squeezed, outside the fisheye's lens: layout.rowMap) have no room
+      // for labels.
+      const jobs = [];
+      for (let q = 0; q < rows.labelJobs.length; q += 2) if (f.rowHeight(ix.taskRow[rows.labelJobs[q]]) >= 12) jobs.push(rows.labelJobs[q], rows.labelJobs[q + 1]);
+      const labels = layout.labelPlacements(ix, f, jobs, 4000);
       for (let q = 0; q < labels.length; q += 5) {
         const i = labels[q];
         P.text(st.highlight && st.highlight[i] ? 'rgb(0,0,0)' : 'rgb(20,20,20)', T.strings[labels[q + 1]], labels[q + 2], labels[q + 3], 'left', labels[q + 4]);
       }
       drawn.labels = labels.length / 5;
-      for (let q = 0; q < names.length; q += 3) P.text(names[q], names[q + 1], w - 6, names[q + 2], 'right');
+      // Counter names at the right edge, moved apart where they would overlap.
+      const nameYs = [];
+      for (let q = 0; q < names.length; q += 3) nameYs.push(names[q + 2]);
+      const spread = layout.spreadLabels(nameYs, 14, f.top + 12, h - 4);
+      drawn.counterNames = [];
+      for (let q = 0; q < names.length; q += 3) {
+        const y = spread[q / 3], nw = P.measure(names[q + 1]);
+        P.text(names[q], names[q + 1], w - 6, y, 'right');
+        drawn.counterNames.push([w - 6 - nw, y - 11, w - 6, y + 3]);
+      }
       // Allocation marks (both traces): samples per pixel column in a strip under the ruler.
       if (ix.marks) {
         P.rect('rgb(244,244,250)', 0, RULER, w, MARKS);
@@ -356,13 +405,23 @@
     function request() { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; draw(); }); } }
     function status() {
       const v = st.view, span = W_ / v.scale;
-      let s = n + ' tasks in ' + T.rows + ' rows, ' + ix.nw + ' interactions · view +' + humanNs(v.start) + ' … +' + humanNs(v.start + span) + ' (' + humanNs(span) + ') · drawn: ' + st.drawn.tasks + ' tasks, ' + st.drawn.arrows + ' arrows';
+      let s = n + ' tasks in ' + T.rows + ' rows, ' + ix.nw + ' interactions · view ' + signedNs(v.start) + ' … ' + signedNs(v.start + span) + ' (' + humanNs(span) + ') · drawn: ' + st.drawn.tasks + ' tasks, ' + st.drawn.arrows + ' arrows';
+      if (st.drawn.activeRows >= 0) s += ' · ' + st.drawn.activeRows + ' rows active in view' + (st.drawn.rowH < layout.ROWH ? ', squeezed to ' + st.drawn.rowH.toFixed(1) + ' px' : '') + (st.drawn.lens ? ', full height around the focus (shift+wheel, ↑ ↓ move it)' : '');
       if (st.query) s += ' · "' + st.query + '": ' + st.matches + ' matching tasks';
       if (st.drawn.arrowStride > 1) s += ' · 1 in ' + st.drawn.arrowStride + ' interactions drawn at this zoom';
       if (T.arrows_total > ix.nw || T.acts_total > ix.na) s += ' · level of detail: the report keeps ' + ix.nw + ' of ' + T.arrows_total + ' interactions and ' + ix.na + ' of ' + T.acts_total + ' running periods (evenly spaced)';
       $('tl-status').textContent = s;
     }
+    // Vertical scrolling by dy px: with the fisheye on (the rows fit), it moves the lens.
+    function scrollRows(dy) {
+      if (st.drawn.lens) {
+        const m = layout.rowMap(ix, st.view, W_, H_);
+        st.view.focus = Math.min(Math.max(0, Math.round(st.view.focus + dy / layout.ROWH)), m.active.length - 1);
+      } else st.view.y += dy;
+      clampView(); request();
+    }
     function zoomAt(factor, px) {
+      hideTip();
       const tAt = st.view.start + px / st.view.scale;
       st.view.scale *= factor;
       clampView();
@@ -373,12 +432,13 @@
     on(canvas, 'wheel', (ev) => {
       ev.preventDefault();
       const r = canvas.getBoundingClientRect();
-      if (ev.shiftKey) { st.view.y += ev.deltaY; clampView(); request(); return; }
+      hideTip(); // what it describes moves away under the pointer
+      if (ev.shiftKey) { scrollRows(ev.deltaY); return; }
       zoomAt(ev.deltaY < 0 ? 1.2 : 1 / 1.2, ev.clientX - r.left);
     }, { passive: false });
     let drag = null;
     on(canvas, 'pointerdown', (ev) => {
-      drag = { x: ev.clientX, y: ev.clientY, start: st.view.start, vy: st.view.y };
+      drag = { x: ev.clientX, y: ev.clientY, start: st.view.start, vy: st.view.y, focus: st.view.focus };
       canvas.setPointerCapture(ev.pointerId);
       canvas.classList.add('dragging');
       canvas.focus();
@@ -386,7 +446,8 @@
     on(canvas, 'pointermove', (ev) => {
       if (drag) {
         st.view.start = drag.start - (ev.clientX - drag.x) / st.view.scale;
-        st.view.y = drag.vy - (ev.clientY - drag.y);
+        if (st.drawn.lens) st.view.focus = Math.max(0, drag.focus - (ev.clientY - drag.y) / layout.ROWH);
+        else st.view.y = drag.vy - (ev.clientY - drag.y);
         clampView(); request(); hideTip();
         return;
       }
@@ -398,7 +459,7 @@
       }
       const i = hit(ev);
       if (i < 0) { hideTip(); return; }
-      let text = (labelOf(i) !== null ? nameOf(i) + '\n' : '') + 'task ' + ids[i] + ' (' + (TYPES[T.type[i]] || 'unknown') + ')\n+' + humanNs(start[i]) + ' … +' + humanNs(end[i]) + ', ' + humanNs(end[i] - start[i]);
+      let text = (labelOf(i) !== null ? nameOf(i) + '\n' : '') + 'task ' + ids[i] + ' (' + (TYPES[T.type[i]] || 'unknown') + ')\n' + signedNs(start[i]) + ' … ' + signedNs(end[i]) + ', ' + humanNs(end[i] - start[i]);
       if (T.flags[i] & F_NEVER) text += '\nshould-resolve task never resolved';
       else if (T.flags[i] & F_FAILED) text += '\nfailed';
       if (T.run && T.runs[i]) text += '\nrunning ' + humanNs(T.run[i]) + ' in ' + grouped(T.runs[i]) + (T.runs[i] === 1 ? ' period' : ' periods');
@@ -412,7 +473,7 @@
     // The task under the pointer (within 16 px of its line).
     function hit(ev) {
       const r = canvas.getBoundingClientRect();
-      return layout.hitTask(ix, st.view, ev.clientX - r.left, ev.clientY - r.top);
+      return layout.hitTask(ix, st.view, ev.clientX - r.left, ev.clientY - r.top, W_, H_);
     }
     // Double-click: the task and everything linked to it by `becomes`, both ways.
     on(canvas, 'dblclick', (ev) => {
@@ -435,6 +496,8 @@
         st.hlList = list;
       }
       st.matches = matches || 0;
+      st.current = -1;
+      st.matchList = null;
       request();
     }
     // Search: case-insensitive substring of any label; highlights as you type.
@@ -445,10 +508,61 @@
       const { set, count } = layout.searchLabels(ix, q);
       setHighlight(set, count);
     }
+    // Next/previous match in time order: the view pans to it (same zoom, the match a third
+    // in from the left) and scrolls its row into view.
+    function gotoMatch(dir) {
+      if (!st.hlList || !st.query || !st.hlList.length) return;
+      if (!st.matchList) st.matchList = Int32Array.from(st.hlList).sort((a, b) => ix.start[a] - ix.start[b] || a - b);
+      const list = st.matchList, k = st.current < 0 ? (dir > 0 ? 0 : list.length - 1) : (list.indexOf(st.current) + dir + list.length) % list.length;
+      const i = list[k];
+      st.current = i;
+      hideTip();
+      st.view.start = ix.start[i] - W_ / st.view.scale / 3;
+      clampView();
+      const act = layout.rowMap(ix, st.view, W_, H_).active, slot = act ? act.indexOf(ix.taskRow[i]) : -1;
+      if (slot >= 0) st.view.focus = slot; // the lens on the match's row
+      const top = layout.RULER + ix.hdr, y = layout.taskPoint(ix, st.view, i, W_, H_)[1];
+      if (y < top + 8 || y > H_ - 8) { st.view.y += y - (top + H_) / 2; clampView(); }
+      request();
+    }
+    on($('tl-next'), 'click', () => gotoMatch(1));
+    on($('tl-prev'), 'click', () => gotoMatch(-1));
     on($('tl-search'), 'input', (ev) => search(ev.target.value));
-    on($('tl-search'), 'keydown', (ev) => { if (ev.key === 'Enter' || ev.key === 'Escape') { if (ev.key === 'Escape') { ev.target.value = ''; search(''); } ev.target.blur(); canvas.focus(); } });
+    on($('tl-search'), 'keydown', (ev) => {
+      if (ev.key === 'Enter') gotoMatch(ev.shiftKey ? -1 : 1);
+      if (ev.key === 'Enter' || ev.key === 'Escape') { if (ev.key === 'Escape') { ev.target.value = ''; search(''); } ev.target.blur(); canvas.focus(); }
+    });
     $('tl-counters').checked = st.counters;
     on($('tl-counters'), 'change', (ev) => { st.counters = ev.target.checked; request(); });
+    $('tl-binds').checked = st.bindsSimplified >= 0;
+    on($('tl-binds'), 'change', (ev) => { st.bindsSimplified = layout.setSimplified(ix, ev.target.checked); request(); });
+    $('tl-merge').checked = st.view.mergeReads;
+    on($('tl-merge'), 'change', (ev) => { st.view.mergeReads = ev.target.checked; request(); });
+    // The arrows' colours, and one toggle per counter (in its colour).
+    const legend = $('tl-legend');
+    legend.textContent = '';
+    ['try_read: waits for', 'read: reads the result of', 'failed read', 'resolve', 'signal'].forEach((name, kd) => {
+      const item = el('span', null, 'key'), sw = el('span', null, 'swatch');
+      sw.style.background = ARROW_COLORS[kd];
+      item.appendChild(sw); item.appendChild(document.createTextNode(name));
+      item.dataset.kind = kd;
+      legend.appendChild(item);
+    });
+    const clist = $('tl-counter-list');
+    clist.textContent = '';
+    ix.counters.forEach((c, ci) => {
+      const lab = el('label'), box = el('input');
+      box.type = 'checkbox'; box.checked = true; box.dataset.counter = c.name;
+      const name = el('span', c.name);
+      name.style.color = COUNTER_COLORS[ci % 4];
+      lab.appendChild(box); lab.appendChild(name);
+      on(box, 'change', () => { c.hidden = !box.checked; request(); });
+      clist.appendChild(lab);
+    });
+    $('tl-fisheye').checked = st.view.fisheye;
+    on($('tl-fisheye'), 'change', (ev) => { st.view.fisheye = ev.target.checked; request(); });
+    $('tl-compact').checked = st.view.compact;
+    on($('tl-compact'), 'change', (ev) => { st.view.compact = ev.target.checked; st.view.y = 0; request(); });
     // Zoom buttons repeat while held (after 500 ms, every 50 ms), as in the original viewer.
     function repeatButton(id, fn) {
       let timer = null;
@@ -467,14 +581,15 @@
       if (ev.key === 'Escape') { $('tl-search').value = ''; search(''); if (inInput) ev.target.blur(); return; }
       if (inInput) return;
       if (ev.key === '/') { ev.preventDefault(); $('tl-search').focus(); }
+      else if (ev.key === 'n' || ev.key === 'N') gotoMatch(ev.key === 'N' ? -1 : 1);
       else if (ev.key === ' ') { ev.preventDefault(); st.counters = !st.counters; $('tl-counters').checked = st.counters; request(); }
       else if (ev.key === '+' || ev.key === '=') zoomAt(1.2, W_ / 2);
       else if (ev.key === '-') zoomAt(1 / 1.2, W_ / 2);
       else if (ev.key === '0') { fit(); request(); }
       else if (ev.key === 'ArrowLeft') { st.view.start -= 100 / st.view.scale; request(); }
       else if (ev.key === 'ArrowRight') { st.view.start += 100 / st.view.scale; request(); }
-      else if (ev.key === 'ArrowUp') { st.view.y -= 48; clampView(); request(); }
-      else if (ev.key === 'ArrowDown') { st.view.y += 48; clampView(); request(); }
+      else if (ev.key === 'ArrowUp') scrollRows(-48);
+      else if (ev.key === 'ArrowDown') scrollRows(48);
     });
     // Export the current view.
     function toSvg() {
@@ -528,13 +643,22 @@
     st.draw = draw;
     st.fit = () => { fit(); draw(); };
     st.search = (q) => { $('tl-search').value = q; search(q); draw(); };
+    st.next = () => { gotoMatch(1); draw(); return st.current; };
+    st.prev = () => { gotoMatch(-1); draw(); return st.current; };
     st.zoom = (f, px) => { zoomAt(f, px === undefined ? W_ / 2 : px); draw(); };
     st.pan = (dx, dy) => { st.view.start -= dx / st.view.scale; st.view.y -= dy || 0; clampView(); draw(); };
     st.toSvg = toSvg;
-    st.taskXY = (i) => layout.taskPoint(ix, st.view, i);
+    st.taskXY = (i) => layout.taskPoint(ix, st.view, i, W_, H_);
     st.findTask = (id) => { for (let i = 0; i < n; i++) if (ids[i] === id) return i; return -1; };
     st.nameOf = nameOf;
-    cv.redrawers.tasks = () => { sized = null; if (!st.fitted) { const c = setupCanvas(canvas); W_ = c.w; H_ = c.h; fit(); st.fitted = true; } draw(); };
+    // The first view is where the activity is (layout.busyRange), the whole trace when it is
+    // spread out; Fit shows the whole trace.
+    const busy = layout.busyRange(ix);
+    function firstView() {
+      fit();
+      if (busy) { layout.showRange(st.view, busy[0], busy[1], W_); clampView(); }
+    }
+    cv.redrawers.tasks = () => { sized = null; if (!st.fitted) { const c = setupCanvas(canvas); W_ = c.w; H_ = c.h; firstView(); st.fitted = true; } draw(); };
   };
 
 })(window.ctsViewer);

@@ -9,9 +9,11 @@
 #include "cfi.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef CTS_HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -154,17 +156,66 @@ STACK_WORDS_READER static bool stack_words_equal(const uint64_t *frames, const u
 
 /* ---- the thread's stack ------------------------------------------------------------------ */
 
+/* Parses a hexadecimal number at *p (moved past it). */
+static uintptr_t parse_hex(const char **p, const char *end) {
+  uintptr_t v = 0;
+  for (; *p < end; ++*p) {
+    const char c = **p;
+    const unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                       : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                                              : 16u;
+    if (d == 16u) break;
+    v = v * 16u + d;
+  }
+  return v;
+}
+
+/* The end of the mapping holding this thread's stack pointer, from /proc/self/maps, read
+ * with plain system calls into a buffer on the stack: no malloc and no lock. Not
+ * pthread_getattr_np(): it takes the thread's descriptor lock and calls realloc() under it
+ * (and fopen() for the main thread), so a program inside its own pthread_getattr_np (Rust's
+ * start-up and std::thread do it) would deadlock when that realloc is sampled here. Every
+ * word below the mapping's end is mapped, which is all the walks need. 0 when not found. */
+static uintptr_t stack_mapping_end(uintptr_t sp) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  size_t have = 0;
+  uintptr_t found = 0;
+  for (;;) {
+    const ssize_t got = read(fd, buf + have, sizeof buf - have);
+    if (got <= 0) break;
+    have += (size_t)got;
+    /* Whole lines only; a partial one waits for the next read. */
+    const char *line = buf, *const end = buf + have;
+    for (const char *nl; (nl = memchr(line, '\n', (size_t)(end - line))) != NULL; line = nl + 1) {
+      const char *p = line;
+      const uintptr_t lo = parse_hex(&p, nl);
+      if (p < nl && *p == '-') {
+        p++;
+        const uintptr_t hi = parse_hex(&p, nl);
+        if (sp >= lo && sp < hi) {
+          found = hi;
+          break;
+        }
+      }
+    }
+    if (found) break;
+    have = (size_t)(end - line);
+    if (have == sizeof buf) have = 0; /* a line longer than the buffer: skip it */
+    memmove(buf, line, have);
+  }
+  close(fd);
+  return found;
+}
+
 static void find_stack_top(cts__thread_t *t) {
-  pthread_attr_t attr;
-  t->stack_state = -1;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
-  void *addr;
-  size_t size;
-  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-    t->stack_hi = (uintptr_t)addr + size;
+  t->stack_state = -1; /* meanwhile (and if not found): walks bounded by their first frame */
+  const uintptr_t hi = stack_mapping_end((uintptr_t)__builtin_frame_address(0));
+  if (hi) {
+    t->stack_hi = hi;
     t->stack_state = 1;
   }
-  pthread_attr_destroy(&attr);
 }
 
 /* A plausible return address: not in the first page, not a kernel or non-canonical one. */
@@ -356,8 +407,8 @@ typedef struct outer {
 
 /* outer_walk's end when its frame i is the previous walk's frame k (same stack pointer,
  * address and words beyond): the rest of the frames are the previous walk's. */
-static bool splice(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t *frames, outer_t *o,
-                   size_t i, size_t k, uintptr_t high) {
+static bool splice_previous_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
+                                 uint64_t *frames, outer_t *o, size_t i, size_t k, uintptr_t high) {
   const cts__walk_t *const prev = &b->walks[b->last];
   cts__walk_t *const cur = &b->walks[b->last ^ 1u];
   const size_t rest = prev->m - k, m = i + rest;
@@ -426,7 +477,7 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
           (prev->rsp[k] || (rbp_known && prev->rbp_known[k] && prev->rbp[k] == rbp)) &&
           prev->lo[k] >= rec && prev->hi[k] <= t->stack_hi && i + (prev->m - k) <= max &&
           i + (prev->m - k) <= BOTTOM_FRAMES && stack_words_at_equal(prev, k, !prev->rsp[k]))
-        return splice(t, b, rec, frames, o, i, k, high);
+        return splice_previous_walk(t, b, rec, frames, o, i, k, high);
     }
     cfi_row_t row;
     if (!cached_frame_rules(b, pc - 1u, &row)) return false;

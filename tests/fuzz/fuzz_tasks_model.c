@@ -54,7 +54,7 @@ static int on_link(void *ud, unsigned kind, uint32_t src, uint64_t t0, uint32_t 
 static int on_label(void *ud, uint32_t task, uint64_t t, uint32_t str, bool failure) {
   const cts_tasks_t *m = ud;
   (void)t, (void)failure;
-  CHECK(task < m->ntasks && str < m->nstrings);
+  CHECK(task < m->ntasks && str < m->strs.n);
   return 0;
 }
 static int on_counter(void *ud, uint32_t counter, uint64_t t, int64_t value) {
@@ -111,7 +111,7 @@ static void run(const uint8_t *data, size_t size, bool lanes) {
     CHECK(k->end >= k->start);
     CHECK(k->parent == CTS_TASKS_NONE || k->parent < m.ntasks);
     CHECK(k->becomes == CTS_TASKS_NONE || k->becomes < m.ntasks);
-    CHECK(k->label == CTS_TASKS_NONE || k->label < m.nstrings);
+    CHECK(k->label == CTS_TASKS_NONE || k->label < m.strs.n);
     tasks_running += k->running_ns;
   }
   for (size_t i = 0; i < m.nlanes; i++) lanes_running += m.lanes[i].running_ns;

@@ -318,5 +318,167 @@ test('ruler labels: relative time and, with a start time, the wall clock', () =>
   assert.deepStrictEqual([g.step, g.ticks], [100, [0, 100, 200, 300, 400]]);
 });
 
+test('row 0 lies under the allocation strip, and is drawn and hit there', () => {
+  // A memory trace next to the tasks adds the marks strip under the ruler: the rows start
+  // under it, so row 0 is not hidden behind it.
+  const ix = layout.index(doc([[0, 0, 100], [1, 0, 100]], { marks: { t: [10], s: [1] } }));
+  const v = view(0, 1), f = layout.frame(ix, v, 400, 300);
+  assert.strictEqual(f.rowY(0), layout.RULER + layout.MARKS + 14);
+  const r = layout.taskRows(ix, f);
+  assert.deepStrictEqual([r.rows, r.tasks], [2, 2], 'both rows and tasks are drawn');
+  assert.strictEqual(layout.hitTask(ix, v, 50, f.rowY(0), 400, 300), 0, 'row 0 is under the pointer at its line');
+});
+
+test('compact rows: only the rows active in view, squeezed until all fit', () => {
+  // 300 rows, each with one task; rows 100..199 run in [1000, 2000), the others in [0, 500).
+  const tasks = [];
+  for (let r = 0; r < 300; r++) tasks.push(r >= 100 && r < 200 ? [r, 1000, 1000] : [r, 0, 500]);
+  const ix = layout.index(doc(tasks));
+  const v = Object.assign(view(1000, 0.4), { compact: true }); // [1000, 2000) in 400 px
+  const f = layout.frame(ix, v, 400, 600);
+  const r = layout.taskRows(ix, f);
+  assert.deepStrictEqual([r.rows, r.tasks], [100, 100], 'the 100 active rows are drawn, the others not');
+  const y100 = f.rowY(100), y199 = f.rowY(199);
+  assert.ok(y100 >= f.top && y199 <= 600 && y199 > y100, `the active rows are on screen: ${y100}..${y199}`);
+  assert.ok(f.rowh >= layout.MINROWH && f.rowh < layout.ROWH, 'squeezed rows: ' + f.rowh);
+  assert.ok(f.rowY(0) < f.top - 4, 'an inactive row is not shown');
+  assert.strictEqual(layout.hitTask(ix, v, 50, f.rowY(150), 400, 600), 150, 'a squeezed row is hit at its line');
+  const [x, y] = layout.taskPoint(ix, v, 160, 400, 600);
+  assert.strictEqual(layout.hitTask(ix, v, x, y, 400, 600), 160, 'taskPoint aims at the task in a compacted view');
+  // Without compaction, rows 100..199 are far below a 600-px view (the defect: "drawn: 1 tasks").
+  const g = layout.frame(ix, view(1000, 0.4), 400, 600);
+  assert.strictEqual(layout.taskRows(ix, g).tasks, 0, 'uncompacted, none of the active rows is on screen');
+  // Few active rows keep their full height; scrolling is bounded by them.
+  const v2 = Object.assign(view(0, 0.8), { compact: true, y: 1e6 }); // [0, 500): 200 rows
+  layout.clampView(ix, v2, 400, 600);
+  const f2 = layout.frame(ix, v2, 400, 600);
+  assert.ok(f2.rowh === layout.MINROWH, '200 rows in 600 px: ' + f2.rowh);
+  assert.ok(f2.rowY(299) <= 600 + layout.ROWH, 'the last active row can be scrolled to: ' + f2.rowY(299));
+});
+
+test('ruler labels never overlap and stay inside the canvas', () => {
+  const ix = layout.index(doc([[0, 0, 1e6]]));
+  const f = layout.frame(ix, view(0, 1), 1000, 200); // 1 px per ns: 100-ns grid
+  const g = layout.gridLines(f);
+  const widths = g.ticks.map((t) => 7 * layout.rulerLabel(t, g.step, 1.6e15).length); // 'x s  hh:mm:ss.mmmuuu'
+  const p = layout.rulerPlacements(f, g, widths);
+  assert.ok(p.length >= 6, 'some labels are drawn: ' + p.length / 3);
+  for (let q = 0; q < p.length; q += 3) {
+    assert.ok(p[q + 1] >= 0 && p[q + 1] + p[q + 2] <= 1000, 'label ' + p[q] + ' is outside the canvas');
+    if (q) assert.ok(p[q + 1] >= p[q - 2] + p[q - 1] + 12, 'labels ' + p[q - 3] + ' and ' + p[q] + ' overlap');
+  }
+});
+
+test('spreadLabels moves overlapping labels apart, in order, inside the bounds', () => {
+  assert.deepStrictEqual(layout.spreadLabels([50, 52, 51, 200], 14, 20, 300), [50, 78, 64, 200]);
+  assert.deepStrictEqual(layout.spreadLabels([295, 299], 14, 20, 300), [286, 300]);
+  assert.deepStrictEqual(layout.spreadLabels([5], 14, 20, 300), [20]);
+});
+
+test('fit leaves view.marginR px free on the right', () => {
+  const ix = layout.index(doc([[0, 0, 1000]]));
+  const v = Object.assign(view(0, 1), { marginR: 100 });
+  layout.fit(ix, v, 1140);
+  layout.clampView(ix, v, 1140, 400);
+  assert.ok(layout.xOf(v, 1000) <= 1140 - 100, 'the trace ends at ' + layout.xOf(v, 1000));
+});
+
+test('a try_read followed by the read of the same task is merged into the read', () => {
+  // Task 1 try_reads task 0 at 10 and reads it at 30 (merged); task 2 try_reads 0 at 12, then
+  // signals task 1 at 20 before reading 0 at 40 (kept: something happened in between).
+  const T = doc([[0, 0, 25], [1, 0, 50], [2, 0, 50]], {
+    arrows: { kind: [0, 0, 4, 1, 1], t0: [10, 12, 20, 25, 25], dt: [0, 0, 0, 5, 15], src: [1, 2, 2, 0, 0], dst: [0, 0, 1, 1, 2] },
+  });
+  const ix = layout.index(T);
+  assert.deepStrictEqual(Array.from(layout.tryReadsRead(ix)), [1, 0, 0, 0, 0]);
+  const v = Object.assign(view(0, 10), { mergeReads: true });
+  const on = layout.arrows(ix, layout.frame(ix, v, 600, 300));
+  const off = layout.arrows(ix, layout.frame(ix, view(0, 10), 600, 300));
+  assert.deepStrictEqual([on.count, on.merged, off.count, off.merged], [4, 1, 5, 0]);
+});
+
+test('bind simplification: a bind that first reads starts when it wakes, without its creation link', () => {
+  // Task 0 (main) creates binds 1 and 2 at 0 and 5. Bind 1 reads task 3 at 40 (simplified);
+  // bind 2 is try_read by main first (kept); task 3 is a plain task (kept).
+  const T = doc([[0, 0, 100], [1, 0, 60, { parent: 0 }], [2, 5, 90, { parent: 0 }], [3, 10, 30, { parent: 0 }]], {
+    arrows: { kind: [1, 0, 1], t0: [40, 20, 50], dt: [0, 0, 0], src: [3, 0, 3], dst: [1, 2, 2] },
+  });
+  T.type[1] = 2; T.type[2] = 2; T.type[3] = 1; // bind, bind, task (the viewer's TYPES)
+  const ix = layout.index(T);
+  const b = layout.simplifiedBinds(ix);
+  assert.deepStrictEqual([Array.from(b.start), Array.from(b.parent), b.count], [[0, 40, 5, 10], [-1, -1, 0, 0], 1]);
+  const links = () => quads(layout.taskRows(ix, layout.frame(ix, view(0, 4), 600, 300)).links).map((q) => q[0]);
+  assert.deepStrictEqual(links(), [-0.5, 19.5, 39.5], 'before: every child links to its creator');
+  assert.strictEqual(layout.setSimplified(ix, true), 1);
+  assert.deepStrictEqual(links(), [19.5, 39.5], 'simplified: bind 1 has no creation link');
+  const r = layout.taskRows(ix, layout.frame(ix, view(0, 4), 600, 300));
+  assert.strictEqual(quads(r.lineRuns).find((q) => q[1] === layout.rowY(view(0, 4), 1) - 1)[0], 160, 'bind 1 starts at its wake-up');
+  layout.setSimplified(ix, false);
+  assert.deepStrictEqual(links(), [-0.5, 19.5, 39.5], 'the toggle restores the trace');
+});
+
+test('no task is hit through the ruler when rows are scrolled under it', () => {
+  const tasks = [];
+  for (let r = 0; r < 40; r++) tasks.push([r, 0, 100]);
+  const ix = layout.index(doc(tasks));
+  const v = view(0, 1);
+  v.y = 10 * layout.ROWH; // row 8's line is at y 12, under the ruler
+  assert.ok(layout.rowY(v, 8) > 0 && layout.rowY(v, 8) < layout.RULER);
+  assert.strictEqual(layout.hitTask(ix, v, 50, layout.rowY(v, 8), 400, 300), -1);
+  assert.strictEqual(layout.hitTask(ix, v, 50, layout.rowY(v, 12), 400, 300), 12, 'a row below the ruler is hit');
+});
+
+test('compact rows keep the row an arrow in view comes from', () => {
+  // Task 0 (row 0) resolves at 100; task 1 (row 1) reads its result at 1500; task 2 (row 2)
+  // is not involved. In view [1000, 2000): rows 0 (the arrow's other end) and 1, not row 2.
+  const ix = layout.index(doc([[0, 0, 100], [1, 0, 2000], [2, 0, 500]], {
+    arrows: { kind: [1], t0: [100], dt: [1400], src: [0], dst: [1] },
+  }));
+  const v = Object.assign(view(1000, 0.4), { compact: true });
+  const m = layout.rowMap(ix, v, 400, 600);
+  assert.deepStrictEqual(Array.from(m.active), [0, 1]);
+  const f = layout.frame(ix, v, 400, 600);
+  const a = layout.arrows(ix, f);
+  assert.strictEqual(a.count, 1);
+  assert.ok(f.rowY(0) >= f.top && f.rowY(2) < f.top - 4, 'row 0 shown, row 2 not');
+});
+
+test('fisheye: full-height rows around the focus, the others squeezed, all on screen', () => {
+  const tasks = [];
+  for (let r = 0; r < 200; r++) tasks.push([r, 0, 1000]);
+  const ix = layout.index(doc(tasks));
+  const v = Object.assign(view(0, 0.4), { compact: true, fisheye: true, focus: 100 });
+  const f = layout.frame(ix, v, 400, 600);
+  const [f0, nFull] = f.lens;
+  assert.ok(nFull >= 10 && f0 <= 100 && f0 + nFull > 100, 'the lens covers the focus: ' + f.lens);
+  for (let r = 0; r < 200; r++) {
+    const inLens = r >= f0 && r < f0 + nFull;
+    assert.strictEqual(f.rowHeight(r), inLens ? layout.ROWH : f.rowh, 'row ' + r + ' height');
+    if (r) assert.ok(f.rowY(r) - f.rowY(r - 1) >= Math.min(f.rowHeight(r), f.rowHeight(r - 1)) - 1e-9, 'rows in order, apart');
+  }
+  assert.ok(f.rowY(0) >= f.top && f.rowY(199) <= 600, 'all 200 rows on screen');
+  assert.strictEqual(layout.taskRows(ix, f).tasks, 200);
+  assert.strictEqual(layout.hitTask(ix, v, 50, f.rowY(f0 + 1), 400, 600), f0 + 1, 'a lens row is hit at its line');
+  const [x, y] = layout.taskPoint(ix, v, 20, 400, 600);
+  assert.strictEqual(layout.hitTask(ix, v, x, y, 400, 600), 20, 'and a squeezed one');
+  v.focus = 0;
+  assert.strictEqual(layout.frame(ix, v, 400, 600).lens[0], 0, 'moving the focus moves the lens');
+});
+
+test('busyRange: where nine in ten tasks start, unless that is a quarter of the trace', () => {
+  const tasks = [];
+  for (let i = 0; i < 95; i++) tasks.push([i, 1000 + 10 * i, 5]); // 95 tasks in [1000, 1950)
+  for (let i = 0; i < 5; i++) tasks.push([95 + i, 20000 * (i + 1), 5]); // 5 up to 100 000
+  const ix = layout.index(doc(tasks));
+  assert.deepStrictEqual(layout.busyRange(ix), [1000, 1890]);
+  const v = view(0, 1);
+  layout.showRange(v, 1000, 1890, 1000);
+  near(v.start, 1000 - 44.5, 'a 5 % margin on the left');
+  near(layout.xOf(v, 1890), 1000 - 20 - 44.5 * v.scale, 'and on the right');
+  const spread = [];
+  for (let i = 0; i < 100; i++) spread.push([i, 1000 * i, 5]);
+  assert.strictEqual(layout.busyRange(layout.index(doc(spread))), null, 'activity spread out: the whole trace');
+});
+
 console.log(passes + ' passed, ' + failures + ' failed');
 process.exit(failures ? 1 : 0);

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/* Frames folded and names demangled (fold.h). */
+#include "fold.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int compile(regex_t *re, const char *what, const char *src, char *err, size_t err_size) {
+  const int rc = regcomp(re, src, REG_EXTENDED | REG_NOSUB);
+  if (rc == 0) return 0;
+  char msg[256];
+  regerror(rc, re, msg, sizeof msg);
+  snprintf(err, err_size, "%s '%s': %s", what, src, msg);
+  return rc == REG_ESPACE ? -ENOMEM : -EINVAL;
+}
+
+int cts_fold_init(cts_fold_t *f, const cts_frames_t *inner, const cts_fold_config_t *cfg, char *err,
+                  size_t err_size) {
+  *f = (cts_fold_t){.cfg = *cfg, .inner = *inner};
+  int e = compile(&f->allocator, "built-in fold list", CTS_FOLD_ALLOCATOR_RE, err, err_size);
+  if (e) return e;
+  e = compile(&f->allocator_files, "built-in fold list", CTS_FOLD_ALLOCATOR_FILES_RE, err,
+              err_size);
+  if (e) goto fail_allocator;
+  if (cfg->drop_re) {
+    e = compile(&f->drop, "--drop-frames", cfg->drop_re, err, err_size);
+    if (e) goto fail_files;
+    f->have_drop = true;
+  }
+  if (cfg->keep_re) {
+    e = compile(&f->keep, "--keep-frames", cfg->keep_re, err, err_size);
+    if (e) goto fail_drop;
+    f->have_keep = true;
+  }
+  cts_names_init(&f->names, true);
+  cts_u64map_init(&f->by_code);
+  cts_u64map_init(&f->by_shown);
+  return 0;
+fail_drop:
+  if (f->have_drop) regfree(&f->drop);
+fail_files:
+  regfree(&f->allocator_files);
+fail_allocator:
+  regfree(&f->allocator);
+  return e;
+}
+
+void cts_fold_fini(cts_fold_t *f) {
+  for (size_t i = 0; i < f->ncodes; i++) free(f->codes[i].locs);
+  free(f->codes);
+  cts_u64map_fini(&f->by_code);
+  cts_u64map_fini(&f->by_shown);
+  cts_names_fini(&f->names);
+  regfree(&f->allocator);
+  regfree(&f->allocator_files);
+  if (f->have_drop) regfree(&f->drop);
+  if (f->have_keep) regfree(&f->keep);
+  *f = (cts_fold_t){0};
+}
+
+static bool matches(const regex_t *re, const cts_name_t *n) {
+  return regexec(re, n->shown, 0, NULL, 0) == 0 || regexec(re, n->base, 0, NULL, 0) == 0 ||
+         (n->demangled && regexec(re, n->mangled, 0, NULL, 0) == 0);
+}
+
+/* Classifies code and copies its locations with their names as shown. NULL = no memory. */
+static const cts_fold_code_t *classify(cts_fold_t *f, uint64_t code) {
+  uint64_t *idx = cts_u64map_find(&f->by_code, code);
+  if (idx) return &f->codes[*idx - 1];
+  if (f->ncodes == f->cap) {
+    const size_t cap = f->cap ? f->cap * 2 : 256;
+    cts_fold_code_t *c = realloc(f->codes, cap * sizeof *c);
+    if (!c) return NULL;
+    f->codes = c;
+    f->cap = cap;
+  }
+  cts_fold_code_t c = {.code = code};
+  const cts_mt_location_t *locs = NULL;
+  size_t n = 0;
+  if (f->inner.lookup(f->inner.user_data, code, &locs, &n) == 0) {
+    c.known = true;
+    c.all = (uint32_t)n;
+    c.nlocs = (uint32_t)n;
+    if (n) {
+      c.locs = malloc(n * sizeof *c.locs);
+      if (!c.locs) return NULL;
+    }
+    /* allocator_from: the innermost run of locations on the fold list starts there. */
+    size_t allocator_from = n;
+    size_t drop_at = n;
+    for (size_t i = 0; i < n; i++) {
+      c.locs[i] = locs[i];
+      const cts_name_t *name = cts_names_get(&f->names, locs[i].defname);
+      if (!name) {
+        free(c.locs);
+        return NULL;
+      }
+      if (name->demangled && !f->cfg.no_demangle) {
+        c.locs[i].defname = name->shown;
+        bool added;
+        if (!cts_u64map_insert(&f->by_shown, (uint64_t)(uintptr_t)name->shown,
+                               (uint64_t)(uintptr_t)name, &added)) {
+          free(c.locs);
+          return NULL;
+        }
+      }
+      const bool kept = f->have_keep && matches(&f->keep, name);
+      const bool alloc = !kept && !f->cfg.keep_allocator &&
+                         (matches(&f->allocator, name) ||
+                          (!name->demangled && locs[i].filename &&
+                           regexec(&f->allocator_files, locs[i].filename, 0, NULL, 0) == 0));
+      if (!alloc)
+        allocator_from = n;
+      else if (allocator_from == n)
+        allocator_from = i;
+      if (drop_at == n && !kept && f->have_drop && matches(&f->drop, name)) drop_at = i;
+    }
+    c.allocator = n > 0 && allocator_from == 0;
+    c.drop = drop_at < n;
+    c.drop_whole = drop_at == 0 && n > 0;
+    /* Hidden: the inner run of allocator locations, and what a partial drop removes; a
+     * frame that is folded whole shows all it has (it is seen only when nothing else is). */
+    if (!c.allocator && allocator_from < c.nlocs) c.nlocs = (uint32_t)allocator_from;
+    if (c.drop && !c.drop_whole && drop_at < c.nlocs) c.nlocs = (uint32_t)drop_at;
+  }
+  bool added;
+  if (!cts_u64map_insert(&f->by_code, code, f->ncodes + 1, &added)) {
+    free(c.locs);
+    return NULL;
+  }
+  f->codes[f->ncodes] = c;
+  return &f->codes[f->ncodes++];
+}
+
+size_t cts_fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n) {
+  /* --drop-frames, as pprof prunes: the first matching frame past the program's first
+   * non-matching one goes, with everything it called. */
+  size_t keep = n;
+  bool user = false;
+  /* Without it, only the frames from the allocation point up to its site are looked at:
+   * a few per event, whatever the depth of the stack. */
+  for (size_t i = 0; f->have_drop && i < n; i++) {
+    const cts_fold_code_t *c = classify(f, bt[i]);
+    if (!c) {
+      f->nomem = true;
+      return n;
+    }
+    if (!c->drop) {
+      user = true;
+      continue;
+    }
+    if (!user) continue;
+    keep = c->drop_whole ? i : i + 1;
+    break;
+  }
+  /* The allocator's own frames: the innermost run of them. */
+  size_t k = keep;
+  while (k > 0) {
+    const cts_fold_code_t *c = classify(f, bt[k - 1]);
+    if (!c) {
+      f->nomem = true;
+      return n;
+    }
+    if (!c->allocator) break;
+    k--;
+  }
+  return k > 0 ? k : keep;
+}
+
+static int lookup(void *user_data, uint64_t code, const cts_mt_location_t **locs, size_t *n) {
+  cts_fold_t *f = user_data;
+  const cts_fold_code_t *c = classify(f, code);
+  if (!c) {
+    /* Out of memory: the trace's own description, undemangled, rather than nothing. */
+    f->nomem = true;
+    return f->inner.lookup(f->inner.user_data, code, locs, n);
+  }
+  if (!c->known) return -1;
+  *locs = c->locs;
+  *n = c->nlocs;
+  return 0;
+}
+
+cts_frames_t cts_fold_frames(cts_fold_t *f) {
+  return (cts_frames_t){.lookup = lookup, .user_data = f};
+}
+
+const char *cts_fold_mangled(const cts_fold_t *f, const char *shown) {
+  const uint64_t *v = cts_u64map_find(&f->by_shown, (uint64_t)(uintptr_t)shown);
+  return v ? ((const cts_name_t *)(uintptr_t)*v)->mangled : NULL;
+}

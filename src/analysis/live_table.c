@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+#include "live_table.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MASK      (CTS_LIVE_CHUNK - 1u)
+#define WORDS     (CTS_LIVE_CHUNK / 64u)
+#define DEAD      0x8000u /* a sparse entry's offset flag: removed */
+#define DENSE_MIN (CTS_LIVE_CHUNK / 8u * 7u)
+
+struct cts_live_chunk {
+  uint64_t number; /* id >> CTS_LIVE_CHUNK_BITS */
+  uint32_t live;
+  uint32_t n, cap; /* sparse: entries (live and dead) and their capacity */
+  bool dense;
+  uint64_t *present; /* dense: which offsets are live */
+  uint16_t *offs;    /* sparse: offsets in increasing order, DEAD when removed */
+  unsigned char *recs;
+};
+
+int cts_live_init(cts_live_table_t *t, size_t rec_size) {
+  memset(t, 0, sizeof *t);
+  if (rec_size < 8 || rec_size > 256 || rec_size % 8) return -EINVAL;
+  t->rec_size = rec_size;
+  cts_u64map_init(&t->chunks);
+  return 0;
+}
+
+static size_t chunk_bytes(const cts_live_table_t *t, const cts_live_chunk_t *c) {
+  if (c->dense) return sizeof *c + WORDS * 8u + CTS_LIVE_CHUNK * t->rec_size;
+  return sizeof *c + c->cap * (sizeof(uint16_t) + t->rec_size);
+}
+
+static void chunk_free(cts_live_table_t *t, cts_live_chunk_t *c) {
+  t->bytes -= chunk_bytes(t, c);
+  if (c->dense)
+    t->dense_chunks--;
+  else
+    t->sparse_chunks--;
+  free(c->present);
+  free(c->offs);
+  free(c->recs);
+  free(c);
+}
+
+void cts_live_fini(cts_live_table_t *t) {
+  uint64_t key, val;
+  for (size_t pos = 0; cts_u64map_next(&t->chunks, &pos, &key, &val);)
+    chunk_free(t, (cts_live_chunk_t *)(uintptr_t)val);
+  cts_u64map_fini(&t->chunks);
+  memset(t, 0, sizeof *t);
+}
+
+static cts_live_chunk_t *chunk_of(cts_live_table_t *t, uint64_t number) {
+  if (t->head && t->head->number == number) return t->head;
+  if (t->last && t->last->number == number) return t->last;
+  const uint64_t *v = cts_u64map_find(&t->chunks, number);
+  if (!v) return NULL;
+  t->last = (cts_live_chunk_t *)(uintptr_t)*v;
+  return t->last;
+}
+
+static void drop_chunk(cts_live_table_t *t, cts_live_chunk_t *c) {
+  cts_u64map_remove(&t->chunks, c->number);
+  if (t->last == c) t->last = NULL;
+  if (t->head == c) t->head = NULL;
+  for (unsigned i = 0; i < CTS_LIVE_WINDOW; i++)
+    if (t->window[i] == c) t->window[i] = NULL;
+  chunk_free(t, c);
+}
+
+/* Index of the sparse entry with offset off (dead or not), or where it would go. */
+static uint32_t sparse_search(const cts_live_chunk_t *c, uint32_t off, bool *found) {
+  uint32_t lo = 0, hi = c->n;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if ((c->offs[mid] & MASK) < off)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  *found = lo < c->n && (c->offs[lo] & MASK) == off;
+  return lo;
+}
+
+/* Sets the sparse capacity to cap >= n. Returns false (nothing changed) without memory. */
+static bool sparse_resize(cts_live_table_t *t, cts_live_chunk_t *c, uint32_t cap) {
+  if (cap < 4) cap = 4;
+  if (cap == c->cap) return true;
+  uint16_t *offs = malloc(cap * sizeof *offs);
+  unsigned char *recs = malloc(cap * t->rec_size);
+  if (!offs || !recs) {
+    free(offs);
+    free(recs);
+    return false;
+  }
+  if (c->n) {
+    memcpy(offs, c->offs, c->n * sizeof *offs);
+    memcpy(recs, c->recs, c->n * t->rec_size);
+  }
+  free(c->offs);
+  free(c->recs);
+  t->bytes -= chunk_bytes(t, c);
+  c->offs = offs;
+  c->recs = recs;
+  c->cap = cap;
+  t->bytes += chunk_bytes(t, c);
+  return true;
+}
+
+/* Drops the tombstones and the spare capacity. */
+static void sparse_sweep(cts_live_table_t *t, cts_live_chunk_t *c) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < c->n; i++) {
+    if (c->offs[i] & DEAD) continue;
+    if (k != i) {
+      c->offs[k] = c->offs[i];
+      memcpy(c->recs + (size_t)k * t->rec_size, c->recs + (size_t)i * t->rec_size, t->rec_size);
+    }
+    k++;
+  }
+  c->n = k;
+  /* Shrinking is an optimisation: without memory the chunk just keeps its capacity. */
+  (void)sparse_resize(t, c, k);
+}
+
+/* A dense chunk too empty to stay so becomes sparse (or is freed). Without memory it stays
+ * dense: the table is still right, only larger. */
+static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
+  if (c->live == 0) {
+    drop_chunk(t, c);
+    return;
+  }
+  if (c->live >= DENSE_MIN) return;
+  uint16_t *offs = malloc(c->live * sizeof *offs);
+  unsigned char *recs = malloc(c->live * t->rec_size);
+  if (!offs || !recs) {
+    free(offs);
+    free(recs);
+    return;
+  }
+  uint32_t k = 0;
+  for (uint32_t w = 0; w < WORDS; w++) {
+    for (uint64_t bits = c->present[w]; bits; bits &= bits - 1) {
+      const uint32_t off = w * 64u + (uint32_t)__builtin_ctzll(bits);
+      offs[k] = (uint16_t)off;
+      memcpy(recs + (size_t)k * t->rec_size, c->recs + (size_t)off * t->rec_size, t->rec_size);
+      k++;
+    }
+  }
+  t->bytes -= chunk_bytes(t, c);
+  free(c->present);
+  free(c->recs);
+  c->present = NULL;
+  c->dense = false;
+  c->offs = offs;
+  c->recs = recs;
+  c->n = c->cap = k;
+  t->bytes += chunk_bytes(t, c);
+  t->dense_chunks--;
+  t->sparse_chunks++;
+}
+
+static cts_live_chunk_t *new_chunk(cts_live_table_t *t, uint64_t number, bool dense) {
+  cts_live_chunk_t *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->number = number;
+  c->dense = dense;
+  if (dense) {
+    c->present = calloc(WORDS, sizeof *c->present);
+    c->recs = malloc(CTS_LIVE_CHUNK * t->rec_size);
+    if (!c->present || !c->recs) goto nomem;
+  }
+  bool added;
+  uint64_t *v = cts_u64map_insert(&t->chunks, number, (uintptr_t)c, &added);
+  if (!v) goto nomem;
+  t->bytes += chunk_bytes(t, c);
+  if (dense)
+    t->dense_chunks++;
+  else
+    t->sparse_chunks++;
+  return c;
+nomem:
+  free(c->present);
+  free(c->recs);
+  free(c);
+  return NULL;
+}
+
+/* The chunk for a new id above every other: it becomes the head, and the window's chunks
+ * that fall out of the window are thinned. */
+static cts_live_chunk_t *new_head(cts_live_table_t *t, uint64_t number) {
+  cts_live_chunk_t *c = new_chunk(t, number, true);
+  if (!c) return NULL;
+  for (unsigned i = 0; i < CTS_LIVE_WINDOW; i++) {
+    cts_live_chunk_t *old = t->window[i];
+    if (old && old->number + CTS_LIVE_WINDOW <= number) {
+      t->window[i] = NULL;
+      maybe_thin(t, old);
+    }
+  }
+  t->window[number % CTS_LIVE_WINDOW] = c;
+  t->head = c;
+  return c;
+}
+
+static bool in_window(const cts_live_table_t *t, const cts_live_chunk_t *c) {
+  return t->window[c->number % CTS_LIVE_WINDOW] == c;
+}
+
+void *cts_live_find(cts_live_table_t *t, uint64_t id) {
+  cts_live_chunk_t *c = chunk_of(t, id >> CTS_LIVE_CHUNK_BITS);
+  if (!c) return NULL;
+  const uint32_t off = (uint32_t)id & MASK;
+  if (c->dense)
+    return c->present[off / 64u] >> (off % 64u) & 1u ? c->recs + (size_t)off * t->rec_size : NULL;
+  bool found;
+  const uint32_t i = sparse_search(c, off, &found);
+  return found && !(c->offs[i] & DEAD) ? c->recs + (size_t)i * t->rec_size : NULL;
+}
+
+void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added) {
+  const uint64_t number = id >> CTS_LIVE_CHUNK_BITS;
+  const uint32_t off = (uint32_t)id & MASK;
+  *added = false;
+  cts_live_chunk_t *c = chunk_of(t, number);
+  if (!c) {
+    /* Only an id above every other opens a dense chunk: a hostile order of ids cannot make
+     * the table hold more dense chunks than the window. */
+    c = !t->head || number > t->head->number ? new_head(t, number) : new_chunk(t, number, false);
+    if (!c) return NULL;
+  }
+  unsigned char *rec;
+  if (c->dense) {
+    uint64_t *w = &c->present[off / 64u];
+    const uint64_t bit = 1ull << (off % 64u);
+    rec = c->recs + (size_t)off * t->rec_size;
+    if (*w & bit) return rec;
+    *w |= bit;
+  } else {
+    bool found;
+    uint32_t i = sparse_search(c, off, &found);
+    if (found && !(c->offs[i] & DEAD)) return c->recs + (size_t)i * t->rec_size;
+    if (found) {
+      c->offs[i] = (uint16_t)off; /* revives a tombstone */
+    } else {
+      /* Growing by an eighth keeps the spare capacity small; an insert here already moves
+       * the entries after it, so the copies do not change the cost. */
+      if (c->n == c->cap && !sparse_resize(t, c, c->cap + c->cap / 8u + 4u)) {
+        if (c->live == 0) drop_chunk(t, c);
+        return NULL;
+      }
+      memmove(c->offs + i + 1, c->offs + i, (c->n - i) * sizeof *c->offs);
+      memmove(c->recs + (size_t)(i + 1) * t->rec_size, c->recs + (size_t)i * t->rec_size,
+              (c->n - i) * t->rec_size);
+      c->offs[i] = (uint16_t)off;
+      c->n++;
+    }
+    rec = c->recs + (size_t)i * t->rec_size;
+  }
+  memset(rec, 0, t->rec_size);
+  c->live++;
+  t->count++;
+  *added = true;
+  return rec;
+}
+
+bool cts_live_take(cts_live_table_t *t, uint64_t id, void *out) {
+  cts_live_chunk_t *c = chunk_of(t, id >> CTS_LIVE_CHUNK_BITS);
+  if (!c) return false;
+  const uint32_t off = (uint32_t)id & MASK;
+  if (c->dense) {
+    uint64_t *w = &c->present[off / 64u];
+    const uint64_t bit = 1ull << (off % 64u);
+    if (!(*w & bit)) return false;
+    memcpy(out, c->recs + (size_t)off * t->rec_size, t->rec_size);
+    *w &= ~bit;
+    c->live--;
+    t->count--;
+    if (!in_window(t, c)) maybe_thin(t, c);
+    return true;
+  }
+  bool found;
+  const uint32_t i = sparse_search(c, off, &found);
+  if (!found || (c->offs[i] & DEAD)) return false;
+  memcpy(out, c->recs + (size_t)i * t->rec_size, t->rec_size);
+  c->offs[i] |= DEAD;
+  c->live--;
+  t->count--;
+  if (c->live == 0)
+    drop_chunk(t, c);
+  else if ((c->n - c->live) * 8u > c->n)
+    sparse_sweep(t, c);
+  return true;
+}
+
+bool cts_live_next(const cts_live_table_t *t, cts_live_cursor_t *cur, uint64_t *id, void **rec) {
+  for (;;) {
+    cts_live_chunk_t *c = cur->chunk;
+    if (c) {
+      const uint32_t end = c->dense ? CTS_LIVE_CHUNK : c->n;
+      for (; cur->i < end; cur->i++) {
+        const uint32_t i = cur->i;
+        uint32_t off;
+        if (c->dense) {
+          if (!(c->present[i / 64u] >> (i % 64u) & 1u)) continue;
+          off = i;
+        } else {
+          if (c->offs[i] & DEAD) continue;
+          off = c->offs[i];
+        }
+        cur->i++;
+        *id = c->number << CTS_LIVE_CHUNK_BITS | off;
+        *rec = c->recs + (size_t)i * t->rec_size;
+        return true;
+      }
+    }
+    uint64_t key, val;
+    if (!cts_u64map_next(&t->chunks, &cur->map_pos, &key, &val)) return false;
+    cur->chunk = (cts_live_chunk_t *)(uintptr_t)val;
+    cur->i = 0;
+  }
+}

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/* The table of live blocks (src/analysis/live_table.h) against a plain hash map, under the
+ * id patterns of sound traces (dense, most blocks surviving or most dying young) and of
+ * hostile ones (sparse, huge gaps, decreasing, duplicates), with its memory bound checked
+ * after every step. */
+#include "../../src/analysis/live_table.h"
+
+#include <errno.h>
+
+#include "../test.h"
+
+#define REC 24u
+
+typedef struct rec {
+  uint64_t id, check, pad;
+} rec_t;
+
+static uint64_t rng_state = 42;
+static uint64_t rnd(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Memory the table may hold for n live ids: the window's dense chunks, and per live id its
+ * record and offset at 7/8 density with 1/8 spare capacity, plus a header and a few spare
+ * entries per chunk. */
+static size_t bound(uint64_t n, uint64_t chunks) {
+  const size_t dense = 64u + CTS_LIVE_CHUNK / 8u + CTS_LIVE_CHUNK * (size_t)REC;
+  return CTS_LIVE_WINDOW * dense + (size_t)n * (REC + 2u) * 9u / 7u + 64u +
+         (size_t)chunks * (64u + 4u * (REC + 2u));
+}
+
+typedef struct model {
+  cts_live_table_t t;
+  cts_u64map_t ref; /* id + 1 -> check value */
+  bool has_max;     /* UINT64_MAX is live (ref cannot key it) */
+  uint64_t max_check;
+} model_t;
+
+static bool ref_find(model_t *m, uint64_t id, uint64_t *check) {
+  if (id == UINT64_MAX) {
+    *check = m->max_check;
+    return m->has_max;
+  }
+  const uint64_t *v = cts_u64map_find(&m->ref, id + 1);
+  if (v) *check = *v;
+  return v != NULL;
+}
+
+/* One insert on both; returns false on a mismatch. */
+static bool do_insert(model_t *m, uint64_t id) {
+  uint64_t want;
+  const bool had = ref_find(m, id, &want);
+  bool added;
+  rec_t *r = cts_live_insert(&m->t, id, &added);
+  if (!r || added == had) return false;
+  if (had) return r->id == id && r->check == want;
+  if (r->id || r->check || r->pad) return false; /* zeroed */
+  r->id = id;
+  r->check = rnd();
+  if (id == UINT64_MAX) {
+    m->has_max = true;
+    m->max_check = r->check;
+  } else {
+    bool a;
+    cts_u64map_insert(&m->ref, id + 1, r->check, &a);
+  }
+  return true;
+}
+
+static bool do_take(model_t *m, uint64_t id) {
+  uint64_t want;
+  const bool had = ref_find(m, id, &want);
+  rec_t out;
+  const bool took = cts_live_take(&m->t, id, &out);
+  if (took != had) return false;
+  if (!took) return true;
+  if (id == UINT64_MAX)
+    m->has_max = false;
+  else
+    cts_u64map_remove(&m->ref, id + 1);
+  return out.id == id && out.check == want && !cts_live_find(&m->t, id);
+}
+
+static uint64_t ref_count(const model_t *m) {
+  return m->ref.count + m->ref.has_zero + m->has_max;
+}
+
+/* Every live id is found with its record, iteration yields each once, and memory holds. */
+static bool consistent(model_t *m) {
+  if (m->t.count != ref_count(m)) return false;
+  if (m->t.bytes > bound(m->t.count, m->t.sparse_chunks)) return false;
+  uint64_t seen = 0, id;
+  void *p;
+  for (cts_live_cursor_t c = {0}; cts_live_next(&m->t, &c, &id, &p);) {
+    const rec_t *r = p;
+    uint64_t want;
+    if (r->id != id || !ref_find(m, id, &want) || want != r->check) return false;
+    if (cts_live_find(&m->t, id) != p) return false;
+    seen++;
+  }
+  return seen == m->t.count;
+}
+
+static void model_init(model_t *m) {
+  CTS_ASSERT_EQ_INT(cts_live_init(&m->t, REC), 0);
+  cts_u64map_init(&m->ref);
+  m->has_max = false;
+}
+
+static void model_fini(model_t *m) {
+  cts_live_fini(&m->t);
+  cts_u64map_fini(&m->ref);
+}
+
+CTS_TEST(rejects_bad_record_sizes) {
+  cts_live_table_t t;
+  CTS_ASSERT_EQ_INT(cts_live_init(&t, 0), -EINVAL);
+  CTS_ASSERT_EQ_INT(cts_live_init(&t, 12), -EINVAL);
+  CTS_ASSERT_EQ_INT(cts_live_init(&t, 264), -EINVAL);
+  CTS_ASSERT_EQ_INT(cts_live_init(&t, 8), 0);
+  cts_live_fini(&t);
+}
+
+/* Increasing ids, a fraction dying a few allocations later: the shapes of sound traces. */
+static void run_sequential(unsigned survive_per_mille, uint64_t n) {
+  model_t m;
+  model_init(&m);
+  uint64_t pending[64] = {0};
+  unsigned npending = 0;
+  for (uint64_t id = 0; id < n; id++) {
+    CTS_ASSERT(do_insert(&m, id));
+    if (rnd() % 1000 >= survive_per_mille) {
+      if (npending == 64) {
+        const unsigned k = (unsigned)(rnd() % 64);
+        CTS_ASSERT(do_take(&m, pending[k]));
+        pending[k] = pending[--npending];
+      }
+      pending[npending++] = id;
+    }
+    if (id % 9973 == 0) CTS_ASSERT(consistent(&m));
+  }
+  /* Late collections of old survivors, in a scattered order. */
+  for (uint64_t k = 0; k < n / 3; k++) CTS_ASSERT(do_take(&m, rnd() % n));
+  CTS_ASSERT(consistent(&m));
+  model_fini(&m);
+}
+
+CTS_TEST(dense_survivors) {
+  run_sequential(900, 300000);
+}
+
+CTS_TEST(dense_dying_young) {
+  run_sequential(10, 300000);
+}
+
+CTS_TEST(survivors_cost_at_most_32_bytes_each) {
+  model_t m;
+  model_init(&m);
+  for (uint64_t id = 0; id < 1000000; id++) CTS_ASSERT(do_insert(&m, id));
+  /* Half of the old ones collected: their chunks turn sparse. */
+  for (uint64_t id = 0; id < 900000; id += 2) CTS_ASSERT(do_take(&m, id));
+  CTS_ASSERT(consistent(&m));
+  CTS_ASSERT_MSG(m.t.bytes <= m.t.count * 32u, "%zu bytes for %" PRIu64 " live", m.t.bytes,
+                 m.t.count);
+  model_fini(&m);
+}
+
+CTS_TEST(sparse_and_huge_gaps) {
+  model_t m;
+  model_init(&m);
+  uint64_t id = 0;
+  for (int i = 0; i < 20000; i++) {
+    const uint64_t gap = i % 3 == 0 ? 1 : i % 3 == 1 ? 5000 + rnd() % 100000 : rnd() >> 20;
+    id += gap;
+    CTS_ASSERT(do_insert(&m, id));
+    if (i % 1000 == 0) CTS_ASSERT(consistent(&m));
+  }
+  CTS_ASSERT(do_insert(&m, UINT64_MAX));
+  CTS_ASSERT(do_insert(&m, 0));
+  CTS_ASSERT(consistent(&m));
+  CTS_ASSERT(do_take(&m, UINT64_MAX));
+  CTS_ASSERT(do_take(&m, 0));
+  CTS_ASSERT(consistent(&m));
+  model_fini(&m);
+}
+
+CTS_TEST(hostile_orders_and_duplicates) {
+  model_t m;
+  model_init(&m);
+  for (int i = 0; i < 200000; i++) {
+    const uint64_t r = rnd();
+    /* Ids from a few small ranges, in any order: decreasing, repeated, taken twice. */
+    const uint64_t id = (r >> 62) * 0x10000000ull + (r & 0xffff);
+    if (r >> 20 & 1)
+      CTS_ASSERT(do_insert(&m, id));
+    else
+      CTS_ASSERT(do_take(&m, id));
+    if (i % 5000 == 0) CTS_ASSERT(consistent(&m));
+  }
+  /* Decreasing ids. */
+  for (uint64_t id = 3000000; id > 2000000; id -= 7) CTS_ASSERT(do_insert(&m, id));
+  CTS_ASSERT(consistent(&m));
+  for (uint64_t id = 2000000; id < 3000000; id++) CTS_ASSERT(do_take(&m, id));
+  CTS_ASSERT(consistent(&m));
+  model_fini(&m);
+}
+
+CTS_TEST(empty_chunks_are_freed) {
+  model_t m;
+  model_init(&m);
+  for (uint64_t id = 0; id < 100 * CTS_LIVE_CHUNK; id++) {
+    CTS_ASSERT(do_insert(&m, id));
+    CTS_ASSERT(do_take(&m, id));
+  }
+  CTS_ASSERT_EQ_U64(m.t.count, 0);
+  CTS_ASSERT(m.t.dense_chunks <= CTS_LIVE_WINDOW);
+  CTS_ASSERT_EQ_U64(m.t.sparse_chunks, 0);
+  model_fini(&m);
+}
+
+CTS_TEST_MAIN()

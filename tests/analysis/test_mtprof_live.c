@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/* The allocation profile's table of live blocks: at most 32 bytes per live block on a
+ * trace whose blocks survive, and the same figures whether a block's record is compact
+ * or (huge, far in time, many samples) kept in full. */
+#include "../../src/analysis/mtprof.h"
+
+#include "../test.h"
+
+static int alloc(cts_mtprof_t *p, uint64_t id, uint64_t t, uint64_t length, uint64_t samples,
+                 unsigned source) {
+  const cts_mt_event_t ev = {.kind = CTS_MT_ALLOC,
+                             .source = (uint8_t)source,
+                             .time_us = t,
+                             .obj_id = id,
+                             .length = length,
+                             .nsamples = samples};
+  return cts_mtprof_add_event(p, &ev);
+}
+
+static int event(cts_mtprof_t *p, cts_mt_event_kind_t kind, uint64_t id, uint64_t t) {
+  const cts_mt_event_t ev = {.kind = kind, .time_us = t, .obj_id = id};
+  return cts_mtprof_add_event(p, &ev);
+}
+
+CTS_TEST(survivors_cost_at_most_32_bytes_each) {
+  cts_mtprof_t p;
+  const cts_mtprof_config_t cfg = {.skip_histograms = true};
+  CTS_ASSERT_EQ_INT(cts_mtprof_init(&p, &cfg), 0);
+  const uint64_t n = 2000000;
+  for (uint64_t id = 0; id < n; id++) {
+    CTS_ASSERT_EQ_INT(alloc(&p, id, 1000 + id, 1 + id % 300, 2 + id % 300, id % 3), 0);
+    /* One block in ten dies young. */
+    if (id % 10 == 9) CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, id - 3, 1000 + id), 0);
+  }
+  CTS_ASSERT_EQ_U64(p.live_blocks, n - n / 10);
+  const size_t bytes = p.live.bytes + (size_t)p.block_cap * 40u;
+  CTS_ASSERT_MSG(bytes <= p.live_blocks * 32u, "%zu bytes for %" PRIu64 " live blocks", bytes,
+                 p.live_blocks);
+  cts_mtprof_fini(&p);
+}
+
+/* Runs the same events with the block of id 5 ordinary or one of the kinds kept in full;
+ * every figure but that block's own must agree. */
+static void run(cts_mtprof_t *p, uint64_t t5, uint64_t len5, uint64_t samples5) {
+  const cts_mtprof_config_t cfg = {0};
+  cts_mtprof_init(p, &cfg);
+  for (uint64_t id = 0; id < 10; id++) {
+    const bool odd = id == 5;
+    alloc(p, id, odd ? t5 : 100 + id, odd ? len5 : 4, odd ? samples5 : 1, CTS_MT_SOURCE_MINOR);
+  }
+  event(p, CTS_MT_PROMOTE, 5, 200);
+  event(p, CTS_MT_PROMOTE, 5, 201); /* twice: unknown */
+  event(p, CTS_MT_COLLECT, 5, 300);
+  event(p, CTS_MT_COLLECT, 5, 301);            /* twice: unknown */
+  alloc(p, 3, 400, 4, 1, CTS_MT_SOURCE_MINOR); /* an id allocated twice */
+  cts_mtprof_finish(p);
+}
+
+CTS_TEST(pooled_blocks_keep_their_figures) {
+  const struct {
+    uint64_t t, len, samples;
+  } odd[] = {{105, 4, 1},
+             {105 + (1ull << 41), 4, 1},
+             {50, 4, 1},
+             {105, 1ull << 30, 1},
+             {105, 4, 1ull << 33}};
+  for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++) {
+    cts_mtprof_t p;
+    run(&p, odd[k].t, odd[k].len, odd[k].samples);
+    CTS_ASSERT_EQ_U64(p.live_blocks, 9);
+    CTS_ASSERT_EQ_U64(p.promoted_allocs, 1);
+    CTS_ASSERT_EQ_U64(p.promoted_samples, odd[k].samples);
+    CTS_ASSERT_EQ_U64(p.unknown_promotes, 1);
+    CTS_ASSERT_EQ_U64(p.unknown_collects, 1);
+    CTS_ASSERT_EQ_U64(p.collected_major_samples, odd[k].samples);
+    CTS_ASSERT_EQ_U64(p.collected_allocs, 1);
+    CTS_ASSERT_EQ_U64(p.life_us.total_blocks, 1);
+    CTS_ASSERT_EQ_U64(p.free_block == UINT32_MAX ? 0 : 1, k == 0 ? 0 : 1);
+    cts_mtprof_fini(&p);
+  }
+}
+
+/* What the report reads instead of keeping its own table: the block an event ended, and
+ * the blocks live at the end, with their figures as allocated (compact or pooled). */
+CTS_TEST(ended_and_live_blocks_keep_their_figures) {
+  cts_mtprof_t p;
+  const cts_mtprof_config_t cfg = {0};
+  CTS_ASSERT_EQ_INT(cts_mtprof_init(&p, &cfg), 0);
+  cts_mtprof_live_t b;
+  CTS_ASSERT_EQ_INT(alloc(&p, 1, 100, 7, 8, 1), 0);
+  CTS_ASSERT(!cts_mtprof_ended(&p, &b));
+  CTS_ASSERT_EQ_INT(alloc(&p, 2, 50, 1ull << 30, 9, 7), 0); /* pooled: early, huge */
+  CTS_ASSERT_EQ_INT(alloc(&p, 3, 120, 3, 4, 0), 0);
+  CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, 1, 130), 0);
+  CTS_ASSERT(cts_mtprof_ended(&p, &b));
+  CTS_ASSERT_EQ_U64(b.time_us, 100);
+  CTS_ASSERT_EQ_U64(b.length, 7);
+  CTS_ASSERT_EQ_U64(b.samples, 8);
+  CTS_ASSERT_EQ_INT(b.source, 1);
+  CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, 1, 131), 0); /* unknown: nothing ended */
+  CTS_ASSERT(!cts_mtprof_ended(&p, &b));
+  CTS_ASSERT_EQ_INT(alloc(&p, 3, 140, 5, 6, 0), 0); /* the id again: the old block ends */
+  CTS_ASSERT(cts_mtprof_ended(&p, &b));
+  CTS_ASSERT_EQ_U64(b.time_us, 120);
+  CTS_ASSERT_EQ_U64(b.length, 3);
+  uint64_t n = 0, lengths = 0;
+  for (cts_live_cursor_t c = {0}; cts_mtprof_next_live(&p, &c, &b); n++) {
+    lengths += b.length;
+    if (b.time_us == 50) CTS_ASSERT(b.source == 7 && b.samples == 9);
+  }
+  CTS_ASSERT_EQ_U64(n, 2);
+  CTS_ASSERT_EQ_U64(lengths, (1ull << 30) + 5);
+  cts_mtprof_fini(&p);
+}
+
+CTS_TEST_MAIN()
