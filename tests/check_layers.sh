@@ -36,7 +36,7 @@ target_layer() {
     cts_core) echo core ;;
     cts_tasks) echo tasks ;;
     cts_os) echo os ;;
-    cts_analysis) echo analysis ;;
+    cts_analysis | cts_elfsym) echo analysis ;;
     cts_collector) echo collector ;;
     cts_tracer) echo tracer ;;
     cts_report) echo report ;;

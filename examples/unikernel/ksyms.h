@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The kernel's function symbols and line table, sorted by address: generated at build time
- * from the first link (gen_ksyms.cmake: nm and the DWARF line table) and linked into the
- * final image, so that the memtrace writer can name the locations of its backtraces, down
- * to the line of each call, with no debugger on the host. */
+/* The kernel's function symbols and line table, sorted by address, for unikernel_embedded:
+ * generated at build time from the first link (gen_ksyms.cmake: nm and the DWARF line
+ * table) and linked into the final image, so that the memtrace writer can name the
+ * locations of its backtraces, down to the line of each call, with no ELF file on the
+ * host. The default kernel links them empty (ksyms_empty.c) and leaves the naming to the
+ * host (`ctfscope symbolize`). */
 #ifndef UNIKERNEL_KSYMS_H
 #define UNIKERNEL_KSYMS_H
 

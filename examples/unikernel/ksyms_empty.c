@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The first link's tables: empty, with the same code referring to them as the generated
- * ones. */
+/* The tables of the default kernel (`unikernel`), whose codes the host names from its ELF
+ * file: empty, with the same code referring to them as the generated ones, so that this
+ * kernel is also the first link of unikernel_embedded (CMakeLists.txt). */
 #include "ksyms.h"
 
 const ksym_t ksyms[1];

@@ -326,7 +326,10 @@ int ktrace_start(double rate, uint64_t seed, serial_t *memtrace_port, serial_t *
   cfg.write = serial_write;
   cfg.write_user_data = memtrace_port;
   cfg.clock = now_us;
-  cfg.resolve = resolve;
+  /* The default kernel links empty tables (ksyms_empty.c): its codes go out without
+   * locations, and the host names them from the kernel's ELF file (`ctfscope symbolize`).
+   * unikernel_embedded names them here, from the tables linked into it. */
+  cfg.resolve = ksyms_count ? resolve : NULL;
   if (cts_mt_writer_size(&cfg) > sizeof writer_mem) return CTS_E_NOMEM;
   err = cts_mt_writer_init(&kt.mt, writer_mem, sizeof writer_mem, &cfg);
   if (err) {

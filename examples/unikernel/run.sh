@@ -3,13 +3,16 @@
 # Builds the example unikernel and ctfscope, boots the kernel under QEMU, collects its two
 # traces and writes the report (README.md here).
 #
-#   examples/unikernel/run.sh [-o DIR] [--files] [--dump] [-- KERNEL_ARGS...]
+#   examples/unikernel/run.sh [-o DIR] [--files] [--dump] [--embedded] [-- KERNEL_ARGS...]
 #
-#   -o DIR    where everything goes (default: ./unikernel-run)
-#   --files   QEMU writes the serial ports to files instead of `ctfscope collect` over TCP
-#   --dump    also save the task ring from the kernel's memory once it stops (ring.ctf,
-#             through QEMU's monitor: pmemsave), as mirage-trace-viewer reads a Xen
-#             domain's ring; the kernel halts instead of exiting
+#   -o DIR      where everything goes (default: ./unikernel-run)
+#   --files     QEMU writes the serial ports to files instead of `ctfscope collect` over TCP
+#   --dump      also save the task ring from the kernel's memory once it stops (ring.ctf,
+#               through QEMU's monitor: pmemsave), as mirage-trace-viewer reads a Xen
+#               domain's ring; the kernel halts instead of exiting
+#   --embedded  boot unikernel_embedded, which names its codes from tables linked into it,
+#               instead of naming them on the host from the kernel's ELF file afterwards
+#               (`ctfscope symbolize`: memtrace-codes.ctf, as sent, to memtrace.ctf)
 #   KERNEL_ARGS   the kernel's command line (kernel.c): bad, fault, rate=X, conns=N,
 #                 segs=N, seed=N (default: rate=0.01)
 #
@@ -25,13 +28,15 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=unikernel-run
 mode=collect
 dump=0
+embedded=0
 while [ $# -gt 0 ]; do
   case $1 in
     -o) out=$2; shift 2 ;;
     --files) mode=files; shift ;;
     --dump) dump=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --embedded) embedded=1; shift ;;
+    -h|--help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 1 ;;
   esac
 done
@@ -47,13 +52,20 @@ fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-cmake --build "$build" --target unikernel ctfscope >/dev/null
-kernel=$build/examples/unikernel/unikernel.elf
+if [ "$embedded" = 1 ]; then
+  target=unikernel_embedded
+  raw=memtrace.ctf # named by the kernel itself
+else
+  target=unikernel
+  raw=memtrace-codes.ctf # location codes only, named here afterwards
+fi
+cmake --build "$build" --target $target ctfscope >/dev/null
+kernel=$build/examples/unikernel/$target.elf
 ctfscope=$build/src/cli/ctfscope
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-rm -rf "$out/collected" "$out/memtrace.ctf" "$out/tasks.ctf" "$out/counters.txt" \
+rm -rf "$out/collected" "$out/memtrace.ctf" "$out/memtrace-codes.ctf" "$out/tasks.ctf" "$out/counters.txt" \
   "$out/ring.ctf" "$out/monitor.sock"
 accel=
 if [ "${CTS_QEMU_KVM:-0}" = 1 ]; then accel="-enable-kvm -cpu host"; fi
@@ -79,7 +91,7 @@ if [ "$mode" = collect ]; then
   com1="tcp:127.0.0.1:$port"
   com2="tcp:127.0.0.1:$port"
 else
-  com1="file:$out/memtrace.ctf"
+  com1="file:$out/$raw"
   com2="file:$out/tasks.ctf"
 fi
 
@@ -130,7 +142,7 @@ if [ -n "$collector" ]; then
   for f in "$out"/collected/*.ctf; do
     [ -e "$f" ] || continue
     if "$ctfscope" info "$f" 2>/dev/null | head -1 | grep -q memtrace; then
-      cp "$f" "$out/memtrace.ctf"
+      cp "$f" "$out/$raw"
     else
       cp "$f" "$out/tasks.ctf"
     fi
@@ -145,12 +157,18 @@ case $status in
   124) echo "run.sh: the kernel did not stop within the time limit" >&2; exit 1 ;;
   *) echo "run.sh: QEMU exited with status $status" >&2; exit 1 ;;
 esac
-for f in memtrace.ctf tasks.ctf; do
+for f in $raw tasks.ctf; do
   if [ ! -s "$out/$f" ]; then
     echo "run.sh: no $f was collected" >&2
     exit 1
   fi
 done
+if [ "$embedded" = 0 ]; then
+  # The kernel sent return addresses only: name them from its ELF file, with file names
+  # relative to the source tree.
+  "$ctfscope" symbolize --elf "$kernel" --strip-prefix "$root" -o "$out/memtrace.ctf" \
+    "$out/$raw" || exit 1
+fi
 "$ctfscope" info "$out/memtrace.ctf" | sed -n '/^Allocations/p;/^Result/p'
 "$ctfscope" info "$out/tasks.ctf" | sed -n '/^Tasks/p;/^Result/p'
 if [ "$dump" = 1 ]; then

@@ -311,7 +311,8 @@ typedef struct cts_mt_writer_config {
   void *write_user_data;
   cts_clock_us_cb clock; /**< required if any time argument is CTS_TIME_NOW */
   void *clock_user_data;
-  cts_mt_resolve_cb resolve; /**< NULL: every code is sent with no locations */
+  /** NULL: every code is sent with no locations (`ctfscope symbolize` names them later). */
+  cts_mt_resolve_cb resolve;
   void *resolve_user_data;
   /**
    * How backtraces are encoded. Every memtrace reader decodes both the same way; only the

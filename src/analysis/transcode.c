@@ -42,6 +42,10 @@ static int on_info(void *ud, const cts_mt_info_t *in) {
   cts_transcode_config(&cfg, in, t->version, t->encoding, t->reader);
   cfg.write = t->write;
   cfg.write_user_data = t->write_user_data;
+  if (t->resolve) {
+    cfg.resolve = t->resolve;
+    cfg.resolve_user_data = t->resolve_user_data;
+  }
   const size_t size = cts_mt_writer_size(&cfg);
   t->writer_mem = aligned_alloc(64, (size + 63) & ~(size_t)63);
   if (!t->writer_mem) return CTS_E_NOMEM;
@@ -66,6 +70,11 @@ static int on_event(void *ud, const cts_mt_event_t *ev) {
   return e;
 }
 
+static void on_warning(void *ud, int code, uint64_t offset, const char *message) {
+  const cts_transcode_t *t = ud;
+  if (t->on_warning) t->on_warning(t->warning_user_data, code, offset, message);
+}
+
 int cts_transcode_init(cts_transcode_t *t, uint16_t out_version, cts_mt_encoding_t encoding,
                        cts_write_cb write, void *write_user_data) {
   memset(t, 0, sizeof *t);
@@ -77,7 +86,8 @@ int cts_transcode_init(cts_transcode_t *t, uint16_t out_version, cts_mt_encoding
   cts_mt_reader_config_t cfg;
   cts_mt_reader_config_init(&cfg);
   cfg.allocator = cts_os_allocator();
-  const cts_mt_handler_t h = {.user_data = t, .on_info = on_info, .on_event = on_event};
+  const cts_mt_handler_t h = {
+      .user_data = t, .on_info = on_info, .on_event = on_event, .on_warning = on_warning};
   return cts_mt_reader_create(&t->reader, &cfg, &h);
 }
 

@@ -19,6 +19,13 @@ typedef struct cts_transcode {
   int err; /* first writer error (the reader's are returned by feed/finish) */
   uint64_t events;
   uint64_t id_mismatches; /* object ids that differ from the source's (v3 multi-domain) */
+  /* Optional, set after cts_transcode_init and before the first feed: where the codes'
+   * locations come from (NULL: the source's own, cts_transcode_resolve), and who hears the
+   * reader's warnings (NULL: nobody). */
+  cts_mt_resolve_cb resolve;
+  void *resolve_user_data;
+  void (*on_warning)(void *user_data, int code, uint64_t offset, const char *message);
+  void *warning_user_data;
 } cts_transcode_t;
 
 /* cts_mt_resolve_cb that looks codes up in the cts_mt_reader_t given as user_data: a trace

@@ -236,5 +236,6 @@ int cmd_export(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_subsample(int argc, char **argv);
 int cmd_filter(int argc, char **argv);
+int cmd_symbolize(int argc, char **argv);
 
 #endif /* CTS_CLI_H */

@@ -20,6 +20,7 @@ static const cli_command_t commands[] = {
     {"collect", "receive traces over TCP from many programs, one file each", cmd_collect},
     {"fetch", "save the trace a program serves over TCP (service mode)", cmd_fetch},
     {"convert", "turn a mirage-profile task trace into a CTF directory (babeltrace2)", cmd_convert},
+    {"symbolize", "name a trace's addresses from ELF files (function, file, line)", cmd_symbolize},
     {"report", "write a self-contained HTML report of memory and task traces", cmd_report},
     {"serve", "serve the report viewer over HTTP, live while a program runs", cmd_serve},
 };

@@ -34,6 +34,7 @@ static const char *const commands[][8] = {
     {"export", "-f", "pprof", "-o", "/dev/null", "INPUT", NULL},
     {"subsample", "--factor", "3", "-o", "/dev/null", "INPUT", NULL},
     {"filter", "--from", "0", "-o", "/dev/null", "INPUT", NULL},
+    {"symbolize", "--elf", CTS_TEST_CTFSCOPE, "-o", "/dev/null", "INPUT", NULL},
     {"convert", "INPUT", "CONVERT_DIR", NULL},
     {"report", "-o", "/dev/null", "INPUT", NULL},
 };
@@ -250,7 +251,8 @@ static int expected_code(const char *const *cmd, const input_t *in, int verdict)
     if (is(cmd, "top", "--tree") || is(cmd, "export", "folded") || is(cmd, "export", "pprof") ||
         is(cmd, "diff", NULL))
       return 2;
-    if (is(cmd, "subsample", NULL) || is(cmd, "filter", NULL)) return 1;
+    if (is(cmd, "subsample", NULL) || is(cmd, "filter", NULL) || is(cmd, "symbolize", NULL))
+      return 1;
     return verdict;
   }
   if (strcmp(cmd[0], "convert") == 0)

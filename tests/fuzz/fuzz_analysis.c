@@ -4,9 +4,9 @@
  * runs on it in-process, as `ctfscope COMMAND ... TRACE` would, in its output modes:
  * info (text, JSON with packets), dump, top (flat by line/function/file, --tree,
  * --inverted; text, JSON, CSV), leaks, stats (text with bars, JSON, CSV, SVG), export
- * (folded, pprof, chrome, csv), diff of the trace against itself, subsample, filter, and the
- * re-writing (transcode) behind the last two. Their standard output goes to /dev/null and their
- * files to a private directory (fuzz_file.h).
+ * (folded, pprof, chrome, csv), diff of the trace against itself, subsample, filter,
+ * symbolize (against the fuzzer's own ELF file), and the re-writing (transcode) behind them. Their
+ * standard output goes to /dev/null and their files to a private directory (fuzz_file.h).
  *
  * Besides memory errors and undefined behaviour (ASan/UBSan) and leaks across inputs, it
  * aborts when a command returns anything but a documented exit code (docs/exit-codes.md:
@@ -69,6 +69,8 @@ static const run_t runs[] = {
     {"diff", cmd_diff, {"-q", "--by", "function", "--csv", TRACE, TRACE}},
     {"subsample", cmd_subsample, {"-q", "--factor", "3", "-o", OUTPUT, TRACE}},
     {"filter", cmd_filter, {"-q", "--from", "0.001", "--to", "0.5", "-o", OUTPUT, TRACE}},
+    /* The codes named from the fuzzer's own ELF file: whatever addresses the input holds. */
+    {"symbolize", cmd_symbolize, {"-q", "--elf", "/proc/self/exe", "-o", OUTPUT, TRACE}},
 };
 
 static int devnull = -1;

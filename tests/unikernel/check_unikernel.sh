@@ -16,15 +16,22 @@
 #   stalled  COM1 goes to a host that accepts and never reads: the kernel declares the
 #            port dead after its stall bound, finishes, and counts the lost bytes (COM3
 #            and the task trace's counter)
-#   collect  run.sh: the two traces through `ctfscope collect` over loopback TCP, and the
-#            report
+#   collect  run.sh: the two traces through `ctfscope collect` over loopback TCP, the
+#            codes named on the host (`ctfscope symbolize`), and the report
 #   dump     run.sh --files --dump, the bad run: the task ring saved from the halted
 #            kernel's memory (QEMU's monitor) holds the same events as the COM2 stream
+#   symbols  the default kernel writes its codes without locations; `ctfscope symbolize`
+#            names them from its ELF file: the same `ctfscope top` sites and tree as the
+#            kernel with embedded tables (unikernel_embedded) gives for the same run, and
+#            OCaml's reader reads the named trace with those names
+#   embedded run.sh --embedded: the kernel with its own tables, nothing resolved on the
+#            host, the same sites
 # Exit 77 (skipped) without qemu-system-x86_64, a failure under CI=true.
 #
 #   check_unikernel.sh SCENARIO KERNEL CTFSCOPE OCAML_READER WORKDIR RUN_SH BUILD_DIR
+#                      EMBEDDED_KERNEL SOURCE_DIR
 set -eu
-scenario=$1 kernel=$2 ctfscope=$3 ocaml=$4 work=$5 run_sh=$6 build=$7
+scenario=$1 kernel=$2 ctfscope=$3 ocaml=$4 work=$5 run_sh=$6 build=$7 embedded=$8 src=$9
 qemu=${QEMU:-qemu-system-x86_64}
 
 fail() {
@@ -39,10 +46,10 @@ fi
 rm -rf "$work"
 mkdir -p "$work"
 
-# boot ARGS COM1: runs the kernel with COM2 and COM3 to files; sets $status.
+# boot ARGS COM1 [KERNEL]: runs the kernel with COM2 and COM3 to files; sets $status.
 boot() {
   status=0
-  timeout 30 "$qemu" -kernel "$kernel" -append "$1" -display none -no-reboot -monitor none \
+  timeout 30 "$qemu" -kernel "${3:-$kernel}" -append "$1" -display none -no-reboot -monitor none \
     -device isa-debug-exit,iobase=0xf4,iosize=0x04 -serial "$2" \
     -serial "file:$work/tasks.ctf" -serial "file:$work/counters.txt" || status=$?
   [ "$status" != 124 ] || fail "the kernel did not stop within 30 s"
@@ -184,6 +191,8 @@ PY
     check_tasks
     [ -s "$work/report.html" ] || fail "no report"
     [ "$(ls "$work/collected" | wc -l)" = 2 ] || fail "collector saved: $(ls "$work/collected")"
+    "$ctfscope" top "$work/memtrace.ctf" | grep -q 'net_deliver_later (examples/unikernel/kernel\.c:181)' ||
+      fail "run.sh did not name the codes: $("$ctfscope" top "$work/memtrace.ctf")"
     echo "collect: $mt_allocs sampled allocations and the task trace through ctfscope collect"
     ;;
   dump)
@@ -196,6 +205,50 @@ PY
     "$ctfscope" dump --no-comments "$work/ring.ctf" >"$work/rdump.txt" || fail "dump ring.ctf"
     cmp -s "$work/dump.txt" "$work/rdump.txt" || fail "the ring and the stream differ"
     echo "dump: the ring in memory and the COM2 stream hold the same $(grep -c . "$work/rdump.txt") events"
+    ;;
+  symbols)
+    # Both kernels have their functions at the same addresses (check_ksyms.cmake) and make
+    # the same allocations for the same command line: only the naming differs.
+    args="rate=1 conns=4 segs=100"
+    boot "$args" "file:$work/codes.ctf"
+    expect_status 1
+    "$ctfscope" symbolize --elf "$kernel" --strip-prefix "$src" -o "$work/memtrace.ctf" \
+      "$work/codes.ctf" 2>"$work/symbolize.txt" || fail "symbolize: $(cat "$work/symbolize.txt")"
+    grep -q ' 0 in no ELF file' "$work/symbolize.txt" || fail "codes left: $(cat "$work/symbolize.txt")"
+    check_memtrace "$work/memtrace.ctf"
+    if [ -x "$ocaml" ]; then
+      "$ocaml" dump "$work/memtrace.ctf" >"$work/ocaml_dump.txt" 2>&1 || fail "OCaml reader dump"
+      grep -q 'examples/unikernel/kernel\.c:181:[0-9]*-[0-9]*:net_deliver_later' "$work/ocaml_dump.txt" ||
+        fail "OCaml's reader does not see net_deliver_later at kernel.c:181"
+    fi
+    boot "$args" "file:$work/embedded.ctf" "$embedded"
+    expect_status 1
+    for view in "" "--tree --min-percent 0"; do
+      for t in memtrace embedded; do
+        # shellcheck disable=SC2086 # $view is several words or none
+        "$ctfscope" top -n 0 $view "$work/$t.ctf" | sed -n '/ \(site\|frame\)$/,$p' >"$work/${t}_top.txt"
+      done
+      [ -s "$work/memtrace_top.txt" ] || fail "no sites"
+      cmp -s "$work/memtrace_top.txt" "$work/embedded_top.txt" ||
+        fail "top $view differs: $(diff "$work/embedded_top.txt" "$work/memtrace_top.txt")"
+      [ -n "$view" ] || cp "$work/memtrace_top.txt" "$work/host_top.txt"
+    done
+    grep -q 'net_deliver_later (examples/unikernel/kernel\.c:181)' "$work/host_top.txt" ||
+      fail "no net_deliver_later site: $(cat "$work/host_top.txt")"
+    # Without the names, the sites are bare addresses.
+    if "$ctfscope" top "$work/codes.ctf" | grep -q net_deliver_later; then
+      fail "the default kernel's trace is already named"
+    fi
+    echo "symbols: $(sed -n 's/.*symbolize: //p' "$work/symbolize.txt"); top and tree as the embedded kernel's"
+    ;;
+  embedded)
+    CTS_BUILD_DIR=$build CTS_QEMU_TIMEOUT=30 sh "$run_sh" -o "$work" --files --embedded -- rate=1 \
+      >"$work/run.txt" 2>&1 || fail "run.sh --embedded: $(cat "$work/run.txt")"
+    if grep -q symbolize "$work/run.txt"; then fail "run.sh --embedded resolved on the host"; fi
+    check_memtrace "$work/memtrace.ctf"
+    "$ctfscope" top "$work/memtrace.ctf" | grep -q 'net_deliver_later (examples/unikernel/kernel\.c:181)' ||
+      fail "the embedded kernel did not name its sites"
+    echo "embedded: the kernel named its own sites"
     ;;
   *)
     fail "unknown scenario"
