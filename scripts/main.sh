@@ -41,6 +41,10 @@ echo
 echo "==> Memory by task of the bad run: each allocation counts for the task (thread) that made it"
 "$bin" top --by task "$out/arp_bad.alloc.ctf" "$out/arp_bad.alloc.tasks.ctf"
 echo
+echo "==> The good run against the bad one: where they first diverge, what ended differently"
+# diff exits 1 when the runs differ, which is the point here.
+"$bin" diff "$out/arp_good.ctf" "$out/arp_bad.ctf" || true
+echo
 echo "==> Writing the reports"
 "$bin" report "$out/arp_bad.alloc.ctf" "$out/arp_bad.alloc.tasks.ctf" \
   --title "ctfscope demo: ARP race (bad run)" -o report.html
@@ -48,10 +52,13 @@ echo "==> Writing the reports"
   --title "ctfscope demo: ARP race (good run)" -o "$out/report-good.html"
 "$bin" report "$out/arp_bad.ctf" --title "ctfscope demo: ARP race, the promises (bad run)" \
   -o "$out/report-promises-bad.html"
+"$bin" report "$out/arp_good.ctf" "$out/arp_bad.ctf" \
+  --title "ctfscope demo: ARP race, good against bad" -o "$out/report-compare.html"
 "$bin" report examples/traces/p2_leak.r1e-4.ctf --title "OCaml memtrace trace: a leak" \
   -o "$out/report-ocaml-leak.html"
 echo
 echo "ctfscope: the report is $(pwd)/report.html (tab Tasks, panel 'Memory by running task')"
 echo "ctfscope: also $out/report-good.html (the good run), $out/report-promises-bad.html (the"
-echo "ctfscope: race at the promise level) and $out/report-ocaml-leak.html;"
+echo "ctfscope: race at the promise level), $out/report-compare.html (good against bad, tab"
+echo "ctfscope: 'Good vs bad': the first divergence marked in both) and $out/report-ocaml-leak.html;"
 echo "ctfscope: traces in $out/, the binary is $bin"
