@@ -2,7 +2,8 @@
 /* What a person at a terminal sees around a long command (issue 20, point 6): the reading
  * progress line on stderr (run under a pseudo-terminal, with CTFSCOPE_PROGRESS_DELAY_MS=0
  * so that a small trace shows it), the "wrote FILE (SIZE)" note, and none of either when
- * stderr is not a terminal. */
+ * stderr is not a terminal; and `export --format chrome` refusing JSON over --max-size
+ * with exit 2, keeping the old output file. */
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
@@ -28,7 +29,8 @@ static char trace[320];
 static at_trace_t tr;
 
 static void cleanup(void) {
-  static const char *const files[] = {"progress.ctf", "piped.json", "told.json"};
+  static const char *const files[] = {"progress.ctf", "piped.json", "told.json", "full.json",
+                                      "limited.json"};
   char path[400];
   for (size_t i = 0; i < CTS_ARRAY_SIZE(files); i++) {
     snprintf(path, sizeof path, "%s/%s", tmpdir, files[i]);
@@ -179,6 +181,81 @@ CTS_TEST(a_written_file_is_named_with_its_size_on_a_terminal) {
   CTS_ASSERT(tty != NULL && code == 0);
   CTS_ASSERT_MSG(tty[0] == '\0', "terminal got: %s", tty);
   free(tty);
+}
+
+static bool slurp(const char *path, char **data, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  char *buf = NULL;
+  size_t cap = 0;
+  *len = 0;
+  run_append(&buf, len, &cap, "", 0);
+  char tmp[65536];
+  size_t n;
+  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) run_append(&buf, len, &cap, tmp, n);
+  fclose(f);
+  *data = buf;
+  return true;
+}
+
+CTS_TEST(chrome_export_over_max_size_is_refused_and_keeps_the_old_file) {
+  CTS_ASSERT(setup());
+  char full[400], out[400];
+  snprintf(full, sizeof full, "%s/full.json", tmpdir);
+  snprintf(out, sizeof out, "%s/limited.json", tmpdir);
+  /* The default limit is far above this trace's JSON, and 0 is no limit: the same output as
+   * before the limit existed. */
+  char *plain[] = {CTS_TEST_CTFSCOPE, "export", "-f", "chrome", "-o", full, trace, NULL};
+  run_result_t r;
+  CTS_ASSERT(run_cmd(plain, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 0);
+  run_result_free(&r);
+  char *want, *got;
+  size_t want_len, got_len;
+  CTS_ASSERT(slurp(full, &want, &want_len));
+  CTS_ASSERT(want_len > 10000);
+  char *nolimit[] = {
+      CTS_TEST_CTFSCOPE, "export", "-f", "chrome", "--max-size", "0", "-o", out, trace, NULL};
+  CTS_ASSERT(run_cmd(nolimit, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 0);
+  run_result_free(&r);
+  CTS_ASSERT(slurp(out, &got, &got_len));
+  CTS_ASSERT(got_len == want_len && memcmp(got, want, want_len) == 0);
+  free(got);
+
+  /* A limit of a tenth of the JSON: exit 2, a message naming the way out, and the file
+   * written by the run before left as it was. */
+  char limit[32];
+  snprintf(limit, sizeof limit, "%zu", want_len / 10);
+  char *limited[] = {
+      CTS_TEST_CTFSCOPE, "export", "-f", "chrome", "--max-size", limit, "-o", out, trace, NULL};
+  CTS_ASSERT(run_cmd(limited, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 2);
+  CTS_ASSERT_MSG(matches(r.err,
+                         "^ctfscope export: error: the Chrome JSON would be (about "
+                         "[0-9.]+ kB, )?more than --max-size [0-9.]+ kB"),
+                 "stderr: %s", r.err);
+  CTS_ASSERT_MSG(strstr(r.err, "ctfscope subsample --factor ") && strstr(r.err, "filter --from") &&
+                     strstr(r.err, "--max-size 0"),
+                 "stderr: %s", r.err);
+  run_result_free(&r);
+  CTS_ASSERT(slurp(out, &got, &got_len));
+  CTS_ASSERT(got_len == want_len && memcmp(got, want, want_len) == 0);
+  free(got);
+
+  /* Just above the JSON's size: written, the same bytes. */
+  snprintf(limit, sizeof limit, "%zu", want_len + 1000);
+  CTS_ASSERT(run_cmd(limited, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 0);
+  run_result_free(&r);
+  free(want);
+
+  char *bad[] = {CTS_TEST_CTFSCOPE, "export", "-f", "chrome", "--max-size", "12X", trace, NULL};
+  CTS_ASSERT(run_cmd(bad, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 2);
+  CTS_ASSERT(strstr(r.err, "--max-size: '12X' is not a size") != NULL);
+  CTS_ASSERT(r.out_len == 0);
+  run_result_free(&r);
 }
 
 CTS_TEST_MAIN()
