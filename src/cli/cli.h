@@ -202,15 +202,25 @@ int cli_output_close(cts_outfile_t *f, int code);
 /* Exit code for an error returned while reading or writing. */
 int cli_exit_code(int err, bool input_error);
 
-/* Progress on stderr for long reads, shown only when stderr is a terminal and the input is
- * large; cli_progress_done() erases the line. */
+/* Progress on stderr for long reads, shown only when stderr is a terminal: a line
+ * "CMD: reading NAME  45% 81.2 MB of 175 MB, 120 MB/s, 1 s left" (no percentage or time
+ * left when the size is unknown, as for a pipe) that appears once the read has taken
+ * CLI_PROGRESS_DELAY_MS, is redrawn at most every CLI_PROGRESS_EVERY_MS, and is erased by
+ * cli_progress_done() (and cli_progress_erase(), before a message). The environment
+ * variable CTFSCOPE_PROGRESS_DELAY_MS replaces the delay (tests set 0 to see the line on a
+ * small trace). Not thread-safe: one progress per reading thread. */
+#define CLI_PROGRESS_DELAY_MS 1000u
+#define CLI_PROGRESS_EVERY_MS 250u
 typedef struct cli_progress {
   const char *label;
-  bool active;
-  int last_percent;
+  const char *name; /* the input's file name, shown after the label */
+  bool active;      /* stderr is a terminal */
+  bool shown;       /* the line is on the screen */
+  uint64_t start_ns, last_ns, delay_ns;
 } cli_progress_t;
 void cli_progress_init(cli_progress_t *p, const char *label, const char *path);
 void cli_progress_cb(void *user_data, uint64_t done, uint64_t total);
+void cli_progress_erase(cli_progress_t *p);
 void cli_progress_done(cli_progress_t *p);
 
 /* "12.3 MB" style sizes (decimal units, like memtrace's tools). */

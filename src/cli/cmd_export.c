@@ -55,14 +55,17 @@ static const char help[] =
     "  -o, --output FILE    write to FILE instead of standard output\n"
     "      --value WHAT     folded: 'bytes' (allocated, default), 'count', 'samples',\n"
     "                       'live' (bytes live at the end) or 'peak' (live at the peak)\n"
+    "      --max-size SIZE  chrome: refuse (exit 2) when the JSON would be larger than SIZE\n"
+    "                       bytes (suffixes k, M, G: powers of 1000; default 256M, 0 = no\n"
+    "                       limit): trace viewers do not load JSON much larger than that\n"
     "  -q, --quiet          do not print warnings\n" CLI_FRAME_HELP
     "  -h, --help           show this help\n"
     "\n"
     "Exit status: 0 when the trace was read completely, 1 when it is corrupt, a corrupt\n"
     "gzip stream included (the export covers what was read before the error), 2 for a usage\n"
-    "error, 3 when a file cannot be read or written, 4 out of memory. With -o, an output\n"
-    "that is the trace itself is refused (2), and the file is written aside and replaced\n"
-    "only when the run ends with 0 or 1.\n";
+    "error or chrome JSON over --max-size, 3 when a file cannot be read or written, 4 out of\n"
+    "memory. With -o, an output that is the trace itself is refused (2), and the file is\n"
+    "written aside and replaced only when the run ends with 0 or 1.\n";
 
 typedef enum { FMT_NONE, FMT_FOLDED, FMT_PPROF, FMT_CHROME, FMT_CSV } format_t;
 typedef enum { VAL_BYTES, VAL_COUNT, VAL_SAMPLES, VAL_LIVE, VAL_PEAK } value_t;
@@ -71,8 +74,32 @@ typedef struct export_opts {
   format_t format;
   value_t value;
   const char *output;
+  uint64_t max_size; /* chrome: JSON bytes allowed, 0 = any */
   bool quiet;
 } export_opts_t;
+
+/* Perfetto and chrome://tracing load JSON into the browser's memory and fail, or crawl, on
+ * files of a few hundred MB; a rate-1 trace of 90 MB makes about 4 GB of JSON. */
+#define CHROME_MAX_SIZE_DEFAULT 256000000u
+
+/* "256M", "1.5G", "0": a byte count with an optional decimal suffix. False if malformed. */
+static bool parse_size(const char *arg, uint64_t *out) {
+  char *end;
+  errno = 0;
+  const double v = strtod(arg, &end);
+  if (end == arg || errno || !(v >= 0)) return false;
+  double mult = 1;
+  if (*end == 'k' || *end == 'K')
+    mult = 1e3, end++;
+  else if (*end == 'M')
+    mult = 1e6, end++;
+  else if (*end == 'G')
+    mult = 1e9, end++;
+  if (*end == 'B') end++;
+  if (*end || v * mult >= 1.8e19) return false;
+  *out = (uint64_t)(v * mult);
+  return true;
+}
 
 static int on_option(void *ctx, int opt, const char *arg) {
   export_opts_t *o = ctx;
@@ -102,6 +129,10 @@ static int on_option(void *ctx, int opt, const char *arg) {
       o->value = (value_t)v;
       break;
     }
+    case 'M':
+      if (!parse_size(arg, &o->max_size))
+        return cli_usage_error("--max-size: '%s' is not a size (e.g. 256M, 2G, 0)", arg);
+      break;
     case 'q':
       o->quiet = true;
       break;
@@ -597,6 +628,10 @@ typedef struct stream_ctx {
   counter_point_t *points;
   size_t npoints;
   uint64_t spacing_us, last_point_us;
+  /* chrome: an estimate of the JSON written so far, to refuse early an output larger than
+   * opts->max_size (json_refused: the reading was stopped for that) */
+  uint64_t json_bytes, json_projected;
+  bool json_refused;
   int err;
 } stream_ctx_t;
 
@@ -646,6 +681,11 @@ static cts_json_t *begin_event(stream_ctx_t *c, const char *ph, unsigned pid) {
 
 /* A slice of the flame chart opening ("B") or closing ("E") at ts. */
 static void chrome_event(stream_ctx_t *c, const char *ph, const char *name, double ts) {
+  /* '{"ph": "B", "pid": 2, "tid": 1, "ts": T.000, "name": "N"},\n': 53 bytes, the time's
+   * digits and the name (escapes aside, rare in names). */
+  unsigned digits = 5; /* "0.000" */
+  for (uint64_t v = (uint64_t)ts; v >= 10; v /= 10) digits++;
+  c->json_bytes += 53 + digits + strlen(name);
   cts_json_t *w = begin_event(c, ph, 2);
   cts_json_kv_u64(w, "tid", 1);
   cts_json_kv_fixed(w, "ts", ts, 3);
@@ -680,6 +720,24 @@ static void add_point(stream_ctx_t *c, const cts_alloc_profile_t *p, uint64_t ti
   }
   c->points[c->npoints++] = (counter_point_t){time_us, p->stacks.live_samples, p->alloc_clock};
   c->last_point_us = time_us;
+}
+
+/* Whether the JSON will pass max_size: once written, or, to refuse a trace far too large
+ * after a few per cent of it rather than after writing the limit, projected from the share
+ * of the input read once a sixteenth of it (or 1 MiB) is behind. The projection assumes the
+ * rest of the trace like its start, which is often denser (startup allocates most): it only
+ * refuses at twice the limit. The heap counters written at the end (at most
+ * MAX_COUNTER_POINTS lines, under 0.5 MB) are not counted. */
+static bool json_too_big(stream_ctx_t *c, uint64_t file_size, uint64_t offset) {
+  const uint64_t max = c->opts->max_size;
+  c->json_projected = c->json_bytes;
+  /* A compressed input's offsets (decompressed) outrun its size: no projection then. */
+  if (file_size && offset && offset < file_size &&
+      offset >= (file_size / 16 < (1u << 20) ? file_size / 16 : (1u << 20))) {
+    const double projected = (double)c->json_bytes * ((double)file_size / (double)offset);
+    if (projected > (double)c->json_bytes) c->json_projected = (uint64_t)projected;
+  }
+  return c->json_bytes > max || c->json_projected / 2 > max;
 }
 
 static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
@@ -717,6 +775,10 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
     chrome_event(c, "E", "(no backtrace)", c->clock);
   } else {
     c->clock += (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p);
+  }
+  if (c->opts->max_size && json_too_big(c, t->file_size, ev->offset)) {
+    c->json_refused = true;
+    return CTS_E_LIMIT;
   }
   return c->o->err;
 }
@@ -779,16 +841,41 @@ static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
   cli_chrome_end(w);
 }
 
+/* Why the chrome export stopped, and what to run instead. */
+static void refuse_json(const stream_ctx_t *c, const char *path, bool to_stdout) {
+  char got[48], est[32], max[32], name[512];
+  const uint64_t limit = c->opts->max_size;
+  const uint64_t factor = c->json_projected / limit + 1;
+  cts_term_text(path, name, sizeof name);
+  if (c->json_projected > c->json_bytes) /* the estimate, from the share of the trace read */
+    snprintf(got, sizeof got, "about %s, ",
+             cli_human_bytes((double)c->json_projected, est, sizeof est));
+  else /* passed the limit before an estimate could be made */
+    got[0] = 0;
+  cli_error(
+      "the Chrome JSON would be %smore than --max-size %s: Perfetto and chrome://tracing do "
+      "not load files that large (%s)",
+      got, cli_human_bytes((double)limit, max, sizeof max),
+      to_stdout ? "standard output got its start only" : "the output file was not written");
+  cli_note(
+      "instead: a time range, 'ctfscope filter --from S --to S -o part.ctf %s'; fewer "
+      "samples, 'ctfscope subsample --factor %llu -o smaller.ctf %s'; the whole trace as "
+      "a profile, '--format pprof' or '--format folded'; or '--max-size 0' to write it "
+      "anyway",
+      name, (unsigned long long)factor, name);
+}
+
 int cmd_export(int argc, char **argv) {
   static const struct option longopts[] = {
       {"format", required_argument, NULL, 'f'},
       {"output", required_argument, NULL, 'o'},
       {"value", required_argument, NULL, 'V'},
+      {"max-size", required_argument, NULL, 'M'},
       CLI_LONGOPT_QUIET,
       CLI_FRAME_OPTIONS,
       {0},
   };
-  export_opts_t opts = {0};
+  export_opts_t opts = {.max_size = CHROME_MAX_SIZE_DEFAULT};
   int first;
   const int rc = cli_parse(argc, argv, "f:o:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
@@ -845,7 +932,10 @@ int cmd_export(int argc, char **argv) {
     else if (opts.format == FMT_CHROME)
       chrome_finish(&c, &t);
   }
-  if (e == -ENOMEM || e == CTS_E_NOMEM) {
+  if (c.json_refused) {
+    refuse_json(&c, argv[first], !opts.output || strcmp(opts.output, "-") == 0);
+    code = CLI_EXIT_USAGE;
+  } else if (e == -ENOMEM || e == CTS_E_NOMEM) {
     cli_error("out of memory");
     code = CLI_EXIT_INTERNAL;
   } else if (e) {

@@ -26,10 +26,7 @@ static void print(void *user_data, cts_log_level_t level, const char *msg) {
   if (level == CTS_LOG_WARNING && e->quiet) return;
   /* A message in the middle of the progress line would be glued to it: the line is erased
    * first and drawn again at the next step. */
-  if (e->progress.active && e->progress.last_percent >= 0) {
-    cli_progress_done(&e->progress);
-    e->progress.last_percent = -1;
-  }
+  cli_progress_erase(&e->progress);
   if (level == CTS_LOG_ERROR)
     cli_error("%s", msg);
   else
@@ -38,7 +35,7 @@ static void print(void *user_data, cts_log_level_t level, const char *msg) {
 
 int cli_load_run(const char *progress_path, bool quiet,
                  int (*load)(void *ctx, const cts_load_opts_t *opts), void *ctx) {
-  ends_t e = {.quiet = quiet, .progress = {.last_percent = -1}};
+  ends_t e = {.quiet = quiet};
   if (progress_path) cli_progress_init(&e.progress, "reading", progress_path);
   const cts_load_opts_t opts = {.log = {.fn = print, .user_data = &e},
                                 .quiet = quiet,

@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../analysis/alloc_profile.h"
+#include "../analysis/load.h"
 #include "../analysis/units.h"
 #include "cli.h"
 
@@ -305,10 +307,20 @@ int cli_output_close(cts_outfile_t *f, int code) {
     cts_outfile_discard(f);
     return code;
   }
+  /* Where the output went, for a person watching (a script knows what it passed to -o):
+   * only a regular file, only on a terminal, so that piped runs print nothing new. */
+  struct stat st;
+  const bool tell =
+      f->owns_fd && isatty(STDERR_FILENO) && fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode);
   const int e = cts_outfile_commit(f);
   if (e) {
     cli_error("cannot write '%s': %s", f->path, cts_os_strerror(e));
     return CLI_EXIT_IO;
+  }
+  if (tell) {
+    char name[512], size[32];
+    cli_note("wrote %s (%s)", cts_term_text(f->path, name, sizeof name),
+             cli_human_bytes((double)st.st_size, size, sizeof size));
   }
   return code;
 }
@@ -322,29 +334,53 @@ int cli_exit_code(int err, bool input_error) {
 }
 
 void cli_progress_init(cli_progress_t *p, const char *label, const char *path) {
-  p->label = label;
-  p->active = false;
-  p->last_percent = -1;
-  struct stat st;
-  /* Only worth a line for inputs that take a noticeable time to read. */
-  if (isatty(STDERR_FILENO) && strcmp(path, "-") != 0 && stat(path, &st) == 0 &&
-      st.st_size >= (64 << 20))
-    p->active = true;
+  *p = (cli_progress_t){.label = label,
+                        .name = strcmp(path, "-") == 0 ? "standard input" : cts_basename(path)};
+  if (!isatty(STDERR_FILENO)) return;
+  p->active = true;
+  p->delay_ns = (uint64_t)CLI_PROGRESS_DELAY_MS * 1000000u;
+  const char *env = getenv("CTFSCOPE_PROGRESS_DELAY_MS");
+  long ms;
+  if (env && cli_parse_long(env, 0, 3600000L, &ms)) p->delay_ns = (uint64_t)ms * 1000000u;
+  p->start_ns = cts_mono_ns();
 }
 
 void cli_progress_cb(void *user_data, uint64_t done, uint64_t total) {
   cli_progress_t *p = user_data;
-  if (!p->active || !total) return;
-  const int percent = (int)(done * 100 / total);
-  if (percent == p->last_percent) return;
-  p->last_percent = percent;
-  char a[32], b[32];
-  fprintf(stderr, "\r%s: %s %3d%% (%s of %s)", command_name, p->label, percent,
-          cli_human_bytes((double)done, a, sizeof a), cli_human_bytes((double)total, b, sizeof b));
+  if (!p->active) return;
+  const uint64_t now = cts_mono_ns();
+  /* Quick reads print nothing, and a redraw per callback (every 4 MB) would flicker and
+   * cost more than it tells. */
+  if (now - p->start_ns < p->delay_ns) return;
+  if (p->shown && now - p->last_ns < (uint64_t)CLI_PROGRESS_EVERY_MS * 1000000u) return;
+  p->shown = true;
+  p->last_ns = now;
+  const double secs = (double)(now - p->start_ns) / 1e9;
+  const double rate = secs > 0 ? (double)done / secs : 0;
+  char name[256], a[32], b[32], r[32];
+  fprintf(stderr, "\r%s: %s %s ", command_name, p->label,
+          cts_term_text(p->name, name, sizeof name));
+  if (total && done <= total) {
+    const double left = rate > 0 ? (double)(total - done) / rate : 0;
+    fprintf(stderr, "%3d%% %s of %s, %s/s, %.0f s left", (int)(done * 100 / total),
+            cli_human_bytes((double)done, a, sizeof a), cli_human_bytes((double)total, b, sizeof b),
+            cli_human_bytes(rate, r, sizeof r), left);
+  } else {
+    fprintf(stderr, "%s read, %s/s", cli_human_bytes((double)done, a, sizeof a),
+            cli_human_bytes(rate, r, sizeof r));
+  }
+  fputs("\033[K", stderr); /* the rest of a longer earlier line */
+}
+
+void cli_progress_erase(cli_progress_t *p) {
+  if (!p->shown) return;
+  fputs("\r\033[K", stderr);
+  p->shown = false;
 }
 
 void cli_progress_done(cli_progress_t *p) {
-  if (p->active && p->last_percent >= 0) fputs("\r\033[K", stderr);
+  cli_progress_erase(p);
+  p->active = false;
 }
 
 const char *cli_human_bytes(double bytes, char *buf, size_t size) {

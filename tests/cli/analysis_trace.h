@@ -201,7 +201,7 @@ static uint64_t at_live_at(const at_trace_t *tr, int site, uint64_t t) {
   return live;
 }
 
-static void at_truth(const at_trace_t *tr, at_truth_t *out) {
+static inline void at_truth(const at_trace_t *tr, at_truth_t *out) {
   memset(out, 0, sizeof *out);
   size_t *order = at_order(tr);
   uint64_t live = 0;
