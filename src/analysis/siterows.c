@@ -88,7 +88,8 @@ int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f
   int err = 0;
   for (uint32_t i = 0; i < s->count && !err; i++) {
     const cts_stack_node_t *node = &s->nodes[i];
-    if (node->self.allocs == 0) continue;
+    const cts_site_stats_t *self = cts_stacks_self(s, i);
+    if (self->allocs == 0) continue;
     /* Codes repeat across nodes: remember each code's row to avoid re-keying. */
     long ri;
     const uint64_t *known = cts_u64map_find(&row_of_code, node->code);
@@ -109,10 +110,11 @@ int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f
         row->first_node != UINT32_MAX &&
         s->nodes[s->nodes[row->first_node].parent].code == CTS_STACKS_OVERFLOW_CODE;
     if (row->first_node == UINT32_MAX || (best_cut && !cut) ||
-        (best_cut == cut && cts_site_stats_metric(&node->self, heaviest) >
-                                cts_site_stats_metric(&s->nodes[row->first_node].self, heaviest)))
+        (best_cut == cut &&
+         cts_site_stats_metric(self, heaviest) >
+             cts_site_stats_metric(cts_stacks_self(s, row->first_node), heaviest)))
       row->first_node = i;
-    cts_site_stats_add(&row->st, &node->self);
+    cts_site_stats_add(&row->st, self);
   }
   if (!err && s->history && end_us > origin_us) {
     const uint64_t span = end_us - origin_us;
@@ -241,8 +243,14 @@ int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks
     e = cts_stacks_intern_child(dst, parent, id, &node);
     map[i] = node;
   }
-  for (uint32_t i = 0; i < src->count && !e; i++)
-    cts_site_stats_add(&dst->nodes[map[i]].self, &src->nodes[i].self);
+  for (uint32_t i = 0; i < src->count && !e; i++) {
+    if (!src->nodes[i].stat) continue; /* no figures: leave dst's node without any */
+    cts_site_stats_t *d = cts_stacks_self_mut(dst, map[i]);
+    if (d)
+      cts_site_stats_add(d, cts_stacks_self(src, i));
+    else
+      e = -ENOMEM;
+  }
   free(map);
   return e;
 }
