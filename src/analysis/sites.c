@@ -162,7 +162,7 @@ static bool own_stat(cts_stacks_t *s, uint32_t node) {
   if (s->nodes[node].stat) return true;
   if (s->stat_count >= UINT32_MAX / 2) return false;
   if (s->stat_count == s->stat_cap) {
-    /* By half, as the nodes: 104 bytes each, millions of them. */
+    /* By half, as the nodes: 88 bytes each, millions of them. */
     const size_t cap = s->stat_cap + s->stat_cap / 2;
     cts_stack_stat_t *stats = realloc(s->stats, cap * sizeof *stats);
     if (!stats) return false;
@@ -176,8 +176,20 @@ static bool own_stat(cts_stacks_t *s, uint32_t node) {
   return true;
 }
 
-cts_site_stats_t *cts_stacks_self_mut(cts_stacks_t *s, uint32_t node) {
-  return own_stat(s, node) ? &s->stats[s->nodes[node].stat].self : NULL;
+int cts_stacks_add_self(cts_stacks_t *s, uint32_t node, const cts_site_stats_t *add) {
+  if (!own_stat(s, node)) return -ENOMEM;
+  cts_stack_stat_t *f = &s->stats[s->nodes[node].stat];
+  f->allocs += add->allocs;
+  f->samples += add->samples;
+  f->words += add->words;
+  f->est_allocs += add->est_allocs;
+  f->live_allocs += add->live_allocs;
+  f->live_samples += add->live_samples;
+  f->live_est_allocs += add->live_est_allocs;
+  f->peak_allocs += add->peak_allocs;
+  f->peak_samples += add->peak_samples;
+  f->peak_est_allocs += add->peak_est_allocs;
+  return 0;
 }
 
 /* A stack past the node budget: root → overflow → last frame (a few nodes per site). */
@@ -290,9 +302,9 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
  * changed. */
 static inline void settle_peak(cts_stacks_t *s, cts_stack_stat_t *st) {
   if (st->peak_epoch == s->peak_epoch) return;
-  st->self.peak_allocs = st->self.live_allocs;
-  st->self.peak_samples = st->self.live_samples;
-  st->self.peak_est_allocs = st->self.live_est_allocs;
+  st->peak_allocs = st->live_allocs;
+  st->peak_samples = st->live_samples;
+  st->peak_est_allocs = st->live_est_allocs;
   st->peak_epoch = s->peak_epoch;
 }
 
@@ -302,13 +314,13 @@ void cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_t samples, ui
   CTS_ASSERT(node->stat != 0); /* cts_stacks_intern gave it its figures */
   cts_stack_stat_t *fig = &s->stats[node->stat];
   settle_peak(s, fig);
-  fig->self.allocs++;
-  fig->self.samples += samples;
-  fig->self.words += words;
-  fig->self.est_allocs += est;
-  fig->self.live_allocs++;
-  fig->self.live_samples += samples;
-  fig->self.live_est_allocs += est;
+  fig->allocs++;
+  fig->samples += samples;
+  fig->words += words;
+  fig->est_allocs += est;
+  fig->live_allocs++;
+  fig->live_samples += samples;
+  fig->live_est_allocs += est;
   if (node->site != UINT32_MAX) {
     cts_site_t *st = &s->sites[node->site];
     if (s->history) settle_site(s, st);
@@ -327,12 +339,10 @@ void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_t samples, dou
   CTS_ASSERT(node->stat != 0);
   cts_stack_stat_t *fig = &s->stats[node->stat];
   settle_peak(s, fig);
-  fig->self.live_allocs--;
-  fig->self.live_samples -= samples;
-  fig->self.live_est_allocs -= est;
-  if (fig->self.live_allocs == 0) fig->self.live_est_allocs = 0; /* no rounding residue */
-  fig->self.collected_allocs++;
-  fig->self.collected_samples += samples;
+  fig->live_allocs--;
+  fig->live_samples -= samples;
+  fig->live_est_allocs -= est;
+  if (fig->live_allocs == 0) fig->live_est_allocs = 0; /* no rounding residue */
   if (node->site != UINT32_MAX) {
     cts_site_t *st = &s->sites[node->site];
     if (s->history) settle_site(s, st);
@@ -373,6 +383,6 @@ void cts_site_stats_add(cts_site_stats_t *a, const cts_site_stats_t *b) {
 }
 
 void cts_stacks_inclusive(const cts_stacks_t *s, cts_site_stats_t *incl) {
-  for (uint32_t i = 0; i < s->count; i++) incl[i] = *cts_stacks_self(s, i);
+  for (uint32_t i = 0; i < s->count; i++) incl[i] = cts_stacks_self(s, i);
   for (uint32_t i = s->count; i-- > 1;) cts_site_stats_add(&incl[s->nodes[i].parent], &incl[i]);
 }

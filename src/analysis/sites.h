@@ -11,7 +11,7 @@
  *
  * Size: a trie node is 24 bytes and its slot in the (parent, code) table 8 bytes at a load
  * of 0.35..0.7, so a node costs at most ~60 bytes with the arrays' growth slack (checked by
- * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 104 bytes) live in a
+ * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 88 bytes) live in a
  * side array, only for nodes that end an allocating stack: interior frames, usually most
  * of a trie, carry none.
  *
@@ -53,9 +53,16 @@ typedef struct cts_stack_node {
   uint32_t stat;   /* its figures: index in cts_stacks_t.stats, 0 = none (all zero) */
 } cts_stack_node_t;
 
+/* A node's own figures as stored: cts_site_stats_t without the collected ones, which are
+ * allocated − live (every free moves one allocation from live to collected). */
 typedef struct cts_stack_stat {
-  cts_site_stats_t self;
-  uint64_t peak_epoch; /* epoch of the last peak whose figures are saved in self.peak_* */
+  uint64_t allocs, samples, words;
+  double est_allocs;
+  uint64_t live_allocs, live_samples;
+  double live_est_allocs;
+  uint64_t peak_allocs, peak_samples;
+  double peak_est_allocs;
+  uint64_t peak_epoch; /* epoch of the last peak whose figures are saved in peak_* */
 } cts_stack_stat_t;
 
 #define CTS_SITE_CHECKPOINTS 64u
@@ -124,14 +131,26 @@ typedef struct cts_stacks {
  * about 640 MB with their figures when one node in three ends an allocating stack. */
 #define CTS_STACKS_DEFAULT_MAX_NODES (10u << 20)
 
-/* The figures of the allocations made with exactly node's stack (all zero if none). The
- * pointer is valid until the next call that adds nodes or figures. */
-static inline const cts_site_stats_t *cts_stacks_self(const cts_stacks_t *s, uint32_t node) {
-  return &s->stats[s->nodes[node].stat].self;
+/* The figures of the allocations made with exactly node's stack (all zero if none). */
+static inline cts_site_stats_t cts_stacks_self(const cts_stacks_t *s, uint32_t node) {
+  const cts_stack_stat_t *f = &s->stats[s->nodes[node].stat];
+  return (cts_site_stats_t){.allocs = f->allocs,
+                            .samples = f->samples,
+                            .words = f->words,
+                            .est_allocs = f->est_allocs,
+                            .live_allocs = f->live_allocs,
+                            .live_samples = f->live_samples,
+                            .live_est_allocs = f->live_est_allocs,
+                            .peak_allocs = f->peak_allocs,
+                            .peak_samples = f->peak_samples,
+                            .peak_est_allocs = f->peak_est_allocs,
+                            .collected_allocs = f->allocs - f->live_allocs,
+                            .collected_samples = f->samples - f->live_samples};
 }
-/* The same, writable, giving the node its own figures if it had none: NULL if out of
- * memory. Only for tries built outside cts_stacks_alloc/free (derived views). */
-cts_site_stats_t *cts_stacks_self_mut(cts_stacks_t *s, uint32_t node);
+/* Adds add (whose collected figures are its allocated − live ones, as any node's or sum of
+ * nodes' are) to node's own figures, giving it some if it had none: 0 or -ENOMEM. Only for
+ * tries built outside cts_stacks_alloc/free (derived views). */
+int cts_stacks_add_self(cts_stacks_t *s, uint32_t node, const cts_site_stats_t *add);
 
 /* history: keep live samples per site over time (leaks). origin_us: time of checkpoint 0's
  * start (the trace's start). Returns 0 or -ENOMEM. */
