@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <ctfscope/errors.h>
 
@@ -85,10 +86,23 @@ static uint32_t find_child_memo(cts_stacks_t *s, uint32_t parent, uint64_t code)
   return found;
 }
 
+/* A zeroed table of cap slots. A large one is probed at random once per new frame: on 2 MiB
+ * pages (where the kernel allows them on request) those probes miss the TLB far less. */
+static cts_stack_tslot_t *alloc_table(uint32_t cap) {
+  const size_t bytes = (size_t)cap * sizeof(cts_stack_tslot_t);
+  const size_t huge = (size_t)2 << 20;
+  if (bytes < 4 * huge) return calloc(cap, sizeof(cts_stack_tslot_t));
+  cts_stack_tslot_t *t = aligned_alloc(huge, bytes); /* bytes: a multiple of 2 MiB */
+  if (!t) return NULL;
+  (void)madvise(t, bytes, MADV_HUGEPAGE); /* only advice: fine if refused */
+  memset(t, 0, bytes);
+  return t;
+}
+
 static bool grow_table(cts_stacks_t *s) {
   if (s->table_cap >= (1u << 31)) return false;
   const uint32_t cap = s->table_cap * 2;
-  cts_stack_tslot_t *t = calloc(cap, sizeof *t);
+  cts_stack_tslot_t *t = alloc_table(cap);
   if (!t) return false;
   for (uint32_t i = 0; i < s->table_cap; i++) {
     const cts_stack_tslot_t *slot = &s->table[i];
