@@ -37,8 +37,8 @@ typedef struct live_rec {
 #define REC_PROMOTED   (1ull << 50)
 #define REC_POOLED     (1ull << 51)
 
-/* About 90 MB of stack nodes; stacks beyond it keep only their allocation point. */
-#define DEFAULT_MAX_NODES (512u << 10)
+/* Stacks beyond it keep only their allocation point (see cts_stacks_t.max_nodes). */
+#define DEFAULT_MAX_NODES CTS_STACKS_DEFAULT_MAX_NODES
 
 int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_config_t *cfg) {
   memset(p, 0, sizeof *p);

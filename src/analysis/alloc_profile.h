@@ -25,7 +25,7 @@ typedef struct cts_alloc_profile_config {
   bool stacks;          /* intern backtraces into sites (needs backtraces decoded) */
   bool leaf_only;       /* with stacks: intern only the allocation point (flat views) */
   bool history;         /* keep live samples per site over time (leaks) */
-  uint32_t max_nodes;   /* stack node budget (cts_stacks_t.max_nodes), 0 = default (512 Ki) */
+  uint32_t max_nodes;   /* stack node budget (cts_stacks_t.max_nodes), 0 = default (10 Mi) */
   bool skip_histograms; /* leave the size and lifetime histograms empty (they cost ~10%) */
   /* With stacks: each backtrace cut by cts_fold_cut (fold.h) before it is interned. */
   struct cts_fold *fold;

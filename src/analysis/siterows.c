@@ -78,6 +78,12 @@ static long row_for_code(cts_rows_t *r, cts_strtab_t *keys, const cts_frames_t *
   return i;
 }
 
+/* A node's own figure by, from its stored figures. */
+static uint64_t self_metric(const cts_stacks_t *s, uint32_t node, cts_sort_t by) {
+  const cts_site_stats_t st = cts_stacks_self(s, node);
+  return cts_site_stats_metric(&st, by);
+}
+
 int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f, cts_group_t by,
                    cts_sort_t heaviest, uint64_t origin_us, uint64_t end_us) {
   memset(out, 0, sizeof *out);
@@ -88,7 +94,8 @@ int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f
   int err = 0;
   for (uint32_t i = 0; i < s->count && !err; i++) {
     const cts_stack_node_t *node = &s->nodes[i];
-    if (node->self.allocs == 0) continue;
+    const cts_site_stats_t self_st = cts_stacks_self(s, i), *self = &self_st;
+    if (self->allocs == 0) continue;
     /* Codes repeat across nodes: remember each code's row to avoid re-keying. */
     long ri;
     const uint64_t *known = cts_u64map_find(&row_of_code, node->code);
@@ -109,10 +116,10 @@ int cts_rows_build(cts_rows_t *out, const cts_stacks_t *s, const cts_frames_t *f
         row->first_node != UINT32_MAX &&
         s->nodes[s->nodes[row->first_node].parent].code == CTS_STACKS_OVERFLOW_CODE;
     if (row->first_node == UINT32_MAX || (best_cut && !cut) ||
-        (best_cut == cut && cts_site_stats_metric(&node->self, heaviest) >
-                                cts_site_stats_metric(&s->nodes[row->first_node].self, heaviest)))
+        (best_cut == cut &&
+         cts_site_stats_metric(self, heaviest) > self_metric(s, row->first_node, heaviest)))
       row->first_node = i;
-    cts_site_stats_add(&row->st, &node->self);
+    cts_site_stats_add(&row->st, self);
   }
   if (!err && s->history && end_us > origin_us) {
     const uint64_t span = end_us - origin_us;
@@ -241,8 +248,11 @@ int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks
     e = cts_stacks_intern_child(dst, parent, id, &node);
     map[i] = node;
   }
-  for (uint32_t i = 0; i < src->count && !e; i++)
-    cts_site_stats_add(&dst->nodes[map[i]].self, &src->nodes[i].self);
+  for (uint32_t i = 0; i < src->count && !e; i++) {
+    if (!src->nodes[i].stat) continue; /* no figures: leave dst's node without any */
+    const cts_site_stats_t self = cts_stacks_self(src, i);
+    e = cts_stacks_add_self(dst, map[i], &self);
+  }
   free(map);
   return e;
 }

@@ -4,18 +4,24 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <ctfscope/errors.h>
 
+#include "common/check.h"
 #include "common/grow.h"
 #include "common/hash.h"
 
 #define FIRST_SPACING_US 1u /* doubles as needed: at most 1/32 of the trace */
 #define MAX_SPACING_US   (1ull << 56)
 
-static inline size_t slot_of(uint32_t parent, uint64_t code, uint32_t cap) {
+static inline uint64_t hash_of(uint32_t parent, uint64_t code) {
   /* Probed once per frame of every allocation: one multiply folds the parent in. */
-  return (size_t)(cts_mix64(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) & (cap - 1u));
+  return cts_mix64(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
+}
+
+static inline size_t slot_of(uint32_t parent, uint64_t code, uint32_t cap) {
+  return (size_t)(hash_of(parent, code) & (cap - 1u));
 }
 
 int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
@@ -29,12 +35,18 @@ int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
   s->table_cap = 2048;
   s->table = calloc(s->table_cap, sizeof *s->table);
   s->memo = calloc(CTS_STACKS_MEMO, sizeof *s->memo);
-  if (!s->nodes || !s->table || !s->memo) {
+  s->stat_cap = 1024;
+  s->stats = calloc(s->stat_cap, sizeof *s->stats);
+  if (!s->nodes || !s->table || !s->memo || !s->stats) {
     cts_stacks_fini(s);
     return -ENOMEM;
   }
-  s->count = 1; /* the root */
+  s->count = 1;      /* the root */
+  s->stat_count = 1; /* the shared all-zero figures */
   s->nodes[0].site = UINT32_MAX;
+  /* The root's own figures: allocations without stacks (cts_alloc_profile without them). */
+  s->nodes[0].stat = 1;
+  s->stat_count = 2;
   return 0;
 }
 
@@ -42,6 +54,7 @@ void cts_stacks_fini(cts_stacks_t *s) {
   for (uint32_t i = 0; i < s->site_count; i++) free(s->sites[i].history);
   free(s->sites);
   free(s->nodes);
+  free(s->stats);
   free(s->table);
   free(s->memo);
   free(s->prev_codes);
@@ -51,10 +64,14 @@ void cts_stacks_fini(cts_stacks_t *s) {
 }
 
 uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code) {
-  for (size_t i = slot_of(parent, code, s->table_cap);; i = (i + 1) & (s->table_cap - 1u)) {
-    const cts_stack_slot_t *slot = &s->table[i];
+  const uint64_t h = hash_of(parent, code);
+  const uint32_t tag = (uint32_t)(h >> 32);
+  for (size_t i = h & (s->table_cap - 1u);; i = (i + 1) & (s->table_cap - 1u)) {
+    const cts_stack_tslot_t *slot = &s->table[i];
     if (!slot->node) return UINT32_MAX;
-    if (slot->code == code && slot->parent == parent) return slot->node;
+    if (slot->tag != tag) continue;
+    const cts_stack_node_t *n = &s->nodes[slot->node];
+    if (n->code == code && n->parent == parent) return slot->node;
   }
 }
 
@@ -69,15 +86,29 @@ static uint32_t find_child_memo(cts_stacks_t *s, uint32_t parent, uint64_t code)
   return found;
 }
 
+/* A zeroed table of cap slots. A large one is probed at random once per new frame: on 2 MiB
+ * pages (where the kernel allows them on request) those probes miss the TLB far less. */
+static cts_stack_tslot_t *alloc_table(uint32_t cap) {
+  const size_t bytes = (size_t)cap * sizeof(cts_stack_tslot_t);
+  const size_t huge = (size_t)2 << 20;
+  if (bytes < 4 * huge) return calloc(cap, sizeof(cts_stack_tslot_t));
+  cts_stack_tslot_t *t = aligned_alloc(huge, bytes); /* bytes: a multiple of 2 MiB */
+  if (!t) return NULL;
+  (void)madvise(t, bytes, MADV_HUGEPAGE); /* only advice: fine if refused */
+  memset(t, 0, bytes);
+  return t;
+}
+
 static bool grow_table(cts_stacks_t *s) {
   if (s->table_cap >= (1u << 31)) return false;
   const uint32_t cap = s->table_cap * 2;
-  cts_stack_slot_t *t = calloc(cap, sizeof *t);
+  cts_stack_tslot_t *t = alloc_table(cap);
   if (!t) return false;
   for (uint32_t i = 0; i < s->table_cap; i++) {
-    const cts_stack_slot_t *slot = &s->table[i];
+    const cts_stack_tslot_t *slot = &s->table[i];
     if (!slot->node) continue;
-    size_t j = slot_of(slot->parent, slot->code, cap);
+    const cts_stack_node_t *n = &s->nodes[slot->node];
+    size_t j = slot_of(n->parent, n->code, cap);
     while (t[j].node) j = (j + 1) & (cap - 1u);
     t[j] = *slot;
   }
@@ -116,8 +147,10 @@ static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *o
   if (s->count >= UINT32_MAX / 2) return CTS_E_LIMIT;
   if ((uint64_t)(s->count + 1) * 10 > (uint64_t)s->table_cap * 7 && !grow_table(s)) return -ENOMEM;
   if (s->count == s->cap) {
-    /* Grow by half: with millions of nodes, doubling would overshoot memory by far. */
-    const uint32_t cap = s->cap + s->cap / 2;
+    /* Grow by half: with millions of nodes, doubling would overshoot memory by far; and
+     * never past the budget (+ the few overflow nodes per site), which is likely reached. */
+    uint32_t cap = s->cap + s->cap / 2;
+    if (s->max_nodes && cap > s->max_nodes && s->count < s->max_nodes) cap = (uint32_t)s->max_nodes;
     cts_stack_node_t *nodes = realloc(s->nodes, cap * sizeof *nodes);
     if (!nodes) return -ENOMEM;
     s->nodes = nodes;
@@ -129,12 +162,47 @@ static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *o
   node->code = code;
   node->parent = parent;
   node->depth = s->nodes[parent].depth + 1;
-  node->site = UINT32_MAX;          /* given when the node first allocates */
-  node->peak_epoch = s->peak_epoch; /* it held nothing at any earlier peak */
-  size_t j = slot_of(parent, code, s->table_cap);
+  node->site = UINT32_MAX; /* given when the node first allocates */
+  const uint64_t h = hash_of(parent, code);
+  size_t j = h & (s->table_cap - 1u);
   while (s->table[j].node) j = (j + 1) & (s->table_cap - 1u);
-  s->table[j] = (cts_stack_slot_t){code, parent, n};
+  s->table[j] = (cts_stack_tslot_t){n, (uint32_t)(h >> 32)};
   *out = n;
+  return 0;
+}
+
+/* Gives node its own figures (zero) if it has none: false if out of memory. */
+static bool own_stat(cts_stacks_t *s, uint32_t node) {
+  if (s->nodes[node].stat) return true;
+  if (s->stat_count >= UINT32_MAX / 2) return false;
+  if (s->stat_count == s->stat_cap) {
+    /* By half, as the nodes: 88 bytes each, millions of them. */
+    const size_t cap = s->stat_cap + s->stat_cap / 2;
+    cts_stack_stat_t *stats = realloc(s->stats, cap * sizeof *stats);
+    if (!stats) return false;
+    s->stats = stats;
+    s->stat_cap = cap;
+  }
+  cts_stack_stat_t *st = &s->stats[s->stat_count];
+  memset(st, 0, sizeof *st);
+  st->peak_epoch = s->peak_epoch; /* it held nothing at any earlier peak */
+  s->nodes[node].stat = (uint32_t)s->stat_count++;
+  return true;
+}
+
+int cts_stacks_add_self(cts_stacks_t *s, uint32_t node, const cts_site_stats_t *add) {
+  if (!own_stat(s, node)) return -ENOMEM;
+  cts_stack_stat_t *f = &s->stats[s->nodes[node].stat];
+  f->allocs += add->allocs;
+  f->samples += add->samples;
+  f->words += add->words;
+  f->est_allocs += add->est_allocs;
+  f->live_allocs += add->live_allocs;
+  f->live_samples += add->live_samples;
+  f->live_est_allocs += add->live_est_allocs;
+  f->peak_allocs += add->peak_allocs;
+  f->peak_samples += add->peak_samples;
+  f->peak_est_allocs += add->peak_est_allocs;
   return 0;
 }
 
@@ -149,6 +217,7 @@ static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
     if ((e = site_for_code(s, leaf, &site)) != 0) return e;
     s->nodes[n].site = site;
   }
+  if (!own_stat(s, n)) return -ENOMEM;
   s->overflowed++;
   *node = n;
   return 0;
@@ -206,6 +275,7 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
     if (e) return e;
     s->nodes[cur].site = site;
   }
+  if (!own_stat(s, cur)) return -ENOMEM;
   *node = cur;
   return 0;
 }
@@ -244,25 +314,27 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
 
 /* Saves the node's live figures as its peak figures if the heap peaked since it last
  * changed. */
-static inline void settle_peak(cts_stacks_t *s, cts_stack_node_t *node) {
-  if (node->peak_epoch == s->peak_epoch) return;
-  node->self.peak_allocs = node->self.live_allocs;
-  node->self.peak_samples = node->self.live_samples;
-  node->self.peak_est_allocs = node->self.live_est_allocs;
-  node->peak_epoch = s->peak_epoch;
+static inline void settle_peak(cts_stacks_t *s, cts_stack_stat_t *st) {
+  if (st->peak_epoch == s->peak_epoch) return;
+  st->peak_allocs = st->live_allocs;
+  st->peak_samples = st->live_samples;
+  st->peak_est_allocs = st->live_est_allocs;
+  st->peak_epoch = s->peak_epoch;
 }
 
 void cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_t samples, uint64_t words,
                       double est, uint64_t time_us) {
-  cts_stack_node_t *node = &s->nodes[node_index];
-  settle_peak(s, node);
-  node->self.allocs++;
-  node->self.samples += samples;
-  node->self.words += words;
-  node->self.est_allocs += est;
-  node->self.live_allocs++;
-  node->self.live_samples += samples;
-  node->self.live_est_allocs += est;
+  const cts_stack_node_t *node = &s->nodes[node_index];
+  CTS_ASSERT(node->stat != 0); /* cts_stacks_intern gave it its figures */
+  cts_stack_stat_t *fig = &s->stats[node->stat];
+  settle_peak(s, fig);
+  fig->allocs++;
+  fig->samples += samples;
+  fig->words += words;
+  fig->est_allocs += est;
+  fig->live_allocs++;
+  fig->live_samples += samples;
+  fig->live_est_allocs += est;
   if (node->site != UINT32_MAX) {
     cts_site_t *st = &s->sites[node->site];
     if (s->history) settle_site(s, st);
@@ -277,14 +349,14 @@ void cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_t samples, ui
 }
 
 void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_t samples, double est) {
-  cts_stack_node_t *node = &s->nodes[node_index];
-  settle_peak(s, node);
-  node->self.live_allocs--;
-  node->self.live_samples -= samples;
-  node->self.live_est_allocs -= est;
-  if (node->self.live_allocs == 0) node->self.live_est_allocs = 0; /* no rounding residue */
-  node->self.collected_allocs++;
-  node->self.collected_samples += samples;
+  const cts_stack_node_t *node = &s->nodes[node_index];
+  CTS_ASSERT(node->stat != 0);
+  cts_stack_stat_t *fig = &s->stats[node->stat];
+  settle_peak(s, fig);
+  fig->live_allocs--;
+  fig->live_samples -= samples;
+  fig->live_est_allocs -= est;
+  if (fig->live_allocs == 0) fig->live_est_allocs = 0; /* no rounding residue */
   if (node->site != UINT32_MAX) {
     cts_site_t *st = &s->sites[node->site];
     if (s->history) settle_site(s, st);
@@ -294,7 +366,7 @@ void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_t samples, dou
 }
 
 void cts_stacks_finish(cts_stacks_t *s) {
-  for (uint32_t i = 0; i < s->count; i++) settle_peak(s, &s->nodes[i]);
+  for (size_t i = 1; i < s->stat_count; i++) settle_peak(s, &s->stats[i]);
   if (s->history)
     for (uint32_t i = 0; i < s->site_count; i++) settle_site(s, &s->sites[i]);
 }
@@ -325,6 +397,6 @@ void cts_site_stats_add(cts_site_stats_t *a, const cts_site_stats_t *b) {
 }
 
 void cts_stacks_inclusive(const cts_stacks_t *s, cts_site_stats_t *incl) {
-  for (uint32_t i = 0; i < s->count; i++) incl[i] = s->nodes[i].self;
+  for (uint32_t i = 0; i < s->count; i++) incl[i] = cts_stacks_self(s, i);
   for (uint32_t i = s->count; i-- > 1;) cts_site_stats_add(&incl[s->nodes[i].parent], &incl[i]);
 }

@@ -3,11 +3,17 @@
  *
  * A stack is interned in a trie of frames (cts_stacks_t): node = (parent, frame code), the
  * root (node 0) is the empty stack, and a backtrace (outermost frame first) maps to the
- * node of its last frame. Each node carries the figures of the allocations made with
- * exactly that stack ("self"), so one structure serves the flat table (group nodes by
- * their last frame), the call tree ("top --tree"), the callers view, folded stacks and
- * pprof. Node indices only grow and a parent's index is below its children's, so summing
- * children into parents is one backward loop.
+ * node of its last frame. A node that ends a stack which allocated carries the figures of
+ * the allocations made with exactly that stack ("self", cts_stacks_self), so one structure
+ * serves the flat table (group nodes by their last frame), the call tree ("top --tree"),
+ * the callers view, folded stacks and pprof. Node indices only grow and a parent's index is
+ * below its children's, so summing children into parents is one backward loop.
+ *
+ * Size: a trie node is 24 bytes and its slot in the (parent, code) table 8 bytes at a load
+ * of 0.35..0.7, so a node costs at most ~60 bytes with the arrays' growth slack (checked by
+ * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 88 bytes) live in a
+ * side array, only for nodes that end an allocating stack: interior frames, usually most
+ * of a trie, carry none.
  *
  * Live-at-peak figures use a lazy snapshot: when the total live heap reaches a new
  * maximum, the peak epoch advances; a node saves its live figures the first time it changes
@@ -40,13 +46,24 @@ typedef struct cts_site_stats {
 } cts_site_stats_t;
 
 typedef struct cts_stack_node {
-  uint64_t code;       /* frame code (0 for the root) */
-  uint32_t parent;     /* the root is its own parent */
-  uint32_t depth;      /* frames from the root; the root has depth 0 */
-  uint32_t site;       /* site of this node's code once it allocated, else UINT32_MAX */
-  uint64_t peak_epoch; /* epoch of the last peak whose figures are saved in self.peak_* */
-  cts_site_stats_t self;
+  uint64_t code;   /* frame code (0 for the root) */
+  uint32_t parent; /* the root is its own parent */
+  uint32_t depth;  /* frames from the root; the root has depth 0 */
+  uint32_t site;   /* site of this node's code once it allocated, else UINT32_MAX */
+  uint32_t stat;   /* its figures: index in cts_stacks_t.stats, 0 = none (all zero) */
 } cts_stack_node_t;
+
+/* A node's own figures as stored: cts_site_stats_t without the collected ones, which are
+ * allocated − live (every free moves one allocation from live to collected). */
+typedef struct cts_stack_stat {
+  uint64_t allocs, samples, words;
+  double est_allocs;
+  uint64_t live_allocs, live_samples;
+  double live_est_allocs;
+  uint64_t peak_allocs, peak_samples;
+  double peak_est_allocs;
+  uint64_t peak_epoch; /* epoch of the last peak whose figures are saved in peak_* */
+} cts_stack_stat_t;
 
 #define CTS_SITE_CHECKPOINTS 64u
 
@@ -61,11 +78,19 @@ typedef struct cts_site {
  * frame only (memtrace codes are below 2^62, so this never clashes with a real one). */
 #define CTS_STACKS_OVERFLOW_CODE (1ull << 63)
 
+/* A memo entry: the key is kept so a hit costs no look at the nodes. */
 typedef struct cts_stack_slot {
   uint64_t code;
   uint32_t parent;
   uint32_t node; /* 0 = empty */
 } cts_stack_slot_t;
+
+/* A table slot: the key is the node's own (parent, code); the tag (the hash's high half)
+ * spares most probes a look at a node that is not the one sought. */
+typedef struct cts_stack_tslot {
+  uint32_t node; /* 0 = empty */
+  uint32_t tag;
+} cts_stack_tslot_t;
 
 /* Entries of the direct-mapped memo in front of the table (64 KiB: stays in cache). */
 #define CTS_STACKS_MEMO 4096u
@@ -73,7 +98,9 @@ typedef struct cts_stack_slot {
 typedef struct cts_stacks {
   cts_stack_node_t *nodes;
   uint32_t count, cap;
-  cts_stack_slot_t *table; /* open addressing over (parent, code), keys kept in the slots */
+  cts_stack_stat_t *stats; /* stats[0] is the all-zero figures of nodes without their own */
+  size_t stat_count, stat_cap;
+  cts_stack_tslot_t *table; /* open addressing over (parent, code) */
   uint32_t table_cap;
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
   uint64_t overflowed;    /* allocations whose stack was cut for the node budget */
@@ -99,6 +126,31 @@ typedef struct cts_stacks {
    * bounded; only those stacks' middle frames are lost. */
   uint64_t max_nodes;
 } cts_stacks_t;
+
+/* Default node budget of an allocation profile: at least 10 M distinct stack nodes, in
+ * about 640 MB with their figures when one node in three ends an allocating stack. */
+#define CTS_STACKS_DEFAULT_MAX_NODES (10u << 20)
+
+/* The figures of the allocations made with exactly node's stack (all zero if none). */
+static inline cts_site_stats_t cts_stacks_self(const cts_stacks_t *s, uint32_t node) {
+  const cts_stack_stat_t *f = &s->stats[s->nodes[node].stat];
+  return (cts_site_stats_t){.allocs = f->allocs,
+                            .samples = f->samples,
+                            .words = f->words,
+                            .est_allocs = f->est_allocs,
+                            .live_allocs = f->live_allocs,
+                            .live_samples = f->live_samples,
+                            .live_est_allocs = f->live_est_allocs,
+                            .peak_allocs = f->peak_allocs,
+                            .peak_samples = f->peak_samples,
+                            .peak_est_allocs = f->peak_est_allocs,
+                            .collected_allocs = f->allocs - f->live_allocs,
+                            .collected_samples = f->samples - f->live_samples};
+}
+/* Adds add (whose collected figures are its allocated − live ones, as any node's or sum of
+ * nodes' are) to node's own figures, giving it some if it had none: 0 or -ENOMEM. Only for
+ * tries built outside cts_stacks_alloc/free (derived views). */
+int cts_stacks_add_self(cts_stacks_t *s, uint32_t node, const cts_site_stats_t *add);
 
 /* history: keep live samples per site over time (leaks). origin_us: time of checkpoint 0's
  * start (the trace's start). Returns 0 or -ENOMEM. */
@@ -130,7 +182,7 @@ void cts_stacks_alloc(cts_stacks_t *s, uint32_t node, uint64_t samples, uint64_t
 /* The block allocated with those figures at node was freed. */
 void cts_stacks_free(cts_stacks_t *s, uint32_t node, uint64_t samples, double est);
 
-/* Settles the lazy snapshots: after this, self.peak_* of every node hold their values at the
+/* Settles the lazy snapshots: after this, the peak_* figures of every node hold their values at the
  * peak. Call once when the trace is read; no alloc/free afterwards. */
 void cts_stacks_finish(cts_stacks_t *s);
 

@@ -173,7 +173,7 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
   if (!e && !path) e = -ENOMEM;
   const double bps = cts_alloc_profile_bytes_per_sample(p);
   for (uint32_t i = 0; !e && i < tree.count; i++) {
-    const cts_site_stats_t *st = &tree.nodes[i].self;
+    const cts_site_stats_t self = cts_stacks_self(&tree, i), *st = &self;
     double v;
     switch (opts->value) {
       case VAL_COUNT:
@@ -560,7 +560,7 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
 
   /* One sample per stack that allocated, its locations leaf first. */
   for (uint32_t i = 0; i < s->count && !e; i++) {
-    const cts_site_stats_t *ss = &s->nodes[i].self;
+    const cts_site_stats_t self = cts_stacks_self(s, i), *ss = &self;
     if (!ss->allocs) continue;
     m.len = 0;
     packed.len = 0;

@@ -270,7 +270,8 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
     json_stats(w, p, st);
     cts_json_key(w, "self");
     cts_json_object(w);
-    json_stats(w, p, &tp->s->nodes[n].self);
+    const cts_site_stats_t self = cts_stacks_self(tp->s, n);
+    json_stats(w, p, &self);
     cts_json_end(w);
     cts_json_end(w);
   } else {
@@ -278,8 +279,8 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
     const cts_sort_t shown = tp->sort == CTS_SORT_COUNT ? CTS_SORT_BYTES : tp->sort;
     char a[32], b[32] = "";
     cli_est_bytes(p, cts_site_stats_metric(st, shown), false, a, sizeof a);
-    if (!tp->inverted)
-      cli_est_bytes(p, cts_site_stats_metric(&tp->s->nodes[n].self, shown), false, b, sizeof b);
+    const cts_site_stats_t self = cts_stacks_self(tp->s, n);
+    if (!tp->inverted) cli_est_bytes(p, cts_site_stats_metric(&self, shown), false, b, sizeof b);
     cts_out_printf(tp->o, "%6.1f%%  %11s  %11s  %*s%s\n",
                    tp->total ? 100.0 * (double)metric / (double)tp->total : 0.0, a, b,
                    (int)(depth > 60 ? 60 : depth) * 2, "", label);
@@ -371,17 +372,18 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
 static int build_inverted(const cts_stacks_t *s, long depth, cts_stacks_t *inv) {
   int e = cts_stacks_init(inv, false, 0);
   if (e) return e;
-  inv->max_nodes = s->max_nodes ? s->max_nodes : 512u << 10; /* the same memory bound */
+  inv->max_nodes = s->max_nodes ? s->max_nodes : CTS_STACKS_DEFAULT_MAX_NODES; /* same bound */
   uint64_t *path = malloc((size_t)depth * sizeof *path);
   if (!path) return -ENOMEM;
   for (uint32_t i = 0; i < s->count && !e; i++) {
-    if (s->nodes[i].self.allocs == 0) continue;
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    if (self.allocs == 0) continue;
     size_t n = 0;
     for (uint32_t cur = i; cur != 0 && n < (size_t)depth; cur = s->nodes[cur].parent)
       path[n++] = s->nodes[cur].code;
     uint32_t node;
     e = cts_stacks_intern(inv, path, n, &node);
-    if (!e) cts_site_stats_add(&inv->nodes[node].self, &s->nodes[i].self);
+    if (!e) e = cts_stacks_add_self(inv, node, &self);
   }
   free(path);
   return e;

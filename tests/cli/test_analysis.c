@@ -263,8 +263,8 @@ CTS_TEST(live_at_peak_matches_brute_force) {
   CTS_ASSERT_EQ_U64(s.peak_samples, peak);
   CTS_ASSERT_EQ_U64(s.live_samples, total);
   for (uint32_t i = 0; i < s.count; i++) {
-    CTS_ASSERT_EQ_U64(s.nodes[i].self.peak_samples, brute_peak[i]);
-    CTS_ASSERT_EQ_U64(s.nodes[i].self.live_samples, brute_live[i]);
+    CTS_ASSERT_EQ_U64(cts_stacks_self(&s, i).peak_samples, brute_peak[i]);
+    CTS_ASSERT_EQ_U64(cts_stacks_self(&s, i).live_samples, brute_live[i]);
   }
   /* Inclusive figures sum the subtree: the root holds everything. */
   cts_site_stats_t *incl = malloc(s.count * sizeof *incl);
