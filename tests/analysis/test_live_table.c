@@ -51,7 +51,7 @@ static bool ref_find(model_t *m, uint64_t id, uint64_t *check) {
 
 /* One insert on both; returns false on a mismatch. */
 static bool do_insert(model_t *m, uint64_t id) {
-  uint64_t want;
+  uint64_t want = 0;
   const bool had = ref_find(m, id, &want);
   bool added;
   rec_t *r = cts_live_insert(&m->t, id, &added);
@@ -71,7 +71,7 @@ static bool do_insert(model_t *m, uint64_t id) {
 }
 
 static bool do_take(model_t *m, uint64_t id) {
-  uint64_t want;
+  uint64_t want = 0;
   const bool had = ref_find(m, id, &want);
   rec_t out;
   const bool took = cts_live_take(&m->t, id, &out);
@@ -96,7 +96,7 @@ static bool consistent(model_t *m) {
   void *p;
   for (cts_live_cursor_t c = {0}; cts_live_next(&m->t, &c, &id, &p);) {
     const rec_t *r = p;
-    uint64_t want;
+    uint64_t want = 0;
     if (r->id != id || !ref_find(m, id, &want) || want != r->check) return false;
     if (cts_live_find(&m->t, id) != p) return false;
     seen++;

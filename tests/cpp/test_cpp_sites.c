@@ -289,7 +289,7 @@ CTS_TEST(rust_sites) {
   CTS_ASSERT(run_cmd(rec_argv, NULL, 120, &r) && r.exit_code == 0);
   run_result_free(&r);
   for (size_t i = 0; i < n; i++) {
-    char name[64];
+    char name[192]; /* "rust_sites::" and a site name of up to 159 bytes */
     snprintf(name, sizeof name, "rust_sites::%s", rust[i].site);
     const double got = site_bytes_in(rtrace, name, NULL);
     CTS_ASSERT_MSG(got == rust[i].bytes, "%s: %.0f bytes, expected %.0f", name, got, rust[i].bytes);

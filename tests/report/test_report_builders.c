@@ -417,7 +417,7 @@ static void write_two_lane_trace(buf_t *out, int64_t pid) {
 static void load_pair(report_mem_t **m, report_tasks_t **t, const char *name, int64_t pid,
                       int64_t *offset, int *status, logged_t *log) {
   uint64_t at;
-  buf_t mt, tt;
+  buf_t mt = {0}, tt = {0};
   char file[64];
   write_mem_trace(&mt, &at);
   snprintf(file, sizeof file, "%s.mt.ctf", name);

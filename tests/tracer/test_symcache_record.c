@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../run_cmd.h"
@@ -69,7 +70,14 @@ CTS_TEST(record_gives_the_same_stacks_with_the_cache_off_cold_and_warm) {
   char *const off = folded_stacks(dir, input, "off");
   const int files_off = count_files(cache);
   char *const cold = folded_stacks(dir, input, cache);
-  const int files_cold = count_files(cache);
+  /* The writer process saves the cache as it ends; on a loaded machine that can come
+   * after record returned (seen once in a clean-clone CI): wait for it, at most 5 s. */
+  int files_cold = count_files(cache);
+  for (int i = 0; i < 100 && files_cold < 2; i++) {
+    const struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    files_cold = count_files(cache);
+  }
   char *const warm = folded_stacks(dir, input, cache);
   remove_tree(dir);
   CTS_ASSERT(off && cold && warm);
