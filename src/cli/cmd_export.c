@@ -684,7 +684,9 @@ static void chrome_event(stream_ctx_t *c, const char *ph, const char *name, doub
   /* '{"ph": "B", "pid": 2, "tid": 1, "ts": T.000, "name": "N"},\n': 53 bytes, the time's
    * digits and the name (escapes aside, rare in names). */
   unsigned digits = 5; /* "0.000" */
-  for (uint64_t v = (uint64_t)ts; v >= 10; v /= 10) digits++;
+  /* In double: a hostile trace's time can be beyond any integer type (or not a number,
+   * which stops the loop at once). */
+  for (double v = ts < 0 ? -ts : ts; v >= 10 && digits < 400; v /= 10) digits++;
   c->json_bytes += 53 + digits + strlen(name);
   cts_json_t *w = begin_event(c, ph, 2);
   cts_json_kv_u64(w, "tid", 1);
