@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "u64map.h"
+#include "strtab.h"
 
 bool cts_diff_is_flow(cts_diff_metric_t m) {
   return m == CTS_DIFF_ALLOC || m == CTS_DIFF_COUNT;
@@ -87,35 +87,36 @@ int cts_diff_sites(cts_diff_t *out, const cts_diff_side_t *a, const cts_diff_sid
                    cts_diff_metric_t m) {
   memset(out, 0, sizeof *out);
   const size_t na = a->rows->n, nb = b->rows->n;
-  cts_u64map_t index; /* b's rows by hashed key; collisions take the next free hash */
-  cts_u64map_init(&index);
+  cts_strtab_t keys; /* b's row keys; row_of[id]: the first of b's rows with that key */
+  cts_strtab_init(&keys);
   cts_diff_row_t *rows = calloc(na + nb + 1, sizeof *rows);
   bool *matched = calloc(nb + 1, sizeof *matched);
-  int e = rows && matched ? 0 : -ENOMEM;
+  size_t *row_of = malloc((nb + 1) * sizeof *row_of);
+  int e = rows && matched && row_of ? 0 : -ENOMEM;
   for (size_t i = 0; i < nb && !e; i++) {
-    bool added;
-    uint64_t h = cts_u64map_str_key(b->rows->rows[i].key);
-    while (cts_u64map_find(&index, h)) h++;
-    if (!cts_u64map_insert(&index, h, i, &added)) e = -ENOMEM;
+    const char *key = b->rows->rows[i].key;
+    size_t id;
+    const int added = cts_strtab_add(&keys, key, strlen(key), &id);
+    if (added < 0)
+      e = -ENOMEM;
+    else if (added)
+      row_of[id] = i;
   }
   size_t n = 0;
   for (size_t i = 0; i < na && !e; i++) {
     const cts_row_t *ra = &a->rows->rows[i], *rb = NULL;
-    for (uint64_t h = cts_u64map_str_key(ra->key);; h++) {
-      const uint64_t *v = cts_u64map_find(&index, h);
-      if (!v) break;
-      if (strcmp(b->rows->rows[*v].key, ra->key) == 0) {
-        rb = &b->rows->rows[*v];
-        matched[*v] = true;
-        break;
-      }
+    const size_t id = cts_strtab_find(&keys, ra->key, strlen(ra->key));
+    if (id != SIZE_MAX) {
+      rb = &b->rows->rows[row_of[id]];
+      matched[row_of[id]] = true;
     }
     rows[n++] = (cts_diff_row_t){.a = ra, .b = rb};
   }
   for (size_t i = 0; i < nb && !e; i++)
     if (!matched[i]) rows[n++] = (cts_diff_row_t){.b = &b->rows->rows[i]};
   free(matched);
-  cts_u64map_fini(&index);
+  free(row_of);
+  cts_strtab_fini(&keys);
   if (e) {
     free(rows);
     return e;

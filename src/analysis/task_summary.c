@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strtab.h"
+
 #define NONE CTS_TASKS_NONE
 
 unsigned cts_task_slot(const cts_task_t *t) {
@@ -232,32 +234,24 @@ int cts_task_diff(const cts_tasks_t *const m[2], const cts_task_groups_t *const 
   memset(out, 0, sizeof *out);
   cts_task_diff_row_t *rows = calloc(g[0]->n + g[1]->n + 1, sizeof *rows);
   if (!rows) return -ENOMEM;
-  cts_u64map_t index; /* hashed name (probed on collision) → row */
-  cts_u64map_init(&index);
+  cts_strtab_t names; /* group names; the id of a name is its row */
+  cts_strtab_init(&names);
   size_t n = 0;
   for (int s = 0; s < 2; s++) {
     for (size_t i = 0; i < g[s]->n; i++) {
       char buf[64], name[sizeof rows->name];
       snprintf(name, sizeof name, "%s",
                cts_task_group_name(m[s], &g[s]->g[i], g[s]->by, buf, sizeof buf));
-      uint64_t h = cts_u64map_str_key(name);
-      cts_task_diff_row_t *r = NULL;
-      for (;; h++) {
-        const uint64_t *v = cts_u64map_find(&index, h);
-        if (!v) break;
-        if (strcmp(rows[*v].name, name) == 0) {
-          r = &rows[*v];
-          break;
-        }
+      size_t id;
+      const int added = cts_strtab_add(&names, name, strlen(name), &id);
+      if (added < 0) {
+        cts_strtab_fini(&names);
+        free(rows);
+        return -ENOMEM;
       }
-      if (!r) {
-        bool added;
-        if (!cts_u64map_insert(&index, h, n, &added)) {
-          cts_u64map_fini(&index);
-          free(rows);
-          return -ENOMEM;
-        }
-        r = &rows[n++];
+      cts_task_diff_row_t *r = &rows[id];
+      if (added) {
+        n++;
         snprintf(r->name, sizeof r->name, "%s", name);
       }
       if (s == 0)
@@ -266,7 +260,7 @@ int cts_task_diff(const cts_tasks_t *const m[2], const cts_task_groups_t *const 
         r->b = &g[1]->g[i];
     }
   }
-  cts_u64map_fini(&index);
+  cts_strtab_fini(&names);
   for (size_t i = 0; i < n; i++) {
     cts_task_diff_row_t *r = &rows[i];
     r->va = cts_task_group_metric(r->a, metric) * scale[0];
