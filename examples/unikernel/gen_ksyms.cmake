@@ -34,11 +34,13 @@ foreach(line IN LISTS lines)
   math(EXPR n "${n} + 1")
 endforeach()
 
-# The line table: "<file basename> <line> 0x<address> [view] [x]" rows, under headers that
-# name the file ("/path/kernel.c:" or "kernel.c:"). Rows are sorted by address here, as
+# The line table: "<file> <line> 0x<address> [view] [x]" rows, under headers that name the
+# file ("CU: /path/kernel.c:", "/path/kernel.c:" or "kernel.c:"). --wide, as objdump
+# otherwise cuts a long file name to its last 35 characters (clang names each row's file
+# in full). Rows are sorted by address here, as
 # compilation units and their sections need not come in address order; a row with the
 # same file and line as the one before it adds nothing and is dropped.
-execute_process(COMMAND ${OBJDUMP} --dwarf=decodedline ${ELF} OUTPUT_VARIABLE out
+execute_process(COMMAND ${OBJDUMP} --wide --dwarf=decodedline ${ELF} OUTPUT_VARIABLE out
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "objdump failed on ${ELF}")
@@ -49,8 +51,8 @@ set(path "")
 set(rows "")
 set(files "")
 foreach(line IN LISTS lines)
-  if(line MATCHES "^([^ ]+):$")
-    set(path "${CMAKE_MATCH_1}")
+  if(line MATCHES "^(CU: )?([^ ]+):$")
+    set(path "${CMAKE_MATCH_2}")
   elseif(line MATCHES "^([^ ]+) +([0-9]+) +0x([0-9a-f]+)")
     set(base "${CMAKE_MATCH_1}")
     set(lineno "${CMAKE_MATCH_2}")
@@ -66,6 +68,11 @@ foreach(line IN LISTS lines)
     endif()
     cmake_path(SET file NORMALIZE "${file}")
     string(REPLACE "${SRC}/" "" file "${file}")
+    # A name that is neither in the tree nor a whole path was misread: fail the build
+    # rather than embed a wrong file name.
+    if(NOT EXISTS "${SRC}/${file}" AND NOT (IS_ABSOLUTE "${file}" AND EXISTS "${file}"))
+      message(FATAL_ERROR "gen_ksyms: cannot place the line table's file '${file}' (${line})")
+    endif()
     list(FIND files "${file}" fi)
     if(fi EQUAL -1)
       list(LENGTH files fi)
