@@ -111,77 +111,99 @@ static const uint8_t *codewords_end(const uint8_t *p, const uint8_t *end, unsign
 /* --- the cache of recent backtraces (§5) ------------------------------------------- */
 
 #define BT_SLOTS 4096u
-#define BT_KEY   255u /* longest cached key: a form byte and the event's backtrace bytes */
-#define STAMPS   (1u << 16)
+#define BT_KEY   255u       /* longest cached key: a form byte and the event's backtrace bytes */
+#define STAMPS   (1u << 13) /* small enough to stay in cache; renumbered when used up */
 #define HBUCKETS 8192u
 #define DEAD     UINT32_MAX
 
 /* The 4096 most recently used backtraces, each with the time (stamp) of its last use; a
- * Fenwick tree over the stamps counts the ones used since, which is the rank that goes in
- * the trace. Encoder and decoder make the same moves, so they agree on every rank. */
+ * bitmap of the stamps in use counts the ones used since, which is the rank that goes in
+ * the trace (a move-to-front list's index, without moving anything). Encoder and decoder
+ * make the same moves, so they agree on every rank. Most ranks are small: counting the
+ * bits of the few words between a stamp and the newest costs less than a tree would. */
 typedef struct {
-  uint32_t used, live, next_stamp;
+  uint32_t used, live, next_stamp, min_word;
   uint32_t stamp[BT_SLOTS];
   uint16_t len[BT_SLOTS];
   uint16_t next[BT_SLOTS]; /* hash chains (encoder only): slot + 1, 0 ends */
   uint16_t head[HBUCKETS]; /* slot + 1 */
   uint64_t hash[BT_SLOTS];
   uint16_t stamp_slot[STAMPS];
-  uint16_t fen[STAMPS + 1];
+  uint64_t bits[STAMPS / 64]; /* stamps in use */
   uint8_t key[BT_SLOTS][BT_KEY];
 } btcache_t;
 
-static void fen_add(btcache_t *c, uint32_t i, int d) {
-  for (i++; i <= STAMPS; i += i & (0u - i)) c->fen[i] = (uint16_t)(c->fen[i] + d);
+/* Inline: the baseline x86-64 build has no popcnt instruction, and libgcc's is a call. */
+static inline uint32_t popcount64(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+  return (uint32_t)((x * 0x0101010101010101ull) >> 56);
 }
-static uint32_t fen_prefix(const btcache_t *c, uint32_t i) {
-  uint32_t s = 0;
-  for (i++; i > 0; i -= i & (0u - i)) s += c->fen[i];
-  return s;
+
+static inline void bit_set(btcache_t *c, uint32_t s) {
+  c->bits[s >> 6] |= 1ull << (s & 63);
 }
-/* The stamp of the k-th oldest live entry (1-based). */
-static uint32_t fen_kth(const btcache_t *c, uint32_t k) {
-  uint32_t pos = 0;
-  for (uint32_t step = STAMPS; step; step >>= 1) {
-    if (pos + step <= STAMPS && c->fen[pos + step] < k) {
-      pos += step;
-      k -= c->fen[pos];
-    }
-  }
-  return pos;
+static inline void bit_clear(btcache_t *c, uint32_t s) {
+  c->bits[s >> 6] &= ~(1ull << (s & 63));
 }
 
 /* Out of stamps: the live entries get 0, 1, 2... in the same order. */
 static void renumber(btcache_t *c) {
   uint32_t n = 0;
-  for (uint32_t s = 0; s < STAMPS; s++) {
-    const uint16_t slot = c->stamp_slot[s];
-    if (slot < c->used && c->stamp[slot] == s) {
+  for (uint32_t w = 0; w < STAMPS / 64; w++) {
+    for (uint64_t b = c->bits[w]; b; b &= b - 1) {
+      const uint16_t slot = c->stamp_slot[w * 64 + (uint32_t)__builtin_ctzll(b)];
       c->stamp[slot] = n;
       c->stamp_slot[n++] = slot;
     }
   }
-  memset(c->fen, 0, sizeof c->fen);
-  for (uint32_t s = 0; s < n; s++) fen_add(c, s, 1);
+  memset(c->bits, 0, sizeof c->bits);
+  for (uint32_t w = 0; w < n / 64; w++) c->bits[w] = ~0ull;
+  if (n % 64) c->bits[n / 64] = (1ull << (n % 64)) - 1;
   c->next_stamp = n;
+  c->min_word = 0;
 }
 
 static void stamp_now(btcache_t *c, uint32_t slot) {
   if (c->next_stamp == STAMPS) renumber(c);
   c->stamp[slot] = c->next_stamp;
   c->stamp_slot[c->next_stamp] = (uint16_t)slot;
-  fen_add(c, c->next_stamp++, 1);
+  bit_set(c, c->next_stamp++);
 }
 
+/* The number of entries used since `slot` was. */
 static uint32_t bt_rank(const btcache_t *c, uint32_t slot) {
-  return c->live - fen_prefix(c, c->stamp[slot]);
+  const uint32_t s = c->stamp[slot];
+  if (s + 1 == c->next_stamp) return 0;
+  uint32_t w = s >> 6;
+  uint32_t r = popcount64(c->bits[w] & ~((2ull << (s & 63)) - 1));
+  for (const uint32_t top = (c->next_stamp - 1) >> 6; w < top;) r += popcount64(c->bits[++w]);
+  return r;
 }
-static uint32_t bt_at_rank(const btcache_t *c, uint32_t rank) {
-  return c->stamp_slot[fen_kth(c, c->live - rank)];
+
+/* The entry of rank `rank` (< live). */
+static uint32_t bt_at_rank(btcache_t *c, uint32_t rank) {
+  if (rank == c->live - 1) {
+    /* The oldest (an eviction): the lowest stamp in use, from a hint that only grows. */
+    while (!c->bits[c->min_word]) c->min_word++;
+    return c->stamp_slot[c->min_word * 64 + (uint32_t)__builtin_ctzll(c->bits[c->min_word])];
+  }
+  for (uint32_t w = (c->next_stamp - 1) >> 6;; w--) {
+    const uint32_t n = popcount64(c->bits[w]);
+    if (rank < n) {
+      /* The bit with `rank` bits above it in this word. */
+      uint64_t b = c->bits[w];
+      for (uint32_t k = n - 1 - rank; k; k--) b &= b - 1;
+      return c->stamp_slot[w * 64 + (uint32_t)__builtin_ctzll(b)];
+    }
+    rank -= n;
+  }
 }
 
 static void bt_use(btcache_t *c, uint32_t slot) {
-  fen_add(c, c->stamp[slot], -1);
+  if (c->stamp[slot] + 1 == c->next_stamp) return; /* the most recent already */
+  bit_clear(c, c->stamp[slot]);
   c->stamp[slot] = DEAD;
   stamp_now(c, slot);
 }
@@ -193,7 +215,8 @@ static void unchain(btcache_t *c, uint32_t slot) {
 }
 
 /* Enters a key that is not there, in place of the least recently used one if full. */
-static void bt_insert(btcache_t *c, const uint8_t *key, size_t len, uint64_t hash, bool chain) {
+static void bt_insert(btcache_t *c, bool form, const uint8_t *bytes, size_t blen, uint64_t hash,
+                      bool chain) {
   uint32_t slot;
   if (c->used < BT_SLOTS) {
     slot = c->used++;
@@ -202,11 +225,12 @@ static void bt_insert(btcache_t *c, const uint8_t *key, size_t len, uint64_t has
   } else {
     slot = bt_at_rank(c, c->live - 1);
     if (chain) unchain(c, slot);
-    fen_add(c, c->stamp[slot], -1);
+    bit_clear(c, c->stamp[slot]);
     c->stamp[slot] = DEAD;
   }
-  memcpy(c->key[slot], key, len);
-  c->len[slot] = (uint16_t)len;
+  c->key[slot][0] = form;
+  memcpy(c->key[slot] + 1, bytes, blen);
+  c->len[slot] = (uint16_t)(blen + 1);
   if (chain) {
     c->hash[slot] = hash;
     uint16_t *const h = &c->head[hash & (HBUCKETS - 1)];
@@ -218,28 +242,24 @@ static void bt_insert(btcache_t *c, const uint8_t *key, size_t len, uint64_t has
 
 /* Forgets everything (a new frame, §3). */
 static void bt_reset(btcache_t *c) {
-  c->used = c->live = c->next_stamp = 0;
+  c->used = c->live = c->next_stamp = c->min_word = 0;
   memset(c->head, 0, sizeof c->head);
-  memset(c->fen, 0, sizeof c->fen);
+  memset(c->bits, 0, sizeof c->bits);
 }
 
-static uint64_t key_hash(const uint8_t *k, size_t len) {
-  uint64_t h = len;
-  while (len >= 8) {
-    uint64_t w;
-    memcpy(&w, k, 8);
-    h = cts_mix64(h ^ w);
-    k += 8;
-    len -= 8;
-  }
+/* A key is the form (long or short alloc) and the backtrace's bytes, read where they are. */
+static uint64_t key_hash(bool form, const uint8_t *k, size_t len) {
+  uint64_t h = len * 2 + form;
+  for (; len >= 8; k += 8, len -= 8) h = cts_mix64(h ^ cts_ld_le64(k));
   uint64_t w = 0;
-  memcpy(&w, k, len);
+  for (size_t i = 0; i < len; i++) w |= (uint64_t)k[i] << (8 * i);
   return cts_mix64(h ^ w ^ 0x9e3779b97f4a7c15u);
 }
 
-static int64_t bt_find(const btcache_t *c, const uint8_t *key, size_t len, uint64_t hash) {
+static int64_t bt_find(const btcache_t *c, bool form, const uint8_t *k, size_t len, uint64_t hash) {
   for (uint32_t s = c->head[hash & (HBUCKETS - 1)]; s; s = c->next[s - 1]) {
-    if (c->hash[s - 1] == hash && c->len[s - 1] == len && memcmp(c->key[s - 1], key, len) == 0)
+    if (c->hash[s - 1] == hash && c->len[s - 1] == len + 1 && c->key[s - 1][0] == form &&
+        memcmp(c->key[s - 1] + 1, k, len) == 0)
       return (int64_t)s - 1;
   }
   return -1;
@@ -399,17 +419,14 @@ static const uint8_t *put_backtrace(cts_mtcols_enc_t *e, const uint8_t *q, const
   q = codewords_end(q, end, nc);
   const size_t blen = (size_t)(q - start);
   if (blen < BT_KEY) {
-    uint8_t key[BT_KEY];
-    key[0] = long_form;
-    memcpy(key + 1, start, blen);
-    const uint64_t h = key_hash(key, blen + 1);
-    const int64_t slot = bt_find(&e->bt, key, blen + 1, h);
+    const uint64_t h = key_hash(long_form, start, blen);
+    const int64_t slot = bt_find(&e->bt, long_form, start, blen, h);
     if (slot >= 0) {
       PUT_LEB(e, CTS_MTCOLS_BTREF, bt_rank(&e->bt, (uint32_t)slot) + 1u);
       bt_use(&e->bt, (uint32_t)slot);
       return q;
     }
-    bt_insert(&e->bt, key, blen + 1, h, true);
+    bt_insert(&e->bt, long_form, start, blen, h, true);
   }
   e->col[CTS_MTCOLS_BTREF][e->col_len[CTS_MTCOLS_BTREF]++] = 0;
   PUT_LEB(e, CTS_MTCOLS_BTCP, zig(cp));
@@ -810,10 +827,7 @@ int cts_mtcols_dec_group(cts_mtcols_dec_t *d, const uint8_t *g, size_t len, uint
         }
         const size_t blen = (size_t)(o - start);
         if (blen < BT_KEY) {
-          uint8_t key[BT_KEY];
-          key[0] = long_form;
-          memcpy(key + 1, start, blen);
-          bt_insert(c, key, blen + 1, 0, false);
+          bt_insert(c, long_form, start, blen, 0, false);
         }
       } else {
         FAIL("an unknown event kind");
