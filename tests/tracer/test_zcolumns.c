@@ -349,6 +349,12 @@ CTS_TEST(a_real_programs_trace_round_trips) {
   for (const char *p = r.out; (p = strstr(p, " alloc")); p++) events++;
   run_result_free(&r);
   CTS_ASSERT_MSG(events > 20000, "%zu events", events);
+  /* Every command: `info` detects the format before it reads. */
+  char *info[] = {CTS_TEST_CTFSCOPE, "info", zst, NULL};
+  CTS_ASSERT(run_cmd(info, NULL, 120, &r));
+  CTS_ASSERT_MSG(r.exit_code == 0 && r.out && strstr(r.out, "Result         ok"), "%s",
+                 r.err ? r.err : "");
+  run_result_free(&r);
   unlink(plain);
   unlink(zst);
   unlink(tmp);
