@@ -363,7 +363,7 @@ static size_t header_size(const uint8_t *p) {
  * its event count in *nevents. */
 static bool packet_fits(const uint8_t *p, size_t size, uint32_t *nevents) {
   const unsigned version = cts_ld_le16(p + 28);
-  if (version < 1 || version > 3) return false;
+  if (version < 1 || version > 3 || size < header_size(p)) return false;
   const uint8_t *q = p + header_size(p), *const end = p + size;
   uint32_t n = 0;
   while (q < end) {

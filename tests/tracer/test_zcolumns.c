@@ -155,6 +155,11 @@ CTS_TEST(any_bytes_read_back_byte_for_byte) {
   /* A packet magic with a plausible size in the middle of the junk. */
   static const uint8_t fake[] = {0xC1, 0x1F, 0xFC, 0xC1, 0x00, 0x04, 0x00, 0x00};
   memcpy(b.p + 1000, fake, sizeof fake);
+  /* A version-3 header (68 bytes) in a packet that claims 66. */
+  static const uint8_t short_v3[] = {0xC1, 0x1F, 0xFC, 0xC1, 0x10, 0x02, 0x00, 0x00};
+  memcpy(b.p + 5000, short_v3, sizeof short_v3);
+  memset(b.p + 5000 + 8, 0, 58);
+  b.p[5000 + 28] = 3;
   FILE *const f = fopen(src_path, "wb");
   CTS_ASSERT(f && fwrite(b.p, 1, b.len, f) == b.len);
   fclose(f);
