@@ -63,8 +63,8 @@ cts__zsink_t *cts__zsink_open(int level, cts__zsink_write_cb write, void *user_d
   cp.minMatch = MIN_MATCH;
   const size_t ctx_size = round_up(ZSTD_estimateCStreamSize_usingCParams(cp), 64);
   const size_t out_size = ZSTD_CStreamOutSize();
-  const size_t cols_size = round_up(cts_mtcols_enc_size(), 64);
-  const size_t map_size = round_up(head + ctx_size + out_size + cols_size, 4096);
+  const size_t cols_at = round_up(head + ctx_size + out_size, 64); /* the encoder's alignment */
+  const size_t map_size = round_up(cols_at + cts_mtcols_enc_size(), 4096);
   /* Untouched pages cost nothing: the context is sized for the worst input. */
   void *const mem = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -73,7 +73,7 @@ cts__zsink_t *cts__zsink_open(int level, cts__zsink_write_cb write, void *user_d
   z->cctx = ZSTD_initStaticCCtx((unsigned char *)mem + head, ctx_size);
   z->out = (unsigned char *)mem + head + ctx_size;
   z->out_size = out_size;
-  z->cols = cts_mtcols_enc_init((unsigned char *)mem + head + ctx_size + out_size);
+  z->cols = cts_mtcols_enc_init((unsigned char *)mem + cols_at);
   z->started = false;
   z->map_size = map_size;
   z->write = write;
