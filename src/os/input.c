@@ -378,7 +378,14 @@ int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progr
     if (n < 0) {
       e = (int)n;
       *input_error = true;
-      if (in->cols_msg[0]) cts_mt_reader_warn(reader, e, in->cols_msg);
+      if (in->cols_msg[0]) {
+        cts_mt_reader_warn(reader, e, in->cols_msg);
+      } else if (e == CTS_E_BAD_COMPRESSION) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "corrupt compressed data at or before file byte %llu",
+                 (unsigned long long)in->file_pos);
+        cts_mt_reader_warn(reader, e, msg);
+      }
       break;
     }
     if (n == 0) {

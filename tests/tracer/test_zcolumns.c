@@ -296,6 +296,31 @@ CTS_TEST(a_corrupt_group_is_an_error_naming_its_offset) {
   unlink(tmp);
 }
 
+/* Damaged zstd data (not the columns inside): the good part, then an error with the file
+ * offset. */
+CTS_TEST(corrupt_zstd_data_is_an_error_naming_the_file_offset) {
+  CTS_REQUIRE_CORPUS(corpus);
+  char tmp[256];
+  temp_file(tmp, sizeof tmp, "badzstd.zst");
+  bytes_t src, z;
+  CTS_ASSERT(flushed_corpus_trace(corpus, tmp, &src));
+  CTS_ASSERT(slurp(tmp, &z));
+  for (size_t i = z.len / 2; i < z.len / 2 + 64; i++) z.p[i] ^= 0x5a;
+  FILE *const f = fopen(tmp, "wb");
+  CTS_ASSERT(f && fwrite(z.p, 1, z.len, f) == z.len);
+  fclose(f);
+  char *dump[] = {CTS_TEST_CTFSCOPE, "dump", tmp, NULL};
+  run_result_t r;
+  CTS_ASSERT(run_cmd(dump, NULL, 60, &r));
+  CTS_ASSERT_MSG(r.exit_code != 0 && r.err && strstr(r.err, "at or before file byte ") &&
+                     strstr(r.out, " alloc"),
+                 "%d %s", r.exit_code, r.err ? r.err : "");
+  run_result_free(&r);
+  free(src.p);
+  free(z.p);
+  unlink(tmp);
+}
+
 /* Files written before the transform (plain zstd of memtrace) read as before. */
 CTS_TEST(plain_zstd_of_memtrace_still_reads) {
   CTS_REQUIRE_CORPUS(corpus);
