@@ -12,6 +12,10 @@ id from the last allocation's; and the `loc` lines as text (an upper bound for t
 packets). Everything the dump holds is in the columns, so it is a measure of what a
 format-aware transform before zstd can reach, not of its speed (a Python prototype).
 
+Implemented since in C, on the memtrace bytes rather than a dump's events so that readers
+rebuild the writer's exact bytes: src/os/mtcols.c, docs/formats/memtrace-zstd.md (the
+journal's "Compressed traces: the column transform, implemented" compares the two).
+
 Usage: columns.py DUMP.txt OUTDIR   (needs the zstd command)
 """
 import os

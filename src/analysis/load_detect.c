@@ -209,7 +209,8 @@ int cts_trace_detect(const char *path, cts_trace_kind_t *kind, bool strict, cons
    * name the offset. */
   if (n < 4 || (head[0] == 0xc1 && head[1] == 0x1f && head[2] == 0xfc && head[3] == 0xc1) ||
       (head[0] == 0x1f && head[1] == 0x8b) ||
-      (head[0] == 0x28 && head[1] == 0xb5 && head[2] == 0x2f && head[3] == 0xfd))
+      (head[0] == 0x28 && head[1] == 0xb5 && head[2] == 0x2f && head[3] == 0xfd) ||
+      (head[0] == 0x5c && head[1] == 0x2a && head[2] == 0x4d && head[3] == 0x18)) /* -z's */
     return 0;
   if (is_ctf_metadata(head, (size_t)n)) {
     const char *slash = strrchr(path, '/');

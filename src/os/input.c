@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -8,6 +9,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "common/endian.h"
+#include "mtcols.h"
 #include "os.h"
 
 #define CHUNK       (1u << 20)
@@ -28,6 +31,16 @@ struct cts_os_input {
   uint64_t file_size, file_pos;
   z_stream z;
   uint8_t *zbuf;
+  /* The column transform inside the zstd frames (docs/formats/memtrace-zstd.md): the
+   * decompressed stream is groups, `grp` the one being read (`grp_len` bytes so far),
+   * `raw` the memtrace bytes rebuilt from the last one, handed out from `raw_pos`. */
+  bool cols, cols_done;
+  int cols_err; /* sticky: the first corrupt group's error */
+  cts_mtcols_dec_t *cdec;
+  uint8_t *grp, *raw;
+  size_t grp_len, grp_cap, raw_len, raw_pos;
+  uint64_t grp_offset; /* decompressed offset of the group being read */
+  char cols_msg[256];  /* what went wrong, with the offsets */
   /* Bytes read while sniffing the format, handed out before anything else. */
   uint8_t peek[4];
   size_t npeek;
@@ -42,6 +55,46 @@ static ssize_t raw_read(cts_os_input_t *in, void *buf, size_t len) {
     }
     if (errno != EINTR) return -errno;
   }
+}
+
+/* A zstd stream whose first `n` bytes, `pre`, were read already. */
+static int zs_setup(cts_os_input_t *in, const uint8_t *pre, size_t n) {
+  in->zbuf = malloc(ZSTD_DStreamInSize());
+  in->zs = ZSTD_createDCtx();
+  if (!in->zbuf || !in->zs) return -ENOMEM;
+  in->zstd = true;
+  memcpy(in->zbuf, pre, n);
+  in->zs_in = (ZSTD_inBuffer){in->zbuf, n, 0};
+  in->zs_frame_left = 1;
+  in->npeek = 0;
+  return 0;
+}
+
+/* A file that opens with a skippable frame: ours (the column transform) if its content
+ * says so; another one is zstd's business (it skips it). */
+static int cols_setup(cts_os_input_t *in) {
+  uint8_t head[CTS_MTCOLS_HEAD_SIZE];
+  memcpy(head, in->peek, 4);
+  size_t got = 4;
+  while (got < sizeof head) {
+    const ssize_t n = raw_read(in, head + got, sizeof head - got);
+    if (n < 0) return (int)n;
+    if (n == 0) break;
+    got += (size_t)n;
+  }
+  const int kind = got == sizeof head ? cts_mtcols_head_check(head) : 0;
+  if (kind < 0) return CTS_E_BAD_VERSION; /* a later version of the transform */
+  int e = zs_setup(in, head, got);
+  if (e || kind == 0) return e;
+  in->zs_in.pos = got; /* the frame is read: zstd starts after it */
+  in->cols = true;
+  in->cdec = calloc(1, cts_mtcols_dec_size());
+  in->raw = malloc(CTS_MTCOLS_GROUP_RAW_MAX + CTS_MTCOLS_SLACK);
+  in->grp_cap = 1u << 20;
+  in->grp = malloc(in->grp_cap);
+  if (!in->cdec || !in->raw || !in->grp) return -ENOMEM;
+  cts_mtcols_dec_init(in->cdec);
+  return 0;
 }
 
 int cts_os_input_open(cts_os_input_t **out, const char *path) {
@@ -94,17 +147,17 @@ int cts_os_input_open(cts_os_input_t **out, const char *path) {
     in->npeek = 0;
   } else if (in->npeek == 4 && in->peek[0] == 0x28 && in->peek[1] == 0xb5 && in->peek[2] == 0x2f &&
              in->peek[3] == 0xfd) {
-    in->zbuf = malloc(ZSTD_DStreamInSize());
-    in->zs = ZSTD_createDCtx();
-    if (!in->zbuf || !in->zs) {
+    const int e = zs_setup(in, in->peek, 4);
+    if (e) {
       cts_os_input_close(in);
-      return -ENOMEM;
+      return e;
     }
-    in->zstd = true;
-    memcpy(in->zbuf, in->peek, 4);
-    in->zs_in = (ZSTD_inBuffer){in->zbuf, 4, 0};
-    in->zs_frame_left = 1;
-    in->npeek = 0;
+  } else if (in->npeek == 4 && cts_ld_le32(in->peek) == CTS_MTCOLS_SKIP_MAGIC) {
+    const int e = cols_setup(in);
+    if (e) {
+      cts_os_input_close(in);
+      return e;
+    }
   }
   *out = in;
   return 0;
@@ -180,9 +233,94 @@ static ssize_t zs_read(cts_os_input_t *in, void *buf, size_t len) {
   return (ssize_t)out.pos;
 }
 
+/* Fills `grp` up to `want` bytes from the zstd stream: 1 when there, 0 at its end, or an
+ * error. */
+static int cols_fill(cts_os_input_t *in, size_t want) {
+  while (in->grp_len < want) {
+    const ssize_t n = zs_read(in, in->grp + in->grp_len, want - in->grp_len);
+    if (n < 0) return (int)n;
+    if (n == 0) return 0;
+    in->grp_len += (size_t)n;
+  }
+  return 1;
+}
+
+/* Reads and decodes the next group into `raw`: 1 done, 0 at the end of the stream (a group
+ * cut short is dropped, with tail_lost and the message set), or an error (the message set). */
+static int cols_next_group(cts_os_input_t *in) {
+  in->grp_len = 0;
+  int r = cols_fill(in, CTS_MTCOLS_GROUP_HEAD);
+  size_t total = 0, raw_size = 0;
+  const char *why = NULL;
+  if (r == 1) {
+    const int e = cts_mtcols_group_size(in->grp, &total, &raw_size, &why);
+    if (e) {
+      snprintf(in->cols_msg, sizeof in->cols_msg,
+               "corrupt column group at byte %llu of the decompressed stream (file read up to "
+               "byte %llu): %s",
+               (unsigned long long)in->grp_offset, (unsigned long long)in->file_pos, why);
+      return e;
+    }
+    if (total > in->grp_cap) {
+      uint8_t *const g = realloc(in->grp, total);
+      if (!g) return -ENOMEM;
+      in->grp = g;
+      in->grp_cap = total;
+    }
+    r = cols_fill(in, total);
+  }
+  if (r < 0) return r;
+  if (r == 0) {
+    /* Cut inside a zstd frame (zs_read says so) or inside a group. */
+    if (in->grp_len || in->tail_lost) {
+      in->tail_lost = true;
+      snprintf(in->cols_msg, sizeof in->cols_msg,
+               "the compressed trace is cut short at file byte %llu: its column groups up to "
+               "byte %llu of the decompressed stream are kept, the rest is lost",
+               (unsigned long long)in->file_pos, (unsigned long long)in->grp_offset);
+    }
+    return 0;
+  }
+  size_t at = 0;
+  const int e = cts_mtcols_dec_group(in->cdec, in->grp, total, in->raw, &why, &at);
+  if (e) {
+    snprintf(in->cols_msg, sizeof in->cols_msg,
+             "corrupt column group at byte %llu of the decompressed stream (file read up to "
+             "byte %llu), memtrace byte %llu of the group: %s",
+             (unsigned long long)in->grp_offset, (unsigned long long)in->file_pos,
+             (unsigned long long)at, why);
+    return e;
+  }
+  in->grp_offset += total;
+  in->raw_len = raw_size;
+  in->raw_pos = 0;
+  return 1;
+}
+
+static ssize_t cols_read(cts_os_input_t *in, uint8_t *buf, size_t len) {
+  size_t done = 0;
+  while (done < len && !in->cols_err) {
+    if (in->raw_pos < in->raw_len) {
+      const size_t n =
+          in->raw_len - in->raw_pos < len - done ? in->raw_len - in->raw_pos : len - done;
+      memcpy(buf + done, in->raw + in->raw_pos, n);
+      in->raw_pos += n;
+      done += n;
+      continue;
+    }
+    if (in->cols_done) break;
+    const int r = cols_next_group(in);
+    if (r == 0) in->cols_done = true;
+    if (r < 0) in->cols_err = r;
+  }
+  /* An error after good bytes: those first, the error at the next call. */
+  return done || !in->cols_err ? (ssize_t)done : in->cols_err;
+}
+
 ssize_t cts_os_input_read(cts_os_input_t *in, void *buf, size_t len) {
   if (len == 0) return 0;
   if (in->gzip) return gz_read(in, buf, len);
+  if (in->cols) return cols_read(in, buf, len);
   if (in->zstd) return zs_read(in, buf, len);
   if (in->npeek) {
     const size_t n = in->npeek < len ? in->npeek : len;
@@ -212,6 +350,9 @@ void cts_os_input_close(cts_os_input_t *in) {
   if (in->gzip) inflateEnd(&in->z);
   ZSTD_freeDCtx(in->zs);
   free(in->zbuf);
+  free(in->cdec);
+  free(in->grp);
+  free(in->raw);
   if (in->owns_fd) close(in->fd);
   free(in);
 }
@@ -237,10 +378,20 @@ int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progr
     if (n < 0) {
       e = (int)n;
       *input_error = true;
+      if (in->cols_msg[0]) {
+        cts_mt_reader_warn(reader, e, in->cols_msg);
+      } else if (e == CTS_E_BAD_COMPRESSION) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "corrupt compressed data at or before file byte %llu",
+                 (unsigned long long)in->file_pos);
+        cts_mt_reader_warn(reader, e, msg);
+      }
       break;
     }
     if (n == 0) {
-      if (in->tail_lost)
+      if (in->cols_msg[0])
+        cts_mt_reader_warn(reader, CTS_E_TRUNCATED_PACKET, in->cols_msg);
+      else if (in->tail_lost)
         cts_mt_reader_warn(reader, CTS_E_TRUNCATED_PACKET,
                            "the zstd stream ends inside a frame: the trace's tail was lost "
                            "(read up to the compressor's last complete block)");

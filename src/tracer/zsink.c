@@ -9,6 +9,7 @@
 #include <zstd.h>
 
 #include "lazylib.h"
+#include "os/mtcols.h"
 
 /* libzstd is bound when a session first compresses (lazylib.h): not loaded into every
  * traced image. The calls below go through `zs`. */
@@ -36,9 +37,11 @@ struct cts__zsink {
   unsigned char *out; /* the output buffer, out_size bytes */
   size_t out_size;
   size_t map_size;
-  bool pending;  /* bytes taken since the last flush or end */
-  bool in_frame; /* bytes taken since the last end: a frame is open */
-  int err;       /* first error: the stage is failed */
+  bool pending;           /* bytes taken since the last flush or end */
+  bool in_frame;          /* bytes taken since the last end: a frame is open */
+  bool started;           /* the opening frame is written */
+  int err;                /* first error: the stage is failed */
+  cts_mtcols_enc_t *cols; /* the column transform, in the same mapping */
 };
 
 /* memtrace events are short records (a 4-byte header, a few varints, 2-byte cache hits):
@@ -60,7 +63,8 @@ cts__zsink_t *cts__zsink_open(int level, cts__zsink_write_cb write, void *user_d
   cp.minMatch = MIN_MATCH;
   const size_t ctx_size = round_up(ZSTD_estimateCStreamSize_usingCParams(cp), 64);
   const size_t out_size = ZSTD_CStreamOutSize();
-  const size_t map_size = round_up(head + ctx_size + out_size, 4096);
+  const size_t cols_at = round_up(head + ctx_size + out_size, 64); /* the encoder's alignment */
+  const size_t map_size = round_up(cols_at + cts_mtcols_enc_size(), 4096);
   /* Untouched pages cost nothing: the context is sized for the worst input. */
   void *const mem = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -69,6 +73,8 @@ cts__zsink_t *cts__zsink_open(int level, cts__zsink_write_cb write, void *user_d
   z->cctx = ZSTD_initStaticCCtx((unsigned char *)mem + head, ctx_size);
   z->out = (unsigned char *)mem + head + ctx_size;
   z->out_size = out_size;
+  z->cols = cts_mtcols_enc_init((unsigned char *)mem + cols_at);
+  z->started = false;
   z->map_size = map_size;
   z->write = write;
   z->user_data = user_data;
@@ -100,10 +106,27 @@ static int run(cts__zsink_t *z, ZSTD_inBuffer *in, ZSTD_EndDirective mode) {
   }
 }
 
-int cts__zsink_write(cts__zsink_t *z, const void *buf, size_t len) {
+/* The transform's groups go to zstd. */
+static int compress(void *user_data, const void *buf, size_t len) {
+  cts__zsink_t *const z = user_data;
   ZSTD_inBuffer in = {buf, len, 0};
-  if (len) z->pending = z->in_frame = true;
   return run(z, &in, ZSTD_e_continue);
+}
+
+int cts__zsink_write(cts__zsink_t *z, const void *buf, size_t len) {
+  if (z->err) return z->err;
+  if (!z->started) {
+    /* The file opens with the frame that names the transform, before any zstd frame
+     * (docs/formats/memtrace-zstd.md). */
+    unsigned char head[CTS_MTCOLS_HEAD_SIZE];
+    cts_mtcols_head(head);
+    const int e = z->write(z->user_data, head, sizeof head);
+    if (e) return z->err = e;
+    z->started = true;
+  }
+  if (len) z->pending = z->in_frame = true;
+  const int e = cts_mtcols_enc_write(z->cols, buf, len, compress, z);
+  return e ? z->err = e : 0;
 }
 
 bool cts__zsink_pending(const cts__zsink_t *z) {
@@ -113,13 +136,18 @@ bool cts__zsink_pending(const cts__zsink_t *z) {
 int cts__zsink_flush(cts__zsink_t *z) {
   ZSTD_inBuffer in = {NULL, 0, 0};
   z->pending = false;
-  return run(z, &in, ZSTD_e_flush);
+  const int e = cts_mtcols_enc_flush(z->cols, compress, z);
+  return e ? z->err = e : run(z, &in, ZSTD_e_flush);
 }
 
 int cts__zsink_end(cts__zsink_t *z) {
   ZSTD_inBuffer in = {NULL, 0, 0};
   if (!z->in_frame) return z->err; /* no empty frame after the last one */
   z->pending = z->in_frame = false;
+  const int e = cts_mtcols_enc_flush(z->cols, compress, z);
+  if (e) return z->err = e;
+  /* Each frame decodes on its own: the transform's state starts afresh with the next. */
+  cts_mtcols_enc_reset(z->cols);
   return run(z, &in, ZSTD_e_end);
 }
 

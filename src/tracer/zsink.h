@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* The writer's zstd stage (tracer.h, "Compression"): the memtrace packets the writer
- * produces go through zstd frames on their way to the sink. The writer's periodic flushes
- * end a zstd block (ZSTD_e_flush), so what reached the sink is always decodable up to the
- * last flush; a flush the program asks for (before exec, dlclose) and the end of the
- * session end the frame (ZSTD_e_end); the next bytes start a new one (zstd readers take
- * concatenated frames as one stream).
+/* The writer's zstd stage (tracer.h, "Compression"; docs/formats/memtrace-zstd.md): the
+ * memtrace packets the writer produces are split into columns (os/mtcols.h) and go through
+ * zstd frames on their way to the sink, after a skippable frame that names the transform.
+ * The writer's periodic flushes end a column group and a zstd block (ZSTD_e_flush), so
+ * what reached the sink is always decodable up to the last flush; a flush the program asks
+ * for (before exec, dlclose) and the end of the session end the frame (ZSTD_e_end), and
+ * the transform starts afresh in the next one.
  *
- * Memory: one mmap'd region (the compression context, fixed-size, ZSTD_initStaticCCtx, and
- * the output buffer); nothing goes through malloc, so it may run in the traced program's
- * writer thread as in the writer process. Not thread-safe: the writer's alone. */
+ * Memory: one mmap'd region (the compression context, fixed-size, ZSTD_initStaticCCtx, the
+ * output buffer and the column encoder's ~18 MiB, touched as used); nothing goes through
+ * malloc, so it may run in the traced program's writer thread as in the writer process.
+ * Not thread-safe: the writer's alone. */
 #ifndef CTS_TRACER_ZSINK_H
 #define CTS_TRACER_ZSINK_H
 

@@ -1856,7 +1856,7 @@ static uint32_t file_magic(const char *path) {
 }
 
 #define CTF_MAGIC  0xC1FC1FC1u /* memtrace's packet magic: what OCaml's reader reads */
-#define ZSTD_MAGIC 0xFD2FB528u
+#define ZSTD_MAGIC 0x184D2A5Cu /* -z: the skippable frame naming the column transform */
 
 /* --compress: each image of a program that execs writes a zstd file named *.ctf.zst (the
  * exec'd image's too), which the summary and every reader read; without it the trace is

@@ -994,13 +994,14 @@ CTS_TEST(file_sink_is_readable_after_each_flush) {
   unlink(path);
 }
 
-/* Whether the file at `path` starts with zstd's frame magic. */
+/* Whether the file at `path` starts as a compressed trace: the skippable frame that names
+ * the column transform (docs/formats/memtrace-zstd.md). */
 static bool starts_as_zstd(const char *path) {
   unsigned char m[4] = {0};
   FILE *const f = fopen(path, "rb");
   const bool ok = f && fread(m, 1, 4, f) == 4;
   if (f) fclose(f);
-  return ok && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd;
+  return ok && m[0] == 0x5c && m[1] == 0x2a && m[2] == 0x4d && m[3] == 0x18;
 }
 
 /* Compression (tracer.h, "Compression"): the file is zstd from its first flush; a flush
