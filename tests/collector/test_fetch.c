@@ -41,8 +41,10 @@ static void *server_main(void *arg) {
       int fd;
       if (cts_net_accept(s->lfd, true, &fd, NULL) == 0) {
         if (cfd >= 0) {
-          close(fd); /* one client at a time */
+          /* One client at a time. Counted before the close: the refused client exits
+           * on it, and the test reads the count as soon as it has. */
           atomic_fetch_add(&s->refused, 1);
+          close(fd);
         } else {
           cfd = fd;
           sent = 0;
