@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -216,6 +217,50 @@ void cts_os_input_close(cts_os_input_t *in) {
   free(in);
 }
 
+/* A plain regular file is mapped a window at a time rather than read(): the reader then
+ * decodes its packets in place, without the kernel's copy of every byte into a buffer. Each
+ * window is populated when mapped (one call maps its pages, where touching them would take
+ * a fault per few pages) and unmapped once fed, so the process's resident memory stays one
+ * window whatever the file's size. Files below a window are read() as before. */
+#define MAP_WINDOW (4u << 20)
+
+/* Whether in is a plain regular file whose descriptor is still at the start of the file,
+ * past the bytes sniffed: feed_mapped() can take it from offset 0. */
+static bool mappable(const cts_os_input_t *in) {
+  return !in->gzip && !in->zstd && in->file_size >= MAP_WINDOW &&
+         lseek(in->fd, 0, SEEK_CUR) == (off_t)in->npeek && in->file_pos == in->npeek;
+}
+
+/* Feeds reader the file's first file_size bytes (its size when opened) through mappings,
+ * leaving the descriptor after the bytes fed, for the caller to read() what follows (what
+ * was appended since, or all of the file when the first mapping fails). 0 or the reader's
+ * error; an input error sets *input_error. A file truncated by another process while a
+ * window of it is mapped makes the access fault (SIGBUS), as with any mapped file: the
+ * window is populated when mapped and fed at once, which keeps that interval short. */
+static int feed_mapped(cts_os_input_t *in, cts_mt_reader_t *reader, cts_os_progress_cb progress,
+                       void *progress_user_data, bool *input_error) {
+  uint64_t pos = 0;
+  int e = 0;
+  while (pos < in->file_size) {
+    const size_t len =
+        in->file_size - pos < MAP_WINDOW ? (size_t)(in->file_size - pos) : MAP_WINDOW;
+    void *const m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, in->fd, (off_t)pos);
+    if (m == MAP_FAILED) break;  /* the rest is read() */
+    if (pos == 0) in->npeek = 0; /* the sniffed bytes are the mapping's first */
+    e = cts_mt_reader_feed(reader, m, len);
+    munmap(m, len);
+    if (e) break;
+    pos += len;
+    in->file_pos = pos;
+    if (progress) progress(progress_user_data, pos, in->file_size);
+  }
+  if (!e && pos && lseek(in->fd, (off_t)pos, SEEK_SET) != (off_t)pos) {
+    e = -errno;
+    *input_error = true;
+  }
+  return e;
+}
+
 int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progress_cb progress,
                          void *progress_user_data, bool *input_error) {
   *input_error = false;
@@ -223,6 +268,11 @@ int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progr
   int e = cts_os_input_open(&in, path);
   if (e) {
     *input_error = true;
+    return e;
+  }
+  if (mappable(in) &&
+      (e = feed_mapped(in, reader, progress, progress_user_data, input_error)) != 0) {
+    cts_os_input_close(in);
     return e;
   }
   uint8_t *buf = malloc(CHUNK);
