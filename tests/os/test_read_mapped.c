@@ -225,9 +225,11 @@ CTS_TEST(cut_off_last_packet_warns_the_same) {
   ASSERT_SAME_PASS(os, feed);
 }
 
-/* A corrupt byte in the second or third window: same error at the same offset. */
+/* Corrupt bytes far past the first window, and across the end of one: the same error at
+ * the same offset. */
 CTS_TEST(error_past_the_first_window_has_the_same_offset) {
-  static const uint64_t where[] = {(4u << 20) + 12345, (8u << 20) + 3, (4u << 20) - 1};
+  static const uint64_t where[] = {(4u << 20) + 12345, (8u << 20) + 3, (4u << 20) - 1,
+                                   (1u << 20) - 3};
   for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
     CTS_ASSERT(copy_file(trace_path, work_path, trace_size));
     const int fd = open(work_path, O_RDWR | O_CLOEXEC);
