@@ -238,9 +238,10 @@ static bool mappable(const cts_os_input_t *in) {
 /* Feeds reader the file's first file_size bytes (its size when opened) through mappings,
  * leaving the descriptor after the bytes fed, for the caller to read() what follows (what
  * was appended since, or all of the file when the first mapping fails). 0 or the reader's
- * error; an input error sets *input_error. A file truncated by another process while a
- * window of it is mapped makes the access fault (SIGBUS), as with any mapped file: the
- * window is populated when mapped and fed at once, which keeps that interval short. */
+ * error; an input error sets *input_error. The file's size is checked before each window:
+ * one cut shorter meanwhile (a tracer starting over in it) is read() from there, which
+ * sees the new end. Only a cut between that check and the window's last byte fed (a
+ * millisecond) still makes an access fault (SIGBUS), as with any mapped file. */
 static int feed_mapped(cts_os_input_t *in, cts_mt_reader_t *reader, cts_os_progress_cb progress,
                        void *progress_user_data, bool *input_error) {
   uint64_t pos = 0;
@@ -248,6 +249,8 @@ static int feed_mapped(cts_os_input_t *in, cts_mt_reader_t *reader, cts_os_progr
   while (pos < in->file_size) {
     const size_t len =
         in->file_size - pos < MAP_WINDOW ? (size_t)(in->file_size - pos) : MAP_WINDOW;
+    struct stat st;
+    if (fstat(in->fd, &st) != 0 || (uint64_t)st.st_size < pos + len) break;
     void *const m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, in->fd, (off_t)pos);
     if (m == MAP_FAILED) break;  /* the rest is read() */
     if (pos == 0) in->npeek = 0; /* the sniffed bytes are the mapping's first */
