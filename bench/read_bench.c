@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* read_bench: throughput of the memtrace reader on one trace file (bench/README.md).
  *
- * Each run creates a reader, reads the file with read(2) into a 1 MiB buffer and feeds
- * every piece to cts_mt_reader_feed() -- the path `ctfscope dump` and `info` take -- or,
- * with --via-os, hands the file to cts_os_read_memtrace(). The event callback folds every
+ * Each run creates a reader and hands the file to cts_os_read_memtrace() -- the path every
+ * ctfscope command takes (a plain file is mapped, not read) -- or, with --via-read, reads
+ * it with read(2) into a 1 MiB buffer and feeds every piece to cts_mt_reader_feed() (the
+ * path before the mapping; what a program feeding the reader itself does). The event
+ * callback folds every
  * event into a checksum (backtrace length, samples, the allocation point's code) so that
  * nothing can be skipped. The median of the runs' wall times gives events/s, MB/s
  * (10^6 bytes) and backtrace frames decoded per second; peak RSS comes from getrusage.
@@ -41,16 +43,18 @@ typedef struct tally {
  * and folds each allocation point (the last frame) into a checksum. */
 static int on_event(void *user_data, const cts_mt_event_t *ev) {
   tally_t *t = user_data;
-  const uint64_t alloc = ev->kind == CTS_MT_ALLOC;
+  const size_t n = ev->backtrace_len;
   t->events++;
-  t->allocs += alloc;
-  t->frames += ev->backtrace_len;
-  t->samples += ev->nsamples & -alloc;
-  if (ev->backtrace_len) t->checksum ^= ev->backtrace[ev->backtrace_len - 1] + ev->obj_id;
+  t->frames += n;
+  if (ev->kind == CTS_MT_ALLOC) {
+    t->allocs++;
+    t->samples += ev->nsamples;
+    if (n) t->checksum ^= ev->backtrace[n - 1] + ev->obj_id;
+  }
   return 0;
 }
 
-typedef enum mode { MODE_FEED, MODE_VIA_OS, MODE_READ_ONLY, MODE_WALK_FLOOR } mode_t_;
+typedef enum mode { MODE_VIA_OS, MODE_FEED, MODE_READ_ONLY, MODE_WALK_FLOOR } mode_t_;
 
 /* Bytes past the end of a loaded file that the floor walk may read: the longest fixed part
  * of an event (three 9-byte vints, a byte and a u16). */
@@ -290,15 +294,16 @@ static void summarize(const double *v, int n, double *med, double *lo, double *h
 
 static void usage(FILE *f) {
   fprintf(f,
-          "Usage: read_bench [--decode | --skip] [--via-os | --read-only] [-n RUNS] "
-          "[--warmup N] TRACE\n"
+          "Usage: read_bench [--decode | --skip] [--via-read | --read-only | --walk-floor] "
+          "[-n RUNS] [--warmup N] TRACE\n"
           "Reads TRACE RUNS times (default 5, after 1 warm-up run) and prints the median,\n"
           "minimum and maximum wall time (and CPU time), events/s, MB/s (10^6 bytes) and\n"
           "backtrace frames/s from the wall times, and the peak RSS.\n"
           "  --decode       decode backtraces (default)\n"
           "  --skip         skip backtraces (reader config decode_backtraces = false)\n"
-          "  --via-os       read with cts_os_read_memtrace() instead of read() + feed\n"
-          "  --read-only    only read() the file: the I/O floor of the feed path\n"
+          "  --via-os       read with cts_os_read_memtrace(), as ctfscope does (default)\n"
+          "  --via-read     read() the file into a 1 MiB buffer and feed each piece\n"
+          "  --read-only    only read() the file: the I/O floor of --via-read\n"
           "  --walk-floor   only find the events' boundaries in the file, loaded into memory\n"
           "                 first: no validation, no backtraces, no callback, no I/O (the\n"
           "                 format's own floor)\n"
@@ -308,11 +313,20 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_DECODE = 256, OPT_SKIP, OPT_VIA_OS, OPT_READ_ONLY, OPT_WALK_FLOOR, OPT_WARMUP };
+  enum {
+    OPT_DECODE = 256,
+    OPT_SKIP,
+    OPT_VIA_OS,
+    OPT_VIA_READ,
+    OPT_READ_ONLY,
+    OPT_WALK_FLOOR,
+    OPT_WARMUP
+  };
   static const struct option opts[] = {
       {"decode", no_argument, NULL, OPT_DECODE},
       {"skip", no_argument, NULL, OPT_SKIP},
       {"via-os", no_argument, NULL, OPT_VIA_OS},
+      {"via-read", no_argument, NULL, OPT_VIA_READ},
       {"read-only", no_argument, NULL, OPT_READ_ONLY},
       {"walk-floor", no_argument, NULL, OPT_WALK_FLOOR},
       {"runs", required_argument, NULL, 'n'},
@@ -321,7 +335,7 @@ int main(int argc, char **argv) {
       {NULL, 0, NULL, 0},
   };
   bool decode = true;
-  mode_t_ mode = MODE_FEED;
+  mode_t_ mode = MODE_VIA_OS;
   int runs = 5, warmup = 1, c;
   while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
     switch (c) {
@@ -333,6 +347,9 @@ int main(int argc, char **argv) {
         break;
       case OPT_VIA_OS:
         mode = MODE_VIA_OS;
+        break;
+      case OPT_VIA_READ:
+        mode = MODE_FEED;
         break;
       case OPT_READ_ONLY:
         mode = MODE_READ_ONLY;
@@ -393,7 +410,7 @@ int main(int argc, char **argv) {
 
   const char *what = mode == MODE_READ_ONLY    ? "read-only"
                      : mode == MODE_WALK_FLOOR ? "walk-floor (in memory, boundaries only)"
-                     : mode == MODE_VIA_OS     ? (decode ? "via-os decode" : "via-os skip")
+                     : mode == MODE_FEED       ? (decode ? "via-read decode" : "via-read skip")
                                                : (decode ? "decode" : "skip");
   printf("trace      %s: %.1f MB, %" PRIu64 " events (%" PRIu64 " allocs), %" PRIu64
          " backtrace frames\n",

@@ -456,6 +456,19 @@ int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const cts__mt_he
 /* Room the fast loop wants before an event: its header and the longest fixed part. */
 #define FAST_EVENT_ROOM (4u + EVENT_FIXED_MAX)
 
+/* An allocation's fixed fields (§8.1) into the event handed to on_event. */
+static CTS_FORCE_INLINE void set_alloc_fields(cts_mt_event_t *ev, unsigned id, unsigned source,
+                                              int64_t length, int64_t nsamples, int64_t cp,
+                                              uint64_t obj_id) {
+  ev->kind = CTS_MT_ALLOC;
+  ev->source = (uint8_t)source;
+  ev->short_form = id != MT_EV_ALLOC;
+  ev->length = (uint64_t)length;
+  ev->nsamples = (uint64_t)nsamples;
+  ev->common_prefix = (uint64_t)cp;
+  ev->obj_id = obj_id;
+}
+
 /* Decodes one event with every check (the reference path: the fast loop hands over to it
  * whatever it does not handle itself, so this is where errors are reported). */
 CTS_NOINLINE static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
@@ -508,13 +521,7 @@ CTS_NOINLINE static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, ev
                           (long long)cp);
     if ((e = decode_backtrace(r, d, &p, end, (uint64_t)cp, nencoded, c->decode, evoff)) != 0)
       return e;
-    ev->kind = CTS_MT_ALLOC;
-    ev->source = (uint8_t)source;
-    ev->short_form = id != MT_EV_ALLOC;
-    ev->length = (uint64_t)length;
-    ev->nsamples = (uint64_t)nsamples;
-    ev->common_prefix = (uint64_t)cp;
-    ev->obj_id = c->next_id++;
+    set_alloc_fields(ev, id, source, length, nsamples, cp, c->next_id++);
     ev->backtrace = d->bt;         /* NULL when backtraces are skipped */
     ev->backtrace_len = d->bt_len; /* and this 0 */
   } else if (id == MT_EV_PROMOTE || id == MT_EV_COLLECT) {
@@ -637,6 +644,8 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       ev->obj_id = next_id - 1 - (uint64_t)delta;
       ev->backtrace = NULL;
       ev->backtrace_len = 0;
+      ev->time_us = t;
+      ev->offset = base + (uint64_t)(uintptr_t)p;
     } else {
       int64_t length, nsamples = 1, cp;
       unsigned source = CTS_MT_SOURCE_MINOR;
@@ -657,19 +666,24 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         break;
       }
       if (CTS_UNLIKELY(cp < 0)) break;
-      /* From here on the event is decoded for good: the backtrace changes the cache. */
+      /* From here on the event is decoded for good: the backtrace changes the cache. Its
+       * fields go to ev now, so that none of them needs a register across the backtrace
+       * loop (they were spilled and reloaded around it). */
+      const uint64_t evoff = base + (uint64_t)(uintptr_t)p;
+      set_alloc_fields(ev, id, source, length, nsamples, cp, next_id++);
+      ev->time_us = t;
+      ev->offset = evoff;
       if (nencoded != 0) {
         const uint64_t left = (uint64_t)(end - q);
         if (decode &&
             CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left &&
                        (uint64_t)cp <= d->bt_len &&
                        (uint64_t)cp + (uint64_t)nencoded * CODEWORD_MAX_FRAMES <= d->bt_cap)) {
-          q = common_backtrace(r, d, q, (size_t)cp, nencoded, base + (uint64_t)(uintptr_t)p);
+          q = common_backtrace(r, d, q, (size_t)cp, nencoded, evoff);
         } else if (!decode && (uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) {
           for (uint32_t i = 0; i < nencoded; i++) q += codeword_bytes[q[0] & 3u];
         } else {
-          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode,
-                             base + (uint64_t)(uintptr_t)p);
+          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode, evoff);
         }
         if (CTS_UNLIKELY(!q)) {
           e = r->err;
@@ -680,20 +694,11 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
          * more than that, the previous one stays). Skipping, bt_len stays 0 and cp is 0. */
         d->bt_len = (size_t)cp;
       }
-      ev->kind = CTS_MT_ALLOC;
-      ev->source = (uint8_t)source;
-      ev->short_form = id != MT_EV_ALLOC;
-      ev->length = (uint64_t)length;
-      ev->nsamples = (uint64_t)nsamples;
-      ev->common_prefix = (uint64_t)cp;
-      ev->obj_id = next_id++;
       ev->backtrace = d->bt;
       ev->backtrace_len = d->bt_len;
     }
     last_rel = rel;
     nevents++;
-    ev->time_us = t;
-    ev->offset = base + (uint64_t)(uintptr_t)p;
     p = q;
     const int rc = on_event(user_data, ev);
     if (CTS_UNLIKELY(rc)) {

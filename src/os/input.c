@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -15,6 +16,8 @@
 
 #define CHUNK       (1u << 20)
 #define GZ_IN_CHUNK (256u << 10)
+/* How often cts_os_read_memtrace() reports progress, in bytes of the file (os.h). */
+#define PROGRESS_EVERY (4u << 20)
 
 struct cts_os_input {
   int fd;
@@ -357,6 +360,55 @@ void cts_os_input_close(cts_os_input_t *in) {
   free(in);
 }
 
+/* A plain regular file is mapped a window at a time rather than read(): the reader then
+ * decodes its packets in place, without the kernel's copy of every byte into a buffer. Each
+ * window is populated when mapped (one call maps its pages, where touching them would take
+ * a fault per few pages) and unmapped once fed, so the process's resident memory stays one
+ * window whatever the file's size. Files below a window are read() as before. 1 MiB: the
+ * same CPU time as 4 MiB windows on 160 MB traces (a syscall per MiB is nothing), and the
+ * peak RSS of the read() path. */
+#define MAP_WINDOW (1u << 20)
+
+/* Whether in is a plain regular file whose descriptor is still at the start of the file,
+ * past the bytes sniffed: feed_mapped() can take it from offset 0. */
+static bool mappable(const cts_os_input_t *in) {
+  return !in->gzip && !in->zstd && in->file_size >= MAP_WINDOW &&
+         lseek(in->fd, 0, SEEK_CUR) == (off_t)in->npeek && in->file_pos == in->npeek;
+}
+
+/* Feeds reader the file's first file_size bytes (its size when opened) through mappings,
+ * leaving the descriptor after the bytes fed, for the caller to read() what follows (what
+ * was appended since, or all of the file when the first mapping fails). 0 or the reader's
+ * error; an input error sets *input_error. The file's size is checked before each window:
+ * one cut shorter meanwhile (a tracer starting over in it) is read() from there, which
+ * sees the new end. Only a cut between that check and the window's last byte fed (a
+ * millisecond) still makes an access fault (SIGBUS), as with any mapped file. */
+static int feed_mapped(cts_os_input_t *in, cts_mt_reader_t *reader, cts_os_progress_cb progress,
+                       void *progress_user_data, bool *input_error) {
+  uint64_t pos = 0;
+  int e = 0;
+  while (pos < in->file_size) {
+    const size_t len =
+        in->file_size - pos < MAP_WINDOW ? (size_t)(in->file_size - pos) : MAP_WINDOW;
+    struct stat st;
+    if (fstat(in->fd, &st) != 0 || (uint64_t)st.st_size < pos + len) break;
+    void *const m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, in->fd, (off_t)pos);
+    if (m == MAP_FAILED) break;  /* the rest is read() */
+    if (pos == 0) in->npeek = 0; /* the sniffed bytes are the mapping's first */
+    e = cts_mt_reader_feed(reader, m, len);
+    munmap(m, len);
+    if (e) break;
+    pos += len;
+    in->file_pos = pos;
+    if (progress && pos % PROGRESS_EVERY == 0) progress(progress_user_data, pos, in->file_size);
+  }
+  if (!e && pos && lseek(in->fd, (off_t)pos, SEEK_SET) != (off_t)pos) {
+    e = -errno;
+    *input_error = true;
+  }
+  return e;
+}
+
 int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progress_cb progress,
                          void *progress_user_data, bool *input_error) {
   *input_error = false;
@@ -366,13 +418,18 @@ int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progr
     *input_error = true;
     return e;
   }
+  if (mappable(in) &&
+      (e = feed_mapped(in, reader, progress, progress_user_data, input_error)) != 0) {
+    cts_os_input_close(in);
+    return e;
+  }
   uint8_t *buf = malloc(CHUNK);
   if (!buf) {
     cts_os_input_close(in);
     *input_error = true;
     return -ENOMEM;
   }
-  uint64_t next_report = 4u << 20;
+  uint64_t next_report = in->file_pos + PROGRESS_EVERY;
   for (;;) {
     const ssize_t n = cts_os_input_read(in, buf, CHUNK);
     if (n < 0) {
@@ -401,7 +458,7 @@ int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progr
     if ((e = cts_mt_reader_feed(reader, buf, (size_t)n)) != 0) break;
     if (progress && in->file_pos >= next_report) {
       progress(progress_user_data, in->file_pos, in->file_size);
-      next_report = in->file_pos + (4u << 20);
+      next_report = in->file_pos + PROGRESS_EVERY;
     }
   }
   if (progress) progress(progress_user_data, in->file_pos, in->file_size);
