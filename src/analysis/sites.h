@@ -104,6 +104,7 @@ typedef struct cts_stacks {
   uint32_t table_cap;
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
   uint64_t overflowed;    /* allocations whose stack was cut for the node budget */
+  uint64_t lookups;       /* interning's look-ups past the memo (each a likely cache miss) */
   cts_site_t *sites;
   uint32_t site_count;
   size_t site_cap;
