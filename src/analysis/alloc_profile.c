@@ -89,6 +89,9 @@ static int new_block(cts_alloc_profile_t *p, uint32_t *out) {
 /* 1 / the probability that a block of length words was sampled: a table for the common
  * short lengths (the rate is fixed per trace), the formula for the others. */
 static double sampling_weight(cts_alloc_profile_t *p, uint64_t length) {
+  /* At rate 1 every block is sampled (cts_block_sample_probability is 1): rate-1 traces of
+   * large blocks would otherwise pay the formula on every event. */
+  if (p->sample_rate >= 1.0) return 1.0;
   if (length < CTS_ALLOC_PROFILE_WEIGHTS) {
     double *w = &p->weights[length];
     if (*w == 0) *w = cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
