@@ -142,9 +142,27 @@ static int on_option(void *ctx, int opt, const char *arg) {
   return -1;
 }
 
-/* Frame names in folded stacks: ';' separates frames and a line holds one stack. */
-static void out_folded_name(cts_out_t *o, const char *s) {
-  for (; *s; s++) cts_out_char(o, *s == ';' ? ',' : (*s == '\n' || *s == '\r') ? ' ' : *s);
+/* Frame names as folded stacks take them (';' separates frames and a line holds one
+ * stack), each made once: a large trie prints the same few names millions of times.
+ * names[id - 1] for label id; lens alike. Returns 0 or -ENOMEM (then nothing to free). */
+static int folded_names(const cts_labels_t *labels, char **text, size_t **offs) {
+  size_t total = 0;
+  for (size_t i = 0; i < labels->n; i++) total += strlen(labels->names[i]);
+  *text = malloc(total + 1);
+  *offs = malloc((labels->n + 1) * sizeof **offs);
+  if (!*text || !*offs) {
+    free(*text);
+    free(*offs);
+    return -ENOMEM;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < labels->n; i++) {
+    (*offs)[i] = at;
+    for (const char *c = labels->names[i]; *c; c++)
+      (*text)[at++] = *c == ';' ? ',' : (*c == '\n' || *c == '\r') ? ' ' : *c;
+  }
+  (*offs)[labels->n] = at;
+  return 0;
 }
 
 /* Path of node from the root: fills path[0..depth) outermost first. */
@@ -171,6 +189,9 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
   int e = cts_stacks_relabel(&p->stacks, &labels, &tree);
   uint32_t *path = e ? NULL : malloc(((size_t)max_depth(&tree) + 1) * sizeof *path);
   if (!e && !path) e = -ENOMEM;
+  char *names = NULL;
+  size_t *offs = NULL;
+  if (!e) e = folded_names(&labels, &names, &offs);
   const double bps = cts_alloc_profile_bytes_per_sample(p);
   for (uint32_t i = 0; !e && i < tree.count; i++) {
     const cts_site_stats_t self = cts_stacks_self(&tree, i), *st = &self;
@@ -200,7 +221,9 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
     } else {
       for (uint32_t k = 0; k < depth; k++) {
         if (k) cts_out_char(o, ';');
-        out_folded_name(o, cts_labels_name(&labels, tree.nodes[path[k]].code));
+        /* Every code of the relabelled tree is a label id, 1..labels.n. */
+        const uint64_t id = tree.nodes[path[k]].code;
+        cts_out_write(o, names + offs[id - 1], offs[id] - offs[id - 1]);
       }
     }
     cts_out_char(o, ' ');
@@ -208,6 +231,8 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
     cts_out_char(o, '\n');
   }
   free(path);
+  free(names);
+  free(offs);
   cts_stacks_fini(&tree);
   cts_labels_fini(&labels);
   return e;
