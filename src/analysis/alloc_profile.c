@@ -286,7 +286,7 @@ int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev
   if (ev->time_us > p->last_event_us) p->last_event_us = ev->time_us;
   if (ev->time_us > p->end_us) p->end_us = ev->time_us;
   p->have_ended = false;
-  cts_stacks_advance_time(&p->stacks, ev->time_us);
+  if (p->stacks.history) cts_stacks_advance_time(&p->stacks, ev->time_us); /* (leaks only) */
   switch (ev->kind) {
     case CTS_MT_ALLOC:
       return on_alloc(p, ev);

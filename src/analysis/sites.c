@@ -294,16 +294,10 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
   return 0;
 }
 
-/* Fills a site's checkpoints passed since its last change with its current value. */
-static inline void settle_site(cts_stacks_t *s, cts_site_t *st) {
-  while (st->checkpoints_done < s->checkpoints_passed)
-    st->history[st->checkpoints_done++] = st->live_samples;
-}
-
 static void halve_checkpoints(cts_stacks_t *s) {
   for (uint32_t i = 0; i < s->site_count; i++) {
     cts_site_t *st = &s->sites[i];
-    settle_site(s, st);
+    cts_stacks_settle_site(s, st);
     /* Checkpoint j at (j + 1) × 2d is the old checkpoint 2j + 1 at (2j + 2) × d. */
     for (uint32_t j = 0; j < CTS_SITE_CHECKPOINTS / 2; j++) st->history[j] = st->history[2 * j + 1];
     st->checkpoints_done = CTS_SITE_CHECKPOINTS / 2;
@@ -326,63 +320,10 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
   }
 }
 
-/* Saves the node's live figures as its peak figures if the heap peaked since it last
- * changed. */
-static inline void settle_peak(cts_stacks_t *s, cts_stack_stat_t *st) {
-  if (st->peak_epoch == s->peak_epoch) return;
-  st->peak_allocs = st->live_allocs;
-  st->peak_samples = st->live_samples;
-  st->peak_est_allocs = st->live_est_allocs;
-  st->peak_epoch = s->peak_epoch;
-}
-
-void cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_t samples, uint64_t words,
-                      double est, uint64_t time_us) {
-  const cts_stack_node_t *node = &s->nodes[node_index];
-  CTS_ASSERT(node->stat != 0); /* cts_stacks_intern gave it its figures */
-  cts_stack_stat_t *fig = &s->stats[node->stat];
-  settle_peak(s, fig);
-  fig->allocs++;
-  fig->samples += samples;
-  fig->words += words;
-  fig->est_allocs += est;
-  fig->live_allocs++;
-  fig->live_samples += samples;
-  fig->live_est_allocs += est;
-  if (node->site != UINT32_MAX) {
-    cts_site_t *st = &s->sites[node->site];
-    if (s->history) settle_site(s, st);
-    st->live_samples += samples;
-  }
-  s->live_samples += samples;
-  if (s->live_samples > s->peak_samples) {
-    s->peak_samples = s->live_samples;
-    s->peak_time_us = time_us;
-    s->peak_epoch++;
-  }
-}
-
-void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_t samples, double est) {
-  const cts_stack_node_t *node = &s->nodes[node_index];
-  CTS_ASSERT(node->stat != 0);
-  cts_stack_stat_t *fig = &s->stats[node->stat];
-  settle_peak(s, fig);
-  fig->live_allocs--;
-  fig->live_samples -= samples;
-  fig->live_est_allocs -= est;
-  if (fig->live_allocs == 0) fig->live_est_allocs = 0; /* no rounding residue */
-  if (node->site != UINT32_MAX) {
-    cts_site_t *st = &s->sites[node->site];
-    if (s->history) settle_site(s, st);
-    st->live_samples -= samples;
-  }
-  s->live_samples -= samples;
-}
-
 void cts_stacks_finish(cts_stacks_t *s) {
-  for (size_t i = 1; i < s->stat_count; i++) settle_peak(s, &s->stats[i]);
+  for (size_t i = 1; i < s->stat_count; i++) cts_stacks_settle_peak(s, &s->stats[i]);
   if (s->history)
-    for (uint32_t i = 0; i < s->site_count; i++) settle_site(s, &s->sites[i]);
+    for (uint32_t i = 0; i < s->site_count; i++) cts_stacks_settle_site(s, &s->sites[i]);
 }
 
 uint64_t cts_site_live_at(const cts_stacks_t *s, uint32_t site, uint64_t t_us, uint64_t end_us) {
