@@ -312,22 +312,56 @@ static void pb_value_type(pb_t *out, strtab_t *st, unsigned field, const char *t
   free(m.data);
 }
 
-static int gzip_write(cts_out_t *o, const uint8_t *data, size_t len) {
-  z_stream z = {0};
-  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
+/* The profile, gzip-compressed as it is made: the samples of a large trie are over a hundred
+ * megabytes before compression, which would otherwise sit in memory whole. deflate's output
+ * does not depend on how its input was cut, so the bytes are those of one call. */
+typedef struct gz {
+  z_stream z;
+  cts_out_t *o;
+  bool ready;
+  int err;
+} gz_t;
+
+static int gz_begin(gz_t *g, cts_out_t *o) {
+  memset(g, 0, sizeof *g);
+  g->o = o;
+  if (deflateInit2(&g->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
+  g->ready = true;
+  return 0;
+}
+
+/* Compresses b's bytes and empties it; with finish, ends the stream. Returns the first error
+ * (sticky). */
+static int gz_feed(gz_t *g, pb_t *b, bool finish) {
+  if (g->err) return g->err;
   uint8_t buf[65536];
-  z.next_in = (uint8_t *)data;
-  int zr;
-  do {
-    const size_t chunk = len - (size_t)((const uint8_t *)z.next_in - data);
-    z.avail_in = chunk > (1u << 30) ? 1u << 30 : (uInt)chunk;
-    z.next_out = buf;
-    z.avail_out = sizeof buf;
-    zr = deflate(&z, z.avail_in == chunk ? Z_FINISH : Z_NO_FLUSH);
-    cts_out_write(o, buf, sizeof buf - z.avail_out);
-  } while (zr == Z_OK || zr == Z_BUF_ERROR);
-  deflateEnd(&z);
-  return zr == Z_STREAM_END ? 0 : CTS_E_IO;
+  size_t at = 0;
+  for (;;) {
+    const size_t left = b->len - at;
+    const uInt chunk = left > (1u << 30) ? 1u << 30 : (uInt)left;
+    g->z.next_in = left ? b->data + at : NULL;
+    g->z.avail_in = chunk;
+    g->z.next_out = buf;
+    g->z.avail_out = sizeof buf;
+    const int zr = deflate(&g->z, finish && chunk == left ? Z_FINISH : Z_NO_FLUSH);
+    const size_t used = chunk - g->z.avail_in, made = sizeof buf - g->z.avail_out;
+    at += used;
+    cts_out_write(g->o, buf, made);
+    if (zr == Z_STREAM_END) break;
+    if ((zr != Z_OK && zr != Z_BUF_ERROR) || (finish && !used && !made)) {
+      g->err = CTS_E_IO;
+      break;
+    }
+    /* Without finishing: done once every byte is taken and deflate had room to spare. */
+    if (!finish && at == b->len && g->z.avail_out) break;
+  }
+  b->len = 0;
+  return g->err;
+}
+
+static void gz_end(gz_t *g) {
+  if (g->ready) deflateEnd(&g->z);
+  g->ready = false;
 }
 
 /* ---- pprof mappings ----------------------------------------------------------------------
@@ -583,6 +617,13 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     pb_bytes(&prof, 4, m.data, m.len);
   }
 
+  /* What is made so far goes to the compressor, then the samples as they are made. */
+  gz_t gz;
+  const bool gz_ok = !e && gz_begin(&gz, o) == 0;
+  if (!e && !gz_ok) e = -ENOMEM;
+  if (!e && (prof.nomem || st.nomem)) e = -ENOMEM;
+  if (!e) e = gz_feed(&gz, &prof, false);
+
   /* One sample per stack that allocated, its locations leaf first. */
   for (uint32_t i = 0; i < s->count && !e; i++) {
     const cts_site_stats_t self = cts_stacks_self(s, i), *ss = &self;
@@ -599,6 +640,7 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     pb_varint(&packed, cts_est_round((double)ss->live_samples * bps));
     pb_bytes(&m, 2, packed.data, packed.len);
     pb_bytes(&prof, 2, m.data, m.len);
+    if (prof.len >= (1u << 20)) e = prof.nomem ? -ENOMEM : gz_feed(&gz, &prof, false);
   }
   if (!e) {
     char comment[256];
@@ -616,7 +658,8 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     pb_uint(&prof, 14, default_type);
   }
   if (!e && (prof.nomem || m.nomem || packed.nomem || st.nomem)) e = -ENOMEM;
-  if (!e) e = gzip_write(o, prof.data, prof.len);
+  if (!e) e = gz_feed(&gz, &prof, true);
+  if (gz_ok) gz_end(&gz);
   free(prof.data);
   free(m.data);
   free(packed.data);
