@@ -180,13 +180,39 @@ static uint32_t max_depth(const cts_stacks_t *s) {
   return d;
 }
 
+/* The sample count folded stacks show for a node (all but --value count). */
+static uint64_t folded_count(const cts_site_stats_t *st, value_t value) {
+  return value == VAL_LIVE ? st->live_samples : value == VAL_PEAK ? st->peak_samples : st->samples;
+}
+
 static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts) {
   const cts_alloc_profile_t *p = &t->prof;
   const cts_frames_t frames = cli_trace_frames(t);
   cts_labels_t labels;
   cts_labels_init(&labels, &frames, CTS_LABEL_NAME);
+  /* Nodes merged by frame name, with the one figure printed summed per merged node. */
   cts_stacks_t tree;
-  int e = cts_stacks_relabel(&p->stacks, &labels, &tree);
+  uint32_t *map = NULL;
+  int e = cts_stacks_relabel_nodes(&p->stacks, &labels, &tree, &map);
+  const bool by_est = opts->value == VAL_COUNT;
+  double *sums = NULL;
+  uint64_t *counts = NULL;
+  if (!e) {
+    if (by_est)
+      sums = calloc(tree.count, sizeof *sums);
+    else
+      counts = calloc(tree.count, sizeof *counts);
+    if (!sums && !counts) e = -ENOMEM;
+  }
+  for (uint32_t i = 0; !e && i < p->stacks.count; i++) {
+    if (!p->stacks.nodes[i].stat) continue; /* no figures */
+    const cts_site_stats_t self = cts_stacks_self(&p->stacks, i);
+    /* Summed in node order, as cts_stacks_relabel sums a merged node's figures. */
+    if (by_est)
+      sums[map[i]] += self.est_allocs;
+    else
+      counts[map[i]] += folded_count(&self, opts->value);
+  }
   uint32_t *path = e ? NULL : malloc(((size_t)max_depth(&tree) + 1) * sizeof *path);
   if (!e && !path) e = -ENOMEM;
   char *names = NULL;
@@ -194,23 +220,16 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
   if (!e) e = folded_names(&labels, &names, &offs);
   const double bps = cts_alloc_profile_bytes_per_sample(p);
   for (uint32_t i = 0; !e && i < tree.count; i++) {
-    const cts_site_stats_t self = cts_stacks_self(&tree, i), *st = &self;
     double v;
     switch (opts->value) {
       case VAL_COUNT:
-        v = st->est_allocs;
+        v = sums[i];
         break;
       case VAL_SAMPLES:
-        v = (double)st->samples;
+        v = (double)counts[i];
         break;
-      case VAL_LIVE:
-        v = (double)st->live_samples * bps;
-        break;
-      case VAL_PEAK:
-        v = (double)st->peak_samples * bps;
-        break;
-      default:
-        v = (double)st->samples * bps;
+      default: /* bytes of the samples, live or at the peak */
+        v = (double)counts[i] * bps;
         break;
     }
     const long long rounded = llround(v);
@@ -233,6 +252,9 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
   free(path);
   free(names);
   free(offs);
+  free(sums);
+  free(counts);
+  free(map);
   cts_stacks_fini(&tree);
   cts_labels_fini(&labels);
   return e;
