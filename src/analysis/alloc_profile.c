@@ -89,6 +89,9 @@ static int new_block(cts_alloc_profile_t *p, uint32_t *out) {
 /* 1 / the probability that a block of length words was sampled: a table for the common
  * short lengths (the rate is fixed per trace), the formula for the others. */
 static double sampling_weight(cts_alloc_profile_t *p, uint64_t length) {
+  /* At rate 1 every block is sampled (cts_block_sample_probability is 1): rate-1 traces of
+   * large blocks would otherwise pay the formula on every event. */
+  if (p->sample_rate >= 1.0) return 1.0;
   if (length < CTS_ALLOC_PROFILE_WEIGHTS) {
     double *w = &p->weights[length];
     if (*w == 0) *w = cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
@@ -283,7 +286,7 @@ int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev
   if (ev->time_us > p->last_event_us) p->last_event_us = ev->time_us;
   if (ev->time_us > p->end_us) p->end_us = ev->time_us;
   p->have_ended = false;
-  cts_stacks_advance_time(&p->stacks, ev->time_us);
+  if (p->stacks.history) cts_stacks_advance_time(&p->stacks, ev->time_us); /* (leaks only) */
   switch (ev->kind) {
     case CTS_MT_ALLOC:
       return on_alloc(p, ev);

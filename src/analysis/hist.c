@@ -8,30 +8,11 @@ void cts_hist_init(cts_hist_t *h) {
   memset(h, 0, sizeof *h);
 }
 
-unsigned cts_hist_bucket(uint64_t value) {
-  if (value < CTS_HIST_EXACT) return (unsigned)value;
-  const unsigned e = 63u - (unsigned)__builtin_clzll(value); /* ≥ 5 */
-  const unsigned mantissa = (unsigned)(value >> (e - 4u)) & (CTS_HIST_SUB - 1u);
-  return CTS_HIST_EXACT + (e - 5u) * CTS_HIST_SUB + mantissa;
-}
-
 uint64_t cts_hist_bucket_low(unsigned b) {
   if (b < CTS_HIST_EXACT) return b;
   const unsigned e = (b - CTS_HIST_EXACT) / CTS_HIST_SUB + 5u;
   const uint64_t mantissa = (b - CTS_HIST_EXACT) % CTS_HIST_SUB;
   return (CTS_HIST_SUB + mantissa) << (e - 4u);
-}
-
-void cts_hist_add(cts_hist_t *h, uint64_t value, uint64_t samples) {
-  const unsigned b = cts_hist_bucket(value);
-  h->blocks[b]++;
-  h->samples[b] += samples;
-  if (h->total_blocks == 0 || value < h->min) h->min = value;
-  if (value > h->max) h->max = value;
-  h->total_blocks++;
-  h->total_samples += samples;
-  h->sum_by_blocks += (double)value;
-  h->sum_by_samples += (double)value * (double)samples;
 }
 
 uint64_t cts_hist_quantile(const cts_hist_t *h, double p, bool by_samples) {

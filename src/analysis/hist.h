@@ -27,8 +27,25 @@ typedef struct cts_hist {
 } cts_hist_t;
 
 void cts_hist_init(cts_hist_t *h);
-void cts_hist_add(cts_hist_t *h, uint64_t value, uint64_t samples);
-unsigned cts_hist_bucket(uint64_t value);
+/* Inline: called two or three times per event of a trace. */
+static inline unsigned cts_hist_bucket(uint64_t value) {
+  if (value < CTS_HIST_EXACT) return (unsigned)value;
+  const unsigned e = 63u - (unsigned)__builtin_clzll(value); /* ≥ 5 */
+  const unsigned mantissa = (unsigned)(value >> (e - 4u)) & (CTS_HIST_SUB - 1u);
+  return CTS_HIST_EXACT + (e - 5u) * CTS_HIST_SUB + mantissa;
+}
+
+static inline void cts_hist_add(cts_hist_t *h, uint64_t value, uint64_t samples) {
+  const unsigned b = cts_hist_bucket(value);
+  h->blocks[b]++;
+  h->samples[b] += samples;
+  if (h->total_blocks == 0 || value < h->min) h->min = value;
+  if (value > h->max) h->max = value;
+  h->total_blocks++;
+  h->total_samples += samples;
+  h->sum_by_blocks += (double)value;
+  h->sum_by_samples += (double)value * (double)samples;
+}
 /* Smallest value that falls in bucket b. */
 uint64_t cts_hist_bucket_low(unsigned b);
 

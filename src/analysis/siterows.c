@@ -230,11 +230,16 @@ uint64_t cts_labels_id(cts_labels_t *l, uint64_t code) {
   return id;
 }
 
-int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks_t *dst) {
+int cts_stacks_relabel_nodes(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks_t *dst,
+                             uint32_t **map_out) {
+  *map_out = NULL;
   int e = cts_stacks_init(dst, false, 0);
   if (e) return e;
   uint32_t *map = malloc((size_t)src->count * sizeof *map);
-  if (!map) return -ENOMEM;
+  if (!map) {
+    cts_stacks_fini(dst);
+    return -ENOMEM;
+  }
   map[0] = 0;
   /* Parents come before children, so one forward pass re-interns every node. */
   for (uint32_t i = 1; i < src->count && !e; i++) {
@@ -248,6 +253,19 @@ int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks
     e = cts_stacks_intern_child(dst, parent, id, &node);
     map[i] = node;
   }
+  if (e) {
+    free(map);
+    cts_stacks_fini(dst);
+    return e;
+  }
+  *map_out = map;
+  return 0;
+}
+
+int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks_t *dst) {
+  uint32_t *map;
+  int e = cts_stacks_relabel_nodes(src, labels, dst, &map);
+  if (e) return e; /* dst is left zeroed: cts_stacks_fini() on it is harmless */
   for (uint32_t i = 0; i < src->count && !e; i++) {
     if (!src->nodes[i].stat) continue; /* no figures: leave dst's node without any */
     const cts_site_stats_t self = cts_stacks_self(src, i);

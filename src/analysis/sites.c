@@ -24,6 +24,14 @@ static inline size_t slot_of(uint32_t parent, uint64_t code, uint32_t cap) {
   return (size_t)(hash_of(parent, code) & (cap - 1u));
 }
 
+/* A table slot's tag is the hash's high half, and its home slot is the tag's low bits (the
+ * table has at most 2^31 slots): growing the table rehashes from the tags alone, without a
+ * look at the nodes, each of which would be a cache miss in a large trie. The tag's bits
+ * above the table's size still tell most keys of a probe run apart. */
+static inline uint32_t tag_of(uint64_t h) {
+  return (uint32_t)(h >> 32);
+}
+
 int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
   memset(s, 0, sizeof *s);
   cts_u64map_init(&s->site_of_code);
@@ -64,9 +72,8 @@ void cts_stacks_fini(cts_stacks_t *s) {
 }
 
 uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code) {
-  const uint64_t h = hash_of(parent, code);
-  const uint32_t tag = (uint32_t)(h >> 32);
-  for (size_t i = h & (s->table_cap - 1u);; i = (i + 1) & (s->table_cap - 1u)) {
+  const uint32_t tag = tag_of(hash_of(parent, code));
+  for (size_t i = tag & (s->table_cap - 1u);; i = (i + 1) & (s->table_cap - 1u)) {
     const cts_stack_tslot_t *slot = &s->table[i];
     if (!slot->node) return UINT32_MAX;
     if (slot->tag != tag) continue;
@@ -81,6 +88,7 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
 static uint32_t find_child_memo(cts_stacks_t *s, uint32_t parent, uint64_t code) {
   cts_stack_slot_t *m = &s->memo[slot_of(parent, code, CTS_STACKS_MEMO)];
   if (m->node && m->code == code && m->parent == parent) return m->node;
+  s->lookups++;
   const uint32_t found = cts_stacks_find_child(s, parent, code);
   if (found != UINT32_MAX) *m = (cts_stack_slot_t){.code = code, .parent = parent, .node = found};
   return found;
@@ -107,8 +115,7 @@ static bool grow_table(cts_stacks_t *s) {
   for (uint32_t i = 0; i < s->table_cap; i++) {
     const cts_stack_tslot_t *slot = &s->table[i];
     if (!slot->node) continue;
-    const cts_stack_node_t *n = &s->nodes[slot->node];
-    size_t j = slot_of(n->parent, n->code, cap);
+    size_t j = slot->tag & (cap - 1u);
     while (t[j].node) j = (j + 1) & (cap - 1u);
     t[j] = *slot;
   }
@@ -163,10 +170,10 @@ static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *o
   node->parent = parent;
   node->depth = s->nodes[parent].depth + 1;
   node->site = UINT32_MAX; /* given when the node first allocates */
-  const uint64_t h = hash_of(parent, code);
-  size_t j = h & (s->table_cap - 1u);
+  const uint32_t tag = tag_of(hash_of(parent, code));
+  size_t j = tag & (s->table_cap - 1u);
   while (s->table[j].node) j = (j + 1) & (s->table_cap - 1u);
-  s->table[j] = (cts_stack_tslot_t){n, (uint32_t)(h >> 32)};
+  s->table[j] = (cts_stack_tslot_t){n, tag};
   *out = n;
   return 0;
 }
@@ -253,8 +260,11 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
   size_t common = shared < limit ? shared : limit;
   while (common < limit && bt[common] == s->prev_codes[common]) common++;
   uint32_t cur = common ? s->prev_nodes[common - 1] : 0;
+  /* Once a frame made a new node, every deeper one is new too (a node made here has no
+   * child yet): the table, whose probes miss the cache in a large trie, is not asked. */
+  bool fresh = false;
   for (size_t i = common; i < n; i++) {
-    uint32_t child = find_child_memo(s, cur, bt[i]);
+    uint32_t child = fresh ? UINT32_MAX : find_child_memo(s, cur, bt[i]);
     if (child == UINT32_MAX) {
       const bool over = s->max_nodes && s->count >= s->max_nodes;
       const int e = over ? CTS_E_LIMIT : new_node(s, cur, bt[i], &child);
@@ -263,6 +273,10 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
         if (e != CTS_E_LIMIT) return e;
         return intern_overflow(s, bt[n - 1], node);
       }
+      fresh = true;
+      /* The next backtrace likely goes through it again: the memo spares that probe. */
+      s->memo[slot_of(cur, bt[i], CTS_STACKS_MEMO)] =
+          (cts_stack_slot_t){.code = bt[i], .parent = cur, .node = child};
     }
     cur = child;
     s->prev_codes[i] = bt[i];
@@ -280,16 +294,10 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
   return 0;
 }
 
-/* Fills a site's checkpoints passed since its last change with its current value. */
-static inline void settle_site(cts_stacks_t *s, cts_site_t *st) {
-  while (st->checkpoints_done < s->checkpoints_passed)
-    st->history[st->checkpoints_done++] = st->live_samples;
-}
-
 static void halve_checkpoints(cts_stacks_t *s) {
   for (uint32_t i = 0; i < s->site_count; i++) {
     cts_site_t *st = &s->sites[i];
-    settle_site(s, st);
+    cts_stacks_settle_site(s, st);
     /* Checkpoint j at (j + 1) × 2d is the old checkpoint 2j + 1 at (2j + 2) × d. */
     for (uint32_t j = 0; j < CTS_SITE_CHECKPOINTS / 2; j++) st->history[j] = st->history[2 * j + 1];
     st->checkpoints_done = CTS_SITE_CHECKPOINTS / 2;
@@ -312,63 +320,10 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
   }
 }
 
-/* Saves the node's live figures as its peak figures if the heap peaked since it last
- * changed. */
-static inline void settle_peak(cts_stacks_t *s, cts_stack_stat_t *st) {
-  if (st->peak_epoch == s->peak_epoch) return;
-  st->peak_allocs = st->live_allocs;
-  st->peak_samples = st->live_samples;
-  st->peak_est_allocs = st->live_est_allocs;
-  st->peak_epoch = s->peak_epoch;
-}
-
-void cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_t samples, uint64_t words,
-                      double est, uint64_t time_us) {
-  const cts_stack_node_t *node = &s->nodes[node_index];
-  CTS_ASSERT(node->stat != 0); /* cts_stacks_intern gave it its figures */
-  cts_stack_stat_t *fig = &s->stats[node->stat];
-  settle_peak(s, fig);
-  fig->allocs++;
-  fig->samples += samples;
-  fig->words += words;
-  fig->est_allocs += est;
-  fig->live_allocs++;
-  fig->live_samples += samples;
-  fig->live_est_allocs += est;
-  if (node->site != UINT32_MAX) {
-    cts_site_t *st = &s->sites[node->site];
-    if (s->history) settle_site(s, st);
-    st->live_samples += samples;
-  }
-  s->live_samples += samples;
-  if (s->live_samples > s->peak_samples) {
-    s->peak_samples = s->live_samples;
-    s->peak_time_us = time_us;
-    s->peak_epoch++;
-  }
-}
-
-void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_t samples, double est) {
-  const cts_stack_node_t *node = &s->nodes[node_index];
-  CTS_ASSERT(node->stat != 0);
-  cts_stack_stat_t *fig = &s->stats[node->stat];
-  settle_peak(s, fig);
-  fig->live_allocs--;
-  fig->live_samples -= samples;
-  fig->live_est_allocs -= est;
-  if (fig->live_allocs == 0) fig->live_est_allocs = 0; /* no rounding residue */
-  if (node->site != UINT32_MAX) {
-    cts_site_t *st = &s->sites[node->site];
-    if (s->history) settle_site(s, st);
-    st->live_samples -= samples;
-  }
-  s->live_samples -= samples;
-}
-
 void cts_stacks_finish(cts_stacks_t *s) {
-  for (size_t i = 1; i < s->stat_count; i++) settle_peak(s, &s->stats[i]);
+  for (size_t i = 1; i < s->stat_count; i++) cts_stacks_settle_peak(s, &s->stats[i]);
   if (s->history)
-    for (uint32_t i = 0; i < s->site_count; i++) settle_site(s, &s->sites[i]);
+    for (uint32_t i = 0; i < s->site_count; i++) cts_stacks_settle_site(s, &s->sites[i]);
 }
 
 uint64_t cts_site_live_at(const cts_stacks_t *s, uint32_t site, uint64_t t_us, uint64_t end_us) {

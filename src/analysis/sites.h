@@ -104,6 +104,7 @@ typedef struct cts_stacks {
   uint32_t table_cap;
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
   uint64_t overflowed;    /* allocations whose stack was cut for the node budget */
+  uint64_t lookups;       /* interning's look-ups past the memo (each a likely cache miss) */
   cts_site_t *sites;
   uint32_t site_count;
   size_t site_cap;
@@ -176,11 +177,66 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
  * event's time, before the event's own changes. */
 void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us);
 
+/* Inline below (once or twice per event): */
+/* Fills a site's checkpoints passed since its last change with its current value. */
+static inline void cts_stacks_settle_site(cts_stacks_t *s, cts_site_t *st) {
+  while (st->checkpoints_done < s->checkpoints_passed)
+    st->history[st->checkpoints_done++] = st->live_samples;
+}
+
+/* Saves the node's live figures as its peak figures if the heap peaked since it last
+ * changed. */
+static inline void cts_stacks_settle_peak(cts_stacks_t *s, cts_stack_stat_t *st) {
+  if (st->peak_epoch == s->peak_epoch) return;
+  st->peak_allocs = st->live_allocs;
+  st->peak_samples = st->live_samples;
+  st->peak_est_allocs = st->live_est_allocs;
+  st->peak_epoch = s->peak_epoch;
+}
+
 /* An allocation of (samples, words) with weight est (1 / sampling probability) at node. */
-void cts_stacks_alloc(cts_stacks_t *s, uint32_t node, uint64_t samples, uint64_t words, double est,
-                      uint64_t time_us);
+static inline void cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
+                                    uint64_t words, double est, uint64_t time_us) {
+  const cts_stack_node_t *node = &s->nodes[node_index];
+  cts_stack_stat_t *fig = &s->stats[node->stat];
+  cts_stacks_settle_peak(s, fig);
+  fig->allocs++;
+  fig->samples += samples;
+  fig->words += words;
+  fig->est_allocs += est;
+  fig->live_allocs++;
+  fig->live_samples += samples;
+  fig->live_est_allocs += est;
+  if (node->site != UINT32_MAX) {
+    cts_site_t *st = &s->sites[node->site];
+    if (s->history) cts_stacks_settle_site(s, st);
+    st->live_samples += samples;
+  }
+  s->live_samples += samples;
+  if (s->live_samples > s->peak_samples) {
+    s->peak_samples = s->live_samples;
+    s->peak_time_us = time_us;
+    s->peak_epoch++;
+  }
+}
+
 /* The block allocated with those figures at node was freed. */
-void cts_stacks_free(cts_stacks_t *s, uint32_t node, uint64_t samples, double est);
+static inline void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
+                                   double est) {
+  const cts_stack_node_t *node = &s->nodes[node_index];
+  cts_stack_stat_t *fig = &s->stats[node->stat];
+  cts_stacks_settle_peak(s, fig);
+  fig->live_allocs--;
+  fig->live_samples -= samples;
+  fig->live_est_allocs -= est;
+  if (fig->live_allocs == 0) fig->live_est_allocs = 0; /* no rounding residue */
+  if (node->site != UINT32_MAX) {
+    cts_site_t *st = &s->sites[node->site];
+    if (s->history) cts_stacks_settle_site(s, st);
+    st->live_samples -= samples;
+  }
+  s->live_samples -= samples;
+}
 
 /* Settles the lazy snapshots: after this, the peak_* figures of every node hold their values at the
  * peak. Call once when the trace is read; no alloc/free afterwards. */

@@ -142,9 +142,27 @@ static int on_option(void *ctx, int opt, const char *arg) {
   return -1;
 }
 
-/* Frame names in folded stacks: ';' separates frames and a line holds one stack. */
-static void out_folded_name(cts_out_t *o, const char *s) {
-  for (; *s; s++) cts_out_char(o, *s == ';' ? ',' : (*s == '\n' || *s == '\r') ? ' ' : *s);
+/* Frame names as folded stacks take them (';' separates frames and a line holds one
+ * stack), each made once: a large trie prints the same few names millions of times.
+ * names[id - 1] for label id; lens alike. Returns 0 or -ENOMEM (then nothing to free). */
+static int folded_names(const cts_labels_t *labels, char **text, size_t **offs) {
+  size_t total = 0;
+  for (size_t i = 0; i < labels->n; i++) total += strlen(labels->names[i]);
+  *text = malloc(total + 1);
+  *offs = malloc((labels->n + 1) * sizeof **offs);
+  if (!*text || !*offs) {
+    free(*text);
+    free(*offs);
+    return -ENOMEM;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < labels->n; i++) {
+    (*offs)[i] = at;
+    for (const char *c = labels->names[i]; *c; c++)
+      (*text)[at++] = *c == ';' ? ',' : (*c == '\n' || *c == '\r') ? ' ' : *c;
+  }
+  (*offs)[labels->n] = at;
+  return 0;
 }
 
 /* Path of node from the root: fills path[0..depth) outermost first. */
@@ -162,34 +180,56 @@ static uint32_t max_depth(const cts_stacks_t *s) {
   return d;
 }
 
+/* The sample count folded stacks show for a node (all but --value count). */
+static uint64_t folded_count(const cts_site_stats_t *st, value_t value) {
+  return value == VAL_LIVE ? st->live_samples : value == VAL_PEAK ? st->peak_samples : st->samples;
+}
+
 static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts) {
   const cts_alloc_profile_t *p = &t->prof;
   const cts_frames_t frames = cli_trace_frames(t);
   cts_labels_t labels;
   cts_labels_init(&labels, &frames, CTS_LABEL_NAME);
+  /* Nodes merged by frame name, with the one figure printed summed per merged node. */
   cts_stacks_t tree;
-  int e = cts_stacks_relabel(&p->stacks, &labels, &tree);
+  uint32_t *map = NULL;
+  int e = cts_stacks_relabel_nodes(&p->stacks, &labels, &tree, &map);
+  const bool by_est = opts->value == VAL_COUNT;
+  double *sums = NULL;
+  uint64_t *counts = NULL;
+  if (!e) {
+    if (by_est)
+      sums = calloc(tree.count, sizeof *sums);
+    else
+      counts = calloc(tree.count, sizeof *counts);
+    if (!sums && !counts) e = -ENOMEM;
+  }
+  for (uint32_t i = 0; !e && i < p->stacks.count; i++) {
+    if (!p->stacks.nodes[i].stat) continue; /* no figures */
+    const cts_site_stats_t self = cts_stacks_self(&p->stacks, i);
+    /* Summed in node order, as cts_stacks_relabel sums a merged node's figures. */
+    if (by_est)
+      sums[map[i]] += self.est_allocs;
+    else
+      counts[map[i]] += folded_count(&self, opts->value);
+  }
   uint32_t *path = e ? NULL : malloc(((size_t)max_depth(&tree) + 1) * sizeof *path);
   if (!e && !path) e = -ENOMEM;
+  char *names = NULL;
+  size_t *offs = NULL;
+  if (!e) e = folded_names(&labels, &names, &offs);
   const double bps = cts_alloc_profile_bytes_per_sample(p);
   for (uint32_t i = 0; !e && i < tree.count; i++) {
-    const cts_site_stats_t self = cts_stacks_self(&tree, i), *st = &self;
     double v;
     switch (opts->value) {
       case VAL_COUNT:
-        v = st->est_allocs;
+        v = sums[i];
         break;
       case VAL_SAMPLES:
-        v = (double)st->samples;
+        v = (double)counts[i];
         break;
-      case VAL_LIVE:
-        v = (double)st->live_samples * bps;
-        break;
-      case VAL_PEAK:
-        v = (double)st->peak_samples * bps;
-        break;
-      default:
-        v = (double)st->samples * bps;
+      default: /* bytes of the samples, live or at the peak */
+        v = (double)counts[i] * bps;
         break;
     }
     const long long rounded = llround(v);
@@ -200,7 +240,9 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
     } else {
       for (uint32_t k = 0; k < depth; k++) {
         if (k) cts_out_char(o, ';');
-        out_folded_name(o, cts_labels_name(&labels, tree.nodes[path[k]].code));
+        /* Every code of the relabelled tree is a label id, 1..labels.n. */
+        const uint64_t id = tree.nodes[path[k]].code;
+        cts_out_write(o, names + offs[id - 1], offs[id] - offs[id - 1]);
       }
     }
     cts_out_char(o, ' ');
@@ -208,6 +250,11 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
     cts_out_char(o, '\n');
   }
   free(path);
+  free(names);
+  free(offs);
+  free(sums);
+  free(counts);
+  free(map);
   cts_stacks_fini(&tree);
   cts_labels_fini(&labels);
   return e;
@@ -287,22 +334,56 @@ static void pb_value_type(pb_t *out, strtab_t *st, unsigned field, const char *t
   free(m.data);
 }
 
-static int gzip_write(cts_out_t *o, const uint8_t *data, size_t len) {
-  z_stream z = {0};
-  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
+/* The profile, gzip-compressed as it is made: the samples of a large trie are over a hundred
+ * megabytes before compression, which would otherwise sit in memory whole. deflate's output
+ * does not depend on how its input was cut, so the bytes are those of one call. */
+typedef struct gz {
+  z_stream z;
+  cts_out_t *o;
+  bool ready;
+  int err;
+} gz_t;
+
+static int gz_begin(gz_t *g, cts_out_t *o) {
+  memset(g, 0, sizeof *g);
+  g->o = o;
+  if (deflateInit2(&g->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
+  g->ready = true;
+  return 0;
+}
+
+/* Compresses b's bytes and empties it; with finish, ends the stream. Returns the first error
+ * (sticky). */
+static int gz_feed(gz_t *g, pb_t *b, bool finish) {
+  if (g->err) return g->err;
   uint8_t buf[65536];
-  z.next_in = (uint8_t *)data;
-  int zr;
-  do {
-    const size_t chunk = len - (size_t)((const uint8_t *)z.next_in - data);
-    z.avail_in = chunk > (1u << 30) ? 1u << 30 : (uInt)chunk;
-    z.next_out = buf;
-    z.avail_out = sizeof buf;
-    zr = deflate(&z, z.avail_in == chunk ? Z_FINISH : Z_NO_FLUSH);
-    cts_out_write(o, buf, sizeof buf - z.avail_out);
-  } while (zr == Z_OK || zr == Z_BUF_ERROR);
-  deflateEnd(&z);
-  return zr == Z_STREAM_END ? 0 : CTS_E_IO;
+  size_t at = 0;
+  for (;;) {
+    const size_t left = b->len - at;
+    const uInt chunk = left > (1u << 30) ? 1u << 30 : (uInt)left;
+    g->z.next_in = left ? b->data + at : NULL;
+    g->z.avail_in = chunk;
+    g->z.next_out = buf;
+    g->z.avail_out = sizeof buf;
+    const int zr = deflate(&g->z, finish && chunk == left ? Z_FINISH : Z_NO_FLUSH);
+    const size_t used = chunk - g->z.avail_in, made = sizeof buf - g->z.avail_out;
+    at += used;
+    cts_out_write(g->o, buf, made);
+    if (zr == Z_STREAM_END) break;
+    if ((zr != Z_OK && zr != Z_BUF_ERROR) || (finish && !used && !made)) {
+      g->err = CTS_E_IO;
+      break;
+    }
+    /* Without finishing: done once every byte is taken and deflate had room to spare. */
+    if (!finish && at == b->len && g->z.avail_out) break;
+  }
+  b->len = 0;
+  return g->err;
+}
+
+static void gz_end(gz_t *g) {
+  if (g->ready) deflateEnd(&g->z);
+  g->ready = false;
 }
 
 /* ---- pprof mappings ----------------------------------------------------------------------
@@ -558,6 +639,13 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     pb_bytes(&prof, 4, m.data, m.len);
   }
 
+  /* What is made so far goes to the compressor, then the samples as they are made. */
+  gz_t gz;
+  const bool gz_ok = !e && gz_begin(&gz, o) == 0;
+  if (!e && !gz_ok) e = -ENOMEM;
+  if (!e && (prof.nomem || st.nomem)) e = -ENOMEM;
+  if (!e) e = gz_feed(&gz, &prof, false);
+
   /* One sample per stack that allocated, its locations leaf first. */
   for (uint32_t i = 0; i < s->count && !e; i++) {
     const cts_site_stats_t self = cts_stacks_self(s, i), *ss = &self;
@@ -574,6 +662,7 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     pb_varint(&packed, cts_est_round((double)ss->live_samples * bps));
     pb_bytes(&m, 2, packed.data, packed.len);
     pb_bytes(&prof, 2, m.data, m.len);
+    if (prof.len >= (1u << 20)) e = prof.nomem ? -ENOMEM : gz_feed(&gz, &prof, false);
   }
   if (!e) {
     char comment[256];
@@ -591,7 +680,8 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     pb_uint(&prof, 14, default_type);
   }
   if (!e && (prof.nomem || m.nomem || packed.nomem || st.nomem)) e = -ENOMEM;
-  if (!e) e = gzip_write(o, prof.data, prof.len);
+  if (!e) e = gz_feed(&gz, &prof, true);
+  if (gz_ok) gz_end(&gz);
   free(prof.data);
   free(m.data);
   free(packed.data);

@@ -116,4 +116,35 @@ CTS_TEST(past_the_budget_stacks_keep_their_allocation_point) {
   cts_alloc_profile_fini(&p);
 }
 
+/* A new branch of the trie is made without asking the table for each of its frames (a node
+ * just made has no child), and a stack seen again finds its new frames through the memo:
+ * in a large trie every table look-up is a cache miss. */
+CTS_TEST(new_frames_cost_one_table_lookup_per_stack) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  enum { DEPTH = 500 };
+  uint64_t bt[DEPTH];
+  for (unsigned i = 0; i < DEPTH; i++) bt[i] = 7 + i;
+  uint32_t node, again;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, DEPTH, &node), 0);
+  CTS_ASSERT_EQ_U64(s.count, DEPTH + 1);
+  CTS_ASSERT_EQ_U64(s.lookups, 1); /* the first frame; the 499 below it are known new */
+  /* The same stack with another leaf, then the first one again, without the prefix cache
+   * (interned from scratch): the memo holds every node just made. */
+  bt[DEPTH - 1] = 3;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, DEPTH, &again), 0);
+  CTS_ASSERT_EQ_U64(s.lookups, 2);
+  s.prev_len = 0;
+  bt[DEPTH - 1] = 7 + DEPTH - 1;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, DEPTH, &again), 0);
+  CTS_ASSERT_EQ_U64(again, node);
+  /* Only frames whose memo entry another one took (direct-mapped) go to the table. */
+  CTS_ASSERT_MSG(s.lookups - 2 < DEPTH / 8, "%llu look-ups", (unsigned long long)s.lookups);
+  /* The nodes are all in the table too: found without the memo. */
+  uint32_t cur = 0;
+  for (unsigned i = 0; i < DEPTH; i++) cur = cts_stacks_find_child(&s, cur, bt[i]);
+  CTS_ASSERT_EQ_U64(cur, node);
+  cts_stacks_fini(&s);
+}
+
 CTS_TEST_MAIN()
