@@ -639,11 +639,12 @@ size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_
     /* The next record belongs to the function `ret` returns into: trusted only if that
      * function keeps frame pointers. */
     if (ret != trusted) {
-      /* The rules of the function `ret` returns into, which outer_walk looks up first if
-       * it does not keep frame pointers: fetched while the verdict is looked up. */
-      if (bottom) __builtin_prefetch(rule_set(bottom, ret - 1u));
-      if (!keeps_frame_pointers(ret))
+      if (!keeps_frame_pointers(ret)) {
+        /* The rules outer_walk looks up first: fetched while the outer-frame cache is
+         * checked. (Not before the verdict: code with frame pointers never needs them.) */
+        if (bottom) __builtin_prefetch(rule_set(bottom, ret - 1u));
         return cut_own_frames(out, outer_frames(t, fp, out, n, max, bottom));
+      }
       trusted = ret;
     }
     if (next - fp - 1u >= top - fp) break;
