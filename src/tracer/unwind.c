@@ -31,8 +31,10 @@
 #define VERDICT_BITS 12u
 /* The largest frame outer_walk follows (its CFA's offset; the stack's end bounds it too). */
 #define CFA_OFFSET_MAX ((int64_t)1 << 24)
-/* log2 of the entries of a thread's cache of call frame rules (outer_walk). */
-#define RULE_BITS 10u
+/* log2 of the sets of two entries of a thread's cache of call frame rules (outer_walk):
+ * 8192 entries, 128 KiB; cc1 looks up ~8 000 addresses, which 1024 direct-mapped entries
+ * missed 174 000 times in 580 000 walks, these 16 000 times. */
+#define RULE_BITS 12u
 
 /* One address's call frame rules, as outer_walk needs them (cfi_row_t, packed). */
 typedef struct cts__rule {
@@ -43,16 +45,19 @@ typedef struct cts__rule {
   uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8 */
 } cts__rule_t;
 
-/* One outer_walk of a thread, frame by frame, for the next walk to reuse its outer part
- * (outer_walk, "splice"). Frame i: the stack pointer, address and %rbp (if known) its rules
- * were applied to, the word holding its return address (frames[i], read at at[i]), the
- * word holding the caller's %rbp if it was read (sval[i] at sat[i], else sat[i] = 0), the
- * lowest and above the highest byte read for it and beyond, and whether it and every frame
- * beyond it have a CFA of %rsp plus a constant (then they depend on sp[i], pc[i] and their
- * return addresses' words only; else on rbp[i] and the saved %rbp words too). */
+/* A thread's last outer_walk, frame by frame, for the next walk to reuse its outer part
+ * (outer_walk, "splice"). Stored outermost first: entry p is the walk's frame m - 1 - p, so
+ * that a walk which rejoins the previous one keeps the shared outer entries where they are
+ * and writes only its own inner ones (cc1: ~3 frames of its own, ~16 shared). Frame i: the
+ * stack pointer, address and %rbp (if known) its rules were applied to, the word holding
+ * its return address (frames, read at at), the word holding the caller's %rbp if it was
+ * read (sval at sat, else sat = 0), the lowest and above the highest byte read for it and
+ * beyond, and whether it and every frame beyond it have a CFA of %rsp plus a constant
+ * (then they depend on sp, pc and their return addresses' words only; else on rbp and the
+ * saved %rbp words too). The same type, innermost first, holds a walk's own frames until
+ * it is known to have succeeded (`own`). */
 typedef struct cts__walk {
   size_t m; /* frames; 0: nothing to reuse */
-  uintptr_t end_sp;
   uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
   uintptr_t sat[BOTTOM_FRAMES], lo[BOTTOM_FRAMES], hi[BOTTOM_FRAMES];
   uint64_t frames[BOTTOM_FRAMES], sval[BOTTOM_FRAMES];
@@ -72,10 +77,9 @@ struct cts__bottom {
   unsigned char bytes[BOTTOM_BYTES];
   /* The rules outer_walk followed, by address: the thread's cache misses go through the
    * same few hundred functions, whose call frame information would be run again each time. */
-  cts__rule_t rules[1u << RULE_BITS];
-  /* The last two walks: walks[last] the latest, the other one written by the next. */
-  cts__walk_t walks[2];
-  unsigned last;
+  _Alignas(64) cts__rule_t rules[1u << RULE_BITS][2]; /* a set within one cache line */
+  cts__walk_t walk; /* the last walk that succeeded, outermost first */
+  cts__walk_t own;  /* the current walk's own frames, innermost first */
 };
 
 const size_t cts__bottom_size = sizeof(cts__bottom_t);
@@ -345,23 +349,37 @@ static CTS_FORCE_INLINE bool keeps_frame_pointers(uintptr_t ret) {
 
 enum { RULE_NONE = 0xFF, RULE_RA_AT_8 = 0x10 };
 
-/* frame_rules(pc), through the thread's cache. */
-static bool cached_frame_rules(cts__bottom_t *b, uintptr_t pc, cfi_row_t *row) {
-  cts__rule_t *const e = &b->rules[(uint64_t)pc * 0x9E3779B97F4A7C15ull >> (64u - RULE_BITS)];
-  if (e->pc != pc) {
-    cfi_row_t r;
-    *e = (cts__rule_t){.pc = pc, .cfa_reg = RULE_NONE};
-    /* Registers other than %rsp and %rbp, offsets beyond what a frame of BOTTOM_BYTES can
-     * use: outer_walk refuses them, as it refuses a frame without rules. */
-    if (frame_rules(pc, &r) && (r.cfa_reg == DW_REG_RSP || r.cfa_reg == DW_REG_RBP) &&
-        r.cfa_off >= INT32_MIN && r.cfa_off <= INT32_MAX) {
-      const bool rbp_fits =
-          r.rbp.kind != CFI_RULE_SAVED || (r.rbp.off >= INT16_MIN && r.rbp.off <= INT16_MAX);
-      e->cfa_reg = (uint8_t)r.cfa_reg;
-      e->cfa_off = (int32_t)r.cfa_off;
-      e->rbp_off = rbp_fits && r.rbp.kind == CFI_RULE_SAVED ? (int16_t)r.rbp.off : 0;
-      e->kinds = (uint8_t)((rbp_fits ? r.rbp.kind : CFI_RULE_REGISTER) | r.ra.kind << 2 |
-                           (r.ra.kind == CFI_RULE_SAVED && r.ra.off == -8 ? RULE_RA_AT_8 : 0));
+/* The set of the thread's cache of call frame rules that holds pc's, if any. */
+static CTS_FORCE_INLINE cts__rule_t *rule_set(cts__bottom_t *b, uintptr_t pc) {
+  return b->rules[(uint64_t)pc * 0x9E3779B97F4A7C15ull >> (64u - RULE_BITS)];
+}
+
+/* frame_rules(pc), through the thread's cache: two ways per set, the one used last first. */
+static bool cached_frame_rules(cts__thread_t *t, cts__bottom_t *b, uintptr_t pc, cfi_row_t *row) {
+  cts__rule_t *const set = rule_set(b, pc);
+  cts__rule_t *const e = &set[0];
+  if (CTS_UNLIKELY(e->pc != pc)) {
+    const cts__rule_t first = *e;
+    if (set[1].pc == pc) { /* the other way: it becomes the first */
+      *e = set[1];
+      set[1] = first;
+    } else {
+      set[1] = first;
+      t->unwind_rule_misses++;
+      cfi_row_t r;
+      *e = (cts__rule_t){.pc = pc, .cfa_reg = RULE_NONE};
+      /* Registers other than %rsp and %rbp, offsets beyond what a frame of BOTTOM_BYTES can
+       * use: outer_walk refuses them, as it refuses a frame without rules. */
+      if (frame_rules(pc, &r) && (r.cfa_reg == DW_REG_RSP || r.cfa_reg == DW_REG_RBP) &&
+          r.cfa_off >= INT32_MIN && r.cfa_off <= INT32_MAX) {
+        const bool rbp_fits =
+            r.rbp.kind != CFI_RULE_SAVED || (r.rbp.off >= INT16_MIN && r.rbp.off <= INT16_MAX);
+        e->cfa_reg = (uint8_t)r.cfa_reg;
+        e->cfa_off = (int32_t)r.cfa_off;
+        e->rbp_off = rbp_fits && r.rbp.kind == CFI_RULE_SAVED ? (int16_t)r.rbp.off : 0;
+        e->kinds = (uint8_t)((rbp_fits ? r.rbp.kind : CFI_RULE_REGISTER) | r.ra.kind << 2 |
+                             (r.ra.kind == CFI_RULE_SAVED && r.ra.off == -8 ? RULE_RA_AT_8 : 0));
+      }
     }
   }
   if (e->cfa_reg == RULE_NONE) return false;
@@ -370,30 +388,6 @@ static bool cached_frame_rules(cts__bottom_t *b, uintptr_t pc, cfi_row_t *row) {
   row->rbp = (cfi_rule_t){(cfi_rule_kind_t)(e->kinds & 3u), e->rbp_off};
   row->ra = (cfi_rule_t){(cfi_rule_kind_t)(e->kinds >> 2 & 3u), e->kinds & RULE_RA_AT_8 ? -8 : 0};
   return true;
-}
-
-/* Whether the words prev's frames from k on read their return addresses from (and, with
- * `saved`, the caller's %rbp) still hold them. */
-STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *prev, size_t k, bool saved) {
-  uint64_t diff = 0;
-  for (size_t j = k; j < prev->m; j++) diff |= stack_word(prev->at[j]) ^ prev->frames[j];
-  for (size_t j = k; saved && j < prev->m; j++)
-    if (prev->sat[j]) diff |= stack_word(prev->sat[j]) ^ prev->sval[j];
-  return diff == 0;
-}
-
-/* Ends walk `w` of m frames, the first `own` of them its own (the rest copied from the
- * previous walk, already in suffix form): makes lo, hi and rsp cover each frame and all
- * beyond it, and makes w the walk the next one compares with. */
-static void walk_done(cts__bottom_t *b, cts__walk_t *w, size_t own, size_t m) {
-  for (size_t j = own; j-- > 0;) {
-    if (j + 1u >= m) continue;
-    if (w->lo[j + 1u] < w->lo[j]) w->lo[j] = w->lo[j + 1u];
-    if (w->hi[j + 1u] > w->hi[j]) w->hi[j] = w->hi[j + 1u];
-    w->rsp[j] = w->rsp[j] && w->rsp[j + 1u];
-  }
-  w->m = m;
-  b->last ^= 1u;
 }
 
 /* A walk of the outer frames by their call frame information (outer_walk). */
@@ -405,35 +399,57 @@ typedef struct outer {
   uint32_t slot[BOTTOM_FRAMES]; /* slots: offsets from rec, growing with i */
 } outer_t;
 
-/* outer_walk's end when its frame i is the previous walk's frame k (same stack pointer,
- * address and words beyond): the rest of the frames are the previous walk's. */
-static bool splice_previous_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
-                                 uint64_t *frames, outer_t *o, size_t i, size_t k, uintptr_t high) {
-  const cts__walk_t *const prev = &b->walks[b->last];
-  cts__walk_t *const cur = &b->walks[b->last ^ 1u];
-  const size_t rest = prev->m - k, m = i + rest;
-  memcpy(frames + i, prev->frames + k, rest * sizeof *frames);
-  for (size_t j = 0; j < rest; j++) o->slot[i + j] = (uint32_t)(prev->at[k + j] - rec);
-  if (!prev->rsp[k]) o->slots = false;
-  if (prev->hi[k] > high) high = prev->hi[k];
-  o->m = m;
-  o->end = prev->end_sp + BOTTOM_MARGIN > high ? prev->end_sp + BOTTOM_MARGIN : high;
-  if (o->end > t->stack_hi) o->end = t->stack_hi;
-  o->cacheable = m <= BOTTOM_FRAMES && o->end <= rec + BOTTOM_BYTES;
-  /* This walk, for the next one: its own frames, then the previous walk's. */
-  memcpy(cur->sp + i, prev->sp + k, rest * sizeof *cur->sp);
-  memcpy(cur->pc + i, prev->pc + k, rest * sizeof *cur->pc);
-  memcpy(cur->rbp + i, prev->rbp + k, rest * sizeof *cur->rbp);
-  memcpy(cur->rbp_known + i, prev->rbp_known + k, rest * sizeof *cur->rbp_known);
-  memcpy(cur->sat + i, prev->sat + k, rest * sizeof *cur->sat);
-  memcpy(cur->sval + i, prev->sval + k, rest * sizeof *cur->sval);
-  memcpy(cur->at + i, prev->at + k, rest * sizeof *cur->at);
-  memcpy(cur->lo + i, prev->lo + k, rest * sizeof *cur->lo);
-  memcpy(cur->hi + i, prev->hi + k, rest * sizeof *cur->hi);
-  memcpy(cur->frames + i, prev->frames + k, rest * sizeof *cur->frames);
-  memcpy(cur->rsp + i, prev->rsp + k, rest * sizeof *cur->rsp);
-  cur->end_sp = prev->end_sp;
-  walk_done(b, cur, i, m);
+/* Whether the words the last walk's outermost frames, its entries 0..q, read their return
+ * addresses from (and, with `saved`, the callers' %rbp) still hold them. */
+STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q, bool saved) {
+  uint64_t diff = 0;
+  for (size_t p = 0; p <= q; p++) diff |= stack_word(w->at[p]) ^ w->frames[p];
+  for (size_t p = 0; saved && p <= q; p++)
+    if (w->sat[p]) diff |= stack_word(w->sat[p]) ^ w->sval[p];
+  return diff == 0;
+}
+
+/* Makes the last walk the `rest` outermost frames of the last one (its entries 0..rest,
+ * kept where they are) and, inwards from them, the `own` frames of b->own: entries
+ * rest..rest + own, innermost last, with lo, hi and rsp covering each frame and all
+ * beyond it. */
+static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
+  cts__walk_t *const w = &b->walk;
+  const cts__walk_t *const s = &b->own;
+  for (size_t p = rest, j = own; j-- > 0; p++) {
+    w->sp[p] = s->sp[j];
+    w->pc[p] = s->pc[j];
+    w->rbp[p] = s->rbp[j];
+    w->rbp_known[p] = s->rbp_known[j];
+    w->sat[p] = s->sat[j];
+    w->sval[p] = s->sval[j];
+    w->at[p] = s->at[j];
+    w->frames[p] = s->frames[j];
+    uintptr_t lo = s->lo[j], hi = s->hi[j];
+    bool rsp = s->rsp[j];
+    if (p > 0) {
+      if (w->lo[p - 1u] < lo) lo = w->lo[p - 1u];
+      if (w->hi[p - 1u] > hi) hi = w->hi[p - 1u];
+      rsp = rsp && w->rsp[p - 1u];
+    }
+    w->lo[p] = lo;
+    w->hi[p] = hi;
+    w->rsp[p] = rsp;
+  }
+  w->m = rest + own;
+}
+
+/* outer_walk's end when its frame i is the last walk's entry rest - 1 (same stack pointer,
+ * address and words beyond): the rest of the frames are the last walk's. Not kept in the
+ * outer-frame cache: the next walk rejoins this one as cheaply as the cache would serve
+ * it, and filling the cache would copy the frames once more. */
+static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frames, outer_t *o,
+                             size_t i, size_t rest) {
+  const cts__walk_t *const w = &b->walk;
+  for (size_t j = 0; j < rest; j++) frames[i + j] = w->frames[rest - 1u - j];
+  o->m = i + rest;
+  o->cacheable = false;
+  walk_keep(b, rest, i);
   t->unwind_spliced++;
   return true;
 }
@@ -457,8 +473,8 @@ static bool splice_previous_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t r
  * it and the frames beyond read their return addresses from if their CFAs are %rsp plus a
  * constant, else on %rbp there too and the words they read the callers' %rbp from: if
  * those are as they were, the rest of the previous walk is this one's, without looking up
- * a rule. (Only words between rec and the thread's stack
- * top are read: the cache may have been another thread's.) */
+ * a rule. (Only words between rec and the thread's stack top are read: the cache may have
+ * been another thread's.) */
 static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
                        uint64_t *frames, bool known, size_t max, outer_t *o) {
   const uintptr_t cache_limit = rec + BOTTOM_BYTES;
@@ -466,21 +482,21 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
   uintptr_t high = sp; /* above the highest word read */
   bool rbp_known = true;
   o->slots = true;
-  const cts__walk_t *const prev = &b->walks[b->last];
-  cts__walk_t *const cur = &b->walks[b->last ^ 1u];
-  cur->m = 0;
-  size_t k = 0; /* prev's first frame whose stack pointer is not below sp */
+  const cts__walk_t *const prev = &b->walk;
+  cts__walk_t *const cur = &b->own;
+  size_t rest = prev->m; /* prev's entries 0..rest have stack pointers not below sp */
   for (size_t i = 0;; i++) {
     if (!known && i < BOTTOM_FRAMES) {
-      while (k < prev->m && prev->sp[k] < sp) k++;
-      if (k < prev->m && prev->sp[k] == sp && prev->pc[k] == pc &&
-          (prev->rsp[k] || (rbp_known && prev->rbp_known[k] && prev->rbp[k] == rbp)) &&
-          prev->lo[k] >= rec && prev->hi[k] <= t->stack_hi && i + (prev->m - k) <= max &&
-          i + (prev->m - k) <= BOTTOM_FRAMES && stack_words_at_equal(prev, k, !prev->rsp[k]))
-        return splice_previous_walk(t, b, rec, frames, o, i, k, high);
+      while (rest > 0 && prev->sp[rest - 1u] < sp) rest--;
+      const size_t q = rest - 1u; /* the candidate: prev's innermost frame left */
+      if (rest > 0 && prev->sp[q] == sp && prev->pc[q] == pc &&
+          (prev->rsp[q] || (rbp_known && prev->rbp_known[q] && prev->rbp[q] == rbp)) &&
+          prev->lo[q] >= rec && prev->hi[q] <= t->stack_hi && i + rest <= max &&
+          i + rest <= BOTTOM_FRAMES && stack_words_at_equal(prev, q, !prev->rsp[q]))
+        return splice_last_walk(t, b, frames, o, i, rest);
     }
     cfi_row_t row;
-    if (!cached_frame_rules(b, pc - 1u, &row)) return false;
+    if (!cached_frame_rules(t, b, pc - 1u, &row)) return false;
     if (known ? i == o->m : row.ra.kind == CFI_RULE_UNDEFINED) {
       if (row.ra.kind != CFI_RULE_UNDEFINED) return false;
       o->m = i;
@@ -488,10 +504,7 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
       o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
       if (o->end > t->stack_hi) o->end = t->stack_hi;
       o->cacheable = i <= BOTTOM_FRAMES && o->end <= cache_limit;
-      if (!known && i <= BOTTOM_FRAMES) {
-        cur->end_sp = sp;
-        walk_done(b, cur, i, i);
-      }
+      if (!known && i <= BOTTOM_FRAMES) walk_keep(b, 0, i);
       return true;
     }
     if (!known && i == max) return false; /* libunwind cuts it where it should */
@@ -513,6 +526,10 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
     const uint64_t word = stack_word(at);
     if (known ? word != frames[i] : word == 0 || word >= ((uint64_t)1 << 62)) return false;
     frames[i] = word;
+    /* The next frame's rules: the program's own data has usually pushed them out of the
+     * caches since the last allocation; loaded while this frame's bookkeeping and the
+     * next splice check run. */
+    __builtin_prefetch(rule_set(b, (uintptr_t)word - 1u));
     if (at + 8u > high) high = at + 8u;
     uintptr_t lo = at, hi = at + 8u, saved_at = 0;
     const uintptr_t rbp_in = rbp;
@@ -622,8 +639,12 @@ size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_
     /* The next record belongs to the function `ret` returns into: trusted only if that
      * function keeps frame pointers. */
     if (ret != trusted) {
-      if (!keeps_frame_pointers(ret))
+      if (!keeps_frame_pointers(ret)) {
+        /* The rules outer_walk looks up first: fetched while the outer-frame cache is
+         * checked. (Not before the verdict: code with frame pointers never needs them.) */
+        if (bottom) __builtin_prefetch(rule_set(bottom, ret - 1u));
         return cut_own_frames(out, outer_frames(t, fp, out, n, max, bottom));
+      }
       trusted = ret;
     }
     if (next - fp - 1u >= top - fp) break;
