@@ -5,8 +5,9 @@
  *  - allocation records for the viewer's filters: blocks grouped by (call-tree node,
  *    allocation time bucket, collection time bucket, size class, heap), with their samples
  *    and counts. Time buckets start at 1 µs and double (merging records) whenever the trace
- *    outgrows RECORD_BUCKETS of them or the records outgrow their budget, so the record
- *    count is bounded by the trace's shape, not by its length;
+ *    outgrows RECORD_BUCKETS of them or the records outgrow their budget; over the budget,
+ *    size classes first become powers of two (the viewer's size filter then has that
+ *    resolution). So the record count is bounded by the trace's shape, not by its length;
  *  - allocation times, for marks on the task timeline and per-task attribution (merged in
  *    pairs when they outgrow their budget). */
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #include "../analysis/hist.h"
+#include "../common/check.h"
 #include "../analysis/load.h"
 #include "../analysis/units.h"
 #include "report.h"
@@ -23,14 +25,28 @@
 #define HEAP_BUCKETS       4096u
 #define RECORD_BUCKETS     1024u
 #define MIN_RECORD_BUCKETS 32u        /* the budget never makes times coarser than this */
-#define NEVER              UINT32_MAX /* collection bucket of a block still live at the end */
+#define NEVER              UINT16_MAX /* collection bucket of a block still live at the end */
 #define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
+#define FRONT_BITS         12u        /* 4096 front slots of 32 bytes: 128 KiB, in L2 */
 
+_Static_assert(RECORD_BUCKETS < NEVER, "time buckets fit in 16 bits, below NEVER");
+_Static_assert(CTS_HIST_BUCKETS <= UINT16_MAX, "size classes fit in 16 bits");
+
+/* 32 bytes: the key (node, time buckets, size class, heap) and its figures. Time buckets
+ * stay below RECORD_BUCKETS: on_event coarsens before any time reaches it. */
 typedef struct record {
-  uint32_t node, ta, tf, size_class;
+  uint32_t node;
+  uint16_t ta, tf, size_class;
   uint8_t source;
   uint64_t samples, blocks;
 } record_t;
+
+/* A front slot: figures added to one key since the slot took it, not yet in recs[index]
+ * (blocks 0: empty). */
+typedef struct front_slot {
+  record_t r;
+  uint32_t index;
+} front_slot_t;
 
 struct report_mem {
   cts_mem_trace_t t;
@@ -47,6 +63,12 @@ struct report_mem {
   uint32_t *table; /* open addressing: record index + 1, 0 = empty */
   size_t table_cap;
   uint32_t coarsenings;
+  bool size_octaves; /* size classes by power of two (over the budget) */
+  /* A direct-mapped cache of recent keys in front of the table. Finished blocks come in
+   * runs of a few keys (allocation order, nearby times), while the table and the records
+   * (tens of MB on a large trace) miss the CPU caches on nearly every look: 48 % of the
+   * report's time on gen_trace --shape survivors before it. */
+  front_slot_t *front;
   /* allocation marks */
   report_alloc_mark_t *marks;
   size_t nmarks, cap_marks;
@@ -69,8 +91,9 @@ static bool record_same(const record_t *a, const record_t *b) {
          a->source == b->source;
 }
 
-/* Finds or adds the record of key r's fields and adds its figures. */
-static int record_add(report_mem_t *m, const record_t *r) {
+/* The index of the record of r's key (h its hash) in recs, added with zero figures if new;
+ * -ENOMEM. */
+static int64_t record_find(report_mem_t *m, const record_t *r, uint64_t h) {
   if ((m->nrecs + 1) * 2 > m->table_cap) {
     const size_t cap = m->table_cap ? m->table_cap * 2 : 4096;
     uint32_t *table = calloc(cap, sizeof *table);
@@ -84,14 +107,10 @@ static int record_add(report_mem_t *m, const record_t *r) {
     m->table = table;
     m->table_cap = cap;
   }
-  size_t j = record_hash(r) & (m->table_cap - 1);
+  size_t j = h & (m->table_cap - 1);
   while (m->table[j]) {
-    record_t *e = &m->recs[m->table[j] - 1];
-    if (record_same(e, r)) {
-      e->samples += r->samples;
-      e->blocks += r->blocks;
-      return 0;
-    }
+    const uint32_t i = m->table[j] - 1;
+    if (record_same(&m->recs[i], r)) return i;
     j = (j + 1) & (m->table_cap - 1);
   }
   if (m->nrecs == m->cap_recs) {
@@ -102,30 +121,95 @@ static int record_add(report_mem_t *m, const record_t *r) {
     m->cap_recs = cap;
   }
   m->recs[m->nrecs] = *r;
+  m->recs[m->nrecs].samples = m->recs[m->nrecs].blocks = 0;
   m->table[j] = (uint32_t)++m->nrecs;
+  return (int64_t)m->nrecs - 1;
+}
+
+/* Adds r's figures to the record of its key, straight to the table. */
+static int record_add_direct(report_mem_t *m, const record_t *r) {
+  const int64_t i = record_find(m, r, record_hash(r));
+  if (i < 0) return (int)i;
+  m->recs[i].samples += r->samples;
+  m->recs[i].blocks += r->blocks;
   return 0;
 }
 
-/* Doubles the record time buckets, merging the records that fall together. */
-static int coarsen_records(report_mem_t *m) {
+static void front_flush(report_mem_t *m) {
+  if (!m->front) return;
+  for (size_t k = 0; k < (size_t)1 << FRONT_BITS; k++) {
+    front_slot_t *s = &m->front[k];
+    if (!s->r.blocks) continue;
+    m->recs[s->index].samples += s->r.samples;
+    m->recs[s->index].blocks += s->r.blocks;
+    s->r.blocks = 0;
+  }
+}
+
+/* Adds r's figures (r->blocks > 0) to the record of its key, through the front slots. The
+ * records and their count are at every step what adding to the table directly gives (a new
+ * key is never in a slot, so it reaches the table at once): budget decisions do not change. */
+static int record_add(report_mem_t *m, const record_t *r) {
+  if (!m->front && !(m->front = calloc((size_t)1 << FRONT_BITS, sizeof *m->front))) return -ENOMEM;
+  const uint64_t h = record_hash(r);
+  front_slot_t *s = &m->front[h >> (64 - FRONT_BITS)];
+  if (s->r.blocks && record_same(&s->r, r)) {
+    s->r.samples += r->samples;
+    s->r.blocks += r->blocks;
+    return 0;
+  }
+  const int64_t i = record_find(m, r, h);
+  if (i < 0) return (int)i;
+  if (s->r.blocks) {
+    m->recs[s->index].samples += s->r.samples;
+    m->recs[s->index].blocks += s->r.blocks;
+  }
+  s->r = *r;
+  s->index = (uint32_t)i;
+  return 0;
+}
+
+/* The size class that stands for class c once sizes are coarse: the first of its power of
+ * two (CTS_HIST_SUB classes), so that its size_low is the power of two. */
+static uint16_t size_octave(unsigned c) {
+  if (c < CTS_HIST_EXACT) { /* exact values: 0, 1, 2-3, 4-7, 8-15, 16-31 */
+    unsigned p = 1;
+    while (c && p * 2 <= c) p *= 2;
+    return (uint16_t)(c ? p : 0);
+  }
+  return (uint16_t)(CTS_HIST_EXACT + (c - CTS_HIST_EXACT) / CTS_HIST_SUB * CTS_HIST_SUB);
+}
+
+/* Merges the records that fall together once time buckets are twice as wide (time) or sizes
+ * are by power of two (else). */
+static int coarsen_records(report_mem_t *m, bool time) {
   /* Every time is already in one bucket: halving again merges nothing and would overflow. */
-  if (m->rec_w >= (UINT64_C(1) << 62)) {
+  if (time && m->rec_w >= (UINT64_C(1) << 62)) {
     m->coarsenings = 64;
     return 0;
   }
+  front_flush(m);
   record_t *old = m->recs;
   const size_t n = m->nrecs;
   m->recs = NULL;
   m->nrecs = m->cap_recs = 0;
   if (m->table_cap) memset(m->table, 0, m->table_cap * sizeof *m->table);
-  m->rec_w *= 2;
-  m->coarsenings++;
+  if (time) {
+    m->rec_w *= 2;
+    m->coarsenings++;
+  } else {
+    m->size_octaves = true;
+  }
   int e = 0;
   for (size_t i = 0; i < n && !e; i++) {
     record_t r = old[i];
-    r.ta /= 2;
-    if (r.tf != NEVER) r.tf /= 2;
-    e = record_add(m, &r);
+    if (time) {
+      r.ta /= 2;
+      if (r.tf != NEVER) r.tf /= 2;
+    } else {
+      r.size_class = size_octave(r.size_class);
+    }
+    e = record_add_direct(m, &r);
   }
   free(old);
   return e;
@@ -199,21 +283,33 @@ static void marks_sort(report_mem_t *m) {
  * blocks not yet collected are the profile's (cts_alloc_profile_ended,
  * cts_alloc_profile_next_live). */
 static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint64_t freed_us) {
+  /* Below RECORD_BUCKETS: the block's time was an event's, which on_event kept below it, and
+   * buckets only widen since. The clamp only keeps a broken promise in bounds. */
   const uint64_t ta = rel_us(m, p->time_us) / m->rec_w;
+  const uint64_t tf = freed_us == UINT64_MAX ? NEVER : rel_us(m, freed_us) / m->rec_w;
+  CTS_ASSERT(ta < RECORD_BUCKETS && (tf < RECORD_BUCKETS || tf == NEVER));
   record_t r = {.node = p->node,
-                .ta = (uint32_t)ta,
-                .tf = freed_us == UINT64_MAX ? NEVER : (uint32_t)(rel_us(m, freed_us) / m->rec_w),
-                .size_class = cts_hist_bucket(p->length),
+                .ta = (uint16_t)(ta < RECORD_BUCKETS ? ta : RECORD_BUCKETS - 1),
+                .tf = (uint16_t)(tf < RECORD_BUCKETS || tf == NEVER ? tf : RECORD_BUCKETS - 1),
+                .size_class = m->size_octaves ? size_octave(cts_hist_bucket(p->length))
+                                              : (uint16_t)cts_hist_bucket(p->length),
                 .source = p->source,
                 .samples = p->samples,
                 .blocks = 1};
   int e = record_add(m, &r);
-  /* Over the budget, coarser times merge records, but only while the trace so far keeps at
-   * least MIN_RECORD_BUCKETS buckets: the time filters must stay useful. Past that the budget
-   * is exceeded (records are compact columns in the report). */
-  while (!e && m->nrecs > m->opts.max_records && m->coarsenings < 64 &&
-         rel_us(m, p->time_us) / m->rec_w >= 2 * MIN_RECORD_BUCKETS)
-    e = coarsen_records(m);
+  /* Over the budget, sizes by power of two merge records first (16 classes in each: the
+   * fine classes made 1.5 M records on gen_trace --shape survivors --mb 160, for 384
+   * stacks), then coarser times, but only while the trace so far keeps at least
+   * MIN_RECORD_BUCKETS buckets: the time filters must stay useful. Past that the budget is
+   * exceeded (records are compact columns in the report). */
+  while (!e && m->nrecs > m->opts.max_records) {
+    if (!m->size_octaves)
+      e = coarsen_records(m, false);
+    else if (m->coarsenings < 64 && rel_us(m, p->time_us) / m->rec_w >= 2 * MIN_RECORD_BUCKETS)
+      e = coarsen_records(m, true);
+    else
+      break;
+  }
   return e;
 }
 
@@ -226,7 +322,7 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   }
   if (!m->origin_us && t->prof.have_info) m->origin_us = t->prof.start_time_us;
   while (rel_us(m, ev->time_us) / m->rec_w >= RECORD_BUCKETS) {
-    const int e = coarsen_records(m);
+    const int e = coarsen_records(m, true);
     if (e) return e;
   }
   heap_note(m, ev->time_us, t->prof.stacks.live_samples);
@@ -285,6 +381,7 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
       return CTS_E_NOMEM;
     }
   }
+  front_flush(m);
   marks_sort(m);
   /* The caller's, for this call only. */
   m->opts.log = (cts_log_t){0};
@@ -324,6 +421,7 @@ void report_mem_free(report_mem_t *m) {
   cts_mem_trace_free(&m->t);
   free(m->recs);
   free(m->table);
+  free(m->front);
   free(m->marks);
   free(m);
 }
