@@ -30,7 +30,7 @@
 static char tmpdir[64];
 
 /* A file in the test's directory (made by main), removed at exit. */
-#define MAX_FILES 16
+#define MAX_FILES 24
 static char files[MAX_FILES][128];
 static unsigned nfiles;
 static const char *tmp_path(const char *name) {
@@ -346,6 +346,72 @@ CTS_TEST(mem_records_over_budget_merge_sizes_by_power_of_two) {
   CTS_ASSERT_EQ_U64(num(&j, "mem.allocs"), 63 * 200);
   json_flat_free(&j);
   report_mem_free(m);
+}
+
+/* A trace of main (code 1) > leaf for nleaves leaves (codes 1000...): the first nheavy
+ * allocate 100 words each, the others 1 word, all at the trace's start and never
+ * collected; loaded with the given budgets and rendered into *j. */
+static void load_leaves(json_flat_t *j, const char *name, unsigned nleaves, unsigned nheavy,
+                        uint32_t max_records, uint32_t max_tree_nodes) {
+  buf_t b = {0};
+  void *mem;
+  cts_mt_writer_t *w;
+  open_mem_writer(&w, &b, &mem);
+  for (unsigned k = 0; k < nleaves; k++) {
+    const uint64_t bt[] = {1, 1000 + k}, words = k < nheavy ? 100 : 1;
+    uint64_t id;
+    CTS_ASSERT_EQ_INT(
+        cts_mt_writer_alloc(w, START_US, words, words, CTS_MT_SOURCE_MAJOR, bt, 2, &id), 0);
+  }
+  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
+  free(mem);
+  const char *path = tmp_path(name);
+  save(path, &b, b.len);
+  const report_mem_opts_t o = {
+      .path = path, .quiet = true, .max_records = max_records, .max_tree_nodes = max_tree_nodes};
+  report_mem_t *m;
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+  render(&(report_doc_t){.title = name, .mem = m}, j);
+  report_mem_free(m);
+}
+
+/* Over the page's node budget, the nodes whose stacks allocated least are drawn as part of
+ * their caller: of root, main, 2 heavy and 50 light leaves (54 nodes), a budget of 8 keeps
+ * those of at least 2 samples (root, main and the heavy leaves). The analysis keeps every
+ * stack: the sites are all there. */
+CTS_TEST(mem_page_draws_light_stacks_as_their_callers) {
+  json_flat_t j;
+  load_leaves(&j, "mem-prune.ctf", 52, 2, 0, 8);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_nodes"), 54);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 50);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_min"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.parent.n"), 4);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.self.n"), 4);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.samples"), 2 * 100 + 50);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.sites_total"), 52);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 52); /* the records are by the full tree */
+  json_flat_free(&j);
+  /* Within the budget, nothing is pruned. */
+  load_leaves(&j, "mem-noprune.ctf", 52, 2, 0, 54);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_min"), 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.parent.n"), 54);
+  json_flat_free(&j);
+}
+
+/* Over the record budget with one time bucket, the records are by a coarser call tree: 2010
+ * leaves (10 of them heavy) in one bucket are 2010 records against a budget of 1000; with
+ * at most 1000 / 16 nodes kept, the light leaves' records become main's: 10 + 1 records.
+ * The page still draws every node. */
+CTS_TEST(mem_records_over_budget_are_by_a_coarser_call_tree) {
+  json_flat_t j;
+  load_leaves(&j, "mem-nodes.ctf", 2010, 10, 1000, 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 11);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_min_samples"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_blocks"), 2010);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.parent.n"), 2012);
+  json_flat_free(&j);
 }
 
 static void load_tasks(report_tasks_t **t, const char *path, int want, logged_t *log) {
