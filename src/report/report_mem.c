@@ -780,8 +780,12 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
   /* The rules by which the page is coarser than the analysis, for the viewer to state. */
   cts_out_printf(o, ",\"tree_nodes\":%u,\"tree_pruned\":%u,\"tree_min\":%llu", src->count,
                  m->tree_pruned, (unsigned long long)m->tree_min);
+  /* UINT64_MAX (every stack counted as the root's) as one more than every sample: JSON
+   * numbers beyond 2^53 are not exact in the viewer. */
+  const uint64_t all = cts_alloc_profile_samples(&m->t.prof);
+  const uint64_t rec_min = !m->rnode ? 0 : m->rec_min_samples > all ? all + 1 : m->rec_min_samples;
   cts_out_printf(o, ",\"rec_size_octaves\":%d,\"rec_min_samples\":%llu", m->size_octaves ? 1 : 0,
-                 (unsigned long long)(m->rnode ? m->rec_min_samples : 0));
+                 (unsigned long long)rec_min);
   cts_out_printf(o, ",\"rec_us\":%llu,\"rec_blocks\":%llu,\"records\":{\"lazy\":1,\"n\":%zu",
                  (unsigned long long)m->rec_w, (unsigned long long)blocks, m->nrecs);
   cts_out_str(o, ",\"size_low\":[");

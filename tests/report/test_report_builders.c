@@ -412,6 +412,13 @@ CTS_TEST(mem_records_over_budget_are_by_a_coarser_call_tree) {
   CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 0);
   CTS_ASSERT_EQ_U64(num(&j, "mem.parent.n"), 2012);
   json_flat_free(&j);
+  /* A budget of one record: every stack counts as the root's (2 records, by size), which the
+   * document says as one sample more than all of them (218), a number exact in JSON. */
+  load_leaves(&j, "mem-root.ctf", 20, 2, 1, 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_min_samples"), 219);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_blocks"), 20);
+  json_flat_free(&j);
 }
 
 static void load_tasks(report_tasks_t **t, const char *path, int want, logged_t *log) {
