@@ -68,6 +68,9 @@ typedef struct report_mem_opts {
   uint32_t time_buckets; /* heap curve resolution (default 2000) */
   uint32_t max_records;  /* allocation-record budget for the filters (default 400 000) */
   uint32_t top_sites;    /* rows of the top-sites table (default 50) */
+  /* Call-tree nodes drawn in the page (default 256 Ki): beyond them, the nodes whose stacks
+   * allocated least are drawn as part of their callers (every stack is still analysed). */
+  uint32_t max_tree_nodes;
   /* A task trace loaded before (may be NULL) whose memory by task this load computes: each
    * event goes to report_tasks_mem_event(). The caller then calls report_tasks_mem_finish(). */
   report_tasks_t *attribute;

@@ -5,8 +5,9 @@
  *  - allocation records for the viewer's filters: blocks grouped by (call-tree node,
  *    allocation time bucket, collection time bucket, size class, heap), with their samples
  *    and counts. Time buckets start at 1 µs and double (merging records) whenever the trace
- *    outgrows RECORD_BUCKETS of them or the records outgrow their budget, so the record
- *    count is bounded by the trace's shape, not by its length;
+ *    outgrows RECORD_BUCKETS of them or the records outgrow their budget; over the budget,
+ *    size classes first become powers of two (the viewer's size filter then has that
+ *    resolution). So the record count is bounded by the trace's shape, not by its length;
  *  - allocation times, for marks on the task timeline and per-task attribution (merged in
  *    pairs when they outgrow their budget). */
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #include "../analysis/hist.h"
+#include "../common/check.h"
 #include "../analysis/load.h"
 #include "../analysis/units.h"
 #include "report.h"
@@ -23,14 +25,28 @@
 #define HEAP_BUCKETS       4096u
 #define RECORD_BUCKETS     1024u
 #define MIN_RECORD_BUCKETS 32u        /* the budget never makes times coarser than this */
-#define NEVER              UINT32_MAX /* collection bucket of a block still live at the end */
+#define NEVER              UINT16_MAX /* collection bucket of a block still live at the end */
 #define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
+#define FRONT_BITS         12u        /* 4096 front slots of 32 bytes: 128 KiB, in L2 */
 
+_Static_assert(RECORD_BUCKETS < NEVER, "time buckets fit in 16 bits, below NEVER");
+_Static_assert(CTS_HIST_BUCKETS <= UINT16_MAX, "size classes fit in 16 bits");
+
+/* 32 bytes: the key (node, time buckets, size class, heap) and its figures. Time buckets
+ * stay below RECORD_BUCKETS: on_event coarsens before any time reaches it. */
 typedef struct record {
-  uint32_t node, ta, tf, size_class;
+  uint32_t node;
+  uint16_t ta, tf, size_class;
   uint8_t source;
   uint64_t samples, blocks;
 } record_t;
+
+/* A front slot: figures added to one key since the slot took it, not yet in recs[index]
+ * (blocks 0: empty). */
+typedef struct front_slot {
+  record_t r;
+  uint32_t index;
+} front_slot_t;
 
 struct report_mem {
   cts_mem_trace_t t;
@@ -47,6 +63,22 @@ struct report_mem {
   uint32_t *table; /* open addressing: record index + 1, 0 = empty */
   size_t table_cap;
   uint32_t coarsenings;
+  bool size_octaves;    /* size classes by power of two (over the budget) */
+  uint64_t tree_min;    /* page_tree's threshold (samples) */
+  uint32_t tree_pruned; /* profile nodes drawn as part of their caller */
+  /* Over the budget with times as coarse as they may get, records are by a coarser call
+   * tree: rnode[n] is the node whose records stand for node n's (n itself, or its nearest
+   * ancestor that allocated at least rec_min_samples so far when the map was made; nodes
+   * created since map to their parent's). NULL: every node stands for itself. */
+  uint32_t *rnode;
+  size_t rnode_n, rnode_cap;
+  uint64_t rec_min_samples;
+  size_t rec_max_nodes; /* nodes kept by the next pass that the budget asks for */
+  /* A direct-mapped cache of recent keys in front of the table. Finished blocks come in
+   * runs of a few keys (allocation order, nearby times), while the table and the records
+   * (tens of MB on a large trace) miss the CPU caches on nearly every look: 48 % of the
+   * report's time on gen_trace --shape survivors before it. */
+  front_slot_t *front;
   /* allocation marks */
   report_alloc_mark_t *marks;
   size_t nmarks, cap_marks;
@@ -69,8 +101,9 @@ static bool record_same(const record_t *a, const record_t *b) {
          a->source == b->source;
 }
 
-/* Finds or adds the record of key r's fields and adds its figures. */
-static int record_add(report_mem_t *m, const record_t *r) {
+/* The index of the record of r's key (h its hash) in recs, added with zero figures if new;
+ * -ENOMEM. */
+static int64_t record_find(report_mem_t *m, const record_t *r, uint64_t h) {
   if ((m->nrecs + 1) * 2 > m->table_cap) {
     const size_t cap = m->table_cap ? m->table_cap * 2 : 4096;
     uint32_t *table = calloc(cap, sizeof *table);
@@ -84,14 +117,10 @@ static int record_add(report_mem_t *m, const record_t *r) {
     m->table = table;
     m->table_cap = cap;
   }
-  size_t j = record_hash(r) & (m->table_cap - 1);
+  size_t j = h & (m->table_cap - 1);
   while (m->table[j]) {
-    record_t *e = &m->recs[m->table[j] - 1];
-    if (record_same(e, r)) {
-      e->samples += r->samples;
-      e->blocks += r->blocks;
-      return 0;
-    }
+    const uint32_t i = m->table[j] - 1;
+    if (record_same(&m->recs[i], r)) return i;
     j = (j + 1) & (m->table_cap - 1);
   }
   if (m->nrecs == m->cap_recs) {
@@ -102,33 +131,107 @@ static int record_add(report_mem_t *m, const record_t *r) {
     m->cap_recs = cap;
   }
   m->recs[m->nrecs] = *r;
+  m->recs[m->nrecs].samples = m->recs[m->nrecs].blocks = 0;
   m->table[j] = (uint32_t)++m->nrecs;
+  return (int64_t)m->nrecs - 1;
+}
+
+/* Adds r's figures to the record of its key, straight to the table. */
+static int record_add_direct(report_mem_t *m, const record_t *r) {
+  const int64_t i = record_find(m, r, record_hash(r));
+  if (i < 0) return (int)i;
+  m->recs[i].samples += r->samples;
+  m->recs[i].blocks += r->blocks;
   return 0;
 }
 
-/* Doubles the record time buckets, merging the records that fall together. */
-static int coarsen_records(report_mem_t *m) {
-  /* Every time is already in one bucket: halving again merges nothing and would overflow. */
-  if (m->rec_w >= (UINT64_C(1) << 62)) {
-    m->coarsenings = 64;
+static void front_flush(report_mem_t *m) {
+  if (!m->front) return;
+  for (size_t k = 0; k < (size_t)1 << FRONT_BITS; k++) {
+    front_slot_t *s = &m->front[k];
+    if (!s->r.blocks) continue;
+    m->recs[s->index].samples += s->r.samples;
+    m->recs[s->index].blocks += s->r.blocks;
+    s->r.blocks = 0;
+  }
+}
+
+/* Adds r's figures (r->blocks > 0) to the record of its key, through the front slots. The
+ * records and their count are at every step what adding to the table directly gives (a new
+ * key is never in a slot, so it reaches the table at once): budget decisions do not change. */
+static int record_add(report_mem_t *m, const record_t *r) {
+  if (!m->front && !(m->front = calloc((size_t)1 << FRONT_BITS, sizeof *m->front))) return -ENOMEM;
+  const uint64_t h = record_hash(r);
+  front_slot_t *s = &m->front[h >> (64 - FRONT_BITS)];
+  if (s->r.blocks && record_same(&s->r, r)) {
+    s->r.samples += r->samples;
+    s->r.blocks += r->blocks;
     return 0;
   }
+  const int64_t i = record_find(m, r, h);
+  if (i < 0) return (int)i;
+  if (s->r.blocks) {
+    m->recs[s->index].samples += s->r.samples;
+    m->recs[s->index].blocks += s->r.blocks;
+  }
+  s->r = *r;
+  s->index = (uint32_t)i;
+  return 0;
+}
+
+/* The size class that stands for class c once sizes are coarse: the first of its power of
+ * two (CTS_HIST_SUB classes), so that its size_low is the power of two. */
+static uint16_t size_octave(unsigned c) {
+  if (c < CTS_HIST_EXACT) { /* exact values: 0, 1, 2-3, 4-7, 8-15, 16-31 */
+    unsigned p = 1;
+    while (c && p * 2 <= c) p *= 2;
+    return (uint16_t)(c ? p : 0);
+  }
+  return (uint16_t)(CTS_HIST_EXACT + (c - CTS_HIST_EXACT) / CTS_HIST_SUB * CTS_HIST_SUB);
+}
+
+typedef enum coarser { COARSER_TIME, COARSER_SIZE, COARSER_NODE } coarser_t;
+
+/* Merges the records that fall together once their keys are coarser: time buckets twice as
+ * wide, sizes by power of two, or nodes by m->rnode (set by the caller). */
+static int remap_records(report_mem_t *m, coarser_t how) {
+  front_flush(m);
   record_t *old = m->recs;
   const size_t n = m->nrecs;
   m->recs = NULL;
   m->nrecs = m->cap_recs = 0;
   if (m->table_cap) memset(m->table, 0, m->table_cap * sizeof *m->table);
-  m->rec_w *= 2;
-  m->coarsenings++;
   int e = 0;
   for (size_t i = 0; i < n && !e; i++) {
     record_t r = old[i];
-    r.ta /= 2;
-    if (r.tf != NEVER) r.tf /= 2;
-    e = record_add(m, &r);
+    if (how == COARSER_TIME) {
+      r.ta /= 2;
+      if (r.tf != NEVER) r.tf /= 2;
+    } else if (how == COARSER_SIZE) {
+      r.size_class = size_octave(r.size_class);
+    } else {
+      r.node = r.node < m->rnode_n ? m->rnode[r.node] : 0;
+    }
+    e = record_add_direct(m, &r);
   }
   free(old);
   return e;
+}
+
+/* Twice as wide time buckets (time) or sizes by power of two (else). */
+static int coarsen_records(report_mem_t *m, bool time) {
+  if (!time) {
+    m->size_octaves = true;
+    return remap_records(m, COARSER_SIZE);
+  }
+  /* Every time is already in one bucket: halving again merges nothing and would overflow. */
+  if (m->rec_w >= (UINT64_C(1) << 62)) {
+    m->coarsenings = 64;
+    return 0;
+  }
+  m->rec_w *= 2;
+  m->coarsenings++;
+  return remap_records(m, COARSER_TIME);
 }
 
 static void heap_note(report_mem_t *m, uint64_t t_us, uint64_t live) {
@@ -195,25 +298,132 @@ static void marks_sort(report_mem_t *m) {
   m->nmarks = k + 1;
 }
 
+/* The allocated samples of every node and its descendants (count entries), or NULL. */
+static uint64_t *inclusive_samples(const cts_stacks_t *st) {
+  uint64_t *incl = malloc((st->count ? st->count : 1) * sizeof *incl);
+  if (!incl) return NULL;
+  for (uint32_t i = 0; i < st->count; i++) incl[i] = st->stats[st->nodes[i].stat].samples;
+  for (uint32_t i = st->count; i-- > 1;) incl[st->nodes[i].parent] += incl[i];
+  return incl;
+}
+
+/* The smallest T, 0 or a power of two, such that at most max_nodes nodes have incl >= T
+ * (as a node's incl is at most its parent's, those nodes form a tree with the root), or
+ * UINT64_MAX. */
+static uint64_t share_threshold(const uint64_t *incl, uint32_t count, size_t max_nodes) {
+  if (count <= max_nodes) return 0;
+  size_t at_least[65] = {0}; /* at_least[k]: nodes with incl >= 2^k, once summed */
+  for (uint32_t i = 0; i < count; i++) {
+    if (!incl[i]) continue;
+    unsigned k = 0;
+    while (incl[i] >> k > 1) k++;
+    at_least[k]++;
+  }
+  for (unsigned k = 63; k-- > 0;) at_least[k] += at_least[k + 1];
+  for (unsigned k = 0; k < 64; k++)
+    if (at_least[k] <= max_nodes) return UINT64_C(1) << k;
+  return UINT64_MAX;
+}
+
+/* Remaps the records to a coarser call tree: each node stands for itself when it and its
+ * descendants allocated at least T samples so far, else for its nearest ancestor that did
+ * (the root always stands for itself). T keeps at most m->rec_max_nodes nodes; with
+ * progress, T is at least twice the last one. */
+static int coarsen_nodes(report_mem_t *m, bool progress) {
+  const cts_stacks_t *st = &m->t.prof.stacks;
+  if (!st->count) return 0;
+  uint64_t *incl = inclusive_samples(st);
+  if (!incl) return -ENOMEM;
+  /* T never decreases: a node that grows heavier gets its own records again. */
+  uint64_t min = share_threshold(incl, st->count, m->rec_max_nodes);
+  if (min < m->rec_min_samples) min = m->rec_min_samples;
+  if (progress && min == m->rec_min_samples) min = min ? min * 2 : 1;
+  if (min > incl[0]) min = UINT64_MAX; /* the root stands for every node: no coarser tree */
+  if (st->count > m->rnode_cap) {
+    uint32_t *r = realloc(m->rnode, (size_t)st->count * sizeof *r);
+    if (!r) {
+      free(incl);
+      return -ENOMEM;
+    }
+    m->rnode = r;
+    m->rnode_cap = st->count;
+  }
+  m->rnode[0] = 0;
+  for (uint32_t i = 1; i < st->count; i++) {
+    const uint32_t parent = st->nodes[i].parent;
+    m->rnode[i] = incl[i] >= min && m->rnode[parent] == parent ? i : m->rnode[parent];
+  }
+  free(incl);
+  m->rnode_n = st->count;
+  m->rec_min_samples = min;
+  return remap_records(m, COARSER_NODE);
+}
+
+/* The node whose records stand for node's (see rnode). */
+static uint32_t record_node(report_mem_t *m, uint32_t node) {
+  if (!m->rnode) return node;
+  const cts_stacks_t *st = &m->t.prof.stacks;
+  if (node >= m->rnode_n) {
+    if (node >= st->count) return 0; /* not a node: the root, as write_tree does */
+    if (st->count > m->rnode_cap) {
+      const size_t cap = st->count * (size_t)2;
+      uint32_t *r = realloc(m->rnode, cap * sizeof *r);
+      if (!r) return 0; /* out of memory: the root (the report's figures stay right) */
+      m->rnode = r;
+      m->rnode_cap = cap;
+    }
+    for (size_t i = m->rnode_n; i < st->count; i++) m->rnode[i] = m->rnode[st->nodes[i].parent];
+    m->rnode_n = st->count;
+  }
+  return m->rnode[node];
+}
+
 /* A block's record once it is collected (freed_us) or known never to be (UINT64_MAX). The
  * blocks not yet collected are the profile's (cts_alloc_profile_ended,
  * cts_alloc_profile_next_live). */
 static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint64_t freed_us) {
+  /* Below RECORD_BUCKETS: the block's time was an event's, which on_event kept below it, and
+   * buckets only widen since. The clamp only keeps a broken promise in bounds. */
   const uint64_t ta = rel_us(m, p->time_us) / m->rec_w;
-  record_t r = {.node = p->node,
-                .ta = (uint32_t)ta,
-                .tf = freed_us == UINT64_MAX ? NEVER : (uint32_t)(rel_us(m, freed_us) / m->rec_w),
-                .size_class = cts_hist_bucket(p->length),
+  const uint64_t tf = freed_us == UINT64_MAX ? NEVER : rel_us(m, freed_us) / m->rec_w;
+  CTS_ASSERT(ta < RECORD_BUCKETS && (tf < RECORD_BUCKETS || tf == NEVER));
+  /* Nodes made since the last coarser tree stand for their parent's until the next one, which
+   * comes when the tree has doubled (a stack that became heavy gets its own records). */
+  if (m->rnode && m->t.prof.stacks.count >= 2 * m->rnode_n) {
+    const int e = coarsen_nodes(m, false);
+    if (e) return e;
+  }
+  record_t r = {.node = record_node(m, p->node),
+                .ta = (uint16_t)(ta < RECORD_BUCKETS ? ta : RECORD_BUCKETS - 1),
+                .tf = (uint16_t)(tf < RECORD_BUCKETS || tf == NEVER ? tf : RECORD_BUCKETS - 1),
+                .size_class = m->size_octaves ? size_octave(cts_hist_bucket(p->length))
+                                              : (uint16_t)cts_hist_bucket(p->length),
                 .source = p->source,
                 .samples = p->samples,
                 .blocks = 1};
   int e = record_add(m, &r);
-  /* Over the budget, coarser times merge records, but only while the trace so far keeps at
-   * least MIN_RECORD_BUCKETS buckets: the time filters must stay useful. Past that the budget
-   * is exceeded (records are compact columns in the report). */
-  while (!e && m->nrecs > m->opts.max_records && m->coarsenings < 64 &&
-         rel_us(m, p->time_us) / m->rec_w >= 2 * MIN_RECORD_BUCKETS)
-    e = coarsen_records(m);
+  /* Over the budget, sizes by power of two merge records first (16 classes in each: the
+   * fine classes made 1.5 M records on gen_trace --shape survivors --mb 160, for 384
+   * stacks), then coarser times, but only while the trace so far keeps at least
+   * MIN_RECORD_BUCKETS buckets: the time filters must stay useful; then a coarser call tree
+   * for the records (the 8.4 M nodes of gen_trace --mb 160 made 7.8 M records). Past that
+   * the budget is exceeded (records are compact columns in the report). */
+  while (!e && m->nrecs > m->opts.max_records) {
+    if (!m->size_octaves)
+      e = coarsen_records(m, false);
+    else if (m->coarsenings < 64 && rel_us(m, p->time_us) / m->rec_w >= 2 * MIN_RECORD_BUCKETS)
+      e = coarsen_records(m, true);
+    else if (m->rec_min_samples != UINT64_MAX &&
+             m->t.prof.stacks.count >
+                 (m->rnode ? m->rec_max_nodes / 2 : m->opts.max_records / 16)) {
+      /* A coarser call tree, with half the nodes of the last one, when there are more nodes
+       * than that (few nodes are not what makes many records). */
+      m->rec_max_nodes = m->rnode ? m->rec_max_nodes / 2 : m->opts.max_records / 16;
+      e = coarsen_nodes(m, true);
+    } else {
+      break;
+    }
+  }
   return e;
 }
 
@@ -226,7 +436,7 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   }
   if (!m->origin_us && t->prof.have_info) m->origin_us = t->prof.start_time_us;
   while (rel_us(m, ev->time_us) / m->rec_w >= RECORD_BUCKETS) {
-    const int e = coarsen_records(m);
+    const int e = coarsen_records(m, true);
     if (e) return e;
   }
   heap_note(m, ev->time_us, t->prof.stacks.live_samples);
@@ -256,11 +466,12 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   m->opts = *opts;
   if (!m->opts.max_records) m->opts.max_records = 400000;
   if (!m->opts.top_sites) m->opts.top_sites = 50;
+  if (!m->opts.max_tree_nodes) m->opts.max_tree_nodes = 256u << 10;
   m->heap_w = m->rec_w = 1;
-  /* The page embeds every stack node: all 8 M of gen_trace --mb 150 make 46 MB of HTML and
-   * 1.9 GB of RSS, so the report keeps its former 512 Ki-node bound (stacks beyond it are
-   * kept by allocation point, with a warning) until it prunes what it embeds. */
-  const cts_alloc_profile_config_t cfg = {.stacks = true, .max_nodes = 512u << 10};
+  /* Every stack, as the CLI keeps them (stacks beyond the bound are kept by allocation point,
+   * with a warning); the page draws the light ones as part of their callers (page_tree). */
+  const cts_alloc_profile_config_t cfg = {.stacks = true,
+                                          .max_nodes = CTS_STACKS_DEFAULT_MAX_NODES};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,
@@ -285,6 +496,7 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
       return CTS_E_NOMEM;
     }
   }
+  front_flush(m);
   marks_sort(m);
   /* The caller's, for this call only. */
   m->opts.log = (cts_log_t){0};
@@ -324,6 +536,8 @@ void report_mem_free(report_mem_t *m) {
   cts_mem_trace_free(&m->t);
   free(m->recs);
   free(m->table);
+  free(m->front);
+  free(m->rnode);
   free(m->marks);
   free(m);
 }
@@ -462,7 +676,38 @@ static int record_by_node(const void *a, const void *b) {
 }
 
 /* The call tree, relabelled "function (file:line)" so that codes of one line are one node,
- * and the records with their nodes mapped to it. */
+ * and pruned to at most opts.max_tree_nodes nodes: a node whose stacks allocated fewer than
+ * tree_min samples (0 or a power of two, the smallest that keeps the bound) is drawn as
+ * part of its caller, in the page only, not in the analysis. map[n]: the page's node of
+ * profile node n. */
+static int page_tree(report_mem_t *m, cts_labels_t *labels, cts_stacks_t *dst, uint32_t **map) {
+  const cts_stacks_t *src = &m->t.prof.stacks;
+  int e = cts_stacks_init(dst, false, 0);
+  if (e) return e;
+  uint64_t *incl = inclusive_samples(src);
+  *map = malloc(((size_t)src->count + 1) * sizeof **map);
+  if (!incl || !*map) {
+    free(incl);
+    return -ENOMEM;
+  }
+  m->tree_min = share_threshold(incl, src->count, m->opts.max_tree_nodes);
+  m->tree_pruned = 0;
+  (*map)[0] = 0;
+  /* Parents come before children (as cts_stacks_relabel, which this is with the pruning). */
+  for (uint32_t i = 1; i < src->count && !e; i++) {
+    const uint32_t parent = (*map)[src->nodes[i].parent];
+    if (incl[i] < m->tree_min) {
+      (*map)[i] = parent;
+      m->tree_pruned++;
+      continue;
+    }
+    const uint64_t id = cts_labels_id(labels, src->nodes[i].code);
+    e = id ? cts_stacks_intern_child(dst, parent, id, &(*map)[i]) : -ENOMEM;
+  }
+  free(incl);
+  return e;
+}
+
 static void write_tree(cts_out_t *o, report_mem_t *m) {
   const cts_stacks_t *src = &m->t.prof.stacks;
   const cts_frames_t frames = cts_mem_trace_frames(&m->t);
@@ -470,18 +715,13 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
   cts_labels_init(&labels, &frames, CTS_LABEL_LINE);
   cts_stacks_t dst;
   uint32_t *map = NULL;
-  if (cts_stacks_relabel(src, &labels, &dst) ||
-      !(map = malloc(((size_t)src->count + 1) * sizeof *map))) {
+  if (page_tree(m, &labels, &dst, &map)) {
     m->err = -ENOMEM;
     cts_out_str(o, ",\"frames\":[],\"parent\":[],\"frame\":[]");
+    free(map);
+    cts_stacks_fini(&dst);
     cts_labels_fini(&labels);
     return;
-  }
-  map[0] = 0;
-  for (uint32_t i = 1; i < src->count; i++) {
-    const uint32_t n = cts_stacks_find_child(&dst, map[src->nodes[i].parent],
-                                             cts_labels_id(&labels, src->nodes[i].code));
-    map[i] = n == UINT32_MAX ? 0 : n;
   }
   /* The tree and the records as compact columns (report_col_t). */
   cts_out_char(o, ',');
@@ -515,9 +755,11 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
   if (!self || !heap) {
     m->err = -ENOMEM;
   } else {
+    /* From the profile's nodes, not the records: those may be by a coarser tree. */
+    for (uint32_t i = 0; i < src->count; i++)
+      self[map[i]] += src->stats[src->nodes[i].stat].samples;
     for (size_t i = 0; i < m->nrecs; i++) {
       const record_t *r = &m->recs[i];
-      self[map[r->node]] += r->samples;
       blocks += r->blocks;
       if (r->ta < nbuckets) heap[r->ta] += (int64_t)r->samples;
       if (r->tf != NEVER && r->tf < nbuckets) heap[r->tf] -= (int64_t)r->samples;
@@ -535,6 +777,15 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
   free(heap);
   /* The records are decoded by the viewer when a filter first needs them ("lazy"). */
   static const char *const cols[] = {"node", "ta", "tf", "size", "src", "samples", "blocks"};
+  /* The rules by which the page is coarser than the analysis, for the viewer to state. */
+  cts_out_printf(o, ",\"tree_nodes\":%u,\"tree_pruned\":%u,\"tree_min\":%llu", src->count,
+                 m->tree_pruned, (unsigned long long)m->tree_min);
+  /* UINT64_MAX (every stack counted as the root's) as one more than every sample: JSON
+   * numbers beyond 2^53 are not exact in the viewer. */
+  const uint64_t all = cts_alloc_profile_samples(&m->t.prof);
+  const uint64_t rec_min = !m->rnode ? 0 : m->rec_min_samples > all ? all + 1 : m->rec_min_samples;
+  cts_out_printf(o, ",\"rec_size_octaves\":%d,\"rec_min_samples\":%llu", m->size_octaves ? 1 : 0,
+                 (unsigned long long)rec_min);
   cts_out_printf(o, ",\"rec_us\":%llu,\"rec_blocks\":%llu,\"records\":{\"lazy\":1,\"n\":%zu",
                  (unsigned long long)m->rec_w, (unsigned long long)blocks, m->nrecs);
   cts_out_str(o, ",\"size_low\":[");

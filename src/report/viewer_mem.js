@@ -414,6 +414,19 @@
       for (const td of st.querySelectorAll('td.site')) td.textContent = shown(td.dataset.full);
       drawFlame();
     });
+    // Where the page is coarser than the analysis (report_mem.c's budgets), in words.
+    const coarse = [];
+    if (m.tree_pruned) coarse.push(grouped(m.tree_pruned) + ' of ' + grouped(m.tree_nodes) + ' call-tree nodes, which allocated fewer than ' + grouped(m.tree_min) + ' samples (' + humanBytes(m.tree_min * bps) + ') with all they called, are drawn as part of their caller.');
+    if (m.rec_min_samples > m.samples) coarse.push('The filters count every allocation as the root\'s (the record budget holds no stack).');
+    else if (m.rec_min_samples) coarse.push('The filters count stacks of fewer than ' + grouped(m.rec_min_samples) + ' samples as their caller\'s.');
+    if (m.rec_size_octaves) coarse.push('The size filter sees sizes by powers of two.');
+    let coarseNote = $('flame-coarse');
+    if (!coarseNote) {
+      coarseNote = el('div', '', 'note');
+      coarseNote.id = 'flame-coarse';
+      $('flame').insertAdjacentElement('afterend', coarseNote);
+    }
+    coarseNote.textContent = coarse.join(' ');
     $('sites-note').textContent = (m.sites.length < m.sites_total ? 'Top ' + m.sites.length + ' of ' : 'All ') + m.sites_total + ' sites by allocated bytes, grouped by function, file and line (as `ctfscope top`).';
 
     // Histograms: [low, blocks, samples] triples.

@@ -30,7 +30,7 @@
 static char tmpdir[64];
 
 /* A file in the test's directory (made by main), removed at exit. */
-#define MAX_FILES 16
+#define MAX_FILES 24
 static char files[MAX_FILES][128];
 static unsigned nfiles;
 static const char *tmp_path(const char *name) {
@@ -57,9 +57,8 @@ static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t ma
  * Totals: 60 samples in 4 allocations; the live heap peaks at 56 samples (t+50) and ends
  * at 48; make_big allocated 40 samples, make_small 20. *packet2_at is where packet 2
  * starts in the file. */
-static void write_mem_trace(buf_t *out, uint64_t *packet2_at) {
-  buf_t b = {0};
-  *out = b;
+/* *w: a writer of "prog", pid 7, at rate 1 into *b, in *mem (the caller frees it). */
+static void open_mem_writer(cts_mt_writer_t **w, buf_t *b, void **mem) {
   cts_mt_writer_config_t cfg;
   cts_mt_writer_config_init(&cfg);
   cfg.sample_rate = 1.0;
@@ -67,13 +66,20 @@ static void write_mem_trace(buf_t *out, uint64_t *packet2_at) {
   cfg.pid = 7;
   cfg.start_time_us = START_US;
   cfg.write = buf_write;
-  cfg.write_user_data = &b;
+  cfg.write_user_data = b;
   cfg.resolve = resolve;
   const size_t size = cts_mt_writer_size(&cfg);
-  void *mem = aligned_alloc(8, (size + 7) & ~(size_t)7);
-  CTS_ASSERT(mem);
+  *mem = aligned_alloc(8, (size + 7) & ~(size_t)7);
+  CTS_ASSERT(*mem);
+  CTS_ASSERT_EQ_INT(cts_mt_writer_init(w, *mem, size, &cfg), 0);
+}
+
+static void write_mem_trace(buf_t *out, uint64_t *packet2_at) {
+  buf_t b = {0};
+  *out = b;
+  void *mem;
   cts_mt_writer_t *w;
-  CTS_ASSERT_EQ_INT(cts_mt_writer_init(&w, mem, size, &cfg), 0);
+  open_mem_writer(&w, &b, &mem);
   const uint64_t small[] = {1, 2}, big[] = {1, 3};
   uint64_t a, b2, c, d;
   CTS_ASSERT_EQ_INT(cts_mt_writer_alloc(w, START_US + 10, 4, 4, CTS_MT_SOURCE_MINOR, small, 2, &a),
@@ -305,6 +311,114 @@ CTS_TEST(mem_unreadable_input_is_an_error_with_nothing_kept) {
   const report_mem_opts_t o = {.path = tmp_path("missing.ctf")};
   CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), -ENOENT);
   CTS_ASSERT(!m);
+}
+
+/* Over the record budget while times cannot get coarser (the trace spans fewer than
+ * 2 × MIN_RECORD_BUCKETS of them), sizes by power of two merge records: 63 times × 200
+ * sizes of one stack are 63 × 72 fine size classes, 63 × 8 by power of two (1 to 128
+ * words), within a budget of 1000. Every block is still counted. */
+CTS_TEST(mem_records_over_budget_merge_sizes_by_power_of_two) {
+  buf_t b = {0};
+  void *mem;
+  cts_mt_writer_t *w;
+  open_mem_writer(&w, &b, &mem);
+  const uint64_t bt[] = {1, 2};
+  for (uint64_t t = 0; t < 63; t++)
+    for (uint64_t words = 1; words <= 200; words++) {
+      uint64_t id;
+      CTS_ASSERT_EQ_INT(
+          cts_mt_writer_alloc(w, START_US + t, words, words, CTS_MT_SOURCE_MAJOR, bt, 2, &id), 0);
+    }
+  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
+  free(mem);
+  const char *path = tmp_path("mem-sizes.ctf");
+  save(path, &b, b.len);
+  logged_t log = {0};
+  const report_mem_opts_t o = {
+      .path = path, .max_records = 1000, .log = {.fn = on_log, .user_data = &log}};
+  report_mem_t *m;
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+  json_flat_t j;
+  render(&(report_doc_t){.title = "sizes", .mem = m}, &j);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_us"), 1);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 63 * 8);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_blocks"), 63 * 200);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.allocs"), 63 * 200);
+  json_flat_free(&j);
+  report_mem_free(m);
+}
+
+/* A trace of main (code 1) > leaf for nleaves leaves (codes 1000...): the first nheavy
+ * allocate 100 words each, the others 1 word, all at the trace's start and never
+ * collected; loaded with the given budgets and rendered into *j. */
+static void load_leaves(json_flat_t *j, const char *name, unsigned nleaves, unsigned nheavy,
+                        uint32_t max_records, uint32_t max_tree_nodes) {
+  buf_t b = {0};
+  void *mem;
+  cts_mt_writer_t *w;
+  open_mem_writer(&w, &b, &mem);
+  for (unsigned k = 0; k < nleaves; k++) {
+    const uint64_t bt[] = {1, 1000 + k}, words = k < nheavy ? 100 : 1;
+    uint64_t id;
+    CTS_ASSERT_EQ_INT(
+        cts_mt_writer_alloc(w, START_US, words, words, CTS_MT_SOURCE_MAJOR, bt, 2, &id), 0);
+  }
+  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
+  free(mem);
+  const char *path = tmp_path(name);
+  save(path, &b, b.len);
+  const report_mem_opts_t o = {
+      .path = path, .quiet = true, .max_records = max_records, .max_tree_nodes = max_tree_nodes};
+  report_mem_t *m;
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+  render(&(report_doc_t){.title = name, .mem = m}, j);
+  report_mem_free(m);
+}
+
+/* Over the page's node budget, the nodes whose stacks allocated least are drawn as part of
+ * their caller: of root, main, 2 heavy and 50 light leaves (54 nodes), a budget of 8 keeps
+ * those of at least 2 samples (root, main and the heavy leaves). The analysis keeps every
+ * stack: the sites are all there. */
+CTS_TEST(mem_page_draws_light_stacks_as_their_callers) {
+  json_flat_t j;
+  load_leaves(&j, "mem-prune.ctf", 52, 2, 0, 8);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_nodes"), 54);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 50);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_min"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.parent.n"), 4);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.self.n"), 4);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.samples"), 2 * 100 + 50);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.sites_total"), 52);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 52); /* the records are by the full tree */
+  json_flat_free(&j);
+  /* Within the budget, nothing is pruned. */
+  load_leaves(&j, "mem-noprune.ctf", 52, 2, 0, 54);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_min"), 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.parent.n"), 54);
+  json_flat_free(&j);
+}
+
+/* Over the record budget with one time bucket, the records are by a coarser call tree: 2010
+ * leaves (10 of them heavy) in one bucket are 2010 records against a budget of 1000; with
+ * at most 1000 / 16 nodes kept, the light leaves' records become main's: 10 + 1 records.
+ * The page still draws every node. */
+CTS_TEST(mem_records_over_budget_are_by_a_coarser_call_tree) {
+  json_flat_t j;
+  load_leaves(&j, "mem-nodes.ctf", 2010, 10, 1000, 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 11);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_min_samples"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_blocks"), 2010);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.parent.n"), 2012);
+  json_flat_free(&j);
+  /* A budget of one record: every stack counts as the root's (2 records, by size), which the
+   * document says as one sample more than all of them (218), a number exact in JSON. */
+  load_leaves(&j, "mem-root.ctf", 20, 2, 1, 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_min_samples"), 219);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_blocks"), 20);
+  json_flat_free(&j);
 }
 
 static void load_tasks(report_tasks_t **t, const char *path, int want, logged_t *log) {
