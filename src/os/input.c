@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,17 +379,71 @@ static bool mappable(const cts_os_input_t *in) {
          lseek(in->fd, 0, SEEK_CUR) == (off_t)in->npeek && in->file_pos == in->npeek;
 }
 
+/* A mapped page past the file's end faults (SIGBUS): another process may cut the file
+ * shorter between the size check before a window and the last byte of it fed. The fault
+ * is then the reader's error, not the process's end: the thread feeding a window points
+ * bus_guard at a jump buffer, and the handler (installed once, for the process) jumps
+ * back. A SIGBUS anywhere else goes to the disposition there was before. Thread-local,
+ * so two threads may each read a mapped file. */
+static __thread sigjmp_buf *bus_guard;
+static struct sigaction bus_previous;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+static bool bus_installed;
+
+static void on_sigbus(int sig, siginfo_t *info, void *context) {
+  sigjmp_buf *const guard = bus_guard;
+  if (guard) siglongjmp(*guard, 1);
+  if (bus_previous.sa_flags & SA_SIGINFO) {
+    if (bus_previous.sa_sigaction) {
+      bus_previous.sa_sigaction(sig, info, context);
+      return;
+    }
+  } else if (bus_previous.sa_handler != SIG_DFL && bus_previous.sa_handler != SIG_IGN) {
+    bus_previous.sa_handler(sig);
+    return;
+  }
+  /* The default: returning re-executes the access, which now ends the process. */
+  signal(SIGBUS, SIG_DFL);
+}
+
+static void install_bus_handler(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sigbus;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  bus_installed = sigaction(SIGBUS, &sa, &bus_previous) == 0;
+}
+
+/* Feeds one mapped window under the SIGBUS guard: the reader's result, or CTS_E_IO when
+ * the window's pages went away under it (*faulted set). */
+static int feed_window(cts_mt_reader_t *reader, const void *m, size_t len, bool *faulted) {
+  sigjmp_buf jump;
+  *faulted = false;
+  if (sigsetjmp(jump, 1) != 0) {
+    bus_guard = NULL;
+    *faulted = true;
+    return CTS_E_IO;
+  }
+  bus_guard = &jump;
+  const int e = cts_mt_reader_feed(reader, m, len);
+  bus_guard = NULL;
+  return e;
+}
+
 /* Feeds reader the file's first file_size bytes (its size when opened) through mappings,
  * leaving the descriptor after the bytes fed, for the caller to read() what follows (what
  * was appended since, or all of the file when the first mapping fails). 0 or the reader's
  * error; an input error sets *input_error. The file's size is checked before each window:
  * one cut shorter meanwhile (a tracer starting over in it) is read() from there, which
  * sees the new end. Only a cut between that check and the window's last byte fed (a
- * millisecond) still makes an access fault (SIGBUS), as with any mapped file. */
+ * millisecond) makes an access fault, which feed_window() turns into an input error. */
 static int feed_mapped(cts_os_input_t *in, cts_mt_reader_t *reader, cts_os_progress_cb progress,
                        void *progress_user_data, bool *input_error) {
   uint64_t pos = 0;
   int e = 0;
+  pthread_once(&bus_once, install_bus_handler);
+  if (!bus_installed) return 0; /* no guard: everything is read() */
   while (pos < in->file_size) {
     const size_t len =
         in->file_size - pos < MAP_WINDOW ? (size_t)(in->file_size - pos) : MAP_WINDOW;
@@ -395,8 +452,17 @@ static int feed_mapped(cts_os_input_t *in, cts_mt_reader_t *reader, cts_os_progr
     void *const m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, in->fd, (off_t)pos);
     if (m == MAP_FAILED) break;  /* the rest is read() */
     if (pos == 0) in->npeek = 0; /* the sniffed bytes are the mapping's first */
-    e = cts_mt_reader_feed(reader, m, len);
+    bool faulted;
+    e = feed_window(reader, m, len, &faulted);
     munmap(m, len);
+    if (faulted) {
+      char msg[160];
+      snprintf(msg, sizeof msg,
+               "the file was cut shorter while it was read, within bytes %llu-%llu",
+               (unsigned long long)pos, (unsigned long long)(pos + len));
+      cts_mt_reader_warn(reader, e, msg);
+      *input_error = true;
+    }
     if (e) break;
     pos += len;
     in->file_pos = pos;

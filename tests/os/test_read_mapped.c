@@ -23,6 +23,18 @@ static void fold(digest_t *d, uint64_t v) {
   d->hash = cts_hash_combine(d->hash, v);
 }
 
+/* Where an event callback cuts the file being read: at the cut_in_event-th event, to
+ * cut_in_event_to bytes (0: it does not). */
+static uint64_t cut_in_event, cut_in_event_to;
+static const char *cut_in_event_path;
+static uint64_t events_seen;
+
+static void maybe_cut_in_event(void) {
+  if (cut_in_event && ++events_seen == cut_in_event &&
+      truncate(cut_in_event_path, (off_t)cut_in_event_to) != 0)
+    cut_in_event = 0;
+}
+
 static int on_event(void *ud, const cts_mt_event_t *ev) {
   digest_t *d = ud;
   d->events++;
@@ -31,6 +43,7 @@ static int on_event(void *ud, const cts_mt_event_t *ev) {
   fold(d, ev->length ^ (ev->nsamples << 32) ^ ((uint64_t)ev->source << 60));
   fold(d, ev->backtrace_len ^ (ev->common_prefix << 32));
   for (size_t i = 0; i < ev->backtrace_len; i++) fold(d, ev->backtrace[i]);
+  maybe_cut_in_event();
   return 0;
 }
 
@@ -249,6 +262,31 @@ CTS_TEST(file_cut_shorter_while_read_reads_to_the_new_end) {
   cut_at = 0;
   CTS_ASSERT(ok);
   ASSERT_SAME_PASS(os, feed);
+}
+
+/* Another process cuts the file in the middle of a mapped window (here an event callback,
+ * a few hundred kilobytes into the second window): the pages past the new end fault. The
+ * read ends with an input error naming the bytes, the events before the cut delivered;
+ * the process does not die of SIGBUS. */
+CTS_TEST(file_cut_inside_a_mapped_window_is_an_input_error) {
+  CTS_ASSERT(copy_file(trace_path, work_path, trace_size));
+  pass_t whole;
+  CTS_ASSERT(read_by_feed(work_path, &whole));
+  CTS_ASSERT(whole.d.events > 100);
+  cut_in_event = whole.d.events * 3 / 20; /* about 1.5 MiB into the 10 MiB trace */
+  cut_in_event_to = 1u << 20;             /* the second window's start */
+  cut_in_event_path = work_path;
+  events_seen = 0;
+  pass_t os;
+  int64_t read_bytes;
+  const bool ok = read_by_os(work_path, &os, &read_bytes);
+  const uint64_t cut_was = cut_in_event;
+  cut_in_event = 0;
+  CTS_ASSERT_MSG(cut_was != 0, "the file could not be cut");
+  CTS_ASSERT_MSG(!ok, "the cut went unnoticed: %s", os.message);
+  CTS_ASSERT(os.err != 0);
+  CTS_ASSERT(os.d.events >= cut_was && os.d.events < whole.d.events);
+  CTS_ASSERT(os.d.warnings >= 1);
 }
 
 /* Corrupt bytes far past the first window, and across the end of one: the same error at
