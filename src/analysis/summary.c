@@ -2,20 +2,28 @@
 #include "summary.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ctfscope/tracer.h>
 
 #include "alloc_profile.h"
 
+/* Slots of the recent-code filter: 32 KiB, within L1/L2 of the decode loop. */
+#define RECENT_CODES_BITS 12
+#define RECENT_CODES      (1u << RECENT_CODES_BITS)
+
 void cts_summary_init(cts_summary_t *s, const cts_mt_reader_t *reader) {
   memset(s, 0, sizeof *s);
   cts_u64map_init(&s->codes);
   s->reader = reader;
+  s->recent_codes = calloc(RECENT_CODES, sizeof *s->recent_codes); /* NULL: no filter */
 }
 
 void cts_summary_fini(cts_summary_t *s) {
   cts_u64map_fini(&s->codes);
+  free(s->recent_codes);
+  s->recent_codes = NULL;
 }
 
 int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
@@ -62,14 +70,22 @@ int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
    * were counted then: only the suffix can hold new codes. */
   const size_t known =
       ev->common_prefix < ev->backtrace_len ? (size_t)ev->common_prefix : ev->backtrace_len;
+  uint64_t *const recent = s->recent_codes;
   for (size_t i = known; i < ev->backtrace_len; i++) {
+    const uint64_t code = ev->backtrace[i];
+    uint64_t *slot = NULL;
+    if (recent) {
+      slot = &recent[(code * 0x9e3779b97f4a7c15ull) >> (64 - RECENT_CODES_BITS)];
+      if (*slot == code && code != 0) continue; /* in the map already */
+    }
     bool added;
-    if (!cts_u64map_insert(&s->codes, ev->backtrace[i], 0, &added)) return -ENOMEM;
+    if (!cts_u64map_insert(&s->codes, code, 0, &added)) return -ENOMEM;
+    if (slot) *slot = code;
     if (!added) continue;
     s->distinct_codes++;
     const cts_mt_location_t *locs;
     size_t n = 0;
-    if (cts_mt_reader_lookup_location(s->reader, ev->backtrace[i], &locs, &n) == 0 && n == 0)
+    if (cts_mt_reader_lookup_location(s->reader, code, &locs, &n) == 0 && n == 0)
       s->codes_without_locations++;
   }
   return 0;

@@ -30,6 +30,10 @@ typedef struct cts_summary {
   uint64_t packets_by_kind[6]; /* indexed by cts_mt_packet_kind_t */
   uint64_t bytes_read;
   cts_u64map_t codes; /* distinct codes seen in backtraces */
+  /* Codes known to be in codes, direct-mapped by hash (NULL: no filter, every code asks
+   * the map): a backtrace's new suffix mostly repeats recent codes, and one load and
+   * compare here is far cheaper than the map's insert. Owned; freed by fini. */
+  uint64_t *recent_codes;
   const cts_mt_reader_t *reader;
   /* ctfscope's drop-mode loss markers (include/ctfscope/tracer.h, "Drop mode"). */
   uint64_t loss_markers, lost_allocs, lost_frees, lost_samples;
