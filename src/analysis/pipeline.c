@@ -1,0 +1,564 @@
+/* SPDX-License-Identifier: MIT */
+/* The decode thread and its ring of batches (pipeline.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include "pipeline.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/check.h"
+#include "../common/grow.h"
+#include "u64map.h"
+
+/* Per batch, beside its events: frames (more only for one longer backtrace), other records
+ * (packets, locations, warnings: a batch is handed over when they fill it, so that a trace
+ * of empty packets stays bounded too) and warning text. */
+#define FRAMES_CAP (32u << 10)
+#define OTHER_CAP  512u
+#define TEXT_CAP   (16u << 10)
+
+/* An event as the consumer gets it back, its backtrace aside: `kept` frames from the
+ * previous allocation of its domain, then `fresh` frames from the batch's frames. */
+typedef struct pipe_event {
+  uint64_t time_us, obj_id, length, nsamples, common_prefix, offset;
+  uint32_t kept, fresh;
+  uint16_t domain;
+  uint8_t kind, source;
+  bool short_form;
+} pipe_event_t;
+
+typedef enum { REC_INFO, REC_LOCATION, REC_PACKET, REC_WARNING } rec_kind_t;
+
+/* A record other than an event, delivered before the batch's event number `pos`. */
+typedef struct pipe_other {
+  uint32_t pos;
+  uint8_t kind; /* rec_kind_t */
+  union {
+    const cts_mt_info_t *info; /* the reader's, stable once set */
+    struct {
+      uint64_t code;
+      const cts_mt_location_t *locs; /* the reader's arena: stable until it is destroyed */
+      size_t n;
+    } loc;
+    cts_mt_packet_t packet;
+    struct {
+      int code;
+      uint64_t offset;
+      uint32_t text; /* index of the message in the batch's text */
+    } warning;
+  } u;
+} pipe_other_t;
+
+typedef struct batch {
+  pipe_event_t *ev;
+  uint32_t nev;
+  uint64_t *frames;
+  size_t nframes, frames_cap;
+  pipe_other_t *other;
+  uint32_t nother;
+  char *text;
+  uint32_t ntext;
+} batch_t;
+
+/* The decode thread's view of a domain: the length of its previous allocation's backtrace. */
+typedef struct prod_domain {
+  uint16_t id;
+  size_t len;
+} prod_domain_t;
+
+/* The consumer's: that backtrace itself. */
+typedef struct cons_domain {
+  uint16_t id;
+  uint64_t *bt;
+  size_t cap;
+} cons_domain_t;
+
+typedef struct loc_def {
+  const cts_mt_location_t *locs;
+  size_t n;
+} loc_def_t;
+
+struct cts_pipe {
+  cts_mt_handler_t consumer;
+  batch_t batches[CTS_PIPE_BATCHES];
+
+  /* The ring, under mu: `count` batches handed over from `rd` on and not yet given back. */
+  pthread_mutex_t mu;
+  pthread_cond_t filled, freed;
+  bool sync_ready; /* mu and the conditions are initialised */
+  unsigned count, rd;
+  bool done; /* the decode thread handed over its last batch */
+  bool stop; /* the consumer stopped: hand over nothing more */
+  int dec_err;
+  bool dec_input_error;
+
+  /* The decode thread's own. */
+  const char *path;
+  cts_mt_reader_t *reader;
+  unsigned wr;
+  batch_t *cur;
+  prod_domain_t *pdom;
+  size_t npdom, pdom_cap;
+  /* Without a thread, each batch is consumed as soon as it is full. */
+  bool direct;
+
+  /* Reading progress, from the decode thread to the consumer's callback. */
+  _Atomic uint64_t prog_done, prog_total;
+  cts_os_progress_cb progress;
+  void *progress_user_data;
+
+  /* The consumer's own. */
+  cons_domain_t *cdom;
+  size_t ncdom, cdom_cap;
+  cts_u64map_t loc_index; /* code → index in locs */
+  loc_def_t *locs;
+  size_t nlocs, locs_cap;
+  bool stopped;
+  int stop_rc;
+  uint64_t stop_offset;
+};
+
+/* What an empty backtrace points to (never NULL: memcpy and memcmp with it stay defined). */
+static const uint64_t no_frames[1];
+
+static void batch_reset(batch_t *b) {
+  b->nev = 0;
+  b->nframes = 0;
+  b->nother = 0;
+  b->ntext = 0;
+}
+
+int cts_pipe_create(cts_pipe_t **out, const cts_mt_handler_t *consumer) {
+  *out = NULL;
+  cts_pipe_t *p = calloc(1, sizeof *p);
+  if (!p) return -ENOMEM;
+  p->consumer = *consumer;
+  cts_u64map_init(&p->loc_index);
+  for (unsigned i = 0; i < CTS_PIPE_BATCHES; i++) {
+    batch_t *b = &p->batches[i];
+    b->ev = malloc(CTS_PIPE_BATCH_EVENTS * sizeof *b->ev);
+    b->frames = malloc(FRAMES_CAP * sizeof *b->frames);
+    b->frames_cap = FRAMES_CAP;
+    b->other = malloc(OTHER_CAP * sizeof *b->other);
+    b->text = malloc(TEXT_CAP);
+    if (!b->ev || !b->frames || !b->other || !b->text) {
+      cts_pipe_destroy(p);
+      return -ENOMEM;
+    }
+  }
+  if (pthread_mutex_init(&p->mu, NULL)) {
+    cts_pipe_destroy(p);
+    return -ENOMEM;
+  }
+  if (pthread_cond_init(&p->filled, NULL)) {
+    pthread_mutex_destroy(&p->mu);
+    cts_pipe_destroy(p);
+    return -ENOMEM;
+  }
+  if (pthread_cond_init(&p->freed, NULL)) {
+    pthread_cond_destroy(&p->filled);
+    pthread_mutex_destroy(&p->mu);
+    cts_pipe_destroy(p);
+    return -ENOMEM;
+  }
+  p->sync_ready = true;
+  *out = p;
+  return 0;
+}
+
+void cts_pipe_destroy(cts_pipe_t *p) {
+  if (!p) return;
+  for (unsigned i = 0; i < CTS_PIPE_BATCHES; i++) {
+    free(p->batches[i].ev);
+    free(p->batches[i].frames);
+    free(p->batches[i].other);
+    free(p->batches[i].text);
+  }
+  if (p->sync_ready) {
+    pthread_cond_destroy(&p->freed);
+    pthread_cond_destroy(&p->filled);
+    pthread_mutex_destroy(&p->mu);
+  }
+  for (size_t i = 0; i < p->ncdom; i++) free(p->cdom[i].bt);
+  free(p->cdom);
+  free(p->pdom);
+  free(p->locs);
+  cts_u64map_fini(&p->loc_index);
+  free(p);
+}
+
+/* ---- the consumer's side ---------------------------------------------------------------- */
+
+/* The consumer's copy of domain id's last backtrace, with room for len frames; NULL when
+ * out of memory. */
+static cons_domain_t *cons_domain(cts_pipe_t *p, uint16_t id, size_t len) {
+  cons_domain_t *d = NULL;
+  for (size_t i = 0; i < p->ncdom; i++)
+    if (p->cdom[i].id == id) {
+      d = &p->cdom[i];
+      break;
+    }
+  if (!d) {
+    if (cts_grow((void **)&p->cdom, &p->cdom_cap, p->ncdom, sizeof *p->cdom)) return NULL;
+    d = &p->cdom[p->ncdom++];
+    *d = (cons_domain_t){.id = id};
+  }
+  if (len > d->cap) {
+    const size_t cap = len > 2 * d->cap ? len : 2 * d->cap;
+    uint64_t *bt = realloc(d->bt, cap * sizeof *bt);
+    if (!bt) return NULL;
+    d->bt = bt;
+    d->cap = cap;
+  }
+  return d;
+}
+
+static int define_location(cts_pipe_t *p, uint64_t code, const cts_mt_location_t *locs, size_t n) {
+  bool added;
+  uint64_t *slot = cts_u64map_insert(&p->loc_index, code, p->nlocs, &added);
+  if (!slot) return -ENOMEM;
+  if (!added) { /* redefined (identically: the reader refuses a conflict) */
+    p->locs[*slot] = (loc_def_t){locs, n};
+    return 0;
+  }
+  if (cts_grow((void **)&p->locs, &p->locs_cap, p->nlocs, sizeof *p->locs)) {
+    cts_u64map_remove(&p->loc_index, code);
+    return -ENOMEM;
+  }
+  p->locs[p->nlocs++] = (loc_def_t){locs, n};
+  return 0;
+}
+
+int cts_pipe_lookup_location(const cts_pipe_t *p, uint64_t code, const cts_mt_location_t **locs,
+                             size_t *n) {
+  const uint64_t *slot = cts_u64map_find(&p->loc_index, code);
+  if (!slot) return CTS_E_LOCATION_UNDEFINED;
+  *locs = p->locs[*slot].locs;
+  *n = p->locs[*slot].n;
+  return 0;
+}
+
+/* A consumer callback's refusal: nothing more is delivered. */
+static int stopped(cts_pipe_t *p, int rc, uint64_t offset) {
+  if (rc > 0) rc = CTS_E_STOPPED; /* as the reader turns a callback's positive value */
+  p->stopped = true;
+  p->stop_rc = rc;
+  p->stop_offset = offset;
+  return rc;
+}
+
+static int deliver_other(cts_pipe_t *p, const batch_t *b, const pipe_other_t *o) {
+  const cts_mt_handler_t *h = &p->consumer;
+  int rc = 0;
+  switch ((rec_kind_t)o->kind) {
+    case REC_INFO:
+      if (h->on_info && (rc = h->on_info(h->user_data, o->u.info)) != 0) return stopped(p, rc, 0);
+      return 0;
+    case REC_LOCATION:
+      if ((rc = define_location(p, o->u.loc.code, o->u.loc.locs, o->u.loc.n)) != 0)
+        return stopped(p, rc, 0);
+      if (h->on_location &&
+          (rc = h->on_location(h->user_data, o->u.loc.code, o->u.loc.locs, o->u.loc.n)) != 0)
+        return stopped(p, rc, 0);
+      return 0;
+    case REC_PACKET:
+      if (h->on_packet && (rc = h->on_packet(h->user_data, &o->u.packet)) != 0)
+        return stopped(p, rc, o->u.packet.offset);
+      return 0;
+    case REC_WARNING:
+      if (h->on_warning)
+        h->on_warning(h->user_data, o->u.warning.code, o->u.warning.offset,
+                      b->text + o->u.warning.text);
+      return 0;
+  }
+  return 0;
+}
+
+/* Delivers a batch's records in order; the first callback error stops it. */
+static int consume(cts_pipe_t *p, const batch_t *b) {
+  const cts_mt_handler_t *h = &p->consumer;
+  uint32_t o = 0;
+  size_t f = 0;
+  int rc;
+  for (uint32_t i = 0; i < b->nev; i++) {
+    for (; o < b->nother && b->other[o].pos == i; o++)
+      if ((rc = deliver_other(p, b, &b->other[o])) != 0) return rc;
+    const pipe_event_t *r = &b->ev[i];
+    const size_t len = (size_t)r->kept + r->fresh;
+    const uint64_t *bt = r->fresh ? b->frames + f : no_frames;
+    if (r->kind == CTS_MT_ALLOC) {
+      /* The domain's copy becomes this backtrace: its first `kept` frames are already. */
+      cons_domain_t *d = cons_domain(p, r->domain, len);
+      if (!d) return stopped(p, -ENOMEM, r->offset);
+      CTS_ASSERT(r->fresh == 0 || d->bt);
+      if (r->fresh) memcpy(d->bt + r->kept, b->frames + f, r->fresh * sizeof *bt);
+      bt = d->bt ? d->bt : no_frames;
+    }
+    f += r->fresh;
+    if (!h->on_event) continue;
+    const cts_mt_event_t ev = {.kind = (cts_mt_event_kind_t)r->kind,
+                               .domain = r->domain,
+                               .source = r->source,
+                               .short_form = r->short_form,
+                               .time_us = r->time_us,
+                               .obj_id = r->obj_id,
+                               .length = r->length,
+                               .nsamples = r->nsamples,
+                               .common_prefix = r->common_prefix,
+                               .backtrace_len = len,
+                               .backtrace = bt,
+                               .offset = r->offset};
+    if ((rc = h->on_event(h->user_data, &ev)) != 0) return stopped(p, rc, r->offset);
+  }
+  for (; o < b->nother; o++)
+    if ((rc = deliver_other(p, b, &b->other[o])) != 0) return rc;
+  return 0;
+}
+
+/* ---- the decode thread's side ----------------------------------------------------------- */
+
+/* Hands the current batch over and starts the next one: 0, or CTS_E_STOPPED once the
+ * consumer stopped (the reader then stops too). */
+static int publish(cts_pipe_t *p) {
+  if (p->direct) {
+    if (p->stopped || consume(p, p->cur)) return CTS_E_STOPPED;
+    batch_reset(p->cur);
+    return 0;
+  }
+  pthread_mutex_lock(&p->mu);
+  if (p->stop) {
+    pthread_mutex_unlock(&p->mu);
+    return CTS_E_STOPPED;
+  }
+  p->count++;
+  pthread_cond_signal(&p->filled);
+  p->wr = (p->wr + 1) % CTS_PIPE_BATCHES;
+  while (p->count == CTS_PIPE_BATCHES && !p->stop) pthread_cond_wait(&p->freed, &p->mu);
+  const bool stop = p->stop;
+  pthread_mutex_unlock(&p->mu);
+  if (stop) return CTS_E_STOPPED;
+  p->cur = &p->batches[p->wr];
+  batch_reset(p->cur);
+  return 0;
+}
+
+static prod_domain_t *prod_domain(cts_pipe_t *p, uint16_t id) {
+  for (size_t i = 0; i < p->npdom; i++)
+    if (p->pdom[i].id == id) return &p->pdom[i];
+  if (cts_grow((void **)&p->pdom, &p->pdom_cap, p->npdom, sizeof *p->pdom)) return NULL;
+  prod_domain_t *d = &p->pdom[p->npdom++];
+  *d = (prod_domain_t){.id = id};
+  return d;
+}
+
+/* Room for one more other record (handing the batch over when it has none). */
+static pipe_other_t *add_other(cts_pipe_t *p, rec_kind_t kind, int *err) {
+  if (p->cur->nother == OTHER_CAP && (*err = publish(p)) != 0) return NULL;
+  batch_t *b = p->cur;
+  pipe_other_t *o = &b->other[b->nother++];
+  o->pos = b->nev;
+  o->kind = (uint8_t)kind;
+  return o;
+}
+
+static int prod_info(void *ud, const cts_mt_info_t *info) {
+  int err = 0;
+  pipe_other_t *o = add_other(ud, REC_INFO, &err);
+  if (o) o->u.info = info;
+  return err;
+}
+
+static int prod_location(void *ud, uint64_t code, const cts_mt_location_t *locs, size_t n) {
+  int err = 0;
+  pipe_other_t *o = add_other(ud, REC_LOCATION, &err);
+  if (o) {
+    o->u.loc.code = code;
+    o->u.loc.locs = locs;
+    o->u.loc.n = n;
+  }
+  return err;
+}
+
+static int prod_packet(void *ud, const cts_mt_packet_t *pk) {
+  int err = 0;
+  pipe_other_t *o = add_other(ud, REC_PACKET, &err);
+  if (o) o->u.packet = *pk;
+  return err;
+}
+
+static void prod_warning(void *ud, int code, uint64_t offset, const char *message) {
+  cts_pipe_t *p = ud;
+  size_t len = strlen(message);
+  if (len >= TEXT_CAP) len = TEXT_CAP - 1; /* the reader's messages are far shorter */
+  /* A warning cannot stop the reader: once the consumer stopped it is dropped, as the
+   * consumer would not have seen it. */
+  if (p->cur->ntext + len + 1 > TEXT_CAP && publish(p)) return;
+  int err = 0;
+  pipe_other_t *o = add_other(p, REC_WARNING, &err);
+  if (!o) return;
+  batch_t *b = p->cur;
+  o->u.warning.code = code;
+  o->u.warning.offset = offset;
+  o->u.warning.text = b->ntext;
+  memcpy(b->text + b->ntext, message, len);
+  b->text[b->ntext + len] = 0;
+  b->ntext += (uint32_t)len + 1;
+}
+
+static int prod_event(void *ud, const cts_mt_event_t *ev) {
+  cts_pipe_t *p = ud;
+  const size_t len = ev->backtrace_len;
+  size_t keep = 0;
+  prod_domain_t *d = NULL;
+  if (ev->kind == CTS_MT_ALLOC) {
+    /* The frames the consumer's copy of the domain's last backtrace already has. */
+    if (!(d = prod_domain(p, ev->domain))) return -ENOMEM;
+    keep = ev->common_prefix < len ? (size_t)ev->common_prefix : len;
+    if (keep > d->len) keep = d->len;
+  }
+  const size_t fresh = len - keep;
+  batch_t *b = p->cur;
+  if (b->nev == CTS_PIPE_BATCH_EVENTS || fresh > b->frames_cap - b->nframes) {
+    const int e = publish(p);
+    if (e) return e;
+    b = p->cur;
+    if (fresh > b->frames_cap) {
+      uint64_t *frames = realloc(b->frames, fresh * sizeof *frames);
+      if (!frames) return -ENOMEM;
+      b->frames = frames;
+      b->frames_cap = fresh;
+    }
+  }
+  b->ev[b->nev++] = (pipe_event_t){.time_us = ev->time_us,
+                                   .obj_id = ev->obj_id,
+                                   .length = ev->length,
+                                   .nsamples = ev->nsamples,
+                                   .common_prefix = ev->common_prefix,
+                                   .offset = ev->offset,
+                                   .kept = (uint32_t)keep,
+                                   .fresh = (uint32_t)fresh,
+                                   .domain = ev->domain,
+                                   .kind = (uint8_t)ev->kind,
+                                   .source = ev->source,
+                                   .short_form = ev->short_form};
+  if (fresh) memcpy(b->frames + b->nframes, ev->backtrace + keep, fresh * sizeof *b->frames);
+  b->nframes += fresh;
+  if (d) d->len = len;
+  return 0;
+}
+
+static void prod_progress(void *ud, uint64_t done, uint64_t total) {
+  cts_pipe_t *p = ud;
+  if (p->direct) {
+    if (p->progress) p->progress(p->progress_user_data, done, total);
+    return;
+  }
+  atomic_store_explicit(&p->prog_total, total, memory_order_relaxed);
+  atomic_store_explicit(&p->prog_done, done, memory_order_relaxed);
+}
+
+cts_mt_handler_t cts_pipe_producer(cts_pipe_t *p) {
+  return (cts_mt_handler_t){.user_data = p,
+                            .on_info = prod_info,
+                            .on_location = prod_location,
+                            .on_event = prod_event,
+                            .on_packet = prod_packet,
+                            .on_warning = prod_warning};
+}
+
+static void *decode_main(void *arg) {
+  cts_pipe_t *p = arg;
+  /* Signals are the calling thread's to handle (a command's SIGINT handler, say). */
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  bool input_error = false;
+  const int err = cts_os_read_memtrace(p->path, p->reader, prod_progress, p, &input_error);
+  pthread_mutex_lock(&p->mu);
+  p->dec_err = err;
+  p->dec_input_error = input_error;
+  if (!p->stop) p->count++; /* the last batch, maybe empty */
+  p->done = true;
+  pthread_cond_signal(&p->filled);
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* Calls the progress callback with the decode thread's latest figures when they moved. */
+static void report_progress(cts_pipe_t *p, uint64_t *last, bool always) {
+  if (!p->progress) return;
+  const uint64_t done = atomic_load_explicit(&p->prog_done, memory_order_relaxed);
+  if (done == *last && !always) return;
+  *last = done;
+  p->progress(p->progress_user_data, done,
+              atomic_load_explicit(&p->prog_total, memory_order_relaxed));
+}
+
+static int run_direct(cts_pipe_t *p, bool *input_error) {
+  p->direct = true;
+  const int err = cts_os_read_memtrace(p->path, p->reader, prod_progress, p, input_error);
+  if (p->stopped) {
+    *input_error = false;
+    return p->stop_rc;
+  }
+  const int rc = consume(p, p->cur); /* the last batch */
+  return rc ? rc : err;
+}
+
+int cts_pipe_run(cts_pipe_t *p, const char *path, cts_mt_reader_t *reader,
+                 cts_os_progress_cb progress, void *progress_user_data, bool *input_error) {
+  CTS_ASSERT(!p->path); /* one run per pipe */
+  p->path = path;
+  p->reader = reader;
+  p->progress = progress;
+  p->progress_user_data = progress_user_data;
+  p->cur = &p->batches[0];
+  batch_reset(p->cur);
+  p->dec_err = 0;
+  *input_error = false;
+  pthread_t th;
+  if (pthread_create(&th, NULL, decode_main, p) != 0) return run_direct(p, input_error);
+  uint64_t last = 0;
+  int rc = 0;
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    while (!p->count && !p->done) pthread_cond_wait(&p->filled, &p->mu);
+    if (!p->count) { /* done, and every batch consumed */
+      pthread_mutex_unlock(&p->mu);
+      break;
+    }
+    const batch_t *b = &p->batches[p->rd];
+    pthread_mutex_unlock(&p->mu);
+    rc = consume(p, b);
+    pthread_mutex_lock(&p->mu);
+    p->rd = (p->rd + 1) % CTS_PIPE_BATCHES;
+    p->count--;
+    if (rc) p->stop = true;
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->mu);
+    if (rc) break;
+    report_progress(p, &last, false);
+  }
+  pthread_join(th, NULL);
+  report_progress(p, &last, true); /* the end, as a single-threaded read reports it */
+  if (rc) return rc;
+  *input_error = p->dec_input_error;
+  return p->dec_err;
+}
+
+bool cts_pipe_stopped(const cts_pipe_t *p, uint64_t *offset) {
+  if (p->stopped) *offset = p->stop_offset;
+  return p->stopped;
+}
+
+bool cts_pipe_cpus_available(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) >= 2;
+  return sysconf(_SC_NPROCESSORS_ONLN) >= 2; /* more CPUs than a cpu_set_t holds */
+}
