@@ -225,7 +225,7 @@ __attribute__((constructor)) static void setup(void) {
     exit(1);
   }
   tmp_path("big.ctf", big, sizeof big);
-  if (make_trace(big, 300000)) {
+  if (make_trace(big, 160000)) {
     fprintf(stderr, "cannot write %s\n", big);
     exit(1);
   }
@@ -273,7 +273,7 @@ CTS_TEST(a_large_trace_loads_the_same_on_two_threads) {
   load(big, 2, 0, 0, &two);
   CTS_ASSERT_EQ_INT(two.err, 0);
   CTS_ASSERT_EQ_INT(two.threads, 2);
-  CTS_ASSERT(two.seen.events > 300000); /* allocations and collections */
+  CTS_ASSERT(two.seen.events > 160000); /* allocations and collections */
   CTS_ASSERT(two.seen.events > 8 * CTS_PIPE_BATCHES * CTS_PIPE_BATCH_EVENTS);
   CTS_ASSERT(two.seen.names == two.seen.frames); /* every location looked up during the load */
   ASSERT_SAME(one, two, big);
@@ -304,7 +304,7 @@ CTS_TEST(a_corrupt_trace_reports_the_same_error_and_offset) {
 /* A hook that stops after some events (an output closed, a size refused): the load
  * returns its error at once, the decode thread stopped behind a full ring. */
 CTS_TEST(a_hook_stop_ends_the_decode_thread) {
-  static const long stops[] = {1, 5000, 3 * CTS_PIPE_BATCH_EVENTS + 7, 200000};
+  static const long stops[] = {1, 5000, 3 * CTS_PIPE_BATCH_EVENTS + 7, 100000};
   for (size_t i = 0; i < sizeof stops / sizeof *stops; i++) {
     static result_t one, two;
     load(big, 1, stops[i], -EPIPE, &one);
@@ -331,7 +331,7 @@ CTS_TEST(progress_is_reported_on_the_calling_thread) {
   struct stat st;
   CTS_ASSERT(stat(big, &st) == 0);
   CTS_ASSERT(!two.seen.progress_elsewhere);
-  CTS_ASSERT(two.seen.progress_calls >= 2); /* one every 4 MiB, and the end */
+  CTS_ASSERT(two.seen.progress_calls >= 1); /* one every 4 MiB, and the end */
   CTS_ASSERT_EQ_U64(two.seen.progress_done, (uint64_t)st.st_size);
   CTS_ASSERT_EQ_U64(two.seen.progress_total, (uint64_t)st.st_size);
 }
@@ -340,11 +340,15 @@ CTS_TEST(progress_is_reported_on_the_calling_thread) {
  * one; the process default applies when a load leaves the choice open; a pipe is always
  * read on the calling thread. */
 CTS_TEST(the_automatic_choice) {
-  struct stat st;
-  CTS_ASSERT(stat(big, &st) == 0);
-  CTS_ASSERT((uint64_t)st.st_size >= CTS_LOAD_THREADS_MIN_BYTES);
+  /* A large file: a trace with zeros after it, never read (the hook stops at once). */
+  char padded[256];
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", big, tmp_path("padded.ctf", padded, sizeof padded));
+  CTS_ASSERT(system(cmd) == 0);
+  CTS_ASSERT(truncate(padded, CTS_LOAD_THREADS_MIN_BYTES) == 0);
   static result_t r;
-  load(big, 0, 1, -ECANCELED, &r);
+  load(padded, 0, 1, -ECANCELED, &r);
+  CTS_ASSERT_EQ_INT(r.err, -ECANCELED);
   CTS_ASSERT_EQ_INT(r.threads, cts_pipe_cpus_available() ? 2 : 1);
   load(CTS_TEST_CORPUS_DIR "/memtrace/traces/p2_leak.r1.ctf", 0, 1, -ECANCELED, &r);
   CTS_ASSERT_EQ_INT(r.threads, 1);
@@ -352,7 +356,7 @@ CTS_TEST(the_automatic_choice) {
   load(CTS_TEST_CORPUS_DIR "/memtrace/traces/p2_leak.r1.ctf", 0, 1, -ECANCELED, &r);
   CTS_ASSERT_EQ_INT(r.threads, 2);
   cts_load_set_threads(1);
-  load(big, 0, 1, -ECANCELED, &r);
+  load(padded, 0, 1, -ECANCELED, &r);
   CTS_ASSERT_EQ_INT(r.threads, 1);
   cts_load_set_threads(0);
 
