@@ -10,8 +10,8 @@
  * prefix): the consumer rebuilds it from its copy of that one. Locations are passed by
  * code with the reader's own (stable) definitions, and the consumer keeps its own table of
  * them so that lookups during the run never touch the reader's table, which the decode
- * thread grows meanwhile. Memory: CTS_PIPE_BATCHES batches of about 0.5 MiB each, more
- * only for a backtrace of more than 32 Ki frames.
+ * thread grows meanwhile. Memory: CTS_PIPE_BATCHES batches of about 0.4 MiB each (3 MiB),
+ * more only for a backtrace of more than 8 Ki new frames.
  *
  * Thread-safety: one run per pipe; every function but the decode thread's (internal) is
  * called from the thread that created the pipe, and every consumer callback is made there.
@@ -26,7 +26,7 @@
 
 #include "../os/os.h"
 
-#define CTS_PIPE_BATCHES      4u
+#define CTS_PIPE_BATCHES      8u
 #define CTS_PIPE_BATCH_EVENTS 4096u
 
 typedef struct cts_pipe cts_pipe_t;
