@@ -76,8 +76,9 @@ typedef struct cts_load_opts {
   /* memtrace: 1 reads on the calling thread; 2 decodes on a second thread while the calling
    * thread aggregates (pipeline.h), when the trace is a regular file (a pipe is read on the
    * calling thread: a stalled writer could not be left behind); 0, the process default
-   * (cts_load_set_threads), else two threads when the process may run on two CPUs and the
-   * file has at least CTS_LOAD_THREADS_MIN_BYTES. Results are the same either way. */
+   * (cts_load_set_threads), else two threads when a second CPU is idle
+   * (cts_pipe_cpus_available) and the file has at least CTS_LOAD_THREADS_MIN_BYTES. Results
+   * are the same either way. */
   unsigned threads;
 } cts_load_opts_t;
 

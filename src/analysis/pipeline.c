@@ -19,20 +19,10 @@
 /* Per batch, beside its events: frames (more only for one longer backtrace), other records
  * (packets, locations, warnings: a batch is handed over when they fill it, so that a trace
  * of empty packets stays bounded too) and warning text. */
-#define FRAMES_CAP (8u << 10)
+#define FRAMES_CAP (32u << 10)
 #define OTHER_CAP  512u
 #define TEXT_CAP   (16u << 10)
 #define WAKE_AT    (CTS_PIPE_BATCHES / 2)
-
-/* An event as the consumer gets it back, its backtrace aside: `kept` frames from the
- * previous allocation of its domain, then `fresh` frames from the batch's frames. */
-typedef struct pipe_event {
-  uint64_t time_us, obj_id, length, nsamples, common_prefix, offset;
-  uint32_t kept, fresh;
-  uint16_t domain;
-  uint8_t kind, source;
-  bool short_form;
-} pipe_event_t;
 
 typedef enum { REC_INFO, REC_LOCATION, REC_PACKET, REC_WARNING } rec_kind_t;
 
@@ -56,8 +46,12 @@ typedef struct pipe_other {
   } u;
 } pipe_other_t;
 
+/* Events are stored as the consumer gets them, their backtraces pointing into the batch's
+ * frames (whole: rebuilding them from the previous one on the consumer's side cost as
+ * much of its time as the decoding it saved), so that the consumer passes them on as they
+ * are. frames is only reallocated while the batch is empty. */
 typedef struct batch {
-  pipe_event_t *ev;
+  cts_mt_event_t *ev;
   uint32_t nev;
   uint64_t *frames;
   size_t nframes, frames_cap;
@@ -66,19 +60,6 @@ typedef struct batch {
   char *text;
   uint32_t ntext;
 } batch_t;
-
-/* The decode thread's view of a domain: the length of its previous allocation's backtrace. */
-typedef struct prod_domain {
-  uint16_t id;
-  size_t len;
-} prod_domain_t;
-
-/* The consumer's: that backtrace itself. */
-typedef struct cons_domain {
-  uint16_t id;
-  uint64_t *bt;
-  size_t cap;
-} cons_domain_t;
 
 typedef struct loc_def {
   const cts_mt_location_t *locs;
@@ -111,8 +92,6 @@ struct cts_pipe {
   cts_mt_reader_t *reader;
   uint64_t npub; /* batches handed over */
   batch_t *cur;
-  prod_domain_t *pdom;
-  size_t npdom, pdom_cap;
   /* Without a thread, each batch is consumed as soon as it is full. */
   bool direct;
 
@@ -122,8 +101,6 @@ struct cts_pipe {
   void *progress_user_data;
 
   /* The consumer's own. */
-  cons_domain_t *cdom;
-  size_t ncdom, cdom_cap;
   cts_u64map_t loc_index; /* code → index in locs */
   loc_def_t *locs;
   size_t nlocs, locs_cap;
@@ -194,39 +171,12 @@ void cts_pipe_destroy(cts_pipe_t *p) {
     pthread_cond_destroy(&p->filled);
     pthread_mutex_destroy(&p->mu);
   }
-  for (size_t i = 0; i < p->ncdom; i++) free(p->cdom[i].bt);
-  free(p->cdom);
-  free(p->pdom);
   free(p->locs);
   cts_u64map_fini(&p->loc_index);
   free(p);
 }
 
 /* ---- the consumer's side ---------------------------------------------------------------- */
-
-/* The consumer's copy of domain id's last backtrace, with room for len frames; NULL when
- * out of memory. */
-static cons_domain_t *cons_domain(cts_pipe_t *p, uint16_t id, size_t len) {
-  cons_domain_t *d = NULL;
-  for (size_t i = 0; i < p->ncdom; i++)
-    if (p->cdom[i].id == id) {
-      d = &p->cdom[i];
-      break;
-    }
-  if (!d) {
-    if (cts_grow((void **)&p->cdom, &p->cdom_cap, p->ncdom, sizeof *p->cdom)) return NULL;
-    d = &p->cdom[p->ncdom++];
-    *d = (cons_domain_t){.id = id};
-  }
-  if (len > d->cap) {
-    const size_t cap = len > 2 * d->cap ? len : 2 * d->cap;
-    uint64_t *bt = realloc(d->bt, cap * sizeof *bt);
-    if (!bt) return NULL;
-    d->bt = bt;
-    d->cap = cap;
-  }
-  return d;
-}
 
 static int define_location(cts_pipe_t *p, uint64_t code, const cts_mt_location_t *locs, size_t n) {
   bool added;
@@ -293,37 +243,12 @@ static int deliver_other(cts_pipe_t *p, const batch_t *b, const pipe_other_t *o)
 static int consume(cts_pipe_t *p, const batch_t *b) {
   const cts_mt_handler_t *h = &p->consumer;
   uint32_t o = 0;
-  size_t f = 0;
   int rc;
   for (uint32_t i = 0; i < b->nev; i++) {
     for (; o < b->nother && b->other[o].pos == i; o++)
       if ((rc = deliver_other(p, b, &b->other[o])) != 0) return rc;
-    const pipe_event_t *r = &b->ev[i];
-    const size_t len = (size_t)r->kept + r->fresh;
-    const uint64_t *bt = r->fresh ? b->frames + f : no_frames;
-    if (r->kind == CTS_MT_ALLOC) {
-      /* The domain's copy becomes this backtrace: its first `kept` frames are already. */
-      cons_domain_t *d = cons_domain(p, r->domain, len);
-      if (!d) return stopped(p, -ENOMEM, r->offset);
-      CTS_ASSERT(r->fresh == 0 || d->bt);
-      if (r->fresh) memcpy(d->bt + r->kept, b->frames + f, r->fresh * sizeof *bt);
-      bt = d->bt ? d->bt : no_frames;
-    }
-    f += r->fresh;
-    if (!h->on_event) continue;
-    const cts_mt_event_t ev = {.kind = (cts_mt_event_kind_t)r->kind,
-                               .domain = r->domain,
-                               .source = r->source,
-                               .short_form = r->short_form,
-                               .time_us = r->time_us,
-                               .obj_id = r->obj_id,
-                               .length = r->length,
-                               .nsamples = r->nsamples,
-                               .common_prefix = r->common_prefix,
-                               .backtrace_len = len,
-                               .backtrace = bt,
-                               .offset = r->offset};
-    if ((rc = h->on_event(h->user_data, &ev)) != 0) return stopped(p, rc, r->offset);
+    if (h->on_event && (rc = h->on_event(h->user_data, &b->ev[i])) != 0)
+      return stopped(p, rc, b->ev[i].offset);
   }
   for (; o < b->nother; o++)
     if ((rc = deliver_other(p, b, &b->other[o])) != 0) return rc;
@@ -374,15 +299,6 @@ static int publish(cts_pipe_t *p) {
   p->cur = &p->batches[p->npub % CTS_PIPE_BATCHES];
   batch_reset(p->cur);
   return 0;
-}
-
-static prod_domain_t *prod_domain(cts_pipe_t *p, uint16_t id) {
-  for (size_t i = 0; i < p->npdom; i++)
-    if (p->pdom[i].id == id) return &p->pdom[i];
-  if (cts_grow((void **)&p->pdom, &p->pdom_cap, p->npdom, sizeof *p->pdom)) return NULL;
-  prod_domain_t *d = &p->pdom[p->npdom++];
-  *d = (prod_domain_t){.id = id};
-  return d;
 }
 
 /* Room for one more other record (handing the batch over when it has none). */
@@ -453,42 +369,33 @@ static inline uint64_t field(const uint64_t *p) {
 static int prod_event(void *ud, const cts_mt_event_t *ev) {
   cts_pipe_t *p = ud;
   const size_t len = ev->backtrace_len;
-  size_t keep = 0;
-  prod_domain_t *d = NULL;
-  if (ev->kind == CTS_MT_ALLOC) {
-    /* The frames the consumer's copy of the domain's last backtrace already has. */
-    if (!(d = prod_domain(p, ev->domain))) return -ENOMEM;
-    keep = ev->common_prefix < len ? (size_t)ev->common_prefix : len;
-    if (keep > d->len) keep = d->len;
-  }
-  const size_t fresh = len - keep;
   batch_t *b = p->cur;
-  if (b->nev == CTS_PIPE_BATCH_EVENTS || fresh > b->frames_cap - b->nframes) {
+  if (b->nev == CTS_PIPE_BATCH_EVENTS || len > b->frames_cap - b->nframes) {
     const int e = publish(p);
     if (e) return e;
     b = p->cur;
-    if (fresh > b->frames_cap) {
-      uint64_t *frames = realloc(b->frames, fresh * sizeof *frames);
+    if (len > b->frames_cap) { /* the batch is empty: no event points into frames */
+      uint64_t *frames = realloc(b->frames, len * sizeof *frames);
       if (!frames) return -ENOMEM;
       b->frames = frames;
-      b->frames_cap = fresh;
+      b->frames_cap = len;
     }
   }
-  b->ev[b->nev++] = (pipe_event_t){.time_us = field(&ev->time_us),
-                                   .obj_id = field(&ev->obj_id),
-                                   .length = field(&ev->length),
-                                   .nsamples = field(&ev->nsamples),
-                                   .common_prefix = field(&ev->common_prefix),
-                                   .offset = field(&ev->offset),
-                                   .kept = (uint32_t)keep,
-                                   .fresh = (uint32_t)fresh,
-                                   .domain = ev->domain,
-                                   .kind = (uint8_t)ev->kind,
-                                   .source = ev->source,
-                                   .short_form = ev->short_form};
-  if (fresh) memcpy(b->frames + b->nframes, ev->backtrace + keep, fresh * sizeof *b->frames);
-  b->nframes += fresh;
-  if (d) d->len = len;
+  uint64_t *bt = b->frames + b->nframes;
+  if (len) memcpy(bt, ev->backtrace, len * sizeof *bt);
+  b->nframes += len;
+  b->ev[b->nev++] = (cts_mt_event_t){.kind = ev->kind,
+                                     .domain = ev->domain,
+                                     .source = ev->source,
+                                     .short_form = ev->short_form,
+                                     .time_us = field(&ev->time_us),
+                                     .obj_id = field(&ev->obj_id),
+                                     .length = field(&ev->length),
+                                     .nsamples = field(&ev->nsamples),
+                                     .common_prefix = field(&ev->common_prefix),
+                                     .backtrace_len = len,
+                                     .backtrace = len ? bt : no_frames,
+                                     .offset = field(&ev->offset)};
   return 0;
 }
 
@@ -601,6 +508,13 @@ bool cts_pipe_stopped(const cts_pipe_t *p, uint64_t *offset) {
 
 bool cts_pipe_cpus_available(void) {
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) >= 2;
-  return sysconf(_SC_NPROCESSORS_ONLN) >= 2; /* more CPUs than a cpu_set_t holds */
+  long cpus = sched_getaffinity(0, sizeof set, &set) == 0
+                  ? CPU_COUNT(&set)
+                  : sysconf(_SC_NPROCESSORS_ONLN); /* more CPUs than a cpu_set_t holds */
+  if (cpus < 2) return false;
+  /* Two threads cost 30-45 % more CPU than one (bench/README.md, "Two threads"): they
+   * only shorten the wait when the second CPU is otherwise idle; at load 20 on 2 CPUs
+   * `stats` took 1.6 x longer on two threads. */
+  double load;
+  return getloadavg(&load, 1) != 1 || load + 1.0 <= (double)cpus;
 }

@@ -5,13 +5,14 @@
  * order. The consumer sees exactly what a reader created with its handler would have
  * delivered (same records, same order, same fields and backtraces), only from batches.
  *
- * A batch holds up to CTS_PIPE_BATCH_EVENTS events. A backtrace is passed as the frames it
- * does not share with the previous allocation of its domain (the trace's own common
- * prefix): the consumer rebuilds it from its copy of that one. Locations are passed by
- * code with the reader's own (stable) definitions, and the consumer keeps its own table of
- * them so that lookups during the run never touch the reader's table, which the decode
- * thread grows meanwhile. Memory: CTS_PIPE_BATCHES batches of about 0.4 MiB each (3 MiB),
- * more only for a backtrace of more than 8 Ki new frames.
+ * A batch holds up to CTS_PIPE_BATCH_EVENTS events, stored as the consumer gets them with
+ * their backtraces copied whole into the batch, so that the consumer passes them on
+ * without a copy of its own: the decode thread, the less busy one, does the copying.
+ * Locations are passed by code with the reader's own (stable) definitions, and the
+ * consumer keeps its own table of them so that lookups during the run never touch the
+ * reader's table, which the decode thread grows meanwhile. Memory: CTS_PIPE_BATCHES
+ * batches of about 0.45 MiB each (3.6 MiB), more only for a backtrace of more than 32 Ki
+ * frames.
  *
  * Thread-safety: one run per pipe; every function but the decode thread's (internal) is
  * called from the thread that created the pipe, and every consumer callback is made there.
@@ -27,7 +28,7 @@
 #include "../os/os.h"
 
 #define CTS_PIPE_BATCHES      8u
-#define CTS_PIPE_BATCH_EVENTS 4096u
+#define CTS_PIPE_BATCH_EVENTS 2048u
 
 typedef struct cts_pipe cts_pipe_t;
 
@@ -61,7 +62,8 @@ bool cts_pipe_stopped(const cts_pipe_t *p, uint64_t *offset);
 int cts_pipe_lookup_location(const cts_pipe_t *p, uint64_t code, const cts_mt_location_t **locs,
                              size_t *n);
 
-/* Whether this process may run on at least two CPUs (sched_getaffinity). */
+/* Whether a second CPU is there for a decode thread: this process may run on at least two
+ * (sched_getaffinity) and the 1-minute load average leaves one of them idle. */
 bool cts_pipe_cpus_available(void);
 
 #endif /* CTS_PIPELINE_H */

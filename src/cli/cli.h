@@ -119,7 +119,7 @@ enum {
 #define CLI_THREADS_HELP                                                                      \
   "      --threads N     1: read the trace on one thread; 2: decode it on a second thread\n"  \
   "                      while this one aggregates (default: 2 for a file of 4 MiB or more\n" \
-  "                      when two CPUs are available; same results either way)\n"
+  "                      when a second CPU is idle; same results either way)\n"
 #define CLI_FRAME_OPTIONS                                                   \
   {"no-demangle", no_argument, NULL, CLI_OPT_NO_DEMANGLE},                  \
       {"keep-allocator-frames", no_argument, NULL, CLI_OPT_KEEP_ALLOCATOR}, \
