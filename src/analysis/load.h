@@ -82,10 +82,12 @@ typedef struct cts_load_opts {
   unsigned threads;
 } cts_load_opts_t;
 
-/* The smallest trace that the automatic choice decodes on a second thread: below it,
- * starting the thread and handing batches over cost more than the overlap saves
- * (bench/README.md, #20 "Two threads"). */
-#define CTS_LOAD_THREADS_MIN_BYTES (4u << 20)
+/* The smallest trace that the automatic choice decodes on a second thread. The thread
+ * costs ~6 ms of CPU to start (and 3.6 MiB of batches), and on the 2-CPU machine measured
+ * no trace up to 16 MiB was read sooner on two threads (bench/README.md, #20 "Two
+ * threads"); above it the aggregation thread alone does 85-90 % of the single-threaded
+ * work, the most two threads can save. */
+#define CTS_LOAD_THREADS_MIN_BYTES (16u << 20)
 
 /* The process default for cts_load_opts_t.threads when a load leaves it 0: 0 (automatic),
  * 1 or 2. Not thread-safe: set it before loading (the CLI's --threads). */

@@ -116,9 +116,9 @@ enum {
  * them adds CLI_LONGOPT_THREADS and CLI_THREADS_HELP. It sets cts_load_set_threads. */
 #define CLI_LONGOPT_THREADS \
   { "threads", required_argument, NULL, CLI_OPT_THREADS }
-#define CLI_THREADS_HELP                                                                      \
-  "      --threads N     1: read the trace on one thread; 2: decode it on a second thread\n"  \
-  "                      while this one aggregates (default: 2 for a file of 4 MiB or more\n" \
+#define CLI_THREADS_HELP                                                                       \
+  "      --threads N     1: read the trace on one thread; 2: decode it on a second thread\n"   \
+  "                      while this one aggregates (default: 2 for a file of 16 MiB or more\n" \
   "                      when a second CPU is idle; same results either way)\n"
 #define CLI_FRAME_OPTIONS                                                   \
   {"no-demangle", no_argument, NULL, CLI_OPT_NO_DEMANGLE},                  \
