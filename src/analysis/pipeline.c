@@ -374,11 +374,14 @@ static int prod_event(void *ud, const cts_mt_event_t *ev) {
     const int e = publish(p);
     if (e) return e;
     b = p->cur;
-    if (len > b->frames_cap) { /* the batch is empty: no event points into frames */
-      uint64_t *frames = realloc(b->frames, len * sizeof *frames);
+    /* The batch is empty (no event points into frames): room for a longer backtrace, or
+     * back to the usual size after one. */
+    const size_t cap = len > FRAMES_CAP ? len : FRAMES_CAP;
+    if (cap != b->frames_cap) {
+      uint64_t *frames = realloc(b->frames, cap * sizeof *frames);
       if (!frames) return -ENOMEM;
       b->frames = frames;
-      b->frames_cap = len;
+      b->frames_cap = cap;
     }
   }
   uint64_t *bt = b->frames + b->nframes;

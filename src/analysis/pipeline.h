@@ -11,8 +11,8 @@
  * Locations are passed by code with the reader's own (stable) definitions, and the
  * consumer keeps its own table of them so that lookups during the run never touch the
  * reader's table, which the decode thread grows meanwhile. Memory: CTS_PIPE_BATCHES
- * batches of about 0.45 MiB each (3.6 MiB), more only for a backtrace of more than 32 Ki
- * frames.
+ * batches of about 0.45 MiB each (3.6 MiB); a batch holding a backtrace of more than 32 Ki
+ * frames grows to hold it (up to the reader's max_backtrace_frames), and shrinks back.
  *
  * Thread-safety: one run per pipe; every function but the decode thread's (internal) is
  * called from the thread that created the pipe, and every consumer callback is made there.

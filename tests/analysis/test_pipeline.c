@@ -179,7 +179,8 @@ static uint64_t clock_us(void *ud) {
 }
 
 /* A trace of n allocations (every third collected a little later) over varied stacks,
- * some deep: many batches and ring turns for n of a few hundred thousand. */
+ * some deep, three of 40 000 frames: many batches and ring turns for n of a few hundred
+ * thousand. */
 static int make_trace(const char *path, uint64_t n) {
   FILE *f = fopen(path, "wb");
   if (!f) return -errno;
@@ -196,10 +197,12 @@ static int make_trace(const char *path, uint64_t n) {
   void *mem = aligned_alloc(64, (size + 63) / 64 * 64);
   cts_mt_writer_t *w;
   int e = mem ? cts_mt_writer_init(&w, mem, size, &cfg) : -ENOMEM;
-  uint64_t rng = 42, bt[300], pending[8] = {0};
+  static uint64_t bt[40000];
+  uint64_t rng = 42, pending[8] = {0};
   for (uint64_t i = 0; !e && i < n; i++) {
     const uint64_t x = cts_splitmix64(&rng);
-    const size_t depth = (x & 0xff) == 0 ? 200 + (x >> 8) % 100 : 1 + (x >> 8) % 24;
+    size_t depth = (x & 0xff) == 0 ? 200 + (x >> 8) % 100 : 1 + (x >> 8) % 24;
+    if (i == 1000 || i == 1001 || i == 50000) depth = 40000; /* more than a batch holds */
     /* Shared outer frames, then a random tail: about 16 bytes an event. */
     for (size_t k = 0; k < depth; k++)
       bt[k] = 1 + (k < depth / 2 ? k * 7 + (x >> 20) % (k + 3) : cts_splitmix64(&rng)) % 20000;
