@@ -14,6 +14,7 @@
 
 #include "../common/grow.h"
 #include "../os/mprof_ring.h"
+#include "pipeline.h"
 
 void cts_logf(const cts_log_t *log, cts_log_level_t level, const char *fmt, ...) {
   if (!log || !log->fn) return;
@@ -166,6 +167,9 @@ static void on_warning(void *ud, int code, uint64_t offset, const char *message)
 
 static int lookup(void *ud, uint64_t code, const cts_mt_location_t **locs, size_t *n) {
   const cts_mem_trace_t *t = ud;
+  /* While a decode thread grows the reader's table, the pipe's copy answers: it holds what
+   * the events delivered so far could use, as the reader's did for a single thread. */
+  if (t->pipe) return cts_pipe_lookup_location(t->pipe, code, locs, n);
   return cts_mt_reader_lookup_location(t->reader, code, locs, n);
 }
 
@@ -183,6 +187,43 @@ const char *cts_mem_trace_mangled(const cts_mem_trace_t *t, const char *shown) {
 static bool is_input_failure(int err, bool input_error) {
   if (err == CTS_E_BAD_COMPRESSION) return false;
   return input_error || (err < 0 && err > -1000) || err == CTS_E_IO;
+}
+
+static unsigned default_threads;
+
+void cts_load_set_threads(unsigned threads) {
+  default_threads = threads;
+}
+
+/* 1 or 2: how to read path (cts_load_opts_t.threads). */
+static unsigned choose_threads(unsigned asked, const char *path) {
+  if (!asked) asked = default_threads;
+  if (asked == 1) return 1;
+  struct stat st;
+  const bool from_stdin = strcmp(path, "-") == 0;
+  if ((from_stdin ? fstat(STDIN_FILENO, &st) : stat(path, &st)) != 0 || !S_ISREG(st.st_mode))
+    return 1;
+  if (asked >= 2) return 2;
+  return cts_pipe_cpus_available() && (uint64_t)st.st_size >= CTS_LOAD_THREADS_MIN_BYTES ? 2 : 1;
+}
+
+/* Reads the trace into the reader's handler, on this thread or through a pipe (two
+ * threads). Sets *stopmsg when a callback stopped a read on two threads: the reader did
+ * not see it, and its message would not say so. */
+static int read_trace(cts_mem_trace_t *t, const cts_load_opts_t *opts, char *stopmsg, size_t size) {
+  if (!t->pipe)
+    return cts_os_read_memtrace(t->path, t->reader, opts->progress, opts->progress_user_data,
+                                &t->input_error);
+  const int err = cts_pipe_run(t->pipe, t->path, t->reader, opts->progress,
+                               opts->progress_user_data, &t->input_error);
+  uint64_t offset;
+  if (cts_pipe_stopped(t->pipe, &offset)) /* as the reader words a callback's stop */
+    snprintf(stopmsg, size, "at offset %llu: stopped by the caller (%d)",
+             (unsigned long long)offset, err);
+  /* Lookups go to the reader's table again (a superset): the batches are freed now. */
+  cts_pipe_destroy(t->pipe);
+  t->pipe = NULL;
+  return err;
 }
 
 static int mem_trace_load(cts_mem_trace_t *t, const char *path,
@@ -210,7 +251,13 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path,
                               .on_event = on_event,
                               .on_packet = on_packet,
                               .on_warning = on_warning};
-  err = cts_mt_reader_create(&t->reader, &rc, &h);
+  t->threads = choose_threads(opts->threads, path);
+  if (t->threads == 2 && cts_pipe_create(&t->pipe, &h)) {
+    cts_logf(&t->log, CTS_LOG_ERROR, "out of memory");
+    return CTS_E_NOMEM;
+  }
+  const cts_mt_handler_t rh = t->pipe ? cts_pipe_producer(t->pipe) : h;
+  err = cts_mt_reader_create(&t->reader, &rc, &rh);
   if (err) {
     cts_logf(&t->log, CTS_LOG_ERROR, "cannot create a reader: %s", cts_os_strerror(err));
     return is_nomem(err) ? CTS_E_NOMEM : err;
@@ -231,8 +278,8 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path,
   }
   struct stat st;
   t->file_size = strcmp(path, "-") != 0 && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-  err = cts_os_read_memtrace(path, t->reader, opts->progress, opts->progress_user_data,
-                             &t->input_error);
+  char stopmsg[128] = "";
+  err = read_trace(t, opts, stopmsg, sizeof stopmsg);
   t->err = err;
   t->info = cts_mt_reader_borrow_info(t->reader);
   cts_alloc_profile_finish(&t->prof);
@@ -254,7 +301,9 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path,
     return CTS_E_NOMEM;
   }
   cts_logf(&t->log, CTS_LOG_ERROR, "%s: %s (%s); the figures cover what was read before it", path,
-           t->input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(t->reader),
+           t->input_error ? cts_os_strerror(err)
+           : stopmsg[0]   ? stopmsg
+                          : cts_mt_reader_error_message(t->reader),
            cts_err_name(err));
   /* A read failure after the trace's header leaves figures nobody should act on; before it
    * there are none, and the trace is taken for a corrupt one. */
@@ -270,6 +319,7 @@ int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_alloc_pro
 }
 
 void cts_mem_trace_free(cts_mem_trace_t *t) {
+  cts_pipe_destroy(t->pipe); /* left by a load that failed before reading */
   cts_alloc_profile_fini(&t->prof);
   cts_mt_reader_destroy(t->reader);
   if (t->fold) cts_fold_fini(t->fold);

@@ -73,7 +73,25 @@ typedef struct cts_load_opts {
   /* Names as people read them (fold.h: demangled, allocator frames folded into the site);
    * NULL: the trace's own names and frames. Borrowed during the load only. */
   const struct cts_fold_config *fold;
+  /* memtrace: 1 reads on the calling thread; 2 decodes on a second thread while the calling
+   * thread aggregates (pipeline.h), when the trace is a regular file (a pipe is read on the
+   * calling thread: a stalled writer could not be left behind); 0, the process default
+   * (cts_load_set_threads), else two threads when a second CPU is idle
+   * (cts_pipe_cpus_available) and the file has at least CTS_LOAD_THREADS_MIN_BYTES. Results
+   * are the same either way. */
+  unsigned threads;
 } cts_load_opts_t;
+
+/* The smallest trace that the automatic choice decodes on a second thread. The thread
+ * costs ~6 ms of CPU to start (and 3.6 MiB of batches), and on the 2-CPU machine measured
+ * no trace up to 16 MiB was read sooner on two threads (bench/README.md, #20 "Two
+ * threads"); above it the aggregation thread alone does 85-90 % of the single-threaded
+ * work, the most two threads can save. */
+#define CTS_LOAD_THREADS_MIN_BYTES (16u << 20)
+
+/* The process default for cts_load_opts_t.threads when a load leaves it 0: 0 (automatic),
+ * 1 or 2. Not thread-safe: set it before loading (the CLI's --threads). */
+void cts_load_set_threads(unsigned threads);
 
 struct cts_mem_trace {
   const char *path;
@@ -90,9 +108,14 @@ struct cts_mem_trace {
   void *hook_user_data;
   int hook_err;          /* the hook's error, if it stopped reading */
   struct cts_fold *fold; /* opts->fold's state (owned), or NULL */
+  unsigned threads;      /* how it was read: 1, or 2 (decoded on a second thread) */
+  struct cts_pipe *pipe; /* during a load on two threads (pipeline.h), else NULL */
 };
 
 /* Reads path into t->prof (configured by cfg), calling hook (may be NULL) for each event.
+ * The hook, the fold and every callback run on the calling thread, in file order, also
+ * when the trace is decoded on a second thread (opts->threads); cts_mem_trace_frames
+ * works from the hook then too.
  * Returns 0 when the trace was read completely, else an error, logged unless it is the
  * hook's (t->hook_err, the caller says why): CTS_E_NOMEM (or a bad reader configuration's
  * CTS_E_INVAL); with t->kept, the trace's defect (the profile holds what was read before

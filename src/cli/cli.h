@@ -109,20 +109,29 @@ enum {
   CLI_OPT_KEEP_ALLOCATOR,
   CLI_OPT_DROP_FRAMES,
   CLI_OPT_KEEP_FRAMES,
+  CLI_OPT_THREADS,
 };
+/* --threads N, for every command that reads a memtrace trace into a profile: it goes with
+ * the frame options (CLI_FRAME_OPTIONS and CLI_FRAME_HELP hold it), and a command without
+ * them adds CLI_LONGOPT_THREADS and CLI_THREADS_HELP. It sets cts_load_set_threads. */
+#define CLI_LONGOPT_THREADS \
+  { "threads", required_argument, NULL, CLI_OPT_THREADS }
+#define CLI_THREADS_HELP                                                                       \
+  "      --threads N     1: read the trace on one thread; 2: decode it on a second thread\n"   \
+  "                      while this one aggregates (default: 2 for a file of 16 MiB or more\n" \
+  "                      when a second CPU is idle; same results either way)\n"
 #define CLI_FRAME_OPTIONS                                                   \
   {"no-demangle", no_argument, NULL, CLI_OPT_NO_DEMANGLE},                  \
       {"keep-allocator-frames", no_argument, NULL, CLI_OPT_KEEP_ALLOCATOR}, \
-      {"drop-frames", required_argument, NULL, CLI_OPT_DROP_FRAMES}, {      \
-    "keep-frames", required_argument, NULL, CLI_OPT_KEEP_FRAMES             \
-  }
+      {"drop-frames", required_argument, NULL, CLI_OPT_DROP_FRAMES},        \
+      {"keep-frames", required_argument, NULL, CLI_OPT_KEEP_FRAMES}, CLI_LONGOPT_THREADS
 #define CLI_FRAME_HELP                                                                         \
   "      --no-demangle   show C++ and Rust function names mangled, as in the trace\n"          \
   "      --keep-allocator-frames\n"                                                            \
   "                      show the allocator's frames (malloc, operator new, std::, alloc::)\n" \
   "                      instead of folding them into the allocation site\n"                   \
   "      --drop-frames RE  fold frames matching RE (POSIX extended) and all they call\n"       \
-  "      --keep-frames RE  never fold frames matching RE\n"
+  "      --keep-frames RE  never fold frames matching RE\n" CLI_THREADS_HELP
 extern struct cts_fold_config cli_fold_settings;
 int cli_frame_option(int opt, const char *arg);
 

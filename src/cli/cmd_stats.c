@@ -38,7 +38,7 @@ static const char help[] =
     "      --png FILE    also write them as a PNG image to FILE (the SVG image, rendered)\n"
     "      --json        print JSON\n"
     "      --csv         print the histograms as CSV\n"
-    "  -q, --quiet       do not print warnings\n"
+    "  -q, --quiet       do not print warnings\n" CLI_THREADS_HELP
     "  -h, --help        show this help\n"
     "\n"
     "Exit status: 0 when the trace was read completely, 1 when it is corrupt, backtraces and\n"
@@ -332,6 +332,7 @@ int cmd_stats(int argc, char **argv) {
       CLI_LONGOPT_JSON,
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
+      CLI_LONGOPT_THREADS,
       {0},
   };
   stats_opts_t opts = {.bars = -1};

@@ -64,6 +64,7 @@ int cli_parse(int argc, char **argv, const char *shortopts, const struct option 
   /* Frame options are per run: a command run in-process (fuzz_analysis) after another
    * starts from the defaults, and never keeps a pointer into an earlier argv. */
   cli_fold_settings = (cts_fold_config_t){0};
+  cts_load_set_threads(0);
   /* Every command accepts -h/--help; the tables only list their own options. */
   struct option all[32];
   int n = 0;
@@ -151,6 +152,11 @@ int cli_frame_option(int opt, const char *arg) {
     case CLI_OPT_KEEP_FRAMES:
       cli_fold_settings.keep_re = arg;
       return check_regex("--keep-frames", arg);
+    case CLI_OPT_THREADS:
+      if (strcmp(arg, "1") != 0 && strcmp(arg, "2") != 0)
+        return cli_usage_error("--threads takes 1 or 2, not '%s'", arg);
+      cts_load_set_threads(arg[0] == '1' ? 1 : 2);
+      return -1;
     default:
       return CLI_OPTION_OTHER;
   }
