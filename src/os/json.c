@@ -137,6 +137,11 @@ void cts_json_str(cts_json_t *w, const char *s) {
   after_value(w);
 }
 
+void cts_json_raw_value(cts_json_t *w) {
+  before_value(w);
+  after_value(w);
+}
+
 void cts_json_u64(cts_json_t *w, uint64_t v) {
   before_value(w);
   cts_out_u64(w->o, v);

@@ -37,6 +37,8 @@ void cts_out_fixed(cts_out_t *o, double v, int decimals);
 /* A JSON string literal (quotes included), escaping what JSON requires; bytes that are not
  * valid UTF-8 are written as U+FFFD so the output always parses. */
 void cts_out_json_str(cts_out_t *o, const char *s);
+/* The same into d, which has room for 6 strlen(s) + 2 bytes; returns the bytes written. */
+size_t cts_fmt_json_str(char *d, const char *s);
 /* s as XML/HTML text or attribute value: & < > " ' escaped, nothing else changed. */
 void cts_out_xml_text(cts_out_t *o, const char *s);
 /* Writes the buffer out; returns the sticky error (0 if none). */
