@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "../common/grow.h"
+#include "../common/hash.h"
 #include "../analysis/strtab.h"
 #include "cli.h"
 #include "cmd_tasks.h"
@@ -612,8 +613,67 @@ typedef struct counter_point {
   uint64_t time_us, live_samples, alloc_samples;
 } counter_point_t;
 
+/* Text formatted once per key and kept for the next events that need it: the CSV columns of
+ * an allocation point (keyed by backtrace code), the JSON string of a frame name (keyed by
+ * label id). A trace has few of them and millions of events. A direct-mapped table over a
+ * text arena that starts again when full, so its memory is fixed whatever the trace; a text
+ * longer than TEXT_CACHE_MAX is not kept (the caller writes it itself). */
+#define TEXT_CACHE_SLOTS 4096u
+#define TEXT_CACHE_TEXT  (1u << 20)
+#define TEXT_CACHE_MAX   (16u << 10)
+
+typedef struct text_slot {
+  uint64_t key;
+  uint32_t off, len; /* in text; len 0: an empty slot */
+  uint32_t aux;      /* the caller's (chrome: the name's length before escaping) */
+} text_slot_t;
+
+typedef struct text_cache {
+  text_slot_t slots[TEXT_CACHE_SLOTS];
+  size_t used;
+  char text[TEXT_CACHE_TEXT];
+} text_cache_t;
+
+static text_cache_t *text_cache_new(void) {
+  text_cache_t *tc = malloc(sizeof *tc);
+  if (tc) {
+    for (size_t i = 0; i < TEXT_CACHE_SLOTS; i++) tc->slots[i].len = 0;
+    tc->used = 0;
+  }
+  return tc;
+}
+
+static text_slot_t *text_slot(text_cache_t *tc, uint64_t key) {
+  return &tc->slots[cts_mix64(key) & (TEXT_CACHE_SLOTS - 1)];
+}
+
+/* The text kept for key (its slot), or NULL. */
+static const text_slot_t *text_cache_find(text_cache_t *tc, uint64_t key) {
+  const text_slot_t *e = text_slot(tc, key);
+  return e->len && e->key == key ? e : NULL;
+}
+
+/* Room for need (≤ TEXT_CACHE_MAX) bytes of text, which text_cache_keep then keeps. */
+static char *text_cache_room(text_cache_t *tc, size_t need) {
+  if (tc->used + need > TEXT_CACHE_TEXT) {
+    for (size_t i = 0; i < TEXT_CACHE_SLOTS; i++) tc->slots[i].len = 0;
+    tc->used = 0;
+  }
+  return tc->text + tc->used;
+}
+
+/* Keeps the len (> 0) bytes written at text_cache_room as key's text. */
+static const text_slot_t *text_cache_keep(text_cache_t *tc, uint64_t key, size_t len,
+                                          uint32_t aux) {
+  text_slot_t *e = text_slot(tc, key);
+  *e = (text_slot_t){key, (uint32_t)tc->used, (uint32_t)len, aux};
+  tc->used += len;
+  return e;
+}
+
 typedef struct stream_ctx {
   cts_out_t *o;
+  text_cache_t *cache; /* csv: allocation points; chrome: frame names */
   const export_opts_t *opts;
   cts_labels_t labels;
   cts_frames_t frames;
@@ -679,20 +739,54 @@ static cts_json_t *begin_event(stream_ctx_t *c, const char *ph, unsigned pid) {
   return w;
 }
 
-/* A slice of the flame chart opening ("B") or closing ("E") at ts. */
-static void chrome_event(stream_ctx_t *c, const char *ph, const char *name, double ts) {
+/* A slice of the flame chart opening ('B') or closing ('E') at ts, named after label (0:
+ * "(no backtrace)"). Written in place (cts_json_raw_value): millions of events of one shape,
+ * their names escaped once (the text cache). */
+static void chrome_event(stream_ctx_t *c, char ph, uint64_t label, double ts) {
+  static const char head[] = "{\"ph\": \"B\", \"pid\": 2, \"tid\": 1, \"ts\": ";
+  static const char name_key[] = ", \"name\": ";
+  const text_slot_t *e = text_cache_find(c->cache, label);
+  const char *name = NULL;
+  size_t raw;
+  if (e) {
+    raw = e->aux;
+  } else {
+    name = label ? cts_labels_name(&c->labels, label) : "(no backtrace)";
+    raw = strlen(name);
+    if (6 * raw + 2 <= TEXT_CACHE_MAX) {
+      char *d = text_cache_room(c->cache, 6 * raw + 2);
+      e = text_cache_keep(c->cache, label, cts_fmt_json_str(d, name), (uint32_t)raw);
+    }
+  }
   /* '{"ph": "B", "pid": 2, "tid": 1, "ts": T.000, "name": "N"},\n': 53 bytes, the time's
    * digits and the name (escapes aside, rare in names). */
   unsigned digits = 5; /* "0.000" */
   /* In double: a hostile trace's time can be beyond any integer type (or not a number,
    * which stops the loop at once). */
   for (double v = ts < 0 ? -ts : ts; v >= 10 && digits < 400; v /= 10) digits++;
-  c->json_bytes += 53 + digits + strlen(name);
-  cts_json_t *w = begin_event(c, ph, 2);
-  cts_json_kv_u64(w, "tid", 1);
-  cts_json_kv_fixed(w, "ts", ts, 3);
-  cts_json_kv_str(w, "name", name);
-  cts_json_end(w);
+  c->json_bytes += 53 + digits + raw;
+  cts_out_t *o = c->o;
+  cts_json_ws(&c->w, "\n");
+  cts_json_raw_value(&c->w);
+  char *d = cts_out_reserve(o, sizeof head);
+  memcpy(d, head, sizeof head - 1);
+  d[8] = ph;
+  o->len += sizeof head - 1;
+  if (isfinite(ts))
+    cts_out_fixed(o, ts, 3);
+  else
+    cts_out_str(o, "null");
+  if (e) {
+    d = cts_out_reserve(o, sizeof name_key + e->len);
+    memcpy(d, name_key, sizeof name_key - 1);
+    memcpy(d + sizeof name_key - 1, c->cache->text + e->off, e->len);
+    d[sizeof name_key - 1 + e->len] = '}';
+    o->len += sizeof name_key + e->len;
+  } else {
+    cts_out_str(o, name_key);
+    cts_out_json_str(o, name);
+    cts_out_char(o, '}');
+  }
 }
 
 /* A metadata event naming a process or thread. */
@@ -765,16 +859,15 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
     c->path[k] = (uint32_t)id; /* label ids fit: there are fewer labels than nodes */
     if (common == k && k < c->open_len && c->open[k] == id) common++;
   }
-  while (c->open_len > common)
-    chrome_event(c, "E", cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
+  while (c->open_len > common) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
   for (uint32_t k = (uint32_t)common; k < depth; k++) {
     c->open[c->open_len++] = c->path[k];
-    chrome_event(c, "B", cts_labels_name(&c->labels, c->path[k]), c->clock);
+    chrome_event(c, 'B', c->path[k], c->clock);
   }
   if (depth == 0) {
-    chrome_event(c, "B", "(no backtrace)", c->clock);
+    chrome_event(c, 'B', 0, c->clock);
     c->clock += (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p);
-    chrome_event(c, "E", "(no backtrace)", c->clock);
+    chrome_event(c, 'E', 0, c->clock);
   } else {
     c->clock += (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p);
   }
@@ -785,38 +878,110 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   return c->o->err;
 }
 
-static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
-  stream_ctx_t *c = ud;
-  const cts_alloc_profile_t *p = &t->prof;
-  static const char *const kinds[] = {"", "alloc", "promote", "collect"};
-  static const char *const heaps[] = {"minor", "major", "external"};
-  const uint64_t rel = ev->time_us > p->start_time_us ? ev->time_us - p->start_time_us : 0;
-  cts_out_u64(c->o, rel);
-  cts_out_printf(c->o, ",%s,", kinds[ev->kind]);
-  cts_out_u64(c->o, ev->obj_id);
-  if (ev->kind != CTS_MT_ALLOC) {
-    cts_out_str(c->o, ",,,,,,,,\n");
-    return c->o->err;
+/* s as a CSV field into d (room for 2 strlen(s) + 2 bytes): as cli_csv_str writes it. */
+static size_t csv_field(char *d, const char *s) {
+  size_t n = 0;
+  if (!strpbrk(s, ",\"\n\r")) {
+    n = strlen(s);
+    memcpy(d, s, n);
+    return n;
   }
-  cts_out_printf(c->o, ",%s,", heaps[ev->source < 3 ? ev->source : 2]);
-  cts_out_u64(c->o, ev->length);
-  cts_out_char(c->o, ',');
-  cts_out_u64(c->o, ev->nsamples);
-  cts_out_printf(c->o, ",%.0f,", (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p));
-  const cts_frames_t frames = cli_trace_frames(t);
-  const cts_mt_location_t *l =
-      ev->backtrace_len ? cts_frame_innermost(&frames, ev->backtrace[ev->backtrace_len - 1]) : NULL;
-  cli_csv_str(c->o, l ? l->defname : "");
-  cts_out_char(c->o, ',');
-  cli_csv_str(c->o, l ? l->filename : "");
-  cts_out_printf(c->o, ",%u,%zu\n", l ? l->line : 0, ev->backtrace_len);
-  return c->o->err;
+  d[n++] = '"';
+  for (; *s; s++) {
+    if (*s == '"') d[n++] = '"';
+    d[n++] = *s;
+  }
+  d[n++] = '"';
+  return n;
+}
+
+/* The allocation point columns of code from the cache (formatted into it on a miss), or
+ * NULL when they are not kept: *l is then the location (NULL if none). */
+static const char *csv_site(text_cache_t *tc, cli_trace_t *t, uint64_t code, size_t *len,
+                            const cts_mt_location_t **l) {
+  const text_slot_t *e = text_cache_find(tc, code);
+  if (!e) {
+    const cts_frames_t frames = cli_trace_frames(t);
+    *l = cts_frame_innermost(&frames, code);
+    /* Not kept without a location: the code may yet be defined (a corrupt trace). */
+    if (!*l) return NULL;
+    const size_t need = 2 * strlen((*l)->defname) + 2 * strlen((*l)->filename) + 6 + CTS_U64_DIGITS;
+    if (need > TEXT_CACHE_MAX) return NULL;
+    char *d = text_cache_room(tc, need);
+    size_t n = csv_field(d, (*l)->defname);
+    d[n++] = ',';
+    n += csv_field(d + n, (*l)->filename);
+    d[n++] = ',';
+    n += cts_fmt_u64(d + n, (*l)->line);
+    e = text_cache_keep(tc, code, n, 0);
+  }
+  *len = e->len;
+  return tc->text + e->off;
+}
+
+/* One line per event, formatted in the output buffer (no printf: 10^7 lines). */
+static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
+  typedef struct {
+    char s[11];
+    uint8_t n;
+  } text_t;
+  static const text_t kinds[] = {{",,", 2}, {",alloc,", 7}, {",promote,", 9}, {",collect,", 9}};
+  static const text_t heaps[] = {{",minor,", 7}, {",major,", 7}, {",external,", 10}};
+  stream_ctx_t *c = ud;
+  cts_out_t *o = c->o;
+  const cts_alloc_profile_t *p = &t->prof;
+  const uint64_t rel = ev->time_us > p->start_time_us ? ev->time_us - p->start_time_us : 0;
+  const text_t *kind = &kinds[(unsigned)ev->kind < 4 ? ev->kind : 0];
+  char *d = cts_out_reserve(o, 4 * CTS_U64_DIGITS + 32);
+  size_t n = cts_fmt_u64(d, rel);
+  memcpy(d + n, kind->s, kind->n);
+  n += kind->n;
+  n += cts_fmt_u64(d + n, ev->obj_id);
+  if (ev->kind != CTS_MT_ALLOC) {
+    memcpy(d + n, ",,,,,,,,\n", 9);
+    o->len += n + 9;
+    return o->err;
+  }
+  const text_t *heap = &heaps[ev->source < 3 ? ev->source : 2];
+  memcpy(d + n, heap->s, heap->n);
+  n += heap->n;
+  n += cts_fmt_u64(d + n, ev->length);
+  d[n++] = ',';
+  n += cts_fmt_u64(d + n, ev->nsamples);
+  d[n++] = ',';
+  o->len += n;
+  cts_out_fixed(o, (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p), 0);
+  const cts_mt_location_t *l = NULL;
+  size_t len = 3;
+  const char *site = ",,0"; /* no backtrace */
+  if (ev->backtrace_len)
+    site = csv_site(c->cache, t, ev->backtrace[ev->backtrace_len - 1], &len, &l);
+  if (!site) {
+    cts_out_char(o, ',');
+    cli_csv_str(o, l ? l->defname : "");
+    cts_out_char(o, ',');
+    cli_csv_str(o, l ? l->filename : "");
+    cts_out_char(o, ',');
+    cts_out_u64(o, l ? l->line : 0);
+    len = 0;
+  }
+  d = cts_out_reserve(o, len + CTS_U64_DIGITS + 3);
+  n = 0;
+  if (site) {
+    d[n++] = ',';
+    memcpy(d + n, site, len);
+    n += len;
+  }
+  d[n++] = ',';
+  n += cts_fmt_u64(d + n, ev->backtrace_len);
+  d[n++] = '\n';
+  o->len += n;
+  return o->err;
 }
 
 static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
   const cts_alloc_profile_t *p = &t->prof;
-  while (c->open_len > 0)
-    chrome_event(c, "E", cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
+  while (c->open_len > 0) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
   const double bps = cts_alloc_profile_bytes_per_sample(p);
   cts_json_t *w = &c->w;
   for (size_t i = 0; i < c->npoints; i++) {
@@ -907,9 +1072,18 @@ int cmd_export(int argc, char **argv) {
   }
   stream_ctx_t c = {.o = out, .opts = &opts};
   cli_event_hook hook = NULL;
+  if (opts.format == FMT_CHROME || opts.format == FMT_CSV) {
+    c.cache = text_cache_new();
+    if (!c.cache) {
+      cli_error("out of memory");
+      cts_outfile_discard(&file);
+      return CLI_EXIT_INTERNAL;
+    }
+  }
   if (opts.format == FMT_CHROME) {
     c.points = malloc(MAX_COUNTER_POINTS * sizeof *c.points);
     if (!c.points) {
+      free(c.cache);
       cli_error("out of memory");
       cts_outfile_discard(&file);
       return CLI_EXIT_INTERNAL;
@@ -922,7 +1096,9 @@ int cmd_export(int argc, char **argv) {
                 "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
                 "line,backtrace_length\n");
   }
-  const cts_alloc_profile_config_t cfg = {.stacks = true, .skip_histograms = true};
+  /* CSV lines name the allocation point from the trace's own codes: no stack is kept. */
+  const cts_alloc_profile_config_t cfg = {.stacks = opts.format != FMT_CSV,
+                                          .skip_histograms = true};
   cli_trace_t t;
   int code = cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, hook, &c);
   int e = t.hook_err;
@@ -949,6 +1125,7 @@ int cmd_export(int argc, char **argv) {
   free(c.open);
   free(c.path);
   free(c.points);
+  free(c.cache);
   cli_trace_free(&t);
   return code;
 }
