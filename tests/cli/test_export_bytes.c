@@ -12,25 +12,12 @@
 #include "../run_cmd.h"
 #include "../test.h"
 #include "hostile_traces.h"
+#include "scratch_dir.h"
 
 enum { TIMEOUT_S = 60 };
 
-static char dir[64];
-
-__attribute__((destructor)) static void remove_tmp_dir(void) {
-  if (!dir[0]) return;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
-}
-
 static const char *in_dir(const char *name, char *buf, size_t size) {
-  if (!dir[0]) {
-    strcpy(dir, "/tmp/cts-export-bytes-XXXXXX");
-    if (!mkdtemp(dir)) abort();
-  }
-  snprintf(buf, size, "%s/%s", dir, name);
-  return buf;
+  return scratch_file("cts-export-bytes", name, buf, size);
 }
 
 /* FNV-1a over the file; its size in *size. */
