@@ -682,6 +682,13 @@ typedef struct stream_ctx {
   uint64_t *open;
   uint32_t *path;
   size_t open_len, cap_open, cap_path;
+  uint32_t *node_labels; /* chrome: stack node -> the label id of its frame, 0 = not yet */
+  size_t cap_labels;
+  uint32_t open_node; /* chrome: the stack node whose frames are open (UINT32_MAX: none) */
+  /* chrome: the digit count of the last time (JSON size estimate); the events of one
+   * allocation share their time */
+  double digits_ts;
+  unsigned digits;
   double clock;
   cts_json_t w; /* {"traceEvents": [ one event per line ... */
   /* chrome: counters, thinned to at most MAX_COUNTER_POINTS by doubling their spacing */
@@ -702,6 +709,23 @@ static int ensure_cap(stream_ctx_t *c, size_t n) {
   while (c->cap_path < n)
     if (cts_grow((void **)&c->path, &c->cap_path, c->cap_path, sizeof *c->path)) return -ENOMEM;
   return 0;
+}
+
+/* The label id of node's frame (0: out of memory), looked up once per node: every
+ * allocation walks its whole stack, and a hash lookup per frame was most of the export. */
+static uint32_t node_label(stream_ctx_t *c, const cts_stacks_t *s, uint32_t node) {
+  if (node >= c->cap_labels) {
+    const size_t old = c->cap_labels;
+    while (c->cap_labels <= node)
+      if (cts_grow((void **)&c->node_labels, &c->cap_labels, c->cap_labels, sizeof *c->node_labels))
+        return 0;
+    memset(c->node_labels + old, 0, (c->cap_labels - old) * sizeof *c->node_labels);
+  }
+  if (!c->node_labels[node]) {
+    /* label ids fit: there are fewer labels than nodes */
+    c->node_labels[node] = (uint32_t)cts_labels_id(&c->labels, s->nodes[node].code);
+  }
+  return c->node_labels[node];
 }
 
 void cli_chrome_begin(cts_json_t *w, cts_out_t *o) {
@@ -760,11 +784,15 @@ static void chrome_event(stream_ctx_t *c, char ph, uint64_t label, double ts) {
   }
   /* '{"ph": "B", "pid": 2, "tid": 1, "ts": T.000, "name": "N"},\n': 53 bytes, the time's
    * digits and the name (escapes aside, rare in names). */
-  unsigned digits = 5; /* "0.000" */
-  /* In double: a hostile trace's time can be beyond any integer type (or not a number,
-   * which stops the loop at once). */
-  for (double v = ts < 0 ? -ts : ts; v >= 10 && digits < 400; v /= 10) digits++;
-  c->json_bytes += 53 + digits + raw;
+  if (ts != c->digits_ts) {
+    unsigned digits = 5; /* "0.000" */
+    /* In double: a hostile trace's time can be beyond any integer type (or not a number,
+     * which stops the loop at once). */
+    for (double v = ts < 0 ? -ts : ts; v >= 10 && digits < 400; v /= 10) digits++;
+    c->digits_ts = ts;
+    c->digits = digits;
+  }
+  c->json_bytes += 53 + c->digits + raw;
   cts_out_t *o = c->o;
   cts_json_ws(&c->w, "\n");
   cts_json_raw_value(&c->w);
@@ -849,20 +877,25 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   const cts_stacks_t *s = &p->stacks;
   const uint32_t node = p->last_node;
   const uint32_t depth = s->nodes[node].depth;
-  if (ensure_cap(c, (size_t)depth + 1)) return -ENOMEM;
-  node_path(s, node, c->path);
-  /* Label ids of the new stack, then close what differs and open the rest. */
-  size_t common = 0;
-  for (uint32_t k = 0; k < depth; k++) {
-    const uint64_t id = cts_labels_id(&c->labels, s->nodes[c->path[k]].code);
-    if (!id) return -ENOMEM;
-    c->path[k] = (uint32_t)id; /* label ids fit: there are fewer labels than nodes */
-    if (common == k && k < c->open_len && c->open[k] == id) common++;
-  }
-  while (c->open_len > common) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
-  for (uint32_t k = (uint32_t)common; k < depth; k++) {
-    c->open[c->open_len++] = c->path[k];
-    chrome_event(c, 'B', c->path[k], c->clock);
+  /* The stack of the previous allocation (depth > 0) is open as it is: nothing to close or
+   * open. Otherwise the label ids of the new stack, then close what differs and open the
+   * rest. */
+  if (node != c->open_node || depth == 0) {
+    if (ensure_cap(c, (size_t)depth + 1)) return -ENOMEM;
+    node_path(s, node, c->path);
+    size_t common = 0;
+    for (uint32_t k = 0; k < depth; k++) {
+      const uint32_t id = node_label(c, s, c->path[k]);
+      if (!id) return -ENOMEM;
+      c->path[k] = id;
+      if (common == k && k < c->open_len && c->open[k] == id) common++;
+    }
+    while (c->open_len > common) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
+    for (uint32_t k = (uint32_t)common; k < depth; k++) {
+      c->open[c->open_len++] = c->path[k];
+      chrome_event(c, 'B', c->path[k], c->clock);
+    }
+    c->open_node = node;
   }
   if (depth == 0) {
     chrome_event(c, 'B', 0, c->clock);
@@ -1070,7 +1103,7 @@ int cmd_export(int argc, char **argv) {
     const int code = cli_tasks_export(out, argv[first], opts.format == FMT_CHROME, opts.quiet);
     return cli_output_close(&file, cli_finish_output(out, code));
   }
-  stream_ctx_t c = {.o = out, .opts = &opts};
+  stream_ctx_t c = {.o = out, .opts = &opts, .open_node = UINT32_MAX, .digits = 5};
   cli_event_hook hook = NULL;
   if (opts.format == FMT_CHROME || opts.format == FMT_CSV) {
     c.cache = text_cache_new();
@@ -1124,6 +1157,7 @@ int cmd_export(int argc, char **argv) {
   if (c.labels_ready) cts_labels_fini(&c.labels);
   free(c.open);
   free(c.path);
+  free(c.node_labels);
   free(c.points);
   free(c.cache);
   cli_trace_free(&t);
