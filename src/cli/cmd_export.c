@@ -671,6 +671,16 @@ static const text_slot_t *text_cache_keep(text_cache_t *tc, uint64_t key, size_t
   return e;
 }
 
+/* chrome: the label ids of the frame codes met last, direct-mapped (label 0: empty): every
+ * allocation names each frame of its stack, and a hash lookup per frame was most of the
+ * export. */
+#define CODE_LABEL_SLOTS 4096u
+
+typedef struct code_label {
+  uint64_t code;
+  uint64_t label;
+} code_label_t;
+
 typedef struct stream_ctx {
   cts_out_t *o;
   text_cache_t *cache; /* csv: allocation points; chrome: frame names */
@@ -680,11 +690,9 @@ typedef struct stream_ctx {
   bool labels_ready;
   /* chrome: the open flame-chart frames (label ids), and the byte clock */
   uint64_t *open;
-  uint32_t *path;
+  uint64_t *path;
   size_t open_len, cap_open, cap_path;
-  uint32_t *node_labels; /* chrome: stack node -> the label id of its frame, 0 = not yet */
-  size_t cap_labels;
-  uint32_t open_node; /* chrome: the stack node whose frames are open (UINT32_MAX: none) */
+  code_label_t *code_labels; /* chrome: frame code -> label id, CODE_LABEL_SLOTS of them */
   /* chrome: the digit count of the last time (JSON size estimate); the events of one
    * allocation share their time */
   double digits_ts;
@@ -711,21 +719,13 @@ static int ensure_cap(stream_ctx_t *c, size_t n) {
   return 0;
 }
 
-/* The label id of node's frame (0: out of memory), looked up once per node: every
- * allocation walks its whole stack, and a hash lookup per frame was most of the export. */
-static uint32_t node_label(stream_ctx_t *c, const cts_stacks_t *s, uint32_t node) {
-  if (node >= c->cap_labels) {
-    const size_t old = c->cap_labels;
-    while (c->cap_labels <= node)
-      if (cts_grow((void **)&c->node_labels, &c->cap_labels, c->cap_labels, sizeof *c->node_labels))
-        return 0;
-    memset(c->node_labels + old, 0, (c->cap_labels - old) * sizeof *c->node_labels);
-  }
-  if (!c->node_labels[node]) {
-    /* label ids fit: there are fewer labels than nodes */
-    c->node_labels[node] = (uint32_t)cts_labels_id(&c->labels, s->nodes[node].code);
-  }
-  return c->node_labels[node];
+/* The label id of a frame code (0: out of memory). */
+static uint64_t code_label(stream_ctx_t *c, uint64_t code) {
+  code_label_t *e = &c->code_labels[cts_mix64(code) & (CODE_LABEL_SLOTS - 1)];
+  if (e->label && e->code == code) return e->label;
+  const uint64_t id = cts_labels_id(&c->labels, code);
+  if (id) *e = (code_label_t){code, id};
+  return id;
 }
 
 void cli_chrome_begin(cts_json_t *w, cts_out_t *o) {
@@ -874,28 +874,23 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
     cts_labels_init(&c->labels, &c->frames, CTS_LABEL_NAME);
     c->labels_ready = true;
   }
-  const cts_stacks_t *s = &p->stacks;
-  const uint32_t node = p->last_node;
-  const uint32_t depth = s->nodes[node].depth;
-  /* The stack of the previous allocation (depth > 0) is open as it is: nothing to close or
-   * open. Otherwise the label ids of the new stack, then close what differs and open the
-   * rest. */
-  if (node != c->open_node || depth == 0) {
-    if (ensure_cap(c, (size_t)depth + 1)) return -ENOMEM;
-    node_path(s, node, c->path);
-    size_t common = 0;
-    for (uint32_t k = 0; k < depth; k++) {
-      const uint32_t id = node_label(c, s, c->path[k]);
-      if (!id) return -ENOMEM;
-      c->path[k] = id;
-      if (common == k && k < c->open_len && c->open[k] == id) common++;
-    }
-    while (c->open_len > common) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
-    for (uint32_t k = (uint32_t)common; k < depth; k++) {
-      c->open[c->open_len++] = c->path[k];
-      chrome_event(c, 'B', c->path[k], c->clock);
-    }
-    c->open_node = node;
+  /* The stack as the profile would intern it (allocator frames folded: a prefix), named
+   * from the trace's codes: no stack is interned for this export, so none is lost to the
+   * node budget either. Then close what differs from the open frames and open the rest. */
+  const size_t n = ev->backtrace_len;
+  const size_t depth = t->fold ? cts_fold_cut(t->fold, ev->backtrace, n) : n;
+  if (ensure_cap(c, depth + 1)) return -ENOMEM;
+  size_t common = 0;
+  for (size_t k = 0; k < depth; k++) {
+    const uint64_t id = code_label(c, ev->backtrace[k]);
+    if (!id) return -ENOMEM;
+    c->path[k] = id;
+    if (common == k && k < c->open_len && c->open[k] == id) common++;
+  }
+  while (c->open_len > common) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
+  for (size_t k = common; k < depth; k++) {
+    c->open[c->open_len++] = c->path[k];
+    chrome_event(c, 'B', c->path[k], c->clock);
   }
   if (depth == 0) {
     chrome_event(c, 'B', 0, c->clock);
@@ -1103,7 +1098,7 @@ int cmd_export(int argc, char **argv) {
     const int code = cli_tasks_export(out, argv[first], opts.format == FMT_CHROME, opts.quiet);
     return cli_output_close(&file, cli_finish_output(out, code));
   }
-  stream_ctx_t c = {.o = out, .opts = &opts, .open_node = UINT32_MAX, .digits = 5};
+  stream_ctx_t c = {.o = out, .opts = &opts, .digits = 5};
   cli_event_hook hook = NULL;
   if (opts.format == FMT_CHROME || opts.format == FMT_CSV) {
     c.cache = text_cache_new();
@@ -1115,7 +1110,10 @@ int cmd_export(int argc, char **argv) {
   }
   if (opts.format == FMT_CHROME) {
     c.points = malloc(MAX_COUNTER_POINTS * sizeof *c.points);
-    if (!c.points) {
+    c.code_labels = calloc(CODE_LABEL_SLOTS, sizeof *c.code_labels);
+    if (!c.points || !c.code_labels) {
+      free(c.points);
+      free(c.code_labels);
       free(c.cache);
       cli_error("out of memory");
       cts_outfile_discard(&file);
@@ -1129,9 +1127,9 @@ int cmd_export(int argc, char **argv) {
                 "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
                 "line,backtrace_length\n");
   }
-  /* CSV lines name the allocation point from the trace's own codes: no stack is kept. */
-  const cts_alloc_profile_config_t cfg = {.stacks = opts.format != FMT_CSV,
-                                          .skip_histograms = true};
+  /* CSV lines and chrome frames are named from the trace's own codes: no stack is kept. */
+  const cts_alloc_profile_config_t cfg = {
+      .stacks = opts.format != FMT_CSV && opts.format != FMT_CHROME, .skip_histograms = true};
   cli_trace_t t;
   int code = cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, hook, &c);
   int e = t.hook_err;
@@ -1157,7 +1155,7 @@ int cmd_export(int argc, char **argv) {
   if (c.labels_ready) cts_labels_fini(&c.labels);
   free(c.open);
   free(c.path);
-  free(c.node_labels);
+  free(c.code_labels);
   free(c.points);
   free(c.cache);
   cli_trace_free(&t);
