@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../analysis/diff.h"
+#include "../analysis/live_table.h"
 #include "cli.h"
 #include "cmd_tasks.h"
 #include "load.h"
@@ -270,6 +271,10 @@ int cmd_diff(int argc, char **argv) {
       code = CLI_EXIT_INTERNAL;
       goto end;
     }
+    /* The rows hold every figure the diff compares: the trace's live blocks (most of its
+     * memory on a trace whose blocks survive) go before the next trace is read, so the
+     * peak is that of one trace, not of both. */
+    cts_live_fini(&sides[s].t.prof.live);
     const cts_alloc_profile_t *p = &sides[s].t.prof;
     sides[s].duration = cts_alloc_profile_duration_s(p);
     if (rate && sides[s].duration <= 0) {

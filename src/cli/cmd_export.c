@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "../common/grow.h"
+#include "../common/hash.h"
 #include "../analysis/strtab.h"
 #include "cli.h"
 #include "cmd_tasks.h"
@@ -702,16 +703,90 @@ typedef struct counter_point {
   uint64_t time_us, live_samples, alloc_samples;
 } counter_point_t;
 
+/* Text formatted once per key and kept for the next events that need it: the CSV columns of
+ * an allocation point (keyed by backtrace code), the JSON string of a frame name (keyed by
+ * label id). A trace has few of them and millions of events. A direct-mapped table over a
+ * text arena that starts again when full, so its memory is fixed whatever the trace; a text
+ * longer than TEXT_CACHE_MAX is not kept (the caller writes it itself). */
+#define TEXT_CACHE_SLOTS 4096u
+#define TEXT_CACHE_TEXT  (1u << 20)
+#define TEXT_CACHE_MAX   (16u << 10)
+
+typedef struct text_slot {
+  uint64_t key;
+  uint32_t off, len; /* in text; len 0: an empty slot */
+  uint32_t aux;      /* the caller's (chrome: the name's length before escaping) */
+} text_slot_t;
+
+typedef struct text_cache {
+  text_slot_t slots[TEXT_CACHE_SLOTS];
+  size_t used;
+  char text[TEXT_CACHE_TEXT];
+} text_cache_t;
+
+static text_cache_t *text_cache_new(void) {
+  text_cache_t *tc = malloc(sizeof *tc);
+  if (tc) {
+    for (size_t i = 0; i < TEXT_CACHE_SLOTS; i++) tc->slots[i].len = 0;
+    tc->used = 0;
+  }
+  return tc;
+}
+
+static text_slot_t *text_slot(text_cache_t *tc, uint64_t key) {
+  return &tc->slots[cts_mix64(key) & (TEXT_CACHE_SLOTS - 1)];
+}
+
+/* The text kept for key (its slot), or NULL. */
+static const text_slot_t *text_cache_find(text_cache_t *tc, uint64_t key) {
+  const text_slot_t *e = text_slot(tc, key);
+  return e->len && e->key == key ? e : NULL;
+}
+
+/* Room for need (≤ TEXT_CACHE_MAX) bytes of text, which text_cache_keep then keeps. */
+static char *text_cache_room(text_cache_t *tc, size_t need) {
+  if (tc->used + need > TEXT_CACHE_TEXT) {
+    for (size_t i = 0; i < TEXT_CACHE_SLOTS; i++) tc->slots[i].len = 0;
+    tc->used = 0;
+  }
+  return tc->text + tc->used;
+}
+
+/* Keeps the len (> 0) bytes written at text_cache_room as key's text. */
+static const text_slot_t *text_cache_keep(text_cache_t *tc, uint64_t key, size_t len,
+                                          uint32_t aux) {
+  text_slot_t *e = text_slot(tc, key);
+  *e = (text_slot_t){key, (uint32_t)tc->used, (uint32_t)len, aux};
+  tc->used += len;
+  return e;
+}
+
+/* chrome: the label ids of the frame codes met last, direct-mapped (label 0: empty): every
+ * allocation names each frame of its stack, and a hash lookup per frame was most of the
+ * export. */
+#define CODE_LABEL_SLOTS 4096u
+
+typedef struct code_label {
+  uint64_t code;
+  uint64_t label;
+} code_label_t;
+
 typedef struct stream_ctx {
   cts_out_t *o;
+  text_cache_t *cache; /* csv: allocation points; chrome: frame names */
   const export_opts_t *opts;
   cts_labels_t labels;
   cts_frames_t frames;
   bool labels_ready;
   /* chrome: the open flame-chart frames (label ids), and the byte clock */
   uint64_t *open;
-  uint32_t *path;
+  uint64_t *path;
   size_t open_len, cap_open, cap_path;
+  code_label_t *code_labels; /* chrome: frame code -> label id, CODE_LABEL_SLOTS of them */
+  /* chrome: the digit count of the last time (JSON size estimate); the events of one
+   * allocation share their time */
+  double digits_ts;
+  unsigned digits;
   double clock;
   cts_json_t w; /* {"traceEvents": [ one event per line ... */
   /* chrome: counters, thinned to at most MAX_COUNTER_POINTS by doubling their spacing */
@@ -732,6 +807,15 @@ static int ensure_cap(stream_ctx_t *c, size_t n) {
   while (c->cap_path < n)
     if (cts_grow((void **)&c->path, &c->cap_path, c->cap_path, sizeof *c->path)) return -ENOMEM;
   return 0;
+}
+
+/* The label id of a frame code (0: out of memory). */
+static uint64_t code_label(stream_ctx_t *c, uint64_t code) {
+  code_label_t *e = &c->code_labels[cts_mix64(code) & (CODE_LABEL_SLOTS - 1)];
+  if (e->label && e->code == code) return e->label;
+  const uint64_t id = cts_labels_id(&c->labels, code);
+  if (id) *e = (code_label_t){code, id};
+  return id;
 }
 
 void cli_chrome_begin(cts_json_t *w, cts_out_t *o) {
@@ -769,20 +853,58 @@ static cts_json_t *begin_event(stream_ctx_t *c, const char *ph, unsigned pid) {
   return w;
 }
 
-/* A slice of the flame chart opening ("B") or closing ("E") at ts. */
-static void chrome_event(stream_ctx_t *c, const char *ph, const char *name, double ts) {
+/* A slice of the flame chart opening ('B') or closing ('E') at ts, named after label (0:
+ * "(no backtrace)"). Written in place (cts_json_raw_value): millions of events of one shape,
+ * their names escaped once (the text cache). */
+static void chrome_event(stream_ctx_t *c, char ph, uint64_t label, double ts) {
+  static const char head[] = "{\"ph\": \"B\", \"pid\": 2, \"tid\": 1, \"ts\": ";
+  static const char name_key[] = ", \"name\": ";
+  const text_slot_t *e = text_cache_find(c->cache, label);
+  const char *name = NULL;
+  size_t raw;
+  if (e) {
+    raw = e->aux;
+  } else {
+    name = label ? cts_labels_name(&c->labels, label) : "(no backtrace)";
+    raw = strlen(name);
+    if (6 * raw + 2 <= TEXT_CACHE_MAX) {
+      char *d = text_cache_room(c->cache, 6 * raw + 2);
+      e = text_cache_keep(c->cache, label, cts_fmt_json_str(d, name), (uint32_t)raw);
+    }
+  }
   /* '{"ph": "B", "pid": 2, "tid": 1, "ts": T.000, "name": "N"},\n': 53 bytes, the time's
    * digits and the name (escapes aside, rare in names). */
-  unsigned digits = 5; /* "0.000" */
-  /* In double: a hostile trace's time can be beyond any integer type (or not a number,
-   * which stops the loop at once). */
-  for (double v = ts < 0 ? -ts : ts; v >= 10 && digits < 400; v /= 10) digits++;
-  c->json_bytes += 53 + digits + strlen(name);
-  cts_json_t *w = begin_event(c, ph, 2);
-  cts_json_kv_u64(w, "tid", 1);
-  cts_json_kv_fixed(w, "ts", ts, 3);
-  cts_json_kv_str(w, "name", name);
-  cts_json_end(w);
+  if (ts != c->digits_ts) {
+    unsigned digits = 5; /* "0.000" */
+    /* In double: a hostile trace's time can be beyond any integer type (or not a number,
+     * which stops the loop at once). */
+    for (double v = ts < 0 ? -ts : ts; v >= 10 && digits < 400; v /= 10) digits++;
+    c->digits_ts = ts;
+    c->digits = digits;
+  }
+  c->json_bytes += 53 + c->digits + raw;
+  cts_out_t *o = c->o;
+  cts_json_ws(&c->w, "\n");
+  cts_json_raw_value(&c->w);
+  char *d = cts_out_reserve(o, sizeof head);
+  memcpy(d, head, sizeof head - 1);
+  d[8] = ph;
+  o->len += sizeof head - 1;
+  if (isfinite(ts))
+    cts_out_fixed(o, ts, 3);
+  else
+    cts_out_str(o, "null");
+  if (e) {
+    d = cts_out_reserve(o, sizeof name_key + e->len);
+    memcpy(d, name_key, sizeof name_key - 1);
+    memcpy(d + sizeof name_key - 1, c->cache->text + e->off, e->len);
+    d[sizeof name_key - 1 + e->len] = '}';
+    o->len += sizeof name_key + e->len;
+  } else {
+    cts_out_str(o, name_key);
+    cts_out_json_str(o, name);
+    cts_out_char(o, '}');
+  }
 }
 
 /* A metadata event naming a process or thread. */
@@ -842,29 +964,28 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
     cts_labels_init(&c->labels, &c->frames, CTS_LABEL_NAME);
     c->labels_ready = true;
   }
-  const cts_stacks_t *s = &p->stacks;
-  const uint32_t node = p->last_node;
-  const uint32_t depth = s->nodes[node].depth;
-  if (ensure_cap(c, (size_t)depth + 1)) return -ENOMEM;
-  node_path(s, node, c->path);
-  /* Label ids of the new stack, then close what differs and open the rest. */
+  /* The stack as the profile would intern it (allocator frames folded: a prefix), named
+   * from the trace's codes: no stack is interned for this export, so none is lost to the
+   * node budget either. Then close what differs from the open frames and open the rest. */
+  const size_t n = ev->backtrace_len;
+  const size_t depth = t->fold ? cts_fold_cut(t->fold, ev->backtrace, n) : n;
+  if (ensure_cap(c, depth + 1)) return -ENOMEM;
   size_t common = 0;
-  for (uint32_t k = 0; k < depth; k++) {
-    const uint64_t id = cts_labels_id(&c->labels, s->nodes[c->path[k]].code);
+  for (size_t k = 0; k < depth; k++) {
+    const uint64_t id = code_label(c, ev->backtrace[k]);
     if (!id) return -ENOMEM;
-    c->path[k] = (uint32_t)id; /* label ids fit: there are fewer labels than nodes */
+    c->path[k] = id;
     if (common == k && k < c->open_len && c->open[k] == id) common++;
   }
-  while (c->open_len > common)
-    chrome_event(c, "E", cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
-  for (uint32_t k = (uint32_t)common; k < depth; k++) {
+  while (c->open_len > common) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
+  for (size_t k = common; k < depth; k++) {
     c->open[c->open_len++] = c->path[k];
-    chrome_event(c, "B", cts_labels_name(&c->labels, c->path[k]), c->clock);
+    chrome_event(c, 'B', c->path[k], c->clock);
   }
   if (depth == 0) {
-    chrome_event(c, "B", "(no backtrace)", c->clock);
+    chrome_event(c, 'B', 0, c->clock);
     c->clock += (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p);
-    chrome_event(c, "E", "(no backtrace)", c->clock);
+    chrome_event(c, 'E', 0, c->clock);
   } else {
     c->clock += (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p);
   }
@@ -875,38 +996,110 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   return c->o->err;
 }
 
-static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
-  stream_ctx_t *c = ud;
-  const cts_alloc_profile_t *p = &t->prof;
-  static const char *const kinds[] = {"", "alloc", "promote", "collect"};
-  static const char *const heaps[] = {"minor", "major", "external"};
-  const uint64_t rel = ev->time_us > p->start_time_us ? ev->time_us - p->start_time_us : 0;
-  cts_out_u64(c->o, rel);
-  cts_out_printf(c->o, ",%s,", kinds[ev->kind]);
-  cts_out_u64(c->o, ev->obj_id);
-  if (ev->kind != CTS_MT_ALLOC) {
-    cts_out_str(c->o, ",,,,,,,,\n");
-    return c->o->err;
+/* s as a CSV field into d (room for 2 strlen(s) + 2 bytes): as cli_csv_str writes it. */
+static size_t csv_field(char *d, const char *s) {
+  size_t n = 0;
+  if (!strpbrk(s, ",\"\n\r")) {
+    n = strlen(s);
+    memcpy(d, s, n);
+    return n;
   }
-  cts_out_printf(c->o, ",%s,", heaps[ev->source < 3 ? ev->source : 2]);
-  cts_out_u64(c->o, ev->length);
-  cts_out_char(c->o, ',');
-  cts_out_u64(c->o, ev->nsamples);
-  cts_out_printf(c->o, ",%.0f,", (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p));
-  const cts_frames_t frames = cli_trace_frames(t);
-  const cts_mt_location_t *l =
-      ev->backtrace_len ? cts_frame_innermost(&frames, ev->backtrace[ev->backtrace_len - 1]) : NULL;
-  cli_csv_str(c->o, l ? l->defname : "");
-  cts_out_char(c->o, ',');
-  cli_csv_str(c->o, l ? l->filename : "");
-  cts_out_printf(c->o, ",%u,%zu\n", l ? l->line : 0, ev->backtrace_len);
-  return c->o->err;
+  d[n++] = '"';
+  for (; *s; s++) {
+    if (*s == '"') d[n++] = '"';
+    d[n++] = *s;
+  }
+  d[n++] = '"';
+  return n;
+}
+
+/* The allocation point columns of code from the cache (formatted into it on a miss), or
+ * NULL when they are not kept: *l is then the location (NULL if none). */
+static const char *csv_site(text_cache_t *tc, cli_trace_t *t, uint64_t code, size_t *len,
+                            const cts_mt_location_t **l) {
+  const text_slot_t *e = text_cache_find(tc, code);
+  if (!e) {
+    const cts_frames_t frames = cli_trace_frames(t);
+    *l = cts_frame_innermost(&frames, code);
+    /* Not kept without a location: the code may yet be defined (a corrupt trace). */
+    if (!*l) return NULL;
+    const size_t need = 2 * strlen((*l)->defname) + 2 * strlen((*l)->filename) + 6 + CTS_U64_DIGITS;
+    if (need > TEXT_CACHE_MAX) return NULL;
+    char *d = text_cache_room(tc, need);
+    size_t n = csv_field(d, (*l)->defname);
+    d[n++] = ',';
+    n += csv_field(d + n, (*l)->filename);
+    d[n++] = ',';
+    n += cts_fmt_u64(d + n, (*l)->line);
+    e = text_cache_keep(tc, code, n, 0);
+  }
+  *len = e->len;
+  return tc->text + e->off;
+}
+
+/* One line per event, formatted in the output buffer (no printf: 10^7 lines). */
+static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
+  typedef struct {
+    char s[11];
+    uint8_t n;
+  } text_t;
+  static const text_t kinds[] = {{",,", 2}, {",alloc,", 7}, {",promote,", 9}, {",collect,", 9}};
+  static const text_t heaps[] = {{",minor,", 7}, {",major,", 7}, {",external,", 10}};
+  stream_ctx_t *c = ud;
+  cts_out_t *o = c->o;
+  const cts_alloc_profile_t *p = &t->prof;
+  const uint64_t rel = ev->time_us > p->start_time_us ? ev->time_us - p->start_time_us : 0;
+  const text_t *kind = &kinds[(unsigned)ev->kind < 4 ? ev->kind : 0];
+  char *d = cts_out_reserve(o, 4 * CTS_U64_DIGITS + 32);
+  size_t n = cts_fmt_u64(d, rel);
+  memcpy(d + n, kind->s, kind->n);
+  n += kind->n;
+  n += cts_fmt_u64(d + n, ev->obj_id);
+  if (ev->kind != CTS_MT_ALLOC) {
+    memcpy(d + n, ",,,,,,,,\n", 9);
+    o->len += n + 9;
+    return o->err;
+  }
+  const text_t *heap = &heaps[ev->source < 3 ? ev->source : 2];
+  memcpy(d + n, heap->s, heap->n);
+  n += heap->n;
+  n += cts_fmt_u64(d + n, ev->length);
+  d[n++] = ',';
+  n += cts_fmt_u64(d + n, ev->nsamples);
+  d[n++] = ',';
+  o->len += n;
+  cts_out_fixed(o, (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p), 0);
+  const cts_mt_location_t *l = NULL;
+  size_t len = 3;
+  const char *site = ",,0"; /* no backtrace */
+  if (ev->backtrace_len)
+    site = csv_site(c->cache, t, ev->backtrace[ev->backtrace_len - 1], &len, &l);
+  if (!site) {
+    cts_out_char(o, ',');
+    cli_csv_str(o, l ? l->defname : "");
+    cts_out_char(o, ',');
+    cli_csv_str(o, l ? l->filename : "");
+    cts_out_char(o, ',');
+    cts_out_u64(o, l ? l->line : 0);
+    len = 0;
+  }
+  d = cts_out_reserve(o, len + CTS_U64_DIGITS + 3);
+  n = 0;
+  if (site) {
+    d[n++] = ',';
+    memcpy(d + n, site, len);
+    n += len;
+  }
+  d[n++] = ',';
+  n += cts_fmt_u64(d + n, ev->backtrace_len);
+  d[n++] = '\n';
+  o->len += n;
+  return o->err;
 }
 
 static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
   const cts_alloc_profile_t *p = &t->prof;
-  while (c->open_len > 0)
-    chrome_event(c, "E", cts_labels_name(&c->labels, c->open[--c->open_len]), c->clock);
+  while (c->open_len > 0) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
   const double bps = cts_alloc_profile_bytes_per_sample(p);
   cts_json_t *w = &c->w;
   for (size_t i = 0; i < c->npoints; i++) {
@@ -995,11 +1188,23 @@ int cmd_export(int argc, char **argv) {
     const int code = cli_tasks_export(out, argv[first], opts.format == FMT_CHROME, opts.quiet);
     return cli_output_close(&file, cli_finish_output(out, code));
   }
-  stream_ctx_t c = {.o = out, .opts = &opts};
+  stream_ctx_t c = {.o = out, .opts = &opts, .digits = 5};
   cli_event_hook hook = NULL;
+  if (opts.format == FMT_CHROME || opts.format == FMT_CSV) {
+    c.cache = text_cache_new();
+    if (!c.cache) {
+      cli_error("out of memory");
+      cts_outfile_discard(&file);
+      return CLI_EXIT_INTERNAL;
+    }
+  }
   if (opts.format == FMT_CHROME) {
     c.points = malloc(MAX_COUNTER_POINTS * sizeof *c.points);
-    if (!c.points) {
+    c.code_labels = calloc(CODE_LABEL_SLOTS, sizeof *c.code_labels);
+    if (!c.points || !c.code_labels) {
+      free(c.points);
+      free(c.code_labels);
+      free(c.cache);
       cli_error("out of memory");
       cts_outfile_discard(&file);
       return CLI_EXIT_INTERNAL;
@@ -1012,7 +1217,9 @@ int cmd_export(int argc, char **argv) {
                 "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
                 "line,backtrace_length\n");
   }
-  const cts_alloc_profile_config_t cfg = {.stacks = true, .skip_histograms = true};
+  /* CSV lines and chrome frames are named from the trace's own codes: no stack is kept. */
+  const cts_alloc_profile_config_t cfg = {
+      .stacks = opts.format != FMT_CSV && opts.format != FMT_CHROME, .skip_histograms = true};
   cli_trace_t t;
   int code = cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, hook, &c);
   int e = t.hook_err;
@@ -1038,7 +1245,9 @@ int cmd_export(int argc, char **argv) {
   if (c.labels_ready) cts_labels_fini(&c.labels);
   free(c.open);
   free(c.path);
+  free(c.code_labels);
   free(c.points);
+  free(c.cache);
   cli_trace_free(&t);
   return code;
 }

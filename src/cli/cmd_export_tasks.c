@@ -186,13 +186,18 @@ static int csv_hook(void *ud, cli_tasks_t *t, const cts_mprof_event_t *ev) {
   cts_out_t *o = ud;
   const uint64_t first = t->m.first_ns;
   cts_out_u64(o, ev->time_ns >= first ? ev->time_ns - first : 0);
-  cts_out_printf(o, ",%s,", cts_mprof_event_name(ev->id));
+  /* (no printf: a line per event) */
+  cts_out_char(o, ',');
+  cts_out_str(o, cts_mprof_event_name(ev->id));
+  cts_out_char(o, ',');
   if (ev->id != CTS_MPROF_GC) cts_out_i64(o, ev->thread);
   cts_out_char(o, ',');
   switch (ev->id) {
     case CTS_MPROF_CREATES:
       cts_out_i64(o, (int64_t)ev->arg);
-      cts_out_printf(o, ",%s,,", cts_task_type_name(ev->thread_type));
+      cts_out_char(o, ',');
+      cts_out_str(o, cts_task_type_name(ev->thread_type));
+      cts_out_str(o, ",,");
       break;
     case CTS_MPROF_LABEL:
     case CTS_MPROF_SWITCH:

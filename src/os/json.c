@@ -137,6 +137,11 @@ void cts_json_str(cts_json_t *w, const char *s) {
   after_value(w);
 }
 
+void cts_json_raw_value(cts_json_t *w) {
+  before_value(w);
+  after_value(w);
+}
+
 void cts_json_u64(cts_json_t *w, uint64_t v) {
   before_value(w);
   cts_out_u64(w->o, v);
@@ -172,7 +177,13 @@ static void number(cts_json_t *w, double v, const char *fmt, int prec) {
 }
 
 void cts_json_fixed(cts_json_t *w, double v, int decimals) {
-  number(w, v, "%.*f", decimals);
+  /* Without printf (cts_out_fixed): chrome exports write a time per event. */
+  before_value(w);
+  if (isfinite(v))
+    cts_out_fixed(w->o, v, decimals);
+  else
+    cts_out_str(w->o, "null");
+  after_value(w);
 }
 
 void cts_json_g(cts_json_t *w, double v, int digits) {

@@ -66,6 +66,13 @@ void cts_json_g(cts_json_t *w, double v, int digits);
 /* The shortest %g form that reads back as v ("0.0001", "1e-05"). */
 void cts_json_shortest(cts_json_t *w, double v);
 
+/* A value whose bytes the caller writes to w->o itself, right after this call: the comma
+ * and layout whitespace due before it are written, and it counts as written. For hot paths
+ * that write millions of values of one shape (the chrome exports' events); the caller's
+ * bytes must be one complete JSON value, its strings from cts_fmt_json_str or
+ * cts_out_json_str and its numbers from cts_out_u64 or cts_out_fixed. */
+void cts_json_raw_value(cts_json_t *w);
+
 /* Members: a key and its value. */
 void cts_json_kv_str(cts_json_t *w, const char *key, const char *s);
 void cts_json_kv_u64(cts_json_t *w, const char *key, uint64_t v);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,14 +116,107 @@ void cts_out_str(cts_out_t *o, const char *s) {
   cts_out_write(o, s, strlen(s));
 }
 
+/* "00" to "99": two digits per division. */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* 10^i, for the digit count. */
+static const uint64_t pow10_u64[20] = {1u,
+                                       10u,
+                                       100u,
+                                       1000u,
+                                       10000u,
+                                       100000u,
+                                       1000000u,
+                                       10000000u,
+                                       100000000u,
+                                       1000000000u,
+                                       10000000000u,
+                                       100000000000u,
+                                       1000000000000u,
+                                       10000000000000u,
+                                       100000000000000u,
+                                       1000000000000000u,
+                                       10000000000000000u,
+                                       100000000000000000u,
+                                       1000000000000000000u,
+                                       10000000000000000000u};
+
+size_t cts_fmt_u64(char *d, uint64_t v) {
+  /* Digits from the bit length (× log10 2 ≈ 1233 / 4096), corrected by one comparison. */
+  const unsigned bits = 64u - (unsigned)__builtin_clzll(v | 1);
+  const unsigned guess = (bits * 1233u) >> 12;            /* 0..19 */
+  const size_t n = guess + ((v | 1) >= pow10_u64[guess]); /* (v | 1: "0" is one digit) */
+  char *p = d + n;
+  while (v >= 100) {
+    const unsigned k = (unsigned)(v % 100) * 2;
+    v /= 100;
+    *--p = digit_pairs[k + 1];
+    *--p = digit_pairs[k];
+  }
+  if (v >= 10) {
+    *--p = digit_pairs[v * 2 + 1];
+    *--p = digit_pairs[v * 2];
+  } else {
+    *--p = (char)('0' + v);
+  }
+  return n;
+}
+
 void cts_out_u64(cts_out_t *o, uint64_t v) {
-  char tmp[20];
-  int n = 0;
-  do {
-    tmp[19 - n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  cts_out_write(o, tmp + 20 - n, (size_t)n);
+  char *d = cts_out_reserve(o, CTS_U64_DIGITS);
+  o->len += cts_fmt_u64(d, v);
+}
+
+/* v as "%.*f" into d (room for 1 + 20 + 1 + 9 bytes), or 0 when v is outside what is done
+ * here: not finite, 2^64 or more, a fraction below 1, or decimals beyond 9. */
+static size_t fmt_fixed(char *d, double v, int decimals) {
+  static const uint64_t pow10[10] = {1,      10,      100,      1000,      10000,
+                                     100000, 1000000, 10000000, 100000000, 1000000000};
+  if (decimals < 0 || decimals > 9 || !isfinite(v)) return 0;
+  const bool neg = signbit(v);
+  const double a = neg ? -v : v;
+  if (a >= 0x1p64) return 0;
+  uint64_t ip = (uint64_t)a, q = 0;
+  if ((double)ip != a) {
+    /* a = m × 2^-s with m an integer of 53 bits: its integer part is m >> s and its
+     * fraction f / 2^s exactly, f = the low s bits; the decimals are f × 10^d / 2^s,
+     * rounded half to even as printf does with the exact value. */
+    if (a < 1) return 0;
+    uint64_t bits;
+    memcpy(&bits, &a, sizeof bits);
+    const uint64_t m = (bits & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52);
+    /* 1..52: a is normal, in (1, 2^53) and not whole */
+    const unsigned s = 1075u - (unsigned)(bits >> 52);
+    const uint64_t f = m & ((UINT64_C(1) << s) - 1), p = pow10[decimals];
+    if (f > UINT64_MAX / p) return 0;
+    const uint64_t prod = f * p, r = prod & ((UINT64_C(1) << s) - 1), half = UINT64_C(1) << (s - 1);
+    ip = m >> s;
+    q = prod >> s;
+    const bool odd = decimals ? (q & 1) : (ip & 1);
+    if (r > half || (r == half && odd)) q++;
+    if (q == p) ip++, q = 0; /* for decimals 0, q is 1 here and p 1: a carry too */
+  }
+  size_t n = 0;
+  if (neg) d[n++] = '-';
+  n += cts_fmt_u64(d + n, ip);
+  if (decimals) {
+    d[n++] = '.';
+    for (int i = decimals - 1; i >= 0; i--, q /= 10) d[n + (size_t)i] = (char)('0' + q % 10);
+    n += (size_t)decimals;
+  }
+  return n;
+}
+
+void cts_out_fixed(cts_out_t *o, double v, int decimals) {
+  char *d = cts_out_reserve(o, 32);
+  const size_t n = fmt_fixed(d, v, decimals);
+  if (n)
+    o->len += n;
+  else
+    cts_out_printf(o, "%.*f", decimals, v);
 }
 
 void cts_out_i64(cts_out_t *o, int64_t v) {
@@ -175,40 +269,66 @@ static size_t utf8_len(const unsigned char *s) {
   return n;
 }
 
-void cts_out_json_str(cts_out_t *o, const char *s) {
+/* Escapes the characters of the string at *p into d as JSON wants them (without the
+ * quotes), as many whole characters as room holds (room ≥ 6: one escape), stopping at the
+ * NUL; advances *p past them and returns the bytes written. */
+static size_t json_escape_some(char *d, size_t room, const unsigned char **p) {
   static const char hex[] = "0123456789abcdef";
-  cts_out_char(o, '"');
-  const unsigned char *p = (const unsigned char *)s;
-  while (*p) {
-    const unsigned char c = *p;
+  const unsigned char *s = *p;
+  size_t n = 0;
+  while (*s && n + 6 <= room) {
+    const unsigned char c = *s;
     if (c == '"' || c == '\\') {
-      cts_out_char(o, '\\');
-      cts_out_char(o, (char)c);
-      p++;
+      d[n++] = '\\';
+      d[n++] = (char)c;
+      s++;
     } else if (c < 0x20) {
-      const char *esc = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
-      if (esc) {
-        cts_out_str(o, esc);
+      d[n++] = '\\';
+      if (c == '\n' || c == '\t' || c == '\r') {
+        d[n++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
       } else {
-        const char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        cts_out_write(o, u, 6);
+        memcpy(d + n, "u00", 3);
+        d[n + 3] = hex[c >> 4];
+        d[n + 4] = hex[c & 15];
+        n += 5;
       }
-      p++;
+      s++;
     } else if (c < 0x80) {
-      cts_out_char(o, (char)c);
-      p++;
+      d[n++] = (char)c;
+      s++;
     } else {
-      const size_t n = utf8_len(p);
-      if (n) {
-        cts_out_write(o, p, n);
-        p += n;
+      const size_t k = utf8_len(s);
+      if (k) {
+        memcpy(d + n, s, k);
+        n += k;
+        s += k;
       } else {
-        cts_out_str(o, "\xEF\xBF\xBD");
-        p++;
+        memcpy(d + n, "\xEF\xBF\xBD", 3);
+        n += 3;
+        s++;
       }
     }
   }
+  *p = s;
+  return n;
+}
+
+void cts_out_json_str(cts_out_t *o, const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
   cts_out_char(o, '"');
+  while (*p) {
+    char *d = cts_out_reserve(o, 4096);
+    o->len += json_escape_some(d, 4096, &p);
+  }
+  cts_out_char(o, '"');
+}
+
+size_t cts_fmt_json_str(char *d, const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  d[0] = '"';
+  const size_t n = 1 + json_escape_some(d + 1, (size_t)-1, &p);
+  d[n] = '"';
+  return n + 1;
 }
 
 void cts_out_xml_text(cts_out_t *o, const char *s) {

@@ -29,9 +29,16 @@ void cts_out_str(cts_out_t *o, const char *s);
 void cts_out_u64(cts_out_t *o, uint64_t v);
 void cts_out_i64(cts_out_t *o, int64_t v);
 void cts_out_printf(cts_out_t *o, const char *fmt, ...) CTS_PRINTF(2, 3);
+/* v with `decimals` digits after the point (0 to 9), exactly as printf's "%.*f" writes it
+ * (the exact binary value rounded half to even; "-" for a negative or -0 value; "inf",
+ * "nan"), without printf for the values outputs hold: per-event exports write tens of
+ * millions of times, and printf was most of their cost. */
+void cts_out_fixed(cts_out_t *o, double v, int decimals);
 /* A JSON string literal (quotes included), escaping what JSON requires; bytes that are not
  * valid UTF-8 are written as U+FFFD so the output always parses. */
 void cts_out_json_str(cts_out_t *o, const char *s);
+/* The same into d, which has room for 6 strlen(s) + 2 bytes; returns the bytes written. */
+size_t cts_fmt_json_str(char *d, const char *s);
 /* s as XML/HTML text or attribute value: & < > " ' escaped, nothing else changed. */
 void cts_out_xml_text(cts_out_t *o, const char *s);
 /* Writes the buffer out; returns the sticky error (0 if none). */
@@ -86,6 +93,18 @@ static inline void cts_out_char(cts_out_t *o, char c) {
   if (CTS_UNLIKELY(o->len == CTS_OUT_BUFSIZE)) cts__out_flush_full(o);
   o->buf[o->len++] = c;
 }
+
+/* Room for n more bytes (n ≤ CTS_OUT_BUFSIZE / 2), flushing the buffer when it has less:
+ * returns where they go. The caller writes at most n bytes there and adds what it wrote to
+ * o->len: a line formatted in place, without a call per field. */
+static inline char *cts_out_reserve(cts_out_t *o, size_t n) {
+  if (CTS_UNLIKELY(CTS_OUT_BUFSIZE - o->len < n)) cts__out_flush_full(o);
+  return o->buf + o->len;
+}
+
+/* The decimal digits of v at d (at most CTS_U64_DIGITS bytes, no terminator); their count. */
+#define CTS_U64_DIGITS 20u
+size_t cts_fmt_u64(char *d, uint64_t v);
 
 /* Receives one log line (no trailing newline): the shape of the collector's and serve's
  * log callbacks. */

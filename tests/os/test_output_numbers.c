@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/* The buffered writer's number formatting (src/os/output.h) against printf, whose bytes the
+ * exports wrote before: cts_out_fixed must give "%.*f" exactly (rounding half to even on
+ * the exact binary value, signs, carries into the integer part, the values it hands back
+ * to printf) and cts_out_u64 "%llu", for chosen and for random values. */
+#include <inttypes.h>
+#include <math.h>
+
+#include "../test.h"
+#include "common/hash.h"
+#include "os/output.h"
+
+static cts_out_t out;
+
+/* Whether cts_out_fixed(v, d) writes what snprintf("%.*f") does; says which if not. */
+static bool fixed_as_printf(double v, int d) {
+  char want[400], got[400];
+  snprintf(want, sizeof want, "%.*f", d, v);
+  cts_out_init(&out, -1); /* never flushed: the buffer is read */
+  cts_out_fixed(&out, v, d);
+  const size_t n = out.len < sizeof got - 1 ? out.len : sizeof got - 1;
+  memcpy(got, out.buf, n);
+  got[n] = 0;
+  if (strcmp(want, got) == 0) return true;
+  fprintf(stderr, "  %%.%df of %a: printf '%s', cts_out_fixed '%s'\n", d, v, want, got);
+  return false;
+}
+
+CTS_TEST(fixed_matches_printf_on_chosen_values) {
+  static const double values[] = {0,
+                                  -0.0,
+                                  1,
+                                  2,
+                                  0.5,
+                                  1.5,
+                                  2.5,
+                                  3.5,
+                                  0.25,
+                                  0.125,
+                                  0.0625,
+                                  1.0625,
+                                  2.0625,
+                                  1.9995,
+                                  1.0005,
+                                  9.9995,
+                                  99.9996,
+                                  999.5,
+                                  1000.5,
+                                  123.4565,
+                                  8.000000000000002,
+                                  1e-300,
+                                  -1e-300,
+                                  0.9999999,
+                                  4503599627370495.5,
+                                  4503599627370496.5,
+                                  9007199254740993.0,
+                                  1e15 + 0.3,
+                                  18446744073709549568.0,
+                                  18446744073709551616.0,
+                                  1e19,
+                                  1e300,
+                                  -2.5,
+                                  -1.0005,
+                                  -123.25,
+                                  1.0 / 3,
+                                  2.0 / 3,
+                                  800.0000000000001,
+                                  26.666666666666668,
+                                  INFINITY,
+                                  -INFINITY,
+                                  NAN};
+  for (size_t i = 0; i < sizeof values / sizeof *values; i++)
+    for (int d = 0; d <= 9; d++) CTS_ASSERT(fixed_as_printf(values[i], d));
+  CTS_ASSERT(fixed_as_printf(1.5, 12)); /* beyond 9 decimals: printf's */
+}
+
+CTS_TEST(fixed_matches_printf_on_random_values) {
+  uint64_t state = 42;
+  for (int i = 0; i < 300000; i++) {
+    const uint64_t r = cts_splitmix64(&state);
+    double v;
+    switch (i % 4) {
+      case 0: /* any bit pattern: every exponent, NaNs and infinities */
+        memcpy(&v, &r, sizeof v);
+        break;
+      case 1: /* times in ms and us: integers over 1000 */
+        v = (double)(r >> 20) / 1000.0;
+        break;
+      case 2: /* sums of a non-integer step, as the byte clock of an export */
+        v = (double)(r >> 40) * (8 / 0.3);
+        break;
+      default: /* halves, quarters, ... : exact ties */
+        v = (double)(r >> 30) / (double)(UINT64_C(1) << (r & 15));
+    }
+    CTS_ASSERT(fixed_as_printf(v, (int)(r >> 60) % 10));
+  }
+}
+
+CTS_TEST(u64_matches_printf) {
+  uint64_t state = 7;
+  for (int i = 0; i < 200000; i++) {
+    const uint64_t r = cts_splitmix64(&state);
+    const uint64_t v = i < 64 ? (UINT64_C(1) << i) - 1 : r >> (r & 63);
+    char want[32], got[32];
+    snprintf(want, sizeof want, "%" PRIu64, v);
+    cts_out_init(&out, -1);
+    cts_out_u64(&out, v);
+    memcpy(got, out.buf, out.len);
+    got[out.len] = 0;
+    CTS_ASSERT_STR_EQ(got, want);
+  }
+}
+
+CTS_TEST_MAIN()
