@@ -38,8 +38,7 @@ typedef struct cts__thread {
    * with frame pointers, outer frames from the cache (of which checked by their return
    * addresses' slots alone), libunwind runs. */
   uint64_t unwind_walked, unwind_cached, unwind_cached_slots, unwind_full;
-  uint64_t unwind_spliced;     /* of unwind_full: outer frames partly a recent walk's */
-  uint64_t unwind_rule_frames; /* frames outer_walk followed by their rules (not spliced) */
+  uint64_t unwind_spliced;     /* of unwind_full: outer frames partly the previous walk's */
   uint64_t unwind_rule_misses; /* call frame rules read from a module (outer_walk) */
 } cts__thread_t;
 

@@ -35,11 +35,6 @@
  * 8192 entries, 128 KiB; cc1 looks up ~8 000 addresses, which 1024 direct-mapped entries
  * missed 174 000 times in 580 000 walks, these 16 000 times. */
 #define RULE_BITS 12u
-/* The recent walks a thread keeps for outer_walk to rejoin ("splice"). cc1: 38 % of its
- * walks start at a frame (stack pointer, return address) of the last walk, 61 % at one of
- * the last 8: programs alternate between a few call paths, and a walk that rejoins the
- * one of its own path at its first frame follows no rule at all. */
-#define WALKS 4u
 
 /* One address's call frame rules, as outer_walk needs them (cfi_row_t, packed). */
 typedef struct cts__rule {
@@ -50,16 +45,17 @@ typedef struct cts__rule {
   uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8 */
 } cts__rule_t;
 
-/* One of a thread's recent outer_walks, frame by frame, for a later walk to reuse its
- * outer part (outer_walk, "splice"). Stored outermost first: entry p is the walk's frame m - 1 - p,
- * so that a walk which rejoins the previous one keeps the shared outer entries where they are and
- * writes only its own inner ones (cc1: ~3 frames of its own, ~16 shared). Frame i: the stack
- * pointer, address and %rbp (if known) its rules were applied to, the word holding its return
- * address (frames, read at at), the word holding the caller's %rbp if it was read (sval at sat,
- * else sat = 0), the lowest and above the highest byte read for it and beyond, and whether it and
- * every frame beyond it have a CFA of %rsp plus a constant (then they depend on sp, pc and their
- * return addresses' words only; else on rbp and the saved %rbp words too). The same type, innermost
- * first, holds a walk's own frames until it is known to have succeeded (`own`). */
+/* A thread's last outer_walk, frame by frame, for the next walk to reuse its outer part
+ * (outer_walk, "splice"). Stored outermost first: entry p is the walk's frame m - 1 - p, so
+ * that a walk which rejoins the previous one keeps the shared outer entries where they are
+ * and writes only its own inner ones (cc1: ~3 frames of its own, ~16 shared). Frame i: the
+ * stack pointer, address and %rbp (if known) its rules were applied to, the word holding
+ * its return address (frames, read at at), the word holding the caller's %rbp if it was
+ * read (sval at sat, else sat = 0), the lowest and above the highest byte read for it and
+ * beyond, and whether it and every frame beyond it have a CFA of %rsp plus a constant
+ * (then they depend on sp, pc and their return addresses' words only; else on rbp and the
+ * saved %rbp words too). The same type, innermost first, holds a walk's own frames until
+ * it is known to have succeeded (`own`). */
 typedef struct cts__walk {
   size_t m; /* frames; 0: nothing to reuse */
   uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
@@ -82,12 +78,8 @@ struct cts__bottom {
   /* The rules outer_walk followed, by address: the thread's cache misses go through the
    * same few hundred functions, whose call frame information would be run again each time. */
   _Alignas(64) cts__rule_t rules[1u << RULE_BITS][2]; /* a set within one cache line */
-  cts__walk_t walk[WALKS]; /* recent walks that succeeded, outermost first */
-  /* When each walk last led to one (walk_clock's value then): a walk that must be kept
-   * apart replaces the least recent. Zero-filled memory starts every walk empty (m = 0). */
-  uint32_t walk_used[WALKS];
-  uint32_t walk_clock;
-  cts__walk_t own; /* the current walk's own frames, innermost first */
+  cts__walk_t walk; /* the last walk that succeeded, outermost first */
+  cts__walk_t own;  /* the current walk's own frames, innermost first */
 };
 
 const size_t cts__bottom_size = sizeof(cts__bottom_t);
@@ -417,10 +409,12 @@ STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t
   return diff == 0;
 }
 
-/* Makes walk w its `rest` outermost frames (its entries 0..rest, kept where they are)
- * and, inwards from them, the `own` frames of b->own: entries rest..rest + own, innermost
- * last, with lo, hi and rsp covering each frame and all beyond it. */
-static void walk_keep(cts__bottom_t *b, cts__walk_t *w, size_t rest, size_t own) {
+/* Makes the last walk the `rest` outermost frames of the last one (its entries 0..rest,
+ * kept where they are) and, inwards from them, the `own` frames of b->own: entries
+ * rest..rest + own, innermost last, with lo, hi and rsp covering each frame and all
+ * beyond it. */
+static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
+  cts__walk_t *const w = &b->walk;
   const cts__walk_t *const s = &b->own;
   for (size_t p = rest, j = own; j-- > 0; p++) {
     w->sp[p] = s->sp[j];
@@ -445,59 +439,18 @@ static void walk_keep(cts__bottom_t *b, cts__walk_t *w, size_t rest, size_t own)
   w->m = rest + own;
 }
 
-/* The walk that has led to none for the longest: the one a new path replaces. */
-static size_t walk_least_recent(const cts__bottom_t *b) {
-  size_t d = 0;
-  for (size_t k = 1; k < WALKS; k++)
-    if ((uint32_t)(b->walk_clock - b->walk_used[k]) > (uint32_t)(b->walk_clock - b->walk_used[d]))
-      d = k;
-  return d;
-}
-
-/* Copies walk s's entries 0..rest (its outermost frames) into walk d. */
-static void walk_copy_outer(cts__walk_t *d, const cts__walk_t *s, size_t rest) {
-  const size_t words = rest * sizeof(uintptr_t), flags = rest * sizeof(bool);
-  memcpy(d->sp, s->sp, words);
-  memcpy(d->pc, s->pc, words);
-  memcpy(d->rbp, s->rbp, words);
-  memcpy(d->at, s->at, words);
-  memcpy(d->sat, s->sat, words);
-  memcpy(d->lo, s->lo, words);
-  memcpy(d->hi, s->hi, words);
-  memcpy(d->frames, s->frames, rest * sizeof(uint64_t));
-  memcpy(d->sval, s->sval, rest * sizeof(uint64_t));
-  memcpy(d->rsp, s->rsp, flags);
-  memcpy(d->rbp_known, s->rbp_known, flags);
-}
-
-/* Where a walk with `own` frames of its own followed by walk k's entries 0..rest is kept.
- * With none of its own it is part of walk k, which stays as it is. Else walk k's inner
- * frames are another call path, which the next walks may take again: the new walk goes
- * in place of the least recent one (then walk k's outer frames are copied there), in
- * place of walk k only if walk k is that one. */
-static void walk_remember(cts__bottom_t *b, size_t k, size_t rest, size_t own) {
-  size_t d = k;
-  if (own > 0) {
-    d = walk_least_recent(b);
-    if (d != k) walk_copy_outer(&b->walk[d], &b->walk[k], rest);
-    walk_keep(b, &b->walk[d], rest, own);
-  }
-  b->walk_used[d] = ++b->walk_clock;
-}
-
-/* outer_walk's end when its frame i is walk k's entry rest - 1 (same stack pointer,
- * address and words beyond): the rest of the frames are walk k's. Not kept in the
+/* outer_walk's end when its frame i is the last walk's entry rest - 1 (same stack pointer,
+ * address and words beyond): the rest of the frames are the last walk's. Not kept in the
  * outer-frame cache: the next walk rejoins this one as cheaply as the cache would serve
  * it, and filling the cache would copy the frames once more. */
-static bool splice_walk(cts__thread_t *t, cts__bottom_t *b, size_t k, uint64_t *frames, outer_t *o,
-                        size_t i, size_t rest) {
-  const cts__walk_t *const w = &b->walk[k];
+static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frames, outer_t *o,
+                             size_t i, size_t rest) {
+  const cts__walk_t *const w = &b->walk;
   for (size_t j = 0; j < rest; j++) frames[i + j] = w->frames[rest - 1u - j];
   o->m = i + rest;
   o->cacheable = false;
-  walk_remember(b, k, rest, i);
+  walk_keep(b, rest, i);
   t->unwind_spliced++;
-  t->unwind_rule_frames += i;
   return true;
 }
 
@@ -515,9 +468,8 @@ static bool splice_walk(cts__thread_t *t, cts__bottom_t *b, size_t k, uint64_t *
  * addresses' words only (o->slot).
  *
  * Splice: consecutive allocations differ in their inner frames and share their outer ones
- * (main, the interpreter's loop...), and take the same few call paths again and again.
- * When this walk reaches a frame one of the thread's recent walks went through (b->walk),
- * at the same stack pointer and address, what remains depends only on the words
+ * (main, the interpreter's loop...). When this walk reaches a frame the previous one went
+ * through, at the same stack pointer and address, what remains depends only on the words
  * it and the frames beyond read their return addresses from if their CFAs are %rsp plus a
  * constant, else on %rbp there too and the words they read the callers' %rbp from: if
  * those are as they were, the rest of the previous walk is this one's, without looking up
@@ -530,21 +482,18 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
   uintptr_t high = sp; /* above the highest word read */
   bool rbp_known = true;
   o->slots = true;
+  const cts__walk_t *const prev = &b->walk;
   cts__walk_t *const cur = &b->own;
-  size_t rest[WALKS]; /* walk k's entries 0..rest[k] have stack pointers not below sp */
-  for (size_t k = 0; k < WALKS; k++) rest[k] = b->walk[k].m;
+  size_t rest = prev->m; /* prev's entries 0..rest have stack pointers not below sp */
   for (size_t i = 0;; i++) {
-    for (size_t k = 0; !known && i < BOTTOM_FRAMES && k < WALKS; k++) {
-      const cts__walk_t *const prev = &b->walk[k];
-      size_t r = rest[k];
-      while (r > 0 && prev->sp[r - 1u] < sp) r--;
-      rest[k] = r;
-      const size_t q = r - 1u; /* the candidate: the walk's innermost frame left */
-      if (r > 0 && prev->sp[q] == sp && prev->pc[q] == pc &&
+    if (!known && i < BOTTOM_FRAMES) {
+      while (rest > 0 && prev->sp[rest - 1u] < sp) rest--;
+      const size_t q = rest - 1u; /* the candidate: prev's innermost frame left */
+      if (rest > 0 && prev->sp[q] == sp && prev->pc[q] == pc &&
           (prev->rsp[q] || (rbp_known && prev->rbp_known[q] && prev->rbp[q] == rbp)) &&
-          prev->lo[q] >= rec && prev->hi[q] <= t->stack_hi && i + r <= max &&
-          i + r <= BOTTOM_FRAMES && stack_words_at_equal(prev, q, !prev->rsp[q]))
-        return splice_walk(t, b, k, frames, o, i, r);
+          prev->lo[q] >= rec && prev->hi[q] <= t->stack_hi && i + rest <= max &&
+          i + rest <= BOTTOM_FRAMES && stack_words_at_equal(prev, q, !prev->rsp[q]))
+        return splice_last_walk(t, b, frames, o, i, rest);
     }
     cfi_row_t row;
     if (!cached_frame_rules(t, b, pc - 1u, &row)) return false;
@@ -555,12 +504,7 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
       o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
       if (o->end > t->stack_hi) o->end = t->stack_hi;
       o->cacheable = i <= BOTTOM_FRAMES && o->end <= cache_limit;
-      if (!known && i <= BOTTOM_FRAMES) {
-        const size_t d = walk_least_recent(b);
-        walk_keep(b, &b->walk[d], 0, i);
-        b->walk_used[d] = ++b->walk_clock;
-        t->unwind_rule_frames += i;
-      }
+      if (!known && i <= BOTTOM_FRAMES) walk_keep(b, 0, i);
       return true;
     }
     if (!known && i == max) return false; /* libunwind cuts it where it should */

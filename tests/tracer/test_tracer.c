@@ -600,27 +600,21 @@ __attribute__((used, noinline)) void rules_leaf(void) {
 #endif
 
 #if defined(CFI_FUNCTIONS) && defined(CTS_TEST_HAVE_LIBUNWIND)
-/* Two calls of fn from one call site, at rate 1, with the mixed unwinder into runs[0] and
- * libunwind into runs[1]; how much the unwinder's counter (a field of this thread's
- * cts__thread) grew in each call of the mixed run into counts[]. fn allocates nallocs
- * times a call. */
-static void two_passes(void (*fn)(void), const uint64_t *counter, uint64_t seed, size_t nallocs,
-                       decoded_t runs[2], uint64_t counts[2]) {
-  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
-  for (int m = 0; m < 2; m++) {
-    membuf_t b;
-    start_to_memory(&b, 1.0, seed, modes[m]);
-    for (int pass = 0; pass < 2; pass++) {
-      const uint64_t before = *counter;
-      fn();
-      if (m == 0) counts[pass] = *counter - before;
-    }
-    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
-    decoded_from_memory(&runs[m], b.data, b.len);
-    free(b.data);
-    CTS_ASSERT_MSG(runs[m].error == 0, "%s", runs[m].message);
-    CTS_ASSERT_EQ_U64(runs[m].nallocs, 2 * nallocs);
+/* Two passes over RULES_SITES call sites with `unwind` into *d; the rules read in each
+ * into misses[]. */
+static void rules_run(cts_tracer_unwind_t unwind, decoded_t *d, uint64_t misses[2]) {
+  membuf_t b;
+  start_to_memory(&b, 1.0, 49, unwind);
+  for (int pass = 0; pass < 2; pass++) {
+    const uint64_t before = cts__thread.unwind_rule_misses;
+    rules_many_sites();
+    misses[pass] = cts__thread.unwind_rule_misses - before;
   }
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_from_memory(d, b.data, b.len);
+  free(b.data);
+  CTS_ASSERT_MSG(d->error == 0, "%s", d->message);
+  CTS_ASSERT_EQ_U64(d->nallocs, 2 * RULES_SITES);
 }
 #endif
 
@@ -632,10 +626,12 @@ CTS_TEST(call_frame_rules_of_a_thousand_call_sites_stay_cached) {
 #else
   if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
   decoded_t runs[2];
-  uint64_t misses[2];
-  two_passes(rules_many_sites, &cts__thread.unwind_rule_misses, 49, RULES_SITES, runs, misses);
+  uint64_t counts[2][2];
+  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
+  for (int m = 0; m < 2; m++) rules_run(modes[m], &runs[m], counts[m]); /* 1 call site */
   if (cts_test_state.failed) return;
   decoded_t mixed = runs[0], lib = runs[1];
+  const uint64_t *const misses = counts[0];
   fprintf(stderr, "  rules read: %" PRIu64 " in the first pass, %" PRIu64 " in the second\n",
           misses[0], misses[1]);
   CTS_ASSERT(same_backtraces(&mixed, &lib));
@@ -648,74 +644,6 @@ CTS_TEST(call_frame_rules_of_a_thousand_call_sites_stay_cached) {
   }
   CTS_ASSERT(misses[0] >= RULES_SITES);
   CTS_ASSERT_MSG(misses[1] <= RULES_SITES / 16, "%" PRIu64 " misses", misses[1]);
-  decoded_fini(&mixed);
-  decoded_fini(&lib);
-#endif
-}
-
-/* ---- splices from older walks ----------------------------------------------------------- */
-
-#ifdef CFI_FUNCTIONS
-/* alt_paths calls alt_via_a and alt_via_b in turn, ALT_ROUNDS times each, from one loop:
- * both call alt_inner, which calls alt_leaf (one allocation). Nothing here keeps frame
- * pointers, and the two via functions have the same code and frame size, so the two
- * paths' walks start at the same stack pointer and address and differ in the return
- * address saved in alt_inner's frame and in the via frame itself: a walk rejoins the
- * previous one (the other path) only at alt_paths' frame, two frames in, but the walk of
- * its own path two allocations earlier at its first frame. */
-#define ALT_ROUNDS 8
-void alt_paths(void);
-void alt_via_a(void);
-void alt_via_b(void);
-void alt_inner(void);
-__attribute__((used, noinline)) void alt_leaf(void);
-#define ALT_VIA                                                                    \
-  "  subq $8, %rsp\n  .cfi_def_cfa_offset 16\n  call alt_inner\n  addq $8, %rsp\n" \
-  "  .cfi_def_cfa_offset 8\n  ret\n"
-__asm__(".text\n" CFI_FUNCTION(
-    alt_paths,
-    "  pushq %rbx\n  .cfi_def_cfa_offset 16\n"
-    "  .cfi_offset %rbx, -16\n"
-    "  movl $" RULES_STR(ALT_ROUNDS) ", %ebx\n"
-                                     "1:\n  call alt_via_a\n  call alt_via_b\n"
-                                     "  decl %ebx\n  jnz 1b\n  popq %rbx\n"
-                                     "  .cfi_def_cfa_offset 8\n  ret\n")
-            CFI_FUNCTION(alt_via_a, ALT_VIA) CFI_FUNCTION(alt_via_b, ALT_VIA)
-                CFI_FUNCTION(alt_inner,
-                             "  subq $8, %rsp\n  .cfi_def_cfa_offset 16\n"
-                             "  call alt_leaf\n  addq $8, %rsp\n"
-                             "  .cfi_def_cfa_offset 8\n  ret\n"));
-static uint64_t alt_next_obj;
-__attribute__((used, noinline)) void alt_leaf(void) {
-  cts_tracer_track_alloc(fake_ptr(9500000 + alt_next_obj++), 48);
-  __asm__ volatile("" ::: "memory");
-}
-#endif
-
-/* Two call paths in turn: once each has been walked, every walk rejoins the one of its
- * own path at its first frame and follows no rule (with only the last walk to rejoin,
- * each followed two); the backtraces are libunwind's. */
-CTS_TEST(outer_walk_splices_alternating_paths_from_older_walks) {
-#if !defined(CFI_FUNCTIONS) || !defined(CTS_TEST_HAVE_LIBUNWIND)
-  CTS_SKIP("x86-64 ELF with libunwind only");
-#else
-  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
-  decoded_t runs[2];
-  uint64_t frames[2]; /* followed by their rules, in each call of alt_paths */
-  two_passes(alt_paths, &cts__thread.unwind_rule_frames, 50, 2 * ALT_ROUNDS, runs, frames);
-  if (cts_test_state.failed) return;
-  decoded_t mixed = runs[0], lib = runs[1];
-  fprintf(stderr,
-          "  frames followed by rules: %" PRIu64 " in the first pass, %" PRIu64 " in the second\n",
-          frames[0], frames[1]);
-  CTS_ASSERT(same_backtraces(&mixed, &lib));
-  /* The paths alternate: each allocation's stack is the one two before, not the last. */
-  for (size_t i = 2; i < lib.nallocs; i++) {
-    CTS_ASSERT(lib.allocs[i].backtrace_hash == lib.allocs[i - 2].backtrace_hash);
-    CTS_ASSERT(lib.allocs[i].backtrace_hash != lib.allocs[i - 1].backtrace_hash);
-  }
-  CTS_ASSERT(frames[0] >= 2);
-  CTS_ASSERT_MSG(frames[1] == 0, "%" PRIu64 " frames", frames[1]);
   decoded_fini(&mixed);
   decoded_fini(&lib);
 #endif
