@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Relabelled tries (siterows.h): nodes whose frames get the same label merge, in the order
  * their first node comes, and the nodes-only variant (folded stacks) gives none of them
- * figures, so a view that prints one figure does not pay 88 bytes a node for all of them. */
+ * figures, so a view that prints one figure does not pay 64 bytes a node for all of them. */
 #include "../../src/analysis/siterows.h"
 
 #include "../test.h"
