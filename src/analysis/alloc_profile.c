@@ -199,6 +199,9 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
                       : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
     if (e) return e;
   }
+  /* Before the block is entered: what fails must leave the profile as it was. */
+  const int reserved = cts_stacks_reserve(&p->stacks, node);
+  if (reserved) return reserved;
   /* No record refers to the base while the table is empty: it follows the trace. */
   if (p->live.count == 0) p->live_base_us = ev->time_us;
   bool added;
@@ -234,7 +237,8 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   p->est_allocs_total += est;
   p->alloc_clock += ev->nsamples;
   if (!p->cfg.skip_histograms) cts_hist_add(&p->size_words, ev->length, ev->nsamples);
-  cts_stacks_alloc(&p->stacks, node, ev->nsamples, ev->length, est, ev->time_us);
+  /* Cannot fail: reserved above, before the block was entered. */
+  (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
   p->last_node = node;
   return 0;
 }

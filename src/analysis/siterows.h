@@ -106,7 +106,7 @@ static inline const char *cts_labels_name(const cts_labels_t *l, uint64_t id) {
 /* Builds dst from src with every frame code replaced by its label id (merging the nodes that
  * become equal, their self figures summed). dst is initialised here. Returns 0 or -ENOMEM. */
 int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks_t *dst);
-/* The same nodes without their figures (88 bytes a node that has some, spared for a view
+/* The same nodes without their figures (64 bytes a node that has some, spared for a view
  * that needs one figure): *map (owned by the caller, src->count entries) gives each src
  * node's dst node. Returns 0, or -ENOMEM with dst zeroed and *map NULL. */
 int cts_stacks_relabel_nodes(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks_t *dst,

@@ -63,6 +63,7 @@ void cts_stacks_fini(cts_stacks_t *s) {
   free(s->sites);
   free(s->nodes);
   free(s->stats);
+  free(s->wide);
   free(s->table);
   free(s->memo);
   free(s->prev_codes);
@@ -183,7 +184,7 @@ static bool own_stat(cts_stacks_t *s, uint32_t node) {
   if (s->nodes[node].stat) return true;
   if (s->stat_count >= UINT32_MAX / 2) return false;
   if (s->stat_count == s->stat_cap) {
-    /* By half, as the nodes: 88 bytes each, millions of them. */
+    /* By half, as the nodes: 64 bytes each, millions of them. */
     const size_t cap = s->stat_cap + s->stat_cap / 2;
     cts_stack_stat_t *stats = realloc(s->stats, cap * sizeof *stats);
     if (!stats) return false;
@@ -197,17 +198,49 @@ static bool own_stat(cts_stacks_t *s, uint32_t node) {
   return true;
 }
 
+cts_stack_wide_t *cts_stacks_wide(const cts_stacks_t *s, uint32_t stat) {
+  for (uint32_t i = 0; i < s->wide_count; i++)
+    if (s->wide[i].stat == stat) return &s->wide[i];
+  return NULL;
+}
+
+cts_stack_wide_t *cts__stacks_widen(cts_stacks_t *s, uint32_t stat) {
+  cts_stack_wide_t *w = cts_stacks_wide(s, stat);
+  if (w) return w;
+  if (cts_grow((void **)&s->wide, &s->wide_cap, s->wide_count, sizeof *s->wide)) return NULL;
+  w = &s->wide[s->wide_count++];
+  *w = (cts_stack_wide_t){.stat = stat};
+  return w;
+}
+
+void cts__stacks_restart_epochs(cts_stacks_t *s) {
+  /* The heap is at a new peak now: every record's live figures are its peak ones. */
+  for (size_t i = 1; i < s->stat_count; i++) {
+    cts_stacks_save_peak(s, (uint32_t)i);
+    s->stats[i].peak_epoch = 0;
+  }
+  s->peak_epoch = 0;
+}
+
 int cts_stacks_add_self(cts_stacks_t *s, uint32_t node, const cts_site_stats_t *add) {
   if (!own_stat(s, node)) return -ENOMEM;
-  cts_stack_stat_t *f = &s->stats[s->nodes[node].stat];
-  f->allocs += add->allocs;
+  const uint32_t stat = s->nodes[node].stat;
+  const cts_site_stats_t old = cts_stacks_self(s, node);
+  const uint64_t allocs = old.allocs + add->allocs, live = old.live_allocs + add->live_allocs,
+                 peak = old.peak_allocs + add->peak_allocs;
+  cts_stack_wide_t *w = cts_stacks_wide(s, stat);
+  if (!w && (allocs | live | peak) >> 32 && !(w = cts__stacks_widen(s, stat))) return -ENOMEM;
+  cts_stack_stat_t *f = &s->stats[stat];
+  f->allocs = (uint32_t)allocs;
+  f->live_allocs = (uint32_t)live;
+  f->peak_allocs = (uint32_t)peak;
+  if (w)
+    *w = (cts_stack_wide_t){stat, (uint32_t)(allocs >> 32), (uint32_t)(live >> 32),
+                            (uint32_t)(peak >> 32)};
   f->samples += add->samples;
-  f->words += add->words;
   f->est_allocs += add->est_allocs;
-  f->live_allocs += add->live_allocs;
   f->live_samples += add->live_samples;
   f->live_est_allocs += add->live_est_allocs;
-  f->peak_allocs += add->peak_allocs;
   f->peak_samples += add->peak_samples;
   f->peak_est_allocs += add->peak_est_allocs;
   return 0;
@@ -321,7 +354,7 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
 }
 
 void cts_stacks_finish(cts_stacks_t *s) {
-  for (size_t i = 1; i < s->stat_count; i++) cts_stacks_settle_peak(s, &s->stats[i]);
+  for (size_t i = 1; i < s->stat_count; i++) cts_stacks_settle_peak(s, (uint32_t)i);
   if (s->history)
     for (uint32_t i = 0; i < s->site_count; i++) cts_stacks_settle_site(s, &s->sites[i]);
 }
@@ -339,7 +372,6 @@ uint64_t cts_site_live_at(const cts_stacks_t *s, uint32_t site, uint64_t t_us, u
 void cts_site_stats_add(cts_site_stats_t *a, const cts_site_stats_t *b) {
   a->allocs += b->allocs;
   a->samples += b->samples;
-  a->words += b->words;
   a->est_allocs += b->est_allocs;
   a->live_allocs += b->live_allocs;
   a->live_samples += b->live_samples;

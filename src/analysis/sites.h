@@ -11,9 +11,11 @@
  *
  * Size: a trie node is 24 bytes and its slot in the (parent, code) table 8 bytes at a load
  * of 0.35..0.7, so a node costs at most ~60 bytes with the arrays' growth slack (checked by
- * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 88 bytes) live in a
+ * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 64 bytes) live in a
  * side array, only for nodes that end an allocating stack: interior frames, usually most
- * of a trie, carry none.
+ * of a trie, carry none (on gen_trace's default shape 37 % of the nodes have figures, so a
+ * node costs ~61 bytes with them). Their counts are 32-bit: the rare one that passes 2^32
+ * keeps its high half in a side list (cts_stack_wide_t), so no count is ever cut.
  *
  * Live-at-peak figures use a lazy snapshot: when the total live heap reaches a new
  * maximum, the peak epoch advances; a node saves its live figures the first time it changes
@@ -27,16 +29,18 @@
 #ifndef CTS_SITES_H
 #define CTS_SITES_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/compiler.h"
 #include "u64map.h"
 
 /* Figures of a set of allocations. Counts are sampled blocks; samples × (word size /
  * rate) estimate bytes; est_allocs (Σ 1 / sampling probability) estimates allocations. */
 typedef struct cts_site_stats {
-  uint64_t allocs, samples, words; /* allocated */
+  uint64_t allocs, samples; /* allocated */
   double est_allocs;
   uint64_t live_allocs, live_samples; /* live now (at the end once the trace is read) */
   double live_est_allocs;
@@ -54,16 +58,22 @@ typedef struct cts_stack_node {
 } cts_stack_node_t;
 
 /* A node's own figures as stored: cts_site_stats_t without the collected ones, which are
- * allocated − live (every free moves one allocation from live to collected). */
+ * allocated − live (every free moves one allocation from live to collected). 64 bytes, one
+ * cache line: the three counts of allocations are their low 32 bits, the high ones in a
+ * cts_stack_wide_t once a count passed 2^32 (a node that allocated 4 G times); samples may
+ * grow by a block's length per allocation, so they stay 64-bit. */
 typedef struct cts_stack_stat {
-  uint64_t allocs, samples, words;
-  double est_allocs;
-  uint64_t live_allocs, live_samples;
-  double live_est_allocs;
-  uint64_t peak_allocs, peak_samples;
-  double peak_est_allocs;
-  uint64_t peak_epoch; /* epoch of the last peak whose figures are saved in peak_* */
+  uint64_t samples, live_samples, peak_samples;
+  double est_allocs, live_est_allocs, peak_est_allocs;
+  uint32_t allocs, live_allocs, peak_allocs; /* low halves */
+  uint32_t peak_epoch; /* epoch of the last peak whose figures are saved in peak_* */
 } cts_stack_stat_t;
+
+/* The high halves of one record's counts of allocations (cts_stacks_t.wide). */
+typedef struct cts_stack_wide {
+  uint32_t stat; /* index of the record in cts_stacks_t.stats */
+  uint32_t allocs, live_allocs, peak_allocs;
+} cts_stack_wide_t;
 
 #define CTS_SITE_CHECKPOINTS 64u
 
@@ -100,6 +110,11 @@ typedef struct cts_stacks {
   uint32_t count, cap;
   cts_stack_stat_t *stats; /* stats[0] is the all-zero figures of nodes without their own */
   size_t stat_count, stat_cap;
+  /* Records with a count past 2^32, in the order they got there: each takes 4 G events, so
+   * the list stays a few entries long and is searched in order. */
+  cts_stack_wide_t *wide;
+  uint32_t wide_count;
+  size_t wide_cap;
   cts_stack_tslot_t *table; /* open addressing over (parent, code) */
   uint32_t table_cap;
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
@@ -113,8 +128,8 @@ typedef struct cts_stacks {
   uint64_t *prev_codes;
   uint32_t *prev_nodes;
   size_t prev_len, prev_cap;
-  /* Peak tracking. */
-  uint64_t peak_epoch;
+  /* Peak tracking. The epoch wraps to 0 after 2^32 peaks, every record settled then. */
+  uint32_t peak_epoch;
   uint64_t live_samples, peak_samples;
   uint64_t peak_time_us;
   /* History (growth over time). */
@@ -129,23 +144,38 @@ typedef struct cts_stacks {
 } cts_stacks_t;
 
 /* Default node budget of an allocation profile: at least 10 M distinct stack nodes, in
- * about 640 MB with their figures when one node in three ends an allocating stack. */
+ * about 610 MB with their figures when one node in three ends an allocating stack. */
 #define CTS_STACKS_DEFAULT_MAX_NODES (10u << 20)
+
+/* The high halves of record stat's counts, or NULL while they are all below 2^32. */
+cts_stack_wide_t *cts_stacks_wide(const cts_stacks_t *s, uint32_t stat);
+/* The same, made (zero) if missing: NULL only when out of memory. */
+cts_stack_wide_t *cts__stacks_widen(cts_stacks_t *s, uint32_t stat);
+/* Saves every record's live figures as its peak ones and restarts the epochs at 0: when
+ * the epoch would wrap (the heap peaked 2^32 times). */
+void cts__stacks_restart_epochs(cts_stacks_t *s);
 
 /* The figures of the allocations made with exactly node's stack (all zero if none). */
 static inline cts_site_stats_t cts_stacks_self(const cts_stacks_t *s, uint32_t node) {
-  const cts_stack_stat_t *f = &s->stats[s->nodes[node].stat];
-  return (cts_site_stats_t){.allocs = f->allocs,
+  const uint32_t stat = s->nodes[node].stat;
+  const cts_stack_stat_t *f = &s->stats[stat];
+  uint64_t allocs = f->allocs, live = f->live_allocs, peak = f->peak_allocs;
+  const cts_stack_wide_t *w = CTS_UNLIKELY(s->wide_count) ? cts_stacks_wide(s, stat) : NULL;
+  if (w) {
+    allocs |= (uint64_t)w->allocs << 32;
+    live |= (uint64_t)w->live_allocs << 32;
+    peak |= (uint64_t)w->peak_allocs << 32;
+  }
+  return (cts_site_stats_t){.allocs = allocs,
                             .samples = f->samples,
-                            .words = f->words,
                             .est_allocs = f->est_allocs,
-                            .live_allocs = f->live_allocs,
+                            .live_allocs = live,
                             .live_samples = f->live_samples,
                             .live_est_allocs = f->live_est_allocs,
-                            .peak_allocs = f->peak_allocs,
+                            .peak_allocs = peak,
                             .peak_samples = f->peak_samples,
                             .peak_est_allocs = f->peak_est_allocs,
-                            .collected_allocs = f->allocs - f->live_allocs,
+                            .collected_allocs = allocs - live,
                             .collected_samples = f->samples - f->live_samples};
 }
 /* Adds add (whose collected figures are its allocated − live ones, as any node's or sum of
@@ -184,27 +214,50 @@ static inline void cts_stacks_settle_site(cts_stacks_t *s, cts_site_t *st) {
     st->history[st->checkpoints_done++] = st->live_samples;
 }
 
-/* Saves the node's live figures as its peak figures if the heap peaked since it last
- * changed. */
-static inline void cts_stacks_settle_peak(cts_stacks_t *s, cts_stack_stat_t *st) {
-  if (st->peak_epoch == s->peak_epoch) return;
+/* Saves record stat's live figures as its peak figures. */
+static inline void cts_stacks_save_peak(cts_stacks_t *s, uint32_t stat) {
+  cts_stack_stat_t *st = &s->stats[stat];
   st->peak_allocs = st->live_allocs;
   st->peak_samples = st->live_samples;
   st->peak_est_allocs = st->live_est_allocs;
-  st->peak_epoch = s->peak_epoch;
+  cts_stack_wide_t *w = CTS_UNLIKELY(s->wide_count) ? cts_stacks_wide(s, stat) : NULL;
+  if (w) w->peak_allocs = w->live_allocs;
 }
 
-/* An allocation of (samples, words) with weight est (1 / sampling probability) at node. */
-static inline void cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
-                                    uint64_t words, double est, uint64_t time_us) {
+/* Saves record stat's live figures as its peak figures if the heap peaked since it last
+ * changed. */
+static inline void cts_stacks_settle_peak(cts_stacks_t *s, uint32_t stat) {
+  if (s->stats[stat].peak_epoch == s->peak_epoch) return;
+  cts_stacks_save_peak(s, stat);
+  s->stats[stat].peak_epoch = s->peak_epoch;
+}
+
+/* Makes sure an allocation at node can be counted: 0, or -ENOMEM when its count of
+ * allocations is about to pass 2^32 and the record of its high half cannot be made. After
+ * 0, the next cts_stacks_alloc at node cannot fail. */
+static inline int cts_stacks_reserve(cts_stacks_t *s, uint32_t node_index) {
+  const uint32_t stat = s->nodes[node_index].stat;
+  if (CTS_LIKELY(s->stats[stat].allocs != UINT32_MAX)) return 0;
+  return cts__stacks_widen(s, stat) ? 0 : -ENOMEM;
+}
+
+/* An allocation of samples with weight est (1 / sampling probability) at node: 0, or
+ * -ENOMEM (nothing counted) only when cts_stacks_reserve would fail. */
+static inline int cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
+                                   double est, uint64_t time_us) {
   const cts_stack_node_t *node = &s->nodes[node_index];
-  cts_stack_stat_t *fig = &s->stats[node->stat];
-  cts_stacks_settle_peak(s, fig);
-  fig->allocs++;
+  const uint32_t stat = node->stat;
+  cts_stack_stat_t *fig = &s->stats[stat];
+  cts_stack_wide_t *wide = NULL;
+  /* The count of allocations is the largest (live and peak are at most it): only its
+   * carry makes the high halves' record. */
+  if (CTS_UNLIKELY(fig->allocs == UINT32_MAX) && !(wide = cts__stacks_widen(s, stat)))
+    return -ENOMEM;
+  cts_stacks_settle_peak(s, stat);
+  if (CTS_UNLIKELY(++fig->allocs == 0)) wide->allocs++;
+  if (CTS_UNLIKELY(++fig->live_allocs == 0)) cts_stacks_wide(s, stat)->live_allocs++;
   fig->samples += samples;
-  fig->words += words;
   fig->est_allocs += est;
-  fig->live_allocs++;
   fig->live_samples += samples;
   fig->live_est_allocs += est;
   if (node->site != UINT32_MAX) {
@@ -216,20 +269,28 @@ static inline void cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64
   if (s->live_samples > s->peak_samples) {
     s->peak_samples = s->live_samples;
     s->peak_time_us = time_us;
-    s->peak_epoch++;
+    if (CTS_UNLIKELY(s->peak_epoch == UINT32_MAX))
+      cts__stacks_restart_epochs(s);
+    else
+      s->peak_epoch++;
   }
+  return 0;
 }
 
 /* The block allocated with those figures at node was freed. */
 static inline void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
                                    double est) {
   const cts_stack_node_t *node = &s->nodes[node_index];
-  cts_stack_stat_t *fig = &s->stats[node->stat];
-  cts_stacks_settle_peak(s, fig);
-  fig->live_allocs--;
+  const uint32_t stat = node->stat;
+  cts_stack_stat_t *fig = &s->stats[stat];
+  cts_stacks_settle_peak(s, stat);
+  /* A borrow from the high half: the block was counted, so the high half exists. */
+  if (CTS_UNLIKELY(fig->live_allocs-- == 0)) cts_stacks_wide(s, stat)->live_allocs--;
   fig->live_samples -= samples;
   fig->live_est_allocs -= est;
-  if (fig->live_allocs == 0) fig->live_est_allocs = 0; /* no rounding residue */
+  const cts_stack_wide_t *w = CTS_UNLIKELY(s->wide_count) ? cts_stacks_wide(s, stat) : NULL;
+  if (fig->live_allocs == 0 && !(w && w->live_allocs))
+    fig->live_est_allocs = 0; /* no rounding residue */
   if (node->site != UINT32_MAX) {
     cts_site_t *st = &s->sites[node->site];
     if (s->history) cts_stacks_settle_site(s, st);

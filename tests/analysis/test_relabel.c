@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Relabelled tries (siterows.h): nodes whose frames get the same label merge, in the order
  * their first node comes, and the nodes-only variant (folded stacks) gives none of them
- * figures, so a view that prints one figure does not pay 88 bytes a node for all of them. */
+ * figures, so a view that prints one figure does not pay 64 bytes a node for all of them. */
 #include "../../src/analysis/siterows.h"
 
 #include "../test.h"
@@ -20,7 +20,7 @@ static int lookup(void *ud, uint64_t code, const cts_mt_location_t **locs, size_
 static void alloc_at(cts_stacks_t *s, const uint64_t *bt, size_t n, uint64_t samples) {
   uint32_t node;
   CTS_ASSERT_EQ_INT(cts_stacks_intern(s, bt, n, &node), 0);
-  cts_stacks_alloc(s, node, samples, samples, 1.0, 1);
+  cts_stacks_alloc(s, node, samples, 1.0, 1);
 }
 
 CTS_TEST(nodes_merge_by_label_with_or_without_figures) {

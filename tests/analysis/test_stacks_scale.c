@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Stacks at scale (issue #20): a trie node and its table slot stay within 64 bytes, growth
- * slack included, so the default budget holds 10 M distinct stack nodes; a profile with more
+ * slack included, so the default budget holds 10 M distinct stack nodes, and within 64 with
+ * the figures of the nodes that allocate on a trie shaped like gen_trace's default one (3 in
+ * 8 nodes allocate); counts past 2^32 are kept whole; a profile with more
  * distinct stacks than the old 512 Ki-node budget keeps every frame of every one; past a
  * budget, stacks fall back to their allocation point under the overflow node, counted. */
 #include "../../src/analysis/alloc_profile.h"
@@ -43,7 +45,7 @@ static size_t trie_bytes(const cts_stacks_t *s) {
   return (size_t)s->cap * sizeof *s->nodes + (size_t)s->table_cap * sizeof *s->table;
 }
 
-CTS_TEST(a_node_and_its_slot_fit_in_32_bytes) {
+CTS_TEST(a_node_and_its_slot_fit_in_32_bytes_and_64_with_figures) {
   CTS_ASSERT_EQ_U64(sizeof(cts_stack_node_t), 24);
   CTS_ASSERT_EQ_U64(sizeof(cts_stack_tslot_t), 8);
   /* 10 M nodes at the default budget: a table of 2^24 slots (load ≤ 0.7) and the node
@@ -52,6 +54,61 @@ CTS_TEST(a_node_and_its_slot_fit_in_32_bytes) {
   const uint64_t bytes = (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * sizeof(cts_stack_node_t) +
                          (1ull << 24) * sizeof(cts_stack_tslot_t);
   CTS_ASSERT(bytes <= (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 64u);
+  /* With the figures of the 3 nodes in 8 that end an allocating stack on gen_trace's
+   * default shape, still within 64 bytes a node. */
+  const uint64_t figures =
+      (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 3 / 8 * sizeof(cts_stack_stat_t);
+  CTS_ASSERT(bytes + figures <= (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 64u);
+}
+
+/* Bytes of the trie and its figures that are resident: the node and figure arrays are
+ * large blocks (mapped by malloc, grown in place or by remapping), whose tail past the used
+ * part is never written, so their growth slack costs address space, not memory; the table
+ * is probed all over. */
+static size_t resident_bytes(const cts_stacks_t *s) {
+  return (size_t)s->count * sizeof *s->nodes + (size_t)s->table_cap * sizeof *s->table +
+         s->stat_count * sizeof *s->stats;
+}
+
+/* Group g of three stacks: a chain of five frames of its own, then one of three leaves, so
+ * 3 of every 8 nodes end an allocating stack (gen_trace's default shape: 3.1 M of 8.46 M). */
+static void feed_groups(cts_alloc_profile_t *p, uint64_t groups) {
+  uint64_t bt[6];
+  for (uint64_t k = 0; k < groups * 3; k++) {
+    const uint64_t g = k / 3;
+    for (unsigned d = 0; d < 5; d++) bt[d] = 1 + g * 5 + d;
+    bt[5] = (1ull << 40) + k % 3;
+    const cts_mt_event_t ev = {.kind = CTS_MT_ALLOC,
+                               .source = CTS_MT_SOURCE_MINOR,
+                               .time_us = 1000 + k,
+                               .obj_id = k,
+                               .length = 2,
+                               .nsamples = 1,
+                               .common_prefix = k % 3 ? 5 : 0,
+                               .backtrace_len = 6,
+                               .backtrace = bt};
+    CTS_ASSERT_EQ_INT(cts_alloc_profile_add_event(p, &ev), 0);
+  }
+  cts_alloc_profile_finish(p);
+}
+
+CTS_TEST(a_node_with_its_figures_fits_in_64_bytes) {
+  CTS_ASSERT_EQ_U64(sizeof(cts_stack_stat_t), 64);
+  cts_alloc_profile_t p;
+  const cts_alloc_profile_config_t cfg = {.stacks = true, .skip_histograms = true};
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&p, &cfg), 0);
+  const uint64_t groups = 150000; /* 1.2 M nodes */
+  feed_groups(&p, groups);
+  const cts_stacks_t *s = &p.stacks;
+  CTS_ASSERT_EQ_U64(s->count, 1 + groups * 8);
+  CTS_ASSERT_EQ_U64(s->stat_count, 2 + groups * 3);
+  /* The table at a load of 0.57 (2^21 slots), as on gen_trace's default shape (8.46 M
+   * nodes in 2^24 slots: 0.5) or at the default budget (0.6). Its load goes from 0.35 to 0.7
+   * between doublings: at 0.35, nodes cost up to 71 bytes with their figures. */
+  CTS_ASSERT_EQ_U64(s->table_cap, 1u << 21);
+  const size_t per_node = resident_bytes(s) / s->count;
+  CTS_ASSERT_MSG(per_node <= 64, "%zu bytes per node with the figures", per_node);
+  cts_alloc_profile_fini(&p);
 }
 
 CTS_TEST(more_stacks_than_the_old_budget_keep_every_frame) {
@@ -82,7 +139,7 @@ CTS_TEST(more_stacks_than_the_old_budget_keep_every_frame) {
   CTS_ASSERT_MSG(per_node <= 64, "%zu bytes per node", per_node);
   /* Figures exist only for stacks that allocated (+ the zero record and the root's). */
   CTS_ASSERT_EQ_U64(s->stat_count, n + 2);
-  CTS_ASSERT(s->stat_cap * sizeof *s->stats <= (s->stat_count * 3 / 2 + 1024) * 88u);
+  CTS_ASSERT(s->stat_cap * sizeof *s->stats <= (s->stat_count * 3 / 2 + 1024) * 64u);
   cts_alloc_profile_fini(&p);
 }
 
@@ -145,6 +202,91 @@ CTS_TEST(new_frames_cost_one_table_lookup_per_stack) {
   for (unsigned i = 0; i < DEPTH; i++) cur = cts_stacks_find_child(&s, cur, bt[i]);
   CTS_ASSERT_EQ_U64(cur, node);
   cts_stacks_fini(&s);
+}
+
+/* Counts of allocations are 32-bit in a node's figures: one that passes 2^32 (a node that
+ * allocated 4 G times; set up here by giving the counts their value just below) keeps its
+ * high half aside and reads whole, up and back down. */
+CTS_TEST(counts_past_2_to_the_32_are_kept_whole) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  const uint64_t bt[2] = {5, 6};
+  uint32_t node, other;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 2, &node), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 1, &other), 0);
+  cts_stack_stat_t *f = &s.stats[s.nodes[node].stat];
+  const uint64_t base = UINT32_MAX - 1u; /* 2^32 - 2 blocks allocated and live */
+  f->allocs = f->live_allocs = (uint32_t)base;
+  for (unsigned i = 0; i < 3; i++) {
+    CTS_ASSERT_EQ_INT(cts_stacks_reserve(&s, node), 0);
+    CTS_ASSERT_EQ_INT(cts_stacks_alloc(&s, node, 2, 1.5, 10 + i), 0);
+  }
+  CTS_ASSERT_EQ_U64(s.wide_count, 1);
+  cts_site_stats_t self = cts_stacks_self(&s, node);
+  CTS_ASSERT_EQ_U64(self.allocs, base + 3);
+  CTS_ASSERT_EQ_U64(self.live_allocs, base + 3);
+  CTS_ASSERT_EQ_U64(self.collected_allocs, 0);
+  /* Another node's figures are not taken for the wide one's. */
+  CTS_ASSERT_EQ_INT(cts_stacks_alloc(&s, other, 1, 1.0, 20), 0);
+  CTS_ASSERT_EQ_U64(cts_stacks_self(&s, other).allocs, 1);
+  CTS_ASSERT_EQ_U64(s.wide_count, 1);
+  /* Freed back below 2^32: the borrow from the high half. */
+  for (unsigned i = 0; i < 3; i++) cts_stacks_free(&s, node, 2, 1.5);
+  cts_stacks_finish(&s);
+  self = cts_stacks_self(&s, node);
+  CTS_ASSERT_EQ_U64(self.allocs, base + 3);
+  CTS_ASSERT_EQ_U64(self.live_allocs, base);
+  CTS_ASSERT_EQ_U64(self.collected_allocs, 3);
+  CTS_ASSERT_EQ_U64(self.live_samples, 0);
+  /* The heap peaked with the other node's block: the wide node's count then, high half
+   * included. */
+  CTS_ASSERT_EQ_U64(self.peak_allocs, base + 3);
+  CTS_ASSERT_EQ_U64(self.peak_samples, 6);
+  /* A derived view adds whole counts. */
+  const cts_site_stats_t add = {
+      .allocs = 5000000000u, .live_allocs = 4300000000u, .peak_allocs = 4400000000u};
+  CTS_ASSERT_EQ_INT(cts_stacks_add_self(&s, other, &add), 0);
+  const cts_site_stats_t sum = cts_stacks_self(&s, other);
+  CTS_ASSERT_EQ_U64(sum.allocs, 5000000001u);
+  CTS_ASSERT_EQ_U64(sum.live_allocs, 4300000001u);
+  CTS_ASSERT_EQ_U64(sum.peak_allocs, 4400000001u);
+  CTS_ASSERT_EQ_U64(sum.collected_allocs, 700000000u);
+  cts_stacks_fini(&s);
+}
+
+/* The peak epoch is 32-bit in a node's figures: when it would wrap, every node's peak is
+ * saved and the epochs restart. A plain wrap would, 2^32 peaks after a node last changed,
+ * take the node's old saved peak for the current one: set up here by giving the epochs
+ * their values just before the wrap. */
+CTS_TEST(the_peak_epoch_wraps_without_losing_a_peak) {
+  cts_stacks_t plain, wrapped;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&plain, false, 0), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&wrapped, false, 0), 0);
+  wrapped.peak_epoch = UINT32_MAX - 2; /* before the records are made: they start there */
+  const uint64_t bt[2] = {8, 9};
+  uint32_t na[2], nb[2];
+  cts_stacks_t *both[2] = {&plain, &wrapped};
+  for (unsigned k = 0; k < 2; k++) {
+    cts_stacks_t *s = both[k];
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(s, bt, 1, &na[k]), 0);
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(s, bt, 2, &nb[k]), 0);
+    CTS_ASSERT_EQ_INT(cts_stacks_alloc(s, na[k], 1, 1.0, 1), 0); /* a peak with a's block */
+    /* As if a had last changed 2^32 - 3 peaks ago, at epoch 2 (its peak then: 0). */
+    if (k) s->stats[s->nodes[na[k]].stat].peak_epoch = 2;
+    for (unsigned i = 0; i < 4; i++) /* 4 more peaks: the epoch wraps to 2 */
+      CTS_ASSERT_EQ_INT(cts_stacks_alloc(s, nb[k], 1, 1.0, 2 + i), 0);
+    cts_stacks_free(s, na[k], 1, 1.0);
+    cts_stacks_finish(s);
+  }
+  CTS_ASSERT(wrapped.peak_epoch < plain.peak_epoch); /* it wrapped */
+  const cts_site_stats_t a = cts_stacks_self(&plain, na[0]), w = cts_stacks_self(&wrapped, na[1]);
+  CTS_ASSERT_EQ_U64(a.peak_allocs, 1); /* a's block was live at the last peak */
+  CTS_ASSERT_EQ_U64(w.peak_allocs, a.peak_allocs);
+  CTS_ASSERT_EQ_U64(w.peak_samples, a.peak_samples);
+  CTS_ASSERT(w.peak_est_allocs == a.peak_est_allocs);
+  CTS_ASSERT_EQ_U64(cts_stacks_self(&wrapped, nb[1]).peak_allocs, 4);
+  cts_stacks_fini(&plain);
+  cts_stacks_fini(&wrapped);
 }
 
 CTS_TEST_MAIN()

@@ -240,7 +240,7 @@ CTS_TEST(live_at_peak_matches_brute_force) {
       CTS_ASSERT(node < NODES_MAX);
       const uint64_t samples = 1 + (r >> 16) % 7;
       cts_stacks_advance_time(&s, (uint64_t)step * 10);
-      cts_stacks_alloc(&s, node, samples, samples, 1.0, (uint64_t)step * 10);
+      cts_stacks_alloc(&s, node, samples, 1.0, (uint64_t)step * 10);
       live_node[nlive] = node;
       live_samples[nlive++] = samples;
       brute_live[node] += samples;
@@ -286,7 +286,7 @@ CTS_TEST(site_history_tracks_growth) {
   for (uint64_t i = 1; i <= n; i++) {
     cts_stacks_advance_time(&s, 1000000 + i * step);
     CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 2, &node), 0);
-    cts_stacks_alloc(&s, node, 1, 1, 1.0, 1000000 + i * step);
+    cts_stacks_alloc(&s, node, 1, 1.0, 1000000 + i * step);
   }
   cts_stacks_finish(&s);
   const uint64_t end = 1000000 + n * step;
