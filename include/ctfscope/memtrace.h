@@ -238,6 +238,31 @@ CTS_API int cts_mt_reader_lookup_location(const cts_mt_reader_t *reader, uint64_
  */
 CTS_API void cts_mt_reader_warn(cts_mt_reader_t *reader, int code, const char *message);
 
+/**
+ * Called for each literal codeword of a decoded backtrace (§8.4), once its code is checked
+ * (non-zero, defined) and stored in the domain's backtrace cache, before the event it belongs
+ * to is delivered. A literal is the only way a code enters the cache; every other frame comes
+ * from the cache or from the previous backtrace's common prefix. So each code in a delivered
+ * backtrace was reported here at that event or an earlier one of the same domain, and a
+ * consumer that wants each code once (distinct codes, interning) can work here, per literal,
+ * rather than per frame.
+ * @p in_backtrace is false when the writer truncated the previous backtrace (the prefix is
+ * longer than it): the suffix is decoded only to keep the cache in step and the event carries
+ * the previous backtrace, so @p code is in no delivered backtrace yet, though later hits on
+ * the cache can bring it into one without another literal. An event that fails after some of
+ * its literals were reported is not delivered (the reader stops there with an error).
+ * Must not call the reader.
+ */
+typedef void (*cts_mt_literal_cb)(void *user_data, uint64_t code, bool in_backtrace);
+
+/**
+ * Installs @p cb (NULL: none, the default) with @p user_data as the reader's literal hook,
+ * for the packets decoded from now on. Nothing is reported while backtraces are skipped
+ * (decode_backtraces false).
+ */
+CTS_API void cts_mt_reader_set_literal_hook(cts_mt_reader_t *reader, cts_mt_literal_cb cb,
+                                            void *user_data);
+
 /** Bytes consumed so far (the offset of the next byte to be fed). */
 CTS_API uint64_t cts_mt_reader_offset(const cts_mt_reader_t *reader);
 

@@ -7,23 +7,105 @@
 
 #include <ctfscope/tracer.h>
 
+#include "../common/compiler.h"
+#include "../common/grow.h"
 #include "alloc_profile.h"
 
-/* Slots of the recent-code filter: 32 KiB, within L1/L2 of the decode loop. */
+/* Slots of the walk_frames mode's recent-code filter: 32 KiB, within L1/L2 of the decode
+ * loop. */
 #define RECENT_CODES_BITS 12
 #define RECENT_CODES      (1u << RECENT_CODES_BITS)
 
-void cts_summary_init(cts_summary_t *s, const cts_mt_reader_t *reader) {
+/* The reader's literal hook: a code entering the backtrace cache. */
+static void on_literal(void *user_data, uint64_t code, bool in_backtrace) {
+  cts_summary_t *s = user_data;
+  if (!in_backtrace) {
+    s->walk_frames = true;
+    return;
+  }
+  if (s->walk_frames) return; /* add_event sees the code among the frames */
+  if (cts_grow((void **)&s->pending, &s->pending_cap, s->npending, sizeof *s->pending)) {
+    s->pending_nomem = true;
+    return;
+  }
+  s->pending[s->npending++] = code;
+}
+
+void cts_summary_init(cts_summary_t *s, cts_mt_reader_t *reader) {
   memset(s, 0, sizeof *s);
   cts_u64map_init(&s->codes);
   s->reader = reader;
-  s->recent_codes = calloc(RECENT_CODES, sizeof *s->recent_codes); /* NULL: no filter */
+  cts_mt_reader_set_literal_hook(reader, on_literal, s);
 }
 
 void cts_summary_fini(cts_summary_t *s) {
+  cts_mt_reader_set_literal_hook(s->reader, NULL, NULL);
   cts_u64map_fini(&s->codes);
+  free(s->pending);
   free(s->recent_codes);
+  s->pending = NULL;
   s->recent_codes = NULL;
+}
+
+/* Adds code to the distinct codes if new: 0 or -ENOMEM. */
+static int add_code(cts_summary_t *s, uint64_t code) {
+  bool added;
+  if (!cts_u64map_insert(&s->codes, code, 0, &added)) return -ENOMEM;
+  if (!added) return 0;
+  s->distinct_codes++;
+  const cts_mt_location_t *locs;
+  size_t n = 0;
+  if (cts_mt_reader_lookup_location(s->reader, code, &locs, &n) == 0 && n == 0)
+    s->codes_without_locations++;
+  return 0;
+}
+
+/* The walk_frames mode: the codes of the frames after the common prefix, which are those of
+ * the domain's previous backtrace, counted then. */
+static int add_suffix_codes(cts_summary_t *s, const cts_mt_event_t *ev) {
+  if (!s->recent_codes) s->recent_codes = calloc(RECENT_CODES, sizeof *s->recent_codes);
+  const size_t known =
+      ev->common_prefix < ev->backtrace_len ? (size_t)ev->common_prefix : ev->backtrace_len;
+  uint64_t *const recent = s->recent_codes; /* NULL: no filter */
+  for (size_t i = known; i < ev->backtrace_len; i++) {
+    const uint64_t code = ev->backtrace[i];
+    uint64_t *slot = NULL;
+    if (recent) {
+      slot = &recent[(code * 0x9e3779b97f4a7c15ull) >> (64 - RECENT_CODES_BITS)];
+      if (*slot == code && code != 0) continue; /* in the map already */
+    }
+    if (add_code(s, code)) return -ENOMEM;
+    if (slot) *slot = code;
+  }
+  return 0;
+}
+
+static void add_loss_marker(cts_summary_t *s, const cts_mt_event_t *ev) {
+  /* Maybe a loss marker of ctfscope's tracer: its code counts the lost events, and its
+   * location's name says what it is (other writers' codes may use these bits too). */
+  const cts_mt_location_t *locs;
+  size_t n = 0;
+  const size_t prefix = sizeof CTS_TRACER_LOST_NAME_PREFIX - 1;
+  if (cts_mt_reader_lookup_location(s->reader, ev->backtrace[0], &locs, &n) == 0 && n == 1 &&
+      locs[0].defname && strncmp(locs[0].defname, CTS_TRACER_LOST_NAME_PREFIX, prefix) == 0) {
+    s->loss_markers++;
+    s->lost_allocs += CTS_TRACER_LOST_ALLOCS_OF(ev->backtrace[0]);
+    s->lost_frees += CTS_TRACER_LOST_FREES_OF(ev->backtrace[0]);
+    s->lost_samples += ev->nsamples;
+  }
+}
+
+/* The rare work of an allocation, out of line (a tail call, so that the common event needs
+ * no saved registers): a possible loss marker, then the codes this event brought. Each code
+ * in its backtrace is one of its literals or was counted before (the hook's guarantee),
+ * unless walk_frames says otherwise. 0 or -ENOMEM. */
+CTS_NOINLINE static int add_rare(cts_summary_t *s, const cts_mt_event_t *ev, bool marker) {
+  if (marker) add_loss_marker(s, ev);
+  if (s->pending_nomem) return -ENOMEM;
+  for (size_t i = 0; i < s->npending; i++)
+    if (add_code(s, s->pending[i])) return -ENOMEM;
+  s->npending = 0;
+  return s->walk_frames ? add_suffix_codes(s, ev) : 0;
 }
 
 int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
@@ -50,44 +132,11 @@ int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
       ev->nsamples == 1 &&
       (ev->common_prefix >= ev->backtrace_len || ev->backtrace_len - ev->common_prefix < 256))
     s->allocs_short_eligible++;
-  if (ev->backtrace_len == 1 && ev->backtrace[0] >> 61 == 1) {
-    /* Maybe a loss marker of ctfscope's tracer: its code counts the lost events, and its
-     * location's name says what it is (other writers' codes may use these bits too). */
-    const cts_mt_location_t *locs;
-    size_t n = 0;
-    const size_t prefix = sizeof CTS_TRACER_LOST_NAME_PREFIX - 1;
-    if (cts_mt_reader_lookup_location(s->reader, ev->backtrace[0], &locs, &n) == 0 && n == 1 &&
-        locs[0].defname && strncmp(locs[0].defname, CTS_TRACER_LOST_NAME_PREFIX, prefix) == 0) {
-      s->loss_markers++;
-      s->lost_allocs += CTS_TRACER_LOST_ALLOCS_OF(ev->backtrace[0]);
-      s->lost_frees += CTS_TRACER_LOST_FREES_OF(ev->backtrace[0]);
-      s->lost_samples += ev->nsamples;
-    }
-  }
   s->backtrace_frames_total += ev->backtrace_len;
   if (ev->backtrace_len > s->backtrace_length_max) s->backtrace_length_max = ev->backtrace_len;
-  /* The first common_prefix frames are those of the domain's previous backtrace, whose codes
-   * were counted then: only the suffix can hold new codes. */
-  const size_t known =
-      ev->common_prefix < ev->backtrace_len ? (size_t)ev->common_prefix : ev->backtrace_len;
-  uint64_t *const recent = s->recent_codes;
-  for (size_t i = known; i < ev->backtrace_len; i++) {
-    const uint64_t code = ev->backtrace[i];
-    uint64_t *slot = NULL;
-    if (recent) {
-      slot = &recent[(code * 0x9e3779b97f4a7c15ull) >> (64 - RECENT_CODES_BITS)];
-      if (*slot == code && code != 0) continue; /* in the map already */
-    }
-    bool added;
-    if (!cts_u64map_insert(&s->codes, code, 0, &added)) return -ENOMEM;
-    if (slot) *slot = code;
-    if (!added) continue;
-    s->distinct_codes++;
-    const cts_mt_location_t *locs;
-    size_t n = 0;
-    if (cts_mt_reader_lookup_location(s->reader, code, &locs, &n) == 0 && n == 0)
-      s->codes_without_locations++;
-  }
+  const bool marker = ev->backtrace_len == 1 && ev->backtrace[0] >> 61 == 1;
+  if (CTS_UNLIKELY(marker | (s->npending != 0) | s->walk_frames | s->pending_nomem))
+    return add_rare(s, ev, marker);
   return 0;
 }
 

@@ -30,18 +30,32 @@ typedef struct cts_summary {
   uint64_t packets_by_kind[6]; /* indexed by cts_mt_packet_kind_t */
   uint64_t bytes_read;
   cts_u64map_t codes; /* distinct codes seen in backtraces */
-  /* Codes known to be in codes, direct-mapped by hash (NULL: no filter, every code asks
-   * the map): a backtrace's new suffix mostly repeats recent codes, and one load and
-   * compare here is far cheaper than the map's insert. Owned; freed by fini. */
+  /* Distinct codes are counted where they enter the reader's backtrace cache, at literal
+   * codewords (cts_mt_reader_set_literal_hook), far fewer than frames: the literals of the
+   * event being decoded wait here until it is delivered, so that an event the reader
+   * rejects adds none. Owned; freed by fini. */
+  uint64_t *pending;
+  size_t npending, pending_cap;
+  bool pending_nomem; /* the hook could not grow pending: add_event fails */
+  /* A literal outside any delivered backtrace (the writer truncated the previous one) may
+   * reach later backtraces through cache hits without another literal: from then on every
+   * frame after the common prefix is checked against codes instead. */
+  bool walk_frames;
+  /* In walk_frames mode, codes known to be in codes, direct-mapped by hash (NULL: no
+   * filter, every code asks the map): a backtrace's new suffix mostly repeats recent codes,
+   * and one load and compare here is far cheaper than the map's insert. Owned. */
   uint64_t *recent_codes;
-  const cts_mt_reader_t *reader;
+  cts_mt_reader_t *reader;
   /* ctfscope's drop-mode loss markers (include/ctfscope/tracer.h, "Drop mode"). */
   uint64_t loss_markers, lost_allocs, lost_frees, lost_samples;
 } cts_summary_t;
 
-void cts_summary_init(cts_summary_t *s, const cts_mt_reader_t *reader);
+/* Installs the summary as reader's literal hook (which it must stay until fini), so feed
+ * the reader only after this. Not thread-safe: the summary belongs to the reader's thread. */
+void cts_summary_init(cts_summary_t *s, cts_mt_reader_t *reader);
+/* Frees the summary and removes the hook; call it before destroying the reader. */
 void cts_summary_fini(cts_summary_t *s);
-/* Returns 0 or -ENOMEM. */
+/* For the reader's on_event, every event in order. Returns 0 or -ENOMEM. */
 int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev);
 void cts_summary_add_packet(cts_summary_t *s, const cts_mt_packet_t *p);
 

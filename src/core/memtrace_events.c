@@ -214,9 +214,10 @@ static CTS_FORCE_INLINE bool location_defined(cts_mt_reader_t *r, uint64_t code)
   return true;
 }
 
-/* A literal codeword's code (tag 3): checked, then stored in its bucket. */
+/* A literal codeword's code (tag 3): checked, then stored in its bucket and reported to the
+ * literal hook; kept: the backtrace being decoded is the one its event will carry. */
 CTS_NOINLINE static int store_literal(cts_mt_reader_t *r, domain_t *d, uint32_t bucket,
-                                      uint64_t code, uint64_t evoff) {
+                                      uint64_t code, bool kept, uint64_t evoff) {
   if (CTS_UNLIKELY(code == 0))
     return cts__mt_fail(r, CTS_E_LOCATION_CODE_ZERO, evoff, "backtrace stores location code 0");
   if (CTS_UNLIKELY(!location_defined(r, code)))
@@ -224,6 +225,7 @@ CTS_NOINLINE static int store_literal(cts_mt_reader_t *r, domain_t *d, uint32_t 
                         "backtrace uses location code %llu before any location event defines it",
                         (unsigned long long)code);
   d->cache_loc[bucket] = code;
+  if (r->on_literal) r->on_literal(r->literal_user_data, code, kept);
   return 0;
 }
 
@@ -263,7 +265,7 @@ static CTS_FORCE_INLINE int skip_backtrace(cts_mt_reader_t *r, const uint8_t **p
  * backtrace buffer. */
 static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp,
                                     const uint8_t *end, size_t *pos_io, uint32_t nencoded,
-                                    uint64_t evoff) {
+                                    bool kept, uint64_t evoff) {
   const uint8_t *p = *pp;
   size_t pos = *pos_io;
   uint64_t *const cache_loc = d->cache_loc;
@@ -280,7 +282,7 @@ static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8
     unsigned n = 0;
     if (tag == 3) {
       if (CTS_UNLIKELY(end - p < 8)) return backtrace_overrun(r, evoff);
-      if ((e = store_literal(r, d, bucket, cts_ld_le64(p), evoff)) != 0) return e;
+      if ((e = store_literal(r, d, bucket, cts_ld_le64(p), kept, evoff)) != 0) return e;
       p += 8;
     } else if (tag == 1) {
       n = 1;
@@ -315,7 +317,7 @@ static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8
  * Every check on the content stays, with the same errors. */
 static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *d,
                                                   const uint8_t **pp, size_t *pos_io,
-                                                  uint32_t nencoded, uint64_t evoff) {
+                                                  uint32_t nencoded, bool kept, uint64_t evoff) {
   const uint8_t *p = *pp;
   size_t pos = *pos_io;
   uint64_t *const cache_loc = d->cache_loc;
@@ -333,7 +335,7 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
        * run of n predicted codes (2). */
       unsigned n = 0;
       if (tag == 3) {
-        const int e = store_literal(r, d, bucket, cts_ld_le64(p), evoff);
+        const int e = store_literal(r, d, bucket, cts_ld_le64(p), kept, evoff);
         if (e) return e;
         p += 8;
       } else {
@@ -392,9 +394,9 @@ static CTS_FORCE_INLINE int decode_backtrace(cts_mt_reader_t *r, domain_t *d, co
   if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) &&
       (CTS_LIKELY(worst <= d->bt_cap) ||
        (worst <= r->cfg.max_backtrace_frames && reserve_backtrace(r, d, (size_t)worst)))) {
-    e = decode_codewords_fast(r, d, pp, &pos, nencoded, evoff);
+    e = decode_codewords_fast(r, d, pp, &pos, nencoded, keep, evoff);
   } else {
-    e = decode_codewords_careful(r, d, pp, end, &pos, nencoded, evoff);
+    e = decode_codewords_careful(r, d, pp, end, &pos, nencoded, keep, evoff);
   }
   if (CTS_UNLIKELY(e)) return e;
   if (keep) d->bt_len = pos;
@@ -580,7 +582,7 @@ CTS_NOINLINE static const uint8_t *fast_backtrace(cts_mt_reader_t *r, domain_t *
 static CTS_FORCE_INLINE const uint8_t *common_backtrace(cts_mt_reader_t *r, domain_t *d,
                                                         const uint8_t *p, size_t pos,
                                                         uint32_t nencoded, uint64_t evoff) {
-  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, evoff) != 0)) return NULL;
+  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, true, evoff) != 0)) return NULL;
   d->bt_len = pos;
   return p;
 }

@@ -96,6 +96,11 @@ int cts_mt_reader_lookup_location(const cts_mt_reader_t *r, uint64_t code,
   return 0;
 }
 
+void cts_mt_reader_set_literal_hook(cts_mt_reader_t *r, cts_mt_literal_cb cb, void *user_data) {
+  r->on_literal = cb;
+  r->literal_user_data = user_data;
+}
+
 void cts_mt_reader_warn(cts_mt_reader_t *r, int code, const char *message) {
   if (r->h.on_warning) r->h.on_warning(r->h.user_data, code, r->offset + r->carry_len, message);
 }

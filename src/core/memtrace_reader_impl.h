@@ -54,6 +54,8 @@ struct cts_mt_reader {
   /* Codes recently found defined, direct-mapped: a definition is never removed, so a hit
    * here spares the location table lookup for each literal in a backtrace. 0 = empty. */
   uint64_t defined_recently[DEFINED_CACHE_SIZE];
+  cts_mt_literal_cb on_literal; /* cts_mt_reader_set_literal_hook(); NULL: none */
+  void *literal_user_data;
 };
 
 static inline void *cts__mt_alloc(const cts_mt_reader_t *r, size_t size) {
