@@ -8,8 +8,8 @@
  *    outgrows RECORD_BUCKETS of them or the records outgrow their budget; over the budget,
  *    size classes first become powers of two (the viewer's size filter then has that
  *    resolution). So the record count is bounded by the trace's shape, not by its length;
- *  - allocation times, for marks on the task timeline and per-task attribution (merged in
- *    pairs when they outgrow their budget). */
+ *  - allocation times, for marks on the task timeline (merged in pairs when they outgrow
+ *    their budget; not kept with opts.no_marks). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -447,7 +447,7 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
       const int e = finish_block(m, &gone, UINT64_MAX);
       if (e) return e;
     }
-    return mark_add(m, ev->time_us, ev->nsamples);
+    return m->opts.no_marks ? 0 : mark_add(m, ev->time_us, ev->nsamples);
   }
   if (ev->kind == CTS_MT_COLLECT) {
     cts_alloc_profile_live_t gone;
