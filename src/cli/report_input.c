@@ -64,6 +64,7 @@ static int run_mem(void *ctx, const cts_load_opts_t *opts) {
                                 .max_records = (uint32_t)c->o->max_records,
                                 .top_sites = (uint32_t)c->o->top,
                                 .attribute = c->attribute,
+                                .no_marks = !c->attribute, /* drawn on the task timeline only */
                                 .fold = &cli_fold_settings};
   return report_mem_load(c->mem, &mo);
 }

@@ -74,6 +74,9 @@ typedef struct report_mem_opts {
   /* A task trace loaded before (may be NULL) whose memory by task this load computes: each
    * event goes to report_tasks_mem_event(). The caller then calls report_tasks_mem_finish(). */
   report_tasks_t *attribute;
+  /* No allocation marks (report_mem_marks then gives none): for a caller that draws no task
+   * timeline. They take 16 bytes per distinct allocation time, up to 64 MiB. */
+  bool no_marks;
   /* Names as people read them (analysis/fold.h), or NULL: the trace's own. Borrowed. */
   const struct cts_fold_config *fold;
 } report_mem_opts_t;

@@ -8,8 +8,8 @@
  *    outgrows RECORD_BUCKETS of them or the records outgrow their budget; over the budget,
  *    size classes first become powers of two (the viewer's size filter then has that
  *    resolution). So the record count is bounded by the trace's shape, not by its length;
- *  - allocation times, for marks on the task timeline and per-task attribution (merged in
- *    pairs when they outgrow their budget). */
+ *  - allocation times, for marks on the task timeline (merged in pairs when they outgrow
+ *    their budget; not kept with opts.no_marks). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +41,18 @@ typedef struct record {
   uint64_t samples, blocks;
 } record_t;
 
+/* The index of the records of one allocation time bucket: open addressing, record index + 1
+ * (0: empty). One table per bucket because blocks finish roughly in time order (the live
+ * blocks at the end, by id; collected ones soon after they were made): the few KiB of the
+ * current bucket's table stay in cache, where one table of every record missed on nearly
+ * every probe (record_find was a third of the report's time on gen_trace --shape
+ * survivors; keeping the keys in one table's slots, to spare the look at the record, did
+ * not help: those records are recent, so in cache already). */
+typedef struct ta_table {
+  uint32_t *slot;
+  uint32_t cap, n;
+} ta_table_t;
+
 /* A front slot: figures added to one key since the slot took it, not yet in recs[index]
  * (blocks 0: empty). */
 typedef struct front_slot {
@@ -60,8 +72,9 @@ struct report_mem {
   uint64_t rec_w;
   record_t *recs;
   size_t nrecs, cap_recs;
-  uint32_t *table; /* open addressing: record index + 1, 0 = empty */
-  size_t table_cap;
+  /* The records' index, one table per allocation time bucket (ta_table_t), NULL until the
+   * first record. */
+  ta_table_t *tables;
   uint32_t coarsenings;
   bool size_octaves;    /* size classes by power of two (over the budget) */
   uint64_t tree_min;    /* page_tree's threshold (samples) */
@@ -104,24 +117,28 @@ static bool record_same(const record_t *a, const record_t *b) {
 /* The index of the record of r's key (h its hash) in recs, added with zero figures if new;
  * -ENOMEM. */
 static int64_t record_find(report_mem_t *m, const record_t *r, uint64_t h) {
-  if ((m->nrecs + 1) * 2 > m->table_cap) {
-    const size_t cap = m->table_cap ? m->table_cap * 2 : 4096;
-    uint32_t *table = calloc(cap, sizeof *table);
-    if (!table) return -ENOMEM;
-    for (size_t i = 0; i < m->nrecs; i++) {
-      size_t j = record_hash(&m->recs[i]) & (cap - 1);
-      while (table[j]) j = (j + 1) & (cap - 1);
-      table[j] = (uint32_t)i + 1;
+  if (!m->tables && !(m->tables = calloc(RECORD_BUCKETS, sizeof *m->tables))) return -ENOMEM;
+  CTS_ASSERT(r->ta < RECORD_BUCKETS);
+  ta_table_t *t = &m->tables[r->ta % RECORD_BUCKETS];
+  if ((t->n + 1) * (size_t)2 > t->cap) {
+    const uint32_t cap = t->cap ? t->cap * 2 : 16;
+    uint32_t *slot = calloc(cap, sizeof *slot);
+    if (!slot) return -ENOMEM;
+    for (uint32_t k = 0; k < t->cap; k++) {
+      if (!t->slot[k]) continue;
+      size_t j = record_hash(&m->recs[t->slot[k] - 1]) & (cap - 1);
+      while (slot[j]) j = (j + 1) & (cap - 1);
+      slot[j] = t->slot[k];
     }
-    free(m->table);
-    m->table = table;
-    m->table_cap = cap;
+    free(t->slot);
+    t->slot = slot;
+    t->cap = cap;
   }
-  size_t j = h & (m->table_cap - 1);
-  while (m->table[j]) {
-    const uint32_t i = m->table[j] - 1;
+  size_t j = h & (t->cap - 1);
+  while (t->slot[j]) {
+    const uint32_t i = t->slot[j] - 1;
     if (record_same(&m->recs[i], r)) return i;
-    j = (j + 1) & (m->table_cap - 1);
+    j = (j + 1) & (t->cap - 1);
   }
   if (m->nrecs == m->cap_recs) {
     const size_t cap = m->cap_recs ? m->cap_recs * 2 : 4096;
@@ -132,7 +149,8 @@ static int64_t record_find(report_mem_t *m, const record_t *r, uint64_t h) {
   }
   m->recs[m->nrecs] = *r;
   m->recs[m->nrecs].samples = m->recs[m->nrecs].blocks = 0;
-  m->table[j] = (uint32_t)++m->nrecs;
+  t->slot[j] = (uint32_t)++m->nrecs;
+  t->n++;
   return (int64_t)m->nrecs - 1;
 }
 
@@ -200,7 +218,11 @@ static int remap_records(report_mem_t *m, coarser_t how) {
   const size_t n = m->nrecs;
   m->recs = NULL;
   m->nrecs = m->cap_recs = 0;
-  if (m->table_cap) memset(m->table, 0, m->table_cap * sizeof *m->table);
+  for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) {
+    ta_table_t *t = &m->tables[b];
+    if (t->n) memset(t->slot, 0, t->cap * sizeof *t->slot);
+    t->n = 0;
+  }
   int e = 0;
   for (size_t i = 0; i < n && !e; i++) {
     record_t r = old[i];
@@ -447,7 +469,7 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
       const int e = finish_block(m, &gone, UINT64_MAX);
       if (e) return e;
     }
-    return mark_add(m, ev->time_us, ev->nsamples);
+    return m->opts.no_marks ? 0 : mark_add(m, ev->time_us, ev->nsamples);
   }
   if (ev->kind == CTS_MT_COLLECT) {
     cts_alloc_profile_live_t gone;
@@ -535,7 +557,8 @@ void report_mem_free(report_mem_t *m) {
   if (!m) return;
   cts_mem_trace_free(&m->t);
   free(m->recs);
-  free(m->table);
+  for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) free(m->tables[b].slot);
+  free(m->tables);
   free(m->front);
   free(m->rnode);
   free(m->marks);

@@ -248,6 +248,32 @@ CTS_TEST(mem_figures_of_a_known_trace) {
   report_mem_free(m);
 }
 
+/* Without allocation marks (a report with no task trace), the loader keeps none and the
+ * memory document is byte for byte the one with them. */
+CTS_TEST(mem_without_marks_keeps_none_and_the_same_document) {
+  uint64_t at;
+  buf_t t;
+  write_mem_trace(&t, &at);
+  const char *path = tmp_path("mem-nomarks.ctf");
+  save(path, &t, t.len);
+  cts__serve_blob_t *doc[2];
+  for (int no_marks = 0; no_marks < 2; no_marks++) {
+    const report_mem_opts_t o = {.path = path, .quiet = true, .no_marks = no_marks};
+    report_mem_t *m;
+    CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+    size_t n;
+    report_mem_marks(m, &n);
+    CTS_ASSERT_EQ_U64(n, (uint64_t)(no_marks ? 0 : 4));
+    doc[no_marks] = cts__serve_render(&(report_doc_t){.title = "mem", .mem = m});
+    CTS_ASSERT(doc[no_marks]);
+    report_mem_free(m);
+  }
+  CTS_ASSERT_EQ_U64(doc[1]->len, doc[0]->len);
+  CTS_ASSERT(!memcmp(doc[1]->data, doc[0]->data, doc[0]->len));
+  cts__serve_blob_unref(doc[0]);
+  cts__serve_blob_unref(doc[1]);
+}
+
 /* The last packet cut short is skipped with a warning: the result is complete otherwise. */
 CTS_TEST(mem_cut_last_packet_is_a_warning_and_the_rest_is_kept) {
   uint64_t at;
