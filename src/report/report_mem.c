@@ -27,7 +27,7 @@
 #define MIN_RECORD_BUCKETS 32u        /* the budget never makes times coarser than this */
 #define NEVER              UINT16_MAX /* collection bucket of a block still live at the end */
 #define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
-#define FRONT_BITS         12u        /* 4096 front slots of 32 bytes: 128 KiB, in L2 */
+#define FRONT_BITS         12u        /* 4096 front slots of 40 bytes: 160 KiB, in L2 */
 
 _Static_assert(RECORD_BUCKETS < NEVER, "time buckets fit in 16 bits, below NEVER");
 _Static_assert(CTS_HIST_BUCKETS <= UINT16_MAX, "size classes fit in 16 bits");
