@@ -151,6 +151,13 @@ static int on_event(void *ud, const cts_mt_event_t *ev) {
   return t->hook_err = t->hook(t->hook_user_data, t, ev);
 }
 
+/* on_event with opts->events_only: the hook alone. */
+static int on_event_only(void *ud, const cts_mt_event_t *ev) {
+  cts_mem_trace_t *t = ud;
+  if (!t->hook) return 0;
+  return t->hook_err = t->hook(t->hook_user_data, t, ev);
+}
+
 static int on_packet(void *ud, const cts_mt_packet_t *p) {
   cts_mem_trace_t *t = ud;
   cts_alloc_profile_add_packet(&t->prof, p);
@@ -248,7 +255,7 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path,
   rc.decode_backtraces = true;
   const cts_mt_handler_t h = {.user_data = t,
                               .on_info = on_info,
-                              .on_event = on_event,
+                              .on_event = opts->events_only ? on_event_only : on_event,
                               .on_packet = on_packet,
                               .on_warning = on_warning};
   t->threads = choose_threads(opts->threads, path);

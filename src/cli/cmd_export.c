@@ -20,6 +20,7 @@
 
 #include "../common/grow.h"
 #include "../common/hash.h"
+#include "../analysis/live_table.h"
 #include "../analysis/strtab.h"
 #include "cli.h"
 #include "cmd_tasks.h"
@@ -789,6 +790,11 @@ typedef struct stream_ctx {
   unsigned digits;
   double clock;
   cts_json_t w; /* {"traceEvents": [ one event per line ... */
+  /* chrome: the heap counters' figures, kept here since the profile takes no event
+   * (events_only): samples allocated so far, and live now (the live blocks' samples, an
+   * 8-byte record per block where the profile keeps 24) */
+  uint64_t alloc_clock, live_samples;
+  cts_live_table_t live;
   /* chrome: counters, thinned to at most MAX_COUNTER_POINTS by doubling their spacing */
   counter_point_t *points;
   size_t npoints;
@@ -919,11 +925,29 @@ static void name_event(stream_ctx_t *c, unsigned pid, int tid, const char *what,
   cts_json_end(w);
 }
 
-static void add_point(stream_ctx_t *c, const cts_alloc_profile_t *p, uint64_t time_us) {
+/* The heap figures after ev, as the profile counts them: an allocation adds its samples
+ * (an id allocated twice, in a corrupt trace, ends the older block first), a collection
+ * of a live id takes them away, anything else changes nothing. Returns 0 or -ENOMEM. */
+static int count_live(stream_ctx_t *c, const cts_mt_event_t *ev) {
+  if (ev->kind == CTS_MT_ALLOC) {
+    bool added;
+    uint64_t *samples = cts_live_insert(&c->live, ev->obj_id, &added);
+    if (!samples) return -ENOMEM;
+    c->live_samples += ev->nsamples - *samples; /* (0 when added) */
+    *samples = ev->nsamples;
+    c->alloc_clock += ev->nsamples;
+  } else if (ev->kind == CTS_MT_COLLECT) {
+    uint64_t samples;
+    if (cts_live_take(&c->live, ev->obj_id, &samples)) c->live_samples -= samples;
+  }
+  return 0;
+}
+
+static void add_point(stream_ctx_t *c, uint64_t time_us) {
   if (c->npoints && time_us < c->last_point_us + c->spacing_us) {
     /* Same slot: keep its latest value. */
-    c->points[c->npoints - 1] = (counter_point_t){c->points[c->npoints - 1].time_us,
-                                                  p->stacks.live_samples, p->alloc_clock};
+    c->points[c->npoints - 1] =
+        (counter_point_t){c->points[c->npoints - 1].time_us, c->live_samples, c->alloc_clock};
     return;
   }
   if (c->npoints == MAX_COUNTER_POINTS) {
@@ -932,7 +956,7 @@ static void add_point(stream_ctx_t *c, const cts_alloc_profile_t *p, uint64_t ti
     c->npoints = k;
     c->spacing_us = c->spacing_us ? c->spacing_us * 2 : 1;
   }
-  c->points[c->npoints++] = (counter_point_t){time_us, p->stacks.live_samples, p->alloc_clock};
+  c->points[c->npoints++] = (counter_point_t){time_us, c->live_samples, c->alloc_clock};
   c->last_point_us = time_us;
 }
 
@@ -957,7 +981,8 @@ static bool json_too_big(stream_ctx_t *c, uint64_t file_size, uint64_t offset) {
 static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   stream_ctx_t *c = ud;
   const cts_alloc_profile_t *p = &t->prof;
-  add_point(c, p, ev->time_us);
+  if (count_live(c, ev)) return -ENOMEM;
+  add_point(c, ev->time_us);
   if (ev->kind != CTS_MT_ALLOC) return 0;
   if (!c->labels_ready) {
     c->frames = cli_trace_frames(t);
@@ -1126,6 +1151,31 @@ static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
   cli_chrome_end(w);
 }
 
+/* cli_trace_load_hooked with events_only: csv and chrome format each event from the
+ * trace's own figures and the profile would build what they never read (live blocks). */
+typedef struct export_call {
+  cli_trace_t *t;
+  const char *path;
+  const cts_alloc_profile_config_t *cfg;
+  cli_event_hook hook;
+  stream_ctx_t *c;
+} export_call_t;
+
+static int run_export(void *ctx, const cts_load_opts_t *opts) {
+  const export_call_t *x = ctx;
+  cts_load_opts_t o = *opts;
+  o.fold = &cli_fold_settings; /* as cli_trace_load_hooked */
+  o.events_only = true;
+  return cts_mem_trace_load(x->t, x->path, x->cfg, &o, x->hook, x->c);
+}
+
+static int load_events_only(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
+                            bool quiet, cli_event_hook hook, stream_ctx_t *c) {
+  export_call_t x = {t, path, cfg, hook, c};
+  const int err = cli_load_run(path, quiet, run_export, &x);
+  return cli_load_exit(err, t->kept, t->input_error, t->hook_err && err == t->hook_err);
+}
+
 /* Why the chrome export stopped, and what to run instead. */
 static void refuse_json(const stream_ctx_t *c, const char *path, bool to_stdout) {
   char got[48], est[32], max[32], name[512];
@@ -1209,6 +1259,7 @@ int cmd_export(int argc, char **argv) {
       cts_outfile_discard(&file);
       return CLI_EXIT_INTERNAL;
     }
+    cts_live_init(&c.live, sizeof(uint64_t)); /* (allocates nothing) */
     hook = chrome_hook;
     cli_chrome_begin(&c.w, out);
   } else if (opts.format == FMT_CSV) {
@@ -1221,7 +1272,8 @@ int cmd_export(int argc, char **argv) {
   const cts_alloc_profile_config_t cfg = {
       .stacks = opts.format != FMT_CSV && opts.format != FMT_CHROME, .skip_histograms = true};
   cli_trace_t t;
-  int code = cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, hook, &c);
+  int code = hook ? load_events_only(&t, argv[first], &cfg, opts.quiet, hook, &c)
+                  : cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, NULL, NULL);
   int e = t.hook_err;
   if (code == CLI_EXIT_OK || code == CLI_EXIT_DATA) {
     if (opts.format == FMT_FOLDED)
@@ -1248,6 +1300,7 @@ int cmd_export(int argc, char **argv) {
   free(c.code_labels);
   free(c.points);
   free(c.cache);
+  cts_live_fini(&c.live);
   cli_trace_free(&t);
   return code;
 }

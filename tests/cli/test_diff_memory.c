@@ -1,39 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* `diff` holds one trace's live blocks at a time (issue 20): on traces whose blocks all
  * survive, its peak RSS is about that of reading one of them (`stats`), not of two. */
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-
 #include "../test.h"
 #include "hostile_traces.h"
+#include "peak_rss.h"
 #include "scratch_dir.h"
 
-extern char **environ;
-
-/* Peak RSS (KiB) of ctfscope args..., output to /dev/null; -1 if it failed. */
-static long peak_kib(char *const *args) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  const int e = posix_spawn(&pid, CTS_TEST_CTFSCOPE, &fa, NULL, args, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (e) return -1;
-  int st;
-  struct rusage ru;
-  if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
-  return ru.ru_maxrss;
-}
-
 CTS_TEST(diff_peak_is_one_traces_live_blocks) {
-#if defined(__SANITIZE_ADDRESS__)
-  CTS_SKIP("ASan keeps freed memory in quarantine: RSS says nothing here");
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  CTS_SKIP("ASan keeps freed memory in quarantine: RSS says nothing here");
-#endif
-#endif
+  CTS_SKIP_UNDER_ASAN();
   char a[128], b[128];
   scratch_file("cts-diff-mem", "a.ctf", a, sizeof a);
   scratch_file("cts-diff-mem", "b.ctf", b, sizeof b);
