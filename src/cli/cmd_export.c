@@ -1151,31 +1151,6 @@ static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
   cli_chrome_end(w);
 }
 
-/* cli_trace_load_hooked with events_only: csv and chrome format each event from the
- * trace's own figures and the profile would build what they never read (live blocks). */
-typedef struct export_call {
-  cli_trace_t *t;
-  const char *path;
-  const cts_alloc_profile_config_t *cfg;
-  cli_event_hook hook;
-  stream_ctx_t *c;
-} export_call_t;
-
-static int run_export(void *ctx, const cts_load_opts_t *opts) {
-  const export_call_t *x = ctx;
-  cts_load_opts_t o = *opts;
-  o.fold = &cli_fold_settings; /* as cli_trace_load_hooked */
-  o.events_only = true;
-  return cts_mem_trace_load(x->t, x->path, x->cfg, &o, x->hook, x->c);
-}
-
-static int load_events_only(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
-                            bool quiet, cli_event_hook hook, stream_ctx_t *c) {
-  export_call_t x = {t, path, cfg, hook, c};
-  const int err = cli_load_run(path, quiet, run_export, &x);
-  return cli_load_exit(err, t->kept, t->input_error, t->hook_err && err == t->hook_err);
-}
-
 /* Why the chrome export stopped, and what to run instead. */
 static void refuse_json(const stream_ctx_t *c, const char *path, bool to_stdout) {
   char got[48], est[32], max[32], name[512];
@@ -1272,7 +1247,7 @@ int cmd_export(int argc, char **argv) {
   const cts_alloc_profile_config_t cfg = {
       .stacks = opts.format != FMT_CSV && opts.format != FMT_CHROME, .skip_histograms = true};
   cli_trace_t t;
-  int code = hook ? load_events_only(&t, argv[first], &cfg, opts.quiet, hook, &c)
+  int code = hook ? cli_trace_load_events(&t, argv[first], &cfg, opts.quiet, hook, &c)
                   : cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, NULL, NULL);
   int e = t.hook_err;
   if (code == CLI_EXIT_OK || code == CLI_EXIT_DATA) {

@@ -99,12 +99,14 @@ typedef struct trace_call {
   const cts_alloc_profile_config_t *cfg;
   cli_event_hook hook;
   void *hook_user_data;
+  bool events_only;
 } trace_call_t;
 
 static int run_trace(void *ctx, const cts_load_opts_t *opts) {
   const trace_call_t *c = ctx;
   cts_load_opts_t o = *opts;
   o.fold = &cli_fold_settings; /* names as people read them (the frame options) */
+  o.events_only = c->events_only;
   return cts_mem_trace_load(c->t, c->path, c->cfg, &o, c->hook, c->hook_user_data);
 }
 
@@ -113,11 +115,21 @@ int cli_trace_load(cli_trace_t *t, const char *path, const cts_alloc_profile_con
   return cli_trace_load_hooked(t, path, cfg, quiet, NULL, NULL);
 }
 
-int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
-                          bool quiet, cli_event_hook hook, void *hook_user_data) {
-  trace_call_t c = {t, path, cfg, hook, hook_user_data};
+static int trace_load(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
+                      bool quiet, cli_event_hook hook, void *hook_user_data, bool events_only) {
+  trace_call_t c = {t, path, cfg, hook, hook_user_data, events_only};
   const int err = cli_load_run(path, quiet, run_trace, &c);
   return cli_load_exit(err, t->kept, t->input_error, t->hook_err && err == t->hook_err);
+}
+
+int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
+                          bool quiet, cli_event_hook hook, void *hook_user_data) {
+  return trace_load(t, path, cfg, quiet, hook, hook_user_data, false);
+}
+
+int cli_trace_load_events(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
+                          bool quiet, cli_event_hook hook, void *hook_user_data) {
+  return trace_load(t, path, cfg, quiet, hook, hook_user_data, true);
 }
 
 void cli_csv_str(cts_out_t *o, const char *s) {

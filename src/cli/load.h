@@ -77,6 +77,11 @@ int cli_trace_load(cli_trace_t *t, const char *path, const cts_alloc_profile_con
 /* The same, calling hook for each event. A hook error is printed by the caller. */
 int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
                           bool quiet, cli_event_hook hook, void *hook_user_data);
+/* The same, the events going to hook only (cts_load_opts_t.events_only): t->prof gets the
+ * trace info and packet times but no live blocks, stacks or figures. For commands that
+ * format each event themselves (export csv and chrome). */
+int cli_trace_load_events(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
+                          bool quiet, cli_event_hook hook, void *hook_user_data);
 static inline void cli_trace_free(cli_trace_t *t) {
   cts_mem_trace_free(t);
 }
