@@ -93,43 +93,30 @@ static void walk_end(const cts_mt_reader_t *r, int err, char *buf, size_t size) 
     snprintf(buf, size, "error at %llu", (unsigned long long)cts_mt_reader_error_offset(r));
 }
 
-/* One member per line, as jq would indent it (objects of counts on one line). */
-static void member(cts_json_t *w, const char *key) {
-  cts_json_ws(w, "\n  ");
-  cts_json_key(w, key);
-}
-
 static void print_json(cts_json_t *w, const char *path, uint64_t file_size, const cts_mt_info_t *in,
                        const info_ctx_t *c, const cts_mt_reader_t *r, int err, bool input_error) {
   const cts_summary_t *s = &c->summary;
   char buf[128];
   cts_json_object(w);
-  member(w, "file");
+  cts_json_item_ws(w, "\n  "); /* one member per line, as jq would indent it */
+  cts_json_key(w, "file");
   cts_json_str(w, path);
-  member(w, "file_size_bytes");
+  cts_json_key(w, "file_size_bytes");
   cts_json_u64(w, file_size);
   if (in) {
-    member(w, "format_version");
+    cts_json_key(w, "format_version");
     cts_json_u64(w, in->version);
-    member(w, "info");
+    cts_json_key(w, "info");
     cts_json_object(w);
-    static const char in_info[] = "\n    ";
-    cts_json_ws(w, in_info);
+    cts_json_item_ws(w, "\n    ");
     cts_json_key(w, "sample_rate");
     cts_json_shortest(w, in->sample_rate);
-    cts_json_ws(w, in_info);
     cts_json_kv_u64(w, "word_size", in->word_size);
-    cts_json_ws(w, in_info);
     cts_json_kv_str(w, "executable_name", in->executable_name);
-    cts_json_ws(w, in_info);
     cts_json_kv_str(w, "host_name", in->host_name);
-    cts_json_ws(w, in_info);
     cts_json_kv_str(w, "ocaml_runtime_params", in->runtime_params);
-    cts_json_ws(w, in_info);
     cts_json_kv_i64(w, "pid", in->pid);
-    cts_json_ws(w, in_info);
     cts_json_kv_i64(w, "start_time_us", in->start_time_us);
-    cts_json_ws(w, in_info);
     cts_json_key(w, "context");
     if (in->context)
       cts_json_str(w, in->context);
@@ -138,15 +125,15 @@ static void print_json(cts_json_t *w, const char *path, uint64_t file_size, cons
     cts_json_ws(w, "\n  ");
     cts_json_end(w);
   }
-  member(w, "reader_result");
+  cts_json_key(w, "reader_result");
   cli_jw_reader_result(w, err);
   if (err) {
-    member(w, "error");
+    cts_json_key(w, "error");
     cts_json_str(w, input_error ? cts_os_strerror(err) : cts_mt_reader_error_message(r));
   }
-  member(w, "events_total");
+  cts_json_key(w, "events_total");
   cts_json_u64(w, s->events_total);
-  member(w, "events");
+  cts_json_key(w, "events");
   cts_json_object(w);
   cts_json_kv_u64(w, "alloc", s->alloc_by_source[0]);
   cts_json_kv_u64(w, "alloc_major", s->alloc_by_source[1]);
@@ -154,38 +141,38 @@ static void print_json(cts_json_t *w, const char *path, uint64_t file_size, cons
   cts_json_kv_u64(w, "promote", s->promote);
   cts_json_kv_u64(w, "collect", s->collect);
   cts_json_end(w);
-  member(w, "allocs_total");
+  cts_json_key(w, "allocs_total");
   cts_json_u64(w, cts_summary_allocs(s));
-  member(w, "allocs_eligible_for_short_form");
+  cts_json_key(w, "allocs_eligible_for_short_form");
   cts_json_u64(w, s->allocs_short_eligible);
-  member(w, "samples_total");
+  cts_json_key(w, "samples_total");
   cts_json_u64(w, cts_summary_samples(s));
-  member(w, "samples");
+  cts_json_key(w, "samples");
   cts_json_object(w);
   cts_json_kv_u64(w, "minor", s->samples_by_source[0]);
   cts_json_kv_u64(w, "major", s->samples_by_source[1]);
   cts_json_kv_u64(w, "external", s->samples_by_source[2]);
   cts_json_end(w);
-  member(w, "sum_length_words");
+  cts_json_key(w, "sum_length_words");
   cts_json_u64(w, s->sum_length_words);
-  member(w, "sum_length_x_nsamples");
+  cts_json_key(w, "sum_length_x_nsamples");
   cts_json_u64(w, s->sum_length_x_nsamples);
-  member(w, "max_length_words");
+  cts_json_key(w, "max_length_words");
   cts_json_u64(w, s->max_length_words);
   if (in) {
-    member(w, "estimated_allocated_bytes");
+    cts_json_key(w, "estimated_allocated_bytes");
     cts_json_fixed(w, cts_summary_estimated_bytes(s, in), 0);
   }
-  member(w, "backtrace_length_max");
+  cts_json_key(w, "backtrace_length_max");
   cts_json_u64(w, s->backtrace_length_max);
-  member(w, "backtrace_length_mean");
+  cts_json_key(w, "backtrace_length_mean");
   cts_json_fixed(w, cts_summary_backtrace_mean(s), 3);
-  member(w, "distinct_location_codes_in_backtraces");
+  cts_json_key(w, "distinct_location_codes_in_backtraces");
   cts_json_u64(w, s->distinct_codes);
-  member(w, "location_codes_without_locations");
+  cts_json_key(w, "location_codes_without_locations");
   cts_json_u64(w, s->codes_without_locations);
   if (s->loss_markers) {
-    member(w, "drop_mode_losses");
+    cts_json_key(w, "drop_mode_losses");
     cts_json_object(w);
     cts_json_kv_u64(w, "markers", s->loss_markers);
     cts_json_kv_u64(w, "allocs", s->lost_allocs);
@@ -194,26 +181,26 @@ static void print_json(cts_json_t *w, const char *path, uint64_t file_size, cons
     cts_json_end(w);
   }
   if (in && s->have_events) {
-    member(w, "first_event_dt_us");
+    cts_json_key(w, "first_event_dt_us");
     cts_json_u64(w, s->first_event_us - in->start_time_us);
-    member(w, "last_event_dt_us");
+    cts_json_key(w, "last_event_dt_us");
     cts_json_u64(w, s->last_event_us - in->start_time_us);
   }
   if (in && s->end_us > in->start_time_us) {
-    member(w, "end_dt_us");
+    cts_json_key(w, "end_dt_us");
     cts_json_u64(w, s->end_us - in->start_time_us);
   }
-  member(w, "packets_total");
+  cts_json_key(w, "packets_total");
   cts_json_u64(w, s->packets_total);
-  member(w, "packets");
+  cts_json_key(w, "packets");
   cts_json_object(w);
   for (unsigned k = 0; k < 6; k++) cts_json_kv_u64(w, packet_kind_names[k], s->packets_by_kind[k]);
   cts_json_end(w);
   walk_end(r, input_error ? 0 : err, buf, sizeof buf);
-  member(w, "packet_walk_end");
+  cts_json_key(w, "packet_walk_end");
   cts_json_str(w, buf);
   if (c->keep_packets) {
-    member(w, "packet_list");
+    cts_json_key(w, "packet_list");
     cts_json_array(w);
     for (size_t i = 0; i < c->packets.n; i++) {
       const cts_mt_packet_t *p = &c->packets.items[i];

@@ -98,32 +98,23 @@ static void print_info_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_
                             bool packets) {
   const cts_tasks_t *m = &t->m;
   cts_json_object(w);
-  cts_json_ws(w, "\n  ");
+  cts_json_item_ws(w, "\n  "); /* one member per line */
   cts_json_kv_str(w, "file", t->path);
-  cts_json_ws(w, "\n  ");
   cts_json_kv_u64(w, "file_size_bytes", t->file_size);
-  cts_json_ws(w, "\n  ");
   cts_json_kv_str(w, "format", "mirage-profile");
-  cts_json_ws(w, "\n  ");
   cts_json_key(w, "reader_result");
   cli_jw_reader_result(w, t->err);
   if (t->err) {
-    cts_json_ws(w, "\n  ");
     cts_json_kv_str(w, "error", t->msg);
   }
-  cts_json_ws(w, "\n  ");
   cts_json_kv_str(w, "layout",
                   !t->packets_seen                             ? "none"
                   : t->packets_full_content == t->packets_seen ? "stream"
                   : t->packet_max - t->packet_min < 4          ? "ring"
                                                                : "packets");
-  cts_json_ws(w, "\n  ");
   cts_json_kv_bool(w, "wrapped", t->sum.wrapped);
-  cts_json_ws(w, "\n  ");
   cts_json_kv_bool(w, "sequence_order", t->sum.sequence_order);
-  cts_json_ws(w, "\n  ");
   cts_json_kv_u64(w, "packets_total", t->packets_seen);
-  cts_json_ws(w, "\n  ");
   cts_json_key(w, "packets");
   cts_json_object(w);
   cts_json_kv_u64(w, "empty", t->packets_empty);
@@ -131,25 +122,19 @@ static void print_info_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_
   cts_json_kv_u64(w, "size_min", t->packet_min);
   cts_json_kv_u64(w, "size_max", t->packet_max);
   cts_json_end(w);
-  cts_json_ws(w, "\n  ");
   cts_json_kv_u64(w, "lanes", m->nlanes);
-  cts_json_ws(w, "\n  ");
   cts_json_kv_u64(w, "events_total", t->sum.events);
-  cts_json_ws(w, "\n  ");
   cts_json_key(w, "events");
   cts_json_object(w);
   for (unsigned id = 0; id < CTS_MPROF_EVENT_IDS; id++)
     if (id < CTS_MPROF_MIRAGE_IDS || t->sum.events_by_id[id]) /* extensions when present */
       cts_json_kv_u64(w, cts_mprof_event_name(id), t->sum.events_by_id[id]);
   cts_json_end(w);
-  cts_json_ws(w, "\n  ");
   cts_json_kv_u64(w, "warnings", t->sum.warnings);
   if (m->lost) {
-    cts_json_ws(w, "\n  ");
     cts_json_kv_u64(w, "events_lost", m->lost);
   }
   if (m->have_anchor) { /* docs/formats/mprof.md §14.2 */
-    cts_json_ws(w, "\n  ");
     cts_json_key(w, "clock_anchor");
     cts_json_object(w);
     cts_json_kv_i64(w, "pid", m->anchor_pid);
@@ -158,25 +143,18 @@ static void print_info_json(cts_json_t *w, const cli_tasks_t *t, const cts_task_
     cts_json_end(w);
   }
   if (m->have_time) {
-    cts_json_ws(w, "\n  ");
     cts_json_kv_u64(w, "first_event_ns", m->first_ns);
-    cts_json_ws(w, "\n  ");
     cts_json_kv_u64(w, "last_event_ns", m->last_ns);
-    cts_json_ws(w, "\n  ");
     cts_json_kv_fixed(w, "duration_s", cli_tasks_duration_s(t), 9);
   }
-  cts_json_ws(w, "\n  ");
   cts_json_key(w, "tasks");
   json_totals(w, s);
-  cts_json_ws(w, "\n  ");
   cts_json_kv_u64(w, "strings_distinct", m->strs.n);
-  cts_json_ws(w, "\n  ");
   cts_json_key(w, "counters");
   cts_json_array(w);
   for (size_t i = 0; i < m->ncounters; i++) cts_json_str(w, cts_tasks_str(m, m->counters[i].name));
   cts_json_end(w);
   if (packets) {
-    cts_json_ws(w, "\n  ");
     cts_json_key(w, "packet_list");
     cts_json_array(w);
     for (size_t i = 0; i < t->npackets; i++) {

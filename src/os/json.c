@@ -35,6 +35,11 @@ static void write_short(cts_out_t *o, const char *s) {
   for (; *s; s++) cts_out_char(o, *s);
 }
 
+void cts_json_item_ws(cts_json_t *w, const char *ws) {
+  CTS_ASSERT(w->depth > 0);
+  if (w->depth && w->depth <= CTS_JSON_MAX_DEPTH) w->item_ws[w->depth - 1] = ws;
+}
+
 static void write_ws(cts_json_t *w) {
   if (w->ws) write_short(w->o, w->ws);
   w->ws = NULL;
@@ -49,13 +54,15 @@ static void before_item(cts_json_t *w) {
     return;
   }
   const uint32_t b = bit(w->depth - 1);
+  const char *ws = w->ws;
+  if (!ws && w->depth <= CTS_JSON_MAX_DEPTH) ws = w->item_ws[w->depth - 1];
   if (w->has_items & b) {
     cts_out_char(w->o, ',');
-    write_short(w->o, w->ws ? w->ws : " ");
-    w->ws = NULL;
-  } else {
-    write_ws(w);
+    write_short(w->o, ws ? ws : " ");
+  } else if (ws) {
+    write_short(w->o, ws);
   }
+  w->ws = NULL;
   w->has_items |= b;
 }
 
@@ -110,6 +117,7 @@ static void open_container(cts_json_t *w, bool object) {
   const uint32_t b = bit(w->depth);
   w->object = object ? w->object | b : w->object & ~b;
   w->has_items &= ~b;
+  if (w->depth < CTS_JSON_MAX_DEPTH) w->item_ws[w->depth] = NULL;
   w->depth++;
 }
 

@@ -6,7 +6,8 @@
  * a stray comma or an unclosed bracket.
  *
  * Layout is the caller's: cts_json_ws(w, "\n  ") sets the whitespace written before the
- * next item or closing bracket (after the comma the writer adds); without it, items are
+ * next item or closing bracket (after the comma the writer adds), cts_json_item_ws() that of
+ * every later item of the open container; without them, items are
  * separated by ", " and brackets hug their contents. So the commands keep their exact
  * layouts (one member per line, or one row per line in an otherwise flat object).
  *
@@ -29,7 +30,10 @@
 
 typedef struct cts_json {
   cts_out_t *o;
-  const char *ws;     /* whitespace before the next item or bracket, or NULL */
+  const char *ws; /* whitespace before the next item or bracket, or NULL */
+  /* item_ws[d]: whitespace before each item of the open container at depth d+1 when no
+   * cts_json_ws() is pending (cts_json_item_ws), or NULL */
+  const char *item_ws[CTS_JSON_MAX_DEPTH];
   unsigned depth;     /* open containers */
   bool done;          /* the top-level value is complete */
   bool after_key;     /* a key was written: its value comes next */
@@ -46,6 +50,10 @@ void cts_json_finish(cts_json_t *w);
 /* Whitespace (" ", "\n", "\n  ", ...) to write before the next item or closing bracket,
  * after the comma when one is due. ws must outlive that next write (a literal). */
 void cts_json_ws(cts_json_t *w, const char *ws);
+/* Whitespace to write before every later item of the open container (until it closes),
+ * where no cts_json_ws() is pending: "one member per line" without a call per member.
+ * Containers opened inside it start without. ws must outlive the container (a literal). */
+void cts_json_item_ws(cts_json_t *w, const char *ws);
 
 void cts_json_object(cts_json_t *w); /* { */
 void cts_json_array(cts_json_t *w);  /* [ */

@@ -69,6 +69,34 @@ CTS_TEST(layout_whitespace_goes_after_the_comma) {
                     "{\"trace\": \"t\",\n \"sites\": [\n  {\"n\": 0},\n  {\"n\": -1}\n ]\n}");
 }
 
+/* cts_json_item_ws: every later item of the open container on its own line, a pending
+ * cts_json_ws() first; containers inside it start without, and it ends with its container. */
+CTS_TEST(item_whitespace_holds_for_its_container_only) {
+  start();
+  cts_json_object(&w);
+  cts_json_kv_str(&w, "trace", "t");
+  cts_json_item_ws(&w, "\n  ");
+  cts_json_kv_u64(&w, "a", 1);
+  cts_json_key(&w, "b");
+  cts_json_object(&w);
+  cts_json_kv_u64(&w, "x", 1);
+  cts_json_kv_u64(&w, "y", 2);
+  cts_json_end(&w);
+  cts_json_ws(&w, "\n ");
+  cts_json_kv_u64(&w, "c", 3);
+  cts_json_kv_u64(&w, "d", 4);
+  cts_json_key(&w, "e");
+  cts_json_array(&w);
+  cts_json_u64(&w, 5);
+  cts_json_end(&w);
+  cts_json_ws(&w, "\n");
+  cts_json_end(&w);
+  cts_json_finish(&w);
+  CTS_ASSERT_STR_EQ(text(),
+                    "{\"trace\": \"t\",\n  \"a\": 1,\n  \"b\": {\"x\": 1, \"y\": 2},\n \"c\": "
+                    "3,\n  \"d\": 4,\n  \"e\": [5]\n}");
+}
+
 CTS_TEST(strings_are_escaped_as_before) {
   start();
   cts_json_array(&w);
