@@ -79,9 +79,10 @@
  * LIBUNWIND always calls unw_backtrace().
  *
  * ## Processes
- * A forked child is not traced. When the traced process execs, the preload flushes the
- * trace and the new image traces into a new file (trace.ctf, trace.exec1.ctf, ...; TCP
- * sinks: a new connection). dlclose() flushes first.
+ * A forked child is not traced. When the traced process execs, its trace is finished (by
+ * the writer process after the exec, from the module list the preload hands it; a writer
+ * thread is flushed first) and the new image traces into a new file (trace.ctf,
+ * trace.exec1.ctf, ...; TCP sinks: a new connection). dlclose() flushes first.
  *
  * Thread-safety: every function here may be called from any thread. Only one tracer
  * runs per process.

@@ -248,6 +248,7 @@ int cts__session_error(void) {
 }
 
 int cts__tracer_writer_pid(void) {
+  if (cts__session.session_running && cts__session.writer_process) cts__writer_process_settle();
   return cts__session.session_running && cts__session.writer_process
              ? (int)atomic_load(&cts__ctl->writer_pid)
              : 0;

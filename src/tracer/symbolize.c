@@ -48,6 +48,7 @@
   X(dwfl_getmodules)              \
   X(dwfl_lineinfo)                \
   X(dwfl_linux_proc_find_elf)     \
+  X(dwfl_linux_proc_maps_report)  \
   X(dwfl_linux_proc_report)       \
   X(dwfl_module_addrdie)          \
   X(dwfl_module_build_id)         \
@@ -80,6 +81,7 @@ CTS__LAZYLIB_DEFINE(dw, dw_lib, "libdw.so.1", DW_FUNCTIONS);
 #define dwfl_getmodules              (dw.dwfl_getmodules)
 #define dwfl_lineinfo                (dw.dwfl_lineinfo)
 #define dwfl_linux_proc_find_elf     (dw.dwfl_linux_proc_find_elf)
+#define dwfl_linux_proc_maps_report  (dw.dwfl_linux_proc_maps_report)
 #define dwfl_linux_proc_report       (dw.dwfl_linux_proc_report)
 #define dwfl_module_addrdie          (dw.dwfl_module_addrdie)
 #define dwfl_module_build_id         (dw.dwfl_module_build_id)
@@ -112,6 +114,8 @@ struct cts__symbolizer {
   int pid;                              /* whose codes: 0 = this process */
   const _Atomic uint64_t *module_epoch; /* pid != 0: the program's flush count */
   uint64_t epoch_seen;                  /* its value at the last report */
+  bool handed;                          /* that report was of the list the program handed
+                                         * over before its exec (cts__program_maps) */
   cached_t *cache;
   size_t cache_cap, cache_count;
   size_t used;
@@ -247,7 +251,16 @@ static bool report_modules(cts__symbolizer_t *s) {
     s->unloads = c[1];
   }
   dwfl_report_begin(s->dwfl);
-  int e = dwfl_linux_proc_report(s->dwfl, s->pid ? s->pid : getpid());
+  /* A program about to exec (or past it) handed its list over: /proc/PID/maps may
+   * already be the next image's. */
+  size_t len = 0;
+  char *const handed = s->pid ? cts__program_maps(&len) : NULL;
+  FILE *const f = handed ? fmemopen(handed, len, "r") : NULL;
+  s->handed = f != NULL;
+  int e = f ? dwfl_linux_proc_maps_report(s->dwfl, f)
+            : dwfl_linux_proc_report(s->dwfl, s->pid ? s->pid : getpid());
+  if (f) fclose(f);
+  free(handed);
   /* A program that is not dumpable keeps its maps from its writer process; the writer
    * process, a fork of it, has the modules it had then. */
   if (e && s->pid) e = dwfl_linux_proc_report(s->dwfl, getpid());
@@ -258,8 +271,9 @@ static bool report_modules(cts__symbolizer_t *s) {
  * another process: if it flushed since, or if `code` is in no module known). */
 static void refresh_modules(cts__symbolizer_t *s, uint64_t code) {
   if (s->pid) {
+    /* A handed-over list is the image's last: reading it again finds nothing new. */
     if (atomic_load(s->module_epoch) != s->epoch_seen ||
-        !dwfl_addrmodule(s->dwfl, (Dwarf_Addr)code - 1))
+        (!s->handed && !dwfl_addrmodule(s->dwfl, (Dwarf_Addr)code - 1)))
       report_modules(s);
     return;
   }

@@ -107,6 +107,22 @@ void cts__tracer_record_free(uint64_t id, unsigned session);
  * as soon as the exec happens. No effect without a running session. Async-signal-unsafe
  * (takes the control lock), as the exec family's hooks already are. */
 void cts__tracer_exec_pending(bool pending);
+/* Right before an exec, with a writer process: hands the image's module list
+ * (/proc/self/maps) to the writer process, which then finishes this image's trace after the
+ * exec on its own, resolving its codes against that list. True when handed over: the exec
+ * need not wait for a flush; `*error` is then what a flush would have returned (the
+ * session's error, -ESRCH if the writer process is gone), else 0. False without a writer
+ * process or a running session, or if the list could not be read whole (the caller
+ * flushes then). Takes the control lock; no allocation. writer_process.c. */
+bool cts__tracer_exec_handoff(int *error);
+/* After a failed exec that handed its list over: the writer reads /proc/PID/maps again. */
+void cts__tracer_exec_handoff_cancel(void);
+/* Waits until the running session's writer process has been made (its intermediate
+ * process reaped) and its pid is known. Control lock not held. writer_process.c. */
+void cts__writer_process_settle(void);
+/* In the writer process: a copy (malloc) of the list the program handed over, its length in
+ * `*len`; NULL when none is (then /proc/PID/maps is the program's). */
+char *cts__program_maps(size_t *len);
 /* The running session's writer process, 0 if it has a writer thread (tests). */
 int cts__tracer_writer_pid(void);
 /* How many per-thread record rings exist (tests: exited threads' rings are reused). */

@@ -8,7 +8,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,14 +22,33 @@
 cts__writer_proc_t cts__wproc = {.writer_pidfd = -1, .owner_fd = -1, .owner_watch_fd = -1};
 CTS__TLS bool cts__spawning_writer;
 
-/* Whether this session's writer process has exited (killed: it could not say so). */
+/* The program's module list (/proc/PID/maps as text), handed to the writer process right
+ * before an exec, in a shared mapping made before the fork (same address in both): the
+ * program then execs at once instead of waiting for the writer to drain and resolve
+ * everything (a flush), and the writer resolves the old image's codes against this list
+ * while /proc/PID/maps already describes the new image. Written and read under the control
+ * lock. Address space only (MAP_NORESERVE): untouched until an exec, and then only as many
+ * pages as the text. */
+typedef struct {
+  size_t len; /* 0: no list handed over (none yet, or the exec failed) */
+  char text[];
+} maps_snapshot_t;
+#define SNAPSHOT_BYTES ((size_t)4 << 20)
+static maps_snapshot_t *snapshot;
+
+static bool settle_middle(bool block);
+
+/* Whether this session's writer process has exited (killed: it could not say so), or was
+ * never made (its intermediate process could not fork). Not while that process has not
+ * told yet. */
 bool cts__writer_process_gone(void) {
+  if (!settle_middle(false)) return false;
   if (cts__wproc.writer_pidfd >= 0) {
     struct pollfd p = {.fd = cts__wproc.writer_pidfd, .events = POLLIN};
     return poll(&p, 1, 0) > 0;
   }
   const pid_t pid = (pid_t)atomic_load(&cts__ctl->writer_pid);
-  return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+  return pid < 0 || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH);
 }
 
 /* The writer process: whether the program's end of the watch pipe is closed (it exited,
@@ -77,62 +100,166 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   _exit(0);
 }
 
+/* The intermediate process of the double fork, made with clone() and no exit signal while
+ * the program has one thread (the usual case: the preload starts tracing in its
+ * constructor), so that the program need not wait for it: wait(), waitpid(-1) and waitid()
+ * without __WALL or __WCLONE do not see such a child, and its exit sends no SIGCHLD. The
+ * program reaps it later (settle_middle). Waiting for it at once cost every traced image
+ * a scheduling round trip: 0.1-0.3 ms on an idle machine, 10-20 ms on a loaded one, where
+ * a new process queues behind the others. 0: none pending. */
+static pid_t middle_pid;
+static pid_t middle_parent; /* the process that made it: a forked child does not reap it */
+
+/* Reaps the intermediate process if it is done (or waits for it: `block`), then opens the
+ * writer's pidfd. True once there is nothing left to reap. */
+static bool settle_middle(bool block) {
+  if (!middle_pid) return true;
+  if (getpid() != middle_parent) { /* a forked child: its parent's, not its own */
+    middle_pid = 0;
+    return true;
+  }
+  pid_t r;
+  while ((r = waitpid(middle_pid, NULL, __WALL | (block ? 0 : WNOHANG))) < 0 && errno == EINTR) {}
+  if (r == 0) return false;
+  middle_pid = 0;
+  /* Killed before it could say: no writer (cts__writer_process_gone). */
+  int none = 0;
+  atomic_compare_exchange_strong(&cts__ctl->writer_pid, &none, -1);
+  const pid_t pid = (pid_t)atomic_load(&cts__ctl->writer_pid);
+  /* Without pidfds (Linux < 5.3), cts__writer_process_gone() uses kill(pid, 0). */
+  if (pid > 0 && cts__wproc.writer_pidfd < 0)
+    cts__wproc.writer_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  return true;
+}
+
+/* tracer_internal.h. */
+void cts__writer_process_settle(void) {
+  settle_middle(true);
+}
+
+/* The intermediate process: leaves the program's session, makes the writer process,
+ * publishes its pid and exits. */
+static _Noreturn void middle_main(int watch[2], pid_t program) {
+  close(watch[1]); /* the writer process must see the program's end close */
+  /* A session of its own first, then the writer: the writer is out of the program's
+   * session and process group from its first instruction, so a ^C (or a SIGKILL, a
+   * SIGSTOP) sent to the program's group at once cannot reach it, though the program does
+   * not wait for it to start. As in a daemon's double fork, the writer is no session leader
+   * and can never acquire a controlling terminal. No signals, and its name: inherited. */
+  setsid();
+  prctl(PR_SET_NAME, "ctfscope-writer");
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, NULL);
+  const pid_t pid = fork();
+  if (pid == 0) writer_process_main(watch[0], program);
+  atomic_store(&cts__ctl->writer_pid, pid > 0 ? pid : -1);
+  _exit(0);
+}
+
 /* Forks the writer process, twice, so that it is nobody's child: the program never sees it
  * in wait(), and it lives on when the program dies, to finish the trace. 0, or -errno. */
 int cts__spawn_writer_process(void) {
   int watch[2];
   if (pipe2(watch, O_CLOEXEC) != 0) return -errno;
+  /* Without it, an exec flushes (cts__tracer_exec_handoff says so). */
+  if (!snapshot) {
+    void *const m = mmap(NULL, SNAPSHOT_BYTES, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    snapshot = m == MAP_FAILED ? NULL : m;
+  }
   const pid_t program = getpid();
   atomic_store(&cts__ctl->writer_pid, 0);
   cts__spawning_writer = true;
-  const pid_t middle = fork();
-  if (middle == 0) {
-    close(watch[1]); /* the writer process must see the program's end close */
-    /* Its own session, no signals and its name before the program goes on
-     * (cts__session_start_locked does not wait for the writer): a Ctrl-C sent to the program's
-     * process group at once must not reach it, and `ps` shows it as it is from the start.
-     * The mask and the name are inherited; the session is the grandchild's own, and this
-     * process waits for it (the pipe's end closed) before it exits. */
-    prctl(PR_SET_NAME, "ctfscope-writer");
-    sigset_t all;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
-    int led[2];
-    const bool sync = pipe2(led, O_CLOEXEC) == 0;
-    const pid_t pid = fork();
-    if (pid == 0) {
-      setsid();
-      if (sync) close(led[0]), close(led[1]);
-      writer_process_main(watch[0], program);
-    }
-    if (sync) {
-      close(led[1]);
-      char byte;
-      while (pid > 0 && read(led[0], &byte, 1) < 0 && errno == EINTR) {}
-    }
-    atomic_store(&cts__ctl->writer_pid, pid > 0 ? pid : -1);
-    _exit(0);
-  }
+  /* With one thread, no lock of libc's (malloc's, stdio's, the loader's) can be held by
+   * another thread at the copy, so the intermediate process may skip glibc's fork
+   * preparations, as clone() does: its own fork() of the writer makes them. With more
+   * threads, fork() and a wait. */
+  const bool lazy = __libc_single_threaded;
+  const pid_t middle =
+      lazy ? (pid_t)syscall(SYS_clone, 0L /* no exit signal */, NULL, NULL, NULL, NULL) : fork();
+  if (middle == 0) middle_main(watch, program);
   const int e = middle < 0 ? -errno : 0;
   cts__spawning_writer = false;
-  if (middle > 0)
-    while (waitpid(middle, NULL, 0) < 0 && errno == EINTR) {}
   close(watch[0]);
-  const pid_t pid = atomic_load(&cts__ctl->writer_pid);
-  if (e || pid <= 0) {
+  if (e) {
     close(watch[1]);
-    return e ? e : -EAGAIN;
+    return e;
   }
   cts__wproc.owner_fd = watch[1];
-  /* Without pidfds (Linux < 5.3), cts__writer_process_gone() uses kill(pid, 0). */
-  cts__wproc.writer_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  middle_pid = middle;
+  middle_parent = program;
+  if (!lazy && !settle_middle(true)) return -EAGAIN;
+  if (!lazy && atomic_load(&cts__ctl->writer_pid) <= 0) {
+    cts__forget_writer_process();
+    return -EAGAIN;
+  }
   return 0;
 }
 
-/* After the session: the pipe and the pidfd go. */
+/* After the session: the pipe, the pidfd and the module list's mapping go. */
 void cts__forget_writer_process(void) {
+  settle_middle(true);
   if (cts__wproc.owner_fd >= 0) close(cts__wproc.owner_fd);
   if (cts__wproc.writer_pidfd >= 0) close(cts__wproc.writer_pidfd);
   cts__wproc.owner_fd = cts__wproc.writer_pidfd = -1;
   atomic_store(&cts__ctl->writer_pid, 0);
+  if (snapshot) munmap(snapshot, SNAPSHOT_BYTES);
+  snapshot = NULL;
+}
+
+/* tracer_internal.h. The list is read straight into the shared mapping: no allocation, one
+ * open, a few reads and a close (30-60 us for a small program), under the control lock so
+ * that two threads exec'ing at once do not write it together. */
+bool cts__tracer_exec_handoff(int *error) {
+  bool handed = false;
+  *error = 0;
+  cts__ctl_lock();
+  if (snapshot && cts__session.writer_process && cts__ctl->thread_running &&
+      !cts__ctl->stop_requested) {
+    const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    const size_t room = SNAPSHOT_BYTES - sizeof *snapshot;
+    size_t len = 0;
+    ssize_t n = fd < 0 ? -1 : 1;
+    while (n != 0 && len < room) {
+      n = read(fd, snapshot->text + len, room - len);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      len += (size_t)n;
+    }
+    if (fd >= 0) close(fd);
+    /* Only a whole list: a cut one would leave codes unresolved or, worse, misplaced. */
+    handed = n == 0 && len > 0;
+    snapshot->len = handed ? len : 0;
+    /* The symbolizer looks at the list again (it takes this one). */
+    atomic_fetch_add(&cts__ctl->module_epoch, 1);
+    /* What a flush would have said: the trace already lost its tail. */
+    *error = cts__ctl->stats.error        ? cts__ctl->stats.error
+             : cts__writer_process_gone() ? -ESRCH
+                                          : 0;
+  }
+  cts__ctl_unlock();
+  return handed;
+}
+
+/* tracer_internal.h. After a failed exec: the image goes on, and may load libraries. */
+void cts__tracer_exec_handoff_cancel(void) {
+  cts__ctl_lock();
+  if (snapshot && snapshot->len) {
+    snapshot->len = 0;
+    atomic_fetch_add(&cts__ctl->module_epoch, 1);
+  }
+  cts__ctl_unlock();
+}
+
+/* tracer_internal.h. In the writer process: a copy of the list the program handed over. */
+char *cts__program_maps(size_t *len) {
+  if (!snapshot) return NULL;
+  cts__ctl_lock();
+  const size_t n = snapshot->len;
+  char *const copy = n ? malloc(n) : NULL;
+  if (copy) memcpy(copy, snapshot->text, n);
+  cts__ctl_unlock();
+  *len = n;
+  return copy;
 }

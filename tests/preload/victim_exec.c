@@ -3,8 +3,17 @@
  * by argv[1] (execv by default; execve, execvp, execvpe, execl, execlp, execle): the new
  * image allocates 66666-byte blocks and exits with 7. Traced, the new image goes on
  * tracing into the next file (tracer.h, "Processes"). With "fork-exec", a forked child
- * execs itself instead (the child is not traced) and the parent exits with its status. */
+ * execs itself instead (the child is not traced) and the parent exits with its status.
+ *
+ * With "stopped-writer" (traced, writer process): stops its own writer process (SIGSTOP;
+ * found as the process holding the trace file, $MEMTRACE, open) before the exec, and the
+ * new image continues it (SIGCONT) first thing. An exec that waits for the writer never
+ * happens: after 10 s an alarm continues the writer and the image exits with 3. */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +21,73 @@
 #include "victim.h"
 
 extern char **environ;
+
+static pid_t stopped_writer;
+
+static void give_up(int sig) {
+  (void)sig;
+  kill(stopped_writer, SIGCONT);
+  _exit(3);
+}
+
+/* MEMTRACE as this process started with it (the preload library removes it from
+ * `environ`), or NULL. */
+static const char *initial_memtrace(void) {
+  static char env[1 << 16];
+  FILE *const f = fopen("/proc/self/environ", "r");
+  if (!f) return NULL;
+  const size_t n = fread(env, 1, sizeof env - 1, f);
+  fclose(f);
+  env[n] = '\0';
+  for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+    if (strncmp(env + i, "MEMTRACE=", 9) == 0) return env + i + 9;
+  return NULL;
+}
+
+/* The parent of process `pid`, 0 if unknown. */
+static pid_t parent_of(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *const f = fopen(path, "r");
+  int ppid = 0;
+  if (f) {
+    /* "PID (COMM) STATE PPID": the name ends at the last ')'. */
+    char line[512];
+    const char *const end = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+    if (!end || sscanf(end + 1, " %*c %d", &ppid) != 1) ppid = 0;
+    fclose(f);
+  }
+  return (pid_t)ppid;
+}
+
+/* Another process that holds `path` open and is not this one's child (the intermediate
+ * process that makes the writer is): the writer process. 0 if none. */
+static pid_t holder_of(const char *path) {
+  char want[PATH_MAX];
+  if (!realpath(path, want)) return 0;
+  DIR *const procs = opendir("/proc");
+  if (!procs) return 0;
+  pid_t found = 0;
+  for (struct dirent *p; !found && (p = readdir(procs));) {
+    const pid_t pid = (pid_t)atoi(p->d_name);
+    if (pid <= 0 || pid == getpid() || parent_of(pid) == getpid()) continue;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *const fds = opendir(dir);
+    if (!fds) continue;
+    for (struct dirent *f; !found && (f = readdir(fds));) {
+      char link[128], target[PATH_MAX];
+      snprintf(link, sizeof link, "%s/%s", dir, f->d_name);
+      const ssize_t n = readlink(link, target, sizeof target - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      if (strcmp(target, want) == 0) found = pid;
+    }
+    closedir(fds);
+  }
+  closedir(procs);
+  return found;
+}
 
 static void exec_self(const char *how, char *argv0) {
   static const char self[] = "/proc/self/exe";
@@ -34,6 +110,14 @@ static void exec_self(const char *how, char *argv0) {
 
 int main(int argc, char **argv) {
   victim_quiet_stdio();
+  if (argc > 2 && strcmp(argv[1], "continue") == 0) {
+    alarm(0); /* the alarm outlives the exec */
+    const pid_t writer = (pid_t)atoi(argv[2]);
+    if (writer > 0) kill(writer, SIGCONT);
+    for (int i = 0; i < 10; i++) free(malloc(66666));
+    printf("after exec\n");
+    return 7;
+  }
   if (argc > 1 && strcmp(argv[1], "after") == 0) {
     for (int i = 0; i < 10; i++) free(malloc(66666));
     printf("after exec\n");
@@ -53,6 +137,20 @@ int main(int argc, char **argv) {
     waitpid(pid, &status, 0);
     free(kept);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+  }
+  if (argc > 1 && strcmp(argv[1], "stopped-writer") == 0) {
+    const char *const trace = initial_memtrace();
+    char pid[16];
+    /* The writer process is made while the program runs: looked for up to 10 s. */
+    for (int i = 0; trace && i < 10000 && !(stopped_writer = holder_of(trace)); i++) usleep(1000);
+    snprintf(pid, sizeof pid, "%d", (int)stopped_writer);
+    if (stopped_writer > 0) {
+      signal(SIGALRM, give_up);
+      alarm(10);
+      kill(stopped_writer, SIGSTOP);
+    }
+    execl("/proc/self/exe", argv[0], "continue", pid, (char *)NULL);
+    return 2;
   }
   exec_self(argc > 1 ? argv[1] : "execv", argv[0]);
   free(kept);

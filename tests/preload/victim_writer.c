@@ -2,8 +2,10 @@
 /* Checks what a program could notice of its writer process, then kills it. It must not be
  * this program's child (wait() says ECHILD, as untraced) nor in its session. Traced, the
  * victim finds it (a process named ctfscope-writer whose environment holds this program's
- * original MEMTRACE setting), says on stderr what it found and kills it, then allocates
- * on far past what the rings hold: the program must end as it does untraced. */
+ * original MEMTRACE setting and whose parent is not this program: not the intermediate
+ * process that makes it, which the program does not wait for), says on stderr what it
+ * found and kills it, then allocates on far past what the rings hold: the program must end
+ * as it does untraced. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -49,9 +51,27 @@ static pid_t find_writer(void) {
     fclose(f);
     if (!got || strcmp(comm, "ctfscope-writer\n") != 0) continue;
     memtrace_entry(e->d_name, theirs, sizeof theirs);
-    if (strcmp(mine, theirs) == 0) found = (pid_t)atoi(e->d_name);
+    if (strcmp(mine, theirs) != 0) continue;
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *const st = fopen(path, "r");
+    int ppid = 0;
+    if (st) {
+      if (fscanf(st, "%*d (ctfscope-writer) %*c %d", &ppid) != 1) ppid = 0;
+      fclose(st);
+    }
+    if (ppid > 0 && ppid != getpid()) found = (pid_t)atoi(e->d_name);
   }
   closedir(d);
+  return found;
+}
+
+/* The writer process is made while the program runs: looked for up to 10 s. */
+static pid_t wait_for_writer(void) {
+  char mine[4096];
+  memtrace_entry("self", mine, sizeof mine);
+  if (!mine[0]) return 0;
+  pid_t found = 0;
+  for (int i = 0; i < 10000 && !(found = find_writer()); i++) usleep(1000);
   return found;
 }
 
@@ -60,7 +80,7 @@ int main(void) {
   errno = 0;
   const pid_t child = wait(NULL);
   printf("wait: %s\n", child < 0 && errno == ECHILD ? "no child" : "a child");
-  const pid_t writer = find_writer();
+  const pid_t writer = wait_for_writer();
   if (writer > 0) {
     const pid_t sid = getsid(writer);
     fprintf(stderr, "writer process %d: %s session\n", (int)writer,
