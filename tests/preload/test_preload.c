@@ -967,6 +967,69 @@ CTS_TEST(startup_system_calls_of_a_traced_image) {
   unlink(trace);
 }
 
+/* Guard for exec chains (bench/README.md, the exec chain): a traced image does not wait for
+ * its writer process, neither at its start (the intermediate process of the double fork,
+ * made without an exit signal, is reaped later: no wait4) nor at its exec (the module list
+ * is handed over: no futex wait). Counted with strace -f on `env /bin/true` at the default
+ * rate, over env's life: before, each image's start made one blocking wait4 (10-20 ms on a
+ * loaded machine) and env's exec waited for a flush. (The last image's exit still waits for
+ * its writer: the trace must be complete when the program has exited.) */
+CTS_TEST(startup_and_exec_do_not_wait_for_the_writer) {
+  if (access("/usr/bin/strace", X_OK) != 0) CTS_SKIP("no /usr/bin/strace");
+  char out[256], log[256], trace[256], next[300], preload[1024], memtrace[512];
+  snprintf(out, sizeof out, "/tmp/cts_preload_waits_%d.out", (int)getpid());
+  snprintf(log, sizeof log, "/tmp/cts_preload_waits_%d.strace", (int)getpid());
+  trace_path(trace, sizeof trace, "waits");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(trace);
+  unlink(next);
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
+  char *argv[] = {"/usr/bin/strace",
+                  "-f",
+                  "-qq",
+                  "-o",
+                  log,
+                  "-E",
+                  preload,
+                  "-E",
+                  memtrace,
+                  "-E",
+                  "MEMTRACE_RATE=1e-6",
+                  "/usr/bin/env",
+                  "/bin/true",
+                  NULL};
+  CTS_ASSERT_EQ_INT(run_env_to_file(&plain, argv, out, NULL), 0);
+  FILE *f = fopen(log, "r");
+  CTS_ASSERT(f != NULL);
+  char line[4096];
+  long program = 0;
+  size_t execs = 0, waits = 0, futex_waits_before_exec = 0;
+  while (fgets(line, sizeof line, f)) {
+    const long pid = strtol(line, NULL, 10);
+    if (!program) program = pid; /* the first line is the program's execve */
+    if (pid != program || strstr(line, "resumed>")) continue;
+    execs += strstr(line, " execve(") != NULL;
+    if (execs != 1) continue; /* env's life: its start and its exec */
+    waits += (strstr(line, " wait4(") || strstr(line, " waitid(")) && !strstr(line, "WNOHANG");
+    futex_waits_before_exec += strstr(line, " futex(") && strstr(line, "FUTEX_WAIT");
+  }
+  fclose(f);
+  CTS_ASSERT_EQ_U64(execs, 2); /* env, then true */
+  CTS_ASSERT_MSG(waits == 0, "env waited %zu times for a child", waits);
+  CTS_ASSERT_MSG(futex_waits_before_exec == 0, "env waited %zu times on a futex before its exec",
+                 futex_waits_before_exec);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  CHECK_TRACE(d, next);
+  decoded_fini(&d);
+  unlink(out);
+  unlink(log);
+  unlink(trace);
+  unlink(next);
+}
+
 CTS_TEST(real_gcc_compile) {
   char gcc[PATH_MAX];
   if (!find_program("command -v gcc", gcc, sizeof gcc)) CTS_SKIP("gcc is not installed");
