@@ -348,28 +348,21 @@ static void summarise(const char *path, const char *program, bool killed) {
   cts_mt_reader_destroy(r);
 }
 
-/* Calls `fn` on the traces of the images the program exec'd (path.exec1.ctf...), written
- * since `start` (older files of that name are from another run), in order. */
-static void for_each_exec_trace(const char *path, time_t start, void (*fn)(const char *)) {
+/* The traces of the images the program exec'd (path.exec1.ctf...), written since `start`
+ * (older files of that name are from another run), in order: summed up (`killed` when the
+ * program ended by a signal), or only waited for (quiet). */
+static void exec_traces(const char *path, time_t start, bool quiet, bool killed) {
   for (unsigned i = 1; i < 1000; i++) {
     char next[4096];
     struct stat st;
     if (!cts__exec_trace_name(next, sizeof next, path, i) || stat(next, &st) != 0 ||
         st.st_mtime < start)
       return;
-    fn(next);
+    if (quiet)
+      wait_for_the_writer(next);
+    else
+      summarise(next, "the exec'd program", killed);
   }
-}
-
-static bool summary_killed; /* summarise_exec's `killed` */
-
-static void summarise_exec(const char *path) {
-  summarise(path, "the exec'd program", summary_killed);
-}
-
-static void summarise_execs(const char *path, time_t start, bool killed) {
-  summary_killed = killed;
-  for_each_exec_trace(path, start, summarise_exec);
 }
 
 static const char *base_name(const char *path) {
@@ -520,12 +513,12 @@ int cmd_record(int argc, char **argv) {
   read_notes(notes_pipe[0]);
   if (!o.quiet && !memtrace_url[0]) {
     summarise(output, prog[0], WIFSIGNALED(status));
-    summarise_execs(output, start, WIFSIGNALED(status));
+    exec_traces(output, start, false, WIFSIGNALED(status));
   } else if (!memtrace_url[0]) {
     /* Quiet, record still returns only once every trace is complete: an image that
      * exec'd left its trace for its writer process to finish. */
     wait_for_the_writer(output);
-    for_each_exec_trace(output, start, wait_for_the_writer);
+    exec_traces(output, start, true, false);
   }
   /* With a trace file, its summary said whether the preload library was loaded, and a
    * loaded library that refused the task trace said why. */

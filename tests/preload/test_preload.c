@@ -2158,6 +2158,32 @@ CTS_TEST(lost_tail_is_reported_by_record_and_info) {
                  "info: %s", out);
 }
 
+/* `record -q` returns only once every trace is complete, as its summary waited before: the
+ * image that exec'd left its trace to its writer process, stopped here until 300 ms after
+ * the program has exited. Without the wait, record returned with the writer still holding
+ * the file (its flock). */
+CTS_TEST(record_quiet_waits_for_an_exec_d_image_s_trace) {
+  char trace[256], next[300], victim[1024];
+  trace_path(trace, sizeof trace, "quietexec");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(next);
+  victim_path(victim, sizeof victim, "victim_exec");
+  char *argv[] = {CTS_TEST_CTFSCOPE,     "record", "-q", "-r", "1", "-o", trace, "--", victim,
+                  "stopped-writer-late", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 7);
+  const int fd = open(trace, O_RDONLY | O_CLOEXEC);
+  CTS_ASSERT(fd >= 0);
+  CTS_ASSERT_MSG(flock(fd, LOCK_SH | LOCK_NB) == 0, "record returned while the trace was written");
+  close(fd);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11);
+  decoded_fini(&d);
+  unlink(trace);
+  unlink(next);
+}
+
 CTS_TEST(record_usage_errors) {
   char *no_prog[] = {CTS_TEST_CTFSCOPE, "record", NULL};
   run(&traced, no_prog, NULL, NULL, NULL);

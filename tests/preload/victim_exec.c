@@ -8,7 +8,9 @@
  * With "stopped-writer" (traced, writer process): stops its own writer process (SIGSTOP;
  * found as the process holding the trace file, $MEMTRACE, open) before the exec, and the
  * new image continues it (SIGCONT) first thing. An exec that waits for the writer never
- * happens: after 10 s an alarm continues the writer and the image exits with 3. */
+ * happens: after 10 s an alarm continues the writer and the image exits with 3. With
+ * "stopped-writer-late", the new image leaves that to a child of its own, 300 ms later,
+ * and exits at once: the old image's trace is finished after the program has exited. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <limits.h>
@@ -110,10 +112,18 @@ static void exec_self(const char *how, char *argv0) {
 
 int main(int argc, char **argv) {
   victim_quiet_stdio();
-  if (argc > 2 && strcmp(argv[1], "continue") == 0) {
+  if (argc > 2 && (strcmp(argv[1], "continue") == 0 || strcmp(argv[1], "continue-late") == 0)) {
     alarm(0); /* the alarm outlives the exec */
     const pid_t writer = (pid_t)atoi(argv[2]);
-    if (writer > 0) kill(writer, SIGCONT);
+    if (writer > 0 && strcmp(argv[1], "continue-late") == 0) {
+      if (fork() == 0) {
+        usleep(300000);
+        kill(writer, SIGCONT);
+        _exit(0);
+      }
+    } else if (writer > 0) {
+      kill(writer, SIGCONT);
+    }
     for (int i = 0; i < 10; i++) free(malloc(66666));
     printf("after exec\n");
     return 7;
@@ -138,7 +148,7 @@ int main(int argc, char **argv) {
     free(kept);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
   }
-  if (argc > 1 && strcmp(argv[1], "stopped-writer") == 0) {
+  if (argc > 1 && strncmp(argv[1], "stopped-writer", 14) == 0) {
     const char *const trace = initial_memtrace();
     char pid[16];
     /* The writer process is made while the program runs: looked for up to 10 s. */
@@ -149,7 +159,9 @@ int main(int argc, char **argv) {
       alarm(10);
       kill(stopped_writer, SIGSTOP);
     }
-    execl("/proc/self/exe", argv[0], "continue", pid, (char *)NULL);
+    execl("/proc/self/exe", argv[0],
+          strcmp(argv[1], "stopped-writer-late") == 0 ? "continue-late" : "continue", pid,
+          (char *)NULL);
     return 2;
   }
   exec_self(argc > 1 ? argv[1] : "execv", argv[0]);
