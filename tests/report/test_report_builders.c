@@ -6,6 +6,7 @@
  * what a loader returns, what it says through the log callback, and what it keeps. Linked
  * with cts_report alone (no CLI): the report library stands on analysis and os. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,6 +446,96 @@ CTS_TEST(mem_records_over_budget_are_by_a_coarser_call_tree) {
   CTS_ASSERT_EQ_U64(num(&j, "mem.rec_min_samples"), 219);
   CTS_ASSERT_EQ_U64(num(&j, "mem.rec_blocks"), 20);
   json_flat_free(&j);
+}
+
+/* ---- the heap's peak ------------------------------------------------------------------- */
+
+/* This executable is linked with malloc, calloc, realloc and aligned_alloc wrapped
+ * (CMakeLists.txt): after each call from the project's code, the heap in use (glibc's
+ * figure, so every byte, whoever allocated it) raises heap_peak. */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_aligned_alloc(size_t align, size_t n);
+
+static size_t heap_peak;
+
+static size_t heap_in_use(void) {
+  const struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+static void *heap_noted(void *p) {
+  const size_t now = heap_in_use();
+  if (now > heap_peak) heap_peak = now;
+  return p;
+}
+
+void *__wrap_malloc(size_t n) {
+  return heap_noted(__real_malloc(n));
+}
+void *__wrap_calloc(size_t n, size_t size) {
+  return heap_noted(__real_calloc(n, size));
+}
+void *__wrap_realloc(void *p, size_t n) {
+  return heap_noted(__real_realloc(p, n));
+}
+void *__wrap_aligned_alloc(size_t align, size_t n) {
+  return heap_noted(__real_aligned_alloc(align, n));
+}
+
+/* Writing the page of a trace of many stack nodes takes at most 8 bytes a node beyond what
+ * the load holds, and 1 MiB (the page's pruned tree, the document): the figures by which the
+ * page's tree is pruned, then the map from profile nodes to the page's, in the same array
+ * (2.57 MB here; two arrays, 12 bytes a node, took 3.62 MB). Main over a binary
+ * tree of two functions 17 calls deep, 2^18 nodes, one allocation at each leaf, with
+ * budgets that make the records by a coarser tree and prune the page. */
+CTS_TEST(mem_page_takes_at_most_8_bytes_a_node_beyond_the_load) {
+  {
+    void *probe = malloc(4u << 20);
+    const size_t with_probe = heap_in_use();
+    memset(probe, 1, 4u << 20);
+    const bool counted = with_probe >= (4u << 20);
+    free(probe);
+    if (!counted) CTS_SKIP("the heap's figures are not glibc's (a sanitizer's allocator)");
+  }
+  enum { DEPTH = 17 };
+  buf_t b = {0};
+  void *mem;
+  cts_mt_writer_t *w;
+  open_mem_writer(&w, &b, &mem);
+  for (uint32_t leaf = 0; leaf < 1u << DEPTH; leaf++) {
+    uint64_t bt[DEPTH + 1] = {1}, id;
+    for (unsigned d = 0; d < DEPTH; d++) bt[d + 1] = 2 + (leaf >> d & 1);
+    CTS_ASSERT_EQ_INT(
+        cts_mt_writer_alloc(w, START_US + leaf, 1, 1, CTS_MT_SOURCE_MINOR, bt, DEPTH + 1, &id), 0);
+  }
+  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
+  free(mem);
+  const char *path = tmp_path("mem-nodes-heap.ctf");
+  save(path, &b, b.len);
+  const report_mem_opts_t o = {
+      .path = path, .quiet = true, .max_records = 1000, .max_tree_nodes = 1024};
+  report_mem_t *m;
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+  const uint32_t nodes = report_mem_profile(m)->stacks.count;
+  CTS_ASSERT_EQ_U64(nodes, (uint64_t)2 << DEPTH);
+  const size_t loaded = heap_in_use();
+  heap_peak = loaded;
+  json_flat_t j;
+  render(&(report_doc_t){.title = "heap", .mem = m}, &j);
+  const size_t extra = heap_peak - loaded;
+  CTS_ASSERT_MSG(extra <= (size_t)8 * nodes + (1u << 20),
+                 "the page took %zu bytes beyond the load (%u nodes)", extra, nodes);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_nodes"), nodes);
+  CTS_ASSERT(num(&j, "mem.tree_pruned") > 0);
+  CTS_ASSERT(num(&j, "mem.rec_min_samples") > 0);
+  json_flat_free(&j);
+  report_mem_free(m);
 }
 
 static void load_tasks(report_tasks_t **t, const char *path, int want, logged_t *log) {
