@@ -27,7 +27,7 @@
 #define MIN_RECORD_BUCKETS 32u        /* the budget never makes times coarser than this */
 #define NEVER              UINT16_MAX /* collection bucket of a block still live at the end */
 #define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
-#define FRONT_BITS         12u        /* 4096 front slots of 40 bytes: 160 KiB, in L2 */
+#define FRONT_BITS         12u        /* 4096 front slots of 32 bytes: 128 KiB, in L2 */
 
 _Static_assert(RECORD_BUCKETS < NEVER, "time buckets fit in 16 bits, below NEVER");
 _Static_assert(CTS_HIST_BUCKETS <= UINT16_MAX, "size classes fit in 16 bits");
@@ -54,22 +54,30 @@ typedef struct ta_table {
 } ta_table_t;
 
 /* A front slot: figures added to one key since the slot took it, not yet in recs[index]
- * (blocks 0: empty). */
+ * (blocks 0: empty). A record's key and figures with the index in its padding: 32 bytes,
+ * so that a slot is one cache line's half, never across two (at 40 bytes, half the slots
+ * were: the slot's load is where finish_block waits most). */
 typedef struct front_slot {
-  record_t r;
+  uint32_t node;
+  uint16_t ta, tf, size_class;
+  uint8_t source;
   uint32_t index;
+  uint64_t samples, blocks;
 } front_slot_t;
+_Static_assert(sizeof(front_slot_t) == 32, "a front slot is half a cache line");
 
 struct report_mem {
   cts_mem_trace_t t;
   report_mem_opts_t opts;
   uint64_t origin_us;
   /* heap curve */
-  uint64_t heap_w; /* µs per bucket */
+  uint64_t heap_w; /* µs per bucket: 2^heap_shift (a shift, not a division, per event) */
+  unsigned heap_shift;
   uint64_t heap_max[HEAP_BUCKETS];
   bool heap_set[HEAP_BUCKETS];
   /* records */
-  uint64_t rec_w;
+  uint64_t rec_w; /* 2^rec_shift µs per record time bucket */
+  unsigned rec_shift;
   record_t *recs;
   size_t nrecs, cap_recs;
   /* The records' index, one table per allocation time bucket (ta_table_t), NULL until the
@@ -168,10 +176,10 @@ static void front_flush(report_mem_t *m) {
   if (!m->front) return;
   for (size_t k = 0; k < (size_t)1 << FRONT_BITS; k++) {
     front_slot_t *s = &m->front[k];
-    if (!s->r.blocks) continue;
-    m->recs[s->index].samples += s->r.samples;
-    m->recs[s->index].blocks += s->r.blocks;
-    s->r.blocks = 0;
+    if (!s->blocks) continue;
+    m->recs[s->index].samples += s->samples;
+    m->recs[s->index].blocks += s->blocks;
+    s->blocks = 0;
   }
 }
 
@@ -179,22 +187,33 @@ static void front_flush(report_mem_t *m) {
  * records and their count are at every step what adding to the table directly gives (a new
  * key is never in a slot, so it reaches the table at once): budget decisions do not change. */
 static int record_add(report_mem_t *m, const record_t *r) {
-  if (!m->front && !(m->front = calloc((size_t)1 << FRONT_BITS, sizeof *m->front))) return -ENOMEM;
+  if (!m->front) {
+    const size_t bytes = sizeof *m->front << FRONT_BITS;
+    if (!(m->front = aligned_alloc(64, bytes))) return -ENOMEM;
+    memset(m->front, 0, bytes);
+  }
   const uint64_t h = record_hash(r);
   front_slot_t *s = &m->front[h >> (64 - FRONT_BITS)];
-  if (s->r.blocks && record_same(&s->r, r)) {
-    s->r.samples += r->samples;
-    s->r.blocks += r->blocks;
+  if (s->blocks && s->node == r->node && s->ta == r->ta && s->tf == r->tf &&
+      s->size_class == r->size_class && s->source == r->source) {
+    s->samples += r->samples;
+    s->blocks += r->blocks;
     return 0;
   }
   const int64_t i = record_find(m, r, h);
   if (i < 0) return (int)i;
-  if (s->r.blocks) {
-    m->recs[s->index].samples += s->r.samples;
-    m->recs[s->index].blocks += s->r.blocks;
+  if (s->blocks) {
+    m->recs[s->index].samples += s->samples;
+    m->recs[s->index].blocks += s->blocks;
   }
-  s->r = *r;
-  s->index = (uint32_t)i;
+  *s = (front_slot_t){.node = r->node,
+                      .ta = r->ta,
+                      .tf = r->tf,
+                      .size_class = r->size_class,
+                      .source = r->source,
+                      .index = (uint32_t)i,
+                      .samples = r->samples,
+                      .blocks = r->blocks};
   return 0;
 }
 
@@ -253,12 +272,13 @@ static int coarsen_records(report_mem_t *m, bool time) {
     return 0;
   }
   m->rec_w *= 2;
+  m->rec_shift++;
   m->coarsenings++;
   return remap_records(m, COARSER_TIME);
 }
 
 static void heap_note(report_mem_t *m, uint64_t t_us, uint64_t live) {
-  uint64_t b = rel_us(m, t_us) / m->heap_w;
+  uint64_t b = rel_us(m, t_us) >> m->heap_shift;
   while (b >= HEAP_BUCKETS) {
     for (unsigned i = 0; i < HEAP_BUCKETS / 2; i++) {
       const bool s0 = m->heap_set[2 * i], s1 = m->heap_set[2 * i + 1];
@@ -269,7 +289,8 @@ static void heap_note(report_mem_t *m, uint64_t t_us, uint64_t live) {
     }
     memset(m->heap_set + HEAP_BUCKETS / 2, 0, HEAP_BUCKETS / 2 * sizeof *m->heap_set);
     m->heap_w *= 2;
-    b = rel_us(m, t_us) / m->heap_w;
+    m->heap_shift++;
+    b = rel_us(m, t_us) >> m->heap_shift;
   }
   if (!m->heap_set[b] || live > m->heap_max[b]) m->heap_max[b] = live;
   m->heap_set[b] = true;
@@ -435,8 +456,8 @@ static uint32_t record_node(report_mem_t *m, uint32_t node) {
 static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint64_t freed_us) {
   /* Below RECORD_BUCKETS: the block's time was an event's, which on_event kept below it, and
    * buckets only widen since. The clamp only keeps a broken promise in bounds. */
-  const uint64_t ta = rel_us(m, p->time_us) / m->rec_w;
-  const uint64_t tf = freed_us == UINT64_MAX ? NEVER : rel_us(m, freed_us) / m->rec_w;
+  const uint64_t ta = rel_us(m, p->time_us) >> m->rec_shift;
+  const uint64_t tf = freed_us == UINT64_MAX ? NEVER : rel_us(m, freed_us) >> m->rec_shift;
   CTS_ASSERT(ta < RECORD_BUCKETS && (tf < RECORD_BUCKETS || tf == NEVER));
   /* Nodes made since the last coarser tree stand for their parent's until the next one, which
    * comes when the tree has doubled (a stack that became heavy gets its own records). */
@@ -462,7 +483,7 @@ static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint
   while (!e && m->nrecs > m->opts.max_records) {
     if (!m->size_octaves)
       e = coarsen_records(m, false);
-    else if (m->coarsenings < 64 && rel_us(m, p->time_us) / m->rec_w >= 2 * MIN_RECORD_BUCKETS)
+    else if (m->coarsenings < 64 && rel_us(m, p->time_us) >> m->rec_shift >= 2 * MIN_RECORD_BUCKETS)
       e = coarsen_records(m, true);
     else if (m->rec_min_samples != UINT64_MAX &&
              m->t.prof.stacks.count >
@@ -499,7 +520,7 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
     if (e) return e;
   }
   if (!m->origin_us && t->prof.have_info) m->origin_us = t->prof.start_time_us;
-  while (rel_us(m, ev->time_us) / m->rec_w >= RECORD_BUCKETS) {
+  while (rel_us(m, ev->time_us) >> m->rec_shift >= RECORD_BUCKETS) {
     const int e = coarsen_records(m, true);
     if (e) return e;
   }
