@@ -342,21 +342,38 @@ static void marks_sort(report_mem_t *m) {
   m->nmarks = k + 1;
 }
 
-/* Per-node arrays in one buffer of 8 bytes a node: first the allocated samples of every
- * node with all it calls (incl_get), then, computed in node order from them, a map of nodes
- * (map_get, map_put: 4 bytes a node) written over them. Entry i of the map overlaps only
- * the figures of node i / 2, read by the time node i is mapped, as every later node's are
- * not touched: the map needs no second array, which at 8.46 M nodes (gen_trace --mb 160)
- * saved 34 MB of peak. Accessed through memcpy, so each entry's type is that of its last
- * store; the map may then be read as a uint32_t array. */
-static uint64_t incl_get(const void *buf, size_t i) {
-  uint64_t v;
-  memcpy(&v, (const char *)buf + i * sizeof v, sizeof v);
+/* Per-node arrays in one buffer: first the allocated samples of every node with all it
+ * calls (incl_t), then, computed in node order from them, a map of nodes (map_get,
+ * map_put: 4 bytes a node) written over them: node i's entry overlaps only figures of nodes
+ * up to i, read by the time node i is mapped, so the map needs no second array. The
+ * figures are 4 bytes a node, saturated at UINT32_MAX, which decides every comparison with
+ * a threshold up to that; only where one beyond it is needed (a trace of more than 2^31
+ * samples on more nodes than kept) are they 8 bytes. At 8.46 M nodes (gen_trace --mb 160)
+ * each of the 8 bytes a node is 8.5 MB of peak. Accessed through memcpy, so each entry's type
+ * is that of its last store; the map may then be read as a uint32_t array. */
+typedef struct incl {
+  void *buf;
+  bool wide; /* 8-byte exact figures, else 4-byte saturated ones */
+} incl_t;
+
+static uint64_t incl_get(const incl_t *x, size_t i) {
+  if (x->wide) {
+    uint64_t v;
+    memcpy(&v, (const char *)x->buf + i * sizeof v, sizeof v);
+    return v;
+  }
+  uint32_t v;
+  memcpy(&v, (const char *)x->buf + i * sizeof v, sizeof v);
   return v;
 }
 
-static void incl_put(void *buf, size_t i, uint64_t v) {
-  memcpy((char *)buf + i * sizeof v, &v, sizeof v);
+static void incl_put(incl_t *x, size_t i, uint64_t v) {
+  if (x->wide) {
+    memcpy((char *)x->buf + i * sizeof v, &v, sizeof v);
+    return;
+  }
+  const uint32_t n = v < UINT32_MAX ? (uint32_t)v : UINT32_MAX;
+  memcpy((char *)x->buf + i * sizeof n, &n, sizeof n);
 }
 
 static uint32_t map_get(const void *buf, size_t i) {
@@ -369,32 +386,39 @@ static void map_put(void *buf, size_t i, uint32_t v) {
   memcpy((char *)buf + i * sizeof v, &v, sizeof v);
 }
 
-/* The buffer above (max(count, 1) × 8 bytes) with every node's inclusive samples, or NULL. */
-static void *inclusive_samples(const cts_stacks_t *st) {
-  void *buf = malloc((st->count ? st->count : 1) * sizeof(uint64_t));
-  if (!buf) return NULL;
-  for (uint32_t i = 0; i < st->count; i++) incl_put(buf, i, st->stats[st->nodes[i].stat].samples);
-  for (uint32_t i = st->count; i-- > 1;) {
+/* Every node's inclusive samples into x (wide or not); -ENOMEM. */
+static int inclusive_samples(incl_t *x, const cts_stacks_t *st, bool wide) {
+  x->wide = wide;
+  x->buf = malloc((st->count ? st->count : 1) * (wide ? sizeof(uint64_t) : sizeof(uint32_t)));
+  if (!x->buf) return -ENOMEM;
+  for (uint32_t i = 0; i < st->count; i++) incl_put(x, i, st->stats[st->nodes[i].stat].samples);
+  for (uint32_t i = st->count; i-- > 1;) { /* saturated sums are the sums, saturated */
     const uint32_t parent = st->nodes[i].parent;
-    incl_put(buf, parent, incl_get(buf, parent) + incl_get(buf, i));
+    const uint64_t a = incl_get(x, parent), b = incl_get(x, i);
+    incl_put(x, parent, a + b < a ? UINT64_MAX : a + b);
   }
-  return buf;
+  return 0;
 }
 
 /* The smallest T, 0 or a power of two, such that at most max_nodes nodes have incl >= T
  * (as a node's incl is at most its parent's, those nodes form a tree with the root), or
- * UINT64_MAX. */
-static uint64_t share_threshold(const void *incl, uint32_t count, size_t max_nodes) {
-  if (count <= max_nodes) return 0;
+ * UINT64_MAX; false when T is past 2^31 and x's figures are saturated (no T then). */
+static bool share_threshold(const incl_t *x, uint32_t count, size_t max_nodes, uint64_t *t) {
+  *t = 0;
+  if (count <= max_nodes) return true;
   size_t at_least[65] = {0}; /* at_least[k]: nodes with incl >= 2^k, once summed */
   for (uint32_t i = 0; i < count; i++) {
-    const uint64_t v = incl_get(incl, i);
+    const uint64_t v = incl_get(x, i);
     if (v) at_least[63 - __builtin_clzll(v)]++;
   }
   for (unsigned k = 63; k-- > 0;) at_least[k] += at_least[k + 1];
   for (unsigned k = 0; k < 64; k++)
-    if (at_least[k] <= max_nodes) return UINT64_C(1) << k;
-  return UINT64_MAX;
+    if (at_least[k] <= max_nodes) {
+      *t = UINT64_C(1) << k;
+      return x->wide || k < 32;
+    }
+  *t = UINT64_MAX;
+  return x->wide;
 }
 
 /* Remaps the records to a coarser call tree: each node stands for itself when it and its
@@ -409,22 +433,26 @@ static int coarsen_nodes(report_mem_t *m, bool progress) {
   free(m->rnode);
   m->rnode = NULL;
   m->rnode_n = m->rnode_cap = 0;
-  void *buf = inclusive_samples(st);
-  if (!buf) return -ENOMEM;
-  /* T never decreases: a node that grows heavier gets its own records again. */
-  uint64_t min = share_threshold(buf, st->count, m->rec_max_nodes);
-  if (min < m->rec_min_samples) min = m->rec_min_samples;
-  if (progress && min == m->rec_min_samples) min = min ? min * 2 : 1;
-  if (min > incl_get(buf, 0))
-    min = UINT64_MAX; /* the root stands for every node: no coarser tree */
-  map_put(buf, 0, 0);
-  for (uint32_t i = 1; i < st->count; i++) {
-    const uint32_t parent = st->nodes[i].parent, rp = map_get(buf, parent);
-    map_put(buf, i, incl_get(buf, i) >= min && rp == parent ? i : rp);
+  incl_t x;
+  uint64_t min = 0;
+  for (bool wide = false;; wide = true) {
+    if (inclusive_samples(&x, st, wide)) return -ENOMEM;
+    /* T never decreases: a node that grows heavier gets its own records again. */
+    const bool known = share_threshold(&x, st->count, m->rec_max_nodes, &min);
+    if (min < m->rec_min_samples) min = m->rec_min_samples;
+    if (progress && min == m->rec_min_samples) min = min ? min * 2 : 1;
+    if (wide || (known && min <= UINT32_MAX)) break; /* saturated figures decide it */
+    free(x.buf);
   }
-  /* The figures' half is spent: give it back (record_node grows the map when nodes come). */
-  void *shrunk = realloc(buf, (size_t)st->count * sizeof(uint32_t));
-  m->rnode = shrunk ? shrunk : buf;
+  if (min > incl_get(&x, 0)) min = UINT64_MAX; /* the root stands for every node: no coarser tree */
+  map_put(x.buf, 0, 0);
+  for (uint32_t i = 1; i < st->count; i++) {
+    const uint32_t parent = st->nodes[i].parent, rp = map_get(x.buf, parent);
+    map_put(x.buf, i, incl_get(&x, i) >= min && rp == parent ? i : rp);
+  }
+  /* 8-byte figures: their spent half goes back (record_node grows the map when nodes come). */
+  void *shrunk = x.wide ? realloc(x.buf, (size_t)st->count * sizeof(uint32_t)) : NULL;
+  m->rnode = shrunk ? shrunk : x.buf;
   m->rnode_n = m->rnode_cap = st->count;
   m->coarse_tree = true;
   m->rec_min_samples = min;
@@ -768,28 +796,30 @@ static int page_tree(report_mem_t *m, cts_labels_t *labels, cts_stacks_t *dst, u
   const cts_stacks_t *src = &m->t.prof.stacks;
   int e = cts_stacks_init(dst, false, 0);
   if (e) return e;
-  void *buf = inclusive_samples(src); /* then the map, over it */
-  if (!buf) return -ENOMEM;
-  m->tree_min = share_threshold(buf, src->count, m->opts.max_tree_nodes);
+  incl_t x; /* then the map, over it */
+  for (bool wide = false;; wide = true) {
+    if (inclusive_samples(&x, src, wide)) return -ENOMEM;
+    if (share_threshold(&x, src->count, m->opts.max_tree_nodes, &m->tree_min)) break;
+    free(x.buf);
+  }
   m->tree_pruned = 0;
-  map_put(buf, 0, 0);
+  map_put(x.buf, 0, 0);
   /* Parents come before children (as cts_stacks_relabel, which this is with the pruning). */
   for (uint32_t i = 1; i < src->count && !e; i++) {
-    const uint32_t parent = map_get(buf, src->nodes[i].parent);
-    if (incl_get(buf, i) < m->tree_min) {
-      map_put(buf, i, parent);
+    const uint32_t parent = map_get(x.buf, src->nodes[i].parent);
+    if (incl_get(&x, i) < m->tree_min) {
+      map_put(x.buf, i, parent);
       m->tree_pruned++;
       continue;
     }
     const uint64_t id = cts_labels_id(labels, src->nodes[i].code);
     uint32_t node = 0;
     e = id ? cts_stacks_intern_child(dst, parent, id, &node) : -ENOMEM;
-    map_put(buf, i, node);
+    map_put(x.buf, i, node);
   }
-  /* The figures' half is spent: give it back (the map is 4 bytes a node). */
-  const size_t bytes = (src->count ? src->count : 1) * sizeof(uint32_t);
-  void *shrunk = realloc(buf, bytes);
-  *map = shrunk ? shrunk : buf;
+  /* 8-byte figures: their spent half goes back (the map is 4 bytes a node). */
+  void *shrunk = x.wide ? realloc(x.buf, (src->count ? src->count : 1) * sizeof(uint32_t)) : NULL;
+  *map = shrunk ? shrunk : x.buf;
   return e;
 }
 
