@@ -27,7 +27,7 @@
 #define MIN_RECORD_BUCKETS 32u        /* the budget never makes times coarser than this */
 #define NEVER              UINT16_MAX /* collection bucket of a block still live at the end */
 #define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
-#define FRONT_BITS         12u        /* 4096 front slots of 40 bytes: 160 KiB, in L2 */
+#define FRONT_BITS         12u        /* 4096 front slots of 32 bytes: 128 KiB, in L2 */
 
 _Static_assert(RECORD_BUCKETS < NEVER, "time buckets fit in 16 bits, below NEVER");
 _Static_assert(CTS_HIST_BUCKETS <= UINT16_MAX, "size classes fit in 16 bits");
@@ -54,22 +54,30 @@ typedef struct ta_table {
 } ta_table_t;
 
 /* A front slot: figures added to one key since the slot took it, not yet in recs[index]
- * (blocks 0: empty). */
+ * (blocks 0: empty). A record's key and figures with the index in its padding: 32 bytes,
+ * so that a slot is one cache line's half, never across two (at 40 bytes, half the slots
+ * were: the slot's load is where finish_block waits most). */
 typedef struct front_slot {
-  record_t r;
+  uint32_t node;
+  uint16_t ta, tf, size_class;
+  uint8_t source;
   uint32_t index;
+  uint64_t samples, blocks;
 } front_slot_t;
+_Static_assert(sizeof(front_slot_t) == 32, "a front slot is half a cache line");
 
 struct report_mem {
   cts_mem_trace_t t;
   report_mem_opts_t opts;
   uint64_t origin_us;
   /* heap curve */
-  uint64_t heap_w; /* µs per bucket */
+  uint64_t heap_w; /* µs per bucket: 2^heap_shift (a shift, not a division, per event) */
+  unsigned heap_shift;
   uint64_t heap_max[HEAP_BUCKETS];
   bool heap_set[HEAP_BUCKETS];
   /* records */
-  uint64_t rec_w;
+  uint64_t rec_w; /* 2^rec_shift µs per record time bucket */
+  unsigned rec_shift;
   record_t *recs;
   size_t nrecs, cap_recs;
   /* The records' index, one table per allocation time bucket (ta_table_t), NULL until the
@@ -86,6 +94,7 @@ struct report_mem {
   uint32_t *rnode;
   size_t rnode_n, rnode_cap;
   uint64_t rec_min_samples;
+  bool coarse_tree;     /* rnode was ever set: the records are by a coarser tree */
   size_t rec_max_nodes; /* nodes kept by the next pass that the budget asks for */
   /* A direct-mapped cache of recent keys in front of the table. Finished blocks come in
    * runs of a few keys (allocation order, nearby times), while the table and the records
@@ -167,10 +176,10 @@ static void front_flush(report_mem_t *m) {
   if (!m->front) return;
   for (size_t k = 0; k < (size_t)1 << FRONT_BITS; k++) {
     front_slot_t *s = &m->front[k];
-    if (!s->r.blocks) continue;
-    m->recs[s->index].samples += s->r.samples;
-    m->recs[s->index].blocks += s->r.blocks;
-    s->r.blocks = 0;
+    if (!s->blocks) continue;
+    m->recs[s->index].samples += s->samples;
+    m->recs[s->index].blocks += s->blocks;
+    s->blocks = 0;
   }
 }
 
@@ -178,22 +187,33 @@ static void front_flush(report_mem_t *m) {
  * records and their count are at every step what adding to the table directly gives (a new
  * key is never in a slot, so it reaches the table at once): budget decisions do not change. */
 static int record_add(report_mem_t *m, const record_t *r) {
-  if (!m->front && !(m->front = calloc((size_t)1 << FRONT_BITS, sizeof *m->front))) return -ENOMEM;
+  if (!m->front) {
+    const size_t bytes = sizeof *m->front << FRONT_BITS;
+    if (!(m->front = aligned_alloc(64, bytes))) return -ENOMEM;
+    memset(m->front, 0, bytes);
+  }
   const uint64_t h = record_hash(r);
   front_slot_t *s = &m->front[h >> (64 - FRONT_BITS)];
-  if (s->r.blocks && record_same(&s->r, r)) {
-    s->r.samples += r->samples;
-    s->r.blocks += r->blocks;
+  if (s->blocks && s->node == r->node && s->ta == r->ta && s->tf == r->tf &&
+      s->size_class == r->size_class && s->source == r->source) {
+    s->samples += r->samples;
+    s->blocks += r->blocks;
     return 0;
   }
   const int64_t i = record_find(m, r, h);
   if (i < 0) return (int)i;
-  if (s->r.blocks) {
-    m->recs[s->index].samples += s->r.samples;
-    m->recs[s->index].blocks += s->r.blocks;
+  if (s->blocks) {
+    m->recs[s->index].samples += s->samples;
+    m->recs[s->index].blocks += s->blocks;
   }
-  s->r = *r;
-  s->index = (uint32_t)i;
+  *s = (front_slot_t){.node = r->node,
+                      .ta = r->ta,
+                      .tf = r->tf,
+                      .size_class = r->size_class,
+                      .source = r->source,
+                      .index = (uint32_t)i,
+                      .samples = r->samples,
+                      .blocks = r->blocks};
   return 0;
 }
 
@@ -252,12 +272,13 @@ static int coarsen_records(report_mem_t *m, bool time) {
     return 0;
   }
   m->rec_w *= 2;
+  m->rec_shift++;
   m->coarsenings++;
   return remap_records(m, COARSER_TIME);
 }
 
 static void heap_note(report_mem_t *m, uint64_t t_us, uint64_t live) {
-  uint64_t b = rel_us(m, t_us) / m->heap_w;
+  uint64_t b = rel_us(m, t_us) >> m->heap_shift;
   while (b >= HEAP_BUCKETS) {
     for (unsigned i = 0; i < HEAP_BUCKETS / 2; i++) {
       const bool s0 = m->heap_set[2 * i], s1 = m->heap_set[2 * i + 1];
@@ -268,7 +289,8 @@ static void heap_note(report_mem_t *m, uint64_t t_us, uint64_t live) {
     }
     memset(m->heap_set + HEAP_BUCKETS / 2, 0, HEAP_BUCKETS / 2 * sizeof *m->heap_set);
     m->heap_w *= 2;
-    b = rel_us(m, t_us) / m->heap_w;
+    m->heap_shift++;
+    b = rel_us(m, t_us) >> m->heap_shift;
   }
   if (!m->heap_set[b] || live > m->heap_max[b]) m->heap_max[b] = live;
   m->heap_set[b] = true;
@@ -320,31 +342,83 @@ static void marks_sort(report_mem_t *m) {
   m->nmarks = k + 1;
 }
 
-/* The allocated samples of every node and its descendants (count entries), or NULL. */
-static uint64_t *inclusive_samples(const cts_stacks_t *st) {
-  uint64_t *incl = malloc((st->count ? st->count : 1) * sizeof *incl);
-  if (!incl) return NULL;
-  for (uint32_t i = 0; i < st->count; i++) incl[i] = st->stats[st->nodes[i].stat].samples;
-  for (uint32_t i = st->count; i-- > 1;) incl[st->nodes[i].parent] += incl[i];
-  return incl;
+/* Per-node arrays in one buffer: first the allocated samples of every node with all it
+ * calls (incl_t), then, computed in node order from them, a map of nodes (map_get,
+ * map_put: 4 bytes a node) written over them: node i's entry overlaps only figures of nodes
+ * up to i, read by the time node i is mapped, so the map needs no second array. The
+ * figures are 4 bytes a node, saturated at UINT32_MAX, which decides every comparison with
+ * a threshold up to that; only where one beyond it is needed (a trace of more than 2^31
+ * samples on more nodes than kept) are they 8 bytes. At 8.46 M nodes (gen_trace --mb 160)
+ * each of the 8 bytes a node is 8.5 MB of peak. Accessed through memcpy, so each entry's type
+ * is that of its last store; the map may then be read as a uint32_t array. */
+typedef struct incl {
+  void *buf;
+  bool wide; /* 8-byte exact figures, else 4-byte saturated ones */
+} incl_t;
+
+static uint64_t incl_get(const incl_t *x, size_t i) {
+  if (x->wide) {
+    uint64_t v;
+    memcpy(&v, (const char *)x->buf + i * sizeof v, sizeof v);
+    return v;
+  }
+  uint32_t v;
+  memcpy(&v, (const char *)x->buf + i * sizeof v, sizeof v);
+  return v;
+}
+
+static void incl_put(incl_t *x, size_t i, uint64_t v) {
+  if (x->wide) {
+    memcpy((char *)x->buf + i * sizeof v, &v, sizeof v);
+    return;
+  }
+  const uint32_t n = v < UINT32_MAX ? (uint32_t)v : UINT32_MAX;
+  memcpy((char *)x->buf + i * sizeof n, &n, sizeof n);
+}
+
+static uint32_t map_get(const void *buf, size_t i) {
+  uint32_t v;
+  memcpy(&v, (const char *)buf + i * sizeof v, sizeof v);
+  return v;
+}
+
+static void map_put(void *buf, size_t i, uint32_t v) {
+  memcpy((char *)buf + i * sizeof v, &v, sizeof v);
+}
+
+/* Every node's inclusive samples into x (wide or not); -ENOMEM. */
+static int inclusive_samples(incl_t *x, const cts_stacks_t *st, bool wide) {
+  x->wide = wide;
+  x->buf = malloc((st->count ? st->count : 1) * (wide ? sizeof(uint64_t) : sizeof(uint32_t)));
+  if (!x->buf) return -ENOMEM;
+  for (uint32_t i = 0; i < st->count; i++) incl_put(x, i, st->stats[st->nodes[i].stat].samples);
+  for (uint32_t i = st->count; i-- > 1;) { /* saturated sums are the sums, saturated */
+    const uint32_t parent = st->nodes[i].parent;
+    const uint64_t a = incl_get(x, parent), b = incl_get(x, i);
+    incl_put(x, parent, a + b < a ? UINT64_MAX : a + b);
+  }
+  return 0;
 }
 
 /* The smallest T, 0 or a power of two, such that at most max_nodes nodes have incl >= T
  * (as a node's incl is at most its parent's, those nodes form a tree with the root), or
- * UINT64_MAX. */
-static uint64_t share_threshold(const uint64_t *incl, uint32_t count, size_t max_nodes) {
-  if (count <= max_nodes) return 0;
+ * UINT64_MAX; false when T is past 2^31 and x's figures are saturated (no T then). */
+static bool share_threshold(const incl_t *x, uint32_t count, size_t max_nodes, uint64_t *t) {
+  *t = 0;
+  if (count <= max_nodes) return true;
   size_t at_least[65] = {0}; /* at_least[k]: nodes with incl >= 2^k, once summed */
   for (uint32_t i = 0; i < count; i++) {
-    if (!incl[i]) continue;
-    unsigned k = 0;
-    while (incl[i] >> k > 1) k++;
-    at_least[k]++;
+    const uint64_t v = incl_get(x, i);
+    if (v) at_least[63 - __builtin_clzll(v)]++;
   }
   for (unsigned k = 63; k-- > 0;) at_least[k] += at_least[k + 1];
   for (unsigned k = 0; k < 64; k++)
-    if (at_least[k] <= max_nodes) return UINT64_C(1) << k;
-  return UINT64_MAX;
+    if (at_least[k] <= max_nodes) {
+      *t = UINT64_C(1) << k;
+      return x->wide || k < 32;
+    }
+  *t = UINT64_MAX;
+  return x->wide;
 }
 
 /* Remaps the records to a coarser call tree: each node stands for itself when it and its
@@ -354,29 +428,33 @@ static uint64_t share_threshold(const uint64_t *incl, uint32_t count, size_t max
 static int coarsen_nodes(report_mem_t *m, bool progress) {
   const cts_stacks_t *st = &m->t.prof.stacks;
   if (!st->count) return 0;
-  uint64_t *incl = inclusive_samples(st);
-  if (!incl) return -ENOMEM;
-  /* T never decreases: a node that grows heavier gets its own records again. */
-  uint64_t min = share_threshold(incl, st->count, m->rec_max_nodes);
-  if (min < m->rec_min_samples) min = m->rec_min_samples;
-  if (progress && min == m->rec_min_samples) min = min ? min * 2 : 1;
-  if (min > incl[0]) min = UINT64_MAX; /* the root stands for every node: no coarser tree */
-  if (st->count > m->rnode_cap) {
-    uint32_t *r = realloc(m->rnode, (size_t)st->count * sizeof *r);
-    if (!r) {
-      free(incl);
-      return -ENOMEM;
-    }
-    m->rnode = r;
-    m->rnode_cap = st->count;
+  /* The map is made anew, in the figures' buffer: the old one goes first (on failure the
+   * load ends with -ENOMEM). */
+  free(m->rnode);
+  m->rnode = NULL;
+  m->rnode_n = m->rnode_cap = 0;
+  incl_t x;
+  uint64_t min = 0;
+  for (bool wide = false;; wide = true) {
+    if (inclusive_samples(&x, st, wide)) return -ENOMEM;
+    /* T never decreases: a node that grows heavier gets its own records again. */
+    const bool known = share_threshold(&x, st->count, m->rec_max_nodes, &min);
+    if (min < m->rec_min_samples) min = m->rec_min_samples;
+    if (progress && min == m->rec_min_samples) min = min ? min * 2 : 1;
+    if (wide || (known && min <= UINT32_MAX)) break; /* saturated figures decide it */
+    free(x.buf);
   }
-  m->rnode[0] = 0;
+  if (min > incl_get(&x, 0)) min = UINT64_MAX; /* the root stands for every node: no coarser tree */
+  map_put(x.buf, 0, 0);
   for (uint32_t i = 1; i < st->count; i++) {
-    const uint32_t parent = st->nodes[i].parent;
-    m->rnode[i] = incl[i] >= min && m->rnode[parent] == parent ? i : m->rnode[parent];
+    const uint32_t parent = st->nodes[i].parent, rp = map_get(x.buf, parent);
+    map_put(x.buf, i, incl_get(&x, i) >= min && rp == parent ? i : rp);
   }
-  free(incl);
-  m->rnode_n = st->count;
+  /* 8-byte figures: their spent half goes back (record_node grows the map when nodes come). */
+  void *shrunk = x.wide ? realloc(x.buf, (size_t)st->count * sizeof(uint32_t)) : NULL;
+  m->rnode = shrunk ? shrunk : x.buf;
+  m->rnode_n = m->rnode_cap = st->count;
+  m->coarse_tree = true;
   m->rec_min_samples = min;
   return remap_records(m, COARSER_NODE);
 }
@@ -406,8 +484,8 @@ static uint32_t record_node(report_mem_t *m, uint32_t node) {
 static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint64_t freed_us) {
   /* Below RECORD_BUCKETS: the block's time was an event's, which on_event kept below it, and
    * buckets only widen since. The clamp only keeps a broken promise in bounds. */
-  const uint64_t ta = rel_us(m, p->time_us) / m->rec_w;
-  const uint64_t tf = freed_us == UINT64_MAX ? NEVER : rel_us(m, freed_us) / m->rec_w;
+  const uint64_t ta = rel_us(m, p->time_us) >> m->rec_shift;
+  const uint64_t tf = freed_us == UINT64_MAX ? NEVER : rel_us(m, freed_us) >> m->rec_shift;
   CTS_ASSERT(ta < RECORD_BUCKETS && (tf < RECORD_BUCKETS || tf == NEVER));
   /* Nodes made since the last coarser tree stand for their parent's until the next one, which
    * comes when the tree has doubled (a stack that became heavy gets its own records). */
@@ -433,7 +511,7 @@ static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint
   while (!e && m->nrecs > m->opts.max_records) {
     if (!m->size_octaves)
       e = coarsen_records(m, false);
-    else if (m->coarsenings < 64 && rel_us(m, p->time_us) / m->rec_w >= 2 * MIN_RECORD_BUCKETS)
+    else if (m->coarsenings < 64 && rel_us(m, p->time_us) >> m->rec_shift >= 2 * MIN_RECORD_BUCKETS)
       e = coarsen_records(m, true);
     else if (m->rec_min_samples != UINT64_MAX &&
              m->t.prof.stacks.count >
@@ -449,6 +527,19 @@ static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint
   return e;
 }
 
+/* Frees what only aggregating needs: the records' index, the front, the coarser tree's map
+ * (4 bytes a node). */
+static void free_aggregation(report_mem_t *m) {
+  for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) free(m->tables[b].slot);
+  free(m->tables);
+  free(m->front);
+  free(m->rnode);
+  m->tables = NULL;
+  m->front = NULL;
+  m->rnode = NULL;
+  m->rnode_n = m->rnode_cap = 0;
+}
+
 static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   report_mem_t *m = ud;
   if (m->opts.attribute) { /* memory by task: the task trace's join */
@@ -457,7 +548,7 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
     if (e) return e;
   }
   if (!m->origin_us && t->prof.have_info) m->origin_us = t->prof.start_time_us;
-  while (rel_us(m, ev->time_us) / m->rec_w >= RECORD_BUCKETS) {
+  while (rel_us(m, ev->time_us) >> m->rec_shift >= RECORD_BUCKETS) {
     const int e = coarsen_records(m, true);
     if (e) return e;
   }
@@ -519,6 +610,7 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
     }
   }
   front_flush(m);
+  free_aggregation(m); /* before the page's own per-node arrays (write_tree) */
   marks_sort(m);
   /* The caller's, for this call only. */
   m->opts.log = (cts_log_t){0};
@@ -557,10 +649,7 @@ void report_mem_free(report_mem_t *m) {
   if (!m) return;
   cts_mem_trace_free(&m->t);
   free(m->recs);
-  for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) free(m->tables[b].slot);
-  free(m->tables);
-  free(m->front);
-  free(m->rnode);
+  free_aggregation(m);
   free(m->marks);
   free(m);
 }
@@ -707,27 +796,30 @@ static int page_tree(report_mem_t *m, cts_labels_t *labels, cts_stacks_t *dst, u
   const cts_stacks_t *src = &m->t.prof.stacks;
   int e = cts_stacks_init(dst, false, 0);
   if (e) return e;
-  uint64_t *incl = inclusive_samples(src);
-  *map = malloc(((size_t)src->count + 1) * sizeof **map);
-  if (!incl || !*map) {
-    free(incl);
-    return -ENOMEM;
+  incl_t x; /* then the map, over it */
+  for (bool wide = false;; wide = true) {
+    if (inclusive_samples(&x, src, wide)) return -ENOMEM;
+    if (share_threshold(&x, src->count, m->opts.max_tree_nodes, &m->tree_min)) break;
+    free(x.buf);
   }
-  m->tree_min = share_threshold(incl, src->count, m->opts.max_tree_nodes);
   m->tree_pruned = 0;
-  (*map)[0] = 0;
+  map_put(x.buf, 0, 0);
   /* Parents come before children (as cts_stacks_relabel, which this is with the pruning). */
   for (uint32_t i = 1; i < src->count && !e; i++) {
-    const uint32_t parent = (*map)[src->nodes[i].parent];
-    if (incl[i] < m->tree_min) {
-      (*map)[i] = parent;
+    const uint32_t parent = map_get(x.buf, src->nodes[i].parent);
+    if (incl_get(&x, i) < m->tree_min) {
+      map_put(x.buf, i, parent);
       m->tree_pruned++;
       continue;
     }
     const uint64_t id = cts_labels_id(labels, src->nodes[i].code);
-    e = id ? cts_stacks_intern_child(dst, parent, id, &(*map)[i]) : -ENOMEM;
+    uint32_t node = 0;
+    e = id ? cts_stacks_intern_child(dst, parent, id, &node) : -ENOMEM;
+    map_put(x.buf, i, node);
   }
-  free(incl);
+  /* 8-byte figures: their spent half goes back (the map is 4 bytes a node). */
+  void *shrunk = x.wide ? realloc(x.buf, (src->count ? src->count : 1) * sizeof(uint32_t)) : NULL;
+  *map = shrunk ? shrunk : x.buf;
   return e;
 }
 
@@ -806,7 +898,9 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
   /* UINT64_MAX (every stack counted as the root's) as one more than every sample: JSON
    * numbers beyond 2^53 are not exact in the viewer. */
   const uint64_t all = cts_alloc_profile_samples(&m->t.prof);
-  const uint64_t rec_min = !m->rnode ? 0 : m->rec_min_samples > all ? all + 1 : m->rec_min_samples;
+  const uint64_t rec_min = !m->coarse_tree            ? 0
+                           : m->rec_min_samples > all ? all + 1
+                                                      : m->rec_min_samples;
   cts_out_printf(o, ",\"rec_size_octaves\":%d,\"rec_min_samples\":%llu", m->size_octaves ? 1 : 0,
                  (unsigned long long)rec_min);
   cts_out_printf(o, ",\"rec_us\":%llu,\"rec_blocks\":%llu,\"records\":{\"lazy\":1,\"n\":%zu",

@@ -6,6 +6,7 @@
  * what a loader returns, what it says through the log callback, and what it keeps. Linked
  * with cts_report alone (no CLI): the report library stands on analysis and os. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,16 +376,16 @@ CTS_TEST(mem_records_over_budget_merge_sizes_by_power_of_two) {
 }
 
 /* A trace of main (code 1) > leaf for nleaves leaves (codes 1000...): the first nheavy
- * allocate 100 words each, the others 1 word, all at the trace's start and never
- * collected; loaded with the given budgets and rendered into *j. */
+ * allocate `heavy` words each (a sample a word), the others 1 word, all at the trace's start
+ * and never collected; loaded with the given budgets and rendered into *j. */
 static void load_leaves(json_flat_t *j, const char *name, unsigned nleaves, unsigned nheavy,
-                        uint32_t max_records, uint32_t max_tree_nodes) {
+                        uint64_t heavy, uint32_t max_records, uint32_t max_tree_nodes) {
   buf_t b = {0};
   void *mem;
   cts_mt_writer_t *w;
   open_mem_writer(&w, &b, &mem);
   for (unsigned k = 0; k < nleaves; k++) {
-    const uint64_t bt[] = {1, 1000 + k}, words = k < nheavy ? 100 : 1;
+    const uint64_t bt[] = {1, 1000 + k}, words = k < nheavy ? heavy : 1;
     uint64_t id;
     CTS_ASSERT_EQ_INT(
         cts_mt_writer_alloc(w, START_US, words, words, CTS_MT_SOURCE_MAJOR, bt, 2, &id), 0);
@@ -407,7 +408,7 @@ static void load_leaves(json_flat_t *j, const char *name, unsigned nleaves, unsi
  * stack: the sites are all there. */
 CTS_TEST(mem_page_draws_light_stacks_as_their_callers) {
   json_flat_t j;
-  load_leaves(&j, "mem-prune.ctf", 52, 2, 0, 8);
+  load_leaves(&j, "mem-prune.ctf", 52, 2, 100, 0, 8);
   CTS_ASSERT_EQ_U64(num(&j, "mem.tree_nodes"), 54);
   CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 50);
   CTS_ASSERT_EQ_U64(num(&j, "mem.tree_min"), 2);
@@ -418,7 +419,7 @@ CTS_TEST(mem_page_draws_light_stacks_as_their_callers) {
   CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 52); /* the records are by the full tree */
   json_flat_free(&j);
   /* Within the budget, nothing is pruned. */
-  load_leaves(&j, "mem-noprune.ctf", 52, 2, 0, 54);
+  load_leaves(&j, "mem-noprune.ctf", 52, 2, 100, 0, 54);
   CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 0);
   CTS_ASSERT_EQ_U64(num(&j, "mem.tree_min"), 0);
   CTS_ASSERT_EQ_U64(num(&j, "mem.parent.n"), 54);
@@ -431,7 +432,7 @@ CTS_TEST(mem_page_draws_light_stacks_as_their_callers) {
  * The page still draws every node. */
 CTS_TEST(mem_records_over_budget_are_by_a_coarser_call_tree) {
   json_flat_t j;
-  load_leaves(&j, "mem-nodes.ctf", 2010, 10, 1000, 0);
+  load_leaves(&j, "mem-nodes.ctf", 2010, 10, 100, 1000, 0);
   CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 11);
   CTS_ASSERT_EQ_U64(num(&j, "mem.rec_min_samples"), 2);
   CTS_ASSERT_EQ_U64(num(&j, "mem.rec_blocks"), 2010);
@@ -440,10 +441,119 @@ CTS_TEST(mem_records_over_budget_are_by_a_coarser_call_tree) {
   json_flat_free(&j);
   /* A budget of one record: every stack counts as the root's (2 records, by size), which the
    * document says as one sample more than all of them (218), a number exact in JSON. */
-  load_leaves(&j, "mem-root.ctf", 20, 2, 1, 0);
+  load_leaves(&j, "mem-root.ctf", 20, 2, 100, 1, 0);
   CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 2);
   CTS_ASSERT_EQ_U64(num(&j, "mem.rec_min_samples"), 219);
   CTS_ASSERT_EQ_U64(num(&j, "mem.rec_blocks"), 20);
+  json_flat_free(&j);
+}
+
+/* ---- the heap's peak ------------------------------------------------------------------- */
+
+/* This executable is linked with malloc, calloc, realloc and aligned_alloc wrapped
+ * (CMakeLists.txt): after each call from the project's code, the heap in use (glibc's
+ * figure, so every byte, whoever allocated it) raises heap_peak. */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_aligned_alloc(size_t align, size_t n);
+
+static size_t heap_peak;
+
+static size_t heap_in_use(void) {
+  const struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+static void *heap_noted(void *p) {
+  const size_t now = heap_in_use();
+  if (now > heap_peak) heap_peak = now;
+  return p;
+}
+
+void *__wrap_malloc(size_t n) {
+  return heap_noted(__real_malloc(n));
+}
+void *__wrap_calloc(size_t n, size_t size) {
+  return heap_noted(__real_calloc(n, size));
+}
+void *__wrap_realloc(void *p, size_t n) {
+  return heap_noted(__real_realloc(p, n));
+}
+void *__wrap_aligned_alloc(size_t align, size_t n) {
+  return heap_noted(__real_aligned_alloc(align, n));
+}
+
+/* Writing the page of a trace of many stack nodes takes at most 4 bytes a node beyond what
+ * the load holds, and 1 MiB (the page's pruned tree, the document): the figures by which the
+ * page's tree is pruned (saturated at 4 bytes), then the map from profile nodes to the
+ * page's, in the same array. Two arrays (8 + 4 bytes a node) took 3.62 MB here; one of 8
+ * bytes a node 2.57 MB. Main over a binary
+ * tree of two functions 17 calls deep, 2^18 nodes, one allocation at each leaf, with
+ * budgets that make the records by a coarser tree and prune the page. */
+CTS_TEST(mem_page_takes_at_most_4_bytes_a_node_beyond_the_load) {
+  {
+    void *probe = malloc(4u << 20);
+    const size_t with_probe = heap_in_use();
+    memset(probe, 1, 4u << 20);
+    const bool counted = with_probe >= (4u << 20);
+    free(probe);
+    if (!counted) CTS_SKIP("the heap's figures are not glibc's (a sanitizer's allocator)");
+  }
+  enum { DEPTH = 17 };
+  buf_t b = {0};
+  void *mem;
+  cts_mt_writer_t *w;
+  open_mem_writer(&w, &b, &mem);
+  for (uint32_t leaf = 0; leaf < 1u << DEPTH; leaf++) {
+    uint64_t bt[DEPTH + 1] = {1}, id;
+    for (unsigned d = 0; d < DEPTH; d++) bt[d + 1] = 2 + (leaf >> d & 1);
+    CTS_ASSERT_EQ_INT(
+        cts_mt_writer_alloc(w, START_US + leaf, 1, 1, CTS_MT_SOURCE_MINOR, bt, DEPTH + 1, &id), 0);
+  }
+  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
+  free(mem);
+  const char *path = tmp_path("mem-nodes-heap.ctf");
+  save(path, &b, b.len);
+  const report_mem_opts_t o = {
+      .path = path, .quiet = true, .max_records = 1000, .max_tree_nodes = 1024};
+  report_mem_t *m;
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+  const uint32_t nodes = report_mem_profile(m)->stacks.count;
+  CTS_ASSERT_EQ_U64(nodes, (uint64_t)2 << DEPTH);
+  const size_t loaded = heap_in_use();
+  heap_peak = loaded;
+  json_flat_t j;
+  render(&(report_doc_t){.title = "heap", .mem = m}, &j);
+  const size_t extra = heap_peak - loaded;
+  CTS_ASSERT_MSG(extra <= (size_t)4 * nodes + (1u << 20),
+                 "the page took %zu bytes beyond the load (%u nodes)", extra, nodes);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_nodes"), nodes);
+  CTS_ASSERT(num(&j, "mem.tree_pruned") > 0);
+  CTS_ASSERT(num(&j, "mem.rec_min_samples") > 0);
+  json_flat_free(&j);
+  report_mem_free(m);
+}
+
+/* The thresholds past 2^31 samples, where the 4-byte figures by which nodes are kept are
+ * saturated and 8-byte ones decide: 3 leaves of 2^33 samples under main (3 x 2^33). The
+ * page, at most 2 nodes: those of at least 2^34 (root and main). The records, 1 at most:
+ * every stack counted as the root's, said as one sample more than all. */
+CTS_TEST(mem_thresholds_past_2_to_the_31_samples_are_exact) {
+  const uint64_t heavy = UINT64_C(1) << 33;
+  json_flat_t j;
+  load_leaves(&j, "mem-wide-page.ctf", 3, 3, heavy, 0, 2);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_min"), UINT64_C(1) << 34);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.tree_pruned"), 3);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.parent.n"), 2);
+  json_flat_free(&j);
+  load_leaves(&j, "mem-wide-records.ctf", 3, 3, heavy, 1, 0);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.records.n"), 1);
+  CTS_ASSERT_EQ_U64(num(&j, "mem.rec_min_samples"), 3 * heavy + 1);
   json_flat_free(&j);
 }
 
