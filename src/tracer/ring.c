@@ -31,7 +31,7 @@ static void ring_read_tail(cts__ring_t *r) {
 /* A ring's memory: its header, then the owner's outer-frame cache, the owner's two
  * backtrace buffers and the writer's, then its words, each on its own cache lines; the
  * whole in pages. */
-#define BT_BYTES (((size_t)BT_WORDS * sizeof(uint64_t) + 63u) & ~(size_t)63u)
+#define BT_BYTES ((size_t)BT_STRIDE * sizeof(uint64_t))
 
 static size_t ring_cache_offset(void) {
   return (sizeof(cts__ring_t) + 63u) & ~(size_t)63u;
@@ -73,8 +73,7 @@ CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
     if (!mem) return NULL;
     r = (cts__ring_t *)mem; /* mapped zero-filled: all counters 0, the cache empty */
     r->bottom = (cts__bottom_t *)(mem + ring_cache_offset());
-    r->bt[0] = (uint64_t *)(mem + ring_bt_offset());
-    r->bt[1] = (uint64_t *)(mem + ring_bt_offset() + BT_BYTES);
+    r->bt = (uint64_t *)(mem + ring_bt_offset());
     r->wbt = (uint64_t *)(mem + ring_bt_offset() + 2u * BT_BYTES);
     r->words = (uint64_t *)(mem + ring_words_offset());
     atomic_init(&r->owned, 1);

@@ -82,6 +82,8 @@
 /* The frames a backtrace may have while it is captured (libunwind's view of our own
  * frames included): the size of a ring's backtrace buffers. */
 #define BT_WORDS (MAX_FRAMES_LIMIT + CTS__OWN_FRAMES)
+/* The words from one of a ring's backtrace buffers to the next (whole cache lines). */
+#define BT_STRIDE ((BT_WORDS + 7u) & ~7u)
 /* A full id is the session's low bits above the object id: a record that a thread publishes
  * after its session ended can never pass for one of the next session. */
 #define ID_BITS 40u
@@ -105,17 +107,18 @@ typedef struct cts__ring {
   _Alignas(64) _Atomic uint64_t head; /* words published (owner) */
   uint64_t tail_seen;                 /* the owner's last reading of `tail` */
   uint64_t wake_check;                /* the owner looks at `tail` again past this head */
-  _Atomic uint64_t samples, collects, waits, dropped;
-  _Atomic uint64_t lost_allocs, lost_collects, lost_words, lost_samples;
-  /* The owner's last published alloc record (cts__tracer_record): its backtrace is
-   * bt[bt_cur] (bt_depth frames, innermost first), its position bt_pos; bt_valid: there
-   * is one, and the next record may share frames with it. The other buffer takes the
-   * next backtrace. */
-  uint64_t *bt[2];
-  size_t bt_depth;
+  _Atomic uint64_t samples, collects;
+  /* The owner's last published alloc record (cts__tracer_record): its backtrace is buffer
+   * bt_cur of the two at bt (bt_depth frames, innermost first), its position bt_pos;
+   * bt_valid: there is one, and the next record may share frames with it. The other
+   * buffer takes the next backtrace. On the line of `head`: each record reads them. */
+  uint64_t *bt;
   uint64_t bt_pos;
-  unsigned bt_cur;
+  uint32_t bt_depth;
+  uint8_t bt_cur;
   bool bt_valid;
+  _Atomic uint64_t waits, dropped;
+  _Atomic uint64_t lost_allocs, lost_collects, lost_words, lost_samples;
   _Alignas(64) _Atomic uint64_t tail; /* words consumed (writer thread) */
   _Atomic bool wake_sent;             /* the owner woke the writer thread; it clears this */
   /* The writer's: the backtrace of the last alloc record it took from this ring, outermost
@@ -129,6 +132,8 @@ typedef struct cts__ring {
   uint64_t *words;
   cts__bottom_t *bottom; /* the owner's outer-frame cache (unwind.c), content-checked */
 } cts__ring_t;
+
+_Static_assert(offsetof(cts__ring_t, bt_valid) < 64, "what each record reads is on one line");
 
 /* Drop mode: what was lost (tracer.h, "Drop mode"). */
 typedef struct cts__loss {
