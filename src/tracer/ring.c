@@ -28,21 +28,14 @@ static void ring_read_tail(cts__ring_t *r) {
   r->wake_check = r->tail_seen + RING_WORDS / 2u;
 }
 
-/* A ring's memory: its header, then the owner's outer-frame cache, the owner's two
- * backtrace buffers and the writer's, then its words, each on its own cache lines; the
- * whole in pages. */
-#define BT_BYTES ((size_t)BT_STRIDE * sizeof(uint64_t))
-
+/* A ring's memory: its header, then the owner's outer-frame cache, then its words, each
+ * on its own cache lines; the whole in pages. */
 static size_t ring_cache_offset(void) {
   return (sizeof(cts__ring_t) + 63u) & ~(size_t)63u;
 }
 
-static size_t ring_bt_offset(void) {
-  return ring_cache_offset() + ((cts__bottom_size + 63u) & ~(size_t)63u);
-}
-
 static size_t ring_words_offset(void) {
-  return ring_bt_offset() + 3u * BT_BYTES;
+  return ring_cache_offset() + ((cts__bottom_size + 63u) & ~(size_t)63u);
 }
 
 static size_t ring_size(void) {
@@ -73,8 +66,6 @@ CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
     if (!mem) return NULL;
     r = (cts__ring_t *)mem; /* mapped zero-filled: all counters 0, the cache empty */
     r->bottom = (cts__bottom_t *)(mem + ring_cache_offset());
-    r->bt = (uint64_t *)(mem + ring_bt_offset());
-    r->wbt = (uint64_t *)(mem + ring_bt_offset() + 2u * BT_BYTES);
     r->words = (uint64_t *)(mem + ring_words_offset());
     atomic_init(&r->owned, 1);
     cts__ring_t *old = atomic_load_explicit(&cts__ctl->rings, memory_order_relaxed);
@@ -144,36 +135,6 @@ CTS_NOINLINE bool cts__ring_wait(cts__ring_t *r, uint64_t end, size_t limit) {
     cts__ctl_unlock();
     if (!running) return false;
   }
-}
-
-/* tracer_state.h. The writer takes every record of a ring in order, so the record that
- * one shares frames with (the owner's previous alloc record) is the last it took, unless
- * it took none since it started on a ring another writer had taken records from, or some
- * are taken twice (a writer process killed between taking records and moving the tail),
- * or the ring was written over: the position check catches each. Then this record's
- * backtrace is unknown, and so are those of the records that share frames with it, until
- * the owner's next record that shares none (the first of each lap of the ring). */
-const uint64_t *cts__ring_backtrace(cts__ring_t *r, uint64_t pos, const uint64_t *rec,
-                                    size_t *depth) {
-  const uint64_t h = rec[0];
-  const size_t own = (size_t)(h >> REC_OWN_SHIFT) & REC_FRAMES_MASK;
-  const size_t shared = (size_t)(h >> REC_SHARED_SHIFT) & REC_FRAMES_MASK;
-  const uint64_t back = h >> REC_BACK_SHIFT;
-  const uint64_t *const frames = rec + REC_ALLOC_WORDS;
-  uint64_t *const w = r->wbt;
-  if (own + shared > MAX_FRAMES_LIMIT ||
-      (shared &&
-       (back == 0 || back > pos || r->wbt_pos != pos - back + 1u || shared > r->wbt_depth))) {
-    r->wbt_pos = 0;
-    *depth = 0;
-    return NULL;
-  }
-  /* The shared frames are the outermost: they stay where they are. */
-  for (size_t i = 0; i < own; i++) w[shared + i] = frames[own - 1u - i];
-  r->wbt_depth = shared + own;
-  r->wbt_pos = pos + 1u;
-  *depth = shared + own;
-  return w;
 }
 
 /* What the rings lost so far (drop mode). */

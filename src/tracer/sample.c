@@ -19,12 +19,9 @@
 #define SIDE_TOMB            ((uintptr_t)1)
 #define SLOT_STICKY          255u
 #define BINOMIAL_EXACT_LIMIT 1000.0
-/* The words at the ring's head whose cache lines are fetched ahead (cts__tracer_record):
- * an alloc record that shares its outer frames with the previous one (~9 words), and the
- * start of the next. */
-#define REC_PREFETCH_WORDS 16u
-/* An alloc record's own frames are copied this many at a time (no call to memcpy). */
-#define REC_COPY_STEP 4u
+/* The words of an alloc record whose cache lines are fetched ahead (cts__tracer_record):
+ * its fields and ~27 frames, most backtraces of real programs. */
+#define REC_PREFETCH_WORDS 32u
 
 CTS__TLS cts__thread_t cts__thread;
 atomic_int cts__tracer_active;
@@ -245,34 +242,11 @@ static void side_add(const void *ptr, uint64_t full, cts__ring_t *r) {
   if (!ok) cts__bump(&r->dropped, 1);
 }
 
-/* How many outer frames the backtrace bt[0..depth) (innermost first) shares with ring r's
- * last record's, which it may leave out: none across laps of the ring (the first record of
- * each lap is whole, so that a writer that lost track of the ring's backtraces finds it
- * again within a lap: cts__ring_backtrace). */
-static CTS_FORCE_INLINE size_t shared_frames(const cts__ring_t *r, const uint64_t *bt, size_t depth,
-                                             uint64_t head) {
-  if (!r->bt_valid || (head ^ r->bt_pos) >= RING_WORDS) return 0;
-  const uint64_t *const a = bt + depth, *const b = r->bt + r->bt_cur * BT_STRIDE + r->bt_depth;
-  const size_t n = depth < r->bt_depth ? depth : r->bt_depth;
-  size_t k = 0;
-  /* Two frames a step: half the branches of a walk of ~16 shared frames. */
-  while (k + 2u <= n && ((a[-1 - (ptrdiff_t)k] ^ b[-1 - (ptrdiff_t)k]) |
-                         (a[-2 - (ptrdiff_t)k] ^ b[-2 - (ptrdiff_t)k])) == 0)
-    k += 2u;
-  if (k < n && a[-1 - (ptrdiff_t)k] == b[-1 - (ptrdiff_t)k]) k++;
-  return k;
-}
-
 /* tracer_internal.h. The object id is taken after the ring has room, so that between
  * taking it and publishing the record a thread never waits: the writer thread, which
  * writes records in id order, only ever waits for ids on their way. The preload library
  * keeps the id in the block's header; the linked API's blocks (`side`) go into the side
- * table for their free to be found.
- *
- * The backtrace is captured into one of the ring's two buffers (the other holds the
- * previous record's), and the record stores only the frames it does not share with the
- * previous record of the ring (REC_SHARED_SHIFT): the ring's lines are the program's
- * cache's to lose, the buffers' stay in it. */
+ * table for their free to be found. */
 uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, void *frame,
                             unsigned *session, bool side) {
   cts__thread_t *const t = &cts__thread;
@@ -281,54 +255,40 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   if (!cts__sampling_on()) return CTS__TRACER_NO_ID;
   cts__guard_enter();
   cts__ring_t *const r = cts__thread_ring(t);
-  if (CTS_UNLIKELY(!r)) {
-    atomic_fetch_add_explicit(&cts__ctl->unrecorded, 1, memory_order_relaxed);
-    cts__guard_leave();
-    return CTS__TRACER_NO_ID;
-  }
-  /* Only this thread moves the head. The ring's lines there were last written a lap of
-   * the ring ago and the writer read them since: they are fetched for writing while the
-   * backtrace is captured. */
-  const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-  for (size_t at = 0; at < REC_PREFETCH_WORDS; at += 8u)
-    __builtin_prefetch(r->words + ((head + at) & RING_MASK), 1);
-  const unsigned cur = r->bt_cur ^ 1u;
-  uint64_t *const bt = r->bt + cur * BT_STRIDE;
-  const size_t depth = capture_backtrace(t, frame, bt, cts__session.cfg.max_frames, r->bottom);
-  const size_t shared = shared_frames(r, bt, depth, head), own = depth - shared;
-  /* Room for the frames copied in whole steps of REC_COPY_STEP (the buffer holds
-   * them), of which only the record is published. */
+  /* Room for the longest backtrace (and libunwind's view of our own frames): the frames
+   * go straight into the ring, and only what they take is published. */
+  const size_t room = REC_ALLOC_WORDS + cts__session.cfg.max_frames + CTS__OWN_FRAMES;
   size_t pad;
   uint64_t *const rec =
-      cts__ring_reserve(r, REC_ALLOC_WORDS + own + REC_COPY_STEP - 1u,
-                        cts__session.cfg.drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad);
+      r ? cts__ring_reserve(r, room,
+                            cts__session.cfg.drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad)
+        : NULL;
   if (CTS_UNLIKELY(!rec)) {
-    if (cts__session.cfg.drop_when_full && cts__sampling_on()) {
+    if (r && cts__session.cfg.drop_when_full && cts__sampling_on()) {
       cts__bump(&r->lost_allocs, 1);
       cts__bump(&r->lost_words, words);
       cts__bump(&r->lost_samples, nsamples);
+    } else if (!r) {
+      atomic_fetch_add_explicit(&cts__ctl->unrecorded, 1, memory_order_relaxed);
     }
-    /* The writer never sees this record, so the next could still share the previous
-     * one's frames; it is whole all the same, as any record after something unusual. */
-    r->bt_valid = false;
     cts__guard_leave();
     return CTS__TRACER_NO_ID;
   }
-  const uint64_t pos = head + pad;
-  for (size_t i = 0; i < own; i += REC_COPY_STEP)
-    memcpy(rec + REC_ALLOC_WORDS + i, bt + i, REC_COPY_STEP * sizeof *bt);
+  /* The ring's lines were last written a lap of the ring ago (1 MiB of records: out of
+   * this core's caches) and the writer process read them since: they are fetched for
+   * writing while the backtrace is captured, instead of one by one as its frames are
+   * stored (cc1 at rate 1: ~200 bytes per record, 580 000 records). */
+  for (size_t at = 0; at < REC_PREFETCH_WORDS && at < room; at += 8u)
+    __builtin_prefetch(rec + at, 1);
+  const size_t depth =
+      capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, cts__session.cfg.max_frames, r->bottom);
   rec[1] = cts__event_time();
   const uint64_t full = atomic_fetch_add_explicit(&cts__ctl->next_id, 1, memory_order_relaxed);
-  rec[0] = REC_ALLOC | (uint64_t)own << REC_OWN_SHIFT | (uint64_t)shared << REC_SHARED_SHIFT |
-           (shared ? pos - r->bt_pos : 0) << REC_BACK_SHIFT;
+  rec[0] = REC_ALLOC | (uint64_t)depth << 8;
   rec[2] = full;
   rec[3] = words;
   rec[4] = nsamples;
-  cts__ring_publish(r, pad + REC_ALLOC_WORDS + own);
-  r->bt_cur = (uint8_t)cur;
-  r->bt_depth = (uint32_t)depth;
-  r->bt_pos = pos;
-  r->bt_valid = true;
+  cts__ring_publish(r, pad + REC_ALLOC_WORDS + depth);
   cts__bump(&r->samples, 1);
   /* The task running on this thread, for attribution (docs/formats/mprof.md §14.1). */
   if (CTS__TASK_ON()) cts__task_alloc(full & ID_MASK);

@@ -68,22 +68,6 @@
 #define REC_PAD           3u /* the rest of the ring up to its end is unused */
 #define REC_ALLOC_WORDS   5u /* header, time, full id, length, nsamples; then the frames */
 #define REC_COLLECT_WORDS 3u /* header, time, full id */
-/* An alloc record's header: its kind, the frames it stores (its own, innermost first),
- * and how many outer frames it shares with the previous alloc record of its ring (its last
- * `shared` frames, which the record does not store), with the distance back to that record
- * in words (0 when nothing is shared). The writer keeps each ring's last backtrace
- * (cts__ring_backtrace): consecutive allocations differ in a few inner frames and share
- * their outer ones (cc1 at rate 1: ~3 frames of its own, ~16 shared), and a record of 9
- * words instead of 25 keeps the ring's traffic out of the program's caches. */
-#define REC_OWN_SHIFT    8u
-#define REC_SHARED_SHIFT 19u
-#define REC_BACK_SHIFT   30u
-#define REC_FRAMES_MASK  0x7FFu
-/* The frames a backtrace may have while it is captured (libunwind's view of our own
- * frames included): the size of a ring's backtrace buffers. */
-#define BT_WORDS (MAX_FRAMES_LIMIT + CTS__OWN_FRAMES)
-/* The words from one of a ring's backtrace buffers to the next (whole cache lines). */
-#define BT_STRIDE ((BT_WORDS + 7u) & ~7u)
 /* A full id is the session's low bits above the object id: a record that a thread publishes
  * after its session ended can never pass for one of the next session. */
 #define ID_BITS 40u
@@ -92,9 +76,6 @@
 _Static_assert(CTS__TRACER_NO_ID == ID_MASK, "object ids fill the low ID_BITS bits");
 _Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + CTS__OWN_FRAMES <= RING_WORDS / 4u,
                "a record fits a ring");
-_Static_assert(MAX_FRAMES_LIMIT <= REC_FRAMES_MASK, "a record's frame counts fit its header");
-_Static_assert((UINT64_C(1) << (64u - REC_BACK_SHIFT)) > 2u * RING_WORDS,
-               "two laps of a ring fit a record's distance back");
 
 /* ---- the rings (ring.c) ----------------------------------------------------------------- */
 
@@ -107,33 +88,15 @@ typedef struct cts__ring {
   _Alignas(64) _Atomic uint64_t head; /* words published (owner) */
   uint64_t tail_seen;                 /* the owner's last reading of `tail` */
   uint64_t wake_check;                /* the owner looks at `tail` again past this head */
-  _Atomic uint64_t samples, collects;
-  /* The owner's last published alloc record (cts__tracer_record): its backtrace is buffer
-   * bt_cur of the two at bt (bt_depth frames, innermost first), its position bt_pos;
-   * bt_valid: there is one, and the next record may share frames with it. The other
-   * buffer takes the next backtrace. On the line of `head`: each record reads them. */
-  uint64_t *bt;
-  uint64_t bt_pos;
-  uint32_t bt_depth;
-  uint8_t bt_cur;
-  bool bt_valid;
-  _Atomic uint64_t waits, dropped;
+  _Atomic uint64_t samples, collects, waits, dropped;
   _Atomic uint64_t lost_allocs, lost_collects, lost_words, lost_samples;
   _Alignas(64) _Atomic uint64_t tail; /* words consumed (writer thread) */
   _Atomic bool wake_sent;             /* the owner woke the writer thread; it clears this */
-  /* The writer's: the backtrace of the last alloc record it took from this ring, outermost
-   * first (wbt_depth frames), and that record's position + 1 (0: none). In the ring's
-   * memory, so that a writer process finds it where the previous one left it. */
-  uint64_t *wbt;
-  size_t wbt_depth;
-  uint64_t wbt_pos;
-  _Alignas(64) _Atomic int owned; /* a live thread writes into it (0 or 1) */
-  struct cts__ring *next;         /* set before the ring is published, then fixed */
+  _Alignas(64) _Atomic int owned;     /* a live thread writes into it (0 or 1) */
+  struct cts__ring *next;             /* set before the ring is published, then fixed */
   uint64_t *words;
   cts__bottom_t *bottom; /* the owner's outer-frame cache (unwind.c), content-checked */
 } cts__ring_t;
-
-_Static_assert(offsetof(cts__ring_t, bt_valid) < 64, "what each record reads is on one line");
 
 /* Drop mode: what was lost (tracer.h, "Drop mode"). */
 typedef struct cts__loss {
@@ -161,13 +124,6 @@ CTS_NOINLINE void cts__ring_wake(cts__ring_t *r, uint64_t head);
 /* Waits until r, once written up to `end`, is at most `limit` words full (false: sampling
  * stopped, or drop mode). */
 CTS_NOINLINE bool cts__ring_wait(cts__ring_t *r, uint64_t end, size_t limit);
-/* The writer: the backtrace of the alloc record at position `pos` of ring r (`rec`, whose
- * frames are innermost first), outermost first, with *depth its frames; it becomes the
- * ring's last backtrace. NULL when the record shares frames with a record the writer did
- * not take just before it (or says something impossible): its frames are not known, and
- * no frame is guessed. Writer only. */
-const uint64_t *cts__ring_backtrace(cts__ring_t *r, uint64_t pos, const uint64_t *rec,
-                                    size_t *depth);
 /* What the rings lost so far (drop mode), and their counters summed. */
 cts__loss_t cts__ring_losses(void);
 void cts__ring_counts(cts_tracer_stats_t *s);
@@ -217,9 +173,6 @@ typedef struct cts__control {
   uint64_t end_time; /* cts__event_time() when the session was stopped or the program seen gone */
   cts_tracer_stats_t stats; /* what the writer counts; the rings count the rest */
   uint64_t gave_up;         /* ids whose record never came (STALL_GIVE_UP_MS) */
-  /* The writer's: allocations written without their backtrace, whose record shared frames
-   * with one it did not have (cts__ring_backtrace). */
-  uint64_t backtraces_unknown;
 } cts__control_t;
 
 _Static_assert(sizeof(cts__control_t) <= SHARED_HEADER, "the control block fits its page");
@@ -315,10 +268,11 @@ typedef struct cts__writer_state {
   size_t writer_mem_size;
   bool writer_mem_used; /* a session wrote into writer_mem: it is not all zero */
   cts_mt_writer_t *writer;
-  uint64_t emitted;       /* object ids written: the next alloc written has this id */
-  cts__marker_t pending;  /* a loss marker waiting for its id's turn */
-  cts__loss_t lost_taken; /* the rings' losses already in markers */
-  bool owner_gone;        /* the writer process: the program exited or exec'd */
+  uint64_t emitted;                  /* object ids written: the next alloc written has this id */
+  cts__marker_t pending;             /* a loss marker waiting for its id's turn */
+  cts__loss_t lost_taken;            /* the rings' losses already in markers */
+  uint64_t frames[MAX_FRAMES_LIMIT]; /* write_alloc's outermost-first copy */
+  bool owner_gone;                   /* the writer process: the program exited or exec'd */
   cts__symbolizer_t *symbolizer;
   char marker_name[160];            /* the last loss marker's function name (writer thread) */
   cts_tsc_clock_t tsc;              /* tsc_mode: the calibration (writer thread) */

@@ -217,14 +217,15 @@ static void take_losses(void) {
   cts__writer.pending.present = true;
 }
 
-/* An alloc record whose backtrace, outermost first, is frames[0..depth) (NULL: unknown,
- * written without one; cts__ring_backtrace). */
-static int write_alloc(const uint64_t *rec, const uint64_t *frames, size_t depth) {
+/* An alloc record: its frames are innermost first in the ring (so that the sampling
+ * thread walks the stack straight into it); memtrace wants them outermost first. */
+static int write_alloc(const uint64_t *rec, size_t depth) {
+  const uint64_t *const frames = rec + REC_ALLOC_WORDS;
   CTS_ASSERT((rec[2] & ID_MASK) == cts__writer.emitted && depth <= MAX_FRAMES_LIMIT);
-  if (!frames) cts__ctl->backtraces_unknown++;
+  for (size_t i = 0; i < depth; i++) cts__writer.frames[i] = frames[depth - 1 - i];
   uint64_t id;
   const int e = cts_mt_writer_alloc(cts__writer.writer, writer_time(rec[1]), rec[3], rec[4],
-                                    CTS_MT_SOURCE_MAJOR, frames, frames ? depth : 0, &id);
+                                    CTS_MT_SOURCE_MAJOR, cts__writer.frames, depth, &id);
   cts__writer.emitted++;
   return e;
 }
@@ -283,28 +284,24 @@ static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
           continue;
         }
         CTS_ASSERT(kind == REC_ALLOC || kind == REC_COLLECT);
+        const size_t depth = kind == REC_ALLOC ? (size_t)(rec[0] >> 8) : 0;
         const uint64_t full = rec[2], id = full & ID_MASK;
-        const bool current = (full >> ID_BITS) == cts__session.session_bits;
-        if (kind == REC_ALLOC) {
-          if (current && id > cts__writer.emitted) break;
-          /* Every alloc record taken, written or not: the next may share its frames. */
-          size_t depth;
-          const uint64_t *const frames = cts__ring_backtrace(r, tail, rec, &depth);
-          if (current && id == cts__writer.emitted) {
-            e = write_alloc(rec, frames, depth);
-            if (e && !err) err = e;
-            e = marker_if_due(&progress);
-            if (e && !err) err = e;
-          }
-          tail += REC_ALLOC_WORDS + ((size_t)(rec[0] >> REC_OWN_SHIFT) & REC_FRAMES_MASK);
-        } else {
-          if (current && id >= cts__writer.emitted) break;
-          if (current) {
+        if ((full >> ID_BITS) == cts__session.session_bits) {
+          if (kind == REC_ALLOC) {
+            if (id > cts__writer.emitted) break;
+            if (id == cts__writer.emitted) {
+              e = write_alloc(rec, depth);
+              if (e && !err) err = e;
+              e = marker_if_due(&progress);
+              if (e && !err) err = e;
+            }
+          } else {
+            if (id >= cts__writer.emitted) break;
             e = cts_mt_writer_collect(cts__writer.writer, writer_time(rec[1]), id);
             if (e && !err) err = e;
           }
-          tail += REC_COLLECT_WORDS;
         }
+        tail += kind == REC_ALLOC ? REC_ALLOC_WORDS + depth : REC_COLLECT_WORDS;
       }
       CTS_ASSERT(tail - start <= head - start && head - start <= RING_WORDS); /* in bounds */
       if (tail != start) {
