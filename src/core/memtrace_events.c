@@ -679,7 +679,8 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         q = vint_unchecked(q, &cp);
         nencoded = cts_ld_le16(q);
         q += 2;
-        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || length < 0 || nsamples < 0)) break;
+        /* (The three signs in one test.) */
+        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || (length | nsamples | cp) < 0)) break;
       } else {
         break;
       }
