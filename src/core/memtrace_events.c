@@ -332,10 +332,11 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
   /* The next frame's slot rather than an index into bt: one register less for the loop, and
    * no index scaling in each store. */
   uint64_t *out = d->bt + *pos_io;
-  uint32_t pred = 0;
+  /* (Indices in full words: no zero-extension before each use as an address.) */
+  size_t pred = 0;
   for (; nencoded; nencoded--) {
-    const uint32_t w = cts_ld_le16(p);
-    const uint32_t bucket = w >> 2;
+    const size_t w = cts_ld_le16(p);
+    const size_t bucket = w >> 2;
     p += 2;
     cache_pred[pred] = (uint16_t)bucket;
     if (CTS_UNLIKELY(w & 2u)) {
@@ -365,8 +366,8 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
      * stored whatever the tag (bt has room for them, and a frame stored past the end of
      * the backtrace is scratch), and checked without a branch on the tag, which no
      * predictor can guess: the tags of real backtraces look random. */
-    const uint64_t tag = w & 1u; /* (64 bits: no zero-extension at each use) */
-    const uint32_t next = cache_pred[bucket];
+    const size_t tag = w & 1u;
+    const size_t next = cache_pred[bucket];
     const uint64_t code = cache_loc[bucket], predicted = cache_loc[next];
     out[0] = code;
     out[1] = predicted;
@@ -374,7 +375,7 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
      * or 1, predicted < tag says "predicted and empty".) */
     if (CTS_UNLIKELY((code == 0) | (predicted < tag))) return empty_bucket(r, *evoff_at);
     out += 1 + tag;
-    pred = bucket + (next - bucket) * (uint32_t)tag;
+    pred = bucket + (next - bucket) * tag;
   }
   *pp = p;
   *pos_io = (size_t)(out - d->bt);
