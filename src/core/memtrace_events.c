@@ -326,6 +326,9 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
                                                   const uint8_t **pp, size_t *pos_io,
                                                   uint32_t nencoded, bool kept,
                                                   const uint64_t *evoff_at) {
+  /* No codewords: nothing to do, and bt may be NULL still (the event loop never gets here
+   * without codewords, so this costs it nothing). */
+  if (nencoded == 0) return 0;
   const uint8_t *p = *pp;
   uint64_t *const cache_loc = d->cache_loc;
   uint16_t *const cache_pred = d->cache_pred;
