@@ -14,6 +14,13 @@
 #pragma GCC optimize("no-tree-slp-vectorize")
 #endif
 
+/* Hides from the compiler what it knows of x's value, at no cost: see its one use. */
+#if defined(__GNUC__)
+#define OPAQUE(x) __asm__("" : "+r"(x))
+#else
+#define OPAQUE(x) ((void)0)
+#endif
+
 /* Makes room for need (<= max_backtrace_frames) frames in d->bt. False if out of memory. */
 static bool reserve_backtrace(cts_mt_reader_t *r, domain_t *d, size_t need) {
   size_t cap = d->bt_cap ? d->bt_cap : 1024;
@@ -649,8 +656,8 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
     uint64_t rel = (eh - (uint32_t)tb) & MT_TIME_MASK;
     if (CTS_UNLIKELY(rel > span)) break;
     /* Two branches, never taken, rather than gcc's two flags combined for one branch (five
-     * instructions for two): the empty asm hides that the two tests read the same value. */
-    __asm__("" : "+r"(rel));
+     * instructions for two): OPAQUE hides that the two tests read the same value. */
+    OPAQUE(rel);
     if (CTS_UNLIKELY(rel < last_rel)) break;
     const uint64_t t = tb + rel;
     const uint8_t *q;
