@@ -7,6 +7,20 @@
 
 #include "memtrace_reader_impl.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* gcc's straight-line vectoriser pairs the two frames a codeword stores into one vector
+ * store: four instructions (two moves to vector registers, a shuffle, the store) for two
+ * plain stores, in the loop that runs for every codeword. */
+#pragma GCC optimize("no-tree-slp-vectorize")
+#endif
+
+/* Hides from the compiler what it knows of x's value, at no cost: see its one use. */
+#if defined(__GNUC__)
+#define OPAQUE(x) __asm__("" : "+r"(x))
+#else
+#define OPAQUE(x) ((void)0)
+#endif
+
 /* Makes room for need (<= max_backtrace_frames) frames in d->bt. False if out of memory. */
 static bool reserve_backtrace(cts_mt_reader_t *r, domain_t *d, size_t need) {
   size_t cap = d->bt_cap ? d->bt_cap : 1024;
@@ -317,39 +331,44 @@ static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8
  * Every check on the content stays, with the same errors. */
 static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *d,
                                                   const uint8_t **pp, size_t *pos_io,
-                                                  uint32_t nencoded, bool kept, uint64_t evoff) {
+                                                  uint32_t nencoded, bool kept,
+                                                  const uint64_t *evoff_at) {
+  /* No codewords: nothing to do, and bt may be NULL still (the event loop never gets here
+   * without codewords, so this costs it nothing). */
+  if (nencoded == 0) return 0;
   const uint8_t *p = *pp;
-  size_t pos = *pos_io;
   uint64_t *const cache_loc = d->cache_loc;
   uint16_t *const cache_pred = d->cache_pred;
-  uint64_t *const bt = d->bt;
-  uint32_t pred = 0;
-  for (uint32_t i = 0; i < nencoded; i++) {
-    const unsigned w = cts_ld_le16(p);
-    const uint32_t bucket = w >> 2;
-    const unsigned tag = w & 3u;
+  /* The next frame's slot rather than an index into bt: one register less for the loop, and
+   * no index scaling in each store. */
+  uint64_t *out = d->bt + *pos_io;
+  /* (Indices in full words: no zero-extension before each use as an address.) */
+  size_t pred = 0;
+  for (; nencoded; nencoded--) {
+    const size_t w = cts_ld_le16(p);
+    const size_t bucket = w >> 2;
     p += 2;
     cache_pred[pred] = (uint16_t)bucket;
-    if (CTS_UNLIKELY(tag >= 2)) {
+    if (CTS_UNLIKELY(w & 2u)) {
       /* A literal (3), stored in the bucket and then a hit on it; or a hit followed by a
        * run of n predicted codes (2). */
       unsigned n = 0;
-      if (tag == 3) {
-        const int e = store_literal(r, d, bucket, cts_ld_le64(p), kept, evoff);
+      if (w & 1u) {
+        const int e = store_literal(r, d, bucket, cts_ld_le64(p), kept, *evoff_at);
         if (e) return e;
         p += 8;
       } else {
         n = *p++;
       }
       uint64_t c = cache_loc[bucket];
-      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, evoff);
-      bt[pos++] = c;
+      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, *evoff_at);
+      *out++ = c;
       pred = bucket;
       for (unsigned k = 0; k < n; k++) {
         pred = cache_pred[pred];
         c = cache_loc[pred];
-        if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, evoff);
-        bt[pos++] = c;
+        if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, *evoff_at);
+        *out++ = c;
       }
       continue;
     }
@@ -357,17 +376,19 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
      * stored whatever the tag (bt has room for them, and a frame stored past the end of
      * the backtrace is scratch), and checked without a branch on the tag, which no
      * predictor can guess: the tags of real backtraces look random. */
-    const uint32_t next = cache_pred[bucket];
+    const size_t tag = w & 1u;
+    const size_t next = cache_pred[bucket];
     const uint64_t code = cache_loc[bucket], predicted = cache_loc[next];
-    bt[pos] = code;
-    bt[pos + 1] = predicted;
-    /* (Arithmetic on the tag, as compilers turn `tag ? a : b` back into a branch.) */
-    if (CTS_UNLIKELY((code == 0) | ((predicted | (tag ^ 1u)) == 0))) return empty_bucket(r, evoff);
-    pos += 1 + tag;
-    pred = bucket ^ ((bucket ^ next) & (0u - tag));
+    out[0] = code;
+    out[1] = predicted;
+    /* (Arithmetic on the tag, as compilers turn `tag ? a : b` back into a branch: with tag 0
+     * or 1, predicted < tag says "predicted and empty".) */
+    if (CTS_UNLIKELY((code == 0) | (predicted < tag))) return empty_bucket(r, *evoff_at);
+    out += 1 + tag;
+    pred = bucket + (next - bucket) * tag;
   }
   *pp = p;
-  *pos_io = pos;
+  *pos_io = (size_t)(out - d->bt);
   return 0;
 }
 
@@ -394,7 +415,7 @@ static CTS_FORCE_INLINE int decode_backtrace(cts_mt_reader_t *r, domain_t *d, co
   if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) &&
       (CTS_LIKELY(worst <= d->bt_cap) ||
        (worst <= r->cfg.max_backtrace_frames && reserve_backtrace(r, d, (size_t)worst)))) {
-    e = decode_codewords_fast(r, d, pp, &pos, nencoded, keep, evoff);
+    e = decode_codewords_fast(r, d, pp, &pos, nencoded, keep, &evoff);
   } else {
     e = decode_codewords_careful(r, d, pp, end, &pos, nencoded, keep, evoff);
   }
@@ -581,8 +602,10 @@ CTS_NOINLINE static const uint8_t *fast_backtrace(cts_mt_reader_t *r, domain_t *
  * after an error. */
 static CTS_FORCE_INLINE const uint8_t *common_backtrace(cts_mt_reader_t *r, domain_t *d,
                                                         const uint8_t *p, size_t pos,
-                                                        uint32_t nencoded, uint64_t evoff) {
-  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, true, evoff) != 0)) return NULL;
+                                                        uint32_t nencoded,
+                                                        const uint64_t *evoff_at) {
+  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, true, evoff_at) != 0))
+    return NULL;
   d->bt_len = pos;
   return p;
 }
@@ -630,8 +653,12 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
   while (CTS_LIKELY(p <= last)) {
     const uint32_t eh = cts_ld_le32(p);
     const unsigned id = eh >> MT_TIME_BITS;
-    const uint64_t rel = (eh - (uint32_t)tb) & MT_TIME_MASK;
-    if (CTS_UNLIKELY(rel > span || rel < last_rel)) break;
+    uint64_t rel = (eh - (uint32_t)tb) & MT_TIME_MASK;
+    if (CTS_UNLIKELY(rel > span)) break;
+    /* Two branches, never taken, rather than gcc's two flags combined for one branch (five
+     * instructions for two): OPAQUE hides that the two tests read the same value. */
+    OPAQUE(rel);
+    if (CTS_UNLIKELY(rel < last_rel)) break;
     const uint64_t t = tb + rel;
     const uint8_t *q;
     if (id == MT_EV_COLLECT || id == MT_EV_PROMOTE) {
@@ -663,7 +690,8 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         q = vint_unchecked(q, &cp);
         nencoded = cts_ld_le16(q);
         q += 2;
-        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || length < 0 || nsamples < 0)) break;
+        /* (The three signs in one test.) */
+        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || (length | nsamples | cp) < 0)) break;
       } else {
         break;
       }
@@ -671,26 +699,23 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       /* From here on the event is decoded for good: the backtrace changes the cache. Its
        * fields go to ev now, so that none of them needs a register across the backtrace
        * loop (they were spilled and reloaded around it). */
-      const uint64_t evoff = base + (uint64_t)(uintptr_t)p;
       set_alloc_fields(ev, id, source, length, nsamples, cp, next_id++);
       ev->time_us = t;
-      ev->offset = evoff;
+      ev->offset = base + (uint64_t)(uintptr_t)p;
       if (nencoded != 0) {
         const uint64_t left = (uint64_t)(end - q);
         if (decode &&
             CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left &&
                        (uint64_t)cp <= d->bt_len &&
                        (uint64_t)cp + (uint64_t)nencoded * CODEWORD_MAX_FRAMES <= d->bt_cap)) {
-          q = common_backtrace(r, d, q, (size_t)cp, nencoded, evoff);
+          q = common_backtrace(r, d, q, (size_t)cp, nencoded, &ev->offset);
         } else if (!decode && (uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) {
           for (uint32_t i = 0; i < nencoded; i++) q += codeword_bytes[q[0] & 3u];
         } else {
-          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode, evoff);
+          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode, ev->offset);
         }
-        if (CTS_UNLIKELY(!q)) {
-          e = r->err;
-          break;
-        }
+        /* An error ends the packet's decoding: the cursor is not written back. */
+        if (CTS_UNLIKELY(!q)) return r->err;
       } else if ((uint64_t)cp <= d->bt_len) {
         /* The whole backtrace is a prefix of the previous one (§8.4; when the prefix claims
          * more than that, the previous one stays). Skipping, bt_len stays 0 and cp is 0. */
