@@ -3,12 +3,14 @@
  * with how each site's live bytes evolved (at 1/4, 1/2, 3/4 of the trace and at its end) and
  * the backtrace that holds most of them. Growth that never falls back is the signature of a
  * leak; a site whose live bytes come and go is a cache or a working set. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../analysis/leaks_load.h"
 #include "cli.h"
 #include "cmd_tasks.h"
 #include "load.h"
@@ -65,6 +67,29 @@ static int on_option(void *ctx, int opt, const char *arg) {
       break;
   }
   return -1;
+}
+
+/* One or two passes (analysis/leaks_load.h): CTFSCOPE_LEAKS_PASSES=1 or 2 forces either,
+ * for the tests that compare them and for benchmarks; unset, the loader chooses. */
+static cts_leaks_passes_t passes_asked(void) {
+  const char *env = getenv("CTFSCOPE_LEAKS_PASSES");
+  if (env && strcmp(env, "1") == 0) return CTS_LEAKS_PASSES_ONE;
+  if (env && strcmp(env, "2") == 0) return CTS_LEAKS_PASSES_TWO;
+  return CTS_LEAKS_PASSES_AUTO;
+}
+
+typedef struct leaks_call {
+  cli_trace_t *t;
+  const char *path;
+  const cts_alloc_profile_config_t *cfg;
+  cts_leaks_load_stats_t *st;
+} leaks_call_t;
+
+static int run_load(void *ctx, const cts_load_opts_t *opts) {
+  const leaks_call_t *c = ctx;
+  cts_load_opts_t o = *opts;
+  o.fold = &cli_fold_settings; /* names as people read them (the frame options) */
+  return cts_leaks_trace_load(c->t, c->path, c->cfg, &o, passes_asked(), c->st);
 }
 
 static const char *growth_verdict(const uint64_t q[4]) {
@@ -249,7 +274,10 @@ int cmd_leaks(int argc, char **argv) {
 
   const cts_alloc_profile_config_t cfg = {.stacks = true, .history = true, .skip_histograms = true};
   cli_trace_t t;
-  int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);
+  cts_leaks_load_stats_t st;
+  leaks_call_t call = {&t, argv[first], &cfg, &st};
+  const int err = cli_load_run(argv[first], opts.out.quiet, run_load, &call);
+  int code = cli_load_exit(err, t.kept, t.input_error, false);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
     cli_trace_free(&t);
     return code;
@@ -265,6 +293,17 @@ int cmd_leaks(int argc, char **argv) {
   cts_rows_sort(&rows, CTS_SORT_LIVE);
   size_t nlive = 0;
   while (nlive < rows.n && rows.rows[nlive].st.live_samples) nlive++;
+  /* Backtraces are shown in text and JSON only. */
+  const long depth = opts.out.csv ? 0 : opts.depth;
+  const int tie_err =
+      cts_leaks_settle_ties(&t, &rows, cli_rows_shown(&opts.out, nlive), opts.by, depth, &st);
+  if (tie_err) {
+    cli_error(tie_err == -ENOMEM ? "out of memory" : "cannot read '%s' again: %s", argv[first],
+              cts_os_strerror(tie_err));
+    cts_rows_fini(&rows);
+    cli_trace_free(&t);
+    return tie_err == -ENOMEM ? CLI_EXIT_INTERNAL : CLI_EXIT_IO;
+  }
   cts_out_t *out = cli_stdout_for(&opts.out);
   if (opts.out.json) {
     cts_json_t w;
