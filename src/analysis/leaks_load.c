@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../common/hash.h"
 #include "fold.h"
 #include "strtab.h"
 #include "u64map.h"
@@ -268,6 +269,10 @@ static bool same_print(const cts_stacks_t *s, uint32_t a, uint32_t b, long depth
 typedef struct ties {
   const cts_stacks_t *s;
   cts_fold_t *fold;
+  /* The candidates and their ancestors, by edge_key(parent, code): the only nodes a walk
+   * needs, in a table small enough to stay in cache (the trie's own is not). */
+  cts_u64map_t edges;
+  bool edges_exact;   /* no two of them share a key (else the trie's table is asked) */
   uint32_t *group_of; /* node → tied row + 1, 0 = not a candidate */
   uint32_t *winner;   /* tied row → the candidate met first, UINT32_MAX = none yet */
   size_t open;        /* tied rows without a winner */
@@ -276,6 +281,37 @@ typedef struct ties {
   bool have_domain;
   uint16_t domain;
 } ties_t;
+
+static uint64_t edge_key(uint32_t parent, uint64_t code) {
+  return cts_hash_combine(cts_mix64(parent), code);
+}
+
+/* The child of parent with code among the nodes of c->edges, or UINT32_MAX. */
+static uint32_t edge_child(const ties_t *c, uint32_t parent, uint64_t code) {
+  if (!c->edges_exact) return cts_stacks_find_child(c->s, parent, code);
+  const uint64_t *v = cts_u64map_find(&c->edges, edge_key(parent, code));
+  if (!v) return UINT32_MAX;
+  const cts_stack_node_t *n = &c->s->nodes[*v];
+  return n->parent == parent && n->code == code ? (uint32_t)*v : UINT32_MAX;
+}
+
+/* Fills c->edges with every candidate and its ancestors: 0 or -ENOMEM. */
+static int index_edges(ties_t *c) {
+  const cts_stacks_t *s = c->s;
+  c->edges_exact = true;
+  for (uint32_t i = 1; i < s->count; i++) {
+    if (!c->group_of[i]) continue;
+    for (uint32_t n = i; n != 0; n = s->nodes[n].parent) {
+      bool added;
+      uint64_t *v =
+          cts_u64map_insert(&c->edges, edge_key(s->nodes[n].parent, s->nodes[n].code), n, &added);
+      if (!v) return -ENOMEM;
+      if (!added && *v != n) c->edges_exact = false; /* two edges, one key: 2^-64 */
+      if (!added) break;                             /* its ancestors are in */
+    }
+  }
+  return 0;
+}
 
 /* Walks each allocation's stack down the trie (as one pass would have interned it): the
  * first candidate of a row met is the node one pass made first. */
@@ -303,7 +339,7 @@ static int ties_event(void *ud, const cts_mt_event_t *ev) {
   size_t i = shared < c->path_len ? shared : c->path_len;
   uint32_t cur = i ? c->path[i - 1] : 0;
   for (; i < n; i++) {
-    const uint32_t child = cts_stacks_find_child(c->s, cur, ev->backtrace[i]);
+    const uint32_t child = edge_child(c, cur, ev->backtrace[i]);
     if (child == UINT32_MAX) break;
     cur = c->path[i] = child;
     const uint32_t g = c->group_of[cur];
@@ -385,9 +421,11 @@ int cts_leaks_settle_ties(cts_mem_trace_t *t, cts_rows_t *rows, size_t shown, ct
                           long depth, cts_leaks_load_stats_t *st) {
   if (st->passes != 2 || depth <= 0 || !shown) return 0;
   ties_t c = {.s = &t->prof.stacks, .fold = t->fold};
+  cts_u64map_init(&c.edges);
   uint32_t *tied_rows = NULL;
   const long ntied = find_ties(&c, t, rows, shown, by, depth, &tied_rows);
   int err = ntied < 0 ? (int)ntied : 0;
+  if (ntied > 0 && !err) err = index_edges(&c);
   if (ntied > 0) {
     c.open = (size_t)ntied;
     c.winner = malloc((size_t)ntied * sizeof *c.winner);
@@ -414,6 +452,7 @@ int cts_leaks_settle_ties(cts_mem_trace_t *t, cts_rows_t *rows, size_t shown, ct
     st->tie_rows = (uint64_t)ntied;
   }
   cts_mt_reader_destroy(r);
+  cts_u64map_fini(&c.edges);
   free(c.winner);
   free(c.group_of);
   free(c.path);
