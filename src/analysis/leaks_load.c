@@ -212,14 +212,15 @@ int cts_leaks_trace_load(cts_mem_trace_t *t, const char *path,
     t->hook_user_data = NULL;
     st->allocs = c.allocs;
     st->full = c.full;
-    if (!err) {
+    /* A file written to (or cut) between the passes: the marks are not its end's. */
+    if (!err && c.allocs == m.allocs) {
       free(m.bits);
       st->passes = 2;
       return 0;
     }
     /* A defect only decoded backtraces show, or no memory: one pass says which. */
     cts_mem_trace_free(t);
-    st->one_why = "the second pass failed";
+    st->one_why = err ? "the second pass failed" : "the file changed between the passes";
   }
   free(m.bits);
   return cts_mem_trace_load(t, path, cfg, opts, NULL, NULL);
@@ -451,6 +452,7 @@ int cts_leaks_settle_ties(cts_mem_trace_t *t, cts_rows_t *rows, size_t shown, ct
     for (long g = 0; g < ntied; g++) rows->rows[tied_rows[g]].first_node = c.winner[g];
     st->tie_rows = (uint64_t)ntied;
   }
+  if (err == CTS_E_NOMEM) err = -ENOMEM; /* the reader's word for it */
   cts_mt_reader_destroy(r);
   cts_u64map_fini(&c.edges);
   free(c.winner);

@@ -117,9 +117,8 @@ static bool same_both_ways(const char *args, const char *path) {
   int status[2];
   for (int p = 1; p <= 2; p++) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "CTFSCOPE_LEAKS_PASSES=%d '%s' leaks %s '%s' >'%s/out%d' 2>'%s/err%d'", p,
-             CTS_TEST_CTFSCOPE, args, path, tmpdir, p, tmpdir, p);
+    snprintf(cmd, sizeof cmd, "'%s' leaks --passes %d %s '%s' >'%s/out%d' 2>'%s/err%d'",
+             CTS_TEST_CTFSCOPE, p, args, path, tmpdir, p, tmpdir, p);
     status[p - 1] = system(cmd);
   }
   char cmp[1024];
