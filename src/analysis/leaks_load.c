@@ -19,8 +19,8 @@
  * 1/8 of a skipping read is ~3 % of what `leaks` costs there. */
 #define GIVE_UP_AT_SHIFT 3
 
-/* The bitmap's bound: ids at most this far past the first one per allocation read (plus a
- * fixed slack), so that a trace of sparse or hostile ids costs at most ~2 bits per
+/* The bitmap's bound: ids at most this far past the first one per allocation marked (plus
+ * a fixed slack), so that a trace of sparse or hostile ids costs at most ~2 bits per
  * allocation and 128 KiB before it falls back to one pass. */
 #define IDS_PER_ALLOC 2u
 #define IDS_SLACK     (1u << 20)
@@ -28,14 +28,52 @@
 /* Why a callback stopped a read (the reader returns CTS_E_STOPPED for any of them). */
 enum { MARK_GIVE_UP = 1, MARK_SPARSE, MARK_NOMEM, TIES_DONE };
 
+/* ---- the marks ---------------------------------------------------------------------------- */
+
+bool cts_leaks_marked(const cts_leaks_marks_t *m, uint64_t id) {
+  if (!m->have_base || id < m->base) return false;
+  const uint64_t i = id - m->base;
+  return i / 64 < m->words && (m->bits[i / 64] >> (i % 64) & 1u);
+}
+
+int cts_leaks_mark_alloc(cts_leaks_marks_t *m, uint64_t id) {
+  if (!m->have_base) m->have_base = true, m->base = id;
+  if (id < m->base) return CTS_E_LIMIT;
+  const uint64_t i = id - m->base;
+  if (i > (m->allocs + 1) * IDS_PER_ALLOC + IDS_SLACK) return CTS_E_LIMIT;
+  if (i / 64 >= m->words) {
+    size_t words = m->words ? m->words : 1024;
+    while (words <= i / 64) words *= 2;
+    uint64_t *bits = realloc(m->bits, words * sizeof *bits);
+    if (!bits) return -ENOMEM;
+    memset(bits + m->words, 0, (words - m->words) * sizeof *bits);
+    m->bits = bits;
+    m->words = words;
+  }
+  uint64_t *w = &m->bits[i / 64];
+  /* An id allocated again while live (a corrupt trace): one block, as the profile has it. */
+  if (!(*w >> (i % 64) & 1u)) m->live++;
+  *w |= 1ull << (i % 64);
+  m->allocs++;
+  return 0;
+}
+
+void cts_leaks_mark_collect(cts_leaks_marks_t *m, uint64_t id) {
+  if (!cts_leaks_marked(m, id)) return; /* not allocated, or collected: as the profile */
+  const uint64_t i = id - m->base;
+  m->bits[i / 64] &= ~(1ull << (i % 64));
+  m->live--;
+}
+
+void cts_leaks_marks_fini(cts_leaks_marks_t *m) {
+  free(m->bits);
+  memset(m, 0, sizeof *m);
+}
+
 /* ---- pass 1: the blocks live at the end ------------------------------------------------- */
 
 typedef struct mark {
-  uint64_t *bits; /* bit i: the block of id base + i is live */
-  size_t words;
-  uint64_t base;
-  bool have_base;
-  uint64_t allocs, live;
+  cts_leaks_marks_t marks;
   bool warned;
   bool auto_give_up; /* may give up at 1/8 of the file */
   uint64_t give_up_at;
@@ -44,47 +82,17 @@ typedef struct mark {
   int why; /* a MARK_* stop, 0 if none */
 } mark_t;
 
-static bool marked(const mark_t *m, uint64_t id) {
-  if (!m->have_base || id < m->base) return false;
-  const uint64_t i = id - m->base;
-  return i / 64 < m->words && (m->bits[i / 64] >> (i % 64) & 1u);
-}
-
-/* Makes bit i addressable: 0, or a MARK_* stop. */
-static int mark_reach(mark_t *m, uint64_t i) {
-  if (i > (m->allocs + 1) * IDS_PER_ALLOC + IDS_SLACK) return MARK_SPARSE;
-  if (i / 64 < m->words) return 0;
-  size_t words = m->words ? m->words : 1024;
-  while (words <= i / 64) words *= 2;
-  uint64_t *bits = realloc(m->bits, words * sizeof *bits);
-  if (!bits) return MARK_NOMEM;
-  memset(bits + m->words, 0, (words - m->words) * sizeof *bits);
-  m->bits = bits;
-  m->words = words;
-  return 0;
-}
-
 static int mark_event(void *ud, const cts_mt_event_t *ev) {
   mark_t *m = ud;
   if (m->auto_give_up && ev->offset >= m->give_up_at) {
     m->auto_give_up = false;
-    if (m->live * 2 > m->allocs) return m->why = MARK_GIVE_UP;
+    if (m->marks.live * 2 > m->marks.allocs) return m->why = MARK_GIVE_UP;
   }
   if (ev->kind == CTS_MT_ALLOC) {
-    if (!m->have_base) m->have_base = true, m->base = ev->obj_id;
-    if (ev->obj_id < m->base) return m->why = MARK_SPARSE;
-    const uint64_t i = ev->obj_id - m->base;
-    const int e = mark_reach(m, i);
-    if (e) return m->why = e;
-    uint64_t *w = &m->bits[i / 64];
-    /* An id allocated again while live (a corrupt trace): one block, as the profile has it. */
-    if (!(*w >> (i % 64) & 1u)) m->live++;
-    *w |= 1ull << (i % 64);
-    m->allocs++;
-  } else if (ev->kind == CTS_MT_COLLECT && marked(m, ev->obj_id)) {
-    const uint64_t i = ev->obj_id - m->base;
-    m->bits[i / 64] &= ~(1ull << (i % 64));
-    m->live--;
+    const int e = cts_leaks_mark_alloc(&m->marks, ev->obj_id);
+    if (e) return m->why = e == CTS_E_LIMIT ? MARK_SPARSE : MARK_NOMEM;
+  } else if (ev->kind == CTS_MT_COLLECT) {
+    cts_leaks_mark_collect(&m->marks, ev->obj_id);
   }
   return 0;
 }
@@ -125,7 +133,7 @@ static const char *mark_live(mark_t *m, const char *path, uint64_t size) {
 /* ---- pass 2: the profile, full stacks only for marked blocks ----------------------------- */
 
 typedef struct pass2 {
-  const mark_t *mark;
+  const cts_leaks_marks_t *marks;
   bool after_leaf; /* the last allocation interned only its allocation point */
   uint64_t allocs, full;
   cts_log_t log;
@@ -136,7 +144,7 @@ typedef struct pass2 {
 static int pass2_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   pass2_t *c = ud;
   if (ev->kind != CTS_MT_ALLOC) return cts_alloc_profile_add_event(&t->prof, ev);
-  const bool full = marked(c->mark, ev->obj_id);
+  const bool full = cts_leaks_marked(c->marks, ev->obj_id);
   /* The profile interns per its configuration, read at each allocation. */
   t->prof.cfg.leaf_only = !full;
   c->allocs++;
@@ -194,11 +202,11 @@ int cts_leaks_trace_load(cts_mem_trace_t *t, const char *path,
               .progress = opts->progress,
               .progress_user_data = opts->progress_user_data};
   if (!st->one_why) st->one_why = mark_live(&m, path, size);
-  if (!st->one_why && passes == CTS_LEAKS_PASSES_AUTO && m.live * 2 > m.allocs)
+  if (!st->one_why && passes == CTS_LEAKS_PASSES_AUTO && m.marks.live * 2 > m.marks.allocs)
     st->one_why = "most blocks live at the end";
   if (!st->one_why) {
-    st->marked = m.live;
-    pass2_t c = {.mark = &m,
+    st->marked = m.marks.live;
+    pass2_t c = {.marks = &m.marks,
                  .log = opts->log,
                  .progress = opts->progress,
                  .progress_user_data = opts->progress_user_data};
@@ -213,8 +221,8 @@ int cts_leaks_trace_load(cts_mem_trace_t *t, const char *path,
     st->allocs = c.allocs;
     st->full = c.full;
     /* A file written to (or cut) between the passes: the marks are not its end's. */
-    if (!err && c.allocs == m.allocs) {
-      free(m.bits);
+    if (!err && c.allocs == m.marks.allocs) {
+      cts_leaks_marks_fini(&m.marks);
       st->passes = 2;
       return 0;
     }
@@ -222,7 +230,7 @@ int cts_leaks_trace_load(cts_mem_trace_t *t, const char *path,
     cts_mem_trace_free(t);
     st->one_why = err ? "the second pass failed" : "the file changed between the passes";
   }
-  free(m.bits);
+  cts_leaks_marks_fini(&m.marks);
   return cts_mem_trace_load(t, path, cfg, opts, NULL, NULL);
 }
 

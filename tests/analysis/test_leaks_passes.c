@@ -307,6 +307,32 @@ CTS_TEST(a_compressed_trace_is_read_once) {
   CTS_ASSERT(same_both_ways("-n 0", gz));
 }
 
+CTS_TEST(marks_are_bounded_for_sparse_or_hostile_ids) {
+  cts_leaks_marks_t m = {0};
+  /* Dense ids from any base (v3 domains start where their chunk does). */
+  for (uint64_t id = 5000; id < 105000; id++) CTS_ASSERT_EQ_INT(cts_leaks_mark_alloc(&m, id), 0);
+  cts_leaks_mark_collect(&m, 5001);
+  cts_leaks_mark_collect(&m, 5001);                     /* twice: once counts */
+  cts_leaks_mark_collect(&m, 4000);                     /* never allocated */
+  cts_leaks_mark_collect(&m, 1u << 30);                 /* nor this */
+  CTS_ASSERT_EQ_INT(cts_leaks_mark_alloc(&m, 5002), 0); /* again while live: one block */
+  CTS_ASSERT_EQ_U64(m.live, 99999);
+  CTS_ASSERT(cts_leaks_marked(&m, 5000) && !cts_leaks_marked(&m, 5001));
+  CTS_ASSERT(!cts_leaks_marked(&m, 4999) && !cts_leaks_marked(&m, 105000));
+  CTS_ASSERT(m.words * 64 <= 4 * 100000 + (2u << 20));
+  /* An id below the first, or far past what the allocations so far allow: refused, with
+   * nothing grown. */
+  const size_t words = m.words;
+  CTS_ASSERT_EQ_INT(cts_leaks_mark_alloc(&m, 4999), CTS_E_LIMIT);
+  CTS_ASSERT_EQ_INT(cts_leaks_mark_alloc(&m, 5000 + 3 * 100002 + (1u << 20)), CTS_E_LIMIT);
+  CTS_ASSERT_EQ_INT(cts_leaks_mark_alloc(&m, UINT64_MAX), CTS_E_LIMIT);
+  CTS_ASSERT_EQ_U64(m.words, words);
+  /* Ids a little sparse (every other one) stay within the bound. */
+  for (uint64_t id = 105000; id < 305000; id += 2)
+    CTS_ASSERT_EQ_INT(cts_leaks_mark_alloc(&m, id), 0);
+  cts_leaks_marks_fini(&m);
+}
+
 CTS_TEST(progress_covers_both_passes) {
   struct stat sb;
   CTS_ASSERT(stat(big, &sb) == 0);
