@@ -103,10 +103,13 @@ static void mark_warning(void *ud, int code, uint64_t offset, const char *messag
   m->warned = true;
 }
 
-/* Pass 1 reports the first half of the progress. */
+/* Pass 1 reports the first half of the progress, once it is known to be one of two: a
+ * pass 1 that gives up is followed by one pass that reports on the file alone, and a line
+ * drawn on the scale of two would run backwards (the line waits ~1 s before it is drawn,
+ * and 1/8 of a skipping read of 160 MB takes ~0.03 s). */
 static void mark_progress(void *ud, uint64_t done, uint64_t total) {
   const mark_t *m = ud;
-  if (m->progress) m->progress(m->progress_user_data, done, total * 2);
+  if (m->progress && !m->auto_give_up) m->progress(m->progress_user_data, done, total * 2);
 }
 
 /* Reads path marking the blocks live at its end: 0, or why one pass is used instead. */
