@@ -430,7 +430,8 @@ static long find_ties(ties_t *c, cts_mem_trace_t *t, const cts_rows_t *rows, siz
 }
 
 int cts_leaks_settle_ties(cts_mem_trace_t *t, cts_rows_t *rows, size_t shown, cts_group_t by,
-                          long depth, cts_leaks_load_stats_t *st) {
+                          long depth, cts_leaks_load_stats_t *st, cts_os_progress_cb progress,
+                          void *progress_user_data) {
   if (st->passes != 2 || depth <= 0 || !shown) return 0;
   ties_t c = {.s = &t->prof.stacks, .fold = t->fold};
   cts_u64map_init(&c.edges);
@@ -454,7 +455,7 @@ int cts_leaks_settle_ties(cts_mem_trace_t *t, cts_rows_t *rows, size_t shown, ct
   }
   if (ntied > 0 && !err) {
     bool input_error;
-    const int e = cts_os_read_memtrace(t->path, r, NULL, NULL, &input_error);
+    const int e = cts_os_read_memtrace(t->path, r, progress, progress_user_data, &input_error);
     st->ties_read = cts_mt_reader_offset(r);
     /* The trace read completely in pass 2: every candidate was met (its own live block). */
     if (c.open) err = e ? e : -EIO;

@@ -89,9 +89,11 @@ void cts_leaks_marks_fini(cts_leaks_marks_t *m);
  * depth frames, sets first_node to the stack one pass would choose (the one whose stack
  * came first in the trace). Rows are as cts_rows_build(..., by, CTS_SORT_LIVE, ...) made
  * them from t->prof.stacks. Does nothing after a load by one pass (st->passes 1) or when
- * depth is 0. Returns 0, -ENOMEM, or an error reading the trace again (then the rows are as
+ * depth is 0. progress (may be NULL) gets the bytes read of the file while it is read again.
+ * Returns 0, -ENOMEM, or an error reading the trace again (then the rows are as
  * they were: the output is right but for those ties). */
 int cts_leaks_settle_ties(cts_mem_trace_t *t, cts_rows_t *rows, size_t shown, cts_group_t by,
-                          long depth, cts_leaks_load_stats_t *st);
+                          long depth, cts_leaks_load_stats_t *st, cts_os_progress_cb progress,
+                          void *progress_user_data);
 
 #endif /* CTS_ANALYSIS_LEAKS_LOAD_H */

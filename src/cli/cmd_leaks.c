@@ -301,8 +301,11 @@ int cmd_leaks(int argc, char **argv) {
   while (nlive < rows.n && rows.rows[nlive].st.live_samples) nlive++;
   /* Backtraces are shown in text and JSON only. */
   const long depth = opts.out.csv ? 0 : opts.depth;
-  const int tie_err =
-      cts_leaks_settle_ties(&t, &rows, cli_rows_shown(&opts.out, nlive), opts.by, depth, &st);
+  cli_progress_t progress;
+  cli_progress_init(&progress, "reading again", argv[first]);
+  const int tie_err = cts_leaks_settle_ties(&t, &rows, cli_rows_shown(&opts.out, nlive), opts.by,
+                                            depth, &st, cli_progress_cb, &progress);
+  cli_progress_done(&progress);
   if (tie_err == -ENOMEM) {
     cli_error("out of memory");
     cts_rows_fini(&rows);

@@ -235,7 +235,8 @@ static void rows_of(cts_mem_trace_t *t, cts_group_t by, cts_leaks_load_stats_t *
                                    t->prof.start_time_us, t->prof.last_event_us),
                     0);
   cts_rows_sort(rows, CTS_SORT_LIVE);
-  if (settle) CTS_ASSERT_EQ_INT(cts_leaks_settle_ties(t, rows, rows->n, by, 100, st), 0);
+  if (settle)
+    CTS_ASSERT_EQ_INT(cts_leaks_settle_ties(t, rows, rows->n, by, 100, st, NULL, NULL), 0);
 }
 
 /* The frames of node's stack, innermost first. */
