@@ -205,8 +205,8 @@ int cts_leaks_trace_load(cts_mem_trace_t *t, const char *path,
               .progress = opts->progress,
               .progress_user_data = opts->progress_user_data};
   if (!st->one_why) st->one_why = mark_live(&m, path, size);
-  if (!st->one_why && passes == CTS_LEAKS_PASSES_AUTO && m.marks.live * 2 > m.marks.allocs)
-    st->one_why = "most blocks live at the end";
+  /* Past pass 1, pass 2 costs at most what one pass does (a block interns its full stack or
+   * less), however many blocks are live: it goes on. */
   if (!st->one_why) {
     st->marked = m.marks.live;
     pass2_t c = {.marks = &m.marks,
