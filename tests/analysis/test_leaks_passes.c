@@ -308,6 +308,15 @@ CTS_TEST(a_compressed_trace_is_read_once) {
   CTS_ASSERT(same_both_ways("-n 0", gz));
 }
 
+CTS_TEST(a_fifo_is_read_once) {
+  char fifo[300], cmd[1024];
+  snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+  /* A writer in the background, blocked until the load opens the FIFO. */
+  snprintf(cmd, sizeof cmd, "mkfifo '%s' && (cat '%s' >'%s' &)", fifo, churn, fifo);
+  CTS_ASSERT(system(cmd) == 0);
+  CTS_ASSERT(read_once_because(fifo, CTS_LEAKS_PASSES_TWO, "a pipe or standard input"));
+}
+
 CTS_TEST(marks_are_bounded_for_sparse_or_hostile_ids) {
   cts_leaks_marks_t m = {0};
   /* Dense ids from any base (v3 domains start where their chunk does). */
