@@ -45,10 +45,11 @@ typedef enum cts_leaks_passes {
   CTS_LEAKS_PASSES_TWO,      /* two passes wherever possible, never given up early */
 } cts_leaks_passes_t;
 
-/* Why a load read the trace once: NULL for two passes. */
+/* What a load did, for the tests (pass 2 interns full stacks only for marked blocks: full
+ * == marked) and for benchmarks. Strings are static. */
 typedef struct cts_leaks_load_stats {
   unsigned passes;     /* 1 or 2 (a third, for ties, is counted in ties_read) */
-  const char *one_why; /* with passes 1: why ("a pipe or standard input", ...) */
+  const char *one_why; /* with passes 1: why ("a pipe or standard input", ...), else NULL */
   uint64_t marked;     /* pass 1: blocks live at the end */
   uint64_t allocs;     /* pass 2: allocations */
   uint64_t full;       /* pass 2: allocations whose full stack was interned */
