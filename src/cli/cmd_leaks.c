@@ -3,12 +3,14 @@
  * with how each site's live bytes evolved (at 1/4, 1/2, 3/4 of the trace and at its end) and
  * the backtrace that holds most of them. Growth that never falls back is the signature of a
  * leak; a site whose live bytes come and go is a cache or a working set. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../analysis/leaks_load.h"
 #include "cli.h"
 #include "cmd_tasks.h"
 #include "load.h"
@@ -35,7 +37,11 @@ static const char help[] =
     "  -n, --limit N     show the first N sites (default 10, 0 = all)\n"
     "      --depth N     frames of backtrace shown per site (default 12, 0 = none)\n"
     "      --json        print JSON\n"
-    "      --csv         print CSV (no backtraces)\n" CLI_FRAME_HELP
+    "      --csv         print CSV (no backtraces)\n"
+    "      --passes N    read the trace once (1) or twice (2: backtraces skipped the first\n"
+    "                    time, to keep only those of blocks live at the end); by default\n"
+    "                    twice when it is a regular uncompressed file whose blocks mostly\n"
+    "                    die young. The output is the same\n" CLI_FRAME_HELP
     "  -q, --quiet       do not print warnings\n"
     "  -h, --help        show this help\n"
     "\n"
@@ -47,6 +53,7 @@ typedef struct leaks_opts {
   cli_out_opts_t out;
   cts_group_t by;
   long depth;
+  cts_leaks_passes_t passes;
 } leaks_opts_t;
 
 static int on_option(void *ctx, int opt, const char *arg) {
@@ -63,8 +70,31 @@ static int on_option(void *ctx, int opt, const char *arg) {
       if (!cli_parse_long(arg, 0, 100000, &o->depth))
         return cli_usage_error("--depth takes a number from 0 to 100000, not '%s'", arg);
       break;
+    case 'P':
+      if (strcmp(arg, "1") == 0)
+        o->passes = CTS_LEAKS_PASSES_ONE;
+      else if (strcmp(arg, "2") == 0)
+        o->passes = CTS_LEAKS_PASSES_TWO;
+      else
+        return cli_usage_error("--passes takes 1 or 2, not '%s'", arg);
+      break;
   }
   return -1;
+}
+
+typedef struct leaks_call {
+  cli_trace_t *t;
+  const char *path;
+  const cts_alloc_profile_config_t *cfg;
+  cts_leaks_passes_t passes;
+  cts_leaks_load_stats_t *st;
+} leaks_call_t;
+
+static int run_load(void *ctx, const cts_load_opts_t *opts) {
+  const leaks_call_t *c = ctx;
+  cts_load_opts_t o = *opts;
+  o.fold = &cli_fold_settings; /* names as people read them (the frame options) */
+  return cts_leaks_trace_load(c->t, c->path, c->cfg, &o, c->passes, c->st);
 }
 
 static const char *growth_verdict(const uint64_t q[4]) {
@@ -232,6 +262,7 @@ int cmd_leaks(int argc, char **argv) {
       {"by", required_argument, NULL, 'B'},
       CLI_LONGOPT_LIMIT,
       {"depth", required_argument, NULL, 'D'},
+      {"passes", required_argument, NULL, 'P'},
       CLI_LONGOPT_JSON,
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
@@ -249,7 +280,10 @@ int cmd_leaks(int argc, char **argv) {
 
   const cts_alloc_profile_config_t cfg = {.stacks = true, .history = true, .skip_histograms = true};
   cli_trace_t t;
-  int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);
+  cts_leaks_load_stats_t st;
+  leaks_call_t call = {&t, argv[first], &cfg, opts.passes, &st};
+  const int err = cli_load_run(argv[first], opts.out.quiet, run_load, &call);
+  int code = cli_load_exit(err, t.kept, t.input_error, false);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
     cli_trace_free(&t);
     return code;
@@ -265,6 +299,24 @@ int cmd_leaks(int argc, char **argv) {
   cts_rows_sort(&rows, CTS_SORT_LIVE);
   size_t nlive = 0;
   while (nlive < rows.n && rows.rows[nlive].st.live_samples) nlive++;
+  /* Backtraces are shown in text and JSON only. */
+  const long depth = opts.out.csv ? 0 : opts.depth;
+  cli_progress_t progress;
+  cli_progress_init(&progress, "reading again", argv[first]);
+  const int tie_err = cts_leaks_settle_ties(&t, &rows, cli_rows_shown(&opts.out, nlive), opts.by,
+                                            depth, &st, cli_progress_cb, &progress);
+  cli_progress_done(&progress);
+  if (tie_err == -ENOMEM) {
+    cli_error("out of memory");
+    cts_rows_fini(&rows);
+    cli_trace_free(&t);
+    return CLI_EXIT_INTERNAL;
+  }
+  /* The file changed since it was read: every figure stands, only the choice between
+   * equally heavy stacks of a row may differ from what one pass shows. */
+  if (tie_err && !opts.out.quiet)
+    cli_warn("%s: cannot read it again to choose between equally heavy stacks: %s", argv[first],
+             cts_os_strerror(tie_err));
   cts_out_t *out = cli_stdout_for(&opts.out);
   if (opts.out.json) {
     cts_json_t w;
