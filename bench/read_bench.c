@@ -75,9 +75,13 @@ typedef enum mode {
  * a few hundred thousand distinct, a table that stays in cache), so a node's whole key,
  * (parent node, code id), fits in one 8-byte slot and a look-up costs one probe run: no
  * second look at a node record. A node is its slot (node = slot index + 1, the root 0), so
- * the table cannot be rehashed; it is sized from the file (FLOOR_BYTES_PER_NODE) and, if a
- * trace has more nodes than that, the run starts again with a table twice as large (counted
- * in `restarts`: a real command would grow instead). */
+ * the table cannot be rehashed: it is sized from the file. The run starts with
+ * FLOOR_FIRST_SLOTS (in cache: most traces have few stacks); if that fills up, it starts
+ * again (counted in `restarts`, which costs the part of the file read before) with a table
+ * for the nodes found so far extrapolated to the whole file, or for one node every
+ * FLOOR_BYTES_PER_NODE if fewer (the start of a trace makes nodes faster than the rest),
+ * and twice as large if that fills up too. */
+#define FLOOR_FIRST_SLOTS    (1u << 16)
 #define FLOOR_BYTES_PER_NODE 16u /* gen_trace's default shape: 19 bytes of trace a node */
 #define FLOOR_MAX_LOAD_PCT   70u
 
@@ -320,9 +324,8 @@ static void floor_free(trie_floor_t *f) {
   free(f->prev_nodes);
 }
 
-/* One --trie-floor pass: a table sized from the file (twice as large after each start that
- * filled it). Leaves the run's nodes, codes and slots in *f. Returns 0 or prints the error
- * and returns non-zero. */
+/* One --trie-floor pass, with a table sized from the file (see trie_floor_t). Leaves the
+ * run's nodes, codes and slots in *f. Returns 0 or prints the error and returns non-zero. */
 static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_t *t,
                      uint64_t *bytes, trie_floor_t *f) {
   struct stat st;
@@ -330,10 +333,8 @@ static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_
     fprintf(stderr, "read_bench: cannot open %s: %s\n", path, strerror(errno));
     return 1;
   }
-  const uint64_t want = (uint64_t)st.st_size / FLOOR_BYTES_PER_NODE * 100 / FLOOR_MAX_LOAD_PCT;
-  uint32_t cap = 1024;
-  while (cap < want && cap < 1u << 31) cap *= 2;
-  for (uint32_t restarts = 0;; restarts++, cap *= 2) {
+  uint32_t cap = FLOOR_FIRST_SLOTS;
+  for (uint32_t restarts = 0;; restarts++) {
     memset(t, 0, sizeof *t);
     *f = (trie_floor_t){.tally = t, .restarts = restarts};
     f->cap = cap;
@@ -343,10 +344,14 @@ static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_
     cts_mt_reader_t *r = NULL;
     const cts_mt_handler_t h = {.user_data = f, .on_event = floor_on_event};
     int e = -ENOMEM;
+    uint64_t want = 0; /* slots for the whole file, if this table filled up */
     if (f->keys && f->counts && (e = cts_mt_reader_create(&r, cfg, &h)) == 0) {
       bool input_error;
       e = cts_os_read_memtrace(path, r, NULL, NULL, &input_error);
       *bytes = cts_mt_reader_offset(r);
+      const double per_bytes = (double)st.st_size / FLOOR_BYTES_PER_NODE;
+      const double nodes = *bytes ? (double)f->nodes * (double)st.st_size / (double)*bytes : 0;
+      want = (uint64_t)((nodes < per_bytes ? nodes : per_bytes) * 100 / FLOOR_MAX_LOAD_PCT);
       if (e && !f->full)
         fprintf(stderr, "read_bench: %s: %s\n", path,
                 input_error ? cts_os_strerror(e) : cts_mt_reader_error_message(r));
@@ -357,6 +362,8 @@ static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_
     const bool again = e && f->full && cap < 1u << 31;
     floor_free(f);
     if (!again) return e != 0;
+    const uint32_t filled = cap;
+    while ((cap < want || cap == filled) && cap < 1u << 31) cap *= 2;
   }
 }
 
