@@ -192,10 +192,7 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
   const cts_frames_t frames = cli_trace_frames(t);
   cts_labels_t labels;
   cts_labels_init(&labels, &frames, CTS_LABEL_NAME);
-  /* Nodes merged by frame name, with the one figure printed summed per merged node. The
-   * profile's trie is done growing: its look-up table goes before the merged trie makes its
-   * own (-128 MiB of peak RSS on gen_trace's default shape, 8.46 M nodes). */
-  cts_stacks_drop_table(&t->prof.stacks);
+  /* Nodes merged by frame name, with the one figure printed summed per merged node. */
   cts_stacks_t tree;
   uint32_t *map = NULL;
   int e = cts_stacks_relabel_nodes(&p->stacks, &labels, &tree, &map);
