@@ -14,7 +14,13 @@
  * then each run only finds the events' boundaries (event codes, vint lengths, codeword
  * tags), with no validation, no backtrace cache, no callback and no I/O. No reader of the
  * format can do less per event, so this bounds the events/s any reader reaches on the
- * machine. */
+ * machine.
+ *
+ * --trie-floor measures what keeping every distinct stack costs on top of decoding: each
+ * allocation's backtrace is interned into the leanest (parent, frame) -> node table there
+ * is, and one 32-bit count per node is kept, nothing else (trie_floor_t below). Any
+ * command that keeps every stack (leaks, export -f folded|pprof, report) does at least
+ * this, so its CPU over this run's is how far it is from its floor. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -22,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -29,6 +36,8 @@
 
 #include <ctfscope/ctfscope.h>
 
+#include "common/hash.h"
+#include "analysis/u64map.h"
 #include "core/memtrace_wire.h"
 #include "os/os.h"
 
@@ -54,7 +63,115 @@ static int on_event(void *user_data, const cts_mt_event_t *ev) {
   return 0;
 }
 
-typedef enum mode { MODE_VIA_OS, MODE_FEED, MODE_READ_ONLY, MODE_WALK_FLOOR } mode_t_;
+typedef enum mode {
+  MODE_VIA_OS,
+  MODE_FEED,
+  MODE_READ_ONLY,
+  MODE_WALK_FLOOR,
+  MODE_TRIE_FLOOR
+} mode_t_;
+
+/* The trie floor's table. A frame code becomes a small id first (codes: a few thousand to
+ * a few hundred thousand distinct, a table that stays in cache), so a node's whole key,
+ * (parent node, code id), fits in one 8-byte slot and a look-up costs one probe run: no
+ * second look at a node record. A node is its slot (node = slot index + 1, the root 0), so
+ * the table cannot be rehashed: it is sized from the file. The run starts with
+ * FLOOR_FIRST_SLOTS (in cache: most traces have few stacks); if that fills up, it starts
+ * again (counted in `restarts`, which costs the part of the file read before) with a table
+ * for the nodes found so far extrapolated to the whole file, or for one node every
+ * FLOOR_BYTES_PER_NODE if fewer (the start of a trace makes nodes faster than the rest),
+ * and twice as large if that fills up too. */
+#define FLOOR_FIRST_SLOTS    (1u << 16)
+#define FLOOR_BYTES_PER_NODE 16u /* gen_trace's default shape: 19 bytes of trace a node */
+#define FLOOR_MAX_LOAD_PCT   70u
+
+typedef struct trie_floor {
+  uint64_t *keys;   /* parent << 32 | code id (ids from 1, so 0 = empty) */
+  uint32_t *counts; /* allocations whose stack ends at the node */
+  size_t keys_bytes, counts_bytes;
+  uint32_t cap; /* slots, a power of 2 */
+  uint32_t nodes, root_count;
+  uint64_t lookups;      /* frames looked up in the table (past the previous path) */
+  bool full;             /* more nodes than FLOOR_MAX_LOAD_PCT of cap: the run is void */
+  cts_u64map_t code_ids; /* frame code -> id */
+  uint32_t code_count;
+  /* The previous allocation's path: frames equal to its prefix are not looked up again. */
+  uint64_t *prev_codes;
+  uint32_t *prev_nodes;
+  size_t prev_len, prev_cap;
+  uint16_t prev_domain;
+  tally_t *tally;    /* what on_event counts, as in every other mode */
+  uint32_t restarts; /* runs started again with a larger table */
+} trie_floor_t;
+
+/* The id of frame code (from 1), made if new: 0 if out of memory. */
+static uint32_t floor_code_id(trie_floor_t *f, uint64_t code) {
+  bool added;
+  uint64_t *id = cts_u64map_insert(&f->code_ids, code, f->code_count + 1, &added);
+  if (!id) return 0;
+  if (added) f->code_count++;
+  return (uint32_t)*id;
+}
+
+/* The child of parent for frame code, made if new: a node (from 1), or 0 when the table is
+ * full or memory ran out (f->full says which). */
+static uint32_t floor_child(trie_floor_t *f, uint32_t parent, uint64_t code) {
+  const uint32_t id = floor_code_id(f, code);
+  if (!id) return 0;
+  f->lookups++;
+  const uint64_t key = (uint64_t)parent << 32 | id;
+  const uint32_t mask = f->cap - 1u;
+  size_t j = cts_mix64(key) & mask;
+  for (; f->keys[j]; j = (j + 1) & mask)
+    if (f->keys[j] == key) return (uint32_t)j + 1;
+  if ((uint64_t)(f->nodes + 1) * 100 > (uint64_t)f->cap * FLOOR_MAX_LOAD_PCT) {
+    f->full = true;
+    return 0;
+  }
+  f->keys[j] = key;
+  f->nodes++;
+  return (uint32_t)j + 1;
+}
+
+static int floor_on_event(void *user_data, const cts_mt_event_t *ev) {
+  trie_floor_t *f = user_data;
+  (void)on_event(f->tally, ev);
+  if (ev->kind != CTS_MT_ALLOC) return 0;
+  const size_t n = ev->backtrace_len;
+  const uint64_t *bt = ev->backtrace;
+  if (n > f->prev_cap) {
+    size_t cap = f->prev_cap ? f->prev_cap : 64;
+    while (cap < n) cap *= 2;
+    uint64_t *codes = realloc(f->prev_codes, cap * sizeof *codes);
+    if (codes) f->prev_codes = codes;
+    uint32_t *nodes = realloc(f->prev_nodes, cap * sizeof *nodes);
+    if (nodes) f->prev_nodes = nodes;
+    if (!codes || !nodes) return -ENOMEM;
+    f->prev_cap = cap;
+  }
+  /* The reader's common prefix is with the previous allocation of the same domain. */
+  const size_t limit = n < f->prev_len ? n : f->prev_len;
+  size_t common = ev->domain == f->prev_domain && ev->common_prefix < limit
+                      ? (size_t)ev->common_prefix
+                      : (ev->domain == f->prev_domain ? limit : 0);
+  while (common < limit && bt[common] == f->prev_codes[common]) common++;
+  f->prev_domain = ev->domain;
+  uint32_t cur = common ? f->prev_nodes[common - 1] : 0;
+  for (size_t i = common; i < n; i++) {
+    if (!(cur = floor_child(f, cur, bt[i]))) {
+      f->prev_len = 0;
+      return f->full ? -EAGAIN : -ENOMEM;
+    }
+    f->prev_codes[i] = bt[i];
+    f->prev_nodes[i] = cur;
+  }
+  f->prev_len = n;
+  if (cur)
+    f->counts[cur - 1]++;
+  else
+    f->root_count++;
+  return 0;
+}
 
 /* Bytes past the end of a loaded file that the floor walk may read: the longest fixed part
  * of an event (three 9-byte vints, a byte and a u16). */
@@ -180,9 +297,80 @@ static double cpu_s(void) {
          (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
+/* A zeroed array of n items, mapped (so pages the probes never reach cost no memory) and
+ * on 2 MiB pages where the kernel gives them on request: the table is probed at random,
+ * and with 4 KiB pages nearly every probe would miss the TLB as well as the cache (the trie
+ * of ctfscope asks for them too, sites.c). */
+static void *floor_array(size_t n, size_t size, size_t *bytes) {
+  const size_t huge = (size_t)2 << 20;
+  *bytes = (n * size + huge - 1) / huge * huge;
+  uint8_t *const m =
+      mmap(NULL, *bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  /* Aligned to 2 MiB, the rest given back. */
+  uint8_t *const p = (uint8_t *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+  if (p > m) munmap(m, (size_t)(p - m));
+  if (p + *bytes < m + *bytes + huge)
+    munmap(p + *bytes, (size_t)(m + *bytes + huge - (p + *bytes)));
+  (void)madvise(p, *bytes, MADV_HUGEPAGE); /* only advice */
+  return p;
+}
+
+static void floor_free(trie_floor_t *f) {
+  if (f->keys) munmap(f->keys, f->keys_bytes);
+  if (f->counts) munmap(f->counts, f->counts_bytes);
+  cts_u64map_fini(&f->code_ids);
+  free(f->prev_codes);
+  free(f->prev_nodes);
+}
+
+/* One --trie-floor pass, with a table sized from the file (see trie_floor_t). Leaves the
+ * run's nodes, codes and slots in *f. Returns 0 or prints the error and returns non-zero. */
+static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_t *t,
+                     uint64_t *bytes, trie_floor_t *f) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    fprintf(stderr, "read_bench: cannot open %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  uint32_t cap = FLOOR_FIRST_SLOTS;
+  for (uint32_t restarts = 0;; restarts++) {
+    memset(t, 0, sizeof *t);
+    *f = (trie_floor_t){.tally = t, .restarts = restarts};
+    f->cap = cap;
+    cts_u64map_init(&f->code_ids);
+    f->keys = floor_array(cap, sizeof *f->keys, &f->keys_bytes);
+    f->counts = floor_array(cap, sizeof *f->counts, &f->counts_bytes);
+    cts_mt_reader_t *r = NULL;
+    const cts_mt_handler_t h = {.user_data = f, .on_event = floor_on_event};
+    int e = -ENOMEM;
+    uint64_t want = 0; /* slots for the whole file, if this table filled up */
+    if (f->keys && f->counts && (e = cts_mt_reader_create(&r, cfg, &h)) == 0) {
+      bool input_error;
+      e = cts_os_read_memtrace(path, r, NULL, NULL, &input_error);
+      *bytes = cts_mt_reader_offset(r);
+      const double per_bytes = (double)st.st_size / FLOOR_BYTES_PER_NODE;
+      const double nodes = *bytes ? (double)f->nodes * (double)st.st_size / (double)*bytes : 0;
+      want = (uint64_t)((nodes < per_bytes ? nodes : per_bytes) * 100 / FLOOR_MAX_LOAD_PCT);
+      if (e && !f->full)
+        fprintf(stderr, "read_bench: %s: %s\n", path,
+                input_error ? cts_os_strerror(e) : cts_mt_reader_error_message(r));
+      cts_mt_reader_destroy(r);
+    } else {
+      fprintf(stderr, "read_bench: trie floor: %s\n", cts_strerror(e));
+    }
+    const bool again = e && f->full && cap < 1u << 31;
+    floor_free(f);
+    if (!again) return e != 0;
+    const uint32_t filled = cap;
+    while ((cap < want || cap == filled) && cap < 1u << 31) cap *= 2;
+  }
+}
+
 /* One pass over the file. Returns 0 or prints the error and returns non-zero. */
 static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, tally_t *t,
-                    uint64_t *bytes, const uint8_t *loaded, size_t loaded_len) {
+                    uint64_t *bytes, const uint8_t *loaded, size_t loaded_len,
+                    trie_floor_t *floor) {
   memset(t, 0, sizeof *t);
   *bytes = 0;
   if (mode == MODE_WALK_FLOOR) {
@@ -196,6 +384,7 @@ static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, t
   cts_mt_reader_config_init(&cfg);
   cfg.allocator = cts_os_allocator();
   cfg.decode_backtraces = decode;
+  if (mode == MODE_TRIE_FLOOR) return run_floor(path, &cfg, t, bytes, floor);
   const cts_mt_handler_t h = {.user_data = t, .on_event = on_event};
   cts_mt_reader_t *r = NULL;
   int e = 0;
@@ -294,7 +483,8 @@ static void summarize(const double *v, int n, double *med, double *lo, double *h
 
 static void usage(FILE *f) {
   fprintf(f,
-          "Usage: read_bench [--decode | --skip] [--via-read | --read-only | --walk-floor] "
+          "Usage: read_bench [--decode | --skip] [--via-read | --read-only | --walk-floor | "
+          "--trie-floor] "
           "[-n RUNS] [--warmup N] TRACE\n"
           "Reads TRACE RUNS times (default 5, after 1 warm-up run) and prints the median,\n"
           "minimum and maximum wall time (and CPU time), events/s, MB/s (10^6 bytes) and\n"
@@ -307,6 +497,9 @@ static void usage(FILE *f) {
           "  --walk-floor   only find the events' boundaries in the file, loaded into memory\n"
           "                 first: no validation, no backtraces, no callback, no I/O (the\n"
           "                 format's own floor)\n"
+          "  --trie-floor   decode (as --via-os --decode) and intern every allocation's\n"
+          "                 backtrace into the leanest (parent, frame) -> node table, one\n"
+          "                 32-bit count per node: what keeping every stack costs at least\n"
           "  -n, --runs N   counted runs (1..%d)\n"
           "  --warmup N     uncounted runs first (default 1)\n",
           MAX_RUNS);
@@ -320,6 +513,7 @@ int main(int argc, char **argv) {
     OPT_VIA_READ,
     OPT_READ_ONLY,
     OPT_WALK_FLOOR,
+    OPT_TRIE_FLOOR,
     OPT_WARMUP
   };
   static const struct option opts[] = {
@@ -329,6 +523,7 @@ int main(int argc, char **argv) {
       {"via-read", no_argument, NULL, OPT_VIA_READ},
       {"read-only", no_argument, NULL, OPT_READ_ONLY},
       {"walk-floor", no_argument, NULL, OPT_WALK_FLOOR},
+      {"trie-floor", no_argument, NULL, OPT_TRIE_FLOOR},
       {"runs", required_argument, NULL, 'n'},
       {"warmup", required_argument, NULL, OPT_WARMUP},
       {"help", no_argument, NULL, 'h'},
@@ -357,6 +552,10 @@ int main(int argc, char **argv) {
       case OPT_WALK_FLOOR:
         mode = MODE_WALK_FLOOR;
         break;
+      case OPT_TRIE_FLOOR:
+        mode = MODE_TRIE_FLOOR;
+        decode = true;
+        break;
       case 'n':
         runs = atoi(optarg);
         break;
@@ -384,10 +583,11 @@ int main(int argc, char **argv) {
 
   double times[MAX_RUNS], cpu_times[MAX_RUNS];
   tally_t t, first = {0};
+  trie_floor_t floor = {0};
   uint64_t bytes = 0;
   for (int i = 0; i < warmup + runs; i++) {
     const double t0 = now_s(), c0 = cpu_s();
-    if (run_once(path, mode, decode, buf, &t, &bytes, loaded, loaded_len)) return 1;
+    if (run_once(path, mode, decode, buf, &t, &bytes, loaded, loaded_len, &floor)) return 1;
     const double dt = now_s() - t0, dc = cpu_s() - c0;
     if (i >= warmup) {
       times[i - warmup] = dt;
@@ -410,6 +610,7 @@ int main(int argc, char **argv) {
 
   const char *what = mode == MODE_READ_ONLY    ? "read-only"
                      : mode == MODE_WALK_FLOOR ? "walk-floor (in memory, boundaries only)"
+                     : mode == MODE_TRIE_FLOOR ? "trie-floor (decode, every stack interned)"
                      : mode == MODE_FEED       ? (decode ? "via-read decode" : "via-read skip")
                                                : (decode ? "decode" : "skip");
   printf("trace      %s: %.1f MB, %" PRIu64 " events (%" PRIu64 " allocs), %" PRIu64
@@ -429,6 +630,11 @@ int main(int argc, char **argv) {
          (double)t.events / cpu_med / 1e6, (double)bytes / cpu_med / 1e6,
          (double)t.frames / cpu_med / 1e6);
   printf("peak RSS   %ld KiB\n", ru.ru_maxrss);
+  if (mode == MODE_TRIE_FLOOR)
+    printf("trie       %" PRIu32 " nodes, %" PRIu32 " distinct frames, %" PRIu32
+           " slots (load %.2f), %" PRIu32 " restarts, %.1f bytes a node, %" PRIu64 " look-ups\n",
+           floor.nodes, floor.code_count, floor.cap, (double)floor.nodes / floor.cap,
+           floor.restarts, floor.nodes ? (double)floor.cap * 12 / floor.nodes : 0.0, floor.lookups);
   printf("checksum   %016" PRIx64 " (samples %" PRIu64 ")\n", t.checksum, t.samples);
   return 0;
 }

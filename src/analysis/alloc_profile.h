@@ -104,7 +104,8 @@ bool cts_alloc_profile_ended(const cts_alloc_profile_t *p, cts_alloc_profile_liv
  * no event may be added meanwhile). */
 bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
                                  cts_alloc_profile_live_t *out);
-/* Call once after the last event: settles peak and history figures. */
+/* Call once after the last event: settles peak and history figures, and frees the stack
+ * trie's look-up table (cts_stacks_drop_table: interning again rebuilds it). */
 void cts_alloc_profile_finish(cts_alloc_profile_t *p);
 
 /* The largest estimate (bytes, or allocations) any figure takes: 2^64. A trace may declare

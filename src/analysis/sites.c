@@ -73,6 +73,13 @@ void cts_stacks_fini(cts_stacks_t *s) {
 }
 
 uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code) {
+  if (CTS_UNLIKELY(!s->table)) {
+    /* Dropped: a const look-up cannot rebuild it, so it reads the nodes (rare: views that
+     * dropped the table do not look up). */
+    for (uint32_t i = 1; i < s->count; i++)
+      if (s->nodes[i].code == code && s->nodes[i].parent == parent) return i;
+    return UINT32_MAX;
+  }
   const uint32_t tag = tag_of(hash_of(parent, code));
   for (size_t i = tag & (s->table_cap - 1u);; i = (i + 1) & (s->table_cap - 1u)) {
     const cts_stack_tslot_t *slot = &s->table[i];
@@ -121,6 +128,29 @@ static bool grow_table(cts_stacks_t *s) {
     t[j] = *slot;
   }
   free(s->table);
+  s->table = t;
+  s->table_cap = cap;
+  return true;
+}
+
+void cts_stacks_drop_table(cts_stacks_t *s) {
+  free(s->table);
+  s->table = NULL;
+  s->table_cap = 0;
+}
+
+/* Makes the table again after cts_stacks_drop_table: false if out of memory. */
+static bool rebuild_table(cts_stacks_t *s) {
+  uint32_t cap = 2048;
+  while ((uint64_t)s->count * 10 > (uint64_t)cap * 5) cap *= 2; /* load at most 0.5 */
+  cts_stack_tslot_t *t = alloc_table(cap);
+  if (!t) return false;
+  for (uint32_t n = 1; n < s->count; n++) {
+    const uint32_t tag = tag_of(hash_of(s->nodes[n].parent, s->nodes[n].code));
+    size_t j = tag & (cap - 1u);
+    while (t[j].node) j = (j + 1) & (cap - 1u);
+    t[j] = (cts_stack_tslot_t){n, tag};
+  }
   s->table = t;
   s->table_cap = cap;
   return true;
@@ -264,6 +294,7 @@ static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
 }
 
 int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *node) {
+  if (CTS_UNLIKELY(!s->table) && !rebuild_table(s)) return -ENOMEM;
   const uint32_t found = cts_stacks_find_child(s, parent, code);
   if (found != UINT32_MAX) {
     *node = found;
@@ -278,6 +309,7 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
 
 int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size_t shared,
                              uint32_t *node) {
+  if (CTS_UNLIKELY(!s->table) && !rebuild_table(s)) return -ENOMEM;
   if (n > s->prev_cap) {
     size_t cap = s->prev_cap ? s->prev_cap : 64;
     while (cap < n) cap *= 2;

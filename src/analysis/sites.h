@@ -115,7 +115,7 @@ typedef struct cts_stacks {
   cts_stack_wide_t *wide;
   uint32_t wide_count;
   size_t wide_cap;
-  cts_stack_tslot_t *table; /* open addressing over (parent, code) */
+  cts_stack_tslot_t *table; /* open addressing over (parent, code); NULL once dropped */
   uint32_t table_cap;
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
   uint64_t overflowed;    /* allocations whose stack was cut for the node budget */
@@ -202,6 +202,13 @@ int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uin
 
 /* Child of parent with frame code, or UINT32_MAX. */
 uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code);
+
+/* Frees the (parent, code) table of a trie that is done growing (on gen_trace's default
+ * shape, 16 bytes a node: 128 MiB), for a view that builds a second trie from it. Walking
+ * the nodes, their figures and cts_stacks_alloc/free work as before; cts_stacks_find_child
+ * and the interning functions rebuild the table first (one pass over the nodes), and fail
+ * with -ENOMEM if they cannot. */
+void cts_stacks_drop_table(cts_stacks_t *s);
 
 /* Advances time: checkpoints before time_us are taken (history only). Call with each
  * event's time, before the event's own changes. */

@@ -4,7 +4,8 @@
  * the figures of the nodes that allocate on a trie shaped like gen_trace's default one (3 in
  * 8 nodes allocate); counts past 2^32 are kept whole; a profile with more
  * distinct stacks than the old 512 Ki-node budget keeps every frame of every one; past a
- * budget, stacks fall back to their allocation point under the overflow node, counted. */
+ * budget, stacks fall back to their allocation point under the overflow node, counted; a
+ * trie whose look-up table was dropped (export -f folded) finds and makes nodes as before. */
 #include "../../src/analysis/alloc_profile.h"
 
 #include "../test.h"
@@ -37,7 +38,8 @@ static void feed(cts_alloc_profile_t *p, uint64_t n) {
     CTS_ASSERT_EQ_INT(cts_alloc_profile_add_event(p, &ev), 0);
     memcpy(prev, bt, sizeof prev);
   }
-  cts_alloc_profile_finish(p);
+  /* The trie as the trace leaves it, table included (cts_alloc_profile_finish frees it). */
+  cts_stacks_finish(&p->stacks);
 }
 
 /* Bytes the trie holds for its nodes: the node array and the (parent, code) table. */
@@ -89,7 +91,7 @@ static void feed_groups(cts_alloc_profile_t *p, uint64_t groups) {
                                .backtrace = bt};
     CTS_ASSERT_EQ_INT(cts_alloc_profile_add_event(p, &ev), 0);
   }
-  cts_alloc_profile_finish(p);
+  cts_stacks_finish(&p->stacks); /* as feed() */
 }
 
 CTS_TEST(a_node_with_its_figures_fits_in_64_bytes) {
@@ -140,6 +142,17 @@ CTS_TEST(more_stacks_than_the_old_budget_keep_every_frame) {
   /* Figures exist only for stacks that allocated (+ the zero record and the root's). */
   CTS_ASSERT_EQ_U64(s->stat_count, n + 2);
   CTS_ASSERT(s->stat_cap * sizeof *s->stats <= (s->stat_count * 3 / 2 + 1024) * 64u);
+  /* Once the trace is read the table goes (views build their own tries); a stack can still
+   * be found, and interned again without a second node. */
+  cts_alloc_profile_finish(&p);
+  CTS_ASSERT(s->table == NULL && s->table_cap == 0);
+  uint64_t bt[3];
+  stack_of(12345, bt);
+  uint32_t node;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&p.stacks, bt, 3, &node), 0);
+  CTS_ASSERT_EQ_U64(s->nodes[node].depth, 3);
+  CTS_ASSERT_EQ_U64(cts_stacks_self(s, node).allocs, 1);
+  CTS_ASSERT_EQ_U64(s->count, 1 + 100 + 100u * 100u + n);
   cts_alloc_profile_fini(&p);
 }
 
@@ -287,6 +300,47 @@ CTS_TEST(the_peak_epoch_wraps_without_losing_a_peak) {
   CTS_ASSERT_EQ_U64(cts_stacks_self(&wrapped, nb[1]).peak_allocs, 4);
   cts_stacks_fini(&plain);
   cts_stacks_fini(&wrapped);
+}
+
+CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
+  enum { N = 20000 }; /* past the first table's 2048 slots */
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  static uint32_t node[N];
+  for (uint64_t k = 0; k < N; k++) {
+    const uint64_t bt[3] = {1, 2 + k % 50, 100 + k};
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 3, &node[k]), 0);
+  }
+  const uint32_t count = s.count;
+  CTS_ASSERT_EQ_U64(count, 1 + 1 + 50 + N);
+  cts_stacks_drop_table(&s);
+  CTS_ASSERT(s.table == NULL && s.table_cap == 0); /* its memory is given back */
+  /* Look-ups without the table still find every node, and only those. */
+  const uint32_t one = cts_stacks_find_child(&s, 0, 1);
+  CTS_ASSERT(one != UINT32_MAX);
+  CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[node[7]].parent, 107), node[7]);
+  CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, one, 99), UINT32_MAX);
+  /* Interning again, in another order (the memo and previous path do not answer all):
+   * the same nodes, none made twice. */
+  for (uint64_t k = N; k-- > 0;) {
+    const uint64_t bt[3] = {1, 2 + k % 50, 100 + k};
+    uint32_t again;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 3, &again), 0);
+    CTS_ASSERT_EQ_U64(again, node[k]);
+  }
+  CTS_ASSERT_EQ_U64(s.count, count);
+  CTS_ASSERT(s.table != NULL);
+  const uint64_t fresh[3] = {1, 2, 5};
+  uint32_t n;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, fresh, 3, &n), 0);
+  CTS_ASSERT_EQ_U64(n, count);
+  CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[n].parent, 5), n);
+  cts_stacks_drop_table(&s);
+  uint32_t child;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern_child(&s, 0, 1, &child), 0);
+  CTS_ASSERT_EQ_U64(child, one);
+  CTS_ASSERT_EQ_U64(s.count, count + 1);
+  cts_stacks_fini(&s);
 }
 
 CTS_TEST_MAIN()
