@@ -124,6 +124,39 @@ CTS_TEST(rejects_bad_record_sizes) {
   cts_live_fini(&t);
 }
 
+/* Every record size, through the inline paths (the head chunk, a chunk of the window) and
+ * the general ones (an older chunk): a record is zeroed when added, and a take copies all
+ * of it and nothing beyond it. */
+CTS_TEST(every_record_size_zeroed_and_copied_whole) {
+  for (size_t size = 8; size <= 256; size += 8) {
+    cts_live_table_t t;
+    CTS_ASSERT_EQ_INT(cts_live_init(&t, size), 0);
+    const uint64_t ids[] = {5, CTS_LIVE_CHUNK + 7, (CTS_LIVE_WINDOW + 2) * CTS_LIVE_CHUNK + 1};
+    unsigned char out[264];
+    for (int round = 0; round < 2; round++) {
+      for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        bool added;
+        unsigned char *r = cts_live_insert(&t, ids[k], &added);
+        CTS_ASSERT(r && added);
+        for (size_t i = 0; i < size; i++) CTS_ASSERT_EQ_INT(r[i], 0);
+        memset(r, (int)(k + 1), size);
+      }
+      for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        const unsigned char *r = cts_live_find(&t, ids[k]);
+        CTS_ASSERT(r && r[0] == k + 1 && r[size - 1] == k + 1);
+        memset(out, 0xEE, sizeof out);
+        CTS_ASSERT(cts_live_take(&t, ids[k], out));
+        for (size_t i = 0; i < size; i++) CTS_ASSERT_EQ_INT(out[i], (int)(k + 1));
+        CTS_ASSERT_EQ_INT(out[size], 0xEE);
+        CTS_ASSERT(!cts_live_find(&t, ids[k]));
+        CTS_ASSERT(!cts_live_take(&t, ids[k], out));
+      }
+      CTS_ASSERT_EQ_U64(t.count, 0);
+    }
+    cts_live_fini(&t);
+  }
+}
+
 /* Increasing ids, a fraction dying a few allocations later: the shapes of sound traces. */
 static void run_sequential(unsigned survive_per_mille, uint64_t n) {
   model_t m;
