@@ -102,9 +102,25 @@ static inline char *cts_out_reserve(cts_out_t *o, size_t n) {
   return o->buf + o->len;
 }
 
-/* The decimal digits of v at d (at most CTS_U64_DIGITS bytes, no terminator); their count. */
+/* The decimal digits of v at d (no terminator); their count. d must have room for
+ * CTS_U64_DIGITS bytes: whole words are stored, so bytes past the digits, within those 20,
+ * may be overwritten (write what follows the number after it). */
 #define CTS_U64_DIGITS 20u
-size_t cts_fmt_u64(char *d, uint64_t v);
+size_t cts__fmt_u64_long(char *d, uint64_t v);
+static inline size_t cts_fmt_u64(char *d, uint64_t v) {
+  /* Lengths, counts and frame numbers are mostly one or two digits: inline, and no call
+   * (whose register saves cost more than these digits). */
+  if (v < 10) {
+    d[0] = (char)('0' + v);
+    return 1;
+  }
+  if (v < 100) {
+    d[0] = (char)('0' + v / 10u);
+    d[1] = (char)('0' + v % 10u);
+    return 2;
+  }
+  return cts__fmt_u64_long(d, v);
+}
 
 /* Receives one log line (no trailing newline): the shape of the collector's and serve's
  * log callbacks. */

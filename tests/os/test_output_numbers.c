@@ -111,4 +111,36 @@ CTS_TEST(u64_matches_printf) {
   }
 }
 
+/* cts_fmt_u64 against printf where its word-at-a-time split could go wrong: every value
+ * of each 4-digit lane (below 10^4, and 10^4 times it), each digit count's edges (10^k - 1,
+ * 10^k, 10^k + 1), 2^64 - 1; and it stores nothing beyond CTS_U64_DIGITS bytes. */
+static void fmt_as_printf(uint64_t v) {
+  char want[32], got[CTS_U64_DIGITS + 8];
+  snprintf(want, sizeof want, "%" PRIu64, v);
+  memset(got, '#', sizeof got);
+  const size_t n = cts_fmt_u64(got, v);
+  for (size_t i = CTS_U64_DIGITS; i < sizeof got; i++) CTS_ASSERT_EQ_INT(got[i], '#');
+  got[n] = 0;
+  CTS_ASSERT_STR_EQ(got, want);
+}
+
+CTS_TEST(u64_lanes_and_edges_match_printf) {
+  for (uint64_t v = 0; v < 10000; v++) {
+    fmt_as_printf(v);
+    fmt_as_printf(v * 10000u);
+    fmt_as_printf(v * 10000u + 9999u);
+    fmt_as_printf(v * 100000000u + 12345678u);
+    fmt_as_printf(v * UINT64_C(1000000000000) + 999999999999u);
+  }
+  uint64_t p = 1;
+  for (int k = 0; k < 20; k++, p *= 10) {
+    fmt_as_printf(p - 1);
+    fmt_as_printf(p);
+    fmt_as_printf(p + 1);
+    fmt_as_printf(p * 9 + (p - 1));
+  }
+  fmt_as_printf(UINT64_MAX);
+  fmt_as_printf(UINT64_MAX - 1);
+}
+
 CTS_TEST_MAIN()
