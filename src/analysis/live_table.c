@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MASK      (CTS_LIVE_CHUNK - 1u)
 #define WORDS     (CTS_LIVE_CHUNK / 64u)
@@ -155,6 +156,21 @@ static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
   t->sparse_chunks++;
 }
 
+/* Asks the kernel for the pages of a new dense chunk's records at once: the ids to come
+ * fill them in order anyway, and one call costs less than a page fault per 4 KiB (on the
+ * survivors shape, 240 MB of records: stats' system time 0.22 -> 0.17 s). Only advice:
+ * pages malloc reused are already there, and a kernel without it (before 5.14) says no. */
+static void populate(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = 4096u, a = ((uintptr_t)p + page - 1) & ~(page - 1);
+  const uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
+  if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 static cts_live_chunk_t *new_chunk(cts_live_table_t *t, uint64_t number, bool dense) {
   cts_live_chunk_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
@@ -164,6 +180,7 @@ static cts_live_chunk_t *new_chunk(cts_live_table_t *t, uint64_t number, bool de
     c->present = calloc(WORDS, sizeof *c->present);
     c->recs = malloc(CTS_LIVE_CHUNK * t->rec_size);
     if (!c->present || !c->recs) goto nomem;
+    populate(c->recs, CTS_LIVE_CHUNK * t->rec_size);
   }
   bool added;
   uint64_t *v = cts_u64map_insert(&t->chunks, number, (uintptr_t)c, &added);

@@ -6,6 +6,7 @@
 #include "../../src/analysis/live_table.h"
 
 #include <errno.h>
+#include <sys/mman.h>
 
 #include "../test.h"
 
@@ -155,6 +156,37 @@ CTS_TEST(every_record_size_zeroed_and_copied_whole) {
     }
     cts_live_fini(&t);
   }
+}
+
+/* A new dense chunk's pages are asked for at once (MADV_POPULATE_WRITE), not faulted in
+ * one by one as its records are written: right after the chunk's first record, every page
+ * of its records is resident (mincore), not only the first. */
+CTS_TEST(dense_chunks_are_populated_at_once) {
+#ifdef MADV_POPULATE_WRITE
+  void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CTS_ASSERT(probe != MAP_FAILED);
+  const bool have = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
+  munmap(probe, 4096);
+  if (!have) CTS_SKIP("the kernel has no MADV_POPULATE_WRITE");
+  cts_live_table_t t;
+  CTS_ASSERT_EQ_INT(cts_live_init(&t, 24), 0);
+  bool added;
+  /* A fresh chunk far above anything malloc handed out before (its pages untouched). */
+  CTS_ASSERT(cts_live_insert(&t, 1000u * CTS_LIVE_CHUNK, &added) != NULL);
+  const uintptr_t page = 4096u, recs = (uintptr_t)t.head->recs;
+  const uintptr_t a = (recs + page - 1) & ~(page - 1);
+  const uintptr_t e = (recs + CTS_LIVE_CHUNK * 24u) & ~(page - 1);
+  unsigned char vec[64];
+  const size_t pages = (e - a) / page;
+  CTS_ASSERT(pages > 16 && pages <= sizeof vec);
+  CTS_ASSERT_EQ_INT(mincore((void *)a, e - a, vec), 0);
+  size_t resident = 0;
+  for (size_t i = 0; i < pages; i++) resident += vec[i] & 1u;
+  CTS_ASSERT_EQ_U64(resident, pages);
+  cts_live_fini(&t);
+#else
+  CTS_SKIP("built without MADV_POPULATE_WRITE");
+#endif
 }
 
 /* Increasing ids, a fraction dying a few allocations later: the shapes of sound traces. */
