@@ -802,6 +802,8 @@ typedef struct stream_ctx {
   double csv_bps, csv_bps_rate;
   unsigned csv_bps_word;
   uint64_t csv_bps_int;
+  /* csv: the time column, and the ids of allocations (numbered in order), as text */
+  cts_fmt_memo_t csv_time, csv_alloc_id;
   /* chrome: counters, thinned to at most MAX_COUNTER_POINTS by doubling their spacing */
   counter_point_t *points;
   size_t npoints;
@@ -1085,10 +1087,11 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   const uint64_t rel = ev->time_us > p->start_time_us ? ev->time_us - p->start_time_us : 0;
   const text_t *kind = &kinds[(unsigned)ev->kind < 4 ? ev->kind : 0];
   char *d = cts_out_reserve(o, 5 * CTS_U64_DIGITS + 32);
-  size_t n = cts_fmt_u64(d, rel);
+  size_t n = cts_fmt_u64_memo(&c->csv_time, d, rel);
   memcpy(d + n, kind->s, sizeof kind->s);
   n += kind->n;
-  n += cts_fmt_u64(d + n, ev->obj_id);
+  n += ev->kind == CTS_MT_ALLOC ? cts_fmt_u64_memo(&c->csv_alloc_id, d + n, ev->obj_id)
+                                : cts_fmt_u64(d + n, ev->obj_id);
   if (ev->kind != CTS_MT_ALLOC) {
     memcpy(d + n, ",,,,,,,,\n", 9);
     o->len += n + 9;

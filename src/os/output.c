@@ -188,6 +188,20 @@ size_t cts__fmt_u64_long(char *d, uint64_t v) {
   return n;
 }
 
+void cts__fmt_memo_add(cts_fmt_memo_t *m, unsigned step) {
+  unsigned carry = step;
+  for (int i = m->len - 1; carry && i >= 0; i--) {
+    const unsigned digit = (unsigned)(m->text[i] - '0') + carry;
+    m->text[i] = (char)('0' + digit % 10u);
+    carry = digit / 10u;
+  }
+  if (carry) { /* 9...9 + step: one digit more (at most 20: the value fits a u64) */
+    memmove(m->text + 1, m->text, m->len);
+    m->text[0] = (char)('0' + carry);
+    m->len++;
+  }
+}
+
 void cts_out_u64(cts_out_t *o, uint64_t v) {
   char *d = cts_out_reserve(o, CTS_U64_DIGITS);
   o->len += cts_fmt_u64(d, v);

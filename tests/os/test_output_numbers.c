@@ -143,4 +143,34 @@ CTS_TEST(u64_lanes_and_edges_match_printf) {
   fmt_as_printf(UINT64_MAX - 1);
 }
 
+/* cts_fmt_u64_memo against printf along columns that step by 0-12 (steps of 10 and more,
+ * and backwards ones, convert again), across every carry into a new digit and up to
+ * 2^64 - 1. */
+CTS_TEST(u64_memo_matches_printf_along_columns) {
+  static const uint64_t starts[] = {
+      0, 5, 95, 990, 99985, 999999990, UINT64_C(9999999999999999990), UINT64_MAX - 40};
+  uint64_t state = 11;
+  for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+    cts_fmt_memo_t m = {0};
+    uint64_t v = starts[k];
+    for (int i = 0; i < 3000; i++) {
+      char want[32], got[CTS_U64_DIGITS + 8];
+      snprintf(want, sizeof want, "%" PRIu64, v);
+      memset(got, '#', sizeof got);
+      const size_t n = cts_fmt_u64_memo(&m, got, v);
+      for (size_t j = CTS_U64_DIGITS; j < sizeof got; j++) CTS_ASSERT_EQ_INT(got[j], '#');
+      got[n] = 0;
+      CTS_ASSERT_STR_EQ(got, want);
+      const uint64_t r = cts_splitmix64(&state), step = r % 13;
+      if (r >> 60 == 0) {
+        v -= v > 3 ? 3 : v; /* now and then a step back */
+      } else if (v <= UINT64_MAX - step) {
+        v += step;
+      } else {
+        break;
+      }
+    }
+  }
+}
+
 CTS_TEST_MAIN()
