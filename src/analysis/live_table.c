@@ -4,21 +4,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MASK      (CTS_LIVE_CHUNK - 1u)
 #define WORDS     (CTS_LIVE_CHUNK / 64u)
 #define DEAD      0x8000u /* a sparse entry's offset flag: removed */
 #define DENSE_MIN (CTS_LIVE_CHUNK / 8u * 7u)
-
-struct cts_live_chunk {
-  uint64_t number; /* id >> CTS_LIVE_CHUNK_BITS */
-  uint32_t live;
-  uint32_t n, cap; /* sparse: entries (live and dead) and their capacity */
-  bool dense;
-  uint64_t *present; /* dense: which offsets are live */
-  uint16_t *offs;    /* sparse: offsets in increasing order, DEAD when removed */
-  unsigned char *recs;
-};
 
 int cts_live_init(cts_live_table_t *t, size_t rec_size) {
   memset(t, 0, sizeof *t);
@@ -56,6 +47,8 @@ void cts_live_fini(cts_live_table_t *t) {
 static cts_live_chunk_t *chunk_of(cts_live_table_t *t, uint64_t number) {
   if (t->head && t->head->number == number) return t->head;
   if (t->last && t->last->number == number) return t->last;
+  cts_live_chunk_t *w = t->window[number % CTS_LIVE_WINDOW];
+  if (w && w->number == number) return w;
   const uint64_t *v = cts_u64map_find(&t->chunks, number);
   if (!v) return NULL;
   t->last = (cts_live_chunk_t *)(uintptr_t)*v;
@@ -163,6 +156,21 @@ static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
   t->sparse_chunks++;
 }
 
+/* Asks the kernel for the pages of a new dense chunk's records at once: the ids to come
+ * fill them in order anyway, and one call costs less than a page fault per 4 KiB (on the
+ * survivors shape, 240 MB of records: stats' system time 0.22 -> 0.17 s). Only advice:
+ * pages malloc reused are already there, and a kernel without it (before 5.14) says no. */
+static void populate(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = 4096u, a = ((uintptr_t)p + page - 1) & ~(page - 1);
+  const uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
+  if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 static cts_live_chunk_t *new_chunk(cts_live_table_t *t, uint64_t number, bool dense) {
   cts_live_chunk_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
@@ -172,6 +180,7 @@ static cts_live_chunk_t *new_chunk(cts_live_table_t *t, uint64_t number, bool de
     c->present = calloc(WORDS, sizeof *c->present);
     c->recs = malloc(CTS_LIVE_CHUNK * t->rec_size);
     if (!c->present || !c->recs) goto nomem;
+    populate(c->recs, CTS_LIVE_CHUNK * t->rec_size);
   }
   bool added;
   uint64_t *v = cts_u64map_insert(&t->chunks, number, (uintptr_t)c, &added);
@@ -210,7 +219,7 @@ static bool in_window(const cts_live_table_t *t, const cts_live_chunk_t *c) {
   return t->window[c->number % CTS_LIVE_WINDOW] == c;
 }
 
-void *cts_live_find(cts_live_table_t *t, uint64_t id) {
+void *cts_live_find_slow(cts_live_table_t *t, uint64_t id) {
   cts_live_chunk_t *c = chunk_of(t, id >> CTS_LIVE_CHUNK_BITS);
   if (!c) return NULL;
   const uint32_t off = (uint32_t)id & MASK;
@@ -221,7 +230,7 @@ void *cts_live_find(cts_live_table_t *t, uint64_t id) {
   return found && !(c->offs[i] & DEAD) ? c->recs + (size_t)i * t->rec_size : NULL;
 }
 
-void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added) {
+void *cts_live_insert_slow(cts_live_table_t *t, uint64_t id, bool *added) {
   const uint64_t number = id >> CTS_LIVE_CHUNK_BITS;
   const uint32_t off = (uint32_t)id & MASK;
   *added = false;
@@ -260,25 +269,19 @@ void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added) {
     }
     rec = c->recs + (size_t)i * t->rec_size;
   }
-  memset(rec, 0, t->rec_size);
+  cts_live_rec_zero(rec, t->rec_size);
   c->live++;
   t->count++;
   *added = true;
   return rec;
 }
 
-bool cts_live_take(cts_live_table_t *t, uint64_t id, void *out) {
+bool cts_live_take_slow(cts_live_table_t *t, uint64_t id, void *out) {
   cts_live_chunk_t *c = chunk_of(t, id >> CTS_LIVE_CHUNK_BITS);
   if (!c) return false;
   const uint32_t off = (uint32_t)id & MASK;
   if (c->dense) {
-    uint64_t *w = &c->present[off / 64u];
-    const uint64_t bit = 1ull << (off % 64u);
-    if (!(*w & bit)) return false;
-    memcpy(out, c->recs + (size_t)off * t->rec_size, t->rec_size);
-    *w &= ~bit;
-    c->live--;
-    t->count--;
+    if (!cts_live_take_dense(t, c, id, out)) return false;
     if (!in_window(t, c)) maybe_thin(t, c);
     return true;
   }

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "u64map.h"
 
@@ -35,7 +36,16 @@
 #define CTS_LIVE_CHUNK      (1u << CTS_LIVE_CHUNK_BITS)
 #define CTS_LIVE_WINDOW     4u /* dense chunks kept whatever their density */
 
-typedef struct cts_live_chunk cts_live_chunk_t;
+/* A chunk (live_table.c manages it; in this header only for the inline fast paths below). */
+typedef struct cts_live_chunk {
+  uint64_t number; /* id >> CTS_LIVE_CHUNK_BITS */
+  uint32_t live;
+  uint32_t n, cap; /* sparse: entries (live and dead) and their capacity */
+  bool dense;
+  uint64_t *present; /* dense: which offsets are live */
+  uint16_t *offs;    /* sparse: offsets in increasing order, DEAD when removed */
+  unsigned char *recs;
+} cts_live_chunk_t;
 
 typedef struct cts_live_table {
   size_t rec_size;
@@ -52,11 +62,94 @@ typedef struct cts_live_table {
 int cts_live_init(cts_live_table_t *t, size_t rec_size);
 void cts_live_fini(cts_live_table_t *t);
 /* The record of id, or NULL. */
-void *cts_live_find(cts_live_table_t *t, uint64_t id);
+static inline void *cts_live_find(cts_live_table_t *t, uint64_t id);
 /* The record of id, added (zeroed, *added = true) if absent; NULL = no memory. */
-void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added);
+static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added);
 /* Removes id, copying its record to out (rec_size bytes); false if absent. */
-bool cts_live_take(cts_live_table_t *t, uint64_t id, void *out);
+static inline bool cts_live_take(cts_live_table_t *t, uint64_t id, void *out);
+
+/* The general paths (any chunk, any state); the inline functions below handle a dense
+ * chunk of the window themselves: on a rate-1 trace nearly every allocation goes to the
+ * head chunk and most promotions and collections to a recent one, so these calls, the
+ * chunk look-up and libc's memset/memcpy of a size unknown at compile time are skipped. */
+void *cts_live_find_slow(cts_live_table_t *t, uint64_t id);
+void *cts_live_insert_slow(cts_live_table_t *t, uint64_t id, bool *added);
+bool cts_live_take_slow(cts_live_table_t *t, uint64_t id, void *out);
+
+/* The dense chunk of the window that holds id's chunk number, or NULL. */
+static inline cts_live_chunk_t *cts_live_window_chunk(const cts_live_table_t *t, uint64_t id) {
+  const uint64_t number = id >> CTS_LIVE_CHUNK_BITS;
+  cts_live_chunk_t *c = t->window[number % CTS_LIVE_WINDOW];
+  return c && c->number == number && c->dense ? c : NULL;
+}
+
+/* Records of the usual sizes are cleared with fixed-size stores the compiler inlines (a
+ * loop over a size known only at run time costs ~20 instructions a record, a libc call
+ * more); other sizes call libc. (Copies out stay memcpy calls: with the size unknown at
+ * the call site, gcc would warn about the other cases' bounds.) */
+static inline void cts_live_rec_zero(void *dst, size_t size) {
+  switch (size) {
+    case 8:
+      memset(dst, 0, 8);
+      break;
+    case 16:
+      memset(dst, 0, 16);
+      break;
+    case 24:
+      memset(dst, 0, 24);
+      break;
+    case 32:
+      memset(dst, 0, 32);
+      break;
+    default:
+      memset(dst, 0, size);
+  }
+}
+
+static inline void *cts_live_find(cts_live_table_t *t, uint64_t id) {
+  cts_live_chunk_t *c = cts_live_window_chunk(t, id);
+  if (!c) return cts_live_find_slow(t, id);
+  const uint32_t off = (uint32_t)id & (CTS_LIVE_CHUNK - 1u);
+  return c->present[off / 64u] >> (off % 64u) & 1u ? c->recs + (size_t)off * t->rec_size : NULL;
+}
+
+static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added) {
+  cts_live_chunk_t *c = t->head;
+  if (!c || c->number != id >> CTS_LIVE_CHUNK_BITS || !c->dense)
+    return cts_live_insert_slow(t, id, added);
+  const uint32_t off = (uint32_t)id & (CTS_LIVE_CHUNK - 1u);
+  uint64_t *w = &c->present[off / 64u];
+  const uint64_t bit = 1ull << (off % 64u);
+  unsigned char *rec = c->recs + (size_t)off * t->rec_size;
+  *added = !(*w & bit);
+  if (!*added) return rec;
+  *w |= bit;
+  cts_live_rec_zero(rec, t->rec_size);
+  c->live++;
+  t->count++;
+  return rec;
+}
+
+/* Removes id from its dense chunk c (copying its record to out); false if absent. The
+ * caller thins c if it must (live_table.c). */
+static inline bool cts_live_take_dense(cts_live_table_t *t, cts_live_chunk_t *c, uint64_t id,
+                                       void *out) {
+  const uint32_t off = (uint32_t)id & (CTS_LIVE_CHUNK - 1u);
+  uint64_t *w = &c->present[off / 64u];
+  const uint64_t bit = 1ull << (off % 64u);
+  if (!(*w & bit)) return false;
+  memcpy(out, c->recs + (size_t)off * t->rec_size, t->rec_size);
+  *w &= ~bit;
+  c->live--;
+  t->count--;
+  return true;
+}
+
+static inline bool cts_live_take(cts_live_table_t *t, uint64_t id, void *out) {
+  cts_live_chunk_t *c = cts_live_window_chunk(t, id);
+  /* A chunk of the window stays dense whatever its density: nothing to thin here. */
+  return c ? cts_live_take_dense(t, c, id, out) : cts_live_take_slow(t, id, out);
+}
 
 /* Iteration over every live id, in no particular order; the table must not change
  * meanwhile. Start with a zeroed cursor. */

@@ -795,6 +795,15 @@ typedef struct stream_ctx {
    * 8-byte record per block where the profile keeps 24) */
   uint64_t alloc_clock, live_samples;
   cts_live_table_t live;
+  /* csv: est_bytes per sample for the sample rate and word size it was computed from (the
+   * trace's info sets them before its first event), and the same as an integer when it is
+   * one below 2^21 (0 otherwise): then samples below 2^32 give an exact product that
+   * "%.0f" prints as that integer, formatted without the double. */
+  double csv_bps, csv_bps_rate;
+  unsigned csv_bps_word;
+  uint64_t csv_bps_int;
+  /* csv: the time column, and the ids of allocations (numbered in order), as text */
+  cts_fmt_memo_t csv_time, csv_alloc_id;
   /* chrome: counters, thinned to at most MAX_COUNTER_POINTS by doubling their spacing */
   counter_point_t *points;
   size_t npoints;
@@ -1064,8 +1073,10 @@ static const char *csv_site(text_cache_t *tc, cli_trace_t *t, uint64_t code, siz
 
 /* One line per event, formatted in the output buffer (no printf: 10^7 lines). */
 static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
+  /* Copied 16 bytes at a time whatever n (the line's reserve has room past it): a copy of
+   * a fixed size is a load and a store, one of n bytes a branchy sequence. */
   typedef struct {
-    char s[11];
+    char s[16];
     uint8_t n;
   } text_t;
   static const text_t kinds[] = {{",,", 2}, {",alloc,", 7}, {",promote,", 9}, {",collect,", 9}};
@@ -1075,25 +1086,40 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   const cts_alloc_profile_t *p = &t->prof;
   const uint64_t rel = ev->time_us > p->start_time_us ? ev->time_us - p->start_time_us : 0;
   const text_t *kind = &kinds[(unsigned)ev->kind < 4 ? ev->kind : 0];
-  char *d = cts_out_reserve(o, 4 * CTS_U64_DIGITS + 32);
-  size_t n = cts_fmt_u64(d, rel);
-  memcpy(d + n, kind->s, kind->n);
+  char *d = cts_out_reserve(o, 5 * CTS_U64_DIGITS + 32);
+  size_t n = cts_fmt_u64_memo(&c->csv_time, d, rel);
+  memcpy(d + n, kind->s, sizeof kind->s);
   n += kind->n;
-  n += cts_fmt_u64(d + n, ev->obj_id);
+  n += ev->kind == CTS_MT_ALLOC ? cts_fmt_u64_memo(&c->csv_alloc_id, d + n, ev->obj_id)
+                                : cts_fmt_u64(d + n, ev->obj_id);
   if (ev->kind != CTS_MT_ALLOC) {
     memcpy(d + n, ",,,,,,,,\n", 9);
     o->len += n + 9;
     return o->err;
   }
   const text_t *heap = &heaps[ev->source < 3 ? ev->source : 2];
-  memcpy(d + n, heap->s, heap->n);
+  memcpy(d + n, heap->s, sizeof heap->s);
   n += heap->n;
   n += cts_fmt_u64(d + n, ev->length);
   d[n++] = ',';
   n += cts_fmt_u64(d + n, ev->nsamples);
   d[n++] = ',';
-  o->len += n;
-  cts_out_fixed(o, (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p), 0);
+  if (CTS_UNLIKELY(c->csv_bps_rate != p->sample_rate || c->csv_bps_word != p->word_bytes)) {
+    c->csv_bps_rate = p->sample_rate;
+    c->csv_bps_word = p->word_bytes;
+    c->csv_bps = cts_alloc_profile_bytes_per_sample(p);
+    c->csv_bps_int =
+        c->csv_bps >= 1 && c->csv_bps < 0x1p21 && c->csv_bps == (double)(uint64_t)c->csv_bps
+            ? (uint64_t)c->csv_bps
+            : 0;
+  }
+  if (c->csv_bps_int && ev->nsamples <= UINT32_MAX) {
+    n += cts_fmt_u64(d + n, ev->nsamples * c->csv_bps_int);
+    o->len += n;
+  } else {
+    o->len += n;
+    cts_out_fixed(o, (double)ev->nsamples * c->csv_bps, 0);
+  }
   const cts_mt_location_t *l = NULL;
   size_t len = 3;
   const char *site = ",,0"; /* no backtrace */

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../common/compiler.h"
 
@@ -102,9 +103,54 @@ static inline char *cts_out_reserve(cts_out_t *o, size_t n) {
   return o->buf + o->len;
 }
 
-/* The decimal digits of v at d (at most CTS_U64_DIGITS bytes, no terminator); their count. */
+/* The decimal digits of v at d (no terminator); their count. d must have room for
+ * CTS_U64_DIGITS bytes: whole words are stored, so bytes past the digits, within those 20,
+ * may be overwritten (write what follows the number after it). */
 #define CTS_U64_DIGITS 20u
-size_t cts_fmt_u64(char *d, uint64_t v);
+size_t cts__fmt_u64_long(char *d, uint64_t v);
+static inline size_t cts_fmt_u64(char *d, uint64_t v) {
+  /* Lengths, counts and frame numbers are mostly one or two digits: inline, and no call
+   * (whose register saves cost more than these digits). */
+  if (v < 10) {
+    d[0] = (char)('0' + v);
+    return 1;
+  }
+  if (v < 100) {
+    d[0] = (char)('0' + v / 10u);
+    d[1] = (char)('0' + v % 10u);
+    return 2;
+  }
+  return cts__fmt_u64_long(d, v);
+}
+
+/* A column's last number and its text, for columns that grow by small steps (times, ids
+ * in allocation order): the next value within 9 above it is written by adding the step to
+ * the text (a carry or two) instead of converting it again. Zero it to start. Not
+ * thread-safe: one per column being written. */
+typedef struct cts_fmt_memo {
+  uint64_t v;
+  uint8_t len; /* 0: no text yet */
+  char text[CTS_U64_DIGITS];
+} cts_fmt_memo_t;
+
+void cts__fmt_memo_add(cts_fmt_memo_t *m, unsigned step);
+
+/* As cts_fmt_u64(d, v) (same room at d, same bytes), through the column's memo m. */
+static inline size_t cts_fmt_u64_memo(cts_fmt_memo_t *m, char *d, uint64_t v) {
+  const uint64_t step = v - m->v; /* (v below m->v wraps to a large step) */
+  if (m->len && step < 10) {
+    char *last = &m->text[m->len - 1];
+    if (*last + (int)step <= '9')
+      *last = (char)(*last + (int)step); /* no carry: most steps */
+    else
+      cts__fmt_memo_add(m, (unsigned)step);
+  } else {
+    m->len = (uint8_t)cts_fmt_u64(m->text, v);
+  }
+  m->v = v;
+  memcpy(d, m->text, CTS_U64_DIGITS);
+  return m->len;
+}
 
 /* Receives one log line (no trailing newline): the shape of the collector's and serve's
  * log callbacks. */

@@ -6,6 +6,7 @@
 #include "../../src/analysis/live_table.h"
 
 #include <errno.h>
+#include <sys/mman.h>
 
 #include "../test.h"
 
@@ -122,6 +123,70 @@ CTS_TEST(rejects_bad_record_sizes) {
   CTS_ASSERT_EQ_INT(cts_live_init(&t, 264), -EINVAL);
   CTS_ASSERT_EQ_INT(cts_live_init(&t, 8), 0);
   cts_live_fini(&t);
+}
+
+/* Every record size, through the inline paths (the head chunk, a chunk of the window) and
+ * the general ones (an older chunk): a record is zeroed when added, and a take copies all
+ * of it and nothing beyond it. */
+CTS_TEST(every_record_size_zeroed_and_copied_whole) {
+  for (size_t size = 8; size <= 256; size += 8) {
+    cts_live_table_t t;
+    CTS_ASSERT_EQ_INT(cts_live_init(&t, size), 0);
+    const uint64_t ids[] = {5, CTS_LIVE_CHUNK + 7, (CTS_LIVE_WINDOW + 2) * CTS_LIVE_CHUNK + 1};
+    unsigned char out[264];
+    for (int round = 0; round < 2; round++) {
+      for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        bool added;
+        unsigned char *r = cts_live_insert(&t, ids[k], &added);
+        CTS_ASSERT(r && added);
+        for (size_t i = 0; i < size; i++) CTS_ASSERT_EQ_INT(r[i], 0);
+        memset(r, (int)(k + 1), size);
+      }
+      for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        const unsigned char *r = cts_live_find(&t, ids[k]);
+        CTS_ASSERT(r && r[0] == k + 1 && r[size - 1] == k + 1);
+        memset(out, 0xEE, sizeof out);
+        CTS_ASSERT(cts_live_take(&t, ids[k], out));
+        for (size_t i = 0; i < size; i++) CTS_ASSERT_EQ_INT(out[i], (int)(k + 1));
+        CTS_ASSERT_EQ_INT(out[size], 0xEE);
+        CTS_ASSERT(!cts_live_find(&t, ids[k]));
+        CTS_ASSERT(!cts_live_take(&t, ids[k], out));
+      }
+      CTS_ASSERT_EQ_U64(t.count, 0);
+    }
+    cts_live_fini(&t);
+  }
+}
+
+/* A new dense chunk's pages are asked for at once (MADV_POPULATE_WRITE), not faulted in
+ * one by one as its records are written: right after the chunk's first record, every page
+ * of its records is resident (mincore), not only the first. */
+CTS_TEST(dense_chunks_are_populated_at_once) {
+#ifdef MADV_POPULATE_WRITE
+  void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CTS_ASSERT(probe != MAP_FAILED);
+  const bool have = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
+  munmap(probe, 4096);
+  if (!have) CTS_SKIP("the kernel has no MADV_POPULATE_WRITE");
+  cts_live_table_t t;
+  CTS_ASSERT_EQ_INT(cts_live_init(&t, 24), 0);
+  bool added;
+  /* A fresh chunk far above anything malloc handed out before (its pages untouched). */
+  CTS_ASSERT(cts_live_insert(&t, 1000u * CTS_LIVE_CHUNK, &added) != NULL);
+  const uintptr_t page = 4096u, recs = (uintptr_t)t.head->recs;
+  const uintptr_t a = (recs + page - 1) & ~(page - 1);
+  const uintptr_t e = (recs + CTS_LIVE_CHUNK * 24u) & ~(page - 1);
+  unsigned char vec[64];
+  const size_t pages = (e - a) / page;
+  CTS_ASSERT(pages > 16 && pages <= sizeof vec);
+  CTS_ASSERT_EQ_INT(mincore((void *)a, e - a, vec), 0);
+  size_t resident = 0;
+  for (size_t i = 0; i < pages; i++) resident += vec[i] & 1u;
+  CTS_ASSERT_EQ_U64(resident, pages);
+  cts_live_fini(&t);
+#else
+  CTS_SKIP("built without MADV_POPULATE_WRITE");
+#endif
 }
 
 /* Increasing ids, a fraction dying a few allocations later: the shapes of sound traces. */

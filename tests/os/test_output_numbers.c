@@ -111,4 +111,66 @@ CTS_TEST(u64_matches_printf) {
   }
 }
 
+/* cts_fmt_u64 against printf where its word-at-a-time split could go wrong: every value
+ * of each 4-digit lane (below 10^4, and 10^4 times it), each digit count's edges (10^k - 1,
+ * 10^k, 10^k + 1), 2^64 - 1; and it stores nothing beyond CTS_U64_DIGITS bytes. */
+static void fmt_as_printf(uint64_t v) {
+  char want[32], got[CTS_U64_DIGITS + 8];
+  snprintf(want, sizeof want, "%" PRIu64, v);
+  memset(got, '#', sizeof got);
+  const size_t n = cts_fmt_u64(got, v);
+  for (size_t i = CTS_U64_DIGITS; i < sizeof got; i++) CTS_ASSERT_EQ_INT(got[i], '#');
+  got[n] = 0;
+  CTS_ASSERT_STR_EQ(got, want);
+}
+
+CTS_TEST(u64_lanes_and_edges_match_printf) {
+  for (uint64_t v = 0; v < 10000; v++) {
+    fmt_as_printf(v);
+    fmt_as_printf(v * 10000u);
+    fmt_as_printf(v * 10000u + 9999u);
+    fmt_as_printf(v * 100000000u + 12345678u);
+    fmt_as_printf(v * UINT64_C(1000000000000) + 999999999999u);
+  }
+  uint64_t p = 1;
+  for (int k = 0; k < 20; k++, p *= 10) {
+    fmt_as_printf(p - 1);
+    fmt_as_printf(p);
+    fmt_as_printf(p + 1);
+    fmt_as_printf(p * 9 + (p - 1));
+  }
+  fmt_as_printf(UINT64_MAX);
+  fmt_as_printf(UINT64_MAX - 1);
+}
+
+/* cts_fmt_u64_memo against printf along columns that step by 0-12 (steps of 10 and more,
+ * and backwards ones, convert again), across every carry into a new digit and up to
+ * 2^64 - 1. */
+CTS_TEST(u64_memo_matches_printf_along_columns) {
+  static const uint64_t starts[] = {
+      0, 5, 95, 990, 99985, 999999990, UINT64_C(9999999999999999990), UINT64_MAX - 40};
+  uint64_t state = 11;
+  for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+    cts_fmt_memo_t m = {0};
+    uint64_t v = starts[k];
+    for (int i = 0; i < 3000; i++) {
+      char want[32], got[CTS_U64_DIGITS + 8];
+      snprintf(want, sizeof want, "%" PRIu64, v);
+      memset(got, '#', sizeof got);
+      const size_t n = cts_fmt_u64_memo(&m, got, v);
+      for (size_t j = CTS_U64_DIGITS; j < sizeof got; j++) CTS_ASSERT_EQ_INT(got[j], '#');
+      got[n] = 0;
+      CTS_ASSERT_STR_EQ(got, want);
+      const uint64_t r = cts_splitmix64(&state), step = r % 13;
+      if (r >> 60 == 0) {
+        v -= v > 3 ? 3 : v; /* now and then a step back */
+      } else if (v <= UINT64_MAX - step) {
+        v += step;
+      } else {
+        break;
+      }
+    }
+  }
+}
+
 CTS_TEST_MAIN()

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/* floor_bench: what the analysis commands cannot avoid, one pass over one trace, so that a
+ * command's CPU time can be quoted against its floor as well as against the reader's
+ * (bench/README.md, issue #20, "survivors-shape commands against their floors").
+ *
+ * Every mode reads the trace as ctfscope does (cts_os_read_memtrace, backtraces decoded)
+ * and then does only:
+ *   --decode      nothing: counts events (read_bench --decode -n 1 --warmup 0, for one run)
+ *   --live        keeps a 24-byte record per live block in the live-block table the
+ *                 commands use (insert on allocation, look-up on promotion, removal on
+ *                 collection): the floor of `stats`, which must know each collected
+ *                 block's size and time
+ *   --sites       --live plus samples and allocations per allocation point (the last
+ *                 frame's code, a hash map): the floor of `top`'s flat view and of each of
+ *                 `diff`'s two reads
+ *   --write N     writes N bytes of constant text per event to -o FILE (default
+ *                 /dev/null) through a 256 KiB buffer, as an export does: the floor of
+ *                 `export -f csv` when N is its output size over the trace's events
+ * It prints the events read and a checksum (so that nothing is optimised away). Time the
+ * whole process from outside (/usr/bin/time): the commands are timed the same way. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ctfscope/ctfscope.h>
+
+#include "analysis/live_table.h"
+#include "analysis/u64map.h"
+#include "os/os.h"
+
+#define OUT_BUF (256u << 10)
+
+typedef enum { MODE_DECODE, MODE_LIVE, MODE_SITES, MODE_WRITE } mode_t_;
+
+typedef struct rec {
+  uint64_t time_us, length;
+  uint32_t site, samples;
+} rec_t;
+
+typedef struct site {
+  uint64_t allocs, samples, live_samples;
+} site_t;
+
+typedef struct floor_state {
+  mode_t_ mode;
+  uint64_t events, checksum;
+  cts_live_table_t live;
+  cts_u64map_t site_of; /* allocation point code -> index in sites */
+  site_t *sites;
+  size_t nsites, sites_cap;
+  size_t line;
+  char *buf;
+  size_t used;
+  int fd;
+  int err;
+} floor_state_t;
+
+static int flush(floor_state_t *s) {
+  if (s->used && cts_os_fd_write((void *)(intptr_t)s->fd, s->buf, s->used) != 0) return -EIO;
+  s->used = 0;
+  return 0;
+}
+
+static int site_index(floor_state_t *s, uint64_t code, uint32_t *out) {
+  bool added;
+  uint64_t *v = cts_u64map_insert(&s->site_of, code, s->nsites, &added);
+  if (!v) return -ENOMEM;
+  if (added) {
+    if (s->nsites == s->sites_cap) {
+      const size_t cap = s->sites_cap ? 2 * s->sites_cap : 256;
+      site_t *n = realloc(s->sites, cap * sizeof *n);
+      if (!n) return -ENOMEM;
+      s->sites = n;
+      s->sites_cap = cap;
+    }
+    memset(&s->sites[s->nsites++], 0, sizeof *s->sites);
+  }
+  *out = (uint32_t)*v;
+  return 0;
+}
+
+static int on_event(void *user_data, const cts_mt_event_t *ev) {
+  floor_state_t *s = user_data;
+  s->events++;
+  if (s->mode == MODE_DECODE) {
+    s->checksum += ev->backtrace_len;
+    return 0;
+  }
+  if (s->mode == MODE_WRITE) {
+    if (s->used + s->line > OUT_BUF && flush(s)) return -EIO;
+    memset(s->buf + s->used, 'x', s->line);
+    s->used += s->line;
+    return 0;
+  }
+  if (ev->kind == CTS_MT_ALLOC) {
+    uint32_t site = 0;
+    if (s->mode == MODE_SITES && ev->backtrace_len) {
+      const int e = site_index(s, ev->backtrace[ev->backtrace_len - 1], &site);
+      if (e) return e;
+      s->sites[site].allocs++;
+      s->sites[site].samples += ev->nsamples;
+      s->sites[site].live_samples += ev->nsamples;
+    }
+    bool added;
+    rec_t *r = cts_live_insert(&s->live, ev->obj_id, &added);
+    if (!r) return -ENOMEM;
+    *r = (rec_t){ev->time_us, ev->length, site, (uint32_t)ev->nsamples};
+  } else if (ev->kind == CTS_MT_PROMOTE) {
+    const rec_t *r = cts_live_find(&s->live, ev->obj_id);
+    if (r) s->checksum += r->samples;
+  } else {
+    rec_t r;
+    if (cts_live_take(&s->live, ev->obj_id, &r)) {
+      s->checksum += ev->time_us - r.time_us + r.length;
+      if (s->mode == MODE_SITES) s->sites[r.site].live_samples -= r.samples;
+    }
+  }
+  return 0;
+}
+
+static int usage(int code) {
+  fprintf(code ? stderr : stdout,
+          "Usage: floor_bench (--decode | --live | --sites | --write N) [-o FILE] TRACE\n"
+          "One pass over TRACE doing only what a command cannot avoid (see the source).\n");
+  return code;
+}
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {{"decode", no_argument, NULL, 'd'},
+                                           {"live", no_argument, NULL, 'l'},
+                                           {"sites", no_argument, NULL, 's'},
+                                           {"write", required_argument, NULL, 'w'},
+                                           {"output", required_argument, NULL, 'o'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {0}};
+  floor_state_t s = {.mode = MODE_DECODE, .fd = -1};
+  const char *out = "/dev/null";
+  int opt;
+  while ((opt = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+    switch (opt) {
+      case 'd':
+        s.mode = MODE_DECODE;
+        break;
+      case 'l':
+        s.mode = MODE_LIVE;
+        break;
+      case 's':
+        s.mode = MODE_SITES;
+        break;
+      case 'w': {
+        char *end;
+        const unsigned long n = strtoul(optarg, &end, 10);
+        if (*end || n == 0 || n > 4096) return usage(2);
+        s.mode = MODE_WRITE;
+        s.line = n;
+        break;
+      }
+      case 'o':
+        out = optarg;
+        break;
+      case 'h':
+        return usage(0);
+      default:
+        return usage(2);
+    }
+  }
+  if (optind + 1 != argc) return usage(2);
+  const char *path = argv[optind];
+  if (cts_live_init(&s.live, sizeof(rec_t)) != 0) return 4;
+  cts_u64map_init(&s.site_of);
+  if (s.mode == MODE_WRITE) {
+    s.buf = malloc(OUT_BUF);
+    s.fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (!s.buf || s.fd < 0) {
+      fprintf(stderr, "floor_bench: %s: %s\n", out, strerror(errno));
+      return 3;
+    }
+  }
+  cts_mt_reader_config_t cfg;
+  cts_mt_reader_config_init(&cfg);
+  cfg.allocator = cts_os_allocator();
+  cfg.decode_backtraces = true;
+  const cts_mt_handler_t h = {.user_data = &s, .on_event = on_event};
+  cts_mt_reader_t *r = NULL;
+  int e = cts_mt_reader_create(&r, &cfg, &h);
+  if (e) {
+    fprintf(stderr, "floor_bench: cts_mt_reader_create: %s\n", cts_strerror(e));
+    return 4;
+  }
+  bool input_error = false;
+  e = cts_os_read_memtrace(path, r, NULL, NULL, &input_error);
+  if (e)
+    fprintf(stderr, "floor_bench: %s: %s\n", path,
+            input_error ? cts_os_strerror(e) : cts_mt_reader_error_message(r));
+  cts_mt_reader_destroy(r);
+  if (!e && s.mode == MODE_WRITE) e = flush(&s);
+  if (s.fd >= 0 && close(s.fd) != 0 && !e) e = -EIO;
+  printf("%" PRIu64 " events, %" PRIu64 " live at the end, %zu sites, checksum %" PRIu64 "\n",
+         s.events, s.live.count, s.nsites, s.checksum);
+  cts_live_fini(&s.live);
+  cts_u64map_fini(&s.site_of);
+  free(s.sites);
+  free(s.buf);
+  return e ? 1 : 0;
+}
