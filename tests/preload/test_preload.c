@@ -569,6 +569,23 @@ CTS_TEST(realloc_chains) {
   unlink(trace);
 }
 
+/* A small block grown into a large sampled one: only its old bytes move behind the
+ * sample's header. At 1e-4 per word a 32 MiB block is sampled for sure (~400 samples) and
+ * a 100-byte one almost never; either way no path may touch the new block's pages. Before
+ * the fix, the whole new size moved up by 16 bytes: 8192 page faults per realloc (sqlite3's
+ * growing sorter buffer paid them at the default rate). */
+CTS_TEST(realloc_grown_into_a_sample_touches_only_the_old_data) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "realloc_grow");
+  CTS_ASSERT(run_both("victim_realloc", "grow", NULL, "0.0001", trace, NULL));
+  CTS_ASSERT(strstr(traced.out, "few faults yes, data kept yes") != NULL);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_MSG(count_length(&d, 32u << 20) == 4, "%zu", count_length(&d, 32u << 20));
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 /* victim_headers at rate 1 (every block sampled) and at a low rate (almost none); extra:
  * as for run_both. */
 static void check_headers(const char *extra) {
