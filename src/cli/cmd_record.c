@@ -16,10 +16,12 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../os/net.h"
 #include "../tracer/exec_name.h"
 #include "cli.h"
@@ -229,22 +231,40 @@ static void count_warning(void *ud, int code, uint64_t offset, const char *messa
 
 /* The writer process of a program that was killed (or that exec'd) finishes its trace
  * after the program is gone; it holds an flock on the file until then (tracer.h, "The
- * writer process"). Waits for it, at most WRITER_WAIT_MS. */
+ * writer process"). Waits for it, at most WRITER_WAIT_MS, in a blocking flock: record
+ * returns as soon as the writer lets go, and spends nothing meanwhile (looking every 1 ms,
+ * as before, cost up to 1 ms of every run's wall time and a wake-up per look). A timer
+ * interrupts the flock every WAKE_MS (no SA_RESTART) so that the bound is kept even if
+ * its first signal came before the flock started waiting. */
+#define WAKE_MS 100
+static void on_wake(int sig) {
+  (void)sig;
+}
+
 static void wait_for_the_writer(const char *path) {
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
-  /* The writer usually lets go within a few ms of the program's exit: look every 1 ms at
-   * first, so that record adds no more than that to the run, then every 10 ms. */
-  bool free_now = false;
-  for (long waited_us = 0, step_us = 1000; waited_us < WRITER_WAIT_MS * 1000L;
-       waited_us += step_us) {
-    if (flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
-      free_now = true;
-      break;
+  bool free_now = flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK;
+  if (!free_now) {
+    struct sigaction wake = {.sa_handler = on_wake}, old_action;
+    sigemptyset(&wake.sa_mask);
+    const struct itimerval every = {{0, WAKE_MS * 1000}, {0, WAKE_MS * 1000}};
+    struct itimerval old_timer;
+    const bool handled = sigaction(SIGALRM, &wake, &old_action) == 0;
+    const bool timed = handled && setitimer(ITIMER_REAL, &every, &old_timer) == 0;
+    const uint64_t deadline = cts_mono_ms() + WRITER_WAIT_MS;
+    while (!free_now && cts_mono_ms() < deadline) {
+      if (timed) {
+        free_now = flock(fd, LOCK_SH) == 0 || errno != EINTR;
+        continue;
+      }
+      /* No timer to bound a blocking flock: a look every 10 ms. */
+      free_now = flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK;
+      const struct timespec step = {0, 10000000L};
+      if (!free_now) nanosleep(&step, NULL);
     }
-    if (waited_us >= 100000) step_us = 10000;
-    const struct timespec step = {0, step_us * 1000L};
-    nanosleep(&step, NULL);
+    if (timed) setitimer(ITIMER_REAL, &old_timer, NULL);
+    if (handled) sigaction(SIGALRM, &old_action, NULL);
   }
   close(fd);
   if (!free_now)

@@ -534,11 +534,15 @@ static size_t tagged_usable_size(void *p, uint64_t info) {
  * new size sampled afresh. The free is recorded before the real call: if realloc then
  * fails, the still-valid old block is reported freed (a rare, documented inexactness). */
 
-/* Samples the data at q[0, size) of a real block of size + HEADER bytes (from the real
- * realloc): the data moves up behind a header. If the header would not be in page, the
- * block is made HEADER bytes larger first; if that fails, q is returned as it is, unsampled
- * (it holds the data: the program's block is still valid). */
-static void *sample_in_place(unsigned char *q, size_t size, uint64_t nsamples, void *frame) {
+/* Samples the data at q[0, live) of a real block of size + HEADER bytes (from the real
+ * realloc; live <= size): the data moves up behind a header. Only the live bytes move: the
+ * rest of a grown block is not the program's data yet, and moving it would touch (fault in,
+ * for a block the allocator mapped afresh) every page of the new size at once, a page
+ * fault per 4 KiB that the untraced program may never pay. If the header would not be in
+ * page, the block is made HEADER bytes larger first; if that fails, q is returned as it
+ * is, unsampled (it holds the data: the program's block is still valid). */
+static void *sample_in_place(unsigned char *q, size_t size, size_t live, uint64_t nsamples,
+                             void *frame) {
   size_t offset = HEADER;
   if (CTS_UNLIKELY(!in_page(q + HEADER))) {
     unsigned char *const q2 = cts__real.realloc(q, size + 2 * HEADER);
@@ -546,20 +550,23 @@ static void *sample_in_place(unsigned char *q, size_t size, uint64_t nsamples, v
     q = q2;
     offset = placed_offset(q, HEADER);
   }
-  memmove(q + offset, q, size);
+  memmove(q + offset, q, live);
   return sampled_block(q, offset, size, nsamples, frame);
 }
 
 /* realloc of an untagged block (or NULL) into a sampled one: the real realloc with room
- * for the header, then the data moves up behind it. */
+ * for the header, then the old data moves up behind it. */
 static void *realloc_into_sampled(void *old, size_t size, uint64_t nsamples, void *frame) {
   if (!old) return alloc_sampled(size, nsamples, false, frame);
   if (size > SIZE_MAX - 2 * HEADER) {
     errno = ENOMEM;
     return NULL;
   }
+  /* The old block's usable size bounds its data (the whole new size when unknown). */
+  const size_t old_size =
+      cts__real.malloc_usable_size ? cts__real.malloc_usable_size(old) : SIZE_MAX;
   unsigned char *const q = cts__real.realloc(old, size + HEADER);
-  return q ? sample_in_place(q, size, nsamples, frame) : NULL;
+  return q ? sample_in_place(q, size, old_size < size ? old_size : size, nsamples, frame) : NULL;
 }
 
 /* realloc of tagged block `old` (its header's `info`). */
@@ -601,8 +608,11 @@ static void *realloc_tagged(void *old, uint64_t info, size_t size, void *frame) 
   }
   if (nsamples && CTS_LIKELY(in_page(q2 + HEADER)))
     return sampled_block(q2, HEADER, size, nsamples, frame);
-  memmove(q2, q2 + HEADER, size); /* the block keeps its HEADER spare bytes at the end */
-  return nsamples ? sample_in_place(q2, size, nsamples, frame) : q2;
+  /* The old data only (sample_in_place says why); the block keeps its HEADER spare bytes at
+   * the end. */
+  const size_t live = old_size < size ? old_size : size;
+  memmove(q2, q2 + HEADER, live);
+  return nsamples ? sample_in_place(q2, size, live, nsamples, frame) : q2;
 }
 
 static CTS_NOINLINE void *realloc_slow(void *old, size_t size, void *frame) {

@@ -30,8 +30,9 @@
  *                        signal_noswitch(cond, sender); a wait writes try_read(waiter, cond)
  *                        and, when woken after a signal, signal(waiter, last sender)
  *
- * Cost: an uncontended pthread_mutex_lock costs a look at the lock word and a call through
- * a function pointer, then a trylock when the lock is taken (the contended path sleeps in
+ * Cost: with tracing off, pthread_mutex_lock is a tail call through a pointer to the real
+ * one (lock_entry); with it on, an uncontended lock costs a look at the lock word and a call
+ * through a function pointer, then a trylock when the lock is taken (the contended path sleeps in
  * the kernel anyway). Nothing here allocates: thread start
  * records come from a static pool, threads and condition variables are found in fixed
  * tables (a full table means that thread or condition is not traced, not an error), and
@@ -112,6 +113,23 @@ static void *lookup(const char *name, bool versioned_cond) {
     memcpy(&real.field, &sym_, sizeof sym_);    \
   } while (0)
 
+/* What pthread_mutex_lock jumps to: it is the hook programs call most (sqlite3 takes a
+ * mutex around each statement step and most allocations), so with task tracing off it
+ * costs one load and a tail call to the real function, nothing that tests a flag. Before
+ * the real functions are resolved it points at lock_resolving; it then points at the
+ * real lock, or at lock_traced while tasks are traced. */
+static int lock_resolving(pthread_mutex_t *m);
+static int lock_traced(pthread_mutex_t *m);
+static int (*lock_entry)(pthread_mutex_t *) = lock_resolving;
+
+static int tasks_on; /* tracing started in this process (cleared at exit and in a fork child) */
+
+/* Points lock_entry where tasks_on says; called after each change of tasks_on. */
+static void lock_entry_sync(void) {
+  const bool traced = __atomic_load_n(&tasks_on, __ATOMIC_ACQUIRE);
+  __atomic_store_n(&lock_entry, traced ? lock_traced : real.mutex_lock, __ATOMIC_RELEASE);
+}
+
 static CTS_NOINLINE void resolve_real_functions(void) {
   cts__guard_enter(); /* dlsym may allocate: that is not the program's */
   RESOLVE(create, "pthread_create", false);
@@ -134,6 +152,7 @@ static CTS_NOINLINE void resolve_real_functions(void) {
     abort();
   }
   __atomic_store_n(&real.resolved, 1, __ATOMIC_RELEASE);
+  lock_entry_sync();
 }
 
 static inline void need_real(void) {
@@ -141,8 +160,6 @@ static inline void need_real(void) {
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
-
-static int tasks_on; /* tracing started in this process (cleared at exit and in a fork child) */
 
 /* The calling thread's task. `known` is 0 until the thread is registered: created through
  * pthread_create, or met in a hook for the first time (a thread started some other way). */
@@ -560,11 +577,23 @@ static CTS_NOINLINE int lock_maybe_contended(pthread_mutex_t *m) {
   return contended_lock(m);
 }
 
-EXPORT int pthread_mutex_lock(pthread_mutex_t *m) {
-  need_real();
+/* While tasks are traced; tracing may stop (exit, a fork child) while a thread is on its
+ * way here, hence the second look at tasks_on. */
+static int lock_traced(pthread_mutex_t *m) {
   if (__atomic_load_n(&tasks_on, __ATOMIC_RELAXED) && CTS_UNLIKELY(lock_looks_taken(m)))
     return lock_maybe_contended(m);
   return real.mutex_lock(m);
+}
+
+/* The first lock, taken before the preload's constructor ran (another library's
+ * constructor, or the dynamic loader's own calls): resolves, then goes where it points. */
+static int lock_resolving(pthread_mutex_t *m) {
+  need_real();
+  return __atomic_load_n(&lock_entry, __ATOMIC_ACQUIRE)(m);
+}
+
+EXPORT int pthread_mutex_lock(pthread_mutex_t *m) {
+  return __atomic_load_n(&lock_entry, __ATOMIC_ACQUIRE)(m);
 }
 
 /* ---- condition variables ---------------------------------------------------------------- */
@@ -785,6 +814,7 @@ static bool stream_mode;
 static void stop_in_child(void) {
   if (!__atomic_load_n(&tasks_on, __ATOMIC_RELAXED)) return;
   __atomic_store_n(&tasks_on, 0, __ATOMIC_RELAXED);
+  lock_entry_sync();
   cts_task_stop(); /* the parent's ring state, copied: nothing is written to the file */
   if (stream_fd >= 0) close(stream_fd);
   stream_fd = -1;
@@ -880,6 +910,7 @@ static void start_from_environment(void) {
   cts_task_clock_anchor((int64_t)getpid(), clock_realtime_ns, NULL);
   cts_task_label(CTS_TASK_MAIN, program_invocation_short_name);
   __atomic_store_n(&tasks_on, 1, __ATOMIC_RELEASE);
+  lock_entry_sync();
 }
 
 bool cts__preload_pthread_init(void) {
@@ -898,6 +929,7 @@ __attribute__((destructor)) static void preload_pthread_fini(void) {
   if (!__atomic_load_n(&tasks_on, __ATOMIC_RELAXED)) return;
   if (!cts__guarded()) thread_ends(NULL);
   __atomic_store_n(&tasks_on, 0, __ATOMIC_RELAXED);
+  lock_entry_sync();
   cts_task_stop();
   if (stream_mode && ring) {
     cts_mprof_ring_flush(ring);

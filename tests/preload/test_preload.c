@@ -569,6 +569,23 @@ CTS_TEST(realloc_chains) {
   unlink(trace);
 }
 
+/* A small block grown into a large sampled one: only its old bytes move behind the
+ * sample's header. At 1e-4 per word a 32 MiB block is sampled for sure (~400 samples) and
+ * a 100-byte one almost never; either way no path may touch the new block's pages. Before
+ * the fix, the whole new size moved up by 16 bytes: 8192 page faults per realloc (sqlite3's
+ * growing sorter buffer paid them at the default rate). */
+CTS_TEST(realloc_grown_into_a_sample_touches_only_the_old_data) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "realloc_grow");
+  CTS_ASSERT(run_both("victim_realloc", "grow", NULL, "0.0001", trace, NULL));
+  CTS_ASSERT(strstr(traced.out, "few faults yes, data kept yes") != NULL);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_MSG(count_length(&d, 32u << 20) == 4, "%zu", count_length(&d, 32u << 20));
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 /* victim_headers at rate 1 (every block sampled) and at a low rate (almost none); extra:
  * as for run_both. */
 static void check_headers(const char *extra) {
@@ -2163,15 +2180,47 @@ CTS_TEST(lost_tail_is_reported_by_record_and_info) {
  * the program has exited. Without the wait, record returned with the writer still holding
  * the file (its flock). */
 CTS_TEST(record_quiet_waits_for_an_exec_d_image_s_trace) {
-  char trace[256], next[300], victim[1024];
+  char trace[256], next[300], victim[1024], log[256];
   trace_path(trace, sizeof trace, "quietexec");
   exec_file(next, sizeof next, trace, 1);
   unlink(next);
   victim_path(victim, sizeof victim, "victim_exec");
-  char *argv[] = {CTS_TEST_CTFSCOPE,     "record", "-q", "-r", "1", "-o", trace, "--", victim,
-                  "stopped-writer-late", NULL};
-  run(&traced, argv, NULL, NULL, NULL);
+  snprintf(log, sizeof log, "/tmp/cts_preload_late_%d.strace", (int)getpid());
+  /* Also a guard: record waits in a blocking flock, not by looking every 1 ms (up to 1 ms
+   * of wall time after the writer is done, and 238 flock and sleep calls while this writer
+   * finishes 300 ms late). Counted with strace on the record process alone (no -f), when
+   * there is one: a non-blocking look, then a blocking flock per 100 ms timer tick. */
+  const bool counted = access("/usr/bin/strace", X_OK) == 0;
+  char *argv[] = {"/usr/bin/strace",
+                  "-qq",
+                  "-o",
+                  log,
+                  "-e",
+                  "trace=flock,nanosleep,clock_nanosleep",
+                  CTS_TEST_CTFSCOPE,
+                  "record",
+                  "-q",
+                  "-r",
+                  "1",
+                  "-o",
+                  trace,
+                  "--",
+                  victim,
+                  "stopped-writer-late",
+                  NULL};
+  run(&traced, counted ? argv : argv + 6, NULL, NULL, NULL);
   CTS_ASSERT_EQ_INT(traced.status, 7);
+  if (counted) {
+    FILE *f = fopen(log, "r");
+    CTS_ASSERT(f != NULL);
+    char line[4096];
+    size_t calls = 0;
+    while (fgets(line, sizeof line, f))
+      if (!strstr(line, "resumed>") && !strstr(line, "+++") && !strstr(line, "---")) calls++;
+    fclose(f);
+    unlink(log);
+    CTS_ASSERT_MSG(calls <= 12, "%zu flock and sleep calls while waiting (at most 12)", calls);
+  }
   const int fd = open(trace, O_RDONLY | O_CLOEXEC);
   CTS_ASSERT(fd >= 0);
   CTS_ASSERT_MSG(flock(fd, LOCK_SH | LOCK_NB) == 0, "record returned while the trace was written");
