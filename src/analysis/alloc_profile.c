@@ -146,6 +146,16 @@ static double rec_est(cts_alloc_profile_t *p, const live_rec_t *r) {
   return sampling_weight(p, r->time_len >> REC_TIME_BITS);
 }
 
+/* The live block r (allocated at node with samples) is gone: out of the stacks' figures,
+ * or without stacks out of the heap's live total (see on_alloc). Before r is released. */
+static void heap_free(cts_alloc_profile_t *p, uint32_t node, uint64_t samples,
+                      const live_rec_t *r) {
+  if (p->cfg.stacks)
+    cts_stacks_free(&p->stacks, node, samples, rec_est(p, r));
+  else
+    p->stacks.live_samples -= samples;
+}
+
 /* Keeps what a consumer of cts_alloc_profile_ended() needs of a block that has just ended. */
 static void ended(cts_alloc_profile_t *p, const cts_alloc_profile_block_t *b) {
   p->have_ended = true;
@@ -200,8 +210,10 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
     if (e) return e;
   }
   /* Before the block is entered: what fails must leave the profile as it was. */
-  const int reserved = cts_stacks_reserve(&p->stacks, node);
-  if (reserved) return reserved;
+  if (p->cfg.stacks) {
+    const int reserved = cts_stacks_reserve(&p->stacks, node);
+    if (reserved) return reserved;
+  }
   /* No record refers to the base while the table is empty: it follows the trace. */
   if (p->live.count == 0) p->live_base_us = ev->time_us;
   bool added;
@@ -211,7 +223,7 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
     /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed
      * now, without a lifetime. */
     const cts_alloc_profile_block_t old = unpack(p, r);
-    cts_stacks_free(&p->stacks, old.node, old.samples, rec_est(p, r));
+    heap_free(p, old.node, old.samples, r);
     ended(p, &old);
     if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
@@ -237,8 +249,19 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   p->est_allocs_total += est;
   p->alloc_clock += ev->nsamples;
   if (!p->cfg.skip_histograms) cts_hist_add(&p->size_words, ev->length, ev->nsamples);
-  /* Cannot fail: reserved above, before the block was entered. */
-  (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
+  if (p->cfg.stacks) {
+    /* Cannot fail: reserved above, before the block was entered. */
+    (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
+  } else {
+    /* Without stacks only the heap's live total and its peak are wanted (the stacks' own
+     * figures, as cts_stacks_alloc keeps them): node 0's figures would cost ~12 % of stats. */
+    cts_stacks_t *s = &p->stacks;
+    s->live_samples += ev->nsamples;
+    if (s->live_samples > s->peak_samples) {
+      s->peak_samples = s->live_samples;
+      s->peak_time_us = ev->time_us;
+    }
+  }
   p->last_node = node;
   return 0;
 }
@@ -266,7 +289,7 @@ static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   }
   const cts_alloc_profile_block_t full = unpack(p, &r);
   const cts_alloc_profile_block_t *b = &full;
-  const double est = rec_est(p, &r);
+  heap_free(p, b->node, b->samples, &r);
   if (r.clock_flags & REC_POOLED) release_block(p, r.node);
   ended(p, b);
   if (b->source >= CTS_MT_SOURCE_EXTERNAL)
@@ -281,7 +304,6 @@ static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
     cts_hist_add(&p->life_us, lifetime, b->samples);
     cts_hist_add(&p->life_samples, p->alloc_clock - b->alloc_clock - b->samples, b->samples);
   }
-  cts_stacks_free(&p->stacks, b->node, b->samples, est);
   p->live_blocks--;
 }
 

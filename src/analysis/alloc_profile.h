@@ -22,7 +22,10 @@
 #include "u64map.h"
 
 typedef struct cts_alloc_profile_config {
-  bool stacks;          /* intern backtraces into sites (needs backtraces decoded) */
+  /* Intern backtraces into sites (needs backtraces decoded). Without it the trie holds no
+   * figures, not even the root's: only stacks.live_samples, peak_samples and peak_time_us
+   * (the heap's live total, its peak and when) are kept. */
+  bool stacks;
   bool leaf_only;       /* with stacks: intern only the allocation point (flat views) */
   bool history;         /* keep live samples per site over time (leaks) */
   uint32_t max_nodes;   /* stack node budget (cts_stacks_t.max_nodes), 0 = default (10 Mi) */
