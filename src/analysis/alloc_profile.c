@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/compiler.h"
 #include "common/grow.h"
 #include "fold.h"
 
@@ -66,7 +67,9 @@ void cts_alloc_profile_fini(cts_alloc_profile_t *p) {
 void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *info) {
   p->have_info = true;
   p->sample_rate = info->sample_rate;
-  memset(p->weights, 0, sizeof p->weights); /* they depend on the rate */
+  /* They depend on the rate. */
+  memset(p->weights, 0, sizeof p->weights);
+  memset(p->long_weights, 0, sizeof p->long_weights);
   p->word_bytes = info->word_size / 8u ? info->word_size / 8u : 8u;
   p->start_time_us = info->start_time_us;
   p->stacks.history_origin_us = info->start_time_us;
@@ -86,18 +89,31 @@ static int new_block(cts_alloc_profile_t *p, uint32_t *out) {
   return 0;
 }
 
+/* 1 / the probability that a block of length words was sampled, by the formula. */
+static CTS_NOINLINE double weight_formula(const cts_alloc_profile_t *p, uint64_t length) {
+  return cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
+}
+
+/* The same for a length of CTS_ALLOC_PROFILE_WEIGHTS words or more: memoised by length. */
+static CTS_NOINLINE double long_weight(cts_alloc_profile_t *p, uint64_t length) {
+  cts_alloc_profile_weight_t *m =
+      &p->long_weights[(length ^ length >> 8) & (CTS_ALLOC_PROFILE_LONG_WEIGHTS - 1u)];
+  if (m->length != length)
+    *m = (cts_alloc_profile_weight_t){.length = length, .weight = weight_formula(p, length)};
+  return m->weight;
+}
+
 /* 1 / the probability that a block of length words was sampled: a table for the common
- * short lengths (the rate is fixed per trace), the formula for the others. */
-static double sampling_weight(cts_alloc_profile_t *p, uint64_t length) {
+ * short lengths (the rate is fixed per trace), a memo for the others. Inline: it is asked
+ * on every allocation and every collect. */
+static CTS_FORCE_INLINE double sampling_weight(cts_alloc_profile_t *p, uint64_t length) {
   /* At rate 1 every block is sampled (cts_block_sample_probability is 1): rate-1 traces of
    * large blocks would otherwise pay the formula on every event. */
   if (p->sample_rate >= 1.0) return 1.0;
-  if (length < CTS_ALLOC_PROFILE_WEIGHTS) {
-    double *w = &p->weights[length];
-    if (*w == 0) *w = cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
-    return *w;
-  }
-  return cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
+  if (CTS_UNLIKELY(length >= CTS_ALLOC_PROFILE_WEIGHTS)) return long_weight(p, length);
+  double *w = &p->weights[length];
+  if (CTS_UNLIKELY(*w == 0)) *w = weight_formula(p, length);
+  return *w;
 }
 
 static void release_block(cts_alloc_profile_t *p, uint32_t bi) {

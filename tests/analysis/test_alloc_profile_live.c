@@ -150,4 +150,30 @@ CTS_TEST(heap_figures_without_stacks) {
   cts_alloc_profile_fini(&without);
 }
 
+/* Long blocks' weights come from a memo by length: through its collisions, the same sums
+ * as the formula gives, and a rate set anew (trace info) clears it. */
+CTS_TEST(long_blocks_weights) {
+  cts_alloc_profile_t p;
+  const cts_alloc_profile_config_t cfg = {0};
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&p, &cfg), 0);
+  for (int k = 0; k < 2; k++) {
+    const double rate = k ? 1e-3 : 1e-5;
+    const cts_mt_info_t info = {.sample_rate = rate, .word_size = 64};
+    cts_alloc_profile_set_info(&p, &info);
+    const double before = p.est_allocs_total;
+    double want = before;
+    uint64_t id = (uint64_t)k << 32, last = 0;
+    for (int round = 0; round < 3; round++)
+      for (uint64_t len = 200; len < 200 + 3 * CTS_ALLOC_PROFILE_LONG_WEIGHTS; len += 7) {
+        const uint64_t l = last = len * (1 + (uint64_t)round * 1000);
+        CTS_ASSERT_EQ_INT(alloc(&p, id++, 100, l, 1, 0), 0);
+        want += cts_est_clamp(1.0 / cts_block_sample_probability(l, rate));
+        CTS_ASSERT(p.est_allocs_total == want);
+      }
+    CTS_ASSERT_EQ_U64(
+        p.long_weights[(last ^ last >> 8) & (CTS_ALLOC_PROFILE_LONG_WEIGHTS - 1u)].length, last);
+  }
+  cts_alloc_profile_fini(&p);
+}
+
 CTS_TEST_MAIN()
