@@ -57,13 +57,21 @@ static void run(cts_alloc_profile_t *p, uint64_t t5, uint64_t len5, uint64_t sam
 }
 
 CTS_TEST(pooled_blocks_keep_their_figures) {
+  /* pooled: the block's figures do not fit a compact record (each field at its bound). */
   const struct {
     uint64_t t, len, samples;
-  } odd[] = {{105, 4, 1},
-             {105 + (1ull << 41), 4, 1},
-             {50, 4, 1},
-             {105, 1ull << 30, 1},
-             {105, 4, 1ull << 33}};
+    bool pooled;
+  } odd[] = {{105, 4, 1, false},
+             {105 + (1ull << 41), 4, 1, true},
+             {50, 4, 1, true},
+             {105, 1ull << 30, 1, true},
+             {105, 4, 1ull << 33, true},
+             {100 + (1ull << 40) - 1, 4, 1, false},
+             {100 + (1ull << 40), 4, 1, true},
+             {105, (1ull << 24) - 1, 1, false},
+             {105, 1ull << 24, 1, true},
+             {105, 4, UINT32_MAX, false},
+             {105, 4, 1ull << 32, true}};
   for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++) {
     cts_alloc_profile_t p;
     run(&p, odd[k].t, odd[k].len, odd[k].samples);
@@ -75,7 +83,7 @@ CTS_TEST(pooled_blocks_keep_their_figures) {
     CTS_ASSERT_EQ_U64(p.collected_major_samples, odd[k].samples);
     CTS_ASSERT_EQ_U64(p.collected_allocs, 1);
     CTS_ASSERT_EQ_U64(p.life_us.total_blocks, 1);
-    CTS_ASSERT_EQ_U64(p.free_block == UINT32_MAX ? 0 : 1, k == 0 ? 0 : 1);
+    CTS_ASSERT_EQ_U64(p.free_block == UINT32_MAX ? 0 : 1, odd[k].pooled ? 1 : 0);
     cts_alloc_profile_fini(&p);
   }
 }
