@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/compiler.h"
 #include "common/grow.h"
 #include "fold.h"
 
@@ -66,7 +67,9 @@ void cts_alloc_profile_fini(cts_alloc_profile_t *p) {
 void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *info) {
   p->have_info = true;
   p->sample_rate = info->sample_rate;
-  memset(p->weights, 0, sizeof p->weights); /* they depend on the rate */
+  /* They depend on the rate. */
+  memset(p->weights, 0, sizeof p->weights);
+  memset(p->long_weights, 0, sizeof p->long_weights);
   p->word_bytes = info->word_size / 8u ? info->word_size / 8u : 8u;
   p->start_time_us = info->start_time_us;
   p->stacks.history_origin_us = info->start_time_us;
@@ -86,18 +89,31 @@ static int new_block(cts_alloc_profile_t *p, uint32_t *out) {
   return 0;
 }
 
+/* 1 / the probability that a block of length words was sampled, by the formula. */
+static CTS_NOINLINE double weight_formula(const cts_alloc_profile_t *p, uint64_t length) {
+  return cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
+}
+
+/* The same for a length of CTS_ALLOC_PROFILE_WEIGHTS words or more: memoised by length. */
+static CTS_NOINLINE double long_weight(cts_alloc_profile_t *p, uint64_t length) {
+  cts_alloc_profile_weight_t *m =
+      &p->long_weights[(length ^ length >> 8) & (CTS_ALLOC_PROFILE_LONG_WEIGHTS - 1u)];
+  if (m->length != length)
+    *m = (cts_alloc_profile_weight_t){.length = length, .weight = weight_formula(p, length)};
+  return m->weight;
+}
+
 /* 1 / the probability that a block of length words was sampled: a table for the common
- * short lengths (the rate is fixed per trace), the formula for the others. */
-static double sampling_weight(cts_alloc_profile_t *p, uint64_t length) {
+ * short lengths (the rate is fixed per trace), a memo for the others. Inline: it is asked
+ * on every allocation and every collect. */
+static CTS_FORCE_INLINE double sampling_weight(cts_alloc_profile_t *p, uint64_t length) {
   /* At rate 1 every block is sampled (cts_block_sample_probability is 1): rate-1 traces of
    * large blocks would otherwise pay the formula on every event. */
   if (p->sample_rate >= 1.0) return 1.0;
-  if (length < CTS_ALLOC_PROFILE_WEIGHTS) {
-    double *w = &p->weights[length];
-    if (*w == 0) *w = cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
-    return *w;
-  }
-  return cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
+  if (CTS_UNLIKELY(length >= CTS_ALLOC_PROFILE_WEIGHTS)) return long_weight(p, length);
+  double *w = &p->weights[length];
+  if (CTS_UNLIKELY(*w == 0)) *w = weight_formula(p, length);
+  return *w;
 }
 
 static void release_block(cts_alloc_profile_t *p, uint32_t bi) {
@@ -123,8 +139,10 @@ static cts_alloc_profile_block_t unpack(const cts_alloc_profile_t *p, const live
  * CTS_E_LIMIT. */
 static int pack(cts_alloc_profile_t *p, live_rec_t *r, const cts_alloc_profile_block_t *b) {
   const uint64_t dt = b->time_us - p->live_base_us;
-  if (b->time_us >= p->live_base_us && dt < 1ull << REC_TIME_BITS && b->length < 1ull << 24 &&
-      b->samples <= UINT32_MAX && b->alloc_clock < 1ull << REC_CLOCK_BITS && b->source < 4) {
+  /* One test of the fields' high bits rather than a compare each (every allocation). */
+  const uint64_t high = dt >> REC_TIME_BITS | b->length >> 24 | b->samples >> 32 |
+                        b->alloc_clock >> REC_CLOCK_BITS | (uint64_t)(b->source >> 2);
+  if (CTS_LIKELY(high == 0 && b->time_us >= p->live_base_us)) {
     *r = (live_rec_t){.time_len = dt | b->length << REC_TIME_BITS,
                       .clock_flags = b->alloc_clock | (uint64_t)b->source << REC_SOURCE |
                                      (b->promoted ? REC_PROMOTED : 0),
@@ -144,6 +162,16 @@ static int pack(cts_alloc_profile_t *p, live_rec_t *r, const cts_alloc_profile_b
 static double rec_est(cts_alloc_profile_t *p, const live_rec_t *r) {
   if (r->clock_flags & REC_POOLED) return p->blocks[r->node].est;
   return sampling_weight(p, r->time_len >> REC_TIME_BITS);
+}
+
+/* The live block r (allocated at node with samples) is gone: out of the stacks' figures,
+ * or without stacks out of the heap's live total (see on_alloc). Before r is released. */
+static void heap_free(cts_alloc_profile_t *p, uint32_t node, uint64_t samples,
+                      const live_rec_t *r) {
+  if (p->cfg.stacks)
+    cts_stacks_free(&p->stacks, node, samples, rec_est(p, r));
+  else
+    p->stacks.live_samples -= samples;
 }
 
 /* Keeps what a consumer of cts_alloc_profile_ended() needs of a block that has just ended. */
@@ -200,8 +228,10 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
     if (e) return e;
   }
   /* Before the block is entered: what fails must leave the profile as it was. */
-  const int reserved = cts_stacks_reserve(&p->stacks, node);
-  if (reserved) return reserved;
+  if (p->cfg.stacks) {
+    const int reserved = cts_stacks_reserve(&p->stacks, node);
+    if (reserved) return reserved;
+  }
   /* No record refers to the base while the table is empty: it follows the trace. */
   if (p->live.count == 0) p->live_base_us = ev->time_us;
   bool added;
@@ -211,7 +241,7 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
     /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed
      * now, without a lifetime. */
     const cts_alloc_profile_block_t old = unpack(p, r);
-    cts_stacks_free(&p->stacks, old.node, old.samples, rec_est(p, r));
+    heap_free(p, old.node, old.samples, r);
     ended(p, &old);
     if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
@@ -237,8 +267,19 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   p->est_allocs_total += est;
   p->alloc_clock += ev->nsamples;
   if (!p->cfg.skip_histograms) cts_hist_add(&p->size_words, ev->length, ev->nsamples);
-  /* Cannot fail: reserved above, before the block was entered. */
-  (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
+  if (p->cfg.stacks) {
+    /* Cannot fail: reserved above, before the block was entered. */
+    (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
+  } else {
+    /* Without stacks only the heap's live total and its peak are wanted (the stacks' own
+     * figures, as cts_stacks_alloc keeps them): node 0's figures would cost ~12 % of stats. */
+    cts_stacks_t *s = &p->stacks;
+    s->live_samples += ev->nsamples;
+    if (s->live_samples > s->peak_samples) {
+      s->peak_samples = s->live_samples;
+      s->peak_time_us = ev->time_us;
+    }
+  }
   p->last_node = node;
   return 0;
 }
@@ -266,7 +307,7 @@ static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   }
   const cts_alloc_profile_block_t full = unpack(p, &r);
   const cts_alloc_profile_block_t *b = &full;
-  const double est = rec_est(p, &r);
+  heap_free(p, b->node, b->samples, &r);
   if (r.clock_flags & REC_POOLED) release_block(p, r.node);
   ended(p, b);
   if (b->source >= CTS_MT_SOURCE_EXTERNAL)
@@ -281,14 +322,16 @@ static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
     cts_hist_add(&p->life_us, lifetime, b->samples);
     cts_hist_add(&p->life_samples, p->alloc_clock - b->alloc_clock - b->samples, b->samples);
   }
-  cts_stacks_free(&p->stacks, b->node, b->samples, est);
   p->live_blocks--;
 }
 
 int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   if (!p->have_events) p->have_events = true, p->first_event_us = ev->time_us;
-  if (ev->time_us > p->last_event_us) p->last_event_us = ev->time_us;
-  if (ev->time_us > p->end_us) p->end_us = ev->time_us;
+  /* end_us is at least last_event_us: an event no later than the last one moves neither. */
+  if (ev->time_us > p->last_event_us) {
+    p->last_event_us = ev->time_us;
+    if (ev->time_us > p->end_us) p->end_us = ev->time_us;
+  }
   p->have_ended = false;
   if (p->stacks.history) cts_stacks_advance_time(&p->stacks, ev->time_us); /* (leaks only) */
   switch (ev->kind) {

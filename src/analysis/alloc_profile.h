@@ -22,7 +22,10 @@
 #include "u64map.h"
 
 typedef struct cts_alloc_profile_config {
-  bool stacks;          /* intern backtraces into sites (needs backtraces decoded) */
+  /* Intern backtraces into sites (needs backtraces decoded). Without it the trie holds no
+   * figures, not even the root's: only stacks.live_samples, peak_samples and peak_time_us
+   * (the heap's live total, its peak and when) are kept. */
+  bool stacks;
   bool leaf_only;       /* with stacks: intern only the allocation point (flat views) */
   bool history;         /* keep live samples per site over time (leaks) */
   uint32_t max_nodes;   /* stack node budget (cts_stacks_t.max_nodes), 0 = default (10 Mi) */
@@ -43,6 +46,13 @@ typedef struct cts_alloc_profile_live {
 
 /* Lengths (words) whose sampling weight is kept in a table. */
 #define CTS_ALLOC_PROFILE_WEIGHTS 256u
+/* Entries of the direct-mapped memo of longer blocks' weights. */
+#define CTS_ALLOC_PROFILE_LONG_WEIGHTS 256u
+
+typedef struct cts_alloc_profile_weight {
+  uint64_t length; /* 0 = empty (lengths here are at least CTS_ALLOC_PROFILE_WEIGHTS) */
+  double weight;
+} cts_alloc_profile_weight_t;
 
 typedef struct cts_alloc_profile {
   cts_alloc_profile_config_t cfg;
@@ -86,6 +96,9 @@ typedef struct cts_alloc_profile {
   uint16_t last_domain; /* of the last allocation interned (common prefixes are per domain) */
   size_t last_kept;     /* frames of the last backtrace interned after the fold */
   double weights[CTS_ALLOC_PROFILE_WEIGHTS]; /* 1 / sampling probability by length; 0 = not yet */
+  /* The same for longer blocks, by recent length: their formula (expm1, log1p) cost ~5 % of
+   * leaks on gen_trace's default shape, whose large blocks repeat a few lengths. */
+  cts_alloc_profile_weight_t long_weights[CTS_ALLOC_PROFILE_LONG_WEIGHTS];
 } cts_alloc_profile_t;
 
 /* Returns 0 or -ENOMEM. */

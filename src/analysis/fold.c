@@ -134,7 +134,17 @@ static const cts_fold_code_t *classify(cts_fold_t *f, uint64_t code) {
   return &f->codes[f->ncodes++];
 }
 
-size_t cts_fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n) {
+/* classify() through the memo. */
+static inline const cts_fold_code_t *classify_memo(cts_fold_t *f, uint64_t code) {
+  cts_fold_memo_t *m = &f->memo[cts_mix64(code) & (CTS_FOLD_MEMO - 1u)];
+  if (m->index && m->code == code) return &f->codes[m->index - 1];
+  const cts_fold_code_t *c = classify(f, code);
+  if (c && (size_t)(c - f->codes) < UINT32_MAX)
+    *m = (cts_fold_memo_t){.code = code, .index = (uint32_t)(c - f->codes) + 1u};
+  return c;
+}
+
+size_t cts__fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n) {
   /* --drop-frames, as pprof prunes: the first matching frame past the program's first
    * non-matching one goes, with everything it called. */
   size_t keep = n;
@@ -142,7 +152,7 @@ size_t cts_fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n) {
   /* Without it, only the frames from the allocation point up to its site are looked at:
    * a few per event, whatever the depth of the stack. */
   for (size_t i = 0; f->have_drop && i < n; i++) {
-    const cts_fold_code_t *c = classify(f, bt[i]);
+    const cts_fold_code_t *c = classify_memo(f, bt[i]);
     if (!c) {
       f->nomem = true;
       return n;
@@ -158,7 +168,7 @@ size_t cts_fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n) {
   /* The allocator's own frames: the innermost run of them. */
   size_t k = keep;
   while (k > 0) {
-    const cts_fold_code_t *c = classify(f, bt[k - 1]);
+    const cts_fold_code_t *c = classify_memo(f, bt[k - 1]);
     if (!c) {
       f->nomem = true;
       return n;

@@ -33,6 +33,7 @@
 
 #include <ctfscope/memtrace.h>
 
+#include "common/hash.h"
 #include "names.h"
 #include "siterows.h"
 #include "u64map.h"
@@ -69,6 +70,14 @@ typedef struct cts_fold_code {
   bool known;              /* the trace describes the code */
 } cts_fold_code_t;
 
+/* Entries of the direct-mapped memo in front of by_code for cts_fold_cut (16 KiB). */
+#define CTS_FOLD_MEMO 1024u
+
+typedef struct cts_fold_memo {
+  uint64_t code;
+  uint32_t index; /* in codes, + 1; 0 = empty */
+} cts_fold_memo_t;
+
 typedef struct cts_fold {
   cts_fold_config_t cfg;
   cts_frames_t inner;
@@ -80,6 +89,9 @@ typedef struct cts_fold {
   cts_fold_code_t *codes;
   size_t ncodes, cap;
   bool nomem;
+  /* cts_fold_cut classifies every allocation's innermost frames: a hash map look-up and a
+   * call each, where this spares both for the few codes that recur. */
+  cts_fold_memo_t memo[CTS_FOLD_MEMO];
 } cts_fold_t;
 
 /* inner: where locations come from (it must outlive f). Returns 0, -EINVAL for a bad
@@ -91,9 +103,22 @@ void cts_fold_fini(cts_fold_t *f);
 /* Frames described as people read them (demangled, inlined allocator locations hidden). */
 cts_frames_t cts_fold_frames(cts_fold_t *f);
 
+/* cts_fold_cut's general case. */
+size_t cts__fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n);
+
 /* How many frames of bt[0..n) (outermost first) are kept after the fold: a prefix. n when
- * memory ran out (nothing folded; cts_fold_t.nomem is set). */
-size_t cts_fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n);
+ * memory ran out (nothing folded; cts_fold_t.nomem is set). Not thread-safe (it fills f's
+ * tables and memo). */
+static inline size_t cts_fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n) {
+  /* Most allocations are made by the program's own code: without --drop-frames, an
+   * innermost frame known not to be the allocator's keeps the whole stack, without a call. */
+  if (!f->have_drop && n) {
+    const uint64_t leaf = bt[n - 1];
+    const cts_fold_memo_t *m = &f->memo[cts_mix64(leaf) & (CTS_FOLD_MEMO - 1u)];
+    if (m->index && m->code == leaf && !f->codes[m->index - 1].allocator) return n;
+  }
+  return cts__fold_cut(f, bt, n);
+}
 
 /* The mangled name of a name shown by these frames, or NULL when it is shown as is. */
 const char *cts_fold_mangled(const cts_fold_t *f, const char *shown);

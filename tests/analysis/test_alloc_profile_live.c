@@ -57,13 +57,21 @@ static void run(cts_alloc_profile_t *p, uint64_t t5, uint64_t len5, uint64_t sam
 }
 
 CTS_TEST(pooled_blocks_keep_their_figures) {
+  /* pooled: the block's figures do not fit a compact record (each field at its bound). */
   const struct {
     uint64_t t, len, samples;
-  } odd[] = {{105, 4, 1},
-             {105 + (1ull << 41), 4, 1},
-             {50, 4, 1},
-             {105, 1ull << 30, 1},
-             {105, 4, 1ull << 33}};
+    bool pooled;
+  } odd[] = {{105, 4, 1, false},
+             {105 + (1ull << 41), 4, 1, true},
+             {50, 4, 1, true},
+             {105, 1ull << 30, 1, true},
+             {105, 4, 1ull << 33, true},
+             {100 + (1ull << 40) - 1, 4, 1, false},
+             {100 + (1ull << 40), 4, 1, true},
+             {105, (1ull << 24) - 1, 1, false},
+             {105, 1ull << 24, 1, true},
+             {105, 4, UINT32_MAX, false},
+             {105, 4, 1ull << 32, true}};
   for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++) {
     cts_alloc_profile_t p;
     run(&p, odd[k].t, odd[k].len, odd[k].samples);
@@ -75,7 +83,7 @@ CTS_TEST(pooled_blocks_keep_their_figures) {
     CTS_ASSERT_EQ_U64(p.collected_major_samples, odd[k].samples);
     CTS_ASSERT_EQ_U64(p.collected_allocs, 1);
     CTS_ASSERT_EQ_U64(p.life_us.total_blocks, 1);
-    CTS_ASSERT_EQ_U64(p.free_block == UINT32_MAX ? 0 : 1, k == 0 ? 0 : 1);
+    CTS_ASSERT_EQ_U64(p.free_block == UINT32_MAX ? 0 : 1, odd[k].pooled ? 1 : 0);
     cts_alloc_profile_fini(&p);
   }
 }
@@ -110,6 +118,69 @@ CTS_TEST(ended_and_live_blocks_keep_their_figures) {
   }
   CTS_ASSERT_EQ_U64(n, 2);
   CTS_ASSERT_EQ_U64(lengths, (1ull << 30) + 5);
+  cts_alloc_profile_fini(&p);
+}
+
+/* Without stacks the profile keeps the heap's live total and its peak itself, the figures
+ * stacks give (node 0 then holds none: that work is what stats and export -f csv skip). */
+CTS_TEST(heap_figures_without_stacks) {
+  cts_alloc_profile_t with, without;
+  const cts_alloc_profile_config_t stacks = {.stacks = true}, none = {0};
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&with, &stacks), 0);
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&without, &none), 0);
+  uint64_t rng = 7;
+  for (uint64_t i = 0; i < 20000; i++) {
+    cts_alloc_profile_t *const ps[] = {&with, &without};
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t id = rng >> 52, t = 1000 + i, r = rng >> 33;
+    for (int k = 0; k < 2; k++) {
+      /* Ids repeat (an id allocated twice ends its block), collects may be unknown, and
+       * some blocks are too large or too late for a compact record. */
+      if (r % 3 == 0)
+        CTS_ASSERT_EQ_INT(event(ps[k], CTS_MT_COLLECT, id, t), 0);
+      else
+        CTS_ASSERT_EQ_INT(alloc(ps[k], id, i % 1000 == 999 ? t + (1ull << 41) : t,
+                                r % 97 == 0 ? 1ull << 30 : 1 + r % 300, 1 + r % 17, r % 4),
+                          0);
+    }
+    CTS_ASSERT_EQ_U64(without.stacks.live_samples, with.stacks.live_samples);
+  }
+  cts_alloc_profile_finish(&with);
+  cts_alloc_profile_finish(&without);
+  CTS_ASSERT(with.stacks.peak_samples > with.stacks.live_samples);
+  CTS_ASSERT_EQ_U64(without.stacks.live_samples, with.stacks.live_samples);
+  CTS_ASSERT_EQ_U64(without.stacks.peak_samples, with.stacks.peak_samples);
+  CTS_ASSERT_EQ_U64(without.stacks.peak_time_us, with.stacks.peak_time_us);
+  CTS_ASSERT_EQ_U64(without.live_blocks, with.live_blocks);
+  CTS_ASSERT_EQ_U64(cts_stacks_self(&with.stacks, 0).allocs, cts_alloc_profile_allocs(&with));
+  CTS_ASSERT_EQ_U64(cts_stacks_self(&without.stacks, 0).allocs, 0);
+  cts_alloc_profile_fini(&with);
+  cts_alloc_profile_fini(&without);
+}
+
+/* Long blocks' weights come from a memo by length: through its collisions, the same sums
+ * as the formula gives, and a rate set anew (trace info) clears it. */
+CTS_TEST(long_blocks_weights) {
+  cts_alloc_profile_t p;
+  const cts_alloc_profile_config_t cfg = {0};
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&p, &cfg), 0);
+  for (int k = 0; k < 2; k++) {
+    const double rate = k ? 1e-3 : 1e-5;
+    const cts_mt_info_t info = {.sample_rate = rate, .word_size = 64};
+    cts_alloc_profile_set_info(&p, &info);
+    const double before = p.est_allocs_total;
+    double want = before;
+    uint64_t id = (uint64_t)k << 32, last = 0;
+    for (int round = 0; round < 3; round++)
+      for (uint64_t len = 200; len < 200 + 3 * CTS_ALLOC_PROFILE_LONG_WEIGHTS; len += 7) {
+        const uint64_t l = last = len * (1 + (uint64_t)round * 1000);
+        CTS_ASSERT_EQ_INT(alloc(&p, id++, 100, l, 1, 0), 0);
+        want += cts_est_clamp(1.0 / cts_block_sample_probability(l, rate));
+        CTS_ASSERT(p.est_allocs_total == want);
+      }
+    CTS_ASSERT_EQ_U64(
+        p.long_weights[(last ^ last >> 8) & (CTS_ALLOC_PROFILE_LONG_WEIGHTS - 1u)].length, last);
+  }
   cts_alloc_profile_fini(&p);
 }
 

@@ -280,6 +280,40 @@ CTS_TEST(frames_shown) {
   cts_fold_fini(&f);
 }
 
+/* One fold cutting many stacks, as a trace's do: the memo in front of its table gives what
+ * a fresh fold does, through collisions and with --drop-frames or without. */
+CTS_TEST(fold_cut_memo) {
+  const cts_frames_t inner = {.lookup = fake_lookup};
+  const cts_fold_config_t def = {0}, drop = {.drop_re = "^helper$"};
+  char err[256];
+  cts_fold_t f;
+  CTS_ASSERT_EQ_INT(cts_fold_init(&f, &inner, &def, err, sizeof err), 0);
+  /* A program frame's leaf is memoised by its first cut: the next ones need no look-up. */
+  CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, 6)), 2);
+  const cts_fold_memo_t *m = &f.memo[cts_mix64(6) & (CTS_FOLD_MEMO - 1u)];
+  CTS_ASSERT(m->index != 0 && m->code == 6);
+  /* Codes the trace does not describe (never folded), 4 × the memo's size of them, each
+   * called by the program (1) and calling malloc (7) or called by it. */
+  for (int round = 0; round < 2; round++)
+    for (uint64_t x = 1000; x < 1000 + 4 * CTS_FOLD_MEMO; x++) {
+      CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, x, 7)), 2);
+      CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, 7, x)), 3);
+      CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, 2, 3, 4, 5)), 2);
+      CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, 6, 7)), 2);
+      CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(7, 7)), 2);
+    }
+  CTS_ASSERT(!f.nomem);
+  cts_fold_fini(&f);
+  /* With --drop-frames every cut takes the general path: the same answers as fresh folds. */
+  CTS_ASSERT_EQ_INT(cts_fold_init(&f, &inner, &drop, err, sizeof err), 0);
+  for (int round = 0; round < 3; round++) {
+    CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, 11, 7)), cut(&drop, BT(1, 11, 7)));
+    CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, 2, 3, 4, 5)), cut(&drop, BT(1, 2, 3, 4, 5)));
+    CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, 6, 7)), cut(&drop, BT(1, 6, 7)));
+  }
+  cts_fold_fini(&f);
+}
+
 int main(int argc, char **argv) {
   return cts_test_main(argc, argv);
 }
