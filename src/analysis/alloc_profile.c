@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/check.h"
 #include "common/compiler.h"
 #include "common/grow.h"
 #include "fold.h"
@@ -203,7 +204,7 @@ bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
   return true;
 }
 
-static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
+static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
   const unsigned src = ev->source < 3 ? ev->source : 2;
   const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
@@ -220,11 +221,12 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
       if (shared > p->last_kept) shared = p->last_kept;
       p->last_kept = n = kept;
     }
-    p->have_last_domain = true;
+    /* Only a whole backtrace interned is one the next allocation's prefix can share. */
+    const bool leaf = leaf_only && n;
+    p->have_last_domain = !leaf;
     p->last_domain = ev->domain;
-    const int e = p->cfg.leaf_only && n
-                      ? cts_stacks_intern(&p->stacks, ev->backtrace + n - 1, 1, &node)
-                      : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
+    const int e = leaf ? cts_stacks_intern(&p->stacks, ev->backtrace + n - 1, 1, &node)
+                       : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
     if (e) return e;
   }
   /* Before the block is entered: what fails must leave the profile as it was. */
@@ -325,7 +327,8 @@ static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   p->live_blocks--;
 }
 
-int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
+/* What every event does first: the trace's time span, and nothing ended yet. */
+static inline void event_seen(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   if (!p->have_events) p->have_events = true, p->first_event_us = ev->time_us;
   /* end_us is at least last_event_us: an event no later than the last one moves neither. */
   if (ev->time_us > p->last_event_us) {
@@ -334,9 +337,13 @@ int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev
   }
   p->have_ended = false;
   if (p->stacks.history) cts_stacks_advance_time(&p->stacks, ev->time_us); /* (leaks only) */
+}
+
+int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
+  event_seen(p, ev);
   switch (ev->kind) {
     case CTS_MT_ALLOC:
-      return on_alloc(p, ev);
+      return on_alloc(p, ev, p->cfg.leaf_only);
     case CTS_MT_PROMOTE:
       on_promote(p, ev);
       return 0;
@@ -345,6 +352,12 @@ int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev
       return 0;
   }
   return 0;
+}
+
+int cts_alloc_profile_add_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
+  CTS_ASSERT(ev->kind == CTS_MT_ALLOC);
+  event_seen(p, ev);
+  return on_alloc(p, ev, leaf_only);
 }
 
 void cts_alloc_profile_add_packet(cts_alloc_profile_t *p, const cts_mt_packet_t *pk) {

@@ -108,6 +108,10 @@ void cts_alloc_profile_fini(cts_alloc_profile_t *p);
 void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *info);
 /* One event, in file order. Returns 0, -ENOMEM or CTS_E_LIMIT. */
 int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev);
+/* An allocation event, interning its whole stack or (leaf_only, with stacks) only its
+ * allocation point, whatever cfg.leaf_only says: for a reader that decides per block
+ * (leaks' second pass). Returns as cts_alloc_profile_add_event. */
+int cts_alloc_profile_add_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only);
 /* A packet read (cts_mt_handler_t.on_packet): its end time may extend the trace. */
 void cts_alloc_profile_add_packet(cts_alloc_profile_t *p, const cts_mt_packet_t *pk);
 /* The block the last event added ended (collected, or replaced by an allocation of the

@@ -137,7 +137,6 @@ static const char *mark_live(mark_t *m, const char *path, uint64_t size) {
 
 typedef struct pass2 {
   const cts_leaks_marks_t *marks;
-  bool after_leaf; /* the last allocation interned only its allocation point */
   uint64_t allocs, full;
   cts_log_t log;
   cts_os_progress_cb progress;
@@ -148,22 +147,9 @@ static int pass2_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   pass2_t *c = ud;
   if (ev->kind != CTS_MT_ALLOC) return cts_alloc_profile_add_event(&t->prof, ev);
   const bool full = cts_leaks_marked(c->marks, ev->obj_id);
-  /* The profile interns per its configuration, read at each allocation. */
-  t->prof.cfg.leaf_only = !full;
   c->allocs++;
   c->full += full;
-  int e;
-  if (full && c->after_leaf && ev->common_prefix) {
-    /* The reader's common prefix is with the previous allocation's full backtrace, but the
-     * stacks remember only its allocation point: compared from the start. */
-    cts_mt_event_t copy = *ev;
-    copy.common_prefix = 0;
-    e = cts_alloc_profile_add_event(&t->prof, &copy);
-  } else {
-    e = cts_alloc_profile_add_event(&t->prof, ev);
-  }
-  c->after_leaf = !full;
-  return e;
+  return cts_alloc_profile_add_alloc(&t->prof, ev, !full);
 }
 
 /* Pass 2's messages: warnings go through (pass 1 had none, so they are this read's own);
