@@ -15,6 +15,7 @@
 
 #include "../../src/analysis/fold.h"
 #include "../../src/common/hash.h"
+#include "../mt_file_writer.h"
 #include "../test.h"
 
 static char tmpdir[] = "/tmp/cts_leaks_passes_XXXXXX";
@@ -36,34 +37,14 @@ static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t ma
   return 1;
 }
 
-static int write_file(void *ud, const void *data, size_t len) {
-  return fwrite(data, 1, len, ud) == len ? 0 : -EIO;
-}
-
-static uint64_t clock_us(void *ud) {
-  (void)ud;
-  return 1700000000000000ull;
-}
-
 /* n allocations of one sample each (so that many stacks of a row hold the same live bytes)
  * over stacks of 2-21 frames drawn from a few hundred codes; a block survives to the end
  * with probability keep_pct %, the others are collected up to 64 allocations later. */
 static int make_trace(const char *path, uint64_t n, unsigned keep_pct) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return -errno;
-  cts_mt_writer_config_t cfg;
-  cts_mt_writer_config_init(&cfg);
-  cfg.sample_rate = 0.01;
-  cfg.executable_name = "gen";
-  cfg.write = write_file;
-  cfg.write_user_data = f;
-  cfg.clock = clock_us;
-  cfg.resolve = resolve;
-  cfg.start_time_us = 1700000000000000ull;
-  const size_t size = cts_mt_writer_size(&cfg);
-  void *mem = aligned_alloc(64, (size + 63) / 64 * 64);
-  cts_mt_writer_t *w;
-  int e = mem ? cts_mt_writer_init(&w, mem, size, &cfg) : -ENOMEM;
+  mt_file_writer_t fw;
+  int e = mt_file_writer_open(&fw, path, 0.01, resolve);
+  if (e) return e;
+  cts_mt_writer_t *w = fw.w;
   uint64_t bt[32], rng = 7, pending[64] = {0};
   for (uint64_t i = 0; !e && i < n; i++) {
     const uint64_t x = cts_splitmix64(&rng);
@@ -82,10 +63,7 @@ static int make_trace(const char *path, uint64_t n, unsigned keep_pct) {
   }
   for (size_t s = 0; !e && s < 64; s++)
     if (pending[s]) e = cts_mt_writer_collect(w, 1700000000000000ull + n * 10 + s, pending[s] - 1);
-  if (!e) e = cts_mt_writer_close(w);
-  free(mem);
-  if (fclose(f) && !e) e = -EIO;
-  return e;
+  return mt_file_writer_close(&fw, e);
 }
 
 __attribute__((constructor)) static void setup(void) {

@@ -20,6 +20,7 @@
 #include "../../src/analysis/fold.h"
 #include "../../src/analysis/pipeline.h"
 #include "../../src/common/hash.h"
+#include "../mt_file_writer.h"
 #include "../test.h"
 
 /* ---- what a load delivered, in order -------------------------------------------------- */
@@ -169,34 +170,14 @@ static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t ma
   return 1;
 }
 
-static int write_file(void *ud, const void *data, size_t len) {
-  return fwrite(data, 1, len, ud) == len ? 0 : -EIO;
-}
-
-static uint64_t clock_us(void *ud) {
-  (void)ud;
-  return 1700000000000000ull;
-}
-
 /* A trace of n allocations (every third collected a little later) over varied stacks,
  * some deep, three of 40 000 frames: many batches and ring turns for n of a few hundred
  * thousand. */
 static int make_trace(const char *path, uint64_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return -errno;
-  cts_mt_writer_config_t cfg;
-  cts_mt_writer_config_init(&cfg);
-  cfg.sample_rate = 1.0;
-  cfg.executable_name = "gen";
-  cfg.write = write_file;
-  cfg.write_user_data = f;
-  cfg.clock = clock_us;
-  cfg.resolve = resolve;
-  cfg.start_time_us = 1700000000000000ull;
-  const size_t size = cts_mt_writer_size(&cfg);
-  void *mem = aligned_alloc(64, (size + 63) / 64 * 64);
-  cts_mt_writer_t *w;
-  int e = mem ? cts_mt_writer_init(&w, mem, size, &cfg) : -ENOMEM;
+  mt_file_writer_t fw;
+  int e = mt_file_writer_open(&fw, path, 1.0, resolve);
+  if (e) return e;
+  cts_mt_writer_t *w = fw.w;
   static uint64_t bt[40000];
   uint64_t rng = 42, pending[8] = {0};
   for (uint64_t i = 0; !e && i < n; i++) {
@@ -214,10 +195,7 @@ static int make_trace(const char *path, uint64_t n) {
       pending[i % 8] = id + 1;
     }
   }
-  if (!e) e = cts_mt_writer_close(w);
-  free(mem);
-  if (fclose(f) && !e) e = -EIO;
-  return e;
+  return mt_file_writer_close(&fw, e);
 }
 
 static char big[256];
