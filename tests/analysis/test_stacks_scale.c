@@ -19,6 +19,21 @@ static void stack_of(uint64_t k, uint64_t bt[3]) {
   bt[2] = 100000 + k % WIDTH;
 }
 
+/* Allocation k (object id k, 2 words, one sample, minor heap) of backtrace bt[0..n). */
+static void add_alloc(cts_alloc_profile_t *p, uint64_t k, const uint64_t *bt, size_t n,
+                      size_t common) {
+  const cts_mt_event_t ev = {.kind = CTS_MT_ALLOC,
+                             .source = CTS_MT_SOURCE_MINOR,
+                             .time_us = 1000 + k,
+                             .obj_id = k,
+                             .length = 2,
+                             .nsamples = 1,
+                             .common_prefix = common,
+                             .backtrace_len = n,
+                             .backtrace = bt};
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_add_event(p, &ev), 0);
+}
+
 /* Allocates one block per stack 0..n-1, each with its own object id. */
 static void feed(cts_alloc_profile_t *p, uint64_t n) {
   uint64_t bt[3], prev[3] = {0};
@@ -26,16 +41,7 @@ static void feed(cts_alloc_profile_t *p, uint64_t n) {
     stack_of(k, bt);
     uint64_t common = 0;
     while (k && common < 3 && bt[common] == prev[common]) common++;
-    const cts_mt_event_t ev = {.kind = CTS_MT_ALLOC,
-                               .source = CTS_MT_SOURCE_MINOR,
-                               .time_us = 1000 + k,
-                               .obj_id = k,
-                               .length = 2,
-                               .nsamples = 1,
-                               .common_prefix = common,
-                               .backtrace_len = 3,
-                               .backtrace = bt};
-    CTS_ASSERT_EQ_INT(cts_alloc_profile_add_event(p, &ev), 0);
+    add_alloc(p, k, bt, 3, common);
     memcpy(prev, bt, sizeof prev);
   }
   /* The trie as the trace leaves it, table included (cts_alloc_profile_finish frees it). */
@@ -80,16 +86,7 @@ static void feed_groups(cts_alloc_profile_t *p, uint64_t groups) {
     const uint64_t g = k / 3;
     for (unsigned d = 0; d < 5; d++) bt[d] = 1 + g * 5 + d;
     bt[5] = (1ull << 40) + k % 3;
-    const cts_mt_event_t ev = {.kind = CTS_MT_ALLOC,
-                               .source = CTS_MT_SOURCE_MINOR,
-                               .time_us = 1000 + k,
-                               .obj_id = k,
-                               .length = 2,
-                               .nsamples = 1,
-                               .common_prefix = k % 3 ? 5 : 0,
-                               .backtrace_len = 6,
-                               .backtrace = bt};
-    CTS_ASSERT_EQ_INT(cts_alloc_profile_add_event(p, &ev), 0);
+    add_alloc(p, k, bt, 6, k % 3 ? 5 : 0);
   }
   cts_stacks_finish(&p->stacks); /* as feed() */
 }
