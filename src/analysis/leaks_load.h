@@ -13,8 +13,9 @@
  *     increasing; a trace whose ids are sparse, decreasing below the first one or too far
  *     apart for the bitmap's bound falls back to one pass);
  *  2. the trace is read again into the profile: a marked block interns its full stack, any
- *     other only its allocation point (the profile's leaf_only), which is the node's last
- *     frame, so every site figure, sum and history is the same as one pass gives.
+ *     other only its allocation point (cts_alloc_profile_add_alloc, leaf_only), which is
+ *     the node's last frame, so every site figure, sum and history is the same as one pass
+ *     gives.
  *
  * What differs is the trie's node numbering, which decides between stacks of a row that
  * hold the same live bytes (the first made wins): cts_leaks_settle_ties() puts back the
