@@ -368,6 +368,17 @@ static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_
 }
 
 /* One pass over the file. Returns 0 or prints the error and returns non-zero. */
+/* --count-frees: the reader counts promotions and collections (cts_mt_reader_count_frees(),
+ * what ctfscope info has it do) and the tally adds them to its events at the end. */
+static bool count_frees;
+
+/* Adds what r counted instead of delivering to t's events. */
+static void add_counted(const cts_mt_reader_t *r, tally_t *t) {
+  cts_mt_free_counts_t f;
+  cts_mt_reader_free_counts(r, &f);
+  t->events += f.promote + f.collect;
+}
+
 static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, tally_t *t,
                     uint64_t *bytes, const uint8_t *loaded, size_t loaded_len,
                     trie_floor_t *floor) {
@@ -392,10 +403,12 @@ static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, t
     fprintf(stderr, "read_bench: cts_mt_reader_create: %s\n", cts_strerror(e));
     return 1;
   }
+  if (r && count_frees) cts_mt_reader_count_frees(r, true);
   if (mode == MODE_VIA_OS) {
     bool input_error;
     e = cts_os_read_memtrace(path, r, NULL, NULL, &input_error);
     *bytes = cts_mt_reader_offset(r);
+    add_counted(r, t);
     if (e) {
       fprintf(stderr, "read_bench: %s: %s\n", path,
               input_error ? cts_os_strerror(e) : cts_mt_reader_error_message(r));
@@ -433,6 +446,7 @@ static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, t
     }
   }
   close(fd);
+  if (r) add_counted(r, t);
   cts_mt_reader_destroy(r);
   return e != 0;
 }
@@ -483,7 +497,8 @@ static void summarize(const double *v, int n, double *med, double *lo, double *h
 
 static void usage(FILE *f) {
   fprintf(f,
-          "Usage: read_bench [--decode | --skip] [--via-read | --read-only | --walk-floor | "
+          "Usage: read_bench [--decode | --skip] [--count-frees] [--via-read | --read-only | "
+          "--walk-floor | "
           "--trie-floor] "
           "[-n RUNS] [--warmup N] TRACE\n"
           "Reads TRACE RUNS times (default 5, after 1 warm-up run) and prints the median,\n"
@@ -491,6 +506,8 @@ static void usage(FILE *f) {
           "backtrace frames/s from the wall times, and the peak RSS.\n"
           "  --decode       decode backtraces (default)\n"
           "  --skip         skip backtraces (reader config decode_backtraces = false)\n"
+          "  --count-frees  the reader counts promotions and collections instead of\n"
+          "                 delivering them (cts_mt_reader_count_frees(), as ctfscope info)\n"
           "  --via-os       read with cts_os_read_memtrace(), as ctfscope does (default)\n"
           "  --via-read     read() the file into a 1 MiB buffer and feed each piece\n"
           "  --read-only    only read() the file: the I/O floor of --via-read\n"
@@ -514,6 +531,7 @@ int main(int argc, char **argv) {
     OPT_READ_ONLY,
     OPT_WALK_FLOOR,
     OPT_TRIE_FLOOR,
+    OPT_COUNT_FREES,
     OPT_WARMUP
   };
   static const struct option opts[] = {
@@ -524,6 +542,7 @@ int main(int argc, char **argv) {
       {"read-only", no_argument, NULL, OPT_READ_ONLY},
       {"walk-floor", no_argument, NULL, OPT_WALK_FLOOR},
       {"trie-floor", no_argument, NULL, OPT_TRIE_FLOOR},
+      {"count-frees", no_argument, NULL, OPT_COUNT_FREES},
       {"runs", required_argument, NULL, 'n'},
       {"warmup", required_argument, NULL, OPT_WARMUP},
       {"help", no_argument, NULL, 'h'},
@@ -555,6 +574,9 @@ int main(int argc, char **argv) {
       case OPT_TRIE_FLOOR:
         mode = MODE_TRIE_FLOOR;
         decode = true;
+        break;
+      case OPT_COUNT_FREES:
+        count_frees = true;
         break;
       case 'n':
         runs = atoi(optarg);
@@ -616,7 +638,8 @@ int main(int argc, char **argv) {
   printf("trace      %s: %.1f MB, %" PRIu64 " events (%" PRIu64 " allocs), %" PRIu64
          " backtrace frames\n",
          path, (double)bytes / 1e6, t.events, t.allocs, t.frames);
-  printf("mode       %s, %d runs after %d warm-up\n", what, runs, warmup);
+  printf("mode       %s%s, %d runs after %d warm-up\n", what,
+         count_frees ? ", promotions and collections counted by the reader" : "", runs, warmup);
   printf("wall       median %.4f s  (min %.4f, max %.4f)\n", med, lo, hi);
   printf("cpu        median %.4f s  (min %.4f, max %.4f)  user + system\n", cpu_med, cpu_lo,
          cpu_hi);

@@ -11,6 +11,11 @@
 #include "../common/grow.h"
 #include "alloc_profile.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* gcc pairs two of add_event's sums into one vector add: six instructions for two. */
+#pragma GCC optimize("no-tree-slp-vectorize")
+#endif
+
 /* Slots of the walk_frames mode's recent-code filter: 32 KiB, within L1/L2 of the decode
  * loop. */
 #define RECENT_CODES_BITS 12
@@ -19,6 +24,7 @@
 /* The reader's literal hook: a code entering the backtrace cache. */
 static void on_literal(void *user_data, uint64_t code, bool in_backtrace) {
   cts_summary_t *s = user_data;
+  s->rare = true;
   if (!in_backtrace) {
     s->walk_frames = true;
     return;
@@ -99,19 +105,22 @@ static void add_loss_marker(cts_summary_t *s, const cts_mt_event_t *ev) {
  * no saved registers): a possible loss marker, then the codes this event brought. Each code
  * in its backtrace is one of its literals or was counted before (the hook's guarantee),
  * unless walk_frames says otherwise. 0 or -ENOMEM. */
-CTS_NOINLINE static int add_rare(cts_summary_t *s, const cts_mt_event_t *ev, bool marker) {
-  if (marker) add_loss_marker(s, ev);
+CTS_NOINLINE static int add_rare(cts_summary_t *s, const cts_mt_event_t *ev) {
+  if (ev->backtrace_len == 1 && ev->backtrace[0] >> 61 == 1) add_loss_marker(s, ev);
   if (s->pending_nomem) return -ENOMEM;
   for (size_t i = 0; i < s->npending; i++)
     if (add_code(s, s->pending[i])) return -ENOMEM;
   s->npending = 0;
+  s->rare = s->walk_frames;
   return s->walk_frames ? add_suffix_codes(s, ev) : 0;
 }
 
 int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
   s->events_total++;
-  if (!s->have_events) s->first_event_us = ev->time_us, s->have_events = true;
+  if (!s->have_events)
+    s->first_event_us = ev->time_us, s->first_event_offset = ev->offset, s->have_events = true;
   s->last_event_us = ev->time_us;
+  s->last_event_offset = ev->offset;
   if (ev->kind == CTS_MT_PROMOTE) {
     s->promote++;
     return 0;
@@ -120,24 +129,47 @@ int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
     s->collect++;
     return 0;
   }
-  const unsigned src = ev->source < 3 ? ev->source : 2;
+  const uint64_t length = ev->length, nsamples = ev->nsamples;
+  const uint64_t frames = ev->backtrace_len, prefix = ev->common_prefix;
+  const unsigned source = ev->source;
+  const unsigned src = source < 3 ? source : 2;
   s->alloc_by_source[src]++;
-  s->samples_by_source[src] += ev->nsamples;
-  s->sum_length_words += ev->length;
-  s->sum_length_x_nsamples += ev->length * ev->nsamples;
-  if (ev->length > s->max_length_words) s->max_length_words = ev->length;
+  s->samples_by_source[src] += nsamples;
+  s->sum_length_words += length;
+  s->sum_length_x_nsamples += length * nsamples;
+  if (length > s->max_length_words) s->max_length_words = length;
   /* What the writer's short form would accept (§8.1), judged on the decoded backtrace:
-   * fewer than 256 frames left after the common prefix. */
-  if (ev->length >= 1 && ev->length <= 16 && ev->source == CTS_MT_SOURCE_MINOR &&
-      ev->nsamples == 1 &&
-      (ev->common_prefix >= ev->backtrace_len || ev->backtrace_len - ev->common_prefix < 256))
-    s->allocs_short_eligible++;
-  s->backtrace_frames_total += ev->backtrace_len;
-  if (ev->backtrace_len > s->backtrace_length_max) s->backtrace_length_max = ev->backtrace_len;
-  const bool marker = ev->backtrace_len == 1 && ev->backtrace[0] >> 61 == 1;
-  if (CTS_UNLIKELY(marker | (s->npending != 0) | s->walk_frames | s->pending_nomem))
-    return add_rare(s, ev, marker);
+   * fewer than 256 frames left after the common prefix. Computed without a branch: whether
+   * an allocation qualifies follows the trace's mix of short and long forms, which no
+   * predictor guesses (a third of these branches were mispredicted). */
+  const uint64_t suffix = frames - (prefix < frames ? prefix : frames);
+  s->allocs_short_eligible += (uint64_t)((length - 1 < 16) & (source == CTS_MT_SOURCE_MINOR) &
+                                         (nsamples == 1) & (suffix < 256));
+  s->backtrace_frames_total += frames;
+  if (frames > s->backtrace_length_max) s->backtrace_length_max = frames;
+  /* A backtrace of one frame may be a loss marker: add_rare() looks. */
+  if (CTS_UNLIKELY((frames == 1) | s->rare)) return add_rare(s, ev);
   return 0;
+}
+
+void cts_summary_count_frees(cts_summary_t *s) {
+  cts_mt_reader_count_frees(s->reader, true);
+}
+
+void cts_summary_finish(cts_summary_t *s) {
+  cts_mt_free_counts_t f;
+  cts_mt_reader_free_counts(s->reader, &f);
+  const uint64_t n = f.promote + f.collect;
+  if (n == 0) return;
+  /* The first and last events in file order, counted or delivered. */
+  if (!s->have_events || f.first_offset < s->first_event_offset)
+    s->first_event_us = f.first_time_us, s->first_event_offset = f.first_offset;
+  if (!s->have_events || f.last_offset > s->last_event_offset)
+    s->last_event_us = f.last_time_us, s->last_event_offset = f.last_offset;
+  s->have_events = true;
+  s->events_total += n;
+  s->promote += f.promote;
+  s->collect += f.collect;
 }
 
 void cts_summary_add_packet(cts_summary_t *s, const cts_mt_packet_t *p) {

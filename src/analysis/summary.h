@@ -22,7 +22,8 @@ typedef struct cts_summary {
   uint64_t backtrace_frames_total, backtrace_length_max;
   uint64_t distinct_codes, codes_without_locations;
   bool have_events;
-  uint64_t first_event_us, last_event_us; /* absolute */
+  uint64_t first_event_us, last_event_us;         /* absolute */
+  uint64_t first_event_offset, last_event_offset; /* of those events, in the trace */
   /* The trace's end: the latest end time of a packet read (a writer may record the
    * program's end there, after its last event; ctfscope's tracer does), 0 = none. */
   uint64_t end_us;
@@ -41,6 +42,9 @@ typedef struct cts_summary {
    * reach later backtraces through cache hits without another literal: from then on every
    * frame after the common prefix is checked against codes instead. */
   bool walk_frames;
+  /* The next allocation needs the rare path: pending codes, walk_frames or pending_nomem
+   * (one test per allocation instead of three). */
+  bool rare;
   /* In walk_frames mode, codes known to be in codes, direct-mapped by hash (NULL: no
    * filter, every code asks the map): a backtrace's new suffix mostly repeats recent codes,
    * and one load and compare here is far cheaper than the map's insert. Owned. */
@@ -55,6 +59,13 @@ typedef struct cts_summary {
 void cts_summary_init(cts_summary_t *s, cts_mt_reader_t *reader);
 /* Frees the summary and removes the hook; call it before destroying the reader. */
 void cts_summary_fini(cts_summary_t *s);
+/* Has the reader count promotions and collections instead of delivering them (a call less
+ * for half the events of a typical trace; cts_mt_reader_count_frees()); call it before
+ * feeding the reader, and cts_summary_finish() after. */
+void cts_summary_count_frees(cts_summary_t *s);
+/* Adds what the reader counted (see cts_summary_count_frees) to the figures, once the trace
+ * is read (completely or up to an error); once. A no-op when nothing was counted. */
+void cts_summary_finish(cts_summary_t *s);
 /* For the reader's on_event, every event in order. Returns 0 or -ENOMEM. */
 int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev);
 void cts_summary_add_packet(cts_summary_t *s, const cts_mt_packet_t *p);

@@ -365,11 +365,13 @@ static int info_one(cts_out_t *o, cts_json_t *w, const char *path, const info_op
     return CLI_EXIT_INTERNAL;
   }
   cts_summary_init(&c.summary, r);
+  cts_summary_count_frees(&c.summary);
   cli_progress_t progress;
   cli_progress_init(&progress, "reading", path);
   bool input_error;
   err = cts_os_read_memtrace(path, r, cli_progress_cb, &progress, &input_error);
   cli_progress_done(&progress);
+  cts_summary_finish(&c.summary);
   int exit_code = CLI_EXIT_OK;
   if (err && input_error && err != CTS_E_IO && err != CTS_E_BAD_COMPRESSION) {
     cli_error("cannot read '%s': %s", path, cts_os_strerror(err));

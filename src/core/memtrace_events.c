@@ -492,6 +492,35 @@ static CTS_FORCE_INLINE void set_alloc_fields(cts_mt_event_t *ev, unsigned id, u
   ev->obj_id = obj_id;
 }
 
+/* A promotion (code 3) or collection (4) at p counted instead of delivered: the least
+ * work per event (the times and offsets wait for the packet's end: count_frees_done()). */
+static CTS_FORCE_INLINE void count_free(event_cursor_t *c, unsigned id, const uint8_t *p) {
+  c->nfrees++;
+  c->ncollects += id - MT_EV_PROMOTE;
+  if (!c->first_free) c->first_free = p;
+  c->last_free = p;
+}
+
+/* The time of the event at p (§5: the packet's start time, and the low 25 bits). */
+static uint64_t event_time(const event_cursor_t *c, const uint8_t *p) {
+  const uint64_t tb = c->time_begin;
+  return tb + ((cts_ld_le32(p) - (uint32_t)tb) & MT_TIME_MASK);
+}
+
+/* Adds the packet's counted promotions and collections to the reader's tally. */
+static void count_frees_done(event_cursor_t *c) {
+  if (!c->nfrees) return;
+  free_tally_t *f = c->freed;
+  if (!f->frees) {
+    f->first_time = event_time(c, c->first_free);
+    f->first_offset = c->base + (uint64_t)(uintptr_t)c->first_free;
+  }
+  f->frees += c->nfrees;
+  f->collect += c->ncollects;
+  f->last_time = event_time(c, c->last_free);
+  f->last_offset = c->base + (uint64_t)(uintptr_t)c->last_free;
+}
+
 /* Decodes one event with every check (the reference path: the fast loop hands over to it
  * whatever it does not handle itself, so this is where errors are reported). */
 CTS_NOINLINE static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
@@ -558,6 +587,11 @@ CTS_NOINLINE static int decode_event_careful(cts_mt_reader_t *r, domain_t *d, ev
                           collect ? "collect" : "promote",
                           (long long)((int64_t)c->next_id - 1 - delta),
                           (unsigned long long)c->next_id);
+    if (c->freed) {
+      count_free(c, id, c->p);
+      c->p = p;
+      return 0;
+    }
     ev->kind = collect ? CTS_MT_COLLECT : CTS_MT_PROMOTE;
     ev->obj_id = c->next_id - 1 - (uint64_t)delta;
     ev->backtrace = NULL;
@@ -631,7 +665,7 @@ static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
  * the same code as the careful path uses: both run decode_backtrace(), or in the common
  * case its decode_codewords_fast()). Instantiated with and without backtrace decoding. */
 static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
-                                        const bool decode) {
+                                        const bool decode, const bool count) {
   const uint8_t *p = c->p;
   const uint8_t *const end = c->end;
   const uint8_t *const last = end - FAST_EVENT_ROOM; /* the caller made sure p <= last */
@@ -648,6 +682,10 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
   /* The previous event's offset; one before tb is as good as tb itself. */
   uint64_t last_rel = c->last_time > tb ? c->last_time - tb : 0;
   uint64_t next_id = c->next_id;
+  /* Counting, the events are the allocations (next_id's steps) and the counted
+   * promotions and collections (c->nfrees): one register less for the loop. */
+  const uint64_t first_id = next_id;
+  const uint32_t nfrees_before = c->nfrees;
   uint32_t nevents = 0;
   int e = 0;
   while (CTS_LIKELY(p <= last)) {
@@ -666,6 +704,12 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       q = vint_unchecked(p + 4, &delta);
       const bool collect = id == MT_EV_COLLECT;
       if (CTS_UNLIKELY(delta < 0 ? !(collect && v3) : (uint64_t)delta >= next_id)) break;
+      if (count) {
+        count_free(c, id, p);
+        last_rel = rel;
+        p = q;
+        continue;
+      }
       /* Promote (3) and collect (4) are kinds 2 and 3: no branch on which it is. */
       _Static_assert(CTS_MT_PROMOTE == MT_EV_PROMOTE - 1 && CTS_MT_COLLECT == MT_EV_COLLECT - 1,
                      "event kinds follow the event codes");
@@ -725,7 +769,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       ev->backtrace_len = d->bt_len;
     }
     last_rel = rel;
-    nevents++;
+    if (!count) nevents++;
     p = q;
     const int rc = on_event(user_data, ev);
     if (CTS_UNLIKELY(rc)) {
@@ -733,6 +777,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       break;
     }
   }
+  if (count) nevents = (uint32_t)(next_id - first_id) + (c->nfrees - nfrees_before);
   if (nevents) c->last_time = tb + last_rel;
   c->p = p;
   c->next_id = next_id;
@@ -740,23 +785,40 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
   return e;
 }
 
+/* The loop's instances: backtraces decoded or skipped, promotions and collections
+ * delivered or counted. */
 CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true);
+  return events_fast(r, d, c, true, false);
 }
 CTS_NOINLINE static int skip_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, false);
+  return events_fast(r, d, c, false, false);
+}
+CTS_NOINLINE static int decode_count_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, true, true);
+}
+CTS_NOINLINE static int skip_count_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, false, true);
 }
 
-int cts__mt_decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+static int decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   const uint8_t *const end = c->end;
   int e;
   while (c->p < end) {
     if (end - c->p >= (ptrdiff_t)FAST_EVENT_ROOM) {
-      e = c->decode ? decode_events_fast(r, d, c) : skip_events_fast(r, d, c);
+      if (!c->freed)
+        e = c->decode ? decode_events_fast(r, d, c) : skip_events_fast(r, d, c);
+      else
+        e = c->decode ? decode_count_fast(r, d, c) : skip_count_fast(r, d, c);
       if (e) return e;
       if (c->p >= end) break;
     }
     if ((e = decode_event_careful(r, d, c)) != 0) return e;
   }
   return 0;
+}
+
+int cts__mt_decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  const int e = decode_events(r, d, c);
+  if (c->freed) count_frees_done(c);
+  return e;
 }

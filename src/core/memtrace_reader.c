@@ -101,6 +101,20 @@ void cts_mt_reader_set_literal_hook(cts_mt_reader_t *r, cts_mt_literal_cb cb, vo
   r->literal_user_data = user_data;
 }
 
+void cts_mt_reader_count_frees(cts_mt_reader_t *r, bool count) {
+  r->count_frees = count;
+}
+
+void cts_mt_reader_free_counts(const cts_mt_reader_t *r, cts_mt_free_counts_t *out) {
+  const free_tally_t *f = &r->freed;
+  *out = (cts_mt_free_counts_t){.promote = f->frees - f->collect,
+                                .collect = f->collect,
+                                .first_time_us = f->first_time,
+                                .first_offset = f->first_offset,
+                                .last_time_us = f->last_time,
+                                .last_offset = f->last_offset};
+}
+
 void cts_mt_reader_warn(cts_mt_reader_t *r, int code, const char *message) {
   if (r->h.on_warning) r->h.on_warning(r->h.user_data, code, r->offset + r->carry_len, message);
 }
@@ -260,6 +274,7 @@ static int decode_packet(cts_mt_reader_t *r, const uint8_t *pkt, uint64_t off) {
       .next_id = h.alloc_id_begin,
       .decode = r->cfg.decode_backtraces,
       .v3 = h.version >= 3,
+      .freed = r->count_frees ? &r->freed : NULL,
       .on_event = r->h.on_event,
       .user_data = r->h.user_data,
   };

@@ -33,6 +33,13 @@ typedef struct domain {
   uint16_t cache_pred[MT_CACHE_SIZE];
 } domain_t;
 
+/* Promotions and collections counted instead of delivered (cts_mt_reader_count_frees()):
+ * cts_mt_free_counts_t in the fewest instructions per event. */
+typedef struct free_tally {
+  uint64_t frees, collect;
+  uint64_t first_time, first_offset, last_time, last_offset;
+} free_tally_t;
+
 struct cts_mt_reader {
   cts_mt_reader_config_t cfg;
   cts_mt_handler_t h;
@@ -56,6 +63,8 @@ struct cts_mt_reader {
   uint64_t defined_recently[DEFINED_CACHE_SIZE];
   cts_mt_literal_cb on_literal; /* cts_mt_reader_set_literal_hook(); NULL: none */
   void *literal_user_data;
+  bool count_frees; /* cts_mt_reader_count_frees() */
+  free_tally_t freed;
 };
 
 static inline void *cts__mt_alloc(const cts_mt_reader_t *r, size_t size) {
@@ -86,6 +95,12 @@ typedef struct event_cursor {
   uint64_t next_id;
   uint32_t nevents, nlocations;
   bool decode, v3;
+  free_tally_t *freed; /* promotions and collections counted here; NULL: delivered */
+  /* Counting (freed not NULL), the packet's promotions and collections: how many, how
+   * many of them collections, and the first and the last of them (added to *freed at the
+   * packet's end, or at an error). */
+  uint32_t nfrees, ncollects;
+  const uint8_t *first_free, *last_free;
   int (*on_event)(void *user_data, const cts_mt_event_t *ev);
   void *user_data;
   cts_mt_event_t ev; /* handed to on_event; fields not set for a kind keep old values */
