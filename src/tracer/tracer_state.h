@@ -47,20 +47,27 @@
 #define CTS__HIDDEN __attribute__((visibility("hidden")))
 
 /* Each thread that samples gets a ring of records, mapped at its first sample (its pages
- * only as the records reach them) and handed on to a later thread when it exits: 1 MiB,
- * room for ~6 500 allocations with 16-frame backtraces. Smaller rings cost a program
- * sampling every allocation dearly: the writer thread is woken once per half ring (a
- * futex wake and the other CPU's wake-up), and a thread waits for it whenever that takes
- * longer than the other half lasts. bench_alloc at rate 1: 187 ns per malloc+free pair
- * with 256 KiB, 165 with 512 KiB, 159 with 1 MiB, 154 with 2 MiB (bench/JOURNAL.md). */
-#define RING_WORDS (128u * 1024u)
+ * only as the records reach them) and handed on to a later thread when it exits: 4 MiB,
+ * room for ~26 000 allocations with 16-frame backtraces. A thread waits whenever its ring
+ * fills before the writer takes from it, and the writer, which needs a seventh of the
+ * CPU time the program spends making the records, is mostly waiting for a CPU when that
+ * happens: on a loaded machine the scheduler leaves it 1-6 ms between being woken and
+ * running, now and then 25 ms. cc1 at rate 1 writes ~150 MB of records a second, 1 MiB in
+ * ~7 ms: per run it waited 52 ms with 1 MiB rings, 10 with 2 MiB, 2.3 with 4 MiB (medians
+ * of 7, load 5-7 on 2 CPUs; bench/JOURNAL.md, "Issue 16: cc1's wall after exit"). Memory:
+ * a ring's pages are those its thread has reached, 4 MiB once it has written that much.
+ * bench_alloc at rate 1: 187 ns per malloc+free pair with 256 KiB, 165 with 512 KiB, 159
+ * with 1 MiB, 154 with 2 MiB. */
+#define RING_WORDS (512u * 1024u)
 #define RING_MASK  (RING_WORDS - 1u)
 /* Drop mode: allocations may fill this much of a ring, the rest is for frees. */
 #define RING_ALLOC_LIMIT (RING_WORDS / 4u * 3u)
 /* Drop mode: how long a stopping writer thread, or cts_tracer_flush(), waits for a peer
  * that takes nothing. */
-#define DROP_GIVE_UP_MS   2000u
-#define RING_SLOTS        1024u  /* rings in a writer process's shared mapping */
+#define DROP_GIVE_UP_MS 2000u
+/* Rings in a writer process's shared mapping: 4.2 GiB of address space, reserved with
+ * MAP_NORESERVE; only the pages the threads reach are memory. */
+#define RING_SLOTS        1024u
 #define SHARED_HEADER     65536u /* the shared mapping's control block, before the rings */
 #define MAX_FRAMES_LIMIT  1024u
 #define REC_ALLOC         1u
