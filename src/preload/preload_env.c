@@ -60,6 +60,7 @@ static const char *const settings[] = {"MEMTRACE",
                                        "CTFSCOPE_STALL_TIMEOUT",
                                        "CTFSCOPE_EXEC_BASE",
                                        "CTFSCOPE_EXEC_INDEX",
+                                       "CTFSCOPE_EXEC_TSC",
                                        "CTFSCOPE_TASKS",
                                        "CTFSCOPE_TASKS_SIZE",
                                        "CTFSCOPE_TASKS_PACKETS",
@@ -242,6 +243,10 @@ static void start_from_environment(void) {
     if (*end == '\0' && v < 1000000) index = (unsigned)v;
   }
   cts__exec_state.index = index;
+  /* Only from an image of the same sequence, which asked the machine already. */
+  const char *const tsc = cts__preload_env("CTFSCOPE_EXEC_TSC");
+  if (index && tsc && (strcmp(tsc, "0") == 0 || strcmp(tsc, "1") == 0))
+    cts__tsc_usable_known = tsc[0] == '1';
   fits = copy_setting(cts__exec_state.memtrace, out) && fits;
   fits =
       copy_setting(cts__exec_state.base, cts__exec_state.file && index ? exec_base : out) && fits;

@@ -117,6 +117,10 @@ void cts__tracer_exec_pending(bool pending);
 bool cts__tracer_exec_handoff(int *error);
 /* After a failed exec that handed its list over: the writer reads /proc/PID/maps again. */
 void cts__tracer_exec_handoff_cancel(void);
+/* Whether the time-stamp counter may time events (cts_os_tsc_usable: reading /proc/cpuinfo
+ * costs 50-60 us of CPU): -1 not known yet. A session's start asks once and keeps the
+ * answer; the preload sets it before, from the image that exec'd this one. session.c. */
+extern int cts__tsc_usable_known;
 /* Waits until the running session's writer process has been made (its intermediate
  * process reaped) and its pid is known. Control lock not held. writer_process.c. */
 void cts__writer_process_settle(void);

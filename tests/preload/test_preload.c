@@ -991,6 +991,7 @@ typedef struct {
   size_t waits;                   /* blocking wait4/waitid calls over env's life */
   size_t futex_waits_before_exec; /* over env's life */
   size_t maps_reads_before_exec;  /* opens of /proc/self/maps over env's life */
+  size_t cpuinfo_reads[2];        /* opens of /proc/cpuinfo by env, by true */
 } env_true_calls_t;
 
 /* Runs `env /bin/true` traced at `rate` into trace `name` under `strace -f`, and counts
@@ -1027,7 +1028,9 @@ static void strace_env_true_calls(const char *name, const char *rate, env_true_c
     const bool cut = strstr(line, "<unfinished") != NULL;
     const bool resumed = strstr(line, "resumed>") != NULL;
     calls->execs += !resumed && strstr(line, " execve(") != NULL;
+    if (calls->execs == 2) calls->cpuinfo_reads[1] += !resumed && strstr(line, "\"/proc/cpuinfo\"");
     if (calls->execs != 1) continue; /* env's life: its start and its exec */
+    calls->cpuinfo_reads[0] += !resumed && strstr(line, "\"/proc/cpuinfo\"") != NULL;
     const bool wait = (!cut && strstr(line, " wait4(")) || strstr(line, "<... wait4 resumed>") ||
                       (!cut && strstr(line, " waitid(")) || strstr(line, "<... waitid resumed>");
     calls->waits += wait && !strstr(line, "WNOHANG");
@@ -1076,6 +1079,18 @@ CTS_TEST(exec_without_samples_reads_no_module_list) {
   if (!strace_env_true("nomaps", "1e-12", &calls)) return;
   CTS_ASSERT_MSG(calls.maps_reads_before_exec == 0, "env read /proc/self/maps %zu times",
                  calls.maps_reads_before_exec);
+}
+
+/* Guard for exec chains (#16): whether the time-stamp counter can time events is asked of
+ * the machine once per exec sequence (/proc/cpuinfo: 50-60 us of CPU on this kind of
+ * virtual machine), not by each image. */
+CTS_TEST(exec_d_image_does_not_read_cpuinfo_again) {
+  env_true_calls_t calls;
+  if (!strace_env_true("cpuinfo", "1e-6", &calls)) return;
+  CTS_ASSERT_MSG(calls.cpuinfo_reads[0] <= 1, "env read /proc/cpuinfo %zu times",
+                 calls.cpuinfo_reads[0]);
+  CTS_ASSERT_MSG(calls.cpuinfo_reads[1] == 0, "true read /proc/cpuinfo %zu times",
+                 calls.cpuinfo_reads[1]);
 }
 
 CTS_TEST(real_gcc_compile) {
