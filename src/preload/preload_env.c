@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "../tracer/zsink.h"
+#include "common/check.h"
 #include "os/net.h"
 #include "preload_internal.h"
 
@@ -101,10 +102,16 @@ static void log_line(void *user_data, const char *line) {
   cts__preload_log("%s", line);
 }
 
-static bool copy_setting(char *dst, const char *src) {
+/* Copies `src` into cts__exec_state's strings, at *dst; "" there if it is too long. */
+static bool copy_setting(const char **dst, const char *src) {
   const size_t n = strlen(src);
+  *dst = "";
   if (n >= CTS__SETTING_SIZE) return false;
-  memcpy(dst, src, n + 1);
+  char *const at = cts__exec_state.strings + cts__exec_state.used;
+  CTS_ASSERT(cts__exec_state.used + n < sizeof cts__exec_state.strings);
+  memcpy(at, src, n + 1);
+  cts__exec_state.used += n + 1;
+  *dst = at;
   return true;
 }
 
@@ -203,7 +210,7 @@ static void start_from_environment(void) {
   bool fits = true;
   for (size_t i = 0; i < sizeof cts__kept_names / sizeof *cts__kept_names; i++) {
     const char *const v = cts__preload_env(cts__kept_names[i]);
-    fits = copy_setting(cts__exec_state.kept[i], v ? v : "") && fits;
+    fits = copy_setting(&cts__exec_state.kept[i], v ? v : "") && fits;
   }
 
   cts_tracer_sink_t sink;
@@ -247,9 +254,9 @@ static void start_from_environment(void) {
   const char *const tsc = cts__preload_env("CTFSCOPE_EXEC_TSC");
   if (index && tsc && (strcmp(tsc, "0") == 0 || strcmp(tsc, "1") == 0))
     cts__tsc_usable_known = tsc[0] == '1';
-  fits = copy_setting(cts__exec_state.memtrace, out) && fits;
+  fits = copy_setting(&cts__exec_state.memtrace, out) && fits;
   fits =
-      copy_setting(cts__exec_state.base, cts__exec_state.file && index ? exec_base : out) && fits;
+      copy_setting(&cts__exec_state.base, cts__exec_state.file && index ? exec_base : out) && fits;
   cts__exec_state.usable = fits;
 
   cts__notes_from_environment();

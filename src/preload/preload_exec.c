@@ -63,7 +63,7 @@ static bool notes_ours(void) {
 
 /* Tells record that this image's trace lost its tail; e: the tracer's error. */
 void cts__note_lost_tail(int e) {
-  if (notes.noted || !cts__exec_state.file || !notes_ours()) return;
+  if (notes.noted || !cts__exec_state.file || !cts__exec_state.memtrace || !notes_ours()) return;
   notes.noted = true;
   char note[CTS__SETTING_SIZE + 256];
   const int n = snprintf(note, sizeof note, "%s%c%s%c", cts__exec_state.memtrace, 0,
