@@ -218,6 +218,7 @@ int cts__session_stop_locked(void) {
   cts__report_stall();
   cts__close_sink();
   cts__session.session_running = false;
+  cts__tsc_usable_known = -1; /* tracer_internal.h */
   cts__ctl_lock();
   const int e = cts__ctl->stats.error;
   cts__ctl_unlock();
