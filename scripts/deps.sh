@@ -22,6 +22,7 @@ CTS_PACKAGES=(
   babeltrace2                              # task traces: checked against babeltrace2
   chromium                                 # the HTML report, tested in a real browser
   qemu-system-x86                          # examples/unikernel: the kernel booted in the tests (TCG)
+  valgrind                                 # the preload constructor's instructions (callgrind)
 )
 
 cts_missing_packages() {

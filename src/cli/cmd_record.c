@@ -107,8 +107,9 @@ static const char help_environment[] =
     "CTFSCOPE_TASKS_STREAM=1 (stream the task trace instead of a ring),\n"
     "CTFSCOPE_TASKS_CLOCK=tsc|monotonic (the task trace's clock; CTFSCOPE_CLOCK is that\n"
     "choice for programs using libctfscope's rings), CTFSCOPE_PRELOAD. record sets\n"
-    "CTFSCOPE_EXEC_BASE, CTFSCOPE_EXEC_INDEX and CTFSCOPE_RECORD_NOTES for itself. The\n"
-    "reading commands wait CTFSCOPE_PROGRESS_DELAY_MS (1000) before a progress line.\n";
+    "CTFSCOPE_EXEC_BASE, CTFSCOPE_EXEC_INDEX and CTFSCOPE_RECORD_NOTES for itself, the\n"
+    "preload CTFSCOPE_EXEC_TSC. The reading commands wait CTFSCOPE_PROGRESS_DELAY_MS\n"
+    "(1000) before a progress line.\n";
 
 typedef struct record_opts {
   const char *output, *rate, *context, *unwind, *connect, *listen, *stall;

@@ -36,15 +36,52 @@
 #include <unistd.h>
 
 #include "../tracer/zsink.h"
+#include "common/check.h"
 #include "os/net.h"
 #include "preload_internal.h"
 
 extern char **environ;
 
+/* The value in environ entry `entry` if it sets variable `name`, else NULL. Compared by
+ * hand: with -fno-builtin a strncmp is a call into libc, for entries that almost always
+ * differ at their first byte. */
+static const char *value_if_named(const char *entry, const char *name) {
+  while (*name && *entry == *name) entry++, name++;
+  return *name == '\0' && *entry == '=' ? entry + 1 : NULL;
+}
+
+/* Whether environ entry `entry` may be a setting: every setting's name starts so. */
+static bool has_settings_prefix(const char *entry) {
+  static const char memtrace[] = "MEMTRACE", ctfscope[] = "CTFSCOPE_";
+  const char *p = entry[0] == 'M' ? memtrace : entry[0] == 'C' ? ctfscope : NULL;
+  if (!p) return false;
+  while (*p && *entry == *p) entry++, p++;
+  return *p == '\0';
+}
+
+/* The constructor reads some twenty settings one by one, then forgets them: each look-up
+ * used to walk the whole environment (~1 600 instructions per entry of it for a traced
+ * image; 45 entries: 80 k, a fifth of the start-up's instructions in the program). It
+ * first gathers, in one pass, the entries that may be settings, in environ's order, and
+ * its thread's look-ups read these few until it returns. Later look-ups (at an exec; the
+ * program may have changed its environment by then) walk `environ` again. */
+#define GATHERED_MAX 32u
+static CTS__TLS const char *const *gathered; /* NULL: walk environ */
+static CTS__TLS size_t gathered_n;
+
 const char *cts__preload_env(const char *name) {
-  const size_t n = strlen(name);
-  for (char **e = environ; e && *e; e++)
-    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+  CTS_ASSERT(!gathered || has_settings_prefix(name)); /* only settings were gathered */
+  if (gathered) {
+    for (size_t i = 0; i < gathered_n; i++) {
+      const char *const v = value_if_named(gathered[i], name);
+      if (v) return v;
+    }
+    return NULL;
+  }
+  for (char **e = environ; e && *e; e++) {
+    const char *const v = value_if_named(*e, name);
+    if (v) return v;
+  }
   return NULL;
 }
 
@@ -60,6 +97,7 @@ static const char *const settings[] = {"MEMTRACE",
                                        "CTFSCOPE_STALL_TIMEOUT",
                                        "CTFSCOPE_EXEC_BASE",
                                        "CTFSCOPE_EXEC_INDEX",
+                                       "CTFSCOPE_EXEC_TSC",
                                        "CTFSCOPE_TASKS",
                                        "CTFSCOPE_TASKS_SIZE",
                                        "CTFSCOPE_TASKS_PACKETS",
@@ -68,10 +106,9 @@ static const char *const settings[] = {"MEMTRACE",
                                        "CTFSCOPE_RECORD_NOTES"};
 
 bool cts__preload_is_setting(const char *entry) {
-  for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
-    const size_t n = strlen(settings[i]);
-    if (strncmp(entry, settings[i], n) == 0 && entry[n] == '=') return true;
-  }
+  if (!has_settings_prefix(entry)) return false;
+  for (size_t i = 0; i < sizeof settings / sizeof *settings; i++)
+    if (value_if_named(entry, settings[i])) return true;
   return false;
 }
 
@@ -100,10 +137,16 @@ static void log_line(void *user_data, const char *line) {
   cts__preload_log("%s", line);
 }
 
-static bool copy_setting(char *dst, const char *src) {
+/* Copies `src` into cts__exec_state's strings, at *dst; "" there if it is too long. */
+static bool copy_setting(const char **dst, const char *src) {
   const size_t n = strlen(src);
+  *dst = "";
   if (n >= CTS__SETTING_SIZE) return false;
-  memcpy(dst, src, n + 1);
+  char *const at = cts__exec_state.strings + cts__exec_state.used;
+  CTS_ASSERT(cts__exec_state.used + n < sizeof cts__exec_state.strings);
+  memcpy(at, src, n + 1);
+  cts__exec_state.used += n + 1;
+  *dst = at;
   return true;
 }
 
@@ -202,7 +245,7 @@ static void start_from_environment(void) {
   bool fits = true;
   for (size_t i = 0; i < sizeof cts__kept_names / sizeof *cts__kept_names; i++) {
     const char *const v = cts__preload_env(cts__kept_names[i]);
-    fits = copy_setting(cts__exec_state.kept[i], v ? v : "") && fits;
+    fits = copy_setting(&cts__exec_state.kept[i], v ? v : "") && fits;
   }
 
   cts_tracer_sink_t sink;
@@ -242,9 +285,13 @@ static void start_from_environment(void) {
     if (*end == '\0' && v < 1000000) index = (unsigned)v;
   }
   cts__exec_state.index = index;
-  fits = copy_setting(cts__exec_state.memtrace, out) && fits;
+  /* Only from an image of the same sequence, which asked the machine already. */
+  const char *const tsc = cts__preload_env("CTFSCOPE_EXEC_TSC");
+  if (index && tsc && (strcmp(tsc, "0") == 0 || strcmp(tsc, "1") == 0))
+    cts__tsc_usable_known = tsc[0] == '1';
+  fits = copy_setting(&cts__exec_state.memtrace, out) && fits;
   fits =
-      copy_setting(cts__exec_state.base, cts__exec_state.file && index ? exec_base : out) && fits;
+      copy_setting(&cts__exec_state.base, cts__exec_state.file && index ? exec_base : out) && fits;
   cts__exec_state.usable = fits;
 
   cts__notes_from_environment();
@@ -283,11 +330,25 @@ static void forget_settings(void) {
 
 __attribute__((constructor)) static void preload_init(void) {
   cts__need_real();
+  for (size_t i = 0; i < sizeof settings / sizeof *settings; i++)
+    CTS_ASSERT(has_settings_prefix(settings[i])); /* others would be neither read nor forgotten */
+  const char *candidates[GATHERED_MAX];
+  size_t n = 0;
+  bool all = true;
+  for (char **e = environ; e && *e && all; e++) {
+    if (!has_settings_prefix(*e)) continue;
+    if (n < GATHERED_MAX)
+      candidates[n++] = *e;
+    else
+      all = false; /* more than fit: the look-ups walk environ */
+  }
+  if (all) gathered = candidates, gathered_n = n;
   const char *const out = cts__preload_env("MEMTRACE");
   cts__guard_enter(); /* whatever libc allocates for us here is not the program's */
   start_from_environment();
   cts__guard_leave();
   const bool tasks = cts__preload_pthread_init();
+  gathered = NULL; /* `candidates` ends here */
   /* Only an image asked to trace forgets: a library that is merely preloaded (in an
    * untraced child) leaves the environment as it found it. */
   if ((out && out[0]) || tasks) forget_settings();

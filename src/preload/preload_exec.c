@@ -63,7 +63,7 @@ static bool notes_ours(void) {
 
 /* Tells record that this image's trace lost its tail; e: the tracer's error. */
 void cts__note_lost_tail(int e) {
-  if (notes.noted || !cts__exec_state.file || !notes_ours()) return;
+  if (notes.noted || !cts__exec_state.file || !cts__exec_state.memtrace || !notes_ours()) return;
   notes.noted = true;
   char note[CTS__SETTING_SIZE + 256];
   const int n = snprintf(note, sizeof note, "%s%c%s%c", cts__exec_state.memtrace, 0,
@@ -97,9 +97,15 @@ static char **continued_environment(char *const envp[]) {
   }
   char index[16];
   snprintf(index, sizeof index, "%u", cts__exec_state.index + 1);
-  const char *ours[2 * (4 + CTS__KEPT_COUNT)] = {
+  const char *ours[2 * (5 + CTS__KEPT_COUNT)] = {
       "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", cts__exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
   size_t nours = 3;
+  /* This machine's time-stamp counter, as this image found it (tracer_internal.h). */
+  if (cts__tsc_usable_known >= 0) {
+    ours[2 * nours] = "CTFSCOPE_EXEC_TSC";
+    ours[2 * nours + 1] = cts__tsc_usable_known ? "1" : "0";
+    nours++;
+  }
   char notes_fd[16];
   if (notes_ours() && fcntl(notes.fd, F_SETFD, 0) == 0) { /* exec_failed sets it back */
     snprintf(notes_fd, sizeof notes_fd, "%d", notes.fd);

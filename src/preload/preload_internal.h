@@ -76,12 +76,17 @@ extern const char *const cts__kept_names[CTS__KEPT_COUNT] CTS__PRELOAD_HIDDEN;
 /* The settings this image was started with, handed on to an image it execs. Written by the
  * constructor (preload_env.c), read by the exec family. */
 typedef struct cts__exec_state {
-  bool usable;                      /* the settings below fit: an exec can continue the trace */
-  bool file;                        /* MEMTRACE names a file (else a tcp:// or listen:// URL) */
-  char memtrace[CTS__SETTING_SIZE]; /* this image's MEMTRACE */
-  char base[CTS__SETTING_SIZE];     /* the first image's file: the names' base */
-  unsigned index;                   /* this image's number (0 = the first) */
-  char kept[CTS__KEPT_COUNT][CTS__SETTING_SIZE]; /* values of cts__kept_names[i], "" if unset */
+  bool usable;                       /* the settings below fit: an exec can continue the trace */
+  bool file;                         /* MEMTRACE names a file (else a tcp:// or listen:// URL) */
+  const char *memtrace;              /* this image's MEMTRACE */
+  const char *base;                  /* the first image's file: the names' base */
+  unsigned index;                    /* this image's number (0 = the first) */
+  const char *kept[CTS__KEPT_COUNT]; /* values of cts__kept_names[i], "" if unset */
+  /* The strings above (NULL until set), copied one after the other: the image touches only
+   * the pages they fill, one or two (an array of its own for each cost nine page faults
+   * per traced image). Each is shorter than CTS__SETTING_SIZE. */
+  size_t used;
+  char strings[(2 + CTS__KEPT_COUNT) * CTS__SETTING_SIZE];
 } cts__exec_state_t;
 
 extern cts__exec_state_t cts__exec_state CTS__PRELOAD_HIDDEN;

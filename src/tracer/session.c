@@ -24,6 +24,8 @@ static uint64_t realtime_ns(void *user_data) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int cts__tsc_usable_known = -1;
+
 cts__session_t cts__session = {
     .control = PTHREAD_MUTEX_INITIALIZER,
     .once = PTHREAD_ONCE_INIT,
@@ -79,8 +81,11 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
                    __ATOMIC_RELAXED);
   __atomic_store_n(&cts__session.clock_user_data, sink->clock ? sink->clock_user_data : NULL,
                    __ATOMIC_RELAXED);
+  if (CTS_HAVE_CPU_COUNTER && !sink->clock && cts__tsc_usable_known < 0)
+    cts__tsc_usable_known = cts_os_tsc_usable();
   __atomic_store_n(&cts__session.tsc_mode,
-                   CTS_HAVE_CPU_COUNTER && !sink->clock && cts_os_tsc_usable(), __ATOMIC_RELAXED);
+                   CTS_HAVE_CPU_COUNTER && !sink->clock && cts__tsc_usable_known > 0,
+                   __ATOMIC_RELAXED);
   cts__writer_clock_start();
   if (cfg->executable_name) {
     cts__copy_string(cts__session.exe, sizeof cts__session.exe, cfg->executable_name);
@@ -213,6 +218,7 @@ int cts__session_stop_locked(void) {
   cts__report_stall();
   cts__close_sink();
   cts__session.session_running = false;
+  cts__tsc_usable_known = -1; /* tracer_internal.h */
   cts__ctl_lock();
   const int e = cts__ctl->stats.error;
   cts__ctl_unlock();

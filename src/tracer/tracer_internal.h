@@ -117,6 +117,12 @@ void cts__tracer_exec_pending(bool pending);
 bool cts__tracer_exec_handoff(int *error);
 /* After a failed exec that handed its list over: the writer reads /proc/PID/maps again. */
 void cts__tracer_exec_handoff_cancel(void);
+/* Whether the time-stamp counter may time events (cts_os_tsc_usable: reading /proc/cpuinfo
+ * costs 50-60 us of CPU): -1 not known. A session's start asks and keeps the answer until
+ * the session stops (the kernel may give up the TSC meanwhile: the next session asks
+ * again); the preload sets it before the start, from the image that exec'd this one a
+ * moment ago. session.c. */
+extern int cts__tsc_usable_known;
 /* Waits until the running session's writer process has been made (its intermediate
  * process reaped) and its pid is known. Control lock not held. writer_process.c. */
 void cts__writer_process_settle(void);

@@ -28,21 +28,27 @@ CTS__TLS bool cts__spawning_writer;
  * everything (a flush), and the writer resolves the old image's codes against this list
  * while /proc/PID/maps already describes the new image. Written and read under the control
  * lock. Address space only (MAP_NORESERVE): untouched until an exec, and then only as many
- * pages as the text. */
+ * pages as the text. An image that sampled nothing hands over no list, only `own`: it costs
+ * the program no read of its maps (30-60 us, most exec'ing images at the default rate). */
 typedef struct {
   size_t len; /* 0: no list handed over (none yet, or the exec failed) */
+  /* The image took no object id before its exec: no record holds a code of its own but one
+   * a thread (or a signal handler) sampled during the exec, which the writer resolves
+   * against its own module list, the program's at the fork (a library the program loaded
+   * since is missing from it). */
+  bool own;
   char text[];
 } maps_snapshot_t;
 #define SNAPSHOT_BYTES ((size_t)4 << 20)
 static maps_snapshot_t *snapshot;
 
-static bool settle_middle(bool block);
+static bool settle_middle(bool block, bool pidfd);
 
 /* Whether this session's writer process has exited (killed: it could not say so), or was
  * never made (its intermediate process could not fork). Not while that process has not
  * told yet. */
 bool cts__writer_process_gone(void) {
-  if (!settle_middle(false)) return false;
+  if (!settle_middle(false, true)) return false;
   if (cts__wproc.writer_pidfd >= 0) {
     struct pollfd p = {.fd = cts__wproc.writer_pidfd, .events = POLLIN};
     return poll(&p, 1, 0) > 0;
@@ -111,8 +117,9 @@ static pid_t middle_pid;
 static pid_t middle_parent; /* the process that made it: a forked child does not reap it */
 
 /* Reaps the intermediate process if it is done (or waits for it: `block`), then opens the
- * writer's pidfd. True once there is nothing left to reap. */
-static bool settle_middle(bool block) {
+ * writer's pidfd if `pidfd` (not when the session ends: nobody would poll it). True once
+ * there is nothing left to reap. */
+static bool settle_middle(bool block, bool pidfd) {
   if (!middle_pid) return true;
   if (getpid() != middle_parent) { /* a forked child: its parent's, not its own */
     middle_pid = 0;
@@ -127,14 +134,14 @@ static bool settle_middle(bool block) {
   atomic_compare_exchange_strong(&cts__ctl->writer_pid, &none, -1);
   const pid_t pid = (pid_t)atomic_load(&cts__ctl->writer_pid);
   /* Without pidfds (Linux < 5.3), cts__writer_process_gone() uses kill(pid, 0). */
-  if (pid > 0 && cts__wproc.writer_pidfd < 0)
+  if (pidfd && pid > 0 && cts__wproc.writer_pidfd < 0)
     cts__wproc.writer_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   return true;
 }
 
 /* tracer_internal.h. */
 void cts__writer_process_settle(void) {
-  settle_middle(true);
+  settle_middle(true, true);
 }
 
 /* The intermediate process: leaves the program's session, makes the writer process,
@@ -189,7 +196,7 @@ int cts__spawn_writer_process(void) {
   cts__wproc.owner_fd = watch[1];
   middle_pid = middle;
   middle_parent = program;
-  if (!lazy && !settle_middle(true)) return -EAGAIN;
+  if (!lazy && !settle_middle(true, true)) return -EAGAIN;
   if (!lazy && atomic_load(&cts__ctl->writer_pid) <= 0) {
     cts__forget_writer_process();
     return -EAGAIN;
@@ -199,7 +206,7 @@ int cts__spawn_writer_process(void) {
 
 /* After the session: the pipe, the pidfd and the module list's mapping go. */
 void cts__forget_writer_process(void) {
-  settle_middle(true);
+  settle_middle(true, false);
   if (cts__wproc.owner_fd >= 0) close(cts__wproc.owner_fd);
   if (cts__wproc.writer_pidfd >= 0) close(cts__wproc.writer_pidfd);
   cts__wproc.owner_fd = cts__wproc.writer_pidfd = -1;
@@ -208,29 +215,37 @@ void cts__forget_writer_process(void) {
   snapshot = NULL;
 }
 
+/* Reads this process's module list (/proc/self/maps) into `buf`, `room` bytes at most: its
+ * length, or 0 if it could not be read whole. */
+static size_t read_own_maps(char *buf, size_t room) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  size_t len = 0;
+  ssize_t n = fd < 0 ? -1 : 1;
+  while (n != 0 && len < room) {
+    n = read(fd, buf + len, room - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    len += (size_t)n;
+  }
+  if (fd >= 0) close(fd);
+  /* Only a whole list: a cut one would leave codes unresolved or, worse, misplaced. */
+  return n == 0 ? len : 0;
+}
+
 /* tracer_internal.h. The list is read straight into the shared mapping: no allocation, one
  * open, a few reads and a close (30-60 us for a small program), under the control lock so
- * that two threads exec'ing at once do not write it together. */
+ * that two threads exec'ing at once do not write it together; not at all if the session
+ * took no object id (maps_snapshot_t, `own`). */
 bool cts__tracer_exec_handoff(int *error) {
   bool handed = false;
   *error = 0;
   cts__ctl_lock();
   if (snapshot && cts__session.writer_process && cts__ctl->thread_running &&
       !cts__ctl->stop_requested) {
-    const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    const size_t room = SNAPSHOT_BYTES - sizeof *snapshot;
-    size_t len = 0;
-    ssize_t n = fd < 0 ? -1 : 1;
-    while (n != 0 && len < room) {
-      n = read(fd, snapshot->text + len, room - len);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      len += (size_t)n;
-    }
-    if (fd >= 0) close(fd);
-    /* Only a whole list: a cut one would leave codes unresolved or, worse, misplaced. */
-    handed = n == 0 && len > 0;
-    snapshot->len = handed ? len : 0;
+    snapshot->own = (atomic_load(&cts__ctl->next_id) & ID_MASK) == 0;
+    snapshot->len =
+        snapshot->own ? 0 : read_own_maps(snapshot->text, SNAPSHOT_BYTES - sizeof *snapshot);
+    handed = snapshot->own || snapshot->len > 0;
     /* The symbolizer looks at the list again (it takes this one). */
     atomic_fetch_add(&cts__ctl->module_epoch, 1);
     /* What a flush would have said: the trace already lost its tail. */
@@ -245,21 +260,34 @@ bool cts__tracer_exec_handoff(int *error) {
 /* tracer_internal.h. After a failed exec: the image goes on, and may load libraries. */
 void cts__tracer_exec_handoff_cancel(void) {
   cts__ctl_lock();
-  if (snapshot && snapshot->len) {
+  if (snapshot && (snapshot->len || snapshot->own)) {
     snapshot->len = 0;
+    snapshot->own = false;
     atomic_fetch_add(&cts__ctl->module_epoch, 1);
   }
   cts__ctl_unlock();
 }
 
-/* tracer_internal.h. In the writer process: a copy of the list the program handed over. */
+/* tracer_internal.h. In the writer process: a copy of the list the program handed over, or
+ * of its own (`own`). */
 char *cts__program_maps(size_t *len) {
   if (!snapshot) return NULL;
   cts__ctl_lock();
-  const size_t n = snapshot->len;
-  char *const copy = n ? malloc(n) : NULL;
+  const bool own = snapshot->own;
+  size_t n = snapshot->len;
+  char *copy = n ? malloc(n) : NULL;
   if (copy) memcpy(copy, snapshot->text, n);
   cts__ctl_unlock();
-  *len = n;
+  if (own) {
+    /* Its own list, as it was at the fork: what the program had before the exec. */
+    const size_t room = SNAPSHOT_BYTES - sizeof *snapshot;
+    copy = malloc(room);
+    n = copy ? read_own_maps(copy, room) : 0;
+    if (!n) {
+      free(copy);
+      copy = NULL;
+    }
+  }
+  *len = copy ? n : 0;
   return copy;
 }

@@ -3,6 +3,7 @@
  * both runs print the same and exit the same, then decodes the trace with our reader and
  * checks what it must contain. Test names are passed on the command line by CTest. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -984,44 +985,40 @@ CTS_TEST(startup_system_calls_of_a_traced_image) {
   unlink(trace);
 }
 
-/* Guard for exec chains (bench/README.md, the exec chain): a traced image does not wait for
- * its writer process, neither at its start (the intermediate process of the double fork,
- * made without an exit signal, is reaped later: no wait4) nor at its exec (the module list
- * is handed over: no futex wait). Counted with strace -f on `env /bin/true` at the default
- * rate, over env's life: before, each image's start made one blocking wait4 (10-20 ms on a
- * loaded machine) and env's exec waited for a flush. (The last image's exit still waits for
- * its writer: the trace must be complete when the program has exited.) */
-CTS_TEST(startup_and_exec_do_not_wait_for_the_writer) {
+/* What `strace -f` saw of a traced `env /bin/true` (one process: env execs true), its
+ * writer processes aside. */
+typedef struct {
+  size_t execs;                   /* env's, then true's */
+  size_t waits;                   /* blocking wait4/waitid calls over env's life */
+  size_t futex_waits_before_exec; /* over env's life */
+  size_t maps_reads_before_exec;  /* opens of /proc/self/maps over env's life */
+  size_t cpuinfo_reads[2];        /* opens of /proc/cpuinfo by env, by true */
+} env_true_calls_t;
+
+/* Runs `env /bin/true` traced at `rate` into trace `name` under `strace -f`, and counts
+ * the calls of env's life (the traced process up to its exec). Both traces are checked,
+ * then removed. Whether the test goes on: not if it was skipped or failed. */
+static void strace_env_true_calls(const char *name, const char *rate, env_true_calls_t *calls) {
   if (access("/usr/bin/strace", X_OK) != 0) CTS_SKIP("no /usr/bin/strace");
-  char out[256], log[256], trace[256], next[300], preload[1024], memtrace[512];
-  snprintf(out, sizeof out, "/tmp/cts_preload_waits_%d.out", (int)getpid());
-  snprintf(log, sizeof log, "/tmp/cts_preload_waits_%d.strace", (int)getpid());
-  trace_path(trace, sizeof trace, "waits");
-  exec_file(next, sizeof next, trace, 1);
+  char out[256], log[256], preload[1024], memtrace[512], rate_env[64], trace[256], next[300];
+  snprintf(out, sizeof out, "/tmp/cts_preload_%s_%d.out", name, (int)getpid());
+  snprintf(log, sizeof log, "/tmp/cts_preload_%s_%d.strace", name, (int)getpid());
+  trace_path(trace, 256, name);
+  exec_file(next, 300, trace, 1);
   unlink(trace);
   unlink(next);
   snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
   snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
-  char *argv[] = {"/usr/bin/strace",
-                  "-f",
-                  "-qq",
-                  "-o",
-                  log,
-                  "-E",
-                  preload,
-                  "-E",
-                  memtrace,
-                  "-E",
-                  "MEMTRACE_RATE=1e-6",
-                  "/usr/bin/env",
-                  "/bin/true",
-                  NULL};
+  snprintf(rate_env, sizeof rate_env, "MEMTRACE_RATE=%s", rate);
+  char *argv[] = {"/usr/bin/strace", "-f", "-qq",    "-o", log,      "-E",
+                  preload,           "-E", memtrace, "-E", rate_env, "/usr/bin/env",
+                  "/bin/true",       NULL};
   CTS_ASSERT_EQ_INT(run_env_to_file(&plain, argv, out, NULL), 0);
   FILE *f = fopen(log, "r");
   CTS_ASSERT(f != NULL);
   char line[4096];
   long program = 0;
-  size_t execs = 0, waits = 0, futex_waits_before_exec = 0;
+  memset(calls, 0, sizeof *calls);
   while (fgets(line, sizeof line, f)) {
     const long pid = strtol(line, NULL, 10);
     if (!program) program = pid; /* the first line is the program's execve */
@@ -1031,18 +1028,19 @@ CTS_TEST(startup_and_exec_do_not_wait_for_the_writer) {
      * half, futex's operation in the first. */
     const bool cut = strstr(line, "<unfinished") != NULL;
     const bool resumed = strstr(line, "resumed>") != NULL;
-    execs += !resumed && strstr(line, " execve(") != NULL;
-    if (execs != 1) continue; /* env's life: its start and its exec */
+    calls->execs += !resumed && strstr(line, " execve(") != NULL;
+    if (calls->execs == 2) calls->cpuinfo_reads[1] += !resumed && strstr(line, "\"/proc/cpuinfo\"");
+    if (calls->execs != 1) continue; /* env's life: its start and its exec */
+    calls->cpuinfo_reads[0] += !resumed && strstr(line, "\"/proc/cpuinfo\"") != NULL;
     const bool wait = (!cut && strstr(line, " wait4(")) || strstr(line, "<... wait4 resumed>") ||
                       (!cut && strstr(line, " waitid(")) || strstr(line, "<... waitid resumed>");
-    waits += wait && !strstr(line, "WNOHANG");
-    futex_waits_before_exec += !resumed && strstr(line, " futex(") && strstr(line, "FUTEX_WAIT");
+    calls->waits += wait && !strstr(line, "WNOHANG");
+    calls->futex_waits_before_exec +=
+        !resumed && strstr(line, " futex(") && strstr(line, "FUTEX_WAIT");
+    calls->maps_reads_before_exec += !resumed && strstr(line, "\"/proc/self/maps\"") != NULL;
   }
   fclose(f);
-  CTS_ASSERT_EQ_U64(execs, 2); /* env, then true */
-  CTS_ASSERT_MSG(waits == 0, "env waited %zu times for a child", waits);
-  CTS_ASSERT_MSG(futex_waits_before_exec == 0, "env waited %zu times on a futex before its exec",
-                 futex_waits_before_exec);
+  CTS_ASSERT_EQ_U64(calls->execs, 2); /* env, then true */
   decoded_t d;
   CHECK_TRACE(d, trace);
   decoded_fini(&d);
@@ -1052,6 +1050,128 @@ CTS_TEST(startup_and_exec_do_not_wait_for_the_writer) {
   unlink(log);
   unlink(trace);
   unlink(next);
+}
+
+static bool strace_env_true(const char *name, const char *rate, env_true_calls_t *calls) {
+  strace_env_true_calls(name, rate, calls);
+  return !cts_test_state.failed && !cts_test_state.skipped;
+}
+
+/* Guard for exec chains (bench/README.md, the exec chain): a traced image does not wait for
+ * its writer process, neither at its start (the intermediate process of the double fork,
+ * made without an exit signal, is reaped later: no wait4) nor at its exec (the module list
+ * is handed over: no futex wait). Counted with strace -f on `env /bin/true` at the default
+ * rate, over env's life: before, each image's start made one blocking wait4 (10-20 ms on a
+ * loaded machine) and env's exec waited for a flush. (The last image's exit still waits for
+ * its writer: the trace must be complete when the program has exited.) */
+CTS_TEST(startup_and_exec_do_not_wait_for_the_writer) {
+  env_true_calls_t calls;
+  if (!strace_env_true("waits", "1e-6", &calls)) return;
+  CTS_ASSERT_MSG(calls.waits == 0, "env waited %zu times for a child", calls.waits);
+  CTS_ASSERT_MSG(calls.futex_waits_before_exec == 0,
+                 "env waited %zu times on a futex before its exec", calls.futex_waits_before_exec);
+}
+
+/* Guard for exec chains at the default rate (bench/README.md, #16): an image that sampled
+ * nothing (at 1e-12, env cannot) execs without reading its module list for the writer,
+ * whose trace has no code to resolve. Reading it cost each such image 30-60 us. */
+CTS_TEST(exec_without_samples_reads_no_module_list) {
+  env_true_calls_t calls;
+  if (!strace_env_true("nomaps", "1e-12", &calls)) return;
+  CTS_ASSERT_MSG(calls.maps_reads_before_exec == 0, "env read /proc/self/maps %zu times",
+                 calls.maps_reads_before_exec);
+}
+
+/* Guard for exec chains (#16): whether the time-stamp counter can time events is asked of
+ * the machine once per exec sequence (/proc/cpuinfo: 50-60 us of CPU on this kind of
+ * virtual machine), not by each image. */
+CTS_TEST(exec_d_image_does_not_read_cpuinfo_again) {
+  env_true_calls_t calls;
+  if (!strace_env_true("cpuinfo", "1e-6", &calls)) return;
+  CTS_ASSERT_MSG(calls.cpuinfo_reads[0] <= 1, "env read /proc/cpuinfo %zu times",
+                 calls.cpuinfo_reads[0]);
+  CTS_ASSERT_MSG(calls.cpuinfo_reads[1] == 0, "true read /proc/cpuinfo %zu times",
+                 calls.cpuinfo_reads[1]);
+}
+
+/* The instructions of the library's constructor (callgrind, collecting in preload_init only)
+ * in a traced `/bin/true` whose environment holds `fillers` variables besides the
+ * settings, into *total (the test fails when they cannot be had). Files go into directory
+ * `dir`, removed after. */
+static void constructor_instructions(const char *dir, unsigned fillers, uint64_t *total) {
+  enum { SETTINGS = 3 };
+  char preload[1024], memtrace[512], out[600];
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s/trace.ctf", dir);
+  snprintf(out, sizeof out, "--callgrind-out-file=%s/cg.%%p", dir);
+  /* Names such as a real environment has, some starting like a setting's (M, C). */
+  char(*const filler)[48] = calloc(fillers ? fillers : 1, sizeof *filler);
+  char **const envp = calloc(fillers + SETTINGS + 1, sizeof *envp);
+  CTS_ASSERT(filler && envp);
+  for (unsigned i = 0; i < fillers; i++) {
+    static const char *const stems[] = {"MANPATH_", "CTS_FILLER_", "XDG_FILLER_", "COLOR_"};
+    snprintf(filler[i], sizeof *filler, "%s%u=some value %u", stems[i % 4u], i, i);
+    envp[i] = filler[i];
+  }
+  envp[fillers] = preload;
+  envp[fillers + 1] = memtrace;
+  envp[fillers + 2] = "MEMTRACE_RATE=1e-6";
+  char *argv[] = {"/usr/bin/valgrind",
+                  "--tool=callgrind",
+                  "--toggle-collect=preload_init",
+                  out,
+                  "/bin/true",
+                  NULL};
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 1), dup2(null, 2);
+    execve(argv[0], argv, envp);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  free(envp);
+  free(filler);
+  CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "valgrind: status %d", status);
+  /* The program's own file: its writer processes (forks) write theirs. */
+  char path[700], line[256];
+  snprintf(path, sizeof path, "%s/cg.%d", dir, (int)pid);
+  FILE *const f = fopen(path, "r");
+  CTS_ASSERT_MSG(f != NULL, "no callgrind output for the program");
+  *total = 0;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "summary:", 8) == 0) *total = strtoull(line + 8, NULL, 10);
+  fclose(f);
+  DIR *const d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
+}
+
+/* Guard for every traced image's start-up (#16): the constructor's work per variable of
+ * the environment. It reads some twenty settings and then forgets them; each look-up used
+ * to walk the whole environment with strncmp: ~1 650 instructions per variable (45
+ * variables: 80 k of the ~300 k instructions a traced image adds at start; ~2 000 in the
+ * debug build). It now walks the environment twice: ~27 per variable (debug build: ~130).
+ * Counted by callgrind, which counts the same every run. */
+CTS_TEST(constructor_instructions_per_environment_variable) {
+  if (access("/usr/bin/valgrind", X_OK) != 0) CTS_SKIP("no /usr/bin/valgrind");
+  char dir[] = "/tmp/cts_preload_cg_XXXXXX";
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  uint64_t few = 0, many = 0;
+  constructor_instructions(dir, 0, &few);
+  if (!cts_test_state.failed) constructor_instructions(dir, 1000, &many);
+  rmdir(dir);
+  if (cts_test_state.failed) return;
+  /* Not vacuous: callgrind found the constructor and counted its work. */
+  CTS_ASSERT_MSG(few > 10000, "%" PRIu64 " instructions in the constructor", few);
+  const double per = ((double)many - (double)few) / 1000.0;
+  CTS_ASSERT_MSG(per <= 200.0, "%.0f instructions per environment variable (at most 200)", per);
 }
 
 CTS_TEST(real_gcc_compile) {

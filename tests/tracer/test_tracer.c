@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include "../test.h"
+#include "common/cpu_counter.h"
 #include "decoded.h"
 #include "os/net.h"
+#include "os/tsc_clock.h"
 #include "tracer/lazylib.h"
 #include "tracer/tracer_internal.h"
 
@@ -1163,6 +1165,27 @@ CTS_TEST(sink_error_is_reported_and_stops_sampling) {
   for (uint64_t i = 0; i < 100; i++) cts_tracer_track_alloc(fake_ptr(i), 100);
   CTS_ASSERT_EQ_INT(cts_tracer_flush(), -EIO);
   CTS_ASSERT_EQ_INT(cts_tracer_stop(), -EIO);
+}
+
+/* Whether the time-stamp counter may time events is asked at a session's start and kept
+ * only while it runs (an exec hands it to the next image): the kernel may give the TSC up
+ * while a program runs, so the next session asks again (tracer_internal.h). */
+CTS_TEST(each_session_asks_whether_the_tsc_is_usable) {
+  membuf_t b;
+  memset(&b, 0, sizeof b);
+  cts_tracer_config_t cfg;
+  cts_tracer_config_init(&cfg);
+  cts_tracer_sink_t sink;
+  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_CALLBACK);
+  sink.write = membuf_write;
+  sink.write_user_data = &b;
+  for (int session = 0; session < 2; session++) {
+    CTS_ASSERT_EQ_INT(cts__tsc_usable_known, -1);
+    CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
+    CTS_ASSERT(cts__tsc_usable_known == (CTS_HAVE_CPU_COUNTER ? cts_os_tsc_usable() : -1));
+    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  }
+  free(b.data);
 }
 
 CTS_TEST(bad_configurations_are_refused) {
