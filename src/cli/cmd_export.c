@@ -214,7 +214,7 @@ static int merge_by_name(const cts_stacks_t *s, cts_labels_t *labels, code_label
   /* At most s->count keys: a load of at most 0.7, never grown. */
   size_t cap = 16;
   while (cap * 7 < (size_t)s->count * 10) cap *= 2;
-  merge_slot_t *tab = calloc(cap, sizeof *tab);
+  merge_slot_t *tab = cts_table_alloc(cap, sizeof *tab);
   if (!tab) return -ENOMEM;
   uint32_t n = 1;
   map[0] = 0;
