@@ -2,6 +2,7 @@
 #include "sites.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -102,17 +103,23 @@ static uint32_t find_child_memo(cts_stacks_t *s, uint32_t parent, uint64_t code)
   return found;
 }
 
-/* A zeroed table of cap slots. A large one is probed at random once per new frame: on 2 MiB
- * pages (where the kernel allows them on request) those probes miss the TLB far less. */
-static cts_stack_tslot_t *alloc_table(uint32_t cap) {
-  const size_t bytes = (size_t)cap * sizeof(cts_stack_tslot_t);
+void *cts_table_alloc(size_t n, size_t size) {
+  if (size && n > SIZE_MAX / size) return NULL;
   const size_t huge = (size_t)2 << 20;
-  if (bytes < 4 * huge) return calloc(cap, sizeof(cts_stack_tslot_t));
-  cts_stack_tslot_t *t = aligned_alloc(huge, bytes); /* bytes: a multiple of 2 MiB */
+  size_t bytes = n * size;
+  if (bytes < 4 * huge) return calloc(n ? n : 1, size ? size : 1);
+  bytes = (bytes + huge - 1) / huge * huge; /* aligned_alloc: a multiple of the alignment */
+  void *t = aligned_alloc(huge, bytes);
   if (!t) return NULL;
   (void)madvise(t, bytes, MADV_HUGEPAGE); /* only advice: fine if refused */
   memset(t, 0, bytes);
   return t;
+}
+
+/* A zeroed table of cap slots. A large one is probed at random once per new frame: on 2 MiB
+ * pages (where the kernel allows them on request) those probes miss the TLB far less. */
+static cts_stack_tslot_t *alloc_table(uint32_t cap) {
+  return cts_table_alloc(cap, sizeof(cts_stack_tslot_t));
 }
 
 static bool grow_table(cts_stacks_t *s) {

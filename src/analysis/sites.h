@@ -210,6 +210,12 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
  * with -ENOMEM if they cannot. */
 void cts_stacks_drop_table(cts_stacks_t *s);
 
+/* n zeroed elements of size bytes for a hash table probed at random, NULL when out of memory
+ * or overflowing; free() frees it. A large one (8 MiB or more) is on 2 MiB pages where the
+ * kernel allows them on request (madvise), so that random probes miss the TLB far less; its
+ * pages are all written at once then (counted in the peak RSS, as any table that fills). */
+void *cts_table_alloc(size_t n, size_t size);
+
 /* Advances time: checkpoints before time_us are taken (history only). Call with each
  * event's time, before the event's own changes. */
 void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us);

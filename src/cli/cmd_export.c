@@ -167,12 +167,23 @@ static int folded_names(const cts_labels_t *labels, char **text, size_t **offs) 
   return 0;
 }
 
-/* Path of node from the root: fills path[0..depth) outermost first. */
-static uint32_t node_path(const cts_stacks_t *s, uint32_t node, uint32_t *path) {
-  const uint32_t depth = s->nodes[node].depth;
-  uint32_t i = depth;
-  for (uint32_t n = node; n != 0; n = s->nodes[n].parent) path[--i] = n;
-  return depth;
+/* The label ids of the frame codes met last, direct-mapped (label 0: empty): folded names
+ * every node's frame and chrome every allocation's, where a hash look-up per frame was most
+ * of chrome's export. */
+#define CODE_LABEL_SLOTS 4096u
+
+typedef struct code_label {
+  uint64_t code;
+  uint64_t label;
+} code_label_t;
+
+/* The label id of a frame code through cache (CODE_LABEL_SLOTS entries); 0: out of memory. */
+static uint64_t code_label_of(code_label_t *cache, cts_labels_t *labels, uint64_t code) {
+  code_label_t *e = &cache[cts_mix64(code) & (CODE_LABEL_SLOTS - 1)];
+  if (e->label && e->code == code) return e->label;
+  const uint64_t id = cts_labels_id(labels, code);
+  if (id) *e = (code_label_t){code, id};
+  return id;
 }
 
 static uint32_t max_depth(const cts_stacks_t *s) {
@@ -187,77 +198,172 @@ static uint64_t folded_count(const cts_site_stats_t *st, value_t value) {
   return value == VAL_LIVE ? st->live_samples : value == VAL_PEAK ? st->peak_samples : st->samples;
 }
 
+/* A merged node's key and id: open addressing, node 0 = empty (the root is never a key). */
+typedef struct merge_slot {
+  uint32_t parent, label, node;
+} merge_slot_t;
+
+/* Numbers the nodes of the trie merged by frame name (a node per distinct path of names, in
+ * order of first appearance, as cts_stacks_relabel_nodes would make them): map[i] for each
+ * node, *merged their count. Only the numbers are made, not a second trie: a line needs a
+ * path of names, and the first node of each merged one has it. One probe per node into a
+ * table whose slot holds the whole key (a second trie took two misses a node, its growth and
+ * 24 bytes a node more). Returns 0 or -ENOMEM. */
+static int merge_by_name(const cts_stacks_t *s, cts_labels_t *labels, code_label_t *cl,
+                         uint32_t *map, uint32_t *merged) {
+  /* At most s->count keys: a load of at most 0.7, never grown. */
+  size_t cap = 16;
+  while (cap * 7 < (size_t)s->count * 10) cap *= 2;
+  merge_slot_t *tab = cts_table_alloc(cap, sizeof *tab);
+  if (!tab) return -ENOMEM;
+  uint32_t n = 1;
+  map[0] = 0;
+  int e = 0;
+  for (uint32_t i = 1; i < s->count; i++) {
+    const uint64_t label = code_label_of(cl, labels, s->nodes[i].code);
+    if (!label || label > UINT32_MAX) {
+      e = -ENOMEM;
+      break;
+    }
+    const uint32_t parent = map[s->nodes[i].parent];
+    size_t k = cts_mix64((uint64_t)parent << 32 | label) & (cap - 1);
+    for (; tab[k].node; k = (k + 1) & (cap - 1))
+      if (tab[k].parent == parent && tab[k].label == (uint32_t)label) break;
+    if (!tab[k].node) tab[k] = (merge_slot_t){parent, (uint32_t)label, n++};
+    map[i] = tab[k].node;
+  }
+  free(tab);
+  *merged = n;
+  return e;
+}
+
+/* The folded line of each merged node, by one pass over the nodes: the path of the last line
+ * written is kept (its nodes and where each frame's name ends in the line), so a node's
+ * walk up stops where it joins that path and only the frames below are written again;
+ * consecutive first nodes of merged ones mostly share all but their last frames. */
+typedef struct fold_line {
+  uint32_t *path; /* nodes of the last line, by depth - 1 */
+  size_t *end;    /* end[k]: the line's length with frames 0..k-1 */
+  uint32_t len;   /* frames in the last line */
+  char *text;
+  size_t cap;
+} fold_line_t;
+
+/* Node i's path (nodes by depth - 1) in path, where path[0..len) is the path of an earlier
+ * node: the walk up from i stops where it joins it. Returns how many outer frames the two
+ * share (path[0..that) is unchanged). */
+static uint32_t path_join(const cts_stacks_t *s, uint32_t i, uint32_t *path, uint32_t len) {
+  uint32_t n = i;
+  for (; n != 0; n = s->nodes[n].parent) {
+    const uint32_t k = s->nodes[n].depth - 1;
+    if (k < len && path[k] == n) break;
+    path[k] = n;
+  }
+  return n ? s->nodes[n].depth : 0;
+}
+
+/* The line of node i (depth > 0) in l->text[0..l->end[depth]); -ENOMEM. */
+static int fold_line_of(fold_line_t *l, const cts_stacks_t *s, uint32_t i, cts_labels_t *labels,
+                        code_label_t *cl, const char *names, const size_t *offs) {
+  const uint32_t depth = s->nodes[i].depth;
+  const uint32_t shared = path_join(s, i, l->path, l->len);
+  size_t at = l->end[shared];
+  for (uint32_t k = shared; k < depth; k++) {
+    /* Every label id was made by merge_by_name: the names cover it. */
+    const uint64_t id = code_label_of(cl, labels, s->nodes[l->path[k]].code);
+    if (!id) return -ENOMEM;
+    const size_t len = offs[id] - offs[id - 1];
+    while (l->cap < at + len + 1)
+      if (cts_grow((void **)&l->text, &l->cap, l->cap, 1)) return -ENOMEM;
+    if (k) l->text[at++] = ';';
+    memcpy(l->text + at, names + offs[id - 1], len);
+    at += len;
+    l->end[k + 1] = at;
+  }
+  l->len = depth;
+  return 0;
+}
+
 static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts) {
   const cts_alloc_profile_t *p = &t->prof;
+  const cts_stacks_t *s = &p->stacks;
   const cts_frames_t frames = cli_trace_frames(t);
   cts_labels_t labels;
   cts_labels_init(&labels, &frames, CTS_LABEL_NAME);
-  /* Nodes merged by frame name, with the one figure printed summed per merged node. */
-  cts_stacks_t tree;
-  uint32_t *map = NULL;
-  int e = cts_stacks_relabel_nodes(&p->stacks, &labels, &tree, &map);
+  code_label_t *cl = calloc(CODE_LABEL_SLOTS, sizeof *cl);
+  uint32_t *map = malloc(((size_t)s->count + 1) * sizeof *map);
+  uint32_t merged = 0;
+  int e = cl && map ? merge_by_name(s, &labels, cl, map, &merged) : -ENOMEM;
+  /* The one figure printed, summed per merged node in node order (as cts_stacks_relabel
+   * sums a merged node's figures). */
   const bool by_est = opts->value == VAL_COUNT;
   double *sums = NULL;
   uint64_t *counts = NULL;
   if (!e) {
     if (by_est)
-      sums = calloc(tree.count, sizeof *sums);
+      sums = calloc(merged, sizeof *sums);
     else
-      counts = calloc(tree.count, sizeof *counts);
+      counts = calloc(merged, sizeof *counts);
     if (!sums && !counts) e = -ENOMEM;
   }
-  for (uint32_t i = 0; !e && i < p->stacks.count; i++) {
-    if (!p->stacks.nodes[i].stat) continue; /* no figures */
-    const cts_site_stats_t self = cts_stacks_self(&p->stacks, i);
-    /* Summed in node order, as cts_stacks_relabel sums a merged node's figures. */
+  for (uint32_t i = 0; !e && i < s->count; i++) {
+    if (!s->nodes[i].stat) continue; /* no figures */
+    const cts_site_stats_t self = cts_stacks_self(s, i);
     if (by_est)
       sums[map[i]] += self.est_allocs;
     else
       counts[map[i]] += folded_count(&self, opts->value);
   }
-  uint32_t *path = e ? NULL : malloc(((size_t)max_depth(&tree) + 1) * sizeof *path);
-  if (!e && !path) e = -ENOMEM;
+  fold_line_t line = {0};
+  if (!e) {
+    const size_t depth = (size_t)max_depth(s) + 1;
+    line.path = malloc(depth * sizeof *line.path);
+    line.end = calloc(depth, sizeof *line.end);
+    if (!line.path || !line.end) e = -ENOMEM;
+  }
   char *names = NULL;
   size_t *offs = NULL;
   if (!e) e = folded_names(&labels, &names, &offs);
   const double bps = cts_alloc_profile_bytes_per_sample(p);
-  for (uint32_t i = 0; !e && i < tree.count; i++) {
+  /* Merged nodes are numbered in order of their first node: node i is the first of merged
+   * node `next` when map[i] == next. */
+  for (uint32_t i = 0, next = 0; !e && i < s->count; i++) {
+    if (map[i] != next) continue;
+    const uint32_t m = next++;
     double v;
     switch (opts->value) {
       case VAL_COUNT:
-        v = sums[i];
+        v = sums[m];
         break;
       case VAL_SAMPLES:
-        v = (double)counts[i];
+        v = (double)counts[m];
         break;
       default: /* bytes of the samples, live or at the peak */
-        v = (double)counts[i] * bps;
+        v = (double)counts[m] * bps;
         break;
     }
     const long long rounded = llround(v);
     if (rounded <= 0) continue;
-    const uint32_t depth = node_path(&tree, i, path);
-    if (depth == 0) {
+    if (s->nodes[i].depth == 0) {
       cts_out_str(o, "(no backtrace)");
     } else {
-      for (uint32_t k = 0; k < depth; k++) {
-        if (k) cts_out_char(o, ';');
-        /* Every code of the relabelled tree is a label id, 1..labels.n. */
-        const uint64_t id = tree.nodes[path[k]].code;
-        cts_out_write(o, names + offs[id - 1], offs[id] - offs[id - 1]);
-      }
+      e = fold_line_of(&line, s, i, &labels, cl, names, offs);
+      if (e) break;
+      cts_out_write(o, line.text, line.end[line.len]);
     }
     cts_out_char(o, ' ');
     cts_out_i64(o, rounded);
     cts_out_char(o, '\n');
   }
-  free(path);
+  free(line.path);
+  free(line.end);
+  free(line.text);
   free(names);
   free(offs);
   free(sums);
   free(counts);
   free(map);
-  cts_stacks_fini(&tree);
+  free(cl);
   cts_labels_fini(&labels);
   return e;
 }
@@ -270,25 +376,39 @@ typedef struct pb {
   bool nomem;
 } pb_t;
 
-static void pb_raw(pb_t *b, const void *p, size_t n) {
-  if (b->nomem) return;
+/* Room for n more bytes at b->data + b->len; false when out of memory (b->nomem set). */
+static bool pb_room_slow(pb_t *b, size_t n) {
+  if (b->nomem) return false;
   while (b->len + n > b->cap)
     if (cts_grow((void **)&b->data, &b->cap, b->cap, 1)) {
       b->nomem = true;
-      return;
+      return false;
     }
+  return true;
+}
+
+/* Inline: a large profile writes a few bytes at a time, tens of millions of times (its
+ * samples' location ids), where a call and a grow check per write was an eighth of the
+ * export's instructions. */
+static inline bool pb_room(pb_t *b, size_t n) {
+  return CTS_LIKELY(b->len + n <= b->cap && !b->nomem) || pb_room_slow(b, n);
+}
+
+static inline void pb_raw(pb_t *b, const void *p, size_t n) {
+  if (!pb_room(b, n)) return;
   memcpy(b->data + b->len, p, n);
   b->len += n;
 }
 
-static void pb_varint(pb_t *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+static inline void pb_varint(pb_t *b, uint64_t v) {
+  if (!pb_room(b, 10)) return;
+  uint8_t *d = b->data + b->len;
+  while (v > 0x7f) {
+    *d++ = (uint8_t)(v | 0x80);
     v >>= 7;
-  } while (v);
-  pb_raw(b, tmp, n);
+  }
+  *d++ = (uint8_t)v;
+  b->len = (size_t)(d - b->data);
 }
 
 static void pb_uint(pb_t *b, unsigned field, uint64_t v) {
@@ -349,7 +469,10 @@ typedef struct gz {
 static int gz_begin(gz_t *g, cts_out_t *o) {
   memset(g, 0, sizeof *g);
   g->o = o;
-  if (deflateInit2(&g->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
+  /* Level 1, as Go's own runtime/pprof writes its profiles: on gen_trace --mb 24's 25.9 MB
+   * profile, level 6 took 0.48 s of CPU for 5.56 MB and level 1 0.17 s for 6.43 MB (zlib
+   * through Python, 2026-11-27); deflate was 43 % of the export's instructions at level 6. */
+  if (deflateInit2(&g->z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
   g->ready = true;
   return 0;
 }
@@ -562,6 +685,26 @@ static void write_mappings(pb_t *prof, strtab_t *st, const mappings_t *mp) {
   }
 }
 
+/* pprof: location ids of the frame codes met last, direct-mapped in front of the map (id 0:
+ * empty). Every frame of every sample names its location: the few thousand codes of a
+ * trace fit here, where a hash map look-up per frame was a tenth of the export. */
+#define LOC_CACHE_SLOTS 4096u
+
+typedef struct loc_cache {
+  uint64_t code[LOC_CACHE_SLOTS];
+  uint32_t id[LOC_CACHE_SLOTS];
+} loc_cache_t;
+
+/* The location id of code (known to map); 0 if it is not there. */
+static inline uint64_t loc_id(loc_cache_t *c, const cts_u64map_t *map, uint64_t code) {
+  const size_t k = cts_mix64(code) & (LOC_CACHE_SLOTS - 1u);
+  if (CTS_LIKELY(c->id[k] && c->code[k] == code)) return c->id[k];
+  const uint64_t *v = cts_u64map_find(map, code);
+  if (!v) return 0;
+  if (*v <= UINT32_MAX) c->code[k] = code, c->id[k] = (uint32_t)*v;
+  return *v;
+}
+
 static int export_pprof(cts_out_t *o, cli_trace_t *t) {
   const cts_alloc_profile_t *p = &t->prof;
   const cts_stacks_t *s = &p->stacks;
@@ -583,8 +726,10 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
    * file). pprof lists inlined frames innermost first; memtrace lists them outermost first. */
   mappings_t mp = {0};
   mp.codes = malloc((s->count + 1) * sizeof *mp.codes);
-  if (!mp.codes) e = -ENOMEM;
+  loc_cache_t *lc = calloc(1, sizeof *lc);
+  if (!mp.codes || !lc) e = -ENOMEM;
   for (uint32_t i = 1; i < s->count && !e; i++) {
+    if (loc_id(lc, &loc_of_code, s->nodes[i].code)) continue; /* known */
     bool added;
     if (!cts_u64map_insert(&loc_of_code, s->nodes[i].code, mp.nlocs + 1, &added)) {
       e = -ENOMEM;
@@ -648,15 +793,36 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
   if (!e && (prof.nomem || st.nomem)) e = -ENOMEM;
   if (!e) e = gz_feed(&gz, &prof, false);
 
-  /* One sample per stack that allocated, its locations leaf first. */
+  /* One sample per stack that allocated, its locations leaf first. Samples come in node
+   * order, where each mostly shares all but its last frames with the one before: the packed
+   * location ids of the last sample's path are kept right-aligned in locs (the root's frame
+   * last; ends[k]: the bytes of its k outermost frames), so only the frames below where the
+   * path joins the last one are looked up and encoded again. */
+  const size_t depth_cap = (size_t)max_depth(s) + 1;
+  uint32_t *path = malloc(depth_cap * sizeof *path);
+  size_t *ends = calloc(depth_cap, sizeof *ends);
+  uint8_t *locs = malloc(depth_cap * 10);
+  if (!e && (!path || !ends || !locs)) e = -ENOMEM;
+  uint32_t path_len = 0;
+  uint8_t *const locs_end = locs ? locs + depth_cap * 10 : NULL;
   for (uint32_t i = 0; i < s->count && !e; i++) {
+    if (!s->nodes[i].stat) continue; /* no figures */
     const cts_site_stats_t self = cts_stacks_self(s, i), *ss = &self;
     if (!ss->allocs) continue;
+    const uint32_t depth = s->nodes[i].depth;
+    for (uint32_t k = path_join(s, i, path, path_len); k < depth; k++) {
+      uint8_t v[10];
+      size_t len = 0;
+      for (uint64_t id = loc_id(lc, &loc_of_code, s->nodes[path[k]].code);; id >>= 7) {
+        v[len++] = (uint8_t)(id > 0x7f ? (id & 0x7f) | 0x80 : id);
+        if (id <= 0x7f) break;
+      }
+      ends[k + 1] = ends[k] + len;
+      memcpy(locs_end - ends[k + 1], v, len);
+    }
+    path_len = depth;
     m.len = 0;
-    packed.len = 0;
-    for (uint32_t n = i; n != 0; n = s->nodes[n].parent)
-      pb_varint(&packed, *cts_u64map_find(&loc_of_code, s->nodes[n].code));
-    if (packed.len) pb_bytes(&m, 1, packed.data, packed.len);
+    if (depth) pb_bytes(&m, 1, locs_end - ends[depth], ends[depth]);
     packed.len = 0;
     pb_varint(&packed, cts_est_round(ss->est_allocs));
     pb_varint(&packed, cts_est_round((double)ss->samples * bps));
@@ -666,6 +832,9 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     pb_bytes(&prof, 2, m.data, m.len);
     if (prof.len >= (1u << 20)) e = prof.nomem ? -ENOMEM : gz_feed(&gz, &prof, false);
   }
+  free(path);
+  free(ends);
+  free(locs);
   if (!e) {
     char comment[256];
     char rate[64];
@@ -690,6 +859,7 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
   free(mp.m);
   free(mp.of_loc);
   free(mp.codes);
+  free(lc);
   strtab_fini(&st);
   cts_u64map_fini(&loc_of_code);
   cts_u64map_fini(&fn_of_key);
@@ -762,16 +932,6 @@ static const text_slot_t *text_cache_keep(text_cache_t *tc, uint64_t key, size_t
   return e;
 }
 
-/* chrome: the label ids of the frame codes met last, direct-mapped (label 0: empty): every
- * allocation names each frame of its stack, and a hash lookup per frame was most of the
- * export. */
-#define CODE_LABEL_SLOTS 4096u
-
-typedef struct code_label {
-  uint64_t code;
-  uint64_t label;
-} code_label_t;
-
 typedef struct stream_ctx {
   cts_out_t *o;
   text_cache_t *cache; /* csv: allocation points; chrome: frame names */
@@ -826,11 +986,7 @@ static int ensure_cap(stream_ctx_t *c, size_t n) {
 
 /* The label id of a frame code (0: out of memory). */
 static uint64_t code_label(stream_ctx_t *c, uint64_t code) {
-  code_label_t *e = &c->code_labels[cts_mix64(code) & (CODE_LABEL_SLOTS - 1)];
-  if (e->label && e->code == code) return e->label;
-  const uint64_t id = cts_labels_id(&c->labels, code);
-  if (id) *e = (code_label_t){code, id};
-  return id;
+  return code_label_of(c->code_labels, &c->labels, code);
 }
 
 void cli_chrome_begin(cts_json_t *w, cts_out_t *o) {
