@@ -59,7 +59,8 @@ static const char help[] =
     "                       'live' (bytes live at the end) or 'peak' (live at the peak)\n"
     "      --max-size SIZE  chrome: refuse (exit 2) when the JSON would be larger than SIZE\n"
     "                       bytes (suffixes k, M, G: powers of 1000; default 256M, 0 = no\n"
-    "                       limit): trace viewers do not load JSON much larger than that\n"
+    "                       limit): trace viewers do not load JSON much larger than that;\n"
+    "                       refused with other formats and, above 0, with task traces\n"
     "  -q, --quiet          do not print warnings\n" CLI_FRAME_HELP
     "  -h, --help           show this help\n"
     "\n"
@@ -78,6 +79,9 @@ typedef struct export_opts {
   const char *output;
   uint64_t max_size; /* chrome: JSON bytes allowed, 0 = any */
   bool quiet;
+  /* Given on the command line: an option the chosen format has no use for is refused
+   * rather than silently ignored (a user asking for a limit must not get none). */
+  bool value_given, max_size_given;
 } export_opts_t;
 
 /* Perfetto and chrome://tracing load JSON into the browser's memory and fail, or crawl, on
@@ -129,11 +133,13 @@ static int on_option(void *ctx, int opt, const char *arg) {
       const int rc = cli_parse_keyword("--value", arg, values, NULL, &v);
       if (rc >= 0) return rc;
       o->value = (value_t)v;
+      o->value_given = true;
       break;
     }
     case 'M':
       if (!parse_size(arg, &o->max_size))
         return cli_usage_error("--max-size: '%s' is not a size (e.g. 256M, 2G, 0)", arg);
+      o->max_size_given = true;
       break;
     case 'q':
       o->quiet = true;
@@ -1372,6 +1378,10 @@ int cmd_export(int argc, char **argv) {
   const int rc = cli_parse(argc, argv, "f:o:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
   if (opts.format == FMT_NONE) return cli_usage_error("--format is required");
+  if (opts.max_size_given && opts.format != FMT_CHROME)
+    return cli_usage_error("--max-size limits --format chrome only (this format has no limit)");
+  if (opts.value_given && opts.format != FMT_FOLDED)
+    return cli_usage_error("--value applies to --format folded only");
   if (first >= argc) return cli_usage_error("no trace given");
   if (argc - first > 1) return cli_usage_error("one trace at a time");
   if (opts.format == FMT_PPROF && !opts.output && isatty(STDOUT_FILENO))
@@ -1380,6 +1390,9 @@ int cmd_export(int argc, char **argv) {
   cli_trace_kind_t kind;
   const int kc = cli_trace_detect(argv[first], &kind);
   if (kc >= 0) return kc;
+  /* A task trace's JSON is not estimated as it goes: it has no limit to offer ('0' = none). */
+  if (kind == CLI_TRACE_TASKS && opts.max_size_given && opts.max_size)
+    return cli_usage_error("--max-size: a task trace's chrome JSON has no limit (give 0 or none)");
   if (kind == CLI_TRACE_TASKS && opts.format != FMT_CHROME && opts.format != FMT_CSV)
     return cli_usage_error(
         "a task trace exports as chrome or csv (folded and pprof are "

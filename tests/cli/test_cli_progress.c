@@ -256,6 +256,21 @@ CTS_TEST(chrome_export_over_max_size_is_refused_and_keeps_the_old_file) {
   CTS_ASSERT(strstr(r.err, "--max-size: '12X' is not a size") != NULL);
   CTS_ASSERT(r.out_len == 0);
   run_result_free(&r);
+
+  /* A limit asked for where the format has none is refused, not silently dropped. */
+  char *csv_limited[] = {CTS_TEST_CTFSCOPE, "export", "-f", "csv", "--max-size", "1k", trace, NULL};
+  CTS_ASSERT(run_cmd(csv_limited, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 2);
+  CTS_ASSERT(strstr(r.err, "--max-size limits --format chrome only") != NULL);
+  CTS_ASSERT(r.out_len == 0);
+  run_result_free(&r);
+  char *pprof_value[] = {CTS_TEST_CTFSCOPE, "export", "-f",  "pprof",
+                         "--value",         "live",   trace, NULL};
+  CTS_ASSERT(run_cmd(pprof_value, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 2);
+  CTS_ASSERT(strstr(r.err, "--value applies to --format folded only") != NULL);
+  CTS_ASSERT(r.out_len == 0);
+  run_result_free(&r);
 }
 
 CTS_TEST_MAIN()
