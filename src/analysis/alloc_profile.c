@@ -122,8 +122,10 @@ static void release_block(cts_alloc_profile_t *p, uint32_t bi) {
   p->free_block = bi;
 }
 
-/* The full figures of a live record (its pooled copy, or its fields unpacked). */
-static cts_alloc_profile_block_t unpack(const cts_alloc_profile_t *p, const live_rec_t *r) {
+/* The full figures of a live record (its pooled copy, or its fields unpacked). Inline:
+ * a call returned the 48-byte block through memory on every collect (~35 instructions). */
+static CTS_FORCE_INLINE cts_alloc_profile_block_t unpack(const cts_alloc_profile_t *p,
+                                                         const live_rec_t *r) {
   if (r->clock_flags & REC_POOLED) return p->blocks[r->node];
   return (cts_alloc_profile_block_t){
       .time_us = p->live_base_us + (r->time_len & ((1ull << REC_TIME_BITS) - 1)),
