@@ -233,6 +233,25 @@ CTS_TEST(survivors_cost_at_most_32_bytes_each) {
   model_fini(&m);
 }
 
+/* Sparse chunks emptied in random order: each is swept (tombstones dropped, runs of live
+ * records moved, the arrays shrunk) many times, and every record stays whole. */
+CTS_TEST(sparse_chunks_swept_keep_every_record) {
+  model_t m;
+  model_init(&m);
+  const uint64_t n = (CTS_LIVE_WINDOW + 4) * (uint64_t)CTS_LIVE_CHUNK;
+  for (uint64_t id = 0; id < n; id++) CTS_ASSERT(do_insert(&m, id));
+  /* A third of the first 4 chunks dies first: they leave the window's density, turn sparse. */
+  const uint64_t old = 4 * (uint64_t)CTS_LIVE_CHUNK;
+  for (uint64_t id = 0; id < old; id += 3) CTS_ASSERT(do_take(&m, id));
+  CTS_ASSERT(m.t.sparse_chunks > 0);
+  for (uint64_t k = 0; k < 3 * old; k++) {
+    CTS_ASSERT(do_take(&m, rnd() % old));
+    if (k % 997 == 0) CTS_ASSERT(consistent(&m));
+  }
+  CTS_ASSERT(consistent(&m));
+  model_fini(&m);
+}
+
 CTS_TEST(sparse_and_huge_gaps) {
   model_t m;
   model_init(&m);
