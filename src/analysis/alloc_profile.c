@@ -171,7 +171,7 @@ static CTS_NOINLINE int pool(cts_alloc_profile_t *p, live_rec_t *r,
 }
 
 /* The block's est: kept in the pool, recomputed from the length otherwise. */
-static double rec_est(cts_alloc_profile_t *p, const live_rec_t *r) {
+static CTS_FORCE_INLINE double rec_est(cts_alloc_profile_t *p, const live_rec_t *r) {
   if (r->clock_flags & REC_POOLED) return p->blocks[r->node].est;
   return sampling_weight(p, r->time_len >> REC_TIME_BITS);
 }
@@ -248,7 +248,8 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
   /* No record refers to the base while the table is empty: it follows the trace. */
   if (p->live.count == 0) p->live_base_us = ev->time_us;
   bool added;
-  live_rec_t *r = cts_live_insert(&p->live, ev->obj_id, &added);
+  /* Every byte of the record is written below (packed or pooled). */
+  live_rec_t *r = cts_live_insert_unset(&p->live, ev->obj_id, &added);
   if (!r) return -ENOMEM;
   if (!added) {
     /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed

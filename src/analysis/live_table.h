@@ -66,6 +66,7 @@ void cts_live_fini(cts_live_table_t *t);
 static inline void *cts_live_find(cts_live_table_t *t, uint64_t id);
 /* The record of id, added (zeroed, *added = true) if absent; NULL = no memory. */
 static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added);
+static inline void *cts_live_insert_unset(cts_live_table_t *t, uint64_t id, bool *added);
 /* Removes id, copying its record to out (rec_size bytes); false if absent. */
 static inline bool cts_live_take(cts_live_table_t *t, uint64_t id, void *out);
 
@@ -114,7 +115,9 @@ static inline void *cts_live_find(cts_live_table_t *t, uint64_t id) {
   return c->present[off / 64u] >> (off % 64u) & 1u ? c->recs + (size_t)off * t->rec_size : NULL;
 }
 
-static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added) {
+/* cts_live_insert and cts_live_insert_unset: whether a record added is zeroed. */
+static CTS_FORCE_INLINE void *cts__live_insert(cts_live_table_t *t, uint64_t id, bool *added,
+                                               bool zero) {
   cts_live_chunk_t *c = t->head;
   if (!c || c->number != id >> CTS_LIVE_CHUNK_BITS || !c->dense)
     return cts_live_insert_slow(t, id, added);
@@ -125,10 +128,20 @@ static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *adde
   *added = !(*w & bit);
   if (!*added) return rec;
   *w |= bit;
-  cts_live_rec_zero(rec, t->rec_size);
+  if (zero) cts_live_rec_zero(rec, t->rec_size);
   c->live++;
   t->count++;
   return rec;
+}
+
+static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added) {
+  return cts__live_insert(t, id, added, true);
+}
+
+/* cts_live_insert for a caller that writes every byte of a record it adds: the record is
+ * zeroed or left as it was (the head chunk's, on most allocations), not cleared first. */
+static inline void *cts_live_insert_unset(cts_live_table_t *t, uint64_t id, bool *added) {
+  return cts__live_insert(t, id, added, false);
 }
 
 /* Removes id from its dense chunk c (copying its record, size bytes, t->rec_size, to out);
