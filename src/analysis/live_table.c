@@ -101,6 +101,18 @@ static uint32_t sparse_search(const cts_live_chunk_t *c, uint32_t off, bool *fou
   return lo;
 }
 
+/* c's sparse arrays replaced by offs and recs, of capacity cap (the old ones freed). */
+static void sparse_adopt(cts_live_table_t *t, cts_live_chunk_t *c, uint16_t *offs,
+                         unsigned char *recs, uint32_t cap) {
+  free(c->offs);
+  free(c->recs);
+  t->bytes -= chunk_bytes(t, c);
+  c->offs = offs;
+  c->recs = recs;
+  c->cap = cap;
+  t->bytes += chunk_bytes(t, c);
+}
+
 /* Sets the sparse capacity to cap >= n. Returns false (nothing changed) without memory. */
 static bool sparse_resize(cts_live_table_t *t, cts_live_chunk_t *c, uint32_t cap) {
   if (cap < 4) cap = 4;
@@ -116,13 +128,7 @@ static bool sparse_resize(cts_live_table_t *t, cts_live_chunk_t *c, uint32_t cap
     memcpy(offs, c->offs, c->n * sizeof *offs);
     memcpy(recs, c->recs, c->n * t->rec_size);
   }
-  free(c->offs);
-  free(c->recs);
-  t->bytes -= chunk_bytes(t, c);
-  c->offs = offs;
-  c->recs = recs;
-  c->cap = cap;
-  t->bytes += chunk_bytes(t, c);
+  sparse_adopt(t, c, offs, recs, cap);
   return true;
 }
 
@@ -166,13 +172,7 @@ static void sparse_sweep(cts_live_table_t *t, cts_live_chunk_t *c) {
     return;
   }
   c->n = sparse_compact(t, c, offs, recs);
-  free(c->offs);
-  free(c->recs);
-  t->bytes -= chunk_bytes(t, c);
-  c->offs = offs;
-  c->recs = recs;
-  c->cap = cap;
-  t->bytes += chunk_bytes(t, c);
+  sparse_adopt(t, c, offs, recs, cap);
 }
 
 /* A dense chunk too empty to stay so becomes sparse (or is freed). Without memory it stays
