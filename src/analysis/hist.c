@@ -6,6 +6,7 @@
 
 void cts_hist_init(cts_hist_t *h) {
   memset(h, 0, sizeof *h);
+  h->min = UINT64_MAX;
 }
 
 uint64_t cts_hist_bucket_low(unsigned b) {

@@ -21,11 +21,11 @@ typedef struct cts_hist {
   uint64_t blocks[CTS_HIST_BUCKETS];
   uint64_t samples[CTS_HIST_BUCKETS];
   uint64_t total_blocks, total_samples;
-  uint64_t min, max;     /* exact, over the blocks added */
-  double sum_by_blocks;  /* Σ value, for the mean per block */
-  double sum_by_samples; /* Σ value × samples, for the mean per sample */
+  uint64_t min, max;    /* exact, over the blocks added; min is UINT64_MAX while empty */
+  double sum_by_blocks; /* Σ value, for the mean per block */
 } cts_hist_t;
 
+/* Required before the first cts_hist_add (an all-zero histogram would keep min at 0). */
 void cts_hist_init(cts_hist_t *h);
 /* Inline: called two or three times per event of a trace. */
 static inline unsigned cts_hist_bucket(uint64_t value) {
@@ -39,12 +39,12 @@ static inline void cts_hist_add(cts_hist_t *h, uint64_t value, uint64_t samples)
   const unsigned b = cts_hist_bucket(value);
   h->blocks[b]++;
   h->samples[b] += samples;
-  if (h->total_blocks == 0 || value < h->min) h->min = value;
+  /* min starts at UINT64_MAX (cts_hist_init): one compare, not two, per value. */
+  if (value < h->min) h->min = value;
   if (value > h->max) h->max = value;
   h->total_blocks++;
   h->total_samples += samples;
   h->sum_by_blocks += (double)value;
-  h->sum_by_samples += (double)value * (double)samples;
 }
 /* Smallest value that falls in bucket b. */
 uint64_t cts_hist_bucket_low(unsigned b);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../common/compiler.h"
 #include "../common/hash.h"
 #include "fold.h"
 #include "strtab.h"
@@ -30,39 +31,59 @@ enum { MARK_GIVE_UP = 1, MARK_SPARSE, MARK_NOMEM, TIES_DONE };
 
 /* ---- the marks ---------------------------------------------------------------------------- */
 
-bool cts_leaks_marked(const cts_leaks_marks_t *m, uint64_t id) {
-  if (!m->have_base || id < m->base) return false;
-  const uint64_t i = id - m->base;
-  return i / 64 < m->words && (m->bits[i / 64] >> (i % 64) & 1u);
+/* The marks' paths inline: pass 1 marks every event and pass 2 asks for every allocation;
+ * as calls they were ~10 % of leaks on a rate-1 trace of sqlite3. */
+static inline bool marked(const cts_leaks_marks_t *m, uint64_t id) {
+  const uint64_t i = id - m->base; /* an id below the base wraps past the bitmap */
+  return m->have_base && id >= m->base && i / 64 < m->words && (m->bits[i / 64] >> (i % 64) & 1u);
 }
 
-int cts_leaks_mark_alloc(cts_leaks_marks_t *m, uint64_t id) {
-  if (!m->have_base) m->have_base = true, m->base = id;
+bool cts_leaks_marked(const cts_leaks_marks_t *m, uint64_t id) {
+  return marked(m, id);
+}
+
+/* The bitmap grown to hold bit i: 0 or -ENOMEM. */
+static CTS_NOINLINE int grow_marks(cts_leaks_marks_t *m, uint64_t i) {
+  size_t words = m->words ? m->words : 1024;
+  while (words <= i / 64) words *= 2;
+  uint64_t *bits = realloc(m->bits, words * sizeof *bits);
+  if (!bits) return -ENOMEM;
+  memset(bits + m->words, 0, (words - m->words) * sizeof *bits);
+  m->bits = bits;
+  m->words = words;
+  return 0;
+}
+
+static inline int mark_alloc(cts_leaks_marks_t *m, uint64_t id) {
+  if (CTS_UNLIKELY(!m->have_base)) m->have_base = true, m->base = id;
   if (id < m->base) return CTS_E_LIMIT;
   const uint64_t i = id - m->base;
   if (i > (m->allocs + 1) * IDS_PER_ALLOC + IDS_SLACK) return CTS_E_LIMIT;
-  if (i / 64 >= m->words) {
-    size_t words = m->words ? m->words : 1024;
-    while (words <= i / 64) words *= 2;
-    uint64_t *bits = realloc(m->bits, words * sizeof *bits);
-    if (!bits) return -ENOMEM;
-    memset(bits + m->words, 0, (words - m->words) * sizeof *bits);
-    m->bits = bits;
-    m->words = words;
+  if (CTS_UNLIKELY(i / 64 >= m->words)) {
+    const int e = grow_marks(m, i);
+    if (e) return e;
   }
   uint64_t *w = &m->bits[i / 64];
   /* An id allocated again while live (a corrupt trace): one block, as the profile has it. */
-  if (!(*w >> (i % 64) & 1u)) m->live++;
+  m->live += !(*w >> (i % 64) & 1u);
   *w |= 1ull << (i % 64);
   m->allocs++;
   return 0;
 }
 
-void cts_leaks_mark_collect(cts_leaks_marks_t *m, uint64_t id) {
-  if (!cts_leaks_marked(m, id)) return; /* not allocated, or collected: as the profile */
+int cts_leaks_mark_alloc(cts_leaks_marks_t *m, uint64_t id) {
+  return mark_alloc(m, id);
+}
+
+static inline void mark_collect(cts_leaks_marks_t *m, uint64_t id) {
+  if (!marked(m, id)) return; /* not allocated, or collected: as the profile */
   const uint64_t i = id - m->base;
   m->bits[i / 64] &= ~(1ull << (i % 64));
   m->live--;
+}
+
+void cts_leaks_mark_collect(cts_leaks_marks_t *m, uint64_t id) {
+  mark_collect(m, id);
 }
 
 void cts_leaks_marks_fini(cts_leaks_marks_t *m) {
@@ -89,10 +110,10 @@ static int mark_event(void *ud, const cts_mt_event_t *ev) {
     if (m->marks.live * 2 > m->marks.allocs) return m->why = MARK_GIVE_UP;
   }
   if (ev->kind == CTS_MT_ALLOC) {
-    const int e = cts_leaks_mark_alloc(&m->marks, ev->obj_id);
+    const int e = mark_alloc(&m->marks, ev->obj_id);
     if (e) return m->why = e == CTS_E_LIMIT ? MARK_SPARSE : MARK_NOMEM;
   } else if (ev->kind == CTS_MT_COLLECT) {
-    cts_leaks_mark_collect(&m->marks, ev->obj_id);
+    mark_collect(&m->marks, ev->obj_id);
   }
   return 0;
 }
@@ -146,7 +167,7 @@ typedef struct pass2 {
 static int pass2_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   pass2_t *c = ud;
   if (ev->kind != CTS_MT_ALLOC) return cts_alloc_profile_add_event(&t->prof, ev);
-  const bool full = cts_leaks_marked(c->marks, ev->obj_id);
+  const bool full = marked(c->marks, ev->obj_id);
   c->allocs++;
   c->full += full;
   return cts_alloc_profile_add_alloc(&t->prof, ev, !full);

@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/compiler.h"
 #include "u64map.h"
 
 #define CTS_LIVE_CHUNK_BITS 12u
@@ -65,6 +66,7 @@ void cts_live_fini(cts_live_table_t *t);
 static inline void *cts_live_find(cts_live_table_t *t, uint64_t id);
 /* The record of id, added (zeroed, *added = true) if absent; NULL = no memory. */
 static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added);
+static inline void *cts_live_insert_unset(cts_live_table_t *t, uint64_t id, bool *added);
 /* Removes id, copying its record to out (rec_size bytes); false if absent. */
 static inline bool cts_live_take(cts_live_table_t *t, uint64_t id, void *out);
 
@@ -113,7 +115,9 @@ static inline void *cts_live_find(cts_live_table_t *t, uint64_t id) {
   return c->present[off / 64u] >> (off % 64u) & 1u ? c->recs + (size_t)off * t->rec_size : NULL;
 }
 
-static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added) {
+/* cts_live_insert and cts_live_insert_unset: whether a record added is zeroed. */
+static CTS_FORCE_INLINE void *cts__live_insert(cts_live_table_t *t, uint64_t id, bool *added,
+                                               bool zero) {
   cts_live_chunk_t *c = t->head;
   if (!c || c->number != id >> CTS_LIVE_CHUNK_BITS || !c->dense)
     return cts_live_insert_slow(t, id, added);
@@ -124,31 +128,55 @@ static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *adde
   *added = !(*w & bit);
   if (!*added) return rec;
   *w |= bit;
-  cts_live_rec_zero(rec, t->rec_size);
+  if (zero) cts_live_rec_zero(rec, t->rec_size);
   c->live++;
   t->count++;
   return rec;
 }
 
-/* Removes id from its dense chunk c (copying its record to out); false if absent. The
- * caller thins c if it must (live_table.c). */
-static inline bool cts_live_take_dense(cts_live_table_t *t, cts_live_chunk_t *c, uint64_t id,
-                                       void *out) {
+static inline void *cts_live_insert(cts_live_table_t *t, uint64_t id, bool *added) {
+  return cts__live_insert(t, id, added, true);
+}
+
+/* cts_live_insert for a caller that writes every byte of a record it adds: the record is
+ * zeroed or left as it was (the head chunk's, on most allocations), not cleared first. */
+static inline void *cts_live_insert_unset(cts_live_table_t *t, uint64_t id, bool *added) {
+  return cts__live_insert(t, id, added, false);
+}
+
+/* Removes id from its dense chunk c (copying its record, size bytes, t->rec_size, to out);
+ * false if absent. The caller thins c if it must (live_table.c). Inline with a constant
+ * size, the copy is a few moves, not a libc call. */
+static CTS_FORCE_INLINE bool cts_live_take_dense_n(cts_live_table_t *t, cts_live_chunk_t *c,
+                                                   uint64_t id, void *out, size_t size) {
   const uint32_t off = (uint32_t)id & (CTS_LIVE_CHUNK - 1u);
   uint64_t *w = &c->present[off / 64u];
   const uint64_t bit = 1ull << (off % 64u);
   if (!(*w & bit)) return false;
-  memcpy(out, c->recs + (size_t)off * t->rec_size, t->rec_size);
+  memcpy(out, c->recs + (size_t)off * size, size);
   *w &= ~bit;
   c->live--;
   t->count--;
   return true;
 }
 
+static inline bool cts_live_take_dense(cts_live_table_t *t, cts_live_chunk_t *c, uint64_t id,
+                                       void *out) {
+  return cts_live_take_dense_n(t, c, id, out, t->rec_size);
+}
+
 static inline bool cts_live_take(cts_live_table_t *t, uint64_t id, void *out) {
   cts_live_chunk_t *c = cts_live_window_chunk(t, id);
   /* A chunk of the window stays dense whatever its density: nothing to thin here. */
   return c ? cts_live_take_dense(t, c, id, out) : cts_live_take_slow(t, id, out);
+}
+
+/* cts_live_take for a caller whose records are size bytes, a constant that must equal
+ * t->rec_size: the copy of a record taken from the window (most collections) is inlined. */
+static CTS_FORCE_INLINE bool cts_live_take_n(cts_live_table_t *t, uint64_t id, void *out,
+                                             size_t size) {
+  cts_live_chunk_t *c = cts_live_window_chunk(t, id);
+  return c ? cts_live_take_dense_n(t, c, id, out, size) : cts_live_take_slow(t, id, out);
 }
 
 /* Iteration over every live id, in no particular order; the table must not change

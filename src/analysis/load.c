@@ -151,6 +151,13 @@ static int on_event(void *ud, const cts_mt_event_t *ev) {
   return t->hook_err = t->hook(t->hook_user_data, t, ev);
 }
 
+/* on_event without a hook (stats, top, diff): the profile alone, as a tail call; the
+ * wrapper's frame and its test of the hook were ~15 instructions an event (4 % of stats
+ * on a rate-1 trace). */
+static int on_event_profile(void *ud, const cts_mt_event_t *ev) {
+  return cts_alloc_profile_add_event(&((cts_mem_trace_t *)ud)->prof, ev);
+}
+
 /* on_event with opts->events_only: the hook alone. */
 static int on_event_only(void *ud, const cts_mt_event_t *ev) {
   cts_mem_trace_t *t = ud;
@@ -255,7 +262,9 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path,
   rc.decode_backtraces = true;
   const cts_mt_handler_t h = {.user_data = t,
                               .on_info = on_info,
-                              .on_event = opts->events_only ? on_event_only : on_event,
+                              .on_event = opts->events_only ? on_event_only
+                                          : hook            ? on_event
+                                                            : on_event_profile,
                               .on_packet = on_packet,
                               .on_warning = on_warning};
   t->threads = choose_threads(opts->threads, path);

@@ -121,6 +121,34 @@ CTS_TEST(ended_and_live_blocks_keep_their_figures) {
   cts_alloc_profile_fini(&p);
 }
 
+/* A record holds its time as an offset from the first allocation's, 40 bits: a time before
+ * that base wraps around, and must come back whole whether the block is packed (the wrap
+ * lands within 2^40) or pooled. */
+CTS_TEST(times_before_the_base_come_back_whole) {
+  static const uint64_t bases[] = {UINT64_MAX - 10, 1000};
+  for (size_t k = 0; k < 2; k++) {
+    cts_alloc_profile_t p;
+    const cts_alloc_profile_config_t cfg = {0};
+    CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&p, &cfg), 0);
+    CTS_ASSERT_EQ_INT(alloc(&p, 1, bases[k], 2, 1, 0), 0); /* the base */
+    CTS_ASSERT_EQ_INT(alloc(&p, 2, 5, 3, 4, 1), 0);
+    CTS_ASSERT_EQ_U64(p.free_block == UINT32_MAX && p.block_count == 0 ? 0 : 1, k);
+    cts_alloc_profile_live_t b;
+    uint64_t seen = 0;
+    for (cts_live_cursor_t c = {0}; cts_alloc_profile_next_live(&p, &c, &b);) {
+      if (b.length != 3) continue;
+      seen++;
+      CTS_ASSERT(b.time_us == 5 && b.samples == 4 && b.source == 1);
+    }
+    CTS_ASSERT_EQ_U64(seen, 1);
+    CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, 2, 20), 0);
+    CTS_ASSERT(cts_alloc_profile_ended(&p, &b));
+    CTS_ASSERT_EQ_U64(b.time_us, 5);
+    CTS_ASSERT_EQ_U64(p.life_us.max, 15);
+    cts_alloc_profile_fini(&p);
+  }
+}
+
 /* Without stacks the profile keeps the heap's live total and its peak itself, the figures
  * stacks give (node 0 then holds none: that work is what stats and export -f csv skip). */
 CTS_TEST(heap_figures_without_stacks) {

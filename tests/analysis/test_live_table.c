@@ -158,6 +158,27 @@ CTS_TEST(every_record_size_zeroed_and_copied_whole) {
   }
 }
 
+/* cts_live_insert_unset: the same table as cts_live_insert, only a record added is left
+ * for the caller to write (an id present gives its record back, untouched). */
+CTS_TEST(insert_unset_keeps_what_the_caller_writes) {
+  cts_live_table_t t;
+  CTS_ASSERT_EQ_INT(cts_live_init(&t, REC), 0);
+  for (uint64_t id = 0; id < 3 * CTS_LIVE_CHUNK; id++) {
+    bool added;
+    rec_t *r = cts_live_insert_unset(&t, id, &added);
+    CTS_ASSERT(r && added);
+    *r = (rec_t){.id = id, .check = ~id, .pad = 7};
+    CTS_ASSERT(cts_live_insert_unset(&t, id, &added) == r && !added && r->check == ~id);
+  }
+  CTS_ASSERT_EQ_U64(t.count, 3 * CTS_LIVE_CHUNK);
+  for (uint64_t id = 0; id < 3 * CTS_LIVE_CHUNK; id += 5) {
+    rec_t out;
+    CTS_ASSERT(cts_live_take(&t, id, &out));
+    CTS_ASSERT(out.id == id && out.check == ~id && out.pad == 7);
+  }
+  cts_live_fini(&t);
+}
+
 /* A new dense chunk's pages are asked for at once (MADV_POPULATE_WRITE), not faulted in
  * one by one as its records are written: right after the chunk's first record, every page
  * of its records is resident (mincore), not only the first. */
@@ -230,6 +251,25 @@ CTS_TEST(survivors_cost_at_most_32_bytes_each) {
   CTS_ASSERT(consistent(&m));
   CTS_ASSERT_MSG(m.t.bytes <= m.t.count * 32u, "%zu bytes for %" PRIu64 " live", m.t.bytes,
                  m.t.count);
+  model_fini(&m);
+}
+
+/* Sparse chunks emptied in random order: each is swept (tombstones dropped, runs of live
+ * records moved, the arrays shrunk) many times, and every record stays whole. */
+CTS_TEST(sparse_chunks_swept_keep_every_record) {
+  model_t m;
+  model_init(&m);
+  const uint64_t n = (CTS_LIVE_WINDOW + 4) * (uint64_t)CTS_LIVE_CHUNK;
+  for (uint64_t id = 0; id < n; id++) CTS_ASSERT(do_insert(&m, id));
+  /* A third of the first 4 chunks dies first: they leave the window's density, turn sparse. */
+  const uint64_t old = 4 * (uint64_t)CTS_LIVE_CHUNK;
+  for (uint64_t id = 0; id < old; id += 3) CTS_ASSERT(do_take(&m, id));
+  CTS_ASSERT(m.t.sparse_chunks > 0);
+  for (uint64_t k = 0; k < 3 * old; k++) {
+    CTS_ASSERT(do_take(&m, rnd() % old));
+    if (k % 997 == 0) CTS_ASSERT(consistent(&m));
+  }
+  CTS_ASSERT(consistent(&m));
   model_fini(&m);
 }
 
