@@ -176,13 +176,15 @@ bool cts__rings_pending(void) {
   return false;
 }
 
-/* The shared mapping, made once: the control block, then RING_SLOTS ring slots (reserved
- * address space; pages are used as rings are). Only while no ring exists: rings made
- * before would be this process's alone. False: a writer thread it is. */
+/* The shared mapping, made once: the control block, then RING_SLOTS ring slots, then the
+ * hand-over area (reserved address space; pages are used as rings are). One mapping for
+ * both: a second one cost each traced image an mmap and a munmap (a shmem file each).
+ * Only while no ring exists: rings made before would be this process's alone. False: a
+ * writer thread it is. */
 bool cts__shared_mapping(void) {
   if (cts__ring_state.shared) return true;
   if (atomic_load(&cts__ctl->rings)) return false;
-  const size_t size = SHARED_HEADER + RING_SLOTS * ring_size();
+  const size_t size = SHARED_HEADER + RING_SLOTS * ring_size() + CTS__HANDOVER_BYTES;
   void *const p =
       mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return false;
@@ -193,6 +195,12 @@ bool cts__shared_mapping(void) {
   cts__ring_state.shared_size = size;
   cts__ctl = c;
   return true;
+}
+
+void *cts__shared_handover(void) {
+  return cts__ring_state.shared
+             ? cts__ring_state.shared + cts__ring_state.shared_size - CTS__HANDOVER_BYTES
+             : NULL;
 }
 
 size_t cts__tracer_ring_count(void) {

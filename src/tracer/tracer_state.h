@@ -84,6 +84,10 @@ _Static_assert(CTS__TRACER_NO_ID == ID_MASK, "object ids fill the low ID_BITS bi
 _Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + CTS__OWN_FRAMES <= RING_WORDS / 4u,
                "a record fits a ring");
 
+/* The shared mapping's last part: what the program hands its writer process right before
+ * an exec (its module list; writer_process.c), address space only until then. */
+#define CTS__HANDOVER_BYTES ((size_t)4 << 20)
+
 /* ---- the rings (ring.c) ----------------------------------------------------------------- */
 
 /* A thread's records, in publication order: single producer (the owning thread), single
@@ -111,8 +115,9 @@ typedef struct cts__loss {
 } cts__loss_t;
 
 typedef struct cts__ring_state {
-  /* The writer process's shared mapping: the control block, then ring slots. Made at the
-   * first session with a writer process, kept for the life of this process image. */
+  /* The writer process's shared mapping: the control block, then ring slots, then the
+   * hand-over area (cts__shared_handover). Made at the first session with a writer
+   * process, kept for the life of this process image. */
   unsigned char *shared;
   size_t shared_size;
   pthread_key_t ring_key; /* hands a thread's ring back when the thread exits */
@@ -126,6 +131,9 @@ void cts__ring_release(void *p);
 /* This thread's first record: a ring left by an exited thread, else a new one. NULL if
  * there is no memory for one. Guard raised. */
 CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t);
+/* The shared mapping's hand-over area (CTS__HANDOVER_BYTES, zero until written), NULL
+ * without a shared mapping. */
+void *cts__shared_handover(void);
 /* Wakes the writer once ring r is more than half full at `head`. */
 CTS_NOINLINE void cts__ring_wake(cts__ring_t *r, uint64_t head);
 /* Waits until r, once written up to `end`, is at most `limit` words full (false: sampling

@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
@@ -23,7 +22,7 @@ cts__writer_proc_t cts__wproc = {.writer_pidfd = -1, .owner_fd = -1, .owner_watc
 CTS__TLS bool cts__spawning_writer;
 
 /* The program's module list (/proc/PID/maps as text), handed to the writer process right
- * before an exec, in a shared mapping made before the fork (same address in both): the
+ * before an exec, in the shared mapping's hand-over area (same address in both): the
  * program then execs at once instead of waiting for the writer to drain and resolve
  * everything (a flush), and the writer resolves the old image's codes against this list
  * while /proc/PID/maps already describes the new image. Written and read under the control
@@ -39,7 +38,9 @@ typedef struct {
   bool own;
   char text[];
 } maps_snapshot_t;
-#define SNAPSHOT_BYTES ((size_t)4 << 20)
+#define SNAPSHOT_BYTES CTS__HANDOVER_BYTES
+/* Zero when the session starts: the area is zero-filled when made, an exec that succeeds
+ * takes it along, and one that fails resets it (cts__tracer_exec_handoff_cancel). */
 static maps_snapshot_t *snapshot;
 
 static bool settle_middle(bool block, bool pidfd);
@@ -170,11 +171,7 @@ int cts__spawn_writer_process(void) {
   int watch[2];
   if (pipe2(watch, O_CLOEXEC) != 0) return -errno;
   /* Without it, an exec flushes (cts__tracer_exec_handoff says so). */
-  if (!snapshot) {
-    void *const m = mmap(NULL, SNAPSHOT_BYTES, PROT_READ | PROT_WRITE,
-                         MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    snapshot = m == MAP_FAILED ? NULL : m;
-  }
+  snapshot = cts__shared_handover();
   const pid_t program = getpid();
   atomic_store(&cts__ctl->writer_pid, 0);
   cts__spawning_writer = true;
@@ -204,14 +201,14 @@ int cts__spawn_writer_process(void) {
   return 0;
 }
 
-/* After the session: the pipe, the pidfd and the module list's mapping go. */
+/* After the session: the pipe and the pidfd go; the hand-over area stays with the shared
+ * mapping (in a forked child, already unmapped: not touched here). */
 void cts__forget_writer_process(void) {
   settle_middle(true, false);
   if (cts__wproc.owner_fd >= 0) close(cts__wproc.owner_fd);
   if (cts__wproc.writer_pidfd >= 0) close(cts__wproc.writer_pidfd);
   cts__wproc.owner_fd = cts__wproc.writer_pidfd = -1;
   atomic_store(&cts__ctl->writer_pid, 0);
-  if (snapshot) munmap(snapshot, SNAPSHOT_BYTES);
   snapshot = NULL;
 }
 

@@ -992,6 +992,7 @@ typedef struct {
   size_t waits;                   /* blocking wait4/waitid calls over env's life */
   size_t futex_waits_before_exec; /* over env's life */
   size_t maps_reads_before_exec;  /* opens of /proc/self/maps over env's life */
+  size_t shared_maps_before_exec; /* anonymous MAP_SHARED mmaps over env's life */
   size_t cpuinfo_reads[2];        /* opens of /proc/cpuinfo by env, by true */
 } env_true_calls_t;
 
@@ -1038,6 +1039,10 @@ static void strace_env_true_calls(const char *name, const char *rate, env_true_c
     calls->futex_waits_before_exec +=
         !resumed && strstr(line, " futex(") && strstr(line, "FUTEX_WAIT");
     calls->maps_reads_before_exec += !resumed && strstr(line, "\"/proc/self/maps\"") != NULL;
+    /* mmap's arguments are all printed on entry, before any cut. Not files: env's locale
+     * maps glibc's gconv cache shared. */
+    calls->shared_maps_before_exec +=
+        !resumed && strstr(line, " mmap(") && strstr(line, "MAP_SHARED|MAP_ANONYMOUS") != NULL;
   }
   fclose(f);
   CTS_ASSERT_EQ_U64(calls->execs, 2); /* env, then true */
@@ -1080,6 +1085,17 @@ CTS_TEST(exec_without_samples_reads_no_module_list) {
   if (!strace_env_true("nomaps", "1e-12", &calls)) return;
   CTS_ASSERT_MSG(calls.maps_reads_before_exec == 0, "env read /proc/self/maps %zu times",
                  calls.maps_reads_before_exec);
+}
+
+/* Guard for exec chains (#16): a session with a writer process maps one shared region (the
+ * control block, the rings and the hand-over area of the module list at exec), not one
+ * for the rings and another for the hand-over: each image of a chain paid an mmap (a
+ * shmem file) and, when it exited, a munmap for the second. */
+CTS_TEST(session_makes_one_shared_mapping) {
+  env_true_calls_t calls;
+  if (!strace_env_true("shared", "1e-6", &calls)) return;
+  CTS_ASSERT_MSG(calls.shared_maps_before_exec == 1, "env made %zu shared mappings",
+                 calls.shared_maps_before_exec);
 }
 
 /* Guard for exec chains (#16): whether the time-stamp counter can time events is asked of
