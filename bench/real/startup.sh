@@ -7,12 +7,14 @@
 #   empty        a preload library with nothing in it (the dynamic loader's share)
 #   file         one whose constructor creates a 320-byte file per image (the floor: a
 #                traced image must at least create its trace)
-#   LIB...       each preload library given (e.g. main's build, then this one)
+#   LIB...       each preload library given (e.g. main's build, then this one); LIB@VAR=VALUE
+#                runs it with that variable set too (e.g. CTFSCOPE_WRITER=thread: the
+#                start-up without a writer process), several @ for several variables
 # Prints, per configuration, the medians of CPU (user + system of every process, writer
 # processes included: bench/subreaper.c waits for them) and wall per chain, and the CPU per
 # image above untraced's.
 #
-# Usage: bench/real/startup.sh [-n ROUNDS] LIB.so [LIB.so...]
+# Usage: bench/real/startup.sh [-n ROUNDS] LIB.so[@VAR=VALUE...] [LIB.so...]
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -58,9 +60,11 @@ CHAIN+=(/bin/sh -c 'echo done > "$0"' "$WORK/out")
 
 NAMES=(untraced empty file)
 LIBS=("" "$WORK/empty.so" "$WORK/file.so")
-for lib in "$@"; do
-  NAMES+=("$lib")
-  LIBS+=("$(realpath "$lib")")
+SETS=("" "" "")
+for arg in "$@"; do
+  NAMES+=("$arg")
+  LIBS+=("$(realpath "${arg%%@*}")")
+  [[ $arg == *@* ]] && SETS+=("${arg#*@}") || SETS+=("")
 done
 
 RAW=$WORK/raw
@@ -71,6 +75,9 @@ run() { # $1 index, $2 round
   mkdir -p "$dir"
   local -a pre=(env -u LD_PRELOAD -u MEMTRACE -u MEMTRACE_RATE)
   [ -n "$lib" ] && pre+=(LD_PRELOAD="$lib" MEMTRACE="$dir/x.ctf")
+  local -a sets=()
+  [ -n "${SETS[$1]}" ] && IFS=@ read -r -a sets <<< "${SETS[$1]}"
+  pre+=("${sets[@]}")
   "$WORK/measure" -o "$WORK/time" "$WORK/subreaper" "${pre[@]}" "${CHAIN[@]}" < /dev/null
   local wall user sys status
   read -r wall user sys status < "$WORK/time"
