@@ -5,13 +5,16 @@
 #   survivors  gen_trace --shape survivors --mb MB: rate 1, 90 % of blocks never collected
 #   default    gen_trace --mb MB: sampled, most blocks short-lived
 #   real       a real program of bench/real (REAL: sqlite3, the default, 45 000 INSERTs, an
-#              index and a GROUP BY, 1.1 M allocations; or python3) recorded by
-#              `ctfscope record --rate 1`, and under heaptrack
+#              index and a GROUP BY, 1.1 M allocations; or python3, with
+#              PYTHONMALLOC=malloc so that its objects go through malloc: 4.7 M events, where
+#              pymalloc's arenas leave 13 k) recorded by `ctfscope record --rate 1`, and
+#              under heaptrack
 #   alloc      bench_alloc PAIRS malloc+free pairs at rate 1, and under heaptrack
 # On each: `read_bench --decode` (the reader alone: the yardstick), `ctfscope info`,
 # `stats`, `top`, `leaks`, `diff` (the trace against itself), `export -f folded|pprof|csv`,
 # `report`; memtrace-ocaml-reader count (../shared/tools, v002 traces) and
-# heaptrack_print where the workload was recorded by heaptrack too. RUNS rounds,
+# heaptrack_print where the workload was recorded by heaptrack too (and, as diff's peer,
+# `heaptrack_print -d` of that recording against itself: "heaptrack-d"). RUNS rounds,
 # interleaved (each round runs every command once), medians of CPU time (user + system,
 # /usr/bin/time) and the largest peak RSS. CPU time, not wall: the machine may be shared.
 #
@@ -29,7 +32,7 @@ MB=${MB:-160}
 PAIRS=${PAIRS:-10000000}
 REAL=${REAL:-sqlite3}
 TRACES=${TRACES:-survivors default real alloc}
-COMMANDS=${COMMANDS:-decode info stats top leaks diff folded pprof csv report ocaml heaptrack}
+COMMANDS=${COMMANDS:-decode info stats top leaks diff folded pprof csv report ocaml heaptrack heaptrack-d}
 CTFSCOPE=$BUILD/src/cli/ctfscope
 GEN=$BUILD/bench/gen_trace
 READ=$BUILD/bench/read_bench
@@ -53,15 +56,17 @@ for t in $TRACES; do
     real)
       [ "$REAL" = none ] && continue
       mkdir -p "$WORK/real"
+      penv=()
       bash "$HERE/real/gen_inputs.sh" "$WORK/real" "$REAL"
       case $REAL in
-        python3) prog=(/usr/bin/python3 "$WORK/real/dict.py" "$WORK/real/out") ;;
+        python3) prog=(/usr/bin/python3 "$WORK/real/dict.py" "$WORK/real/out")
+                 penv=(PYTHONMALLOC=malloc) ;;
         sqlite3) sed -i "1s|.*|.output $WORK/real/out|" "$WORK/real/sqlite.sql"
                  prog=(/usr/bin/sqlite3 -init "$WORK/real/sqlite.sql" :memory: .quit) ;;
         *) echo "run_analysis_bench: REAL=$REAL: use python3 or sqlite3" >&2; exit 2 ;;
       esac
-      "$CTFSCOPE" record --rate 1 -o "$WORK/real.ctf" -- "${prog[@]}" > /dev/null 2>&1
-      [ $HAVE_HT = 1 ] && heaptrack -o "$WORK/real.ht" "${prog[@]}" > /dev/null 2>&1
+      env "${penv[@]}" "$CTFSCOPE" record --rate 1 -o "$WORK/real.ctf" -- "${prog[@]}" > /dev/null 2>&1
+      [ $HAVE_HT = 1 ] && env "${penv[@]}" heaptrack -o "$WORK/real.ht" "${prog[@]}" > /dev/null 2>&1
       echo "wrote $WORK/real.ctf: $(stat -c %s "$WORK/real.ctf") bytes ($REAL, rate 1)" ;;
     alloc)
       env LD_PRELOAD="$BUILD/src/cli/libctfscope-preload.so" MEMTRACE="$WORK/alloc.ctf" \
@@ -84,6 +89,7 @@ cmdline() {
     report) echo "$CTFSCOPE report -q $tr -o $WORK/out.html" ;;
     ocaml) [ -x "$OCAML" ] && echo "$OCAML count $tr" ;;
     heaptrack) [ $HAVE_HT = 1 ] && [ -n "$ht" ] && echo "heaptrack_print $ht" ;;
+    heaptrack-d) [ $HAVE_HT = 1 ] && [ -n "$ht" ] && echo "heaptrack_print -d $ht $ht" ;;
   esac
   return 0
 }
@@ -121,12 +127,15 @@ awk -v traces="$TRACES" -v cmds="$COMMANDS" '
     for (i = 1; i <= nt; i++) {
       d = (T[i] SUBSEP "decode") in cnt ? median(T[i] SUBSEP "decode") : 0
       h = (T[i] SUBSEP "heaptrack") in cnt ? median(T[i] SUBSEP "heaptrack") : 0
+      hd = (T[i] SUBSEP "heaptrack-d") in cnt ? median(T[i] SUBSEP "heaptrack-d") : 0
       for (j = 1; j <= nc; j++) {
         k = T[i] SUBSEP C[j]; if (!(k in cnt)) continue
         m = median(k)
+        # diff reads two traces: against heaptrack_print -d (its diff of two files) when run
+        hr = C[j] == "diff" && hd ? hd : C[j] ~ /^(heaptrack|ocaml)/ ? 0 : h
         printf "%-10s %-10s %9.2f %9s %9.1f %12s %s\n", T[i], C[j], m,
           d ? sprintf("%.2f", m / d) : "-", rss[k] / 1024,
-          h && C[j] != "heaptrack" && C[j] != "ocaml" ? sprintf("%.2f", h / m) : "-",
+          hr ? sprintf("%.2f", hr / m) : "-",
           (k in bad) ? "exit " bad[k] : ""
       }
       k = T[i] SUBSEP "html"

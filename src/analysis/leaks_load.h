@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "leaks_marks.h"
 #include "load.h"
 #include "siterows.h"
 
@@ -65,26 +66,6 @@ typedef struct cts_leaks_load_stats {
 int cts_leaks_trace_load(cts_mem_trace_t *t, const char *path,
                          const cts_alloc_profile_config_t *cfg, const cts_load_opts_t *opts,
                          cts_leaks_passes_t passes, cts_leaks_load_stats_t *st);
-
-/* The marks of pass 1: which object ids are live, one bit an id from the first one
- * allocated. Zero-initialise; cts_leaks_marks_fini() frees. Not thread-safe. */
-typedef struct cts_leaks_marks {
-  uint64_t *bits; /* bit i: the block of id base + i is live */
-  size_t words;
-  uint64_t base;
-  bool have_base;
-  uint64_t allocs, live; /* allocations marked; ids live now */
-} cts_leaks_marks_t;
-
-/* id was allocated: 0; -ENOMEM; or CTS_E_LIMIT (nothing marked) for an id below the first
- * one or further past it than 2 ids an allocation marked + 2^20, which bounds the bitmap to
- * ~2 bits an allocation and 128 KiB (sparse or hostile ids: the caller reads once). An id
- * allocated again while live stays one live block. */
-int cts_leaks_mark_alloc(cts_leaks_marks_t *m, uint64_t id);
-/* id was collected (an id not live is ignored, as the profile ignores it). */
-void cts_leaks_mark_collect(cts_leaks_marks_t *m, uint64_t id);
-bool cts_leaks_marked(const cts_leaks_marks_t *m, uint64_t id);
-void cts_leaks_marks_fini(cts_leaks_marks_t *m);
 
 /* After a load by two passes: for each of rows[0..shown) whose heaviest stack (by live
  * samples at the end) is tied with another of the same row and prints differently within

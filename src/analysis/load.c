@@ -3,6 +3,7 @@
 #include "load.h"
 
 #include "fold.h"
+#include "leaks_marks.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -158,6 +159,16 @@ static int on_event_profile(void *ud, const cts_mt_event_t *ev) {
   return cts_alloc_profile_add_event(&((cts_mem_trace_t *)ud)->prof, ev);
 }
 
+/* on_event with opts->full_stacks and no hook (leaks' second pass): the marks decide
+ * whether an allocation interns its full stack or its allocation point. */
+static int on_event_marked(void *ud, const cts_mt_event_t *ev) {
+  cts_mem_trace_t *t = ud;
+  if (ev->kind != CTS_MT_ALLOC) return cts_alloc_profile_add_event(&t->prof, ev);
+  const bool full = cts_leaks_marked(t->full_stacks, ev->obj_id);
+  t->full_allocs += full;
+  return cts_alloc_profile_add_alloc(&t->prof, ev, !full);
+}
+
 /* on_event with opts->events_only: the hook alone. */
 static int on_event_only(void *ud, const cts_mt_event_t *ev) {
   cts_mem_trace_t *t = ud;
@@ -249,6 +260,8 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path,
   t->hook_user_data = hook_user_data;
   t->quiet = opts->quiet;
   t->log = opts->log;
+  /* Only where the profile interns stacks, without a hook (on_event_marked). */
+  t->full_stacks = cfg->stacks && !opts->events_only && !hook ? opts->full_stacks : NULL;
   int err = cts_alloc_profile_init(&t->prof, cfg);
   if (err) {
     cts_logf(&t->log, CTS_LOG_ERROR, "out of memory");
@@ -264,6 +277,7 @@ static int mem_trace_load(cts_mem_trace_t *t, const char *path,
                               .on_info = on_info,
                               .on_event = opts->events_only ? on_event_only
                                           : hook            ? on_event
+                                          : t->full_stacks  ? on_event_marked
                                                             : on_event_profile,
                               .on_packet = on_packet,
                               .on_warning = on_warning};
@@ -331,6 +345,7 @@ int cts_mem_trace_load(cts_mem_trace_t *t, const char *path, const cts_alloc_pro
                        const cts_load_opts_t *opts, cts_mem_trace_hook hook, void *hook_user_data) {
   const int err = mem_trace_load(t, path, cfg, opts, hook, hook_user_data);
   t->log = (cts_log_t){0}; /* the caller's, for this call only */
+  t->full_stacks = NULL;
   return err;
 }
 

@@ -87,6 +87,12 @@ typedef struct cts_load_opts {
    * callers that format each event themselves (export csv|chrome): the live table alone
    * was ~0.6 s of CPU per 10 M survivors. Errors are those of a load with a profile. */
   bool events_only;
+  /* memtrace, with a profile of stacks (leaks' second pass, leaks_load.h): an allocation
+   * interns its full stack only when its object id is marked here, else its allocation
+   * point alone (cts_alloc_profile_add_alloc); t->full_allocs counts the former. NULL: as
+   * the profile's configuration says. Ignored with events_only or a hook. Borrowed during the
+   * load. */
+  const struct cts_leaks_marks *full_stacks;
 } cts_load_opts_t;
 
 /* The smallest trace that the automatic choice decodes on a second thread. The thread
@@ -117,6 +123,8 @@ struct cts_mem_trace {
   struct cts_fold *fold; /* opts->fold's state (owned), or NULL */
   unsigned threads;      /* how it was read: 1, or 2 (decoded on a second thread) */
   struct cts_pipe *pipe; /* during a load on two threads (pipeline.h), else NULL */
+  const struct cts_leaks_marks *full_stacks; /* opts->full_stacks during the load */
+  uint64_t full_allocs; /* allocations whose full stack was interned under full_stacks */
 };
 
 /* Reads path into t->prof (configured by cfg), calling hook (may be NULL) for each event.

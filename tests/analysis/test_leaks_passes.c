@@ -205,6 +205,40 @@ CTS_TEST(pass_two_interns_full_stacks_only_for_blocks_live_at_the_end) {
   cts_mem_trace_free(&two);
 }
 
+static int count_hook(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
+  (void)t, (void)ev;
+  ++*(uint64_t *)ud;
+  return 0;
+}
+
+/* The loader's own test of the marks (cts_load_opts_t.full_stacks, which pass 2 uses rather
+ * than a hook per event): full stacks for the marked ids only; ignored with a hook. */
+CTS_TEST(the_loader_interns_full_stacks_of_marked_ids_only) {
+  cts_mem_trace_t one, part, hooked;
+  cts_leaks_load_stats_t s1;
+  CTS_ASSERT_EQ_INT(load(&one, churn, CTS_LEAKS_PASSES_ONE, &s1, NULL), 0);
+  cts_leaks_marks_t marks = {0};
+  for (uint64_t id = 0; id < 1000; id++) CTS_ASSERT_EQ_INT(cts_leaks_mark_alloc(&marks, id), 0);
+  static const cts_fold_config_t fold = {0};
+  const cts_alloc_profile_config_t cfg = {.stacks = true, .history = true, .skip_histograms = true};
+  const cts_load_opts_t opts = {.fold = &fold, .full_stacks = &marks};
+  CTS_ASSERT_EQ_INT(cts_mem_trace_load(&part, churn, &cfg, &opts, NULL, NULL), 0);
+  CTS_ASSERT_EQ_U64(part.full_allocs, 1000); /* ids 0..999, each allocated once */
+  CTS_ASSERT_EQ_U64(part.prof.stacks.live_samples, one.prof.stacks.live_samples);
+  CTS_ASSERT_EQ_U64(part.prof.stacks.site_count, one.prof.stacks.site_count);
+  CTS_ASSERT_MSG(part.prof.stacks.count * 3 < one.prof.stacks.count, "%u nodes against %u",
+                 part.prof.stacks.count, one.prof.stacks.count);
+  uint64_t events = 0;
+  CTS_ASSERT_EQ_INT(cts_mem_trace_load(&hooked, churn, &cfg, &opts, count_hook, &events), 0);
+  CTS_ASSERT(events > 0);
+  CTS_ASSERT_EQ_U64(hooked.full_allocs, 0);
+  CTS_ASSERT_EQ_U64(hooked.prof.stacks.count, one.prof.stacks.count);
+  cts_leaks_marks_fini(&marks);
+  cts_mem_trace_free(&one);
+  cts_mem_trace_free(&part);
+  cts_mem_trace_free(&hooked);
+}
+
 /* Rows of t by `by`, sorted by live bytes, ties settled for all rows at depth 100. */
 static void rows_of(cts_mem_trace_t *t, cts_group_t by, cts_leaks_load_stats_t *st, bool settle,
                     cts_rows_t *rows) {
