@@ -55,6 +55,9 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   const int e = cts_stacks_init(&p->stacks, cfg->history, 0);
   if (e) return e;
   p->stacks.max_nodes = cfg->max_nodes ? cfg->max_nodes : DEFAULT_MAX_NODES;
+  /* Leaks' history is per site. */
+  p->stacks.no_sites = cfg->no_sites && !cfg->history;
+  p->stacks.no_node_peaks = cfg->no_node_peaks;
   return 0;
 }
 
@@ -215,6 +218,26 @@ bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
   return true;
 }
 
+/* The allocation's figures that do not depend on the block's life (every configuration). */
+static CTS_FORCE_INLINE void count_totals(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                          unsigned src, double est) {
+  p->allocs_by_source[src]++;
+  p->samples_by_source[src] += ev->nsamples;
+  p->est_allocs_total += est;
+  p->alloc_clock += ev->nsamples;
+  if (!p->cfg.skip_histograms) cts_hist_add(&p->size_words, ev->length, ev->nsamples);
+}
+
+/* The rest of an allocation when only allocated figures are kept (cfg.allocated_only): no
+ * live block is entered, node's allocated figures only (reserved before). */
+static int count_allocated(cts_alloc_profile_t *p, const cts_mt_event_t *ev, unsigned src,
+                           double est, uint32_t node) {
+  count_totals(p, ev, src, est);
+  if (p->cfg.stacks) cts_stacks_alloc_allocated(&p->stacks, node, ev->nsamples, est);
+  p->last_node = node;
+  return 0;
+}
+
 static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
   const unsigned src = ev->source < 3 ? ev->source : 2;
   const double est = sampling_weight(p, ev->length);
@@ -245,6 +268,7 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
     const int reserved = cts_stacks_reserve(&p->stacks, node);
     if (reserved) return reserved;
   }
+  if (p->cfg.allocated_only) return count_allocated(p, ev, src, est, node);
   /* No record refers to the base while the table is empty: it follows the trace. */
   if (p->live.count == 0) p->live_base_us = ev->time_us;
   bool added;
@@ -278,11 +302,7 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
   p->live_blocks++;
   if (p->live_blocks > p->max_live_blocks) p->max_live_blocks = p->live_blocks;
 
-  p->allocs_by_source[src]++;
-  p->samples_by_source[src] += ev->nsamples;
-  p->est_allocs_total += est;
-  p->alloc_clock += ev->nsamples;
-  if (!p->cfg.skip_histograms) cts_hist_add(&p->size_words, ev->length, ev->nsamples);
+  count_totals(p, ev, src, est);
   if (p->cfg.stacks) {
     /* Cannot fail: reserved above, before the block was entered. */
     (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
@@ -358,11 +378,12 @@ int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev
   switch (ev->kind) {
     case CTS_MT_ALLOC:
       return on_alloc(p, ev, p->cfg.leaf_only);
+    /* Without live blocks (allocated_only) there is nothing a collect or promotion changes. */
     case CTS_MT_PROMOTE:
-      on_promote(p, ev);
+      if (!p->cfg.allocated_only) on_promote(p, ev);
       return 0;
     case CTS_MT_COLLECT:
-      on_collect(p, ev);
+      if (!p->cfg.allocated_only) on_collect(p, ev);
       return 0;
   }
   return 0;

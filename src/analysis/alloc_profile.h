@@ -32,6 +32,22 @@ typedef struct cts_alloc_profile_config {
   bool skip_histograms; /* leave the size and lifetime histograms empty (they cost ~10%) */
   /* With stacks: each backtrace cut by cts_fold_cut (fold.h) before it is interned. */
   struct cts_fold *fold;
+  /* Only what the allocation events give, for a view that prints allocated figures alone
+   * (export -f folded --value bytes|count|samples): each node's allocs, samples and
+   * est_allocs, the totals by source, est_allocs_total and the time span. No table of live
+   * blocks is kept and collects and promotions change nothing but the time span, so every
+   * live, peak and collected figure (the nodes', stacks.live_samples, peak_samples,
+   * live_blocks, collected_*, promoted_*, unknown_*) stays 0, the histograms of lifetimes
+   * stay empty, cts_alloc_profile_ended() is always false and cts_alloc_profile_next_live()
+   * finds no block. The live side is most of what the profile costs beyond interning the
+   * stacks where blocks die (bench/JOURNAL.md, "commands that need only allocated figures"). */
+  bool allocated_only;
+  /* With stacks: no sites (cts_stacks_t.no_sites): for views that never look at sites'
+   * figures (folded, pprof, report; the sites' live_at[] needs history, which needs them). */
+  bool no_sites;
+  /* With stacks: no node's figures at the heap's peak (cts_stacks_t.no_node_peaks): every
+   * node's peak_* stay 0; the heap's own peak (stacks.peak_samples, peak_time_us) is kept. */
+  bool no_node_peaks;
 } cts_alloc_profile_config_t;
 
 typedef struct cts_alloc_profile_block cts_alloc_profile_block_t;

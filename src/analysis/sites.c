@@ -289,7 +289,7 @@ static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
   int e = cts_stacks_intern_child(s, 0, CTS_STACKS_OVERFLOW_CODE, &over);
   if (!e) e = cts_stacks_intern_child(s, over, leaf, &n);
   if (e) return e;
-  if (s->nodes[n].site == UINT32_MAX) {
+  if (s->nodes[n].site == UINT32_MAX && !s->no_sites) {
     uint32_t site;
     if ((e = site_for_code(s, leaf, &site)) != 0) return e;
     s->nodes[n].site = site;
@@ -355,7 +355,7 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
     s->prev_nodes[i] = cur;
   }
   s->prev_len = n;
-  if (s->nodes[cur].site == UINT32_MAX) {
+  if (s->nodes[cur].site == UINT32_MAX && !s->no_sites) {
     uint32_t site;
     const int e = site_for_code(s, n ? bt[n - 1] : 0, &site);
     if (e) return e;
@@ -393,7 +393,8 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
 }
 
 void cts_stacks_finish(cts_stacks_t *s) {
-  for (size_t i = 1; i < s->stat_count; i++) cts_stacks_settle_peak(s, (uint32_t)i);
+  if (!s->no_node_peaks) /* (else no record has anything to settle) */
+    for (size_t i = 1; i < s->stat_count; i++) cts_stacks_settle_peak(s, (uint32_t)i);
   if (s->history)
     for (uint32_t i = 0; i < s->site_count; i++) cts_stacks_settle_site(s, &s->sites[i]);
 }

@@ -130,6 +130,12 @@ typedef struct cts_stacks {
   size_t prev_len, prev_cap;
   /* Peak tracking. The epoch wraps to 0 after 2^32 peaks, every record settled then. */
   uint32_t peak_epoch;
+  /* Set after init, before the first stack is interned. no_node_peaks: the epoch never
+   * advances, so no record saves its figures at a peak (peak_* stay 0; the heap's own
+   * peak_samples and peak_time_us are kept). no_sites: no node is given a site (site stays
+   * UINT32_MAX, sites empty): a new allocating node spares its look-up by code, and every
+   * allocation and free the site's update. For views that show neither. */
+  bool no_node_peaks, no_sites;
   uint64_t live_samples, peak_samples;
   uint64_t peak_time_us;
   /* History (growth over time). */
@@ -282,12 +288,29 @@ static inline int cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_
   if (s->live_samples > s->peak_samples) {
     s->peak_samples = s->live_samples;
     s->peak_time_us = time_us;
-    if (CTS_UNLIKELY(s->peak_epoch == UINT32_MAX))
-      cts__stacks_restart_epochs(s);
-    else
-      s->peak_epoch++;
+    /* Without node peaks the epoch stays: no record saves its figures at a peak. */
+    if (!s->no_node_peaks) {
+      if (CTS_UNLIKELY(s->peak_epoch == UINT32_MAX))
+        cts__stacks_restart_epochs(s);
+      else
+        s->peak_epoch++;
+    }
   }
   return 0;
+}
+
+/* An allocation of samples with weight est at node, counted in its allocated figures only
+ * (allocs, samples, est_allocs: live ones, peaks and sites untouched), for a profile that
+ * keeps no live figures (cts_alloc_profile_config_t.allocated_only). Cannot fail after
+ * cts_stacks_reserve gave 0 for node. */
+static inline void cts_stacks_alloc_allocated(cts_stacks_t *s, uint32_t node_index,
+                                              uint64_t samples, double est) {
+  const uint32_t stat = s->nodes[node_index].stat;
+  cts_stack_stat_t *fig = &s->stats[stat];
+  /* The high half's record was made by cts_stacks_reserve before the count reached 2^32. */
+  if (CTS_UNLIKELY(++fig->allocs == 0)) cts_stacks_wide(s, stat)->allocs++;
+  fig->samples += samples;
+  fig->est_allocs += est;
 }
 
 /* The block allocated with those figures at node was freed. */

@@ -1438,9 +1438,16 @@ int cmd_export(int argc, char **argv) {
                 "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
                 "line,backtrace_length\n");
   }
-  /* CSV lines and chrome frames are named from the trace's own codes: no stack is kept. */
+  /* CSV lines and chrome frames are named from the trace's own codes: no stack is kept.
+   * Folded and pprof keep what they print and nothing else: no sites; per-node peaks only
+   * for --value peak; and for allocated figures (bytes, count, samples) no live blocks. */
+  const bool folded = opts.format == FMT_FOLDED;
   const cts_alloc_profile_config_t cfg = {
-      .stacks = opts.format != FMT_CSV && opts.format != FMT_CHROME, .skip_histograms = true};
+      .stacks = folded || opts.format == FMT_PPROF,
+      .skip_histograms = true,
+      .allocated_only = folded && opts.value != VAL_LIVE && opts.value != VAL_PEAK,
+      .no_sites = true,
+      .no_node_peaks = !(folded && opts.value == VAL_PEAK)};
   cli_trace_t t;
   int code = hook ? cli_trace_load_events(&t, argv[first], &cfg, opts.quiet, hook, &c)
                   : cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, NULL, NULL);

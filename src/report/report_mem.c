@@ -663,9 +663,10 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   if (!m->opts.max_tree_nodes) m->opts.max_tree_nodes = 256u << 10;
   m->heap_w = m->rec_w = 1;
   /* Every stack, as the CLI keeps them (stacks beyond the bound are kept by allocation point,
-   * with a warning); the page draws the light ones as part of their callers (page_tree). */
-  const cts_alloc_profile_config_t cfg = {.stacks = true,
-                                          .max_nodes = CTS_STACKS_DEFAULT_MAX_NODES};
+   * with a warning); the page draws the light ones as part of their callers (page_tree).
+   * No sites: the page groups nodes itself (write_sites, by line, without history). */
+  const cts_alloc_profile_config_t cfg = {
+      .stacks = true, .max_nodes = CTS_STACKS_DEFAULT_MAX_NODES, .no_sites = true};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/* The allocation profile's lean configurations (alloc_profile.h: allocated_only, no_sites,
+ * no_node_peaks), as `export -f folded|pprof` and `report` choose them: on generated traces
+ * of both shapes (most blocks collected, most surviving; promotions, sampled lengths) and on
+ * the corpus, each node of the lean profile has exactly the allocated figures (and, where
+ * kept, the live ones) of the full profile, the trie is the same node for node, and what the
+ * lean one leaves out is empty. The comparison itself is checked to see a dropped sample. */
+#include "../../src/analysis/load.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/analysis/fold.h"
+#include "../../src/common/hash.h"
+#include "../cli/scratch_dir.h"
+#include "../mt_file_writer.h"
+#include "../test.h"
+
+static char churn[256], survivors[256], exact[256];
+
+/* Codes 1..30 are allocation points (the fold sees their names), 100.. the frames above. */
+static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
+  static char names[64][32];
+  (void)ud;
+  if (!max) return 1;
+  snprintf(names[code % 64], sizeof names[0], "fn_%llu", (unsigned long long)(code % 41));
+  out[0] = (cts_mt_location_t){.line = (uint32_t)(code % 9),
+                               .start_char = 1,
+                               .end_char = 9,
+                               .filename = "a.ml",
+                               .defname = names[code % 64]};
+  return 1;
+}
+
+/* n allocations of 1-600 words (so that weights differ by length, some past the weight
+ * table) over stacks of 1-24 frames; minor blocks are promoted one time in four; a block
+ * survives with probability keep_pct %, the others are collected up to 32 allocations
+ * later. */
+static int make_trace(const char *path, uint64_t n, unsigned keep_pct, double rate) {
+  mt_file_writer_t fw;
+  int e = mt_file_writer_open(&fw, path, rate, resolve);
+  if (e) return e;
+  cts_mt_writer_t *w = fw.w;
+  uint64_t bt[32], rng = 11 + keep_pct, pending[32] = {0};
+  for (uint64_t i = 0; !e && i < n; i++) {
+    const uint64_t x = cts_splitmix64(&rng);
+    const size_t depth = 1 + x % 24;
+    for (size_t k = 0; k + 1 < depth; k++)
+      bt[k] = 100 + k * 10 + (cts_splitmix64(&rng) >> 60) % (k < 4 ? 2 : 7);
+    bt[depth - 1] = 1 + (x >> 8) % 30;
+    uint64_t id;
+    const uint64_t t = MT_FILE_WRITER_START_US + i * 10;
+    const cts_mt_source_t src = (cts_mt_source_t)((x >> 30) % 3);
+    e = cts_mt_writer_alloc(w, t, 1 + (x >> 20) % 600, 1 + (x >> 36) % 3, src, bt, depth, &id);
+    if (!e && src == CTS_MT_SOURCE_MINOR && (x >> 44) % 4 == 0)
+      e = cts_mt_writer_promote(w, t + 1, id);
+    if (e || (x >> 40) % 100 < keep_pct) continue;
+    const size_t slot = (x >> 48) % 32;
+    if (pending[slot]) e = cts_mt_writer_collect(w, t + 5, pending[slot] - 1);
+    pending[slot] = id + 1;
+  }
+  return mt_file_writer_close(&fw, e);
+}
+
+__attribute__((constructor)) static void setup(void) {
+  scratch_file("cts-profile-lean", "churn.ctf", churn, sizeof churn);
+  scratch_file("cts-profile-lean", "survivors.ctf", survivors, sizeof survivors);
+  scratch_file("cts-profile-lean", "exact.ctf", exact, sizeof exact);
+  if (make_trace(churn, 80000, 2, 0.01) || make_trace(survivors, 40000, 92, 0.01) ||
+      make_trace(exact, 20000, 30, 1.0)) {
+    fprintf(stderr, "cannot write the traces in %s\n", scratch_path);
+    exit(1);
+  }
+}
+
+/* The profiles the commands keep: the full one (as before the lean configurations) and
+ * the lean ones of folded --value bytes|count|samples, pprof (and folded --value live),
+ * folded --value peak, and report. */
+typedef enum lean { FOLDED_ALLOCATED, PPROF, FOLDED_PEAK, REPORT, LEANS } lean_t;
+
+static cts_alloc_profile_config_t config(int lean) {
+  /* (The full one keeps its histograms: report's are compared.) */
+  cts_alloc_profile_config_t c = {.stacks = true, .skip_histograms = lean >= 0 && lean != REPORT};
+  if (lean == FOLDED_ALLOCATED) c.allocated_only = true;
+  if (lean >= 0) c.no_sites = true;
+  if (lean == FOLDED_ALLOCATED || lean == PPROF) c.no_node_peaks = true;
+  return c;
+}
+
+static int load(cts_mem_trace_t *t, const char *path, int lean) {
+  static const cts_fold_config_t fold = {0};
+  const cts_load_opts_t opts = {.fold = &fold, .quiet = true, .threads = 1};
+  const cts_alloc_profile_config_t cfg = config(lean);
+  return cts_mem_trace_load(t, path, &cfg, &opts, NULL, NULL);
+}
+
+static bool same_double(double a, double b) {
+  return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* Whether lean's figures are full's where lean keeps them (and 0 where it does not); the
+ * first difference is printed. */
+static bool same_figures(const cts_alloc_profile_t *full, const cts_alloc_profile_t *lean,
+                         lean_t kind, const char *path) {
+  const cts_stacks_t *a = &full->stacks, *b = &lean->stacks;
+  if (a->count != b->count || a->overflowed != b->overflowed) {
+    fprintf(stderr, "%s: %u nodes (%llu cut) against %u (%llu)\n", path, a->count,
+            (unsigned long long)a->overflowed, b->count, (unsigned long long)b->overflowed);
+    return false;
+  }
+  const bool live = kind != FOLDED_ALLOCATED, peak = kind == FOLDED_PEAK || kind == REPORT;
+  for (uint32_t i = 0; i < a->count; i++) {
+    const cts_site_stats_t x = cts_stacks_self(a, i), y = cts_stacks_self(b, i);
+    const bool same =
+        a->nodes[i].code == b->nodes[i].code && a->nodes[i].parent == b->nodes[i].parent &&
+        (a->nodes[i].stat != 0) == (b->nodes[i].stat != 0) && x.allocs == y.allocs &&
+        x.samples == y.samples && same_double(x.est_allocs, y.est_allocs) &&
+        (live ? x.live_allocs == y.live_allocs && x.live_samples == y.live_samples &&
+                    same_double(x.live_est_allocs, y.live_est_allocs)
+              : y.live_allocs == 0 && y.live_samples == 0 && y.live_est_allocs == 0) &&
+        (peak ? x.peak_allocs == y.peak_allocs && x.peak_samples == y.peak_samples &&
+                    same_double(x.peak_est_allocs, y.peak_est_allocs)
+              : y.peak_allocs == 0 && y.peak_samples == 0 && y.peak_est_allocs == 0);
+    if (!same) {
+      fprintf(stderr,
+              "%s, lean %d: node %u: allocs %llu/%llu samples %llu/%llu est %.17g/%.17g live "
+              "%llu/%llu peak %llu/%llu\n",
+              path, (int)kind, i, (unsigned long long)x.allocs, (unsigned long long)y.allocs,
+              (unsigned long long)x.samples, (unsigned long long)y.samples, x.est_allocs,
+              y.est_allocs, (unsigned long long)x.live_samples, (unsigned long long)y.live_samples,
+              (unsigned long long)x.peak_samples, (unsigned long long)y.peak_samples);
+      return false;
+    }
+  }
+  /* The profile's own allocated figures and time span, whatever the configuration. */
+  bool same =
+      memcmp(full->allocs_by_source, lean->allocs_by_source, sizeof full->allocs_by_source) == 0 &&
+      memcmp(full->samples_by_source, lean->samples_by_source, sizeof full->samples_by_source) ==
+          0 &&
+      same_double(full->est_allocs_total, lean->est_allocs_total) &&
+      full->first_event_us == lean->first_event_us && full->last_event_us == lean->last_event_us &&
+      full->end_us == lean->end_us;
+  if (live)
+    same = same && full->live_blocks == lean->live_blocks &&
+           full->collected_allocs == lean->collected_allocs &&
+           full->promoted_allocs == lean->promoted_allocs && a->live_samples == b->live_samples &&
+           a->peak_samples == b->peak_samples && a->peak_time_us == b->peak_time_us;
+  else
+    same = same && lean->live_blocks == 0 && lean->live.count == 0 && b->live_samples == 0;
+  if (kind == REPORT)
+    same = same && memcmp(&full->size_words, &lean->size_words, sizeof full->size_words) == 0 &&
+           memcmp(&full->life_us, &lean->life_us, sizeof full->life_us) == 0;
+  if (!same) fprintf(stderr, "%s, lean %d: the profile's totals differ\n", path, (int)kind);
+  return same && b->site_count == 0;
+}
+
+/* Loads path fully and in every lean configuration and compares them; *with_figures: the
+ * number of nodes with figures (so that a caller can tell an empty trace). */
+static void check_trace(const char *path, uint64_t *with_figures) {
+  cts_mem_trace_t full;
+  const int fe = load(&full, path, -1);
+  *with_figures = 0;
+  for (uint32_t i = 1; i < full.prof.stacks.count; i++)
+    *with_figures += full.prof.stacks.nodes[i].stat != 0;
+  for (int k = 0; k < LEANS; k++) {
+    cts_mem_trace_t lean;
+    const int le = load(&lean, path, k);
+    CTS_ASSERT_EQ_INT(le, fe);
+    CTS_ASSERT_MSG(same_figures(&full.prof, &lean.prof, (lean_t)k, path),
+                   "%s: lean configuration %d differs from the full profile", path, k);
+    /* The comparison sees a sample the lean path would drop. */
+    if (k == FOLDED_ALLOCATED && lean.prof.stacks.stat_count > 2) {
+      lean.prof.stacks.stats[lean.prof.stacks.stat_count - 1].samples--;
+      CTS_ASSERT_MSG(!same_figures(&full.prof, &lean.prof, (lean_t)k, "(a sample dropped)"),
+                     "%s: a dropped sample went unseen", path);
+    }
+    cts_mem_trace_free(&lean);
+  }
+  cts_mem_trace_free(&full);
+}
+
+CTS_TEST(lean_profiles_keep_the_full_figures_on_generated_traces) {
+  const char *const traces[] = {churn, survivors, exact};
+  for (size_t k = 0; k < CTS_ARRAY_SIZE(traces); k++) {
+    /* The inputs exercise what the lean paths skip: collects, survivors, promotions. */
+    cts_mem_trace_t t;
+    CTS_ASSERT_EQ_INT(load(&t, traces[k], -1), 0);
+    CTS_ASSERT(t.prof.collected_allocs > 0 && t.prof.live_blocks > 0 && t.prof.promoted_allocs > 0);
+    CTS_ASSERT(t.prof.stacks.site_count > 0);
+    cts_mem_trace_free(&t);
+    uint64_t with_figures;
+    check_trace(traces[k], &with_figures);
+    CTS_ASSERT(with_figures > 100);
+  }
+}
+
+/* Every memtrace trace of the corpus (*.ctf in its two folders), truncated ones included. */
+CTS_TEST(lean_profiles_keep_the_full_figures_on_the_corpus) {
+  CTS_REQUIRE_CORPUS(corpus);
+  static const char *const dirs[] = {"memtrace/traces", "memtrace/public"};
+  size_t read = 0;
+  for (size_t d = 0; d < CTS_ARRAY_SIZE(dirs); d++) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", corpus, dirs[d]);
+    DIR *dp = opendir(dir);
+    if (!dp) continue; /* a corpus of another layout */
+    for (struct dirent *de; (de = readdir(dp)) != NULL;) {
+      const size_t n = strlen(de->d_name);
+      if (n < 4 || strcmp(de->d_name + n - 4, ".ctf") != 0) continue;
+      char path[2048];
+      snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+      uint64_t with_figures;
+      check_trace(path, &with_figures);
+      read++;
+    }
+    closedir(dp);
+  }
+  CTS_ASSERT(read >= 10);
+}
+
+CTS_TEST_MAIN()
