@@ -239,6 +239,7 @@ CTS_NOINLINE static int store_literal(cts_mt_reader_t *r, domain_t *d, uint32_t 
                         "backtrace uses location code %llu before any location event defines it",
                         (unsigned long long)code);
   d->cache_loc[bucket] = code;
+  r->literal_seen = true; /* counting allocations, this one is delivered */
   if (r->on_literal) r->on_literal(r->literal_user_data, code, kept);
   return 0;
 }
@@ -507,6 +508,24 @@ static uint64_t event_time(const event_cursor_t *c, const uint8_t *p) {
   return tb + ((cts_ld_le32(p) - (uint32_t)tb) & MT_TIME_MASK);
 }
 
+/* A decoded allocation counted instead of delivered (cts_mt_reader_count_allocs()), with
+ * frames the length of the backtrace its event would carry. The source is 0-2 (checked). */
+static CTS_FORCE_INLINE void count_alloc(cts_mt_alloc_counts_t *a, unsigned source, uint64_t length,
+                                         uint64_t nsamples, uint64_t cp, uint64_t frames) {
+  a->allocs[source]++;
+  a->samples[source] += nsamples;
+  a->sum_length_words += length;
+  a->sum_length_x_nsamples += length * nsamples;
+  if (length > a->max_length_words) a->max_length_words = length;
+  /* The short form's conditions without a branch: whether an allocation qualifies follows
+   * the trace's mix of forms, which no predictor guesses. */
+  const uint64_t suffix = frames - (cp < frames ? cp : frames);
+  a->short_form_eligible += (uint64_t)((length - 1 < 16) & (source == CTS_MT_SOURCE_MINOR) &
+                                       (nsamples == 1) & (suffix < 256));
+  a->frames_total += frames;
+  if (frames > a->frames_max) a->frames_max = frames;
+}
+
 /* Adds the packet's counted promotions and collections to the reader's tally. */
 static void count_frees_done(event_cursor_t *c) {
   if (!c->nfrees) return;
@@ -665,7 +684,7 @@ static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
  * the same code as the careful path uses: both run decode_backtrace(), or in the common
  * case its decode_codewords_fast()). Instantiated with and without backtrace decoding. */
 static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
-                                        const bool decode, const bool count) {
+                                        const bool decode, const bool count, const bool tally) {
   const uint8_t *p = c->p;
   const uint8_t *const end = c->end;
   const uint8_t *const last = end - FAST_EVENT_ROOM; /* the caller made sure p <= last */
@@ -767,6 +786,20 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       }
       ev->backtrace = d->bt;
       ev->backtrace_len = d->bt_len;
+      if (tally) {
+        /* Counted, unless the consumer must see it (cts_mt_reader_count_allocs()). */
+        const uint64_t frames = d->bt_len;
+        if (CTS_LIKELY((frames != 1) & !r->literal_seen)) {
+          count_alloc(&r->allocs, source, (uint64_t)length, (uint64_t)nsamples, (uint64_t)cp,
+                      frames);
+          if (!c->first_alloc) c->first_alloc = p;
+          c->last_alloc = p;
+          last_rel = rel;
+          p = q;
+          continue;
+        }
+        r->literal_seen = false;
+      }
     }
     last_rel = rel;
     if (!count) nevents++;
@@ -776,6 +809,8 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       e = cts__mt_stopped(r, rc, ev->offset);
       break;
     }
+    /* on_event may have stopped the counting: decode_events() picks the loop again. */
+    if (tally && CTS_UNLIKELY(!r->count_allocs)) break;
   }
   if (count) nevents = (uint32_t)(next_id - first_id) + (c->nfrees - nfrees_before);
   if (nevents) c->last_time = tb + last_rel;
@@ -788,16 +823,21 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
 /* The loop's instances: backtraces decoded or skipped, promotions and collections
  * delivered or counted. */
 CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true, false);
+  return events_fast(r, d, c, true, false, false);
 }
 CTS_NOINLINE static int skip_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, false, false);
+  return events_fast(r, d, c, false, false, false);
 }
 CTS_NOINLINE static int decode_count_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true, true);
+  return events_fast(r, d, c, true, true, false);
 }
 CTS_NOINLINE static int skip_count_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, false, true);
+  return events_fast(r, d, c, false, true, false);
+}
+/* Allocations counted too (cts_mt_reader_count_allocs()); only with backtraces decoded,
+ * which their figures need. */
+CTS_NOINLINE static int decode_tally_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, true, true, true);
 }
 
 static int decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
@@ -807,8 +847,10 @@ static int decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
     if (end - c->p >= (ptrdiff_t)FAST_EVENT_ROOM) {
       if (!c->freed)
         e = c->decode ? decode_events_fast(r, d, c) : skip_events_fast(r, d, c);
+      else if (!c->decode)
+        e = skip_count_fast(r, d, c);
       else
-        e = c->decode ? decode_count_fast(r, d, c) : skip_count_fast(r, d, c);
+        e = r->count_allocs ? decode_tally_fast(r, d, c) : decode_count_fast(r, d, c);
       if (e) return e;
       if (c->p >= end) break;
     }
@@ -817,8 +859,21 @@ static int decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   return 0;
 }
 
+/* Adds the times and offsets of the packet's first and last counted allocations. */
+static void count_allocs_done(cts_mt_reader_t *r, const event_cursor_t *c) {
+  if (!c->first_alloc) return;
+  cts_mt_alloc_counts_t *a = &r->allocs;
+  if (a->last_offset == 0) { /* none before: no event lies at offset 0 */
+    a->first_time_us = event_time(c, c->first_alloc);
+    a->first_offset = c->base + (uint64_t)(uintptr_t)c->first_alloc;
+  }
+  a->last_time_us = event_time(c, c->last_alloc);
+  a->last_offset = c->base + (uint64_t)(uintptr_t)c->last_alloc;
+}
+
 int cts__mt_decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   const int e = decode_events(r, d, c);
   if (c->freed) count_frees_done(c);
+  count_allocs_done(r, c);
   return e;
 }
