@@ -509,21 +509,48 @@ static uint64_t event_time(const event_cursor_t *c, const uint8_t *p) {
 }
 
 /* A decoded allocation counted instead of delivered (cts_mt_reader_count_allocs()), with
- * frames the length of the backtrace its event would carry. The source is 0-2 (checked). */
+ * frames the length of the backtrace its event would carry. The source is 0-2 (checked).
+ * short_ok: the short form's conditions but the backtrace's (1-16 words, minor heap, one
+ * sample), settled where the event's form is known: always true for a short-form event. */
 static CTS_FORCE_INLINE void count_alloc(cts_mt_alloc_counts_t *a, unsigned source, uint64_t length,
-                                         uint64_t nsamples, uint64_t cp, uint64_t frames) {
+                                         uint64_t nsamples, uint64_t cp, bool short_ok,
+                                         uint64_t frames) {
   a->allocs[source]++;
   a->samples[source] += nsamples;
   a->sum_length_words += length;
   a->sum_length_x_nsamples += length * nsamples;
   if (length > a->max_length_words) a->max_length_words = length;
-  /* The short form's conditions without a branch: whether an allocation qualifies follows
-   * the trace's mix of forms, which no predictor guesses. */
-  const uint64_t suffix = frames - (cp < frames ? cp : frames);
-  a->short_form_eligible += (uint64_t)((length - 1 < 16) & (source == CTS_MT_SOURCE_MINOR) &
-                                       (nsamples == 1) & (suffix < 256));
+  /* Fewer than 256 frames after the common prefix: frames - min(cp, frames) < 256 is
+   * frames < cp + 256 (cp < 2^63, checked), without a branch: whether an allocation
+   * qualifies follows the trace's mix of forms, which no predictor guesses. */
+  a->short_form_eligible += (uint64_t)(short_ok & (frames < cp + 256));
   a->frames_total += frames;
   if (frames > a->frames_max) a->frames_max = frames;
+}
+
+/* Counting allocations, the loop stores none of an allocation's fields but its offset:
+ * this fills them in for one it delivers, from its bytes at p, which the loop has read and
+ * checked already (rare: out of line). */
+CTS_NOINLINE static void fill_alloc_event(event_cursor_t *c, const domain_t *d, const uint8_t *p,
+                                          uint64_t obj_id) {
+  const unsigned id = cts_ld_le32(p) >> MT_TIME_BITS;
+  int64_t length, nsamples = 1, cp;
+  unsigned source = CTS_MT_SOURCE_MINOR;
+  if (id != MT_EV_ALLOC) {
+    length = id - MT_EV_SHORT_ALLOC_BASE;
+    rd_vint(&(const uint8_t *){p + 4}, NULL, &cp, false);
+  } else {
+    const uint8_t *q = p + 4;
+    rd_vint(&q, NULL, &length, false);
+    rd_vint(&q, NULL, &nsamples, false);
+    source = *q++;
+    rd_vint(&q, NULL, &cp, false);
+  }
+  cts_mt_event_t *const ev = &c->ev;
+  set_alloc_fields(ev, id, source, length, nsamples, cp, obj_id);
+  ev->time_us = event_time(c, p);
+  ev->backtrace = d->bt;
+  ev->backtrace_len = d->bt_len;
 }
 
 /* Adds the packet's counted promotions and collections to the reader's tally. */
@@ -742,6 +769,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       int64_t length, nsamples = 1, cp;
       unsigned source = CTS_MT_SOURCE_MINOR;
       uint32_t nencoded;
+      bool short_ok = true; /* counting allocations: see count_alloc() */
       if (id - (MT_EV_SHORT_ALLOC_BASE + 1) < 16) {
         length = id - MT_EV_SHORT_ALLOC_BASE;
         q = vint_unchecked(p + 4, &cp);
@@ -755,6 +783,9 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         q += 2;
         /* (The three signs in one test.) */
         if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || (length | nsamples | cp) < 0)) break;
+        if (tally)
+          short_ok =
+              ((uint64_t)length - 1 < 16) & (source == CTS_MT_SOURCE_MINOR) & (nsamples == 1);
       } else {
         break;
       }
@@ -762,9 +793,12 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       /* From here on the event is decoded for good: the backtrace changes the cache. Its
        * fields go to ev now, so that none of them needs a register across the backtrace
        * loop (they were spilled and reloaded around it). */
-      set_alloc_fields(ev, id, source, length, nsamples, cp, next_id++);
-      ev->time_us = t;
-      ev->offset = base + (uint64_t)(uintptr_t)p;
+      if (!tally) {
+        set_alloc_fields(ev, id, source, length, nsamples, cp, next_id);
+        ev->time_us = t;
+      }
+      next_id++;
+      ev->offset = base + (uint64_t)(uintptr_t)p; /* (for the backtrace's errors too) */
       if (nencoded != 0) {
         const uint64_t left = (uint64_t)(end - q);
         if (decode &&
@@ -784,14 +818,15 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
          * more than that, the previous one stays). Skipping, bt_len stays 0 and cp is 0. */
         d->bt_len = (size_t)cp;
       }
-      ev->backtrace = d->bt;
-      ev->backtrace_len = d->bt_len;
-      if (tally) {
+      if (!tally) {
+        ev->backtrace = d->bt;
+        ev->backtrace_len = d->bt_len;
+      } else {
         /* Counted, unless the consumer must see it (cts_mt_reader_count_allocs()). */
         const uint64_t frames = d->bt_len;
         if (CTS_LIKELY((frames != 1) & !r->literal_seen)) {
           count_alloc(&r->allocs, source, (uint64_t)length, (uint64_t)nsamples, (uint64_t)cp,
-                      frames);
+                      short_ok, frames);
           if (!c->first_alloc) c->first_alloc = p;
           c->last_alloc = p;
           last_rel = rel;
@@ -799,6 +834,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
           continue;
         }
         r->literal_seen = false;
+        fill_alloc_event(c, d, p, next_id - 1);
       }
     }
     last_rel = rel;
