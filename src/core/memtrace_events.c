@@ -783,9 +783,10 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         q += 2;
         /* (The three signs in one test.) */
         if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || (length | nsamples | cp) < 0)) break;
+        /* (1-16 words, minor, one sample: the three tests as one, length and nsamples
+         * being >= 0 here.) */
         if (tally)
-          short_ok =
-              ((uint64_t)length - 1 < 16) & (source == CTS_MT_SOURCE_MINOR) & (nsamples == 1);
+          short_ok = ((((uint64_t)length - 1) >> 4) | source | ((uint64_t)nsamples - 1)) == 0;
       } else {
         break;
       }
