@@ -795,10 +795,11 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
        * fields go to ev now, so that none of them needs a register across the backtrace
        * loop (they were spilled and reloaded around it). */
       if (!tally) {
-        set_alloc_fields(ev, id, source, length, nsamples, cp, next_id);
+        set_alloc_fields(ev, id, source, length, nsamples, cp, next_id++);
         ev->time_us = t;
+      } else {
+        next_id++;
       }
-      next_id++;
       ev->offset = base + (uint64_t)(uintptr_t)p; /* (for the backtrace's errors too) */
       if (nencoded != 0) {
         const uint64_t left = (uint64_t)(end - q);
