@@ -153,7 +153,9 @@ static void check_dir(const char *dir, bool fuzz, size_t *nfiles, uint64_t *coun
     size_t skip = 0;
     if (fuzz && data.len)
       skip = 1 + (data.data[0] & 7u) < data.len ? 1 + (data.data[0] & 7u) : data.len;
-    check_trace(de->d_name, data.data + skip, data.len - skip, counted, &markers);
+    /* (An empty file has no buffer: no offset on a null pointer.) */
+    const uint8_t *trace = data.data ? data.data + skip : data.data;
+    check_trace(de->d_name, trace, data.len - skip, counted, &markers);
     (*nfiles)++;
     free(data.data);
   }
