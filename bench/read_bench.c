@@ -371,12 +371,22 @@ static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_
 /* --count-frees: the reader counts promotions and collections (cts_mt_reader_count_frees(),
  * what ctfscope info has it do) and the tally adds them to its events at the end. */
 static bool count_frees;
+/* --count-allocs: and most allocations (cts_mt_reader_count_allocs(), as ctfscope info);
+ * their samples and frames are added at the end, the checksum covers only those delivered. */
+static bool count_allocs;
 
 /* Adds what r counted instead of delivering to t's events. */
 static void add_counted(const cts_mt_reader_t *r, tally_t *t) {
   cts_mt_free_counts_t f;
   cts_mt_reader_free_counts(r, &f);
   t->events += f.promote + f.collect;
+  cts_mt_alloc_counts_t a;
+  cts_mt_reader_alloc_counts(r, &a);
+  const uint64_t n = a.allocs[0] + a.allocs[1] + a.allocs[2];
+  t->events += n;
+  t->allocs += n;
+  t->samples += a.samples[0] + a.samples[1] + a.samples[2];
+  t->frames += a.frames_total;
 }
 
 static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, tally_t *t,
@@ -404,6 +414,7 @@ static int run_once(const char *path, mode_t_ mode, bool decode, uint8_t *buf, t
     return 1;
   }
   if (r && count_frees) cts_mt_reader_count_frees(r, true);
+  if (r && count_allocs) cts_mt_reader_count_allocs(r, true);
   if (mode == MODE_VIA_OS) {
     bool input_error;
     e = cts_os_read_memtrace(path, r, NULL, NULL, &input_error);
@@ -497,7 +508,8 @@ static void summarize(const double *v, int n, double *med, double *lo, double *h
 
 static void usage(FILE *f) {
   fprintf(f,
-          "Usage: read_bench [--decode | --skip] [--count-frees] [--via-read | --read-only | "
+          "Usage: read_bench [--decode | --skip] [--count-frees [--count-allocs]] [--via-read | "
+          "--read-only | "
           "--walk-floor | "
           "--trie-floor] "
           "[-n RUNS] [--warmup N] TRACE\n"
@@ -508,6 +520,8 @@ static void usage(FILE *f) {
           "  --skip         skip backtraces (reader config decode_backtraces = false)\n"
           "  --count-frees  the reader counts promotions and collections instead of\n"
           "                 delivering them (cts_mt_reader_count_frees(), as ctfscope info)\n"
+          "  --count-allocs and most allocations (cts_mt_reader_count_allocs(), as\n"
+          "                 ctfscope info): the checksum then covers only those delivered\n"
           "  --via-os       read with cts_os_read_memtrace(), as ctfscope does (default)\n"
           "  --via-read     read() the file into a 1 MiB buffer and feed each piece\n"
           "  --read-only    only read() the file: the I/O floor of --via-read\n"
@@ -532,6 +546,7 @@ int main(int argc, char **argv) {
     OPT_WALK_FLOOR,
     OPT_TRIE_FLOOR,
     OPT_COUNT_FREES,
+    OPT_COUNT_ALLOCS,
     OPT_WARMUP
   };
   static const struct option opts[] = {
@@ -543,6 +558,7 @@ int main(int argc, char **argv) {
       {"walk-floor", no_argument, NULL, OPT_WALK_FLOOR},
       {"trie-floor", no_argument, NULL, OPT_TRIE_FLOOR},
       {"count-frees", no_argument, NULL, OPT_COUNT_FREES},
+      {"count-allocs", no_argument, NULL, OPT_COUNT_ALLOCS},
       {"runs", required_argument, NULL, 'n'},
       {"warmup", required_argument, NULL, OPT_WARMUP},
       {"help", no_argument, NULL, 'h'},
@@ -577,6 +593,9 @@ int main(int argc, char **argv) {
         break;
       case OPT_COUNT_FREES:
         count_frees = true;
+        break;
+      case OPT_COUNT_ALLOCS:
+        count_frees = count_allocs = true;
         break;
       case 'n':
         runs = atoi(optarg);
@@ -639,7 +658,10 @@ int main(int argc, char **argv) {
          " backtrace frames\n",
          path, (double)bytes / 1e6, t.events, t.allocs, t.frames);
   printf("mode       %s%s, %d runs after %d warm-up\n", what,
-         count_frees ? ", promotions and collections counted by the reader" : "", runs, warmup);
+         count_allocs  ? ", promotions, collections and allocations counted by the reader"
+         : count_frees ? ", promotions and collections counted by the reader"
+                       : "",
+         runs, warmup);
   printf("wall       median %.4f s  (min %.4f, max %.4f)\n", med, lo, hi);
   printf("cpu        median %.4f s  (min %.4f, max %.4f)  user + system\n", cpu_med, cpu_lo,
          cpu_hi);

@@ -282,6 +282,39 @@ CTS_API void cts_mt_reader_count_frees(cts_mt_reader_t *reader, bool count);
 /** The counts so far (all zero when nothing was counted). */
 CTS_API void cts_mt_reader_free_counts(const cts_mt_reader_t *reader, cts_mt_free_counts_t *out);
 
+/** What the reader counted of the allocations it did not deliver (cts_mt_reader_count_allocs()).
+ * Sums wrap modulo 2^64, as a consumer's own sums of the same fields would. */
+typedef struct cts_mt_alloc_counts {
+  uint64_t allocs[3];  /**< allocations counted, by source (cts_mt_source_t) */
+  uint64_t samples[3]; /**< their samples, by source */
+  uint64_t sum_length_words, sum_length_x_nsamples, max_length_words;
+  /** Those the writer's short form would take (§8.1): 1-16 words, minor heap, one sample and
+   * fewer than 256 frames after the common prefix. */
+  uint64_t short_form_eligible;
+  uint64_t frames_total, frames_max; /**< sum and largest of their backtrace lengths */
+  /** Time and byte offset of the first and of the last counted allocation, in file order
+   * (set when any was counted). */
+  uint64_t first_time_us, first_offset, last_time_us, last_offset;
+} cts_mt_alloc_counts_t;
+
+/**
+ * With @p count true, and while promotions and collections are counted too
+ * (cts_mt_reader_count_frees()) and backtraces decoded, the reader also counts the
+ * allocations it decodes on its fast path (all but the last few of each packet) into
+ * cts_mt_alloc_counts_t instead of delivering them, decoded and checked as before. It still
+ * delivers to on_event every allocation whose backtrace has exactly one frame (where
+ * ctfscope's drop-mode loss markers are, include/ctfscope/tracer.h), every one during whose
+ * decoding the literal hook was called, and every one it does not count: a consumer treats
+ * each delivered allocation as usual, and delivered plus counted are all of them. For a
+ * consumer of whole-trace figures (`ctfscope info`) this spares a call and the event's
+ * fields for nearly every event. False (the default) delivers every allocation again, from
+ * the event after the one being delivered when called from on_event. Errors stop the
+ * reader as before; the counts cover every allocation counted before one.
+ */
+CTS_API void cts_mt_reader_count_allocs(cts_mt_reader_t *reader, bool count);
+/** The allocation counts so far (all zero when nothing was counted). */
+CTS_API void cts_mt_reader_alloc_counts(const cts_mt_reader_t *reader, cts_mt_alloc_counts_t *out);
+
 /** Bytes consumed so far (the offset of the next byte to be fed). */
 CTS_API uint64_t cts_mt_reader_offset(const cts_mt_reader_t *reader);
 

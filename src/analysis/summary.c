@@ -112,7 +112,11 @@ CTS_NOINLINE static int add_rare(cts_summary_t *s, const cts_mt_event_t *ev) {
     if (add_code(s, s->pending[i])) return -ENOMEM;
   s->npending = 0;
   s->rare = s->walk_frames;
-  return s->walk_frames ? add_suffix_codes(s, ev) : 0;
+  if (!s->walk_frames) return 0;
+  /* Every allocation's frames must be seen from now on: the reader delivers all of them
+   * again from the next one (this one is delivered: it brought the literal). */
+  cts_mt_reader_count_allocs(s->reader, false);
+  return add_suffix_codes(s, ev);
 }
 
 int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
@@ -152,11 +156,38 @@ int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {
   return 0;
 }
 
-void cts_summary_count_frees(cts_summary_t *s) {
+void cts_summary_count_events(cts_summary_t *s) {
   cts_mt_reader_count_frees(s->reader, true);
+  cts_mt_reader_count_allocs(s->reader, !s->walk_frames);
+}
+
+/* Adds the allocations the reader counted (cts_mt_reader_count_allocs()). */
+static void finish_allocs(cts_summary_t *s) {
+  cts_mt_alloc_counts_t a;
+  cts_mt_reader_alloc_counts(s->reader, &a);
+  const uint64_t n = a.allocs[0] + a.allocs[1] + a.allocs[2];
+  if (n == 0) return;
+  for (unsigned i = 0; i < 3; i++) {
+    s->alloc_by_source[i] += a.allocs[i];
+    s->samples_by_source[i] += a.samples[i];
+  }
+  s->sum_length_words += a.sum_length_words;
+  s->sum_length_x_nsamples += a.sum_length_x_nsamples;
+  if (a.max_length_words > s->max_length_words) s->max_length_words = a.max_length_words;
+  s->allocs_short_eligible += a.short_form_eligible;
+  s->backtrace_frames_total += a.frames_total;
+  if (a.frames_max > s->backtrace_length_max) s->backtrace_length_max = a.frames_max;
+  /* The first and last events in file order, counted or delivered. */
+  if (!s->have_events || a.first_offset < s->first_event_offset)
+    s->first_event_us = a.first_time_us, s->first_event_offset = a.first_offset;
+  if (!s->have_events || a.last_offset > s->last_event_offset)
+    s->last_event_us = a.last_time_us, s->last_event_offset = a.last_offset;
+  s->have_events = true;
+  s->events_total += n;
 }
 
 void cts_summary_finish(cts_summary_t *s) {
+  finish_allocs(s);
   cts_mt_free_counts_t f;
   cts_mt_reader_free_counts(s->reader, &f);
   const uint64_t n = f.promote + f.collect;

@@ -59,11 +59,13 @@ typedef struct cts_summary {
 void cts_summary_init(cts_summary_t *s, cts_mt_reader_t *reader);
 /* Frees the summary and removes the hook; call it before destroying the reader. */
 void cts_summary_fini(cts_summary_t *s);
-/* Has the reader count promotions and collections instead of delivering them (a call less
- * for half the events of a typical trace; cts_mt_reader_count_frees()); call it before
- * feeding the reader, and cts_summary_finish() after. */
-void cts_summary_count_frees(cts_summary_t *s);
-/* Adds what the reader counted (see cts_summary_count_frees) to the figures, once the trace
+/* Has the reader count promotions, collections and most allocations instead of delivering
+ * them (cts_mt_reader_count_frees(), cts_mt_reader_count_allocs(): a call and the event's
+ * fields less for nearly every event); the figures are the same. Call it before feeding the
+ * reader, and cts_summary_finish() after. The summary turns the allocations' counting off
+ * itself when it must see every backtrace (walk_frames). */
+void cts_summary_count_events(cts_summary_t *s);
+/* Adds what the reader counted (see cts_summary_count_events) to the figures, once the trace
  * is read (completely or up to an error); once. A no-op when nothing was counted. */
 void cts_summary_finish(cts_summary_t *s);
 /* For the reader's on_event, every event in order. Returns 0 or -ENOMEM. */

@@ -365,7 +365,7 @@ static int info_one(cts_out_t *o, cts_json_t *w, const char *path, const info_op
     return CLI_EXIT_INTERNAL;
   }
   cts_summary_init(&c.summary, r);
-  cts_summary_count_frees(&c.summary);
+  cts_summary_count_events(&c.summary);
   cli_progress_t progress;
   cli_progress_init(&progress, "reading", path);
   bool input_error;

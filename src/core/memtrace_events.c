@@ -239,6 +239,7 @@ CTS_NOINLINE static int store_literal(cts_mt_reader_t *r, domain_t *d, uint32_t 
                         "backtrace uses location code %llu before any location event defines it",
                         (unsigned long long)code);
   d->cache_loc[bucket] = code;
+  r->literal_seen = true; /* counting allocations, this one is delivered */
   if (r->on_literal) r->on_literal(r->literal_user_data, code, kept);
   return 0;
 }
@@ -507,6 +508,51 @@ static uint64_t event_time(const event_cursor_t *c, const uint8_t *p) {
   return tb + ((cts_ld_le32(p) - (uint32_t)tb) & MT_TIME_MASK);
 }
 
+/* A decoded allocation counted instead of delivered (cts_mt_reader_count_allocs()), with
+ * frames the length of the backtrace its event would carry. The source is 0-2 (checked).
+ * short_ok: the short form's conditions but the backtrace's (1-16 words, minor heap, one
+ * sample), settled where the event's form is known: always true for a short-form event. */
+static CTS_FORCE_INLINE void count_alloc(cts_mt_alloc_counts_t *a, unsigned source, uint64_t length,
+                                         uint64_t nsamples, uint64_t cp, bool short_ok,
+                                         uint64_t frames) {
+  a->allocs[source]++;
+  a->samples[source] += nsamples;
+  a->sum_length_words += length;
+  a->sum_length_x_nsamples += length * nsamples;
+  if (length > a->max_length_words) a->max_length_words = length;
+  /* Fewer than 256 frames after the common prefix: frames - min(cp, frames) < 256 is
+   * frames < cp + 256 (cp < 2^63, checked), without a branch: whether an allocation
+   * qualifies follows the trace's mix of forms, which no predictor guesses. */
+  a->short_form_eligible += (uint64_t)(short_ok & (frames < cp + 256));
+  a->frames_total += frames;
+  if (frames > a->frames_max) a->frames_max = frames;
+}
+
+/* Counting allocations, the loop stores none of an allocation's fields but its offset:
+ * this fills them in for one it delivers, from its bytes at p, which the loop has read and
+ * checked already (rare: out of line). */
+CTS_NOINLINE static void fill_alloc_event(event_cursor_t *c, const domain_t *d, const uint8_t *p,
+                                          uint64_t obj_id) {
+  const unsigned id = cts_ld_le32(p) >> MT_TIME_BITS;
+  int64_t length, nsamples = 1, cp;
+  unsigned source = CTS_MT_SOURCE_MINOR;
+  if (id != MT_EV_ALLOC) {
+    length = id - MT_EV_SHORT_ALLOC_BASE;
+    rd_vint(&(const uint8_t *){p + 4}, NULL, &cp, false);
+  } else {
+    const uint8_t *q = p + 4;
+    rd_vint(&q, NULL, &length, false);
+    rd_vint(&q, NULL, &nsamples, false);
+    source = *q++;
+    rd_vint(&q, NULL, &cp, false);
+  }
+  cts_mt_event_t *const ev = &c->ev;
+  set_alloc_fields(ev, id, source, length, nsamples, cp, obj_id);
+  ev->time_us = event_time(c, p);
+  ev->backtrace = d->bt;
+  ev->backtrace_len = d->bt_len;
+}
+
 /* Adds the packet's counted promotions and collections to the reader's tally. */
 static void count_frees_done(event_cursor_t *c) {
   if (!c->nfrees) return;
@@ -665,7 +711,7 @@ static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
  * the same code as the careful path uses: both run decode_backtrace(), or in the common
  * case its decode_codewords_fast()). Instantiated with and without backtrace decoding. */
 static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
-                                        const bool decode, const bool count) {
+                                        const bool decode, const bool count, const bool tally) {
   const uint8_t *p = c->p;
   const uint8_t *const end = c->end;
   const uint8_t *const last = end - FAST_EVENT_ROOM; /* the caller made sure p <= last */
@@ -723,6 +769,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       int64_t length, nsamples = 1, cp;
       unsigned source = CTS_MT_SOURCE_MINOR;
       uint32_t nencoded;
+      bool short_ok = true; /* counting allocations: see count_alloc() */
       if (id - (MT_EV_SHORT_ALLOC_BASE + 1) < 16) {
         length = id - MT_EV_SHORT_ALLOC_BASE;
         q = vint_unchecked(p + 4, &cp);
@@ -736,6 +783,10 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         q += 2;
         /* (The three signs in one test.) */
         if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || (length | nsamples | cp) < 0)) break;
+        /* (1-16 words, minor, one sample: the three tests as one, length and nsamples
+         * being >= 0 here.) */
+        if (tally)
+          short_ok = ((((uint64_t)length - 1) >> 4) | source | ((uint64_t)nsamples - 1)) == 0;
       } else {
         break;
       }
@@ -743,9 +794,13 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       /* From here on the event is decoded for good: the backtrace changes the cache. Its
        * fields go to ev now, so that none of them needs a register across the backtrace
        * loop (they were spilled and reloaded around it). */
-      set_alloc_fields(ev, id, source, length, nsamples, cp, next_id++);
-      ev->time_us = t;
-      ev->offset = base + (uint64_t)(uintptr_t)p;
+      if (!tally) {
+        set_alloc_fields(ev, id, source, length, nsamples, cp, next_id++);
+        ev->time_us = t;
+      } else {
+        next_id++;
+      }
+      ev->offset = base + (uint64_t)(uintptr_t)p; /* (for the backtrace's errors too) */
       if (nencoded != 0) {
         const uint64_t left = (uint64_t)(end - q);
         if (decode &&
@@ -765,8 +820,24 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
          * more than that, the previous one stays). Skipping, bt_len stays 0 and cp is 0. */
         d->bt_len = (size_t)cp;
       }
-      ev->backtrace = d->bt;
-      ev->backtrace_len = d->bt_len;
+      if (!tally) {
+        ev->backtrace = d->bt;
+        ev->backtrace_len = d->bt_len;
+      } else {
+        /* Counted, unless the consumer must see it (cts_mt_reader_count_allocs()). */
+        const uint64_t frames = d->bt_len;
+        if (CTS_LIKELY((frames != 1) & !r->literal_seen)) {
+          count_alloc(&r->allocs, source, (uint64_t)length, (uint64_t)nsamples, (uint64_t)cp,
+                      short_ok, frames);
+          if (!c->first_alloc) c->first_alloc = p;
+          c->last_alloc = p;
+          last_rel = rel;
+          p = q;
+          continue;
+        }
+        r->literal_seen = false;
+        fill_alloc_event(c, d, p, next_id - 1);
+      }
     }
     last_rel = rel;
     if (!count) nevents++;
@@ -776,6 +847,8 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       e = cts__mt_stopped(r, rc, ev->offset);
       break;
     }
+    /* on_event may have stopped the counting: decode_events() picks the loop again. */
+    if (tally && CTS_UNLIKELY(!r->count_allocs)) break;
   }
   if (count) nevents = (uint32_t)(next_id - first_id) + (c->nfrees - nfrees_before);
   if (nevents) c->last_time = tb + last_rel;
@@ -788,16 +861,21 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
 /* The loop's instances: backtraces decoded or skipped, promotions and collections
  * delivered or counted. */
 CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true, false);
+  return events_fast(r, d, c, true, false, false);
 }
 CTS_NOINLINE static int skip_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, false, false);
+  return events_fast(r, d, c, false, false, false);
 }
 CTS_NOINLINE static int decode_count_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true, true);
+  return events_fast(r, d, c, true, true, false);
 }
 CTS_NOINLINE static int skip_count_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, false, true);
+  return events_fast(r, d, c, false, true, false);
+}
+/* Allocations counted too (cts_mt_reader_count_allocs()); only with backtraces decoded,
+ * which their figures need. */
+CTS_NOINLINE static int decode_tally_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, true, true, true);
 }
 
 static int decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
@@ -807,8 +885,10 @@ static int decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
     if (end - c->p >= (ptrdiff_t)FAST_EVENT_ROOM) {
       if (!c->freed)
         e = c->decode ? decode_events_fast(r, d, c) : skip_events_fast(r, d, c);
+      else if (!c->decode)
+        e = skip_count_fast(r, d, c);
       else
-        e = c->decode ? decode_count_fast(r, d, c) : skip_count_fast(r, d, c);
+        e = r->count_allocs ? decode_tally_fast(r, d, c) : decode_count_fast(r, d, c);
       if (e) return e;
       if (c->p >= end) break;
     }
@@ -817,8 +897,21 @@ static int decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   return 0;
 }
 
+/* Adds the times and offsets of the packet's first and last counted allocations. */
+static void count_allocs_done(cts_mt_reader_t *r, const event_cursor_t *c) {
+  if (!c->first_alloc) return;
+  cts_mt_alloc_counts_t *a = &r->allocs;
+  if (a->last_offset == 0) { /* none before: no event lies at offset 0 */
+    a->first_time_us = event_time(c, c->first_alloc);
+    a->first_offset = c->base + (uint64_t)(uintptr_t)c->first_alloc;
+  }
+  a->last_time_us = event_time(c, c->last_alloc);
+  a->last_offset = c->base + (uint64_t)(uintptr_t)c->last_alloc;
+}
+
 int cts__mt_decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   const int e = decode_events(r, d, c);
   if (c->freed) count_frees_done(c);
+  count_allocs_done(r, c);
   return e;
 }

@@ -105,6 +105,15 @@ void cts_mt_reader_count_frees(cts_mt_reader_t *r, bool count) {
   r->count_frees = count;
 }
 
+void cts_mt_reader_count_allocs(cts_mt_reader_t *r, bool count) {
+  r->count_allocs = count;
+  r->literal_seen = false;
+}
+
+void cts_mt_reader_alloc_counts(const cts_mt_reader_t *r, cts_mt_alloc_counts_t *out) {
+  *out = r->allocs;
+}
+
 void cts_mt_reader_free_counts(const cts_mt_reader_t *r, cts_mt_free_counts_t *out) {
   const free_tally_t *f = &r->freed;
   *out = (cts_mt_free_counts_t){.promote = f->frees - f->collect,

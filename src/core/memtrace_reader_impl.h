@@ -65,6 +65,12 @@ struct cts_mt_reader {
   void *literal_user_data;
   bool count_frees; /* cts_mt_reader_count_frees() */
   free_tally_t freed;
+  bool count_allocs; /* cts_mt_reader_count_allocs() */
+  /* Set by every literal codeword stored (the hook's call): the allocation being decoded is
+   * delivered, not counted. Cleared when the counting loop delivers one; left set elsewhere,
+   * which at worst delivers one allocation more. */
+  bool literal_seen;
+  cts_mt_alloc_counts_t allocs; /* times and offsets set at a packet's end */
 };
 
 static inline void *cts__mt_alloc(const cts_mt_reader_t *r, size_t size) {
@@ -101,6 +107,8 @@ typedef struct event_cursor {
    * packet's end, or at an error). */
   uint32_t nfrees, ncollects;
   const uint8_t *first_free, *last_free;
+  /* Counting allocations too, the packet's first and last counted one (NULL: none yet). */
+  const uint8_t *first_alloc, *last_alloc;
   int (*on_event)(void *user_data, const cts_mt_event_t *ev);
   void *user_data;
   cts_mt_event_t ev; /* handed to on_event; fields not set for a kind keep old values */

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* cts_mt_reader_count_frees(): promotions and collections counted instead of delivered.
+/* cts_mt_reader_count_frees(): promotions and collections counted instead of delivered, and
+ * cts_mt_reader_count_allocs(): most allocations too (a third reading: the allocations it
+ * delivers plus its counts must add up to every allocation's figures, first and last too).
  * Each trace is read twice, delivering every event and counting, fed whole and in small
  * pieces (packets split across feeds), backtraces decoded and skipped; both readings must
  * give the same allocations (a digest of every field and frame), the same packets, the
@@ -15,11 +17,33 @@
 #include "../../src/os/os.h"
 #include "../test.h"
 #include "../test_buf.h"
+#include "mixed_trace.h"
 
 typedef struct seen {
   uint64_t allocs, digest, packets, packet_digest;
-  cts_mt_free_counts_t frees; /* delivered ones, tallied as the reader counts them */
+  cts_mt_free_counts_t frees;  /* delivered ones, tallied as the reader counts them */
+  cts_mt_alloc_counts_t tally; /* delivered allocations, tallied as the reader counts them */
 } seen_t;
+
+/* What cts_mt_reader_count_allocs() counts of ev, by its definition. */
+static void tally_alloc(cts_mt_alloc_counts_t *a, const cts_mt_event_t *ev) {
+  if (a->allocs[0] + a->allocs[1] + a->allocs[2] == 0)
+    a->first_time_us = ev->time_us, a->first_offset = ev->offset;
+  a->last_time_us = ev->time_us;
+  a->last_offset = ev->offset;
+  a->allocs[ev->source]++;
+  a->samples[ev->source] += ev->nsamples;
+  a->sum_length_words += ev->length;
+  a->sum_length_x_nsamples += ev->length * ev->nsamples;
+  if (ev->length > a->max_length_words) a->max_length_words = ev->length;
+  const uint64_t n = ev->backtrace_len;
+  const uint64_t suffix = n - (ev->common_prefix < n ? ev->common_prefix : n);
+  if (ev->length >= 1 && ev->length <= 16 && ev->source == CTS_MT_SOURCE_MINOR &&
+      ev->nsamples == 1 && suffix < 256)
+    a->short_form_eligible++;
+  a->frames_total += n;
+  if (n > a->frames_max) a->frames_max = n;
+}
 
 static int on_event(void *ud, const cts_mt_event_t *ev) {
   seen_t *s = ud;
@@ -35,6 +59,7 @@ static int on_event(void *ud, const cts_mt_event_t *ev) {
     return 0;
   }
   s->allocs++;
+  tally_alloc(&s->tally, ev);
   uint64_t h = cts_hash_combine(s->digest, ev->time_us);
   h = cts_hash_combine(h, ev->obj_id);
   h = cts_hash_combine(h, ev->length);
@@ -61,11 +86,13 @@ static int on_packet(void *ud, const cts_mt_packet_t *p) {
 typedef struct reading {
   seen_t seen;
   cts_mt_free_counts_t counted;
+  cts_mt_alloc_counts_t counted_allocs;
   int err;
   uint64_t err_offset;
 } reading_t;
 
-static void read_trace(const uint8_t *data, size_t len, size_t piece, bool decode, bool count,
+/* count: 0 delivers everything, 1 counts promotions and collections, 2 allocations too. */
+static void read_trace(const uint8_t *data, size_t len, size_t piece, bool decode, int count,
                        reading_t *out) {
   memset(out, 0, sizeof *out);
   cts_mt_reader_config_t cfg;
@@ -77,6 +104,7 @@ static void read_trace(const uint8_t *data, size_t len, size_t piece, bool decod
   cts_mt_reader_t *r;
   CTS_ASSERT_EQ_INT(cts_mt_reader_create(&r, &cfg, &h), 0);
   if (count) cts_mt_reader_count_frees(r, true);
+  if (count == 2) cts_mt_reader_count_allocs(r, true);
   int e = 0;
   for (size_t off = 0; !e && off < len; off += piece)
     e = cts_mt_reader_feed(r, data + off, len - off < piece ? len - off : piece);
@@ -84,6 +112,7 @@ static void read_trace(const uint8_t *data, size_t len, size_t piece, bool decod
   out->err = e;
   out->err_offset = cts_mt_reader_error_offset(r);
   cts_mt_reader_free_counts(r, &out->counted);
+  cts_mt_reader_alloc_counts(r, &out->counted_allocs);
   cts_mt_reader_destroy(r);
 }
 
@@ -94,9 +123,55 @@ static bool same_frees(const cts_mt_free_counts_t *a, const cts_mt_free_counts_t
          a->last_time_us == b->last_time_us && a->last_offset == b->last_offset;
 }
 
+/* a + b, the first and last by offset: what delivered and counted allocations add up to. */
+static cts_mt_alloc_counts_t merge_allocs(const cts_mt_alloc_counts_t *a,
+                                          const cts_mt_alloc_counts_t *b) {
+  const uint64_t na = a->allocs[0] + a->allocs[1] + a->allocs[2];
+  const uint64_t nb = b->allocs[0] + b->allocs[1] + b->allocs[2];
+  if (!nb) return *a;
+  if (!na) return *b;
+  cts_mt_alloc_counts_t m = *a;
+  for (int i = 0; i < 3; i++) m.allocs[i] += b->allocs[i], m.samples[i] += b->samples[i];
+  m.sum_length_words += b->sum_length_words;
+  m.sum_length_x_nsamples += b->sum_length_x_nsamples;
+  if (b->max_length_words > m.max_length_words) m.max_length_words = b->max_length_words;
+  m.short_form_eligible += b->short_form_eligible;
+  m.frames_total += b->frames_total;
+  if (b->frames_max > m.frames_max) m.frames_max = b->frames_max;
+  if (b->first_offset < m.first_offset)
+    m.first_offset = b->first_offset, m.first_time_us = b->first_time_us;
+  if (b->last_offset > m.last_offset)
+    m.last_offset = b->last_offset, m.last_time_us = b->last_time_us;
+  return m;
+}
+
+/* Counting allocations too (decoding), delivered plus counted must be every allocation. */
+static void check_allocs_counted(const char *name, size_t piece, const reading_t *all,
+                                 const reading_t *tal, uint64_t *counted) {
+  CTS_ASSERT_MSG(all->err == tal->err && all->err_offset == tal->err_offset,
+                 "%s (piece %zu): error %d at %llu delivering, %d at %llu counting allocations",
+                 name, piece, all->err, (unsigned long long)all->err_offset, tal->err,
+                 (unsigned long long)tal->err_offset);
+  CTS_ASSERT_MSG(
+      all->seen.packets == tal->seen.packets && all->seen.packet_digest == tal->seen.packet_digest,
+      "%s (piece %zu): packets differ when counting allocations", name, piece);
+  CTS_ASSERT_MSG(same_frees(&all->seen.frees, &tal->counted),
+                 "%s (piece %zu): promotions and collections differ counting allocations", name,
+                 piece);
+  const cts_mt_alloc_counts_t m = merge_allocs(&tal->seen.tally, &tal->counted_allocs);
+  const uint64_t n = m.allocs[0] + m.allocs[1] + m.allocs[2];
+  CTS_ASSERT_MSG(n == all->seen.allocs && (n == 0 || memcmp(&m, &all->seen.tally, sizeof m) == 0),
+                 "%s (piece %zu): %llu allocations delivered, %llu delivered + counted, or "
+                 "their figures differ",
+                 name, piece, (unsigned long long)all->seen.allocs, (unsigned long long)n);
+  *counted +=
+      tal->counted_allocs.allocs[0] + tal->counted_allocs.allocs[1] + tal->counted_allocs.allocs[2];
+}
+
 /* Both readings of data agree, in every feed size and mode. Adds to *counted the
  * promotions and collections counted with backtraces decoded, fed whole. */
-static void check_trace(const char *name, const uint8_t *data, size_t len, uint64_t *counted) {
+static void check_trace(const char *name, const uint8_t *data, size_t len, uint64_t *counted,
+                        uint64_t *counted_allocs) {
   static const size_t pieces[] = {SIZE_MAX, 4096, 37};
   for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
     for (int decode = 0; decode < 2; decode++) {
@@ -127,12 +202,17 @@ static void check_trace(const char *name, const uint8_t *data, size_t len, uint6
           (unsigned long long)all.seen.frees.last_offset, (unsigned long long)cnt.counted.promote,
           (unsigned long long)cnt.counted.collect, (unsigned long long)cnt.counted.last_offset);
       if (i == 0 && decode) *counted += cnt.counted.promote + cnt.counted.collect;
+      reading_t tal;
+      read_trace(data, len, pieces[i], decode, 2, &tal);
+      uint64_t unused = 0;
+      check_allocs_counted(name, pieces[i], &all, &tal, decode ? counted_allocs : &unused);
     }
   }
 }
 
 /* Checks every .ctf file of dir; counts them, and adds their counted events. */
-static void check_dir(const char *dir, size_t *nfiles, uint64_t *counted) {
+static void check_dir(const char *dir, size_t *nfiles, uint64_t *counted,
+                      uint64_t *counted_allocs) {
   DIR *d = opendir(dir);
   CTS_ASSERT_MSG(d != NULL, "cannot open %s", dir);
   if (!d) return;
@@ -144,7 +224,7 @@ static void check_dir(const char *dir, size_t *nfiles, uint64_t *counted) {
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
     buf_t data = {0};
     CTS_ASSERT_MSG(read_file(path, &data), "cannot read %s", de->d_name);
-    check_trace(de->d_name, data.data, data.len, counted);
+    check_trace(de->d_name, data.data, data.len, counted, counted_allocs);
     (*nfiles)++;
     free(data.data);
   }
@@ -155,90 +235,38 @@ CTS_TEST(counting_matches_delivering_on_corpus) {
   CTS_REQUIRE_CORPUS(corpus);
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/memtrace/traces", corpus);
-  uint64_t counted = 0;
+  uint64_t counted = 0, counted_allocs = 0;
   size_t nfiles = 0;
-  check_dir(dir, &nfiles, &counted);
+  check_dir(dir, &nfiles, &counted, &counted_allocs);
   CTS_ASSERT(nfiles >= 10);
   CTS_ASSERT(counted > 1000);
+  CTS_ASSERT(counted_allocs > 1000);
 }
 
 CTS_TEST(counting_matches_delivering_on_corrupt_traces) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/fail", cts_test_data_dir());
-  uint64_t counted = 0;
+  uint64_t counted = 0, counted_allocs = 0;
   size_t nfiles = 0;
-  check_dir(dir, &nfiles, &counted);
+  check_dir(dir, &nfiles, &counted, &counted_allocs);
   CTS_ASSERT(nfiles >= 10);
 }
 
 /* ---- generated traces: many packets, every event kind, v2 and v3 ------------------------ */
 
-static size_t resolve_any(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
-  (void)ud;
-  if (max) out[0] = (cts_mt_location_t){(uint32_t)(code & 0xFFFFF), 0, 0, "f.c", "fn"};
-  return 1;
-}
-
-static uint64_t now_us;
-static uint64_t test_clock(void *ud) {
-  (void)ud;
-  return now_us;
-}
-
-/* A trace of n allocations with backtraces from a few dozen codes, each block promoted or
- * collected or both a few allocations later, time moving on by 0-3 us an event. */
-static void make_trace(buf_t *out, uint16_t version, uint32_t n, uint64_t seed) {
-  cts_mt_writer_config_t cfg;
-  cts_mt_writer_config_init(&cfg);
-  cfg.version = version;
-  cfg.sample_rate = 1e-3;
-  cfg.write = buf_write;
-  cfg.write_user_data = out;
-  cfg.clock = test_clock;
-  cfg.resolve = resolve_any;
-  now_us = 1700000000000000ull;
-  cfg.start_time_us = now_us;
-  const size_t size = cts_mt_writer_size(&cfg);
-  void *mem = aligned_alloc(64, (size + 63) / 64 * 64);
-  CTS_ASSERT(mem != NULL);
-  cts_mt_writer_t *w;
-  CTS_ASSERT_EQ_INT(cts_mt_writer_init(&w, mem, size, &cfg), 0);
-  uint64_t rng = seed, ids[8] = {0};
-  bool live[8] = {0};
-  for (uint32_t i = 0; i < n; i++) {
-    uint64_t bt[24];
-    const size_t depth = 1 + cts_splitmix64(&rng) % 24;
-    for (size_t k = 0; k < depth; k++) bt[k] = 0x1000 + (k * 7 + cts_splitmix64(&rng) % 5) % 40;
-    const uint64_t words = 1 + cts_splitmix64(&rng) % 300;
-    const size_t slot = i % 8;
-    if (live[slot]) {
-      if (cts_splitmix64(&rng) % 3 == 0)
-        CTS_ASSERT_EQ_INT(cts_mt_writer_promote(w, CTS_TIME_NOW, ids[slot]), 0);
-      now_us += cts_splitmix64(&rng) % 4;
-      CTS_ASSERT_EQ_INT(cts_mt_writer_collect(w, CTS_TIME_NOW, ids[slot]), 0);
-    }
-    now_us += cts_splitmix64(&rng) % 4;
-    CTS_ASSERT_EQ_INT(cts_mt_writer_alloc(w, CTS_TIME_NOW, words, 1 + words / 100,
-                                          (cts_mt_source_t)(words % 3), bt, depth, &ids[slot]),
-                      0);
-    live[slot] = true;
-  }
-  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
-  free(mem);
-}
-
 CTS_TEST(counting_matches_delivering_on_generated_traces) {
   for (uint16_t version = 2; version <= 3; version++) {
     buf_t data = {0};
-    make_trace(&data, version, 20000, version);
+    make_mixed_trace(&data, version, 20000, version);
     CTS_ASSERT(data.len > 100000); /* many packets */
     char name[32];
     snprintf(name, sizeof name, "generated v%u", version);
-    uint64_t counted = 0;
-    check_trace(name, data.data, data.len, &counted);
+    uint64_t counted = 0, counted_allocs = 0;
+    check_trace(name, data.data, data.len, &counted, &counted_allocs);
     CTS_ASSERT(counted > 19000);
+    CTS_ASSERT(counted_allocs > 10000);
     /* Cut short inside the trace: the last packet is dropped, and counting agrees. */
-    check_trace(name, data.data, data.len * 2 / 3, &counted);
+    check_trace(name, data.data, data.len * 2 / 3, &counted, &counted_allocs);
     free(data.data);
   }
 }
