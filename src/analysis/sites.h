@@ -334,16 +334,22 @@ static inline int cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_
 
 /* An allocation of samples with weight est at node of a lean trie (cts_stacks_set_lean),
  * counted in its allocated figures (allocs, samples, est_allocs; sites untouched), for a
- * profile that keeps no live figures (cts_alloc_profile_config_t.allocated_only). Cannot
- * fail after cts_stacks_reserve gave 0 for node. */
-static inline void cts_stacks_alloc_allocated(cts_stacks_t *s, uint32_t node_index,
-                                              uint64_t samples, double est) {
+ * profile that keeps no live figures (cts_alloc_profile_config_t.allocated_only): 0, or
+ * -ENOMEM (nothing counted) when the count is about to pass 2^32 and the record of its high
+ * half cannot be made. No cts_stacks_reserve needed: one load of the record does both. */
+static inline int cts_stacks_alloc_allocated(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
+                                             double est) {
   const uint32_t stat = s->nodes[node_index].stat;
   cts_stack_lean_t *fig = &s->lean[stat];
-  /* The high half's record was made by cts_stacks_reserve before the count reached 2^32. */
-  if (CTS_UNLIKELY(++fig->allocs == 0)) cts_stacks_wide(s, stat)->allocs++;
+  if (CTS_UNLIKELY(fig->allocs == UINT32_MAX)) {
+    cts_stack_wide_t *w = cts__stacks_widen(s, stat);
+    if (!w) return -ENOMEM;
+    w->allocs++;
+  }
+  fig->allocs++;
   fig->samples += samples;
   fig->est_allocs += est;
+  return 0;
 }
 
 /* The block allocated with those figures at node was freed. */
