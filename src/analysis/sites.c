@@ -64,6 +64,7 @@ void cts_stacks_fini(cts_stacks_t *s) {
   free(s->sites);
   free(s->nodes);
   free(s->stats);
+  free(s->lean);
   free(s->wide);
   free(s->table);
   free(s->memo);
@@ -216,10 +217,38 @@ static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *o
   return 0;
 }
 
+_Static_assert(sizeof(cts_stack_lean_t) == 24, "a lean record is 24 bytes");
+
+int cts_stacks_set_lean(cts_stacks_t *s) {
+  CTS_ASSERT(s->count == 1 && s->stat_count == 2 && !s->lean);
+  cts_stack_lean_t *lean = calloc(s->stat_cap, sizeof *lean);
+  if (!lean) return -ENOMEM;
+  /* Records 0 (the shared zero) and 1 (the root's) are zero in both forms. */
+  free(s->stats);
+  s->stats = NULL;
+  s->lean = lean;
+  return 0;
+}
+
+/* Gives node its own lean record (zero), the trie's stat_count below its cap. */
+static bool own_lean(cts_stacks_t *s, uint32_t node) {
+  if (s->stat_count == s->stat_cap) {
+    const size_t cap = s->stat_cap + s->stat_cap / 2;
+    cts_stack_lean_t *lean = realloc(s->lean, cap * sizeof *lean);
+    if (!lean) return false;
+    s->lean = lean;
+    s->stat_cap = cap;
+  }
+  s->lean[s->stat_count] = (cts_stack_lean_t){0};
+  s->nodes[node].stat = (uint32_t)s->stat_count++;
+  return true;
+}
+
 /* Gives node its own figures (zero) if it has none: false if out of memory. */
 static bool own_stat(cts_stacks_t *s, uint32_t node) {
   if (s->nodes[node].stat) return true;
   if (s->stat_count >= UINT32_MAX / 2) return false;
+  if (s->lean) return own_lean(s, node);
   if (s->stat_count == s->stat_cap) {
     /* By half, as the nodes: 64 bytes each, millions of them. */
     const size_t cap = s->stat_cap + s->stat_cap / 2;
@@ -260,6 +289,7 @@ void cts__stacks_restart_epochs(cts_stacks_t *s) {
 }
 
 int cts_stacks_add_self(cts_stacks_t *s, uint32_t node, const cts_site_stats_t *add) {
+  CTS_ASSERT(!s->lean);
   if (!own_stat(s, node)) return -ENOMEM;
   const uint32_t stat = s->nodes[node].stat;
   const cts_site_stats_t old = cts_stacks_self(s, node);
@@ -393,7 +423,7 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
 }
 
 void cts_stacks_finish(cts_stacks_t *s) {
-  if (!s->no_node_peaks) /* (else no record has anything to settle) */
+  if (!s->no_node_peaks && !s->lean) /* (else no record has anything to settle) */
     for (size_t i = 1; i < s->stat_count; i++) cts_stacks_settle_peak(s, (uint32_t)i);
   if (s->history)
     for (uint32_t i = 0; i < s->site_count; i++) cts_stacks_settle_site(s, &s->sites[i]);

@@ -15,7 +15,8 @@
  * side array, only for nodes that end an allocating stack: interior frames, usually most
  * of a trie, carry none (on gen_trace's default shape 37 % of the nodes have figures, so a
  * node costs ~61 bytes with them). Their counts are 32-bit: the rare one that passes 2^32
- * keeps its high half in a side list (cts_stack_wide_t), so no count is ever cut.
+ * keeps its high half in a side list (cts_stack_wide_t), so no count is ever cut. A trie
+ * that keeps allocated figures alone (cts_stacks_set_lean) has 24-byte records instead.
  *
  * Live-at-peak figures use a lazy snapshot: when the total live heap reaches a new
  * maximum, the peak epoch advances; a node saves its live figures the first time it changes
@@ -69,6 +70,17 @@ typedef struct cts_stack_stat {
   uint32_t peak_epoch; /* epoch of the last peak whose figures are saved in peak_* */
 } cts_stack_stat_t;
 
+/* A node's allocated figures alone, for a trie that keeps no others (cts_stacks_t.lean):
+ * 24 bytes in place of cts_stack_stat_t's 64, so that an allocation-only profile (folded)
+ * holds ~40 % of the figures' memory and each allocation loads its record from a smaller
+ * array. The same types as cts_stack_stat_t's, so the sums are the same bit for bit; allocs
+ * is the low half, its high one in a cts_stack_wide_t as there. */
+typedef struct cts_stack_lean {
+  uint64_t samples;
+  double est_allocs;
+  uint32_t allocs;
+} cts_stack_lean_t;
+
 /* The high halves of one record's counts of allocations (cts_stacks_t.wide). */
 typedef struct cts_stack_wide {
   uint32_t stat; /* index of the record in cts_stacks_t.stats */
@@ -109,7 +121,10 @@ typedef struct cts_stacks {
   cts_stack_node_t *nodes;
   uint32_t count, cap;
   cts_stack_stat_t *stats; /* stats[0] is the all-zero figures of nodes without their own */
-  size_t stat_count, stat_cap;
+  /* Non-NULL after cts_stacks_set_lean: the records are these (same indices, lean[0] all
+   * zero) and stats is NULL. */
+  cts_stack_lean_t *lean;
+  size_t stat_count, stat_cap; /* of stats, or of lean */
   /* Records with a count past 2^32, in the order they got there: each takes 4 G events, so
    * the list stays a few entries long and is searched in order. */
   cts_stack_wide_t *wide;
@@ -164,6 +179,17 @@ void cts__stacks_restart_epochs(cts_stacks_t *s);
 /* The figures of the allocations made with exactly node's stack (all zero if none). */
 static inline cts_site_stats_t cts_stacks_self(const cts_stacks_t *s, uint32_t node) {
   const uint32_t stat = s->nodes[node].stat;
+  if (s->lean) {
+    const cts_stack_lean_t *l = &s->lean[stat];
+    uint64_t allocs = l->allocs;
+    const cts_stack_wide_t *w = CTS_UNLIKELY(s->wide_count) ? cts_stacks_wide(s, stat) : NULL;
+    if (w) allocs |= (uint64_t)w->allocs << 32;
+    return (cts_site_stats_t){.allocs = allocs,
+                              .samples = l->samples,
+                              .est_allocs = l->est_allocs,
+                              .collected_allocs = allocs,
+                              .collected_samples = l->samples};
+  }
   const cts_stack_stat_t *f = &s->stats[stat];
   uint64_t allocs = f->allocs, live = f->live_allocs, peak = f->peak_allocs;
   const cts_stack_wide_t *w = CTS_UNLIKELY(s->wide_count) ? cts_stacks_wide(s, stat) : NULL;
@@ -186,13 +212,19 @@ static inline cts_site_stats_t cts_stacks_self(const cts_stacks_t *s, uint32_t n
 }
 /* Adds add (whose collected figures are its allocated − live ones, as any node's or sum of
  * nodes' are) to node's own figures, giving it some if it had none: 0 or -ENOMEM. Only for
- * tries built outside cts_stacks_alloc/free (derived views). */
+ * tries built outside cts_stacks_alloc/free (derived views), never lean ones. */
 int cts_stacks_add_self(cts_stacks_t *s, uint32_t node, const cts_site_stats_t *add);
 
 /* history: keep live samples per site over time (leaks). origin_us: time of checkpoint 0's
  * start (the trace's start). Returns 0 or -ENOMEM. */
 int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us);
 void cts_stacks_fini(cts_stacks_t *s);
+/* Keeps only allocated figures from now on, in 24-byte records (cts_stack_lean_t): for a
+ * profile that counts allocations with cts_stacks_alloc_allocated alone. Call after init,
+ * before the first stack is interned; cts_stacks_alloc, cts_stacks_free and
+ * cts_stacks_add_self are not for a lean trie, and its live and peak figures read 0 (its
+ * collected ones, allocated − live, the allocated ones). Returns 0 or -ENOMEM. */
+int cts_stacks_set_lean(cts_stacks_t *s);
 
 /* The node of backtrace bt[0..n) (outermost first), interning new frames (within the node
  * budget, see max_nodes): returns 0 and sets *node, or -ENOMEM. n = 0 gives the root. */
@@ -256,7 +288,8 @@ static inline void cts_stacks_settle_peak(cts_stacks_t *s, uint32_t stat) {
  * 0, the next cts_stacks_alloc at node cannot fail. */
 static inline int cts_stacks_reserve(cts_stacks_t *s, uint32_t node_index) {
   const uint32_t stat = s->nodes[node_index].stat;
-  if (CTS_LIKELY(s->stats[stat].allocs != UINT32_MAX)) return 0;
+  const uint32_t allocs = s->lean ? s->lean[stat].allocs : s->stats[stat].allocs;
+  if (CTS_LIKELY(allocs != UINT32_MAX)) return 0;
   return cts__stacks_widen(s, stat) ? 0 : -ENOMEM;
 }
 
@@ -299,18 +332,24 @@ static inline int cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_
   return 0;
 }
 
-/* An allocation of samples with weight est at node, counted in its allocated figures only
- * (allocs, samples, est_allocs: live ones, peaks and sites untouched), for a profile that
- * keeps no live figures (cts_alloc_profile_config_t.allocated_only). Cannot fail after
- * cts_stacks_reserve gave 0 for node. */
-static inline void cts_stacks_alloc_allocated(cts_stacks_t *s, uint32_t node_index,
-                                              uint64_t samples, double est) {
+/* An allocation of samples with weight est at node of a lean trie (cts_stacks_set_lean),
+ * counted in its allocated figures (allocs, samples, est_allocs; sites untouched), for a
+ * profile that keeps no live figures (cts_alloc_profile_config_t.allocated_only): 0, or
+ * -ENOMEM (nothing counted) when the count is about to pass 2^32 and the record of its high
+ * half cannot be made. No cts_stacks_reserve needed: one load of the record does both. */
+static inline int cts_stacks_alloc_allocated(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
+                                             double est) {
   const uint32_t stat = s->nodes[node_index].stat;
-  cts_stack_stat_t *fig = &s->stats[stat];
-  /* The high half's record was made by cts_stacks_reserve before the count reached 2^32. */
-  if (CTS_UNLIKELY(++fig->allocs == 0)) cts_stacks_wide(s, stat)->allocs++;
+  cts_stack_lean_t *fig = &s->lean[stat];
+  if (CTS_UNLIKELY(fig->allocs == UINT32_MAX)) {
+    cts_stack_wide_t *w = cts__stacks_widen(s, stat);
+    if (!w) return -ENOMEM;
+    w->allocs++;
+  }
+  fig->allocs++;
   fig->samples += samples;
   fig->est_allocs += est;
+  return 0;
 }
 
 /* The block allocated with those figures at node was freed. */

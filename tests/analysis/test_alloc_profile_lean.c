@@ -172,7 +172,7 @@ static void check_trace(const char *path, uint64_t *with_figures) {
                    "%s: lean configuration %d differs from the full profile", path, k);
     /* The comparison sees a sample the lean path would drop. */
     if (k == FOLDED_ALLOCATED && lean.prof.stacks.stat_count > 2) {
-      lean.prof.stacks.stats[lean.prof.stacks.stat_count - 1].samples--;
+      lean.prof.stacks.lean[lean.prof.stacks.stat_count - 1].samples--;
       CTS_ASSERT_MSG(!same_figures(&full.prof, &lean.prof, (lean_t)k, "(a sample dropped)"),
                      "%s: a dropped sample went unseen", path);
     }
@@ -194,6 +194,44 @@ CTS_TEST(lean_profiles_keep_the_full_figures_on_generated_traces) {
     check_trace(traces[k], &with_figures);
     CTS_ASSERT(with_figures > 100);
   }
+}
+
+/* The allocated-only profile keeps 24-byte records (cts_stack_lean_t), not the full ones. */
+CTS_TEST(allocated_only_keeps_the_small_records) {
+  cts_mem_trace_t t;
+  CTS_ASSERT_EQ_INT(load(&t, churn, FOLDED_ALLOCATED), 0);
+  CTS_ASSERT(t.prof.stacks.lean != NULL && t.prof.stacks.stats == NULL);
+  CTS_ASSERT(t.prof.stacks.stat_count > 100);
+  cts_mem_trace_free(&t);
+}
+
+/* A lean record's count of allocations is 32-bit, as the full one's: one that passes 2^32
+ * (set up by giving it its value just below) keeps its high half aside and reads whole. */
+CTS_TEST(lean_counts_past_2_to_the_32_are_kept_whole) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_set_lean(&s), 0);
+  const uint64_t bt[2] = {5, 6};
+  uint32_t node, other;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 2, &node), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 1, &other), 0);
+  const uint64_t base = UINT32_MAX - 1u;
+  s.lean[s.nodes[node].stat].allocs = (uint32_t)base;
+  CTS_ASSERT_EQ_INT(cts_stacks_reserve(&s, node), 0); /* (no high half needed yet) */
+  for (unsigned i = 0; i < 3; i++)
+    CTS_ASSERT_EQ_INT(cts_stacks_alloc_allocated(&s, node, 2, 1.5), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_alloc_allocated(&s, other, 1, 1.0), 0);
+  CTS_ASSERT_EQ_U64(s.wide_count, 1);
+  cts_stacks_finish(&s);
+  const cts_site_stats_t self = cts_stacks_self(&s, node);
+  CTS_ASSERT_EQ_U64(self.allocs, base + 3);
+  CTS_ASSERT_EQ_U64(self.samples, 6);
+  CTS_ASSERT(same_double(self.est_allocs, 4.5));
+  CTS_ASSERT_EQ_U64(self.live_allocs, 0);
+  CTS_ASSERT_EQ_U64(self.collected_allocs, base + 3);
+  CTS_ASSERT_EQ_U64(cts_stacks_self(&s, other).allocs, 1);
+  CTS_ASSERT_EQ_U64(cts_stacks_self(&s, 0).allocs, 0);
+  cts_stacks_fini(&s);
 }
 
 /* Every memtrace trace of the corpus (*.ctf in its two folders), truncated ones included. */
