@@ -391,6 +391,7 @@ static int inclusive_samples(incl_t *x, const cts_stacks_t *st, bool wide) {
   x->wide = wide;
   x->buf = malloc((st->count ? st->count : 1) * (wide ? sizeof(uint64_t) : sizeof(uint32_t)));
   if (!x->buf) return -ENOMEM;
+  CTS_ASSERT(!st->lean); /* stats[] below: report never keeps allocated figures alone */
   for (uint32_t i = 0; i < st->count; i++) incl_put(x, i, st->stats[st->nodes[i].stat].samples);
   for (uint32_t i = st->count; i-- > 1;) { /* saturated sums are the sums, saturated */
     const uint32_t parent = st->nodes[i].parent;
@@ -950,6 +951,7 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
     m->err = -ENOMEM;
   } else {
     /* From the profile's nodes, not the records: those may be by a coarser tree. */
+    CTS_ASSERT(!src->lean); /* its stats[], as above */
     for (uint32_t i = 0; i < src->count; i++)
       self[map[i]] += src->stats[src->nodes[i].stat].samples;
     for (size_t i = 0; i < m->nrecs; i++) {
