@@ -7,7 +7,6 @@
  * inside a backtrace after one of its literals. */
 #include "../../src/analysis/summary.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -17,6 +16,7 @@
 #include "../../src/os/os.h"
 #include "../test.h"
 #include "../test_buf.h"
+#include "../trace_dir.h"
 
 /* The summary and, beside it, the codes of every delivered frame. */
 typedef struct both {
@@ -66,36 +66,33 @@ static void both_fini(both_t *b) {
   cts_u64map_fini(&b->frames);
 }
 
+typedef struct dir_check {
+  size_t walked;
+  bool walked_truncated;
+} dir_check_t;
+
+static void check_file(const char *name, const uint8_t *data, size_t len, void *ctx) {
+  dir_check_t *c = ctx;
+  both_t b;
+  read_both(&b, data, len);
+  CTS_ASSERT_MSG(b.summary.distinct_codes == b.distinct &&
+                     b.summary.codes_without_locations == b.without_locations,
+                 "%s: summary counts %llu codes (%llu without locations), its frames %llu (%llu)",
+                 name, (unsigned long long)b.summary.distinct_codes,
+                 (unsigned long long)b.summary.codes_without_locations,
+                 (unsigned long long)b.distinct, (unsigned long long)b.without_locations);
+  if (b.summary.walk_frames) c->walked++;
+  if (strcmp(name, "p4_deep_recursion.r1e-2.ctf") == 0) c->walked_truncated = b.summary.walk_frames;
+  both_fini(&b);
+}
+
 /* Reads every .ctf file of dir; counts the files and those whose summary fell back to
  * walking frames. */
 static void check_dir(const char *dir, size_t *nfiles, size_t *nwalked, bool *walked_truncated) {
-  DIR *d = opendir(dir);
-  CTS_ASSERT_MSG(d != NULL, "cannot open %s", dir);
-  if (!d) return;
-  const struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    const size_t n = strlen(de->d_name);
-    if (n < 4 || strcmp(de->d_name + n - 4, ".ctf") != 0) continue;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    buf_t data = {0};
-    CTS_ASSERT_MSG(read_file(path, &data), "cannot read %s", de->d_name);
-    both_t b;
-    read_both(&b, data.data, data.len);
-    CTS_ASSERT_MSG(b.summary.distinct_codes == b.distinct &&
-                       b.summary.codes_without_locations == b.without_locations,
-                   "%s: summary counts %llu codes (%llu without locations), its frames %llu (%llu)",
-                   de->d_name, (unsigned long long)b.summary.distinct_codes,
-                   (unsigned long long)b.summary.codes_without_locations,
-                   (unsigned long long)b.distinct, (unsigned long long)b.without_locations);
-    (*nfiles)++;
-    if (b.summary.walk_frames) (*nwalked)++;
-    if (strcmp(de->d_name, "p4_deep_recursion.r1e-2.ctf") == 0)
-      *walked_truncated = b.summary.walk_frames;
-    both_fini(&b);
-    free(data.data);
-  }
-  closedir(d);
+  dir_check_t c = {.walked_truncated = *walked_truncated};
+  for_each_trace_file(dir, ".ctf", check_file, &c, nfiles);
+  *nwalked += c.walked;
+  *walked_truncated = c.walked_truncated;
 }
 
 CTS_TEST(distinct_codes_match_frames_on_corpus) {

@@ -9,7 +9,6 @@
  * every source, long and short forms, one-frame backtraces and drop-mode loss markers. */
 #include "../../src/analysis/summary.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 
 #include <ctfscope/ctfscope.h>
@@ -19,6 +18,7 @@
 #include "../../src/os/os.h"
 #include "../test.h"
 #include "../test_buf.h"
+#include "../trace_dir.h"
 #include "../core/mixed_trace.h"
 
 typedef struct reading {
@@ -135,31 +135,25 @@ static void check_trace(const char *name, const uint8_t *data, size_t len, uint6
   }
 }
 
+typedef struct dir_check {
+  bool fuzz;
+  uint64_t counted, markers;
+} dir_check_t;
+
+static void check_file(const char *name, const uint8_t *data, size_t len, void *ctx) {
+  dir_check_t *c = ctx;
+  size_t skip = 0;
+  if (c->fuzz && len) skip = 1 + (data[0] & 7u) < len ? 1 + (data[0] & 7u) : len;
+  /* (An empty file has no buffer: no offset on a null pointer.) */
+  check_trace(name, data ? data + skip : data, len - skip, &c->counted, &c->markers);
+}
+
 /* Checks the .ctf files of dir, or with fuzz every file of a fuzz_memtrace_reader corpus
  * (its inputs: a byte n & 7, n feed sizes, then the trace). */
 static void check_dir(const char *dir, bool fuzz, size_t *nfiles, uint64_t *counted) {
-  DIR *d = opendir(dir);
-  CTS_ASSERT_MSG(d != NULL, "cannot open %s", dir);
-  if (!d) return;
-  const struct dirent *de;
-  uint64_t markers = 0;
-  while ((de = readdir(d)) != NULL) {
-    const size_t n = strlen(de->d_name);
-    if (fuzz ? de->d_name[0] == '.' : n < 4 || strcmp(de->d_name + n - 4, ".ctf") != 0) continue;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    buf_t data = {0};
-    CTS_ASSERT_MSG(read_file(path, &data), "cannot read %s", de->d_name);
-    size_t skip = 0;
-    if (fuzz && data.len)
-      skip = 1 + (data.data[0] & 7u) < data.len ? 1 + (data.data[0] & 7u) : data.len;
-    /* (An empty file has no buffer: no offset on a null pointer.) */
-    const uint8_t *trace = data.data ? data.data + skip : data.data;
-    check_trace(de->d_name, trace, data.len - skip, counted, &markers);
-    (*nfiles)++;
-    free(data.data);
-  }
-  closedir(d);
+  dir_check_t c = {.fuzz = fuzz, .counted = *counted};
+  for_each_trace_file(dir, fuzz ? NULL : ".ctf", check_file, &c, nfiles);
+  *counted = c.counted;
 }
 
 CTS_TEST(counted_summary_matches_on_corpus) {

@@ -8,7 +8,6 @@
  * same error (code and offset), and counts, first and last times and offsets equal to the
  * promotions and collections delivered -- before an error too. On the golden corpus, the
  * corrupt-trace corpus and generated v2 and v3 traces. */
-#include <dirent.h>
 #include <stdlib.h>
 
 #include <ctfscope/ctfscope.h>
@@ -17,6 +16,7 @@
 #include "../../src/os/os.h"
 #include "../test.h"
 #include "../test_buf.h"
+#include "../trace_dir.h"
 #include "mixed_trace.h"
 
 typedef struct seen {
@@ -210,25 +210,22 @@ static void check_trace(const char *name, const uint8_t *data, size_t len, uint6
   }
 }
 
+typedef struct dir_counts {
+  uint64_t counted, counted_allocs;
+} dir_counts_t;
+
+static void check_file(const char *name, const uint8_t *data, size_t len, void *ctx) {
+  dir_counts_t *c = ctx;
+  check_trace(name, data, len, &c->counted, &c->counted_allocs);
+}
+
 /* Checks every .ctf file of dir; counts them, and adds their counted events. */
 static void check_dir(const char *dir, size_t *nfiles, uint64_t *counted,
                       uint64_t *counted_allocs) {
-  DIR *d = opendir(dir);
-  CTS_ASSERT_MSG(d != NULL, "cannot open %s", dir);
-  if (!d) return;
-  const struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    const size_t n = strlen(de->d_name);
-    if (n < 4 || strcmp(de->d_name + n - 4, ".ctf") != 0) continue;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    buf_t data = {0};
-    CTS_ASSERT_MSG(read_file(path, &data), "cannot read %s", de->d_name);
-    check_trace(de->d_name, data.data, data.len, counted, counted_allocs);
-    (*nfiles)++;
-    free(data.data);
-  }
-  closedir(d);
+  dir_counts_t c = {*counted, *counted_allocs};
+  for_each_trace_file(dir, ".ctf", check_file, &c, nfiles);
+  *counted = c.counted;
+  *counted_allocs = c.counted_allocs;
 }
 
 CTS_TEST(counting_matches_delivering_on_corpus) {
