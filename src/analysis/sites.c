@@ -230,15 +230,23 @@ int cts_stacks_set_lean(cts_stacks_t *s) {
   return 0;
 }
 
+/* Room for one more node record in *v (capacity *cap, records of size bytes), grown by
+ * half as the nodes are: millions of them, where doubling would overshoot by hundreds of
+ * MB. False if out of memory (*v unchanged). */
+static bool grow_records(void **v, size_t *cap, size_t size) {
+  const size_t c = *cap + *cap / 2;
+  void *p = realloc(*v, c * size);
+  if (!p) return false;
+  *v = p;
+  *cap = c;
+  return true;
+}
+
 /* Gives node its own lean record (zero), the trie's stat_count below its cap. */
 static bool own_lean(cts_stacks_t *s, uint32_t node) {
-  if (s->stat_count == s->stat_cap) {
-    const size_t cap = s->stat_cap + s->stat_cap / 2;
-    cts_stack_lean_t *lean = realloc(s->lean, cap * sizeof *lean);
-    if (!lean) return false;
-    s->lean = lean;
-    s->stat_cap = cap;
-  }
+  if (s->stat_count == s->stat_cap &&
+      !grow_records((void **)&s->lean, &s->stat_cap, sizeof *s->lean))
+    return false;
   s->lean[s->stat_count] = (cts_stack_lean_t){0};
   s->nodes[node].stat = (uint32_t)s->stat_count++;
   return true;
@@ -249,14 +257,9 @@ static bool own_stat(cts_stacks_t *s, uint32_t node) {
   if (s->nodes[node].stat) return true;
   if (s->stat_count >= UINT32_MAX / 2) return false;
   if (s->lean) return own_lean(s, node);
-  if (s->stat_count == s->stat_cap) {
-    /* By half, as the nodes: 64 bytes each, millions of them. */
-    const size_t cap = s->stat_cap + s->stat_cap / 2;
-    cts_stack_stat_t *stats = realloc(s->stats, cap * sizeof *stats);
-    if (!stats) return false;
-    s->stats = stats;
-    s->stat_cap = cap;
-  }
+  if (s->stat_count == s->stat_cap &&
+      !grow_records((void **)&s->stats, &s->stat_cap, sizeof *s->stats))
+    return false;
   cts_stack_stat_t *st = &s->stats[s->stat_count];
   memset(st, 0, sizeof *st);
   st->peak_epoch = s->peak_epoch; /* it held nothing at any earlier peak */
