@@ -219,33 +219,24 @@ static void check_file(const char *name, const uint8_t *data, size_t len, void *
   check_trace(name, data, len, &c->counted, &c->counted_allocs);
 }
 
-/* Checks every .ctf file of dir; counts them, and adds their counted events. */
-static void check_dir(const char *dir, size_t *nfiles, uint64_t *counted,
-                      uint64_t *counted_allocs) {
-  dir_counts_t c = {*counted, *counted_allocs};
-  for_each_trace_file(dir, ".ctf", check_file, &c, nfiles);
-  *counted = c.counted;
-  *counted_allocs = c.counted_allocs;
-}
-
 CTS_TEST(counting_matches_delivering_on_corpus) {
   CTS_REQUIRE_CORPUS(corpus);
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/memtrace/traces", corpus);
-  uint64_t counted = 0, counted_allocs = 0;
+  dir_counts_t c = {0};
   size_t nfiles = 0;
-  check_dir(dir, &nfiles, &counted, &counted_allocs);
+  for_each_trace_file(dir, ".ctf", check_file, &c, &nfiles);
   CTS_ASSERT(nfiles >= 10);
-  CTS_ASSERT(counted > 1000);
-  CTS_ASSERT(counted_allocs > 1000);
+  CTS_ASSERT(c.counted > 1000);
+  CTS_ASSERT(c.counted_allocs > 1000);
 }
 
 CTS_TEST(counting_matches_delivering_on_corrupt_traces) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/fail", cts_test_data_dir());
-  uint64_t counted = 0, counted_allocs = 0;
+  dir_counts_t c = {0};
   size_t nfiles = 0;
-  check_dir(dir, &nfiles, &counted, &counted_allocs);
+  for_each_trace_file(dir, ".ctf", check_file, &c, &nfiles);
   CTS_ASSERT(nfiles >= 10);
 }
 
