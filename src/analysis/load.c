@@ -229,7 +229,7 @@ static unsigned choose_threads(unsigned asked, const char *path) {
   if ((from_stdin ? fstat(STDIN_FILENO, &st) : stat(path, &st)) != 0 || !S_ISREG(st.st_mode))
     return 1;
   if (asked >= 2) return 2;
-  return cts_pipe_cpus_available() && (uint64_t)st.st_size >= CTS_LOAD_THREADS_MIN_BYTES ? 2 : 1;
+  return cts_pipe_auto_threads((uint64_t)st.st_size);
 }
 
 /* Reads the trace into the reader's handler, on this thread or through a pipe (two

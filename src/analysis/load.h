@@ -77,9 +77,9 @@ typedef struct cts_load_opts {
   /* memtrace: 1 reads on the calling thread; 2 decodes on a second thread while the calling
    * thread aggregates (pipeline.h), when the trace is a regular file (a pipe is read on the
    * calling thread: a stalled writer could not be left behind); 0, the process default
-   * (cts_load_set_threads), else two threads when a second CPU is idle
-   * (cts_pipe_cpus_available) and the file has at least CTS_LOAD_THREADS_MIN_BYTES. Results
-   * are the same either way. */
+   * (cts_load_set_threads), else as cts_pipe_auto_threads (pipeline.h) rules: two threads
+   * for a file of CTS_PIPE_MIN_BYTES or more when a second CPU is idle. Results are the same
+   * either way. */
   unsigned threads;
   /* memtrace: events go to the hook only, not into the profile: t->prof keeps the trace's
    * info (rate, word size, start time) and its packets' end times, and no figure of any
@@ -94,13 +94,6 @@ typedef struct cts_load_opts {
    * load. */
   const struct cts_leaks_marks *full_stacks;
 } cts_load_opts_t;
-
-/* The smallest trace that the automatic choice decodes on a second thread. The thread
- * costs ~6 ms of CPU to start (and 3.6 MiB of batches), and on the 2-CPU machine measured
- * no trace up to 16 MiB was read sooner on two threads (bench/README.md, #20 "Two
- * threads"); above it the aggregation thread alone does 85-90 % of the single-threaded
- * work, the most two threads can save. */
-#define CTS_LOAD_THREADS_MIN_BYTES (16u << 20)
 
 /* The process default for cts_load_opts_t.threads when a load leaves it 0: 0 (automatic),
  * 1 or 2. Not thread-safe: set it before loading (the CLI's --threads). */

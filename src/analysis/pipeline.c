@@ -509,15 +509,19 @@ bool cts_pipe_stopped(const cts_pipe_t *p, uint64_t *offset) {
   return p->stopped;
 }
 
-bool cts_pipe_cpus_available(void) {
+unsigned cts_pipe_threads_for(uint64_t file_size, long cpus, double load) {
+  if (file_size < CTS_PIPE_MIN_BYTES || cpus < 2) return 1;
+  /* The second thread only shortens the wait when its CPU is otherwise idle: at load 20 on
+   * 2 CPUs `stats` took 1.6 x longer on two threads. */
+  return load < 0 || load + 1.0 <= (double)cpus ? 2 : 1;
+}
+
+unsigned cts_pipe_auto_threads(uint64_t file_size) {
+  if (file_size < CTS_PIPE_MIN_BYTES) return 1; /* (no system call for a small trace) */
   cpu_set_t set;
-  long cpus = sched_getaffinity(0, sizeof set, &set) == 0
-                  ? CPU_COUNT(&set)
-                  : sysconf(_SC_NPROCESSORS_ONLN); /* more CPUs than a cpu_set_t holds */
-  if (cpus < 2) return false;
-  /* Two threads cost 30-45 % more CPU than one (bench/README.md, "Two threads"): they
-   * only shorten the wait when the second CPU is otherwise idle; at load 20 on 2 CPUs
-   * `stats` took 1.6 x longer on two threads. */
+  const long cpus = sched_getaffinity(0, sizeof set, &set) == 0
+                        ? CPU_COUNT(&set)
+                        : sysconf(_SC_NPROCESSORS_ONLN); /* more CPUs than a cpu_set_t holds */
   double load;
-  return getloadavg(&load, 1) != 1 || load + 1.0 <= (double)cpus;
+  return cts_pipe_threads_for(file_size, cpus, getloadavg(&load, 1) == 1 ? load : -1.0);
 }

@@ -62,8 +62,19 @@ bool cts_pipe_stopped(const cts_pipe_t *p, uint64_t *offset);
 int cts_pipe_lookup_location(const cts_pipe_t *p, uint64_t code, const cts_mt_location_t **locs,
                              size_t *n);
 
-/* Whether a second CPU is there for a decode thread: this process may run on at least two
- * (sched_getaffinity) and the 1-minute load average leaves one of them idle. */
-bool cts_pipe_cpus_available(void);
+/* The smallest trace that the automatic choice decodes on a second thread. Below it the
+ * single-threaded read takes under ~0.3 s for `stats` (70-85 MB a second here), where
+ * the thread's start (~6 ms of CPU, 3.6 MiB of batches) and its hand-offs cost more than
+ * the wait they save (bench/README.md, "Two threads"). */
+#define CTS_PIPE_MIN_BYTES (64u << 20)
+
+/* How many threads pay for reading a trace of file_size bytes: 2 when it has at least
+ * CTS_PIPE_MIN_BYTES, this process may run on cpus >= 2 CPUs and the 1-minute load average
+ * (negative: unknown) leaves one of them idle; else 1. Pure: the rule, for tests. */
+unsigned cts_pipe_threads_for(uint64_t file_size, long cpus, double load);
+
+/* cts_pipe_threads_for with this machine's figures now: the CPUs this process may run on
+ * (sched_getaffinity) and getloadavg's 1-minute average. */
+unsigned cts_pipe_auto_threads(uint64_t file_size);
 
 #endif /* CTS_PIPELINE_H */

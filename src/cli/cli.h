@@ -118,7 +118,7 @@ enum {
   { "threads", required_argument, NULL, CLI_OPT_THREADS }
 #define CLI_THREADS_HELP                                                                       \
   "      --threads N     1: read the trace on one thread; 2: decode it on a second thread\n"   \
-  "                      while this one aggregates (default: 2 for a file of 16 MiB or more\n" \
+  "                      while this one aggregates (default: 2 for a file of 64 MiB or more\n" \
   "                      when a second CPU is idle; same results either way)\n"
 #define CLI_FRAME_OPTIONS                                                   \
   {"no-demangle", no_argument, NULL, CLI_OPT_NO_DEMANGLE},                  \
