@@ -17,6 +17,10 @@
 # `heaptrack_print -d` of that recording against itself: "heaptrack-d"). RUNS rounds,
 # interleaved (each round runs every command once), medians of CPU time (user + system,
 # /usr/bin/time) and the largest peak RSS. CPU time, not wall: the machine may be shared.
+# The analysis commands run with --threads 1 (the CPU targets are the single-threaded
+# path's), and once more per round in the automatic mode (a decode thread for 64 MiB or
+# more when a CPU is idle, docs/user-guide.md): "wall 1" and "wall auto" are the medians
+# of both runs' wall times, "cpu auto" the automatic run's CPU time.
 #
 # Usage: bench/run_analysis_bench.sh [BUILD_DIR]   (default: build/release, with
 # -DCTS_BUILD_BENCH=ON). Environment: RUNS (3), MB (160), PAIRS (10000000), REAL
@@ -77,16 +81,20 @@ for t in $TRACES; do
   esac
 done
 
-# The command line of command $2 on trace file $1, or nothing where it does not apply.
+# The command line of command $2 on trace file $1, or nothing where it does not apply; the
+# analysis commands get $TH: " --threads 1", or nothing (the automatic mode).
+TH=" --threads 1"
+threaded() { [[ " stats top leaks diff folded pprof csv report " == *" $1 "* ]]; }
 cmdline() {
   local tr=$1 c=$2 ht
   ht=$(ls "${tr%.ctf}".ht.* 2> /dev/null | head -1 || true)
   case $c in
     decode) echo "$READ --decode -n 1 --warmup 0 $tr" ;;
-    info | stats | top | leaks) echo "$CTFSCOPE $c -q $tr" ;;
-    diff) echo "$CTFSCOPE diff -q $tr $tr" ;;
-    folded | pprof | csv) echo "$CTFSCOPE export -q -f $c -o $WORK/out.$c $tr" ;;
-    report) echo "$CTFSCOPE report -q $tr -o $WORK/out.html" ;;
+    info) echo "$CTFSCOPE $c -q $tr" ;;
+    stats | top | leaks) echo "$CTFSCOPE $c -q$TH $tr" ;;
+    diff) echo "$CTFSCOPE diff -q$TH $tr $tr" ;;
+    folded | pprof | csv) echo "$CTFSCOPE export -q$TH -f $c -o $WORK/out.$c $tr" ;;
+    report) echo "$CTFSCOPE report -q$TH $tr -o $WORK/out.html" ;;
     ocaml) [ -x "$OCAML" ] && echo "$OCAML count $tr" ;;
     heaptrack) [ $HAVE_HT = 1 ] && [ -n "$ht" ] && echo "heaptrack_print $ht" ;;
     heaptrack-d) [ $HAVE_HT = 1 ] && [ -n "$ht" ] && echo "heaptrack_print -d $ht $ht" ;;
@@ -94,34 +102,42 @@ cmdline() {
   return 0
 }
 
-# RUNS interleaved rounds; each line of $WORK/raw: trace command cpu_s rss_kib status.
+# RUNS interleaved rounds; each line of $WORK/raw: trace command cpu_s rss_kib status
+# wall_s, the automatic mode's runs as command "C@auto".
 : > "$WORK/raw"
+run() { # trace, name in raw, command line
+  local st=0 u s m e
+  # shellcheck disable=SC2086 # the command line is split on purpose
+  /usr/bin/time -f "%U %S %M %e" -o "$WORK/t" $3 > /dev/null 2> "$WORK/err" || st=$?
+  read -r u s m e < <(tail -1 "$WORK/t")
+  echo "$1 $2 $(awk -v u="$u" -v s="$s" 'BEGIN { print u + s }') $m $st $e" >> "$WORK/raw"
+}
 for ((r = 0; r < RUNS; r++)); do
   for t in $TRACES; do
     [ -e "$WORK/$t.ctf" ] || continue
     for c in $COMMANDS; do
       line=$(cmdline "$WORK/$t.ctf" "$c")
       [ -n "$line" ] || continue
-      st=0
-      # shellcheck disable=SC2086 # the command line is split on purpose
-      /usr/bin/time -f "%U %S %M" -o "$WORK/t" $line > /dev/null 2> "$WORK/err" || st=$?
-      read -r u s m < <(tail -1 "$WORK/t")
-      echo "$t $c $(awk -v u="$u" -v s="$s" 'BEGIN { print u + s }') $m $st" >> "$WORK/raw"
-      [ -e "$WORK/out.html" ] && echo "$t html $(stat -c %s "$WORK/out.html") 0 0" >> "$WORK/raw"
+      run "$t" "$c" "$line"
+      [ -e "$WORK/out.html" ] && echo "$t html $(stat -c %s "$WORK/out.html") 0 0 0" >> "$WORK/raw"
+      rm -f "$WORK/out.html"
+      threaded "$c" || continue
+      run "$t" "$c@auto" "$(TH="" cmdline "$WORK/$t.ctf" "$c")"
       rm -f "$WORK/out.html"
     done
   done
 done
 
-printf "%-10s %-10s %9s %9s %9s %12s %s\n" trace command "cpu s" "x decode" "RSS MiB" \
-  "heaptrack/x" "(exit status; MB/events per trace below)"
+printf "%-10s %-10s %9s %9s %9s %12s %7s %9s %8s %s\n" trace command "cpu s" "x decode" \
+  "RSS MiB" "heaptrack/x" "wall 1" "wall auto" "cpu auto" "(exit status; MB/events per trace below)"
 awk -v traces="$TRACES" -v cmds="$COMMANDS" '
-  function median(k,   n, i, j, v, a) {
-    n = cnt[k]; for (i = 1; i <= n; i++) a[i] = cpu[k, i]
+  function median(k, f,   n, i, j, v, a) {
+    n = cnt[k]; for (i = 1; i <= n; i++) a[i] = f == "wall" ? wall[k, i] : cpu[k, i]
     for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
-  { k = $1 SUBSEP $2; cnt[k]++; cpu[k, cnt[k]] = $3; if ($4 > rss[k]) rss[k] = $4; if ($5) bad[k] = $5 }
+  { k = $1 SUBSEP $2; cnt[k]++; cpu[k, cnt[k]] = $3; wall[k, cnt[k]] = $6
+    if ($4 > rss[k]) rss[k] = $4; if ($5) bad[k] = $5 }
   END {
     nt = split(traces, T, " "); nc = split(cmds, C, " ")
     for (i = 1; i <= nt; i++) {
@@ -133,10 +149,13 @@ awk -v traces="$TRACES" -v cmds="$COMMANDS" '
         m = median(k)
         # diff reads two traces: against heaptrack_print -d (its diff of two files) when run
         hr = C[j] == "diff" && hd ? hd : C[j] ~ /^(heaptrack|ocaml)/ ? 0 : h
-        printf "%-10s %-10s %9.2f %9s %9.1f %12s %s\n", T[i], C[j], m,
+        a = k "@auto"
+        printf "%-10s %-10s %9.2f %9s %9.1f %12s %7.2f %9s %8s %s\n", T[i], C[j], m,
           d ? sprintf("%.2f", m / d) : "-", rss[k] / 1024,
-          hr ? sprintf("%.2f", hr / m) : "-",
-          (k in bad) ? "exit " bad[k] : ""
+          hr ? sprintf("%.2f", hr / m) : "-", median(k, "wall"),
+          (a in cnt) ? sprintf("%.2f", median(a, "wall")) : "-",
+          (a in cnt) ? sprintf("%.2f", median(a)) : "-",
+          (k in bad) ? "exit " bad[k] : (a in bad) ? "exit " bad[a] " (auto)" : ""
       }
       k = T[i] SUBSEP "html"
       if (k in cnt) printf "%-10s %-10s report HTML %.1f MB\n", T[i], "", median(k) / 1e6
