@@ -117,6 +117,10 @@ typedef struct cts_stack_tslot {
 /* Entries of the direct-mapped memo in front of the table (64 KiB: stays in cache). */
 #define CTS_STACKS_MEMO 4096u
 
+/* Entries of the child hints in front of the memo (16 KiB): indexed by the parent's number
+ * alone, so a hit costs no hash (see sites.c). */
+#define CTS_STACKS_HINTS 4096u
+
 typedef struct cts_stacks {
   cts_stack_node_t *nodes;
   uint32_t count, cap;
@@ -133,14 +137,16 @@ typedef struct cts_stacks {
   cts_stack_tslot_t *table; /* open addressing over (parent, code); NULL once dropped */
   uint32_t table_cap;
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
+  uint32_t *hint;         /* the child last found under a parent, CTS_STACKS_HINTS entries */
   uint64_t overflowed;    /* allocations whose stack was cut for the node budget */
   uint64_t lookups;       /* interning's look-ups past the memo (each a likely cache miss) */
+  uint64_t memo_probes;   /* interning's frames the hints did not have (each a hash) */
   cts_site_t *sites;
   uint32_t site_count;
   size_t site_cap;
   cts_u64map_t site_of_code;
-  /* The previous backtrace and its nodes: consecutive backtraces share long prefixes. */
-  uint64_t *prev_codes;
+  /* The nodes of the previous backtrace (its frames are their codes): consecutive
+   * backtraces share long prefixes. */
   uint32_t *prev_nodes;
   size_t prev_len, prev_cap;
   /* Peak tracking. The epoch wraps to 0 after 2^32 peaks, every record settled then. */

@@ -214,6 +214,44 @@ CTS_TEST(new_frames_cost_one_table_lookup_per_stack) {
   cts_stacks_fini(&s);
 }
 
+/* Allocations that go back and forth between call paths (a loop calling two allocating
+ * functions) find the frames past the shared prefix through the hints by parent, with no
+ * hash: the memo is probed only for a path the hints lost (a third one under one parent). */
+CTS_TEST(alternating_paths_are_found_without_the_memo) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  enum { PREFIX = 10, DEPTH = 15, PATHS = 3 };
+  uint64_t bt[PATHS][DEPTH];
+  uint32_t first[PATHS];
+  for (unsigned p = 0; p < PATHS; p++) {
+    for (unsigned i = 0; i < DEPTH; i++) bt[p][i] = i < PREFIX ? 7 + i : 1000 * (p + 1) + i;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt[p], DEPTH, p ? PREFIX : 0, &first[p]), 0);
+  }
+  const uint32_t nodes = s.count;
+  CTS_ASSERT_EQ_U64(nodes, 1 + PREFIX + PATHS * (DEPTH - PREFIX));
+  /* Two paths in turn: each frame's child is one of the last two found under its parent. */
+  const uint64_t probes = s.memo_probes;
+  for (unsigned k = 0; k < 200; k++) {
+    uint32_t node;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt[k % 2], DEPTH, PREFIX, &node), 0);
+    CTS_ASSERT_EQ_U64(node, first[k % 2]);
+  }
+  CTS_ASSERT_EQ_U64(s.memo_probes - probes, 1); /* path 0's fork, which path 2 had taken */
+  /* Three in turn: the fork under the prefix misses the hints (one probe), the frames below
+   * it are found by them. */
+  const uint64_t before = s.memo_probes;
+  for (unsigned k = 0; k < 300; k++) {
+    uint32_t node;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt[k % 3], DEPTH, PREFIX, &node), 0);
+    CTS_ASSERT_EQ_U64(node, first[k % 3]);
+  }
+  CTS_ASSERT_MSG(s.memo_probes - before <= 300, "%llu probes",
+                 (unsigned long long)(s.memo_probes - before));
+  CTS_ASSERT_EQ_U64(s.count, nodes);
+  CTS_ASSERT_EQ_U64(s.lookups, PATHS); /* each path's fork, when it was new */
+  cts_stacks_fini(&s);
+}
+
 /* Counts of allocations are 32-bit in a node's figures: one that passes 2^32 (a node that
  * allocated 4 G times; set up here by giving the counts their value just below) keeps its
  * high half aside and reads whole, up and back down. */
