@@ -471,6 +471,10 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
       s->checkpoints_passed++;
     }
   }
+  /* Up to the next checkpoint, a call has nothing to do; past 2^64, never. */
+  const uint64_t next = (uint64_t)(s->checkpoints_passed + 1) * s->history_spacing_us;
+  if (__builtin_add_overflow(s->history_origin_us, next, &s->history_next_us))
+    s->history_next_us = UINT64_MAX;
 }
 
 void cts_stacks_finish(cts_stacks_t *s) {

@@ -163,6 +163,10 @@ typedef struct cts_stacks {
   bool history;
   uint64_t history_origin_us; /* checkpoint k is at origin + (k + 1) × spacing */
   uint64_t history_spacing_us;
+  /* cts_stacks_advance_time has nothing to do up to this time (0 before its first call):
+   * callers test it on every event rather than call. Set by that call; 0 again whenever
+   * history_origin_us changes. */
+  uint64_t history_next_us;
   uint32_t checkpoints_passed;
   /* Node budget of cts_stacks_intern (0 = unlimited): past it, a new stack is kept as
    * root → CTS_STACKS_OVERFLOW_CODE → its last frame, so sites stay exact and memory stays
@@ -261,7 +265,8 @@ void cts_stacks_drop_table(cts_stacks_t *s);
 void *cts_table_alloc(size_t n, size_t size);
 
 /* Advances time: checkpoints before time_us are taken (history only). Call with each
- * event's time, before the event's own changes. */
+ * event's time, before the event's own changes; or only with those past history_next_us,
+ * the same. */
 void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us);
 
 /* Inline below (once or twice per event): */

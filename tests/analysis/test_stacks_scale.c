@@ -252,6 +252,45 @@ CTS_TEST(alternating_paths_are_found_without_the_memo) {
   cts_stacks_fini(&s);
 }
 
+/* history_next_us is exactly the first time a call to cts_stacks_advance_time passes a
+ * checkpoint (leaks calls it only past that time), through the spacing's doublings. */
+CTS_TEST(history_next_us_is_where_a_checkpoint_passes) {
+  cts_stacks_t s, t;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, true, 5000), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&t, true, 5000), 0);
+  const uint64_t bt[1] = {9};
+  uint32_t node;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 1, &node), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&t, bt, 1, &node), 0);
+  unsigned calls = 0;
+  for (uint64_t time = 4000; time < 5000 + 100000; time += 7) {
+    const uint32_t passed = s.checkpoints_passed;
+    const uint64_t spacing = s.history_spacing_us, mark = s.history_next_us;
+    cts_stacks_advance_time(&s, time); /* every event */
+    if (time > t.history_next_us) {    /* only past the mark */
+      calls++;
+      cts_stacks_advance_time(&t, time);
+    }
+    CTS_ASSERT_EQ_U64(t.checkpoints_passed, s.checkpoints_passed);
+    CTS_ASSERT_EQ_U64(t.history_spacing_us, s.history_spacing_us);
+    /* A call at or before the mark changes nothing. */
+    if (time <= mark) {
+      CTS_ASSERT_EQ_U64(s.checkpoints_passed, passed);
+      CTS_ASSERT_EQ_U64(s.history_spacing_us, spacing);
+    }
+    cts_stacks_alloc(&s, node, 1, 1.0, time);
+    cts_stacks_alloc(&t, node, 1, 1.0, time);
+  }
+  /* One call per checkpoint passed at most: 64, then 32 per doubling of the spacing. */
+  CTS_ASSERT_MSG(calls <= 64 + 32 * 17, "%u calls for ~14 000 events", calls);
+  cts_stacks_finish(&s);
+  cts_stacks_finish(&t);
+  for (uint64_t q = 5000; q < 105000; q += 1000)
+    CTS_ASSERT_EQ_U64(cts_site_live_at(&t, 0, q, 105000), cts_site_live_at(&s, 0, q, 105000));
+  cts_stacks_fini(&s);
+  cts_stacks_fini(&t);
+}
+
 /* Counts of allocations are 32-bit in a node's figures: one that passes 2^32 (a node that
  * allocated 4 G times; set up here by giving the counts their value just below) keeps its
  * high half aside and reads whole, up and back down. */
