@@ -269,7 +269,7 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
     const bool leaf = leaf_only && n;
     p->have_last_domain = !leaf;
     p->last_domain = ev->domain;
-    const int e = leaf ? cts_stacks_intern(&p->stacks, ev->backtrace + n - 1, 1, &node)
+    const int e = leaf ? cts_stacks_intern_leaf(&p->stacks, ev->backtrace[n - 1], &node)
                        : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
     if (e) return e;
   }

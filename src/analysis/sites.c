@@ -447,6 +447,22 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
   return 0;
 }
 
+int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_t *node) {
+  /* The root's child through the memo alone, when it already has its site and figures:
+   * the general path's set-up (the previous path, the hints of a root of many children)
+   * cost ~70 instructions an allocation for top and leaks. */
+  const cts_stack_slot_t *m = &s->memo[memo_slot(0, code)];
+  const uint32_t n = m->node;
+  if (n && m->code == code && m->parent == 0 && s->prev_cap &&
+      (s->nodes[n].site != UINT32_MAX || s->no_sites) && s->nodes[n].stat) {
+    s->prev_nodes[0] = n; /* as the general path leaves it */
+    s->prev_len = 1;
+    *node = n;
+    return 0;
+  }
+  return cts_stacks_intern_shared(s, &code, 1, 0, node);
+}
+
 static void halve_checkpoints(cts_stacks_t *s) {
   for (uint32_t i = 0; i < s->site_count; i++) {
     cts_site_t *st = &s->sites[i];

@@ -244,6 +244,10 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
 int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size_t shared,
                              uint32_t *node);
 
+/* cts_stacks_intern of the one-frame backtrace {code} (a stack kept by its allocation point
+ * alone), faster when that node is known. */
+int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_t *node);
+
 /* The child of parent with frame code, created if needed: returns 0 and sets *node, or
  * -ENOMEM / CTS_E_LIMIT. */
 int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *node);

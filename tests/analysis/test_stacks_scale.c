@@ -252,6 +252,31 @@ CTS_TEST(alternating_paths_are_found_without_the_memo) {
   cts_stacks_fini(&s);
 }
 
+/* A stack kept by its allocation point alone (top, leaks) is the one-frame stack, whether
+ * its node is known (the memo) or not; the next backtrace may share that frame. */
+CTS_TEST(a_leaf_interned_is_the_one_frame_stack) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  for (unsigned round = 0; round < 3; round++)
+    for (uint64_t code = 1; code <= 5000; code += 7) {
+      uint32_t leaf, one;
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_leaf(&s, code, &leaf), 0);
+      CTS_ASSERT_EQ_U64(s.nodes[leaf].parent, 0);
+      CTS_ASSERT_EQ_U64(s.nodes[leaf].code, code);
+      CTS_ASSERT(s.nodes[leaf].stat != 0);
+      CTS_ASSERT(s.nodes[leaf].site != UINT32_MAX);
+      CTS_ASSERT_EQ_U64(s.sites[s.nodes[leaf].site].code, code);
+      /* A two-frame stack under it, told it shares the leaf's frame. */
+      const uint64_t bt[2] = {code, 1u << 20};
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt, 2, 1, &one), 0);
+      CTS_ASSERT_EQ_U64(s.nodes[one].parent, leaf);
+      CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 1, &one), 0);
+      CTS_ASSERT_EQ_U64(one, leaf);
+    }
+  CTS_ASSERT_EQ_U64(s.count, 1 + 2 * 715);
+  cts_stacks_fini(&s);
+}
+
 /* history_next_us is exactly the first time a call to cts_stacks_advance_time passes a
  * checkpoint (leaks calls it only past that time), through the spacing's doublings. */
 CTS_TEST(history_next_us_is_where_a_checkpoint_passes) {
