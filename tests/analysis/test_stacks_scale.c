@@ -252,6 +252,48 @@ CTS_TEST(alternating_paths_are_found_without_the_memo) {
   cts_stacks_fini(&s);
 }
 
+/* Interning through the hints, the memo and the previous path gives the node the table
+ * gives, walked from the root, for random stacks of a small alphabet (hints and memo
+ * entries taken over by other parents, prefixes told shorter than they are, leaves alone
+ * in between). */
+CTS_TEST(interning_agrees_with_the_table) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  uint64_t state = 42, bt[12], prev[12];
+  size_t prev_n = 0;
+  for (unsigned k = 0; k < 200000; k++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const unsigned r = (unsigned)(state >> 33);
+    const size_t n = 1 + r % 12;
+    for (size_t i = 0; i < n; i++) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      /* Mostly the previous stack's frame: long shared prefixes, as in real traces. */
+      const unsigned q = (unsigned)(state >> 40);
+      bt[i] = i < prev_n && q % 8 ? prev[i] : 1 + q % 37;
+    }
+    size_t shared = 0;
+    while (shared < n && shared < prev_n && bt[shared] == prev[shared]) shared++;
+    if (r % 5 == 0 && shared) shared /= 2; /* a prefix told shorter is still right */
+    uint32_t node;
+    if (r % 11 == 0) {
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_leaf(&s, bt[n - 1], &node), 0);
+      CTS_ASSERT_EQ_U64(node, cts_stacks_find_child(&s, 0, bt[n - 1]));
+      prev[0] = bt[n - 1];
+      prev_n = 1;
+      continue;
+    }
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt, n, shared, &node), 0);
+    uint32_t walk = 0;
+    for (size_t i = 0; i < n; i++) walk = cts_stacks_find_child(&s, walk, bt[i]);
+    CTS_ASSERT_EQ_U64(node, walk);
+    CTS_ASSERT_EQ_U64(s.nodes[node].depth, n);
+    memcpy(prev, bt, n * sizeof *bt);
+    prev_n = n;
+  }
+  CTS_ASSERT(s.count > CTS_STACKS_HINTS); /* hints shared between parents */
+  cts_stacks_fini(&s);
+}
+
 /* A stack kept by its allocation point alone (top, leaks) is the one-frame stack, whether
  * its node is known (the memo) or not; the next backtrace may share that frame. */
 CTS_TEST(a_leaf_interned_is_the_one_frame_stack) {
