@@ -140,7 +140,8 @@ static inline const cts_fold_code_t *classify_memo(cts_fold_t *f, uint64_t code)
   if (m->index && m->code == code) return &f->codes[m->index - 1];
   const cts_fold_code_t *c = classify(f, code);
   if (c && (size_t)(c - f->codes) < UINT32_MAX)
-    *m = (cts_fold_memo_t){.code = code, .index = (uint32_t)(c - f->codes) + 1u};
+    *m = (cts_fold_memo_t){
+        .code = code, .index = (uint32_t)(c - f->codes) + 1u, .allocator = c->allocator};
   return c;
 }
 

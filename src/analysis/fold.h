@@ -76,6 +76,7 @@ typedef struct cts_fold_code {
 typedef struct cts_fold_memo {
   uint64_t code;
   uint32_t index; /* in codes, + 1; 0 = empty */
+  bool allocator; /* codes[index - 1].allocator, here so cts_fold_cut's test loads one line */
 } cts_fold_memo_t;
 
 typedef struct cts_fold {
@@ -115,7 +116,7 @@ static inline size_t cts_fold_cut(cts_fold_t *f, const uint64_t *bt, size_t n) {
   if (!f->have_drop && n) {
     const uint64_t leaf = bt[n - 1];
     const cts_fold_memo_t *m = &f->memo[cts_mix64(leaf) & (CTS_FOLD_MEMO - 1u)];
-    if (m->index && m->code == leaf && !f->codes[m->index - 1].allocator) return n;
+    if (m->index && m->code == leaf && !m->allocator) return n;
   }
   return cts__fold_cut(f, bt, n);
 }

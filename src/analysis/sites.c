@@ -21,8 +21,12 @@ static inline uint64_t hash_of(uint32_t parent, uint64_t code) {
   return cts_mix64(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
 }
 
-static inline size_t slot_of(uint32_t parent, uint64_t code, uint32_t cap) {
-  return (size_t)(hash_of(parent, code) & (cap - 1u));
+/* The memo's slot of (parent, code): one multiply-shift, not the table's full mix, as it is
+ * asked on every frame the hints miss (the first new frame of most allocations); the
+ * product's high bits depend on every bit of the key. */
+static inline size_t memo_slot(uint32_t parent, uint64_t code) {
+  _Static_assert(CTS_STACKS_MEMO == 1u << 12, "the memo has 2^12 entries");
+  return (size_t)(((code ^ (uint64_t)parent << 32 ^ parent) * 0x9e3779b97f4a7c15ull) >> 52);
 }
 
 /* A table slot's tag is the hash's high half, and its home slot is the tag's low bits (the
@@ -44,9 +48,10 @@ int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
   s->table_cap = 2048;
   s->table = calloc(s->table_cap, sizeof *s->table);
   s->memo = calloc(CTS_STACKS_MEMO, sizeof *s->memo);
+  s->hint = calloc(CTS_STACKS_HINTS, sizeof *s->hint);
   s->stat_cap = 1024;
   s->stats = calloc(s->stat_cap, sizeof *s->stats);
-  if (!s->nodes || !s->table || !s->memo || !s->stats) {
+  if (!s->nodes || !s->table || !s->memo || !s->hint || !s->stats) {
     cts_stacks_fini(s);
     return -ENOMEM;
   }
@@ -68,7 +73,7 @@ void cts_stacks_fini(cts_stacks_t *s) {
   free(s->wide);
   free(s->table);
   free(s->memo);
-  free(s->prev_codes);
+  free(s->hint);
   free(s->prev_nodes);
   cts_u64map_fini(&s->site_of_code);
   memset(s, 0, sizeof *s);
@@ -90,18 +95,6 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
     const cts_stack_node_t *n = &s->nodes[slot->node];
     if (n->code == code && n->parent == parent) return slot->node;
   }
-}
-
-/* cts_stacks_find_child through the memo: a large trie's table misses the cache on every
- * probe, while the frames allocations go through again and again (hot call paths) fit in a
- * small direct-mapped memo. Nodes are never removed, so a memo entry never goes stale. */
-static uint32_t find_child_memo(cts_stacks_t *s, uint32_t parent, uint64_t code) {
-  cts_stack_slot_t *m = &s->memo[slot_of(parent, code, CTS_STACKS_MEMO)];
-  if (m->node && m->code == code && m->parent == parent) return m->node;
-  s->lookups++;
-  const uint32_t found = cts_stacks_find_child(s, parent, code);
-  if (found != UINT32_MAX) *m = (cts_stack_slot_t){.code = code, .parent = parent, .node = found};
-  return found;
 }
 
 void *cts_table_alloc(size_t n, size_t size) {
@@ -347,56 +340,127 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
   return cts_stacks_intern_shared(s, bt, n, 0, node);
 }
 
+/* Keeps node, cur's child with code, where the next backtraces look first. */
+static void remember(cts_stacks_t *s, uint32_t cur, uint64_t code, uint32_t node) {
+  s->memo[memo_slot(cur, code)] = (cts_stack_slot_t){.code = code, .parent = cur, .node = node};
+  uint32_t *h = &s->hint[2 * (cur & (CTS_STACKS_HINTS / 2 - 1u))];
+  h[1] = h[0];
+  h[0] = node;
+}
+
+/* What child_slow did: the node of frame next, the last frame it interned (0 and an error
+ * -ENOMEM or CTS_E_LIMIT, the node budget spent, if it failed). 16 bytes: returned in two
+ * registers, so the caller's loop variables need no address. */
+typedef struct slow_step {
+  uint32_t node;
+  int err;
+  size_t next;
+} slow_step_t;
+
+/* Frame i of bt under cur when neither the hints nor the memo had it: through the table; or,
+ * if it is new, it and every deeper frame as new nodes (a node made here has no child yet,
+ * so the hints, the memo and the table, whose probes miss the cache in a large trie, are not
+ * asked). Each is remembered for the next backtraces and its node put in prev_nodes. */
+static CTS_NOINLINE slow_step_t child_slow(cts_stacks_t *s, const uint64_t *bt, size_t i, size_t n,
+                                           uint32_t cur) {
+  s->lookups++;
+  uint32_t c = cts_stacks_find_child(s, cur, bt[i]);
+  if (c != UINT32_MAX) {
+    remember(s, cur, bt[i], c);
+    s->prev_nodes[i] = c;
+    return (slow_step_t){.node = c, .next = i};
+  }
+  for (;; cur = c) {
+    const int e =
+        s->max_nodes && s->count >= s->max_nodes ? CTS_E_LIMIT : new_node(s, cur, bt[i], &c);
+    if (e) {
+      s->prev_len = i; /* what is cached stays consistent */
+      return (slow_step_t){.err = e, .next = i};
+    }
+    remember(s, cur, bt[i], c);
+    s->prev_nodes[i] = c;
+    if (++i == n) return (slow_step_t){.node = c, .next = n - 1};
+  }
+}
+
 int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size_t shared,
                              uint32_t *node) {
   if (CTS_UNLIKELY(!s->table) && !rebuild_table(s)) return -ENOMEM;
-  if (n > s->prev_cap) {
+  if (CTS_UNLIKELY(n > s->prev_cap)) {
     size_t cap = s->prev_cap ? s->prev_cap : 64;
     while (cap < n) cap *= 2;
-    uint64_t *codes = realloc(s->prev_codes, cap * sizeof *codes);
-    if (!codes) return -ENOMEM;
-    s->prev_codes = codes;
     uint32_t *nodes = realloc(s->prev_nodes, cap * sizeof *nodes);
     if (!nodes) return -ENOMEM;
     s->prev_nodes = nodes;
     s->prev_cap = cap;
   }
+  /* Locals: the stores below through uint32_t pointers could otherwise be taken for
+   * changes of the trie's own fields, reloaded on every frame. nodes moves only when the
+   * slow path makes a node. */
+  const cts_stack_node_t *nodes = s->nodes;
+  uint32_t *hints = s->hint;
+  uint32_t *prev = s->prev_nodes;
   const size_t limit = n < s->prev_len ? n : s->prev_len;
   size_t common = shared < limit ? shared : limit;
-  while (common < limit && bt[common] == s->prev_codes[common]) common++;
-  uint32_t cur = common ? s->prev_nodes[common - 1] : 0;
-  /* Once a frame made a new node, every deeper one is new too (a node made here has no
-   * child yet): the table, whose probes miss the cache in a large trie, is not asked. */
-  bool fresh = false;
+  /* Past the reader's prefix, frames may still match the previous path: the code of its
+   * node at depth i is that backtrace's frame i. */
+  while (common < limit && bt[common] == nodes[prev[common]].code) common++;
+  uint32_t cur = common ? prev[common - 1] : 0;
   for (size_t i = common; i < n; i++) {
-    uint32_t child = fresh ? UINT32_MAX : find_child_memo(s, cur, bt[i]);
-    if (child == UINT32_MAX) {
-      const bool over = s->max_nodes && s->count >= s->max_nodes;
-      const int e = over ? CTS_E_LIMIT : new_node(s, cur, bt[i], &child);
-      if (e) {
-        s->prev_len = i; /* what is cached stays consistent */
-        if (e != CTS_E_LIMIT) return e;
-        return intern_overflow(s, bt[n - 1], node);
-      }
-      fresh = true;
-      /* The next backtrace likely goes through it again: the memo spares that probe. */
-      s->memo[slot_of(cur, bt[i], CTS_STACKS_MEMO)] =
-          (cts_stack_slot_t){.code = bt[i], .parent = cur, .node = child};
+    const uint64_t code = bt[i];
+    /* A stack goes down the paths earlier ones took: the child last found under this parent
+     * is usually the one sought, checked against the node itself (code and parent in one
+     * record) with no hash. Node 0 (the root) is no one's child: an empty hint. */
+    uint32_t *h = &hints[2 * (cur & (CTS_STACKS_HINTS / 2 - 1u))];
+    uint32_t child = h[0];
+    if (nodes[child].code != code || nodes[child].parent != cur || !child) child = h[1];
+    if (nodes[child].code != code || nodes[child].parent != cur || !child) {
+      /* The memo next (a first frame past the shared prefix under a parent of many children
+       * misses the hints), here rather than in a call: on some traces that is most
+       * allocations. A large trie's table misses the cache on every probe, while the frames
+       * allocations go through again and again (hot call paths) fit in the small
+       * direct-mapped memo. Nodes are never removed, so a memo entry never goes stale. */
+      s->memo_probes++;
+      const cts_stack_slot_t *m = &s->memo[memo_slot(cur, code)];
+      child = m->code == code && m->parent == cur ? m->node : 0;
+      if (child) h[0] = child;
+    }
+    if (CTS_UNLIKELY(!child)) {
+      const slow_step_t st = child_slow(s, bt, i, n, cur);
+      if (st.err) return st.err != CTS_E_LIMIT ? st.err : intern_overflow(s, bt[n - 1], node);
+      nodes = s->nodes;
+      i = st.next;
+      child = st.node;
     }
     cur = child;
-    s->prev_codes[i] = bt[i];
-    s->prev_nodes[i] = cur;
+    prev[i] = cur;
   }
   s->prev_len = n;
-  if (s->nodes[cur].site == UINT32_MAX && !s->no_sites) {
+  if (CTS_UNLIKELY(nodes[cur].site == UINT32_MAX) && !s->no_sites) {
     uint32_t site;
     const int e = site_for_code(s, n ? bt[n - 1] : 0, &site);
     if (e) return e;
     s->nodes[cur].site = site;
   }
-  if (!own_stat(s, cur)) return -ENOMEM;
+  if (CTS_UNLIKELY(!nodes[cur].stat) && !own_stat(s, cur)) return -ENOMEM;
   *node = cur;
   return 0;
+}
+
+int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_t *node) {
+  /* The root's child through the memo alone, when it already has its site and figures:
+   * the general path's set-up (the previous path, the hints of a root of many children)
+   * cost ~70 instructions an allocation for top and leaks. */
+  const cts_stack_slot_t *m = &s->memo[memo_slot(0, code)];
+  const uint32_t n = m->node;
+  if (n && m->code == code && m->parent == 0 && s->prev_cap &&
+      (s->nodes[n].site != UINT32_MAX || s->no_sites) && s->nodes[n].stat) {
+    s->prev_nodes[0] = n; /* as the general path leaves it */
+    s->prev_len = 1;
+    *node = n;
+    return 0;
+  }
+  return cts_stacks_intern_shared(s, &code, 1, 0, node);
 }
 
 static void halve_checkpoints(cts_stacks_t *s) {
@@ -423,6 +487,10 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
       s->checkpoints_passed++;
     }
   }
+  /* Up to the next checkpoint, a call has nothing to do; past 2^64, never. */
+  const uint64_t next = (uint64_t)(s->checkpoints_passed + 1) * s->history_spacing_us;
+  if (__builtin_add_overflow(s->history_origin_us, next, &s->history_next_us))
+    s->history_next_us = UINT64_MAX;
 }
 
 void cts_stacks_finish(cts_stacks_t *s) {

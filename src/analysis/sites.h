@@ -117,6 +117,10 @@ typedef struct cts_stack_tslot {
 /* Entries of the direct-mapped memo in front of the table (64 KiB: stays in cache). */
 #define CTS_STACKS_MEMO 4096u
 
+/* Entries of the child hints in front of the memo (16 KiB): indexed by the parent's number
+ * alone, so a hit costs no hash (see sites.c). */
+#define CTS_STACKS_HINTS 4096u
+
 typedef struct cts_stacks {
   cts_stack_node_t *nodes;
   uint32_t count, cap;
@@ -133,14 +137,16 @@ typedef struct cts_stacks {
   cts_stack_tslot_t *table; /* open addressing over (parent, code); NULL once dropped */
   uint32_t table_cap;
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
+  uint32_t *hint;         /* the child last found under a parent, CTS_STACKS_HINTS entries */
   uint64_t overflowed;    /* allocations whose stack was cut for the node budget */
   uint64_t lookups;       /* interning's look-ups past the memo (each a likely cache miss) */
+  uint64_t memo_probes;   /* interning's frames the hints did not have (each a hash) */
   cts_site_t *sites;
   uint32_t site_count;
   size_t site_cap;
   cts_u64map_t site_of_code;
-  /* The previous backtrace and its nodes: consecutive backtraces share long prefixes. */
-  uint64_t *prev_codes;
+  /* The nodes of the previous backtrace (its frames are their codes): consecutive
+   * backtraces share long prefixes. */
   uint32_t *prev_nodes;
   size_t prev_len, prev_cap;
   /* Peak tracking. The epoch wraps to 0 after 2^32 peaks, every record settled then. */
@@ -157,6 +163,10 @@ typedef struct cts_stacks {
   bool history;
   uint64_t history_origin_us; /* checkpoint k is at origin + (k + 1) × spacing */
   uint64_t history_spacing_us;
+  /* cts_stacks_advance_time has nothing to do up to this time (0 before its first call):
+   * callers test it on every event rather than call. Set by that call; 0 again whenever
+   * history_origin_us changes. */
+  uint64_t history_next_us;
   uint32_t checkpoints_passed;
   /* Node budget of cts_stacks_intern (0 = unlimited): past it, a new stack is kept as
    * root → CTS_STACKS_OVERFLOW_CODE → its last frame, so sites stay exact and memory stays
@@ -234,6 +244,10 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
 int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size_t shared,
                              uint32_t *node);
 
+/* cts_stacks_intern of the one-frame backtrace {code} (a stack kept by its allocation point
+ * alone), faster when that node is known. */
+int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_t *node);
+
 /* The child of parent with frame code, created if needed: returns 0 and sets *node, or
  * -ENOMEM / CTS_E_LIMIT. */
 int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *node);
@@ -255,7 +269,8 @@ void cts_stacks_drop_table(cts_stacks_t *s);
 void *cts_table_alloc(size_t n, size_t size);
 
 /* Advances time: checkpoints before time_us are taken (history only). Call with each
- * event's time, before the event's own changes. */
+ * event's time, before the event's own changes; or only with those past history_next_us,
+ * the same. */
 void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us);
 
 /* Inline below (once or twice per event): */

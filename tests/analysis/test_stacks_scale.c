@@ -214,6 +214,150 @@ CTS_TEST(new_frames_cost_one_table_lookup_per_stack) {
   cts_stacks_fini(&s);
 }
 
+/* Allocations that go back and forth between call paths (a loop calling two allocating
+ * functions) find the frames past the shared prefix through the hints by parent, with no
+ * hash: the memo is probed only for a path the hints lost (a third one under one parent). */
+CTS_TEST(alternating_paths_are_found_without_the_memo) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  enum { PREFIX = 10, DEPTH = 15, PATHS = 3 };
+  uint64_t bt[PATHS][DEPTH];
+  uint32_t first[PATHS];
+  for (unsigned p = 0; p < PATHS; p++) {
+    for (unsigned i = 0; i < DEPTH; i++) bt[p][i] = i < PREFIX ? 7 + i : 1000 * (p + 1) + i;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt[p], DEPTH, p ? PREFIX : 0, &first[p]), 0);
+  }
+  const uint32_t nodes = s.count;
+  CTS_ASSERT_EQ_U64(nodes, 1 + PREFIX + PATHS * (DEPTH - PREFIX));
+  /* Two paths in turn: each frame's child is one of the last two found under its parent. */
+  const uint64_t probes = s.memo_probes;
+  for (unsigned k = 0; k < 200; k++) {
+    uint32_t node;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt[k % 2], DEPTH, PREFIX, &node), 0);
+    CTS_ASSERT_EQ_U64(node, first[k % 2]);
+  }
+  CTS_ASSERT_EQ_U64(s.memo_probes - probes, 1); /* path 0's fork, which path 2 had taken */
+  /* Three in turn: the fork under the prefix misses the hints (one probe), the frames below
+   * it are found by them. */
+  const uint64_t before = s.memo_probes;
+  for (unsigned k = 0; k < 300; k++) {
+    uint32_t node;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt[k % 3], DEPTH, PREFIX, &node), 0);
+    CTS_ASSERT_EQ_U64(node, first[k % 3]);
+  }
+  CTS_ASSERT_MSG(s.memo_probes - before <= 300, "%llu probes",
+                 (unsigned long long)(s.memo_probes - before));
+  CTS_ASSERT_EQ_U64(s.count, nodes);
+  CTS_ASSERT_EQ_U64(s.lookups, PATHS); /* each path's fork, when it was new */
+  cts_stacks_fini(&s);
+}
+
+/* Interning through the hints, the memo and the previous path gives the node the table
+ * gives, walked from the root, for random stacks of a small alphabet (hints and memo
+ * entries taken over by other parents, prefixes told shorter than they are, leaves alone
+ * in between). */
+CTS_TEST(interning_agrees_with_the_table) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  uint64_t state = 42, bt[12], prev[12];
+  size_t prev_n = 0;
+  for (unsigned k = 0; k < 200000; k++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const unsigned r = (unsigned)(state >> 33);
+    const size_t n = 1 + r % 12;
+    for (size_t i = 0; i < n; i++) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      /* Mostly the previous stack's frame: long shared prefixes, as in real traces. */
+      const unsigned q = (unsigned)(state >> 40);
+      bt[i] = i < prev_n && q % 8 ? prev[i] : 1 + q % 37;
+    }
+    size_t shared = 0;
+    while (shared < n && shared < prev_n && bt[shared] == prev[shared]) shared++;
+    if (r % 5 == 0 && shared) shared /= 2; /* a prefix told shorter is still right */
+    uint32_t node;
+    if (r % 11 == 0) {
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_leaf(&s, bt[n - 1], &node), 0);
+      CTS_ASSERT_EQ_U64(node, cts_stacks_find_child(&s, 0, bt[n - 1]));
+      prev[0] = bt[n - 1];
+      prev_n = 1;
+      continue;
+    }
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt, n, shared, &node), 0);
+    uint32_t walk = 0;
+    for (size_t i = 0; i < n; i++) walk = cts_stacks_find_child(&s, walk, bt[i]);
+    CTS_ASSERT_EQ_U64(node, walk);
+    CTS_ASSERT_EQ_U64(s.nodes[node].depth, n);
+    memcpy(prev, bt, n * sizeof *bt);
+    prev_n = n;
+  }
+  CTS_ASSERT(s.count > CTS_STACKS_HINTS); /* hints shared between parents */
+  cts_stacks_fini(&s);
+}
+
+/* A stack kept by its allocation point alone (top, leaks) is the one-frame stack, whether
+ * its node is known (the memo) or not; the next backtrace may share that frame. */
+CTS_TEST(a_leaf_interned_is_the_one_frame_stack) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  for (unsigned round = 0; round < 3; round++)
+    for (uint64_t code = 1; code <= 5000; code += 7) {
+      uint32_t leaf, one;
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_leaf(&s, code, &leaf), 0);
+      CTS_ASSERT_EQ_U64(s.nodes[leaf].parent, 0);
+      CTS_ASSERT_EQ_U64(s.nodes[leaf].code, code);
+      CTS_ASSERT(s.nodes[leaf].stat != 0);
+      CTS_ASSERT(s.nodes[leaf].site != UINT32_MAX);
+      CTS_ASSERT_EQ_U64(s.sites[s.nodes[leaf].site].code, code);
+      /* A two-frame stack under it, told it shares the leaf's frame. */
+      const uint64_t bt[2] = {code, 1u << 20};
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt, 2, 1, &one), 0);
+      CTS_ASSERT_EQ_U64(s.nodes[one].parent, leaf);
+      CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 1, &one), 0);
+      CTS_ASSERT_EQ_U64(one, leaf);
+    }
+  CTS_ASSERT_EQ_U64(s.count, 1 + 2 * 715);
+  cts_stacks_fini(&s);
+}
+
+/* history_next_us is exactly the first time a call to cts_stacks_advance_time passes a
+ * checkpoint (leaks calls it only past that time), through the spacing's doublings. */
+CTS_TEST(history_next_us_is_where_a_checkpoint_passes) {
+  cts_stacks_t s, t;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, true, 5000), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&t, true, 5000), 0);
+  const uint64_t bt[1] = {9};
+  uint32_t node;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 1, &node), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&t, bt, 1, &node), 0);
+  unsigned calls = 0;
+  for (uint64_t time = 4000; time < 5000 + 100000; time += 7) {
+    const uint32_t passed = s.checkpoints_passed;
+    const uint64_t spacing = s.history_spacing_us, mark = s.history_next_us;
+    cts_stacks_advance_time(&s, time); /* every event */
+    if (time > t.history_next_us) {    /* only past the mark */
+      calls++;
+      cts_stacks_advance_time(&t, time);
+    }
+    CTS_ASSERT_EQ_U64(t.checkpoints_passed, s.checkpoints_passed);
+    CTS_ASSERT_EQ_U64(t.history_spacing_us, s.history_spacing_us);
+    /* A call at or before the mark changes nothing. */
+    if (time <= mark) {
+      CTS_ASSERT_EQ_U64(s.checkpoints_passed, passed);
+      CTS_ASSERT_EQ_U64(s.history_spacing_us, spacing);
+    }
+    cts_stacks_alloc(&s, node, 1, 1.0, time);
+    cts_stacks_alloc(&t, node, 1, 1.0, time);
+  }
+  /* One call per checkpoint passed at most: 64, then 32 per doubling of the spacing. */
+  CTS_ASSERT_MSG(calls <= 64 + 32 * 17, "%u calls for ~14 000 events", calls);
+  cts_stacks_finish(&s);
+  cts_stacks_finish(&t);
+  for (uint64_t q = 5000; q < 105000; q += 1000)
+    CTS_ASSERT_EQ_U64(cts_site_live_at(&t, 0, q, 105000), cts_site_live_at(&s, 0, q, 105000));
+  cts_stacks_fini(&s);
+  cts_stacks_fini(&t);
+}
+
 /* Counts of allocations are 32-bit in a node's figures: one that passes 2^32 (a node that
  * allocated 4 G times; set up here by giving the counts their value just below) keeps its
  * high half aside and reads whole, up and back down. */
