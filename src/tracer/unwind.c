@@ -50,19 +50,38 @@ typedef struct cts__rule {
  * that a walk which rejoins the previous one keeps the shared outer entries where they are
  * and writes only its own inner ones (cc1: ~3 frames of its own, ~16 shared). Frame i: the
  * stack pointer, address and %rbp (if known) its rules were applied to, the word holding
- * its return address (frames, read at at), the word holding the caller's %rbp if it was
- * read (sval at sat, else sat = 0), the lowest and above the highest byte read for it and
- * beyond, and whether it and every frame beyond it have a CFA of %rsp plus a constant
- * (then they depend on sp, pc and their return addresses' words only; else on rbp and the
- * saved %rbp words too). The same type, innermost first, holds a walk's own frames until
- * it is known to have succeeded (`own`). */
+ * its return address (frames, read at at), and whether it and every frame beyond it have a
+ * CFA of %rsp plus a constant (then they depend on sp, pc and their return addresses' words
+ * only; else on rbp and the saved %rbp words too). Every word a frame's rules read lies
+ * between its stack pointer and stack_hi, the top of the stack of the thread that walked
+ * it (outer_walk refuses other frames), so a walk that rejoins an entry at its own stack
+ * pointer, with the same stack top, reads only words of its own stack. frames and at are kept
+ * backwards (entry p at index BOTTOM_FRAMES - 1 - p): the shared frames are then, innermost first,
+ * one run that a splice copies whole into the record. The words that held the callers' %rbp, for
+ * the entries that read one, are a list of their own (sat, sval; nsat[p] of them belong to entries
+ * 0..p), so that checking them goes over those words only. */
 typedef struct cts__walk {
-  size_t m; /* frames; 0: nothing to reuse */
-  uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
-  uintptr_t sat[BOTTOM_FRAMES], lo[BOTTOM_FRAMES], hi[BOTTOM_FRAMES];
-  uint64_t frames[BOTTOM_FRAMES], sval[BOTTOM_FRAMES];
+  size_t m;           /* frames; 0: nothing to reuse */
+  uintptr_t stack_hi; /* of the thread that walked every entry */
+  uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES];
+  uintptr_t at[BOTTOM_FRAMES];    /* backwards */
+  uint64_t frames[BOTTOM_FRAMES]; /* backwards */
+  uintptr_t sat[BOTTOM_FRAMES];   /* the list of saved %rbp words, outermost first */
+  uint64_t sval[BOTTOM_FRAMES];
+  uint8_t nsat[BOTTOM_FRAMES];
   bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
 } cts__walk_t;
+_Static_assert(BOTTOM_FRAMES <= UINT8_MAX, "nsat counts in a byte");
+
+/* A walk's own frames until it is known to have succeeded, innermost first: as in
+ * cts__walk_t, frame by frame (sat: where the caller's %rbp was read, 0 if it was not;
+ * rsp: this frame's alone). */
+typedef struct cts__own {
+  uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
+  uintptr_t sat[BOTTOM_FRAMES];
+  uint64_t frames[BOTTOM_FRAMES], sval[BOTTOM_FRAMES];
+  bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
+} cts__own_t;
 
 struct cts__bottom {
   uintptr_t rec; /* the frame record whose return address leads out of frame-pointer code */
@@ -79,7 +98,7 @@ struct cts__bottom {
    * same few hundred functions, whose call frame information would be run again each time. */
   _Alignas(64) cts__rule_t rules[1u << RULE_BITS][2]; /* a set within one cache line */
   cts__walk_t walk; /* the last walk that succeeded, outermost first */
-  cts__walk_t own;  /* the current walk's own frames, innermost first */
+  cts__own_t own;   /* the current walk's own frames, innermost first */
 };
 
 const size_t cts__bottom_size = sizeof(cts__bottom_t);
@@ -402,39 +421,40 @@ typedef struct outer {
 /* Whether the words the last walk's outermost frames, its entries 0..q, read their return
  * addresses from (and, with `saved`, the callers' %rbp) still hold them. */
 STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q, bool saved) {
+  /* (~18 return addresses and ~13 saved %rbp for each of cc1's walks: unrolled, the loops
+   * cost a third less) */
   uint64_t diff = 0;
-  for (size_t p = 0; p <= q; p++) diff |= stack_word(w->at[p]) ^ w->frames[p];
-  for (size_t p = 0; saved && p <= q; p++)
-    if (w->sat[p]) diff |= stack_word(w->sat[p]) ^ w->sval[p];
+#pragma GCC unroll 4
+  for (size_t k = BOTTOM_FRAMES - 1u - q; k < BOTTOM_FRAMES; k++)
+    diff |= stack_word(w->at[k]) ^ w->frames[k];
+  if (saved) {
+#pragma GCC unroll 4
+    for (size_t k = 0, n = w->nsat[q]; k < n; k++) diff |= stack_word(w->sat[k]) ^ w->sval[k];
+  }
   return diff == 0;
 }
 
 /* Makes the last walk the `rest` outermost frames of the last one (its entries 0..rest,
  * kept where they are) and, inwards from them, the `own` frames of b->own: entries
- * rest..rest + own, innermost last, with lo, hi and rsp covering each frame and all
- * beyond it. */
+ * rest..rest + own, innermost last, with rsp covering each frame and all beyond it. */
 static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
   cts__walk_t *const w = &b->walk;
-  const cts__walk_t *const s = &b->own;
+  const cts__own_t *const s = &b->own;
+  size_t nsat = rest ? w->nsat[rest - 1u] : 0;
   for (size_t p = rest, j = own; j-- > 0; p++) {
     w->sp[p] = s->sp[j];
     w->pc[p] = s->pc[j];
     w->rbp[p] = s->rbp[j];
     w->rbp_known[p] = s->rbp_known[j];
-    w->sat[p] = s->sat[j];
-    w->sval[p] = s->sval[j];
-    w->at[p] = s->at[j];
-    w->frames[p] = s->frames[j];
-    uintptr_t lo = s->lo[j], hi = s->hi[j];
-    bool rsp = s->rsp[j];
-    if (p > 0) {
-      if (w->lo[p - 1u] < lo) lo = w->lo[p - 1u];
-      if (w->hi[p - 1u] > hi) hi = w->hi[p - 1u];
-      rsp = rsp && w->rsp[p - 1u];
+    w->at[BOTTOM_FRAMES - 1u - p] = s->at[j];
+    w->frames[BOTTOM_FRAMES - 1u - p] = s->frames[j];
+    if (s->sat[j]) {
+      w->sat[nsat] = s->sat[j];
+      w->sval[nsat] = s->sval[j];
+      nsat++;
     }
-    w->lo[p] = lo;
-    w->hi[p] = hi;
-    w->rsp[p] = rsp;
+    w->nsat[p] = (uint8_t)nsat;
+    w->rsp[p] = s->rsp[j] && (p == 0 || w->rsp[p - 1u]);
   }
   w->m = rest + own;
 }
@@ -446,7 +466,8 @@ static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
 static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frames, outer_t *o,
                              size_t i, size_t rest) {
   const cts__walk_t *const w = &b->walk;
-  for (size_t j = 0; j < rest; j++) frames[i + j] = w->frames[rest - 1u - j];
+  /* entries rest - 1 .. 0, innermost first: one run of the backwards array */
+  memcpy(frames + i, &w->frames[BOTTOM_FRAMES - rest], rest * sizeof *frames);
   o->m = i + rest;
   o->cacheable = false;
   walk_keep(b, rest, i);
@@ -460,7 +481,8 @@ static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frame
  * saved at CFA - 8, %rbp saved on the stack or left alone, up to a function whose return
  * address is undefined (_start, clone3: where libunwind stops). With `known`, frames[0..
  * o->m) are libunwind's and each return address read must be one of them; else the walk
- * writes them (at most max). Every word read lies between rec and the top of the stack.
+ * writes them (at most max). Every word a frame's rules read lies between its stack pointer
+ * and the top of the stack.
  * False when a rule is anything else (expressions, signal frames, no rules: libunwind
  * knows more) or a return address is not plausible. Then o says what the frames depend on:
  * if every word read is within BOTTOM_BYTES of rec and there are at most BOTTOM_FRAMES, on
@@ -473,8 +495,8 @@ static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frame
  * it and the frames beyond read their return addresses from if their CFAs are %rsp plus a
  * constant, else on %rbp there too and the words they read the callers' %rbp from: if
  * those are as they were, the rest of the previous walk is this one's, without looking up
- * a rule. (Only words between rec and the thread's stack top are read: the cache may have
- * been another thread's.) */
+ * a rule. (Only if the last walk was made under the same stack top: the cache may have been
+ * another thread's.) */
 static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
                        uint64_t *frames, bool known, size_t max, outer_t *o) {
   const uintptr_t cache_limit = rec + BOTTOM_BYTES;
@@ -483,7 +505,7 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
   bool rbp_known = true;
   o->slots = true;
   const cts__walk_t *const prev = &b->walk;
-  cts__walk_t *const cur = &b->own;
+  cts__own_t *const cur = &b->own;
   size_t rest = prev->m; /* prev's entries 0..rest have stack pointers not below sp */
   for (size_t i = 0;; i++) {
     if (!known && i < BOTTOM_FRAMES) {
@@ -491,8 +513,8 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
       const size_t q = rest - 1u; /* the candidate: prev's innermost frame left */
       if (rest > 0 && prev->sp[q] == sp && prev->pc[q] == pc &&
           (prev->rsp[q] || (rbp_known && prev->rbp_known[q] && prev->rbp[q] == rbp)) &&
-          prev->lo[q] >= rec && prev->hi[q] <= t->stack_hi && i + rest <= max &&
-          i + rest <= BOTTOM_FRAMES && stack_words_at_equal(prev, q, !prev->rsp[q]))
+          prev->stack_hi == t->stack_hi && i + rest <= max && i + rest <= BOTTOM_FRAMES &&
+          stack_words_at_equal(prev, q, !prev->rsp[q]))
         return splice_last_walk(t, b, frames, o, i, rest);
     }
     cfi_row_t row;
@@ -504,7 +526,10 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
       o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
       if (o->end > t->stack_hi) o->end = t->stack_hi;
       o->cacheable = i <= BOTTOM_FRAMES && o->end <= cache_limit;
-      if (!known && i <= BOTTOM_FRAMES) walk_keep(b, 0, i);
+      if (!known && i <= BOTTOM_FRAMES) {
+        b->walk.stack_hi = t->stack_hi;
+        walk_keep(b, 0, i);
+      }
       return true;
     }
     if (!known && i == max) return false; /* libunwind cuts it where it should */
@@ -522,7 +547,8 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
         row.ra.off != -8)
       return false;
     const uintptr_t cfa = base + (uintptr_t)row.cfa_off, at = cfa - 8u;
-    if (cfa <= sp || at < rec || at > t->stack_hi - 8u) return false;
+    /* (a return address below the frame's stack pointer: not a call's) */
+    if (at < sp || at > t->stack_hi - 8u) return false;
     const uint64_t word = stack_word(at);
     if (known ? word != frames[i] : word == 0 || word >= ((uint64_t)1 << 62)) return false;
     frames[i] = word;
@@ -531,17 +557,15 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
      * next splice check run. */
     __builtin_prefetch(rule_set(b, (uintptr_t)word - 1u));
     if (at + 8u > high) high = at + 8u;
-    uintptr_t lo = at, hi = at + 8u, saved_at = 0;
+    uintptr_t saved_at = 0;
     const uintptr_t rbp_in = rbp;
     const bool rbp_known_in = rbp_known;
     if (row.rbp.kind == CFI_RULE_SAVED) {
       const uintptr_t saved = cfa + (uintptr_t)row.rbp.off;
-      if (saved < rec || saved > t->stack_hi - 8u) return false;
+      if (saved < sp || saved > t->stack_hi - 8u) return false;
       rbp = stack_word(saved);
       saved_at = saved;
       if (saved + 8u > high) high = saved + 8u;
-      if (saved < lo) lo = saved;
-      if (saved + 8u > hi) hi = saved + 8u;
     } else if (row.rbp.kind != CFI_RULE_OTHER) {
       rbp_known = false;
     }
@@ -553,8 +577,6 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
       cur->sat[i] = saved_at;
       cur->sval[i] = rbp;
       cur->at[i] = at;
-      cur->lo[i] = lo;
-      cur->hi[i] = hi;
       cur->frames[i] = word;
       cur->rsp[i] = row.cfa_reg == DW_REG_RSP;
     }
