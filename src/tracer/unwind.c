@@ -42,7 +42,7 @@ typedef struct cts__rule {
   int32_t cfa_off;
   int16_t rbp_off;
   uint8_t cfa_reg; /* RULE_NONE: no rules known for pc */
-  uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8 */
+  uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8, RULE_STEP */
 } cts__rule_t;
 
 /* A thread's last outer_walk, frame by frame, for the next walk to reuse its outer part
@@ -366,16 +366,19 @@ static CTS_FORCE_INLINE bool keeps_frame_pointers(uintptr_t ret) {
 
 /* ---- the mixed unwinder -------------------------------------------------------------------- */
 
-enum { RULE_NONE = 0xFF, RULE_RA_AT_8 = 0x10 };
+/* RULE_STEP: the return address is saved at CFA - 8 and the CFA's offset is one that
+ * outer_walk follows (8 to CFA_OFFSET_MAX): all it needs to step to the caller. */
+enum { RULE_NONE = 0xFF, RULE_RA_AT_8 = 0x10, RULE_STEP = 0x20 };
 
 /* The set of the thread's cache of call frame rules that holds pc's, if any. */
 static CTS_FORCE_INLINE cts__rule_t *rule_set(cts__bottom_t *b, uintptr_t pc) {
   return b->rules[(uint64_t)pc * 0x9E3779B97F4A7C15ull >> (64u - RULE_BITS)];
 }
 
-/* frame_rules(pc), through the thread's cache: two ways per set, the one used last first. */
-static bool cached_frame_rules(cts__thread_t *t, cts__bottom_t *b, uintptr_t pc, cfi_row_t *row) {
-  cts__rule_t *const set = rule_set(b, pc);
+/* frame_rules(pc), through the thread's cache whose set for pc is `set`: two ways per
+ * set, the one used last first. The entry stays valid until the next look-up. */
+static CTS_FORCE_INLINE const cts__rule_t *cached_frame_rules(cts__thread_t *t, cts__rule_t *set,
+                                                              uintptr_t pc) {
   cts__rule_t *const e = &set[0];
   if (CTS_UNLIKELY(e->pc != pc)) {
     const cts__rule_t first = *e;
@@ -393,20 +396,18 @@ static bool cached_frame_rules(cts__thread_t *t, cts__bottom_t *b, uintptr_t pc,
           r.cfa_off >= INT32_MIN && r.cfa_off <= INT32_MAX) {
         const bool rbp_fits =
             r.rbp.kind != CFI_RULE_SAVED || (r.rbp.off >= INT16_MIN && r.rbp.off <= INT16_MAX);
+        const bool ra_at_8 = r.ra.kind == CFI_RULE_SAVED && r.ra.off == -8;
         e->cfa_reg = (uint8_t)r.cfa_reg;
         e->cfa_off = (int32_t)r.cfa_off;
         e->rbp_off = rbp_fits && r.rbp.kind == CFI_RULE_SAVED ? (int16_t)r.rbp.off : 0;
-        e->kinds = (uint8_t)((rbp_fits ? r.rbp.kind : CFI_RULE_REGISTER) | r.ra.kind << 2 |
-                             (r.ra.kind == CFI_RULE_SAVED && r.ra.off == -8 ? RULE_RA_AT_8 : 0));
+        e->kinds =
+            (uint8_t)((rbp_fits ? r.rbp.kind : CFI_RULE_REGISTER) | r.ra.kind << 2 |
+                      (ra_at_8 ? RULE_RA_AT_8 : 0) |
+                      (ra_at_8 && r.cfa_off >= 8 && r.cfa_off <= CFA_OFFSET_MAX ? RULE_STEP : 0));
       }
     }
   }
-  if (e->cfa_reg == RULE_NONE) return false;
-  row->cfa_reg = e->cfa_reg;
-  row->cfa_off = e->cfa_off;
-  row->rbp = (cfi_rule_t){(cfi_rule_kind_t)(e->kinds & 3u), e->rbp_off};
-  row->ra = (cfi_rule_t){(cfi_rule_kind_t)(e->kinds >> 2 & 3u), e->kinds & RULE_RA_AT_8 ? -8 : 0};
-  return true;
+  return e->cfa_reg == RULE_NONE ? NULL : e;
 }
 
 /* A walk of the outer frames by their call frame information (outer_walk). */
@@ -507,6 +508,7 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
   const cts__walk_t *const prev = &b->walk;
   cts__own_t *const cur = &b->own;
   size_t rest = prev->m; /* prev's entries 0..rest have stack pointers not below sp */
+  cts__rule_t *set = rule_set(b, pc - 1u); /* pc's set in the rule cache */
   for (size_t i = 0;; i++) {
     if (!known && i < BOTTOM_FRAMES) {
       while (rest > 0 && prev->sp[rest - 1u] < sp) rest--;
@@ -517,10 +519,12 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
           stack_words_at_equal(prev, q, !prev->rsp[q]))
         return splice_last_walk(t, b, frames, o, i, rest);
     }
-    cfi_row_t row;
-    if (!cached_frame_rules(t, b, pc - 1u, &row)) return false;
-    if (known ? i == o->m : row.ra.kind == CFI_RULE_UNDEFINED) {
-      if (row.ra.kind != CFI_RULE_UNDEFINED) return false;
+    const cts__rule_t *const e = cached_frame_rules(t, set, pc - 1u);
+    if (!e) return false;
+    const cts__rule_t rule = *e; /* (the next look-up may overwrite *e) */
+    const bool ra_undefined = (rule.kinds >> 2 & 3u) == CFI_RULE_UNDEFINED;
+    if (known ? i == o->m : ra_undefined) {
+      if (!ra_undefined) return false;
       o->m = i;
       /* libunwind's last step reads a little beyond the outermost frame's stack pointer */
       o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
@@ -533,20 +537,18 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
       return true;
     }
     if (!known && i == max) return false; /* libunwind cuts it where it should */
+    /* (a frame larger than the cache holds is walked all the same: `end` says so) */
+    if (!(rule.kinds & RULE_STEP)) return false;
     uintptr_t base;
-    if (row.cfa_reg == DW_REG_RSP) {
+    if (rule.cfa_reg == DW_REG_RSP) {
       base = sp;
-    } else if (row.cfa_reg == DW_REG_RBP && rbp_known) {
+    } else if (rbp_known) { /* DW_REG_RBP: the cache holds no other register */
       base = rbp;
       o->slots = false;
     } else {
       return false;
     }
-    /* (a frame larger than the cache holds is walked all the same: `end` says so) */
-    if (row.cfa_off < 8 || row.cfa_off > CFA_OFFSET_MAX || row.ra.kind != CFI_RULE_SAVED ||
-        row.ra.off != -8)
-      return false;
-    const uintptr_t cfa = base + (uintptr_t)row.cfa_off, at = cfa - 8u;
+    const uintptr_t cfa = base + (uintptr_t)(intptr_t)rule.cfa_off, at = cfa - 8u;
     /* (a return address below the frame's stack pointer: not a call's) */
     if (at < sp || at > t->stack_hi - 8u) return false;
     const uint64_t word = stack_word(at);
@@ -555,18 +557,20 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
     /* The next frame's rules: the program's own data has usually pushed them out of the
      * caches since the last allocation; loaded while this frame's bookkeeping and the
      * next splice check run. */
-    __builtin_prefetch(rule_set(b, (uintptr_t)word - 1u));
+    set = rule_set(b, (uintptr_t)word - 1u);
+    __builtin_prefetch(set);
     if (at + 8u > high) high = at + 8u;
     uintptr_t saved_at = 0;
     const uintptr_t rbp_in = rbp;
     const bool rbp_known_in = rbp_known;
-    if (row.rbp.kind == CFI_RULE_SAVED) {
-      const uintptr_t saved = cfa + (uintptr_t)row.rbp.off;
+    const unsigned rbp_kind = rule.kinds & 3u;
+    if (rbp_kind == CFI_RULE_SAVED) {
+      const uintptr_t saved = cfa + (uintptr_t)(intptr_t)rule.rbp_off;
       if (saved < sp || saved > t->stack_hi - 8u) return false;
       rbp = stack_word(saved);
       saved_at = saved;
       if (saved + 8u > high) high = saved + 8u;
-    } else if (row.rbp.kind != CFI_RULE_OTHER) {
+    } else if (rbp_kind != CFI_RULE_OTHER) {
       rbp_known = false;
     }
     if (i < BOTTOM_FRAMES) {
@@ -578,7 +582,7 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
       cur->sval[i] = rbp;
       cur->at[i] = at;
       cur->frames[i] = word;
-      cur->rsp[i] = row.cfa_reg == DW_REG_RSP;
+      cur->rsp[i] = rule.cfa_reg == DW_REG_RSP;
     }
     if (i < BOTTOM_FRAMES) o->slot[i] = (uint32_t)(at - rec);
     sp = cfa;
