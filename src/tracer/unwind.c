@@ -51,15 +51,20 @@ typedef struct cts__rule {
  * and writes only its own inner ones (cc1: ~3 frames of its own, ~16 shared). Frame i: the
  * stack pointer, address and %rbp (if known) its rules were applied to, the word holding
  * its return address (frames, read at at), and whether it and every frame beyond it have a
- * CFA of %rsp plus a constant (then they depend on sp, pc and their return addresses' words
- * only; else on rbp and the saved %rbp words too). Every word a frame's rules read lies
- * between its stack pointer and stack_hi, the top of the stack of the thread that walked
- * it (outer_walk refuses other frames), so a walk that rejoins an entry at its own stack
- * pointer, with the same stack top, reads only words of its own stack. frames and at are kept
- * backwards (entry p at index BOTTOM_FRAMES - 1 - p): the shared frames are then, innermost first,
- * one run that a splice copies whole into the record. The words that held the callers' %rbp, for
- * the entries that read one, are a list of their own (sat, sval; nsat[p] of them belong to entries
- * 0..p), so that checking them goes over those words only. */
+ * CFA of %rsp plus a constant (then they depend on sp, pc and their return addresses'
+ * words only; else on rbp and the saved %rbp words too). Every word a frame's rules read
+ * lies between its stack pointer and stack_hi, the top of the stack of the thread that
+ * walked it (outer_walk refuses other frames), so a walk that rejoins an entry at its own
+ * stack pointer, with the same stack top, reads only words of its own stack.
+ *
+ * frames and at are kept backwards (entry p at index BOTTOM_FRAMES - 1 - p): the shared
+ * frames are then, innermost first, one run that a splice copies whole into the record.
+ * The words that held the callers' %rbp, for the entries that read one, are a list of
+ * their own (sat, sval; nsat[p] of them belong to entries 0..p), so that checking them
+ * goes over those words only; and only over those that %rbp-based frames depend on: an
+ * entry's %rbp comes from the words read by the entries inwards from it, so a rejoined
+ * entry p depends on the list from sat_from[p], the first word read inwards from the
+ * outermost entry whose CFA is %rbp-based. */
 typedef struct cts__walk {
   size_t m;           /* frames; 0: nothing to reuse */
   uintptr_t stack_hi; /* of the thread that walked every entry */
@@ -68,7 +73,7 @@ typedef struct cts__walk {
   uint64_t frames[BOTTOM_FRAMES]; /* backwards */
   uintptr_t sat[BOTTOM_FRAMES];   /* the list of saved %rbp words, outermost first */
   uint64_t sval[BOTTOM_FRAMES];
-  uint8_t nsat[BOTTOM_FRAMES];
+  uint8_t nsat[BOTTOM_FRAMES], sat_from[BOTTOM_FRAMES];
   bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
 } cts__walk_t;
 _Static_assert(BOTTOM_FRAMES <= UINT8_MAX, "nsat counts in a byte");
@@ -430,7 +435,8 @@ STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t
     diff |= stack_word(w->at[k]) ^ w->frames[k];
   if (saved) {
 #pragma GCC unroll 4
-    for (size_t k = 0, n = w->nsat[q]; k < n; k++) diff |= stack_word(w->sat[k]) ^ w->sval[k];
+    for (size_t k = w->sat_from[q], n = w->nsat[q]; k < n; k++)
+      diff |= stack_word(w->sat[k]) ^ w->sval[k];
   }
   return diff == 0;
 }
@@ -455,7 +461,10 @@ static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
       nsat++;
     }
     w->nsat[p] = (uint8_t)nsat;
-    w->rsp[p] = s->rsp[j] && (p == 0 || w->rsp[p - 1u]);
+    const bool outer_rsp = p == 0 || w->rsp[p - 1u];
+    w->rsp[p] = s->rsp[j] && outer_rsp;
+    /* from the outermost %rbp-based entry, the words read inwards of it */
+    w->sat_from[p] = outer_rsp ? (uint8_t)nsat : w->sat_from[p - 1u];
   }
   w->m = rest + own;
 }
