@@ -485,6 +485,24 @@ static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frame
   return true;
 }
 
+/* outer_walk's end, its frames own[0..m) (m <= BOTTOM_FRAMES) walked from the record at
+ * rec, the outermost one's stack pointer sp: the stack they depend on (o->end, o->slot;
+ * computed here, not frame by frame, since a walk that rejoins the last one needs
+ * neither), and whether it fits in the outer-frame cache. */
+static bool outer_extent(const cts__own_t *own, uintptr_t rec, uintptr_t sp, uintptr_t stack_hi,
+                         size_t m, outer_t *o) {
+  uintptr_t high = rec + 2 * sizeof(uintptr_t); /* above the highest word read */
+  for (size_t j = 0; j < m; j++) {
+    o->slot[j] = (uint32_t)(own->at[j] - rec);
+    if (own->at[j] + 8u > high) high = own->at[j] + 8u;
+    if (own->sat[j] && own->sat[j] + 8u > high) high = own->sat[j] + 8u;
+  }
+  /* libunwind's last step reads a little beyond the outermost frame's stack pointer */
+  o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
+  if (o->end > stack_hi) o->end = stack_hi;
+  return o->end <= rec + BOTTOM_BYTES;
+}
+
 /* Follows the call frame information from the return address `ret` read from the frame
  * record at `rec` (its frame: stack pointer rec + 16, %rbp saved at rec), as libunwind
  * does: each function's CFA must be %rsp or %rbp plus a constant, its return address
@@ -507,11 +525,11 @@ static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frame
  * those are as they were, the rest of the previous walk is this one's, without looking up
  * a rule. (Only if the last walk was made under the same stack top: the cache may have been
  * another thread's.) */
-static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
-                       uint64_t *frames, bool known, size_t max, outer_t *o) {
-  const uintptr_t cache_limit = rec + BOTTOM_BYTES;
+static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
+                                        uint64_t ret, uint64_t *frames, bool known, size_t max,
+                                        outer_t *o) {
+  const uintptr_t top = t->stack_hi - 8u; /* the highest word that may be read */
   uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret, rbp = stack_word(rec);
-  uintptr_t high = sp; /* above the highest word read */
   bool rbp_known = true;
   o->slots = true;
   const cts__walk_t *const prev = &b->walk;
@@ -535,10 +553,7 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
     if (known ? i == o->m : ra_undefined) {
       if (!ra_undefined) return false;
       o->m = i;
-      /* libunwind's last step reads a little beyond the outermost frame's stack pointer */
-      o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
-      if (o->end > t->stack_hi) o->end = t->stack_hi;
-      o->cacheable = i <= BOTTOM_FRAMES && o->end <= cache_limit;
+      o->cacheable = i <= BOTTOM_FRAMES && outer_extent(cur, rec, sp, t->stack_hi, i, o);
       if (!known && i <= BOTTOM_FRAMES) {
         b->walk.stack_hi = t->stack_hi;
         walk_keep(b, 0, i);
@@ -559,7 +574,7 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
     }
     const uintptr_t cfa = base + (uintptr_t)(intptr_t)rule.cfa_off, at = cfa - 8u;
     /* (a return address below the frame's stack pointer: not a call's) */
-    if (at < sp || at > t->stack_hi - 8u) return false;
+    if (at < sp || at > top) return false;
     const uint64_t word = stack_word(at);
     if (known ? word != frames[i] : word == 0 || word >= ((uint64_t)1 << 62)) return false;
     frames[i] = word;
@@ -568,17 +583,15 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
      * next splice check run. */
     set = rule_set(b, (uintptr_t)word - 1u);
     __builtin_prefetch(set);
-    if (at + 8u > high) high = at + 8u;
     uintptr_t saved_at = 0;
     const uintptr_t rbp_in = rbp;
     const bool rbp_known_in = rbp_known;
     const unsigned rbp_kind = rule.kinds & 3u;
     if (rbp_kind == CFI_RULE_SAVED) {
       const uintptr_t saved = cfa + (uintptr_t)(intptr_t)rule.rbp_off;
-      if (saved < sp || saved > t->stack_hi - 8u) return false;
+      if (saved < sp || saved > top) return false;
       rbp = stack_word(saved);
       saved_at = saved;
-      if (saved + 8u > high) high = saved + 8u;
     } else if (rbp_kind != CFI_RULE_OTHER) {
       rbp_known = false;
     }
@@ -593,10 +606,20 @@ static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64
       cur->frames[i] = word;
       cur->rsp[i] = rule.cfa_reg == DW_REG_RSP;
     }
-    if (i < BOTTOM_FRAMES) o->slot[i] = (uint32_t)(at - rec);
     sp = cfa;
     pc = (uintptr_t)word;
   }
+}
+
+/* outer_walk for each value of `known`: the per-frame tests of it go. */
+static CTS_NOINLINE bool outer_walk_new(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
+                                        uint64_t ret, uint64_t *frames, size_t max, outer_t *o) {
+  return outer_walk(t, b, rec, ret, frames, false, max, o);
+}
+
+static CTS_NOINLINE bool outer_walk_known(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
+                                          uint64_t ret, uint64_t *frames, outer_t *o) {
+  return outer_walk(t, b, rec, ret, frames, true, 0, o);
 }
 
 /* out[0..n) came from frame records of frame-pointer code; the last return address, read
@@ -620,7 +643,7 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
   t->unwind_full++;
   outer_t o;
   size_t k = 0;
-  if (b && n <= BOTTOM_FRAMES && outer_walk(t, b, rec, out[n - 1], out + n, false, max - n, &o)) {
+  if (b && n <= BOTTOM_FRAMES && outer_walk_new(t, b, rec, out[n - 1], out + n, max - n, &o)) {
     k = n + o.m;
   } else {
     const uintptr_t site = (uintptr_t)out[0]; /* the hook's return address */
@@ -635,7 +658,7 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
     /* Keep the outer frames when libunwind agrees with the walk and the rules explain them. */
     if (!b || !comparable || k < n || memcmp(out, walked, n * sizeof *out) != 0) return k;
     o.m = k - n;
-    if (o.m > BOTTOM_FRAMES || !outer_walk(t, b, rec, out[n - 1], out + n, true, 0, &o)) return k;
+    if (o.m > BOTTOM_FRAMES || !outer_walk_known(t, b, rec, out[n - 1], out + n, &o)) return k;
   }
   if (o.cacheable) {
     b->ret = 0; /* never matches while it is rewritten */
