@@ -57,8 +57,11 @@ typedef struct cts__rule {
  * walked it (outer_walk refuses other frames), so a walk that rejoins an entry at its own
  * stack pointer, with the same stack top, reads only words of its own stack.
  *
- * frames and at are kept backwards (entry p at index BOTTOM_FRAMES - 1 - p): the shared
- * frames are then, innermost first, one run that a splice copies whole into the record.
+ * frames and at are kept backwards (entry p at frames[BOTTOM_FRAMES - p], at[BOTTOM_FRAMES -
+ * 1 - p]): the shared frames are then, innermost first, one run that a splice copies whole
+ * into the record. An entry's address is the return address its inner neighbour read, so
+ * it is not kept apart: pc(p) = frames[BOTTOM_FRAMES - 1 - p], the innermost entry's in
+ * frames[BOTTOM_FRAMES - m].
  * The words that held the callers' %rbp, for the entries that read one, are a list of
  * their own (sat, sval; nsat[p] of them belong to entries 0..p), so that checking them
  * goes over those words only; and only over those that %rbp-based frames depend on: an
@@ -68,10 +71,10 @@ typedef struct cts__rule {
 typedef struct cts__walk {
   size_t m;           /* frames; 0: nothing to reuse */
   uintptr_t stack_hi; /* of the thread that walked every entry */
-  uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES];
-  uintptr_t at[BOTTOM_FRAMES];    /* backwards */
-  uint64_t frames[BOTTOM_FRAMES]; /* backwards */
-  uintptr_t sat[BOTTOM_FRAMES];   /* the list of saved %rbp words, outermost first */
+  uintptr_t sp[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES];
+  uintptr_t at[BOTTOM_FRAMES];         /* backwards */
+  uint64_t frames[BOTTOM_FRAMES + 1u]; /* backwards, the innermost entry's address first */
+  uintptr_t sat[BOTTOM_FRAMES];        /* the list of saved %rbp words, outermost first */
   uint64_t sval[BOTTOM_FRAMES];
   uint8_t nsat[BOTTOM_FRAMES], sat_from[BOTTOM_FRAMES];
   bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
@@ -82,7 +85,7 @@ _Static_assert(BOTTOM_FRAMES <= UINT8_MAX, "nsat counts in a byte");
  * cts__walk_t, frame by frame (sat: where the caller's %rbp was read, 0 if it was not;
  * rsp: this frame's alone). */
 typedef struct cts__own {
-  uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
+  uintptr_t sp[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
   uintptr_t sat[BOTTOM_FRAMES];
   uint64_t frames[BOTTOM_FRAMES], sval[BOTTOM_FRAMES];
   bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
@@ -432,7 +435,7 @@ STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t
   uint64_t diff = 0;
 #pragma GCC unroll 4
   for (size_t k = BOTTOM_FRAMES - 1u - q; k < BOTTOM_FRAMES; k++)
-    diff |= stack_word(w->at[k]) ^ w->frames[k];
+    diff |= stack_word(w->at[k]) ^ w->frames[k + 1u];
   if (saved) {
 #pragma GCC unroll 4
     for (size_t k = w->sat_from[q], n = w->nsat[q]; k < n; k++)
@@ -442,19 +445,19 @@ STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t
 }
 
 /* Makes the last walk the `rest` outermost frames of the last one (its entries 0..rest,
- * kept where they are) and, inwards from them, the `own` frames of b->own: entries
- * rest..rest + own, innermost last, with rsp covering each frame and all beyond it. */
-static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
+ * kept where they are) and, inwards from them, the `own` frames of b->own, the innermost
+ * at address pc: entries rest..rest + own, innermost last, with rsp covering each frame and
+ * all beyond it. */
+static void walk_keep(cts__bottom_t *b, size_t rest, size_t own, uintptr_t pc) {
   cts__walk_t *const w = &b->walk;
   const cts__own_t *const s = &b->own;
   size_t nsat = rest ? w->nsat[rest - 1u] : 0;
   for (size_t p = rest, j = own; j-- > 0; p++) {
     w->sp[p] = s->sp[j];
-    w->pc[p] = s->pc[j];
     w->rbp[p] = s->rbp[j];
     w->rbp_known[p] = s->rbp_known[j];
     w->at[BOTTOM_FRAMES - 1u - p] = s->at[j];
-    w->frames[BOTTOM_FRAMES - 1u - p] = s->frames[j];
+    w->frames[BOTTOM_FRAMES - p] = s->frames[j];
     if (s->sat[j]) {
       w->sat[nsat] = s->sat[j];
       w->sval[nsat] = s->sval[j];
@@ -467,6 +470,7 @@ static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
     w->sat_from[p] = outer_rsp ? (uint8_t)nsat : w->sat_from[p - 1u];
   }
   w->m = rest + own;
+  w->frames[BOTTOM_FRAMES - w->m] = pc; /* (with no frame of its own: the same already) */
 }
 
 /* outer_walk's end when its frame i is the last walk's entry rest - 1 (same stack pointer,
@@ -474,13 +478,13 @@ static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
  * outer-frame cache: the next walk rejoins this one as cheaply as the cache would serve
  * it, and filling the cache would copy the frames once more. */
 static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frames, outer_t *o,
-                             size_t i, size_t rest) {
+                             size_t i, size_t rest, uintptr_t pc) {
   const cts__walk_t *const w = &b->walk;
   /* entries rest - 1 .. 0, innermost first: one run of the backwards array */
-  memcpy(frames + i, &w->frames[BOTTOM_FRAMES - rest], rest * sizeof *frames);
+  memcpy(frames + i, &w->frames[BOTTOM_FRAMES + 1u - rest], rest * sizeof *frames);
   o->m = i + rest;
   o->cacheable = false;
-  walk_keep(b, rest, i);
+  walk_keep(b, rest, i, pc);
   t->unwind_spliced++;
   return true;
 }
@@ -540,11 +544,11 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
     if (!known && i < BOTTOM_FRAMES) {
       while (rest > 0 && prev->sp[rest - 1u] < sp) rest--;
       const size_t q = rest - 1u; /* the candidate: prev's innermost frame left */
-      if (rest > 0 && prev->sp[q] == sp && prev->pc[q] == pc &&
+      if (rest > 0 && prev->sp[q] == sp && prev->frames[BOTTOM_FRAMES - 1u - q] == pc &&
           (prev->rsp[q] || (rbp_known && prev->rbp_known[q] && prev->rbp[q] == rbp)) &&
           prev->stack_hi == t->stack_hi && i + rest <= max && i + rest <= BOTTOM_FRAMES &&
           stack_words_at_equal(prev, q, !prev->rsp[q]))
-        return splice_last_walk(t, b, frames, o, i, rest);
+        return splice_last_walk(t, b, frames, o, i, rest, (uintptr_t)ret);
     }
     const cts__rule_t *const e = cached_frame_rules(t, set, pc - 1u);
     if (!e) return false;
@@ -556,7 +560,7 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
       o->cacheable = i <= BOTTOM_FRAMES && outer_extent(cur, rec, sp, t->stack_hi, i, o);
       if (!known && i <= BOTTOM_FRAMES) {
         b->walk.stack_hi = t->stack_hi;
-        walk_keep(b, 0, i);
+        walk_keep(b, 0, i, (uintptr_t)ret);
       }
       return true;
     }
@@ -597,7 +601,6 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
     }
     if (i < BOTTOM_FRAMES) {
       cur->sp[i] = sp;
-      cur->pc[i] = pc;
       cur->rbp[i] = rbp_in;
       cur->rbp_known[i] = rbp_known_in;
       cur->sat[i] = saved_at;
