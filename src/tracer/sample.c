@@ -278,8 +278,8 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
    * this core's caches) and the writer process read them since: they are fetched for
    * writing while the backtrace is captured, instead of one by one as its frames are
    * stored (cc1 at rate 1: ~200 bytes per record, 580 000 records). */
-  for (size_t at = 0; at < REC_PREFETCH_WORDS && at < room; at += 8u)
-    __builtin_prefetch(rec + at, 1);
+  for (size_t at = 0; at < REC_PREFETCH_WORDS; at += 8u)
+    __builtin_prefetch(rec + at, 1); /* (beyond the room too: a prefetch never faults) */
   const size_t depth =
       capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, cts__session.cfg.max_frames, r->bottom);
   rec[1] = cts__event_time();

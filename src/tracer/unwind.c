@@ -42,7 +42,7 @@ typedef struct cts__rule {
   int32_t cfa_off;
   int16_t rbp_off;
   uint8_t cfa_reg; /* RULE_NONE: no rules known for pc */
-  uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8 */
+  uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8, RULE_STEP */
 } cts__rule_t;
 
 /* A thread's last outer_walk, frame by frame, for the next walk to reuse its outer part
@@ -50,19 +50,46 @@ typedef struct cts__rule {
  * that a walk which rejoins the previous one keeps the shared outer entries where they are
  * and writes only its own inner ones (cc1: ~3 frames of its own, ~16 shared). Frame i: the
  * stack pointer, address and %rbp (if known) its rules were applied to, the word holding
- * its return address (frames, read at at), the word holding the caller's %rbp if it was
- * read (sval at sat, else sat = 0), the lowest and above the highest byte read for it and
- * beyond, and whether it and every frame beyond it have a CFA of %rsp plus a constant
- * (then they depend on sp, pc and their return addresses' words only; else on rbp and the
- * saved %rbp words too). The same type, innermost first, holds a walk's own frames until
- * it is known to have succeeded (`own`). */
+ * its return address (frames, read at at), and whether it and every frame beyond it have a
+ * CFA of %rsp plus a constant (then they depend on sp, pc and their return addresses'
+ * words only; else on rbp and the saved %rbp words too). Every word a frame's rules read
+ * lies between its stack pointer and stack_hi, the top of the stack of the thread that
+ * walked it (outer_walk refuses other frames), so a walk that rejoins an entry at its own
+ * stack pointer, with the same stack top, reads only words of its own stack.
+ *
+ * frames and at are kept backwards (entry p at frames[BOTTOM_FRAMES - p], at[BOTTOM_FRAMES -
+ * 1 - p]): the shared frames are then, innermost first, one run that a splice copies whole
+ * into the record. An entry's address is the return address its inner neighbour read, so
+ * it is not kept apart: pc(p) = frames[BOTTOM_FRAMES - 1 - p], the innermost entry's in
+ * frames[BOTTOM_FRAMES - m].
+ * The words that held the callers' %rbp, for the entries that read one, are a list of
+ * their own (sat, sval; nsat[p] of them belong to entries 0..p), so that checking them
+ * goes over those words only; and only over those that %rbp-based frames depend on: an
+ * entry's %rbp comes from the words read by the entries inwards from it, so a rejoined
+ * entry p depends on the list from sat_from[p], the first word read inwards from the
+ * outermost entry whose CFA is %rbp-based. */
 typedef struct cts__walk {
-  size_t m; /* frames; 0: nothing to reuse */
-  uintptr_t sp[BOTTOM_FRAMES], pc[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
-  uintptr_t sat[BOTTOM_FRAMES], lo[BOTTOM_FRAMES], hi[BOTTOM_FRAMES];
-  uint64_t frames[BOTTOM_FRAMES], sval[BOTTOM_FRAMES];
+  size_t m;           /* frames; 0: nothing to reuse */
+  uintptr_t stack_hi; /* of the thread that walked every entry */
+  uintptr_t sp[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES];
+  uintptr_t at[BOTTOM_FRAMES];         /* backwards */
+  uint64_t frames[BOTTOM_FRAMES + 1u]; /* backwards, the innermost entry's address first */
+  uintptr_t sat[BOTTOM_FRAMES];        /* the list of saved %rbp words, outermost first */
+  uint64_t sval[BOTTOM_FRAMES];
+  uint8_t nsat[BOTTOM_FRAMES], sat_from[BOTTOM_FRAMES];
   bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
 } cts__walk_t;
+_Static_assert(BOTTOM_FRAMES <= UINT8_MAX, "nsat counts in a byte");
+
+/* A walk's own frames until it is known to have succeeded, innermost first: as in
+ * cts__walk_t, frame by frame (sat: where the caller's %rbp was read, 0 if it was not;
+ * rsp: this frame's alone). */
+typedef struct cts__own {
+  uintptr_t sp[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
+  uintptr_t sat[BOTTOM_FRAMES];
+  uint64_t frames[BOTTOM_FRAMES], sval[BOTTOM_FRAMES];
+  bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
+} cts__own_t;
 
 struct cts__bottom {
   uintptr_t rec; /* the frame record whose return address leads out of frame-pointer code */
@@ -79,7 +106,7 @@ struct cts__bottom {
    * same few hundred functions, whose call frame information would be run again each time. */
   _Alignas(64) cts__rule_t rules[1u << RULE_BITS][2]; /* a set within one cache line */
   cts__walk_t walk; /* the last walk that succeeded, outermost first */
-  cts__walk_t own;  /* the current walk's own frames, innermost first */
+  cts__own_t own;   /* the current walk's own frames, innermost first */
 };
 
 const size_t cts__bottom_size = sizeof(cts__bottom_t);
@@ -347,16 +374,19 @@ static CTS_FORCE_INLINE bool keeps_frame_pointers(uintptr_t ret) {
 
 /* ---- the mixed unwinder -------------------------------------------------------------------- */
 
-enum { RULE_NONE = 0xFF, RULE_RA_AT_8 = 0x10 };
+/* RULE_STEP: the return address is saved at CFA - 8 and the CFA's offset is one that
+ * outer_walk follows (8 to CFA_OFFSET_MAX): all it needs to step to the caller. */
+enum { RULE_NONE = 0xFF, RULE_RA_AT_8 = 0x10, RULE_STEP = 0x20 };
 
 /* The set of the thread's cache of call frame rules that holds pc's, if any. */
 static CTS_FORCE_INLINE cts__rule_t *rule_set(cts__bottom_t *b, uintptr_t pc) {
   return b->rules[(uint64_t)pc * 0x9E3779B97F4A7C15ull >> (64u - RULE_BITS)];
 }
 
-/* frame_rules(pc), through the thread's cache: two ways per set, the one used last first. */
-static bool cached_frame_rules(cts__thread_t *t, cts__bottom_t *b, uintptr_t pc, cfi_row_t *row) {
-  cts__rule_t *const set = rule_set(b, pc);
+/* frame_rules(pc), through the thread's cache whose set for pc is `set`: two ways per
+ * set, the one used last first. The entry stays valid until the next look-up. */
+static CTS_FORCE_INLINE const cts__rule_t *cached_frame_rules(cts__thread_t *t, cts__rule_t *set,
+                                                              uintptr_t pc) {
   cts__rule_t *const e = &set[0];
   if (CTS_UNLIKELY(e->pc != pc)) {
     const cts__rule_t first = *e;
@@ -374,20 +404,18 @@ static bool cached_frame_rules(cts__thread_t *t, cts__bottom_t *b, uintptr_t pc,
           r.cfa_off >= INT32_MIN && r.cfa_off <= INT32_MAX) {
         const bool rbp_fits =
             r.rbp.kind != CFI_RULE_SAVED || (r.rbp.off >= INT16_MIN && r.rbp.off <= INT16_MAX);
+        const bool ra_at_8 = r.ra.kind == CFI_RULE_SAVED && r.ra.off == -8;
         e->cfa_reg = (uint8_t)r.cfa_reg;
         e->cfa_off = (int32_t)r.cfa_off;
         e->rbp_off = rbp_fits && r.rbp.kind == CFI_RULE_SAVED ? (int16_t)r.rbp.off : 0;
-        e->kinds = (uint8_t)((rbp_fits ? r.rbp.kind : CFI_RULE_REGISTER) | r.ra.kind << 2 |
-                             (r.ra.kind == CFI_RULE_SAVED && r.ra.off == -8 ? RULE_RA_AT_8 : 0));
+        e->kinds =
+            (uint8_t)((rbp_fits ? r.rbp.kind : CFI_RULE_REGISTER) | r.ra.kind << 2 |
+                      (ra_at_8 ? RULE_RA_AT_8 : 0) |
+                      (ra_at_8 && r.cfa_off >= 8 && r.cfa_off <= CFA_OFFSET_MAX ? RULE_STEP : 0));
       }
     }
   }
-  if (e->cfa_reg == RULE_NONE) return false;
-  row->cfa_reg = e->cfa_reg;
-  row->cfa_off = e->cfa_off;
-  row->rbp = (cfi_rule_t){(cfi_rule_kind_t)(e->kinds & 3u), e->rbp_off};
-  row->ra = (cfi_rule_t){(cfi_rule_kind_t)(e->kinds >> 2 & 3u), e->kinds & RULE_RA_AT_8 ? -8 : 0};
-  return true;
+  return e->cfa_reg == RULE_NONE ? NULL : e;
 }
 
 /* A walk of the outer frames by their call frame information (outer_walk). */
@@ -402,41 +430,47 @@ typedef struct outer {
 /* Whether the words the last walk's outermost frames, its entries 0..q, read their return
  * addresses from (and, with `saved`, the callers' %rbp) still hold them. */
 STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q, bool saved) {
+  /* (~18 return addresses and ~13 saved %rbp for each of cc1's walks: unrolled, the loops
+   * cost a third less) */
   uint64_t diff = 0;
-  for (size_t p = 0; p <= q; p++) diff |= stack_word(w->at[p]) ^ w->frames[p];
-  for (size_t p = 0; saved && p <= q; p++)
-    if (w->sat[p]) diff |= stack_word(w->sat[p]) ^ w->sval[p];
+#pragma GCC unroll 4
+  for (size_t k = BOTTOM_FRAMES - 1u - q; k < BOTTOM_FRAMES; k++)
+    diff |= stack_word(w->at[k]) ^ w->frames[k + 1u];
+  if (saved) {
+#pragma GCC unroll 4
+    for (size_t k = w->sat_from[q], n = w->nsat[q]; k < n; k++)
+      diff |= stack_word(w->sat[k]) ^ w->sval[k];
+  }
   return diff == 0;
 }
 
 /* Makes the last walk the `rest` outermost frames of the last one (its entries 0..rest,
- * kept where they are) and, inwards from them, the `own` frames of b->own: entries
- * rest..rest + own, innermost last, with lo, hi and rsp covering each frame and all
- * beyond it. */
-static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
+ * kept where they are) and, inwards from them, the `own` frames of b->own, the innermost
+ * at address pc: entries rest..rest + own, innermost last, with rsp covering each frame and
+ * all beyond it. */
+static void walk_keep(cts__bottom_t *b, size_t rest, size_t own, uintptr_t pc) {
   cts__walk_t *const w = &b->walk;
-  const cts__walk_t *const s = &b->own;
+  const cts__own_t *const s = &b->own;
+  size_t nsat = rest ? w->nsat[rest - 1u] : 0;
   for (size_t p = rest, j = own; j-- > 0; p++) {
     w->sp[p] = s->sp[j];
-    w->pc[p] = s->pc[j];
     w->rbp[p] = s->rbp[j];
     w->rbp_known[p] = s->rbp_known[j];
-    w->sat[p] = s->sat[j];
-    w->sval[p] = s->sval[j];
-    w->at[p] = s->at[j];
-    w->frames[p] = s->frames[j];
-    uintptr_t lo = s->lo[j], hi = s->hi[j];
-    bool rsp = s->rsp[j];
-    if (p > 0) {
-      if (w->lo[p - 1u] < lo) lo = w->lo[p - 1u];
-      if (w->hi[p - 1u] > hi) hi = w->hi[p - 1u];
-      rsp = rsp && w->rsp[p - 1u];
+    w->at[BOTTOM_FRAMES - 1u - p] = s->at[j];
+    w->frames[BOTTOM_FRAMES - p] = s->frames[j];
+    if (s->sat[j]) {
+      w->sat[nsat] = s->sat[j];
+      w->sval[nsat] = s->sval[j];
+      nsat++;
     }
-    w->lo[p] = lo;
-    w->hi[p] = hi;
-    w->rsp[p] = rsp;
+    w->nsat[p] = (uint8_t)nsat;
+    const bool outer_rsp = p == 0 || w->rsp[p - 1u];
+    w->rsp[p] = s->rsp[j] && outer_rsp;
+    /* from the outermost %rbp-based entry, the words read inwards of it */
+    w->sat_from[p] = outer_rsp ? (uint8_t)nsat : w->sat_from[p - 1u];
   }
   w->m = rest + own;
+  w->frames[BOTTOM_FRAMES - w->m] = pc; /* (with no frame of its own: the same already) */
 }
 
 /* outer_walk's end when its frame i is the last walk's entry rest - 1 (same stack pointer,
@@ -444,14 +478,33 @@ static void walk_keep(cts__bottom_t *b, size_t rest, size_t own) {
  * outer-frame cache: the next walk rejoins this one as cheaply as the cache would serve
  * it, and filling the cache would copy the frames once more. */
 static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frames, outer_t *o,
-                             size_t i, size_t rest) {
+                             size_t i, size_t rest, uintptr_t pc) {
   const cts__walk_t *const w = &b->walk;
-  for (size_t j = 0; j < rest; j++) frames[i + j] = w->frames[rest - 1u - j];
+  /* entries rest - 1 .. 0, innermost first: one run of the backwards array */
+  memcpy(frames + i, &w->frames[BOTTOM_FRAMES + 1u - rest], rest * sizeof *frames);
   o->m = i + rest;
   o->cacheable = false;
-  walk_keep(b, rest, i);
+  walk_keep(b, rest, i, pc);
   t->unwind_spliced++;
   return true;
+}
+
+/* outer_walk's end, its frames own[0..m) (m <= BOTTOM_FRAMES) walked from the record at
+ * rec, the outermost one's stack pointer sp: the stack they depend on (o->end, o->slot;
+ * computed here, not frame by frame, since a walk that rejoins the last one needs
+ * neither), and whether it fits in the outer-frame cache. */
+static bool outer_extent(const cts__own_t *own, uintptr_t rec, uintptr_t sp, uintptr_t stack_hi,
+                         size_t m, outer_t *o) {
+  uintptr_t high = rec + 2 * sizeof(uintptr_t); /* above the highest word read */
+  for (size_t j = 0; j < m; j++) {
+    o->slot[j] = (uint32_t)(own->at[j] - rec);
+    if (own->at[j] + 8u > high) high = own->at[j] + 8u;
+    if (own->sat[j] && own->sat[j] + 8u > high) high = own->sat[j] + 8u;
+  }
+  /* libunwind's last step reads a little beyond the outermost frame's stack pointer */
+  o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
+  if (o->end > stack_hi) o->end = stack_hi;
+  return o->end <= rec + BOTTOM_BYTES;
 }
 
 /* Follows the call frame information from the return address `ret` read from the frame
@@ -460,7 +513,8 @@ static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frame
  * saved at CFA - 8, %rbp saved on the stack or left alone, up to a function whose return
  * address is undefined (_start, clone3: where libunwind stops). With `known`, frames[0..
  * o->m) are libunwind's and each return address read must be one of them; else the walk
- * writes them (at most max). Every word read lies between rec and the top of the stack.
+ * writes them (at most max). Every word a frame's rules read lies between its stack pointer
+ * and the top of the stack.
  * False when a rule is anything else (expressions, signal frames, no rules: libunwind
  * knows more) or a return address is not plausible. Then o says what the frames depend on:
  * if every word read is within BOTTOM_BYTES of rec and there are at most BOTTOM_FRAMES, on
@@ -473,95 +527,102 @@ static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frame
  * it and the frames beyond read their return addresses from if their CFAs are %rsp plus a
  * constant, else on %rbp there too and the words they read the callers' %rbp from: if
  * those are as they were, the rest of the previous walk is this one's, without looking up
- * a rule. (Only words between rec and the thread's stack top are read: the cache may have
- * been another thread's.) */
-static bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec, uint64_t ret,
-                       uint64_t *frames, bool known, size_t max, outer_t *o) {
-  const uintptr_t cache_limit = rec + BOTTOM_BYTES;
+ * a rule. (Only if the last walk was made under the same stack top: the cache may have been
+ * another thread's.) */
+static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
+                                        uint64_t ret, uint64_t *frames, bool known, size_t max,
+                                        outer_t *o) {
+  const uintptr_t top = t->stack_hi - 8u; /* the highest word that may be read */
   uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret, rbp = stack_word(rec);
-  uintptr_t high = sp; /* above the highest word read */
   bool rbp_known = true;
   o->slots = true;
   const cts__walk_t *const prev = &b->walk;
-  cts__walk_t *const cur = &b->own;
+  cts__own_t *const cur = &b->own;
   size_t rest = prev->m; /* prev's entries 0..rest have stack pointers not below sp */
+  cts__rule_t *set = rule_set(b, pc - 1u); /* pc's set in the rule cache */
   for (size_t i = 0;; i++) {
     if (!known && i < BOTTOM_FRAMES) {
       while (rest > 0 && prev->sp[rest - 1u] < sp) rest--;
       const size_t q = rest - 1u; /* the candidate: prev's innermost frame left */
-      if (rest > 0 && prev->sp[q] == sp && prev->pc[q] == pc &&
+      if (rest > 0 && prev->sp[q] == sp && prev->frames[BOTTOM_FRAMES - 1u - q] == pc &&
           (prev->rsp[q] || (rbp_known && prev->rbp_known[q] && prev->rbp[q] == rbp)) &&
-          prev->lo[q] >= rec && prev->hi[q] <= t->stack_hi && i + rest <= max &&
-          i + rest <= BOTTOM_FRAMES && stack_words_at_equal(prev, q, !prev->rsp[q]))
-        return splice_last_walk(t, b, frames, o, i, rest);
+          prev->stack_hi == t->stack_hi && i + rest <= max && i + rest <= BOTTOM_FRAMES &&
+          stack_words_at_equal(prev, q, !prev->rsp[q]))
+        return splice_last_walk(t, b, frames, o, i, rest, (uintptr_t)ret);
     }
-    cfi_row_t row;
-    if (!cached_frame_rules(t, b, pc - 1u, &row)) return false;
-    if (known ? i == o->m : row.ra.kind == CFI_RULE_UNDEFINED) {
-      if (row.ra.kind != CFI_RULE_UNDEFINED) return false;
+    const cts__rule_t *const e = cached_frame_rules(t, set, pc - 1u);
+    if (!e) return false;
+    const cts__rule_t rule = *e; /* (the next look-up may overwrite *e) */
+    const bool ra_undefined = (rule.kinds >> 2 & 3u) == CFI_RULE_UNDEFINED;
+    if (known ? i == o->m : ra_undefined) {
+      if (!ra_undefined) return false;
       o->m = i;
-      /* libunwind's last step reads a little beyond the outermost frame's stack pointer */
-      o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
-      if (o->end > t->stack_hi) o->end = t->stack_hi;
-      o->cacheable = i <= BOTTOM_FRAMES && o->end <= cache_limit;
-      if (!known && i <= BOTTOM_FRAMES) walk_keep(b, 0, i);
+      o->cacheable = i <= BOTTOM_FRAMES && outer_extent(cur, rec, sp, t->stack_hi, i, o);
+      if (!known && i <= BOTTOM_FRAMES) {
+        b->walk.stack_hi = t->stack_hi;
+        walk_keep(b, 0, i, (uintptr_t)ret);
+      }
       return true;
     }
     if (!known && i == max) return false; /* libunwind cuts it where it should */
+    /* (a frame larger than the cache holds is walked all the same: `end` says so) */
+    if (!(rule.kinds & RULE_STEP)) return false;
     uintptr_t base;
-    if (row.cfa_reg == DW_REG_RSP) {
+    if (rule.cfa_reg == DW_REG_RSP) {
       base = sp;
-    } else if (row.cfa_reg == DW_REG_RBP && rbp_known) {
+    } else if (rbp_known) { /* DW_REG_RBP: the cache holds no other register */
       base = rbp;
       o->slots = false;
     } else {
       return false;
     }
-    /* (a frame larger than the cache holds is walked all the same: `end` says so) */
-    if (row.cfa_off < 8 || row.cfa_off > CFA_OFFSET_MAX || row.ra.kind != CFI_RULE_SAVED ||
-        row.ra.off != -8)
-      return false;
-    const uintptr_t cfa = base + (uintptr_t)row.cfa_off, at = cfa - 8u;
-    if (cfa <= sp || at < rec || at > t->stack_hi - 8u) return false;
+    const uintptr_t cfa = base + (uintptr_t)(intptr_t)rule.cfa_off, at = cfa - 8u;
+    /* (a return address below the frame's stack pointer: not a call's) */
+    if (at < sp || at > top) return false;
     const uint64_t word = stack_word(at);
     if (known ? word != frames[i] : word == 0 || word >= ((uint64_t)1 << 62)) return false;
     frames[i] = word;
     /* The next frame's rules: the program's own data has usually pushed them out of the
      * caches since the last allocation; loaded while this frame's bookkeeping and the
      * next splice check run. */
-    __builtin_prefetch(rule_set(b, (uintptr_t)word - 1u));
-    if (at + 8u > high) high = at + 8u;
-    uintptr_t lo = at, hi = at + 8u, saved_at = 0;
+    set = rule_set(b, (uintptr_t)word - 1u);
+    __builtin_prefetch(set);
+    uintptr_t saved_at = 0;
     const uintptr_t rbp_in = rbp;
     const bool rbp_known_in = rbp_known;
-    if (row.rbp.kind == CFI_RULE_SAVED) {
-      const uintptr_t saved = cfa + (uintptr_t)row.rbp.off;
-      if (saved < rec || saved > t->stack_hi - 8u) return false;
+    const unsigned rbp_kind = rule.kinds & 3u;
+    if (rbp_kind == CFI_RULE_SAVED) {
+      const uintptr_t saved = cfa + (uintptr_t)(intptr_t)rule.rbp_off;
+      if (saved < sp || saved > top) return false;
       rbp = stack_word(saved);
       saved_at = saved;
-      if (saved + 8u > high) high = saved + 8u;
-      if (saved < lo) lo = saved;
-      if (saved + 8u > hi) hi = saved + 8u;
-    } else if (row.rbp.kind != CFI_RULE_OTHER) {
+    } else if (rbp_kind != CFI_RULE_OTHER) {
       rbp_known = false;
     }
     if (i < BOTTOM_FRAMES) {
       cur->sp[i] = sp;
-      cur->pc[i] = pc;
       cur->rbp[i] = rbp_in;
       cur->rbp_known[i] = rbp_known_in;
       cur->sat[i] = saved_at;
       cur->sval[i] = rbp;
       cur->at[i] = at;
-      cur->lo[i] = lo;
-      cur->hi[i] = hi;
       cur->frames[i] = word;
-      cur->rsp[i] = row.cfa_reg == DW_REG_RSP;
+      cur->rsp[i] = rule.cfa_reg == DW_REG_RSP;
     }
-    if (i < BOTTOM_FRAMES) o->slot[i] = (uint32_t)(at - rec);
     sp = cfa;
     pc = (uintptr_t)word;
   }
+}
+
+/* outer_walk for each value of `known`: the per-frame tests of it go. */
+static CTS_NOINLINE bool outer_walk_new(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
+                                        uint64_t ret, uint64_t *frames, size_t max, outer_t *o) {
+  return outer_walk(t, b, rec, ret, frames, false, max, o);
+}
+
+static CTS_NOINLINE bool outer_walk_known(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
+                                          uint64_t ret, uint64_t *frames, outer_t *o) {
+  return outer_walk(t, b, rec, ret, frames, true, 0, o);
 }
 
 /* out[0..n) came from frame records of frame-pointer code; the last return address, read
@@ -585,7 +646,7 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
   t->unwind_full++;
   outer_t o;
   size_t k = 0;
-  if (b && n <= BOTTOM_FRAMES && outer_walk(t, b, rec, out[n - 1], out + n, false, max - n, &o)) {
+  if (b && n <= BOTTOM_FRAMES && outer_walk_new(t, b, rec, out[n - 1], out + n, max - n, &o)) {
     k = n + o.m;
   } else {
     const uintptr_t site = (uintptr_t)out[0]; /* the hook's return address */
@@ -600,7 +661,7 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
     /* Keep the outer frames when libunwind agrees with the walk and the rules explain them. */
     if (!b || !comparable || k < n || memcmp(out, walked, n * sizeof *out) != 0) return k;
     o.m = k - n;
-    if (o.m > BOTTOM_FRAMES || !outer_walk(t, b, rec, out[n - 1], out + n, true, 0, &o)) return k;
+    if (o.m > BOTTOM_FRAMES || !outer_walk_known(t, b, rec, out[n - 1], out + n, &o)) return k;
   }
   if (o.cacheable) {
     b->ret = 0; /* never matches while it is rewritten */
