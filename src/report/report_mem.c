@@ -18,6 +18,7 @@
 
 #include "../analysis/hist.h"
 #include "../common/check.h"
+#include "../common/compiler.h"
 #include "../analysis/load.h"
 #include "../analysis/units.h"
 #include "report.h"
@@ -96,8 +97,10 @@ struct report_mem {
   uint64_t rec_min_samples;
   bool coarse_tree; /* rnode was ever set: the records are by a coarser tree */
   uint32_t key_gen; /* bumped whenever records are remapped: how keys are made changed */
-  /* The time bucket finish_live_blocks last warmed (warm_bucket) + 1, at key_gen warm_gen. */
+  /* The time bucket of the last block finish_live_blocks read + 1, at key_gen warm_gen, and
+   * how many blocks in a row it has had; the last run's length (warm_bucket). */
   uint32_t warm_ta, warm_gen;
+  uint64_t warm_run, warm_last_run;
   size_t rec_max_nodes; /* nodes kept by the next pass that the budget asks for */
   /* A direct-mapped cache of recent keys in front of the table. Finished blocks come in
    * runs of a few keys (allocation order, nearby times), while the table and the records
@@ -189,7 +192,7 @@ static void front_flush(report_mem_t *m) {
 /* Adds r's figures (r->blocks > 0; h its hash) to the record of its key, through the front slots.
  * The records and their count are at every step what adding to the table directly gives (a new key
  * is never in a slot, so it reaches the table at once): budget decisions do not change. */
-static int record_add(report_mem_t *m, const record_t *r, uint64_t h) {
+static CTS_FORCE_INLINE int record_add(report_mem_t *m, const record_t *r, uint64_t h) {
   if (!m->front) {
     const size_t bytes = sizeof *m->front << FRONT_BITS;
     if (!(m->front = aligned_alloc(64, bytes))) return -ENOMEM;
@@ -485,7 +488,7 @@ static uint32_t record_node(report_mem_t *m, uint32_t node) {
  * keeps at least MIN_RECORD_BUCKETS buckets: the time filters must stay useful; then a
  * coarser call tree for the records (the 8.4 M nodes of gen_trace --mb 160 made 7.8 M
  * records). Past that the budget is exceeded (records are compact columns in the report). */
-static int keep_budget(report_mem_t *m, const cts_alloc_profile_live_t *p) {
+static CTS_FORCE_INLINE int keep_budget(report_mem_t *m, const cts_alloc_profile_live_t *p) {
   int e = 0;
   while (!e && m->nrecs > m->opts.max_records) {
     if (!m->size_octaves)
@@ -584,11 +587,17 @@ static int finish_live(report_mem_t *m, const pending_t *q) {
  * chunks in no time order: a bucket's records, ~1000 on gen_trace --shape survivors, have
  * left the caches since its last chunk. Looked up one block at a time, each missed in turn
  * (the slot, then the record it names: record_find was a quarter of the report's time);
- * asked for all at once as the chunk starts, the misses overlap. */
+ * asked for all at once as the chunk starts, the misses overlap. Only when the last bucket's
+ * run of blocks was at least a quarter of the index's slots (runs are alike: a dense chunk's
+ * thousands, or a sparse one's few): on gen_trace's default shape, a few dozen live blocks a
+ * chunk, warming every bucket cost ~3700 instructions a block. */
 static void warm_bucket(report_mem_t *m, uint16_t ta) {
   m->warm_ta = ta + 1u;
   m->warm_gen = m->key_gen;
+  m->warm_last_run = m->warm_run;
+  m->warm_run = 0;
   const ta_table_t *t = &m->tables[ta];
+  if (m->warm_last_run < t->cap / 4u) return;
   for (uint32_t k = 0; k < t->cap; k += 64u / sizeof *t->slot) __builtin_prefetch(&t->slot[k]);
   for (uint32_t k = 0; k < t->cap; k++)
     if (t->slot[k]) __builtin_prefetch(&m->recs[t->slot[k] - 1]);
@@ -598,6 +607,7 @@ static void warm_bucket(report_mem_t *m, uint16_t ta) {
 static void prefetch_slots(report_mem_t *m, const pending_t *q) {
   if (!q->keyed) return;
   if (m->warm_ta != q->r.ta + 1u || m->warm_gen != q->gen) warm_bucket(m, q->r.ta);
+  m->warm_run++;
   __builtin_prefetch(&m->front[q->h >> (64 - FRONT_BITS)]);
   const ta_table_t *t = &m->tables[q->r.ta];
   if (t->cap) __builtin_prefetch(&t->slot[q->h & (t->cap - 1)]);
