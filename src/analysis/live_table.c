@@ -358,20 +358,24 @@ bool cts_live_take_slow(cts_live_table_t *t, uint64_t id, void *out) {
 bool cts_live_next(const cts_live_table_t *t, cts_live_cursor_t *cur, uint64_t *id, void **rec) {
   for (;;) {
     cts_live_chunk_t *c = cur->chunk;
-    if (c) {
-      const uint32_t end = c->dense ? CTS_LIVE_CHUNK : c->n;
-      for (; cur->i < end; cur->i++) {
+    if (c && c->dense) {
+      /* The next live offset, a word of the bitmap at a time (a bit at a time, this loop
+       * was a third of the report's own cost of iterating 10 M survivors). */
+      for (uint32_t i = cur->i; i < CTS_LIVE_CHUNK; i = (i / 64u + 1u) * 64u) {
+        const uint64_t w = c->present[i / 64u] >> (i % 64u);
+        if (!w) continue;
+        i += (uint32_t)__builtin_ctzll(w);
+        cur->i = i + 1;
+        *id = c->number << CTS_LIVE_CHUNK_BITS | i;
+        *rec = c->recs + (size_t)i * t->rec_size;
+        return true;
+      }
+    } else if (c) {
+      for (; cur->i < c->n; cur->i++) {
         const uint32_t i = cur->i;
-        uint32_t off;
-        if (c->dense) {
-          if (!(c->present[i / 64u] >> (i % 64u) & 1u)) continue;
-          off = i;
-        } else {
-          if (c->offs[i] & DEAD) continue;
-          off = c->offs[i];
-        }
+        if (c->offs[i] & DEAD) continue;
         cur->i++;
-        *id = c->number << CTS_LIVE_CHUNK_BITS | off;
+        *id = c->number << CTS_LIVE_CHUNK_BITS | c->offs[i];
         *rec = c->recs + (size_t)i * t->rec_size;
         return true;
       }

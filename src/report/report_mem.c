@@ -18,6 +18,7 @@
 
 #include "../analysis/hist.h"
 #include "../common/check.h"
+#include "../common/compiler.h"
 #include "../analysis/load.h"
 #include "../analysis/units.h"
 #include "report.h"
@@ -94,7 +95,12 @@ struct report_mem {
   uint32_t *rnode;
   size_t rnode_n, rnode_cap;
   uint64_t rec_min_samples;
-  bool coarse_tree;     /* rnode was ever set: the records are by a coarser tree */
+  bool coarse_tree; /* rnode was ever set: the records are by a coarser tree */
+  uint32_t key_gen; /* bumped whenever records are remapped: how keys are made changed */
+  /* The time bucket of the last block finish_live_blocks read + 1, at key_gen warm_gen, and
+   * how many blocks in a row it has had; the last run's length (warm_bucket). */
+  uint32_t warm_ta, warm_gen;
+  uint64_t warm_run, warm_last_run;
   size_t rec_max_nodes; /* nodes kept by the next pass that the budget asks for */
   /* A direct-mapped cache of recent keys in front of the table. Finished blocks come in
    * runs of a few keys (allocation order, nearby times), while the table and the records
@@ -183,16 +189,15 @@ static void front_flush(report_mem_t *m) {
   }
 }
 
-/* Adds r's figures (r->blocks > 0) to the record of its key, through the front slots. The
- * records and their count are at every step what adding to the table directly gives (a new
- * key is never in a slot, so it reaches the table at once): budget decisions do not change. */
-static int record_add(report_mem_t *m, const record_t *r) {
+/* Adds r's figures (r->blocks > 0; h its hash) to the record of its key, through the front slots.
+ * The records and their count are at every step what adding to the table directly gives (a new key
+ * is never in a slot, so it reaches the table at once): budget decisions do not change. */
+static CTS_FORCE_INLINE int record_add(report_mem_t *m, const record_t *r, uint64_t h) {
   if (!m->front) {
     const size_t bytes = sizeof *m->front << FRONT_BITS;
     if (!(m->front = aligned_alloc(64, bytes))) return -ENOMEM;
     memset(m->front, 0, bytes);
   }
-  const uint64_t h = record_hash(r);
   front_slot_t *s = &m->front[h >> (64 - FRONT_BITS)];
   if (s->blocks && s->node == r->node && s->ta == r->ta && s->tf == r->tf &&
       s->size_class == r->size_class && s->source == r->source) {
@@ -220,11 +225,8 @@ static int record_add(report_mem_t *m, const record_t *r) {
 /* The size class that stands for class c once sizes are coarse: the first of its power of
  * two (CTS_HIST_SUB classes), so that its size_low is the power of two. */
 static uint16_t size_octave(unsigned c) {
-  if (c < CTS_HIST_EXACT) { /* exact values: 0, 1, 2-3, 4-7, 8-15, 16-31 */
-    unsigned p = 1;
-    while (c && p * 2 <= c) p *= 2;
-    return (uint16_t)(c ? p : 0);
-  }
+  if (c < CTS_HIST_EXACT) /* exact values: 0, 1, 2-3, 4-7, 8-15, 16-31: the power of two */
+    return (uint16_t)(c ? 1u << (31 - __builtin_clz(c)) : 0);
   return (uint16_t)(CTS_HIST_EXACT + (c - CTS_HIST_EXACT) / CTS_HIST_SUB * CTS_HIST_SUB);
 }
 
@@ -233,6 +235,7 @@ typedef enum coarser { COARSER_TIME, COARSER_SIZE, COARSER_NODE } coarser_t;
 /* Merges the records that fall together once their keys are coarser: time buckets twice as
  * wide, sizes by power of two, or nodes by m->rnode (set by the caller). */
 static int remap_records(report_mem_t *m, coarser_t how) {
+  m->key_gen++; /* keys computed before are stale */
   front_flush(m);
   record_t *old = m->recs;
   const size_t n = m->nrecs;
@@ -479,6 +482,33 @@ static uint32_t record_node(report_mem_t *m, uint32_t node) {
   return m->rnode[node];
 }
 
+/* After block p's record was added. Over the budget, sizes by power of two merge records
+ * first (16 classes in each: the fine classes made 1.5 M records on gen_trace --shape
+ * survivors --mb 160, for 384 stacks), then coarser times, but only while the trace so far
+ * keeps at least MIN_RECORD_BUCKETS buckets: the time filters must stay useful; then a
+ * coarser call tree for the records (the 8.4 M nodes of gen_trace --mb 160 made 7.8 M
+ * records). Past that the budget is exceeded (records are compact columns in the report). */
+static CTS_FORCE_INLINE int keep_budget(report_mem_t *m, const cts_alloc_profile_live_t *p) {
+  int e = 0;
+  while (!e && m->nrecs > m->opts.max_records) {
+    if (!m->size_octaves)
+      e = coarsen_records(m, false);
+    else if (m->coarsenings < 64 && rel_us(m, p->time_us) >> m->rec_shift >= 2 * MIN_RECORD_BUCKETS)
+      e = coarsen_records(m, true);
+    else if (m->rec_min_samples != UINT64_MAX &&
+             m->t.prof.stacks.count >
+                 (m->rnode ? m->rec_max_nodes / 2 : m->opts.max_records / 16)) {
+      /* A coarser call tree, with half the nodes of the last one, when there are more nodes
+       * than that (few nodes are not what makes many records). */
+      m->rec_max_nodes = m->rnode ? m->rec_max_nodes / 2 : m->opts.max_records / 16;
+      e = coarsen_nodes(m, true);
+    } else {
+      break;
+    }
+  }
+  return e;
+}
+
 /* A block's record once it is collected (freed_us) or known never to be (UINT64_MAX). The
  * blocks not yet collected are the profile's (cts_alloc_profile_ended,
  * cts_alloc_profile_next_live). */
@@ -502,79 +532,101 @@ static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint
                 .source = p->source,
                 .samples = p->samples,
                 .blocks = 1};
-  int e = record_add(m, &r);
-  /* Over the budget, sizes by power of two merge records first (16 classes in each: the
-   * fine classes made 1.5 M records on gen_trace --shape survivors --mb 160, for 384
-   * stacks), then coarser times, but only while the trace so far keeps at least
-   * MIN_RECORD_BUCKETS buckets: the time filters must stay useful; then a coarser call tree
-   * for the records (the 8.4 M nodes of gen_trace --mb 160 made 7.8 M records). Past that
-   * the budget is exceeded (records are compact columns in the report). */
-  while (!e && m->nrecs > m->opts.max_records) {
-    if (!m->size_octaves)
-      e = coarsen_records(m, false);
-    else if (m->coarsenings < 64 && rel_us(m, p->time_us) >> m->rec_shift >= 2 * MIN_RECORD_BUCKETS)
-      e = coarsen_records(m, true);
-    else if (m->rec_min_samples != UINT64_MAX &&
-             m->t.prof.stacks.count >
-                 (m->rnode ? m->rec_max_nodes / 2 : m->opts.max_records / 16)) {
-      /* A coarser call tree, with half the nodes of the last one, when there are more nodes
-       * than that (few nodes are not what makes many records). */
-      m->rec_max_nodes = m->rnode ? m->rec_max_nodes / 2 : m->opts.max_records / 16;
-      e = coarsen_nodes(m, true);
-    } else {
-      break;
-    }
-  }
-  return e;
+  const int e = record_add(m, &r, record_hash(&r));
+  return e ? e : keep_budget(m, p);
 }
 
-/* The key finish_block would give a block never collected, for a prefetch only: false when it
- * cannot tell without changing anything (a coarser tree's map to grow, no table yet). */
-static bool live_key(const report_mem_t *m, const cts_alloc_profile_live_t *p, record_t *r,
-                     uint64_t *h) {
-  const uint64_t ta = rel_us(m, p->time_us) >> m->rec_shift;
-  if (!m->front || !m->tables || ta >= RECORD_BUCKETS) return false;
-  uint32_t node = p->node;
-  if (m->rnode) {
-    if (node >= m->rnode_n) return false;
-    node = m->rnode[node];
-  }
-  *r = (record_t){.node = node,
-                  .ta = (uint16_t)ta,
-                  .tf = NEVER,
-                  .size_class = m->size_octaves ? size_octave(cts_hist_bucket(p->length))
-                                                : (uint16_t)cts_hist_bucket(p->length),
-                  .source = p->source};
-  *h = record_hash(r);
-  return true;
-}
-
-/* Prefetches, well before finish_block(m, p, UINT64_MAX): the block's front slot and the
- * first slot of its table. */
-static void prefetch_slots(const report_mem_t *m, const cts_alloc_profile_live_t *p) {
+/* A block never collected, read ahead of its finish, with the key finish_block would give
+ * it (keyed) as the records were made at key_gen: computed once, for the prefetches and the
+ * finish (three times over, it was a tenth of the report's instructions on gen_trace --shape
+ * survivors). */
+typedef struct pending {
+  cts_alloc_profile_live_t p;
   record_t r;
   uint64_t h;
-  if (!live_key(m, p, &r, &h)) return;
-  __builtin_prefetch(&m->front[h >> (64 - FRONT_BITS)]);
-  const ta_table_t *t = &m->tables[r.ta];
-  if (t->cap) __builtin_prefetch(&t->slot[h & (t->cap - 1)]);
+  uint32_t gen;
+  bool keyed;
+} pending_t;
+
+/* Reads q's key, unless it cannot be told without changing anything (a coarser tree's map
+ * to grow, no table yet): then q is finished by finish_block alone. */
+static void live_key(const report_mem_t *m, pending_t *q) {
+  const cts_alloc_profile_live_t *p = &q->p;
+  const uint64_t ta = rel_us(m, p->time_us) >> m->rec_shift;
+  q->keyed = false;
+  if (!m->front || !m->tables || ta >= RECORD_BUCKETS) return;
+  uint32_t node = p->node;
+  if (m->rnode) {
+    if (node >= m->rnode_n) return;
+    node = m->rnode[node];
+  }
+  q->r = (record_t){.node = node,
+                    .ta = (uint16_t)ta,
+                    .tf = NEVER,
+                    .size_class = m->size_octaves ? size_octave(cts_hist_bucket(p->length))
+                                                  : (uint16_t)cts_hist_bucket(p->length),
+                    .source = p->source,
+                    .samples = p->samples,
+                    .blocks = 1};
+  q->h = record_hash(&q->r);
+  q->gen = m->key_gen;
+  q->keyed = true;
+}
+
+/* finish_block(m, &q->p, UINT64_MAX), with q's key when it still holds: the records were not
+ * remapped since, and finish_block would not remap them first (a tree that doubled). */
+static int finish_live(report_mem_t *m, const pending_t *q) {
+  if (!q->keyed || q->gen != m->key_gen || (m->rnode && m->t.prof.stacks.count >= 2 * m->rnode_n))
+    return finish_block(m, &q->p, UINT64_MAX);
+  const int e = record_add(m, &q->r, q->h);
+  return e ? e : keep_budget(m, &q->p);
+}
+
+/* Prefetches the whole index of time bucket ta and every record it names. The profile gives
+ * the blocks never collected chunk by chunk, a chunk's blocks in one or two time buckets, the
+ * chunks in no time order: a bucket's records, ~1000 on gen_trace --shape survivors, have
+ * left the caches since its last chunk. Looked up one block at a time, each missed in turn
+ * (the slot, then the record it names: record_find was a quarter of the report's time);
+ * asked for all at once as the chunk starts, the misses overlap. Only when the last bucket's
+ * run of blocks was at least a quarter of the index's slots (runs are alike: a dense chunk's
+ * thousands, or a sparse one's few): on gen_trace's default shape, a few dozen live blocks a
+ * chunk, warming every bucket cost ~3700 instructions a block. */
+static void warm_bucket(report_mem_t *m, uint16_t ta) {
+  m->warm_ta = ta + 1u;
+  m->warm_gen = m->key_gen;
+  m->warm_last_run = m->warm_run;
+  m->warm_run = 0;
+  const ta_table_t *t = &m->tables[ta];
+  if (m->warm_last_run < t->cap / 4u) return;
+  for (uint32_t k = 0; k < t->cap; k += 64u / sizeof *t->slot) __builtin_prefetch(&t->slot[k]);
+  for (uint32_t k = 0; k < t->cap; k++)
+    if (t->slot[k]) __builtin_prefetch(&m->recs[t->slot[k] - 1]);
+}
+
+/* Prefetches, well before q is finished: its front slot and the first slot of its table. */
+static void prefetch_slots(report_mem_t *m, const pending_t *q) {
+  if (!q->keyed) return;
+  if (m->warm_ta != q->r.ta + 1u || m->warm_gen != q->gen) warm_bucket(m, q->r.ta);
+  m->warm_run++;
+  __builtin_prefetch(&m->front[q->h >> (64 - FRONT_BITS)]);
+  const ta_table_t *t = &m->tables[q->r.ta];
+  if (t->cap) __builtin_prefetch(&t->slot[q->h & (t->cap - 1)]);
 }
 
 /* Then, closer to it, unless the front holds the key: the record the front slot's figures go
  * to when the block takes the slot, and the record its table's slot names. */
-static void prefetch_record(const report_mem_t *m, const cts_alloc_profile_live_t *p) {
-  record_t r;
-  uint64_t h;
-  if (!live_key(m, p, &r, &h)) return;
-  const front_slot_t *s = &m->front[h >> (64 - FRONT_BITS)];
+static void prefetch_record(const report_mem_t *m, const pending_t *q) {
+  if (!q->keyed || q->gen != m->key_gen) return;
+  const record_t *r = &q->r;
+  const front_slot_t *s = &m->front[q->h >> (64 - FRONT_BITS)];
   if (s->blocks) {
-    if (s->node == r.node && s->ta == r.ta && s->tf == r.tf && s->size_class == r.size_class &&
-        s->source == r.source)
+    if (s->node == r->node && s->ta == r->ta && s->tf == r->tf && s->size_class == r->size_class &&
+        s->source == r->source)
       return;
     __builtin_prefetch(&m->recs[s->index]);
   }
-  const ta_table_t *t = &m->tables[r.ta];
-  const uint32_t i = t->cap ? t->slot[h & (t->cap - 1)] : 0;
+  const ta_table_t *t = &m->tables[r->ta];
+  const uint32_t i = t->cap ? t->slot[q->h & (t->cap - 1)] : 0;
   if (i) __builtin_prefetch(&m->recs[i - 1]);
 }
 
@@ -584,26 +636,29 @@ static void prefetch_record(const report_mem_t *m, const cts_alloc_profile_live_
  * --shape survivors, 10 M such blocks, most of the report's own time waited on those two
  * loads): the blocks are read AHEAD before they are finished, their slots prefetched at
  * once and the record a slot names half-way. Only hints: what finish_block does, and in
- * which order, is unchanged. */
+ * which order, is unchanged (the order decides when the budget is exceeded, and so which
+ * coarser keys the records get). */
 #define AHEAD 8u
 
 static int finish_live_blocks(report_mem_t *m) {
-  cts_alloc_profile_live_t ring[AHEAD];
+  pending_t ring[AHEAD];
   cts_live_cursor_t cur = {0};
   size_t read = 0, done = 0;
   bool more = true;
   for (;;) {
     if (more && read - done < AHEAD) {
-      more = cts_alloc_profile_next_live(&m->t.prof, &cur, &ring[read % AHEAD]);
+      pending_t *q = &ring[read % AHEAD];
+      more = cts_alloc_profile_next_live(&m->t.prof, &cur, &q->p);
       if (more) {
-        prefetch_slots(m, &ring[read % AHEAD]);
+        live_key(m, q);
+        prefetch_slots(m, q);
         read++;
         if (read - done > AHEAD / 2) prefetch_record(m, &ring[(read - 1 - AHEAD / 2) % AHEAD]);
         continue;
       }
     }
     if (done == read) return 0;
-    const int e = finish_block(m, &ring[done % AHEAD], UINT64_MAX);
+    const int e = finish_live(m, &ring[done % AHEAD]);
     if (e) return e;
     done++;
   }
