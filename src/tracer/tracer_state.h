@@ -304,6 +304,9 @@ extern cts__writer_state_t cts__writer CTS__HIDDEN;
 /* The writer loop (a pthread start routine): until the session stops or, in a writer
  * process, the program is gone. */
 void *cts__writer_main(void *arg);
+/* How long the writer process may go without looking whether the program, `age_ms` old,
+ * is gone: from 1 ms for a program that just started up to 50 ms (writer.c). */
+uint64_t cts__owner_check_ms(uint64_t age_ms);
 /* The memtrace writer's memory, mapped at the first session. False: no memory. */
 bool cts__writer_memory(void);
 /* Control lock held: cts_mt_writer_init into the writer's memory, which is all zero bytes

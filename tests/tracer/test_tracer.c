@@ -13,6 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The tracer's state first (cts__owner_check_ms): its inline functions keep
+ * common/check.h's CTS_ASSERT; the tests' own takes the name after it. */
+#include "tracer/tracer_state.h"
+#undef CTS_ASSERT
+
 #include "../test.h"
 #include "common/cpu_counter.h"
 #include "decoded.h"
@@ -1186,6 +1191,26 @@ CTS_TEST(each_session_asks_whether_the_tsc_is_usable) {
     CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
   }
   free(b.data);
+}
+
+/* A writer process sees a program that ended by _exit, a signal or an exec only when it
+ * next looks: a short run must not wait the full 50 ms of a long-running one's looks (a
+ * 20-image exec chain of 15 ms took 80-90 ms traced), and a long-running one must not be
+ * looked at more often than every 50 ms. */
+CTS_TEST(the_writer_looks_for_a_gone_program_by_its_age) {
+  CTS_ASSERT_EQ_U64(cts__owner_check_ms(0), 1);
+  CTS_ASSERT_EQ_U64(cts__owner_check_ms(31), 1);
+  CTS_ASSERT_EQ_U64(cts__owner_check_ms(160), 10);
+  CTS_ASSERT_EQ_U64(cts__owner_check_ms(800), 50);
+  CTS_ASSERT_EQ_U64(cts__owner_check_ms(UINT64_MAX), 50);
+  uint64_t last = 0;
+  for (uint64_t age = 0; age < 5000; age++) {
+    const uint64_t look = cts__owner_check_ms(age);
+    CTS_ASSERT(look >= last && look >= 1 && look <= 50);
+    /* The wait after the end stays a small share of the run (at least 1 ms). */
+    CTS_ASSERT(look <= 1 || look * 16 <= age);
+    last = look;
+  }
 }
 
 CTS_TEST(bad_configurations_are_refused) {
