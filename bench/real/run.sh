@@ -21,7 +21,8 @@
 #   -h, --help       this help
 #
 # Configurations: untraced; default-rate (`ctfscope record`, no rate: 1e-6); rate1 (every
-# allocation, default unwinder: mixed); rate1-fp; rate1-libunwind; rate1-compress (rate 1
+# allocation, default unwinder: mixed); rate1-fp; rate1-libunwind; rate1-nobt (rate 1, no
+# backtraces: the floor of recording every event); rate1-compress (rate 1
 # with --compress, only if `ctfscope record --help` offers it); heaptrack (heaptrack -o).
 # Wall and CPU (user + system of every process, the writer process and heaptrack's
 # interpreter included: bench/subreaper.c waits for them, bench/real/measure.c times it).
@@ -90,7 +91,7 @@ for p in $PROGRAMS; do
 done
 for c in ${CONFIGS_WANTED//,/ }; do
   case $c in
-    untraced | default-rate | rate1 | rate1-fp | rate1-libunwind | rate1-compress | heaptrack) ;;
+    untraced | default-rate | rate1 | rate1-fp | rate1-libunwind | rate1-nobt | rate1-compress | heaptrack) ;;
     *) die "unknown configuration $c" ;;
   esac
 done
@@ -211,6 +212,7 @@ set_prefix() {
     rate1) PREFIX=("$CTFSCOPE" record -q -r 1 -o "$trace" --) ;;
     rate1-fp) PREFIX=("$CTFSCOPE" record -q -r 1 --unwind fp -o "$trace" --) ;;
     rate1-libunwind) PREFIX=("$CTFSCOPE" record -q -r 1 --unwind libunwind -o "$trace" --) ;;
+    rate1-nobt) PREFIX=("$CTFSCOPE" record -q -r 1 --unwind none -o "$trace" --) ;;
     rate1-compress) PREFIX=("$CTFSCOPE" record -q -r 1 "$COMPRESS_OPT" -o "$trace" --) ;;
     heaptrack) PREFIX=(/usr/bin/heaptrack -o "$WORK/run/ht") ;;
   esac
