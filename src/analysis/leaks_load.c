@@ -45,7 +45,7 @@ static CTS_NOINLINE int grow_marks(cts_leaks_marks_t *m, uint64_t i) {
 
 static inline int mark_alloc(cts_leaks_marks_t *m, uint64_t id) {
   if (CTS_UNLIKELY(!m->have_base)) m->have_base = true, m->base = id;
-  if (id < m->base) return CTS_E_LIMIT;
+  /* An id below the base wraps far past the bound. */
   const uint64_t i = id - m->base;
   if (i > (m->allocs + 1) * IDS_PER_ALLOC + IDS_SLACK) return CTS_E_LIMIT;
   if (CTS_UNLIKELY(i / 64 >= m->words)) {

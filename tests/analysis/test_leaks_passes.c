@@ -331,6 +331,8 @@ CTS_TEST(a_fifo_is_read_once) {
 
 CTS_TEST(marks_are_bounded_for_sparse_or_hostile_ids) {
   cts_leaks_marks_t m = {0};
+  /* Nothing marked yet (no base): no id is live, whatever it is. */
+  CTS_ASSERT(!cts_leaks_marked(&m, 0) && !cts_leaks_marked(&m, UINT64_MAX));
   /* Dense ids from any base (v3 domains start where their chunk does). */
   for (uint64_t id = 5000; id < 105000; id++) CTS_ASSERT_EQ_INT(cts_leaks_mark_alloc(&m, id), 0);
   cts_leaks_mark_collect(&m, 5001);
