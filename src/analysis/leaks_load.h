@@ -22,8 +22,8 @@
  * choice one pass makes where it shows, by reading the trace a third time up to where the
  * tie is decided (only when a shown backtrace depends on it).
  *
- * Pass 1 is given up for one pass early (1/8 into the file) when most blocks read so far
- * are live: pass 2 would then intern almost every stack anyway. One pass is also used for
+ * Pass 1 is given up for one pass early (1/8 into the file) when over a quarter of the blocks
+ * read so far are live: pass 2 would then save too little. One pass is also used for
  * pipes, standard input, compressed files, traces pass 1 finds a defect or a warning in,
  * and when pass 2 fails (its messages but the warnings are dropped, and the one pass
  * reports the trace as it always did).

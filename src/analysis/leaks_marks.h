@@ -30,10 +30,12 @@ void cts_leaks_mark_collect(cts_leaks_marks_t *m, uint64_t id);
 void cts_leaks_marks_fini(cts_leaks_marks_t *m);
 
 /* Whether id is marked live. Inline: both passes ask for every allocation (as calls, the
- * marks were ~10 % of leaks on a rate-1 trace of sqlite3). */
+ * marks were ~10 % of leaks on a rate-1 trace of sqlite3). One bound test: an id below the
+ * base wraps past the bitmap, and without a base the bitmap is empty (words 0); the tests
+ * of both that it replaces were ~5 of its ~16 instructions. */
 static inline bool cts_leaks_marked(const cts_leaks_marks_t *m, uint64_t id) {
-  const uint64_t i = id - m->base; /* an id below the base wraps past the bitmap */
-  return m->have_base && id >= m->base && i / 64 < m->words && (m->bits[i / 64] >> (i % 64) & 1u);
+  const uint64_t i = id - m->base;
+  return i / 64 < m->words && (m->bits[i / 64] >> (i % 64) & 1u);
 }
 
 #endif /* CTS_ANALYSIS_LEAKS_MARKS_H */

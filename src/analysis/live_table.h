@@ -11,6 +11,8 @@
  *  - an older chunk stays dense while at least 7/8 of its ids are live, and otherwise
  *    becomes sparse: its live ids' offsets, sorted, and their records side by side (a
  *    removal leaves a tombstone; tombstones are swept once they are 1/8 of the chunk);
+ *    a sparse chunk of CTS_LIVE_INDEX_MIN entries or more also has an index (a bitmap of
+ *    its offsets and a count per bitmap word, 640 bytes) that finds an entry in O(1);
  *  - a chunk with no live id is freed.
  * So a live record costs at most rec_size * 8/7 + a few bytes, whatever the trace's length,
  * plus the window (CTS_LIVE_WINDOW dense chunks) and a header per chunk.
@@ -35,7 +37,8 @@
 
 #define CTS_LIVE_CHUNK_BITS 12u
 #define CTS_LIVE_CHUNK      (1u << CTS_LIVE_CHUNK_BITS)
-#define CTS_LIVE_WINDOW     4u /* dense chunks kept whatever their density */
+#define CTS_LIVE_WINDOW     4u   /* dense chunks kept whatever their density */
+#define CTS_LIVE_INDEX_MIN  256u /* sparse entries from which a chunk has an index */
 
 /* A chunk (live_table.c manages it; in this header only for the inline fast paths below). */
 typedef struct cts_live_chunk {
@@ -46,6 +49,10 @@ typedef struct cts_live_chunk {
   uint64_t *present; /* dense: which offsets are live */
   uint16_t *offs;    /* sparse: offsets in increasing order, DEAD when removed */
   unsigned char *recs;
+  /* sparse with many entries: which offsets have an entry (dead or not), a bitmap, then
+   * per bitmap word how many entries lie below it (uint16_t): an entry's index is found
+   * with a popcount instead of a binary search (live_table.c, "the index"). */
+  uint64_t *index;
 } cts_live_chunk_t;
 
 typedef struct cts_live_table {

@@ -273,6 +273,50 @@ CTS_TEST(sparse_chunks_swept_keep_every_record) {
   model_fini(&m);
 }
 
+/* Whether a chunk of t below the window is sparse with an index. */
+static bool has_indexed_chunk(const cts_live_table_t *t) {
+  uint64_t key, val;
+  for (size_t pos = 0; cts_u64map_next(&t->chunks, &pos, &key, &val);) {
+    const cts_live_chunk_t *c = (const cts_live_chunk_t *)(uintptr_t)val;
+    if (!c->dense && c->index) return true;
+  }
+  return false;
+}
+
+/* Sparse chunks large enough for an index (a bitmap of offsets and counts below each
+ * word): found, taken, revived and inserted into (the counts after the new entry move up)
+ * in random order, each agreeing with the reference, until they fall below the index's
+ * threshold and search without it. */
+CTS_TEST(sparse_index_finds_takes_and_inserts) {
+  model_t m;
+  model_init(&m);
+  const uint64_t old = 4 * (uint64_t)CTS_LIVE_CHUNK, n = old + CTS_LIVE_WINDOW * CTS_LIVE_CHUNK;
+  for (uint64_t id = 0; id < n; id++) CTS_ASSERT(do_insert(&m, id));
+  /* Half of the old chunks die: 2048 entries each, indexed. */
+  for (uint64_t id = 1; id < old; id += 2) CTS_ASSERT(do_take(&m, id));
+  CTS_ASSERT(m.t.sparse_chunks == 4);
+  CTS_ASSERT(has_indexed_chunk(&m.t));
+  for (uint64_t k = 0; k < 4 * old; k++) {
+    const uint64_t id = rnd() % old;
+    if (rnd() % 3)
+      CTS_ASSERT(do_take(&m, id));
+    else
+      CTS_ASSERT(do_insert(&m, id));
+    uint64_t want;
+    void *r = cts_live_find(&m.t, id);
+    CTS_ASSERT((r != NULL) == ref_find(&m, id, &want));
+    if (r) CTS_ASSERT(((rec_t *)r)->id == id && ((rec_t *)r)->check == want);
+    if (k % 4999 == 0) CTS_ASSERT(consistent(&m));
+  }
+  CTS_ASSERT(consistent(&m));
+  /* Down to a few entries a chunk: no index left, the same answers. */
+  for (uint64_t id = 0; id < old; id++)
+    if (id % 64) CTS_ASSERT(do_take(&m, id));
+  CTS_ASSERT(!has_indexed_chunk(&m.t));
+  CTS_ASSERT(consistent(&m));
+  model_fini(&m);
+}
+
 CTS_TEST(sparse_and_huge_gaps) {
   model_t m;
   model_init(&m);
