@@ -136,7 +136,7 @@ static const cts_fold_code_t *classify(cts_fold_t *f, uint64_t code) {
 
 /* classify() through the memo. */
 static inline const cts_fold_code_t *classify_memo(cts_fold_t *f, uint64_t code) {
-  cts_fold_memo_t *m = &f->memo[cts_mix64(code) & (CTS_FOLD_MEMO - 1u)];
+  cts_fold_memo_t *m = &f->memo[cts_fold_memo_slot(code)];
   if (m->index && m->code == code) return &f->codes[m->index - 1];
   const cts_fold_code_t *c = classify(f, code);
   if (c && (size_t)(c - f->codes) < UINT32_MAX)

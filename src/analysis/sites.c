@@ -24,11 +24,6 @@ static inline uint64_t hash_of(uint32_t parent, uint64_t code) {
 /* The memo's slot of (parent, code): one multiply-shift, not the table's full mix, as it is
  * asked on every frame the hints miss (the first new frame of most allocations); the
  * product's high bits depend on every bit of the key. */
-static inline size_t memo_slot(uint32_t parent, uint64_t code) {
-  _Static_assert(CTS_STACKS_MEMO == 1u << 12, "the memo has 2^12 entries");
-  return (size_t)(((code ^ (uint64_t)parent << 32 ^ parent) * 0x9e3779b97f4a7c15ull) >> 52);
-}
-
 /* A table slot's tag is the hash's high half, and its home slot is the tag's low bits (the
  * table has at most 2^31 slots): growing the table rehashes from the tags alone, without a
  * look at the nodes, each of which would be a cache miss in a large trie. The tag's bits
@@ -342,7 +337,8 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
 
 /* Keeps node, cur's child with code, where the next backtraces look first. */
 static void remember(cts_stacks_t *s, uint32_t cur, uint64_t code, uint32_t node) {
-  s->memo[memo_slot(cur, code)] = (cts_stack_slot_t){.code = code, .parent = cur, .node = node};
+  s->memo[cts_stacks_memo_slot(cur, code)] =
+      (cts_stack_slot_t){.code = code, .parent = cur, .node = node};
   uint32_t *h = &s->hint[2 * (cur & (CTS_STACKS_HINTS / 2 - 1u))];
   h[1] = h[0];
   h[0] = node;
@@ -421,7 +417,7 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
        * allocations go through again and again (hot call paths) fit in the small
        * direct-mapped memo. Nodes are never removed, so a memo entry never goes stale. */
       s->memo_probes++;
-      const cts_stack_slot_t *m = &s->memo[memo_slot(cur, code)];
+      const cts_stack_slot_t *m = &s->memo[cts_stacks_memo_slot(cur, code)];
       child = m->code == code && m->parent == cur ? m->node : 0;
       if (child) h[0] = child;
     }
@@ -447,19 +443,8 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
   return 0;
 }
 
-int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_t *node) {
-  /* The root's child through the memo alone, when it already has its site and figures:
-   * the general path's set-up (the previous path, the hints of a root of many children)
-   * cost ~70 instructions an allocation for top and leaks. */
-  const cts_stack_slot_t *m = &s->memo[memo_slot(0, code)];
-  const uint32_t n = m->node;
-  if (n && m->code == code && m->parent == 0 && s->prev_cap &&
-      (s->nodes[n].site != UINT32_MAX || s->no_sites) && s->nodes[n].stat) {
-    s->prev_nodes[0] = n; /* as the general path leaves it */
-    s->prev_len = 1;
-    *node = n;
-    return 0;
-  }
+int cts__stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_t *node) {
+  /* The inline path missed: the general one makes or completes the node. */
   return cts_stacks_intern_shared(s, &code, 1, 0, node);
 }
 

@@ -244,9 +244,34 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
 int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size_t shared,
                              uint32_t *node);
 
+/* The memo's entry of (parent, code): one multiply-shift. The same product as
+ * cts_fold_memo_slot's for the root's children, so an allocation's two look-ups of its leaf
+ * (the fold's, then the trie's) share it when both are inline. */
+static inline size_t cts_stacks_memo_slot(uint32_t parent, uint64_t code) {
+  _Static_assert(CTS_STACKS_MEMO == 1u << 12, "the memo has 2^12 entries");
+  return (size_t)(((code ^ (uint64_t)parent << 32 ^ parent) * 0x9e3779b97f4a7c15ull) >> 52);
+}
+
+int cts__stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_t *node);
+
 /* cts_stacks_intern of the one-frame backtrace {code} (a stack kept by its allocation point
  * alone), faster when that node is known. */
-int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_t *node);
+static inline int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_t *node) {
+  /* The root's child through the memo alone, when it already has its site and figures:
+   * the general path's set-up (the previous path, the hints of a root of many children)
+   * cost ~70 instructions an allocation for top and leaks; inline, the call and a second
+   * hash of the leaf go too. */
+  const cts_stack_slot_t *m = &s->memo[cts_stacks_memo_slot(0, code)];
+  const uint32_t n = m->node;
+  if (n && m->code == code && m->parent == 0 && s->prev_cap &&
+      (s->nodes[n].site != UINT32_MAX || s->no_sites) && s->nodes[n].stat) {
+    s->prev_nodes[0] = n; /* as the general path leaves it */
+    s->prev_len = 1;
+    *node = n;
+    return 0;
+  }
+  return cts__stacks_intern_leaf(s, code, node);
+}
 
 /* The child of parent with frame code, created if needed: returns 0 and sets *node, or
  * -ENOMEM / CTS_E_LIMIT. */

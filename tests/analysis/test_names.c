@@ -290,7 +290,7 @@ CTS_TEST(fold_cut_memo) {
   CTS_ASSERT_EQ_INT(cts_fold_init(&f, &inner, &def, err, sizeof err), 0);
   /* A program frame's leaf is memoised by its first cut: the next ones need no look-up. */
   CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, 6)), 2);
-  const cts_fold_memo_t *m = &f.memo[cts_mix64(6) & (CTS_FOLD_MEMO - 1u)];
+  const cts_fold_memo_t *m = &f.memo[cts_fold_memo_slot(6)];
   CTS_ASSERT(m->index != 0 && m->code == 6);
   /* Codes the trace does not describe (never folded), 4 × the memo's size of them, each
    * called by the program (1) and calling malloc (7) or called by it. */
