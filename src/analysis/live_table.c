@@ -222,12 +222,13 @@ static uint32_t sparse_compact(const cts_live_table_t *t, cts_live_chunk_t *c, u
   return k;
 }
 
-/* Drops the tombstones and the spare capacity. A chunk is swept when an eighth of it is
- * dead, so a removal costs ~7 records moved: they go straight to arrays of the new size
- * (they were moved in place one call each, then copied again to shrink the arrays: on a
- * rate-1 trace of python3, whose objects die long after the window, most of a collection's
- * cost). Fresh arrays rather than realloc: shrinking in place left glibc's heap fragmented
- * (stats' peak RSS on gen_trace's default shape 8.9 -> 11.5 MiB). */
+/* Drops the tombstones and the spare capacity. A chunk is swept when a fifth of it is dead,
+ * so a removal costs ~4 records moved (at an eighth, ~7: 4.4 % more of python3's top; at a
+ * quarter, survivors half collected cost more than 32 bytes each). They go straight to
+ * arrays of the new size (they were moved in place one call each, then copied again to
+ * shrink the arrays: on a rate-1 trace of python3, whose objects die long after the window,
+ * most of a collection's cost). Fresh arrays rather than realloc: shrinking in place left
+ * glibc's heap fragmented (stats' peak RSS on gen_trace's default shape 8.9 -> 11.5 MiB). */
 static void sparse_sweep(cts_live_table_t *t, cts_live_chunk_t *c) {
   const uint32_t cap = c->live < 4 ? 4 : c->live;
   uint16_t *offs = cap == c->cap ? NULL : malloc(cap * sizeof *offs);
@@ -423,7 +424,7 @@ bool cts_live_take_slow(cts_live_table_t *t, uint64_t id, void *out) {
   t->count--;
   if (c->live == 0)
     drop_chunk(t, c);
-  else if ((c->n - c->live) * 8u > c->n)
+  else if ((c->n - c->live) * 5u > c->n)
     sparse_sweep(t, c);
   return true;
 }

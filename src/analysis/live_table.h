@@ -10,12 +10,13 @@
  *    dense: records indexed by id - chunk base, a presence bitmap, no key stored;
  *  - an older chunk stays dense while at least 7/8 of its ids are live, and otherwise
  *    becomes sparse: its live ids' offsets, sorted, and their records side by side (a
- *    removal leaves a tombstone; tombstones are swept once they are 1/8 of the chunk);
+ *    removal leaves a tombstone; tombstones are swept once they are 1/5 of the chunk);
  *    a sparse chunk of CTS_LIVE_INDEX_MIN entries or more also has an index (a bitmap of
  *    its offsets and a count per bitmap word, 640 bytes) that finds an entry in O(1);
  *  - a chunk with no live id is freed.
- * So a live record costs at most rec_size * 8/7 + a few bytes, whatever the trace's length,
- * plus the window (CTS_LIVE_WINDOW dense chunks) and a header per chunk.
+ * So a live record costs at most rec_size * 8/7 in a dense chunk, (rec_size + 2) * 5/4 in a
+ * sparse one, whatever the trace's length, plus the window (CTS_LIVE_WINDOW dense chunks)
+ * and a header per chunk.
  *
  * Any ids work (corrupt or hostile traces): ids below the newest chunk go to sparse chunks
  * (inserting there is O(chunk) but memory stays proportional to the live ids), huge gaps
