@@ -161,6 +161,18 @@ void cts_summary_count_events(cts_summary_t *s) {
   cts_mt_reader_count_allocs(s->reader, !s->walk_frames);
 }
 
+/* Adds `n` events the reader counted, whose first and last in file order are at the
+ * given offsets and times, to the events delivered or counted so far. */
+static void add_counted_span(cts_summary_t *s, uint64_t n, uint64_t first_offset, uint64_t first_us,
+                             uint64_t last_offset, uint64_t last_us) {
+  if (!s->have_events || first_offset < s->first_event_offset)
+    s->first_event_us = first_us, s->first_event_offset = first_offset;
+  if (!s->have_events || last_offset > s->last_event_offset)
+    s->last_event_us = last_us, s->last_event_offset = last_offset;
+  s->have_events = true;
+  s->events_total += n;
+}
+
 /* Adds the allocations the reader counted (cts_mt_reader_count_allocs()). */
 static void finish_allocs(cts_summary_t *s) {
   cts_mt_alloc_counts_t a;
@@ -177,13 +189,7 @@ static void finish_allocs(cts_summary_t *s) {
   s->allocs_short_eligible += a.short_form_eligible;
   s->backtrace_frames_total += a.frames_total;
   if (a.frames_max > s->backtrace_length_max) s->backtrace_length_max = a.frames_max;
-  /* The first and last events in file order, counted or delivered. */
-  if (!s->have_events || a.first_offset < s->first_event_offset)
-    s->first_event_us = a.first_time_us, s->first_event_offset = a.first_offset;
-  if (!s->have_events || a.last_offset > s->last_event_offset)
-    s->last_event_us = a.last_time_us, s->last_event_offset = a.last_offset;
-  s->have_events = true;
-  s->events_total += n;
+  add_counted_span(s, n, a.first_offset, a.first_time_us, a.last_offset, a.last_time_us);
 }
 
 void cts_summary_finish(cts_summary_t *s) {
@@ -192,13 +198,7 @@ void cts_summary_finish(cts_summary_t *s) {
   cts_mt_reader_free_counts(s->reader, &f);
   const uint64_t n = f.promote + f.collect;
   if (n == 0) return;
-  /* The first and last events in file order, counted or delivered. */
-  if (!s->have_events || f.first_offset < s->first_event_offset)
-    s->first_event_us = f.first_time_us, s->first_event_offset = f.first_offset;
-  if (!s->have_events || f.last_offset > s->last_event_offset)
-    s->last_event_us = f.last_time_us, s->last_event_offset = f.last_offset;
-  s->have_events = true;
-  s->events_total += n;
+  add_counted_span(s, n, f.first_offset, f.first_time_us, f.last_offset, f.last_time_us);
   s->promote += f.promote;
   s->collect += f.collect;
 }
