@@ -21,9 +21,6 @@ static inline uint64_t hash_of(uint32_t parent, uint64_t code) {
   return cts_mix64(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
 }
 
-/* The memo's slot of (parent, code): one multiply-shift, not the table's full mix, as it is
- * asked on every frame the hints miss (the first new frame of most allocations); the
- * product's high bits depend on every bit of the key. */
 /* A table slot's tag is the hash's high half, and its home slot is the tag's low bits (the
  * table has at most 2^31 slots): growing the table rehashes from the tags alone, without a
  * look at the nodes, each of which would be a cache miss in a large trie. The tag's bits
@@ -335,6 +332,13 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
   return cts_stacks_intern_shared(s, bt, n, 0, node);
 }
 
+/* Whether hint `child` is parent's child with `code` (hint 0, the root, is nobody's; node 0
+ * exists, so it is looked at first and ruled out last, the rare case). */
+static inline bool is_child(const cts_stack_node_t *nodes, uint32_t child, uint32_t parent,
+                            uint64_t code) {
+  return nodes[child].code == code && nodes[child].parent == parent && child;
+}
+
 /* Keeps node, cur's child with code, where the next backtraces look first. */
 static void remember(cts_stacks_t *s, uint32_t cur, uint64_t code, uint32_t node) {
   s->memo[cts_stacks_memo_slot(cur, code)] =
@@ -409,8 +413,8 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
      * record) with no hash. Node 0 (the root) is no one's child: an empty hint. */
     uint32_t *h = &hints[2 * (cur & (CTS_STACKS_HINTS / 2 - 1u))];
     uint32_t child = h[0];
-    if (nodes[child].code != code || nodes[child].parent != cur || !child) child = h[1];
-    if (nodes[child].code != code || nodes[child].parent != cur || !child) {
+    if (!is_child(nodes, child, cur, code)) child = h[1];
+    if (!is_child(nodes, child, cur, code)) {
       /* The memo next (a first frame past the shared prefix under a parent of many children
        * misses the hints), here rather than in a call: on some traces that is most
        * allocations. A large trie's table misses the cache on every probe, while the frames
