@@ -95,7 +95,7 @@ static inline void rec_copy(void *dst, const void *src, size_t size) {
  * rate-1 trace of python3, whose objects die long after the window (6 % of `top`): with a
  * bitmap of the offsets present and the count of entries below each of its words, an
  * entry's index is that count plus the bits below it in its word. At 640 bytes a chunk it
- * is kept only from CTS_LIVE_INDEX_MIN entries (at most 1.25 bytes an entry, under the 2
+ * is kept only from CTS_LIVE_INDEX_MIN entries (at most 2.5 bytes an entry beside the 2
  * of its offset); a chunk below that searches its at most 9 levels. */
 
 /* Bits set in x. Inline: the baseline x86-64 build has no popcnt instruction, and
