@@ -509,6 +509,12 @@ static CTS_FORCE_INLINE int keep_budget(report_mem_t *m, const cts_alloc_profile
   return e;
 }
 
+/* A block's size class in the records: its histogram bucket, or that bucket's power of two
+ * once sizes were merged (size_octaves). */
+static inline uint16_t size_class_of(const report_mem_t *m, uint64_t length) {
+  return m->size_octaves ? size_octave(cts_hist_bucket(length)) : (uint16_t)cts_hist_bucket(length);
+}
+
 /* A block's record once it is collected (freed_us) or known never to be (UINT64_MAX). The
  * blocks not yet collected are the profile's (cts_alloc_profile_ended,
  * cts_alloc_profile_next_live). */
@@ -527,8 +533,7 @@ static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint
   record_t r = {.node = record_node(m, p->node),
                 .ta = (uint16_t)(ta < RECORD_BUCKETS ? ta : RECORD_BUCKETS - 1),
                 .tf = (uint16_t)(tf < RECORD_BUCKETS || tf == NEVER ? tf : RECORD_BUCKETS - 1),
-                .size_class = m->size_octaves ? size_octave(cts_hist_bucket(p->length))
-                                              : (uint16_t)cts_hist_bucket(p->length),
+                .size_class = size_class_of(m, p->length),
                 .source = p->source,
                 .samples = p->samples,
                 .blocks = 1};
@@ -563,8 +568,7 @@ static void live_key(const report_mem_t *m, pending_t *q) {
   q->r = (record_t){.node = node,
                     .ta = (uint16_t)ta,
                     .tf = NEVER,
-                    .size_class = m->size_octaves ? size_octave(cts_hist_bucket(p->length))
-                                                  : (uint16_t)cts_hist_bucket(p->length),
+                    .size_class = size_class_of(m, p->length),
                     .source = p->source,
                     .samples = p->samples,
                     .blocks = 1};
