@@ -895,19 +895,18 @@ typedef struct text_slot {
   uint32_t aux;      /* the caller's (chrome: the name's length before escaping) */
 } text_slot_t;
 
+/* Bytes readable past a kept text's end: csv copies its texts in whole CSV_CHUNK blocks. */
+#define CSV_CHUNK 32u
+
 typedef struct text_cache {
   text_slot_t slots[TEXT_CACHE_SLOTS];
   size_t used;
-  char text[TEXT_CACHE_TEXT];
+  char text[TEXT_CACHE_TEXT + CSV_CHUNK];
 } text_cache_t;
 
+/* (Zeroed: every slot empty, and the bytes a chunked copy reads past a text are defined.) */
 static text_cache_t *text_cache_new(void) {
-  text_cache_t *tc = malloc(sizeof *tc);
-  if (tc) {
-    for (size_t i = 0; i < TEXT_CACHE_SLOTS; i++) tc->slots[i].len = 0;
-    tc->used = 0;
-  }
-  return tc;
+  return calloc(1, sizeof(text_cache_t));
 }
 
 static text_slot_t *text_slot(text_cache_t *tc, uint64_t key) {
@@ -968,6 +967,11 @@ typedef struct stream_ctx {
   double csv_bps, csv_bps_rate;
   unsigned csv_bps_word;
   uint64_t csv_bps_int;
+  /* csv: the columns ",nsamples,est_bytes" of each sample count below CSV_SAMPLE_TEXTS,
+   * formatted at its first use while csv_bps_int holds; a slot is valid while its gen is
+   * csv_gen, which a new estimate per sample advances */
+  struct csv_samples *csv_samples;
+  uint32_t csv_gen;
   /* csv: the time column, and the ids of allocations (numbered in order), as text */
   cts_fmt_memo_t csv_time, csv_alloc_id;
   /* chrome: counters, thinned to at most MAX_COUNTER_POINTS by doubling their spacing */
@@ -1209,8 +1213,9 @@ static size_t csv_field(char *d, const char *s) {
   return n;
 }
 
-/* The allocation point columns of code from the cache (formatted into it on a miss), or
- * NULL when they are not kept: *l is then the location (NULL if none). */
+/* The allocation point columns of code, ",function,file,line", from the cache (formatted
+ * into it on a miss), or NULL when they are not kept: *l is then the location (NULL if
+ * none). */
 static const char *csv_site(text_cache_t *tc, cli_trace_t *t, uint64_t code, size_t *len,
                             const cts_mt_location_t **l) {
   const text_slot_t *e = text_cache_find(tc, code);
@@ -1219,10 +1224,12 @@ static const char *csv_site(text_cache_t *tc, cli_trace_t *t, uint64_t code, siz
     *l = cts_frame_innermost(&frames, code);
     /* Not kept without a location: the code may yet be defined (a corrupt trace). */
     if (!*l) return NULL;
-    const size_t need = 2 * strlen((*l)->defname) + 2 * strlen((*l)->filename) + 6 + CTS_U64_DIGITS;
+    const size_t need = 2 * strlen((*l)->defname) + 2 * strlen((*l)->filename) + 7 + CTS_U64_DIGITS;
     if (need > TEXT_CACHE_MAX) return NULL;
     char *d = text_cache_room(tc, need);
-    size_t n = csv_field(d, (*l)->defname);
+    size_t n = 0;
+    d[n++] = ',';
+    n += csv_field(d + n, (*l)->defname);
     d[n++] = ',';
     n += csv_field(d + n, (*l)->filename);
     d[n++] = ',';
@@ -1233,7 +1240,61 @@ static const char *csv_site(text_cache_t *tc, cli_trace_t *t, uint64_t code, siz
   return tc->text + e->off;
 }
 
-/* One line per event, formatted in the output buffer (no printf: 10^7 lines). */
+/* The columns ",nsamples,est_bytes" of a sample count below CSV_SAMPLE_TEXTS: at most
+ * 1 + 4 + 1 + 10 bytes (est_bytes below 2^12 x 2^21). Sized for a whole-slot copy. */
+#define CSV_SAMPLE_TEXTS 4096u
+
+typedef struct csv_samples {
+  char s[16];
+  uint32_t gen; /* valid when the context's csv_gen */
+  uint8_t n;
+} csv_samples_t;
+
+/* The estimate per sample now in force: a new one (a trace's info, before its first event)
+ * drops the sample counts formatted with the old. */
+static void csv_estimate(stream_ctx_t *c, const cts_alloc_profile_t *p) {
+  c->csv_bps_rate = p->sample_rate;
+  c->csv_bps_word = p->word_bytes;
+  c->csv_bps = cts_alloc_profile_bytes_per_sample(p);
+  c->csv_bps_int =
+      c->csv_bps >= 1 && c->csv_bps < 0x1p21 && c->csv_bps == (double)(uint64_t)c->csv_bps
+          ? (uint64_t)c->csv_bps
+          : 0;
+  if (++c->csv_gen == 0) { /* (after 2^32 estimates: no slot may look valid) */
+    memset(c->csv_samples, 0, CSV_SAMPLE_TEXTS * sizeof *c->csv_samples);
+    c->csv_gen = 1;
+  }
+}
+
+/* Writes ",nsamples,est_bytes" when the table has no text for nsamples, and keeps it there
+ * when it may. */
+CTS_NOINLINE static void csv_samples_slow(stream_ctx_t *c, uint64_t nsamples) {
+  cts_out_t *o = c->o;
+  if (!c->csv_bps_int || nsamples > UINT32_MAX) {
+    char *d = cts_out_reserve(o, CTS_U64_DIGITS + 2);
+    d[0] = ',';
+    size_t n = 1 + cts_fmt_u64(d + 1, nsamples);
+    d[n++] = ',';
+    o->len += n;
+    cts_out_fixed(o, (double)nsamples * c->csv_bps, 0);
+    return;
+  }
+  char *d = cts_out_reserve(o, 2 * CTS_U64_DIGITS + 2);
+  d[0] = ',';
+  size_t n = 1 + cts_fmt_u64(d + 1, nsamples);
+  d[n++] = ',';
+  n += cts_fmt_u64(d + n, nsamples * c->csv_bps_int);
+  if (nsamples < CSV_SAMPLE_TEXTS) {
+    csv_samples_t *s = &c->csv_samples[nsamples];
+    memcpy(s->s, d, sizeof s->s); /* n <= 16, see CSV_SAMPLE_TEXTS */
+    s->n = (uint8_t)n;
+    s->gen = c->csv_gen;
+  }
+  o->len += n;
+}
+
+/* One line per event, formatted in the output buffer (no printf: 10^7 lines). Every column
+ * an allocation site or a sample count fixes is copied from text formatted once. */
 static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   /* Copied 16 bytes at a time whatever n (the line's reserve has room past it): a copy of
    * a fixed size is a load and a store, one of n bytes a branchy sequence. */
@@ -1243,6 +1304,8 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   } text_t;
   static const text_t kinds[] = {{",,", 2}, {",alloc,", 7}, {",promote,", 9}, {",collect,", 9}};
   static const text_t heaps[] = {{",minor,", 7}, {",major,", 7}, {",external,", 10}};
+  /* No backtrace: no site, line 0 (padded for the chunked copy). */
+  static const char no_site[CSV_CHUNK] = ",,,0";
   stream_ctx_t *c = ud;
   cts_out_t *o = c->o;
   const cts_alloc_profile_t *p = &t->prof;
@@ -1252,39 +1315,30 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   size_t n = cts_fmt_u64_memo(&c->csv_time, d, rel);
   memcpy(d + n, kind->s, sizeof kind->s);
   n += kind->n;
-  n += ev->kind == CTS_MT_ALLOC ? cts_fmt_u64_memo(&c->csv_alloc_id, d + n, ev->obj_id)
-                                : cts_fmt_u64(d + n, ev->obj_id);
   if (ev->kind != CTS_MT_ALLOC) {
+    n += cts_fmt_u64(d + n, ev->obj_id);
     memcpy(d + n, ",,,,,,,,\n", 9);
     o->len += n + 9;
     return o->err;
   }
+  n += cts_fmt_u64_memo(&c->csv_alloc_id, d + n, ev->obj_id);
   const text_t *heap = &heaps[ev->source < 3 ? ev->source : 2];
   memcpy(d + n, heap->s, sizeof heap->s);
   n += heap->n;
   n += cts_fmt_u64(d + n, ev->length);
-  d[n++] = ',';
-  n += cts_fmt_u64(d + n, ev->nsamples);
-  d[n++] = ',';
-  if (CTS_UNLIKELY(c->csv_bps_rate != p->sample_rate || c->csv_bps_word != p->word_bytes)) {
-    c->csv_bps_rate = p->sample_rate;
-    c->csv_bps_word = p->word_bytes;
-    c->csv_bps = cts_alloc_profile_bytes_per_sample(p);
-    c->csv_bps_int =
-        c->csv_bps >= 1 && c->csv_bps < 0x1p21 && c->csv_bps == (double)(uint64_t)c->csv_bps
-            ? (uint64_t)c->csv_bps
-            : 0;
-  }
-  if (c->csv_bps_int && ev->nsamples <= UINT32_MAX) {
-    n += cts_fmt_u64(d + n, ev->nsamples * c->csv_bps_int);
-    o->len += n;
+  if (CTS_UNLIKELY(c->csv_bps_rate != p->sample_rate || c->csv_bps_word != p->word_bytes))
+    csv_estimate(c, p);
+  const csv_samples_t *s = &c->csv_samples[ev->nsamples < CSV_SAMPLE_TEXTS ? ev->nsamples : 0];
+  if (CTS_LIKELY(ev->nsamples < CSV_SAMPLE_TEXTS && s->gen == c->csv_gen)) {
+    memcpy(d + n, s->s, sizeof s->s);
+    o->len += n + s->n;
   } else {
     o->len += n;
-    cts_out_fixed(o, (double)ev->nsamples * c->csv_bps, 0);
+    csv_samples_slow(c, ev->nsamples);
   }
   const cts_mt_location_t *l = NULL;
-  size_t len = 3;
-  const char *site = ",,0"; /* no backtrace */
+  size_t len = 4;
+  const char *site = no_site;
   if (ev->backtrace_len)
     site = csv_site(c->cache, t, ev->backtrace[ev->backtrace_len - 1], &len, &l);
   if (!site) {
@@ -1296,13 +1350,13 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
     cts_out_u64(o, l ? l->line : 0);
     len = 0;
   }
-  d = cts_out_reserve(o, len + CTS_U64_DIGITS + 3);
+  d = cts_out_reserve(o, len + CSV_CHUNK + CTS_U64_DIGITS + 2);
+  /* Whole chunks: the cache and no_site have CSV_CHUNK bytes past any text, and the
+   * reserve as much past the line. */
   n = 0;
-  if (site) {
-    d[n++] = ',';
-    memcpy(d + n, site, len);
-    n += len;
-  }
+  if (site)
+    for (; n < len; n += CSV_CHUNK) memcpy(d + n, site + n, CSV_CHUNK);
+  n = len;
   d[n++] = ',';
   n += cts_fmt_u64(d + n, ev->backtrace_len);
   d[n++] = '\n';
@@ -1408,7 +1462,7 @@ int cmd_export(int argc, char **argv) {
     const int code = cli_tasks_export(out, argv[first], opts.format == FMT_CHROME, opts.quiet);
     return cli_output_close(&file, cli_finish_output(out, code));
   }
-  stream_ctx_t c = {.o = out, .opts = &opts, .digits = 5};
+  stream_ctx_t c = {.o = out, .opts = &opts, .digits = 5, .csv_gen = 1};
   cli_event_hook hook = NULL;
   if (opts.format == FMT_CHROME || opts.format == FMT_CSV) {
     c.cache = text_cache_new();
@@ -1433,6 +1487,13 @@ int cmd_export(int argc, char **argv) {
     hook = chrome_hook;
     cli_chrome_begin(&c.w, out);
   } else if (opts.format == FMT_CSV) {
+    c.csv_samples = calloc(CSV_SAMPLE_TEXTS, sizeof *c.csv_samples);
+    if (!c.csv_samples) {
+      free(c.cache);
+      cli_error("out of memory");
+      cts_outfile_discard(&file);
+      return CLI_EXIT_INTERNAL;
+    }
     hook = csv_hook;
     cts_out_str(out,
                 "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
@@ -1477,6 +1538,7 @@ int cmd_export(int argc, char **argv) {
   free(c.code_labels);
   free(c.points);
   free(c.cache);
+  free(c.csv_samples);
   cts_live_fini(&c.live);
   cli_trace_free(&t);
   return code;

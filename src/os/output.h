@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../common/compiler.h"
+#include "../common/decimal.h"
 
 #define CTS_OUT_BUFSIZE (256u * 1024u)
 
@@ -109,7 +110,7 @@ static inline char *cts_out_reserve(cts_out_t *o, size_t n) {
 #define CTS_U64_DIGITS 20u
 size_t cts__fmt_u64_long(char *d, uint64_t v);
 static inline size_t cts_fmt_u64(char *d, uint64_t v) {
-  /* Lengths, counts and frame numbers are mostly one or two digits: inline, and no call
+  /* Lengths, counts and frame numbers are mostly one to four digits: inline, and no call
    * (whose register saves cost more than these digits). */
   if (v < 10) {
     d[0] = (char)('0' + v);
@@ -120,6 +121,7 @@ static inline size_t cts_fmt_u64(char *d, uint64_t v) {
     d[1] = (char)('0' + v % 10u);
     return 2;
   }
+  if (v < 10000) return cts_dec_3or4(d, (uint32_t)v);
   return cts__fmt_u64_long(d, v);
 }
 

@@ -113,18 +113,22 @@ CTS_TEST(exports_and_diffs_write_the_bytes_they_wrote_with_printf) {
        .nsamples = 7,
        .collect = true},
       {.rate = 1e-4, .function = "\"", .file = ",", .nallocs = 50, .length = 100000, .nsamples = 1},
+      /* Sample counts on either side of the ones csv keeps as text (below 4096). */
+      {.rate = 1, .function = "f", .file = "g.ml", .nallocs = 3, .length = 4094, .nsamples = 4095},
+      {.rate = 1, .function = "f", .file = "g.ml", .nallocs = 3, .length = 4095, .nsamples = 4096},
   };
-  char traces[4][256];
-  for (size_t i = 0; i < 4; i++) {
+  enum { NSPECS = sizeof specs / sizeof *specs };
+  char traces[NSPECS][256];
+  for (size_t i = 0; i < NSPECS; i++) {
     char name[32];
     snprintf(name, sizeof name, "hostile%zu.ctf", i);
     in_dir(name, traces[i], sizeof traces[i]);
     CTS_ASSERT_EQ_INT(ht_write(&specs[i], traces[i]), 0);
   }
-  for (size_t i = 0; i < 4; i++) {
+  for (size_t i = 0; i < NSPECS; i++) {
     char label[32];
     snprintf(label, sizeof label, "hostile%zu", i);
-    memtrace_cases(label, traces[i], traces[(i + 1) % 4]);
+    memtrace_cases(label, traces[i], traces[(i + 1) % NSPECS]);
   }
   /* The corpus's memtrace traces, in name order, each against the next. */
   char mdir[512];
