@@ -896,7 +896,7 @@ typedef struct text_slot {
 } text_slot_t;
 
 /* Bytes readable past a kept text's end: csv copies its texts in whole CSV_CHUNK blocks. */
-#define CSV_CHUNK 32u
+#define CSV_CHUNK 64u
 
 typedef struct text_cache {
   text_slot_t slots[TEXT_CACHE_SLOTS];
@@ -1293,36 +1293,24 @@ CTS_NOINLINE static void csv_samples_slow(stream_ctx_t *c, uint64_t nsamples) {
   o->len += n;
 }
 
-/* One line per event, formatted in the output buffer (no printf: 10^7 lines). Every column
- * an allocation site or a sample count fixes is copied from text formatted once. */
-static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
-  /* Copied 16 bytes at a time whatever n (the line's reserve has room past it): a copy of
-   * a fixed size is a load and a store, one of n bytes a branchy sequence. */
-  typedef struct {
-    char s[16];
-    uint8_t n;
-  } text_t;
-  static const text_t kinds[] = {{",,", 2}, {",alloc,", 7}, {",promote,", 9}, {",collect,", 9}};
-  static const text_t heaps[] = {{",minor,", 7}, {",major,", 7}, {",external,", 10}};
+/* Copied 16 bytes at a time whatever n (the line's reserve has room past it): a copy of a
+ * fixed size is a load and a store, one of n bytes a branchy sequence. */
+typedef struct csv_text {
+  char s[16];
+  uint8_t n;
+} csv_text_t;
+
+/* An allocation's line from its object id on, d holding its first n bytes (room for 4
+ * more numbers and 32 bytes). */
+static inline int csv_alloc(stream_ctx_t *c, cli_trace_t *t, const cts_mt_event_t *ev, char *d,
+                            size_t n) {
+  static const csv_text_t heaps[] = {{",minor,", 7}, {",major,", 7}, {",external,", 10}};
   /* No backtrace: no site, line 0 (padded for the chunked copy). */
   static const char no_site[CSV_CHUNK] = ",,,0";
-  stream_ctx_t *c = ud;
-  cts_out_t *o = c->o;
   const cts_alloc_profile_t *p = &t->prof;
-  const uint64_t rel = ev->time_us > p->start_time_us ? ev->time_us - p->start_time_us : 0;
-  const text_t *kind = &kinds[(unsigned)ev->kind < 4 ? ev->kind : 0];
-  char *d = cts_out_reserve(o, 5 * CTS_U64_DIGITS + 32);
-  size_t n = cts_fmt_u64_memo(&c->csv_time, d, rel);
-  memcpy(d + n, kind->s, sizeof kind->s);
-  n += kind->n;
-  if (ev->kind != CTS_MT_ALLOC) {
-    n += cts_fmt_u64(d + n, ev->obj_id);
-    memcpy(d + n, ",,,,,,,,\n", 9);
-    o->len += n + 9;
-    return o->err;
-  }
+  cts_out_t *o = c->o;
   n += cts_fmt_u64_memo(&c->csv_alloc_id, d + n, ev->obj_id);
-  const text_t *heap = &heaps[ev->source < 3 ? ev->source : 2];
+  const csv_text_t *heap = &heaps[ev->source < 3 ? ev->source : 2];
   memcpy(d + n, heap->s, sizeof heap->s);
   n += heap->n;
   n += cts_fmt_u64(d + n, ev->length);
@@ -1353,14 +1341,33 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   d = cts_out_reserve(o, len + CSV_CHUNK + CTS_U64_DIGITS + 2);
   /* Whole chunks: the cache and no_site have CSV_CHUNK bytes past any text, and the
    * reserve as much past the line. */
-  n = 0;
   if (site)
-    for (; n < len; n += CSV_CHUNK) memcpy(d + n, site + n, CSV_CHUNK);
+    for (n = 0; n < len; n += CSV_CHUNK) memcpy(d + n, site + n, CSV_CHUNK);
   n = len;
   d[n++] = ',';
   n += cts_fmt_u64(d + n, ev->backtrace_len);
   d[n++] = '\n';
   o->len += n;
+  return o->err;
+}
+
+/* One line per event, formatted in the output buffer (no printf: 10^7 lines). Every column
+ * an allocation site or a sample count fixes is copied from text formatted once. */
+static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
+  static const csv_text_t kinds[] = {{",,", 2}, {",alloc,", 7}, {",promote,", 9}, {",collect,", 9}};
+  stream_ctx_t *c = ud;
+  cts_out_t *o = c->o;
+  const uint64_t start = t->prof.start_time_us;
+  const uint64_t rel = ev->time_us > start ? ev->time_us - start : 0;
+  const csv_text_t *kind = &kinds[(unsigned)ev->kind < 4 ? ev->kind : 0];
+  char *d = cts_out_reserve(o, 5 * CTS_U64_DIGITS + 32);
+  size_t n = cts_fmt_u64_memo(&c->csv_time, d, rel);
+  memcpy(d + n, kind->s, sizeof kind->s);
+  n += kind->n;
+  if (ev->kind == CTS_MT_ALLOC) return csv_alloc(c, t, ev, d, n);
+  n += cts_fmt_u64(d + n, ev->obj_id);
+  memcpy(d + n, ",,,,,,,,\n", 9);
+  o->len += n + 9;
   return o->err;
 }
 

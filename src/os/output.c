@@ -140,21 +140,6 @@ static const uint64_t pow10_u64[20] = {1u,
                                        1000000000000000000u,
                                        10000000000000000000u};
 
-/* The 8 decimal digits of v < 10^8, leading zeros included, as ASCII bytes in a word whose
- * lowest byte is the first digit: the halves, quarters and digits are split in parallel
- * (SWAR), each division by a multiply and shift that is exact in its range (x / 100 as
- * x * 10486 >> 20 for x < 10^4, x / 10 as x * 103 >> 10 for x < 100; checked by
- * tests/os/test_output_fmt over every 4-digit value) and no lane's product reaches the
- * next lane. About a third of the instructions of two digits per division, and no table. */
-static inline uint64_t digits8(uint32_t v) {
-  const uint64_t x = (uint64_t)(v / 10000u) | (uint64_t)(v % 10000u) << 32;
-  const uint64_t h = (x * 10486u) >> 20 & UINT64_C(0x0000007F0000007F);
-  const uint64_t y = h | (x - h * 100u) << 16;
-  const uint64_t t = (y * 103u) >> 10 & UINT64_C(0x000F000F000F000F);
-  const uint64_t z = t | (y - t * 10u) << 8;
-  return z + UINT64_C(0x3030303030303030);
-}
-
 /* The digit count of v (v | 1: "0" is one digit): from the bit length (x log10 2 ~ 1233 /
  * 4096), corrected by one comparison. */
 static inline unsigned digit_count(uint64_t v) {
@@ -169,7 +154,7 @@ static inline void store8(char *d, uint64_t w) {
 
 /* v < 10^8 with its n digits at d: 8 bytes stored, the digits first. */
 static inline void put_short(char *d, uint32_t v, unsigned n) {
-  store8(d, digits8(v) >> (8u * (8u - n)));
+  store8(d, cts_dec_digits8(v) >> (8u * (8u - n)));
 }
 
 size_t cts__fmt_u64_long(char *d, uint64_t v) {
@@ -178,12 +163,12 @@ size_t cts__fmt_u64_long(char *d, uint64_t v) {
     put_short(d, (uint32_t)v, n);
   } else if (n <= 16) {
     put_short(d, (uint32_t)(v / 100000000u), n - 8);
-    store8(d + n - 8, digits8((uint32_t)(v % 100000000u)));
+    store8(d + n - 8, cts_dec_digits8((uint32_t)(v % 100000000u)));
   } else {
     const uint64_t high = v / 100000000u;
     put_short(d, (uint32_t)(high / 100000000u), n - 16);
-    store8(d + n - 16, digits8((uint32_t)(high % 100000000u)));
-    store8(d + n - 8, digits8((uint32_t)(v % 100000000u)));
+    store8(d + n - 16, cts_dec_digits8((uint32_t)(high % 100000000u)));
+    store8(d + n - 8, cts_dec_digits8((uint32_t)(v % 100000000u)));
   }
   return n;
 }

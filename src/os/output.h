@@ -110,8 +110,8 @@ static inline char *cts_out_reserve(cts_out_t *o, size_t n) {
 #define CTS_U64_DIGITS 20u
 size_t cts__fmt_u64_long(char *d, uint64_t v);
 static inline size_t cts_fmt_u64(char *d, uint64_t v) {
-  /* Lengths, counts and frame numbers are mostly one to four digits: inline, and no call
-   * (whose register saves cost more than these digits). */
+  /* Lengths, counts, ids and frame numbers mostly have at most eight digits: inline, and
+   * no call (whose register saves cost more than these digits). */
   if (v < 10) {
     d[0] = (char)('0' + v);
     return 1;
@@ -122,6 +122,7 @@ static inline size_t cts_fmt_u64(char *d, uint64_t v) {
     return 2;
   }
   if (v < 10000) return cts_dec_3or4(d, (uint32_t)v);
+  if (v < 100000000) return cts_dec_5to8(d, (uint32_t)v);
   return cts__fmt_u64_long(d, v);
 }
 
