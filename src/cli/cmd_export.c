@@ -895,13 +895,14 @@ typedef struct text_slot {
   uint32_t aux;      /* the caller's (chrome: the name's length before escaping) */
 } text_slot_t;
 
-/* Bytes readable past a kept text's end: csv copies its texts in whole CSV_CHUNK blocks. */
-#define CSV_CHUNK 64u
+/* Bytes readable past a kept text's end: csv copies its sites in whole TEXT_CHUNK blocks (a
+ * copy of a fixed size is a few moves, one of n bytes a call). */
+#define TEXT_CHUNK 64u
 
 typedef struct text_cache {
   text_slot_t slots[TEXT_CACHE_SLOTS];
   size_t used;
-  char text[TEXT_CACHE_TEXT + CSV_CHUNK];
+  char text[TEXT_CACHE_TEXT + TEXT_CHUNK];
 } text_cache_t;
 
 /* (Zeroed: every slot empty, and the bytes a chunked copy reads past a text are defined.) */
@@ -948,12 +949,20 @@ typedef struct stream_ctx {
   uint64_t *open;
   uint64_t *path;
   size_t open_len, cap_open, cap_path;
+  /* chrome: the frame codes path was labelled from (the last allocation's, ncodes of
+   * them): a prefix the next one shares keeps its labels without a look-up */
+  uint64_t *codes;
+  size_t ncodes, cap_codes;
   code_label_t *code_labels; /* chrome: frame code -> label id, CODE_LABEL_SLOTS of them */
   /* chrome: the digit count of the last time (JSON size estimate); the events of one
    * allocation share their time */
   double digits_ts;
   unsigned digits;
   double clock;
+  /* chrome: the last time written and its text (ts_len 0: none kept) */
+  double ts_memo;
+  size_t ts_len;
+  char ts_text[48];
   cts_json_t w; /* {"traceEvents": [ one event per line ... */
   /* chrome: the heap counters' figures, kept here since the profile takes no event
    * (events_only): samples allocated so far, and live now (the live blocks' samples, an
@@ -991,6 +1000,8 @@ static int ensure_cap(stream_ctx_t *c, size_t n) {
     if (cts_grow((void **)&c->open, &c->cap_open, c->cap_open, sizeof *c->open)) return -ENOMEM;
   while (c->cap_path < n)
     if (cts_grow((void **)&c->path, &c->cap_path, c->cap_path, sizeof *c->path)) return -ENOMEM;
+  while (c->cap_codes < n)
+    if (cts_grow((void **)&c->codes, &c->cap_codes, c->cap_codes, sizeof *c->codes)) return -ENOMEM;
   return 0;
 }
 
@@ -1067,14 +1078,28 @@ static void chrome_event(stream_ctx_t *c, char ph, uint64_t label, double ts) {
   cts_out_t *o = c->o;
   cts_json_ws(&c->w, "\n");
   cts_json_raw_value(&c->w);
-  char *d = cts_out_reserve(o, sizeof head);
+  char *d = cts_out_reserve(o, sizeof head + sizeof c->ts_text);
   memcpy(d, head, sizeof head - 1);
   d[8] = ph;
   o->len += sizeof head - 1;
-  if (isfinite(ts))
-    cts_out_fixed(o, ts, 3);
-  else
-    cts_out_str(o, "null");
+  /* The time as the last event wrote it when it is the same double (bit for bit: -0 and 0
+   * print apart); else formatted, its text contiguous in the buffer (the reserve is more
+   * than the 314 bytes of the longest), and kept when short. */
+  if (c->ts_len && memcmp(&ts, &c->ts_memo, sizeof ts) == 0) {
+    memcpy(d + sizeof head - 1, c->ts_text, sizeof c->ts_text);
+    o->len += c->ts_len;
+  } else {
+    cts_out_reserve(o, 512);
+    const size_t at = o->len;
+    if (isfinite(ts))
+      cts_out_fixed(o, ts, 3);
+    else
+      cts_out_str(o, "null");
+    const size_t len = o->len - at;
+    c->ts_len = len <= sizeof c->ts_text ? len : 0;
+    memcpy(c->ts_text, o->buf + at, c->ts_len);
+    c->ts_memo = ts;
+  }
   if (e) {
     d = cts_out_reserve(o, sizeof name_key + e->len);
     memcpy(d, name_key, sizeof name_key - 1);
@@ -1170,13 +1195,25 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   const size_t n = ev->backtrace_len;
   const size_t depth = t->fold ? cts_fold_cut(t->fold, ev->backtrace, n) : n;
   if (ensure_cap(c, depth + 1)) return -ENOMEM;
-  size_t common = 0;
+  size_t common = 0, same = 0;
   for (size_t k = 0; k < depth; k++) {
-    const uint64_t id = code_label(c, ev->backtrace[k]);
-    if (!id) return -ENOMEM;
-    c->path[k] = id;
+    const uint64_t code = ev->backtrace[k];
+    uint64_t id;
+    if (same == k && k < c->ncodes && c->codes[k] == code) {
+      id = c->path[k]; /* (labelled from this code for the last allocation) */
+      same++;
+    } else {
+      id = code_label(c, code);
+      if (!id) {
+        c->ncodes = 0;
+        return -ENOMEM;
+      }
+      c->codes[k] = code;
+      c->path[k] = id;
+    }
     if (common == k && k < c->open_len && c->open[k] == id) common++;
   }
+  c->ncodes = depth;
   while (c->open_len > common) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
   for (size_t k = common; k < depth; k++) {
     c->open[c->open_len++] = c->path[k];
@@ -1306,7 +1343,7 @@ static inline int csv_alloc(stream_ctx_t *c, cli_trace_t *t, const cts_mt_event_
                             size_t n) {
   static const csv_text_t heaps[] = {{",minor,", 7}, {",major,", 7}, {",external,", 10}};
   /* No backtrace: no site, line 0 (padded for the chunked copy). */
-  static const char no_site[CSV_CHUNK] = ",,,0";
+  static const char no_site[TEXT_CHUNK] = ",,,0";
   const cts_alloc_profile_t *p = &t->prof;
   cts_out_t *o = c->o;
   n += cts_fmt_u64_memo(&c->csv_alloc_id, d + n, ev->obj_id);
@@ -1338,11 +1375,11 @@ static inline int csv_alloc(stream_ctx_t *c, cli_trace_t *t, const cts_mt_event_
     cts_out_u64(o, l ? l->line : 0);
     len = 0;
   }
-  d = cts_out_reserve(o, len + CSV_CHUNK + CTS_U64_DIGITS + 2);
-  /* Whole chunks: the cache and no_site have CSV_CHUNK bytes past any text, and the
+  d = cts_out_reserve(o, len + TEXT_CHUNK + CTS_U64_DIGITS + 2);
+  /* Whole chunks: the cache and no_site have TEXT_CHUNK bytes past any text, and the
    * reserve as much past the line. */
   if (site)
-    for (n = 0; n < len; n += CSV_CHUNK) memcpy(d + n, site + n, CSV_CHUNK);
+    for (n = 0; n < len; n += TEXT_CHUNK) memcpy(d + n, site + n, TEXT_CHUNK);
   n = len;
   d[n++] = ',';
   n += cts_fmt_u64(d + n, ev->backtrace_len);
@@ -1542,6 +1579,7 @@ int cmd_export(int argc, char **argv) {
   if (c.labels_ready) cts_labels_fini(&c.labels);
   free(c.open);
   free(c.path);
+  free(c.codes);
   free(c.code_labels);
   free(c.points);
   free(c.cache);
