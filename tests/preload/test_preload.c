@@ -912,8 +912,9 @@ static size_t mapped_objects(const char *maps_path, char out[][256], size_t max)
 }
 
 /* Guard for every traced image's start-up (bench/README.md, the exec chain): the preload
- * library brings only what the program's threads need (itself, libunwind with its liblzma,
- * libm). libdw, libelf and the compressors behind them are the writer's, bound when it
+ * library brings only what the program's threads need (itself, libunwind with its liblzma;
+ * not libm, whose five functions the sampler has of its own: src/tracer/mathlite.h, 0.08 ms
+ * of CPU per image). libdw, libelf and the compressors behind them are the writer's, bound when it
  * first resolves a location or compresses; loaded by every image, they cost 0.5 ms of CPU
  * each time. Counted from `cat /proc/self/maps`, untraced and traced at the default rate. */
 CTS_TEST(startup_maps_only_the_samplers_libraries) {
@@ -936,11 +937,12 @@ CTS_TEST(startup_maps_only_the_samplers_libraries) {
     added++;
     const char *const base = strrchr(after[i], '/') + 1;
     CTS_ASSERT_MSG(strncmp(base, "libdw", 5) != 0 && strncmp(base, "libelf", 6) != 0 &&
-                       strncmp(base, "libz", 4) != 0 && strncmp(base, "libbz2", 6) != 0,
+                       strncmp(base, "libz", 4) != 0 && strncmp(base, "libbz2", 6) != 0 &&
+                       strncmp(base, "libm.", 5) != 0,
                    "a traced image maps %s at start", after[i]);
   }
-  /* The preload library, libunwind, liblzma (libunwind's), libm. */
-  CTS_ASSERT_MSG(added <= 4, "%zu shared objects added at start (at most 4)", added);
+  /* The preload library, libunwind, liblzma (libunwind's). */
+  CTS_ASSERT_MSG(added <= 3, "%zu shared objects added at start (at most 3)", added);
   unlink(out_plain);
   unlink(out_traced);
   unlink(trace);
