@@ -125,6 +125,13 @@ void cts__unw_prepare(bool needed, bool threads_coming) {
 
 #else
 
+int cts__unw_backtrace(void **ips, int size, uintptr_t site) {
+  (void)ips;
+  (void)size;
+  (void)site;
+  return 0;
+}
+
 void cts__unw_prepare(bool needed, bool threads_coming) {
   (void)needed;
   (void)threads_coming;

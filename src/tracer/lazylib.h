@@ -35,7 +35,6 @@ bool cts__lazylib_bind(cts__lazylib_t *lib);
 /* After a fork, in the child: the binding lock as new (a thread that held it is not there). */
 void cts__lazylib_atfork_child(void);
 
-#ifdef CTS_HAVE_LIBUNWIND
 /* libunwind, for the sampling path's walks that frame pointers and call frame information
  * cannot do (unwind.c): bound at the first such walk, not linked, so that an image that
  * never needs it (most images at the default rate sample nothing) does not load it and
@@ -52,10 +51,9 @@ void cts__lazylib_atfork_child(void);
  * frames, which the unwinders take as "libunwind could not" (a frame-pointer backtrace). */
 
 /* unw_backtrace(ips, size) for an allocation whose hook returns to `site`: its count, or 0
- * if libunwind is not bound and may not be bound here and now. Any thread; no lock once
- * bound. */
+ * if libunwind is not bound and may not be bound here and now (always 0 in a build without
+ * libunwind). Any thread; no lock once bound. */
 int cts__unw_backtrace(void **ips, int size, uintptr_t site);
-#endif
 
 /* Binds libunwind now if `needed` and the process has, or is about to have, more than one
  * thread (`threads_coming`: the caller makes one next): from a context where a dlopen may
