@@ -87,7 +87,8 @@ CTS_TEST(cos_is_within_2e_16_up_to_2_to_the_20) {
 CTS_TEST(floor_and_sqrt_are_exact) {
   for (int i = 0; i < 2000000; i++) {
     double x = random_double();
-    if (i & 1) x = ldexp(x, -ilogb(x) + (int)(next_u64() % 60)); /* where fractions live */
+    /* Half of them where fractions live: exponents 0 to 59. */
+    if ((i & 1) && isfinite(x) && x != 0.0) x = ldexp(x, -ilogb(x) + (int)(next_u64() % 60));
     const double f = cts__floor(x), g = floor(x);
     CTS_ASSERT_MSG(memcmp(&f, &g, sizeof f) == 0 || (isnan(f) && isnan(g)),
                    "floor(%a) = %a, not %a", x, f, g);
