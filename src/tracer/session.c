@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,7 +27,10 @@ static bool walks_need_libunwind(void) {
 
 /* tracer_internal.h. */
 void cts__tracer_before_thread(void) {
-  if (atomic_load_explicit(&cts__tracer_active, memory_order_acquire))
+  /* Only before the second thread: with threads already there, a dlopen here (wherever the
+   * program calls pthread_create, perhaps holding its own locks) could wait for another
+   * thread inside the loader that waits for one of those locks. Walks then do without. */
+  if (__libc_single_threaded && atomic_load_explicit(&cts__tracer_active, memory_order_acquire))
     cts__unw_prepare(walks_need_libunwind(), true);
 }
 
