@@ -468,6 +468,7 @@ static void routine_label(text_t *t, void *(*fn)(void *)) {
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
                           void *arg) {
   need_real();
+  cts__tracer_before_thread();
   if (!tracing()) return real.create(th, attr, fn, arg);
   start_record_t *const r = take_start_record();
   if (!r) return real.create(th, attr, fn, arg);

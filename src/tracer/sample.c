@@ -4,7 +4,6 @@
  * backtrace, the collect record; and the side table of the linked API's sampled blocks.
  * Parts cts__sampler and cts__side. Nothing here allocates through malloc. */
 #define _GNU_SOURCE
-#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,6 +11,7 @@
 #include <ctfscope/tasks.h>
 
 #include "common/hash.h"
+#include "mathlite.h"
 #include "tracer_state.h"
 
 #define SIDE_INITIAL         4096u
@@ -64,22 +64,22 @@ void cts__sampler_configure(const cts_tracer_config_t *cfg) {
 #endif
   cts__sampler.rate = cfg->sample_rate;
   cts__sampler.every_word = cts__sampler.rate >= 1.0;
-  cts__sampler.inv_log_miss = 1.0 / log1p(-cts__sampler.rate);
-  cts__sampler.inv_log_hit = cts__sampler.rate < 1.0 ? 1.0 / log(cts__sampler.rate) : 0.0;
+  cts__sampler.inv_log_miss = 1.0 / cts__ln1p(-cts__sampler.rate);
+  cts__sampler.inv_log_hit = cts__sampler.rate < 1.0 ? 1.0 / cts__ln(cts__sampler.rate) : 0.0;
 }
 
 /* Geometric ≥ 1: trials up to and including the first success, for a success probability
  * p given as inv_log = 1 / log(1 − p) (−0.0 when p = 1). */
 static uint64_t draw_gap(cts__thread_t *t, double inv_log) {
   if (inv_log == 0.0) return 1;
-  const double g = log(rng_unit(t)) * inv_log;
+  const double g = cts__ln(rng_unit(t)) * inv_log;
   if (!(g < 4e18)) return (uint64_t)4e18;
   return (uint64_t)g + 1u;
 }
 
 static double draw_normal(cts__thread_t *t) {
   const double u1 = rng_unit(t), u2 = rng_unit(t);
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+  return cts__sqrt(-2.0 * cts__ln(u1)) * cts__cos(6.283185307179586 * u2);
 }
 
 /* Binomial(m, λ): exact by jumping from success to success (or failure to failure when
@@ -103,7 +103,7 @@ static uint64_t draw_binomial(cts__thread_t *t, uint64_t m) {
       misses++;
     return m - misses;
   }
-  const double k = floor(mean + sqrt(mean * q) * draw_normal(t) + 0.5);
+  const double k = cts__floor(mean + cts__sqrt(mean * q) * draw_normal(t) + 0.5);
   if (k <= 0.0) return 0;
   if (k >= (double)m) return m;
   return (uint64_t)k;

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,7 +16,23 @@
 
 #include "os/os.h"
 #include "session.h"
+#include "lazylib.h"
 #include "tracer_state.h"
+
+/* Whether the session's unwinder may call libunwind (lazylib.h). */
+static bool walks_need_libunwind(void) {
+  return cts__sampler.unwind == CTS_TRACER_UNWIND_MIXED ||
+         cts__sampler.unwind == CTS_TRACER_UNWIND_LIBUNWIND;
+}
+
+/* tracer_internal.h. */
+void cts__tracer_before_thread(void) {
+  /* Only before the second thread: with threads already there, a dlopen here (wherever the
+   * program calls pthread_create, perhaps holding its own locks) could wait for another
+   * thread inside the loader that waits for one of those locks. Walks then do without. */
+  if (__libc_single_threaded && atomic_load_explicit(&cts__tracer_active, memory_order_acquire))
+    cts__unw_prepare(walks_need_libunwind(), true);
+}
 
 static uint64_t realtime_ns(void *user_data) {
   (void)user_data;
@@ -162,6 +179,9 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   /* A writer process if it fits and can be made, else a writer thread. */
   if (cts__session.writer_process && cts__spawn_writer_process() != 0)
     cts__session.writer_process = false;
+  /* libunwind is bound at the first walk that needs it only while the process has one
+   * thread (lazylib.h): with a writer thread coming, or threads already there, now. */
+  cts__unw_prepare(walks_need_libunwind(), !cts__session.writer_process);
   if (!cts__session.writer_process) {
     /* The writer thread takes no signals: they belong to the program's threads. */
     sigset_t all, old;

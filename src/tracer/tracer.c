@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "lazylib.h"
 #include "service.h"
 #include "session.h"
 #include "tracer_state.h"
@@ -35,6 +36,7 @@ static void atfork_parent(void) {
  * released, in the writer process as in the program); any other child forgets the
  * parent's session and service. */
 static void atfork_child(void) {
+  cts__lazylib_atfork_child();
   if (cts__spawning_writer) {
     pthread_mutex_unlock(&cts__side.side_lock);
     if (cts__ctl_is_local()) cts__ctl_unlock();

@@ -164,6 +164,10 @@ bool cts__unwind_mixed_available(void);
 /* The mixed unwinder's verdict on return address `ret` (tests): whether the function it
  * returns into keeps a frame record at %rbp there. False where it is not available. */
 bool cts__unwind_keeps_frame_pointers(uintptr_t ret);
+/* Before the program makes a thread (the preload's pthread_create): what the tracer must do
+ * while the process still has one thread (binding libunwind, lazylib.h); nothing once it has
+ * more. Not from a hook. */
+void cts__tracer_before_thread(void);
 /* Return addresses in [lo, hi) are cut from every backtrace: code of ours that calls the
  * program's (the preload library's thread_start). Call before that code runs. */
 void cts__unwind_cut_code(uintptr_t lo, uintptr_t hi);

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "tracer_internal.h"
 #include "cfi.h"
+#include "lazylib.h" /* libunwind, bound at the first walk that needs it */
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -14,11 +15,6 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
-
-#ifdef CTS_HAVE_LIBUNWIND
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-#endif
 
 /* The stack region above the last frame-pointer record that the outer-frame cache keeps a
  * copy of, and how many outer frames it holds. */
@@ -296,7 +292,7 @@ size_t cts__unwind_fp(cts__thread_t *t, uintptr_t fp, uint64_t *out, size_t max)
 static size_t backtrace_from(uintptr_t site, uint64_t *out, size_t max) {
   _Static_assert(sizeof(void *) == sizeof(uint64_t), "return addresses are stored as u64");
   void **const ips = (void **)out;
-  const int n = unw_backtrace(ips, (int)(max + CTS__OWN_FRAMES));
+  const int n = cts__unw_backtrace(ips, (int)(max + CTS__OWN_FRAMES), site);
   int start = -1;
   for (int i = 0; i < n && i < (int)CTS__OWN_FRAMES; i++)
     if ((uintptr_t)ips[i] == site) {
