@@ -32,11 +32,11 @@
 /* The largest frame outer_walk follows (its CFA's offset; the stack's end bounds it too). */
 #define CFA_OFFSET_MAX ((int64_t)1 << 24)
 /* log2 of the sets of RULE_WAYS entries of a thread's cache of call frame rules
- * (outer_walk): 16 384 entries, 256 KiB; cc1 looks up ~8 000 addresses, which 1024
- * direct-mapped entries missed 174 000 times in 580 000 walks, 8192 in sets of 2 15 600
- * times (~4 000 instructions each), these 5 955 times (~8 000 distinct addresses: nearly
- * every miss is an address's first look-up). A set is one cache line. */
-#define RULE_BITS 12u
+ * (outer_walk): 8192 entries, 128 KiB, a set per cache line. cc1 looks up ~8 000
+ * addresses: 1024 direct-mapped entries missed 174 000 times in 580 000 walks, 4096 sets of
+ * 2 15 600 times (~4 000 instructions each), 2048 sets of 4 7 600 times (4096 sets of 4,
+ * twice the memory: 5 955). */
+#define RULE_BITS 11u
 #define RULE_WAYS 4u
 
 /* One address's call frame rules, as outer_walk needs them (cfi_row_t, packed). */
