@@ -680,6 +680,75 @@ CTS_TEST(rejoined_walks_equal_full_walks_on_a_deep_mixed_stack) {
 #endif
 }
 
+/* ---- a %rbp-based frame that moved under a frame at the same place ----------------------- */
+
+#ifdef CFI_FUNCTIONS
+/* feed_f(pad_f, pad_g, site) and feed_g(pad_g): frame records (CFA at %rbp + 16) that move
+ * their stack pointer down by pad_f and pad_g bytes; feed_f calls feed_g from one of two
+ * call sites. feed_s (CFA at %rsp + 16) saves %rbp and clobbers it, then calls feed_leaf.
+ * With pad_f + pad_g the same, feed_s is at the same place and address each time while
+ * feed_g is not: only feed_s's saved %rbp word (feed_g's frame) tells the walks apart. The
+ * words where the previous walk read feed_g's return address lie in feed_f's padding and
+ * still hold it: a walk that rejoined the previous one at feed_s without checking the saved
+ * word would report the previous call site. */
+void feed_f(uint64_t pad_f, uint64_t pad_g, uint64_t site);
+void feed_g(uint64_t pad_g);
+void feed_s(void);
+__attribute__((used, noinline)) void feed_leaf(void);
+__asm__(".text\n" CFI_FUNCTION(feed_f, CFI_PUSH_RBP CFI_FRAME_RECORD
+                               "  subq %rdi, %rsp\n  movq %rsi, %rdi\n  testq %rdx, %rdx\n"
+                               "  jnz 1f\n  call feed_g\n  jmp 2f\n1:\n  call feed_g\n2:\n"
+                               "  leave\n  .cfi_def_cfa %rsp, 8\n  .cfi_restore %rbp\n  ret\n")
+            CFI_FUNCTION(feed_g, CFI_PUSH_RBP CFI_FRAME_RECORD
+                         "  subq %rdi, %rsp\n  call feed_s\n"
+                         "  leave\n  .cfi_def_cfa %rsp, 8\n  .cfi_restore %rbp\n  ret\n")
+                CFI_FUNCTION(feed_s, CFI_PUSH_RBP "  movl $1, %ebp\n  call feed_leaf\n"
+                                                  "  popq %rbp\n  .cfi_def_cfa_offset 8\n"
+                                                  "  .cfi_restore %rbp\n  ret\n"));
+static uint64_t feed_next_obj;
+__attribute__((used, noinline)) void feed_leaf(void) {
+  cts_tracer_track_alloc(fake_ptr(9700000 + feed_next_obj++), 56);
+  __asm__ volatile("" ::: "memory");
+}
+#endif
+
+#if defined(CFI_FUNCTIONS) && defined(CTS_TEST_HAVE_LIBUNWIND)
+#define FEED_ROUNDS 32
+static void feed_run(cts_tracer_unwind_t unwind, decoded_t *d, uint64_t *spliced) {
+  membuf_t b;
+  start_to_memory(&b, 1.0, 51, unwind);
+  const uint64_t before = cts__thread.unwind_spliced;
+  for (uint64_t i = 0; i < FEED_ROUNDS; i++) feed_f(i % 2 ? 64 : 0, i % 2 ? 0 : 64, i % 2);
+  *spliced = cts__thread.unwind_spliced - before;
+  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+  decoded_from_memory(d, b.data, b.len);
+  free(b.data);
+  CTS_ASSERT_MSG(d->error == 0, "%s", d->message);
+  CTS_ASSERT_EQ_U64(d->nallocs, FEED_ROUNDS);
+}
+#endif
+
+/* The walks rejoin the previous one only where the saved %rbp word of a %rbp-based frame
+ * further out is unchanged: their backtraces are libunwind's. */
+CTS_TEST(rejoined_walks_check_the_saved_rbp_of_moved_frames) {
+#if !defined(CFI_FUNCTIONS) || !defined(CTS_TEST_HAVE_LIBUNWIND)
+  CTS_SKIP("x86-64 ELF with libunwind only");
+#else
+  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
+  decoded_t runs[2];
+  uint64_t spliced[2];
+  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
+  for (int m = 0; m < 2; m++) feed_run(modes[m], &runs[m], &spliced[m]); /* 1 call site */
+  if (cts_test_state.failed) return;
+  decoded_t mixed = runs[0], lib = runs[1];
+  fprintf(stderr, "  %" PRIu64 " of %d walks rejoined the previous one\n", spliced[0], FEED_ROUNDS);
+  CTS_ASSERT(same_backtraces(&mixed, &lib));
+  CTS_ASSERT(spliced[0] + 1u >= FEED_ROUNDS); /* further out: this test's own frames */
+  decoded_fini(&mixed);
+  decoded_fini(&lib);
+#endif
+}
+
 /* ---- the cache of call frame rules ----------------------------------------------------- */
 
 #ifdef CFI_FUNCTIONS
