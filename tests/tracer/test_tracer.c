@@ -632,23 +632,46 @@ __attribute__((noinline)) static void deep_stage1b(void) {
 #endif
 
 #if defined(CFI_FUNCTIONS) && defined(CTS_TEST_HAVE_LIBUNWIND)
+/* `drive`, which makes `rounds` allocations, at rate 1 with the mixed unwinder and then
+ * with libunwind, from one call site: every backtrace must be libunwind's, and every walk
+ * but perhaps the first must have rejoined the previous one. The shallowest backtrace's
+ * depth into *min_depth. */
+static void rejoin_compare(void (*drive)(void), uint64_t seed, uint64_t rounds, size_t *min_depth) {
+  decoded_t runs[2];
+  uint64_t spliced = 0;
+  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
+  for (int m = 0; m < 2; m++) {
+    membuf_t b;
+    start_to_memory(&b, 1.0, seed, modes[m]);
+    const uint64_t before = cts__thread.unwind_spliced;
+    drive(); /* 1 call site */
+    if (m == 0) spliced = cts__thread.unwind_spliced - before;
+    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+    decoded_from_memory(&runs[m], b.data, b.len);
+    free(b.data);
+    CTS_ASSERT_MSG(runs[m].error == 0, "%s", runs[m].message);
+    CTS_ASSERT_EQ_U64(runs[m].nallocs, rounds);
+  }
+  decoded_t mixed = runs[0], lib = runs[1];
+  *min_depth = SIZE_MAX;
+  for (size_t i = 0; i < mixed.nallocs; i++)
+    if (mixed.allocs[i].depth < *min_depth) *min_depth = mixed.allocs[i].depth;
+  fprintf(stderr, "  %" PRIu64 " of %" PRIu64 " walks rejoined the previous one; depth >= %zu\n",
+          spliced, rounds, *min_depth);
+  CTS_ASSERT(same_backtraces(&mixed, &lib));
+  CTS_ASSERT(spliced + 1u >= rounds);
+  decoded_fini(&mixed);
+  decoded_fini(&lib);
+}
+
 /* DEEP_ROUNDS allocations through the deep stack, the innermost run of frames 1-4 deep in
- * turn, with `unwind` into *d; the walks rejoined into *spliced. */
+ * turn. */
 #define DEEP_ROUNDS 64
-static void deep_run(cts_tracer_unwind_t unwind, decoded_t *d, uint64_t *spliced) {
-  membuf_t b;
-  start_to_memory(&b, 1.0, 50, unwind);
-  const uint64_t before = cts__thread.unwind_spliced;
+static void deep_drive(void) {
   for (int i = 0; i < DEEP_ROUNDS; i++) {
     deep_path = (uint64_t)(i * 7 % 4); /* 0, 3, 2, 1, ... */
     deep_rsp(5, i / 3 % 2 ? deep_stage1b : deep_stage1a);
   }
-  *spliced = cts__thread.unwind_spliced - before;
-  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
-  decoded_from_memory(d, b.data, b.len);
-  free(b.data);
-  CTS_ASSERT_MSG(d->error == 0, "%s", d->message);
-  CTS_ASSERT_EQ_U64(d->nallocs, DEEP_ROUNDS);
 }
 #endif
 
@@ -661,22 +684,9 @@ CTS_TEST(rejoined_walks_equal_full_walks_on_a_deep_mixed_stack) {
   CTS_SKIP("x86-64 ELF with libunwind only");
 #else
   if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
-  decoded_t runs[2];
-  uint64_t spliced[2];
-  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
-  for (int m = 0; m < 2; m++) deep_run(modes[m], &runs[m], &spliced[m]); /* 1 call site */
-  if (cts_test_state.failed) return;
-  decoded_t mixed = runs[0], lib = runs[1];
-  CTS_ASSERT(same_backtraces(&mixed, &lib));
-  size_t min_depth = SIZE_MAX;
-  for (size_t i = 0; i < mixed.nallocs; i++)
-    if (mixed.allocs[i].depth < min_depth) min_depth = mixed.allocs[i].depth;
-  fprintf(stderr, "  %" PRIu64 " of %d walks rejoined the previous one; depth >= %zu\n", spliced[0],
-          DEEP_ROUNDS, min_depth);
-  CTS_ASSERT(min_depth >= 25);
-  CTS_ASSERT(spliced[0] + 1u >= DEEP_ROUNDS); /* all but perhaps the first */
-  decoded_fini(&mixed);
-  decoded_fini(&lib);
+  size_t min_depth;
+  rejoin_compare(deep_drive, 50, DEEP_ROUNDS, &min_depth);
+  CTS_ASSERT(min_depth >= 20); /* the deep_* frames and stages alone */
 #endif
 }
 
@@ -714,38 +724,21 @@ __attribute__((used, noinline)) void feed_leaf(void) {
 
 #if defined(CFI_FUNCTIONS) && defined(CTS_TEST_HAVE_LIBUNWIND)
 #define FEED_ROUNDS 32
-static void feed_run(cts_tracer_unwind_t unwind, decoded_t *d, uint64_t *spliced) {
-  membuf_t b;
-  start_to_memory(&b, 1.0, 51, unwind);
-  const uint64_t before = cts__thread.unwind_spliced;
+static void feed_drive(void) {
   for (uint64_t i = 0; i < FEED_ROUNDS; i++) feed_f(i % 2 ? 64 : 0, i % 2 ? 0 : 64, i % 2);
-  *spliced = cts__thread.unwind_spliced - before;
-  CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
-  decoded_from_memory(d, b.data, b.len);
-  free(b.data);
-  CTS_ASSERT_MSG(d->error == 0, "%s", d->message);
-  CTS_ASSERT_EQ_U64(d->nallocs, FEED_ROUNDS);
 }
 #endif
 
 /* The walks rejoin the previous one only where the saved %rbp word of a %rbp-based frame
- * further out is unchanged: their backtraces are libunwind's. */
+ * further out is unchanged (else further out: this test's own frames): their backtraces
+ * are libunwind's. */
 CTS_TEST(rejoined_walks_check_the_saved_rbp_of_moved_frames) {
 #if !defined(CFI_FUNCTIONS) || !defined(CTS_TEST_HAVE_LIBUNWIND)
   CTS_SKIP("x86-64 ELF with libunwind only");
 #else
   if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
-  decoded_t runs[2];
-  uint64_t spliced[2];
-  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
-  for (int m = 0; m < 2; m++) feed_run(modes[m], &runs[m], &spliced[m]); /* 1 call site */
-  if (cts_test_state.failed) return;
-  decoded_t mixed = runs[0], lib = runs[1];
-  fprintf(stderr, "  %" PRIu64 " of %d walks rejoined the previous one\n", spliced[0], FEED_ROUNDS);
-  CTS_ASSERT(same_backtraces(&mixed, &lib));
-  CTS_ASSERT(spliced[0] + 1u >= FEED_ROUNDS); /* further out: this test's own frames */
-  decoded_fini(&mixed);
-  decoded_fini(&lib);
+  size_t min_depth;
+  rejoin_compare(feed_drive, 51, FEED_ROUNDS, &min_depth);
 #endif
 }
 
