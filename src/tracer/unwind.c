@@ -27,10 +27,13 @@
 #define VERDICT_BITS 12u
 /* The largest frame outer_walk follows (its CFA's offset; the stack's end bounds it too). */
 #define CFA_OFFSET_MAX ((int64_t)1 << 24)
-/* log2 of the sets of two entries of a thread's cache of call frame rules (outer_walk):
- * 8192 entries, 128 KiB; cc1 looks up ~8 000 addresses, which 1024 direct-mapped entries
- * missed 174 000 times in 580 000 walks, these 16 000 times. */
-#define RULE_BITS 12u
+/* log2 of the sets of RULE_WAYS entries of a thread's cache of call frame rules
+ * (outer_walk): 8192 entries, 128 KiB, a set per cache line. cc1 looks up ~8 000
+ * addresses: 1024 direct-mapped entries missed 174 000 times in 580 000 walks, 4096 sets of
+ * 2 15 600 times (~4 000 instructions each), 2048 sets of 4 7 600 times (4096 sets of 4,
+ * twice the memory: 5 955). */
+#define RULE_BITS 11u
+#define RULE_WAYS 4u
 
 /* One address's call frame rules, as outer_walk needs them (cfi_row_t, packed). */
 typedef struct cts__rule {
@@ -58,24 +61,27 @@ typedef struct cts__rule {
  * into the record. An entry's address is the return address its inner neighbour read, so
  * it is not kept apart: pc(p) = frames[BOTTOM_FRAMES - 1 - p], the innermost entry's in
  * frames[BOTTOM_FRAMES - m].
- * The words that held the callers' %rbp, for the entries that read one, are a list of
- * their own (sat, sval; nsat[p] of them belong to entries 0..p), so that checking them
- * goes over those words only; and only over those that %rbp-based frames depend on: an
- * entry's %rbp comes from the words read by the entries inwards from it, so a rejoined
- * entry p depends on the list from sat_from[p], the first word read inwards from the
- * outermost entry whose CFA is %rbp-based. */
+ * The words that held the callers' %rbp matter only to entries whose CFA is %rbp-based, and
+ * to each only the one that gave it its %rbp: the word saved by the nearest entry inwards of
+ * it that saved one (the entries between leave %rbp alone; one that does anything else ends
+ * the walk, outer_walk). Those words are a list of their own (fat, fval), by the entry that
+ * read them, outermost first: nfeed[p] of them were read by entries 0..p, and they are all
+ * that a walk rejoining entry p depends on beyond the return addresses' words and p's own
+ * %rbp (cc1: of ~13 saved %rbp words read per walk, a few feed a %rbp-based frame). pending[p]:
+ * an entry from the nearest one outwards of p that saved %rbp (or the outermost) to p is
+ * %rbp-based, so the next entry inwards to save one adds its word to the list. */
 typedef struct cts__walk {
   size_t m;           /* frames; 0: nothing to reuse */
   uintptr_t stack_hi; /* of the thread that walked every entry */
   uintptr_t sp[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES];
   uintptr_t at[BOTTOM_FRAMES];         /* backwards */
   uint64_t frames[BOTTOM_FRAMES + 1u]; /* backwards, the innermost entry's address first */
-  uintptr_t sat[BOTTOM_FRAMES];        /* the list of saved %rbp words, outermost first */
-  uint64_t sval[BOTTOM_FRAMES];
-  uint8_t nsat[BOTTOM_FRAMES], sat_from[BOTTOM_FRAMES];
-  bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
+  uintptr_t fat[BOTTOM_FRAMES];        /* saved %rbp words that %rbp-based entries use */
+  uint64_t fval[BOTTOM_FRAMES];
+  uint8_t nfeed[BOTTOM_FRAMES];
+  bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES], pending[BOTTOM_FRAMES];
 } cts__walk_t;
-_Static_assert(BOTTOM_FRAMES <= UINT8_MAX, "nsat counts in a byte");
+_Static_assert(BOTTOM_FRAMES <= UINT8_MAX, "nfeed counts in a byte");
 
 /* A walk's own frames until it is known to have succeeded, innermost first: as in
  * cts__walk_t, frame by frame (sat: where the caller's %rbp was read, 0 if it was not;
@@ -100,7 +106,7 @@ struct cts__bottom {
   unsigned char bytes[BOTTOM_BYTES];
   /* The rules outer_walk followed, by address: the thread's cache misses go through the
    * same few hundred functions, whose call frame information would be run again each time. */
-  _Alignas(64) cts__rule_t rules[1u << RULE_BITS][2]; /* a set within one cache line */
+  _Alignas(64) cts__rule_t rules[1u << RULE_BITS][RULE_WAYS]; /* a set: one cache line */
   cts__walk_t walk; /* the last walk that succeeded, outermost first */
   cts__own_t own;   /* the current walk's own frames, innermost first */
 };
@@ -379,17 +385,23 @@ static CTS_FORCE_INLINE cts__rule_t *rule_set(cts__bottom_t *b, uintptr_t pc) {
   return b->rules[(uint64_t)pc * 0x9E3779B97F4A7C15ull >> (64u - RULE_BITS)];
 }
 
-/* frame_rules(pc), through the thread's cache whose set for pc is `set`: two ways per
- * set, the one used last first. The entry stays valid until the next look-up. */
+_Static_assert(sizeof(cts__rule_t) * RULE_WAYS == 64, "a set of rules is one cache line");
+
+/* frame_rules(pc), through the thread's cache whose set for pc is `set`: RULE_WAYS ways per
+ * set, the one used last first (a hit in another way swaps with it; a miss drops the last
+ * way's). The entry stays valid until the next look-up. */
 static CTS_FORCE_INLINE const cts__rule_t *cached_frame_rules(cts__thread_t *t, cts__rule_t *set,
                                                               uintptr_t pc) {
   cts__rule_t *const e = &set[0];
   if (CTS_UNLIKELY(e->pc != pc)) {
     const cts__rule_t first = *e;
-    if (set[1].pc == pc) { /* the other way: it becomes the first */
-      *e = set[1];
-      set[1] = first;
-    } else {
+    size_t w = 1;
+    while (w < RULE_WAYS && set[w].pc != pc) w++;
+    if (w < RULE_WAYS) { /* another way: it becomes the first */
+      *e = set[w];
+      set[w] = first;
+    } else { /* the last way's entry goes, the others move down */
+      for (w = RULE_WAYS - 1u; w > 1; w--) set[w] = set[w - 1u];
       set[1] = first;
       t->unwind_rule_misses++;
       cfi_row_t r;
@@ -424,20 +436,22 @@ typedef struct outer {
 } outer_t;
 
 /* Whether the words the last walk's outermost frames, its entries 0..q, read their return
- * addresses from (and, with `saved`, the callers' %rbp) still hold them. */
-STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q, bool saved) {
-  /* (~18 return addresses and ~13 saved %rbp for each of cc1's walks: unrolled, the loops
-   * cost a third less) */
-  uint64_t diff = 0;
-#pragma GCC unroll 4
-  for (size_t k = BOTTOM_FRAMES - 1u - q; k < BOTTOM_FRAMES; k++)
+ * addresses from and the saved %rbp words that their %rbp-based CFAs depend on still hold
+ * them. */
+STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q) {
+  /* (~18 return addresses for each of cc1's walks: unrolled by hand, 4 words a step, as
+   * gcc does not once this is inlined; 7 instructions a word -> ~4.5) */
+  uint64_t diff = 0, diff2 = 0;
+  size_t k = BOTTOM_FRAMES - 1u - q;
+  for (; k + 4u <= BOTTOM_FRAMES; k += 4u) {
     diff |= stack_word(w->at[k]) ^ w->frames[k + 1u];
-  if (saved) {
-#pragma GCC unroll 4
-    for (size_t k = w->sat_from[q], n = w->nsat[q]; k < n; k++)
-      diff |= stack_word(w->sat[k]) ^ w->sval[k];
+    diff2 |= stack_word(w->at[k + 1u]) ^ w->frames[k + 2u];
+    diff |= stack_word(w->at[k + 2u]) ^ w->frames[k + 3u];
+    diff2 |= stack_word(w->at[k + 3u]) ^ w->frames[k + 4u];
   }
-  return diff == 0;
+  for (; k < BOTTOM_FRAMES; k++) diff |= stack_word(w->at[k]) ^ w->frames[k + 1u];
+  for (size_t f = 0, n = w->nfeed[q]; f < n; f++) diff |= stack_word(w->fat[f]) ^ w->fval[f];
+  return (diff | diff2) == 0;
 }
 
 /* Makes the last walk the `rest` outermost frames of the last one (its entries 0..rest,
@@ -447,23 +461,27 @@ STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t
 static void walk_keep(cts__bottom_t *b, size_t rest, size_t own, uintptr_t pc) {
   cts__walk_t *const w = &b->walk;
   const cts__own_t *const s = &b->own;
-  size_t nsat = rest ? w->nsat[rest - 1u] : 0;
+  size_t nfeed = rest ? w->nfeed[rest - 1u] : 0;
+  bool pending = rest && w->pending[rest - 1u], outer_rsp = rest == 0 || w->rsp[rest - 1u];
   for (size_t p = rest, j = own; j-- > 0; p++) {
     w->sp[p] = s->sp[j];
     w->rbp[p] = s->rbp[j];
     w->rbp_known[p] = s->rbp_known[j];
     w->at[BOTTOM_FRAMES - 1u - p] = s->at[j];
     w->frames[BOTTOM_FRAMES - p] = s->frames[j];
-    if (s->sat[j]) {
-      w->sat[nsat] = s->sat[j];
-      w->sval[nsat] = s->sval[j];
-      nsat++;
+    if (s->sat[j]) { /* the %rbp of the entries outwards up to the previous saver */
+      if (pending) {
+        w->fat[nfeed] = s->sat[j];
+        w->fval[nfeed] = s->sval[j];
+        nfeed++;
+      }
+      pending = false;
     }
-    w->nsat[p] = (uint8_t)nsat;
-    const bool outer_rsp = p == 0 || w->rsp[p - 1u];
-    w->rsp[p] = s->rsp[j] && outer_rsp;
-    /* from the outermost %rbp-based entry, the words read inwards of it */
-    w->sat_from[p] = outer_rsp ? (uint8_t)nsat : w->sat_from[p - 1u];
+    pending |= !s->rsp[j];
+    w->pending[p] = pending;
+    w->nfeed[p] = (uint8_t)nfeed;
+    outer_rsp = s->rsp[j] && outer_rsp;
+    w->rsp[p] = outer_rsp;
   }
   w->m = rest + own;
   w->frames[BOTTOM_FRAMES - w->m] = pc; /* (with no frame of its own: the same already) */
@@ -534,7 +552,9 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
   o->slots = true;
   const cts__walk_t *const prev = &b->walk;
   cts__own_t *const cur = &b->own;
-  size_t rest = prev->m; /* prev's entries 0..rest have stack pointers not below sp */
+  /* prev's entries 0..rest have stack pointers not below sp; none if it was made under
+   * another stack top (the cache may have been another thread's) */
+  size_t rest = prev->stack_hi == t->stack_hi ? prev->m : 0;
   cts__rule_t *set = rule_set(b, pc - 1u); /* pc's set in the rule cache */
   for (size_t i = 0;; i++) {
     if (!known && i < BOTTOM_FRAMES) {
@@ -542,8 +562,7 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
       const size_t q = rest - 1u; /* the candidate: prev's innermost frame left */
       if (rest > 0 && prev->sp[q] == sp && prev->frames[BOTTOM_FRAMES - 1u - q] == pc &&
           (prev->rsp[q] || (rbp_known && prev->rbp_known[q] && prev->rbp[q] == rbp)) &&
-          prev->stack_hi == t->stack_hi && i + rest <= max && i + rest <= BOTTOM_FRAMES &&
-          stack_words_at_equal(prev, q, !prev->rsp[q]))
+          i + rest <= max && i + rest <= BOTTOM_FRAMES && stack_words_at_equal(prev, q))
         return splice_last_walk(t, b, frames, o, i, rest, (uintptr_t)ret);
     }
     const cts__rule_t *const e = cached_frame_rules(t, set, pc - 1u);
@@ -610,40 +629,21 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
   }
 }
 
-/* outer_walk for each value of `known`: the per-frame tests of it go. */
-static CTS_NOINLINE bool outer_walk_new(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
-                                        uint64_t ret, uint64_t *frames, size_t max, outer_t *o) {
-  return outer_walk(t, b, rec, ret, frames, false, max, o);
-}
-
+/* outer_walk with frames known (outer_frames_rest): the per-frame tests of `known` go. */
 static CTS_NOINLINE bool outer_walk_known(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
                                           uint64_t ret, uint64_t *frames, outer_t *o) {
   return outer_walk(t, b, rec, ret, frames, true, 0, o);
 }
 
-/* out[0..n) came from frame records of frame-pointer code; the last return address, read
- * from the record at `rec`, leads into code without frame pointers. The frames beyond it
- * depend only on that return address, the stack pointer (rec + 16), %rbp (saved at rec)
- * and the stack above, often only on a few words of it (outer_walk): if those are as when
- * they were last unwound for this thread, they are reused. Else they are unwound again:
- * by their call frame information when its rules are simple (outer_walk: most code,
- * without a system call), else by libunwind. */
-static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_t *out, size_t n,
-                                        size_t max, cts__bottom_t *b) {
-  if (b && b->ret == out[n - 1] && b->rec == rec && b->len <= t->stack_hi - rec &&
-      (b->slots ? stack_words_equal(b->frames, b->slot, b->nframes, rec)
-                : stack_equal(b->bytes, rec, b->len))) {
-    const size_t k = b->nframes < max - n ? b->nframes : max - n;
-    memcpy(out + n, b->frames, k * sizeof *out);
-    t->unwind_cached++;
-    t->unwind_cached_slots += b->slots;
-    return n + k;
-  }
-  t->unwind_full++;
-  outer_t o;
+/* outer_frames' end when outer_walk could not unwind the frames beyond out[0..n) (ok false)
+ * or unwound them into o, cacheable: libunwind's frames, and the outer-frame cache's
+ * refill. Out of line: most walks rejoin the last one and need neither. */
+static CTS_NOINLINE size_t outer_frames_rest(cts__thread_t *t, uintptr_t rec, uint64_t *out,
+                                             size_t n, size_t max, cts__bottom_t *b, bool ok,
+                                             outer_t *o) {
   size_t k = 0;
-  if (b && n <= BOTTOM_FRAMES && outer_walk_new(t, b, rec, out[n - 1], out + n, max - n, &o)) {
-    k = n + o.m;
+  if (ok) {
+    k = n + o->m;
   } else {
     const uintptr_t site = (uintptr_t)out[0]; /* the hook's return address */
     uint64_t walked[BOTTOM_FRAMES];
@@ -656,25 +656,52 @@ static CTS_NOINLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_
     }
     /* Keep the outer frames when libunwind agrees with the walk and the rules explain them. */
     if (!b || !comparable || k < n || memcmp(out, walked, n * sizeof *out) != 0) return k;
-    o.m = k - n;
-    if (o.m > BOTTOM_FRAMES || !outer_walk_known(t, b, rec, out[n - 1], out + n, &o)) return k;
+    o->m = k - n;
+    if (o->m > BOTTOM_FRAMES || !outer_walk_known(t, b, rec, out[n - 1], out + n, o)) return k;
   }
-  if (o.cacheable) {
+  if (o->cacheable) {
     b->ret = 0; /* never matches while it is rewritten */
     b->rec = rec;
-    b->nframes = o.m;
+    b->nframes = o->m;
     memcpy(b->frames, out + n, b->nframes * sizeof *out);
-    b->slots = o.slots;
-    if (o.slots) {
-      memcpy(b->slot, o.slot, b->nframes * sizeof *o.slot);
-      b->len = b->nframes ? o.slot[b->nframes - 1] + 8u : 0; /* the last slot is the highest */
+    b->slots = o->slots;
+    if (o->slots) {
+      memcpy(b->slot, o->slot, b->nframes * sizeof *o->slot);
+      b->len = b->nframes ? o->slot[b->nframes - 1] + 8u : 0; /* the last slot is the highest */
     } else {
-      b->len = o.end - rec;
+      b->len = o->end - rec;
       stack_copy(b->bytes, rec, b->len);
     }
     b->ret = out[n - 1];
   }
   return k;
+}
+
+/* out[0..n) came from frame records of frame-pointer code; the last return address, read
+ * from the record at `rec`, leads into code without frame pointers. The frames beyond it
+ * depend only on that return address, the stack pointer (rec + 16), %rbp (saved at rec)
+ * and the stack above, often only on a few words of it (outer_walk): if those are as when
+ * they were last unwound for this thread, they are reused. Else they are unwound again:
+ * by their call frame information when its rules are simple (outer_walk: most code,
+ * without a system call), else by libunwind. Inline, with outer_walk: a call less per
+ * allocation on the common path. */
+static CTS_FORCE_INLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_t *out,
+                                            size_t n, size_t max, cts__bottom_t *b) {
+  if (b && b->ret == out[n - 1] && b->rec == rec && b->len <= t->stack_hi - rec &&
+      (b->slots ? stack_words_equal(b->frames, b->slot, b->nframes, rec)
+                : stack_equal(b->bytes, rec, b->len))) {
+    const size_t k = b->nframes < max - n ? b->nframes : max - n;
+    memcpy(out + n, b->frames, k * sizeof *out);
+    t->unwind_cached++;
+    t->unwind_cached_slots += b->slots;
+    return n + k;
+  }
+  t->unwind_full++;
+  outer_t o;
+  const bool ok =
+      b && n <= BOTTOM_FRAMES && outer_walk(t, b, rec, out[n - 1], out + n, false, max - n, &o);
+  if (CTS_LIKELY(ok && !o.cacheable)) return n + o.m;
+  return outer_frames_rest(t, rec, out, n, max, b, ok, &o);
 }
 
 size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max,

@@ -582,6 +582,166 @@ CTS_TEST(outer_walk_reuses_the_previous_walks_outer_frames) {
 #endif
 }
 
+/* ---- a deep stack of every kind of frame, walked in turn from several depths ---------- */
+
+#ifdef CFI_FUNCTIONS
+/* deep_*(depth, fn): depth + 1 frames of one kind, the innermost calling fn():
+ * - deep_rsp: no frame pointer, CFA at %rsp + 16, %rbp left alone;
+ * - deep_save: no frame pointer, CFA at %rsp + 16, %rbp saved and then clobbered (with the
+ *   depth: not a frame record), so the next %rbp-based frame outwards takes its %rbp from
+ *   the saved word;
+ * - deep_rbp: frame records (push %rbp; mov %rsp, %rbp), CFA at %rbp + 16. */
+void deep_rsp(uint64_t depth, void (*fn)(void));
+void deep_save(uint64_t depth, void (*fn)(void));
+void deep_rbp(uint64_t depth, void (*fn)(void));
+#define DEEP_RECURSE(name) \
+  "  testq %rdi, %rdi\n  jz 1f\n  decq %rdi\n  call " #name "\n  jmp 2f\n1:\n  call *%rsi\n2:\n"
+__asm__(".text\n" CFI_FUNCTION(deep_rsp, "  subq $8, %rsp\n  .cfi_def_cfa_offset 16\n" DEEP_RECURSE(
+                                             deep_rsp) "  addq $8, %rsp\n  .cfi_def_cfa_offset 8\n"
+                                                       "  ret\n")
+            CFI_FUNCTION(deep_save, CFI_PUSH_RBP "  movq %rdi, %rbp\n" DEEP_RECURSE(
+                                        deep_save) "  popq %rbp\n  .cfi_def_cfa_offset 8\n"
+                                                   "  .cfi_restore %rbp\n  ret\n")
+                CFI_FUNCTION(deep_rbp,
+                             CFI_PUSH_RBP CFI_FRAME_RECORD DEEP_RECURSE(
+                                 deep_rbp) "  popq %rbp\n  .cfi_def_cfa %rsp, 8\n  ret\n"));
+
+/* The stack, innermost first: deep_leaf (frame pointer) <- deep_rsp x (deep_path + 1) <-
+ * deep_stage3 <- deep_save x 4 <- deep_stage2 <- deep_rbp x 5 <- deep_stage1a or b <- deep_rsp
+ * x 6 <- the test. The stages are this file's functions: %rbp-based CFAs (-O0), whose
+ * %rbp the call frame walk takes from deep_save's and deep_rbp's saved words. */
+static uint64_t deep_next_obj, deep_path;
+__attribute__((used, noinline)) static void deep_leaf(void) {
+  cts_tracer_track_alloc(fake_ptr(9500000 + deep_next_obj++), 48);
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline)) static void deep_stage3(void) {
+  deep_rsp(deep_path, deep_leaf);
+}
+__attribute__((noinline)) static void deep_stage2(void) {
+  deep_save(3, deep_stage3);
+}
+/* Two of the same code and frame size: walks through one and the other differ only in the
+ * return addresses outwards of deep_stage2, which a rejoining walk must check. */
+__attribute__((noinline)) static void deep_stage1a(void) {
+  deep_rbp(4, deep_stage2);
+}
+__attribute__((noinline)) static void deep_stage1b(void) {
+  deep_rbp(4, deep_stage2);
+}
+#endif
+
+#if defined(CFI_FUNCTIONS) && defined(CTS_TEST_HAVE_LIBUNWIND)
+/* `drive`, which makes `rounds` allocations, at rate 1 with the mixed unwinder and then
+ * with libunwind, from one call site: every backtrace must be libunwind's, and every walk
+ * but perhaps the first must have rejoined the previous one. The shallowest backtrace's
+ * depth into *min_depth. */
+static void rejoin_compare(void (*drive)(void), uint64_t seed, uint64_t rounds, size_t *min_depth) {
+  decoded_t runs[2];
+  uint64_t spliced = 0;
+  const cts_tracer_unwind_t modes[2] = {CTS_TRACER_UNWIND_MIXED, CTS_TRACER_UNWIND_LIBUNWIND};
+  for (int m = 0; m < 2; m++) {
+    membuf_t b;
+    start_to_memory(&b, 1.0, seed, modes[m]);
+    const uint64_t before = cts__thread.unwind_spliced;
+    drive(); /* 1 call site */
+    if (m == 0) spliced = cts__thread.unwind_spliced - before;
+    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+    decoded_from_memory(&runs[m], b.data, b.len);
+    free(b.data);
+    CTS_ASSERT_MSG(runs[m].error == 0, "%s", runs[m].message);
+    CTS_ASSERT_EQ_U64(runs[m].nallocs, rounds);
+  }
+  decoded_t mixed = runs[0], lib = runs[1];
+  *min_depth = SIZE_MAX;
+  for (size_t i = 0; i < mixed.nallocs; i++)
+    if (mixed.allocs[i].depth < *min_depth) *min_depth = mixed.allocs[i].depth;
+  fprintf(stderr, "  %" PRIu64 " of %" PRIu64 " walks rejoined the previous one; depth >= %zu\n",
+          spliced, rounds, *min_depth);
+  CTS_ASSERT(same_backtraces(&mixed, &lib));
+  CTS_ASSERT(spliced + 1u >= rounds);
+  decoded_fini(&mixed);
+  decoded_fini(&lib);
+}
+
+/* DEEP_ROUNDS allocations through the deep stack, the innermost run of frames 1-4 deep in
+ * turn. */
+#define DEEP_ROUNDS 64
+static void deep_drive(void) {
+  for (int i = 0; i < DEEP_ROUNDS; i++) {
+    deep_path = (uint64_t)(i * 7 % 4); /* 0, 3, 2, 1, ... */
+    deep_rsp(5, i / 3 % 2 ? deep_stage1b : deep_stage1a);
+  }
+}
+#endif
+
+/* Walks that rejoin the previous one (the fast path: the shared frames taken from it, the
+ * words they depend on checked) give the frames that libunwind's full walk (the slow path)
+ * gives, on a stack of ~30 frames with and without frame pointers, %rbp-based CFAs whose
+ * %rbp comes from a word saved further in, and frames that clobber %rbp. */
+CTS_TEST(rejoined_walks_equal_full_walks_on_a_deep_mixed_stack) {
+#if !defined(CFI_FUNCTIONS) || !defined(CTS_TEST_HAVE_LIBUNWIND)
+  CTS_SKIP("x86-64 ELF with libunwind only");
+#else
+  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
+  size_t min_depth;
+  rejoin_compare(deep_drive, 50, DEEP_ROUNDS, &min_depth);
+  CTS_ASSERT(min_depth >= 20); /* the deep_* frames and stages alone */
+#endif
+}
+
+/* ---- a %rbp-based frame that moved under a frame at the same place ----------------------- */
+
+#ifdef CFI_FUNCTIONS
+/* feed_f(pad_f, pad_g, site) and feed_g(pad_g): frame records (CFA at %rbp + 16) that move
+ * their stack pointer down by pad_f and pad_g bytes; feed_f calls feed_g from one of two
+ * call sites. feed_s (CFA at %rsp + 16) saves %rbp and clobbers it, then calls feed_leaf.
+ * With pad_f + pad_g the same, feed_s is at the same place and address each time while
+ * feed_g is not: only feed_s's saved %rbp word (feed_g's frame) tells the walks apart. The
+ * words where the previous walk read feed_g's return address lie in feed_f's padding and
+ * still hold it: a walk that rejoined the previous one at feed_s without checking the saved
+ * word would report the previous call site. */
+void feed_f(uint64_t pad_f, uint64_t pad_g, uint64_t site);
+void feed_g(uint64_t pad_g);
+void feed_s(void);
+__attribute__((used, noinline)) void feed_leaf(void);
+__asm__(".text\n" CFI_FUNCTION(feed_f, CFI_PUSH_RBP CFI_FRAME_RECORD
+                               "  subq %rdi, %rsp\n  movq %rsi, %rdi\n  testq %rdx, %rdx\n"
+                               "  jnz 1f\n  call feed_g\n  jmp 2f\n1:\n  call feed_g\n2:\n"
+                               "  leave\n  .cfi_def_cfa %rsp, 8\n  .cfi_restore %rbp\n  ret\n")
+            CFI_FUNCTION(feed_g, CFI_PUSH_RBP CFI_FRAME_RECORD
+                         "  subq %rdi, %rsp\n  call feed_s\n"
+                         "  leave\n  .cfi_def_cfa %rsp, 8\n  .cfi_restore %rbp\n  ret\n")
+                CFI_FUNCTION(feed_s, CFI_PUSH_RBP "  movl $1, %ebp\n  call feed_leaf\n"
+                                                  "  popq %rbp\n  .cfi_def_cfa_offset 8\n"
+                                                  "  .cfi_restore %rbp\n  ret\n"));
+static uint64_t feed_next_obj;
+__attribute__((used, noinline)) void feed_leaf(void) {
+  cts_tracer_track_alloc(fake_ptr(9700000 + feed_next_obj++), 56);
+  __asm__ volatile("" ::: "memory");
+}
+#endif
+
+#if defined(CFI_FUNCTIONS) && defined(CTS_TEST_HAVE_LIBUNWIND)
+#define FEED_ROUNDS 32
+static void feed_drive(void) {
+  for (uint64_t i = 0; i < FEED_ROUNDS; i++) feed_f(i % 2 ? 64 : 0, i % 2 ? 0 : 64, i % 2);
+}
+#endif
+
+/* The walks rejoin the previous one only where the saved %rbp word of a %rbp-based frame
+ * further out is unchanged (else further out: this test's own frames): their backtraces
+ * are libunwind's. */
+CTS_TEST(rejoined_walks_check_the_saved_rbp_of_moved_frames) {
+#if !defined(CFI_FUNCTIONS) || !defined(CTS_TEST_HAVE_LIBUNWIND)
+  CTS_SKIP("x86-64 ELF with libunwind only");
+#else
+  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
+  size_t min_depth;
+  rejoin_compare(feed_drive, 51, FEED_ROUNDS, &min_depth);
+#endif
+}
+
 /* ---- the cache of call frame rules ----------------------------------------------------- */
 
 #ifdef CFI_FUNCTIONS
