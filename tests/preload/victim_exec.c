@@ -10,12 +10,17 @@
  * new image continues it (SIGCONT) first thing. An exec that waits for the writer never
  * happens: after 10 s an alarm continues the writer and the image exits with 3. With
  * "stopped-writer-late", the new image leaves that to a child of its own, 300 ms later,
- * and exits at once: the old image's trace is finished after the program has exited. */
+ * and exits at once: the old image's trace is finished after the program has exited.
+ *
+ * With "stray-child", it execs itself at once, handing the new image the children it had
+ * (the tracer's intermediate process, just made); the new image exits with 7 if none of them
+ * is still its child (alive or a zombie nobody will reap), else with 9. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,8 +115,46 @@ static void exec_self(const char *how, char *argv0) {
     execv(self, args);
 }
 
+/* This process's children, as /proc lists them ("PID PID ..."), "" if unknown. */
+static void own_children(char *buf, size_t size) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+  FILE *const f = fopen(path, "r");
+  buf[0] = '\0';
+  if (f && !fgets(buf, (int)size, f)) buf[0] = '\0';
+  if (f) fclose(f);
+}
+
+/* Whether PID `pid` is in the list own_children gives. */
+static int listed(const char *list, long pid) {
+  for (char *end; *list; list = end) {
+    const long p = strtol(list, &end, 10);
+    if (end == list) break;
+    if (p == pid) return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   victim_quiet_stdio();
+  if (argc > 1 && strcmp(argv[1], "stray-child") == 0) {
+    char before[512];
+    own_children(before, sizeof before);
+    execl("/proc/self/exe", argv[0], "stray-check", before, (char *)NULL);
+    return 2;
+  }
+  if (argc > 2 && strcmp(argv[1], "stray-check") == 0) {
+    for (int i = 0; i < 10; i++) free(malloc(66666));
+    char now[512];
+    own_children(now, sizeof now);
+    const char *p = argv[2];
+    for (char *end; *p; p = end) {
+      const long pid = strtol(p, &end, 10);
+      if (end == p) break;
+      if (listed(now, pid)) return 9;
+    }
+    return 7;
+  }
   if (argc > 2 && (strcmp(argv[1], "continue") == 0 || strcmp(argv[1], "continue-late") == 0)) {
     alarm(0); /* the alarm outlives the exec */
     const pid_t writer = (pid_t)atoi(argv[2]);
