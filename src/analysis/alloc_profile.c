@@ -42,6 +42,15 @@ typedef struct live_rec {
 /* Stacks beyond it keep only their allocation point (see cts_stacks_t.max_nodes). */
 #define DEFAULT_MAX_NODES CTS_STACKS_DEFAULT_MAX_NODES
 
+/* Whether cfg.live_at_end can be honoured: node peaks are made from the live figures as
+ * they go, and only weights of exactly 1 sum to the same bits in any order (a NaN rate
+ * fails the test). */
+static bool live_at_end_applies(const cts_alloc_profile_t *p) {
+  const cts_alloc_profile_config_t *c = &p->cfg;
+  return c->live_at_end && c->stacks && c->no_node_peaks && !c->allocated_only &&
+         p->sample_rate >= 1.0;
+}
+
 int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_config_t *cfg) {
   memset(p, 0, sizeof *p);
   p->cfg = *cfg;
@@ -58,6 +67,7 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   /* Leaks' history is per site. */
   p->stacks.no_sites = cfg->no_sites && !cfg->history;
   p->stacks.no_node_peaks = cfg->no_node_peaks;
+  p->live_at_end = live_at_end_applies(p);
   /* Allocated figures alone fit records of 24 bytes instead of 64: each allocation's load
    * of its node's record then hits a smaller array (bench/JOURNAL.md, "A 24-byte record"). */
   if (cfg->allocated_only && cts_stacks_set_lean(&p->stacks) != 0) {
@@ -84,6 +94,9 @@ void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *inf
   p->start_time_us = info->start_time_us;
   p->stacks.history_origin_us = info->start_time_us;
   p->stacks.history_next_us = 0; /* from the new origin */
+  /* Not once events are in: their blocks are counted one way or the other. (A rate below 1
+   * after that, in a trace that changes its rate, only makes the sums' rounding differ.) */
+  if (!p->have_events) p->live_at_end = live_at_end_applies(p);
 }
 
 static int new_block(cts_alloc_profile_t *p, uint32_t *out) {
@@ -186,14 +199,25 @@ static CTS_FORCE_INLINE double rec_est(cts_alloc_profile_t *p, const live_rec_t 
   return sampling_weight(p, r->time_len >> REC_TIME_BITS);
 }
 
+/* Out of the stacks' figures kept as they come: the live block r (allocated at node with
+ * samples) is gone. Before r is released. Out of line, as gcc had made this case of the
+ * former heap_free: the largest of the three, and the one the others need not carry. */
+static void stacks_free(cts_alloc_profile_t *p, uint32_t node, uint64_t samples,
+                        const live_rec_t *r) {
+  cts_stacks_free(&p->stacks, node, samples, rec_est(p, r));
+}
+
 /* The live block r (allocated at node with samples) is gone: out of the stacks' figures,
- * or without stacks out of the heap's live total (see on_alloc). Before r is released. */
-static void heap_free(cts_alloc_profile_t *p, uint32_t node, uint64_t samples,
-                      const live_rec_t *r) {
-  if (p->cfg.stacks)
-    cts_stacks_free(&p->stacks, node, samples, rec_est(p, r));
-  else
+ * or without stacks out of the heap's live total (see on_alloc); at_end as for alloc_as
+ * (below). Before r is released. */
+static CTS_FORCE_INLINE void heap_free(cts_alloc_profile_t *p, uint32_t node, uint64_t samples,
+                                       const live_rec_t *r, const bool at_end) {
+  if (!p->cfg.stacks)
     p->stacks.live_samples -= samples;
+  else if (at_end)
+    cts_stacks_free_at_end(&p->stacks, node, samples);
+  else
+    stacks_free(p, node, samples, r);
 }
 
 /* Keeps what a consumer of cts_alloc_profile_ended() needs of a block that has just ended. */
@@ -248,7 +272,11 @@ static int count_allocated(cts_alloc_profile_t *p, const cts_mt_event_t *ev, uns
   return 0;
 }
 
-static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
+/* An allocation, with the nodes' live figures kept as it comes (at_end false) or left for
+ * cts_alloc_profile_finish (p->live_at_end): a constant in each of the two callers below, so
+ * that neither carries the other's code nor tests which it is per event. */
+static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                     bool leaf_only, const bool at_end) {
   const unsigned src = ev->source < 3 ? ev->source : 2;
   const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
@@ -289,7 +317,7 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
     /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed
      * now, without a lifetime. */
     const cts_alloc_profile_block_t old = unpack(p, r);
-    heap_free(p, old.node, old.samples, r);
+    heap_free(p, old.node, old.samples, r, at_end);
     ended(p, &old);
     if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
@@ -315,7 +343,10 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
   count_totals(p, ev, src, est);
   if (p->cfg.stacks) {
     /* Cannot fail: reserved above, before the block was entered. */
-    (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
+    if (at_end)
+      cts_stacks_alloc_at_end(&p->stacks, node, ev->nsamples, est, ev->time_us);
+    else
+      (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
   } else {
     /* Without stacks only the heap's live total and its peak are wanted (the stacks' own
      * figures, as cts_stacks_alloc keeps them): node 0's figures would cost ~12 % of stats. */
@@ -328,6 +359,20 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
   }
   p->last_node = node;
   return 0;
+}
+
+static CTS_NOINLINE int alloc_running(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                      bool leaf_only) {
+  return alloc_as(p, ev, leaf_only, false);
+}
+
+static CTS_NOINLINE int alloc_at_end(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                     bool leaf_only) {
+  return alloc_as(p, ev, leaf_only, true);
+}
+
+static inline int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
+  return p->live_at_end ? alloc_at_end(p, ev, leaf_only) : alloc_running(p, ev, leaf_only);
 }
 
 static void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
@@ -345,7 +390,9 @@ static void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   p->promoted_samples += b.samples;
 }
 
-static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
+/* A collection; at_end as for alloc_as. */
+static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                        const bool at_end) {
   live_rec_t r;
   if (!cts_live_take_n(&p->live, ev->obj_id, &r, sizeof r)) {
     p->unknown_collects++;
@@ -353,7 +400,7 @@ static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   }
   const cts_alloc_profile_block_t full = unpack(p, &r);
   const cts_alloc_profile_block_t *b = &full;
-  heap_free(p, b->node, b->samples, &r);
+  heap_free(p, b->node, b->samples, &r, at_end);
   if (r.clock_flags & REC_POOLED) release_block(p, r.node);
   ended(p, b);
   if (b->source >= CTS_MT_SOURCE_EXTERNAL)
@@ -371,6 +418,12 @@ static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   p->live_blocks--;
 }
 
+static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
+  if (p->live_at_end)
+    collect_as(p, ev, true);
+  else
+    collect_as(p, ev, false);
+}
 /* What every event does first: the trace's time span, and nothing ended yet. */
 static inline void event_seen(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   if (!p->have_events) p->have_events = true, p->first_event_us = ev->time_us;
@@ -414,6 +467,18 @@ void cts_alloc_profile_add_packet(cts_alloc_profile_t *p, const cts_mt_packet_t 
 }
 
 void cts_alloc_profile_finish(cts_alloc_profile_t *p) {
+  if (p->live_at_end) {
+    cts_live_cursor_t cur = {0};
+    uint64_t id;
+    void *rec;
+    while (cts_live_next(&p->live, &cur, &id, &rec)) {
+      const live_rec_t *r = rec;
+      const cts_alloc_profile_block_t b = unpack(p, r);
+      cts_stacks_add_live(&p->stacks, b.node, b.samples, rec_est(p, r));
+    }
+    /* From here on (events added after finishing) the figures run as they come. */
+    p->live_at_end = false;
+  }
   cts_stacks_finish(&p->stacks);
   /* The stacks are all in: their look-up table (16 bytes a node, 128 MiB for gen_trace's
    * default shape) serves no view, while report and export -f folded build second tries. */
