@@ -65,6 +65,9 @@ typedef struct cts_live_table {
   uint64_t count;                            /* live ids */
   size_t bytes;                              /* memory held by chunks, headers included */
   uint64_t sparse_chunks, dense_chunks;
+  /* A dense chunk's records, kept from a chunk thinned or freed for the next dense chunk
+   * (live_table.c, new_chunk); counted in bytes. NULL if none. */
+  unsigned char *spare_recs;
 } cts_live_table_t;
 
 /* rec_size: a multiple of 8 in [8, 256]. Returns 0 or -EINVAL. Allocates nothing. */
