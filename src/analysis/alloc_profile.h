@@ -118,6 +118,9 @@ typedef struct cts_alloc_profile {
   /* cfg.live_at_end in effect (decided by the rate before the first event): the nodes' live
    * figures wait for cts_alloc_profile_finish. */
   bool live_at_end;
+  /* What a collection does, from cfg and live_at_end (alloc_profile.c, collect_mode): one
+   * byte tested per collection, the running case first. */
+  uint8_t collect_mode;
   bool have_ended; /* the last event ended a live block: ended holds it */
   cts_alloc_profile_live_t ended;
   bool have_last_domain;
