@@ -97,6 +97,26 @@ void cts_alloc_profile_fini(cts_alloc_profile_t *p) {
   memset(p, 0, sizeof *p);
 }
 
+/* A block live now into its node's live figures (live_at_end). A packed block weighs 1:
+ * every block was allocated at a rate of 1 or more (set_info); a pooled one keeps its own. */
+static inline void add_live(void *ud, void *rec) {
+  cts_alloc_profile_t *p = ud;
+  const live_rec_t *r = rec;
+  if (CTS_UNLIKELY(r->clock_flags & REC_POOLED)) {
+    const cts_alloc_profile_block_t *b = &p->blocks[r->node];
+    cts_stacks_add_live(&p->stacks, b->node, b->samples, b->est);
+  } else {
+    cts_stacks_add_live(&p->stacks, r->node, r->samples, 1.0);
+  }
+}
+
+/* Ends the deferral: the blocks live now into their nodes' live figures, which from here on
+ * run as events come (cts_alloc_profile_finish, or a rate falling below 1). */
+static void settle_live(cts_alloc_profile_t *p) {
+  cts_live_each(&p->live, add_live, p);
+  set_live_at_end(p, false);
+}
+
 void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *info) {
   p->have_info = true;
   p->sample_rate = info->sample_rate;
@@ -107,9 +127,12 @@ void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *inf
   p->start_time_us = info->start_time_us;
   p->stacks.history_origin_us = info->start_time_us;
   p->stacks.history_next_us = 0; /* from the new origin */
-  /* Not once events are in: their blocks are counted one way or the other. (A rate below 1
-   * after that, in a trace that changes its rate, only makes the sums' rounding differ.) */
-  if (!p->have_events) set_live_at_end(p, live_at_end_applies(p));
+  /* Once events are in, a rate below 1 (a trace that changes its rate) ends the deferral
+   * here: the blocks to come would not weigh 1 each. */
+  if (!p->have_events)
+    set_live_at_end(p, live_at_end_applies(p));
+  else if (p->live_at_end && !live_at_end_applies(p))
+    settle_live(p);
 }
 
 static int new_block(cts_alloc_profile_t *p, uint32_t *out) {
@@ -483,18 +506,7 @@ void cts_alloc_profile_add_packet(cts_alloc_profile_t *p, const cts_mt_packet_t 
 }
 
 void cts_alloc_profile_finish(cts_alloc_profile_t *p) {
-  if (p->live_at_end) {
-    cts_live_cursor_t cur = {0};
-    uint64_t id;
-    void *rec;
-    while (cts_live_next(&p->live, &cur, &id, &rec)) {
-      const live_rec_t *r = rec;
-      const cts_alloc_profile_block_t b = unpack(p, r);
-      cts_stacks_add_live(&p->stacks, b.node, b.samples, rec_est(p, r));
-    }
-    /* From here on (events added after finishing) the figures run as they come. */
-    set_live_at_end(p, false);
-  }
+  if (p->live_at_end) settle_live(p);
   cts_stacks_finish(&p->stacks);
   /* The stacks are all in: their look-up table (16 bytes a node, 128 MiB for gen_trace's
    * default shape) serves no view, while report and export -f folded build second tries. */

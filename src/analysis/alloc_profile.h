@@ -52,7 +52,7 @@ typedef struct cts_alloc_profile_config {
    * the trace is read (leaks, pprof): those figures are made then, by
    * cts_alloc_profile_finish, from the blocks still live, rather than kept on every
    * allocation and free (a free then touches no node record: on a rate-1 trace of python3,
-   * where every block dies, ~6 % of the CPU of export -f pprof). Only at a sample rate of 1
+   * where every block dies, export -f pprof took 0.93 x the CPU). Only at a sample rate of 1
    * or more, where every block's weight is 1 and the sums are exact whatever their order,
    * so the figures are the same to the bit; at lower rates the running sums are kept. The
    * heap's live total and peak and the sites' live samples and history are kept as ever. */
@@ -115,8 +115,9 @@ typedef struct cts_alloc_profile {
    * tracer records the program's end there). 0 until an event or packet says. */
   uint64_t end_us;
   uint32_t last_node; /* stack node of the last allocation added */
-  /* cfg.live_at_end in effect (decided by the rate before the first event): the nodes' live
-   * figures wait for cts_alloc_profile_finish. */
+  /* cfg.live_at_end in effect (decided by the rate before the first event; a rate below 1
+   * set later ends it, the figures then settled): the nodes' live figures wait for
+   * cts_alloc_profile_finish. */
   bool live_at_end;
   /* What a collection does, from cfg and live_at_end (alloc_profile.c, collect_mode): one
    * byte tested per collection, the running case first. */

@@ -8,7 +8,7 @@
 
 #define MASK      (CTS_LIVE_CHUNK - 1u)
 #define WORDS     (CTS_LIVE_CHUNK / 64u)
-#define DEAD      0x8000u /* a sparse entry's offset flag: removed */
+#define DEAD      CTS_LIVE_DEAD
 #define DENSE_MIN (CTS_LIVE_CHUNK / 8u * 7u)
 /* A sparse chunk's index: WORDS words of bitmap, then WORDS uint16_t counts. */
 #define INDEX_BYTES (WORDS * sizeof(uint64_t) + WORDS * sizeof(uint16_t))

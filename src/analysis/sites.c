@@ -482,15 +482,6 @@ void cts_stacks_advance_time(cts_stacks_t *s, uint64_t time_us) {
     s->history_next_us = UINT64_MAX;
 }
 
-void cts_stacks_add_live(cts_stacks_t *s, uint32_t node_index, uint64_t samples, double est) {
-  const uint32_t stat = s->nodes[node_index].stat;
-  cts_stack_stat_t *fig = &s->stats[stat];
-  /* A carry: the node allocated more than 2^32 blocks, so its high halves' record exists. */
-  if (CTS_UNLIKELY(++fig->live_allocs == 0)) cts_stacks_wide(s, stat)->live_allocs++;
-  fig->live_samples += samples;
-  fig->live_est_allocs += est;
-}
-
 void cts_stacks_finish(cts_stacks_t *s) {
   if (!s->no_node_peaks && !s->lean) /* (else no record has anything to settle) */
     for (size_t i = 1; i < s->stat_count; i++) cts_stacks_settle_peak(s, (uint32_t)i);

@@ -452,8 +452,16 @@ static inline void cts_stacks_free_at_end(cts_stacks_t *s, uint32_t node_index, 
 
 /* A block of samples with weight est, allocated at node by cts_stacks_alloc_at_end and live
  * at the end: into the node's live figures. Call for each such block once the trace is
- * read, before cts_stacks_finish. */
-void cts_stacks_add_live(cts_stacks_t *s, uint32_t node_index, uint64_t samples, double est);
+ * read, before cts_stacks_finish. Inline: on a trace whose blocks survive, once a block. */
+static inline void cts_stacks_add_live(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
+                                       double est) {
+  const uint32_t stat = s->nodes[node_index].stat;
+  cts_stack_stat_t *fig = &s->stats[stat];
+  /* A carry: the node allocated more than 2^32 blocks, so its high halves' record exists. */
+  if (CTS_UNLIKELY(++fig->live_allocs == 0)) cts_stacks_wide(s, stat)->live_allocs++;
+  fig->live_samples += samples;
+  fig->live_est_allocs += est;
+}
 
 /* Settles the lazy snapshots: after this, the peak_* figures of every node hold their values at the
  * peak. Call once when the trace is read; no alloc/free afterwards. */

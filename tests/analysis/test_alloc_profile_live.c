@@ -217,7 +217,8 @@ CTS_TEST(long_blocks_weights) {
 /* cfg.live_at_end: the nodes' live figures are made by cts_alloc_profile_finish from the
  * blocks still live, and must equal those kept on every event, bit for bit (at rate 1). A
  * mix of stacks, blocks that die and survive, one pooled, one id allocated twice. */
-static void run_stacks(cts_alloc_profile_t *p, bool at_end, double rate, bool finish) {
+static void run_stacks(cts_alloc_profile_t *p, bool at_end, double rate, double rate2,
+                       bool finish) {
   const cts_alloc_profile_config_t cfg = {.stacks = true,
                                           .history = true,
                                           .skip_histograms = true,
@@ -228,6 +229,10 @@ static void run_stacks(cts_alloc_profile_t *p, bool at_end, double rate, bool fi
   cts_alloc_profile_set_info(p, &info);
   uint64_t x = 42;
   for (uint64_t id = 0; id < 5000; id++) {
+    if (id == 2500 && rate2 > 0) { /* a trace that changes its rate (a second info) */
+      const cts_mt_info_t again = {.sample_rate = rate2, .word_size = 64, .start_time_us = 10};
+      cts_alloc_profile_set_info(p, &again);
+    }
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     const uint64_t bt[3] = {1, 2 + (x >> 60) % 3, 10 + (x >> 50) % 7};
     const cts_mt_event_t ev = {.kind = CTS_MT_ALLOC,
@@ -246,18 +251,21 @@ static void run_stacks(cts_alloc_profile_t *p, bool at_end, double rate, bool fi
 }
 
 CTS_TEST(live_at_end_gives_the_running_figures) {
-  static const double rates[] = {1.0, 0.01};
-  for (size_t k = 0; k < 2; k++) {
+  /* Rate 1; 0.01; 1 then 0.01 from halfway, where the deferral ends (the figures settled
+   * then, and running from there). */
+  static const double rates[] = {1.0, 0.01, 1.0}, rates2[] = {0, 0, 0.01};
+  for (size_t k = 0; k < 3; k++) {
     cts_alloc_profile_t a, b;
-    run_stacks(&a, false, rates[k], true);
-    run_stacks(&b, true, rates[k], false);
+    run_stacks(&a, false, rates[k], rates2[k], true);
+    run_stacks(&b, true, rates[k], rates2[k], false);
     const cts_stacks_t *sa = &a.stacks, *sb = &b.stacks;
     CTS_ASSERT_EQ_U64(sa->count, sb->count);
     /* Deferred only at rate 1: before finishing, no node holds a live figure. */
-    CTS_ASSERT(b.live_at_end == (rates[k] >= 1.0));
+    const bool deferred = rates[k] >= 1.0 && !rates2[k];
+    CTS_ASSERT(b.live_at_end == deferred);
     uint64_t live_before = 0;
     for (uint32_t i = 0; i < sb->count; i++) live_before += cts_stacks_self(sb, i).live_allocs;
-    if (rates[k] >= 1.0)
+    if (deferred)
       CTS_ASSERT_EQ_U64(live_before, 0);
     else
       CTS_ASSERT_EQ_U64(live_before, b.live_blocks);
