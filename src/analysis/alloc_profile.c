@@ -456,7 +456,7 @@ static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_eve
   p->live_blocks--;
 }
 
-static CTS_NOINLINE void collect_at_end(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
+static CTS_FORCE_INLINE void collect_at_end(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   collect_as(p, ev, true);
 }
 
