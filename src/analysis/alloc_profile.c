@@ -310,7 +310,7 @@ static CTS_FORCE_INLINE int count_allocated(cts_alloc_profile_t *p, const cts_mt
 
 /* An allocation, with the nodes' live figures kept as it comes (at_end false) or left for
  * cts_alloc_profile_finish (p->live_at_end): a constant in each of the two callers below, so
- * that neither carries the other's code nor tests which it is per event. */
+ * that neither carries the other's code; on_alloc tests once which one runs. */
 static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
                                      bool leaf_only, const bool at_end) {
   const unsigned src = ev->source < 3 ? ev->source : 2;
@@ -456,10 +456,6 @@ static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_eve
   p->live_blocks--;
 }
 
-static CTS_FORCE_INLINE void collect_at_end(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
-  collect_as(p, ev, true);
-}
-
 /* What every event does first: the trace's time span, and nothing ended yet. */
 static inline void event_seen(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   if (!p->have_events) p->have_events = true, p->first_event_us = ev->time_us;
@@ -487,7 +483,7 @@ int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev
       if (CTS_LIKELY(p->collect_mode == COLLECT_RUNNING))
         collect_as(p, ev, false);
       else if (p->collect_mode == COLLECT_AT_END)
-        collect_at_end(p, ev);
+        collect_as(p, ev, true);
       return 0;
   }
   return 0;
