@@ -42,6 +42,28 @@ typedef struct live_rec {
 /* Stacks beyond it keep only their allocation point (see cts_stacks_t.max_nodes). */
 #define DEFAULT_MAX_NODES CTS_STACKS_DEFAULT_MAX_NODES
 
+/* Whether cfg.live_at_end can be honoured: node peaks are made from the live figures as
+ * they go, and only weights of exactly 1 sum to the same bits in any order (a NaN rate
+ * fails the test). */
+static bool live_at_end_applies(const cts_alloc_profile_t *p) {
+  const cts_alloc_profile_config_t *c = &p->cfg;
+  return c->live_at_end && c->stacks && c->no_node_peaks && !c->allocated_only &&
+         p->sample_rate >= 1.0;
+}
+
+/* cts_alloc_profile_t.collect_mode: the running case is 0, so that it costs one test of a
+ * byte as the test of cfg.allocated_only did alone (a second test, of live_at_end, was ~3
+ * instructions a collection on top and stats, which never defer). */
+enum { COLLECT_RUNNING = 0, COLLECT_AT_END, COLLECT_NONE };
+
+/* Sets live_at_end (when it applies) and collect_mode to match. */
+static void set_live_at_end(cts_alloc_profile_t *p, bool at_end) {
+  p->live_at_end = at_end;
+  p->collect_mode = p->cfg.allocated_only ? COLLECT_NONE
+                    : at_end              ? COLLECT_AT_END
+                                          : COLLECT_RUNNING;
+}
+
 int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_config_t *cfg) {
   memset(p, 0, sizeof *p);
   p->cfg = *cfg;
@@ -58,6 +80,7 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   /* Leaks' history is per site. */
   p->stacks.no_sites = cfg->no_sites && !cfg->history;
   p->stacks.no_node_peaks = cfg->no_node_peaks;
+  set_live_at_end(p, live_at_end_applies(p));
   /* Allocated figures alone fit records of 24 bytes instead of 64: each allocation's load
    * of its node's record then hits a smaller array (bench/JOURNAL.md, "A 24-byte record"). */
   if (cfg->allocated_only && cts_stacks_set_lean(&p->stacks) != 0) {
@@ -74,6 +97,26 @@ void cts_alloc_profile_fini(cts_alloc_profile_t *p) {
   memset(p, 0, sizeof *p);
 }
 
+/* A block live now into its node's live figures (live_at_end). A packed block weighs 1:
+ * every block was allocated at a rate of 1 or more (set_info); a pooled one keeps its own. */
+static inline void add_live(void *ud, void *rec) {
+  cts_alloc_profile_t *p = ud;
+  const live_rec_t *r = rec;
+  if (CTS_UNLIKELY(r->clock_flags & REC_POOLED)) {
+    const cts_alloc_profile_block_t *b = &p->blocks[r->node];
+    cts_stacks_add_live(&p->stacks, b->node, b->samples, b->est);
+  } else {
+    cts_stacks_add_live(&p->stacks, r->node, r->samples, 1.0);
+  }
+}
+
+/* Ends the deferral: the blocks live now into their nodes' live figures, which from here on
+ * run as events come (cts_alloc_profile_finish, or a rate falling below 1). */
+static void settle_live(cts_alloc_profile_t *p) {
+  cts_live_each(&p->live, add_live, p);
+  set_live_at_end(p, false);
+}
+
 void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *info) {
   p->have_info = true;
   p->sample_rate = info->sample_rate;
@@ -84,6 +127,12 @@ void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *inf
   p->start_time_us = info->start_time_us;
   p->stacks.history_origin_us = info->start_time_us;
   p->stacks.history_next_us = 0; /* from the new origin */
+  /* Once events are in, a rate below 1 (a trace that changes its rate) ends the deferral
+   * here: the blocks to come would not weigh 1 each. */
+  if (!p->have_events)
+    set_live_at_end(p, live_at_end_applies(p));
+  else if (p->live_at_end && !live_at_end_applies(p))
+    settle_live(p);
 }
 
 static int new_block(cts_alloc_profile_t *p, uint32_t *out) {
@@ -186,14 +235,25 @@ static CTS_FORCE_INLINE double rec_est(cts_alloc_profile_t *p, const live_rec_t 
   return sampling_weight(p, r->time_len >> REC_TIME_BITS);
 }
 
+/* Out of the stacks' figures kept as they come: the live block r (allocated at node with
+ * samples) is gone. Before r is released. Out of line, as gcc had made this case of the
+ * former heap_free: the largest of the three, and the one the others need not carry. */
+static void stacks_free(cts_alloc_profile_t *p, uint32_t node, uint64_t samples,
+                        const live_rec_t *r) {
+  cts_stacks_free(&p->stacks, node, samples, rec_est(p, r));
+}
+
 /* The live block r (allocated at node with samples) is gone: out of the stacks' figures,
- * or without stacks out of the heap's live total (see on_alloc). Before r is released. */
-static void heap_free(cts_alloc_profile_t *p, uint32_t node, uint64_t samples,
-                      const live_rec_t *r) {
-  if (p->cfg.stacks)
-    cts_stacks_free(&p->stacks, node, samples, rec_est(p, r));
-  else
+ * or without stacks out of the heap's live total (see on_alloc); at_end as for alloc_as
+ * (below). Before r is released. */
+static CTS_FORCE_INLINE void heap_free(cts_alloc_profile_t *p, uint32_t node, uint64_t samples,
+                                       const live_rec_t *r, const bool at_end) {
+  if (!p->cfg.stacks)
     p->stacks.live_samples -= samples;
+  else if (at_end)
+    cts_stacks_free_at_end(&p->stacks, node, samples);
+  else
+    stacks_free(p, node, samples, r);
 }
 
 /* Keeps what a consumer of cts_alloc_profile_ended() needs of a block that has just ended. */
@@ -237,8 +297,8 @@ static CTS_FORCE_INLINE void count_totals(cts_alloc_profile_t *p, const cts_mt_e
 
 /* The rest of an allocation when only allocated figures are kept (cfg.allocated_only): no
  * live block is entered, node's allocated figures only (reserve and count in one). */
-static int count_allocated(cts_alloc_profile_t *p, const cts_mt_event_t *ev, unsigned src,
-                           double est, uint32_t node) {
+static CTS_FORCE_INLINE int count_allocated(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                            unsigned src, double est, uint32_t node) {
   if (p->cfg.stacks) {
     const int e = cts_stacks_alloc_allocated(&p->stacks, node, ev->nsamples, est);
     if (e) return e; /* (nothing counted) */
@@ -248,7 +308,11 @@ static int count_allocated(cts_alloc_profile_t *p, const cts_mt_event_t *ev, uns
   return 0;
 }
 
-static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
+/* An allocation, with the nodes' live figures kept as it comes (at_end false) or left for
+ * cts_alloc_profile_finish (p->live_at_end): a constant in each of the two callers below, so
+ * that neither carries the other's code; on_alloc tests once which one runs. */
+static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                     bool leaf_only, const bool at_end) {
   const unsigned src = ev->source < 3 ? ev->source : 2;
   const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
@@ -273,7 +337,9 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
                        : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
     if (e) return e;
   }
-  if (p->cfg.allocated_only) return count_allocated(p, ev, src, est, node);
+  /* (Never with at_end: live_at_end_applies.) Inline in the running copy: as a call, export
+   * -f folded took 2 % more instructions on gen_trace's default shape. */
+  if (!at_end && p->cfg.allocated_only) return count_allocated(p, ev, src, est, node);
   /* Before the block is entered: what fails must leave the profile as it was. */
   if (p->cfg.stacks) {
     const int reserved = cts_stacks_reserve(&p->stacks, node);
@@ -289,7 +355,7 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
     /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed
      * now, without a lifetime. */
     const cts_alloc_profile_block_t old = unpack(p, r);
-    heap_free(p, old.node, old.samples, r);
+    heap_free(p, old.node, old.samples, r, at_end);
     ended(p, &old);
     if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
@@ -315,7 +381,10 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
   count_totals(p, ev, src, est);
   if (p->cfg.stacks) {
     /* Cannot fail: reserved above, before the block was entered. */
-    (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
+    if (at_end)
+      cts_stacks_alloc_at_end(&p->stacks, node, ev->nsamples, est, ev->time_us);
+    else
+      (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
   } else {
     /* Without stacks only the heap's live total and its peak are wanted (the stacks' own
      * figures, as cts_stacks_alloc keeps them): node 0's figures would cost ~12 % of stats. */
@@ -328,6 +397,20 @@ static int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_
   }
   p->last_node = node;
   return 0;
+}
+
+static CTS_NOINLINE int alloc_running(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                      bool leaf_only) {
+  return alloc_as(p, ev, leaf_only, false);
+}
+
+static CTS_NOINLINE int alloc_at_end(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                     bool leaf_only) {
+  return alloc_as(p, ev, leaf_only, true);
+}
+
+static inline int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
+  return p->live_at_end ? alloc_at_end(p, ev, leaf_only) : alloc_running(p, ev, leaf_only);
 }
 
 static void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
@@ -345,7 +428,9 @@ static void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   p->promoted_samples += b.samples;
 }
 
-static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
+/* A collection; at_end as for alloc_as. */
+static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                        const bool at_end) {
   live_rec_t r;
   if (!cts_live_take_n(&p->live, ev->obj_id, &r, sizeof r)) {
     p->unknown_collects++;
@@ -353,7 +438,7 @@ static void on_collect(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
   }
   const cts_alloc_profile_block_t full = unpack(p, &r);
   const cts_alloc_profile_block_t *b = &full;
-  heap_free(p, b->node, b->samples, &r);
+  heap_free(p, b->node, b->samples, &r, at_end);
   if (r.clock_flags & REC_POOLED) release_block(p, r.node);
   ended(p, b);
   if (b->source >= CTS_MT_SOURCE_EXTERNAL)
@@ -395,7 +480,10 @@ int cts_alloc_profile_add_event(cts_alloc_profile_t *p, const cts_mt_event_t *ev
       if (!p->cfg.allocated_only) on_promote(p, ev);
       return 0;
     case CTS_MT_COLLECT:
-      if (!p->cfg.allocated_only) on_collect(p, ev);
+      if (CTS_LIKELY(p->collect_mode == COLLECT_RUNNING))
+        collect_as(p, ev, false);
+      else if (p->collect_mode == COLLECT_AT_END)
+        collect_as(p, ev, true);
       return 0;
   }
   return 0;
@@ -414,6 +502,7 @@ void cts_alloc_profile_add_packet(cts_alloc_profile_t *p, const cts_mt_packet_t 
 }
 
 void cts_alloc_profile_finish(cts_alloc_profile_t *p) {
+  if (p->live_at_end) settle_live(p);
   cts_stacks_finish(&p->stacks);
   /* The stacks are all in: their look-up table (16 bytes a node, 128 MiB for gen_trace's
    * default shape) serves no view, while report and export -f folded build second tries. */

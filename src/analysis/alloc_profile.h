@@ -48,6 +48,15 @@ typedef struct cts_alloc_profile_config {
   /* With stacks: no node's figures at the heap's peak (cts_stacks_t.no_node_peaks): every
    * node's peak_* stay 0; the heap's own peak (stacks.peak_samples, peak_time_us) is kept. */
   bool no_node_peaks;
+  /* With stacks and no_node_peaks, for views that read the nodes' live figures only once
+   * the trace is read (leaks, pprof): those figures are made then, by
+   * cts_alloc_profile_finish, from the blocks still live, rather than kept on every
+   * allocation and free (a free then touches no node record: on a rate-1 trace of python3,
+   * where every block dies, export -f pprof took 0.93 x the CPU). Only at a sample rate of 1
+   * or more, where every block's weight is 1 and the sums are exact whatever their order,
+   * so the figures are the same to the bit; at lower rates the running sums are kept. The
+   * heap's live total and peak and the sites' live samples and history are kept as ever. */
+  bool live_at_end;
 } cts_alloc_profile_config_t;
 
 typedef struct cts_alloc_profile_block cts_alloc_profile_block_t;
@@ -106,7 +115,14 @@ typedef struct cts_alloc_profile {
    * tracer records the program's end there). 0 until an event or packet says. */
   uint64_t end_us;
   uint32_t last_node; /* stack node of the last allocation added */
-  bool have_ended;    /* the last event ended a live block: ended holds it */
+  /* cfg.live_at_end in effect (decided by the rate before the first event; a rate below 1
+   * set later ends it, the figures then settled): the nodes' live figures wait for
+   * cts_alloc_profile_finish. */
+  bool live_at_end;
+  /* What a collection does, from cfg and live_at_end (alloc_profile.c, collect_mode): one
+   * byte tested per collection, the running case first. */
+  uint8_t collect_mode;
+  bool have_ended; /* the last event ended a live block: ended holds it */
   cts_alloc_profile_live_t ended;
   bool have_last_domain;
   uint16_t last_domain; /* of the last allocation interned (common prefixes are per domain) */
@@ -137,8 +153,10 @@ bool cts_alloc_profile_ended(const cts_alloc_profile_t *p, cts_alloc_profile_liv
  * no event may be added meanwhile). */
 bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
                                  cts_alloc_profile_live_t *out);
-/* Call once after the last event: settles peak and history figures, and frees the stack
- * trie's look-up table (cts_stacks_drop_table: interning again rebuilds it). */
+/* Call once after the last event: settles peak and history figures (and with
+ * cfg.live_at_end the nodes' live figures), and frees the stack trie's look-up table
+ * (cts_stacks_drop_table: interning again rebuilds it). Events added afterwards keep every
+ * figure up to date as they come. */
 void cts_alloc_profile_finish(cts_alloc_profile_t *p);
 
 /* The largest estimate (bytes, or allocations) any figure takes: 2^64. A trace may declare

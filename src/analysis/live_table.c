@@ -8,7 +8,7 @@
 
 #define MASK      (CTS_LIVE_CHUNK - 1u)
 #define WORDS     (CTS_LIVE_CHUNK / 64u)
-#define DEAD      0x8000u /* a sparse entry's offset flag: removed */
+#define DEAD      CTS_LIVE_DEAD
 #define DENSE_MIN (CTS_LIVE_CHUNK / 8u * 7u)
 /* A sparse chunk's index: WORDS words of bitmap, then WORDS uint16_t counts. */
 #define INDEX_BYTES (WORDS * sizeof(uint64_t) + WORDS * sizeof(uint16_t))
@@ -26,15 +26,31 @@ static size_t chunk_bytes(const cts_live_table_t *t, const cts_live_chunk_t *c) 
   return sizeof *c + c->cap * (sizeof(uint16_t) + t->rec_size) + (c->index ? INDEX_BYTES : 0);
 }
 
+/* A dense chunk's records, no longer used: kept as the spare if there is none, else freed.
+ * On a trace whose blocks die after the window (a rate-1 trace of python3), every dense
+ * chunk is thinned or freed once it leaves the window while a new one opens: the spare
+ * saves malloc, free and the kernel's work on their pages each time (populate() on memory
+ * malloc had kept resident walks its pages all the same). */
+static void dense_recs_done(cts_live_table_t *t, unsigned char *recs) {
+  if (t->spare_recs) {
+    free(recs);
+    return;
+  }
+  t->spare_recs = recs;
+  t->bytes += CTS_LIVE_CHUNK * t->rec_size;
+}
+
 static void chunk_free(cts_live_table_t *t, cts_live_chunk_t *c) {
   t->bytes -= chunk_bytes(t, c);
-  if (c->dense)
+  if (c->dense) {
     t->dense_chunks--;
-  else
+    dense_recs_done(t, c->recs);
+  } else {
     t->sparse_chunks--;
+    free(c->recs);
+  }
   free(c->present);
   free(c->offs);
-  free(c->recs);
   free(c->index);
   free(c);
 }
@@ -44,6 +60,7 @@ void cts_live_fini(cts_live_table_t *t) {
   for (size_t pos = 0; cts_u64map_next(&t->chunks, &pos, &key, &val);)
     chunk_free(t, (cts_live_chunk_t *)(uintptr_t)val);
   cts_u64map_fini(&t->chunks);
+  free(t->spare_recs);
   memset(t, 0, sizeof *t);
 }
 
@@ -270,7 +287,7 @@ static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
   }
   t->bytes -= chunk_bytes(t, c);
   free(c->present);
-  free(c->recs);
+  dense_recs_done(t, c->recs);
   c->present = NULL;
   c->dense = false;
   c->offs = offs;
@@ -304,9 +321,17 @@ static cts_live_chunk_t *new_chunk(cts_live_table_t *t, uint64_t number, bool de
   c->dense = dense;
   if (dense) {
     c->present = calloc(WORDS, sizeof *c->present);
-    c->recs = malloc(CTS_LIVE_CHUNK * t->rec_size);
-    if (!c->present || !c->recs) goto nomem;
-    populate(c->recs, CTS_LIVE_CHUNK * t->rec_size);
+    if (!c->present) goto nomem;
+    if (t->spare_recs) {
+      /* Its pages are there (it was written): nothing to populate. */
+      c->recs = t->spare_recs;
+      t->spare_recs = NULL;
+      t->bytes -= CTS_LIVE_CHUNK * t->rec_size;
+    } else {
+      c->recs = malloc(CTS_LIVE_CHUNK * t->rec_size);
+      if (!c->recs) goto nomem;
+      populate(c->recs, CTS_LIVE_CHUNK * t->rec_size);
+    }
   }
   bool added;
   uint64_t *v = cts_u64map_insert(&t->chunks, number, (uintptr_t)c, &added);

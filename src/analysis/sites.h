@@ -323,6 +323,33 @@ static inline void cts_stacks_settle_peak(cts_stacks_t *s, uint32_t stat) {
   s->stats[stat].peak_epoch = s->peak_epoch;
 }
 
+/* A block of samples allocated at a node of that site (UINT32_MAX: none) is live: into the
+ * site's live samples and the heap's live total. Returns whether the heap peaked (its peak
+ * is then time_us). */
+static inline bool cts__stacks_heap_add(cts_stacks_t *s, uint32_t site, uint64_t samples,
+                                        uint64_t time_us) {
+  if (site != UINT32_MAX) {
+    cts_site_t *st = &s->sites[site];
+    if (s->history) cts_stacks_settle_site(s, st);
+    st->live_samples += samples;
+  }
+  s->live_samples += samples;
+  if (s->live_samples <= s->peak_samples) return false;
+  s->peak_samples = s->live_samples;
+  s->peak_time_us = time_us;
+  return true;
+}
+
+/* The same block was freed: out of the site's live samples and the heap's live total. */
+static inline void cts__stacks_heap_sub(cts_stacks_t *s, uint32_t site, uint64_t samples) {
+  if (site != UINT32_MAX) {
+    cts_site_t *st = &s->sites[site];
+    if (s->history) cts_stacks_settle_site(s, st);
+    st->live_samples -= samples;
+  }
+  s->live_samples -= samples;
+}
+
 /* Makes sure an allocation at node can be counted: 0, or -ENOMEM when its count of
  * allocations is about to pass 2^32 and the record of its high half cannot be made. After
  * 0, the next cts_stacks_alloc at node cannot fail. */
@@ -352,22 +379,12 @@ static inline int cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_
   fig->est_allocs += est;
   fig->live_samples += samples;
   fig->live_est_allocs += est;
-  if (node->site != UINT32_MAX) {
-    cts_site_t *st = &s->sites[node->site];
-    if (s->history) cts_stacks_settle_site(s, st);
-    st->live_samples += samples;
-  }
-  s->live_samples += samples;
-  if (s->live_samples > s->peak_samples) {
-    s->peak_samples = s->live_samples;
-    s->peak_time_us = time_us;
-    /* Without node peaks the epoch stays: no record saves its figures at a peak. */
-    if (!s->no_node_peaks) {
-      if (CTS_UNLIKELY(s->peak_epoch == UINT32_MAX))
-        cts__stacks_restart_epochs(s);
-      else
-        s->peak_epoch++;
-    }
+  /* Without node peaks the epoch stays: no record saves its figures at a peak. */
+  if (cts__stacks_heap_add(s, node->site, samples, time_us) && !s->no_node_peaks) {
+    if (CTS_UNLIKELY(s->peak_epoch == UINT32_MAX))
+      cts__stacks_restart_epochs(s);
+    else
+      s->peak_epoch++;
   }
   return 0;
 }
@@ -406,12 +423,44 @@ static inline void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_
   const cts_stack_wide_t *w = CTS_UNLIKELY(s->wide_count) ? cts_stacks_wide(s, stat) : NULL;
   if (fig->live_allocs == 0 && !(w && w->live_allocs))
     fig->live_est_allocs = 0; /* no rounding residue */
-  if (node->site != UINT32_MAX) {
-    cts_site_t *st = &s->sites[node->site];
-    if (s->history) cts_stacks_settle_site(s, st);
-    st->live_samples -= samples;
-  }
-  s->live_samples -= samples;
+  cts__stacks_heap_sub(s, node->site, samples);
+}
+
+/* The same two for a trie whose nodes' live figures are made once the trace is read, from
+ * the blocks still live then (cts_stacks_add_live), for views that never look at them
+ * before (cts_alloc_profile_config_t.live_at_end; no_node_peaks required). An allocation
+ * counts in its node's allocated figures, its site's live samples and the heap's live total
+ * and peak; a free in the last two only: the free no longer loads its node's record, and
+ * the allocation saves the record's live and peak updates. cts_stacks_reserve first, as for
+ * cts_stacks_alloc. */
+static inline void cts_stacks_alloc_at_end(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
+                                           double est, uint64_t time_us) {
+  const cts_stack_node_t *node = &s->nodes[node_index];
+  const uint32_t stat = node->stat;
+  cts_stack_stat_t *fig = &s->stats[stat];
+  /* Reserved: a carry finds the high halves' record made. */
+  if (CTS_UNLIKELY(++fig->allocs == 0)) cts_stacks_wide(s, stat)->allocs++;
+  fig->samples += samples;
+  fig->est_allocs += est;
+  (void)cts__stacks_heap_add(s, node->site, samples, time_us);
+}
+
+static inline void cts_stacks_free_at_end(cts_stacks_t *s, uint32_t node_index, uint64_t samples) {
+  /* Without sites, the free loads nothing of the node (a likely cache miss). */
+  cts__stacks_heap_sub(s, s->no_sites ? UINT32_MAX : s->nodes[node_index].site, samples);
+}
+
+/* A block of samples with weight est, allocated at node by cts_stacks_alloc_at_end and live
+ * at the end: into the node's live figures. Call for each such block once the trace is
+ * read, before cts_stacks_finish. Inline: on a trace whose blocks survive, once a block. */
+static inline void cts_stacks_add_live(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
+                                       double est) {
+  const uint32_t stat = s->nodes[node_index].stat;
+  cts_stack_stat_t *fig = &s->stats[stat];
+  /* A carry: the node allocated more than 2^32 blocks, so its high halves' record exists. */
+  if (CTS_UNLIKELY(++fig->live_allocs == 0)) cts_stacks_wide(s, stat)->live_allocs++;
+  fig->live_samples += samples;
+  fig->live_est_allocs += est;
 }
 
 /* Settles the lazy snapshots: after this, the peak_* figures of every node hold their values at the

@@ -1552,7 +1552,8 @@ int cmd_export(int argc, char **argv) {
       .skip_histograms = true,
       .allocated_only = folded && opts.value != VAL_LIVE && opts.value != VAL_PEAK,
       .no_sites = true,
-      .no_node_peaks = !(folded && opts.value == VAL_PEAK)};
+      .no_node_peaks = !(folded && opts.value == VAL_PEAK),
+      .live_at_end = opts.format == FMT_PPROF};
   cli_trace_t t;
   int code = hook ? cli_trace_load_events(&t, argv[first], &cfg, opts.quiet, hook, &c)
                   : cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, NULL, NULL);

@@ -282,8 +282,11 @@ int cmd_leaks(int argc, char **argv) {
    * and picks backtraces by live figures. On a heap that keeps growing (gen_trace --shape
    * survivors) every allocation is a new peak, and each node's record saved its figures at
    * each of them. */
-  const cts_alloc_profile_config_t cfg = {
-      .stacks = true, .history = true, .skip_histograms = true, .no_node_peaks = true};
+  const cts_alloc_profile_config_t cfg = {.stacks = true,
+                                          .history = true,
+                                          .skip_histograms = true,
+                                          .no_node_peaks = true,
+                                          .live_at_end = true};
   cli_trace_t t;
   cts_leaks_load_stats_t st;
   leaks_call_t call = {&t, argv[first], &cfg, opts.passes, &st};

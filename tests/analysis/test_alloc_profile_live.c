@@ -4,6 +4,8 @@
  * or (huge, far in time, many samples) kept in full. */
 #include "../../src/analysis/alloc_profile.h"
 
+#include <string.h>
+
 #include "../test.h"
 
 static int alloc(cts_alloc_profile_t *p, uint64_t id, uint64_t t, uint64_t length, uint64_t samples,
@@ -210,6 +212,83 @@ CTS_TEST(long_blocks_weights) {
         p.long_weights[(last ^ last >> 8) & (CTS_ALLOC_PROFILE_LONG_WEIGHTS - 1u)].length, last);
   }
   cts_alloc_profile_fini(&p);
+}
+
+/* cfg.live_at_end: the nodes' live figures are made by cts_alloc_profile_finish from the
+ * blocks still live, and must equal those kept on every event, bit for bit (at rate 1). A
+ * mix of stacks, blocks that die and survive, one pooled, one id allocated twice. */
+static void run_stacks(cts_alloc_profile_t *p, bool at_end, double rate, double rate2,
+                       bool finish) {
+  const cts_alloc_profile_config_t cfg = {.stacks = true,
+                                          .history = true,
+                                          .skip_histograms = true,
+                                          .no_node_peaks = true,
+                                          .live_at_end = at_end};
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(p, &cfg), 0);
+  const cts_mt_info_t info = {.sample_rate = rate, .word_size = 64, .start_time_us = 10};
+  cts_alloc_profile_set_info(p, &info);
+  uint64_t x = 42;
+  for (uint64_t id = 0; id < 5000; id++) {
+    if (id == 2500 && rate2 > 0) { /* a trace that changes its rate (a second info) */
+      const cts_mt_info_t again = {.sample_rate = rate2, .word_size = 64, .start_time_us = 10};
+      cts_alloc_profile_set_info(p, &again);
+    }
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t bt[3] = {1, 2 + (x >> 60) % 3, 10 + (x >> 50) % 7};
+    const cts_mt_event_t ev = {.kind = CTS_MT_ALLOC,
+                               .source = CTS_MT_SOURCE_MAJOR,
+                               .time_us = 100 + id,
+                               .obj_id = id == 4000 ? 17 : id, /* 17 twice, while live */
+                               .length = id == 7 ? 1ull << 30 : 1 + (x >> 40) % 40,
+                               .nsamples = 1 + (x >> 30) % 9,
+                               .backtrace_len = 3,
+                               .backtrace = bt};
+    CTS_ASSERT_EQ_INT(cts_alloc_profile_add_event(p, &ev), 0);
+    if ((x >> 20) % 3) /* two blocks in three die, some long after */
+      CTS_ASSERT_EQ_INT(event(p, CTS_MT_COLLECT, (x >> 8) % (id + 1), 100 + id), 0);
+  }
+  if (finish) cts_alloc_profile_finish(p);
+}
+
+CTS_TEST(live_at_end_gives_the_running_figures) {
+  /* Rate 1; 0.01; 1 then 0.01 from halfway, where the deferral ends (the figures settled
+   * then, and running from there). */
+  static const double rates[] = {1.0, 0.01, 1.0}, rates2[] = {0, 0, 0.01};
+  for (size_t k = 0; k < 3; k++) {
+    cts_alloc_profile_t a, b;
+    run_stacks(&a, false, rates[k], rates2[k], true);
+    run_stacks(&b, true, rates[k], rates2[k], false);
+    const cts_stacks_t *sa = &a.stacks, *sb = &b.stacks;
+    CTS_ASSERT_EQ_U64(sa->count, sb->count);
+    /* Deferred only at rate 1: before finishing, no node holds a live figure. */
+    const bool deferred = rates[k] >= 1.0 && !rates2[k];
+    CTS_ASSERT(b.live_at_end == deferred);
+    uint64_t live_before = 0;
+    for (uint32_t i = 0; i < sb->count; i++) live_before += cts_stacks_self(sb, i).live_allocs;
+    if (deferred)
+      CTS_ASSERT_EQ_U64(live_before, 0);
+    else
+      CTS_ASSERT_EQ_U64(live_before, b.live_blocks);
+    cts_alloc_profile_finish(&b);
+    CTS_ASSERT(!b.live_at_end);
+    CTS_ASSERT(b.live_blocks > 100 && b.live_blocks < 4000);
+    CTS_ASSERT_EQ_U64(sa->live_samples, sb->live_samples);
+    CTS_ASSERT_EQ_U64(sa->peak_samples, sb->peak_samples);
+    CTS_ASSERT_EQ_U64(sa->peak_time_us, sb->peak_time_us);
+    for (uint32_t i = 0; i < sa->count; i++) {
+      const cts_site_stats_t fa = cts_stacks_self(sa, i), fb = cts_stacks_self(sb, i);
+      CTS_ASSERT_MSG(memcmp(&fa, &fb, sizeof fa) == 0, "node %u, rate %g", i, rates[k]);
+    }
+    CTS_ASSERT_EQ_U64(sa->site_count, sb->site_count);
+    for (uint32_t i = 0; i < sa->site_count; i++) {
+      CTS_ASSERT_EQ_U64(sa->sites[i].live_samples, sb->sites[i].live_samples);
+      CTS_ASSERT_EQ_U64(sa->sites[i].checkpoints_done, sb->sites[i].checkpoints_done);
+      for (uint32_t c = 0; c < sa->sites[i].checkpoints_done; c++)
+        CTS_ASSERT_EQ_U64(sa->sites[i].history[c], sb->sites[i].history[c]);
+    }
+    cts_alloc_profile_fini(&a);
+    cts_alloc_profile_fini(&b);
+  }
 }
 
 CTS_TEST_MAIN()
