@@ -1022,6 +1022,27 @@ CTS_TEST(libunwind_is_bound_when_first_needed) {
   CTS_ASSERT_MSG(found, "no libunwind before python3's thread");
 }
 
+/* Runs `program` (argv, NULL-terminated) traced into `trace` at `rate` under `strace -f
+ * -qq`, its output thrown away; the log goes to `log` (a /tmp name made from `name`).
+ * Whether strace ran and exited with 0. */
+static bool strace_traced(const char *name, const char *rate, const char *trace,
+                          char *const program[], char log[256]) {
+  char out[256], preload[1024], memtrace[512], rate_env[64];
+  snprintf(out, sizeof out, "/tmp/cts_preload_%s_%d.out", name, (int)getpid());
+  snprintf(log, 256, "/tmp/cts_preload_%s_%d.strace", name, (int)getpid());
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
+  snprintf(rate_env, sizeof rate_env, "MEMTRACE_RATE=%s", rate);
+  char *argv[24] = {"/usr/bin/strace", "-f", "-qq",    "-o", log,     "-E",
+                    preload,           "-E", memtrace, "-E", rate_env};
+  size_t n = 11;
+  for (size_t i = 0; program[i] && n < 23; i++) argv[n++] = program[i];
+  argv[n] = NULL;
+  const int status = run_env_to_file(&plain, argv, out, NULL);
+  unlink(out);
+  return status == 0;
+}
+
 /* Guard for every traced image's start-up (bench/README.md, the exec chain): the system
  * calls of a traced `/bin/true` at the default rate, writer process included (strace -f),
  * into a new trace file. 175 before libdw and libzstd were bound on first use; no
@@ -1029,17 +1050,11 @@ CTS_TEST(libunwind_is_bound_when_first_needed) {
  * close: 0.3 ms of CPU per image). */
 CTS_TEST(startup_system_calls_of_a_traced_image) {
   if (access("/usr/bin/strace", X_OK) != 0) CTS_SKIP("no /usr/bin/strace");
-  char out[256], log[256], trace[256], preload[1024], memtrace[512];
-  snprintf(out, sizeof out, "/tmp/cts_preload_calls_%d.out", (int)getpid());
-  snprintf(log, sizeof log, "/tmp/cts_preload_calls_%d.strace", (int)getpid());
+  char log[256], trace[256];
   trace_path(trace, sizeof trace, "calls");
   unlink(trace);
-  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
-  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
-  char *argv[] = {
-      "/usr/bin/strace",    "-f",        "-qq", "-o", log, "-E", preload, "-E", memtrace, "-E",
-      "MEMTRACE_RATE=1e-6", "/bin/true", NULL};
-  CTS_ASSERT_EQ_INT(run_env_to_file(&plain, argv, out, NULL), 0);
+  char *true_only[] = {"/bin/true", NULL};
+  CTS_ASSERT(strace_traced("calls", "1e-6", trace, true_only, log));
   FILE *f = fopen(log, "r");
   CTS_ASSERT(f != NULL);
   char line[4096];
@@ -1056,7 +1071,6 @@ CTS_TEST(startup_system_calls_of_a_traced_image) {
   decoded_t d;
   CHECK_TRACE(d, trace);
   decoded_fini(&d);
-  unlink(out);
   unlink(log);
   unlink(trace);
 }
@@ -1077,20 +1091,13 @@ typedef struct {
  * then removed. Whether the test goes on: not if it was skipped or failed. */
 static void strace_env_true_calls(const char *name, const char *rate, env_true_calls_t *calls) {
   if (access("/usr/bin/strace", X_OK) != 0) CTS_SKIP("no /usr/bin/strace");
-  char out[256], log[256], preload[1024], memtrace[512], rate_env[64], trace[256], next[300];
-  snprintf(out, sizeof out, "/tmp/cts_preload_%s_%d.out", name, (int)getpid());
-  snprintf(log, sizeof log, "/tmp/cts_preload_%s_%d.strace", name, (int)getpid());
+  char log[256], trace[256], next[300];
   trace_path(trace, 256, name);
   exec_file(next, 300, trace, 1);
   unlink(trace);
   unlink(next);
-  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
-  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
-  snprintf(rate_env, sizeof rate_env, "MEMTRACE_RATE=%s", rate);
-  char *argv[] = {"/usr/bin/strace", "-f", "-qq",    "-o", log,      "-E",
-                  preload,           "-E", memtrace, "-E", rate_env, "/usr/bin/env",
-                  "/bin/true",       NULL};
-  CTS_ASSERT_EQ_INT(run_env_to_file(&plain, argv, out, NULL), 0);
+  char *env_true[] = {"/usr/bin/env", "/bin/true", NULL};
+  CTS_ASSERT(strace_traced(name, rate, trace, env_true, log));
   FILE *f = fopen(log, "r");
   CTS_ASSERT(f != NULL);
   char line[4096];
@@ -1127,7 +1134,6 @@ static void strace_env_true_calls(const char *name, const char *rate, env_true_c
   decoded_fini(&d);
   CHECK_TRACE(d, next);
   decoded_fini(&d);
-  unlink(out);
   unlink(log);
   unlink(trace);
   unlink(next);
@@ -1142,16 +1148,11 @@ static bool strace_env_true(const char *name, const char *rate, env_true_calls_t
  * (its start, up to its main's output), counted with strace -f; SIZE_MAX if they cannot be
  * had. */
 static size_t waits_before_echo_writes(void) {
-  char out[256], log[256], preload[1024], memtrace[512], trace[256];
-  snprintf(out, sizeof out, "/tmp/cts_preload_echowait_%d.out", (int)getpid());
-  snprintf(log, sizeof log, "/tmp/cts_preload_echowait_%d.strace", (int)getpid());
+  char log[256], trace[256];
   trace_path(trace, sizeof trace, "echowait");
   unlink(trace);
-  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
-  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
-  char *argv[] = {"/usr/bin/strace", "-f", "-qq",    "-o",        log,  "-E",
-                  preload,           "-E", memtrace, "/bin/echo", "hi", NULL};
-  if (run_env_to_file(&plain, argv, out, NULL) != 0) return SIZE_MAX;
+  char *echo_hi[] = {"/bin/echo", "hi", NULL};
+  if (!strace_traced("echowait", "1e-6", trace, echo_hi, log)) return SIZE_MAX;
   FILE *f = fopen(log, "r");
   if (!f) return SIZE_MAX;
   char line[4096];
@@ -1169,7 +1170,6 @@ static size_t waits_before_echo_writes(void) {
     waits += wait && !strstr(line, "WNOHANG");
   }
   fclose(f);
-  unlink(out);
   unlink(log);
   unlink(trace);
   return wrote ? waits : SIZE_MAX;
