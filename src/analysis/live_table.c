@@ -79,6 +79,7 @@ static void drop_chunk(cts_live_table_t *t, cts_live_chunk_t *c) {
   cts_u64map_remove(&t->chunks, c->number);
   if (t->last == c) t->last = NULL;
   if (t->head == c) t->head = NULL;
+  if (t->drain == c) t->drain = NULL;
   for (unsigned i = 0; i < CTS_LIVE_WINDOW; i++)
     if (t->window[i] == c) t->window[i] = NULL;
   chunk_free(t, c);
@@ -247,6 +248,7 @@ static uint32_t sparse_compact(const cts_live_table_t *t, cts_live_chunk_t *c, u
  * most of a collection's cost). Fresh arrays rather than realloc: shrinking in place left
  * glibc's heap fragmented (stats' peak RSS on gen_trace's default shape 8.9 -> 11.5 MiB). */
 static void sparse_sweep(cts_live_table_t *t, cts_live_chunk_t *c) {
+  t->sweeps++;
   const uint32_t cap = c->live < 4 ? 4 : c->live;
   uint16_t *offs = cap == c->cap ? NULL : malloc(cap * sizeof *offs);
   unsigned char *recs = offs ? malloc(cap * t->rec_size) : NULL;
@@ -386,6 +388,12 @@ void *cts_live_insert_slow(cts_live_table_t *t, uint64_t id, bool *added) {
   const uint32_t off = (uint32_t)id & MASK;
   *added = false;
   cts_live_chunk_t *c = chunk_of(t, number);
+  if (c && c == t->drain) {
+    /* An insert moves the entries after it and may grow the arrays: not past tombstones
+     * (only corrupt or hostile traces insert below the window). */
+    t->drain = NULL;
+    if ((c->n - c->live) * 5u > c->n) sparse_sweep(t, c);
+  }
   if (!c) {
     /* Only an id above every other opens a dense chunk: a hostile order of ids cannot make
      * the table hold more dense chunks than the window. */
@@ -447,10 +455,14 @@ bool cts_live_take_slow(cts_live_table_t *t, uint64_t id, void *out) {
   c->offs[i] |= DEAD;
   c->live--;
   t->count--;
-  if (c->live == 0)
+  if (c->live == 0) {
     drop_chunk(t, c);
-  else if ((c->n - c->live) * 5u > c->n)
-    sparse_sweep(t, c);
+  } else if (c != t->drain && (c->n - c->live) * 5u > c->n) {
+    /* c becomes the drain; the one before (past its fifth too) is swept now. */
+    cts_live_chunk_t *old = t->drain;
+    t->drain = c;
+    if (old) sparse_sweep(t, old);
+  }
   return true;
 }
 
