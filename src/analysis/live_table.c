@@ -164,8 +164,10 @@ static void index_add(cts_live_chunk_t *c, uint32_t off) {
   for (uint32_t w = off / 64u + 1u; w < WORDS; w++) counts[w]++;
 }
 
-/* Index of the sparse entry with offset off (dead or not), or where it would go. */
-static uint32_t sparse_search(const cts_live_chunk_t *c, uint32_t off, bool *found) {
+/* Index of the sparse entry with offset off (dead or not), or where it would go. Inline:
+ * a teardown's collections (python3's) search an old chunk each. */
+static CTS_FORCE_INLINE uint32_t sparse_search(const cts_live_chunk_t *c, uint32_t off,
+                                               bool *found) {
   if (c->index) {
     const uint64_t word = c->index[off / 64u];
     *found = word >> (off % 64u) & 1u;
@@ -288,9 +290,13 @@ static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
     }
   }
   t->bytes -= chunk_bytes(t, c);
-  free(c->present);
   dense_recs_done(t, c->recs);
+  /* The presence bitmap is the index's bitmap as it is (an entry per live offset): kept,
+   * grown by the counts, rather than built again from the offsets. */
+  uint64_t *index = k >= CTS_LIVE_INDEX_MIN ? realloc(c->present, INDEX_BYTES) : NULL;
+  if (!index) free(c->present);
   c->present = NULL;
+  c->index = index;
   c->dense = false;
   c->offs = offs;
   c->recs = recs;
@@ -440,7 +446,10 @@ void *cts_live_insert_slow(cts_live_table_t *t, uint64_t id, bool *added) {
 }
 
 bool cts_live_take_slow(cts_live_table_t *t, uint64_t id, void *out) {
-  cts_live_chunk_t *c = chunk_of(t, id >> CTS_LIVE_CHUNK_BITS);
+  /* A teardown takes its ids from one old chunk after another: t->last first, without the
+   * call (the head and the window, the inline path's, are not it). */
+  const uint64_t number = id >> CTS_LIVE_CHUNK_BITS;
+  cts_live_chunk_t *c = t->last && t->last->number == number ? t->last : chunk_of(t, number);
   if (!c) return false;
   const uint32_t off = (uint32_t)id & MASK;
   if (c->dense) {
