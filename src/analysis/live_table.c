@@ -79,6 +79,7 @@ static void drop_chunk(cts_live_table_t *t, cts_live_chunk_t *c) {
   cts_u64map_remove(&t->chunks, c->number);
   if (t->last == c) t->last = NULL;
   if (t->head == c) t->head = NULL;
+  if (t->drain == c) t->drain = NULL;
   for (unsigned i = 0; i < CTS_LIVE_WINDOW; i++)
     if (t->window[i] == c) t->window[i] = NULL;
   chunk_free(t, c);
@@ -163,8 +164,10 @@ static void index_add(cts_live_chunk_t *c, uint32_t off) {
   for (uint32_t w = off / 64u + 1u; w < WORDS; w++) counts[w]++;
 }
 
-/* Index of the sparse entry with offset off (dead or not), or where it would go. */
-static uint32_t sparse_search(const cts_live_chunk_t *c, uint32_t off, bool *found) {
+/* Index of the sparse entry with offset off (dead or not), or where it would go. Inline:
+ * a teardown's collections (python3's) search an old chunk each. */
+static CTS_FORCE_INLINE uint32_t sparse_search(const cts_live_chunk_t *c, uint32_t off,
+                                               bool *found) {
   if (c->index) {
     const uint64_t word = c->index[off / 64u];
     *found = word >> (off % 64u) & 1u;
@@ -247,6 +250,7 @@ static uint32_t sparse_compact(const cts_live_table_t *t, cts_live_chunk_t *c, u
  * most of a collection's cost). Fresh arrays rather than realloc: shrinking in place left
  * glibc's heap fragmented (stats' peak RSS on gen_trace's default shape 8.9 -> 11.5 MiB). */
 static void sparse_sweep(cts_live_table_t *t, cts_live_chunk_t *c) {
+  t->sweeps++;
   const uint32_t cap = c->live < 4 ? 4 : c->live;
   uint16_t *offs = cap == c->cap ? NULL : malloc(cap * sizeof *offs);
   unsigned char *recs = offs ? malloc(cap * t->rec_size) : NULL;
@@ -286,9 +290,13 @@ static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
     }
   }
   t->bytes -= chunk_bytes(t, c);
-  free(c->present);
   dense_recs_done(t, c->recs);
+  /* The presence bitmap is the index's bitmap as it is (an entry per live offset): kept,
+   * grown by the counts, rather than built again from the offsets. */
+  uint64_t *index = k >= CTS_LIVE_INDEX_MIN ? realloc(c->present, INDEX_BYTES) : NULL;
+  if (!index) free(c->present);
   c->present = NULL;
+  c->index = index;
   c->dense = false;
   c->offs = offs;
   c->recs = recs;
@@ -386,6 +394,12 @@ void *cts_live_insert_slow(cts_live_table_t *t, uint64_t id, bool *added) {
   const uint32_t off = (uint32_t)id & MASK;
   *added = false;
   cts_live_chunk_t *c = chunk_of(t, number);
+  if (c && c == t->drain) {
+    /* An insert moves the entries after it and may grow the arrays: not past tombstones
+     * (only corrupt or hostile traces insert below the window). */
+    t->drain = NULL;
+    if ((c->n - c->live) * 5u > c->n) sparse_sweep(t, c);
+  }
   if (!c) {
     /* Only an id above every other opens a dense chunk: a hostile order of ids cannot make
      * the table hold more dense chunks than the window. */
@@ -432,7 +446,10 @@ void *cts_live_insert_slow(cts_live_table_t *t, uint64_t id, bool *added) {
 }
 
 bool cts_live_take_slow(cts_live_table_t *t, uint64_t id, void *out) {
-  cts_live_chunk_t *c = chunk_of(t, id >> CTS_LIVE_CHUNK_BITS);
+  /* A teardown takes its ids from one old chunk after another: t->last first, without the
+   * call (the head and the window, the inline path's, are not it). */
+  const uint64_t number = id >> CTS_LIVE_CHUNK_BITS;
+  cts_live_chunk_t *c = t->last && t->last->number == number ? t->last : chunk_of(t, number);
   if (!c) return false;
   const uint32_t off = (uint32_t)id & MASK;
   if (c->dense) {
@@ -447,10 +464,14 @@ bool cts_live_take_slow(cts_live_table_t *t, uint64_t id, void *out) {
   c->offs[i] |= DEAD;
   c->live--;
   t->count--;
-  if (c->live == 0)
+  if (c->live == 0) {
     drop_chunk(t, c);
-  else if ((c->n - c->live) * 5u > c->n)
-    sparse_sweep(t, c);
+  } else if (c != t->drain && (c->n - c->live) * 5u > c->n) {
+    /* c becomes the drain; the one before (past its fifth too) is swept now. */
+    cts_live_chunk_t *old = t->drain;
+    t->drain = c;
+    if (old) sparse_sweep(t, old);
+  }
   return true;
 }
 

@@ -10,13 +10,18 @@
  *    dense: records indexed by id - chunk base, a presence bitmap, no key stored;
  *  - an older chunk stays dense while at least 7/8 of its ids are live, and otherwise
  *    becomes sparse: its live ids' offsets, sorted, and their records side by side (a
- *    removal leaves a tombstone; tombstones are swept once they are 1/5 of the chunk);
+ *    removal leaves a tombstone; tombstones are swept once they are 1/5 of the chunk, except
+ *    in the drain, below);
  *    a sparse chunk of CTS_LIVE_INDEX_MIN entries or more also has an index (a bitmap of
  *    its offsets and a count per bitmap word, 640 bytes) that finds an entry in O(1);
- *  - a chunk with no live id is freed.
+ *  - a chunk with no live id is freed;
+ *  - one sparse chunk past its 1/5, the drain (the last to pass it), keeps its tombstones
+ *    until another passes it: a chunk emptied at one go is freed without a sweep (a rate-1
+ *    trace's teardown empties its chunks one after another; each sweep moved ~4 records a
+ *    removal), and what waits is one chunk's entries at most.
  * So a live record costs at most rec_size * 8/7 in a dense chunk, (rec_size + 2) * 5/4 in a
- * sparse one, whatever the trace's length, plus the window (CTS_LIVE_WINDOW dense chunks)
- * and a header per chunk.
+ * sparse one, whatever the trace's length, plus the window (CTS_LIVE_WINDOW dense chunks),
+ * the drain's tombstones and a header per chunk.
  *
  * Any ids work (corrupt or hostile traces): ids below the newest chunk go to sparse chunks
  * (inserting there is O(chunk) but memory stays proportional to the live ids), huge gaps
@@ -62,8 +67,10 @@ typedef struct cts_live_table {
   cts_live_chunk_t *window[CTS_LIVE_WINDOW]; /* the dense recent chunks, by number % W */
   cts_live_chunk_t *head;                    /* chunk of the highest id inserted */
   cts_live_chunk_t *last;                    /* the chunk last looked up (a cache) */
-  uint64_t count;                            /* live ids */
-  size_t bytes;                              /* memory held by chunks, headers included */
+  cts_live_chunk_t *drain; /* the sparse chunk whose tombstones wait (see above), or NULL */
+  uint64_t sweeps;         /* sparse chunks swept so far (tests: what the drain spares) */
+  uint64_t count;          /* live ids */
+  size_t bytes;            /* memory held by chunks, headers included */
   uint64_t sparse_chunks, dense_chunks;
   /* A dense chunk's records, kept from a chunk thinned or freed for the next dense chunk
    * (live_table.c, new_chunk); counted in bytes. NULL if none. */
