@@ -179,20 +179,10 @@ static int exec_failed(char **env) {
   return -1;
 }
 
-/* Before any exec, traced next or not: the intermediate process that makes the writer is
- * this process's child until it exits, a moment after the image starts, and is reaped
- * lazily (writer_process.c). An image that execs sooner must reap it now: the kernel turns
- * the exit of a child made before an exec into a SIGCHLD to the new image, and no code in
- * the new image knows that child, so it would stay a zombie there (one per image of
- * `env env prog`). A wait only while it still runs: its own work is a fork. */
-static void reap_before_exec(void) {
-  cts__writer_process_settle();
-}
-
 CTS__PRELOAD_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
   cts__need_real();
   if (!cts__real.execve) return errno = ENOSYS, -1;
-  reap_before_exec();
+  cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
   if (!continues_trace()) return cts__real.execve(path, argv, envp);
   before_exec();
   cts__tracer_exec_pending(true);
@@ -208,7 +198,7 @@ CTS__PRELOAD_EXPORT int execv(const char *path, char *const argv[]) {
 CTS__PRELOAD_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
   cts__need_real();
   if (!cts__real.execvpe) return errno = ENOSYS, -1;
-  reap_before_exec();
+  cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
   if (!continues_trace()) return cts__real.execvpe(file, argv, envp);
   before_exec();
   cts__tracer_exec_pending(true);

@@ -145,6 +145,12 @@ void cts__writer_process_settle(void) {
   settle_middle(true, true);
 }
 
+/* tracer_internal.h. No pidfd: the exec would close it at once (a failed exec's later
+ * checks do without, by kill(pid, 0)). */
+void cts__writer_process_reap(void) {
+  settle_middle(true, false);
+}
+
 /* The intermediate process: leaves the program's session, makes the writer process,
  * publishes its pid and exits. */
 static _Noreturn void middle_main(int watch[2], pid_t program) {
