@@ -1307,19 +1307,15 @@ static void csv_estimate(stream_ctx_t *c, const cts_alloc_profile_t *p) {
  * when it may. */
 CTS_NOINLINE static void csv_samples_slow(stream_ctx_t *c, uint64_t nsamples) {
   cts_out_t *o = c->o;
-  if (!c->csv_bps_int || nsamples > UINT32_MAX) {
-    char *d = cts_out_reserve(o, CTS_U64_DIGITS + 2);
-    d[0] = ',';
-    size_t n = 1 + cts_fmt_u64(d + 1, nsamples);
-    d[n++] = ',';
-    o->len += n;
-    cts_out_fixed(o, (double)nsamples * c->csv_bps, 0);
-    return;
-  }
   char *d = cts_out_reserve(o, 2 * CTS_U64_DIGITS + 2);
   d[0] = ',';
   size_t n = 1 + cts_fmt_u64(d + 1, nsamples);
   d[n++] = ',';
+  if (!c->csv_bps_int || nsamples > UINT32_MAX) {
+    o->len += n;
+    cts_out_fixed(o, (double)nsamples * c->csv_bps, 0);
+    return;
+  }
   n += cts_fmt_u64(d + n, nsamples * c->csv_bps_int);
   if (nsamples < CSV_SAMPLE_TEXTS) {
     csv_samples_t *s = &c->csv_samples[nsamples];
