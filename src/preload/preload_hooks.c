@@ -390,9 +390,48 @@ static size_t placed_offset(const void *q, size_t step) {
   return in_page((const unsigned char *)q + step) ? step : 2 * step;
 }
 
+/* ---- real blocks that cannot hold a header in page: parked ---------------------------------
+ * A real block q whose q + HEADER is the start of a page cannot be a sampled block with one
+ * header. Handing it back to the real allocator does not make it go away: free lists are
+ * last in, first out (glibc's tcache and fast bins), so the next allocation of the same size
+ * gets the same block again, and if the sampled blocks made instead are of another size
+ * (one more header), the program's frees never cover it: at rate 1 every later allocation of
+ * that size paid a second malloc and a free (cc1plus: 435 000 of its 1.37 M allocations).
+ * Such a block is parked instead: kept out of the allocator's lists for good, the same size
+ * is asked for again, and the program's frees then go to that size's list as untraced. Parked
+ * blocks are at most one per page boundary crossed; PARK_BYTES bounds what they hold (beyond,
+ * the block is freed as before). */
+#define PARK_BYTES (4u << 20)
+#define PARK_TRIES 4u
+static size_t parked_bytes;
+
+/* Whether real block q of `size` bytes is parked (false: over the bound; q is the caller's). */
+static bool park(size_t size) {
+  size_t used = __atomic_load_n(&parked_bytes, __ATOMIC_RELAXED);
+  do
+    if (size > PARK_BYTES - used) return false;
+  while (!__atomic_compare_exchange_n(&parked_bytes, &used, used + size, true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED));
+  return true;
+}
+
+/* The real block for a sampled block of `size` bytes after the first one, q, could not hold
+ * its header in page: another of the same size (q parked), else one HEADER larger, the
+ * program's pointer placed in page (*offset). NULL: no memory. */
+static CTS_NOINLINE void *place_again(void *q, size_t size, bool zero, size_t *offset) {
+  for (unsigned tries = 0; tries < PARK_TRIES && park(size + HEADER); tries++) {
+    q = zero ? cts__real.calloc(1, size + HEADER) : cts__real.malloc(size + HEADER);
+    if (!q || in_page((unsigned char *)q + HEADER)) return q; /* (*offset is HEADER) */
+  }
+  void *const q2 =
+      zero ? cts__real.calloc(1, size + 2 * HEADER) : cts__real.malloc(size + 2 * HEADER);
+  cts__real.free(q); /* after: q2 is another block */
+  if (q2) *offset = placed_offset(q2, HEADER);
+  return q2;
+}
+
 /* A sampled block of `size` bytes with a HEADER-byte header (any alignment up to 16). When
- * the header would not be in page, the block is made again HEADER bytes larger (this
- * happens to about one sampled block in 256). */
+ * the header would not be in page (about one block in 256), place_again. */
 static CTS_FORCE_INLINE void *alloc_sampled(size_t size, uint64_t nsamples, bool zero,
                                             void *frame) {
   if (size > SIZE_MAX - 2 * HEADER) {
@@ -400,16 +439,10 @@ static CTS_FORCE_INLINE void *alloc_sampled(size_t size, uint64_t nsamples, bool
     return NULL;
   }
   void *q = zero ? cts__real.calloc(1, size + HEADER) : cts__real.malloc(size + HEADER);
-  if (!q) return NULL;
   size_t offset = HEADER;
-  if (CTS_UNLIKELY(!in_page((unsigned char *)q + HEADER))) {
-    void *const q2 =
-        zero ? cts__real.calloc(1, size + 2 * HEADER) : cts__real.malloc(size + 2 * HEADER);
-    cts__real.free(q); /* after: q2 is another block */
-    if (!q2) return NULL;
-    q = q2;
-    offset = placed_offset(q, HEADER);
-  }
+  if (CTS_UNLIKELY(q && !in_page((unsigned char *)q + HEADER)))
+    q = place_again(q, size, zero, &offset);
+  if (!q) return NULL;
   return sampled_block(q, offset, size, nsamples, frame);
 }
 

@@ -638,6 +638,35 @@ CTS_TEST(headers_never_read_before_a_page) {
   check_headers(preload);
 }
 
+/* Under an allocator whose free lists are last in, first out (glibc's tcache), a real block
+ * whose address + 16 starts a page (no room for the header in page) must not come back to
+ * the next allocation of its size: at rate 1 that made every later allocation of the size
+ * two real ones and a free (cc1plus: 435 000 of 1.37 M). victim_accuracy's 20 000 blocks of
+ * 1 to 8 bytes, half freed at once, all of one size to the allocator: before the fix it was
+ * asked for 39 674 blocks for the program's 20 001, now 20 040 (the program's, the preload's
+ * own and one more per block parked). */
+CTS_TEST(unplaceable_blocks_are_not_asked_for_again) {
+  static char preload[1024];
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s:%s", CTS_TEST_PRELOAD, CTS_TEST_LIFO_ALLOC);
+  char trace[256];
+  trace_path(trace, sizeof trace, "lifo");
+  CTS_ASSERT(run_both("victim_accuracy", "20000", "8", "1", trace, preload));
+  unsigned long long allocs, frees;
+  CTS_ASSERT(sscanf(plain.out, "allocs=%llu frees=%llu", &allocs, &frees) == 2);
+  const char *const line = strstr(traced.err, "lifo_alloc mallocs=");
+  CTS_ASSERT(line != NULL);
+  unsigned long long asked = 0;
+  CTS_ASSERT(sscanf(line, "lifo_alloc mallocs=%llu", &asked) == 1);
+  CTS_ASSERT_MSG(asked >= allocs && asked <= allocs + allocs / 50, "%llu blocks for %llu", asked,
+                 allocs);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(d.nallocs, allocs);
+  CTS_ASSERT_EQ_U64(d.ncollects, frees);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 CTS_TEST(aligned_allocators) {
   char trace[256];
   trace_path(trace, sizeof trace, "memalign");
