@@ -298,13 +298,9 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   return full & ID_MASK;
 }
 
-uint64_t cts__tracer_sample_slow(size_t size) {
-  const unsigned session =
-      (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_acquire);
-  if (!session) return 0;
+/* cts__tracer_sample_slow below rate 1: the countdown, the draws. */
+static CTS_NOINLINE uint64_t sample_drawn(size_t size, unsigned session) {
   cts__thread_t *const t = &cts__thread;
-  /* λ = 1: every word is a sample (the countdown is never used). */
-  if (cts__sampler.every_word) return t->guard ? 0 : ((uint64_t)size + 7u) >> 3;
   if (CTS_UNLIKELY(t->session != session || t->rng == 0)) seed_thread(t, session);
   const uint64_t words = ((uint64_t)size + 7u) >> 3;
   if (words < t->words_left) {
@@ -319,13 +315,24 @@ uint64_t cts__tracer_sample_slow(size_t size) {
   return nsamples;
 }
 
+/* At rate 1 (every allocation comes here) only this runs: no register is saved, no draw. */
+uint64_t cts__tracer_sample_slow(size_t size) {
+  const unsigned session =
+      (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_acquire);
+  if (!session) return 0;
+  /* λ = 1: every word is a sample (the countdown is never used). */
+  if (cts__sampler.every_word) return cts__thread.guard ? 0 : ((uint64_t)size + 7u) >> 3;
+  return sample_drawn(size, session);
+}
+
 void cts__tracer_alloc_slow(const void *ptr, size_t size, void *frame) {
   const uint64_t nsamples = cts__tracer_sample_slow(size);
   if (nsamples) cts__tracer_record(ptr, size, nsamples, frame, NULL, true);
 }
 
-/* Queues the collect of the object with full id `full`. Guard raised. */
-static void queue_collect(uint64_t full) {
+/* Queues the collect of the object with full id `full`. Guard raised. Inline: the free of
+ * every sampled block comes here (a call less per free at rate 1). */
+static CTS_FORCE_INLINE void queue_collect(uint64_t full) {
   cts__ring_t *const r = cts__thread_ring(&cts__thread);
   size_t pad;
   uint64_t *const rec = r ? cts__ring_reserve(r, REC_COLLECT_WORDS, RING_WORDS, &pad) : NULL;
