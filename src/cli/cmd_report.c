@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "../os/mprof_ring.h"
 #include "../report/report.h"
@@ -110,6 +113,14 @@ int cmd_report(int argc, char **argv) {
   const int rc = cli_parse(argc, argv, "o:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
   if (first >= argc) return cli_usage_error("no trace given");
+#ifdef __GLIBC__
+  /* Blocks from 128 KiB on mapped apart, as glibc starts. Once such a block is freed, glibc
+   * raises its threshold to that size (up to 32 MiB), and the report's arrays that follow
+   * (records remapped, the coarser tree's map, the page's) come from the heap, whose freed
+   * pages stay resident: peak RSS on gen_trace --mb 160 608 -> 596 MB, with fewer page
+   * faults (156.5 k against 159.1 k for main's build). */
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
   cli_report_input_t in;
   int worst;
   if (!cli_report_load(&in, &opts.content, argv + first, argc - first, &worst)) return worst;
