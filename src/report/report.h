@@ -79,10 +79,10 @@ typedef struct report_mem_opts {
   bool no_marks;
   /* Names as people read them (analysis/fold.h), or NULL: the trace's own. Borrowed. */
   const struct cts_fold_config *fold;
-  /* Finish the blocks never collected in one pass in the live table's order, the reference
-   * that the usual two passes reproduce byte for byte (report_mem.c, finish_live_blocks):
-   * for tests. */
-  bool live_one_pass;
+  /* The plainer paths that the usual ones reproduce byte for byte (report_mem.c): the blocks
+   * never collected finished in one pass in the live table's order (finish_live_blocks), a
+   * coarser call tree's map in 4-byte entries (narrow_map). For tests. */
+  bool reference;
 } report_mem_opts_t;
 
 typedef struct report_mem report_mem_t;

@@ -433,12 +433,12 @@ static void survivors_trace(const char *path, unsigned n) {
   save(path, &b, b.len);
 }
 
-/* *blob: the document of path under max_records, finished in one pass or the usual way;
+/* *blob: the document of path under max_records, by the reference paths or the usual ones;
  * *passes: how the blocks never collected were finished. */
-static void survivors_doc(const char *path, uint32_t max_records, bool one_pass, unsigned *passes,
+static void survivors_doc(const char *path, uint32_t max_records, bool reference, unsigned *passes,
                           cts__serve_blob_t **blob) {
   const report_mem_opts_t o = {
-      .path = path, .quiet = true, .max_records = max_records, .live_one_pass = one_pass};
+      .path = path, .quiet = true, .max_records = max_records, .reference = reference};
   report_mem_t *m;
   CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
   *passes = report_mem_live_passes(m);
@@ -451,21 +451,30 @@ static void survivors_doc(const char *path, uint32_t max_records, bool one_pass,
  * id order) give the bytes of one pass in the table's order, whatever the budget makes of
  * the records on the way (coarser sizes and times, a block too early to coarsen times);
  * where a coarser call tree may be chosen (a budget of 16 records a node or less), one
- * pass runs. */
-CTS_TEST(mem_live_blocks_two_passes_match_one) {
+ * pass runs, and the coarser trees' maps in 2-byte entries give the bytes of 4-byte ones. */
+CTS_TEST(mem_usual_paths_give_the_reference_bytes) {
   const char *path = tmp_path("mem-survivors.ctf");
   survivors_trace(path, 60000);
-  static const uint32_t budgets[] = {300, 700, 1000, 1500, 2500, 5000, 10000, 400000};
-  for (size_t k = 0; k < sizeof budgets / sizeof *budgets; k++) {
+  /* And main > 2010 leaves, 10 of them heavy, whose records a budget of 1000 makes by a
+   * tree of main and the heavy leaves (mem_records_over_budget_are_by_a_coarser_call_tree):
+   * the light leaves' records are main's, not the root's. */
+  json_flat_t j;
+  load_leaves(&j, "mem-nodes-2.ctf", 2010, 10, 100, 1000, 0);
+  json_flat_free(&j);
+  static const uint32_t budgets[] = {40,   100,  160,  200,  300,   700,
+                                     1000, 1500, 2500, 5000, 10000, 400000};
+  for (size_t k = 0; k <= sizeof budgets / sizeof *budgets; k++) {
+    const bool leaves = k == sizeof budgets / sizeof *budgets;
+    const uint32_t budget = leaves ? 1000 : budgets[k];
     unsigned one, two;
     cts__serve_blob_t *a, *b;
-    survivors_doc(path, budgets[k], true, &one, &a);
-    survivors_doc(path, budgets[k], false, &two, &b);
+    survivors_doc(leaves ? tmp_path("mem-nodes-2.ctf") : path, budget, true, &one, &a);
+    survivors_doc(leaves ? tmp_path("mem-nodes-2.ctf") : path, budget, false, &two, &b);
     CTS_ASSERT_EQ_U64(one, 1);
-    if (budgets[k] > 16 * 28) CTS_ASSERT_EQ_U64(two, 2); /* 28 nodes: root, main, 2, 24 */
+    if (!leaves && budget > 16 * 28) CTS_ASSERT_EQ_U64(two, 2); /* 28 nodes: root, main, 2, 24 */
     CTS_ASSERT_EQ_U64(a->len, b->len);
     CTS_ASSERT_MSG(memcmp(a->data, b->data, a->len) == 0, "budget %u: the documents differ",
-                   (unsigned)budgets[k]);
+                   (unsigned)budget);
     cts__serve_blob_unref(a);
     cts__serve_blob_unref(b);
   }
