@@ -301,6 +301,16 @@ static int remap_records(report_mem_t *m, coarser_t how) {
     CTS_ASSERT(m->nrecs <= i);
     e = record_add_direct(m, &r);
   }
+  /* The tables of buckets left empty go (twice as wide times empty the upper half): kept,
+   * every bucket's largest table stayed to the end, 19 MB at the peak of gen_trace --mb
+   * 160 for ~6 MB in use. */
+  for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) {
+    ta_table_t *t = &m->tables[b];
+    if (t->n || !t->slot) continue;
+    free(t->slot);
+    t->slot = NULL;
+    t->cap = 0;
+  }
   return e;
 }
 
