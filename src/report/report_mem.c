@@ -819,7 +819,7 @@ static uint64_t live_set_bit(const live_set_t *s, const record_t *r) {
 }
 
 /* Sets r's bit; whether it was set. -ENOMEM as a negative value. */
-static int live_set_test_set(live_set_t *s, const record_t *r) {
+static CTS_FORCE_INLINE int live_set_test_set(live_set_t *s, const record_t *r) {
   uint64_t *b = s->bucket[r->ta];
   if (!b && !(b = s->bucket[r->ta] = calloc(s->words, sizeof *b))) return -ENOMEM;
   const uint64_t bit = live_set_bit(s, r), mask = UINT64_C(1) << (bit % 64u);
