@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "../os/mprof_ring.h"
 #include "../report/report.h"
@@ -110,6 +114,21 @@ int cmd_report(int argc, char **argv) {
   const int rc = cli_parse(argc, argv, "o:q", longopts, help, on_option, &opts, &first);
   if (rc >= 0) return rc;
   if (first >= argc) return cli_usage_error("no trace given");
+#ifdef __GLIBC__
+  /* Blocks from 128 KiB on mapped apart, as glibc starts. Once such a block is freed, glibc
+   * raises its threshold to that size (up to 32 MiB), and the report's arrays that follow
+   * (records remapped, the coarser tree's map, the page's) come from the heap, whose freed
+   * pages stay resident: peak RSS on gen_trace --mb 160 608 -> 596 MB, with fewer page
+   * faults (156.5 k against 159.1 k for main's build). Only for inputs of 64 MiB and more:
+   * below, the arrays are small and mapping them apart cost 1.5 % of CPU time on a 20 MB
+   * rate-1 trace of sqlite3. */
+  uint64_t input = 0;
+  for (int i = first; i < argc; i++) {
+    struct stat st;
+    if (stat(argv[i], &st) == 0 && st.st_size > 0) input += (uint64_t)st.st_size;
+  }
+  if (input >= (UINT64_C(64) << 20)) mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
   cli_report_input_t in;
   int worst;
   if (!cli_report_load(&in, &opts.content, argv + first, argc - first, &worst)) return worst;

@@ -79,6 +79,10 @@ typedef struct report_mem_opts {
   bool no_marks;
   /* Names as people read them (analysis/fold.h), or NULL: the trace's own. Borrowed. */
   const struct cts_fold_config *fold;
+  /* The plainer paths that the usual ones reproduce byte for byte (report_mem.c): the blocks
+   * never collected finished in one pass in the live table's order (finish_live_blocks), a
+   * coarser call tree's map in 4-byte entries (narrow_map). For tests. */
+  bool reference;
 } report_mem_opts_t;
 
 typedef struct report_mem report_mem_t;
@@ -97,6 +101,8 @@ typedef struct report_alloc_mark {
 /* Allocation times and samples, sorted by time (borrowed). */
 const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n);
 double report_mem_bytes_per_sample(const report_mem_t *m);
+/* How the blocks never collected were finished: 0 (none), 1 or 2 passes (tests). */
+unsigned report_mem_live_passes(const report_mem_t *m);
 /* The trace's profile (rate, word size: what formats byte estimates), borrowed. */
 const cts_alloc_profile_t *report_mem_profile(const report_mem_t *m);
 /* The trace's info record (process id, start time), borrowed; NULL when it has none. */

@@ -29,6 +29,7 @@
 #define NEVER              UINT16_MAX /* collection bucket of a block still live at the end */
 #define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
 #define FRONT_BITS         12u        /* 4096 front slots of 32 bytes: 128 KiB, in L2 */
+#define FRONT_RECORDS      (1u << 17) /* records from which collected blocks skip the front */
 
 _Static_assert(RECORD_BUCKETS < NEVER, "time buckets fit in 16 bits, below NEVER");
 _Static_assert(CTS_HIST_BUCKETS <= UINT16_MAX, "size classes fit in 16 bits");
@@ -91,8 +92,12 @@ struct report_mem {
   /* Over the budget with times as coarse as they may get, records are by a coarser call
    * tree: rnode[n] is the node whose records stand for node n's (n itself, or its nearest
    * ancestor that allocated at least rec_min_samples so far when the map was made; nodes
-   * created since map to their parent's). NULL: every node stands for itself. */
-  uint32_t *rnode;
+   * created since map to their parent's). NULL: every node stands for itself. 4 bytes a
+   * node, or 2 when at most 65536 nodes stand for others (as with the budget's default:
+   * then 2-byte indexes into rtarget, the nodes that stand for others; 17 MB less at the
+   * peak of gen_trace --mb 160's 8.46 M nodes). rnode_at reads it. */
+  void *rnode;
+  uint32_t *rtarget; /* NULL: rnode holds 4-byte nodes */
   size_t rnode_n, rnode_cap;
   uint64_t rec_min_samples;
   bool coarse_tree; /* rnode was ever set: the records are by a coarser tree */
@@ -110,6 +115,7 @@ struct report_mem {
   /* allocation marks */
   report_alloc_mark_t *marks;
   size_t nmarks, cap_marks;
+  unsigned live_passes; /* how the blocks never collected were finished (0: none) */
   int err;
 };
 
@@ -232,34 +238,80 @@ static uint16_t size_octave(unsigned c) {
 
 typedef enum coarser { COARSER_TIME, COARSER_SIZE, COARSER_NODE } coarser_t;
 
+/* rnode[n] (n < rnode_n). */
+static inline uint32_t rnode_at(const report_mem_t *m, size_t n) {
+  if (m->rtarget) {
+    uint16_t v;
+    memcpy(&v, (const char *)m->rnode + n * sizeof v, sizeof v);
+    return m->rtarget[v];
+  }
+  uint32_t v;
+  memcpy(&v, (const char *)m->rnode + n * sizeof v, sizeof v);
+  return v;
+}
+
 /* Merges the records that fall together once their keys are coarser: time buckets twice as
  * wide, sizes by power of two, or nodes by m->rnode (set by the caller). */
 static int remap_records(report_mem_t *m, coarser_t how) {
   m->key_gen++; /* keys computed before are stale */
   front_flush(m);
-  record_t *old = m->recs;
+  record_t *recs = m->recs;
   const size_t n = m->nrecs;
-  m->recs = NULL;
-  m->nrecs = m->cap_recs = 0;
   for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) {
     ta_table_t *t = &m->tables[b];
     if (t->n) memset(t->slot, 0, t->cap * sizeof *t->slot);
     t->n = 0;
   }
+  /* In place, one new time bucket after another: the records are first put in the order of
+   * their new bucket (in place, a cycle of swaps at a time), then added again from the
+   * start of the same array. Merging only removes records, so the one added is never past
+   * the one read. A bucket's table and records stay in the caches while it fills (in the
+   * records' own order, each addition missed on a table of another bucket: remaps were 6 %
+   * of report's cycles on gen_trace --shape survivors), and no second array is made (a
+   * new one per remap: its pages faulted in each time). The records' order is not the
+   * report's: write_tree sorts them by their whole key. */
+  const unsigned shift = how == COARSER_TIME;
+  size_t next[RECORD_BUCKETS], end[RECORD_BUCKETS] = {0};
+  for (size_t i = 0; i < n; i++) end[recs[i].ta >> shift]++;
+  for (size_t b = 0, at = 0; b < RECORD_BUCKETS; b++) {
+    next[b] = at;
+    at += end[b];
+    end[b] = at;
+  }
+  for (size_t b = 0; b < RECORD_BUCKETS; b++)
+    for (size_t i = next[b]; i < end[b]; i = ++next[b]) {
+      unsigned to;
+      while ((to = recs[i].ta >> shift) != b) {
+        const record_t x = recs[i];
+        recs[i] = recs[next[to]];
+        recs[next[to]++] = x;
+      }
+    }
+  m->nrecs = 0;
   int e = 0;
   for (size_t i = 0; i < n && !e; i++) {
-    record_t r = old[i];
+    record_t r = recs[i];
     if (how == COARSER_TIME) {
       r.ta /= 2;
       if (r.tf != NEVER) r.tf /= 2;
     } else if (how == COARSER_SIZE) {
       r.size_class = size_octave(r.size_class);
     } else {
-      r.node = r.node < m->rnode_n ? m->rnode[r.node] : 0;
+      r.node = r.node < m->rnode_n ? rnode_at(m, r.node) : 0;
     }
+    CTS_ASSERT(m->nrecs <= i);
     e = record_add_direct(m, &r);
   }
-  free(old);
+  /* The tables of buckets left empty go (twice as wide times empty the upper half): kept,
+   * every bucket's largest table stayed to the end, 19 MB at the peak of gen_trace --mb
+   * 160 for ~6 MB in use. */
+  for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) {
+    ta_table_t *t = &m->tables[b];
+    if (t->n || !t->slot) continue;
+    free(t->slot);
+    t->slot = NULL;
+    t->cap = 0;
+  }
   return e;
 }
 
@@ -425,6 +477,32 @@ static bool share_threshold(const incl_t *x, uint32_t count, size_t max_nodes, u
   return x->wide;
 }
 
+/* Makes the map of count nodes in buf (4-byte nodes, each its own when it stands for
+ * itself) 2-byte indexes into m->rtarget, in place, when at most 65536 nodes stand for
+ * themselves; false (buf unchanged) if not, or without memory for rtarget, or with
+ * opts.reference. A node's entry is read before any 2-byte entry overlaps it (entry i's
+ * 2 bytes lie below byte 4i), and the node it maps to, an ancestor, comes before it. */
+static bool narrow_map(report_mem_t *m, void *buf, uint32_t count) {
+  uint32_t targets = 0;
+  for (uint32_t i = 0; i < count; i++) targets += map_get(buf, i) == i;
+  if (m->opts.reference || targets > 65536u || !(m->rtarget = malloc(targets * sizeof(uint32_t))))
+    return false;
+  uint16_t k = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    const uint32_t to = map_get(buf, i);
+    uint16_t v;
+    if (to == i) {
+      m->rtarget[k] = i;
+      v = k++; /* wraps after the 65536th, the last */
+    } else {
+      CTS_ASSERT(to < i);
+      memcpy(&v, (const char *)buf + to * sizeof v, sizeof v);
+    }
+    memcpy((char *)buf + i * sizeof v, &v, sizeof v);
+  }
+  return true;
+}
+
 /* Remaps the records to a coarser call tree: each node stands for itself when it and its
  * descendants allocated at least T samples so far, else for its nearest ancestor that did
  * (the root always stands for itself). T keeps at most m->rec_max_nodes nodes; with
@@ -435,7 +513,9 @@ static int coarsen_nodes(report_mem_t *m, bool progress) {
   /* The map is made anew, in the figures' buffer: the old one goes first (on failure the
    * load ends with -ENOMEM). */
   free(m->rnode);
+  free(m->rtarget);
   m->rnode = NULL;
+  m->rtarget = NULL;
   m->rnode_n = m->rnode_cap = 0;
   incl_t x;
   uint64_t min = 0;
@@ -454,8 +534,11 @@ static int coarsen_nodes(report_mem_t *m, bool progress) {
     const uint32_t parent = st->nodes[i].parent, rp = map_get(x.buf, parent);
     map_put(x.buf, i, incl_get(&x, i) >= min && rp == parent ? i : rp);
   }
-  /* 8-byte figures: their spent half goes back (record_node grows the map when nodes come). */
-  void *shrunk = x.wide ? realloc(x.buf, (size_t)st->count * sizeof(uint32_t)) : NULL;
+  /* 2-byte entries when they do, else 4; 8-byte figures' spent half goes back (record_node
+   * grows the map when nodes come). */
+  const size_t size = narrow_map(m, x.buf, st->count) ? sizeof(uint16_t) : sizeof(uint32_t);
+  void *shrunk =
+      x.wide || size < sizeof(uint32_t) ? realloc(x.buf, (size_t)st->count * size) : NULL;
   m->rnode = shrunk ? shrunk : x.buf;
   m->rnode_n = m->rnode_cap = st->count;
   m->coarse_tree = true;
@@ -469,17 +552,27 @@ static uint32_t record_node(report_mem_t *m, uint32_t node) {
   const cts_stacks_t *st = &m->t.prof.stacks;
   if (node >= m->rnode_n) {
     if (node >= st->count) return 0; /* not a node: the root, as write_tree does */
+    const size_t size = m->rtarget ? sizeof(uint16_t) : sizeof(uint32_t);
     if (st->count > m->rnode_cap) {
       const size_t cap = st->count * (size_t)2;
-      uint32_t *r = realloc(m->rnode, cap * sizeof *r);
+      void *r = realloc(m->rnode, cap * size);
       if (!r) return 0; /* out of memory: the root (the report's figures stay right) */
       m->rnode = r;
       m->rnode_cap = cap;
     }
-    for (size_t i = m->rnode_n; i < st->count; i++) m->rnode[i] = m->rnode[st->nodes[i].parent];
+    char *map = m->rnode; /* a new node's entry: its parent's (the same index or node) */
+    for (size_t i = m->rnode_n; i < st->count; i++)
+      memcpy(map + i * size, map + (size_t)st->nodes[i].parent * size, size);
     m->rnode_n = st->count;
   }
-  return m->rnode[node];
+  return rnode_at(m, node);
+}
+
+/* Whether keep_budget may choose a coarser call tree: while its figures are unchanged (no
+ * coarser tree made, no node added), so is the answer. */
+static bool tree_may_coarsen(const report_mem_t *m) {
+  return m->rec_min_samples != UINT64_MAX &&
+         m->t.prof.stacks.count > (m->rnode ? m->rec_max_nodes / 2 : m->opts.max_records / 16);
 }
 
 /* After block p's record was added. Over the budget, sizes by power of two merge records
@@ -495,9 +588,7 @@ static CTS_FORCE_INLINE int keep_budget(report_mem_t *m, const cts_alloc_profile
       e = coarsen_records(m, false);
     else if (m->coarsenings < 64 && rel_us(m, p->time_us) >> m->rec_shift >= 2 * MIN_RECORD_BUCKETS)
       e = coarsen_records(m, true);
-    else if (m->rec_min_samples != UINT64_MAX &&
-             m->t.prof.stacks.count >
-                 (m->rnode ? m->rec_max_nodes / 2 : m->opts.max_records / 16)) {
+    else if (tree_may_coarsen(m)) {
       /* A coarser call tree, with half the nodes of the last one, when there are more nodes
        * than that (few nodes are not what makes many records). */
       m->rec_max_nodes = m->rnode ? m->rec_max_nodes / 2 : m->opts.max_records / 16;
@@ -537,7 +628,15 @@ static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint
                 .source = p->source,
                 .samples = p->samples,
                 .blocks = 1};
-  const int e = record_add(m, &r, record_hash(&r));
+  /* A block collected during the pass goes straight to its record once the records are
+   * many (4 MiB of them and more): between two collections the decoder and the profile push
+   * the front out of the caches, and its slot was a miss before the record's (finish_block
+   * and record_find: 17.5 % of report's cycles on gen_trace --mb 160 through the front, 9.3 %
+   * without). Fewer stay in the caches with the front, which then spares most look-ups (a
+   * rate-1 trace of sqlite3, 35 882 records: +6 % instructions without it). */
+  const int e = freed_us == UINT64_MAX || m->nrecs < FRONT_RECORDS
+                    ? record_add(m, &r, record_hash(&r))
+                    : record_add_direct(m, &r);
   return e ? e : keep_budget(m, p);
 }
 
@@ -563,7 +662,7 @@ static void live_key(const report_mem_t *m, pending_t *q) {
   uint32_t node = p->node;
   if (m->rnode) {
     if (node >= m->rnode_n) return;
-    node = m->rnode[node];
+    node = rnode_at(m, node);
   }
   q->r = (record_t){.node = node,
                     .ta = (uint16_t)ta,
@@ -644,7 +743,7 @@ static void prefetch_record(const report_mem_t *m, const pending_t *q) {
  * coarser keys the records get). */
 #define AHEAD 8u
 
-static int finish_live_blocks(report_mem_t *m) {
+static int finish_live_one_pass(report_mem_t *m) {
   pending_t ring[AHEAD];
   cts_live_cursor_t cur = {0};
   size_t read = 0, done = 0;
@@ -668,6 +767,254 @@ static int finish_live_blocks(report_mem_t *m) {
   }
 }
 
+/* The blocks never collected in two passes, with the records one pass in the table's order
+ * gives (finish_live_one_pass), byte for byte, at a fraction of its cache misses.
+ *
+ * What the order decides is only when the records go over their budget and which block is
+ * then finished (keep_budget: coarser sizes, or times if that block is late enough, or
+ * nothing yet); the figures are sums, the same in any order. And when the budget is checked
+ * depends only on which blocks bring a key the records do not have yet. So the first pass
+ * walks the table's order with only the set of keys of blocks never collected that the
+ * records hold (a bitmap, a few KiB a time bucket: a block tests one bit where one pass
+ * looked up its record, ~1000 records of a bucket that the table's order, chunk by chunk in
+ * hash order, had let leave the caches), adds a new key's record with no figures and checks
+ * the budget as one pass does; the second adds every block's figures to the record of its
+ * key as the first pass left the keys, chunk by chunk in id order (allocation order: one
+ * time bucket's records after another, warm).
+ *
+ * A record added at one coarseness and merged by later remaps holds what the block's key at
+ * the last coarseness names: twice as wide times and sizes by power of two compose (a time
+ * bucket halved k times is the time shifted k more; a power of two's class is its own). A
+ * coarser call tree does not (a node's record made by an earlier tree's map, remapped by the
+ * next, need not be the one the next map gives the node itself): the two passes run only
+ * where no coarser tree can be chosen during the finish, which tree_may_coarsen tells before
+ * it (no node is added and no tree made meanwhile). */
+
+/* The first pass's set: bit ((node * classes + class) * 4 + source) of time bucket ta's
+ * bitmap (allocated when first set) says the records hold (node, ta, NEVER, class,
+ * source). Classes are size_octave's when sizes are by power of two (65 of them), else the
+ * histogram's buckets. */
+#define LIVE_SET_BUCKET_BITS (UINT64_C(1) << 17) /* 16 KiB a time bucket at most */
+
+typedef struct live_set {
+  uint64_t *bucket[RECORD_BUCKETS];
+  size_t words; /* per bucket */
+  uint32_t nodes;
+  bool octaves; /* classes as size_octave's */
+} live_set_t;
+
+/* Class c's place in the bitmap: c itself, or its power of two's rank (0, 1-5 below
+ * CTS_HIST_EXACT, then one per CTS_HIST_SUB classes). */
+static unsigned live_set_class(const live_set_t *s, unsigned c) {
+  if (!s->octaves) return c;
+  if (c < CTS_HIST_EXACT) return c ? 32u - (unsigned)__builtin_clz(c) : 0u;
+  return 6u + (c - CTS_HIST_EXACT) / CTS_HIST_SUB;
+}
+
+static unsigned live_set_classes(bool octaves) {
+  return octaves ? 6u + (CTS_HIST_BUCKETS - CTS_HIST_EXACT) / CTS_HIST_SUB : CTS_HIST_BUCKETS;
+}
+
+static uint64_t live_set_bit(const live_set_t *s, const record_t *r) {
+  CTS_ASSERT(r->node < s->nodes && r->source < 4);
+  return ((uint64_t)r->node * live_set_classes(s->octaves) + live_set_class(s, r->size_class)) *
+             4u +
+         (r->source & 3u);
+}
+
+/* Sets r's bit; whether it was set. -ENOMEM as a negative value. */
+static CTS_FORCE_INLINE int live_set_test_set(live_set_t *s, const record_t *r) {
+  uint64_t *b = s->bucket[r->ta];
+  if (!b && !(b = s->bucket[r->ta] = calloc(s->words, sizeof *b))) return -ENOMEM;
+  const uint64_t bit = live_set_bit(s, r), mask = UINT64_C(1) << (bit % 64u);
+  if (b[bit / 64u] & mask) return 1;
+  b[bit / 64u] |= mask;
+  return 0;
+}
+
+/* The set as the records are now (after a remap: coarser keys, fewer of them). */
+static int live_set_fill(live_set_t *s, const report_mem_t *m) {
+  s->octaves = m->size_octaves;
+  for (size_t b = 0; b < RECORD_BUCKETS; b++)
+    if (s->bucket[b]) memset(s->bucket[b], 0, s->words * sizeof *s->bucket[b]);
+  for (size_t i = 0; i < m->nrecs; i++)
+    if (m->recs[i].tf == NEVER && live_set_test_set(s, &m->recs[i]) < 0) return -ENOMEM;
+  return 0;
+}
+
+static void live_set_free(live_set_t *s) {
+  for (size_t b = 0; b < RECORD_BUCKETS; b++) free(s->bucket[b]);
+}
+
+/* Block p's key as finish_block makes it now (and no coarser tree is made meanwhile). */
+static CTS_FORCE_INLINE record_t live_record(report_mem_t *m, const cts_alloc_profile_live_t *p) {
+  const uint64_t ta = rel_us(m, p->time_us) >> m->rec_shift;
+  CTS_ASSERT(ta < RECORD_BUCKETS);
+  return (record_t){.node = record_node(m, p->node),
+                    .ta = (uint16_t)(ta < RECORD_BUCKETS ? ta : RECORD_BUCKETS - 1),
+                    .tf = NEVER,
+                    .size_class = size_class_of(m, p->length),
+                    .source = p->source,
+                    .samples = p->samples,
+                    .blocks = 1};
+}
+
+/* Bits set in x, inline (the baseline x86-64 build has no popcnt instruction; libgcc's is a
+ * call, which was a tenth of the second pass). */
+static inline uint32_t ones(uint64_t x) {
+  x -= x >> 1 & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + (x >> 2 & 0x3333333333333333ull);
+  return (uint32_t)(((x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full) * 0x0101010101010101ull >> 56);
+}
+
+static int chunk_by_number(const void *a, const void *b) {
+  const uint64_t x = (*(const cts_live_chunk_t *const *)a)->number;
+  const uint64_t y = (*(const cts_live_chunk_t *const *)b)->number;
+  return (x > y) - (x < y);
+}
+
+/* A figure of the second pass: what the blocks of one key never collected add. */
+typedef struct live_sum {
+  uint64_t samples, blocks;
+} live_sum_t;
+
+/* The second pass. Every key is in the set and has its record: the blocks' figures go to
+ * sums by the key's rank in its time bucket's bitmap, kept for one time bucket at a time
+ * (blocks in id order come one time bucket after another: a few dozen KiB of sums, warm),
+ * each added to its record when the blocks move to another bucket. No record is looked up:
+ * the records' index and the front go first. */
+static int add_live_figures(report_mem_t *m, const live_set_t *s) {
+  front_flush(m);
+  for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) free(m->tables[b].slot);
+  free(m->tables);
+  free(m->front);
+  m->tables = NULL;
+  m->front = NULL;
+  /* rank[b][w]: the keys before word w of bucket b's bitmap; base[b]: of the buckets before
+   * b; rec_of[base[b] + k]: the record of bucket b's key k. */
+  size_t nb = 0;
+  for (size_t b = 0; b < RECORD_BUCKETS; b++) nb += s->bucket[b] != NULL;
+  uint32_t *ranks = malloc((nb ? nb : 1) * s->words * sizeof *ranks);
+  uint32_t *rank[RECORD_BUCKETS] = {0}, base[RECORD_BUCKETS] = {0};
+  const cts_u64map_t *map = &m->t.prof.live.chunks;
+  cts_live_chunk_t **chunks = malloc((map->count + 1) * sizeof *chunks);
+  live_sum_t *sum = NULL;
+  uint32_t *rec_of = NULL, *dirty = NULL;
+  int e = -ENOMEM;
+  if (!ranks || !chunks) goto out;
+  uint32_t keys = 0, widest = 0;
+  for (size_t b = 0, k = 0; b < RECORD_BUCKETS; b++) {
+    if (!s->bucket[b]) continue;
+    rank[b] = ranks + k++ * s->words;
+    base[b] = keys;
+    uint32_t n = 0;
+    for (size_t w = 0; w < s->words; w++) {
+      rank[b][w] = n;
+      n += ones(s->bucket[b][w]);
+    }
+    keys += n;
+    if (n > widest) widest = n;
+  }
+  sum = calloc(widest ? widest : 1, sizeof *sum);
+  dirty = malloc((widest ? widest : 1) * sizeof *dirty);
+  rec_of = malloc((keys ? keys : 1) * sizeof *rec_of);
+  if (!sum || !dirty || !rec_of) goto out;
+  for (size_t i = 0; i < m->nrecs; i++) {
+    const record_t *r = &m->recs[i];
+    if (r->tf != NEVER) continue;
+    const uint64_t bit = live_set_bit(s, r);
+    const uint64_t below = s->bucket[r->ta][bit / 64u] & ((UINT64_C(1) << (bit % 64u)) - 1u);
+    rec_of[base[r->ta] + rank[r->ta][bit / 64u] + ones(below)] = (uint32_t)i;
+  }
+  size_t n = 0, pos = 0;
+  uint64_t number, val;
+  while (cts_u64map_next(map, &pos, &number, &val))
+    chunks[n++] = (cts_live_chunk_t *)(uintptr_t)val;
+  qsort(chunks, n, sizeof *chunks, chunk_by_number);
+  uint32_t ta = 0, ndirty = 0;
+  for (size_t c = 0; c <= n; c++) {
+    /* A cursor on this chunk alone: past its last block the map has no next slot. */
+    cts_live_cursor_t cur = {.map_pos = SIZE_MAX, .chunk = c < n ? chunks[c] : NULL, .i = 0};
+    cts_alloc_profile_live_t p;
+    for (;;) {
+      const bool more = c < n && cts_alloc_profile_next_live(&m->t.prof, &cur, &p);
+      const record_t r = more ? live_record(m, &p) : (record_t){.ta = UINT16_MAX};
+      if (r.ta != ta || !more) { /* to the records, the sums of the last bucket */
+        for (uint32_t d = 0; d < ndirty; d++) {
+          live_sum_t *x = &sum[dirty[d]];
+          record_t *to = &m->recs[rec_of[base[ta] + dirty[d]]];
+          to->samples += x->samples;
+          to->blocks += x->blocks;
+          *x = (live_sum_t){0};
+        }
+        ndirty = 0;
+        ta = r.ta;
+      }
+      if (!more) break;
+      const uint64_t bit = live_set_bit(s, &r);
+      const uint64_t word = s->bucket[r.ta][bit / 64u], below = (UINT64_C(1) << (bit % 64u)) - 1u;
+      CTS_ASSERT(word >> (bit % 64u) & 1u); /* the first pass added every key */
+      const uint32_t k = rank[r.ta][bit / 64u] + ones(word & below);
+      if (!sum[k].blocks) dirty[ndirty++] = k;
+      sum[k].samples += r.samples;
+      sum[k].blocks++;
+    }
+  }
+  e = 0;
+out:
+  free(rec_of);
+  free(dirty);
+  free(sum);
+  free(chunks);
+  free(ranks);
+  return e;
+}
+
+static int finish_live_two_passes(report_mem_t *m, live_set_t *s) {
+  int e = live_set_fill(s, m);
+  cts_live_cursor_t cur = {0};
+  cts_alloc_profile_live_t p;
+  while (!e && cts_alloc_profile_next_live(&m->t.prof, &cur, &p)) {
+    record_t r = live_record(m, &p);
+    const int had = live_set_test_set(s, &r);
+    if (had < 0) return had;
+    if (!had) {
+      r.samples = r.blocks = 0;
+      const int64_t i = record_find(m, &r, record_hash(&r));
+      if (i < 0) return (int)i;
+    }
+    if (m->nrecs > m->opts.max_records) {
+      const uint32_t gen = m->key_gen;
+      e = keep_budget(m, &p);
+      CTS_ASSERT(e || !m->rnode || m->rnode_n == m->t.prof.stacks.count);
+      if (!e && gen != m->key_gen) e = live_set_fill(s, m);
+    }
+  }
+  return e ? e : add_live_figures(m, s);
+}
+
+/* The blocks never collected: two passes where they give one pass's records, else one. */
+static int finish_live_blocks(report_mem_t *m) {
+  if (!m->t.prof.live.count) return 0;
+  /* What finish_block does first for the first block (stacks.count no longer changes). */
+  if (m->rnode && m->t.prof.stacks.count >= 2 * m->rnode_n) {
+    const int e = coarsen_nodes(m, false);
+    if (e) return e;
+  }
+  const uint32_t nodes = m->t.prof.stacks.count ? m->t.prof.stacks.count : 1;
+  /* The widest classes the finish may see: the fine ones unless sizes are coarse already. */
+  const uint64_t bits = (uint64_t)nodes * live_set_classes(m->size_octaves) * 4u;
+  if (m->opts.reference || tree_may_coarsen(m) || bits > LIVE_SET_BUCKET_BITS) {
+    m->live_passes = 1;
+    return finish_live_one_pass(m);
+  }
+  live_set_t s = {.words = (size_t)(bits + 63u) / 64u, .nodes = nodes};
+  m->live_passes = 2;
+  const int e = finish_live_two_passes(m, &s);
+  live_set_free(&s);
+  return e;
+}
+
 /* Frees what only aggregating needs: the records' index, the front, the coarser tree's map
  * (4 bytes a node). */
 static void free_aggregation(report_mem_t *m) {
@@ -675,9 +1022,11 @@ static void free_aggregation(report_mem_t *m) {
   free(m->tables);
   free(m->front);
   free(m->rnode);
+  free(m->rtarget);
   m->tables = NULL;
   m->front = NULL;
   m->rnode = NULL;
+  m->rtarget = NULL;
   m->rnode_n = m->rnode_cap = 0;
 }
 
@@ -770,6 +1119,10 @@ void report_mem_span(const report_mem_t *m, uint64_t *start_us, uint64_t *end_us
 const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n) {
   *n = m->nmarks;
   return m->marks;
+}
+
+unsigned report_mem_live_passes(const report_mem_t *m) {
+  return m->live_passes;
 }
 
 double report_mem_bytes_per_sample(const report_mem_t *m) {

@@ -402,6 +402,84 @@ static void load_leaves(json_flat_t *j, const char *name, unsigned nleaves, unsi
   report_mem_free(m);
 }
 
+/* Survivors under a record budget: n blocks on 24 stacks (main > 2 callers > 12 leaves), of
+ * sizes, sources and times drawn by a fixed generator over ~n * 50 µs, every tenth collected
+ * a while later, the others never: most keys come with the blocks never collected, so the
+ * budget is crossed while they are finished. */
+static void survivors_trace(const char *path, unsigned n) {
+  buf_t b = {0};
+  void *mem;
+  cts_mt_writer_t *w;
+  open_mem_writer(&w, &b, &mem);
+  uint64_t x = 88172645463325252ull, t = START_US, pending[64];
+  unsigned npending = 0;
+  for (unsigned i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    t += 1 + x % 97u;
+    const uint64_t bt[] = {1, 2 + (x >> 8) % 2, 100 + (x >> 9) % 12};
+    const uint64_t words = 1 + (x >> 16) % (x >> 40 & 1 ? 40 : 5000);
+    uint64_t id;
+    CTS_ASSERT_EQ_INT(
+        cts_mt_writer_alloc(w, t, words, words, (unsigned)((x >> 24) % 3), bt, 3, &id), 0);
+    if (i % 100 == 0 && npending < 64) pending[npending++] = id;
+    if (npending == 64 || i + 1 == n) {
+      for (unsigned k = 0; k < npending; k++)
+        CTS_ASSERT_EQ_INT(cts_mt_writer_collect(w, t, pending[k]), 0);
+      npending = 0;
+    }
+  }
+  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
+  free(mem);
+  save(path, &b, b.len);
+}
+
+/* *blob: the document of path under max_records, by the reference paths or the usual ones;
+ * *passes: how the blocks never collected were finished. */
+static void survivors_doc(const char *path, uint32_t max_records, bool reference, unsigned *passes,
+                          cts__serve_blob_t **blob) {
+  const report_mem_opts_t o = {
+      .path = path, .quiet = true, .max_records = max_records, .reference = reference};
+  report_mem_t *m;
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+  *passes = report_mem_live_passes(m);
+  *blob = cts__serve_render(&(report_doc_t){.title = "s", .mem = m});
+  report_mem_free(m);
+  CTS_ASSERT(*blob);
+}
+
+/* The blocks never collected finished in two passes (keys in the table's order, figures in
+ * id order) give the bytes of one pass in the table's order, whatever the budget makes of
+ * the records on the way (coarser sizes and times, a block too early to coarsen times);
+ * where a coarser call tree may be chosen (a budget of 16 records a node or less), one
+ * pass runs, and the coarser trees' maps in 2-byte entries give the bytes of 4-byte ones. */
+CTS_TEST(mem_usual_paths_give_the_reference_bytes) {
+  const char *path = tmp_path("mem-survivors.ctf");
+  survivors_trace(path, 60000);
+  /* And main > 2010 leaves, 10 of them heavy, whose records a budget of 1000 makes by a
+   * tree of main and the heavy leaves (mem_records_over_budget_are_by_a_coarser_call_tree):
+   * the light leaves' records are main's, not the root's. */
+  json_flat_t j;
+  load_leaves(&j, "mem-nodes-2.ctf", 2010, 10, 100, 1000, 0);
+  json_flat_free(&j);
+  static const uint32_t budgets[] = {40,   100,  160,  200,  300,   700,
+                                     1000, 1500, 2500, 5000, 10000, 400000};
+  for (size_t k = 0; k <= sizeof budgets / sizeof *budgets; k++) {
+    const bool leaves = k == sizeof budgets / sizeof *budgets;
+    const uint32_t budget = leaves ? 1000 : budgets[k];
+    unsigned one, two;
+    cts__serve_blob_t *a, *b;
+    survivors_doc(leaves ? tmp_path("mem-nodes-2.ctf") : path, budget, true, &one, &a);
+    survivors_doc(leaves ? tmp_path("mem-nodes-2.ctf") : path, budget, false, &two, &b);
+    CTS_ASSERT_EQ_U64(one, 1);
+    if (!leaves && budget > 16 * 28) CTS_ASSERT_EQ_U64(two, 2); /* 28 nodes: root, main, 2, 24 */
+    CTS_ASSERT_EQ_U64(a->len, b->len);
+    CTS_ASSERT_MSG(memcmp(a->data, b->data, a->len) == 0, "budget %u: the documents differ",
+                   (unsigned)budget);
+    cts__serve_blob_unref(a);
+    cts__serve_blob_unref(b);
+  }
+}
+
 /* Over the page's node budget, the nodes whose stacks allocated least are drawn as part of
  * their caller: of root, main, 2 heavy and 50 light leaves (54 nodes), a budget of 8 keeps
  * those of at least 2 samples (root, main and the heavy leaves). The analysis keeps every
