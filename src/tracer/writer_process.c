@@ -210,16 +210,17 @@ static int middle_entry(void *arg) {
 #endif
 
 /* The intermediate's stack while it shares the program's memory: the fork and the fork
- * handlers it runs need no more (glibc's posix_spawn gives its child 32 KiB). */
+ * handlers it runs need no more (glibc's posix_spawn gives its child 32 KiB). Not on the
+ * program's stack, which a low RLIMIT_STACK may not let grow that far; here only the pages
+ * it touches are memory. Used while the program has one thread, under the control lock:
+ * one intermediate at a time. */
 #define MIDDLE_STACK_BYTES (64u * 1024u)
 
 /* The intermediate process, made with CLONE_VM|CLONE_VFORK (see middle_pid): the program
  * sleeps until it has forked the writer and exited. Its pid, or -1 (errno set). Unused in
  * ThreadSanitizer builds (SHARED_MIDDLE). */
 __attribute__((unused)) static pid_t clone_shared_middle(middle_args_t *args) {
-  /* Its stack lies below the program's (which sleeps meanwhile), on pages the program's
-   * start has most likely touched already. */
-  _Alignas(16) char stack[MIDDLE_STACK_BYTES];
+  static _Alignas(64) char stack[MIDDLE_STACK_BYTES];
   /* Its signals are blocked from its first instruction: a handler of the program's must
    * not run there, on the program's memory. Its failing calls write the program's errno. */
   sigset_t all, old;

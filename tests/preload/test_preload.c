@@ -2553,4 +2553,37 @@ CTS_TEST(each_traced_image_copies_its_address_space_once) {
   unlink(trace);
 }
 
+#include <sys/resource.h>
+
+/* A traced program's start needs little stack: the intermediate process that makes the
+ * writer runs on a stack of its own in the library's memory, not below the program's frames
+ * (64 KiB there made a traced `/bin/true` under `ulimit -s 64` crash where an untraced one,
+ * and the tracer before, ran). The start needed 44-48 KiB with an empty environment when
+ * this was written. */
+CTS_TEST(traced_start_runs_with_a_64_kib_stack_limit) {
+  char trace[256], preload[1024], memtrace[512];
+  trace_path(trace, sizeof trace, "smallstack");
+  unlink(trace);
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
+  char *envp[] = {preload, memtrace, "MEMTRACE_RATE=1e-6", NULL};
+  char *argv[] = {"/bin/true", NULL};
+  const pid_t pid = fork();
+  CTS_ASSERT(pid >= 0);
+  if (pid == 0) {
+    const struct rlimit small = {64 * 1024, 64 * 1024};
+    if (setrlimit(RLIMIT_STACK, &small) != 0) _exit(126);
+    execve(argv[0], argv, envp);
+    _exit(127);
+  }
+  int status = 0;
+  CTS_ASSERT(waitpid(pid, &status, 0) == pid);
+  CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                 "traced /bin/true under a 64 KiB stack limit: status 0x%x", (unsigned)status);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 CTS_TEST_MAIN()
