@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -209,25 +210,29 @@ static int middle_entry(void *arg) {
 #define SHARED_MIDDLE 1
 #endif
 
-/* The intermediate's stack while it shares the program's memory: the fork and the fork
- * handlers it runs need no more (glibc's posix_spawn gives its child 32 KiB). Not on the
- * program's stack, which a low RLIMIT_STACK may not let grow that far; here only the pages
- * it touches are memory. Used while the program has one thread, under the control lock:
- * one intermediate at a time. */
-#define MIDDLE_STACK_BYTES (64u * 1024u)
+/* The intermediate, while it shares the program's memory, runs below the program's frames
+ * (the program sleeps meanwhile), past this gap for the frames of the calls that make it
+ * (clone and its wrappers: a few words; a sanitizer's interceptor more). Its own stack is
+ * what it touches (the fork, the fork handlers: a few KiB), and the writer's, its copy,
+ * grows on from there as the program's own stack would, up to the same limit: a stack of
+ * fixed size for the writer would have to be as large as a thread's, and a local array
+ * reserving one made a traced `/bin/true` under `ulimit -s 64` crash. */
+#define MIDDLE_STACK_GAP (16u * 1024u)
 
 /* The intermediate process, made with CLONE_VM|CLONE_VFORK (see middle_pid): the program
  * sleeps until it has forked the writer and exited. Its pid, or -1 (errno set). Unused in
- * ThreadSanitizer builds (SHARED_MIDDLE). */
-__attribute__((unused)) static pid_t clone_shared_middle(middle_args_t *args) {
-  static _Alignas(64) char stack[MIDDLE_STACK_BYTES];
+ * ThreadSanitizer builds (SHARED_MIDDLE). Not inlined: its frame marks where the program's
+ * stack ends. */
+__attribute__((unused, noinline)) static pid_t clone_shared_middle(middle_args_t *args) {
+  char *const top =
+      (char *)((uintptr_t)((char *)__builtin_frame_address(0) - MIDDLE_STACK_GAP) & ~(uintptr_t)63);
   /* Its signals are blocked from its first instruction: a handler of the program's must
    * not run there, on the program's memory. Its failing calls write the program's errno. */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   const int saved = errno;
-  const pid_t pid = clone(middle_entry, stack + sizeof stack, CLONE_VM | CLONE_VFORK, args);
+  const pid_t pid = clone(middle_entry, top, CLONE_VM | CLONE_VFORK, args);
   const int e = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   errno = pid < 0 ? e : saved;

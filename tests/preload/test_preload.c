@@ -2556,8 +2556,8 @@ CTS_TEST(each_traced_image_copies_its_address_space_once) {
 #include <sys/resource.h>
 
 /* A traced program's start needs little stack: the intermediate process that makes the
- * writer runs on a stack of its own in the library's memory, not below the program's frames
- * (64 KiB there made a traced `/bin/true` under `ulimit -s 64` crash where an untraced one,
+ * writer runs below the program's frames on what it touches, not on a reserved array (64
+ * KiB there made a traced `/bin/true` under `ulimit -s 64` crash where an untraced one,
  * and the tracer before, ran). The start needed 44-48 KiB with an empty environment when
  * this was written. */
 CTS_TEST(traced_start_runs_with_a_64_kib_stack_limit) {
