@@ -112,8 +112,8 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
 
 /* The intermediate process of the double fork. While the program has one thread (the
  * usual case: the preload starts tracing in its constructor) it is made with
- * CLONE_VM|CLONE_VFORK and no exit signal: it runs on the program's memory, on a stack of
- * its own, while the program sleeps, and only its fork of the writer copies the address
+ * CLONE_VM|CLONE_VFORK and no exit signal: it runs on the program's memory, below the
+ * program's frames, while the program sleeps, and only its fork of the writer copies the address
  * space (one page-table copy, one teardown of a full address space and one round of
  * copy-on-write faults per image, where a copy for each process made two). The program
  * thus waits until the writer is forked, a fork's time, but never for the writer's work.
@@ -198,7 +198,8 @@ static int middle_entry(void *arg) {
 /* ThreadSanitizer follows a clone() and the fork in it as if each were the program's own:
  * an intermediate on the program's memory breaks its state (a CHECK failure in its fork
  * handling). Its builds make the intermediate a copy of the program, with no exit signal
- * (the program reaps it later all the same). */
+ * (the program reaps it later all the same), as does a start on a stack other than the
+ * initial one (on_initial_stack). */
 #if defined(__SANITIZE_THREAD__)
 #define SHARED_MIDDLE 0
 #elif defined(__has_feature)
@@ -218,6 +219,16 @@ static int middle_entry(void *arg) {
  * fixed size for the writer would have to be as large as a thread's, and a local array
  * reserving one made a traced `/bin/true` under `ulimit -s 64` crash. */
 #define MIDDLE_STACK_GAP (16u * 1024u)
+
+/* Whether this thread runs on the process's initial stack, which grows on demand: within
+ * 1 MiB below its top (`__libc_stack_end`, the loader's; the kernel keeps other mappings a
+ * guard gap of 1 MiB away from it). Not on a stack a program made itself (a coroutine's),
+ * where the intermediate's frames below ours could land on the program's data. */
+static bool on_initial_stack(void) {
+  extern void *__libc_stack_end;
+  const uintptr_t top = (uintptr_t)__libc_stack_end, here = (uintptr_t)__builtin_frame_address(0);
+  return here < top && top - here < ((uintptr_t)1 << 20);
+}
 
 /* The intermediate process, made with CLONE_VM|CLONE_VFORK (see middle_pid): the program
  * sleeps until it has forked the writer and exited. Its pid, or -1 (errno set). Unused in
@@ -254,9 +265,10 @@ int cts__spawn_writer_process(void) {
    * more threads, those go on running: a fork() of the program and a wait. */
   const bool lazy = __libc_single_threaded;
   const pid_t middle =
-      !lazy           ? fork()
-      : SHARED_MIDDLE ? clone_shared_middle(&args)
-                      : (pid_t)syscall(SYS_clone, 0L /* no exit signal */, NULL, NULL, NULL, NULL);
+      !lazy ? fork()
+      : SHARED_MIDDLE && on_initial_stack()
+          ? clone_shared_middle(&args)
+          : (pid_t)syscall(SYS_clone, 0L /* no exit signal */, NULL, NULL, NULL, NULL);
   if (middle == 0) middle_main(args.watch, program, false);
   const int e = middle < 0 ? -errno : 0;
   cts__spawning_writer = false;
