@@ -128,11 +128,13 @@ extern int cts__tsc_usable_known;
 void cts__writer_process_settle(void);
 /* Reaps the running session's intermediate process, waiting while it still runs, and opens
  * no pidfd for the writer (the exec would close it): before any exec, traced next or not
- * (preload_exec.c). The intermediate process is this process's child until it exits, a
- * moment after the image starts, and is reaped lazily; the kernel turns the exit of a child
- * made before an exec into a SIGCHLD to the new image, where no code knows that child and
- * it would stay a zombie (one per image of `env env prog`). A wait only while it still
- * runs: its own work is a fork. Control lock not held. writer_process.c. */
+ * (preload_exec.c). The intermediate process is this process's child until it is reaped,
+ * lazily (made while the process had one thread; with more, the start waits for it): it
+ * has exited, all but its last steps, by the time the session's start returns. The kernel
+ * turns the exit of a child made before an exec into a SIGCHLD to the new image, where no
+ * code knows that child and it would stay a zombie (one per image of `env env prog`). A
+ * wait only while it still runs: its own work is a fork. Control lock not held.
+ * writer_process.c. */
 void cts__writer_process_reap(void);
 /* In the writer process: a copy (malloc) of the list the program handed over, its length in
  * `*len`; NULL when none is (then /proc/PID/maps is the program's). */

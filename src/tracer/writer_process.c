@@ -7,7 +7,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -107,13 +110,16 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   _exit(0);
 }
 
-/* The intermediate process of the double fork, made with clone() and no exit signal while
- * the program has one thread (the usual case: the preload starts tracing in its
- * constructor), so that the program need not wait for it: wait(), waitpid(-1) and waitid()
- * without __WALL or __WCLONE do not see such a child, and its exit sends no SIGCHLD. The
- * program reaps it later (settle_middle). Waiting for it at once cost every traced image
- * a scheduling round trip: 0.1-0.3 ms on an idle machine, 10-20 ms on a loaded one, where
- * a new process queues behind the others. 0: none pending. */
+/* The intermediate process of the double fork. While the program has one thread (the
+ * usual case: the preload starts tracing in its constructor) it is made with
+ * CLONE_VM|CLONE_VFORK and no exit signal: it runs on the program's memory, below the
+ * program's frames, while the program sleeps, and only its fork of the writer copies the address
+ * space (one page-table copy, one teardown of a full address space and one round of
+ * copy-on-write faults per image, where a copy for each process made two). The program
+ * thus waits until the writer is forked, a fork's time, but never for the writer's work.
+ * Without an exit signal, wait(), waitpid(-1) and waitid() without __WALL or __WCLONE do
+ * not see it, and its exit sends no SIGCHLD; the program reaps it later (settle_middle),
+ * by then a zombie. 0: none pending. */
 static pid_t middle_pid;
 static pid_t middle_parent; /* the process that made it: a forked child does not reap it */
 
@@ -152,8 +158,10 @@ void cts__writer_process_reap(void) {
 }
 
 /* The intermediate process: leaves the program's session, makes the writer process,
- * publishes its pid and exits. */
-static _Noreturn void middle_main(int watch[2], pid_t program) {
+ * publishes its pid and exits. `shared`: it runs on the program's memory (CLONE_VM), with
+ * its signals already blocked by the program; its descriptors and its session are its own
+ * either way. */
+static _Noreturn void middle_main(const int watch[2], pid_t program, bool shared) {
   close(watch[1]); /* the writer process must see the program's end close */
   /* A session of its own first, then the writer: the writer is out of the program's
    * session and process group from its first instruction, so a ^C (or a SIGKILL, a
@@ -162,41 +170,114 @@ static _Noreturn void middle_main(int watch[2], pid_t program) {
    * and can never acquire a controlling terminal. No signals, and its name: inherited. */
   setsid();
   prctl(PR_SET_NAME, "ctfscope-writer");
-  sigset_t all;
-  sigfillset(&all);
-  sigprocmask(SIG_SETMASK, &all, NULL);
+  if (!shared) {
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+  }
+  /* glibc's fork, handlers and all, as the program would call it: the writer's copy has the
+   * loader's locks reset and the tracer's fork handlers run (tracer.c: they change nothing
+   * for the writer). On the program's memory, the handlers' prepare and parent halves act
+   * on the program's state, as the program's own fork() would. */
   const pid_t pid = fork();
   if (pid == 0) writer_process_main(watch[0], program);
   atomic_store(&cts__ctl->writer_pid, pid > 0 ? pid : -1);
   _exit(0);
 }
 
+typedef struct {
+  int watch[2];
+  pid_t program;
+} middle_args_t;
+
+static int middle_entry(void *arg) {
+  const middle_args_t *const a = arg;
+  middle_main(a->watch, a->program, true);
+}
+
+/* ThreadSanitizer follows a clone() and the fork in it as if each were the program's own:
+ * an intermediate on the program's memory breaks its state (a CHECK failure in its fork
+ * handling). Its builds make the intermediate a copy of the program, with no exit signal
+ * (the program reaps it later all the same), as does a start on a stack other than the
+ * initial one (on_initial_stack). */
+#if defined(__SANITIZE_THREAD__)
+#define SHARED_MIDDLE 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SHARED_MIDDLE 0
+#endif
+#endif
+#ifndef SHARED_MIDDLE
+#define SHARED_MIDDLE 1
+#endif
+
+/* The intermediate, while it shares the program's memory, runs below the program's frames
+ * (the program sleeps meanwhile), past this gap for the frames of the calls that make it
+ * (clone and its wrappers: a few words; a sanitizer's interceptor more). Its own stack is
+ * what it touches (the fork, the fork handlers: a few KiB), and the writer's, its copy,
+ * grows on from there as the program's own stack would, up to the same limit: a stack of
+ * fixed size for the writer would have to be as large as a thread's, and a local array
+ * reserving one made a traced `/bin/true` under `ulimit -s 64` crash. */
+#define MIDDLE_STACK_GAP (16u * 1024u)
+
+/* Whether this thread runs on the process's initial stack, which grows on demand: within
+ * 1 MiB below its top (`__libc_stack_end`, the loader's; the kernel keeps other mappings a
+ * guard gap of 1 MiB away from it). Not on a stack a program made itself (a coroutine's),
+ * where the intermediate's frames below ours could land on the program's data. */
+static bool on_initial_stack(void) {
+  extern void *__libc_stack_end;
+  const uintptr_t top = (uintptr_t)__libc_stack_end, here = (uintptr_t)__builtin_frame_address(0);
+  return here < top && top - here < ((uintptr_t)1 << 20);
+}
+
+/* The intermediate process, made with CLONE_VM|CLONE_VFORK (see middle_pid): the program
+ * sleeps until it has forked the writer and exited. Its pid, or -1 (errno set). Unused in
+ * ThreadSanitizer builds (SHARED_MIDDLE). Not inlined: its frame marks where the program's
+ * stack ends. */
+__attribute__((unused, noinline)) static pid_t clone_shared_middle(middle_args_t *args) {
+  char *const top =
+      (char *)((uintptr_t)((char *)__builtin_frame_address(0) - MIDDLE_STACK_GAP) & ~(uintptr_t)63);
+  /* Its signals are blocked from its first instruction: a handler of the program's must
+   * not run there, on the program's memory. Its failing calls write the program's errno. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int saved = errno;
+  const pid_t pid = clone(middle_entry, top, CLONE_VM | CLONE_VFORK, args);
+  const int e = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = pid < 0 ? e : saved;
+  return pid;
+}
+
 /* Forks the writer process, twice, so that it is nobody's child: the program never sees it
  * in wait(), and it lives on when the program dies, to finish the trace. 0, or -errno. */
 int cts__spawn_writer_process(void) {
-  int watch[2];
-  if (pipe2(watch, O_CLOEXEC) != 0) return -errno;
+  middle_args_t args;
+  if (pipe2(args.watch, O_CLOEXEC) != 0) return -errno;
   /* Without it, an exec flushes (cts__tracer_exec_handoff says so). */
   snapshot = cts__shared_handover();
-  const pid_t program = getpid();
+  const pid_t program = args.program = getpid();
   atomic_store(&cts__ctl->writer_pid, 0);
   cts__spawning_writer = true;
   /* With one thread, no lock of libc's (malloc's, stdio's, the loader's) can be held by
-   * another thread at the copy, so the intermediate process may skip glibc's fork
-   * preparations, as clone() does: its own fork() of the writer makes them. With more
-   * threads, fork() and a wait. */
+   * another thread, and none runs while the intermediate uses the program's memory. With
+   * more threads, those go on running: a fork() of the program and a wait. */
   const bool lazy = __libc_single_threaded;
   const pid_t middle =
-      lazy ? (pid_t)syscall(SYS_clone, 0L /* no exit signal */, NULL, NULL, NULL, NULL) : fork();
-  if (middle == 0) middle_main(watch, program);
+      !lazy ? fork()
+      : SHARED_MIDDLE && on_initial_stack()
+          ? clone_shared_middle(&args)
+          : (pid_t)syscall(SYS_clone, 0L /* no exit signal */, NULL, NULL, NULL, NULL);
+  if (middle == 0) middle_main(args.watch, program, false);
   const int e = middle < 0 ? -errno : 0;
   cts__spawning_writer = false;
-  close(watch[0]);
+  close(args.watch[0]);
   if (e) {
-    close(watch[1]);
+    close(args.watch[1]);
     return e;
   }
-  cts__wproc.owner_fd = watch[1];
+  cts__wproc.owner_fd = args.watch[1];
   middle_pid = middle;
   middle_parent = program;
   if (!lazy && !settle_middle(true, true)) return -EAGAIN;
