@@ -407,12 +407,15 @@ CTS_TEST(record_follows_wrappers_that_exec) {
   char *plain_argv[] = {victim, "3000", "100", NULL};
   run(&plain, plain_argv, NULL, NULL, NULL);
   struct {
-    char *wrapper[3];
+    char *wrapper[5];
     unsigned execs;
   } cases[] = {
       {{"/usr/bin/env", NULL}, 1},
       {{script, NULL}, 1},
       {{"/usr/bin/env", script, NULL}, 2},
+      /* Wrappers that clear LD_PRELOAD: the image they exec is traced all the same. */
+      {{"/usr/bin/env", "LD_PRELOAD=", NULL}, 1},
+      {{"/usr/bin/env", "-u", "LD_PRELOAD", script, NULL}, 2},
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     char trace[256];
@@ -457,6 +460,45 @@ CTS_TEST(record_follows_wrappers_that_exec) {
     CTS_ASSERT(access(after, F_OK) != 0);
   }
   unlink(script);
+}
+
+/* A wrapper that sets its own LD_PRELOAD (`env LD_PRELOAD=libjemalloc.so.2 prog`, the usual
+ * way to bring an allocator) used to drop the tracer: the program ran untraced and record
+ * said nothing of its trace. The new image gets this library first, then the wrapper's. */
+CTS_TEST(exec_keeps_the_library_when_a_wrapper_sets_ld_preload) {
+  char trace[256], next[300];
+  trace_path(trace, sizeof trace, "setpreload");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(next);
+  char *argv[] = {CTS_TEST_CTFSCOPE,
+                  "record",
+                  "-o",
+                  trace,
+                  "--rate",
+                  "1",
+                  "--",
+                  "/usr/bin/env",
+                  "LD_PRELOAD=libm.so.6",
+                  "/bin/sh",
+                  "-c",
+                  "printf '%s\\n' \"$LD_PRELOAD\"",
+                  NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  /* The shell saw this library first, then the wrapper's own. */
+  const char *const line = traced.out;
+  const char *const colon = strchr(line, ':');
+  CTS_ASSERT_MSG(colon && memmem(line, (size_t)(colon - line), "libctfscope-preload", 19),
+                 "LD_PRELOAD in the new image: %s", line);
+  CTS_ASSERT_MSG(strstr(line, ":libm.so.6\n") != NULL, "LD_PRELOAD in the new image: %s", line);
+  CTS_ASSERT_MSG(strstr(traced.err, next), "%s not reported:\n%s", next, traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, next);
+  CTS_ASSERT(strstr(d.executable, "sh") != NULL);
+  CTS_ASSERT(d.nallocs > 0);
+  decoded_fini(&d);
+  unlink(trace);
+  unlink(next);
 }
 
 /* How many times needle occurs in text. */
