@@ -214,6 +214,14 @@ static void flush_trace(void) {
 static void before_exec(void) {
   if (!may_flush()) return;
   int e = 0;
+  /* The program closed the pipe by which the writer process sees an exec (closefrom...):
+   * the trace ends here, complete, as at the program's exit. A failed exec then goes on
+   * untraced. */
+  if (cts__writer_watch_lost()) {
+    e = cts_tracer_stop();
+    if (e && e != CTS_E_STATE) cts__note_lost_tail(e);
+    return;
+  }
   if (!cts__tracer_exec_handoff(&e)) {
     flush_trace();
     return;

@@ -39,6 +39,7 @@
 
 #include "common/check.h"
 #include "common/cpu_counter.h"
+#include "common/held_fd.h"
 #include "os/tsc_clock.h"
 #include "session.h"
 #include "tracer_internal.h"
@@ -247,6 +248,7 @@ bool cts__side_reset(void);
 typedef struct cts__sink_state {
   cts_tracer_sink_t sink;
   int fd;
+  cts_fd_ident_t fd_ident; /* what fd named when taken (common/held_fd.h) */
   bool own_fd;
   bool socket_sink;    /* fd is a non-blocking socket of ours */
   cts__zsink_t *zsink; /* compress_level: the zstd stage in front of the sink, else NULL */
@@ -330,8 +332,14 @@ typedef struct cts__writer_proc {
   int writer_pidfd;   /* the writer process (pidfd), or -1 */
   int owner_fd;       /* the program: write end of a pipe the writer process watches */
   int owner_watch_fd; /* in the writer process (only): the read end; a hang-up says the
-                       * program is gone */
-  pid_t traced_pid;   /* the writer process: the program it writes for */
+                       * program is gone. Or, once the program closed its end while it
+                       * lived on (closefrom...), a pidfd of the program (owner_by_pidfd):
+                       * readable when it has exited. */
+  bool owner_by_pidfd;
+  /* What writer_pidfd and owner_fd named when made: the program may close them and take
+   * their numbers for files of its own (common/held_fd.h). */
+  cts_fd_ident_t writer_pidfd_ident, owner_fd_ident;
+  pid_t traced_pid; /* the writer process: the program it writes for */
 } cts__writer_proc_t;
 
 extern cts__writer_proc_t cts__wproc CTS__HIDDEN;

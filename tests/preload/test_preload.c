@@ -1066,9 +1066,10 @@ CTS_TEST(libunwind_is_bound_when_first_needed) {
 
 /* Runs `program` (argv, NULL-terminated) traced into `trace` at `rate` under `strace -f
  * -qq`, its output thrown away; the log goes to `log` (a /tmp name made from `name`).
- * Whether strace ran and exited with 0. */
-static bool strace_traced(const char *name, const char *rate, const char *trace,
-                          char *const program[], char log[256]) {
+ * `extra` ("NAME=VALUE", or NULL): one more variable in its environment. Whether strace
+ * ran and exited with 0. */
+static bool strace_traced_with(const char *name, const char *rate, const char *trace,
+                               const char *extra, char *const program[], char log[256]) {
   char out[256], preload[1024], memtrace[512], rate_env[64];
   snprintf(out, sizeof out, "/tmp/cts_preload_%s_%d.out", name, (int)getpid());
   snprintf(log, 256, "/tmp/cts_preload_%s_%d.strace", name, (int)getpid());
@@ -1078,11 +1079,18 @@ static bool strace_traced(const char *name, const char *rate, const char *trace,
   char *argv[24] = {"/usr/bin/strace", "-f", "-qq",    "-o", log,     "-E",
                     preload,           "-E", memtrace, "-E", rate_env};
   size_t n = 11;
+  if (extra) argv[n++] = "-E", argv[n++] = (char *)extra;
   for (size_t i = 0; program[i] && n < 23; i++) argv[n++] = program[i];
   argv[n] = NULL;
   const int status = run_env_to_file(&plain, argv, out, NULL);
   unlink(out);
   return status == 0;
+}
+
+/* strace_traced_with, nothing added to the environment. */
+static bool strace_traced(const char *name, const char *rate, const char *trace,
+                          char *const program[], char log[256]) {
+  return strace_traced_with(name, rate, trace, NULL, program, log);
 }
 
 /* Guard for every traced image's start-up (bench/README.md, the exec chain): the system
@@ -1437,6 +1445,138 @@ CTS_TEST(allocator_before_the_preload_is_refused) {
   CTS_ASSERT(d.nallocs > 1500);
   decoded_fini(&d);
   unlink(trace);
+}
+
+/* ---- a program that closes every descriptor it did not open ---------------------------- */
+
+/* victim_closefds's files: DIR/user0..7. */
+static void closefds_dir(char *dir, size_t size) {
+  snprintf(dir, size, "/tmp/cts_preload_closefds_%d", (int)getpid());
+  mkdir(dir, 0700);
+}
+
+/* Whether each of victim_closefds's files holds exactly `expected` (what the program wrote:
+ * nothing of the tracer's); the first one that does not is said on stderr. */
+static bool user_files_hold(const char *dir, const char *expected) {
+  for (int k = 0; k < 8; k++) {
+    char path[512], got[4096] = "";
+    snprintf(path, sizeof path, "%s/user%d", dir, k);
+    FILE *f = fopen(path, "r");
+    const size_t n = f ? fread(got, 1, sizeof got - 1, f) : 0;
+    if (f) fclose(f);
+    got[n] = '\0';
+    if (strcmp(got, expected) != 0) {
+      fprintf(stderr, "  %s holds %zu bytes, not \"%s\"\n", path, n, expected);
+      return false;
+    }
+  }
+  return true;
+}
+
+static void remove_closefds_dir(const char *dir) {
+  for (int k = 0; k < 8; k++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/user%d", dir, k);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+
+/* The program closes every descriptor above 2 (the raw system call) and opens 8 files of
+ * its own, which take the tracer's numbers. Before: with the writer process, the trace
+ * stopped there without a word (the writer took the pipe's hang-up for the program's end:
+ * 0 of the 1000 allocations after it); with a writer thread, the trace's bytes went into
+ * the program's first file; the service wrote its wake-up byte into one of them at exit;
+ * and every mode closed the program's files at its end. */
+CTS_TEST(program_closing_every_descriptor_keeps_its_files_and_trace) {
+  const struct {
+    const char *what, *extra;
+    bool service;
+  } modes[] = {{"writer process", NULL, false},
+               {"writer thread", "CTFSCOPE_WRITER=thread", false},
+               {"service", NULL, true}};
+  char dir[256];
+  closefds_dir(dir, sizeof dir);
+  for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+    char trace[256];
+    if (modes[m].service)
+      snprintf(trace, sizeof trace, "listen://127.0.0.1:0");
+    else
+      trace_path(trace, sizeof trace, "closefds");
+    CTS_ASSERT_MSG(run_both("victim_closefds", "stay", dir, "1", trace, modes[m].extra), "%s",
+                   modes[m].what);
+    CTS_ASSERT_EQ_INT(traced.status, 0);
+    CTS_ASSERT_MSG(user_files_hold(dir, "user data\nlate\n"), "%s", modes[m].what);
+    if (!modes[m].service) {
+      decoded_t d;
+      CHECK_TRACE(d, trace);
+      CTS_ASSERT_MSG(count_length(&d, 55555) == 11, "%s", modes[m].what);
+      CTS_ASSERT_MSG(count_length(&d, 44444) == 1000,
+                     "%s: %zu of the 1000 allocations made "
+                     "after the close",
+                     modes[m].what, count_length(&d, 44444));
+      decoded_fini(&d);
+      unlink(trace);
+    }
+    if (access("/usr/bin/strace", X_OK) != 0) continue;
+    /* No close of the program's numbers (3 to 10) by the program's own process. */
+    char victim[1024], log[256];
+    victim_path(victim, sizeof victim, "victim_closefds");
+    char *program[] = {victim, "stay", dir, NULL};
+    if (!modes[m].service) trace_path(trace, sizeof trace, "closefds");
+    CTS_ASSERT(strace_traced_with("closefds", "1", trace, modes[m].extra, program, log));
+    FILE *f = fopen(log, "r");
+    CTS_ASSERT(f != NULL);
+    char line[4096];
+    long victim_pid = -1;
+    size_t closed = 0;
+    while (fgets(line, sizeof line, f)) {
+      const long pid = strtol(line, NULL, 10);
+      if (victim_pid < 0 && strstr(line, "close_range(3,")) victim_pid = pid;
+      int fd;
+      if (victim_pid >= 0 && pid == victim_pid && sscanf(line, "%*d close(%d", &fd) == 1 &&
+          fd >= 3 && fd <= 10)
+        closed++;
+    }
+    fclose(f);
+    unlink(log);
+    if (!modes[m].service) unlink(trace);
+    CTS_ASSERT(victim_pid > 0);
+    CTS_ASSERT_MSG(closed == 0, "%s: the tracer closed %zu of the program's descriptors",
+                   modes[m].what, closed);
+  }
+  remove_closefds_dir(dir);
+}
+
+/* The same program then execs: the writer process no longer sees the exec (its pipe is
+ * gone), so the exec ends the trace, complete, and the new image traces into the next
+ * file with the program's files still open. Before, the first trace stopped at the close. */
+CTS_TEST(program_closing_every_descriptor_then_exec_keeps_both_traces) {
+  const char *const extras[] = {NULL, "CTFSCOPE_WRITER=thread"};
+  char dir[256];
+  closefds_dir(dir, sizeof dir);
+  for (size_t m = 0; m < sizeof extras / sizeof *extras; m++) {
+    char trace[256], next[300];
+    trace_path(trace, sizeof trace, "closefdsexec");
+    exec_file(next, sizeof next, trace, 1);
+    unlink(next);
+    CTS_ASSERT(run_both("victim_closefds", "exec", dir, "1", trace, extras[m]));
+    CTS_ASSERT_MSG(traced.status == 7, "status %d (3: a file was closed under it)", traced.status);
+    CTS_ASSERT(user_files_hold(dir, "user data\nafter exec\n"));
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11);
+    CTS_ASSERT_MSG(count_length(&d, 44444) == 1000, "%s: %zu of 1000",
+                   extras[m] ? extras[m] : "writer process", count_length(&d, 44444));
+    CTS_ASSERT_EQ_U64(count_length(&d, 66666), 0);
+    decoded_fini(&d);
+    CHECK_TRACE(d, next);
+    CTS_ASSERT_EQ_U64(count_length(&d, 66666), 10);
+    decoded_fini(&d);
+    unlink(trace);
+    unlink(next);
+  }
+  remove_closefds_dir(dir);
 }
 
 /* ---- other allocators: jemalloc, tcmalloc, mimalloc (Debian's) ------------------------------ */
