@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/clock.h"
+#include "../common/held_fd.h"
 #include "../os/net.h"
 #include "../tracer/exec_name.h"
 #include "cli.h"
@@ -465,6 +466,13 @@ int cmd_record(int argc, char **argv) {
    * for TCP traces (not summarised) or if it cannot be made (the summary then knows less). */
   int notes_pipe[2] = {-1, -1};
   if (!memtrace_url[0] && pipe2(notes_pipe, O_CLOEXEC) != 0) notes_pipe[0] = notes_pipe[1] = -1;
+  /* The program's end off 0-2: run with stdout closed (`record -- prog >&-`), it would
+   * find the pipe there and write its output into the notes. */
+  if (notes_pipe[1] >= 0 && notes_pipe[1] <= 2 &&
+      (notes_pipe[1] = cts_fd_off_stdio(notes_pipe[1])) < 0) {
+    close(notes_pipe[0]);
+    notes_pipe[0] = -1;
+  }
   fflush(NULL);
   const time_t start = time(NULL);
   const pid_t pid = fork();

@@ -20,6 +20,7 @@
 #ifndef CTS_COMMON_HELD_FD_H
 #define CTS_COMMON_HELD_FD_H
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,6 +56,17 @@ static inline bool cts_fd_still(int fd, cts_fd_ident_t id) {
 static inline void cts_fd_close_held(int *fd, cts_fd_ident_t id) {
   if (*fd >= 0 && cts_fd_still(*fd, id)) close(*fd);
   *fd = -1;
+}
+
+/* `fd` moved off the standard descriptors: a program started with one of 0-2 closed
+ * (`prog >&-`) would otherwise find the tracer's file there and write its output into
+ * it, where it should get EBADF. Returns a close-on-exec descriptor >= 3 naming the same
+ * file (fd itself if already >= 3), or -1 with `fd` closed if none could be made. */
+static inline int cts_fd_off_stdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  close(fd);
+  return moved;
 }
 
 #endif

@@ -174,11 +174,17 @@ int cts__service_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *
   }
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) return -errno;
-  S.wake_rd = wake[0];
-  S.wake_wr = wake[1];
+  /* Off 0-2: a program started with one closed would find ours there. */
+  S.wake_rd = cts_fd_off_stdio(wake[0]);
+  S.wake_wr = cts_fd_off_stdio(wake[1]);
+  if (S.wake_rd < 0 || S.wake_wr < 0) {
+    e = -EMFILE;
+    goto fail;
+  }
   S.wake_rd_id = cts_fd_ident(wake[0]);
   S.wake_wr_id = cts_fd_ident(wake[1]);
   e = cts_net_listen(&addr, 8, true, &S.listen_fd);
+  if (!e && (S.listen_fd = cts_fd_off_stdio(S.listen_fd)) < 0) e = -EMFILE;
   cts_net_addr_t bound;
   if (!e) e = cts_net_local_addr(S.listen_fd, &bound);
   if (e) goto fail;
@@ -200,8 +206,8 @@ int cts__service_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *
   return 0;
 fail:
   if (S.listen_fd >= 0) close(S.listen_fd); /* just made: still ours */
-  close(S.wake_rd);
-  close(S.wake_wr);
+  if (S.wake_rd >= 0) close(S.wake_rd);
+  if (S.wake_wr >= 0) close(S.wake_wr);
   S.listen_fd = S.wake_rd = S.wake_wr = -1;
   S.port = 0;
   return e;

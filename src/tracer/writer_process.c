@@ -172,7 +172,7 @@ static bool settle_middle(bool block, bool pidfd) {
   const pid_t pid = (pid_t)atomic_load(&cts__ctl->writer_pid);
   /* Without pidfds (Linux < 5.3), cts__writer_process_gone() uses kill(pid, 0). */
   if (pidfd && pid > 0 && cts__wproc.writer_pidfd < 0) {
-    cts__wproc.writer_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    cts__wproc.writer_pidfd = cts_fd_off_stdio((int)syscall(SYS_pidfd_open, pid, 0));
     cts__wproc.writer_pidfd_ident = cts_fd_ident(cts__wproc.writer_pidfd);
   }
   return true;
@@ -214,6 +214,13 @@ static _Noreturn void middle_main(int watch[2], pid_t program) {
 int cts__spawn_writer_process(void) {
   int watch[2];
   if (pipe2(watch, O_CLOEXEC) != 0) return -errno;
+  /* The program's end off 0-2 (common/held_fd.h); the writer's end goes with the fork. */
+  watch[1] = cts_fd_off_stdio(watch[1]);
+  if (watch[1] < 0) {
+    const int e = -errno;
+    close(watch[0]);
+    return e;
+  }
   /* Without it, an exec flushes (cts__tracer_exec_handoff says so). */
   snapshot = cts__shared_handover();
   const pid_t program = getpid();

@@ -1579,6 +1579,58 @@ CTS_TEST(program_closing_every_descriptor_then_exec_keeps_both_traces) {
   remove_closefds_dir(dir);
 }
 
+/* A program started with stdout closed (`prog >&-`) must find it closed: the tracer's
+ * first descriptor (the trace file, the writer's pipe; `record`'s notes pipe) took number
+ * 1, and the program's output went into the trace (which then did not read back) while its
+ * writes succeeded instead of failing with EBADF. Both ways: LD_PRELOAD from a shell that
+ * closed it, and `ctfscope record` started with it closed. */
+CTS_TEST(program_started_with_stdout_closed_finds_it_closed) {
+  if (access("/usr/bin/python3", X_OK) != 0) CTS_SKIP("no /usr/bin/python3");
+  char script[256], trace[256], next[300], shell[2048];
+  snprintf(script, sizeof script, "/tmp/cts_preload_stdout_%d.py", (int)getpid());
+  FILE *f = fopen(script, "w");
+  CTS_ASSERT(f != NULL);
+  fputs(
+      "import os\n"
+      "x = [str(i) for i in range(2000)]\n"
+      "try:\n"
+      "    os.write(1, b'to stdout\\n' * 50)\n"
+      "    os.write(2, b'WROTE\\n')\n"
+      "except OSError as e:\n"
+      "    os.write(2, b'EBADF\\n' if e.errno == 9 else b'OTHER\\n')\n",
+      f);
+  fclose(f);
+  trace_path(trace, sizeof trace, "stdout");
+  exec_file(next, sizeof next, trace, 1);
+  for (int via_record = 0; via_record < 2; via_record++) {
+    unlink(trace);
+    unlink(next);
+    if (via_record)
+      snprintf(
+          shell, sizeof shell,
+          "export PYTHONMALLOC=malloc; exec %s record -q -o %s --rate 1 -- /usr/bin/python3 %s >&-",
+          CTS_TEST_CTFSCOPE, trace, script);
+    else
+      snprintf(shell, sizeof shell, "export PYTHONMALLOC=malloc; exec /usr/bin/python3 %s >&-",
+               script);
+    char *argv[] = {"/bin/sh", "-c", shell, NULL};
+    run(&traced, argv, via_record ? NULL : trace, via_record ? NULL : "1", NULL);
+    CTS_ASSERT_EQ_INT(traced.status, 0);
+    CTS_ASSERT_MSG(strstr(traced.err, "EBADF") && !strstr(traced.err, "WROTE"),
+                   "%s: the program's stdout was not closed:\n%s",
+                   via_record ? "record" : "LD_PRELOAD", traced.err);
+    /* The python3 image's trace: exec'd by the shell, or record's child. */
+    const char *const python_trace = via_record ? trace : next;
+    decoded_t d;
+    CHECK_TRACE(d, python_trace);
+    CTS_ASSERT(d.nallocs > 2000);
+    decoded_fini(&d);
+  }
+  unlink(trace);
+  unlink(next);
+  unlink(script);
+}
+
 /* ---- other allocators: jemalloc, tcmalloc, mimalloc (Debian's) ------------------------------ */
 
 /* Ends the test as skipped, or failed under CI=true (CI installs scripts/deps.sh). */
