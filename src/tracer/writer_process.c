@@ -158,10 +158,10 @@ static pid_t middle_parent; /* the process that made it: a forked child does not
  * there is nothing left to reap. */
 static bool settle_middle(bool block, bool pidfd) {
   if (!middle_pid) return true;
-  if (getpid() != middle_parent) { /* a forked child: its parent's, not its own */
-    middle_pid = 0;
-    return true;
-  }
+  /* Not this process's to reap: a forked child's copy of it, or a vfork'd child running
+   * the exec hook on its parent's memory, where forgetting it would make the parent
+   * forget it too (and hand it to its next image as a stray child). */
+  if (getpid() != middle_parent) return true;
   pid_t r;
   while ((r = waitpid(middle_pid, NULL, __WALL | (block ? 0 : WNOHANG))) < 0 && errno == EINTR) {}
   if (r == 0) return false;

@@ -1579,6 +1579,23 @@ CTS_TEST(program_closing_every_descriptor_then_exec_keeps_both_traces) {
   remove_closefds_dir(dir);
 }
 
+/* A vfork'd child runs the preload's exec hook on its parent's memory. The hook's reap of
+ * the tracer's intermediate process, seeing another pid, forgot that process for the
+ * parent too: the parent never reaped it, and its next exec handed it to the new image as
+ * a stray child (a zombie, and a SIGCHLD there). */
+CTS_TEST(vfork_child_exec_leaves_the_parent_its_reap) {
+  for (int round = 0; round < 3; round++) {
+    char trace[256], next[300];
+    trace_path(trace, sizeof trace, "vforkstray");
+    exec_file(next, sizeof next, trace, 1);
+    CTS_ASSERT(run_both("victim_exec", "vfork-stray-child", NULL, "1", trace, NULL));
+    CTS_ASSERT_MSG(traced.status == 7, "round %d: status %d (9: a stray child)", round,
+                   traced.status);
+    unlink(trace);
+    unlink(next);
+  }
+}
+
 /* A program started with stdout closed (`prog >&-`) must find it closed: the tracer's
  * first descriptor (the trace file, the writer's pipe; `record`'s notes pipe) took number
  * 1, and the program's output went into the trace (which then did not read back) while its
