@@ -1548,6 +1548,24 @@ CTS_TEST(program_closing_every_descriptor_keeps_its_files_and_trace) {
   remove_closefds_dir(dir);
 }
 
+/* The same with thread tracing streamed to a file (CTFSCOPE_TASKS_STREAM): its packets at
+ * the end went into the program's first file, which was then closed under it. */
+CTS_TEST(program_closing_every_descriptor_keeps_its_files_from_the_task_stream) {
+  char dir[256], victim[1024], preload[1100], tasks[300];
+  closefds_dir(dir, sizeof dir);
+  victim_path(victim, sizeof victim, "victim_closefds");
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(tasks, sizeof tasks, "CTFSCOPE_TASKS=/tmp/cts_preload_closefds_tasks_%d.ctf",
+           (int)getpid());
+  char *argv[] = {"/usr/bin/env", preload, tasks, "CTFSCOPE_TASKS_STREAM=1",
+                  victim,         "stay",  dir,   NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT(user_files_hold(dir, "user data\nlate\n"));
+  unlink(tasks + strlen("CTFSCOPE_TASKS="));
+  remove_closefds_dir(dir);
+}
+
 /* The same program then execs: the writer process no longer sees the exec (its pipe is
  * gone), so the exec ends the trace, complete, and the new image traces into the next
  * file with the program's files still open. Before, the first trace stopped at the close. */
