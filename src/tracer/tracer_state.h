@@ -285,9 +285,10 @@ typedef struct cts__writer_state {
   size_t writer_mem_size;
   bool writer_mem_used; /* a session wrote into writer_mem: it is not all zero */
   cts_mt_writer_t *writer;
-  uint64_t emitted;                  /* object ids written: the next alloc written has this id */
-  cts__marker_t pending;             /* a loss marker waiting for its id's turn */
-  cts__loss_t lost_taken;            /* the rings' losses already in markers */
+  uint64_t emitted;       /* object ids written: the next alloc written has this id */
+  uint64_t ring_visits;   /* this session's looks at a ring by drain (tests: its cost per record) */
+  cts__marker_t pending;  /* a loss marker waiting for its id's turn */
+  cts__loss_t lost_taken; /* the rings' losses already in markers */
   uint64_t frames[MAX_FRAMES_LIMIT]; /* write_alloc's outermost-first copy */
   bool owner_gone;                   /* the writer process: the program exited or exec'd */
   cts__symbolizer_t *symbolizer;
