@@ -462,6 +462,46 @@ CTS_TEST(record_follows_wrappers_that_exec) {
   unlink(script);
 }
 
+/* A relative trace name, and a script that changes directory before it execs: the next
+ * image traced into that other directory, where `record` never looked for it, truncating a
+ * file of that name there. The name is now made absolute for the images an exec starts. */
+CTS_TEST(relative_trace_name_holds_across_a_change_of_directory) {
+  char dir[256], other[256], theirs[512], mine[512], victim[1024], script[2048];
+  snprintf(dir, sizeof dir, "/tmp/cts_preload_reldir_%d", (int)getpid());
+  snprintf(other, sizeof other, "/tmp/cts_preload_relother_%d", (int)getpid());
+  mkdir(dir, 0700);
+  mkdir(other, 0700);
+  snprintf(theirs, sizeof theirs, "%s/rel.exec1.ctf", other);
+  snprintf(mine, sizeof mine, "%s/rel.exec1.ctf", dir);
+  FILE *f = fopen(theirs, "w");
+  CTS_ASSERT(f != NULL);
+  fputs("user data\n", f);
+  fclose(f);
+  victim_path(victim, sizeof victim, "victim_accuracy");
+  snprintf(script, sizeof script, "cd %s && exec %s 3000 100", other, victim);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",   "rel.ctf", "--rate", "1", "--",
+                  "/bin/sh",         "-c",     script, NULL};
+  run_in(&traced, argv, NULL, NULL, NULL, dir);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err, "rel.exec1.ctf ("), "not reported:\n%s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, mine);
+  CTS_ASSERT_EQ_U64(d.nallocs, 3001);
+  decoded_fini(&d);
+  f = fopen(theirs, "r");
+  char got[64] = "";
+  CTS_ASSERT(f && fgets(got, sizeof got, f));
+  fclose(f);
+  CTS_ASSERT_STR_EQ(got, "user data\n");
+  char first[512];
+  snprintf(first, sizeof first, "%s/rel.ctf", dir);
+  unlink(first);
+  unlink(mine);
+  unlink(theirs);
+  rmdir(dir);
+  rmdir(other);
+}
+
 /* A wrapper that sets its own LD_PRELOAD (`env LD_PRELOAD=libjemalloc.so.2 prog`, the usual
  * way to bring an allocator) used to drop the tracer: the program ran untraced and record
  * said nothing of its trace. The new image gets this library first, then the wrapper's. */
