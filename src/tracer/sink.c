@@ -166,6 +166,18 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
        * heuristic), 0.3 ms of CPU per image here. */
       struct stat st;
       const bool known = fstat(fd, &st) == 0;
+      /* Never a user's file that is not a trace (`record -o main.c`, an exec'd image's
+       * name taken by something else): truncating it would destroy it. Looked at only
+       * when there is something in it (a trace recorded again). */
+      if (known && st.st_size != 0) {
+        const int readable = open(cts__sink.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        const bool other = readable >= 0 && cts_os_fd_holds_other_data(readable);
+        if (readable >= 0) close(readable);
+        if (other) {
+          close(fd);
+          return CTS_E_NOT_A_TRACE;
+        }
+      }
       if (!known || st.st_size != 0) {
         if (ftruncate(fd, 0) != 0) { /* ignored */
         }

@@ -2798,6 +2798,48 @@ CTS_TEST(record_quiet_waits_for_an_exec_d_image_s_trace) {
   unlink(next);
 }
 
+/* `record -o main.c` by a slip of the hand truncated main.c. A file that holds something
+ * else than a trace is now refused, by record before the program runs (exit 2) and by the
+ * library (MEMTRACE set by hand, or the name an exec'd image gets); a trace is overwritten
+ * as before. */
+CTS_TEST(a_file_that_is_not_a_trace_is_never_overwritten) {
+  char path[256], victim[1024];
+  snprintf(path, sizeof path, "/tmp/cts_preload_precious_%d.c", (int)getpid());
+  FILE *f = fopen(path, "w");
+  CTS_ASSERT(f != NULL);
+  fputs("int main(void) { return 0; }\n", f);
+  fclose(f);
+  victim_path(victim, sizeof victim, "victim_accuracy");
+  char *argv[] = {
+      CTS_TEST_CTFSCOPE, "record", "-o", path, "--rate", "1", "--", victim, "10", "1", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 2);
+  CTS_ASSERT_MSG(strstr(traced.err, "not overwritten"), "%s", traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, ""); /* the program did not run */
+  char *program[] = {victim, "10", "1", NULL};
+  run(&traced, program, path, "1", NULL); /* MEMTRACE=path, as memtrace's users set it */
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err, "not overwritten"), "%s", traced.err);
+  f = fopen(path, "r");
+  char got[128] = "";
+  CTS_ASSERT(f && fgets(got, sizeof got, f));
+  fclose(f);
+  CTS_ASSERT_STR_EQ(got, "int main(void) { return 0; }\n");
+  /* A trace there is recorded over, as before. */
+  unlink(path);
+  char *once[] = {
+      CTS_TEST_CTFSCOPE, "record", "-q", "-o", path, "--rate", "1", "--", victim, "10", "1", NULL};
+  run(&traced, once, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  run(&traced, once, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  decoded_t d;
+  CHECK_TRACE(d, path);
+  CTS_ASSERT_EQ_U64(d.nallocs, 11);
+  decoded_fini(&d);
+  unlink(path);
+}
+
 CTS_TEST(record_usage_errors) {
   char *no_prog[] = {CTS_TEST_CTFSCOPE, "record", NULL};
   run(&traced, no_prog, NULL, NULL, NULL);
