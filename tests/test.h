@@ -19,6 +19,7 @@ typedef struct cts_test_state {
   const char *names[256];
   cts_test_fn fns[256];
   int count;
+  bool overflow; /* more tests than names[] holds: main fails rather than drop one */
   bool failed, skipped;
 } cts_test_state_t;
 
@@ -28,6 +29,8 @@ static inline void cts_test_register(const char *name, cts_test_fn fn) {
   if (cts_test_state.count < 256) {
     cts_test_state.names[cts_test_state.count] = name;
     cts_test_state.fns[cts_test_state.count++] = fn;
+  } else {
+    cts_test_state.overflow = true;
   }
 }
 
@@ -136,6 +139,21 @@ static inline const char *cts_test_data_dir(void) {
 
 static inline int cts_test_main(int argc, char **argv) {
   int passed = 0, failed = 0, skipped = 0;
+  if (cts_test_state.overflow) {
+    fprintf(stderr, "more than 256 tests in one executable: split it\n");
+    return 1;
+  }
+  /* A name that matches no test is an error: CTest registers tests by name, and a
+   * misspelt or removed one would otherwise pass with nothing run. */
+  for (int a = 1; a < argc; a++) {
+    bool known = false;
+    for (int i = 0; i < cts_test_state.count && !known; i++)
+      known = strcmp(argv[a], cts_test_state.names[i]) == 0;
+    if (!known) {
+      fprintf(stderr, "no test named '%s' in %s\n", argv[a], argv[0]);
+      return 2;
+    }
+  }
   for (int i = 0; i < cts_test_state.count; i++) {
     bool selected = argc < 2;
     for (int a = 1; a < argc; a++)

@@ -64,7 +64,8 @@ extern "C" {
   XX(WRONG_PID, -1037, "packet from another process")                                         \
   XX(SKIPPED_PACKET, -1038, "packet out of sequence, skipped")                                \
   XX(CLOSED, -1039, "the writer is closed")                                                   \
-  XX(BAD_COMPRESSION, -1040, "corrupt or truncated compressed stream")
+  XX(BAD_COMPRESSION, -1040, "corrupt or truncated compressed stream")                        \
+  XX(NOT_A_TRACE, -1041, "the file holds something else than a trace: not overwritten")
 
 /** Error codes; see CTS_ERROR_MAP for their meanings. */
 typedef enum cts_error {

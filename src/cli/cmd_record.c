@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #include "../common/clock.h"
+#include "../common/held_fd.h"
 #include "../os/net.h"
+#include "../os/os.h"
 #include "../tracer/exec_name.h"
 #include "cli.h"
 #include "record_tasks.h"
@@ -453,6 +455,20 @@ int cmd_record(int argc, char **argv) {
     return CLI_EXIT_INTERNAL;
   }
   char *const *const prog = argv + first;
+  /* A slip of the hand (`-o main.c`) must not cost the user a file: refused before the
+   * program runs (the preload library refuses it too, for the images an exec starts). */
+  if (o.output && !memtrace_url[0]) {
+    const int fd = open(o.output, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    const bool other = fd >= 0 && cts_os_fd_holds_other_data(fd);
+    if (fd >= 0) close(fd);
+    if (other) {
+      cli_error(
+          "%s holds something else than a trace: not overwritten (remove it, or choose "
+          "another name with -o)",
+          o.output);
+      return CLI_EXIT_USAGE;
+    }
+  }
 
   /* The output name needs the child's pid, known before it execs. A pipe tells the parent
    * whether exec failed (close-on-exec: EOF means it worked). */
@@ -465,6 +481,13 @@ int cmd_record(int argc, char **argv) {
    * for TCP traces (not summarised) or if it cannot be made (the summary then knows less). */
   int notes_pipe[2] = {-1, -1};
   if (!memtrace_url[0] && pipe2(notes_pipe, O_CLOEXEC) != 0) notes_pipe[0] = notes_pipe[1] = -1;
+  /* The program's end off 0-2: run with stdout closed (`record -- prog >&-`), it would
+   * find the pipe there and write its output into the notes. */
+  if (notes_pipe[1] >= 0 && notes_pipe[1] <= 2 &&
+      (notes_pipe[1] = cts_fd_off_stdio(notes_pipe[1])) < 0) {
+    close(notes_pipe[0]);
+    notes_pipe[0] = -1;
+  }
   fflush(NULL);
   const time_t start = time(NULL);
   const pid_t pid = fork();

@@ -55,6 +55,12 @@ int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progr
 /* cts_write_cb for a file descriptor (user_data is the fd cast to intptr_t): writes
  * everything, retrying on EINTR and short writes. */
 int cts_os_fd_write(void *user_data, const void *buf, size_t len);
+/* Whether `fd` is a regular file that holds something other than a trace: not empty, and
+ * starting with neither a memtrace packet's magic nor a zstd frame's. Tracing into it would
+ * destroy a user's file (`record -o main.c` by a slip of the hand), so the tracer and
+ * `record` refuse it (CTS_E_NOT_A_TRACE). Reads at most 4 bytes (pread: the offset stays);
+ * false when it cannot tell (fstat or pread fails: the open's own errors come later). */
+bool cts_os_fd_holds_other_data(int fd);
 
 /* Wall-clock µs since the epoch (cts_clock_us_cb). */
 uint64_t cts_os_clock_us(void *user_data);

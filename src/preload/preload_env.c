@@ -290,8 +290,23 @@ static void start_from_environment(void) {
   if (index && tsc && (strcmp(tsc, "0") == 0 || strcmp(tsc, "1") == 0))
     cts__tsc_usable_known = tsc[0] == '1';
   fits = copy_setting(&cts__exec_state.memtrace, out) && fits;
-  fits =
-      copy_setting(&cts__exec_state.base, cts__exec_state.file && index ? exec_base : out) && fits;
+  /* The sequence's name made absolute: a script that changes directory before it execs
+   * would otherwise have the next image trace into that other directory (truncating a file
+   * of that name there), where `record` never looks for it. */
+  const char *base = cts__exec_state.file && index ? exec_base : out;
+  char absolute[CTS__SETTING_SIZE];
+  if (cts__exec_state.file && base[0] != '/') {
+    const size_t room = sizeof absolute, len = strlen(base);
+    size_t n = getcwd(absolute, room) ? strlen(absolute) : room;
+    if (n + 1u + len < room) {
+      if (n == 0 || absolute[n - 1u] != '/') absolute[n++] = '/';
+      memcpy(absolute + n, base, len + 1u);
+      base = absolute;
+    } else {
+      fits = false; /* no exec continues the trace: better than one in the wrong place */
+    }
+  }
+  fits = copy_setting(&cts__exec_state.base, base) && fits;
   cts__exec_state.usable = fits;
 
   cts__notes_from_environment();

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,49 @@ static bool continues_trace(void) {
          getpid() == cts__traced_pid && cts_tracer_is_active();
 }
 
+/* Whether `list` (an LD_PRELOAD value: names separated by spaces or colons, as ld.so reads
+ * it) names this library: its path, or a file of the same name (another spelling of the
+ * same build). */
+static bool preload_list_has(const char *list, const char *path) {
+  const char *const slash = strrchr(path, '/');
+  const char *const base = slash ? slash + 1 : path;
+  const size_t path_len = strlen(path), base_len = strlen(base);
+  for (const char *p = list; *p;) {
+    const size_t len = strcspn(p, " :");
+    const char *const name_slash = memrchr(p, '/', len);
+    const char *const name = name_slash ? name_slash + 1 : p;
+    const size_t name_len = len - (size_t)(name - p);
+    if ((len == path_len && memcmp(p, path, len) == 0) ||
+        (name_len == base_len && memcmp(name, base, name_len) == 0))
+      return true;
+    p += len;
+    p += strspn(p, " :");
+  }
+  return false;
+}
+
+/* The LD_PRELOAD the new image needs to go on tracing, in buf, or NULL if envp's already
+ * loads this library (or this library's path cannot be written in one: a space or a
+ * colon in it). A wrapper in the chain may set its own LD_PRELOAD (`env
+ * LD_PRELOAD=libjemalloc.so.2 prog`, the usual way to bring an allocator) or clear it:
+ * the new image would then run untraced, and its trace would never come, without a word.
+ * This library goes first, as `ctfscope record` puts it (docs/tracing.md, "Other
+ * allocators"). */
+static const char *continued_preload(char *const envp[], char *buf, size_t size) {
+  Dl_info info;
+  struct link_map *self = NULL;
+  if (!dladdr1((void *)&cts__exec_state, &info, (void **)&self, RTLD_DL_LINKMAP) || !self ||
+      !self->l_name || !self->l_name[0] || strpbrk(self->l_name, " :"))
+    return NULL;
+  const char *old = NULL;
+  for (size_t i = 0; envp && envp[i] && !old; i++)
+    if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0) old = envp[i] + 11;
+  if (old && preload_list_has(old, self->l_name)) return NULL;
+  const int n = old && old[0] ? snprintf(buf, size, "%s:%s", self->l_name, old)
+                              : snprintf(buf, size, "%s", self->l_name);
+  return n > 0 && (size_t)n < size ? buf : NULL;
+}
+
 /* Builds the new image's environment: envp without our variables, then ours with the next
  * trace's name. One block from the real malloc (untraced): the exec replaces it, or the
  * caller frees it if the exec fails. NULL if it cannot be built (the exec then goes ahead
@@ -97,7 +141,7 @@ static char **continued_environment(char *const envp[]) {
   }
   char index[16];
   snprintf(index, sizeof index, "%u", cts__exec_state.index + 1);
-  const char *ours[2 * (5 + CTS__KEPT_COUNT)] = {
+  const char *ours[2 * (6 + CTS__KEPT_COUNT)] = {
       "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", cts__exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
   size_t nours = 3;
   /* This machine's time-stamp counter, as this image found it (tracer_internal.h). */
@@ -111,6 +155,13 @@ static char **continued_environment(char *const envp[]) {
     snprintf(notes_fd, sizeof notes_fd, "%d", notes.fd);
     ours[2 * nours] = "CTFSCOPE_RECORD_NOTES";
     ours[2 * nours + 1] = notes_fd;
+    nours++;
+  }
+  char preload[CTS__SETTING_SIZE];
+  const char *const ld_preload = continued_preload(envp, preload, sizeof preload);
+  if (ld_preload) {
+    ours[2 * nours] = "LD_PRELOAD";
+    ours[2 * nours + 1] = ld_preload;
     nours++;
   }
   for (size_t i = 0; i < CTS__KEPT_COUNT; i++) {
@@ -130,7 +181,9 @@ static char **continued_environment(char *const envp[]) {
   char *strings = (char *)(env + count + nours + 1);
   size_t k = 0;
   for (size_t i = 0; i < count; i++)
-    if (!cts__preload_is_setting(envp[i])) env[k++] = envp[i];
+    if (!cts__preload_is_setting(envp[i]) &&
+        !(ld_preload && strncmp(envp[i], "LD_PRELOAD=", 11) == 0))
+      env[k++] = envp[i];
   for (size_t i = 0; i < nours; i++) {
     env[k++] = strings;
     strings += sprintf(strings, "%s=%s", ours[2 * i], ours[2 * i + 1]) + 1;
@@ -161,6 +214,14 @@ static void flush_trace(void) {
 static void before_exec(void) {
   if (!may_flush()) return;
   int e = 0;
+  /* The program closed the pipe by which the writer process sees an exec (closefrom...):
+   * the trace ends here, complete, as at the program's exit. A failed exec then goes on
+   * untraced. */
+  if (cts__writer_watch_lost()) {
+    e = cts_tracer_stop();
+    if (e && e != CTS_E_STATE) cts__note_lost_tail(e);
+    return;
+  }
   if (!cts__tracer_exec_handoff(&e)) {
     flush_trace();
     return;

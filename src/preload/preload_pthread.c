@@ -59,6 +59,7 @@
 #include <ctfscope/errors.h>
 #include <ctfscope/tasks.h>
 
+#include "../common/held_fd.h"
 #include "../os/elf_symbol.h"
 #include "../os/mprof_ring.h"
 #include "../os/tsc_clock.h"
@@ -794,10 +795,14 @@ static uint64_t clock_realtime_ns(void *unused) {
 
 /* Stream mode: finished packets go to the file as they are. */
 static int stream_fd = -1;
+/* What stream_fd named when opened: the program may close it and take the number for a
+ * file of its own (common/held_fd.h). */
+static cts_fd_ident_t stream_id;
 static int stream_write(void *unused, const void *buf, size_t len) {
   (void)unused;
   const char *p = buf;
   while (len) {
+    if (!cts_fd_still(stream_fd, stream_id)) return -EBADF; /* the program's now */
     const ssize_t n = write(stream_fd, p, len);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return n < 0 ? -errno : CTS_E_IO;
@@ -817,8 +822,7 @@ static void stop_in_child(void) {
   __atomic_store_n(&tasks_on, 0, __ATOMIC_RELAXED);
   lock_entry_sync();
   cts_task_stop(); /* the parent's ring state, copied: nothing is written to the file */
-  if (stream_fd >= 0) close(stream_fd);
-  stream_fd = -1;
+  cts_fd_close_held(&stream_fd, stream_id);
 }
 
 /* thread_start is our frame, not the program's: the allocation trace's backtraces leave it
@@ -856,7 +860,8 @@ static void start_from_environment(void) {
     return;
   }
 
-  const int fd = open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* Off 0-2: a program started with stdout closed would write into the stream. */
+  const int fd = cts_fd_off_stdio(open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd < 0) {
     refuse("CTFSCOPE_TASKS", out, "cannot create this file");
     return;
@@ -866,6 +871,7 @@ static void start_from_environment(void) {
   if (stream_mode) {
     buffer = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     stream_fd = fd;
+    stream_id = cts_fd_ident(fd);
   } else {
     /* Blocks reserved before mapping: a full file system must not SIGBUS the program. */
     map_err = cts_os_map_file_reserved(fd, (size_t)size, &buffer);
@@ -934,7 +940,6 @@ __attribute__((destructor)) static void preload_pthread_fini(void) {
   cts_task_stop();
   if (stream_mode && ring) {
     cts_mprof_ring_flush(ring);
-    close(stream_fd);
-    stream_fd = -1;
+    cts_fd_close_held(&stream_fd, stream_id);
   }
 }

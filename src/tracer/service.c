@@ -20,14 +20,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/held_fd.h"
 #include "os/net.h"
 
 /* How often the thread checks the session for a sink error the socket did not show. */
 #define ERROR_CHECK_MS 250
+/* How often an idle thread checks that its descriptors are still its own (common/held_fd.h): a
+ * program that closed them all cannot wake it through the pipe at its end. */
+#define IDLE_CHECK_MS 1000
 
 static struct {
   int listen_fd;
   int wake_rd, wake_wr;
+  /* What they named when made: the program may close them and take their numbers for
+   * its own sockets and files (common/held_fd.h). */
+  cts_fd_ident_t listen_id, wake_rd_id, wake_wr_id;
   int client_fd; /* the served client's socket (owned by its session), or -1 */
   char client_name[CTS_NET_ADDR_STRLEN];
   uint16_t port;
@@ -43,9 +50,18 @@ static struct {
   atomic_bool serving;
 } S = {.listen_fd = -1, .wake_rd = -1, .wake_wr = -1, .client_fd = -1};
 
-static void close_quietly(int *fd) {
-  if (*fd >= 0) close(*fd);
-  *fd = -1;
+/* Closes the service's descriptors that are still its own, and forgets them all. */
+static void close_descriptors(void) {
+  cts_fd_close_held(&S.listen_fd, S.listen_id);
+  cts_fd_close_held(&S.wake_rd, S.wake_rd_id);
+  cts_fd_close_held(&S.wake_wr, S.wake_wr_id);
+}
+
+/* Whether the program left the service's descriptors alone: polling or accepting on a
+ * number it closed and reused would take its own clients. */
+static bool descriptors_intact(void) {
+  return cts_fd_still(S.listen_fd, S.listen_id) && cts_fd_still(S.wake_rd, S.wake_rd_id) &&
+         cts_fd_still(S.wake_wr, S.wake_wr_id);
 }
 
 /* Ends the served client's session: the last packet goes out, the connection closes. */
@@ -114,12 +130,18 @@ static void *service_main(void *arg) {
     struct pollfd p[3] = {{.fd = S.wake_rd, .events = POLLIN},
                           {.fd = S.listen_fd, .events = POLLIN},
                           {.fd = S.client_fd, .events = POLLIN}};
-    const int n = poll(p, 3, S.client_fd >= 0 ? ERROR_CHECK_MS : -1);
+    const int n = poll(p, 3, S.client_fd >= 0 ? ERROR_CHECK_MS : IDLE_CHECK_MS);
     if (n < 0 && errno != EINTR) {
       cts__tracer_log(&S.sink, "the trace service stops: poll: %s", strerror(errno));
       break;
     }
     if (atomic_load(&S.stop)) break;
+    if (!descriptors_intact()) {
+      cts__tracer_log(&S.sink,
+                      "the program closed the trace service's descriptors: the "
+                      "service stops, the program runs on untraced");
+      break;
+    }
     if (n > 0 && p[0].revents) {
       char drain[64];
       while (read(S.wake_rd, drain, sizeof drain) > 0) {}
@@ -152,12 +174,21 @@ int cts__service_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *
   }
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) return -errno;
-  S.wake_rd = wake[0];
-  S.wake_wr = wake[1];
+  /* Off 0-2: a program started with one closed would find ours there. */
+  S.wake_rd = cts_fd_off_stdio(wake[0]);
+  S.wake_wr = cts_fd_off_stdio(wake[1]);
+  if (S.wake_rd < 0 || S.wake_wr < 0) {
+    e = -EMFILE;
+    goto fail;
+  }
+  S.wake_rd_id = cts_fd_ident(wake[0]);
+  S.wake_wr_id = cts_fd_ident(wake[1]);
   e = cts_net_listen(&addr, 8, true, &S.listen_fd);
+  if (!e && (S.listen_fd = cts_fd_off_stdio(S.listen_fd)) < 0) e = -EMFILE;
   cts_net_addr_t bound;
   if (!e) e = cts_net_local_addr(S.listen_fd, &bound);
   if (e) goto fail;
+  S.listen_id = cts_fd_ident(S.listen_fd);
   S.port = cts_net_addr_port(&bound);
   S.client_fd = -1;
   S.last_error = 0;
@@ -174,9 +205,10 @@ int cts__service_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *
   pthread_setname_np(S.thread, "ctfscope-serve");
   return 0;
 fail:
-  close_quietly(&S.listen_fd);
-  close_quietly(&S.wake_rd);
-  close_quietly(&S.wake_wr);
+  if (S.listen_fd >= 0) close(S.listen_fd); /* just made: still ours */
+  if (S.wake_rd >= 0) close(S.wake_rd);
+  if (S.wake_wr >= 0) close(S.wake_wr);
+  S.listen_fd = S.wake_rd = S.wake_wr = -1;
   S.port = 0;
   return e;
 }
@@ -184,20 +216,19 @@ fail:
 int cts__service_stop(void) {
   atomic_store(&S.stop, true);
   const char x = 's';
-  if (write(S.wake_wr, &x, 1) < 0) { /* a full pipe already holds a wake-up */
+  /* Not into a number the program took over: the thread then sees `stop` within
+   * IDLE_CHECK_MS. */
+  if (cts_fd_still(S.wake_wr, S.wake_wr_id) && write(S.wake_wr, &x, 1) < 0) {
+    /* a full pipe already holds a wake-up */
   }
   pthread_join(S.thread, NULL);
-  close_quietly(&S.listen_fd);
-  close_quietly(&S.wake_rd);
-  close_quietly(&S.wake_wr);
+  close_descriptors();
   S.port = 0;
   return S.last_error;
 }
 
 void cts__service_atfork_child(void) {
-  close_quietly(&S.listen_fd);
-  close_quietly(&S.wake_rd);
-  close_quietly(&S.wake_wr);
+  close_descriptors();
   S.client_fd = -1; /* closed with the session's socket */
   S.port = 0;
   atomic_store(&S.serving, false);

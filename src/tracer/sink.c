@@ -73,12 +73,49 @@ static int socket_write(const char *p, size_t len) {
   return 0;
 }
 
+/* The trace file again, by its path, after the program closed our descriptor (common/held_fd.h):
+ * the same file (device and inode), positioned where the trace goes on, with the flock
+ * `record` waits for taken again. 0, or -EBADF if it cannot be the same file. */
+static int reopen_trace_file(uint64_t offset) {
+  if (cts__sink.sink.kind != CTS_TRACER_SINK_FILE || !cts__sink.path[0]) return -EBADF;
+  const int fd = cts_fd_off_stdio(open(cts__sink.path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd < 0) return -EBADF;
+  if (!cts_fd_still(fd, cts__sink.fd_ident) || lseek(fd, (off_t)offset, SEEK_SET) < 0) {
+    close(fd);
+    return -EBADF;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* ignored: only a courtesy */
+  }
+  cts__sink.fd = fd;
+  return 0;
+}
+
+/* Whether the sink's descriptor may be written: a writer thread's lives among the
+ * program's descriptors, which the program may close and reuse (common/held_fd.h); a writer
+ * process holds its own. A trace file closed by the program is opened again. */
+static int sink_fd_usable(uint64_t offset) {
+  if (cts__wproc.owner_watch_fd >= 0 || cts_fd_still(cts__sink.fd, cts__sink.fd_ident)) return 0;
+  const int e = reopen_trace_file(offset);
+  if (e) {
+    cts__tracer_log(&cts__sink.sink,
+                    "the program closed the trace's descriptor (%d) and it cannot be opened "
+                    "again: tracing stopped, the program runs on",
+                    cts__sink.fd);
+    cts__sink.fd = -1; /* the number is the program's now: never written nor closed */
+  }
+  return e;
+}
+
 /* Where the trace's bytes go, after the zstd stage if there is one. */
 int cts__raw_write(void *user_data, const void *buf, size_t len) {
   (void)user_data;
+  const uint64_t offset = cts__sink.bytes_written;
   cts__sink.bytes_written += len;
   if (cts__sink.sink.kind == CTS_TRACER_SINK_CALLBACK)
     return cts__sink.sink.write(cts__sink.sink.write_user_data, buf, len);
+  if (cts__sink.fd < 0) return -EBADF;
+  const int e = sink_fd_usable(offset);
+  if (e) return e;
   if (cts__sink.socket_sink) return socket_write(buf, len);
   return cts_os_fd_write((void *)(intptr_t)cts__sink.fd, buf, len);
 }
@@ -91,12 +128,15 @@ int cts__sink_write(void *user_data, const void *buf, size_t len) {
 
 /* Takes over the connected socket `fd` as the sink (closed by cts__close_sink, or here). */
 static int adopt_socket(int fd) {
+  fd = cts_fd_off_stdio(fd);
+  if (fd < 0) return -EMFILE;
   const int e = cts_net_set_nonblocking(fd, true);
   if (e) {
     close(fd);
     return e;
   }
   cts__sink.fd = fd;
+  cts__sink.fd_ident = cts_fd_ident(fd);
   cts__sink.own_fd = true;
   cts__sink.socket_sink = true;
   return 0;
@@ -111,7 +151,8 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
     case CTS_TRACER_SINK_FILE: {
       if (!sink->path || !sink->path[0]) return CTS_E_INVAL;
       cts__copy_string(cts__sink.path, sizeof cts__sink.path, sink->path);
-      const int fd = open(cts__sink.path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      /* Off 0-2: a program started with stdout closed would write into the trace. */
+      const int fd = cts_fd_off_stdio(open(cts__sink.path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
       if (fd < 0) return -errno;
       /* As memtrace: refuse a file another process is tracing into, then truncate it
        * (errors ignored so that /dev/null works). */
@@ -124,10 +165,24 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
        * truncated to size 0 is written back when it is closed (the auto_da_alloc
        * heuristic), 0.3 ms of CPU per image here. */
       struct stat st;
-      if (fstat(fd, &st) != 0 || st.st_size != 0) {
+      const bool known = fstat(fd, &st) == 0;
+      /* Never a user's file that is not a trace (`record -o main.c`, an exec'd image's
+       * name taken by something else): truncating it would destroy it. Looked at only
+       * when there is something in it (a trace recorded again). */
+      if (known && st.st_size != 0) {
+        const int readable = open(cts__sink.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        const bool other = readable >= 0 && cts_os_fd_holds_other_data(readable);
+        if (readable >= 0) close(readable);
+        if (other) {
+          close(fd);
+          return CTS_E_NOT_A_TRACE;
+        }
+      }
+      if (!known || st.st_size != 0) {
         if (ftruncate(fd, 0) != 0) { /* ignored */
         }
       }
+      cts__sink.fd_ident = known ? cts_fd_ident_of(&st) : cts_fd_ident(fd);
       /* Also an flock, held while any copy of the descriptor is open, the writer
        * process's included: `ctfscope record` waits for it to go before reading the
        * trace of a program that was killed (its writer process finishes the trace). */
@@ -140,6 +195,7 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
     case CTS_TRACER_SINK_FD:
       if (sink->fd < 0) return CTS_E_INVAL;
       cts__sink.fd = sink->fd;
+      cts__sink.fd_ident = cts_fd_ident(sink->fd);
       return 0;
     case CTS_TRACER_SINK_CALLBACK:
       return sink->write ? 0 : CTS_E_INVAL;
@@ -162,7 +218,9 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
 void cts__close_sink(void) {
   cts__zsink_close(cts__sink.zsink);
   cts__sink.zsink = NULL;
-  if (cts__sink.own_fd && cts__sink.fd >= 0) {
+  /* Not a number the program closed and took for a file of its own (common/held_fd.h). */
+  if (cts__sink.own_fd && cts__sink.fd >= 0 &&
+      (cts__wproc.owner_watch_fd >= 0 || cts_fd_still(cts__sink.fd, cts__sink.fd_ident))) {
     if (cts__sink.socket_sink) {
       /* End the stream with a FIN even if a copy of the descriptor lives on, and read what
        * the peer sent, so that closing does not turn into a reset that could discard the
@@ -181,7 +239,7 @@ void cts__close_sink(void) {
 /* tracer_state.h. In a forked child: the copies of the parent's sockets and compressor
  * go. */
 void cts__sink_atfork_child(void) {
-  if (cts__sink.socket_sink && cts__sink.fd >= 0) close(cts__sink.fd);
+  if (cts__sink.socket_sink) cts_fd_close_held(&cts__sink.fd, cts__sink.fd_ident);
   cts__sink.fd = -1;
   cts__sink.socket_sink = false;
   cts__sink.own_fd = false;          /* a file is the parent's; close-on-exec anyway */

@@ -117,6 +117,11 @@ void cts__tracer_exec_pending(bool pending);
 bool cts__tracer_exec_handoff(int *error);
 /* After a failed exec that handed its list over: the writer reads /proc/PID/maps again. */
 void cts__tracer_exec_handoff_cancel(void);
+/* Whether the running session's writer process can no longer see this image end: the
+ * program closed its end of the watch pipe (common/held_fd.h), and the writer now watches the
+ * process, which an exec does not end. An exec must then stop the session itself
+ * (preload_exec.c). One fstat. writer_process.c. */
+bool cts__writer_watch_lost(void);
 /* Whether the time-stamp counter may time events (cts_os_tsc_usable: reading /proc/cpuinfo
  * costs 50-60 us of CPU): -1 not known. A session's start asks and keeps the answer until
  * the session stops (the kernel may give up the TSC meanwhile: the next session asks

@@ -39,6 +39,7 @@
 
 #include "common/check.h"
 #include "common/cpu_counter.h"
+#include "common/held_fd.h"
 #include "os/tsc_clock.h"
 #include "session.h"
 #include "tracer_internal.h"
@@ -247,6 +248,7 @@ bool cts__side_reset(void);
 typedef struct cts__sink_state {
   cts_tracer_sink_t sink;
   int fd;
+  cts_fd_ident_t fd_ident; /* what fd named when taken (common/held_fd.h) */
   bool own_fd;
   bool socket_sink;    /* fd is a non-blocking socket of ours */
   cts__zsink_t *zsink; /* compress_level: the zstd stage in front of the sink, else NULL */
@@ -283,9 +285,10 @@ typedef struct cts__writer_state {
   size_t writer_mem_size;
   bool writer_mem_used; /* a session wrote into writer_mem: it is not all zero */
   cts_mt_writer_t *writer;
-  uint64_t emitted;                  /* object ids written: the next alloc written has this id */
-  cts__marker_t pending;             /* a loss marker waiting for its id's turn */
-  cts__loss_t lost_taken;            /* the rings' losses already in markers */
+  uint64_t emitted;       /* object ids written: the next alloc written has this id */
+  uint64_t ring_visits;   /* this session's looks at a ring by drain (tests: its cost per record) */
+  cts__marker_t pending;  /* a loss marker waiting for its id's turn */
+  cts__loss_t lost_taken; /* the rings' losses already in markers */
   uint64_t frames[MAX_FRAMES_LIMIT]; /* write_alloc's outermost-first copy */
   bool owner_gone;                   /* the writer process: the program exited or exec'd */
   cts__symbolizer_t *symbolizer;
@@ -330,8 +333,14 @@ typedef struct cts__writer_proc {
   int writer_pidfd;   /* the writer process (pidfd), or -1 */
   int owner_fd;       /* the program: write end of a pipe the writer process watches */
   int owner_watch_fd; /* in the writer process (only): the read end; a hang-up says the
-                       * program is gone */
-  pid_t traced_pid;   /* the writer process: the program it writes for */
+                       * program is gone. Or, once the program closed its end while it
+                       * lived on (closefrom...), a pidfd of the program (owner_by_pidfd):
+                       * readable when it has exited. */
+  bool owner_by_pidfd;
+  /* What writer_pidfd and owner_fd named when made: the program may close them and take
+   * their numbers for files of its own (common/held_fd.h). */
+  cts_fd_ident_t writer_pidfd_ident, owner_fd_ident;
+  pid_t traced_pid; /* the writer process: the program it writes for */
 } cts__writer_proc_t;
 
 extern cts__writer_proc_t cts__wproc CTS__HIDDEN;

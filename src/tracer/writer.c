@@ -172,6 +172,7 @@ int cts__writer_init(const cts_mt_writer_config_t *wc) {
 /* tracer_state.h. Control lock held. */
 void cts__writer_reset(uint64_t start) {
   cts__writer.emitted = 0;
+  cts__writer.ring_visits = 0;
   cts__writer.pending.present = false;
   cts__writer.lost_taken = cts__ring_losses();
   cts__writer.writer_time = start;
@@ -270,73 +271,163 @@ static bool writer_poll(bool busy) {
   return cts__rings_pending();
 }
 
+/* What a ring's first unwritten record waits for: the object id `emitted` must reach (an
+ * allocation's own id; a collect's id + 1), or NO_WAIT when the ring holds nothing more. */
+#define NO_WAIT UINT64_MAX
+
+/* One pass's bookkeeping over the rings (drain). */
+typedef struct {
+  uint64_t taken; /* words consumed */
+  bool progress;  /* some record consumed */
+  bool space;     /* some ring left at most half full: waiters may go on */
+  int err;        /* the first error */
+} drain_pass_t;
+
+/* Writes ring r's records from its tail while they can be written now (or are to be
+ * skipped), up to the head as loaded here, and returns what the next one waits for. */
+static uint64_t drain_ring(cts__ring_t *r, drain_pass_t *pass) {
+  cts__writer.ring_visits++;
+  const uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+  const uint64_t start = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  uint64_t tail = start, waits_for = NO_WAIT;
+  int e;
+  while (tail != head) {
+    const uint64_t *const rec = r->words + (tail & RING_MASK);
+    const unsigned kind = (unsigned)(rec[0] & 0xFFu);
+    if (kind == REC_PAD) {
+      /* A pad runs to the end of the ring. */
+      CTS_ASSERT((tail & RING_MASK) + (rec[0] >> 8) == RING_WORDS);
+      tail += rec[0] >> 8;
+      continue;
+    }
+    CTS_ASSERT(kind == REC_ALLOC || kind == REC_COLLECT);
+    const size_t depth = kind == REC_ALLOC ? (size_t)(rec[0] >> 8) : 0;
+    const uint64_t full = rec[2], id = full & ID_MASK;
+    if ((full >> ID_BITS) == cts__session.session_bits) {
+      if (kind == REC_ALLOC) {
+        if (id > cts__writer.emitted) {
+          waits_for = id;
+          break;
+        }
+        if (id == cts__writer.emitted) {
+          e = write_alloc(rec, depth);
+          if (e && !pass->err) pass->err = e;
+          bool marked = false;
+          e = marker_if_due(&marked);
+          if (e && !pass->err) pass->err = e;
+        }
+      } else {
+        if (id >= cts__writer.emitted) {
+          waits_for = id + 1u;
+          break;
+        }
+        e = cts_mt_writer_collect(cts__writer.writer, writer_time(rec[1]), id);
+        if (e && !pass->err) pass->err = e;
+      }
+    }
+    tail += kind == REC_ALLOC ? REC_ALLOC_WORDS + depth : REC_COLLECT_WORDS;
+  }
+  CTS_ASSERT(tail - start <= head - start && head - start <= RING_WORDS); /* in bounds */
+  if (tail != start) {
+    pass->taken += tail - start;
+    atomic_store(&r->tail, tail); /* seq_cst: see cts__ring_wait */
+    atomic_store_explicit(&r->wake_sent, false, memory_order_relaxed);
+    pass->progress = true;
+    /* A waiter wants its ring at most half full (its record, unpublished, lies beyond
+     * `head`): only then is it worth a wake-up. */
+    if (head - tail <= RING_WORDS / 2u) pass->space = true;
+  }
+  return waits_for;
+}
+
+/* The rings that wait, as a binary min-heap on what they wait for (drain). Grown by the
+ * writer as threads add rings; the writer's own memory (it runs guarded). */
+typedef struct {
+  uint64_t waits_for;
+  cts__ring_t *ring;
+} waiting_ring_t;
+static waiting_ring_t *waiting_rings;
+static size_t waiting_count, waiting_cap;
+
+static bool waiting_push(uint64_t waits_for, cts__ring_t *r) {
+  if (waiting_count == waiting_cap) {
+    const size_t cap = waiting_cap ? 2u * waiting_cap : 64u;
+    waiting_ring_t *const grown = realloc(waiting_rings, cap * sizeof *grown);
+    if (!grown) return false;
+    waiting_rings = grown, waiting_cap = cap;
+  }
+  size_t i = waiting_count++;
+  for (; i > 0 && waiting_rings[(i - 1u) / 2u].waits_for > waits_for; i = (i - 1u) / 2u)
+    waiting_rings[i] = waiting_rings[(i - 1u) / 2u];
+  waiting_rings[i] = (waiting_ring_t){waits_for, r};
+  return true;
+}
+
+static cts__ring_t *waiting_pop(void) {
+  cts__ring_t *const top = waiting_rings[0].ring;
+  const waiting_ring_t last = waiting_rings[--waiting_count];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2u * i + 1u;
+    if (c >= waiting_count) break;
+    if (c + 1u < waiting_count && waiting_rings[c + 1u].waits_for < waiting_rings[c].waits_for) c++;
+    if (waiting_rings[c].waits_for >= last.waits_for) break;
+    waiting_rings[i] = waiting_rings[c];
+    i = c;
+  }
+  if (waiting_count) waiting_rings[i] = last;
+  return top;
+}
+
 /* Writes every record that can be written: allocations in object-id order, each collect
  * once its allocation is written. Ids grow along each ring and a collect follows its
  * allocation's publication, so the head record of some ring can always go unless the next
  * id is still on its way (*blocked then says that records wait). Records of another session
- * (published by a thread after its session ended) and of ids given up are skipped. */
+ * (published by a thread after its session ended) and of ids given up are skipped.
+ *
+ * Each pass looks at every ring once, then takes the rings in the order of what they wait
+ * for (a heap), each as soon as the ids written reach it. Going round the rings in list
+ * order instead wrote a few records per ring visited: with many threads allocating at once,
+ * whose ids interleave, every record cost a visit to most rings (1 000 threads: the writer
+ * spent 71 % of its time there, and the program waited for it). */
 static int drain(size_t min_pass, bool *progress_out, bool *blocked_out) {
-  int err = 0;
   bool any = false, blocked = false;
+  int err = 0;
   cts__ring_t *const rings = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire);
-  for (bool progress = true; progress;) {
-    progress = false;
-    blocked = false;
-    bool space = false;
-    uint64_t taken = 0;
-    int e = marker_if_due(&progress);
-    if (e && !err) err = e;
+  for (bool again = true; again;) {
+    drain_pass_t pass = {0};
+    int e = marker_if_due(&pass.progress);
+    if (e) pass.err = e;
+    waiting_count = 0;
+    bool unlisted = false; /* a ring that waits but found no room in the heap */
     for (cts__ring_t *r = rings; r; r = r->next) {
-      const uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-      const uint64_t start = atomic_load_explicit(&r->tail, memory_order_relaxed);
-      uint64_t tail = start;
-      while (tail != head) {
-        const uint64_t *const rec = r->words + (tail & RING_MASK);
-        const unsigned kind = (unsigned)(rec[0] & 0xFFu);
-        if (kind == REC_PAD) {
-          /* A pad runs to the end of the ring. */
-          CTS_ASSERT((tail & RING_MASK) + (rec[0] >> 8) == RING_WORDS);
-          tail += rec[0] >> 8;
-          continue;
-        }
-        CTS_ASSERT(kind == REC_ALLOC || kind == REC_COLLECT);
-        const size_t depth = kind == REC_ALLOC ? (size_t)(rec[0] >> 8) : 0;
-        const uint64_t full = rec[2], id = full & ID_MASK;
-        if ((full >> ID_BITS) == cts__session.session_bits) {
-          if (kind == REC_ALLOC) {
-            if (id > cts__writer.emitted) break;
-            if (id == cts__writer.emitted) {
-              e = write_alloc(rec, depth);
-              if (e && !err) err = e;
-              e = marker_if_due(&progress);
-              if (e && !err) err = e;
-            }
-          } else {
-            if (id >= cts__writer.emitted) break;
-            e = cts_mt_writer_collect(cts__writer.writer, writer_time(rec[1]), id);
-            if (e && !err) err = e;
-          }
-        }
-        tail += kind == REC_ALLOC ? REC_ALLOC_WORDS + depth : REC_COLLECT_WORDS;
-      }
-      CTS_ASSERT(tail - start <= head - start && head - start <= RING_WORDS); /* in bounds */
-      if (tail != start) {
-        taken += tail - start;
-        atomic_store(&r->tail, tail); /* seq_cst: see cts__ring_wait */
-        atomic_store_explicit(&r->wake_sent, false, memory_order_relaxed);
-        progress = any = true;
-        /* A waiter wants its ring at most half full (its record, unpublished, lies beyond
-         * `head`): only then is it worth a wake-up. */
-        if (head - tail <= RING_WORDS / 2u) space = true;
-      }
-      if (tail != head) blocked = true;
+      const uint64_t waits_for = drain_ring(r, &pass);
+      if (waits_for != NO_WAIT && !waiting_push(waits_for, r)) unlisted = true;
     }
-    if (space && atomic_load(&cts__ctl->waiters)) {
+    while (waiting_count) {
+      if (waiting_rings[0].waits_for <= cts__writer.emitted) {
+        cts__ring_t *const r = waiting_pop();
+        const uint64_t waits_for = drain_ring(r, &pass);
+        if (waits_for != NO_WAIT && !waiting_push(waits_for, r)) unlisted = true;
+        continue;
+      }
+      bool marked = false;
+      e = marker_if_due(&marked);
+      if (e && !pass.err) pass.err = e;
+      if (!marked) break;
+      pass.progress = true;
+    }
+    /* Without room to list every ring, the next pass goes round again (as it would for
+     * records published meanwhile). */
+    blocked = waiting_count > 0 || unlisted;
+    if (pass.err && !err) err = pass.err;
+    any |= pass.progress;
+    if (pass.space && atomic_load(&cts__ctl->waiters)) {
       cts__ctl_lock();
       cts__ctl_wake(&cts__ctl->progress, true);
       cts__ctl_unlock();
     }
-    if (taken < min_pass) break;
+    again = pass.progress && pass.taken >= min_pass;
   }
   *progress_out = any;
   *blocked_out = blocked;

@@ -53,6 +53,10 @@ static bool settle_middle(bool block, bool pidfd);
  * told yet. */
 bool cts__writer_process_gone(void) {
   if (!settle_middle(false, true)) return false;
+  /* A pidfd the program closed (its number maybe its own now): kill(pid, 0) instead. */
+  if (cts__wproc.writer_pidfd >= 0 &&
+      !cts_fd_still(cts__wproc.writer_pidfd, cts__wproc.writer_pidfd_ident))
+    cts__wproc.writer_pidfd = -1;
   if (cts__wproc.writer_pidfd >= 0) {
     struct pollfd p = {.fd = cts__wproc.writer_pidfd, .events = POLLIN};
     return poll(&p, 1, 0) > 0;
@@ -61,11 +65,43 @@ bool cts__writer_process_gone(void) {
   return pid < 0 || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH);
 }
 
-/* The writer process: whether the program's end of the watch pipe is closed (it exited,
- * was killed or exec'd; its forked children close their copies). */
+/* How long the writer process waits, after the watch pipe hung up, for the program to be
+ * seen as exited: the kernel closes an exiting process's descriptors a moment before its
+ * pidfd becomes readable. */
+#define EXIT_SEEN_WITHIN_MS 20
+
+/* The writer process, after a hang-up on the watch pipe with no exec announced: true if
+ * the program lives on, having closed its end itself (closefrom(3), close_range, Python's
+ * os.closerange: daemons do it when they start). It then watches the program through a
+ * pidfd: the trace goes on to the program's real end instead of stopping there without a
+ * word while the program samples on. False: it is gone, or this kernel has no pidfds (the
+ * trace then ends here, as before). */
+static bool program_closed_the_pipe(void) {
+  const int pidfd = (int)syscall(SYS_pidfd_open, cts__wproc.traced_pid, 0);
+  if (pidfd < 0) return false;
+  struct pollfd p = {.fd = pidfd, .events = POLLIN};
+  int r;
+  while ((r = poll(&p, 1, EXIT_SEEN_WITHIN_MS)) < 0 && errno == EINTR) {}
+  if (r != 0) {
+    close(pidfd);
+    return false;
+  }
+  close(cts__wproc.owner_watch_fd);
+  cts__wproc.owner_watch_fd = pidfd;
+  cts__wproc.owner_by_pidfd = true;
+  return true;
+}
+
+/* The writer process: whether the program is gone: its end of the watch pipe closed (it
+ * exited, was killed or exec'd; its forked children close their copies), or, once the
+ * program closed that end itself, its pidfd readable (it exited). */
 bool cts__owner_is_gone(void) {
   struct pollfd p = {.fd = cts__wproc.owner_watch_fd, .events = POLLIN};
-  return poll(&p, 1, 0) > 0;
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (cts__wproc.owner_by_pidfd ||
+      atomic_load_explicit(&cts__ctl->exec_pending, memory_order_relaxed))
+    return true;
+  return !program_closed_the_pipe();
 }
 
 /* Whether a session into `sink` can have a writer process: the sinks it can write to
@@ -128,10 +164,10 @@ static pid_t middle_parent; /* the process that made it: a forked child does not
  * there is nothing left to reap. */
 static bool settle_middle(bool block, bool pidfd) {
   if (!middle_pid) return true;
-  if (getpid() != middle_parent) { /* a forked child: its parent's, not its own */
-    middle_pid = 0;
-    return true;
-  }
+  /* Not this process's to reap: a forked child's copy of it, or a vfork'd child running
+   * the exec hook on its parent's memory, where forgetting it would make the parent
+   * forget it too (and hand it to its next image as a stray child). */
+  if (getpid() != middle_parent) return true;
   pid_t r;
   while ((r = waitpid(middle_pid, NULL, __WALL | (block ? 0 : WNOHANG))) < 0 && errno == EINTR) {}
   if (r == 0) return false;
@@ -141,8 +177,10 @@ static bool settle_middle(bool block, bool pidfd) {
   atomic_compare_exchange_strong(&cts__ctl->writer_pid, &none, -1);
   const pid_t pid = (pid_t)atomic_load(&cts__ctl->writer_pid);
   /* Without pidfds (Linux < 5.3), cts__writer_process_gone() uses kill(pid, 0). */
-  if (pidfd && pid > 0 && cts__wproc.writer_pidfd < 0)
-    cts__wproc.writer_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (pidfd && pid > 0 && cts__wproc.writer_pidfd < 0) {
+    cts__wproc.writer_pidfd = cts_fd_off_stdio((int)syscall(SYS_pidfd_open, pid, 0));
+    cts__wproc.writer_pidfd_ident = cts_fd_ident(cts__wproc.writer_pidfd);
+  }
   return true;
 }
 
@@ -255,6 +293,13 @@ __attribute__((unused, noinline)) static pid_t clone_shared_middle(middle_args_t
 int cts__spawn_writer_process(void) {
   middle_args_t args;
   if (pipe2(args.watch, O_CLOEXEC) != 0) return -errno;
+  /* The program's end off 0-2 (common/held_fd.h); the writer's end goes with the fork. */
+  args.watch[1] = cts_fd_off_stdio(args.watch[1]);
+  if (args.watch[1] < 0) {
+    const int e = -errno;
+    close(args.watch[0]);
+    return e;
+  }
   /* Without it, an exec flushes (cts__tracer_exec_handoff says so). */
   snapshot = cts__shared_handover();
   const pid_t program = args.program = getpid();
@@ -278,6 +323,7 @@ int cts__spawn_writer_process(void) {
     return e;
   }
   cts__wproc.owner_fd = args.watch[1];
+  cts__wproc.owner_fd_ident = cts_fd_ident(args.watch[1]);
   middle_pid = middle;
   middle_parent = program;
   if (!lazy && !settle_middle(true, true)) return -EAGAIN;
@@ -292,9 +338,9 @@ int cts__spawn_writer_process(void) {
  * mapping (in a forked child, already unmapped: not touched here). */
 void cts__forget_writer_process(void) {
   settle_middle(true, false);
-  if (cts__wproc.owner_fd >= 0) close(cts__wproc.owner_fd);
-  if (cts__wproc.writer_pidfd >= 0) close(cts__wproc.writer_pidfd);
-  cts__wproc.owner_fd = cts__wproc.writer_pidfd = -1;
+  /* Not numbers the program closed and took for files of its own (common/held_fd.h). */
+  cts_fd_close_held(&cts__wproc.owner_fd, cts__wproc.owner_fd_ident);
+  cts_fd_close_held(&cts__wproc.writer_pidfd, cts__wproc.writer_pidfd_ident);
   atomic_store(&cts__ctl->writer_pid, 0);
   snapshot = NULL;
 }
@@ -339,6 +385,12 @@ bool cts__tracer_exec_handoff(int *error) {
   }
   cts__ctl_unlock();
   return handed;
+}
+
+/* tracer_internal.h. */
+bool cts__writer_watch_lost(void) {
+  return cts__session.writer_process && cts__wproc.owner_fd >= 0 &&
+         !cts_fd_still(cts__wproc.owner_fd, cts__wproc.owner_fd_ident);
 }
 
 /* tracer_internal.h. After a failed exec: the image goes on, and may load libraries. */

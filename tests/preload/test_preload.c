@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -407,12 +408,15 @@ CTS_TEST(record_follows_wrappers_that_exec) {
   char *plain_argv[] = {victim, "3000", "100", NULL};
   run(&plain, plain_argv, NULL, NULL, NULL);
   struct {
-    char *wrapper[3];
+    char *wrapper[5];
     unsigned execs;
   } cases[] = {
       {{"/usr/bin/env", NULL}, 1},
       {{script, NULL}, 1},
       {{"/usr/bin/env", script, NULL}, 2},
+      /* Wrappers that clear LD_PRELOAD: the image they exec is traced all the same. */
+      {{"/usr/bin/env", "LD_PRELOAD=", NULL}, 1},
+      {{"/usr/bin/env", "-u", "LD_PRELOAD", script, NULL}, 2},
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     char trace[256];
@@ -457,6 +461,85 @@ CTS_TEST(record_follows_wrappers_that_exec) {
     CTS_ASSERT(access(after, F_OK) != 0);
   }
   unlink(script);
+}
+
+/* A relative trace name, and a script that changes directory before it execs: the next
+ * image traced into that other directory, where `record` never looked for it, truncating a
+ * file of that name there. The name is now made absolute for the images an exec starts. */
+CTS_TEST(relative_trace_name_holds_across_a_change_of_directory) {
+  char dir[256], other[256], theirs[512], mine[512], victim[1024], script[2048];
+  snprintf(dir, sizeof dir, "/tmp/cts_preload_reldir_%d", (int)getpid());
+  snprintf(other, sizeof other, "/tmp/cts_preload_relother_%d", (int)getpid());
+  mkdir(dir, 0700);
+  mkdir(other, 0700);
+  snprintf(theirs, sizeof theirs, "%s/rel.exec1.ctf", other);
+  snprintf(mine, sizeof mine, "%s/rel.exec1.ctf", dir);
+  FILE *f = fopen(theirs, "w");
+  CTS_ASSERT(f != NULL);
+  fputs("user data\n", f);
+  fclose(f);
+  victim_path(victim, sizeof victim, "victim_accuracy");
+  snprintf(script, sizeof script, "cd %s && exec %s 3000 100", other, victim);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",   "rel.ctf", "--rate", "1", "--",
+                  "/bin/sh",         "-c",     script, NULL};
+  run_in(&traced, argv, NULL, NULL, NULL, dir);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err, "rel.exec1.ctf ("), "not reported:\n%s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, mine);
+  CTS_ASSERT_EQ_U64(d.nallocs, 3001);
+  decoded_fini(&d);
+  f = fopen(theirs, "r");
+  char got[64] = "";
+  CTS_ASSERT(f && fgets(got, sizeof got, f));
+  fclose(f);
+  CTS_ASSERT_STR_EQ(got, "user data\n");
+  char first[512];
+  snprintf(first, sizeof first, "%s/rel.ctf", dir);
+  unlink(first);
+  unlink(mine);
+  unlink(theirs);
+  rmdir(dir);
+  rmdir(other);
+}
+
+/* A wrapper that sets its own LD_PRELOAD (`env LD_PRELOAD=libjemalloc.so.2 prog`, the usual
+ * way to bring an allocator) used to drop the tracer: the program ran untraced and record
+ * said nothing of its trace. The new image gets this library first, then the wrapper's. */
+CTS_TEST(exec_keeps_the_library_when_a_wrapper_sets_ld_preload) {
+  char trace[256], next[300];
+  trace_path(trace, sizeof trace, "setpreload");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(next);
+  char *argv[] = {CTS_TEST_CTFSCOPE,
+                  "record",
+                  "-o",
+                  trace,
+                  "--rate",
+                  "1",
+                  "--",
+                  "/usr/bin/env",
+                  "LD_PRELOAD=libm.so.6",
+                  "/bin/sh",
+                  "-c",
+                  "printf '%s\\n' \"$LD_PRELOAD\"",
+                  NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  /* The shell saw this library first, then the wrapper's own. */
+  const char *const line = traced.out;
+  const char *const colon = strchr(line, ':');
+  CTS_ASSERT_MSG(colon && memmem(line, (size_t)(colon - line), "libctfscope-preload", 19),
+                 "LD_PRELOAD in the new image: %s", line);
+  CTS_ASSERT_MSG(strstr(line, ":libm.so.6\n") != NULL, "LD_PRELOAD in the new image: %s", line);
+  CTS_ASSERT_MSG(strstr(traced.err, next), "%s not reported:\n%s", next, traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, next);
+  CTS_ASSERT(strstr(d.executable, "sh") != NULL);
+  CTS_ASSERT(d.nallocs > 0);
+  decoded_fini(&d);
+  unlink(trace);
+  unlink(next);
 }
 
 /* How many times needle occurs in text. */
@@ -1053,9 +1136,10 @@ CTS_TEST(libunwind_is_bound_when_first_needed) {
 
 /* Runs `program` (argv, NULL-terminated) traced into `trace` at `rate` under `strace -f
  * -qq`, its output thrown away; the log goes to `log` (a /tmp name made from `name`).
- * Whether strace ran and exited with 0. */
-static bool strace_traced(const char *name, const char *rate, const char *trace,
-                          char *const program[], char log[256]) {
+ * `extra` ("NAME=VALUE", or NULL): one more variable in its environment. Whether strace
+ * ran and exited with 0. */
+static bool strace_traced_with(const char *name, const char *rate, const char *trace,
+                               const char *extra, char *const program[], char log[256]) {
   char out[256], preload[1024], memtrace[512], rate_env[64];
   snprintf(out, sizeof out, "/tmp/cts_preload_%s_%d.out", name, (int)getpid());
   snprintf(log, 256, "/tmp/cts_preload_%s_%d.strace", name, (int)getpid());
@@ -1065,11 +1149,18 @@ static bool strace_traced(const char *name, const char *rate, const char *trace,
   char *argv[24] = {"/usr/bin/strace", "-f", "-qq",    "-o", log,     "-E",
                     preload,           "-E", memtrace, "-E", rate_env};
   size_t n = 11;
+  if (extra) argv[n++] = "-E", argv[n++] = (char *)extra;
   for (size_t i = 0; program[i] && n < 23; i++) argv[n++] = program[i];
   argv[n] = NULL;
   const int status = run_env_to_file(&plain, argv, out, NULL);
   unlink(out);
   return status == 0;
+}
+
+/* strace_traced_with, nothing added to the environment. */
+static bool strace_traced(const char *name, const char *rate, const char *trace,
+                          char *const program[], char log[256]) {
+  return strace_traced_with(name, rate, trace, NULL, program, log);
 }
 
 /* Guard for every traced image's start-up (bench/README.md, the exec chain): the system
@@ -1424,6 +1515,279 @@ CTS_TEST(allocator_before_the_preload_is_refused) {
   CTS_ASSERT(d.nallocs > 1500);
   decoded_fini(&d);
   unlink(trace);
+}
+
+/* Each thread's first sample found its stack's end in /proc/self/maps, read as text: with
+ * 1 000 threads, 1 000 reads of ~2 000 lines each, under the lock the threads' page faults
+ * take. Where the kernel answers for one address (PROCMAP_QUERY, Linux 6.11), no thread
+ * reads the list: counted with strace on 8 threads at rate 1 (reads of a descriptor its
+ * thread opened on /proc/self/maps). */
+CTS_TEST(threads_find_their_stacks_without_reading_the_maps) {
+  if (access("/usr/bin/strace", X_OK) != 0) CTS_SKIP("no /usr/bin/strace");
+  const int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  CTS_ASSERT(maps >= 0);
+  uint64_t q[13] = {sizeof q, 0, (uint64_t)(uintptr_t)&maps};
+  const bool query = ioctl(maps, _IOWR('f', 17, uint64_t[13]), q) == 0;
+  close(maps);
+  if (!query) CTS_SKIP("this kernel has no PROCMAP_QUERY (Linux < 6.11): the list is read");
+  char trace[256], log[256], victim[1024];
+  trace_path(trace, sizeof trace, "stackmaps");
+  victim_path(victim, sizeof victim, "victim_threads");
+  char *program[] = {victim, NULL};
+  CTS_ASSERT(strace_traced_with("stackmaps", "1", trace, NULL, program, log));
+  FILE *f = fopen(log, "r");
+  CTS_ASSERT(f != NULL);
+  char line[4096];
+  struct {
+    long tid;
+    int fd;
+  } open_maps[64];
+  size_t n_open = 0, reads = 0;
+  long pending_tid = -1; /* an openat of the maps whose result is still to come */
+  while (fgets(line, sizeof line, f)) {
+    long tid;
+    int fd, len = 0;
+    /* "TID openat(...maps", then " = FD" on the same line or after "<... openat resumed>". */
+    if (sscanf(line, "%ld openat(AT_FDCWD, \"/proc/self/maps\"%n", &tid, &len) == 1 && len > 0) {
+      pending_tid = tid;
+    }
+    const char *const eq = strrchr(line, '=');
+    if (pending_tid >= 0 && sscanf(line, "%ld", &tid) == 1 && tid == pending_tid && eq &&
+        sscanf(eq, "= %d", &fd) == 1) {
+      if (fd >= 0 && n_open < 64) open_maps[n_open].tid = tid, open_maps[n_open++].fd = fd;
+      pending_tid = -1;
+      continue;
+    }
+    if (sscanf(line, "%ld read(%d,", &tid, &fd) == 2) {
+      for (size_t i = 0; i < n_open; i++) reads += open_maps[i].tid == tid && open_maps[i].fd == fd;
+    } else if (sscanf(line, "%ld close(%d)", &tid, &fd) == 2) {
+      for (size_t i = 0; i < n_open; i++)
+        if (open_maps[i].tid == tid && open_maps[i].fd == fd) open_maps[i] = open_maps[--n_open];
+    }
+  }
+  fclose(f);
+  unlink(log);
+  unlink(trace);
+  CTS_ASSERT_MSG(reads == 0, "%zu reads of /proc/self/maps by the program's threads", reads);
+}
+
+/* ---- a program that closes every descriptor it did not open ---------------------------- */
+
+/* victim_closefds's files: DIR/user0..7. */
+static void closefds_dir(char *dir, size_t size) {
+  snprintf(dir, size, "/tmp/cts_preload_closefds_%d", (int)getpid());
+  mkdir(dir, 0700);
+}
+
+/* Whether each of victim_closefds's files holds exactly `expected` (what the program wrote:
+ * nothing of the tracer's); the first one that does not is said on stderr. */
+static bool user_files_hold(const char *dir, const char *expected) {
+  for (int k = 0; k < 8; k++) {
+    char path[512], got[4096] = "";
+    snprintf(path, sizeof path, "%s/user%d", dir, k);
+    FILE *f = fopen(path, "r");
+    const size_t n = f ? fread(got, 1, sizeof got - 1, f) : 0;
+    if (f) fclose(f);
+    got[n] = '\0';
+    if (strcmp(got, expected) != 0) {
+      fprintf(stderr, "  %s holds %zu bytes, not \"%s\"\n", path, n, expected);
+      return false;
+    }
+  }
+  return true;
+}
+
+static void remove_closefds_dir(const char *dir) {
+  for (int k = 0; k < 8; k++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/user%d", dir, k);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+
+/* The program closes every descriptor above 2 (the raw system call) and opens 8 files of
+ * its own, which take the tracer's numbers. Before: with the writer process, the trace
+ * stopped there without a word (the writer took the pipe's hang-up for the program's end:
+ * 0 of the 1000 allocations after it); with a writer thread, the trace's bytes went into
+ * the program's first file; the service wrote its wake-up byte into one of them at exit;
+ * and every mode closed the program's files at its end. */
+CTS_TEST(program_closing_every_descriptor_keeps_its_files_and_trace) {
+  const struct {
+    const char *what, *extra;
+    bool service;
+  } modes[] = {{"writer process", NULL, false},
+               {"writer thread", "CTFSCOPE_WRITER=thread", false},
+               {"service", NULL, true}};
+  char dir[256];
+  closefds_dir(dir, sizeof dir);
+  for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+    char trace[256];
+    if (modes[m].service)
+      snprintf(trace, sizeof trace, "listen://127.0.0.1:0");
+    else
+      trace_path(trace, sizeof trace, "closefds");
+    CTS_ASSERT_MSG(run_both("victim_closefds", "stay", dir, "1", trace, modes[m].extra), "%s",
+                   modes[m].what);
+    CTS_ASSERT_EQ_INT(traced.status, 0);
+    CTS_ASSERT_MSG(user_files_hold(dir, "user data\nlate\n"), "%s", modes[m].what);
+    if (!modes[m].service) {
+      decoded_t d;
+      CHECK_TRACE(d, trace);
+      CTS_ASSERT_MSG(count_length(&d, 55555) == 11, "%s", modes[m].what);
+      CTS_ASSERT_MSG(count_length(&d, 44444) == 1000,
+                     "%s: %zu of the 1000 allocations made "
+                     "after the close",
+                     modes[m].what, count_length(&d, 44444));
+      decoded_fini(&d);
+      unlink(trace);
+    }
+    if (access("/usr/bin/strace", X_OK) != 0) continue;
+    /* No close of the program's numbers (3 to 10) by the program's own process. */
+    char victim[1024], log[256];
+    victim_path(victim, sizeof victim, "victim_closefds");
+    char *program[] = {victim, "stay", dir, NULL};
+    if (!modes[m].service) trace_path(trace, sizeof trace, "closefds");
+    CTS_ASSERT(strace_traced_with("closefds", "1", trace, modes[m].extra, program, log));
+    FILE *f = fopen(log, "r");
+    CTS_ASSERT(f != NULL);
+    char line[4096];
+    long victim_pid = -1;
+    size_t closed = 0;
+    while (fgets(line, sizeof line, f)) {
+      const long pid = strtol(line, NULL, 10);
+      if (victim_pid < 0 && strstr(line, "close_range(3,")) victim_pid = pid;
+      int fd;
+      if (victim_pid >= 0 && pid == victim_pid && sscanf(line, "%*d close(%d", &fd) == 1 &&
+          fd >= 3 && fd <= 10)
+        closed++;
+    }
+    fclose(f);
+    unlink(log);
+    if (!modes[m].service) unlink(trace);
+    CTS_ASSERT(victim_pid > 0);
+    CTS_ASSERT_MSG(closed == 0, "%s: the tracer closed %zu of the program's descriptors",
+                   modes[m].what, closed);
+  }
+  remove_closefds_dir(dir);
+}
+
+/* The same with thread tracing streamed to a file (CTFSCOPE_TASKS_STREAM): its packets at
+ * the end went into the program's first file, which was then closed under it. */
+CTS_TEST(program_closing_every_descriptor_keeps_its_files_from_the_task_stream) {
+  char dir[256], victim[1024], preload[1100], tasks[300];
+  closefds_dir(dir, sizeof dir);
+  victim_path(victim, sizeof victim, "victim_closefds");
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(tasks, sizeof tasks, "CTFSCOPE_TASKS=/tmp/cts_preload_closefds_tasks_%d.ctf",
+           (int)getpid());
+  char *argv[] = {"/usr/bin/env", preload, tasks, "CTFSCOPE_TASKS_STREAM=1",
+                  victim,         "stay",  dir,   NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT(user_files_hold(dir, "user data\nlate\n"));
+  unlink(tasks + strlen("CTFSCOPE_TASKS="));
+  remove_closefds_dir(dir);
+}
+
+/* The same program then execs: the writer process no longer sees the exec (its pipe is
+ * gone), so the exec ends the trace, complete, and the new image traces into the next
+ * file with the program's files still open. Before, the first trace stopped at the close. */
+CTS_TEST(program_closing_every_descriptor_then_exec_keeps_both_traces) {
+  const char *const extras[] = {NULL, "CTFSCOPE_WRITER=thread"};
+  char dir[256];
+  closefds_dir(dir, sizeof dir);
+  for (size_t m = 0; m < sizeof extras / sizeof *extras; m++) {
+    char trace[256], next[300];
+    trace_path(trace, sizeof trace, "closefdsexec");
+    exec_file(next, sizeof next, trace, 1);
+    unlink(next);
+    CTS_ASSERT(run_both("victim_closefds", "exec", dir, "1", trace, extras[m]));
+    CTS_ASSERT_MSG(traced.status == 7, "status %d (3: a file was closed under it)", traced.status);
+    CTS_ASSERT(user_files_hold(dir, "user data\nafter exec\n"));
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11);
+    CTS_ASSERT_MSG(count_length(&d, 44444) == 1000, "%s: %zu of 1000",
+                   extras[m] ? extras[m] : "writer process", count_length(&d, 44444));
+    CTS_ASSERT_EQ_U64(count_length(&d, 66666), 0);
+    decoded_fini(&d);
+    CHECK_TRACE(d, next);
+    CTS_ASSERT_EQ_U64(count_length(&d, 66666), 10);
+    decoded_fini(&d);
+    unlink(trace);
+    unlink(next);
+  }
+  remove_closefds_dir(dir);
+}
+
+/* A vfork'd child runs the preload's exec hook on its parent's memory. The hook's reap of
+ * the tracer's intermediate process, seeing another pid, forgot that process for the
+ * parent too: the parent never reaped it, and its next exec handed it to the new image as
+ * a stray child (a zombie, and a SIGCHLD there). */
+CTS_TEST(vfork_child_exec_leaves_the_parent_its_reap) {
+  for (int round = 0; round < 3; round++) {
+    char trace[256], next[300];
+    trace_path(trace, sizeof trace, "vforkstray");
+    exec_file(next, sizeof next, trace, 1);
+    CTS_ASSERT(run_both("victim_exec", "vfork-stray-child", NULL, "1", trace, NULL));
+    CTS_ASSERT_MSG(traced.status == 7, "round %d: status %d (9: a stray child)", round,
+                   traced.status);
+    unlink(trace);
+    unlink(next);
+  }
+}
+
+/* A program started with stdout closed (`prog >&-`) must find it closed: the tracer's
+ * first descriptor (the trace file, the writer's pipe; `record`'s notes pipe) took number
+ * 1, and the program's output went into the trace (which then did not read back) while its
+ * writes succeeded instead of failing with EBADF. Both ways: LD_PRELOAD from a shell that
+ * closed it, and `ctfscope record` started with it closed. */
+CTS_TEST(program_started_with_stdout_closed_finds_it_closed) {
+  if (access("/usr/bin/python3", X_OK) != 0) CTS_SKIP("no /usr/bin/python3");
+  char script[256], trace[256], next[300], shell[2048];
+  snprintf(script, sizeof script, "/tmp/cts_preload_stdout_%d.py", (int)getpid());
+  FILE *f = fopen(script, "w");
+  CTS_ASSERT(f != NULL);
+  fputs(
+      "import os\n"
+      "x = [str(i) for i in range(2000)]\n"
+      "try:\n"
+      "    os.write(1, b'to stdout\\n' * 50)\n"
+      "    os.write(2, b'WROTE\\n')\n"
+      "except OSError as e:\n"
+      "    os.write(2, b'EBADF\\n' if e.errno == 9 else b'OTHER\\n')\n",
+      f);
+  fclose(f);
+  trace_path(trace, sizeof trace, "stdout");
+  exec_file(next, sizeof next, trace, 1);
+  for (int via_record = 0; via_record < 2; via_record++) {
+    unlink(trace);
+    unlink(next);
+    if (via_record)
+      snprintf(
+          shell, sizeof shell,
+          "export PYTHONMALLOC=malloc; exec %s record -q -o %s --rate 1 -- /usr/bin/python3 %s >&-",
+          CTS_TEST_CTFSCOPE, trace, script);
+    else
+      snprintf(shell, sizeof shell, "export PYTHONMALLOC=malloc; exec /usr/bin/python3 %s >&-",
+               script);
+    char *argv[] = {"/bin/sh", "-c", shell, NULL};
+    run(&traced, argv, via_record ? NULL : trace, via_record ? NULL : "1", NULL);
+    CTS_ASSERT_EQ_INT(traced.status, 0);
+    CTS_ASSERT_MSG(strstr(traced.err, "EBADF") && !strstr(traced.err, "WROTE"),
+                   "%s: the program's stdout was not closed:\n%s",
+                   via_record ? "record" : "LD_PRELOAD", traced.err);
+    /* The python3 image's trace: exec'd by the shell, or record's child. */
+    const char *const python_trace = via_record ? trace : next;
+    decoded_t d;
+    CHECK_TRACE(d, python_trace);
+    CTS_ASSERT(d.nallocs > 2000);
+    decoded_fini(&d);
+  }
+  unlink(trace);
+  unlink(next);
+  unlink(script);
 }
 
 /* ---- other allocators: jemalloc, tcmalloc, mimalloc (Debian's) ------------------------------ */
@@ -2516,6 +2880,48 @@ CTS_TEST(record_quiet_waits_for_an_exec_d_image_s_trace) {
   decoded_fini(&d);
   unlink(trace);
   unlink(next);
+}
+
+/* `record -o main.c` by a slip of the hand truncated main.c. A file that holds something
+ * else than a trace is now refused, by record before the program runs (exit 2) and by the
+ * library (MEMTRACE set by hand, or the name an exec'd image gets); a trace is overwritten
+ * as before. */
+CTS_TEST(a_file_that_is_not_a_trace_is_never_overwritten) {
+  char path[256], victim[1024];
+  snprintf(path, sizeof path, "/tmp/cts_preload_precious_%d.c", (int)getpid());
+  FILE *f = fopen(path, "w");
+  CTS_ASSERT(f != NULL);
+  fputs("int main(void) { return 0; }\n", f);
+  fclose(f);
+  victim_path(victim, sizeof victim, "victim_accuracy");
+  char *argv[] = {
+      CTS_TEST_CTFSCOPE, "record", "-o", path, "--rate", "1", "--", victim, "10", "1", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 2);
+  CTS_ASSERT_MSG(strstr(traced.err, "not overwritten"), "%s", traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, ""); /* the program did not run */
+  char *program[] = {victim, "10", "1", NULL};
+  run(&traced, program, path, "1", NULL); /* MEMTRACE=path, as memtrace's users set it */
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err, "not overwritten"), "%s", traced.err);
+  f = fopen(path, "r");
+  char got[128] = "";
+  CTS_ASSERT(f && fgets(got, sizeof got, f));
+  fclose(f);
+  CTS_ASSERT_STR_EQ(got, "int main(void) { return 0; }\n");
+  /* A trace there is recorded over, as before. */
+  unlink(path);
+  char *once[] = {
+      CTS_TEST_CTFSCOPE, "record", "-q", "-o", path, "--rate", "1", "--", victim, "10", "1", NULL};
+  run(&traced, once, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  run(&traced, once, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  decoded_t d;
+  CHECK_TRACE(d, path);
+  CTS_ASSERT_EQ_U64(d.nallocs, 11);
+  decoded_fini(&d);
+  unlink(path);
 }
 
 CTS_TEST(record_usage_errors) {

@@ -14,7 +14,8 @@
  *
  * With "stray-child", it execs itself at once, handing the new image the children it had
  * (the tracer's intermediate process, just made); the new image exits with 7 if none of them
- * is still its child (alive or a zombie nobody will reap), else with 9. */
+ * is still its child (alive or a zombie nobody will reap), else with 9. "vfork-stray-child"
+ * first runs /bin/true from a vfork'd child, then does the same. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <limits.h>
@@ -137,6 +138,19 @@ static int listed(const char *list, long pid) {
 
 int main(int argc, char **argv) {
   victim_quiet_stdio();
+  if (argc > 1 && strcmp(argv[1], "vfork-stray-child") == 0) {
+    /* A vfork'd child that execs runs the preload's exec hook on this process's memory. */
+    const pid_t child = vfork();
+    if (child == 0) {
+      execl("/bin/true", "true", (char *)NULL);
+      _exit(127);
+    }
+    if (child < 0 || waitpid(child, NULL, 0) != child) return 2;
+    char before[512];
+    own_children(before, sizeof before);
+    execl("/proc/self/exe", argv[0], "stray-check", before, (char *)NULL);
+    return 2;
+  }
   if (argc > 1 && strcmp(argv[1], "stray-child") == 0) {
     char before[512];
     own_children(before, sizeof before);
