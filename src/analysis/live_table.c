@@ -265,6 +265,21 @@ static void sparse_sweep(cts_live_table_t *t, cts_live_chunk_t *c) {
   index_rebuild(t, c);
 }
 
+/* Asks the kernel for the pages of a new dense chunk's records at once: the ids to come
+ * fill them in order anyway, and one call costs less than a page fault per 4 KiB (on the
+ * survivors shape, 240 MB of records: stats' system time 0.22 -> 0.17 s). Only advice:
+ * pages malloc reused are already there, and a kernel without it (before 5.14) says no. */
+static void populate(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = 4096u, a = ((uintptr_t)p + page - 1) & ~(page - 1);
+  const uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
+  if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 /* A dense chunk too empty to stay so becomes sparse (or is freed). Without memory it stays
  * dense: the table is still right, only larger. */
 static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
@@ -280,6 +295,10 @@ static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
     free(recs);
     return;
   }
+  /* The copy below writes every page of recs, fresh ones mostly (the survivors' copies are
+   * held to the end): one call rather than a fault a page. On python3's trace, whose ~570
+   * chunks are thinned at ~2048 live, pprof's page faults 6922 -> 2386. */
+  populate(recs, c->live * t->rec_size);
   uint32_t k = 0;
   for (uint32_t w = 0; w < WORDS; w++) {
     for (uint64_t bits = c->present[w]; bits; bits &= bits - 1) {
@@ -305,21 +324,6 @@ static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
   t->dense_chunks--;
   t->sparse_chunks++;
   index_rebuild(t, c);
-}
-
-/* Asks the kernel for the pages of a new dense chunk's records at once: the ids to come
- * fill them in order anyway, and one call costs less than a page fault per 4 KiB (on the
- * survivors shape, 240 MB of records: stats' system time 0.22 -> 0.17 s). Only advice:
- * pages malloc reused are already there, and a kernel without it (before 5.14) says no. */
-static void populate(void *p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-  const uintptr_t page = 4096u, a = ((uintptr_t)p + page - 1) & ~(page - 1);
-  const uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
-  if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#else
-  (void)p;
-  (void)n;
-#endif
 }
 
 static cts_live_chunk_t *new_chunk(cts_live_table_t *t, uint64_t number, bool dense) {
