@@ -356,7 +356,7 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
      * now, without a lifetime. */
     const cts_alloc_profile_block_t old = unpack(p, r);
     heap_free(p, old.node, old.samples, r, at_end);
-    ended(p, &old);
+    if (!at_end) ended(p, &old); /* (see cfg.live_at_end) */
     if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
   }
@@ -440,7 +440,7 @@ static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_eve
   const cts_alloc_profile_block_t *b = &full;
   heap_free(p, b->node, b->samples, &r, at_end);
   if (r.clock_flags & REC_POOLED) release_block(p, r.node);
-  ended(p, b);
+  if (!at_end) ended(p, b); /* (see cfg.live_at_end) */
   if (b->source >= CTS_MT_SOURCE_EXTERNAL)
     p->collected_external_samples += b->samples;
   else if (b->source == CTS_MT_SOURCE_MINOR && !b->promoted)
