@@ -28,21 +28,22 @@ int cts_live_init(cts_live_table_t *t, size_t rec_size) {
  * teardown's collections, one in a random old chunk each, missed the TLB on most. They are
  * cut instead from 2 MiB slabs, aligned and advised huge (MADV_HUGEPAGE: only advice, a
  * kernel without transparent huge pages gives 4 KiB pages as before): export -f pprof on
- * that trace took 0.94 x the CPU. Blocks are cut one after another from the first slab;
+ * that trace took ~0.96 x the CPU. Blocks are cut one after another from the first slab;
  * a slab is unmapped once its last block is freed (the first one is rewound instead), and
- * a new slab is mapped only while the slabs hold at most twice the blocks in use, else the
- * block comes from malloc as before: a trace that frees the blocks around a few survivors
- * cannot pin slabs without bound. Blocks larger than an eighth of a slab (records of more
- * than 64 bytes) come from malloc too, so a slab is never left mostly unused at its end;
- * and so do all blocks until the table holds ARENA_FROM bytes: a huge page is resident
- * whole from its first byte, which cost small traces 2 MB of peak RSS (sqlite3's: 5.2 ->
- * 7.3 MB) for no time they could measure; from 1 MiB, python3's pprof takes the same CPU
- * as with slabs from the start (from 4 MiB: 1.4 % more). */
+ * a second or later slab is mapped only while the slabs hold at most 5/4 of the blocks in
+ * use, else the block comes from malloc as before: a trace that frees the blocks around a
+ * few survivors cannot pin slabs without bound. Blocks larger than an eighth of a slab
+ * (records of more than 64 bytes) come from malloc too, so a slab is never left mostly
+ * unused at its end; and so do all blocks until the table holds ARENA_FROM bytes: a huge
+ * page is resident whole from its first byte. From 4 MiB, gen_trace's default shape at
+ * 160 MB maps no slab (stats' peak RSS 8.8 MB as with malloc; 12.6 MB with slabs from
+ * 1 MiB and two of them allowed whatever their use), and python3's pprof takes the same
+ * CPU as from 1 MiB (15 interleaved pairs, 0.99-1.01). */
 #define SLAB       ((size_t)2 << 20)
 #define SLAB_HEAD  64u /* the slab's own header, a cache line */
 #define SLAB_BLOCK 64u /* blocks start on a cache line */
 #define ARENA_MAX  (SLAB / 8u)
-#define ARENA_FROM ((size_t)1 << 20)
+#define ARENA_FROM ((size_t)4 << 20)
 
 struct cts_live_slab {
   struct cts_live_slab *prev, *next;
@@ -90,7 +91,7 @@ static void *arena_alloc(cts_live_table_t *t, size_t n) {
   n = block_size(n);
   struct cts_live_slab *s = t->slabs;
   if (!s || SLAB - s->used < n) {
-    if (t->arena_bytes >= 2 * SLAB && t->arena_bytes > 2 * t->arena_live) return NULL;
+    if (t->slabs && t->arena_bytes * 4 > 5 * t->arena_live) return NULL;
     if (!(s = slab_new(t))) return NULL;
   }
   void *p = (unsigned char *)s + s->used;

@@ -79,8 +79,9 @@ typedef struct cts_live_table {
   /* The arena of the records of chunks thinned to sparse: 2 MiB slabs on huge pages where
    * the kernel gives them (live_table.c, "the arena"). bytes counts the blocks handed out
    * as it would the same arrays from malloc; arena_bytes is the slabs mapped and
-   * arena_live the blocks in use: a slab is mapped only while arena_bytes is below 2 slabs
-   * or at most twice arena_live, and unmapped when its last block is freed. */
+   * arena_live the blocks in use: the first slab is mapped once the table holds 4 MiB, a
+   * later one only while arena_bytes is at most 5/4 of arena_live, and a slab is unmapped
+   * when its last block is freed. */
   struct cts_live_slab *slabs; /* every slab, the one blocks are cut from first */
   size_t arena_bytes, arena_live;
 } cts_live_table_t;
