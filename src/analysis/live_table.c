@@ -21,6 +21,109 @@ int cts_live_init(cts_live_table_t *t, size_t rec_size) {
   return 0;
 }
 
+/* ---- the arena ------------------------------------------------------------------------------
+ * A chunk thinned to sparse keeps its survivors' records in a new array, written at once
+ * and often held to the end (a rate-1 trace of python3: ~570 chunks thinned at ~2048 live,
+ * 28 MB). From malloc, each 4 KiB page of them cost a fault or a populate, and the
+ * teardown's collections, one in a random old chunk each, missed the TLB on most. They are
+ * cut instead from 2 MiB slabs, aligned and advised huge (MADV_HUGEPAGE: only advice, a
+ * kernel without transparent huge pages gives 4 KiB pages as before): export -f pprof on
+ * that trace took ~0.96 x the CPU. Blocks are cut one after another from the first slab;
+ * a slab is unmapped once its last block is freed (the first one is rewound instead), and
+ * a second or later slab is mapped only while the slabs hold at most 5/4 of the blocks in
+ * use, else the block comes from malloc as before: a trace that frees the blocks around a
+ * few survivors cannot pin slabs without bound. Blocks larger than an eighth of a slab
+ * (records of more than 64 bytes) come from malloc too, so a slab is never left mostly
+ * unused at its end; and so do all blocks until the table holds ARENA_FROM bytes: a huge
+ * page is resident whole from its first byte. From 4 MiB, gen_trace's default shape at
+ * 160 MB maps no slab (stats' peak RSS 8.8 MB as with malloc; 12.6 MB with slabs from
+ * 1 MiB and two of them allowed whatever their use), and python3's pprof takes the same
+ * CPU as from 1 MiB (15 interleaved pairs, 0.99-1.01). */
+#define SLAB       ((size_t)2 << 20)
+#define SLAB_HEAD  64u /* the slab's own header, a cache line */
+#define SLAB_BLOCK 64u /* blocks start on a cache line */
+#define ARENA_MAX  (SLAB / 8u)
+#define ARENA_FROM ((size_t)4 << 20)
+
+struct cts_live_slab {
+  struct cts_live_slab *prev, *next;
+  size_t used; /* bytes cut from the slab, its header included */
+  size_t live; /* bytes of the blocks not yet freed */
+};
+
+static size_t block_size(size_t n) {
+  return (n + SLAB_BLOCK - 1) & ~(size_t)(SLAB_BLOCK - 1);
+}
+
+/* A new slab, first in t's list; NULL if the kernel gives no memory. */
+static struct cts_live_slab *slab_new(cts_live_table_t *t) {
+  /* Twice the size, then the ends cut, for a slab aligned on its size: a huge page can
+   * back only an aligned 2 MiB. */
+  unsigned char *const r =
+      mmap(NULL, 2 * SLAB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (r == MAP_FAILED) return NULL;
+  unsigned char *const a = (unsigned char *)(((uintptr_t)r + SLAB - 1) & ~(uintptr_t)(SLAB - 1));
+  if (a > r) munmap(r, (size_t)(a - r));
+  if (a + SLAB < r + 2 * SLAB) munmap(a + SLAB, (size_t)(r + 2 * SLAB - (a + SLAB)));
+#ifdef MADV_HUGEPAGE
+  (void)madvise(a, SLAB, MADV_HUGEPAGE);
+#endif
+  struct cts_live_slab *s = (struct cts_live_slab *)(void *)a;
+  *s = (struct cts_live_slab){.next = t->slabs, .used = SLAB_HEAD};
+  if (t->slabs) t->slabs->prev = s;
+  t->slabs = s;
+  t->arena_bytes += SLAB;
+  return s;
+}
+
+static void slab_drop(cts_live_table_t *t, struct cts_live_slab *s) {
+  if (s->prev) s->prev->next = s->next;
+  if (s->next) s->next->prev = s->prev;
+  if (t->slabs == s) t->slabs = s->next;
+  t->arena_bytes -= SLAB;
+  munmap(s, SLAB);
+}
+
+/* A block of n bytes from the arena, or NULL (too large, the slabs held enough, or no
+ * memory): the caller then takes it from malloc. */
+static void *arena_alloc(cts_live_table_t *t, size_t n) {
+  if (n > ARENA_MAX || (!t->slabs && t->bytes < ARENA_FROM)) return NULL;
+  n = block_size(n);
+  struct cts_live_slab *s = t->slabs;
+  if (!s || SLAB - s->used < n) {
+    if (t->slabs && t->arena_bytes * 4 > 5 * t->arena_live) return NULL;
+    if (!(s = slab_new(t))) return NULL;
+  }
+  void *p = (unsigned char *)s + s->used;
+  s->used += n;
+  s->live += n;
+  t->arena_live += n;
+  return p;
+}
+
+/* Frees p, a block of n bytes (as asked) from arena_alloc. */
+static void arena_free(cts_live_table_t *t, void *p, size_t n) {
+  struct cts_live_slab *s = (struct cts_live_slab *)((uintptr_t)p & ~(uintptr_t)(SLAB - 1));
+  n = block_size(n);
+  s->live -= n;
+  t->arena_live -= n;
+  if (s->live) return;
+  if (s == t->slabs)
+    s->used = SLAB_HEAD; /* blocks are cut from it again */
+  else
+    slab_drop(t, s);
+}
+
+/* Frees c's sparse records, wherever they came from. */
+static void sparse_recs_free(cts_live_table_t *t, cts_live_chunk_t *c) {
+  if (c->arena)
+    arena_free(t, c->recs, (size_t)c->cap * t->rec_size);
+  else
+    free(c->recs);
+  c->recs = NULL;
+  c->arena = false;
+}
+
 static size_t chunk_bytes(const cts_live_table_t *t, const cts_live_chunk_t *c) {
   if (c->dense) return sizeof *c + WORDS * 8u + CTS_LIVE_CHUNK * t->rec_size;
   return sizeof *c + c->cap * (sizeof(uint16_t) + t->rec_size) + (c->index ? INDEX_BYTES : 0);
@@ -47,7 +150,7 @@ static void chunk_free(cts_live_table_t *t, cts_live_chunk_t *c) {
     dense_recs_done(t, c->recs);
   } else {
     t->sparse_chunks--;
-    free(c->recs);
+    sparse_recs_free(t, c);
   }
   free(c->present);
   free(c->offs);
@@ -61,6 +164,7 @@ void cts_live_fini(cts_live_table_t *t) {
     chunk_free(t, (cts_live_chunk_t *)(uintptr_t)val);
   cts_u64map_fini(&t->chunks);
   free(t->spare_recs);
+  while (t->slabs) slab_drop(t, t->slabs);
   memset(t, 0, sizeof *t);
 }
 
@@ -189,7 +293,7 @@ static CTS_FORCE_INLINE uint32_t sparse_search(const cts_live_chunk_t *c, uint32
 static void sparse_adopt(cts_live_table_t *t, cts_live_chunk_t *c, uint16_t *offs,
                          unsigned char *recs, uint32_t cap) {
   free(c->offs);
-  free(c->recs);
+  sparse_recs_free(t, c);
   t->bytes -= chunk_bytes(t, c);
   c->offs = offs;
   c->recs = recs;
@@ -265,6 +369,21 @@ static void sparse_sweep(cts_live_table_t *t, cts_live_chunk_t *c) {
   index_rebuild(t, c);
 }
 
+/* Asks the kernel for the pages of a new dense chunk's records at once: the ids to come
+ * fill them in order anyway, and one call costs less than a page fault per 4 KiB (on the
+ * survivors shape, 240 MB of records: stats' system time 0.22 -> 0.17 s). Only advice:
+ * pages malloc reused are already there, and a kernel without it (before 5.14) says no. */
+static void populate(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = 4096u, a = ((uintptr_t)p + page - 1) & ~(page - 1);
+  const uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
+  if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 /* A dense chunk too empty to stay so becomes sparse (or is freed). Without memory it stays
  * dense: the table is still right, only larger. */
 static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
@@ -273,13 +392,20 @@ static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
     return;
   }
   if (c->live >= DENSE_MIN) return;
+  const size_t n = (size_t)c->live * t->rec_size;
   uint16_t *offs = malloc(c->live * sizeof *offs);
-  unsigned char *recs = malloc(c->live * t->rec_size);
+  unsigned char *recs = offs ? arena_alloc(t, n) : NULL;
+  const bool arena = recs != NULL;
+  if (!recs) recs = malloc(n);
   if (!offs || !recs) {
     free(offs);
     free(recs);
     return;
   }
+  /* The copy below writes every page of recs, fresh ones mostly (the survivors' copies are
+   * held to the end): one call rather than a fault a page (on python3's trace, pprof's page
+   * faults 6922 -> 2386 with malloc's memory; in a slab on huge pages, a call a slab). */
+  populate(recs, n);
   uint32_t k = 0;
   for (uint32_t w = 0; w < WORDS; w++) {
     for (uint64_t bits = c->present[w]; bits; bits &= bits - 1) {
@@ -300,26 +426,12 @@ static void maybe_thin(cts_live_table_t *t, cts_live_chunk_t *c) {
   c->dense = false;
   c->offs = offs;
   c->recs = recs;
+  c->arena = arena;
   c->n = c->cap = k;
   t->bytes += chunk_bytes(t, c);
   t->dense_chunks--;
   t->sparse_chunks++;
   index_rebuild(t, c);
-}
-
-/* Asks the kernel for the pages of a new dense chunk's records at once: the ids to come
- * fill them in order anyway, and one call costs less than a page fault per 4 KiB (on the
- * survivors shape, 240 MB of records: stats' system time 0.22 -> 0.17 s). Only advice:
- * pages malloc reused are already there, and a kernel without it (before 5.14) says no. */
-static void populate(void *p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-  const uintptr_t page = 4096u, a = ((uintptr_t)p + page - 1) & ~(page - 1);
-  const uintptr_t e = ((uintptr_t)p + n) & ~(page - 1);
-  if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#else
-  (void)p;
-  (void)n;
-#endif
 }
 
 static cts_live_chunk_t *new_chunk(cts_live_table_t *t, uint64_t number, bool dense) {

@@ -52,6 +52,7 @@ typedef struct cts_live_chunk {
   uint32_t live;
   uint32_t n, cap; /* sparse: entries (live and dead) and their capacity */
   bool dense;
+  bool arena;        /* sparse: recs is a block of the table's arena (live_table.c) */
   uint64_t *present; /* dense: which offsets are live */
   uint16_t *offs;    /* sparse: offsets in increasing order, DEAD when removed */
   unsigned char *recs;
@@ -75,6 +76,14 @@ typedef struct cts_live_table {
   /* A dense chunk's records, kept from a chunk thinned or freed for the next dense chunk
    * (live_table.c, new_chunk); counted in bytes. NULL if none. */
   unsigned char *spare_recs;
+  /* The arena of the records of chunks thinned to sparse: 2 MiB slabs on huge pages where
+   * the kernel gives them (live_table.c, "the arena"). bytes counts the blocks handed out
+   * as it would the same arrays from malloc; arena_bytes is the slabs mapped and
+   * arena_live the blocks in use: the first slab is mapped once the table holds 4 MiB, a
+   * later one only while arena_bytes is at most 5/4 of arena_live, and a slab is unmapped
+   * when its last block is freed. */
+  struct cts_live_slab *slabs; /* every slab, the one blocks are cut from first */
+  size_t arena_bytes, arena_live;
 } cts_live_table_t;
 
 /* rec_size: a multiple of 8 in [8, 256]. Returns 0 or -EINVAL. Allocates nothing. */

@@ -332,20 +332,21 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
   return cts_stacks_intern_shared(s, bt, n, 0, node);
 }
 
-/* Whether hint `child` is parent's child with `code` (hint 0, the root, is nobody's; node 0
- * exists, so it is looked at first and ruled out last, the rare case). */
-static inline bool is_child(const cts_stack_node_t *nodes, uint32_t child, uint32_t parent,
-                            uint64_t code) {
-  return nodes[child].code == code && nodes[child].parent == parent && child;
+/* Whether hint h is parent's child with code (node 0, the root, is nobody's: an empty
+ * hint). Its key, kept in it, answers without a look at the node: a deep stack's frames
+ * past the shared prefix went one after another through a load of their node, a cache
+ * miss in a trie of ~0.5 MB (python3's), where the hints' 64 KiB stay in cache. */
+static inline bool is_child(const cts_stack_slot_t *h, uint32_t parent, uint64_t code) {
+  return h->code == code && h->parent == parent && h->node;
 }
 
 /* Keeps node, cur's child with code, where the next backtraces look first. */
 static void remember(cts_stacks_t *s, uint32_t cur, uint64_t code, uint32_t node) {
   s->memo[cts_stacks_memo_slot(cur, code)] =
       (cts_stack_slot_t){.code = code, .parent = cur, .node = node};
-  uint32_t *h = &s->hint[2 * (cur & (CTS_STACKS_HINTS / 2 - 1u))];
+  cts_stack_slot_t *h = &s->hint[2 * (cur & (CTS_STACKS_HINTS / 2 - 1u))];
   h[1] = h[0];
-  h[0] = node;
+  h[0] = (cts_stack_slot_t){.code = code, .parent = cur, .node = node};
 }
 
 /* What child_slow did: the node of frame next, the last frame it interned (0 and an error
@@ -398,7 +399,7 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
    * changes of the trie's own fields, reloaded on every frame. nodes moves only when the
    * slow path makes a node. */
   const cts_stack_node_t *nodes = s->nodes;
-  uint32_t *hints = s->hint;
+  cts_stack_slot_t *hints = s->hint;
   uint32_t *prev = s->prev_nodes;
   const size_t limit = n < s->prev_len ? n : s->prev_len;
   size_t common = shared < limit ? shared : limit;
@@ -411,10 +412,11 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
     /* A stack goes down the paths earlier ones took: the child last found under this parent
      * is usually the one sought, checked against the node itself (code and parent in one
      * record) with no hash. Node 0 (the root) is no one's child: an empty hint. */
-    uint32_t *h = &hints[2 * (cur & (CTS_STACKS_HINTS / 2 - 1u))];
-    uint32_t child = h[0];
-    if (!is_child(nodes, child, cur, code)) child = h[1];
-    if (!is_child(nodes, child, cur, code)) {
+    cts_stack_slot_t *h = &hints[2 * (cur & (CTS_STACKS_HINTS / 2 - 1u))];
+    uint32_t child = is_child(&h[0], cur, code)   ? h[0].node
+                     : is_child(&h[1], cur, code) ? h[1].node
+                                                  : 0;
+    if (!child) {
       /* The memo next (a first frame past the shared prefix under a parent of many children
        * misses the hints), here rather than in a call: on some traces that is most
        * allocations. A large trie's table misses the cache on every probe, while the frames
@@ -423,7 +425,7 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
       s->memo_probes++;
       const cts_stack_slot_t *m = &s->memo[cts_stacks_memo_slot(cur, code)];
       child = m->code == code && m->parent == cur ? m->node : 0;
-      if (child) h[0] = child;
+      if (child) h[0] = *m;
     }
     if (CTS_UNLIKELY(!child)) {
       const slow_step_t st = child_slow(s, bt, i, n, cur);

@@ -117,8 +117,9 @@ typedef struct cts_stack_tslot {
 /* Entries of the direct-mapped memo in front of the table (64 KiB: stays in cache). */
 #define CTS_STACKS_MEMO 4096u
 
-/* Entries of the child hints in front of the memo (16 KiB): indexed by the parent's number
- * alone, so a hit costs no hash (see sites.c). */
+/* Entries of the child hints in front of the memo (64 KiB): indexed by the parent's number
+ * alone, so a hit costs no hash; each keeps its key, so a hit costs no look at the nodes
+ * (see sites.c). */
 #define CTS_STACKS_HINTS 4096u
 
 typedef struct cts_stacks {
@@ -137,7 +138,7 @@ typedef struct cts_stacks {
   cts_stack_tslot_t *table; /* open addressing over (parent, code); NULL once dropped */
   uint32_t table_cap;
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
-  uint32_t *hint;         /* the child last found under a parent, CTS_STACKS_HINTS entries */
+  cts_stack_slot_t *hint; /* the children last found under a parent, CTS_STACKS_HINTS entries */
   uint64_t overflowed;    /* allocations whose stack was cut for the node budget */
   uint64_t lookups;       /* interning's look-ups past the memo (each a likely cache miss) */
   uint64_t memo_probes;   /* interning's frames the hints did not have (each a hash) */

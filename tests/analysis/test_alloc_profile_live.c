@@ -123,6 +123,36 @@ CTS_TEST(ended_and_live_blocks_keep_their_figures) {
   cts_alloc_profile_fini(&p);
 }
 
+/* While live_at_end defers the nodes' live figures, no ended block is kept (its copy on every
+ * collection served no view that defers); once the deferral ends (a rate below 1), it is
+ * kept again. */
+CTS_TEST(ended_blocks_while_deferred) {
+  cts_alloc_profile_t p;
+  const cts_alloc_profile_config_t cfg = {
+      .stacks = true, .skip_histograms = true, .no_node_peaks = true, .live_at_end = true};
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&p, &cfg), 0);
+  const cts_mt_info_t one = {.sample_rate = 1.0, .word_size = 64};
+  cts_alloc_profile_set_info(&p, &one);
+  CTS_ASSERT(p.live_at_end);
+  cts_alloc_profile_live_t b;
+  CTS_ASSERT_EQ_INT(alloc(&p, 1, 100, 7, 8, 1), 0);
+  CTS_ASSERT_EQ_INT(alloc(&p, 2, 110, 3, 4, 1), 0);
+  CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, 1, 130), 0);
+  CTS_ASSERT(!cts_alloc_profile_ended(&p, &b));
+  CTS_ASSERT_EQ_INT(alloc(&p, 2, 140, 5, 6, 0), 0); /* the id again */
+  CTS_ASSERT(!cts_alloc_profile_ended(&p, &b));
+  CTS_ASSERT_EQ_U64(p.collected_allocs, 1);
+  CTS_ASSERT_EQ_U64(p.live_blocks, 1);
+  const cts_mt_info_t low = {.sample_rate = 0.5, .word_size = 64};
+  cts_alloc_profile_set_info(&p, &low);
+  CTS_ASSERT(!p.live_at_end);
+  CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, 2, 150), 0);
+  CTS_ASSERT(cts_alloc_profile_ended(&p, &b));
+  CTS_ASSERT_EQ_U64(b.time_us, 140);
+  CTS_ASSERT_EQ_U64(b.length, 5);
+  cts_alloc_profile_fini(&p);
+}
+
 /* A record holds its time as an offset from the first allocation's, 40 bits: a time before
  * that base wraps around, and must come back whole whether the block is packed (the wrap
  * lands within 2^40) or pooled. */

@@ -480,4 +480,60 @@ CTS_TEST(dense_iteration_in_offset_order) {
   cts_live_fini(&t);
 }
 
+/* Inserts chunks [from, to) whole, taking every odd id at once: each chunk leaves the window
+ * with half of its ids live and is thinned to sparse then (2048 records, 48 KiB). */
+static void thin_chunks(model_t *m, uint64_t from, uint64_t to) {
+  for (uint64_t id = from * CTS_LIVE_CHUNK; id < to * CTS_LIVE_CHUNK; id++) {
+    CTS_ASSERT(do_insert(m, id));
+    if (id % 2) CTS_ASSERT(do_take(m, id));
+  }
+}
+
+/* Takes every live id of chunks [from, to). */
+static void empty_chunks(model_t *m, uint64_t from, uint64_t to) {
+  for (uint64_t id = from * CTS_LIVE_CHUNK; id < to * CTS_LIVE_CHUNK; id += 2)
+    CTS_ASSERT(do_take(m, id));
+}
+
+#define SLAB ((size_t)2 << 20)
+
+/* Once the table holds 4 MiB, thinned chunks keep their records in the arena's slabs (2 MiB,
+ * aligned for a huge page); every record stays whole through sweeps and takes, and a slab
+ * whose blocks are all freed is unmapped (the one blocks are cut from is kept). */
+CTS_TEST(thinned_records_in_slabs) {
+  model_t m;
+  model_init(&m);
+  thin_chunks(&m, 0, 300);
+  CTS_ASSERT(consistent(&m));
+  CTS_ASSERT(m.t.slabs != NULL);
+  CTS_ASSERT_EQ_U64((uintptr_t)m.t.slabs % SLAB, 0);
+  /* All but the first ~80 thinned chunks (the table's first 4 MiB) and the window. */
+  CTS_ASSERT_MSG(m.t.arena_live >= 180u * 2048u * REC, "%zu bytes in slabs", m.t.arena_live);
+  CTS_ASSERT(m.t.arena_bytes * 4 <= 5 * m.t.arena_live + 4 * SLAB);
+  empty_chunks(&m, 0, 296);
+  CTS_ASSERT(consistent(&m));
+  CTS_ASSERT_EQ_U64(m.t.arena_live, 0);
+  CTS_ASSERT_EQ_U64(m.t.arena_bytes, SLAB);
+  model_fini(&m);
+  CTS_ASSERT(m.t.slabs == NULL && m.t.arena_bytes == 0);
+}
+
+/* Survivors scattered over the slabs pin them (a slab goes only with its last block); no
+ * slab is mapped while the slabs hold more than 5/4 of the blocks in use: the records of
+ * the chunks thinned next come from malloc. */
+CTS_TEST(slabs_pinned_by_survivors_stay_bounded) {
+  model_t m;
+  model_init(&m);
+  thin_chunks(&m, 0, 300);
+  for (uint64_t k = 0; k < 296; k++)
+    if (k % 40 != 39) empty_chunks(&m, k, k + 1);
+  const size_t pinned = m.t.arena_bytes;
+  CTS_ASSERT_MSG(pinned >= 3 * SLAB && pinned > 4 * m.t.arena_live, "%zu mapped, %zu in use",
+                 pinned, m.t.arena_live);
+  thin_chunks(&m, 300, 500);
+  CTS_ASSERT(consistent(&m));
+  CTS_ASSERT_MSG(m.t.arena_bytes == pinned, "%zu mapped, was %zu", m.t.arena_bytes, pinned);
+  model_fini(&m);
+}
+
 CTS_TEST_MAIN()
