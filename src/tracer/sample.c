@@ -52,20 +52,20 @@ static double rng_unit(cts__thread_t *t) {
 
 /* tracer_state.h. */
 void cts__sampler_configure(const cts_tracer_config_t *cfg) {
-  cts__sampler.unwind = cfg->unwind;
+  cts_tracer_unwind_t unwind = cfg->unwind;
 #ifdef CTS_HAVE_LIBUNWIND
-  if (cts__sampler.unwind == CTS_TRACER_UNWIND_AUTO ||
-      cts__sampler.unwind == CTS_TRACER_UNWIND_MIXED)
-    cts__sampler.unwind =
-        cts__unwind_mixed_available() ? CTS_TRACER_UNWIND_MIXED : CTS_TRACER_UNWIND_LIBUNWIND;
+  if (unwind == CTS_TRACER_UNWIND_AUTO || unwind == CTS_TRACER_UNWIND_MIXED)
+    unwind = cts__unwind_mixed_available() ? CTS_TRACER_UNWIND_MIXED : CTS_TRACER_UNWIND_LIBUNWIND;
 #else
-  if (cts__sampler.unwind != CTS_TRACER_UNWIND_NONE)
-    cts__sampler.unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
+  if (unwind != CTS_TRACER_UNWIND_NONE) unwind = CTS_TRACER_UNWIND_FRAME_POINTER;
 #endif
-  cts__sampler.rate = cfg->sample_rate;
-  cts__sampler.every_word = cts__sampler.rate >= 1.0;
-  cts__sampler.inv_log_miss = 1.0 / cts__ln1p(-cts__sampler.rate);
-  cts__sampler.inv_log_hit = cts__sampler.rate < 1.0 ? 1.0 / cts__ln(cts__sampler.rate) : 0.0;
+  const double rate = cfg->sample_rate;
+  SAMPLER_SET(unwind, unwind);
+  SAMPLER_SET(rate, rate);
+  SAMPLER_SET(every_word, rate >= 1.0);
+  SAMPLER_SET(inv_log_miss, 1.0 / cts__ln1p(-rate));
+  SAMPLER_SET(inv_log_hit, rate < 1.0 ? 1.0 / cts__ln(rate) : 0.0);
+  SAMPLER_SET(seed, cfg->seed);
 }
 
 /* Geometric ≥ 1: trials up to and including the first success, for a success probability
@@ -85,21 +85,20 @@ static double draw_normal(cts__thread_t *t) {
 /* Binomial(m, λ): exact by jumping from success to success (or failure to failure when
  * λ > 1/2) while that takes at most ~1000 steps, a normal approximation beyond. */
 static uint64_t draw_binomial(cts__thread_t *t, uint64_t m) {
-  const double lambda = cts__sampler.rate;
+  const double lambda = SAMPLER_GET(rate);
   if (m == 0) return 0;
   if (lambda >= 1.0) return m;
   const double mean = (double)m * lambda, q = 1.0 - lambda;
   if (lambda <= 0.5 && mean <= BINOMIAL_EXACT_LIMIT) {
     uint64_t k = 0;
-    for (uint64_t pos = draw_gap(t, cts__sampler.inv_log_miss); pos <= m;
-         pos += draw_gap(t, cts__sampler.inv_log_miss))
-      k++;
+    const double inv_log_miss = SAMPLER_GET(inv_log_miss);
+    for (uint64_t pos = draw_gap(t, inv_log_miss); pos <= m; pos += draw_gap(t, inv_log_miss)) k++;
     return k;
   }
   if (lambda > 0.5 && (double)m * q <= BINOMIAL_EXACT_LIMIT) {
     uint64_t misses = 0;
-    for (uint64_t pos = draw_gap(t, cts__sampler.inv_log_hit); pos <= m;
-         pos += draw_gap(t, cts__sampler.inv_log_hit))
+    const double inv_log_hit = SAMPLER_GET(inv_log_hit);
+    for (uint64_t pos = draw_gap(t, inv_log_hit); pos <= m; pos += draw_gap(t, inv_log_hit))
       misses++;
     return m - misses;
   }
@@ -111,12 +110,12 @@ static uint64_t draw_binomial(cts__thread_t *t, uint64_t m) {
 
 static void seed_thread(cts__thread_t *t, uint32_t session) {
   const uint64_t n = atomic_fetch_add(&cts__sampler.thread_seeds, 1);
-  uint64_t state = cts__session.cfg.seed ? cts__session.cfg.seed + n
-                                         : cts__wall_clock_us(NULL) ^ (uintptr_t)t ^ (n << 32);
+  const uint64_t seed = SAMPLER_GET(seed);
+  uint64_t state = seed ? seed + n : cts__wall_clock_us(NULL) ^ (uintptr_t)t ^ (n << 32);
   const uint64_t s = cts_splitmix64(&state);
   t->rng = s ? s : 1;
   t->session = session;
-  t->words_left = draw_gap(t, cts__sampler.inv_log_miss);
+  t->words_left = draw_gap(t, SAMPLER_GET(inv_log_miss));
 }
 
 /* Captures the backtrace into out (room for max + CTS__OWN_FRAMES entries), innermost
@@ -124,7 +123,7 @@ static void seed_thread(cts__thread_t *t, uint32_t session) {
 static CTS_FORCE_INLINE size_t capture_backtrace(cts__thread_t *t, void *frame, uint64_t *out,
                                                  size_t max, cts__bottom_t *bottom) {
   const uintptr_t fp = (uintptr_t)frame;
-  switch (cts__sampler.unwind) {
+  switch (SAMPLER_GET(unwind)) {
     case CTS_TRACER_UNWIND_NONE:
       return 0;
     case CTS_TRACER_UNWIND_MIXED:
@@ -310,7 +309,7 @@ static CTS_NOINLINE uint64_t sample_drawn(size_t size, unsigned session) {
   /* The countdown's word falls in this block; the rest of the block is sampled afresh
    * (geometric gaps are memoryless), and so is the countdown after it. */
   const uint64_t nsamples = 1 + draw_binomial(t, words - t->words_left);
-  t->words_left = draw_gap(t, cts__sampler.inv_log_miss);
+  t->words_left = draw_gap(t, SAMPLER_GET(inv_log_miss));
   if (t->guard) return 0; /* the tracer's own allocation */
   return nsamples;
 }
@@ -321,7 +320,7 @@ uint64_t cts__tracer_sample_slow(size_t size) {
       (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_acquire);
   if (!session) return 0;
   /* λ = 1: every word is a sample (the countdown is never used). */
-  if (cts__sampler.every_word) return cts__thread.guard ? 0 : ((uint64_t)size + 7u) >> 3;
+  if (SAMPLER_GET(every_word)) return cts__thread.guard ? 0 : ((uint64_t)size + 7u) >> 3;
   return sample_drawn(size, session);
 }
 

@@ -21,8 +21,8 @@
 
 /* Whether the session's unwinder may call libunwind (lazylib.h). */
 static bool walks_need_libunwind(void) {
-  return cts__sampler.unwind == CTS_TRACER_UNWIND_MIXED ||
-         cts__sampler.unwind == CTS_TRACER_UNWIND_LIBUNWIND;
+  const cts_tracer_unwind_t unwind = SAMPLER_GET(unwind);
+  return unwind == CTS_TRACER_UNWIND_MIXED || unwind == CTS_TRACER_UNWIND_LIBUNWIND;
 }
 
 /* tracer_internal.h. */
@@ -128,7 +128,7 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   cts_mt_writer_config_t wc;
   cts_mt_writer_config_init(&wc);
   wc.version = 2;
-  wc.sample_rate = cts__sampler.rate;
+  wc.sample_rate = SAMPLER_GET(rate);
   wc.word_size = 64;
   wc.executable_name = cts__session.exe;
   wc.host_name = cts__session.host;

@@ -212,14 +212,31 @@ void cts__init_control(cts__control_t *c, bool shared);
 
 /* ---- sampling and the side table (sample.c) -------------------------------------------- */
 
+/* The sampler's settings. A session's start writes them (control lock held) while a thread
+ * of the session that just stopped may still be reading them in its sample path: every
+ * access is a relaxed atomic one (SAMPLER_GET/SAMPLER_SET, plain moves on x86-64), so that
+ * no read tears and the race is a declared one. Such a thread may draw with the next
+ * session's settings; its record is dropped by its session bits anyway. */
 typedef struct cts__sampler {
   cts_tracer_unwind_t unwind;
   double rate;
   bool every_word;     /* rate 1 */
   double inv_log_miss; /* 1 / log(1 − λ): geometric gaps between sampled words */
   double inv_log_hit;  /* 1 / log(λ): gaps between unsampled words, when λ > 1/2 */
+  uint64_t seed;       /* the session's cfg.seed: 0, from the clock */
   atomic_uint_fast64_t thread_seeds;
 } cts__sampler_t;
+#define SAMPLER_GET(field)                                         \
+  __extension__({                                                  \
+    __typeof__(cts__sampler.field) value_;                         \
+    __atomic_load(&cts__sampler.field, &value_, __ATOMIC_RELAXED); \
+    value_;                                                        \
+  })
+#define SAMPLER_SET(field, value)                                   \
+  do {                                                              \
+    __typeof__(cts__sampler.field) value_ = (value);                \
+    __atomic_store(&cts__sampler.field, &value_, __ATOMIC_RELAXED); \
+  } while (0)
 
 typedef struct cts__side_entry {
   uintptr_t addr;
