@@ -97,6 +97,14 @@ static void trace_path(char *buf, size_t size, const char *name) {
   snprintf(buf, size, "/tmp/cts_preload_%s_%d.ctf", name, (int)getpid());
 }
 
+/* Writes `text` to a new file at `path`; false if it could not. */
+static bool write_text_file(const char *path, const char *text) {
+  FILE *const f = fopen(path, "w");
+  if (!f) return false;
+  const bool ok = fputs(text, f) >= 0;
+  return fclose(f) == 0 && ok;
+}
+
 /* Runs the victim untraced and traced; true if both behaved the same. */
 static bool run_both(const char *name, const char *arg1, const char *arg2, const char *rate,
                      const char *trace, const char *extra) {
@@ -474,10 +482,7 @@ CTS_TEST(relative_trace_name_holds_across_a_change_of_directory) {
   mkdir(other, 0700);
   snprintf(theirs, sizeof theirs, "%s/rel.exec1.ctf", other);
   snprintf(mine, sizeof mine, "%s/rel.exec1.ctf", dir);
-  FILE *f = fopen(theirs, "w");
-  CTS_ASSERT(f != NULL);
-  fputs("user data\n", f);
-  fclose(f);
+  CTS_ASSERT(write_text_file(theirs, "user data\n"));
   victim_path(victim, sizeof victim, "victim_accuracy");
   snprintf(script, sizeof script, "cd %s && exec %s 3000 100", other, victim);
   char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",   "rel.ctf", "--rate", "1", "--",
@@ -489,7 +494,7 @@ CTS_TEST(relative_trace_name_holds_across_a_change_of_directory) {
   CHECK_TRACE(d, mine);
   CTS_ASSERT_EQ_U64(d.nallocs, 3001);
   decoded_fini(&d);
-  f = fopen(theirs, "r");
+  FILE *f = fopen(theirs, "r");
   char got[64] = "";
   CTS_ASSERT(f && fgets(got, sizeof got, f));
   fclose(f);
@@ -1751,18 +1756,14 @@ CTS_TEST(program_started_with_stdout_closed_finds_it_closed) {
   if (access("/usr/bin/python3", X_OK) != 0) CTS_SKIP("no /usr/bin/python3");
   char script[256], trace[256], next[300], shell[2048];
   snprintf(script, sizeof script, "/tmp/cts_preload_stdout_%d.py", (int)getpid());
-  FILE *f = fopen(script, "w");
-  CTS_ASSERT(f != NULL);
-  fputs(
-      "import os\n"
-      "x = [str(i) for i in range(2000)]\n"
-      "try:\n"
-      "    os.write(1, b'to stdout\\n' * 50)\n"
-      "    os.write(2, b'WROTE\\n')\n"
-      "except OSError as e:\n"
-      "    os.write(2, b'EBADF\\n' if e.errno == 9 else b'OTHER\\n')\n",
-      f);
-  fclose(f);
+  CTS_ASSERT(write_text_file(script,
+                             "import os\n"
+                             "x = [str(i) for i in range(2000)]\n"
+                             "try:\n"
+                             "    os.write(1, b'to stdout\\n' * 50)\n"
+                             "    os.write(2, b'WROTE\\n')\n"
+                             "except OSError as e:\n"
+                             "    os.write(2, b'EBADF\\n' if e.errno == 9 else b'OTHER\\n')\n"));
   trace_path(trace, sizeof trace, "stdout");
   exec_file(next, sizeof next, trace, 1);
   for (int via_record = 0; via_record < 2; via_record++) {
@@ -2893,10 +2894,7 @@ CTS_TEST(record_quiet_waits_for_an_exec_d_image_s_trace) {
 CTS_TEST(a_file_that_is_not_a_trace_is_never_overwritten) {
   char path[256], victim[1024];
   snprintf(path, sizeof path, "/tmp/cts_preload_precious_%d.c", (int)getpid());
-  FILE *f = fopen(path, "w");
-  CTS_ASSERT(f != NULL);
-  fputs("int main(void) { return 0; }\n", f);
-  fclose(f);
+  CTS_ASSERT(write_text_file(path, "int main(void) { return 0; }\n"));
   victim_path(victim, sizeof victim, "victim_accuracy");
   char *argv[] = {
       CTS_TEST_CTFSCOPE, "record", "-o", path, "--rate", "1", "--", victim, "10", "1", NULL};
@@ -2908,7 +2906,7 @@ CTS_TEST(a_file_that_is_not_a_trace_is_never_overwritten) {
   run(&traced, program, path, "1", NULL); /* MEMTRACE=path, as memtrace's users set it */
   CTS_ASSERT_EQ_INT(traced.status, 0);
   CTS_ASSERT_MSG(strstr(traced.err, "not overwritten"), "%s", traced.err);
-  f = fopen(path, "r");
+  FILE *f = fopen(path, "r");
   char got[128] = "";
   CTS_ASSERT(f && fgets(got, sizeof got, f));
   fclose(f);
