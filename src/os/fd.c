@@ -11,7 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/endian.h"
+#include "core/memtrace_wire.h"
 #include "os.h"
+
+/* A zstd frame starts with these 4 bytes, little-endian (RFC 8878 §3.1.1). */
+#define ZSTD_FRAME_MAGIC 0xFD2FB528u
 
 static struct {
   char *path;
@@ -63,7 +68,6 @@ bool cts_os_fd_holds_other_data(int fd) {
   unsigned char head[4];
   const ssize_t n = pread(fd, head, sizeof head, 0);
   if (n < 0) return false;
-  static const unsigned char memtrace[4] = {0xc1, 0x1f, 0xfc, 0xc1}; /* 0xc1fc1fc1, LE */
-  static const unsigned char zstd[4] = {0x28, 0xb5, 0x2f, 0xfd};
-  return n < 4 || (memcmp(head, memtrace, 4) != 0 && memcmp(head, zstd, 4) != 0);
+  const uint32_t magic = n == 4 ? cts_ld_le32(head) : 0;
+  return magic != MT_MAGIC && magic != ZSTD_FRAME_MAGIC;
 }
