@@ -15,8 +15,10 @@
 #include "core/memtrace_wire.h"
 #include "os.h"
 
-/* A zstd frame starts with these 4 bytes, little-endian (RFC 8878 §3.1.1). */
-#define ZSTD_FRAME_MAGIC 0xFD2FB528u
+/* A zstd frame starts with these 4 bytes, little-endian (RFC 8878 §3.1.1); a skippable
+ * frame with one of 0x184D2A50-0x184D2A5F (§3.1.2), as our compressed traces do. */
+#define ZSTD_FRAME_MAGIC     0xFD2FB528u
+#define ZSTD_SKIPPABLE_MAGIC 0x184D2A50u
 
 static struct {
   char *path;
@@ -69,5 +71,6 @@ bool cts_os_fd_holds_other_data(int fd) {
   const ssize_t n = pread(fd, head, sizeof head, 0);
   if (n < 0) return false;
   const uint32_t magic = n == 4 ? cts_ld_le32(head) : 0;
-  return magic != MT_MAGIC && magic != ZSTD_FRAME_MAGIC;
+  return magic != MT_MAGIC && magic != ZSTD_FRAME_MAGIC &&
+         (magic & 0xFFFFFFF0u) != ZSTD_SKIPPABLE_MAGIC;
 }

@@ -2924,6 +2924,25 @@ CTS_TEST(a_file_that_is_not_a_trace_is_never_overwritten) {
   CTS_ASSERT_EQ_U64(d.nallocs, 11);
   decoded_fini(&d);
   unlink(path);
+  /* A compressed trace too (it starts with a zstd skippable frame). */
+  char *compressed[] = {CTS_TEST_CTFSCOPE,
+                        "record",
+                        "-q",
+                        "-z",
+                        "-o",
+                        path,
+                        "--rate",
+                        "1",
+                        "--",
+                        victim,
+                        "10",
+                        "1",
+                        NULL};
+  for (int round = 0; round < 2; round++) {
+    run(&traced, compressed, NULL, NULL, NULL);
+    CTS_ASSERT_MSG(traced.status == 0, "round %d: %s", round, traced.err);
+  }
+  unlink(path);
 }
 
 CTS_TEST(record_usage_errors) {
