@@ -48,7 +48,7 @@ typedef struct live_rec {
 static bool live_at_end_applies(const cts_alloc_profile_t *p) {
   const cts_alloc_profile_config_t *c = &p->cfg;
   return c->live_at_end && c->stacks && c->no_node_peaks && !c->allocated_only &&
-         p->sample_rate >= 1.0;
+         !c->live_by_site && p->sample_rate >= 1.0;
 }
 
 /* cts_alloc_profile_t.collect_mode: the running case is 0, so that it costs one test of a
@@ -77,13 +77,17 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   const int e = cts_stacks_init(&p->stacks, cfg->history, 0);
   if (e) return e;
   p->stacks.max_nodes = cfg->max_nodes ? cfg->max_nodes : DEFAULT_MAX_NODES;
-  /* Leaks' history is per site. */
-  p->stacks.no_sites = cfg->no_sites && !cfg->history;
+  /* Leaks' history is per site, and so are the live figures by site. */
+  const bool by_site = cfg->live_by_site && cfg->stacks && !cfg->allocated_only;
+  p->stacks.no_sites = cfg->no_sites && !cfg->history && !by_site;
   p->stacks.no_node_peaks = cfg->no_node_peaks;
   set_live_at_end(p, live_at_end_applies(p));
   /* Allocated figures alone fit records of 24 bytes instead of 64: each allocation's load
-   * of its node's record then hits a smaller array (bench/JOURNAL.md, "A 24-byte record"). */
-  if (cfg->allocated_only && cts_stacks_set_lean(&p->stacks) != 0) {
+   * of its node's record then hits a smaller array (bench/JOURNAL.md, "A 24-byte record");
+   * by site, the live and peak samples go to the sites. */
+  if ((cfg->allocated_only ? cts_stacks_set_lean(&p->stacks)
+       : by_site           ? cts_stacks_set_live_by_site(&p->stacks)
+                           : 0) != 0) {
     cts_alloc_profile_fini(p);
     return -ENOMEM;
   }
@@ -250,7 +254,7 @@ static CTS_FORCE_INLINE void heap_free(cts_alloc_profile_t *p, uint32_t node, ui
                                        const live_rec_t *r, const bool at_end) {
   if (!p->cfg.stacks)
     p->stacks.live_samples -= samples;
-  else if (at_end)
+  else if (at_end || p->stacks.live_by_site) /* (by site: no node record to change) */
     cts_stacks_free_at_end(&p->stacks, node, samples);
   else
     stacks_free(p, node, samples, r);
@@ -383,6 +387,8 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
     /* Cannot fail: reserved above, before the block was entered. */
     if (at_end)
       cts_stacks_alloc_at_end(&p->stacks, node, ev->nsamples, est, ev->time_us);
+    else if (p->stacks.live_by_site)
+      cts_stacks_alloc_by_site(&p->stacks, node, ev->nsamples, est, ev->time_us);
     else
       (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
   } else {

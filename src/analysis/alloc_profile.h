@@ -60,6 +60,12 @@ typedef struct cts_alloc_profile_config {
    * cts_alloc_profile_ended(), which is false: the views that defer never ask it, and its
    * copy cost ~8 instructions a collection (1 % of pprof on python3's trace). */
   bool live_at_end;
+  /* With stacks, for a view that reads live and peak figures only summed by allocation
+   * point (the report): the nodes keep allocated figures alone, in 24-byte records, and the
+   * sites their live and peak samples (cts_stacks_set_live_by_site; sites are kept whatever
+   * no_sites says). Every other figure, the heap's live total and peak included, is kept as
+   * ever. Not with allocated_only or live_at_end (ignored then). */
+  bool live_by_site;
 } cts_alloc_profile_config_t;
 
 typedef struct cts_alloc_profile_block cts_alloc_profile_block_t;

@@ -149,7 +149,8 @@ static bool rebuild_table(cts_stacks_t *s) {
   return true;
 }
 
-static int site_for_code(cts_stacks_t *s, uint64_t code, uint32_t *site) {
+/* The site of code, made for node if new. */
+static int site_for_code(cts_stacks_t *s, uint64_t code, uint32_t node, uint32_t *site) {
   bool added;
   uint64_t *v = cts_u64map_insert(&s->site_of_code, code, s->site_count, &added);
   if (!v) return -ENOMEM;
@@ -161,6 +162,8 @@ static int site_for_code(cts_stacks_t *s, uint64_t code, uint32_t *site) {
   cts_site_t *st = &s->sites[s->site_count];
   memset(st, 0, sizeof *st);
   st->code = code;
+  st->first_node = node;
+  st->peak_epoch = s->peak_epoch; /* it held nothing at any earlier peak */
   if (s->history) {
     st->history = calloc(CTS_SITE_CHECKPOINTS, sizeof *st->history);
     if (!st->history) goto nomem;
@@ -213,6 +216,13 @@ int cts_stacks_set_lean(cts_stacks_t *s) {
   s->stats = NULL;
   s->lean = lean;
   return 0;
+}
+
+int cts_stacks_set_live_by_site(cts_stacks_t *s) {
+  CTS_ASSERT(!s->no_sites);
+  const int e = cts_stacks_set_lean(s);
+  if (!e) s->live_by_site = true;
+  return e;
 }
 
 /* Room for one more node record in *v (capacity *cap, records of size bytes), grown by
@@ -268,10 +278,15 @@ cts_stack_wide_t *cts__stacks_widen(cts_stacks_t *s, uint32_t stat) {
 }
 
 void cts__stacks_restart_epochs(cts_stacks_t *s) {
-  /* The heap is at a new peak now: every record's live figures are its peak ones. */
-  for (size_t i = 1; i < s->stat_count; i++) {
+  /* The heap is at a new peak now: every record's (or by site, every site's) live figures
+   * are its peak ones. */
+  for (size_t i = 1; !s->lean && i < s->stat_count; i++) {
     cts_stacks_save_peak(s, (uint32_t)i);
     s->stats[i].peak_epoch = 0;
+  }
+  for (uint32_t i = 0; s->live_by_site && i < s->site_count; i++) {
+    s->sites[i].peak_samples = s->sites[i].live_samples;
+    s->sites[i].peak_epoch = 0;
   }
   s->peak_epoch = 0;
 }
@@ -309,7 +324,7 @@ static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
   if (e) return e;
   if (s->nodes[n].site == UINT32_MAX && !s->no_sites) {
     uint32_t site;
-    if ((e = site_for_code(s, leaf, &site)) != 0) return e;
+    if ((e = site_for_code(s, leaf, n, &site)) != 0) return e;
     s->nodes[n].site = site;
   }
   if (!own_stat(s, n)) return -ENOMEM;
@@ -440,7 +455,7 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
   s->prev_len = n;
   if (CTS_UNLIKELY(nodes[cur].site == UINT32_MAX) && !s->no_sites) {
     uint32_t site;
-    const int e = site_for_code(s, n ? bt[n - 1] : 0, &site);
+    const int e = site_for_code(s, n ? bt[n - 1] : 0, cur, &site);
     if (e) return e;
     s->nodes[cur].site = site;
   }
@@ -489,6 +504,8 @@ void cts_stacks_finish(cts_stacks_t *s) {
     for (size_t i = 1; i < s->stat_count; i++) cts_stacks_settle_peak(s, (uint32_t)i);
   if (s->history)
     for (uint32_t i = 0; i < s->site_count; i++) cts_stacks_settle_site(s, &s->sites[i]);
+  if (s->live_by_site)
+    for (uint32_t i = 0; i < s->site_count; i++) cts_stacks_settle_site_peak(s, &s->sites[i]);
 }
 
 uint64_t cts_site_live_at(const cts_stacks_t *s, uint32_t site, uint64_t t_us, uint64_t end_us) {

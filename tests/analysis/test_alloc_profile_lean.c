@@ -86,6 +86,7 @@ static cts_alloc_profile_config_t config(int lean) {
   if (lean == FOLDED_ALLOCATED) c.allocated_only = true;
   if (lean >= 0) c.no_sites = true;
   if (lean == FOLDED_ALLOCATED || lean == PPROF) c.no_node_peaks = true;
+  if (lean == REPORT) c.live_by_site = true; /* (and its sites whatever no_sites says) */
   return c;
 }
 
@@ -100,8 +101,38 @@ static bool same_double(double a, double b) {
   return memcmp(&a, &b, sizeof a) == 0;
 }
 
-/* Whether lean's figures are full's where lean keeps them (and 0 where it does not); the
- * first difference is printed. */
+/* Whether the live and peak samples of each allocation point (a node's last frame) summed
+ * over a's nodes are those summed over b's; the first difference is printed. */
+static bool same_by_site(const cts_stacks_t *a, const cts_stacks_t *b, const char *path) {
+  cts_u64map_t at;
+  cts_u64map_init(&at);
+  uint64_t(*sums)[4] = calloc((size_t)a->count + b->count, sizeof *sums);
+  bool same = sums != NULL;
+  for (int side = 0; same && side < 2; side++) {
+    const cts_stacks_t *s = side ? b : a;
+    for (uint32_t i = 0; same && i < s->count; i++) {
+      bool added;
+      uint64_t *k = cts_u64map_insert(&at, s->nodes[i].code, at.count, &added);
+      if (!k) break;
+      const cts_site_stats_t x = cts_stacks_self(s, i);
+      sums[*k][2 * side] += x.live_samples;
+      sums[*k][2 * side + 1] += x.peak_samples;
+    }
+  }
+  for (size_t k = 0; same && k < at.count; k++)
+    if (sums[k][0] != sums[k][2] || sums[k][1] != sums[k][3]) {
+      fprintf(stderr, "%s: site %zu: live %llu/%llu peak %llu/%llu\n", path, k,
+              (unsigned long long)sums[k][0], (unsigned long long)sums[k][2],
+              (unsigned long long)sums[k][1], (unsigned long long)sums[k][3]);
+      same = false;
+    }
+  free(sums);
+  cts_u64map_fini(&at);
+  return same;
+}
+
+/* Whether lean's figures are full's where lean keeps them (and 0 where it does not; the
+ * report's live and peak samples by site); the first difference is printed. */
 static bool same_figures(const cts_alloc_profile_t *full, const cts_alloc_profile_t *lean,
                          lean_t kind, const char *path) {
   const cts_stacks_t *a = &full->stacks, *b = &lean->stacks;
@@ -110,19 +141,23 @@ static bool same_figures(const cts_alloc_profile_t *full, const cts_alloc_profil
             (unsigned long long)a->overflowed, b->count, (unsigned long long)b->overflowed);
     return false;
   }
-  const bool live = kind != FOLDED_ALLOCATED, peak = kind == FOLDED_PEAK || kind == REPORT;
+  /* Figures of each node, or (report) of each site. */
+  const bool live = kind == PPROF || kind == FOLDED_PEAK, peak = kind == FOLDED_PEAK;
+  if (kind == REPORT && !same_by_site(a, b, path)) return false;
   for (uint32_t i = 0; i < a->count; i++) {
     const cts_site_stats_t x = cts_stacks_self(a, i), y = cts_stacks_self(b, i);
-    const bool same =
-        a->nodes[i].code == b->nodes[i].code && a->nodes[i].parent == b->nodes[i].parent &&
-        (a->nodes[i].stat != 0) == (b->nodes[i].stat != 0) && x.allocs == y.allocs &&
-        x.samples == y.samples && same_double(x.est_allocs, y.est_allocs) &&
-        (live ? x.live_allocs == y.live_allocs && x.live_samples == y.live_samples &&
-                    same_double(x.live_est_allocs, y.live_est_allocs)
-              : y.live_allocs == 0 && y.live_samples == 0 && y.live_est_allocs == 0) &&
-        (peak ? x.peak_allocs == y.peak_allocs && x.peak_samples == y.peak_samples &&
-                    same_double(x.peak_est_allocs, y.peak_est_allocs)
-              : y.peak_allocs == 0 && y.peak_samples == 0 && y.peak_est_allocs == 0);
+    const bool same = a->nodes[i].code == b->nodes[i].code &&
+                      a->nodes[i].parent == b->nodes[i].parent &&
+                      (a->nodes[i].stat != 0) == (b->nodes[i].stat != 0) && x.allocs == y.allocs &&
+                      x.samples == y.samples && same_double(x.est_allocs, y.est_allocs) &&
+                      (live ? x.live_allocs == y.live_allocs && x.live_samples == y.live_samples &&
+                                  same_double(x.live_est_allocs, y.live_est_allocs)
+                            : y.live_allocs == 0 && (kind == REPORT || y.live_samples == 0) &&
+                                  y.live_est_allocs == 0) &&
+                      (peak ? x.peak_allocs == y.peak_allocs && x.peak_samples == y.peak_samples &&
+                                  same_double(x.peak_est_allocs, y.peak_est_allocs)
+                            : y.peak_allocs == 0 && (kind == REPORT || y.peak_samples == 0) &&
+                                  y.peak_est_allocs == 0);
     if (!same) {
       fprintf(stderr,
               "%s, lean %d: node %u: allocs %llu/%llu samples %llu/%llu est %.17g/%.17g live "
@@ -142,7 +177,7 @@ static bool same_figures(const cts_alloc_profile_t *full, const cts_alloc_profil
       same_double(full->est_allocs_total, lean->est_allocs_total) &&
       full->first_event_us == lean->first_event_us && full->last_event_us == lean->last_event_us &&
       full->end_us == lean->end_us;
-  if (live)
+  if (kind != FOLDED_ALLOCATED)
     same = same && full->live_blocks == lean->live_blocks &&
            full->collected_allocs == lean->collected_allocs &&
            full->promoted_allocs == lean->promoted_allocs && a->live_samples == b->live_samples &&
@@ -153,7 +188,8 @@ static bool same_figures(const cts_alloc_profile_t *full, const cts_alloc_profil
     same = same && memcmp(&full->size_words, &lean->size_words, sizeof full->size_words) == 0 &&
            memcmp(&full->life_us, &lean->life_us, sizeof full->life_us) == 0;
   if (!same) fprintf(stderr, "%s, lean %d: the profile's totals differ\n", path, (int)kind);
-  return same && b->site_count == 0;
+  /* The report's sites are the full profile's. */
+  return same && b->site_count == (kind == REPORT ? a->site_count : 0);
 }
 
 /* Loads path fully and in every lean configuration and compares them; *with_figures: the
@@ -175,6 +211,12 @@ static void check_trace(const char *path, uint64_t *with_figures) {
       lean.prof.stacks.lean[lean.prof.stacks.stat_count - 1].samples--;
       CTS_ASSERT_MSG(!same_figures(&full.prof, &lean.prof, (lean_t)k, "(a sample dropped)"),
                      "%s: a dropped sample went unseen", path);
+    }
+    /* And a site's peak one sample off. */
+    if (k == REPORT && lean.prof.stacks.site_count) {
+      lean.prof.stacks.sites[0].peak_samples++;
+      CTS_ASSERT_MSG(!same_figures(&full.prof, &lean.prof, (lean_t)k, "(a peak sample added)"),
+                     "%s: a site's wrong peak went unseen", path);
     }
     cts_mem_trace_free(&lean);
   }
@@ -203,6 +245,28 @@ CTS_TEST(allocated_only_keeps_the_small_records) {
   CTS_ASSERT(t.prof.stacks.lean != NULL && t.prof.stacks.stats == NULL);
   CTS_ASSERT(t.prof.stacks.stat_count > 100);
   cts_mem_trace_free(&t);
+}
+
+/* The report's profile keeps 24-byte records too, its live and peak samples by site: at
+ * least one site's are not 0 on each shape, so the comparison above compares something. */
+CTS_TEST(report_keeps_the_small_records_and_live_figures_by_site) {
+  const char *const traces[] = {churn, survivors, exact};
+  for (size_t k = 0; k < CTS_ARRAY_SIZE(traces); k++) {
+    cts_mem_trace_t t;
+    CTS_ASSERT_EQ_INT(load(&t, traces[k], REPORT), 0);
+    const cts_stacks_t *s = &t.prof.stacks;
+    CTS_ASSERT(s->lean != NULL && s->stats == NULL && s->live_by_site);
+    CTS_ASSERT(s->stat_count > 100);
+    uint64_t live = 0, peak = 0;
+    for (uint32_t i = 0; i < s->site_count; i++) {
+      live += s->sites[i].live_samples;
+      peak += s->sites[i].peak_samples;
+    }
+    CTS_ASSERT_EQ_U64(live, s->live_samples);
+    CTS_ASSERT_EQ_U64(peak, s->peak_samples);
+    CTS_ASSERT(live > 0 && peak >= live);
+    cts_mem_trace_free(&t);
+  }
 }
 
 /* A lean record's count of allocations is 32-bit, as the full one's: one that passes 2^32

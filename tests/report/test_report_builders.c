@@ -573,16 +573,21 @@ void *__wrap_aligned_alloc(size_t align, size_t n) {
  * bytes a node 2.57 MB. Main over a binary
  * tree of two functions 17 calls deep, 2^18 nodes, one allocation at each leaf, with
  * budgets that make the records by a coarser tree and prune the page. */
-CTS_TEST(mem_page_takes_at_most_4_bytes_a_node_beyond_the_load) {
-  {
-    void *probe = malloc(4u << 20);
-    const size_t with_probe = heap_in_use();
-    memset(probe, 1, 4u << 20);
-    const bool counted = with_probe >= (4u << 20);
-    free(probe);
-    if (!counted) CTS_SKIP("the heap's figures are not glibc's (a sanitizer's allocator)");
-  }
-  enum { DEPTH = 17 };
+enum { DEPTH = 17 };
+
+/* Whether heap_in_use() counts what is allocated (glibc's allocator, not a sanitizer's). */
+static bool heap_counted(void) {
+  void *probe = malloc(4u << 20);
+  const size_t with_probe = heap_in_use();
+  memset(probe, 1, 4u << 20);
+  const bool counted = with_probe >= (4u << 20);
+  free(probe);
+  return counted;
+}
+
+/* Main over a binary tree of two functions DEPTH calls deep, one allocation at each leaf,
+ * never collected. */
+static void tree_trace(const char *path) {
   buf_t b = {0};
   void *mem;
   cts_mt_writer_t *w;
@@ -595,8 +600,13 @@ CTS_TEST(mem_page_takes_at_most_4_bytes_a_node_beyond_the_load) {
   }
   CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
   free(mem);
-  const char *path = tmp_path("mem-nodes-heap.ctf");
   save(path, &b, b.len);
+}
+
+CTS_TEST(mem_page_takes_at_most_4_bytes_a_node_beyond_the_load) {
+  if (!heap_counted()) CTS_SKIP("the heap's figures are not glibc's (a sanitizer's allocator)");
+  const char *path = tmp_path("mem-nodes-heap.ctf");
+  tree_trace(path);
   const report_mem_opts_t o = {
       .path = path, .quiet = true, .max_records = 1000, .max_tree_nodes = 1024};
   report_mem_t *m;
@@ -614,6 +624,32 @@ CTS_TEST(mem_page_takes_at_most_4_bytes_a_node_beyond_the_load) {
   CTS_ASSERT(num(&j, "mem.tree_pruned") > 0);
   CTS_ASSERT(num(&j, "mem.rec_min_samples") > 0);
   json_flat_free(&j);
+  report_mem_free(m);
+}
+
+/* Loading a trace of many stack nodes takes at most 72 bytes a stack node and 32 a live
+ * block, as allocated (the arrays' growth slack, up to a third of them, included; the
+ * document is not written yet): issue 20's 64 bytes a node as touched. The binary tree of
+ * mem_page_takes_at_most_4_bytes_a_node_beyond_the_load (2^18 nodes, half of them with
+ * figures, 2^17 blocks never collected), records by a coarser tree: with the profile's
+ * 64-byte figures a node the load took 26.8 MB for a bound of 23.1 MB; with 24-byte
+ * records and the live figures by site, 21.6 MB. */
+CTS_TEST(mem_load_takes_at_most_72_bytes_a_node_and_32_a_live_block) {
+  if (!heap_counted()) CTS_SKIP("the heap's figures are not glibc's (a sanitizer's allocator)");
+  const char *path = tmp_path("mem-nodes-load.ctf");
+  tree_trace(path);
+  const report_mem_opts_t o = {.path = path, .quiet = true, .max_records = 1000};
+  const size_t before = heap_in_use();
+  heap_peak = before;
+  report_mem_t *m;
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+  const size_t took = heap_peak - before;
+  const cts_alloc_profile_t *p = report_mem_profile(m);
+  const uint64_t nodes = p->stacks.count, live = p->live_blocks;
+  CTS_ASSERT_EQ_U64(nodes, (uint64_t)2 << DEPTH);
+  CTS_ASSERT_EQ_U64(live, (uint64_t)1 << DEPTH);
+  CTS_ASSERT_MSG(took <= 72 * nodes + 32 * live, "the load took %zu bytes (%llu nodes, %llu live)",
+                 took, (unsigned long long)nodes, (unsigned long long)live);
   report_mem_free(m);
 }
 
