@@ -500,6 +500,11 @@ static inline void cts_stacks_alloc_at_end(cts_stacks_t *s, uint32_t node_index,
   (void)cts__stacks_heap_add(s, node->site, samples, time_us);
 }
 
+/* cts_stacks_free_at_end, the node's site known (UINT32_MAX: none). */
+static inline void cts_stacks_free_site(cts_stacks_t *s, uint32_t site, uint64_t samples) {
+  cts__stacks_heap_sub(s, site, samples);
+}
+
 static inline void cts_stacks_free_at_end(cts_stacks_t *s, uint32_t node_index, uint64_t samples) {
   /* Without sites, the free loads nothing of the node (a likely cache miss). */
   cts__stacks_heap_sub(s, s->no_sites ? UINT32_MAX : s->nodes[node_index].site, samples);
