@@ -43,7 +43,7 @@ typedef struct cts_alloc_profile_config {
    * stacks where blocks die (bench/JOURNAL.md, "commands that need only allocated figures"). */
   bool allocated_only;
   /* With stacks: no sites (cts_stacks_t.no_sites): for views that never look at sites'
-   * figures (folded, pprof, report; the sites' live_at[] needs history, which needs them). */
+   * figures (folded, pprof; the sites' live_at[] needs history, which needs them). */
   bool no_sites;
   /* With stacks: no node's figures at the heap's peak (cts_stacks_t.no_node_peaks): every
    * node's peak_* stay 0; the heap's own peak (stacks.peak_samples, peak_time_us) is kept. */
