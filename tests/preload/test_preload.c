@@ -3104,6 +3104,10 @@ static void hot_loop_instructions(const char *dir, bool preload, uint64_t counts
  * longer: there the bound only catches a call, a lock or a system call added to them. */
 CTS_TEST(hooks_instructions_per_unsampled_call) {
   if (access("/usr/bin/valgrind", X_OK) != 0) CTS_SKIP("no /usr/bin/valgrind");
+#ifdef __clang__
+  /* Debian 12's valgrind (3.19) gives up on the library's DWARF 5 from clang 14. */
+  CTS_SKIP("valgrind cannot read clang's debugging information");
+#endif
 #ifdef __OPTIMIZE__
   static const double most[HOT_LOOPS] = {20.5, 24.5, 24.5, 13.5};
 #else
