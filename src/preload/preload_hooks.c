@@ -479,8 +479,9 @@ static CTS_NOINLINE void *malloc_slow(size_t size, void *frame) {
   return alloc_sampled(size, nsamples, false, frame);
 }
 
-/* A countdown that passes implies that the real functions are known (only a thread that
- * went through a slow path has one): only the idle path tests them. */
+/* A countdown that passes implies that the real functions are known (countdowns are drawn
+ * only while a session runs, and the constructor finds the real functions before it starts
+ * one): only the idle path tests them. */
 CTS__PRELOAD_EXPORT void *malloc(size_t size) {
   const unsigned session = cts__tracer_session();
   if (CTS_LIKELY(cts__tracer_countdown(size, session))) return cts__real.malloc(size);
