@@ -195,6 +195,14 @@ static CTS_NOINLINE bool tagged_far(const void *p, uint64_t *info) {
   return true;
 }
 
+/* Whether p, not in page, is certainly not a tagged block (NULL included): no far block
+ * exists and p is not in the arena. Inline: jemalloc's blocks of a page and more (and the
+ * first of each slab) start at a page, and redis frees and measures them all the time. */
+static CTS_FORCE_INLINE bool surely_untagged_far(const void *p) {
+  return (uintptr_t)p - (uintptr_t)arena >= ARENA_SIZE &&
+         !__atomic_load_n(&far_live, __ATOMIC_RELAXED);
+}
+
 /* Whether p (non-NULL, from malloc and friends) is a sampled block or an arena block, and
  * its header's info. */
 static CTS_FORCE_INLINE bool tagged_info(const void *p, uint64_t *info) {
@@ -518,6 +526,10 @@ CTS__PRELOAD_EXPORT void free(void *p) {
     cts__real.free(p);
     return;
   }
+  if (CTS_LIKELY(surely_untagged_far(p))) {
+    cts__real.free(p); /* free_unresolved until the real functions are known */
+    return;
+  }
   free_not_in_page(p);
 }
 
@@ -665,14 +677,14 @@ static CTS_NOINLINE void *realloc_slow(void *old, size_t size, void *frame) {
 }
 
 /* realloc's fast path, a statement that returns the real realloc's result (a tail call)
- * for NULL or an in-page pointer without a tag when the new block is not sampled. The rest
- * goes on to realloc_slow (a pointer not in page may be a far block: tagged_far is a
- * call), whose countdown (cts__tracer_sample_slow) is the same as this one. A macro, not
+ * for a pointer that is surely not tagged (NULL included) when the new block is not
+ * sampled. The rest goes on to realloc_slow, whose countdown (cts__tracer_sample_slow) is
+ * the same as this one. A macro, not
  * an inline function taking the frame: the hook's frame address is then taken in the slow
  * path only, and the fast path keeps no stack frame. */
 #define REALLOC_FAST_PATH(old, size)                                                              \
   do {                                                                                            \
-    if (CTS_LIKELY(in_page(old) ? !tag_matches(old) : (old) == NULL)) {                           \
+    if (CTS_LIKELY(in_page(old) ? !tag_matches(old) : surely_untagged_far(old))) {                \
       const unsigned session_ = cts__tracer_session();                                            \
       if (CTS_LIKELY(cts__tracer_countdown(size, session_))) return cts__real.realloc(old, size); \
       void *(*const real_)(void *, size_t) = cts__real.realloc;                                   \
@@ -703,7 +715,7 @@ static CTS_NOINLINE size_t usable_size_slow(void *p) {
 /* Programs that count their heap call this once per malloc and once per free (redis's
  * zmalloc): the untagged in-page block goes straight to the real function. */
 CTS__PRELOAD_EXPORT size_t malloc_usable_size(void *p) {
-  if (CTS_LIKELY(in_page(p)) && CTS_LIKELY(!tag_matches(p))) {
+  if (CTS_LIKELY(in_page(p) ? !tag_matches(p) : p && surely_untagged_far(p))) {
     size_t (*const f)(void *) = cts__real.malloc_usable_size;
     if (CTS_LIKELY(f != NULL)) return f(p);
   }
