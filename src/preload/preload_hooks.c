@@ -195,6 +195,14 @@ static CTS_NOINLINE bool tagged_far(const void *p, uint64_t *info) {
   return true;
 }
 
+/* Whether p, not in page, is certainly not a tagged block (NULL included): no far block
+ * exists and p is not in the arena. Inline: jemalloc's blocks of a page and more (and the
+ * first of each slab) start at a page, and redis frees and measures them all the time. */
+static CTS_FORCE_INLINE bool surely_untagged_far(const void *p) {
+  return (uintptr_t)p - (uintptr_t)arena >= ARENA_SIZE &&
+         !__atomic_load_n(&far_live, __ATOMIC_RELAXED);
+}
+
 /* Whether p (non-NULL, from malloc and friends) is a sampled block or an arena block, and
  * its header's info. */
 static CTS_FORCE_INLINE bool tagged_info(const void *p, uint64_t *info) {
@@ -355,8 +363,12 @@ static CTS_NOINLINE void free_unresolved(void *p) {
 
 /* ---- allocation hooks ------------------------------------------------------------------------
  * The fast path of every hook is inline: malloc-like hooks test the thread's sampling
- * countdown (cts__tracer_skip) and call the real function; free tests the tag. All the
- * rest (sampled blocks, start-up) is out of line. */
+ * countdown (cts__tracer_countdown, which also fails while not sampling) and tail-call the
+ * real function; free and malloc_usable_size test the tag. Each fast path keeps no stack
+ * frame and calls nothing but the real function: malloc 12 instructions around the real
+ * call while sampling, free 7 (callgrind; the guard is
+ * hooks_instructions_per_unsampled_call in tests/preload/test_preload.c). All the
+ * rest (sampled blocks, start-up, tracing off) is out of line or after those tests. */
 
 /* Tags the sampled block whose real block starts at q, `offset` bytes before the pointer
  * returned, and records it. A far block that finds no room in the side table is not
@@ -475,14 +487,15 @@ static CTS_NOINLINE void *malloc_slow(size_t size, void *frame) {
   return alloc_sampled(size, nsamples, false, frame);
 }
 
-/* Sampling implies that the real functions are known: only the idle path tests them. */
+/* A countdown that passes implies that the real functions are known (countdowns are drawn
+ * only while a session runs, and the constructor finds the real functions before it starts
+ * one): only the idle path tests them. */
 CTS__PRELOAD_EXPORT void *malloc(size_t size) {
   const unsigned session = cts__tracer_session();
-  if (CTS_LIKELY(!session)) {
+  if (CTS_LIKELY(cts__tracer_countdown(size, session))) return cts__real.malloc(size);
+  if (!session) {
     void *(*const m)(size_t) = cts__real.malloc;
     if (CTS_LIKELY(m != NULL)) return m(size);
-  } else if (CTS_LIKELY(cts__tracer_countdown(size, session))) {
-    return cts__real.malloc(size);
   }
   return malloc_slow(size, __builtin_frame_address(0));
 }
@@ -513,6 +526,10 @@ CTS__PRELOAD_EXPORT void free(void *p) {
     cts__real.free(p);
     return;
   }
+  if (CTS_LIKELY(surely_untagged_far(p))) {
+    cts__real.free(p); /* free_unresolved until the real functions are known */
+    return;
+  }
   free_not_in_page(p);
 }
 
@@ -538,18 +555,20 @@ static CTS_NOINLINE void *calloc_slow(size_t n, size_t size, size_t total, void 
   return alloc_sampled(total, nsamples, true, frame);
 }
 
+/* Out of line: the errno call would give calloc's fast path a stack frame. */
+static CTS_NOINLINE void *no_memory(void) {
+  errno = ENOMEM;
+  return NULL;
+}
+
 CTS__PRELOAD_EXPORT void *calloc(size_t n, size_t size) {
   size_t total;
-  if (__builtin_mul_overflow(n, size, &total)) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (CTS_UNLIKELY(__builtin_mul_overflow(n, size, &total))) return no_memory();
   const unsigned session = cts__tracer_session();
-  if (CTS_LIKELY(!session)) {
+  if (CTS_LIKELY(cts__tracer_countdown(total, session))) return cts__real.calloc(n, size);
+  if (!session) {
     void *(*const c)(size_t, size_t) = cts__real.calloc;
     if (CTS_LIKELY(c != NULL)) return c(n, size);
-  } else if (CTS_LIKELY(cts__tracer_countdown(total, session))) {
-    return cts__real.calloc(n, size);
   }
   return calloc_slow(n, size, total, __builtin_frame_address(0));
 }
@@ -657,33 +676,50 @@ static CTS_NOINLINE void *realloc_slow(void *old, size_t size, void *frame) {
   return realloc_into_sampled(old, size, nsamples, frame);
 }
 
-static CTS_FORCE_INLINE void *do_realloc(void *old, size_t size, void *frame) {
-  if (CTS_LIKELY(!old || !is_tagged(old)) && CTS_LIKELY(cts__tracer_skip(size))) {
-    void *(*const r)(void *, size_t) = cts__real.realloc;
-    if (CTS_LIKELY(r != NULL)) return r(old, size);
-  }
-  return realloc_slow(old, size, frame);
-}
+/* realloc's fast path, a statement that returns the real realloc's result (a tail call)
+ * for a pointer that is surely not tagged (NULL included) when the new block is not
+ * sampled. The rest goes on to realloc_slow, whose countdown (cts__tracer_sample_slow) is
+ * the same as this one. A macro, not
+ * an inline function taking the frame: the hook's frame address is then taken in the slow
+ * path only, and the fast path keeps no stack frame. */
+#define REALLOC_FAST_PATH(old, size)                                                              \
+  do {                                                                                            \
+    if (CTS_LIKELY(in_page(old) ? !tag_matches(old) : surely_untagged_far(old))) {                \
+      const unsigned session_ = cts__tracer_session();                                            \
+      if (CTS_LIKELY(cts__tracer_countdown(size, session_))) return cts__real.realloc(old, size); \
+      void *(*const real_)(void *, size_t) = cts__real.realloc;                                   \
+      if (!session_ && CTS_LIKELY(real_ != NULL)) return real_(old, size);                        \
+    }                                                                                             \
+  } while (0)
 
 CTS__PRELOAD_EXPORT void *realloc(void *old, size_t size) {
-  return do_realloc(old, size, __builtin_frame_address(0));
+  REALLOC_FAST_PATH(old, size);
+  return realloc_slow(old, size, __builtin_frame_address(0));
 }
 
 CTS__PRELOAD_EXPORT void *reallocarray(void *old, size_t n, size_t size) {
   size_t total;
-  if (__builtin_mul_overflow(n, size, &total)) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return do_realloc(old, total, __builtin_frame_address(0));
+  if (CTS_UNLIKELY(__builtin_mul_overflow(n, size, &total))) return no_memory();
+  REALLOC_FAST_PATH(old, total);
+  return realloc_slow(old, total, __builtin_frame_address(0));
 }
 
-CTS__PRELOAD_EXPORT size_t malloc_usable_size(void *p) {
+static CTS_NOINLINE size_t usable_size_slow(void *p) {
   if (!p) return 0;
   uint64_t info;
   if (tagged_info(p, &info)) return tagged_usable_size(p, info);
   cts__need_real();
   return cts__real.malloc_usable_size ? cts__real.malloc_usable_size(p) : 0;
+}
+
+/* Programs that count their heap call this once per malloc and once per free (redis's
+ * zmalloc): the untagged in-page block goes straight to the real function. */
+CTS__PRELOAD_EXPORT size_t malloc_usable_size(void *p) {
+  if (CTS_LIKELY(in_page(p) ? !tag_matches(p) : p && surely_untagged_far(p))) {
+    size_t (*const f)(void *) = cts__real.malloc_usable_size;
+    if (CTS_LIKELY(f != NULL)) return f(p);
+  }
+  return usable_size_slow(p);
 }
 
 /* The aligned allocators: sampled blocks are made with memalign; an alignment that is not

@@ -43,8 +43,10 @@ typedef struct cts__thread {
 } cts__thread_t;
 
 extern CTS__TLS cts__thread_t cts__thread;
-/* 0 when not sampling, else the number of the running session (never 0). */
-extern atomic_int cts__tracer_active;
+/* 0 when not sampling, else the number of the running session (never 0). Hidden: every
+ * hook reads it, and a hidden variable is one rip-relative load, not a GOT entry's address
+ * and then the load (no other object refers to it). */
+extern atomic_int cts__tracer_active __attribute__((visibility("hidden")));
 extern _Atomic uint8_t cts__sampled_slots[CTS__SLOT_COUNT];
 
 static inline uint32_t cts__slot_of(const void *ptr) {
@@ -69,9 +71,12 @@ static CTS_FORCE_INLINE unsigned cts__tracer_session(void) {
   return (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_relaxed);
 }
 
-/* The allocation fast path while sampling (`session` from cts__tracer_session()): true
- * when an allocation of `size` bytes is not sampled (the countdown is then decremented);
- * false when cts__tracer_sample_slow() must decide. */
+/* The allocation fast path (`session` from cts__tracer_session()): true when an allocation
+ * of `size` bytes is not sampled (the countdown is then decremented); false when
+ * cts__tracer_sample_slow() must decide, and always while not sampling (session 0): a
+ * thread's countdown is only ever drawn for a running session, so t->session is 0 only
+ * while its countdown is 0. The hooks test this first and the idle case after it, so that
+ * the sampling path pays no test of its own for tracing being off. */
 static CTS_FORCE_INLINE bool cts__tracer_countdown(size_t size, unsigned session) {
   const uint64_t words = ((uint64_t)size + 7u) >> 3;
   cts__thread_t *const t = &cts__thread;
