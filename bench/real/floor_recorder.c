@@ -167,9 +167,15 @@ static void freed(const void *p) {
   in_hook = 0;
 }
 
+/* A forked child starts with its parent's unwritten records: they are the parent's to write. */
+static void forked_child(void) {
+  used = 0;
+}
+
 __attribute__((constructor)) static void floor_init(void) {
   if (real_malloc == NULL) resolve();
   pthread_key_create(&flush_key, thread_done);
+  pthread_atfork(NULL, NULL, forked_child);
 #ifdef FLOOR_WALK
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   unw_set_cache_size(unw_local_addr_space, 1024, 0);
