@@ -5,13 +5,14 @@
  *
  * Per call of malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign or
  * valloc it forwards to the next definition (dlsym(RTLD_NEXT); a static bootstrap buffer
- * serves dlsym's own allocations), reads the time stamp counter (rdtsc: ctfscope's own clock
- * at rate 1, and the cheapest clock there is; clock_gettime through the vDSO reads it too,
- * plus its scaling) and appends a 24-byte record (time, pointer, size; size all ones for a
- * free, and a realloc appends a free and an allocation) to a 64 MiB buffer of the calling
- * thread, written with write() to the file named by FLOOR_RECORD_OUT (O_APPEND) when full,
- * at the thread's exit and at the process's exit. No stacks, no ids, no encoding, no ring,
- * no second process. Allocations made inside the hook itself are forwarded, not recorded.
+ * serves dlsym's own allocations), reads the time stamp counter (rdtsc: ctfscope's own
+ * clock where the TSC is usable, and the cheapest clock there is; clock_gettime through the
+ * vDSO reads it too, plus its scaling) and appends a 24-byte record (time, pointer, size;
+ * size all ones for a free, and a realloc appends a free and an allocation) to a 64 MiB
+ * buffer of the calling thread, written with write() to the file named by FLOOR_RECORD_OUT
+ * (O_APPEND) when full, at the thread's exit and at the process's exit. No stacks, no ids, no
+ * encoding, no ring, no second process. Allocations made inside the hook itself are forwarded, not
+ * recorded.
  *
  * Built with -DFLOOR_WALK (floor-record-walk), each allocation also walks its stack with
  * libunwind's unw_backtrace into a 64-frame array that is then discarded: heaptrack's walk,
