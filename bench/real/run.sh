@@ -23,7 +23,11 @@
 # Configurations: untraced; default-rate (`ctfscope record`, no rate: 1e-6); rate1 (every
 # allocation, default unwinder: mixed); rate1-fp; rate1-libunwind; rate1-nobt (rate 1, no
 # backtraces: the floor of recording every event); rate1-compress (rate 1
-# with --compress, only if `ctfscope record --help` offers it); heaptrack (heaptrack -o).
+# with --compress, only if `ctfscope record --help` offers it); heaptrack (heaptrack -o);
+# floor-record and floor-record-walk (not in the default list: bench/real/floor_recorder.c,
+# the least any tracer recording every allocation with a time must do, without and with
+# libunwind's unw_backtrace per allocation; their file's bytes and 24-byte records show as
+# the trace's).
 # Wall and CPU (user + system of every process, the writer process and heaptrack's
 # interpreter included: bench/subreaper.c waits for them, bench/real/measure.c times it).
 # Ratios are taken within each round, then their median reported. Each run's output (a
@@ -92,6 +96,7 @@ done
 for c in ${CONFIGS_WANTED//,/ }; do
   case $c in
     untraced | default-rate | rate1 | rate1-fp | rate1-libunwind | rate1-nobt | rate1-compress | heaptrack) ;;
+    floor-record | floor-record-walk) ;;
     *) die "unknown configuration $c" ;;
   esac
 done
@@ -155,6 +160,14 @@ for tool in measure subreaper; do
   [ $tool = subreaper ] && src=$ROOT/bench/subreaper.c
   /usr/bin/gcc -O2 -std=gnu11 -Wall -Wextra -o "$WORK/$tool" "$src" || die "cannot compile $src"
 done
+if [[ " $CONFIGS " == *" floor-record"* ]]; then
+  # libunwind's headers: libunwind-dev, one of the project's build dependencies.
+  cc_so=(/usr/bin/gcc -O2 -std=gnu11 -Wall -Wextra -fPIC -shared)
+  "${cc_so[@]}" -o "$WORK/floor_recorder.so" "$HERE/floor_recorder.c" -ldl -lpthread ||
+    die "cannot compile $HERE/floor_recorder.c"
+  "${cc_so[@]}" -DFLOOR_WALK -o "$WORK/floor_recorder_walk.so" "$HERE/floor_recorder.c" \
+    -ldl -lpthread -lunwind || die "cannot compile $HERE/floor_recorder.c with FLOOR_WALK"
+fi
 
 DATE=$(date -u +%Y-%m-%dT%H%MZ)
 if [ -z "$OUT" ]; then OUT=$HERE/results-$DATE.md; fi
@@ -215,6 +228,9 @@ set_prefix() {
     rate1-nobt) PREFIX=("$CTFSCOPE" record -q -r 1 --unwind none -o "$trace" --) ;;
     rate1-compress) PREFIX=("$CTFSCOPE" record -q -r 1 "$COMPRESS_OPT" -o "$trace" --) ;;
     heaptrack) PREFIX=(/usr/bin/heaptrack -o "$WORK/run/ht") ;;
+    floor-record) PREFIX=(env LD_PRELOAD="$WORK/floor_recorder.so" FLOOR_RECORD_OUT="$WORK/run/floor.rec") ;;
+    floor-record-walk)
+      PREFIX=(env LD_PRELOAD="$WORK/floor_recorder_walk.so" FLOOR_RECORD_OUT="$WORK/run/floor.rec") ;;
   esac
 }
 
@@ -284,6 +300,10 @@ run_one() {
   elif [ ${#hts[@]} -gt 0 ]; then
     for f in "${hts[@]}"; do bytes=$((bytes + $(stat -c %s "$f"))); done
     state=heaptrack
+  elif [ -f "$run/floor.rec" ]; then
+    bytes=$(stat -c %s "$run/floor.rec")
+    events=$((bytes / 24))
+    state=floor
   fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$prog" "$config" "$round" \
     "$wall" "$user" "$sys" "$status" "$sum" "$bytes" "$events" "$state" >> "$RAW"
