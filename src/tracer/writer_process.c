@@ -268,6 +268,15 @@ static bool on_initial_stack(void) {
   return here < top && top - here < ((uintptr_t)1 << 20);
 }
 
+/* Whether the program runs under Valgrind, whose core puts its vgpreload_*.so libraries in
+ * the client's LD_PRELOAD. Valgrind runs a CLONE_VM|CLONE_VFORK clone as a fork: the
+ * intermediate's writes (the program's memory, its stack below ours) then land in a copy,
+ * and the program crashed (SIGSEGV) under every Valgrind tool. */
+static bool under_valgrind(void) {
+  const char *const preload = getenv("LD_PRELOAD");
+  return preload && strstr(preload, "/vgpreload_") != NULL;
+}
+
 /* The intermediate process, made with CLONE_VM|CLONE_VFORK (see middle_pid): the program
  * sleeps until it has forked the writer and exited. Its pid, or -1 (errno set). Unused in
  * ThreadSanitizer builds (SHARED_MIDDLE). Not inlined: its frame marks where the program's
@@ -311,7 +320,7 @@ int cts__spawn_writer_process(void) {
   const bool lazy = __libc_single_threaded;
   const pid_t middle =
       !lazy ? fork()
-      : SHARED_MIDDLE && on_initial_stack()
+      : SHARED_MIDDLE && on_initial_stack() && !under_valgrind()
           ? clone_shared_middle(&args)
           : (pid_t)syscall(SYS_clone, 0L /* no exit signal */, NULL, NULL, NULL, NULL);
   if (middle == 0) middle_main(args.watch, program, false);
