@@ -24,13 +24,22 @@ cli=(redis-cli -h 127.0.0.1 -p "$port")
 server=$!
 trap 'kill -9 "$server" 2> /dev/null' EXIT
 
-# Up to 20 s for the server to answer (a traced start-up is slower).
+# Up to 20 s for the server to answer (a traced start-up is slower). The port is tried
+# every 2 ms from this shell (bash's /dev/tcp: no process per try), then one ping: a
+# wait in steps of 50 ms with a client started per step put 0-50 ms of idle time into
+# every round, more than the tracer's start-up and different from run to run.
 ready=0
-for _ in $(seq 1 400); do
-  if [ "$(timeout 2 "${cli[@]}" ping 2> /dev/null)" = PONG ]; then ready=1; break; fi
+exec {tick}<> <(:)
+for _ in $(seq 1 10000); do
+  if { exec {probe}<> "/dev/tcp/127.0.0.1/$port"; } 2> /dev/null; then
+    exec {probe}>&-
+    [ "$(timeout 2 "${cli[@]}" ping 2> /dev/null)" = PONG ] && ready=1
+    [ $ready = 1 ] && break
+  fi
   kill -0 "$server" 2> /dev/null || break
-  sleep 0.05
+  read -r -t 0.002 -u "$tick" _ || true
 done
+exec {tick}>&-
 if [ $ready = 0 ]; then
   echo "redis_workload: the server on port $port never answered" >&2
   wait "$server"
