@@ -6,13 +6,23 @@
 #   untraced     no preload
 #   empty        a preload library with nothing in it (the dynamic loader's share)
 #   file         one whose constructor creates a 320-byte file per image (the floor: a
-#                traced image must at least create its trace)
+#                traced image must at least create its trace; a new file each, as the
+#                tracer's .execN.ctf: before wip/h25exec the images of a chain truncated
+#                one file, which ext4 does for less than an inode's creation)
+#   process      `file`, and a process that writes the header as a crash-surviving writer
+#                minimally must be made: an intermediate sharing the program's memory
+#                (clone CLONE_VM|CLONE_VFORK, no exit signal, on a small stack of its own,
+#                every signal blocked) forks the writer and exits; the program reaps it;
+#                the writer waits on a pipe for the program's end (its exit or exec closes
+#                the program's end), then writes the 320 bytes and exits. The floor of a
+#                writer process per image: nobody's child, the program never waits for it
 #   LIB...       each preload library given (e.g. main's build, then this one); LIB@VAR=VALUE
 #                runs it with that variable set too (e.g. CTFSCOPE_WRITER=thread: the
 #                start-up without a writer process), several @ for several variables
 # Prints, per configuration, the medians of CPU (user + system of every process, writer
 # processes included: bench/subreaper.c waits for them) and wall per chain, and the CPU per
-# image above untraced's.
+# image above untraced's, file's and process's (and, paired round by round, above
+# process's).
 #
 # Usage: bench/real/startup.sh [-n ROUNDS] LIB.so[@VAR=VALUE...] [LIB.so...]
 set -euo pipefail
@@ -37,12 +47,17 @@ cat > "$WORK/file.c" << 'EOF'
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-/* What every traced image must do at least: create its trace (a header's worth). */
+#include <time.h>
+/* What every traced image must do at least: create its trace (a header's worth), a file of
+ * its own (the images of a chain share their pid: a new name each, as the tracer's
+ * .execN.ctf, so that each creates an inode rather than truncating the last one's). */
 __attribute__((constructor)) static void make_file(void) {
   const char *const out = getenv("MEMTRACE");
   if (!out || !out[0]) return;
   char path[4096];
-  snprintf(path, sizeof path, "%s.%d", out, (int)getpid());
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  snprintf(path, sizeof path, "%s.%d.%lld.%09ld", out, (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec);
   const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
   static const char header[320];
@@ -50,17 +65,68 @@ __attribute__((constructor)) static void make_file(void) {
   close(fd);
 }
 EOF
+cat > "$WORK/process.c" << 'EOF'
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+/* The least a writer process per image costs: `file`'s file, then an intermediate on the
+ * program's memory (the program sleeps: CLONE_VFORK) that forks the writer and exits, so
+ * that the writer is nobody's child; the writer waits for the program's end on a pipe. */
+static int fd, watch[2];
+static _Alignas(64) char stack[16384];
+static int middle(void *arg) {
+  (void)arg;
+  /* A raw fork: the child is a copy, the intermediate touches nothing of the program's. */
+  if (syscall(SYS_clone, (long)SIGCHLD, 0L, 0L, 0L, 0L) == 0) {
+    static const char header[320];
+    char c;
+    syscall(SYS_close, watch[1]);
+    while (syscall(SYS_read, watch[0], &c, 1L) > 0) {}
+    syscall(SYS_write, fd, header, sizeof header);
+    syscall(SYS_exit_group, 0);
+  }
+  syscall(SYS_exit, 0);
+  return 0;
+}
+__attribute__((constructor)) static void make_process(void) {
+  const char *const out = getenv("MEMTRACE");
+  if (!out || !out[0]) return;
+  char path[4096]; /* a file per image, as `file` */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  snprintf(path, sizeof path, "%s.%d.%lld.%09ld", out, (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec);
+  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  if (pipe2(watch, O_CLOEXEC) != 0) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = clone(middle, stack + sizeof stack, CLONE_VM | CLONE_VFORK, NULL);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (pid > 0) waitpid(pid, NULL, __WALL);
+  close(watch[0]);
+  close(fd);
+}
+EOF
 gcc -O2 -shared -fPIC -o "$WORK/empty.so" "$WORK/empty.c"
 gcc -O2 -shared -fPIC -o "$WORK/file.so" "$WORK/file.c"
+gcc -O2 -shared -fPIC -o "$WORK/process.so" "$WORK/process.c"
 
 CHAIN=()
 for _ in $(seq 1 19); do CHAIN+=(/usr/bin/env); done
 # shellcheck disable=SC2016 # $0 is the inner shell's
 CHAIN+=(/bin/sh -c 'echo done > "$0"' "$WORK/out")
 
-NAMES=(untraced empty file)
-LIBS=("" "$WORK/empty.so" "$WORK/file.so")
-SETS=("" "" "")
+NAMES=(untraced empty file process)
+LIBS=("" "$WORK/empty.so" "$WORK/file.so" "$WORK/process.so")
+SETS=("" "" "" "")
 for arg in "$@"; do
   NAMES+=("$arg")
   LIBS+=("$(realpath "${arg%%@*}")")
@@ -103,11 +169,21 @@ awk -v names="${NAMES[*]}" '
       for (i = 1; i <= n[k]; i++) { c[i] = cpu[k, i]; w[i] = wall[k, i] }
       mc[k] = median(c, n[k]); mw[k] = median(w, n[k])
     }
-    printf "%-60s %10s %10s %14s\n", "configuration", "CPU ms", "wall ms", "CPU/image +ms"
-    for (k = 0; k in n; k++)
-      printf "%-60s %10.2f %10.2f %14.3f\n", nm[k + 1], mc[k] * 1e3, mw[k] * 1e3, (mc[k] - mc[0]) * 1e3 / 20
+    printf "%-48s %8s %8s %10s %9s %9s %9s\n", "configuration", "CPU ms", "wall ms", "+untraced", "+file", "+process", "paired"
+    for (k = 0; k in n; k++) {
+      # paired: the median of per-round differences against `process` (the load drifts).
+      p = ""
+      if (k > 3) {
+        delete c
+        for (i = 1; i <= n[k]; i++) c[i] = cpu[k, i] - cpu[3, i]
+        p = sprintf("%+9.3f", median(c, n[k]) * 1e3 / 20)
+      }
+      printf "%-48s %8.2f %8.2f %+10.3f %+9.3f %+9.3f %9s\n", nm[k + 1], mc[k] * 1e3, mw[k] * 1e3, (mc[k] - mc[0]) * 1e3 / 20, (mc[k] - mc[2]) * 1e3 / 20, (mc[k] - mc[3]) * 1e3 / 20, p
+    }
+    print "(+untraced, +file, +process: CPU ms per image above that configuration'"'"'s median;"
+    print " paired: median of the per-round differences from process, ms per image)"
     # The last library against the one before, round by round (paired: the load drifts).
-    if (last >= 4) {
+    if (last >= 5) {
       delete c; delete w
       for (i = 1; i <= n[last]; i++) { c[i] = cpu[last, i] - cpu[last - 1, i]; w[i] = wall[last, i] - wall[last - 1, i] }
       printf "last - previous, median of per-round differences: CPU %+.3f ms per image, wall %+.3f ms per image\n", median(c, n[last]) * 1e3 / 20, median(w, n[last]) * 1e3 / 20

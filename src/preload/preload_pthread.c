@@ -48,6 +48,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +88,27 @@ static struct {
   int (*cond_signal)(pthread_cond_t *);
   int (*cond_broadcast)(pthread_cond_t *);
   int (*cond_destroy)(pthread_cond_t *);
-  int resolved; /* all of the above looked up */
+  unsigned looked; /* the REAL_ bits of the fields above looked up */
 } real;
+
+/* Each hook looks its real function up at its first call, not all thirteen at the first
+ * lock: a traced image takes a lock (the tracer's own) but most never call the rest, and
+ * each look-up is a dlsym (~1 000 instructions, two for the versioned ones): 14.9 k
+ * instructions in every image's start-up (callgrind, a traced /bin/true), 2.2 k now. */
+enum {
+  REAL_CREATE = 1u << 0,
+  REAL_JOIN = 1u << 1,
+  REAL_EXIT = 1u << 2,
+  REAL_DETACH = 1u << 3,
+  REAL_SETNAME = 1u << 4,
+  REAL_LOCK = 1u << 5, /* mutex_lock and mutex_trylock */
+  REAL_COND_WAIT = 1u << 6,
+  REAL_COND_TIMEDWAIT = 1u << 7,
+  REAL_COND_CLOCKWAIT = 1u << 8,
+  REAL_COND_SIGNAL = 1u << 9,
+  REAL_COND_BROADCAST = 1u << 10,
+  REAL_COND_DESTROY = 1u << 11,
+};
 
 static void message(const char *text) {
   if (write(STDERR_FILENO, text, strlen(text)) < 0) { /* nothing better to do */
@@ -108,56 +128,77 @@ static void *lookup(const char *name, bool versioned_cond) {
   return sym ? sym : dlsym(RTLD_NEXT, name);
 }
 
-#define RESOLVE(field, name, versioned)         \
-  do {                                          \
-    void *const sym_ = lookup(name, versioned); \
-    memcpy(&real.field, &sym_, sizeof sym_);    \
-  } while (0)
+/* What each bit looks up, and whether the C library must have it (the others: the hook
+ * says ENOSYS, or does nothing). */
+static const struct {
+  unsigned bit;
+  const char *name;
+  size_t offset;
+  bool versioned, required;
+} real_names[] = {
+    {REAL_CREATE, "pthread_create", offsetof(__typeof__(real), create), false, true},
+    {REAL_JOIN, "pthread_join", offsetof(__typeof__(real), join), false, true},
+    {REAL_EXIT, "pthread_exit", offsetof(__typeof__(real), exit), false, true},
+    {REAL_DETACH, "pthread_detach", offsetof(__typeof__(real), detach), false, false},
+    {REAL_SETNAME, "pthread_setname_np", offsetof(__typeof__(real), setname), false, false},
+    {REAL_LOCK, "pthread_mutex_lock", offsetof(__typeof__(real), mutex_lock), false, true},
+    {REAL_LOCK, "pthread_mutex_trylock", offsetof(__typeof__(real), mutex_trylock), false, true},
+    {REAL_COND_WAIT, "pthread_cond_wait", offsetof(__typeof__(real), cond_wait), true, true},
+    {REAL_COND_TIMEDWAIT, "pthread_cond_timedwait", offsetof(__typeof__(real), cond_timedwait),
+     true, true},
+    {REAL_COND_CLOCKWAIT, "pthread_cond_clockwait", offsetof(__typeof__(real), cond_clockwait),
+     false, false},
+    {REAL_COND_SIGNAL, "pthread_cond_signal", offsetof(__typeof__(real), cond_signal), true, true},
+    {REAL_COND_BROADCAST, "pthread_cond_broadcast", offsetof(__typeof__(real), cond_broadcast),
+     true, true},
+    {REAL_COND_DESTROY, "pthread_cond_destroy", offsetof(__typeof__(real), cond_destroy), true,
+     false},
+};
 
 /* What pthread_mutex_lock jumps to: it is the hook programs call most (sqlite3 takes a
  * mutex around each statement step and most allocations), so with task tracing off it
  * costs one load and a tail call to the real function, nothing that tests a flag. Before
- * the real functions are resolved it points at lock_resolving; it then points at the
- * real lock, or at lock_traced while tasks are traced. */
+ * the real lock is resolved it points at lock_resolving; it then points at the real lock,
+ * or at lock_traced while tasks are traced. */
 static int lock_resolving(pthread_mutex_t *m);
 static int lock_traced(pthread_mutex_t *m);
 static int (*lock_entry)(pthread_mutex_t *) = lock_resolving;
 
 static int tasks_on; /* tracing started in this process (cleared at exit and in a fork child) */
 
-/* Points lock_entry where tasks_on says; called after each change of tasks_on. */
+static void lock_entry_sync(void);
+
+/* Looks up the functions of `bits`. Two threads may both look one up: they find the same
+ * address. */
+static CTS_NOINLINE void resolve_real(unsigned bits) {
+  cts__guard_enter(); /* dlsym may allocate: that is not the program's */
+  for (size_t i = 0; i < sizeof real_names / sizeof real_names[0]; i++) {
+    if (!(real_names[i].bit & bits)) continue;
+    void *const sym = lookup(real_names[i].name, real_names[i].versioned);
+    if (!sym && real_names[i].required) {
+      message(MESSAGE_PREFIX "cannot find the real pthread functions; aborting\n");
+      abort();
+    }
+    /* Read only once its bit is seen set (acquire): the fetch_or below publishes it. */
+    memcpy((char *)&real + real_names[i].offset, &sym, sizeof sym);
+  }
+  cts__guard_leave();
+  __atomic_fetch_or(&real.looked, bits, __ATOMIC_RELEASE);
+  if (bits & REAL_LOCK) lock_entry_sync();
+}
+
+/* The real functions of `bits`, looked up if they are not yet. */
+static inline void need_real(unsigned bits) {
+  if (CTS_UNLIKELY((__atomic_load_n(&real.looked, __ATOMIC_ACQUIRE) & bits) != bits))
+    resolve_real(bits);
+}
+
+/* Points lock_entry where tasks_on says, once the real lock is known; called after each
+ * change of tasks_on. */
 static void lock_entry_sync(void) {
+  if (!(__atomic_load_n(&real.looked, __ATOMIC_ACQUIRE) & REAL_LOCK)) return;
   const bool traced = __atomic_load_n(&tasks_on, __ATOMIC_ACQUIRE);
   __atomic_store_n(&lock_entry, traced ? lock_traced : real.mutex_lock, __ATOMIC_RELEASE);
-}
-
-static CTS_NOINLINE void resolve_real_functions(void) {
-  cts__guard_enter(); /* dlsym may allocate: that is not the program's */
-  RESOLVE(create, "pthread_create", false);
-  RESOLVE(join, "pthread_join", false);
-  RESOLVE(exit, "pthread_exit", false);
-  RESOLVE(detach, "pthread_detach", false);
-  RESOLVE(setname, "pthread_setname_np", false);
-  RESOLVE(mutex_lock, "pthread_mutex_lock", false);
-  RESOLVE(mutex_trylock, "pthread_mutex_trylock", false);
-  RESOLVE(cond_wait, "pthread_cond_wait", true);
-  RESOLVE(cond_timedwait, "pthread_cond_timedwait", true);
-  RESOLVE(cond_clockwait, "pthread_cond_clockwait", false);
-  RESOLVE(cond_signal, "pthread_cond_signal", true);
-  RESOLVE(cond_broadcast, "pthread_cond_broadcast", true);
-  RESOLVE(cond_destroy, "pthread_cond_destroy", true);
-  cts__guard_leave();
-  if (!real.create || !real.join || !real.exit || !real.mutex_lock || !real.mutex_trylock ||
-      !real.cond_wait || !real.cond_timedwait || !real.cond_signal || !real.cond_broadcast) {
-    message(MESSAGE_PREFIX "cannot find the real pthread functions; aborting\n");
-    abort();
-  }
-  __atomic_store_n(&real.resolved, 1, __ATOMIC_RELEASE);
-  lock_entry_sync();
-}
-
-static inline void need_real(void) {
-  if (CTS_UNLIKELY(!__atomic_load_n(&real.resolved, __ATOMIC_ACQUIRE))) resolve_real_functions();
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -468,7 +509,7 @@ static void routine_label(text_t *t, void *(*fn)(void *)) {
 
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
                           void *arg) {
-  need_real();
+  need_real(REAL_CREATE);
   cts__tracer_before_thread();
   if (!tracing()) return real.create(th, attr, fn, arg);
   start_record_t *const r = take_start_record();
@@ -496,7 +537,7 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 }
 
 EXPORT int pthread_join(pthread_t th, void **result) {
-  need_real();
+  need_real(REAL_JOIN);
   if (!tracing()) return real.join(th, result);
   const int64_t joined = thread_lookup(th, false);
   const int e = real.join(th, result);
@@ -508,20 +549,20 @@ EXPORT int pthread_join(pthread_t th, void **result) {
 }
 
 EXPORT int pthread_detach(pthread_t th) {
-  need_real();
+  need_real(REAL_DETACH);
   const int e = real.detach ? real.detach(th) : ENOSYS;
   if (e == 0 && __atomic_load_n(&tasks_on, __ATOMIC_RELAXED)) thread_lookup(th, true);
   return e;
 }
 
 EXPORT void pthread_exit(void *result) {
-  need_real();
+  need_real(REAL_EXIT);
   if (tracing()) thread_ends(NULL);
   real.exit(result);
 }
 
 EXPORT int pthread_setname_np(pthread_t th, const char *name) {
-  need_real();
+  need_real(REAL_SETNAME);
   const int e = real.setname ? real.setname(th, name) : ENOSYS;
   if (e == 0 && tracing()) {
     const int64_t task = pthread_equal(th, pthread_self()) ? my_task() : thread_lookup(th, false);
@@ -590,7 +631,7 @@ static int lock_traced(pthread_mutex_t *m) {
 /* The first lock, taken before the preload's constructor ran (another library's
  * constructor, or the dynamic loader's own calls): resolves, then goes where it points. */
 static int lock_resolving(pthread_mutex_t *m) {
-  need_real();
+  need_real(REAL_LOCK);
   return __atomic_load_n(&lock_entry, __ATOMIC_ACQUIRE)(m);
 }
 
@@ -676,13 +717,13 @@ static void note_signal(pthread_cond_t *c) {
 }
 
 EXPORT int pthread_cond_signal(pthread_cond_t *c) {
-  need_real();
+  need_real(REAL_COND_SIGNAL);
   if (tracing()) note_signal(c);
   return real.cond_signal(c);
 }
 
 EXPORT int pthread_cond_broadcast(pthread_cond_t *c) {
-  need_real();
+  need_real(REAL_COND_BROADCAST);
   if (tracing()) note_signal(c);
   return real.cond_broadcast(c);
 }
@@ -702,7 +743,7 @@ static void wait_ends(cond_entry_t *e, uint64_t seen) {
 }
 
 EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
-  need_real();
+  need_real(REAL_COND_WAIT);
   cond_entry_t *const e = tracing() ? cond_entry(c) : NULL;
   if (!e) return real.cond_wait(c, m);
   const uint64_t seen = wait_begins(e);
@@ -713,7 +754,7 @@ EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
 
 EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                   const struct timespec *deadline) {
-  need_real();
+  need_real(REAL_COND_TIMEDWAIT);
   cond_entry_t *const e = tracing() ? cond_entry(c) : NULL;
   if (!e) return real.cond_timedwait(c, m, deadline);
   const uint64_t seen = wait_begins(e);
@@ -724,7 +765,7 @@ EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 
 EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock,
                                   const struct timespec *deadline) {
-  need_real();
+  need_real(REAL_COND_CLOCKWAIT);
   if (!real.cond_clockwait) return ENOSYS;
   cond_entry_t *const e = tracing() ? cond_entry(c) : NULL;
   if (!e) return real.cond_clockwait(c, m, clock, deadline);
@@ -735,7 +776,7 @@ EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid
 }
 
 EXPORT int pthread_cond_destroy(pthread_cond_t *c) {
-  need_real();
+  need_real(REAL_COND_DESTROY);
   if (__atomic_load_n(&tasks_on, __ATOMIC_RELAXED)) {
     cts__spin_lock(&conds_lock);
     cond_entry_t *const e = cond_lookup((uintptr_t)c);
@@ -921,7 +962,7 @@ static void start_from_environment(void) {
 }
 
 bool cts__preload_pthread_init(void) {
-  need_real();
+  need_real(REAL_LOCK);
   const char *const out = cts__preload_env("CTFSCOPE_TASKS");
   cts__guard_enter(); /* pthread_atfork allocates: not the program's allocation */
   start_from_environment();

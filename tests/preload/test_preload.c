@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -3141,7 +3142,56 @@ CTS_TEST(hooks_instructions_per_unsampled_call) {
   }
 }
 
-CTS_TEST_MAIN()
+/* A traced image looks up only the real pthread functions it calls (the tracer's lock), not
+ * all thirteen at the first lock: each look-up is a dlsym, ~1 000 instructions of every
+ * image's start (bench/JOURNAL.md, "the exec chain against its floor"). The loader's
+ * LD_DEBUG=symbols lists each one; pthread_mutex_lock's shows that the listing works. */
+CTS_TEST(traced_start_looks_up_only_the_pthread_functions_it_calls) {
+  char trace[256], preload[1024], memtrace[512], debug_out[256], pattern[300];
+  trace_path(trace, sizeof trace, "lookups");
+  unlink(trace);
+  snprintf(debug_out, sizeof debug_out, "/tmp/cts_preload_lddebug_%d", (int)getpid());
+  snprintf(pattern, sizeof pattern, "%s.*", debug_out);
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
+  char debug_env[300];
+  snprintf(debug_env, sizeof debug_env, "LD_DEBUG_OUTPUT=%s", debug_out);
+  char *envp[] = {preload, memtrace, "MEMTRACE_RATE=1e-6", "LD_DEBUG=symbols", debug_env, NULL};
+  char *argv[] = {"/bin/true", NULL};
+  const pid_t pid = fork();
+  CTS_ASSERT(pid >= 0);
+  if (pid == 0) {
+    execve(argv[0], argv, envp);
+    _exit(127);
+  }
+  int status = 0;
+  CTS_ASSERT(waitpid(pid, &status, 0) == pid);
+  CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", (unsigned)status);
+  /* The program's own listing (its writer process closes the loader's file early). */
+  char own[300];
+  snprintf(own, sizeof own, "%s.%d", debug_out, (int)pid);
+  static char text[1 << 20];
+  CTS_ASSERT(slurp(own, text, sizeof text));
+  CTS_ASSERT_MSG(strstr(text, "symbol=pthread_mutex_lock;"), "no look-up of the real lock listed");
+  static const char *const unused[] = {"pthread_create",      "pthread_join",
+                                       "pthread_cond_wait",   "pthread_cond_timedwait",
+                                       "pthread_cond_signal", "pthread_cond_broadcast",
+                                       "pthread_cond_destroy"};
+  for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+    char needle[64];
+    snprintf(needle, sizeof needle, "symbol=%s;", unused[i]);
+    CTS_ASSERT_MSG(!strstr(text, needle), "a traced /bin/true looked up %s", unused[i]);
+  }
+  glob_t g;
+  if (glob(pattern, 0, NULL, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; i++) unlink(g.gl_pathv[i]);
+    globfree(&g);
+  }
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+}
 
 /* Harm (#16): the writer's intermediate shares the program's memory (CLONE_VM|CLONE_VFORK)
  * where it can. Valgrind runs such a clone as a fork, and every traced program run under
@@ -3163,3 +3213,5 @@ CTS_TEST(traced_program_runs_under_valgrind) {
   CTS_ASSERT(traced.len == plain.len && memcmp(traced.out, plain.out, plain.len) == 0);
   unlink(trace);
 }
+
+CTS_TEST_MAIN()
