@@ -114,7 +114,7 @@ CTS_NOINLINE bool cts__ring_wait(cts__ring_t *r, uint64_t end, size_t limit) {
     r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
     if (end - r->tail_seen <= limit) return true;
     if (!cts__sampling_on()) return false;
-    if (cts__session.cfg.drop_when_full) {
+    if (SAMPLER_GET(drop_when_full)) {
       cts__ring_wake(r, end);
       return false;
     }

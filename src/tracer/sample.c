@@ -66,6 +66,8 @@ void cts__sampler_configure(const cts_tracer_config_t *cfg) {
   SAMPLER_SET(inv_log_miss, 1.0 / cts__ln1p(-rate));
   SAMPLER_SET(inv_log_hit, rate < 1.0 ? 1.0 / cts__ln(rate) : 0.0);
   SAMPLER_SET(seed, cfg->seed);
+  SAMPLER_SET(max_frames, cfg->max_frames);
+  SAMPLER_SET(drop_when_full, cfg->drop_when_full);
 }
 
 /* Geometric ≥ 1: trials up to and including the first success, for a success probability
@@ -256,14 +258,14 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   cts__ring_t *const r = cts__thread_ring(t);
   /* Room for the longest backtrace (and libunwind's view of our own frames): the frames
    * go straight into the ring, and only what they take is published. */
-  const size_t room = REC_ALLOC_WORDS + cts__session.cfg.max_frames + CTS__OWN_FRAMES;
+  const size_t max_frames = SAMPLER_GET(max_frames);
+  const bool drop_when_full = SAMPLER_GET(drop_when_full);
+  const size_t room = REC_ALLOC_WORDS + max_frames + CTS__OWN_FRAMES;
   size_t pad;
   uint64_t *const rec =
-      r ? cts__ring_reserve(r, room,
-                            cts__session.cfg.drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad)
-        : NULL;
+      r ? cts__ring_reserve(r, room, drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad) : NULL;
   if (CTS_UNLIKELY(!rec)) {
-    if (r && cts__session.cfg.drop_when_full && cts__sampling_on()) {
+    if (r && drop_when_full && cts__sampling_on()) {
       cts__bump(&r->lost_allocs, 1);
       cts__bump(&r->lost_words, words);
       cts__bump(&r->lost_samples, nsamples);
@@ -279,8 +281,7 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
    * stored (cc1 at rate 1: ~200 bytes per record, 580 000 records). */
   for (size_t at = 0; at < REC_PREFETCH_WORDS; at += 8u)
     __builtin_prefetch(rec + at, 1); /* (beyond the room too: a prefetch never faults) */
-  const size_t depth =
-      capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, cts__session.cfg.max_frames, r->bottom);
+  const size_t depth = capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, max_frames, r->bottom);
   rec[1] = cts__event_time();
   const uint64_t full = atomic_fetch_add_explicit(&cts__ctl->next_id, 1, memory_order_relaxed);
   rec[0] = REC_ALLOC | (uint64_t)depth << 8;
@@ -341,7 +342,7 @@ static CTS_FORCE_INLINE void queue_collect(uint64_t full) {
     rec[2] = full;
     cts__ring_publish(r, pad + REC_COLLECT_WORDS);
     cts__bump(&r->collects, 1);
-  } else if (r && cts__session.cfg.drop_when_full && cts__sampling_on()) {
+  } else if (r && SAMPLER_GET(drop_when_full) && cts__sampling_on()) {
     cts__bump(&r->lost_collects, 1);
   } else if (r && cts__sampling_on()) {
     cts__bump(&r->dropped, 1);

@@ -224,6 +224,10 @@ typedef struct cts__sampler {
   double inv_log_miss; /* 1 / log(1 − λ): geometric gaps between sampled words */
   double inv_log_hit;  /* 1 / log(λ): gaps between unsampled words, when λ > 1/2 */
   uint64_t seed;       /* the session's cfg.seed: 0, from the clock */
+  /* The session's cfg.max_frames and cfg.drop_when_full, for the record path: the
+   * session's `cfg` itself is rewritten as a whole by the next session's start. */
+  uint32_t max_frames;
+  bool drop_when_full;
   atomic_uint_fast64_t thread_seeds;
 } cts__sampler_t;
 #define SAMPLER_GET(field)                                         \
