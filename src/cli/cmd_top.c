@@ -441,9 +441,15 @@ int cmd_top(int argc, char **argv) {
     opts.sort = (cts_sort_t)v;
   }
 
-  /* The flat table needs only allocation points: exact, and small whatever the trace. */
-  const cts_alloc_profile_config_t cfg = {
-      .stacks = true, .leaf_only = opts.view == VIEW_FLAT, .skip_histograms = true};
+  /* The flat table needs only allocation points: exact, and small whatever the trace. Its
+   * text and CSV read live and peak figures as samples by allocation point alone, which the
+   * sites keep (live_by_site: a free then touches no node record); its JSON also prints the
+   * live and peak counts of allocations, which only the nodes' full records hold. */
+  const bool flat = opts.view == VIEW_FLAT;
+  const cts_alloc_profile_config_t cfg = {.stacks = true,
+                                          .leaf_only = flat,
+                                          .skip_histograms = true,
+                                          .live_by_site = flat && !opts.out.json};
   cli_trace_t t;
   int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
