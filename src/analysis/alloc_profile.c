@@ -2,6 +2,7 @@
 #include "alloc_profile.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +72,7 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   memset(p, 0, sizeof *p);
   p->cfg = *cfg;
   p->sample_rate = 1.0;
+  p->log_keep = log1p(-1.0); /* (unused at rate 1) */
   p->word_bytes = 8;
   p->free_block = UINT32_MAX;
   if (cts_live_init(&p->live, sizeof(live_rec_t)) != 0) return -EINVAL;
@@ -127,6 +129,7 @@ static void settle_live(cts_alloc_profile_t *p) {
 void cts_alloc_profile_set_info(cts_alloc_profile_t *p, const cts_mt_info_t *info) {
   p->have_info = true;
   p->sample_rate = info->sample_rate;
+  p->log_keep = log1p(-info->sample_rate);
   /* They depend on the rate. */
   memset(p->weights, 0, sizeof p->weights);
   memset(p->long_weights, 0, sizeof p->long_weights);
@@ -158,7 +161,10 @@ static int new_block(cts_alloc_profile_t *p, uint32_t *out) {
 
 /* 1 / the probability that a block of length words was sampled, by the formula. */
 static CTS_NOINLINE double weight_formula(const cts_alloc_profile_t *p, uint64_t length) {
-  return cts_est_clamp(1.0 / cts_block_sample_probability(length, p->sample_rate));
+  /* cts_block_sample_probability(length, p->sample_rate), its log1p taken once: the same
+   * operations on the same values, so the same bits (tests/analysis/test_profile_weights). */
+  const double prob = p->sample_rate >= 1.0 ? 1.0 : -expm1((double)(length + 1) * p->log_keep);
+  return cts_est_clamp(1.0 / prob);
 }
 
 /* The same for a length of CTS_ALLOC_PROFILE_WEIGHTS words or more: memoised by length. */

@@ -257,8 +257,10 @@ int cmd_diff(int argc, char **argv) {
   memset(sides, 0, sizeof sides);
   cts_diff_side_t ds[2];
   int code = CLI_EXIT_OK, loaded = 0;
+  /* Every metric compared is allocated figures or live and peak samples summed by
+   * allocation point, which the sites keep (live_by_site: a free touches no node record). */
   const cts_alloc_profile_config_t cfg = {
-      .stacks = true, .leaf_only = true, .skip_histograms = true};
+      .stacks = true, .leaf_only = true, .skip_histograms = true, .live_by_site = true};
   for (int s = 0; s < 2; s++) {
     const int c = cli_trace_load(&sides[s].t, argv[first + s], &cfg, opts.out.quiet);
     loaded++;

@@ -228,7 +228,11 @@ typedef struct tree_print {
   cts_json_t *w; /* JSON nodes, else text */
   const cli_trace_t *t;
   const cts_stacks_t *s;
+  /* Inclusive figures of each node: all of them for JSON (incl), else only the two the text
+   * prints (metric: the sort key's; shown: the bytes column's), 16 bytes a node instead of
+   * cts_site_stats_t's 88 (most of the text tree's peak RSS on gen_trace's default shape). */
   const cts_site_stats_t *incl;
+  const uint64_t *metric, *shown;
   uint32_t *first_child, *next_sibling;
   const cts_labels_t *labels;
   cts_sort_t sort;
@@ -238,22 +242,31 @@ typedef struct tree_print {
   size_t printed;
 } tree_print_t;
 
+/* The bytes columns show bytes even when sorted by count. */
+static cts_sort_t shown_sort(cts_sort_t sort) {
+  return sort == CTS_SORT_COUNT ? CTS_SORT_BYTES : sort;
+}
+
+/* Node n's inclusive figure by the sort key. */
+static uint64_t node_metric(const tree_print_t *tp, uint32_t n) {
+  return tp->incl ? cts_site_stats_metric(&tp->incl[n], tp->sort) : tp->metric[n];
+}
+
 /* Children by the metric, largest first, then by node index (creation order). */
 static int cmp_children(const void *a, const void *b, void *arg) {
   const tree_print_t *tp = arg;
   const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  const uint64_t vx = cts_site_stats_metric(&tp->incl[x], tp->sort);
-  const uint64_t vy = cts_site_stats_metric(&tp->incl[y], tp->sort);
+  const uint64_t vx = node_metric(tp, x);
+  const uint64_t vy = node_metric(tp, y);
   if (vx != vy) return vx > vy ? -1 : 1;
   return x < y ? -1 : x > y;
 }
 
 static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
-  const cts_site_stats_t *st = &tp->incl[n];
   const cts_alloc_profile_t *p = &tp->t->prof;
   const char *label = cts_labels_name(tp->labels, tp->s->nodes[n].code);
   const uint32_t depth = tp->s->nodes[n].depth;
-  const uint64_t metric = cts_site_stats_metric(st, tp->sort);
+  const uint64_t metric = node_metric(tp, n);
   const size_t id = tp->printed++;
   if (tp->w) {
     cts_json_t *w = tp->w;
@@ -267,7 +280,7 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
       cts_json_u64(w, parent_id);
     cts_json_kv_u64(w, "depth", depth);
     cts_json_kv_str(w, "frame", label);
-    json_stats(w, p, st);
+    json_stats(w, p, &tp->incl[n]);
     cts_json_key(w, "self");
     cts_json_object(w);
     const cts_site_stats_t self = cts_stacks_self(tp->s, n);
@@ -275,10 +288,9 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
     cts_json_end(w);
     cts_json_end(w);
   } else {
-    /* Bytes columns show bytes even when sorted by count. */
-    const cts_sort_t shown = tp->sort == CTS_SORT_COUNT ? CTS_SORT_BYTES : tp->sort;
+    const cts_sort_t shown = shown_sort(tp->sort);
     char a[32], b[32] = "";
-    cli_est_bytes(p, cts_site_stats_metric(st, shown), false, a, sizeof a);
+    cli_est_bytes(p, tp->shown[n], false, a, sizeof a);
     const cts_site_stats_t self = cts_stacks_self(tp->s, n);
     if (!tp->inverted) cli_est_bytes(p, cts_site_stats_metric(&self, shown), false, b, sizeof b);
     cts_out_printf(tp->o, "%6.1f%%  %11s  %11s  %*s%s\n",
@@ -288,9 +300,7 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   if ((long)depth >= tp->max_depth) return;
   size_t nchildren = 0;
   for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
-    if (cts_site_stats_metric(&tp->incl[c], tp->sort) >= tp->threshold &&
-        cts_site_stats_metric(&tp->incl[c], tp->sort) > 0)
-      nchildren++;
+    if (node_metric(tp, c) >= tp->threshold && node_metric(tp, c) > 0) nchildren++;
   if (!nchildren) return;
   uint32_t *children = malloc(nchildren * sizeof *children);
   if (!children) {
@@ -299,27 +309,45 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   }
   size_t k = 0;
   for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
-    if (cts_site_stats_metric(&tp->incl[c], tp->sort) >= tp->threshold &&
-        cts_site_stats_metric(&tp->incl[c], tp->sort) > 0)
-      children[k++] = c;
+    if (node_metric(tp, c) >= tp->threshold && node_metric(tp, c) > 0) children[k++] = c;
   qsort_r(children, nchildren, sizeof *children, cmp_children, tp);
   for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i], (uint32_t)id);
   free(children);
 }
 
+/* The text's two inclusive figures of each node (tree_print_t.metric and shown): integer
+ * sums, so the same as cts_stacks_inclusive's whatever the order. */
+static void inclusive_two(const cts_stacks_t *s, cts_sort_t sort, uint64_t *metric,
+                          uint64_t *shown) {
+  for (uint32_t i = 0; i < s->count; i++) {
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    metric[i] = cts_site_stats_metric(&self, sort);
+    shown[i] = cts_site_stats_metric(&self, shown_sort(sort));
+  }
+  for (uint32_t i = s->count; i-- > 1;) {
+    metric[s->nodes[i].parent] += metric[i];
+    shown[s->nodes[i].parent] += shown[i];
+  }
+}
+
 static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const cts_stacks_t *s,
                       const cts_labels_t *labels, const top_opts_t *opts, bool inverted) {
-  cts_site_stats_t *incl = malloc((size_t)s->count * sizeof *incl);
+  cts_site_stats_t *incl = w ? malloc((size_t)s->count * sizeof *incl) : NULL;
+  uint64_t *two = w ? NULL : malloc((size_t)s->count * 2 * sizeof *two);
   uint32_t *first_child = calloc(s->count, sizeof *first_child);
   uint32_t *next_sibling = calloc(s->count, sizeof *next_sibling);
-  if (!incl || !first_child || !next_sibling) {
+  if (!(incl || two) || !first_child || !next_sibling) {
     free(incl);
+    free(two);
     free(first_child);
     free(next_sibling);
     cli_error("out of memory");
     return CLI_EXIT_INTERNAL;
   }
-  cts_stacks_inclusive(s, incl);
+  if (incl)
+    cts_stacks_inclusive(s, incl);
+  else
+    inclusive_two(s, opts->sort, two, two + s->count);
   for (uint32_t i = s->count; i-- > 1;) {
     next_sibling[i] = first_child[s->nodes[i].parent];
     first_child[s->nodes[i].parent] = i;
@@ -329,13 +357,15 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
                      .t = t,
                      .s = s,
                      .incl = incl,
+                     .metric = two,
+                     .shown = two ? two + s->count : NULL,
                      .first_child = first_child,
                      .next_sibling = next_sibling,
                      .labels = labels,
                      .sort = opts->sort,
                      .max_depth = opts->depth,
                      .inverted = inverted};
-  tp.total = cts_site_stats_metric(&incl[0], opts->sort);
+  tp.total = node_metric(&tp, 0);
   tp.threshold = (uint64_t)((double)tp.total * opts->min_percent / 100.0);
   if (w) {
     print_json_header(w, t, opts, inverted ? "inverted" : "tree");
@@ -358,6 +388,7 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
   print_node(&tp, 0, 0);
   if (w) cli_jw_end(w, true);
   free(incl);
+  free(two);
   free(first_child);
   free(next_sibling);
   if (tp.nomem) {
@@ -441,9 +472,19 @@ int cmd_top(int argc, char **argv) {
     opts.sort = (cts_sort_t)v;
   }
 
-  /* The flat table needs only allocation points: exact, and small whatever the trace. */
+  /* The flat table needs only allocation points: exact, and small whatever the trace. Its
+   * text and CSV read live and peak figures as samples by allocation point alone, which the
+   * sites keep (live_by_site: a free then touches no node record); its JSON also prints the
+   * live and peak counts of allocations, which only the nodes' full records hold. The trees
+   * as text, sorted by bytes or count, read each node's allocated figures alone (and the
+   * heap's totals): by site, the nodes keep 24-byte records rather than 64-byte ones. */
+  const bool flat = opts.view == VIEW_FLAT;
+  const bool allocated_tree = opts.sort == CTS_SORT_BYTES || opts.sort == CTS_SORT_COUNT;
   const cts_alloc_profile_config_t cfg = {
-      .stacks = true, .leaf_only = opts.view == VIEW_FLAT, .skip_histograms = true};
+      .stacks = true,
+      .leaf_only = flat,
+      .skip_histograms = true,
+      .live_by_site = !opts.out.json && (flat || allocated_tree)};
   cli_trace_t t;
   int code = cli_trace_load(&t, argv[first], &cfg, opts.out.quiet);
   if (code != CLI_EXIT_OK && code != CLI_EXIT_DATA) {
