@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../tracer/exec_name.h"
@@ -336,4 +338,22 @@ CTS__PRELOAD_EXPORT int dlclose(void *handle) {
   flush_trace();
   if (!cts__real.dlclose) return -1;
   return cts__real.dlclose(handle);
+}
+
+/* prctl: a program that makes itself a child subreaper (init-like programs do, first thing
+ * in main) must not be handed the writer process as its child by the exit of the writer's
+ * intermediate, which the program does not wait for at its start (an image that is a
+ * subreaper already gets a writer thread: cts__process_writer_fits). Every other option
+ * goes straight to the system call, as glibc's own prctl does: its four further arguments
+ * are read whether given or not. */
+CTS__PRELOAD_EXPORT int prctl(int option, ...) {
+  va_list ap;
+  va_start(ap, option);
+  const unsigned long arg2 = va_arg(ap, unsigned long), arg3 = va_arg(ap, unsigned long),
+                      arg4 = va_arg(ap, unsigned long), arg5 = va_arg(ap, unsigned long);
+  va_end(ap);
+  if (option == PR_SET_CHILD_SUBREAPER && arg2 != 0 && !cts__guarded() &&
+      getpid() == cts__traced_pid)
+    cts__tracer_before_subreaper();
+  return (int)syscall(SYS_prctl, option, arg2, arg3, arg4, arg5);
 }

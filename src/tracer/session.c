@@ -273,6 +273,13 @@ int cts__session_error(void) {
   return e;
 }
 
+/* tracer_internal.h. */
+void cts__tracer_before_subreaper(void) {
+  cts__ctl_lock();
+  if (cts__session.session_running && cts__session.writer_process) cts__writer_process_settle();
+  cts__ctl_unlock();
+}
+
 int cts__tracer_writer_pid(void) {
   if (cts__session.session_running && cts__session.writer_process) cts__writer_process_settle();
   return cts__session.session_running && cts__session.writer_process

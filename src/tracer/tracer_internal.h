@@ -149,6 +149,12 @@ void cts__writer_process_reap(void);
 /* In the writer process: a copy (malloc) of the list the program handed over, its length in
  * `*len`; NULL when none is (then /proc/PID/maps is the program's). */
 char *cts__program_maps(size_t *len);
+/* Before the program makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER): waits
+ * for the writer's intermediate process to have exited, if it has not been reaped yet (it
+ * has made the writer and is in its exit: microseconds). Its exit hands the writer to the
+ * nearest subreaper, which must not be the program: the program would see the writer in
+ * wait() and get its SIGCHLD. Takes the control lock. */
+void cts__tracer_before_subreaper(void);
 /* The running session's writer process, 0 if it has a writer thread (tests). */
 int cts__tracer_writer_pid(void);
 /* How many per-thread record rings exist (tests: exited threads' rings are reused). */

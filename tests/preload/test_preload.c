@@ -1753,6 +1753,29 @@ CTS_TEST(vfork_child_exec_leaves_the_parent_its_reap) {
   }
 }
 
+/* Harm (#16): a program that is a child subreaper (PR_SET_CHILD_SUBREAPER, kept across
+ * exec: init-like programs, container shims) got the writer process as its own child when
+ * the intermediate that made it exited, and one that reaps every child before it exits
+ * waited forever (the writer waits for the program's end). It must see only its own. */
+CTS_TEST(subreaper_program_never_gets_the_writer_as_its_child) {
+  for (int round = 0; round < 2; round++) {
+    char trace[256], next[300];
+    trace_path(trace, sizeof trace, "subreaper");
+    exec_file(next, sizeof next, trace, 1);
+    CTS_ASSERT(
+        run_both("victim_exec", "subreaper-wait-all", NULL, round ? "1e-6" : "1", trace, NULL));
+    CTS_ASSERT_MSG(traced.status == 7,
+                   "status %d (9: another process was its child; 142: it "
+                   "waited for one that never ended)",
+                   traced.status);
+    decoded_t d;
+    CHECK_TRACE(d, next);
+    decoded_fini(&d);
+    unlink(trace);
+    unlink(next);
+  }
+}
+
 /* A program started with stdout closed (`prog >&-`) must find it closed: the tracer's
  * first descriptor (the trace file, the writer's pipe; `record`'s notes pipe) took number
  * 1, and the program's output went into the trace (which then did not read back) while its

@@ -15,7 +15,14 @@
  * With "stray-child", it execs itself at once, handing the new image the children it had
  * (the tracer's intermediate process, just made); the new image exits with 7 if none of them
  * is still its child (alive or a zombie nobody will reap), else with 9. "vfork-stray-child"
- * first runs /bin/true from a vfork'd child, then does the same. */
+ * first runs /bin/true from a vfork'd child, then does the same.
+ *
+ * With "subreaper-wait-all", it makes itself a child subreaper (PR_SET_CHILD_SUBREAPER,
+ * which an exec keeps; init-like programs, container shims) and execs itself with
+ * "wait-all": that image forks one child and reaps children until there are none, as such
+ * programs do before they exit. It prints how many it reaped and exits with 7 if each was
+ * its own, 9 if another process was its child, and dies of SIGALRM after 10 s if one never
+ * ends (a writer process waiting for the program's end). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <limits.h>
@@ -23,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,6 +158,25 @@ int main(int argc, char **argv) {
     own_children(before, sizeof before);
     execl("/proc/self/exe", argv[0], "stray-check", before, (char *)NULL);
     return 2;
+  }
+  if (argc > 1 && strcmp(argv[1], "subreaper-wait-all") == 0) {
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1L) != 0) return 2;
+    execl("/proc/self/exe", argv[0], "wait-all", (char *)NULL);
+    return 2;
+  }
+  if (argc > 1 && strcmp(argv[1], "wait-all") == 0) {
+    alarm(10);
+    for (int i = 0; i < 10; i++) free(malloc(66666));
+    const pid_t mine = fork();
+    if (mine == 0) _exit(0);
+    if (mine < 0) return 2;
+    int reaped = 0, others = 0;
+    for (pid_t pid; (pid = wait(NULL)) > 0;) {
+      reaped++;
+      others += pid != mine;
+    }
+    printf("reaped %d\n", reaped);
+    return others ? 9 : 7;
   }
   if (argc > 1 && strcmp(argv[1], "stray-child") == 0) {
     char before[512];
