@@ -66,6 +66,12 @@ struct cts_mt_writer {
   void *resolve_user_data;
   int err;
   bool closed;
+  /* begin_event's fast path runs while w->pos <= fast_pos and the event's time <= fast_time;
+   * fast_pos is 0 (never) once the writer is closed, for v3 (id chunks), and while more
+   * codes wait than a packet may hold back; fast_time is the packet's last time (§10.2's
+   * span) and below CTS_TIME_NOW. See set_fast_path. */
+  size_t fast_pos;
+  uint64_t fast_time;
   bool first_event_packet; /* the current packet is the first event packet (dummy verifier) */
   uint64_t bytes_written;
   uint64_t next_id, chunk_end;
@@ -183,6 +189,7 @@ static int emit(cts_mt_writer_t *w, const uint8_t *buf, size_t len) {
   if (e) {
     w->err = e;
     w->closed = true;
+    w->fast_pos = 0;
     return e;
   }
   w->bytes_written += len;
@@ -327,6 +334,18 @@ static int write_locations(cts_mt_writer_t *w) {
 
 /* ---- packets (§10.2) ----------------------------------------------------------------- */
 
+/* Recomputes what begin_event's fast path may skip; called where a packet starts (npending
+ * is 0 then). Every condition it folds in is tested again by begin_event_slow. */
+static void set_fast_path(cts_mt_writer_t *w) {
+  w->fast_pos = w->closed || w->version >= 3 || w->npending > MAX_PENDING_BEFORE
+                    ? 0
+                    : PACKET_SIZE - EVENT_MAX;
+  /* t - packet_start > span is the flush test; times below CTS_TIME_NOW only. */
+  w->fast_time = w->packet_start <= CTS_TIME_NOW - 1 - MT_MAX_PACKET_SPAN_US
+                     ? w->packet_start + MT_MAX_PACKET_SPAN_US
+                     : CTS_TIME_NOW - 1;
+}
+
 static void start_packet(cts_mt_writer_t *w, uint64_t start) {
   w->packet_start = w->packet_last = start;
   w->packet_first_id = w->next_id;
@@ -342,6 +361,7 @@ static void start_packet(cts_mt_writer_t *w, uint64_t start) {
     w->verify_val = w->cache[w->verify_ix];
     w->next_verify_ix = (uint16_t)((w->next_verify_ix + MT_VERIFY_STEP) % MT_CACHE_SIZE);
   }
+  set_fast_path(w);
 }
 
 static int flush_at(cts_mt_writer_t *w, uint64_t new_start) {
@@ -379,16 +399,14 @@ static CTS_NOINLINE int begin_event_slow(cts_mt_writer_t *w, uint64_t time, uint
 }
 
 /* Runs the flush policy before an event and returns the event's time. The common case
- * (open writer, explicit time, no flush due, v2 or ids left in the chunk) is decided here;
- * every other case goes to begin_event_slow, which decides it all again. */
+ * (open v2 writer, explicit time within the packet's span, room in the packet, few codes
+ * waiting) is two compares against bounds set_fast_path keeps; every other case goes to
+ * begin_event_slow, which decides it all again. time <= fast_time also bounds t below: the
+ * packet's earlier events were all within its span. */
 static CTS_FORCE_INLINE int begin_event(cts_mt_writer_t *w, uint64_t time, uint64_t *t_out) {
-  const uint64_t t = time < w->last_time ? w->last_time : time;
-  /* Bitwise ors: one branch for all the tests. Any v3 event takes the slow path (its id
-   * chunks); the tracer writes v2. */
-  if (CTS_UNLIKELY(w->closed | (time == CTS_TIME_NOW) | (w->pos > PACKET_SIZE - EVENT_MAX) |
-                   (w->npending > MAX_PENDING_BEFORE) |
-                   (t - w->packet_start > MT_MAX_PACKET_SPAN_US) | (w->version >= 3)))
+  if (CTS_UNLIKELY((w->pos > w->fast_pos) | (time > w->fast_time)))
     return begin_event_slow(w, time, t_out);
+  const uint64_t t = time < w->last_time ? w->last_time : time;
   w->last_time = w->packet_last = t;
   *t_out = t;
   return 0;
@@ -614,8 +632,8 @@ static size_t common_prefix(const uint64_t *a, const uint64_t *b, size_t n) {
                                       _mm_loadu_si128((const __m128i *)(b + i)));
     const __m128i e1 = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(a + i + 2)),
                                       _mm_loadu_si128((const __m128i *)(b + i + 2)));
-    const unsigned eq = (unsigned)_mm_movemask_epi8(_mm_and_si128(e0, e1));
-    if (eq != 0xFFFFu) break; /* the first differing frame is among these four */
+    const unsigned ne = ~((unsigned)_mm_movemask_epi8(e0) | (unsigned)_mm_movemask_epi8(e1) << 16);
+    if (ne) return i + (size_t)(__builtin_ctz(ne) >> 3); /* its first differing byte's frame */
   }
 #endif
   while (i < n && a[i] == b[i]) i++;
@@ -728,6 +746,8 @@ int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, u
   const uint32_t ncodes = use_chain(w, backtrace, cp, depth)
                               ? put_backtrace(w, backtrace, cp, depth, id, w->chain, &encoded)
                               : put_backtrace(w, backtrace, cp, depth, id, NULL, &encoded);
+  /* The next event flushes (begin_event's fast path must not run). */
+  if (w->npending > MAX_PENDING_BEFORE) w->fast_pos = 0;
   if (w->compact) /* only the compact encoding reads it */
     w->literals_avg += (w->event_literals * LITERALS_ONE >> LITERALS_AVG_SHIFT) -
                        (w->literals_avg >> LITERALS_AVG_SHIFT);
@@ -776,6 +796,7 @@ int cts_mt_writer_close(cts_mt_writer_t *w) {
   if (w->closed) return w->err ? w->err : CTS_E_CLOSED;
   const int e = flush_at(w, w->last_time);
   w->closed = true;
+  w->fast_pos = 0;
   return e;
 }
 
