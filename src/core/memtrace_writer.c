@@ -640,6 +640,27 @@ static size_t common_prefix(const uint64_t *a, const uint64_t *b, size_t n) {
   return i;
 }
 
+/* common_prefix against frames stored innermost first: the leading frames a[k] equal to
+ * f[depth - 1 - k], at most n <= depth. */
+static size_t common_prefix_rev(const uint64_t *a, const uint64_t *f, size_t depth, size_t n) {
+  size_t i = 0;
+#ifdef __SSE2__
+  for (; i + 4 <= n; i += 4) {
+    /* f[depth-4-i .. depth-1-i] holds a[i+3 .. i] in that order: swap each pair's halves. */
+    const __m128i hi =
+        _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)(f + depth - 2 - i)), 0x4E);
+    const __m128i lo =
+        _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)(f + depth - 4 - i)), 0x4E);
+    const __m128i e0 = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(a + i)), hi);
+    const __m128i e1 = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(a + i + 2)), lo);
+    const unsigned ne = ~((unsigned)_mm_movemask_epi8(e0) | (unsigned)_mm_movemask_epi8(e1) << 16);
+    if (ne) return i + (size_t)(__builtin_ctz(ne) >> 3);
+  }
+#endif
+  while (i < n && a[i] == f[depth - 1 - i]) i++;
+  return i;
+}
+
 /* ---- public API -------------------------------------------------------------------------- */
 
 static int writer_init(cts_mt_writer_t **out, void *mem, size_t mem_size,
@@ -709,18 +730,30 @@ int cts__mt_writer_init_zeroed(cts_mt_writer_t **out, void *mem, size_t mem_size
   return writer_init(out, mem, mem_size, cfg, true);
 }
 
-int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, uint64_t nsamples,
-                        cts_mt_source_t source, const uint64_t *backtrace, size_t depth,
-                        uint64_t *obj_id) {
+/* cts_mt_writer_alloc with `frames` outermost first (innermost = false) or innermost first
+ * (then depth <= prev_cap: the suffix is reversed straight into prev, which is then the
+ * backtrace encoded, and whatever the reader keeps of it is already in place). */
+static CTS_FORCE_INLINE int alloc_event(cts_mt_writer_t *w, uint64_t time_us, uint64_t length,
+                                        uint64_t nsamples, cts_mt_source_t source,
+                                        const uint64_t *frames, size_t depth, bool innermost,
+                                        uint64_t *obj_id) {
   /* One test for both values above INT64_MAX. */
-  if ((unsigned)source > CTS_MT_SOURCE_EXTERNAL || (depth && !backtrace) ||
-      ((length | nsamples) >> 63) != 0)
+  if ((unsigned)source > CTS_MT_SOURCE_EXTERNAL || (depth && !frames) ||
+      ((length | nsamples) >> 63) != 0 || (innermost && depth > w->prev_cap))
     return CTS_E_INVAL;
   uint64_t t;
   int e = begin_event(w, time_us, &t);
   if (e) return e;
   const size_t common_max = depth < w->prev_len ? depth : w->prev_len;
-  const size_t cp = common_prefix(w->prev, backtrace, common_max);
+  const uint64_t *backtrace = frames;
+  size_t cp;
+  if (innermost) {
+    cp = common_prefix_rev(w->prev, frames, depth, common_max);
+    for (size_t k = cp; k < depth; k++) w->prev[k] = frames[depth - 1 - k];
+    backtrace = w->prev;
+  } else {
+    cp = common_prefix(w->prev, frames, common_max);
+  }
   const uint64_t id = w->next_id++;
   const bool short_form = length >= 1 && length <= 16 && source == CTS_MT_SOURCE_MINOR &&
                           nsamples == 1 && depth - cp < 256;
@@ -743,7 +776,9 @@ int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, u
   w->pos = pos;
   size_t encoded;
   w->event_literals = 0;
-  const uint32_t ncodes = use_chain(w, backtrace, cp, depth)
+  /* The compact test here: use_chain is not always inlined, and a call per allocation of
+   * the memtrace encoding only to return false cost ~20 instructions. */
+  const uint32_t ncodes = w->compact && use_chain(w, backtrace, cp, depth)
                               ? put_backtrace(w, backtrace, cp, depth, id, w->chain, &encoded)
                               : put_backtrace(w, backtrace, cp, depth, id, NULL, &encoded);
   /* The next event flushes (begin_event's fast path must not run). */
@@ -760,10 +795,24 @@ int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, u
    * the next prefix never claims frames the reader lost to truncation. */
   size_t keep = cp + encoded;
   if (keep > w->prev_cap) keep = w->prev_cap;
-  if (keep > cp) memcpy(w->prev + cp, backtrace + cp, (keep - cp) * sizeof *backtrace);
+  if (!innermost && keep > cp)
+    memcpy(w->prev + cp, backtrace + cp, (keep - cp) * sizeof *backtrace);
   w->prev_len = keep;
   if (obj_id) *obj_id = id;
   return 0;
+}
+
+int cts_mt_writer_alloc(cts_mt_writer_t *w, uint64_t time_us, uint64_t length, uint64_t nsamples,
+                        cts_mt_source_t source, const uint64_t *backtrace, size_t depth,
+                        uint64_t *obj_id) {
+  return alloc_event(w, time_us, length, nsamples, source, backtrace, depth, false, obj_id);
+}
+
+/* memtrace_writer.h. */
+int cts__mt_writer_alloc_innermost_first(cts_mt_writer_t *w, uint64_t time_us, uint64_t length,
+                                         uint64_t nsamples, cts_mt_source_t source,
+                                         const uint64_t *frames, size_t depth, uint64_t *obj_id) {
+  return alloc_event(w, time_us, length, nsamples, source, frames, depth, true, obj_id);
 }
 
 static CTS_FORCE_INLINE int put_ref(cts_mt_writer_t *w, uint64_t time_us, uint64_t obj_id,

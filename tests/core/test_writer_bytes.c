@@ -6,10 +6,13 @@
  * (CTS_TIME_NOW), frees and promotions, v2 and v3 (id chunks), both encodings. Each output's
  * FNV-1a hash must equal the one the writer gave before its per-event path was reworked for
  * speed (commit 03e9fc4's memtrace_writer.c): a faster writer must write the same bytes. The
- * stream is also read back, so a changed hash comes with a reader's view of what broke. */
+ * stream is also read back, so a changed hash comes with a reader's view of what broke.
+ * cts__mt_writer_alloc_innermost_first, given each backtrace reversed, must write the same
+ * bytes as cts_mt_writer_alloc. */
 #include <stdlib.h>
 
 #include "../../src/common/hash.h"
+#include "../../src/core/memtrace_writer.h"
 #include "../../src/os/os.h"
 #include "../test.h"
 #include "../test_buf.h"
@@ -85,8 +88,17 @@ typedef struct written {
   uint64_t allocs;
 } written_t;
 
+/* One allocation through either entry point (innermost: the frames reversed first). */
+static int alloc(cts_mt_writer_t *w, bool innermost, uint64_t t, uint64_t length, uint64_t nsamples,
+                 cts_mt_source_t source, const uint64_t *bt, size_t depth) {
+  if (!innermost) return cts_mt_writer_alloc(w, t, length, nsamples, source, bt, depth, NULL);
+  uint64_t rev[MAX_FRAMES];
+  for (size_t i = 0; i < depth; i++) rev[i] = bt[depth - 1 - i];
+  return cts__mt_writer_alloc_innermost_first(w, t, length, nsamples, source, rev, depth, NULL);
+}
+
 static void write_stream(const stream_t *s, uint16_t version, cts_mt_encoding_t encoding,
-                         bool clock_times, written_t *wr) {
+                         bool clock_times, bool innermost, written_t *wr) {
   uint64_t rng = 42, now = 1700000000000000ull;
   cts_mt_writer_config_t cfg;
   cts_mt_writer_config_init(&cfg);
@@ -136,11 +148,11 @@ static void write_stream(const stream_t *s, uint16_t version, cts_mt_encoding_t 
     const cts_mt_source_t source = (cts_mt_source_t)((r >> 24) % 11u == 0 ? 1 : 0);
     if (r % 613 == 0) { /* 200 codes never seen: more locations wait than a packet holds back */
       for (size_t i = 0; i < 200; i++) burst[i] = 0xA00000u + (uint64_t)n * 200u * 16u + i * 16u;
-      CTS_ASSERT_EQ_INT(cts_mt_writer_alloc(w, t, length, nsamples, source, burst, 200, NULL), 0);
+      CTS_ASSERT_EQ_INT(alloc(w, innermost, t, length, nsamples, source, burst, 200), 0);
     } else {
       const size_t k = (r >> 32) % NSTACKS;
-      CTS_ASSERT_EQ_INT(
-          cts_mt_writer_alloc(w, t, length, nsamples, source, s->stacks[k], s->depth[k], NULL), 0);
+      CTS_ASSERT_EQ_INT(alloc(w, innermost, t, length, nsamples, source, s->stacks[k], s->depth[k]),
+                        0);
     }
     wr->allocs++;
   }
@@ -159,14 +171,14 @@ static int on_event(void *ud, const cts_mt_event_t *ev) {
   return 0;
 }
 
-static void check(uint16_t version, cts_mt_encoding_t encoding, bool clock_times,
+static void check(uint16_t version, cts_mt_encoding_t encoding, bool clock_times, bool innermost,
                   uint64_t expected_hash, uint64_t expected_len) {
   stream_t *s = calloc(1, sizeof *s);
   CTS_ASSERT(s != NULL);
   uint64_t rng = 7;
   make_stacks(s, &rng);
   written_t wr = {0};
-  write_stream(s, version, encoding, clock_times, &wr);
+  write_stream(s, version, encoding, clock_times, innermost, &wr);
   free(s);
   /* The reader takes it all. */
   cts_mt_reader_config_t rc;
@@ -191,19 +203,58 @@ static void check(uint16_t version, cts_mt_encoding_t encoding, bool clock_times
 }
 
 CTS_TEST(v2_memtrace) {
-  check(2, CTS_MT_ENCODING_MEMTRACE, false, 0x5e798d54113d6a50ull, 515648);
+  check(2, CTS_MT_ENCODING_MEMTRACE, false, false, 0x5e798d54113d6a50ull, 515648);
 }
 CTS_TEST(v2_memtrace_clock) {
-  check(2, CTS_MT_ENCODING_MEMTRACE, true, 0xa8deedfa0c6af28eull, 514262);
+  check(2, CTS_MT_ENCODING_MEMTRACE, true, false, 0xa8deedfa0c6af28eull, 514262);
 }
 CTS_TEST(v2_compact) {
-  check(2, CTS_MT_ENCODING_COMPACT, false, 0x26f859262e0197fdull, 500559);
+  check(2, CTS_MT_ENCODING_COMPACT, false, false, 0x26f859262e0197fdull, 500559);
 }
 CTS_TEST(v3_memtrace) {
-  check(3, CTS_MT_ENCODING_MEMTRACE, false, 0x7fb584326ea48381ull, 515938);
+  check(3, CTS_MT_ENCODING_MEMTRACE, false, false, 0x7fb584326ea48381ull, 515938);
 }
 CTS_TEST(v3_compact_clock) {
-  check(3, CTS_MT_ENCODING_COMPACT, true, 0x8fcd3ff734e6b7beull, 499291);
+  check(3, CTS_MT_ENCODING_COMPACT, true, false, 0x8fcd3ff734e6b7beull, 499291);
+}
+
+CTS_TEST(v2_memtrace_innermost_first) {
+  check(2, CTS_MT_ENCODING_MEMTRACE, false, true, 0x5e798d54113d6a50ull, 515648);
+}
+CTS_TEST(v2_compact_innermost_first) {
+  check(2, CTS_MT_ENCODING_COMPACT, false, true, 0x26f859262e0197fdull, 500559);
+}
+CTS_TEST(v3_compact_clock_innermost_first) {
+  check(3, CTS_MT_ENCODING_COMPACT, true, true, 0x8fcd3ff734e6b7beull, 499291);
+}
+
+/* Frames past max_backtrace_frames have no room in the writer's copy: refused, nothing
+ * written, and the writer goes on. */
+CTS_TEST(innermost_first_longer_than_the_writer_holds) {
+  cts_mt_writer_config_t cfg;
+  cts_mt_writer_config_init(&cfg);
+  cfg.start_time_us = 1000;
+  cfg.write = buf_write;
+  buf_t out = {0};
+  cfg.write_user_data = &out;
+  cfg.max_backtrace_frames = 4;
+  const size_t size = cts_mt_writer_size(&cfg);
+  void *mem = aligned_alloc(64, (size + 63) & ~(size_t)63);
+  CTS_ASSERT(mem != NULL);
+  cts_mt_writer_t *w;
+  CTS_ASSERT_EQ_INT(cts_mt_writer_init(&w, mem, size, &cfg), 0);
+  const uint64_t frames[5] = {0x10, 0x20, 0x30, 0x40, 0x50};
+  CTS_ASSERT_EQ_INT(
+      cts__mt_writer_alloc_innermost_first(w, 1001, 2, 1, CTS_MT_SOURCE_MINOR, frames, 5, NULL),
+      CTS_E_INVAL);
+  CTS_ASSERT_EQ_U64(cts_mt_writer_next_id(w), 0);
+  uint64_t id = 99;
+  CTS_ASSERT_EQ_INT(
+      cts__mt_writer_alloc_innermost_first(w, 1002, 2, 1, CTS_MT_SOURCE_MINOR, frames, 4, &id), 0);
+  CTS_ASSERT_EQ_U64(id, 0);
+  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
+  free(mem);
+  free(out.data);
 }
 
 CTS_TEST_MAIN()
