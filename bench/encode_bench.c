@@ -20,7 +20,13 @@
  * --out FILE writes the first run's bytes to FILE: the encoder's output for the same input,
  * to compare (cmp) before and after a change of the writer. A trace written by ctfscope's
  * tracer with the memtrace encoding comes out identical to the input file.
- * --compact replays with the compact encoding instead (CTS_MT_ENCODING_COMPACT). */
+ * --compact replays with the compact encoding instead (CTS_MT_ENCODING_COMPACT).
+ *
+ * The tracer's stack walks store frames innermost first. --reversed hands the writer each
+ * backtrace that way: --reversed=caller reverses it first, as src/tracer/writer.c's
+ * write_alloc does, then calls cts_mt_writer_alloc (both in caller_reverse_alloc, to read
+ * under callgrind); --reversed=writer calls cts__mt_writer_alloc_innermost_first. The
+ * reversed copy the bench makes for both is outside those functions. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -31,6 +37,8 @@
 
 #include <ctfscope/ctfscope.h>
 
+#include "common/compiler.h"
+#include "core/memtrace_writer.h"
 #include "os/os.h"
 
 #define MAX_RUNS 100
@@ -126,9 +134,29 @@ static int sink_write(void *user_data, const void *buf, size_t len) {
   return 0;
 }
 
+typedef enum order { ORDER_OUTERMOST, ORDER_CALLER_REVERSES, ORDER_WRITER_REVERSES } order_t;
+
+/* The tracer's path before cts__mt_writer_alloc_innermost_first: reverse into a buffer, a
+ * pair of frames at a time, then the outermost-first entry point. */
+static CTS_NOINLINE int caller_reverse_alloc(cts_mt_writer_t *w, const event_t *ev,
+                                             const uint64_t *innermost, uint64_t *tmp) {
+  typedef uint64_t pair_t __attribute__((vector_size(16)));
+  const size_t n = ev->depth;
+  size_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    pair_t v;
+    memcpy(&v, innermost + n - 2 - i, sizeof v);
+    const pair_t swapped = {v[1], v[0]};
+    memcpy(tmp + i, &swapped, sizeof swapped);
+  }
+  if (i < n) tmp[i] = innermost[0];
+  return cts_mt_writer_alloc(w, ev->time_us, ev->length, ev->nsamples, ev->source, tmp, n, NULL);
+}
+
 /* One replay of every event through a fresh writer. Returns 0 or an error code. */
 static int replay(const loaded_t *l, const cts_mt_info_t *info, cts_mt_reader_t *r, bool compact,
-                  void *mem, size_t mem_size, uint64_t *bt, sink_t *sink) {
+                  order_t order, void *mem, size_t mem_size, uint64_t *bt, uint64_t *rbt,
+                  uint64_t *tmp, sink_t *sink) {
   cts_mt_writer_config_t cfg;
   cts_mt_writer_config_init(&cfg);
   cfg.version = 2;
@@ -154,8 +182,16 @@ static int replay(const loaded_t *l, const cts_mt_info_t *info, cts_mt_reader_t 
       case CTS_MT_ALLOC:
         /* bt holds the previous backtrace: its first `prefix` frames are this one's. */
         memcpy(bt + ev->prefix, l->frames + ev->frames, (ev->depth - ev->prefix) * sizeof *bt);
-        e = cts_mt_writer_alloc(w, ev->time_us, ev->length, ev->nsamples, ev->source, bt, ev->depth,
-                                NULL);
+        if (order == ORDER_OUTERMOST) {
+          e = cts_mt_writer_alloc(w, ev->time_us, ev->length, ev->nsamples, ev->source, bt,
+                                  ev->depth, NULL);
+          break;
+        }
+        for (size_t k = 0; k < ev->depth; k++) rbt[k] = bt[ev->depth - 1 - k];
+        e = order == ORDER_CALLER_REVERSES
+                ? caller_reverse_alloc(w, ev, rbt, tmp)
+                : cts__mt_writer_alloc_innermost_first(w, ev->time_us, ev->length, ev->nsamples,
+                                                       ev->source, rbt, ev->depth, NULL);
         break;
       case CTS_MT_PROMOTE:
         e = cts_mt_writer_promote(w, ev->time_us, ev->obj_id);
@@ -184,17 +220,21 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: encode_bench [--runs N] [--out FILE] [--compact] TRACE\n");
+  fprintf(stderr,
+          "usage: encode_bench [--runs N] [--out FILE] [--compact] "
+          "[--reversed=caller|writer] TRACE\n");
 }
 
 int main(int argc, char **argv) {
   static const struct option opts[] = {{"runs", required_argument, NULL, 'r'},
                                        {"out", required_argument, NULL, 'o'},
                                        {"compact", no_argument, NULL, 'c'},
+                                       {"reversed", required_argument, NULL, 'v'},
                                        {NULL, 0, NULL, 0}};
   int runs = 5, c;
   const char *out_path = NULL;
   bool compact = false;
+  order_t order = ORDER_OUTERMOST;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
       case 'r':
@@ -209,6 +249,16 @@ int main(int argc, char **argv) {
         break;
       case 'c':
         compact = true;
+        break;
+      case 'v':
+        if (strcmp(optarg, "caller") == 0) {
+          order = ORDER_CALLER_REVERSES;
+        } else if (strcmp(optarg, "writer") == 0) {
+          order = ORDER_WRITER_REVERSES;
+        } else {
+          usage();
+          return 2;
+        }
         break;
       default:
         usage();
@@ -250,7 +300,9 @@ int main(int argc, char **argv) {
   const size_t mem_size = cts_mt_writer_size(&sz);
   void *mem = aligned_alloc(64, (mem_size + 63) & ~(size_t)63);
   uint64_t *bt = malloc(((size_t)l.max_depth + 1) * sizeof *bt);
-  if (!mem || !bt) {
+  uint64_t *rbt = malloc(((size_t)l.max_depth + 1) * sizeof *rbt);
+  uint64_t *tmp = malloc(((size_t)l.max_depth + 1) * sizeof *tmp);
+  if (!mem || !bt || !rbt || !tmp) {
     fprintf(stderr, "encode_bench: out of memory\n");
     return 1;
   }
@@ -264,7 +316,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     const double t0 = cpu_seconds();
-    e = replay(&l, info, r, compact, mem, mem_size, bt, &sink);
+    e = replay(&l, info, r, compact, order, mem, mem_size, bt, rbt, tmp, &sink);
     t[i] = cpu_seconds() - t0;
     if (sink.out && fclose(sink.out) != 0) sink.failed = true;
     if (e || sink.failed) {
@@ -280,6 +332,8 @@ int main(int argc, char **argv) {
   printf("runs %d median %.4f s cpu  %.1f ns/event  (min %.4f max %.4f)\n", runs, med,
          l.nev ? med * 1e9 / (double)l.nev : 0.0, t[0], t[runs - 1]);
   free(bt);
+  free(rbt);
+  free(tmp);
   free(mem);
   free(l.ev);
   free(l.frames);
