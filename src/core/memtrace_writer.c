@@ -68,8 +68,8 @@ struct cts_mt_writer {
   bool closed;
   /* begin_event's fast path runs while w->pos <= fast_pos and the event's time <= fast_time;
    * fast_pos is 0 (never) once the writer is closed, for v3 (id chunks), and while more
-   * codes wait than a packet may hold back; fast_time is the packet's last time (§10.2's
-   * span) and below CTS_TIME_NOW. See set_fast_path. */
+   * codes wait than a packet may hold back; fast_time is the latest time the packet's span
+   * allows (§10.2), and below CTS_TIME_NOW. See set_fast_path. */
   size_t fast_pos;
   uint64_t fast_time;
   bool first_event_packet; /* the current packet is the first event packet (dummy verifier) */
