@@ -13,4 +13,14 @@
 int cts__mt_writer_init_zeroed(cts_mt_writer_t **out, void *mem, size_t mem_size,
                                const cts_mt_writer_config_t *cfg);
 
+/* cts_mt_writer_alloc for a backtrace stored innermost first (allocation point at
+ * frames[0]), as a stack walk fills it: same bytes as cts_mt_writer_alloc on the reversed
+ * array, without the caller's reversal (the writer reverses only the frames past the
+ * common prefix, into its own copy of the previous backtrace). depth must be at most the
+ * writer's max_backtrace_frames (CTS_E_INVAL otherwise). Same errors and thread-safety as
+ * cts_mt_writer_alloc; `frames` is only read during the call. */
+int cts__mt_writer_alloc_innermost_first(cts_mt_writer_t *w, uint64_t time_us, uint64_t length,
+                                         uint64_t nsamples, cts_mt_source_t source,
+                                         const uint64_t *frames, size_t depth, uint64_t *obj_id);
+
 #endif /* CTS_CORE_MEMTRACE_WRITER_H */
