@@ -310,8 +310,7 @@ typedef struct cts__writer_state {
   uint64_t ring_visits;   /* this session's looks at a ring by drain (tests: its cost per record) */
   cts__marker_t pending;  /* a loss marker waiting for its id's turn */
   cts__loss_t lost_taken; /* the rings' losses already in markers */
-  uint64_t frames[MAX_FRAMES_LIMIT]; /* write_alloc's outermost-first copy */
-  bool owner_gone;                   /* the writer process: the program exited or exec'd */
+  bool owner_gone;        /* the writer process: the program exited or exec'd */
   cts__symbolizer_t *symbolizer;
   char marker_name[160];            /* the last loss marker's function name (writer thread) */
   cts_tsc_clock_t tsc;              /* tsc_mode: the calibration (writer thread) */

@@ -219,30 +219,18 @@ static void take_losses(void) {
   cts__writer.pending.present = true;
 }
 
-/* dst[i] = src[n - 1 - i] for i < n, two frames at a time (a vector whose halves are
- * swapped: cc1's ~19 frames a record took 125 instructions one by one, a fifth of the
- * writer's own per-record work). */
-static CTS_FORCE_INLINE void reverse_frames(uint64_t *dst, const uint64_t *src, size_t n) {
-  typedef uint64_t pair_t __attribute__((vector_size(16)));
-  size_t i = 0;
-  for (; i + 2u <= n; i += 2u) {
-    pair_t v;
-    memcpy(&v, src + n - 2u - i, sizeof v);
-    const pair_t swapped = {v[1], v[0]};
-    memcpy(dst + i, &swapped, sizeof swapped);
-  }
-  if (i < n) dst[i] = src[0];
-}
-
 /* An alloc record: its frames are innermost first in the ring (so that the sampling
- * thread walks the stack straight into it); memtrace wants them outermost first. */
+ * thread walks the stack straight into it); memtrace wants them outermost first, and the
+ * encoder reverses only the frames past the common prefix with the previous backtrace
+ * (reversing all of them here took 84-108 instructions per allocation: bench/README.md,
+ * "The memtrace encoder per event"). */
 static int write_alloc(const uint64_t *rec, size_t depth) {
   const uint64_t *const frames = rec + REC_ALLOC_WORDS;
   CTS_ASSERT((rec[2] & ID_MASK) == cts__writer.emitted && depth <= MAX_FRAMES_LIMIT);
-  reverse_frames(cts__writer.frames, frames, depth);
   uint64_t id;
-  const int e = cts_mt_writer_alloc(cts__writer.writer, writer_time(rec[1]), rec[3], rec[4],
-                                    CTS_MT_SOURCE_MAJOR, cts__writer.frames, depth, &id);
+  const int e =
+      cts__mt_writer_alloc_innermost_first(cts__writer.writer, writer_time(rec[1]), rec[3], rec[4],
+                                           CTS_MT_SOURCE_MAJOR, frames, depth, &id);
   cts__writer.emitted++;
   return e;
 }
