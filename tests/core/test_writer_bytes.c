@@ -5,7 +5,7 @@
  * locations), times that step back, jump past a packet's 30 s span or come from the clock
  * (CTS_TIME_NOW), frees and promotions, v2 and v3 (id chunks), both encodings. Each output's
  * FNV-1a hash must equal the one the writer gave before its per-event path was reworked for
- * speed (commit 03e9fc4's memtrace_writer.c): a faster writer must write the same bytes. The
+ * speed (commit b1b607a's memtrace_writer.c): a faster writer must write the same bytes. The
  * stream is also read back, so a changed hash comes with a reader's view of what broke.
  * cts__mt_writer_alloc_innermost_first, given each backtrace reversed, must write the same
  * bytes as cts_mt_writer_alloc. */
