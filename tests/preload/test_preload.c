@@ -310,11 +310,18 @@ static void exec_file(char *buf, size_t size, const char *trace, unsigned n) {
 
 /* Runs victim_exec `how` at rate 1 into trace `name` (path in trace[256]; the exec'd
  * image's in next[300]): true if both runs printed the same and the traced one exited 7. */
-static bool run_exec_victim(const char *how, const char *name, char *trace, char *next) {
+/* victim_exec `how` traced at `rate` into trace (256 bytes, named after `name`), its exec'd
+ * image into next (300 bytes): whether its output and status equal the untraced run's. */
+static bool run_exec_victim_at(const char *how, const char *name, const char *rate, char *trace,
+                               char *next) {
   trace_path(trace, 256, name);
   exec_file(next, 300, trace, 1);
   unlink(next);
-  return run_both("victim_exec", how, NULL, "1", trace, NULL) && traced.status == 7;
+  return run_both("victim_exec", how, NULL, rate, trace, NULL);
+}
+
+static bool run_exec_victim(const char *how, const char *name, char *trace, char *next) {
+  return run_exec_victim_at(how, name, "1", trace, next) && traced.status == 7;
 }
 
 CTS_TEST(exec_continues_the_trace_in_a_new_file) {
@@ -380,9 +387,7 @@ CTS_TEST(exec_does_not_wait_for_the_writer_process) {
 CTS_TEST(exec_leaves_no_stray_child_to_the_new_image) {
   for (int round = 0; round < 5; round++) {
     char trace[256], next[300];
-    CTS_ASSERT(run_both("victim_exec", "stray-child", NULL, "1",
-                        (trace_path(trace, sizeof trace, "stray"), trace), NULL));
-    exec_file(next, sizeof next, trace, 1);
+    CTS_ASSERT(run_exec_victim_at("stray-child", "stray", "1", trace, next));
     CTS_ASSERT_MSG(traced.status == 7, "round %d: status %d (9: a stray child)", round,
                    traced.status);
     unlink(trace);
@@ -1743,9 +1748,7 @@ CTS_TEST(program_closing_every_descriptor_then_exec_keeps_both_traces) {
 CTS_TEST(vfork_child_exec_leaves_the_parent_its_reap) {
   for (int round = 0; round < 3; round++) {
     char trace[256], next[300];
-    trace_path(trace, sizeof trace, "vforkstray");
-    exec_file(next, sizeof next, trace, 1);
-    CTS_ASSERT(run_both("victim_exec", "vfork-stray-child", NULL, "1", trace, NULL));
+    CTS_ASSERT(run_exec_victim_at("vfork-stray-child", "vforkstray", "1", trace, next));
     CTS_ASSERT_MSG(traced.status == 7, "round %d: status %d (9: a stray child)", round,
                    traced.status);
     unlink(trace);
@@ -1760,10 +1763,8 @@ CTS_TEST(vfork_child_exec_leaves_the_parent_its_reap) {
 CTS_TEST(subreaper_program_never_gets_the_writer_as_its_child) {
   for (int round = 0; round < 2; round++) {
     char trace[256], next[300];
-    trace_path(trace, sizeof trace, "subreaper");
-    exec_file(next, sizeof next, trace, 1);
     CTS_ASSERT(
-        run_both("victim_exec", "subreaper-wait-all", NULL, round ? "1e-6" : "1", trace, NULL));
+        run_exec_victim_at("subreaper-wait-all", "subreaper", round ? "1e-6" : "1", trace, next));
     CTS_ASSERT_MSG(traced.status == 7,
                    "status %d (9: another process was its child; 142: it "
                    "waited for one that never ended)",
