@@ -384,15 +384,21 @@ CTS_TEST(exec_does_not_wait_for_the_writer_process) {
  * makes a child of an exec'd process signal SIGCHLD, and the new image would have a stray
  * child that nobody reaps (`env env prog` left one per exec). Checked on an image that
  * execs at once, while the intermediate most likely still runs. */
-CTS_TEST(exec_leaves_no_stray_child_to_the_new_image) {
-  for (int round = 0; round < 5; round++) {
+/* `rounds` runs of victim_exec `how` (a mode that execs into "stray-check"): the new image
+ * must have no child of the tracer's (its status 7, 9 if it had one). */
+static void exec_leaves_no_stray_child(const char *how, const char *name, int rounds) {
+  for (int round = 0; round < rounds; round++) {
     char trace[256], next[300];
-    CTS_ASSERT(run_exec_victim_at("stray-child", "stray", "1", trace, next));
+    CTS_ASSERT(run_exec_victim_at(how, name, "1", trace, next));
     CTS_ASSERT_MSG(traced.status == 7, "round %d: status %d (9: a stray child)", round,
                    traced.status);
     unlink(trace);
     unlink(next);
   }
+}
+
+CTS_TEST(exec_leaves_no_stray_child_to_the_new_image) {
+  exec_leaves_no_stray_child("stray-child", "stray", 5);
 }
 
 CTS_TEST(exec_by_a_forked_child_is_not_traced) {
@@ -1746,14 +1752,7 @@ CTS_TEST(program_closing_every_descriptor_then_exec_keeps_both_traces) {
  * parent too: the parent never reaped it, and its next exec handed it to the new image as
  * a stray child (a zombie, and a SIGCHLD there). */
 CTS_TEST(vfork_child_exec_leaves_the_parent_its_reap) {
-  for (int round = 0; round < 3; round++) {
-    char trace[256], next[300];
-    CTS_ASSERT(run_exec_victim_at("vfork-stray-child", "vforkstray", "1", trace, next));
-    CTS_ASSERT_MSG(traced.status == 7, "round %d: status %d (9: a stray child)", round,
-                   traced.status);
-    unlink(trace);
-    unlink(next);
-  }
+  exec_leaves_no_stray_child("vfork-stray-child", "vforkstray", 3);
 }
 
 /* Harm (#16): a program that is a child subreaper (PR_SET_CHILD_SUBREAPER, kept across
