@@ -310,6 +310,20 @@ static void exec_file(char *buf, size_t size, const char *trace, unsigned n) {
 
 /* Runs victim_exec `how` at rate 1 into trace `name` (path in trace[256]; the exec'd
  * image's in next[300]): true if both runs printed the same and the traced one exited 7. */
+/* argv of `ctfscope record -o trace [--rate 1] -- prog...` into out (room for 7 more
+ * than prog). */
+static void record_argv(char **out, const char *trace, bool rate_one, char *const prog[]) {
+  int n = 0;
+  out[n++] = CTS_TEST_CTFSCOPE;
+  out[n++] = "record";
+  out[n++] = "-o";
+  out[n++] = (char *)trace;
+  if (rate_one) out[n++] = "--rate", out[n++] = "1";
+  out[n++] = "--";
+  for (int k = 0; prog[k]; k++) out[n++] = prog[k];
+  out[n] = NULL;
+}
+
 /* victim_exec `how` traced at `rate` into trace (256 bytes, named after `name`), its exec'd
  * image into next (300 bytes): whether its output and status equal the untraced run's. */
 static bool run_exec_victim_at(const char *how, const char *name, const char *rate, char *trace,
@@ -528,19 +542,10 @@ CTS_TEST(exec_keeps_the_library_when_a_wrapper_sets_ld_preload) {
   trace_path(trace, sizeof trace, "setpreload");
   exec_file(next, sizeof next, trace, 1);
   unlink(next);
-  char *argv[] = {CTS_TEST_CTFSCOPE,
-                  "record",
-                  "-o",
-                  trace,
-                  "--rate",
-                  "1",
-                  "--",
-                  "/usr/bin/env",
-                  "LD_PRELOAD=libm.so.6",
-                  "/bin/sh",
-                  "-c",
-                  "printf '%s\\n' \"$LD_PRELOAD\"",
-                  NULL};
+  char *prog[] = {"/usr/bin/env", "LD_PRELOAD=libm.so.6",           "/bin/sh",
+                  "-c",           "printf '%s\\n' \"$LD_PRELOAD\"", NULL};
+  char *argv[16];
+  record_argv(argv, trace, true, prog);
   run(&traced, argv, NULL, NULL, NULL);
   CTS_ASSERT_EQ_INT(traced.status, 0);
   /* The shell saw this library first, then the wrapper's own. */
@@ -605,18 +610,8 @@ CTS_TEST(bash_children_are_not_traced) {
   fprintf(f, "#!/bin/bash\n%s 10 1 >/dev/null\nexec \"$@\"\n", victim);
   fclose(f);
   CTS_ASSERT(chmod(script, 0755) == 0);
-  char *shim_argv[] = {CTS_TEST_CTFSCOPE,
-                       "record",
-                       "-o",
-                       trace,
-                       "--rate",
-                       "1",
-                       "--",
-                       script,
-                       victim,
-                       "3000",
-                       "100",
-                       NULL};
+  char *shim_prog[] = {script, victim, "3000", "100", NULL}, *shim_argv[16];
+  record_argv(shim_argv, trace, true, shim_prog);
   run(&traced, shim_argv, NULL, NULL, NULL);
   CTS_ASSERT_EQ_INT(traced.status, 0);
   CTS_ASSERT(occurrences(traced.out, "allocs=3001") == 1);
@@ -1927,20 +1922,6 @@ typedef struct real_case {
   char *argv[8];
   size_t min_allocs; /* at rate 1 */
 } real_case_t;
-
-/* argv of `ctfscope record -o trace [--rate 1] -- prog...` into out (room for 7 more
- * than prog). */
-static void record_argv(char **out, const char *trace, bool rate_one, char *const prog[]) {
-  int n = 0;
-  out[n++] = CTS_TEST_CTFSCOPE;
-  out[n++] = "record";
-  out[n++] = "-o";
-  out[n++] = (char *)trace;
-  if (rate_one) out[n++] = "--rate", out[n++] = "1";
-  out[n++] = "--";
-  for (int k = 0; prog[k]; k++) out[n++] = prog[k];
-  out[n] = NULL;
-}
 
 /* Real Debian programs run with each allocator preloaded (`ctfscope record` puts the
  * preload library first, as here), at the default rate and at rate 1: same output and
