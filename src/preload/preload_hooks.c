@@ -679,9 +679,8 @@ static CTS_NOINLINE void *realloc_slow(void *old, size_t size, void *frame) {
 /* realloc's fast path, a statement that returns the real realloc's result (a tail call)
  * for a pointer that is surely not tagged (NULL included) when the new block is not
  * sampled. The rest goes on to realloc_slow, whose countdown (cts__tracer_sample_slow) is
- * the same as this one. A macro, not
- * an inline function taking the frame: the hook's frame address is then taken in the slow
- * path only, and the fast path keeps no stack frame. */
+ * the same as this one. A macro, not an inline function taking the frame: the hook's frame
+ * address is then taken in the slow path only, and the fast path keeps no stack frame. */
 #define REALLOC_FAST_PATH(old, size)                                                              \
   do {                                                                                            \
     if (CTS_LIKELY(in_page(old) ? !tag_matches(old) : surely_untagged_far(old))) {                \
