@@ -27,7 +27,9 @@
 # floor-record and floor-record-walk (not in the default list: bench/real/floor_recorder.c,
 # the least any tracer recording every allocation with a time must do, without and with
 # libunwind's unw_backtrace per allocation; their file's bytes and 24-byte records show as
-# the trace's).
+# the trace's); floor-forward (not in the default list: bench/real/floor_forward.c, a
+# preload that interposes the allocation functions ctfscope's preload interposes and only
+# forwards them: what any LD_PRELOAD tracer pays at a sampling rate of zero).
 # Wall and CPU (user + system of every process, the writer process and heaptrack's
 # interpreter included: bench/subreaper.c waits for them, bench/real/measure.c times it).
 # Ratios are taken within each round, then their median reported. Each run's output (a
@@ -96,7 +98,7 @@ done
 for c in ${CONFIGS_WANTED//,/ }; do
   case $c in
     untraced | default-rate | rate1 | rate1-fp | rate1-libunwind | rate1-nobt | rate1-compress | heaptrack) ;;
-    floor-record | floor-record-walk) ;;
+    floor-record | floor-record-walk | floor-forward) ;;
     *) die "unknown configuration $c" ;;
   esac
 done
@@ -160,9 +162,13 @@ for tool in measure subreaper; do
   [ $tool = subreaper ] && src=$ROOT/bench/subreaper.c
   /usr/bin/gcc -O2 -std=gnu11 -Wall -Wextra -o "$WORK/$tool" "$src" || die "cannot compile $src"
 done
+cc_so=(/usr/bin/gcc -O2 -std=gnu11 -Wall -Wextra -fPIC -shared)
+if [[ " $CONFIGS " == *" floor-forward "* ]]; then
+  "${cc_so[@]}" -o "$WORK/floor_forward.so" "$HERE/floor_forward.c" -ldl ||
+    die "cannot compile $HERE/floor_forward.c"
+fi
 if [[ " $CONFIGS " == *" floor-record"* ]]; then
   # libunwind's headers: libunwind-dev, one of the project's build dependencies.
-  cc_so=(/usr/bin/gcc -O2 -std=gnu11 -Wall -Wextra -fPIC -shared)
   "${cc_so[@]}" -o "$WORK/floor_recorder.so" "$HERE/floor_recorder.c" -ldl -lpthread ||
     die "cannot compile $HERE/floor_recorder.c"
   "${cc_so[@]}" -DFLOOR_WALK -o "$WORK/floor_recorder_walk.so" "$HERE/floor_recorder.c" \
@@ -231,6 +237,7 @@ set_prefix() {
     floor-record) PREFIX=(env LD_PRELOAD="$WORK/floor_recorder.so" FLOOR_RECORD_OUT="$WORK/run/floor.rec") ;;
     floor-record-walk)
       PREFIX=(env LD_PRELOAD="$WORK/floor_recorder_walk.so" FLOOR_RECORD_OUT="$WORK/run/floor.rec") ;;
+    floor-forward) PREFIX=(env LD_PRELOAD="$WORK/floor_forward.so") ;;
   esac
 }
 
