@@ -379,6 +379,8 @@ void cts__forget_writer_process(void);
 bool cts__writer_process_gone(void);
 /* The writer process: whether the program's end of the watch pipe is closed. */
 bool cts__owner_is_gone(void);
+/* The writer process: whether a thread watches the pipe and wakes the writer when it closes. */
+bool cts__owner_watched(void);
 
 /* ---- the session (session.c) ---------------------------------------------------------- */
 

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,56 @@ bool cts__writer_process_gone(void) {
  * pidfd becomes readable. */
 #define EXIT_SEEN_WITHIN_MS 20
 
+/* The writer process's watcher thread (owner_watcher) blocks in poll() on the watch pipe
+ * and wakes the writer when the program's end closes: the writer then needs no timed looks
+ * at the pipe (cts__owner_check_ms) to see the program gone. Without it the writer woke
+ * every 1-50 ms all the program's life, records or not: ~85 times in a program's first
+ * second and 20 a second after, each a context switch that a program pinned with its
+ * writer to one CPU pays for (bench/JOURNAL.md, "Issue 16: the default rate against the
+ * interposer's floor"). True from before the thread starts until it has seen the hang-up
+ * (or could not be made): the writer then goes back to timed looks, at the pidfd that may
+ * replace the pipe (program_closed_the_pipe). */
+static atomic_bool owner_watched;
+/* The pipe the watcher polls: kept open until the writer process exits (a number the
+ * watcher might still poll must not name another file). */
+static int watcher_fd = -1;
+
+/* tracer_state.h. */
+bool cts__owner_watched(void) {
+  return atomic_load_explicit(&owner_watched, memory_order_acquire);
+}
+
+static void *owner_watcher(void *arg) {
+  (void)arg;
+  struct pollfd p = {.fd = watcher_fd, .events = POLLIN};
+  /* No data ever comes: POLLHUP (or POLLIN at end of file) is the program's end closing. */
+  while (poll(&p, 1, -1) < 0 && errno == EINTR) {}
+  cts__ctl_lock();
+  atomic_store_explicit(&owner_watched, false, memory_order_release);
+  /* Under the lock: a writer about to wait sees the request, one waiting is woken. */
+  cts__ctl->wake_requested = true;
+  cts__ctl_wake(&cts__ctl->writer_wake, false);
+  cts__ctl_unlock();
+  return NULL;
+}
+
+/* Starts the watcher thread on the watch pipe `fd`; without it (no thread could be made),
+ * the writer looks at the pipe on a timer. Its stack is small: it only polls. */
+static void start_owner_watcher(int fd) {
+  watcher_fd = fd;
+  atomic_store(&owner_watched, true);
+  pthread_attr_t attr;
+  pthread_t thread;
+  int e = pthread_attr_init(&attr);
+  if (!e) {
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64u * 1024u);
+    e = pthread_create(&thread, &attr, owner_watcher, NULL);
+    pthread_attr_destroy(&attr);
+  }
+  if (e) atomic_store(&owner_watched, false);
+}
+
 /* The writer process, after a hang-up on the watch pipe with no exec announced: true if
  * the program lives on, having closed its end itself (closefrom(3), close_range, Python's
  * os.closerange: daemons do it when they start). It then watches the program through a
@@ -86,7 +137,7 @@ static bool program_closed_the_pipe(void) {
     close(pidfd);
     return false;
   }
-  close(cts__wproc.owner_watch_fd);
+  if (cts__wproc.owner_watch_fd != watcher_fd) close(cts__wproc.owner_watch_fd);
   cts__wproc.owner_watch_fd = pidfd;
   cts__wproc.owner_by_pidfd = true;
   return true;
@@ -150,6 +201,7 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   cts__wproc.owner_watch_fd = watch_fd;
   cts__wproc.traced_pid = program;
   keep_only_fds(cts__sink.fd, watch_fd);
+  start_owner_watcher(watch_fd);
   cts__writer_main(NULL);
   /* The program is released; `record` still waits for the sink's lock. */
   cts__symbolizer_save(cts__writer.symbolizer);
