@@ -478,12 +478,13 @@ void *cts__writer_main(void *arg) {
       /* A writer process looks at the program's pipe this often: the trace's end time is
        * when it sees the program gone (killed, exec'd), so no later than this after. Right
        * before an exec it looks every EXEC_CHECK_MS: `record` and the exec'd image's
-       * summary wait for this trace to be finished. */
+       * summary wait for this trace to be finished. Not while its watcher thread is woken by
+       * the pipe closing (writer_process.c): an idle writer then sleeps until the flush. */
       const uint64_t owner_check =
           atomic_load_explicit(&cts__ctl->exec_pending, memory_order_relaxed)
               ? EXEC_CHECK_MS
               : cts__owner_check_ms(now_ms - started_ms);
-      if (cts__wproc.owner_watch_fd >= 0 && until > now_ms + owner_check)
+      if (cts__wproc.owner_watch_fd >= 0 && !cts__owner_watched() && until > now_ms + owner_check)
         until = now_ms + owner_check;
       const struct timespec ts = cts__deadline_in_ms(until - now_ms);
       cts__ctl_timedwait(&cts__ctl->writer_wake, &ts);
