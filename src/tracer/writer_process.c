@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "tracer_state.h"
 
 cts__writer_proc_t cts__wproc = {.writer_pidfd = -1, .owner_fd = -1, .owner_watch_fd = -1};
@@ -79,7 +80,15 @@ bool cts__writer_process_gone(void) {
  * writer to one CPU pays for (bench/JOURNAL.md, "Issue 16: the default rate against the
  * interposer's floor"). True from before the thread starts until it has seen the hang-up
  * (or could not be made): the writer then goes back to timed looks, at the pidfd that may
- * replace the pipe (program_closed_the_pipe). */
+ * replace the pipe (program_closed_the_pipe).
+ *
+ * Made only once the program has lived WATCH_AFTER_MS (cts__owner_is_gone): a thread costs
+ * the writer process about as much as a few timed looks (its stack, a clone, malloc's
+ * first use), and most images of an exec chain (env, sh) or a short command are gone
+ * before that, seen by the first look or two. */
+#define WATCH_AFTER_MS 4u
+static uint64_t watch_from_ms; /* CLOCK_MONOTONIC ms: from then on the pipe gets a watcher */
+static bool watcher_made;
 static atomic_bool owner_watched;
 /* The pipe the watcher polls: kept open until the writer process exits (a number the
  * watcher might still poll must not name another file). */
@@ -107,6 +116,7 @@ static void *owner_watcher(void *arg) {
 /* Starts the watcher thread on the watch pipe `fd`; without it (no thread could be made),
  * the writer looks at the pipe on a timer. Its stack is small: it only polls. */
 static void start_owner_watcher(int fd) {
+  watcher_made = true;
   watcher_fd = fd;
   atomic_store(&owner_watched, true);
   pthread_attr_t attr;
@@ -148,7 +158,13 @@ static bool program_closed_the_pipe(void) {
  * program closed that end itself, its pidfd readable (it exited). */
 bool cts__owner_is_gone(void) {
   struct pollfd p = {.fd = cts__wproc.owner_watch_fd, .events = POLLIN};
-  if (poll(&p, 1, 0) <= 0) return false;
+  if (poll(&p, 1, 0) <= 0) {
+    /* A hang-up from now on wakes the writer (owner_watched): the pipe is polled after
+     * this look found it open, so none is missed. */
+    if (!watcher_made && !cts__wproc.owner_by_pidfd && cts_mono_ms() >= watch_from_ms)
+      start_owner_watcher(cts__wproc.owner_watch_fd);
+    return false;
+  }
   if (cts__wproc.owner_by_pidfd ||
       atomic_load_explicit(&cts__ctl->exec_pending, memory_order_relaxed))
     return true;
@@ -201,7 +217,7 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   cts__wproc.owner_watch_fd = watch_fd;
   cts__wproc.traced_pid = program;
   keep_only_fds(cts__sink.fd, watch_fd);
-  start_owner_watcher(watch_fd);
+  watch_from_ms = cts_mono_ms() + WATCH_AFTER_MS;
   cts__writer_main(NULL);
   /* The program is released; `record` still waits for the sink's lock. */
   cts__symbolizer_save(cts__writer.symbolizer);
