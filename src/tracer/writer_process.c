@@ -85,11 +85,13 @@ bool cts__writer_process_gone(void) {
  * Made only once the program has lived WATCH_AFTER_MS (cts__owner_is_gone): a thread costs
  * the writer process about as much as a few timed looks (its stack, a clone, malloc's
  * first use), and most images of an exec chain (env, sh) or a short command are gone
- * before that, seen by the first look or two. */
+ * before that, seen by the first look or two. Not in ThreadSanitizer builds
+ * (watcher_allowed). */
 #define WATCH_AFTER_MS 4u
 static uint64_t watch_from_ms; /* CLOCK_MONOTONIC ms: from then on the pipe gets a watcher */
 static bool watcher_made;
 static atomic_bool owner_watched;
+static bool watcher_allowed(void);
 /* The pipe the watcher polls: kept open until the writer process exits (a number the
  * watcher might still poll must not name another file). */
 static int watcher_fd = -1;
@@ -161,7 +163,8 @@ bool cts__owner_is_gone(void) {
   if (poll(&p, 1, 0) <= 0) {
     /* A hang-up from now on wakes the writer (owner_watched): the pipe is polled after
      * this look found it open, so none is missed. */
-    if (!watcher_made && !cts__wproc.owner_by_pidfd && cts_mono_ms() >= watch_from_ms)
+    if (watcher_allowed() && !watcher_made && !cts__wproc.owner_by_pidfd &&
+        cts_mono_ms() >= watch_from_ms)
       start_owner_watcher(cts__wproc.owner_watch_fd);
     return false;
   }
@@ -327,6 +330,14 @@ static int middle_entry(void *arg) {
 #ifndef SHARED_MIDDLE
 #define SHARED_MIDDLE 1
 #endif
+
+/* Whether the writer process may make its watcher thread: not in ThreadSanitizer builds
+ * (those without SHARED_MIDDLE), whose runtime kills a process that makes a thread after a
+ * fork of a process with threads (die_after_fork), as the writer process is when the
+ * program had threads. */
+static bool watcher_allowed(void) {
+  return SHARED_MIDDLE;
+}
 
 /* The intermediate, while it shares the program's memory, runs below the program's frames
  * (the program sleeps meanwhile), past this gap for the frames of the calls that make it
