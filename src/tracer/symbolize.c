@@ -10,6 +10,8 @@
 
 #include "symcache.h"
 
+#include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -116,8 +118,14 @@ struct cts__symbolizer {
   uint64_t epoch_seen;                  /* its value at the last report */
   bool handed;                          /* that report was of the list the program handed
                                          * over before its exec (cts__program_maps) */
+  bool dwfl_failed;                     /* libdw could not be bound or report: no more tries */
   cached_t *cache;
   size_t cache_cap, cache_count;
+  /* The module list read without libdw, for persistent-cache hits (module_list_read). */
+  struct listed_module *listed;
+  size_t nlisted;
+  bool listed_read;
+  uint64_t listed_epoch; /* module_epoch when it was read */
   size_t used;
   char strings[STRINGS_SIZE]; /* this call's strings (valid until the next call) */
 };
@@ -316,12 +324,184 @@ static void cache_put(cts__symbolizer_t *s, uint64_t code, const cts_mt_location
   s->cache_count++;
 }
 
+/* ---- persistent-cache hits without libdw ------------------------------------------------
+ * At the default rate an image samples a few allocations, and a warm persistent cache holds
+ * every location they need. Binding libdw for them (a dlopen of libdw, libelf and their
+ * compressors: 0.5 M instructions and ~100 page faults) and reporting the modules through it
+ * (0.45 M) cost more than the lookups. So the module list is read here first, each
+ * module's build-id from its file, and the persistent cache asked; libdw is bound at the
+ * first code the cache does not hold. A module starts where libdwfl's report of
+ * /proc/PID/maps starts it (the first of consecutive mappings of one file, lines that map no
+ * file skipped): cache offsets are relative to that. Anything unusual (a deleted file, no
+ * build-id, an unreadable list) is left to libdw. */
+typedef struct listed_module {
+  uint64_t low, high; /* [low, high): the module's mappings */
+  char *path;
+  bool cache_tried;
+  cts__symcache_t *cache;
+} listed_module_t;
+
+static void listed_free(cts__symbolizer_t *s) {
+  for (size_t i = 0; i < s->nlisted; i++) {
+    cts__symcache_close(s->listed[i].cache); /* nothing added: nothing written */
+    free(s->listed[i].path);
+  }
+  free(s->listed);
+  s->listed = NULL;
+  s->nlisted = 0;
+}
+
+/* The module list's text: the one the program handed over before an exec, else
+ * /proc/PID/maps (this process's for pid 0), malloc'd; NULL if unreadable. */
+static char *maps_text(const cts__symbolizer_t *s, size_t *len) {
+  char *const handed = s->pid ? cts__program_maps(len) : NULL;
+  return handed ? handed : cts__read_maps(s->pid, len);
+}
+
+/* Appends [low, high) of `path` (len bytes) to the list; false without memory. */
+static bool listed_add(cts__symbolizer_t *s, size_t *cap, uint64_t low, uint64_t high,
+                       const char *path, size_t len) {
+  if (s->nlisted == *cap) {
+    const size_t grown_cap = *cap ? 2u * *cap : 32u;
+    listed_module_t *const grown = realloc(s->listed, grown_cap * sizeof *grown);
+    if (!grown) return false;
+    s->listed = grown;
+    *cap = grown_cap;
+  }
+  char *const copy = strndup(path, len);
+  if (!copy) return false;
+  s->listed[s->nlisted++] = (listed_module_t){.low = low, .high = high, .path = copy};
+  return true;
+}
+
+/* Reads the module list (again) into s->listed, grouping lines as libdwfl does. */
+static void module_list_read(cts__symbolizer_t *s) {
+  listed_free(s);
+  s->listed_read = true;
+  if (s->module_epoch) s->listed_epoch = atomic_load(s->module_epoch);
+  size_t len = 0, cap = 0;
+  char *const text = maps_text(s, &len);
+  if (!text) return;
+  uint64_t low = 0, high = 0, last_ino = 0;
+  unsigned last_major = 0, last_minor = 0;
+  const char *last_path = NULL;
+  size_t last_len = 0;
+  bool ok = true;
+  for (size_t at = 0; ok && at < len;) {
+    const char *const line = text + at;
+    const char *const eol = memchr(line, '\n', len - at);
+    const size_t line_len = eol ? (size_t)(eol - line) : len - at;
+    at += line_len + 1u;
+    char buf[4200];
+    if (line_len >= sizeof buf) continue; /* no module path is that long: not one of ours */
+    memcpy(buf, line, line_len);
+    buf[line_len] = '\0';
+    unsigned long long start, end, offset, ino;
+    unsigned major, minor;
+    int nread = 0;
+    if (sscanf(buf, "%llx-%llx %*s %llx %x:%x %llu %n", &start, &end, &offset, &major, &minor, &ino,
+               &nread) < 6 ||
+        nread <= 0)
+      continue;
+    const char *const file = buf + nread + strspn(buf + nread, " \t");
+    if (file[0] != '/' || (ino == 0 && major == 0 && minor == 0)) continue;
+    const size_t file_len = strlen(file);
+    /* A deleted file's build-id cannot be read again: libdw's. */
+    const bool deleted = file_len > 10 && !strcmp(file + file_len - 10, " (deleted)");
+    if (last_path && ino == last_ino && major == last_major && minor == last_minor &&
+        file_len == last_len && !memcmp(file, last_path, file_len)) {
+      high = end;
+      continue;
+    }
+    if (last_path) ok = listed_add(s, &cap, low, high, last_path, last_len);
+    free((char *)last_path);
+    last_path = deleted ? NULL : strndup(file, file_len);
+    last_len = file_len;
+    low = start, high = end, last_ino = ino, last_major = major, last_minor = minor;
+  }
+  if (ok && last_path) listed_add(s, &cap, low, high, last_path, last_len);
+  free((char *)last_path);
+  free(text);
+}
+
+/* The GNU build-id of the ELF file at `path` into id (up to `max` bytes): its length, or 0. */
+static size_t file_build_id(const char *path, unsigned char *id, size_t max) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t found = 0;
+  Elf64_Ehdr eh;
+  if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+      eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_ident[EI_DATA] == ELFDATA2LSB &&
+      eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum <= 64) {
+    Elf64_Phdr ph[64];
+    const size_t phbytes = (size_t)eh.e_phnum * sizeof *ph;
+    if (pread(fd, ph, phbytes, (off_t)eh.e_phoff) == (ssize_t)phbytes) {
+      for (unsigned i = 0; !found && i < eh.e_phnum; i++) {
+        if (ph[i].p_type != PT_NOTE || ph[i].p_filesz == 0 || ph[i].p_filesz > 4096) continue;
+        unsigned char notes[4096];
+        const size_t size = (size_t)ph[i].p_filesz;
+        if (pread(fd, notes, size, (off_t)ph[i].p_offset) != (ssize_t)size) continue;
+        /* Elf64_Nhdr entries, name and descriptor each padded to 4 bytes. */
+        for (size_t at = 0; at + sizeof(Elf64_Nhdr) <= size;) {
+          Elf64_Nhdr nh;
+          memcpy(&nh, notes + at, sizeof nh);
+          const size_t name_at = at + sizeof nh, name_pad = ((size_t)nh.n_namesz + 3u) & ~3u;
+          const size_t desc_at = name_at + name_pad, desc_pad = ((size_t)nh.n_descsz + 3u) & ~3u;
+          if (nh.n_namesz > size || nh.n_descsz > size || desc_at + desc_pad > size) break;
+          if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+              !memcmp(notes + name_at, "GNU", 4) && nh.n_descsz > 0 && nh.n_descsz <= max) {
+            memcpy(id, notes + desc_at, nh.n_descsz);
+            found = nh.n_descsz;
+            break;
+          }
+          at = desc_at + desc_pad;
+        }
+      }
+    }
+  }
+  close(fd);
+  return found;
+}
+
+/* The locations of `code` from the persistent cache, through the module list read here:
+ * true (*n set) on a hit. */
+static bool listed_lookup(cts__symbolizer_t *s, uint64_t code, cts_mt_location_t *out, size_t max,
+                          size_t *n) {
+  if (!s->cache_dir || s->dwfl) return false; /* libdw already bound: its way is as cheap */
+  if (!s->listed_read || (s->module_epoch && atomic_load(s->module_epoch) != s->listed_epoch))
+    module_list_read(s);
+  const uint64_t addr = code - 1u; /* inside the call, as dwfl_addrmodule is asked */
+  for (size_t i = 0; i < s->nlisted; i++) {
+    listed_module_t *const m = &s->listed[i];
+    if (addr < m->low || addr >= m->high) continue;
+    if (!m->cache_tried) {
+      m->cache_tried = true;
+      unsigned char id[64];
+      const size_t id_len = file_build_id(m->path, id, sizeof id);
+      if (id_len) m->cache = cts__symcache_open(s->cache_dir, m->path, id, id_len);
+    }
+    return m->cache && cts__symcache_find(m->cache, code - m->low, out, max, n);
+  }
+  return false;
+}
+
 cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *module_epoch) {
-  if (!cts__lazylib_bind(&dw_lib)) return NULL; /* as without libdw: no locations */
   cts__symbolizer_t *const s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->pid = module_epoch ? pid : 0;
   s->module_epoch = module_epoch;
+  s->cache_dir = cts__symcache_dir();
+  return s;
+}
+
+/* libdw's side of the symbolizer, made at the first code the persistent cache does not
+ * hold (listed_lookup): false if libdw cannot be bound or the modules not reported. */
+static bool dwfl_ready(cts__symbolizer_t *s) {
+  if (s->dwfl) return true;
+  if (s->dwfl_failed || !cts__lazylib_bind(&dw_lib)) {
+    s->dwfl_failed = true;
+    return false;
+  }
   s->callbacks.find_elf = dwfl_linux_proc_find_elf;
   /* Separate debug information is looked for by build id on this machine only
    * (/usr/lib/debug/.build-id). dwfl_standard_find_debuginfo would fall back to
@@ -331,12 +511,17 @@ cts__symbolizer_t *cts__symbolizer_create(int pid, const _Atomic uint64_t *modul
   s->callbacks.find_debuginfo = dwfl_build_id_find_debuginfo;
   s->callbacks.debuginfo_path = &s->debuginfo_path;
   s->dwfl = dwfl_begin(&s->callbacks);
-  s->cache_dir = cts__symcache_dir();
   if (!s->dwfl || !report_modules(s)) {
-    cts__symbolizer_destroy(s);
-    return NULL;
+    if (s->dwfl) dwfl_end(s->dwfl);
+    s->dwfl = NULL;
+    s->dwfl_failed = true;
+    return false;
   }
-  return s;
+  return true;
+}
+
+bool cts__symbolizer_used_libdw(const cts__symbolizer_t *s) {
+  return s && s->dwfl;
 }
 
 void cts__symbolizer_destroy(cts__symbolizer_t *s) {
@@ -345,6 +530,7 @@ void cts__symbolizer_destroy(cts__symbolizer_t *s) {
     dwfl_getmodules(s->dwfl, free_module_symbols, NULL, 0);
     dwfl_end(s->dwfl);
   }
+  listed_free(s);
   free(s->cache_dir);
   for (size_t i = 0; i < s->cache_cap; i++) {
     for (size_t j = 0; j < s->cache[i].n; j++) {
@@ -446,6 +632,12 @@ size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t
       return n;
     }
   }
+  size_t n;
+  if (listed_lookup(s, code, out, max, &n)) {
+    cache_put(s, code, out, n);
+    return n;
+  }
+  if (!dwfl_ready(s)) return 0;
   refresh_modules(s, code);
   /* Keyed by the address's offset in its module: the same in every image that maps it. */
   Dwfl_Module *const mod = dwfl_addrmodule(s->dwfl, (Dwarf_Addr)code - 1);
@@ -453,7 +645,6 @@ size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t
   cts__symcache_t *const pc = t ? module_cache(s, mod, t) : NULL;
   Dwarf_Addr mod_start = 0;
   if (pc) dwfl_module_info(mod, NULL, &mod_start, NULL, NULL, NULL, NULL, NULL);
-  size_t n;
   if (pc && cts__symcache_find(pc, code - mod_start, out, max, &n)) {
     cache_put(s, code, out, n);
     return n;
@@ -573,6 +764,11 @@ void cts__symbolizer_destroy(cts__symbolizer_t *s) {
 
 void cts__symbolizer_save(cts__symbolizer_t *s) {
   (void)s;
+}
+
+bool cts__symbolizer_used_libdw(const cts__symbolizer_t *s) {
+  (void)s;
+  return false;
 }
 
 size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {

@@ -149,6 +149,9 @@ void cts__writer_process_reap(void);
 /* In the writer process: a copy (malloc) of the list the program handed over, its length in
  * `*len`; NULL when none is (then /proc/PID/maps is the program's). */
 char *cts__program_maps(size_t *len);
+/* The module list of process `pid` (0: this one) read from /proc/PID/maps, whole, into
+ * a malloc'd copy, its length in `*len`; NULL if it could not be read whole. */
+char *cts__read_maps(int pid, size_t *len);
 /* Before the program makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER): waits
  * for the writer's intermediate process to have exited, if it has not been reaped yet (it
  * has made the writer and is in its exit: microseconds). Its exit hands the writer to the
@@ -247,6 +250,8 @@ void cts__symbolizer_destroy(cts__symbolizer_t *s);
 /* Writes the modules' persistent location caches (symcache.h) without tearing anything
  * down; destroy does it too. */
 void cts__symbolizer_save(cts__symbolizer_t *s);
+/* Whether s has bound libdw (tests: a warm persistent cache answers without it). */
+bool cts__symbolizer_used_libdw(const cts__symbolizer_t *s);
 /* A cts_mt_resolve_cb; user_data is the symbolizer. */
 size_t cts__symbolizer_resolve(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max);
 

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -444,10 +445,10 @@ void cts__forget_writer_process(void) {
   snapshot = NULL;
 }
 
-/* Reads this process's module list (/proc/self/maps) into `buf`, `room` bytes at most: its
- * length, or 0 if it could not be read whole. */
-static size_t read_own_maps(char *buf, size_t room) {
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+/* Reads a module list (`path`: /proc/PID/maps) into `buf`, `room` bytes at most: its length,
+ * or 0 if it could not be read whole. */
+static size_t read_maps(const char *path, char *buf, size_t room) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
   size_t len = 0;
   ssize_t n = fd < 0 ? -1 : 1;
   while (n != 0 && len < room) {
@@ -472,8 +473,9 @@ bool cts__tracer_exec_handoff(int *error) {
   if (snapshot && cts__session.writer_process && cts__ctl->thread_running &&
       !cts__ctl->stop_requested) {
     snapshot->own = (atomic_load(&cts__ctl->next_id) & ID_MASK) == 0;
-    snapshot->len =
-        snapshot->own ? 0 : read_own_maps(snapshot->text, SNAPSHOT_BYTES - sizeof *snapshot);
+    snapshot->len = snapshot->own ? 0
+                                  : read_maps("/proc/self/maps", snapshot->text,
+                                              SNAPSHOT_BYTES - sizeof *snapshot);
     handed = snapshot->own || snapshot->len > 0;
     /* The symbolizer looks at the list again (it takes this one). */
     atomic_fetch_add(&cts__ctl->module_epoch, 1);
@@ -517,7 +519,7 @@ char *cts__program_maps(size_t *len) {
     /* Its own list, as it was at the fork: what the program had before the exec. */
     const size_t room = SNAPSHOT_BYTES - sizeof *snapshot;
     copy = malloc(room);
-    n = copy ? read_own_maps(copy, room) : 0;
+    n = copy ? read_maps("/proc/self/maps", copy, room) : 0;
     if (!n) {
       free(copy);
       copy = NULL;
@@ -525,4 +527,19 @@ char *cts__program_maps(size_t *len) {
   }
   *len = copy ? n : 0;
   return copy;
+}
+
+/* tracer_internal.h. */
+char *cts__read_maps(int pid, size_t *len) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/maps", pid ? pid : (int)getpid());
+  /* As much as a handed-over list may hold: address space until read. */
+  const size_t room = SNAPSHOT_BYTES - sizeof(maps_snapshot_t);
+  char *const text = malloc(room);
+  *len = text ? read_maps(path, text, room) : 0;
+  if (!*len) {
+    free(text);
+    return NULL;
+  }
+  return text;
 }
