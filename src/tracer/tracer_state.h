@@ -63,10 +63,13 @@
  * threads 1.76 GB larger at rate 1. The first RING_FULL_RINGS rings of a process get
  * RING_WORDS (4 MiB) at once, which is all a program with few threads ever uses; later
  * rings start at RING_MIN_WORDS (64 KiB) and double, up to RING_WORDS, each time their
- * thread found the writer half a ring behind, while the rings' sizes sum to at most
- * RING_BUDGET_WORDS (64 MiB). The rings' memory is thus at most 64 MiB, or 16 MiB plus
- * 64 KiB per ring (RING_SLOTS of them: 80 MiB) when there are more than 768 of them
- * (bench/JOURNAL.md, "Issue 16: the rings' memory with many threads"). */
+ * thread found the writer half a ring behind or waited for it, while the rings' sizes sum
+ * to at most RING_BUDGET_WORDS (64 MiB). The rings' words thus take at most 64 MiB, or
+ * 16 MiB plus 64 KiB for each ring after the fourth when that is more (beyond 772 rings;
+ * RING_SLOTS of them: 80 MiB); each ring's header and its thread's outer-frame cache come
+ * on top. The price: many busy threads wait for the writer where 4 MiB rings let them run
+ * ahead (100 threads: 1.2 x the CPU time; bench/JOURNAL.md, "Issue 16: the rings' memory
+ * with many threads"). */
 #define RING_WORDS        (512u * 1024u) /* the largest ring: a slot of the shared mapping */
 #define RING_MIN_WORDS    (8u * 1024u)
 #define RING_MAX_SHIFT    6u /* RING_WORDS >> RING_MAX_SHIFT == RING_MIN_WORDS */
