@@ -98,7 +98,8 @@ static void *grow_one(void *arg) {
   }
   kill(run->writer_pid, SIGCONT);
   run->drained = drained(r);
-  /* The longest record cts__tracer_record reserves room for. */
+  /* The room cts__tracer_record reserves for a record (cts_tracer_config_init's
+   * max_frames, 256): a record that reserves past the ring's end wraps it. */
   const size_t room = REC_ALLOC_WORDS + 256u + CTS__OWN_FRAMES;
   while (atomic_load(&r->head) < size + size / 4u) {
     if ((atomic_load(&r->head) & (size - 1u)) + room > size &&
