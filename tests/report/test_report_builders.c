@@ -567,7 +567,8 @@ void *__wrap_aligned_alloc(size_t align, size_t n) {
 }
 
 /* Writing the page of a trace of many stack nodes takes at most 4 bytes a node beyond what
- * the load holds, and 1 MiB (the page's pruned tree, the document): the figures by which the
+ * the load holds, and 1.5 MiB (the page's pruned tree, the document, the deflater's state:
+ * 672 KB for libdeflate at level 6, zlib's was 272 KB): the figures by which the
  * page's tree is pruned (saturated at 4 bytes), then the map from profile nodes to the
  * page's, in the same array. Two arrays (8 + 4 bytes a node) took 3.62 MB here; one of 8
  * bytes a node 2.57 MB. Main over a binary
@@ -618,7 +619,7 @@ CTS_TEST(mem_page_takes_at_most_4_bytes_a_node_beyond_the_load) {
   json_flat_t j;
   render(&(report_doc_t){.title = "heap", .mem = m}, &j);
   const size_t extra = heap_peak - loaded;
-  CTS_ASSERT_MSG(extra <= (size_t)4 * nodes + (1u << 20),
+  CTS_ASSERT_MSG(extra <= (size_t)4 * nodes + (3u << 19),
                  "the page took %zu bytes beyond the load (%u nodes)", extra, nodes);
   CTS_ASSERT_EQ_U64(num(&j, "mem.tree_nodes"), nodes);
   CTS_ASSERT(num(&j, "mem.tree_pruned") > 0);
