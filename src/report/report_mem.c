@@ -875,6 +875,27 @@ static CTS_FORCE_INLINE record_t live_record(report_mem_t *m, const cts_alloc_pr
                     .blocks = 1};
 }
 
+/* Block p's time bucket and bit in the set, as live_set_bit(s, live_record(m, p)) gives
+ * them, straight from the block: with classes by power of two, a length's class is its bit
+ * length (size_octave of its histogram bucket, ranked by live_set_class), so neither the
+ * record nor the histogram's bucket is made (~20 instructions a block and pass, 10 M
+ * blocks twice on gen_trace --shape survivors). s->octaves must be m->size_octaves. */
+static CTS_FORCE_INLINE uint64_t live_bit(report_mem_t *m, const live_set_t *s,
+                                          const cts_alloc_profile_live_t *p, uint16_t *ta) {
+  const uint64_t t = rel_us(m, p->time_us) >> m->rec_shift;
+  *ta = (uint16_t)(t < RECORD_BUCKETS ? t : RECORD_BUCKETS - 1);
+  const unsigned c = !s->octaves ? cts_hist_bucket(p->length)
+                     : p->length ? 64u - (unsigned)__builtin_clzll(p->length)
+                                 : 0u;
+  const uint64_t bit = ((uint64_t)record_node(m, p->node) * live_set_classes(s->octaves) + c) * 4u +
+                       (p->source & 3u);
+#if CTS_CHECKS
+  const record_t r = live_record(m, p);
+  CTS_ASSERT(s->octaves == m->size_octaves && r.ta == *ta && live_set_bit(s, &r) == bit);
+#endif
+  return bit;
+}
+
 /* Bits set in x, inline (the baseline x86-64 build has no popcnt instruction; libgcc's is a
  * call, which was a tenth of the second pass). */
 static inline uint32_t ones(uint64_t x) {
@@ -964,8 +985,10 @@ static int add_live_figures(report_mem_t *m, const live_set_t *s) {
         at = 0;
       }
       const bool more = at < got;
-      const record_t r = more ? live_record(m, &batch[at++]) : (record_t){.ta = UINT16_MAX};
-      if (r.ta != ta || !more) { /* to the records, the sums of the last bucket */
+      const cts_alloc_profile_live_t *p = more ? &batch[at++] : NULL;
+      uint16_t bta = UINT16_MAX;
+      const uint64_t bit = more ? live_bit(m, s, p, &bta) : 0;
+      if (bta != ta || !more) { /* to the records, the sums of the last bucket */
         for (uint32_t d = 0; d < ndirty; d++) {
           live_sum_t *x = &sum[dirty[d]];
           record_t *to = &m->recs[rec_of[base[ta] + dirty[d]]];
@@ -974,15 +997,14 @@ static int add_live_figures(report_mem_t *m, const live_set_t *s) {
           *x = (live_sum_t){0};
         }
         ndirty = 0;
-        ta = r.ta;
+        ta = bta;
       }
       if (!more) break;
-      const uint64_t bit = live_set_bit(s, &r);
-      const uint64_t word = s->bucket[r.ta][bit / 64u], below = (UINT64_C(1) << (bit % 64u)) - 1u;
+      const uint64_t word = s->bucket[ta][bit / 64u], below = (UINT64_C(1) << (bit % 64u)) - 1u;
       CTS_ASSERT(word >> (bit % 64u) & 1u); /* the first pass added every key */
-      const uint32_t k = rank[r.ta][bit / 64u] + ones(word & below);
+      const uint32_t k = rank[ta][bit / 64u] + ones(word & below);
       if (!sum[k].blocks) dirty[ndirty++] = k;
-      sum[k].samples += r.samples;
+      sum[k].samples += p->samples;
       sum[k].blocks++;
     }
   }
@@ -1004,10 +1026,13 @@ static int finish_live_two_passes(report_mem_t *m, live_set_t *s) {
   while (!e && (n = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0)
     for (size_t b = 0; b < n && !e; b++) {
       const cts_alloc_profile_live_t *p = &batch[b];
-      record_t r = live_record(m, p);
-      const int had = live_set_test_set(s, &r);
-      if (had < 0) return had;
-      if (!had) {
+      uint16_t ta;
+      const uint64_t bit = live_bit(m, s, p, &ta), mask = UINT64_C(1) << (bit % 64u);
+      uint64_t *words = s->bucket[ta];
+      if (!words && !(words = s->bucket[ta] = calloc(s->words, sizeof *words))) return -ENOMEM;
+      if (!(words[bit / 64u] & mask)) { /* a key the records lack: its record, no figures */
+        words[bit / 64u] |= mask;
+        record_t r = live_record(m, p);
         r.samples = r.blocks = 0;
         const int64_t i = record_find(m, &r, record_hash(&r));
         if (i < 0) return (int)i;
