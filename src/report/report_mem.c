@@ -121,6 +121,7 @@ struct report_mem {
   /* No task trace to join and no marks: an event only raises the heap curve and finishes
    * the block it ended (on_event). */
   bool heap_only;
+  uint64_t full_events; /* events through on_event_full */
   int err;
 };
 
@@ -1087,6 +1088,7 @@ static void free_aggregation(report_mem_t *m) {
 /* Every event, whatever it asks for. */
 static CTS_NOINLINE int on_event_full(report_mem_t *m, cts_mem_trace_t *t,
                                       const cts_mt_event_t *ev) {
+  m->full_events++;
   if (m->opts.attribute) { /* memory by task: the task trace's join */
     const int e =
         report_tasks_mem_event(m->opts.attribute, cts_mt_reader_borrow_info(t->reader), ev);
@@ -1206,6 +1208,10 @@ const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n) {
 
 unsigned report_mem_live_passes(const report_mem_t *m) {
   return m->live_passes;
+}
+
+uint64_t report_mem_full_events(const report_mem_t *m) {
+  return m->full_events;
 }
 
 double report_mem_bytes_per_sample(const report_mem_t *m) {
