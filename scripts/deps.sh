@@ -10,6 +10,7 @@ CTS_PACKAGES=(
   clang libclang-rt-14-dev                 # asan and fuzz presets (sanitizer/libFuzzer runtimes)
   zlib1g-dev                               # gzip-compressed traces
   libzstd-dev zstd                         # zstd-compressed traces (zstd: the tests' reference)
+  libdeflate-dev                           # the report's embedded columns, deflated
   librsvg2-dev fonts-dejavu-core           # stats --png: the SVG histograms rendered (librsvg)
   clang-format                             # the format check test
   binutils                                 # nm, for the freestanding-core check

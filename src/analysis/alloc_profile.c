@@ -290,18 +290,68 @@ bool cts_alloc_profile_ended(const cts_alloc_profile_t *p, cts_alloc_profile_liv
   return p->have_ended;
 }
 
+/* A live record's figures as cts_alloc_profile_next_live gives them: unpack's, without its
+ * whole block (through it, a batch took ~39 instructions a block, now ~30). */
+static CTS_FORCE_INLINE cts_alloc_profile_live_t live_of(const cts_alloc_profile_t *p,
+                                                         const live_rec_t *r) {
+  if (CTS_UNLIKELY(r->clock_flags & REC_POOLED)) {
+    const cts_alloc_profile_block_t *b = &p->blocks[r->node];
+    return (cts_alloc_profile_live_t){.time_us = b->time_us,
+                                      .length = b->length,
+                                      .samples = b->samples,
+                                      .node = b->node,
+                                      .source = b->source};
+  }
+  return (cts_alloc_profile_live_t){
+      .time_us = p->live_base_us + (r->time_len & ((1ull << REC_TIME_BITS) - 1)),
+      .length = r->time_len >> REC_TIME_BITS,
+      .samples = r->samples,
+      .node = r->node,
+      .source = (uint8_t)(r->clock_flags >> REC_SOURCE & 3u)};
+}
+
 bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
                                  cts_alloc_profile_live_t *out) {
   uint64_t id;
   void *rec;
   if (!cts_live_next(&p->live, cur, &id, &rec)) return false;
-  const cts_alloc_profile_block_t b = unpack(p, rec);
-  *out = (cts_alloc_profile_live_t){.time_us = b.time_us,
-                                    .length = b.length,
-                                    .samples = b.samples,
-                                    .node = b.node,
-                                    .source = b.source};
+  *out = live_of(p, rec);
   return true;
+}
+
+size_t cts_alloc_profile_next_lives(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
+                                    cts_alloc_profile_live_t *out, size_t max) {
+  size_t n = 0;
+  while (n < max) {
+    const cts_live_chunk_t *c = cur->chunk;
+    if (c && c->dense && cur->i < CTS_LIVE_CHUNK) {
+      /* A dense chunk's blocks from cur->i on, a word of its bitmap at a time, inline:
+       * through cts_live_next, ~80 instructions a block (10 M survivors walked twice by
+       * the report: 12 % of its instructions). */
+      const live_rec_t *recs = (const live_rec_t *)(const void *)c->recs;
+      uint32_t w = cur->i / 64u;
+      uint64_t bits = c->present[w] >> (cur->i % 64u) << (cur->i % 64u);
+      for (;;) {
+        uint32_t off = 0;
+        for (; bits && n < max; bits &= bits - 1u) {
+          off = w * 64u + (uint32_t)__builtin_ctzll(bits);
+          out[n++] = live_of(p, &recs[off]);
+        }
+        if (n == max) {
+          cur->i = off + 1u;
+          return n;
+        }
+        if (++w == CTS_LIVE_CHUNK / 64u) break;
+        bits = c->present[w];
+      }
+      cur->i = CTS_LIVE_CHUNK; /* the chunk is done: cts_live_next goes to the next one */
+    }
+    uint64_t id;
+    void *rec;
+    if (!cts_live_next(&p->live, cur, &id, &rec)) break;
+    out[n++] = live_of(p, rec);
+  }
+  return n;
 }
 
 /* The allocation's figures that do not depend on the block's life (every configuration). */

@@ -12,6 +12,7 @@
 #define CTS_ALLOC_PROFILE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <ctfscope/memtrace.h>
@@ -167,6 +168,10 @@ bool cts_alloc_profile_ended(const cts_alloc_profile_t *p, cts_alloc_profile_liv
  * no event may be added meanwhile). */
 bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
                                  cts_alloc_profile_live_t *out);
+/* The next blocks live now, up to max of them, into out, in the order and from the cursor
+ * cts_alloc_profile_next_live goes by (the calls may be mixed); how many (0: no more). */
+size_t cts_alloc_profile_next_lives(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
+                                    cts_alloc_profile_live_t *out, size_t max);
 /* Call once after the last event: settles peak and history figures (and with
  * cfg.live_at_end the nodes' live figures), and frees the stack trie's look-up table
  * (cts_stacks_drop_table: interning again rebuilds it). Events added afterwards keep every

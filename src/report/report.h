@@ -103,6 +103,9 @@ const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n);
 double report_mem_bytes_per_sample(const report_mem_t *m);
 /* How the blocks never collected were finished: 0 (none), 1 or 2 passes (tests). */
 unsigned report_mem_live_passes(const report_mem_t *m);
+/* Events of the load that took report_mem.c's general path, on_event_full (tests: the
+ * others raise the heap curve and finish the block they ended inline). */
+uint64_t report_mem_full_events(const report_mem_t *m);
 /* The trace's profile (rate, word size: what formats byte estimates), borrowed. */
 const cts_alloc_profile_t *report_mem_profile(const report_mem_t *m);
 /* The trace's info record (process id, start time), borrowed; NULL when it has none. */

@@ -40,8 +40,10 @@ typedef struct record {
   uint32_t node;
   uint16_t ta, tf, size_class;
   uint8_t source;
+  uint32_t page_node; /* (write_tree only: the page's node, by which records are sorted) */
   uint64_t samples, blocks;
 } record_t;
+_Static_assert(sizeof(record_t) == 32, "a record is 32 bytes (page_node in its padding)");
 
 /* The index of the records of one allocation time bucket: open addressing, record index + 1
  * (0: empty). One table per bucket because blocks finish roughly in time order (the live
@@ -116,6 +118,10 @@ struct report_mem {
   report_alloc_mark_t *marks;
   size_t nmarks, cap_marks;
   unsigned live_passes; /* how the blocks never collected were finished (0: none) */
+  /* No task trace to join and no marks: an event only raises the heap curve and finishes
+   * the block it ended (on_event). */
+  bool heap_only;
+  uint64_t full_events; /* events through on_event_full */
   int err;
 };
 
@@ -552,9 +558,8 @@ static int coarsen_nodes(report_mem_t *m, bool progress) {
   return remap_records(m, COARSER_NODE);
 }
 
-/* The node whose records stand for node's (see rnode). */
-static uint32_t record_node(report_mem_t *m, uint32_t node) {
-  if (!m->rnode) return node;
+/* record_node once there is a coarser tree. */
+static CTS_NOINLINE uint32_t record_node_mapped(report_mem_t *m, uint32_t node) {
   const cts_stacks_t *st = &m->t.prof.stacks;
   if (node >= m->rnode_n) {
     if (node >= st->count) return 0; /* not a node: the root, as write_tree does */
@@ -572,6 +577,12 @@ static uint32_t record_node(report_mem_t *m, uint32_t node) {
     m->rnode_n = st->count;
   }
   return rnode_at(m, node);
+}
+
+/* The node whose records stand for node's (see rnode). Inline: asked for every block,
+ * mostly with no coarser tree (a call was ~16 instructions a block never collected). */
+static inline uint32_t record_node(report_mem_t *m, uint32_t node) {
+  return m->rnode ? record_node_mapped(m, node) : node;
 }
 
 /* Whether keep_budget may choose a coarser call tree: while its figures are unchanged (no
@@ -821,7 +832,7 @@ static unsigned live_set_classes(bool octaves) {
   return octaves ? 6u + (CTS_HIST_BUCKETS - CTS_HIST_EXACT) / CTS_HIST_SUB : CTS_HIST_BUCKETS;
 }
 
-static uint64_t live_set_bit(const live_set_t *s, const record_t *r) {
+static CTS_FORCE_INLINE uint64_t live_set_bit(const live_set_t *s, const record_t *r) {
   CTS_ASSERT(r->node < s->nodes && r->source < 4);
   return ((uint64_t)r->node * live_set_classes(s->octaves) + live_set_class(s, r->size_class)) *
              4u +
@@ -865,6 +876,27 @@ static CTS_FORCE_INLINE record_t live_record(report_mem_t *m, const cts_alloc_pr
                     .blocks = 1};
 }
 
+/* Block p's time bucket and bit in the set, as live_set_bit(s, live_record(m, p)) gives
+ * them, straight from the block: with classes by power of two, a length's class is its bit
+ * length (size_octave of its histogram bucket, ranked by live_set_class), so neither the
+ * record nor the histogram's bucket is made (~20 instructions a block and pass, 10 M
+ * blocks twice on gen_trace --shape survivors). s->octaves must be m->size_octaves. */
+static CTS_FORCE_INLINE uint64_t live_bit(report_mem_t *m, const live_set_t *s,
+                                          const cts_alloc_profile_live_t *p, uint16_t *ta) {
+  const uint64_t t = rel_us(m, p->time_us) >> m->rec_shift;
+  *ta = (uint16_t)(t < RECORD_BUCKETS ? t : RECORD_BUCKETS - 1);
+  const unsigned c = !s->octaves ? cts_hist_bucket(p->length)
+                     : p->length ? 64u - (unsigned)__builtin_clzll(p->length)
+                                 : 0u;
+  const uint64_t bit = ((uint64_t)record_node(m, p->node) * live_set_classes(s->octaves) + c) * 4u +
+                       (p->source & 3u);
+#if CTS_CHECKS
+  const record_t r = live_record(m, p);
+  CTS_ASSERT(s->octaves == m->size_octaves && r.ta == *ta && live_set_bit(s, &r) == bit);
+#endif
+  return bit;
+}
+
 /* Bits set in x, inline (the baseline x86-64 build has no popcnt instruction; libgcc's is a
  * call, which was a tenth of the second pass). */
 static inline uint32_t ones(uint64_t x) {
@@ -879,6 +911,11 @@ static int chunk_by_number(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Blocks never collected read from the profile at a time in either pass (one at a time, the
+ * calls were ~80 instructions a block, 12 % of the report's on gen_trace --shape
+ * survivors). 10 KiB on the stack. */
+#define LIVE_BATCH 256u
+
 /* A figure of the second pass: what the blocks of one key never collected add. */
 typedef struct live_sum {
   uint64_t samples, blocks;
@@ -890,6 +927,7 @@ typedef struct live_sum {
  * each added to its record when the blocks move to another bucket. No record is looked up:
  * the records' index and the front go first. */
 static int add_live_figures(report_mem_t *m, const live_set_t *s) {
+  cts_alloc_profile_live_t batch[LIVE_BATCH];
   front_flush(m);
   for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) free(m->tables[b].slot);
   free(m->tables);
@@ -941,11 +979,17 @@ static int add_live_figures(report_mem_t *m, const live_set_t *s) {
   for (size_t c = 0; c <= n; c++) {
     /* A cursor on this chunk alone: past its last block the map has no next slot. */
     cts_live_cursor_t cur = {.map_pos = SIZE_MAX, .chunk = c < n ? chunks[c] : NULL, .i = 0};
-    cts_alloc_profile_live_t p;
+    size_t got = 0, at = 0;
     for (;;) {
-      const bool more = c < n && cts_alloc_profile_next_live(&m->t.prof, &cur, &p);
-      const record_t r = more ? live_record(m, &p) : (record_t){.ta = UINT16_MAX};
-      if (r.ta != ta || !more) { /* to the records, the sums of the last bucket */
+      if (at == got && c < n) {
+        got = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH);
+        at = 0;
+      }
+      const bool more = at < got;
+      const cts_alloc_profile_live_t *p = more ? &batch[at++] : NULL;
+      uint16_t bta = UINT16_MAX;
+      const uint64_t bit = more ? live_bit(m, s, p, &bta) : 0;
+      if (bta != ta || !more) { /* to the records, the sums of the last bucket */
         for (uint32_t d = 0; d < ndirty; d++) {
           live_sum_t *x = &sum[dirty[d]];
           record_t *to = &m->recs[rec_of[base[ta] + dirty[d]]];
@@ -954,15 +998,14 @@ static int add_live_figures(report_mem_t *m, const live_set_t *s) {
           *x = (live_sum_t){0};
         }
         ndirty = 0;
-        ta = r.ta;
+        ta = bta;
       }
       if (!more) break;
-      const uint64_t bit = live_set_bit(s, &r);
-      const uint64_t word = s->bucket[r.ta][bit / 64u], below = (UINT64_C(1) << (bit % 64u)) - 1u;
+      const uint64_t word = s->bucket[ta][bit / 64u], below = (UINT64_C(1) << (bit % 64u)) - 1u;
       CTS_ASSERT(word >> (bit % 64u) & 1u); /* the first pass added every key */
-      const uint32_t k = rank[r.ta][bit / 64u] + ones(word & below);
+      const uint32_t k = rank[ta][bit / 64u] + ones(word & below);
       if (!sum[k].blocks) dirty[ndirty++] = k;
-      sum[k].samples += r.samples;
+      sum[k].samples += p->samples;
       sum[k].blocks++;
     }
   }
@@ -979,23 +1022,29 @@ out:
 static int finish_live_two_passes(report_mem_t *m, live_set_t *s) {
   int e = live_set_fill(s, m);
   cts_live_cursor_t cur = {0};
-  cts_alloc_profile_live_t p;
-  while (!e && cts_alloc_profile_next_live(&m->t.prof, &cur, &p)) {
-    record_t r = live_record(m, &p);
-    const int had = live_set_test_set(s, &r);
-    if (had < 0) return had;
-    if (!had) {
-      r.samples = r.blocks = 0;
-      const int64_t i = record_find(m, &r, record_hash(&r));
-      if (i < 0) return (int)i;
+  cts_alloc_profile_live_t batch[LIVE_BATCH];
+  size_t n;
+  while (!e && (n = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0)
+    for (size_t b = 0; b < n && !e; b++) {
+      const cts_alloc_profile_live_t *p = &batch[b];
+      uint16_t ta;
+      const uint64_t bit = live_bit(m, s, p, &ta), mask = UINT64_C(1) << (bit % 64u);
+      uint64_t *words = s->bucket[ta];
+      if (!words && !(words = s->bucket[ta] = calloc(s->words, sizeof *words))) return -ENOMEM;
+      if (!(words[bit / 64u] & mask)) { /* a key the records lack: its record, no figures */
+        words[bit / 64u] |= mask;
+        record_t r = live_record(m, p);
+        r.samples = r.blocks = 0;
+        const int64_t i = record_find(m, &r, record_hash(&r));
+        if (i < 0) return (int)i;
+      }
+      if (m->nrecs > m->opts.max_records) {
+        const uint32_t gen = m->key_gen;
+        e = keep_budget(m, p);
+        CTS_ASSERT(e || !m->rnode || m->rnode_n == m->t.prof.stacks.count);
+        if (!e && gen != m->key_gen) e = live_set_fill(s, m);
+      }
     }
-    if (m->nrecs > m->opts.max_records) {
-      const uint32_t gen = m->key_gen;
-      e = keep_budget(m, &p);
-      CTS_ASSERT(e || !m->rnode || m->rnode_n == m->t.prof.stacks.count);
-      if (!e && gen != m->key_gen) e = live_set_fill(s, m);
-    }
-  }
   return e ? e : add_live_figures(m, s);
 }
 
@@ -1036,8 +1085,10 @@ static void free_aggregation(report_mem_t *m) {
   m->rnode_n = m->rnode_cap = 0;
 }
 
-static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
-  report_mem_t *m = ud;
+/* Every event, whatever it asks for. */
+static CTS_NOINLINE int on_event_full(report_mem_t *m, cts_mem_trace_t *t,
+                                      const cts_mt_event_t *ev) {
+  m->full_events++;
   if (m->opts.attribute) { /* memory by task: the task trace's join */
     const int e =
         report_tasks_mem_event(m->opts.attribute, cts_mt_reader_borrow_info(t->reader), ev);
@@ -1065,6 +1116,30 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   return 0;
 }
 
+static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
+  report_mem_t *m = ud;
+  /* Without a task trace or marks, an event raises the heap curve's bucket and finishes the
+   * block it ended, if any: that case here, the block's figures read in place (through
+   * on_event_full, ~60 instructions and a frame an event: 7 % of the report's on gen_trace
+   * --shape survivors, whose allocations end no block, and ~8 % on a rate-1 trace of
+   * sqlite3, whose blocks all die). What on_event_full does first (the origin set, times
+   * coarsened, the heap curve rescaled) must have nothing left to do. */
+  const uint64_t rel = ev->time_us - m->origin_us;
+  if (CTS_LIKELY(m->heap_only && m->origin_us && ev->time_us > m->origin_us &&
+                 rel >> m->rec_shift < RECORD_BUCKETS && rel >> m->heap_shift < HEAP_BUCKETS)) {
+    const uint64_t b = rel >> m->heap_shift, live = t->prof.stacks.live_samples;
+    if (!m->heap_set[b] || live > m->heap_max[b]) m->heap_max[b] = live;
+    m->heap_set[b] = true;
+    if (CTS_LIKELY(!t->prof.have_ended)) return 0;
+    /* A collection, or an allocation of an id still live (the old block never collected). */
+    const cts_alloc_profile_live_t gone = t->prof.ended;
+    return ev->kind == CTS_MT_COLLECT ? finish_block(m, &gone, ev->time_us)
+           : ev->kind == CTS_MT_ALLOC ? finish_block(m, &gone, UINT64_MAX)
+                                      : 0;
+  }
+  return on_event_full(m, t, ev);
+}
+
 int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   *out = NULL;
   report_mem_t *m = calloc(1, sizeof *m);
@@ -1077,6 +1152,7 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   if (!m->opts.top_sites) m->opts.top_sites = 50;
   if (!m->opts.max_tree_nodes) m->opts.max_tree_nodes = 256u << 10;
   m->heap_w = m->rec_w = 1;
+  m->heap_only = !m->opts.attribute && m->opts.no_marks;
   /* Every stack, as the CLI keeps them (stacks beyond the bound are kept by allocation point,
    * with a warning); the page draws the light ones as part of their callers (page_tree).
    * Live and peak figures by site: the page shows them only in its table of sites
@@ -1132,6 +1208,10 @@ const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n) {
 
 unsigned report_mem_live_passes(const report_mem_t *m) {
   return m->live_passes;
+}
+
+uint64_t report_mem_full_events(const report_mem_t *m) {
+  return m->full_events;
 }
 
 double report_mem_bytes_per_sample(const report_mem_t *m) {
@@ -1276,16 +1356,57 @@ static void write_hist(cts_out_t *o, const char *name, const cts_hist_t *h) {
   cts_out_char(o, ']');
 }
 
-static const uint32_t *sort_map;
+/* Whether record a goes before b in the page: by the page's node, then the rest of the key
+ * (which two records never share), then the profile's node. */
+static CTS_FORCE_INLINE bool record_before(const record_t *a, const record_t *b) {
+  const uint64_t ha = (uint64_t)a->page_node << 32 | (uint32_t)a->ta << 16 | a->tf;
+  const uint64_t hb = (uint64_t)b->page_node << 32 | (uint32_t)b->ta << 16 | b->tf;
+  if (ha != hb) return ha < hb;
+  return ((uint64_t)a->size_class << 40 | (uint64_t)a->source << 32 | a->node) <
+         ((uint64_t)b->size_class << 40 | (uint64_t)b->source << 32 | b->node);
+}
+
 static int record_by_node(const void *a, const void *b) {
   const record_t *x = a, *y = b;
-  const uint32_t nx = sort_map[x->node], ny = sort_map[y->node];
-  if (nx != ny) return nx < ny ? -1 : 1;
-  if (x->ta != y->ta) return x->ta < y->ta ? -1 : 1;
-  if (x->tf != y->tf) return x->tf < y->tf ? -1 : 1;
-  if (x->size_class != y->size_class) return x->size_class < y->size_class ? -1 : 1;
-  if (x->source != y->source) return x->source < y->source ? -1 : 1;
-  return x->node < y->node ? -1 : x->node > y->node;
+  return record_before(x, y) ? -1 : record_before(y, x);
+}
+
+/* Sorts r[0..n) by record_before, stable (as glibc's qsort was here: a merge sort), with a
+ * copy of n records as glibc's took; qsort itself without memory for it. Inline compares
+ * (qsort's calls through a pointer, each loading two nodes' map entries, were 2.6 % of the
+ * report's instructions on gen_trace --shape survivors). */
+static void sort_records(record_t *r, size_t n) {
+  enum { RUN = 16 };
+  record_t *tmp = n > RUN ? malloc(n * sizeof *tmp) : NULL;
+  if (n > RUN && !tmp) {
+    qsort(r, n, sizeof *r, record_by_node);
+    return;
+  }
+  for (size_t lo = 0; lo < n; lo += RUN) { /* runs of RUN by insertion, stable */
+    const size_t hi = lo + RUN < n ? lo + RUN : n;
+    for (size_t i = lo + 1; i < hi; i++) {
+      const record_t x = r[i];
+      size_t j = i;
+      for (; j > lo && record_before(&x, &r[j - 1]); j--) r[j] = r[j - 1];
+      r[j] = x;
+    }
+  }
+  record_t *from = r, *to = tmp;
+  for (size_t w = RUN; w < n; w *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * w) {
+      const size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+      size_t i = lo, j = mid, k = lo;
+      /* The left run's record first when neither goes before the other: stable. */
+      while (i < mid && j < hi) to[k++] = record_before(&from[j], &from[i]) ? from[j++] : from[i++];
+      while (i < mid) to[k++] = from[i++];
+      while (j < hi) to[k++] = from[j++];
+    }
+    record_t *t = from;
+    from = to;
+    to = t;
+  }
+  if (from != r) memcpy(r, from, n * sizeof *r);
+  free(tmp);
 }
 
 /* The call tree, relabelled "function (file:line)" so that codes of one line are one node,
@@ -1356,8 +1477,8 @@ static void write_tree(cts_out_t *o, report_mem_t *m) {
    * document twice (serve) the same. */
   for (size_t i = 0; i < m->nrecs; i++)
     if (m->recs[i].node >= src->count) m->recs[i].node = 0;
-  sort_map = map;
-  if (m->nrecs) qsort(m->recs, m->nrecs, sizeof *m->recs, record_by_node); /* NULL when empty */
+  for (size_t i = 0; i < m->nrecs; i++) m->recs[i].page_node = map[m->recs[i].node];
+  sort_records(m->recs, m->nrecs);
   /* The figures of the unfiltered view, so that the viewer can draw it before it has decoded
    * the records (which it does after the first frame): samples per node and the live heap
    * at the records' time resolution (as differences per bucket). */

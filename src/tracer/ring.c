@@ -25,7 +25,17 @@ void cts__ring_release(void *p) {
  * ring is half full from there. */
 static void ring_read_tail(cts__ring_t *r) {
   r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
-  r->wake_check = r->tail_seen + RING_WORDS / 2u;
+  r->wake_check = r->tail_seen + cts__ring_words(r) / 2u;
+}
+
+/* Takes `words` more of the rings' memory if their sizes then sum to at most `cap`. */
+static bool ring_take_words(size_t words, size_t cap) {
+  size_t used = atomic_load_explicit(&cts__ring_state.ring_words, memory_order_relaxed);
+  do
+    if (used + words > cap) return false;
+  while (!atomic_compare_exchange_weak_explicit(&cts__ring_state.ring_words, &used, used + words,
+                                                memory_order_relaxed, memory_order_relaxed));
+  return true;
 }
 
 /* A ring's memory: its header, then the owner's outer-frame cache, then its words, each
@@ -65,6 +75,12 @@ CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
     unsigned char *const mem = ring_memory();
     if (!mem) return NULL;
     r = (cts__ring_t *)mem; /* mapped zero-filled: all counters 0, the cache empty */
+    /* The first rings at their largest: a program with few threads never waits for a
+     * ring to grow. */
+    if (!ring_take_words(RING_WORDS, (size_t)RING_WORDS * RING_FULL_RINGS)) {
+      atomic_fetch_add_explicit(&cts__ring_state.ring_words, RING_MIN_WORDS, memory_order_relaxed);
+      atomic_init(&r->shift, RING_MAX_SHIFT);
+    }
     r->bottom = (cts__bottom_t *)(mem + ring_cache_offset());
     r->words = (uint64_t *)(mem + ring_words_offset());
     atomic_init(&r->owned, 1);
@@ -80,6 +96,38 @@ CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
   return r;
 }
 
+/* tracer_state.h: the record goes at the start of the ring after a REC_PAD record to its
+ * end, or the ring grows first and it stays where it is. */
+CTS_NOINLINE uint64_t *cts__ring_wrap(cts__ring_t *r, size_t n, size_t limit, size_t *skip) {
+  const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  unsigned shift = atomic_load_explicit(&r->shift, memory_order_relaxed);
+  size_t size = (size_t)RING_WORDS >> shift;
+  const size_t off = (size_t)head & (size - 1u);
+  /* The ring grows (doubles) where the record stands, with no padding, when every record
+   * the writer has not taken lies where the double size puts it too: at offsets below
+   * `size`, that is, in this lap of the ring (the writer took the last one's) and in a lap
+   * that starts at a multiple of the double size. Such a lap comes every other lap. The
+   * store of the shift is published with the record's `head`. */
+  if (r->grow && shift > 0 && !(head & size)) {
+    r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (head - r->tail_seen <= off && ring_take_words(size, RING_BUDGET_WORDS)) {
+      atomic_store_explicit(&r->shift, --shift, memory_order_relaxed);
+      size *= 2u;
+      r->wake_check = r->tail_seen + size / 2u;
+    }
+    r->grow = false; /* asked again at the next look that finds the writer behind */
+  }
+  limit >>= shift;
+  const size_t pad = off + n > size ? size - off : 0;
+  if (head + pad + n - r->tail_seen > limit && !cts__ring_wait(r, head + pad + n, limit))
+    return NULL;
+  CTS_ASSERT(head + pad + n - r->tail_seen <= size);
+  *skip = pad;
+  if (!pad) return r->words + off;
+  r->words[off] = REC_PAD | (uint64_t)pad << 8;
+  return r->words;
+}
+
 /* Wakes the writer thread once the ring is more than half full (once per filling). `tail`
  * and `wake_sent` are written by the writer thread: reading them costs a cache miss, and
  * while the writer drains the ring (it moves `tail` once per pass) every record would pay
@@ -91,8 +139,10 @@ CTS_NOINLINE void cts__ring_wake(cts__ring_t *r, uint64_t head) {
     cts__report_stall();
   }
   ring_read_tail(r);
-  if (head - r->tail_seen <= RING_WORDS / 2u) return;
-  r->wake_check = head + RING_WORDS / 16u;
+  const size_t size = cts__ring_words(r);
+  if (head - r->tail_seen <= size / 2u) return;
+  r->grow = true; /* the writer is half a ring behind: a larger ring would wait less */
+  r->wake_check = head + size / 16u;
   /* A writer that polls needs no futex wake: while a program allocates steadily, none is
    * made. The fence pairs with the writer's (writer_rest): either it sees this head, or
    * this thread sees it resting. */
@@ -125,6 +175,7 @@ CTS_NOINLINE bool cts__ring_wait(cts__ring_t *r, uint64_t end, size_t limit) {
       cts__ctl->wake_requested = true;
       if (!atomic_load(&cts__ctl->writer_polling)) cts__ctl_wake(&cts__ctl->writer_wake, false);
       cts__bump(&r->waits, 1);
+      r->grow = true;
       /* Until the ring is half empty, not until one record fits: one wait per half ring
        * however slow the writer is, not one per record (drain wakes waiters only then). */
       while (cts__sampling_on() && cts__ctl->thread_running &&

@@ -300,6 +300,7 @@ void cts__session_atfork_child(void) {
   if (!cts__ctl_is_local()) {
     munmap(cts__ring_state.shared, cts__ring_state.shared_size);
     cts__ring_state.shared = NULL;
+    atomic_store(&cts__ring_state.ring_words, 0); /* the rings went with the mapping */
     cts__ctl = &cts__local_control; /* first: cts__forget_writer_process() writes into it */
     memset(cts__ctl, 0, sizeof *cts__ctl);
     cts__init_control(cts__ctl, false);

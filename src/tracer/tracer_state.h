@@ -48,20 +48,35 @@
 #define CTS__HIDDEN __attribute__((visibility("hidden")))
 
 /* Each thread that samples gets a ring of records, mapped at its first sample (its pages
- * only as the records reach them) and handed on to a later thread when it exits: 4 MiB,
- * room for ~26 000 allocations with 16-frame backtraces. A thread waits whenever its ring
- * fills before the writer takes from it, and the writer, which needs a seventh of the
- * CPU time the program spends making the records, is mostly waiting for a CPU when that
- * happens: on a loaded machine the scheduler leaves it 1-6 ms between being woken and
- * running, now and then 25 ms. cc1 at rate 1 writes ~150 MB of records a second, 1 MiB in
- * ~7 ms: per run it waited 52 ms with 1 MiB rings, 10 with 2 MiB, 2.3 with 4 MiB (medians
- * of 7, load 5-7 on 2 CPUs; bench/JOURNAL.md, "Issue 16: cc1's wall after exit"). Memory:
- * a ring's pages are those its thread has reached, 4 MiB once it has written that much.
- * bench_alloc at rate 1: 187 ns per malloc+free pair with 256 KiB, 165 with 512 KiB, 159
- * with 1 MiB, 154 with 2 MiB. */
-#define RING_WORDS (512u * 1024u)
-#define RING_MASK  (RING_WORDS - 1u)
-/* Drop mode: allocations may fill this much of a ring, the rest is for frees. */
+ * only as the records reach them) and handed on to a later thread when it exits. A thread
+ * waits whenever its ring fills before the writer takes from it, and the writer, which
+ * needs a seventh of the CPU time the program spends making the records, is mostly waiting
+ * for a CPU when that happens: on a loaded machine the scheduler leaves it 1-6 ms between
+ * being woken and running, now and then 25 ms. cc1 at rate 1 writes ~150 MB of records a
+ * second, 1 MiB in ~7 ms: per run it waited 52 ms with 1 MiB rings, 10 with 2 MiB, 2.3
+ * with 4 MiB (medians of 7, load 5-7 on 2 CPUs; bench/JOURNAL.md, "Issue 16: cc1's wall
+ * after exit"). bench_alloc at rate 1: 187 ns per malloc+free pair with 256 KiB, 165 with
+ * 512 KiB, 159 with 1 MiB, 154 with 2 MiB.
+ *
+ * Memory: a ring's pages stay resident once its thread reached them, shared with the
+ * writer process, so a ring of 4 MiB for every thread made a program of 1 000 allocating
+ * threads 1.76 GB larger at rate 1. The first RING_FULL_RINGS rings of a process get
+ * RING_WORDS (4 MiB) at once, which is all a program with few threads ever uses; later
+ * rings start at RING_MIN_WORDS (64 KiB) and double, up to RING_WORDS, each time their
+ * thread found the writer half a ring behind or waited for it, while the rings' sizes sum
+ * to at most RING_BUDGET_WORDS (64 MiB). The rings' words thus take at most 64 MiB, or
+ * 16 MiB plus 64 KiB for each ring after the fourth when that is more (beyond 772 rings;
+ * RING_SLOTS of them: 80 MiB); each ring's header and its thread's outer-frame cache come
+ * on top. The price: many busy threads wait for the writer where 4 MiB rings let them run
+ * ahead (100 threads: 1.2 x the CPU time; bench/JOURNAL.md, "Issue 16: the rings' memory
+ * with many threads"). */
+#define RING_WORDS        (512u * 1024u) /* the largest ring: a slot of the shared mapping */
+#define RING_MIN_WORDS    (8u * 1024u)
+#define RING_MAX_SHIFT    6u /* RING_WORDS >> RING_MAX_SHIFT == RING_MIN_WORDS */
+#define RING_FULL_RINGS   4u
+#define RING_BUDGET_WORDS (RING_WORDS * 16u)
+/* Drop mode: allocations may fill this much of a ring, the rest is for frees. Limits are
+ * given for a ring of RING_WORDS: cts__ring_reserve scales them to the ring's size. */
 #define RING_ALLOC_LIMIT (RING_WORDS / 4u * 3u)
 /* Drop mode: how long a stopping writer thread, or cts_tracer_flush(), waits for a peer
  * that takes nothing. */
@@ -82,8 +97,9 @@
 #define ID_MASK ((UINT64_C(1) << ID_BITS) - 1u)
 
 _Static_assert(CTS__TRACER_NO_ID == ID_MASK, "object ids fill the low ID_BITS bits");
-_Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + CTS__OWN_FRAMES <= RING_WORDS / 4u,
-               "a record fits a ring");
+_Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + CTS__OWN_FRAMES <= RING_MIN_WORDS / 4u,
+               "a record fits the smallest ring");
+_Static_assert(RING_WORDS >> RING_MAX_SHIFT == RING_MIN_WORDS, "RING_MAX_SHIFT");
 
 /* The shared mapping's last part: what the program hands its writer process right before
  * an exec (its module list; writer_process.c), address space only until then. */
@@ -95,11 +111,16 @@ _Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + CTS__OWN_FRAMES <= RING_WORD
  * consumer (the writer thread). Records never wrap: one that does not fit before the end
  * of the ring is preceded by a REC_PAD record. Counters are written by the owner only
  * (relaxed load and store, no locked instruction) and summed by cts_tracer_get_stats().
- * Invariant: tail <= head <= tail + RING_WORDS. */
+ * The ring's size is RING_WORDS >> shift words; only the owner changes it (cts__ring_wrap),
+ * before the release store of `head` that publishes a record at the new size, and only when
+ * every record the writer has not taken lies where both sizes put it.
+ * Invariant: tail <= head <= tail + (RING_WORDS >> shift). */
 typedef struct cts__ring {
   _Alignas(64) _Atomic uint64_t head; /* words published (owner) */
   uint64_t tail_seen;                 /* the owner's last reading of `tail` */
   uint64_t wake_check;                /* the owner looks at `tail` again past this head */
+  _Atomic uint32_t shift;             /* the ring has RING_WORDS >> shift words (owner) */
+  bool grow;                          /* the owner saw the writer half a ring behind */
   _Atomic uint64_t samples, collects, waits, dropped;
   _Atomic uint64_t lost_allocs, lost_collects, lost_words, lost_samples;
   _Alignas(64) _Atomic uint64_t tail; /* words consumed (writer thread) */
@@ -123,6 +144,9 @@ typedef struct cts__ring_state {
   size_t shared_size;
   pthread_key_t ring_key; /* hands a thread's ring back when the thread exits */
   bool ring_key_ok;
+  /* The sizes of the rings made in this process, summed (RING_BUDGET_WORDS). Reset with
+   * the rings when a forked child lets go of the shared mapping. */
+  _Atomic size_t ring_words;
 } cts__ring_state_t;
 
 extern cts__ring_state_t cts__ring_state CTS__HIDDEN;
@@ -135,6 +159,9 @@ CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t);
 /* The shared mapping's hand-over area (CTS__HANDOVER_BYTES, zero until written), NULL
  * without a shared mapping. */
 void *cts__shared_handover(void);
+/* Ring r's record of `n` words does not fit before its end (cts__ring_reserve): it goes at
+ * the start of the ring, after a REC_PAD record, or the ring grows first. */
+CTS_NOINLINE uint64_t *cts__ring_wrap(cts__ring_t *r, size_t n, size_t limit, size_t *skip);
 /* Wakes the writer once ring r is more than half full at `head`. */
 CTS_NOINLINE void cts__ring_wake(cts__ring_t *r, uint64_t head);
 /* Waits until r, once written up to `end`, is at most `limit` words full (false: sampling
@@ -444,24 +471,29 @@ static inline void cts__bump(_Atomic uint64_t *c, uint64_t n) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
-/* Room for an `n`-word record in ring r filled to at most `limit` words: where it goes, or
- * NULL. *skip gets the words of the REC_PAD record written before it, if it had to go to
- * the start of the ring. */
+/* Ring r's size in words. */
+static CTS_FORCE_INLINE size_t cts__ring_words(const cts__ring_t *r) {
+  return (size_t)RING_WORDS >> atomic_load_explicit(&r->shift, memory_order_relaxed);
+}
+
+/* Room for an `n`-word record in ring r filled to at most `limit` words (given for a ring
+ * of RING_WORDS, scaled to r's size): where it goes, or NULL. *skip gets the words of the
+ * REC_PAD record written before it, if it had to go to the start of the ring. */
 static CTS_FORCE_INLINE uint64_t *cts__ring_reserve(cts__ring_t *r, size_t n, size_t limit,
                                                     size_t *skip) {
   const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-  const size_t off = (size_t)head & RING_MASK;
-  const size_t pad = off + n > RING_WORDS ? RING_WORDS - off : 0;
-  CTS_ASSERT(n <= RING_WORDS / 4u && limit <= RING_WORDS);
-  CTS_ASSERT(head - r->tail_seen <= RING_WORDS);
-  if (CTS_UNLIKELY(head + pad + n - r->tail_seen > limit) &&
-      !cts__ring_wait(r, head + pad + n, limit))
+  const unsigned shift = atomic_load_explicit(&r->shift, memory_order_relaxed);
+  const size_t size = (size_t)RING_WORDS >> shift;
+  const size_t off = (size_t)head & (size - 1u);
+  CTS_ASSERT(n <= size / 4u && limit <= RING_WORDS);
+  CTS_ASSERT(head - r->tail_seen <= size);
+  if (CTS_UNLIKELY(off + n > size)) return cts__ring_wrap(r, n, limit, skip);
+  limit >>= shift;
+  if (CTS_UNLIKELY(head + n - r->tail_seen > limit) && !cts__ring_wait(r, head + n, limit))
     return NULL;
-  CTS_ASSERT(head + pad + n - r->tail_seen <= RING_WORDS);
-  *skip = pad;
-  if (!pad) return r->words + off;
-  r->words[off] = REC_PAD | (uint64_t)pad << 8;
-  return r->words;
+  CTS_ASSERT(head + n - r->tail_seen <= size);
+  *skip = 0;
+  return r->words + off;
 }
 
 /* Publishes `total` words (the record and the padding before it). */

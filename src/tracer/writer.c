@@ -277,14 +277,18 @@ static uint64_t drain_ring(cts__ring_t *r, drain_pass_t *pass) {
   cts__writer.ring_visits++;
   const uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
   const uint64_t start = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  /* Read after `head`: its size when the owner published it. Where a larger size puts a
+   * record, a smaller one put it too (cts__ring_wrap), so a size newer than `head` is as
+   * good. */
+  const size_t size = cts__ring_words(r);
   uint64_t tail = start, waits_for = NO_WAIT;
   int e;
   while (tail != head) {
-    const uint64_t *const rec = r->words + (tail & RING_MASK);
+    const uint64_t *const rec = r->words + (tail & (size - 1u));
     const unsigned kind = (unsigned)(rec[0] & 0xFFu);
     if (kind == REC_PAD) {
       /* A pad runs to the end of the ring. */
-      CTS_ASSERT((tail & RING_MASK) + (rec[0] >> 8) == RING_WORDS);
+      CTS_ASSERT((tail & (size - 1u)) + (rec[0] >> 8) == size);
       tail += rec[0] >> 8;
       continue;
     }
@@ -315,7 +319,7 @@ static uint64_t drain_ring(cts__ring_t *r, drain_pass_t *pass) {
     }
     tail += kind == REC_ALLOC ? REC_ALLOC_WORDS + depth : REC_COLLECT_WORDS;
   }
-  CTS_ASSERT(tail - start <= head - start && head - start <= RING_WORDS); /* in bounds */
+  CTS_ASSERT(tail - start <= head - start && head - start <= size); /* in bounds */
   if (tail != start) {
     pass->taken += tail - start;
     atomic_store(&r->tail, tail); /* seq_cst: see cts__ring_wait */
@@ -323,7 +327,7 @@ static uint64_t drain_ring(cts__ring_t *r, drain_pass_t *pass) {
     pass->progress = true;
     /* A waiter wants its ring at most half full (its record, unpublished, lies beyond
      * `head`): only then is it worth a wake-up. */
-    if (head - tail <= RING_WORDS / 2u) pass->space = true;
+    if (head - tail <= size / 2u) pass->space = true;
   }
   return waits_for;
 }

@@ -322,3 +322,53 @@ CTS_TEST(live_at_end_gives_the_running_figures) {
 }
 
 CTS_TEST_MAIN()
+
+/* The blocks live now a batch at a time give what one at a time gives, in the same order,
+ * with batches of any size and the two calls mixed: over dense chunks (ids in a row), sparse
+ * ones (most of their blocks collected, with tombstones), and pooled blocks. */
+CTS_TEST(live_blocks_by_batch_are_those_one_at_a_time) {
+  cts_alloc_profile_t p;
+  const cts_alloc_profile_config_t cfg = {.skip_histograms = true};
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&p, &cfg), 0);
+  const uint64_t n = 6u * CTS_LIVE_CHUNK + 123u;
+  for (uint64_t id = 0; id < n; id++) {
+    /* Every 1000th block pooled (too large for a compact record). */
+    const uint64_t length = id % 1000 == 7 ? 1ull << 30 : 1 + id % 57;
+    CTS_ASSERT_EQ_INT(alloc(&p, id, 1000 + id, length, 1 + id % 5, id % 3), 0);
+  }
+  /* The first two chunks mostly collected (sparse), a few blocks of a dense one. */
+  for (uint64_t id = 0; id < 2u * CTS_LIVE_CHUNK; id++)
+    if (id % 9 != 0) CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, id, 90000 + id), 0);
+  for (uint64_t id = 3u * CTS_LIVE_CHUNK; id < 3u * CTS_LIVE_CHUNK + 200u; id += 3)
+    CTS_ASSERT_EQ_INT(event(&p, CTS_MT_COLLECT, id, 99000 + id), 0);
+  CTS_ASSERT(p.live.sparse_chunks > 0 && p.live.dense_chunks > 0);
+  static cts_alloc_profile_live_t one[7u * CTS_LIVE_CHUNK], got[7u * CTS_LIVE_CHUNK];
+  size_t count = 0;
+  for (cts_live_cursor_t c = {0}; cts_alloc_profile_next_live(&p, &c, &one[count]);) count++;
+  CTS_ASSERT_EQ_U64(count, p.live_blocks);
+  static const size_t sizes[] = {1, 2, 63, 64, 65, 1000, 4096, 100000};
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+    size_t at = 0, step = 0, got_n;
+    cts_live_cursor_t c = {0};
+    for (;; step++) {
+      /* Every third step one block alone, through the one-at-a-time call. */
+      if (step % 3 == 2) {
+        if (!cts_alloc_profile_next_live(&p, &c, &got[at])) break;
+        at++;
+        continue;
+      }
+      got_n = cts_alloc_profile_next_lives(&p, &c, &got[at], sizes[k]);
+      if (!got_n) break;
+      CTS_ASSERT(got_n <= sizes[k]);
+      at += got_n;
+    }
+    CTS_ASSERT_EQ_U64(at, count);
+    for (size_t i = 0; i < count; i++)
+      CTS_ASSERT_MSG(one[i].time_us == got[i].time_us && one[i].length == got[i].length &&
+                         one[i].samples == got[i].samples && one[i].node == got[i].node &&
+                         one[i].source == got[i].source,
+                     "batches of %zu: block %zu differs", sizes[k], i);
+    CTS_ASSERT_EQ_U64(cts_alloc_profile_next_lives(&p, &c, got, 8), 0);
+  }
+  cts_alloc_profile_fini(&p);
+}

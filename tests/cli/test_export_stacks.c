@@ -3,7 +3,9 @@
  * wrote before they were made faster (issue 20: folded lines by a reused path, pprof's buffer
  * and location look-ups, its compression level, the report's look-ahead over the blocks
  * never collected): each output's size and FNV-1a hash (pprof:
- * of the inflated profile, the compressed bytes depending on the level) against
+ * of the inflated profile, the compressed bytes depending on the level; report: of the
+ * page with each deflated column inflated and deflated again by zlib at level 6, as the
+ * report wrote it with zlib, so that another deflater gives the same figures) against
  * golden/export_stacks.txt, taken from main's build before those changes. Inputs: generated
  * tries of thousands of stacks whose frame codes share names (so that folded merges nodes
  * and a line's frames come from several codes), at two sample rates, with a --drop-frames
@@ -107,6 +109,145 @@ static bool file_hash(const char *path, bool gz, uint64_t *h, uint64_t *size) {
   return true;
 }
 
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Appends n bytes to the buffer *p of *len bytes (capacity *cap); false without memory. */
+static bool put(unsigned char **p, size_t *len, size_t *cap, const void *src, size_t n) {
+  if (*len + n > *cap) {
+    size_t c = *cap ? *cap : 4096;
+    while (c < *len + n) c *= 2;
+    unsigned char *q = realloc(*p, c);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+  }
+  memcpy(*p + *len, src, n);
+  *len += n;
+  return true;
+}
+
+/* base64 text s[0..n) (padded) decoded into a new buffer; NULL if it is not base64. */
+static unsigned char *unbase64(const char *s, size_t n, size_t *out_n) {
+  if (n % 4) return NULL;
+  unsigned char *out = malloc(n / 4 * 3 + 1);
+  size_t k = 0;
+  for (size_t i = 0; out && i < n; i += 4) {
+    uint32_t v = 0;
+    unsigned pad = 0;
+    for (unsigned j = 0; j < 4; j++) {
+      const char *at = s[i + j] == '=' ? NULL : strchr(b64, s[i + j]);
+      if (s[i + j] == '=')
+        pad++;
+      else if (!at || !s[i + j] || pad)
+        return free(out), NULL;
+      v = v << 6 | (uint32_t)(at ? at - b64 : 0);
+    }
+    out[k++] = (unsigned char)(v >> 16);
+    if (pad < 2) out[k++] = (unsigned char)(v >> 8);
+    if (pad < 1) out[k++] = (unsigned char)v;
+  }
+  *out_n = k;
+  return out;
+}
+
+/* The first needle in p[0..n), or NULL. */
+static const char *find(const unsigned char *p, size_t n, const char *needle) {
+  const size_t k = strlen(needle);
+  for (const unsigned char *q = p; (size_t)(q - p) + k <= n; q++) {
+    q = memchr(q, needle[0], n - (size_t)(q - p));
+    if (!q || (size_t)(q - p) + k > n) return NULL;
+    if (memcmp(q, needle, k) == 0) return (const char *)q;
+  }
+  return NULL;
+}
+
+/* The zlib stream z[0..n) inflated into *p (appended); false if it is not one. */
+static bool inflate_into(const unsigned char *z, size_t n, unsigned char **p, size_t *len,
+                         size_t *cap) {
+  z_stream st = {.next_in = (unsigned char *)z, .avail_in = (uInt)n};
+  if (inflateInit(&st) != Z_OK) return false;
+  unsigned char buf[65536];
+  int rc;
+  do {
+    st.next_out = buf;
+    st.avail_out = sizeof buf;
+    rc = inflate(&st, Z_NO_FLUSH);
+    if ((rc != Z_OK && rc != Z_STREAM_END) || !put(p, len, cap, buf, sizeof buf - st.avail_out))
+      rc = Z_DATA_ERROR;
+  } while (rc == Z_OK);
+  inflateEnd(&st);
+  return rc == Z_STREAM_END && st.avail_in == 0;
+}
+
+/* The report's page in[0..n) with each column ("z":"…" or "zs":"…", base64 of a zlib stream)
+ * inflated, deflated again by compress2 at level 6 and written in base64 as the report did
+ * with zlib; false if a column is not such a stream or without memory. */
+static bool page_as_zlib(const unsigned char *in, size_t n, unsigned char **out, size_t *out_n) {
+  size_t len = 0, cap = 0, at = 0;
+  *out = NULL;
+  bool ok = true;
+  while (ok) {
+    const char *keys[] = {"\"z\":\"", "\"zs\":\""};
+    const char *next = NULL;
+    size_t key_len = 0;
+    for (size_t k = 0; k < 2; k++) {
+      const char *f = find(in + at, n - at, keys[k]);
+      if (f && (!next || f < next)) next = f, key_len = strlen(keys[k]);
+    }
+    if (!next) break;
+    const size_t start = (size_t)(next - (const char *)in) + key_len;
+    const char *end = memchr(in + start, '"', n - start);
+    size_t zn = 0, raw_len = 0, raw_cap = 0;
+    unsigned char *z =
+        end ? unbase64((const char *)in + start, (size_t)(end - (const char *)in) - start, &zn)
+            : NULL;
+    unsigned char *raw = NULL;
+    ok = z && inflate_into(z, zn, &raw, &raw_len, &raw_cap);
+    uLongf dn = compressBound((uLong)raw_len);
+    unsigned char *d = ok ? malloc(dn) : NULL;
+    ok = ok && d &&
+         compress2(d, &dn, raw ? raw : (const unsigned char *)"", (uLong)raw_len, 6) == Z_OK;
+    ok = ok && put(out, &len, &cap, in + at, start - at);
+    for (size_t i = 0; ok && i < dn; i += 3) {
+      const uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < dn ? (uint32_t)d[i + 1] << 8 : 0) |
+                         (i + 2 < dn ? d[i + 2] : 0);
+      const char q[4] = {b64[v >> 18], b64[v >> 12 & 63], i + 1 < dn ? b64[v >> 6 & 63] : '=',
+                         i + 2 < dn ? b64[v & 63] : '='};
+      ok = put(out, &len, &cap, q, 4);
+    }
+    free(z);
+    free(raw);
+    free(d);
+    at = ok ? (size_t)(end - (const char *)in) : at;
+  }
+  ok = ok && put(out, &len, &cap, in + at, n - at);
+  *out_n = len;
+  return ok;
+}
+
+/* The hash and size of the report's page at path as page_as_zlib gives it. */
+static bool page_hash(const char *path, uint64_t *h, uint64_t *size) {
+  *h = 0xcbf29ce484222325ull;
+  *size = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  unsigned char *in = NULL, buf[65536];
+  size_t len = 0, cap = 0, n;
+  bool ok = true;
+  while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0) ok = put(&in, &len, &cap, buf, n);
+  fclose(f);
+  unsigned char *page = NULL;
+  size_t page_n = 0;
+  ok = ok && page_as_zlib(in, len, &page, &page_n);
+  if (ok) {
+    *h = fnv(*h, page, page_n);
+    *size = page_n;
+  }
+  free(in);
+  free(page);
+  return ok;
+}
+
 static char got[1 << 16];
 static size_t got_len;
 
@@ -131,7 +272,8 @@ static void run_case(const char *name, const char *trace, bool gz, const char *c
   run_result_t r;
   if (!run_cmd(argv, NULL, TIMEOUT_S, &r)) abort();
   uint64_t h = 0, size = 0;
-  const bool read = file_hash(out, gz, &h, &size);
+  const bool read =
+      strcmp(args[0], "report") == 0 ? page_hash(out, &h, &size) : file_hash(out, gz, &h, &size);
   got_len += (size_t)snprintf(got + got_len, sizeof got - got_len, "%s %d %llu %016llx%s\n", name,
                               r.signal ? 128 + r.signal : r.exit_code, (unsigned long long)size,
                               (unsigned long long)h, read ? "" : " unreadable");

@@ -19,47 +19,10 @@
 
 #include "../test.h"
 #include "decoded.h"
+#include "ring_test.h"
 
 /* 2.5 MiB of alloc records without backtraces (REC_ALLOC_WORDS words each). */
 #define BURST_ALLOCS ((uint64_t)(5u << 19) / (REC_ALLOC_WORDS * sizeof(uint64_t)))
-
-static const void *fake_ptr(uint64_t i) {
-  return (const void *)(uintptr_t)(0x300000000ull + i * 64u);
-}
-
-static void sleep_ms(long ms) {
-  const struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
-}
-
-/* The state letter of process `pid` ('T': stopped), or 0. */
-static char state_of(int pid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE *const f = fopen(path, "r");
-  if (!f) return 0;
-  const size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char *const close_paren = strrchr(buf, ')');
-  return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
-}
-
-/* Stops the writer process where it holds no lock the program may need (the control lock:
- * a thread whose ring is half full takes it to wake the writer). True once stopped. */
-static bool stop_writer_unlocked(int pid) {
-  for (int attempt = 0; attempt < 100; attempt++) {
-    if (kill(pid, SIGSTOP) != 0) return false;
-    for (int i = 0; i < 1000 && state_of(pid) != 'T'; i++) sleep_ms(1);
-    if (state_of(pid) == 'T' && pthread_mutex_trylock(&cts__ctl->lock) == 0) {
-      pthread_mutex_unlock(&cts__ctl->lock);
-      return true;
-    }
-    kill(pid, SIGCONT);
-    sleep_ms(1);
-  }
-  return false;
-}
 
 static void *burst(void *arg) {
   (void)arg;
@@ -70,17 +33,7 @@ static void *burst(void *arg) {
 CTS_TEST(a_ring_holds_a_burst_while_the_writer_waits_for_a_cpu) {
   char path[256];
   snprintf(path, sizeof path, "/tmp/cts_ring_room_%d.ctf", (int)getpid());
-  cts_tracer_config_t cfg;
-  cts_tracer_config_init(&cfg);
-  cfg.sample_rate = 1.0;
-  cfg.unwind = CTS_TRACER_UNWIND_NONE;
-  cfg.writer = CTS_TRACER_WRITER_PROCESS;
-  cfg.symbolize = false;
-  cts_tracer_sink_t sink;
-  cts_tracer_sink_init(&sink, CTS_TRACER_SINK_FILE);
-  sink.path = path;
-  CTS_ASSERT_EQ_INT(cts_tracer_start(&cfg, &sink), 0);
-  CTS_ASSERT_EQ_INT(cts_tracer_flush(), 0); /* the writer process runs */
+  CTS_ASSERT_EQ_INT(start_ring_session(path), 0);
   const int pid = cts__tracer_writer_pid();
   CTS_ASSERT(pid > 0);
   CTS_ASSERT(stop_writer_unlocked(pid));
