@@ -373,6 +373,10 @@ static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
 
 int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *node) {
   if (CTS_UNLIKELY(!s->table) && !rebuild_table(s)) return -ENOMEM;
+  /* The node made last has no child yet (a child's index is above its parent's): a tree
+   * copied parents first (cts_stacks_relabel, the report's call tree) makes most of its
+   * nodes under it, with no look-up and their slots written later. */
+  if (parent == s->count - 1) return new_node(s, parent, code, true, node);
   const uint32_t found = cts_stacks_find_child(s, parent, code);
   if (found != UINT32_MAX) {
     *node = found;

@@ -263,6 +263,47 @@ CTS_TEST(slots_of_new_deeper_frames_are_written_later) {
   cts_stacks_fini(&s);
 }
 
+/* A tree copied parents first (a relabelled call tree) makes a child of the node made last
+ * with no look-up, its slot written later, and finds the others as before: the copy has the
+ * source's shape. */
+CTS_TEST(a_child_of_the_node_made_last_is_made_without_a_lookup) {
+  cts_stacks_t src, dst;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&src, false, 0), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&dst, false, 0), 0);
+  for (uint64_t k = 0; k < 5000; k++) {
+    const uint64_t bt[4] = {1 + k % 3, 10 + k % 11, 100 + k % 97, 1000 + k};
+    uint32_t node;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(&src, bt, 4, &node), 0);
+  }
+  static uint32_t map[1 + 3 + 33 + 5000 + 5000];
+  CTS_ASSERT(src.count <= sizeof map / sizeof *map);
+  map[0] = 0;
+  for (uint32_t i = 1; i < src.count; i++) {
+    const uint32_t parent = map[src.nodes[i].parent];
+    const uint32_t before = dst.pending_count;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_child(&dst, parent, src.nodes[i].code, &map[i]), 0);
+    /* Made under the node made last: its slot pending (the ring full, or just flushed by
+     * the table's growth). */
+    if (parent && parent == dst.count - 2)
+      CTS_ASSERT(dst.pending_count == (before < CTS_STACKS_PENDING ? before + 1 : before) ||
+                 dst.pending_count == 1);
+  }
+  CTS_ASSERT_EQ_U64(dst.count, src.count);
+  CTS_ASSERT(dst.pending_count > 0);
+  for (uint32_t i = 1; i < src.count; i++) {
+    CTS_ASSERT_EQ_U64(map[i], i); /* made in the same order */
+    CTS_ASSERT_EQ_U64(cts_stacks_find_child(&dst, map[src.nodes[i].parent], src.nodes[i].code),
+                      map[i]);
+    uint32_t again;
+    CTS_ASSERT_EQ_INT(
+        cts_stacks_intern_child(&dst, map[src.nodes[i].parent], src.nodes[i].code, &again), 0);
+    CTS_ASSERT_EQ_U64(again, map[i]);
+  }
+  CTS_ASSERT_EQ_U64(dst.count, src.count);
+  cts_stacks_fini(&src);
+  cts_stacks_fini(&dst);
+}
+
 /* Allocations that go back and forth between call paths (a loop calling two allocating
  * functions) find the frames past the shared prefix through the hints by parent, with no
  * hash: the memo is probed only for a path the hints lost (a third one under one parent). */
