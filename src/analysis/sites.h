@@ -120,6 +120,10 @@ typedef struct cts_stack_tslot {
   uint32_t tag;
 } cts_stack_tslot_t;
 
+/* Nodes made under a node just made, whose table slots are written this many such nodes
+ * later (see sites.c): the slot's cache line is fetched meanwhile. */
+#define CTS_STACKS_PENDING 16u
+
 /* Entries of the direct-mapped memo in front of the table (64 KiB: stays in cache). */
 #define CTS_STACKS_MEMO 4096u
 
@@ -143,6 +147,11 @@ typedef struct cts_stacks {
   size_t wide_cap;
   cts_stack_tslot_t *table; /* open addressing over (parent, code); NULL once dropped */
   uint32_t table_cap;
+  /* Nodes not in the table yet, their slots being fetched: a ring of pending_count from
+   * pending_head, oldest first. cts_stacks_find_child looks here when the table has no
+   * match. */
+  cts_stack_tslot_t pending[CTS_STACKS_PENDING];
+  uint32_t pending_head, pending_count;
   cts_stack_slot_t *memo; /* recent finds, CTS_STACKS_MEMO entries (see sites.c) */
   cts_stack_slot_t *hint; /* the children last found under a parent, CTS_STACKS_HINTS entries */
   uint64_t overflowed;    /* allocations whose stack was cut for the node budget */

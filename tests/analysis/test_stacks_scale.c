@@ -214,6 +214,96 @@ CTS_TEST(new_frames_cost_one_table_lookup_per_stack) {
   cts_stacks_fini(&s);
 }
 
+/* Slots in the table, occupied. */
+static uint32_t table_nodes(const cts_stacks_t *s) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < s->table_cap; i++) n += s->table[i].node != 0;
+  return n;
+}
+
+/* The frames of a new branch under its first new one (each a cache miss in a large table)
+ * have their slots written CTS_STACKS_PENDING such frames later; meanwhile look-ups find
+ * them, a made node is never made twice, and growing or dropping the table loses none. */
+CTS_TEST(slots_of_new_deeper_frames_are_written_later) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  enum { DEPTH = 40 };
+  uint64_t bt[DEPTH];
+  for (unsigned i = 0; i < DEPTH; i++) bt[i] = 7 + i;
+  uint32_t node;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, DEPTH, &node), 0);
+  /* The first frame's slot now, the 39 below it later: 16 of them still pending. */
+  CTS_ASSERT_EQ_U64(s.pending_count, CTS_STACKS_PENDING);
+  CTS_ASSERT_EQ_U64(table_nodes(&s), DEPTH - CTS_STACKS_PENDING);
+  uint32_t cur = 0;
+  for (unsigned i = 0; i < DEPTH; i++) cur = cts_stacks_find_child(&s, cur, bt[i]);
+  CTS_ASSERT_EQ_U64(cur, node);
+  /* Asked without the memo, the hints or the previous path: the pending nodes again. */
+  uint32_t child;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern_child(&s, s.nodes[node].parent, bt[DEPTH - 1], &child), 0);
+  CTS_ASSERT_EQ_U64(child, node);
+  CTS_ASSERT_EQ_U64(s.count, DEPTH + 1);
+  /* Growth past the first table's 2048 slots: every node is in the table or pending. */
+  for (uint64_t k = 0; k < 3000; k++) {
+    const uint64_t b[3] = {1000 + k % 7, 2000 + k, 3000};
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, b, 3, &node), 0);
+  }
+  CTS_ASSERT(s.table_cap > 2048);
+  CTS_ASSERT_EQ_U64(table_nodes(&s) + s.pending_count, s.count - 1);
+  for (uint64_t k = 0; k < 3000; k++) {
+    const uint32_t a = cts_stacks_find_child(&s, 0, 1000 + k % 7);
+    const uint32_t b = cts_stacks_find_child(&s, a, 2000 + k);
+    CTS_ASSERT(b != UINT32_MAX && cts_stacks_find_child(&s, b, 3000) != UINT32_MAX);
+  }
+  /* A dropped table is made again with every node, none pending. */
+  cts_stacks_drop_table(&s);
+  CTS_ASSERT_EQ_U64(s.pending_count, 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, DEPTH, &node), 0);
+  CTS_ASSERT_EQ_U64(table_nodes(&s), s.count - 1);
+  cts_stacks_fini(&s);
+}
+
+/* A tree copied parents first (a relabelled call tree) makes a child of the node made last
+ * with no look-up, its slot written later, and finds the others as before: the copy has the
+ * source's shape. */
+CTS_TEST(a_child_of_the_node_made_last_is_made_without_a_lookup) {
+  cts_stacks_t src, dst;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&src, false, 0), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&dst, false, 0), 0);
+  for (uint64_t k = 0; k < 5000; k++) {
+    const uint64_t bt[4] = {1 + k % 3, 10 + k % 11, 100 + k % 97, 1000 + k};
+    uint32_t node;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(&src, bt, 4, &node), 0);
+  }
+  static uint32_t map[1 + 3 + 33 + 5000 + 5000];
+  CTS_ASSERT(src.count <= sizeof map / sizeof *map);
+  map[0] = 0;
+  for (uint32_t i = 1; i < src.count; i++) {
+    const uint32_t parent = map[src.nodes[i].parent];
+    const uint32_t before = dst.pending_count;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern_child(&dst, parent, src.nodes[i].code, &map[i]), 0);
+    /* Made under the node made last: its slot pending (the ring full, or just flushed by
+     * the table's growth). */
+    if (parent && parent == dst.count - 2)
+      CTS_ASSERT(dst.pending_count == (before < CTS_STACKS_PENDING ? before + 1 : before) ||
+                 dst.pending_count == 1);
+  }
+  CTS_ASSERT_EQ_U64(dst.count, src.count);
+  CTS_ASSERT(dst.pending_count > 0);
+  for (uint32_t i = 1; i < src.count; i++) {
+    CTS_ASSERT_EQ_U64(map[i], i); /* made in the same order */
+    CTS_ASSERT_EQ_U64(cts_stacks_find_child(&dst, map[src.nodes[i].parent], src.nodes[i].code),
+                      map[i]);
+    uint32_t again;
+    CTS_ASSERT_EQ_INT(
+        cts_stacks_intern_child(&dst, map[src.nodes[i].parent], src.nodes[i].code, &again), 0);
+    CTS_ASSERT_EQ_U64(again, map[i]);
+  }
+  CTS_ASSERT_EQ_U64(dst.count, src.count);
+  cts_stacks_fini(&src);
+  cts_stacks_fini(&dst);
+}
+
 /* Allocations that go back and forth between call paths (a loop calling two allocating
  * functions) find the frames past the shared prefix through the hints by parent, with no
  * hash: the memo is probed only for a path the hints lost (a third one under one parent). */
