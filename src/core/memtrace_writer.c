@@ -84,19 +84,22 @@ struct cts_mt_writer {
   size_t prev_len, prev_cap;
   uint64_t *prev; /* the previous backtrace as the reader will have decoded it */
   uint8_t nfiles;
+  bool compact;
+  uint16_t *chain;       /* compact: the bucket chosen for each frame of the suffix being written */
+  uint32_t literals_avg; /* compact: see LITERALS_AVG_SHIFT */
+  uint32_t event_literals; /* literals written by the current allocation */
+  /* The fields above, then the packet: a writer's start (its fields, the trace-info packet,
+   * the first packet's header) touches one page of fresh memory, the tables below wait for
+   * the events that use them (tests/core/test_writer_pages.c). */
+  uint8_t packet[PACKET_SIZE];
   wfile_t files[MT_MTF_SIZE];
   uint64_t pending[PENDING_CAP];
   cts_mt_location_t resolved[CTS_MT_MAX_LOCATIONS];
   uint64_t cache[MT_CACHE_SIZE];
   uint64_t date[MT_CACHE_SIZE];
   uint16_t next[MT_CACHE_SIZE];
-  bool compact;
-  uint16_t *chain; /* compact: the bucket chosen for each frame of the suffix being written */
   uint32_t hot[HOT_SIZE];   /* compact: 24-bit backtrace hash << 8 | uses (saturating) */
-  uint32_t literals_avg;    /* compact: see LITERALS_AVG_SHIFT */
-  uint32_t event_literals;  /* literals written by the current allocation */
   uint64_t sent[SENT_SIZE]; /* compact: codes whose location is already in the trace */
-  uint8_t packet[PACKET_SIZE];
   uint8_t locpacket[PACKET_SIZE];
 };
 
