@@ -84,19 +84,22 @@ struct cts_mt_writer {
   size_t prev_len, prev_cap;
   uint64_t *prev; /* the previous backtrace as the reader will have decoded it */
   uint8_t nfiles;
+  bool compact;
+  uint16_t *chain;       /* compact: the bucket chosen for each frame of the suffix being written */
+  uint32_t literals_avg; /* compact: see LITERALS_AVG_SHIFT */
+  uint32_t event_literals; /* literals written by the current allocation */
+  /* The fields above, then the packet: a writer's start (its fields, the trace-info packet,
+   * the first packet's header) touches one page of fresh memory, the tables below wait for
+   * the events that use them (tests/core/test_writer_pages.c). */
+  uint8_t packet[PACKET_SIZE];
   wfile_t files[MT_MTF_SIZE];
   uint64_t pending[PENDING_CAP];
   cts_mt_location_t resolved[CTS_MT_MAX_LOCATIONS];
   uint64_t cache[MT_CACHE_SIZE];
   uint64_t date[MT_CACHE_SIZE];
   uint16_t next[MT_CACHE_SIZE];
-  bool compact;
-  uint16_t *chain; /* compact: the bucket chosen for each frame of the suffix being written */
   uint32_t hot[HOT_SIZE];   /* compact: 24-bit backtrace hash << 8 | uses (saturating) */
-  uint32_t literals_avg;    /* compact: see LITERALS_AVG_SHIFT */
-  uint32_t event_literals;  /* literals written by the current allocation */
   uint64_t sent[SENT_SIZE]; /* compact: codes whose location is already in the trace */
-  uint8_t packet[PACKET_SIZE];
   uint8_t locpacket[PACKET_SIZE];
 };
 
@@ -364,7 +367,8 @@ static void start_packet(cts_mt_writer_t *w, uint64_t start) {
   set_fast_path(w);
 }
 
-static int flush_at(cts_mt_writer_t *w, uint64_t new_start) {
+/* Writes the packet being filled, after the locations its events wait for. */
+static int finish_packet(cts_mt_writer_t *w) {
   int e = write_locations(w);
   if (e) return e;
   const header_fields_t f = {(uint32_t)w->pos, w->packet_start, w->packet_last,     w->verify_ix,
@@ -372,6 +376,12 @@ static int flush_at(cts_mt_writer_t *w, uint64_t new_start) {
   put_header(w, w->packet, &f);
   if ((e = emit(w, w->packet, w->pos)) != 0) return e;
   w->first_event_packet = false;
+  return 0;
+}
+
+static int flush_at(cts_mt_writer_t *w, uint64_t new_start) {
+  const int e = finish_packet(w);
+  if (e) return e;
   start_packet(w, new_start);
   return 0;
 }
@@ -843,7 +853,9 @@ int cts_mt_writer_flush(cts_mt_writer_t *w) {
 int cts_mt_writer_close(cts_mt_writer_t *w) {
   if (!w || w->magic != WRITER_MAGIC) return CTS_E_INVAL;
   if (w->closed) return w->err ? w->err : CTS_E_CLOSED;
-  const int e = flush_at(w, w->last_time);
+  /* No packet after the last: starting one would read the cache's verifier sample, two
+   * pages a writer that wrote no event never touched (test_writer_pages). */
+  const int e = finish_packet(w);
   w->closed = true;
   w->fast_pos = 0;
   return e;

@@ -336,8 +336,10 @@ CTS__PRELOAD_EXPORT int execle(const char *path, const char *arg, ...) {
 CTS__PRELOAD_EXPORT int dlclose(void *handle) {
   cts__need_real();
   flush_trace();
-  if (!cts__real.dlclose) return -1;
-  return cts__real.dlclose(handle);
+  int (*real)(void *);
+  cts__lazy_real(CTS__LAZY_dlclose, &real, sizeof real);
+  if (!real) return -1;
+  return real(handle);
 }
 
 /* prctl: a program that makes itself a child subreaper (init-like programs do, first thing

@@ -334,15 +334,10 @@ CTS_NOINLINE void cts__resolve_real_functions(void) {
   RESOLVE(free, "free");
   RESOLVE(calloc, "calloc");
   RESOLVE(realloc, "realloc");
-  RESOLVE(posix_memalign, "posix_memalign");
-  RESOLVE(aligned_alloc, "aligned_alloc");
   RESOLVE(memalign, "memalign");
-  RESOLVE(valloc, "valloc");
-  RESOLVE(pvalloc, "pvalloc");
   RESOLVE(malloc_usable_size, "malloc_usable_size");
   RESOLVE(execve, "execve");
   RESOLVE(execvpe, "execvpe");
-  RESOLVE(dlclose, "dlclose");
   void *const program_free = dlsym(RTLD_DEFAULT, "free");
   cts__free_shadowed = defined_before(program_free) ||
                        (program_free && !is_ours(program_free) && preloaded_before_us());
@@ -727,16 +722,15 @@ static CTS_NOINLINE void *aligned_slow(size_t align, size_t size, void *frame, i
   const uint64_t nsamples = cts__tracer_sample_slow(size);
   if (nsamples && align && (align & (align - 1)) == 0)
     return alloc_sampled_aligned(align, size, nsamples, frame);
-  switch (which) {
-    case 0:
-      return cts__real.aligned_alloc ? cts__real.aligned_alloc(align, size) : NULL;
-    case 1:
-      return cts__real.memalign(align, size);
-    case 2:
-      return cts__real.valloc ? cts__real.valloc(size) : NULL;
-    default:
-      return cts__real.pvalloc ? cts__real.pvalloc(size) : NULL;
+  if (which == 1) return cts__real.memalign(align, size);
+  if (which == 0) {
+    void *(*f)(size_t, size_t);
+    cts__lazy_real(CTS__LAZY_aligned_alloc, &f, sizeof f);
+    return f ? f(align, size) : NULL;
   }
+  void *(*f)(size_t);
+  cts__lazy_real(which == 2 ? CTS__LAZY_valloc : CTS__LAZY_pvalloc, &f, sizeof f);
+  return f ? f(size) : NULL;
 }
 
 CTS__PRELOAD_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
@@ -746,12 +740,14 @@ CTS__PRELOAD_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     *out = p;
     return 0;
   }
-  if (!cts__real.posix_memalign) return ENOMEM;
+  int (*real)(void **, size_t, size_t);
+  cts__lazy_real(CTS__LAZY_posix_memalign, &real, sizeof real);
+  if (!real) return ENOMEM;
   if (CTS_LIKELY(cts__tracer_skip(size)) || align % sizeof(void *) != 0 ||
       (align & (align - 1)) != 0)
-    return cts__real.posix_memalign(out, align, size);
+    return real(out, align, size);
   const uint64_t nsamples = cts__tracer_sample_slow(size);
-  if (!nsamples) return cts__real.posix_memalign(out, align, size);
+  if (!nsamples) return real(out, align, size);
   const int e = errno;
   void *const p = alloc_sampled_aligned(align, size, nsamples, __builtin_frame_address(0));
   errno = e;
@@ -760,14 +756,21 @@ CTS__PRELOAD_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   return 0;
 }
 
-#define ALIGNED_HOOK(name, params, call, align_expr, size_expr, which)             \
+/* How an aligned hook finds its real function: memalign's is found with malloc's (sampled
+ * aligned blocks are made with it), the others' at their first call. */
+#define FIND_EAGER(name, fn) (fn = cts__real.name)
+#define FIND_LAZY(name, fn)  cts__lazy_real(CTS__LAZY_##name, &fn, sizeof fn)
+
+#define ALIGNED_HOOK(name, params, call, align_expr, size_expr, which, find)       \
   CTS__PRELOAD_EXPORT void *name params {                                          \
     if (CTS_UNLIKELY(cts__need_real())) return arena_alloc(size_expr, align_expr); \
-    if (!cts__real.name) {                                                         \
+    void *(*real_)params;                                                          \
+    find(name, real_);                                                             \
+    if (!real_) {                                                                  \
       errno = ENOMEM;                                                              \
       return NULL;                                                                 \
     }                                                                              \
-    if (CTS_LIKELY(cts__tracer_skip(size_expr))) return cts__real.name call;       \
+    if (CTS_LIKELY(cts__tracer_skip(size_expr))) return real_ call;                \
     return aligned_slow(align_expr, size_expr, __builtin_frame_address(0), which); \
   }
 
@@ -784,10 +787,10 @@ static size_t pvalloc_size(size_t size) {
   return size ? (size + page - 1) & ~(page - 1) : page;
 }
 
-ALIGNED_HOOK(aligned_alloc, (size_t align, size_t size), (align, size), align, size, 0)
-ALIGNED_HOOK(memalign, (size_t align, size_t size), (align, size), align, size, 1)
-ALIGNED_HOOK(valloc, (size_t size), (size), page_size(), size, 2)
-ALIGNED_HOOK(pvalloc, (size_t size), (size), page_size(), pvalloc_size(size), 3)
+ALIGNED_HOOK(aligned_alloc, (size_t align, size_t size), (align, size), align, size, 0, FIND_LAZY)
+ALIGNED_HOOK(memalign, (size_t align, size_t size), (align, size), align, size, 1, FIND_EAGER)
+ALIGNED_HOOK(valloc, (size_t size), (size), page_size(), size, 2, FIND_LAZY)
+ALIGNED_HOOK(pvalloc, (size_t size), (size), page_size(), pvalloc_size(size), 3, FIND_LAZY)
 
 /* ---- the allocators' own entry points -------------------------------------------------------
  * A program linked with (or preloaded with) jemalloc, tcmalloc or mimalloc may hand a block
@@ -812,10 +815,12 @@ ALIGNED_HOOK(pvalloc, (size_t size), (size), page_size(), pvalloc_size(size), 3)
 /* clang-format on */
 #define OWN_INDEX(name) OWN_##name,
 enum { OWN_FUNCTIONS(OWN_INDEX) OWN_COUNT };
+/* The allocators' functions, then the seldom called real functions (cts__lazy_real). */
 #define OWN_NAME(name) #name,
-static const char *const own_names[OWN_COUNT] = {OWN_FUNCTIONS(OWN_NAME)};
-static void *own_address[OWN_COUNT];
-static int own_known[OWN_COUNT]; /* own_address[i] looked up */
+static const char *const own_names[OWN_COUNT + CTS__LAZY_COUNT] = {
+    OWN_FUNCTIONS(OWN_NAME) CTS__LAZY_FUNCTIONS(OWN_NAME)};
+static void *own_address[OWN_COUNT + CTS__LAZY_COUNT];
+static int own_known[OWN_COUNT + CTS__LAZY_COUNT]; /* own_address[i] looked up */
 
 /* The allocator's function `which` into *fn (a function pointer of fn_size bytes), or NULL
  * when the process has none. */
@@ -830,6 +835,10 @@ static void own_function(unsigned which, void *fn, size_t fn_size) {
   }
   void *const sym = __atomic_load_n(&own_address[which], __ATOMIC_RELAXED);
   memcpy(fn, &sym, fn_size);
+}
+
+void cts__lazy_real(unsigned which, void *fn, size_t fn_size) {
+  own_function(OWN_COUNT + which, fn, fn_size);
 }
 
 /* Frees p if it is a tagged block; false if it is not (p may be NULL). */

@@ -32,16 +32,22 @@ typedef struct cts__real_functions {
   void (*free)(void *);
   void *(*calloc)(size_t, size_t);
   void *(*realloc)(void *, size_t);
-  int (*posix_memalign)(void **, size_t, size_t);
-  void *(*aligned_alloc)(size_t, size_t);
   void *(*memalign)(size_t, size_t);
-  void *(*valloc)(size_t);
-  void *(*pvalloc)(size_t);
   size_t (*malloc_usable_size)(void *);
   int (*execve)(const char *, char *const[], char *const[]);
   int (*execvpe)(const char *, char *const[], char *const[]);
-  int (*dlclose)(void *);
 } cts__real_functions_t;
+
+/* The real functions a traced image seldom calls, each looked up at its own first call
+ * rather than with the others (two dlsym each, paid by every traced image's start):
+ * cts__lazy_real(CTS__LAZY_name, &fn, sizeof fn) sets the function pointer fn, to NULL when
+ * the process has none. Thread-safe; it may allocate (dlsym), untraced. Not for use inside
+ * dlsym (cts__need_real() first). exec functions are not among them: a vfork child calls
+ * them, and must not run the dynamic loader's look-up in memory it shares. */
+#define CTS__LAZY_FUNCTIONS(X) X(posix_memalign) X(aligned_alloc) X(valloc) X(pvalloc) X(dlclose)
+#define CTS__LAZY_INDEX(name)  CTS__LAZY_##name,
+enum { CTS__LAZY_FUNCTIONS(CTS__LAZY_INDEX) CTS__LAZY_COUNT };
+void cts__lazy_real(unsigned which, void *fn, size_t fn_size) CTS__PRELOAD_HIDDEN;
 
 extern cts__real_functions_t cts__real CTS__PRELOAD_HIDDEN;
 extern CTS__TLS int cts__in_dlsym CTS__PRELOAD_HIDDEN; /* this thread is inside dlsym */

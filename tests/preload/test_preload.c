@@ -3146,15 +3146,14 @@ CTS_TEST(hooks_instructions_per_unsampled_call) {
   }
 }
 
-/* A traced image looks up only the real pthread functions it calls (the tracer's lock), not
- * all thirteen at the first lock: each look-up is a dlsym, ~1 000 instructions of every
- * image's start (bench/JOURNAL.md, "the exec chain against its floor"). The loader's
- * LD_DEBUG=symbols lists each one; pthread_mutex_lock's shows that the listing works. */
-CTS_TEST(traced_start_looks_up_only_the_pthread_functions_it_calls) {
+/* Runs /bin/true traced at the default rate with LD_DEBUG=symbols and reads the program's
+ * own listing of symbol look-ups into text (its writer process closes the loader's file
+ * early). `name` tells the test's files apart. */
+static void traced_true_lookups(const char *name, char *text, size_t cap) {
   char trace[256], preload[1024], memtrace[512], debug_out[256], pattern[300];
-  trace_path(trace, sizeof trace, "lookups");
+  trace_path(trace, sizeof trace, name);
   unlink(trace);
-  snprintf(debug_out, sizeof debug_out, "/tmp/cts_preload_lddebug_%d", (int)getpid());
+  snprintf(debug_out, sizeof debug_out, "/tmp/cts_preload_lddebug_%s_%d", name, (int)getpid());
   snprintf(pattern, sizeof pattern, "%s.*", debug_out);
   snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
   snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
@@ -3171,21 +3170,9 @@ CTS_TEST(traced_start_looks_up_only_the_pthread_functions_it_calls) {
   int status = 0;
   CTS_ASSERT(waitpid(pid, &status, 0) == pid);
   CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", (unsigned)status);
-  /* The program's own listing (its writer process closes the loader's file early). */
   char own[300];
   snprintf(own, sizeof own, "%s.%d", debug_out, (int)pid);
-  static char text[1 << 20];
-  CTS_ASSERT(slurp(own, text, sizeof text));
-  CTS_ASSERT_MSG(strstr(text, "symbol=pthread_mutex_lock;"), "no look-up of the real lock listed");
-  static const char *const unused[] = {"pthread_create",      "pthread_join",
-                                       "pthread_cond_wait",   "pthread_cond_timedwait",
-                                       "pthread_cond_signal", "pthread_cond_broadcast",
-                                       "pthread_cond_destroy"};
-  for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
-    char needle[64];
-    snprintf(needle, sizeof needle, "symbol=%s;", unused[i]);
-    CTS_ASSERT_MSG(!strstr(text, needle), "a traced /bin/true looked up %s", unused[i]);
-  }
+  CTS_ASSERT(slurp(own, text, cap));
   glob_t g;
   if (glob(pattern, 0, NULL, &g) == 0) {
     for (size_t i = 0; i < g.gl_pathc; i++) unlink(g.gl_pathv[i]);
@@ -3195,6 +3182,30 @@ CTS_TEST(traced_start_looks_up_only_the_pthread_functions_it_calls) {
   CHECK_TRACE(d, trace);
   decoded_fini(&d);
   unlink(trace);
+}
+
+/* Fails when text lists a look-up of any of names (n of them). */
+static void assert_not_looked_up(const char *text, const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char needle[64];
+    snprintf(needle, sizeof needle, "symbol=%s;", names[i]);
+    CTS_ASSERT_MSG(!strstr(text, needle), "a traced /bin/true looked up %s", names[i]);
+  }
+}
+
+/* A traced image looks up only the real pthread functions it calls (the tracer's lock), not
+ * all thirteen at the first lock: each look-up is a dlsym, ~1 000 instructions of every
+ * image's start (bench/JOURNAL.md, "the exec chain against its floor"). The loader's
+ * LD_DEBUG=symbols lists each one; pthread_mutex_lock's shows that the listing works. */
+CTS_TEST(traced_start_looks_up_only_the_pthread_functions_it_calls) {
+  static char text[1 << 20];
+  traced_true_lookups("lookups", text, sizeof text);
+  CTS_ASSERT_MSG(strstr(text, "symbol=pthread_mutex_lock;"), "no look-up of the real lock listed");
+  static const char *const unused[] = {"pthread_create",      "pthread_join",
+                                       "pthread_cond_wait",   "pthread_cond_timedwait",
+                                       "pthread_cond_signal", "pthread_cond_broadcast",
+                                       "pthread_cond_destroy"};
+  assert_not_looked_up(text, unused, sizeof unused / sizeof unused[0]);
 }
 
 /* Harm (#16): the writer's intermediate shares the program's memory (CLONE_VM|CLONE_VFORK)
@@ -3216,6 +3227,20 @@ CTS_TEST(traced_program_runs_under_valgrind) {
   CTS_ASSERT_EQ_INT(traced.status, plain.status);
   CTS_ASSERT(traced.len == plain.len && memcmp(traced.out, plain.out, plain.len) == 0);
   unlink(trace);
+}
+
+/* A traced image looks up the malloc family's real functions it may call at once (malloc,
+ * free, calloc, realloc, memalign, malloc_usable_size, the exec functions a vfork child may
+ * call), the seldom called ones at their first call: two dlsym each, ~2 000 instructions of
+ * every image's start (bench/JOURNAL.md, "the exec chain's images"). A traced /bin/true
+ * calls none of them; a traced program that calls them gets the real ones. */
+CTS_TEST(traced_start_looks_up_the_seldom_called_allocators_at_first_call) {
+  static char text[1 << 20];
+  traced_true_lookups("lazyalloc", text, sizeof text);
+  CTS_ASSERT_MSG(strstr(text, "symbol=memalign;"), "no look-up of the real memalign listed");
+  static const char *const unused[] = {"posix_memalign", "aligned_alloc", "valloc", "pvalloc",
+                                       "dlclose"};
+  assert_not_looked_up(text, unused, sizeof unused / sizeof unused[0]);
 }
 
 CTS_TEST_MAIN()
