@@ -333,7 +333,11 @@ static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8
 static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *d,
                                                   const uint8_t **pp, size_t *pos_io,
                                                   uint32_t nencoded, bool kept,
-                                                  const uint64_t *evoff_at) {
+                                                  const uint64_t *evoff_at,
+                                                  const uint64_t *evoff_base) {
+  /* The event's offset, for the errors: *evoff_at, plus *evoff_base when the caller keeps
+   * only the event's address there (read only on an error: no register for it). */
+#define EVOFF (*evoff_at + (evoff_base ? *evoff_base : 0))
   /* No codewords: nothing to do, and bt may be NULL still (the event loop never gets here
    * without codewords, so this costs it nothing). */
   if (nencoded == 0) return 0;
@@ -355,20 +359,20 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
        * run of n predicted codes (2). */
       unsigned n = 0;
       if (w & 1u) {
-        const int e = store_literal(r, d, bucket, cts_ld_le64(p), kept, *evoff_at);
+        const int e = store_literal(r, d, bucket, cts_ld_le64(p), kept, EVOFF);
         if (e) return e;
         p += 8;
       } else {
         n = *p++;
       }
       uint64_t c = cache_loc[bucket];
-      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, *evoff_at);
+      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, EVOFF);
       *out++ = c;
       pred = bucket;
       for (unsigned k = 0; k < n; k++) {
         pred = cache_pred[pred];
         c = cache_loc[pred];
-        if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, *evoff_at);
+        if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, EVOFF);
         *out++ = c;
       }
       continue;
@@ -384,13 +388,14 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
     out[1] = predicted;
     /* (Arithmetic on the tag, as compilers turn `tag ? a : b` back into a branch: with tag 0
      * or 1, predicted < tag says "predicted and empty".) */
-    if (CTS_UNLIKELY((code == 0) | (predicted < tag))) return empty_bucket(r, *evoff_at);
+    if (CTS_UNLIKELY((code == 0) | (predicted < tag))) return empty_bucket(r, EVOFF);
     out += 1 + tag;
     pred = bucket + (next - bucket) * tag;
   }
   *pp = p;
   *pos_io = (size_t)(out - d->bt);
   return 0;
+#undef EVOFF
 }
 
 /* Decodes (or skips) the backtrace of an allocation event whose codewords start at *pp. */
@@ -416,7 +421,7 @@ static CTS_FORCE_INLINE int decode_backtrace(cts_mt_reader_t *r, domain_t *d, co
   if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) &&
       (CTS_LIKELY(worst <= d->bt_cap) ||
        (worst <= r->cfg.max_backtrace_frames && reserve_backtrace(r, d, (size_t)worst)))) {
-    e = decode_codewords_fast(r, d, pp, &pos, nencoded, keep, &evoff);
+    e = decode_codewords_fast(r, d, pp, &pos, nencoded, keep, &evoff, NULL);
   } else {
     e = decode_codewords_careful(r, d, pp, end, &pos, nencoded, keep, evoff);
   }
@@ -575,6 +580,7 @@ CTS_NOINLINE static void fill_alloc_event(event_cursor_t *c, const domain_t *d, 
   cts_mt_event_t *const ev = &c->ev;
   set_alloc_fields(ev, id, source, length, nsamples, cp, obj_id);
   ev->time_us = event_time(c, p);
+  ev->offset = c->base + (uint64_t)(uintptr_t)p;
   ev->backtrace = d->bt;
   ev->backtrace_len = d->bt_len;
 }
@@ -708,9 +714,10 @@ CTS_NOINLINE static const uint8_t *fast_backtrace(cts_mt_reader_t *r, domain_t *
  * after an error. */
 static CTS_FORCE_INLINE const uint8_t *common_backtrace(cts_mt_reader_t *r, domain_t *d,
                                                         const uint8_t *p, size_t pos,
-                                                        uint32_t nencoded,
-                                                        const uint64_t *evoff_at) {
-  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, true, evoff_at) != 0))
+                                                        uint32_t nencoded, const uint64_t *evoff_at,
+                                                        const uint64_t *evoff_base) {
+  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, true, evoff_at, evoff_base) !=
+                   0))
     return NULL;
   d->bt_len = pos;
   return p;
@@ -829,18 +836,21 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         count_alloc_fixed(&r->allocs, source, (uint64_t)length, (uint64_t)nsamples, 1);
         lim = ((uint64_t)cp + 256) & -(uint64_t)short_ok;
       }
-      ev->offset = base + (uint64_t)(uintptr_t)p; /* (for the backtrace's errors too) */
+      /* (For the backtrace's errors too. Counting, only the event's address: c->base is
+       * added on an error, and fill_alloc_event() sets the offset of a delivered one.) */
+      ev->offset = (tally ? 0 : base) + (uint64_t)(uintptr_t)p;
       if (nencoded != 0) {
         const uint64_t left = (uint64_t)(end - q);
         if (decode &&
             CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left &&
                        (uint64_t)cp <= d->bt_len &&
                        (uint64_t)cp + (uint64_t)nencoded * CODEWORD_MAX_FRAMES <= d->bt_cap)) {
-          q = common_backtrace(r, d, q, (size_t)cp, nencoded, &ev->offset);
+          q = common_backtrace(r, d, q, (size_t)cp, nencoded, &ev->offset, tally ? &c->base : NULL);
         } else if (!decode && (uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) {
           for (uint32_t i = 0; i < nencoded; i++) q += codeword_bytes[q[0] & 3u];
         } else {
-          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode, ev->offset);
+          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode,
+                             base + (uint64_t)(uintptr_t)p);
         }
         /* An error ends the packet's decoding: the cursor is not written back. */
         if (CTS_UNLIKELY(!q)) {
