@@ -333,7 +333,11 @@ static int decode_codewords_careful(cts_mt_reader_t *r, domain_t *d, const uint8
 static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *d,
                                                   const uint8_t **pp, size_t *pos_io,
                                                   uint32_t nencoded, bool kept,
-                                                  const uint64_t *evoff_at) {
+                                                  const uint64_t *evoff_at,
+                                                  const uint64_t *evoff_base) {
+  /* The event's offset, for the errors: *evoff_at, plus *evoff_base when the caller keeps
+   * only the event's address there (read only on an error: no register for it). */
+#define EVOFF (*evoff_at + (evoff_base ? *evoff_base : 0))
   /* No codewords: nothing to do, and bt may be NULL still (the event loop never gets here
    * without codewords, so this costs it nothing). */
   if (nencoded == 0) return 0;
@@ -355,20 +359,20 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
        * run of n predicted codes (2). */
       unsigned n = 0;
       if (w & 1u) {
-        const int e = store_literal(r, d, bucket, cts_ld_le64(p), kept, *evoff_at);
+        const int e = store_literal(r, d, bucket, cts_ld_le64(p), kept, EVOFF);
         if (e) return e;
         p += 8;
       } else {
         n = *p++;
       }
       uint64_t c = cache_loc[bucket];
-      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, *evoff_at);
+      if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, EVOFF);
       *out++ = c;
       pred = bucket;
       for (unsigned k = 0; k < n; k++) {
         pred = cache_pred[pred];
         c = cache_loc[pred];
-        if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, *evoff_at);
+        if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, EVOFF);
         *out++ = c;
       }
       continue;
@@ -384,13 +388,14 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
     out[1] = predicted;
     /* (Arithmetic on the tag, as compilers turn `tag ? a : b` back into a branch: with tag 0
      * or 1, predicted < tag says "predicted and empty".) */
-    if (CTS_UNLIKELY((code == 0) | (predicted < tag))) return empty_bucket(r, *evoff_at);
+    if (CTS_UNLIKELY((code == 0) | (predicted < tag))) return empty_bucket(r, EVOFF);
     out += 1 + tag;
     pred = bucket + (next - bucket) * tag;
   }
   *pp = p;
   *pos_io = (size_t)(out - d->bt);
   return 0;
+#undef EVOFF
 }
 
 /* Decodes (or skips) the backtrace of an allocation event whose codewords start at *pp. */
@@ -416,7 +421,7 @@ static CTS_FORCE_INLINE int decode_backtrace(cts_mt_reader_t *r, domain_t *d, co
   if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) &&
       (CTS_LIKELY(worst <= d->bt_cap) ||
        (worst <= r->cfg.max_backtrace_frames && reserve_backtrace(r, d, (size_t)worst)))) {
-    e = decode_codewords_fast(r, d, pp, &pos, nencoded, keep, &evoff);
+    e = decode_codewords_fast(r, d, pp, &pos, nencoded, keep, &evoff, NULL);
   } else {
     e = decode_codewords_careful(r, d, pp, end, &pos, nencoded, keep, evoff);
   }
@@ -508,24 +513,60 @@ static uint64_t event_time(const event_cursor_t *c, const uint8_t *p) {
   return tb + ((cts_ld_le32(p) - (uint32_t)tb) & MT_TIME_MASK);
 }
 
-/* A decoded allocation counted instead of delivered (cts_mt_reader_count_allocs()), with
- * frames the length of the backtrace its event would carry. The source is 0-2 (checked).
- * short_ok: the short form's conditions but the backtrace's (1-16 words, minor heap, one
- * sample), settled where the event's form is known: always true for a short-form event. */
-static CTS_FORCE_INLINE void count_alloc(cts_mt_alloc_counts_t *a, unsigned source, uint64_t length,
-                                         uint64_t nsamples, uint64_t cp, bool short_ok,
-                                         uint64_t frames) {
-  a->allocs[source]++;
-  a->samples[source] += nsamples;
-  a->sum_length_words += length;
-  a->sum_length_x_nsamples += length * nsamples;
+/* An allocation's figures that do not depend on its backtrace, counted (or, with sign -1,
+ * uncounted) before its backtrace is decoded, so that its length, sample count and source
+ * need no register across the codeword loop (gcc spilled them, ~8 instructions an
+ * allocation). The source is 0-2 (checked). An allocation that is then delivered, or whose
+ * backtrace fails, is taken back out (uncount_alloc_at()): the counts stay exact. */
+static CTS_FORCE_INLINE void count_alloc_fixed(cts_mt_alloc_counts_t *a, unsigned source,
+                                               uint64_t length, uint64_t nsamples, uint64_t sign) {
+  a->allocs[source] += sign;
+  a->samples[source] += sign * nsamples;
+  a->sum_length_words += sign * length;
+  a->sum_length_x_nsamples += sign * (length * nsamples);
+}
+
+/* The rest of a counted allocation's figures, once its backtrace is decoded (cts_mt_reader_
+ * count_allocs()), with frames the length of the backtrace its event would carry. lim is
+ * the common prefix + 256 if the allocation meets the short form's conditions but the
+ * backtrace's (1-16 words, minor heap, one sample: always for a short-form event), else 0:
+ * "fewer than 256 frames after the prefix" is frames - min(cp, frames) < 256, which is
+ * frames < cp + 256 (cp < 2^63, checked), without a branch: whether an allocation
+ * qualifies follows the trace's mix of forms, which no predictor guesses. */
+static CTS_FORCE_INLINE void count_alloc_rest(cts_mt_alloc_counts_t *a, uint64_t length,
+                                              uint64_t lim, uint64_t frames) {
   if (length > a->max_length_words) a->max_length_words = length;
-  /* Fewer than 256 frames after the common prefix: frames - min(cp, frames) < 256 is
-   * frames < cp + 256 (cp < 2^63, checked), without a branch: whether an allocation
-   * qualifies follows the trace's mix of forms, which no predictor guesses. */
-  a->short_form_eligible += (uint64_t)(short_ok & (frames < cp + 256));
+  a->short_form_eligible += (uint64_t)(frames < lim);
   a->frames_total += frames;
   if (frames > a->frames_max) a->frames_max = frames;
+}
+
+/* The fixed fields of the allocation at p, which the fast loop has read and checked. */
+static void parse_alloc(const uint8_t *p, unsigned *id_out, int64_t *length, int64_t *nsamples,
+                        unsigned *source, int64_t *cp) {
+  const unsigned id = cts_ld_le32(p) >> MT_TIME_BITS;
+  *id_out = id;
+  *nsamples = 1;
+  *source = CTS_MT_SOURCE_MINOR;
+  if (id != MT_EV_ALLOC) {
+    *length = id - MT_EV_SHORT_ALLOC_BASE;
+    rd_vint(&(const uint8_t *){p + 4}, NULL, cp, false);
+  } else {
+    const uint8_t *q = p + 4;
+    rd_vint(&q, NULL, length, false);
+    rd_vint(&q, NULL, nsamples, false);
+    *source = *q++;
+    rd_vint(&q, NULL, cp, false);
+  }
+}
+
+/* Takes the allocation at p, counted by count_alloc_fixed(), back out: it is delivered, or
+ * its backtrace failed (rare: out of line). */
+CTS_NOINLINE static void uncount_alloc_at(cts_mt_alloc_counts_t *a, const uint8_t *p) {
+  unsigned id, source;
+  int64_t length, nsamples, cp;
+  parse_alloc(p, &id, &length, &nsamples, &source, &cp);
+  count_alloc_fixed(a, source, (uint64_t)length, (uint64_t)nsamples, (uint64_t)-1);
 }
 
 /* Counting allocations, the loop stores none of an allocation's fields but its offset:
@@ -533,22 +574,13 @@ static CTS_FORCE_INLINE void count_alloc(cts_mt_alloc_counts_t *a, unsigned sour
  * checked already (rare: out of line). */
 CTS_NOINLINE static void fill_alloc_event(event_cursor_t *c, const domain_t *d, const uint8_t *p,
                                           uint64_t obj_id) {
-  const unsigned id = cts_ld_le32(p) >> MT_TIME_BITS;
-  int64_t length, nsamples = 1, cp;
-  unsigned source = CTS_MT_SOURCE_MINOR;
-  if (id != MT_EV_ALLOC) {
-    length = id - MT_EV_SHORT_ALLOC_BASE;
-    rd_vint(&(const uint8_t *){p + 4}, NULL, &cp, false);
-  } else {
-    const uint8_t *q = p + 4;
-    rd_vint(&q, NULL, &length, false);
-    rd_vint(&q, NULL, &nsamples, false);
-    source = *q++;
-    rd_vint(&q, NULL, &cp, false);
-  }
+  unsigned id, source;
+  int64_t length, nsamples, cp;
+  parse_alloc(p, &id, &length, &nsamples, &source, &cp);
   cts_mt_event_t *const ev = &c->ev;
   set_alloc_fields(ev, id, source, length, nsamples, cp, obj_id);
   ev->time_us = event_time(c, p);
+  ev->offset = c->base + (uint64_t)(uintptr_t)p;
   ev->backtrace = d->bt;
   ev->backtrace_len = d->bt_len;
 }
@@ -682,9 +714,10 @@ CTS_NOINLINE static const uint8_t *fast_backtrace(cts_mt_reader_t *r, domain_t *
  * after an error. */
 static CTS_FORCE_INLINE const uint8_t *common_backtrace(cts_mt_reader_t *r, domain_t *d,
                                                         const uint8_t *p, size_t pos,
-                                                        uint32_t nencoded,
-                                                        const uint64_t *evoff_at) {
-  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, true, evoff_at) != 0))
+                                                        uint32_t nencoded, const uint64_t *evoff_at,
+                                                        const uint64_t *evoff_base) {
+  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, true, evoff_at, evoff_base) !=
+                   0))
     return NULL;
   d->bt_len = pos;
   return p;
@@ -727,10 +760,15 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
   cts_mt_event_t *const ev = &c->ev;
   /* The previous event's offset; one before tb is as good as tb itself. */
   uint64_t last_rel = c->last_time > tb ? c->last_time - tb : 0;
-  uint64_t next_id = c->next_id;
-  /* Counting, the events are the allocations (next_id's steps) and the counted
+  /* The next object id. Counting allocations, it stays in the cursor: gcc kept a local
+   * copy in two stack slots there, copied between them at every allocation (five
+   * instructions for one addition to memory). Otherwise a local (a register). */
+  uint64_t next_id_local = c->next_id;
+  uint64_t *const next_id_at = tally ? &c->next_id : &next_id_local;
+#define NEXT_ID (*next_id_at)
+  /* Counting, the events are the allocations (the object id's steps) and the counted
    * promotions and collections (c->nfrees): one register less for the loop. */
-  const uint64_t first_id = next_id;
+  const uint64_t first_id = NEXT_ID;
   const uint32_t nfrees_before = c->nfrees;
   uint32_t nevents = 0;
   int e = 0;
@@ -749,7 +787,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       int64_t delta;
       q = vint_unchecked(p + 4, &delta);
       const bool collect = id == MT_EV_COLLECT;
-      if (CTS_UNLIKELY(delta < 0 ? !(collect && v3) : (uint64_t)delta >= next_id)) break;
+      if (CTS_UNLIKELY(delta < 0 ? !(collect && v3) : (uint64_t)delta >= NEXT_ID)) break;
       if (count) {
         count_free(c, id, p);
         last_rel = rel;
@@ -760,7 +798,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       _Static_assert(CTS_MT_PROMOTE == MT_EV_PROMOTE - 1 && CTS_MT_COLLECT == MT_EV_COLLECT - 1,
                      "event kinds follow the event codes");
       ev->kind = (cts_mt_event_kind_t)(id - 1);
-      ev->obj_id = next_id - 1 - (uint64_t)delta;
+      ev->obj_id = NEXT_ID - 1 - (uint64_t)delta;
       ev->backtrace = NULL;
       ev->backtrace_len = 0;
       ev->time_us = t;
@@ -769,7 +807,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       int64_t length, nsamples = 1, cp;
       unsigned source = CTS_MT_SOURCE_MINOR;
       uint32_t nencoded;
-      bool short_ok = true; /* counting allocations: see count_alloc() */
+      bool short_ok = true; /* counting allocations: see count_alloc_rest() */
       if (id - (MT_EV_SHORT_ALLOC_BASE + 1) < 16) {
         length = id - MT_EV_SHORT_ALLOC_BASE;
         q = vint_unchecked(p + 4, &cp);
@@ -794,27 +832,36 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       /* From here on the event is decoded for good: the backtrace changes the cache. Its
        * fields go to ev now, so that none of them needs a register across the backtrace
        * loop (they were spilled and reloaded around it). */
+      uint64_t lim = 0; /* counting allocations: see count_alloc_rest() */
       if (!tally) {
-        set_alloc_fields(ev, id, source, length, nsamples, cp, next_id++);
+        set_alloc_fields(ev, id, source, length, nsamples, cp, NEXT_ID++);
         ev->time_us = t;
       } else {
-        next_id++;
+        NEXT_ID++;
+        count_alloc_fixed(&r->allocs, source, (uint64_t)length, (uint64_t)nsamples, 1);
+        lim = ((uint64_t)cp + 256) & -(uint64_t)short_ok;
       }
-      ev->offset = base + (uint64_t)(uintptr_t)p; /* (for the backtrace's errors too) */
+      /* (For the backtrace's errors too. Counting, only the event's address: c->base is
+       * added on an error, and fill_alloc_event() sets the offset of a delivered one.) */
+      ev->offset = (tally ? 0 : base) + (uint64_t)(uintptr_t)p;
       if (nencoded != 0) {
         const uint64_t left = (uint64_t)(end - q);
         if (decode &&
             CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left &&
                        (uint64_t)cp <= d->bt_len &&
                        (uint64_t)cp + (uint64_t)nencoded * CODEWORD_MAX_FRAMES <= d->bt_cap)) {
-          q = common_backtrace(r, d, q, (size_t)cp, nencoded, &ev->offset);
+          q = common_backtrace(r, d, q, (size_t)cp, nencoded, &ev->offset, tally ? &c->base : NULL);
         } else if (!decode && (uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) {
           for (uint32_t i = 0; i < nencoded; i++) q += codeword_bytes[q[0] & 3u];
         } else {
-          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode, ev->offset);
+          q = fast_backtrace(r, d, q, end, (uint64_t)cp, nencoded, decode,
+                             base + (uint64_t)(uintptr_t)p);
         }
         /* An error ends the packet's decoding: the cursor is not written back. */
-        if (CTS_UNLIKELY(!q)) return r->err;
+        if (CTS_UNLIKELY(!q)) {
+          if (tally) uncount_alloc_at(&r->allocs, p);
+          return r->err;
+        }
       } else if ((uint64_t)cp <= d->bt_len) {
         /* The whole backtrace is a prefix of the previous one (§8.4; when the prefix claims
          * more than that, the previous one stays). Skipping, bt_len stays 0 and cp is 0. */
@@ -827,8 +874,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         /* Counted, unless the consumer must see it (cts_mt_reader_count_allocs()). */
         const uint64_t frames = d->bt_len;
         if (CTS_LIKELY((frames != 1) & !r->literal_seen)) {
-          count_alloc(&r->allocs, source, (uint64_t)length, (uint64_t)nsamples, (uint64_t)cp,
-                      short_ok, frames);
+          count_alloc_rest(&r->allocs, (uint64_t)length, lim, frames);
           if (!c->first_alloc) c->first_alloc = p;
           c->last_alloc = p;
           last_rel = rel;
@@ -836,7 +882,8 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
           continue;
         }
         r->literal_seen = false;
-        fill_alloc_event(c, d, p, next_id - 1);
+        uncount_alloc_at(&r->allocs, p);
+        fill_alloc_event(c, d, p, NEXT_ID - 1);
       }
     }
     last_rel = rel;
@@ -850,10 +897,11 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
     /* on_event may have stopped the counting: decode_events() picks the loop again. */
     if (tally && CTS_UNLIKELY(!r->count_allocs)) break;
   }
-  if (count) nevents = (uint32_t)(next_id - first_id) + (c->nfrees - nfrees_before);
+  if (count) nevents = (uint32_t)(NEXT_ID - first_id) + (c->nfrees - nfrees_before);
   if (nevents) c->last_time = tb + last_rel;
   c->p = p;
-  c->next_id = next_id;
+  c->next_id = NEXT_ID;
+#undef NEXT_ID
   c->nevents += nevents;
   return e;
 }
