@@ -288,10 +288,8 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
     cts_json_end(w);
     cts_json_end(w);
   } else {
-    const cts_sort_t shown = shown_sort(tp->sort);
     char a[32], b[32] = "";
     cli_est_bytes(p, tp->shown[n], false, a, sizeof a);
-    (void)shown;
     if (!tp->inverted) {
       /* Self = inclusive - the children's inclusive (integers, exact): the trie of an
        * in-place relabel keeps no figures. */
