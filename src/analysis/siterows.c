@@ -3,12 +3,14 @@
 #include "siterows.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/check.h"
 #include "common/grow.h"
+#include "common/hash.h"
 #include "u64map.h"
 
 const cts_mt_location_t *cts_frame_innermost(const cts_frames_t *f, uint64_t code) {
@@ -273,6 +275,115 @@ int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks
   }
   free(map);
   return e;
+}
+
+/* Where node n of hash h sits in table t of cap slots (a power of two): home at the tag's
+ * low bits, as the trie's own table. */
+static inline uint32_t merged_find(const cts_stack_tslot_t *t, uint32_t cap,
+                                   const cts_stack_node_t *nodes, uint32_t parent, uint64_t label,
+                                   uint32_t tag, size_t *slot) {
+  size_t j = tag & (cap - 1u);
+  for (; t[j].node; j = (j + 1) & (cap - 1u))
+    if (t[j].tag == tag && nodes[t[j].node].parent == parent && nodes[t[j].node].code == label)
+      break;
+  *slot = j;
+  return t[j].node;
+}
+
+/* Merged node m's sum by the first key while the pass runs: in its site and stat fields,
+ * which it does not use until then (8 bytes a node that no array of the trie's size takes
+ * in the pass's peak). memcpy: the fields are two uint32_t, not a uint64_t. */
+_Static_assert(offsetof(cts_stack_node_t, stat) == offsetof(cts_stack_node_t, site) + 4,
+               "site and stat are adjacent");
+static inline uint64_t pass_sum(const cts_stack_node_t *m) {
+  uint64_t v;
+  memcpy(&v, &m->site, sizeof v);
+  return v;
+}
+static inline void set_pass_sum(cts_stack_node_t *m, uint64_t v) {
+  memcpy(&m->site, &v, sizeof v);
+}
+
+int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_t first_key,
+                                cts_sort_t second_key, uint64_t **first, uint64_t **second) {
+  *first = *second = NULL;
+  /* The (parent, code) table is not read here: freed before the pass's own is made. */
+  cts_stacks_drop_table(s);
+  uint32_t cap = 16;
+  while ((uint64_t)cap * 7 < (uint64_t)s->count * 10) cap *= 2; /* load at most 0.7 */
+  const bool two = first_key != second_key;
+  uint32_t *map = malloc((size_t)s->count * sizeof *map);
+  uint64_t *b = two ? calloc(s->count, sizeof *b) : NULL;
+  cts_stack_tslot_t *t = map && (b || !two) ? cts_table_alloc(cap, sizeof *t) : NULL;
+  int e = t ? 0 : -ENOMEM;
+  cts_stack_node_t *nodes = s->nodes;
+  uint32_t merged = 1; /* the root stays node 0 */
+  if (!e) {
+    map[0] = 0;
+    const cts_site_stats_t root = cts_stacks_self(s, 0);
+    if (two) b[0] = cts_site_stats_metric(&root, second_key);
+    set_pass_sum(&nodes[0], cts_site_stats_metric(&root, first_key));
+  }
+  /* Parents come before children, and node i merges into one numbered at most i: writing
+   * merged node m over node m (already read) leaves every node still to read intact. */
+  for (uint32_t i = 1; !e && i < s->count; i++) {
+    const cts_stack_node_t node = nodes[i];
+    const cts_site_stats_t self = cts_stacks_self(s, i); /* before nodes[i] may change */
+    const uint64_t label = cts_labels_id(labels, node.code);
+    if (!label) {
+      e = -ENOMEM;
+      break;
+    }
+    const uint32_t parent = map[node.parent];
+    const uint32_t tag =
+        (uint32_t)(cts_mix64(label ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) >> 32);
+    size_t slot;
+    uint32_t m = merged_find(t, cap, nodes, parent, label, tag, &slot);
+    if (!m) {
+      m = merged++;
+      t[slot] = (cts_stack_tslot_t){.node = m, .tag = tag};
+      nodes[m] = (cts_stack_node_t){.code = label, .parent = parent, .depth = node.depth};
+    }
+    map[i] = m;
+    set_pass_sum(&nodes[m], pass_sum(&nodes[m]) + cts_site_stats_metric(&self, first_key));
+    if (two) b[m] += cts_site_stats_metric(&self, second_key);
+  }
+  free(t);
+  free(map);
+  /* Nodes alone from here: the figures and sites go (a zero record 0 stays, so that any
+   * node's cts_stacks_self reads zeros as a node without figures does). */
+  free(s->stats);
+  free(s->wide);
+  free(s->lean);
+  s->stats = NULL;
+  s->wide = NULL;
+  s->wide_count = 0;
+  s->wide_cap = 0;
+  s->lean = calloc(1, sizeof *s->lean);
+  s->stat_count = s->stat_cap = s->lean ? 1 : 0;
+  s->live_by_site = false;
+  s->count = e ? 1 : merged;
+  uint64_t *a = e || !s->lean ? NULL : malloc((size_t)merged * sizeof *a);
+  for (uint32_t m = 0; a && m < merged; m++) {
+    a[m] = pass_sum(&nodes[m]);
+    nodes[m].site = UINT32_MAX;
+    nodes[m].stat = 0;
+  }
+  if (!a) {
+    nodes[0].site = UINT32_MAX;
+    nodes[0].stat = 0;
+    s->count = 1;
+    free(b);
+    return e ? e : -ENOMEM;
+  }
+  cts_stack_node_t *shrunk = realloc(nodes, (size_t)merged * sizeof *nodes);
+  if (shrunk) {
+    s->nodes = shrunk;
+    s->cap = merged;
+  }
+  *first = a;
+  *second = two ? b : a;
+  return 0;
 }
 
 void cts_row_name(const cts_row_t *r, char *buf, size_t size) {

@@ -288,11 +288,15 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
     cts_json_end(w);
     cts_json_end(w);
   } else {
-    const cts_sort_t shown = shown_sort(tp->sort);
     char a[32], b[32] = "";
     cli_est_bytes(p, tp->shown[n], false, a, sizeof a);
-    const cts_site_stats_t self = cts_stacks_self(tp->s, n);
-    if (!tp->inverted) cli_est_bytes(p, cts_site_stats_metric(&self, shown), false, b, sizeof b);
+    if (!tp->inverted) {
+      /* Self = inclusive - the children's inclusive (integers, exact): the trie of an
+       * in-place relabel keeps no figures. */
+      uint64_t self = tp->shown[n];
+      for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c]) self -= tp->shown[c];
+      cli_est_bytes(p, self, false, b, sizeof b);
+    }
     cts_out_printf(tp->o, "%6.1f%%  %11s  %11s  %*s%s\n",
                    tp->total ? 100.0 * (double)metric / (double)tp->total : 0.0, a, b,
                    (int)(depth > 60 ? 60 : depth) * 2, "", label);
@@ -315,30 +319,49 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   free(children);
 }
 
-/* The text's two inclusive figures of each node (tree_print_t.metric and shown): integer
- * sums, so the same as cts_stacks_inclusive's whatever the order. */
-static void inclusive_two(const cts_stacks_t *s, cts_sort_t sort, uint64_t *metric,
-                          uint64_t *shown) {
+/* The text's two self figures of each node (tree_print_t.metric and shown), from its
+ * records; NULL if out of memory. shown is metric when the two keys are the same. */
+static uint64_t *self_two(const cts_stacks_t *s, cts_sort_t sort, uint64_t **shown) {
+  const bool two = shown_sort(sort) != sort;
+  uint64_t *metric = malloc((size_t)s->count * sizeof *metric);
+  *shown = two ? malloc((size_t)s->count * sizeof **shown) : metric;
+  if (!metric || !*shown) {
+    if (two) free(*shown);
+    free(metric);
+    *shown = NULL;
+    return NULL;
+  }
   for (uint32_t i = 0; i < s->count; i++) {
     const cts_site_stats_t self = cts_stacks_self(s, i);
     metric[i] = cts_site_stats_metric(&self, sort);
-    shown[i] = cts_site_stats_metric(&self, shown_sort(sort));
+    if (two) (*shown)[i] = cts_site_stats_metric(&self, shown_sort(sort));
   }
+  return metric;
+}
+
+/* Self figures to inclusive ones: integer sums, so the same as cts_stacks_inclusive's
+ * whatever the order. */
+static void inclusive_two(const cts_stacks_t *s, uint64_t *metric, uint64_t *shown) {
   for (uint32_t i = s->count; i-- > 1;) {
     metric[s->nodes[i].parent] += metric[i];
-    shown[s->nodes[i].parent] += shown[i];
+    if (shown != metric) shown[s->nodes[i].parent] += shown[i];
   }
 }
 
+/* Prints the tree of s: as JSON (w) from s's records, or as text from the self figures
+ * metric and shown (by the sort key and by shown_sort's; shown may be metric), taken over
+ * and freed here, or from s's records when metric is NULL. */
 static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const cts_stacks_t *s,
-                      const cts_labels_t *labels, const top_opts_t *opts, bool inverted) {
+                      const cts_labels_t *labels, const top_opts_t *opts, bool inverted,
+                      uint64_t *metric, uint64_t *shown) {
   cts_site_stats_t *incl = w ? malloc((size_t)s->count * sizeof *incl) : NULL;
-  uint64_t *two = w ? NULL : malloc((size_t)s->count * 2 * sizeof *two);
+  if (!w && !metric) metric = self_two(s, opts->sort, &shown);
   uint32_t *first_child = calloc(s->count, sizeof *first_child);
   uint32_t *next_sibling = calloc(s->count, sizeof *next_sibling);
-  if (!(incl || two) || !first_child || !next_sibling) {
+  if (!(incl || metric) || !first_child || !next_sibling) {
     free(incl);
-    free(two);
+    if (shown != metric) free(shown);
+    free(metric);
     free(first_child);
     free(next_sibling);
     cli_error("out of memory");
@@ -347,7 +370,7 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
   if (incl)
     cts_stacks_inclusive(s, incl);
   else
-    inclusive_two(s, opts->sort, two, two + s->count);
+    inclusive_two(s, metric, shown);
   for (uint32_t i = s->count; i-- > 1;) {
     next_sibling[i] = first_child[s->nodes[i].parent];
     first_child[s->nodes[i].parent] = i;
@@ -357,8 +380,8 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
                      .t = t,
                      .s = s,
                      .incl = incl,
-                     .metric = two,
-                     .shown = two ? two + s->count : NULL,
+                     .metric = metric,
+                     .shown = shown,
                      .first_child = first_child,
                      .next_sibling = next_sibling,
                      .labels = labels,
@@ -388,7 +411,8 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
   print_node(&tp, 0, 0);
   if (w) cli_jw_end(w, true);
   free(incl);
-  free(two);
+  if (shown != metric) free(shown);
+  free(metric);
   free(first_child);
   free(next_sibling);
   if (tp.nomem) {
@@ -521,13 +545,27 @@ int cmd_top(int argc, char **argv) {
     cts_labels_t labels;
     cts_labels_init(&labels, &frames, (cts_label_style_t)opts.by);
     cts_stacks_t tree = {0}, inv = {0};
-    if (cts_stacks_relabel(&t.prof.stacks, &labels, &tree) ||
-        (opts.view == VIEW_INVERTED && build_inverted(&tree, opts.depth, &inv))) {
+    int e;
+    if (opts.view == VIEW_TREE && !w) {
+      /* The text tree reads two figures a node: the profile's trie is relabelled in place
+       * (no second trie, nor its records), and is nodes alone afterwards. */
+      uint64_t *metric, *shown;
+      e = cts_stacks_relabel_in_place(&t.prof.stacks, &labels, opts.sort, shown_sort(opts.sort),
+                                      &metric, &shown);
+      if (!e)
+        view_code = print_tree(out, w, &t, &t.prof.stacks, &labels, &opts, false, metric, shown);
+    } else {
+      /* The profile's (parent, code) table is not read again: freed before tree's is made. */
+      cts_stacks_drop_table(&t.prof.stacks);
+      e = cts_stacks_relabel(&t.prof.stacks, &labels, &tree);
+      if (!e && opts.view == VIEW_INVERTED) e = build_inverted(&tree, opts.depth, &inv);
+      if (!e)
+        view_code = print_tree(out, w, &t, opts.view == VIEW_TREE ? &tree : &inv, &labels, &opts,
+                               opts.view == VIEW_INVERTED, NULL, NULL);
+    }
+    if (e) {
       cli_error("out of memory");
       view_code = CLI_EXIT_INTERNAL;
-    } else {
-      view_code = print_tree(out, w, &t, opts.view == VIEW_TREE ? &tree : &inv, &labels, &opts,
-                             opts.view == VIEW_INVERTED);
     }
     cts_stacks_fini(&tree);
     cts_stacks_fini(&inv);

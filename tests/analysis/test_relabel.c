@@ -4,6 +4,7 @@
  * figures, so a view that prints one figure does not pay 64 bytes a node for all of them. */
 #include "../../src/analysis/siterows.h"
 
+#include "../../src/common/hash.h"
 #include "../test.h"
 
 /* Codes 1 and 2 are two lines of function f, 3 is g: f's two frames get one label. */
@@ -62,6 +63,61 @@ CTS_TEST(nodes_merge_by_label_with_or_without_figures) {
   cts_stacks_fini(&full);
   cts_labels_fini(&labels);
   cts_stacks_fini(&src);
+}
+
+/* A trie of many stacks over the three codes, some merging at every depth, and an
+ * allocation at the root (an empty backtrace). */
+static void random_trie(cts_stacks_t *s) {
+  CTS_ASSERT_EQ_INT(cts_stacks_init(s, false, 0), 0);
+  uint64_t state = 7;
+  for (int k = 0; k < 3000; k++) {
+    uint64_t bt[12];
+    const size_t n = cts_splitmix64(&state) % 13;
+    for (size_t j = 0; j < n; j++) bt[j] = 1 + cts_splitmix64(&state) % 3;
+    alloc_at(s, bt, n, 1 + cts_splitmix64(&state) % 100);
+  }
+  cts_stacks_finish(s);
+}
+
+CTS_TEST(in_place_relabel_gives_the_relabelled_tries_nodes_and_figures) {
+  const cts_frames_t frames = {.lookup = lookup};
+  static const cts_sort_t keys[][2] = {{CTS_SORT_COUNT, CTS_SORT_BYTES},
+                                       {CTS_SORT_BYTES, CTS_SORT_BYTES},
+                                       {CTS_SORT_LIVE, CTS_SORT_PEAK}};
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+    cts_stacks_t src, in;
+    random_trie(&src);
+    random_trie(&in);
+    cts_labels_t labels, labels2;
+    cts_labels_init(&labels, &frames, CTS_LABEL_NAME);
+    cts_labels_init(&labels2, &frames, CTS_LABEL_NAME);
+    cts_stacks_t full;
+    CTS_ASSERT_EQ_INT(cts_stacks_relabel(&src, &labels, &full), 0);
+    uint64_t *first, *second;
+    CTS_ASSERT_EQ_INT(
+        cts_stacks_relabel_in_place(&in, &labels2, keys[k][0], keys[k][1], &first, &second), 0);
+    CTS_ASSERT(in.count < src.count); /* nodes did merge */
+    CTS_ASSERT_EQ_U64(in.count, full.count);
+    CTS_ASSERT((first == second) == (keys[k][0] == keys[k][1]));
+    for (uint32_t i = 0; i < in.count; i++) {
+      CTS_ASSERT_EQ_U64(in.nodes[i].code, full.nodes[i].code);
+      CTS_ASSERT_EQ_U64(in.nodes[i].parent, full.nodes[i].parent);
+      CTS_ASSERT_EQ_U64(in.nodes[i].depth, full.nodes[i].depth);
+      const cts_site_stats_t self = cts_stacks_self(&full, i);
+      CTS_ASSERT_EQ_U64(first[i], cts_site_stats_metric(&self, keys[k][0]));
+      CTS_ASSERT_EQ_U64(second[i], cts_site_stats_metric(&self, keys[k][1]));
+      /* Nodes alone: no figures left on them. */
+      CTS_ASSERT_EQ_U64(cts_stacks_self(&in, i).samples, 0);
+    }
+    CTS_ASSERT(first[0] > 0); /* the root's own allocations */
+    if (second != first) free(second);
+    free(first);
+    cts_stacks_fini(&full);
+    cts_stacks_fini(&in);
+    cts_stacks_fini(&src);
+    cts_labels_fini(&labels);
+    cts_labels_fini(&labels2);
+  }
 }
 
 CTS_TEST_MAIN()
