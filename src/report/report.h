@@ -106,6 +106,9 @@ unsigned report_mem_live_passes(const report_mem_t *m);
 /* Events of the load that took report_mem.c's general path, on_event_full (tests: the
  * others raise the heap curve and finish the block they ended inline). */
 uint64_t report_mem_full_events(const report_mem_t *m);
+/* Keys that a record table's growth moved while the records were remapped (coarser keys),
+ * and in *remaps how many remaps the load made (tests). */
+uint64_t report_mem_remap_rehashes(const report_mem_t *m, uint32_t *remaps);
 /* The trace's profile (rate, word size: what formats byte estimates), borrowed. */
 const cts_alloc_profile_t *report_mem_profile(const report_mem_t *m);
 /* The trace's info record (process id, start time), borrowed; NULL when it has none. */

@@ -88,6 +88,9 @@ struct report_mem {
    * first record. */
   ta_table_t *tables;
   uint32_t coarsenings;
+  uint32_t remaps;         /* remap_records calls (tests) */
+  uint64_t remap_rehashes; /* keys a table's growth moved during a remap (tests) */
+  bool in_remap;
   bool size_octaves;    /* size classes by power of two (over the budget) */
   uint64_t tree_min;    /* page_tree's threshold (samples) */
   uint32_t tree_pruned; /* profile nodes drawn as part of their caller */
@@ -141,26 +144,33 @@ static bool record_same(const record_t *a, const record_t *b) {
          a->source == b->source;
 }
 
+/* Makes room in t for one more key: 0 or -ENOMEM. */
+static int table_room(report_mem_t *m, ta_table_t *t) {
+  if (CTS_LIKELY((t->n + 1) * (size_t)2 <= t->cap)) return 0;
+  const uint32_t cap = t->cap ? t->cap * 2 : 16;
+  uint32_t *slot = calloc(cap, sizeof *slot);
+  if (!slot) return -ENOMEM;
+  if (m->in_remap) m->remap_rehashes += t->n;
+  for (uint32_t k = 0; k < t->cap; k++) {
+    if (!t->slot[k]) continue;
+    size_t j = record_hash(&m->recs[t->slot[k] - 1]) & (cap - 1);
+    while (slot[j]) j = (j + 1) & (cap - 1);
+    slot[j] = t->slot[k];
+  }
+  free(t->slot);
+  t->slot = slot;
+  t->cap = cap;
+  return 0;
+}
+
 /* The index of the record of r's key (h its hash) in recs, added with zero figures if new;
  * -ENOMEM. */
 static int64_t record_find(report_mem_t *m, const record_t *r, uint64_t h) {
   if (!m->tables && !(m->tables = calloc(RECORD_BUCKETS, sizeof *m->tables))) return -ENOMEM;
   CTS_ASSERT(r->ta < RECORD_BUCKETS);
   ta_table_t *t = &m->tables[r->ta % RECORD_BUCKETS];
-  if ((t->n + 1) * (size_t)2 > t->cap) {
-    const uint32_t cap = t->cap ? t->cap * 2 : 16;
-    uint32_t *slot = calloc(cap, sizeof *slot);
-    if (!slot) return -ENOMEM;
-    for (uint32_t k = 0; k < t->cap; k++) {
-      if (!t->slot[k]) continue;
-      size_t j = record_hash(&m->recs[t->slot[k] - 1]) & (cap - 1);
-      while (slot[j]) j = (j + 1) & (cap - 1);
-      slot[j] = t->slot[k];
-    }
-    free(t->slot);
-    t->slot = slot;
-    t->cap = cap;
-  }
+  const int room = table_room(m, t);
+  if (room) return room;
   size_t j = h & (t->cap - 1);
   while (t->slot[j]) {
     const uint32_t i = t->slot[j] - 1;
@@ -260,14 +270,10 @@ static inline uint32_t rnode_at(const report_mem_t *m, size_t n) {
  * wide, sizes by power of two, or nodes by m->rnode (set by the caller). */
 static int remap_records(report_mem_t *m, coarser_t how) {
   m->key_gen++; /* keys computed before are stale */
+  m->remaps++;
   front_flush(m);
   record_t *recs = m->recs;
   const size_t n = m->nrecs;
-  for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) {
-    ta_table_t *t = &m->tables[b];
-    if (t->n) memset(t->slot, 0, t->cap * sizeof *t->slot);
-    t->n = 0;
-  }
   /* In place, one new time bucket after another: the records are first put in the order of
    * their new bucket (in place, a cycle of swaps at a time), then added again from the
    * start of the same array. Merging only removes records, so the one added is never past
@@ -279,6 +285,27 @@ static int remap_records(report_mem_t *m, coarser_t how) {
   const unsigned shift = how == COARSER_TIME;
   size_t next[RECORD_BUCKETS], end[RECORD_BUCKETS] = {0};
   for (size_t i = 0; i < n; i++) end[recs[i].ta >> shift]++;
+  /* Each table emptied, with room for every record its bucket may get (those put in it, as
+   * if none merged): grown one doubling at a time as they came, the tables' rehashes were
+   * three fifths of remap_records's instructions. */
+  for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) {
+    ta_table_t *t = &m->tables[b];
+    uint32_t cap = t->cap;
+    if (end[b] && (size_t)cap < 2 * end[b]) {
+      cap = 16;
+      while ((size_t)cap < 2 * end[b]) cap *= 2;
+      uint32_t *slot = calloc(cap, sizeof *slot);
+      if (slot) { /* (else the table grows as the records come, as ever) */
+        free(t->slot);
+        t->slot = slot;
+        t->cap = cap;
+        t->n = 0;
+        continue;
+      }
+    }
+    if (t->n) memset(t->slot, 0, t->cap * sizeof *t->slot);
+    t->n = 0;
+  }
   for (size_t b = 0, at = 0; b < RECORD_BUCKETS; b++) {
     next[b] = at;
     at += end[b];
@@ -294,6 +321,7 @@ static int remap_records(report_mem_t *m, coarser_t how) {
       }
     }
   m->nrecs = 0;
+  m->in_remap = true;
   int e = 0;
   for (size_t i = 0; i < n && !e; i++) {
     record_t r = recs[i];
@@ -305,9 +333,31 @@ static int remap_records(report_mem_t *m, coarser_t how) {
     } else {
       r.node = r.node < m->rnode_n ? rnode_at(m, r.node) : 0;
     }
-    CTS_ASSERT(m->nrecs <= i);
-    e = record_add_direct(m, &r);
+    /* record_add_direct, in place: recs has room (merging only removes records), and a new
+     * key's record is r itself, figures included (the re-adds were ~17 % of report's
+     * instructions on gen_trace --mb 16, through two calls each). */
+    CTS_ASSERT(m->nrecs <= i && m->tables && r.ta < RECORD_BUCKETS);
+    ta_table_t *t = &m->tables[r.ta % RECORD_BUCKETS];
+    if ((e = table_room(m, t)) != 0) break;
+    size_t j = record_hash(&r) & (t->cap - 1);
+    for (;;) {
+      const uint32_t s = t->slot[j];
+      if (!s) {
+        recs[m->nrecs] = r;
+        t->slot[j] = (uint32_t)++m->nrecs;
+        t->n++;
+        break;
+      }
+      record_t *x = &recs[s - 1];
+      if (record_same(x, &r)) {
+        x->samples += r.samples;
+        x->blocks += r.blocks;
+        break;
+      }
+      j = (j + 1) & (t->cap - 1);
+    }
   }
+  m->in_remap = false;
   /* The tables of buckets left empty go (twice as wide times empty the upper half): kept,
    * every bucket's largest table stayed to the end, 19 MB at the peak of gen_trace --mb
    * 160 for ~6 MB in use. */
@@ -1212,6 +1262,11 @@ unsigned report_mem_live_passes(const report_mem_t *m) {
 
 uint64_t report_mem_full_events(const report_mem_t *m) {
   return m->full_events;
+}
+
+uint64_t report_mem_remap_rehashes(const report_mem_t *m, uint32_t *remaps) {
+  *remaps = m->remaps;
+  return m->remap_rehashes;
 }
 
 double report_mem_bytes_per_sample(const report_mem_t *m) {

@@ -480,6 +480,27 @@ CTS_TEST(mem_usual_paths_give_the_reference_bytes) {
   }
 }
 
+/* Records remapped to coarser keys go into tables already as large as their bucket's records
+ * need: no table grows, and no key is moved, during a remap (grown one doubling at a time,
+ * the rehashes were three fifths of remap_records's instructions on gen_trace --mb 16). Under
+ * each budget the survivors' trace is remapped (coarser sizes, then times). */
+CTS_TEST(mem_remaps_grow_no_table) {
+  const char *path = tmp_path("mem-survivors-remap.ctf");
+  survivors_trace(path, 60000);
+  static const uint32_t budgets[] = {100, 300, 1000, 5000};
+  for (size_t k = 0; k < sizeof budgets / sizeof *budgets; k++) {
+    const report_mem_opts_t o = {.path = path, .quiet = true, .max_records = budgets[k]};
+    report_mem_t *m;
+    CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+    uint32_t remaps;
+    const uint64_t moved = report_mem_remap_rehashes(m, &remaps);
+    CTS_ASSERT_MSG(remaps >= 2, "budget %u: %u remaps", (unsigned)budgets[k], remaps);
+    CTS_ASSERT_MSG(moved == 0, "budget %u: %" PRIu64 " keys moved in %u remaps",
+                   (unsigned)budgets[k], moved, remaps);
+    report_mem_free(m);
+  }
+}
+
 /* Over the page's node budget, the nodes whose stacks allocated least are drawn as part of
  * their caller: of root, main, 2 heavy and 50 light leaves (54 nodes), a budget of 8 keeps
  * those of at least 2 samples (root, main and the heavy leaves). The analysis keeps every
