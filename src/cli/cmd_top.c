@@ -607,9 +607,11 @@ int cmd_top(int argc, char **argv) {
       /* The profile's (parent, code) table is not read again: freed before tree's is made. */
       cts_stacks_drop_table(&t.prof.stacks);
       e = cts_stacks_relabel(&t.prof.stacks, &labels, &tree);
+      cts_stacks_drop_table(&tree); /* (walked from here on, never interned into) */
       if (!e && opts.view == VIEW_INVERTED) {
         e = build_inverted(&tree, opts.depth, &inv);
         cts_stacks_fini(&tree); /* (inv carries the figures: tree is not read again) */
+        cts_stacks_drop_table(&inv);
       }
       if (!e)
         view_code = print_tree(out, w, &t, opts.view == VIEW_TREE ? &tree : &inv, &labels, &opts,
