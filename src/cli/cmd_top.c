@@ -228,11 +228,16 @@ typedef struct tree_print {
   cts_json_t *w; /* JSON nodes, else text */
   const cli_trace_t *t;
   const cts_stacks_t *s;
-  /* Inclusive figures of each node: all of them for JSON (incl), else only the two the text
-   * prints (metric: the sort key's; shown: the bytes column's), 16 bytes a node instead of
-   * cts_site_stats_t's 88 (most of the text tree's peak RSS on gen_trace's default shape). */
-  const cts_site_stats_t *incl;
+  /* Inclusive figures of each node by the sort key (metric) and, for the text, the bytes
+   * column's (shown), 16 bytes a node instead of cts_site_stats_t's 88 (most of the tree's
+   * peak RSS on gen_trace's default shape). JSON prints all of a node's figures, which only
+   * the nodes it may print need: est (a double, a node) is summed in cts_stacks_inclusive's
+   * order so it prints the same digits; the integers are summed in kincl, one record a
+   * node that reaches the threshold (kept[n]: that of n's nearest such ancestor-or-self). */
   const uint64_t *metric, *shown;
+  const double *est;
+  const uint32_t *kept;
+  const cts_site_stats_t *kincl;
   uint32_t *first_child, *next_sibling;
   const cts_labels_t *labels;
   cts_sort_t sort;
@@ -249,7 +254,7 @@ static cts_sort_t shown_sort(cts_sort_t sort) {
 
 /* Node n's inclusive figure by the sort key. */
 static uint64_t node_metric(const tree_print_t *tp, uint32_t n) {
-  return tp->incl ? cts_site_stats_metric(&tp->incl[n], tp->sort) : tp->metric[n];
+  return tp->metric[n];
 }
 
 /* Children by the metric, largest first, then by node index (creation order). */
@@ -280,7 +285,9 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
       cts_json_u64(w, parent_id);
     cts_json_kv_u64(w, "depth", depth);
     cts_json_kv_str(w, "frame", label);
-    json_stats(w, p, &tp->incl[n]);
+    cts_site_stats_t incl = tp->kincl[tp->kept[n]];
+    incl.est_allocs = tp->est[n];
+    json_stats(w, p, &incl);
     cts_json_key(w, "self");
     cts_json_object(w);
     const cts_site_stats_t self = cts_stacks_self(tp->s, n);
@@ -348,46 +355,85 @@ static void inclusive_two(const cts_stacks_t *s, uint64_t *metric, uint64_t *sho
   }
 }
 
+/* A node JSON may print: the root, or one whose inclusive sort key reaches the threshold
+ * (an ancestor-closed set: a parent's figure is at least its child's). */
+static bool json_kept(const uint64_t *metric, uint32_t n, uint64_t threshold) {
+  return n == 0 || (metric[n] >= threshold && metric[n] > 0);
+}
+
+/* JSON's inclusive figures (tree_print_t.metric, est, kept and kincl, see there) from s's
+ * records; 0 or -ENOMEM (what was allocated is left in tp for the caller to free). */
+static int json_inclusive(tree_print_t *tp, const cts_stacks_t *s, double min_percent) {
+  uint64_t *metric = malloc((size_t)s->count * sizeof *metric);
+  double *est = malloc((size_t)s->count * sizeof *est);
+  uint32_t *kept = malloc((size_t)s->count * sizeof *kept);
+  tp->metric = tp->shown = metric;
+  tp->est = est;
+  tp->kept = kept;
+  if (!metric || !est || !kept) return -ENOMEM;
+  for (uint32_t i = 0; i < s->count; i++) {
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    metric[i] = cts_site_stats_metric(&self, tp->sort);
+    est[i] = self.est_allocs;
+  }
+  for (uint32_t i = s->count; i-- > 1;) {
+    metric[s->nodes[i].parent] += metric[i];
+    est[s->nodes[i].parent] += est[i];
+  }
+  /* (A trie always has its root: count >= 1.) */
+  const uint64_t total = s->count ? metric[0] : 0;
+  const uint64_t threshold = (uint64_t)((double)total * min_percent / 100.0);
+  uint32_t nkept = 0;
+  for (uint32_t i = 0; i < s->count; i++)
+    kept[i] = json_kept(metric, i, threshold) ? nkept++ : kept[s->nodes[i].parent];
+  cts_site_stats_t *kincl = calloc(nkept, sizeof *kincl);
+  tp->kincl = kincl;
+  if (!kincl) return -ENOMEM;
+  for (uint32_t i = 0; i < s->count; i++) {
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    cts_site_stats_add(&kincl[kept[i]], &self);
+  }
+  for (uint32_t i = s->count; i-- > 1;)
+    if (json_kept(metric, i, threshold))
+      cts_site_stats_add(&kincl[kept[s->nodes[i].parent]], &kincl[kept[i]]);
+  return 0;
+}
+
 /* Prints the tree of s: as JSON (w) from s's records, or as text from the self figures
  * metric and shown (by the sort key and by shown_sort's; shown may be metric), taken over
  * and freed here, or from s's records when metric is NULL. */
 static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const cts_stacks_t *s,
                       const cts_labels_t *labels, const top_opts_t *opts, bool inverted,
                       uint64_t *metric, uint64_t *shown) {
-  cts_site_stats_t *incl = w ? malloc((size_t)s->count * sizeof *incl) : NULL;
-  if (!w && !metric) metric = self_two(s, opts->sort, &shown);
-  uint32_t *first_child = calloc(s->count, sizeof *first_child);
-  uint32_t *next_sibling = calloc(s->count, sizeof *next_sibling);
-  if (!(incl || metric) || !first_child || !next_sibling) {
-    free(incl);
-    if (shown != metric) free(shown);
-    free(metric);
-    free(first_child);
-    free(next_sibling);
-    cli_error("out of memory");
-    return CLI_EXIT_INTERNAL;
-  }
-  if (incl)
-    cts_stacks_inclusive(s, incl);
-  else
-    inclusive_two(s, metric, shown);
-  for (uint32_t i = s->count; i-- > 1;) {
-    next_sibling[i] = first_child[s->nodes[i].parent];
-    first_child[s->nodes[i].parent] = i;
-  }
   tree_print_t tp = {.o = o,
                      .w = w,
                      .t = t,
                      .s = s,
-                     .incl = incl,
-                     .metric = metric,
-                     .shown = shown,
-                     .first_child = first_child,
-                     .next_sibling = next_sibling,
                      .labels = labels,
                      .sort = opts->sort,
                      .max_depth = opts->depth,
                      .inverted = inverted};
+  int e = 0;
+  if (w)
+    e = json_inclusive(&tp, s, opts->min_percent);
+  else {
+    if (!metric) metric = self_two(s, opts->sort, &shown);
+    if (metric) inclusive_two(s, metric, shown);
+    tp.metric = metric;
+    tp.shown = shown;
+  }
+  uint32_t *first_child = calloc(s->count, sizeof *first_child);
+  uint32_t *next_sibling = calloc(s->count, sizeof *next_sibling);
+  tp.first_child = first_child;
+  tp.next_sibling = next_sibling;
+  if (e || !tp.metric || !first_child || !next_sibling) {
+    tp.nomem = true;
+    goto out;
+  }
+  for (uint32_t i = s->count; i-- > 1;) {
+    next_sibling[i] = first_child[s->nodes[i].parent];
+    first_child[s->nodes[i].parent] = i;
+  }
   tp.total = node_metric(&tp, 0);
   tp.threshold = (uint64_t)((double)tp.total * opts->min_percent / 100.0);
   if (w) {
@@ -410,9 +456,12 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
   }
   print_node(&tp, 0, 0);
   if (w) cli_jw_end(w, true);
-  free(incl);
-  if (shown != metric) free(shown);
-  free(metric);
+out:
+  if (tp.shown != tp.metric) free((uint64_t *)tp.shown);
+  free((uint64_t *)tp.metric);
+  free((double *)tp.est);
+  free((uint32_t *)tp.kept);
+  free((cts_site_stats_t *)tp.kincl);
   free(first_child);
   free(next_sibling);
   if (tp.nomem) {
@@ -558,7 +607,12 @@ int cmd_top(int argc, char **argv) {
       /* The profile's (parent, code) table is not read again: freed before tree's is made. */
       cts_stacks_drop_table(&t.prof.stacks);
       e = cts_stacks_relabel(&t.prof.stacks, &labels, &tree);
-      if (!e && opts.view == VIEW_INVERTED) e = build_inverted(&tree, opts.depth, &inv);
+      cts_stacks_drop_table(&tree); /* (walked from here on, never interned into) */
+      if (!e && opts.view == VIEW_INVERTED) {
+        e = build_inverted(&tree, opts.depth, &inv);
+        cts_stacks_fini(&tree); /* (inv carries the figures: tree is not read again) */
+        cts_stacks_drop_table(&inv);
+      }
       if (!e)
         view_code = print_tree(out, w, &t, opts.view == VIEW_TREE ? &tree : &inv, &labels, &opts,
                                opts.view == VIEW_INVERTED, NULL, NULL);

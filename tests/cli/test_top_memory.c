@@ -55,4 +55,24 @@ CTS_TEST(text_tree_holds_at_most_80_bytes_a_node_beyond_the_flat_table) {
                  tree - flat, nodes);
 }
 
+/* JSON prints every figure of a node, but only the nodes over the threshold need them all:
+ * the others hold their sort key and est_allocs (16 bytes) and a 4-byte index. Every
+ * inclusive figure of every node (88 bytes) took ~240 bytes a node beyond the flat table. */
+CTS_TEST(json_tree_holds_at_most_1000_bytes_a_node_beyond_the_flat_table) {
+  CTS_SKIP_UNDER_ASAN();
+  char path[128];
+  scratch_file("cts-top-mem", "json.ctf", path, sizeof path);
+  CTS_ASSERT_EQ_INT(write_tree(path), 0);
+  const long flat =
+      peak_kib((char *[]){"ctfscope", "top", "-q", "--json", "--threads", "1", path, NULL});
+  const long tree = peak_kib((char *[]){"ctfscope", "top", "-q", "--json", "--threads", "1",
+                                        "--tree", "--depth", "2", path, NULL});
+  CTS_ASSERT(flat > 0 && tree > 0);
+  const long nodes = (2l << LEVELS) - 1;
+  fprintf(stderr, "  peak RSS: flat %ld KiB, json tree %ld KiB, %ld bytes a node beyond\n", flat,
+          tree, (tree - flat) * 1024 / nodes);
+  CTS_ASSERT_MSG((tree - flat) * 1024 <= 1000 * nodes, "the tree held %ld KiB more for %ld nodes",
+                 tree - flat, nodes);
+}
+
 CTS_TEST_MAIN()
