@@ -12,6 +12,7 @@
  * variant; and the corpus's memtrace traces when the corpus is there.
  * Regenerate after an intended change: CTS_UPDATE_GOLDEN=1 build/dev/tests/cli/test_export_stacks
  * (CTS_EXPORT_STACKS_CTFSCOPE=PATH runs another build's ctfscope, to take the golden from it). */
+#define _GNU_SOURCE /* memmem() */
 #include <dirent.h>
 #include <zlib.h>
 
@@ -150,17 +151,6 @@ static unsigned char *unbase64(const char *s, size_t n, size_t *out_n) {
   return out;
 }
 
-/* The first needle in p[0..n), or NULL. */
-static const char *find(const unsigned char *p, size_t n, const char *needle) {
-  const size_t k = strlen(needle);
-  for (const unsigned char *q = p; (size_t)(q - p) + k <= n; q++) {
-    q = memchr(q, needle[0], n - (size_t)(q - p));
-    if (!q || (size_t)(q - p) + k > n) return NULL;
-    if (memcmp(q, needle, k) == 0) return (const char *)q;
-  }
-  return NULL;
-}
-
 /* The zlib stream z[0..n) inflated into *p (appended); false if it is not one. */
 static bool inflate_into(const unsigned char *z, size_t n, unsigned char **p, size_t *len,
                          size_t *cap) {
@@ -191,7 +181,7 @@ static bool page_as_zlib(const unsigned char *in, size_t n, unsigned char **out,
     const char *next = NULL;
     size_t key_len = 0;
     for (size_t k = 0; k < 2; k++) {
-      const char *f = find(in + at, n - at, keys[k]);
+      const char *f = memmem(in + at, n - at, keys[k], strlen(keys[k]));
       if (f && (!next || f < next)) next = f, key_len = strlen(keys[k]);
     }
     if (!next) break;
