@@ -163,6 +163,15 @@ static int table_room(report_mem_t *m, ta_table_t *t) {
   return 0;
 }
 
+/* The slot of t for r's key (h its hash): the one holding its record, or the empty one where
+ * it goes. */
+static inline size_t table_slot(const report_mem_t *m, const ta_table_t *t, const record_t *r,
+                                uint64_t h) {
+  size_t j = h & (t->cap - 1);
+  while (t->slot[j] && !record_same(&m->recs[t->slot[j] - 1], r)) j = (j + 1) & (t->cap - 1);
+  return j;
+}
+
 /* The index of the record of r's key (h its hash) in recs, added with zero figures if new;
  * -ENOMEM. */
 static int64_t record_find(report_mem_t *m, const record_t *r, uint64_t h) {
@@ -171,12 +180,8 @@ static int64_t record_find(report_mem_t *m, const record_t *r, uint64_t h) {
   ta_table_t *t = &m->tables[r->ta % RECORD_BUCKETS];
   const int room = table_room(m, t);
   if (room) return room;
-  size_t j = h & (t->cap - 1);
-  while (t->slot[j]) {
-    const uint32_t i = t->slot[j] - 1;
-    if (record_same(&m->recs[i], r)) return i;
-    j = (j + 1) & (t->cap - 1);
-  }
+  const size_t j = table_slot(m, t, r, h);
+  if (t->slot[j]) return t->slot[j] - 1;
   if (m->nrecs == m->cap_recs) {
     const size_t cap = m->cap_recs ? m->cap_recs * 2 : 4096;
     record_t *recs = realloc(m->recs, cap * sizeof *recs);
@@ -339,22 +344,15 @@ static int remap_records(report_mem_t *m, coarser_t how) {
     CTS_ASSERT(m->nrecs <= i && m->tables && r.ta < RECORD_BUCKETS);
     ta_table_t *t = &m->tables[r.ta % RECORD_BUCKETS];
     if ((e = table_room(m, t)) != 0) break;
-    size_t j = record_hash(&r) & (t->cap - 1);
-    for (;;) {
-      const uint32_t s = t->slot[j];
-      if (!s) {
-        recs[m->nrecs] = r;
-        t->slot[j] = (uint32_t)++m->nrecs;
-        t->n++;
-        break;
-      }
-      record_t *x = &recs[s - 1];
-      if (record_same(x, &r)) {
-        x->samples += r.samples;
-        x->blocks += r.blocks;
-        break;
-      }
-      j = (j + 1) & (t->cap - 1);
+    const size_t j = table_slot(m, t, &r, record_hash(&r));
+    if (t->slot[j]) {
+      record_t *const x = &recs[t->slot[j] - 1];
+      x->samples += r.samples;
+      x->blocks += r.blocks;
+    } else {
+      recs[m->nrecs] = r;
+      t->slot[j] = (uint32_t)++m->nrecs;
+      t->n++;
     }
   }
   m->in_remap = false;
