@@ -252,17 +252,17 @@ static cts_sort_t shown_sort(cts_sort_t sort) {
   return sort == CTS_SORT_COUNT ? CTS_SORT_BYTES : sort;
 }
 
-/* Node n's inclusive figure by the sort key. */
-static uint64_t node_metric(const tree_print_t *tp, uint32_t n) {
-  return tp->metric[n];
+/* Whether a node whose inclusive figure by the sort key is v is printed. */
+static bool reaches(uint64_t v, uint64_t threshold) {
+  return v >= threshold && v > 0;
 }
 
 /* Children by the metric, largest first, then by node index (creation order). */
 static int cmp_children(const void *a, const void *b, void *arg) {
   const tree_print_t *tp = arg;
   const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  const uint64_t vx = node_metric(tp, x);
-  const uint64_t vy = node_metric(tp, y);
+  const uint64_t vx = tp->metric[x];
+  const uint64_t vy = tp->metric[y];
   if (vx != vy) return vx > vy ? -1 : 1;
   return x < y ? -1 : x > y;
 }
@@ -271,7 +271,7 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   const cts_alloc_profile_t *p = &tp->t->prof;
   const char *label = cts_labels_name(tp->labels, tp->s->nodes[n].code);
   const uint32_t depth = tp->s->nodes[n].depth;
-  const uint64_t metric = node_metric(tp, n);
+  const uint64_t metric = tp->metric[n];
   const size_t id = tp->printed++;
   if (tp->w) {
     cts_json_t *w = tp->w;
@@ -311,7 +311,7 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   if ((long)depth >= tp->max_depth) return;
   size_t nchildren = 0;
   for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
-    if (node_metric(tp, c) >= tp->threshold && node_metric(tp, c) > 0) nchildren++;
+    if (reaches(tp->metric[c], tp->threshold)) nchildren++;
   if (!nchildren) return;
   uint32_t *children = malloc(nchildren * sizeof *children);
   if (!children) {
@@ -320,7 +320,7 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   }
   size_t k = 0;
   for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
-    if (node_metric(tp, c) >= tp->threshold && node_metric(tp, c) > 0) children[k++] = c;
+    if (reaches(tp->metric[c], tp->threshold)) children[k++] = c;
   qsort_r(children, nchildren, sizeof *children, cmp_children, tp);
   for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i], (uint32_t)id);
   free(children);
@@ -358,7 +358,7 @@ static void inclusive_two(const cts_stacks_t *s, uint64_t *metric, uint64_t *sho
 /* A node JSON may print: the root, or one whose inclusive sort key reaches the threshold
  * (an ancestor-closed set: a parent's figure is at least its child's). */
 static bool json_kept(const uint64_t *metric, uint32_t n, uint64_t threshold) {
-  return n == 0 || (metric[n] >= threshold && metric[n] > 0);
+  return n == 0 || reaches(metric[n], threshold);
 }
 
 /* JSON's inclusive figures (tree_print_t.metric, est, kept and kincl, see there) from s's
@@ -434,7 +434,7 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
     next_sibling[i] = first_child[s->nodes[i].parent];
     first_child[s->nodes[i].parent] = i;
   }
-  tp.total = node_metric(&tp, 0);
+  tp.total = tp.metric[0];
   tp.threshold = (uint64_t)((double)tp.total * opts->min_percent / 100.0);
   if (w) {
     print_json_header(w, t, opts, inverted ? "inverted" : "tree");
