@@ -838,10 +838,11 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         if (tally) {
           count_alloc_fixed(&r->allocs, source, (uint64_t)length, (uint64_t)nsamples, 1);
           /* (1-16 words, minor, one sample: the three tests as one, length and nsamples
-           * being >= 0 here.) */
-          const bool short_ok =
-              ((((uint64_t)length - 1) >> 4) | source | ((uint64_t)nsamples - 1)) == 0;
-          lim = ((uint64_t)cp + 256) & -(uint64_t)short_ok;
+           * being >= 0 here. A branch: a long-form allocation that meets them is rare, as
+           * the writer uses the short form for those but with 256 codewords or more.) */
+          if (CTS_UNLIKELY(((((uint64_t)length - 1) >> 4) | source | ((uint64_t)nsamples - 1)) ==
+                           0))
+            lim = (uint64_t)cp + 256;
         }
       } else {
         break;
