@@ -819,10 +819,11 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
         length = id - MT_EV_SHORT_ALLOC_BASE;
         q = vint_unchecked(p + 4, &cp);
         nencoded = *q++;
-        if (CTS_UNLIKELY(cp < 0)) break;
         /* Counting, the short form's figures with its constants (minor, one sample) rather
-         * than the long form's code: gcc merges the two otherwise. */
+         * than the long form's code: gcc merges the two otherwise. (Delivering, the check
+         * of cp stays after the two forms: the delivering loops ran slower with it here.) */
         if (tally) {
+          if (CTS_UNLIKELY(cp < 0)) break;
           count_alloc_fixed(&r->allocs, CTS_MT_SOURCE_MINOR, (uint64_t)length, 1, 1);
           lim = (uint64_t)cp + 256;
         }
@@ -850,9 +851,13 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       /* From here on the event is decoded for good: the backtrace changes the cache. Its
        * fields go to ev now, so that none of them needs a register across the backtrace
        * loop (they were spilled and reloaded around it). */
-      if (!tally) set_alloc_fields(ev, id, source, length, nsamples, cp, NEXT_ID);
-      NEXT_ID++;
-      if (!tally) ev->time_us = t;
+      if (!tally) {
+        if (CTS_UNLIKELY(cp < 0)) break;
+        set_alloc_fields(ev, id, source, length, nsamples, cp, NEXT_ID++);
+        ev->time_us = t;
+      } else {
+        NEXT_ID++;
+      }
       /* (For the backtrace's errors too. Counting, not stored: the backtrace's errors add
        * c->base to the event's address, and fill_alloc_event() sets the offset of a
        * delivered one.) */
