@@ -102,10 +102,10 @@ typedef struct event_cursor {
   uint32_t nevents, nlocations;
   bool decode, v3;
   free_tally_t *freed; /* promotions and collections counted here; NULL: delivered */
-  /* Counting (freed not NULL), the packet's promotions and collections: how many, how
-   * many of them collections, and the first and the last of them (added to *freed at the
-   * packet's end, or at an error). */
-  uint32_t nfrees, ncollects;
+  /* Counting (freed not NULL), the packet's promotions and collections: how many, the sum
+   * of their event codes (3 or 4: the collections are free_codes - 3 * nfrees), and the
+   * first and the last of them (added to *freed at the packet's end, or at an error). */
+  uint32_t nfrees, free_codes;
   const uint8_t *first_free, *last_free;
   /* Counting allocations too, the packet's first and last counted one (NULL: none yet). */
   const uint8_t *first_alloc, *last_alloc;
