@@ -9,12 +9,12 @@
  * the callers view, folded stacks and pprof. Node indices only grow and a parent's index is
  * below its children's, so summing children into parents is one backward loop.
  *
- * Size: a trie node is 24 bytes and its slot in the (parent, code) table 8 bytes at a load
- * of 0.35..0.7, so a node costs at most ~60 bytes with the arrays' growth slack (checked by
+ * Size: a trie node is 24 bytes and its slot in the (parent, code) table 4 bytes at a load
+ * of 0.35..0.7, so a node costs at most ~48 bytes with the arrays' growth slack (checked by
  * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 64 bytes) live in a
  * side array, only for nodes that end an allocating stack: interior frames, usually most
  * of a trie, carry none (on gen_trace's default shape 37 % of the nodes have figures, so a
- * node costs ~61 bytes with them). Their counts are 32-bit: the rare one that passes 2^32
+ * node costs ~54 bytes with them). Their counts are 32-bit: the rare one that passes 2^32
  * keeps its high half in a side list (cts_stack_wide_t), so no count is ever cut. A trie
  * that keeps allocated figures alone (cts_stacks_set_lean) has 24-byte records instead.
  *
@@ -113,8 +113,9 @@ typedef struct cts_stack_slot {
   uint32_t node; /* 0 = empty */
 } cts_stack_slot_t;
 
-/* A table slot: the key is the node's own (parent, code); the tag (the hash's high half)
- * spares most probes a look at a node that is not the one sought. */
+/* A node and its tag (the hash's high half), as a node waits to be put in the table (and as
+ * derived views' own tables keep them): the tag spares most probes a look at a node that is
+ * not the one sought. */
 typedef struct cts_stack_tslot {
   uint32_t node; /* 0 = empty */
   uint32_t tag;
@@ -145,7 +146,9 @@ typedef struct cts_stacks {
   cts_stack_wide_t *wide;
   uint32_t wide_count;
   size_t wide_cap;
-  cts_stack_tslot_t *table; /* open addressing over (parent, code); NULL once dropped */
+  /* Open addressing over (parent, code), 4-byte slots (the node and part of its tag, see
+   * sites.c); NULL once dropped. */
+  uint32_t *table;
   uint32_t table_cap;
   /* Nodes not in the table yet, their slots being fetched: a ring of pending_count from
    * pending_head, oldest first. cts_stacks_find_child looks here when the table has no
@@ -319,7 +322,7 @@ int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uin
 uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code);
 
 /* Frees the (parent, code) table of a trie that is done growing (on gen_trace's default
- * shape, 16 bytes a node: 128 MiB), for a view that builds a second trie from it. Walking
+ * shape, ~8 bytes a node: 32 MiB), for a view that builds a second trie from it. Walking
  * the nodes, their figures and cts_stacks_alloc/free work as before; cts_stacks_find_child
  * and the interning functions rebuild the table first (one pass over the nodes), and fail
  * with -ENOMEM if they cannot. */
