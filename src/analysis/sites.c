@@ -137,12 +137,23 @@ static inline void put_slot(uint32_t *t, uint32_t cap, uint32_t node, uint32_t t
   t[j] = slot_of(node, tag, cap);
 }
 
+/* Nodes whose home slots put_all fetches before it writes the first of them. */
+#define PUT_AHEAD 16u
+
 /* Puts nodes 1..count-1 in table t of cap slots (cap above count): their slots keep too few
  * of the tag's bits to find their home in a larger table, so each node's hash is made again
- * from the node (read in order; the table is written at random, as any growth does). */
+ * from the node (read in order). The slots are written at random, each a cache miss in a
+ * large table: a node's is fetched PUT_AHEAD nodes before it is written. */
 static void put_all(const cts_stacks_t *s, uint32_t *t, uint32_t cap) {
-  for (uint32_t n = 1; n < s->count; n++)
-    put_slot(t, cap, n, tag_of(hash_of(s->nodes[n].parent, s->nodes[n].code)));
+  uint32_t tags[PUT_AHEAD];
+  for (uint32_t n = 1; n < s->count; n++) {
+    const uint32_t tag = tag_of(hash_of(s->nodes[n].parent, s->nodes[n].code));
+    __builtin_prefetch(&t[tag & (cap - 1u)], 1);
+    if (n > PUT_AHEAD) put_slot(t, cap, n - PUT_AHEAD, tags[n % PUT_AHEAD]);
+    tags[n % PUT_AHEAD] = tag;
+  }
+  const uint32_t first = s->count > PUT_AHEAD ? s->count - PUT_AHEAD : 1u;
+  for (uint32_t n = first; n < s->count; n++) put_slot(t, cap, n, tags[n % PUT_AHEAD]);
 }
 
 /* Node n (of that tag) into the table later: its slot is fetched now and written once
