@@ -87,7 +87,7 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   p->stacks.no_sites = cfg->no_sites && !cfg->history && !by_site;
   p->stacks.no_node_peaks = cfg->no_node_peaks;
   set_live_at_end(p, live_at_end_applies(p));
-  /* Allocated figures alone fit records of 24 bytes instead of 64: each allocation's load
+  /* Allocated figures alone fit records of 20 bytes instead of 64: each allocation's load
    * of its node's record then hits a smaller array (bench/JOURNAL.md, "A 24-byte record");
    * by site, the live and peak samples go to the sites. */
   if ((cfg->allocated_only ? cts_stacks_set_lean(&p->stacks)

@@ -62,7 +62,7 @@ typedef struct cts_alloc_profile_config {
    * copy cost ~8 instructions a collection (1 % of pprof on python3's trace). */
   bool live_at_end;
   /* With stacks, for a view that reads live and peak figures only summed by allocation
-   * point (the report): the nodes keep allocated figures alone, in 24-byte records, and the
+   * point (the report): the nodes keep allocated figures alone, in 20-byte records, and the
    * sites their live and peak samples (cts_stacks_set_live_by_site; sites are kept whatever
    * no_sites says). Every other figure, the heap's live total and peak included, is kept as
    * ever. Not with allocated_only or live_at_end (ignored then). */

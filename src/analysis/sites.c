@@ -21,12 +21,23 @@ static inline uint64_t hash_of(uint32_t parent, uint64_t code) {
   return cts_mix64(code ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
 }
 
-/* A table slot's tag is the hash's high half, and its home slot is the tag's low bits (the
- * table has at most 2^31 slots): growing the table rehashes from the tags alone, without a
- * look at the nodes, each of which would be a cache miss in a large trie. The tag's bits
- * above the table's size still tell most keys of a probe run apart. */
+/* A node's tag is the hash's high half: its home slot is the tag's low bits (the table has
+ * at most 2^31 slots). */
 static inline uint32_t tag_of(uint64_t h) {
   return (uint32_t)(h >> 32);
+}
+
+/* A table slot is 4 bytes: the node's index in its low bits (as many as the table has slots:
+ * a node's index is below the count, which stays below the table's size), the tag's bits
+ * above those (the ones its home slot does not give) in the rest, so that most probes of a
+ * node that is not the one sought compare the slot alone and load no node. 0 = empty (node 0,
+ * the root, is never in the table). On gen_trace's 1 GB default shape, 2^24 slots: 64 MiB
+ * rather than the 128 MiB of 8-byte (node, tag) slots. */
+static inline uint32_t slot_of(uint32_t node, uint32_t tag, uint32_t cap) {
+  return node | (tag & ~(cap - 1u));
+}
+static inline bool slot_has_tag(uint32_t slot, uint32_t tag, uint32_t cap) {
+  return ((slot ^ tag) & ~(cap - 1u)) == 0;
 }
 
 int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
@@ -80,12 +91,14 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
     return UINT32_MAX;
   }
   const uint32_t tag = tag_of(hash_of(parent, code));
-  for (size_t i = tag & (s->table_cap - 1u);; i = (i + 1) & (s->table_cap - 1u)) {
-    const cts_stack_tslot_t *slot = &s->table[i];
-    if (!slot->node) break;
-    if (slot->tag != tag) continue;
-    const cts_stack_node_t *n = &s->nodes[slot->node];
-    if (n->code == code && n->parent == parent) return slot->node;
+  const uint32_t cap = s->table_cap;
+  for (size_t i = tag & (cap - 1u);; i = (i + 1) & (cap - 1u)) {
+    const uint32_t slot = s->table[i];
+    if (!slot) break;
+    if (!slot_has_tag(slot, tag, cap)) continue;
+    const uint32_t node = slot & (cap - 1u);
+    const cts_stack_node_t *n = &s->nodes[node];
+    if (n->code == code && n->parent == parent) return node;
   }
   /* Not in the table: maybe one of the newest nodes, whose slots are not written yet (their
    * records are at the end of the nodes, in cache). */
@@ -113,24 +126,34 @@ void *cts_table_alloc(size_t n, size_t size) {
 
 /* A zeroed table of cap slots. A large one is probed at random once per new frame: on 2 MiB
  * pages (where the kernel allows them on request) those probes miss the TLB far less. */
-static cts_stack_tslot_t *alloc_table(uint32_t cap) {
-  return cts_table_alloc(cap, sizeof(cts_stack_tslot_t));
+static uint32_t *alloc_table(uint32_t cap) {
+  return cts_table_alloc(cap, sizeof(uint32_t));
 }
 
-/* Puts node (of that tag) in table t of cap slots. */
-static inline void put_slot(cts_stack_tslot_t *t, uint32_t cap, uint32_t node, uint32_t tag) {
+/* Puts node (of that tag, below cap) in table t of cap slots. */
+static inline void put_slot(uint32_t *t, uint32_t cap, uint32_t node, uint32_t tag) {
   size_t j = tag & (cap - 1u);
-  while (t[j].node) j = (j + 1) & (cap - 1u);
-  t[j] = (cts_stack_tslot_t){node, tag};
+  while (t[j]) j = (j + 1) & (cap - 1u);
+  t[j] = slot_of(node, tag, cap);
 }
 
-/* Writes the pending nodes' slots (the table has room: its load counts them). */
-static void flush_pending(cts_stacks_t *s) {
-  for (uint32_t k = 0; k < s->pending_count; k++) {
-    const cts_stack_tslot_t *p = &s->pending[(s->pending_head + k) % CTS_STACKS_PENDING];
-    put_slot(s->table, s->table_cap, p->node, p->tag);
+/* Nodes whose home slots put_all fetches before it writes the first of them. */
+#define PUT_AHEAD 16u
+
+/* Puts nodes 1..count-1 in table t of cap slots (cap above count): their slots keep too few
+ * of the tag's bits to find their home in a larger table, so each node's hash is made again
+ * from the node (read in order). The slots are written at random, each a cache miss in a
+ * large table: a node's is fetched PUT_AHEAD nodes before it is written. */
+static void put_all(const cts_stacks_t *s, uint32_t *t, uint32_t cap) {
+  uint32_t tags[PUT_AHEAD];
+  for (uint32_t n = 1; n < s->count; n++) {
+    const uint32_t tag = tag_of(hash_of(s->nodes[n].parent, s->nodes[n].code));
+    __builtin_prefetch(&t[tag & (cap - 1u)], 1);
+    if (n > PUT_AHEAD) put_slot(t, cap, n - PUT_AHEAD, tags[n % PUT_AHEAD]);
+    tags[n % PUT_AHEAD] = tag;
   }
-  s->pending_head = s->pending_count = 0;
+  const uint32_t first = s->count > PUT_AHEAD ? s->count - PUT_AHEAD : 1u;
+  for (uint32_t n = first; n < s->count; n++) put_slot(t, cap, n, tags[n % PUT_AHEAD]);
 }
 
 /* Node n (of that tag) into the table later: its slot is fetched now and written once
@@ -153,13 +176,14 @@ static void put_later(cts_stacks_t *s, uint32_t n, uint32_t tag) {
 
 static bool grow_table(cts_stacks_t *s) {
   if (s->table_cap >= (1u << 31)) return false;
-  flush_pending(s);
   const uint32_t cap = s->table_cap * 2;
-  cts_stack_tslot_t *t = alloc_table(cap);
+  /* The new table is made from the nodes, not the old one: that goes first, so that the
+   * peak holds one table, not both (on gen_trace's 1 GB default shape 64 + 32 MiB at the
+   * last doubling). Out of memory, the trie is left as after cts_stacks_drop_table. */
+  cts_stacks_drop_table(s);
+  uint32_t *t = alloc_table(cap);
   if (!t) return false;
-  for (uint32_t i = 0; i < s->table_cap; i++)
-    if (s->table[i].node) put_slot(t, cap, s->table[i].node, s->table[i].tag);
-  free(s->table);
+  put_all(s, t, cap);
   s->table = t;
   s->table_cap = cap;
   return true;
@@ -176,10 +200,9 @@ void cts_stacks_drop_table(cts_stacks_t *s) {
 static bool rebuild_table(cts_stacks_t *s) {
   uint32_t cap = 2048;
   while ((uint64_t)s->count * 10 > (uint64_t)cap * 5) cap *= 2; /* load at most 0.5 */
-  cts_stack_tslot_t *t = alloc_table(cap);
+  uint32_t *t = alloc_table(cap);
   if (!t) return false;
-  for (uint32_t n = 1; n < s->count; n++)
-    put_slot(t, cap, n, tag_of(hash_of(s->nodes[n].parent, s->nodes[n].code)));
+  put_all(s, t, cap);
   s->table = t;
   s->table_cap = cap;
   return true;
@@ -243,7 +266,7 @@ static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, bool later,
   return 0;
 }
 
-_Static_assert(sizeof(cts_stack_lean_t) == 24, "a lean record is 24 bytes");
+_Static_assert(sizeof(cts_stack_lean_t) <= 24, "a lean record is 20 bytes (24 unpacked)");
 
 int cts_stacks_set_lean(cts_stacks_t *s) {
   CTS_ASSERT(s->count == 1 && s->stat_count == 2 && !s->lean);

@@ -238,8 +238,9 @@ CTS_TEST(lean_profiles_keep_the_full_figures_on_generated_traces) {
   }
 }
 
-/* The allocated-only profile keeps 24-byte records (cts_stack_lean_t), not the full ones. */
+/* The allocated-only profile keeps 20-byte records (cts_stack_lean_t), not the full ones. */
 CTS_TEST(allocated_only_keeps_the_small_records) {
+  CTS_ASSERT_EQ_U64(sizeof(cts_stack_lean_t), 20);
   cts_mem_trace_t t;
   CTS_ASSERT_EQ_INT(load(&t, churn, FOLDED_ALLOCATED), 0);
   CTS_ASSERT(t.prof.stacks.lean != NULL && t.prof.stacks.stats == NULL);
@@ -247,7 +248,7 @@ CTS_TEST(allocated_only_keeps_the_small_records) {
   cts_mem_trace_free(&t);
 }
 
-/* The report's profile keeps 24-byte records too, its live and peak samples by site: at
+/* The report's profile keeps 20-byte records too, its live and peak samples by site: at
  * least one site's are not 0 on each shape, so the comparison above compares something. */
 CTS_TEST(report_keeps_the_small_records_and_live_figures_by_site) {
   const char *const traces[] = {churn, survivors, exact};

@@ -55,12 +55,12 @@ static size_t trie_bytes(const cts_stacks_t *s) {
 
 CTS_TEST(a_node_and_its_slot_fit_in_32_bytes_and_64_with_figures) {
   CTS_ASSERT_EQ_U64(sizeof(cts_stack_node_t), 24);
-  CTS_ASSERT_EQ_U64(sizeof(cts_stack_tslot_t), 8);
+  CTS_ASSERT_EQ_U64(sizeof *((cts_stacks_t *)0)->table, 4);
   /* 10 M nodes at the default budget: a table of 2^24 slots (load ≤ 0.7) and the node
    * array clamped to the budget stay within 64 bytes a node. */
   CTS_ASSERT(CTS_STACKS_DEFAULT_MAX_NODES >= 10000000u);
   const uint64_t bytes = (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * sizeof(cts_stack_node_t) +
-                         (1ull << 24) * sizeof(cts_stack_tslot_t);
+                         (1ull << 24) * sizeof(uint32_t);
   CTS_ASSERT(bytes <= (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 64u);
   /* With the figures of the 3 nodes in 8 that end an allocating stack on gen_trace's
    * default shape, still within 64 bytes a node. */
@@ -107,6 +107,27 @@ CTS_TEST(a_node_with_its_figures_fits_in_64_bytes) {
   CTS_ASSERT_EQ_U64(s->table_cap, 1u << 21);
   const size_t per_node = resident_bytes(s) / s->count;
   CTS_ASSERT_MSG(per_node <= 64, "%zu bytes per node with the figures", per_node);
+  cts_alloc_profile_fini(&p);
+}
+
+/* The report's profile (lean records, live figures by site) on the same shape: node, table
+ * slot and records within 38 bytes a node, so that the 10 Mi nodes kept at the default budget
+ * (gen_trace --mb 1000) cost ~380 MiB of the report's ~450. 46 bytes with 8-byte table slots
+ * and 24-byte records (main before wip/h30big), 39 with 4-byte slots alone. */
+CTS_TEST(a_report_node_with_its_figures_fits_in_38_bytes) {
+  cts_alloc_profile_t p;
+  const cts_alloc_profile_config_t cfg = {
+      .stacks = true, .skip_histograms = true, .live_by_site = true};
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&p, &cfg), 0);
+  const uint64_t groups = 150000; /* 1.2 M nodes, 2^21 slots as above */
+  feed_groups(&p, groups);
+  const cts_stacks_t *s = &p.stacks;
+  CTS_ASSERT(s->lean != NULL);
+  CTS_ASSERT_EQ_U64(s->count, 1 + groups * 8);
+  CTS_ASSERT_EQ_U64(s->table_cap, 1u << 21);
+  const size_t bytes = (size_t)s->count * sizeof *s->nodes +
+                       (size_t)s->table_cap * sizeof *s->table + s->stat_count * sizeof *s->lean;
+  CTS_ASSERT_MSG(bytes / s->count <= 38, "%zu bytes per node with the figures", bytes / s->count);
   cts_alloc_profile_fini(&p);
 }
 
@@ -217,7 +238,7 @@ CTS_TEST(new_frames_cost_one_table_lookup_per_stack) {
 /* Slots in the table, occupied. */
 static uint32_t table_nodes(const cts_stacks_t *s) {
   uint32_t n = 0;
-  for (uint32_t i = 0; i < s->table_cap; i++) n += s->table[i].node != 0;
+  for (uint32_t i = 0; i < s->table_cap; i++) n += s->table[i] != 0;
   return n;
 }
 
