@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* The tracer's state first (cts__owner_check_ms): its inline functions keep
@@ -803,6 +804,117 @@ CTS_TEST(rejoined_walks_check_the_saved_rbp_of_moved_frames) {
   if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
   size_t min_depth;
   rejoin_compare(feed_drive, 51, FEED_ROUNDS, &min_depth);
+#endif
+}
+
+/* ---- the walk's instructions per rejoined walk ------------------------------------------ */
+
+#ifdef CFI_FUNCTIONS
+/* cc1plus's walks in small: code without frame pointers (CFA at %rsp plus a constant, %rbp
+ * saved and clobbered or left alone), ~4 frames of a walk's own by their rules, then a
+ * rejoin of the previous walk whose ~20 shared frames are checked and copied. */
+static uint64_t cost_next_obj, cost_rounds;
+__attribute__((used, noinline)) static void cost_leaf(void) {
+  cts_tracer_track_alloc(fake_ptr(9700000 + cost_next_obj++), 48);
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((used, noinline)) static void cost_loop(void) {
+  for (uint64_t i = 0; i < cost_rounds; i++) {
+    deep_save(2, cost_leaf);
+    deep_rsp(2, cost_leaf);
+  }
+}
+#endif
+
+/* The instructions of cts__unwind_mixed (callgrind, collecting inside it only) for
+ * `rounds` x 2 allocations of cost_loop, run by this test in a child under valgrind, into
+ * *total (the test fails when they cannot be had). */
+static void walk_instructions(const char *self, uint64_t rounds, uint64_t *total) {
+  char dir[] = "/tmp/cts_walk_cg_XXXXXX";
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  char out[128], path[160], env[64], line[256];
+  snprintf(out, sizeof out, "--callgrind-out-file=%s/cg", dir);
+  snprintf(env, sizeof env, "CTS_TEST_WALK_ROUNDS=%" PRIu64, rounds);
+  char *argv[] = {"/usr/bin/valgrind",
+                  "--tool=callgrind",
+                  "--toggle-collect=cts__unwind_mixed",
+                  out,
+                  (char *)self,
+                  "walk_instructions_per_rejoined_walk",
+                  NULL};
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 1), dup2(null, 2);
+    putenv(env);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  *total = 0;
+  snprintf(path, sizeof path, "%s/cg", dir);
+  FILE *const f = fopen(path, "r");
+  if (f) {
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "summary:", 8) == 0) *total = strtoull(line + 8, NULL, 10);
+    fclose(f);
+  }
+  unlink(path);
+  rmdir(dir);
+  CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "valgrind: status %d", status);
+}
+
+/* Guard for rate 1 on code without frame pointers (#16, cc1plus): the mixed unwinder's
+ * instructions per walk that goes 4 frames by call frame rules (3 of them at %rsp plus a
+ * constant) and then rejoins the previous walk, ~25 frames from the stack's top. Counted
+ * by callgrind (the same every run) over 2 000 walks less a run of 200 (the first
+ * look-ups of the rules and the first walks). A frame at %rsp plus a constant with %rbp
+ * alone or saved below its return address takes a step of its own (RULE_RSP_STEP), the
+ * rejoin's check copies the shared frames as it reads them, and the kept walk is updated
+ * inline: 886 instructions a walk before (release build, gcc 12), 832.5 after. The bound
+ * at -O0 (2 485) only catches a call or a loop added to the walk. */
+CTS_TEST(walk_instructions_per_rejoined_walk) {
+#ifndef CFI_FUNCTIONS
+  CTS_SKIP("x86-64 ELF only");
+#else
+  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
+  const char *const child = getenv("CTS_TEST_WALK_ROUNDS");
+  if (child) { /* under valgrind */
+    cost_rounds = strtoull(child, NULL, 10);
+    membuf_t b;
+    start_to_memory(&b, 1.0, 52, CTS_TRACER_UNWIND_MIXED);
+    const uint64_t spliced = cts__thread.unwind_spliced;
+    deep_save(12, cost_loop);
+    /* Not vacuous: every walk but the first rejoined the previous one. */
+    CTS_ASSERT(cts__thread.unwind_spliced - spliced + 1u >= 2u * cost_rounds);
+    CTS_ASSERT_EQ_INT(cts_tracer_stop(), 0);
+    free(b.data);
+    return;
+  }
+  if (access("/usr/bin/valgrind", X_OK) != 0) CTS_SKIP("no /usr/bin/valgrind");
+#if defined(__clang__) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  CTS_SKIP("valgrind cannot run this build"); /* clang 14's DWARF 5; sanitizers' runtimes */
+#endif
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  CTS_ASSERT(len > 0);
+  self[len] = '\0';
+  uint64_t few = 0, many = 0;
+  walk_instructions(self, 100, &few);
+  if (!cts_test_state.failed) walk_instructions(self, 1000, &many);
+  if (cts_test_state.failed) return;
+  /* Not vacuous: the walks were counted. */
+  CTS_ASSERT_MSG(few > 100 * 2 * 100, "%" PRIu64 " instructions in 200 walks", few);
+  const double per = ((double)many - (double)few) / 1800.0;
+#ifdef __OPTIMIZE__
+  const double most = 860;
+#else
+  const double most = 3200;
+#endif
+  fprintf(stderr, "  %.1f instructions a walk (at most %.0f)\n", per, most);
+  CTS_ASSERT_MSG(per <= most, "%.1f instructions a walk (at most %.0f)", per, most);
 #endif
 }
 
