@@ -562,6 +562,22 @@ static bool outer_extent(const cts__own_t *own, uintptr_t rec, uintptr_t sp, uin
   return o->end <= rec + BOTTOM_BYTES;
 }
 
+/* Keeps outer_walk's frame i in cur: its stack pointer, the %rbp its rules were applied to
+ * (if known), where its return address `word` was read, where the caller's %rbp (rbp_out)
+ * was read (0: not read) and whether its CFA is %rsp-based. */
+static CTS_FORCE_INLINE void own_frame(cts__own_t *cur, size_t i, uintptr_t sp, uintptr_t rbp,
+                                       bool rbp_known, uintptr_t at, uint64_t word,
+                                       uintptr_t saved_at, uint64_t rbp_out, bool rsp) {
+  cur->sp[i] = sp;
+  cur->rbp[i] = rbp;
+  cur->rbp_known[i] = rbp_known;
+  cur->at[i] = at;
+  cur->frames[i] = word;
+  cur->sat[i] = saved_at;
+  cur->sval[i] = rbp_out;
+  cur->rsp[i] = rsp;
+}
+
 /* Follows the call frame information from the return address `ret` read from the frame
  * record at `rec` (its frame: stack pointer rec + 16, %rbp saved at rec), as libunwind
  * does: each function's CFA must be %rsp or %rbp plus a constant, its return address
@@ -623,19 +639,13 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
       frames[i] = word;
       set = rule_set(b, (uintptr_t)word - 1u);
       __builtin_prefetch(set);
-      cur->sp[i] = sp;
-      cur->rbp[i] = rbp;
-      cur->rbp_known[i] = rbp_known;
-      cur->at[i] = at;
-      cur->frames[i] = word;
-      cur->rsp[i] = true;
+      const uintptr_t rbp_in = rbp;
       uintptr_t saved_at = 0;
       if ((rule.kinds & 3u) == CFI_RULE_SAVED) {
         saved_at = cfa + (uintptr_t)(intptr_t)rule.rbp_off;
         rbp = stack_word(saved_at);
       }
-      cur->sat[i] = saved_at;
-      cur->sval[i] = rbp;
+      own_frame(cur, i, sp, rbp_in, rbp_known, at, word, saved_at, rbp, true);
       sp = cfa;
       pc = (uintptr_t)word;
       continue;
@@ -686,16 +696,9 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
     } else if (rbp_kind != CFI_RULE_OTHER) {
       rbp_known = false;
     }
-    if (i < BOTTOM_FRAMES) {
-      cur->sp[i] = sp;
-      cur->rbp[i] = rbp_in;
-      cur->rbp_known[i] = rbp_known_in;
-      cur->sat[i] = saved_at;
-      cur->sval[i] = rbp;
-      cur->at[i] = at;
-      cur->frames[i] = word;
-      cur->rsp[i] = rule.cfa_reg == DW_REG_RSP;
-    }
+    if (i < BOTTOM_FRAMES)
+      own_frame(cur, i, sp, rbp_in, rbp_known_in, at, word, saved_at, rbp,
+                rule.cfa_reg == DW_REG_RSP);
     sp = cfa;
     pc = (uintptr_t)word;
   }

@@ -884,7 +884,7 @@ static bool can_count_instructions(char *self, size_t cap) {
  * look-ups of the rules and the first walks). A frame at %rsp plus a constant with %rbp
  * alone or saved below its return address takes a step of its own (RULE_RSP_STEP), the
  * rejoin's check copies the shared frames as it reads them, and the kept walk is updated
- * inline: 886 instructions a walk before (release build, gcc 12), 832.5 after. The bound
+ * inline: 886 instructions a walk before (release build, gcc 12), 826 after. The bound
  * at -O0 (2 485) only catches a call or a loop added to the walk. */
 CTS_TEST(walk_instructions_per_rejoined_walk) {
 #ifndef CFI_FUNCTIONS
