@@ -42,7 +42,8 @@ typedef struct cts__rule {
   int32_t cfa_off;
   int16_t rbp_off;
   uint8_t cfa_reg; /* RULE_NONE: no rules known for pc */
-  uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8, RULE_STEP */
+  uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8, RULE_STEP,
+                    * RULE_RSP_STEP */
 } cts__rule_t;
 
 /* A thread's last outer_walk, frame by frame, for the next walk to reuse its outer part
@@ -474,7 +475,7 @@ typedef struct outer {
  * them): the words compared are the ones copied. */
 STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q, uint64_t *out) {
   /* (~18 return addresses for each of cc1's walks: unrolled by hand, 4 words a step, as
-   * gcc does not once this is inlined; 7 instructions a word -> ~4.5) */
+   * gcc does not once this is inlined: ~6 instructions a word with the copy) */
   uint64_t diff = 0, diff2 = 0;
   size_t k = BOTTOM_FRAMES - 1u - q, j = 0;
   for (; k + 4u <= BOTTOM_FRAMES; k += 4u, j += 4u) {
