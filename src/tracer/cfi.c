@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "cfi.h"
 
+#include "common/compiler.h"
+
 #include <stddef.h>
 #include <string.h>
 
@@ -70,7 +72,7 @@ typedef struct cfi_reader {
 } cfi_reader_t;
 
 /* A LEB128 number: unsigned, or signed (sign-extended from its last byte's bit 6). */
-static uint64_t cfi_leb(cfi_reader_t *r, bool is_signed) {
+static CTS_FORCE_INLINE uint64_t cfi_leb(cfi_reader_t *r, bool is_signed) {
   uint64_t v = 0;
   for (unsigned shift = 0;; shift += 7) {
     if (r->p >= r->end || shift > 63) {
@@ -86,15 +88,15 @@ static uint64_t cfi_leb(cfi_reader_t *r, bool is_signed) {
   }
 }
 
-static uint64_t cfi_uleb(cfi_reader_t *r) {
+static CTS_FORCE_INLINE uint64_t cfi_uleb(cfi_reader_t *r) {
   return cfi_leb(r, false);
 }
 
-static int64_t cfi_sleb(cfi_reader_t *r) {
+static CTS_FORCE_INLINE int64_t cfi_sleb(cfi_reader_t *r) {
   return (int64_t)cfi_leb(r, true);
 }
 
-static uint64_t cfi_fixed(cfi_reader_t *r, size_t n) {
+static CTS_FORCE_INLINE uint64_t cfi_fixed(cfi_reader_t *r, size_t n) {
   if ((size_t)(r->end - r->p) < n) {
     r->bad = true;
     return 0;
@@ -116,7 +118,8 @@ static bool cfi_block(cfi_reader_t *r, cfi_reader_t *block) {
 
 /* An operand times the data alignment factor; an operand out of range (no real CFI has
  * one: offsets are a few thousand bytes at most) marks the reader bad, without overflow. */
-static int64_t cfi_scaled(cfi_reader_t *r, uint64_t operand, bool is_signed, int64_t factor) {
+static CTS_FORCE_INLINE int64_t cfi_scaled(cfi_reader_t *r, uint64_t operand, bool is_signed,
+                                           int64_t factor) {
   const int64_t limit = INT64_C(1) << 40, factor_limit = INT64_C(1) << 20;
   const int64_t v = (int64_t)operand;
   const bool in_range = is_signed ? v >= -limit && v <= limit : operand <= (uint64_t)limit;
@@ -152,9 +155,9 @@ static void cfi_restore(cfi_run_t *c, uint64_t reg) {
   if (rule) *rule = *cfi_rule_of(&c->initial, reg);
 }
 
-/* Runs instructions [r->p, r->end); false on anything not understood. */
-static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
-  while (r->p < r->end && !c->reached) {
+/* Runs the instruction at r->p (there is one); false on anything not understood. */
+static CTS_FORCE_INLINE bool cfi_step(cfi_run_t *c, cfi_reader_t *r) {
+  {
     const unsigned char op = *r->p++;
     uint64_t delta = 0, reg = 0;
     bool advance = false;
@@ -249,7 +252,69 @@ static bool cfi_execute(cfi_run_t *c, cfi_reader_t *r) {
         c->loc += step;
     }
   }
-  return !r->bad;
+  return true;
+}
+
+/* Runs instructions [r->p, r->end); false on anything not understood.
+ * A cache miss of the unwinder runs ~370 instructions here (cc1plus's functions: an
+ * advance and a CFA offset for each push and pop, a register saved for each push and
+ * restored for each pop): those four, with a one-byte operand, are run in this loop with
+ * its position, address and target in registers; cfi_step runs the others, with the same
+ * effect. */
+static bool cfi_execute(cfi_run_t *c, cfi_reader_t *reader) {
+  cfi_reader_t local = *reader, *const r = &local; /* (never escapes: cfi_step is inline) */
+  const unsigned char *p = r->p, *const end = r->end;
+  uintptr_t loc = c->loc;
+  const uintptr_t target = c->target;
+  const uint64_t code_align = c->code_align;
+  /* a register's offset, scaled as cfi_scaled would and within its limits */
+  const bool fast_offsets = c->data_align >= -(INT64_C(1) << 20) && c->data_align <= INT64_C(1)
+                                                                                         << 20;
+  bool ok = true, reached = c->reached;
+  while (p < end && !reached) {
+    const unsigned char op = *p;
+    if ((op & 0xC0u) == 0x40u) { /* DW_CFA_advance_loc */
+      p++;
+      const uint64_t step = (uint64_t)(op & 0x3Fu) * code_align;
+      if (step > target - loc)
+        reached = true;
+      else
+        loc += step;
+      continue;
+    }
+    if ((op & 0xC0u) == 0xC0u) { /* DW_CFA_restore */
+      p++;
+      cfi_restore(c, op & 0x3Fu);
+      continue;
+    }
+    if (end - p >= 2 && p[1] < 0x80u) { /* a one-byte operand */
+      if (op == 0x0Eu) {                /* DW_CFA_def_cfa_offset */
+        c->row.cfa_off = (int64_t)p[1];
+        p += 2;
+        continue;
+      }
+      if ((op & 0xC0u) == 0x80u && fast_offsets) { /* DW_CFA_offset */
+        cfi_rule_t *const rule = cfi_rule_of(&c->row, op & 0x3Fu);
+        if (rule) *rule = (cfi_rule_t){CFI_RULE_SAVED, (int64_t)p[1] * c->data_align};
+        p += 2;
+        continue;
+      }
+    }
+    r->p = p;
+    c->loc = loc;
+    ok = cfi_step(c, r);
+    if (!ok) break;
+    p = r->p;
+    loc = c->loc;
+    reached = c->reached;
+  }
+  if (ok) {
+    r->p = p;
+    c->loc = loc;
+    c->reached = reached;
+  }
+  *reader = local;
+  return ok;
 }
 
 bool cts__cfi_row_at(const struct dl_find_object *o, const unsigned char *fde, uintptr_t entry,

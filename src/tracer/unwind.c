@@ -42,7 +42,8 @@ typedef struct cts__rule {
   int32_t cfa_off;
   int16_t rbp_off;
   uint8_t cfa_reg; /* RULE_NONE: no rules known for pc */
-  uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8, RULE_STEP */
+  uint8_t kinds;   /* rbp's kind, the return address's kind << 2, RULE_RA_AT_8, RULE_STEP,
+                    * RULE_RSP_STEP */
 } cts__rule_t;
 
 /* A thread's last outer_walk, frame by frame, for the next walk to reuse its outer part
@@ -398,8 +399,14 @@ static CTS_FORCE_INLINE bool keeps_frame_pointers(uintptr_t ret) {
 /* ---- the mixed unwinder -------------------------------------------------------------------- */
 
 /* RULE_STEP: the return address is saved at CFA - 8 and the CFA's offset is one that
- * outer_walk follows (8 to CFA_OFFSET_MAX): all it needs to step to the caller. */
-enum { RULE_NONE = 0xFF, RULE_RA_AT_8 = 0x10, RULE_STEP = 0x20 };
+ * outer_walk follows (8 to CFA_OFFSET_MAX): all it needs to step to the caller.
+ * RULE_RSP_STEP: RULE_STEP with the CFA at %rsp plus that offset and %rbp left alone or
+ * saved between the frame's stack pointer and its return address (-CFA offset <= its
+ * offset <= -16): the stack words such a frame reads lie between its stack pointer and its
+ * CFA, so outer_walk checks only that the CFA is within the stack. Most frames of code
+ * built without frame pointers (cc1plus: nearly all its frames): their step skips the
+ * tests that the other rules need. */
+enum { RULE_NONE = 0xFF, RULE_RA_AT_8 = 0x10, RULE_STEP = 0x20, RULE_RSP_STEP = 0x40 };
 
 /* The set of the thread's cache of call frame rules that holds pc's, if any. */
 static CTS_FORCE_INLINE cts__rule_t *rule_set(cts__bottom_t *b, uintptr_t pc) {
@@ -434,13 +441,18 @@ static CTS_FORCE_INLINE const cts__rule_t *cached_frame_rules(cts__thread_t *t, 
         const bool rbp_fits =
             r.rbp.kind != CFI_RULE_SAVED || (r.rbp.off >= INT16_MIN && r.rbp.off <= INT16_MAX);
         const bool ra_at_8 = r.ra.kind == CFI_RULE_SAVED && r.ra.off == -8;
+        const bool step = ra_at_8 && r.cfa_off >= 8 && r.cfa_off <= CFA_OFFSET_MAX;
+        const bool rbp_below_ra =
+            r.rbp.kind == CFI_RULE_OTHER ||
+            (r.rbp.kind == CFI_RULE_SAVED && r.rbp.off <= -16 && r.cfa_off + r.rbp.off >= 0);
         e->cfa_reg = (uint8_t)r.cfa_reg;
         e->cfa_off = (int32_t)r.cfa_off;
         e->rbp_off = rbp_fits && r.rbp.kind == CFI_RULE_SAVED ? (int16_t)r.rbp.off : 0;
         e->kinds =
             (uint8_t)((rbp_fits ? r.rbp.kind : CFI_RULE_REGISTER) | r.ra.kind << 2 |
-                      (ra_at_8 ? RULE_RA_AT_8 : 0) |
-                      (ra_at_8 && r.cfa_off >= 8 && r.cfa_off <= CFA_OFFSET_MAX ? RULE_STEP : 0));
+                      (ra_at_8 ? RULE_RA_AT_8 : 0) | (step ? RULE_STEP : 0) |
+                      (step && rbp_fits && rbp_below_ra && r.cfa_reg == DW_REG_RSP ? RULE_RSP_STEP
+                                                                                   : 0));
       }
     }
   }
@@ -458,19 +470,30 @@ typedef struct outer {
 
 /* Whether the words the last walk's outermost frames, its entries 0..q, read their return
  * addresses from and the saved %rbp words that their %rbp-based CFAs depend on still hold
- * them. */
-STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q) {
+ * them. Their frames, innermost first, go to out[0..q] meanwhile (the splice's copy: out
+ * has room for them, and a walk that does not rejoin here writes its own frames over
+ * them): the words compared are the ones copied. */
+STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q, uint64_t *out) {
   /* (~18 return addresses for each of cc1's walks: unrolled by hand, 4 words a step, as
-   * gcc does not once this is inlined; 7 instructions a word -> ~4.5) */
+   * gcc does not once this is inlined: ~6 instructions a word with the copy) */
   uint64_t diff = 0, diff2 = 0;
-  size_t k = BOTTOM_FRAMES - 1u - q;
-  for (; k + 4u <= BOTTOM_FRAMES; k += 4u) {
-    diff |= stack_word(w->at[k]) ^ w->frames[k + 1u];
-    diff2 |= stack_word(w->at[k + 1u]) ^ w->frames[k + 2u];
-    diff |= stack_word(w->at[k + 2u]) ^ w->frames[k + 3u];
-    diff2 |= stack_word(w->at[k + 3u]) ^ w->frames[k + 4u];
+  size_t k = BOTTOM_FRAMES - 1u - q, j = 0;
+  for (; k + 4u <= BOTTOM_FRAMES; k += 4u, j += 4u) {
+    const uint64_t f0 = w->frames[k + 1u], f1 = w->frames[k + 2u];
+    const uint64_t f2 = w->frames[k + 3u], f3 = w->frames[k + 4u];
+    out[j] = f0;
+    out[j + 1u] = f1;
+    out[j + 2u] = f2;
+    out[j + 3u] = f3;
+    diff |= stack_word(w->at[k]) ^ f0;
+    diff2 |= stack_word(w->at[k + 1u]) ^ f1;
+    diff |= stack_word(w->at[k + 2u]) ^ f2;
+    diff2 |= stack_word(w->at[k + 3u]) ^ f3;
   }
-  for (; k < BOTTOM_FRAMES; k++) diff |= stack_word(w->at[k]) ^ w->frames[k + 1u];
+  for (; k < BOTTOM_FRAMES; k++, j++) {
+    out[j] = w->frames[k + 1u];
+    diff |= stack_word(w->at[k]) ^ out[j];
+  }
   for (size_t f = 0, n = w->nfeed[q]; f < n; f++) diff |= stack_word(w->fat[f]) ^ w->fval[f];
   return (diff | diff2) == 0;
 }
@@ -479,7 +502,7 @@ STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t
  * kept where they are) and, inwards from them, the `own` frames of b->own, the innermost
  * at address pc: entries rest..rest + own, innermost last, with rsp covering each frame and
  * all beyond it. */
-static void walk_keep(cts__bottom_t *b, size_t rest, size_t own, uintptr_t pc) {
+static CTS_FORCE_INLINE void walk_keep(cts__bottom_t *b, size_t rest, size_t own, uintptr_t pc) {
   cts__walk_t *const w = &b->walk;
   const cts__own_t *const s = &b->own;
   size_t nfeed = rest ? w->nfeed[rest - 1u] : 0;
@@ -512,11 +535,9 @@ static void walk_keep(cts__bottom_t *b, size_t rest, size_t own, uintptr_t pc) {
  * address and words beyond): the rest of the frames are the last walk's. Not kept in the
  * outer-frame cache: the next walk rejoins this one as cheaply as the cache would serve
  * it, and filling the cache would copy the frames once more. */
-static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, uint64_t *frames, outer_t *o,
-                             size_t i, size_t rest, uintptr_t pc) {
-  const cts__walk_t *const w = &b->walk;
-  /* entries rest - 1 .. 0, innermost first: one run of the backwards array */
-  memcpy(frames + i, &w->frames[BOTTOM_FRAMES + 1u - rest], rest * sizeof *frames);
+static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, outer_t *o, size_t i, size_t rest,
+                             uintptr_t pc) {
+  /* (its frames, entries rest - 1 .. 0, are in place: stack_words_at_equal copied them) */
   o->m = i + rest;
   o->cacheable = false;
   walk_keep(b, rest, i, pc);
@@ -540,6 +561,22 @@ static bool outer_extent(const cts__own_t *own, uintptr_t rec, uintptr_t sp, uin
   o->end = sp + BOTTOM_MARGIN > high ? sp + BOTTOM_MARGIN : high;
   if (o->end > stack_hi) o->end = stack_hi;
   return o->end <= rec + BOTTOM_BYTES;
+}
+
+/* Keeps outer_walk's frame i in cur: its stack pointer, the %rbp its rules were applied to
+ * (if known), where its return address `word` was read, where the caller's %rbp (rbp_out)
+ * was read (0: not read) and whether its CFA is %rsp-based. */
+static CTS_FORCE_INLINE void own_frame(cts__own_t *cur, size_t i, uintptr_t sp, uintptr_t rbp,
+                                       bool rbp_known, uintptr_t at, uint64_t word,
+                                       uintptr_t saved_at, uint64_t rbp_out, bool rsp) {
+  cur->sp[i] = sp;
+  cur->rbp[i] = rbp;
+  cur->rbp_known[i] = rbp_known;
+  cur->at[i] = at;
+  cur->frames[i] = word;
+  cur->sat[i] = saved_at;
+  cur->sval[i] = rbp_out;
+  cur->rsp[i] = rsp;
 }
 
 /* Follows the call frame information from the return address `ret` read from the frame
@@ -577,18 +614,43 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
    * another stack top (the cache may have been another thread's) */
   size_t rest = prev->stack_hi == t->stack_hi ? prev->m : 0;
   cts__rule_t *set = rule_set(b, pc - 1u); /* pc's set in the rule cache */
+  /* The frames a RULE_RSP_STEP frame may be: not the last one (known: the frame whose
+   * return address must be undefined; else the one past max) and kept in cur. */
+  const size_t last = known ? o->m : max;
+  const size_t step_limit = last < BOTTOM_FRAMES ? last : BOTTOM_FRAMES;
   for (size_t i = 0;; i++) {
     if (!known && i < BOTTOM_FRAMES) {
       while (rest > 0 && prev->sp[rest - 1u] < sp) rest--;
       const size_t q = rest - 1u; /* the candidate: prev's innermost frame left */
       if (rest > 0 && prev->sp[q] == sp && prev->frames[BOTTOM_FRAMES - 1u - q] == pc &&
           (prev->rsp[q] || (rbp_known && prev->rbp_known[q] && prev->rbp[q] == rbp)) &&
-          i + rest <= max && i + rest <= BOTTOM_FRAMES && stack_words_at_equal(prev, q))
-        return splice_last_walk(t, b, frames, o, i, rest, (uintptr_t)ret);
+          i + rest <= max && i + rest <= BOTTOM_FRAMES && stack_words_at_equal(prev, q, frames + i))
+        return splice_last_walk(t, b, o, i, rest, (uintptr_t)ret);
     }
     const cts__rule_t *const e = cached_frame_rules(t, set, pc - 1u);
     if (!e) return false;
     const cts__rule_t rule = *e; /* (the next look-up may overwrite *e) */
+    if (CTS_LIKELY((rule.kinds & RULE_RSP_STEP) && i < step_limit)) {
+      /* The return address at CFA - 8 and the saved %rbp, if any, lie in [sp, CFA - 8]
+       * (RULE_RSP_STEP): what the tests below come to for such a frame. */
+      const uintptr_t cfa = sp + (uintptr_t)(intptr_t)rule.cfa_off, at = cfa - 8u;
+      if (at > top) return false;
+      const uint64_t word = stack_word(at);
+      if (known ? word != frames[i] : word == 0 || word >= ((uint64_t)1 << 62)) return false;
+      frames[i] = word;
+      set = rule_set(b, (uintptr_t)word - 1u);
+      __builtin_prefetch(set);
+      const uintptr_t rbp_in = rbp;
+      uintptr_t saved_at = 0;
+      if ((rule.kinds & 3u) == CFI_RULE_SAVED) {
+        saved_at = cfa + (uintptr_t)(intptr_t)rule.rbp_off;
+        rbp = stack_word(saved_at);
+      }
+      own_frame(cur, i, sp, rbp_in, rbp_known, at, word, saved_at, rbp, true);
+      sp = cfa;
+      pc = (uintptr_t)word;
+      continue;
+    }
     const bool ra_undefined = (rule.kinds >> 2 & 3u) == CFI_RULE_UNDEFINED;
     if (known ? i == o->m : ra_undefined) {
       if (!ra_undefined) return false;
@@ -635,16 +697,9 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
     } else if (rbp_kind != CFI_RULE_OTHER) {
       rbp_known = false;
     }
-    if (i < BOTTOM_FRAMES) {
-      cur->sp[i] = sp;
-      cur->rbp[i] = rbp_in;
-      cur->rbp_known[i] = rbp_known_in;
-      cur->sat[i] = saved_at;
-      cur->sval[i] = rbp;
-      cur->at[i] = at;
-      cur->frames[i] = word;
-      cur->rsp[i] = rule.cfa_reg == DW_REG_RSP;
-    }
+    if (i < BOTTOM_FRAMES)
+      own_frame(cur, i, sp, rbp_in, rbp_known_in, at, word, saved_at, rbp,
+                rule.cfa_reg == DW_REG_RSP);
     sp = cfa;
     pc = (uintptr_t)word;
   }
