@@ -143,7 +143,9 @@ if [ ! -x "$CTFSCOPE" ] || [ ! -e "$BUILD/src/cli/libctfscope-preload.so" ]; the
     die "the release build failed: cmake --preset release && cmake --build build/release"
 fi
 COMPRESS_OPT=""
-if "$CTFSCOPE" record --help 2>&1 | grep -q -- '--compress'; then COMPRESS_OPT=--compress; fi
+# (grep reads the whole help: with -q it may exit at the match, and under pipefail the
+# writer's SIGPIPE would then read as "no such option".)
+if "$CTFSCOPE" record --help 2>&1 | grep -- '--compress' > /dev/null; then COMPRESS_OPT=--compress; fi
 CONFIGS=""
 for c in ${CONFIGS_WANTED//,/ }; do
   if [ "$c" = rate1-compress ] && [ -z "$COMPRESS_OPT" ]; then
