@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/grow.h"
 #include "cli.h"
 #include "cmd_tasks.h"
 #include "cmd_top_tasks.h"
@@ -225,26 +226,18 @@ static void print_flat_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t 
 
 typedef struct tree_print {
   cts_out_t *o;
-  cts_json_t *w; /* JSON nodes, else text */
   const cli_trace_t *t;
   const cts_stacks_t *s;
-  /* Inclusive figures of each node by the sort key (metric) and, for the text, the bytes
-   * column's (shown), 16 bytes a node instead of cts_site_stats_t's 88 (most of the tree's
-   * peak RSS on gen_trace's default shape). JSON prints all of a node's figures, which only
-   * the nodes it may print need: est (a double, a node) is summed in cts_stacks_inclusive's
-   * order so it prints the same digits; the integers are summed in kincl, one record a
-   * node that reaches the threshold (kept[n]: that of n's nearest such ancestor-or-self). */
+  /* Inclusive figures of each node by the sort key (metric) and by the bytes column's
+   * (shown), 16 bytes a node instead of cts_site_stats_t's 88 (most of the tree's peak RSS
+   * on gen_trace's default shape). */
   const uint64_t *metric, *shown;
-  const double *est;
-  const uint32_t *kept;
-  const cts_site_stats_t *kincl;
   uint32_t *first_child, *next_sibling;
   const cts_labels_t *labels;
   cts_sort_t sort;
   uint64_t total, threshold;
   long max_depth;
-  bool nomem, inverted;
-  size_t printed;
+  bool nomem;
 } tree_print_t;
 
 /* The bytes columns show bytes even when sorted by count. */
@@ -267,47 +260,27 @@ static int cmp_children(const void *a, const void *b, void *arg) {
   return x < y ? -1 : x > y;
 }
 
-static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
-  const cts_alloc_profile_t *p = &tp->t->prof;
+/* One line of a text tree: the node's share of the total, its bytes column (inclusive) and,
+ * in the call tree, its self bytes (self: NULL in the callers view, which shows none). */
+static void print_text_line(cts_out_t *o, const cts_alloc_profile_t *p, uint64_t metric,
+                            uint64_t total, uint64_t shown, const uint64_t *self, uint32_t depth,
+                            const char *label) {
+  char a[32], b[32] = "";
+  cli_est_bytes(p, shown, false, a, sizeof a);
+  if (self) cli_est_bytes(p, *self, false, b, sizeof b);
+  cts_out_printf(o, "%6.1f%%  %11s  %11s  %*s%s\n",
+                 total ? 100.0 * (double)metric / (double)total : 0.0, a, b,
+                 (int)(depth > 60 ? 60 : depth) * 2, "", label);
+}
+
+static void print_node(tree_print_t *tp, uint32_t n) {
   const char *label = cts_labels_name(tp->labels, tp->s->nodes[n].code);
   const uint32_t depth = tp->s->nodes[n].depth;
-  const uint64_t metric = tp->metric[n];
-  const size_t id = tp->printed++;
-  if (tp->w) {
-    cts_json_t *w = tp->w;
-    cts_json_ws(w, "\n  ");
-    cts_json_object(w);
-    cts_json_kv_u64(w, "id", id);
-    cts_json_key(w, "parent");
-    if (n == 0)
-      cts_json_null(w);
-    else
-      cts_json_u64(w, parent_id);
-    cts_json_kv_u64(w, "depth", depth);
-    cts_json_kv_str(w, "frame", label);
-    cts_site_stats_t incl = tp->kincl[tp->kept[n]];
-    incl.est_allocs = tp->est[n];
-    json_stats(w, p, &incl);
-    cts_json_key(w, "self");
-    cts_json_object(w);
-    const cts_site_stats_t self = cts_stacks_self(tp->s, n);
-    json_stats(w, p, &self);
-    cts_json_end(w);
-    cts_json_end(w);
-  } else {
-    char a[32], b[32] = "";
-    cli_est_bytes(p, tp->shown[n], false, a, sizeof a);
-    if (!tp->inverted) {
-      /* Self = inclusive - the children's inclusive (integers, exact): the trie of an
-       * in-place relabel keeps no figures. */
-      uint64_t self = tp->shown[n];
-      for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c]) self -= tp->shown[c];
-      cli_est_bytes(p, self, false, b, sizeof b);
-    }
-    cts_out_printf(tp->o, "%6.1f%%  %11s  %11s  %*s%s\n",
-                   tp->total ? 100.0 * (double)metric / (double)tp->total : 0.0, a, b,
-                   (int)(depth > 60 ? 60 : depth) * 2, "", label);
-  }
+  /* Self = inclusive - the children's inclusive (integers, exact): the trie of an in-place
+   * relabel keeps no figures. */
+  uint64_t self = tp->shown[n];
+  for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c]) self -= tp->shown[c];
+  print_text_line(tp->o, &tp->t->prof, tp->metric[n], tp->total, tp->shown[n], &self, depth, label);
   if ((long)depth >= tp->max_depth) return;
   size_t nchildren = 0;
   for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
@@ -322,28 +295,8 @@ static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
   for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
     if (reaches(tp->metric[c], tp->threshold)) children[k++] = c;
   qsort_r(children, nchildren, sizeof *children, cmp_children, tp);
-  for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i], (uint32_t)id);
+  for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i]);
   free(children);
-}
-
-/* The text's two self figures of each node (tree_print_t.metric and shown), from its
- * records; NULL if out of memory. shown is metric when the two keys are the same. */
-static uint64_t *self_two(const cts_stacks_t *s, cts_sort_t sort, uint64_t **shown) {
-  const bool two = shown_sort(sort) != sort;
-  uint64_t *metric = malloc((size_t)s->count * sizeof *metric);
-  *shown = two ? malloc((size_t)s->count * sizeof **shown) : metric;
-  if (!metric || !*shown) {
-    if (two) free(*shown);
-    free(metric);
-    *shown = NULL;
-    return NULL;
-  }
-  for (uint32_t i = 0; i < s->count; i++) {
-    const cts_site_stats_t self = cts_stacks_self(s, i);
-    metric[i] = cts_site_stats_metric(&self, sort);
-    if (two) (*shown)[i] = cts_site_stats_metric(&self, shown_sort(sort));
-  }
-  return metric;
 }
 
 /* Self figures to inclusive ones: integer sums, so the same as cts_stacks_inclusive's
@@ -355,78 +308,37 @@ static void inclusive_two(const cts_stacks_t *s, uint64_t *metric, uint64_t *sho
   }
 }
 
-/* A node JSON may print: the root, or one whose inclusive sort key reaches the threshold
- * (an ancestor-closed set: a parent's figure is at least its child's). */
-static bool json_kept(const uint64_t *metric, uint32_t n, uint64_t threshold) {
-  return n == 0 || reaches(metric[n], threshold);
+/* The text trees' heading. */
+static void print_tree_heading(cts_out_t *o, const top_opts_t *opts, bool inverted) {
+  cts_out_printf(o,
+                 "\n%s by %s; nodes under %g%% hidden, at most %ld levels:\n"
+                 "  total  %11s  %11s  %s\n",
+                 inverted ? "Allocation sites and their callers (inverted call tree)"
+                          : "Call tree from the entry point (callees)",
+                 sort_names[opts->sort], opts->min_percent, opts->depth,
+                 opts->sort == CTS_SORT_COUNT ? "bytes" : sort_keys[opts->sort],
+                 inverted ? "" : "self", inverted ? "site, then its callers" : "frame");
 }
 
-/* JSON's inclusive figures (tree_print_t.metric, est, kept and kincl, see there) from s's
- * records; 0 or -ENOMEM (what was allocated is left in tp for the caller to free). */
-static int json_inclusive(tree_print_t *tp, const cts_stacks_t *s, double min_percent) {
-  uint64_t *metric = malloc((size_t)s->count * sizeof *metric);
-  double *est = malloc((size_t)s->count * sizeof *est);
-  uint32_t *kept = malloc((size_t)s->count * sizeof *kept);
-  tp->metric = tp->shown = metric;
-  tp->est = est;
-  tp->kept = kept;
-  if (!metric || !est || !kept) return -ENOMEM;
-  for (uint32_t i = 0; i < s->count; i++) {
-    const cts_site_stats_t self = cts_stacks_self(s, i);
-    metric[i] = cts_site_stats_metric(&self, tp->sort);
-    est[i] = self.est_allocs;
-  }
-  for (uint32_t i = s->count; i-- > 1;) {
-    metric[s->nodes[i].parent] += metric[i];
-    est[s->nodes[i].parent] += est[i];
-  }
-  /* (A trie always has its root: count >= 1.) */
-  const uint64_t total = s->count ? metric[0] : 0;
-  const uint64_t threshold = (uint64_t)((double)total * min_percent / 100.0);
-  uint32_t nkept = 0;
-  for (uint32_t i = 0; i < s->count; i++)
-    kept[i] = json_kept(metric, i, threshold) ? nkept++ : kept[s->nodes[i].parent];
-  cts_site_stats_t *kincl = calloc(nkept, sizeof *kincl);
-  tp->kincl = kincl;
-  if (!kincl) return -ENOMEM;
-  for (uint32_t i = 0; i < s->count; i++) {
-    const cts_site_stats_t self = cts_stacks_self(s, i);
-    cts_site_stats_add(&kincl[kept[i]], &self);
-  }
-  for (uint32_t i = s->count; i-- > 1;)
-    if (json_kept(metric, i, threshold))
-      cts_site_stats_add(&kincl[kept[s->nodes[i].parent]], &kincl[kept[i]]);
-  return 0;
-}
-
-/* Prints the tree of s: as JSON (w) from s's records, or as text from the self figures
- * metric and shown (by the sort key and by shown_sort's; shown may be metric), taken over
- * and freed here, or from s's records when metric is NULL. */
-static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const cts_stacks_t *s,
-                      const cts_labels_t *labels, const top_opts_t *opts, bool inverted,
-                      uint64_t *metric, uint64_t *shown) {
+/* Prints the call tree of s as text from the self figures metric and shown (by the sort key
+ * and by shown_sort's; shown may be metric) of its nodes, taken over and freed here. */
+static int print_tree(cts_out_t *o, const cli_trace_t *t, const cts_stacks_t *s,
+                      const cts_labels_t *labels, const top_opts_t *opts, uint64_t *metric,
+                      uint64_t *shown) {
   tree_print_t tp = {.o = o,
-                     .w = w,
                      .t = t,
                      .s = s,
                      .labels = labels,
                      .sort = opts->sort,
                      .max_depth = opts->depth,
-                     .inverted = inverted};
-  int e = 0;
-  if (w)
-    e = json_inclusive(&tp, s, opts->min_percent);
-  else {
-    if (!metric) metric = self_two(s, opts->sort, &shown);
-    if (metric) inclusive_two(s, metric, shown);
-    tp.metric = metric;
-    tp.shown = shown;
-  }
+                     .metric = metric,
+                     .shown = shown};
+  if (metric) inclusive_two(s, metric, shown);
   uint32_t *first_child = calloc(s->count, sizeof *first_child);
   uint32_t *next_sibling = calloc(s->count, sizeof *next_sibling);
   tp.first_child = first_child;
   tp.next_sibling = next_sibling;
-  if (e || !tp.metric || !first_child || !next_sibling) {
+  if (!tp.metric || !first_child || !next_sibling) {
     tp.nomem = true;
     goto out;
   }
@@ -436,32 +348,11 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
   }
   tp.total = tp.metric[0];
   tp.threshold = (uint64_t)((double)tp.total * opts->min_percent / 100.0);
-  if (w) {
-    print_json_header(w, t, opts, inverted ? "inverted" : "tree");
-    cts_json_kv_i64(w, "depth", opts->depth);
-    cts_json_key(w, "min_percent");
-    cts_json_g(w, opts->min_percent, 6);
-    cts_json_ws(w, "\n ");
-    cts_json_key(w, "nodes");
-    cts_json_array(w);
-  } else {
-    cts_out_printf(o,
-                   "\n%s by %s; nodes under %g%% hidden, at most %ld levels:\n"
-                   "  total  %11s  %11s  %s\n",
-                   inverted ? "Allocation sites and their callers (inverted call tree)"
-                            : "Call tree from the entry point (callees)",
-                   sort_names[opts->sort], opts->min_percent, opts->depth,
-                   opts->sort == CTS_SORT_COUNT ? "bytes" : sort_keys[opts->sort],
-                   inverted ? "" : "self", inverted ? "site, then its callers" : "frame");
-  }
-  print_node(&tp, 0, 0);
-  if (w) cli_jw_end(w, true);
+  print_tree_heading(o, opts, false);
+  print_node(&tp, 0);
 out:
   if (tp.shown != tp.metric) free((uint64_t *)tp.shown);
   free((uint64_t *)tp.metric);
-  free((double *)tp.est);
-  free((uint32_t *)tp.kept);
-  free((cts_site_stats_t *)tp.kincl);
   free(first_child);
   free(next_sibling);
   if (tp.nomem) {
@@ -471,12 +362,212 @@ out:
   return CLI_EXIT_OK;
 }
 
+/* ---- trees printed from a trie with figures: JSON, and the callers view ----------------- */
+
+/* A node that is printed: the root, and every node whose inclusive figure by the sort key
+ * reaches the threshold, at most max_depth deep, under a printed parent. Only these need
+ * all of their figures; the others' count only in their ancestors' sums. So a tree holds
+ * 12 bytes a trie node while it is made (its inclusive sort key, and the printed node each
+ * node's figures go to), then ~220 bytes a printed node, each of which prints more. */
+typedef struct printed_node {
+  uint32_t node;                      /* in the trie (kept nodes are in the trie's order) */
+  uint32_t parent;                    /* printed index of its parent (the root: 0) */
+  uint32_t first_child, next_sibling; /* printed indices, 0 = none */
+  uint64_t code;                      /* label */
+  uint32_t depth;
+  uint64_t metric; /* inclusive, by the sort key */
+  cts_site_stats_t incl, self;
+} printed_node_t;
+
+typedef struct printed_tree {
+  printed_node_t *nodes;
+  size_t n, cap;
+  uint64_t total, threshold;
+} printed_tree_t;
+
+/* Whether trie node i (parent p, printed index kept[p] the nearest printed ancestor) is
+ * printed. */
+static bool is_printed(const printed_tree_t *pt, const cts_stacks_t *s, const uint32_t *kept,
+                       const uint64_t *metric, uint32_t i, long max_depth) {
+  const uint32_t p = s->nodes[i].parent;
+  return pt->nodes[kept[p]].node == p && reaches(metric[i], pt->threshold) &&
+         (long)s->nodes[i].depth <= max_depth;
+}
+
+/* The printed nodes of s with their inclusive and self figures, est_allocs of the
+ * inclusive ones summed in cts_stacks_inclusive's order (the same digits). Reads s's nodes
+ * and records, frees nothing of s. Returns 0 or -ENOMEM (pt then empty). */
+static int printed_tree_build(printed_tree_t *pt, const cts_stacks_t *s, const top_opts_t *opts) {
+  *pt = (printed_tree_t){0};
+  uint64_t *metric = malloc((size_t)s->count * sizeof *metric);
+  uint32_t *kept = malloc((size_t)s->count * sizeof *kept);
+  int e = metric && kept ? 0 : -ENOMEM;
+  for (uint32_t i = 0; !e && i < s->count; i++) {
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    metric[i] = cts_site_stats_metric(&self, opts->sort);
+  }
+  for (uint32_t i = s->count; !e && i-- > 1;) metric[s->nodes[i].parent] += metric[i];
+  /* (A trie always has its root: count >= 1.) */
+  if (!e) {
+    pt->total = metric[0];
+    pt->threshold = (uint64_t)((double)pt->total * opts->min_percent / 100.0);
+  }
+  for (uint32_t i = 0; !e && i < s->count; i++) {
+    if (i && !is_printed(pt, s, kept, metric, i, opts->depth)) {
+      kept[i] = kept[s->nodes[i].parent];
+      continue;
+    }
+    if (cts_grow((void **)&pt->nodes, &pt->cap, pt->n, sizeof *pt->nodes)) {
+      e = -ENOMEM;
+      break;
+    }
+    pt->nodes[pt->n] = (printed_node_t){.node = i,
+                                        .parent = i ? kept[s->nodes[i].parent] : 0,
+                                        .code = s->nodes[i].code,
+                                        .depth = s->nodes[i].depth,
+                                        .metric = metric[i]};
+    kept[i] = (uint32_t)pt->n++;
+  }
+  free(metric);
+  metric = NULL;
+  /* Each node's own figures into its nearest printed ancestor-or-self, then the printed
+   * nodes' sums up the printed tree: integers, exact whatever the order. */
+  for (uint32_t i = 0; !e && i < s->count; i++) {
+    printed_node_t *k = &pt->nodes[kept[i]];
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    cts_site_stats_add(&k->incl, &self);
+    if (k->node == i) k->self = self;
+  }
+  free(kept);
+  for (size_t k = pt->n; !e && k-- > 1;)
+    cts_site_stats_add(&pt->nodes[pt->nodes[k].parent].incl, &pt->nodes[k].incl);
+  /* est_allocs, a double, in cts_stacks_inclusive's order: every node's, children from the
+   * last made. */
+  double *est = e ? NULL : malloc((size_t)s->count * sizeof *est);
+  if (!e && !est) e = -ENOMEM;
+  for (uint32_t i = 0; !e && i < s->count; i++) est[i] = cts_stacks_self(s, i).est_allocs;
+  for (uint32_t i = s->count; !e && i-- > 1;) est[s->nodes[i].parent] += est[i];
+  for (size_t k = 0; !e && k < pt->n; k++) pt->nodes[k].incl.est_allocs = est[pt->nodes[k].node];
+  free(est);
+  for (size_t k = pt->n; !e && k-- > 1;) {
+    printed_node_t *parent = &pt->nodes[pt->nodes[k].parent];
+    pt->nodes[k].next_sibling = parent->first_child;
+    parent->first_child = (uint32_t)k;
+  }
+  if (e) {
+    free(pt->nodes);
+    *pt = (printed_tree_t){0};
+  }
+  return e;
+}
+
+/* Children by the metric, largest first, then in the trie's order. */
+static int cmp_printed(const void *a, const void *b, void *arg) {
+  const printed_node_t *nodes = arg;
+  const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  const uint64_t vx = nodes[x].metric, vy = nodes[y].metric;
+  if (vx != vy) return vx > vy ? -1 : 1;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct printed_print {
+  cts_out_t *o;
+  cts_json_t *w; /* JSON nodes, else text */
+  const cli_trace_t *t;
+  const printed_tree_t *pt;
+  const cts_labels_t *labels;
+  cts_sort_t sort;
+  bool inverted, nomem;
+  size_t printed;
+} printed_print_t;
+
+static void print_printed(printed_print_t *pp, uint32_t k, size_t parent_id) {
+  const printed_node_t *n = &pp->pt->nodes[k];
+  const cts_alloc_profile_t *p = &pp->t->prof;
+  const char *label = cts_labels_name(pp->labels, n->code);
+  const size_t id = pp->printed++;
+  if (pp->w) {
+    cts_json_t *w = pp->w;
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_u64(w, "id", id);
+    cts_json_key(w, "parent");
+    if (k == 0)
+      cts_json_null(w);
+    else
+      cts_json_u64(w, parent_id);
+    cts_json_kv_u64(w, "depth", n->depth);
+    cts_json_kv_str(w, "frame", label);
+    json_stats(w, p, &n->incl);
+    cts_json_key(w, "self");
+    cts_json_object(w);
+    json_stats(w, p, &n->self);
+    cts_json_end(w);
+    cts_json_end(w);
+  } else {
+    const uint64_t self = cts_site_stats_metric(&n->self, shown_sort(pp->sort));
+    print_text_line(pp->o, p, n->metric, pp->pt->total,
+                    cts_site_stats_metric(&n->incl, shown_sort(pp->sort)),
+                    pp->inverted ? NULL : &self, n->depth, label);
+  }
+  size_t nchildren = 0;
+  for (uint32_t c = n->first_child; c; c = pp->pt->nodes[c].next_sibling) nchildren++;
+  if (!nchildren) return;
+  uint32_t *children = malloc(nchildren * sizeof *children);
+  if (!children) {
+    pp->nomem = true;
+    return;
+  }
+  size_t j = 0;
+  for (uint32_t c = n->first_child; c; c = pp->pt->nodes[c].next_sibling) children[j++] = c;
+  qsort_r(children, nchildren, sizeof *children, cmp_printed, pp->pt->nodes);
+  for (size_t i = 0; i < nchildren; i++) print_printed(pp, children[i], id);
+  free(children);
+}
+
+/* Prints a printed tree as JSON (w) or text, and frees it. */
+static int print_printed_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, printed_tree_t *pt,
+                              const cts_labels_t *labels, const top_opts_t *opts, bool inverted) {
+  printed_print_t pp = {
+      .o = o, .w = w, .t = t, .pt = pt, .labels = labels, .sort = opts->sort, .inverted = inverted};
+  if (w) {
+    print_json_header(w, t, opts, inverted ? "inverted" : "tree");
+    cts_json_kv_i64(w, "depth", opts->depth);
+    cts_json_key(w, "min_percent");
+    cts_json_g(w, opts->min_percent, 6);
+    cts_json_ws(w, "\n ");
+    cts_json_key(w, "nodes");
+    cts_json_array(w);
+  } else {
+    print_tree_heading(o, opts, inverted);
+  }
+  print_printed(&pp, 0, 0);
+  if (w) cli_jw_end(w, true);
+  free(pt->nodes);
+  *pt = (printed_tree_t){0};
+  if (pp.nomem) {
+    cli_error("out of memory");
+    return CLI_EXIT_INTERNAL;
+  }
+  return CLI_EXIT_OK;
+}
+
+/* Frees a profile's trie once its view no longer reads it: the heap's totals, which the
+ * headers print, stay. */
+static void drop_trie(cts_stacks_t *s) {
+  const uint64_t live = s->live_samples, peak = s->peak_samples, peak_at = s->peak_time_us;
+  cts_stacks_fini(s);
+  s->live_samples = live;
+  s->peak_samples = peak;
+  s->peak_time_us = peak_at;
+}
+
 /* The callers view: each stack reversed (allocation point first) and cut at depth levels,
  * interned in a second trie that carries the self figures of the stacks it came from. */
 static int build_inverted(const cts_stacks_t *s, long depth, cts_stacks_t *inv) {
   int e = cts_stacks_init(inv, false, 0);
   if (e) return e;
-  inv->max_nodes = s->max_nodes ? s->max_nodes : CTS_STACKS_DEFAULT_MAX_NODES; /* same bound */
+  inv->max_nodes = CTS_STACKS_DEFAULT_MAX_NODES; /* a profile's bound */
   uint64_t *path = malloc((size_t)depth * sizeof *path);
   if (!path) return -ENOMEM;
   for (uint32_t i = 0; i < s->count && !e; i++) {
@@ -593,7 +684,8 @@ int cmd_top(int argc, char **argv) {
     const cts_frames_t frames = cli_trace_frames(&t);
     cts_labels_t labels;
     cts_labels_init(&labels, &frames, (cts_label_style_t)opts.by);
-    cts_stacks_t tree = {0}, inv = {0};
+    cts_stacks_t inv = {0};
+    printed_tree_t pt = {0};
     int e;
     if (opts.view == VIEW_TREE && !w) {
       /* The text tree reads two figures a node: the profile's trie is relabelled in place
@@ -601,27 +693,29 @@ int cmd_top(int argc, char **argv) {
       uint64_t *metric, *shown;
       e = cts_stacks_relabel_in_place(&t.prof.stacks, &labels, opts.sort, shown_sort(opts.sort),
                                       &metric, &shown);
-      if (!e)
-        view_code = print_tree(out, w, &t, &t.prof.stacks, &labels, &opts, false, metric, shown);
+      if (!e) view_code = print_tree(out, &t, &t.prof.stacks, &labels, &opts, metric, shown);
     } else {
-      /* The profile's (parent, code) table is not read again: freed before tree's is made. */
-      cts_stacks_drop_table(&t.prof.stacks);
-      e = cts_stacks_relabel(&t.prof.stacks, &labels, &tree);
-      cts_stacks_drop_table(&tree); /* (walked from here on, never interned into) */
+      /* JSON and the callers view read every figure: the profile's trie is relabelled in
+       * place with its records (no second trie), and only the printed nodes get all of
+       * their inclusive figures. */
+      e = cts_stacks_relabel_merge_in_place(&t.prof.stacks, &labels);
+      const cts_stacks_t *printed = &t.prof.stacks;
       if (!e && opts.view == VIEW_INVERTED) {
-        e = build_inverted(&tree, opts.depth, &inv);
-        cts_stacks_fini(&tree); /* (inv carries the figures: tree is not read again) */
-        cts_stacks_drop_table(&inv);
+        e = build_inverted(&t.prof.stacks, opts.depth, &inv);
+        drop_trie(&t.prof.stacks);   /* (inv carries the figures: not read again) */
+        cts_stacks_drop_table(&inv); /* (walked from here on, never interned into) */
+        printed = &inv;
       }
+      if (!e) e = printed_tree_build(&pt, printed, &opts);
+      drop_trie(&t.prof.stacks);
+      cts_stacks_fini(&inv);
       if (!e)
-        view_code = print_tree(out, w, &t, opts.view == VIEW_TREE ? &tree : &inv, &labels, &opts,
-                               opts.view == VIEW_INVERTED, NULL, NULL);
+        view_code = print_printed_tree(out, w, &t, &pt, &labels, &opts, opts.view == VIEW_INVERTED);
     }
     if (e) {
       cli_error("out of memory");
       view_code = CLI_EXIT_INTERNAL;
     }
-    cts_stacks_fini(&tree);
     cts_stacks_fini(&inv);
     cts_labels_fini(&labels);
   }
