@@ -313,47 +313,21 @@ static inline void set_pass_sum(cts_stack_node_t *m, uint64_t v) {
   memcpy(&m->site, &v, sizeof v);
 }
 
-/* Adds record from's figures into record into's (of a trie that is not lean unless lean
- * says; a lean one's allocated figures alone), counts past 2^32 in their high halves:
- * false when that record cannot be made. Doubles are summed as cts_stacks_add_self does. */
-static bool add_record(cts_stacks_t *s, uint32_t into, uint32_t from) {
-  const cts_stack_wide_t *fw = cts_stacks_wide(s, from);
-  cts_stack_wide_t *iw = cts_stacks_wide(s, into);
-  if (s->lean) {
-    cts_stack_lean_t *a = &s->lean[into];
-    const cts_stack_lean_t *b = &s->lean[from];
-    const uint64_t allocs = ((uint64_t)(iw ? iw->allocs : 0) << 32 | a->allocs) +
-                            ((uint64_t)(fw ? fw->allocs : 0) << 32 | b->allocs);
-    if (!iw && allocs >> 32 && !(iw = cts__stacks_widen(s, into))) return false;
-    a->allocs = (uint32_t)allocs;
-    if (iw) iw->allocs = (uint32_t)(allocs >> 32);
-    a->samples += b->samples;
-    a->est_allocs += b->est_allocs;
-    return true;
-  }
-  cts_stack_stat_t *a = &s->stats[into];
-  const cts_stack_stat_t *b = &s->stats[from];
-  const uint64_t allocs = ((uint64_t)(iw ? iw->allocs : 0) << 32 | a->allocs) +
-                          ((uint64_t)(fw ? fw->allocs : 0) << 32 | b->allocs);
-  const uint64_t live = ((uint64_t)(iw ? iw->live_allocs : 0) << 32 | a->live_allocs) +
-                        ((uint64_t)(fw ? fw->live_allocs : 0) << 32 | b->live_allocs);
-  const uint64_t peak = ((uint64_t)(iw ? iw->peak_allocs : 0) << 32 | a->peak_allocs) +
-                        ((uint64_t)(fw ? fw->peak_allocs : 0) << 32 | b->peak_allocs);
-  if (!iw && (allocs | live | peak) >> 32 && !(iw = cts__stacks_widen(s, into))) return false;
+/* Adds the figures of node from (not yet overwritten) into merged node into's record
+ * (cts_stacks_add_self's sums; a lean trie's allocated figures alone): false when the
+ * record of a count's high half cannot be made. */
+static bool add_member(cts_stacks_t *s, uint32_t into, uint32_t from) {
+  const cts_site_stats_t add = cts_stacks_self(s, from);
+  if (!s->lean) return cts_stacks_add_self(s, into, &add) == 0;
+  const uint32_t stat = s->nodes[into].stat;
+  cts_stack_wide_t *w = cts_stacks_wide(s, stat);
+  cts_stack_lean_t *a = &s->lean[stat];
+  const uint64_t allocs = ((uint64_t)(w ? w->allocs : 0) << 32 | a->allocs) + add.allocs;
+  if (!w && allocs >> 32 && !(w = cts__stacks_widen(s, stat))) return false;
   a->allocs = (uint32_t)allocs;
-  a->live_allocs = (uint32_t)live;
-  a->peak_allocs = (uint32_t)peak;
-  if (iw) {
-    iw->allocs = (uint32_t)(allocs >> 32);
-    iw->live_allocs = (uint32_t)(live >> 32);
-    iw->peak_allocs = (uint32_t)(peak >> 32);
-  }
-  a->samples += b->samples;
-  a->est_allocs += b->est_allocs;
-  a->live_samples += b->live_samples;
-  a->live_est_allocs += b->live_est_allocs;
-  a->peak_samples += b->peak_samples;
-  a->peak_est_allocs += b->peak_est_allocs;
+  if (w) w->allocs = (uint32_t)(allocs >> 32);
+  a->samples += add.samples;
+  a->est_allocs += add.est_allocs;
   return true;
 }
 
@@ -408,7 +382,7 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
        * order (as cts_stacks_relabel adds them: the same doubles, to the bit). */
       uint32_t stat = node.stat;
       if (!is_new && nodes[m].stat && stat) {
-        if (!add_record(s, nodes[m].stat, stat)) e = -ENOMEM;
+        if (!add_member(s, m, i)) e = -ENOMEM;
         stat = nodes[m].stat;
       } else if (!is_new && !stat) {
         stat = nodes[m].stat;
