@@ -260,6 +260,44 @@ static int cmp_children(const void *a, const void *b, void *arg) {
   return x < y ? -1 : x > y;
 }
 
+/* How a tree's children are listed and ordered for printing. */
+typedef struct child_walk {
+  uint32_t (*next)(const void *ctx, uint32_t c); /* c's next sibling, UINT32_MAX: none */
+  bool (*shown)(const void *ctx, uint32_t c);    /* whether c is printed */
+  int (*cmp)(const void *a, const void *b, void *ctx);
+  void *ctx;
+} child_walk_t;
+
+/* The printed children from first on (UINT32_MAX: none), in print order: an array to
+ * free(), *n of them (NULL when none; *n SIZE_MAX when out of memory). */
+static uint32_t *sorted_children(const child_walk_t *cw, uint32_t first, size_t *n) {
+  size_t count = 0;
+  for (uint32_t c = first; c != UINT32_MAX; c = cw->next(cw->ctx, c))
+    if (cw->shown(cw->ctx, c)) count++;
+  *n = count;
+  if (!count) return NULL;
+  uint32_t *children = malloc(count * sizeof *children);
+  if (!children) {
+    *n = SIZE_MAX;
+    return NULL;
+  }
+  size_t k = 0;
+  for (uint32_t c = first; c != UINT32_MAX; c = cw->next(cw->ctx, c))
+    if (cw->shown(cw->ctx, c)) children[k++] = c;
+  qsort_r(children, count, sizeof *children, cw->cmp, cw->ctx);
+  return children;
+}
+
+static uint32_t tree_next(const void *ctx, uint32_t c) {
+  const tree_print_t *tp = ctx;
+  return tp->next_sibling[c] ? tp->next_sibling[c] : UINT32_MAX;
+}
+
+static bool tree_shown(const void *ctx, uint32_t c) {
+  const tree_print_t *tp = ctx;
+  return reaches(tp->metric[c], tp->threshold);
+}
+
 /* One line of a text tree: the node's share of the total, its bytes column (inclusive) and,
  * in the call tree, its self bytes (self: NULL in the callers view, which shows none). */
 static void print_text_line(cts_out_t *o, const cts_alloc_profile_t *p, uint64_t metric,
@@ -282,19 +320,14 @@ static void print_node(tree_print_t *tp, uint32_t n) {
   for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c]) self -= tp->shown[c];
   print_text_line(tp->o, &tp->t->prof, tp->metric[n], tp->total, tp->shown[n], &self, depth, label);
   if ((long)depth >= tp->max_depth) return;
-  size_t nchildren = 0;
-  for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
-    if (reaches(tp->metric[c], tp->threshold)) nchildren++;
-  if (!nchildren) return;
-  uint32_t *children = malloc(nchildren * sizeof *children);
-  if (!children) {
+  size_t nchildren;
+  uint32_t *children = sorted_children(
+      &(child_walk_t){.next = tree_next, .shown = tree_shown, .cmp = cmp_children, .ctx = tp},
+      tp->first_child[n] ? tp->first_child[n] : UINT32_MAX, &nchildren);
+  if (nchildren == SIZE_MAX) {
     tp->nomem = true;
     return;
   }
-  size_t k = 0;
-  for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
-    if (reaches(tp->metric[c], tp->threshold)) children[k++] = c;
-  qsort_r(children, nchildren, sizeof *children, cmp_children, tp);
   for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i]);
   free(children);
 }
@@ -488,6 +521,17 @@ typedef struct printed_print {
   size_t printed;
 } printed_print_t;
 
+static uint32_t printed_next(const void *ctx, uint32_t c) {
+  const printed_node_t *nodes = ctx;
+  return nodes[c].next_sibling;
+}
+
+static bool printed_shown(const void *ctx, uint32_t c) {
+  (void)ctx;
+  (void)c;
+  return true; /* (a printed tree holds only what it prints) */
+}
+
 static void print_printed(printed_print_t *pp, uint32_t k, size_t parent_id) {
   const printed_node_t *n = &pp->pt->nodes[k];
   const cts_alloc_profile_t *p = &pp->t->prof;
@@ -517,18 +561,16 @@ static void print_printed(printed_print_t *pp, uint32_t k, size_t parent_id) {
                     cts_site_stats_metric(&n->incl, shown_sort(pp->sort)),
                     pp->inverted ? NULL : &self, n->depth, label);
   }
-  size_t nchildren = 0;
-  for (uint32_t c = n->first_child; c != UINT32_MAX; c = pp->pt->nodes[c].next_sibling) nchildren++;
-  if (!nchildren) return;
-  uint32_t *children = malloc(nchildren * sizeof *children);
-  if (!children) {
+  size_t nchildren;
+  uint32_t *children = sorted_children(&(child_walk_t){.next = printed_next,
+                                                       .shown = printed_shown,
+                                                       .cmp = cmp_printed,
+                                                       .ctx = (void *)pp->pt->nodes},
+                                       n->first_child, &nchildren);
+  if (nchildren == SIZE_MAX) {
     pp->nomem = true;
     return;
   }
-  size_t j = 0;
-  for (uint32_t c = n->first_child; c != UINT32_MAX; c = pp->pt->nodes[c].next_sibling)
-    children[j++] = c;
-  qsort_r(children, nchildren, sizeof *children, cmp_printed, pp->pt->nodes);
   for (size_t i = 0; i < nchildren; i++) print_printed(pp, children[i], id);
   free(children);
 }
@@ -616,6 +658,9 @@ typedef struct inv_walk {
   bool counting;
   uint32_t *made, *last_first;
   uint8_t *over;
+  /* Text only (no est_allocs printed): each source's sort key, so that a child that cannot
+   * be printed is summed rather than walked. */
+  uint64_t *metric;
   printed_tree_t *pt;
   int err;
 } inv_walk_t;
@@ -776,6 +821,27 @@ static void inv_overflow(inv_walk_t *w, uint32_t nsrc, cts_site_stats_t *incl) {
   if (!w->err) w->ests[w->nests++] = est;
 }
 
+/* Whether the node of sources e[lo..hi) reaches the threshold (its sort key is theirs). */
+static bool inv_reaches(const inv_walk_t *w, size_t lo, size_t hi) {
+  uint64_t sum = 0;
+  for (size_t j = lo; j < hi; j++)
+    if (!w->over[w->e[j].ord]) sum += w->metric[w->e[j].ord];
+  return reaches(sum, w->pt->threshold);
+}
+
+/* The inclusive figures of the node of sources e[lo..hi) without its walk (*est: 0, for
+ * the text, which prints none). */
+static void inv_sum(const inv_walk_t *w, size_t lo, size_t hi, cts_site_stats_t *incl,
+                    double *est) {
+  *incl = (cts_site_stats_t){0};
+  for (size_t j = lo; j < hi; j++)
+    if (!w->over[w->e[j].ord]) {
+      const cts_site_stats_t f = cts_stacks_self(w->s, w->src[w->e[j].ord]);
+      cts_site_stats_add(incl, &f);
+    }
+  *est = 0;
+}
+
 /* Walks the node (label code, at depth) whose sources are e[lo..hi), in source order:
  * returns its inclusive figures in *incl and their est_allocs in *est. */
 static void inv_node(inv_walk_t *w, size_t lo, size_t hi, uint64_t code, uint32_t depth,
@@ -839,7 +905,10 @@ static void inv_node(inv_walk_t *w, size_t lo, size_t hi, uint64_t code, uint32_
     const uint32_t *grp = &w->groups[gbase + 4 * g];
     cts_site_stats_t child;
     double child_est;
-    inv_node(w, grp[0], grp[1], grp[3], depth + 1, nsrc, &child, &child_est);
+    if (w->metric && !w->counting && !inv_reaches(w, grp[0], grp[1]))
+      inv_sum(w, grp[0], grp[1], &child, &child_est); /* (nothing under it printed) */
+    else
+      inv_node(w, grp[0], grp[1], grp[3], depth + 1, nsrc, &child, &child_est);
     cts_site_stats_add(incl, &child);
     if (!w->err && cts_grow((void **)&w->ests, &w->ests_cap, w->nests, sizeof *w->ests))
       w->err = -ENOMEM;
@@ -898,8 +967,13 @@ static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_o
   w.keys = malloc(((size_t)nsrc + 1) * sizeof *w.keys);
   w.over = calloc((size_t)nsrc + 1, sizeof *w.over);
   int e = w.src && w.e && w.tmp && w.keys && w.over && nlabels < UINT32_MAX ? 0 : -ENOMEM;
-  for (uint32_t i = 0, o = 0; !e && i < s->count; i++)
-    if (cts_stacks_self(s, i).allocs) w.src[o++] = i;
+  if (!opts->out.json && !(w.metric = malloc(((size_t)nsrc + 1) * sizeof *w.metric))) e = -ENOMEM;
+  for (uint32_t i = 0, o = 0; !e && i < s->count; i++) {
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    if (!self.allocs) continue;
+    if (w.metric) w.metric[o] = cts_site_stats_metric(&self, opts->sort);
+    w.src[o++] = i;
+  }
   for (uint32_t o = 0; !e && o < nsrc; o++) frames += source_len(&w, o);
   cts_site_stats_t incl;
   double est;
@@ -932,6 +1006,7 @@ static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_o
   free(w.tmp);
   free(w.keys);
   free(w.over);
+  free(w.metric);
   free(w.groups);
   free(w.ests);
   free(w.pending);
