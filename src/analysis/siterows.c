@@ -277,12 +277,19 @@ int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks
   return e;
 }
 
-/* The pass's table of merged nodes: cap slots, any number of them (sized for a load of at
- * most 0.7 rather than rounded up to a power of two: on gen_trace's default shape 87 MiB
- * instead of 128, which the pass's peak would otherwise carry). A tag's home slot is its
- * product with cap, high half. */
-static uint32_t merged_cap(uint32_t count) {
-  const uint64_t cap = (uint64_t)count * 10 / 7 + 16;
+/* The pass's table of merged nodes: cap slots, any number of them. Sized for a load of at
+ * most 0.7 when the pass keeps the records (dense: on default150.ctf 87 MiB instead of 128,
+ * which the peak of a view that keeps every figure would otherwise carry), else rounded up
+ * to a power of two, at about half that load: the text trees' pass is well under their
+ * peak, and the denser table cost it ~2 % of the instructions and ~7 % of the CPU (more
+ * probes, each likely a cache miss). A tag's home slot is its product with cap, high half. */
+static uint32_t merged_cap(uint32_t count, bool dense) {
+  if (dense) {
+    const uint64_t cap = (uint64_t)count * 10 / 7 + 16;
+    return cap < UINT32_MAX ? (uint32_t)cap : UINT32_MAX;
+  }
+  uint64_t cap = 16;
+  while (cap * 7 < (uint64_t)count * 10) cap *= 2;
   return cap < UINT32_MAX ? (uint32_t)cap : UINT32_MAX;
 }
 
@@ -347,8 +354,12 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
                       uint32_t *merged_out) {
   /* The (parent, code) table is not read here: freed before the pass's own is made. */
   cts_stacks_drop_table(s);
-  const uint32_t cap = merged_cap(s->count);
-  const bool two = !mp->records && mp->first_key != mp->second_key;
+  /* Locals: the stores to the nodes below could otherwise be taken for changes of *mp. */
+  const bool records = mp->records;
+  const cts_sort_t first_key = mp->first_key, second_key = mp->second_key;
+  uint64_t *const b = mp->b;
+  const uint32_t cap = merged_cap(s->count, records);
+  const bool two = !records && first_key != second_key;
   uint32_t *map = malloc((size_t)s->count * sizeof *map);
   cts_stack_tslot_t *t = map ? cts_table_alloc(cap, sizeof *t) : NULL;
   int e = t ? 0 : -ENOMEM;
@@ -356,10 +367,10 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
   uint32_t merged = 1; /* the root stays node 0 (and keeps its record) */
   if (!e) {
     map[0] = 0;
-    if (!mp->records) {
+    if (!records) {
       const cts_site_stats_t root = cts_stacks_self(s, 0);
-      if (two) mp->b[0] = cts_site_stats_metric(&root, mp->second_key);
-      set_pass_sum(&nodes[0], cts_site_stats_metric(&root, mp->first_key));
+      if (two) b[0] = cts_site_stats_metric(&root, second_key);
+      set_pass_sum(&nodes[0], cts_site_stats_metric(&root, first_key));
     }
   }
   for (uint32_t i = 1; !e && i < s->count; i++) {
@@ -377,7 +388,7 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
     const bool is_new = !m;
     if (is_new) m = merged++;
     map[i] = m;
-    if (mp->records) {
+    if (records) {
       /* The merged node's figures are its first member's record, the others' added in node
        * order (as cts_stacks_relabel adds them: the same doubles, to the bit). */
       uint32_t stat = node.stat;
@@ -397,8 +408,8 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
       t[slot] = (cts_stack_tslot_t){.node = m, .tag = tag};
       nodes[m] = (cts_stack_node_t){.code = label, .parent = parent, .depth = node.depth};
     }
-    set_pass_sum(&nodes[m], pass_sum(&nodes[m]) + cts_site_stats_metric(&self, mp->first_key));
-    if (two) mp->b[m] += cts_site_stats_metric(&self, mp->second_key);
+    set_pass_sum(&nodes[m], pass_sum(&nodes[m]) + cts_site_stats_metric(&self, first_key));
+    if (two) b[m] += cts_site_stats_metric(&self, second_key);
   }
   free(t);
   free(map);
