@@ -278,11 +278,11 @@ int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks
 }
 
 /* The pass's table of merged nodes: cap slots, any number of them. Sized for a load of at
- * most 0.7 when the pass keeps the records (dense: on default150.ctf 87 MiB instead of 128,
- * which the peak of a view that keeps every figure would otherwise carry), else rounded up
- * to a power of two, at about half that load: the text trees' pass is well under their
- * peak, and the denser table cost it ~2 % of the instructions and ~7 % of the CPU (more
- * probes, each likely a cache miss). A tag's home slot is its product with cap, high half. */
+ * most 0.7 when the trie has 64-byte records (dense: on default150.ctf 87 MiB instead of
+ * 128, which the peak of such a view would otherwise carry), else rounded up to a power of
+ * two, at about half that load: the lean text trees' pass is well under their peak, and the
+ * denser table cost it ~2 % of the instructions and ~7 % of the CPU (more probes, each
+ * likely a cache miss). A tag's home slot is its product with cap, high half. */
 static uint32_t merged_cap(uint32_t count, bool dense) {
   if (dense) {
     const uint64_t cap = (uint64_t)count * 10 / 7 + 16;
@@ -358,7 +358,9 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
   const bool records = mp->records;
   const cts_sort_t first_key = mp->first_key, second_key = mp->second_key;
   uint64_t *const b = mp->b;
-  const uint32_t cap = merged_cap(s->count, records);
+  /* Dense where the records are 64 bytes (kept, or a profile with every figure): the pass
+   * is then the view's peak. */
+  const uint32_t cap = merged_cap(s->count, records || !s->lean);
   const bool two = !records && first_key != second_key;
   uint32_t *map = malloc((size_t)s->count * sizeof *map);
   cts_stack_tslot_t *t = map ? cts_table_alloc(cap, sizeof *t) : NULL;
