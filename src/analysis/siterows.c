@@ -277,13 +277,29 @@ int cts_stacks_relabel(const cts_stacks_t *src, cts_labels_t *labels, cts_stacks
   return e;
 }
 
-/* Where node n of hash h sits in table t of cap slots (a power of two): home at the tag's
- * low bits, as the trie's own table. */
+/* The pass's table of merged nodes: cap slots, any number of them. Sized for a load of at
+ * most 0.7 when the trie has 64-byte records (dense: on default150.ctf 87 MiB instead of
+ * 128, which the peak of such a view would otherwise carry), else rounded up to a power of
+ * two, at about half that load: the lean text trees' pass is well under their peak, and the
+ * denser table cost it ~2 % of the instructions and ~7 % of the CPU (more probes, each
+ * likely a cache miss). A tag's home slot is its product with cap, high half. */
+static uint32_t merged_cap(uint32_t count, bool dense) {
+  if (dense) {
+    const uint64_t cap = (uint64_t)count * 10 / 7 + 16;
+    return cap < UINT32_MAX ? (uint32_t)cap : UINT32_MAX;
+  }
+  uint64_t cap = 16;
+  while (cap * 7 < (uint64_t)count * 10) cap *= 2;
+  return cap < UINT32_MAX ? (uint32_t)cap : UINT32_MAX;
+}
+
+/* Where merged node (parent, label) of that tag sits in table t: its slot, or the empty one
+ * where it goes. */
 static inline uint32_t merged_find(const cts_stack_tslot_t *t, uint32_t cap,
                                    const cts_stack_node_t *nodes, uint32_t parent, uint64_t label,
                                    uint32_t tag, size_t *slot) {
-  size_t j = tag & (cap - 1u);
-  for (; t[j].node; j = (j + 1) & (cap - 1u))
+  size_t j = (size_t)(((uint64_t)tag * cap) >> 32);
+  for (; t[j].node; j = j + 1 == cap ? 0 : j + 1)
     if (t[j].tag == tag && nodes[t[j].node].parent == parent && nodes[t[j].node].code == label)
       break;
   *slot = j;
@@ -304,31 +320,63 @@ static inline void set_pass_sum(cts_stack_node_t *m, uint64_t v) {
   memcpy(&m->site, &v, sizeof v);
 }
 
-int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_t first_key,
-                                cts_sort_t second_key, uint64_t **first, uint64_t **second) {
-  *first = *second = NULL;
+/* Adds the figures of node from (not yet overwritten) into merged node into's record
+ * (cts_stacks_add_self's sums; a lean trie's allocated figures alone): false when the
+ * record of a count's high half cannot be made. */
+static bool add_member(cts_stacks_t *s, uint32_t into, uint32_t from) {
+  const cts_site_stats_t add = cts_stacks_self(s, from);
+  if (!s->lean) return cts_stacks_add_self(s, into, &add) == 0;
+  const uint32_t stat = s->nodes[into].stat;
+  cts_stack_wide_t *w = cts_stacks_wide(s, stat);
+  cts_stack_lean_t *a = &s->lean[stat];
+  const uint64_t allocs = ((uint64_t)(w ? w->allocs : 0) << 32 | a->allocs) + add.allocs;
+  if (!w && allocs >> 32 && !(w = cts__stacks_widen(s, stat))) return false;
+  a->allocs = (uint32_t)allocs;
+  if (w) w->allocs = (uint32_t)(allocs >> 32);
+  a->samples += add.samples;
+  a->est_allocs += add.est_allocs;
+  return true;
+}
+
+/* What the in-place pass keeps of each merged node's members: their sums by one or two
+ * keys (in the nodes' fields and b), or their records, merged into the first one's. */
+typedef struct merge_pass {
+  bool records;
+  cts_sort_t first_key, second_key;
+  uint64_t *b; /* by the second key, when it differs (sums mode) */
+} merge_pass_t;
+
+/* The pass of both in-place relabels: merges s's nodes by label into s->nodes[0..*merged),
+ * numbered and ordered as cts_stacks_relabel's. Parents come before children, and node i
+ * merges into one numbered at most i: writing merged node m over node m (already read)
+ * leaves every node still to read intact. Returns 0 or -ENOMEM (s's nodes then garbage). */
+static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t *mp,
+                      uint32_t *merged_out) {
   /* The (parent, code) table is not read here: freed before the pass's own is made. */
   cts_stacks_drop_table(s);
-  uint32_t cap = 16;
-  while ((uint64_t)cap * 7 < (uint64_t)s->count * 10) cap *= 2; /* load at most 0.7 */
-  const bool two = first_key != second_key;
+  /* Locals: the stores to the nodes below could otherwise be taken for changes of *mp. */
+  const bool records = mp->records;
+  const cts_sort_t first_key = mp->first_key, second_key = mp->second_key;
+  uint64_t *const b = mp->b;
+  /* Dense where the records are 64 bytes (kept, or a profile with every figure): the pass
+   * is then the view's peak. */
+  const uint32_t cap = merged_cap(s->count, records || !s->lean);
+  const bool two = !records && first_key != second_key;
   uint32_t *map = malloc((size_t)s->count * sizeof *map);
-  uint64_t *b = two ? calloc(s->count, sizeof *b) : NULL;
-  cts_stack_tslot_t *t = map && (b || !two) ? cts_table_alloc(cap, sizeof *t) : NULL;
+  cts_stack_tslot_t *t = map ? cts_table_alloc(cap, sizeof *t) : NULL;
   int e = t ? 0 : -ENOMEM;
   cts_stack_node_t *nodes = s->nodes;
-  uint32_t merged = 1; /* the root stays node 0 */
+  uint32_t merged = 1; /* the root stays node 0 (and keeps its record) */
   if (!e) {
     map[0] = 0;
-    const cts_site_stats_t root = cts_stacks_self(s, 0);
-    if (two) b[0] = cts_site_stats_metric(&root, second_key);
-    set_pass_sum(&nodes[0], cts_site_stats_metric(&root, first_key));
+    if (!records) {
+      const cts_site_stats_t root = cts_stacks_self(s, 0);
+      if (two) b[0] = cts_site_stats_metric(&root, second_key);
+      set_pass_sum(&nodes[0], cts_site_stats_metric(&root, first_key));
+    }
   }
-  /* Parents come before children, and node i merges into one numbered at most i: writing
-   * merged node m over node m (already read) leaves every node still to read intact. */
   for (uint32_t i = 1; !e && i < s->count; i++) {
     const cts_stack_node_t node = nodes[i];
-    const cts_site_stats_t self = cts_stacks_self(s, i); /* before nodes[i] may change */
     const uint64_t label = cts_labels_id(labels, node.code);
     if (!label) {
       e = -ENOMEM;
@@ -339,17 +387,57 @@ int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_
         (uint32_t)(cts_mix64(label ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) >> 32);
     size_t slot;
     uint32_t m = merged_find(t, cap, nodes, parent, label, tag, &slot);
-    if (!m) {
-      m = merged++;
+    const bool is_new = !m;
+    if (is_new) m = merged++;
+    map[i] = m;
+    if (records) {
+      /* The merged node's figures are its first member's record, the others' added in node
+       * order (as cts_stacks_relabel adds them: the same doubles, to the bit). */
+      uint32_t stat = node.stat;
+      if (!is_new && nodes[m].stat && stat) {
+        if (!add_member(s, m, i)) e = -ENOMEM;
+        stat = nodes[m].stat;
+      } else if (!is_new && !stat) {
+        stat = nodes[m].stat;
+      }
+      if (is_new) t[slot] = (cts_stack_tslot_t){.node = m, .tag = tag};
+      nodes[m] = (cts_stack_node_t){
+          .code = label, .parent = parent, .depth = node.depth, .site = UINT32_MAX, .stat = stat};
+      continue;
+    }
+    const cts_site_stats_t self = cts_stacks_self(s, i); /* before nodes[i] may change */
+    if (is_new) {
       t[slot] = (cts_stack_tslot_t){.node = m, .tag = tag};
       nodes[m] = (cts_stack_node_t){.code = label, .parent = parent, .depth = node.depth};
     }
-    map[i] = m;
     set_pass_sum(&nodes[m], pass_sum(&nodes[m]) + cts_site_stats_metric(&self, first_key));
     if (two) b[m] += cts_site_stats_metric(&self, second_key);
   }
   free(t);
   free(map);
+  *merged_out = merged;
+  return e;
+}
+
+/* The nodes array cut to the merged nodes. */
+static void shrink_nodes(cts_stacks_t *s, uint32_t merged) {
+  s->count = merged;
+  cts_stack_node_t *shrunk = realloc(s->nodes, (size_t)merged * sizeof *s->nodes);
+  if (shrunk) {
+    s->nodes = shrunk;
+    s->cap = merged;
+  }
+}
+
+int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_t first_key,
+                                cts_sort_t second_key, uint64_t **first, uint64_t **second) {
+  *first = *second = NULL;
+  const bool two = first_key != second_key;
+  merge_pass_t mp = {.first_key = first_key, .second_key = second_key};
+  mp.b = two ? calloc(s->count, sizeof *mp.b) : NULL;
+  uint32_t merged = 1;
+  int e = two && !mp.b ? -ENOMEM : merge_pass(s, labels, &mp, &merged);
+  cts_stack_node_t *nodes = s->nodes;
   /* Nodes alone from here: the figures and sites go (a zero record 0 stays, so that any
    * node's cts_stacks_self reads zeros as a node without figures does). */
   free(s->stats);
@@ -373,16 +461,28 @@ int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_
     nodes[0].site = UINT32_MAX;
     nodes[0].stat = 0;
     s->count = 1;
-    free(b);
+    free(mp.b);
     return e ? e : -ENOMEM;
   }
-  cts_stack_node_t *shrunk = realloc(nodes, (size_t)merged * sizeof *nodes);
-  if (shrunk) {
-    s->nodes = shrunk;
-    s->cap = merged;
-  }
+  shrink_nodes(s, merged);
   *first = a;
-  *second = two ? b : a;
+  *second = two ? mp.b : a;
+  return 0;
+}
+
+int cts_stacks_relabel_merge_in_place(cts_stacks_t *s, cts_labels_t *labels) {
+  const merge_pass_t mp = {.records = true};
+  uint32_t merged = 1;
+  const int e = merge_pass(s, labels, &mp, &merged);
+  /* By site, live and peak figures were the sites' on their first nodes, which the merged
+   * nodes no longer are: the records' allocated figures alone are left. */
+  s->live_by_site = false;
+  if (e) {
+    s->count = 1;
+    s->nodes[0].site = UINT32_MAX;
+    return e;
+  }
+  shrink_nodes(s, merged);
   return 0;
 }
 

@@ -118,7 +118,7 @@ int cts_stacks_relabel_nodes(const cts_stacks_t *src, cts_labels_t *labels, cts_
  * cts_site_stats_metric, integers: the same whatever the order) are put in the arrays
  * *first and *second (s->count entries each, owned by the caller; *second is *first when
  * the two keys are the same). No second trie is made: the peak is s's nodes, its map and a
- * table of 8 bytes a node while it runs, instead of a whole second trie with 64-byte
+ * table of ~11 bytes a node while it runs, instead of a whole second trie with 64-byte
  * records (on gen_trace's default shape, 8.46 M nodes: ~990 -> ~480 MiB for top --tree).
  * s is then nodes alone: its (parent, code) table, figures and sites are freed (every
  * node's cts_stacks_self is all zero) and it is for walking only, not for interning nor
@@ -126,5 +126,17 @@ int cts_stacks_relabel_nodes(const cts_stacks_t *src, cts_labels_t *labels, cts_
  * cts_stacks_fini (the caller's view fails then). */
 int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_t first_key,
                                 cts_sort_t second_key, uint64_t **first, uint64_t **second);
+
+/* cts_stacks_relabel done in s itself, keeping every figure: the same merged nodes,
+ * numbered and ordered as cts_stacks_relabel's, replace s's nodes, and each merged node's
+ * self figures are its first member's record with the others' added in node order (the
+ * same sums as cts_stacks_relabel's, doubles included, to the bit); the other members'
+ * records stay in s->stats, unused. No second trie, nor a second set of records: the peak
+ * is s's nodes and records, a 4-byte map a node and a table of ~11 bytes a node while the
+ * pass runs. s's (parent, code) table is freed; s is then for walking and cts_stacks_self
+ * only, not for interning nor counting. A trie with live figures by site
+ * (cts_stacks_set_live_by_site) keeps its allocated ones alone. Returns 0, or -ENOMEM with
+ * s fit only for cts_stacks_fini. */
+int cts_stacks_relabel_merge_in_place(cts_stacks_t *s, cts_labels_t *labels);
 
 #endif /* CTS_SITEROWS_H */

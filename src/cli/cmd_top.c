@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/grow.h"
 #include "cli.h"
 #include "cmd_tasks.h"
 #include "cmd_top_tasks.h"
@@ -225,26 +226,18 @@ static void print_flat_csv(cts_out_t *o, const cli_trace_t *t, const cts_rows_t 
 
 typedef struct tree_print {
   cts_out_t *o;
-  cts_json_t *w; /* JSON nodes, else text */
   const cli_trace_t *t;
   const cts_stacks_t *s;
-  /* Inclusive figures of each node by the sort key (metric) and, for the text, the bytes
-   * column's (shown), 16 bytes a node instead of cts_site_stats_t's 88 (most of the tree's
-   * peak RSS on gen_trace's default shape). JSON prints all of a node's figures, which only
-   * the nodes it may print need: est (a double, a node) is summed in cts_stacks_inclusive's
-   * order so it prints the same digits; the integers are summed in kincl, one record a
-   * node that reaches the threshold (kept[n]: that of n's nearest such ancestor-or-self). */
+  /* Inclusive figures of each node by the sort key (metric) and by the bytes column's
+   * (shown), 16 bytes a node instead of cts_site_stats_t's 88 (most of the tree's peak RSS
+   * on gen_trace's default shape). */
   const uint64_t *metric, *shown;
-  const double *est;
-  const uint32_t *kept;
-  const cts_site_stats_t *kincl;
   uint32_t *first_child, *next_sibling;
   const cts_labels_t *labels;
   cts_sort_t sort;
   uint64_t total, threshold;
   long max_depth;
-  bool nomem, inverted;
-  size_t printed;
+  bool nomem;
 } tree_print_t;
 
 /* The bytes columns show bytes even when sorted by count. */
@@ -267,83 +260,76 @@ static int cmp_children(const void *a, const void *b, void *arg) {
   return x < y ? -1 : x > y;
 }
 
-static void print_node(tree_print_t *tp, uint32_t n, uint32_t parent_id) {
-  const cts_alloc_profile_t *p = &tp->t->prof;
+/* How a tree's children are listed and ordered for printing. */
+typedef struct child_walk {
+  uint32_t (*next)(const void *ctx, uint32_t c); /* c's next sibling, UINT32_MAX: none */
+  bool (*shown)(const void *ctx, uint32_t c);    /* whether c is printed */
+  int (*cmp)(const void *a, const void *b, void *ctx);
+  void *ctx;
+} child_walk_t;
+
+/* The printed children from first on (UINT32_MAX: none), in print order: an array to
+ * free(), *n of them (NULL when none; *n SIZE_MAX when out of memory). */
+static uint32_t *sorted_children(const child_walk_t *cw, uint32_t first, size_t *n) {
+  size_t count = 0;
+  for (uint32_t c = first; c != UINT32_MAX; c = cw->next(cw->ctx, c))
+    if (cw->shown(cw->ctx, c)) count++;
+  *n = count;
+  if (!count) return NULL;
+  uint32_t *children = malloc(count * sizeof *children);
+  if (!children) {
+    *n = SIZE_MAX;
+    return NULL;
+  }
+  size_t k = 0;
+  for (uint32_t c = first; c != UINT32_MAX; c = cw->next(cw->ctx, c))
+    if (cw->shown(cw->ctx, c)) children[k++] = c;
+  qsort_r(children, count, sizeof *children, cw->cmp, cw->ctx);
+  return children;
+}
+
+static uint32_t tree_next(const void *ctx, uint32_t c) {
+  const tree_print_t *tp = ctx;
+  return tp->next_sibling[c] ? tp->next_sibling[c] : UINT32_MAX;
+}
+
+static bool tree_shown(const void *ctx, uint32_t c) {
+  const tree_print_t *tp = ctx;
+  return reaches(tp->metric[c], tp->threshold);
+}
+
+/* One line of a text tree: the node's share of the total, its bytes column (inclusive) and,
+ * in the call tree, its self bytes (self: NULL in the callers view, which shows none). */
+static void print_text_line(cts_out_t *o, const cts_alloc_profile_t *p, uint64_t metric,
+                            uint64_t total, uint64_t shown, const uint64_t *self, uint32_t depth,
+                            const char *label) {
+  char a[32], b[32] = "";
+  cli_est_bytes(p, shown, false, a, sizeof a);
+  if (self) cli_est_bytes(p, *self, false, b, sizeof b);
+  cts_out_printf(o, "%6.1f%%  %11s  %11s  %*s%s\n",
+                 total ? 100.0 * (double)metric / (double)total : 0.0, a, b,
+                 (int)(depth > 60 ? 60 : depth) * 2, "", label);
+}
+
+static void print_node(tree_print_t *tp, uint32_t n) {
   const char *label = cts_labels_name(tp->labels, tp->s->nodes[n].code);
   const uint32_t depth = tp->s->nodes[n].depth;
-  const uint64_t metric = tp->metric[n];
-  const size_t id = tp->printed++;
-  if (tp->w) {
-    cts_json_t *w = tp->w;
-    cts_json_ws(w, "\n  ");
-    cts_json_object(w);
-    cts_json_kv_u64(w, "id", id);
-    cts_json_key(w, "parent");
-    if (n == 0)
-      cts_json_null(w);
-    else
-      cts_json_u64(w, parent_id);
-    cts_json_kv_u64(w, "depth", depth);
-    cts_json_kv_str(w, "frame", label);
-    cts_site_stats_t incl = tp->kincl[tp->kept[n]];
-    incl.est_allocs = tp->est[n];
-    json_stats(w, p, &incl);
-    cts_json_key(w, "self");
-    cts_json_object(w);
-    const cts_site_stats_t self = cts_stacks_self(tp->s, n);
-    json_stats(w, p, &self);
-    cts_json_end(w);
-    cts_json_end(w);
-  } else {
-    char a[32], b[32] = "";
-    cli_est_bytes(p, tp->shown[n], false, a, sizeof a);
-    if (!tp->inverted) {
-      /* Self = inclusive - the children's inclusive (integers, exact): the trie of an
-       * in-place relabel keeps no figures. */
-      uint64_t self = tp->shown[n];
-      for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c]) self -= tp->shown[c];
-      cli_est_bytes(p, self, false, b, sizeof b);
-    }
-    cts_out_printf(tp->o, "%6.1f%%  %11s  %11s  %*s%s\n",
-                   tp->total ? 100.0 * (double)metric / (double)tp->total : 0.0, a, b,
-                   (int)(depth > 60 ? 60 : depth) * 2, "", label);
-  }
+  /* Self = inclusive - the children's inclusive (integers, exact): the trie of an in-place
+   * relabel keeps no figures. */
+  uint64_t self = tp->shown[n];
+  for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c]) self -= tp->shown[c];
+  print_text_line(tp->o, &tp->t->prof, tp->metric[n], tp->total, tp->shown[n], &self, depth, label);
   if ((long)depth >= tp->max_depth) return;
-  size_t nchildren = 0;
-  for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
-    if (reaches(tp->metric[c], tp->threshold)) nchildren++;
-  if (!nchildren) return;
-  uint32_t *children = malloc(nchildren * sizeof *children);
-  if (!children) {
+  size_t nchildren;
+  uint32_t *children = sorted_children(
+      &(child_walk_t){.next = tree_next, .shown = tree_shown, .cmp = cmp_children, .ctx = tp},
+      tp->first_child[n] ? tp->first_child[n] : UINT32_MAX, &nchildren);
+  if (nchildren == SIZE_MAX) {
     tp->nomem = true;
     return;
   }
-  size_t k = 0;
-  for (uint32_t c = tp->first_child[n]; c; c = tp->next_sibling[c])
-    if (reaches(tp->metric[c], tp->threshold)) children[k++] = c;
-  qsort_r(children, nchildren, sizeof *children, cmp_children, tp);
-  for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i], (uint32_t)id);
+  for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i]);
   free(children);
-}
-
-/* The text's two self figures of each node (tree_print_t.metric and shown), from its
- * records; NULL if out of memory. shown is metric when the two keys are the same. */
-static uint64_t *self_two(const cts_stacks_t *s, cts_sort_t sort, uint64_t **shown) {
-  const bool two = shown_sort(sort) != sort;
-  uint64_t *metric = malloc((size_t)s->count * sizeof *metric);
-  *shown = two ? malloc((size_t)s->count * sizeof **shown) : metric;
-  if (!metric || !*shown) {
-    if (two) free(*shown);
-    free(metric);
-    *shown = NULL;
-    return NULL;
-  }
-  for (uint32_t i = 0; i < s->count; i++) {
-    const cts_site_stats_t self = cts_stacks_self(s, i);
-    metric[i] = cts_site_stats_metric(&self, sort);
-    if (two) (*shown)[i] = cts_site_stats_metric(&self, shown_sort(sort));
-  }
-  return metric;
 }
 
 /* Self figures to inclusive ones: integer sums, so the same as cts_stacks_inclusive's
@@ -355,78 +341,37 @@ static void inclusive_two(const cts_stacks_t *s, uint64_t *metric, uint64_t *sho
   }
 }
 
-/* A node JSON may print: the root, or one whose inclusive sort key reaches the threshold
- * (an ancestor-closed set: a parent's figure is at least its child's). */
-static bool json_kept(const uint64_t *metric, uint32_t n, uint64_t threshold) {
-  return n == 0 || reaches(metric[n], threshold);
+/* The text trees' heading. */
+static void print_tree_heading(cts_out_t *o, const top_opts_t *opts, bool inverted) {
+  cts_out_printf(o,
+                 "\n%s by %s; nodes under %g%% hidden, at most %ld levels:\n"
+                 "  total  %11s  %11s  %s\n",
+                 inverted ? "Allocation sites and their callers (inverted call tree)"
+                          : "Call tree from the entry point (callees)",
+                 sort_names[opts->sort], opts->min_percent, opts->depth,
+                 opts->sort == CTS_SORT_COUNT ? "bytes" : sort_keys[opts->sort],
+                 inverted ? "" : "self", inverted ? "site, then its callers" : "frame");
 }
 
-/* JSON's inclusive figures (tree_print_t.metric, est, kept and kincl, see there) from s's
- * records; 0 or -ENOMEM (what was allocated is left in tp for the caller to free). */
-static int json_inclusive(tree_print_t *tp, const cts_stacks_t *s, double min_percent) {
-  uint64_t *metric = malloc((size_t)s->count * sizeof *metric);
-  double *est = malloc((size_t)s->count * sizeof *est);
-  uint32_t *kept = malloc((size_t)s->count * sizeof *kept);
-  tp->metric = tp->shown = metric;
-  tp->est = est;
-  tp->kept = kept;
-  if (!metric || !est || !kept) return -ENOMEM;
-  for (uint32_t i = 0; i < s->count; i++) {
-    const cts_site_stats_t self = cts_stacks_self(s, i);
-    metric[i] = cts_site_stats_metric(&self, tp->sort);
-    est[i] = self.est_allocs;
-  }
-  for (uint32_t i = s->count; i-- > 1;) {
-    metric[s->nodes[i].parent] += metric[i];
-    est[s->nodes[i].parent] += est[i];
-  }
-  /* (A trie always has its root: count >= 1.) */
-  const uint64_t total = s->count ? metric[0] : 0;
-  const uint64_t threshold = (uint64_t)((double)total * min_percent / 100.0);
-  uint32_t nkept = 0;
-  for (uint32_t i = 0; i < s->count; i++)
-    kept[i] = json_kept(metric, i, threshold) ? nkept++ : kept[s->nodes[i].parent];
-  cts_site_stats_t *kincl = calloc(nkept, sizeof *kincl);
-  tp->kincl = kincl;
-  if (!kincl) return -ENOMEM;
-  for (uint32_t i = 0; i < s->count; i++) {
-    const cts_site_stats_t self = cts_stacks_self(s, i);
-    cts_site_stats_add(&kincl[kept[i]], &self);
-  }
-  for (uint32_t i = s->count; i-- > 1;)
-    if (json_kept(metric, i, threshold))
-      cts_site_stats_add(&kincl[kept[s->nodes[i].parent]], &kincl[kept[i]]);
-  return 0;
-}
-
-/* Prints the tree of s: as JSON (w) from s's records, or as text from the self figures
- * metric and shown (by the sort key and by shown_sort's; shown may be metric), taken over
- * and freed here, or from s's records when metric is NULL. */
-static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const cts_stacks_t *s,
-                      const cts_labels_t *labels, const top_opts_t *opts, bool inverted,
-                      uint64_t *metric, uint64_t *shown) {
+/* Prints the call tree of s as text from the self figures metric and shown (by the sort key
+ * and by shown_sort's; shown may be metric) of its nodes, taken over and freed here. */
+static int print_tree(cts_out_t *o, const cli_trace_t *t, const cts_stacks_t *s,
+                      const cts_labels_t *labels, const top_opts_t *opts, uint64_t *metric,
+                      uint64_t *shown) {
   tree_print_t tp = {.o = o,
-                     .w = w,
                      .t = t,
                      .s = s,
                      .labels = labels,
                      .sort = opts->sort,
                      .max_depth = opts->depth,
-                     .inverted = inverted};
-  int e = 0;
-  if (w)
-    e = json_inclusive(&tp, s, opts->min_percent);
-  else {
-    if (!metric) metric = self_two(s, opts->sort, &shown);
-    if (metric) inclusive_two(s, metric, shown);
-    tp.metric = metric;
-    tp.shown = shown;
-  }
+                     .metric = metric,
+                     .shown = shown};
+  if (metric) inclusive_two(s, metric, shown);
   uint32_t *first_child = calloc(s->count, sizeof *first_child);
   uint32_t *next_sibling = calloc(s->count, sizeof *next_sibling);
   tp.first_child = first_child;
   tp.next_sibling = next_sibling;
-  if (e || !tp.metric || !first_child || !next_sibling) {
+  if (!tp.metric || !first_child || !next_sibling) {
     tp.nomem = true;
     goto out;
   }
@@ -436,32 +381,11 @@ static int print_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, const c
   }
   tp.total = tp.metric[0];
   tp.threshold = (uint64_t)((double)tp.total * opts->min_percent / 100.0);
-  if (w) {
-    print_json_header(w, t, opts, inverted ? "inverted" : "tree");
-    cts_json_kv_i64(w, "depth", opts->depth);
-    cts_json_key(w, "min_percent");
-    cts_json_g(w, opts->min_percent, 6);
-    cts_json_ws(w, "\n ");
-    cts_json_key(w, "nodes");
-    cts_json_array(w);
-  } else {
-    cts_out_printf(o,
-                   "\n%s by %s; nodes under %g%% hidden, at most %ld levels:\n"
-                   "  total  %11s  %11s  %s\n",
-                   inverted ? "Allocation sites and their callers (inverted call tree)"
-                            : "Call tree from the entry point (callees)",
-                   sort_names[opts->sort], opts->min_percent, opts->depth,
-                   opts->sort == CTS_SORT_COUNT ? "bytes" : sort_keys[opts->sort],
-                   inverted ? "" : "self", inverted ? "site, then its callers" : "frame");
-  }
-  print_node(&tp, 0, 0);
-  if (w) cli_jw_end(w, true);
+  print_tree_heading(o, opts, false);
+  print_node(&tp, 0);
 out:
   if (tp.shown != tp.metric) free((uint64_t *)tp.shown);
   free((uint64_t *)tp.metric);
-  free((double *)tp.est);
-  free((uint32_t *)tp.kept);
-  free((cts_site_stats_t *)tp.kincl);
   free(first_child);
   free(next_sibling);
   if (tp.nomem) {
@@ -471,25 +395,625 @@ out:
   return CLI_EXIT_OK;
 }
 
-/* The callers view: each stack reversed (allocation point first) and cut at depth levels,
- * interned in a second trie that carries the self figures of the stacks it came from. */
-static int build_inverted(const cts_stacks_t *s, long depth, cts_stacks_t *inv) {
-  int e = cts_stacks_init(inv, false, 0);
-  if (e) return e;
-  inv->max_nodes = s->max_nodes ? s->max_nodes : CTS_STACKS_DEFAULT_MAX_NODES; /* same bound */
-  uint64_t *path = malloc((size_t)depth * sizeof *path);
-  if (!path) return -ENOMEM;
-  for (uint32_t i = 0; i < s->count && !e; i++) {
+/* ---- trees printed from a trie with figures: JSON, and the callers view ----------------- */
+
+/* A node that is printed: the root, and every node whose inclusive figure by the sort key
+ * reaches the threshold, at most max_depth deep, under a printed parent. Only these need
+ * all of their figures; the others' count only in their ancestors' sums. So a tree holds
+ * 12 bytes a trie node while it is made (its inclusive sort key, and the printed node each
+ * node's figures go to), then ~220 bytes a printed node, each of which prints more. */
+typedef struct printed_node {
+  uint32_t node;                      /* in the trie (kept nodes are in the trie's order) */
+  uint32_t parent;                    /* printed index of its parent (the root: itself) */
+  uint32_t first_child, next_sibling; /* printed indices, UINT32_MAX = none */
+  uint64_t code;                      /* label */
+  uint64_t order;                     /* siblings of the same metric print in this order */
+  uint32_t depth;
+  uint64_t metric; /* inclusive, by the sort key */
+  cts_site_stats_t incl, self;
+} printed_node_t;
+
+typedef struct printed_tree {
+  printed_node_t *nodes;
+  size_t n, cap;
+  uint32_t root; /* printed index of the root */
+  uint64_t total, threshold;
+} printed_tree_t;
+
+/* Appends a printed node (its links none yet): its index, or UINT32_MAX out of memory. */
+static uint32_t printed_add(printed_tree_t *pt, const printed_node_t *n) {
+  if (pt->n >= UINT32_MAX - 1 || cts_grow((void **)&pt->nodes, &pt->cap, pt->n, sizeof *pt->nodes))
+    return UINT32_MAX;
+  pt->nodes[pt->n] = *n;
+  pt->nodes[pt->n].first_child = pt->nodes[pt->n].next_sibling = UINT32_MAX;
+  return (uint32_t)pt->n++;
+}
+
+/* Whether trie node i (parent p, printed index kept[p] the nearest printed ancestor) is
+ * printed. */
+static bool is_printed(const printed_tree_t *pt, const cts_stacks_t *s, const uint32_t *kept,
+                       const uint64_t *metric, uint32_t i, long max_depth) {
+  const uint32_t p = s->nodes[i].parent;
+  return pt->nodes[kept[p]].node == p && reaches(metric[i], pt->threshold) &&
+         (long)s->nodes[i].depth <= max_depth;
+}
+
+/* The printed nodes of s with their inclusive and self figures, est_allocs of the
+ * inclusive ones summed in cts_stacks_inclusive's order (the same digits). Reads s's nodes
+ * and records, frees nothing of s. Returns 0 or -ENOMEM (pt then empty). */
+static int printed_tree_build(printed_tree_t *pt, const cts_stacks_t *s, const top_opts_t *opts) {
+  *pt = (printed_tree_t){0};
+  uint64_t *metric = malloc((size_t)s->count * sizeof *metric);
+  uint32_t *kept = malloc((size_t)s->count * sizeof *kept);
+  int e = metric && kept ? 0 : -ENOMEM;
+  for (uint32_t i = 0; !e && i < s->count; i++) {
     const cts_site_stats_t self = cts_stacks_self(s, i);
-    if (self.allocs == 0) continue;
-    size_t n = 0;
-    for (uint32_t cur = i; cur != 0 && n < (size_t)depth; cur = s->nodes[cur].parent)
-      path[n++] = s->nodes[cur].code;
-    uint32_t node;
-    e = cts_stacks_intern(inv, path, n, &node);
-    if (!e) e = cts_stacks_add_self(inv, node, &self);
+    metric[i] = cts_site_stats_metric(&self, opts->sort);
   }
-  free(path);
+  for (uint32_t i = s->count; !e && i-- > 1;) metric[s->nodes[i].parent] += metric[i];
+  /* (A trie always has its root: count >= 1.) */
+  if (!e) {
+    pt->total = metric[0];
+    pt->threshold = (uint64_t)((double)pt->total * opts->min_percent / 100.0);
+  }
+  for (uint32_t i = 0; !e && i < s->count; i++) {
+    if (i && !is_printed(pt, s, kept, metric, i, opts->depth)) {
+      kept[i] = kept[s->nodes[i].parent];
+      continue;
+    }
+    kept[i] = printed_add(pt, &(printed_node_t){.node = i,
+                                                .parent = i ? kept[s->nodes[i].parent] : 0,
+                                                .code = s->nodes[i].code,
+                                                .order = i,
+                                                .depth = s->nodes[i].depth,
+                                                .metric = metric[i]});
+    if (kept[i] == UINT32_MAX) e = -ENOMEM;
+  }
+  free(metric);
+  metric = NULL;
+  /* Each node's own figures into its nearest printed ancestor-or-self, then the printed
+   * nodes' sums up the printed tree: integers, exact whatever the order. */
+  for (uint32_t i = 0; !e && i < s->count; i++) {
+    printed_node_t *k = &pt->nodes[kept[i]];
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    cts_site_stats_add(&k->incl, &self);
+    if (k->node == i) k->self = self;
+  }
+  free(kept);
+  for (size_t k = pt->n; !e && k-- > 1;)
+    cts_site_stats_add(&pt->nodes[pt->nodes[k].parent].incl, &pt->nodes[k].incl);
+  /* est_allocs, a double, in cts_stacks_inclusive's order: every node's, children from the
+   * last made. */
+  double *est = e ? NULL : malloc((size_t)s->count * sizeof *est);
+  if (!e && !est) e = -ENOMEM;
+  for (uint32_t i = 0; !e && i < s->count; i++) est[i] = cts_stacks_self(s, i).est_allocs;
+  for (uint32_t i = s->count; !e && i-- > 1;) est[s->nodes[i].parent] += est[i];
+  for (size_t k = 0; !e && k < pt->n; k++) pt->nodes[k].incl.est_allocs = est[pt->nodes[k].node];
+  free(est);
+  for (size_t k = pt->n; !e && k-- > 1;) {
+    printed_node_t *parent = &pt->nodes[pt->nodes[k].parent];
+    pt->nodes[k].next_sibling = parent->first_child;
+    parent->first_child = (uint32_t)k;
+  }
+  if (e) {
+    free(pt->nodes);
+    *pt = (printed_tree_t){0};
+  }
+  return e;
+}
+
+/* Children by the metric, largest first, then in their order (that of the trie's nodes). */
+static int cmp_printed(const void *a, const void *b, void *arg) {
+  const printed_node_t *nodes = arg;
+  const printed_node_t *x = &nodes[*(const uint32_t *)a], *y = &nodes[*(const uint32_t *)b];
+  if (x->metric != y->metric) return x->metric > y->metric ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+typedef struct printed_print {
+  cts_out_t *o;
+  cts_json_t *w; /* JSON nodes, else text */
+  const cli_trace_t *t;
+  const printed_tree_t *pt;
+  const cts_labels_t *labels;
+  cts_sort_t sort;
+  bool inverted, nomem;
+  size_t printed;
+} printed_print_t;
+
+static uint32_t printed_next(const void *ctx, uint32_t c) {
+  const printed_node_t *nodes = ctx;
+  return nodes[c].next_sibling;
+}
+
+static bool printed_shown(const void *ctx, uint32_t c) {
+  (void)ctx;
+  (void)c;
+  return true; /* (a printed tree holds only what it prints) */
+}
+
+static void print_printed(printed_print_t *pp, uint32_t k, size_t parent_id) {
+  const printed_node_t *n = &pp->pt->nodes[k];
+  const cts_alloc_profile_t *p = &pp->t->prof;
+  const char *label = cts_labels_name(pp->labels, n->code);
+  const size_t id = pp->printed++;
+  if (pp->w) {
+    cts_json_t *w = pp->w;
+    cts_json_ws(w, "\n  ");
+    cts_json_object(w);
+    cts_json_kv_u64(w, "id", id);
+    cts_json_key(w, "parent");
+    if (k == pp->pt->root)
+      cts_json_null(w);
+    else
+      cts_json_u64(w, parent_id);
+    cts_json_kv_u64(w, "depth", n->depth);
+    cts_json_kv_str(w, "frame", label);
+    json_stats(w, p, &n->incl);
+    cts_json_key(w, "self");
+    cts_json_object(w);
+    json_stats(w, p, &n->self);
+    cts_json_end(w);
+    cts_json_end(w);
+  } else {
+    const uint64_t self = cts_site_stats_metric(&n->self, shown_sort(pp->sort));
+    print_text_line(pp->o, p, n->metric, pp->pt->total,
+                    cts_site_stats_metric(&n->incl, shown_sort(pp->sort)),
+                    pp->inverted ? NULL : &self, n->depth, label);
+  }
+  size_t nchildren;
+  uint32_t *children = sorted_children(&(child_walk_t){.next = printed_next,
+                                                       .shown = printed_shown,
+                                                       .cmp = cmp_printed,
+                                                       .ctx = (void *)pp->pt->nodes},
+                                       n->first_child, &nchildren);
+  if (nchildren == SIZE_MAX) {
+    pp->nomem = true;
+    return;
+  }
+  for (size_t i = 0; i < nchildren; i++) print_printed(pp, children[i], id);
+  free(children);
+}
+
+/* Prints a printed tree as JSON (w) or text, and frees it. */
+static int print_printed_tree(cts_out_t *o, cts_json_t *w, const cli_trace_t *t, printed_tree_t *pt,
+                              const cts_labels_t *labels, const top_opts_t *opts, bool inverted) {
+  printed_print_t pp = {
+      .o = o, .w = w, .t = t, .pt = pt, .labels = labels, .sort = opts->sort, .inverted = inverted};
+  if (w) {
+    print_json_header(w, t, opts, inverted ? "inverted" : "tree");
+    cts_json_kv_i64(w, "depth", opts->depth);
+    cts_json_key(w, "min_percent");
+    cts_json_g(w, opts->min_percent, 6);
+    cts_json_ws(w, "\n ");
+    cts_json_key(w, "nodes");
+    cts_json_array(w);
+  } else {
+    print_tree_heading(o, opts, inverted);
+  }
+  print_printed(&pp, pt->root, 0);
+  if (w) cli_jw_end(w, true);
+  free(pt->nodes);
+  *pt = (printed_tree_t){0};
+  if (pp.nomem) {
+    cli_error("out of memory");
+    return CLI_EXIT_INTERNAL;
+  }
+  return CLI_EXIT_OK;
+}
+
+/* Frees a profile's trie once its view no longer reads it: the heap's totals, which the
+ * headers print, stay. */
+static void drop_trie(cts_stacks_t *s) {
+  const uint64_t live = s->live_samples, peak = s->peak_samples, peak_at = s->peak_time_us;
+  cts_stacks_fini(s);
+  s->live_samples = live;
+  s->peak_samples = peak;
+  s->peak_time_us = peak_at;
+}
+
+/* ---- the callers view, made without its trie --------------------------------------------- */
+
+/* The callers view is the trie of the call tree's stacks reversed (allocation point first)
+ * and cut at --depth frames, each carrying the self figures of the tree node it came from
+ * (a source: a node that allocated). That trie can be several times the tree's size (23.5 M
+ * nodes for default150.ctf's 7.9 M), so it is not made: its nodes are walked depth first,
+ * each as the run of sources whose reversed stacks share its path, split by the label of
+ * their next frame; only the printed nodes are kept. The output is the trie's: a node's
+ * children come in the order the trie would have made them (by their first source, the
+ * sources taken in the tree's order), which orders siblings of the same figure and the sums
+ * of est_allocs (children from the last made, as cts_stacks_inclusive), and the trie's node
+ * budget (CTS_STACKS_DEFAULT_MAX_NODES) is applied as interning would: a stack that needs a
+ * node past it goes under (stacks beyond the memory budget) by its last frame kept. */
+
+/* A source on its walk: its ordinal (sources are in the tree's order) and the tree node
+ * whose label is its next frame (0: none left). */
+typedef struct inv_entry {
+  uint32_t ord, cur;
+} inv_entry_t;
+
+/* Scratch of the walk: entries, or sort keys. */
+typedef union inv_slot {
+  inv_entry_t e;
+  uint64_t key;
+} inv_slot_t;
+
+typedef struct inv_walk {
+  const cts_stacks_t *s;
+  const top_opts_t *opts;
+  uint32_t *src;   /* tree node of each source */
+  inv_entry_t *e;  /* the sources' walks, each node's run in source order */
+  inv_slot_t *tmp; /* scratch, as many */
+  uint64_t *keys;  /* a run's sort keys: label << 32 | place in the run */
+  unsigned label_bytes;
+  uint32_t *groups; /* stack of the runs of children being walked: start, end, first, label */
+  size_t ngroups, groups_cap;
+  double *ests; /* stack of the walked children's inclusive est_allocs */
+  size_t nests, ests_cap;
+  uint32_t *pending; /* stack of printed nodes whose parent is not printed yet */
+  size_t npending, pending_cap;
+  /* The budget pass (counting): nodes each source makes first (then the number of the
+   * trie's nodes made up to its last one, saturated), and the first source of each source's
+   * last node; then whether a source is past the budget. */
+  bool counting;
+  uint32_t *made, *last_first;
+  uint8_t *over;
+  /* Text only (no est_allocs printed): each source's sort key, so that a child that cannot
+   * be printed is summed rather than walked. */
+  uint64_t *metric;
+  printed_tree_t *pt;
+  int err;
+} inv_walk_t;
+
+static uint32_t source_len(const inv_walk_t *w, uint32_t ord) {
+  const uint32_t d = w->s->nodes[w->src[ord]].depth;
+  return (long)d < w->opts->depth ? d : (uint32_t)w->opts->depth;
+}
+
+/* Sorts keys[0..m) by their label (high half), keeping the order of equal ones: the low
+ * halves, places in the run, are in order. LSD radix by byte of the label, scratch tmp. */
+static void sort_by_label(uint64_t *keys, inv_slot_t *tmp, size_t m, unsigned label_bytes) {
+  if (m <= 32) {
+    for (size_t j = 1; j < m; j++) {
+      const uint64_t k = keys[j];
+      size_t i = j;
+      for (; i > 0 && keys[i - 1] > k; i--) keys[i] = keys[i - 1];
+      keys[i] = k;
+    }
+    return;
+  }
+  for (unsigned b = 0; b < label_bytes; b++) {
+    size_t count[257] = {0};
+    const unsigned shift = 32 + 8 * b;
+    for (size_t j = 0; j < m; j++) count[(keys[j] >> shift & 255) + 1]++;
+    for (size_t d = 1; d < 257; d++) count[d] += count[d - 1];
+    for (size_t j = 0; j < m; j++) tmp[count[keys[j] >> shift & 255]++].key = keys[j];
+    for (size_t j = 0; j < m; j++) keys[j] = tmp[j].key;
+  }
+}
+
+/* Pushes v on a stack of uint32_t (false: out of memory). */
+static bool push_u32(uint32_t **v, size_t *n, size_t *cap, uint32_t x) {
+  if (cts_grow((void **)v, cap, *n, sizeof **v)) return false;
+  (*v)[(*n)++] = x;
+  return true;
+}
+
+static bool push_group(inv_walk_t *w, uint32_t lo, uint32_t hi, uint32_t first, uint32_t label) {
+  if (w->ngroups + 4 > w->groups_cap &&
+      cts_grow((void **)&w->groups, &w->groups_cap, w->ngroups + 3, sizeof *w->groups))
+    return false;
+  uint32_t *g = &w->groups[w->ngroups];
+  g[0] = lo;
+  g[1] = hi;
+  g[2] = first;
+  g[3] = label;
+  w->ngroups += 4;
+  return true;
+}
+
+/* Puts the runs groups[gbase..) (4 words each) in the order of their first source. */
+static void order_groups(inv_walk_t *w, size_t gbase) {
+  const size_t ng = (w->ngroups - gbase) / 4;
+  uint32_t *g = &w->groups[gbase];
+  for (size_t j = 1; j < ng; j++) { /* (nearly always few, and nearly in order) */
+    uint32_t k[4];
+    memcpy(k, &g[4 * j], sizeof k);
+    size_t i = j;
+    for (; i > 0 && g[4 * (i - 1) + 2] > k[2]; i--) memcpy(&g[4 * i], &g[4 * (i - 1)], sizeof k);
+    memcpy(&g[4 * i], k, sizeof k);
+  }
+}
+
+/* Links the printed nodes above pending[base] as children of printed node parent and pops
+ * them. */
+static void adopt(inv_walk_t *w, size_t base, uint32_t parent) {
+  for (size_t j = w->npending; j-- > base;) {
+    printed_node_t *c = &w->pt->nodes[w->pending[j]];
+    c->parent = parent;
+    c->next_sibling = w->pt->nodes[parent].first_child;
+    w->pt->nodes[parent].first_child = w->pending[j];
+  }
+  w->npending = base;
+}
+
+/* Records node (code, depth, order) with those figures if it is printed: the root, or one
+ * that reaches the threshold (its parent then does too: a child's figure is at most its
+ * parent's), its printed children above pending[base]. */
+static void inv_record(inv_walk_t *w, size_t base, uint64_t code, uint32_t depth, uint64_t order,
+                       const cts_site_stats_t *incl, const cts_site_stats_t *self, double est) {
+  const uint64_t metric = cts_site_stats_metric(incl, w->opts->sort);
+  if (depth && !reaches(metric, w->pt->threshold)) {
+    w->npending = base; /* (none) */
+    return;
+  }
+  printed_node_t n = {.node = UINT32_MAX,
+                      .code = code,
+                      .order = order,
+                      .depth = depth,
+                      .metric = metric,
+                      .incl = *incl,
+                      .self = *self};
+  n.incl.est_allocs = est;
+  const uint32_t k = printed_add(w->pt, &n);
+  if (k == UINT32_MAX) {
+    w->err = -ENOMEM;
+    return;
+  }
+  w->pt->nodes[k].parent = k;
+  adopt(w, base, k);
+  if (depth && !push_u32(&w->pending, &w->npending, &w->pending_cap, k)) w->err = -ENOMEM;
+}
+
+/* The label of source o's last frame kept. */
+static uint64_t last_label(const inv_walk_t *w, uint32_t o) {
+  uint32_t cur = w->src[o];
+  for (uint32_t d = source_len(w, o); d > 1; d--) cur = w->s->nodes[cur].parent;
+  return w->s->nodes[cur].code;
+}
+
+/* The sources past the budget, under (stacks beyond the memory budget) by the label of their
+ * last frame kept (as intern_overflow in sites.c): that node comes after every other child
+ * of the root, its children in the order of their first source. Adds its figures to *incl
+ * and pushes its est_allocs. */
+static void inv_overflow(inv_walk_t *w, uint32_t nsrc, cts_site_stats_t *incl) {
+  size_t n = 0;
+  for (uint32_t o = 0; o < nsrc; o++)
+    if (w->over[o]) w->e[n++] = (inv_entry_t){.ord = o};
+  if (!n) return;
+  for (size_t j = 0; j < n; j++) w->keys[j] = last_label(w, w->e[j].ord) << 32 | j;
+  sort_by_label(w->keys, w->tmp, n, w->label_bytes);
+  const size_t base = w->npending, gbase = w->ngroups;
+  for (size_t j = 0; j < n && !w->err;) {
+    size_t k = j;
+    while (k < n && w->keys[k] >> 32 == w->keys[j] >> 32) k++;
+    if (!push_group(w, (uint32_t)j, (uint32_t)k, w->e[(uint32_t)w->keys[j]].ord,
+                    (uint32_t)(w->keys[j] >> 32)))
+      w->err = -ENOMEM;
+    j = k;
+  }
+  order_groups(w, gbase);
+  const size_t ng = (w->ngroups - gbase) / 4, ebase = w->nests;
+  cts_site_stats_t over = {0};
+  for (size_t g = 0; !w->err && g < ng; g++) {
+    const uint32_t *grp = &w->groups[gbase + 4 * g];
+    cts_site_stats_t self = {0};
+    for (uint32_t j = grp[0]; j < grp[1]; j++) {
+      const cts_site_stats_t f = cts_stacks_self(w->s, w->src[w->e[(uint32_t)w->keys[j]].ord]);
+      cts_site_stats_add(&self, &f);
+    }
+    cts_site_stats_add(&over, &self);
+    inv_record(w, w->npending, grp[3], 2, grp[2], &self, &self, self.est_allocs);
+    if (!w->err && cts_grow((void **)&w->ests, &w->ests_cap, w->nests, sizeof *w->ests))
+      w->err = -ENOMEM;
+    if (!w->err) w->ests[w->nests++] = self.est_allocs;
+  }
+  double est = 0.0; /* (the node has no figures of its own) */
+  for (size_t j = w->nests; j-- > ebase;) est += w->ests[j];
+  w->nests = ebase;
+  w->ngroups = gbase;
+  if (w->err) return;
+  cts_site_stats_add(incl, &over);
+  const cts_site_stats_t none = {0};
+  inv_record(w, base, CTS_STACKS_OVERFLOW_CODE, 1, UINT64_MAX, &over, &none, est);
+  if (!w->err && cts_grow((void **)&w->ests, &w->ests_cap, w->nests, sizeof *w->ests))
+    w->err = -ENOMEM;
+  if (!w->err) w->ests[w->nests++] = est;
+}
+
+/* Whether the node of sources e[lo..hi) reaches the threshold (its sort key is theirs). */
+static bool inv_reaches(const inv_walk_t *w, size_t lo, size_t hi) {
+  uint64_t sum = 0;
+  for (size_t j = lo; j < hi; j++)
+    if (!w->over[w->e[j].ord]) sum += w->metric[w->e[j].ord];
+  return reaches(sum, w->pt->threshold);
+}
+
+/* The inclusive figures of the node of sources e[lo..hi) without its walk (*est: 0, for
+ * the text, which prints none). */
+static void inv_sum(const inv_walk_t *w, size_t lo, size_t hi, cts_site_stats_t *incl,
+                    double *est) {
+  *incl = (cts_site_stats_t){0};
+  for (size_t j = lo; j < hi; j++)
+    if (!w->over[w->e[j].ord]) {
+      const cts_site_stats_t f = cts_stacks_self(w->s, w->src[w->e[j].ord]);
+      cts_site_stats_add(incl, &f);
+    }
+  *est = 0;
+}
+
+/* Walks the node (label code, at depth) whose sources are e[lo..hi), in source order:
+ * returns its inclusive figures in *incl and their est_allocs in *est. */
+static void inv_node(inv_walk_t *w, size_t lo, size_t hi, uint64_t code, uint32_t depth,
+                     uint32_t nsrc, cts_site_stats_t *incl, double *est) {
+  const uint32_t first = w->e[lo].ord;
+  const bool at_max = (long)depth >= w->opts->depth;
+  if (w->counting && depth) w->made[first]++; /* (the root is made by no source) */
+  /* The sources that end here first (their self figures are this node's), in order. */
+  size_t c = lo;
+  if (at_max) {
+    c = hi;
+  } else {
+    while (c < hi && !w->e[c].cur) c++;
+    size_t t = 0;
+    for (size_t j = c; j < hi; j++)
+      if (!w->e[j].cur)
+        w->e[c++] = w->e[j];
+      else
+        w->tmp[t++].e = w->e[j];
+    for (size_t j = 0; j < t; j++) w->e[c + j] = w->tmp[j].e;
+  }
+  cts_site_stats_t self = {0};
+  for (size_t j = lo; j < c; j++) {
+    const uint32_t o = w->e[j].ord;
+    if (w->counting) {
+      w->last_first[o] = first;
+    } else if (!w->over[o]) {
+      const cts_site_stats_t f = cts_stacks_self(w->s, w->src[o]);
+      cts_site_stats_add(&self, &f);
+    }
+  }
+  *incl = self;
+  /* The others by the label of their next frame, which is read with the frame after it (one
+   * look at the tree's node: a likely cache miss), in source order within a label. */
+  const size_t m = hi - c;
+  const cts_stack_node_t *nodes = w->s->nodes;
+  bool one = true;
+  for (size_t j = 0; j < m; j++) {
+    const cts_stack_node_t *n = &nodes[w->e[c + j].cur];
+    w->keys[j] = n->code << 32 | j;
+    w->e[c + j].cur = n->parent;
+    one = one && w->keys[j] >> 32 == w->keys[0] >> 32;
+  }
+  if (!one) {
+    sort_by_label(w->keys, w->tmp, m, w->label_bytes);
+    for (size_t j = 0; j < m; j++) w->tmp[j].e = w->e[c + (uint32_t)w->keys[j]];
+    for (size_t j = 0; j < m; j++) w->e[c + j] = w->tmp[j].e;
+  }
+  const size_t gbase = w->ngroups;
+  for (size_t j = 0; j < m && !w->err;) {
+    size_t k = j;
+    while (k < m && w->keys[k] >> 32 == w->keys[j] >> 32) k++;
+    if (!push_group(w, (uint32_t)(c + j), (uint32_t)(c + k), w->e[c + j].ord,
+                    (uint32_t)(w->keys[j] >> 32)))
+      w->err = -ENOMEM;
+    j = k;
+  }
+  order_groups(w, gbase); /* the order the trie makes them */
+  const size_t ng = (w->ngroups - gbase) / 4, ebase = w->nests, pbase = w->npending;
+  for (size_t g = 0; g < ng && !w->err; g++) {
+    const uint32_t *grp = &w->groups[gbase + 4 * g];
+    cts_site_stats_t child;
+    double child_est;
+    if (w->metric && !w->counting && !inv_reaches(w, grp[0], grp[1]))
+      inv_sum(w, grp[0], grp[1], &child, &child_est); /* (nothing under it printed) */
+    else
+      inv_node(w, grp[0], grp[1], grp[3], depth + 1, nsrc, &child, &child_est);
+    cts_site_stats_add(incl, &child);
+    if (!w->err && cts_grow((void **)&w->ests, &w->ests_cap, w->nests, sizeof *w->ests))
+      w->err = -ENOMEM;
+    if (!w->err) w->ests[w->nests++] = child_est;
+  }
+  w->ngroups = gbase;
+  if (depth == 0 && !w->counting && !w->err) inv_overflow(w, nsrc, incl);
+  /* est_allocs: self, then the children from the last made (cts_stacks_inclusive's). */
+  double sum = self.est_allocs;
+  for (size_t j = w->nests; j-- > ebase;) sum += w->ests[j];
+  w->nests = ebase;
+  *est = sum;
+  if (!w->counting && !w->err) inv_record(w, pbase, code, depth, first, incl, &self, sum);
+}
+
+/* Resets the walks: every source at its own node, in order. */
+static void inv_start(inv_walk_t *w, uint32_t nsrc) {
+  for (uint32_t o = 0; o < nsrc; o++) w->e[o] = (inv_entry_t){.ord = o, .cur = w->src[o]};
+}
+
+/* Marks the sources past the budget, from the counting walk: source o's last node is
+ * numbered (nodes made up to its first source f's last one) - (the depths f makes below
+ * it). */
+static void mark_over(inv_walk_t *w, uint32_t nsrc) {
+  uint64_t made = 1; /* the root */
+  for (uint32_t o = 0; o < nsrc; o++) {
+    made += w->made[o];
+    w->made[o] = made < UINT32_MAX ? (uint32_t)made : UINT32_MAX;
+  }
+  for (uint32_t o = 0; o < nsrc; o++) {
+    const uint32_t len = source_len(w, o), f = w->last_first[o];
+    if (len) w->over[o] = w->made[f] - 1 - (source_len(w, f) - len) >= CTS_STACKS_DEFAULT_MAX_NODES;
+  }
+}
+
+/* The callers view of tree s (relabelled, with its records) as a printed tree. Returns 0
+ * or -ENOMEM. */
+static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_opts_t *opts,
+                          size_t nlabels) {
+  *pt = (printed_tree_t){0};
+  inv_walk_t w = {.s = s, .opts = opts, .pt = pt, .label_bytes = 1};
+  while (w.label_bytes < 4 && nlabels >> (8 * w.label_bytes)) w.label_bytes++;
+  uint32_t nsrc = 0;
+  uint64_t total = 0, frames = 1;
+  for (uint32_t i = 0; i < s->count; i++) {
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    if (!self.allocs) continue;
+    nsrc++;
+    total += cts_site_stats_metric(&self, opts->sort);
+  }
+  pt->total = total;
+  pt->threshold = (uint64_t)((double)total * opts->min_percent / 100.0);
+  w.src = malloc(((size_t)nsrc + 1) * sizeof *w.src);
+  w.e = malloc(((size_t)nsrc + 1) * sizeof *w.e);
+  w.tmp = malloc(((size_t)nsrc + 1) * sizeof *w.tmp);
+  w.keys = malloc(((size_t)nsrc + 1) * sizeof *w.keys);
+  w.over = calloc((size_t)nsrc + 1, sizeof *w.over);
+  int e = w.src && w.e && w.tmp && w.keys && w.over && nlabels < UINT32_MAX ? 0 : -ENOMEM;
+  if (!opts->out.json && !(w.metric = malloc(((size_t)nsrc + 1) * sizeof *w.metric))) e = -ENOMEM;
+  for (uint32_t i = 0, o = 0; !e && i < s->count; i++) {
+    const cts_site_stats_t self = cts_stacks_self(s, i);
+    if (!self.allocs) continue;
+    if (w.metric) w.metric[o] = cts_site_stats_metric(&self, opts->sort);
+    w.src[o++] = i;
+  }
+  for (uint32_t o = 0; !e && o < nsrc; o++) frames += source_len(&w, o);
+  cts_site_stats_t incl;
+  double est;
+  if (!e && frames > CTS_STACKS_DEFAULT_MAX_NODES) {
+    /* The trie may have spent its budget: which sources' stacks it kept is counted first. */
+    w.made = calloc(nsrc, sizeof *w.made);
+    w.last_first = malloc((size_t)nsrc * sizeof *w.last_first);
+    e = w.made && w.last_first ? 0 : -ENOMEM;
+    if (!e) {
+      w.counting = true;
+      inv_start(&w, nsrc);
+      inv_node(&w, 0, nsrc, 0, 0, nsrc, &incl, &est);
+      w.counting = false;
+      e = w.err;
+    }
+    if (!e) mark_over(&w, nsrc);
+    free(w.made);
+    free(w.last_first);
+  }
+  if (!e && nsrc) {
+    inv_start(&w, nsrc);
+    inv_node(&w, 0, nsrc, 0, 0, nsrc, &incl, &est);
+    e = w.err;
+  } else if (!e && printed_add(pt, &(printed_node_t){.node = UINT32_MAX}) == UINT32_MAX) {
+    e = -ENOMEM; /* (no source: the root alone) */
+  }
+  if (!e) pt->root = (uint32_t)pt->n - 1;
+  free(w.src);
+  free(w.e);
+  free(w.tmp);
+  free(w.keys);
+  free(w.over);
+  free(w.metric);
+  free(w.groups);
+  free(w.ests);
+  free(w.pending);
+  if (e) {
+    free(pt->nodes);
+    *pt = (printed_tree_t){0};
+  }
   return e;
 }
 
@@ -593,7 +1117,7 @@ int cmd_top(int argc, char **argv) {
     const cts_frames_t frames = cli_trace_frames(&t);
     cts_labels_t labels;
     cts_labels_init(&labels, &frames, (cts_label_style_t)opts.by);
-    cts_stacks_t tree = {0}, inv = {0};
+    printed_tree_t pt = {0};
     int e;
     if (opts.view == VIEW_TREE && !w) {
       /* The text tree reads two figures a node: the profile's trie is relabelled in place
@@ -601,28 +1125,23 @@ int cmd_top(int argc, char **argv) {
       uint64_t *metric, *shown;
       e = cts_stacks_relabel_in_place(&t.prof.stacks, &labels, opts.sort, shown_sort(opts.sort),
                                       &metric, &shown);
-      if (!e)
-        view_code = print_tree(out, w, &t, &t.prof.stacks, &labels, &opts, false, metric, shown);
+      if (!e) view_code = print_tree(out, &t, &t.prof.stacks, &labels, &opts, metric, shown);
     } else {
-      /* The profile's (parent, code) table is not read again: freed before tree's is made. */
-      cts_stacks_drop_table(&t.prof.stacks);
-      e = cts_stacks_relabel(&t.prof.stacks, &labels, &tree);
-      cts_stacks_drop_table(&tree); /* (walked from here on, never interned into) */
-      if (!e && opts.view == VIEW_INVERTED) {
-        e = build_inverted(&tree, opts.depth, &inv);
-        cts_stacks_fini(&tree); /* (inv carries the figures: tree is not read again) */
-        cts_stacks_drop_table(&inv);
-      }
+      /* JSON and the callers view read every figure: the profile's trie is relabelled in
+       * place with its records (no second trie), and only the printed nodes get all of
+       * their inclusive figures. */
+      e = cts_stacks_relabel_merge_in_place(&t.prof.stacks, &labels);
       if (!e)
-        view_code = print_tree(out, w, &t, opts.view == VIEW_TREE ? &tree : &inv, &labels, &opts,
-                               opts.view == VIEW_INVERTED, NULL, NULL);
+        e = opts.view == VIEW_INVERTED ? inverted_build(&pt, &t.prof.stacks, &opts, labels.n)
+                                       : printed_tree_build(&pt, &t.prof.stacks, &opts);
+      drop_trie(&t.prof.stacks);
+      if (!e)
+        view_code = print_printed_tree(out, w, &t, &pt, &labels, &opts, opts.view == VIEW_INVERTED);
     }
     if (e) {
       cli_error("out of memory");
       view_code = CLI_EXIT_INTERNAL;
     }
-    cts_stacks_fini(&tree);
-    cts_stacks_fini(&inv);
     cts_labels_fini(&labels);
   }
   if (view_code > code) code = view_code;
