@@ -13,6 +13,7 @@
 #define RING_PACKETS  16u
 #define PID           1u
 #define FLUSH_NS      100000000u /* ktrace_poll(): most time an event waits in the writer */
+#define FLUSH_EVENTS  1024u      /* ktrace_poll(): most events waiting, whatever the time */
 
 extern char boot_stack[], boot_stack_top[]; /* boot.S: the only stack */
 
@@ -343,7 +344,12 @@ int ktrace_start(double rate, uint64_t seed, serial_t *memtrace_port, serial_t *
 void ktrace_poll(void) {
   if (!kt.mt) return;
   const uint64_t now = clock_ns(), events = kt.st.sampled + kt.st.collects;
-  if (events == kt.flushed_events || now - kt.flushed_at_ns < FLUSH_NS) return;
+  /* By time, so that an idle kernel's last events reach the host; by count too, so that
+   * what a crash loses does not depend on how fast the machine ran (a run that faulted
+   * within its first 100 ms lost every event). */
+  if (events == kt.flushed_events ||
+      (now - kt.flushed_at_ns < FLUSH_NS && events - kt.flushed_events < FLUSH_EVENTS))
+    return;
   kt.flushed_at_ns = now;
   kt.flushed_events = events;
   kt.busy = true;

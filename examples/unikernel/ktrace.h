@@ -29,9 +29,10 @@ typedef struct ktrace_stats {
 /** Starts both traces: @p rate is λ per word (0 < λ ≤ 1), @p seed the sampler's seed. The
  *  ports must be initialised. Returns 0 or a CTS_E_* code. */
 int ktrace_start(double rate, uint64_t seed, serial_t *memtrace_port, serial_t *task_port);
-/** From the event loop: sends the memtrace events buffered for more than 100 ms, so that
- *  the host sees allocations while the kernel runs, and a crash that never reaches the
- *  fault handler (a triple fault) loses at most that much of the trace. */
+/** From the event loop: sends the memtrace events buffered for more than 100 ms, or once
+ *  1 024 are waiting, so that the host sees allocations while the kernel runs, and a
+ *  crash that never reaches the fault handler (a triple fault) loses at most that much
+ *  of the trace. */
 void ktrace_poll(void);
 /** Ends both traces: closes the memtrace writer and sends the ring's last packets. */
 void ktrace_stop(void);
