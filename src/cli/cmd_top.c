@@ -715,6 +715,7 @@ static bool push_group(inv_walk_t *w, uint32_t lo, uint32_t hi, uint32_t first, 
 /* Puts the runs groups[gbase..) (4 words each) in the order of their first source. */
 static void order_groups(inv_walk_t *w, size_t gbase) {
   const size_t ng = (w->ngroups - gbase) / 4;
+  if (ng < 2) return; /* (groups may still be NULL: no offset from it) */
   uint32_t *g = &w->groups[gbase];
   for (size_t j = 1; j < ng; j++) { /* (nearly always few, and nearly in order) */
     uint32_t k[4];
