@@ -306,18 +306,17 @@ static inline uint32_t merged_find(const cts_stack_tslot_t *t, uint32_t cap,
   return t[j].node;
 }
 
-/* Merged node m's sum by the first key while the pass runs: in its site and stat fields,
- * which it does not use until then (8 bytes a node that no array of the trie's size takes
- * in the pass's peak). memcpy: the fields are two uint32_t, not a uint64_t. */
-_Static_assert(offsetof(cts_stack_node_t, stat) == offsetof(cts_stack_node_t, site) + 4,
-               "site and stat are adjacent");
-static inline uint64_t pass_sum(const cts_stack_node_t *m) {
-  uint64_t v;
-  memcpy(&v, &m->site, sizeof v);
-  return v;
-}
-static inline void set_pass_sum(cts_stack_node_t *m, uint64_t v) {
-  memcpy(&m->site, &v, sizeof v);
+/* Room for merged node m's sum in *sums (capacity *cap): grown by half as the merged nodes
+ * are, so that the sums take 8 bytes a merged node (usually far fewer than the trie's) and
+ * not a node. False if out of memory. */
+static bool reserve_sum(uint64_t **sums, uint32_t *cap, uint32_t m) {
+  if (m < *cap) return true;
+  const uint32_t c = *cap < 1024 ? 1024 : *cap + *cap / 2;
+  uint64_t *p = realloc(*sums, (size_t)c * sizeof *p);
+  if (!p) return false;
+  *sums = p;
+  *cap = c;
+  return true;
 }
 
 /* Adds the figures of node from (not yet overwritten) into merged node into's record
@@ -344,13 +343,15 @@ typedef struct merge_pass {
   bool records;
   cts_sort_t first_key, second_key;
   uint64_t *b; /* by the second key, when it differs (sums mode) */
+  uint64_t *a; /* by the first key (sums mode), made by the pass: a_cap entries */
+  uint32_t a_cap;
 } merge_pass_t;
 
 /* The pass of both in-place relabels: merges s's nodes by label into s->nodes[0..*merged),
  * numbered and ordered as cts_stacks_relabel's. Parents come before children, and node i
  * merges into one numbered at most i: writing merged node m over node m (already read)
  * leaves every node still to read intact. Returns 0 or -ENOMEM (s's nodes then garbage). */
-static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t *mp,
+static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, merge_pass_t *mp,
                       uint32_t *merged_out) {
   /* The (parent, code) table is not read here: freed before the pass's own is made. */
   cts_stacks_drop_table(s);
@@ -372,7 +373,10 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
     if (!records) {
       const cts_site_stats_t root = cts_stacks_self(s, 0);
       if (two) b[0] = cts_site_stats_metric(&root, second_key);
-      set_pass_sum(&nodes[0], cts_site_stats_metric(&root, first_key));
+      if (reserve_sum(&mp->a, &mp->a_cap, 0))
+        mp->a[0] = cts_site_stats_metric(&root, first_key);
+      else
+        e = -ENOMEM;
     }
   }
   for (uint32_t i = 1; !e && i < s->count; i++) {
@@ -401,16 +405,20 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
         stat = nodes[m].stat;
       }
       if (is_new) t[slot] = (cts_stack_tslot_t){.node = m, .tag = tag};
-      nodes[m] = (cts_stack_node_t){
-          .code = label, .parent = parent, .depth = node.depth, .site = UINT32_MAX, .stat = stat};
+      nodes[m] = (cts_stack_node_t){.code = label, .parent = parent, .stat = stat};
       continue;
     }
     const cts_site_stats_t self = cts_stacks_self(s, i); /* before nodes[i] may change */
     if (is_new) {
+      if (!reserve_sum(&mp->a, &mp->a_cap, m)) {
+        e = -ENOMEM;
+        break;
+      }
+      mp->a[m] = 0;
       t[slot] = (cts_stack_tslot_t){.node = m, .tag = tag};
-      nodes[m] = (cts_stack_node_t){.code = label, .parent = parent, .depth = node.depth};
+      nodes[m] = (cts_stack_node_t){.code = label, .parent = parent};
     }
-    set_pass_sum(&nodes[m], pass_sum(&nodes[m]) + cts_site_stats_metric(&self, first_key));
+    mp->a[m] += cts_site_stats_metric(&self, first_key);
     if (two) b[m] += cts_site_stats_metric(&self, second_key);
   }
   free(t);
@@ -443,43 +451,43 @@ int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_
   free(s->stats);
   free(s->wide);
   free(s->lean);
+  free(s->record_sites);
   s->stats = NULL;
   s->wide = NULL;
   s->wide_count = 0;
   s->wide_cap = 0;
   s->lean = calloc(1, sizeof *s->lean);
-  s->stat_count = s->stat_cap = s->lean ? 1 : 0;
+  s->record_sites = malloc(sizeof *s->record_sites);
+  if (s->record_sites) s->record_sites[0] = UINT32_MAX;
+  s->stat_count = s->stat_cap = s->lean && s->record_sites ? 1 : 0;
   s->live_by_site = false;
   s->count = e ? 1 : merged;
-  uint64_t *a = e || !s->lean ? NULL : malloc((size_t)merged * sizeof *a);
-  for (uint32_t m = 0; a && m < merged; m++) {
-    a[m] = pass_sum(&nodes[m]);
-    nodes[m].site = UINT32_MAX;
-    nodes[m].stat = 0;
-  }
-  if (!a) {
-    nodes[0].site = UINT32_MAX;
+  if (e || !s->stat_cap) {
     nodes[0].stat = 0;
     s->count = 1;
+    free(mp.a);
     free(mp.b);
     return e ? e : -ENOMEM;
   }
+  for (uint32_t m = 0; m < merged; m++) nodes[m].stat = 0;
   shrink_nodes(s, merged);
+  uint64_t *a = realloc(mp.a, (size_t)merged * sizeof *a);
+  if (!a) a = mp.a; /* kept at its capacity */
   *first = a;
   *second = two ? mp.b : a;
   return 0;
 }
 
 int cts_stacks_relabel_merge_in_place(cts_stacks_t *s, cts_labels_t *labels) {
-  const merge_pass_t mp = {.records = true};
+  merge_pass_t mp = {.records = true};
   uint32_t merged = 1;
   const int e = merge_pass(s, labels, &mp, &merged);
   /* By site, live and peak figures were the sites' on their first nodes, which the merged
-   * nodes no longer are: the records' allocated figures alone are left. */
+   * nodes no longer are: the records' allocated figures alone are left, and no site. */
   s->live_by_site = false;
+  for (size_t i = 0; i < s->stat_count; i++) s->record_sites[i] = UINT32_MAX;
   if (e) {
     s->count = 1;
-    s->nodes[0].site = UINT32_MAX;
     return e;
   }
   shrink_nodes(s, merged);
