@@ -293,30 +293,25 @@ static uint32_t merged_cap(uint32_t count, bool dense) {
   return cap < UINT32_MAX ? (uint32_t)cap : UINT32_MAX;
 }
 
+/* While the sums pass runs, a merged node keeps its label in its stat field and its sum by
+ * the first key in its code field (8 bytes a node that no array of the trie's size takes in
+ * the pass's peak): the records' pass keeps the label in the code, and the record in stat. */
+static inline uint64_t merged_label(const cts_stack_node_t *m, bool sums) {
+  return sums ? m->stat : m->code;
+}
+
 /* Where merged node (parent, label) of that tag sits in table t: its slot, or the empty one
  * where it goes. */
 static inline uint32_t merged_find(const cts_stack_tslot_t *t, uint32_t cap,
-                                   const cts_stack_node_t *nodes, uint32_t parent, uint64_t label,
-                                   uint32_t tag, size_t *slot) {
+                                   const cts_stack_node_t *nodes, bool sums, uint32_t parent,
+                                   uint64_t label, uint32_t tag, size_t *slot) {
   size_t j = (size_t)(((uint64_t)tag * cap) >> 32);
   for (; t[j].node; j = j + 1 == cap ? 0 : j + 1)
-    if (t[j].tag == tag && nodes[t[j].node].parent == parent && nodes[t[j].node].code == label)
+    if (t[j].tag == tag && nodes[t[j].node].parent == parent &&
+        merged_label(&nodes[t[j].node], sums) == label)
       break;
   *slot = j;
   return t[j].node;
-}
-
-/* Room for merged node m's sum in *sums (capacity *cap): grown by half as the merged nodes
- * are, so that the sums take 8 bytes a merged node (usually far fewer than the trie's) and
- * not a node. False if out of memory. */
-static bool reserve_sum(uint64_t **sums, uint32_t *cap, uint32_t m) {
-  if (m < *cap) return true;
-  const uint32_t c = *cap < 1024 ? 1024 : *cap + *cap / 2;
-  uint64_t *p = realloc(*sums, (size_t)c * sizeof *p);
-  if (!p) return false;
-  *sums = p;
-  *cap = c;
-  return true;
 }
 
 /* Adds the figures of node from (not yet overwritten) into merged node into's record
@@ -343,15 +338,13 @@ typedef struct merge_pass {
   bool records;
   cts_sort_t first_key, second_key;
   uint64_t *b; /* by the second key, when it differs (sums mode) */
-  uint64_t *a; /* by the first key (sums mode), made by the pass: a_cap entries */
-  uint32_t a_cap;
 } merge_pass_t;
 
 /* The pass of both in-place relabels: merges s's nodes by label into s->nodes[0..*merged),
  * numbered and ordered as cts_stacks_relabel's. Parents come before children, and node i
  * merges into one numbered at most i: writing merged node m over node m (already read)
  * leaves every node still to read intact. Returns 0 or -ENOMEM (s's nodes then garbage). */
-static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, merge_pass_t *mp,
+static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t *mp,
                       uint32_t *merged_out) {
   /* The (parent, code) table is not read here: freed before the pass's own is made. */
   cts_stacks_drop_table(s);
@@ -373,16 +366,14 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, merge_pass_t *mp,
     if (!records) {
       const cts_site_stats_t root = cts_stacks_self(s, 0);
       if (two) b[0] = cts_site_stats_metric(&root, second_key);
-      if (reserve_sum(&mp->a, &mp->a_cap, 0))
-        mp->a[0] = cts_site_stats_metric(&root, first_key);
-      else
-        e = -ENOMEM;
+      nodes[0].code = cts_site_stats_metric(&root, first_key);
+      nodes[0].stat = 0; /* the root's label (never looked up) */
     }
   }
   for (uint32_t i = 1; !e && i < s->count; i++) {
     const cts_stack_node_t node = nodes[i];
     const uint64_t label = cts_labels_id(labels, node.code);
-    if (!label) {
+    if (!label || (!records && label > UINT32_MAX)) { /* (ids are dense: never that many) */
       e = -ENOMEM;
       break;
     }
@@ -390,7 +381,7 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, merge_pass_t *mp,
     const uint32_t tag =
         (uint32_t)(cts_mix64(label ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) >> 32);
     size_t slot;
-    uint32_t m = merged_find(t, cap, nodes, parent, label, tag, &slot);
+    uint32_t m = merged_find(t, cap, nodes, !records, parent, label, tag, &slot);
     const bool is_new = !m;
     if (is_new) m = merged++;
     map[i] = m;
@@ -410,15 +401,10 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, merge_pass_t *mp,
     }
     const cts_site_stats_t self = cts_stacks_self(s, i); /* before nodes[i] may change */
     if (is_new) {
-      if (!reserve_sum(&mp->a, &mp->a_cap, m)) {
-        e = -ENOMEM;
-        break;
-      }
-      mp->a[m] = 0;
       t[slot] = (cts_stack_tslot_t){.node = m, .tag = tag};
-      nodes[m] = (cts_stack_node_t){.code = label, .parent = parent};
+      nodes[m] = (cts_stack_node_t){.code = 0, .parent = parent, .stat = (uint32_t)label};
     }
-    mp->a[m] += cts_site_stats_metric(&self, first_key);
+    nodes[m].code += cts_site_stats_metric(&self, first_key);
     if (two) b[m] += cts_site_stats_metric(&self, second_key);
   }
   free(t);
@@ -462,17 +448,20 @@ int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_
   s->stat_count = s->stat_cap = s->lean && s->record_sites ? 1 : 0;
   s->live_by_site = false;
   s->count = e ? 1 : merged;
-  if (e || !s->stat_cap) {
+  uint64_t *a = e || !s->stat_cap ? NULL : malloc((size_t)merged * sizeof *a);
+  for (uint32_t m = 0; a && m < merged; m++) { /* the sums out, the labels back */
+    a[m] = nodes[m].code;
+    nodes[m].code = nodes[m].stat;
+    nodes[m].stat = 0;
+  }
+  if (!a) {
+    nodes[0].code = 0;
     nodes[0].stat = 0;
     s->count = 1;
-    free(mp.a);
     free(mp.b);
     return e ? e : -ENOMEM;
   }
-  for (uint32_t m = 0; m < merged; m++) nodes[m].stat = 0;
   shrink_nodes(s, merged);
-  uint64_t *a = realloc(mp.a, (size_t)merged * sizeof *a);
-  if (!a) a = mp.a; /* kept at its capacity */
   *first = a;
   *second = two ? mp.b : a;
   return 0;

@@ -207,7 +207,7 @@ typedef struct cts_stacks {
 } cts_stacks_t;
 
 /* Default node budget of an allocation profile: at least 10 M distinct stack nodes, in
- * about 540 MB with their figures when one node in three ends an allocating stack. */
+ * about 470 MB with their figures when one node in three ends an allocating stack. */
 #define CTS_STACKS_DEFAULT_MAX_NODES (10u << 20)
 
 /* The high halves of record stat's counts, or NULL while they are all below 2^32. */
