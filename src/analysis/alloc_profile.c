@@ -444,8 +444,8 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
       return e;
     }
   } else if (p->stacks.live_by_site) {
-    /* The node's site, while the node is in cache (interned just now), for the free. */
-    const uint32_t site = p->stacks.nodes[node].site;
+    /* The node's site, while its record is in cache (interned just now), for the free. */
+    const uint32_t site = cts_stacks_site(&p->stacks, node);
     if (site < (1u << (64 - REC_SITE)) - 1u) r->clock_flags |= (uint64_t)(site + 1u) << REC_SITE;
   }
   p->live_blocks++;

@@ -259,7 +259,8 @@ static bool same_print(const cts_stacks_t *s, uint32_t a, uint32_t b, long depth
   for (long k = 0; k <= depth; k++) {
     if (a == b) return true;
     if (a == 0 || b == 0) return false;
-    if (k == depth) return s->nodes[a].depth == s->nodes[b].depth; /* "... N more frames" */
+    if (k == depth)
+      return cts_stacks_depth(s, a) == cts_stacks_depth(s, b); /* "... N more frames" */
     if (s->nodes[a].code != s->nodes[b].code) return false;
     a = s->nodes[a].parent, b = s->nodes[b].parent;
   }

@@ -293,31 +293,25 @@ static uint32_t merged_cap(uint32_t count, bool dense) {
   return cap < UINT32_MAX ? (uint32_t)cap : UINT32_MAX;
 }
 
+/* While the sums pass runs, a merged node keeps its label in its stat field and its sum by
+ * the first key in its code field (8 bytes a node that no array of the trie's size takes in
+ * the pass's peak): the records' pass keeps the label in the code, and the record in stat. */
+static inline uint64_t merged_label(const cts_stack_node_t *m, bool sums) {
+  return sums ? m->stat : m->code;
+}
+
 /* Where merged node (parent, label) of that tag sits in table t: its slot, or the empty one
  * where it goes. */
 static inline uint32_t merged_find(const cts_stack_tslot_t *t, uint32_t cap,
-                                   const cts_stack_node_t *nodes, uint32_t parent, uint64_t label,
-                                   uint32_t tag, size_t *slot) {
+                                   const cts_stack_node_t *nodes, bool sums, uint32_t parent,
+                                   uint64_t label, uint32_t tag, size_t *slot) {
   size_t j = (size_t)(((uint64_t)tag * cap) >> 32);
   for (; t[j].node; j = j + 1 == cap ? 0 : j + 1)
-    if (t[j].tag == tag && nodes[t[j].node].parent == parent && nodes[t[j].node].code == label)
+    if (t[j].tag == tag && nodes[t[j].node].parent == parent &&
+        merged_label(&nodes[t[j].node], sums) == label)
       break;
   *slot = j;
   return t[j].node;
-}
-
-/* Merged node m's sum by the first key while the pass runs: in its site and stat fields,
- * which it does not use until then (8 bytes a node that no array of the trie's size takes
- * in the pass's peak). memcpy: the fields are two uint32_t, not a uint64_t. */
-_Static_assert(offsetof(cts_stack_node_t, stat) == offsetof(cts_stack_node_t, site) + 4,
-               "site and stat are adjacent");
-static inline uint64_t pass_sum(const cts_stack_node_t *m) {
-  uint64_t v;
-  memcpy(&v, &m->site, sizeof v);
-  return v;
-}
-static inline void set_pass_sum(cts_stack_node_t *m, uint64_t v) {
-  memcpy(&m->site, &v, sizeof v);
 }
 
 /* Adds the figures of node from (not yet overwritten) into merged node into's record
@@ -372,13 +366,14 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
     if (!records) {
       const cts_site_stats_t root = cts_stacks_self(s, 0);
       if (two) b[0] = cts_site_stats_metric(&root, second_key);
-      set_pass_sum(&nodes[0], cts_site_stats_metric(&root, first_key));
+      nodes[0].code = cts_site_stats_metric(&root, first_key);
+      nodes[0].stat = 0; /* the root's label (never looked up) */
     }
   }
   for (uint32_t i = 1; !e && i < s->count; i++) {
     const cts_stack_node_t node = nodes[i];
     const uint64_t label = cts_labels_id(labels, node.code);
-    if (!label) {
+    if (!label || (!records && label > UINT32_MAX)) { /* (ids are dense: never that many) */
       e = -ENOMEM;
       break;
     }
@@ -386,7 +381,7 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
     const uint32_t tag =
         (uint32_t)(cts_mix64(label ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull)) >> 32);
     size_t slot;
-    uint32_t m = merged_find(t, cap, nodes, parent, label, tag, &slot);
+    uint32_t m = merged_find(t, cap, nodes, !records, parent, label, tag, &slot);
     const bool is_new = !m;
     if (is_new) m = merged++;
     map[i] = m;
@@ -401,16 +396,15 @@ static int merge_pass(cts_stacks_t *s, cts_labels_t *labels, const merge_pass_t 
         stat = nodes[m].stat;
       }
       if (is_new) t[slot] = (cts_stack_tslot_t){.node = m, .tag = tag};
-      nodes[m] = (cts_stack_node_t){
-          .code = label, .parent = parent, .depth = node.depth, .site = UINT32_MAX, .stat = stat};
+      nodes[m] = (cts_stack_node_t){.code = label, .parent = parent, .stat = stat};
       continue;
     }
     const cts_site_stats_t self = cts_stacks_self(s, i); /* before nodes[i] may change */
     if (is_new) {
       t[slot] = (cts_stack_tslot_t){.node = m, .tag = tag};
-      nodes[m] = (cts_stack_node_t){.code = label, .parent = parent, .depth = node.depth};
+      nodes[m] = (cts_stack_node_t){.code = 0, .parent = parent, .stat = (uint32_t)label};
     }
-    set_pass_sum(&nodes[m], pass_sum(&nodes[m]) + cts_site_stats_metric(&self, first_key));
+    nodes[m].code += cts_site_stats_metric(&self, first_key);
     if (two) b[m] += cts_site_stats_metric(&self, second_key);
   }
   free(t);
@@ -443,22 +437,25 @@ int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_
   free(s->stats);
   free(s->wide);
   free(s->lean);
+  free(s->record_sites);
   s->stats = NULL;
   s->wide = NULL;
   s->wide_count = 0;
   s->wide_cap = 0;
   s->lean = calloc(1, sizeof *s->lean);
-  s->stat_count = s->stat_cap = s->lean ? 1 : 0;
+  s->record_sites = malloc(sizeof *s->record_sites);
+  if (s->record_sites) s->record_sites[0] = UINT32_MAX;
+  s->stat_count = s->stat_cap = s->lean && s->record_sites ? 1 : 0;
   s->live_by_site = false;
   s->count = e ? 1 : merged;
-  uint64_t *a = e || !s->lean ? NULL : malloc((size_t)merged * sizeof *a);
-  for (uint32_t m = 0; a && m < merged; m++) {
-    a[m] = pass_sum(&nodes[m]);
-    nodes[m].site = UINT32_MAX;
+  uint64_t *a = e || !s->stat_cap ? NULL : malloc((size_t)merged * sizeof *a);
+  for (uint32_t m = 0; a && m < merged; m++) { /* the sums out, the labels back */
+    a[m] = nodes[m].code;
+    nodes[m].code = nodes[m].stat;
     nodes[m].stat = 0;
   }
   if (!a) {
-    nodes[0].site = UINT32_MAX;
+    nodes[0].code = 0;
     nodes[0].stat = 0;
     s->count = 1;
     free(mp.b);
@@ -471,15 +468,15 @@ int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_
 }
 
 int cts_stacks_relabel_merge_in_place(cts_stacks_t *s, cts_labels_t *labels) {
-  const merge_pass_t mp = {.records = true};
+  merge_pass_t mp = {.records = true};
   uint32_t merged = 1;
   const int e = merge_pass(s, labels, &mp, &merged);
   /* By site, live and peak figures were the sites' on their first nodes, which the merged
-   * nodes no longer are: the records' allocated figures alone are left. */
+   * nodes no longer are: the records' allocated figures alone are left, and no site. */
   s->live_by_site = false;
+  for (size_t i = 0; i < s->stat_count; i++) s->record_sites[i] = UINT32_MAX;
   if (e) {
     s->count = 1;
-    s->nodes[0].site = UINT32_MAX;
     return e;
   }
   shrink_nodes(s, merged);

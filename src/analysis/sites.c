@@ -54,13 +54,14 @@ int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
   s->hint = calloc(CTS_STACKS_HINTS, sizeof *s->hint);
   s->stat_cap = 1024;
   s->stats = calloc(s->stat_cap, sizeof *s->stats);
-  if (!s->nodes || !s->table || !s->memo || !s->hint || !s->stats) {
+  s->record_sites = malloc(s->stat_cap * sizeof *s->record_sites);
+  if (!s->nodes || !s->table || !s->memo || !s->hint || !s->stats || !s->record_sites) {
     cts_stacks_fini(s);
     return -ENOMEM;
   }
   s->count = 1;      /* the root */
   s->stat_count = 1; /* the shared all-zero figures */
-  s->nodes[0].site = UINT32_MAX;
+  s->record_sites[0] = s->record_sites[1] = UINT32_MAX;
   /* The root's own figures: allocations without stacks (cts_alloc_profile without them). */
   s->nodes[0].stat = 1;
   s->stat_count = 2;
@@ -73,6 +74,7 @@ void cts_stacks_fini(cts_stacks_t *s) {
   free(s->nodes);
   free(s->stats);
   free(s->lean);
+  free(s->record_sites);
   free(s->wide);
   free(s->table);
   free(s->memo);
@@ -255,8 +257,6 @@ static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, bool later,
   memset(node, 0, sizeof *node);
   node->code = code;
   node->parent = parent;
-  node->depth = s->nodes[parent].depth + 1;
-  node->site = UINT32_MAX; /* given when the node first allocates */
   const uint32_t tag = tag_of(hash_of(parent, code));
   if (later)
     put_later(s, n, tag);
@@ -289,21 +289,24 @@ int cts_stacks_set_live_by_site(cts_stacks_t *s) {
 /* Room for one more node record in *v (capacity *cap, records of size bytes), grown by
  * half as the nodes are: millions of them, where doubling would overshoot by hundreds of
  * MB. False if out of memory (*v unchanged). */
-static bool grow_records(void **v, size_t *cap, size_t size) {
-  const size_t c = *cap + *cap / 2;
+static bool grow_records(cts_stacks_t *s, void **v, size_t size) {
+  const size_t c = s->stat_cap + s->stat_cap / 2;
+  uint32_t *sites = realloc(s->record_sites, c * sizeof *sites);
+  if (!sites) return false;
+  s->record_sites = sites;
   void *p = realloc(*v, c * size);
   if (!p) return false;
   *v = p;
-  *cap = c;
+  s->stat_cap = c;
   return true;
 }
 
 /* Gives node its own lean record (zero), the trie's stat_count below its cap. */
 static bool own_lean(cts_stacks_t *s, uint32_t node) {
-  if (s->stat_count == s->stat_cap &&
-      !grow_records((void **)&s->lean, &s->stat_cap, sizeof *s->lean))
+  if (s->stat_count == s->stat_cap && !grow_records(s, (void **)&s->lean, sizeof *s->lean))
     return false;
   s->lean[s->stat_count] = (cts_stack_lean_t){0};
+  s->record_sites[s->stat_count] = UINT32_MAX;
   s->nodes[node].stat = (uint32_t)s->stat_count++;
   return true;
 }
@@ -313,14 +316,22 @@ static bool own_stat(cts_stacks_t *s, uint32_t node) {
   if (s->nodes[node].stat) return true;
   if (s->stat_count >= UINT32_MAX / 2) return false;
   if (s->lean) return own_lean(s, node);
-  if (s->stat_count == s->stat_cap &&
-      !grow_records((void **)&s->stats, &s->stat_cap, sizeof *s->stats))
+  if (s->stat_count == s->stat_cap && !grow_records(s, (void **)&s->stats, sizeof *s->stats))
     return false;
   cts_stack_stat_t *st = &s->stats[s->stat_count];
   memset(st, 0, sizeof *st);
+  s->record_sites[s->stat_count] = UINT32_MAX;
   st->peak_epoch = s->peak_epoch; /* it held nothing at any earlier peak */
   s->nodes[node].stat = (uint32_t)s->stat_count++;
   return true;
+}
+
+uint32_t *cts_stacks_depths(const cts_stacks_t *s) {
+  uint32_t *depths = malloc((size_t)(s->count ? s->count : 1) * sizeof *depths);
+  if (!depths) return NULL;
+  depths[0] = 0;
+  for (uint32_t i = 1; i < s->count; i++) depths[i] = depths[s->nodes[i].parent] + 1;
+  return depths;
 }
 
 cts_stack_wide_t *cts_stacks_wide(const cts_stacks_t *s, uint32_t stat) {
@@ -383,12 +394,12 @@ static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
   int e = cts_stacks_intern_child(s, 0, CTS_STACKS_OVERFLOW_CODE, &over);
   if (!e) e = cts_stacks_intern_child(s, over, leaf, &n);
   if (e) return e;
-  if (s->nodes[n].site == UINT32_MAX && !s->no_sites) {
+  if (!own_stat(s, n)) return -ENOMEM;
+  if (s->record_sites[s->nodes[n].stat] == UINT32_MAX && !s->no_sites) {
     uint32_t site;
     if ((e = site_for_code(s, leaf, n, &site)) != 0) return e;
-    s->nodes[n].site = site;
+    s->record_sites[s->nodes[n].stat] = site;
   }
-  if (!own_stat(s, n)) return -ENOMEM;
   s->overflowed++;
   *node = n;
   return 0;
@@ -520,13 +531,14 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
     prev[i] = cur;
   }
   s->prev_len = n;
-  if (CTS_UNLIKELY(nodes[cur].site == UINT32_MAX) && !s->no_sites) {
+  if (CTS_UNLIKELY(!nodes[cur].stat) && !own_stat(s, cur)) return -ENOMEM;
+  const uint32_t stat = s->nodes[cur].stat;
+  if (CTS_UNLIKELY(s->record_sites[stat] == UINT32_MAX) && !s->no_sites) {
     uint32_t site;
     const int e = site_for_code(s, n ? bt[n - 1] : 0, cur, &site);
     if (e) return e;
-    s->nodes[cur].site = site;
+    s->record_sites[stat] = site;
   }
-  if (CTS_UNLIKELY(!nodes[cur].stat) && !own_stat(s, cur)) return -ENOMEM;
   *node = cur;
   return 0;
 }

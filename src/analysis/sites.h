@@ -9,14 +9,14 @@
  * the callers view, folded stacks and pprof. Node indices only grow and a parent's index is
  * below its children's, so summing children into parents is one backward loop.
  *
- * Size: a trie node is 24 bytes and its slot in the (parent, code) table 4 bytes at a load
- * of 0.35..0.7, so a node costs at most ~48 bytes with the arrays' growth slack (checked by
- * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 64 bytes) live in a
- * side array, only for nodes that end an allocating stack: interior frames, usually most
- * of a trie, carry none (on gen_trace's default shape 37 % of the nodes have figures, so a
- * node costs ~54 bytes with them). Their counts are 32-bit: the rare one that passes 2^32
- * keeps its high half in a side list (cts_stack_wide_t), so no count is ever cut. A trie
- * that keeps allocated figures alone (cts_stacks_set_lean) has 20-byte records instead.
+ * Size: a trie node is 16 bytes and its slot in the (parent, code) table 4 bytes at a load
+ * of 0.35..0.7, so a node costs at most ~36 bytes with the arrays' growth slack (checked by
+ * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 64 bytes, and the
+ * record's site, 4 bytes) live in side arrays, only for nodes that end an allocating stack:
+ * interior frames, usually most of a trie, carry none (on gen_trace's default shape 37 % of
+ * the nodes have figures, so a node costs ~42 bytes with them). Their counts are 32-bit: the rare
+ * one that passes 2^32 keeps its high half in a side list (cts_stack_wide_t), so no count is ever
+ * cut. A trie that keeps allocated figures alone (cts_stacks_set_lean) has 20-byte records instead.
  *
  * Live-at-peak figures use a lazy snapshot: when the total live heap reaches a new
  * maximum, the peak epoch advances; a node saves its live figures the first time it changes
@@ -50,11 +50,12 @@ typedef struct cts_site_stats {
   uint64_t collected_allocs, collected_samples;
 } cts_site_stats_t;
 
+/* 16 bytes. A node's depth is not kept (cts_stacks_depth walks the parents, and
+ * cts_stacks_depths makes an array for the views that read many), nor its site: only a node
+ * with figures has one, so it is its record's (cts_stacks_t.record_sites, cts_stacks_site). */
 typedef struct cts_stack_node {
   uint64_t code;   /* frame code (0 for the root) */
   uint32_t parent; /* the root is its own parent */
-  uint32_t depth;  /* frames from the root; the root has depth 0 */
-  uint32_t site;   /* site of this node's code once it allocated, else UINT32_MAX */
   uint32_t stat;   /* its figures: index in cts_stacks_t.stats, 0 = none (all zero) */
 } cts_stack_node_t;
 
@@ -148,6 +149,9 @@ typedef struct cts_stacks {
    * zero) and stats is NULL. */
   cts_stack_lean_t *lean;
   size_t stat_count, stat_cap; /* of stats, or of lean */
+  /* The site of each record's node (record_sites[stat]), UINT32_MAX while it has none (and
+   * for record 0); stat_cap entries, or NULL (no node has a site) once the records go. */
+  uint32_t *record_sites;
   /* Records with a count past 2^32, in the order they got there: each takes 4 G events, so
    * the list stays a few entries long and is searched in order. */
   cts_stack_wide_t *wide;
@@ -203,7 +207,7 @@ typedef struct cts_stacks {
 } cts_stacks_t;
 
 /* Default node budget of an allocation profile: at least 10 M distinct stack nodes, in
- * about 540 MB with their figures when one node in three ends an allocating stack. */
+ * about 470 MB with their figures when one node in three ends an allocating stack. */
 #define CTS_STACKS_DEFAULT_MAX_NODES (10u << 20)
 
 /* The high halves of record stat's counts, or NULL while they are all below 2^32. */
@@ -213,6 +217,22 @@ cts_stack_wide_t *cts__stacks_widen(cts_stacks_t *s, uint32_t stat);
 /* Saves every record's live figures as its peak ones and restarts the epochs at 0: when
  * the epoch would wrap (the heap peaked 2^32 times). */
 void cts__stacks_restart_epochs(cts_stacks_t *s);
+
+/* The site of node's code once the node allocated, else UINT32_MAX. */
+static inline uint32_t cts_stacks_site(const cts_stacks_t *s, uint32_t node) {
+  return s->record_sites ? s->record_sites[s->nodes[node].stat] : UINT32_MAX;
+}
+
+/* Frames from the root to node (the root has depth 0): one step a frame. */
+static inline uint32_t cts_stacks_depth(const cts_stacks_t *s, uint32_t node) {
+  uint32_t depth = 0;
+  for (; node; node = s->nodes[node].parent) depth++;
+  return depth;
+}
+
+/* The depth of every node (s->count entries, one pass: a parent comes before its children),
+ * for a view that reads many; the caller frees it. NULL when out of memory. */
+uint32_t *cts_stacks_depths(const cts_stacks_t *s);
 
 /* The figures of the allocations made with exactly node's stack (all zero if none). */
 static inline cts_site_stats_t cts_stacks_self(const cts_stacks_t *s, uint32_t node) {
@@ -224,7 +244,7 @@ static inline cts_site_stats_t cts_stacks_self(const cts_stacks_t *s, uint32_t n
     if (w) allocs |= (uint64_t)w->allocs << 32;
     uint64_t live = 0, peak = 0;
     if (CTS_UNLIKELY(s->live_by_site)) {
-      const uint32_t site = s->nodes[node].site;
+      const uint32_t site = s->record_sites[stat];
       if (site != UINT32_MAX && s->sites[site].first_node == node) {
         live = s->sites[site].live_samples;
         peak = s->sites[site].peak_samples;
@@ -311,8 +331,8 @@ static inline int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_
    * hash of the leaf go too. */
   const cts_stack_slot_t *m = &s->memo[cts_stacks_memo_slot(0, code)];
   const uint32_t n = m->node;
-  if (n && m->code == code && m->parent == 0 && s->prev_cap &&
-      (s->nodes[n].site != UINT32_MAX || s->no_sites) && s->nodes[n].stat) {
+  if (n && m->code == code && m->parent == 0 && s->prev_cap && s->nodes[n].stat &&
+      (s->no_sites || s->record_sites[s->nodes[n].stat] != UINT32_MAX)) {
     s->prev_nodes[0] = n; /* as the general path leaves it */
     s->prev_len = 1;
     *node = n;
@@ -447,7 +467,7 @@ static inline int cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_
   fig->live_samples += samples;
   fig->live_est_allocs += est;
   /* Without node peaks the epoch stays: no record saves its figures at a peak. */
-  if (cts__stacks_heap_add(s, node->site, samples, time_us) && !s->no_node_peaks)
+  if (cts__stacks_heap_add(s, s->record_sites[stat], samples, time_us) && !s->no_node_peaks)
     cts__stacks_next_epoch(s);
   return 0;
 }
@@ -479,7 +499,7 @@ static inline int cts_stacks_alloc_allocated(cts_stacks_t *s, uint32_t node_inde
 static inline void cts_stacks_alloc_by_site(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
                                             double est, uint64_t time_us) {
   (void)cts_stacks_alloc_allocated(s, node_index, samples, est); /* reserved: cannot fail */
-  if (cts__stacks_heap_add(s, s->nodes[node_index].site, samples, time_us))
+  if (cts__stacks_heap_add(s, s->record_sites[s->nodes[node_index].stat], samples, time_us))
     cts__stacks_next_epoch(s);
 }
 
@@ -497,7 +517,7 @@ static inline void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_
   const cts_stack_wide_t *w = CTS_UNLIKELY(s->wide_count) ? cts_stacks_wide(s, stat) : NULL;
   if (fig->live_allocs == 0 && !(w && w->live_allocs))
     fig->live_est_allocs = 0; /* no rounding residue */
-  cts__stacks_heap_sub(s, node->site, samples);
+  cts__stacks_heap_sub(s, s->record_sites[stat], samples);
 }
 
 /* The same two for a trie whose nodes' live figures are made once the trace is read, from
@@ -516,7 +536,7 @@ static inline void cts_stacks_alloc_at_end(cts_stacks_t *s, uint32_t node_index,
   if (CTS_UNLIKELY(++fig->allocs == 0)) cts_stacks_wide(s, stat)->allocs++;
   fig->samples += samples;
   fig->est_allocs += est;
-  (void)cts__stacks_heap_add(s, node->site, samples, time_us);
+  (void)cts__stacks_heap_add(s, s->record_sites[stat], samples, time_us);
 }
 
 /* cts_stacks_free_at_end, the node's site known (UINT32_MAX: none). */
@@ -526,7 +546,8 @@ static inline void cts_stacks_free_site(cts_stacks_t *s, uint32_t site, uint64_t
 
 static inline void cts_stacks_free_at_end(cts_stacks_t *s, uint32_t node_index, uint64_t samples) {
   /* Without sites, the free loads nothing of the node (a likely cache miss). */
-  cts__stacks_heap_sub(s, s->no_sites ? UINT32_MAX : s->nodes[node_index].site, samples);
+  cts__stacks_heap_sub(s, s->no_sites ? UINT32_MAX : s->record_sites[s->nodes[node_index].stat],
+                       samples);
 }
 
 /* A block of samples with weight est, allocated at node by cts_stacks_alloc_at_end and live

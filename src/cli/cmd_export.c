@@ -192,10 +192,11 @@ static uint64_t code_label_of(code_label_t *cache, cts_labels_t *labels, uint64_
   return id;
 }
 
-static uint32_t max_depth(const cts_stacks_t *s) {
+/* The deepest of the nodes' depths (cts_stacks_depths). */
+static uint32_t max_depth(const cts_stacks_t *s, const uint32_t *depths) {
   uint32_t d = 0;
   for (uint32_t i = 0; i < s->count; i++)
-    if (s->nodes[i].depth > d) d = s->nodes[i].depth;
+    if (depths[i] > d) d = depths[i];
   return d;
 }
 
@@ -248,9 +249,10 @@ static int merge_by_name(const cts_stacks_t *s, cts_labels_t *labels, code_label
  * walk up stops where it joins that path and only the frames below are written again;
  * consecutive first nodes of merged ones mostly share all but their last frames. */
 typedef struct fold_line {
-  uint32_t *path; /* nodes of the last line, by depth - 1 */
-  size_t *end;    /* end[k]: the line's length with frames 0..k-1 */
-  uint32_t len;   /* frames in the last line */
+  uint32_t *depths; /* of every node (cts_stacks_depths): the nodes keep none */
+  uint32_t *path;   /* nodes of the last line, by depth - 1 */
+  size_t *end;      /* end[k]: the line's length with frames 0..k-1 */
+  uint32_t len;     /* frames in the last line */
   char *text;
   size_t cap;
 } fold_line_t;
@@ -258,21 +260,22 @@ typedef struct fold_line {
 /* Node i's path (nodes by depth - 1) in path, where path[0..len) is the path of an earlier
  * node: the walk up from i stops where it joins it. Returns how many outer frames the two
  * share (path[0..that) is unchanged). */
-static uint32_t path_join(const cts_stacks_t *s, uint32_t i, uint32_t *path, uint32_t len) {
+static uint32_t path_join(const cts_stacks_t *s, const uint32_t *depths, uint32_t i, uint32_t *path,
+                          uint32_t len) {
   uint32_t n = i;
   for (; n != 0; n = s->nodes[n].parent) {
-    const uint32_t k = s->nodes[n].depth - 1;
+    const uint32_t k = depths[n] - 1;
     if (k < len && path[k] == n) break;
     path[k] = n;
   }
-  return n ? s->nodes[n].depth : 0;
+  return n ? depths[n] : 0;
 }
 
 /* The line of node i (depth > 0) in l->text[0..l->end[depth]); -ENOMEM. */
 static int fold_line_of(fold_line_t *l, const cts_stacks_t *s, uint32_t i, cts_labels_t *labels,
                         code_label_t *cl, const char *names, const size_t *offs) {
-  const uint32_t depth = s->nodes[i].depth;
-  const uint32_t shared = path_join(s, i, l->path, l->len);
+  const uint32_t depth = l->depths[i];
+  const uint32_t shared = path_join(s, l->depths, i, l->path, l->len);
   size_t at = l->end[shared];
   for (uint32_t k = shared; k < depth; k++) {
     /* Every label id was made by merge_by_name: the names cover it. */
@@ -322,10 +325,11 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
   }
   fold_line_t line = {0};
   if (!e) {
-    const size_t depth = (size_t)max_depth(s) + 1;
+    line.depths = cts_stacks_depths(s);
+    const size_t depth = line.depths ? (size_t)max_depth(s, line.depths) + 1 : 1;
     line.path = malloc(depth * sizeof *line.path);
     line.end = calloc(depth, sizeof *line.end);
-    if (!line.path || !line.end) e = -ENOMEM;
+    if (!line.depths || !line.path || !line.end) e = -ENOMEM;
   }
   char *names = NULL;
   size_t *offs = NULL;
@@ -350,7 +354,7 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
     }
     const long long rounded = llround(v);
     if (rounded <= 0) continue;
-    if (s->nodes[i].depth == 0) {
+    if (i == 0) { /* the root, the one node of depth 0 */
       cts_out_str(o, "(no backtrace)");
     } else {
       e = fold_line_of(&line, s, i, &labels, cl, names, offs);
@@ -361,6 +365,7 @@ static int export_folded(cts_out_t *o, cli_trace_t *t, const export_opts_t *opts
     cts_out_i64(o, rounded);
     cts_out_char(o, '\n');
   }
+  free(line.depths);
   free(line.path);
   free(line.end);
   free(line.text);
@@ -804,7 +809,9 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
    * location ids of the last sample's path are kept right-aligned in locs (the root's frame
    * last; ends[k]: the bytes of its k outermost frames), so only the frames below where the
    * path joins the last one are looked up and encoded again. */
-  const size_t depth_cap = (size_t)max_depth(s) + 1;
+  uint32_t *depths = e ? NULL : cts_stacks_depths(s);
+  if (!e && !depths) e = -ENOMEM;
+  const size_t depth_cap = depths ? (size_t)max_depth(s, depths) + 1 : 1;
   uint32_t *path = malloc(depth_cap * sizeof *path);
   size_t *ends = calloc(depth_cap, sizeof *ends);
   uint8_t *locs = malloc(depth_cap * 10);
@@ -815,8 +822,8 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     if (!s->nodes[i].stat) continue; /* no figures */
     const cts_site_stats_t self = cts_stacks_self(s, i), *ss = &self;
     if (!ss->allocs) continue;
-    const uint32_t depth = s->nodes[i].depth;
-    for (uint32_t k = path_join(s, i, path, path_len); k < depth; k++) {
+    const uint32_t depth = depths[i];
+    for (uint32_t k = path_join(s, depths, i, path, path_len); k < depth; k++) {
       uint8_t v[10];
       size_t len = 0;
       for (uint64_t id = loc_id(lc, &loc_of_code, s->nodes[path[k]].code);; id >>= 7) {
@@ -838,6 +845,7 @@ static int export_pprof(cts_out_t *o, cli_trace_t *t) {
     pb_bytes(&prof, 2, m.data, m.len);
     if (prof.len >= (1u << 20)) e = prof.nomem ? -ENOMEM : gz_feed(&gz, &prof, false);
   }
+  free(depths);
   free(path);
   free(ends);
   free(locs);

@@ -115,7 +115,7 @@ static void print_backtrace_text(cts_out_t *o, const cts_stacks_t *s, const cts_
   long shown = 0;
   for (uint32_t n = node; n != 0; n = s->nodes[n].parent) {
     if (shown == depth) {
-      cts_out_printf(o, "          ... %u more frames\n", s->nodes[n].depth);
+      cts_out_printf(o, "          ... %u more frames\n", cts_stacks_depth(s, n));
       break;
     }
     char label[512];

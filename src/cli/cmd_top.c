@@ -311,9 +311,9 @@ static void print_text_line(cts_out_t *o, const cts_alloc_profile_t *p, uint64_t
                  (int)(depth > 60 ? 60 : depth) * 2, "", label);
 }
 
-static void print_node(tree_print_t *tp, uint32_t n) {
+/* Prints node n, at depth frames from the root, and the subtree below it. */
+static void print_node(tree_print_t *tp, uint32_t n, uint32_t depth) {
   const char *label = cts_labels_name(tp->labels, tp->s->nodes[n].code);
-  const uint32_t depth = tp->s->nodes[n].depth;
   /* Self = inclusive - the children's inclusive (integers, exact): the trie of an in-place
    * relabel keeps no figures. */
   uint64_t self = tp->shown[n];
@@ -328,7 +328,7 @@ static void print_node(tree_print_t *tp, uint32_t n) {
     tp->nomem = true;
     return;
   }
-  for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i]);
+  for (size_t i = 0; i < nchildren; i++) print_node(tp, children[i], depth + 1);
   free(children);
 }
 
@@ -382,7 +382,7 @@ static int print_tree(cts_out_t *o, const cli_trace_t *t, const cts_stacks_t *s,
   tp.total = tp.metric[0];
   tp.threshold = (uint64_t)((double)tp.total * opts->min_percent / 100.0);
   print_tree_heading(o, opts, false);
-  print_node(&tp, 0);
+  print_node(&tp, 0, 0);
 out:
   if (tp.shown != tp.metric) free((uint64_t *)tp.shown);
   free((uint64_t *)tp.metric);
@@ -430,12 +430,12 @@ static uint32_t printed_add(printed_tree_t *pt, const printed_node_t *n) {
 }
 
 /* Whether trie node i (parent p, printed index kept[p] the nearest printed ancestor) is
- * printed. */
+ * printed: only below a printed parent, so its depth is that parent's + 1. */
 static bool is_printed(const printed_tree_t *pt, const cts_stacks_t *s, const uint32_t *kept,
                        const uint64_t *metric, uint32_t i, long max_depth) {
   const uint32_t p = s->nodes[i].parent;
-  return pt->nodes[kept[p]].node == p && reaches(metric[i], pt->threshold) &&
-         (long)s->nodes[i].depth <= max_depth;
+  const printed_node_t *pp = &pt->nodes[kept[p]];
+  return pp->node == p && reaches(metric[i], pt->threshold) && (long)pp->depth + 1 <= max_depth;
 }
 
 /* The printed nodes of s with their inclusive and self figures, est_allocs of the
@@ -461,12 +461,13 @@ static int printed_tree_build(printed_tree_t *pt, const cts_stacks_t *s, const t
       kept[i] = kept[s->nodes[i].parent];
       continue;
     }
-    kept[i] = printed_add(pt, &(printed_node_t){.node = i,
-                                                .parent = i ? kept[s->nodes[i].parent] : 0,
-                                                .code = s->nodes[i].code,
-                                                .order = i,
-                                                .depth = s->nodes[i].depth,
-                                                .metric = metric[i]});
+    kept[i] = printed_add(
+        pt, &(printed_node_t){.node = i,
+                              .parent = i ? kept[s->nodes[i].parent] : 0,
+                              .code = s->nodes[i].code,
+                              .order = i,
+                              .depth = i ? pt->nodes[kept[s->nodes[i].parent]].depth + 1 : 0,
+                              .metric = metric[i]});
     if (kept[i] == UINT32_MAX) e = -ENOMEM;
   }
   free(metric);
@@ -642,6 +643,7 @@ typedef struct inv_walk {
   const cts_stacks_t *s;
   const top_opts_t *opts;
   uint32_t *src;   /* tree node of each source */
+  uint32_t *len;   /* its frames, at most opts->depth */
   inv_entry_t *e;  /* the sources' walks, each node's run in source order */
   inv_slot_t *tmp; /* scratch, as many */
   uint64_t *keys;  /* a run's sort keys: label << 32 | place in the run */
@@ -666,8 +668,7 @@ typedef struct inv_walk {
 } inv_walk_t;
 
 static uint32_t source_len(const inv_walk_t *w, uint32_t ord) {
-  const uint32_t d = w->s->nodes[w->src[ord]].depth;
-  return (long)d < w->opts->depth ? d : (uint32_t)w->opts->depth;
+  return w->len[ord];
 }
 
 /* Sorts keys[0..m) by their label (high half), keeping the order of equal ones: the low
@@ -967,14 +968,21 @@ static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_o
   w.tmp = malloc(((size_t)nsrc + 1) * sizeof *w.tmp);
   w.keys = malloc(((size_t)nsrc + 1) * sizeof *w.keys);
   w.over = calloc((size_t)nsrc + 1, sizeof *w.over);
-  int e = w.src && w.e && w.tmp && w.keys && w.over && nlabels < UINT32_MAX ? 0 : -ENOMEM;
+  w.len = malloc(((size_t)nsrc + 1) * sizeof *w.len);
+  /* The nodes keep no depth: the sources' are taken from one pass over them. */
+  uint32_t *depths = cts_stacks_depths(s);
+  int e = w.src && w.e && w.tmp && w.keys && w.over && w.len && depths && nlabels < UINT32_MAX
+              ? 0
+              : -ENOMEM;
   if (!opts->out.json && !(w.metric = malloc(((size_t)nsrc + 1) * sizeof *w.metric))) e = -ENOMEM;
   for (uint32_t i = 0, o = 0; !e && i < s->count; i++) {
     const cts_site_stats_t self = cts_stacks_self(s, i);
     if (!self.allocs) continue;
     if (w.metric) w.metric[o] = cts_site_stats_metric(&self, opts->sort);
+    w.len[o] = (long)depths[i] < opts->depth ? depths[i] : (uint32_t)opts->depth;
     w.src[o++] = i;
   }
+  free(depths);
   for (uint32_t o = 0; !e && o < nsrc; o++) frames += source_len(&w, o);
   cts_site_stats_t incl;
   double est;
@@ -1003,6 +1011,7 @@ static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_o
   }
   if (!e) pt->root = (uint32_t)pt->n - 1;
   free(w.src);
+  free(w.len);
   free(w.e);
   free(w.tmp);
   free(w.keys);

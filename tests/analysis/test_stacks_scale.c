@@ -54,7 +54,8 @@ static size_t trie_bytes(const cts_stacks_t *s) {
 }
 
 CTS_TEST(a_node_and_its_slot_fit_in_32_bytes_and_64_with_figures) {
-  CTS_ASSERT_EQ_U64(sizeof(cts_stack_node_t), 24);
+  /* Code, parent and record: no depth, no site (24 bytes with them, before wip/h31node). */
+  CTS_ASSERT_EQ_U64(sizeof(cts_stack_node_t), 16);
   CTS_ASSERT_EQ_U64(sizeof *((cts_stacks_t *)0)->table, 4);
   /* 10 M nodes at the default budget: a table of 2^24 slots (load ≤ 0.7) and the node
    * array clamped to the budget stay within 64 bytes a node. */
@@ -64,8 +65,8 @@ CTS_TEST(a_node_and_its_slot_fit_in_32_bytes_and_64_with_figures) {
   CTS_ASSERT(bytes <= (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 64u);
   /* With the figures of the 3 nodes in 8 that end an allocating stack on gen_trace's
    * default shape, still within 64 bytes a node. */
-  const uint64_t figures =
-      (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 3 / 8 * sizeof(cts_stack_stat_t);
+  const uint64_t figures = (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 3 / 8 *
+                           (sizeof(cts_stack_stat_t) + sizeof(uint32_t) /* the record's site */);
   CTS_ASSERT(bytes + figures <= (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 64u);
 }
 
@@ -75,7 +76,7 @@ CTS_TEST(a_node_and_its_slot_fit_in_32_bytes_and_64_with_figures) {
  * is probed all over. */
 static size_t resident_bytes(const cts_stacks_t *s) {
   return (size_t)s->count * sizeof *s->nodes + (size_t)s->table_cap * sizeof *s->table +
-         s->stat_count * sizeof *s->stats;
+         s->stat_count * (sizeof *s->stats + sizeof *s->record_sites);
 }
 
 /* Group g of three stacks: a chain of five frames of its own, then one of three leaves, so
@@ -111,10 +112,11 @@ CTS_TEST(a_node_with_its_figures_fits_in_64_bytes) {
 }
 
 /* The report's profile (lean records, live figures by site) on the same shape: node, table
- * slot and records within 38 bytes a node, so that the 10 Mi nodes kept at the default budget
- * (gen_trace --mb 1000) cost ~380 MiB of the report's ~450. 46 bytes with 8-byte table slots
- * and 24-byte records (main before wip/h30big), 39 with 4-byte slots alone. */
-CTS_TEST(a_report_node_with_its_figures_fits_in_38_bytes) {
+ * slot and records (with their sites) within 32 bytes a node, so that the 10 Mi nodes kept
+ * at the default budget (gen_trace --mb 1000) cost ~320 MiB. 46 bytes with 8-byte table slots
+ * and 24-byte records (main before wip/h30big), 39 with 4-byte slots alone, 38 with 24-byte
+ * nodes (before wip/h31node). */
+CTS_TEST(a_report_node_with_its_figures_fits_in_32_bytes) {
   cts_alloc_profile_t p;
   const cts_alloc_profile_config_t cfg = {
       .stacks = true, .skip_histograms = true, .live_by_site = true};
@@ -126,8 +128,9 @@ CTS_TEST(a_report_node_with_its_figures_fits_in_38_bytes) {
   CTS_ASSERT_EQ_U64(s->count, 1 + groups * 8);
   CTS_ASSERT_EQ_U64(s->table_cap, 1u << 21);
   const size_t bytes = (size_t)s->count * sizeof *s->nodes +
-                       (size_t)s->table_cap * sizeof *s->table + s->stat_count * sizeof *s->lean;
-  CTS_ASSERT_MSG(bytes / s->count <= 38, "%zu bytes per node with the figures", bytes / s->count);
+                       (size_t)s->table_cap * sizeof *s->table +
+                       s->stat_count * (sizeof *s->lean + sizeof *s->record_sites);
+  CTS_ASSERT_MSG(bytes / s->count <= 32, "%zu bytes per node with the figures", bytes / s->count);
   cts_alloc_profile_fini(&p);
 }
 
@@ -145,7 +148,7 @@ CTS_TEST(more_stacks_than_the_old_budget_keep_every_frame) {
   uint64_t leaves = 0;
   for (uint32_t i = 1; i < s->count; i++) {
     const cts_site_stats_t self = cts_stacks_self(s, i);
-    if (s->nodes[i].depth != 3) {
+    if (cts_stacks_depth(s, i) != 3) {
       CTS_ASSERT_EQ_U64(self.allocs, 0);
       continue;
     }
@@ -168,7 +171,7 @@ CTS_TEST(more_stacks_than_the_old_budget_keep_every_frame) {
   stack_of(12345, bt);
   uint32_t node;
   CTS_ASSERT_EQ_INT(cts_stacks_intern(&p.stacks, bt, 3, &node), 0);
-  CTS_ASSERT_EQ_U64(s->nodes[node].depth, 3);
+  CTS_ASSERT_EQ_U64(cts_stacks_depth(s, node), 3);
   CTS_ASSERT_EQ_U64(cts_stacks_self(s, node).allocs, 1);
   CTS_ASSERT_EQ_U64(s->count, 1 + 100 + 100u * 100u + n);
   cts_alloc_profile_fini(&p);
@@ -397,7 +400,7 @@ CTS_TEST(interning_agrees_with_the_table) {
     uint32_t walk = 0;
     for (size_t i = 0; i < n; i++) walk = cts_stacks_find_child(&s, walk, bt[i]);
     CTS_ASSERT_EQ_U64(node, walk);
-    CTS_ASSERT_EQ_U64(s.nodes[node].depth, n);
+    CTS_ASSERT_EQ_U64(cts_stacks_depth(&s, node), n);
     memcpy(prev, bt, n * sizeof *bt);
     prev_n = n;
   }
@@ -417,8 +420,8 @@ CTS_TEST(a_leaf_interned_is_the_one_frame_stack) {
       CTS_ASSERT_EQ_U64(s.nodes[leaf].parent, 0);
       CTS_ASSERT_EQ_U64(s.nodes[leaf].code, code);
       CTS_ASSERT(s.nodes[leaf].stat != 0);
-      CTS_ASSERT(s.nodes[leaf].site != UINT32_MAX);
-      CTS_ASSERT_EQ_U64(s.sites[s.nodes[leaf].site].code, code);
+      CTS_ASSERT(cts_stacks_site(&s, leaf) != UINT32_MAX);
+      CTS_ASSERT_EQ_U64(s.sites[cts_stacks_site(&s, leaf)].code, code);
       /* A two-frame stack under it, told it shares the leaf's frame. */
       const uint64_t bt[2] = {code, 1u << 20};
       CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&s, bt, 2, 1, &one), 0);

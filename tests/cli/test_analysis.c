@@ -290,10 +290,10 @@ CTS_TEST(site_history_tracks_growth) {
   }
   cts_stacks_finish(&s);
   const uint64_t end = 1000000 + n * step;
-  CTS_ASSERT_EQ_U64(cts_site_live_at(&s, s.nodes[node].site, end, end), n);
+  CTS_ASSERT_EQ_U64(cts_site_live_at(&s, cts_stacks_site(&s, node), end, end), n);
   for (uint64_t q = 1; q <= 3; q++) {
     const uint64_t t = 1000000 + n * step * q / 4;
-    const uint64_t v = cts_site_live_at(&s, s.nodes[node].site, t, end);
+    const uint64_t v = cts_site_live_at(&s, cts_stacks_site(&s, node), t, end);
     const uint64_t truth = n * q / 4;  /* live samples at t */
     const uint64_t slack = n / 32 + 1; /* resolution: 1/32 of the duration */
     CTS_ASSERT_MSG(v <= truth && v + slack >= truth, "quarter %llu: %llu, truth %llu",
