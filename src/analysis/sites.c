@@ -286,9 +286,9 @@ int cts_stacks_set_live_by_site(cts_stacks_t *s) {
   return e;
 }
 
-/* Room for one more node record in *v (capacity *cap, records of size bytes), grown by
- * half as the nodes are: millions of them, where doubling would overshoot by hundreds of
- * MB. False if out of memory (*v unchanged). */
+/* Room for one more node record in *v (s->stat_cap records of size bytes) and in
+ * s->record_sites, both grown by half as the nodes are: millions of them, where doubling
+ * would overshoot by hundreds of MB. False if out of memory (s->stat_cap unchanged). */
 static bool grow_records(cts_stacks_t *s, void **v, size_t size) {
   const size_t c = s->stat_cap + s->stat_cap / 2;
   uint32_t *sites = realloc(s->record_sites, c * sizeof *sites);

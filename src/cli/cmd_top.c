@@ -667,8 +667,13 @@ typedef struct inv_walk {
   int err;
 } inv_walk_t;
 
-static uint32_t source_len(const inv_walk_t *w, uint32_t ord) {
-  return w->len[ord];
+/* Pushes a walked child's inclusive est_allocs (w->err set if out of memory). */
+static void push_est(inv_walk_t *w, double est) {
+  if (w->err) return;
+  if (cts_grow((void **)&w->ests, &w->ests_cap, w->nests, sizeof *w->ests))
+    w->err = -ENOMEM;
+  else
+    w->ests[w->nests++] = est;
 }
 
 /* Sorts keys[0..m) by their label (high half), keeping the order of equal ones: the low
@@ -770,7 +775,7 @@ static void inv_record(inv_walk_t *w, size_t base, uint64_t code, uint32_t depth
 /* The label of source o's last frame kept. */
 static uint64_t last_label(const inv_walk_t *w, uint32_t o) {
   uint32_t cur = w->src[o];
-  for (uint32_t d = source_len(w, o); d > 1; d--) cur = w->s->nodes[cur].parent;
+  for (uint32_t d = w->len[o]; d > 1; d--) cur = w->s->nodes[cur].parent;
   return w->s->nodes[cur].code;
 }
 
@@ -806,9 +811,7 @@ static void inv_overflow(inv_walk_t *w, uint32_t nsrc, cts_site_stats_t *incl) {
     }
     cts_site_stats_add(&over, &self);
     inv_record(w, w->npending, grp[3], 2, grp[2], &self, &self, self.est_allocs);
-    if (!w->err && cts_grow((void **)&w->ests, &w->ests_cap, w->nests, sizeof *w->ests))
-      w->err = -ENOMEM;
-    if (!w->err) w->ests[w->nests++] = self.est_allocs;
+    push_est(w, self.est_allocs);
   }
   double est = 0.0; /* (the node has no figures of its own) */
   for (size_t j = w->nests; j-- > ebase;) est += w->ests[j];
@@ -818,9 +821,7 @@ static void inv_overflow(inv_walk_t *w, uint32_t nsrc, cts_site_stats_t *incl) {
   cts_site_stats_add(incl, &over);
   const cts_site_stats_t none = {0};
   inv_record(w, base, CTS_STACKS_OVERFLOW_CODE, 1, UINT64_MAX, &over, &none, est);
-  if (!w->err && cts_grow((void **)&w->ests, &w->ests_cap, w->nests, sizeof *w->ests))
-    w->err = -ENOMEM;
-  if (!w->err) w->ests[w->nests++] = est;
+  push_est(w, est);
 }
 
 /* Whether the node of sources e[lo..hi) reaches the threshold (its sort key is theirs). */
@@ -912,9 +913,7 @@ static void inv_node(inv_walk_t *w, size_t lo, size_t hi, uint64_t code, uint32_
     else
       inv_node(w, grp[0], grp[1], grp[3], depth + 1, nsrc, &child, &child_est);
     cts_site_stats_add(incl, &child);
-    if (!w->err && cts_grow((void **)&w->ests, &w->ests_cap, w->nests, sizeof *w->ests))
-      w->err = -ENOMEM;
-    if (!w->err) w->ests[w->nests++] = child_est;
+    push_est(w, child_est);
   }
   w->ngroups = gbase;
   if (depth == 0 && !w->counting && !w->err) inv_overflow(w, nsrc, incl);
@@ -941,8 +940,8 @@ static void mark_over(inv_walk_t *w, uint32_t nsrc) {
     w->made[o] = made < UINT32_MAX ? (uint32_t)made : UINT32_MAX;
   }
   for (uint32_t o = 0; o < nsrc; o++) {
-    const uint32_t len = source_len(w, o), f = w->last_first[o];
-    if (len) w->over[o] = w->made[f] - 1 - (source_len(w, f) - len) >= CTS_STACKS_DEFAULT_MAX_NODES;
+    const uint32_t len = w->len[o], f = w->last_first[o];
+    if (len) w->over[o] = w->made[f] - 1 - (w->len[f] - len) >= CTS_STACKS_DEFAULT_MAX_NODES;
   }
 }
 
@@ -983,7 +982,7 @@ static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_o
     w.src[o++] = i;
   }
   free(depths);
-  for (uint32_t o = 0; !e && o < nsrc; o++) frames += source_len(&w, o);
+  for (uint32_t o = 0; !e && o < nsrc; o++) frames += w.len[o];
   cts_site_stats_t incl;
   double est;
   if (!e && frames > CTS_STACKS_DEFAULT_MAX_NODES) {
