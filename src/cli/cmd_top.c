@@ -623,9 +623,9 @@ static void drop_trie(cts_stacks_t *s) {
  * their next frame; only the printed nodes are kept. The output is the trie's: a node's
  * children come in the order the trie would have made them (by their first source, the
  * sources taken in the tree's order), which orders siblings of the same figure and the sums
- * of est_allocs (children from the last made, as cts_stacks_inclusive), and the trie's node
- * budget (CTS_STACKS_DEFAULT_MAX_NODES) is applied as interning would: a stack that needs a
- * node past it goes under (stacks beyond the memory budget) by its last frame kept. */
+ * of est_allocs (children from the last made, as cts_stacks_inclusive). No node budget
+ * applies: the walk holds a few words per source, not per node, so every stack the tree
+ * kept is in the view, however many nodes its trie would have had. */
 
 /* A source on its walk: its ordinal (sources are in the tree's order) and the tree node
  * whose label is its next frame (0: none left). */
@@ -654,12 +654,6 @@ typedef struct inv_walk {
   size_t nests, ests_cap;
   uint32_t *pending; /* stack of printed nodes whose parent is not printed yet */
   size_t npending, pending_cap;
-  /* The budget pass (counting): nodes each source makes first (then the number of the
-   * trie's nodes made up to its last one, saturated), and the first source of each source's
-   * last node; then whether a source is past the budget. */
-  bool counting;
-  uint32_t *made, *last_first;
-  uint8_t *over;
   /* Text only (no est_allocs printed): each source's sort key, so that a child that cannot
    * be printed is summed rather than walked. */
   uint64_t *metric;
@@ -772,63 +766,10 @@ static void inv_record(inv_walk_t *w, size_t base, uint64_t code, uint32_t depth
   if (depth && !push_u32(&w->pending, &w->npending, &w->pending_cap, k)) w->err = -ENOMEM;
 }
 
-/* The label of source o's last frame kept. */
-static uint64_t last_label(const inv_walk_t *w, uint32_t o) {
-  uint32_t cur = w->src[o];
-  for (uint32_t d = w->len[o]; d > 1; d--) cur = w->s->nodes[cur].parent;
-  return w->s->nodes[cur].code;
-}
-
-/* The sources past the budget, under (stacks beyond the memory budget) by the label of their
- * last frame kept (as intern_overflow in sites.c): that node comes after every other child
- * of the root, its children in the order of their first source. Adds its figures to *incl
- * and pushes its est_allocs. */
-static void inv_overflow(inv_walk_t *w, uint32_t nsrc, cts_site_stats_t *incl) {
-  size_t n = 0;
-  for (uint32_t o = 0; o < nsrc; o++)
-    if (w->over[o]) w->e[n++] = (inv_entry_t){.ord = o};
-  if (!n) return;
-  for (size_t j = 0; j < n; j++) w->keys[j] = last_label(w, w->e[j].ord) << 32 | j;
-  sort_by_label(w->keys, w->tmp, n, w->label_bytes);
-  const size_t base = w->npending, gbase = w->ngroups;
-  for (size_t j = 0; j < n && !w->err;) {
-    size_t k = j;
-    while (k < n && w->keys[k] >> 32 == w->keys[j] >> 32) k++;
-    if (!push_group(w, (uint32_t)j, (uint32_t)k, w->e[(uint32_t)w->keys[j]].ord,
-                    (uint32_t)(w->keys[j] >> 32)))
-      w->err = -ENOMEM;
-    j = k;
-  }
-  order_groups(w, gbase);
-  const size_t ng = (w->ngroups - gbase) / 4, ebase = w->nests;
-  cts_site_stats_t over = {0};
-  for (size_t g = 0; !w->err && g < ng; g++) {
-    const uint32_t *grp = &w->groups[gbase + 4 * g];
-    cts_site_stats_t self = {0};
-    for (uint32_t j = grp[0]; j < grp[1]; j++) {
-      const cts_site_stats_t f = cts_stacks_self(w->s, w->src[w->e[(uint32_t)w->keys[j]].ord]);
-      cts_site_stats_add(&self, &f);
-    }
-    cts_site_stats_add(&over, &self);
-    inv_record(w, w->npending, grp[3], 2, grp[2], &self, &self, self.est_allocs);
-    push_est(w, self.est_allocs);
-  }
-  double est = 0.0; /* (the node has no figures of its own) */
-  for (size_t j = w->nests; j-- > ebase;) est += w->ests[j];
-  w->nests = ebase;
-  w->ngroups = gbase;
-  if (w->err) return;
-  cts_site_stats_add(incl, &over);
-  const cts_site_stats_t none = {0};
-  inv_record(w, base, CTS_STACKS_OVERFLOW_CODE, 1, UINT64_MAX, &over, &none, est);
-  push_est(w, est);
-}
-
 /* Whether the node of sources e[lo..hi) reaches the threshold (its sort key is theirs). */
 static bool inv_reaches(const inv_walk_t *w, size_t lo, size_t hi) {
   uint64_t sum = 0;
-  for (size_t j = lo; j < hi; j++)
-    if (!w->over[w->e[j].ord]) sum += w->metric[w->e[j].ord];
+  for (size_t j = lo; j < hi; j++) sum += w->metric[w->e[j].ord];
   return reaches(sum, w->pt->threshold);
 }
 
@@ -837,21 +778,19 @@ static bool inv_reaches(const inv_walk_t *w, size_t lo, size_t hi) {
 static void inv_sum(const inv_walk_t *w, size_t lo, size_t hi, cts_site_stats_t *incl,
                     double *est) {
   *incl = (cts_site_stats_t){0};
-  for (size_t j = lo; j < hi; j++)
-    if (!w->over[w->e[j].ord]) {
-      const cts_site_stats_t f = cts_stacks_self(w->s, w->src[w->e[j].ord]);
-      cts_site_stats_add(incl, &f);
-    }
+  for (size_t j = lo; j < hi; j++) {
+    const cts_site_stats_t f = cts_stacks_self(w->s, w->src[w->e[j].ord]);
+    cts_site_stats_add(incl, &f);
+  }
   *est = 0;
 }
 
 /* Walks the node (label code, at depth) whose sources are e[lo..hi), in source order:
  * returns its inclusive figures in *incl and their est_allocs in *est. */
 static void inv_node(inv_walk_t *w, size_t lo, size_t hi, uint64_t code, uint32_t depth,
-                     uint32_t nsrc, cts_site_stats_t *incl, double *est) {
+                     cts_site_stats_t *incl, double *est) {
   const uint32_t first = w->e[lo].ord;
   const bool at_max = (long)depth >= w->opts->depth;
-  if (w->counting && depth) w->made[first]++; /* (the root is made by no source) */
   /* The sources that end here first (their self figures are this node's), in order. */
   size_t c = lo;
   if (at_max) {
@@ -868,13 +807,8 @@ static void inv_node(inv_walk_t *w, size_t lo, size_t hi, uint64_t code, uint32_
   }
   cts_site_stats_t self = {0};
   for (size_t j = lo; j < c; j++) {
-    const uint32_t o = w->e[j].ord;
-    if (w->counting) {
-      w->last_first[o] = first;
-    } else if (!w->over[o]) {
-      const cts_site_stats_t f = cts_stacks_self(w->s, w->src[o]);
-      cts_site_stats_add(&self, &f);
-    }
+    const cts_site_stats_t f = cts_stacks_self(w->s, w->src[w->e[j].ord]);
+    cts_site_stats_add(&self, &f);
   }
   *incl = self;
   /* The others by the label of their next frame, which is read with the frame after it (one
@@ -908,41 +842,25 @@ static void inv_node(inv_walk_t *w, size_t lo, size_t hi, uint64_t code, uint32_
     const uint32_t *grp = &w->groups[gbase + 4 * g];
     cts_site_stats_t child;
     double child_est;
-    if (w->metric && !w->counting && !inv_reaches(w, grp[0], grp[1]))
+    if (w->metric && !inv_reaches(w, grp[0], grp[1]))
       inv_sum(w, grp[0], grp[1], &child, &child_est); /* (nothing under it printed) */
     else
-      inv_node(w, grp[0], grp[1], grp[3], depth + 1, nsrc, &child, &child_est);
+      inv_node(w, grp[0], grp[1], grp[3], depth + 1, &child, &child_est);
     cts_site_stats_add(incl, &child);
     push_est(w, child_est);
   }
   w->ngroups = gbase;
-  if (depth == 0 && !w->counting && !w->err) inv_overflow(w, nsrc, incl);
   /* est_allocs: self, then the children from the last made (cts_stacks_inclusive's). */
   double sum = self.est_allocs;
   for (size_t j = w->nests; j-- > ebase;) sum += w->ests[j];
   w->nests = ebase;
   *est = sum;
-  if (!w->counting && !w->err) inv_record(w, pbase, code, depth, first, incl, &self, sum);
+  if (!w->err) inv_record(w, pbase, code, depth, first, incl, &self, sum);
 }
 
 /* Resets the walks: every source at its own node, in order. */
 static void inv_start(inv_walk_t *w, uint32_t nsrc) {
   for (uint32_t o = 0; o < nsrc; o++) w->e[o] = (inv_entry_t){.ord = o, .cur = w->src[o]};
-}
-
-/* Marks the sources past the budget, from the counting walk: source o's last node is
- * numbered (nodes made up to its first source f's last one) - (the depths f makes below
- * it). */
-static void mark_over(inv_walk_t *w, uint32_t nsrc) {
-  uint64_t made = 1; /* the root */
-  for (uint32_t o = 0; o < nsrc; o++) {
-    made += w->made[o];
-    w->made[o] = made < UINT32_MAX ? (uint32_t)made : UINT32_MAX;
-  }
-  for (uint32_t o = 0; o < nsrc; o++) {
-    const uint32_t len = w->len[o], f = w->last_first[o];
-    if (len) w->over[o] = w->made[f] - 1 - (w->len[f] - len) >= CTS_STACKS_DEFAULT_MAX_NODES;
-  }
 }
 
 /* The callers view of tree s (relabelled, with its records) as a printed tree. Returns 0
@@ -953,7 +871,7 @@ static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_o
   inv_walk_t w = {.s = s, .opts = opts, .pt = pt, .label_bytes = 1};
   while (w.label_bytes < 4 && nlabels >> (8 * w.label_bytes)) w.label_bytes++;
   uint32_t nsrc = 0;
-  uint64_t total = 0, frames = 1;
+  uint64_t total = 0;
   for (uint32_t i = 0; i < s->count; i++) {
     const cts_site_stats_t self = cts_stacks_self(s, i);
     if (!self.allocs) continue;
@@ -966,13 +884,10 @@ static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_o
   w.e = malloc(((size_t)nsrc + 1) * sizeof *w.e);
   w.tmp = malloc(((size_t)nsrc + 1) * sizeof *w.tmp);
   w.keys = malloc(((size_t)nsrc + 1) * sizeof *w.keys);
-  w.over = calloc((size_t)nsrc + 1, sizeof *w.over);
   w.len = malloc(((size_t)nsrc + 1) * sizeof *w.len);
   /* The nodes keep no depth: the sources' are taken from one pass over them. */
   uint32_t *depths = cts_stacks_depths(s);
-  int e = w.src && w.e && w.tmp && w.keys && w.over && w.len && depths && nlabels < UINT32_MAX
-              ? 0
-              : -ENOMEM;
+  int e = w.src && w.e && w.tmp && w.keys && w.len && depths && nlabels < UINT32_MAX ? 0 : -ENOMEM;
   if (!opts->out.json && !(w.metric = malloc(((size_t)nsrc + 1) * sizeof *w.metric))) e = -ENOMEM;
   for (uint32_t i = 0, o = 0; !e && i < s->count; i++) {
     const cts_site_stats_t self = cts_stacks_self(s, i);
@@ -982,28 +897,11 @@ static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_o
     w.src[o++] = i;
   }
   free(depths);
-  for (uint32_t o = 0; !e && o < nsrc; o++) frames += w.len[o];
   cts_site_stats_t incl;
   double est;
-  if (!e && frames > CTS_STACKS_DEFAULT_MAX_NODES) {
-    /* The trie may have spent its budget: which sources' stacks it kept is counted first. */
-    w.made = calloc(nsrc, sizeof *w.made);
-    w.last_first = malloc((size_t)nsrc * sizeof *w.last_first);
-    e = w.made && w.last_first ? 0 : -ENOMEM;
-    if (!e) {
-      w.counting = true;
-      inv_start(&w, nsrc);
-      inv_node(&w, 0, nsrc, 0, 0, nsrc, &incl, &est);
-      w.counting = false;
-      e = w.err;
-    }
-    if (!e) mark_over(&w, nsrc);
-    free(w.made);
-    free(w.last_first);
-  }
   if (!e && nsrc) {
     inv_start(&w, nsrc);
-    inv_node(&w, 0, nsrc, 0, 0, nsrc, &incl, &est);
+    inv_node(&w, 0, nsrc, 0, 0, &incl, &est);
     e = w.err;
   } else if (!e && printed_add(pt, &(printed_node_t){.node = UINT32_MAX}) == UINT32_MAX) {
     e = -ENOMEM; /* (no source: the root alone) */
@@ -1014,7 +912,6 @@ static int inverted_build(printed_tree_t *pt, const cts_stacks_t *s, const top_o
   free(w.e);
   free(w.tmp);
   free(w.keys);
-  free(w.over);
   free(w.metric);
   free(w.groups);
   free(w.ests);
