@@ -79,13 +79,6 @@ void record_tasks_path(char *out, size_t size, const record_tasks_opts_t *o,
   }
 }
 
-void record_tasks_setenv(const record_tasks_opts_t *o, const char *path) {
-  if (!path[0]) return;
-  setenv("CTFSCOPE_TASKS", path, 1);
-  if (o->size) setenv("CTFSCOPE_TASKS_SIZE", o->size, 1);
-  if (o->packets) setenv("CTFSCOPE_TASKS_PACKETS", o->packets, 1);
-}
-
 typedef struct task_counts {
   uint64_t events, threads, waits, conditions;
   uint64_t warnings;

@@ -32,10 +32,6 @@ int record_tasks_check(const record_tasks_opts_t *o);
 void record_tasks_path(char *out, size_t size, const record_tasks_opts_t *o,
                        const char *memtrace_output, const char *program, int pid);
 
-/* In the child about to exec the program: the preload library's settings for the task
- * trace at @p path (CTFSCOPE_TASKS, _SIZE, _PACKETS). Nothing when @p path is "". */
-void record_tasks_setenv(const record_tasks_opts_t *o, const char *path);
-
 /* One line on stderr about the task trace at @p path. When there is none and @p explained,
  * nothing: a line said why already (the preload library's refusal, or record's own "no
  * trace was written" when the library was not loaded). */

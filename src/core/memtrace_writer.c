@@ -740,6 +740,13 @@ int cts__mt_writer_init_zeroed(cts_mt_writer_t **out, void *mem, size_t mem_size
   return writer_init(out, mem, mem_size, cfg, true);
 }
 
+void *cts__mt_writer_event_memory(cts_mt_writer_t *w, size_t *size) {
+  uint8_t *const start = (uint8_t *)w->files;
+  const uint8_t *const end = (const uint8_t *)(w->chain + w->prev_cap);
+  *size = (size_t)(end - start);
+  return start;
+}
+
 /* cts_mt_writer_alloc with `frames` outermost first (innermost = false) or innermost first
  * (then depth <= prev_cap: the suffix is reversed straight into prev, which is then the
  * backtrace encoded, and whatever the reader keeps of it is already in place). */

@@ -13,6 +13,16 @@
 int cts__mt_writer_init_zeroed(cts_mt_writer_t **out, void *mem, size_t mem_size,
                                const cts_mt_writer_config_t *cfg);
 
+/* The part of writer `w`'s memory that its start leaves untouched and its events use: the
+ * tables (move-to-front, pending codes, resolved locations, the backtrace cache, the
+ * location packet) and the previous backtrace, from the returned address to the end of the
+ * memory given at init; *size receives its length. The cache's buckets are picked by
+ * hashing each code (§8.4), so a few events touch pages all over these tables: a caller
+ * whose memory comes fresh from mmap may map them in one call at the first event (one
+ * page fault per page otherwise, most of them taken by the first few dozen events). Reads
+ * w only. */
+void *cts__mt_writer_event_memory(cts_mt_writer_t *w, size_t *size);
+
 /* cts_mt_writer_alloc for a backtrace stored innermost first (allocation point at
  * frames[0]), as a stack walk fills it: same bytes as cts_mt_writer_alloc on the reversed
  * array, without the caller's reversal (the writer reverses only the frames past the

@@ -331,7 +331,8 @@ typedef struct cts__writer_state {
   pthread_t thread;
   void *writer_mem;
   size_t writer_mem_size;
-  bool writer_mem_used; /* a session wrote into writer_mem: it is not all zero */
+  bool writer_mem_used;     /* a session wrote into writer_mem: it is not all zero */
+  bool event_memory_mapped; /* the writer's event tables were mapped (writer.c, first event) */
   cts_mt_writer_t *writer;
   uint64_t emitted;       /* object ids written: the next alloc written has this id */
   uint64_t ring_visits;   /* this session's looks at a ring by drain (tests: its cost per record) */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "core/memtrace_writer.h"
@@ -165,6 +166,7 @@ int cts__writer_init(const cts_mt_writer_config_t *wc) {
       madvise(cts__writer.writer_mem, cts__writer.writer_mem_size, MADV_DONTNEED) != 0)
     memset(cts__writer.writer_mem, 0, cts__writer.writer_mem_size);
   cts__writer.writer_mem_used = true;
+  cts__writer.event_memory_mapped = false;
   return cts__mt_writer_init_zeroed(&cts__writer.writer, cts__writer.writer_mem,
                                     cts__writer.writer_mem_size, wc);
 }
@@ -178,6 +180,25 @@ void cts__writer_reset(uint64_t start) {
   cts__writer.writer_time = start;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it (EINVAL): ignored */
+#endif
+
+/* Before the session's first event: the memtrace writer's tables, fresh from mmap, are
+ * mapped in one call. An event's backtrace touches cache buckets all over them (hashes of
+ * its codes), so the first few dozen events took a page fault each on most of their ~110
+ * pages: sqlite3's 37 samples at the default rate, 147 faults, 2-3 us each on this kind of
+ * machine (a VM), against ~1 us a page mapped in one madvise. A session without events
+ * (most images of an exec chain) maps none of it. Failure only costs the faults. */
+static void map_event_memory(void) {
+  cts__writer.event_memory_mapped = true;
+  size_t size;
+  uint8_t *const start = cts__mt_writer_event_memory(cts__writer.writer, &size);
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t first = (uintptr_t)start & ~(page - 1u);
+  (void)madvise((void *)first, (uintptr_t)start + size - first, MADV_POPULATE_WRITE);
+}
+
 /* A loss marker: one alloc of the lost words and samples at a code that counts the lost
  * events, collected at once (tracer.h, "Drop mode"). Takes the object id cts__writer.emitted. */
 static int write_marker(const cts__loss_t *loss, uint64_t raw_time) {
@@ -186,6 +207,7 @@ static int write_marker(const cts__loss_t *loss, uint64_t raw_time) {
   const uint64_t code = CTS_TRACER_LOST_CODE_BASE | allocs << 30 | frees;
   uint64_t id;
   const uint64_t time = writer_time(raw_time);
+  if (CTS_UNLIKELY(!cts__writer.event_memory_mapped)) map_event_memory();
   int e = cts_mt_writer_alloc(cts__writer.writer, time, loss->words, loss->samples,
                               CTS_MT_SOURCE_MAJOR, &code, 1, &id);
   if (!e) e = cts_mt_writer_collect(cts__writer.writer, time, cts__writer.emitted);
@@ -228,6 +250,7 @@ static int write_alloc(const uint64_t *rec, size_t depth) {
   const uint64_t *const frames = rec + REC_ALLOC_WORDS;
   CTS_ASSERT((rec[2] & ID_MASK) == cts__writer.emitted && depth <= MAX_FRAMES_LIMIT);
   uint64_t id;
+  if (CTS_UNLIKELY(!cts__writer.event_memory_mapped)) map_event_memory();
   const int e =
       cts__mt_writer_alloc_innermost_first(cts__writer.writer, writer_time(rec[1]), rec[3], rec[4],
                                            CTS_MT_SOURCE_MAJOR, frames, depth, &id);

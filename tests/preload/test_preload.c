@@ -1207,6 +1207,50 @@ CTS_TEST(startup_system_calls_of_a_traced_image) {
   unlink(trace);
 }
 
+/* Guard for record's own cost per run (bench/README.md, "record's start of the program
+ * (wip/h31fix)"): record starts the program with vfork, on its own memory, and builds the
+ * program's environment before. A fork copied record's address space (the page tables of
+ * its ~10 libraries) only for the exec to drop it, and both processes then took
+ * copy-on-write faults: ~70 page faults and ~0.26 ms of CPU a run. The first process record
+ * makes (strace -f: the first fork, vfork or clone of the log) must be a vfork. */
+CTS_TEST(record_starts_the_program_without_copying_itself) {
+  if (access("/usr/bin/strace", X_OK) != 0) CTS_SKIP("no /usr/bin/strace");
+  char log[256], trace[256], out[256];
+  trace_path(trace, sizeof trace, "spawn");
+  snprintf(log, sizeof log, "/tmp/cts_preload_spawn_%d.strace", (int)getpid());
+  snprintf(out, sizeof out, "/tmp/cts_preload_spawn_%d.out", (int)getpid());
+  char *argv[] = {"/usr/bin/strace",
+                  "-f",
+                  "-qq",
+                  "-e",
+                  "trace=fork,vfork,clone,clone3",
+                  "-o",
+                  log,
+                  CTS_TEST_CTFSCOPE,
+                  "record",
+                  "-q",
+                  "-o",
+                  trace,
+                  "--",
+                  "/bin/true",
+                  NULL};
+  CTS_ASSERT(run_env_to_file(&plain, argv, out, NULL) == 0);
+  FILE *f = fopen(log, "r");
+  CTS_ASSERT(f != NULL);
+  char line[4096] = "";
+  const bool any = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  CTS_ASSERT_MSG(any, "no process made");
+  CTS_ASSERT_MSG(strstr(line, " vfork(") || strstr(line, "CLONE_VFORK"),
+                 "record made the program's process by a copy of itself: %s", line);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(out);
+  unlink(log);
+  unlink(trace);
+}
+
 /* What `strace -f` saw of a traced `env /bin/true` (one process: env execs true), its
  * writer processes aside. */
 typedef struct {
