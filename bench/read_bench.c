@@ -102,7 +102,21 @@ typedef struct trie_floor {
   uint16_t prev_domain;
   tally_t *tally;    /* what on_event counts, as in every other mode */
   uint32_t restarts; /* runs started again with a larger table */
+  /* --max-nodes: past this many nodes a new stack is kept as root -> overflow -> its last
+   * frame, as ctfscope's profile keeps them past its node budget (cts_stacks_t.max_nodes,
+   * 10 Mi for report, leaks and the exports): the floor of a command that keeps what they
+   * keep. 0 = every stack. */
+  uint32_t max_nodes;  /* (the root counted, as cts_stacks_t.count counts it) */
+  uint64_t overflowed; /* allocations kept by their last frame for the budget */
+  /* Past the budget, the (parent, code) of the last frame that had no node: a stack that
+   * stops there again is cut with no look-up, as ctfscope's profile does. */
+  uint64_t absent_code;
+  uint32_t absent_parent;
+  bool absent_valid;
 } trie_floor_t;
+
+/* The overflow node's code (cf. CTS_STACKS_OVERFLOW_CODE): above any memtrace code. */
+#define FLOOR_OVERFLOW_CODE (1ull << 63)
 
 /* The id of frame code (from 1), made if new: 0 if out of memory. */
 static uint32_t floor_code_id(trie_floor_t *f, uint64_t code) {
@@ -113,9 +127,10 @@ static uint32_t floor_code_id(trie_floor_t *f, uint64_t code) {
   return (uint32_t)*id;
 }
 
-/* The child of parent for frame code, made if new: a node (from 1), or 0 when the table is
- * full or memory ran out (f->full says which). */
-static uint32_t floor_child(trie_floor_t *f, uint32_t parent, uint64_t code) {
+/* The child of parent for frame code, made if new (past the budget only when past_budget): a
+ * node (from 1), or 0 when the table is full, memory ran out (f->full says which) or the
+ * budget is spent (f->nodes and the root at f->max_nodes). */
+static uint32_t floor_child(trie_floor_t *f, uint32_t parent, uint64_t code, bool past_budget) {
   const uint32_t id = floor_code_id(f, code);
   if (!id) return 0;
   f->lookups++;
@@ -124,6 +139,7 @@ static uint32_t floor_child(trie_floor_t *f, uint32_t parent, uint64_t code) {
   size_t j = cts_mix64(key) & mask;
   for (; f->keys[j]; j = (j + 1) & mask)
     if (f->keys[j] == key) return (uint32_t)j + 1;
+  if (f->max_nodes && f->nodes + 1u >= f->max_nodes && !past_budget) return 0; /* (+ the root) */
   if ((uint64_t)(f->nodes + 1) * 100 > (uint64_t)f->cap * FLOOR_MAX_LOAD_PCT) {
     f->full = true;
     return 0;
@@ -158,9 +174,25 @@ static int floor_on_event(void *user_data, const cts_mt_event_t *ev) {
   f->prev_domain = ev->domain;
   uint32_t cur = common ? f->prev_nodes[common - 1] : 0;
   for (size_t i = common; i < n; i++) {
-    if (!(cur = floor_child(f, cur, bt[i]))) {
-      f->prev_len = 0;
-      return f->full ? -EAGAIN : -ENOMEM;
+    const uint32_t parent = cur;
+    const bool absent = f->absent_valid && parent == f->absent_parent && bt[i] == f->absent_code;
+    if (absent || !(cur = floor_child(f, parent, bt[i], false))) {
+      if (f->full || !f->max_nodes || f->nodes + 1u < f->max_nodes) {
+        f->prev_len = 0;
+        return f->full ? -EAGAIN : -ENOMEM;
+      }
+      /* Past the budget: root -> overflow -> last frame; the path up to frame i stays the
+       * previous one (as cts_stacks_intern_shared leaves it). */
+      f->prev_len = i;
+      f->absent_parent = parent;
+      f->absent_code = bt[i];
+      f->absent_valid = true;
+      const uint32_t over = floor_child(f, 0, FLOOR_OVERFLOW_CODE, true);
+      const uint32_t leaf = over ? floor_child(f, over, bt[n - 1], true) : 0;
+      if (!leaf) return f->full ? -EAGAIN : -ENOMEM;
+      f->overflowed++;
+      f->counts[leaf - 1]++;
+      return 0;
     }
     f->prev_codes[i] = bt[i];
     f->prev_nodes[i] = cur;
@@ -324,6 +356,9 @@ static void floor_free(trie_floor_t *f) {
   free(f->prev_nodes);
 }
 
+/* --max-nodes N (trie_floor_t.max_nodes). */
+static uint32_t floor_max_nodes;
+
 /* One --trie-floor pass, with a table sized from the file (see trie_floor_t). Leaves the
  * run's nodes, codes and slots in *f. Returns 0 or prints the error and returns non-zero. */
 static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_t *t,
@@ -336,7 +371,7 @@ static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_
   uint32_t cap = FLOOR_FIRST_SLOTS;
   for (uint32_t restarts = 0;; restarts++) {
     memset(t, 0, sizeof *t);
-    *f = (trie_floor_t){.tally = t, .restarts = restarts};
+    *f = (trie_floor_t){.tally = t, .restarts = restarts, .max_nodes = floor_max_nodes};
     f->cap = cap;
     cts_u64map_init(&f->code_ids);
     f->keys = floor_array(cap, sizeof *f->keys, &f->keys_bytes);
@@ -351,7 +386,11 @@ static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_
       *bytes = cts_mt_reader_offset(r);
       const double per_bytes = (double)st.st_size / FLOOR_BYTES_PER_NODE;
       const double nodes = *bytes ? (double)f->nodes * (double)st.st_size / (double)*bytes : 0;
-      want = (uint64_t)((nodes < per_bytes ? nodes : per_bytes) * 100 / FLOOR_MAX_LOAD_PCT);
+      double expect = nodes < per_bytes ? nodes : per_bytes;
+      /* Past the budget only the overflow's leaves come: at most one a distinct frame. */
+      if (f->max_nodes && expect > (double)f->max_nodes + 65536.0)
+        expect = (double)f->max_nodes + 65536.0;
+      want = (uint64_t)(expect * 100 / FLOOR_MAX_LOAD_PCT);
       if (e && !f->full)
         fprintf(stderr, "read_bench: %s: %s\n", path,
                 input_error ? cts_os_strerror(e) : cts_mt_reader_error_message(r));
@@ -511,7 +550,7 @@ static void usage(FILE *f) {
           "Usage: read_bench [--decode | --skip] [--count-frees [--count-allocs]] [--via-read | "
           "--read-only | "
           "--walk-floor | "
-          "--trie-floor] "
+          "--trie-floor [--max-nodes N]] "
           "[-n RUNS] [--warmup N] TRACE\n"
           "Reads TRACE RUNS times (default 5, after 1 warm-up run) and prints the median,\n"
           "minimum and maximum wall time (and CPU time), events/s, MB/s (10^6 bytes) and\n"
@@ -531,6 +570,9 @@ static void usage(FILE *f) {
           "  --trie-floor   decode (as --via-os --decode) and intern every allocation's\n"
           "                 backtrace into the leanest (parent, frame) -> node table, one\n"
           "                 32-bit count per node: what keeping every stack costs at least\n"
+          "  --max-nodes N  with --trie-floor: past N nodes, a new stack is kept as\n"
+          "                 overflow -> its last frame, as ctfscope's profile does past its\n"
+          "                 node budget (10485760 for report, leaks and the exports)\n"
           "  -n, --runs N   counted runs (1..%d)\n"
           "  --warmup N     uncounted runs first (default 1)\n",
           MAX_RUNS);
@@ -547,6 +589,7 @@ int main(int argc, char **argv) {
     OPT_TRIE_FLOOR,
     OPT_COUNT_FREES,
     OPT_COUNT_ALLOCS,
+    OPT_MAX_NODES,
     OPT_WARMUP
   };
   static const struct option opts[] = {
@@ -559,6 +602,7 @@ int main(int argc, char **argv) {
       {"trie-floor", no_argument, NULL, OPT_TRIE_FLOOR},
       {"count-frees", no_argument, NULL, OPT_COUNT_FREES},
       {"count-allocs", no_argument, NULL, OPT_COUNT_ALLOCS},
+      {"max-nodes", required_argument, NULL, OPT_MAX_NODES},
       {"runs", required_argument, NULL, 'n'},
       {"warmup", required_argument, NULL, OPT_WARMUP},
       {"help", no_argument, NULL, 'h'},
@@ -596,6 +640,9 @@ int main(int argc, char **argv) {
         break;
       case OPT_COUNT_ALLOCS:
         count_frees = count_allocs = true;
+        break;
+      case OPT_MAX_NODES:
+        floor_max_nodes = (uint32_t)strtoul(optarg, NULL, 10);
         break;
       case 'n':
         runs = atoi(optarg);
@@ -680,6 +727,9 @@ int main(int argc, char **argv) {
            " slots (load %.2f), %" PRIu32 " restarts, %.1f bytes a node, %" PRIu64 " look-ups\n",
            floor.nodes, floor.code_count, floor.cap, (double)floor.nodes / floor.cap,
            floor.restarts, floor.nodes ? (double)floor.cap * 12 / floor.nodes : 0.0, floor.lookups);
+  if (mode == MODE_TRIE_FLOOR && floor.max_nodes)
+    printf("budget     %" PRIu32 " nodes: %" PRIu64 " allocations kept by their last frame\n",
+           floor.max_nodes, floor.overflowed);
   printf("checksum   %016" PRIx64 " (samples %" PRIu64 ")\n", t.checksum, t.samples);
   return 0;
 }

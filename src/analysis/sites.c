@@ -193,6 +193,9 @@ static bool grow_table(cts_stacks_t *s) {
 
 void cts_stacks_drop_table(cts_stacks_t *s) {
   s->pending_head = s->pending_count = 0; /* a rebuilt table has every node */
+  /* Without the table the nodes may be renumbered (cts_stacks_relabel_merge_in_place). */
+  s->absent_valid = false;
+  s->overflow_node = 0;
   free(s->table);
   s->table = NULL;
   s->table_cap = 0;
@@ -252,6 +255,9 @@ static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, bool later,
     s->nodes = nodes;
     s->cap = cap;
   }
+  /* The frame known absent has a node now. */
+  if (CTS_UNLIKELY(s->absent_valid) && parent == s->absent_parent && code == s->absent_code)
+    s->absent_valid = false;
   const uint32_t n = s->count++;
   cts_stack_node_t *node = &s->nodes[n];
   memset(node, 0, sizeof *node);
@@ -390,9 +396,12 @@ int cts_stacks_add_self(cts_stacks_t *s, uint32_t node, const cts_site_stats_t *
 
 /* A stack past the node budget: root → overflow → last frame (a few nodes per site). */
 static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
-  uint32_t over, n;
-  int e = cts_stacks_intern_child(s, 0, CTS_STACKS_OVERFLOW_CODE, &over);
-  if (!e) e = cts_stacks_intern_child(s, over, leaf, &n);
+  uint32_t over = s->overflow_node, n;
+  int e = over ? 0 : cts_stacks_intern_child(s, 0, CTS_STACKS_OVERFLOW_CODE, &over);
+  if (!e) {
+    s->overflow_node = over;
+    e = cts_stacks_intern_child(s, over, leaf, &n);
+  }
   if (e) return e;
   if (!own_stat(s, n)) return -ENOMEM;
   if (s->record_sites[s->nodes[n].stat] == UINT32_MAX && !s->no_sites) {
@@ -465,9 +474,14 @@ static CTS_NOINLINE slow_step_t child_slow(cts_stacks_t *s, const uint64_t *bt, 
   /* The first new node's slot was just probed (in cache): written now; the deeper ones',
    * under a node just made, later. */
   for (bool later = false;; cur = c, later = true) {
-    const int e =
-        s->max_nodes && s->count >= s->max_nodes ? CTS_E_LIMIT : new_node(s, cur, bt[i], later, &c);
+    const bool spent = s->max_nodes && s->count >= s->max_nodes;
+    const int e = spent ? CTS_E_LIMIT : new_node(s, cur, bt[i], later, &c);
     if (e) {
+      if (spent) {
+        s->absent_parent = cur;
+        s->absent_code = bt[i];
+        s->absent_valid = true;
+      }
       s->prev_len = i; /* what is cached stays consistent */
       return (slow_step_t){.err = e, .next = i};
     }
@@ -521,6 +535,13 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
       if (child) h[0] = *m;
     }
     if (CTS_UNLIKELY(!child)) {
+      /* Where the last stack cut for the budget stopped: cut there again, as child_slow
+       * would after its look-up (the budget still spent: no node can be made). */
+      if (s->absent_valid && cur == s->absent_parent && code == s->absent_code && s->max_nodes &&
+          s->count >= s->max_nodes) {
+        s->prev_len = i;
+        return intern_overflow(s, bt[n - 1], node);
+      }
       const slow_step_t st = child_slow(s, bt, i, n, cur);
       if (st.err) return st.err != CTS_E_LIMIT ? st.err : intern_overflow(s, bt[n - 1], node);
       nodes = s->nodes;
