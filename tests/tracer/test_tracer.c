@@ -877,6 +877,21 @@ static bool can_count_instructions(char *self, size_t cap) {
 #endif
 }
 
+/* Fails the test when `per` instructions of `what` are more than `optimized` (a build with
+ * optimization, the figure the guard is for) or `debug` (-O0: only a call or a loop added). */
+static void assert_instructions_at_most(double per, double optimized, double debug,
+                                        const char *what) {
+#ifdef __OPTIMIZE__
+  const double most = optimized;
+  (void)debug;
+#else
+  const double most = debug;
+  (void)optimized;
+#endif
+  fprintf(stderr, "  %.1f instructions %s (at most %.0f)\n", per, what, most);
+  CTS_ASSERT_MSG(per <= most, "%.1f instructions %s (at most %.0f)", per, what, most);
+}
+
 /* Guard for rate 1 on code without frame pointers (#16, cc1plus): the mixed unwinder's
  * instructions per walk that goes 4 frames by call frame rules (3 of them at %rsp plus a
  * constant) and then rejoins the previous walk, ~25 frames from the stack's top. Counted
@@ -916,13 +931,7 @@ CTS_TEST(walk_instructions_per_rejoined_walk) {
   /* Not vacuous: the walks were counted. */
   CTS_ASSERT_MSG(few > 100 * 2 * 100, "%" PRIu64 " instructions in 200 walks", few);
   const double per = ((double)many - (double)few) / 1800.0;
-#ifdef __OPTIMIZE__
-  const double most = 860;
-#else
-  const double most = 3200;
-#endif
-  fprintf(stderr, "  %.1f instructions a walk (at most %.0f)\n", per, most);
-  CTS_ASSERT_MSG(per <= most, "%.1f instructions a walk (at most %.0f)", per, most);
+  assert_instructions_at_most(per, 860, 3200, "a walk");
 #endif
 }
 
@@ -1073,14 +1082,7 @@ CTS_TEST(cfi_row_instructions_per_call_frame_instruction) {
   CTS_ASSERT_MSG(all > one + (uint64_t)ops, "%" PRIu64 " instructions, %" PRIu64 " without sites",
                  all, one);
   const double per = ((double)all - (double)one) / ops;
-#ifdef __OPTIMIZE__
-  const double most = 30;
-#else
-  const double most = 60;
-#endif
-  fprintf(stderr, "  %.1f instructions a call frame instruction (at most %.0f)\n", per, most);
-  CTS_ASSERT_MSG(per <= most, "%.1f instructions a call frame instruction (at most %.0f)", per,
-                 most);
+  assert_instructions_at_most(per, 30, 60, "a call frame instruction");
 #endif
 }
 
@@ -1136,14 +1138,7 @@ CTS_TEST(record_and_free_instructions_at_rate_1) {
   /* Not vacuous: the pairs were counted. */
   CTS_ASSERT_MSG(few > 200 * 50, "%" PRIu64 " instructions in 200 pairs", few);
   const double per = ((double)many - (double)few) / 1800.0;
-#ifdef __OPTIMIZE__
-  const double most = 175;
-#else
-  const double most = 680;
-#endif
-  fprintf(stderr, "  %.1f instructions a record and its collect (at most %.0f)\n", per, most);
-  CTS_ASSERT_MSG(per <= most, "%.1f instructions a record and its collect (at most %.0f)", per,
-                 most);
+  assert_instructions_at_most(per, 175, 680, "a record and its collect");
 }
 
 /* ---- the mixed unwinder through a signal frame ------------------------------------------ */
