@@ -369,12 +369,14 @@ static CTS_NOINLINE void record_free_slow(uint64_t full) {
   cts__guard_leave();
 }
 
+#if CTS_HAVE_CPU_COUNTER
 /* The writer is woken out of line (it takes the control lock), guard raised. */
 static CTS_NOINLINE void wake_guarded(cts__ring_t *r, uint64_t head) {
   cts__guard_enter();
   cts__ring_wake(r, head);
   cts__guard_leave();
 }
+#endif
 
 /* Every sampled block's free at rate 1 comes here. Its common case (the thread has a ring
  * with room before its end, TSC times) writes the record inline and calls nothing, so it
