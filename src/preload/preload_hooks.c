@@ -64,7 +64,7 @@ typedef struct header {
   uint64_t info; /* shift | session << SHIFT_BITS | id << ID_SHIFT (arena: size << 6) */
 } header_t;
 
-_Static_assert(ID_SHIFT + 40 == 64, "the id keeps 40 bits");
+_Static_assert(ID_SHIFT + CTS__TRACER_ID_BITS == 64, "the id keeps 40 bits");
 
 /* Any value until cts__resolve_real_functions() sets it, always before the first tag. */
 static uint64_t tag_key = 0x6a09e667f3bcc908ull;
@@ -373,9 +373,9 @@ static CTS_FORCE_INLINE void *sampled_block(void *q, size_t offset, size_t size,
   unsigned char *const p = (unsigned char *)q + offset;
   const unsigned shift = (unsigned)__builtin_ctzll(offset / HEADER);
   if (!in_page(p) && !far_insert(p, shift)) return q;
-  unsigned session;
-  uint64_t id = cts__tracer_record(p, size, nsamples, frame, &session, false);
-  if (id > CTS__TRACER_NO_ID) id = CTS__TRACER_NO_ID;
+  const uint64_t full = cts__tracer_record(p, size, nsamples, frame, false);
+  const uint64_t id = full & CTS__TRACER_NO_ID;
+  const unsigned session = (unsigned)(full >> CTS__TRACER_ID_BITS) & CTS__TRACER_SESSION_MASK;
   const uint64_t info = shift | (uint64_t)session << SHIFT_BITS | id << ID_SHIFT;
   if (in_page(p))
     set_header(p, info);
@@ -477,7 +477,7 @@ static CTS_FORCE_INLINE void *alloc_sampled_aligned(size_t align, size_t size, u
 
 static CTS_NOINLINE void *malloc_slow(size_t size, void *frame) {
   if (cts__need_real()) return arena_alloc(size, 16);
-  const uint64_t nsamples = cts__tracer_sample_slow(size);
+  const uint64_t nsamples = cts__tracer_sample(size);
   if (!nsamples) return cts__real.malloc(size);
   return alloc_sampled(size, nsamples, false, frame);
 }
@@ -498,8 +498,12 @@ CTS__PRELOAD_EXPORT void *malloc(size_t size) {
 /* free of a tagged block (its header's `info`): an arena block (kept) or a sampled one. */
 static CTS_NOINLINE void free_tagged(void *p, uint64_t info) {
   if (shift_of(info) == SHIFT_ARENA) return;
-  untag(p, info);
+  forget_tag(p);
   cts__real.free(real_block_of(p, info));
+  /* After the real free, as a tail call (every sampled block's free at rate 1): the
+   * collect names the object by its id, whatever the block becomes meanwhile. */
+  cts__tracer_record_free(info >> ID_SHIFT,
+                          (unsigned)(info >> SHIFT_BITS) & CTS__TRACER_SESSION_MASK);
 }
 
 /* free of a pointer whose header would not be in page (NULL included). */
@@ -545,7 +549,7 @@ CTS__PRELOAD_EXPORT void free_aligned_sized(void *p, size_t align, size_t size) 
 
 static CTS_NOINLINE void *calloc_slow(size_t n, size_t size, size_t total, void *frame) {
   if (cts__need_real()) return arena_alloc(total, 16);
-  const uint64_t nsamples = cts__tracer_sample_slow(total);
+  const uint64_t nsamples = cts__tracer_sample(total);
   if (!nsamples) return cts__real.calloc(n, size);
   return alloc_sampled(total, nsamples, true, frame);
 }
@@ -629,7 +633,7 @@ static void *realloc_tagged(void *old, uint64_t info, size_t size, void *frame) 
     if (p) memcpy(p, old, old_size < size ? old_size : size);
     return p;
   }
-  const uint64_t nsamples = cts__tracer_skip(size) ? 0 : cts__tracer_sample_slow(size);
+  const uint64_t nsamples = cts__tracer_skip(size) ? 0 : cts__tracer_sample(size);
   if (shift != 0) {
     /* From the arena (never freed), aligned, placed two headers in, or far: a new block and
      * a copy. */
@@ -666,7 +670,7 @@ static CTS_NOINLINE void *realloc_slow(void *old, size_t size, void *frame) {
   uint64_t info;
   if (old && tagged_info(old, &info)) return realloc_tagged(old, info, size, frame);
   if (cts__need_real()) return arena_alloc(size, 16);
-  const uint64_t nsamples = cts__tracer_sample_slow(size);
+  const uint64_t nsamples = cts__tracer_sample(size);
   if (!nsamples) return cts__real.realloc(old, size);
   return realloc_into_sampled(old, size, nsamples, frame);
 }
@@ -719,7 +723,7 @@ CTS__PRELOAD_EXPORT size_t malloc_usable_size(void *p) {
 /* The aligned allocators: sampled blocks are made with memalign; an alignment that is not
  * a power of two is left to the real function (which rejects or rounds it). */
 static CTS_NOINLINE void *aligned_slow(size_t align, size_t size, void *frame, int which) {
-  const uint64_t nsamples = cts__tracer_sample_slow(size);
+  const uint64_t nsamples = cts__tracer_sample(size);
   if (nsamples && align && (align & (align - 1)) == 0)
     return alloc_sampled_aligned(align, size, nsamples, frame);
   if (which == 1) return cts__real.memalign(align, size);
@@ -746,7 +750,7 @@ CTS__PRELOAD_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   if (CTS_LIKELY(cts__tracer_skip(size)) || align % sizeof(void *) != 0 ||
       (align & (align - 1)) != 0)
     return real(out, align, size);
-  const uint64_t nsamples = cts__tracer_sample_slow(size);
+  const uint64_t nsamples = cts__tracer_sample(size);
   if (!nsamples) return real(out, align, size);
   const int e = errno;
   void *const p = alloc_sampled_aligned(align, size, nsamples, __builtin_frame_address(0));

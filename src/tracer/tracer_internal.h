@@ -62,7 +62,8 @@ void cts__tracer_free_slow(const void *ptr);
 /* The preload library gives each sampled block a header holding its object id and the
  * session that sampled it (low CTS__TRACER_SESSION_BITS bits), so the tracer keeps no
  * table for them. */
-#define CTS__TRACER_NO_ID        ((UINT64_C(1) << 40) - 1u) /* not recorded: no collect */
+#define CTS__TRACER_ID_BITS      40u /* a full id: the session's low bits above the object id */
+#define CTS__TRACER_NO_ID        ((UINT64_C(1) << CTS__TRACER_ID_BITS) - 1u) /* not recorded */
 #define CTS__TRACER_SESSION_BITS 18u
 #define CTS__TRACER_SESSION_MASK ((1u << CTS__TRACER_SESSION_BITS) - 1u)
 
@@ -96,14 +97,29 @@ static CTS_FORCE_INLINE bool cts__tracer_skip(size_t size) {
 /* The countdown's slow path: the number of samples in a block of `size` bytes about to be
  * allocated, 0 if it is not sampled (tracing off, or the tracer's own allocation). */
 uint64_t cts__tracer_sample_slow(size_t size);
-/* Queues the alloc event of sampled block `ptr` (nsamples from cts__tracer_sample_slow)
- * and returns its object id, or CTS__TRACER_NO_ID if it is not recorded; `*session` (if
- * not NULL) gets the session's low bits, for cts__tracer_record_free(). With `side`, the
- * block goes into the side table (the linked API's blocks). `frame` is the frame of the
- * hook the program called. Called straight from the hooks' slow paths: each frame between
- * the hook and libunwind costs an unwinding step. */
+/* Whether the session samples every word (rate 1), set with its other sampling parameters
+ * before it starts (sample.c). Hidden, as cts__tracer_active. */
+extern atomic_bool cts__tracer_every_word __attribute__((visibility("hidden")));
+/* cts__tracer_sample_slow with rate 1's answer inline: at rate 1 every allocation comes
+ * here, and the call was ~15 instructions of the ~1 000 a traced allocation costs. */
+static CTS_FORCE_INLINE uint64_t cts__tracer_sample(size_t size) {
+  /* (acquire, as cts__tracer_sample_slow: the session's parameters were set before it) */
+  const unsigned session =
+      (unsigned)atomic_load_explicit(&cts__tracer_active, memory_order_acquire);
+  if (CTS_LIKELY(session && atomic_load_explicit(&cts__tracer_every_word, memory_order_relaxed) &&
+                 !cts__thread.guard))
+    return ((uint64_t)size + 7u) >> 3;
+  return cts__tracer_sample_slow(size);
+}
+/* Queues the alloc event of sampled block `ptr` (nsamples from cts__tracer_sample) and
+ * returns its full id: the session's bits above CTS__TRACER_ID_BITS (their low
+ * CTS__TRACER_SESSION_BITS are cts__tracer_record_free's `session`), the object id below;
+ * CTS__TRACER_NO_ID (session 0) if it is not recorded. With `side`, the block goes into the
+ * side table (the linked API's blocks). `frame` is the frame of the hook the program
+ * called. Called straight from the hooks' slow paths: each frame between the hook and
+ * libunwind costs an unwinding step. */
 uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, void *frame,
-                            unsigned *session, bool side);
+                            bool side);
 /* Queues the collect of object `id` if `session` is still the running session. */
 void cts__tracer_record_free(uint64_t id, unsigned session);
 /* The traced process is about to exec (true), after flushing, or its exec failed (false):

@@ -96,7 +96,8 @@
 #define ID_BITS 40u
 #define ID_MASK ((UINT64_C(1) << ID_BITS) - 1u)
 
-_Static_assert(CTS__TRACER_NO_ID == ID_MASK, "object ids fill the low ID_BITS bits");
+_Static_assert(CTS__TRACER_NO_ID == ID_MASK && CTS__TRACER_ID_BITS == ID_BITS,
+               "object ids fill the low ID_BITS bits");
 _Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + CTS__OWN_FRAMES <= RING_MIN_WORDS / 4u,
                "a record fits the smallest ring");
 _Static_assert(RING_WORDS >> RING_MAX_SHIFT == RING_MIN_WORDS, "RING_MAX_SHIFT");
@@ -247,7 +248,6 @@ void cts__init_control(cts__control_t *c, bool shared);
 typedef struct cts__sampler {
   cts_tracer_unwind_t unwind;
   double rate;
-  bool every_word;     /* rate 1 */
   double inv_log_miss; /* 1 / log(1 − λ): geometric gaps between sampled words */
   double inv_log_hit;  /* 1 / log(λ): gaps between unsampled words, when λ > 1/2 */
   uint64_t seed;       /* the session's cfg.seed: 0, from the clock */
@@ -497,6 +497,17 @@ static CTS_FORCE_INLINE uint64_t *cts__ring_reserve(cts__ring_t *r, size_t n, si
   return r->words + off;
 }
 
+/* cts__ring_reserve's common case: room for an `n`-word record before the ring's end and
+ * within its size, else NULL (then cts__ring_reserve decides: wrap, wait or drop). Calls
+ * nothing. */
+static CTS_FORCE_INLINE uint64_t *cts__ring_reserve_fast(cts__ring_t *r, size_t n) {
+  const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  const size_t size = (size_t)RING_WORDS >> atomic_load_explicit(&r->shift, memory_order_relaxed);
+  const size_t off = (size_t)head & (size - 1u);
+  if (CTS_UNLIKELY(off + n > size || head + n - r->tail_seen > size)) return NULL;
+  return r->words + off;
+}
+
 /* Publishes `total` words (the record and the padding before it). */
 static CTS_FORCE_INLINE void cts__ring_publish(cts__ring_t *r, size_t total) {
   const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed) + total;
@@ -513,6 +524,16 @@ static CTS_FORCE_INLINE cts__ring_t *cts__thread_ring(cts__thread_t *t) {
  * converts it and keeps times non-decreasing). Relaxed atomic loads: a thread of the
  * previous session still freeing may read these while the next session's start sets them
  * (its event is dropped as the old session's); plain moves on x86-64. */
+/* Whether events are timed by the CPU's counter (cts__cpu_counter()), read as the next
+ * cts__event_time() would. */
+static CTS_FORCE_INLINE bool cts__event_time_is_tsc(void) {
+#if CTS_HAVE_CPU_COUNTER
+  return __atomic_load_n(&cts__session.tsc_mode, __ATOMIC_RELAXED);
+#else
+  return false;
+#endif
+}
+
 static inline uint64_t cts__event_time(void) {
 #if CTS_HAVE_CPU_COUNTER
   if (__atomic_load_n(&cts__session.tsc_mode, __ATOMIC_RELAXED)) return cts__cpu_counter();
