@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The whole test suite: installs missing Debian packages, then configures, builds and tests
-# the `dev` preset (gcc, -Werror), the `release` preset (gcc -O2, what scripts/main.sh
-# builds: the optimiser changes what the tracer sees, such as prologues and folded
-# functions), the `asan` preset (clang, ASan+UBSan, -Werror) and the `tsan` preset (clang,
+# the `dev` preset (gcc, -Werror); builds the `clang` preset (clang, -Werror: the preload
+# library and the LD_PRELOAD tests, which the sanitizer presets below do not build, are
+# compiled by clang too; its tests are dev's); then the `release` preset (gcc -O2, what
+# scripts/main.sh builds: the optimiser changes what the tracer sees, such as prologues and
+# folded functions), the `asan` preset (clang, ASan+UBSan, -Werror) and the `tsan` preset (clang,
 # ThreadSanitizer, CTS_ASSERT on; its test step runs only the tests labelled `concurrent`:
 # tracer, task hooks, collector, serve; LD_PRELOAD tests cannot run under TSan).
-# Usage: scripts/test.sh [PRESET...]   (default: dev release asan tsan)
+# Usage: scripts/test.sh [WORKFLOW...]   (default: dev clang-build release asan tsan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -15,7 +17,7 @@ cts_install_node
 cts_install_npm_packages
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(dev release asan tsan)
+[ ${#presets[@]} -gt 0 ] || presets=(dev clang-build release asan tsan)
 for preset in "${presets[@]}"; do
   echo "==> ctfscope: preset '$preset': configure, build, test" >&2
   cmake --workflow --preset "$preset"
