@@ -254,6 +254,21 @@ static inline int cts__guarded(void) {
   return cts__thread.guard;
 }
 
+/* One line of /proc/PID/maps, "start-end perms offset major:minor inode   path", as the
+ * kernel writes it: the fields libdwfl's report reads (with sscanf, the same fields), path
+ * the rest of the line after the blanks that follow the inode (not NUL-terminated, may be
+ * empty). */
+typedef struct cts__maps_line {
+  uint64_t start, end, offset, inode;
+  unsigned major, minor;
+  const char *path;
+  size_t path_len;
+} cts__maps_line_t;
+/* Parses the `len` bytes at `line` (no newline among them) into *out: false if they are
+ * not such a line (a field missing or out of range). Reads nothing past line + len. Pure:
+ * any thread. symbolize.c. */
+bool cts__maps_line_parse(const char *line, size_t len, cts__maps_line_t *out);
+
 /* Location resolution with libdw (symbolize.c); all on the writer thread. `pid` is the
  * process whose codes are resolved: 0 for this one (its loader's counters say when to
  * re-read the module list), or the program a writer process writes for: its module list
