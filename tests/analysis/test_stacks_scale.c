@@ -65,8 +65,8 @@ CTS_TEST(a_node_and_its_slot_fit_in_32_bytes_and_64_with_figures) {
   CTS_ASSERT(bytes <= (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 64u);
   /* With the figures of the 3 nodes in 8 that end an allocating stack on gen_trace's
    * default shape, still within 64 bytes a node. */
-  const uint64_t figures = (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 3 / 8 *
-                           (sizeof(cts_stack_stat_t) + sizeof(uint32_t) /* the record's site */);
+  const uint64_t figures =
+      (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 3 / 8 * sizeof(cts_stack_stat_t);
   CTS_ASSERT(bytes + figures <= (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 64u);
 }
 
@@ -76,7 +76,7 @@ CTS_TEST(a_node_and_its_slot_fit_in_32_bytes_and_64_with_figures) {
  * is probed all over. */
 static size_t resident_bytes(const cts_stacks_t *s) {
   return (size_t)s->count * sizeof *s->nodes + (size_t)s->table_cap * sizeof *s->table +
-         s->stat_count * (sizeof *s->stats + sizeof *s->record_sites);
+         s->stat_count * sizeof *s->stats;
 }
 
 /* Group g of three stacks: a chain of five frames of its own, then one of three leaves, so
@@ -112,11 +112,12 @@ CTS_TEST(a_node_with_its_figures_fits_in_64_bytes) {
 }
 
 /* The report's profile (lean records, live figures by site) on the same shape: node, table
- * slot and records (with their sites) within 32 bytes a node, so that the 10 Mi nodes kept
- * at the default budget (gen_trace --mb 1000) cost ~320 MiB. 46 bytes with 8-byte table slots
- * and 24-byte records (main before wip/h30big), 39 with 4-byte slots alone, 38 with 24-byte
- * nodes (before wip/h31node). */
-CTS_TEST(a_report_node_with_its_figures_fits_in_32_bytes) {
+ * slot, records and sites within 30 bytes a node, so that the 10 Mi nodes kept at the
+ * default budget (gen_trace --mb 1000) cost ~300 MiB. 46 bytes with 8-byte table slots and
+ * 24-byte records (main before wip/h30big), 39 with 4-byte slots alone, 38 with 24-byte
+ * nodes (before wip/h31node), 31 with a site kept by record (4 bytes each, before
+ * wip/h32site: a node's site is now its code's, from the map of sites). */
+CTS_TEST(a_report_node_with_its_figures_fits_in_30_bytes) {
   cts_alloc_profile_t p;
   const cts_alloc_profile_config_t cfg = {
       .stacks = true, .skip_histograms = true, .live_by_site = true};
@@ -128,9 +129,16 @@ CTS_TEST(a_report_node_with_its_figures_fits_in_32_bytes) {
   CTS_ASSERT_EQ_U64(s->count, 1 + groups * 8);
   CTS_ASSERT_EQ_U64(s->table_cap, 1u << 21);
   const size_t bytes = (size_t)s->count * sizeof *s->nodes +
-                       (size_t)s->table_cap * sizeof *s->table +
-                       s->stat_count * (sizeof *s->lean + sizeof *s->record_sites);
-  CTS_ASSERT_MSG(bytes / s->count <= 32, "%zu bytes per node with the figures", bytes / s->count);
+                       (size_t)s->table_cap * sizeof *s->table + s->stat_count * sizeof *s->lean +
+                       s->site_cap * sizeof *s->sites +
+                       s->site_of_code.cap * sizeof *s->site_of_code.slots;
+  CTS_ASSERT_MSG(bytes / s->count <= 30, "%zu bytes per node with the figures", bytes / s->count);
+  /* Every allocating node's site is its leaf's, found by its code. */
+  for (uint32_t n = 1; n < s->count; n++) {
+    const uint32_t site = cts_stacks_site(s, n);
+    CTS_ASSERT_EQ_U64(site != UINT32_MAX, s->nodes[n].stat != 0);
+    if (site != UINT32_MAX) CTS_ASSERT_EQ_U64(s->sites[site].code, s->nodes[n].code);
+  }
   cts_alloc_profile_fini(&p);
 }
 
