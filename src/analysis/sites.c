@@ -195,6 +195,29 @@ void cts_stacks_drop_table(cts_stacks_t *s) {
   s->table_cap = 0;
 }
 
+void *cts_stacks_lend_table(cts_stacks_t *s, size_t *bytes) {
+  uint32_t *t = s->table;
+  *bytes = (size_t)s->table_cap * sizeof *t;
+  s->pending_head = s->pending_count = 0; /* the table given back gets every node */
+  s->table = NULL;
+  s->table_cap = 0;
+  return t;
+}
+
+void cts_stacks_restore_table(cts_stacks_t *s, void *table, size_t bytes) {
+  const uint32_t cap = (uint32_t)(bytes / sizeof *s->table);
+  if (!table) return;
+  /* A table made again meanwhile (nodes came) stays; the lent one would be too full. */
+  if (s->table || (uint64_t)s->count * 10 > (uint64_t)cap * 7) {
+    free(table);
+    return;
+  }
+  memset(table, 0, bytes);
+  put_all(s, table, cap);
+  s->table = table;
+  s->table_cap = cap;
+}
+
 /* Makes the table again after cts_stacks_drop_table: false if out of memory. */
 static bool rebuild_table(cts_stacks_t *s) {
   uint32_t cap = 2048;

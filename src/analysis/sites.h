@@ -367,6 +367,16 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
  * with -ENOMEM if they cannot. */
 void cts_stacks_drop_table(cts_stacks_t *s);
 
+/* The (parent, code) table's memory (*bytes: 4 bytes a slot, above 1.4 a node), lent to the
+ * caller as scratch, or NULL if there is none: a view that needs a large array for a while
+ * in the middle of the pass (the report's coarser call tree, 4 bytes a node) uses it rather
+ * than more memory at the peak. Until cts_stacks_restore_table the trie has no table, as
+ * after cts_stacks_drop_table (an interning makes one again, the lent one is then freed). */
+void *cts_stacks_lend_table(cts_stacks_t *s, size_t *bytes);
+/* Takes back the table lent (any content): every node put in it again (one pass over the
+ * nodes, the slots written at random), or freed if the trie made another meanwhile. */
+void cts_stacks_restore_table(cts_stacks_t *s, void *table, size_t bytes);
+
 /* n zeroed elements of size bytes for a hash table probed at random, NULL when out of memory
  * or overflowing; free() frees it. A large one (8 MiB or more) is on 2 MiB pages where the
  * kernel allows them on request (madvise), so that random probes miss the TLB far less; its

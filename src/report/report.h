@@ -109,6 +109,9 @@ uint64_t report_mem_full_events(const report_mem_t *m);
 /* Keys that a record table's growth moved while the records were remapped (coarser keys),
  * and in *remaps how many remaps the load made (tests). */
 uint64_t report_mem_remap_rehashes(const report_mem_t *m, uint32_t *remaps);
+/* Coarser call trees whose figures were made in the trie's lent look-up table, not in memory
+ * of their own (tests). */
+uint32_t report_mem_lent_coarsenings(const report_mem_t *m);
 /* The trace's profile (rate, word size: what formats byte estimates), borrowed. */
 const cts_alloc_profile_t *report_mem_profile(const report_mem_t *m);
 /* The trace's info record (process id, start time), borrowed; NULL when it has none. */

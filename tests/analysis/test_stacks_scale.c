@@ -565,15 +565,30 @@ CTS_TEST(the_peak_epoch_wraps_without_losing_a_peak) {
   cts_stacks_fini(&wrapped);
 }
 
+/* Stacks of the table tests: N past the first table's 2048 slots. */
+enum { SPREAD_N = 20000 };
+
+/* Interns stack k = {1, 2 + k % 50, 100 + k} of k in [0, SPREAD_N) forwards (node[k] set),
+ * or backwards (checked against node[k]: the same nodes, none made twice). */
+static void intern_spread(cts_stacks_t *s, uint32_t *node, bool again) {
+  for (uint64_t i = 0; i < SPREAD_N; i++) {
+    const uint64_t k = again ? SPREAD_N - 1 - i : i;
+    const uint64_t bt[3] = {1, 2 + k % 50, 100 + k};
+    uint32_t n;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(s, bt, 3, &n), 0);
+    if (again)
+      CTS_ASSERT_EQ_U64(n, node[k]);
+    else
+      node[k] = n;
+  }
+}
+
 CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
-  enum { N = 20000 }; /* past the first table's 2048 slots */
+  enum { N = SPREAD_N };
   cts_stacks_t s;
   CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
   static uint32_t node[N];
-  for (uint64_t k = 0; k < N; k++) {
-    const uint64_t bt[3] = {1, 2 + k % 50, 100 + k};
-    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 3, &node[k]), 0);
-  }
+  intern_spread(&s, node, false);
   const uint32_t count = s.count;
   CTS_ASSERT_EQ_U64(count, 1 + 1 + 50 + N);
   cts_stacks_drop_table(&s);
@@ -585,12 +600,7 @@ CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
   CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, one, 99), UINT32_MAX);
   /* Interning again, in another order (the memo and previous path do not answer all):
    * the same nodes, none made twice. */
-  for (uint64_t k = N; k-- > 0;) {
-    const uint64_t bt[3] = {1, 2 + k % 50, 100 + k};
-    uint32_t again;
-    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 3, &again), 0);
-    CTS_ASSERT_EQ_U64(again, node[k]);
-  }
+  intern_spread(&s, node, true);
   CTS_ASSERT_EQ_U64(s.count, count);
   CTS_ASSERT(s.table != NULL);
   const uint64_t fresh[3] = {1, 2, 5};
@@ -607,3 +617,39 @@ CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
 }
 
 CTS_TEST_MAIN()
+
+/* The table lent as scratch (the report's coarser call tree) comes back whole whatever was
+ * written in it, at its size; one made again meanwhile (an interning) is kept and the lent
+ * one freed. */
+CTS_TEST(a_lent_table_is_given_back_whole) {
+  enum { N = SPREAD_N };
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  static uint32_t node[N];
+  intern_spread(&s, node, false);
+  const uint32_t count = s.count, cap = s.table_cap;
+  size_t bytes;
+  void *lent = cts_stacks_lend_table(&s, &bytes);
+  CTS_ASSERT(lent != NULL && s.table == NULL);
+  CTS_ASSERT_EQ_U64(bytes, (uint64_t)cap * sizeof(uint32_t));
+  CTS_ASSERT(bytes >= count * sizeof(uint32_t)); /* room for 4 bytes a node */
+  memset(lent, 0xa5, bytes);
+  cts_stacks_restore_table(&s, lent, bytes);
+  CTS_ASSERT(s.table == lent);
+  CTS_ASSERT_EQ_U64(s.table_cap, cap);
+  for (uint64_t k = 0; k < N; k++)
+    CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[node[k]].parent, 100 + k), node[k]);
+  CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[node[0]].parent, 99), UINT32_MAX);
+  intern_spread(&s, node, true);
+  CTS_ASSERT_EQ_U64(s.count, count);
+  /* Lent, then a new frame: the trie makes a table of its own, the lent one is freed. */
+  lent = cts_stacks_lend_table(&s, &bytes);
+  const uint64_t fresh[3] = {1, 2, 5};
+  uint32_t n;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, fresh, 3, &n), 0);
+  CTS_ASSERT_EQ_U64(n, count);
+  cts_stacks_restore_table(&s, lent, bytes);
+  CTS_ASSERT(s.table != NULL);
+  CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[node[3]].parent, 103), node[3]);
+  cts_stacks_fini(&s);
+}
