@@ -225,7 +225,7 @@ void cts__stacks_restart_epochs(cts_stacks_t *s);
 /* The site of code (UINT32_MAX: none yet). Inline: asked once an allocation by the views
  * that keep live figures by site; the map is small (a few thousand sites), so in cache. */
 static inline uint32_t cts_stacks_code_site(const cts_stacks_t *s, uint64_t code) {
-  const uint64_t *v = cts_u64map_find(&s->site_of_code, code);
+  const uint64_t *v = cts_u64map_get(&s->site_of_code, code);
   return v ? (uint32_t)*v : UINT32_MAX;
 }
 
