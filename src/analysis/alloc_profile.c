@@ -431,7 +431,7 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
   }
   /* By site: the node's site, asked once for the figures and the free (kept in the record). */
   const uint32_t site =
-      !at_end && p->stacks.live_by_site ? cts_stacks_site(&p->stacks, node) : UINT32_MAX;
+      !at_end && p->stacks.live_by_site ? cts_stacks_site_memo(&p->stacks, node) : UINT32_MAX;
   if (!pack_fits(p, r, ev->time_us, p->alloc_clock, ev->nsamples, ev->length, ev->source, node)) {
     const cts_alloc_profile_block_t b = {.time_us = ev->time_us,
                                          .alloc_clock = p->alloc_clock,

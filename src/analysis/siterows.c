@@ -445,6 +445,7 @@ int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_
   s->stat_count = s->stat_cap = s->lean ? 1 : 0;
   s->live_by_site = false;
   s->sites_detached = true;
+  memset(s->site_memo, 0, CTS_STACKS_SITE_MEMO * sizeof *s->site_memo); /* node numbers change */
   s->count = e ? 1 : merged;
   uint64_t *a = e || !s->stat_cap ? NULL : malloc((size_t)merged * sizeof *a);
   for (uint32_t m = 0; a && m < merged; m++) { /* the sums out, the labels back */
@@ -473,6 +474,7 @@ int cts_stacks_relabel_merge_in_place(cts_stacks_t *s, cts_labels_t *labels) {
    * nodes no longer are: the records' allocated figures alone are left, and no site. */
   s->live_by_site = false;
   s->sites_detached = true;
+  memset(s->site_memo, 0, CTS_STACKS_SITE_MEMO * sizeof *s->site_memo); /* node numbers change */
   if (e) {
     s->count = 1;
     return e;

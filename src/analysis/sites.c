@@ -52,9 +52,10 @@ int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
   s->table = calloc(s->table_cap, sizeof *s->table);
   s->memo = calloc(CTS_STACKS_MEMO, sizeof *s->memo);
   s->hint = calloc(CTS_STACKS_HINTS, sizeof *s->hint);
+  s->site_memo = calloc(CTS_STACKS_SITE_MEMO, sizeof *s->site_memo);
   s->stat_cap = 1024;
   s->stats = calloc(s->stat_cap, sizeof *s->stats);
-  if (!s->nodes || !s->table || !s->memo || !s->hint || !s->stats) {
+  if (!s->nodes || !s->table || !s->memo || !s->hint || !s->site_memo || !s->stats) {
     cts_stacks_fini(s);
     return -ENOMEM;
   }
@@ -75,6 +76,7 @@ void cts_stacks_fini(cts_stacks_t *s) {
   free(s->wide);
   free(s->table);
   free(s->memo);
+  free(s->site_memo);
   free(s->hint);
   free(s->prev_nodes);
   cts_u64map_fini(&s->site_of_code);

@@ -176,6 +176,9 @@ typedef struct cts_stacks {
    * record took 4 bytes a record (15 MiB of the report's peak on gen_trace's 1 GB default
    * shape), this map takes 32 bytes a site (a few thousand). */
   cts_u64map_t site_of_code;
+  /* The sites of nodes asked lately (cts_stacks_site_memo): node << 32 | site, by the
+   * node's low bits, CTS_STACKS_SITE_MEMO entries; 0 = none (the root is never kept). */
+  uint64_t *site_memo;
   /* The nodes stand for no site any more (cts_stacks_relabel_merge_in_place and
    * cts_stacks_relabel_in_place merged them across codes): cts_stacks_site gives none. */
   bool sites_detached;
@@ -229,11 +232,26 @@ static inline uint32_t cts_stacks_code_site(const cts_stacks_t *s, uint64_t code
   return v ? (uint32_t)*v : UINT32_MAX;
 }
 
+/* Entries of the memo of nodes' sites (16 KiB). */
+#define CTS_STACKS_SITE_MEMO 2048u
+
 /* The site of node's code once the node allocated (has figures), else UINT32_MAX. */
 static inline uint32_t cts_stacks_site(const cts_stacks_t *s, uint32_t node) {
   if (s->no_sites || s->sites_detached) return UINT32_MAX; /* (the node not loaded) */
   const cts_stack_node_t *n = &s->nodes[node];
   return n->stat ? cts_stacks_code_site(s, n->code) : UINT32_MAX;
+}
+
+/* cts_stacks_site through the memo of nodes' sites, for the caller that asks once an
+ * allocation (the report's profile): the map's look-up took ~30 instructions an allocation
+ * (callgrind, report on a rate-1 trace of python3: +2.9 %, +0.5 % with the memo). A node's
+ * site never changes once it has one, so an entry stays true. */
+static inline uint32_t cts_stacks_site_memo(cts_stacks_t *s, uint32_t node) {
+  uint64_t *m = &s->site_memo[node & (CTS_STACKS_SITE_MEMO - 1u)];
+  if (CTS_LIKELY((uint32_t)(*m >> 32) == node && node)) return (uint32_t)*m;
+  const uint32_t site = cts_stacks_site(s, node);
+  if (site != UINT32_MAX) *m = (uint64_t)node << 32 | site;
+  return site;
 }
 
 /* Frames from the root to node (the root has depth 0): one step a frame. */
