@@ -71,6 +71,9 @@ typedef struct report_mem_opts {
   /* Call-tree nodes drawn in the page (default 256 Ki): beyond them, the nodes whose stacks
    * allocated least are drawn as part of their callers (every stack is still analysed). */
   uint32_t max_tree_nodes;
+  /* Stack nodes kept before stacks are kept by allocation point only (0: the default,
+   * CTS_STACKS_DEFAULT_MAX_NODES; tests). */
+  uint32_t max_nodes;
   /* A task trace loaded before (may be NULL) whose memory by task this load computes: each
    * event goes to report_tasks_mem_event(). The caller then calls report_tasks_mem_finish(). */
   report_tasks_t *attribute;

@@ -584,12 +584,15 @@ static int coarsen_nodes(report_mem_t *m, bool progress) {
   m->rnode = NULL;
   m->rtarget = NULL;
   m->rnode_n = m->rnode_cap = 0;
-  /* The figures go in the trie's look-up table's memory, lent for the while (the table,
-   * ~6 bytes a node, is refilled after: one pass over the nodes, ~1 % of the report's time
-   * on gen_trace's 1 GB default shape): their 4 bytes a node were the report's peak (20 MiB
-   * over the rest at that trace's last coarser tree, 10.5 M nodes). */
+  /* Once the trie is at its node budget (it grows no more), the figures go in its look-up
+   * table's memory, lent for the while: their 4 bytes a node came on top of the largest
+   * trie, the report's peak (20 MiB over the rest at gen_trace's 1 GB default shape, whose
+   * last coarser tree is made at 10.5 M nodes). Not before: the table's refill (one pass
+   * over the nodes, put_all) took 1 % of the report's time there, and 3 % on the 160 MB
+   * shape (8.5 M nodes, under the budget), whose peak it did not lower. */
   size_t lent_bytes = 0;
-  void *lent = cts_stacks_lend_table(st, &lent_bytes);
+  void *lent =
+      st->max_nodes && st->count >= st->max_nodes ? cts_stacks_lend_table(st, &lent_bytes) : NULL;
   incl_t x;
   uint64_t min = 0;
   for (bool wide = false;; wide = true) {
@@ -1239,7 +1242,9 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
    * (3.1 M records on gen_trace --mb 160: 124 MB less at the peak, which is the end of the
    * pass, when the trie's look-up table is still there). */
   const cts_alloc_profile_config_t cfg = {
-      .stacks = true, .max_nodes = CTS_STACKS_DEFAULT_MAX_NODES, .live_by_site = true};
+      .stacks = true,
+      .max_nodes = opts->max_nodes ? opts->max_nodes : CTS_STACKS_DEFAULT_MAX_NODES,
+      .live_by_site = true};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,
