@@ -242,10 +242,10 @@ static inline uint32_t cts_stacks_site(const cts_stacks_t *s, uint32_t node) {
   return n->stat ? cts_stacks_code_site(s, n->code) : UINT32_MAX;
 }
 
-/* cts_stacks_site through the memo of nodes' sites, for the caller that asks once an
- * allocation (the report's profile): the map's look-up took ~30 instructions an allocation
- * (callgrind, report on a rate-1 trace of python3: +2.9 %, +0.5 % with the memo). A node's
- * site never changes once it has one, so an entry stays true. */
+/* cts_stacks_site through the memo of nodes' sites, for the callers that ask once an
+ * allocation or a free (the profiles' updates): the map's look-up took ~30 instructions an
+ * allocation (callgrind, report on a rate-1 trace of python3: +2.9 %, +0.5 % with the
+ * memo). A node's site never changes once it has one, so an entry stays true. */
 static inline uint32_t cts_stacks_site_memo(cts_stacks_t *s, uint32_t node) {
   uint64_t *m = &s->site_memo[node & (CTS_STACKS_SITE_MEMO - 1u)];
   if (CTS_LIKELY((uint32_t)(*m >> 32) == node && node)) return (uint32_t)*m;
@@ -507,7 +507,7 @@ static inline int cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_
   fig->live_samples += samples;
   fig->live_est_allocs += est;
   /* Without node peaks the epoch stays: no record saves its figures at a peak. */
-  if (cts__stacks_heap_add(s, cts_stacks_site(s, node_index), samples, time_us) &&
+  if (cts__stacks_heap_add(s, cts_stacks_site_memo(s, node_index), samples, time_us) &&
       !s->no_node_peaks)
     cts__stacks_next_epoch(s);
   return 0;
@@ -558,7 +558,7 @@ static inline void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_
   const cts_stack_wide_t *w = CTS_UNLIKELY(s->wide_count) ? cts_stacks_wide(s, stat) : NULL;
   if (fig->live_allocs == 0 && !(w && w->live_allocs))
     fig->live_est_allocs = 0; /* no rounding residue */
-  cts__stacks_heap_sub(s, cts_stacks_site(s, node_index), samples);
+  cts__stacks_heap_sub(s, cts_stacks_site_memo(s, node_index), samples);
 }
 
 /* The same two for a trie whose nodes' live figures are made once the trace is read, from
@@ -577,7 +577,7 @@ static inline void cts_stacks_alloc_at_end(cts_stacks_t *s, uint32_t node_index,
   if (CTS_UNLIKELY(++fig->allocs == 0)) cts_stacks_wide(s, stat)->allocs++;
   fig->samples += samples;
   fig->est_allocs += est;
-  (void)cts__stacks_heap_add(s, cts_stacks_site(s, node_index), samples, time_us);
+  (void)cts__stacks_heap_add(s, cts_stacks_site_memo(s, node_index), samples, time_us);
 }
 
 /* cts_stacks_free_at_end, the node's site known (UINT32_MAX: none). */
@@ -587,7 +587,7 @@ static inline void cts_stacks_free_site(cts_stacks_t *s, uint32_t site, uint64_t
 
 static inline void cts_stacks_free_at_end(cts_stacks_t *s, uint32_t node_index, uint64_t samples) {
   /* Without sites, the free loads nothing of the node (a likely cache miss). */
-  cts__stacks_heap_sub(s, cts_stacks_site(s, node_index), samples);
+  cts__stacks_heap_sub(s, cts_stacks_site_memo(s, node_index), samples);
 }
 
 /* A block of samples with weight est, allocated at node by cts_stacks_alloc_at_end and live
