@@ -608,8 +608,9 @@ static bool heap_counted(void) {
 }
 
 /* Main over a binary tree of two functions DEPTH calls deep, one allocation at each leaf,
- * never collected. */
-static void tree_trace(const char *path) {
+ * never collected; or (collected) each collected as soon as made, and the last frame a
+ * leaf's own (4 + leaf), so that every stack adds a node. */
+static void tree_trace_as(const char *path, bool collected) {
   buf_t b = {0};
   void *mem;
   cts_mt_writer_t *w;
@@ -617,12 +618,18 @@ static void tree_trace(const char *path) {
   for (uint32_t leaf = 0; leaf < 1u << DEPTH; leaf++) {
     uint64_t bt[DEPTH + 1] = {1}, id;
     for (unsigned d = 0; d < DEPTH; d++) bt[d + 1] = 2 + (leaf >> d & 1);
-    CTS_ASSERT_EQ_INT(
-        cts_mt_writer_alloc(w, START_US + leaf, 1, 1, CTS_MT_SOURCE_MINOR, bt, DEPTH + 1, &id), 0);
+    if (collected) bt[DEPTH] = 4 + leaf;
+    const uint64_t t = START_US + (collected ? 2 * leaf : leaf);
+    CTS_ASSERT_EQ_INT(cts_mt_writer_alloc(w, t, 1, 1, CTS_MT_SOURCE_MINOR, bt, DEPTH + 1, &id), 0);
+    if (collected) CTS_ASSERT_EQ_INT(cts_mt_writer_collect(w, t + 1, id), 0);
   }
   CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
   free(mem);
   save(path, &b, b.len);
+}
+
+static void tree_trace(const char *path) {
+  tree_trace_as(path, false);
 }
 
 CTS_TEST(mem_page_takes_at_most_4_bytes_a_node_beyond_the_load) {
@@ -718,22 +725,7 @@ CTS_TEST(mem_load_takes_at_most_72_bytes_a_node_and_32_a_live_block) {
  * with a budget of 256 nodes (the stacks past it kept by allocation point). */
 CTS_TEST(mem_coarser_tree_figures_are_made_in_the_lent_table) {
   const char *path = tmp_path("mem-nodes-coarse.ctf");
-  buf_t b = {0};
-  void *mem;
-  cts_mt_writer_t *w;
-  open_mem_writer(&w, &b, &mem);
-  for (uint32_t leaf = 0; leaf < 1u << DEPTH; leaf++) {
-    uint64_t bt[DEPTH + 1] = {1}, id;
-    for (unsigned d = 0; d < DEPTH; d++) bt[d + 1] = 2 + (leaf >> d & 1);
-    bt[DEPTH] = 4 + leaf; /* a leaf of its own: the trie grows past its budget */
-    CTS_ASSERT_EQ_INT(
-        cts_mt_writer_alloc(w, START_US + 2 * leaf, 1, 1, CTS_MT_SOURCE_MINOR, bt, DEPTH + 1, &id),
-        0);
-    CTS_ASSERT_EQ_INT(cts_mt_writer_collect(w, START_US + 2 * leaf + 1, id), 0);
-  }
-  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
-  free(mem);
-  save(path, &b, b.len);
+  tree_trace_as(path, true);
   const report_mem_opts_t o = {
       .path = path, .quiet = true, .max_records = 1000, .max_nodes = 1u << 8};
   report_mem_t *m;
