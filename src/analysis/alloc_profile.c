@@ -429,6 +429,9 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
     if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
   }
+  /* By site: the node's site, asked once for the figures and the free (kept in the record). */
+  const uint32_t site =
+      !at_end && p->stacks.live_by_site ? cts_stacks_site_memo(&p->stacks, node) : UINT32_MAX;
   if (!pack_fits(p, r, ev->time_us, p->alloc_clock, ev->nsamples, ev->length, ev->source, node)) {
     const cts_alloc_profile_block_t b = {.time_us = ev->time_us,
                                          .alloc_clock = p->alloc_clock,
@@ -444,8 +447,6 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
       return e;
     }
   } else if (p->stacks.live_by_site) {
-    /* The node's site, while its record is in cache (interned just now), for the free. */
-    const uint32_t site = cts_stacks_site(&p->stacks, node);
     if (site < (1u << (64 - REC_SITE)) - 1u) r->clock_flags |= (uint64_t)(site + 1u) << REC_SITE;
   }
   p->live_blocks++;
@@ -457,7 +458,7 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
     if (at_end)
       cts_stacks_alloc_at_end(&p->stacks, node, ev->nsamples, est, ev->time_us);
     else if (p->stacks.live_by_site)
-      cts_stacks_alloc_by_site(&p->stacks, node, ev->nsamples, est, ev->time_us);
+      cts_stacks_alloc_by_site(&p->stacks, node, site, ev->nsamples, est, ev->time_us);
     else
       (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
   } else {

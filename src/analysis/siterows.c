@@ -437,16 +437,15 @@ int cts_stacks_relabel_in_place(cts_stacks_t *s, cts_labels_t *labels, cts_sort_
   free(s->stats);
   free(s->wide);
   free(s->lean);
-  free(s->record_sites);
   s->stats = NULL;
   s->wide = NULL;
   s->wide_count = 0;
   s->wide_cap = 0;
   s->lean = calloc(1, sizeof *s->lean);
-  s->record_sites = malloc(sizeof *s->record_sites);
-  if (s->record_sites) s->record_sites[0] = UINT32_MAX;
-  s->stat_count = s->stat_cap = s->lean && s->record_sites ? 1 : 0;
+  s->stat_count = s->stat_cap = s->lean ? 1 : 0;
   s->live_by_site = false;
+  s->sites_detached = true;
+  memset(s->site_memo, 0, CTS_STACKS_SITE_MEMO * sizeof *s->site_memo); /* node numbers change */
   s->count = e ? 1 : merged;
   uint64_t *a = e || !s->stat_cap ? NULL : malloc((size_t)merged * sizeof *a);
   for (uint32_t m = 0; a && m < merged; m++) { /* the sums out, the labels back */
@@ -474,7 +473,8 @@ int cts_stacks_relabel_merge_in_place(cts_stacks_t *s, cts_labels_t *labels) {
   /* By site, live and peak figures were the sites' on their first nodes, which the merged
    * nodes no longer are: the records' allocated figures alone are left, and no site. */
   s->live_by_site = false;
-  for (size_t i = 0; i < s->stat_count; i++) s->record_sites[i] = UINT32_MAX;
+  s->sites_detached = true;
+  memset(s->site_memo, 0, CTS_STACKS_SITE_MEMO * sizeof *s->site_memo); /* node numbers change */
   if (e) {
     s->count = 1;
     return e;

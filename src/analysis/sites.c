@@ -52,16 +52,15 @@ int cts_stacks_init(cts_stacks_t *s, bool history, uint64_t origin_us) {
   s->table = calloc(s->table_cap, sizeof *s->table);
   s->memo = calloc(CTS_STACKS_MEMO, sizeof *s->memo);
   s->hint = calloc(CTS_STACKS_HINTS, sizeof *s->hint);
+  s->site_memo = calloc(CTS_STACKS_SITE_MEMO, sizeof *s->site_memo);
   s->stat_cap = 1024;
   s->stats = calloc(s->stat_cap, sizeof *s->stats);
-  s->record_sites = malloc(s->stat_cap * sizeof *s->record_sites);
-  if (!s->nodes || !s->table || !s->memo || !s->hint || !s->stats || !s->record_sites) {
+  if (!s->nodes || !s->table || !s->memo || !s->hint || !s->site_memo || !s->stats) {
     cts_stacks_fini(s);
     return -ENOMEM;
   }
   s->count = 1;      /* the root */
   s->stat_count = 1; /* the shared all-zero figures */
-  s->record_sites[0] = s->record_sites[1] = UINT32_MAX;
   /* The root's own figures: allocations without stacks (cts_alloc_profile without them). */
   s->nodes[0].stat = 1;
   s->stat_count = 2;
@@ -74,10 +73,10 @@ void cts_stacks_fini(cts_stacks_t *s) {
   free(s->nodes);
   free(s->stats);
   free(s->lean);
-  free(s->record_sites);
   free(s->wide);
   free(s->table);
   free(s->memo);
+  free(s->site_memo);
   free(s->hint);
   free(s->prev_nodes);
   cts_u64map_fini(&s->site_of_code);
@@ -201,6 +200,29 @@ void cts_stacks_drop_table(cts_stacks_t *s) {
   s->table_cap = 0;
 }
 
+void *cts_stacks_lend_table(cts_stacks_t *s, size_t *bytes) {
+  uint32_t *t = s->table;
+  *bytes = (size_t)s->table_cap * sizeof *t;
+  s->pending_head = s->pending_count = 0; /* the table given back gets every node */
+  s->table = NULL;
+  s->table_cap = 0;
+  return t;
+}
+
+void cts_stacks_restore_table(cts_stacks_t *s, void *table, size_t bytes) {
+  const uint32_t cap = (uint32_t)(bytes / sizeof *s->table);
+  if (!table) return;
+  /* A table made again meanwhile (nodes came) stays; the lent one would be too full. */
+  if (s->table || (uint64_t)s->count * 10 > (uint64_t)cap * 7) {
+    free(table);
+    return;
+  }
+  memset(table, 0, bytes);
+  put_all(s, table, cap);
+  s->table = table;
+  s->table_cap = cap;
+}
+
 /* Makes the table again after cts_stacks_drop_table: false if out of memory. */
 static bool rebuild_table(cts_stacks_t *s) {
   uint32_t cap = 2048;
@@ -292,14 +314,11 @@ int cts_stacks_set_live_by_site(cts_stacks_t *s) {
   return e;
 }
 
-/* Room for one more node record in *v (s->stat_cap records of size bytes) and in
- * s->record_sites, both grown by half as the nodes are: millions of them, where doubling
- * would overshoot by hundreds of MB. False if out of memory (s->stat_cap unchanged). */
+/* Room for one more node record in *v (s->stat_cap records of size bytes), grown by half as
+ * the nodes are: millions of them, where doubling would overshoot by hundreds of MB. False
+ * if out of memory (s->stat_cap unchanged). */
 static bool grow_records(cts_stacks_t *s, void **v, size_t size) {
   const size_t c = s->stat_cap + s->stat_cap / 2;
-  uint32_t *sites = realloc(s->record_sites, c * sizeof *sites);
-  if (!sites) return false;
-  s->record_sites = sites;
   void *p = realloc(*v, c * size);
   if (!p) return false;
   *v = p;
@@ -312,7 +331,6 @@ static bool own_lean(cts_stacks_t *s, uint32_t node) {
   if (s->stat_count == s->stat_cap && !grow_records(s, (void **)&s->lean, sizeof *s->lean))
     return false;
   s->lean[s->stat_count] = (cts_stack_lean_t){0};
-  s->record_sites[s->stat_count] = UINT32_MAX;
   s->nodes[node].stat = (uint32_t)s->stat_count++;
   return true;
 }
@@ -326,7 +344,6 @@ static bool own_stat(cts_stacks_t *s, uint32_t node) {
     return false;
   cts_stack_stat_t *st = &s->stats[s->stat_count];
   memset(st, 0, sizeof *st);
-  s->record_sites[s->stat_count] = UINT32_MAX;
   st->peak_epoch = s->peak_epoch; /* it held nothing at any earlier peak */
   s->nodes[node].stat = (uint32_t)s->stat_count++;
   return true;
@@ -394,6 +411,18 @@ int cts_stacks_add_self(cts_stacks_t *s, uint32_t node, const cts_site_stats_t *
   return 0;
 }
 
+/* Gives node (of that code) its site, then its own figures if it has none: 0 or -ENOMEM. In
+ * that order, so that a node with figures has its site (cts_stacks_site, the memo's fast
+ * path) even when memory ran out between the two. */
+static int own_sited_stat(cts_stacks_t *s, uint32_t node, uint64_t code) {
+  if (!s->no_sites) {
+    uint32_t site;
+    const int e = site_for_code(s, code, node, &site);
+    if (e) return e;
+  }
+  return own_stat(s, node) ? 0 : -ENOMEM;
+}
+
 /* A stack past the node budget: root → overflow → last frame (a few nodes per site). */
 static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
   uint32_t over = s->overflow_node, n;
@@ -403,12 +432,7 @@ static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
     e = cts_stacks_intern_child(s, over, leaf, &n);
   }
   if (e) return e;
-  if (!own_stat(s, n)) return -ENOMEM;
-  if (s->record_sites[s->nodes[n].stat] == UINT32_MAX && !s->no_sites) {
-    uint32_t site;
-    if ((e = site_for_code(s, leaf, n, &site)) != 0) return e;
-    s->record_sites[s->nodes[n].stat] = site;
-  }
+  if (!s->nodes[n].stat && (e = own_sited_stat(s, n, leaf)) != 0) return e;
   s->overflowed++;
   *node = n;
   return 0;
@@ -552,13 +576,11 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
     prev[i] = cur;
   }
   s->prev_len = n;
-  if (CTS_UNLIKELY(!nodes[cur].stat) && !own_stat(s, cur)) return -ENOMEM;
-  const uint32_t stat = s->nodes[cur].stat;
-  if (CTS_UNLIKELY(s->record_sites[stat] == UINT32_MAX) && !s->no_sites) {
-    uint32_t site;
-    const int e = site_for_code(s, n ? bt[n - 1] : 0, cur, &site);
+  /* The root has figures from the start (allocations without stacks), and its site only
+   * once one comes: asked again for each (rare). */
+  if (CTS_UNLIKELY(!nodes[cur].stat || !cur)) {
+    const int e = own_sited_stat(s, cur, n ? bt[n - 1] : 0);
     if (e) return e;
-    s->record_sites[stat] = site;
   }
   *node = cur;
   return 0;

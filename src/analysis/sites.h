@@ -11,8 +11,8 @@
  *
  * Size: a trie node is 16 bytes and its slot in the (parent, code) table 4 bytes at a load
  * of 0.35..0.7, so a node costs at most ~36 bytes with the arrays' growth slack (checked by
- * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 64 bytes, and the
- * record's site, 4 bytes) live in side arrays, only for nodes that end an allocating stack:
+ * tests/analysis/test_stacks_scale.c). The figures (cts_stack_stat_t, 64 bytes) live in a
+ * side array, only for nodes that end an allocating stack (a node's site is its code's):
  * interior frames, usually most of a trie, carry none (on gen_trace's default shape 37 % of
  * the nodes have figures, so a node costs ~42 bytes with them). Their counts are 32-bit: the rare
  * one that passes 2^32 keeps its high half in a side list (cts_stack_wide_t), so no count is ever
@@ -52,7 +52,7 @@ typedef struct cts_site_stats {
 
 /* 16 bytes. A node's depth is not kept (cts_stacks_depth walks the parents, and
  * cts_stacks_depths makes an array for the views that read many), nor its site: only a node
- * with figures has one, so it is its record's (cts_stacks_t.record_sites, cts_stacks_site). */
+ * with figures has one, its code's (cts_stacks_site looks it up in site_of_code). */
 typedef struct cts_stack_node {
   uint64_t code;   /* frame code (0 for the root) */
   uint32_t parent; /* the root is its own parent */
@@ -149,9 +149,6 @@ typedef struct cts_stacks {
    * zero) and stats is NULL. */
   cts_stack_lean_t *lean;
   size_t stat_count, stat_cap; /* of stats, or of lean */
-  /* The site of each record's node (record_sites[stat]), UINT32_MAX while it has none (and
-   * for record 0); stat_cap entries, or NULL (no node has a site) once the records go. */
-  uint32_t *record_sites;
   /* Records with a count past 2^32, in the order they got there: each takes 4 G events, so
    * the list stays a few entries long and is searched in order. */
   cts_stack_wide_t *wide;
@@ -184,7 +181,17 @@ typedef struct cts_stacks {
   cts_site_t *sites;
   uint32_t site_count;
   size_t site_cap;
+  /* The site of each code that allocated. A node's site is its code's, once it has figures
+   * (interning gives a node its site before its record: cts_stacks_site): where a site by
+   * record took 4 bytes a record (15 MiB of the report's peak on gen_trace's 1 GB default
+   * shape), this map takes 32 bytes a site (a few thousand). */
   cts_u64map_t site_of_code;
+  /* The sites of nodes asked lately (cts_stacks_site_memo): node << 32 | site, by the
+   * node's low bits, CTS_STACKS_SITE_MEMO entries; 0 = none (the root is never kept). */
+  uint64_t *site_memo;
+  /* The nodes stand for no site any more (cts_stacks_relabel_merge_in_place and
+   * cts_stacks_relabel_in_place merged them across codes): cts_stacks_site gives none. */
+  bool sites_detached;
   /* The nodes of the previous backtrace (its frames are their codes): consecutive
    * backtraces share long prefixes. */
   uint32_t *prev_nodes;
@@ -228,9 +235,33 @@ cts_stack_wide_t *cts__stacks_widen(cts_stacks_t *s, uint32_t stat);
  * the epoch would wrap (the heap peaked 2^32 times). */
 void cts__stacks_restart_epochs(cts_stacks_t *s);
 
-/* The site of node's code once the node allocated, else UINT32_MAX. */
+/* The site of code (UINT32_MAX: none yet). Inline: asked once an allocation by the views
+ * that keep live figures by site; the map is small (a few thousand sites), so in cache. */
+static inline uint32_t cts_stacks_code_site(const cts_stacks_t *s, uint64_t code) {
+  const uint64_t *v = cts_u64map_get(&s->site_of_code, code);
+  return v ? (uint32_t)*v : UINT32_MAX;
+}
+
+/* Entries of the memo of nodes' sites (16 KiB). */
+#define CTS_STACKS_SITE_MEMO 2048u
+
+/* The site of node's code once the node allocated (has figures), else UINT32_MAX. */
 static inline uint32_t cts_stacks_site(const cts_stacks_t *s, uint32_t node) {
-  return s->record_sites ? s->record_sites[s->nodes[node].stat] : UINT32_MAX;
+  if (s->no_sites || s->sites_detached) return UINT32_MAX; /* (the node not loaded) */
+  const cts_stack_node_t *n = &s->nodes[node];
+  return n->stat ? cts_stacks_code_site(s, n->code) : UINT32_MAX;
+}
+
+/* cts_stacks_site through the memo of nodes' sites, for the callers that ask once an
+ * allocation or a free (the profiles' updates): the map's look-up took ~30 instructions an
+ * allocation (callgrind, report on a rate-1 trace of python3: +2.9 %, +0.5 % with the
+ * memo). A node's site never changes once it has one, so an entry stays true. */
+static inline uint32_t cts_stacks_site_memo(cts_stacks_t *s, uint32_t node) {
+  uint64_t *m = &s->site_memo[node & (CTS_STACKS_SITE_MEMO - 1u)];
+  if (CTS_LIKELY((uint32_t)(*m >> 32) == node && node)) return (uint32_t)*m;
+  const uint32_t site = cts_stacks_site(s, node);
+  if (site != UINT32_MAX) *m = (uint64_t)node << 32 | site;
+  return site;
 }
 
 /* Frames from the root to node (the root has depth 0): one step a frame. */
@@ -254,7 +285,7 @@ static inline cts_site_stats_t cts_stacks_self(const cts_stacks_t *s, uint32_t n
     if (w) allocs |= (uint64_t)w->allocs << 32;
     uint64_t live = 0, peak = 0;
     if (CTS_UNLIKELY(s->live_by_site)) {
-      const uint32_t site = s->record_sites[stat];
+      const uint32_t site = cts_stacks_site(s, node);
       if (site != UINT32_MAX && s->sites[site].first_node == node) {
         live = s->sites[site].live_samples;
         peak = s->sites[site].peak_samples;
@@ -341,8 +372,7 @@ static inline int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_
    * hash of the leaf go too. */
   const cts_stack_slot_t *m = &s->memo[cts_stacks_memo_slot(0, code)];
   const uint32_t n = m->node;
-  if (n && m->code == code && m->parent == 0 && s->prev_cap && s->nodes[n].stat &&
-      (s->no_sites || s->record_sites[s->nodes[n].stat] != UINT32_MAX)) {
+  if (n && m->code == code && m->parent == 0 && s->prev_cap && s->nodes[n].stat) {
     s->prev_nodes[0] = n; /* as the general path leaves it */
     s->prev_len = 1;
     *node = n;
@@ -364,6 +394,16 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
  * and the interning functions rebuild the table first (one pass over the nodes), and fail
  * with -ENOMEM if they cannot. */
 void cts_stacks_drop_table(cts_stacks_t *s);
+
+/* The (parent, code) table's memory (*bytes: 4 bytes a slot, above 1.4 a node), lent to the
+ * caller as scratch, or NULL if there is none: a view that needs a large array for a while
+ * in the middle of the pass (the report's coarser call tree, 4 bytes a node) uses it rather
+ * than more memory at the peak. Until cts_stacks_restore_table the trie has no table, as
+ * after cts_stacks_drop_table (an interning makes one again, the lent one is then freed). */
+void *cts_stacks_lend_table(cts_stacks_t *s, size_t *bytes);
+/* Takes back the table lent (any content): every node put in it again (one pass over the
+ * nodes, the slots written at random), or freed if the trie made another meanwhile. */
+void cts_stacks_restore_table(cts_stacks_t *s, void *table, size_t bytes);
 
 /* n zeroed elements of size bytes for a hash table probed at random, NULL when out of memory
  * or overflowing; free() frees it. A large one (8 MiB or more) is on 2 MiB pages where the
@@ -477,7 +517,8 @@ static inline int cts_stacks_alloc(cts_stacks_t *s, uint32_t node_index, uint64_
   fig->live_samples += samples;
   fig->live_est_allocs += est;
   /* Without node peaks the epoch stays: no record saves its figures at a peak. */
-  if (cts__stacks_heap_add(s, s->record_sites[stat], samples, time_us) && !s->no_node_peaks)
+  if (cts__stacks_heap_add(s, cts_stacks_site_memo(s, node_index), samples, time_us) &&
+      !s->no_node_peaks)
     cts__stacks_next_epoch(s);
   return 0;
 }
@@ -503,14 +544,14 @@ static inline int cts_stacks_alloc_allocated(cts_stacks_t *s, uint32_t node_inde
 }
 
 /* An allocation of samples with weight est at node of a trie that keeps live figures by
- * site (cts_stacks_set_live_by_site): into the node's allocated figures, its site's live
- * samples (and their peak) and the heap's live total and peak. cts_stacks_reserve first,
- * as for cts_stacks_alloc. */
-static inline void cts_stacks_alloc_by_site(cts_stacks_t *s, uint32_t node_index, uint64_t samples,
-                                            double est, uint64_t time_us) {
+ * site (cts_stacks_set_live_by_site), site being the node's (cts_stacks_site, asked once by
+ * the caller, which keeps it for the free): into the node's allocated figures, its site's
+ * live samples (and their peak) and the heap's live total and peak. cts_stacks_reserve
+ * first, as for cts_stacks_alloc. */
+static inline void cts_stacks_alloc_by_site(cts_stacks_t *s, uint32_t node_index, uint32_t site,
+                                            uint64_t samples, double est, uint64_t time_us) {
   (void)cts_stacks_alloc_allocated(s, node_index, samples, est); /* reserved: cannot fail */
-  if (cts__stacks_heap_add(s, s->record_sites[s->nodes[node_index].stat], samples, time_us))
-    cts__stacks_next_epoch(s);
+  if (cts__stacks_heap_add(s, site, samples, time_us)) cts__stacks_next_epoch(s);
 }
 
 /* The block allocated with those figures at node was freed. */
@@ -527,7 +568,7 @@ static inline void cts_stacks_free(cts_stacks_t *s, uint32_t node_index, uint64_
   const cts_stack_wide_t *w = CTS_UNLIKELY(s->wide_count) ? cts_stacks_wide(s, stat) : NULL;
   if (fig->live_allocs == 0 && !(w && w->live_allocs))
     fig->live_est_allocs = 0; /* no rounding residue */
-  cts__stacks_heap_sub(s, s->record_sites[stat], samples);
+  cts__stacks_heap_sub(s, cts_stacks_site_memo(s, node_index), samples);
 }
 
 /* The same two for a trie whose nodes' live figures are made once the trace is read, from
@@ -546,7 +587,7 @@ static inline void cts_stacks_alloc_at_end(cts_stacks_t *s, uint32_t node_index,
   if (CTS_UNLIKELY(++fig->allocs == 0)) cts_stacks_wide(s, stat)->allocs++;
   fig->samples += samples;
   fig->est_allocs += est;
-  (void)cts__stacks_heap_add(s, s->record_sites[stat], samples, time_us);
+  (void)cts__stacks_heap_add(s, cts_stacks_site_memo(s, node_index), samples, time_us);
 }
 
 /* cts_stacks_free_at_end, the node's site known (UINT32_MAX: none). */
@@ -556,8 +597,7 @@ static inline void cts_stacks_free_site(cts_stacks_t *s, uint32_t site, uint64_t
 
 static inline void cts_stacks_free_at_end(cts_stacks_t *s, uint32_t node_index, uint64_t samples) {
   /* Without sites, the free loads nothing of the node (a likely cache miss). */
-  cts__stacks_heap_sub(s, s->no_sites ? UINT32_MAX : s->record_sites[s->nodes[node_index].stat],
-                       samples);
+  cts__stacks_heap_sub(s, cts_stacks_site_memo(s, node_index), samples);
 }
 
 /* A block of samples with weight est, allocated at node by cts_stacks_alloc_at_end and live

@@ -4,15 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* Not common/hash.h's cts_mix64 (whose first half this is), on purpose: cts_u64map_next()
- * walks the slots in this hash's order, and report_mem.c finishes the blocks still live at
- * the end in that order: whether it coarsens its records when over their budget depends
- * on it, so another hash could change a report. */
 static inline size_t slot_of(uint64_t k, size_t cap) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  return (size_t)k & (cap - 1);
+  return cts_u64map_slot_of(k, cap);
 }
 
 void cts_u64map_init(cts_u64map_t *m) {
@@ -25,13 +18,7 @@ void cts_u64map_fini(cts_u64map_t *m) {
 }
 
 uint64_t *cts_u64map_find(const cts_u64map_t *m, uint64_t key) {
-  if (key == 0) return m->has_zero ? (uint64_t *)&m->zero_val : NULL;
-  if (!m->cap) return NULL;
-  for (size_t i = slot_of(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-    cts_u64map_entry_t *e = &m->slots[i];
-    if (e->key == key) return &e->val;
-    if (e->key == 0) return NULL;
-  }
+  return (uint64_t *)cts_u64map_get(m, key);
 }
 
 static bool grow(cts_u64map_t *m) {

@@ -41,6 +41,29 @@ static inline uint64_t cts_u64map_str_key(const char *s) {
   return h ? h : 1;
 }
 
+/* Key k's home slot in a table of cap slots. Not common/hash.h's cts_mix64 (whose first
+ * half this is), on purpose: cts_u64map_next() walks the slots in this hash's order, and
+ * report_mem.c finishes the blocks still live at the end in that order: whether it
+ * coarsens its records when over their budget depends on it, so another hash could change
+ * a report. */
+static inline size_t cts_u64map_slot_of(uint64_t k, size_t cap) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  return (size_t)k & (cap - 1);
+}
+
+/* cts_u64map_find, inline: for a small map asked once an event (sites.h's sites by code). */
+static inline const uint64_t *cts_u64map_get(const cts_u64map_t *m, uint64_t key) {
+  if (key == 0) return m->has_zero ? &m->zero_val : NULL;
+  if (!m->cap) return NULL;
+  for (size_t i = cts_u64map_slot_of(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+    const cts_u64map_entry_t *e = &m->slots[i];
+    if (e->key == key) return &e->val;
+    if (e->key == 0) return NULL;
+  }
+}
+
 /* Returns a pointer to the value of key, or NULL. */
 uint64_t *cts_u64map_find(const cts_u64map_t *m, uint64_t key);
 /* Inserts key with val if absent; returns the value slot and sets *added. NULL = no memory. */

@@ -71,6 +71,9 @@ typedef struct report_mem_opts {
   /* Call-tree nodes drawn in the page (default 256 Ki): beyond them, the nodes whose stacks
    * allocated least are drawn as part of their callers (every stack is still analysed). */
   uint32_t max_tree_nodes;
+  /* Stack nodes kept before stacks are kept by allocation point only (0: the default,
+   * CTS_STACKS_DEFAULT_MAX_NODES; tests). */
+  uint32_t max_nodes;
   /* A task trace loaded before (may be NULL) whose memory by task this load computes: each
    * event goes to report_tasks_mem_event(). The caller then calls report_tasks_mem_finish(). */
   report_tasks_t *attribute;
@@ -109,6 +112,9 @@ uint64_t report_mem_full_events(const report_mem_t *m);
 /* Keys that a record table's growth moved while the records were remapped (coarser keys),
  * and in *remaps how many remaps the load made (tests). */
 uint64_t report_mem_remap_rehashes(const report_mem_t *m, uint32_t *remaps);
+/* Coarser call trees whose figures were made in the trie's lent look-up table, not in memory
+ * of their own (tests). */
+uint32_t report_mem_lent_coarsenings(const report_mem_t *m);
 /* The trace's profile (rate, word size: what formats byte estimates), borrowed. */
 const cts_alloc_profile_t *report_mem_profile(const report_mem_t *m);
 /* The trace's info record (process id, start time), borrowed; NULL when it has none. */

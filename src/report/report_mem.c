@@ -88,8 +88,9 @@ struct report_mem {
    * first record. */
   ta_table_t *tables;
   uint32_t coarsenings;
-  uint32_t remaps;         /* remap_records calls (tests) */
-  uint64_t remap_rehashes; /* keys a table's growth moved during a remap (tests) */
+  uint32_t remaps;           /* remap_records calls (tests) */
+  uint32_t lent_coarsenings; /* coarsen_nodes made its figures in the trie's table (tests) */
+  uint64_t remap_rehashes;   /* keys a table's growth moved during a remap (tests) */
   bool in_remap;
   bool size_octaves;    /* size classes by power of two (over the budget) */
   uint64_t tree_min;    /* page_tree's threshold (samples) */
@@ -462,7 +463,8 @@ static void marks_sort(report_mem_t *m) {
  * is that of its last store; the map may then be read as a uint32_t array. */
 typedef struct incl {
   void *buf;
-  bool wide; /* 8-byte exact figures, else 4-byte saturated ones */
+  bool wide;     /* 8-byte exact figures, else 4-byte saturated ones */
+  bool borrowed; /* buf is memory lent by the caller, not its own */
 } incl_t;
 
 static uint64_t incl_get(const incl_t *x, size_t i) {
@@ -502,10 +504,14 @@ static inline uint64_t node_samples(const cts_stacks_t *st, uint32_t node) {
   return st->lean ? st->lean[stat].samples : st->stats[stat].samples;
 }
 
-/* Every node's inclusive samples into x (wide or not); -ENOMEM. */
-static int inclusive_samples(incl_t *x, const cts_stacks_t *st, bool wide) {
+/* Every node's inclusive samples into x (wide or not), in scratch (scratch_bytes) when they
+ * fit there, else in memory of its own; -ENOMEM. */
+static int inclusive_samples(incl_t *x, const cts_stacks_t *st, bool wide, void *scratch,
+                             size_t scratch_bytes) {
+  const size_t bytes = (st->count ? st->count : 1) * (wide ? sizeof(uint64_t) : sizeof(uint32_t));
   x->wide = wide;
-  x->buf = malloc((st->count ? st->count : 1) * (wide ? sizeof(uint64_t) : sizeof(uint32_t)));
+  x->borrowed = scratch && bytes <= scratch_bytes;
+  x->buf = x->borrowed ? scratch : malloc(bytes);
   if (!x->buf) return -ENOMEM;
   for (uint32_t i = 0; i < st->count; i++) incl_put(x, i, node_samples(st, i));
   for (uint32_t i = st->count; i-- > 1;) { /* saturated sums are the sums, saturated */
@@ -568,7 +574,8 @@ static bool narrow_map(report_mem_t *m, void *buf, uint32_t count) {
  * (the root always stands for itself). T keeps at most m->rec_max_nodes nodes; with
  * progress, T is at least twice the last one. */
 static int coarsen_nodes(report_mem_t *m, bool progress) {
-  const cts_stacks_t *st = &m->t.prof.stacks;
+  /* (made non-const only to lend its table) */
+  cts_stacks_t *st = &m->t.prof.stacks;
   if (!st->count) return 0;
   /* The map is made anew, in the figures' buffer: the old one goes first (on failure the
    * load ends with -ENOMEM). */
@@ -577,16 +584,28 @@ static int coarsen_nodes(report_mem_t *m, bool progress) {
   m->rnode = NULL;
   m->rtarget = NULL;
   m->rnode_n = m->rnode_cap = 0;
+  /* Once the trie is at its node budget (it grows no more), the figures go in its look-up
+   * table's memory, lent for the while: their 4 bytes a node came on top of the largest
+   * trie, the report's peak (20 MiB over the rest at gen_trace's 1 GB default shape, whose
+   * last coarser tree is made at 10.5 M nodes). Not before: the table's refill (one pass
+   * over the nodes, put_all) took 1 % of the report's time there, and 3 % on the 160 MB
+   * shape (8.5 M nodes, under the budget), whose peak it did not lower. */
+  size_t lent_bytes = 0;
+  void *lent =
+      st->max_nodes && st->count >= st->max_nodes ? cts_stacks_lend_table(st, &lent_bytes) : NULL;
   incl_t x;
   uint64_t min = 0;
   for (bool wide = false;; wide = true) {
-    if (inclusive_samples(&x, st, wide)) return -ENOMEM;
+    if (inclusive_samples(&x, st, wide, lent, lent_bytes)) {
+      cts_stacks_restore_table(st, lent, lent_bytes);
+      return -ENOMEM;
+    }
     /* T never decreases: a node that grows heavier gets its own records again. */
     const bool known = share_threshold(&x, st->count, m->rec_max_nodes, &min);
     if (min < m->rec_min_samples) min = m->rec_min_samples;
     if (progress && min == m->rec_min_samples) min = min ? min * 2 : 1;
     if (wide || (known && min <= UINT32_MAX)) break; /* saturated figures decide it */
-    free(x.buf);
+    if (!x.borrowed) free(x.buf);
   }
   if (min > incl_get(&x, 0)) min = UINT64_MAX; /* the root stands for every node: no coarser tree */
   map_put(x.buf, 0, 0);
@@ -597,8 +616,23 @@ static int coarsen_nodes(report_mem_t *m, bool progress) {
   /* 2-byte entries when they do, else 4; 8-byte figures' spent half goes back (record_node
    * grows the map when nodes come). */
   const size_t size = narrow_map(m, x.buf, st->count) ? sizeof(uint16_t) : sizeof(uint32_t);
-  void *shrunk =
-      x.wide || size < sizeof(uint32_t) ? realloc(x.buf, (size_t)st->count * size) : NULL;
+  if (x.borrowed) { /* the map into memory of its own, and the table back */
+    m->lent_coarsenings++;
+    void *own = malloc((size_t)st->count * size);
+    if (own) memcpy(own, x.buf, (size_t)st->count * size);
+    cts_stacks_restore_table(st, lent, lent_bytes);
+    if (!own) {
+      free(m->rtarget);
+      m->rtarget = NULL;
+      return -ENOMEM;
+    }
+    x.buf = own;
+  } else if (lent) {
+    cts_stacks_restore_table(st, lent, lent_bytes);
+  }
+  void *shrunk = !x.borrowed && (x.wide || size < sizeof(uint32_t))
+                     ? realloc(x.buf, (size_t)st->count * size)
+                     : NULL;
   m->rnode = shrunk ? shrunk : x.buf;
   m->rnode_n = m->rnode_cap = st->count;
   m->coarse_tree = true;
@@ -1212,7 +1246,9 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
    * (3.1 M records on gen_trace --mb 160: 124 MB less at the peak, which is the end of the
    * pass, when the trie's look-up table is still there). */
   const cts_alloc_profile_config_t cfg = {
-      .stacks = true, .max_nodes = CTS_STACKS_DEFAULT_MAX_NODES, .live_by_site = true};
+      .stacks = true,
+      .max_nodes = opts->max_nodes ? opts->max_nodes : CTS_STACKS_DEFAULT_MAX_NODES,
+      .live_by_site = true};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,
@@ -1264,6 +1300,10 @@ unsigned report_mem_live_passes(const report_mem_t *m) {
 
 uint64_t report_mem_full_events(const report_mem_t *m) {
   return m->full_events;
+}
+
+uint32_t report_mem_lent_coarsenings(const report_mem_t *m) {
+  return m->lent_coarsenings;
 }
 
 uint64_t report_mem_remap_rehashes(const report_mem_t *m, uint32_t *remaps) {
@@ -1477,7 +1517,7 @@ static int page_tree(report_mem_t *m, cts_labels_t *labels, cts_stacks_t *dst, u
   if (e) return e;
   incl_t x; /* then the map, over it */
   for (bool wide = false;; wide = true) {
-    if (inclusive_samples(&x, src, wide)) return -ENOMEM;
+    if (inclusive_samples(&x, src, wide, NULL, 0)) return -ENOMEM;
     if (share_threshold(&x, src->count, m->opts.max_tree_nodes, &m->tree_min)) break;
     free(x.buf);
   }

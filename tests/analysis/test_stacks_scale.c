@@ -65,8 +65,8 @@ CTS_TEST(a_node_and_its_slot_fit_in_32_bytes_and_64_with_figures) {
   CTS_ASSERT(bytes <= (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 64u);
   /* With the figures of the 3 nodes in 8 that end an allocating stack on gen_trace's
    * default shape, still within 64 bytes a node. */
-  const uint64_t figures = (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 3 / 8 *
-                           (sizeof(cts_stack_stat_t) + sizeof(uint32_t) /* the record's site */);
+  const uint64_t figures =
+      (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 3 / 8 * sizeof(cts_stack_stat_t);
   CTS_ASSERT(bytes + figures <= (uint64_t)CTS_STACKS_DEFAULT_MAX_NODES * 64u);
 }
 
@@ -76,7 +76,7 @@ CTS_TEST(a_node_and_its_slot_fit_in_32_bytes_and_64_with_figures) {
  * is probed all over. */
 static size_t resident_bytes(const cts_stacks_t *s) {
   return (size_t)s->count * sizeof *s->nodes + (size_t)s->table_cap * sizeof *s->table +
-         s->stat_count * (sizeof *s->stats + sizeof *s->record_sites);
+         s->stat_count * sizeof *s->stats;
 }
 
 /* Group g of three stacks: a chain of five frames of its own, then one of three leaves, so
@@ -112,11 +112,12 @@ CTS_TEST(a_node_with_its_figures_fits_in_64_bytes) {
 }
 
 /* The report's profile (lean records, live figures by site) on the same shape: node, table
- * slot and records (with their sites) within 32 bytes a node, so that the 10 Mi nodes kept
- * at the default budget (gen_trace --mb 1000) cost ~320 MiB. 46 bytes with 8-byte table slots
- * and 24-byte records (main before wip/h30big), 39 with 4-byte slots alone, 38 with 24-byte
- * nodes (before wip/h31node). */
-CTS_TEST(a_report_node_with_its_figures_fits_in_32_bytes) {
+ * slot, records and sites within 30 bytes a node, so that the 10 Mi nodes kept at the
+ * default budget (gen_trace --mb 1000) cost ~300 MiB. 46 bytes with 8-byte table slots and
+ * 24-byte records (main before wip/h30big), 39 with 4-byte slots alone, 38 with 24-byte
+ * nodes (before wip/h31node), 31 with a site kept by record (4 bytes each, before
+ * wip/h32site: a node's site is now its code's, from the map of sites). */
+CTS_TEST(a_report_node_with_its_figures_fits_in_30_bytes) {
   cts_alloc_profile_t p;
   const cts_alloc_profile_config_t cfg = {
       .stacks = true, .skip_histograms = true, .live_by_site = true};
@@ -128,9 +129,16 @@ CTS_TEST(a_report_node_with_its_figures_fits_in_32_bytes) {
   CTS_ASSERT_EQ_U64(s->count, 1 + groups * 8);
   CTS_ASSERT_EQ_U64(s->table_cap, 1u << 21);
   const size_t bytes = (size_t)s->count * sizeof *s->nodes +
-                       (size_t)s->table_cap * sizeof *s->table +
-                       s->stat_count * (sizeof *s->lean + sizeof *s->record_sites);
-  CTS_ASSERT_MSG(bytes / s->count <= 32, "%zu bytes per node with the figures", bytes / s->count);
+                       (size_t)s->table_cap * sizeof *s->table + s->stat_count * sizeof *s->lean +
+                       s->site_cap * sizeof *s->sites +
+                       s->site_of_code.cap * sizeof *s->site_of_code.slots;
+  CTS_ASSERT_MSG(bytes / s->count <= 30, "%zu bytes per node with the figures", bytes / s->count);
+  /* Every allocating node's site is its leaf's, found by its code. */
+  for (uint32_t n = 1; n < s->count; n++) {
+    const uint32_t site = cts_stacks_site(s, n);
+    CTS_ASSERT_EQ_U64(site != UINT32_MAX, s->nodes[n].stat != 0);
+    if (site != UINT32_MAX) CTS_ASSERT_EQ_U64(s->sites[site].code, s->nodes[n].code);
+  }
   cts_alloc_profile_fini(&p);
 }
 
@@ -592,15 +600,30 @@ CTS_TEST(the_peak_epoch_wraps_without_losing_a_peak) {
   cts_stacks_fini(&wrapped);
 }
 
+/* Stacks of the table tests: N past the first table's 2048 slots. */
+enum { SPREAD_N = 20000 };
+
+/* Interns stack k = {1, 2 + k % 50, 100 + k} of k in [0, SPREAD_N) forwards (node[k] set),
+ * or backwards (checked against node[k]: the same nodes, none made twice). */
+static void intern_spread(cts_stacks_t *s, uint32_t *node, bool again) {
+  for (uint64_t i = 0; i < SPREAD_N; i++) {
+    const uint64_t k = again ? SPREAD_N - 1 - i : i;
+    const uint64_t bt[3] = {1, 2 + k % 50, 100 + k};
+    uint32_t n;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(s, bt, 3, &n), 0);
+    if (again)
+      CTS_ASSERT_EQ_U64(n, node[k]);
+    else
+      node[k] = n;
+  }
+}
+
 CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
-  enum { N = 20000 }; /* past the first table's 2048 slots */
+  enum { N = SPREAD_N };
   cts_stacks_t s;
   CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
   static uint32_t node[N];
-  for (uint64_t k = 0; k < N; k++) {
-    const uint64_t bt[3] = {1, 2 + k % 50, 100 + k};
-    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 3, &node[k]), 0);
-  }
+  intern_spread(&s, node, false);
   const uint32_t count = s.count;
   CTS_ASSERT_EQ_U64(count, 1 + 1 + 50 + N);
   cts_stacks_drop_table(&s);
@@ -612,12 +635,7 @@ CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
   CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, one, 99), UINT32_MAX);
   /* Interning again, in another order (the memo and previous path do not answer all):
    * the same nodes, none made twice. */
-  for (uint64_t k = N; k-- > 0;) {
-    const uint64_t bt[3] = {1, 2 + k % 50, 100 + k};
-    uint32_t again;
-    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 3, &again), 0);
-    CTS_ASSERT_EQ_U64(again, node[k]);
-  }
+  intern_spread(&s, node, true);
   CTS_ASSERT_EQ_U64(s.count, count);
   CTS_ASSERT(s.table != NULL);
   const uint64_t fresh[3] = {1, 2, 5};
@@ -634,3 +652,39 @@ CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
 }
 
 CTS_TEST_MAIN()
+
+/* The table lent as scratch (the report's coarser call tree) comes back whole whatever was
+ * written in it, at its size; one made again meanwhile (an interning) is kept and the lent
+ * one freed. */
+CTS_TEST(a_lent_table_is_given_back_whole) {
+  enum { N = SPREAD_N };
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  static uint32_t node[N];
+  intern_spread(&s, node, false);
+  const uint32_t count = s.count, cap = s.table_cap;
+  size_t bytes;
+  void *lent = cts_stacks_lend_table(&s, &bytes);
+  CTS_ASSERT(lent != NULL && s.table == NULL);
+  CTS_ASSERT_EQ_U64(bytes, (uint64_t)cap * sizeof(uint32_t));
+  CTS_ASSERT(bytes >= count * sizeof(uint32_t)); /* room for 4 bytes a node */
+  memset(lent, 0xa5, bytes);
+  cts_stacks_restore_table(&s, lent, bytes);
+  CTS_ASSERT(s.table == lent);
+  CTS_ASSERT_EQ_U64(s.table_cap, cap);
+  for (uint64_t k = 0; k < N; k++)
+    CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[node[k]].parent, 100 + k), node[k]);
+  CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[node[0]].parent, 99), UINT32_MAX);
+  intern_spread(&s, node, true);
+  CTS_ASSERT_EQ_U64(s.count, count);
+  /* Lent, then a new frame: the trie makes a table of its own, the lent one is freed. */
+  lent = cts_stacks_lend_table(&s, &bytes);
+  const uint64_t fresh[3] = {1, 2, 5};
+  uint32_t n;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, fresh, 3, &n), 0);
+  CTS_ASSERT_EQ_U64(n, count);
+  cts_stacks_restore_table(&s, lent, bytes);
+  CTS_ASSERT(s.table != NULL);
+  CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[node[3]].parent, 103), node[3]);
+  cts_stacks_fini(&s);
+}
