@@ -588,7 +588,8 @@ static CTS_FORCE_INLINE void own_frame(cts__own_t *cur, size_t i, uintptr_t sp, 
  * address is undefined (_start, clone3: where libunwind stops). With `known`, frames[0..
  * o->m) are libunwind's and each return address read must be one of them; else the walk
  * writes them (at most max). Every word a frame's rules read lies between its stack pointer
- * and the top of the stack.
+ * and the top of the stack. ret_set: ret - 1's set in the rule cache (hashed once, for the
+ * caller's prefetch and for this walk: 9 instructions a walk).
  * False when a rule is anything else (expressions, signal frames, no rules: libunwind
  * knows more) or a return address is not plausible. Then o says what the frames depend on:
  * if every word read is within BOTTOM_BYTES of rec and there are at most BOTTOM_FRAMES, on
@@ -604,8 +605,8 @@ static CTS_FORCE_INLINE void own_frame(cts__own_t *cur, size_t i, uintptr_t sp, 
  * a rule. (Only if the last walk was made under the same stack top: the cache may have been
  * another thread's.) */
 static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
-                                        uint64_t ret, uint64_t *frames, bool known, size_t max,
-                                        outer_t *o) {
+                                        uint64_t ret, cts__rule_t *ret_set, uint64_t *frames,
+                                        bool known, size_t max, outer_t *o) {
   const uintptr_t top = t->stack_hi - 8u; /* the highest word that may be read */
   uintptr_t sp = rec + 2 * sizeof(uintptr_t), pc = (uintptr_t)ret, rbp = stack_word(rec);
   bool rbp_known = true;
@@ -615,7 +616,7 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
   /* prev's entries 0..rest have stack pointers not below sp; none if it was made under
    * another stack top (the cache may have been another thread's) */
   size_t rest = prev->stack_hi == t->stack_hi ? prev->m : 0;
-  cts__rule_t *set = rule_set(b, pc - 1u); /* pc's set in the rule cache */
+  cts__rule_t *set = ret_set; /* pc's set in the rule cache */
   /* The frames a RULE_RSP_STEP frame may be: not the last one (known: the frame whose
    * return address must be undefined; else the one past max) and kept in cur. */
   const size_t last = known ? o->m : max;
@@ -710,7 +711,7 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
 /* outer_walk with frames known (outer_frames_rest): the per-frame tests of `known` go. */
 static CTS_NOINLINE bool outer_walk_known(cts__thread_t *t, cts__bottom_t *b, uintptr_t rec,
                                           uint64_t ret, uint64_t *frames, outer_t *o) {
-  return outer_walk(t, b, rec, ret, frames, true, 0, o);
+  return outer_walk(t, b, rec, ret, rule_set(b, ret - 1u), frames, true, 0, o);
 }
 
 /* outer_frames' end when outer_walk could not unwind the frames beyond out[0..n) (ok false)
@@ -764,7 +765,8 @@ static CTS_NOINLINE size_t outer_frames_rest(cts__thread_t *t, uintptr_t rec, ui
  * without a system call), else by libunwind. Inline, with outer_walk: a call less per
  * allocation on the common path. */
 static CTS_FORCE_INLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uint64_t *out,
-                                            size_t n, size_t max, cts__bottom_t *b) {
+                                            size_t n, size_t max, cts__bottom_t *b,
+                                            cts__rule_t *ret_set) {
   if (b && b->ret == out[n - 1] && b->rec == rec && b->len <= t->stack_hi - rec &&
       (b->slots ? stack_words_equal(b->frames, b->slot, b->nframes, rec)
                 : stack_equal(b->bytes, rec, b->len))) {
@@ -776,8 +778,8 @@ static CTS_FORCE_INLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uin
   }
   t->unwind_full++;
   outer_t o;
-  const bool ok =
-      b && n <= BOTTOM_FRAMES && outer_walk(t, b, rec, out[n - 1], out + n, false, max - n, &o);
+  const bool ok = b && n <= BOTTOM_FRAMES &&
+                  outer_walk(t, b, rec, out[n - 1], ret_set, out + n, false, max - n, &o);
   if (CTS_LIKELY(ok && !o.cacheable)) return n + o.m;
   return outer_frames_rest(t, rec, out, n, max, b, ok, &o);
 }
@@ -804,8 +806,9 @@ size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_
       if (!keeps_frame_pointers(ret)) {
         /* The rules outer_walk looks up first: fetched while the outer-frame cache is
          * checked. (Not before the verdict: code with frame pointers never needs them.) */
-        if (bottom) __builtin_prefetch(rule_set(bottom, ret - 1u));
-        return cut_own_frames(out, outer_frames(t, fp, out, n, max, bottom));
+        cts__rule_t *const ret_set = bottom ? rule_set(bottom, ret - 1u) : NULL;
+        __builtin_prefetch(ret_set);
+        return cut_own_frames(out, outer_frames(t, fp, out, n, max, bottom, ret_set));
       }
       trusted = ret;
     }
