@@ -24,23 +24,12 @@ extern char **environ;
 #define LEAVES    480000u /* allocation points: codes 1000 .. */
 #define LAST_LEAF (1000u + LEAVES - 1u)
 
-/* Each code its own function, "f<code>". */
-static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
-  static char name[32];
-  (void)ud;
-  if (!max) return 1;
-  snprintf(name, sizeof name, "f%llu", (unsigned long long)code);
-  out[0] = (cts_mt_location_t){
-      .line = 1, .start_char = 1, .end_char = 2, .filename = "t.c", .defname = name};
-  return 1;
-}
-
 /* One allocation per leaf, 16 bytes each but the last leaf's, which is a tenth of all: the
  * view prints it (above --min-percent's 1 %) with its callers, or, where the budget was
  * emulated, its bytes went under the budget's node. */
 static int write_trace(const char *path) {
   mt_file_writer_t fw;
-  int e = mt_file_writer_open(&fw, path, 1.0, resolve);
+  int e = mt_file_writer_open(&fw, path, 1.0, mt_file_writer_name_by_code);
   if (e) return e;
   uint64_t bt[CHAIN + 1];
   for (unsigned k = 0; k < CHAIN; k++) bt[k] = 10 + k; /* outermost first */

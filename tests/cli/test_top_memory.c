@@ -15,22 +15,11 @@
 
 #define LEVELS 17
 
-/* Codes 100 + 2 k + b: level k's frame, one of two; each its own function. */
-static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
-  static char name[32];
-  (void)ud;
-  if (!max) return 1;
-  snprintf(name, sizeof name, "f%llu", (unsigned long long)code);
-  out[0] = (cts_mt_location_t){
-      .line = 1, .start_char = 1, .end_char = 2, .filename = "t.ml", .defname = name};
-  return 1;
-}
-
 /* 2^LEVELS allocations, one per leaf of a binary tree of stacks LEVELS frames deep (2^(LEVELS
  * + 1) - 1 nodes with the root), every other one collected at once. */
 static int write_tree(const char *path) {
   mt_file_writer_t fw;
-  int e = mt_file_writer_open(&fw, path, 1.0, resolve);
+  int e = mt_file_writer_open(&fw, path, 1.0, mt_file_writer_name_by_code);
   if (e) return e;
   for (uint64_t i = 0; !e && i < (1u << LEVELS); i++) {
     uint64_t bt[LEVELS], id;
