@@ -19,6 +19,6 @@ cts_install_npm_packages
 presets=("$@")
 [ ${#presets[@]} -gt 0 ] || presets=(dev clang-build release asan tsan)
 for preset in "${presets[@]}"; do
-  echo "==> ctfscope: preset '$preset': configure, build, test" >&2
+  echo "==> ctfscope: workflow '$preset' (its preset's configure, build and, but for clang-build, test)" >&2
   cmake --workflow --preset "$preset"
 done
