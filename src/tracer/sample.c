@@ -398,9 +398,7 @@ void cts__tracer_record_free(uint64_t id, unsigned session) {
     rec[1] = cts__cpu_counter();
     rec[2] = full;
     cts__bump(&r->collects, 1);
-    const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed) + REC_COLLECT_WORDS;
-    CTS_ASSERT(atomic_load_explicit(&r->owned, memory_order_relaxed) == 1);
-    atomic_store_explicit(&r->head, head, memory_order_release);
+    const uint64_t head = cts__ring_advance(r, REC_COLLECT_WORDS);
     cts__guard_leave();
     if (CTS_UNLIKELY(head > r->wake_check)) wake_guarded(r, head);
     return;

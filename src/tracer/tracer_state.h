@@ -502,17 +502,24 @@ static CTS_FORCE_INLINE uint64_t *cts__ring_reserve(cts__ring_t *r, size_t n, si
  * nothing. */
 static CTS_FORCE_INLINE uint64_t *cts__ring_reserve_fast(cts__ring_t *r, size_t n) {
   const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-  const size_t size = (size_t)RING_WORDS >> atomic_load_explicit(&r->shift, memory_order_relaxed);
+  const size_t size = cts__ring_words(r);
   const size_t off = (size_t)head & (size - 1u);
   if (CTS_UNLIKELY(off + n > size || head + n - r->tail_seen > size)) return NULL;
   return r->words + off;
 }
 
-/* Publishes `total` words (the record and the padding before it). */
-static CTS_FORCE_INLINE void cts__ring_publish(cts__ring_t *r, size_t total) {
+/* Publishes `total` words (the record and the padding before it) without waking the
+ * writer: returns the new head, for the caller to check against r->wake_check. */
+static CTS_FORCE_INLINE uint64_t cts__ring_advance(cts__ring_t *r, size_t total) {
   const uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed) + total;
   CTS_ASSERT(atomic_load_explicit(&r->owned, memory_order_relaxed) == 1);
   atomic_store_explicit(&r->head, head, memory_order_release);
+  return head;
+}
+
+/* Publishes `total` words (the record and the padding before it). */
+static CTS_FORCE_INLINE void cts__ring_publish(cts__ring_t *r, size_t total) {
+  const uint64_t head = cts__ring_advance(r, total);
   if (CTS_UNLIKELY(head > r->wake_check)) cts__ring_wake(r, head);
 }
 
