@@ -618,14 +618,19 @@ static void intern_spread(cts_stacks_t *s, uint32_t *node, bool again) {
   }
 }
 
+/* *s: a trie of the SPREAD_N stacks, interned forwards (node[k]). */
+static void spread_trie(cts_stacks_t *s, uint32_t *node) {
+  CTS_ASSERT_EQ_INT(cts_stacks_init(s, false, 0), 0);
+  intern_spread(s, node, false);
+  CTS_ASSERT_EQ_U64(s->count, 1 + 1 + 50 + SPREAD_N);
+}
+
 CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
   enum { N = SPREAD_N };
   cts_stacks_t s;
-  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
   static uint32_t node[N];
-  intern_spread(&s, node, false);
+  spread_trie(&s, node);
   const uint32_t count = s.count;
-  CTS_ASSERT_EQ_U64(count, 1 + 1 + 50 + N);
   cts_stacks_drop_table(&s);
   CTS_ASSERT(s.table == NULL && s.table_cap == 0); /* its memory is given back */
   /* Look-ups without the table still find every node, and only those. */
@@ -651,17 +656,14 @@ CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
   cts_stacks_fini(&s);
 }
 
-CTS_TEST_MAIN()
-
 /* The table lent as scratch (the report's coarser call tree) comes back whole whatever was
  * written in it, at its size; one made again meanwhile (an interning) is kept and the lent
  * one freed. */
 CTS_TEST(a_lent_table_is_given_back_whole) {
   enum { N = SPREAD_N };
   cts_stacks_t s;
-  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
   static uint32_t node[N];
-  intern_spread(&s, node, false);
+  spread_trie(&s, node);
   const uint32_t count = s.count, cap = s.table_cap;
   size_t bytes;
   void *lent = cts_stacks_lend_table(&s, &bytes);
@@ -688,3 +690,5 @@ CTS_TEST(a_lent_table_is_given_back_whole) {
   CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[node[3]].parent, 103), node[3]);
   cts_stacks_fini(&s);
 }
+
+CTS_TEST_MAIN()
