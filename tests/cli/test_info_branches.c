@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../mt_reader_config.h"
 #include "../test.h"
-#include "os/os.h"
 #include "scratch_dir.h"
 
 /* Instructions per event at most: the release build runs 121 (99 with branches only), the
@@ -125,9 +125,7 @@ static int digest_location(void *user_data, uint64_t code, const cts_mt_location
 /* Reads trace[0..size) in one feed, with the given backtrace limit. */
 static void read_trace(const uint8_t *trace, size_t size, uint32_t max_frames, read_result_t *res) {
   memset(res, 0, sizeof *res);
-  cts_mt_reader_config_t cfg;
-  cts_mt_reader_config_init(&cfg);
-  cfg.allocator = cts_os_allocator();
+  cts_mt_reader_config_t cfg = test_reader_config();
   cfg.max_backtrace_frames = max_frames;
   const cts_mt_handler_t h = {
       .user_data = res, .on_event = digest_event, .on_location = digest_location};
