@@ -215,6 +215,10 @@ static int decode_location(cts_mt_reader_t *r, domain_t *d, const uint8_t **pp, 
 #define CODEWORD_MAX_BYTES  10u
 #define CODEWORD_MAX_FRAMES 256u
 
+/* Predicted codes of a run that the fast decoder loads without a branch on the run's
+ * length when a domain's tags are mixed (at most CODEWORD_MAX_FRAMES - 1). */
+#define RUN_UNROLLED 3u
+
 /* Whether a location event has defined code (non-zero). */
 static CTS_FORCE_INLINE bool location_defined(cts_mt_reader_t *r, uint64_t code) {
   /* Fibonacci hashing (one multiply, the top byte) rather than cts_mix64: this runs for
@@ -334,7 +338,8 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
                                                   const uint8_t **pp, size_t *pos_io,
                                                   uint32_t nencoded, bool kept,
                                                   const uint64_t *evoff_at, const uint8_t *ev_at,
-                                                  const uint64_t *evoff_base) {
+                                                  const uint64_t *evoff_base, const bool random_mix,
+                                                  const bool sample) {
   /* The event's offset, for the errors (read only on an error: no register for it):
    * *evoff_at; or with evoff_at NULL, the event's address ev_at (which the caller keeps
    * in a register anyway) plus *evoff_base. */
@@ -358,6 +363,43 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
     const size_t bucket = w >> 2;
     p += 2;
     cache_pred[pred] = (uint16_t)bucket;
+    if (random_mix && CTS_LIKELY((w & 3u) != 3u)) {
+      /* Tags 0, 1 and 2 of a domain whose tags look random (the survivors shape: a third
+       * each): a hit followed by n predicted codes, n being 0, 1 or the byte after a tag 2.
+       * The hit and the first RUN_UNROLLED predicted codes are loaded and stored whatever n
+       * is (bt has room for them, frames stored past the backtrace's end are scratch, and a
+       * bucket's prediction is always a bucket), and checked by arithmetic on n: the
+       * branches on the tag and on the run's end were a third of the mispredictions
+       * there. Where one tag dominates (most traces), the branches below cost less. */
+      const size_t run = (w >> 1) & 1u;
+      const size_t n = (w & 1u) | ((size_t)p[0] & (0 - run));
+      p += run;
+      size_t chain[RUN_UNROLLED + 1];
+      chain[0] = bucket;
+      uint64_t c = cache_loc[bucket];
+      out[0] = c;
+      bool empty = c == 0;
+      for (size_t k = 1; k <= RUN_UNROLLED; k++) {
+        chain[k] = cache_pred[chain[k - 1]];
+        c = cache_loc[chain[k]];
+        out[k] = c;
+        empty |= c < (uint64_t)(n >= k); /* (empty and one of the n predicted) */
+      }
+      if (CTS_UNLIKELY(empty)) return empty_bucket(r, EVOFF);
+      if (CTS_LIKELY(n <= RUN_UNROLLED)) {
+        pred = chain[n];
+      } else {
+        pred = chain[RUN_UNROLLED];
+        for (size_t k = RUN_UNROLLED + 1; k <= n; k++) {
+          pred = cache_pred[pred];
+          c = cache_loc[pred];
+          if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, EVOFF);
+          out[k] = c;
+        }
+      }
+      out += 1 + n;
+      continue;
+    }
     if (CTS_UNLIKELY(w & 2u)) {
       /* A literal (3), stored in the bucket and then a hit on it; or a hit followed by a
        * run of n predicted codes (2). */
@@ -368,6 +410,10 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
         p += 8;
       } else {
         n = *p++;
+        if (sample) {
+          d->tag_flips += 1u ^ d->last_run;
+          d->last_run = 1;
+        }
       }
       uint64_t c = cache_loc[bucket];
       if (CTS_UNLIKELY(c == 0)) return empty_bucket(r, EVOFF);
@@ -385,6 +431,10 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
      * stored whatever the tag (bt has room for them, and a frame stored past the end of
      * the backtrace is scratch), and checked without a branch on the tag, which no
      * predictor can guess: the tags of real backtraces look random. */
+    if (sample) {
+      d->tag_flips += d->last_run;
+      d->last_run = 0;
+    }
     const size_t tag = w & 1u;
     const size_t next = cache_pred[bucket];
     const uint64_t code = cache_loc[bucket], predicted = cache_loc[next];
@@ -427,7 +477,7 @@ static CTS_FORCE_INLINE int decode_backtrace(cts_mt_reader_t *r, domain_t *d, co
   if (CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) &&
       (CTS_LIKELY(worst <= d->bt_cap) ||
        (worst <= r->cfg.max_backtrace_frames && reserve_backtrace(r, d, (size_t)worst)))) {
-    e = decode_codewords_fast(r, d, pp, &pos, nencoded, keep, &evoff, NULL, NULL);
+    e = decode_codewords_fast(r, d, pp, &pos, nencoded, keep, &evoff, NULL, NULL, false, false);
   } else {
     e = decode_codewords_careful(r, d, pp, end, &pos, nencoded, keep, evoff);
   }
@@ -487,6 +537,23 @@ int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const cts__mt_he
 }
 
 /* ---- events (§5, §8, §9) ----------------------------------------------------------------- */
+
+/* Decoding styles. A branch on data that a predictor cannot guess costs 15-20 cycles
+ * when it is wrong; arithmetic instead costs instructions, and latency on the chain from
+ * one event's address to the next, whatever the data. Where the sizes of long-form
+ * lengths (1 or 3 bytes) and the codewords' tags (a run or not) look random -- both at
+ * once, as in gen_trace's survivors shape, a random mix of small and large blocks with
+ * few distinct stacks -- the fast loop decodes them by arithmetic (STYLE_RANDOM);
+ * elsewhere (every real trace measured) by branches (STYLE_BRANCHES). One packet of a
+ * domain in PROBE_INTERVAL, the first included, is decoded by branches while counting how
+ * often the two change between consecutive instances (STYLE_SAMPLED), which picks the
+ * style of the packets after it (a trace's first packets often hold only locations; its
+ * first events are then decoded by branches until the next sample). All three decode the
+ * same events with the same checks, errors and results; only the time differs. */
+#define STYLE_BRANCHES 0
+#define STYLE_SAMPLED  1
+#define STYLE_RANDOM   2
+#define PROBE_INTERVAL 16u
 
 /* Room the fast loop wants before an event: its header and the longest fixed part. */
 #define FAST_EVENT_ROOM (4u + EVENT_FIXED_MAX)
@@ -722,9 +789,10 @@ static CTS_FORCE_INLINE const uint8_t *common_backtrace(cts_mt_reader_t *r, doma
                                                         const uint8_t *p, size_t pos,
                                                         uint32_t nencoded, const uint64_t *evoff_at,
                                                         const uint8_t *ev_at,
-                                                        const uint64_t *evoff_base) {
-  if (CTS_UNLIKELY(
-          decode_codewords_fast(r, d, &p, &pos, nencoded, true, evoff_at, ev_at, evoff_base) != 0))
+                                                        const uint64_t *evoff_base,
+                                                        const bool random_mix, const bool sample) {
+  if (CTS_UNLIKELY(decode_codewords_fast(r, d, &p, &pos, nencoded, true, evoff_at, ev_at,
+                                         evoff_base, random_mix, sample) != 0))
     return NULL;
   d->bt_len = pos;
   return p;
@@ -734,6 +802,19 @@ static CTS_FORCE_INLINE const uint8_t *common_backtrace(cts_mt_reader_t *r, doma
 static CTS_FORCE_INLINE const uint8_t *vint_unchecked(const uint8_t *p, int64_t *v) {
   rd_vint(&p, NULL, v, false);
   return p;
+}
+
+/* The same for a domain whose lengths are mixed: no branch on whether a value below 2^16
+ * takes 1 or 3 bytes (which the survivors shape's random mix of small and large blocks
+ * makes a coin toss), at the cost of the next field's address waiting for this one's
+ * first byte, which costs more where the branch is predicted. */
+static CTS_FORCE_INLINE const uint8_t *vint16_unchecked(const uint8_t *p, int64_t *v) {
+  const uint64_t c = p[0];
+  if (CTS_UNLIKELY(c > 253)) return vint_unchecked(p, v);
+  const uint64_t wide = c == 253;
+  const uint64_t mask = 0 - wide;
+  *v = (int64_t)((c & ~mask) | (cts_ld_le16(p + 1) & mask));
+  return p + 1 + 2 * wide;
 }
 
 static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
@@ -751,7 +832,9 @@ static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
  * the same code as the careful path uses: both run decode_backtrace(), or in the common
  * case its decode_codewords_fast()). Instantiated with and without backtrace decoding. */
 static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
-                                        const bool decode, const bool count, const bool tally) {
+                                        const bool decode, const bool count, const bool tally,
+                                        const int style) {
+  const bool random_mix = style == STYLE_RANDOM, sample = style == STYLE_SAMPLED;
   const uint8_t *p = c->p;
   const uint8_t *const end = c->end;
   const uint8_t *const last = end - FAST_EVENT_ROOM; /* the caller made sure p <= last */
@@ -828,8 +911,19 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
           lim = (uint64_t)cp + 256;
         }
       } else if (id == MT_EV_ALLOC) {
-        q = vint_unchecked(p + 4, &length);
-        q = vint_unchecked(q, &nsamples);
+        if (sample) {
+          const uint8_t wide = p[4] >= 253;
+          d->long_allocs++;
+          d->size_flips += wide ^ d->last_wide;
+          d->last_wide = wide;
+        }
+        if (random_mix) {
+          q = vint16_unchecked(p + 4, &length);
+          q = vint16_unchecked(q, &nsamples);
+        } else {
+          q = vint_unchecked(p + 4, &length);
+          q = vint_unchecked(q, &nsamples);
+        }
         source = *q++;
         q = vint_unchecked(q, &cp);
         nencoded = cts_ld_le16(q);
@@ -863,13 +957,14 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
        * delivered one.) */
       if (!tally) ev->offset = base + (uint64_t)(uintptr_t)p;
       if (nencoded != 0) {
+        if (sample) d->codewords += nencoded;
         const uint64_t left = (uint64_t)(end - q);
         if (decode &&
             CTS_LIKELY((uint64_t)nencoded * CODEWORD_MAX_BYTES <= left &&
                        (uint64_t)cp <= d->bt_len &&
                        (uint64_t)cp + (uint64_t)nencoded * CODEWORD_MAX_FRAMES <= d->bt_cap)) {
           q = common_backtrace(r, d, q, (size_t)cp, nencoded, tally ? NULL : &ev->offset, p,
-                               &c->base);
+                               &c->base, random_mix, sample);
         } else if (!decode && (uint64_t)nencoded * CODEWORD_MAX_BYTES <= left) {
           for (uint32_t i = 0; i < nencoded; i++) q += codeword_bytes[q[0] & 3u];
         } else {
@@ -926,36 +1021,66 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
 }
 
 /* The loop's instances: backtraces decoded or skipped, promotions and collections
- * delivered or counted. */
-CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true, false, false);
+ * delivered or counted; and for the two that decode backtraces for a command (delivering
+ * every event, or counting allocations as `info` does), the three decoding styles. */
+/* (The three delivering instances in one function: with each in a function of its own,
+ * gcc placed the branches' instance's loop over a prediction run across a 64-byte line,
+ * and read_bench ran 13 % slower on sqlite3's trace, whose backtraces are mostly such runs.
+ * The counting instances below ran as fast either way on every trace measured.) */
+CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
+                                           int style) {
+  switch (style) {
+    case STYLE_RANDOM:
+      return events_fast(r, d, c, true, false, false, STYLE_RANDOM);
+    case STYLE_SAMPLED:
+      return events_fast(r, d, c, true, false, false, STYLE_SAMPLED);
+    default:
+      return events_fast(r, d, c, true, false, false, STYLE_BRANCHES);
+  }
 }
 CTS_NOINLINE static int skip_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, false, false, false);
+  return events_fast(r, d, c, false, false, false, STYLE_BRANCHES);
 }
 CTS_NOINLINE static int decode_count_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true, true, false);
+  return events_fast(r, d, c, true, true, false, STYLE_BRANCHES);
 }
 CTS_NOINLINE static int skip_count_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, false, true, false);
+  return events_fast(r, d, c, false, true, false, STYLE_BRANCHES);
 }
 /* Allocations counted too (cts_mt_reader_count_allocs()); only with backtraces decoded,
  * which their figures need. */
 CTS_NOINLINE static int decode_tally_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true, true, true);
+  return events_fast(r, d, c, true, true, true, STYLE_BRANCHES);
 }
+CTS_NOINLINE static int decode_tally_sampled(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, true, true, true, STYLE_SAMPLED);
+}
+CTS_NOINLINE static int decode_tally_random(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, true, true, true, STYLE_RANDOM);
+}
+
+/* The counting instances, by style. */
+typedef int (*events_loop_fn)(cts_mt_reader_t *, domain_t *, event_cursor_t *);
+static const events_loop_fn decode_tally_by_style[] = {
+    [STYLE_BRANCHES] = decode_tally_fast,
+    [STYLE_SAMPLED] = decode_tally_sampled,
+    [STYLE_RANDOM] = decode_tally_random,
+};
 
 static int decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   const uint8_t *const end = c->end;
+  const int style = d->packets_unprobed == 0 ? STYLE_SAMPLED
+                    : d->random_mix          ? STYLE_RANDOM
+                                             : STYLE_BRANCHES;
   int e;
   while (c->p < end) {
     if (end - c->p >= (ptrdiff_t)FAST_EVENT_ROOM) {
       if (!c->freed)
-        e = c->decode ? decode_events_fast(r, d, c) : skip_events_fast(r, d, c);
+        e = c->decode ? decode_events_fast(r, d, c, style) : skip_events_fast(r, d, c);
       else if (!c->decode)
         e = skip_count_fast(r, d, c);
       else
-        e = r->count_allocs ? decode_tally_fast(r, d, c) : decode_count_fast(r, d, c);
+        e = r->count_allocs ? decode_tally_by_style[style](r, d, c) : decode_count_fast(r, d, c);
       if (e) return e;
       if (c->p >= end) break;
     }
@@ -976,8 +1101,26 @@ static void count_allocs_done(cts_mt_reader_t *r, const event_cursor_t *c) {
   a->last_offset = c->base + (uint64_t)(uintptr_t)c->last_alloc;
 }
 
+/* Whether a branch on something that changed `flips` times in `all` instances (at least
+ * 256 of them, to tell) would mispredict often: a change in a quarter of them or more
+ * (random halves change every other time). */
+static bool unpredictable(uint32_t flips, uint32_t all) {
+  return all >= 256 && flips >= all / 4;
+}
+
+/* Picks the style of the domain's next packets from what a sampled packet held. */
+static void choose_style(domain_t *d) {
+  const bool sampled = d->packets_unprobed == 0;
+  d->packets_unprobed = (uint8_t)((d->packets_unprobed + 1) % PROBE_INTERVAL);
+  if (!sampled) return;
+  d->random_mix =
+      unpredictable(d->size_flips, d->long_allocs) && unpredictable(d->tag_flips, d->codewords);
+  d->long_allocs = d->size_flips = d->codewords = d->tag_flips = 0;
+}
+
 int cts__mt_decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   const int e = decode_events(r, d, c);
+  choose_style(d);
   if (c->freed) count_frees_done(c);
   count_allocs_done(r, c);
   return e;

@@ -31,6 +31,15 @@ typedef struct domain {
   mtf_file_t files[MT_MTF_SIZE];
   uint64_t cache_loc[MT_CACHE_SIZE];
   uint16_t cache_pred[MT_CACHE_SIZE];
+  /* How the fast loop decodes this domain's allocations (memtrace_events.c, "Decoding
+   * styles"): with branches where the lengths' sizes and the codewords' tags follow a
+   * pattern that a predictor learns, by arithmetic where both look random. The counts are
+   * those of the last sampled packet (one in PROBE_INTERVAL, the first included). */
+  bool random_mix;                  /* decode by arithmetic */
+  uint8_t packets_unprobed;         /* packets since the last sampled one */
+  uint8_t last_wide, last_run;      /* the previous length's size (>= 253) and tag (2) */
+  uint32_t long_allocs, size_flips; /* long-form allocations; size changes between two */
+  uint32_t codewords, tag_flips;    /* codewords; changes of "tag 2" between two */
 } domain_t;
 
 /* Promotions and collections counted instead of delivered (cts_mt_reader_count_frees()):

@@ -14,6 +14,7 @@
 
 #include "../../src/common/hash.h"
 #include "../../src/os/os.h"
+#include "../mt_reader_config.h"
 #include "../test.h"
 #include "../test_buf.h"
 #include "../trace_dir.h"
@@ -95,9 +96,7 @@ typedef struct reading {
 static void read_trace(const uint8_t *data, size_t len, size_t piece, bool decode, int count,
                        reading_t *out) {
   memset(out, 0, sizeof *out);
-  cts_mt_reader_config_t cfg;
-  cts_mt_reader_config_init(&cfg);
-  cfg.allocator = cts_os_allocator();
+  cts_mt_reader_config_t cfg = test_reader_config();
   cfg.decode_backtraces = decode;
   const cts_mt_handler_t h = {
       .user_data = &out->seen, .on_event = on_event, .on_packet = on_packet};
