@@ -85,9 +85,16 @@ typedef enum mode {
 #define FLOOR_BYTES_PER_NODE 16u /* gen_trace's default shape: 19 bytes of trace a node */
 #define FLOOR_MAX_LOAD_PCT   70u
 
+#define FLOOR_COUNT_LAG 8u
+
 typedef struct trie_floor {
   uint64_t *keys;   /* parent << 32 | code id (ids from 1, so 0 = empty) */
   uint32_t *counts; /* allocations whose stack ends at the node */
+  /* The last FLOOR_COUNT_LAG allocations' nodes (0 = none), their counts fetched and not yet
+   * incremented: a count is a cache miss in an array as large as the table, waited for only
+   * once the next few allocations are under way. */
+  uint32_t lagging[FLOOR_COUNT_LAG];
+  uint32_t lag_next;
   size_t keys_bytes, counts_bytes;
   uint32_t cap; /* slots, a power of 2 */
   uint32_t nodes, root_count;
@@ -95,8 +102,9 @@ typedef struct trie_floor {
   bool full;             /* more nodes than FLOOR_MAX_LOAD_PCT of cap: the run is void */
   cts_u64map_t code_ids; /* frame code -> id */
   uint32_t code_count;
-  /* The previous allocation's path: frames equal to its prefix are not looked up again. */
-  uint64_t *prev_codes;
+  /* The previous allocation's path: frames equal to its prefix are not looked up again.
+   * prev_hashes[i] is the hash of its path to depth i (floor_path_hash). */
+  uint64_t *prev_codes, *prev_hashes;
   uint32_t *prev_nodes;
   size_t prev_len, prev_cap;
   uint16_t prev_domain;
@@ -127,16 +135,26 @@ static uint32_t floor_code_id(trie_floor_t *f, uint64_t code) {
   return (uint32_t)*id;
 }
 
-/* The child of parent for frame code, made if new (past the budget only when past_budget): a
- * node (from 1), or 0 when the table is full, memory ran out (f->full says which) or the
- * budget is spent (f->nodes and the root at f->max_nodes). */
-static uint32_t floor_child(trie_floor_t *f, uint32_t parent, uint64_t code, bool past_budget) {
+/* A node's home slot is its path's hash, not its (parent, code) key's: the hash of frame i
+ * of a backtrace comes from frame i - 1's hash and frame i's code, with no node in between, so
+ * every frame's slot past the previous path can be fetched at once (floor_on_event) rather than
+ * one cache miss after another, each waiting for its parent's slot to give the node. The slot
+ * still holds the exact key: a look-up compares it, whatever the hash. */
+static inline uint64_t floor_path_hash(uint64_t parent_hash, uint64_t code) {
+  return cts_mix64(code ^ parent_hash * 0x9e3779b97f4a7c15ull);
+}
+
+/* The child of parent (whose path hashes to parent_hash) for frame code, made if new (past
+ * the budget only when past_budget): a node (from 1), or 0 when the table is full, memory ran
+ * out (f->full says which) or the budget is spent (f->nodes and the root at f->max_nodes). */
+static uint32_t floor_child(trie_floor_t *f, uint32_t parent, uint64_t path_hash, uint64_t code,
+                            bool past_budget) {
   const uint32_t id = floor_code_id(f, code);
   if (!id) return 0;
   f->lookups++;
   const uint64_t key = (uint64_t)parent << 32 | id;
   const uint32_t mask = f->cap - 1u;
-  size_t j = cts_mix64(key) & mask;
+  size_t j = path_hash & mask;
   for (; f->keys[j]; j = (j + 1) & mask)
     if (f->keys[j] == key) return (uint32_t)j + 1;
   if (f->max_nodes && f->nodes + 1u >= f->max_nodes && !past_budget) return 0; /* (+ the root) */
@@ -147,6 +165,26 @@ static uint32_t floor_child(trie_floor_t *f, uint32_t parent, uint64_t code, boo
   f->keys[j] = key;
   f->nodes++;
   return (uint32_t)j + 1;
+}
+
+/* Frames whose home slots are fetched before the one looked up. */
+#ifndef FLOOR_AHEAD
+#define FLOOR_AHEAD 4u
+#endif
+
+/* Counts one more allocation at node (from 1) FLOOR_COUNT_LAG allocations from now. */
+static void floor_count(trie_floor_t *f, uint32_t node) {
+  __builtin_prefetch(&f->counts[node - 1], 1);
+  uint32_t *const slot = &f->lagging[f->lag_next++ % FLOOR_COUNT_LAG];
+  if (*slot) f->counts[*slot - 1]++;
+  *slot = node;
+}
+
+/* The counts still lagging, made. */
+static void floor_count_flush(trie_floor_t *f) {
+  for (uint32_t k = 0; k < FLOOR_COUNT_LAG; k++)
+    if (f->lagging[k]) f->counts[f->lagging[k] - 1]++;
+  memset(f->lagging, 0, sizeof f->lagging);
 }
 
 static int floor_on_event(void *user_data, const cts_mt_event_t *ev) {
@@ -160,9 +198,11 @@ static int floor_on_event(void *user_data, const cts_mt_event_t *ev) {
     while (cap < n) cap *= 2;
     uint64_t *codes = realloc(f->prev_codes, cap * sizeof *codes);
     if (codes) f->prev_codes = codes;
+    uint64_t *hashes = realloc(f->prev_hashes, cap * sizeof *hashes);
+    if (hashes) f->prev_hashes = hashes;
     uint32_t *nodes = realloc(f->prev_nodes, cap * sizeof *nodes);
     if (nodes) f->prev_nodes = nodes;
-    if (!codes || !nodes) return -ENOMEM;
+    if (!codes || !hashes || !nodes) return -ENOMEM;
     f->prev_cap = cap;
   }
   /* The reader's common prefix is with the previous allocation of the same domain. */
@@ -173,10 +213,24 @@ static int floor_on_event(void *user_data, const cts_mt_event_t *ev) {
   while (common < limit && bt[common] == f->prev_codes[common]) common++;
   f->prev_domain = ev->domain;
   uint32_t cur = common ? f->prev_nodes[common - 1] : 0;
+  /* The home slots of the frames past the previous path are fetched FLOOR_AHEAD frames
+   * before they are looked up, several at a time: not all at once, since a stack cut for
+   * the budget looks up none past its cut. */
+  uint64_t *const hashes = f->prev_hashes;
+  const size_t ahead_end = common + FLOOR_AHEAD < n ? common + FLOOR_AHEAD : n;
+  uint64_t h = common ? hashes[common - 1] : 0;
+  for (size_t i = common; i < ahead_end; i++) {
+    hashes[i] = h = floor_path_hash(h, bt[i]);
+    __builtin_prefetch(&f->keys[h & (f->cap - 1u)]);
+  }
   for (size_t i = common; i < n; i++) {
+    if (i + FLOOR_AHEAD < n) {
+      hashes[i + FLOOR_AHEAD] = h = floor_path_hash(h, bt[i + FLOOR_AHEAD]);
+      __builtin_prefetch(&f->keys[h & (f->cap - 1u)]);
+    }
     const uint32_t parent = cur;
     const bool absent = f->absent_valid && parent == f->absent_parent && bt[i] == f->absent_code;
-    if (absent || !(cur = floor_child(f, parent, bt[i], false))) {
+    if (absent || !(cur = floor_child(f, parent, hashes[i], bt[i], false))) {
       if (f->full || !f->max_nodes || f->nodes + 1u < f->max_nodes) {
         f->prev_len = 0;
         return f->full ? -EAGAIN : -ENOMEM;
@@ -187,11 +241,13 @@ static int floor_on_event(void *user_data, const cts_mt_event_t *ev) {
       f->absent_parent = parent;
       f->absent_code = bt[i];
       f->absent_valid = true;
-      const uint32_t over = floor_child(f, 0, FLOOR_OVERFLOW_CODE, true);
-      const uint32_t leaf = over ? floor_child(f, over, bt[n - 1], true) : 0;
+      const uint64_t over_hash = floor_path_hash(0, FLOOR_OVERFLOW_CODE);
+      const uint32_t over = floor_child(f, 0, over_hash, FLOOR_OVERFLOW_CODE, true);
+      const uint32_t leaf =
+          over ? floor_child(f, over, floor_path_hash(over_hash, bt[n - 1]), bt[n - 1], true) : 0;
       if (!leaf) return f->full ? -EAGAIN : -ENOMEM;
       f->overflowed++;
-      f->counts[leaf - 1]++;
+      floor_count(f, leaf);
       return 0;
     }
     f->prev_codes[i] = bt[i];
@@ -199,7 +255,7 @@ static int floor_on_event(void *user_data, const cts_mt_event_t *ev) {
   }
   f->prev_len = n;
   if (cur)
-    f->counts[cur - 1]++;
+    floor_count(f, cur);
   else
     f->root_count++;
   return 0;
@@ -353,6 +409,7 @@ static void floor_free(trie_floor_t *f) {
   if (f->counts) munmap(f->counts, f->counts_bytes);
   cts_u64map_fini(&f->code_ids);
   free(f->prev_codes);
+  free(f->prev_hashes);
   free(f->prev_nodes);
 }
 
@@ -383,6 +440,7 @@ static int run_floor(const char *path, const cts_mt_reader_config_t *cfg, tally_
     if (f->keys && f->counts && (e = cts_mt_reader_create(&r, cfg, &h)) == 0) {
       bool input_error;
       e = cts_os_read_memtrace(path, r, NULL, NULL, &input_error);
+      floor_count_flush(f);
       *bytes = cts_mt_reader_offset(r);
       const double per_bytes = (double)st.st_size / FLOOR_BYTES_PER_NODE;
       const double nodes = *bytes ? (double)f->nodes * (double)st.st_size / (double)*bytes : 0;

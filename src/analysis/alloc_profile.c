@@ -82,6 +82,8 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   const int e = cts_stacks_init(&p->stacks, cfg->history, 0);
   if (e) return e;
   p->stacks.max_nodes = cfg->max_nodes ? cfg->max_nodes : DEFAULT_MAX_NODES;
+  /* Interned a backtrace at a time: its frames' slots can be fetched ahead. */
+  cts_stacks_key_by_path(&p->stacks);
   /* Leaks' history is per site, and so are the live figures by site. */
   const bool by_site = cfg->live_by_site && cfg->stacks && !cfg->allocated_only;
   p->stacks.no_sites = cfg->no_sites && !cfg->history && !by_site;

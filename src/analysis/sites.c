@@ -27,6 +27,59 @@ static inline uint32_t tag_of(uint64_t h) {
   return (uint32_t)(h >> 32);
 }
 
+/* The tag of the node with code under a node whose key is parent_key: the parent's index, or
+ * with path_keys its path's tag (the root's is 0 either way). Chained down a path, each
+ * frame's tag follows from the codes alone. */
+static inline uint32_t child_tag(uint32_t parent_key, uint64_t code) {
+  return tag_of(hash_of(parent_key, code));
+}
+
+/* Nodes whose path tags path_tag_of makes in one walk up. */
+#define PATH_TAG_CHUNK 64u
+
+/* Path tags of nodes met lately, by the node's low bits (node 0 = empty: the root's tag is
+ * 0). */
+#define PATH_TAG_MEMO (1u << 16)
+typedef struct path_tag_memo {
+  uint32_t node, tag;
+} path_tag_memo_t;
+
+/* The tag of node's path (path_keys): a walk up to the root or to a node in memo (if any),
+ * the last PATH_TAG_CHUNK nodes met (the highest) kept and their tags made downwards (and
+ * put in memo); again from node up to the lowest of them while it is not node. O(depth), and
+ * more only for stacks over PATH_TAG_CHUNK deep. */
+static uint32_t path_tag_of(const cts_stacks_t *s, uint32_t node, path_tag_memo_t *memo) {
+  uint32_t known = 0, known_tag = 0; /* the root */
+  while (known != node) {
+    uint32_t chain[PATH_TAG_CHUNK];
+    uint32_t met = 0;
+    for (uint32_t n = node; n != known; n = s->nodes[n].parent) {
+      const path_tag_memo_t *m = memo ? &memo[n & (PATH_TAG_MEMO - 1u)] : NULL;
+      if (m && m->node == n) {
+        known = n;
+        known_tag = m->tag;
+        break;
+      }
+      chain[met++ % PATH_TAG_CHUNK] = n;
+    }
+    /* chain holds the last min(met, CHUNK) met, the highest last. */
+    const uint32_t kept = met < PATH_TAG_CHUNK ? met : PATH_TAG_CHUNK;
+    for (uint32_t k = 0; k < kept; k++) {
+      const uint32_t n = chain[(met - 1 - k) % PATH_TAG_CHUNK];
+      known_tag = child_tag(known_tag, s->nodes[n].code);
+      known = n;
+      if (memo) memo[n & (PATH_TAG_MEMO - 1u)] = (path_tag_memo_t){n, known_tag};
+    }
+  }
+  return known_tag;
+}
+
+/* The tag of parent's child with code in s's table. */
+static inline uint32_t key_tag(const cts_stacks_t *s, uint32_t parent, uint64_t code) {
+  /* (A parent that is no node has no child: any tag finds none.) */
+  return child_tag(s->path_keys && parent < s->count ? path_tag_of(s, parent, NULL) : parent, code);
+}
+
 /* A table slot is 4 bytes: the node's index in its low bits (as many as the table has slots:
  * a node's index is below the count, which stays below the table's size), the tag's bits
  * above those (the ones its home slot does not give) in the rest, so that most probes of a
@@ -79,19 +132,18 @@ void cts_stacks_fini(cts_stacks_t *s) {
   free(s->site_memo);
   free(s->hint);
   free(s->prev_nodes);
+  free(s->prev_tags);
   cts_u64map_fini(&s->site_of_code);
   memset(s, 0, sizeof *s);
 }
 
-uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code) {
-  if (CTS_UNLIKELY(!s->table)) {
-    /* Dropped: a const look-up cannot rebuild it, so it reads the nodes (rare: views that
-     * dropped the table do not look up). */
-    for (uint32_t i = 1; i < s->count; i++)
-      if (s->nodes[i].code == code && s->nodes[i].parent == parent) return i;
-    return UINT32_MAX;
-  }
-  const uint32_t tag = tag_of(hash_of(parent, code));
+void cts_stacks_key_by_path(cts_stacks_t *s) {
+  CTS_ASSERT(s->count == 1);
+  s->path_keys = true;
+}
+
+/* Parent's child with code, whose tag in the table is tag, or UINT32_MAX. */
+static uint32_t find_tagged(const cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t tag) {
   const uint32_t cap = s->table_cap;
   for (size_t i = tag & (cap - 1u);; i = (i + 1) & (cap - 1u)) {
     const uint32_t slot = s->table[i];
@@ -110,6 +162,17 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
     if (n->code == code && n->parent == parent) return p->node;
   }
   return UINT32_MAX;
+}
+
+uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code) {
+  if (CTS_UNLIKELY(!s->table)) {
+    /* Dropped: a const look-up cannot rebuild it, so it reads the nodes (rare: views that
+     * dropped the table do not look up). */
+    for (uint32_t i = 1; i < s->count; i++)
+      if (s->nodes[i].code == code && s->nodes[i].parent == parent) return i;
+    return UINT32_MAX;
+  }
+  return find_tagged(s, parent, code, key_tag(s, parent, code));
 }
 
 void *cts_table_alloc(size_t n, size_t size) {
@@ -143,18 +206,37 @@ static inline void put_slot(uint32_t *t, uint32_t cap, uint32_t node, uint32_t t
 
 /* Puts nodes 1..count-1 in table t of cap slots (cap above count): their slots keep too few
  * of the tag's bits to find their home in a larger table, so each node's hash is made again
- * from the node (read in order). The slots are written at random, each a cache miss in a
+ * from the node (read in order; with path_keys from its parent's path tag: the node before,
+ * mostly, else through memo, not an array of every node's, which at the report's node budget
+ * would be 40 MiB over its peak). The slots are written at random, each a cache miss in a
  * large table: a node's is fetched PUT_AHEAD nodes before it is written. */
-static void put_all(const cts_stacks_t *s, uint32_t *t, uint32_t cap) {
+static void put_all(const cts_stacks_t *s, uint32_t *t, uint32_t cap, path_tag_memo_t *memo) {
   uint32_t tags[PUT_AHEAD];
+  uint32_t last_tag = 0; /* node n - 1's path tag */
   for (uint32_t n = 1; n < s->count; n++) {
-    const uint32_t tag = tag_of(hash_of(s->nodes[n].parent, s->nodes[n].code));
+    const cts_stack_node_t *node = &s->nodes[n];
+    uint32_t key = node->parent;
+    if (memo) key = node->parent == n - 1 ? last_tag : path_tag_of(s, node->parent, memo);
+    const uint32_t tag = child_tag(key, node->code);
+    if (memo) {
+      memo[n & (PATH_TAG_MEMO - 1u)] = (path_tag_memo_t){n, tag};
+      last_tag = tag;
+    }
     __builtin_prefetch(&t[tag & (cap - 1u)], 1);
     if (n > PUT_AHEAD) put_slot(t, cap, n - PUT_AHEAD, tags[n % PUT_AHEAD]);
     tags[n % PUT_AHEAD] = tag;
   }
   const uint32_t first = s->count > PUT_AHEAD ? s->count - PUT_AHEAD : 1u;
   for (uint32_t n = first; n < s->count; n++) put_slot(t, cap, n, tags[n % PUT_AHEAD]);
+}
+
+/* Fills table t of cap slots with every node (put_all): false if out of memory. */
+static bool fill_table(const cts_stacks_t *s, uint32_t *t, uint32_t cap) {
+  path_tag_memo_t *memo = NULL;
+  if (s->path_keys && !(memo = calloc(PATH_TAG_MEMO, sizeof *memo))) return false;
+  put_all(s, t, cap, memo);
+  free(memo);
+  return true;
 }
 
 /* Node n (of that tag) into the table later: its slot is fetched now and written once
@@ -184,7 +266,10 @@ static bool grow_table(cts_stacks_t *s) {
   cts_stacks_drop_table(s);
   uint32_t *t = alloc_table(cap);
   if (!t) return false;
-  put_all(s, t, cap);
+  if (!fill_table(s, t, cap)) {
+    free(t);
+    return false;
+  }
   s->table = t;
   s->table_cap = cap;
   return true;
@@ -218,7 +303,10 @@ void cts_stacks_restore_table(cts_stacks_t *s, void *table, size_t bytes) {
     return;
   }
   memset(table, 0, bytes);
-  put_all(s, table, cap);
+  if (!fill_table(s, table, cap)) {
+    free(table); /* made again when a node is interned (rebuild_table) */
+    return;
+  }
   s->table = table;
   s->table_cap = cap;
 }
@@ -229,7 +317,10 @@ static bool rebuild_table(cts_stacks_t *s) {
   while ((uint64_t)s->count * 10 > (uint64_t)cap * 5) cap *= 2; /* load at most 0.5 */
   uint32_t *t = alloc_table(cap);
   if (!t) return false;
-  put_all(s, t, cap);
+  if (!fill_table(s, t, cap)) {
+    free(t);
+    return false;
+  }
   s->table = t;
   s->table_cap = cap;
   return true;
@@ -263,8 +354,10 @@ nomem:
   return -ENOMEM;
 }
 
-/* A new node, child of parent with code: its slot written now, or with put_later if later. */
-static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, bool later, uint32_t *out) {
+/* A new node, child of parent with code, of that tag in the table (key_tag): its slot written
+ * now, or with put_later if later. */
+static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t tag, bool later,
+                    uint32_t *out) {
   if (s->count >= UINT32_MAX / 2) return CTS_E_LIMIT;
   if ((uint64_t)(s->count + 1) * 10 > (uint64_t)s->table_cap * 7 && !grow_table(s)) return -ENOMEM;
   if (s->count == s->cap) {
@@ -285,7 +378,6 @@ static int new_node(cts_stacks_t *s, uint32_t parent, uint64_t code, bool later,
   memset(node, 0, sizeof *node);
   node->code = code;
   node->parent = parent;
-  const uint32_t tag = tag_of(hash_of(parent, code));
   if (later)
     put_later(s, n, tag);
   else
@@ -423,13 +515,18 @@ static int own_sited_stat(cts_stacks_t *s, uint32_t node, uint64_t code) {
   return own_stat(s, node) ? 0 : -ENOMEM;
 }
 
+static int intern_tagged(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t tag,
+                         uint32_t *node);
+
 /* A stack past the node budget: root → overflow → last frame (a few nodes per site). */
 static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
+  /* The overflow node's tag and key are known without a walk up (the root's child). */
+  const uint32_t over_tag = child_tag(0, CTS_STACKS_OVERFLOW_CODE);
   uint32_t over = s->overflow_node, n;
-  int e = over ? 0 : cts_stacks_intern_child(s, 0, CTS_STACKS_OVERFLOW_CODE, &over);
+  int e = over ? 0 : intern_tagged(s, 0, CTS_STACKS_OVERFLOW_CODE, over_tag, &over);
   if (!e) {
     s->overflow_node = over;
-    e = cts_stacks_intern_child(s, over, leaf, &n);
+    e = intern_tagged(s, over, leaf, child_tag(s->path_keys ? over_tag : over, leaf), &n);
   }
   if (e) return e;
   if (!s->nodes[n].stat && (e = own_sited_stat(s, n, leaf)) != 0) return e;
@@ -439,17 +536,23 @@ static int intern_overflow(cts_stacks_t *s, uint64_t leaf, uint32_t *node) {
 }
 
 int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *node) {
+  return intern_tagged(s, parent, code, key_tag(s, parent, code), node);
+}
+
+/* cts_stacks_intern_child of a child whose tag in the table is tag (key_tag). */
+static int intern_tagged(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t tag,
+                         uint32_t *node) {
   if (CTS_UNLIKELY(!s->table) && !rebuild_table(s)) return -ENOMEM;
   /* The node made last has no child yet (a child's index is above its parent's): a tree
    * copied parents first (cts_stacks_relabel, the report's call tree) makes most of its
    * nodes under it, with no look-up and their slots written later. */
-  if (parent == s->count - 1) return new_node(s, parent, code, true, node);
-  const uint32_t found = cts_stacks_find_child(s, parent, code);
+  if (parent == s->count - 1) return new_node(s, parent, code, tag, true, node);
+  const uint32_t found = find_tagged(s, parent, code, tag);
   if (found != UINT32_MAX) {
     *node = found;
     return 0;
   }
-  return new_node(s, parent, code, false, node);
+  return new_node(s, parent, code, tag, false, node);
 }
 
 int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *node) {
@@ -473,6 +576,29 @@ static void remember(cts_stacks_t *s, uint32_t cur, uint64_t code, uint32_t node
   h[0] = (cts_stack_slot_t){.code = code, .parent = cur, .node = node};
 }
 
+/* The table's tag of frame i of bt, whose parent is node cur: with path_keys, the tags of
+ * bt's path are made down to frame i (in s->prev_tags). */
+static inline uint32_t frame_tag(cts_stacks_t *s, const uint64_t *bt, size_t i, uint32_t cur) {
+  if (!s->path_keys) return child_tag(cur, bt[i]);
+  uint32_t *tags = s->prev_tags;
+  for (size_t k = s->prev_tagged; k <= i; k++) tags[k] = child_tag(k ? tags[k - 1] : 0, bt[k]);
+  if (s->prev_tagged <= i) s->prev_tagged = i + 1;
+  return tags[i];
+}
+
+/* Frames past a look-up's whose table slots are fetched before their own look-ups. */
+#define FETCH_AHEAD 4u
+
+/* With path_keys: the table slots of frames up to i + FETCH_AHEAD of bt (n frames), those not
+ * fetched yet (from *fetched on), fetched now. */
+static inline void fetch_ahead(cts_stacks_t *s, const uint64_t *bt, size_t i, size_t n,
+                               size_t *fetched) {
+  const size_t end = i + FETCH_AHEAD < n ? i + FETCH_AHEAD + 1 : n;
+  if (*fetched < i) *fetched = i;
+  for (; *fetched < end; ++*fetched)
+    __builtin_prefetch(&s->table[frame_tag(s, bt, *fetched, 0) & (s->table_cap - 1u)]);
+}
+
 /* What child_slow did: the node of frame next, the last frame it interned (0 and an error
  * -ENOMEM or CTS_E_LIMIT, the node budget spent, if it failed). 16 bytes: returned in two
  * registers, so the caller's loop variables need no address. */
@@ -489,7 +615,7 @@ typedef struct slow_step {
 static CTS_NOINLINE slow_step_t child_slow(cts_stacks_t *s, const uint64_t *bt, size_t i, size_t n,
                                            uint32_t cur) {
   s->lookups++;
-  uint32_t c = cts_stacks_find_child(s, cur, bt[i]);
+  uint32_t c = find_tagged(s, cur, bt[i], frame_tag(s, bt, i, cur));
   if (c != UINT32_MAX) {
     remember(s, cur, bt[i], c);
     s->prev_nodes[i] = c;
@@ -499,7 +625,8 @@ static CTS_NOINLINE slow_step_t child_slow(cts_stacks_t *s, const uint64_t *bt, 
    * under a node just made, later. */
   for (bool later = false;; cur = c, later = true) {
     const bool spent = s->max_nodes && s->count >= s->max_nodes;
-    const int e = spent ? CTS_E_LIMIT : new_node(s, cur, bt[i], later, &c);
+    const int e =
+        spent ? CTS_E_LIMIT : new_node(s, cur, bt[i], frame_tag(s, bt, i, cur), later, &c);
     if (e) {
       if (spent) {
         s->absent_parent = cur;
@@ -524,6 +651,9 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
     uint32_t *nodes = realloc(s->prev_nodes, cap * sizeof *nodes);
     if (!nodes) return -ENOMEM;
     s->prev_nodes = nodes;
+    uint32_t *tags = realloc(s->prev_tags, cap * sizeof *tags);
+    if (!tags) return -ENOMEM;
+    s->prev_tags = tags;
     s->prev_cap = cap;
   }
   /* Locals: the stores below through uint32_t pointers could otherwise be taken for
@@ -538,6 +668,9 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
    * node at depth i is that backtrace's frame i. */
   while (common < limit && bt[common] == nodes[prev[common]].code) common++;
   uint32_t cur = common ? prev[common - 1] : 0;
+  /* The previous path's tags stand for bt's up to common. */
+  if (s->prev_tagged > common) s->prev_tagged = common;
+  size_t fetched = 0; /* frames whose slots were fetched (fetch_ahead) */
   for (size_t i = common; i < n; i++) {
     const uint64_t code = bt[i];
     /* A stack goes down the paths earlier ones took: the child last found under this parent
@@ -565,6 +698,10 @@ int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size
           s->count >= s->max_nodes) {
         s->prev_len = i;
         return intern_overflow(s, bt[n - 1], node);
+      }
+      if (s->path_keys) {
+        s->lookups_fetched_ahead += fetched > i;
+        fetch_ahead(s, bt, i, n, &fetched);
       }
       const slow_step_t st = child_slow(s, bt, i, n, cur);
       if (st.err) return st.err != CTS_E_LIMIT ? st.err : intern_overflow(s, bt[n - 1], node);

@@ -178,6 +178,9 @@ typedef struct cts_stacks {
   uint32_t overflow_node; /* the root's CTS_STACKS_OVERFLOW_CODE child once made, else 0 */
   uint64_t lookups;       /* interning's look-ups past the memo (each a likely cache miss) */
   uint64_t memo_probes;   /* interning's frames the hints did not have (each a hash) */
+  /* Of lookups, those whose table slot was fetched while a frame above was looked up
+   * (path_keys only): the rest each wait for their slot. */
+  uint64_t lookups_fetched_ahead;
   cts_site_t *sites;
   uint32_t site_count;
   size_t site_cap;
@@ -196,6 +199,12 @@ typedef struct cts_stacks {
    * backtraces share long prefixes. */
   uint32_t *prev_nodes;
   size_t prev_len, prev_cap;
+  /* Set by cts_stacks_key_by_path: a node's table slot is homed on its path's tag (a hash of
+   * its frames from the root) rather than its (parent, code) key's, and prev_tags[i] is the
+   * tag of the previous backtrace's path to depth i, for i < prev_tagged (prev_cap entries). */
+  bool path_keys;
+  uint32_t *prev_tags;
+  size_t prev_tagged;
   /* Peak tracking. The epoch wraps to 0 after 2^32 peaks, every record settled then. */
   uint32_t peak_epoch;
   /* Set after init, before the first stack is interned. no_node_peaks: the epoch never
@@ -353,6 +362,15 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
 int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size_t shared,
                              uint32_t *node);
 
+/* Homes the table's slots on the nodes' paths (cts_stacks_t.path_keys), for a trie that
+ * cts_stacks_intern_shared fills, before the first node is made. A backtrace's frames past
+ * the previous one's then have their slots fetched a few frames before their look-up, where
+ * a (parent, code) slot cannot be found before the parent's look-up names the parent: one
+ * cache miss after another down a branch of a large trie. cts_stacks_find_child and
+ * cts_stacks_intern_child cost a walk to the root then (cts_stacks_relabel's copies, built
+ * with them, keep (parent, code) slots). */
+void cts_stacks_key_by_path(cts_stacks_t *s);
+
 /* The memo's entry of (parent, code): one multiply-shift. The same product as
  * cts_fold_memo_slot's for the root's children, so an allocation's two look-ups of its leaf
  * (the fold's, then the trie's) share it when both are inline. */
@@ -375,6 +393,7 @@ static inline int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_
   if (n && m->code == code && m->parent == 0 && s->prev_cap && s->nodes[n].stat) {
     s->prev_nodes[0] = n; /* as the general path leaves it */
     s->prev_len = 1;
+    s->prev_tagged = 0; /* (its tag is made when asked) */
     *node = n;
     return 0;
   }

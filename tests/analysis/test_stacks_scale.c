@@ -281,6 +281,43 @@ CTS_TEST(new_frames_cost_one_table_lookup_per_stack) {
   cts_stacks_fini(&s);
 }
 
+/* With path keys, a backtrace's frames past its first table look-up have their slots fetched
+ * before their own look-ups, while the frames above are looked up: their homes come from the
+ * frames' codes, not from the nodes the look-ups above give. Every stack here is met again
+ * in another order, its frames under parents of many children or with evicted hints and memo
+ * entries: three look-ups a stack, one waited for. */
+CTS_TEST(path_keys_fetch_a_stacks_slots_ahead_of_its_lookups) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  cts_stacks_key_by_path(&s);
+  enum { STACKS = 20000 };
+  uint32_t first[STACKS];
+  for (uint64_t k = 0; k < STACKS; k++) {
+    const uint64_t bt[3] = {1 + k, 100000 + k, 200000 + k};
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 3, &first[k]), 0);
+  }
+  const uint64_t lookups = s.lookups, ahead = s.lookups_fetched_ahead;
+  for (uint64_t j = 0; j < STACKS; j++) {
+    const uint64_t k = j * 7919 % STACKS;
+    const uint64_t bt[3] = {1 + k, 100000 + k, 200000 + k};
+    uint32_t node;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt, 3, &node), 0);
+    CTS_ASSERT_EQ_U64(node, first[k]);
+  }
+  const uint64_t asked = s.lookups - lookups, fetched = s.lookups_fetched_ahead - ahead;
+  CTS_ASSERT_MSG(asked > 2 * STACKS, "%llu look-ups", (unsigned long long)asked);
+  CTS_ASSERT_MSG(fetched + STACKS >= asked, "%llu of %llu look-ups fetched ahead",
+                 (unsigned long long)fetched, (unsigned long long)asked);
+  /* The table agrees, asked from outside (a walk up for each parent's path). */
+  for (uint64_t k = 0; k < STACKS; k += 97) {
+    uint32_t cur = 0;
+    for (uint64_t f = 0; f < 3; f++) cur = cts_stacks_find_child(&s, cur, f * 100000 + !f + k);
+    CTS_ASSERT_EQ_U64(cur, first[k]);
+    CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, cur, 7), UINT32_MAX);
+  }
+  cts_stacks_fini(&s);
+}
+
 /* Slots in the table, occupied. */
 static uint32_t table_nodes(const cts_stacks_t *s) {
   uint32_t n = 0;
@@ -618,18 +655,20 @@ static void intern_spread(cts_stacks_t *s, uint32_t *node, bool again) {
   }
 }
 
-/* *s: a trie of the SPREAD_N stacks, interned forwards (node[k]). */
-static void spread_trie(cts_stacks_t *s, uint32_t *node) {
+/* *s: a trie of the SPREAD_N stacks, interned forwards (node[k]), its slots keyed by path
+ * or by (parent, code). */
+static void spread_trie(cts_stacks_t *s, uint32_t *node, bool by_path) {
   CTS_ASSERT_EQ_INT(cts_stacks_init(s, false, 0), 0);
+  if (by_path) cts_stacks_key_by_path(s);
   intern_spread(s, node, false);
   CTS_ASSERT_EQ_U64(s->count, 1 + 1 + 50 + SPREAD_N);
 }
 
-CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
+static void check_dropped_table_made_again(bool by_path) {
   enum { N = SPREAD_N };
   cts_stacks_t s;
   static uint32_t node[N];
-  spread_trie(&s, node);
+  spread_trie(&s, node, by_path);
   const uint32_t count = s.count;
   cts_stacks_drop_table(&s);
   CTS_ASSERT(s.table == NULL && s.table_cap == 0); /* its memory is given back */
@@ -656,14 +695,19 @@ CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
   cts_stacks_fini(&s);
 }
 
+CTS_TEST(a_dropped_table_is_made_again_for_new_frames) {
+  check_dropped_table_made_again(false);
+  check_dropped_table_made_again(true);
+}
+
 /* The table lent as scratch (the report's coarser call tree) comes back whole whatever was
  * written in it, at its size; one made again meanwhile (an interning) is kept and the lent
  * one freed. */
-CTS_TEST(a_lent_table_is_given_back_whole) {
+static void check_lent_table_given_back(bool by_path) {
   enum { N = SPREAD_N };
   cts_stacks_t s;
   static uint32_t node[N];
-  spread_trie(&s, node);
+  spread_trie(&s, node, by_path);
   const uint32_t count = s.count, cap = s.table_cap;
   size_t bytes;
   void *lent = cts_stacks_lend_table(&s, &bytes);
@@ -689,6 +733,11 @@ CTS_TEST(a_lent_table_is_given_back_whole) {
   CTS_ASSERT(s.table != NULL);
   CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, s.nodes[node[3]].parent, 103), node[3]);
   cts_stacks_fini(&s);
+}
+
+CTS_TEST(a_lent_table_is_given_back_whole) {
+  check_lent_table_given_back(false);
+  check_lent_table_given_back(true);
 }
 
 CTS_TEST_MAIN()
