@@ -278,6 +278,7 @@ typedef struct ties {
   uint32_t *winner;   /* tied row → the candidate met first, UINT32_MAX = none yet */
   size_t open;        /* tied rows without a winner */
   uint32_t *path;     /* nodes of the last allocation's walk */
+  uint32_t *tags;     /* their path tags, for the trie's own look-ups (!edges_exact) */
   size_t path_len, path_cap, last_kept;
   bool have_domain;
   uint16_t domain;
@@ -287,9 +288,11 @@ static uint64_t edge_key(uint32_t parent, uint64_t code) {
   return cts_hash_combine(cts_mix64(parent), code);
 }
 
-/* The child of parent with code among the nodes of c->edges, or UINT32_MAX. */
-static uint32_t edge_child(const ties_t *c, uint32_t parent, uint64_t code) {
-  if (!c->edges_exact) return cts_stacks_find_child(c->s, parent, code);
+/* The child of parent with code among the nodes of c->edges, or UINT32_MAX. *tag: the
+ * parent's path tag on entry, the child's on return (used only when the trie is asked: its
+ * table is keyed by path, and the walk down keeps the tags so that no look-up walks up). */
+static uint32_t edge_child(const ties_t *c, uint32_t parent, uint64_t code, uint32_t *tag) {
+  if (!c->edges_exact) return cts_stacks_find_child_down(c->s, parent, code, tag);
   const uint64_t *v = cts_u64map_find(&c->edges, edge_key(parent, code));
   if (!v) return UINT32_MAX;
   const cts_stack_node_t *n = &c->s->nodes[*v];
@@ -334,15 +337,20 @@ static int ties_event(void *ud, const cts_mt_event_t *ev) {
     while (cap < n) cap *= 2;
     uint32_t *p = realloc(c->path, cap * sizeof *p);
     if (!p) return -ENOMEM;
-    c->path = p, c->path_cap = cap;
+    c->path = p;
+    uint32_t *tags = realloc(c->tags, cap * sizeof *tags);
+    if (!tags) return -ENOMEM;
+    c->tags = tags, c->path_cap = cap;
   }
   /* Frames shared with the last walk met the same nodes, candidates included. */
   size_t i = shared < c->path_len ? shared : c->path_len;
   uint32_t cur = i ? c->path[i - 1] : 0;
+  uint32_t tag = i ? c->tags[i - 1] : 0;
   for (; i < n; i++) {
-    const uint32_t child = edge_child(c, cur, ev->backtrace[i]);
+    const uint32_t child = edge_child(c, cur, ev->backtrace[i], &tag);
     if (child == UINT32_MAX) break;
     cur = c->path[i] = child;
+    c->tags[i] = tag;
     const uint32_t g = c->group_of[cur];
     if (g && c->winner[g - 1] == UINT32_MAX) {
       c->winner[g - 1] = cur;
@@ -459,6 +467,7 @@ int cts_leaks_settle_ties(cts_mem_trace_t *t, cts_rows_t *rows, size_t shown, ct
   free(c.winner);
   free(c.group_of);
   free(c.path);
+  free(c.tags);
   free(tied_rows);
   return err;
 }

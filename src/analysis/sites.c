@@ -175,6 +175,14 @@ uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t 
   return find_tagged(s, parent, code, key_tag(s, parent, code));
 }
 
+uint32_t cts_stacks_find_child_down(const cts_stacks_t *s, uint32_t parent, uint64_t code,
+                                    uint32_t *path_tag) {
+  const uint32_t tag = child_tag(s->path_keys ? *path_tag : parent, code);
+  *path_tag = tag;
+  if (CTS_UNLIKELY(!s->table)) return cts_stacks_find_child(s, parent, code);
+  return find_tagged(s, parent, code, tag);
+}
+
 void *cts_table_alloc(size_t n, size_t size) {
   if (size && n > SIZE_MAX / size) return NULL;
   const size_t huge = (size_t)2 << 20;

@@ -404,8 +404,16 @@ static inline int cts_stacks_intern_leaf(cts_stacks_t *s, uint64_t code, uint32_
  * -ENOMEM / CTS_E_LIMIT. */
 int cts_stacks_intern_child(cts_stacks_t *s, uint32_t parent, uint64_t code, uint32_t *node);
 
-/* Child of parent with frame code, or UINT32_MAX. */
+/* Child of parent with frame code, or UINT32_MAX. On a trie keyed by path
+ * (cts_stacks_key_by_path) it first walks from parent up to the root for the parent's tag:
+ * a caller going down a backtrace frame by frame uses cts_stacks_find_child_down. */
 uint32_t cts_stacks_find_child(const cts_stacks_t *s, uint32_t parent, uint64_t code);
+
+/* cts_stacks_find_child for a walk down from the root that carries *path_tag: the parent's
+ * on entry (0 for the root), the child's on return (whether or not it exists), so that each
+ * frame costs a look-up and no walk up, whatever the depth. */
+uint32_t cts_stacks_find_child_down(const cts_stacks_t *s, uint32_t parent, uint64_t code,
+                                    uint32_t *path_tag);
 
 /* Frees the (parent, code) table of a trie that is done growing (on gen_trace's default
  * shape, ~8 bytes a node: 32 MiB), for a view that builds a second trie from it. Walking

@@ -318,6 +318,39 @@ CTS_TEST(path_keys_fetch_a_stacks_slots_ahead_of_its_lookups) {
   cts_stacks_fini(&s);
 }
 
+/* A walk down a trie keyed by path, carrying each node's tag (as leaks' tie walk does when
+ * its own edge table cannot tell two edges apart), meets the nodes interned for those
+ * frames at every depth of stacks far deeper than path_tag_of's chunks, and misses where
+ * no node is; cts_stacks_find_child, which walks up for each parent's tag, agrees. */
+CTS_TEST(a_walk_down_a_path_keyed_trie_carries_its_tags) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  cts_stacks_key_by_path(&s);
+  enum { DEPTH = 3000, BRANCHES = 4 };
+  static uint64_t bt[BRANCHES][DEPTH];
+  uint32_t leaf[BRANCHES];
+  for (uint64_t b = 0; b < BRANCHES; b++) {
+    for (uint64_t f = 0; f < DEPTH; f++) bt[b][f] = f < DEPTH / 2 ? 10 + f : (b + 1) * 100000 + f;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt[b], DEPTH, &leaf[b]), 0);
+  }
+  for (uint64_t b = 0; b < BRANCHES; b++) {
+    uint32_t node = 0, tag = 0;
+    for (uint64_t f = 0; f < DEPTH; f++) {
+      const uint32_t parent = node;
+      node = cts_stacks_find_child_down(&s, parent, bt[b][f], &tag);
+      CTS_ASSERT_MSG(node != UINT32_MAX, "branch %llu, frame %llu not found", (unsigned long long)b,
+                     (unsigned long long)f);
+      CTS_ASSERT_EQ_U64(s.nodes[node].parent, parent);
+      CTS_ASSERT_EQ_U64(s.nodes[node].code, bt[b][f]);
+      if (f % 997 == 0) CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, parent, bt[b][f]), node);
+    }
+    CTS_ASSERT_EQ_U64(node, leaf[b]);
+    uint32_t tag_after = tag;
+    CTS_ASSERT_EQ_U64(cts_stacks_find_child_down(&s, node, 7, &tag_after), UINT32_MAX);
+  }
+  cts_stacks_fini(&s);
+}
+
 /* Slots in the table, occupied. */
 static uint32_t table_nodes(const cts_stacks_t *s) {
   uint32_t n = 0;
