@@ -48,12 +48,14 @@ typedef struct path_tag_memo {
  * the last PATH_TAG_CHUNK nodes met (the highest) kept and their tags made downwards (and
  * put in memo); again from node up to the lowest of them while it is not node. O(depth), and
  * more only for stacks over PATH_TAG_CHUNK deep. */
-static uint32_t path_tag_of(const cts_stacks_t *s, uint32_t node, path_tag_memo_t *memo) {
+static uint32_t path_tag_of(const cts_stacks_t *s, uint32_t node, path_tag_memo_t *memo,
+                            uint64_t *walked, uint64_t walk_budget) {
   uint32_t known = 0, known_tag = 0; /* the root */
   while (known != node) {
     uint32_t chain[PATH_TAG_CHUNK];
     uint32_t met = 0;
     for (uint32_t n = node; n != known; n = s->nodes[n].parent) {
+      if (walked && ++*walked > walk_budget) return 0; /* the caller gives up */
       const path_tag_memo_t *m = memo ? &memo[n & (PATH_TAG_MEMO - 1u)] : NULL;
       if (m && m->node == n) {
         known = n;
@@ -77,7 +79,8 @@ static uint32_t path_tag_of(const cts_stacks_t *s, uint32_t node, path_tag_memo_
 /* The tag of parent's child with code in s's table. */
 static inline uint32_t key_tag(const cts_stacks_t *s, uint32_t parent, uint64_t code) {
   /* (A parent that is no node has no child: any tag finds none.) */
-  return child_tag(s->path_keys && parent < s->count ? path_tag_of(s, parent, NULL) : parent, code);
+  return child_tag(
+      s->path_keys && parent < s->count ? path_tag_of(s, parent, NULL, NULL, 0) : parent, code);
 }
 
 /* A table slot is 4 bytes: the node's index in its low bits (as many as the table has slots:
@@ -218,14 +221,22 @@ static inline void put_slot(uint32_t *t, uint32_t cap, uint32_t node, uint32_t t
  * mostly, else through memo, not an array of every node's, which at the report's node budget
  * would be 40 MiB over its peak). The slots are written at random, each a cache miss in a
  * large table: a node's is fetched PUT_AHEAD nodes before it is written. */
-static void put_all(const cts_stacks_t *s, uint32_t *t, uint32_t cap, path_tag_memo_t *memo) {
+static bool put_all(const cts_stacks_t *s, uint32_t *t, uint32_t cap, path_tag_memo_t *memo,
+                    uint32_t *path_tags, uint64_t *walked, uint64_t walk_budget) {
   uint32_t tags[PUT_AHEAD];
   uint32_t last_tag = 0; /* node n - 1's path tag */
   for (uint32_t n = 1; n < s->count; n++) {
     const cts_stack_node_t *node = &s->nodes[n];
     uint32_t key = node->parent;
-    if (memo) key = node->parent == n - 1 ? last_tag : path_tag_of(s, node->parent, memo);
+    if (path_tags) {
+      key = path_tags[node->parent];
+    } else if (memo) {
+      key = node->parent == n - 1 ? last_tag
+                                  : path_tag_of(s, node->parent, memo, walked, walk_budget);
+      if (CTS_UNLIKELY(*walked > walk_budget)) return false;
+    }
     const uint32_t tag = child_tag(key, node->code);
+    if (path_tags) path_tags[n] = tag;
     if (memo) {
       memo[n & (PATH_TAG_MEMO - 1u)] = (path_tag_memo_t){n, tag};
       last_tag = tag;
@@ -236,14 +247,35 @@ static void put_all(const cts_stacks_t *s, uint32_t *t, uint32_t cap, path_tag_m
   }
   const uint32_t first = s->count > PUT_AHEAD ? s->count - PUT_AHEAD : 1u;
   for (uint32_t n = first; n < s->count; n++) put_slot(t, cap, n, tags[n % PUT_AHEAD]);
+  return true;
 }
 
-/* Fills table t of cap slots with every node (put_all): false if out of memory. */
-static bool fill_table(const cts_stacks_t *s, uint32_t *t, uint32_t cap) {
-  path_tag_memo_t *memo = NULL;
-  if (s->path_keys && !(memo = calloc(PATH_TAG_MEMO, sizeof *memo))) return false;
-  put_all(s, t, cap, memo);
+/* Nodes put_all may walk up per node through the memo before fill_table gives up on it. */
+#define PATH_WALK_PER_NODE 16u
+
+/* Fills table t of cap slots (all empty) with every node (put_all): false if out of memory.
+ * With path_keys, the memo's walks up are bounded: deep stacks whose branches' parents have
+ * left the memo (a branch under the bottom of a long spine, met after 64 Ki other nodes, or
+ * two spines taking turns at one memo entry, which a trace can aim for) cost a walk to the
+ * root each, so past PATH_WALK_PER_NODE nodes walked per node the table is made again from
+ * an array of every node's tag (4 bytes a node, freed at once): linear, whatever the depth.
+ * s->rehash_walked counts the nodes walked (tests). */
+static bool fill_table(cts_stacks_t *s, uint32_t *t, uint32_t cap) {
+  if (!s->path_keys) return put_all(s, t, cap, NULL, NULL, NULL, 0);
+  path_tag_memo_t *memo = calloc(PATH_TAG_MEMO, sizeof *memo);
+  if (!memo) return false;
+  uint64_t walked = 0;
+  const bool done = put_all(s, t, cap, memo, NULL, &walked,
+                            (uint64_t)s->count * PATH_WALK_PER_NODE + PATH_TAG_MEMO);
   free(memo);
+  s->rehash_walked += walked;
+  if (done) return true;
+  memset(t, 0, (size_t)cap * sizeof *t);
+  uint32_t *path_tags = malloc((size_t)s->count * sizeof *path_tags);
+  if (!path_tags) return false;
+  path_tags[0] = 0; /* the root's */
+  put_all(s, t, cap, NULL, path_tags, NULL, 0);
+  free(path_tags);
   return true;
 }
 

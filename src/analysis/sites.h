@@ -181,6 +181,8 @@ typedef struct cts_stacks {
   /* Of lookups, those whose table slot was fetched while a frame above was looked up
    * (path_keys only): the rest each wait for their slot. */
   uint64_t lookups_fetched_ahead;
+  /* Nodes the table's refills walked up through to find path tags (path_keys; tests). */
+  uint64_t rehash_walked;
   cts_site_t *sites;
   uint32_t site_count;
   size_t site_cap;

@@ -351,6 +351,42 @@ CTS_TEST(a_walk_down_a_path_keyed_trie_carries_its_tags) {
   cts_stacks_fini(&s);
 }
 
+/* Two spines whose bottoms share a memo entry (their node numbers 2^16 apart), with leaves
+ * under each in turn: every leaf's parent has just left the refill's memo, and each walk up
+ * would go to the root (~2^16 nodes). The refill stays linear in the nodes, and the table it
+ * makes finds every leaf. */
+CTS_TEST(a_refill_of_a_path_keyed_trie_is_linear_whatever_the_depth) {
+  cts_stacks_t s;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  cts_stacks_key_by_path(&s);
+  enum { SHORT = 4000, LONG = SHORT + (1 << 16), LEAVES = 20 };
+  static uint64_t bt[2][LONG + 1];
+  for (uint64_t f = 0; f < LONG; f++) bt[0][f] = 10 + f, bt[1][f] = 1000000 + f;
+  uint32_t spine[2];
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt[0], SHORT, &spine[0]), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt[1], LONG - SHORT, &spine[1]), 0);
+  CTS_ASSERT_EQ_U64(spine[1] - spine[0], 1u << 16);
+  uint32_t leaf[LEAVES];
+  for (uint64_t k = 0; k < LEAVES; k++) {
+    const size_t which = k % 2, depth = which ? LONG - SHORT : SHORT;
+    bt[which][depth] = 5000000 + k;
+    CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt[which], depth + 1, &leaf[k]), 0);
+  }
+  cts_stacks_drop_table(&s);
+  const uint64_t before = s.rehash_walked;
+  uint32_t node;
+  CTS_ASSERT_EQ_INT(cts_stacks_intern(&s, bt[0], SHORT, &node), 0); /* made again */
+  CTS_ASSERT_EQ_U64(node, spine[0]);
+  const uint64_t walked = s.rehash_walked - before;
+  CTS_ASSERT_MSG(walked <= (uint64_t)s.count * 16 + (1u << 16) + 1, "%llu nodes walked for %u",
+                 (unsigned long long)walked, s.count);
+  for (uint64_t k = 0; k < LEAVES; k++) {
+    const uint32_t parent = spine[k % 2];
+    CTS_ASSERT_EQ_U64(cts_stacks_find_child(&s, parent, 5000000 + k), leaf[k]);
+  }
+  cts_stacks_fini(&s);
+}
+
 /* Slots in the table, occupied. */
 static uint32_t table_nodes(const cts_stacks_t *s) {
   uint32_t n = 0;
