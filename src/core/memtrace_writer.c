@@ -98,6 +98,10 @@ struct cts_mt_writer {
   uint64_t cache[MT_CACHE_SIZE];
   uint64_t date[MT_CACHE_SIZE];
   uint16_t next[MT_CACHE_SIZE];
+  /* code_tag(cache[b]) for every bucket b, kept with each write of cache[]: 16 KiB that
+   * stay in the CPU's cache, where reading cache[] itself is a miss. resolve_chain tells
+   * from it that neither of a frame's chain buckets holds the frame without reading them. */
+  uint8_t code_tags[MT_CACHE_SIZE];
   uint32_t hot[HOT_SIZE];   /* compact: 24-bit backtrace hash << 8 | uses (saturating) */
   uint64_t sent[SENT_SIZE]; /* compact: codes whose location is already in the trace */
   uint8_t locpacket[PACKET_SIZE];
@@ -451,6 +455,11 @@ static void note_missed(cts_mt_writer_t *w, uint64_t code) {
   w->pending[w->npending++] = code;
 }
 
+/* A code's 8-bit tag in code_tags; 0 for code 0, what the zeroed cache holds. */
+static uint8_t code_tag(uint64_t code) {
+  return (uint8_t)((code * 0x9E3779B97F4A7C15ull) >> 56);
+}
+
 /* Memtrace's bucket for code c (§8.5): the one of its two that holds it, else the older. */
 static uint32_t memtrace_bucket(const uint64_t *cache, const uint64_t *date, uint64_t c) {
   const uint32_t h1 = cts__mt_hash1(c), h2 = cts__mt_hash2(c);
@@ -486,6 +495,7 @@ static CTS_FORCE_INLINE uint32_t put_backtrace(cts_mt_writer_t *w, const uint64_
     i++;
     if (cache[b] != c) {
       cache[b] = c;
+      w->code_tags[b] = code_tag(c);
       cts_st_le16(buf + pos, (uint16_t)((b << 2) | 3));
       cts_st_le64(buf + pos + 2, c);
       pos += 10;
@@ -532,33 +542,96 @@ static uint32_t chain_bucket(uint64_t code, uint32_t succ, uint64_t mul) {
   return b ? b : 1; /* bucket 0 is every suffix's first predictor: never a chain link */
 }
 
-/* Whether bucket g is the chain link of code c followed by bucket succ. */
-static bool holds_link(const cts_mt_writer_t *w, uint32_t g, uint64_t c, uint32_t succ) {
-  return w->cache[g] == c && (succ == CHAIN_LEAF || w->next[g] == succ);
+/* Whether bucket g is the chain link of code c (whose code_tag is tag) followed by bucket
+ * succ. The tag first: most buckets asked about hold another code, and it is in cache. */
+static bool holds_link(const cts_mt_writer_t *w, uint32_t g, uint64_t c, uint8_t tag,
+                       uint32_t succ) {
+  return w->code_tags[g] == tag && w->cache[g] == c && (succ == CHAIN_LEAF || w->next[g] == succ);
 }
 
-/* Chooses, innermost frame first, the bucket of each frame of bt[from..depth) into
- * w->chain and returns how many of them do not hold their chain link yet. Reads only. */
-static size_t resolve_chain(const cts_mt_writer_t *w, const uint64_t *bt, size_t from,
-                            size_t depth) {
-  uint32_t succ = CHAIN_LEAF;
-  size_t missing = 0;
-  for (size_t i = depth; i-- > from;) {
+/* Bytes of the codewords for a run of `frames` hits joined by predictions: one codeword
+ * per 256 frames (a hit and up to 255 predictions), 3 bytes with 2 or more predictions,
+ * else 2. */
+static size_t run_bytes(size_t frames) {
+  const size_t rest = frames % 256u;
+  return frames / 256u * 3u + (rest == 0 ? 0 : rest <= 2 ? 2 : 3);
+}
+
+/* resolve_chain's progress through a suffix bt[from..depth), innermost frame first. */
+typedef struct chain_plan {
+  size_t left;    /* the frames bt[from..left) are not resolved yet */
+  uint32_t succ;  /* the bucket of frame `left` (CHAIN_LEAF before the innermost) */
+  size_t run;     /* frames of the run frame `left` belongs to (0: a literal) */
+  size_t missing; /* frames resolved whose bucket does not hold their chain link yet */
+  size_t bytes;   /* codewords of the frames resolved, the open run excepted */
+} chain_plan_t;
+
+static chain_plan_t chain_plan_start(size_t depth) {
+  return (chain_plan_t){depth, CHAIN_LEAF, 0, 0, 0};
+}
+
+/* Codewords of the frames resolved (all of them: what put_backtrace writes along the
+ * chain). Never decreases as frames are resolved: run_bytes grows with the run. */
+static size_t chain_plan_bytes(const chain_plan_t *plan) {
+  return plan->bytes + run_bytes(plan->run);
+}
+
+/* Chooses, innermost frame first, the bucket of each frame of bt[from..plan->left) into
+ * w->chain, counts the frames that do not hold their chain link yet, and prices the chain
+ * in the same pass (the cache as it is: writing along a chain leaves every bucket it reads
+ * unchanged before the read). Reads only.
+ *
+ * The price without a second walk: put_backtrace writes a literal for a frame whose bucket
+ * does not hold its code; the other frames form runs, and frame i continues frame i+1's run
+ * (outermost first: i+1 is predicted from i) when both hold their codes and next[] of i's
+ * bucket is i+1's bucket, which is what holding the chain link means for i. A frame that
+ * holds its code but not its link starts a run of its own.
+ *
+ * Returns true once every frame is resolved. Returns false, the plan resumable, when a
+ * frame misses its link and the chain costs at least `lose_at` bytes with it whatever the
+ * frames left add (resolved or not, that frame is missing: the chain is incomplete). */
+static CTS_FORCE_INLINE bool resolve_chain(const cts_mt_writer_t *w, const uint64_t *bt,
+                                           size_t from, chain_plan_t *plan, size_t lose_at) {
+  const uint64_t *const cache = w->cache;
+  while (plan->left > from) {
+    const size_t i = plan->left - 1;
     const uint64_t c = bt[i];
+    const uint8_t tag = code_tag(c);
+    const uint32_t succ = plan->succ;
     const uint32_t g1 = chain_bucket(c, succ, 0x9E3779B97F4A7C15ull);
     uint32_t b = g1;
-    if (!holds_link(w, g1, c, succ)) {
+    bool stop = false;
+    if (holds_link(w, g1, c, tag, succ)) {
+      plan->run++;
+    } else {
       const uint32_t g2 = chain_bucket(c, succ, 0xC2B2AE3D27D4EB4Full);
       b = g2;
-      if (!holds_link(w, g2, c, succ)) {
+      if (holds_link(w, g2, c, tag, succ)) {
+        plan->run++;
+      } else {
+        /* Neither bucket holds c (their tags say so): a literal whichever is chosen, and
+         * whether the chain has lost is known before reading their dates. */
+        const size_t closed = chain_plan_bytes(plan);
+        if (w->code_tags[g1] != tag && w->code_tags[g2] != tag && closed + 10 >= lose_at)
+          return false;
         b = w->date[g1] < w->date[g2] ? g1 : g2;
-        missing++;
+        plan->missing++;
+        plan->bytes = closed;
+        if (cache[b] == c) {
+          plan->run = 1;
+        } else {
+          plan->run = 0;
+          plan->bytes += 10;
+        }
+        stop = chain_plan_bytes(plan) >= lose_at;
       }
     }
     w->chain[i - from] = (uint16_t)b;
-    succ = b;
+    plan->succ = b;
+    plan->left = i;
+    if (stop) return false;
   }
-  return missing;
+  return true;
 }
 
 /* Counts a use of the whole backtrace; returns how many uses it had before (a different
@@ -581,26 +654,24 @@ static uint32_t count_use(cts_mt_writer_t *w, const uint64_t *bt, size_t depth) 
   return uses;
 }
 
-/* Bytes of codewords put_backtrace would write for bt[from..depth) with the same `chain`,
+/* Bytes of codewords put_backtrace would write for bt[from..depth) with memtrace's buckets,
  * estimated from the cache as it is (the updates the suffix itself makes are not
- * simulated: exact for a chain, close for memtrace's buckets). */
-static size_t backtrace_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t from,
-                             size_t depth, const uint16_t *chain) {
+ * simulated). */
+static size_t memtrace_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_t from,
+                            size_t depth) {
   const uint64_t *const cache = w->cache;
   const uint16_t *const next = w->next;
   size_t bytes = 0, i = from;
   while (i < depth) {
     const uint64_t c = bt[i];
-    uint32_t b = chain ? chain[i - from] : memtrace_bucket(cache, w->date, c);
+    uint32_t b = memtrace_bucket(cache, w->date, c);
     i++;
     if (cache[b] != c) {
       bytes += 10;
       continue;
     }
     unsigned k = 0;
-    while (i < depth && k < 255 && cache[next[b]] == bt[i] &&
-           (!chain || next[b] == chain[i - from]))
-      b = next[b], i++, k++;
+    while (i < depth && k < 255 && cache[next[b]] == bt[i]) b = next[b], i++, k++;
     bytes += k >= 2 ? 3 : 2;
   }
   return bytes;
@@ -615,14 +686,23 @@ static size_t backtrace_cost(const cts_mt_writer_t *w, const uint64_t *bt, size_
  * otherwise: their buckets serve every backtrace through a code, a chain's only one. */
 static bool use_chain(cts_mt_writer_t *w, const uint64_t *bt, size_t from, size_t depth) {
   if (!w->compact || depth - from > w->prev_cap) return false;
-  const size_t missing = resolve_chain(w, bt, from, depth);
-  if (missing == 0) return true;
-  const size_t memtrace_bytes = backtrace_cost(w, bt, from, depth, NULL);
-  const size_t chain_bytes = backtrace_cost(w, bt, from, depth, w->chain);
+  /* The chain first, until it costs CHAIN_USE_BYTES: a chain all in the cache needs nothing
+   * else. Then memtrace's price: most suffixes are one hit and its predictions there (3
+   * bytes at most), and then, or under pressure, the chain only matters while it may cost
+   * less, so its resolution stops once it cannot. */
+  chain_plan_t plan = chain_plan_start(depth);
+  const bool resolved = resolve_chain(w, bt, from, &plan, CHAIN_USE_BYTES);
+  if (resolved && plan.missing == 0) return true;
+  const size_t memtrace_bytes = memtrace_cost(w, bt, from, depth);
+  const bool build_ruled_out =
+      memtrace_bytes <= CHAIN_USE_BYTES || w->literals_avg > CHAIN_MAX_PRESSURE;
+  if (!resolved &&
+      (memtrace_bytes <= CHAIN_USE_BYTES ||
+       !resolve_chain(w, bt, from, &plan, build_ruled_out ? memtrace_bytes : SIZE_MAX)))
+    return false; /* the chain costs at least memtrace's bytes, and no chain is built */
+  const size_t chain_bytes = chain_plan_bytes(&plan);
   if (chain_bytes < memtrace_bytes) return true;
-  if (memtrace_bytes <= CHAIN_USE_BYTES || missing > CHAIN_MAX_MISSING ||
-      w->literals_avg > CHAIN_MAX_PRESSURE)
-    return false;
+  if (build_ruled_out || plan.missing > CHAIN_MAX_MISSING) return false;
   const uint64_t uses = count_use(w, bt, depth);
   return uses >= CHAIN_MIN_USES &&
          chain_bytes - memtrace_bytes <= uses * (memtrace_bytes - CHAIN_USE_BYTES);
