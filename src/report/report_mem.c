@@ -4,10 +4,12 @@
  *  - the live heap over time, as the largest value in each of at most HEAP_BUCKETS buckets;
  *  - allocation records for the viewer's filters: blocks grouped by (call-tree node,
  *    allocation time bucket, collection time bucket, size class, heap), with their samples
- *    and counts. Time buckets start at 1 µs and double (merging records) whenever the trace
- *    outgrows RECORD_BUCKETS of them or the records outgrow their budget; over the budget,
- *    size classes first become powers of two (the viewer's size filter then has that
- *    resolution). So the record count is bounded by the trace's shape, not by its length;
+ *    and counts. Time buckets start at 1 µs (or as wide as opts.time_floor_us needs: a
+ *    file's span, read from its packet headers first) and double (merging records)
+ *    whenever the trace outgrows RECORD_BUCKETS of them or the records outgrow their
+ *    budget; over the budget, size classes first become powers of two (the viewer's size
+ *    filter then has that resolution). So the record count is bounded by the trace's shape, not by
+ * its length;
  *  - allocation times, for marks on the task timeline (merged in pairs when they outgrow
  *    their budget; not kept with opts.no_marks). */
 #include <errno.h>

@@ -435,18 +435,29 @@ static void survivors_trace(const char *path, unsigned n) {
   save(path, &b, b.len);
 }
 
+/* *blob: the document of a load with o; how the blocks never collected were finished, the
+ * remaps for time and whether the trace was read twice (each of those may be NULL). */
+static void load_doc(const report_mem_opts_t *o, cts__serve_blob_t **blob, unsigned *passes,
+                     uint32_t *time_remaps, bool *read_again) {
+  report_mem_t *m;
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, o), 0);
+  if (passes) *passes = report_mem_live_passes(m);
+  bool again;
+  const uint32_t remaps = report_mem_time_remaps(m, &again);
+  if (time_remaps) *time_remaps = remaps;
+  if (read_again) *read_again = again;
+  *blob = cts__serve_render(&(report_doc_t){.title = "s", .mem = m});
+  report_mem_free(m);
+  CTS_ASSERT(*blob);
+}
+
 /* *blob: the document of path under max_records, by the reference paths or the usual ones;
  * *passes: how the blocks never collected were finished. */
 static void survivors_doc(const char *path, uint32_t max_records, bool reference, unsigned *passes,
                           cts__serve_blob_t **blob) {
   const report_mem_opts_t o = {
       .path = path, .quiet = true, .max_records = max_records, .reference = reference};
-  report_mem_t *m;
-  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
-  *passes = report_mem_live_passes(m);
-  *blob = cts__serve_render(&(report_doc_t){.title = "s", .mem = m});
-  report_mem_free(m);
-  CTS_ASSERT(*blob);
+  load_doc(&o, blob, passes, NULL, NULL);
 }
 
 /* The blocks never collected finished in two passes (keys in the table's order, figures in
@@ -509,12 +520,7 @@ static void floor_doc(const char *path, uint32_t max_records, uint64_t floor_us,
                       cts__serve_blob_t **blob, uint32_t *time_remaps, bool *read_again) {
   const report_mem_opts_t o = {
       .path = path, .quiet = true, .max_records = max_records, .time_floor_us = floor_us};
-  report_mem_t *m;
-  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
-  *time_remaps = report_mem_time_remaps(m, read_again);
-  *blob = cts__serve_render(&(report_doc_t){.title = "s", .mem = m});
-  report_mem_free(m);
-  CTS_ASSERT(*blob);
+  load_doc(&o, blob, NULL, time_remaps, read_again);
 }
 
 static void assert_same_doc(cts__serve_blob_t *a, cts__serve_blob_t *b, const char *what) {
