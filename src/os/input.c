@@ -14,6 +14,7 @@
 #include <zstd.h>
 
 #include "common/endian.h"
+#include "core/memtrace_wire.h"
 #include "mtcols.h"
 #include "os.h"
 
@@ -531,4 +532,46 @@ int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progr
   free(buf);
   cts_os_input_close(in);
   return e;
+}
+
+bool cts_os_memtrace_span(const char *path, uint64_t *start_us, uint64_t *floor_us) {
+  *start_us = *floor_us = 0;
+  struct stat st;
+  /* A path that is not a regular file, or a registered descriptor's name (which may not
+   * exist as a file): only the descriptor's fstat below decides. */
+  if (strcmp(path, "-") == 0 || (stat(path, &st) == 0 && !S_ISREG(st.st_mode))) return false;
+  const int fd = cts_os_open_input(path);
+  if (fd < 0) return false;
+  bool known = false;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const uint64_t size = (uint64_t)st.st_size;
+    uint8_t h[68];
+    uint64_t off = 0, pid = 0, next_id = 0;
+    while (off < size) {
+      const ssize_t n = pread(fd, h, sizeof h, (off_t)off);
+      if (n < (ssize_t)MT_MIN_PREFIX || cts_ld_le32(h) != MT_MAGIC) break;
+      cts__mt_header_t ph;
+      const uint16_t version = cts_ld_le16(h + MT_VERSION_OFFSET);
+      const uint32_t hsize = cts__mt_header_size(version);
+      if ((size_t)n < hsize) break;
+      cts__mt_parse_header(h, &ph);
+      const uint64_t psize = ph.size_bits / 8;
+      if (ph.size_bits % 8 || psize < hsize || psize > size - off || ph.time_begin > ph.time_end ||
+          ph.alloc_id_begin > ph.alloc_id_end)
+        break;
+      if (!known) { /* the trace-info packet */
+        *start_us = *floor_us = ph.time_begin;
+        pid = ph.pid;
+        known = true;
+      } else if (ph.pid == pid && (version >= 3 || ph.alloc_id_begin == next_id)) {
+        /* (v1/v2: a packet out of the ids' sequence is skipped by the reader) */
+        if (ph.alloc_id_end > ph.alloc_id_begin && ph.time_begin > *floor_us)
+          *floor_us = ph.time_begin;
+        next_id = ph.alloc_id_end;
+      }
+      off += psize;
+    }
+  }
+  close(fd);
+  return known;
 }

@@ -52,6 +52,20 @@ typedef void (*cts_os_progress_cb)(void *user_data, uint64_t done, uint64_t tota
 int cts_os_read_memtrace(const char *path, cts_mt_reader_t *reader, cts_os_progress_cb progress,
                          void *progress_user_data, bool *input_error);
 
+/* What a plain memtrace file's packet headers say of its span, read before its pass: the
+ * headers only, one pread() each, the packets' bodies skipped by their length (a 160 MB
+ * trace has ~5 600 packets). *start_us: the trace-info packet's time (the trace's start);
+ * *floor_us: the latest timestamp_begin among the later packets of the trace's pid that hold
+ * allocations (alloc_id_end > alloc_id_begin) and lie wholly in the file, so a time that
+ * one of the trace's events reaches when those packets decode (an allocation is never
+ * before its packet's start), never past the last event's; start_us when there are none.
+ * The walk stops at the first header that is not a memtrace one. A header may still lie
+ * about what its body holds: the caller checks the floor against the events it read.
+ * Returns true when both are known; false for standard input ("-"), anything that is not a
+ * regular file (a FIFO is not opened: opening it would wait for, or take, a writer's data),
+ * a compressed or non-memtrace file, or an error. Thread-safe. */
+bool cts_os_memtrace_span(const char *path, uint64_t *start_us, uint64_t *floor_us);
+
 /* cts_write_cb for a file descriptor (user_data is the fd cast to intptr_t): writes
  * everything, retrying on EINTR and short writes. */
 int cts_os_fd_write(void *user_data, const void *buf, size_t len);

@@ -86,6 +86,13 @@ typedef struct report_mem_opts {
    * never collected finished in one pass in the live table's order (finish_live_blocks), a
    * coarser call tree's map in 4-byte entries (narrow_map). For tests. */
   bool reference;
+  /* A time (µs since the epoch) the trace's events reach, known before the pass (0:
+   * unknown), from cts_os_memtrace_span's floor on a file: the heap curve's and the
+   * records' time buckets start as wide as that time needs, instead of doubling as the
+   * trace grows (each doubling remaps every record). If no event reaches it after all (a
+   * header that lied), the trace is read again without it, so the page is the one an
+   * unknown span gives. Ignored with `attribute` (its join could not be read twice). */
+  uint64_t time_floor_us;
 } report_mem_opts_t;
 
 typedef struct report_mem report_mem_t;
@@ -112,6 +119,9 @@ uint64_t report_mem_full_events(const report_mem_t *m);
 /* Keys that a record table's growth moved while the records were remapped (coarser keys),
  * and in *remaps how many remaps the load made (tests). */
 uint64_t report_mem_remap_rehashes(const report_mem_t *m, uint32_t *remaps);
+/* Remaps because the trace outgrew the records' time buckets (tests), and whether the load
+ * read the trace twice because opts.time_floor_us was not reached. */
+uint32_t report_mem_time_remaps(const report_mem_t *m, bool *read_again);
 /* Coarser call trees whose figures were made in the trie's lent look-up table, not in memory
  * of their own (tests). */
 uint32_t report_mem_lent_coarsenings(const report_mem_t *m);

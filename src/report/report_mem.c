@@ -4,10 +4,12 @@
  *  - the live heap over time, as the largest value in each of at most HEAP_BUCKETS buckets;
  *  - allocation records for the viewer's filters: blocks grouped by (call-tree node,
  *    allocation time bucket, collection time bucket, size class, heap), with their samples
- *    and counts. Time buckets start at 1 µs and double (merging records) whenever the trace
- *    outgrows RECORD_BUCKETS of them or the records outgrow their budget; over the budget,
- *    size classes first become powers of two (the viewer's size filter then has that
- *    resolution). So the record count is bounded by the trace's shape, not by its length;
+ *    and counts. Time buckets start at 1 µs (or as wide as opts.time_floor_us needs: a
+ *    file's span, read from its packet headers first) and double (merging records)
+ *    whenever the trace outgrows RECORD_BUCKETS of them or the records outgrow their
+ *    budget; over the budget, size classes first become powers of two (the viewer's size
+ *    filter then has that resolution). So the record count is bounded by the trace's shape, not by
+ * its length;
  *  - allocation times, for marks on the task timeline (merged in pairs when they outgrow
  *    their budget; not kept with opts.no_marks). */
 #include <errno.h>
@@ -89,6 +91,8 @@ struct report_mem {
   ta_table_t *tables;
   uint32_t coarsenings;
   uint32_t remaps;           /* remap_records calls (tests) */
+  uint32_t time_remaps;      /* those because the trace outgrew the time buckets (tests) */
+  bool read_again;           /* opts.time_floor_us was not reached: read without it (tests) */
   uint32_t lent_coarsenings; /* coarsen_nodes made its figures in the trie's table (tests) */
   uint64_t remap_rehashes;   /* keys a table's growth moved during a remap (tests) */
   bool in_remap;
@@ -1167,6 +1171,20 @@ static void free_aggregation(report_mem_t *m) {
   m->rnode_n = m->rnode_cap = 0;
 }
 
+/* Before the first event, with the origin set: the heap curve's and the records' time
+ * buckets as wide as opts.time_floor_us needs, as the doublings for time alone would make
+ * them by then (with no record yet, none to remap; the heap curve's pairs merged by a
+ * doubling are the same maxima as one wide bucket's). The records' budget then sees fewer,
+ * coarser records early on: it may coarsen later or not at all (never earlier). */
+static void widen_time_buckets(report_mem_t *m) {
+  const uint64_t rel = rel_us(m, m->opts.time_floor_us);
+  m->opts.time_floor_us = 0;
+  CTS_ASSERT(m->nrecs == 0);
+  while (rel >> m->heap_shift >= HEAP_BUCKETS) m->heap_w *= 2, m->heap_shift++;
+  while (rel >> m->rec_shift >= RECORD_BUCKETS && m->rec_w < (UINT64_C(1) << 62))
+    m->rec_w *= 2, m->rec_shift++, m->coarsenings++;
+}
+
 /* Every event, whatever it asks for. */
 static CTS_NOINLINE int on_event_full(report_mem_t *m, cts_mem_trace_t *t,
                                       const cts_mt_event_t *ev) {
@@ -1177,7 +1195,9 @@ static CTS_NOINLINE int on_event_full(report_mem_t *m, cts_mem_trace_t *t,
     if (e) return e;
   }
   if (!m->origin_us && t->prof.have_info) m->origin_us = t->prof.start_time_us;
+  if (m->opts.time_floor_us) widen_time_buckets(m);
   while (rel_us(m, ev->time_us) >> m->rec_shift >= RECORD_BUCKETS) {
+    m->time_remaps++;
     const int e = coarsen_records(m, true);
     if (e) return e;
   }
@@ -1238,6 +1258,8 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   if (!m->opts.top_sites) m->opts.top_sites = 50;
   if (!m->opts.max_tree_nodes) m->opts.max_tree_nodes = 256u << 10;
   m->heap_w = m->rec_w = 1;
+  const uint64_t time_floor_us = opts->attribute ? 0 : opts->time_floor_us;
+  m->opts.time_floor_us = time_floor_us;
   m->heap_only = !m->opts.attribute && m->opts.no_marks;
   /* Every stack, as the CLI keeps them (stacks beyond the bound are kept by allocation point,
    * with a warning); the page draws the light ones as part of their callers (page_tree).
@@ -1263,6 +1285,17 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   if (err && !m->t.kept) {
     report_mem_free(m);
     return err;
+  }
+  /* The buckets were made wide for a time no event reached (a packet header said more than
+   * its body held, or the events stopped early): read again as if the span were unknown,
+   * for the page that gives (finer buckets). */
+  if (time_floor_us && !(m->t.prof.have_events && m->t.prof.last_event_us >= time_floor_us)) {
+    report_mem_free(m);
+    report_mem_opts_t again = *opts;
+    again.time_floor_us = 0;
+    const int e = report_mem_load(out, &again);
+    if (*out) (*out)->read_again = true;
+    return e;
   }
   /* Blocks never collected. */
   if (finish_live_blocks(m)) {
@@ -1309,6 +1342,11 @@ uint32_t report_mem_lent_coarsenings(const report_mem_t *m) {
 uint64_t report_mem_remap_rehashes(const report_mem_t *m, uint32_t *remaps) {
   *remaps = m->remaps;
   return m->remap_rehashes;
+}
+
+uint32_t report_mem_time_remaps(const report_mem_t *m, bool *read_again) {
+  *read_again = m->read_again;
+  return m->time_remaps;
 }
 
 double report_mem_bytes_per_sample(const report_mem_t *m) {

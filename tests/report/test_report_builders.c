@@ -11,12 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ctfscope/memtrace.h>
 #include <ctfscope/tasks.h>
 
 #include "../../src/analysis/task_memory.h"
+#include "../../src/os/os.h"
 #include "../../src/report/report.h"
 #include "../../src/report/serve.h"
 #include "../json_flat.h"
@@ -31,7 +33,7 @@
 static char tmpdir[64];
 
 /* A file in the test's directory (made by main), removed at exit. */
-#define MAX_FILES 32
+#define MAX_FILES 48
 static char files[MAX_FILES][128];
 static unsigned nfiles;
 static const char *tmp_path(const char *name) {
@@ -433,18 +435,29 @@ static void survivors_trace(const char *path, unsigned n) {
   save(path, &b, b.len);
 }
 
+/* *blob: the document of a load with o; how the blocks never collected were finished, the
+ * remaps for time and whether the trace was read twice (each of those may be NULL). */
+static void load_doc(const report_mem_opts_t *o, cts__serve_blob_t **blob, unsigned *passes,
+                     uint32_t *time_remaps, bool *read_again) {
+  report_mem_t *m;
+  CTS_ASSERT_EQ_INT(report_mem_load(&m, o), 0);
+  if (passes) *passes = report_mem_live_passes(m);
+  bool again;
+  const uint32_t remaps = report_mem_time_remaps(m, &again);
+  if (time_remaps) *time_remaps = remaps;
+  if (read_again) *read_again = again;
+  *blob = cts__serve_render(&(report_doc_t){.title = "s", .mem = m});
+  report_mem_free(m);
+  CTS_ASSERT(*blob);
+}
+
 /* *blob: the document of path under max_records, by the reference paths or the usual ones;
  * *passes: how the blocks never collected were finished. */
 static void survivors_doc(const char *path, uint32_t max_records, bool reference, unsigned *passes,
                           cts__serve_blob_t **blob) {
   const report_mem_opts_t o = {
       .path = path, .quiet = true, .max_records = max_records, .reference = reference};
-  report_mem_t *m;
-  CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
-  *passes = report_mem_live_passes(m);
-  *blob = cts__serve_render(&(report_doc_t){.title = "s", .mem = m});
-  report_mem_free(m);
-  CTS_ASSERT(*blob);
+  load_doc(&o, blob, passes, NULL, NULL);
 }
 
 /* The blocks never collected finished in two passes (keys in the table's order, figures in
@@ -499,6 +512,138 @@ CTS_TEST(mem_remaps_grow_no_table) {
                    (unsigned)budgets[k], moved, remaps);
     report_mem_free(m);
   }
+}
+
+/* *blob: the document of path under max_records with opts.time_floor_us = floor_us; its
+ * time remaps and whether it was read again. */
+static void floor_doc(const char *path, uint32_t max_records, uint64_t floor_us,
+                      cts__serve_blob_t **blob, uint32_t *time_remaps, bool *read_again) {
+  const report_mem_opts_t o = {
+      .path = path, .quiet = true, .max_records = max_records, .time_floor_us = floor_us};
+  load_doc(&o, blob, NULL, time_remaps, read_again);
+}
+
+static void assert_same_doc(cts__serve_blob_t *a, cts__serve_blob_t *b, const char *what) {
+  CTS_ASSERT_MSG(a->len == b->len && memcmp(a->data, b->data, a->len) == 0,
+                 "%s: the documents differ", what);
+  cts__serve_blob_unref(a);
+  cts__serve_blob_unref(b);
+}
+
+/* A file's span read from its packet headers before the pass: the records' and the heap
+ * curve's time buckets start as wide as the end needs, so a trace whose time grows (3 s of
+ * 1 µs buckets) is never remapped for time alone, and the page is byte for byte the one
+ * of the pass that doubled them as it went (which remapped the records 12 times; main's
+ * code, which has no floor, remaps as that pass does). */
+CTS_TEST(mem_span_known_no_time_remaps) {
+  const char *path = tmp_path("mem-span.ctf");
+  survivors_trace(path, 60000);
+  uint64_t start_us, floor_us;
+  CTS_ASSERT(cts_os_memtrace_span(path, &start_us, &floor_us));
+  CTS_ASSERT_EQ_U64(start_us, START_US);
+  CTS_ASSERT(floor_us > START_US + 2000000); /* (the last packet's start: ~2.9 s in) */
+  uint32_t grown, known;
+  bool again;
+  cts__serve_blob_t *a, *b;
+  floor_doc(path, 0, 0, &a, &grown, &again);
+  CTS_ASSERT(grown >= 10);
+  CTS_ASSERT(!again);
+  floor_doc(path, 0, floor_us, &b, &known, &again);
+  CTS_ASSERT_EQ_U64(known, 0);
+  CTS_ASSERT(!again);
+  assert_same_doc(a, b, "span known");
+}
+
+/* A floor that no event reaches (a header that lied about its body, here one far past the
+ * end): the trace is read again without it, and the page is the unknown span's. */
+CTS_TEST(mem_span_floor_not_reached_reads_again) {
+  const char *path = tmp_path("mem-span-lie.ctf");
+  survivors_trace(path, 20000);
+  uint32_t remaps;
+  bool again;
+  cts__serve_blob_t *a, *b;
+  floor_doc(path, 0, 0, &a, &remaps, &again);
+  floor_doc(path, 0, START_US + 3600000000ull, &b, &remaps, &again);
+  CTS_ASSERT(again);
+  CTS_ASSERT(remaps > 0);
+  assert_same_doc(a, b, "floor not reached");
+}
+
+/* Where the page may differ: the budget counts records at the buckets' width of the
+ * moment. 3 000 blocks made and collected in the first 3 ms, of 136 size classes, then one a minute
+ * later: at 1 µs buckets they are 3 000 records, over a budget of 1 000, so the pass that doubles
+ * the buckets as it goes merges the sizes by power of two; with the minute known from the
+ * start they are one time bucket's 136 records, under the budget, and the page keeps the
+ * exact size classes (13 records become 136; the same times: 65 536 µs buckets). */
+CTS_TEST(mem_span_known_keeps_finer_records) {
+  const char *path = tmp_path("mem-span-early.ctf");
+  buf_t b = {0};
+  void *mem;
+  cts_mt_writer_t *w;
+  open_mem_writer(&w, &b, &mem);
+  const uint64_t bt[] = {1, 2};
+  uint64_t id;
+  for (unsigned i = 0; i < 3000; i++) {
+    CTS_ASSERT_EQ_INT(cts_mt_writer_alloc(w, START_US + 1 + i, 1 + i * 7 % 3000, 1 + i * 7 % 3000,
+                                          CTS_MT_SOURCE_MAJOR, bt, 2, &id),
+                      0);
+    CTS_ASSERT_EQ_INT(cts_mt_writer_collect(w, START_US + 1 + i, id), 0);
+  }
+  CTS_ASSERT_EQ_INT(
+      cts_mt_writer_alloc(w, START_US + 60000000, 4, 4, CTS_MT_SOURCE_MAJOR, bt, 2, &id), 0);
+  CTS_ASSERT_EQ_INT(cts_mt_writer_close(w), 0);
+  free(mem);
+  save(path, &b, b.len);
+  uint64_t start_us, floor_us;
+  CTS_ASSERT(cts_os_memtrace_span(path, &start_us, &floor_us));
+  json_flat_t grown, known;
+  for (int k = 0; k < 2; k++) {
+    const report_mem_opts_t o = {
+        .path = path, .quiet = true, .max_records = 1000, .time_floor_us = k ? floor_us : 0};
+    report_mem_t *m;
+    CTS_ASSERT_EQ_INT(report_mem_load(&m, &o), 0);
+    render(&(report_doc_t){.title = "s", .mem = m}, k ? &known : &grown);
+    report_mem_free(m);
+  }
+  CTS_ASSERT_EQ_U64(num(&grown, "mem.rec_size_octaves"), 1);
+  CTS_ASSERT_EQ_U64(num(&known, "mem.rec_size_octaves"), 0);
+  CTS_ASSERT_EQ_U64(num(&grown, "mem.rec_us"), num(&known, "mem.rec_us"));
+  CTS_ASSERT(num(&known, "mem.records.n") > num(&grown, "mem.records.n"));
+  CTS_ASSERT_EQ_U64(num(&known, "mem.rec_blocks"), num(&grown, "mem.rec_blocks"));
+  json_flat_free(&grown);
+  json_flat_free(&known);
+}
+
+/* Inputs whose span cannot be read first keep the buckets that double as the trace grows:
+ * standard input, a FIFO (not opened: that would wait for a writer), a compressed file,
+ * a file that is not a trace. A file cut short is walked up to its last whole packet. */
+CTS_TEST(mem_span_only_for_plain_files) {
+  uint64_t start_us, floor_us;
+  CTS_ASSERT(!cts_os_memtrace_span("-", &start_us, &floor_us));
+  const char *fifo = tmp_path("mem-span.fifo");
+  CTS_ASSERT_EQ_INT(mkfifo(fifo, 0600), 0);
+  CTS_ASSERT(!cts_os_memtrace_span(fifo, &start_us, &floor_us));
+  const char *text = tmp_path("mem-span.txt");
+  buf_t b = {0};
+  for (int i = 0; i < 100; i++) CTS_ASSERT_EQ_INT(buf_write(&b, "not a trace ", 12), 0);
+  save(text, &b, b.len);
+  CTS_ASSERT(!cts_os_memtrace_span(text, &start_us, &floor_us));
+  CTS_ASSERT(!cts_os_memtrace_span(tmp_path("mem-span-none.ctf"), &start_us, &floor_us));
+  /* A zstd frame's magic first: compressed. */
+  const char *zst = tmp_path("mem-span.zst");
+  buf_t z = {0};
+  CTS_ASSERT_EQ_INT(buf_write(&z, "\x28\xb5\x2f\xfd\0\0\0\0", 8), 0);
+  save(zst, &z, z.len);
+  CTS_ASSERT(!cts_os_memtrace_span(zst, &start_us, &floor_us));
+  /* Cut inside its last packet: the floor is an earlier packet's, still reached. */
+  const char *path = tmp_path("mem-span-cut.ctf");
+  buf_t t;
+  uint64_t packet2_at;
+  write_mem_trace(&t, &packet2_at);
+  save(path, &t, t.len - 3);
+  CTS_ASSERT(cts_os_memtrace_span(path, &start_us, &floor_us));
+  CTS_ASSERT_EQ_U64(start_us, START_US);
+  CTS_ASSERT(floor_us < START_US + 50);
 }
 
 /* Over the page's node budget, the nodes whose stacks allocated least are drawn as part of
