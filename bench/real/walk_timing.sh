@@ -8,7 +8,8 @@
 # preload library trace under valgrind (vgpreload* skipped in preloaded_before_us), for
 # cachegrind runs of the same build.
 #
-# Usage: walk_timing.sh COMMIT SCRATCH ROUNDS -- PROGRAM ARGS...
+# Usage: [MODES="0 3 17"] walk_timing.sh COMMIT SCRATCH ROUNDS -- PROGRAM ARGS...
+# (MODES: the modes run in each round, in that order; all of them by default)
 # Modes (WALKPROF=N in the traced process; stderr: "WALKPROF ... mode N ..."):
 #   0  the walk as it runs
 #   1  the kept walk and the current walk's own frames loaded into the caches first
@@ -43,7 +44,7 @@ patch -s -d "$tree" -p1 < "$here/walk_timing.patch"
 cli=$tree/build/release/src/cli/ctfscope
 echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) commit $commit: $*"
 for ((r = 0; r < rounds; r++)); do
-  for mode in 14 0 1 7 3 9 12 17 13 15; do
+  for mode in ${MODES:-14 0 1 7 3 9 12 17 13 15}; do
     WALKPROF=$mode "$cli" record -q --rate 1 -o "$scratch/walk-timing.ctf" -- "$@" 2>&1 >/dev/null |
       grep '^WALKPROF' || true
   done

@@ -468,6 +468,20 @@ typedef struct outer {
   uint32_t slot[BOTTOM_FRAMES]; /* slots: offsets from rec, growing with i */
 } outer_t;
 
+/* Whether the words at w->at[k..k + 4) differ from the frames read there, which go to
+ * out[0..4) meanwhile. */
+STACK_WORDS_READER static CTS_FORCE_INLINE bool four_words_differ(const cts__walk_t *w, size_t k,
+                                                                  uint64_t *out) {
+  const uint64_t f0 = w->frames[k + 1u], f1 = w->frames[k + 2u];
+  const uint64_t f2 = w->frames[k + 3u], f3 = w->frames[k + 4u];
+  out[0] = f0;
+  out[1] = f1;
+  out[2] = f2;
+  out[3] = f3;
+  return ((stack_word(w->at[k]) ^ f0) | (stack_word(w->at[k + 1u]) ^ f1) |
+          (stack_word(w->at[k + 2u]) ^ f2) | (stack_word(w->at[k + 3u]) ^ f3)) != 0;
+}
+
 /* Whether the words the last walk's outermost frames, its entries 0..q, read their return
  * addresses from and the saved %rbp words that their %rbp-based CFAs depend on still hold
  * them. Their frames, innermost first, go to out[0..q] meanwhile (the splice's copy: out
@@ -480,21 +494,18 @@ STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t
    * first step that differs instead of reading every word beyond it: cc1 -17 instructions
    * a walk, a walk that never fails +17 (walk_instructions_per_rejoined_walk).) */
   size_t k = BOTTOM_FRAMES - 1u - q, j = 0;
-  for (; k + 4u <= BOTTOM_FRAMES; k += 4u, j += 4u) {
-    const uint64_t f0 = w->frames[k + 1u], f1 = w->frames[k + 2u];
-    const uint64_t f2 = w->frames[k + 3u], f3 = w->frames[k + 4u];
-    out[j] = f0;
-    out[j + 1u] = f1;
-    out[j + 2u] = f2;
-    out[j + 3u] = f3;
-    if (((stack_word(w->at[k]) ^ f0) | (stack_word(w->at[k + 1u]) ^ f1) |
-         (stack_word(w->at[k + 2u]) ^ f2) | (stack_word(w->at[k + 3u]) ^ f3)) != 0)
-      return false;
-  }
   uint64_t diff = 0;
-  for (; k < BOTTOM_FRAMES; k++, j++) {
-    out[j] = w->frames[k + 1u];
-    diff |= stack_word(w->at[k]) ^ out[j];
+  if (CTS_LIKELY(q >= 3u)) {
+    /* steps of four words before the last four, which a step of its own takes whole (some
+     * compared again): no loop of one word a step whose count differs from walk to walk */
+    for (; k + 4u < BOTTOM_FRAMES; k += 4u, j += 4u)
+      if (four_words_differ(w, k, out + j)) return false;
+    if (four_words_differ(w, BOTTOM_FRAMES - 4u, out + q - 3u)) return false;
+  } else {
+    for (; k < BOTTOM_FRAMES; k++, j++) {
+      out[j] = w->frames[k + 1u];
+      diff |= stack_word(w->at[k]) ^ out[j];
+    }
   }
   for (size_t f = 0, n = w->nfeed[q]; f < n; f++) diff |= stack_word(w->fat[f]) ^ w->fval[f];
   return diff == 0;
