@@ -8,8 +8,8 @@
  *    file's span, read from its packet headers first) and double (merging records)
  *    whenever the trace outgrows RECORD_BUCKETS of them or the records outgrow their
  *    budget; over the budget, size classes first become powers of two (the viewer's size
- *    filter then has that resolution). So the record count is bounded by the trace's shape, not by
- * its length;
+ *    filter then has that resolution). So the record count is bounded by the trace's
+ *    shape, not by its length;
  *  - allocation times, for marks on the task timeline (merged in pairs when they outgrow
  *    their budget; not kept with opts.no_marks). */
 #include <errno.h>
