@@ -10,11 +10,11 @@
  * style decodes corrupt traces as the careful decoder does. */
 #include <ctfscope/memtrace.h>
 #include <inttypes.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../mt_reader_config.h"
 #include "../test.h"
+#include "../cachegrind.h"
 #include "scratch_dir.h"
 
 /* Instructions per event at most: the release build runs 121 (99 with branches only), the
@@ -25,54 +25,26 @@
 #define IR_BOUND 440.0
 #endif
 
-/* Runs argv (output to /dev/null); true if it exited 0. */
-static bool run_quiet(char *const *argv) {
-  fflush(NULL);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
-    freopen("/dev/null", "w", stderr);
-    execv(argv[0], argv);
-    _exit(127);
-  }
-  int status = 0;
-  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-         WEXITSTATUS(status) == 0;
-}
-
 /* Instructions and mispredicted conditional branches of `ctfscope info` on a survivors
  * trace of `events` events (cachegrind's summary line: Ir Bc Bcm Bi Bim). */
 static void info_counts(unsigned events, uint64_t *instructions, uint64_t *mispredicts) {
-  char trace[160], out[160], events_arg[32], out_arg[192];
+  char trace[160], out[160], events_arg[32];
   snprintf(events_arg, sizeof events_arg, "%u", events);
   scratch_file("cts-info-branches", "survivors.ctf", trace, sizeof trace);
   scratch_file("cts-info-branches", "cachegrind.out", out, sizeof out);
-  snprintf(out_arg, sizeof out_arg, "--cachegrind-out-file=%s", out);
-  CTS_ASSERT(run_quiet((char *[]){CTS_TEST_GEN_TRACE, "-o", trace, "--shape", "survivors",
-                                  "--events", events_arg, NULL}));
-  CTS_ASSERT(
-      run_quiet((char *[]){"/usr/bin/valgrind", "--tool=cachegrind", "--cache-sim=no",
-                           "--branch-sim=yes", out_arg, CTS_TEST_CTFSCOPE, "info", trace, NULL}));
-  FILE *const f = fopen(out, "r");
-  CTS_ASSERT_MSG(f != NULL, "no cachegrind output");
-  char line[256];
-  uint64_t bc = 0;
   *instructions = *mispredicts = 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "summary: %" SCNu64 " %" SCNu64 " %" SCNu64, instructions, &bc, mispredicts) ==
-        3)
-      break;
-  fclose(f);
-  CTS_ASSERT_MSG(*instructions > 0 && bc > 0, "no summary in the cachegrind output");
+  run_ok((char *[]){CTS_TEST_GEN_TRACE, "-o", trace, "--shape", "survivors", "--events", events_arg,
+                    NULL});
+  if (cts_test_state.failed) return;
+  uint64_t counts[5];
+  cachegrind_counts((char *[]){CTS_TEST_CTFSCOPE, "info", trace, NULL}, true, out, counts);
+  *instructions = counts[0];
+  *mispredicts = counts[2];
 }
 
 CTS_TEST(survivors_mispredictions_per_event) {
-  if (access("/usr/bin/valgrind", X_OK) != 0) CTS_SKIP("no /usr/bin/valgrind");
-#if defined(__clang__) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  /* Debian 12's valgrind (3.19) gives up on clang 14's DWARF 5; sanitizers' runtimes do not
-   * run under valgrind. */
-  CTS_SKIP("valgrind cannot run this build");
-#endif
+  const char *const unusable = cachegrind_unusable();
+  if (unusable) CTS_SKIP("%s", unusable);
   enum { FEW = 20000, MANY = 100000 };
   uint64_t ir_few, ir_many, miss_few, miss_many;
   info_counts(FEW, &ir_few, &miss_few);
@@ -146,8 +118,9 @@ static void read_trace(const uint8_t *trace, size_t size, uint32_t max_frames, r
 CTS_TEST(arithmetic_style_decodes_as_the_careful_path) {
   char trace[160];
   scratch_file("cts-info-branches", "mutated.ctf", trace, sizeof trace);
-  CTS_ASSERT(run_quiet((char *[]){CTS_TEST_GEN_TRACE, "-o", trace, "--shape", "survivors",
-                                  "--events", "100000", NULL}));
+  run_ok((char *[]){CTS_TEST_GEN_TRACE, "-o", trace, "--shape", "survivors", "--events", "100000",
+                    NULL});
+  if (cts_test_state.failed) return;
   FILE *const f = fopen(trace, "rb");
   CTS_ASSERT(f != NULL);
   static uint8_t original[2 << 20], mutated[2 << 20];

@@ -15,10 +15,10 @@
 #include <ctfscope/memtrace.h>
 #include <inttypes.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../test.h"
+#include "../cachegrind.h"
 #include "../cli/scratch_dir.h"
 
 /* Instructions per allocation at most. */
@@ -80,44 +80,23 @@ __attribute__((constructor)) static void stream_then_exit(void) {
 /* Instructions of this executable writing a stream of `allocs` allocations under cachegrind
  * into *ir. */
 static void stream_instructions(unsigned long allocs, uint64_t *ir) {
-  char out[160], out_arg[192], allocs_env[64], self[4096];
+  char out[160], allocs_arg[32], self[4096];
   *ir = 0;
   const ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
   CTS_ASSERT(self_len > 0);
   self[self_len] = 0;
   scratch_file("cts-writer-instructions", "cachegrind.out", out, sizeof out);
-  snprintf(out_arg, sizeof out_arg, "--cachegrind-out-file=%s", out);
-  snprintf(allocs_env, sizeof allocs_env, "CTS_WRITER_STREAM=%lu", allocs);
-  fflush(NULL);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
-    freopen("/dev/null", "w", stderr);
-    char *const argv[] = {
-        "/usr/bin/valgrind", "--tool=cachegrind", "--cache-sim=no", out_arg, self, NULL};
-    putenv(allocs_env);
-    execv(argv[0], argv);
-    _exit(127);
-  }
-  int status = 0;
-  CTS_ASSERT(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-             WEXITSTATUS(status) == 0);
-  FILE *const f = fopen(out, "r");
-  CTS_ASSERT_MSG(f != NULL, "no cachegrind output");
-  char line[256];
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "summary: %" SCNu64, ir) == 1) break;
-  fclose(f);
-  CTS_ASSERT_MSG(*ir > 0, "no summary in the cachegrind output");
+  snprintf(allocs_arg, sizeof allocs_arg, "%lu", allocs);
+  uint64_t counts[5];
+  setenv("CTS_WRITER_STREAM", allocs_arg, 1); /* for the child only: read at its start */
+  cachegrind_counts((char *[]){self, NULL}, false, out, counts);
+  unsetenv("CTS_WRITER_STREAM");
+  *ir = counts[0];
 }
 
 CTS_TEST(compact_choice_instructions_per_allocation) {
-  if (access("/usr/bin/valgrind", X_OK) != 0) CTS_SKIP("no /usr/bin/valgrind");
-#if defined(__clang__) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  /* Debian 12's valgrind (3.19) gives up on clang 14's DWARF 5; sanitizers' runtimes do not
-   * run under valgrind. */
-  CTS_SKIP("valgrind cannot run this build");
-#endif
+  const char *const unusable = cachegrind_unusable();
+  if (unusable) CTS_SKIP("%s", unusable);
   enum { FEW = 20000, MANY = 100000 };
   uint64_t few, many;
   stream_instructions(FEW, &few);
