@@ -344,14 +344,18 @@ void cts__session_exec_resume(void) {
     const bool failed = cts__ctl->stats.error != 0;
     cts__ctl_unlock();
     cts_mt_writer_config_t wc = cts__session.wc;
-    cts__sink.bytes_written = 0;
-    cts__sink.discard = cts__session.header_bytes;
-    const bool resumed = !failed && cts__sink_check() == 0 &&
-                         ftruncate(cts__sink.fd, (off_t)cts__session.header_bytes) == 0 &&
-                         lseek(cts__sink.fd, (off_t)cts__session.header_bytes, SEEK_SET) >= 0 &&
-                         cts__writer_init(&wc) == 0 && cts__sink.discard == 0;
+    const bool cut = !failed && cts__sink_check() == 0 &&
+                     ftruncate(cts__sink.fd, (off_t)cts__session.header_bytes) == 0 &&
+                     lseek(cts__sink.fd, (off_t)cts__session.header_bytes, SEEK_SET) >= 0;
+    if (cut) {
+      cts__sink.bytes_written = 0;
+      cts__sink.discard = cts__session.header_bytes;
+    }
+    const bool resumed = cut && cts__writer_init(&wc) == 0 && cts__sink.discard == 0;
     cts__sink.discard = 0;
-    cts__sink.bytes_written = cts__session.header_bytes;
+    if (cut) cts__sink.bytes_written = cts__session.header_bytes;
+    /* Not resumed: the image goes on untraced, its trace as the exec left it (whole, or cut
+     * to its header if the writer could not be made again). */
     if (resumed) {
       cts__writer_reset(wc.start_time_us);
       cts__ctl_lock();

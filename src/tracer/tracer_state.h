@@ -16,7 +16,9 @@
  *                                      control.c and session.c (the log callback)
  *   cts__writer      writer.c          the encoder, id order, loss markers, TSC times;
  *                                      session.c (its thread and encoder)
- *   cts__wproc       writer_process.c  the writer process: pidfd, watch pipe; writer.c
+ *   cts__wproc       writer_process.c  the writer process: pidfd, watch pipe, the lazy
+ *                                      writer's spawn and its hand-over (the shared
+ *                                      header; writer_exec.c's main); writer.c
  *   cts__session     session.c         the running session: configuration, numbers, clock;
  *                                      read by all (fixed while the session runs)
  *

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The writer process (tracer.h, "The writer process"): forked twice so that it is nobody's
  * child, it runs the writer loop on the shared mapping until the program stops the session
- * or is gone (a hang-up on the watch pipe); the program watches it through a pidfd. Part
+ * or is gone (a hang-up on the watch pipe); the program watches it through a pidfd. Or, in
+ * a lazy session, spawned at the first sample as the writer executable (writer_exec.c),
+ * which takes the session over from the shared mapping ("The lazy writer" below). Part
  * cts__wproc. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
