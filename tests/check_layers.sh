@@ -38,7 +38,7 @@ target_layer() {
     cts_os) echo os ;;
     cts_analysis | cts_elfsym) echo analysis ;;
     cts_collector) echo collector ;;
-    cts_tracer) echo tracer ;;
+    cts_tracer | ctfscope_writer) echo tracer ;;
     cts_report) echo report ;;
     cts_cli | ctfscope | ctfscope_png) echo cli ;;
     ctfscope_preload) echo preload ;;

@@ -216,6 +216,9 @@ static void flush_trace(void) {
 static void before_exec(void) {
   if (!may_flush()) return;
   int e = 0;
+  /* No writer process made yet (the lazy writer): the image finishes its own trace, in a
+   * few system calls; a failed exec takes that back (exec_failed). */
+  if (cts__session_exec_end()) return;
   /* The program closed the pipe by which the writer process sees an exec (closefrom...):
    * the trace ends here, complete, as at the program's exit. A failed exec then goes on
    * untraced. */
@@ -234,6 +237,7 @@ static void before_exec(void) {
 /* After a failed exec: tracing goes on in this image. */
 static int exec_failed(char **env) {
   const int e = errno;
+  cts__session_exec_resume();
   cts__tracer_exec_handoff_cancel();
   cts__tracer_exec_pending(false);
   if (notes_ours()) fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
@@ -358,4 +362,26 @@ CTS__PRELOAD_EXPORT int prctl(int option, ...) {
       getpid() == cts__traced_pid)
     cts__tracer_before_subreaper();
   return (int)syscall(SYS_prctl, option, arg2, arg3, arg4, arg5);
+}
+
+/* _exit and _Exit end the process without the destructors (dash and other shells end so,
+ * and most forked children): an image whose session made no writer process (the lazy
+ * writer) finishes its trace here, as preload_fini does at exit. A forked or vfork'd child
+ * is not the traced process and goes straight out. glibc's exit() reaches the system call
+ * by its own path, after the destructors. */
+static _Noreturn void exit_at_once(int status) {
+  if (!cts__guarded() && cts__traced_pid != 0 && getpid() == cts__traced_pid &&
+      cts__tracer_writer_waiting()) {
+    cts__guard_enter();
+    cts__session_end_at_exit();
+  }
+  for (;;) syscall(SYS_exit_group, status);
+}
+
+CTS__PRELOAD_EXPORT _Noreturn void _exit(int status) {
+  exit_at_once(status);
+}
+
+CTS__PRELOAD_EXPORT _Noreturn void _Exit(int status) {
+  exit_at_once(status);
 }

@@ -7,10 +7,11 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "tracer_state.h"
 
-cts__ring_state_t cts__ring_state;
+cts__ring_state_t cts__ring_state = {.shared_fd = -1};
 
 /* The ring key's destructor: the thread exits, its ring (and what it still holds for the
  * writer thread) goes to the next thread that needs one. */
@@ -64,6 +65,10 @@ static unsigned char *ring_memory(void) {
 /* This thread's first record: a ring left by an exited thread, else a new one. NULL if
  * there is no memory for one. Guard raised (pthread_setspecific may allocate). */
 CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
+  /* The session's first sample: its writer process is made now (the lazy writer). */
+  if (CTS_UNLIKELY(atomic_load_explicit(&cts__session.lazy_writer, memory_order_acquire) ==
+                   CTS__LAZY_WAITING))
+    cts__lazy_writer_start();
   cts__ring_t *r = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire);
   for (; r; r = r->next) {
     int unowned = 0;
@@ -230,20 +235,37 @@ bool cts__rings_pending(void) {
 /* The shared mapping, made once: the control block, then RING_SLOTS ring slots, then the
  * hand-over area (reserved address space; pages are used as rings are). One mapping for
  * both: a second one cost each traced image an mmap and a munmap (a shmem file each).
- * Only while no ring exists: rings made before would be this process's alone. False: a
- * writer thread it is. */
-bool cts__shared_mapping(void) {
-  if (cts__ring_state.shared) return true;
+ * Only while no ring exists: rings made before would be this process's alone. With
+ * `memfd`, from a memfd kept open (close-on-exec): a writer executable maps the same
+ * file again at the same address (the lazy writer, writer_process.c); a memfd is a shmem
+ * file as the anonymous mapping is, at the cost of its descriptor. False: a writer thread
+ * it is. */
+bool cts__shared_mapping(bool memfd) {
+  if (cts__ring_state.shared) return !memfd || cts__ring_state.shared_fd >= 0;
   if (atomic_load(&cts__ctl->rings)) return false;
   const size_t size = SHARED_HEADER + RING_SLOTS * ring_size() + CTS__HANDOVER_BYTES;
-  void *const p =
-      mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return false;
+  int fd = -1;
+  if (memfd) {
+    fd = cts_fd_off_stdio(memfd_create("ctfscope-rings", MFD_CLOEXEC));
+    if (fd < 0) return false;
+    if (ftruncate(fd, (off_t)size) != 0) {
+      close(fd);
+      return false;
+    }
+  }
+  void *const p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_NORESERVE | (memfd ? 0 : MAP_ANONYMOUS), fd, 0);
+  if (p == MAP_FAILED) {
+    if (fd >= 0) close(fd);
+    return false;
+  }
   cts__control_t *const c = p;
   cts__init_control(c, true);
   atomic_store(&c->unrecorded, atomic_load(&cts__ctl->unrecorded));
   cts__ring_state.shared = p;
   cts__ring_state.shared_size = size;
+  cts__ring_state.shared_fd = fd;
+  cts__ring_state.shared_fd_ident = cts_fd_ident(fd);
   cts__ctl = c;
   return true;
 }

@@ -4,7 +4,9 @@
  * (session.h); forgetting the parent's session in a forked child. Part cts__session. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -59,6 +61,26 @@ static bool allocate_memory(void) {
   return true;
 }
 
+/* tracer_state.h. */
+void cts__session_writer_config(cts_mt_writer_config_t *wc, uint64_t start_us, uint64_t pid) {
+  cts_mt_writer_config_init(wc);
+  wc->version = 2;
+  wc->sample_rate = SAMPLER_GET(rate);
+  wc->word_size = 64;
+  wc->executable_name = cts__session.exe;
+  wc->host_name = cts__session.host;
+  wc->runtime_params = "";
+  wc->context = cts__session.context;
+  wc->pid = pid;
+  wc->max_backtrace_frames = MAX_FRAMES_LIMIT;
+  wc->write = cts__sink_write;
+  wc->clock = cts__session.clock;
+  wc->clock_user_data = cts__session.clock_user_data;
+  wc->resolve = cts__resolve_code;        /* loss markers are named even without libdw */
+  wc->encoding = CTS_MT_ENCODING_COMPACT; /* smaller traces; every memtrace reader reads them */
+  wc->start_time_us = start_us;
+}
+
 bool cts__config_ok(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
   if (!cfg || !sink || cfg->struct_size < sizeof *cfg || sink->struct_size < sizeof *sink)
     return false;
@@ -86,9 +108,11 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
     return e;
   }
 
-  /* The writer process needs the shared mapping; without it, a writer thread. */
-  cts__session.writer_process =
-      cts__process_writer_fits(cfg, sink, socket_fd) && cts__shared_mapping();
+  /* The writer process needs the shared mapping; without it, a writer thread. A lazy one
+   * (writer_process.c) needs the mapping from a memfd. */
+  const bool process_fits = cts__process_writer_fits(cfg, sink, socket_fd);
+  const bool lazy = process_fits && cts__lazy_writer_fits(cfg, sink) && cts__shared_mapping(true);
+  cts__session.writer_process = lazy || (process_fits && cts__shared_mapping(false));
   cts__session.cfg = *cfg;
   cts__sink.sink = *sink;
   cts__copy_string(cts__session.context, sizeof cts__session.context, cfg->context);
@@ -125,25 +149,10 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
       return CTS_E_NOMEM;
     }
   }
-  cts_mt_writer_config_t wc;
-  cts_mt_writer_config_init(&wc);
-  wc.version = 2;
-  wc.sample_rate = SAMPLER_GET(rate);
-  wc.word_size = 64;
-  wc.executable_name = cts__session.exe;
-  wc.host_name = cts__session.host;
-  wc.runtime_params = "";
-  wc.context = cts__session.context;
-  wc.pid = (uint64_t)getpid();
-  wc.max_backtrace_frames = MAX_FRAMES_LIMIT;
-  wc.write = cts__sink_write;
-  wc.clock = cts__session.clock;
-  wc.clock_user_data = cts__session.clock_user_data;
-  wc.resolve = cts__resolve_code;        /* loss markers are named even without libdw */
-  wc.encoding = CTS_MT_ENCODING_COMPACT; /* smaller traces; every memtrace reader reads them */
   cts__sink.bytes_written = 0;
   const uint64_t start = cts__session.clock(cts__session.clock_user_data);
-  wc.start_time_us = start;
+  cts__session_writer_config(&cts__session.wc, start, (uint64_t)getpid());
+  cts_mt_writer_config_t wc = cts__session.wc;
   e = cts__writer_init(&wc);
   /* The trace-info packet reaches the file now, as it does uncompressed. */
   if (!e && cts__sink.zsink) e = cts__zsink_flush(cts__sink.zsink);
@@ -151,6 +160,7 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
     cts__close_sink();
     return e;
   }
+  cts__session.header_bytes = cts__sink.bytes_written;
 
   cts__ctl_lock();
   const unsigned session = cts__session.session % 0x7FFFFFFFu + 1u; /* never 0 */
@@ -176,8 +186,10 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   if (CTS__TASK_ON() && cts__session.clock == cts__wall_clock_us)
     cts_task_clock_anchor((int64_t)getpid(), realtime_ns, NULL);
 
-  /* A writer process if it fits and can be made, else a writer thread. */
-  if (cts__session.writer_process && cts__spawn_writer_process() != 0)
+  /* A writer process if it fits and can be made, else a writer thread; a lazy one is made
+   * at the first sample (cts__lazy_writer_start), if ever. */
+  atomic_store(&cts__session.lazy_writer, lazy ? CTS__LAZY_WAITING : CTS__LAZY_NONE);
+  if (!lazy && cts__session.writer_process && cts__spawn_writer_process() != 0)
     cts__session.writer_process = false;
   /* libunwind is bound at the first walk that needs it only while the process has one
    * thread (lazylib.h): with a writer thread coming, or threads already there, now. */
@@ -217,10 +229,34 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   return 0;
 }
 
+/* The end of a session that made no writer process (the lazy writer): the program writes
+ * the last packet, as the writer would have, and closes the file. A few system calls. */
+static int stop_alone(void) {
+  atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+  cts__ctl_lock();
+  const bool running = cts__ctl->thread_running; /* false: ended at a failed spawn or exec */
+  cts__ctl_unlock();
+  if (running) cts__writer_close_alone(cts__event_time());
+  cts__close_sink();
+  cts__session.session_running = false;
+  cts__tsc_usable_known = -1; /* tracer_internal.h */
+  atomic_store(&cts__session.lazy_writer, CTS__LAZY_NONE);
+  cts__ctl_lock();
+  const int e = cts__ctl->stats.error;
+  cts__ctl_unlock();
+  return e;
+}
+
 /* Stops the running session: sampling ends, the writer thread writes what is queued,
  * flushes and exits, the sink is closed. Control lock held. */
 int cts__session_stop_locked(void) {
   CTS_ASSERT(cts__session.session_running);
+  /* No writer process made: none will be (a sample from now on is dropped as after any
+   * stop), and the program ends the trace. One being made is waited for. */
+  int lazy = CTS__LAZY_WAITING;
+  atomic_compare_exchange_strong(&cts__session.lazy_writer, &lazy, CTS__LAZY_FINISHED);
+  while (atomic_load(&cts__session.lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
+  if (atomic_load(&cts__session.lazy_writer) == CTS__LAZY_FINISHED) return stop_alone();
   cts__ctl_lock();
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   atomic_store_explicit(&cts__ctl->stopping, true, memory_order_relaxed);
@@ -243,6 +279,94 @@ int cts__session_stop_locked(void) {
   const int e = cts__ctl->stats.error;
   cts__ctl_unlock();
   return e;
+}
+
+/* tracer_state.h. The first thread to claim a ring makes the writer process; the others
+ * go on (their records wait in their rings for it). If it cannot be made, sampling stops
+ * and the session's error says so; the program still ends the trace at its end
+ * (stop_alone), with the end time. */
+void cts__lazy_writer_start(void) {
+  int waiting = CTS__LAZY_WAITING;
+  if (!atomic_compare_exchange_strong(&cts__session.lazy_writer, &waiting, CTS__LAZY_SPAWNING))
+    return;
+  const int e = cts__spawn_writer_exec();
+  if (e) {
+    atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+    cts__ctl_lock();
+    if (!cts__ctl->stats.error) cts__ctl->stats.error = e == -EBADF ? e : -ESRCH;
+    atomic_store(&cts__ctl->failed, true);
+    cts__ctl_unlock();
+  }
+  atomic_store(&cts__session.lazy_writer, e ? CTS__LAZY_FINISHED : CTS__LAZY_SPAWNED);
+}
+
+/* tracer_internal.h. */
+bool cts__tracer_writer_waiting(void) {
+  return atomic_load(&cts__session.lazy_writer) == CTS__LAZY_WAITING;
+}
+
+/* tracer_internal.h. Under the control mutex: no start or stop meanwhile. */
+bool cts__session_exec_end(void) {
+  pthread_mutex_lock(&cts__session.control);
+  while (atomic_load(&cts__session.lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
+  int waiting = CTS__LAZY_WAITING;
+  const bool ended =
+      cts__session.session_running &&
+      atomic_compare_exchange_strong(&cts__session.lazy_writer, &waiting, CTS__LAZY_FINISHED);
+  if (ended) {
+    atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
+    cts__writer_close_alone(cts__event_time());
+  }
+  pthread_mutex_unlock(&cts__session.control);
+  return ended;
+}
+
+/* tracer_internal.h. From _exit, perhaps in a signal handler: the control mutex only if it
+ * is free (a handler may have interrupted its holder). */
+void cts__session_end_at_exit(void) {
+  if (pthread_mutex_trylock(&cts__session.control) != 0) return;
+  if (cts__session.session_running && !cts__session.service_running) {
+    int waiting = CTS__LAZY_WAITING;
+    if (atomic_compare_exchange_strong(&cts__session.lazy_writer, &waiting, CTS__LAZY_FINISHED))
+      stop_alone();
+  }
+  pthread_mutex_unlock(&cts__session.control);
+}
+
+/* tracer_internal.h. Nothing but the header was written while the session waited for its
+ * writer: the memtrace writer is made again as it was then (its header's bytes dropped)
+ * and the file cut back to them. */
+void cts__session_exec_resume(void) {
+  pthread_mutex_lock(&cts__session.control);
+  if (cts__session.session_running &&
+      atomic_load(&cts__session.lazy_writer) == CTS__LAZY_FINISHED) {
+    cts__ctl_lock();
+    const bool failed = cts__ctl->stats.error != 0;
+    cts__ctl_unlock();
+    cts_mt_writer_config_t wc = cts__session.wc;
+    const bool cut = !failed && cts__sink_check() == 0 &&
+                     ftruncate(cts__sink.fd, (off_t)cts__session.header_bytes) == 0 &&
+                     lseek(cts__sink.fd, (off_t)cts__session.header_bytes, SEEK_SET) >= 0;
+    if (cut) {
+      cts__sink.bytes_written = 0;
+      cts__sink.discard = cts__session.header_bytes;
+    }
+    const bool resumed = cut && cts__writer_init(&wc) == 0 && cts__sink.discard == 0;
+    cts__sink.discard = 0;
+    if (cut) cts__sink.bytes_written = cts__session.header_bytes;
+    /* Not resumed: the image goes on untraced, its trace as the exec left it (whole, or cut
+     * to its header if the writer could not be made again). */
+    if (resumed) {
+      cts__writer_reset(wc.start_time_us);
+      cts__ctl_lock();
+      cts__ctl->thread_running = true;
+      cts__ctl->stats.bytes_written = cts__sink.bytes_written;
+      cts__ctl_unlock();
+      atomic_store(&cts__session.lazy_writer, CTS__LAZY_WAITING);
+      atomic_store_explicit(&cts__tracer_active, (int)cts__session.session, memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&cts__session.control);
 }
 
 void cts__control_lock(void) {
@@ -297,8 +421,10 @@ void cts__session_atfork_child(void) {
   cts__session.session_running = false;
   cts__sink_atfork_child();
   cts__session.service_running = cts__session.service_stopping = false;
+  atomic_store(&cts__session.lazy_writer, CTS__LAZY_NONE);
   if (!cts__ctl_is_local()) {
     munmap(cts__ring_state.shared, cts__ring_state.shared_size);
+    cts_fd_close_held(&cts__ring_state.shared_fd, cts__ring_state.shared_fd_ident);
     cts__ring_state.shared = NULL;
     atomic_store(&cts__ring_state.ring_words, 0); /* the rings went with the mapping */
     cts__ctl = &cts__local_control; /* first: cts__forget_writer_process() writes into it */

@@ -106,9 +106,22 @@ static int sink_fd_usable(uint64_t offset) {
   return e;
 }
 
+/* tracer_state.h. */
+int cts__sink_check(void) {
+  return cts__sink.fd < 0 ? -EBADF : sink_fd_usable(cts__sink.bytes_written);
+}
+
 /* Where the trace's bytes go, after the zstd stage if there is one. */
 int cts__raw_write(void *user_data, const void *buf, size_t len) {
   (void)user_data;
+  if (CTS_UNLIKELY(cts__sink.discard != 0)) {
+    const size_t n = len < cts__sink.discard ? len : (size_t)cts__sink.discard;
+    cts__sink.discard -= n;
+    cts__sink.bytes_written += n;
+    buf = (const unsigned char *)buf + n;
+    len -= n;
+    if (!len) return 0;
+  }
   const uint64_t offset = cts__sink.bytes_written;
   cts__sink.bytes_written += len;
   if (cts__sink.sink.kind == CTS_TRACER_SINK_CALLBACK)

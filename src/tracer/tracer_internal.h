@@ -174,6 +174,23 @@ char *cts__read_maps(int pid, size_t *len);
  * nearest subreaper, which must not be the program: the program would see the writer in
  * wait() and get its SIGCHLD. Takes the control lock. */
 void cts__tracer_before_subreaper(void);
+/* Whether the running session has no writer process yet and waits for its first sample to
+ * make one (the lazy writer, writer_process.c): an exec or an _exit must then finish the
+ * trace (cts__session_exec_end, cts_tracer_stop). session.c. */
+bool cts__tracer_writer_waiting(void);
+/* Right before an exec, while the session waits for its writer: the image's trace is
+ * finished (its last packet written) and sampling stops; true if so. session.c. */
+bool cts__session_exec_end(void);
+/* At _exit (no destructors run): a session still waiting for its writer ends as at
+ * cts_tracer_stop, if the control mutex is free (_exit may be called from a signal
+ * handler). session.c. */
+void cts__session_end_at_exit(void);
+/* After that exec failed: the last packet is taken back (the file cut to its header) and
+ * the session goes on, still waiting for its writer. session.c. */
+void cts__session_exec_resume(void);
+/* The writer executable's main (src/tracer/writer_exec.c): the memfd, address and size of
+ * the program's shared mapping in argv. writer_process.c. */
+int cts__writer_exec_main(int argc, char **argv);
 /* The running session's writer process, 0 if it has a writer thread (tests). */
 int cts__tracer_writer_pid(void);
 /* How many per-thread record rings exist (tests: exited threads' rings are reused). */

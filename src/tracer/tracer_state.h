@@ -16,7 +16,9 @@
  *                                      control.c and session.c (the log callback)
  *   cts__writer      writer.c          the encoder, id order, loss markers, TSC times;
  *                                      session.c (its thread and encoder)
- *   cts__wproc       writer_process.c  the writer process: pidfd, watch pipe; writer.c
+ *   cts__wproc       writer_process.c  the writer process: pidfd, watch pipe, the lazy
+ *                                      writer's spawn and its hand-over (the shared
+ *                                      header; writer_exec.c's main); writer.c
  *   cts__session     session.c         the running session: configuration, numbers, clock;
  *                                      read by all (fixed while the session runs)
  *
@@ -143,6 +145,10 @@ typedef struct cts__ring_state {
    * process, kept for the life of this process image. */
   unsigned char *shared;
   size_t shared_size;
+  /* The memfd the shared mapping was made from (a writer executable maps it again: the
+   * lazy writer, writer_process.c), or -1 for an anonymous one; what it named when made. */
+  int shared_fd;
+  cts_fd_ident_t shared_fd_ident;
   pthread_key_t ring_key; /* hands a thread's ring back when the thread exits */
   bool ring_key_ok;
   /* The sizes of the rings made in this process, summed (RING_BUDGET_WORDS). Reset with
@@ -173,9 +179,10 @@ cts__loss_t cts__ring_losses(void);
 void cts__ring_counts(cts_tracer_stats_t *s);
 /* Whether some ring holds records the writer has not taken. */
 bool cts__rings_pending(void);
-/* The writer process's shared mapping, made once (only while no ring exists). False: a
- * writer thread it is. */
-bool cts__shared_mapping(void);
+/* The writer process's shared mapping, made once (only while no ring exists), from a memfd
+ * if `memfd` (kept in cts__ring_state.shared_fd). False: a writer thread it is (or, with
+ * `memfd`, an existing mapping that is anonymous). */
+bool cts__shared_mapping(bool memfd);
 
 /* ---- the control block (control.c) --------------------------------------------------- */
 
@@ -301,6 +308,9 @@ typedef struct cts__sink_state {
   bool socket_sink;    /* fd is a non-blocking socket of ours */
   cts__zsink_t *zsink; /* compress_level: the zstd stage in front of the sink, else NULL */
   uint64_t bytes_written;
+  /* Bytes of the next writes that are dropped: they are in the file already (the writer
+   * executable re-encodes the header the program wrote, writer_exec.c). */
+  uint64_t discard;
   char path[4096];
 } cts__sink_state_t;
 
@@ -313,6 +323,9 @@ void cts__close_sink(void);
 int cts__raw_write(void *user_data, const void *buf, size_t len);
 /* The memtrace writer's output. */
 int cts__sink_write(void *user_data, const void *buf, size_t len);
+/* Whether the sink's descriptor is still the trace file, reopening it by its path if the
+ * program closed it: 0, or -EBADF. */
+int cts__sink_check(void);
 /* In a forked child: forget the parent's sink (closing our sockets' copies). */
 void cts__sink_atfork_child(void);
 /* Says once per session, on the program's side, that a peer stalled the trace. */
@@ -392,6 +405,38 @@ typedef struct cts__writer_proc {
 } cts__writer_proc_t;
 
 extern cts__writer_proc_t cts__wproc CTS__HIDDEN;
+
+/* The lazy writer: what the writer executable needs of the session, written by the program
+ * into the shared mapping's header (past the control block) before it spawns the writer,
+ * read by the writer once at its start. */
+typedef struct cts__writer_handover {
+  uint64_t magic; /* CTS__HANDOVER_MAGIC: made by the same build's tracer */
+  uint32_t struct_size;
+  int32_t program_pid;
+  int32_t sink_fd, watch_fd;
+  cts_fd_ident_t sink_fd_ident;
+  uint64_t header_bytes;   /* the file's length when the program wrote the header */
+  uint64_t start_us;       /* the trace's start */
+  cts_tracer_config_t cfg; /* its pointers cleared */
+  cts__sampler_t sampler;
+  unsigned session;
+  uint64_t session_bits;
+  bool tsc_mode;
+  uint64_t tsc_start, tsc_start_ns;
+  cts__loss_t lost_taken;
+  cts_tracer_stats_t base;
+  char exe[4096], host[256], context[4096], path[4096];
+} cts__writer_handover_t;
+#define CTS__HANDOVER_MAGIC  UINT64_C(0x637473777269746B) /* "ctswritk" */
+#define CTS__HANDOVER_OFFSET 32768u
+_Static_assert(sizeof(cts__control_t) <= CTS__HANDOVER_OFFSET &&
+                   CTS__HANDOVER_OFFSET + sizeof(cts__writer_handover_t) <= SHARED_HEADER,
+               "the control block and the hand-over fit the shared header");
+
+/* The writer process's life after it has its state (a fork of the program, or the writer
+ * executable): the writer loop, on its own, until the program stops the session or is
+ * gone; then it exits. */
+_Noreturn void cts__writer_process_run(int watch_fd, pid_t program);
 /* This thread is forking the writer process: the fork handlers stand aside. Per thread, so
  * that a fork the program makes meanwhile on another thread is handled as any other. */
 extern CTS__TLS bool cts__spawning_writer CTS__HIDDEN;
@@ -421,8 +466,15 @@ typedef struct cts__session {
   bool service_running;  /* a TCP_LISTEN service is started (service.c) */
   bool service_stopping; /* cts_tracer_stop() is joining the service thread */
   bool writer_process;   /* this session's writer is a process */
-  unsigned session;      /* the running (or last) session's number, as in cts__tracer_active */
-  uint64_t session_bits; /* its low CTS__TRACER_SESSION_BITS: the top of its full ids */
+  /* The lazy writer (writer_process.c, "The lazy writer"): CTS__LAZY_*. Written at the
+   * session's start, then by compare-and-swap: the first ring claimed takes it from
+   * WAITING to SPAWNING (then SPAWNED), the session's end (or an exec) from WAITING to
+   * FINISHED. */
+  _Atomic int lazy_writer;
+  uint64_t header_bytes;     /* the trace's length after its header (a lazy session) */
+  cts_mt_writer_config_t wc; /* the memtrace writer's configuration (pointers into here) */
+  unsigned session;          /* the running (or last) session's number, as in cts__tracer_active */
+  uint64_t session_bits;     /* its low CTS__TRACER_SESSION_BITS: the top of its full ids */
   cts_tracer_config_t cfg;
   cts_clock_us_cb clock;
   void *clock_user_data;
@@ -448,6 +500,30 @@ int cts__session_stop_locked(void);
 /* In a forked child (fork handler, control block locked if local): forget the parent's
  * session, sink and writer. */
 void cts__session_atfork_child(void);
+
+/* The lazy writer's states (cts__session.lazy_writer). */
+enum {
+  CTS__LAZY_NONE,     /* a writer thread, or a writer process made at the session's start */
+  CTS__LAZY_WAITING,  /* no writer process yet: the first ring's claim makes it */
+  CTS__LAZY_SPAWNING, /* a thread is making it */
+  CTS__LAZY_SPAWNED,  /* it was made (or could not be: the session's error says so) */
+  CTS__LAZY_FINISHED  /* none was made and none will be: the program finished the trace */
+};
+
+/* The memtrace writer's configuration for this session (cts__session's strings, the
+ * sampler's rate, the program's pid), starting at `start_us`. */
+void cts__session_writer_config(cts_mt_writer_config_t *wc, uint64_t start_us, uint64_t pid);
+/* The first ring's claim, in any thread, from inside the allocator: makes the writer
+ * process if the session waits for one. Guard raised. */
+void cts__lazy_writer_start(void);
+/* The program ends its trace itself (no writer process was made): the last packet at
+ * `raw_end` (a cts__event_time value). The sink stays open. Control lock not held. */
+int cts__writer_close_alone(uint64_t raw_end);
+/* The lazy writer: whether the writer executable was found (at the session's start) and
+ * this session can wait for its first sample to make it. */
+bool cts__lazy_writer_fits(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink);
+/* Makes the writer process by exec'ing the writer executable: 0, or -errno. */
+int cts__spawn_writer_exec(void);
 
 /* ---- small helpers shared by the files ------------------------------------------------ */
 

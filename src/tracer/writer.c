@@ -470,6 +470,17 @@ uint64_t cts__owner_check_ms(uint64_t age_ms) {
   return share < EXEC_CHECK_MS ? EXEC_CHECK_MS : share > OWNER_CHECK_MS ? OWNER_CHECK_MS : share;
 }
 
+/* The trace is closed (`e`: the close's error): its length and error are told, and that no
+ * writer runs any more. */
+static void tell_writer_ended(int e) {
+  cts__ctl_lock();
+  cts__ctl->stats.bytes_written = cts__sink.bytes_written;
+  if (e && e != CTS_E_CLOSED && !cts__ctl->stats.error) cts__ctl->stats.error = e;
+  cts__ctl->thread_running = false;
+  cts__ctl_wake(&cts__ctl->progress, true);
+  cts__ctl_unlock();
+}
+
 void *cts__writer_main(void *arg) {
   (void)arg;
   cts__guard_enter(); /* for life: nothing this thread allocates is traced */
@@ -614,11 +625,17 @@ void *cts__writer_main(void *arg) {
     cts__symbolizer_destroy(cts__writer.symbolizer);
     cts__writer.symbolizer = NULL;
   }
-  cts__ctl_lock();
-  cts__ctl->stats.bytes_written = cts__sink.bytes_written;
-  if (e && e != CTS_E_CLOSED && !cts__ctl->stats.error) cts__ctl->stats.error = e;
-  cts__ctl->thread_running = false;
-  cts__ctl_wake(&cts__ctl->progress, true);
-  cts__ctl_unlock();
+  tell_writer_ended(e);
   return NULL;
+}
+
+/* tracer_state.h. The program, without a writer process (the lazy writer): what the writer
+ * writes at its end, the last packet ending at `raw_end`, the time-stamp counter converted
+ * against the session's start pair with no calibration sleep (as a writer that ends within
+ * its window does). Nothing else was ever written but the header. */
+int cts__writer_close_alone(uint64_t raw_end) {
+  cts__writer.writer_ending = true;
+  const int e = cts_mt_writer_close_at(cts__writer.writer, writer_time(raw_end));
+  tell_writer_ended(e);
+  return e;
 }

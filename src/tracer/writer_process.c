@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The writer process (tracer.h, "The writer process"): forked twice so that it is nobody's
  * child, it runs the writer loop on the shared mapping until the program stops the session
- * or is gone (a hang-up on the watch pipe); the program watches it through a pidfd. Part
+ * or is gone (a hang-up on the watch pipe); the program watches it through a pidfd. Or, in
+ * a lazy session, spawned at the first sample as the writer executable (writer_exec.c),
+ * which takes the session over from the shared mapping ("The lazy writer" below). Part
  * cts__wproc. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -218,6 +221,11 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   cts__guard_enter();
   cts__spawning_writer = false;
+  cts__writer_process_run(watch_fd, program);
+}
+
+/* tracer_state.h. */
+_Noreturn void cts__writer_process_run(int watch_fd, pid_t program) {
   cts__wproc.owner_watch_fd = watch_fd;
   cts__wproc.traced_pid = program;
   keep_only_fds(cts__sink.fd, watch_fd);
@@ -542,4 +550,275 @@ char *cts__read_maps(int pid, size_t *len) {
     return NULL;
   }
   return text;
+}
+
+/* ---- The lazy writer ---------------------------------------------------------------------
+ * (docs/tracing.md, "The writer process"). At the default rate most images of an exec chain
+ * or a short command never sample: making their writer process cost each ~0.45 ms of CPU
+ * (bench/README.md, "The exec chain with no writer until the first sample"). A session into
+ * a file, uncompressed, whose writer executable is found, makes none at its start: the
+ * program writes the header, and either finishes the trace itself at its end (the last
+ * packet: cts__writer_close_alone) or, at its first sample, spawns the writer executable,
+ * which maps the rings' memfd at the same address, re-makes the memtrace writer from the
+ * session's state and runs the writer loop as a forked writer does.
+ *
+ * The first sample comes from inside malloc, in any thread, with any lock held: no fork()
+ * there (the program's pthread_atfork handlers may wait for a lock this thread holds) and
+ * no _Fork() either (the child would keep the loader's and malloc's locks as other threads
+ * held them). The spawn is two vfork-style clones on stacks of their own, every signal
+ * blocked, raw system calls only, and an exec: nothing of the program's runs in them. */
+
+/* The writer executable's path (dladdr: next to the library the tracer is in), once per
+ * image: 1 found, 0 not, -1 not looked for yet. */
+static char writer_exe[4096];
+static int writer_exe_found = -1;
+
+#ifndef CTS_WRITER_EXE_NAME
+#define CTS_WRITER_EXE_NAME "ctfscope-writer"
+#endif
+
+static bool find_writer_executable(void) {
+  if (writer_exe_found >= 0) return writer_exe_found == 1;
+  writer_exe_found = 0;
+  Dl_info info;
+  /* An object of the tracer's, not a function: ISO C has no function-to-object pointer. */
+  if (!dladdr((const void *)&writer_exe_found, &info) || !info.dli_fname || !info.dli_fname[0])
+    return false;
+  const char *const slash = strrchr(info.dli_fname, '/');
+  const size_t dir = slash ? (size_t)(slash - info.dli_fname) + 1u : 0u;
+  if (!slash || dir + sizeof CTS_WRITER_EXE_NAME > sizeof writer_exe) return false;
+  memcpy(writer_exe, info.dli_fname, dir);
+  memcpy(writer_exe + dir, CTS_WRITER_EXE_NAME, sizeof CTS_WRITER_EXE_NAME);
+  writer_exe_found = access(writer_exe, X_OK) == 0;
+  return writer_exe_found == 1;
+}
+
+/* The lazy writer is for rates at which a short image may well never sample. Its spawn, an
+ * exec, costs a sampling image ~0.5 ms of CPU more than the fork at the start (an exec and
+ * the loader: bench/README.md, "The exec chain with no writer until the first sample"),
+ * and saves ~0.45 ms where no sample comes. At 1e-4 an image that allocates 40 KB (env,
+ * sh) samples about one time in three; at the default rate, 1e-6, one in three hundred;
+ * at rate 1, always, at its first allocation. */
+#define LAZY_RATE_BELOW 1e-4
+
+/* tracer_state.h. Not: a sampling rate from LAZY_RATE_BELOW up, a compressed trace (the zstd
+ * stage's state is the program's), a descriptor, socket or callback sink (a file's end can be taken
+ * back after a failed exec: cts__session_exec_resume), ThreadSanitizer or Valgrind builds (which
+ * follow clones as their own), a program that is not dumpable (the writer executable could not read
+ * its maps, where a forked writer has them), or no writer executable (the tracer linked into a
+ * program). Those make their writer process at the start, as before. */
+bool cts__lazy_writer_fits(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
+  return cfg->sample_rate < LAZY_RATE_BELOW && SHARED_MIDDLE &&
+         sink->kind == CTS_TRACER_SINK_FILE && !cfg->compress_level && !under_valgrind() &&
+         prctl(PR_GET_DUMPABLE, 0L, 0L, 0L, 0L) == 1 && find_writer_executable();
+}
+
+/* What the spawn's clones read: prepared before them (they allocate nothing). */
+#define SPAWN_ENV_MAX 1024u
+static struct {
+  const char *argv[5];
+  char memfd_arg[24], addr_arg[24], size_arg[24];
+  const char *envp[SPAWN_ENV_MAX + 2u];
+  char memtrace_env[sizeof "MEMTRACE=" + sizeof cts__sink.path];
+  int keep[3]; /* the writer's copies of these lose their close-on-exec flag */
+  volatile int exec_failed;
+} spawn;
+static _Alignas(64) unsigned char middle_stack[16384], writer_stack[16384];
+
+static void format_unsigned(char *out, uint64_t v) {
+  char digits[24];
+  size_t n = 0;
+  do digits[n++] = (char)('0' + v % 10u);
+  while ((v /= 10u) != 0);
+  for (size_t i = 0; i < n; i++) out[i] = digits[n - 1u - i];
+  out[n] = '\0';
+}
+
+/* The writer, a vfork'd child of the intermediate on its memory (the program's): its own
+ * descriptor table, in which the three it needs survive the exec. */
+static int exec_writer_entry(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 3; i++) syscall(SYS_fcntl, spawn.keep[i], F_SETFD, 0);
+  syscall(SYS_execve, writer_exe, spawn.argv, spawn.envp);
+  spawn.exec_failed = 1;
+  syscall(SYS_exit, 127);
+  return 0;
+}
+
+/* The intermediate: a session of its own (the writer is then out of the program's session
+ * and process group from its first instruction, and no session leader), the writer, its
+ * pid for the program, and its exit, which makes the writer nobody's child. */
+static int exec_middle_entry(void *arg) {
+  (void)arg;
+  syscall(SYS_setsid);
+  const int pid = clone(exec_writer_entry, writer_stack + sizeof writer_stack,
+                        CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+  atomic_store(&cts__ctl->writer_pid, pid > 0 && !spawn.exec_failed ? pid : -1);
+  syscall(SYS_exit, 0);
+  return 0;
+}
+
+/* The program's environment for the writer, without LD_PRELOAD (the writer is not traced);
+ * the symbol cache's variables (CTFSCOPE_CACHE, XDG_CACHE_HOME, HOME) stay. MEMTRACE names
+ * the trace it writes, as a forked writer's environment (the program's at its start) does:
+ * what tells one program's writer from another's. */
+static void spawn_environment(void) {
+  extern char **environ;
+  size_t n = 0;
+  memcpy(spawn.memtrace_env, "MEMTRACE=", 9);
+  cts__copy_string(spawn.memtrace_env + 9, sizeof spawn.memtrace_env - 9, cts__sink.path);
+  spawn.envp[n++] = spawn.memtrace_env;
+  for (char **e = environ; e && *e && n < SPAWN_ENV_MAX; e++)
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0 && strncmp(*e, "MEMTRACE=", 9) != 0)
+      spawn.envp[n++] = *e;
+  spawn.envp[n] = NULL;
+}
+
+/* What the writer executable needs of the session, in the shared header. */
+static void write_handover(int watch_fd) {
+  cts__writer_handover_t *const h =
+      (cts__writer_handover_t *)(cts__ring_state.shared + CTS__HANDOVER_OFFSET);
+  h->struct_size = sizeof *h;
+  h->program_pid = getpid();
+  h->sink_fd = cts__sink.fd;
+  h->watch_fd = watch_fd;
+  h->sink_fd_ident = cts__sink.fd_ident;
+  h->header_bytes = cts__session.header_bytes;
+  h->start_us = cts__session.wc.start_time_us;
+  h->cfg = cts__session.cfg;
+  h->cfg.context = h->cfg.executable_name = NULL;
+  memcpy(&h->sampler, &cts__sampler, sizeof h->sampler);
+  h->session = cts__session.session;
+  h->session_bits = cts__session.session_bits;
+  h->tsc_mode = cts__session.tsc_mode;
+  h->tsc_start = cts__writer.tsc_start;
+  h->tsc_start_ns = cts__writer.tsc_start_ns;
+  h->lost_taken = cts__writer.lost_taken;
+  h->base = cts__session.base;
+  cts__copy_string(h->exe, sizeof h->exe, cts__session.exe);
+  cts__copy_string(h->host, sizeof h->host, cts__session.host);
+  cts__copy_string(h->context, sizeof h->context, cts__session.context);
+  cts__copy_string(h->path, sizeof h->path, cts__sink.path);
+  h->magic = CTS__HANDOVER_MAGIC;
+}
+
+/* tracer_state.h. From inside the allocator (guard raised), any thread. */
+int cts__spawn_writer_exec(void) {
+  if (cts__sink_check() != 0 ||
+      !cts_fd_still(cts__ring_state.shared_fd, cts__ring_state.shared_fd_ident))
+    return -EBADF;
+  int watch[2];
+  if (pipe2(watch, O_CLOEXEC) != 0) return -errno;
+  watch[1] = cts_fd_off_stdio(watch[1]);
+  if (watch[1] < 0) {
+    const int e = -errno;
+    close(watch[0]);
+    return e;
+  }
+  write_handover(watch[0]);
+  spawn.keep[0] = cts__ring_state.shared_fd;
+  spawn.keep[1] = cts__sink.fd;
+  spawn.keep[2] = watch[0];
+  format_unsigned(spawn.memfd_arg, (uint64_t)cts__ring_state.shared_fd);
+  format_unsigned(spawn.addr_arg, (uint64_t)(uintptr_t)cts__ring_state.shared);
+  format_unsigned(spawn.size_arg, (uint64_t)cts__ring_state.shared_size);
+  spawn.argv[0] = writer_exe;
+  spawn.argv[1] = spawn.memfd_arg;
+  spawn.argv[2] = spawn.addr_arg;
+  spawn.argv[3] = spawn.size_arg;
+  spawn.argv[4] = NULL;
+  spawn.exec_failed = 0;
+  spawn_environment();
+  snapshot = cts__shared_handover();
+  atomic_store(&cts__ctl->writer_pid, 0);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int saved = errno;
+  const pid_t middle = clone(exec_middle_entry, middle_stack + sizeof middle_stack,
+                             CLONE_VM | CLONE_VFORK /* no exit signal */, NULL);
+  const int e = middle < 0 ? -errno : 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = saved;
+  close(watch[0]);
+  if (e) {
+    close(watch[1]);
+    snapshot = NULL;
+    return e;
+  }
+  cts__wproc.owner_fd = watch[1];
+  cts__wproc.owner_fd_ident = cts_fd_ident(watch[1]);
+  middle_pid = middle;
+  middle_parent = getpid();
+  settle_middle(true, true); /* it has exited: its last step was the writer's exec */
+  if (atomic_load(&cts__ctl->writer_pid) <= 0) {
+    cts__forget_writer_process();
+    return -ESRCH;
+  }
+  return 0;
+}
+
+/* tracer_internal.h. The writer executable's main: argv is the memfd, the address and the
+ * size of the shared mapping. Exits 127 when it cannot take the session over (the program
+ * then sees its writer gone). */
+int cts__writer_exec_main(int argc, char **argv) {
+  if (argc != 4) return 127;
+  char *end;
+  const long memfd = strtol(argv[1], &end, 10);
+  if (*end || memfd < 0) return 127;
+  const unsigned long long addr = strtoull(argv[2], &end, 10);
+  if (*end) return 127;
+  const unsigned long long size = strtoull(argv[3], &end, 10);
+  if (*end || size < SHARED_HEADER + CTS__HANDOVER_BYTES) return 127;
+  /* At the program's address: the control block's ring pointers hold in both. */
+  void *const p = mmap((void *)(uintptr_t)addr, (size_t)size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, (int)memfd, 0);
+  if (p != (void *)(uintptr_t)addr) return 127;
+  close((int)memfd);
+  const cts__writer_handover_t *const h =
+      (const cts__writer_handover_t *)((unsigned char *)p + CTS__HANDOVER_OFFSET);
+  if (h->magic != CTS__HANDOVER_MAGIC || h->struct_size != sizeof *h) return 127;
+  cts__guard_enter();
+  cts__ring_state.shared = p;
+  cts__ring_state.shared_size = (size_t)size;
+  cts__ctl = (cts__control_t *)p;
+  snapshot = cts__shared_handover();
+
+  cts__session.cfg = h->cfg;
+  cts__session.session = h->session;
+  cts__session.session_bits = h->session_bits;
+  cts__session.tsc_mode = h->tsc_mode;
+  cts__session.base = h->base;
+  cts__session.clock = cts__wall_clock_us;
+  cts__session.clock_user_data = NULL;
+  cts__session.writer_process = true;
+  cts__session.session_running = true;
+  cts__copy_string(cts__session.exe, sizeof cts__session.exe, h->exe);
+  cts__copy_string(cts__session.host, sizeof cts__session.host, h->host);
+  cts__copy_string(cts__session.context, sizeof cts__session.context, h->context);
+  memcpy(&cts__sampler, &h->sampler, sizeof cts__sampler);
+  cts__writer.tsc_start = h->tsc_start;
+  cts__writer.tsc_start_ns = h->tsc_start_ns;
+
+  /* The sink: the program's trace file, by the inherited descriptor. */
+  cts_tracer_sink_init(&cts__sink.sink, CTS_TRACER_SINK_FILE);
+  cts__copy_string(cts__sink.path, sizeof cts__sink.path, h->path);
+  cts__sink.sink.path = cts__sink.path;
+  cts__sink.fd = h->sink_fd;
+  cts__sink.fd_ident = h->sink_fd_ident;
+  cts__sink.own_fd = true;
+  /* The memtrace writer re-made as the program made it: its header's bytes, already in the
+   * file, are dropped (the encoder's state after them is the program's). */
+  cts__sink.bytes_written = 0;
+  cts__sink.discard = h->header_bytes;
+  cts_mt_writer_config_t wc;
+  cts__session_writer_config(&wc, h->start_us, (uint64_t)h->program_pid);
+  if (!cts__writer_memory() || cts__writer_init(&wc) != 0 || cts__sink.discard != 0 ||
+      cts__sink.bytes_written != h->header_bytes)
+    return 127;
+  cts__writer.emitted = 0;
+  cts__writer.pending.present = false;
+  cts__writer.lost_taken = h->lost_taken;
+  cts__writer.writer_time = h->start_us;
+  cts__writer_process_run(h->watch_fd, h->program_pid);
 }
