@@ -15,6 +15,7 @@
 #include "../mt_reader_config.h"
 #include "../test.h"
 #include "../test_buf.h"
+#include "buf_writer.h"
 
 enum { ALLOCS = 60000, STACKS = 48, DEEP = 300, POOL = 150 };
 
@@ -28,12 +29,6 @@ typedef struct written {
 
 static written_t *log_;
 static size_t nlog;
-
-static size_t resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
-  (void)ud;
-  if (max) out[0] = (cts_mt_location_t){(uint32_t)(code & 0xFFFFF), 0, 0, "f.c", "fn"};
-  return 1;
-}
 
 static uint64_t now_us = 1700000000000000ull;
 static uint64_t clock_us(void *ud) {
@@ -60,16 +55,13 @@ static void write_trace(buf_t *out) {
   cts_mt_writer_config_t cfg;
   cts_mt_writer_config_init(&cfg);
   cfg.sample_rate = 1e-3;
-  cfg.write = buf_write;
-  cfg.write_user_data = out;
   cfg.clock = clock_us;
-  cfg.resolve = resolve;
+  cfg.resolve = resolve_any;
   cfg.start_time_us = now_us;
-  const size_t size = cts_mt_writer_size(&cfg);
-  void *mem = aligned_alloc(64, (size + 63) / 64 * 64);
-  CTS_ASSERT(mem != NULL);
   cts_mt_writer_t *w;
-  CTS_ASSERT_EQ_INT(cts_mt_writer_init(&w, mem, size, &cfg), 0);
+  void *mem;
+  open_buf_writer(&cfg, out, &w, &mem);
+  if (cts_test_state.failed) return;
   /* A few dozen stacks picked at random: codewords of every tag in no order. And DEEP frames drawn
    * from POOL codes, all cached after the first allocation that uses them and in a new order each
    * time: nearly every frame a codeword of its own, none of them a literal. */
