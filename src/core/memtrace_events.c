@@ -569,6 +569,13 @@ int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const cts__mt_he
 #define STYLE_SAMPLED_RANDOM 3
 #define PROBE_INTERVAL       16u
 
+/* Decoding by arithmetic, the loop asks for the trace's bytes this far ahead of each event
+ * (a prefetch never faults, past the mapping's end either): the hardware's prefetchers stop
+ * at each 4 KiB page, and the first event on a page waited for memory. On survivors160
+ * read_bench ran 4.5 % faster, `info` 0.9 %; 512 and 8192 bytes gave less. By branches
+ * (the other traces) it was not kept: default 3 % faster but sqlite3 6 % slower. */
+#define PREFETCH_AHEAD 2048
+
 /* Room the fast loop wants before an event: its header and the longest fixed part. */
 #define FAST_EVENT_ROOM (4u + EVENT_FIXED_MAX)
 
@@ -908,6 +915,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
   uint32_t nevents = 0;
   int e = 0;
   while (CTS_LIKELY(p <= last)) {
+    if (random_mix) __builtin_prefetch(p + PREFETCH_AHEAD);
     const uint32_t eh = cts_ld_le32(p);
     const unsigned id = eh >> MT_TIME_BITS;
     uint64_t rel = (eh - (uint32_t)tb) & MT_TIME_MASK;
