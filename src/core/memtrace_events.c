@@ -243,7 +243,7 @@ CTS_NOINLINE static int store_literal(cts_mt_reader_t *r, domain_t *d, uint32_t 
                         "backtrace uses location code %llu before any location event defines it",
                         (unsigned long long)code);
   d->cache_loc[bucket] = code;
-  r->literal_seen = true; /* counting allocations, this one is delivered */
+  r->deliver_alloc = true; /* counting allocations, this one is delivered */
   if (r->on_literal) r->on_literal(r->literal_user_data, code, kept);
   return 0;
 }
@@ -373,12 +373,22 @@ static CTS_FORCE_INLINE int decode_codewords_fast(cts_mt_reader_t *r, domain_t *
        * there. Where one tag dominates (most traces), the branches below cost less. */
       const size_t run = (w >> 1) & 1u;
       const size_t n = (w & 1u) | ((size_t)p[0] & (0 - run));
+      if (sample) {
+        d->tag_flips += (uint32_t)(run ^ d->last_run);
+        d->last_run = (uint8_t)run;
+      }
       p += run;
       size_t chain[RUN_UNROLLED + 1];
       chain[0] = bucket;
       uint64_t c = cache_loc[bucket];
       out[0] = c;
       bool empty = c == 0;
+      /* (gcc left this loop rolled in the counting instance by arithmetic: a loop branch
+       * and a counter for three steps, and cachegrind's simulated predictor, which knows no
+       * loop, missing its end at every codeword.) */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 4
+#endif
       for (size_t k = 1; k <= RUN_UNROLLED; k++) {
         chain[k] = cache_pred[chain[k - 1]];
         c = cache_loc[chain[k]];
@@ -543,17 +553,28 @@ int cts__mt_decode_info(cts_mt_reader_t *r, const uint8_t *pkt, const cts__mt_he
  * one event's address to the next, whatever the data. Where the sizes of long-form
  * lengths (1 or 3 bytes) and the codewords' tags (a run or not) look random -- both at
  * once, as in gen_trace's survivors shape, a random mix of small and large blocks with
- * few distinct stacks -- the fast loop decodes them by arithmetic (STYLE_RANDOM);
- * elsewhere (every real trace measured) by branches (STYLE_BRANCHES). One packet of a
- * domain in PROBE_INTERVAL, the first included, is decoded by branches while counting how
- * often the two change between consecutive instances (STYLE_SAMPLED), which picks the
+ * few distinct stacks -- the fast loop decodes them by arithmetic (STYLE_RANDOM): a
+ * long-form allocation's fields with every byte loaded from each place it can be before
+ * the sizes are known (long_alloc_mixed()), and a codeword's hit and first predictions
+ * whatever its tag; elsewhere (every real trace measured) by branches (STYLE_BRANCHES).
+ * One packet of a domain in PROBE_INTERVAL, the first included, is decoded while counting
+ * how often the two change between consecutive instances (STYLE_SAMPLED, by branches, or
+ * STYLE_SAMPLED_RANDOM, by arithmetic, in the domain's current style), which picks the
  * style of the packets after it (a trace's first packets often hold only locations; its
- * first events are then decoded by branches until the next sample). All three decode the
+ * first events are then decoded by branches until the next sample). All four decode the
  * same events with the same checks, errors and results; only the time differs. */
-#define STYLE_BRANCHES 0
-#define STYLE_SAMPLED  1
-#define STYLE_RANDOM   2
-#define PROBE_INTERVAL 16u
+#define STYLE_BRANCHES       0
+#define STYLE_SAMPLED        1
+#define STYLE_RANDOM         2
+#define STYLE_SAMPLED_RANDOM 3
+#define PROBE_INTERVAL       16u
+
+/* Decoding by arithmetic, the loop asks for the trace's bytes this far ahead of each event
+ * (a prefetch never faults, past the mapping's end either): the hardware's prefetchers stop
+ * at each 4 KiB page, and the first event on a page waited for memory. On survivors160
+ * read_bench ran 4.5 % faster, `info` 0.9 %; 512 and 8192 bytes gave less. By branches
+ * (the other traces) it was not kept: default 3 % faster but sqlite3 6 % slower. */
+#define PREFETCH_AHEAD 2048
 
 /* Room the fast loop wants before an event: its header and the longest fixed part. */
 #define FAST_EVENT_ROOM (4u + EVENT_FIXED_MAX)
@@ -602,7 +623,8 @@ static CTS_FORCE_INLINE void count_alloc_fixed(cts_mt_alloc_counts_t *a, unsigne
 /* The rest of a counted allocation's figures, once its backtrace is decoded (cts_mt_reader_
  * count_allocs()), with frames the length of the backtrace its event would carry. lim is
  * the common prefix + 256 if the allocation meets the short form's conditions but the
- * backtrace's (1-16 words, minor heap, one sample: always for a short-form event), else 0:
+ * backtrace's (1-16 words, minor heap, one sample: always for a short-form event; a
+ * long-form one decoded by arithmetic is delivered instead), else 0:
  * "fewer than 256 frames after the prefix" is frames - min(cp, frames) < 256, which is
  * frames < cp + 256 (cp < 2^63, checked), without a branch: whether an allocation
  * qualifies follows the trace's mix of forms, which no predictor guesses. */
@@ -804,17 +826,46 @@ static CTS_FORCE_INLINE const uint8_t *vint_unchecked(const uint8_t *p, int64_t 
   return p;
 }
 
-/* The same for a domain whose lengths are mixed: no branch on whether a value below 2^16
- * takes 1 or 3 bytes (which the survivors shape's random mix of small and large blocks
- * makes a coin toss), at the cost of the next field's address waiting for this one's
- * first byte, which costs more where the branch is predicted. */
-static CTS_FORCE_INLINE const uint8_t *vint16_unchecked(const uint8_t *p, int64_t *v) {
-  const uint64_t c = p[0];
-  if (CTS_UNLIKELY(c > 253)) return vint_unchecked(p, v);
-  const uint64_t wide = c == 253;
-  const uint64_t mask = 0 - wide;
-  *v = (int64_t)((c & ~mask) | (cts_ld_le16(p + 1) & mask));
-  return p + 1 + 2 * wide;
+/* A long-form allocation's fixed fields (§8.1) from p, just past the event header, for a
+ * domain whose lengths are mixed: as read_long_alloc() but with every byte whose place
+ * depends on the sizes of the length and the sample count (1 or 3 bytes each: a coin toss
+ * on the survivors shape) loaded before those sizes are known, from every place it can be,
+ * and the right one chosen by a mask or a shift. The chain from one event's address to the
+ * next then waits for one byte load (the length's first) instead of four; the rare fields
+ * (a vint of 5 or 9 bytes, a prefix of 253 frames or more) take the plain path. */
+static CTS_FORCE_INLINE const uint8_t *long_alloc_mixed(const uint8_t *p, int64_t *length,
+                                                        int64_t *nsamples, unsigned *source,
+                                                        int64_t *cp, uint32_t *nencoded) {
+  const uint64_t c0 = p[0], narrow1 = p[1], wide1 = p[3];
+  /* Source, prefix and codeword count: 4 bytes at p + 2, p + 4 or p + 6. */
+  const uint64_t tail = cts_ld_le64(p + 2);
+  if (CTS_UNLIKELY(c0 > 253)) goto plain;
+  /* (Selections on the way to the next event's address by masks: gcc makes branches of
+   * `w0 ? a : b` there, which the data make a coin toss.) */
+  const uint64_t w0 = c0 == 253, m0 = 0 - w0;
+  const uint64_t c1 = narrow1 ^ ((narrow1 ^ wide1) & m0);
+  if (CTS_UNLIKELY(c1 > 253)) goto plain;
+  /* How many of the two are wide, for either size of the first, known before it. */
+  const uint64_t wides_if_narrow = narrow1 == 253, wide_if_wide = wide1 == 253;
+  const uint64_t wides_if_wide = 1 + wide_if_wide; /* (a branch at -O0 in one expression) */
+  const uint64_t wides = wides_if_narrow ^ ((wides_if_narrow ^ wides_if_wide) & m0);
+  const uint64_t fields = tail >> (16 * wides);
+  const uint64_t cp0 = (fields >> 8) & 0xff;
+  if (CTS_UNLIKELY(cp0 >= 253)) goto plain;
+  const uint64_t m1 = w0 - wides; /* (all ones if the second is wide) */
+  *length = (int64_t)(c0 ^ ((c0 ^ cts_ld_le16(p + 1)) & m0));
+  *nsamples = (int64_t)(c1 ^ ((c1 ^ cts_ld_le16(p + 2 + 2 * w0)) & m1));
+  *source = (unsigned)(fields & 0xff);
+  *cp = (int64_t)cp0;
+  *nencoded = (uint32_t)((fields >> 16) & 0xffff);
+  return p + 6 + 2 * wides;
+plain:;
+  const uint8_t *q = p;
+  read_long_alloc(&q, NULL, length, nsamples, source, cp, nencoded, false);
+  /* A negative value as a bad source: the caller tests only that (the values above are
+   * below 2^16), and hands either to the careful path, which tells which it is. */
+  if ((*length | *nsamples | *cp) < 0) *source = 0xff;
+  return q;
 }
 
 static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
@@ -834,7 +885,8 @@ static int ignore_event(void *user_data, const cts_mt_event_t *ev) {
 static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
                                         const bool decode, const bool count, const bool tally,
                                         const int style) {
-  const bool random_mix = style == STYLE_RANDOM, sample = style == STYLE_SAMPLED;
+  const bool random_mix = style == STYLE_RANDOM || style == STYLE_SAMPLED_RANDOM,
+             sample = style == STYLE_SAMPLED || style == STYLE_SAMPLED_RANDOM;
   const uint8_t *p = c->p;
   const uint8_t *const end = c->end;
   const uint8_t *const last = end - FAST_EVENT_ROOM; /* the caller made sure p <= last */
@@ -863,6 +915,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
   uint32_t nevents = 0;
   int e = 0;
   while (CTS_LIKELY(p <= last)) {
+    if (random_mix) __builtin_prefetch(p + PREFETCH_AHEAD);
     const uint32_t eh = cts_ld_le32(p);
     const unsigned id = eh >> MT_TIME_BITS;
     uint64_t rel = (eh - (uint32_t)tb) & MT_TIME_MASK;
@@ -918,26 +971,38 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
           d->last_wide = wide;
         }
         if (random_mix) {
-          q = vint16_unchecked(p + 4, &length);
-          q = vint16_unchecked(q, &nsamples);
+          q = long_alloc_mixed(p + 4, &length, &nsamples, &source, &cp, &nencoded);
         } else {
           q = vint_unchecked(p + 4, &length);
           q = vint_unchecked(q, &nsamples);
+          source = *q++;
+          q = vint_unchecked(q, &cp);
+          nencoded = cts_ld_le16(q);
+          q += 2;
         }
-        source = *q++;
-        q = vint_unchecked(q, &cp);
-        nencoded = cts_ld_le16(q);
-        q += 2;
-        /* (The three signs in one test.) */
-        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL || (length | nsamples | cp) < 0)) break;
+        /* (The three signs in one test; long_alloc_mixed() folds them into the source.) */
+        if (CTS_UNLIKELY(source > CTS_MT_SOURCE_EXTERNAL ||
+                         (!random_mix && (length | nsamples | cp) < 0)))
+          break;
         if (tally) {
           count_alloc_fixed(&r->allocs, source, (uint64_t)length, (uint64_t)nsamples, 1);
           /* (1-16 words, minor, one sample: the three tests as one, length and nsamples
            * being >= 0 here. A branch: a long-form allocation that meets them is rare, as
            * the writer uses the short form for those but with 256 codewords or more.) */
-          if (CTS_UNLIKELY(((((uint64_t)length - 1) >> 4) | source | ((uint64_t)nsamples - 1)) ==
-                           0))
-            lim = (uint64_t)cp + 256;
+          const bool short_form_but_backtrace =
+              ((((uint64_t)length - 1) >> 4) | source | ((uint64_t)nsamples - 1)) == 0;
+          /* Decoding by arithmetic, such an allocation is delivered and the consumer
+           * decides on its backtrace: the counted long form then needs no limit (lim
+           * stays 0), where gcc chose it by a conditional move, four instructions an
+           * allocation and a register across the backtrace. (Decoding by branches, gcc
+           * laid out the prediction run's loop differently with this, and sqlite3's trace,
+           * made of such runs, read 4 % slower.) */
+          if (CTS_UNLIKELY(short_form_but_backtrace)) {
+            if (random_mix)
+              r->deliver_alloc = true;
+            else
+              lim = (uint64_t)cp + 256;
+          }
         }
       } else {
         break;
@@ -987,7 +1052,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
       } else {
         /* Counted, unless the consumer must see it (cts_mt_reader_count_allocs()). */
         const uint64_t frames = d->bt_len;
-        if (CTS_LIKELY((frames != 1) & !r->literal_seen)) {
+        if (CTS_LIKELY((frames != 1) & !r->deliver_alloc)) {
           count_alloc_rest(&r->allocs, (uint64_t)length, lim, frames);
           if (!c->first_alloc) c->first_alloc = p;
           c->last_alloc = p;
@@ -995,7 +1060,7 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
           p = q;
           continue;
         }
-        r->literal_seen = false;
+        r->deliver_alloc = false;
         uncount_alloc_at(&r->allocs, p);
         fill_alloc_event(c, d, p, NEXT_ID - 1);
       }
@@ -1022,16 +1087,25 @@ static CTS_FORCE_INLINE int events_fast(cts_mt_reader_t *r, domain_t *d, event_c
 
 /* The loop's instances: backtraces decoded or skipped, promotions and collections
  * delivered or counted; and for the two that decode backtraces for a command (delivering
- * every event, or counting allocations as `info` does), the three decoding styles. */
-/* (The three delivering instances in one function: with each in a function of its own,
- * gcc placed the branches' instance's loop over a prediction run across a 64-byte line,
- * and read_bench ran 13 % slower on sqlite3's trace, whose backtraces are mostly such runs.
- * The counting instances below ran as fast either way on every trace measured.) */
+ * every event, or counting allocations as `info` does), the four decoding styles. The
+ * instances by branches come first and in one function for delivering, those by arithmetic
+ * last: gcc lays out the branches' loop over a prediction run by where the function starts,
+ * and sqlite3's trace, whose backtraces are mostly such runs, read 4-13 % slower when that
+ * moved (the same instructions). */
+/* Allocations counted too (cts_mt_reader_count_allocs()); only with backtraces decoded,
+ * which their figures need. */
+CTS_NOINLINE static int decode_tally_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, true, true, true, STYLE_BRANCHES);
+}
+CTS_NOINLINE static int decode_tally_sampled(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
+  return events_fast(r, d, c, true, true, true, STYLE_SAMPLED);
+}
+/* (The delivering instances by branches in one function: with each in a function of its
+ * own, gcc placed the branches' instance's loop over a prediction run across a 64-byte
+ * line, and read_bench ran 13 % slower on sqlite3's trace.) */
 CTS_NOINLINE static int decode_events_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
                                            int style) {
   switch (style) {
-    case STYLE_RANDOM:
-      return events_fast(r, d, c, true, false, false, STYLE_RANDOM);
     case STYLE_SAMPLED:
       return events_fast(r, d, c, true, false, false, STYLE_SAMPLED);
     default:
@@ -1047,16 +1121,20 @@ CTS_NOINLINE static int decode_count_fast(cts_mt_reader_t *r, domain_t *d, event
 CTS_NOINLINE static int skip_count_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   return events_fast(r, d, c, false, true, false, STYLE_BRANCHES);
 }
-/* Allocations counted too (cts_mt_reader_count_allocs()); only with backtraces decoded,
- * which their figures need. */
-CTS_NOINLINE static int decode_tally_fast(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true, true, true, STYLE_BRANCHES);
-}
-CTS_NOINLINE static int decode_tally_sampled(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
-  return events_fast(r, d, c, true, true, true, STYLE_SAMPLED);
-}
 CTS_NOINLINE static int decode_tally_random(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   return events_fast(r, d, c, true, true, true, STYLE_RANDOM);
+}
+CTS_NOINLINE static int decode_tally_sampled_random(cts_mt_reader_t *r, domain_t *d,
+                                                    event_cursor_t *c) {
+  return events_fast(r, d, c, true, true, true, STYLE_SAMPLED_RANDOM);
+}
+
+/* The delivering instances by arithmetic (style STYLE_RANDOM or STYLE_SAMPLED_RANDOM). */
+CTS_NOINLINE static int decode_events_random(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c,
+                                             int style) {
+  if (style == STYLE_SAMPLED_RANDOM)
+    return events_fast(r, d, c, true, false, false, STYLE_SAMPLED_RANDOM);
+  return events_fast(r, d, c, true, false, false, STYLE_RANDOM);
 }
 
 /* The counting instances, by style. */
@@ -1065,18 +1143,22 @@ static const events_loop_fn decode_tally_by_style[] = {
     [STYLE_BRANCHES] = decode_tally_fast,
     [STYLE_SAMPLED] = decode_tally_sampled,
     [STYLE_RANDOM] = decode_tally_random,
+    [STYLE_SAMPLED_RANDOM] = decode_tally_sampled_random,
 };
 
 static int decode_events(cts_mt_reader_t *r, domain_t *d, event_cursor_t *c) {
   const uint8_t *const end = c->end;
-  const int style = d->packets_unprobed == 0 ? STYLE_SAMPLED
-                    : d->random_mix          ? STYLE_RANDOM
-                                             : STYLE_BRANCHES;
+  const int style = d->packets_unprobed == 0
+                        ? (d->random_mix ? STYLE_SAMPLED_RANDOM : STYLE_SAMPLED)
+                    : d->random_mix ? STYLE_RANDOM
+                                    : STYLE_BRANCHES;
   int e;
   while (c->p < end) {
     if (end - c->p >= (ptrdiff_t)FAST_EVENT_ROOM) {
       if (!c->freed)
-        e = c->decode ? decode_events_fast(r, d, c, style) : skip_events_fast(r, d, c);
+        e = !c->decode      ? skip_events_fast(r, d, c)
+            : d->random_mix ? decode_events_random(r, d, c, style)
+                            : decode_events_fast(r, d, c, style);
       else if (!c->decode)
         e = skip_count_fast(r, d, c);
       else

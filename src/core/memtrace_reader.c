@@ -107,7 +107,7 @@ void cts_mt_reader_count_frees(cts_mt_reader_t *r, bool count) {
 
 void cts_mt_reader_count_allocs(cts_mt_reader_t *r, bool count) {
   r->count_allocs = count;
-  r->literal_seen = false;
+  r->deliver_alloc = false;
 }
 
 void cts_mt_reader_alloc_counts(const cts_mt_reader_t *r, cts_mt_alloc_counts_t *out) {

@@ -75,10 +75,11 @@ struct cts_mt_reader {
   bool count_frees; /* cts_mt_reader_count_frees() */
   free_tally_t freed;
   bool count_allocs; /* cts_mt_reader_count_allocs() */
-  /* Set by every literal codeword stored (the hook's call): the allocation being decoded is
-   * delivered, not counted. Cleared when the counting loop delivers one; left set elsewhere,
-   * which at worst delivers one allocation more. */
-  bool literal_seen;
+  /* Set by every literal codeword stored (the hook's call), and decoding by arithmetic by a
+   * long-form allocation that the short form would take but for its backtrace: the
+   * allocation being decoded is delivered, not counted. Cleared when the counting loop delivers
+   * one; left set elsewhere, which at worst delivers one allocation more. */
+  bool deliver_alloc;
   cts_mt_alloc_counts_t allocs; /* times and offsets set at a packet's end */
 };
 

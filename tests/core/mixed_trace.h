@@ -14,6 +14,7 @@
 #include "../../src/common/hash.h"
 #include "../test.h"
 #include "../test_buf.h"
+#include "buf_writer.h"
 
 /* Loss-marker codes get the tracer's marker name; others an ordinary one. */
 static size_t mixed_resolve(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
@@ -38,17 +39,14 @@ static void make_mixed_trace(buf_t *out, uint16_t version, uint32_t n, uint64_t 
   cts_mt_writer_config_init(&cfg);
   cfg.version = version;
   cfg.sample_rate = 1e-3;
-  cfg.write = buf_write;
-  cfg.write_user_data = out;
   cfg.clock = mixed_clock;
   cfg.resolve = mixed_resolve;
   mixed_now_us = 1700000000000000ull;
   cfg.start_time_us = mixed_now_us;
-  const size_t size = cts_mt_writer_size(&cfg);
-  void *mem = aligned_alloc(64, (size + 63) / 64 * 64);
-  CTS_ASSERT(mem != NULL);
   cts_mt_writer_t *w;
-  CTS_ASSERT_EQ_INT(cts_mt_writer_init(&w, mem, size, &cfg), 0);
+  void *mem;
+  open_buf_writer(&cfg, out, &w, &mem);
+  if (cts_test_state.failed) return;
   uint64_t rng = seed, ids[8] = {0};
   bool live[8] = {0};
   for (uint32_t i = 0; i < n; i++) {

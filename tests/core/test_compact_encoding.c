@@ -10,6 +10,7 @@
 #include "../../src/os/os.h"
 #include "../test.h"
 #include "../test_buf.h"
+#include "buf_writer.h"
 
 /* ---- decoding into a digest ---------------------------------------------------------- */
 
@@ -124,13 +125,6 @@ static uint64_t next_random(workload_t *wl) {
   return z ^ (z >> 31);
 }
 
-/* Every code names itself: a few bytes of location each, so sizes measure backtraces. */
-static size_t resolve_any(void *ud, uint64_t code, cts_mt_location_t *out, size_t max) {
-  (void)ud;
-  if (max) out[0] = (cts_mt_location_t){(uint32_t)(code & 0xFFFFF), 0, 0, "f.c", "fn"};
-  return 1;
-}
-
 static void start(workload_t *wl, cts_mt_encoding_t encoding, buf_t *out) {
   memset(wl, 0, sizeof *wl);
   wl->now = 1700000000000000ull;
@@ -140,16 +134,11 @@ static void start(workload_t *wl, cts_mt_encoding_t encoding, buf_t *out) {
   cfg.sample_rate = 1.0;
   cfg.start_time_us = wl->now;
   cfg.max_backtrace_frames = MAX_DEPTH;
-  cfg.write = buf_write;
-  cfg.write_user_data = out;
   cfg.clock = fixed_clock;
   cfg.clock_user_data = wl;
-  cfg.resolve = resolve_any;
+  cfg.resolve = resolve_any; /* (so that sizes measure backtraces) */
   cfg.encoding = encoding;
-  const size_t size = cts_mt_writer_size(&cfg);
-  wl->mem = aligned_alloc(64, (size + 63) & ~(size_t)63);
-  CTS_ASSERT(wl->mem != NULL);
-  CTS_ASSERT_EQ_INT(cts_mt_writer_init(&wl->w, wl->mem, size, &cfg), 0);
+  open_buf_writer(&cfg, out, &wl->w, &wl->mem);
 }
 
 /* One allocation; the block 256 allocations older is freed, as in bench/bench_alloc.c. */
