@@ -125,6 +125,9 @@ uint32_t report_mem_time_remaps(const report_mem_t *m, bool *read_again);
 /* Coarser call trees whose figures were made in the trie's lent look-up table, not in memory
  * of their own (tests). */
 uint32_t report_mem_lent_coarsenings(const report_mem_t *m);
+/* Allocations whose node's entry in the coarser tree's map was fetched ahead of the block's
+ * finish (tests). */
+uint64_t report_mem_map_prefetches(const report_mem_t *m);
 /* The trace's profile (rate, word size: what formats byte estimates), borrowed. */
 const cts_alloc_profile_t *report_mem_profile(const report_mem_t *m);
 /* The trace's info record (process id, start time), borrowed; NULL when it has none. */
