@@ -828,7 +828,7 @@ static void prefetch_slots(report_mem_t *m, const pending_t *q) {
 
 /* Then, closer to it, unless the front holds the key: the record the front slot's figures go
  * to when the block takes the slot, and the record its table's slot names. */
-static void prefetch_record(const report_mem_t *m, const pending_t *q) {
+static CTS_FORCE_INLINE void prefetch_record(const report_mem_t *m, const pending_t *q) {
   if (!q->keyed || q->gen != m->key_gen) return;
   const record_t *r = &q->r;
   const front_slot_t *s = &m->front[q->h >> (64 - FRONT_BITS)];
