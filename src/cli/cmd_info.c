@@ -305,6 +305,12 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size, const
   if (in && s->end_us > in->start_time_us && (!s->have_events || s->end_us > s->last_event_us))
     cts_out_printf(o, "Duration       %.6f s (the trace ends after its last event)\n",
                    (double)(s->end_us - in->start_time_us) / 1e6);
+  else if (in && !err && s->packets_total == s->packets_by_kind[0])
+    /* No packet closed the trace: its program was killed before it sampled anything (a lazy
+     * session has no writer until then), or its writer before its first write. */
+    cts_out_printf(o,
+                   "Duration       unknown: the trace has its header only (no end time was "
+                   "recorded)\n");
   cts_out_printf(
       o,
       "Packets        %s: trace_info %llu, locations %llu, events %llu, empty %llu, "

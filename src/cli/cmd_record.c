@@ -208,8 +208,14 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
 
 typedef struct record_counts {
   uint64_t allocs, samples, collects, truncated;
+  uint64_t packets_after_info; /* 0: the header alone, the trace never closed */
   double rate;
 } record_counts_t;
+
+static int count_packet(void *ud, const cts_mt_packet_t *p) {
+  if (p->kind != CTS_MT_PACKET_TRACE_INFO) ((record_counts_t *)ud)->packets_after_info++;
+  return 0;
+}
 
 static int count_info(void *ud, const cts_mt_info_t *info) {
   ((record_counts_t *)ud)->rate = info->sample_rate;
@@ -343,8 +349,11 @@ static void summarise(const char *path, const char *program, bool killed) {
   cts_mt_reader_config_init(&cfg);
   cfg.allocator = cts_os_allocator();
   cfg.decode_backtraces = false;
-  const cts_mt_handler_t h = {
-      .user_data = &c, .on_info = count_info, .on_event = count_event, .on_warning = count_warning};
+  const cts_mt_handler_t h = {.user_data = &c,
+                              .on_info = count_info,
+                              .on_event = count_event,
+                              .on_packet = count_packet,
+                              .on_warning = count_warning};
   cts_mt_reader_t *r;
   int e = cts_mt_reader_create(&r, &cfg, &h);
   bool input_error = false;
@@ -357,9 +366,13 @@ static void summarise(const char *path, const char *program, bool killed) {
   } else {
     cli_human_bytes(c.rate > 0 ? (double)c.samples / c.rate * 8.0 : 0, bytes, sizeof bytes);
     const char *const lost = lost_tail(path);
+    /* A lazy session's program killed before its first sample: no writer had started, and
+     * the program could not write the last packet (docs/tracing.md, "The lazy writer"). Nothing
+     * sampled was lost, only when the program ended. */
+    const bool no_end = killed && !lost && !c.truncated && c.packets_after_info == 0;
     fprintf(stderr,
             "ctfscope record: trace written to %s (%s): %s sampled allocations, %s frees, "
-            "about %s allocated (rate %g)%s%s%s%s\n",
+            "about %s allocated (rate %g)%s%s%s%s%s\n",
             path, size, cli_grouped(c.allocs, allocs, sizeof allocs),
             cli_grouped(c.collects, frees, sizeof frees), bytes, c.rate,
             lost || c.truncated ? "; its tail was lost: " : "",
@@ -367,7 +380,8 @@ static void summarise(const char *path, const char *program, bool killed) {
             lost          ? lost
             : c.truncated ? cut_reason(path, killed, why, sizeof why)
                           : "",
-            c.truncated ? ")" : "");
+            c.truncated ? ")" : "",
+            no_end ? "; it has no end time: the program was killed before its first sample" : "");
   }
   cts_mt_reader_destroy(r);
 }

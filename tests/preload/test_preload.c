@@ -2885,6 +2885,30 @@ CTS_TEST(lost_tail_is_reported_by_record_and_info) {
                  "info: %s", out);
 }
 
+/* A lazy session (docs/tracing.md, "The lazy writer") whose program is killed before its
+ * first sample leaves the header alone: no writer had started to write the end. record says
+ * so, and info says the duration is unknown; before, both read it as a complete trace. The
+ * rate makes a sample of the shell's few kilobytes all but impossible. */
+CTS_TEST(program_killed_before_its_first_sample_leaves_no_end_time_and_record_says_so) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "killed_unsampled");
+  unlink(trace);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",         trace, "--rate", "1e-9",
+                  "/bin/sh",         "-c",     "kill -9 $$", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 128 + 9);
+  CTS_ASSERT_MSG(strstr(traced.err, ": 0 sampled allocations, 0 frees") &&
+                     strstr(traced.err,
+                            "; it has no end time: the program was killed before "
+                            "its first sample\n"),
+                 "stderr: %s", traced.err);
+  static char out[1 << 16];
+  CTS_ASSERT(info_says_ok(trace, out, sizeof out));
+  CTS_ASSERT_MSG(strstr(out, "Duration       unknown: the trace has its header only"), "info: %s",
+                 out);
+  unlink(trace);
+}
+
 /* `record -q` returns only once every trace is complete, as its summary waited before: the
  * image that exec'd left its trace to its writer process, stopped here until 300 ms after
  * the program has exited. Without the wait, record returned with the writer still holding
