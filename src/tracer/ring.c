@@ -66,7 +66,7 @@ static unsigned char *ring_memory(void) {
  * there is no memory for one. Guard raised (pthread_setspecific may allocate). */
 CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
   /* The session's first sample: its writer process is made now (the lazy writer). */
-  if (CTS_UNLIKELY(atomic_load_explicit(&cts__session.lazy_writer, memory_order_acquire) ==
+  if (CTS_UNLIKELY(atomic_load_explicit(&cts__lazy_writer, memory_order_acquire) ==
                    CTS__LAZY_WAITING))
     cts__lazy_writer_start();
   cts__ring_t *r = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire);

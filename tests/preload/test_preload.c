@@ -3123,6 +3123,38 @@ CTS_TEST(sampling_image_makes_one_writer_copying_nothing) {
   unlink(trace);
 }
 
+/* A lazy session's descriptors (its rings' memfd, its trace file) are the program's alone
+ * until the first sample: a program that closes them first (closefrom(3), close_range, a
+ * loop of close, a dup2 onto the memfd's number) makes the writer process then, which keeps
+ * copies of its own (src/preload/preload_fds.c). Its 20 blocks of 16 MiB, allocated after
+ * the close, are all in the trace, and `info` reads it whole (its end after its last
+ * event). Before (515f10c, checked): the first sample found the memfd gone, tracing stopped
+ * there, and the trace held no sample. */
+CTS_TEST(program_closing_its_descriptors_before_its_first_sample_keeps_its_trace) {
+  static const char *const modes[] = {"closefrom", "close_range", "loop", "dup2"};
+  for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+    char trace[256];
+    trace_path(trace, sizeof trace, "closefds_late");
+    CTS_ASSERT_MSG(run_both("victim_closefds_late", modes[m], NULL, "1e-5", trace, NULL), "%s",
+                   modes[m]);
+    CTS_ASSERT_STR_EQ(traced.out, "ok\n");
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_MSG(count_length(&d, (uint64_t)16 << 20) == 20, "%s: %zu of the 20 blocks", modes[m],
+                   count_length(&d, (uint64_t)16 << 20));
+    CTS_ASSERT_MSG(d.packets >= 2, "%s: no packet after the header", modes[m]);
+    decoded_fini(&d);
+    char *info[] = {CTS_TEST_CTFSCOPE, "info", trace, NULL};
+    run(&traced, info, NULL, NULL, NULL);
+    CTS_ASSERT_MSG(traced.status == 0, "%s: info exits %d: %s", modes[m], traced.status,
+                   traced.err);
+    CTS_ASSERT_MSG(strstr(traced.out, "Result         ok") != NULL, "%s: %s", modes[m], traced.out);
+    CTS_ASSERT_MSG(strstr(traced.out, "(the trace ends after its last event)") != NULL, "%s: %s",
+                   modes[m], traced.out);
+    unlink(trace);
+  }
+}
+
 /* The lazy writer's exec: an image that made no writer process writes its last packet
  * before each exec, and takes it back when the exec fails (dash tries each directory of
  * PATH in turn): the file is cut back to its header and the trace goes on, so that the
@@ -3290,6 +3322,77 @@ CTS_TEST(hooks_instructions_per_unsampled_call) {
     CTS_ASSERT_MSG(per <= most[i], "%s: %.1f instructions a call in the hooks (at most %.1f)",
                    what[i], per, most[i]);
   }
+}
+
+/* The instructions of victim_closefds_late's loop of 100000 close(-1), counted by
+ * callgrind, traced (preload as hot_loop_instructions runs it) or not. */
+static uint64_t close_loop_instructions(const char *dir, bool preload) {
+  char victim[1024], preload_var[1024], memtrace[512], out[600], dump[700], line[256];
+  victim_path(victim, sizeof victim, "victim_closefds_late");
+  snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s/trace.ctf", dir);
+  snprintf(out, sizeof out, "--callgrind-out-file=%s/cg.close", dir);
+  char *envp[] = {preload_var, memtrace, "MEMTRACE_RATE=1e-12", "CTFSCOPE_WRITER=thread", NULL};
+  char *argv[] = {"/usr/bin/valgrind",
+                  "--tool=callgrind",
+                  "--toggle-collect=hot_close",
+                  out,
+                  "--dump-after=hot_close",
+                  victim,
+                  "hot",
+                  NULL};
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 1), dup2(null, 2);
+    execve(argv[0], argv, preload ? envp : envp + 4);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 0;
+  snprintf(dump, sizeof dump, "%s/cg.close.1", dir);
+  FILE *const f = fopen(dump, "r");
+  uint64_t count = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "summary:", 8) == 0) count = strtoull(line + 8, NULL, 10);
+  if (f) fclose(f);
+  unlink(dump);
+  snprintf(dump, sizeof dump, "%s/cg.close", dir);
+  unlink(dump);
+  snprintf(dump, sizeof dump, "%s/trace.ctf", dir);
+  unlink(dump);
+  return count;
+}
+
+/* Guard for the descriptor hooks (src/preload/preload_fds.c): while no lazy session waits
+ * for its first sample, close costs a load, a compare, a branch and a tail call more (the
+ * release build: 5.0 instructions a call, the PLT's jump to glibc's __close included). A
+ * program closing descriptors in a loop pays nothing measurable. The bound catches a call,
+ * a lock or a system call added to the fast path. Main (515f10c) had no hook: 0. */
+CTS_TEST(close_hook_instructions_per_call) {
+  if (access("/usr/bin/valgrind", X_OK) != 0) CTS_SKIP("no /usr/bin/valgrind");
+#ifdef __clang__
+  CTS_SKIP("valgrind cannot read clang's debugging information");
+#endif
+#ifdef __OPTIMIZE__
+  const double most = 6.5;
+#else
+  const double most = 25.5;                                      /* gcc 12: 21 */
+#endif
+  char dir[] = "/tmp/cts_preload_close_XXXXXX";
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  const uint64_t plain_count = close_loop_instructions(dir, false);
+  const uint64_t traced_count = close_loop_instructions(dir, true);
+  rmdir(dir);
+  /* Not vacuous: the loop ran, each close a system call's wrapper at least. */
+  CTS_ASSERT_MSG(plain_count >= (uint64_t)(5 * HOT_CALLS), "untraced: %" PRIu64, plain_count);
+  CTS_ASSERT(traced_count > 0);
+  const double per = ((double)traced_count - (double)plain_count) / HOT_CALLS;
+  fprintf(stderr, "  close: %.1f instructions a call in the hook (at most %.1f)\n", per, most);
+  CTS_ASSERT_MSG(per <= most, "close: %.1f instructions a call in the hook (at most %.1f)", per,
+                 most);
 }
 
 /* Runs /bin/true traced at the default rate with LD_DEBUG=symbols and reads the program's
