@@ -289,6 +289,18 @@ static CTS_FORCE_INLINE void cts__tracer_on_free(const void *ptr) {
   cts__tracer_free_slow(ptr);
 }
 
+/* For a large zero-initialised array that an image which never samples leaves untouched
+ * (the writer's spawn stacks, the far-block table, the thread tables): placed in .lbss,
+ * which the linker puts after .bss, so that the small variables every image's start
+ * touches share a few pages instead of being spread between such arrays (each page the
+ * start touches is a page fault, 1-3 us on a VM; a page first read then written is two).
+ * ELF only; elsewhere a plain array. */
+#if defined(__ELF__) && defined(__x86_64__)
+#define CTS__COLD_BSS __attribute__((section(".lbss.cts_cold")))
+#else
+#define CTS__COLD_BSS
+#endif
+
 /* Enters/leaves a region whose allocations must not be recorded (the tracer's own). */
 static inline void cts__guard_enter(void) {
   cts__thread.guard++;
