@@ -1409,6 +1409,47 @@ CTS_TEST(exec_d_image_does_not_read_cpuinfo_again) {
                  calls.cpuinfo_reads[1]);
 }
 
+/* Runs argv (valgrind) with environment envp, its output to /dev/null; its pid, its wait
+ * status in *status. */
+static pid_t run_quietly(char *const argv[], char *const envp[], int *status) {
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 1), dup2(null, 2);
+    execve(argv[0], argv, envp);
+    _exit(127);
+  }
+  *status = 0;
+  waitpid(pid, status, 0);
+  return pid;
+}
+
+/* The instructions counted in callgrind output file `path` (its summary line); false if it
+ * cannot be read. */
+static bool callgrind_total(const char *path, uint64_t *total) {
+  FILE *const f = fopen(path, "r");
+  if (!f) return false;
+  char line[256];
+  *total = 0;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "summary:", 8) == 0) *total = strtoull(line + 8, NULL, 10);
+  fclose(f);
+  return true;
+}
+
+/* Removes every file in directory `dir` (not the directory). */
+static void empty_directory(const char *dir) {
+  DIR *const d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
+}
+
 /* The instructions of the library's constructor (callgrind, collecting in preload_init only)
  * in a traced `/bin/true` whose environment holds `fillers` variables besides the
  * settings, into *total (the test fails when they cannot be had). Files go into directory
@@ -1437,35 +1478,16 @@ static void constructor_instructions(const char *dir, unsigned fillers, uint64_t
                   out,
                   "/bin/true",
                   NULL};
-  fflush(NULL);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, 1), dup2(null, 2);
-    execve(argv[0], argv, envp);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
+  int status;
+  const pid_t pid = run_quietly(argv, envp, &status);
   free(envp);
   free(filler);
   CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "valgrind: status %d", status);
   /* The program's own file: its writer processes (forks) write theirs. */
-  char path[700], line[256];
+  char path[700];
   snprintf(path, sizeof path, "%s/cg.%d", dir, (int)pid);
-  FILE *const f = fopen(path, "r");
-  CTS_ASSERT_MSG(f != NULL, "no callgrind output for the program");
-  *total = 0;
-  while (fgets(line, sizeof line, f))
-    if (strncmp(line, "summary:", 8) == 0) *total = strtoull(line + 8, NULL, 10);
-  fclose(f);
-  DIR *const d = opendir(dir);
-  for (struct dirent *e; d && (e = readdir(d));) {
-    if (e->d_name[0] == '.') continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  if (d) closedir(d);
+  CTS_ASSERT_MSG(callgrind_total(path, total), "no callgrind output for the program");
+  empty_directory(dir);
 }
 
 /* Guard for every traced image's start-up (#16): the constructor's work per variable of
@@ -3252,36 +3274,16 @@ static void hot_loop_instructions(const char *dir, bool preload, uint64_t counts
     argv[4 + i] = dumps[i];
   }
   argv[4 + HOT_LOOPS] = victim;
-  fflush(NULL);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, 1), dup2(null, 2);
-    execve(argv[0], argv, preload ? envp : envp + 4);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
+  int status;
+  const pid_t pid = run_quietly(argv, preload ? envp : envp + 4, &status);
   CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "valgrind: status %d", status);
   /* One dump after each loop, numbered in the order they ran. */
   for (unsigned i = 0; i < HOT_LOOPS; i++) {
-    char path[700], line[256];
-    snprintf(path, sizeof path, "%s/cg.%d.%u", dir, (int)pid, i + 1);
-    FILE *const f = fopen(path, "r");
-    CTS_ASSERT_MSG(f != NULL, "no callgrind dump after %s", loops[i]);
-    counts[i] = 0;
-    while (fgets(line, sizeof line, f))
-      if (strncmp(line, "summary:", 8) == 0) counts[i] = strtoull(line + 8, NULL, 10);
-    fclose(f);
-  }
-  DIR *const d = opendir(dir);
-  for (struct dirent *e; d && (e = readdir(d));) {
-    if (e->d_name[0] == '.') continue;
     char path[700];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
+    snprintf(path, sizeof path, "%s/cg.%d.%u", dir, (int)pid, i + 1);
+    CTS_ASSERT_MSG(callgrind_total(path, &counts[i]), "no callgrind dump after %s", loops[i]);
   }
-  if (d) closedir(d);
+  empty_directory(dir);
 }
 
 /* Guard for the default rate's cost per call (#16): the instructions the hooks add to a
@@ -3328,7 +3330,7 @@ CTS_TEST(hooks_instructions_per_unsampled_call) {
 /* The instructions of victim_closefds_late's loop of 100000 close(-1), counted by
  * callgrind, traced (preload as hot_loop_instructions runs it) or not. */
 static uint64_t close_loop_instructions(const char *dir, bool preload) {
-  char victim[1024], preload_var[1024], memtrace[512], out[600], dump[700], line[256];
+  char victim[1024], preload_var[1024], memtrace[512], out[600], dump[700];
   victim_path(victim, sizeof victim, "victim_closefds_late");
   snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
   snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s/trace.ctf", dir);
@@ -3342,29 +3344,13 @@ static uint64_t close_loop_instructions(const char *dir, bool preload) {
                   victim,
                   "hot",
                   NULL};
-  fflush(NULL);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, 1), dup2(null, 2);
-    execve(argv[0], argv, preload ? envp : envp + 4);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 0;
-  snprintf(dump, sizeof dump, "%s/cg.close.1", dir);
-  FILE *const f = fopen(dump, "r");
+  int status;
+  run_quietly(argv, preload ? envp : envp + 4, &status);
   uint64_t count = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (strncmp(line, "summary:", 8) == 0) count = strtoull(line + 8, NULL, 10);
-  if (f) fclose(f);
-  unlink(dump);
-  snprintf(dump, sizeof dump, "%s/cg.close", dir);
-  unlink(dump);
-  snprintf(dump, sizeof dump, "%s/trace.ctf", dir);
-  unlink(dump);
-  return count;
+  snprintf(dump, sizeof dump, "%s/cg.close.1", dir);
+  const bool read = WIFEXITED(status) && WEXITSTATUS(status) == 0 && callgrind_total(dump, &count);
+  empty_directory(dir);
+  return read ? count : 0;
 }
 
 /* Guard for the descriptor hooks (src/preload/preload_fds.c): while no lazy session waits
@@ -3447,7 +3433,7 @@ CTS_TEST(real_functions_found_with_eight_dlsym_calls) {
 #endif
   char dir[] = "/tmp/cts_preload_resolve_XXXXXX";
   CTS_ASSERT(mkdtemp(dir) != NULL);
-  char preload_var[1024], memtrace[512], out[600], dump[700], line[256];
+  char preload_var[1024], memtrace[512], out[600], dump[700];
   snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
   snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s/trace.ctf", dir);
   snprintf(out, sizeof out, "--callgrind-out-file=%s/cg", dir);
@@ -3458,27 +3444,15 @@ CTS_TEST(real_functions_found_with_eight_dlsym_calls) {
                   out,
                   "/bin/true",
                   NULL};
-  fflush(NULL);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, 1), dup2(null, 2);
-    execve(argv[0], argv, envp);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
+  int status;
+  run_quietly(argv, envp, &status);
   snprintf(dump, sizeof dump, "%s/cg", dir);
-  FILE *const f = fopen(dump, "r");
   uint64_t count = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (strncmp(line, "summary:", 8) == 0) count = strtoull(line + 8, NULL, 10);
-  if (f) fclose(f);
-  unlink(dump);
-  snprintf(dump, sizeof dump, "%s/trace.ctf", dir);
-  unlink(dump);
+  const bool read = callgrind_total(dump, &count);
+  empty_directory(dir);
   rmdir(dir);
   CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "valgrind: status %d", status);
+  CTS_ASSERT(read);
   /* Not vacuous: the function ran (its dlsym calls alone are thousands). */
   CTS_ASSERT_MSG(count >= 3000, "%" PRIu64 " instructions", count);
   fprintf(stderr, "  cts__resolve_real_functions: %" PRIu64 " instructions\n", count);
