@@ -294,8 +294,9 @@ static CTS_FORCE_INLINE void cts__tracer_on_free(const void *ptr) {
  * which the linker puts after .bss, so that the small variables every image's start
  * touches share a few pages instead of being spread between such arrays (each page the
  * start touches is a page fault, 1-3 us on a VM; a page first read then written is two).
- * ELF only; elsewhere a plain array. */
-#if defined(__ELF__) && defined(__x86_64__)
+ * gcc on x86-64 ELF only: clang 14 makes a section of that name PROGBITS (the arrays' zeros
+ * in the file); elsewhere a plain array. */
+#if defined(__ELF__) && defined(__x86_64__) && !defined(__clang__)
 #define CTS__COLD_BSS __attribute__((section(".lbss.cts_cold")))
 #else
 #define CTS__COLD_BSS
