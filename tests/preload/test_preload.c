@@ -3154,7 +3154,9 @@ CTS_TEST(sampling_image_makes_one_writer_copying_nothing) {
  * event). Before (515f10c, checked): the first sample found the memfd gone, tracing stopped
  * there, and the trace held no sample. */
 CTS_TEST(program_closing_its_descriptors_before_its_first_sample_keeps_its_trace) {
-  static const char *const modes[] = {"closefrom", "close_range", "loop", "dup2"};
+  /* vfork: a child's closefrom closes its own copies; it makes no writer (it shares the
+   * session's memory: one made there would hold the child's descriptors). */
+  static const char *const modes[] = {"closefrom", "close_range", "loop", "dup2", "vfork"};
   for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
     char trace[256];
     trace_path(trace, sizeof trace, "closefds_late");

@@ -8,6 +8,8 @@
  *   victim_closefds_late loop           close(3) ... close(1023)
  *   victim_closefds_late dup2           dup2 of /dev/null onto the tracer's memfd (found in
  *                                       /proc/self/fd; nothing when there is none)
+ *   victim_closefds_late vfork          a vfork'd child (sharing the program's memory, not
+ *                                       its descriptors) calls closefrom(3) and exits
  *
  * then 20 blocks of 16 MiB (each sampled at 1e-5 but for a chance of 1e-9), freed at
  * once; prints "ok" and exits 0.
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BLOCKS      20
@@ -64,6 +67,14 @@ int main(int argc, char **argv) {
     if (null < 0) return 4;
     if (memfd >= 0 && dup2(null, memfd) != memfd) return 5;
     close(null);
+  } else if (strcmp(mode, "vfork") == 0) {
+    const pid_t child = vfork();
+    if (child == 0) {
+      closefrom(3);
+      _exit(0);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child || status != 0) return 8;
   } else if (strcmp(mode, "hot") == 0) {
     /* Multi-threaded either way (a writer thread when traced): glibc's close takes its
      * cancellable path then, in both runs alike. */
