@@ -118,7 +118,7 @@ static void *real_block_of(void *p, uint64_t info) {
 #define FAR_SLOTS  16384u
 #define FAR_PROBES 64u
 #define FAR_TOMB   ((uintptr_t)1)
-static struct far_entry {
+static CTS__COLD_BSS struct far_entry {
   uintptr_t key; /* p; 0 empty, FAR_TOMB removed */
   uint64_t info;
 } far[FAR_SLOTS];
@@ -178,7 +178,7 @@ static void far_remove(const void *p) {
 
 /* The static arena for allocations made while dlsym runs (below). */
 #define ARENA_SIZE 65536u
-static _Alignas(64) unsigned char arena[ARENA_SIZE];
+static CTS__COLD_BSS _Alignas(64) unsigned char arena[ARENA_SIZE];
 
 /* Whether p, not in page, is a tagged block (an arena block or a far block), and its info. */
 static CTS_NOINLINE bool tagged_far(const void *p, uint64_t *info) {
@@ -304,8 +304,10 @@ static bool preloaded_before_us(void) {
   return false;
 }
 
-static void *real_symbol(const char *name) {
-  void *const first = dlsym(RTLD_DEFAULT, name);
+/* The function `name` the program's calls reach but for this library: `first`, the first
+ * definition in the global scope, if it is another object's, else the next one after
+ * this library. */
+static void *real_symbol(const char *name, void *first) {
   return defined_before(first) ? first : dlsym(RTLD_NEXT, name);
 }
 
@@ -313,10 +315,23 @@ static void *real_symbol(const char *name) {
  * be sampled (set with the real functions). */
 bool cts__free_shadowed;
 
-#define RESOLVE(field, name)                      \
-  do {                                            \
-    void *const sym_ = real_symbol(name);         \
-    memcpy(&cts__real.field, &sym_, sizeof sym_); \
+/* The first definition of `name` in the global scope, as dlsym(RTLD_DEFAULT) would find
+ * it: the address of this library's own exported function, which is preemptible, so read
+ * from the GOT entry the dynamic loader bound at load time by that same look-up (a
+ * canonical PLT entry of a non-PIE executable included). Looking it up again cost each
+ * traced image's start 9 dlsym calls, ~1.1 k instructions each. */
+#define FIRST_DEFINITION(name, out)         \
+  do {                                      \
+    __typeof__(&name) const bound_ = &name; \
+    memcpy(&(out), &bound_, sizeof(out));   \
+  } while (0)
+
+#define RESOLVE(field, name)                       \
+  do {                                             \
+    void *first_;                                  \
+    FIRST_DEFINITION(name, first_);                \
+    void *const sym_ = real_symbol(#name, first_); \
+    memcpy(&cts__real.field, &sym_, sizeof sym_);  \
   } while (0)
 
 CTS_NOINLINE void cts__resolve_real_functions(void) {
@@ -331,17 +346,18 @@ CTS_NOINLINE void cts__resolve_real_functions(void) {
   }
   tag_key = cts_mix64(key) | 1u;
   cts__in_dlsym++;
-  RESOLVE(free, "free");
-  RESOLVE(calloc, "calloc");
-  RESOLVE(realloc, "realloc");
-  RESOLVE(memalign, "memalign");
-  RESOLVE(malloc_usable_size, "malloc_usable_size");
-  RESOLVE(execve, "execve");
-  RESOLVE(execvpe, "execvpe");
-  void *const program_free = dlsym(RTLD_DEFAULT, "free");
+  RESOLVE(free, free);
+  RESOLVE(calloc, calloc);
+  RESOLVE(realloc, realloc);
+  RESOLVE(memalign, memalign);
+  RESOLVE(malloc_usable_size, malloc_usable_size);
+  RESOLVE(execve, execve);
+  RESOLVE(execvpe, execvpe);
+  void *program_free;
+  FIRST_DEFINITION(free, program_free);
   cts__free_shadowed = defined_before(program_free) ||
                        (program_free && !is_ours(program_free) && preloaded_before_us());
-  RESOLVE(malloc, "malloc"); /* last: its being set means all are */
+  RESOLVE(malloc, malloc); /* last: its being set means all are */
   cts__in_dlsym--;
   if (!cts__real.malloc || !cts__real.free || !cts__real.calloc || !cts__real.realloc ||
       !cts__real.memalign) {
@@ -832,7 +848,7 @@ static void own_function(unsigned which, void *fn, size_t fn_size) {
   if (!__atomic_load_n(&own_known[which], __ATOMIC_ACQUIRE)) {
     cts__need_real();
     cts__guard_enter(); /* what dlsym allocates is not the program's */
-    void *const sym = real_symbol(own_names[which]);
+    void *const sym = real_symbol(own_names[which], dlsym(RTLD_DEFAULT, own_names[which]));
     cts__guard_leave();
     __atomic_store_n(&own_address[which], sym, __ATOMIC_RELAXED);
     __atomic_store_n(&own_known[which], 1, __ATOMIC_RELEASE);

@@ -4,6 +4,7 @@
  *   preload_exec.c     the exec family and dlclose: flush, then trace the next image
  *   preload_env.c      the settings in the environment, the constructor and destructor
  *   preload_pthread.c  task tracing of the program's threads
+ *   preload_fds.c      close and the calls like it: the lazy writer made before they act
  * Everything here is internal to the library (hidden); nothing here may allocate (STYLE
  * rule 36). */
 #ifndef CTS_PRELOAD_INTERNAL_H
@@ -44,8 +45,10 @@ typedef struct cts__real_functions {
  * the process has none. Thread-safe; it may allocate (dlsym), untraced. Not for use inside
  * dlsym (cts__need_real() first). exec functions are not among them: a vfork child calls
  * them, and must not run the dynamic loader's look-up in memory it shares. */
-#define CTS__LAZY_FUNCTIONS(X) X(posix_memalign) X(aligned_alloc) X(valloc) X(pvalloc) X(dlclose)
-#define CTS__LAZY_INDEX(name)  CTS__LAZY_##name,
+#define CTS__LAZY_FUNCTIONS(X) \
+  X(posix_memalign)            \
+  X(aligned_alloc) X(valloc) X(pvalloc) X(dlclose) X(dup3) X(close_range) X(closefrom)
+#define CTS__LAZY_INDEX(name) CTS__LAZY_##name,
 enum { CTS__LAZY_FUNCTIONS(CTS__LAZY_INDEX) CTS__LAZY_COUNT };
 void cts__lazy_real(unsigned which, void *fn, size_t fn_size) CTS__PRELOAD_HIDDEN;
 

@@ -297,7 +297,7 @@ static inline int64_t my_task(void) {
  * are entered by their creator and removed when joined or detached; a pthread_t is not
  * reused before that, so an entry always names the live thread. */
 #define THREAD_SLOTS 4096u
-static struct {
+static CTS__COLD_BSS struct {
   pthread_t key;
   int64_t task;
   bool used;
@@ -377,7 +377,7 @@ typedef struct start_record {
   int64_t task;
   int used;
 } start_record_t;
-static start_record_t start_records[START_RECORDS];
+static CTS__COLD_BSS start_record_t start_records[START_RECORDS];
 
 static start_record_t *take_start_record(void) {
   static uint32_t hint;
@@ -441,7 +441,7 @@ __attribute__((section("cts_thread_start"), noinline)) static void *thread_start
  * only looked up again. */
 #define NAME_CACHE_SLOTS 64u
 #define NAME_MAX_LEN     128u
-static struct {
+static CTS__COLD_BSS struct {
   int state; /* 0 empty, 1 being written, 2 ready */
   uintptr_t addr;
   char name[NAME_MAX_LEN];
@@ -654,7 +654,7 @@ typedef struct cond_entry {
   int64_t signaller;
   uint64_t signals;
 } cond_entry_t;
-static cond_entry_t conds[COND_SLOTS];
+static CTS__COLD_BSS cond_entry_t conds[COND_SLOTS];
 static int conds_lock;
 
 static cond_entry_t *cond_lookup(uintptr_t key) {
@@ -854,7 +854,7 @@ static int stream_write(void *unused, const void *buf, size_t len) {
 }
 
 #define MAX_PACKETS 4096u
-static uint64_t ring_state[CTS_MPROF_RING_STATE_SIZE(MAX_PACKETS) / 8];
+static CTS__COLD_BSS uint64_t ring_state[CTS_MPROF_RING_STATE_SIZE(MAX_PACKETS) / 8];
 static cts_mprof_ring_t *ring;
 static bool stream_mode;
 

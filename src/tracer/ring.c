@@ -7,7 +7,10 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "common/hash.h"
 
 #include "tracer_state.h"
 
@@ -66,7 +69,7 @@ static unsigned char *ring_memory(void) {
  * there is no memory for one. Guard raised (pthread_setspecific may allocate). */
 CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
   /* The session's first sample: its writer process is made now (the lazy writer). */
-  if (CTS_UNLIKELY(atomic_load_explicit(&cts__session.lazy_writer, memory_order_acquire) ==
+  if (CTS_UNLIKELY(atomic_load_explicit(&cts__lazy_writer, memory_order_acquire) ==
                    CTS__LAZY_WAITING))
     cts__lazy_writer_start();
   cts__ring_t *r = atomic_load_explicit(&cts__ctl->rings, memory_order_acquire);
@@ -232,6 +235,34 @@ bool cts__rings_pending(void) {
   return false;
 }
 
+/* Where the rings of a lazy session are mapped (a hint; 0: anywhere). The writer executable
+ * maps the memfd again at the program's address (MAP_FIXED_NOREPLACE), in a fresh image of
+ * its own: where the kernel put the 4.45 GB mapping in the program, below its libraries,
+ * the writer's own libraries or stack sometimes were (its layout is randomised anew): the
+ * writer exited, and the trace stopped at the first sample (1 spawn in 150-170 of
+ * python3, main 515f10c). A fresh image on x86-64 maps nothing between 16 and 32 TiB: its
+ * executable is near 0x5555... (PIE) or 4 MiB, its heap after it, its libraries below its
+ * stack, or upwards from 0x2aaa... (42.7 TiB) with an unlimited stack. The hint is a random
+ * 2 MiB-aligned place there (the mapping's address keeps its randomness), taken if free.
+ * Elsewhere (not x86-64, 32-bit): no hint, as before. */
+static void *rings_address_hint(size_t size) {
+#if defined(__x86_64__)
+  const uint64_t lo = (uint64_t)16 << 40, span = (uint64_t)16 << 40, align = (uint64_t)2 << 20;
+  if (size >= span) return NULL;
+  /* The stack's address (randomised) and the time: not AT_RANDOM, whose bytes seed glibc's
+   * stack and pointer guards (the mapping's address is visible in /proc/PID/maps). */
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t r =
+      (uint64_t)(uintptr_t)&now ^ ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+  r = cts_mix64(r ^ 0x5ca1ab1e0ddba11ull);
+  return (void *)(uintptr_t)(lo + (r % ((span - size) / align)) * align);
+#else
+  (void)size;
+  return NULL;
+#endif
+}
+
 /* The shared mapping, made once: the control block, then RING_SLOTS ring slots, then the
  * hand-over area (reserved address space; pages are used as rings are). One mapping for
  * both: a second one cost each traced image an mmap and a munmap (a shmem file each).
@@ -253,7 +284,7 @@ bool cts__shared_mapping(bool memfd) {
       return false;
     }
   }
-  void *const p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+  void *const p = mmap(memfd ? rings_address_hint(size) : NULL, size, PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_NORESERVE | (memfd ? 0 : MAP_ANONYMOUS), fd, 0);
   if (p == MAP_FAILED) {
     if (fd >= 0) close(fd);

@@ -26,7 +26,7 @@
 CTS__TLS cts__thread_t cts__thread;
 atomic_int cts__tracer_active;
 atomic_bool cts__tracer_every_word;
-_Atomic uint8_t cts__sampled_slots[CTS__SLOT_COUNT];
+CTS__COLD_BSS _Atomic uint8_t cts__sampled_slots[CTS__SLOT_COUNT];
 cts__sampler_t cts__sampler;
 cts__side_table_t cts__side = {.side_lock = PTHREAD_MUTEX_INITIALIZER};
 

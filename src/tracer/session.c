@@ -45,6 +45,8 @@ static uint64_t realtime_ns(void *user_data) {
 
 int cts__tsc_usable_known = -1;
 
+_Atomic int cts__lazy_writer;
+
 cts__session_t cts__session = {
     .control = PTHREAD_MUTEX_INITIALIZER,
     .once = PTHREAD_ONCE_INIT,
@@ -188,7 +190,7 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
 
   /* A writer process if it fits and can be made, else a writer thread; a lazy one is made
    * at the first sample (cts__lazy_writer_start), if ever. */
-  atomic_store(&cts__session.lazy_writer, lazy ? CTS__LAZY_WAITING : CTS__LAZY_NONE);
+  atomic_store(&cts__lazy_writer, lazy ? CTS__LAZY_WAITING : CTS__LAZY_NONE);
   if (!lazy && cts__session.writer_process && cts__spawn_writer_process() != 0)
     cts__session.writer_process = false;
   /* libunwind is bound at the first walk that needs it only while the process has one
@@ -240,7 +242,7 @@ static int stop_alone(void) {
   cts__close_sink();
   cts__session.session_running = false;
   cts__tsc_usable_known = -1; /* tracer_internal.h */
-  atomic_store(&cts__session.lazy_writer, CTS__LAZY_NONE);
+  atomic_store(&cts__lazy_writer, CTS__LAZY_NONE);
   cts__ctl_lock();
   const int e = cts__ctl->stats.error;
   cts__ctl_unlock();
@@ -254,9 +256,9 @@ int cts__session_stop_locked(void) {
   /* No writer process made: none will be (a sample from now on is dropped as after any
    * stop), and the program ends the trace. One being made is waited for. */
   int lazy = CTS__LAZY_WAITING;
-  atomic_compare_exchange_strong(&cts__session.lazy_writer, &lazy, CTS__LAZY_FINISHED);
-  while (atomic_load(&cts__session.lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
-  if (atomic_load(&cts__session.lazy_writer) == CTS__LAZY_FINISHED) return stop_alone();
+  atomic_compare_exchange_strong(&cts__lazy_writer, &lazy, CTS__LAZY_FINISHED);
+  while (atomic_load(&cts__lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
+  if (atomic_load(&cts__lazy_writer) == CTS__LAZY_FINISHED) return stop_alone();
   cts__ctl_lock();
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
   atomic_store_explicit(&cts__ctl->stopping, true, memory_order_relaxed);
@@ -287,9 +289,13 @@ int cts__session_stop_locked(void) {
  * (stop_alone), with the end time. */
 void cts__lazy_writer_start(void) {
   int waiting = CTS__LAZY_WAITING;
-  if (!atomic_compare_exchange_strong(&cts__session.lazy_writer, &waiting, CTS__LAZY_SPAWNING))
-    return;
+  if (!atomic_compare_exchange_strong(&cts__lazy_writer, &waiting, CTS__LAZY_SPAWNING)) return;
+  /* Not cancelled half-way (a close in the spawn is a cancellation point): the first sample
+   * may come from a cancellable thread, and so may a close of the program's. */
+  int cancel_state;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
   const int e = cts__spawn_writer_exec();
+  pthread_setcancelstate(cancel_state, NULL);
   if (e) {
     atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
     cts__ctl_lock();
@@ -297,22 +303,43 @@ void cts__lazy_writer_start(void) {
     atomic_store(&cts__ctl->failed, true);
     cts__ctl_unlock();
   }
-  atomic_store(&cts__session.lazy_writer, e ? CTS__LAZY_FINISHED : CTS__LAZY_SPAWNED);
+  atomic_store(&cts__lazy_writer, e ? CTS__LAZY_FINISHED : CTS__LAZY_SPAWNED);
+}
+
+/* tracer_internal.h. The spawn's clones copy the descriptor table: the writer's copies of
+ * the memfd and the trace file outlive the program's. Their numbers are the session's
+ * (fixed while it waits), compared before the spawn checks them (cts_fd_still). */
+void cts__tracer_before_fds_close(unsigned first, unsigned last) {
+  if (cts__guarded()) return; /* the tracer's own closes: never the session's descriptors */
+  const int rings = cts__ring_state.shared_fd, trace = cts__sink.fd;
+  const bool session_fd_closed =
+      (rings >= 0 && (unsigned)rings >= first && (unsigned)rings <= last) ||
+      (trace >= 0 && (unsigned)trace >= first && (unsigned)trace <= last);
+  /* Not a vfork'd child sharing the program's memory (and this state) with a descriptor
+   * table of its own: the session's pid is the program's. */
+  if (!session_fd_closed || (uint64_t)getpid() != cts__session.wc.pid) return;
+  const int saved = errno;
+  cts__guard_enter();
+  cts__lazy_writer_start();
+  /* Another thread's first sample may be making it: its copies must exist before ours go. */
+  while (atomic_load(&cts__lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
+  cts__guard_leave();
+  errno = saved;
 }
 
 /* tracer_internal.h. */
 bool cts__tracer_writer_waiting(void) {
-  return atomic_load(&cts__session.lazy_writer) == CTS__LAZY_WAITING;
+  return atomic_load(&cts__lazy_writer) == CTS__LAZY_WAITING;
 }
 
 /* tracer_internal.h. Under the control mutex: no start or stop meanwhile. */
 bool cts__session_exec_end(void) {
   pthread_mutex_lock(&cts__session.control);
-  while (atomic_load(&cts__session.lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
+  while (atomic_load(&cts__lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
   int waiting = CTS__LAZY_WAITING;
   const bool ended =
       cts__session.session_running &&
-      atomic_compare_exchange_strong(&cts__session.lazy_writer, &waiting, CTS__LAZY_FINISHED);
+      atomic_compare_exchange_strong(&cts__lazy_writer, &waiting, CTS__LAZY_FINISHED);
   if (ended) {
     atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
     cts__writer_close_alone(cts__event_time());
@@ -327,7 +354,7 @@ void cts__session_end_at_exit(void) {
   if (pthread_mutex_trylock(&cts__session.control) != 0) return;
   if (cts__session.session_running && !cts__session.service_running) {
     int waiting = CTS__LAZY_WAITING;
-    if (atomic_compare_exchange_strong(&cts__session.lazy_writer, &waiting, CTS__LAZY_FINISHED))
+    if (atomic_compare_exchange_strong(&cts__lazy_writer, &waiting, CTS__LAZY_FINISHED))
       stop_alone();
   }
   pthread_mutex_unlock(&cts__session.control);
@@ -338,8 +365,7 @@ void cts__session_end_at_exit(void) {
  * and the file cut back to them. */
 void cts__session_exec_resume(void) {
   pthread_mutex_lock(&cts__session.control);
-  if (cts__session.session_running &&
-      atomic_load(&cts__session.lazy_writer) == CTS__LAZY_FINISHED) {
+  if (cts__session.session_running && atomic_load(&cts__lazy_writer) == CTS__LAZY_FINISHED) {
     cts__ctl_lock();
     const bool failed = cts__ctl->stats.error != 0;
     cts__ctl_unlock();
@@ -362,7 +388,7 @@ void cts__session_exec_resume(void) {
       cts__ctl->thread_running = true;
       cts__ctl->stats.bytes_written = cts__sink.bytes_written;
       cts__ctl_unlock();
-      atomic_store(&cts__session.lazy_writer, CTS__LAZY_WAITING);
+      atomic_store(&cts__lazy_writer, CTS__LAZY_WAITING);
       atomic_store_explicit(&cts__tracer_active, (int)cts__session.session, memory_order_release);
     }
   }
@@ -421,7 +447,7 @@ void cts__session_atfork_child(void) {
   cts__session.session_running = false;
   cts__sink_atfork_child();
   cts__session.service_running = cts__session.service_stopping = false;
-  atomic_store(&cts__session.lazy_writer, CTS__LAZY_NONE);
+  atomic_store(&cts__lazy_writer, CTS__LAZY_NONE);
   if (!cts__ctl_is_local()) {
     munmap(cts__ring_state.shared, cts__ring_state.shared_size);
     cts_fd_close_held(&cts__ring_state.shared_fd, cts__ring_state.shared_fd_ident);

@@ -134,7 +134,7 @@ void cts__tracer_exec_pending(bool pending) {
 int cts_tracer_flush(void) {
   /* No writer process (the lazy writer): none yet, and the file holds all there is, the
    * header; or none could be made, and the session's error says so. */
-  const int lazy = atomic_load(&cts__session.lazy_writer);
+  const int lazy = atomic_load(&cts__lazy_writer);
   if (lazy == CTS__LAZY_WAITING) return 0;
   if (lazy == CTS__LAZY_FINISHED) return cts__session_error();
   cts__ctl_lock();

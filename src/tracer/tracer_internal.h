@@ -49,6 +49,20 @@ extern CTS__TLS cts__thread_t cts__thread;
 extern atomic_int cts__tracer_active __attribute__((visibility("hidden")));
 extern _Atomic uint8_t cts__sampled_slots[CTS__SLOT_COUNT];
 
+/* The lazy writer (writer_process.c, "The lazy writer"): CTS__LAZY_*. Written at a
+ * session's start, then by compare-and-swap: the first ring claimed (or a call of the
+ * program that would close one of the session's descriptors) takes it from WAITING to
+ * SPAWNING (then SPAWNED), the session's end (or an exec) from WAITING to FINISHED. Hidden,
+ * as cts__tracer_active: the preload's descriptor hooks test it at every call. session.c. */
+extern _Atomic int cts__lazy_writer __attribute__((visibility("hidden")));
+enum {
+  CTS__LAZY_NONE,     /* a writer thread, or a writer process made at the session's start */
+  CTS__LAZY_WAITING,  /* no writer process yet: the first ring's claim makes it */
+  CTS__LAZY_SPAWNING, /* a thread is making it */
+  CTS__LAZY_SPAWNED,  /* it was made (or could not be: the session's error says so) */
+  CTS__LAZY_FINISHED  /* none was made and none will be: the program finished the trace */
+};
+
 static inline uint32_t cts__slot_of(const void *ptr) {
   return (uint32_t)((uintptr_t)ptr >> 4) & (CTS__SLOT_COUNT - 1u);
 }
@@ -178,6 +192,21 @@ void cts__tracer_before_subreaper(void);
  * make one (the lazy writer, writer_process.c): an exec or an _exit must then finish the
  * trace (cts__session_exec_end, cts_tracer_stop). session.c. */
 bool cts__tracer_writer_waiting(void);
+/* Whether a lazy session waits for its first sample: the one test (a load and a compare)
+ * of the preload's hooks on calls that close or replace descriptors (close, close_range,
+ * closefrom, dup2, dup3), before they call cts__tracer_before_fds_close. */
+static CTS_FORCE_INLINE bool cts__tracer_fds_watched(void) {
+  return atomic_load_explicit(&cts__lazy_writer, memory_order_relaxed) == CTS__LAZY_WAITING;
+}
+/* Before the program closes or replaces descriptors `first` to `last` (inclusive), while a
+ * lazy session waits for its first sample: if the session's memfd (the rings) or trace file
+ * is among them, its writer process is made now, as the first sample would make it, with
+ * copies of its own (docs/tracing.md, "The lazy writer"); a program that closes every
+ * descriptor at its start (closefrom(3), a daemon) then keeps its trace. Returns once a
+ * writer holds them (or none could be made: the session's error says so). Nothing in a
+ * vfork'd child (it shares the program's memory, not its descriptors) or inside the tracer
+ * (guard raised). Any thread; errno kept; cancellation disabled while it spawns. session.c. */
+void cts__tracer_before_fds_close(unsigned first, unsigned last);
 /* Right before an exec, while the session waits for its writer: the image's trace is
  * finished (its last packet written) and sampling stops; true if so. session.c. */
 bool cts__session_exec_end(void);
@@ -259,6 +288,19 @@ static CTS_FORCE_INLINE void cts__tracer_on_free(const void *ptr) {
     return;
   cts__tracer_free_slow(ptr);
 }
+
+/* For a large zero-initialised array that an image which never samples leaves untouched
+ * (the writer's spawn stacks, the far-block table, the thread tables): placed in .lbss,
+ * which the linker puts after .bss, so that the small variables every image's start
+ * touches share a few pages instead of being spread between such arrays (each page the
+ * start touches is a page fault, 1-3 us on a VM; a page first read then written is two).
+ * gcc on x86-64 ELF only: clang 14 makes a section of that name PROGBITS (the arrays' zeros
+ * in the file); elsewhere a plain array. */
+#if defined(__ELF__) && defined(__x86_64__) && !defined(__clang__)
+#define CTS__COLD_BSS __attribute__((section(".lbss.cts_cold")))
+#else
+#define CTS__COLD_BSS
+#endif
 
 /* Enters/leaves a region whose allocations must not be recorded (the tracer's own). */
 static inline void cts__guard_enter(void) {

@@ -463,14 +463,9 @@ typedef struct cts__session {
   bool ready; /* the fork handlers and the ring key are set up */
   /* Fixed while active. */
   bool session_running;
-  bool service_running;  /* a TCP_LISTEN service is started (service.c) */
-  bool service_stopping; /* cts_tracer_stop() is joining the service thread */
-  bool writer_process;   /* this session's writer is a process */
-  /* The lazy writer (writer_process.c, "The lazy writer"): CTS__LAZY_*. Written at the
-   * session's start, then by compare-and-swap: the first ring claimed takes it from
-   * WAITING to SPAWNING (then SPAWNED), the session's end (or an exec) from WAITING to
-   * FINISHED. */
-  _Atomic int lazy_writer;
+  bool service_running;      /* a TCP_LISTEN service is started (service.c) */
+  bool service_stopping;     /* cts_tracer_stop() is joining the service thread */
+  bool writer_process;       /* this session's writer is a process */
   uint64_t header_bytes;     /* the trace's length after its header (a lazy session) */
   cts_mt_writer_config_t wc; /* the memtrace writer's configuration (pointers into here) */
   unsigned session;          /* the running (or last) session's number, as in cts__tracer_active */
@@ -500,15 +495,6 @@ int cts__session_stop_locked(void);
 /* In a forked child (fork handler, control block locked if local): forget the parent's
  * session, sink and writer. */
 void cts__session_atfork_child(void);
-
-/* The lazy writer's states (cts__session.lazy_writer). */
-enum {
-  CTS__LAZY_NONE,     /* a writer thread, or a writer process made at the session's start */
-  CTS__LAZY_WAITING,  /* no writer process yet: the first ring's claim makes it */
-  CTS__LAZY_SPAWNING, /* a thread is making it */
-  CTS__LAZY_SPAWNED,  /* it was made (or could not be: the session's error says so) */
-  CTS__LAZY_FINISHED  /* none was made and none will be: the program finished the trace */
-};
 
 /* The memtrace writer's configuration for this session (cts__session's strings, the
  * sampler's rate, the program's pid), starting at `start_us`. */

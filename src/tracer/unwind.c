@@ -347,7 +347,7 @@ size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max) {
 /* Per return address: whether the function it returns into keeps frame pointers. Direct
  * mapped, shared by all threads: an entry is one word (address << 1 | verdict), written
  * and read whole, so a race only costs a second look-up. */
-static _Atomic uint64_t verdicts[1u << VERDICT_BITS];
+static CTS__COLD_BSS _Atomic uint64_t verdicts[1u << VERDICT_BITS];
 
 /* The entry of the function holding `pc`, its module in *o and its FDE in *fde; 0 if
  * there is none (no FDE, or no module: generated code). */

@@ -615,7 +615,7 @@ bool cts__lazy_writer_fits(const cts_tracer_config_t *cfg, const cts_tracer_sink
 
 /* What the spawn's clones read: prepared before them (they allocate nothing). */
 #define SPAWN_ENV_MAX 1024u
-static struct {
+static CTS__COLD_BSS struct {
   const char *argv[5];
   char memfd_arg[24], addr_arg[24], size_arg[24];
   const char *envp[SPAWN_ENV_MAX + 2u];
@@ -623,7 +623,7 @@ static struct {
   int keep[3]; /* the writer's copies of these lose their close-on-exec flag */
   volatile int exec_failed;
 } spawn;
-static _Alignas(64) unsigned char middle_stack[16384], writer_stack[16384];
+static CTS__COLD_BSS _Alignas(64) unsigned char middle_stack[16384], writer_stack[16384];
 
 static void format_unsigned(char *out, uint64_t v) {
   char digits[24];
