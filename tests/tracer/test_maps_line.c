@@ -30,7 +30,7 @@ static bool scanned(const char *line, cts__maps_line_t *out) {
  * refuses it, DIFFERENT if it reads what sscanf does not (or reads it otherwise). */
 enum verdict { READ_SAME, REFUSED, DIFFERENT };
 static enum verdict compare(const char *line) {
-  cts__maps_line_t want, got;
+  cts__maps_line_t want = {0}, got = {0};
   const bool by_scanf = scanned(line, &want);
   const size_t len = strlen(line);
   char *const copy = malloc(len ? len : 1);
