@@ -213,11 +213,12 @@ static CTS_FORCE_INLINE cts_alloc_profile_block_t unpack(const cts_alloc_profile
 }
 
 /* Stores b (est left out: it is a function of the length) in r when its figures fit a
- * record. Inline, from the event's own fields: building the 48-byte block first cost
- * its stores and loads on every allocation. */
+ * record, with site_bits (the site's field, REC_SITE, or 0) in its flags. Inline, from the event's
+ * own fields: building the 48-byte block first cost its stores and loads on every allocation. */
 static CTS_FORCE_INLINE bool pack_fits(const cts_alloc_profile_t *p, live_rec_t *r,
                                        uint64_t time_us, uint64_t alloc_clock, uint64_t samples,
-                                       uint64_t length, uint8_t source, uint32_t node) {
+                                       uint64_t length, uint8_t source, uint32_t node,
+                                       uint64_t site_bits) {
   /* A time before the base wraps dt to 2^40 or more (the block is pooled), except when it
    * is more than 2^64 - 2^40 before it: base + dt gives it back all the same, modulo 2^64. */
   const uint64_t dt = time_us - p->live_base_us;
@@ -226,7 +227,7 @@ static CTS_FORCE_INLINE bool pack_fits(const cts_alloc_profile_t *p, live_rec_t 
                         alloc_clock >> REC_CLOCK_BITS | (uint64_t)(source >> 2);
   if (CTS_UNLIKELY(high != 0)) return false;
   *r = (live_rec_t){.time_len = dt | length << REC_TIME_BITS,
-                    .clock_flags = alloc_clock | (uint64_t)source << REC_SOURCE,
+                    .clock_flags = alloc_clock | (uint64_t)source << REC_SOURCE | site_bits,
                     .node = node,
                     .samples = (uint32_t)samples};
   return true;
@@ -379,15 +380,27 @@ static CTS_FORCE_INLINE int count_allocated(cts_alloc_profile_t *p, const cts_mt
   return 0;
 }
 
-/* An allocation, with the nodes' live figures kept as it comes (at_end false) or left for
- * cts_alloc_profile_finish (p->live_at_end): a constant in each of the two callers below, so
- * that neither carries the other's code; on_alloc tests once which one runs. */
+/* How an allocation keeps the stacks' live figures: a constant in each copy of alloc_as
+ * below, so that none carries the others' tests and code; on_alloc picks the copy. */
+enum {
+  ALLOC_RUNNING, /* the nodes' live figures as they come, or no stacks, or allocated_only */
+  ALLOC_AT_END,  /* left for cts_alloc_profile_finish (p->live_at_end) */
+  /* by site (stacks.live_by_site: the report, diff, flat top): the node's lean record loaded
+   * once for the reserve and the count, the site's field packed with the record */
+  ALLOC_BY_SITE
+};
+
+/* An allocation in the given mode (a constant). */
 static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                     bool leaf_only, const bool at_end) {
+                                     bool leaf_only, const int mode) {
+  const bool at_end = mode == ALLOC_AT_END;
+  const bool by_site = mode == ALLOC_BY_SITE;
+  /* By site implies stacks and not allocated_only (cts_alloc_profile_init). */
+  const bool stacks = by_site || p->cfg.stacks;
   const unsigned src = ev->source < 3 ? ev->source : 2;
   const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
-  if (p->cfg.stacks) {
+  if (stacks) {
     size_t n = ev->backtrace_len;
     /* The reader's common prefix is with the previous allocation of the same domain; the
      * stacks' previous backtrace is that one only when the domain did not change. */
@@ -408,11 +421,16 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
                        : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
     if (e) return e;
   }
-  /* (Never with at_end: live_at_end_applies.) Inline in the running copy: as a call, export
-   * -f folded took 2 % more instructions on gen_trace's default shape. */
-  if (!at_end && p->cfg.allocated_only) return count_allocated(p, ev, src, est, node);
+  /* (Never with at_end: live_at_end_applies; nor by site.) Inline in the running copy: as a
+   * call, export -f folded took 2 % more instructions on gen_trace's default shape. */
+  if (mode == ALLOC_RUNNING && p->cfg.allocated_only) return count_allocated(p, ev, src, est, node);
   /* Before the block is entered: what fails must leave the profile as it was. */
-  if (p->cfg.stacks) {
+  cts_stack_lean_t *lean_fig = NULL;
+  uint32_t lean_stat = 0;
+  if (by_site) {
+    lean_fig = cts_stacks_reserve_lean(&p->stacks, node, &lean_stat);
+    if (!lean_fig) return -ENOMEM;
+  } else if (stacks) {
     const int reserved = cts_stacks_reserve(&p->stacks, node);
     if (reserved) return reserved;
   }
@@ -431,10 +449,13 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
     if (r->clock_flags & REC_POOLED) release_block(p, r->node);
     p->live_blocks--;
   }
-  /* By site: the node's site, asked once for the figures and the free (kept in the record). */
-  const uint32_t site =
-      !at_end && p->stacks.live_by_site ? cts_stacks_site_memo(&p->stacks, node) : UINT32_MAX;
-  if (!pack_fits(p, r, ev->time_us, p->alloc_clock, ev->nsamples, ev->length, ev->source, node)) {
+  /* By site: the node's site, asked once for the figures and the free (kept in the record
+   * when it fits the field; 0 there: ask the node). */
+  const uint32_t site = by_site ? cts_stacks_site_memo(&p->stacks, node) : UINT32_MAX;
+  const uint64_t site_bits =
+      by_site && site < (1u << (64 - REC_SITE)) - 1u ? (uint64_t)(site + 1u) << REC_SITE : 0;
+  if (!pack_fits(p, r, ev->time_us, p->alloc_clock, ev->nsamples, ev->length, ev->source, node,
+                 site_bits)) {
     const cts_alloc_profile_block_t b = {.time_us = ev->time_us,
                                          .alloc_clock = p->alloc_clock,
                                          .samples = ev->nsamples,
@@ -448,19 +469,18 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
       cts_live_take(&p->live, ev->obj_id, &gone);
       return e;
     }
-  } else if (p->stacks.live_by_site) {
-    if (site < (1u << (64 - REC_SITE)) - 1u) r->clock_flags |= (uint64_t)(site + 1u) << REC_SITE;
   }
   p->live_blocks++;
   if (p->live_blocks > p->max_live_blocks) p->max_live_blocks = p->live_blocks;
 
   count_totals(p, ev, src, est);
-  if (p->cfg.stacks) {
+  if (by_site) {
     /* Cannot fail: reserved above, before the block was entered. */
+    cts_stacks_alloc_lean_record(&p->stacks, lean_fig, lean_stat, site, ev->nsamples, est,
+                                 ev->time_us);
+  } else if (stacks) {
     if (at_end)
       cts_stacks_alloc_at_end(&p->stacks, node, ev->nsamples, est, ev->time_us);
-    else if (p->stacks.live_by_site)
-      cts_stacks_alloc_by_site(&p->stacks, node, site, ev->nsamples, est, ev->time_us);
     else
       (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
   } else {
@@ -479,16 +499,23 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
 
 static CTS_NOINLINE int alloc_running(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
                                       bool leaf_only) {
-  return alloc_as(p, ev, leaf_only, false);
+  return alloc_as(p, ev, leaf_only, ALLOC_RUNNING);
 }
 
 static CTS_NOINLINE int alloc_at_end(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
                                      bool leaf_only) {
-  return alloc_as(p, ev, leaf_only, true);
+  return alloc_as(p, ev, leaf_only, ALLOC_AT_END);
+}
+
+static CTS_NOINLINE int alloc_by_site(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                      bool leaf_only) {
+  return alloc_as(p, ev, leaf_only, ALLOC_BY_SITE);
 }
 
 static inline int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
-  return p->live_at_end ? alloc_at_end(p, ev, leaf_only) : alloc_running(p, ev, leaf_only);
+  if (p->live_at_end) return alloc_at_end(p, ev, leaf_only);
+  /* (The stacks' own flag, as heap_free reads it: a relabel clears it.) */
+  return p->stacks.live_by_site ? alloc_by_site(p, ev, leaf_only) : alloc_running(p, ev, leaf_only);
 }
 
 static CTS_NOINLINE void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
