@@ -60,12 +60,30 @@ static bool live_at_end_applies(const cts_alloc_profile_t *p) {
  * instructions a collection on top and stats, which never defer). */
 enum { COLLECT_RUNNING = 0, COLLECT_AT_END, COLLECT_NONE };
 
-/* Sets live_at_end (when it applies) and collect_mode to match. */
+/* cts_alloc_profile_t.alloc_mode: how an allocation keeps the figures, a constant in each
+ * copy of alloc_as below, so that none carries the others' tests and code (on_alloc picks
+ * the copy). */
+enum {
+  /* the nodes' live figures as they come, or allocated_only; by site (ALLOC_BY_SITE) when
+   * stacks.live_by_site, a flag a relabel clears: on_alloc reads it then */
+  ALLOC_RUNNING,
+  ALLOC_AT_END, /* left for cts_alloc_profile_finish (p->live_at_end) */
+  /* by site (stacks.live_by_site: the report, diff, flat top): the node's lean record loaded
+   * once for the reserve and the count, the site's field packed with the record */
+  ALLOC_BY_SITE,
+  /* no stacks, live blocks kept (stats): no interning, the heap's live total and peak alone */
+  ALLOC_HEAP
+};
+
+/* Sets live_at_end (when it applies), collect_mode and alloc_mode to match. */
 static void set_live_at_end(cts_alloc_profile_t *p, bool at_end) {
   p->live_at_end = at_end;
   p->collect_mode = p->cfg.allocated_only ? COLLECT_NONE
                     : at_end              ? COLLECT_AT_END
                                           : COLLECT_RUNNING;
+  p->alloc_mode = at_end                                     ? ALLOC_AT_END
+                  : !p->cfg.stacks && !p->cfg.allocated_only ? ALLOC_HEAP
+                                                             : ALLOC_RUNNING;
 }
 
 int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_config_t *cfg) {
@@ -380,15 +398,37 @@ static CTS_FORCE_INLINE int count_allocated(cts_alloc_profile_t *p, const cts_mt
   return 0;
 }
 
-/* How an allocation keeps the stacks' live figures: a constant in each copy of alloc_as
- * below, so that none carries the others' tests and code; on_alloc picks the copy. */
-enum {
-  ALLOC_RUNNING, /* the nodes' live figures as they come, or no stacks, or allocated_only */
-  ALLOC_AT_END,  /* left for cts_alloc_profile_finish (p->live_at_end) */
-  /* by site (stacks.live_by_site: the report, diff, flat top): the node's lean record loaded
-   * once for the reserve and the count, the site's field packed with the record */
-  ALLOC_BY_SITE
-};
+/* The block of the id an allocation has just been entered under (r), which was live: in a
+ * corrupt v3 trace, an id allocated twice. The old block counts as freed now, without a
+ * lifetime; at_end as for alloc_as. Out of line, as the pooled case below: inline, the rare
+ * cases' registers and frame were every allocation's. */
+static CTS_NOINLINE void free_replaced(cts_alloc_profile_t *p, live_rec_t *r, bool at_end) {
+  const cts_alloc_profile_block_t old = unpack(p, r);
+  heap_free(p, old.node, old.samples, r, at_end);
+  if (!at_end) ended(p, &old); /* (see cfg.live_at_end) */
+  if (r->clock_flags & REC_POOLED) release_block(p, r->node);
+  p->live_blocks--;
+}
+
+/* The allocation ev (weight est, at node) in the pool, its record r referring to it, when
+ * its figures do not fit a record. Returns 0, or -ENOMEM or CTS_E_LIMIT with the block taken
+ * out of the table again. */
+static CTS_NOINLINE int pool_event(cts_alloc_profile_t *p, live_rec_t *r, const cts_mt_event_t *ev,
+                                   double est, uint32_t node) {
+  const cts_alloc_profile_block_t b = {.time_us = ev->time_us,
+                                       .alloc_clock = p->alloc_clock,
+                                       .samples = ev->nsamples,
+                                       .length = ev->length,
+                                       .est = est,
+                                       .node = node,
+                                       .source = ev->source};
+  const int e = pool(p, r, &b);
+  if (e) {
+    live_rec_t gone;
+    cts_live_take(&p->live, ev->obj_id, &gone);
+  }
+  return e;
+}
 
 /* An allocation in the given mode (a constant). */
 static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
@@ -396,7 +436,7 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
   const bool at_end = mode == ALLOC_AT_END;
   const bool by_site = mode == ALLOC_BY_SITE;
   /* By site implies stacks and not allocated_only (cts_alloc_profile_init). */
-  const bool stacks = by_site || p->cfg.stacks;
+  const bool stacks = by_site || (mode != ALLOC_HEAP && p->cfg.stacks);
   const unsigned src = ev->source < 3 ? ev->source : 2;
   const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
@@ -440,35 +480,16 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
   /* Every byte of the record is written below (packed or pooled). */
   live_rec_t *r = cts_live_insert_unset(&p->live, ev->obj_id, &added);
   if (!r) return -ENOMEM;
-  if (!added) {
-    /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed
-     * now, without a lifetime. */
-    const cts_alloc_profile_block_t old = unpack(p, r);
-    heap_free(p, old.node, old.samples, r, at_end);
-    if (!at_end) ended(p, &old); /* (see cfg.live_at_end) */
-    if (r->clock_flags & REC_POOLED) release_block(p, r->node);
-    p->live_blocks--;
-  }
+  if (CTS_UNLIKELY(!added)) free_replaced(p, r, at_end);
   /* By site: the node's site, asked once for the figures and the free (kept in the record
    * when it fits the field; 0 there: ask the node). */
   const uint32_t site = by_site ? cts_stacks_site_memo(&p->stacks, node) : UINT32_MAX;
   const uint64_t site_bits =
       by_site && site < (1u << (64 - REC_SITE)) - 1u ? (uint64_t)(site + 1u) << REC_SITE : 0;
-  if (!pack_fits(p, r, ev->time_us, p->alloc_clock, ev->nsamples, ev->length, ev->source, node,
-                 site_bits)) {
-    const cts_alloc_profile_block_t b = {.time_us = ev->time_us,
-                                         .alloc_clock = p->alloc_clock,
-                                         .samples = ev->nsamples,
-                                         .length = ev->length,
-                                         .est = est,
-                                         .node = node,
-                                         .source = ev->source};
-    const int e = pool(p, r, &b);
-    if (e) {
-      live_rec_t gone;
-      cts_live_take(&p->live, ev->obj_id, &gone);
-      return e;
-    }
+  if (CTS_UNLIKELY(!pack_fits(p, r, ev->time_us, p->alloc_clock, ev->nsamples, ev->length,
+                              ev->source, node, site_bits))) {
+    const int e = pool_event(p, r, ev, est, node);
+    if (e) return e;
   }
   p->live_blocks++;
   if (p->live_blocks > p->max_live_blocks) p->max_live_blocks = p->live_blocks;
@@ -512,10 +533,19 @@ static CTS_NOINLINE int alloc_by_site(cts_alloc_profile_t *p, const cts_mt_event
   return alloc_as(p, ev, leaf_only, ALLOC_BY_SITE);
 }
 
+static CTS_NOINLINE int alloc_heap(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
+                                   bool leaf_only) {
+  return alloc_as(p, ev, leaf_only, ALLOC_HEAP);
+}
+
 static inline int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
-  if (p->live_at_end) return alloc_at_end(p, ev, leaf_only);
-  /* (The stacks' own flag, as heap_free reads it: a relabel clears it.) */
-  return p->stacks.live_by_site ? alloc_by_site(p, ev, leaf_only) : alloc_running(p, ev, leaf_only);
+  /* The running modes first: one test of a byte, as the test of live_at_end was. */
+  if (CTS_LIKELY(p->alloc_mode == ALLOC_RUNNING))
+    /* (The stacks' own flag, as heap_free reads it: a relabel clears it.) */
+    return p->stacks.live_by_site ? alloc_by_site(p, ev, leaf_only)
+                                  : alloc_running(p, ev, leaf_only);
+  return p->alloc_mode == ALLOC_HEAP ? alloc_heap(p, ev, leaf_only)
+                                     : alloc_at_end(p, ev, leaf_only);
 }
 
 static CTS_NOINLINE void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
