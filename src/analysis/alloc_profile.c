@@ -64,10 +64,8 @@ enum { COLLECT_RUNNING = 0, COLLECT_AT_END, COLLECT_NONE };
  * copy of alloc_as below, so that none carries the others' tests and code (on_alloc picks
  * the copy). */
 enum {
-  /* the nodes' live figures as they come, or allocated_only; by site (ALLOC_BY_SITE) when
-   * stacks.live_by_site, a flag a relabel clears: on_alloc reads it then */
-  ALLOC_RUNNING,
-  ALLOC_AT_END, /* left for cts_alloc_profile_finish (p->live_at_end) */
+  ALLOC_RUNNING, /* the nodes' live figures as they come, or allocated_only */
+  ALLOC_AT_END,  /* left for cts_alloc_profile_finish (p->live_at_end) */
   /* by site (stacks.live_by_site: the report, diff, flat top): the node's lean record loaded
    * once for the reserve and the count, the site's field packed with the record */
   ALLOC_BY_SITE,
@@ -75,13 +73,20 @@ enum {
   ALLOC_HEAP
 };
 
+/* Whether the stacks keep live figures by site (cts_stacks_set_live_by_site, at init). */
+static bool live_by_site_applies(const cts_alloc_profile_config_t *c) {
+  return c->live_by_site && c->stacks && !c->allocated_only;
+}
+
 /* Sets live_at_end (when it applies), collect_mode and alloc_mode to match. */
 static void set_live_at_end(cts_alloc_profile_t *p, bool at_end) {
   p->live_at_end = at_end;
   p->collect_mode = p->cfg.allocated_only ? COLLECT_NONE
                     : at_end              ? COLLECT_AT_END
                                           : COLLECT_RUNNING;
+  /* (By site never defers: live_at_end_applies.) */
   p->alloc_mode = at_end                                     ? ALLOC_AT_END
+                  : live_by_site_applies(&p->cfg)            ? ALLOC_BY_SITE
                   : !p->cfg.stacks && !p->cfg.allocated_only ? ALLOC_HEAP
                                                              : ALLOC_RUNNING;
 }
@@ -103,7 +108,7 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   /* Interned a backtrace at a time: its frames' slots can be fetched ahead. */
   cts_stacks_key_by_path(&p->stacks);
   /* Leaks' history is per site, and so are the live figures by site. */
-  const bool by_site = cfg->live_by_site && cfg->stacks && !cfg->allocated_only;
+  const bool by_site = live_by_site_applies(cfg);
   p->stacks.no_sites = cfg->no_sites && !cfg->history && !by_site;
   p->stacks.no_node_peaks = cfg->no_node_peaks;
   set_live_at_end(p, live_at_end_applies(p));
@@ -538,14 +543,18 @@ static CTS_NOINLINE int alloc_heap(cts_alloc_profile_t *p, const cts_mt_event_t 
   return alloc_as(p, ev, leaf_only, ALLOC_HEAP);
 }
 
+/* The copies of the allocation path by alloc_mode: one indirect jump picks the copy (the
+ * mode is fixed for a trace, so it is predicted), where tests of the mode cost a compare
+ * and a branch each an allocation. A relabel of the stacks, which clears live_by_site, comes
+ * after the last event (siterows.c). */
+typedef int (*alloc_fn)(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only);
+static const alloc_fn ALLOC_COPIES[] = {[ALLOC_RUNNING] = alloc_running,
+                                        [ALLOC_AT_END] = alloc_at_end,
+                                        [ALLOC_BY_SITE] = alloc_by_site,
+                                        [ALLOC_HEAP] = alloc_heap};
+
 static inline int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
-  /* The running modes first: one test of a byte, as the test of live_at_end was. */
-  if (CTS_LIKELY(p->alloc_mode == ALLOC_RUNNING))
-    /* (The stacks' own flag, as heap_free reads it: a relabel clears it.) */
-    return p->stacks.live_by_site ? alloc_by_site(p, ev, leaf_only)
-                                  : alloc_running(p, ev, leaf_only);
-  return p->alloc_mode == ALLOC_HEAP ? alloc_heap(p, ev, leaf_only)
-                                     : alloc_at_end(p, ev, leaf_only);
+  return ALLOC_COPIES[p->alloc_mode](p, ev, leaf_only);
 }
 
 static CTS_NOINLINE void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
