@@ -463,7 +463,7 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
     p->have_last_domain = !leaf;
     p->last_domain = ev->domain;
     const int e = leaf ? cts_stacks_intern_leaf(&p->stacks, ev->backtrace[n - 1], &node)
-                       : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
+                       : cts_stacks_intern_repeat(&p->stacks, ev->backtrace, n, shared, &node);
     if (e) return e;
   }
   /* (Never with at_end: live_at_end_applies; nor by site.) Inline in the running copy: as a

@@ -364,6 +364,26 @@ int cts_stacks_intern(cts_stacks_t *s, const uint64_t *bt, size_t n, uint32_t *n
 int cts_stacks_intern_shared(cts_stacks_t *s, const uint64_t *bt, size_t n, size_t shared,
                              uint32_t *node);
 
+/* cts_stacks_intern_shared for a caller that sees most backtraces repeat the one before: a
+ * backtrace wholly shared with the previous one (shared >= n), whose path was interned to
+ * its end (prev_len == n: a cut or a failure leaves it shorter), ends at the previous path's
+ * last node. That node is taken here, with what cts_stacks_intern_shared would change (the
+ * path's tags kept to depth n), when it has its figures; every other case goes to the call.
+ * Inline: on gen_trace's survivors shape, 81 % of allocations repeat the backtrace before
+ * them, and the call cost ~83 instructions an allocation. */
+static inline int cts_stacks_intern_repeat(cts_stacks_t *s, const uint64_t *bt, size_t n,
+                                           size_t shared, uint32_t *node) {
+  if (shared >= n && n && n == s->prev_len && s->table) {
+    const uint32_t last = s->prev_nodes[n - 1];
+    if (CTS_LIKELY(last && s->nodes[last].stat)) {
+      if (s->prev_tagged > n) s->prev_tagged = n;
+      *node = last;
+      return 0;
+    }
+  }
+  return cts_stacks_intern_shared(s, bt, n, shared, node);
+}
+
 /* Homes the table's slots on the nodes' paths (cts_stacks_t.path_keys), for a trie that
  * cts_stacks_intern_shared fills, before the first node is made. A backtrace's frames past
  * the previous one's then have their slots fetched a few frames before their look-up, where
