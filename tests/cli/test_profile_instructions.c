@@ -7,12 +7,12 @@
  * 20 000 and one of 100 000 events (survivors_cachegrind.h).
  *
  * main at 3fd02c2 against this code, release (debug):
- *  - `top` (live figures by site, the allocation point alone: alloc_by_site): 384.5 -> 355.5
- *    (1 185.3 -> 1 151.2);
- *  - `stats` (no stacks: alloc_heap): 294.0 -> 272.7 (894.7 -> 895.5: unoptimised, the
+ *  - `top` (live figures by site, the allocation point alone: alloc_by_site): 384.5 -> 358.0
+ *    (1 185.3 -> 1 152.0);
+ *  - `stats` (no stacks: alloc_heap): 294.0 -> 276.7 (894.7 -> 898.0: unoptimised, the
  *    copies cost alike);
  *  - `export -f folded` (allocated figures, whole stacks: cts_stacks_intern_repeat takes a
- *    repeated backtrace's node without the call): 306.6 -> 273.0 (889.5 -> 873.9).
+ *    repeated backtrace's node without the call): 306.6 -> 273.8 (889.5 -> 873.1).
  * The debug bounds are checked where they stand clear of main's figure. */
 #include <unistd.h>
 
