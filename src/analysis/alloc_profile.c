@@ -523,25 +523,16 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
   return 0;
 }
 
-static CTS_NOINLINE int alloc_running(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                      bool leaf_only) {
-  return alloc_as(p, ev, leaf_only, ALLOC_RUNNING);
-}
-
-static CTS_NOINLINE int alloc_at_end(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                     bool leaf_only) {
-  return alloc_as(p, ev, leaf_only, ALLOC_AT_END);
-}
-
-static CTS_NOINLINE int alloc_by_site(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                      bool leaf_only) {
-  return alloc_as(p, ev, leaf_only, ALLOC_BY_SITE);
-}
-
-static CTS_NOINLINE int alloc_heap(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                   bool leaf_only) {
-  return alloc_as(p, ev, leaf_only, ALLOC_HEAP);
-}
+/* The copies of alloc_as, one out of line per mode (on_alloc picks one). */
+#define ALLOC_COPY(name, mode)                                                                     \
+  static CTS_NOINLINE int name(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) { \
+    return alloc_as(p, ev, leaf_only, mode);                                                       \
+  }
+ALLOC_COPY(alloc_running, ALLOC_RUNNING)
+ALLOC_COPY(alloc_at_end, ALLOC_AT_END)
+ALLOC_COPY(alloc_by_site, ALLOC_BY_SITE)
+ALLOC_COPY(alloc_heap, ALLOC_HEAP)
+#undef ALLOC_COPY
 
 /* The copy of the allocation path for alloc_mode, by compares: the running copy first
  * (export -f folded: one test, as main's test of live_at_end was), then by site (report,
