@@ -60,12 +60,35 @@ static bool live_at_end_applies(const cts_alloc_profile_t *p) {
  * instructions a collection on top and stats, which never defer). */
 enum { COLLECT_RUNNING = 0, COLLECT_AT_END, COLLECT_NONE };
 
-/* Sets live_at_end (when it applies) and collect_mode to match. */
+/* cts_alloc_profile_t.alloc_mode: how an allocation keeps the figures, a constant in each
+ * copy of alloc_as below, so that none carries the others' tests and code (on_alloc picks
+ * the copy). */
+enum {
+  ALLOC_RUNNING, /* the nodes' live figures as they come, or allocated_only */
+  ALLOC_AT_END,  /* left for cts_alloc_profile_finish (p->live_at_end) */
+  /* by site (stacks.live_by_site: the report, diff, flat top): the node's lean record loaded
+   * once for the reserve and the count, the site's field packed with the record */
+  ALLOC_BY_SITE,
+  /* no stacks, live blocks kept (stats): no interning, the heap's live total and peak alone */
+  ALLOC_HEAP
+};
+
+/* Whether the stacks keep live figures by site (cts_stacks_set_live_by_site, at init). */
+static bool live_by_site_applies(const cts_alloc_profile_config_t *c) {
+  return c->live_by_site && c->stacks && !c->allocated_only;
+}
+
+/* Sets live_at_end (when it applies), collect_mode and alloc_mode to match. */
 static void set_live_at_end(cts_alloc_profile_t *p, bool at_end) {
   p->live_at_end = at_end;
   p->collect_mode = p->cfg.allocated_only ? COLLECT_NONE
                     : at_end              ? COLLECT_AT_END
                                           : COLLECT_RUNNING;
+  /* (By site never defers: live_at_end_applies.) */
+  p->alloc_mode = at_end                                     ? ALLOC_AT_END
+                  : live_by_site_applies(&p->cfg)            ? ALLOC_BY_SITE
+                  : !p->cfg.stacks && !p->cfg.allocated_only ? ALLOC_HEAP
+                                                             : ALLOC_RUNNING;
 }
 
 int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_config_t *cfg) {
@@ -85,7 +108,7 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   /* Interned a backtrace at a time: its frames' slots can be fetched ahead. */
   cts_stacks_key_by_path(&p->stacks);
   /* Leaks' history is per site, and so are the live figures by site. */
-  const bool by_site = cfg->live_by_site && cfg->stacks && !cfg->allocated_only;
+  const bool by_site = live_by_site_applies(cfg);
   p->stacks.no_sites = cfg->no_sites && !cfg->history && !by_site;
   p->stacks.no_node_peaks = cfg->no_node_peaks;
   set_live_at_end(p, live_at_end_applies(p));
@@ -213,11 +236,12 @@ static CTS_FORCE_INLINE cts_alloc_profile_block_t unpack(const cts_alloc_profile
 }
 
 /* Stores b (est left out: it is a function of the length) in r when its figures fit a
- * record. Inline, from the event's own fields: building the 48-byte block first cost
- * its stores and loads on every allocation. */
+ * record, with site_bits (the site's field, REC_SITE, or 0) in its flags. Inline, from the event's
+ * own fields: building the 48-byte block first cost its stores and loads on every allocation. */
 static CTS_FORCE_INLINE bool pack_fits(const cts_alloc_profile_t *p, live_rec_t *r,
                                        uint64_t time_us, uint64_t alloc_clock, uint64_t samples,
-                                       uint64_t length, uint8_t source, uint32_t node) {
+                                       uint64_t length, uint8_t source, uint32_t node,
+                                       uint64_t site_bits) {
   /* A time before the base wraps dt to 2^40 or more (the block is pooled), except when it
    * is more than 2^64 - 2^40 before it: base + dt gives it back all the same, modulo 2^64. */
   const uint64_t dt = time_us - p->live_base_us;
@@ -226,7 +250,7 @@ static CTS_FORCE_INLINE bool pack_fits(const cts_alloc_profile_t *p, live_rec_t 
                         alloc_clock >> REC_CLOCK_BITS | (uint64_t)(source >> 2);
   if (CTS_UNLIKELY(high != 0)) return false;
   *r = (live_rec_t){.time_len = dt | length << REC_TIME_BITS,
-                    .clock_flags = alloc_clock | (uint64_t)source << REC_SOURCE,
+                    .clock_flags = alloc_clock | (uint64_t)source << REC_SOURCE | site_bits,
                     .node = node,
                     .samples = (uint32_t)samples};
   return true;
@@ -379,15 +403,49 @@ static CTS_FORCE_INLINE int count_allocated(cts_alloc_profile_t *p, const cts_mt
   return 0;
 }
 
-/* An allocation, with the nodes' live figures kept as it comes (at_end false) or left for
- * cts_alloc_profile_finish (p->live_at_end): a constant in each of the two callers below, so
- * that neither carries the other's code; on_alloc tests once which one runs. */
+/* The block of the id an allocation has just been entered under (r), which was live: in a
+ * corrupt v3 trace, an id allocated twice. The old block counts as freed now, without a
+ * lifetime; at_end as for alloc_as. Out of line, as the pooled case below: inline, the rare
+ * cases' registers and frame were every allocation's. */
+static CTS_NOINLINE void free_replaced(cts_alloc_profile_t *p, live_rec_t *r, bool at_end) {
+  const cts_alloc_profile_block_t old = unpack(p, r);
+  heap_free(p, old.node, old.samples, r, at_end);
+  if (!at_end) ended(p, &old); /* (see cfg.live_at_end) */
+  if (r->clock_flags & REC_POOLED) release_block(p, r->node);
+  p->live_blocks--;
+}
+
+/* The allocation ev (weight est, at node) in the pool, its record r referring to it, when
+ * its figures do not fit a record. Returns 0, or -ENOMEM or CTS_E_LIMIT with the block taken
+ * out of the table again. */
+static CTS_NOINLINE int pool_event(cts_alloc_profile_t *p, live_rec_t *r, const cts_mt_event_t *ev,
+                                   double est, uint32_t node) {
+  const cts_alloc_profile_block_t b = {.time_us = ev->time_us,
+                                       .alloc_clock = p->alloc_clock,
+                                       .samples = ev->nsamples,
+                                       .length = ev->length,
+                                       .est = est,
+                                       .node = node,
+                                       .source = ev->source};
+  const int e = pool(p, r, &b);
+  if (e) {
+    live_rec_t gone;
+    cts_live_take(&p->live, ev->obj_id, &gone);
+  }
+  return e;
+}
+
+/* An allocation in the given mode (a constant). */
 static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                     bool leaf_only, const bool at_end) {
+                                     bool leaf_only, const int mode) {
+  const bool at_end = mode == ALLOC_AT_END;
+  const bool by_site = mode == ALLOC_BY_SITE;
+  /* By site implies stacks and not allocated_only (cts_alloc_profile_init). */
+  const bool stacks = by_site || (mode != ALLOC_HEAP && p->cfg.stacks);
   const unsigned src = ev->source < 3 ? ev->source : 2;
   const double est = sampling_weight(p, ev->length);
   uint32_t node = 0;
-  if (p->cfg.stacks) {
+  if (stacks) {
     size_t n = ev->backtrace_len;
     /* The reader's common prefix is with the previous allocation of the same domain; the
      * stacks' previous backtrace is that one only when the domain did not change. */
@@ -405,14 +463,19 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
     p->have_last_domain = !leaf;
     p->last_domain = ev->domain;
     const int e = leaf ? cts_stacks_intern_leaf(&p->stacks, ev->backtrace[n - 1], &node)
-                       : cts_stacks_intern_shared(&p->stacks, ev->backtrace, n, shared, &node);
+                       : cts_stacks_intern_repeat(&p->stacks, ev->backtrace, n, shared, &node);
     if (e) return e;
   }
-  /* (Never with at_end: live_at_end_applies.) Inline in the running copy: as a call, export
-   * -f folded took 2 % more instructions on gen_trace's default shape. */
-  if (!at_end && p->cfg.allocated_only) return count_allocated(p, ev, src, est, node);
+  /* (Never with at_end: live_at_end_applies; nor by site.) Inline in the running copy: as a
+   * call, export -f folded took 2 % more instructions on gen_trace's default shape. */
+  if (mode == ALLOC_RUNNING && p->cfg.allocated_only) return count_allocated(p, ev, src, est, node);
   /* Before the block is entered: what fails must leave the profile as it was. */
-  if (p->cfg.stacks) {
+  cts_stack_lean_t *lean_fig = NULL;
+  uint32_t lean_stat = 0;
+  if (by_site) {
+    lean_fig = cts_stacks_reserve_lean(&p->stacks, node, &lean_stat);
+    if (!lean_fig) return -ENOMEM;
+  } else if (stacks) {
     const int reserved = cts_stacks_reserve(&p->stacks, node);
     if (reserved) return reserved;
   }
@@ -422,45 +485,28 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
   /* Every byte of the record is written below (packed or pooled). */
   live_rec_t *r = cts_live_insert_unset(&p->live, ev->obj_id, &added);
   if (!r) return -ENOMEM;
-  if (!added) {
-    /* An id allocated twice (only in a corrupt v3 trace): the old block counts as freed
-     * now, without a lifetime. */
-    const cts_alloc_profile_block_t old = unpack(p, r);
-    heap_free(p, old.node, old.samples, r, at_end);
-    if (!at_end) ended(p, &old); /* (see cfg.live_at_end) */
-    if (r->clock_flags & REC_POOLED) release_block(p, r->node);
-    p->live_blocks--;
-  }
-  /* By site: the node's site, asked once for the figures and the free (kept in the record). */
-  const uint32_t site =
-      !at_end && p->stacks.live_by_site ? cts_stacks_site_memo(&p->stacks, node) : UINT32_MAX;
-  if (!pack_fits(p, r, ev->time_us, p->alloc_clock, ev->nsamples, ev->length, ev->source, node)) {
-    const cts_alloc_profile_block_t b = {.time_us = ev->time_us,
-                                         .alloc_clock = p->alloc_clock,
-                                         .samples = ev->nsamples,
-                                         .length = ev->length,
-                                         .est = est,
-                                         .node = node,
-                                         .source = ev->source};
-    const int e = pool(p, r, &b);
-    if (e) {
-      live_rec_t gone;
-      cts_live_take(&p->live, ev->obj_id, &gone);
-      return e;
-    }
-  } else if (p->stacks.live_by_site) {
-    if (site < (1u << (64 - REC_SITE)) - 1u) r->clock_flags |= (uint64_t)(site + 1u) << REC_SITE;
+  if (CTS_UNLIKELY(!added)) free_replaced(p, r, at_end);
+  /* By site: the node's site, asked once for the figures and the free (kept in the record
+   * when it fits the field; 0 there: ask the node). */
+  const uint32_t site = by_site ? cts_stacks_site_memo(&p->stacks, node) : UINT32_MAX;
+  const uint64_t site_bits =
+      by_site && site < (1u << (64 - REC_SITE)) - 1u ? (uint64_t)(site + 1u) << REC_SITE : 0;
+  if (CTS_UNLIKELY(!pack_fits(p, r, ev->time_us, p->alloc_clock, ev->nsamples, ev->length,
+                              ev->source, node, site_bits))) {
+    const int e = pool_event(p, r, ev, est, node);
+    if (e) return e;
   }
   p->live_blocks++;
   if (p->live_blocks > p->max_live_blocks) p->max_live_blocks = p->live_blocks;
 
   count_totals(p, ev, src, est);
-  if (p->cfg.stacks) {
+  if (by_site) {
     /* Cannot fail: reserved above, before the block was entered. */
+    cts_stacks_alloc_lean_record(&p->stacks, lean_fig, lean_stat, site, ev->nsamples, est,
+                                 ev->time_us);
+  } else if (stacks) {
     if (at_end)
       cts_stacks_alloc_at_end(&p->stacks, node, ev->nsamples, est, ev->time_us);
-    else if (p->stacks.live_by_site)
-      cts_stacks_alloc_by_site(&p->stacks, node, site, ev->nsamples, est, ev->time_us);
     else
       (void)cts_stacks_alloc(&p->stacks, node, ev->nsamples, est, ev->time_us);
   } else {
@@ -477,18 +523,28 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
   return 0;
 }
 
-static CTS_NOINLINE int alloc_running(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                      bool leaf_only) {
-  return alloc_as(p, ev, leaf_only, false);
-}
+/* The copies of alloc_as, one out of line per mode (on_alloc picks one). */
+#define ALLOC_COPY(name, mode)                                                                     \
+  static CTS_NOINLINE int name(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) { \
+    return alloc_as(p, ev, leaf_only, mode);                                                       \
+  }
+ALLOC_COPY(alloc_running, ALLOC_RUNNING)
+ALLOC_COPY(alloc_at_end, ALLOC_AT_END)
+ALLOC_COPY(alloc_by_site, ALLOC_BY_SITE)
+ALLOC_COPY(alloc_heap, ALLOC_HEAP)
+#undef ALLOC_COPY
 
-static CTS_NOINLINE int alloc_at_end(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                     bool leaf_only) {
-  return alloc_as(p, ev, leaf_only, true);
-}
-
+/* The copy of the allocation path for alloc_mode, by compares: the running copy first
+ * (export -f folded: one test, as main's test of live_at_end was), then by site (report,
+ * diff, flat top). A table of the copies and one indirect jump took fewer instructions, but
+ * leaks on /tmp/rt's python3 trace ran 1.5-2.5 % slower than main with it (11 and 21
+ * interleaved pairs), 0.8-1.3 % with these compares. A relabel of the stacks, which clears
+ * live_by_site, comes after the last event (siterows.c). */
 static inline int on_alloc(cts_alloc_profile_t *p, const cts_mt_event_t *ev, bool leaf_only) {
-  return p->live_at_end ? alloc_at_end(p, ev, leaf_only) : alloc_running(p, ev, leaf_only);
+  const uint8_t mode = p->alloc_mode;
+  if (mode == ALLOC_RUNNING) return alloc_running(p, ev, leaf_only);
+  if (mode == ALLOC_BY_SITE) return alloc_by_site(p, ev, leaf_only);
+  return mode == ALLOC_AT_END ? alloc_at_end(p, ev, leaf_only) : alloc_heap(p, ev, leaf_only);
 }
 
 static CTS_NOINLINE void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {

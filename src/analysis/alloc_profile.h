@@ -132,6 +132,9 @@ typedef struct cts_alloc_profile {
   /* What a collection does, from cfg and live_at_end (alloc_profile.c, collect_mode): one
    * byte tested per collection, the running case first. */
   uint8_t collect_mode;
+  /* Which copy of the allocation path runs, from cfg and live_at_end (alloc_profile.c,
+   * alloc_mode), so that each is compiled for its configuration. */
+  uint8_t alloc_mode;
   bool have_ended; /* the last event ended a live block: ended holds it */
   cts_alloc_profile_live_t ended;
   bool have_last_domain;

@@ -557,6 +557,64 @@ CTS_TEST(interning_agrees_with_the_table) {
   cts_stacks_fini(&s);
 }
 
+/* cts_stacks_intern_repeat takes a backtrace wholly shared with the one before inline: two
+ * tries keyed by path as the profile keys them, one interning through it and one through the
+ * call, make the same nodes, cuts and caches, over random stacks that mostly repeat the one
+ * before, with leaves in between, prefixes told shorter, and a node budget that runs out
+ * half-way (stacks cut, whose path ends short). */
+CTS_TEST(a_repeated_stack_interned_inline_is_the_calls) {
+  cts_stacks_t s, t;
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&s, false, 0), 0);
+  CTS_ASSERT_EQ_INT(cts_stacks_init(&t, false, 0), 0);
+  cts_stacks_key_by_path(&s);
+  cts_stacks_key_by_path(&t);
+  s.max_nodes = t.max_nodes = 60000;
+  uint64_t state = 7, bt[10], prev[10];
+  size_t prev_n = 0, repeats = 0;
+  for (unsigned k = 0; k < 100000 && !cts_test_state.failed; k++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const unsigned r = (unsigned)(state >> 33);
+    size_t n = prev_n;
+    if (r % 4 != 0 || !prev_n) { /* a new stack one time in four */
+      n = 1 + r % 10;
+      for (size_t i = 0; i < n; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const unsigned q = (unsigned)(state >> 40);
+        bt[i] = i < prev_n && q % 4 ? prev[i] : 1 + q % 53;
+      }
+    } else {
+      memcpy(bt, prev, n * sizeof *bt);
+    }
+    size_t shared = 0;
+    while (shared < n && shared < prev_n && bt[shared] == prev[shared]) shared++;
+    if (r % 7 == 0 && shared) shared--; /* a prefix told shorter is still right */
+    uint32_t a, b;
+    if (r % 13 == 0) {
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_leaf(&s, bt[n - 1], &a), 0);
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_leaf(&t, bt[n - 1], &b), 0);
+      prev[0] = bt[n - 1];
+      prev_n = 1;
+    } else {
+      repeats += shared >= n && n == s.prev_len;
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_repeat(&s, bt, n, shared, &a), 0);
+      CTS_ASSERT_EQ_INT(cts_stacks_intern_shared(&t, bt, n, shared, &b), 0);
+      memcpy(prev, bt, n * sizeof *bt);
+      prev_n = n;
+    }
+    CTS_ASSERT_EQ_U64(a, b);
+    CTS_ASSERT(s.count == t.count && s.overflowed == t.overflowed && s.prev_len == t.prev_len &&
+               s.prev_tagged == t.prev_tagged && s.absent_valid == t.absent_valid &&
+               s.lookups == t.lookups && s.memo_probes == t.memo_probes);
+    CTS_ASSERT(memcmp(s.prev_nodes, t.prev_nodes, s.prev_len * sizeof *s.prev_nodes) == 0);
+  }
+  fprintf(stderr, "  %zu repeats, %llu cut, %u nodes\n", repeats, (unsigned long long)s.overflowed,
+          s.count);
+  /* Not vacuous: many repeats took the inline path, and the budget cut stacks. */
+  CTS_ASSERT(repeats > 10000 && s.overflowed > 1000 && s.count >= s.max_nodes);
+  cts_stacks_fini(&s);
+  cts_stacks_fini(&t);
+}
+
 /* A stack kept by its allocation point alone (top, leaks) is the one-frame stack, whether
  * its node is known (the memo) or not; the next backtrace may share that frame. */
 CTS_TEST(a_leaf_interned_is_the_one_frame_stack) {

@@ -16,6 +16,7 @@
 #include "../test.h"
 #include "../cachegrind.h"
 #include "scratch_dir.h"
+#include "survivors_cachegrind.h"
 
 /* Instructions per event at most: the release build runs 127.4 (99 with branches only;
  * 121 before a long-form allocation's fields were loaded from every place they can be and
@@ -26,34 +27,14 @@
 #define IR_BOUND 440.0
 #endif
 
-/* Instructions and mispredicted conditional branches of `ctfscope info` on a survivors
- * trace of `events` events (cachegrind's summary line: Ir Bc Bcm Bi Bim). */
-static void info_counts(unsigned events, uint64_t *instructions, uint64_t *mispredicts) {
-  char trace[160], out[160], events_arg[32];
-  snprintf(events_arg, sizeof events_arg, "%u", events);
-  scratch_file("cts-info-branches", "survivors.ctf", trace, sizeof trace);
-  scratch_file("cts-info-branches", "cachegrind.out", out, sizeof out);
-  *instructions = *mispredicts = 0;
-  run_ok((char *[]){CTS_TEST_GEN_TRACE, "-o", trace, "--shape", "survivors", "--events", events_arg,
-                    NULL});
-  if (cts_test_state.failed) return;
-  uint64_t counts[5];
-  cachegrind_counts((char *[]){CTS_TEST_CTFSCOPE, "info", trace, NULL}, true, out, counts);
-  *instructions = counts[0];
-  *mispredicts = counts[2];
-}
-
 CTS_TEST(survivors_mispredictions_per_event) {
   const char *const unusable = cachegrind_unusable();
   if (unusable) CTS_SKIP("%s", unusable);
-  enum { FEW = 20000, MANY = 100000 };
-  uint64_t ir_few, ir_many, miss_few, miss_many;
-  info_counts(FEW, &ir_few, &miss_few);
+  /* cachegrind's summary line: Ir Bc Bcm Bi Bim. */
+  double per_event[5];
+  survivors_per_event("cts-info-branches", (const char *[]){"info", NULL}, true, per_event);
   if (cts_test_state.failed) return;
-  info_counts(MANY, &ir_many, &miss_many);
-  if (cts_test_state.failed) return;
-  const double miss = ((double)miss_many - (double)miss_few) / (MANY - FEW);
-  const double ir = ((double)ir_many - (double)ir_few) / (MANY - FEW);
+  const double ir = per_event[0], miss = per_event[2];
   fprintf(stderr, "  per event: %.3f mispredicted branches, %.1f instructions\n", miss, ir);
   /* Not vacuous: the events were decoded (a backtrace's codewords cost some). */
   CTS_ASSERT_MSG(ir > 50.0, "%.1f instructions per event", ir);
