@@ -585,7 +585,8 @@ static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_eve
   if (!p->cfg.skip_histograms) {
     const uint64_t lifetime = ev->time_us > b->time_us ? ev->time_us - b->time_us : 0;
     cts_hist_add(&p->life_us, lifetime, b->samples);
-    cts_hist_add(&p->life_samples, p->alloc_clock - b->alloc_clock - b->samples, b->samples);
+    if (!p->cfg.skip_life_samples)
+      cts_hist_add(&p->life_samples, p->alloc_clock - b->alloc_clock - b->samples, b->samples);
   }
   p->live_blocks--;
 }

@@ -31,6 +31,10 @@ typedef struct cts_alloc_profile_config {
   bool history;         /* keep live samples per site over time (leaks) */
   uint32_t max_nodes;   /* stack node budget (cts_stacks_t.max_nodes), 0 = default (10 Mi) */
   bool skip_histograms; /* leave the size and lifetime histograms empty (they cost ~10%) */
+  /* Leave life_samples (lifetimes in samples allocated meanwhile) empty, for a view that
+   * never prints it (the report: only stats does); size_words and life_us are kept. Each
+   * collection then spares that histogram's update. */
+  bool skip_life_samples;
   /* With stacks: each backtrace cut by cts_fold_cut (fold.h) before it is interned. */
   struct cts_fold *fold;
   /* Only what the allocation events give, for a view that prints allocated figures alone

@@ -1292,7 +1292,8 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   const cts_alloc_profile_config_t cfg = {
       .stacks = true,
       .max_nodes = opts->max_nodes ? opts->max_nodes : CTS_STACKS_DEFAULT_MAX_NODES,
-      .live_by_site = true};
+      .live_by_site = true,
+      .skip_life_samples = true};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,
