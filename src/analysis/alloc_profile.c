@@ -22,26 +22,48 @@ struct cts_alloc_profile_block {
   bool promoted;
 };
 
-/* A live block as the table of live blocks keeps it: 24 bytes, so that a trace whose
- * blocks mostly survive costs little more than that per block. A block whose figures do not
- * fit (a time 2^40 µs after the first allocation or before it, 2^24 words or more, 2^32
- * samples or more, a clock of 2^48 samples) keeps its full record in the pool instead, and
- * node is its index there. */
+/* A live block as the table of live blocks keeps it: 16 bytes where no view reads its
+ * alloc_clock (cfg.skip_life_samples or skip_histograms: report, diff, top, leaks, export),
+ * 24 with it (stats' lifetimes in samples), so that a trace whose blocks mostly survive
+ * costs little more than that per block (survivors160's report: 10 M live records). The
+ * 24-byte record is the 16-byte one followed by alloc_clock (live_rec_clock_t): one reading
+ * path serves both. A block whose figures do not fit (a time 2^40 µs after the first
+ * allocation or before it, 2^24 words, samples or node or more) keeps its full record in
+ * the pool instead, and time_len is its index there. */
 typedef struct live_rec {
   uint64_t time_len; /* time_us - live_base_us (bits 0-39), length in words (40-63) */
-  /* alloc_clock (bits 0-47), source (48-49), promoted (50), pooled (51), and with
+  /* samples (bits 0-23), node (24-47), source (48-49), promoted (50), pooled (51), and with
    * stacks.live_by_site the block's site + 1 when below 2^12 (52-63; 0: ask its node). */
-  uint64_t clock_flags;
-  uint32_t node;
-  uint32_t samples;
+  uint64_t meta;
 } live_rec_t;
 
+/* The record of a profile that keeps lifetimes in samples (cts_alloc_profile_t.rec_clock). */
+typedef struct live_rec_clock {
+  live_rec_t rec;
+  uint64_t alloc_clock; /* alloc_clock before this block */
+} live_rec_clock_t;
+
 #define REC_TIME_BITS  40
-#define REC_CLOCK_BITS 48
+#define REC_FIELD_BITS 24 /* length, samples and node */
+#define REC_FIELD_MASK ((1ull << REC_FIELD_BITS) - 1)
+#define REC_NODE       24
 #define REC_SOURCE     48
 #define REC_PROMOTED   (1ull << 50)
 #define REC_POOLED     (1ull << 51)
 #define REC_SITE       52
+
+static inline uint32_t rec_samples(const live_rec_t *r) {
+  return (uint32_t)(r->meta & REC_FIELD_MASK);
+}
+
+static inline uint32_t rec_node(const live_rec_t *r) {
+  return (uint32_t)(r->meta >> REC_NODE & REC_FIELD_MASK);
+}
+
+/* A pooled record's index in the pool. */
+static inline uint32_t rec_pooled(const live_rec_t *r) {
+  return (uint32_t)r->time_len;
+}
 
 /* Stacks beyond it keep only their allocation point (see cts_stacks_t.max_nodes). */
 #define DEFAULT_MAX_NODES CTS_STACKS_DEFAULT_MAX_NODES
@@ -58,7 +80,12 @@ static bool live_at_end_applies(const cts_alloc_profile_t *p) {
 /* cts_alloc_profile_t.collect_mode: the running case is 0, so that it costs one test of a
  * byte as the test of cfg.allocated_only did alone (a second test, of live_at_end, was ~3
  * instructions a collection on top and stats, which never defer). */
-enum { COLLECT_RUNNING = 0, COLLECT_AT_END, COLLECT_NONE };
+enum {
+  COLLECT_RUNNING = 0, /* records of 16 bytes (no alloc_clock: rec_clock false) */
+  COLLECT_AT_END,
+  COLLECT_RUNNING_CLOCK, /* records of 24 bytes (rec_clock: stats' lifetimes in samples) */
+  COLLECT_NONE
+};
 
 /* cts_alloc_profile_t.alloc_mode: how an allocation keeps the figures, a constant in each
  * copy of alloc_as below, so that none carries the others' tests and code (on_alloc picks
@@ -83,6 +110,7 @@ static void set_live_at_end(cts_alloc_profile_t *p, bool at_end) {
   p->live_at_end = at_end;
   p->collect_mode = p->cfg.allocated_only ? COLLECT_NONE
                     : at_end              ? COLLECT_AT_END
+                    : p->rec_clock        ? COLLECT_RUNNING_CLOCK
                                           : COLLECT_RUNNING;
   /* (By site never defers: live_at_end_applies.) */
   p->alloc_mode = at_end                                     ? ALLOC_AT_END
@@ -98,7 +126,9 @@ int cts_alloc_profile_init(cts_alloc_profile_t *p, const cts_alloc_profile_confi
   p->log_keep = log1p(-1.0); /* (unused at rate 1) */
   p->word_bytes = 8;
   p->free_block = UINT32_MAX;
-  if (cts_live_init(&p->live, sizeof(live_rec_t)) != 0) return -EINVAL;
+  p->rec_clock = !cfg->skip_histograms && !cfg->skip_life_samples;
+  if (cts_live_init(&p->live, p->rec_clock ? sizeof(live_rec_clock_t) : sizeof(live_rec_t)) != 0)
+    return -EINVAL;
   cts_hist_init(&p->size_words);
   cts_hist_init(&p->life_us);
   cts_hist_init(&p->life_samples);
@@ -136,11 +166,11 @@ void cts_alloc_profile_fini(cts_alloc_profile_t *p) {
 static inline void add_live(void *ud, void *rec) {
   cts_alloc_profile_t *p = ud;
   const live_rec_t *r = rec;
-  if (CTS_UNLIKELY(r->clock_flags & REC_POOLED)) {
-    const cts_alloc_profile_block_t *b = &p->blocks[r->node];
+  if (CTS_UNLIKELY(r->meta & REC_POOLED)) {
+    const cts_alloc_profile_block_t *b = &p->blocks[rec_pooled(r)];
     cts_stacks_add_live(&p->stacks, b->node, b->samples, b->est);
   } else {
-    cts_stacks_add_live(&p->stacks, r->node, r->samples, 1.0);
+    cts_stacks_add_live(&p->stacks, rec_node(r), rec_samples(r), 1.0);
   }
 }
 
@@ -219,25 +249,26 @@ static void release_block(cts_alloc_profile_t *p, uint32_t bi) {
   p->free_block = bi;
 }
 
-/* The full figures of a live record (its pooled copy, or its fields unpacked). Inline:
+/* The full figures of a live record (its pooled copy, or its fields unpacked; alloc_clock
+ * 0 there: rec_alloc_clock reads it, for the one caller that does). Inline:
  * a call returned the 48-byte block through memory on every collect (~35 instructions). */
 static CTS_FORCE_INLINE cts_alloc_profile_block_t unpack(const cts_alloc_profile_t *p,
                                                          const live_rec_t *r) {
-  if (r->clock_flags & REC_POOLED) return p->blocks[r->node];
+  if (r->meta & REC_POOLED) return p->blocks[rec_pooled(r)];
   return (cts_alloc_profile_block_t){
       .time_us = p->live_base_us + (r->time_len & ((1ull << REC_TIME_BITS) - 1)),
-      .alloc_clock = r->clock_flags & ((1ull << REC_CLOCK_BITS) - 1),
-      .samples = r->samples,
+      .samples = rec_samples(r),
       .length = r->time_len >> REC_TIME_BITS,
-      .node = r->node,
-      .source = (uint8_t)(r->clock_flags >> REC_SOURCE & 3u),
-      .promoted = (r->clock_flags & REC_PROMOTED) != 0,
+      .node = rec_node(r),
+      .source = (uint8_t)(r->meta >> REC_SOURCE & 3u),
+      .promoted = (r->meta & REC_PROMOTED) != 0,
   };
 }
 
 /* Stores b (est left out: it is a function of the length) in r when its figures fit a
- * record, with site_bits (the site's field, REC_SITE, or 0) in its flags. Inline, from the event's
- * own fields: building the 48-byte block first cost its stores and loads on every allocation. */
+ * record, with site_bits (the site's field, REC_SITE, or 0) in its flags, and alloc_clock
+ * after it when the records keep it (p->rec_clock). Inline, from the event's own fields:
+ * building the 48-byte block first cost its stores and loads on every allocation. */
 static CTS_FORCE_INLINE bool pack_fits(const cts_alloc_profile_t *p, live_rec_t *r,
                                        uint64_t time_us, uint64_t alloc_clock, uint64_t samples,
                                        uint64_t length, uint8_t source, uint32_t node,
@@ -246,13 +277,14 @@ static CTS_FORCE_INLINE bool pack_fits(const cts_alloc_profile_t *p, live_rec_t 
    * is more than 2^64 - 2^40 before it: base + dt gives it back all the same, modulo 2^64. */
   const uint64_t dt = time_us - p->live_base_us;
   /* One test of the fields' high bits rather than a compare each (every allocation). */
-  const uint64_t high = dt >> REC_TIME_BITS | length >> 24 | samples >> 32 |
-                        alloc_clock >> REC_CLOCK_BITS | (uint64_t)(source >> 2);
+  const uint64_t high =
+      dt >> REC_TIME_BITS | (length | samples | node) >> REC_FIELD_BITS | (uint64_t)(source >> 2);
   if (CTS_UNLIKELY(high != 0)) return false;
-  *r = (live_rec_t){.time_len = dt | length << REC_TIME_BITS,
-                    .clock_flags = alloc_clock | (uint64_t)source << REC_SOURCE | site_bits,
-                    .node = node,
-                    .samples = (uint32_t)samples};
+  *r = (live_rec_t){
+      .time_len = dt | length << REC_TIME_BITS,
+      .meta = samples | (uint64_t)node << REC_NODE | (uint64_t)source << REC_SOURCE | site_bits};
+  /* (The table's records are 24 bytes then: cts_alloc_profile_init.) */
+  if (p->rec_clock) ((live_rec_clock_t *)(void *)r)->alloc_clock = alloc_clock;
   return true;
 }
 
@@ -264,13 +296,13 @@ static CTS_NOINLINE int pool(cts_alloc_profile_t *p, live_rec_t *r,
   const int e = new_block(p, &bi);
   if (e) return e;
   p->blocks[bi] = *b;
-  *r = (live_rec_t){.clock_flags = REC_POOLED, .node = bi};
+  *r = (live_rec_t){.time_len = bi, .meta = REC_POOLED};
   return 0;
 }
 
 /* The block's est: kept in the pool, recomputed from the length otherwise. */
 static CTS_FORCE_INLINE double rec_est(cts_alloc_profile_t *p, const live_rec_t *r) {
-  if (r->clock_flags & REC_POOLED) return p->blocks[r->node].est;
+  if (r->meta & REC_POOLED) return p->blocks[rec_pooled(r)].est;
   return sampling_weight(p, r->time_len >> REC_TIME_BITS);
 }
 
@@ -292,7 +324,7 @@ static CTS_FORCE_INLINE void heap_free(cts_alloc_profile_t *p, uint32_t node, ui
   else if (at_end || p->stacks.live_by_site) { /* (by site: no node record to change) */
     /* The site kept in the record spares a load of the node, a cache miss in a large trie
      * (most frees on gen_trace's default shape). */
-    const uint32_t site = (uint32_t)(r->clock_flags >> REC_SITE);
+    const uint32_t site = (uint32_t)(r->meta >> REC_SITE);
     if (site)
       cts_stacks_free_site(&p->stacks, site - 1u, samples);
     else
@@ -320,8 +352,8 @@ bool cts_alloc_profile_ended(const cts_alloc_profile_t *p, cts_alloc_profile_liv
  * whole block (through it, a batch took ~39 instructions a block, now ~30). */
 static CTS_FORCE_INLINE cts_alloc_profile_live_t live_of(const cts_alloc_profile_t *p,
                                                          const live_rec_t *r) {
-  if (CTS_UNLIKELY(r->clock_flags & REC_POOLED)) {
-    const cts_alloc_profile_block_t *b = &p->blocks[r->node];
+  if (CTS_UNLIKELY(r->meta & REC_POOLED)) {
+    const cts_alloc_profile_block_t *b = &p->blocks[rec_pooled(r)];
     return (cts_alloc_profile_live_t){.time_us = b->time_us,
                                       .length = b->length,
                                       .samples = b->samples,
@@ -331,9 +363,9 @@ static CTS_FORCE_INLINE cts_alloc_profile_live_t live_of(const cts_alloc_profile
   return (cts_alloc_profile_live_t){
       .time_us = p->live_base_us + (r->time_len & ((1ull << REC_TIME_BITS) - 1)),
       .length = r->time_len >> REC_TIME_BITS,
-      .samples = r->samples,
-      .node = r->node,
-      .source = (uint8_t)(r->clock_flags >> REC_SOURCE & 3u)};
+      .samples = rec_samples(r),
+      .node = rec_node(r),
+      .source = (uint8_t)(r->meta >> REC_SOURCE & 3u)};
 }
 
 bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
@@ -411,7 +443,7 @@ static CTS_NOINLINE void free_replaced(cts_alloc_profile_t *p, live_rec_t *r, bo
   const cts_alloc_profile_block_t old = unpack(p, r);
   heap_free(p, old.node, old.samples, r, at_end);
   if (!at_end) ended(p, &old); /* (see cfg.live_at_end) */
-  if (r->clock_flags & REC_POOLED) release_block(p, r->node);
+  if (r->meta & REC_POOLED) release_block(p, rec_pooled(r));
   p->live_blocks--;
 }
 
@@ -429,7 +461,7 @@ static CTS_NOINLINE int pool_event(cts_alloc_profile_t *p, live_rec_t *r, const 
                                        .source = ev->source};
   const int e = pool(p, r, &b);
   if (e) {
-    live_rec_t gone;
+    live_rec_clock_t gone; /* (the table's records are 16 or 24 bytes) */
     cts_live_take(&p->live, ev->obj_id, &gone);
   }
   return e;
@@ -482,7 +514,7 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
   /* No record refers to the base while the table is empty: it follows the trace. */
   if (p->live.count == 0) p->live_base_us = ev->time_us;
   bool added;
-  /* Every byte of the record is written below (packed or pooled). */
+  /* Every byte of the record that is read is written below (packed or pooled). */
   live_rec_t *r = cts_live_insert_unset(&p->live, ev->obj_id, &added);
   if (!r) return -ENOMEM;
   if (CTS_UNLIKELY(!added)) free_replaced(p, r, at_end);
@@ -554,26 +586,32 @@ static CTS_NOINLINE void on_promote(cts_alloc_profile_t *p, const cts_mt_event_t
     p->unknown_promotes++;
     return;
   }
-  if (r->clock_flags & REC_POOLED)
-    p->blocks[r->node].promoted = true;
+  if (r->meta & REC_POOLED)
+    p->blocks[rec_pooled(r)].promoted = true;
   else
-    r->clock_flags |= REC_PROMOTED;
+    r->meta |= REC_PROMOTED;
   p->promoted_allocs++;
   p->promoted_samples += b.samples;
 }
 
-/* A collection; at_end as for alloc_as. */
+/* A collection; at_end as for alloc_as; clock: p->rec_clock (a constant in the running
+ * copies, so that each copies its own record size without a test). */
 static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                        const bool at_end) {
-  live_rec_t r;
-  if (!cts_live_take_n(&p->live, ev->obj_id, &r, sizeof r)) {
+                                        const bool at_end, const bool clock) {
+  /* The copy out of the table is of a constant size in each branch (16 or 24 bytes): a few
+   * moves inline, not a libc call of a size known at run time. */
+  live_rec_clock_t rc;
+  const bool taken = clock ? cts_live_take_n(&p->live, ev->obj_id, &rc, sizeof rc)
+                           : cts_live_take_n(&p->live, ev->obj_id, &rc.rec, sizeof rc.rec);
+  if (!taken) {
     p->unknown_collects++;
     return;
   }
-  const cts_alloc_profile_block_t full = unpack(p, &r);
+  const live_rec_t *r = &rc.rec;
+  const cts_alloc_profile_block_t full = unpack(p, r);
   const cts_alloc_profile_block_t *b = &full;
-  heap_free(p, b->node, b->samples, &r, at_end);
-  if (r.clock_flags & REC_POOLED) release_block(p, r.node);
+  heap_free(p, b->node, b->samples, r, at_end);
+  if (r->meta & REC_POOLED) release_block(p, rec_pooled(r));
   if (!at_end) ended(p, b); /* (see cfg.live_at_end) */
   if (b->source >= CTS_MT_SOURCE_EXTERNAL)
     p->collected_external_samples += b->samples;
@@ -585,23 +623,32 @@ static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_eve
   if (!p->cfg.skip_histograms) {
     const uint64_t lifetime = ev->time_us > b->time_us ? ev->time_us - b->time_us : 0;
     cts_hist_add(&p->life_us, lifetime, b->samples);
-    if (!p->cfg.skip_life_samples)
-      cts_hist_add(&p->life_samples, p->alloc_clock - b->alloc_clock - b->samples, b->samples);
+    if (clock) { /* (!skip_life_samples here) */
+      /* A pooled block's is in its full figures (unpack). */
+      const uint64_t before = r->meta & REC_POOLED ? b->alloc_clock : rc.alloc_clock;
+      cts_hist_add(&p->life_samples, p->alloc_clock - before - b->samples, b->samples);
+    }
   }
   p->live_blocks--;
 }
 
-/* The two collection paths, out of line: inline in cts_alloc_profile_add_event, they made
+/* The collection paths, out of line: inline in cts_alloc_profile_add_event, they made
  * it save and restore six registers and a frame on every event, allocations included (~17
  * instructions an event, 2.4 % of pprof's on python3's trace); here only a collection pays its
  * own, and an allocation is a tail call. */
 static CTS_NOINLINE int collect_running(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
-  collect_as(p, ev, false);
+  collect_as(p, ev, false, false);
   return 0;
 }
 
+static CTS_NOINLINE int collect_running_clock(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
+  collect_as(p, ev, false, true);
+  return 0;
+}
+
+/* (The views that defer keep no lifetimes in samples: 16-byte records, tested all the same.) */
 static CTS_NOINLINE int collect_at_end(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
-  collect_as(p, ev, true);
+  collect_as(p, ev, true, p->rec_clock);
   return 0;
 }
 
@@ -636,6 +683,7 @@ static CTS_FORCE_INLINE int dispatch(cts_alloc_profile_t *p, const cts_mt_event_
     case CTS_MT_COLLECT:
       if (CTS_LIKELY(p->collect_mode == COLLECT_RUNNING)) return collect_running(p, ev);
       if (p->collect_mode == COLLECT_AT_END) return collect_at_end(p, ev);
+      if (p->collect_mode == COLLECT_RUNNING_CLOCK) return collect_running_clock(p, ev);
       return 0;
   }
   return 0;

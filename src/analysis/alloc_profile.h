@@ -101,9 +101,12 @@ typedef struct cts_alloc_profile {
   uint64_t start_time_us;
   cts_stacks_t stacks;
 
-  /* Live blocks: object id → a 24-byte record (alloc_profile.c), or for the rare block whose
-   * figures do not fit one, an index in blocks. */
+  /* Live blocks: object id → a 16-byte record (alloc_profile.c), 24 with rec_clock, or for
+   * the rare block whose figures do not fit one, an index in blocks. */
   cts_live_table_t live;
+  /* The records keep alloc_clock (for life_samples: neither cfg.skip_histograms nor
+   * cfg.skip_life_samples), set at init. */
+  bool rec_clock;
   uint64_t live_base_us;             /* the first allocation's time: records hold times from it */
   cts_alloc_profile_block_t *blocks; /* pool of live blocks that do not fit, with a free list */
   uint32_t block_count, free_block;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The allocation profile's table of live blocks: at most 32 bytes per live block on a
- * trace whose blocks survive, and the same figures whether a block's record is compact
- * or (huge, far in time, many samples) kept in full. */
+ * trace whose blocks survive (19 without alloc_clock), and the same figures whether a block's
+ * record is compact or (huge, far in time, many samples) kept in full. */
 #include "../../src/analysis/alloc_profile.h"
 
 #include <string.h>
@@ -24,10 +24,12 @@ static int event(cts_alloc_profile_t *p, cts_mt_event_kind_t kind, uint64_t id, 
   return cts_alloc_profile_add_event(p, &ev);
 }
 
-CTS_TEST(survivors_cost_at_most_32_bytes_each) {
+/* 2 M blocks, one in ten dying young, under cfg: the table's records are rec_size bytes,
+ * and with the pool's it holds at most max_each bytes a live block. */
+static void check_survivors(const cts_alloc_profile_config_t *cfg, size_t rec_size,
+                            size_t max_each) {
   cts_alloc_profile_t p;
-  const cts_alloc_profile_config_t cfg = {.skip_histograms = true};
-  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&p, &cfg), 0);
+  CTS_ASSERT_EQ_INT(cts_alloc_profile_init(&p, cfg), 0);
   const uint64_t n = 2000000;
   for (uint64_t id = 0; id < n; id++) {
     CTS_ASSERT_EQ_INT(alloc(&p, id, 1000 + id, 1 + id % 300, 2 + id % 300, id % 3), 0);
@@ -36,15 +38,30 @@ CTS_TEST(survivors_cost_at_most_32_bytes_each) {
   }
   CTS_ASSERT_EQ_U64(p.live_blocks, n - n / 10);
   const size_t bytes = p.live.bytes + (size_t)p.block_cap * 40u;
-  CTS_ASSERT_MSG(bytes <= p.live_blocks * 32u, "%zu bytes for %" PRIu64 " live blocks", bytes,
+  CTS_ASSERT_MSG(bytes <= p.live_blocks * max_each, "%zu bytes for %" PRIu64 " live blocks", bytes,
                  p.live_blocks);
+  CTS_ASSERT_EQ_U64(p.live.rec_size, rec_size);
   cts_alloc_profile_fini(&p);
 }
 
+/* stats' configuration keeps each block's alloc_clock (lifetimes in samples): 24 bytes. */
+CTS_TEST(survivors_cost_at_most_32_bytes_each) {
+  check_survivors(&(cts_alloc_profile_config_t){0}, 24, 32);
+}
+
+/* The records without alloc_clock (16 bytes, for views that never print lifetimes in
+ * samples: report, diff, top, leaks, export): at most 16 * 8/7 bytes a block in dense
+ * chunks, plus headers (with 24-byte records, 26.9 a block here). */
+CTS_TEST(survivors_cost_at_most_19_bytes_each_without_lifetimes_in_samples) {
+  check_survivors(&(cts_alloc_profile_config_t){.skip_life_samples = true}, 16, 19);
+  check_survivors(&(cts_alloc_profile_config_t){.skip_histograms = true}, 16, 19);
+}
+
 /* Runs the same events with the block of id 5 ordinary or one of the kinds kept in full;
- * every figure but that block's own must agree. */
-static void run(cts_alloc_profile_t *p, uint64_t t5, uint64_t len5, uint64_t samples5) {
-  const cts_alloc_profile_config_t cfg = {0};
+ * every figure but that block's own must agree. clock: records with alloc_clock (24 bytes,
+ * lifetimes in samples kept) or without (16). */
+static void run(cts_alloc_profile_t *p, uint64_t t5, uint64_t len5, uint64_t samples5, bool clock) {
+  const cts_alloc_profile_config_t cfg = {.skip_life_samples = !clock};
   cts_alloc_profile_init(p, &cfg);
   for (uint64_t id = 0; id < 10; id++) {
     const bool odd = id == 5;
@@ -72,20 +89,26 @@ CTS_TEST(pooled_blocks_keep_their_figures) {
              {100 + (1ull << 40), 4, 1, true},
              {105, (1ull << 24) - 1, 1, false},
              {105, 1ull << 24, 1, true},
-             {105, 4, UINT32_MAX, false},
+             {105, 4, (1ull << 24) - 1, false},
+             {105, 4, 1ull << 24, true},
+             {105, 4, UINT32_MAX, true},
              {105, 4, 1ull << 32, true}};
-  for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++) {
+  for (size_t k = 0; k < 2 * sizeof odd / sizeof odd[0]; k++) {
+    const bool clock = k % 2;
     cts_alloc_profile_t p;
-    run(&p, odd[k].t, odd[k].len, odd[k].samples);
+    run(&p, odd[k / 2].t, odd[k / 2].len, odd[k / 2].samples, clock);
     CTS_ASSERT_EQ_U64(p.live_blocks, 9);
     CTS_ASSERT_EQ_U64(p.promoted_allocs, 1);
-    CTS_ASSERT_EQ_U64(p.promoted_samples, odd[k].samples);
+    CTS_ASSERT_EQ_U64(p.promoted_samples, odd[k / 2].samples);
     CTS_ASSERT_EQ_U64(p.unknown_promotes, 1);
     CTS_ASSERT_EQ_U64(p.unknown_collects, 1);
-    CTS_ASSERT_EQ_U64(p.collected_major_samples, odd[k].samples);
+    CTS_ASSERT_EQ_U64(p.collected_major_samples, odd[k / 2].samples);
     CTS_ASSERT_EQ_U64(p.collected_allocs, 1);
     CTS_ASSERT_EQ_U64(p.life_us.total_blocks, 1);
-    CTS_ASSERT_EQ_U64(p.free_block == UINT32_MAX ? 0 : 1, odd[k].pooled ? 1 : 0);
+    /* Lifetime in samples: the other blocks' 4 samples allocated after it (ids 6-9). */
+    CTS_ASSERT_EQ_U64(p.life_samples.total_blocks, clock ? 1 : 0);
+    if (clock) CTS_ASSERT(p.life_samples.min == 4 && p.life_samples.max == 4);
+    CTS_ASSERT_EQ_U64(p.free_block == UINT32_MAX ? 0 : 1, odd[k / 2].pooled ? 1 : 0);
     cts_alloc_profile_fini(&p);
   }
 }

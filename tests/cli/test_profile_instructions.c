@@ -16,7 +16,11 @@
  *    takes a repeated backtrace's node without the call): 306.6 - 120.8 = 185.8 -> 156.2;
  *  - default shape (0.46 collections an event), `report`, which never prints the lifetimes
  *    in samples (cfg.skip_life_samples): main at 7271c5f 2 832.3 - 88.0 = 2 744.2 ->
- *    2 734.2 (~22 instructions a collection).
+ *    2 734.2 (~22 instructions a collection); wip/h39rec16's 16-byte live records 2 795.4:
+ *    the profile's own code -1 an event, but +57 in libc's memcpy and +6 in memset, the
+ *    report's column buffers (report_json.c, report_col_put) grown by realloc copying where
+ *    the heap laid out around 24-byte records let them grow in place (callgrind, function by
+ *    function, 100 000 less 20 000 events).
  * Unoptimised builds are not checked: their copies cost alike (debug `stats` 894.7 ->
  * 898.0). */
 #include <unistd.h>
@@ -39,7 +43,7 @@ static const guard_t GUARDS[] = {
 
 /* The report never prints lifetimes in samples: its collections skip that histogram. */
 static const guard_t REPORT_GUARD = {
-    "default", {"report", "-q", "--threads", "1", "-o", "/dev/null", NULL}, 2739.0};
+    "default", {"report", "-q", "--threads", "1", "-o", "/dev/null", NULL}, 2800.0};
 
 /* Checks g's bound: the command's count per event less info's on the same shape. */
 static void check_guard(const guard_t *g) {
