@@ -249,15 +249,27 @@ static int stop_alone(void) {
   return e;
 }
 
+/* A writer process being made (cts__lazy_writer_start, in another thread) is waited for:
+ * the spawn takes well under a millisecond, and nothing it does waits on the caller. */
+static void wait_while_writer_spawns(void) {
+  while (atomic_load(&cts__lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
+}
+
+/* No writer process made yet: none will be, and the program ends the trace itself. False
+ * when one is made, being made, or the session's end was already claimed. */
+static bool claim_end_alone(void) {
+  int waiting = CTS__LAZY_WAITING;
+  return atomic_compare_exchange_strong(&cts__lazy_writer, &waiting, CTS__LAZY_FINISHED);
+}
+
 /* Stops the running session: sampling ends, the writer thread writes what is queued,
  * flushes and exits, the sink is closed. Control lock held. */
 int cts__session_stop_locked(void) {
   CTS_ASSERT(cts__session.session_running);
   /* No writer process made: none will be (a sample from now on is dropped as after any
    * stop), and the program ends the trace. One being made is waited for. */
-  int lazy = CTS__LAZY_WAITING;
-  atomic_compare_exchange_strong(&cts__lazy_writer, &lazy, CTS__LAZY_FINISHED);
-  while (atomic_load(&cts__lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
+  (void)claim_end_alone();
+  wait_while_writer_spawns();
   if (atomic_load(&cts__lazy_writer) == CTS__LAZY_FINISHED) return stop_alone();
   cts__ctl_lock();
   atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
@@ -322,7 +334,7 @@ void cts__tracer_before_fds_close(unsigned first, unsigned last) {
   cts__guard_enter();
   cts__lazy_writer_start();
   /* Another thread's first sample may be making it: its copies must exist before ours go. */
-  while (atomic_load(&cts__lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
+  wait_while_writer_spawns();
   cts__guard_leave();
   errno = saved;
 }
@@ -335,11 +347,8 @@ bool cts__tracer_writer_waiting(void) {
 /* tracer_internal.h. Under the control mutex: no start or stop meanwhile. */
 bool cts__session_exec_end(void) {
   pthread_mutex_lock(&cts__session.control);
-  while (atomic_load(&cts__lazy_writer) == CTS__LAZY_SPAWNING) sched_yield();
-  int waiting = CTS__LAZY_WAITING;
-  const bool ended =
-      cts__session.session_running &&
-      atomic_compare_exchange_strong(&cts__lazy_writer, &waiting, CTS__LAZY_FINISHED);
+  wait_while_writer_spawns();
+  const bool ended = cts__session.session_running && claim_end_alone();
   if (ended) {
     atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
     cts__writer_close_alone(cts__event_time());
@@ -352,11 +361,8 @@ bool cts__session_exec_end(void) {
  * is free (a handler may have interrupted its holder). */
 void cts__session_end_at_exit(void) {
   if (pthread_mutex_trylock(&cts__session.control) != 0) return;
-  if (cts__session.session_running && !cts__session.service_running) {
-    int waiting = CTS__LAZY_WAITING;
-    if (atomic_compare_exchange_strong(&cts__lazy_writer, &waiting, CTS__LAZY_FINISHED))
-      stop_alone();
-  }
+  if (cts__session.session_running && !cts__session.service_running && claim_end_alone())
+    stop_alone();
   pthread_mutex_unlock(&cts__session.control);
 }
 
