@@ -568,14 +568,22 @@ char *cts__read_maps(int pid, size_t *len) {
  * held them). The spawn is two vfork-style clones on stacks of their own, every signal
  * blocked, raw system calls only, and an exec: nothing of the program's runs in them. */
 
-/* The writer executable's path (dladdr: next to the library the tracer is in), once per
- * image: 1 found, 0 not, -1 not looked for yet. */
+/* The writer executable's path, once per image: 1 found, 0 not, -1 not looked for yet. It
+ * is installed in LIBEXECDIR/ctfscope/, the build tree laid out alike: found from the
+ * directory of the library the tracer is in (dladdr), by the relative path CMake computed
+ * from LIBDIR (src/tracer/CMakeLists.txt), so that a copy of the installed tree elsewhere
+ * finds its own. Not found (the tracer linked into a program, or the file removed): the
+ * session makes its writer at its start, as before the lazy writer. */
 static char writer_exe[4096];
 static int writer_exe_found = -1;
 
 #ifndef CTS_WRITER_EXE_NAME
 #define CTS_WRITER_EXE_NAME "ctfscope-writer"
 #endif
+#ifndef CTS_WRITER_DIR_FROM_LIBDIR
+#define CTS_WRITER_DIR_FROM_LIBDIR "../libexec/ctfscope"
+#endif
+#define WRITER_FROM_LIBDIR CTS_WRITER_DIR_FROM_LIBDIR "/" CTS_WRITER_EXE_NAME
 
 static bool find_writer_executable(void) {
   if (writer_exe_found >= 0) return writer_exe_found == 1;
@@ -586,9 +594,9 @@ static bool find_writer_executable(void) {
     return false;
   const char *const slash = strrchr(info.dli_fname, '/');
   const size_t dir = slash ? (size_t)(slash - info.dli_fname) + 1u : 0u;
-  if (!slash || dir + sizeof CTS_WRITER_EXE_NAME > sizeof writer_exe) return false;
+  if (!slash || dir + sizeof WRITER_FROM_LIBDIR > sizeof writer_exe) return false;
   memcpy(writer_exe, info.dli_fname, dir);
-  memcpy(writer_exe + dir, CTS_WRITER_EXE_NAME, sizeof CTS_WRITER_EXE_NAME);
+  memcpy(writer_exe + dir, WRITER_FROM_LIBDIR, sizeof WRITER_FROM_LIBDIR);
   writer_exe_found = access(writer_exe, X_OK) == 0;
   return writer_exe_found == 1;
 }

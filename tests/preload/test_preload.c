@@ -2935,13 +2935,7 @@ CTS_TEST(program_killed_before_its_first_sample_leaves_no_end_time_and_record_sa
 /* The writer executable run by hand (no traced program's mapping to take over) says what it
  * is and exits 127, instead of exiting silently. */
 CTS_TEST(writer_executable_run_by_hand_says_what_it_is) {
-  char writer[1100];
-  snprintf(writer, sizeof writer, "%s", CTS_TEST_CTFSCOPE);
-  char *slash = strrchr(writer, '/');
-  CTS_ASSERT(slash != NULL);
-  snprintf(slash + 1, sizeof writer - (size_t)(slash + 1 - writer), "ctfscope-writer");
-  if (access(writer, X_OK) != 0) CTS_SKIP("no %s in this build", writer);
-  char *argv[] = {writer, NULL};
+  char *argv[] = {CTS_TEST_WRITER, NULL};
   run(&traced, argv, NULL, NULL, NULL);
   CTS_ASSERT_EQ_INT(traced.status, 127);
   CTS_ASSERT_MSG(strstr(traced.err, "It is not run by hand: use `ctfscope record -- PROGRAM`."),
