@@ -3214,6 +3214,40 @@ CTS_TEST(program_closing_its_descriptors_before_its_first_sample_keeps_its_trace
   }
 }
 
+/* A program that closes its descriptors before its first sample (closefrom(3), which the
+ * preload sees), record's notes pipe with them, and whose trace then loses data: the writer
+ * process made at the closefrom keeps a copy of the pipe and tells record itself. The
+ * file-size limit at the trace's length (RLIMIT_FSIZE, inherited by the writer) fails each
+ * of the writer's writes whole, as a full disk fails them: a header-only trace that cannot
+ * tell the loss by itself. Before (e9333f9, checked): the pipe went with the program's
+ * closefrom, and record's summary said nothing of the loss. */
+CTS_TEST(program_closing_its_descriptors_is_still_told_of_a_lost_tail) {
+  char trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "closefds_full");
+  unlink(trace);
+  victim_path(victim, sizeof victim, "victim_closefds_late");
+  char *argv[] = {CTS_TEST_CTFSCOPE,
+                  "record",
+                  "-o",
+                  trace,
+                  "--rate",
+                  "1e-5",
+                  "--",
+                  victim,
+                  "full",
+                  trace,
+                  NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ok\n");
+  CTS_ASSERT_MSG(strstr(traced.err, ": 0 sampled allocations, 0 frees") &&
+                     strstr(traced.err,
+                            "; its tail was lost: writing the trace failed: File too "
+                            "large\n"),
+                 "stderr: %s", traced.err);
+  unlink(trace);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's
