@@ -315,6 +315,18 @@ void cts__lazy_writer_start(void) {
     if (!cts__ctl->stats.error) cts__ctl->stats.error = e == -EBADF ? e : -ESRCH;
     atomic_store(&cts__ctl->failed, true);
     cts__ctl_unlock();
+    /* Said where the user sees it: record's notes pipe went with the descriptors, and the
+     * trace (its header, and its end written by the program) cannot tell a loss. */
+    if (e == -EBADF)
+      cts__tracer_log(&cts__sink.sink,
+                      "tracing stopped at the first sample: the program had closed the "
+                      "tracer's descriptors by a call the preload does not see (a raw "
+                      "close_range system call?); the trace holds no sample");
+    else
+      cts__tracer_log(&cts__sink.sink,
+                      "the writer process could not be made (%s): tracing stopped at the first "
+                      "sample; the trace holds no sample",
+                      strerror(-e));
   }
   atomic_store(&cts__lazy_writer, e ? CTS__LAZY_FINISHED : CTS__LAZY_SPAWNED);
 }

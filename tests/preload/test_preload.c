@@ -3248,6 +3248,34 @@ CTS_TEST(program_closing_its_descriptors_is_still_told_of_a_lost_tail) {
   unlink(trace);
 }
 
+/* A program that closes its descriptors by the raw system call before its first sample
+ * (syscall(SYS_close_range, ...): no hook sees it) loses the session's memfd, so no writer
+ * can be made at that sample, and record's notes pipe with it. The tracer says so on the
+ * program's standard error at that sample, which record's output shows above its summary;
+ * the trace ends at the program's end with no sample (info reads it as complete: it cannot
+ * tell). Before (e9333f9, checked): nothing said it, a silent empty trace. */
+CTS_TEST(raw_close_range_before_the_first_sample_is_said) {
+  char trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "closefds_raw");
+  unlink(trace);
+  victim_path(victim, sizeof victim, "victim_closefds_late");
+  char *argv[] = {
+      CTS_TEST_CTFSCOPE, "record", "-o", trace, "--rate", "1e-5", "--", victim, "raw", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ok\n");
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "ctfscope-preload: tracing stopped at the first sample: the program had "
+                        "closed the tracer's descriptors by a call the preload does not see (a "
+                        "raw close_range system call?); the trace holds no sample\n") &&
+                     strstr(traced.err, ": 0 sampled allocations, 0 frees"),
+                 "stderr: %s", traced.err);
+  static char out[1 << 16];
+  CTS_ASSERT(info_says_ok(trace, out, sizeof out));
+  CTS_ASSERT_MSG(strstr(out, "Samples        0:"), "info: %s", out);
+  unlink(trace);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's

@@ -10,6 +10,8 @@
  *                                       /proc/self/fd; nothing when there is none)
  *   victim_closefds_late vfork          a vfork'd child (sharing the program's memory, not
  *                                       its descriptors) calls closefrom(3) and exits
+ *   victim_closefds_late raw            the close_range system call itself (syscall(2)),
+ *                                       which no hook sees
  *   victim_closefds_late full TRACE     limits its files' size (RLIMIT_FSIZE, inherited by
  *                                       a writer made after) to TRACE's length, then
  *                                       closefrom(3): every write past it fails whole
@@ -30,6 +32,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,6 +67,8 @@ int main(int argc, char **argv) {
   const char *const mode = argv[1];
   if (strcmp(mode, "closefrom") == 0) {
     closefrom(3);
+  } else if (strcmp(mode, "raw") == 0) {
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) return 3;
   } else if (strcmp(mode, "full") == 0 && argc == 3) {
     struct stat st;
     if (stat(argv[2], &st) != 0) return 9;
