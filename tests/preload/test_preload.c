@@ -3276,6 +3276,32 @@ CTS_TEST(raw_close_range_before_the_first_sample_is_said) {
   unlink(trace);
 }
 
+/* A program under a file-size limit (`ulimit -f`) is traced: a lazy session's rings are a
+ * memfd of several GiB, whose sizing past the limit failed with SIGXFSZ and killed the
+ * program at its start (main e9333f9, checked: status 128 + 25, no output). It now gets the
+ * writer made at its start instead, on an anonymous mapping, and its trace is whole. */
+CTS_TEST(program_under_a_file_size_limit_is_traced) {
+  char trace[256], next[300], victim[1024], script[1200];
+  trace_path(trace, sizeof trace, "fsize_limit");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(trace);
+  unlink(next);
+  victim_path(victim, sizeof victim, "victim_closefds_late");
+  snprintf(script, sizeof script, "ulimit -f 64 && exec %s closefrom", victim);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",   trace, "--rate", "1e-5", "--",
+                  "/bin/sh",         "-c",     script, NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ok\n");
+  decoded_t d;
+  CHECK_TRACE(d, next);
+  CTS_ASSERT_MSG(count_length(&d, (uint64_t)16 << 20) == 20, "%zu of the 20 blocks",
+                 count_length(&d, (uint64_t)16 << 20));
+  decoded_fini(&d);
+  unlink(trace);
+  unlink(next);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's
