@@ -3214,6 +3214,22 @@ CTS_TEST(program_closing_its_descriptors_before_its_first_sample_keeps_its_trace
   }
 }
 
+/* `ctfscope record --rate 1e-5 -o trace -- victim_closefds_late mode [arg]` (the trace
+ * removed first): whether it exited 0 and printed "ok" (else says why); record's summary is
+ * in traced.err. */
+static bool record_closefds_late(const char *trace, const char *mode, const char *arg) {
+  char victim[1024];
+  unlink(trace);
+  victim_path(victim, sizeof victim, "victim_closefds_late");
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record",    "-o", (char *)trace,
+                  "--rate",          "1e-5",      "--", victim,
+                  (char *)mode,      (char *)arg, NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  if (traced.status == 0 && strcmp(traced.out, "ok\n") == 0) return true;
+  fprintf(stderr, "  %s: status %d, out \"%s\": %s\n", mode, traced.status, traced.out, traced.err);
+  return false;
+}
+
 /* A program that closes its descriptors before its first sample (closefrom(3), which the
  * preload sees), record's notes pipe with them, and whose trace then loses data: the writer
  * process made at the closefrom keeps a copy of the pipe and tells record itself. The
@@ -3222,24 +3238,9 @@ CTS_TEST(program_closing_its_descriptors_before_its_first_sample_keeps_its_trace
  * tell the loss by itself. Before (e9333f9, checked): the pipe went with the program's
  * closefrom, and record's summary said nothing of the loss. */
 CTS_TEST(program_closing_its_descriptors_is_still_told_of_a_lost_tail) {
-  char trace[256], victim[1024];
+  char trace[256];
   trace_path(trace, sizeof trace, "closefds_full");
-  unlink(trace);
-  victim_path(victim, sizeof victim, "victim_closefds_late");
-  char *argv[] = {CTS_TEST_CTFSCOPE,
-                  "record",
-                  "-o",
-                  trace,
-                  "--rate",
-                  "1e-5",
-                  "--",
-                  victim,
-                  "full",
-                  trace,
-                  NULL};
-  run(&traced, argv, NULL, NULL, NULL);
-  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
-  CTS_ASSERT_STR_EQ(traced.out, "ok\n");
+  CTS_ASSERT(record_closefds_late(trace, "full", trace));
   CTS_ASSERT_MSG(strstr(traced.err, ": 0 sampled allocations, 0 frees") &&
                      strstr(traced.err,
                             "; its tail was lost: writing the trace failed: File too "
@@ -3255,15 +3256,9 @@ CTS_TEST(program_closing_its_descriptors_is_still_told_of_a_lost_tail) {
  * the trace ends at the program's end with no sample (info reads it as complete: it cannot
  * tell). Before (e9333f9, checked): nothing said it, a silent empty trace. */
 CTS_TEST(raw_close_range_before_the_first_sample_is_said) {
-  char trace[256], victim[1024];
+  char trace[256];
   trace_path(trace, sizeof trace, "closefds_raw");
-  unlink(trace);
-  victim_path(victim, sizeof victim, "victim_closefds_late");
-  char *argv[] = {
-      CTS_TEST_CTFSCOPE, "record", "-o", trace, "--rate", "1e-5", "--", victim, "raw", NULL};
-  run(&traced, argv, NULL, NULL, NULL);
-  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
-  CTS_ASSERT_STR_EQ(traced.out, "ok\n");
+  CTS_ASSERT(record_closefds_late(trace, "raw", NULL));
   CTS_ASSERT_MSG(strstr(traced.err,
                         "ctfscope-preload: tracing stopped at the first sample: the program had "
                         "closed the tracer's descriptors by a call the preload does not see (a "
