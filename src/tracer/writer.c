@@ -601,7 +601,8 @@ void *cts__writer_main(void *arg) {
 
     cts__ctl_lock();
     cts__ctl->stats.bytes_written = cts__sink.bytes_written;
-    if (err && !cts__ctl->stats.error) {
+    const bool first_error = err && !cts__ctl->stats.error; /* told once, below */
+    if (first_error) {
       cts__ctl->stats.error = err;
       /* The writer is closed after a sink error: stop sampling for nothing. */
       atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
@@ -615,7 +616,7 @@ void *cts__writer_main(void *arg) {
     if (flush_wanted || err) cts__ctl_wake(&cts__ctl->progress, true);
     const bool done = stopping && !waiting;
     cts__ctl_unlock();
-    note_sink_error(err);
+    if (first_error) note_sink_error(err);
     if (done) break;
   }
 
