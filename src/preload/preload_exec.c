@@ -30,18 +30,9 @@ const char *const cts__kept_names[CTS__KEPT_COUNT] = {
     "CTFSCOPE_WRITER", "CTFSCOPE_COMPRESS", "CTFSCOPE_STALL_TIMEOUT"};
 
 /* `ctfscope record`'s notes: a pipe (CTFSCOPE_RECORD_NOTES=FD) on which an image whose
- * trace file lost its tail (the writer process died, the disk filled...) says so, as
- * "PATH\0REASON\0", for record's summary: the file alone cannot always tell (a writer
- * that dies between two packets leaves a shorter valid trace). The pipe is checked to be
- * the one inherited (device and inode) before each write: a program that closed it may
- * have reused its number for a file of its own. Once per image. */
-static struct {
-  int fd; /* -1: none */
-  dev_t dev;
-  ino_t ino;
-  bool noted;
-} notes = {.fd = -1};
-
+ * trace file lost its tail (the writer process died, the disk filled...) says so, for
+ * record's summary. The tracer holds it (cts__tracer_notes_set: its identity is checked
+ * before each use, and the writer process keeps a copy of its own). */
 void cts__notes_from_environment(void) {
   const char *const v = cts__preload_env("CTFSCOPE_RECORD_NOTES");
   if (!v || !v[0]) return;
@@ -49,34 +40,16 @@ void cts__notes_from_environment(void) {
   const long fd = strtol(v, &end, 10);
   struct stat st;
   if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
-  notes.fd = (int)fd;
-  notes.dev = st.st_dev;
-  notes.ino = st.st_ino;
   /* Not handed to what forked children exec; an exec of this process hands it on
    * (continued_environment). */
-  fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
-}
-
-/* Whether notes.fd is still record's pipe. */
-static bool notes_ours(void) {
-  struct stat st;
-  return notes.fd >= 0 && fstat(notes.fd, &st) == 0 && st.st_dev == notes.dev &&
-         st.st_ino == notes.ino;
+  fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+  cts__tracer_notes_set((int)fd);
 }
 
 /* Tells record that this image's trace lost its tail; e: the tracer's error. */
 void cts__note_lost_tail(int e) {
-  if (notes.noted || !cts__exec_state.file || !cts__exec_state.memtrace || !notes_ours()) return;
-  notes.noted = true;
-  char note[CTS__SETTING_SIZE + 256];
-  const int n = snprintf(note, sizeof note, "%s%c%s%c", cts__exec_state.memtrace, 0,
-                         e == -ESRCH          ? "the writer process died"
-                         : e > -1000 && e < 0 ? strerror(-e)
-                                              : cts_strerror(e),
-                         0);
-  if (n > 0 && (size_t)n < sizeof note && write(notes.fd, note, (size_t)n) < 0) {
-    /* record is gone: nobody to tell */
-  }
+  if (cts__exec_state.file && cts__exec_state.memtrace)
+    cts__tracer_note_loss(cts__exec_state.memtrace, e);
 }
 
 /* Whether an exec by this thread continues the trace in the new image: only the traced
@@ -153,8 +126,9 @@ static char **continued_environment(char *const envp[]) {
     nours++;
   }
   char notes_fd[16];
-  if (notes_ours() && fcntl(notes.fd, F_SETFD, 0) == 0) { /* exec_failed sets it back */
-    snprintf(notes_fd, sizeof notes_fd, "%d", notes.fd);
+  const int notes = cts__tracer_notes_fd();
+  if (notes >= 0 && fcntl(notes, F_SETFD, 0) == 0) { /* exec_failed sets it back */
+    snprintf(notes_fd, sizeof notes_fd, "%d", notes);
     ours[2 * nours] = "CTFSCOPE_RECORD_NOTES";
     ours[2 * nours + 1] = notes_fd;
     nours++;
@@ -240,7 +214,8 @@ static int exec_failed(char **env) {
   cts__session_exec_resume();
   cts__tracer_exec_handoff_cancel();
   cts__tracer_exec_pending(false);
-  if (notes_ours()) fcntl(notes.fd, F_SETFD, FD_CLOEXEC);
+  const int notes = cts__tracer_notes_fd();
+  if (notes >= 0) fcntl(notes, F_SETFD, FD_CLOEXEC);
   if (env) cts__real.free(env);
   errno = e;
   return -1;

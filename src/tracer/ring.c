@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -276,6 +277,13 @@ bool cts__shared_mapping(bool memfd) {
   if (atomic_load(&cts__ctl->rings)) return false;
   const size_t size = SHARED_HEADER + RING_SLOTS * ring_size() + CTS__HANDOVER_BYTES;
   int fd = -1;
+  /* A memfd is a file: sizing it past the program's file-size limit (`ulimit -f`,
+   * RLIMIT_FSIZE) fails and sends SIGXFSZ, which killed the program at its start. Then no
+   * memfd: the writer is made at the start, on an anonymous mapping (no such limit). */
+  struct rlimit file_size;
+  if (memfd && getrlimit(RLIMIT_FSIZE, &file_size) == 0 && file_size.rlim_cur != RLIM_INFINITY &&
+      file_size.rlim_cur < (rlim_t)size)
+    return false;
   if (memfd) {
     fd = cts_fd_off_stdio(memfd_create("ctfscope-rings", MFD_CLOEXEC));
     if (fd < 0) return false;

@@ -142,6 +142,7 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   atomic_store_explicit(&cts__ctl->stopping, false, memory_order_relaxed);
   atomic_store(&cts__ctl->stalled, false);
   atomic_store(&cts__ctl->stall_reported, false);
+  atomic_store(&cts__ctl->loss_noted, false);
   int e = cts__open_sink(sink, socket_fd);
   if (e) return e;
   if (cfg->compress_level) {
@@ -314,19 +315,32 @@ void cts__lazy_writer_start(void) {
     if (!cts__ctl->stats.error) cts__ctl->stats.error = e == -EBADF ? e : -ESRCH;
     atomic_store(&cts__ctl->failed, true);
     cts__ctl_unlock();
+    /* Said where the user sees it: record's notes pipe went with the descriptors, and the
+     * trace (its header, and its end written by the program) cannot tell a loss. */
+    if (e == -EBADF)
+      cts__tracer_log(&cts__sink.sink,
+                      "tracing stopped at the first sample: the program had closed the "
+                      "tracer's descriptors by a call the preload does not see (a raw "
+                      "close_range system call?); the trace holds no sample");
+    else
+      cts__tracer_log(&cts__sink.sink,
+                      "the writer process could not be made (%s): tracing stopped at the first "
+                      "sample; the trace holds no sample",
+                      strerror(-e));
   }
   atomic_store(&cts__lazy_writer, e ? CTS__LAZY_FINISHED : CTS__LAZY_SPAWNED);
 }
 
 /* tracer_internal.h. The spawn's clones copy the descriptor table: the writer's copies of
- * the memfd and the trace file outlive the program's. Their numbers are the session's
- * (fixed while it waits), compared before the spawn checks them (cts_fd_still). */
+ * the memfd, the trace file and record's notes pipe outlive the program's. Their numbers are the
+ * session's (fixed while it waits), compared before the spawn checks them (cts_fd_still). */
 void cts__tracer_before_fds_close(unsigned first, unsigned last) {
   if (cts__guarded()) return; /* the tracer's own closes: never the session's descriptors */
-  const int rings = cts__ring_state.shared_fd, trace = cts__sink.fd;
-  const bool session_fd_closed =
-      (rings >= 0 && (unsigned)rings >= first && (unsigned)rings <= last) ||
-      (trace >= 0 && (unsigned)trace >= first && (unsigned)trace <= last);
+  /* record's notes pipe too: the writer keeps a copy of it (tracer_internal.h). */
+  const int fds[] = {cts__ring_state.shared_fd, cts__sink.fd, cts__wproc.notes_fd};
+  bool session_fd_closed = false;
+  for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
+    session_fd_closed |= fds[i] >= 0 && (unsigned)fds[i] >= first && (unsigned)fds[i] <= last;
   /* Not a vfork'd child sharing the program's memory (and this state) with a descriptor
    * table of its own: the session's pid is the program's. */
   if (!session_fd_closed || (uint64_t)getpid() != cts__session.wc.pid) return;

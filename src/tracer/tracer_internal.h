@@ -207,6 +207,24 @@ static CTS_FORCE_INLINE bool cts__tracer_fds_watched(void) {
  * vfork'd child (it shares the program's memory, not its descriptors) or inside the tracer
  * (guard raised). Any thread; errno kept; cancellation disabled while it spawns. session.c. */
 void cts__tracer_before_fds_close(unsigned first, unsigned last);
+/* `ctfscope record`'s notes pipe (CTFSCOPE_RECORD_NOTES), through which a traced image says
+ * that its trace lost its tail ("PATH\0REASON\0" records): the file alone cannot always
+ * tell (a writer that stops between two packets leaves a shorter valid trace). Set by the
+ * preload's constructor, before the session starts, with the pipe's identity (device and
+ * inode) taken then; the writer process holds a copy of its own, so that a program that
+ * closes its descriptors (closefrom(3) at its start) does not leave `record` untold, and a
+ * lazy session's close hooks count it among the session's descriptors. Not thread-safe:
+ * the constructor's. writer_process.c. */
+void cts__tracer_notes_set(int fd);
+/* The notes pipe's number while it still names the pipe it named when set, else -1 (the
+ * program closed it and may have given the number to a file of its own). Any thread. */
+int cts__tracer_notes_fd(void);
+/* Tells `record` that the trace in `path` lost its tail, `e` being the session's error
+ * (-ESRCH: the writer process died; -EBADF: the program closed the session's descriptors
+ * where the preload could not see it; another -errno: writing the trace failed). Once per
+ * session, by the program or its writer process, whichever comes first; nothing if the
+ * pipe is no longer record's. Any thread; not from inside the allocator. */
+void cts__tracer_note_loss(const char *path, int e);
 /* Right before an exec, while the session waits for its writer: the image's trace is
  * finished (its last packet written) and sampling stops; true if so. session.c. */
 bool cts__session_exec_end(void);

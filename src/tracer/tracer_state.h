@@ -211,6 +211,7 @@ typedef struct cts__control {
   atomic_bool stalled;           /* ... because the peer took nothing (stall_timeout_ms) */
   atomic_bool exec_pending;      /* the program has flushed to exec (cts__tracer_exec_pending) */
   atomic_bool stall_reported;    /* the log line about it was written */
+  atomic_bool loss_noted;        /* record was told of this trace's loss (its notes pipe) */
   _Atomic uint64_t module_epoch; /* bumped by each flush (the symbolizer looks) */
   _Atomic int writer_pid;        /* the writer process, once forked */
   /* The writer looks at the rings again within POLL_MS: no thread needs to wake it. */
@@ -402,6 +403,11 @@ typedef struct cts__writer_proc {
    * their numbers for files of its own (common/held_fd.h). */
   cts_fd_ident_t writer_pidfd_ident, owner_fd_ident;
   pid_t traced_pid; /* the writer process: the program it writes for */
+  /* `ctfscope record`'s notes pipe (tracer_internal.h, cts__tracer_notes_set), or -1: the
+   * program's, and a copy of it in the writer process, which tells `record` of a loss
+   * itself when the program closed its own (closefrom at its start). */
+  int notes_fd;
+  cts_fd_ident_t notes_fd_ident;
 } cts__writer_proc_t;
 
 extern cts__writer_proc_t cts__wproc CTS__HIDDEN;
@@ -413,8 +419,8 @@ typedef struct cts__writer_handover {
   uint64_t magic; /* CTS__HANDOVER_MAGIC: made by the same build's tracer */
   uint32_t struct_size;
   int32_t program_pid;
-  int32_t sink_fd, watch_fd;
-  cts_fd_ident_t sink_fd_ident;
+  int32_t sink_fd, watch_fd, notes_fd; /* notes_fd: -1 if none (or no longer record's) */
+  cts_fd_ident_t sink_fd_ident, notes_fd_ident;
   uint64_t header_bytes;   /* the file's length when the program wrote the header */
   uint64_t start_us;       /* the trace's start */
   cts_tracer_config_t cfg; /* its pointers cleared */

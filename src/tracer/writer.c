@@ -470,9 +470,19 @@ uint64_t cts__owner_check_ms(uint64_t age_ms) {
   return share < EXEC_CHECK_MS ? EXEC_CHECK_MS : share > OWNER_CHECK_MS ? OWNER_CHECK_MS : share;
 }
 
+/* A write into the trace file failed (`e`, a sink error): `record` is told now, through its
+ * notes pipe, by whichever side holds it: a writer process still does when the program has
+ * closed its own copy (closefrom(3) at its start), and a writer stopped between two packets
+ * leaves a shorter trace that cannot tell by itself. */
+static void note_sink_error(int e) {
+  if (e && e != CTS_E_CLOSED && cts__sink.sink.kind == CTS_TRACER_SINK_FILE)
+    cts__tracer_note_loss(cts__sink.path, e);
+}
+
 /* The trace is closed (`e`: the close's error): its length and error are told, and that no
  * writer runs any more. */
 static void tell_writer_ended(int e) {
+  note_sink_error(e);
   cts__ctl_lock();
   cts__ctl->stats.bytes_written = cts__sink.bytes_written;
   if (e && e != CTS_E_CLOSED && !cts__ctl->stats.error) cts__ctl->stats.error = e;
@@ -591,7 +601,8 @@ void *cts__writer_main(void *arg) {
 
     cts__ctl_lock();
     cts__ctl->stats.bytes_written = cts__sink.bytes_written;
-    if (err && !cts__ctl->stats.error) {
+    const bool first_error = err && !cts__ctl->stats.error; /* told once, below */
+    if (first_error) {
       cts__ctl->stats.error = err;
       /* The writer is closed after a sink error: stop sampling for nothing. */
       atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
@@ -605,6 +616,7 @@ void *cts__writer_main(void *arg) {
     if (flush_wanted || err) cts__ctl_wake(&cts__ctl->progress, true);
     const bool done = stopping && !waiting;
     cts__ctl_unlock();
+    if (first_error) note_sink_error(err);
     if (done) break;
   }
 

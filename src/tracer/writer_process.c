@@ -27,7 +27,8 @@
 #include "common/clock.h"
 #include "tracer_state.h"
 
-cts__writer_proc_t cts__wproc = {.writer_pidfd = -1, .owner_fd = -1, .owner_watch_fd = -1};
+cts__writer_proc_t cts__wproc = {
+    .writer_pidfd = -1, .owner_fd = -1, .owner_watch_fd = -1, .notes_fd = -1};
 CTS__TLS bool cts__spawning_writer;
 
 /* The program's module list (/proc/PID/maps as text), handed to the writer process right
@@ -198,15 +199,61 @@ bool cts__process_writer_fits(const cts_tracer_config_t *cfg, const cts_tracer_s
          !program_is_subreaper();
 }
 
-/* Keeps descriptors `a` and `b` (-1: none), points 0-2 at /dev/null otherwise, and closes
+/* ---- `ctfscope record`'s notes pipe (tracer_internal.h) -------------------------------- */
+
+void cts__tracer_notes_set(int fd) {
+  cts__wproc.notes_fd = fd;
+  cts__wproc.notes_fd_ident = cts_fd_ident(fd);
+}
+
+int cts__tracer_notes_fd(void) {
+  return cts_fd_still(cts__wproc.notes_fd, cts__wproc.notes_fd_ident) ? cts__wproc.notes_fd : -1;
+}
+
+/* Why a trace lost its tail, in the words of `record`'s summary ("; its tail was lost:
+ * REASON"). */
+static void loss_reason(int e, char *buf, size_t size) {
+  if (e == -ESRCH)
+    snprintf(buf, size, "the writer process died");
+  else if (e == -EBADF)
+    snprintf(buf, size,
+             "tracing stopped at the first sample: the program had closed the tracer's "
+             "descriptors by a call the preload does not see (a raw close_range system call?)");
+  else if (e > -1000 && e < 0)
+    snprintf(buf, size, "writing the trace failed: %s", strerror(-e));
+  else
+    snprintf(buf, size, "%s", cts_strerror(e));
+}
+
+void cts__tracer_note_loss(const char *path, int e) {
+  /* The other side (the program, or its writer process) may have told already. */
+  if (!path || !path[0] || atomic_load(&cts__ctl->loss_noted)) return;
+  const int fd = cts__tracer_notes_fd();
+  if (fd < 0 || atomic_exchange(&cts__ctl->loss_noted, true)) return;
+  char why[512], note[sizeof cts__sink.path + sizeof why + 2];
+  loss_reason(e, why, sizeof why);
+  const int n = snprintf(note, sizeof note, "%s%c%s%c", path, 0, why, 0);
+  /* One write, under PIPE_BUF: not mixed with another image's note. */
+  if (n > 0 && (size_t)n < sizeof note && write(fd, note, (size_t)n) < 0) {
+    /* record is gone: nobody to tell */
+  }
+}
+
+/* Keeps the descriptors of `keep` (-1: none), points 0-2 at /dev/null otherwise, and closes
  * every other one: the writer process must not hold the program's pipes and sockets open. */
-static void keep_only_fds(int a, int b) {
+static void keep_only_fds(int keep[3]) {
+  for (int i = 1; i < 3; i++) /* sorted, three at most */
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+      const int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   for (int fd = 0; fd < 3; fd++)
-    if (fd != a && fd != b && null_fd >= 0 && null_fd != fd) dup2(null_fd, fd);
-  int keep[2] = {a < b ? a : b, a < b ? b : a};
+    if (fd != keep[0] && fd != keep[1] && fd != keep[2] && null_fd >= 0 && null_fd != fd)
+      dup2(null_fd, fd);
   unsigned next = 3;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 3; i++) {
     if (keep[i] < (int)next) continue;
     if ((unsigned)keep[i] > next) close_range(next, (unsigned)keep[i] - 1u, 0);
     next = (unsigned)keep[i] + 1u;
@@ -228,7 +275,11 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
 _Noreturn void cts__writer_process_run(int watch_fd, pid_t program) {
   cts__wproc.owner_watch_fd = watch_fd;
   cts__wproc.traced_pid = program;
-  keep_only_fds(cts__sink.fd, watch_fd);
+  /* record's notes pipe, if it is still the program's: a file of the program's that took
+   * its number is not kept. */
+  cts__wproc.notes_fd = cts__tracer_notes_fd();
+  int keep[3] = {cts__sink.fd, watch_fd, cts__wproc.notes_fd};
+  keep_only_fds(keep);
   watch_from_ms = cts_mono_ms() + WATCH_AFTER_MS;
   cts__writer_main(NULL);
   /* The program is released; `record` still waits for the sink's lock. */
@@ -568,14 +619,22 @@ char *cts__read_maps(int pid, size_t *len) {
  * held them). The spawn is two vfork-style clones on stacks of their own, every signal
  * blocked, raw system calls only, and an exec: nothing of the program's runs in them. */
 
-/* The writer executable's path (dladdr: next to the library the tracer is in), once per
- * image: 1 found, 0 not, -1 not looked for yet. */
+/* The writer executable's path, once per image: 1 found, 0 not, -1 not looked for yet. It
+ * is installed in LIBEXECDIR/ctfscope/, the build tree laid out alike: found from the
+ * directory of the library the tracer is in (dladdr), by the relative path CMake computed
+ * from LIBDIR (src/tracer/CMakeLists.txt), so that a copy of the installed tree elsewhere
+ * finds its own. Not found (the tracer linked into a program, or the file removed): the
+ * session makes its writer at its start, as before the lazy writer. */
 static char writer_exe[4096];
 static int writer_exe_found = -1;
 
 #ifndef CTS_WRITER_EXE_NAME
 #define CTS_WRITER_EXE_NAME "ctfscope-writer"
 #endif
+#ifndef CTS_WRITER_DIR_FROM_LIBDIR
+#define CTS_WRITER_DIR_FROM_LIBDIR "../libexec/ctfscope"
+#endif
+#define WRITER_FROM_LIBDIR CTS_WRITER_DIR_FROM_LIBDIR "/" CTS_WRITER_EXE_NAME
 
 static bool find_writer_executable(void) {
   if (writer_exe_found >= 0) return writer_exe_found == 1;
@@ -586,9 +645,9 @@ static bool find_writer_executable(void) {
     return false;
   const char *const slash = strrchr(info.dli_fname, '/');
   const size_t dir = slash ? (size_t)(slash - info.dli_fname) + 1u : 0u;
-  if (!slash || dir + sizeof CTS_WRITER_EXE_NAME > sizeof writer_exe) return false;
+  if (!slash || dir + sizeof WRITER_FROM_LIBDIR > sizeof writer_exe) return false;
   memcpy(writer_exe, info.dli_fname, dir);
-  memcpy(writer_exe + dir, CTS_WRITER_EXE_NAME, sizeof CTS_WRITER_EXE_NAME);
+  memcpy(writer_exe + dir, WRITER_FROM_LIBDIR, sizeof WRITER_FROM_LIBDIR);
   writer_exe_found = access(writer_exe, X_OK) == 0;
   return writer_exe_found == 1;
 }
@@ -620,7 +679,7 @@ static CTS__COLD_BSS struct {
   char memfd_arg[24], addr_arg[24], size_arg[24];
   const char *envp[SPAWN_ENV_MAX + 2u];
   char memtrace_env[sizeof "MEMTRACE=" + sizeof cts__sink.path];
-  int keep[3]; /* the writer's copies of these lose their close-on-exec flag */
+  int keep[4]; /* the writer's copies of these lose their close-on-exec flag (-1: none) */
   volatile int exec_failed;
 } spawn;
 static CTS__COLD_BSS _Alignas(64) unsigned char middle_stack[16384], writer_stack[16384];
@@ -638,7 +697,8 @@ static void format_unsigned(char *out, uint64_t v) {
  * descriptor table, in which the three it needs survive the exec. */
 static int exec_writer_entry(void *arg) {
   (void)arg;
-  for (int i = 0; i < 3; i++) syscall(SYS_fcntl, spawn.keep[i], F_SETFD, 0);
+  for (int i = 0; i < 4; i++)
+    if (spawn.keep[i] >= 0) syscall(SYS_fcntl, spawn.keep[i], F_SETFD, 0);
   syscall(SYS_execve, writer_exe, spawn.argv, spawn.envp);
   spawn.exec_failed = 1;
   syscall(SYS_exit, 127);
@@ -675,7 +735,7 @@ static void spawn_environment(void) {
 }
 
 /* What the writer executable needs of the session, in the shared header. */
-static void write_handover(int watch_fd) {
+static void write_handover(int watch_fd, int notes_fd) {
   cts__writer_handover_t *const h =
       (cts__writer_handover_t *)(cts__ring_state.shared + CTS__HANDOVER_OFFSET);
   h->struct_size = sizeof *h;
@@ -683,6 +743,8 @@ static void write_handover(int watch_fd) {
   h->sink_fd = cts__sink.fd;
   h->watch_fd = watch_fd;
   h->sink_fd_ident = cts__sink.fd_ident;
+  h->notes_fd = notes_fd;
+  h->notes_fd_ident = cts__wproc.notes_fd_ident;
   h->header_bytes = cts__session.header_bytes;
   h->start_us = cts__session.wc.start_time_us;
   h->cfg = cts__session.cfg;
@@ -715,10 +777,13 @@ int cts__spawn_writer_exec(void) {
     close(watch[0]);
     return e;
   }
-  write_handover(watch[0]);
+  /* record's notes pipe, if the program still holds it: the writer keeps a copy. */
+  const int notes_fd = cts__tracer_notes_fd();
+  write_handover(watch[0], notes_fd);
   spawn.keep[0] = cts__ring_state.shared_fd;
   spawn.keep[1] = cts__sink.fd;
   spawn.keep[2] = watch[0];
+  spawn.keep[3] = notes_fd;
   format_unsigned(spawn.memfd_arg, (uint64_t)cts__ring_state.shared_fd);
   format_unsigned(spawn.addr_arg, (uint64_t)(uintptr_t)cts__ring_state.shared);
   format_unsigned(spawn.size_arg, (uint64_t)cts__ring_state.shared_size);
@@ -807,6 +872,8 @@ int cts__writer_exec_main(int argc, char **argv) {
   cts__sink.fd = h->sink_fd;
   cts__sink.fd_ident = h->sink_fd_ident;
   cts__sink.own_fd = true;
+  cts__wproc.notes_fd = h->notes_fd;
+  cts__wproc.notes_fd_ident = h->notes_fd_ident;
   /* The memtrace writer re-made as the program made it: its header's bytes, already in the
    * file, are dropped (the encoder's state after them is the program's). */
   cts__sink.bytes_written = 0;

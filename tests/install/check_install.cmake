@@ -68,3 +68,54 @@ if(run_out MATCHES "libctfscope")
   message(FATAL_ERROR "write_trace_static loads libctfscope.so:\n${run_out}")
 endif()
 run("ctfscope info" ${CTFSCOPE} info ${WORK}/demo2.ctf)
+
+# 3. The tracer as installed: the writer executable is a helper in LIBEXECDIR/ctfscope/, not
+# in the library directory, and the preload library finds it there by a relative path: the
+# installed tree copied to another prefix traces with its own writer (the lazy writer's
+# spawn at the first sample, docs/tracing.md "The lazy writer"). Without the writer
+# executable, the session makes its writer at its start (forked: not the executable) and
+# the trace is whole all the same. Not in sanitizer builds (no preload library).
+set(preload_lib ${LIBDIR}/libctfscope-preload.so)
+if(NOT EXISTS ${PREFIX}/${preload_lib})
+  message(STATUS "no preload library installed (sanitizer build): the tracer is not checked")
+  return()
+endif()
+set(writer_exe ${LIBEXECDIR}/ctfscope/ctfscope-writer)
+if(NOT EXISTS ${PREFIX}/${writer_exe})
+  message(FATAL_ERROR "not installed: ${PREFIX}/${writer_exe}")
+endif()
+if(EXISTS ${PREFIX}/${LIBDIR}/ctfscope-writer)
+  message(FATAL_ERROR "the writer executable is in the library directory: ${PREFIX}/${LIBDIR}")
+endif()
+set(moved ${WORK}/moved)
+file(COPY ${PREFIX}/ DESTINATION ${moved})
+run("cc writer_probe.c" ${CC} -std=gnu11 -Wall -Werror ${SRC}/tests/install/writer_probe.c
+    -o ${WORK}/writer_probe)
+unset(ENV{LD_LIBRARY_PATH})
+set(ENV{CTFSCOPE_PRELOAD} ${moved}/${preload_lib})
+# The probe: its trace holds its 1 GiB block; `found` is what it printed.
+function(record_probe trace)
+  run("record writer_probe" ${moved}/bin/ctfscope record -o ${trace} --rate 1e-6 --
+      ${WORK}/writer_probe)
+  set(found "${run_out}" PARENT_SCOPE)
+  run("ctfscope info" ${CTFSCOPE} info ${trace})
+  if(NOT run_out MATCHES "Allocations    [1-9]")
+    message(FATAL_ERROR "${trace} holds no sampled allocation:\n${run_out}")
+  endif()
+endfunction()
+record_probe(${WORK}/probe.ctf)
+file(REAL_PATH ${moved}/${writer_exe} moved_writer)
+string(FIND "${found}" "${moved_writer}\n" at)
+if(at LESS 0)
+  message(FATAL_ERROR "the copied tree's writer (${moved_writer}) did not run; writers seen:\n"
+                      "${found}")
+endif()
+file(REMOVE ${moved}/${writer_exe})
+record_probe(${WORK}/probe_eager.ctf)
+string(FIND "${found}" "${moved}/" at)
+if(NOT at LESS 0)
+  message(FATAL_ERROR "a writer executable of the copied tree ran after its removal:\n${found}")
+endif()
+unset(ENV{CTFSCOPE_PRELOAD})
+message(STATUS "the copied tree's tracer ran its own writer executable, and without it a "
+               "forked writer")

@@ -2935,13 +2935,7 @@ CTS_TEST(program_killed_before_its_first_sample_leaves_no_end_time_and_record_sa
 /* The writer executable run by hand (no traced program's mapping to take over) says what it
  * is and exits 127, instead of exiting silently. */
 CTS_TEST(writer_executable_run_by_hand_says_what_it_is) {
-  char writer[1100];
-  snprintf(writer, sizeof writer, "%s", CTS_TEST_CTFSCOPE);
-  char *slash = strrchr(writer, '/');
-  CTS_ASSERT(slash != NULL);
-  snprintf(slash + 1, sizeof writer - (size_t)(slash + 1 - writer), "ctfscope-writer");
-  if (access(writer, X_OK) != 0) CTS_SKIP("no %s in this build", writer);
-  char *argv[] = {writer, NULL};
+  char *argv[] = {CTS_TEST_WRITER, NULL};
   run(&traced, argv, NULL, NULL, NULL);
   CTS_ASSERT_EQ_INT(traced.status, 127);
   CTS_ASSERT_MSG(strstr(traced.err, "It is not run by hand: use `ctfscope record -- PROGRAM`."),
@@ -3218,6 +3212,89 @@ CTS_TEST(program_closing_its_descriptors_before_its_first_sample_keeps_its_trace
                    modes[m], traced.out);
     unlink(trace);
   }
+}
+
+/* `ctfscope record --rate 1e-5 -o trace -- victim_closefds_late mode [arg]` (the trace
+ * removed first): whether it exited 0 and printed "ok" (else says why); record's summary is
+ * in traced.err. */
+static bool record_closefds_late(const char *trace, const char *mode, const char *arg) {
+  char victim[1024];
+  unlink(trace);
+  victim_path(victim, sizeof victim, "victim_closefds_late");
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record",    "-o", (char *)trace,
+                  "--rate",          "1e-5",      "--", victim,
+                  (char *)mode,      (char *)arg, NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  if (traced.status == 0 && strcmp(traced.out, "ok\n") == 0) return true;
+  fprintf(stderr, "  %s: status %d, out \"%s\": %s\n", mode, traced.status, traced.out, traced.err);
+  return false;
+}
+
+/* A program that closes its descriptors before its first sample (closefrom(3), which the
+ * preload sees), record's notes pipe with them, and whose trace then loses data: the writer
+ * process made at the closefrom keeps a copy of the pipe and tells record itself. The
+ * file-size limit at the trace's length (RLIMIT_FSIZE, inherited by the writer) fails each
+ * of the writer's writes whole, as a full disk fails them: a header-only trace that cannot
+ * tell the loss by itself. Before (e9333f9, checked): the pipe went with the program's
+ * closefrom, and record's summary said nothing of the loss. */
+CTS_TEST(program_closing_its_descriptors_is_still_told_of_a_lost_tail) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "closefds_full");
+  CTS_ASSERT(record_closefds_late(trace, "full", trace));
+  CTS_ASSERT_MSG(strstr(traced.err, ": 0 sampled allocations, 0 frees") &&
+                     strstr(traced.err,
+                            "; its tail was lost: writing the trace failed: File too "
+                            "large\n"),
+                 "stderr: %s", traced.err);
+  unlink(trace);
+}
+
+/* A program that closes its descriptors by the raw system call before its first sample
+ * (syscall(SYS_close_range, ...): no hook sees it) loses the session's memfd, so no writer
+ * can be made at that sample, and record's notes pipe with it. The tracer says so on the
+ * program's standard error at that sample, which record's output shows above its summary;
+ * the trace ends at the program's end with no sample (info reads it as complete: it cannot
+ * tell). Before (e9333f9, checked): nothing said it, a silent empty trace. */
+CTS_TEST(raw_close_range_before_the_first_sample_is_said) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "closefds_raw");
+  CTS_ASSERT(record_closefds_late(trace, "raw", NULL));
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "ctfscope-preload: tracing stopped at the first sample: the program had "
+                        "closed the tracer's descriptors by a call the preload does not see (a "
+                        "raw close_range system call?); the trace holds no sample\n") &&
+                     strstr(traced.err, ": 0 sampled allocations, 0 frees"),
+                 "stderr: %s", traced.err);
+  static char out[1 << 16];
+  CTS_ASSERT(info_says_ok(trace, out, sizeof out));
+  CTS_ASSERT_MSG(strstr(out, "Samples        0:"), "info: %s", out);
+  unlink(trace);
+}
+
+/* A program under a file-size limit (`ulimit -f`) is traced: a lazy session's rings are a
+ * memfd of several GiB, whose sizing past the limit failed with SIGXFSZ and killed the
+ * program at its start (main e9333f9, checked: status 128 + 25, no output). It now gets the
+ * writer made at its start instead, on an anonymous mapping, and its trace is whole. */
+CTS_TEST(program_under_a_file_size_limit_is_traced) {
+  char trace[256], next[300], victim[1024], script[1200];
+  trace_path(trace, sizeof trace, "fsize_limit");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(trace);
+  unlink(next);
+  victim_path(victim, sizeof victim, "victim_closefds_late");
+  snprintf(script, sizeof script, "ulimit -f 64 && exec %s closefrom", victim);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",   trace, "--rate", "1e-5", "--",
+                  "/bin/sh",         "-c",     script, NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ok\n");
+  decoded_t d;
+  CHECK_TRACE(d, next);
+  CTS_ASSERT_MSG(count_length(&d, (uint64_t)16 << 20) == 20, "%zu of the 20 blocks",
+                 count_length(&d, (uint64_t)16 << 20));
+  decoded_fini(&d);
+  unlink(trace);
+  unlink(next);
 }
 
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64

@@ -10,6 +10,12 @@
  *                                       /proc/self/fd; nothing when there is none)
  *   victim_closefds_late vfork          a vfork'd child (sharing the program's memory, not
  *                                       its descriptors) calls closefrom(3) and exits
+ *   victim_closefds_late raw            the close_range system call itself (syscall(2)),
+ *                                       which no hook sees
+ *   victim_closefds_late full TRACE     limits its files' size (RLIMIT_FSIZE, inherited by
+ *                                       a writer made after) to TRACE's length, then
+ *                                       closefrom(3): every write past it fails whole
+ *                                       (EFBIG), as on a full disk
  *
  * then 20 blocks of 16 MiB (each sampled at 1e-5 but for a chance of 1e-9), freed at
  * once; prints "ok" and exits 0.
@@ -23,6 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,9 +63,18 @@ __attribute__((noinline)) static void hot_close(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) return 1;
+  if (argc < 2) return 1;
   const char *const mode = argv[1];
   if (strcmp(mode, "closefrom") == 0) {
+    closefrom(3);
+  } else if (strcmp(mode, "raw") == 0) {
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) return 3;
+  } else if (strcmp(mode, "full") == 0 && argc == 3) {
+    struct stat st;
+    if (stat(argv[2], &st) != 0) return 9;
+    const struct rlimit limit = {(rlim_t)st.st_size, RLIM_INFINITY};
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails (EFBIG), it does not kill */
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) return 9;
     closefrom(3);
   } else if (strcmp(mode, "close_range") == 0) {
     if (close_range(3, ~0U, 0) != 0) return 3;
