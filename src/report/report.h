@@ -36,10 +36,12 @@ void report_json_num(cts_out_t *o, double v);
  * i32 that holds them all, else f64, deflated (zlib) and base64 encoded. The viewer uses the
  * inflated bytes as a typed array (a delta column becomes a Float64Array of the sums, exact below
  * 2^53). Put values, then write (which frees the buffer and resets the column). On out of memory
- * the value is null. */
+ * the value is null. Not thread-safe: one column, one thread at a time. */
 typedef struct report_col {
-  int64_t *v;
-  size_t n, cap;
+  int64_t **chunk; /* the values, REPORT_COL_CHUNK a chunk (report_json.c) */
+  size_t nchunks, chunk_cap;
+  int64_t *at, *end; /* the next value's place in the last chunk, and that chunk's end */
+  size_t n;
   int64_t prev, min, max, base;
   bool delta, err;
 } report_col_t;

@@ -92,6 +92,12 @@ void report_json_num(cts_out_t *o, double v) {
  * decoding loop; only delta columns take one pass of sums). Base64 has no '<', '>' or '&', so it is
  * safe inside the <script> element whatever the data. */
 
+/* Values a chunk of a column: 64 KiB, from the heap. A column grows by chunks, never by a
+ * copy: grown by realloc, its buffer was copied or not as the heap's layout allowed (+57
+ * instructions an event of memcpy on gen_trace's default shape in one layout, none in another:
+ * wip/h39rec16). */
+#define REPORT_COL_CHUNK 8192u
+
 void report_col_init(report_col_t *c, bool delta) {
   memset(c, 0, sizeof *c);
   c->delta = delta;
@@ -99,28 +105,54 @@ void report_col_init(report_col_t *c, bool delta) {
   c->max = INT64_MIN;
 }
 
-void report_col_put(report_col_t *c, int64_t v) {
-  if (c->err) return;
-  if (c->n == c->cap) {
-    const size_t cap = c->cap ? c->cap * 2 : 1024;
-    int64_t *p = realloc(c->v, cap * sizeof *p);
+/* A new last chunk for c's values; false (c->err set) without memory. */
+static bool col_grow(report_col_t *c) {
+  if (c->err) return false;
+  if (c->nchunks == c->chunk_cap) { /* the chunks' pointers only: 8 bytes a 64 KiB */
+    const size_t cap = c->chunk_cap ? c->chunk_cap * 2 : 8;
+    int64_t **p = realloc(c->chunk, cap * sizeof *p);
     if (!p) {
       c->err = true;
-      return;
+      return false;
     }
-    c->v = p;
-    c->cap = cap;
+    c->chunk = p;
+    c->chunk_cap = cap;
   }
+  int64_t *v = malloc(REPORT_COL_CHUNK * sizeof *v);
+  if (!v) {
+    c->err = true;
+    return false;
+  }
+  c->chunk[c->nchunks++] = v;
+  c->at = v;
+  c->end = v + REPORT_COL_CHUNK;
+  return true;
+}
+
+void report_col_put(report_col_t *c, int64_t v) {
+  if (c->at == c->end && !col_grow(c)) return;
   const int64_t d = c->delta ? (int64_t)((uint64_t)v - (uint64_t)c->prev) : v;
   c->prev = v;
-  if (c->delta && c->n == 0) { /* the first value is written apart ("b"): often large */
+  c->n++;
+  if (c->delta && c->n == 1) { /* the first value is written apart ("b"): often large */
     c->base = d;
-    c->v[c->n++] = 0;
+    *c->at++ = 0;
     return;
   }
-  c->v[c->n++] = d;
+  *c->at++ = d;
   if (d < c->min) c->min = d;
   if (d > c->max) c->max = d;
+}
+
+/* Value i of c (i < c->n). */
+static inline int64_t col_value(const report_col_t *c, size_t i) {
+  return c->chunk[i / REPORT_COL_CHUNK][i % REPORT_COL_CHUNK];
+}
+
+/* Frees c's values. */
+static void col_free(report_col_t *c) {
+  for (size_t k = 0; k < c->nchunks; k++) free(c->chunk[k]);
+  free(c->chunk);
 }
 
 static void write_base64(cts_out_t *o, const uint8_t *p, size_t n) {
@@ -195,12 +227,12 @@ void report_col_write(cts_out_t *o, const char *name, report_col_t *c) {
     for (size_t i = 0; i < c->n; i++) {
       uint8_t *p = bytes + i * size;
       if (size == 8) {
-        const double d = (double)c->v[i];
+        const double d = (double)col_value(c, i);
         uint64_t u;
         memcpy(&u, &d, sizeof u);
         for (unsigned k = 0; k < 8; k++) p[k] = (uint8_t)(u >> (8 * k));
       } else {
-        const uint64_t u = (uint64_t)c->v[i];
+        const uint64_t u = (uint64_t)col_value(c, i);
         for (unsigned k = 0; k < size; k++) p[k] = (uint8_t)(u >> (8 * k));
       }
     }
@@ -214,7 +246,7 @@ void report_col_write(cts_out_t *o, const char *name, report_col_t *c) {
   else
     cts_out_char(o, '}');
   free(bytes);
-  free(c->v);
+  col_free(c);
   report_col_init(c, c->delta);
 }
 

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <libdeflate.h>
 
 #include <ctfscope/memtrace.h>
 #include <ctfscope/tasks.h>
@@ -974,6 +976,66 @@ static void load_tasks(report_tasks_t **t, const char *path, int want, logged_t 
   const report_tasks_opts_t o = {.path = path, .log = {.fn = on_log, .user_data = log}};
   *t = (report_tasks_t *)&o;
   CTS_ASSERT_EQ_INT(report_tasks_load(t, &o), want);
+}
+
+/* The bytes of column c written as report_col_write writes them ("name":{"t":..,"z":"..."}):
+ * the base64 decoded and inflated into out (room for cap bytes); *got their count, or 0. */
+static void col_bytes(report_col_t *c, uint8_t *out, size_t cap, size_t *got) {
+  *got = 0;
+  const char *path = tmp_path("col.json");
+  const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CTS_ASSERT(fd >= 0);
+  cts_out_t o;
+  cts_out_init(&o, fd);
+  report_col_write(&o, "c", c);
+  CTS_ASSERT_EQ_INT(cts_out_flush(&o), 0);
+  close(fd);
+  size_t len = 0;
+  char *json = slurp(path, &len);
+  CTS_ASSERT(json != NULL);
+  const char *z = strstr(json, "\"z\":\"");
+  CTS_ASSERT(z != NULL);
+  z += 5;
+  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  uint8_t *zbytes = malloc(len);
+  size_t zn = 0, bits = 0;
+  uint32_t acc = 0;
+  for (; *z && *z != '"' && *z != '='; z++) {
+    acc = acc << 6 | (uint32_t)(strchr(b64, *z) - b64);
+    if ((bits += 6) >= 8) zbytes[zn++] = (uint8_t)(acc >> (bits -= 8));
+  }
+  struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+  size_t n = 0;
+  const enum libdeflate_result r = libdeflate_zlib_decompress(d, zbytes, zn, out, cap, &n);
+  libdeflate_free_decompressor(d);
+  free(zbytes);
+  free(json);
+  *got = r == LIBDEFLATE_SUCCESS ? n : 0;
+}
+
+/* A column of more values than one chunk holds (report_json.c: 8 192 a chunk, never copied
+ * as it grows) gives back every value in order across the chunks' seams, plain (u32) and as
+ * differences (u16, the first value apart). */
+CTS_TEST(col_values_cross_chunk_seams_in_order) {
+  enum { N = 3 * 8192 + 5 };
+  static uint8_t out[N * 4];
+  report_col_t c;
+  report_col_init(&c, false);
+  for (uint32_t i = 0; i < N; i++) report_col_put(&c, (int64_t)(i * 2654435761u % 100000u));
+  size_t got;
+  col_bytes(&c, out, sizeof out, &got);
+  CTS_ASSERT_EQ_U64(got, (uint64_t)N * 4);
+  for (uint32_t i = 0; i < N; i++) {
+    const uint32_t v = (uint32_t)out[4 * i] | (uint32_t)out[4 * i + 1] << 8 |
+                       (uint32_t)out[4 * i + 2] << 16 | (uint32_t)out[4 * i + 3] << 24;
+    CTS_ASSERT_MSG(v == i * 2654435761u % 100000u, "value %u: %u", i, v);
+  }
+  report_col_init(&c, true);
+  for (uint32_t i = 0; i < N; i++) report_col_put(&c, 7 + (int64_t)i * 2);
+  col_bytes(&c, out, sizeof out, &got);
+  CTS_ASSERT_EQ_U64(got, (uint64_t)N); /* differences of 2: u8 */
+  CTS_ASSERT_EQ_U64(out[0], 0);
+  for (uint32_t i = 1; i < N; i++) CTS_ASSERT_MSG(out[i] == 2, "difference %u: %u", i, out[i]);
 }
 
 CTS_TEST(tasks_rows_of_a_known_trace) {
