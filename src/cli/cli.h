@@ -55,7 +55,8 @@ void cli_error(const char *fmt, ...) CTS_PRINTF(1, 2);
  * both go through cli_output_open (refused when one is an input, replaced only when
  * written whole); errors are printed; returns a CLI exit code. */
 /* A library of ctfscope's (the preload library, the PNG renderer) by file name: next to
- * this binary (the build tree), in ../lib beside it, or in the install lib dir. Writes its
+ * this binary (the build tree), in the library directory relative to the binary's (an
+ * installed tree, wherever it was copied), or in the install lib dir. Writes its
  * path into out; false if none is readable. */
 bool cli_find_module(const char *name, char *out, size_t size);
 int cli_svg_to_png(const char *svg_path, const char *png_path, char *err, size_t err_size);

@@ -425,6 +425,10 @@ void cli_catch_stop_signals(void (*stop)(int sig)) {
   signal(SIGPIPE, SIG_IGN);
 }
 
+#ifndef CTS_LIBDIR_FROM_BINDIR
+#define CTS_LIBDIR_FROM_BINDIR "../lib"
+#endif
+
 bool cli_find_module(const char *name, char *out, size_t size) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -434,7 +438,7 @@ bool cli_find_module(const char *name, char *out, size_t size) {
     if (slash) {
       *slash = '\0';
       /* A path that does not fit is skipped, never truncated into another file's name. */
-      static const char *const layouts[] = {"%s/%s", "%s/../lib/%s"};
+      static const char *const layouts[] = {"%s/%s", "%s/" CTS_LIBDIR_FROM_BINDIR "/%s"};
       for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
         const int len = snprintf(out, size, layouts[i], self, name);
         if (len > 0 && (size_t)len < size && access(out, R_OK) == 0) return true;

@@ -92,7 +92,8 @@ file(COPY ${PREFIX}/ DESTINATION ${moved})
 run("cc writer_probe.c" ${CC} -std=gnu11 -Wall -Werror ${SRC}/tests/install/writer_probe.c
     -o ${WORK}/writer_probe)
 unset(ENV{LD_LIBRARY_PATH})
-set(ENV{CTFSCOPE_PRELOAD} ${moved}/${preload_lib})
+# No CTFSCOPE_PRELOAD: the copied ctfscope finds the copied preload library by the library
+# directory's path relative to its own (cli_find_module), or the copy's writer would not run.
 # The probe: its trace holds its 1 GiB block; `found` is what it printed.
 function(record_probe trace)
   run("record writer_probe" ${moved}/bin/ctfscope record -o ${trace} --rate 1e-6 --
@@ -116,6 +117,5 @@ string(FIND "${found}" "${moved}/" at)
 if(NOT at LESS 0)
   message(FATAL_ERROR "a writer executable of the copied tree ran after its removal:\n${found}")
 endif()
-unset(ENV{CTFSCOPE_PRELOAD})
 message(STATUS "the copied tree's tracer ran its own writer executable, and without it a "
                "forked writer")
