@@ -13,6 +13,13 @@
  *   --sites       --live plus samples and allocations per allocation point (the last
  *                 frame's code, a hash map): the floor of `top`'s flat view and of each of
  *                 `diff`'s two reads
+ *   --profile     --sites plus every allocation's whole stack interned in the profile's
+ *                 trie (cts_stacks_t homed on paths, as cts_alloc_profile keeps it, with the
+ *                 reader's common prefix and a repeated backtrace's node taken inline), its
+ *                 node's allocated figures (a lean record), and a 16-byte live record
+ *                 (time and length, samples, node, site): the floor of what `report` must do
+ *                 per event, its profile's figures without their by-site peaks, the fold,
+ *                 the histograms or the report's own records (bench/README.md, wip/h40prof)
  *   --write N     writes N bytes of constant text per event to -o FILE (default
  *                 /dev/null) through a 256 KiB buffer, as an export does: the floor of
  *                 `export -f csv` when N is its output size over the trace's events
@@ -30,17 +37,24 @@
 #include <ctfscope/ctfscope.h>
 
 #include "analysis/live_table.h"
+#include "analysis/sites.h"
 #include "analysis/u64map.h"
 #include "os/os.h"
 
 #define OUT_BUF (256u << 10)
 
-typedef enum { MODE_DECODE, MODE_LIVE, MODE_SITES, MODE_WRITE } mode_t_;
+typedef enum { MODE_DECODE, MODE_LIVE, MODE_SITES, MODE_PROFILE, MODE_WRITE } mode_t_;
 
 typedef struct rec {
   uint64_t time_us, length;
   uint32_t site, samples;
 } rec_t;
+
+/* --profile's live record, 16 bytes as the profile's (alloc_profile.c, live_rec_t): time
+ * (40 bits) and length (24); samples (24), node (24) and site (16). */
+typedef struct prec {
+  uint64_t time_len, meta;
+} prec_t;
 
 typedef struct site {
   uint64_t allocs, samples, live_samples;
@@ -50,6 +64,11 @@ typedef struct floor_state {
   mode_t_ mode;
   uint64_t events, checksum;
   cts_live_table_t live;
+  cts_stacks_t stacks; /* --profile */
+  uint64_t base_us;    /* --profile: the first allocation's time, the records' origin */
+  bool have_domain;
+  uint16_t domain;      /* of the last allocation interned */
+  uint64_t unfit;       /* --profile: blocks whose figures overflow a record (none expected) */
   cts_u64map_t site_of; /* allocation point code -> index in sites */
   site_t *sites;
   size_t nsites, sites_cap;
@@ -84,6 +103,62 @@ static int site_index(floor_state_t *s, uint64_t code, uint32_t *out) {
   return 0;
 }
 
+/* --profile: sites[0..n) made (zero) if missing. */
+static int grow_sites(floor_state_t *s, size_t n) {
+  if (n > s->sites_cap) {
+    size_t cap = s->sites_cap ? 2 * s->sites_cap : 256;
+    while (cap < n) cap *= 2;
+    site_t *grown = realloc(s->sites, cap * sizeof *grown);
+    if (!grown) return -ENOMEM;
+    s->sites = grown;
+    s->sites_cap = cap;
+  }
+  memset(&s->sites[s->nsites], 0, (n - s->nsites) * sizeof *s->sites);
+  s->nsites = n;
+  return 0;
+}
+
+/* --profile: one event. */
+static int profile_event(floor_state_t *s, const cts_mt_event_t *ev) {
+  if (ev->kind == CTS_MT_ALLOC) {
+    const size_t n = ev->backtrace_len;
+    const size_t shared = s->have_domain && s->domain == ev->domain ? ev->common_prefix : 0;
+    s->have_domain = true;
+    s->domain = ev->domain;
+    uint32_t node, site = 0;
+    int e = cts_stacks_intern_repeat(&s->stacks, ev->backtrace, n, shared, &node);
+    if (!e) e = cts_stacks_alloc_allocated(&s->stacks, node, ev->nsamples, 1.0);
+    if (e) return e;
+    /* The node's site as the profile asks it (the trie's memo of nodes' sites). */
+    site = cts_stacks_site_memo(&s->stacks, node);
+    if (site == UINT32_MAX) site = 0; /* (the root: no frame) */
+    if (site >= s->nsites && (e = grow_sites(s, site + 1u)) != 0) return e;
+    s->sites[site].allocs++;
+    s->sites[site].samples += ev->nsamples;
+    s->sites[site].live_samples += ev->nsamples;
+    if (s->live.count == 0) s->base_us = ev->time_us;
+    const uint64_t dt = ev->time_us - s->base_us;
+    if ((dt >> 40 | (ev->length | ev->nsamples | node) >> 24 | site >> 16) != 0) s->unfit++;
+    bool added;
+    prec_t *r = cts_live_insert_unset(&s->live, ev->obj_id, &added);
+    if (!r) return -ENOMEM;
+    *r = (prec_t){.time_len = (dt & ((1ull << 40) - 1)) | ev->length << 40,
+                  .meta = (ev->nsamples & 0xffffffu) | (uint64_t)(node & 0xffffffu) << 24 |
+                          (uint64_t)(site & 0xffffu) << 48};
+  } else if (ev->kind == CTS_MT_PROMOTE) {
+    const prec_t *r = cts_live_find(&s->live, ev->obj_id);
+    if (r) s->checksum += r->meta & 0xffffffu;
+  } else {
+    prec_t r;
+    if (cts_live_take_n(&s->live, ev->obj_id, &r, sizeof r)) {
+      const uint64_t samples = r.meta & 0xffffffu;
+      s->sites[r.meta >> 48].live_samples -= samples;
+      s->checksum += ev->time_us - s->base_us - (r.time_len & ((1ull << 40) - 1)) + samples;
+    }
+  }
+  return 0;
+}
+
 static int on_event(void *user_data, const cts_mt_event_t *ev) {
   floor_state_t *s = user_data;
   s->events++;
@@ -97,6 +172,7 @@ static int on_event(void *user_data, const cts_mt_event_t *ev) {
     s->used += s->line;
     return 0;
   }
+  if (s->mode == MODE_PROFILE) return profile_event(s, ev);
   if (ev->kind == CTS_MT_ALLOC) {
     uint32_t site = 0;
     if (s->mode == MODE_SITES && ev->backtrace_len) {
@@ -124,20 +200,19 @@ static int on_event(void *user_data, const cts_mt_event_t *ev) {
 }
 
 static int usage(int code) {
-  fprintf(code ? stderr : stdout,
-          "Usage: floor_bench (--decode | --live | --sites | --write N) [-o FILE] TRACE\n"
-          "One pass over TRACE doing only what a command cannot avoid (see the source).\n");
+  fprintf(
+      code ? stderr : stdout,
+      "Usage: floor_bench (--decode | --live | --sites | --profile | --write N) [-o FILE] TRACE\n"
+      "One pass over TRACE doing only what a command cannot avoid (see the source).\n");
   return code;
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {{"decode", no_argument, NULL, 'd'},
-                                           {"live", no_argument, NULL, 'l'},
-                                           {"sites", no_argument, NULL, 's'},
-                                           {"write", required_argument, NULL, 'w'},
-                                           {"output", required_argument, NULL, 'o'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {0}};
+  static const struct option longopts[] = {
+      {"decode", no_argument, NULL, 'd'},      {"live", no_argument, NULL, 'l'},
+      {"sites", no_argument, NULL, 's'},       {"profile", no_argument, NULL, 'p'},
+      {"write", required_argument, NULL, 'w'}, {"output", required_argument, NULL, 'o'},
+      {"help", no_argument, NULL, 'h'},        {0}};
   floor_state_t s = {.mode = MODE_DECODE, .fd = -1};
   const char *out = "/dev/null";
   int opt;
@@ -151,6 +226,9 @@ int main(int argc, char **argv) {
         break;
       case 's':
         s.mode = MODE_SITES;
+        break;
+      case 'p':
+        s.mode = MODE_PROFILE;
         break;
       case 'w': {
         char *end;
@@ -171,7 +249,16 @@ int main(int argc, char **argv) {
   }
   if (optind + 1 != argc) return usage(2);
   const char *path = argv[optind];
-  if (cts_live_init(&s.live, sizeof(rec_t)) != 0) return 4;
+  if (cts_live_init(&s.live, s.mode == MODE_PROFILE ? sizeof(prec_t) : sizeof(rec_t)) != 0)
+    return 4;
+  if (s.mode == MODE_PROFILE) {
+    /* As cts_alloc_profile_init keeps them for the report (the node budget, paths, lean
+     * records). */
+    if (cts_stacks_init(&s.stacks, false, 0) != 0) return 4;
+    s.stacks.max_nodes = CTS_STACKS_DEFAULT_MAX_NODES;
+    cts_stacks_key_by_path(&s.stacks);
+    if (cts_stacks_set_lean(&s.stacks) != 0) return 4;
+  }
   cts_u64map_init(&s.site_of);
   if (s.mode == MODE_WRITE) {
     s.buf = malloc(OUT_BUF);
@@ -202,6 +289,11 @@ int main(int argc, char **argv) {
   if (s.fd >= 0 && close(s.fd) != 0 && !e) e = -EIO;
   printf("%" PRIu64 " events, %" PRIu64 " live at the end, %zu sites, checksum %" PRIu64 "\n",
          s.events, s.live.count, s.nsites, s.checksum);
+  if (s.mode == MODE_PROFILE)
+    printf("%" PRIu32 " stack nodes, %" PRIu64 " cut for the budget, %" PRIu64
+           " blocks beyond a record's fields\n",
+           s.stacks.count, s.stacks.overflowed, s.unfit);
+  cts_stacks_fini(&s.stacks);
   cts_live_fini(&s.live);
   cts_u64map_fini(&s.site_of);
   free(s.sites);
