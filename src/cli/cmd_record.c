@@ -333,15 +333,25 @@ static const char *lost_tail(const char *path) {
   return NULL;
 }
 
-/* One line about the trace in `path`; `killed` when the program ended by a signal. */
-static void summarise(const char *path, const char *program, bool killed) {
+/* One line about the trace in `path`; `killed_by`: the signal that ended the program, or 0. */
+static void summarise(const char *path, const char *program, int killed_by) {
+  const bool killed = killed_by != 0;
   struct stat st;
   wait_for_the_writer(path);
   if (stat(path, &st) != 0) {
-    cli_warn(
-        "no trace was written to %s (%s did not load the preload library: statically "
-        "linked, set-uid, or it cleared LD_PRELOAD?)",
-        path, program);
+    /* A killed program may have loaded the preload and died before its constructor made
+     * the trace (SIGXFSZ at its start, a crash in the loader): its signal is said too. */
+    if (killed)
+      cli_warn(
+          "no trace was written to %s (%s was killed by signal %d (%s) before a trace was "
+          "made, or it did not load the preload library: statically linked, set-uid, or "
+          "it cleared LD_PRELOAD?)",
+          path, program, killed_by, strsignal(killed_by));
+    else
+      cli_warn(
+          "no trace was written to %s (%s did not load the preload library: statically "
+          "linked, set-uid, or it cleared LD_PRELOAD?)",
+          path, program);
     return;
   }
   record_counts_t c = {0};
@@ -387,9 +397,9 @@ static void summarise(const char *path, const char *program, bool killed) {
 }
 
 /* The traces of the images the program exec'd (path.exec1.ctf...), written since `start`
- * (older files of that name are from another run), in order: summed up (`killed` when the
- * program ended by a signal), or only waited for (quiet). */
-static void exec_traces(const char *path, time_t start, bool quiet, bool killed) {
+ * (older files of that name are from another run), in order: summed up (`killed_by`: the
+ * signal that ended the program, or 0), or only waited for (quiet). */
+static void exec_traces(const char *path, time_t start, bool quiet, int killed_by) {
   for (unsigned i = 1; i < 1000; i++) {
     char next[4096];
     struct stat st;
@@ -399,7 +409,7 @@ static void exec_traces(const char *path, time_t start, bool quiet, bool killed)
     if (quiet)
       wait_for_the_writer(next);
     else
-      summarise(next, "the exec'd program", killed);
+      summarise(next, "the exec'd program", killed_by);
   }
 }
 
@@ -697,13 +707,14 @@ int cmd_record(int argc, char **argv) {
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   read_notes(notes_pipe[0]);
   if (!o.quiet && !memtrace_url[0]) {
-    summarise(output, prog[0], WIFSIGNALED(status));
-    exec_traces(output, start, false, WIFSIGNALED(status));
+    const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    summarise(output, prog[0], killed_by);
+    exec_traces(output, start, false, killed_by);
   } else if (!memtrace_url[0]) {
     /* Quiet, record still returns only once every trace is complete: an image that
      * exec'd left its trace for its writer process to finish. */
     wait_for_the_writer(output);
-    exec_traces(output, start, true, false);
+    exec_traces(output, start, true, 0);
   }
   /* With a trace file, its summary said whether the preload library was loaded, and a
    * loaded library that refused the task trace said why. */

@@ -2942,6 +2942,41 @@ CTS_TEST(writer_executable_run_by_hand_says_what_it_is) {
                  "stderr: %s", traced.err);
 }
 
+/* A program the preload library never reaches (statically linked) leaves no trace: record
+ * says why it may be so, and when the program was killed, by which signal, which may also
+ * have come before a loaded preload made the trace (SIGXFSZ at its start, a crash in the
+ * loader). Before, a killed program got the same words as one that exited, without its
+ * signal. */
+CTS_TEST(record_of_a_program_without_the_preload_says_why_and_the_signal) {
+  char trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "static");
+  victim_path(victim, sizeof victim, "victim_static");
+  unlink(trace);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o", trace, "--", victim, "exit", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "did not load the preload library: statically linked, "
+                        "set-uid, or it cleared LD_PRELOAD?)\n") &&
+                     !strstr(traced.err, "killed"),
+                 "stderr: %s", traced.err);
+  CTS_ASSERT(access(trace, F_OK) != 0);
+  char signal_number[8];
+  snprintf(signal_number, sizeof signal_number, "%d", SIGTERM);
+  argv[6] = signal_number;
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 128 + SIGTERM);
+  char expected[256];
+  snprintf(expected, sizeof expected, "was killed by signal %d (%s) before a trace was made, ",
+           SIGTERM, strsignal(SIGTERM));
+  CTS_ASSERT_MSG(
+      strstr(traced.err, expected) && strstr(traced.err,
+                                             "or it did not load the preload library: statically "
+                                             "linked, set-uid, or it cleared LD_PRELOAD?)\n"),
+      "stderr: %s", traced.err);
+  CTS_ASSERT(access(trace, F_OK) != 0);
+}
+
 /* `record -q` returns only once every trace is complete, as its summary waited before: the
  * image that exec'd left its trace to its writer process, stopped here until 300 ms after
  * the program has exited. Without the wait, record returned with the writer still holding
