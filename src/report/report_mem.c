@@ -127,6 +127,8 @@ struct report_mem {
   report_alloc_mark_t *marks;
   size_t nmarks, cap_marks;
   unsigned live_passes; /* how the blocks never collected were finished (0: none) */
+  uint64_t live_calls;  /* the profile's calls that gave them (tests) */
+  uint64_t live_ranks;  /* keys' ranks the second of two passes made (tests) */
   /* No task trace to join and no marks: an event only raises the heap curve and finishes
    * the block it ended (on_event). */
   bool heap_only;
@@ -853,16 +855,31 @@ static CTS_FORCE_INLINE void prefetch_record(const report_mem_t *m, const pendin
  * coarser keys the records get). */
 #define AHEAD 8u
 
+/* Blocks never collected read from the profile at a time in either end (one at a time, the
+ * calls were ~80 instructions a block, 12 % of the report's on gen_trace --shape
+ * survivors). 10 KiB on the stack. */
+#define LIVE_BATCH 256u
+
 static int finish_live_one_pass(report_mem_t *m) {
   pending_t ring[AHEAD];
+  /* Read LIVE_BATCH at a time (cts_alloc_profile_next_lives: a dense chunk's bitmap walked
+   * inline, ~30 instructions a block, where one block a call took ~82). 10 KiB. */
+  cts_alloc_profile_live_t batch[LIVE_BATCH];
+  size_t got = 0, at = 0;
   cts_live_cursor_t cur = {0};
   size_t read = 0, done = 0;
   bool more = true;
   for (;;) {
     if (more && read - done < AHEAD) {
       pending_t *q = &ring[read % AHEAD];
-      more = cts_alloc_profile_next_live(&m->t.prof, &cur, &q->p);
+      if (at == got) {
+        got = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH);
+        at = 0;
+        m->live_calls++;
+      }
+      more = at < got;
       if (more) {
+        q->p = batch[at++];
         live_key(m, q);
         prefetch_slots(m, q);
         read++;
@@ -1004,21 +1021,38 @@ static int chunk_by_number(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Blocks never collected read from the profile at a time in either pass (one at a time, the
- * calls were ~80 instructions a block, 12 % of the report's on gen_trace --shape
- * survivors). 10 KiB on the stack. */
-#define LIVE_BATCH 256u
-
 /* A figure of the second pass: what the blocks of one key never collected add. */
 typedef struct live_sum {
   uint64_t samples, blocks;
 } live_sum_t;
 
+/* The sums of bucket ta's keys (dirty: their bits) to their records, each found by the key's
+ * rank among the bucket's keys (rank[w]: the keys before word w; base: of the buckets
+ * before ta; rec_of: the records by bucket and rank), and zeroed. */
+static void live_sums_flush(report_mem_t *m, const live_set_t *s, uint32_t ta, const uint32_t *rank,
+                            uint32_t base, const uint32_t *rec_of, live_sum_t *sum,
+                            const uint32_t *dirty, uint32_t ndirty) {
+  for (uint32_t d = 0; d < ndirty; d++) {
+    const uint32_t bit = dirty[d];
+    const uint64_t below = s->bucket[ta][bit / 64u] & ((UINT64_C(1) << (bit % 64u)) - 1u);
+    record_t *to = &m->recs[rec_of[base + rank[bit / 64u] + ones(below)]];
+    m->live_ranks++;
+    live_sum_t *x = &sum[bit];
+    to->samples += x->samples;
+    to->blocks += x->blocks;
+    *x = (live_sum_t){0};
+  }
+}
+
 /* The second pass. Every key is in the set and has its record: the blocks' figures go to
- * sums by the key's rank in its time bucket's bitmap, kept for one time bucket at a time
- * (blocks in id order come one time bucket after another: a few dozen KiB of sums, warm),
- * each added to its record when the blocks move to another bucket. No record is looked up:
- * the records' index and the front go first. */
+ * sums by the key's bit in its time bucket's bitmap, kept for one time bucket at a time
+ * (blocks in id order come one time bucket after another), each added to its record, found
+ * by the key's rank among its bucket's keys, when the blocks move to another bucket. No
+ * record is looked up: the records' index and the front go first. Sums by bit, not by rank:
+ * a bucket's bits are at most LIVE_SET_BUCKET_BITS (2 MiB of sums), of which the keys of one
+ * bucket touch a few hundred lines, and the rank (a software popcount, the baseline x86-64
+ * has none) is then made once a key and bucket, not once a block (~25 of the pass's ~110
+ * instructions a block on gen_trace --shape survivors). */
 static int add_live_figures(report_mem_t *m, const live_set_t *s) {
   cts_alloc_profile_live_t batch[LIVE_BATCH];
   front_flush(m);
@@ -1052,7 +1086,7 @@ static int add_live_figures(report_mem_t *m, const live_set_t *s) {
     keys += n;
     if (n > widest) widest = n;
   }
-  sum = calloc(widest ? widest : 1, sizeof *sum);
+  sum = calloc(s->words * 64u, sizeof *sum);
   dirty = malloc((widest ? widest : 1) * sizeof *dirty);
   rec_of = malloc((keys ? keys : 1) * sizeof *rec_of);
   if (!sum || !dirty || !rec_of) goto out;
@@ -1069,39 +1103,29 @@ static int add_live_figures(report_mem_t *m, const live_set_t *s) {
     chunks[n++] = (cts_live_chunk_t *)(uintptr_t)val;
   qsort(chunks, n, sizeof *chunks, chunk_by_number);
   uint32_t ta = 0, ndirty = 0;
-  for (size_t c = 0; c <= n; c++) {
+  for (size_t c = 0; c < n; c++) {
     /* A cursor on this chunk alone: past its last block the map has no next slot. */
-    cts_live_cursor_t cur = {.map_pos = SIZE_MAX, .chunk = c < n ? chunks[c] : NULL, .i = 0};
-    size_t got = 0, at = 0;
-    for (;;) {
-      if (at == got && c < n) {
-        got = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH);
-        at = 0;
-      }
-      const bool more = at < got;
-      const cts_alloc_profile_live_t *p = more ? &batch[at++] : NULL;
-      uint16_t bta = UINT16_MAX;
-      const uint64_t bit = more ? live_bit(m, s, p, &bta) : 0;
-      if (bta != ta || !more) { /* to the records, the sums of the last bucket */
-        for (uint32_t d = 0; d < ndirty; d++) {
-          live_sum_t *x = &sum[dirty[d]];
-          record_t *to = &m->recs[rec_of[base[ta] + dirty[d]]];
-          to->samples += x->samples;
-          to->blocks += x->blocks;
-          *x = (live_sum_t){0};
+    cts_live_cursor_t cur = {.map_pos = SIZE_MAX, .chunk = chunks[c], .i = 0};
+    size_t got;
+    while ((got = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0 &&
+           ++m->live_calls)
+      for (size_t at = 0; at < got; at++) {
+        const cts_alloc_profile_live_t *p = &batch[at];
+        uint16_t bta;
+        const uint64_t bit = live_bit(m, s, p, &bta);
+        if (bta != ta) { /* to the records, the sums of the last bucket */
+          live_sums_flush(m, s, ta, rank[ta], base[ta], rec_of, sum, dirty, ndirty);
+          ndirty = 0;
+          ta = bta;
         }
-        ndirty = 0;
-        ta = bta;
+        CTS_ASSERT(s->bucket[ta][bit / 64u] >> (bit % 64u) & 1u); /* the first pass added it */
+        live_sum_t *x = &sum[bit];
+        if (!x->blocks) dirty[ndirty++] = (uint32_t)bit;
+        x->samples += p->samples;
+        x->blocks++;
       }
-      if (!more) break;
-      const uint64_t word = s->bucket[ta][bit / 64u], below = (UINT64_C(1) << (bit % 64u)) - 1u;
-      CTS_ASSERT(word >> (bit % 64u) & 1u); /* the first pass added every key */
-      const uint32_t k = rank[ta][bit / 64u] + ones(word & below);
-      if (!sum[k].blocks) dirty[ndirty++] = k;
-      sum[k].samples += p->samples;
-      sum[k].blocks++;
-    }
   }
+  live_sums_flush(m, s, ta, rank[ta], base[ta], rec_of, sum, dirty, ndirty);
   e = 0;
 out:
   free(rec_of);
@@ -1117,7 +1141,8 @@ static int finish_live_two_passes(report_mem_t *m, live_set_t *s) {
   cts_live_cursor_t cur = {0};
   cts_alloc_profile_live_t batch[LIVE_BATCH];
   size_t n;
-  while (!e && (n = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0)
+  while (!e && (n = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0 &&
+         ++m->live_calls)
     for (size_t b = 0; b < n && !e; b++) {
       const cts_alloc_profile_live_t *p = &batch[b];
       uint16_t ta;
@@ -1352,6 +1377,11 @@ const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n) {
 
 unsigned report_mem_live_passes(const report_mem_t *m) {
   return m->live_passes;
+}
+
+uint64_t report_mem_live_calls(const report_mem_t *m, uint64_t *ranks) {
+  *ranks = m->live_ranks;
+  return m->live_calls;
 }
 
 uint64_t report_mem_full_events(const report_mem_t *m) {
