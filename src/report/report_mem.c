@@ -129,6 +129,7 @@ struct report_mem {
   unsigned live_passes; /* how the blocks never collected were finished (0: none) */
   uint64_t live_calls;  /* the profile's calls that gave them (tests) */
   uint64_t live_ranks;  /* keys' ranks the second of two passes made (tests) */
+  uint64_t finds;       /* record_find calls (tests) */
   /* No task trace to join and no marks: an event only raises the heap curve and finishes
    * the block it ended (on_event). */
   bool heap_only;
@@ -186,23 +187,35 @@ static inline size_t table_slot(const report_mem_t *m, const ta_table_t *t, cons
   return j;
 }
 
+/* The records' index, made empty if it was not: false when out of memory. */
+static bool tables_made(report_mem_t *m) {
+  return m->tables || (m->tables = calloc(RECORD_BUCKETS, sizeof *m->tables)) != NULL;
+}
+
+/* Room in recs for one more record: 0 or -ENOMEM. */
+static int records_room(report_mem_t *m) {
+  if (m->nrecs < m->cap_recs) return 0;
+  const size_t cap = m->cap_recs ? m->cap_recs * 2 : 4096;
+  record_t *recs = realloc(m->recs, cap * sizeof *recs);
+  if (!recs) return -ENOMEM;
+  m->recs = recs;
+  m->cap_recs = cap;
+  return 0;
+}
+
 /* The index of the record of r's key (h its hash) in recs, added with zero figures if new;
  * -ENOMEM. */
 static int64_t record_find(report_mem_t *m, const record_t *r, uint64_t h) {
-  if (!m->tables && !(m->tables = calloc(RECORD_BUCKETS, sizeof *m->tables))) return -ENOMEM;
+  if (!tables_made(m)) return -ENOMEM;
+  m->finds++;
   CTS_ASSERT(r->ta < RECORD_BUCKETS);
   ta_table_t *t = &m->tables[r->ta % RECORD_BUCKETS];
   const int room = table_room(m, t);
   if (room) return room;
   const size_t j = table_slot(m, t, r, h);
   if (t->slot[j]) return t->slot[j] - 1;
-  if (m->nrecs == m->cap_recs) {
-    const size_t cap = m->cap_recs ? m->cap_recs * 2 : 4096;
-    record_t *recs = realloc(m->recs, cap * sizeof *recs);
-    if (!recs) return -ENOMEM;
-    m->recs = recs;
-    m->cap_recs = cap;
-  }
+  const int e = records_room(m);
+  if (e) return e;
   m->recs[m->nrecs] = *r;
   m->recs[m->nrecs].samples = m->recs[m->nrecs].blocks = 0;
   t->slot[j] = (uint32_t)++m->nrecs;
@@ -288,6 +301,8 @@ static inline uint32_t rnode_at(const report_mem_t *m, size_t n) {
 /* Merges the records that fall together once their keys are coarser: time buckets twice as
  * wide, sizes by power of two, or nodes by m->rnode (set by the caller). */
 static int remap_records(report_mem_t *m, coarser_t how) {
+  /* (records appended with no index, by finish_live_two_passes, may come before any) */
+  if (!tables_made(m)) return -ENOMEM;
   m->key_gen++; /* keys computed before are stale */
   m->remaps++;
   front_flush(m);
@@ -1149,12 +1164,16 @@ static int finish_live_two_passes(report_mem_t *m, live_set_t *s) {
       const uint64_t bit = live_bit(m, s, p, &ta), mask = UINT64_C(1) << (bit % 64u);
       uint64_t *words = s->bucket[ta];
       if (!words && !(words = s->bucket[ta] = calloc(s->words, sizeof *words))) return -ENOMEM;
-      if (!(words[bit / 64u] & mask)) { /* a key the records lack: its record, no figures */
+      if (!(words[bit / 64u] & mask)) {
+        /* A key the records lack: its record, no figures, appended to recs alone (no look-up:
+         * the set holds every key of the records never collected). The records' index no
+         * longer holds every record: nothing looks one up until a remap, which makes the
+         * index anew from recs, or add_live_figures, which frees it. */
         words[bit / 64u] |= mask;
-        record_t r = live_record(m, p);
-        r.samples = r.blocks = 0;
-        const int64_t i = record_find(m, &r, record_hash(&r));
-        if (i < 0) return (int)i;
+        if ((e = records_room(m)) != 0) return e;
+        m->recs[m->nrecs] = live_record(m, p);
+        m->recs[m->nrecs].samples = m->recs[m->nrecs].blocks = 0;
+        m->nrecs++;
       }
       if (m->nrecs > m->opts.max_records) {
         const uint32_t gen = m->key_gen;
@@ -1382,6 +1401,10 @@ unsigned report_mem_live_passes(const report_mem_t *m) {
 uint64_t report_mem_live_calls(const report_mem_t *m, uint64_t *ranks) {
   *ranks = m->live_ranks;
   return m->live_calls;
+}
+
+uint64_t report_mem_record_finds(const report_mem_t *m) {
+  return m->finds;
 }
 
 uint64_t report_mem_full_events(const report_mem_t *m) {
