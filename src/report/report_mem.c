@@ -127,6 +127,9 @@ struct report_mem {
   report_alloc_mark_t *marks;
   size_t nmarks, cap_marks;
   unsigned live_passes; /* how the blocks never collected were finished (0: none) */
+  uint64_t live_calls;  /* the profile's calls that gave them (tests) */
+  uint64_t live_ranks;  /* keys' ranks the second of two passes made (tests) */
+  uint64_t finds;       /* record_find calls (tests) */
   /* No task trace to join and no marks: an event only raises the heap curve and finishes
    * the block it ended (on_event). */
   bool heap_only;
@@ -184,23 +187,35 @@ static inline size_t table_slot(const report_mem_t *m, const ta_table_t *t, cons
   return j;
 }
 
+/* The records' index, made empty if it was not: false when out of memory. */
+static bool tables_made(report_mem_t *m) {
+  return m->tables || (m->tables = calloc(RECORD_BUCKETS, sizeof *m->tables)) != NULL;
+}
+
+/* Room in recs for one more record: 0 or -ENOMEM. */
+static int records_room(report_mem_t *m) {
+  if (m->nrecs < m->cap_recs) return 0;
+  const size_t cap = m->cap_recs ? m->cap_recs * 2 : 4096;
+  record_t *recs = realloc(m->recs, cap * sizeof *recs);
+  if (!recs) return -ENOMEM;
+  m->recs = recs;
+  m->cap_recs = cap;
+  return 0;
+}
+
 /* The index of the record of r's key (h its hash) in recs, added with zero figures if new;
  * -ENOMEM. */
 static int64_t record_find(report_mem_t *m, const record_t *r, uint64_t h) {
-  if (!m->tables && !(m->tables = calloc(RECORD_BUCKETS, sizeof *m->tables))) return -ENOMEM;
+  if (!tables_made(m)) return -ENOMEM;
+  m->finds++;
   CTS_ASSERT(r->ta < RECORD_BUCKETS);
   ta_table_t *t = &m->tables[r->ta % RECORD_BUCKETS];
   const int room = table_room(m, t);
   if (room) return room;
   const size_t j = table_slot(m, t, r, h);
   if (t->slot[j]) return t->slot[j] - 1;
-  if (m->nrecs == m->cap_recs) {
-    const size_t cap = m->cap_recs ? m->cap_recs * 2 : 4096;
-    record_t *recs = realloc(m->recs, cap * sizeof *recs);
-    if (!recs) return -ENOMEM;
-    m->recs = recs;
-    m->cap_recs = cap;
-  }
+  const int e = records_room(m);
+  if (e) return e;
   m->recs[m->nrecs] = *r;
   m->recs[m->nrecs].samples = m->recs[m->nrecs].blocks = 0;
   t->slot[j] = (uint32_t)++m->nrecs;
@@ -286,6 +301,8 @@ static inline uint32_t rnode_at(const report_mem_t *m, size_t n) {
 /* Merges the records that fall together once their keys are coarser: time buckets twice as
  * wide, sizes by power of two, or nodes by m->rnode (set by the caller). */
 static int remap_records(report_mem_t *m, coarser_t how) {
+  /* (records appended with no index, by finish_live_two_passes, may come before any) */
+  if (!tables_made(m)) return -ENOMEM;
   m->key_gen++; /* keys computed before are stale */
   m->remaps++;
   front_flush(m);
@@ -853,16 +870,31 @@ static CTS_FORCE_INLINE void prefetch_record(const report_mem_t *m, const pendin
  * coarser keys the records get). */
 #define AHEAD 8u
 
+/* Blocks never collected read from the profile at a time in either end (one at a time, the
+ * calls were ~80 instructions a block, 12 % of the report's on gen_trace --shape
+ * survivors). 10 KiB on the stack. */
+#define LIVE_BATCH 256u
+
 static int finish_live_one_pass(report_mem_t *m) {
   pending_t ring[AHEAD];
+  /* Read LIVE_BATCH at a time (cts_alloc_profile_next_lives: a dense chunk's bitmap walked
+   * inline, ~30 instructions a block, where one block a call took ~82). 10 KiB. */
+  cts_alloc_profile_live_t batch[LIVE_BATCH];
+  size_t got = 0, at = 0;
   cts_live_cursor_t cur = {0};
   size_t read = 0, done = 0;
   bool more = true;
   for (;;) {
     if (more && read - done < AHEAD) {
       pending_t *q = &ring[read % AHEAD];
-      more = cts_alloc_profile_next_live(&m->t.prof, &cur, &q->p);
+      if (at == got) {
+        got = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH);
+        at = 0;
+        m->live_calls++;
+      }
+      more = at < got;
       if (more) {
+        q->p = batch[at++];
         live_key(m, q);
         prefetch_slots(m, q);
         read++;
@@ -1004,21 +1036,38 @@ static int chunk_by_number(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Blocks never collected read from the profile at a time in either pass (one at a time, the
- * calls were ~80 instructions a block, 12 % of the report's on gen_trace --shape
- * survivors). 10 KiB on the stack. */
-#define LIVE_BATCH 256u
-
 /* A figure of the second pass: what the blocks of one key never collected add. */
 typedef struct live_sum {
   uint64_t samples, blocks;
 } live_sum_t;
 
+/* The sums of bucket ta's keys (dirty: their bits) to their records, each found by the key's
+ * rank among the bucket's keys (rank[w]: the keys before word w; base: of the buckets
+ * before ta; rec_of: the records by bucket and rank), and zeroed. */
+static void live_sums_flush(report_mem_t *m, const live_set_t *s, uint32_t ta, const uint32_t *rank,
+                            uint32_t base, const uint32_t *rec_of, live_sum_t *sum,
+                            const uint32_t *dirty, uint32_t ndirty) {
+  for (uint32_t d = 0; d < ndirty; d++) {
+    const uint32_t bit = dirty[d];
+    const uint64_t below = s->bucket[ta][bit / 64u] & ((UINT64_C(1) << (bit % 64u)) - 1u);
+    record_t *to = &m->recs[rec_of[base + rank[bit / 64u] + ones(below)]];
+    m->live_ranks++;
+    live_sum_t *x = &sum[bit];
+    to->samples += x->samples;
+    to->blocks += x->blocks;
+    *x = (live_sum_t){0};
+  }
+}
+
 /* The second pass. Every key is in the set and has its record: the blocks' figures go to
- * sums by the key's rank in its time bucket's bitmap, kept for one time bucket at a time
- * (blocks in id order come one time bucket after another: a few dozen KiB of sums, warm),
- * each added to its record when the blocks move to another bucket. No record is looked up:
- * the records' index and the front go first. */
+ * sums by the key's bit in its time bucket's bitmap, kept for one time bucket at a time
+ * (blocks in id order come one time bucket after another), each added to its record, found
+ * by the key's rank among its bucket's keys, when the blocks move to another bucket. No
+ * record is looked up: the records' index and the front go first. Sums by bit, not by rank:
+ * a bucket's bits are at most LIVE_SET_BUCKET_BITS (2 MiB of sums), of which the keys of one
+ * bucket touch a few hundred lines, and the rank (a software popcount, the baseline x86-64
+ * has none) is then made once a key and bucket, not once a block (~25 of the pass's ~110
+ * instructions a block on gen_trace --shape survivors). */
 static int add_live_figures(report_mem_t *m, const live_set_t *s) {
   cts_alloc_profile_live_t batch[LIVE_BATCH];
   front_flush(m);
@@ -1052,7 +1101,7 @@ static int add_live_figures(report_mem_t *m, const live_set_t *s) {
     keys += n;
     if (n > widest) widest = n;
   }
-  sum = calloc(widest ? widest : 1, sizeof *sum);
+  sum = calloc(s->words * 64u, sizeof *sum);
   dirty = malloc((widest ? widest : 1) * sizeof *dirty);
   rec_of = malloc((keys ? keys : 1) * sizeof *rec_of);
   if (!sum || !dirty || !rec_of) goto out;
@@ -1069,39 +1118,29 @@ static int add_live_figures(report_mem_t *m, const live_set_t *s) {
     chunks[n++] = (cts_live_chunk_t *)(uintptr_t)val;
   qsort(chunks, n, sizeof *chunks, chunk_by_number);
   uint32_t ta = 0, ndirty = 0;
-  for (size_t c = 0; c <= n; c++) {
+  for (size_t c = 0; c < n; c++) {
     /* A cursor on this chunk alone: past its last block the map has no next slot. */
-    cts_live_cursor_t cur = {.map_pos = SIZE_MAX, .chunk = c < n ? chunks[c] : NULL, .i = 0};
-    size_t got = 0, at = 0;
-    for (;;) {
-      if (at == got && c < n) {
-        got = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH);
-        at = 0;
-      }
-      const bool more = at < got;
-      const cts_alloc_profile_live_t *p = more ? &batch[at++] : NULL;
-      uint16_t bta = UINT16_MAX;
-      const uint64_t bit = more ? live_bit(m, s, p, &bta) : 0;
-      if (bta != ta || !more) { /* to the records, the sums of the last bucket */
-        for (uint32_t d = 0; d < ndirty; d++) {
-          live_sum_t *x = &sum[dirty[d]];
-          record_t *to = &m->recs[rec_of[base[ta] + dirty[d]]];
-          to->samples += x->samples;
-          to->blocks += x->blocks;
-          *x = (live_sum_t){0};
+    cts_live_cursor_t cur = {.map_pos = SIZE_MAX, .chunk = chunks[c], .i = 0};
+    size_t got;
+    while ((got = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0 &&
+           ++m->live_calls)
+      for (size_t at = 0; at < got; at++) {
+        const cts_alloc_profile_live_t *p = &batch[at];
+        uint16_t bta;
+        const uint64_t bit = live_bit(m, s, p, &bta);
+        if (bta != ta) { /* to the records, the sums of the last bucket */
+          live_sums_flush(m, s, ta, rank[ta], base[ta], rec_of, sum, dirty, ndirty);
+          ndirty = 0;
+          ta = bta;
         }
-        ndirty = 0;
-        ta = bta;
+        CTS_ASSERT(s->bucket[ta][bit / 64u] >> (bit % 64u) & 1u); /* the first pass added it */
+        live_sum_t *x = &sum[bit];
+        if (!x->blocks) dirty[ndirty++] = (uint32_t)bit;
+        x->samples += p->samples;
+        x->blocks++;
       }
-      if (!more) break;
-      const uint64_t word = s->bucket[ta][bit / 64u], below = (UINT64_C(1) << (bit % 64u)) - 1u;
-      CTS_ASSERT(word >> (bit % 64u) & 1u); /* the first pass added every key */
-      const uint32_t k = rank[ta][bit / 64u] + ones(word & below);
-      if (!sum[k].blocks) dirty[ndirty++] = k;
-      sum[k].samples += p->samples;
-      sum[k].blocks++;
-    }
   }
+  live_sums_flush(m, s, ta, rank[ta], base[ta], rec_of, sum, dirty, ndirty);
   e = 0;
 out:
   free(rec_of);
@@ -1117,19 +1156,24 @@ static int finish_live_two_passes(report_mem_t *m, live_set_t *s) {
   cts_live_cursor_t cur = {0};
   cts_alloc_profile_live_t batch[LIVE_BATCH];
   size_t n;
-  while (!e && (n = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0)
+  while (!e && (n = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0 &&
+         ++m->live_calls)
     for (size_t b = 0; b < n && !e; b++) {
       const cts_alloc_profile_live_t *p = &batch[b];
       uint16_t ta;
       const uint64_t bit = live_bit(m, s, p, &ta), mask = UINT64_C(1) << (bit % 64u);
       uint64_t *words = s->bucket[ta];
       if (!words && !(words = s->bucket[ta] = calloc(s->words, sizeof *words))) return -ENOMEM;
-      if (!(words[bit / 64u] & mask)) { /* a key the records lack: its record, no figures */
+      if (!(words[bit / 64u] & mask)) {
+        /* A key the records lack: its record, no figures, appended to recs alone (no look-up:
+         * the set holds every key of the records never collected). The records' index no
+         * longer holds every record: nothing looks one up until a remap, which makes the
+         * index anew from recs, or add_live_figures, which frees it. */
         words[bit / 64u] |= mask;
-        record_t r = live_record(m, p);
-        r.samples = r.blocks = 0;
-        const int64_t i = record_find(m, &r, record_hash(&r));
-        if (i < 0) return (int)i;
+        if ((e = records_room(m)) != 0) return e;
+        m->recs[m->nrecs] = live_record(m, p);
+        m->recs[m->nrecs].samples = m->recs[m->nrecs].blocks = 0;
+        m->nrecs++;
       }
       if (m->nrecs > m->opts.max_records) {
         const uint32_t gen = m->key_gen;
@@ -1352,6 +1396,15 @@ const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n) {
 
 unsigned report_mem_live_passes(const report_mem_t *m) {
   return m->live_passes;
+}
+
+uint64_t report_mem_live_calls(const report_mem_t *m, uint64_t *ranks) {
+  *ranks = m->live_ranks;
+  return m->live_calls;
+}
+
+uint64_t report_mem_record_finds(const report_mem_t *m) {
+  return m->finds;
 }
 
 uint64_t report_mem_full_events(const report_mem_t *m) {
