@@ -624,10 +624,10 @@ int cmd_record(int argc, char **argv) {
    * for TCP traces (not summarised) or if it cannot be made (the summary then knows less). */
   int notes_pipe[2] = {-1, -1};
   if (!memtrace_url[0] && pipe2(notes_pipe, O_CLOEXEC) != 0) notes_pipe[0] = notes_pipe[1] = -1;
-  /* The program's end off 0-2: run with stdout closed (`record -- prog >&-`), it would
-   * find the pipe there and write its output into the notes. */
-  if (notes_pipe[1] >= 0 && notes_pipe[1] <= 2 &&
-      (notes_pipe[1] = cts_fd_off_stdio(notes_pipe[1])) < 0) {
+  /* The program's end out of its way (common/held_fd.h): above its descriptor limit where
+   * it can be, and never on 0-2 (run with stdout closed, `record -- prog >&-`, it would find
+   * the pipe there and write its output into the notes). */
+  if (notes_pipe[1] >= 0 && (notes_pipe[1] = cts_fd_set_aside(notes_pipe[1])) < 0) {
     close(notes_pipe[0]);
     notes_pipe[0] = -1;
   }

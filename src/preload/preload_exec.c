@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/held_fd.h"
 #include "../tracer/exec_name.h"
 #include "preload_internal.h"
 
@@ -40,10 +41,13 @@ void cts__notes_from_environment(void) {
   const long fd = strtol(v, &end, 10);
   struct stat st;
   if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
-  /* Not handed to what forked children exec; an exec of this process hands it on
-   * (continued_environment). */
-  fcntl((int)fd, F_SETFD, FD_CLOEXEC);
-  cts__tracer_notes_set((int)fd);
+  /* Out of the program's way (common/held_fd.h): record set it aside under its own
+   * descriptor limit, which the program may have lowered since (`ulimit -S -n 32; exec
+   * prog`). Close-on-exec: not handed to what forked children exec; an exec of this process
+   * hands it on, by its new number (continued_environment). */
+  const int aside = cts_fd_set_aside((int)fd);
+  if (aside == fd) fcntl(aside, F_SETFD, FD_CLOEXEC);
+  cts__tracer_notes_set(aside);
 }
 
 /* Tells record that this image's trace lost its tail; e: the tracer's error. */

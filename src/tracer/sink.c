@@ -78,7 +78,7 @@ static int socket_write(const char *p, size_t len) {
  * `record` waits for taken again. 0, or -EBADF if it cannot be the same file. */
 static int reopen_trace_file(uint64_t offset) {
   if (cts__sink.sink.kind != CTS_TRACER_SINK_FILE || !cts__sink.path[0]) return -EBADF;
-  const int fd = cts_fd_off_stdio(open(cts__sink.path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  const int fd = cts_fd_set_aside(open(cts__sink.path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd < 0) return -EBADF;
   if (!cts_fd_still(fd, cts__sink.fd_ident) || lseek(fd, (off_t)offset, SEEK_SET) < 0) {
     close(fd);
@@ -141,7 +141,7 @@ int cts__sink_write(void *user_data, const void *buf, size_t len) {
 
 /* Takes over the connected socket `fd` as the sink (closed by cts__close_sink, or here). */
 static int adopt_socket(int fd) {
-  fd = cts_fd_off_stdio(fd);
+  fd = cts_fd_set_aside(fd);
   if (fd < 0) return -EMFILE;
   const int e = cts_net_set_nonblocking(fd, true);
   if (e) {
@@ -165,7 +165,7 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
       if (!sink->path || !sink->path[0]) return CTS_E_INVAL;
       cts__copy_string(cts__sink.path, sizeof cts__sink.path, sink->path);
       /* Off 0-2: a program started with stdout closed would write into the trace. */
-      const int fd = cts_fd_off_stdio(open(cts__sink.path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+      const int fd = cts_fd_set_aside(open(cts__sink.path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
       if (fd < 0) return -errno;
       /* As memtrace: refuse a file another process is tracing into, then truncate it
        * (errors ignored so that /dev/null works). */

@@ -3332,6 +3332,43 @@ CTS_TEST(program_under_a_file_size_limit_is_traced) {
   unlink(next);
 }
 
+/* A program under a small descriptor limit (`ulimit -S -n 32`) gets as many descriptors
+ * traced as untraced, numbered from 3 as untraced: the tracer's (the rings' memfd, the trace
+ * file, the writer's pipe and pidfd, record's notes pipe) lie above the limit
+ * (common/held_fd.h). On main they took 2-4 of the 29 (`first 5, opened 27`): a shell
+ * script under `ulimit -n 8` failed its redirections (checked: fails). */
+CTS_TEST(program_under_a_descriptor_limit_keeps_every_descriptor) {
+  char trace[256], victim[1024], script[1200];
+  trace_path(trace, sizeof trace, "fd_limit");
+  victim_path(victim, sizeof victim, "victim_fdlimit");
+  snprintf(script, sizeof script, "ulimit -S -n 32 && exec %s", victim);
+  char *plain_argv[] = {"/bin/sh", "-c", script, NULL};
+  run(&plain, plain_argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(plain.status == 0, "status %d: %s", plain.status, plain.err);
+  CTS_ASSERT_MSG(strstr(plain.out, ", Too many open files, limit 32\n"), "untraced: %s", plain.out);
+  const char *rates[] = {"1e-6", "1"};
+  for (size_t r = 0; r < sizeof rates / sizeof rates[0]; r++) {
+    unlink(trace);
+    char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",   trace, "--rate", (char *)rates[r], "--",
+                    "/bin/sh",         "-c",     script, NULL};
+    run(&traced, argv, NULL, NULL, NULL);
+    CTS_ASSERT_MSG(traced.status == 0, "rate %s: status %d: %s", rates[r], traced.status,
+                   traced.err);
+    CTS_ASSERT_MSG(strcmp(traced.out, plain.out) == 0, "rate %s: untraced %s traced %s", rates[r],
+                   plain.out, traced.out);
+    char next[300];
+    exec_file(next, sizeof next, trace, 1);
+    decoded_t d;
+    CHECK_TRACE(d, next);
+    if (strcmp(rates[r], "1") == 0)
+      CTS_ASSERT_MSG(count_length(&d, 1 << 20) == 64, "%zu of the 64 blocks",
+                     count_length(&d, 1 << 20));
+    decoded_fini(&d);
+    unlink(next);
+  }
+  unlink(trace);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's
