@@ -333,6 +333,23 @@ static const char *lost_tail(const char *path) {
   return NULL;
 }
 
+/* Whether the directory `path` would be made in (into `dir`) refuses a new file; then *why:
+ * errno. A
+ * program run in a directory it cannot write in (or with -o naming one) runs untraced, and
+ * record said it "did not load the preload library". */
+static bool directory_refuses_the_file(const char *path, char *dir, size_t size, int *why) {
+  const char *const slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(dir, size, ".");
+  else if (slash == path)
+    snprintf(dir, size, "/");
+  else
+    snprintf(dir, size, "%.*s", (int)(slash - path), path);
+  if (access(dir, W_OK | X_OK) == 0) return false;
+  *why = errno;
+  return true;
+}
+
 /* One line about the trace in `path`; `killed_by`: the signal that ended the program, or 0. */
 static void summarise(const char *path, const char *program, int killed_by) {
   const bool killed = killed_by != 0;
@@ -341,7 +358,12 @@ static void summarise(const char *path, const char *program, int killed_by) {
   if (stat(path, &st) != 0) {
     /* A killed program may have loaded the preload and died before its constructor made
      * the trace (SIGXFSZ at its start, a crash in the loader): its signal is said too. */
-    if (killed)
+    int why = 0;
+    char dir[4096];
+    if (directory_refuses_the_file(path, dir, sizeof dir, &why))
+      cli_warn("no trace was written to %s: no file can be made in %s (%s)", path, dir,
+               strerror(why));
+    else if (killed)
       cli_warn(
           "no trace was written to %s (%s was killed by signal %d (%s) before a trace was "
           "made, or it did not load the preload library: statically linked, set-uid, or "

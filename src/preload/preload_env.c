@@ -28,6 +28,7 @@
  * dlclose flushes before unloading a library. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -150,12 +151,25 @@ static bool copy_setting(const char **dst, const char *src) {
   return true;
 }
 
-/* Why cts_tracer_start() failed, in words. */
-static void start_error(char *why, size_t size, int e, const char *what) {
+/* Whether another process holds the lock of the file at `path` (memtrace's lockf). */
+static bool file_is_locked(const char *path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  const bool locked = fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
+  close(fd);
+  return locked;
+}
+
+/* Why cts_tracer_start() failed, in words. EACCES and EAGAIN are those of a file another
+ * process holds the lock of (tracer.h), but also an open's in a directory the program
+ * cannot write in, which is said so (it was "another process is tracing into it"). */
+static void start_error(char *why, size_t size, int e, const char *what, const char *path) {
   snprintf(why, size, "%s: %s", what,
-           e == -EAGAIN || e == -EACCES ? "another process is tracing into it"
-           : e > -1000                  ? strerror(-e)
-                                        : cts_strerror(e));
+           (e == -EAGAIN || e == -EACCES) && path && file_is_locked(path)
+               ? "another process is tracing into it"
+           : e > -1000 ? strerror(-e)
+                       : cts_strerror(e));
 }
 
 static void start_from_environment(void) {
@@ -315,7 +329,8 @@ static void start_from_environment(void) {
     start_error(why, sizeof why, e,
                 connect  ? "cannot connect"
                 : listen ? "cannot listen"
-                         : "cannot trace into this file");
+                         : "cannot trace into this file",
+                connect || listen ? NULL : out);
     refuse("MEMTRACE", out, why);
     return;
   }

@@ -3369,6 +3369,53 @@ CTS_TEST(program_under_a_descriptor_limit_keeps_every_descriptor) {
   unlink(trace);
 }
 
+/* A trace that cannot be made in its directory (the program run where it cannot write, or
+ * -o into a directory that does not exist): the program runs untraced, and both the preload
+ * and record say why. On main the preload said "another process is tracing into it" for a
+ * directory it could not write in (lockf's EACCES taken for open's) and record that the
+ * program "did not load the preload library" (checked: fails). As root, the directory's
+ * mode is no bar: the program then runs as nobody (setpriv). */
+CTS_TEST(trace_that_cannot_be_made_in_its_directory_says_why) {
+  char dir[256], trace[300], missing[300];
+  snprintf(dir, sizeof dir, "/tmp/cts_preload_rodir_%d", (int)getpid());
+  snprintf(trace, sizeof trace, "%s/t.ctf", dir);
+  snprintf(missing, sizeof missing, "/tmp/cts_preload_nodir_%d/t.ctf", (int)getpid());
+  rmdir(dir);
+  CTS_ASSERT(mkdir(dir, 0555) == 0);
+  const bool root = geteuid() == 0;
+  if (root && access("/usr/bin/setpriv", X_OK) != 0) CTS_SKIP("root, and no /usr/bin/setpriv");
+  char *as_nobody[] = {"/usr/bin/setpriv",
+                       "--reuid=65534",
+                       "--regid=65534",
+                       "--clear-groups",
+                       CTS_TEST_CTFSCOPE,
+                       "record",
+                       "-o",
+                       trace,
+                       "--",
+                       "/bin/echo",
+                       "hi",
+                       NULL};
+  run(&traced, root ? as_nobody : as_nobody + 4, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT_MSG(strstr(traced.err, "cannot trace into this file: Permission denied") &&
+                     strstr(traced.err, ": no file can be made in ") &&
+                     strstr(traced.err, " (Permission denied)") &&
+                     !strstr(traced.err, "another process") && !strstr(traced.err, "did not load"),
+                 "%s", traced.err);
+  CTS_ASSERT(rmdir(dir) == 0);
+  char *into_missing[] = {CTS_TEST_CTFSCOPE, "record", "-o", missing, "--",
+                          "/bin/echo",       "hi",     NULL};
+  run(&traced, into_missing, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT_MSG(strstr(traced.err, ": no file can be made in /tmp/cts_preload_nodir_") &&
+                     strstr(traced.err, " (No such file or directory)") &&
+                     !strstr(traced.err, "did not load"),
+                 "%s", traced.err);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's
