@@ -251,8 +251,15 @@ static void on_wake(int sig) {
 }
 
 static void wait_for_the_writer(const char *path) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO's open would wait for a writer (record -o fifo hung after the
+   * program's end); only a regular file has a lock to wait for. */
+  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return;
+  }
   bool free_now = flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK;
   if (!free_now) {
     struct sigaction wake = {.sa_handler = on_wake}, old_action;
@@ -374,6 +381,12 @@ static void summarise(const char *path, const char *program, int killed_by) {
           "no trace was written to %s (%s did not load the preload library: statically "
           "linked, set-uid, or it cleared LD_PRELOAD?)",
           path, program);
+    return;
+  }
+  /* A FIFO (or a device): what went through it cannot be read again here. */
+  if (!S_ISREG(st.st_mode)) {
+    fprintf(stderr, "ctfscope record: %s is not a regular file: its trace is not read back\n",
+            path);
     return;
   }
   record_counts_t c = {0};

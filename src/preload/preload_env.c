@@ -168,6 +168,8 @@ static void start_error(char *why, size_t size, int e, const char *what, const c
   snprintf(why, size, "%s: %s", what,
            (e == -EAGAIN || e == -EACCES) && path && file_is_locked(path)
                ? "another process is tracing into it"
+           : e == -ENXIO && path
+               ? "it is a FIFO that nobody opened for reading within 1 s" /* sink.c */
            : e > -1000 ? strerror(-e)
                        : cts_strerror(e));
 }

@@ -3416,6 +3416,71 @@ CTS_TEST(trace_that_cannot_be_made_in_its_directory_says_why) {
                  "%s", traced.err);
 }
 
+/* A trace file that is a FIFO (`record -o fifo`): with nobody reading it, the program's
+ * start waited for a reader for ever (the trace file's open in its constructor), and with a
+ * reader, record waited for ever after the program's end (its open to read the trace
+ * back). Now the program runs untraced after 1 s without a reader, said so, and record
+ * reads back only regular files (checked: both parts time out on main's src). */
+CTS_TEST(trace_into_a_fifo_never_blocks_the_program_or_record) {
+  char fifo[256], copy[300];
+  snprintf(fifo, sizeof fifo, "/tmp/cts_preload_fifo_%d", (int)getpid());
+  snprintf(copy, sizeof copy, "%s.copy.ctf", fifo);
+  unlink(fifo);
+  CTS_ASSERT(mkfifo(fifo, 0600) == 0);
+  char *alone[] = {"/usr/bin/timeout",
+                   "20",
+                   CTS_TEST_CTFSCOPE,
+                   "record",
+                   "-o",
+                   fifo,
+                   "--",
+                   "/bin/echo",
+                   "hi",
+                   NULL};
+  run(&traced, alone, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT_MSG(strstr(traced.err, "a FIFO that nobody opened for reading within 1 s") &&
+                     strstr(traced.err, "is not a regular file: its trace is not read back"),
+                 "%s", traced.err);
+  /* With a reader: the trace goes through, whole, and record returns. */
+  const pid_t reader = fork();
+  CTS_ASSERT(reader >= 0);
+  if (reader == 0) {
+    const int in = open(fifo, O_RDONLY);
+    const int out = open(copy, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char buf[65536];
+    ssize_t n;
+    while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+      if (write(out, buf, (size_t)n) != n) _exit(1);
+    _exit(in >= 0 && out >= 0 ? 0 : 1);
+  }
+  char *with_reader[] = {"/usr/bin/timeout",
+                         "20",
+                         CTS_TEST_CTFSCOPE,
+                         "record",
+                         "--rate",
+                         "1",
+                         "-o",
+                         fifo,
+                         "--",
+                         "/bin/echo",
+                         "hi",
+                         NULL};
+  run(&traced, with_reader, NULL, NULL, NULL);
+  int status = 0;
+  waitpid(reader, &status, 0);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  decoded_t d;
+  CHECK_TRACE(d, copy);
+  CTS_ASSERT(d.nallocs > 0);
+  decoded_fini(&d);
+  unlink(copy);
+  unlink(fifo);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's
