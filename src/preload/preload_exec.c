@@ -325,7 +325,9 @@ CTS__PRELOAD_EXPORT int dlclose(void *handle) {
   return real(handle);
 }
 
-/* prctl: a program that makes itself a child subreaper (init-like programs do, first thing
+/* prctl: a program that installs a seccomp filter (or enters strict mode) first has its
+ * lazy session's writer process made (cts__tracer_before_seccomp). A program that makes
+ * itself a child subreaper (init-like programs do, first thing
  * in main) must not be handed the writer process as its child by the exit of the writer's
  * intermediate, which the program does not wait for at its start (an image that is a
  * subreaper already gets a writer thread: cts__process_writer_fits). Every other option
@@ -340,6 +342,8 @@ CTS__PRELOAD_EXPORT int prctl(int option, ...) {
   if (option == PR_SET_CHILD_SUBREAPER && arg2 != 0 && !cts__guarded() &&
       getpid() == cts__traced_pid)
     cts__tracer_before_subreaper();
+  /* A sandbox's filter may forbid the clone and exec that make the writer process. */
+  if (option == PR_SET_SECCOMP) cts__tracer_before_seccomp();
   return (int)syscall(SYS_prctl, option, arg2, arg3, arg4, arg5);
 }
 

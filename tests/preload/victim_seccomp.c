@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/* A program that sandboxes itself as daemons do (OpenSSH's privilege separation, systemd's
+ * services): a seccomp filter that kills the process at any attempt to make another one
+ * (clone, clone3, fork, vfork, execve, execveat: SECCOMP_RET_KILL_PROCESS), then allocates
+ * 4 blocks of 64 MiB (a sample each, almost surely, at the default rate).
+ *
+ *   victim_seccomp prctl     the filter by prctl(PR_SET_SECCOMP) (OpenSSH)
+ *   victim_seccomp syscall   by the seccomp system call (libseccomp)
+ *
+ * Prints "sandboxed ok" and exits 0; killed by SIGSYS if anything makes a process after
+ * the filter is in. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define FORBID(nr)                                 \
+  BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS)
+
+static void *volatile keep[4];
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 1;
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      FORBID(SYS_clone),
+      FORBID(SYS_clone3),
+      FORBID(SYS_fork),
+      FORBID(SYS_vfork),
+      FORBID(SYS_execve),
+      FORBID(SYS_execveat),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {sizeof filter / sizeof filter[0], filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 2;
+  if (strcmp(argv[1], "prctl") == 0) {
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return 3;
+  } else if (strcmp(argv[1], "syscall") == 0) {
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return 3;
+  } else {
+    return 1;
+  }
+  for (int i = 0; i < 4; i++) {
+    keep[i] = malloc((size_t)64 << 20);
+    if (!keep[i]) return 4;
+    memset(keep[i], i, 4096);
+  }
+  printf("sandboxed ok\n");
+  return 0;
+}
