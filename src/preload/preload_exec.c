@@ -326,7 +326,7 @@ CTS__PRELOAD_EXPORT int dlclose(void *handle) {
 }
 
 /* prctl: a program that installs a seccomp filter (or enters strict mode) first has its
- * lazy session's writer process made (cts__tracer_before_seccomp). A program that makes
+ * lazy session's writer process made (cts__tracer_before_confinement). A program that makes
  * itself a child subreaper (init-like programs do, first thing
  * in main) must not be handed the writer process as its child by the exit of the writer's
  * intermediate, which the program does not wait for at its start (an image that is a
@@ -343,8 +343,16 @@ CTS__PRELOAD_EXPORT int prctl(int option, ...) {
       getpid() == cts__traced_pid)
     cts__tracer_before_subreaper();
   /* A sandbox's filter may forbid the clone and exec that make the writer process. */
-  if (option == PR_SET_SECCOMP) cts__tracer_before_seccomp();
+  if (option == PR_SET_SECCOMP) cts__tracer_before_confinement();
   return (int)syscall(SYS_prctl, option, arg2, arg3, arg4, arg5);
+}
+
+/* chroot: the writer executable (and the libraries it loads) may be outside the new root;
+ * a waiting lazy session's writer is made first (cts__tracer_before_confinement). The
+ * system call, as glibc's chroot is. */
+CTS__PRELOAD_EXPORT int chroot(const char *path) {
+  cts__tracer_before_confinement();
+  return (int)syscall(SYS_chroot, path);
 }
 
 /* _exit and _Exit end the process without the destructors (dash and other shells end so,

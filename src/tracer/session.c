@@ -374,7 +374,7 @@ void cts__tracer_before_fds_close(unsigned first, unsigned last) {
 }
 
 /* tracer_internal.h. */
-void cts__tracer_before_seccomp(void) {
+void cts__tracer_before_confinement(void) {
   if (!cts__guarded() && cts__tracer_fds_watched()) make_the_lazy_writer_now();
 }
 

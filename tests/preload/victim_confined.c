@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* A program that sandboxes itself as daemons do (OpenSSH's privilege separation, systemd's
- * services): a seccomp filter that kills the process at any attempt to make another one
- * (clone, clone3, fork, vfork, execve, execveat: SECCOMP_RET_KILL_PROCESS), then allocates
- * 4 blocks of 64 MiB (a sample each, almost surely, at the default rate).
+/* A program that confines itself as daemons do, then allocates 4 blocks of 64 MiB (a sample
+ * each, almost surely, at the default rate):
  *
- *   victim_seccomp prctl     the filter by prctl(PR_SET_SECCOMP) (OpenSSH)
- *   victim_seccomp syscall   by the seccomp system call (libseccomp)
+ *   victim_confined prctl     a seccomp filter that kills the process at any attempt to
+ *                             make another one (clone, clone3, fork, vfork, execve,
+ *                             execveat: SECCOMP_RET_KILL_PROCESS), by prctl(PR_SET_SECCOMP)
+ *                             (OpenSSH's privilege separation)
+ *   victim_confined syscall   the same by the seccomp system call (libseccomp, systemd)
+ *   victim_confined chroot DIR  chroot(DIR) (as root), where nothing else is
  *
- * Prints "sandboxed ok" and exits 0; killed by SIGSYS if anything makes a process after
- * the filter is in. */
+ * Prints "confined ok" and exits 0; killed by SIGSYS if anything makes a process after a
+ * filter is in. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
@@ -40,11 +43,14 @@ int main(int argc, char **argv) {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
   struct sock_fprog prog = {sizeof filter / sizeof filter[0], filter};
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 2;
+  const bool filter_mode = strcmp(argv[1], "prctl") == 0 || strcmp(argv[1], "syscall") == 0;
+  if (filter_mode && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 2;
   if (strcmp(argv[1], "prctl") == 0) {
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return 3;
   } else if (strcmp(argv[1], "syscall") == 0) {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return 3;
+  } else if (strcmp(argv[1], "chroot") == 0 && argc > 2) {
+    if (chroot(argv[2]) != 0 || chdir("/") != 0) return 3;
   } else {
     return 1;
   }
@@ -53,6 +59,6 @@ int main(int argc, char **argv) {
     if (!keep[i]) return 4;
     memset(keep[i], i, 4096);
   }
-  printf("sandboxed ok\n");
+  printf("confined ok\n");
   return 0;
 }
