@@ -573,6 +573,36 @@ __attribute__((noinline)) static pid_t spawn_program(const spawn_t *sp) {
   return pid;
 }
 
+/* No process could be made for the program (`ulimit -u` reached: a shell that execs its
+ * last command runs a program where record cannot): the program runs anyway, exec'd in
+ * record's own process, where it keeps record's pid (its trace's name) and its exit status
+ * is record's. Nothing is left to summarise the trace or read the notes, which the
+ * program is not told of (a pipe nobody reads would fail its writes). Returns only if the
+ * exec fails, with record's exit code. */
+static int run_in_records_place(const spawn_t *sp, child_env_t *env, const int notes_pipe[2],
+                                int spawn_errno) {
+  cli_warn(
+      "cannot make a process for %s (%s: the limit of processes, ulimit -u?): it runs in "
+      "record's place, with no summary of its trace",
+      sp->prog[0], strerror(spawn_errno));
+  char *const notes_value = child_env_value(env, "CTFSCOPE_RECORD_NOTES");
+  if (notes_value) notes_value[0] = 0;
+  if (notes_pipe[0] >= 0) close(notes_pipe[0]);
+  if (notes_pipe[1] >= 0) close(notes_pipe[1]);
+  close(sp->status_fd);
+  char output[NAME_ROOM], tasks_output[NAME_ROOM];
+  name_outputs(sp, (int)getpid(), output, tasks_output);
+  snprintf(sp->memtrace_value, NAME_ROOM, "%s", sp->memtrace_url[0] ? sp->memtrace_url : output);
+  if (sp->tasks_value) snprintf(sp->tasks_value, NAME_ROOM, "%s", tasks_output);
+  fflush(NULL);
+  execvpe(sp->prog[0], sp->prog, sp->envp);
+  const int err = errno;
+  close(sp->status_read_fd);
+  child_env_free(env);
+  cli_error("cannot run '%s': %s", sp->prog[0], strerror(err));
+  return err == ENOENT ? 127 : 126;
+}
+
 int cmd_record(int argc, char **argv) {
   record_opts_t o = {0};
   int first = 0;
@@ -712,6 +742,8 @@ int cmd_record(int argc, char **argv) {
   const time_t start = time(NULL);
   const pid_t pid = spawn_program(&sp);
   const int spawn_errno = errno;
+  if (pid < 0 && (spawn_errno == EAGAIN || spawn_errno == ENOMEM))
+    return run_in_records_place(&sp, &env, notes_pipe, spawn_errno);
   child_env_free(&env);
   if (pid < 0) {
     cli_error("fork: %s", strerror(spawn_errno));

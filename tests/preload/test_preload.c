@@ -3512,6 +3512,41 @@ CTS_TEST(confined_program_is_never_killed_by_its_writer_and_keeps_its_trace) {
   unlink(trace);
 }
 
+/* A program under a limit of processes that record reaches (`ulimit -u 1`: the shell that
+ * execs its command runs it, record's vfork cannot): it runs, exec'd in record's place,
+ * with its exit status and a line saying so. On main record said "fork: Resource
+ * temporarily unavailable" and exited 4: the program never ran (checked: fails). Root is
+ * not held by the limit: the program runs as nobody (setpriv). */
+CTS_TEST(program_under_a_process_limit_runs_in_records_place) {
+  if (geteuid() != 0) CTS_SKIP("needs root, to run as nobody under a limit root ignores");
+  if (access("/usr/bin/setpriv", X_OK) != 0) CTS_SKIP("no /usr/bin/setpriv");
+  char trace[256], script[1200];
+  trace_path(trace, sizeof trace, "nproc");
+  unlink(trace);
+  snprintf(script, sizeof script,
+           "ulimit -u 1 && exec %s record -o %s -- /bin/sh -c 'echo hi; exit 3'", CTS_TEST_CTFSCOPE,
+           trace);
+  char *argv[] = {"/usr/bin/setpriv",
+                  "--reuid=65534",
+                  "--regid=65534",
+                  "--clear-groups",
+                  "/bin/bash",
+                  "-c",
+                  script,
+                  NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 3, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "(Resource temporarily unavailable: the limit of processes, "
+                        "ulimit -u?): it runs in record's place"),
+                 "%s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's
