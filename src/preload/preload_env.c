@@ -27,10 +27,12 @@
  * CTFSCOPE_EXEC_BASE/_INDEX saying where the sequence started (tracer.h, "Processes").
  * dlclose flushes before unloading a library. */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +347,22 @@ static void start_from_environment(void) {
   pthread_atfork(cts__far_lock_before_fork, cts__far_unlock_after_fork, cts__far_unlock_after_fork);
 }
 
+/* After the settings' removal: the slots from the environment's new end (`end`, its NULL)
+ * to its old one (`old_end`, the NULL the kernel put before the auxiliary vector), which
+ * held stale pointers. Go's runtime (with cgo: the dynamically linked Go programs) finds
+ * the auxiliary vector past the first NULL after argv's, and reads (type, value) pairs up
+ * to AT_NULL: the stale pointers were read as pairs, and with an odd number of settings
+ * removed (3: `record --rate 1`) the old NULL came as a type, the real vector was never
+ * read, and the program died at its start ("fatal error: failed to get system page size").
+ * With an even number of slots they are filled with (AT_IGNORE, 0) pairs, so that the
+ * real vector comes next, aligned; else with zeros: an empty vector, for which Go reads
+ * /proc/self/auxv instead (as it did when one setting was removed). */
+static void keep_the_auxiliary_vector_found(char **end, char **old_end) {
+  const size_t slots = (size_t)(old_end - end);
+  for (size_t i = 1; i <= slots; i++)
+    end[i] = slots % 2 == 0 && i % 2 == 1 ? (char *)(uintptr_t)AT_IGNORE : NULL;
+}
+
 /* Removes the settings from `environ`, in place: children and what they exec are not
  * traced (nor told about a bad setting again). Not with unsetenv: a program may bring its
  * own that never reaches `environ` (bash exports one that edits its shell variables,
@@ -358,6 +376,7 @@ static void forget_settings(void) {
   for (; *e; e++)
     if (!cts__preload_is_setting(*e)) *kept++ = *e;
   *kept = NULL;
+  keep_the_auxiliary_vector_found(kept, e);
 }
 
 __attribute__((constructor)) static void preload_init(void) {

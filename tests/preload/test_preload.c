@@ -3547,6 +3547,34 @@ CTS_TEST(program_under_a_process_limit_runs_in_records_place) {
   unlink(trace);
 }
 
+/* The preload removes its settings from the environment in place; a program that finds
+ * its auxiliary vector past the environment's NULL, as Go's runtime does, must still find
+ * it. With 3 settings removed (`record --rate 1`: MEMTRACE, MEMTRACE_RATE,
+ * CTFSCOPE_RECORD_NOTES) a cgo Go program died at its start, "fatal error: failed to get
+ * system page size" (checked: fails on main's src); 1 to 6 settings here. */
+CTS_TEST(go_like_program_finds_its_auxiliary_vector) {
+  char trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "auxv");
+  victim_path(victim, sizeof victim, "victim_auxv");
+  char *plain_argv[] = {victim, NULL};
+  run(&plain, plain_argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(plain.status == 0, "untraced: %s", plain.out);
+  const char *extras[] = {"MEMTRACE_CONTEXT=a", "MEMTRACE_DROP=0", "CTFSCOPE_UNWIND=fp",
+                          "CTFSCOPE_STALL_TIMEOUT=5", "CTFSCOPE_EXEC_TSC=0"};
+  for (size_t k = 0; k <= sizeof extras / sizeof extras[0]; k++) {
+    char script[2048] = "exec env";
+    for (size_t i = 0; i < k; i++)
+      snprintf(script + strlen(script), sizeof script - strlen(script), " %s", extras[i]);
+    snprintf(script + strlen(script), sizeof script - strlen(script), " %s", victim);
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    unlink(trace);
+    run(&traced, argv, trace, "1e-6", NULL);
+    CTS_ASSERT_MSG(traced.status == plain.status && strcmp(traced.out, plain.out) == 0,
+                   "%zu more settings: status %d, %s", k, traced.status, traced.out);
+  }
+  unlink(trace);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's
