@@ -367,9 +367,16 @@ static void summarise(const char *path, const char *program, int killed_by) {
      * the trace (SIGXFSZ at its start, a crash in the loader): its signal is said too. */
     int why = 0;
     char dir[4096];
+    unsigned long long fd_limit;
     if (directory_refuses_the_file(path, dir, sizeof dir, &why))
       cli_warn("no trace was written to %s: no file can be made in %s (%s)", path, dir,
                strerror(why));
+    else if (!killed && cts_fd_limit_is_tight(&fd_limit))
+      /* The preload's reason (preload_env.c), under record's own limit: the program's. */
+      cli_warn(
+          "no trace was written to %s: the descriptor limit (ulimit -n %llu, soft and "
+          "hard) leaves no room for the tracer's descriptors beside the program's",
+          path, fd_limit);
     else if (killed)
       cli_warn(
           "no trace was written to %s (%s was killed by signal %d (%s) before a trace was "

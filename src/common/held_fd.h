@@ -66,6 +66,22 @@ static inline void cts_fd_close_held(int *fd, cts_fd_ident_t id) {
  * tracer's few descriptors cost it nothing it could notice. */
 #define CTS_FD_ASIDE_LIMIT 4096
 
+/* A descriptor limit at most this, soft and hard alike, leaves the tracer no descriptor
+ * outside the program's: its two or three would be a good part of them (`ulimit -n 5`,
+ * which sets both: `sort FILE` failed "Too many open files" traced). The preload then does
+ * not trace, and says so. */
+#define CTS_FD_TIGHT_LIMIT 64
+
+/* Whether the descriptor limit is tight (above); then *limit: its value. */
+static inline bool cts_fd_limit_is_tight(unsigned long long *limit) {
+  struct rlimit now;
+  if (getrlimit(RLIMIT_NOFILE, &now) != 0 || now.rlim_cur < now.rlim_max ||
+      now.rlim_cur > CTS_FD_TIGHT_LIMIT)
+    return false;
+  *limit = (unsigned long long)now.rlim_cur;
+  return true;
+}
+
 /* `fd` set aside, out of the numbers the program counts on, as a close-on-exec descriptor
  * naming the same file (fd itself if it stays), or -1 with `fd` closed if none could be made.
  * A program under a small `ulimit -n` opening files until EMFILE got 2-4 fewer traced than

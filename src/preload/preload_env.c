@@ -38,6 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/held_fd.h"
 #include "../tracer/zsink.h"
 #include "common/check.h"
 #include "os/net.h"
@@ -328,6 +329,19 @@ static void start_from_environment(void) {
   cts__exec_state.usable = fits;
 
   cts__notes_from_environment();
+  unsigned long long fd_limit;
+  if (cts_fd_limit_is_tight(&fd_limit)) {
+    /* record's notes pipe takes one of the program's numbers too: given back. */
+    const int notes = cts__tracer_notes_fd();
+    if (notes >= 0) close(notes);
+    cts__tracer_notes_set(-1);
+    snprintf(why, sizeof why,
+             "the descriptor limit (ulimit -n %llu, soft and hard) leaves no room for the "
+             "tracer's descriptors beside the program's",
+             fd_limit);
+    refuse("MEMTRACE", out, why);
+    return;
+  }
   const int e = cts_tracer_start(&cfg, &sink);
   if (e) {
     start_error(why, sizeof why, e,

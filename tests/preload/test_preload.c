@@ -3366,6 +3366,19 @@ CTS_TEST(program_under_a_descriptor_limit_keeps_every_descriptor) {
     decoded_fini(&d);
     unlink(next);
   }
+  /* Soft and hard at 16 (`ulimit -n 16`): no room above; untraced, said by both. */
+  snprintf(script, sizeof script, "ulimit -n 16 && exec %s", victim);
+  run(&plain, plain_argv, NULL, NULL, NULL);
+  unlink(trace);
+  char *tight_argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",   trace, "--",
+                        "/bin/sh",         "-c",     script, NULL};
+  run(&traced, tight_argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0 && strcmp(traced.out, plain.out) == 0,
+                 "ulimit -n 16: untraced %s traced %s: %s", plain.out, traced.out, traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "the descriptor limit (ulimit -n 16, soft and hard) leaves "
+                        "no room for the tracer's descriptors"),
+                 "%s", traced.err);
   unlink(trace);
 }
 
