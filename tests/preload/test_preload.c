@@ -3498,9 +3498,12 @@ CTS_TEST(trace_into_a_fifo_never_blocks_the_program_or_record) {
  * the first sample: a seccomp filter that forbids making processes (SECCOMP_RET_KILL_PROCESS
  * on clone, fork, execve: a sandbox) had it killed then (SIGSYS, exit 159), and after a
  * chroot the writer executable was out of reach (the trace stopped, with no sample;
- * checked: both fail on main's src). A filter put in through prctl, or a chroot, now first
- * makes the writer, and the trace holds the samples; a filter put in by the seccomp system
- * call (not seen) leaves the program untraced from its first sample, said so, and alive. */
+ * checked: both fail on main's src), and the library too: LD_PRELOAD still named it, and
+ * any image exec'd in the new root had the loader print "cannot be preloaded" (the victim
+ * prints the unreachable entries; checked: fails without forget_the_library_out_of_reach). A filter
+ * put in through prctl, or a chroot, now first makes the writer, and the trace holds the samples; a
+ * filter put in by the seccomp system call (not seen) leaves the program untraced from its first
+ * sample, said so, and alive. */
 CTS_TEST(confined_program_is_never_killed_by_its_writer_and_keeps_its_trace) {
   char trace[256], jail[256];
   trace_path(trace, sizeof trace, "confined");

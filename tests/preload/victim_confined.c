@@ -7,7 +7,9 @@
  *                             execveat: SECCOMP_RET_KILL_PROCESS), by prctl(PR_SET_SECCOMP)
  *                             (OpenSSH's privilege separation)
  *   victim_confined syscall   the same by the seccomp system call (libseccomp, systemd)
- *   victim_confined chroot DIR  chroot(DIR) (as root), where nothing else is
+ *   victim_confined chroot DIR  chroot(DIR) (as root), where nothing else is; prints
+ *                             "unreachable preload NAME" for each LD_PRELOAD entry that is
+ *                             not there (an exec would have the loader complain of it)
  *
  * Prints "confined ok" and exits 0; killed by SIGSYS if anything makes a process after a
  * filter is in. */
@@ -51,6 +53,16 @@ int main(int argc, char **argv) {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return 3;
   } else if (strcmp(argv[1], "chroot") == 0 && argc > 2) {
     if (chroot(argv[2]) != 0 || chdir("/") != 0) return 3;
+    /* What an exec here would have the loader complain of ("cannot be preloaded"). */
+    const char *const preload = getenv("LD_PRELOAD");
+    for (const char *p = preload ? preload : ""; *p;) {
+      const size_t len = strcspn(p, " :");
+      char name[4096];
+      snprintf(name, sizeof name, "%.*s", (int)len, p);
+      if (len && access(name, R_OK) != 0) printf("unreachable preload %s\n", name);
+      p += len;
+      p += strspn(p, " :");
+    }
   } else {
     return 1;
   }
