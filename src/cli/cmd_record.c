@@ -251,8 +251,15 @@ static void on_wake(int sig) {
 }
 
 static void wait_for_the_writer(const char *path) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO's open would wait for a writer (record -o fifo hung after the
+   * program's end); only a regular file has a lock to wait for. */
+  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return;
+  }
   bool free_now = flock(fd, LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK;
   if (!free_now) {
     struct sigaction wake = {.sa_handler = on_wake}, old_action;
@@ -333,6 +340,23 @@ static const char *lost_tail(const char *path) {
   return NULL;
 }
 
+/* Whether the directory `path` would be made in (into `dir`) refuses a new file; then *why:
+ * errno. A
+ * program run in a directory it cannot write in (or with -o naming one) runs untraced, and
+ * record said it "did not load the preload library". */
+static bool directory_refuses_the_file(const char *path, char *dir, size_t size, int *why) {
+  const char *const slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(dir, size, ".");
+  else if (slash == path)
+    snprintf(dir, size, "/");
+  else
+    snprintf(dir, size, "%.*s", (int)(slash - path), path);
+  if (access(dir, W_OK | X_OK) == 0) return false;
+  *why = errno;
+  return true;
+}
+
 /* One line about the trace in `path`; `killed_by`: the signal that ended the program, or 0. */
 static void summarise(const char *path, const char *program, int killed_by) {
   const bool killed = killed_by != 0;
@@ -341,7 +365,19 @@ static void summarise(const char *path, const char *program, int killed_by) {
   if (stat(path, &st) != 0) {
     /* A killed program may have loaded the preload and died before its constructor made
      * the trace (SIGXFSZ at its start, a crash in the loader): its signal is said too. */
-    if (killed)
+    int why = 0;
+    char dir[4096];
+    unsigned long long fd_limit;
+    if (directory_refuses_the_file(path, dir, sizeof dir, &why))
+      cli_warn("no trace was written to %s: no file can be made in %s (%s)", path, dir,
+               strerror(why));
+    else if (!killed && cts_fd_limit_is_tight(&fd_limit))
+      /* The preload's reason (preload_env.c), under record's own limit: the program's. */
+      cli_warn(
+          "no trace was written to %s: the descriptor limit (ulimit -n %llu, soft and "
+          "hard) leaves no room for the tracer's descriptors beside the program's",
+          path, fd_limit);
+    else if (killed)
       cli_warn(
           "no trace was written to %s (%s was killed by signal %d (%s) before a trace was "
           "made, or it did not load the preload library: statically linked, set-uid, or "
@@ -352,6 +388,12 @@ static void summarise(const char *path, const char *program, int killed_by) {
           "no trace was written to %s (%s did not load the preload library: statically "
           "linked, set-uid, or it cleared LD_PRELOAD?)",
           path, program);
+    return;
+  }
+  /* A FIFO (or a device): what went through it cannot be read again here. */
+  if (!S_ISREG(st.st_mode)) {
+    fprintf(stderr, "ctfscope record: %s is not a regular file: its trace is not read back\n",
+            path);
     return;
   }
   record_counts_t c = {0};
@@ -538,6 +580,36 @@ __attribute__((noinline)) static pid_t spawn_program(const spawn_t *sp) {
   return pid;
 }
 
+/* No process could be made for the program (`ulimit -u` reached: a shell that execs its
+ * last command runs a program where record cannot): the program runs anyway, exec'd in
+ * record's own process, where it keeps record's pid (its trace's name) and its exit status
+ * is record's. Nothing is left to summarise the trace or read the notes, which the
+ * program is not told of (a pipe nobody reads would fail its writes). Returns only if the
+ * exec fails, with record's exit code. */
+static int run_in_records_place(const spawn_t *sp, child_env_t *env, const int notes_pipe[2],
+                                int spawn_errno) {
+  cli_warn(
+      "cannot make a process for %s (%s: the limit of processes, ulimit -u?): it runs in "
+      "record's place, with no summary of its trace",
+      sp->prog[0], strerror(spawn_errno));
+  char *const notes_value = child_env_value(env, "CTFSCOPE_RECORD_NOTES");
+  if (notes_value) notes_value[0] = 0;
+  if (notes_pipe[0] >= 0) close(notes_pipe[0]);
+  if (notes_pipe[1] >= 0) close(notes_pipe[1]);
+  close(sp->status_fd);
+  char output[NAME_ROOM], tasks_output[NAME_ROOM];
+  name_outputs(sp, (int)getpid(), output, tasks_output);
+  snprintf(sp->memtrace_value, NAME_ROOM, "%s", sp->memtrace_url[0] ? sp->memtrace_url : output);
+  if (sp->tasks_value) snprintf(sp->tasks_value, NAME_ROOM, "%s", tasks_output);
+  fflush(NULL);
+  execvpe(sp->prog[0], sp->prog, sp->envp);
+  const int err = errno;
+  close(sp->status_read_fd);
+  child_env_free(env);
+  cli_error("cannot run '%s': %s", sp->prog[0], strerror(err));
+  return err == ENOENT ? 127 : 126;
+}
+
 int cmd_record(int argc, char **argv) {
   record_opts_t o = {0};
   int first = 0;
@@ -624,10 +696,10 @@ int cmd_record(int argc, char **argv) {
    * for TCP traces (not summarised) or if it cannot be made (the summary then knows less). */
   int notes_pipe[2] = {-1, -1};
   if (!memtrace_url[0] && pipe2(notes_pipe, O_CLOEXEC) != 0) notes_pipe[0] = notes_pipe[1] = -1;
-  /* The program's end off 0-2: run with stdout closed (`record -- prog >&-`), it would
-   * find the pipe there and write its output into the notes. */
-  if (notes_pipe[1] >= 0 && notes_pipe[1] <= 2 &&
-      (notes_pipe[1] = cts_fd_off_stdio(notes_pipe[1])) < 0) {
+  /* The program's end out of its way (common/held_fd.h): above its descriptor limit where
+   * it can be, and never on 0-2 (run with stdout closed, `record -- prog >&-`, it would find
+   * the pipe there and write its output into the notes). */
+  if (notes_pipe[1] >= 0 && (notes_pipe[1] = cts_fd_set_aside(notes_pipe[1])) < 0) {
     close(notes_pipe[0]);
     notes_pipe[0] = -1;
   }
@@ -677,6 +749,8 @@ int cmd_record(int argc, char **argv) {
   const time_t start = time(NULL);
   const pid_t pid = spawn_program(&sp);
   const int spawn_errno = errno;
+  if (pid < 0 && (spawn_errno == EAGAIN || spawn_errno == ENOMEM))
+    return run_in_records_place(&sp, &env, notes_pipe, spawn_errno);
   child_env_free(&env);
   if (pid < 0) {
     cli_error("fork: %s", strerror(spawn_errno));

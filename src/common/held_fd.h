@@ -22,6 +22,7 @@
 
 #include <fcntl.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,13 +59,73 @@ static inline void cts_fd_close_held(int *fd, cts_fd_ident_t id) {
   *fd = -1;
 }
 
-/* `fd` moved off the standard descriptors: a program started with one of 0-2 closed
- * (`prog >&-`) would otherwise find the tracer's file there and write its output into
- * it, where it should get EBADF. Returns a close-on-exec descriptor >= 3 naming the same
- * file (fd itself if already >= 3), or -1 with `fd` closed if none could be made. */
-static inline int cts_fd_off_stdio(int fd) {
-  if (fd < 0 || fd > 2) return fd;
-  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+/* A descriptor limit (the soft RLIMIT_NOFILE) up to which the tracer's descriptors are set
+ * at its top: the kernel's table of a process's descriptors spans the highest one open, and
+ * each fork copies it (a descriptor at 20000 costs a shell ~160 kB copied per fork); at
+ * 4096 and below, ~32 kB at most. Above it, a program's limit is large enough that the
+ * tracer's few descriptors cost it nothing it could notice. */
+#define CTS_FD_ASIDE_LIMIT 4096
+
+/* A descriptor limit at most this, soft and hard alike, leaves the tracer no descriptor
+ * outside the program's: its two or three would be a good part of them (`ulimit -n 5`,
+ * which sets both: `sort FILE` failed "Too many open files" traced). The preload then does
+ * not trace, and says so. */
+#define CTS_FD_TIGHT_LIMIT 64
+
+/* Whether the descriptor limit is tight (above); then *limit: its value. */
+static inline bool cts_fd_limit_is_tight(unsigned long long *limit) {
+  struct rlimit now;
+  if (getrlimit(RLIMIT_NOFILE, &now) != 0 || now.rlim_cur < now.rlim_max ||
+      now.rlim_cur > CTS_FD_TIGHT_LIMIT)
+    return false;
+  *limit = (unsigned long long)now.rlim_cur;
+  return true;
+}
+
+/* `fd` set aside, out of the numbers the program counts on, as a close-on-exec descriptor
+ * naming the same file (fd itself if it stays), or -1 with `fd` closed if none could be made.
+ * A program under a small `ulimit -n` opening files until EMFILE got 2-4 fewer traced than
+ * untraced (a shell script under `ulimit -n 8` failed its redirections), and its first file
+ * was not 3. Where the limit is at most CTS_FD_ASIDE_LIMIT:
+ *
+ * - above the limit, when the hard limit leaves room: the limit bounds the numbers new
+ *   descriptors take, not those already open, so the soft limit is raised for the move and
+ *   put back. The program then gets every descriptor it would have untraced;
+ * - else (the soft limit is the hard limit) at its top (its last 16 numbers): the program
+ *   loses them only when it uses nearly all of its descriptors.
+ *
+ * Never on 0-2 in any case: a program started with one of them closed (`prog >&-`) would
+ * find the tracer's file there and write its output into it, where it should get EBADF.
+ *
+ * Another thread that reads or sets RLIMIT_NOFILE in the few system calls of the move sees
+ * the raised limit, or has its setting undone: the tracer's descriptors are made at the
+ * start of a session (before main, in one thread) and at its first sample. */
+static inline int cts_fd_set_aside(int fd) {
+  if (fd < 0) return fd;
+  struct rlimit limit;
+  int lowest = 3;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur <= CTS_FD_ASIDE_LIMIT &&
+      (rlim_t)fd < limit.rlim_cur) {
+    const int soft = (int)limit.rlim_cur;
+    if (limit.rlim_cur < limit.rlim_max) {
+      /* Room for the session's few descriptors (each takes the lowest free number above). */
+      const struct rlimit raised = {
+          limit.rlim_max - limit.rlim_cur < 64 ? limit.rlim_max : limit.rlim_cur + 64,
+          limit.rlim_max};
+      if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+        const int moved = fcntl(fd, F_DUPFD_CLOEXEC, soft);
+        setrlimit(RLIMIT_NOFILE, &limit);
+        if (moved >= 0) {
+          close(fd);
+          return moved;
+        }
+      }
+    }
+    if (soft - 16 > lowest) lowest = soft - 16;
+  }
+  if (fd >= lowest) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, lowest);
+  if (moved < 0 && fd > 2) return fd; /* the top is full: where it is */
   close(fd);
   return moved;
 }

@@ -27,14 +27,18 @@
  * CTFSCOPE_EXEC_BASE/_INDEX saying where the sequence started (tracer.h, "Processes").
  * dlclose flushes before unloading a library. */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/held_fd.h"
 #include "../tracer/zsink.h"
 #include "common/check.h"
 #include "os/net.h"
@@ -150,12 +154,27 @@ static bool copy_setting(const char **dst, const char *src) {
   return true;
 }
 
-/* Why cts_tracer_start() failed, in words. */
-static void start_error(char *why, size_t size, int e, const char *what) {
+/* Whether another process holds the lock of the file at `path` (memtrace's lockf). */
+static bool file_is_locked(const char *path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  const bool locked = fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
+  close(fd);
+  return locked;
+}
+
+/* Why cts_tracer_start() failed, in words. EACCES and EAGAIN are those of a file another
+ * process holds the lock of (tracer.h), but also an open's in a directory the program
+ * cannot write in, which is said so (it was "another process is tracing into it"). */
+static void start_error(char *why, size_t size, int e, const char *what, const char *path) {
   snprintf(why, size, "%s: %s", what,
-           e == -EAGAIN || e == -EACCES ? "another process is tracing into it"
-           : e > -1000                  ? strerror(-e)
-                                        : cts_strerror(e));
+           (e == -EAGAIN || e == -EACCES) && path && file_is_locked(path)
+               ? "another process is tracing into it"
+           : e == -ENXIO && path
+               ? "it is a FIFO that nobody opened for reading within 1 s" /* sink.c */
+           : e > -1000 ? strerror(-e)
+                       : cts_strerror(e));
 }
 
 static void start_from_environment(void) {
@@ -310,12 +329,26 @@ static void start_from_environment(void) {
   cts__exec_state.usable = fits;
 
   cts__notes_from_environment();
+  unsigned long long fd_limit;
+  if (cts_fd_limit_is_tight(&fd_limit)) {
+    /* record's notes pipe takes one of the program's numbers too: given back. */
+    const int notes = cts__tracer_notes_fd();
+    if (notes >= 0) close(notes);
+    cts__tracer_notes_set(-1);
+    snprintf(why, sizeof why,
+             "the descriptor limit (ulimit -n %llu, soft and hard) leaves no room for the "
+             "tracer's descriptors beside the program's",
+             fd_limit);
+    refuse("MEMTRACE", out, why);
+    return;
+  }
   const int e = cts_tracer_start(&cfg, &sink);
   if (e) {
     start_error(why, sizeof why, e,
                 connect  ? "cannot connect"
                 : listen ? "cannot listen"
-                         : "cannot trace into this file");
+                         : "cannot trace into this file",
+                connect || listen ? NULL : out);
     refuse("MEMTRACE", out, why);
     return;
   }
@@ -326,6 +359,22 @@ static void start_from_environment(void) {
   cts__traced_pid = getpid();
   /* A fork while another thread holds far_lock would leave it held in the child. */
   pthread_atfork(cts__far_lock_before_fork, cts__far_unlock_after_fork, cts__far_unlock_after_fork);
+}
+
+/* After the settings' removal: the slots from the environment's new end (`end`, its NULL)
+ * to its old one (`old_end`, the NULL the kernel put before the auxiliary vector), which
+ * held stale pointers. Go's runtime (with cgo: the dynamically linked Go programs) finds
+ * the auxiliary vector past the first NULL after argv's, and reads (type, value) pairs up
+ * to AT_NULL: the stale pointers were read as pairs, and with an odd number of settings
+ * removed (3: `record --rate 1`) the old NULL came as a type, the real vector was never
+ * read, and the program died at its start ("fatal error: failed to get system page size").
+ * With an even number of slots they are filled with (AT_IGNORE, 0) pairs, so that the
+ * real vector comes next, aligned; else with zeros: an empty vector, for which Go reads
+ * /proc/self/auxv instead (as it did when one setting was removed). */
+static void keep_the_auxiliary_vector_found(char **end, char **old_end) {
+  const size_t slots = (size_t)(old_end - end);
+  for (size_t i = 1; i <= slots; i++)
+    end[i] = slots % 2 == 0 && i % 2 == 1 ? (char *)(uintptr_t)AT_IGNORE : NULL;
 }
 
 /* Removes the settings from `environ`, in place: children and what they exec are not
@@ -341,6 +390,7 @@ static void forget_settings(void) {
   for (; *e; e++)
     if (!cts__preload_is_setting(*e)) *kept++ = *e;
   *kept = NULL;
+  keep_the_auxiliary_vector_found(kept, e);
 }
 
 __attribute__((constructor)) static void preload_init(void) {

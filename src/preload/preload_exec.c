@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/held_fd.h"
 #include "../tracer/exec_name.h"
 #include "preload_internal.h"
 
@@ -40,10 +41,13 @@ void cts__notes_from_environment(void) {
   const long fd = strtol(v, &end, 10);
   struct stat st;
   if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
-  /* Not handed to what forked children exec; an exec of this process hands it on
-   * (continued_environment). */
-  fcntl((int)fd, F_SETFD, FD_CLOEXEC);
-  cts__tracer_notes_set((int)fd);
+  /* Out of the program's way (common/held_fd.h): record set it aside under its own
+   * descriptor limit, which the program may have lowered since (`ulimit -S -n 32; exec
+   * prog`). Close-on-exec: not handed to what forked children exec; an exec of this process
+   * hands it on, by its new number (continued_environment). */
+  const int aside = cts_fd_set_aside((int)fd);
+  if (aside == fd) fcntl(aside, F_SETFD, FD_CLOEXEC);
+  cts__tracer_notes_set(aside);
 }
 
 /* Tells record that this image's trace lost its tail; e: the tracer's error. */
@@ -62,43 +66,47 @@ static bool continues_trace(void) {
 /* Whether `list` (an LD_PRELOAD value: names separated by spaces or colons, as ld.so reads
  * it) names this library: its path, or a file of the same name (another spelling of the
  * same build). */
-static bool preload_list_has(const char *list, const char *path) {
+/* Whether the LD_PRELOAD entry p[0, len) names the library at `path` (above). */
+static bool entry_is_library(const char *p, size_t len, const char *path) {
   const char *const slash = strrchr(path, '/');
   const char *const base = slash ? slash + 1 : path;
   const size_t path_len = strlen(path), base_len = strlen(base);
+  const char *const name_slash = memrchr(p, '/', len);
+  const char *const name = name_slash ? name_slash + 1 : p;
+  const size_t name_len = len - (size_t)(name - p);
+  return (len == path_len && memcmp(p, path, len) == 0) ||
+         (name_len == base_len && memcmp(name, base, name_len) == 0);
+}
+
+static bool preload_list_has(const char *list, const char *path) {
   for (const char *p = list; *p;) {
     const size_t len = strcspn(p, " :");
-    const char *const name_slash = memrchr(p, '/', len);
-    const char *const name = name_slash ? name_slash + 1 : p;
-    const size_t name_len = len - (size_t)(name - p);
-    if ((len == path_len && memcmp(p, path, len) == 0) ||
-        (name_len == base_len && memcmp(name, base, name_len) == 0))
-      return true;
+    if (entry_is_library(p, len, path)) return true;
     p += len;
     p += strspn(p, " :");
   }
   return false;
 }
 
-/* The LD_PRELOAD the new image needs to go on tracing, in buf, or NULL if envp's already
- * loads this library (or this library's path cannot be written in one: a space or a
- * colon in it). A wrapper in the chain may set its own LD_PRELOAD (`env
- * LD_PRELOAD=libjemalloc.so.2 prog`, the usual way to bring an allocator) or clear it:
- * the new image would then run untraced, and its trace would never come, without a word.
- * This library goes first, as `ctfscope record` puts it (docs/tracing.md, "Other
- * allocators"). */
-static const char *continued_preload(char *const envp[], char *buf, size_t size) {
+/* This library's path as the loader found it; NULL if unknown or unusable in a list. */
+static const char *library_path(void) {
   Dl_info info;
   struct link_map *self = NULL;
   if (!dladdr1((void *)&cts__exec_state, &info, (void **)&self, RTLD_DL_LINKMAP) || !self ||
       !self->l_name || !self->l_name[0] || strpbrk(self->l_name, " :"))
     return NULL;
+  return self->l_name;
+}
+
+static const char *continued_preload(char *const envp[], char *buf, size_t size) {
+  const char *const self = library_path();
+  if (!self) return NULL;
   const char *old = NULL;
   for (size_t i = 0; envp && envp[i] && !old; i++)
     if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0) old = envp[i] + 11;
-  if (old && preload_list_has(old, self->l_name)) return NULL;
-  const int n = old && old[0] ? snprintf(buf, size, "%s:%s", self->l_name, old)
-                              : snprintf(buf, size, "%s", self->l_name);
+  if (old && preload_list_has(old, self)) return NULL;
+  const int n =
+      old && old[0] ? snprintf(buf, size, "%s:%s", self, old) : snprintf(buf, size, "%s", self);
   return n > 0 && (size_t)n < size ? buf : NULL;
 }
 
@@ -321,7 +329,9 @@ CTS__PRELOAD_EXPORT int dlclose(void *handle) {
   return real(handle);
 }
 
-/* prctl: a program that makes itself a child subreaper (init-like programs do, first thing
+/* prctl: a program that installs a seccomp filter (or enters strict mode) first has its
+ * lazy session's writer process made (cts__tracer_before_confinement). A program that makes
+ * itself a child subreaper (init-like programs do, first thing
  * in main) must not be handed the writer process as its child by the exit of the writer's
  * intermediate, which the program does not wait for at its start (an image that is a
  * subreaper already gets a writer thread: cts__process_writer_fits). Every other option
@@ -336,7 +346,52 @@ CTS__PRELOAD_EXPORT int prctl(int option, ...) {
   if (option == PR_SET_CHILD_SUBREAPER && arg2 != 0 && !cts__guarded() &&
       getpid() == cts__traced_pid)
     cts__tracer_before_subreaper();
+  /* A sandbox's filter may forbid the clone and exec that make the writer process. */
+  if (option == PR_SET_SECCOMP) cts__tracer_before_confinement();
   return (int)syscall(SYS_prctl, option, arg2, arg3, arg4, arg5);
+}
+
+/* After a chroot: if this library is not at its path in the new root, it is taken out of
+ * LD_PRELOAD in `environ` (a copy of the entry without it), and no exec continues the
+ * trace: every dynamically linked image the program or its children exec there had the
+ * loader print "ERROR: ld.so: object ... cannot be preloaded ...: ignored." on its
+ * standard error. An environment the program copied before the chroot keeps it. */
+static void forget_the_library_out_of_reach(void) {
+  const char *const self = library_path();
+  if (!self || access(self, R_OK) == 0) return;
+  cts__exec_state.usable = false;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0) continue;
+    const char *const list = *e + 11;
+    cts__guard_enter();
+    char *const kept = cts__real.malloc(11 + strlen(list) + 1);
+    cts__guard_leave();
+    if (!kept) return;
+    memcpy(kept, "LD_PRELOAD=", 11);
+    size_t k = 11;
+    for (const char *p = list; *p;) {
+      const size_t len = strcspn(p, " :");
+      if (len && !entry_is_library(p, len, self)) {
+        if (k > 11) kept[k++] = ':';
+        memcpy(kept + k, p, len);
+        k += len;
+      }
+      p += len;
+      p += strspn(p, " :");
+    }
+    kept[k] = '\0';
+    *e = kept;
+  }
+}
+
+/* chroot: the writer executable (and the libraries it loads) may be outside the new root;
+ * a waiting lazy session's writer is made first (cts__tracer_before_confinement). The
+ * system call, as glibc's chroot is. */
+CTS__PRELOAD_EXPORT int chroot(const char *path) {
+  cts__tracer_before_confinement();
+  const int result = (int)syscall(SYS_chroot, path);
+  if (result == 0) forget_the_library_out_of_reach();
+  return result;
 }
 
 /* _exit and _Exit end the process without the destructors (dash and other shells end so,

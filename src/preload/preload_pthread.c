@@ -902,7 +902,7 @@ static void start_from_environment(void) {
   }
 
   /* Off 0-2: a program started with stdout closed would write into the stream. */
-  const int fd = cts_fd_off_stdio(open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  const int fd = cts_fd_set_aside(open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd < 0) {
     refuse("CTFSCOPE_TASKS", out, "cannot create this file");
     return;

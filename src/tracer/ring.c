@@ -285,7 +285,7 @@ bool cts__shared_mapping(bool memfd) {
       file_size.rlim_cur < (rlim_t)size)
     return false;
   if (memfd) {
-    fd = cts_fd_off_stdio(memfd_create("ctfscope-rings", MFD_CLOEXEC));
+    fd = cts_fd_set_aside(memfd_create("ctfscope-rings", MFD_CLOEXEC));
     if (fd < 0) return false;
     if (ftruncate(fd, (off_t)size) != 0) {
       close(fd);

@@ -175,8 +175,8 @@ int cts__service_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) return -errno;
   /* Off 0-2: a program started with one closed would find ours there. */
-  S.wake_rd = cts_fd_off_stdio(wake[0]);
-  S.wake_wr = cts_fd_off_stdio(wake[1]);
+  S.wake_rd = cts_fd_set_aside(wake[0]);
+  S.wake_wr = cts_fd_set_aside(wake[1]);
   if (S.wake_rd < 0 || S.wake_wr < 0) {
     e = -EMFILE;
     goto fail;
@@ -184,7 +184,7 @@ int cts__service_start(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *
   S.wake_rd_id = cts_fd_ident(wake[0]);
   S.wake_wr_id = cts_fd_ident(wake[1]);
   e = cts_net_listen(&addr, 8, true, &S.listen_fd);
-  if (!e && (S.listen_fd = cts_fd_off_stdio(S.listen_fd)) < 0) e = -EMFILE;
+  if (!e && (S.listen_fd = cts_fd_set_aside(S.listen_fd)) < 0) e = -EMFILE;
   cts_net_addr_t bound;
   if (!e) e = cts_net_local_addr(S.listen_fd, &bound);
   if (e) goto fail;

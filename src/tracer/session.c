@@ -9,7 +9,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <linux/seccomp.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/single_threaded.h>
 #include <time.h>
 #include <unistd.h>
@@ -307,7 +310,11 @@ void cts__lazy_writer_start(void) {
    * may come from a cancellable thread, and so may a close of the program's. */
   int cancel_state;
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-  const int e = cts__spawn_writer_exec();
+  /* A seccomp filter the program installed by a call the preload does not see (libseccomp's
+   * raw seccomp system call) may kill the program at the spawn's clone or exec
+   * (SECCOMP_RET_KILL_PROCESS, as sandboxes forbid new processes): the program must live. */
+  const bool under_seccomp = syscall(SYS_prctl, PR_GET_SECCOMP) == SECCOMP_MODE_FILTER;
+  const int e = under_seccomp ? -EPERM : cts__spawn_writer_exec();
   pthread_setcancelstate(cancel_state, NULL);
   if (e) {
     atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
@@ -322,6 +329,12 @@ void cts__lazy_writer_start(void) {
                       "tracing stopped at the first sample: the program had closed the "
                       "tracer's descriptors by a call the preload does not see (a raw "
                       "close_range system call?); the trace holds no sample");
+    else if (under_seccomp)
+      cts__tracer_log(&cts__sink.sink,
+                      "tracing stopped at the first sample: the program had installed a seccomp "
+                      "filter by a call the preload does not see (the seccomp system call), "
+                      "which could kill it as the writer process was made; the trace holds no "
+                      "sample");
     else
       cts__tracer_log(&cts__sink.sink,
                       "the writer process could not be made (%s): tracing stopped at the first "
@@ -329,6 +342,22 @@ void cts__lazy_writer_start(void) {
                       strerror(-e));
   }
   atomic_store(&cts__lazy_writer, e ? CTS__LAZY_FINISHED : CTS__LAZY_SPAWNED);
+}
+
+/* A waiting lazy session's writer process made now, before the program takes away what
+ * making it needs (its descriptors, the clone and exec system calls), rather than at its
+ * first sample. Not in a vfork'd child sharing the program's memory (and this state) with
+ * a descriptor table of its own: the session's pid is the program's. Returns once a writer
+ * holds the session (or none could be made: the session's error says so); errno kept. */
+static void make_the_lazy_writer_now(void) {
+  if ((uint64_t)getpid() != cts__session.wc.pid) return;
+  const int saved = errno;
+  cts__guard_enter();
+  cts__lazy_writer_start();
+  /* Another thread's first sample may be making it: its copies must exist before ours go. */
+  wait_while_writer_spawns();
+  cts__guard_leave();
+  errno = saved;
 }
 
 /* tracer_internal.h. The spawn's clones copy the descriptor table: the writer's copies of
@@ -341,16 +370,12 @@ void cts__tracer_before_fds_close(unsigned first, unsigned last) {
   bool session_fd_closed = false;
   for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
     session_fd_closed |= fds[i] >= 0 && (unsigned)fds[i] >= first && (unsigned)fds[i] <= last;
-  /* Not a vfork'd child sharing the program's memory (and this state) with a descriptor
-   * table of its own: the session's pid is the program's. */
-  if (!session_fd_closed || (uint64_t)getpid() != cts__session.wc.pid) return;
-  const int saved = errno;
-  cts__guard_enter();
-  cts__lazy_writer_start();
-  /* Another thread's first sample may be making it: its copies must exist before ours go. */
-  wait_while_writer_spawns();
-  cts__guard_leave();
-  errno = saved;
+  if (session_fd_closed) make_the_lazy_writer_now();
+}
+
+/* tracer_internal.h. */
+void cts__tracer_before_confinement(void) {
+  if (!cts__guarded() && cts__tracer_fds_watched()) make_the_lazy_writer_now();
 }
 
 /* tracer_internal.h. */

@@ -12,6 +12,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -78,7 +79,7 @@ static int socket_write(const char *p, size_t len) {
  * `record` waits for taken again. 0, or -EBADF if it cannot be the same file. */
 static int reopen_trace_file(uint64_t offset) {
   if (cts__sink.sink.kind != CTS_TRACER_SINK_FILE || !cts__sink.path[0]) return -EBADF;
-  const int fd = cts_fd_off_stdio(open(cts__sink.path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  const int fd = cts_fd_set_aside(open(cts__sink.path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd < 0) return -EBADF;
   if (!cts_fd_still(fd, cts__sink.fd_ident) || lseek(fd, (off_t)offset, SEEK_SET) < 0) {
     close(fd);
@@ -141,7 +142,7 @@ int cts__sink_write(void *user_data, const void *buf, size_t len) {
 
 /* Takes over the connected socket `fd` as the sink (closed by cts__close_sink, or here). */
 static int adopt_socket(int fd) {
-  fd = cts_fd_off_stdio(fd);
+  fd = cts_fd_set_aside(fd);
   if (fd < 0) return -EMFILE;
   const int e = cts_net_set_nonblocking(fd, true);
   if (e) {
@@ -155,6 +156,23 @@ static int adopt_socket(int fd) {
   return 0;
 }
 
+/* How long a trace file that is a FIFO may go without a reader before the program runs
+ * untraced: its reader may be started with the program (`record -o fifo -- prog & cat fifo`). */
+#define FIFO_READER_WAIT_MS 1000
+
+/* open(path) for writing, created if need be, close-on-exec; O_NONBLOCK, so that a FIFO
+ * nobody reads (`record -o fifo` with its reader never started) does not block the
+ * program's start for ever, as a plain open did: ENXIO after FIFO_READER_WAIT_MS, and the
+ * program runs untraced. The caller clears O_NONBLOCK for what is not a regular file. */
+static int open_without_waiting(const char *path) {
+  for (int waited_ms = 0;; waited_ms += 10) {
+    const int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (fd >= 0 || errno != ENXIO || waited_ms >= FIFO_READER_WAIT_MS) return fd;
+    const struct timespec step = {0, 10 * 1000 * 1000};
+    nanosleep(&step, NULL);
+  }
+}
+
 int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
   cts__sink.fd = -1;
   cts__sink.own_fd = false;
@@ -165,7 +183,7 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
       if (!sink->path || !sink->path[0]) return CTS_E_INVAL;
       cts__copy_string(cts__sink.path, sizeof cts__sink.path, sink->path);
       /* Off 0-2: a program started with stdout closed would write into the trace. */
-      const int fd = cts_fd_off_stdio(open(cts__sink.path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+      const int fd = cts_fd_set_aside(open_without_waiting(cts__sink.path));
       if (fd < 0) return -errno;
       /* As memtrace: refuse a file another process is tracing into, then truncate it
        * (errors ignored so that /dev/null works). */
@@ -179,6 +197,12 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
        * heuristic), 0.3 ms of CPU per image here. */
       struct stat st;
       const bool known = fstat(fd, &st) == 0;
+      /* The writes to a FIFO or a device wait, as a plain open's would. */
+      if ((!known || !S_ISREG(st.st_mode)) && fcntl(fd, F_SETFL, O_WRONLY) != 0) {
+        const int e = -errno;
+        close(fd);
+        return e;
+      }
       /* Never a user's file that is not a trace (`record -o main.c`, an exec'd image's
        * name taken by something else): truncating it would destroy it. Looked at only
        * when there is something in it (a trace recorded again). */

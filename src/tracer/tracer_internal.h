@@ -207,6 +207,13 @@ static CTS_FORCE_INLINE bool cts__tracer_fds_watched(void) {
  * vfork'd child (it shares the program's memory, not its descriptors) or inside the tracer
  * (guard raised). Any thread; errno kept; cancellation disabled while it spawns. session.c. */
 void cts__tracer_before_fds_close(unsigned first, unsigned last);
+/* Before the program confines itself, while a lazy session waits for its first sample: its
+ * writer process is made now, as cts__tracer_before_fds_close makes it. A seccomp filter
+ * (prctl PR_SET_SECCOMP) that forbids new processes (sandboxes: SECCOMP_RET_KILL_PROCESS
+ * on clone) killed the program at its first sample, when the writer was made then; after
+ * a chroot the writer executable is out of reach (the trace stopped at the first sample).
+ * Same conditions and guarantees. session.c. */
+void cts__tracer_before_confinement(void);
 /* `ctfscope record`'s notes pipe (CTFSCOPE_RECORD_NOTES), through which a traced image says
  * that its trace lost its tail ("PATH\0REASON\0" records): the file alone cannot always
  * tell (a writer that stops between two packets leaves a shorter valid trace). Set by the

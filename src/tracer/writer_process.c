@@ -320,7 +320,7 @@ static bool settle_middle(bool block, bool pidfd) {
   const pid_t pid = (pid_t)atomic_load(&cts__ctl->writer_pid);
   /* Without pidfds (Linux < 5.3), cts__writer_process_gone() uses kill(pid, 0). */
   if (pidfd && pid > 0 && cts__wproc.writer_pidfd < 0) {
-    cts__wproc.writer_pidfd = cts_fd_off_stdio((int)syscall(SYS_pidfd_open, pid, 0));
+    cts__wproc.writer_pidfd = cts_fd_set_aside((int)syscall(SYS_pidfd_open, pid, 0));
     cts__wproc.writer_pidfd_ident = cts_fd_ident(cts__wproc.writer_pidfd);
   }
   return true;
@@ -453,7 +453,7 @@ int cts__spawn_writer_process(void) {
   middle_args_t args;
   if (pipe2(args.watch, O_CLOEXEC) != 0) return -errno;
   /* The program's end off 0-2 (common/held_fd.h); the writer's end goes with the fork. */
-  args.watch[1] = cts_fd_off_stdio(args.watch[1]);
+  args.watch[1] = cts_fd_set_aside(args.watch[1]);
   if (args.watch[1] < 0) {
     const int e = -errno;
     close(args.watch[0]);
@@ -771,7 +771,7 @@ int cts__spawn_writer_exec(void) {
     return -EBADF;
   int watch[2];
   if (pipe2(watch, O_CLOEXEC) != 0) return -errno;
-  watch[1] = cts_fd_off_stdio(watch[1]);
+  watch[1] = cts_fd_set_aside(watch[1]);
   if (watch[1] < 0) {
     const int e = -errno;
     close(watch[0]);

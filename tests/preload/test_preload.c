@@ -3332,6 +3332,265 @@ CTS_TEST(program_under_a_file_size_limit_is_traced) {
   unlink(next);
 }
 
+/* A program under a small descriptor limit (`ulimit -S -n 32`) gets as many descriptors
+ * traced as untraced, numbered from 3 as untraced: the tracer's (the rings' memfd, the trace
+ * file, the writer's pipe and pidfd, record's notes pipe) lie above the limit
+ * (common/held_fd.h). On main they took 2-4 of the 29 (`first 5, opened 27`): a shell
+ * script under `ulimit -n 8` failed its redirections (checked: fails). */
+CTS_TEST(program_under_a_descriptor_limit_keeps_every_descriptor) {
+  char trace[256], victim[1024], script[1200];
+  trace_path(trace, sizeof trace, "fd_limit");
+  victim_path(victim, sizeof victim, "victim_fdlimit");
+  snprintf(script, sizeof script, "ulimit -S -n 32 && exec %s", victim);
+  char *plain_argv[] = {"/bin/sh", "-c", script, NULL};
+  run(&plain, plain_argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(plain.status == 0, "status %d: %s", plain.status, plain.err);
+  CTS_ASSERT_MSG(strstr(plain.out, ", Too many open files, limit 32\n"), "untraced: %s", plain.out);
+  const char *rates[] = {"1e-6", "1"};
+  for (size_t r = 0; r < sizeof rates / sizeof rates[0]; r++) {
+    unlink(trace);
+    char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",   trace, "--rate", (char *)rates[r], "--",
+                    "/bin/sh",         "-c",     script, NULL};
+    run(&traced, argv, NULL, NULL, NULL);
+    CTS_ASSERT_MSG(traced.status == 0, "rate %s: status %d: %s", rates[r], traced.status,
+                   traced.err);
+    CTS_ASSERT_MSG(strcmp(traced.out, plain.out) == 0, "rate %s: untraced %s traced %s", rates[r],
+                   plain.out, traced.out);
+    char next[300];
+    exec_file(next, sizeof next, trace, 1);
+    decoded_t d;
+    CHECK_TRACE(d, next);
+    if (strcmp(rates[r], "1") == 0)
+      CTS_ASSERT_MSG(count_length(&d, 1 << 20) == 64, "%zu of the 64 blocks",
+                     count_length(&d, 1 << 20));
+    decoded_fini(&d);
+    unlink(next);
+  }
+  /* Soft and hard at 16 (`ulimit -n 16`): no room above; untraced, said by both. */
+  snprintf(script, sizeof script, "ulimit -n 16 && exec %s", victim);
+  run(&plain, plain_argv, NULL, NULL, NULL);
+  unlink(trace);
+  char *tight_argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",   trace, "--",
+                        "/bin/sh",         "-c",     script, NULL};
+  run(&traced, tight_argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0 && strcmp(traced.out, plain.out) == 0,
+                 "ulimit -n 16: untraced %s traced %s: %s", plain.out, traced.out, traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "the descriptor limit (ulimit -n 16, soft and hard) leaves "
+                        "no room for the tracer's descriptors"),
+                 "%s", traced.err);
+  unlink(trace);
+}
+
+/* A trace that cannot be made in its directory (the program run where it cannot write, or
+ * -o into a directory that does not exist): the program runs untraced, and both the preload
+ * and record say why. On main the preload said "another process is tracing into it" for a
+ * directory it could not write in (lockf's EACCES taken for open's) and record that the
+ * program "did not load the preload library" (checked: fails). As root, the directory's
+ * mode is no bar: the program then runs as nobody (setpriv). */
+CTS_TEST(trace_that_cannot_be_made_in_its_directory_says_why) {
+  char dir[256], trace[300], missing[300];
+  snprintf(dir, sizeof dir, "/tmp/cts_preload_rodir_%d", (int)getpid());
+  snprintf(trace, sizeof trace, "%s/t.ctf", dir);
+  snprintf(missing, sizeof missing, "/tmp/cts_preload_nodir_%d/t.ctf", (int)getpid());
+  rmdir(dir);
+  CTS_ASSERT(mkdir(dir, 0555) == 0);
+  const bool root = geteuid() == 0;
+  if (root && access("/usr/bin/setpriv", X_OK) != 0) CTS_SKIP("root, and no /usr/bin/setpriv");
+  char *as_nobody[] = {"/usr/bin/setpriv",
+                       "--reuid=65534",
+                       "--regid=65534",
+                       "--clear-groups",
+                       CTS_TEST_CTFSCOPE,
+                       "record",
+                       "-o",
+                       trace,
+                       "--",
+                       "/bin/echo",
+                       "hi",
+                       NULL};
+  run(&traced, root ? as_nobody : as_nobody + 4, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT_MSG(strstr(traced.err, "cannot trace into this file: Permission denied") &&
+                     strstr(traced.err, ": no file can be made in ") &&
+                     strstr(traced.err, " (Permission denied)") &&
+                     !strstr(traced.err, "another process") && !strstr(traced.err, "did not load"),
+                 "%s", traced.err);
+  CTS_ASSERT(rmdir(dir) == 0);
+  char *into_missing[] = {CTS_TEST_CTFSCOPE, "record", "-o", missing, "--",
+                          "/bin/echo",       "hi",     NULL};
+  run(&traced, into_missing, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT_MSG(strstr(traced.err, ": no file can be made in /tmp/cts_preload_nodir_") &&
+                     strstr(traced.err, " (No such file or directory)") &&
+                     !strstr(traced.err, "did not load"),
+                 "%s", traced.err);
+}
+
+/* A trace file that is a FIFO (`record -o fifo`): with nobody reading it, the program's
+ * start waited for a reader for ever (the trace file's open in its constructor), and with a
+ * reader, record waited for ever after the program's end (its open to read the trace
+ * back). Now the program runs untraced after 1 s without a reader, said so, and record
+ * reads back only regular files (checked: both parts time out on main's src). */
+CTS_TEST(trace_into_a_fifo_never_blocks_the_program_or_record) {
+  char fifo[256], copy[300];
+  snprintf(fifo, sizeof fifo, "/tmp/cts_preload_fifo_%d", (int)getpid());
+  snprintf(copy, sizeof copy, "%s.copy.ctf", fifo);
+  unlink(fifo);
+  CTS_ASSERT(mkfifo(fifo, 0600) == 0);
+  char *alone[] = {"/usr/bin/timeout",
+                   "20",
+                   CTS_TEST_CTFSCOPE,
+                   "record",
+                   "-o",
+                   fifo,
+                   "--",
+                   "/bin/echo",
+                   "hi",
+                   NULL};
+  run(&traced, alone, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT_MSG(strstr(traced.err, "a FIFO that nobody opened for reading within 1 s") &&
+                     strstr(traced.err, "is not a regular file: its trace is not read back"),
+                 "%s", traced.err);
+  /* With a reader: the trace goes through, whole, and record returns. */
+  const pid_t reader = fork();
+  CTS_ASSERT(reader >= 0);
+  if (reader == 0) {
+    const int in = open(fifo, O_RDONLY);
+    const int out = open(copy, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char buf[65536];
+    ssize_t n;
+    while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+      if (write(out, buf, (size_t)n) != n) _exit(1);
+    _exit(in >= 0 && out >= 0 ? 0 : 1);
+  }
+  char *with_reader[] = {"/usr/bin/timeout",
+                         "20",
+                         CTS_TEST_CTFSCOPE,
+                         "record",
+                         "--rate",
+                         "1",
+                         "-o",
+                         fifo,
+                         "--",
+                         "/bin/echo",
+                         "hi",
+                         NULL};
+  run(&traced, with_reader, NULL, NULL, NULL);
+  int status = 0;
+  waitpid(reader, &status, 0);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  decoded_t d;
+  CHECK_TRACE(d, copy);
+  CTS_ASSERT(d.nallocs > 0);
+  decoded_fini(&d);
+  unlink(copy);
+  unlink(fifo);
+}
+
+/* A program that confines itself, at the default rate, where the lazy writer is made at
+ * the first sample: a seccomp filter that forbids making processes (SECCOMP_RET_KILL_PROCESS
+ * on clone, fork, execve: a sandbox) had it killed then (SIGSYS, exit 159), and after a
+ * chroot the writer executable was out of reach (the trace stopped, with no sample;
+ * checked: both fail on main's src), and the library too: LD_PRELOAD still named it, and
+ * any image exec'd in the new root had the loader print "cannot be preloaded" (the victim
+ * prints the unreachable entries; checked: fails without forget_the_library_out_of_reach). A filter
+ * put in through prctl, or a chroot, now first makes the writer, and the trace holds the samples; a
+ * filter put in by the seccomp system call (not seen) leaves the program untraced from its first
+ * sample, said so, and alive. */
+CTS_TEST(confined_program_is_never_killed_by_its_writer_and_keeps_its_trace) {
+  char trace[256], jail[256];
+  trace_path(trace, sizeof trace, "confined");
+  snprintf(jail, sizeof jail, "/tmp/cts_preload_jail_%d", (int)getpid());
+  CTS_ASSERT(mkdir(jail, 0755) == 0 || errno == EEXIST);
+  const char *modes[] = {"prctl", "syscall", "chroot"};
+  for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+    if (m == 2 && geteuid() != 0) break; /* chroot needs root */
+    CTS_ASSERT(run_both("victim_confined", modes[m], jail, "1e-6", trace, NULL));
+    CTS_ASSERT_STR_EQ(traced.out, "confined ok\n");
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    if (m == 1)
+      CTS_ASSERT_MSG(strstr(traced.err, "the program had installed a seccomp filter"), "%s",
+                     traced.err);
+    else
+      CTS_ASSERT_MSG(count_length(&d, (uint64_t)64 << 20) > 0, "%s: %zu of the 4 blocks: %s",
+                     modes[m], count_length(&d, (uint64_t)64 << 20), traced.err);
+    decoded_fini(&d);
+  }
+  rmdir(jail);
+  unlink(trace);
+}
+
+/* A program under a limit of processes that record reaches (`ulimit -u 1`: the shell that
+ * execs its command runs it, record's vfork cannot): it runs, exec'd in record's place,
+ * with its exit status and a line saying so. On main record said "fork: Resource
+ * temporarily unavailable" and exited 4: the program never ran (checked: fails). Root is
+ * not held by the limit: the program runs as nobody (setpriv). */
+CTS_TEST(program_under_a_process_limit_runs_in_records_place) {
+  if (geteuid() != 0) CTS_SKIP("needs root, to run as nobody under a limit root ignores");
+  if (access("/usr/bin/setpriv", X_OK) != 0) CTS_SKIP("no /usr/bin/setpriv");
+  char trace[256], script[1200];
+  trace_path(trace, sizeof trace, "nproc");
+  unlink(trace);
+  snprintf(script, sizeof script,
+           "ulimit -u 1 && exec %s record -o %s -- /bin/sh -c 'echo hi; exit 3'", CTS_TEST_CTFSCOPE,
+           trace);
+  char *argv[] = {"/usr/bin/setpriv",
+                  "--reuid=65534",
+                  "--regid=65534",
+                  "--clear-groups",
+                  "/bin/bash",
+                  "-c",
+                  script,
+                  NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 3, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "(Resource temporarily unavailable: the limit of processes, "
+                        "ulimit -u?): it runs in record's place"),
+                 "%s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
+/* The preload removes its settings from the environment in place; a program that finds
+ * its auxiliary vector past the environment's NULL, as Go's runtime does, must still find
+ * it. With 3 settings removed (`record --rate 1`: MEMTRACE, MEMTRACE_RATE,
+ * CTFSCOPE_RECORD_NOTES) a cgo Go program died at its start, "fatal error: failed to get
+ * system page size" (checked: fails on main's src); 1 to 6 settings here. */
+CTS_TEST(go_like_program_finds_its_auxiliary_vector) {
+  char trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "auxv");
+  victim_path(victim, sizeof victim, "victim_auxv");
+  char *plain_argv[] = {victim, NULL};
+  run(&plain, plain_argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(plain.status == 0, "untraced: %s", plain.out);
+  const char *extras[] = {"MEMTRACE_CONTEXT=a", "MEMTRACE_DROP=0", "CTFSCOPE_UNWIND=fp",
+                          "CTFSCOPE_STALL_TIMEOUT=5", "CTFSCOPE_EXEC_TSC=0"};
+  for (size_t k = 0; k <= sizeof extras / sizeof extras[0]; k++) {
+    char script[2048] = "exec env";
+    for (size_t i = 0; i < k; i++)
+      snprintf(script + strlen(script), sizeof script - strlen(script), " %s", extras[i]);
+    snprintf(script + strlen(script), sizeof script - strlen(script), " %s", victim);
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    unlink(trace);
+    run(&traced, argv, trace, "1e-6", NULL);
+    CTS_ASSERT_MSG(traced.status == plain.status && strcmp(traced.out, plain.out) == 0,
+                   "%zu more settings: status %d, %s", k, traced.status, traced.out);
+  }
+  unlink(trace);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/* A program that confines itself as daemons do, then allocates 4 blocks of 64 MiB (a sample
+ * each, almost surely, at the default rate):
+ *
+ *   victim_confined prctl     a seccomp filter that kills the process at any attempt to
+ *                             make another one (clone, clone3, fork, vfork, execve,
+ *                             execveat: SECCOMP_RET_KILL_PROCESS), by prctl(PR_SET_SECCOMP)
+ *                             (OpenSSH's privilege separation)
+ *   victim_confined syscall   the same by the seccomp system call (libseccomp, systemd)
+ *   victim_confined chroot DIR  chroot(DIR) (as root), where nothing else is; prints
+ *                             "unreachable preload NAME" for each LD_PRELOAD entry that is
+ *                             not there (an exec would have the loader complain of it)
+ *
+ * Prints "confined ok" and exits 0; killed by SIGSYS if anything makes a process after a
+ * filter is in. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define FORBID(nr)                                 \
+  BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS)
+
+static void *volatile keep[4];
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 1;
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      FORBID(SYS_clone),
+      FORBID(SYS_clone3),
+      FORBID(SYS_fork),
+      FORBID(SYS_vfork),
+      FORBID(SYS_execve),
+      FORBID(SYS_execveat),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {sizeof filter / sizeof filter[0], filter};
+  const bool filter_mode = strcmp(argv[1], "prctl") == 0 || strcmp(argv[1], "syscall") == 0;
+  if (filter_mode && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 2;
+  if (strcmp(argv[1], "prctl") == 0) {
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return 3;
+  } else if (strcmp(argv[1], "syscall") == 0) {
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return 3;
+  } else if (strcmp(argv[1], "chroot") == 0 && argc > 2) {
+    if (chroot(argv[2]) != 0 || chdir("/") != 0) return 3;
+    /* What an exec here would have the loader complain of ("cannot be preloaded"). */
+    const char *const preload = getenv("LD_PRELOAD");
+    for (const char *p = preload ? preload : ""; *p;) {
+      const size_t len = strcspn(p, " :");
+      char name[4096];
+      snprintf(name, sizeof name, "%.*s", (int)len, p);
+      if (len && access(name, R_OK) != 0) printf("unreachable preload %s\n", name);
+      p += len;
+      p += strspn(p, " :");
+    }
+  } else {
+    return 1;
+  }
+  for (int i = 0; i < 4; i++) {
+    keep[i] = malloc((size_t)64 << 20);
+    if (!keep[i]) return 4;
+    memset(keep[i], i, 4096);
+  }
+  printf("confined ok\n");
+  return 0;
+}
