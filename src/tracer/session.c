@@ -101,6 +101,61 @@ bool cts__config_ok(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sin
 /* Starts a session (a trace with its writer thread) into `sink`, or into the connected
  * socket `socket_fd` when it is >= 0 (taken over: closed at the end of the session, or at
  * once on failure). Control lock held. */
+/* ---- Seccomp filters and the lazy writer's spawn ------------------------------------- */
+
+/* The seccomp filters a lazy session started under: SECCOMP_NONE, or their count
+ * (/proc/self/status, Linux 5.9+), or SECCOMP_COUNT_UNKNOWN. A program that installs a
+ * filter by the seccomp system call (the preload sees only prctl's) may forbid the spawn's
+ * clone and exec, and kill itself at its first sample; but the filters it was started
+ * under are a container's or a service manager's (Docker, podman, systemd's
+ * SystemCallFilter), which let it make processes: those alone must not stop tracing. */
+#define SECCOMP_NONE          (-1L)
+#define SECCOMP_COUNT_UNKNOWN (-2L)
+static long seccomp_at_start = SECCOMP_NONE;
+
+/* The number of seccomp filters in force (the Seccomp_filters line of /proc/self/status),
+ * or SECCOMP_COUNT_UNKNOWN. No allocation: called from inside the allocator. */
+static long seccomp_filter_count(void) {
+  char buf[4096];
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return SECCOMP_COUNT_UNKNOWN;
+  size_t len = 0;
+  for (ssize_t n; len < sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    len += (size_t)n;
+  }
+  close(fd);
+  buf[len] = '\0';
+  const char *const line = strstr(buf, "\nSeccomp_filters:");
+  if (!line) return SECCOMP_COUNT_UNKNOWN;
+  long count = 0;
+  const char *p = line + sizeof "\nSeccomp_filters:" - 1;
+  while (*p == ' ' || *p == '\t') p++;
+  if (*p < '0' || *p > '9') return SECCOMP_COUNT_UNKNOWN;
+  for (; *p >= '0' && *p <= '9' && count < 1000000; p++) count = count * 10 + (*p - '0');
+  return count;
+}
+
+/* The filters now, as seccomp_at_start counts them. One prctl when there are none. */
+static long seccomp_filters_now(void) {
+  return syscall(SYS_prctl, PR_GET_SECCOMP) == SECCOMP_MODE_FILTER ? seccomp_filter_count()
+                                                                   : SECCOMP_NONE;
+}
+
+/* Whether a filter came since the session started that the preload did not see (a prctl
+ * one made the writer first: cts__tracer_before_confinement). Unknown counts on both sides
+ * (a kernel before 5.9) are taken for the filters of the start. */
+static bool seccomp_filter_installed_since_start(void) {
+  const long now = seccomp_filters_now();
+  if (now == SECCOMP_NONE) return false;
+  if (seccomp_at_start == SECCOMP_NONE) return true;
+  return now != SECCOMP_COUNT_UNKNOWN && seccomp_at_start != SECCOMP_COUNT_UNKNOWN &&
+         now > seccomp_at_start;
+}
+
 int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
                               int socket_fd) {
   if (!cts__config_ok(cfg, sink) || cts__session.session_running || !cts__session.ready ||
@@ -117,6 +172,7 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
    * (writer_process.c) needs the mapping from a memfd. */
   const bool process_fits = cts__process_writer_fits(cfg, sink, socket_fd);
   const bool lazy = process_fits && cts__lazy_writer_fits(cfg, sink) && cts__shared_mapping(true);
+  if (lazy) seccomp_at_start = seccomp_filters_now();
   cts__session.writer_process = lazy || (process_fits && cts__shared_mapping(false));
   cts__session.cfg = *cfg;
   cts__sink.sink = *sink;
@@ -312,8 +368,9 @@ void cts__lazy_writer_start(void) {
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
   /* A seccomp filter the program installed by a call the preload does not see (libseccomp's
    * raw seccomp system call) may kill the program at the spawn's clone or exec
-   * (SECCOMP_RET_KILL_PROCESS, as sandboxes forbid new processes): the program must live. */
-  const bool under_seccomp = syscall(SYS_prctl, PR_GET_SECCOMP) == SECCOMP_MODE_FILTER;
+   * (SECCOMP_RET_KILL_PROCESS, as sandboxes forbid new processes): the program must live.
+   * Not the filters it started under (a container's): seccomp_at_start. */
+  const bool under_seccomp = seccomp_filter_installed_since_start();
   const int e = under_seccomp ? -EPERM : cts__spawn_writer_exec();
   pthread_setcancelstate(cancel_state, NULL);
   if (e) {

@@ -3528,6 +3528,28 @@ CTS_TEST(confined_program_is_never_killed_by_its_writer_and_keeps_its_trace) {
   unlink(trace);
 }
 
+/* A program started under seccomp filters (a container's, a service manager's: here an
+ * allow-all one put in by the seccomp system call before an exec) is traced as any other:
+ * those filters let it make processes. The seccomp check of the lazy writer's spawn looked
+ * at the mode alone (wip/h41field), and stopped tracing every program in a container at
+ * its first sample (checked: fails without the filters counted at the session's start). */
+CTS_TEST(program_started_under_a_containers_seccomp_filter_is_traced) {
+  char trace[256], next[300];
+  trace_path(trace, sizeof trace, "container");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(next);
+  CTS_ASSERT(run_both("victim_confined", "container", NULL, "1e-6", trace, NULL));
+  CTS_ASSERT_STR_EQ(traced.out, "confined ok\n");
+  CTS_ASSERT_MSG(!strstr(traced.err, "tracing stopped"), "%s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, next);
+  CTS_ASSERT_MSG(count_length(&d, (uint64_t)64 << 20) > 0, "%zu of the 4 blocks: %s",
+                 count_length(&d, (uint64_t)64 << 20), traced.err);
+  decoded_fini(&d);
+  unlink(trace);
+  unlink(next);
+}
+
 /* A program under a limit of processes that record reaches (`ulimit -u 1`: the shell that
  * execs its command runs it, record's vfork cannot): it runs, exec'd in record's place,
  * with its exit status and a line saying so. On main record said "fork: Resource

@@ -7,6 +7,11 @@
  *                             execveat: SECCOMP_RET_KILL_PROCESS), by prctl(PR_SET_SECCOMP)
  *                             (OpenSSH's privilege separation)
  *   victim_confined syscall   the same by the seccomp system call (libseccomp, systemd)
+ *   victim_confined container an allow-all filter by the seccomp system call, then an exec
+ *                             of itself in mode "allocate": a program started under the
+ *                             filters of a container or a service manager (Docker, systemd),
+ *                             which let it make processes
+ *   victim_confined allocate  nothing but the allocations
  *   victim_confined chroot DIR  chroot(DIR) (as root), where nothing else is; prints
  *                             "unreachable preload NAME" for each LD_PRELOAD entry that is
  *                             not there (an exec would have the loader complain of it)
@@ -51,6 +56,16 @@ int main(int argc, char **argv) {
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return 3;
   } else if (strcmp(argv[1], "syscall") == 0) {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return 3;
+  } else if (strcmp(argv[1], "container") == 0) {
+    struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+    struct sock_fprog allow_all = {1, allow};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &allow_all) != 0)
+      return 3;
+    execl("/proc/self/exe", argv[0], "allocate", (char *)NULL);
+    return 5;
+  } else if (strcmp(argv[1], "allocate") == 0) {
+    /* below */
   } else if (strcmp(argv[1], "chroot") == 0 && argc > 2) {
     if (chroot(argv[2]) != 0 || chdir("/") != 0) return 3;
     /* What an exec here would have the loader complain of ("cannot be preloaded"). */
