@@ -341,9 +341,8 @@ static const char *lost_tail(const char *path) {
 }
 
 /* Whether the directory `path` would be made in (into `dir`) refuses a new file; then *why:
- * errno. A
- * program run in a directory it cannot write in (or with -o naming one) runs untraced, and
- * record said it "did not load the preload library". */
+ * errno. A program run in a directory it cannot write in (or with -o naming one) runs
+ * untraced, and record said it "did not load the preload library". */
 static bool directory_refuses_the_file(const char *path, char *dir, size_t size, int *why) {
   const char *const slash = strrchr(path, '/');
   if (!slash)
