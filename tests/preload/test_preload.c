@@ -3601,6 +3601,41 @@ CTS_TEST(program_under_a_process_limit_runs_in_records_place) {
   unlink(trace);
 }
 
+/* A program run as pid 1 of its pid namespace (`unshare -p --fork PROG`, a container's
+ * first program) takes every orphan of the namespace: the writer process, made nobody's
+ * child by its parent's exit, became the program's. A program that reaps every child
+ * before it ends (an init) then waited for the writer, which waited for the program's end:
+ * on main it hung until killed (checked: fails). Now such a program gets a writer thread,
+ * as a child subreaper does: it reaps its own child only, ends, and the trace is whole. */
+CTS_TEST(program_as_pid_1_of_its_namespace_sees_no_writer_process) {
+  if (geteuid() != 0) CTS_SKIP("needs root, for a pid namespace");
+  if (access("/usr/bin/unshare", X_OK) != 0) CTS_SKIP("no /usr/bin/unshare");
+  char trace[256], victim[1024], preload[1024], memtrace[300];
+  trace_path(trace, sizeof trace, "pid1");
+  unlink(trace);
+  victim_path(victim, sizeof victim, "victim_pid1");
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
+  /* The namespace's init killed with unshare (--kill-child): a hang ends in 20 s. */
+  char *plain_argv[] = {"/usr/bin/timeout", "-s",           "KILL", "20", "/usr/bin/unshare", "-p",
+                        "--fork",           "--kill-child", victim, NULL};
+  run(&plain, plain_argv, NULL, NULL, NULL);
+  if (plain.status != 0) CTS_SKIP("no pid namespace here: %s", plain.err);
+  CTS_ASSERT_STR_EQ(plain.out, "pid 1, child 3, others 0\n");
+  char *traced_argv[] = {
+      "/usr/bin/timeout", "-s",           "KILL",  "20",     "/usr/bin/unshare", "-p",   "--fork",
+      "--kill-child",     "/usr/bin/env", preload, memtrace, "MEMTRACE_RATE=1",  victim, NULL};
+  run(&traced, traced_argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, plain.out);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_MSG(count_length(&d, (uint64_t)1 << 16) >= 64, "%zu of the 64 blocks",
+                 count_length(&d, (uint64_t)1 << 16));
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 /* The preload removes its settings from the environment in place; a program that finds
  * its auxiliary vector past the environment's NULL, as Go's runtime does, must still find
  * it. With 3 settings removed (`record --rate 1`: MEMTRACE, MEMTRACE_RATE,
