@@ -117,8 +117,14 @@ static const char *continued_preload(char *const envp[], char *buf, size_t size)
 static char **continued_environment(char *const envp[]) {
   char next[CTS__SETTING_SIZE];
   if (cts__exec_state.file) {
-    if (!cts__exec_trace_name(next, sizeof next, cts__exec_state.base, cts__exec_state.index + 1))
+    if (!cts__exec_trace_name(next, sizeof next, cts__exec_state.base, cts__exec_state.index + 1)) {
+      /* Said: the new image's trace is lost (a base near PATH_MAX long). */
+      cts__preload_log(
+          "the trace of the image after the exec cannot be named: \"%.120s...\" "
+          "with \".exec%u\" is longer than %zu bytes; that image is not traced",
+          cts__exec_state.base, cts__exec_state.index + 1, sizeof next - 1);
       return NULL;
+    }
   } else {
     snprintf(next, sizeof next, "%s", cts__exec_state.memtrace);
   }

@@ -3636,6 +3636,49 @@ CTS_TEST(program_as_pid_1_of_its_namespace_sees_no_writer_process) {
   unlink(trace);
 }
 
+/* A trace whose name leaves no room for ".execN" within PATH_MAX: the exec'd image is not
+ * traced, and that is said. On main the second image's trace was lost without a word
+ * (`record -o` a 4092-byte path `-- env sort`: one trace, no message; checked: fails). */
+CTS_TEST(exec_whose_trace_cannot_be_named_says_so) {
+  char dir[4096];
+  int n = snprintf(dir, sizeof dir, "/tmp/cts_preload_longname_%d", (int)getpid());
+  CTS_ASSERT(mkdir(dir, 0700) == 0 || errno == EEXIST);
+  const int top = n;
+  while (n < 4096 - 300) {
+    dir[n++] = '/';
+    memset(dir + n, 'd', 200);
+    n += 200;
+    dir[n] = '\0';
+    CTS_ASSERT(mkdir(dir, 0700) == 0 || errno == EEXIST);
+  }
+  /* The base at 4092 bytes: it opens, its ".exec1" name (4098) cannot be. */
+  char trace[4096];
+  const int name = 4092 - 4 - n - 1;
+  CTS_ASSERT(name > 0 && name < 250);
+  memcpy(trace, dir, (size_t)n);
+  trace[n] = '/';
+  memset(trace + n + 1, 't', (size_t)name);
+  memcpy(trace + n + 1 + name, ".ctf", 5);
+  CTS_ASSERT(strlen(trace) == 4092);
+  char *argv[] = {"/usr/bin/env", "/bin/echo", "hi", NULL};
+  run(&traced, argv, trace, "1", NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "hi\n");
+  CTS_ASSERT_MSG(strstr(traced.err, "the trace of the image after the exec cannot be named") &&
+                     strstr(traced.err, "that image is not traced"),
+                 "%s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+  while (n > top) {
+    rmdir(dir);
+    n -= 201;
+    dir[n] = '\0';
+  }
+  rmdir(dir);
+}
+
 /* The preload removes its settings from the environment in place; a program that finds
  * its auxiliary vector past the environment's NULL, as Go's runtime does, must still find
  * it. With 3 settings removed (`record --rate 1`: MEMTRACE, MEMTRACE_RATE,
