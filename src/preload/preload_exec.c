@@ -6,6 +6,7 @@
  * `ctfscope record`'s notes pipe, on which an image says its trace lost its tail. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -86,6 +87,24 @@ static bool preload_list_has(const char *list, const char *path) {
     p += strspn(p, " :");
   }
   return false;
+}
+
+/* Writes `list` (an LD_PRELOAD value) without its entries naming the library at `self`,
+ * joined by ':', at `out` (room for strlen(list) + 1 bytes); returns its length. */
+static size_t list_without_library(char *out, const char *list, const char *self) {
+  size_t k = 0;
+  for (const char *p = list; *p;) {
+    const size_t len = strcspn(p, " :");
+    if (len && !entry_is_library(p, len, self)) {
+      if (k) out[k++] = ':';
+      memcpy(out + k, p, len);
+      k += len;
+    }
+    p += len;
+    p += strspn(p, " :");
+  }
+  out[k] = '\0';
+  return k;
 }
 
 /* This library's path as the loader found it; NULL if unknown or unusable in a list. */
@@ -222,6 +241,60 @@ static void before_exec(void) {
   if (e && e != CTS_E_STATE) cts__note_lost_tail(e);
 }
 
+#if defined(__x86_64__)
+#define CTS__OWN_ELF_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define CTS__OWN_ELF_MACHINE EM_AARCH64
+#endif
+
+/* Whether `path` is an ELF file this library cannot be loaded into: another class (a
+ * 32-bit program run from a traced 64-bit shell) or machine. Its loader printed "ERROR:
+ * ld.so: object ... cannot be preloaded (wrong ELF class: ELFCLASS64): ignored." on the
+ * program's standard error. Three system calls; false when it cannot be read (the exec
+ * says why) or is no ELF file (a script: its interpreter is taken to be of this kind). */
+static bool foreign_elf(const char *path) {
+#ifdef CTS__OWN_ELF_MACHINE
+  const int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  unsigned char header[EI_NIDENT + 4];
+  const ssize_t n = pread(fd, header, sizeof header, 0);
+  syscall(SYS_close, fd); /* not the interposed close: a descriptor of ours */
+  if (n != (ssize_t)sizeof header || memcmp(header, ELFMAG, SELFMAG) != 0) return false;
+  const unsigned machine = header[EI_DATA] == ELFDATA2MSB
+                               ? (unsigned)header[EI_NIDENT + 2] << 8 | header[EI_NIDENT + 3]
+                               : (unsigned)header[EI_NIDENT + 3] << 8 | header[EI_NIDENT + 2];
+  return header[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+         machine != CTS__OWN_ELF_MACHINE;
+#else
+  (void)path;
+  return false;
+#endif
+}
+
+/* For an exec of `path`: envp without this library in its LD_PRELOAD when `path` is a
+ * program it cannot be loaded into (foreign_elf), in one block from the real malloc (the
+ * exec replaces it; exec_failed frees it). NULL otherwise: envp's LD_PRELOAD does not name
+ * the library (no system call then), the program is of this kind, or no memory. */
+static char **environment_for_foreign_program(const char *path, char *const envp[]) {
+  const char *const self = library_path();
+  if (!self || !path || !strchr(path, '/')) return NULL;
+  size_t count = 0, at = (size_t)-1;
+  for (; envp && envp[count]; count++)
+    if (at == (size_t)-1 && strncmp(envp[count], "LD_PRELOAD=", 11) == 0) at = count;
+  if (at == (size_t)-1 || !preload_list_has(envp[at] + 11, self) || !foreign_elf(path)) return NULL;
+  const size_t entry = strlen(envp[at]) + 1;
+  cts__guard_enter();
+  char **const env = cts__real.malloc((count + 1) * sizeof *env + entry);
+  cts__guard_leave();
+  if (!env) return NULL;
+  char *const kept = (char *)(env + count + 1);
+  memcpy(kept, "LD_PRELOAD=", 11);
+  list_without_library(kept + 11, envp[at] + 11, self);
+  for (size_t i = 0; i < count; i++) env[i] = i == at ? kept : envp[i];
+  env[count] = NULL;
+  return env;
+}
+
 /* After a failed exec: tracing goes on in this image. */
 static int exec_failed(char **env) {
   const int e = errno;
@@ -235,10 +308,34 @@ static int exec_failed(char **env) {
   return -1;
 }
 
+/* An exec of a program this library cannot be loaded into (foreign_elf), with `env`
+ * (environment_for_foreign_program): this image's trace ends as at any exec, and the new
+ * one runs untraced, said when this image was traced. */
+static int exec_foreign(const char *path, char *const argv[], char **env,
+                        int (*real_exec)(const char *, char *const[], char *const[])) {
+  if (continues_trace()) {
+    cts__preload_log(
+        "%.200s is a program of another kind (32-bit?): this library cannot be "
+        "loaded into it; it runs untraced",
+        path);
+    before_exec();
+    cts__tracer_exec_pending(true);
+    real_exec(path, argv, env);
+    return exec_failed(env);
+  }
+  real_exec(path, argv, env);
+  const int e = errno;
+  cts__real.free(env);
+  errno = e;
+  return -1;
+}
+
 CTS__PRELOAD_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
   cts__need_real();
   if (!cts__real.execve) return errno = ENOSYS, -1;
   cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
+  char **const foreign = environment_for_foreign_program(path, envp);
+  if (foreign) return exec_foreign(path, argv, foreign, cts__real.execve);
   if (!continues_trace()) return cts__real.execve(path, argv, envp);
   before_exec();
   cts__tracer_exec_pending(true);
@@ -255,6 +352,9 @@ CTS__PRELOAD_EXPORT int execvpe(const char *file, char *const argv[], char *cons
   cts__need_real();
   if (!cts__real.execvpe) return errno = ENOSYS, -1;
   cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
+  /* A file found by PATH is not looked at (a search of ours per exec). */
+  char **const foreign = environment_for_foreign_program(file, envp);
+  if (foreign) return exec_foreign(file, argv, foreign, cts__real.execvpe);
   if (!continues_trace()) return cts__real.execvpe(file, argv, envp);
   before_exec();
   cts__tracer_exec_pending(true);
@@ -374,18 +474,7 @@ static void forget_the_library_out_of_reach(void) {
     cts__guard_leave();
     if (!kept) return;
     memcpy(kept, "LD_PRELOAD=", 11);
-    size_t k = 11;
-    for (const char *p = list; *p;) {
-      const size_t len = strcspn(p, " :");
-      if (len && !entry_is_library(p, len, self)) {
-        if (k > 11) kept[k++] = ':';
-        memcpy(kept + k, p, len);
-        k += len;
-      }
-      p += len;
-      p += strspn(p, " :");
-    }
-    kept[k] = '\0';
+    list_without_library(kept + 11, list, self);
     *e = kept;
   }
 }

@@ -3679,6 +3679,44 @@ CTS_TEST(exec_whose_trace_cannot_be_named_says_so) {
   rmdir(dir);
 }
 
+/* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
+ * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
+ * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
+ * src). Now the exec takes the library out of that image's LD_PRELOAD. Needs a compiler
+ * that makes 32-bit programs (gcc-multilib): skipped without. */
+CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
+  char source[256], program[256], trace[256], script[600];
+  snprintf(source, sizeof source, "/tmp/cts_preload_m32_%d.c", (int)getpid());
+  snprintf(program, sizeof program, "/tmp/cts_preload_m32_%d", (int)getpid());
+  trace_path(trace, sizeof trace, "m32");
+  CTS_ASSERT(write_text_file(source,
+                             "#include <stdio.h>\n"
+                             "int main(void) { printf(\"%d-bit\\n\", "
+                             "(int)sizeof(void *) * 8); return 0; }\n"));
+  char *compile[] = {"/usr/bin/cc", "-m32", "-o", program, source, NULL};
+  run(&plain, compile, NULL, NULL, NULL);
+  unlink(source);
+  if (plain.status != 0) CTS_SKIP("no 32-bit compiler (gcc-multilib)");
+  char *alone[] = {program, NULL};
+  run(&plain, alone, NULL, NULL, NULL);
+  if (plain.status != 0) {
+    unlink(program);
+    CTS_SKIP("32-bit programs do not run here");
+  }
+  snprintf(script, sizeof script, "%s; echo done", program);
+  char *argv[] = {"/bin/sh", "-c", script, NULL};
+  unlink(trace);
+  run(&traced, argv, trace, "1", NULL);
+  unlink(program);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "32-bit\ndone\n");
+  CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded"), "%s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 /* The preload removes its settings from the environment in place; a program that finds
  * its auxiliary vector past the environment's NULL, as Go's runtime does, must still find
  * it. With 3 settings removed (`record --rate 1`: MEMTRACE, MEMTRACE_RATE,
