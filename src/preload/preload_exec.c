@@ -6,7 +6,6 @@
  * `ctfscope record`'s notes pipe, on which an image says its trace lost its tail. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "../common/held_fd.h"
+#include "../tracer/elf_kind.h"
 #include "../tracer/exec_name.h"
 #include "preload_internal.h"
 
@@ -241,38 +241,8 @@ static void before_exec(void) {
   if (e && e != CTS_E_STATE) cts__note_lost_tail(e);
 }
 
-#if defined(__x86_64__)
-#define CTS__OWN_ELF_MACHINE EM_X86_64
-#elif defined(__aarch64__)
-#define CTS__OWN_ELF_MACHINE EM_AARCH64
-#endif
-
-/* Whether `path` is an ELF file this library cannot be loaded into: another class (a
- * 32-bit program run from a traced 64-bit shell) or machine. Its loader printed "ERROR:
- * ld.so: object ... cannot be preloaded (wrong ELF class: ELFCLASS64): ignored." on the
- * program's standard error. Three system calls; false when it cannot be read (the exec
- * says why) or is no ELF file (a script: its interpreter is taken to be of this kind). */
-static bool foreign_elf(const char *path) {
-#ifdef CTS__OWN_ELF_MACHINE
-  const int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  unsigned char header[EI_NIDENT + 4];
-  const ssize_t n = pread(fd, header, sizeof header, 0);
-  syscall(SYS_close, fd); /* not the interposed close: a descriptor of ours */
-  if (n != (ssize_t)sizeof header || memcmp(header, ELFMAG, SELFMAG) != 0) return false;
-  const unsigned machine = header[EI_DATA] == ELFDATA2MSB
-                               ? (unsigned)header[EI_NIDENT + 2] << 8 | header[EI_NIDENT + 3]
-                               : (unsigned)header[EI_NIDENT + 3] << 8 | header[EI_NIDENT + 2];
-  return header[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
-         machine != CTS__OWN_ELF_MACHINE;
-#else
-  (void)path;
-  return false;
-#endif
-}
-
 /* For an exec of `path`: envp without this library in its LD_PRELOAD when `path` is a
- * program it cannot be loaded into (foreign_elf), in one block from the real malloc (the
+ * program it cannot be loaded into (tracer/elf_kind.h), in one block from the real malloc (the
  * exec replaces it; exec_failed frees it). NULL otherwise: envp's LD_PRELOAD does not name
  * the library (no system call then), the program is of this kind, or no memory. */
 static char **environment_for_foreign_program(const char *path, char *const envp[]) {
@@ -281,7 +251,8 @@ static char **environment_for_foreign_program(const char *path, char *const envp
   size_t count = 0, at = (size_t)-1;
   for (; envp && envp[count]; count++)
     if (at == (size_t)-1 && strncmp(envp[count], "LD_PRELOAD=", 11) == 0) at = count;
-  if (at == (size_t)-1 || !preload_list_has(envp[at] + 11, self) || !foreign_elf(path)) return NULL;
+  if (at == (size_t)-1 || !preload_list_has(envp[at] + 11, self) || !cts__elf_of_another_kind(path))
+    return NULL;
   const size_t entry = strlen(envp[at]) + 1;
   cts__guard_enter();
   char **const env = cts__real.malloc((count + 1) * sizeof *env + entry);
@@ -308,7 +279,7 @@ static int exec_failed(char **env) {
   return -1;
 }
 
-/* An exec of a program this library cannot be loaded into (foreign_elf), with `env`
+/* An exec of a program this library cannot be loaded into (tracer/elf_kind.h), with `env`
  * (environment_for_foreign_program): this image's trace ends as at any exec, and the new
  * one runs untraced, said when this image was traced. */
 static int exec_foreign(const char *path, char *const argv[], char **env,

@@ -3682,7 +3682,8 @@ CTS_TEST(exec_whose_trace_cannot_be_named_says_so) {
 /* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
  * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
  * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
- * src). Now the exec takes the library out of that image's LD_PRELOAD. Needs a compiler
+ * src), and so did `record -- PROG`. Now the exec takes the library out of that image's
+ * LD_PRELOAD, and record runs PROG without it and says so. Needs a compiler
  * that makes 32-bit programs (gcc-multilib): skipped without. */
 CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
   char source[256], program[256], trace[256], script[600];
@@ -3707,10 +3708,21 @@ CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
   char *argv[] = {"/bin/sh", "-c", script, NULL};
   unlink(trace);
   run(&traced, argv, trace, "1", NULL);
-  unlink(program);
   CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
   CTS_ASSERT_STR_EQ(traced.out, "32-bit\ndone\n");
   CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded"), "%s", traced.err);
+  /* record of the program itself: run without the library, and said. */
+  char other[300];
+  snprintf(other, sizeof other, "%s.record.ctf", trace);
+  char *record[] = {CTS_TEST_CTFSCOPE, "record", "-o", other, "--", program, NULL};
+  run(&traced, record, NULL, NULL, NULL);
+  unlink(program);
+  unlink(other);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "32-bit\n");
+  CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded") &&
+                     strstr(traced.err, "is a program of another kind (32-bit?)"),
+                 "%s", traced.err);
   decoded_t d;
   CHECK_TRACE(d, trace);
   decoded_fini(&d);
