@@ -171,7 +171,8 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
 
   /* The writer process needs the shared mapping; without it, a writer thread. A lazy one
    * (writer_process.c) needs the mapping from a memfd. */
-  const bool process_fits = cts__process_writer_fits(cfg, sink, socket_fd);
+  const pid_t pid = getpid(); /* once: the session, the writer's fit (pid 1) */
+  const bool process_fits = cts__process_writer_fits(cfg, sink, socket_fd, pid);
   const bool lazy =
       process_fits && cts__lazy_writer_fits(cfg, sink) && cts__shared_mapping(true, aside);
   if (lazy) seccomp_at_start = seccomp_filters_now();
@@ -217,7 +218,7 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
   }
   cts__sink.bytes_written = 0;
   const uint64_t start = cts__session.clock(cts__session.clock_user_data);
-  cts__session_writer_config(&cts__session.wc, start, (uint64_t)getpid());
+  cts__session_writer_config(&cts__session.wc, start, (uint64_t)pid);
   cts_mt_writer_config_t wc = cts__session.wc;
   e = cts__writer_init(&wc);
   /* The trace-info packet reaches the file now, as it does uncompressed. */
@@ -250,7 +251,7 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
    * trace with this one, when this one's times are CLOCK_REALTIME (docs/formats/mprof.md
    * §14.2). */
   if (CTS__TASK_ON() && cts__session.clock == cts__wall_clock_us)
-    cts_task_clock_anchor((int64_t)getpid(), realtime_ns, NULL);
+    cts_task_clock_anchor((int64_t)pid, realtime_ns, NULL);
 
   /* A writer process if it fits and can be made, else a writer thread; a lazy one is made
    * at the first sample (cts__lazy_writer_start), if ever. */

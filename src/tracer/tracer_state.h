@@ -450,9 +450,9 @@ _Noreturn void cts__writer_process_run(int watch_fd, pid_t program);
  * that a fork the program makes meanwhile on another thread is handled as any other. */
 extern CTS__TLS bool cts__spawning_writer CTS__HIDDEN;
 
-/* Whether a session into `sink` can have a writer process. */
+/* Whether a session into `sink` can have a writer process; pid: the program's (getpid). */
 bool cts__process_writer_fits(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
-                              int socket_fd);
+                              int socket_fd, pid_t pid);
 /* Forks the writer process: 0, or -errno. */
 int cts__spawn_writer_process(void);
 /* After the session: the pipe and the pidfd go. */
