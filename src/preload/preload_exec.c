@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -392,6 +393,41 @@ CTS__PRELOAD_EXPORT int execle(const char *path, const char *arg, ...) {
   char *const *const envp = fill_args(args, arg, n, true, ap);
   va_end(ap);
   return execve(path, args, envp);
+}
+
+/* posix_spawn and posix_spawnp: glibc's exec the child by their own internal execve, past
+ * the interposed one: a 32-bit program spawned so (Python's os.posix_spawn) had its loader
+ * print the "wrong ELF class" line. Such a program (a path, tracer/elf_kind.h) gets the
+ * environment without the library; any other the one given. The child is a new process,
+ * never traced (as a forked child's exec). */
+typedef int (*posix_spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                              const posix_spawnattr_t *, char *const[], char *const[]);
+
+static int spawn_with(unsigned which, pid_t *pid, const char *path,
+                      const posix_spawn_file_actions_t *actions, const posix_spawnattr_t *attr,
+                      char *const argv[], char *const envp[]) {
+  cts__need_real();
+  posix_spawn_fn real;
+  cts__lazy_real(which, &real, sizeof real);
+  if (!real) return ENOSYS;
+  char **const foreign = environment_for_foreign_program(path, envp);
+  const int result = real(pid, path, actions, attr, argv, foreign ? foreign : envp);
+  if (foreign) cts__real.free(foreign);
+  return result;
+}
+
+CTS__PRELOAD_EXPORT int posix_spawn(pid_t *pid, const char *path,
+                                    const posix_spawn_file_actions_t *actions,
+                                    const posix_spawnattr_t *attr, char *const argv[],
+                                    char *const envp[]) {
+  return spawn_with(CTS__LAZY_posix_spawn, pid, path, actions, attr, argv, envp);
+}
+
+CTS__PRELOAD_EXPORT int posix_spawnp(pid_t *pid, const char *file,
+                                     const posix_spawn_file_actions_t *actions,
+                                     const posix_spawnattr_t *attr, char *const argv[],
+                                     char *const envp[]) {
+  return spawn_with(CTS__LAZY_posix_spawnp, pid, file, actions, attr, argv, envp);
 }
 
 /* dlclose: flush first, so that the writer thread resolves the codes seen so far while

@@ -3682,8 +3682,9 @@ CTS_TEST(exec_whose_trace_cannot_be_named_says_so) {
 /* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
  * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
  * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
- * src), and so did `record -- PROG`. Now the exec takes the library out of that image's
- * LD_PRELOAD, and record runs PROG without it and says so. Needs a compiler
+ * src), and so did posix_spawn (glibc's own execve) and `record -- PROG`. Now the exec
+ * and posix_spawn take the library out of that image's LD_PRELOAD, and record runs PROG
+ * without it and says so. Needs a compiler
  * that makes 32-bit programs (gcc-multilib): skipped without. */
 CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
   char source[256], program[256], trace[256], script[600];
@@ -3711,6 +3712,15 @@ CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
   CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
   CTS_ASSERT_STR_EQ(traced.out, "32-bit\ndone\n");
   CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded"), "%s", traced.err);
+  /* posix_spawn, by glibc's own execve: the same. */
+  char spawner[1024];
+  victim_path(spawner, sizeof spawner, "victim_spawn");
+  char *spawn_argv[] = {spawner, program, NULL};
+  unlink(trace);
+  run(&traced, spawn_argv, trace, "1", NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "32-bit\nspawned: exit 0\n");
+  CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded"), "posix_spawn: %s", traced.err);
   /* record of the program itself: run without the library, and said. */
   char other[300];
   snprintf(other, sizeof other, "%s.record.ctf", trace);
