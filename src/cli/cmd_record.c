@@ -25,6 +25,7 @@
 #include "../common/held_fd.h"
 #include "../os/net.h"
 #include "../os/os.h"
+#include "../tracer/elf_kind.h"
 #include "../tracer/exec_name.h"
 #include "cli.h"
 #include "record_tasks.h"
@@ -460,6 +461,22 @@ static const char *base_name(const char *path) {
 }
 
 /* What record does to one variable of the program's environment. */
+/* Whether `prog`, where execvp finds it (PATH searched when it has no '/'), is a program of
+ * another kind than the preload library (tracer/elf_kind.h): a 32-bit one. */
+static bool program_of_another_kind(const char *prog) {
+  if (strchr(prog, '/')) return cts__elf_of_another_kind(prog);
+  const char *const path = getenv("PATH");
+  char full[4096];
+  for (const char *p = path && path[0] ? path : "/bin:/usr/bin";;) {
+    const size_t len = strcspn(p, ":");
+    const int n = snprintf(full, sizeof full, "%.*s/%s", len ? (int)len : 1, len ? p : ".", prog);
+    if (n > 0 && (size_t)n < sizeof full && access(full, X_OK) == 0)
+      return cts__elf_of_another_kind(full);
+    if (!p[len]) return false;
+    p += len + 1;
+  }
+}
+
 typedef enum { ENV_KEEP, ENV_SET, ENV_CLEAR, ENV_SET_LATER } env_action_t;
 
 /* One variable: set to `value`, cleared, left as record's environment has it, or set later,
@@ -706,6 +723,12 @@ int cmd_record(int argc, char **argv) {
   char notes_fd[16] = "";
   if (notes_pipe[1] >= 0 && fcntl(notes_pipe[1], F_SETFD, 0) == 0)
     snprintf(notes_fd, sizeof notes_fd, "%d", notes_pipe[1]);
+  /* A program the library cannot be loaded into runs without it: its loader would print
+   * "ERROR: ld.so: object ... cannot be preloaded (wrong ELF class ...)" on its stderr. */
+  const bool other_kind = program_of_another_kind(argv[first]);
+  if (other_kind)
+    cli_warn("%s is a program of another kind (32-bit?) than %s: it runs untraced", argv[first],
+             PRELOAD_NAME);
   char preload_value[8192];
   const char *old = getenv("LD_PRELOAD");
   if (old && old[0])
@@ -714,7 +737,7 @@ int cmd_record(int argc, char **argv) {
     snprintf(preload_value, sizeof preload_value, "%s", preload);
   const bool tasks = record_tasks_wanted(&o.tasks);
   const env_setting_t settings[] = {
-      {"LD_PRELOAD", ENV_SET, preload_value},
+      {"LD_PRELOAD", other_kind ? ENV_KEEP : ENV_SET, preload_value},
       {"MEMTRACE", ENV_SET_LATER, NULL},
       env_set_if("MEMTRACE_DROP", o.drop ? "1" : NULL),
       {"CTFSCOPE_RECORD_NOTES", notes_fd[0] ? ENV_SET : ENV_CLEAR, notes_fd},
@@ -779,6 +802,7 @@ int cmd_record(int argc, char **argv) {
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   read_notes(notes_pipe[0]);
+  if (other_kind) return code; /* no trace, said before it ran */
   if (!o.quiet && !memtrace_url[0]) {
     const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     summarise(output, prog[0], killed_by);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "../common/held_fd.h"
+#include "../tracer/elf_kind.h"
 #include "../tracer/exec_name.h"
 #include "preload_internal.h"
 
@@ -88,6 +90,24 @@ static bool preload_list_has(const char *list, const char *path) {
   return false;
 }
 
+/* Writes `list` (an LD_PRELOAD value) without its entries naming the library at `self`,
+ * joined by ':', at `out` (room for strlen(list) + 1 bytes); returns its length. */
+static size_t list_without_library(char *out, const char *list, const char *self) {
+  size_t k = 0;
+  for (const char *p = list; *p;) {
+    const size_t len = strcspn(p, " :");
+    if (len && !entry_is_library(p, len, self)) {
+      if (k) out[k++] = ':';
+      memcpy(out + k, p, len);
+      k += len;
+    }
+    p += len;
+    p += strspn(p, " :");
+  }
+  out[k] = '\0';
+  return k;
+}
+
 /* This library's path as the loader found it; NULL if unknown or unusable in a list. */
 static const char *library_path(void) {
   Dl_info info;
@@ -117,8 +137,14 @@ static const char *continued_preload(char *const envp[], char *buf, size_t size)
 static char **continued_environment(char *const envp[]) {
   char next[CTS__SETTING_SIZE];
   if (cts__exec_state.file) {
-    if (!cts__exec_trace_name(next, sizeof next, cts__exec_state.base, cts__exec_state.index + 1))
+    if (!cts__exec_trace_name(next, sizeof next, cts__exec_state.base, cts__exec_state.index + 1)) {
+      /* Said: the new image's trace is lost (a base near PATH_MAX long). */
+      cts__preload_log(
+          "the trace of the image after the exec cannot be named: \"%.120s...\" "
+          "with \".exec%u\" is longer than %zu bytes; that image is not traced",
+          cts__exec_state.base, cts__exec_state.index + 1, sizeof next - 1);
       return NULL;
+    }
   } else {
     snprintf(next, sizeof next, "%s", cts__exec_state.memtrace);
   }
@@ -216,6 +242,31 @@ static void before_exec(void) {
   if (e && e != CTS_E_STATE) cts__note_lost_tail(e);
 }
 
+/* For an exec of `path`: envp without this library in its LD_PRELOAD when `path` is a
+ * program it cannot be loaded into (tracer/elf_kind.h), in one block from the real malloc (the
+ * exec replaces it; exec_failed frees it). NULL otherwise: envp's LD_PRELOAD does not name
+ * the library (no system call then), the program is of this kind, or no memory. */
+static char **environment_for_foreign_program(const char *path, char *const envp[]) {
+  const char *const self = library_path();
+  if (!self || !path || !strchr(path, '/')) return NULL;
+  size_t count = 0, at = (size_t)-1;
+  for (; envp && envp[count]; count++)
+    if (at == (size_t)-1 && strncmp(envp[count], "LD_PRELOAD=", 11) == 0) at = count;
+  if (at == (size_t)-1 || !preload_list_has(envp[at] + 11, self) || !cts__elf_of_another_kind(path))
+    return NULL;
+  const size_t entry = strlen(envp[at]) + 1;
+  cts__guard_enter();
+  char **const env = cts__real.malloc((count + 1) * sizeof *env + entry);
+  cts__guard_leave();
+  if (!env) return NULL;
+  char *const kept = (char *)(env + count + 1);
+  memcpy(kept, "LD_PRELOAD=", 11);
+  list_without_library(kept + 11, envp[at] + 11, self);
+  for (size_t i = 0; i < count; i++) env[i] = i == at ? kept : envp[i];
+  env[count] = NULL;
+  return env;
+}
+
 /* After a failed exec: tracing goes on in this image. */
 static int exec_failed(char **env) {
   const int e = errno;
@@ -229,10 +280,34 @@ static int exec_failed(char **env) {
   return -1;
 }
 
+/* An exec of a program this library cannot be loaded into (tracer/elf_kind.h), with `env`
+ * (environment_for_foreign_program): this image's trace ends as at any exec, and the new
+ * one runs untraced, said when this image was traced. */
+static int exec_foreign(const char *path, char *const argv[], char **env,
+                        int (*real_exec)(const char *, char *const[], char *const[])) {
+  if (continues_trace()) {
+    cts__preload_log(
+        "%.200s is a program of another kind (32-bit?): this library cannot be "
+        "loaded into it; it runs untraced",
+        path);
+    before_exec();
+    cts__tracer_exec_pending(true);
+    real_exec(path, argv, env);
+    return exec_failed(env);
+  }
+  real_exec(path, argv, env);
+  const int e = errno;
+  cts__real.free(env);
+  errno = e;
+  return -1;
+}
+
 CTS__PRELOAD_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
   cts__need_real();
   if (!cts__real.execve) return errno = ENOSYS, -1;
   cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
+  char **const foreign = environment_for_foreign_program(path, envp);
+  if (foreign) return exec_foreign(path, argv, foreign, cts__real.execve);
   if (!continues_trace()) return cts__real.execve(path, argv, envp);
   before_exec();
   cts__tracer_exec_pending(true);
@@ -249,6 +324,9 @@ CTS__PRELOAD_EXPORT int execvpe(const char *file, char *const argv[], char *cons
   cts__need_real();
   if (!cts__real.execvpe) return errno = ENOSYS, -1;
   cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
+  /* A file found by PATH is not looked at (a search of ours per exec). */
+  char **const foreign = environment_for_foreign_program(file, envp);
+  if (foreign) return exec_foreign(file, argv, foreign, cts__real.execvpe);
   if (!continues_trace()) return cts__real.execvpe(file, argv, envp);
   before_exec();
   cts__tracer_exec_pending(true);
@@ -317,6 +395,41 @@ CTS__PRELOAD_EXPORT int execle(const char *path, const char *arg, ...) {
   return execve(path, args, envp);
 }
 
+/* posix_spawn and posix_spawnp: glibc's exec the child by their own internal execve, past
+ * the interposed one: a 32-bit program spawned so (Python's os.posix_spawn) had its loader
+ * print the "wrong ELF class" line. Such a program (a path, tracer/elf_kind.h) gets the
+ * environment without the library; any other the one given. The child is a new process,
+ * never traced (as a forked child's exec). */
+typedef int (*posix_spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                              const posix_spawnattr_t *, char *const[], char *const[]);
+
+static int spawn_with(unsigned which, pid_t *pid, const char *path,
+                      const posix_spawn_file_actions_t *actions, const posix_spawnattr_t *attr,
+                      char *const argv[], char *const envp[]) {
+  cts__need_real();
+  posix_spawn_fn real;
+  cts__lazy_real(which, &real, sizeof real);
+  if (!real) return ENOSYS;
+  char **const foreign = environment_for_foreign_program(path, envp);
+  const int result = real(pid, path, actions, attr, argv, foreign ? foreign : envp);
+  if (foreign) cts__real.free(foreign);
+  return result;
+}
+
+CTS__PRELOAD_EXPORT int posix_spawn(pid_t *pid, const char *path,
+                                    const posix_spawn_file_actions_t *actions,
+                                    const posix_spawnattr_t *attr, char *const argv[],
+                                    char *const envp[]) {
+  return spawn_with(CTS__LAZY_posix_spawn, pid, path, actions, attr, argv, envp);
+}
+
+CTS__PRELOAD_EXPORT int posix_spawnp(pid_t *pid, const char *file,
+                                     const posix_spawn_file_actions_t *actions,
+                                     const posix_spawnattr_t *attr, char *const argv[],
+                                     char *const envp[]) {
+  return spawn_with(CTS__LAZY_posix_spawnp, pid, file, actions, attr, argv, envp);
+}
+
 /* dlclose: flush first, so that the writer thread resolves the codes seen so far while
  * their library is still mapped (the symbolizer keeps them after that). dlopen is not
  * interposed: glibc's dlopen looks at its caller to pick the search path. */
@@ -368,18 +481,7 @@ static void forget_the_library_out_of_reach(void) {
     cts__guard_leave();
     if (!kept) return;
     memcpy(kept, "LD_PRELOAD=", 11);
-    size_t k = 11;
-    for (const char *p = list; *p;) {
-      const size_t len = strcspn(p, " :");
-      if (len && !entry_is_library(p, len, self)) {
-        if (k > 11) kept[k++] = ':';
-        memcpy(kept + k, p, len);
-        k += len;
-      }
-      p += len;
-      p += strspn(p, " :");
-    }
-    kept[k] = '\0';
+    list_without_library(kept + 11, list, self);
     *e = kept;
   }
 }

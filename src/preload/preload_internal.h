@@ -47,7 +47,8 @@ typedef struct cts__real_functions {
  * them, and must not run the dynamic loader's look-up in memory it shares. */
 #define CTS__LAZY_FUNCTIONS(X) \
   X(posix_memalign)            \
-  X(aligned_alloc) X(valloc) X(pvalloc) X(dlclose) X(dup3) X(close_range) X(closefrom)
+  X(aligned_alloc)             \
+  X(valloc) X(pvalloc) X(dlclose) X(dup3) X(close_range) X(closefrom) X(posix_spawn) X(posix_spawnp)
 #define CTS__LAZY_INDEX(name) CTS__LAZY_##name,
 enum { CTS__LAZY_FUNCTIONS(CTS__LAZY_INDEX) CTS__LAZY_COUNT };
 void cts__lazy_real(unsigned which, void *fn, size_t fn_size) CTS__PRELOAD_HIDDEN;

@@ -272,7 +272,7 @@ static void *rings_address_hint(size_t size) {
  * file again at the same address (the lazy writer, writer_process.c); a memfd is a shmem
  * file as the anonymous mapping is, at the cost of its descriptor. False: a writer thread
  * it is. */
-bool cts__shared_mapping(bool memfd) {
+bool cts__shared_mapping(bool memfd, cts_fd_aside_t *aside) {
   if (cts__ring_state.shared) return !memfd || cts__ring_state.shared_fd >= 0;
   if (atomic_load(&cts__ctl->rings)) return false;
   const size_t size = SHARED_HEADER + RING_SLOTS * ring_size() + CTS__HANDOVER_BYTES;
@@ -285,7 +285,7 @@ bool cts__shared_mapping(bool memfd) {
       file_size.rlim_cur < (rlim_t)size)
     return false;
   if (memfd) {
-    fd = cts_fd_set_aside(memfd_create("ctfscope-rings", MFD_CLOEXEC));
+    fd = cts_fd_set_aside_in(aside, memfd_create("ctfscope-rings", MFD_CLOEXEC));
     if (fd < 0) return false;
     if (ftruncate(fd, (off_t)size) != 0) {
       close(fd);

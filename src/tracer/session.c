@@ -156,8 +156,9 @@ static bool seccomp_filter_installed_since_start(void) {
          now > seccomp_at_start;
 }
 
-int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
-                              int socket_fd) {
+/* cts__session_start_locked, its descriptors set aside in `aside` (the caller ends it). */
+static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
+                        int socket_fd, cts_fd_aside_t *aside) {
   if (!cts__config_ok(cfg, sink) || cts__session.session_running || !cts__session.ready ||
       !allocate_memory()) {
     const int e = !cts__config_ok(cfg, sink)     ? CTS_E_INVAL
@@ -170,10 +171,12 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
 
   /* The writer process needs the shared mapping; without it, a writer thread. A lazy one
    * (writer_process.c) needs the mapping from a memfd. */
-  const bool process_fits = cts__process_writer_fits(cfg, sink, socket_fd);
-  const bool lazy = process_fits && cts__lazy_writer_fits(cfg, sink) && cts__shared_mapping(true);
+  const pid_t pid = getpid(); /* once: the session, the writer's fit (pid 1) */
+  const bool process_fits = cts__process_writer_fits(cfg, sink, socket_fd, pid);
+  const bool lazy =
+      process_fits && cts__lazy_writer_fits(cfg, sink) && cts__shared_mapping(true, aside);
   if (lazy) seccomp_at_start = seccomp_filters_now();
-  cts__session.writer_process = lazy || (process_fits && cts__shared_mapping(false));
+  cts__session.writer_process = lazy || (process_fits && cts__shared_mapping(false, aside));
   cts__session.cfg = *cfg;
   cts__sink.sink = *sink;
   cts__copy_string(cts__session.context, sizeof cts__session.context, cfg->context);
@@ -202,7 +205,9 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   atomic_store(&cts__ctl->stalled, false);
   atomic_store(&cts__ctl->stall_reported, false);
   atomic_store(&cts__ctl->loss_noted, false);
-  int e = cts__open_sink(sink, socket_fd);
+  int e = cts__open_sink(sink, socket_fd, aside);
+  /* The program's own limit back before anything else runs (the writer's spawn). */
+  cts_fd_aside_end(aside);
   if (e) return e;
   if (cfg->compress_level) {
     cts__sink.zsink = cts__zsink_open(cfg->compress_level, cts__raw_write, NULL);
@@ -213,7 +218,7 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   }
   cts__sink.bytes_written = 0;
   const uint64_t start = cts__session.clock(cts__session.clock_user_data);
-  cts__session_writer_config(&cts__session.wc, start, (uint64_t)getpid());
+  cts__session_writer_config(&cts__session.wc, start, (uint64_t)pid);
   cts_mt_writer_config_t wc = cts__session.wc;
   e = cts__writer_init(&wc);
   /* The trace-info packet reaches the file now, as it does uncompressed. */
@@ -246,7 +251,7 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
    * trace with this one, when this one's times are CLOCK_REALTIME (docs/formats/mprof.md
    * §14.2). */
   if (CTS__TASK_ON() && cts__session.clock == cts__wall_clock_us)
-    cts_task_clock_anchor((int64_t)getpid(), realtime_ns, NULL);
+    cts_task_clock_anchor((int64_t)pid, realtime_ns, NULL);
 
   /* A writer process if it fits and can be made, else a writer thread; a lazy one is made
    * at the first sample (cts__lazy_writer_start), if ever. */
@@ -289,6 +294,16 @@ int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_s
   cts__session.session_running = true;
   atomic_store_explicit(&cts__tracer_active, (int)cts__session.session, memory_order_release);
   return 0;
+}
+
+/* tracer_state.h. The session's descriptors (the rings' memfd, the trace file or socket)
+ * are set aside in one batch: the descriptor limit read once, raised and put back once. */
+int cts__session_start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
+                              int socket_fd) {
+  cts_fd_aside_t aside = {0};
+  const int e = start_locked(cfg, sink, socket_fd, &aside);
+  cts_fd_aside_end(&aside);
+  return e;
 }
 
 /* The end of a session that made no writer process (the lazy writer): the program writes

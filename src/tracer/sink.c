@@ -141,8 +141,8 @@ int cts__sink_write(void *user_data, const void *buf, size_t len) {
 }
 
 /* Takes over the connected socket `fd` as the sink (closed by cts__close_sink, or here). */
-static int adopt_socket(int fd) {
-  fd = cts_fd_set_aside(fd);
+static int adopt_socket(int fd, cts_fd_aside_t *aside) {
+  fd = cts_fd_set_aside_in(aside, fd);
   if (fd < 0) return -EMFILE;
   const int e = cts_net_set_nonblocking(fd, true);
   if (e) {
@@ -173,17 +173,17 @@ static int open_without_waiting(const char *path) {
   }
 }
 
-int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
+int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd, cts_fd_aside_t *aside) {
   cts__sink.fd = -1;
   cts__sink.own_fd = false;
   cts__sink.socket_sink = false;
-  if (socket_fd >= 0) return adopt_socket(socket_fd);
+  if (socket_fd >= 0) return adopt_socket(socket_fd, aside);
   switch (sink->kind) {
     case CTS_TRACER_SINK_FILE: {
       if (!sink->path || !sink->path[0]) return CTS_E_INVAL;
       cts__copy_string(cts__sink.path, sizeof cts__sink.path, sink->path);
       /* Off 0-2: a program started with stdout closed would write into the trace. */
-      const int fd = cts_fd_set_aside(open_without_waiting(cts__sink.path));
+      const int fd = cts_fd_set_aside_in(aside, open_without_waiting(cts__sink.path));
       if (fd < 0) return -errno;
       /* As memtrace: refuse a file another process is tracing into, then truncate it
        * (errors ignored so that /dev/null works). */
@@ -245,7 +245,7 @@ int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd) {
       int fd;
       e = cts_net_connect(&addr, sink->connect_timeout_ms ? (int)sink->connect_timeout_ms : -1,
                           &fd);
-      return e ? e : adopt_socket(fd);
+      return e ? e : adopt_socket(fd, aside);
     }
     default:
       return CTS_E_INVAL;

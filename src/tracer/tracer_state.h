@@ -42,6 +42,7 @@
 #include "common/check.h"
 #include "common/cpu_counter.h"
 #include "common/held_fd.h"
+#include "common/held_fd.h"
 #include "os/tsc_clock.h"
 #include "session.h"
 #include "tracer_internal.h"
@@ -181,8 +182,9 @@ void cts__ring_counts(cts_tracer_stats_t *s);
 bool cts__rings_pending(void);
 /* The writer process's shared mapping, made once (only while no ring exists), from a memfd
  * if `memfd` (kept in cts__ring_state.shared_fd). False: a writer thread it is (or, with
- * `memfd`, an existing mapping that is anonymous). */
-bool cts__shared_mapping(bool memfd);
+ * `memfd`, an existing mapping that is anonymous). The memfd is set aside in `aside`, the
+ * session start's batch (the caller ends it). */
+bool cts__shared_mapping(bool memfd, cts_fd_aside_t *aside);
 
 /* ---- the control block (control.c) --------------------------------------------------- */
 
@@ -317,8 +319,9 @@ typedef struct cts__sink_state {
 
 extern cts__sink_state_t cts__sink CTS__HIDDEN;
 
-/* Opens `sink`, or takes over the connected socket `socket_fd` when >= 0. */
-int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd);
+/* Opens `sink`, or takes over the connected socket `socket_fd` when >= 0; its descriptor is
+ * set aside in `aside`, the session start's batch (the caller ends it). */
+int cts__open_sink(const cts_tracer_sink_t *sink, int socket_fd, cts_fd_aside_t *aside);
 void cts__close_sink(void);
 /* Where the trace's bytes go, after the zstd stage (a cts__zsink_write_fn). */
 int cts__raw_write(void *user_data, const void *buf, size_t len);
@@ -447,9 +450,9 @@ _Noreturn void cts__writer_process_run(int watch_fd, pid_t program);
  * that a fork the program makes meanwhile on another thread is handled as any other. */
 extern CTS__TLS bool cts__spawning_writer CTS__HIDDEN;
 
-/* Whether a session into `sink` can have a writer process. */
+/* Whether a session into `sink` can have a writer process; pid: the program's (getpid). */
 bool cts__process_writer_fits(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
-                              int socket_fd);
+                              int socket_fd, pid_t pid);
 /* Forks the writer process: 0, or -errno. */
 int cts__spawn_writer_process(void);
 /* After the session: the pipe and the pidfd go. */

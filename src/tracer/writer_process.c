@@ -180,23 +180,25 @@ bool cts__owner_is_gone(void) {
 }
 
 /* Whether the program is a child subreaper (PR_SET_CHILD_SUBREAPER, which exec keeps:
- * init-like programs, container shims). The writer is made nobody's child by its parent's
- * exit, which hands an orphan to the nearest subreaper: this program. It would then see the
- * writer in wait() (one that reaps every child before it exits waited forever, the writer
- * waiting for its end) and get its SIGCHLD. Such a program gets a writer thread. */
-static bool program_is_subreaper(void) {
+ * init-like programs, container shims) or the init of its pid namespace (pid 1: a
+ * container's first program, `unshare -p --fork PROG`), which takes every orphan of the
+ * namespace. The writer is made nobody's child by its parent's exit, which hands an orphan
+ * to the nearest subreaper: this program. It would then see the writer in wait() (one that
+ * reaps every child before it exits waited forever, the writer waiting for its end: a
+ * program as pid 1 hung so) and get its SIGCHLD. Such a program gets a writer thread. */
+static bool program_is_subreaper(pid_t pid) {
   int subreaper = 0;
-  return prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0L, 0L, 0L) == 0 && subreaper != 0;
+  return pid == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0L, 0L, 0L) == 0 && subreaper != 0);
 }
 
 /* Whether a session into `sink` can have a writer process: the sinks it can write to
  * alone (a callback, a clock callback or the service's client belong to this process). */
 bool cts__process_writer_fits(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
-                              int socket_fd) {
+                              int socket_fd, pid_t pid) {
   return cfg->writer == CTS_TRACER_WRITER_PROCESS && socket_fd < 0 && !sink->clock &&
          (sink->kind == CTS_TRACER_SINK_FILE || sink->kind == CTS_TRACER_SINK_FD ||
           sink->kind == CTS_TRACER_SINK_TCP_CONNECT) &&
-         !program_is_subreaper();
+         !program_is_subreaper(pid);
 }
 
 /* ---- `ctfscope record`'s notes pipe (tracer_internal.h) -------------------------------- */
