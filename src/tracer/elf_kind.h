@@ -24,10 +24,12 @@
 /* Whether `path` is an ELF file of another class or machine than this build. Three system
  * calls (openat, pread, close, the latter two by syscall: the preload's close is
  * interposed); false when it cannot be read (the exec says why) or is no ELF file (a
- * script: its interpreter is taken to be of this kind). */
+ * script: its interpreter is taken to be of this kind). O_NONBLOCK and O_NOCTTY: an exec
+ * of a FIFO or a terminal (which fails) must not wait in this open, nor take a terminal. */
 static inline bool cts__elf_of_another_kind(const char *path) {
 #ifdef CTS__OWN_ELF_MACHINE
-  const int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  const int fd =
+      (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return false;
   unsigned char header[EI_NIDENT + 4];
   const ssize_t n = pread(fd, header, sizeof header, 0);

@@ -3679,6 +3679,27 @@ CTS_TEST(exec_whose_trace_cannot_be_named_says_so) {
   rmdir(dir);
 }
 
+/* An exec of a FIFO fails at once (EACCES), traced as untraced. The exec hooks read the
+ * first bytes of the program to tell a 32-bit one (tracer/elf_kind.h); their open of a FIFO
+ * without O_NONBLOCK waited for a writer for ever: `sh -c FIFO` hung traced (checked: fails
+ * without O_NONBLOCK, killed by timeout). */
+CTS_TEST(exec_of_a_fifo_fails_at_once_as_untraced) {
+  char fifo[256], trace[256], script[600];
+  snprintf(fifo, sizeof fifo, "/tmp/cts_preload_exec_fifo_%d", (int)getpid());
+  trace_path(trace, sizeof trace, "exec_fifo");
+  unlink(fifo);
+  CTS_ASSERT(mkfifo(fifo, 0700) == 0);
+  snprintf(script, sizeof script, "%s; echo status $?", fifo);
+  char *argv[] = {"/usr/bin/timeout", "10", "/bin/sh", "-c", script, NULL};
+  run(&plain, argv, NULL, NULL, NULL);
+  run(&traced, argv, trace, "1e-6", NULL);
+  CTS_ASSERT_STR_EQ(plain.out, "status 126\n");
+  CTS_ASSERT_MSG(strcmp(traced.out, plain.out) == 0 && traced.status == plain.status,
+                 "traced: status %d, out \"%s\", err %s", traced.status, traced.out, traced.err);
+  unlink(fifo);
+  unlink(trace);
+}
+
 /* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
  * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
  * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
