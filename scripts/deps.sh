@@ -24,6 +24,7 @@ CTS_PACKAGES=(
   chromium                                 # the HTML report, tested in a real browser
   qemu-system-x86                          # examples/unikernel: the kernel booted in the tests (TCG)
   valgrind                                 # the preload constructor's instructions (callgrind)
+  gcc-multilib                             # a 32-bit program exec'd from a traced one (tests/preload)
 )
 
 cts_missing_packages() {
