@@ -43,8 +43,9 @@
  * TCP_CONNECT sinks without a `clock` callback, and only when no thread has sampled yet:
  * start tracing early, before sampling anything and ideally single-threaded. If the
  * mapping or the fork fails, or the sink does not allow it, the session uses a thread,
- * silently. Not for programs that are PID 1 or a child subreaper (the writer would be
- * their child). If the writer process is killed, tracing stops (stats.error -ESRCH) and
+ * silently. A program that is PID 1 (of its pid namespace) or a child subreaper gets a
+ * writer thread instead, automatically: an orphaned writer would be its child. If the
+ * writer process is killed, tracing stops (stats.error -ESRCH) and
  * the program runs on.
  *
  * ## Drop mode (`drop_when_full`; MEMTRACE_DROP=1; `ctfscope record --drop`)
