@@ -11,6 +11,7 @@
 #include <link.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,14 +109,22 @@ static size_t list_without_library(char *out, const char *list, const char *self
   return k;
 }
 
-/* This library's path as the loader found it; NULL if unknown or unusable in a list. */
+/* This library's path as the loader found it; NULL if unknown or unusable in a list. Looked
+ * up once per image (dladdr1, ~4 k instructions): every exec and posix_spawn asks, some
+ * twice (environment_for_foreign_program, then continued_preload), and the loader's name
+ * of a loaded library does not change. Any thread: racing first callers store the same. */
 static const char *library_path(void) {
+  static _Atomic(const char *) path;
+  static atomic_bool looked;
+  if (atomic_load_explicit(&looked, memory_order_acquire))
+    return atomic_load_explicit(&path, memory_order_relaxed);
   Dl_info info;
   struct link_map *self = NULL;
-  if (!dladdr1((void *)&cts__exec_state, &info, (void **)&self, RTLD_DL_LINKMAP) || !self ||
-      !self->l_name || !self->l_name[0] || strpbrk(self->l_name, " :"))
-    return NULL;
-  return self->l_name;
+  const bool usable = dladdr1((void *)&cts__exec_state, &info, (void **)&self, RTLD_DL_LINKMAP) &&
+                      self && self->l_name && self->l_name[0] && !strpbrk(self->l_name, " :");
+  atomic_store_explicit(&path, usable ? self->l_name : NULL, memory_order_relaxed);
+  atomic_store_explicit(&looked, true, memory_order_release);
+  return usable ? self->l_name : NULL;
 }
 
 static const char *continued_preload(char *const envp[], char *buf, size_t size) {
@@ -247,8 +256,9 @@ static void before_exec(void) {
  * exec replaces it; exec_failed frees it). NULL otherwise: envp's LD_PRELOAD does not name
  * the library (no system call then), the program is of this kind, or no memory. */
 static char **environment_for_foreign_program(const char *path, char *const envp[]) {
+  if (!path || !strchr(path, '/')) return NULL;
   const char *const self = library_path();
-  if (!self || !path || !strchr(path, '/')) return NULL;
+  if (!self) return NULL;
   size_t count = 0, at = (size_t)-1;
   for (; envp && envp[count]; count++)
     if (at == (size_t)-1 && strncmp(envp[count], "LD_PRELOAD=", 11) == 0) at = count;
