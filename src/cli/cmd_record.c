@@ -460,7 +460,6 @@ static const char *base_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
-/* What record does to one variable of the program's environment. */
 /* Whether `prog`, where execvp finds it (PATH searched when it has no '/'), is a program of
  * another kind than the preload library (tracer/elf_kind.h): a 32-bit one. */
 static bool program_of_another_kind(const char *prog) {
@@ -477,6 +476,7 @@ static bool program_of_another_kind(const char *prog) {
   }
 }
 
+/* What record does to one variable of the program's environment. */
 typedef enum { ENV_KEEP, ENV_SET, ENV_CLEAR, ENV_SET_LATER } env_action_t;
 
 /* One variable: set to `value`, cleared, left as record's environment has it, or set later,
