@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../common/held_fd.h"
+#include "../common/setting_text.h"
 #include "../tracer/elf_kind.h"
 #include "../tracer/exec_name.h"
 #include "preload_internal.h"
@@ -39,9 +40,10 @@ const char *const cts__kept_names[CTS__KEPT_COUNT] = {
  * before each use, and the writer process keeps a copy of its own). */
 void cts__notes_from_environment(void) {
   const char *const v = cts__preload_env("CTFSCOPE_RECORD_NOTES");
-  if (!v || !v[0]) return;
+  char number[32];
+  if (!v || !cts_setting_trimmed(v, number, sizeof number)) return;
   char *end;
-  const long fd = strtol(v, &end, 10);
+  const long fd = strtol(number, &end, 10);
   struct stat st;
   if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
   /* Out of the program's way (common/held_fd.h): record set it aside under its own
