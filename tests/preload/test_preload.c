@@ -3028,6 +3028,64 @@ CTS_TEST(record_of_a_program_without_the_preload_says_why_and_the_signal) {
   CTS_ASSERT(access(trace, F_OK) != 0);
 }
 
+/* A program killed by a signal, with a trace: record says so as a shell would, with a hint
+ * for SIGKILL (an OOM-killed program in a memory cgroup ended with exit status 137 and no
+ * word) and what became of the trace; nothing for SIGINT and SIGPIPE, as bash (checked:
+ * fails on main's record, which said the signal only when no trace was written). */
+CTS_TEST(record_says_a_killed_program_as_a_shell_would) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "killed_said");
+  unlink(trace);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o",         trace, "--rate", "1",
+                  "/bin/sh",         "-c",     "kill -9 $$", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 128 + SIGKILL);
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "\nctfscope record: /bin/sh: Killed (SIGKILL: the OOM killer, "
+                        "or kill -9?); its trace is complete\n"),
+                 "stderr: %s", traced.err);
+  argv[8] = "kill -INT $$";
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 128 + SIGINT);
+  CTS_ASSERT_MSG(strstr(traced.err, "trace written to") && !strstr(traced.err, "/bin/sh:"),
+                 "stderr: %s", traced.err);
+  argv[8] = "kill -TERM $$";
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 128 + SIGTERM);
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "\nctfscope record: /bin/sh: Terminated (SIGTERM); its trace "
+                        "is complete\n"),
+                 "stderr: %s", traced.err);
+  unlink(trace);
+}
+
+/* `record -q` silences the summaries, not what went wrong: a static program (the preload
+ * never loaded) leaves no trace, an error the user must see (checked: fails on main's
+ * record, silent then), and a killed program is said; a complete run says nothing. */
+CTS_TEST(record_quiet_still_says_a_missing_trace_and_a_kill) {
+  char trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "quiet_static");
+  victim_path(victim, sizeof victim, "victim_static");
+  unlink(trace);
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-q", "-o", trace, "--", victim, "exit", NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err, "no trace was written to ") &&
+                     strstr(traced.err, "did not load the preload library: statically linked"),
+                 "stderr: %s", traced.err);
+  char *shell[] = {CTS_TEST_CTFSCOPE, "record", "-q",     "-o", trace, "--",
+                   "/bin/sh",         "-c",     "exit 0", NULL};
+  run(&traced, shell, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(traced.err_len == 0, "stderr: %s", traced.err);
+  shell[8] = "kill -9 $$";
+  run(&traced, shell, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 128 + SIGKILL);
+  CTS_ASSERT_STR_EQ(traced.err,
+                    "ctfscope record: /bin/sh: Killed (SIGKILL: the OOM killer, or kill -9?)\n");
+  unlink(trace);
+}
+
 /* `record -q` returns only once every trace is complete, as its summary waited before: the
  * image that exec'd left its trace to its writer process, stopped here until 300 ms after
  * the program has exited. Without the wait, record returned with the writer still holding
