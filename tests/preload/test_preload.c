@@ -3654,6 +3654,36 @@ CTS_TEST(confined_program_is_never_killed_by_its_writer_and_keeps_its_trace) {
   unlink(trace);
 }
 
+/* A chrooted program that execs with an environment it copied before the chroot: the
+ * chroot hook took the library (out of reach in the new root) out of `environ` only, and
+ * the copy still named it: ld.so printed "cannot be preloaded" on every image exec'd so.
+ * After such a chroot the exec hooks now take it out of the environment they are given
+ * (checked: fails on main's src). The image exec'd is static and prints the LD_PRELOAD a
+ * dynamic one's loader would read. Needs root (chroot). */
+CTS_TEST(chrooted_program_execing_with_a_copied_environment_finds_no_loader_error) {
+  if (geteuid() != 0) CTS_SKIP("needs root (chroot)");
+  char trace[256], jail[256], copy[300], victim[1024], command[1400];
+  trace_path(trace, sizeof trace, "chroot_exec");
+  snprintf(jail, sizeof jail, "/tmp/cts_preload_jail_exec_%d", (int)getpid());
+  snprintf(copy, sizeof copy, "%s/victim_static", jail);
+  victim_path(victim, sizeof victim, "victim_static");
+  CTS_ASSERT(mkdir(jail, 0755) == 0 || errno == EEXIST);
+  snprintf(command, sizeof command, "cp %s %s", victim, copy);
+  CTS_ASSERT(system(command) == 0);
+  char confined[1024];
+  victim_path(confined, sizeof confined, "victim_confined");
+  char *argv[] = {confined, "chroot-exec", jail, NULL};
+  unlink(trace);
+  run(&traced, argv, trace, "1e-6", NULL);
+  unlink(copy);
+  rmdir(jail);
+  unlink(trace);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_MSG(
+      strncmp(traced.out, "LD_PRELOAD", 10) == 0 && !strstr(traced.out, "libctfscope-preload"),
+      "the exec'd image's loader would read: %s", traced.out);
+}
+
 /* A program started under seccomp filters (a container's, a service manager's: here an
  * allow-all one put in by the seccomp system call before an exec) is traced as any other:
  * those filters let it make processes. The seccomp check of the lazy writer's spawn looked
@@ -3863,6 +3893,56 @@ CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
   decoded_t d;
   CHECK_TRACE(d, trace);
   decoded_fini(&d);
+  unlink(trace);
+}
+
+/* A 32-bit program run by a bare name found by PATH (`env m32`, execvp, execlp,
+ * posix_spawnp): the exec hooks looked at paths with a '/' only, and the loader printed
+ * "wrong ELF class: ELFCLASS64 ... ignored" (checked: fails on main's src). They now search
+ * PATH as execvp does, where the environment passed hands this library on. Needs
+ * gcc-multilib: skipped without. */
+CTS_TEST(program_of_another_elf_class_by_a_bare_name_finds_no_loader_error) {
+  char dir[256], source[300], program[300], trace[256], path_setting[600];
+  snprintf(dir, sizeof dir, "/tmp/cts_preload_m32_path_%d", (int)getpid());
+  snprintf(source, sizeof source, "%s/m32.c", dir);
+  snprintf(program, sizeof program, "%s/cts-m32-by-name", dir);
+  trace_path(trace, sizeof trace, "m32_by_name");
+  CTS_ASSERT(mkdir(dir, 0755) == 0 || errno == EEXIST);
+  CTS_ASSERT(write_text_file(source,
+                             "#include <stdio.h>\n"
+                             "int main(void) { printf(\"%d-bit\\n\", "
+                             "(int)sizeof(void *) * 8); return 0; }\n"));
+  char *compile[] = {"/usr/bin/cc", "-m32", "-o", program, source, NULL};
+  run(&plain, compile, NULL, NULL, NULL);
+  unlink(source);
+  char *alone[] = {program, NULL};
+  if (plain.status == 0) run(&plain, alone, NULL, NULL, NULL);
+  if (plain.status != 0) {
+    unlink(program);
+    rmdir(dir);
+    CTS_SKIP("no 32-bit compiler (gcc-multilib), or 32-bit programs do not run here");
+  }
+  /* A directory without it first: the search goes on past what is not there. */
+  snprintf(path_setting, sizeof path_setting, "PATH=/nonexistent:%s:/usr/bin:/bin", dir);
+  char execp[1024];
+  victim_path(execp, sizeof execp, "victim_execp");
+  static const struct {
+    const char *how, *out;
+  } ways[] = {{"env", "32-bit\n"},
+              {"execvp", "32-bit\n"},
+              {"execlp", "32-bit\n"},
+              {"posix_spawnp", "32-bit\nspawned: exit 0\n"}};
+  for (size_t i = 0; i < sizeof ways / sizeof *ways; i++) {
+    char *by_env[] = {"/usr/bin/env", "cts-m32-by-name", NULL};
+    char *by_victim[] = {execp, (char *)ways[i].how, "cts-m32-by-name", NULL};
+    unlink(trace);
+    run(&traced, i == 0 ? by_env : by_victim, trace, "1", path_setting);
+    CTS_ASSERT_MSG(traced.status == 0, "%s: status %d: %s", ways[i].how, traced.status, traced.err);
+    CTS_ASSERT_STR_EQ(traced.out, ways[i].out);
+    CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded"), "%s: %s", ways[i].how, traced.err);
+  }
+  unlink(program);
+  rmdir(dir);
   unlink(trace);
 }
 

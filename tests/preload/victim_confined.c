@@ -15,6 +15,11 @@
  *   victim_confined chroot DIR  chroot(DIR) (as root), where nothing else is; prints
  *                             "unreachable preload NAME" for each LD_PRELOAD entry that is
  *                             not there (an exec would have the loader complain of it)
+ *   victim_confined chroot-exec DIR  copies its environment, chroot(DIR) (as root), then
+ *                             execs DIR's /victim_static (statically linked) with the
+ *                             copy, which prints the LD_PRELOAD the loader of a dynamic
+ *                             program would have read (a daemon that saved its environment
+ *                             before confining itself)
  *
  * Prints "confined ok" and exits 0; killed by SIGSYS if anything makes a process after a
  * filter is in. */
@@ -66,6 +71,18 @@ int main(int argc, char **argv) {
     return 5;
   } else if (strcmp(argv[1], "allocate") == 0) {
     /* below */
+  } else if (strcmp(argv[1], "chroot-exec") == 0 && argc > 2) {
+    extern char **environ;
+    size_t count = 0;
+    while (environ[count]) count++;
+    char **const saved = calloc(count + 1, sizeof *saved);
+    if (!saved) return 4;
+    memcpy(saved, environ, count * sizeof *saved);
+    if (chroot(argv[2]) != 0 || chdir("/") != 0) return 3;
+    char *const args[] = {"victim_static", "env", NULL};
+    fflush(stdout);
+    execve("/victim_static", args, saved);
+    return 5;
   } else if (strcmp(argv[1], "chroot") == 0 && argc > 2) {
     if (chroot(argv[2]) != 0 || chdir("/") != 0) return 3;
     /* What an exec here would have the loader complain of ("cannot be preloaded"). */
