@@ -212,8 +212,14 @@ void cts__tracer_before_fds_close(unsigned first, unsigned last);
  * (prctl PR_SET_SECCOMP) that forbids new processes (sandboxes: SECCOMP_RET_KILL_PROCESS
  * on clone) killed the program at its first sample, when the writer was made then; after
  * a chroot the writer executable is out of reach (the trace stopped at the first sample).
- * Same conditions and guarantees. session.c. */
+ * Same conditions and guarantees. Also sets cts__confined. session.c. */
 void cts__tracer_before_confinement(void);
+/* Set, never cleared, once the program confines itself by a call the preload sees (a
+ * seccomp filter, a chroot): the program's side then makes no system call that a
+ * sandbox's filter is unlikely to allow where a plainer one does (unwind.c: a thread's
+ * stack end read from /proc/self/maps as text, not asked of it by ioctl, which filters of
+ * an allow list kill on). Atomic loads and stores, relaxed. session.c. */
+extern bool cts__confined;
 /* `ctfscope record`'s notes pipe (CTFSCOPE_RECORD_NOTES), through which a traced image says
  * that its trace lost its tail ("PATH\0REASON\0" records): the file alone cannot always
  * tell (a writer that stops between two packets leaves a shorter valid trace). Set by the
