@@ -113,21 +113,20 @@ static size_t list_without_library(char *out, const char *list, const char *self
 }
 
 /* This library's path as the loader found it; NULL if unknown or unusable in a list. Looked
- * up once per image (dladdr1, ~4 k instructions): every exec and posix_spawn asks, some
- * twice (environment_for_foreign_program, then continued_preload), and the loader's name
- * of a loaded library does not change. Any thread: racing first callers store the same. */
+ * up once per image (cts__tracer_object_path: the loader's list; dladdr1 cost ~4 k
+ * instructions): every exec and posix_spawn asks, some twice (environment_for_foreign_
+ * program, then continued_preload), and the loader's name of a loaded library does not
+ * change. Any thread: racing first callers store the same. */
 static const char *library_path(void) {
   static _Atomic(const char *) path;
   static atomic_bool looked;
   if (atomic_load_explicit(&looked, memory_order_acquire))
     return atomic_load_explicit(&path, memory_order_relaxed);
-  Dl_info info;
-  struct link_map *self = NULL;
-  const bool usable = dladdr1((void *)&cts__exec_state, &info, (void **)&self, RTLD_DL_LINKMAP) &&
-                      self && self->l_name && self->l_name[0] && !strpbrk(self->l_name, " :");
-  atomic_store_explicit(&path, usable ? self->l_name : NULL, memory_order_relaxed);
+  const char *const name = cts__tracer_object_path();
+  const bool usable = name && !strpbrk(name, " :");
+  atomic_store_explicit(&path, usable ? name : NULL, memory_order_relaxed);
   atomic_store_explicit(&looked, true, memory_order_release);
-  return usable ? self->l_name : NULL;
+  return usable ? name : NULL;
 }
 
 static const char *continued_preload(char *const envp[], char *buf, size_t size) {

@@ -214,6 +214,11 @@ void cts__tracer_before_fds_close(unsigned first, unsigned last);
  * a chroot the writer executable is out of reach (the trace stopped at the first sample).
  * Same conditions and guarantees. Also sets cts__confined. session.c. */
 void cts__tracer_before_confinement(void);
+/* The path by which the dynamic loader loaded the object the tracer is in (the preload
+ * library, libctfscope.so), from its list of objects (dl_iterate_phdr, under its lock);
+ * NULL when the tracer is in the main program or was not found. Valid while that object
+ * is loaded. Any thread; no allocation. writer_process.c. */
+const char *cts__tracer_object_path(void);
 /* Set, never cleared, once the program confines itself by a call the preload sees (a
  * seccomp filter, a chroot): the program's side then makes no system call that a
  * sandbox's filter is unlikely to allow where a plainer one does (unwind.c: a thread's
