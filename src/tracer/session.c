@@ -428,7 +428,7 @@ void cts__lazy_writer_start(void) {
   if (e) {
     atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
     cts__ctl_lock();
-    if (!cts__ctl->stats.error) cts__ctl->stats.error = e == -EBADF ? e : -ESRCH;
+    if (!cts__ctl->stats.error) cts__ctl->stats.error = e == -EBADF || under_seccomp ? e : -ESRCH;
     atomic_store(&cts__ctl->failed, true);
     cts__ctl_unlock();
     /* Said where the user sees it: record's notes pipe went with the descriptors, and the

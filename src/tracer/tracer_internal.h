@@ -239,7 +239,8 @@ void cts__tracer_notes_set(int fd);
 int cts__tracer_notes_fd(void);
 /* Tells `record` that the trace in `path` lost its tail, `e` being the session's error
  * (-ESRCH: the writer process died; -EBADF: the program closed the session's descriptors
- * where the preload could not see it; another -errno: writing the trace failed). Once per
+ * where the preload could not see it; -EPERM: it installed a seccomp filter so, and no
+ * writer was made; another -errno: writing the trace failed). Once per
  * session, by the program or its writer process, whichever comes first; nothing if the
  * pipe is no longer record's. Any thread; not from inside the allocator. */
 void cts__tracer_note_loss(const char *path, int e);

@@ -222,6 +222,10 @@ static void loss_reason(int e, char *buf, size_t size) {
     snprintf(buf, size,
              "tracing stopped at the first sample: the program had closed the tracer's "
              "descriptors by a call the preload does not see (a raw close_range system call?)");
+  else if (e == -EPERM) /* session.c, cts__lazy_writer_start: no writer made under it */
+    snprintf(buf, size,
+             "tracing stopped at the first sample: the program had installed a seccomp filter "
+             "by a call the preload does not see (a raw seccomp system call)");
   else if (e > -1000 && e < 0)
     snprintf(buf, size, "writing the trace failed: %s", strerror(-e));
   else

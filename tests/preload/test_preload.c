@@ -3705,6 +3705,18 @@ CTS_TEST(program_confined_by_a_libseccomp_filter_lives_and_keeps_its_trace) {
                             "installed a seccomp filter"),
                      "%s: %s", modes[m], traced.err);
   }
+  /* record's summary gives that reason, not "the writer process died" (main's words: no
+   * writer had been made). */
+  char victim[1024];
+  victim_path(victim, sizeof victim, "victim_confined");
+  char *record[] = {CTS_TEST_CTFSCOPE, "record", "-o", trace, "--", victim, "prctl-killer", NULL};
+  run(&traced, record, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "; its tail was lost: tracing stopped at the first sample: "
+                        "the program had installed a seccomp filter by a call the "
+                        "preload does not see (a raw seccomp system call)\n"),
+                 "%s", traced.err);
   unlink(trace);
 }
 
