@@ -79,7 +79,8 @@ static const char help[] =
     "                           events (default 16M; K, M, G suffixes; implies --tasks)\n"
     "      --tasks-packets N    packets in that ring, 1 to 4096 (default 256): one per\n"
     "                           thread alive at once (implies --tasks)\n"
-    "  -q, --quiet              no summary\n"
+    "  -q, --quiet              no summary lines; a trace that was not written and a\n"
+    "                           program killed by a signal are still said\n"
     "  -h, --help               show this help\n"
     "\n"
     "The trace is encoded and written by a writer process (ctfscope-writer), which\n"
@@ -357,12 +358,20 @@ static bool directory_refuses_the_file(const char *path, char *dir, size_t size,
   return true;
 }
 
-/* One line about the trace in `path`; `killed_by`: the signal that ended the program, or 0. */
-static void summarise(const char *path, const char *program, int killed_by) {
+/* What a summary found of a trace, for the line on a killed program (say_killed). */
+typedef enum trace_state {
+  TRACE_MISSING,   /* no file: said, with the signal */
+  TRACE_COMPLETE,  /* every record the program made, and its end */
+  TRACE_TAIL_LOST, /* said on its summary line */
+  TRACE_NO_END,    /* the header only: killed before its first sample */
+  TRACE_NOT_READ   /* not a regular file, or it does not read back */
+} trace_state_t;
+
+/* Says why no trace was written to `path` (no file there); `killed_by`: the signal that
+ * ended the program, or 0. An error, said quiet or not. */
+static void say_no_trace(const char *path, const char *program, int killed_by) {
   const bool killed = killed_by != 0;
-  struct stat st;
-  wait_for_the_writer(path);
-  if (stat(path, &st) != 0) {
+  {
     /* A killed program may have loaded the preload and died before its constructor made
      * the trace (SIGXFSZ at its start, a crash in the loader): its signal is said too. */
     int why = 0;
@@ -388,14 +397,26 @@ static void summarise(const char *path, const char *program, int killed_by) {
           "no trace was written to %s (%s did not load the preload library: statically "
           "linked, set-uid, or it cleared LD_PRELOAD?)",
           path, program);
-    return;
+  }
+}
+
+/* One line about the trace in `path`; `killed_by`: the signal that ended the program, or 0.
+ * Returns what it found. */
+static trace_state_t summarise(const char *path, const char *program, int killed_by) {
+  const bool killed = killed_by != 0;
+  struct stat st;
+  wait_for_the_writer(path);
+  if (stat(path, &st) != 0) {
+    say_no_trace(path, program, killed_by);
+    return TRACE_MISSING;
   }
   /* A FIFO (or a device): what went through it cannot be read again here. */
   if (!S_ISREG(st.st_mode)) {
     fprintf(stderr, "ctfscope record: %s is not a regular file: its trace is not read back\n",
             path);
-    return;
+    return TRACE_NOT_READ;
   }
+  trace_state_t state = TRACE_NOT_READ;
   record_counts_t c = {0};
   cts_mt_reader_config_t cfg;
   cts_mt_reader_config_init(&cfg);
@@ -422,6 +443,7 @@ static void summarise(const char *path, const char *program, int killed_by) {
      * the program could not write the last packet (docs/tracing.md, "The lazy writer"). Nothing
      * sampled was lost, only when the program ended. */
     const bool no_end = killed && !lost && !c.truncated && c.packets_after_info == 0;
+    state = lost || c.truncated ? TRACE_TAIL_LOST : no_end ? TRACE_NO_END : TRACE_COMPLETE;
     fprintf(stderr,
             "ctfscope record: trace written to %s (%s): %s sampled allocations, %s frees, "
             "about %s allocated (rate %g)%s%s%s%s%s\n",
@@ -436,23 +458,49 @@ static void summarise(const char *path, const char *program, int killed_by) {
             no_end ? "; it has no end time: the program was killed before its first sample" : "");
   }
   cts_mt_reader_destroy(r);
+  return state;
 }
 
 /* The traces of the images the program exec'd (path.exec1.ctf...), written since `start`
  * (older files of that name are from another run), in order: summed up (`killed_by`: the
- * signal that ended the program, or 0), or only waited for (quiet). */
-static void exec_traces(const char *path, time_t start, bool quiet, int killed_by) {
+ * signal that ended the program, or 0), or only waited for (quiet). Returns the state of
+ * the last one (the image that ended the program), or `first`: the first image's, when it
+ * exec'd nothing. */
+static trace_state_t exec_traces(const char *path, time_t start, bool quiet, int killed_by,
+                                 trace_state_t first) {
+  trace_state_t last = first;
   for (unsigned i = 1; i < 1000; i++) {
     char next[4096];
     struct stat st;
     if (!cts__exec_trace_name(next, sizeof next, path, i) || stat(next, &st) != 0 ||
         st.st_mtime < start)
-      return;
+      break;
     if (quiet)
       wait_for_the_writer(next);
     else
-      summarise(next, "the exec'd program", killed_by);
+      last = summarise(next, "the exec'd program", killed_by);
   }
+  return last;
+}
+
+/* A program killed by a signal, said as a shell says it ("Killed", "Segmentation fault
+ * (core dumped)"; nothing for SIGINT and SIGPIPE, which the user or the reader of a pipe
+ * meant), with what became of its trace (`state`; TRACE_NOT_READ: not known, -q). Exit
+ * status 137 alone left an OOM-killed program's user guessing. Where no trace was written,
+ * say_no_trace gave the signal already. */
+static void say_killed(const char *program, int status, trace_state_t state) {
+  if (!WIFSIGNALED(status) || state == TRACE_MISSING) return;
+  const int sig = WTERMSIG(status);
+  if (sig == SIGINT || sig == SIGPIPE) return;
+  const char *const abbrev = sigabbrev_np(sig);
+  const char *const trace = state == TRACE_COMPLETE    ? "; its trace is complete"
+                            : state == TRACE_TAIL_LOST ? "; its trace lost its tail (above)"
+                            : state == TRACE_NO_END
+                                ? "; its trace has no end time (killed before its first sample)"
+                                : "";
+  fprintf(stderr, "ctfscope record: %s: %s (SIG%s%s%s)%s\n", program, strsignal(sig),
+          abbrev ? abbrev : "?", WCOREDUMP(status) ? ", core dumped" : "",
+          sig == SIGKILL ? ": the OOM killer, or kill -9?" : "", trace);
 }
 
 static const char *base_name(const char *path) {
@@ -803,15 +851,23 @@ int cmd_record(int argc, char **argv) {
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   read_notes(notes_pipe[0]);
   if (other_kind) return code; /* no trace, said before it ran */
+  const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   if (!o.quiet && !memtrace_url[0]) {
-    const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    summarise(output, prog[0], killed_by);
-    exec_traces(output, start, false, killed_by);
+    const trace_state_t first_image = summarise(output, prog[0], killed_by);
+    say_killed(prog[0], status, exec_traces(output, start, false, killed_by, first_image));
   } else if (!memtrace_url[0]) {
     /* Quiet, record still returns only once every trace is complete: an image that
-     * exec'd left its trace for its writer process to finish. */
+     * exec'd left its trace for its writer process to finish. -q silences the summaries,
+     * not what went wrong: a trace that was not written (a static program), a killed
+     * program. */
     wait_for_the_writer(output);
-    exec_traces(output, start, true, 0);
+    struct stat st;
+    const bool missing = stat(output, &st) != 0;
+    if (missing) say_no_trace(output, prog[0], killed_by);
+    exec_traces(output, start, true, 0, TRACE_NOT_READ);
+    say_killed(prog[0], status, missing ? TRACE_MISSING : TRACE_NOT_READ);
+  } else {
+    say_killed(prog[0], status, TRACE_NOT_READ);
   }
   /* With a trace file, its summary said whether the preload library was loaded, and a
    * loaded library that refused the task trace said why. */

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "../common/held_fd.h"
+#include "../common/setting_text.h"
 #include "../tracer/zsink.h"
 #include "common/check.h"
 #include "os/net.h"
@@ -191,10 +192,11 @@ static void start_from_environment(void) {
   cts_tracer_config_t cfg;
   cts_tracer_config_init(&cfg);
   const char *const rate = cts__preload_env("MEMTRACE_RATE");
+  char number[128]; /* a numeric setting's text without white space (common/setting_text.h) */
   if (rate && rate[0]) {
-    char *end;
+    char *end = number;
     errno = 0;
-    const double r = strtod(rate, &end);
+    const double r = cts_setting_trimmed(rate, number, sizeof number) ? strtod(number, &end) : 0.0;
     if (errno || *end || !(r > 0.0 && r <= 1.0)) {
       refuse("MEMTRACE_RATE", rate, "not a number in (0, 1]");
       return;
@@ -219,11 +221,12 @@ static void start_from_environment(void) {
   }
   const char *const drop = cts__preload_env("MEMTRACE_DROP");
   if (drop && drop[0]) {
-    if (strcmp(drop, "1") != 0 && strcmp(drop, "0") != 0) {
+    if (!cts_setting_trimmed(drop, number, sizeof number) ||
+        (strcmp(number, "1") != 0 && strcmp(number, "0") != 0)) {
       refuse("MEMTRACE_DROP", drop, "expected 1 (drop mode) or 0 (lossless)");
       return;
     }
-    cfg.drop_when_full = drop[0] == '1';
+    cfg.drop_when_full = number[0] == '1';
   }
   /* A writer process takes the writer's work and its memory traffic off the program's
    * CPUs' shared address space (tracer.h, "The writer process"). */
@@ -238,12 +241,16 @@ static void start_from_environment(void) {
     }
   }
   const char *const compress = cts__preload_env("CTFSCOPE_COMPRESS");
-  if (compress && compress[0] && strcmp(compress, "none") != 0) {
+  const char *const compress_text =
+      compress && compress[0] && cts_setting_trimmed(compress, number, sizeof number) ? number
+                                                                                      : compress;
+  if (compress && compress[0] && strcmp(compress_text, "none") != 0) {
     char *end = NULL;
     long level = CTS__ZSINK_LEVEL_DEFAULT;
-    if (strncmp(compress, "zstd", 4) != 0 || (compress[4] && compress[4] != ':') ||
-        (compress[4] == ':' && ((level = strtol(compress + 5, &end, 10)) < CTS__ZSINK_LEVEL_MIN ||
-                                level > CTS__ZSINK_LEVEL_MAX || end == compress + 5 || *end))) {
+    const char *const c = compress_text;
+    if (strncmp(c, "zstd", 4) != 0 || (c[4] && c[4] != ':') ||
+        (c[4] == ':' && ((level = strtol(c + 5, &end, 10)) < CTS__ZSINK_LEVEL_MIN ||
+                         level > CTS__ZSINK_LEVEL_MAX || end == c + 5 || *end))) {
       refuse("CTFSCOPE_COMPRESS", compress, "expected zstd, zstd:LEVEL (1-19) or none");
       return;
     }
@@ -251,10 +258,11 @@ static void start_from_environment(void) {
   }
   const char *const stall = cts__preload_env("CTFSCOPE_STALL_TIMEOUT");
   if (stall && stall[0]) {
-    char *end;
+    char *end = number;
     errno = 0;
-    const double sec = strtod(stall, &end);
-    if (errno || *end || end == stall || !(sec >= 0.0 && sec <= 86400.0)) {
+    const double sec =
+        cts_setting_trimmed(stall, number, sizeof number) ? strtod(number, &end) : -1.0;
+    if (errno || *end || end == number || !(sec >= 0.0 && sec <= 86400.0)) {
       refuse("CTFSCOPE_STALL_TIMEOUT", stall, "expected seconds, 0 to 86400 (0: for ever)");
       return;
     }
@@ -298,16 +306,17 @@ static void start_from_environment(void) {
   }
   /* The exec sequence: where it started and which image this is. */
   unsigned index = 0;
-  if (exec_index && exec_base) {
+  if (exec_index && exec_base && cts_setting_trimmed(exec_index, number, sizeof number)) {
     char *end;
-    const unsigned long v = strtoul(exec_index, &end, 10);
+    const unsigned long v = strtoul(number, &end, 10);
     if (*end == '\0' && v < 1000000) index = (unsigned)v;
   }
   cts__exec_state.index = index;
   /* Only from an image of the same sequence, which asked the machine already. */
   const char *const tsc = cts__preload_env("CTFSCOPE_EXEC_TSC");
-  if (index && tsc && (strcmp(tsc, "0") == 0 || strcmp(tsc, "1") == 0))
-    cts__tsc_usable_known = tsc[0] == '1';
+  if (index && tsc && cts_setting_trimmed(tsc, number, sizeof number) &&
+      (strcmp(number, "0") == 0 || strcmp(number, "1") == 0))
+    cts__tsc_usable_known = number[0] == '1';
   fits = copy_setting(&cts__exec_state.memtrace, out) && fits;
   /* The sequence's name made absolute: a script that changes directory before it execs
    * would otherwise have the next image trace into that other directory (truncating a file

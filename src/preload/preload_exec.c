@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/held_fd.h"
+#include "../common/setting_text.h"
 #include "../tracer/elf_kind.h"
 #include "../tracer/exec_name.h"
 #include "preload_internal.h"
@@ -39,9 +41,10 @@ const char *const cts__kept_names[CTS__KEPT_COUNT] = {
  * before each use, and the writer process keeps a copy of its own). */
 void cts__notes_from_environment(void) {
   const char *const v = cts__preload_env("CTFSCOPE_RECORD_NOTES");
-  if (!v || !v[0]) return;
+  char number[32];
+  if (!v || !cts_setting_trimmed(v, number, sizeof number)) return;
   char *end;
-  const long fd = strtol(v, &end, 10);
+  const long fd = strtol(number, &end, 10);
   struct stat st;
   if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
   /* Out of the program's way (common/held_fd.h): record set it aside under its own
@@ -110,21 +113,20 @@ static size_t list_without_library(char *out, const char *list, const char *self
 }
 
 /* This library's path as the loader found it; NULL if unknown or unusable in a list. Looked
- * up once per image (dladdr1, ~4 k instructions): every exec and posix_spawn asks, some
- * twice (environment_for_foreign_program, then continued_preload), and the loader's name
- * of a loaded library does not change. Any thread: racing first callers store the same. */
+ * up once per image (cts__tracer_object_path: the loader's list; dladdr1 cost ~4 k
+ * instructions): every exec and posix_spawn asks, some twice (environment_for_foreign_
+ * program, then continued_preload), and the loader's name of a loaded library does not
+ * change. Any thread: racing first callers store the same. */
 static const char *library_path(void) {
   static _Atomic(const char *) path;
   static atomic_bool looked;
   if (atomic_load_explicit(&looked, memory_order_acquire))
     return atomic_load_explicit(&path, memory_order_relaxed);
-  Dl_info info;
-  struct link_map *self = NULL;
-  const bool usable = dladdr1((void *)&cts__exec_state, &info, (void **)&self, RTLD_DL_LINKMAP) &&
-                      self && self->l_name && self->l_name[0] && !strpbrk(self->l_name, " :");
-  atomic_store_explicit(&path, usable ? self->l_name : NULL, memory_order_relaxed);
+  const char *const name = cts__tracer_object_path();
+  const bool usable = name && !strpbrk(name, " :");
+  atomic_store_explicit(&path, usable ? name : NULL, memory_order_relaxed);
   atomic_store_explicit(&looked, true, memory_order_release);
-  return usable ? self->l_name : NULL;
+  return usable ? name : NULL;
 }
 
 static const char *continued_preload(char *const envp[], char *buf, size_t size) {
@@ -251,19 +253,59 @@ static void before_exec(void) {
   if (e && e != CTS_E_STATE) cts__note_lost_tail(e);
 }
 
-/* For an exec of `path`: envp without this library in its LD_PRELOAD when `path` is a
- * program it cannot be loaded into (tracer/elf_kind.h), in one block from the real malloc (the
- * exec replaces it; exec_failed frees it). NULL otherwise: envp's LD_PRELOAD does not name
- * the library (no system call then), the program is of this kind, or no memory. */
-static char **environment_for_foreign_program(const char *path, char *const envp[]) {
-  if (!path || !strchr(path, '/')) return NULL;
+/* Set by chroot when this library is not at its path in the new root
+ * (forget_the_library_out_of_reach): from then on every exec and posix_spawn takes it out
+ * of the environment it is given, which the program may have copied before the chroot.
+ * Nothing is paid before a chroot. Inherited by forked children, as the root is. */
+static bool library_out_of_reach;
+
+/* The file execvp and posix_spawnp run for a bare `name` (no '/'): the first regular file
+ * that may be executed in a directory of PATH (this process's, not the new image's, as
+ * glibc's; glibc's default without one), which they reach skipping what they cannot run;
+ * written at buf. NULL if none (the exec fails as it would have). A stat per directory
+ * tried and an access for the one found: paid only where the exec hands this library on. */
+static const char *found_by_path_search(const char *name, char *buf, size_t size) {
+  const char *const path = cts__preload_env("PATH");
+  const size_t name_len = strlen(name);
+  for (const char *dir = path ? path : "/bin:/usr/bin";;) {
+    const size_t len = strcspn(dir, ":");
+    /* An empty entry is the current directory. */
+    if (len + 1 + name_len < size) {
+      memcpy(buf, dir, len);
+      buf[len] = '/';
+      memcpy(buf + len + 1, name, name_len + 1);
+      struct stat st;
+      if (stat(len ? buf : buf + 1, &st) == 0 && S_ISREG(st.st_mode) &&
+          access(len ? buf : buf + 1, X_OK) == 0)
+        return len ? buf : buf + 1;
+    }
+    if (!dir[len]) return NULL;
+    dir += len + 1;
+  }
+}
+
+/* For an exec of `path` (execvp and posix_spawnp: `by_path_search`, a bare name searched
+ * in PATH): envp without this library in its LD_PRELOAD when `path` is a program it cannot
+ * be loaded into (tracer/elf_kind.h), or when the library is out of reach after a chroot,
+ * in one block from the real malloc (the exec replaces it; exec_failed frees it). NULL
+ * otherwise: envp's LD_PRELOAD does not name the library (no system call then), the
+ * program is of this kind, or no memory. */
+static char **environment_for_foreign_program(const char *path, char *const envp[],
+                                              bool by_path_search) {
+  if (!path || !path[0]) return NULL;
   const char *const self = library_path();
   if (!self) return NULL;
   size_t count = 0, at = (size_t)-1;
   for (; envp && envp[count]; count++)
     if (at == (size_t)-1 && strncmp(envp[count], "LD_PRELOAD=", 11) == 0) at = count;
-  if (at == (size_t)-1 || !preload_list_has(envp[at] + 11, self) || !cts__elf_of_another_kind(path))
-    return NULL;
+  if (at == (size_t)-1 || !preload_list_has(envp[at] + 11, self)) return NULL;
+  if (!library_out_of_reach) {
+    char found[PATH_MAX];
+    const char *const program = by_path_search && !strchr(path, '/')
+                                    ? found_by_path_search(path, found, sizeof found)
+                                    : path;
+    if (!program || !cts__elf_of_another_kind(program)) return NULL;
+  }
   const size_t entry = strlen(envp[at]) + 1;
   cts__guard_enter();
   char **const env = cts__real.malloc((count + 1) * sizeof *env + entry);
@@ -316,7 +358,7 @@ CTS__PRELOAD_EXPORT int execve(const char *path, char *const argv[], char *const
   cts__need_real();
   if (!cts__real.execve) return errno = ENOSYS, -1;
   cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
-  char **const foreign = environment_for_foreign_program(path, envp);
+  char **const foreign = environment_for_foreign_program(path, envp, false);
   if (foreign) return exec_foreign(path, argv, foreign, cts__real.execve);
   if (!continues_trace()) return cts__real.execve(path, argv, envp);
   before_exec();
@@ -334,8 +376,7 @@ CTS__PRELOAD_EXPORT int execvpe(const char *file, char *const argv[], char *cons
   cts__need_real();
   if (!cts__real.execvpe) return errno = ENOSYS, -1;
   cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
-  /* A file found by PATH is not looked at (a search of ours per exec). */
-  char **const foreign = environment_for_foreign_program(file, envp);
+  char **const foreign = environment_for_foreign_program(file, envp, true);
   if (foreign) return exec_foreign(file, argv, foreign, cts__real.execvpe);
   if (!continues_trace()) return cts__real.execvpe(file, argv, envp);
   before_exec();
@@ -407,8 +448,9 @@ CTS__PRELOAD_EXPORT int execle(const char *path, const char *arg, ...) {
 
 /* posix_spawn and posix_spawnp: glibc's exec the child by their own internal execve, past
  * the interposed one: a 32-bit program spawned so (Python's os.posix_spawn) had its loader
- * print the "wrong ELF class" line. Such a program (a path, tracer/elf_kind.h) gets the
- * environment without the library; any other the one given. The child is a new process,
+ * print the "wrong ELF class" line. Such a program (a path, or a bare name found by PATH
+ * for posix_spawnp; tracer/elf_kind.h) gets the environment without the library; any other
+ * the one given. The child is a new process,
  * never traced (as a forked child's exec). */
 typedef int (*posix_spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                               const posix_spawnattr_t *, char *const[], char *const[]);
@@ -420,7 +462,8 @@ static int spawn_with(unsigned which, pid_t *pid, const char *path,
   posix_spawn_fn real;
   cts__lazy_real(which, &real, sizeof real);
   if (!real) return ENOSYS;
-  char **const foreign = environment_for_foreign_program(path, envp);
+  char **const foreign =
+      environment_for_foreign_program(path, envp, which == CTS__LAZY_posix_spawnp);
   const int result = real(pid, path, actions, attr, argv, foreign ? foreign : envp);
   if (foreign) cts__real.free(foreign);
   return result;
@@ -478,11 +521,13 @@ CTS__PRELOAD_EXPORT int prctl(int option, ...) {
  * LD_PRELOAD in `environ` (a copy of the entry without it), and no exec continues the
  * trace: every dynamically linked image the program or its children exec there had the
  * loader print "ERROR: ld.so: object ... cannot be preloaded ...: ignored." on its
- * standard error. An environment the program copied before the chroot keeps it. */
+ * standard error. An environment the program copied before the chroot is cleaned by the
+ * exec hooks (library_out_of_reach). */
 static void forget_the_library_out_of_reach(void) {
   const char *const self = library_path();
   if (!self || access(self, R_OK) == 0) return;
   cts__exec_state.usable = false;
+  library_out_of_reach = true;
   for (char **e = environ; e && *e; e++) {
     if (strncmp(*e, "LD_PRELOAD=", 11) != 0) continue;
     const char *const list = *e + 11;

@@ -5,6 +5,7 @@
  *   preload_env.c      the settings in the environment, the constructor and destructor
  *   preload_pthread.c  task tracing of the program's threads
  *   preload_fds.c      close and the calls like it: the lazy writer made before they act
+ *   preload_syscall.c  libc's syscall(): the lazy writer made before a seccomp filter
  * Everything here is internal to the library (hidden); nothing here may allocate (STYLE
  * rule 36). */
 #ifndef CTS_PRELOAD_INTERNAL_H

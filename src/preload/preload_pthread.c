@@ -61,6 +61,7 @@
 #include <ctfscope/tasks.h>
 
 #include "../common/held_fd.h"
+#include "../common/setting_text.h"
 #include "../os/elf_symbol.h"
 #include "../os/mprof_ring.h"
 #include "../os/tsc_clock.h"
@@ -804,7 +805,9 @@ static void refuse(const char *what, const char *value, const char *why) {
  * or above @p max. */
 static bool parse_size(const char *s, uint64_t max, uint64_t *out) {
   uint64_t v = 0;
-  const char *p = s;
+  char number[64]; /* without white space around it: common/setting_text.h */
+  if (!cts_setting_trimmed(s, number, sizeof number)) return false;
+  const char *p = number;
   if (*p < '0' || *p > '9') return false;
   for (; *p >= '0' && *p <= '9'; p++) {
     if (v > (UINT64_MAX - 9) / 10) return false;

@@ -109,18 +109,18 @@ bool cts__config_ok(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sin
  * clone and exec, and kill itself at its first sample; but the filters it was started
  * under are a container's or a service manager's (Docker, podman, systemd's
  * SystemCallFilter), which let it make processes: those alone must not stop tracing. */
-#define SECCOMP_NONE          (-1L)
-#define SECCOMP_COUNT_UNKNOWN (-2L)
+#define SECCOMP_NONE           (-1L)
+#define SECCOMP_COUNT_UNKNOWN  (-2L)
+#define SECCOMP_STATUS_REFUSED (-3L) /* /proc/self/status refused: EACCES, EPERM */
 static long seccomp_at_start = SECCOMP_NONE;
 
-/* The number of seccomp filters in force (the Seccomp_filters line of /proc/self/status),
- * or SECCOMP_COUNT_UNKNOWN. No allocation: called from inside the allocator. */
-static long seccomp_filter_count(void) {
-  char buf[4096];
+/* /proc/self/status into buf (NUL-terminated); the open's -errno if it cannot be opened.
+ * No allocation: called from inside the allocator. */
+static long read_own_status(char *buf, size_t size) {
   const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return SECCOMP_COUNT_UNKNOWN;
+  if (fd < 0) return -errno;
   size_t len = 0;
-  for (ssize_t n; len < sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0;) {
+  for (ssize_t n; len < size - 1 && (n = read(fd, buf + len, size - 1 - len)) != 0;) {
     if (n < 0) {
       if (errno == EINTR) continue;
       break;
@@ -129,14 +129,28 @@ static long seccomp_filter_count(void) {
   }
   close(fd);
   buf[len] = '\0';
-  const char *const line = strstr(buf, "\nSeccomp_filters:");
-  if (!line) return SECCOMP_COUNT_UNKNOWN;
-  long count = 0;
-  const char *p = line + sizeof "\nSeccomp_filters:" - 1;
+  return (long)len;
+}
+
+/* The number after `field` ("\nName:") in a status text, or -1. */
+static long status_number(const char *status, const char *field) {
+  const char *const line = strstr(status, field);
+  if (!line) return -1;
+  const char *p = line + strlen(field);
   while (*p == ' ' || *p == '\t') p++;
-  if (*p < '0' || *p > '9') return SECCOMP_COUNT_UNKNOWN;
-  for (; *p >= '0' && *p <= '9' && count < 1000000; p++) count = count * 10 + (*p - '0');
-  return count;
+  if (*p < '0' || *p > '9') return -1;
+  long n = 0;
+  for (; *p >= '0' && *p <= '9' && n < 1000000; p++) n = n * 10 + (*p - '0');
+  return n;
+}
+
+/* The number of seccomp filters in force (the Seccomp_filters line of /proc/self/status),
+ * or SECCOMP_COUNT_UNKNOWN. No allocation: called from inside the allocator. */
+static long seccomp_filter_count(void) {
+  char buf[4096];
+  if (read_own_status(buf, sizeof buf) < 0) return SECCOMP_COUNT_UNKNOWN;
+  const long count = status_number(buf, "\nSeccomp_filters:");
+  return count < 0 ? SECCOMP_COUNT_UNKNOWN : count;
 }
 
 /* The filters now, as seccomp_at_start counts them. One prctl when there are none. */
@@ -145,12 +159,35 @@ static long seccomp_filters_now(void) {
                                                                    : SECCOMP_NONE;
 }
 
+/* The filters at the first sample, as seccomp_filters_now counts them, but asked of
+ * /proc/self/status alone (its Seccomp and Seccomp_filters lines): the program may have
+ * installed a filter by a call the preload does not see (a raw system call), and the
+ * question must be one that filters rarely kill on. prctl(PR_GET_SECCOMP) is not: a filter
+ * of a short allow list kills every other call, Chromium's traps unknown prctl options, and
+ * such a program was killed at its first sample. Sandboxes answer an open they refuse with
+ * EACCES or EPERM: a filter is taken to be in then. Where there is no /proc (a chroot),
+ * prctl, as before. */
+static long seccomp_filters_at_first_sample(void) {
+  char buf[4096];
+  const long got = read_own_status(buf, sizeof buf);
+  if (got == -EACCES || got == -EPERM) return SECCOMP_STATUS_REFUSED;
+  if (got < 0) return seccomp_filters_now();
+  const long mode = status_number(buf, "\nSeccomp:");
+  if (mode < 0) return seccomp_filters_now(); /* a kernel without the line */
+  if (mode != SECCOMP_MODE_FILTER) return mode == 0 ? SECCOMP_NONE : SECCOMP_COUNT_UNKNOWN;
+  const long count = status_number(buf, "\nSeccomp_filters:");
+  return count < 0 ? SECCOMP_COUNT_UNKNOWN : count;
+}
+
 /* Whether a filter came since the session started that the preload did not see (a prctl
- * one made the writer first: cts__tracer_before_confinement). Unknown counts on both sides
- * (a kernel before 5.9) are taken for the filters of the start. */
+ * one, or one by libc's syscall(), made the writer first: cts__tracer_before_confinement).
+ * Unknown counts on both sides (a kernel before 5.9) are taken for the filters of the
+ * start; an unknown count where there was no filter at the start is a filter, and so is a
+ * refused status. */
 static bool seccomp_filter_installed_since_start(void) {
-  const long now = seccomp_filters_now();
+  const long now = seccomp_filters_at_first_sample();
   if (now == SECCOMP_NONE) return false;
+  if (now == SECCOMP_STATUS_REFUSED) return true;
   if (seccomp_at_start == SECCOMP_NONE) return true;
   return now != SECCOMP_COUNT_UNKNOWN && seccomp_at_start != SECCOMP_COUNT_UNKNOWN &&
          now > seccomp_at_start;
@@ -391,7 +428,7 @@ void cts__lazy_writer_start(void) {
   if (e) {
     atomic_store_explicit(&cts__tracer_active, 0, memory_order_relaxed);
     cts__ctl_lock();
-    if (!cts__ctl->stats.error) cts__ctl->stats.error = e == -EBADF ? e : -ESRCH;
+    if (!cts__ctl->stats.error) cts__ctl->stats.error = e == -EBADF || under_seccomp ? e : -ESRCH;
     atomic_store(&cts__ctl->failed, true);
     cts__ctl_unlock();
     /* Said where the user sees it: record's notes pipe went with the descriptors, and the
@@ -404,7 +441,7 @@ void cts__lazy_writer_start(void) {
     else if (under_seccomp)
       cts__tracer_log(&cts__sink.sink,
                       "tracing stopped at the first sample: the program had installed a seccomp "
-                      "filter by a call the preload does not see (the seccomp system call), "
+                      "filter by a call the preload does not see (a raw seccomp system call), "
                       "which could kill it as the writer process was made; the trace holds no "
                       "sample");
     else
@@ -446,7 +483,10 @@ void cts__tracer_before_fds_close(unsigned first, unsigned last) {
 }
 
 /* tracer_internal.h. */
+bool cts__confined;
+
 void cts__tracer_before_confinement(void) {
+  __atomic_store_n(&cts__confined, true, __ATOMIC_RELAXED);
   if (!cts__guarded() && cts__tracer_fds_watched()) make_the_lazy_writer_now();
 }
 

@@ -212,8 +212,19 @@ void cts__tracer_before_fds_close(unsigned first, unsigned last);
  * (prctl PR_SET_SECCOMP) that forbids new processes (sandboxes: SECCOMP_RET_KILL_PROCESS
  * on clone) killed the program at its first sample, when the writer was made then; after
  * a chroot the writer executable is out of reach (the trace stopped at the first sample).
- * Same conditions and guarantees. session.c. */
+ * Same conditions and guarantees. Also sets cts__confined. session.c. */
 void cts__tracer_before_confinement(void);
+/* The path by which the dynamic loader loaded the object the tracer is in (the preload
+ * library, libctfscope.so), from its list of objects (dl_iterate_phdr, under its lock);
+ * NULL when the tracer is in the main program or was not found. Valid while that object
+ * is loaded. Any thread; no allocation. writer_process.c. */
+const char *cts__tracer_object_path(void);
+/* Set, never cleared, once the program confines itself by a call the preload sees (a
+ * seccomp filter, a chroot): the program's side then makes no system call that a
+ * sandbox's filter is unlikely to allow where a plainer one does (unwind.c: a thread's
+ * stack end read from /proc/self/maps as text, not asked of it by ioctl, which filters of
+ * an allow list kill on). Atomic loads and stores, relaxed. session.c. */
+extern bool cts__confined;
 /* `ctfscope record`'s notes pipe (CTFSCOPE_RECORD_NOTES), through which a traced image says
  * that its trace lost its tail ("PATH\0REASON\0" records): the file alone cannot always
  * tell (a writer that stops between two packets leaves a shorter valid trace). Set by the
@@ -228,7 +239,8 @@ void cts__tracer_notes_set(int fd);
 int cts__tracer_notes_fd(void);
 /* Tells `record` that the trace in `path` lost its tail, `e` being the session's error
  * (-ESRCH: the writer process died; -EBADF: the program closed the session's descriptors
- * where the preload could not see it; another -errno: writing the trace failed). Once per
+ * where the preload could not see it; -EPERM: it installed a seccomp filter so, and no
+ * writer was made; another -errno: writing the trace failed). Once per
  * session, by the program or its writer process, whichever comes first; nothing if the
  * pipe is no longer record's. Any thread; not from inside the allocator. */
 void cts__tracer_note_loss(const char *path, int e);

@@ -230,7 +230,8 @@ static uintptr_t stack_mapping_end(uintptr_t sp) {
    * does not grow with the number of mappings: a process with 1 000 threads has ~2 000,
    * and each thread's first sample read them all as text. Older kernels: ENOTTY. */
   procmap_query_t q = {.size = sizeof q, .query_addr = sp};
-  if (ioctl(fd, PROCMAP_QUERY_IOCTL, &q) == 0 && sp >= q.vma_start && sp < q.vma_end) {
+  if (!__atomic_load_n(&cts__confined, __ATOMIC_RELAXED) &&
+      ioctl(fd, PROCMAP_QUERY_IOCTL, &q) == 0 && sp >= q.vma_start && sp < q.vma_end) {
     close(fd);
     return (uintptr_t)q.vma_end;
   }

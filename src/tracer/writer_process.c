@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -221,6 +222,10 @@ static void loss_reason(int e, char *buf, size_t size) {
     snprintf(buf, size,
              "tracing stopped at the first sample: the program had closed the tracer's "
              "descriptors by a call the preload does not see (a raw close_range system call?)");
+  else if (e == -EPERM) /* session.c, cts__lazy_writer_start: no writer made under it */
+    snprintf(buf, size,
+             "tracing stopped at the first sample: the program had installed a seccomp filter "
+             "by a call the preload does not see (a raw seccomp system call)");
   else if (e > -1000 && e < 0)
     snprintf(buf, size, "writing the trace failed: %s", strerror(-e));
   else
@@ -638,17 +643,46 @@ static int writer_exe_found = -1;
 #endif
 #define WRITER_FROM_LIBDIR CTS_WRITER_DIR_FROM_LIBDIR "/" CTS_WRITER_EXE_NAME
 
+/* dl_iterate_phdr's callback: the loader's name of the object whose loaded segments hold
+ * `key`, into *(const char **)found (NULL for the main program, which has none). */
+static int object_holding(struct dl_phdr_info *info, size_t size, void *found) {
+  (void)size;
+  const uintptr_t key = (uintptr_t)&writer_exe_found;
+  for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *const ph = &info->dlpi_phdr[i];
+    const uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && key >= start && key - start < ph->p_memsz) {
+      *(const char **)found = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : NULL;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* tracer_internal.h. The loader's own list of objects, walked under its lock: a few dozen
+ * instructions an object, the tracer's library among the first (preloaded). dladdr, which
+ * this replaced, also scans the object's symbol table for the nearest symbol: ~3.8 k
+ * instructions at each traced image's start (callgrind). */
+const char *cts__tracer_object_path(void) {
+  const char *found = NULL;
+  dl_iterate_phdr(object_holding, &found);
+  return found;
+}
+
 static bool find_writer_executable(void) {
   if (writer_exe_found >= 0) return writer_exe_found == 1;
   writer_exe_found = 0;
   Dl_info info;
-  /* An object of the tracer's, not a function: ISO C has no function-to-object pointer. */
-  if (!dladdr((const void *)&writer_exe_found, &info) || !info.dli_fname || !info.dli_fname[0])
-    return false;
-  const char *const slash = strrchr(info.dli_fname, '/');
-  const size_t dir = slash ? (size_t)(slash - info.dli_fname) + 1u : 0u;
+  /* The tracer's library; the program itself (the tracer linked into it) by dladdr, which
+   * names it by its argv[0] (an object of the tracer's, not a function: ISO C has no
+   * function-to-object pointer). */
+  const char *path = cts__tracer_object_path();
+  if (!path && dladdr((const void *)&writer_exe_found, &info)) path = info.dli_fname;
+  if (!path || !path[0]) return false;
+  const char *const slash = strrchr(path, '/');
+  const size_t dir = slash ? (size_t)(slash - path) + 1u : 0u;
   if (!slash || dir + sizeof WRITER_FROM_LIBDIR > sizeof writer_exe) return false;
-  memcpy(writer_exe, info.dli_fname, dir);
+  memcpy(writer_exe, path, dir);
   memcpy(writer_exe + dir, WRITER_FROM_LIBDIR, sizeof WRITER_FROM_LIBDIR);
   writer_exe_found = access(writer_exe, X_OK) == 0;
   return writer_exe_found == 1;
