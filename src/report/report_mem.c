@@ -135,6 +135,9 @@ struct report_mem {
    * the block it ended (on_event). */
   bool heap_only;
   uint64_t full_events; /* events through on_event_full */
+  /* on_event's fast path takes an event of rel = time_us - origin_us when rel - 1 is below
+   * it (fast_bound_set; 0: none does). */
+  uint64_t fast_limit;
   int err;
 };
 
@@ -1316,6 +1319,30 @@ static CTS_NOINLINE int on_event_full(report_mem_t *m, cts_mem_trace_t *t,
   return 0;
 }
 
+/* The fast path's bound: rel = time_us - origin_us with 1 <= rel (the origin is untrusted:
+ * an event may come before it, and rel then wraps) and rel in the records' and the heap
+ * curve's buckets, i.e. rel - 1 < fast_limit, one compare where the five tests took ~17
+ * instructions an event. Set after each on_event_full, which alone sets the origin and
+ * rescales the heap curve. The records' buckets also widen in the fast path (keep_budget),
+ * which only raises the bound: until the next on_event_full a stale one sends the events
+ * past it there, which does for them what the fast path does. */
+static void fast_bound_set(report_mem_t *m) {
+  if (!m->heap_only || !m->origin_us || m->opts.time_floor_us) {
+    m->fast_limit = 0;
+    return;
+  }
+  const unsigned rec_bits = (unsigned)__builtin_ctz(RECORD_BUCKETS);
+  const unsigned heap_bits = (unsigned)__builtin_ctz(HEAP_BUCKETS);
+  /* Past these shifts every rel is in range: the bucket counts shifted would overflow. */
+  const uint64_t rec =
+      m->rec_shift >= 64u - rec_bits ? UINT64_MAX : (uint64_t)RECORD_BUCKETS << m->rec_shift;
+  const uint64_t heap =
+      m->heap_shift >= 64u - heap_bits ? UINT64_MAX : (uint64_t)HEAP_BUCKETS << m->heap_shift;
+  const uint64_t span = rec < heap ? rec : heap; /* rel < span: both buckets in range */
+  /* rel <= UINT64_MAX - origin_us: an event before the origin wraps past it */
+  m->fast_limit = span - 1u < UINT64_MAX - m->origin_us ? span - 1u : UINT64_MAX - m->origin_us;
+}
+
 static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   report_mem_t *m = ud;
   /* Without a task trace or marks, an event raises the heap curve's bucket and finishes the
@@ -1325,8 +1352,9 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
    * sqlite3, whose blocks all die). What on_event_full does first (the origin set, times
    * coarsened, the heap curve rescaled) must have nothing left to do. */
   const uint64_t rel = ev->time_us - m->origin_us;
-  if (CTS_LIKELY(m->heap_only && m->origin_us && ev->time_us > m->origin_us &&
-                 rel >> m->rec_shift < RECORD_BUCKETS && rel >> m->heap_shift < HEAP_BUCKETS)) {
+  if (CTS_LIKELY(rel - 1u < m->fast_limit)) {
+    CTS_ASSERT(m->heap_only && m->origin_us && ev->time_us > m->origin_us &&
+               rel >> m->rec_shift < RECORD_BUCKETS && rel >> m->heap_shift < HEAP_BUCKETS);
     const uint64_t b = rel >> m->heap_shift, live = t->prof.stacks.live_samples;
     if (!m->heap_set[b] || live > m->heap_max[b]) m->heap_max[b] = live;
     m->heap_set[b] = true;
@@ -1342,7 +1370,9 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
            : ev->kind == CTS_MT_ALLOC ? finish_block(m, gone, UINT64_MAX)
                                       : 0;
   }
-  return on_event_full(m, t, ev);
+  const int e = on_event_full(m, t, ev);
+  fast_bound_set(m);
+  return e;
 }
 
 int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
