@@ -367,7 +367,11 @@ static CTS_FORCE_INLINE void count_totals(cts_alloc_profile_t *p, const cts_mt_e
   p->samples_by_source[src] += ev->nsamples;
   p->est_allocs_total += est;
   p->alloc_clock += ev->nsamples;
-  if (!p->cfg.skip_histograms) cts_hist_add(&p->size_words, ev->length, ev->nsamples);
+  if (p->cfg.skip_histograms) return;
+  if (p->cfg.histogram_buckets_only)
+    cts_hist_add_to_bucket(&p->size_words, ev->length, ev->nsamples);
+  else
+    cts_hist_add(&p->size_words, ev->length, ev->nsamples);
 }
 
 /* The rest of an allocation when only allocated figures are kept (cfg.allocated_only): no
@@ -570,7 +574,10 @@ static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_eve
   p->collected_allocs++;
   if (!p->cfg.skip_histograms) {
     const uint64_t lifetime = ev->time_us > b->time_us ? ev->time_us - b->time_us : 0;
-    cts_hist_add(&p->life_us, lifetime, b->samples);
+    if (p->cfg.histogram_buckets_only)
+      cts_hist_add_to_bucket(&p->life_us, lifetime, b->samples);
+    else
+      cts_hist_add(&p->life_us, lifetime, b->samples);
     if (clock) { /* (!skip_life_samples here) */
       /* A pooled block's is in its full figures (unpack). */
       const uint64_t before = r->meta & REC_POOLED ? b->alloc_clock : rc.alloc_clock;

@@ -1400,7 +1400,9 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
       .stacks = true,
       .max_nodes = opts->max_nodes ? opts->max_nodes : CTS_STACKS_DEFAULT_MAX_NODES,
       .live_by_site = true,
-      .skip_life_samples = true};
+      .skip_life_samples = true,
+      /* The page prints the size and lifetime histograms' buckets alone (write_hist). */
+      .histogram_buckets_only = true};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,
