@@ -362,16 +362,19 @@ size_t cts_alloc_profile_next_lives(cts_alloc_profile_t *p, cts_live_cursor_t *c
 
 /* The allocation's figures that do not depend on the block's life (every configuration). */
 static CTS_FORCE_INLINE void count_totals(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                          unsigned src, double est) {
+                                          unsigned src, double est, const bool by_site) {
   p->allocs_by_source[src]++;
   p->samples_by_source[src] += ev->nsamples;
   p->est_allocs_total += est;
   p->alloc_clock += ev->nsamples;
-  if (p->cfg.skip_histograms) return;
-  if (p->cfg.histogram_buckets_only)
-    cts_hist_add_to_bucket(&p->size_words, ev->length, ev->nsamples);
-  else
-    cts_hist_add(&p->size_words, ev->length, ev->nsamples);
+  /* Buckets alone only in the copy by site (the report's): tested there, so that the other
+   * copies (stats' among them) pay no test for it. */
+  if (!p->cfg.skip_histograms) {
+    if (by_site && p->cfg.histogram_buckets_only)
+      cts_hist_add_to_bucket(&p->size_words, ev->length, ev->nsamples);
+    else
+      cts_hist_add(&p->size_words, ev->length, ev->nsamples);
+  }
 }
 
 /* The rest of an allocation when only allocated figures are kept (cfg.allocated_only): no
@@ -382,7 +385,7 @@ static CTS_FORCE_INLINE int count_allocated(cts_alloc_profile_t *p, const cts_mt
     const int e = cts_stacks_alloc_allocated(&p->stacks, node, ev->nsamples, est);
     if (e) return e; /* (nothing counted) */
   }
-  count_totals(p, ev, src, est);
+  count_totals(p, ev, src, est, false);
   p->last_node = node;
   return 0;
 }
@@ -483,7 +486,7 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
   p->live_blocks++;
   if (p->live_blocks > p->max_live_blocks) p->max_live_blocks = p->live_blocks;
 
-  count_totals(p, ev, src, est);
+  count_totals(p, ev, src, est, by_site);
   if (by_site) {
     /* Cannot fail: reserved above, before the block was entered. */
     cts_stacks_alloc_lean_record(&p->stacks, lean_fig, lean_stat, site, ev->nsamples, est,
@@ -574,7 +577,9 @@ static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_eve
   p->collected_allocs++;
   if (!p->cfg.skip_histograms) {
     const uint64_t lifetime = ev->time_us > b->time_us ? ev->time_us - b->time_us : 0;
-    if (p->cfg.histogram_buckets_only)
+    /* (Buckets alone: the report's profile, whose copy keeps no clock; stats', which keeps
+     * it, is not tested.) */
+    if (!clock && p->cfg.histogram_buckets_only)
       cts_hist_add_to_bucket(&p->life_us, lifetime, b->samples);
     else
       cts_hist_add(&p->life_us, lifetime, b->samples);

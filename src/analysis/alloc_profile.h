@@ -37,7 +37,9 @@ typedef struct cts_alloc_profile_config {
   bool skip_life_samples;
   /* Keep only the buckets (blocks and samples by bucket) of the size and lifetime
    * histograms, for a view that prints them alone (the report): their totals, extremes and
-   * sums are left empty and must not be read (cts_hist_add_to_bucket). */
+   * sums are then empty and must not be read (cts_hist_add_to_bucket). Honoured with
+   * live_by_site and skip_life_samples (the report's configuration: the copies of the
+   * allocation and collection paths that test it); elsewhere the histograms stay whole. */
   bool histogram_buckets_only;
   /* With stacks: each backtrace cut by cts_fold_cut (fold.h) before it is interned. */
   struct cts_fold *fold;

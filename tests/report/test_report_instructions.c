@@ -11,7 +11,7 @@
  * the same traces, release build, malloc's mmap threshold fixed as in
  * tests/cli/test_profile_instructions.c (whose bound of the same count, 2 678, holds any
  * report change there): main at 0c80975 2 674.8, with the one compare 2 665.3, with the
- * histograms' buckets alone too 2 653.8. */
+ * histograms' buckets alone too 2 654.8. */
 #include <stdlib.h>
 #include <unistd.h>
 
