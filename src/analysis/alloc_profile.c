@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "common/compiler.h"
 #include "common/grow.h"
+#include "alloc_profile_live.h"
 #include "fold.h"
 
 struct cts_alloc_profile_block {
@@ -21,49 +22,6 @@ struct cts_alloc_profile_block {
   uint8_t source;  /* as in the trace (any value: the figures clamp it to external) */
   bool promoted;
 };
-
-/* A live block as the table of live blocks keeps it: 16 bytes where no view reads its
- * alloc_clock (cfg.skip_life_samples or skip_histograms: report, diff, top, leaks, export),
- * 24 with it (stats' lifetimes in samples), so that a trace whose blocks mostly survive
- * costs little more than that per block (survivors160's report: 10 M live records). The
- * 24-byte record is the 16-byte one followed by alloc_clock (live_rec_clock_t): one reading
- * path serves both. A block whose figures do not fit (a time 2^40 µs after the first
- * allocation or before it, 2^24 words, samples or node or more) keeps its full record in
- * the pool instead, and time_len is its index there. */
-typedef struct live_rec {
-  uint64_t time_len; /* time_us - live_base_us (bits 0-39), length in words (40-63) */
-  /* samples (bits 0-23), node (24-47), source (48-49), promoted (50), pooled (51), and with
-   * stacks.live_by_site the block's site + 1 when below 2^12 (52-63; 0: ask its node). */
-  uint64_t meta;
-} live_rec_t;
-
-/* The record of a profile that keeps lifetimes in samples (cts_alloc_profile_t.rec_clock). */
-typedef struct live_rec_clock {
-  live_rec_t rec;
-  uint64_t alloc_clock; /* alloc_clock before this block */
-} live_rec_clock_t;
-
-#define REC_TIME_BITS  40
-#define REC_FIELD_BITS 24 /* length, samples and node */
-#define REC_FIELD_MASK ((1ull << REC_FIELD_BITS) - 1)
-#define REC_NODE       24
-#define REC_SOURCE     48
-#define REC_PROMOTED   (1ull << 50)
-#define REC_POOLED     (1ull << 51)
-#define REC_SITE       52
-
-static inline uint32_t rec_samples(const live_rec_t *r) {
-  return (uint32_t)(r->meta & REC_FIELD_MASK);
-}
-
-static inline uint32_t rec_node(const live_rec_t *r) {
-  return (uint32_t)(r->meta >> REC_NODE & REC_FIELD_MASK);
-}
-
-/* A pooled record's index in the pool. */
-static inline uint32_t rec_pooled(const live_rec_t *r) {
-  return (uint32_t)r->time_len;
-}
 
 /* Stacks beyond it keep only their allocation point (see cts_stacks_t.max_nodes). */
 #define DEFAULT_MAX_NODES CTS_STACKS_DEFAULT_MAX_NODES
@@ -348,24 +306,14 @@ bool cts_alloc_profile_ended(const cts_alloc_profile_t *p, cts_alloc_profile_liv
   return p->have_ended;
 }
 
-/* A live record's figures as cts_alloc_profile_next_live gives them: unpack's, without its
- * whole block (through it, a batch took ~39 instructions a block, now ~30). */
-static CTS_FORCE_INLINE cts_alloc_profile_live_t live_of(const cts_alloc_profile_t *p,
-                                                         const live_rec_t *r) {
-  if (CTS_UNLIKELY(r->meta & REC_POOLED)) {
-    const cts_alloc_profile_block_t *b = &p->blocks[rec_pooled(r)];
-    return (cts_alloc_profile_live_t){.time_us = b->time_us,
-                                      .length = b->length,
-                                      .samples = b->samples,
-                                      .node = b->node,
-                                      .source = b->source};
-  }
-  return (cts_alloc_profile_live_t){
-      .time_us = p->live_base_us + (r->time_len & ((1ull << REC_TIME_BITS) - 1)),
-      .length = r->time_len >> REC_TIME_BITS,
-      .samples = rec_samples(r),
-      .node = rec_node(r),
-      .source = (uint8_t)(r->meta >> REC_SOURCE & 3u)};
+cts_alloc_profile_live_t cts_alloc_profile_pooled_live(const cts_alloc_profile_t *p,
+                                                       const live_rec_t *r) {
+  const cts_alloc_profile_block_t *b = &p->blocks[rec_pooled(r)];
+  return (cts_alloc_profile_live_t){.time_us = b->time_us,
+                                    .length = b->length,
+                                    .samples = b->samples,
+                                    .node = b->node,
+                                    .source = b->source};
 }
 
 bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
@@ -373,7 +321,7 @@ bool cts_alloc_profile_next_live(cts_alloc_profile_t *p, cts_live_cursor_t *cur,
   uint64_t id;
   void *rec;
   if (!cts_live_next(&p->live, cur, &id, &rec)) return false;
-  *out = live_of(p, rec);
+  *out = cts_alloc_profile_live_of(p, rec);
   return true;
 }
 
@@ -393,7 +341,7 @@ size_t cts_alloc_profile_next_lives(cts_alloc_profile_t *p, cts_live_cursor_t *c
         uint32_t off = 0;
         for (; bits && n < max; bits &= bits - 1u) {
           off = w * 64u + (uint32_t)__builtin_ctzll(bits);
-          out[n++] = live_of(p, &recs[off]);
+          out[n++] = cts_alloc_profile_live_of(p, &recs[off]);
         }
         if (n == max) {
           cur->i = off + 1u;
@@ -407,19 +355,26 @@ size_t cts_alloc_profile_next_lives(cts_alloc_profile_t *p, cts_live_cursor_t *c
     uint64_t id;
     void *rec;
     if (!cts_live_next(&p->live, cur, &id, &rec)) break;
-    out[n++] = live_of(p, rec);
+    out[n++] = cts_alloc_profile_live_of(p, rec);
   }
   return n;
 }
 
 /* The allocation's figures that do not depend on the block's life (every configuration). */
 static CTS_FORCE_INLINE void count_totals(cts_alloc_profile_t *p, const cts_mt_event_t *ev,
-                                          unsigned src, double est) {
+                                          unsigned src, double est, const bool by_site) {
   p->allocs_by_source[src]++;
   p->samples_by_source[src] += ev->nsamples;
   p->est_allocs_total += est;
   p->alloc_clock += ev->nsamples;
-  if (!p->cfg.skip_histograms) cts_hist_add(&p->size_words, ev->length, ev->nsamples);
+  /* Buckets alone only in the copy by site (the report's): tested there, so that the other
+   * copies (stats' among them) pay no test for it. */
+  if (!p->cfg.skip_histograms) {
+    if (by_site && p->cfg.histogram_buckets_only)
+      cts_hist_add_to_bucket(&p->size_words, ev->length, ev->nsamples);
+    else
+      cts_hist_add(&p->size_words, ev->length, ev->nsamples);
+  }
 }
 
 /* The rest of an allocation when only allocated figures are kept (cfg.allocated_only): no
@@ -430,7 +385,7 @@ static CTS_FORCE_INLINE int count_allocated(cts_alloc_profile_t *p, const cts_mt
     const int e = cts_stacks_alloc_allocated(&p->stacks, node, ev->nsamples, est);
     if (e) return e; /* (nothing counted) */
   }
-  count_totals(p, ev, src, est);
+  count_totals(p, ev, src, est, false);
   p->last_node = node;
   return 0;
 }
@@ -531,7 +486,7 @@ static CTS_FORCE_INLINE int alloc_as(cts_alloc_profile_t *p, const cts_mt_event_
   p->live_blocks++;
   if (p->live_blocks > p->max_live_blocks) p->max_live_blocks = p->live_blocks;
 
-  count_totals(p, ev, src, est);
+  count_totals(p, ev, src, est, by_site);
   if (by_site) {
     /* Cannot fail: reserved above, before the block was entered. */
     cts_stacks_alloc_lean_record(&p->stacks, lean_fig, lean_stat, site, ev->nsamples, est,
@@ -622,7 +577,12 @@ static CTS_FORCE_INLINE void collect_as(cts_alloc_profile_t *p, const cts_mt_eve
   p->collected_allocs++;
   if (!p->cfg.skip_histograms) {
     const uint64_t lifetime = ev->time_us > b->time_us ? ev->time_us - b->time_us : 0;
-    cts_hist_add(&p->life_us, lifetime, b->samples);
+    /* (Buckets alone: the report's profile, whose copy keeps no clock; stats', which keeps
+     * it, is not tested.) */
+    if (!clock && p->cfg.histogram_buckets_only)
+      cts_hist_add_to_bucket(&p->life_us, lifetime, b->samples);
+    else
+      cts_hist_add(&p->life_us, lifetime, b->samples);
     if (clock) { /* (!skip_life_samples here) */
       /* A pooled block's is in its full figures (unpack). */
       const uint64_t before = r->meta & REC_POOLED ? b->alloc_clock : rc.alloc_clock;

@@ -35,6 +35,12 @@ typedef struct cts_alloc_profile_config {
    * never prints it (the report: only stats does); size_words and life_us are kept. Each
    * collection then spares that histogram's update. */
   bool skip_life_samples;
+  /* Keep only the buckets (blocks and samples by bucket) of the size and lifetime
+   * histograms, for a view that prints them alone (the report): their totals, extremes and
+   * sums are then empty and must not be read (cts_hist_add_to_bucket). Honoured with
+   * live_by_site and skip_life_samples (the report's configuration: the copies of the
+   * allocation and collection paths that test it); elsewhere the histograms stay whole. */
+  bool histogram_buckets_only;
   /* With stacks: each backtrace cut by cts_fold_cut (fold.h) before it is interned. */
   struct cts_fold *fold;
   /* Only what the allocation events give, for a view that prints allocated figures alone

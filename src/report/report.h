@@ -115,8 +115,9 @@ const report_alloc_mark_t *report_mem_marks(const report_mem_t *m, size_t *n);
 double report_mem_bytes_per_sample(const report_mem_t *m);
 /* How the blocks never collected were finished: 0 (none), 1 or 2 passes (tests). */
 unsigned report_mem_live_passes(const report_mem_t *m);
-/* The profile's calls that gave the blocks never collected, over both passes if two, and in
- * *ranks the keys' ranks the second pass made to find their records (tests). */
+/* The profile's calls that copied out the blocks never collected (the one-pass end's; the
+ * two passes read them in place: none), and in *ranks the keys' ranks the second pass made
+ * to find their records (tests). */
 uint64_t report_mem_live_calls(const report_mem_t *m, uint64_t *ranks);
 /* Records looked up in their index by key, over the whole load (tests). */
 uint64_t report_mem_record_finds(const report_mem_t *m);

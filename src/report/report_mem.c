@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../analysis/alloc_profile_live.h"
 #include "../analysis/hist.h"
 #include "../common/check.h"
 #include "../common/compiler.h"
@@ -134,6 +135,9 @@ struct report_mem {
    * the block it ended (on_event). */
   bool heap_only;
   uint64_t full_events; /* events through on_event_full */
+  /* on_event's fast path takes an event of rel = time_us - origin_us when rel - 1 is below
+   * it (fast_bound_set; 0: none does). */
+  uint64_t fast_limit;
   int err;
 };
 
@@ -870,9 +874,10 @@ static CTS_FORCE_INLINE void prefetch_record(const report_mem_t *m, const pendin
  * coarser keys the records get). */
 #define AHEAD 8u
 
-/* Blocks never collected read from the profile at a time in either end (one at a time, the
- * calls were ~80 instructions a block, 12 % of the report's on gen_trace --shape
- * survivors). 10 KiB on the stack. */
+/* Blocks never collected read from the profile at a time in the one-pass end (one at a time,
+ * the calls were ~80 instructions a block, 12 % of the report's on gen_trace --shape
+ * survivors; the two-pass end reads them in place: cts_alloc_profile_each_live). 10 KiB on
+ * the stack. */
 #define LIVE_BATCH 256u
 
 static int finish_live_one_pass(report_mem_t *m) {
@@ -1059,6 +1064,39 @@ static void live_sums_flush(report_mem_t *m, const live_set_t *s, uint32_t ta, c
   }
 }
 
+/* The second pass's sums (add_live_figures): those of time bucket ta, the bits of its keys
+ * with a sum (dirty, ndirty of them), and what live_sums_flush finds their records by. */
+typedef struct live_sums {
+  report_mem_t *m;
+  const live_set_t *s;
+  uint32_t *const *rank;
+  const uint32_t *base, *rec_of;
+  live_sum_t *sum;
+  uint32_t *dirty;
+  uint32_t ta, ndirty;
+} live_sums_t;
+
+/* Block p's figures to the sum of its key's bit; the last bucket's sums to their records
+ * when p is of another. Inlined into the profile's walk (cts_alloc_profile_each_live_in):
+ * each block's fields are read where they lie, not copied out first. */
+static CTS_FORCE_INLINE int add_sum(void *user_data, const cts_alloc_profile_live_t *p) {
+  live_sums_t *x = user_data;
+  uint16_t bta;
+  const uint64_t bit = live_bit(x->m, x->s, p, &bta);
+  if (bta != x->ta) { /* to the records, the sums of the last bucket */
+    live_sums_flush(x->m, x->s, x->ta, x->rank[x->ta], x->base[x->ta], x->rec_of, x->sum, x->dirty,
+                    x->ndirty);
+    x->ndirty = 0;
+    x->ta = bta;
+  }
+  CTS_ASSERT(x->s->bucket[bta][bit / 64u] >> (bit % 64u) & 1u); /* the first pass added it */
+  live_sum_t *sum = &x->sum[bit];
+  if (!sum->blocks) x->dirty[x->ndirty++] = (uint32_t)bit;
+  sum->samples += p->samples;
+  sum->blocks++;
+  return 0;
+}
+
 /* The second pass. Every key is in the set and has its record: the blocks' figures go to
  * sums by the key's bit in its time bucket's bitmap, kept for one time bucket at a time
  * (blocks in id order come one time bucket after another), each added to its record, found
@@ -1069,7 +1107,6 @@ static void live_sums_flush(report_mem_t *m, const live_set_t *s, uint32_t ta, c
  * has none) is then made once a key and bucket, not once a block (~25 of the pass's ~110
  * instructions a block on gen_trace --shape survivors). */
 static int add_live_figures(report_mem_t *m, const live_set_t *s) {
-  cts_alloc_profile_live_t batch[LIVE_BATCH];
   front_flush(m);
   for (size_t b = 0; m->tables && b < RECORD_BUCKETS; b++) free(m->tables[b].slot);
   free(m->tables);
@@ -1117,30 +1154,10 @@ static int add_live_figures(report_mem_t *m, const live_set_t *s) {
   while (cts_u64map_next(map, &pos, &number, &val))
     chunks[n++] = (cts_live_chunk_t *)(uintptr_t)val;
   qsort(chunks, n, sizeof *chunks, chunk_by_number);
-  uint32_t ta = 0, ndirty = 0;
-  for (size_t c = 0; c < n; c++) {
-    /* A cursor on this chunk alone: past its last block the map has no next slot. */
-    cts_live_cursor_t cur = {.map_pos = SIZE_MAX, .chunk = chunks[c], .i = 0};
-    size_t got;
-    while ((got = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0 &&
-           ++m->live_calls)
-      for (size_t at = 0; at < got; at++) {
-        const cts_alloc_profile_live_t *p = &batch[at];
-        uint16_t bta;
-        const uint64_t bit = live_bit(m, s, p, &bta);
-        if (bta != ta) { /* to the records, the sums of the last bucket */
-          live_sums_flush(m, s, ta, rank[ta], base[ta], rec_of, sum, dirty, ndirty);
-          ndirty = 0;
-          ta = bta;
-        }
-        CTS_ASSERT(s->bucket[ta][bit / 64u] >> (bit % 64u) & 1u); /* the first pass added it */
-        live_sum_t *x = &sum[bit];
-        if (!x->blocks) dirty[ndirty++] = (uint32_t)bit;
-        x->samples += p->samples;
-        x->blocks++;
-      }
-  }
-  live_sums_flush(m, s, ta, rank[ta], base[ta], rec_of, sum, dirty, ndirty);
+  live_sums_t x = {
+      .m = m, .s = s, .rank = rank, .base = base, .rec_of = rec_of, .sum = sum, .dirty = dirty};
+  for (size_t c = 0; c < n; c++) cts_alloc_profile_each_live_in(&m->t.prof, chunks[c], add_sum, &x);
+  live_sums_flush(m, s, x.ta, rank[x.ta], base[x.ta], rec_of, sum, dirty, x.ndirty);
   e = 0;
 out:
   free(rec_of);
@@ -1151,37 +1168,56 @@ out:
   return e;
 }
 
+/* The first pass's state for its visit (first_pass_visit). */
+typedef struct first_pass {
+  report_mem_t *m;
+  live_set_t *s;
+} first_pass_t;
+
+/* A key the records lack (bit of bucket ta's bitmap words, not set): its record, no
+ * figures, appended to recs alone (no look-up: the set holds every key of the records never
+ * collected). The records' index no longer holds every record: nothing looks one up until a
+ * remap, which makes the index anew from recs, or add_live_figures, which frees it. Out of
+ * line: one block in fifty on gen_trace --shape survivors. */
+static CTS_NOINLINE int add_live_key(report_mem_t *m, uint64_t *words, uint64_t bit,
+                                     const cts_alloc_profile_live_t *p) {
+  words[bit / 64u] |= UINT64_C(1) << (bit % 64u);
+  const int e = records_room(m);
+  if (e) return e;
+  m->recs[m->nrecs] = live_record(m, p);
+  m->recs[m->nrecs].samples = m->recs[m->nrecs].blocks = 0;
+  m->nrecs++;
+  return 0;
+}
+
+/* The first pass's visit of block p (inlined into the profile's walk, as add_sum): its key's
+ * bit set, a record for a new key, the budget checked as one pass checks it. */
+static CTS_FORCE_INLINE int first_pass_visit(void *user_data, const cts_alloc_profile_live_t *p) {
+  first_pass_t *f = user_data;
+  report_mem_t *m = f->m;
+  live_set_t *s = f->s;
+  uint16_t ta;
+  const uint64_t bit = live_bit(m, s, p, &ta);
+  uint64_t *words = s->bucket[ta];
+  if (!words && !(words = s->bucket[ta] = calloc(s->words, sizeof *words))) return -ENOMEM;
+  if (!(words[bit / 64u] >> (bit % 64u) & 1u)) {
+    const int e = add_live_key(m, words, bit, p);
+    if (e) return e;
+  }
+  if (m->nrecs > m->opts.max_records) {
+    const uint32_t gen = m->key_gen;
+    int e = keep_budget(m, p);
+    CTS_ASSERT(e || !m->rnode || m->rnode_n == m->t.prof.stacks.count);
+    if (!e && gen != m->key_gen) e = live_set_fill(s, m);
+    return e;
+  }
+  return 0;
+}
+
 static int finish_live_two_passes(report_mem_t *m, live_set_t *s) {
   int e = live_set_fill(s, m);
-  cts_live_cursor_t cur = {0};
-  cts_alloc_profile_live_t batch[LIVE_BATCH];
-  size_t n;
-  while (!e && (n = cts_alloc_profile_next_lives(&m->t.prof, &cur, batch, LIVE_BATCH)) > 0 &&
-         ++m->live_calls)
-    for (size_t b = 0; b < n && !e; b++) {
-      const cts_alloc_profile_live_t *p = &batch[b];
-      uint16_t ta;
-      const uint64_t bit = live_bit(m, s, p, &ta), mask = UINT64_C(1) << (bit % 64u);
-      uint64_t *words = s->bucket[ta];
-      if (!words && !(words = s->bucket[ta] = calloc(s->words, sizeof *words))) return -ENOMEM;
-      if (!(words[bit / 64u] & mask)) {
-        /* A key the records lack: its record, no figures, appended to recs alone (no look-up:
-         * the set holds every key of the records never collected). The records' index no
-         * longer holds every record: nothing looks one up until a remap, which makes the
-         * index anew from recs, or add_live_figures, which frees it. */
-        words[bit / 64u] |= mask;
-        if ((e = records_room(m)) != 0) return e;
-        m->recs[m->nrecs] = live_record(m, p);
-        m->recs[m->nrecs].samples = m->recs[m->nrecs].blocks = 0;
-        m->nrecs++;
-      }
-      if (m->nrecs > m->opts.max_records) {
-        const uint32_t gen = m->key_gen;
-        e = keep_budget(m, p);
-        CTS_ASSERT(e || !m->rnode || m->rnode_n == m->t.prof.stacks.count);
-        if (!e && gen != m->key_gen) e = live_set_fill(s, m);
-      }
-    }
+  first_pass_t f = {.m = m, .s = s};
+  if (!e) e = cts_alloc_profile_each_live(&m->t.prof, first_pass_visit, &f);
   return e ? e : add_live_figures(m, s);
 }
 
@@ -1283,6 +1319,30 @@ static CTS_NOINLINE int on_event_full(report_mem_t *m, cts_mem_trace_t *t,
   return 0;
 }
 
+/* The fast path's bound: rel = time_us - origin_us with 1 <= rel (the origin is untrusted:
+ * an event may come before it, and rel then wraps) and rel in the records' and the heap
+ * curve's buckets, i.e. rel - 1 < fast_limit, one compare where the five tests took ~17
+ * instructions an event. Set after each on_event_full, which alone sets the origin and
+ * rescales the heap curve. The records' buckets also widen in the fast path (keep_budget),
+ * which only raises the bound: until the next on_event_full a stale one sends the events
+ * past it there, which does for them what the fast path does. */
+static void fast_bound_set(report_mem_t *m) {
+  if (!m->heap_only || !m->origin_us || m->opts.time_floor_us) {
+    m->fast_limit = 0;
+    return;
+  }
+  const unsigned rec_bits = (unsigned)__builtin_ctz(RECORD_BUCKETS);
+  const unsigned heap_bits = (unsigned)__builtin_ctz(HEAP_BUCKETS);
+  /* Past these shifts every rel is in range: the bucket counts shifted would overflow. */
+  const uint64_t rec =
+      m->rec_shift >= 64u - rec_bits ? UINT64_MAX : (uint64_t)RECORD_BUCKETS << m->rec_shift;
+  const uint64_t heap =
+      m->heap_shift >= 64u - heap_bits ? UINT64_MAX : (uint64_t)HEAP_BUCKETS << m->heap_shift;
+  const uint64_t span = rec < heap ? rec : heap; /* rel < span: both buckets in range */
+  /* rel <= UINT64_MAX - origin_us: an event before the origin wraps past it */
+  m->fast_limit = span - 1u < UINT64_MAX - m->origin_us ? span - 1u : UINT64_MAX - m->origin_us;
+}
+
 static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
   report_mem_t *m = ud;
   /* Without a task trace or marks, an event raises the heap curve's bucket and finishes the
@@ -1292,8 +1352,9 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
    * sqlite3, whose blocks all die). What on_event_full does first (the origin set, times
    * coarsened, the heap curve rescaled) must have nothing left to do. */
   const uint64_t rel = ev->time_us - m->origin_us;
-  if (CTS_LIKELY(m->heap_only && m->origin_us && ev->time_us > m->origin_us &&
-                 rel >> m->rec_shift < RECORD_BUCKETS && rel >> m->heap_shift < HEAP_BUCKETS)) {
+  if (CTS_LIKELY(rel - 1u < m->fast_limit)) {
+    CTS_ASSERT(m->heap_only && m->origin_us && ev->time_us > m->origin_us &&
+               rel >> m->rec_shift < RECORD_BUCKETS && rel >> m->heap_shift < HEAP_BUCKETS);
     const uint64_t b = rel >> m->heap_shift, live = t->prof.stacks.live_samples;
     if (!m->heap_set[b] || live > m->heap_max[b]) m->heap_max[b] = live;
     m->heap_set[b] = true;
@@ -1309,7 +1370,9 @@ static int on_event(void *ud, cts_mem_trace_t *t, const cts_mt_event_t *ev) {
            : ev->kind == CTS_MT_ALLOC ? finish_block(m, gone, UINT64_MAX)
                                       : 0;
   }
-  return on_event_full(m, t, ev);
+  const int e = on_event_full(m, t, ev);
+  fast_bound_set(m);
+  return e;
 }
 
 int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
@@ -1337,7 +1400,9 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
       .stacks = true,
       .max_nodes = opts->max_nodes ? opts->max_nodes : CTS_STACKS_DEFAULT_MAX_NODES,
       .live_by_site = true,
-      .skip_life_samples = true};
+      .skip_life_samples = true,
+      /* The page prints the size and lifetime histograms' buckets alone (write_hist). */
+      .histogram_buckets_only = true};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,

@@ -17,6 +17,31 @@ CTS_TEST(empty_histogram_has_no_quantile) {
   }
 }
 
+/* A histogram filled by bucket alone (the report's: cts_hist_add_to_bucket) has the buckets
+ * of one filled by cts_hist_add, values across the type's range, and its running figures as
+ * cts_hist_init left them. */
+CTS_TEST(bucket_only_histogram_has_the_same_buckets) {
+  cts_hist_t full, buckets, empty;
+  cts_hist_init(&full);
+  cts_hist_init(&buckets);
+  cts_hist_init(&empty);
+  for (uint64_t v = 0, k = 0; k < 2000; k++, v = v * 3 + k % 7) {
+    cts_hist_add(&full, v, 1 + k % 5);
+    cts_hist_add_to_bucket(&buckets, v, 1 + k % 5);
+  }
+  cts_hist_add(&full, UINT64_MAX, 2);
+  cts_hist_add_to_bucket(&buckets, UINT64_MAX, 2);
+  for (unsigned b = 0; b < CTS_HIST_BUCKETS; b++) {
+    CTS_ASSERT_EQ_U64(buckets.blocks[b], full.blocks[b]);
+    CTS_ASSERT_EQ_U64(buckets.samples[b], full.samples[b]);
+  }
+  CTS_ASSERT_EQ_U64(buckets.total_blocks, empty.total_blocks);
+  CTS_ASSERT_EQ_U64(buckets.total_samples, empty.total_samples);
+  CTS_ASSERT_EQ_U64(buckets.min, empty.min);
+  CTS_ASSERT_EQ_U64(buckets.max, empty.max);
+  CTS_ASSERT(buckets.sum_by_blocks == empty.sum_by_blocks);
+}
+
 /* The minimum is exact for any first value: the largest one, a zero after others. */
 CTS_TEST(min_and_max_are_exact_in_any_order) {
   static const uint64_t seqs[][5] = {
