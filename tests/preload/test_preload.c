@@ -659,6 +659,34 @@ CTS_TEST(dlopen_plugin_allocations_are_named) {
   unlink(trace);
 }
 
+/* A library dlopen'd with RTLD_DEEPBIND (PHP's extensions) freeing blocks the program
+ * allocated, and the reverse: with the flag its free was the C library's, and the first
+ * sampled block it freed aborted the program ("double free or corruption"). The preload's
+ * dlopen drops the flag, with one line; a bare name is still found through the program's
+ * RUNPATH, which glibc's dlopen takes from its caller's return address. */
+CTS_TEST(dlopen_with_deepbind_frees_across_and_keeps_the_callers_search_path) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "deepbind");
+  CTS_ASSERT(run_both("victim_dlopen", CTS_TEST_PLUGIN, "deepbind", "1", trace, NULL));
+  CTS_ASSERT_MSG(strstr(traced.err, "RTLD_DEEPBIND") != NULL, "stderr: %s", traced.err);
+  CTS_ASSERT(occurrences(traced.err, "ctfscope-preload:") == 1);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(count_length(&d, 33333), 20);
+  CTS_ASSERT_EQ_U64(count_length(&d, 22222), 20);
+  decoded_fini(&d);
+  unlink(trace);
+
+  const char *const base = strrchr(CTS_TEST_PLUGIN, '/') + 1;
+  CTS_ASSERT(run_both("victim_dlopen", base, NULL, "1", trace, NULL));
+  CTS_ASSERT_STR_EQ(traced.out, "plugin used\n");
+  CTS_ASSERT_MSG(traced.err_len == 0, "stderr: %s", traced.err);
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(count_length(&d, 44444), 20);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 CTS_TEST(calloc_before_initialisation) {
   char trace[256];
   trace_path(trace, sizeof trace, "early");
