@@ -326,6 +326,40 @@ static void record_argv(char **out, const char *trace, bool rate_one, char *cons
   out[n] = NULL;
 }
 
+/* A program that forks a daemon and exits (nginx, started as it starts): the daemon is
+ * not traced, but its copy of the trace file's descriptor held the file's flock, and
+ * `record` waited 10 s for a whole trace, then said it was still being written. The
+ * daemon lives 30 s: record must be back while it runs, with no such word. */
+static void check_daemon_holds_no_trace(const char *trace, bool rate_one) {
+  char victim[1024];
+  victim_path(victim, sizeof victim, "victim_fork");
+  char *prog[] = {victim, "daemon", NULL}, *argv[16];
+  record_argv(argv, trace, rate_one, prog);
+  unlink(trace);
+  run(&traced, argv, NULL, NULL, NULL);
+  int daemon = 0;
+  CTS_ASSERT_MSG(sscanf(traced.out, "daemon %d", &daemon) == 1 && daemon > 0, "stdout: %s",
+                 traced.out);
+  const bool alive = kill(daemon, 0) == 0;
+  kill(daemon, SIGKILL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err, "still being written") == NULL, "stderr: %s", traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err, "trace written to") != NULL, "stderr: %s", traced.err);
+  CTS_ASSERT(alive); /* record did not wait for the daemon's end */
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(count_length(&d, 77777), 0);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
+CTS_TEST(daemon_forked_by_the_program_does_not_hold_its_trace) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "daemon");
+  check_daemon_holds_no_trace(trace, false); /* lazy session: no writer process */
+  check_daemon_holds_no_trace(trace, true);  /* writer process from the start */
+}
+
 /* victim_exec `how` traced at `rate` into trace (256 bytes, named after `name`), its exec'd
  * image into next (300 bytes): whether its output and status equal the untraced run's. */
 static bool run_exec_victim_at(const char *how, const char *name, const char *rate, char *trace,
