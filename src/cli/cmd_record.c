@@ -596,6 +596,46 @@ __attribute__((noinline)) static pid_t spawn_program(const spawn_t *sp) {
   return pid;
 }
 
+/* The signals that stop or poke a program, sent to record by its pid (`kill $!` in a
+ * script, `docker stop` of a container whose first process is record, supervisord, a
+ * `kill` by hand): they killed record and left the program running, nobody's child,
+ * untold. While record waits they are passed on to the program, as `perf record` does, so
+ * that it ends (or reloads) as it would untraced, and record summarises its trace and
+ * exits as it did. Not passed on: what the kernel sent (a terminal's hang-up reaches the
+ * program itself) or the program sent, and what another process of the program's group
+ * sent (the program's children signalling their group), record's parent excepted (a
+ * script's `kill $!`). SIGINT and SIGQUIT stay ignored, as a shell does while a job runs:
+ * ^C and ^\ are the program's. A signal to record and to the program's whole group
+ * (`timeout` without --foreground, a shell's `kill %1`, systemd stopping a unit) reaches
+ * the program twice. */
+static const int relayed_signals[] = {SIGTERM, SIGUSR1, SIGUSR2};
+#define RELAYED_COUNT (sizeof relayed_signals / sizeof relayed_signals[0])
+static volatile pid_t relay_to;
+
+static void relay_signal(int sig, siginfo_t *info, void *context) {
+  (void)context;
+  const int saved_errno = errno;
+  const pid_t to = relay_to;
+  /* si_code <= 0: sent by kill, sigqueue or tgkill, not by the kernel. */
+  if (to > 0 && info->si_code <= 0 && info->si_pid != to &&
+      (info->si_pid == getppid() || getpgid(info->si_pid) != getpgid(to)))
+    kill(to, sig);
+  errno = saved_errno;
+}
+
+/* Relays relayed_signals to pid until relay_end; old: the actions to put back. */
+static void relay_start(pid_t pid, struct sigaction old[RELAYED_COUNT]) {
+  relay_to = pid;
+  struct sigaction relay = {.sa_sigaction = relay_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
+  sigemptyset(&relay.sa_mask);
+  for (size_t i = 0; i < RELAYED_COUNT; i++) sigaction(relayed_signals[i], &relay, &old[i]);
+}
+
+static void relay_end(const struct sigaction old[RELAYED_COUNT]) {
+  relay_to = 0; /* first: the pid is reaped, and could be another process's */
+  for (size_t i = 0; i < RELAYED_COUNT; i++) sigaction(relayed_signals[i], &old[i], NULL);
+}
+
 /* No process could be made for the program (`ulimit -u` reached: a shell that execs its
  * last command runs a program where record cannot): the program runs anyway, exec'd in
  * record's own process, where it keeps record's pid (its trace's name) and its exit status
@@ -787,6 +827,8 @@ int cmd_record(int argc, char **argv) {
   struct sigaction ignore = {.sa_handler = SIG_IGN}, old_int, old_quit;
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGQUIT, &ignore, &old_quit);
+  struct sigaction old_relayed[RELAYED_COUNT];
+  relay_start(pid, old_relayed);
   int exec_errno = 0;
   ssize_t got;
   do got = read(status_pipe[0], &exec_errno, sizeof exec_errno);
@@ -796,6 +838,7 @@ int cmd_record(int argc, char **argv) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGQUIT, &old_quit, NULL);
+  relay_end(old_relayed);
   if (got == (ssize_t)sizeof exec_errno) {
     cli_error("cannot run '%s': %s", prog[0], strerror(exec_errno));
     return exec_errno == ENOENT ? 127 : 126;

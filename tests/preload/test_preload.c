@@ -2767,6 +2767,76 @@ CTS_TEST(record_runs_the_program_and_reports) {
   unlink(trace);
 }
 
+/* Whether process pid catches signal sig (its SigCgt in /proc). */
+static bool catches_signal(pid_t pid, int sig) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *const f = fopen(path, "r");
+  if (!f) return false;
+  unsigned long long mask = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "SigCgt: %llx", &mask) == 1) break;
+  fclose(f);
+  return (mask >> (sig - 1)) & 1;
+}
+
+/* SIGTERM sent to record by its pid (a script's `kill $!`, `docker stop`, supervisord)
+ * killed record and left the program running, nobody's child. record passes it on: the
+ * program gets it once, ends as it would untraced, and record exits as it did. */
+CTS_TEST(sigterm_to_record_reaches_the_program_once) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "sigterm");
+  unlink(trace);
+  char *argv[] = {CTS_TEST_CTFSCOPE,
+                  "record",
+                  "-q",
+                  "-o",
+                  trace,
+                  "--",
+                  "/bin/sh",
+                  "-c",
+                  "n=0; trap 'n=$((n+1))' TERM; echo \"ready $$\"; "
+                  "while [ $n = 0 ]; do sleep 0.02; done; sleep 0.3; echo \"got TERM x$n\"; "
+                  "exit 3",
+                  NULL};
+  int out[2];
+  CTS_ASSERT(pipe(out) == 0);
+  const pid_t record = fork();
+  if (record == 0) {
+    dup2(out[1], 1);
+    close(out[0]), close(out[1]);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[256];
+  size_t len = 0;
+  while (len < sizeof buf - 1 && !memchr(buf, '\n', len)) {
+    const ssize_t n = read(out[0], buf + len, sizeof buf - 1 - len);
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  buf[len] = '\0';
+  int program = 0;
+  CTS_ASSERT_MSG(sscanf(buf, "ready %d", &program) == 1, "stdout: %s", buf);
+  /* record sets its handler once the program runs: wait for it (at most 2 s). */
+  for (int i = 0; i < 200 && !catches_signal(record, SIGTERM); i++) usleep(10000);
+  kill(record, SIGTERM);
+  int status = 0;
+  waitpid(record, &status, 0);
+  const bool program_left = kill(program, 0) == 0;
+  if (program_left) kill(program, SIGKILL); /* before reading: it holds the pipe */
+  read_all(out[0], buf + len, sizeof buf - len, &len);
+  close(out[0]);
+  CTS_ASSERT_MSG(!program_left, "the program was left running");
+  CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 3, "record's status %#x", status);
+  CTS_ASSERT_MSG(strstr(buf, "got TERM x1\n") != NULL, "stdout: %s", buf);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 CTS_TEST(record_default_name_and_exit_code) {
   char dir[] = "/tmp/cts_record_XXXXXX";
   CTS_ASSERT(mkdtemp(dir) != NULL);
