@@ -26,6 +26,7 @@
 #include "../os/net.h"
 #include "../os/os.h"
 #include "../tracer/elf_kind.h"
+#include "../tracer/elf_runtime.h"
 #include "../tracer/exec_name.h"
 #include "cli.h"
 #include "record_tasks.h"
@@ -460,20 +461,25 @@ static const char *base_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
-/* Whether `prog`, where execvp finds it (PATH searched when it has no '/'), is a program of
- * another kind than the preload library (tracer/elf_kind.h): a 32-bit one. */
-static bool program_of_another_kind(const char *prog) {
-  if (strchr(prog, '/')) return cts__elf_of_another_kind(prog);
+/* The file `prog` names, found through PATH as execvp does when it has no slash, into
+ * full (size bytes); false if none is found. */
+static bool program_file(const char *prog, char *full, size_t size) {
+  if (strchr(prog, '/')) return snprintf(full, size, "%s", prog) < (int)size;
   const char *const path = getenv("PATH");
-  char full[4096];
   for (const char *p = path && path[0] ? path : "/bin:/usr/bin";;) {
     const size_t len = strcspn(p, ":");
-    const int n = snprintf(full, sizeof full, "%.*s/%s", len ? (int)len : 1, len ? p : ".", prog);
-    if (n > 0 && (size_t)n < sizeof full && access(full, X_OK) == 0)
-      return cts__elf_of_another_kind(full);
+    const int n = snprintf(full, size, "%.*s/%s", len ? (int)len : 1, len ? p : ".", prog);
+    if (n > 0 && (size_t)n < size && access(full, X_OK) == 0) return true;
     if (!p[len]) return false;
     p += len + 1;
   }
+}
+
+/* Whether `prog`, where execvp finds it (PATH searched when it has no '/'), is a program of
+ * another kind than the preload library (tracer/elf_kind.h): a 32-bit one. */
+static bool program_of_another_kind(const char *prog) {
+  char full[4096];
+  return program_file(prog, full, sizeof full) && cts__elf_of_another_kind(full);
 }
 
 /* What record does to one variable of the program's environment. */
@@ -765,10 +771,20 @@ int cmd_record(int argc, char **argv) {
     snprintf(notes_fd, sizeof notes_fd, "%d", notes_pipe[1]);
   /* A program the library cannot be loaded into runs without it: its loader would print
    * "ERROR: ld.so: object ... cannot be preloaded (wrong ELF class ...)" on its stderr. */
-  const bool other_kind = program_of_another_kind(argv[first]);
+  bool other_kind = program_of_another_kind(argv[first]);
   if (other_kind)
     cli_warn("%s is a program of another kind (32-bit?) than %s: it runs untraced", argv[first],
              PRELOAD_NAME);
+  /* An AddressSanitizer program aborted at its start with the library first in its list. */
+  char program_path[4096], runtime[64];
+  if (!other_kind && program_file(argv[first], program_path, sizeof program_path) &&
+      cts__elf_needs_a_runtime_first(program_path, runtime, sizeof runtime)) {
+    cli_warn(
+        "%s links %s (a sanitizer), which must come first among its libraries: it runs "
+        "untraced",
+        argv[first], runtime);
+    other_kind = true;
+  }
   char preload_value[8192];
   const char *old = getenv("LD_PRELOAD");
   if (old && old[0])

@@ -3845,6 +3845,40 @@ CTS_TEST(exec_of_a_fifo_fails_at_once_as_untraced) {
   unlink(trace);
 }
 
+/* An AddressSanitizer program (libasan must be first in the loader's list) aborted at its
+ * start under `record`, exit 1, "ASan runtime does not come first in initial library
+ * list", and record blamed a static or set-uid program. record now runs it without the
+ * library and says why; its output and status are its own. Needs a compiler with
+ * libasan: skipped without. */
+CTS_TEST(record_runs_an_asan_program_untraced_and_says_why) {
+  char source[256], program[256], trace[256];
+  snprintf(source, sizeof source, "/tmp/cts_preload_asan_%d.c", (int)getpid());
+  snprintf(program, sizeof program, "/tmp/cts_preload_asan_%d", (int)getpid());
+  trace_path(trace, sizeof trace, "asan");
+  CTS_ASSERT(write_text_file(source,
+                             "#include <stdio.h>\n#include <stdlib.h>\n"
+                             "int main(void) { free(malloc(100)); puts(\"ran\"); "
+                             "return 4; }\n"));
+  char *compile[] = {"/usr/bin/cc", "-fsanitize=address", "-o", program, source, NULL};
+  run(&plain, compile, NULL, NULL, NULL);
+  unlink(source);
+  if (plain.status != 0) CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
+  char *alone[] = {program, NULL};
+  run(&plain, alone, NULL, NULL, NULL);
+  char *prog[] = {program, NULL}, *argv[16];
+  record_argv(argv, trace, true, prog);
+  unlink(trace);
+  run(&traced, argv, NULL, NULL, NULL);
+  unlink(program);
+  CTS_ASSERT_EQ_INT(plain.status, 4);
+  CTS_ASSERT_MSG(traced.status == 4, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ran\n");
+  CTS_ASSERT_MSG(strstr(traced.err, "links libasan") && strstr(traced.err, "it runs untraced") &&
+                     !strstr(traced.err, "does not come first"),
+                 "stderr: %s", traced.err);
+  CTS_ASSERT(access(trace, F_OK) != 0);
+}
+
 /* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
  * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
  * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
