@@ -360,6 +360,38 @@ CTS_TEST(daemon_forked_by_the_program_does_not_hold_its_trace) {
   check_daemon_holds_no_trace(trace, true);  /* writer process from the start */
 }
 
+/* A program whose clock_gettime is another library's, CLOCK_MONOTONIC years ahead
+ * (`faketime`'s libfaketime): the forked writer, which keeps the program's libraries,
+ * computed a futex deadline with it and waited for ever at the program's exec; the trace
+ * kept its header only, `record` waited 10 s and said it was still being written, and
+ * the writer was left behind. */
+CTS_TEST(writer_waits_by_the_kernels_clock_not_the_programs) {
+  char trace[256], next[300];
+  trace_path(trace, sizeof trace, "skew");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(trace), unlink(next);
+  char *argv[] = {"/usr/bin/env",
+                  "LD_PRELOAD=" CTS_TEST_CLOCK_SKEW,
+                  CTS_TEST_CTFSCOPE,
+                  "record",
+                  "--rate",
+                  "1",
+                  "-o",
+                  trace,
+                  "--",
+                  "/usr/bin/env",
+                  "/bin/true",
+                  NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err, "still being written") == NULL, "stderr: %s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_MSG(d.end_time != 0, "the trace of env has no end time");
+  decoded_fini(&d);
+  unlink(trace), unlink(next);
+}
+
 /* victim_exec `how` traced at `rate` into trace (256 bytes, named after `name`), its exec'd
  * image into next (300 bytes): whether its output and status equal the untraced run's. */
 static bool run_exec_victim_at(const char *how, const char *name, const char *rate, char *trace,
