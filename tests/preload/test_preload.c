@@ -326,6 +326,15 @@ static void record_argv(char **out, const char *trace, bool rate_one, char *cons
   out[n] = NULL;
 }
 
+/* Checks that the trace reads and holds `count` blocks of `bytes`, then removes it. */
+static void check_blocks_then_remove(const char *trace, uint64_t bytes, size_t count) {
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(count_length(&d, bytes), count);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 /* A program that forks a daemon and exits (nginx, started as it starts): the daemon is
  * not traced, but its copy of the trace file's descriptor held the file's flock, and
  * `record` waited 10 s for a whole trace, then said it was still being written. The
@@ -346,11 +355,7 @@ static void check_daemon_holds_no_trace(const char *trace, bool rate_one) {
   CTS_ASSERT_MSG(strstr(traced.err, "still being written") == NULL, "stderr: %s", traced.err);
   CTS_ASSERT_MSG(strstr(traced.err, "trace written to") != NULL, "stderr: %s", traced.err);
   CTS_ASSERT(alive); /* record did not wait for the daemon's end */
-  decoded_t d;
-  CHECK_TRACE(d, trace);
-  CTS_ASSERT_EQ_U64(count_length(&d, 77777), 0);
-  decoded_fini(&d);
-  unlink(trace);
+  check_blocks_then_remove(trace, 77777, 0);
 }
 
 CTS_TEST(daemon_forked_by_the_program_does_not_hold_its_trace) {
@@ -736,21 +741,13 @@ CTS_TEST(dlopen_with_deepbind_frees_across_and_keeps_the_callers_search_path) {
   CTS_ASSERT(run_both("victim_dlopen", CTS_TEST_PLUGIN, "deepbind", "1", trace, NULL));
   CTS_ASSERT_MSG(strstr(traced.err, "RTLD_DEEPBIND") != NULL, "stderr: %s", traced.err);
   CTS_ASSERT(occurrences(traced.err, "ctfscope-preload:") == 1);
-  decoded_t d;
-  CHECK_TRACE(d, trace);
-  CTS_ASSERT_EQ_U64(count_length(&d, 33333), 20);
-  CTS_ASSERT_EQ_U64(count_length(&d, 22222), 20);
-  decoded_fini(&d);
-  unlink(trace);
+  check_blocks_then_remove(trace, 33333, 40); /* freed by the plugin, and by the program */
 
   const char *const base = strrchr(CTS_TEST_PLUGIN, '/') + 1;
   CTS_ASSERT(run_both("victim_dlopen", base, NULL, "1", trace, NULL));
   CTS_ASSERT_STR_EQ(traced.out, "plugin used\n");
   CTS_ASSERT_MSG(traced.err_len == 0, "stderr: %s", traced.err);
-  CHECK_TRACE(d, trace);
-  CTS_ASSERT_EQ_U64(count_length(&d, 44444), 20);
-  decoded_fini(&d);
-  unlink(trace);
+  check_blocks_then_remove(trace, 44444, 20);
 }
 
 CTS_TEST(calloc_before_initialisation) {
@@ -3882,19 +3879,26 @@ CTS_TEST(exec_of_a_fifo_fails_at_once_as_untraced) {
  * list", and record blamed a static or set-uid program. record now runs it without the
  * library and says why; its output and status are its own. Needs a compiler with
  * libasan: skipped without. */
-CTS_TEST(record_runs_an_asan_program_untraced_and_says_why) {
-  char source[256], program[256], trace[256];
-  snprintf(source, sizeof source, "/tmp/cts_preload_asan_%d.c", (int)getpid());
-  snprintf(program, sizeof program, "/tmp/cts_preload_asan_%d", (int)getpid());
-  trace_path(trace, sizeof trace, "asan");
-  CTS_ASSERT(write_text_file(source,
-                             "#include <stdio.h>\n#include <stdlib.h>\n"
-                             "int main(void) { free(malloc(100)); puts(\"ran\"); "
-                             "return 4; }\n"));
-  char *compile[] = {"/usr/bin/cc", "-fsanitize=address", "-o", program, source, NULL};
+/* Compiles C `text` with /usr/bin/cc and `flag` into /tmp/cts_preload_NAME_PID (path in
+ * program, 256 bytes): whether it could. */
+static bool compile_program(char *program, const char *name, const char *flag, const char *text) {
+  char source[300];
+  snprintf(program, 256, "/tmp/cts_preload_%s_%d", name, (int)getpid());
+  snprintf(source, sizeof source, "%s.c", program);
+  if (!write_text_file(source, text)) return false;
+  char *compile[] = {"/usr/bin/cc", (char *)flag, "-o", program, source, NULL};
   run(&plain, compile, NULL, NULL, NULL);
   unlink(source);
-  if (plain.status != 0) CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
+  return plain.status == 0;
+}
+
+CTS_TEST(record_runs_an_asan_program_untraced_and_says_why) {
+  char program[256], trace[256];
+  trace_path(trace, sizeof trace, "asan");
+  if (!compile_program(program, "asan", "-fsanitize=address",
+                       "#include <stdio.h>\n#include <stdlib.h>\n"
+                       "int main(void) { free(malloc(100)); puts(\"ran\"); return 4; }\n"))
+    CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
   char *alone[] = {program, NULL};
   run(&plain, alone, NULL, NULL, NULL);
   char *prog[] = {program, NULL}, *argv[16];

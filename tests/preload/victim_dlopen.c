@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 20; i++) release(allocate(44444));
   if (deepbind) {
     for (int i = 0; i < 20; i++) release(malloc(33333));
-    for (int i = 0; i < 20; i++) free(allocate(22222));
+    for (int i = 0; i < 20; i++) free(allocate(33333));
   }
   dlclose(lib);
   printf("plugin used\n");
