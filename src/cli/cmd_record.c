@@ -26,6 +26,7 @@
 #include "../os/net.h"
 #include "../os/os.h"
 #include "../tracer/elf_kind.h"
+#include "../tracer/elf_runtime.h"
 #include "../tracer/exec_name.h"
 #include "cli.h"
 #include "record_tasks.h"
@@ -508,20 +509,25 @@ static const char *base_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
-/* Whether `prog`, where execvp finds it (PATH searched when it has no '/'), is a program of
- * another kind than the preload library (tracer/elf_kind.h): a 32-bit one. */
-static bool program_of_another_kind(const char *prog) {
-  if (strchr(prog, '/')) return cts__elf_of_another_kind(prog);
+/* The file `prog` names, found through PATH as execvp does when it has no slash, into
+ * full (size bytes); false if none is found. */
+static bool program_file(const char *prog, char *full, size_t size) {
+  if (strchr(prog, '/')) return snprintf(full, size, "%s", prog) < (int)size;
   const char *const path = getenv("PATH");
-  char full[4096];
   for (const char *p = path && path[0] ? path : "/bin:/usr/bin";;) {
     const size_t len = strcspn(p, ":");
-    const int n = snprintf(full, sizeof full, "%.*s/%s", len ? (int)len : 1, len ? p : ".", prog);
-    if (n > 0 && (size_t)n < sizeof full && access(full, X_OK) == 0)
-      return cts__elf_of_another_kind(full);
+    const int n = snprintf(full, size, "%.*s/%s", len ? (int)len : 1, len ? p : ".", prog);
+    if (n > 0 && (size_t)n < size && access(full, X_OK) == 0) return true;
     if (!p[len]) return false;
     p += len + 1;
   }
+}
+
+/* Whether `prog`, where execvp finds it (PATH searched when it has no '/'), is a program of
+ * another kind than the preload library (tracer/elf_kind.h): a 32-bit one. */
+static bool program_of_another_kind(const char *prog) {
+  char full[4096];
+  return program_file(prog, full, sizeof full) && cts__elf_of_another_kind(full);
 }
 
 /* What record does to one variable of the program's environment. */
@@ -642,6 +648,46 @@ __attribute__((noinline)) static pid_t spawn_program(const spawn_t *sp) {
   const pid_t pid = vfork();
   if (pid == 0) program_main(sp);
   return pid;
+}
+
+/* The signals that stop or poke a program, sent to record by its pid (`kill $!` in a
+ * script, `docker stop` of a container whose first process is record, supervisord, a
+ * `kill` by hand): they killed record and left the program running, nobody's child,
+ * untold. While record waits they are passed on to the program, as `perf record` does, so
+ * that it ends (or reloads) as it would untraced, and record summarises its trace and
+ * exits as it did. Not passed on: what the kernel sent (a terminal's hang-up reaches the
+ * program itself) or the program sent, and what another process of the program's group
+ * sent (the program's children signalling their group), record's parent excepted (a
+ * script's `kill $!`). SIGINT and SIGQUIT stay ignored, as a shell does while a job runs:
+ * ^C and ^\ are the program's. A signal to record and to the program's whole group
+ * (`timeout` without --foreground, a shell's `kill %1`, systemd stopping a unit) reaches
+ * the program twice. */
+static const int relayed_signals[] = {SIGTERM, SIGUSR1, SIGUSR2};
+#define RELAYED_COUNT (sizeof relayed_signals / sizeof relayed_signals[0])
+static volatile pid_t relay_to;
+
+static void relay_signal(int sig, siginfo_t *info, void *context) {
+  (void)context;
+  const int saved_errno = errno;
+  const pid_t to = relay_to;
+  /* si_code <= 0: sent by kill, sigqueue or tgkill, not by the kernel. */
+  if (to > 0 && info->si_code <= 0 && info->si_pid != to &&
+      (info->si_pid == getppid() || getpgid(info->si_pid) != getpgid(to)))
+    kill(to, sig);
+  errno = saved_errno;
+}
+
+/* Relays relayed_signals to pid until relay_end; old: the actions to put back. */
+static void relay_start(pid_t pid, struct sigaction old[RELAYED_COUNT]) {
+  relay_to = pid;
+  struct sigaction relay = {.sa_sigaction = relay_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
+  sigemptyset(&relay.sa_mask);
+  for (size_t i = 0; i < RELAYED_COUNT; i++) sigaction(relayed_signals[i], &relay, &old[i]);
+}
+
+static void relay_end(const struct sigaction old[RELAYED_COUNT]) {
+  relay_to = 0; /* first: the pid is reaped, and could be another process's */
+  for (size_t i = 0; i < RELAYED_COUNT; i++) sigaction(relayed_signals[i], &old[i], NULL);
 }
 
 /* No process could be made for the program (`ulimit -u` reached: a shell that execs its
@@ -773,10 +819,20 @@ int cmd_record(int argc, char **argv) {
     snprintf(notes_fd, sizeof notes_fd, "%d", notes_pipe[1]);
   /* A program the library cannot be loaded into runs without it: its loader would print
    * "ERROR: ld.so: object ... cannot be preloaded (wrong ELF class ...)" on its stderr. */
-  const bool other_kind = program_of_another_kind(argv[first]);
+  bool other_kind = program_of_another_kind(argv[first]);
   if (other_kind)
     cli_warn("%s is a program of another kind (32-bit?) than %s: it runs untraced", argv[first],
              PRELOAD_NAME);
+  /* An AddressSanitizer program aborted at its start with the library first in its list. */
+  char program_path[4096], runtime[64];
+  if (!other_kind && program_file(argv[first], program_path, sizeof program_path) &&
+      cts__elf_needs_a_runtime_first(program_path, runtime, sizeof runtime)) {
+    cli_warn(
+        "%s links %s (a sanitizer), which must come first among its libraries: it runs "
+        "untraced",
+        argv[first], runtime);
+    other_kind = true;
+  }
   char preload_value[8192];
   const char *old = getenv("LD_PRELOAD");
   if (old && old[0])
@@ -835,6 +891,8 @@ int cmd_record(int argc, char **argv) {
   struct sigaction ignore = {.sa_handler = SIG_IGN}, old_int, old_quit;
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGQUIT, &ignore, &old_quit);
+  struct sigaction old_relayed[RELAYED_COUNT];
+  relay_start(pid, old_relayed);
   int exec_errno = 0;
   ssize_t got;
   do got = read(status_pipe[0], &exec_errno, sizeof exec_errno);
@@ -844,6 +902,7 @@ int cmd_record(int argc, char **argv) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGQUIT, &old_quit, NULL);
+  relay_end(old_relayed);
   if (got == (ssize_t)sizeof exec_errno) {
     cli_error("cannot run '%s': %s", prog[0], strerror(exec_errno));
     return exec_errno == ENOENT ? 127 : 126;

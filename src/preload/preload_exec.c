@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libctfscope-preload.so, the exec family and dlclose: when the traced process itself
+/* libctfscope-preload.so, the exec family, dlopen and dlclose: when the traced process itself
  * execs, the trace is flushed and the new image gets the settings, with the next file name
  * (trace.execN.ctf) in MEMTRACE and CTFSCOPE_EXEC_BASE/_INDEX saying where the sequence
  * started (tracer.h, "Processes"); dlclose flushes before unloading a library. Also
@@ -483,9 +483,73 @@ CTS__PRELOAD_EXPORT int posix_spawnp(pid_t *pid, const char *file,
   return spawn_with(CTS__LAZY_posix_spawnp, pid, file, actions, attr, argv, envp);
 }
 
+/* dlopen with RTLD_DEEPBIND gives the library its own dependencies' symbols before the
+ * global scope's: its malloc, free and realloc are the C library's, not this library's,
+ * and a block the program allocated here and the library frees there (a sampled block
+ * starts past its header) aborts the program, "double free or corruption" (PHP loads its
+ * extensions so: php -r at rate 1 died in pdo.so's start). The flag is dropped, once said,
+ * as heaptrack does; every other call is passed on unchanged. glibc's dlopen picks the
+ * search path (the caller's RUNPATH, $ORIGIN) and namespace by its return address, so the
+ * real dlopen must be reached by a jump that leaves it the program's: on x86-64 a stub in
+ * assembly (below) asks cts__dlopen_prepare for the function and the mode, then jumps;
+ * elsewhere dlopen is not interposed (a C sibling call is not guaranteed). */
+typedef void *dlopen_function(const char *, int);
+
+/* The real dlopen (NULL if none), with RTLD_DEEPBIND taken out of *mode. */
+dlopen_function *cts__dlopen_prepare(const char *file, int *mode) CTS__PRELOAD_HIDDEN;
+dlopen_function *cts__dlopen_prepare(const char *file, int *mode) {
+  if (CTS_UNLIKELY(*mode & RTLD_DEEPBIND)) {
+    *mode &= ~RTLD_DEEPBIND;
+    static int said;
+    if (getpid() == cts__traced_pid && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+      cts__preload_log(
+          "dlopen(\"%s\") asked for RTLD_DEEPBIND, which would give the library "
+          "the C library's malloc and free past the tracer (a block freed "
+          "across aborts the program): loaded without it",
+          file ? file : "(null)");
+  }
+  cts__need_real();
+  dlopen_function *real;
+  cts__lazy_real(CTS__LAZY_dlopen, &real, sizeof real);
+  return real;
+}
+
+#if defined(__x86_64__)
+/* dlopen(file, mode): both arguments kept on the stack (aligned to 16 for the call), the
+ * saved mode's slot handed to cts__dlopen_prepare, then a jump to the real dlopen with the
+ * caller's return address still on top. */
+__asm__(
+    ".text\n"
+    ".globl dlopen\n"
+    ".type dlopen, @function\n"
+    ".p2align 4\n"
+    "dlopen:\n"
+    ".cfi_startproc\n"
+    "  pushq %rdi\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  pushq %rsi\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  subq $8, %rsp\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    "  leaq 8(%rsp), %rsi\n"
+    "  call cts__dlopen_prepare\n"
+    "  addq $8, %rsp\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  popq %rsi\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  popq %rdi\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    "  testq %rax, %rax\n"
+    "  jz 1f\n"
+    "  jmp *%rax\n"
+    "1:\n"
+    "  ret\n"
+    ".cfi_endproc\n"
+    ".size dlopen, .-dlopen\n");
+#endif
+
 /* dlclose: flush first, so that the writer thread resolves the codes seen so far while
- * their library is still mapped (the symbolizer keeps them after that). dlopen is not
- * interposed: glibc's dlopen looks at its caller to pick the search path. */
+ * their library is still mapped (the symbolizer keeps them after that). */
 CTS__PRELOAD_EXPORT int dlclose(void *handle) {
   cts__need_real();
   flush_trace();

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared by the files of the preload library:
  *   preload_hooks.c    the malloc family's hooks, the real functions, sampled blocks' headers
- *   preload_exec.c     the exec family and dlclose: flush, then trace the next image
+ *   preload_exec.c     the exec family, dlopen and dlclose: flush, then trace the next image
  *   preload_env.c      the settings in the environment, the constructor and destructor
  *   preload_pthread.c  task tracing of the program's threads
  *   preload_fds.c      close and the calls like it: the lazy writer made before they act
@@ -49,7 +49,8 @@ typedef struct cts__real_functions {
 #define CTS__LAZY_FUNCTIONS(X) \
   X(posix_memalign)            \
   X(aligned_alloc)             \
-  X(valloc) X(pvalloc) X(dlclose) X(dup3) X(close_range) X(closefrom) X(posix_spawn) X(posix_spawnp)
+  X(valloc)                    \
+  X(pvalloc) X(dlopen) X(dlclose) X(dup3) X(close_range) X(closefrom) X(posix_spawn) X(posix_spawnp)
 #define CTS__LAZY_INDEX(name) CTS__LAZY_##name,
 enum { CTS__LAZY_FUNCTIONS(CTS__LAZY_INDEX) CTS__LAZY_COUNT };
 void cts__lazy_real(unsigned which, void *fn, size_t fn_size) CTS__PRELOAD_HIDDEN;

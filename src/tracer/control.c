@@ -60,8 +60,15 @@ int cts__ctl_timedwait(_Atomic uint32_t *word, const struct timespec *deadline) 
   return e == ETIMEDOUT ? ETIMEDOUT : 0;
 }
 
+/* The deadline is the kernel's CLOCK_MONOTONIC, read by the system call: the futex compares
+ * with it, and clock_gettime may be another library's. libfaketime (`faketime`) moves
+ * CLOCK_MONOTONIC by years; a forked writer, which keeps the program's libraries, then
+ * waited for ever at the program's exec, its trace left with the header only and
+ * `record` waiting 10 s for it. A wait's one more system call is nothing beside it. */
 struct timespec cts__deadline_in_ms(uint64_t ms) {
-  const uint64_t ns = cts_mono_ns() + ms * 1000000u;
+  struct timespec now = {0, 0};
+  syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &now);
+  const uint64_t ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec + ms * 1000000u;
   return (struct timespec){.tv_sec = (time_t)(ns / 1000000000u),
                            .tv_nsec = (long)(ns % 1000000000u)};
 }

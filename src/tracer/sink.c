@@ -273,13 +273,17 @@ void cts__close_sink(void) {
   cts__sink.socket_sink = false;
 }
 
-/* tracer_state.h. In a forked child: the copies of the parent's sockets and compressor
- * go. */
+/* tracer_state.h. In a forked child: the copies of the parent's sockets, trace file and
+ * compressor go. The file's copy held its flock (one lock per open file description, the
+ * parent's and the writer's copies share it): a child that outlives its parent, a daemon
+ * (nginx's master, forked by the command it was started as), kept `ctfscope record`
+ * waiting 10 s for a trace that was whole, then saying it was still being written. */
 void cts__sink_atfork_child(void) {
-  if (cts__sink.socket_sink) cts_fd_close_held(&cts__sink.fd, cts__sink.fd_ident);
+  if (cts__sink.socket_sink || cts__sink.own_fd)
+    cts_fd_close_held(&cts__sink.fd, cts__sink.fd_ident);
   cts__sink.fd = -1;
   cts__sink.socket_sink = false;
-  cts__sink.own_fd = false;          /* a file is the parent's; close-on-exec anyway */
+  cts__sink.own_fd = false;
   cts__zsink_close(cts__sink.zsink); /* a copy of the parent's compressor state */
   cts__sink.zsink = NULL;
 }

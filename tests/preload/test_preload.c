@@ -326,6 +326,77 @@ static void record_argv(char **out, const char *trace, bool rate_one, char *cons
   out[n] = NULL;
 }
 
+/* Checks that the trace reads and holds `count` blocks of `bytes`, then removes it. */
+static void check_blocks_then_remove(const char *trace, uint64_t bytes, size_t count) {
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_EQ_U64(count_length(&d, bytes), count);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
+/* A program that forks a daemon and exits (nginx, started as it starts): the daemon is
+ * not traced, but its copy of the trace file's descriptor held the file's flock, and
+ * `record` waited 10 s for a whole trace, then said it was still being written. The
+ * daemon lives 30 s: record must be back while it runs, with no such word. */
+static void check_daemon_holds_no_trace(const char *trace, bool rate_one) {
+  char victim[1024];
+  victim_path(victim, sizeof victim, "victim_fork");
+  char *prog[] = {victim, "daemon", NULL}, *argv[16];
+  record_argv(argv, trace, rate_one, prog);
+  unlink(trace);
+  run(&traced, argv, NULL, NULL, NULL);
+  int daemon = 0;
+  CTS_ASSERT_MSG(sscanf(traced.out, "daemon %d", &daemon) == 1 && daemon > 0, "stdout: %s",
+                 traced.out);
+  const bool alive = kill(daemon, 0) == 0;
+  kill(daemon, SIGKILL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err, "still being written") == NULL, "stderr: %s", traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err, "trace written to") != NULL, "stderr: %s", traced.err);
+  CTS_ASSERT(alive); /* record did not wait for the daemon's end */
+  check_blocks_then_remove(trace, 77777, 0);
+}
+
+CTS_TEST(daemon_forked_by_the_program_does_not_hold_its_trace) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "daemon");
+  check_daemon_holds_no_trace(trace, false); /* lazy session: no writer process */
+  check_daemon_holds_no_trace(trace, true);  /* writer process from the start */
+}
+
+/* A program whose clock_gettime is another library's, CLOCK_MONOTONIC years ahead
+ * (`faketime`'s libfaketime): the forked writer, which keeps the program's libraries,
+ * computed a futex deadline with it and waited for ever at the program's exec; the trace
+ * kept its header only, `record` waited 10 s and said it was still being written, and
+ * the writer was left behind. */
+CTS_TEST(writer_waits_by_the_kernels_clock_not_the_programs) {
+  char trace[256], next[300];
+  trace_path(trace, sizeof trace, "skew");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(trace), unlink(next);
+  char *argv[] = {"/usr/bin/env",
+                  "LD_PRELOAD=" CTS_TEST_CLOCK_SKEW,
+                  CTS_TEST_CTFSCOPE,
+                  "record",
+                  "--rate",
+                  "1",
+                  "-o",
+                  trace,
+                  "--",
+                  "/usr/bin/env",
+                  "/bin/true",
+                  NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.err, "still being written") == NULL, "stderr: %s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  CTS_ASSERT_MSG(d.end_time != 0, "the trace of env has no end time");
+  decoded_fini(&d);
+  unlink(trace), unlink(next);
+}
+
 /* victim_exec `how` traced at `rate` into trace (256 bytes, named after `name`), its exec'd
  * image into next (300 bytes): whether its output and status equal the untraced run's. */
 static bool run_exec_victim_at(const char *how, const char *name, const char *rate, char *trace,
@@ -657,6 +728,26 @@ CTS_TEST(dlopen_plugin_allocations_are_named) {
 #endif
   decoded_fini(&d);
   unlink(trace);
+}
+
+/* A library dlopen'd with RTLD_DEEPBIND (PHP's extensions) freeing blocks the program
+ * allocated, and the reverse: with the flag its free was the C library's, and the first
+ * sampled block it freed aborted the program ("double free or corruption"). The preload's
+ * dlopen drops the flag, with one line; a bare name is still found through the program's
+ * RUNPATH, which glibc's dlopen takes from its caller's return address. */
+CTS_TEST(dlopen_with_deepbind_frees_across_and_keeps_the_callers_search_path) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "deepbind");
+  CTS_ASSERT(run_both("victim_dlopen", CTS_TEST_PLUGIN, "deepbind", "1", trace, NULL));
+  CTS_ASSERT_MSG(strstr(traced.err, "RTLD_DEEPBIND") != NULL, "stderr: %s", traced.err);
+  CTS_ASSERT(occurrences(traced.err, "ctfscope-preload:") == 1);
+  check_blocks_then_remove(trace, 33333, 40); /* freed by the plugin, and by the program */
+
+  const char *const base = strrchr(CTS_TEST_PLUGIN, '/') + 1;
+  CTS_ASSERT(run_both("victim_dlopen", base, NULL, "1", trace, NULL));
+  CTS_ASSERT_STR_EQ(traced.out, "plugin used\n");
+  CTS_ASSERT_MSG(traced.err_len == 0, "stderr: %s", traced.err);
+  check_blocks_then_remove(trace, 44444, 20);
 }
 
 CTS_TEST(calloc_before_initialisation) {
@@ -2740,6 +2831,76 @@ CTS_TEST(record_runs_the_program_and_reports) {
   unlink(trace);
 }
 
+/* Whether process pid catches signal sig (its SigCgt in /proc). */
+static bool catches_signal(pid_t pid, int sig) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *const f = fopen(path, "r");
+  if (!f) return false;
+  unsigned long long mask = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "SigCgt: %llx", &mask) == 1) break;
+  fclose(f);
+  return (mask >> (sig - 1)) & 1;
+}
+
+/* SIGTERM sent to record by its pid (a script's `kill $!`, `docker stop`, supervisord)
+ * killed record and left the program running, nobody's child. record passes it on: the
+ * program gets it once, ends as it would untraced, and record exits as it did. */
+CTS_TEST(sigterm_to_record_reaches_the_program_once) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "sigterm");
+  unlink(trace);
+  char *argv[] = {CTS_TEST_CTFSCOPE,
+                  "record",
+                  "-q",
+                  "-o",
+                  trace,
+                  "--",
+                  "/bin/sh",
+                  "-c",
+                  "n=0; trap 'n=$((n+1))' TERM; echo \"ready $$\"; "
+                  "while [ $n = 0 ]; do sleep 0.02; done; sleep 0.3; echo \"got TERM x$n\"; "
+                  "exit 3",
+                  NULL};
+  int out[2];
+  CTS_ASSERT(pipe(out) == 0);
+  const pid_t record = fork();
+  if (record == 0) {
+    dup2(out[1], 1);
+    close(out[0]), close(out[1]);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[256];
+  size_t len = 0;
+  while (len < sizeof buf - 1 && !memchr(buf, '\n', len)) {
+    const ssize_t n = read(out[0], buf + len, sizeof buf - 1 - len);
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  buf[len] = '\0';
+  int program = 0;
+  CTS_ASSERT_MSG(sscanf(buf, "ready %d", &program) == 1, "stdout: %s", buf);
+  /* record sets its handler once the program runs: wait for it (at most 2 s). */
+  for (int i = 0; i < 200 && !catches_signal(record, SIGTERM); i++) usleep(10000);
+  kill(record, SIGTERM);
+  int status = 0;
+  waitpid(record, &status, 0);
+  const bool program_left = kill(program, 0) == 0;
+  if (program_left) kill(program, SIGKILL); /* before reading: it holds the pipe */
+  read_all(out[0], buf + len, sizeof buf - len, &len);
+  close(out[0]);
+  CTS_ASSERT_MSG(!program_left, "the program was left running");
+  CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 3, "record's status %#x", status);
+  CTS_ASSERT_MSG(strstr(buf, "got TERM x1\n") != NULL, "stdout: %s", buf);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 CTS_TEST(record_default_name_and_exit_code) {
   char dir[] = "/tmp/cts_record_XXXXXX";
   CTS_ASSERT(mkdtemp(dir) != NULL);
@@ -3870,6 +4031,47 @@ CTS_TEST(exec_of_a_fifo_fails_at_once_as_untraced) {
                  "traced: status %d, out \"%s\", err %s", traced.status, traced.out, traced.err);
   unlink(fifo);
   unlink(trace);
+}
+
+/* An AddressSanitizer program (libasan must be first in the loader's list) aborted at its
+ * start under `record`, exit 1, "ASan runtime does not come first in initial library
+ * list", and record blamed a static or set-uid program. record now runs it without the
+ * library and says why; its output and status are its own. Needs a compiler with
+ * libasan: skipped without. */
+/* Compiles C `text` with /usr/bin/cc and `flag` into /tmp/cts_preload_NAME_PID (path in
+ * program, 256 bytes): whether it could. */
+static bool compile_program(char *program, const char *name, const char *flag, const char *text) {
+  char source[300];
+  snprintf(program, 256, "/tmp/cts_preload_%s_%d", name, (int)getpid());
+  snprintf(source, sizeof source, "%s.c", program);
+  if (!write_text_file(source, text)) return false;
+  char *compile[] = {"/usr/bin/cc", (char *)flag, "-o", program, source, NULL};
+  run(&plain, compile, NULL, NULL, NULL);
+  unlink(source);
+  return plain.status == 0;
+}
+
+CTS_TEST(record_runs_an_asan_program_untraced_and_says_why) {
+  char program[256], trace[256];
+  trace_path(trace, sizeof trace, "asan");
+  if (!compile_program(program, "asan", "-fsanitize=address",
+                       "#include <stdio.h>\n#include <stdlib.h>\n"
+                       "int main(void) { free(malloc(100)); puts(\"ran\"); return 4; }\n"))
+    CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
+  char *alone[] = {program, NULL};
+  run(&plain, alone, NULL, NULL, NULL);
+  char *prog[] = {program, NULL}, *argv[16];
+  record_argv(argv, trace, true, prog);
+  unlink(trace);
+  run(&traced, argv, NULL, NULL, NULL);
+  unlink(program);
+  CTS_ASSERT_EQ_INT(plain.status, 4);
+  CTS_ASSERT_MSG(traced.status == 4, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ran\n");
+  CTS_ASSERT_MSG(strstr(traced.err, "links libasan") && strstr(traced.err, "it runs untraced") &&
+                     !strstr(traced.err, "does not come first"),
+                 "stderr: %s", traced.err);
+  CTS_ASSERT(access(trace, F_OK) != 0);
 }
 
 /* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
