@@ -4074,6 +4074,52 @@ CTS_TEST(record_runs_an_asan_program_untraced_and_says_why) {
   CTS_ASSERT(access(trace, F_OK) != 0);
 }
 
+/* An AddressSanitizer program exec'd by a traced one (`record -- sh -c ./asan_prog`, `record
+ * -- make check` of a project built with -fsanitize=address) aborted at its start, "ASan
+ * runtime does not come first in initial library list", exit 1: record checked only the
+ * program it starts. The exec and posix_spawn hooks now read the program's library names
+ * in the open they made for the 32-bit check and take the library out of LD_PRELOAD for
+ * it; a traced image that execs it says so. Checked: fails on main's src (status 1 and
+ * the ASan line, from the shell, env and posix_spawn). Needs libasan: skipped without. */
+CTS_TEST(asan_program_execd_by_a_traced_one_runs_untraced) {
+  char program[256], trace[256], script[600];
+  trace_path(trace, sizeof trace, "asan_exec");
+  if (!compile_program(program, "asan_exec", "-fsanitize=address",
+                       "#include <stdio.h>\n#include <stdlib.h>\n"
+                       "int main(void) { free(malloc(100)); puts(\"ran\"); return 4; }\n"))
+    CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
+  /* A forked child of a traced shell: untraced itself, its environment names the library. */
+  snprintf(script, sizeof script, "%s; echo status $?", program);
+  char *shell[] = {"/bin/sh", "-c", script, NULL};
+  run(&traced, shell, trace, "1", NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "sh: status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ran\nstatus 4\n");
+  CTS_ASSERT_MSG(!strstr(traced.err, "does not come first"), "sh: %s", traced.err);
+  unlink(trace);
+  /* The traced image itself execs it (env): its trace ends, and it says why. */
+  char *env_argv[] = {"/usr/bin/env", program, NULL};
+  run(&traced, env_argv, trace, "1", NULL);
+  CTS_ASSERT_MSG(traced.status == 4, "env: status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ran\n");
+  CTS_ASSERT_MSG(!strstr(traced.err, "does not come first") &&
+                     strstr(traced.err, "links libasan") && strstr(traced.err, "it runs untraced"),
+                 "env: %s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+  /* posix_spawn, by glibc's own execve. */
+  char spawner[1024];
+  victim_path(spawner, sizeof spawner, "victim_spawn");
+  char *spawn_argv[] = {spawner, program, NULL};
+  run(&traced, spawn_argv, trace, "1", NULL);
+  unlink(program);
+  unlink(trace);
+  CTS_ASSERT_MSG(traced.status == 0, "posix_spawn: status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ran\nspawned: exit 4\n");
+  CTS_ASSERT_MSG(!strstr(traced.err, "does not come first"), "posix_spawn: %s", traced.err);
+}
+
 /* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
  * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
  * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
