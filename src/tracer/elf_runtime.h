@@ -102,6 +102,29 @@ static inline bool cts__elf_needs_a_runtime_first(const char *path, char *runtim
   return found;
 }
 
+/* Whether the ELF program at `path` is statically linked: no PT_INTERP, so no dynamic
+ * loader runs that could read LD_PRELOAD (a static-pie too). False when it cannot be read,
+ * is no ELF file of this build's class or its headers do not make sense. */
+static inline bool cts__elf_is_statically_linked(const char *path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return false;
+  Elf64_Ehdr eh;
+  Elf64_Phdr ph[64];
+  bool interpreter = true;
+  if (cts__elf_read(fd, NULL, 0, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+      memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+      eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum <= 64) {
+    const size_t ph_bytes = (size_t)eh.e_phnum * sizeof(Elf64_Phdr);
+    if (cts__elf_read(fd, NULL, 0, ph, ph_bytes, eh.e_phoff) == (ssize_t)ph_bytes) {
+      interpreter = false;
+      for (unsigned i = 0; i < eh.e_phnum; i++)
+        if (ph[i].p_type == PT_INTERP) interpreter = true;
+    }
+  }
+  close(fd);
+  return !interpreter;
+}
+
 /* What an exec of a program file means for the preload library. */
 typedef enum {
   CTS__ELF_LOADABLE,      /* the library can be loaded into it (or it could not be read) */
