@@ -326,6 +326,15 @@ static void record_argv(char **out, const char *trace, bool rate_one, char *cons
   out[n] = NULL;
 }
 
+/* `setpriv` (as nobody: uid and gid 65534, no groups) running `record -o trace -- prog...`
+ * into out (room for 12 + prog's entries); out + 4 is the record alone. For root: a
+ * directory's mode is no bar to it, and a file's capabilities give it nothing. */
+static void record_as_nobody_argv(char **out, const char *trace, char *const prog[]) {
+  char *const setpriv[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  memcpy(out, setpriv, sizeof setpriv);
+  record_argv(out + 4, trace, false, prog);
+}
+
 /* Checks that the trace reads and holds `count` blocks of `bytes`, then removes it. */
 static void check_blocks_then_remove(const char *trace, uint64_t bytes, size_t count) {
   decoded_t d;
@@ -3216,18 +3225,8 @@ CTS_TEST(record_names_why_a_secure_execution_program_was_not_traced) {
     rmdir(dir);
     CTS_SKIP("setcap failed (libcap2-bin, or a file system without extended attributes)");
   }
-  char *record[] = {"/usr/bin/setpriv",
-                    "--reuid=65534",
-                    "--regid=65534",
-                    "--clear-groups",
-                    CTS_TEST_CTFSCOPE,
-                    "record",
-                    "-o",
-                    trace,
-                    "--",
-                    program,
-                    "exit",
-                    NULL};
+  char *prog[] = {program, NULL}, *record[16];
+  record_as_nobody_argv(record, trace, prog);
   run(&traced, record, NULL, NULL, NULL);
   CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
   CTS_ASSERT_MSG(strstr(traced.err, "capable has file capabilities (security.capability") &&
@@ -3726,18 +3725,8 @@ CTS_TEST(trace_that_cannot_be_made_in_its_directory_says_why) {
   CTS_ASSERT(mkdir(dir, 0555) == 0);
   const bool root = geteuid() == 0;
   if (root && access("/usr/bin/setpriv", X_OK) != 0) CTS_SKIP("root, and no /usr/bin/setpriv");
-  char *as_nobody[] = {"/usr/bin/setpriv",
-                       "--reuid=65534",
-                       "--regid=65534",
-                       "--clear-groups",
-                       CTS_TEST_CTFSCOPE,
-                       "record",
-                       "-o",
-                       trace,
-                       "--",
-                       "/bin/echo",
-                       "hi",
-                       NULL};
+  char *echo[] = {"/bin/echo", "hi", NULL}, *as_nobody[16];
+  record_as_nobody_argv(as_nobody, trace, echo);
   run(&traced, root ? as_nobody : as_nobody + 4, NULL, NULL, NULL);
   CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
   CTS_ASSERT_STR_EQ(traced.out, "hi\n");
