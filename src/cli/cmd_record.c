@@ -333,6 +333,26 @@ static void read_notes(int fd) {
   close(fd);
 }
 
+/* Says the notes that are no trace's (an empty path: an image's exec hook telling that a
+ * program it ran, an AddressSanitizer one, ran untraced): the first, and how many more, in
+ * one line, quiet or not (`make check` of an ASan build runs hundreds). */
+static void say_program_notes(void) {
+  const char *first = NULL;
+  size_t more = 0;
+  for (size_t i = 0; i < notes.len;) {
+    const char *const p = notes.buf + i, *const why = p + strlen(p) + 1;
+    if (why >= notes.buf + notes.len) break;
+    if (!p[0] && first) more++;
+    if (!p[0] && !first) first = why;
+    i = (size_t)(why - notes.buf) + strlen(why) + 1;
+  }
+  if (!first) return;
+  if (more)
+    cli_warn("%s (and %zu more such programs)", first, more);
+  else
+    cli_warn("%s", first);
+}
+
 /* Why the trace in `path` lost its tail, from the notes, or NULL. */
 static const char *lost_tail(const char *path) {
   for (size_t i = 0; i < notes.len;) {
@@ -949,6 +969,7 @@ int cmd_record(int argc, char **argv) {
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   read_notes(notes_pipe[0]);
+  say_program_notes();
   if (other_kind) return code; /* no trace, said before it ran */
   const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   if (!o.quiet && !memtrace_url[0]) {

@@ -356,6 +356,19 @@ static int exec_failed(char **env) {
   return -1;
 }
 
+/* Says that `path` links a sanitizer runtime and runs untraced: to `record` (its notes
+ * pipe: said once, after the program's end, not on the program's stderr), or, without
+ * record, on stderr when this image is traced (a forked child's exec says nothing there:
+ * its stderr is the program's). */
+static void say_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+  char text[400];
+  snprintf(text, sizeof text,
+           "%.200s links %s (a sanitizer), which must come first among its libraries: it "
+           "ran untraced",
+           path, examined->runtime);
+  if (!cts__tracer_note_text(text) && continues_trace()) cts__preload_log("%s", text);
+}
+
 /* An exec of a program this library cannot be loaded into, or must not be (a sanitizer's
  * runtime first), with `env` (environment_for_foreign_program): this image's trace ends as
  * at any exec, and the new one runs untraced, said when this image was traced. */
@@ -364,10 +377,7 @@ static int exec_foreign(const char *path, char *const argv[], char **env,
                         int (*real_exec)(const char *, char *const[], char *const[])) {
   if (continues_trace()) {
     if (examined->verdict == CTS__ELF_RUNTIME_FIRST)
-      cts__preload_log(
-          "%.200s links %s (a sanitizer), which must come first among its "
-          "libraries: it runs untraced",
-          path, examined->runtime);
+      say_sanitizer_untraced(path, examined);
     else
       cts__preload_log(
           "%.200s is a program of another kind (32-bit?): this library cannot be "
@@ -394,6 +404,8 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
   char **const foreign = environment_for_foreign_program(path, envp, by_path_search, &examined);
   int result;
   if (foreign) {
+    if (examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace())
+      say_sanitizer_untraced(path, &examined);
     result = exec_foreign(path, argv, foreign, &examined, real_exec);
   } else if (!continues_trace()) {
     result = real_exec(path, argv, envp);
@@ -504,6 +516,7 @@ static int spawn_with(unsigned which, pid_t *pid, const char *path,
   char **const foreign =
       environment_for_foreign_program(path, envp, which == CTS__LAZY_posix_spawnp, &examined);
   close_examined(&examined); /* the child's exec must not be the one that closes it */
+  if (examined.verdict == CTS__ELF_RUNTIME_FIRST) say_sanitizer_untraced(path, &examined);
   const int result = real(pid, path, actions, attr, argv, foreign ? foreign : envp);
   if (foreign) cts__real.free(foreign);
   return result;

@@ -4127,8 +4127,9 @@ CTS_TEST(record_runs_an_asan_program_untraced_and_says_why) {
  * runtime does not come first in initial library list", exit 1: record checked only the
  * program it starts. The exec and posix_spawn hooks now read the program's library names
  * in the open they made for the 32-bit check and take the library out of LD_PRELOAD for
- * it; a traced image that execs it says so. Checked: fails on main's src (status 1 and
- * the ASan line, from the shell, env and posix_spawn). Needs libasan: skipped without. */
+ * it; under record, record says so once after the end (the notes pipe), else a traced
+ * image that execs it says so. Checked: fails on main's src (status 1 and the ASan line,
+ * from the shell, env and posix_spawn). Needs libasan: skipped without. */
 CTS_TEST(asan_program_execd_by_a_traced_one_runs_untraced) {
   char program[256], trace[256], script[600];
   trace_path(trace, sizeof trace, "asan_exec");
@@ -4150,7 +4151,7 @@ CTS_TEST(asan_program_execd_by_a_traced_one_runs_untraced) {
   CTS_ASSERT_MSG(traced.status == 4, "env: status %d: %s", traced.status, traced.err);
   CTS_ASSERT_STR_EQ(traced.out, "ran\n");
   CTS_ASSERT_MSG(!strstr(traced.err, "does not come first") &&
-                     strstr(traced.err, "links libasan") && strstr(traced.err, "it runs untraced"),
+                     strstr(traced.err, "links libasan") && strstr(traced.err, "it ran untraced"),
                  "env: %s", traced.err);
   decoded_t d;
   CHECK_TRACE(d, trace);
@@ -4161,11 +4162,24 @@ CTS_TEST(asan_program_execd_by_a_traced_one_runs_untraced) {
   victim_path(spawner, sizeof spawner, "victim_spawn");
   char *spawn_argv[] = {spawner, program, NULL};
   run(&traced, spawn_argv, trace, "1", NULL);
-  unlink(program);
   unlink(trace);
   CTS_ASSERT_MSG(traced.status == 0, "posix_spawn: status %d: %s", traced.status, traced.err);
   CTS_ASSERT_STR_EQ(traced.out, "ran\nspawned: exit 4\n");
   CTS_ASSERT_MSG(!strstr(traced.err, "does not come first"), "posix_spawn: %s", traced.err);
+  /* Under record: its forked children's execs are said once, by record, after the end. */
+  snprintf(script, sizeof script, "%s; %s; echo status $?", program, program);
+  char *prog[] = {"/bin/sh", "-c", script, NULL}, *record[16];
+  record_argv(record, trace, false, prog);
+  run(&traced, record, NULL, NULL, NULL);
+  unlink(program);
+  unlink(trace);
+  CTS_ASSERT_MSG(traced.status == 0, "record: status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ran\nran\nstatus 4\n");
+  const char *const said = strstr(traced.err, "links libasan");
+  CTS_ASSERT_MSG(!strstr(traced.err, "does not come first") && said &&
+                     !strstr(said + 1, "links libasan") &&
+                     strstr(traced.err, "it ran untraced (and 1 more such programs)\n"),
+                 "record: %s", traced.err);
 }
 
 /* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
