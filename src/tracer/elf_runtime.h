@@ -45,7 +45,7 @@ static inline ssize_t cts__elf_read(int fd, const unsigned char *head, size_t he
  * names libasan.so* or libhwasan.so* among its DT_NEEDED libraries; the name goes into
  * runtime (size bytes). False when the file cannot be read, is no 64-bit ELF file or its
  * dynamic section does not make sense (every offset and count is checked: the file is the
- * user's, any bytes). At most 64 program headers and 512 dynamic entries are read. What
+ * user's, any bytes). At most 64 program headers and 128 dynamic entries are read. What
  * lies in the head costs no system call: a small program's headers and library names do
  * (its dynamic section is one pread). */
 static inline bool cts__elf_fd_needs_a_runtime_first(int fd, const unsigned char *head,
@@ -53,7 +53,7 @@ static inline bool cts__elf_fd_needs_a_runtime_first(int fd, const unsigned char
   static const char *const first[] = {"libasan.so", "libhwasan.so"};
   Elf64_Ehdr eh;
   Elf64_Phdr ph[64];
-  Elf64_Dyn dyn[512];
+  Elf64_Dyn dyn[128]; /* DT_NEEDED come first, DT_STRTAB and DT_STRSZ soon after */
   if (cts__elf_read(fd, head, head_len, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
       memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
       eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 64)
@@ -132,9 +132,10 @@ typedef enum {
   CTS__ELF_RUNTIME_FIRST, /* it links a sanitizer runtime that must come first (above) */
 } cts__elf_verdict_t;
 
-/* The program at `path`, both questions in one open and a 4 KiB read at its start, plus the
- * dynamic section's pread for a 64-bit ELF program of this kind (and one for its library
- * names where they lie past the first 4 KiB). The descriptor is left open (close-on-exec)
+/* The program at `path`, both questions in one open and an 8 KiB read at its start, plus the
+ * dynamic section's pread for a 64-bit ELF program of this kind (and one for each library
+ * name that lies past the first 8 KiB: /bin/dash's, env's, sqlite3's lie within). About
+ * 14 KiB of stack. The descriptor is left open (close-on-exec)
  * at *fd, -1 if none: an exec that succeeds closes it for nothing; the caller closes it
  * (by syscall: the preload's close is interposed) if the exec fails. The name of the
  * runtime goes into runtime (size bytes). O_NONBLOCK and O_NOCTTY: an exec of a FIFO or a
@@ -143,7 +144,7 @@ static inline cts__elf_verdict_t cts__elf_examine(const char *path, int *fd, cha
                                                   size_t size) {
   *fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (*fd < 0) return CTS__ELF_LOADABLE;
-  unsigned char head[4096];
+  unsigned char head[8192];
   const ssize_t n = pread(*fd, head, sizeof head, 0);
   if (n <= 0) return CTS__ELF_LOADABLE;
   if (cts__elf_head_of_another_kind(head, (size_t)n)) return CTS__ELF_OTHER_KIND;

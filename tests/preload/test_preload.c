@@ -4182,6 +4182,49 @@ CTS_TEST(asan_program_execd_by_a_traced_one_runs_untraced) {
                  "record: %s", traced.err);
 }
 
+/* Guard for the exec hooks' cost (bench/README.md, wip/h44rest): the examination of an
+ * exec'd program (its kind and its sanitizer runtime, tracer/elf_runtime.h) is at most three
+ * system calls, as main's 32-bit check alone was (openat, pread, close): one open, an 8 KiB
+ * read of the start and the dynamic section's; the descriptor is close-on-exec and not
+ * closed before a successful exec. Counted in strace of a traced `env env true`: from each
+ * open of the program (O_NOCTTY) to its execve. Checked: 4 when the library names lie past
+ * a 4 KiB head (/bin/dash), 3 here. */
+CTS_TEST(exec_examination_costs_at_most_three_system_calls) {
+  if (access("/usr/bin/strace", X_OK) != 0) CTS_SKIP("no /usr/bin/strace");
+  char log[256], trace[256];
+  trace_path(trace, sizeof trace, "exec_calls");
+  unlink(trace);
+  char *chain[] = {"/usr/bin/env", "/usr/bin/env", "/bin/sh", "-c", "exec /bin/true", NULL};
+  CTS_ASSERT(strace_traced("exec_calls", "1e-6", trace, chain, log));
+  FILE *const f = fopen(log, "r");
+  CTS_ASSERT(f != NULL);
+  char line[4096];
+  size_t examined = 0, calls = 0, most = 0;
+  bool within = false;
+  while (fgets(line, sizeof line, f)) {
+    if (strstr(line, "resumed>") || strstr(line, "+++") || strstr(line, "---")) continue;
+    if (strstr(line, " openat(") && strstr(line, "O_NOCTTY|O_NONBLOCK")) {
+      within = true;
+      examined++;
+      calls = 0;
+    }
+    if (!within) continue;
+    if (strstr(line, " execve(")) {
+      within = false;
+      if (calls > most) most = calls;
+      continue;
+    }
+    /* The examination's calls: on the program's descriptor (getpid and the like between
+     * are the exec hooks' own, not the examination's). */
+    calls += strstr(line, " openat(") || strstr(line, " pread64(") || strstr(line, " close(");
+  }
+  fclose(f);
+  unlink(log);
+  unlink(trace);
+  CTS_ASSERT_MSG(examined >= 3, "%zu programs examined (env, sh, true)", examined);
+  CTS_ASSERT_MSG(most <= 3, "%zu system calls to examine a program (at most 3)", most);
+}
+
 /* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
  * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
  * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
