@@ -25,6 +25,7 @@ CTS_PACKAGES=(
   qemu-system-x86                          # examples/unikernel: the kernel booted in the tests (TCG)
   valgrind                                 # the preload constructor's instructions (callgrind)
   gcc-multilib                             # a 32-bit program exec'd from a traced one (tests/preload)
+  libcap2-bin                              # setcap: a program with file capabilities (tests/preload)
 )
 
 cts_missing_packages() {

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/xattr.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/time.h>
@@ -332,6 +333,26 @@ static void read_notes(int fd) {
   close(fd);
 }
 
+/* Says the notes that are no trace's (an empty path: an image's exec hook telling that a
+ * program it ran, an AddressSanitizer one, ran untraced): the first, and how many more, in
+ * one line, quiet or not (`make check` of an ASan build runs hundreds). */
+static void say_program_notes(void) {
+  const char *first = NULL;
+  size_t more = 0;
+  for (size_t i = 0; i < notes.len;) {
+    const char *const p = notes.buf + i, *const why = p + strlen(p) + 1;
+    if (why >= notes.buf + notes.len) break;
+    if (!p[0] && first) more++;
+    if (!p[0] && !first) first = why;
+    i = (size_t)(why - notes.buf) + strlen(why) + 1;
+  }
+  if (!first) return;
+  if (more)
+    cli_warn("%s (and %zu more such programs)", first, more);
+  else
+    cli_warn("%s", first);
+}
+
 /* Why the trace in `path` lost its tail, from the notes, or NULL. */
 static const char *lost_tail(const char *path) {
   for (size_t i = 0; i < notes.len;) {
@@ -368,6 +389,40 @@ typedef enum trace_state {
   TRACE_NOT_READ   /* not a regular file, or it does not read back */
 } trace_state_t;
 
+static bool program_file(const char *prog, char *full, size_t size);
+
+/* Why `program` (where execvp finds it) ran without the preload library, when its file
+ * shows it: statically linked, set-uid or set-gid to another user or group, or file
+ * capabilities (security.capability: the kernel runs it in secure-execution mode, in which
+ * the loader ignores an LD_PRELOAD entry with a '/'). Written at why (a clause); false when
+ * the file shows none of these (the program may have cleared LD_PRELOAD). Asked only after a
+ * run that left no trace. */
+static bool no_preload_cause(const char *program, char *why, size_t size) {
+  char full[4096];
+  struct stat st;
+  if (!program_file(program, full, sizeof full) || stat(full, &st) != 0) return false;
+  if (cts__elf_is_statically_linked(full))
+    snprintf(why, size, "%s is statically linked: no dynamic loader reads LD_PRELOAD", program);
+  else if ((st.st_mode & S_ISUID) && st.st_uid != getuid())
+    snprintf(why, size,
+             "%s is set-uid (owner uid %u): the loader runs it in secure-execution mode and "
+             "ignores LD_PRELOAD",
+             program, (unsigned)st.st_uid);
+  else if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) && st.st_gid != getgid())
+    snprintf(why, size,
+             "%s is set-gid (group %u): the loader runs it in secure-execution mode and "
+             "ignores LD_PRELOAD",
+             program, (unsigned)st.st_gid);
+  else if (getxattr(full, "security.capability", NULL, 0) > 0)
+    snprintf(why, size,
+             "%s has file capabilities (security.capability; getcap shows them): the loader "
+             "runs it in secure-execution mode and ignores LD_PRELOAD",
+             program);
+  else
+    return false;
+  return true;
+}
+
 /* Says why no trace was written to `path` (no file there); `killed_by`: the signal that
  * ended the program, or 0. An error, said quiet or not. */
 static void say_no_trace(const char *path, const char *program, int killed_by) {
@@ -378,6 +433,7 @@ static void say_no_trace(const char *path, const char *program, int killed_by) {
     int why = 0;
     char dir[4096];
     unsigned long long fd_limit;
+    char cause[4400];
     if (directory_refuses_the_file(path, dir, sizeof dir, &why))
       cli_warn("no trace was written to %s: no file can be made in %s (%s)", path, dir,
                strerror(why));
@@ -387,6 +443,10 @@ static void say_no_trace(const char *path, const char *program, int killed_by) {
           "no trace was written to %s: the descriptor limit (ulimit -n %llu, soft and "
           "hard) leaves no room for the tracer's descriptors beside the program's",
           path, fd_limit);
+    else if (no_preload_cause(program, cause, sizeof cause))
+      cli_warn(killed ? "no trace was written to %s (%s; killed by signal %d (%s))"
+                      : "no trace was written to %s (%s)",
+               path, cause, killed_by, killed ? strsignal(killed_by) : "");
     else if (killed)
       cli_warn(
           "no trace was written to %s (%s was killed by signal %d (%s) before a trace was "
@@ -909,6 +969,7 @@ int cmd_record(int argc, char **argv) {
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   read_notes(notes_pipe[0]);
+  say_program_notes();
   if (other_kind) return code; /* no trace, said before it ran */
   const int killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   if (!o.quiet && !memtrace_url[0]) {

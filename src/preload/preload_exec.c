@@ -23,7 +23,7 @@
 
 #include "../common/held_fd.h"
 #include "../common/setting_text.h"
-#include "../tracer/elf_kind.h"
+#include "../tracer/elf_runtime.h"
 #include "../tracer/exec_name.h"
 #include "preload_internal.h"
 
@@ -284,14 +284,35 @@ static const char *found_by_path_search(const char *name, char *buf, size_t size
   }
 }
 
+/* Why an exec's program runs without this library (environment_for_foreign_program), and
+ * the descriptor its examination left open (cts__elf_examine: closed by a successful exec,
+ * by close_examined after a failed one). */
+typedef struct {
+  int fd;
+  cts__elf_verdict_t verdict;
+  char runtime[64];
+} examined_program_t;
+
+/* Closes what cts__elf_examine left open; errno kept (the failed exec's). */
+static void close_examined(const examined_program_t *examined) {
+  if (examined->fd < 0) return;
+  const int e = errno;
+  syscall(SYS_close, examined->fd);
+  errno = e;
+}
+
 /* For an exec of `path` (execvp and posix_spawnp: `by_path_search`, a bare name searched
  * in PATH): envp without this library in its LD_PRELOAD when `path` is a program it cannot
- * be loaded into (tracer/elf_kind.h), or when the library is out of reach after a chroot,
- * in one block from the real malloc (the exec replaces it; exec_failed frees it). NULL
- * otherwise: envp's LD_PRELOAD does not name the library (no system call then), the
- * program is of this kind, or no memory. */
+ * be loaded into (another ELF kind) or that links a sanitizer runtime which must come
+ * first (libasan: it aborts at its start otherwise; tracer/elf_runtime.h), or when the
+ * library is out of reach after a chroot, in one block from the real malloc (the exec
+ * replaces it; exec_failed frees it). NULL otherwise: envp's LD_PRELOAD does not name the
+ * library (no system call then), the program is loadable, or no memory. One open and read
+ * of the program answers both questions; its descriptor is left at examined->fd. */
 static char **environment_for_foreign_program(const char *path, char *const envp[],
-                                              bool by_path_search) {
+                                              bool by_path_search, examined_program_t *examined) {
+  examined->fd = -1;
+  examined->verdict = CTS__ELF_LOADABLE;
   if (!path || !path[0]) return NULL;
   const char *const self = library_path();
   if (!self) return NULL;
@@ -304,7 +325,10 @@ static char **environment_for_foreign_program(const char *path, char *const envp
     const char *const program = by_path_search && !strchr(path, '/')
                                     ? found_by_path_search(path, found, sizeof found)
                                     : path;
-    if (!program || !cts__elf_of_another_kind(program)) return NULL;
+    if (!program) return NULL;
+    examined->verdict =
+        cts__elf_examine(program, &examined->fd, examined->runtime, sizeof examined->runtime);
+    if (examined->verdict == CTS__ELF_LOADABLE) return NULL;
   }
   const size_t entry = strlen(envp[at]) + 1;
   cts__guard_enter();
@@ -332,16 +356,33 @@ static int exec_failed(char **env) {
   return -1;
 }
 
-/* An exec of a program this library cannot be loaded into (tracer/elf_kind.h), with `env`
- * (environment_for_foreign_program): this image's trace ends as at any exec, and the new
- * one runs untraced, said when this image was traced. */
+/* Says that `path` links a sanitizer runtime and runs untraced: to `record` (its notes
+ * pipe: said once, after the program's end, not on the program's stderr), or, without
+ * record, on stderr when this image is traced (a forked child's exec says nothing there:
+ * its stderr is the program's). */
+static void say_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+  char text[400];
+  snprintf(text, sizeof text,
+           "%.200s links %s (a sanitizer), which must come first among its libraries: it "
+           "ran untraced",
+           path, examined->runtime);
+  if (!cts__tracer_note_text(text) && continues_trace()) cts__preload_log("%s", text);
+}
+
+/* An exec of a program this library cannot be loaded into, or must not be (a sanitizer's
+ * runtime first), with `env` (environment_for_foreign_program): this image's trace ends as
+ * at any exec, and the new one runs untraced, said when this image was traced. */
 static int exec_foreign(const char *path, char *const argv[], char **env,
+                        const examined_program_t *examined,
                         int (*real_exec)(const char *, char *const[], char *const[])) {
   if (continues_trace()) {
-    cts__preload_log(
-        "%.200s is a program of another kind (32-bit?): this library cannot be "
-        "loaded into it; it runs untraced",
-        path);
+    if (examined->verdict == CTS__ELF_RUNTIME_FIRST)
+      say_sanitizer_untraced(path, examined);
+    else
+      cts__preload_log(
+          "%.200s is a program of another kind (32-bit?): this library cannot be "
+          "loaded into it; it runs untraced",
+          path);
     before_exec();
     cts__tracer_exec_pending(true);
     real_exec(path, argv, env);
@@ -354,18 +395,35 @@ static int exec_foreign(const char *path, char *const argv[], char **env,
   return -1;
 }
 
+/* execve and execvpe: `path` run by `real_exec`, which searches PATH for a bare name when
+ * by_path_search. */
+static int exec_with(const char *path, char *const argv[], char *const envp[], bool by_path_search,
+                     int (*real_exec)(const char *, char *const[], char *const[])) {
+  cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
+  examined_program_t examined;
+  char **const foreign = environment_for_foreign_program(path, envp, by_path_search, &examined);
+  int result;
+  if (foreign) {
+    if (examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace())
+      say_sanitizer_untraced(path, &examined);
+    result = exec_foreign(path, argv, foreign, &examined, real_exec);
+  } else if (!continues_trace()) {
+    result = real_exec(path, argv, envp);
+  } else {
+    before_exec();
+    cts__tracer_exec_pending(true);
+    char **const env = continued_environment(envp);
+    real_exec(path, argv, env ? env : envp);
+    result = exec_failed(env);
+  }
+  close_examined(&examined);
+  return result;
+}
+
 CTS__PRELOAD_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
   cts__need_real();
   if (!cts__real.execve) return errno = ENOSYS, -1;
-  cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
-  char **const foreign = environment_for_foreign_program(path, envp, false);
-  if (foreign) return exec_foreign(path, argv, foreign, cts__real.execve);
-  if (!continues_trace()) return cts__real.execve(path, argv, envp);
-  before_exec();
-  cts__tracer_exec_pending(true);
-  char **const env = continued_environment(envp);
-  cts__real.execve(path, argv, env ? env : envp);
-  return exec_failed(env);
+  return exec_with(path, argv, envp, false, cts__real.execve);
 }
 
 CTS__PRELOAD_EXPORT int execv(const char *path, char *const argv[]) {
@@ -375,15 +433,7 @@ CTS__PRELOAD_EXPORT int execv(const char *path, char *const argv[]) {
 CTS__PRELOAD_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
   cts__need_real();
   if (!cts__real.execvpe) return errno = ENOSYS, -1;
-  cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
-  char **const foreign = environment_for_foreign_program(file, envp, true);
-  if (foreign) return exec_foreign(file, argv, foreign, cts__real.execvpe);
-  if (!continues_trace()) return cts__real.execvpe(file, argv, envp);
-  before_exec();
-  cts__tracer_exec_pending(true);
-  char **const env = continued_environment(envp);
-  cts__real.execvpe(file, argv, env ? env : envp);
-  return exec_failed(env);
+  return exec_with(file, argv, envp, true, cts__real.execvpe);
 }
 
 CTS__PRELOAD_EXPORT int execvp(const char *file, char *const argv[]) {
@@ -448,9 +498,9 @@ CTS__PRELOAD_EXPORT int execle(const char *path, const char *arg, ...) {
 
 /* posix_spawn and posix_spawnp: glibc's exec the child by their own internal execve, past
  * the interposed one: a 32-bit program spawned so (Python's os.posix_spawn) had its loader
- * print the "wrong ELF class" line. Such a program (a path, or a bare name found by PATH
- * for posix_spawnp; tracer/elf_kind.h) gets the environment without the library; any other
- * the one given. The child is a new process,
+ * print the "wrong ELF class" line, and an AddressSanitizer program aborted. Such a program
+ * (a path, or a bare name found by PATH for posix_spawnp; tracer/elf_runtime.h) gets the
+ * environment without the library; any other the one given. The child is a new process,
  * never traced (as a forked child's exec). */
 typedef int (*posix_spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                               const posix_spawnattr_t *, char *const[], char *const[]);
@@ -462,8 +512,11 @@ static int spawn_with(unsigned which, pid_t *pid, const char *path,
   posix_spawn_fn real;
   cts__lazy_real(which, &real, sizeof real);
   if (!real) return ENOSYS;
+  examined_program_t examined;
   char **const foreign =
-      environment_for_foreign_program(path, envp, which == CTS__LAZY_posix_spawnp);
+      environment_for_foreign_program(path, envp, which == CTS__LAZY_posix_spawnp, &examined);
+  close_examined(&examined); /* the child's exec must not be the one that closes it */
+  if (examined.verdict == CTS__ELF_RUNTIME_FIRST) say_sanitizer_untraced(path, &examined);
   const int result = real(pid, path, actions, attr, argv, foreign ? foreign : envp);
   if (foreign) cts__real.free(foreign);
   return result;

@@ -21,29 +21,38 @@
 #define CTS__OWN_ELF_MACHINE EM_AARCH64
 #endif
 
+/* Whether `head`, the first n bytes of a file, is the start of an ELF file of another class
+ * or machine than this build. False when it is no ELF file (a script: its interpreter is
+ * taken to be of this kind) or too short to tell. */
+static inline bool cts__elf_head_of_another_kind(const unsigned char *head, size_t n) {
+#ifdef CTS__OWN_ELF_MACHINE
+  if (n < EI_NIDENT + 4 || memcmp(head, ELFMAG, SELFMAG) != 0) return false;
+  const unsigned machine = head[EI_DATA] == ELFDATA2MSB
+                               ? (unsigned)head[EI_NIDENT + 2] << 8 | head[EI_NIDENT + 3]
+                               : (unsigned)head[EI_NIDENT + 3] << 8 | head[EI_NIDENT + 2];
+  return head[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+         machine != CTS__OWN_ELF_MACHINE;
+#else
+  (void)head;
+  (void)n;
+  return false;
+#endif
+}
+
 /* Whether `path` is an ELF file of another class or machine than this build. Three system
  * calls (openat, pread, close, the latter two by syscall: the preload's close is
- * interposed); false when it cannot be read (the exec says why) or is no ELF file (a
- * script: its interpreter is taken to be of this kind). O_NONBLOCK and O_NOCTTY: an exec
- * of a FIFO or a terminal (which fails) must not wait in this open, nor take a terminal. */
+ * interposed); false when it cannot be read (the exec says why) or is no ELF file. The
+ * preload's exec hooks ask tracer/elf_runtime.h's cts__elf_examine instead (this and the
+ * sanitizer question in one read). O_NONBLOCK and O_NOCTTY: an exec of a FIFO or a
+ * terminal (which fails) must not wait in this open, nor take a terminal. */
 static inline bool cts__elf_of_another_kind(const char *path) {
-#ifdef CTS__OWN_ELF_MACHINE
   const int fd =
       (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return false;
   unsigned char header[EI_NIDENT + 4];
   const ssize_t n = pread(fd, header, sizeof header, 0);
   syscall(SYS_close, fd);
-  if (n != (ssize_t)sizeof header || memcmp(header, ELFMAG, SELFMAG) != 0) return false;
-  const unsigned machine = header[EI_DATA] == ELFDATA2MSB
-                               ? (unsigned)header[EI_NIDENT + 2] << 8 | header[EI_NIDENT + 3]
-                               : (unsigned)header[EI_NIDENT + 3] << 8 | header[EI_NIDENT + 2];
-  return header[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
-         machine != CTS__OWN_ELF_MACHINE;
-#else
-  (void)path;
-  return false;
-#endif
+  return n > 0 && cts__elf_head_of_another_kind(header, (size_t)n);
 }
 
 #endif /* CTS_TRACER_ELF_KIND_H */

@@ -244,6 +244,13 @@ int cts__tracer_notes_fd(void);
  * session, by the program or its writer process, whichever comes first; nothing if the
  * pipe is no longer record's. Any thread; not from inside the allocator. */
 void cts__tracer_note_loss(const char *path, int e);
+/* Tells `record` something about the run that is no trace's: `text` (one line, cut at
+ * 512 bytes), as a note with an empty path, which record says once after the program's
+ * end. True if written; false without record's pipe (the caller may say it on stderr).
+ * One write under PIPE_BUF: not mixed with another process's note. Any thread, a forked
+ * or vfork'd child too (the pipe is checked as cts__tracer_notes_fd does); not from inside
+ * the allocator. */
+bool cts__tracer_note_text(const char *text);
 /* Right before an exec, while the session waits for its writer: the image's trace is
  * finished (its last packet written) and sampling stops; true if so. session.c. */
 bool cts__session_exec_end(void);

@@ -246,6 +246,18 @@ void cts__tracer_note_loss(const char *path, int e) {
   }
 }
 
+bool cts__tracer_note_text(const char *text) {
+  const int fd = cts__tracer_notes_fd();
+  if (fd < 0) return false;
+  char note[2 + 512];
+  const int n = snprintf(note + 1, sizeof note - 2, "%s", text);
+  if (n < 0) return false;
+  note[0] = '\0';
+  const size_t len = 1 + ((size_t)n < sizeof note - 2 ? (size_t)n : sizeof note - 3) + 1;
+  note[len - 1] = '\0';
+  return write(fd, note, len) == (ssize_t)len;
+}
+
 /* Keeps the descriptors of `keep` (-1: none), points 0-2 at /dev/null otherwise, and closes
  * every other one: the writer process must not hold the program's pipes and sockets open. */
 static void keep_only_fds(int keep[3]) {
