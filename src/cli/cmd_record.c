@@ -583,13 +583,6 @@ static bool program_file(const char *prog, char *full, size_t size) {
   }
 }
 
-/* Whether `prog`, where execvp finds it (PATH searched when it has no '/'), is a program of
- * another kind than the preload library (tracer/elf_kind.h): a 32-bit one. */
-static bool program_of_another_kind(const char *prog) {
-  char full[4096];
-  return program_file(prog, full, sizeof full) && cts__elf_of_another_kind(full);
-}
-
 /* What record does to one variable of the program's environment. */
 typedef enum { ENV_KEEP, ENV_SET, ENV_CLEAR, ENV_SET_LATER } env_action_t;
 
@@ -878,21 +871,26 @@ int cmd_record(int argc, char **argv) {
   if (notes_pipe[1] >= 0 && fcntl(notes_pipe[1], F_SETFD, 0) == 0)
     snprintf(notes_fd, sizeof notes_fd, "%d", notes_pipe[1]);
   /* A program the library cannot be loaded into runs without it: its loader would print
-   * "ERROR: ld.so: object ... cannot be preloaded (wrong ELF class ...)" on its stderr. */
-  bool other_kind = program_of_another_kind(argv[first]);
-  if (other_kind)
+   * "ERROR: ld.so: object ... cannot be preloaded (wrong ELF class ...)" on its stderr; and
+   * an AddressSanitizer program aborted at its start with the library first in its list.
+   * One look at the file answers both, as the preload's exec hooks ask it
+   * (tracer/elf_runtime.h). */
+  char program_path[4096], runtime[64];
+  cts__elf_verdict_t verdict = CTS__ELF_LOADABLE;
+  if (program_file(argv[first], program_path, sizeof program_path)) {
+    int examined_fd = -1;
+    verdict = cts__elf_examine(program_path, &examined_fd, runtime, sizeof runtime);
+    if (examined_fd >= 0) close(examined_fd);
+  }
+  if (verdict == CTS__ELF_OTHER_KIND)
     cli_warn("%s is a program of another kind (32-bit?) than %s: it runs untraced", argv[first],
              PRELOAD_NAME);
-  /* An AddressSanitizer program aborted at its start with the library first in its list. */
-  char program_path[4096], runtime[64];
-  if (!other_kind && program_file(argv[first], program_path, sizeof program_path) &&
-      cts__elf_needs_a_runtime_first(program_path, runtime, sizeof runtime)) {
+  else if (verdict == CTS__ELF_RUNTIME_FIRST)
     cli_warn(
         "%s links %s (a sanitizer), which must come first among its libraries: it runs "
         "untraced",
         argv[first], runtime);
-    other_kind = true;
-  }
+  const bool other_kind = verdict != CTS__ELF_LOADABLE;
   char preload_value[8192];
   const char *old = getenv("LD_PRELOAD");
   if (old && old[0])

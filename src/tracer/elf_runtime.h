@@ -93,15 +93,6 @@ static inline bool cts__elf_fd_needs_a_runtime_first(int fd, const unsigned char
   return false;
 }
 
-/* The same question for the program at `path` (`ctfscope record`'s). */
-static inline bool cts__elf_needs_a_runtime_first(const char *path, char *runtime, size_t size) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return false;
-  const bool found = cts__elf_fd_needs_a_runtime_first(fd, NULL, 0, runtime, size);
-  close(fd);
-  return found;
-}
-
 /* Whether the ELF program at `path` is statically linked: no PT_INTERP, so no dynamic
  * loader runs that could read LD_PRELOAD (a static-pie too). False when it cannot be read,
  * is no ELF file of this build's class or its headers do not make sense. */
