@@ -29,6 +29,7 @@
 #include "../tracer/elf_kind.h"
 #include "../tracer/elf_runtime.h"
 #include "../tracer/exec_name.h"
+#include "../tracer/program_path.h"
 #include "cli.h"
 #include "record_tasks.h"
 
@@ -569,18 +570,11 @@ static const char *base_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
-/* The file `prog` names, found through PATH as execvp does when it has no slash, into
- * full (size bytes); false if none is found. */
+/* The file `prog` names, found through PATH as execvpe (spawn_program) finds it when it
+ * has no slash, into full (size bytes); false if none is found. */
 static bool program_file(const char *prog, char *full, size_t size) {
   if (strchr(prog, '/')) return snprintf(full, size, "%s", prog) < (int)size;
-  const char *const path = getenv("PATH");
-  for (const char *p = path && path[0] ? path : "/bin:/usr/bin";;) {
-    const size_t len = strcspn(p, ":");
-    const int n = snprintf(full, size, "%.*s/%s", len ? (int)len : 1, len ? p : ".", prog);
-    if (n > 0 && (size_t)n < size && access(full, X_OK) == 0) return true;
-    if (!p[len]) return false;
-    p += len + 1;
-  }
+  return cts__program_on_path(getenv("PATH"), prog, full, size);
 }
 
 /* What record does to one variable of the program's environment. */

@@ -25,6 +25,7 @@
 #include "../common/setting_text.h"
 #include "../tracer/elf_runtime.h"
 #include "../tracer/exec_name.h"
+#include "../tracer/program_path.h"
 #include "preload_internal.h"
 
 extern char **environ;
@@ -259,31 +260,6 @@ static void before_exec(void) {
  * Nothing is paid before a chroot. Inherited by forked children, as the root is. */
 static bool library_out_of_reach;
 
-/* The file execvp and posix_spawnp run for a bare `name` (no '/'): the first regular file
- * that may be executed in a directory of PATH (this process's, not the new image's, as
- * glibc's; glibc's default without one), which they reach skipping what they cannot run;
- * written at buf. NULL if none (the exec fails as it would have). A stat per directory
- * tried and an access for the one found: paid only where the exec hands this library on. */
-static const char *found_by_path_search(const char *name, char *buf, size_t size) {
-  const char *const path = cts__preload_env("PATH");
-  const size_t name_len = strlen(name);
-  for (const char *dir = path ? path : "/bin:/usr/bin";;) {
-    const size_t len = strcspn(dir, ":");
-    /* An empty entry is the current directory. */
-    if (len + 1 + name_len < size) {
-      memcpy(buf, dir, len);
-      buf[len] = '/';
-      memcpy(buf + len + 1, name, name_len + 1);
-      struct stat st;
-      if (stat(len ? buf : buf + 1, &st) == 0 && S_ISREG(st.st_mode) &&
-          access(len ? buf : buf + 1, X_OK) == 0)
-        return len ? buf : buf + 1;
-    }
-    if (!dir[len]) return NULL;
-    dir += len + 1;
-  }
-}
-
 /* Why an exec's program runs without this library (environment_for_foreign_program), and
  * the descriptor its examination left open (cts__elf_examine: closed by a successful exec,
  * by close_examined after a failed one). */
@@ -321,11 +297,13 @@ static char **environment_for_foreign_program(const char *path, char *const envp
     if (at == (size_t)-1 && strncmp(envp[count], "LD_PRELOAD=", 11) == 0) at = count;
   if (at == (size_t)-1 || !preload_list_has(envp[at] + 11, self)) return NULL;
   if (!library_out_of_reach) {
+    /* A bare name searched in this process's PATH (not the new image's), as glibc's
+     * execvp and posix_spawnp do: paid only where the exec hands this library on. */
     char found[PATH_MAX];
-    const char *const program = by_path_search && !strchr(path, '/')
-                                    ? found_by_path_search(path, found, sizeof found)
-                                    : path;
-    if (!program) return NULL;
+    const char *const program = by_path_search && !strchr(path, '/') ? found : path;
+    if (program == found &&
+        !cts__program_on_path(cts__preload_env("PATH"), path, found, sizeof found))
+      return NULL; /* the exec fails as it would have */
     examined->verdict =
         cts__elf_examine(program, &examined->fd, examined->runtime, sizeof examined->runtime);
     if (examined->verdict == CTS__ELF_LOADABLE) return NULL;
