@@ -232,30 +232,27 @@ static void loss_reason(int e, char *buf, size_t size) {
     snprintf(buf, size, "%s", cts_strerror(e));
 }
 
+/* One note to record's pipe, "PATH\0TEXT\0" (text cut at 511 bytes), in one write: under
+ * PIPE_BUF, not mixed with another image's note. True if written. */
+static bool write_note(int fd, const char *path, const char *text) {
+  char note[sizeof cts__sink.path + 512 + 2];
+  const int n = snprintf(note, sizeof note, "%s%c%.511s%c", path, 0, text, 0);
+  return n > 0 && (size_t)n < sizeof note && write(fd, note, (size_t)n) == (ssize_t)n;
+}
+
 void cts__tracer_note_loss(const char *path, int e) {
   /* The other side (the program, or its writer process) may have told already. */
   if (!path || !path[0] || atomic_load(&cts__ctl->loss_noted)) return;
   const int fd = cts__tracer_notes_fd();
   if (fd < 0 || atomic_exchange(&cts__ctl->loss_noted, true)) return;
-  char why[512], note[sizeof cts__sink.path + sizeof why + 2];
+  char why[512];
   loss_reason(e, why, sizeof why);
-  const int n = snprintf(note, sizeof note, "%s%c%s%c", path, 0, why, 0);
-  /* One write, under PIPE_BUF: not mixed with another image's note. */
-  if (n > 0 && (size_t)n < sizeof note && write(fd, note, (size_t)n) < 0) {
-    /* record is gone: nobody to tell */
-  }
+  write_note(fd, path, why); /* false: record is gone, nobody to tell */
 }
 
 bool cts__tracer_note_text(const char *text) {
   const int fd = cts__tracer_notes_fd();
-  if (fd < 0) return false;
-  char note[2 + 512];
-  const int n = snprintf(note + 1, sizeof note - 2, "%s", text);
-  if (n < 0) return false;
-  note[0] = '\0';
-  const size_t len = 1 + ((size_t)n < sizeof note - 2 ? (size_t)n : sizeof note - 3) + 1;
-  note[len - 1] = '\0';
-  return write(fd, note, len) == (ssize_t)len;
+  return fd >= 0 && write_note(fd, "", text);
 }
 
 /* Keeps the descriptors of `keep` (-1: none), points 0-2 at /dev/null otherwise, and closes
