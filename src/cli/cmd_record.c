@@ -428,37 +428,38 @@ static bool no_preload_cause(const char *program, char *why, size_t size) {
  * ended the program, or 0. An error, said quiet or not. */
 static void say_no_trace(const char *path, const char *program, int killed_by) {
   const bool killed = killed_by != 0;
-  {
-    /* A killed program may have loaded the preload and died before its constructor made
-     * the trace (SIGXFSZ at its start, a crash in the loader): its signal is said too. */
-    int why = 0;
-    char dir[4096];
-    unsigned long long fd_limit;
-    char cause[4400];
-    if (directory_refuses_the_file(path, dir, sizeof dir, &why))
-      cli_warn("no trace was written to %s: no file can be made in %s (%s)", path, dir,
-               strerror(why));
-    else if (!killed && cts_fd_limit_is_tight(&fd_limit))
-      /* The preload's reason (preload_env.c), under record's own limit: the program's. */
-      cli_warn(
-          "no trace was written to %s: the descriptor limit (ulimit -n %llu, soft and "
-          "hard) leaves no room for the tracer's descriptors beside the program's",
-          path, fd_limit);
-    else if (no_preload_cause(program, cause, sizeof cause))
-      cli_warn(killed ? "no trace was written to %s (%s; killed by signal %d (%s))"
-                      : "no trace was written to %s (%s)",
-               path, cause, killed_by, killed ? strsignal(killed_by) : "");
-    else if (killed)
-      cli_warn(
-          "no trace was written to %s (%s was killed by signal %d (%s) before a trace was "
-          "made, or it did not load the preload library: statically linked, set-uid, or "
-          "it cleared LD_PRELOAD?)",
-          path, program, killed_by, strsignal(killed_by));
+  /* A killed program may have loaded the preload and died before its constructor made the
+   * trace (SIGXFSZ at its start, a crash in the loader): its signal is said too. */
+  int why = 0;
+  char dir[4096];
+  unsigned long long fd_limit;
+  char cause[4400];
+  if (directory_refuses_the_file(path, dir, sizeof dir, &why)) {
+    cli_warn("no trace was written to %s: no file can be made in %s (%s)", path, dir,
+             strerror(why));
+  } else if (!killed && cts_fd_limit_is_tight(&fd_limit)) {
+    /* The preload's reason (preload_env.c), under record's own limit: the program's. */
+    cli_warn(
+        "no trace was written to %s: the descriptor limit (ulimit -n %llu, soft and "
+        "hard) leaves no room for the tracer's descriptors beside the program's",
+        path, fd_limit);
+  } else if (no_preload_cause(program, cause, sizeof cause)) {
+    if (killed)
+      cli_warn("no trace was written to %s (%s; killed by signal %d (%s))", path, cause, killed_by,
+               strsignal(killed_by));
     else
-      cli_warn(
-          "no trace was written to %s (%s did not load the preload library: statically "
-          "linked, set-uid, or it cleared LD_PRELOAD?)",
-          path, program);
+      cli_warn("no trace was written to %s (%s)", path, cause);
+  } else if (killed) {
+    cli_warn(
+        "no trace was written to %s (%s was killed by signal %d (%s) before a trace was "
+        "made, or it did not load the preload library: statically linked, set-uid, or "
+        "it cleared LD_PRELOAD?)",
+        path, program, killed_by, strsignal(killed_by));
+  } else {
+    cli_warn(
+        "no trace was written to %s (%s did not load the preload library: statically "
+        "linked, set-uid, or it cleared LD_PRELOAD?)",
+        path, program);
   }
 }
 
