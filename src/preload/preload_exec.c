@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -130,6 +131,52 @@ static const char *library_path(void) {
   return usable ? name : NULL;
 }
 
+/* The exec hooks' working memory, off the calling thread's stack: a program's path found
+ * in PATH and its examination (~18 KiB, tracer/elf_runtime.h), then the new image's
+ * settings (8 KiB). On the stack they took ~21 KiB where an untraced exec takes ~3 KiB, and
+ * a thread or coroutine with a small stack (glibc's smallest, 16 KiB; makecontext's of
+ * 16-32 KiB) that execs overflowed it. One static buffer, in pages that cost nothing until
+ * an exec touches them (CTS__COLD_BSS); held from the examination until the new
+ * environment is built, never across the exec itself (a vfork'd child that execs shares
+ * it with its parent, and never comes back to give it up). */
+typedef union {
+  struct {
+    char found[PATH_MAX];
+    cts__elf_scratch_t elf;
+  } examine;
+  struct {
+    char next[CTS__SETTING_SIZE];
+    char preload[CTS__SETTING_SIZE];
+  } environment;
+} exec_scratch_t;
+
+static CTS__COLD_BSS exec_scratch_t exec_scratch;
+static atomic_flag exec_scratch_busy = ATOMIC_FLAG_INIT;
+
+/* The static scratch, or, while another thread holds it (two threads exec'ing at once, a
+ * signal handler's exec during one, or a fork's child that copied it held), a mapping of
+ * its own: two system calls more, for that exec alone. NULL without memory: the exec goes
+ * ahead as when its environment cannot be built. Async-signal-safe. */
+static exec_scratch_t *exec_scratch_take(void) {
+  if (!atomic_flag_test_and_set_explicit(&exec_scratch_busy, memory_order_acquire))
+    return &exec_scratch;
+  void *const map = mmap(NULL, sizeof(exec_scratch_t), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return map == MAP_FAILED ? NULL : map;
+}
+
+/* Gives back what exec_scratch_take gave (NULL: nothing); errno kept. */
+static void exec_scratch_give(exec_scratch_t *scratch) {
+  if (!scratch) return;
+  if (scratch == &exec_scratch) {
+    atomic_flag_clear_explicit(&exec_scratch_busy, memory_order_release);
+    return;
+  }
+  const int e = errno;
+  munmap(scratch, sizeof *scratch);
+  errno = e;
+}
+
 static const char *continued_preload(char *const envp[], char *buf, size_t size) {
   const char *const self = library_path();
   if (!self) return NULL;
@@ -145,20 +192,23 @@ static const char *continued_preload(char *const envp[], char *buf, size_t size)
 /* Builds the new image's environment: envp without our variables, then ours with the next
  * trace's name. One block from the real malloc (untraced): the exec replaces it, or the
  * caller frees it if the exec fails. NULL if it cannot be built (the exec then goes ahead
- * with the environment it was given, untraced). */
-static char **continued_environment(char *const envp[]) {
-  char next[CTS__SETTING_SIZE];
+ * with the environment it was given, untraced). `scratch` holds the settings meanwhile
+ * (NULL: none could be had, nor the environment built). */
+static char **continued_environment(char *const envp[], exec_scratch_t *scratch) {
+  if (!scratch) return NULL;
+  char *const next = scratch->environment.next;
+  const size_t next_size = sizeof scratch->environment.next;
   if (cts__exec_state.file) {
-    if (!cts__exec_trace_name(next, sizeof next, cts__exec_state.base, cts__exec_state.index + 1)) {
+    if (!cts__exec_trace_name(next, next_size, cts__exec_state.base, cts__exec_state.index + 1)) {
       /* Said: the new image's trace is lost (a base near PATH_MAX long). */
       cts__preload_log(
           "the trace of the image after the exec cannot be named: \"%.120s...\" "
           "with \".exec%u\" is longer than %zu bytes; that image is not traced",
-          cts__exec_state.base, cts__exec_state.index + 1, sizeof next - 1);
+          cts__exec_state.base, cts__exec_state.index + 1, next_size - 1);
       return NULL;
     }
   } else {
-    snprintf(next, sizeof next, "%s", cts__exec_state.memtrace);
+    snprintf(next, next_size, "%s", cts__exec_state.memtrace);
   }
   char index[16];
   snprintf(index, sizeof index, "%u", cts__exec_state.index + 1);
@@ -179,8 +229,8 @@ static char **continued_environment(char *const envp[]) {
     ours[2 * nours + 1] = notes_fd;
     nours++;
   }
-  char preload[CTS__SETTING_SIZE];
-  const char *const ld_preload = continued_preload(envp, preload, sizeof preload);
+  const char *const ld_preload =
+      continued_preload(envp, scratch->environment.preload, sizeof scratch->environment.preload);
   if (ld_preload) {
     ours[2 * nours] = "LD_PRELOAD";
     ours[2 * nours + 1] = ld_preload;
@@ -284,9 +334,11 @@ static void close_examined(const examined_program_t *examined) {
  * library is out of reach after a chroot, in one block from the real malloc (the exec
  * replaces it; exec_failed frees it). NULL otherwise: envp's LD_PRELOAD does not name the
  * library (no system call then), the program is loadable, or no memory. One open and read
- * of the program answers both questions; its descriptor is left at examined->fd. */
+ * of the program answers both questions, in `scratch` (NULL: none could be had, no
+ * examination); its descriptor is left at examined->fd. */
 static char **environment_for_foreign_program(const char *path, char *const envp[],
-                                              bool by_path_search, examined_program_t *examined) {
+                                              bool by_path_search, examined_program_t *examined,
+                                              exec_scratch_t *scratch) {
   examined->fd = -1;
   examined->verdict = CTS__ELF_LOADABLE;
   if (!path || !path[0]) return NULL;
@@ -297,15 +349,16 @@ static char **environment_for_foreign_program(const char *path, char *const envp
     if (at == (size_t)-1 && strncmp(envp[count], "LD_PRELOAD=", 11) == 0) at = count;
   if (at == (size_t)-1 || !preload_list_has(envp[at] + 11, self)) return NULL;
   if (!library_out_of_reach) {
+    if (!scratch) return NULL;
     /* A bare name searched in this process's PATH (not the new image's), as glibc's
      * execvp and posix_spawnp do: paid only where the exec hands this library on. */
-    char found[PATH_MAX];
+    char *const found = scratch->examine.found;
     const char *const program = by_path_search && !strchr(path, '/') ? found : path;
     if (program == found &&
-        !cts__program_on_path(cts__preload_env("PATH"), path, found, sizeof found))
+        !cts__program_on_path(cts__preload_env("PATH"), path, found, sizeof scratch->examine.found))
       return NULL; /* the exec fails as it would have */
-    examined->verdict =
-        cts__elf_examine(program, &examined->fd, examined->runtime, sizeof examined->runtime);
+    examined->verdict = cts__elf_examine_in(program, &examined->fd, examined->runtime,
+                                            sizeof examined->runtime, &scratch->examine.elf);
     if (examined->verdict == CTS__ELF_LOADABLE) return NULL;
   }
   const size_t entry = strlen(envp[at]) + 1;
@@ -379,18 +432,23 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
                      int (*real_exec)(const char *, char *const[], char *const[])) {
   cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
   examined_program_t examined;
-  char **const foreign = environment_for_foreign_program(path, envp, by_path_search, &examined);
+  exec_scratch_t *const scratch = exec_scratch_take();
+  char **const foreign =
+      environment_for_foreign_program(path, envp, by_path_search, &examined, scratch);
   int result;
   if (foreign) {
+    exec_scratch_give(scratch);
     if (examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace())
       say_sanitizer_untraced(path, &examined);
     result = exec_foreign(path, argv, foreign, &examined, real_exec);
   } else if (!continues_trace()) {
+    exec_scratch_give(scratch);
     result = real_exec(path, argv, envp);
   } else {
     before_exec();
     cts__tracer_exec_pending(true);
-    char **const env = continued_environment(envp);
+    char **const env = continued_environment(envp, scratch);
+    exec_scratch_give(scratch);
     real_exec(path, argv, env ? env : envp);
     result = exec_failed(env);
   }
@@ -491,8 +549,10 @@ static int spawn_with(unsigned which, pid_t *pid, const char *path,
   cts__lazy_real(which, &real, sizeof real);
   if (!real) return ENOSYS;
   examined_program_t examined;
-  char **const foreign =
-      environment_for_foreign_program(path, envp, which == CTS__LAZY_posix_spawnp, &examined);
+  exec_scratch_t *const scratch = exec_scratch_take();
+  char **const foreign = environment_for_foreign_program(
+      path, envp, which == CTS__LAZY_posix_spawnp, &examined, scratch);
+  exec_scratch_give(scratch);
   close_examined(&examined); /* the child's exec must not be the one that closes it */
   if (examined.verdict == CTS__ELF_RUNTIME_FIRST) say_sanitizer_untraced(path, &examined);
   const int result = real(pid, path, actions, attr, argv, foreign ? foreign : envp);

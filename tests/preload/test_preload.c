@@ -4225,6 +4225,55 @@ CTS_TEST(exec_examination_costs_at_most_three_system_calls) {
   CTS_ASSERT_MSG(most <= 3, "%zu system calls to examine a program (at most 3)", most);
 }
 
+/* The bytes of stack an exec took in `victim_exec_stack depth` (its "execvp N" or "execv N"
+ * line in out), -1 if not said. */
+static long exec_stack_bytes(const char *out, const char *call) {
+  char key[32];
+  snprintf(key, sizeof key, "%s ", call);
+  for (const char *line = out; line && *line; line = strchr(line, '\n'), line += line != NULL)
+    if (strncmp(line, key, strlen(key)) == 0) return strtol(line + strlen(key), NULL, 10);
+  return -1;
+}
+
+/* The exec hooks' stack (bench/README.md, wip/h45fix). Examining the program (its path
+ * found in PATH, an 8 KiB head, its headers and dynamic entries) and the new image's
+ * settings took ~21 KiB of the calling thread's stack, where an untraced exec takes ~3 KiB:
+ * a coroutine or a thread with a small stack (glibc's smallest is 16 KiB) that execs died
+ * by SIGSEGV. They are off the stack now (preload_exec.c, exec_scratch_t). The victim execs
+ * from a stack of what the untraced exec took plus a stated margin (2 KiB), with an
+ * inaccessible page under it, by a bare name (the PATH search), at a lazy rate and at
+ * rate 1 (a writer process). Checked: fails on main's src (killed, SIGSEGV). */
+#define EXEC_STACK_MARGIN 2048
+CTS_TEST(exec_from_a_small_stack_lives) {
+  char victim[1024], trace[256], size[32];
+  victim_path(victim, sizeof victim, "victim_exec_stack");
+  trace_path(trace, sizeof trace, "exec_stack");
+  char *depth[] = {victim, "depth", "true", NULL};
+  run(&plain, depth, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(plain.status == 0, "untraced: status %d: %s", plain.status, plain.err);
+  const long by_path = exec_stack_bytes(plain.out, "execvp"),
+             direct = exec_stack_bytes(plain.out, "execv");
+  const long untraced = by_path > direct ? by_path : direct;
+  CTS_ASSERT(untraced > 0);
+  run(&traced, depth, trace, "1e-6", NULL);
+  fprintf(stderr, "  untraced: execvp %ld, execv %ld bytes; traced: %s", by_path, direct,
+          traced.out);
+  snprintf(size, sizeof size, "%ld", untraced + EXEC_STACK_MARGIN);
+  const char *rates[] = {"1e-6", "1"};
+  for (size_t r = 0; r < sizeof rates / sizeof rates[0]; r++) {
+    char *argv[] = {victim, "run", size, "echo", "lived", NULL};
+    unlink(trace);
+    run(&traced, argv, trace, rates[r], NULL);
+    CTS_ASSERT_MSG(traced.status == 0 && strcmp(traced.out, "lived\n") == 0,
+                   "rate %s, a stack of %s bytes: status %d, out \"%s\", err %s", rates[r], size,
+                   traced.status, traced.out, traced.err);
+  }
+  unlink(trace);
+  char next[300];
+  exec_file(next, sizeof next, trace, 1);
+  unlink(next);
+}
+
 /* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
  * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
  * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
