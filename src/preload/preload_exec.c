@@ -212,13 +212,20 @@ static char **continued_environment(char *const envp[], exec_scratch_t *scratch)
   }
   char index[16];
   snprintf(index, sizeof index, "%u", cts__exec_state.index + 1);
-  const char *ours[2 * (6 + CTS__KEPT_COUNT)] = {
+  const char *ours[2 * (7 + CTS__KEPT_COUNT)] = {
       "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", cts__exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
   size_t nours = 3;
   /* This machine's time-stamp counter, as this image found it (tracer_internal.h). */
   if (cts__tsc_usable_known >= 0) {
     ours[2 * nours] = "CTFSCOPE_EXEC_TSC";
     ours[2 * nours + 1] = cts__tsc_usable_known ? "1" : "0";
+    nours++;
+  }
+  /* A seccomp filter this image knows of (tracer_internal.h): the next starts without
+   * asking prctl, which the filter may kill on. */
+  if (__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED)) {
+    ours[2 * nours] = "CTFSCOPE_EXEC_SECCOMP";
+    ours[2 * nours + 1] = "1";
     nours++;
   }
   char notes_fd[16];
@@ -374,6 +381,46 @@ static char **environment_for_foreign_program(const char *path, char *const envp
   return env;
 }
 
+/* For an exec that does not continue this image's trace (a forked child's, or after
+ * tracing stopped) but hands the library on in envp's LD_PRELOAD: envp with
+ * CTFSCOPE_EXEC_SECCOMP=1 when this image knows a seccomp filter to be in force
+ * (tracer_internal.h), in one block from the real malloc (the exec replaces it; the caller
+ * frees it after a failed one); the image exec'd then asks no prctl at its start, which the
+ * filter may kill on. NULL otherwise (no filter known: nothing is paid), when envp says so
+ * already, or without memory. */
+static char **environment_under_a_filter(char *const envp[]) {
+  static const char setting[] = "CTFSCOPE_EXEC_SECCOMP=1";
+  if (!__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED)) return NULL;
+  const char *const self = library_path();
+  if (!self) return NULL;
+  size_t count = 0;
+  bool hands_on = false;
+  for (; envp && envp[count]; count++) {
+    if (strcmp(envp[count], setting) == 0) return NULL;
+    if (strncmp(envp[count], "LD_PRELOAD=", 11) == 0 && !hands_on)
+      hands_on = preload_list_has(envp[count] + 11, self);
+  }
+  if (!hands_on) return NULL;
+  cts__guard_enter();
+  char **const env = cts__real.malloc((count + 2) * sizeof *env);
+  cts__guard_leave();
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < count; i++)
+    if (strncmp(envp[i], "CTFSCOPE_EXEC_SECCOMP=", 22) != 0) env[k++] = envp[i];
+  env[k++] = (char *)setting;
+  env[k] = NULL;
+  return env;
+}
+
+/* Frees what environment_under_a_filter gave (NULL: nothing); errno kept. */
+static void free_environment(char **env) {
+  if (!env) return;
+  const int e = errno;
+  cts__real.free(env);
+  errno = e;
+}
+
 /* After a failed exec: tracing goes on in this image. */
 static int exec_failed(char **env) {
   const int e = errno;
@@ -443,7 +490,9 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
     result = exec_foreign(path, argv, foreign, &examined, real_exec);
   } else if (!continues_trace()) {
     exec_scratch_give(scratch);
-    result = real_exec(path, argv, envp);
+    char **const filtered = environment_under_a_filter(envp);
+    result = real_exec(path, argv, filtered ? filtered : envp);
+    free_environment(filtered);
   } else {
     before_exec();
     cts__tracer_exec_pending(true);
@@ -555,8 +604,13 @@ static int spawn_with(unsigned which, pid_t *pid, const char *path,
   exec_scratch_give(scratch);
   close_examined(&examined); /* the child's exec must not be the one that closes it */
   if (examined.verdict == CTS__ELF_RUNTIME_FIRST) say_sanitizer_untraced(path, &examined);
-  const int result = real(pid, path, actions, attr, argv, foreign ? foreign : envp);
+  char **const filtered = foreign ? NULL : environment_under_a_filter(envp);
+  const int result = real(pid, path, actions, attr, argv,
+                          foreign    ? foreign
+                          : filtered ? filtered
+                                     : envp);
   if (foreign) cts__real.free(foreign);
+  free_environment(filtered);
   return result;
 }
 
@@ -668,7 +722,7 @@ CTS__PRELOAD_EXPORT int prctl(int option, ...) {
       getpid() == cts__traced_pid)
     cts__tracer_before_subreaper();
   /* A sandbox's filter may forbid the clone and exec that make the writer process. */
-  if (option == PR_SET_SECCOMP) cts__tracer_before_confinement();
+  if (option == PR_SET_SECCOMP) cts__tracer_before_seccomp();
   return (int)syscall(SYS_prctl, option, arg2, arg3, arg4, arg5);
 }
 

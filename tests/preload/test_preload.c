@@ -3929,6 +3929,33 @@ CTS_TEST(program_confined_by_a_libseccomp_filter_lives_and_keeps_its_trace) {
   unlink(trace);
 }
 
+/* An image exec'd under a seccomp filter that kills on prctl died at its start (SIGSYS,
+ * exit 159): the preload's start asked prctl whether the program is a child subreaper and
+ * dumpable, and how many filters it started under. The image that knows of a filter (its
+ * hooks saw it go in, or its lazy session found it at its start or first sample) now hands
+ * CTFSCOPE_EXEC_SECCOMP=1 on to the images it execs with the library, which then ask no
+ * prctl (tracer_internal.h: cts__seccomp_in_force). The victim puts such a filter in by a
+ * raw system call (no hook sees it), allocates (its first sample finds the filter: tracing
+ * stops there, said) and execs itself to allocate again: it lives, output and status as
+ * untraced, and the new image's trace holds its blocks (its writer made under the filter,
+ * which lets clone and exec through). Checked: fails on main's src (status 159). */
+CTS_TEST(image_execd_under_a_filter_killing_on_prctl_lives) {
+  char trace[256], next[300];
+  trace_path(trace, sizeof trace, "prctl_killer_exec");
+  exec_file(next, sizeof next, trace, 1);
+  unlink(next);
+  size_t blocks = 0;
+  CTS_ASSERT(confined_blocks_traced("prctl-killer-exec", NULL, trace, next, &blocks));
+  CTS_ASSERT_STR_EQ(traced.out, "confining\nconfined ok\n");
+  CTS_ASSERT_MSG(strstr(traced.err,
+                        "tracing stopped at the first sample: the program had "
+                        "installed a seccomp filter"),
+                 "%s", traced.err);
+  CTS_ASSERT_MSG(blocks > 0, "%zu of the exec'd image's 4 blocks: %s", blocks, traced.err);
+  unlink(trace);
+  unlink(next);
+}
+
 /* A program started under seccomp filters (a container's, a service manager's: here an
  * allow-all one put in by the seccomp system call before an exec) is traced as any other:
  * those filters let it make processes. The seccomp check of the lazy writer's spawn looked
