@@ -334,17 +334,38 @@ static void read_notes(int fd) {
   close(fd);
 }
 
+/* Whether the note at offset i of the notes was taken back (say_program_notes). */
+static bool note_retracted[sizeof notes.buf];
+
 /* Says the notes that are no trace's (an empty path: an image's exec hook telling that a
  * program it ran, an AddressSanitizer one, ran untraced): the first, and how many more, in
- * one line, quiet or not (`make check` of an ASan build runs hundreds). */
+ * one line, quiet or not (`make check` of an ASan build runs hundreds). A note with the
+ * path "-" takes back an earlier one of the same text (its exec failed: preload_exec.c,
+ * unsay_sanitizer_untraced); the image that wrote both wrote them in that order. */
 static void say_program_notes(void) {
+  for (size_t i = 0; i < notes.len;) {
+    const char *const p = notes.buf + i, *const why = p + strlen(p) + 1;
+    if (why >= notes.buf + notes.len) break;
+    if (strcmp(p, "-") == 0)
+      for (size_t k = 0; k < i;) {
+        const char *const q = notes.buf + k, *const its = q + 1;
+        if (!q[0] && !note_retracted[k] && strcmp(its, why) == 0) {
+          note_retracted[k] = true;
+          break;
+        }
+        k = (size_t)(q + strlen(q) + 1 - notes.buf);
+        k += strlen(notes.buf + k) + 1;
+      }
+    i = (size_t)(why - notes.buf) + strlen(why) + 1;
+  }
   const char *first = NULL;
   size_t more = 0;
   for (size_t i = 0; i < notes.len;) {
     const char *const p = notes.buf + i, *const why = p + strlen(p) + 1;
     if (why >= notes.buf + notes.len) break;
-    if (!p[0] && first) more++;
-    if (!p[0] && !first) first = why;
+    const bool counted = !p[0] && !note_retracted[i];
+    if (counted && first) more++;
+    if (counted && !first) first = why;
     i = (size_t)(why - notes.buf) + strlen(why) + 1;
   }
   if (!first) return;

@@ -434,28 +434,48 @@ static int exec_failed(char **env) {
   return -1;
 }
 
-/* Says that `path` links a sanitizer runtime and runs untraced: to `record` (its notes
- * pipe: said once, after the program's end, not on the program's stderr), or, without
- * record, on stderr when this image is traced (a forked child's exec says nothing there:
- * its stderr is the program's). */
-static void say_sanitizer_untraced(const char *path, const examined_program_t *examined) {
-  char text[400];
-  snprintf(text, sizeof text,
+/* What say_sanitizer_untraced says of `path`, into text (size bytes). */
+static void sanitizer_untraced_text(char *text, size_t size, const char *path,
+                                    const examined_program_t *examined) {
+  snprintf(text, size,
            "%.200s links %s (a sanitizer), which must come first among its libraries: it "
            "ran untraced",
            path, examined->runtime);
-  if (!cts__tracer_note_text(text) && continues_trace()) cts__preload_log("%s", text);
+}
+
+/* Says that `path` links a sanitizer runtime and runs untraced: to `record` (its notes
+ * pipe: said once, after the program's end, not on the program's stderr), or, without
+ * record, on stderr when this image is traced (a forked child's exec says nothing there:
+ * its stderr is the program's). Said before the exec, which may still fail: true when
+ * record was told, which unsay_sanitizer_untraced then takes back. */
+static bool say_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+  char text[400];
+  sanitizer_untraced_text(text, sizeof text, path, examined);
+  if (cts__tracer_note_text(text)) return true;
+  if (continues_trace()) cts__preload_log("%s", text);
+  return false;
+}
+
+/* After the exec said so failed (ENOENT, EACCES, E2BIG...): record's note taken back, so
+ * that record counts the programs that ran; errno kept. */
+static void unsay_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+  const int e = errno;
+  char text[400];
+  sanitizer_untraced_text(text, sizeof text, path, examined);
+  cts__tracer_note_retraction(text);
+  errno = e;
 }
 
 /* An exec of a program this library cannot be loaded into, or must not be (a sanitizer's
  * runtime first), with `env` (environment_for_foreign_program): this image's trace ends as
- * at any exec, and the new one runs untraced, said when this image was traced. */
+ * at any exec, and the new one runs untraced, said when this image was traced. `said`:
+ * record was told of it already (by exec_with), taken back if the exec fails. */
 static int exec_foreign(const char *path, char *const argv[], char **env,
-                        const examined_program_t *examined,
+                        const examined_program_t *examined, bool said,
                         int (*real_exec)(const char *, char *const[], char *const[])) {
   if (continues_trace()) {
     if (examined->verdict == CTS__ELF_RUNTIME_FIRST)
-      say_sanitizer_untraced(path, examined);
+      said = say_sanitizer_untraced(path, examined);
     else
       cts__preload_log(
           "%.200s is a program of another kind (32-bit?): this library cannot be "
@@ -464,9 +484,11 @@ static int exec_foreign(const char *path, char *const argv[], char **env,
     before_exec();
     cts__tracer_exec_pending(true);
     real_exec(path, argv, env);
+    if (said) unsay_sanitizer_untraced(path, examined);
     return exec_failed(env);
   }
   real_exec(path, argv, env);
+  if (said) unsay_sanitizer_untraced(path, examined);
   const int e = errno;
   cts__real.free(env);
   errno = e;
@@ -485,9 +507,9 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
   int result;
   if (foreign) {
     exec_scratch_give(scratch);
-    if (examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace())
-      say_sanitizer_untraced(path, &examined);
-    result = exec_foreign(path, argv, foreign, &examined, real_exec);
+    const bool said = examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace() &&
+                      say_sanitizer_untraced(path, &examined);
+    result = exec_foreign(path, argv, foreign, &examined, said, real_exec);
   } else if (!continues_trace()) {
     exec_scratch_give(scratch);
     char **const filtered = environment_under_a_filter(envp);
@@ -603,12 +625,15 @@ static int spawn_with(unsigned which, pid_t *pid, const char *path,
       path, envp, which == CTS__LAZY_posix_spawnp, &examined, scratch);
   exec_scratch_give(scratch);
   close_examined(&examined); /* the child's exec must not be the one that closes it */
-  if (examined.verdict == CTS__ELF_RUNTIME_FIRST) say_sanitizer_untraced(path, &examined);
   char **const filtered = foreign ? NULL : environment_under_a_filter(envp);
   const int result = real(pid, path, actions, attr, argv,
                           foreign    ? foreign
                           : filtered ? filtered
                                      : envp);
+  /* After the spawn: glibc's posix_spawn returns the child's exec error, so nothing is
+   * said of a program that did not run. */
+  if (result == 0 && examined.verdict == CTS__ELF_RUNTIME_FIRST)
+    say_sanitizer_untraced(path, &examined);
   if (foreign) cts__real.free(foreign);
   free_environment(filtered);
   return result;

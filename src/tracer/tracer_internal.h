@@ -265,6 +265,10 @@ void cts__tracer_note_loss(const char *path, int e);
  * or vfork'd child too (the pipe is checked as cts__tracer_notes_fd does); not from inside
  * the allocator. */
 bool cts__tracer_note_text(const char *text);
+/* Takes back one note that cts__tracer_note_text wrote with this `text` (an exec it told of
+ * failed): a note with the path "-" (no trace's path: record's are absolute), which record
+ * matches to the note. True if written. Same conditions as cts__tracer_note_text. */
+bool cts__tracer_note_retraction(const char *text);
 /* Right before an exec, while the session waits for its writer: the image's trace is
  * finished (its last packet written) and sampling stops; true if so. session.c. */
 bool cts__session_exec_end(void);

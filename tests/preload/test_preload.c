@@ -4209,6 +4209,45 @@ CTS_TEST(asan_program_execd_by_a_traced_one_runs_untraced) {
                  "record: %s", traced.err);
 }
 
+/* The "ran untraced" note of an AddressSanitizer program is written before its exec, which
+ * may then fail (E2BIG, EACCES, ENOENT after the examination): record counted those too
+ * ("and N more such programs" of programs that never ran). A failed exec now takes its note
+ * back (a "-" note, preload_exec.c: unsay_sanitizer_untraced), and posix_spawn's is written
+ * after the spawn succeeded. Under record: the traced image itself execs the program twice
+ * with too long an argument list (victim_exec_stack depth: E2BIG), the shell's forked
+ * child execs a copy without the execute permission (EACCES), then the program runs once:
+ * one note, no "more". Checked: fails on main's src (it said the copy that could not run,
+ * "(and 1 more such programs)"; the victim alone under record, "(and 1 more" of two execs
+ * that both failed).
+ * Needs libasan: skipped without. */
+CTS_TEST(record_counts_only_the_asan_programs_that_ran) {
+  char program[256], trace[256], noexec[300], victim[1024], script[2000];
+  trace_path(trace, sizeof trace, "asan_failed");
+  if (!compile_program(program, "asan_failed", "-fsanitize=address",
+                       "#include <stdio.h>\n#include <stdlib.h>\n"
+                       "int main(void) { free(malloc(100)); puts(\"ran\"); return 4; }\n"))
+    CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
+  snprintf(noexec, sizeof noexec, "%s.noexec", program);
+  snprintf(script, sizeof script, "cp %s %s && chmod 644 %s", program, noexec, noexec);
+  CTS_ASSERT(system(script) == 0);
+  victim_path(victim, sizeof victim, "victim_exec_stack");
+  snprintf(script, sizeof script, "%s depth %s >/dev/null; %s 2>/dev/null; %s; echo status $?",
+           victim, program, noexec, program);
+  char *prog[] = {"/bin/sh", "-c", script, NULL}, *record[16];
+  record_argv(record, trace, false, prog);
+  unlink(trace);
+  run(&traced, record, NULL, NULL, NULL);
+  unlink(program);
+  unlink(noexec);
+  unlink(trace);
+  CTS_ASSERT_MSG(traced.status == 0, "record: status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, "ran\nstatus 4\n");
+  const char *const said = strstr(traced.err, "links libasan");
+  CTS_ASSERT_MSG(said && !strstr(said + 1, "links libasan") && strstr(said, "it ran untraced\n") &&
+                     !strstr(said, "more such programs"),
+                 "record: %s", traced.err);
+}
+
 /* Guard for the exec hooks' cost (bench/README.md, wip/h44rest): the examination of an
  * exec'd program (its kind and its sanitizer runtime, tracer/elf_runtime.h) is at most three
  * system calls, as main's 32-bit check alone was (openat, pread, close): one open, an 8 KiB
