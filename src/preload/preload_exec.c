@@ -132,8 +132,9 @@ static const char *library_path(void) {
 }
 
 /* The exec hooks' working memory, off the calling thread's stack: a program's path found
- * in PATH and its examination (~18 KiB, tracer/elf_runtime.h), then the new image's
- * settings (8 KiB). On the stack they took ~21 KiB where an untraced exec takes ~3 KiB, and
+ * in PATH and its examination (~80 KiB with its dynamic entries read whole: only the pages
+ * its bytes reach are touched; tracer/elf_runtime.h), then the new image's settings
+ * (8 KiB). On the stack they took ~21 KiB where an untraced exec takes ~3 KiB, and
  * a thread or coroutine with a small stack (glibc's smallest, 16 KiB; makecontext's of
  * 16-32 KiB) that execs overflowed it. One static buffer, in pages that cost nothing until
  * an exec touches them (CTS__COLD_BSS); held from the examination until the new

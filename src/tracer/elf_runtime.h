@@ -41,13 +41,18 @@ static inline ssize_t cts__elf_read(int fd, const unsigned char *head, size_t he
   return offset > (uint64_t)INT64_MAX - size ? -1 : pread(fd, buf, size, (off_t)offset);
 }
 
-/* Where an examination reads a program's start, headers and dynamic entries: ~14 KiB, too
+/* Where an examination reads a program's start, headers and dynamic entries: ~76 KiB, too
  * much for the stack of a thread or coroutine that execs (glibc's smallest thread stack is
- * 16 KiB), so the preload's exec hooks keep it off the stack (preload_exec.c); `ctfscope
- * record` has one on its stack (cts__elf_examine). */
+ * 16 KiB), so the preload's exec hooks keep it off the stack (preload_exec.c: pages touched
+ * only as far as a program's bytes are read); `ctfscope record` has one on its stack
+ * (cts__elf_examine). The dynamic section is read whole up to CTS__ELF_MAX_DYN entries, in
+ * one pread: DT_NEEDED come first, DT_STRTAB and DT_STRSZ after them, so a program linked
+ * with more libraries than the entries read had its sanitizer runtime missed (128 entries
+ * were read: a link with 150 -l libraries); 4096 entries is a 64 KiB section, over 4 000
+ * libraries. A larger section is read up to the bound (its names past it are not seen). */
 #define CTS__ELF_HEAD_BYTES 8192
 #define CTS__ELF_MAX_PHDRS  64
-#define CTS__ELF_MAX_DYN    128 /* DT_NEEDED come first, DT_STRTAB and DT_STRSZ soon after */
+#define CTS__ELF_MAX_DYN    4096
 typedef struct {
   unsigned char head[CTS__ELF_HEAD_BYTES];
   Elf64_Phdr ph[CTS__ELF_MAX_PHDRS];
@@ -61,7 +66,7 @@ typedef struct {
  * user's, any bytes). At most CTS__ELF_MAX_PHDRS program headers and CTS__ELF_MAX_DYN
  * dynamic entries are read, into `scratch` (its head unused). What lies in the head costs no
  * system call: a small program's headers and library names do (its dynamic section is one
- * pread). */
+ * pread, whatever its size). */
 static inline bool cts__elf_fd_needs_a_runtime_first_in(int fd, const unsigned char *head,
                                                         size_t head_len, char *runtime, size_t size,
                                                         cts__elf_scratch_t *scratch) {
@@ -159,7 +164,7 @@ static inline cts__elf_verdict_t cts__elf_examine_in(const char *path, int *fd, 
              : CTS__ELF_LOADABLE;
 }
 
-/* cts__elf_examine_in with its scratch on the stack (~14 KiB: `ctfscope record`). */
+/* cts__elf_examine_in with its scratch on the stack (~76 KiB: `ctfscope record`). */
 static inline cts__elf_verdict_t cts__elf_examine(const char *path, int *fd, char *runtime,
                                                   size_t size) {
   cts__elf_scratch_t scratch;

@@ -4209,6 +4209,44 @@ CTS_TEST(asan_program_execd_by_a_traced_one_runs_untraced) {
                  "record: %s", traced.err);
 }
 
+/* An AddressSanitizer program linked with 150 more libraries (-l of each): its DT_STRTAB
+ * lies after 150 DT_NEEDED entries, past the 128 dynamic entries the exec hooks read, and
+ * run from a traced shell it aborted ("ASan runtime does not come first in initial library
+ * list", exit 1). The dynamic section is read whole up to 4096 entries now, in the same one
+ * pread (tracer/elf_runtime.h; its bound: tests/tracer/test_elf_runtime.c). The libraries:
+ * one empty one, linked under 150 names (no soname: each DT_NEEDED is its file's name).
+ * Checked: fails on main's src. Needs libasan: skipped without. */
+CTS_TEST(asan_program_with_150_libraries_execd_by_a_traced_one_runs_untraced) {
+  char dir[256], command[8192], script[600], trace[256];
+  snprintf(dir, sizeof dir, "/tmp/cts_preload_many_libs_%d", (int)getpid());
+  trace_path(trace, sizeof trace, "many_libs");
+  size_t n = (size_t)snprintf(command, sizeof command,
+                              "mkdir -p %s && cd %s && echo 'int pad;' > pad.c && "
+                              "/usr/bin/cc -shared -fPIC -o libpad0.so pad.c && "
+                              "for i in $(seq 1 149); do ln -sf libpad0.so libpad$i.so; done && "
+                              "printf '#include <stdio.h>\\n#include <stdlib.h>\\nint main(void) "
+                              "{ free(malloc(100)); puts(\"ran\"); return 4; }\\n' > prog.c && "
+                              "/usr/bin/cc -fsanitize=address -o prog prog.c -Wl,--no-as-needed "
+                              "-Wl,-rpath,%s -L.",
+                              dir, dir, dir);
+  for (int i = 0; i < 150; i++)
+    n += (size_t)snprintf(command + n, sizeof command - n, " -lpad%d", i);
+  CTS_ASSERT(n < sizeof command);
+  const int built = system(command);
+  snprintf(script, sizeof script, "%s/prog; echo status $?", dir);
+  char *shell[] = {"/bin/sh", "-c", script, NULL};
+  if (built == 0) {
+    run(&traced, shell, trace, "1e-6", NULL);
+    unlink(trace);
+  }
+  snprintf(command, sizeof command, "rm -rf %s", dir);
+  CTS_ASSERT(system(command) == 0);
+  if (built != 0) CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
+  CTS_ASSERT_MSG(traced.status == 0 && strcmp(traced.out, "ran\nstatus 4\n") == 0,
+                 "status %d, out \"%s\": %s", traced.status, traced.out, traced.err);
+  CTS_ASSERT_MSG(!strstr(traced.err, "does not come first"), "%s", traced.err);
+}
+
 /* The "ran untraced" note of an AddressSanitizer program is written before its exec, which
  * may then fail (E2BIG, EACCES, ENOENT after the examination): record counted those too
  * ("and N more such programs" of programs that never ran). A failed exec now takes its note
