@@ -3954,6 +3954,17 @@ CTS_TEST(program_confined_by_a_libseccomp_filter_lives_and_keeps_its_trace) {
   unlink(trace);
 }
 
+/* confined_blocks_traced of a mode of victim_confined that execs itself once: the trace
+ * (trace, 256 bytes, named after the mode) and the exec'd image's (next, 300 bytes), whose
+ * 64 MiB blocks are counted. */
+static bool execd_confined_blocks_traced(const char *mode, char *trace, char *next,
+                                         size_t *blocks) {
+  trace_path(trace, 256, mode);
+  exec_file(next, 300, trace, 1);
+  unlink(next);
+  return confined_blocks_traced(mode, NULL, trace, next, blocks);
+}
+
 /* An image exec'd under a seccomp filter that kills on prctl died at its start (SIGSYS,
  * exit 159): the preload's start asked prctl whether the program is a child subreaper and
  * dumpable, and how many filters it started under. The image that knows of a filter (its
@@ -3966,11 +3977,8 @@ CTS_TEST(program_confined_by_a_libseccomp_filter_lives_and_keeps_its_trace) {
  * which lets clone and exec through). Checked: fails on main's src (status 159). */
 CTS_TEST(image_execd_under_a_filter_killing_on_prctl_lives) {
   char trace[256], next[300];
-  trace_path(trace, sizeof trace, "prctl_killer_exec");
-  exec_file(next, sizeof next, trace, 1);
-  unlink(next);
   size_t blocks = 0;
-  CTS_ASSERT(confined_blocks_traced("prctl-killer-exec", NULL, trace, next, &blocks));
+  CTS_ASSERT(execd_confined_blocks_traced("prctl-killer-exec", trace, next, &blocks));
   CTS_ASSERT_STR_EQ(traced.out, "confining\nconfined ok\n");
   CTS_ASSERT_MSG(strstr(traced.err,
                         "tracing stopped at the first sample: the program had "
@@ -3988,11 +3996,8 @@ CTS_TEST(image_execd_under_a_filter_killing_on_prctl_lives) {
  * its first sample (checked: fails without the filters counted at the session's start). */
 CTS_TEST(program_started_under_a_containers_seccomp_filter_is_traced) {
   char trace[256], next[300];
-  trace_path(trace, sizeof trace, "container");
-  exec_file(next, sizeof next, trace, 1);
-  unlink(next);
   size_t blocks = 0;
-  CTS_ASSERT(confined_blocks_traced("container", NULL, trace, next, &blocks));
+  CTS_ASSERT(execd_confined_blocks_traced("container", trace, next, &blocks));
   CTS_ASSERT_MSG(!strstr(traced.err, "tracing stopped"), "%s", traced.err);
   CTS_ASSERT_MSG(blocks > 0, "%zu of the 4 blocks: %s", blocks, traced.err);
   unlink(trace);
