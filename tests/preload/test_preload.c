@@ -4156,12 +4156,18 @@ static bool compile_program(char *program, const char *name, const char *flag, c
   return plain.status == 0;
 }
 
+/* An AddressSanitizer program (it prints "ran" and exits 4) compiled by compile_program:
+ * whether it could be (libasan for /usr/bin/cc). */
+static bool compile_asan_program(char *program, const char *name) {
+  return compile_program(program, name, "-fsanitize=address",
+                         "#include <stdio.h>\n#include <stdlib.h>\n"
+                         "int main(void) { free(malloc(100)); puts(\"ran\"); return 4; }\n");
+}
+
 CTS_TEST(record_runs_an_asan_program_untraced_and_says_why) {
   char program[256], trace[256];
   trace_path(trace, sizeof trace, "asan");
-  if (!compile_program(program, "asan", "-fsanitize=address",
-                       "#include <stdio.h>\n#include <stdlib.h>\n"
-                       "int main(void) { free(malloc(100)); puts(\"ran\"); return 4; }\n"))
+  if (!compile_asan_program(program, "asan"))
     CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
   char *alone[] = {program, NULL};
   run(&plain, alone, NULL, NULL, NULL);
@@ -4190,9 +4196,7 @@ CTS_TEST(record_runs_an_asan_program_untraced_and_says_why) {
 CTS_TEST(asan_program_execd_by_a_traced_one_runs_untraced) {
   char program[256], trace[256], script[600];
   trace_path(trace, sizeof trace, "asan_exec");
-  if (!compile_program(program, "asan_exec", "-fsanitize=address",
-                       "#include <stdio.h>\n#include <stdlib.h>\n"
-                       "int main(void) { free(malloc(100)); puts(\"ran\"); return 4; }\n"))
+  if (!compile_asan_program(program, "asan_exec"))
     CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
   /* A forked child of a traced shell: untraced itself, its environment names the library. */
   snprintf(script, sizeof script, "%s; echo status $?", program);
@@ -4291,9 +4295,7 @@ CTS_TEST(asan_program_with_150_libraries_execd_by_a_traced_one_runs_untraced) {
 CTS_TEST(record_counts_only_the_asan_programs_that_ran) {
   char program[256], trace[256], noexec[300], victim[1024], script[2000];
   trace_path(trace, sizeof trace, "asan_failed");
-  if (!compile_program(program, "asan_failed", "-fsanitize=address",
-                       "#include <stdio.h>\n#include <stdlib.h>\n"
-                       "int main(void) { free(malloc(100)); puts(\"ran\"); return 4; }\n"))
+  if (!compile_asan_program(program, "asan_failed"))
     CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
   snprintf(noexec, sizeof noexec, "%s.noexec", program);
   snprintf(script, sizeof script, "cp %s %s && chmod 644 %s", program, noexec, noexec);
