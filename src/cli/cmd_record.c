@@ -84,24 +84,35 @@ static const char help[] =
     "                           thread alive at once (implies --tasks)\n"
     "  -q, --quiet              no summary lines; a trace that was not written and a\n"
     "                           program killed by a signal are still said\n"
-    "  -h, --help               show this help\n"
+    "  -h, --help               show this help\n";
+
+/* --help's parts after the options, printed in turn (one string would pass the
+ * 4095-character limit of a C string literal that gcc warns about). */
+static const char help_writer[] =
     "\n"
     "The trace is encoded and written by a writer process (ctfscope-writer), which\n"
     "finishes it even if PROGRAM is killed or execs; record waits for it (at most\n"
     "10 s), quiet or not.\n"
     "A trace whose tail was lost (the writer died, the disk filled, the last packet is\n"
     "cut off) says so at the end of its summary line.\n"
-    "CTFSCOPE_WRITER=thread keeps the writer in PROGRAM, as a thread.\n"
+    "CTFSCOPE_WRITER=thread keeps the writer in PROGRAM, as a thread.\n";
+
+static const char help_untraced[] =
     "\n"
-    "Forked child processes are not traced; images the program execs are. Programs that\n"
-    "are statically linked or set-uid cannot be traced (the dynamic loader ignores\n"
-    "LD_PRELOAD for them). Set CTFSCOPE_PRELOAD to use another build of the preload\n"
-    "library.\n"
+    "Forked child processes are not traced; images the program execs are. A program the\n"
+    "dynamic loader runs without LD_PRELOAD runs untraced; when no trace was written,\n"
+    "record names the cause PROGRAM's file shows: statically linked; set-uid or set-gid\n"
+    "to another user or group, or file capabilities (getcap shows them), which the\n"
+    "kernel runs in secure-execution mode; else that it may have cleared LD_PRELOAD.\n"
+    "Programs the library cannot be loaded into (another ELF class: 32-bit) or must not\n"
+    "be (a sanitizer's runtime that must come first: -fsanitize=address's libasan) run\n"
+    "without it, said; so do such programs exec'd or posix_spawn'ed by a traced one (said\n"
+    "once, after the end, with how many). Set CTFSCOPE_PRELOAD to use another build of\n"
+    "the preload library.\n"
     "\n"
     "Exit status: PROGRAM's, or 128 + N if it was killed by signal N; 127 if it was not\n"
     "found, 126 if it could not be run, 2 for a usage error.\n";
 
-/* The second half of --help (one string would pass C's 4095-character limit). */
 static const char help_environment[] =
     "\n"
     "Environment (docs/environment.md has them all): the options above set the preload\n"
@@ -115,8 +126,9 @@ static const char help_environment[] =
     "CTFSCOPE_TASKS_CLOCK=tsc|monotonic (the task trace's clock; CTFSCOPE_CLOCK is that\n"
     "choice for programs using libctfscope's rings), CTFSCOPE_PRELOAD. record sets\n"
     "CTFSCOPE_EXEC_BASE, CTFSCOPE_EXEC_INDEX and CTFSCOPE_RECORD_NOTES for itself, the\n"
-    "preload CTFSCOPE_EXEC_TSC. The reading commands wait CTFSCOPE_PROGRESS_DELAY_MS\n"
-    "(1000) before a progress line.\n";
+    "preload CTFSCOPE_EXEC_TSC and CTFSCOPE_EXEC_SECCOMP (an image under a seccomp\n"
+    "filter tells the next). The reading commands wait CTFSCOPE_PROGRESS_DELAY_MS (1000)\n"
+    "before a progress line.\n";
 
 typedef struct record_opts {
   const char *output, *rate, *context, *unwind, *connect, *listen, *stall;
@@ -148,8 +160,8 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
     }
     if (a[0] != '-' || a[1] == '\0') break;
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      fputs(help, stdout);
-      fputs(help_environment, stdout);
+      const char *const parts[] = {help, help_writer, help_untraced, help_environment};
+      for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) fputs(parts[k], stdout);
       return CLI_EXIT_OK;
     }
     if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -334,17 +346,38 @@ static void read_notes(int fd) {
   close(fd);
 }
 
+/* Whether the note at offset i of the notes was taken back (say_program_notes). */
+static bool note_retracted[sizeof notes.buf];
+
 /* Says the notes that are no trace's (an empty path: an image's exec hook telling that a
  * program it ran, an AddressSanitizer one, ran untraced): the first, and how many more, in
- * one line, quiet or not (`make check` of an ASan build runs hundreds). */
+ * one line, quiet or not (`make check` of an ASan build runs hundreds). A note with the
+ * path "-" takes back an earlier one of the same text (its exec failed: preload_exec.c,
+ * unsay_sanitizer_untraced); the image that wrote both wrote them in that order. */
 static void say_program_notes(void) {
+  for (size_t i = 0; i < notes.len;) {
+    const char *const p = notes.buf + i, *const why = p + strlen(p) + 1;
+    if (why >= notes.buf + notes.len) break;
+    if (strcmp(p, "-") == 0)
+      for (size_t k = 0; k < i;) {
+        const char *const q = notes.buf + k, *const its = q + 1;
+        if (!q[0] && !note_retracted[k] && strcmp(its, why) == 0) {
+          note_retracted[k] = true;
+          break;
+        }
+        k = (size_t)(q + strlen(q) + 1 - notes.buf);
+        k += strlen(notes.buf + k) + 1;
+      }
+    i = (size_t)(why - notes.buf) + strlen(why) + 1;
+  }
   const char *first = NULL;
   size_t more = 0;
   for (size_t i = 0; i < notes.len;) {
     const char *const p = notes.buf + i, *const why = p + strlen(p) + 1;
     if (why >= notes.buf + notes.len) break;
-    if (!p[0] && first) more++;
-    if (!p[0] && !first) first = why;
+    const bool counted = !p[0] && !note_retracted[i];
+    if (counted && first) more++;
+    if (counted && !first) first = why;
     i = (size_t)(why - notes.buf) + strlen(why) + 1;
   }
   if (!first) return;

@@ -103,6 +103,7 @@ static const char *const settings[] = {"MEMTRACE",
                                        "CTFSCOPE_EXEC_BASE",
                                        "CTFSCOPE_EXEC_INDEX",
                                        "CTFSCOPE_EXEC_TSC",
+                                       "CTFSCOPE_EXEC_SECCOMP",
                                        "CTFSCOPE_TASKS",
                                        "CTFSCOPE_TASKS_SIZE",
                                        "CTFSCOPE_TASKS_PACKETS",
@@ -317,6 +318,11 @@ static void start_from_environment(void) {
   if (index && tsc && cts_setting_trimmed(tsc, number, sizeof number) &&
       (strcmp(number, "0") == 0 || strcmp(number, "1") == 0))
     cts__tsc_usable_known = number[0] == '1';
+  /* The image before this one knew a seccomp filter to be in force (tracer_internal.h):
+   * from any image, a forked child's exec too (filters are inherited). */
+  const char *const seccomp = cts__preload_env("CTFSCOPE_EXEC_SECCOMP");
+  if (seccomp && cts_setting_trimmed(seccomp, number, sizeof number) && strcmp(number, "1") == 0)
+    __atomic_store_n(&cts__seccomp_in_force, true, __ATOMIC_RELAXED);
   fits = copy_setting(&cts__exec_state.memtrace, out) && fits;
   /* The sequence's name made absolute: a script that changes directory before it execs
    * would otherwise have the next image trace into that other directory (truncating a file

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -130,6 +131,55 @@ static const char *library_path(void) {
   return usable ? name : NULL;
 }
 
+/* The exec hooks' working memory, off the calling thread's stack: a program's path found
+ * in PATH and its examination (~80 KiB with its dynamic entries read whole: only the pages
+ * its bytes reach are touched; tracer/elf_runtime.h), then the new image's settings
+ * (8 KiB). On the stack they took ~21 KiB where an untraced exec takes ~3 KiB, and
+ * a thread or coroutine with a small stack (glibc's smallest, 16 KiB; makecontext's of
+ * 16-32 KiB) that execs overflowed it. One static buffer, in pages that cost nothing until
+ * an exec touches them (CTS__COLD_BSS); held from the examination until the new
+ * environment is built, never across the exec itself (a vfork'd child that execs shares
+ * it with its parent, and never comes back to give it up). */
+typedef union {
+  struct {
+    char found[PATH_MAX];
+    cts__elf_scratch_t elf;
+  } examine;
+  struct {
+    char next[CTS__SETTING_SIZE];
+    char preload[CTS__SETTING_SIZE];
+  } environment;
+} exec_scratch_t;
+
+/* On a page boundary: an image's exec touches the fewest fresh pages (a minor fault each):
+ * the 8 KiB head on two, not three. */
+static CTS__COLD_BSS _Alignas(4096) exec_scratch_t exec_scratch;
+static atomic_flag exec_scratch_busy = ATOMIC_FLAG_INIT;
+
+/* The static scratch, or, while another thread holds it (two threads exec'ing at once, a
+ * signal handler's exec during one, or a fork's child that copied it held), a mapping of
+ * its own: two system calls more, for that exec alone. NULL without memory: the exec goes
+ * ahead as when its environment cannot be built. Async-signal-safe. */
+static exec_scratch_t *exec_scratch_take(void) {
+  if (!atomic_flag_test_and_set_explicit(&exec_scratch_busy, memory_order_acquire))
+    return &exec_scratch;
+  void *const map = mmap(NULL, sizeof(exec_scratch_t), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return map == MAP_FAILED ? NULL : map;
+}
+
+/* Gives back what exec_scratch_take gave (NULL: nothing); errno kept. */
+static void exec_scratch_give(exec_scratch_t *scratch) {
+  if (!scratch) return;
+  if (scratch == &exec_scratch) {
+    atomic_flag_clear_explicit(&exec_scratch_busy, memory_order_release);
+    return;
+  }
+  const int e = errno;
+  munmap(scratch, sizeof *scratch);
+  errno = e;
+}
+
 static const char *continued_preload(char *const envp[], char *buf, size_t size) {
   const char *const self = library_path();
   if (!self) return NULL;
@@ -145,30 +195,40 @@ static const char *continued_preload(char *const envp[], char *buf, size_t size)
 /* Builds the new image's environment: envp without our variables, then ours with the next
  * trace's name. One block from the real malloc (untraced): the exec replaces it, or the
  * caller frees it if the exec fails. NULL if it cannot be built (the exec then goes ahead
- * with the environment it was given, untraced). */
-static char **continued_environment(char *const envp[]) {
-  char next[CTS__SETTING_SIZE];
+ * with the environment it was given, untraced). `scratch` holds the settings meanwhile
+ * (NULL: none could be had, nor the environment built). */
+static char **continued_environment(char *const envp[], exec_scratch_t *scratch) {
+  if (!scratch) return NULL;
+  char *const next = scratch->environment.next;
+  const size_t next_size = sizeof scratch->environment.next;
   if (cts__exec_state.file) {
-    if (!cts__exec_trace_name(next, sizeof next, cts__exec_state.base, cts__exec_state.index + 1)) {
+    if (!cts__exec_trace_name(next, next_size, cts__exec_state.base, cts__exec_state.index + 1)) {
       /* Said: the new image's trace is lost (a base near PATH_MAX long). */
       cts__preload_log(
           "the trace of the image after the exec cannot be named: \"%.120s...\" "
           "with \".exec%u\" is longer than %zu bytes; that image is not traced",
-          cts__exec_state.base, cts__exec_state.index + 1, sizeof next - 1);
+          cts__exec_state.base, cts__exec_state.index + 1, next_size - 1);
       return NULL;
     }
   } else {
-    snprintf(next, sizeof next, "%s", cts__exec_state.memtrace);
+    snprintf(next, next_size, "%s", cts__exec_state.memtrace);
   }
   char index[16];
   snprintf(index, sizeof index, "%u", cts__exec_state.index + 1);
-  const char *ours[2 * (6 + CTS__KEPT_COUNT)] = {
+  const char *ours[2 * (7 + CTS__KEPT_COUNT)] = {
       "MEMTRACE", next, "CTFSCOPE_EXEC_BASE", cts__exec_state.base, "CTFSCOPE_EXEC_INDEX", index};
   size_t nours = 3;
   /* This machine's time-stamp counter, as this image found it (tracer_internal.h). */
   if (cts__tsc_usable_known >= 0) {
     ours[2 * nours] = "CTFSCOPE_EXEC_TSC";
     ours[2 * nours + 1] = cts__tsc_usable_known ? "1" : "0";
+    nours++;
+  }
+  /* A seccomp filter this image knows of (tracer_internal.h): the next starts without
+   * asking prctl, which the filter may kill on. */
+  if (__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED)) {
+    ours[2 * nours] = "CTFSCOPE_EXEC_SECCOMP";
+    ours[2 * nours + 1] = "1";
     nours++;
   }
   char notes_fd[16];
@@ -179,8 +239,8 @@ static char **continued_environment(char *const envp[]) {
     ours[2 * nours + 1] = notes_fd;
     nours++;
   }
-  char preload[CTS__SETTING_SIZE];
-  const char *const ld_preload = continued_preload(envp, preload, sizeof preload);
+  const char *const ld_preload =
+      continued_preload(envp, scratch->environment.preload, sizeof scratch->environment.preload);
   if (ld_preload) {
     ours[2 * nours] = "LD_PRELOAD";
     ours[2 * nours + 1] = ld_preload;
@@ -284,9 +344,11 @@ static void close_examined(const examined_program_t *examined) {
  * library is out of reach after a chroot, in one block from the real malloc (the exec
  * replaces it; exec_failed frees it). NULL otherwise: envp's LD_PRELOAD does not name the
  * library (no system call then), the program is loadable, or no memory. One open and read
- * of the program answers both questions; its descriptor is left at examined->fd. */
+ * of the program answers both questions, in `scratch` (NULL: none could be had, no
+ * examination); its descriptor is left at examined->fd. */
 static char **environment_for_foreign_program(const char *path, char *const envp[],
-                                              bool by_path_search, examined_program_t *examined) {
+                                              bool by_path_search, examined_program_t *examined,
+                                              exec_scratch_t *scratch) {
   examined->fd = -1;
   examined->verdict = CTS__ELF_LOADABLE;
   if (!path || !path[0]) return NULL;
@@ -297,15 +359,16 @@ static char **environment_for_foreign_program(const char *path, char *const envp
     if (at == (size_t)-1 && strncmp(envp[count], "LD_PRELOAD=", 11) == 0) at = count;
   if (at == (size_t)-1 || !preload_list_has(envp[at] + 11, self)) return NULL;
   if (!library_out_of_reach) {
+    if (!scratch) return NULL;
     /* A bare name searched in this process's PATH (not the new image's), as glibc's
      * execvp and posix_spawnp do: paid only where the exec hands this library on. */
-    char found[PATH_MAX];
+    char *const found = scratch->examine.found;
     const char *const program = by_path_search && !strchr(path, '/') ? found : path;
     if (program == found &&
-        !cts__program_on_path(cts__preload_env("PATH"), path, found, sizeof found))
+        !cts__program_on_path(cts__preload_env("PATH"), path, found, sizeof scratch->examine.found))
       return NULL; /* the exec fails as it would have */
-    examined->verdict =
-        cts__elf_examine(program, &examined->fd, examined->runtime, sizeof examined->runtime);
+    examined->verdict = cts__elf_examine_in(program, &examined->fd, examined->runtime,
+                                            sizeof examined->runtime, &scratch->examine.elf);
     if (examined->verdict == CTS__ELF_LOADABLE) return NULL;
   }
   const size_t entry = strlen(envp[at]) + 1;
@@ -321,6 +384,46 @@ static char **environment_for_foreign_program(const char *path, char *const envp
   return env;
 }
 
+/* For an exec that does not continue this image's trace (a forked child's, or after
+ * tracing stopped) but hands the library on in envp's LD_PRELOAD: envp with
+ * CTFSCOPE_EXEC_SECCOMP=1 when this image knows a seccomp filter to be in force
+ * (tracer_internal.h), in one block from the real malloc (the exec replaces it; the caller
+ * frees it after a failed one); the image exec'd then asks no prctl at its start, which the
+ * filter may kill on. NULL otherwise (no filter known: nothing is paid), when envp says so
+ * already, or without memory. */
+static char **environment_under_a_filter(char *const envp[]) {
+  static const char setting[] = "CTFSCOPE_EXEC_SECCOMP=1";
+  if (!__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED)) return NULL;
+  const char *const self = library_path();
+  if (!self) return NULL;
+  size_t count = 0;
+  bool hands_on = false;
+  for (; envp && envp[count]; count++) {
+    if (strcmp(envp[count], setting) == 0) return NULL;
+    if (strncmp(envp[count], "LD_PRELOAD=", 11) == 0 && !hands_on)
+      hands_on = preload_list_has(envp[count] + 11, self);
+  }
+  if (!hands_on) return NULL;
+  cts__guard_enter();
+  char **const env = cts__real.malloc((count + 2) * sizeof *env);
+  cts__guard_leave();
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < count; i++)
+    if (strncmp(envp[i], "CTFSCOPE_EXEC_SECCOMP=", 22) != 0) env[k++] = envp[i];
+  env[k++] = (char *)setting;
+  env[k] = NULL;
+  return env;
+}
+
+/* Frees what environment_under_a_filter gave (NULL: nothing); errno kept. */
+static void free_environment(char **env) {
+  if (!env) return;
+  const int e = errno;
+  cts__real.free(env);
+  errno = e;
+}
+
 /* After a failed exec: tracing goes on in this image. */
 static int exec_failed(char **env) {
   const int e = errno;
@@ -334,28 +437,48 @@ static int exec_failed(char **env) {
   return -1;
 }
 
-/* Says that `path` links a sanitizer runtime and runs untraced: to `record` (its notes
- * pipe: said once, after the program's end, not on the program's stderr), or, without
- * record, on stderr when this image is traced (a forked child's exec says nothing there:
- * its stderr is the program's). */
-static void say_sanitizer_untraced(const char *path, const examined_program_t *examined) {
-  char text[400];
-  snprintf(text, sizeof text,
+/* What say_sanitizer_untraced says of `path`, into text (size bytes). */
+static void sanitizer_untraced_text(char *text, size_t size, const char *path,
+                                    const examined_program_t *examined) {
+  snprintf(text, size,
            "%.200s links %s (a sanitizer), which must come first among its libraries: it "
            "ran untraced",
            path, examined->runtime);
-  if (!cts__tracer_note_text(text) && continues_trace()) cts__preload_log("%s", text);
+}
+
+/* Says that `path` links a sanitizer runtime and runs untraced: to `record` (its notes
+ * pipe: said once, after the program's end, not on the program's stderr), or, without
+ * record, on stderr when this image is traced (a forked child's exec says nothing there:
+ * its stderr is the program's). Said before the exec, which may still fail: true when
+ * record was told, which unsay_sanitizer_untraced then takes back. */
+static bool say_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+  char text[400];
+  sanitizer_untraced_text(text, sizeof text, path, examined);
+  if (cts__tracer_note_text(text)) return true;
+  if (continues_trace()) cts__preload_log("%s", text);
+  return false;
+}
+
+/* After the exec said so failed (ENOENT, EACCES, E2BIG...): record's note taken back, so
+ * that record counts the programs that ran; errno kept. */
+static void unsay_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+  const int e = errno;
+  char text[400];
+  sanitizer_untraced_text(text, sizeof text, path, examined);
+  cts__tracer_note_retraction(text);
+  errno = e;
 }
 
 /* An exec of a program this library cannot be loaded into, or must not be (a sanitizer's
  * runtime first), with `env` (environment_for_foreign_program): this image's trace ends as
- * at any exec, and the new one runs untraced, said when this image was traced. */
+ * at any exec, and the new one runs untraced, said when this image was traced. `said`:
+ * record was told of it already (by exec_with), taken back if the exec fails. */
 static int exec_foreign(const char *path, char *const argv[], char **env,
-                        const examined_program_t *examined,
+                        const examined_program_t *examined, bool said,
                         int (*real_exec)(const char *, char *const[], char *const[])) {
   if (continues_trace()) {
     if (examined->verdict == CTS__ELF_RUNTIME_FIRST)
-      say_sanitizer_untraced(path, examined);
+      said = say_sanitizer_untraced(path, examined);
     else
       cts__preload_log(
           "%.200s is a program of another kind (32-bit?): this library cannot be "
@@ -364,9 +487,11 @@ static int exec_foreign(const char *path, char *const argv[], char **env,
     before_exec();
     cts__tracer_exec_pending(true);
     real_exec(path, argv, env);
+    if (said) unsay_sanitizer_untraced(path, examined);
     return exec_failed(env);
   }
   real_exec(path, argv, env);
+  if (said) unsay_sanitizer_untraced(path, examined);
   const int e = errno;
   cts__real.free(env);
   errno = e;
@@ -379,18 +504,25 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
                      int (*real_exec)(const char *, char *const[], char *const[])) {
   cts__writer_process_reap(); /* its intermediate process: no stray child for the next image */
   examined_program_t examined;
-  char **const foreign = environment_for_foreign_program(path, envp, by_path_search, &examined);
+  exec_scratch_t *const scratch = exec_scratch_take();
+  char **const foreign =
+      environment_for_foreign_program(path, envp, by_path_search, &examined, scratch);
   int result;
   if (foreign) {
-    if (examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace())
-      say_sanitizer_untraced(path, &examined);
-    result = exec_foreign(path, argv, foreign, &examined, real_exec);
+    exec_scratch_give(scratch);
+    const bool said = examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace() &&
+                      say_sanitizer_untraced(path, &examined);
+    result = exec_foreign(path, argv, foreign, &examined, said, real_exec);
   } else if (!continues_trace()) {
-    result = real_exec(path, argv, envp);
+    exec_scratch_give(scratch);
+    char **const filtered = environment_under_a_filter(envp);
+    result = real_exec(path, argv, filtered ? filtered : envp);
+    free_environment(filtered);
   } else {
     before_exec();
     cts__tracer_exec_pending(true);
-    char **const env = continued_environment(envp);
+    char **const env = continued_environment(envp, scratch);
+    exec_scratch_give(scratch);
     real_exec(path, argv, env ? env : envp);
     result = exec_failed(env);
   }
@@ -491,12 +623,22 @@ static int spawn_with(unsigned which, pid_t *pid, const char *path,
   cts__lazy_real(which, &real, sizeof real);
   if (!real) return ENOSYS;
   examined_program_t examined;
-  char **const foreign =
-      environment_for_foreign_program(path, envp, which == CTS__LAZY_posix_spawnp, &examined);
+  exec_scratch_t *const scratch = exec_scratch_take();
+  char **const foreign = environment_for_foreign_program(
+      path, envp, which == CTS__LAZY_posix_spawnp, &examined, scratch);
+  exec_scratch_give(scratch);
   close_examined(&examined); /* the child's exec must not be the one that closes it */
-  if (examined.verdict == CTS__ELF_RUNTIME_FIRST) say_sanitizer_untraced(path, &examined);
-  const int result = real(pid, path, actions, attr, argv, foreign ? foreign : envp);
+  char **const filtered = foreign ? NULL : environment_under_a_filter(envp);
+  const int result = real(pid, path, actions, attr, argv,
+                          foreign    ? foreign
+                          : filtered ? filtered
+                                     : envp);
+  /* After the spawn: glibc's posix_spawn returns the child's exec error, so nothing is
+   * said of a program that did not run. */
+  if (result == 0 && examined.verdict == CTS__ELF_RUNTIME_FIRST)
+    say_sanitizer_untraced(path, &examined);
   if (foreign) cts__real.free(foreign);
+  free_environment(filtered);
   return result;
 }
 
@@ -608,7 +750,7 @@ CTS__PRELOAD_EXPORT int prctl(int option, ...) {
       getpid() == cts__traced_pid)
     cts__tracer_before_subreaper();
   /* A sandbox's filter may forbid the clone and exec that make the writer process. */
-  if (option == PR_SET_SECCOMP) cts__tracer_before_confinement();
+  if (option == PR_SET_SECCOMP) cts__tracer_before_seccomp();
   return (int)syscall(SYS_prctl, option, arg2, arg3, arg4, arg5);
 }
 

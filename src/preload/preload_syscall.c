@@ -68,7 +68,7 @@ CTS__PRELOAD_EXPORT long cts__syscall_hook(long number, long a1, long a2, long a
   /* A sandbox's filter may forbid the clone and exec that make the writer process. */
   if (CTS_UNLIKELY(number == SYS_seccomp) &&
       (a1 == SECCOMP_SET_MODE_FILTER || a1 == SECCOMP_SET_MODE_STRICT))
-    cts__tracer_before_confinement();
+    cts__tracer_before_seccomp();
   return raw_system_call(number, a1, a2, a3, a4, a5, a6);
 }
 

@@ -41,22 +41,42 @@ static inline ssize_t cts__elf_read(int fd, const unsigned char *head, size_t he
   return offset > (uint64_t)INT64_MAX - size ? -1 : pread(fd, buf, size, (off_t)offset);
 }
 
+/* Where an examination reads a program's start, headers and dynamic entries: ~76 KiB, too
+ * much for the stack of a thread or coroutine that execs (glibc's smallest thread stack is
+ * 16 KiB), so the preload's exec hooks keep it off the stack (preload_exec.c: pages touched
+ * only as far as a program's bytes are read); `ctfscope record` has one on its stack
+ * (cts__elf_examine). The dynamic section is read whole up to CTS__ELF_MAX_DYN entries, in
+ * one pread: DT_NEEDED come first, DT_STRTAB and DT_STRSZ after them, so a program linked
+ * with more libraries than the entries read had its sanitizer runtime missed (128 entries
+ * were read: a link with 150 -l libraries); 4096 entries is a 64 KiB section, over 4 000
+ * libraries. A larger section is read up to the bound (its names past it are not seen). */
+#define CTS__ELF_HEAD_BYTES 8192
+#define CTS__ELF_MAX_PHDRS  64
+#define CTS__ELF_MAX_DYN    4096
+typedef struct {
+  unsigned char head[CTS__ELF_HEAD_BYTES];
+  Elf64_Phdr ph[CTS__ELF_MAX_PHDRS];
+  Elf64_Dyn dyn[CTS__ELF_MAX_DYN];
+} cts__elf_scratch_t;
+
 /* Whether the 64-bit ELF program open at `fd`, whose first head_len bytes are `head`,
  * names libasan.so* or libhwasan.so* among its DT_NEEDED libraries; the name goes into
  * runtime (size bytes). False when the file cannot be read, is no 64-bit ELF file or its
  * dynamic section does not make sense (every offset and count is checked: the file is the
- * user's, any bytes). At most 64 program headers and 128 dynamic entries are read. What
- * lies in the head costs no system call: a small program's headers and library names do
- * (its dynamic section is one pread). */
-static inline bool cts__elf_fd_needs_a_runtime_first(int fd, const unsigned char *head,
-                                                     size_t head_len, char *runtime, size_t size) {
+ * user's, any bytes). At most CTS__ELF_MAX_PHDRS program headers and CTS__ELF_MAX_DYN
+ * dynamic entries are read, into `scratch` (its head unused). What lies in the head costs no
+ * system call: a small program's headers and library names do (its dynamic section is one
+ * pread, whatever its size). */
+static inline bool cts__elf_fd_needs_a_runtime_first_in(int fd, const unsigned char *head,
+                                                        size_t head_len, char *runtime, size_t size,
+                                                        cts__elf_scratch_t *scratch) {
   static const char *const first[] = {"libasan.so", "libhwasan.so"};
   Elf64_Ehdr eh;
-  Elf64_Phdr ph[64];
-  Elf64_Dyn dyn[128]; /* DT_NEEDED come first, DT_STRTAB and DT_STRSZ soon after */
+  Elf64_Phdr *const ph = scratch->ph;
+  Elf64_Dyn *const dyn = scratch->dyn;
   if (cts__elf_read(fd, head, head_len, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
       memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 64)
+      eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > CTS__ELF_MAX_PHDRS)
     return false;
   const size_t ph_bytes = (size_t)eh.e_phnum * sizeof(Elf64_Phdr);
   if (cts__elf_read(fd, head, head_len, ph, ph_bytes, eh.e_phoff) != (ssize_t)ph_bytes)
@@ -65,7 +85,8 @@ static inline bool cts__elf_fd_needs_a_runtime_first(int fd, const unsigned char
   for (unsigned i = 0; i < eh.e_phnum; i++)
     if (ph[i].p_type == PT_DYNAMIC) dynamic = &ph[i];
   if (!dynamic) return false;
-  const size_t dyn_bytes = dynamic->p_filesz < sizeof dyn ? (size_t)dynamic->p_filesz : sizeof dyn;
+  const size_t dyn_room = sizeof scratch->dyn;
+  const size_t dyn_bytes = dynamic->p_filesz < dyn_room ? (size_t)dynamic->p_filesz : dyn_room;
   const ssize_t got = cts__elf_read(fd, head, head_len, dyn, dyn_bytes, dynamic->p_offset);
   if (got <= 0) return false;
   const size_t count = (size_t)got / sizeof(Elf64_Dyn);
@@ -125,23 +146,29 @@ typedef enum {
 
 /* The program at `path`, both questions in one open and an 8 KiB read at its start, plus the
  * dynamic section's pread for a 64-bit ELF program of this kind (and one for each library
- * name that lies past the first 8 KiB: /bin/dash's, env's, sqlite3's lie within). About
- * 14 KiB of stack. The descriptor is left open (close-on-exec)
+ * name that lies past the first 8 KiB: /bin/dash's, env's, sqlite3's lie within), read into
+ * `scratch` (nothing large on the stack). The descriptor is left open (close-on-exec)
  * at *fd, -1 if none: an exec that succeeds closes it for nothing; the caller closes it
  * (by syscall: the preload's close is interposed) if the exec fails. The name of the
  * runtime goes into runtime (size bytes). O_NONBLOCK and O_NOCTTY: an exec of a FIFO or a
  * terminal (which fails) must not wait in this open, nor take a terminal. */
-static inline cts__elf_verdict_t cts__elf_examine(const char *path, int *fd, char *runtime,
-                                                  size_t size) {
+static inline cts__elf_verdict_t cts__elf_examine_in(const char *path, int *fd, char *runtime,
+                                                     size_t size, cts__elf_scratch_t *scratch) {
   *fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (*fd < 0) return CTS__ELF_LOADABLE;
-  unsigned char head[8192];
-  const ssize_t n = pread(*fd, head, sizeof head, 0);
+  const ssize_t n = pread(*fd, scratch->head, sizeof scratch->head, 0);
   if (n <= 0) return CTS__ELF_LOADABLE;
-  if (cts__elf_head_of_another_kind(head, (size_t)n)) return CTS__ELF_OTHER_KIND;
-  return cts__elf_fd_needs_a_runtime_first(*fd, head, (size_t)n, runtime, size)
+  if (cts__elf_head_of_another_kind(scratch->head, (size_t)n)) return CTS__ELF_OTHER_KIND;
+  return cts__elf_fd_needs_a_runtime_first_in(*fd, scratch->head, (size_t)n, runtime, size, scratch)
              ? CTS__ELF_RUNTIME_FIRST
              : CTS__ELF_LOADABLE;
+}
+
+/* cts__elf_examine_in with its scratch on the stack (~76 KiB: `ctfscope record`). */
+static inline cts__elf_verdict_t cts__elf_examine(const char *path, int *fd, char *runtime,
+                                                  size_t size) {
+  cts__elf_scratch_t scratch;
+  return cts__elf_examine_in(path, fd, runtime, size, &scratch);
 }
 
 #endif /* CTS_TRACER_ELF_RUNTIME_H */

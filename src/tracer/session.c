@@ -159,6 +159,17 @@ static long seccomp_filters_now(void) {
                                                                    : SECCOMP_NONE;
 }
 
+/* The filters at a lazy session's start: seccomp_filters_now, but without its prctl when
+ * the image knows a filter is in force (cts__seccomp_in_force: the filter may kill on
+ * prctl); a filter found is remembered for the images it execs. */
+static long seccomp_filters_at_start(void) {
+  const long count = __atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED)
+                         ? seccomp_filter_count()
+                         : seccomp_filters_now();
+  if (count != SECCOMP_NONE) __atomic_store_n(&cts__seccomp_in_force, true, __ATOMIC_RELAXED);
+  return count;
+}
+
 /* The filters at the first sample, as seccomp_filters_now counts them, but asked of
  * /proc/self/status alone (its Seccomp and Seccomp_filters lines): the program may have
  * installed a filter by a call the preload does not see (a raw system call), and the
@@ -187,6 +198,7 @@ static long seccomp_filters_at_first_sample(void) {
 static bool seccomp_filter_installed_since_start(void) {
   const long now = seccomp_filters_at_first_sample();
   if (now == SECCOMP_NONE) return false;
+  __atomic_store_n(&cts__seccomp_in_force, true, __ATOMIC_RELAXED); /* for the images exec'd */
   if (now == SECCOMP_STATUS_REFUSED) return true;
   if (seccomp_at_start == SECCOMP_NONE) return true;
   return now != SECCOMP_COUNT_UNKNOWN && seccomp_at_start != SECCOMP_COUNT_UNKNOWN &&
@@ -212,7 +224,7 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
   const bool process_fits = cts__process_writer_fits(cfg, sink, socket_fd, pid);
   const bool lazy =
       process_fits && cts__lazy_writer_fits(cfg, sink) && cts__shared_mapping(true, aside);
-  if (lazy) seccomp_at_start = seccomp_filters_now();
+  if (lazy) seccomp_at_start = seccomp_filters_at_start();
   cts__session.writer_process = lazy || (process_fits && cts__shared_mapping(false, aside));
   cts__session.cfg = *cfg;
   cts__sink.sink = *sink;
@@ -488,6 +500,14 @@ bool cts__confined;
 void cts__tracer_before_confinement(void) {
   __atomic_store_n(&cts__confined, true, __ATOMIC_RELAXED);
   if (!cts__guarded() && cts__tracer_fds_watched()) make_the_lazy_writer_now();
+}
+
+/* tracer_internal.h. */
+bool cts__seccomp_in_force;
+
+void cts__tracer_before_seccomp(void) {
+  __atomic_store_n(&cts__seccomp_in_force, true, __ATOMIC_RELAXED);
+  cts__tracer_before_confinement();
 }
 
 /* tracer_internal.h. */

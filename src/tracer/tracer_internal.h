@@ -225,6 +225,20 @@ const char *cts__tracer_object_path(void);
  * stack end read from /proc/self/maps as text, not asked of it by ioctl, which filters of
  * an allow list kill on). Atomic loads and stores, relaxed. session.c. */
 extern bool cts__confined;
+/* Set, never cleared, once this image knows that a seccomp filter is in force: its hooks
+ * saw one go in (cts__tracer_before_seccomp), its lazy session found one at its start or
+ * first sample, or the image before it said so (the preload's CTFSCOPE_EXEC_SECCOMP, which
+ * the exec hooks hand on to the images they exec with the library: filters are inherited
+ * across fork and exec, so it is never wrong once set). Under it the start asks no prctl,
+ * which a filter may kill on (an image exec'd under a filter killing on prctl died at its
+ * start): the program is taken for no child subreaper unless it is pid 1, for dumpable
+ * unless it runs in secure-execution mode (AT_SECURE), the filters at the start are counted
+ * in /proc/self/status, and the writer process keeps the program's name. Atomic loads and
+ * stores, relaxed. session.c. */
+extern bool cts__seccomp_in_force;
+/* cts__tracer_before_confinement for a seccomp filter or strict mode about to go in (the
+ * prctl and syscall() hooks); also sets cts__seccomp_in_force. session.c. */
+void cts__tracer_before_seccomp(void);
 /* `ctfscope record`'s notes pipe (CTFSCOPE_RECORD_NOTES), through which a traced image says
  * that its trace lost its tail ("PATH\0REASON\0" records): the file alone cannot always
  * tell (a writer that stops between two packets leaves a shorter valid trace). Set by the
@@ -251,6 +265,10 @@ void cts__tracer_note_loss(const char *path, int e);
  * or vfork'd child too (the pipe is checked as cts__tracer_notes_fd does); not from inside
  * the allocator. */
 bool cts__tracer_note_text(const char *text);
+/* Takes back one note that cts__tracer_note_text wrote with this `text` (an exec it told of
+ * failed): a note with the path "-" (no trace's path: record's are absolute), which record
+ * matches to the note. True if written. Same conditions as cts__tracer_note_text. */
+bool cts__tracer_note_retraction(const char *text);
 /* Right before an exec, while the session waits for its writer: the image's trace is
  * finished (its last packet written) and sampling stops; true if so. session.c. */
 bool cts__session_exec_end(void);

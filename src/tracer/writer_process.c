@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
@@ -189,7 +190,8 @@ bool cts__owner_is_gone(void) {
  * program as pid 1 hung so) and get its SIGCHLD. Such a program gets a writer thread. */
 static bool program_is_subreaper(pid_t pid) {
   int subreaper = 0;
-  return pid == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0L, 0L, 0L) == 0 && subreaper != 0);
+  return pid == 1 || (!__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED) &&
+                      prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0L, 0L, 0L) == 0 && subreaper != 0);
 }
 
 /* Whether a session into `sink` can have a writer process: the sinks it can write to
@@ -253,6 +255,11 @@ void cts__tracer_note_loss(const char *path, int e) {
 bool cts__tracer_note_text(const char *text) {
   const int fd = cts__tracer_notes_fd();
   return fd >= 0 && write_note(fd, "", text);
+}
+
+bool cts__tracer_note_retraction(const char *text) {
+  const int fd = cts__tracer_notes_fd();
+  return fd >= 0 && write_note(fd, "-", text);
 }
 
 /* Keeps the descriptors of `keep` (-1: none), points 0-2 at /dev/null otherwise, and closes
@@ -365,7 +372,8 @@ static _Noreturn void middle_main(const int watch[2], pid_t program, bool shared
    * not wait for it to start. As in a daemon's double fork, the writer is no session leader
    * and can never acquire a controlling terminal. No signals, and its name: inherited. */
   setsid();
-  prctl(PR_SET_NAME, "ctfscope-writer");
+  if (!__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED)) /* tracer_internal.h */
+    prctl(PR_SET_NAME, "ctfscope-writer");
   if (!shared) {
     sigset_t all;
     sigfillset(&all);
@@ -697,6 +705,14 @@ static bool find_writer_executable(void) {
   return writer_exe_found == 1;
 }
 
+/* Whether the program is dumpable (its maps readable by the writer executable). Under a
+ * seccomp filter (tracer_internal.h: cts__seccomp_in_force), without the prctl: a program
+ * in secure-execution mode (set-uid, set-gid, file capabilities) starts undumpable. */
+static bool program_is_dumpable(void) {
+  if (__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED)) return !getauxval(AT_SECURE);
+  return prctl(PR_GET_DUMPABLE, 0L, 0L, 0L, 0L) == 1;
+}
+
 /* The lazy writer is for rates at which a short image may well never sample. Its spawn, an
  * exec, costs a sampling image ~0.5 ms of CPU more than the fork at the start (an exec and
  * the loader: bench/README.md, "The exec chain with no writer until the first sample"),
@@ -714,7 +730,7 @@ static bool find_writer_executable(void) {
 bool cts__lazy_writer_fits(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink) {
   return cfg->sample_rate < LAZY_RATE_BELOW && SHARED_MIDDLE &&
          sink->kind == CTS_TRACER_SINK_FILE && !cfg->compress_level && !under_valgrind() &&
-         prctl(PR_GET_DUMPABLE, 0L, 0L, 0L, 0L) == 1 && find_writer_executable();
+         program_is_dumpable() && find_writer_executable();
 }
 
 /* What the spawn's clones read: prepared before them (they allocate nothing). */

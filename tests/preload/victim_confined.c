@@ -14,6 +14,9 @@
  *                             syscall(SYS_seccomp), as libseccomp's seccomp_load installs it
  *   victim_confined prctl-killer  a filter that kills at any prctl and allows the rest, by a
  *                             raw system call no hook sees (x86-64; syscall() elsewhere)
+ *   victim_confined prctl-killer-exec  the same filter, the allocations, then an exec of
+ *                             itself in mode "allocate" (which the filter lets through): a
+ *                             traced image started under a filter that kills on prctl
  *   victim_confined hot-syscall  hot_syscall: 100000 calls of syscall(SYS_getppid), for
  *                             callgrind (--toggle-collect=hot_syscall), confining nothing
  *   victim_confined container an allow-all filter by the seccomp system call, then an exec
@@ -133,7 +136,7 @@ int main(int argc, char **argv) {
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return 3;
   } else if (strcmp(argv[1], "syscall") == 0) {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return 3;
-  } else if (strncmp(argv[1], "allowlist-", 10) == 0 || strcmp(argv[1], "prctl-killer") == 0) {
+  } else if (strncmp(argv[1], "allowlist-", 10) == 0 || strncmp(argv[1], "prctl-killer", 12) == 0) {
     const bool killer = argv[1][0] == 'p';
     struct sock_fprog list = {killer ? sizeof prctl_killer / sizeof prctl_killer[0]
                                      : sizeof allowlist / sizeof allowlist[0],
@@ -193,6 +196,11 @@ int main(int argc, char **argv) {
     keep[i] = malloc((size_t)64 << 20);
     if (!keep[i]) return 4;
     memset(keep[i], i, 4096);
+  }
+  if (strcmp(argv[1], "prctl-killer-exec") == 0) {
+    fflush(stdout);
+    execl("/proc/self/exe", argv[0], "allocate", (char *)NULL);
+    return 5;
   }
   printf("confined ok\n");
   return 0;
