@@ -8,6 +8,7 @@
 #include "tracer_internal.h"
 #include "cfi.h"
 #include "lazylib.h" /* libunwind, bound at the first walk that needs it */
+#include "side_stack.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -223,7 +224,7 @@ _Static_assert(sizeof(procmap_query_t) == 104, "struct procmap_query is 104 byte
  * (and fopen() for the main thread), so a program inside its own pthread_getattr_np (Rust's
  * start-up and std::thread do it) would deadlock when that realloc is sampled here. Every
  * word below the mapping's end is mapped, which is all the walks need. 0 when not found. */
-static uintptr_t stack_mapping_end(uintptr_t sp) {
+static uintptr_t stack_mapping_end(uintptr_t sp, uintptr_t *start) {
   const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   /* Linux 6.11 and later answer for one address (the PROCMAP_QUERY ioctl), in time that
@@ -233,6 +234,7 @@ static uintptr_t stack_mapping_end(uintptr_t sp) {
   if (!__atomic_load_n(&cts__confined, __ATOMIC_RELAXED) &&
       ioctl(fd, PROCMAP_QUERY_IOCTL, &q) == 0 && sp >= q.vma_start && sp < q.vma_end) {
     close(fd);
+    *start = (uintptr_t)q.vma_start;
     return (uintptr_t)q.vma_end;
   }
   char buf[4096];
@@ -252,6 +254,7 @@ static uintptr_t stack_mapping_end(uintptr_t sp) {
         const uintptr_t hi = parse_hex(&p, nl);
         if (sp >= lo && sp < hi) {
           found = hi;
+          *start = lo;
           break;
         }
       }
@@ -265,10 +268,31 @@ static uintptr_t stack_mapping_end(uintptr_t sp) {
   return found;
 }
 
+typedef struct {
+  uintptr_t sp, lo, hi;
+} stack_query_t;
+
+static void stack_mapping_on_side_stack(void *query) {
+  stack_query_t *const q = query;
+  q->hi = stack_mapping_end(q->sp, &q->lo);
+}
+
+/* The mapping that holds `sp`, [*lo, return value), 0 if not found; its buffer (4 KiB of
+ * /proc/self/maps text on kernels before 6.11) on the side stack: a thread's first sample
+ * may come from a coroutine's small stack (side_stack.h). */
+static uintptr_t stack_mapping(uintptr_t sp, uintptr_t *lo) {
+  stack_query_t q = {.sp = sp};
+  cts__call_on_side_stack(stack_mapping_on_side_stack, &q);
+  *lo = q.lo;
+  return q.hi;
+}
+
 static void find_stack_top(cts__thread_t *t) {
   t->stack_state = -1; /* meanwhile (and if not found): walks bounded by their first frame */
-  const uintptr_t hi = stack_mapping_end((uintptr_t)__builtin_frame_address(0));
+  uintptr_t lo = 0;
+  const uintptr_t hi = stack_mapping((uintptr_t)__builtin_frame_address(0), &lo);
   if (hi) {
+    t->stack_lo = lo;
     t->stack_hi = hi;
     t->stack_state = 1;
   }
