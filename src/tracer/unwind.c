@@ -298,6 +298,21 @@ static void find_stack_top(cts__thread_t *t) {
   }
 }
 
+/* The end of the mapping holding `sp` when it is not the thread's stack (a coroutine's
+ * stack, a sigaltstack handler's): every word between sp and the thread's stack top is
+ * not mapped then (the heap's end, the libraries, gaps lie between), and a frame-pointer
+ * walk bounded by that top read a stray saved %rbp in a gap and faulted. The last such
+ * mapping is kept for the thread (coroutines' stacks are often in one: the heap, a pool):
+ * a look-up only when sp leaves it. 0 if not found. */
+static uintptr_t other_stack_end(cts__thread_t *t, uintptr_t sp) {
+  if (sp >= t->other_stack_lo && sp < t->other_stack_hi) return t->other_stack_hi;
+  uintptr_t lo = 0;
+  const uintptr_t hi = stack_mapping(sp, &lo);
+  t->other_stack_lo = hi ? lo : 0;
+  t->other_stack_hi = hi;
+  return hi;
+}
+
 /* A plausible return address: not in the first page, not a kernel or non-canonical one. */
 static CTS_FORCE_INLINE bool bad_return(uintptr_t ret) {
   return ret - 4096u >= ((uintptr_t)1 << 62) - 4096u;
@@ -312,9 +327,17 @@ static CTS_FORCE_INLINE bool bad_return(uintptr_t ret) {
 size_t cts__unwind_fp(cts__thread_t *t, uintptr_t fp, uint64_t *out, size_t max) {
   if (t->stack_state == 0) find_stack_top(t);
   const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
-  const uintptr_t hi = t->stack_state == 1 ? t->stack_hi : fp + 2 * sizeof(uintptr_t);
+  uintptr_t hi = t->stack_state == 1 ? t->stack_hi : fp + 2 * sizeof(uintptr_t);
+  /* Not on the thread's stack: bounded by the stack it is on (other_stack_end); a chain
+   * that leaves it for the thread's stack (a signal handler's interrupted frames) goes on
+   * there, once. */
+  bool elsewhere = t->stack_state == 1 && (lo < t->stack_lo || lo >= t->stack_hi);
+  if (elsewhere) {
+    const uintptr_t other_hi = other_stack_end(t, lo);
+    hi = other_hi ? other_hi : fp + 2 * sizeof(uintptr_t);
+  }
   if (hi < lo + 2 * sizeof(uintptr_t)) return 0;
-  const uintptr_t top = hi - 2 * sizeof(uintptr_t); /* the highest frame that fits */
+  uintptr_t top = hi - 2 * sizeof(uintptr_t); /* the highest frame that fits */
   if (fp < lo || fp > top) return 0;
   size_t n = 0;
   while (n < max) {
@@ -326,7 +349,11 @@ size_t cts__unwind_fp(cts__thread_t *t, uintptr_t fp, uint64_t *out, size_t max)
     if (bad_return(ret)) break;
     out[n++] = ret;
     /* One compare for "up the stack and still in it": next in (fp, top]. */
-    if (next - fp - 1u >= top - fp) break;
+    if (next - fp - 1u >= top - fp) {
+      if (!elsewhere || next < t->stack_lo || next > t->stack_hi - 2 * sizeof(uintptr_t)) break;
+      elsewhere = false;
+      top = t->stack_hi - 2 * sizeof(uintptr_t);
+    }
     fp = next;
   }
   return cut_own_frames(out, n);

@@ -4416,6 +4416,34 @@ CTS_TEST(first_samples_on_a_coroutine_stack_take_no_more_of_it_than_later_ones) 
   unlink(trace);
 }
 
+/* A frame-pointer walk was bounded by the thread's stack top alone, every word between the
+ * sample's stack pointer and it taken to be mapped: true on the thread's stack, not on a
+ * coroutine's (below it: the heap, the libraries, gaps between) or a sigaltstack handler's.
+ * A coroutine whose entry saved a stray %rbp (whatever -O2 code left there) pointing into a
+ * gap was killed by the walk (SIGSEGV, `--unwind fp`). Now bounded by the mapping the walk
+ * started on (asked once, kept per thread). Main (ecdb5be): 139 with fp (checked: fails). */
+CTS_TEST(frame_pointer_walk_from_a_coroutine_stack_reads_only_mapped_words) {
+#ifndef __x86_64__
+  CTS_SKIP("the victim's stray %rbp is x86-64's");
+#endif
+  char trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "coroutine_stray");
+  victim_path(victim, sizeof victim, "victim_coroutine");
+  char *argv[] = {victim, "stray", NULL};
+  const char *unwinders[] = {"CTFSCOPE_UNWIND=fp", "CTFSCOPE_UNWIND=mixed"};
+  for (size_t i = 0; i < sizeof unwinders / sizeof unwinders[0]; i++) {
+    unlink(trace);
+    run(&traced, argv, trace, "1", unwinders[i]);
+    CTS_ASSERT_MSG(traced.status == 0 && strcmp(traced.out, "done\n") == 0, "%s: status %d, %s%s",
+                   unwinders[i], traced.status, traced.out, traced.err);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_MSG(d.nallocs >= 9, "%s: %zu sampled allocations", unwinders[i], d.nallocs);
+    decoded_fini(&d);
+  }
+  unlink(trace);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's
