@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "elf_kind.h"
+#include "elf_script.h"
 
 /* The file offset of virtual address `vaddr` in the loaded segments `ph` (n of them), or
  * UINT64_MAX. */
@@ -139,6 +140,7 @@ static inline cts__elf_verdict_t cts__elf_examine(const char *path, int *fd, cha
   const ssize_t n = pread(*fd, head, sizeof head, 0);
   if (n <= 0) return CTS__ELF_LOADABLE;
   if (cts__elf_head_of_another_kind(head, (size_t)n)) return CTS__ELF_OTHER_KIND;
+  if (cts__script_of_another_kind(head, (size_t)n)) return CTS__ELF_OTHER_KIND;
   return cts__elf_fd_needs_a_runtime_first(*fd, head, (size_t)n, runtime, size)
              ? CTS__ELF_RUNTIME_FIRST
              : CTS__ELF_LOADABLE;

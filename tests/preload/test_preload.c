@@ -4285,6 +4285,76 @@ CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
   unlink(trace);
 }
 
+/* A script whose "#!" interpreter is a 32-bit program (directly, or through a script that
+ * is the interpreter of another): the exec hooks and record looked at the script's own
+ * first bytes, no ELF file, kept the library in LD_PRELOAD, and the interpreter's loader
+ * printed "ERROR: ld.so: object ... cannot be preloaded (wrong ELF class: ELFCLASS64):
+ * ignored." on the script's stderr (checked: fails on main's src). Now the interpreters'
+ * chain is followed (tracer/elf_script.h). Needs gcc-multilib: skipped without. */
+CTS_TEST(script_with_an_interpreter_of_another_elf_class_finds_no_loader_error) {
+  char dir[256], source[300], program[300], script[300], nested[300], trace[256], line[1200];
+  snprintf(dir, sizeof dir, "/tmp/cts_preload_m32_script_%d", (int)getpid());
+  snprintf(source, sizeof source, "%s/m32.c", dir);
+  snprintf(program, sizeof program, "%s/m32", dir);
+  snprintf(script, sizeof script, "%s/script", dir);
+  snprintf(nested, sizeof nested, "%s/nested", dir);
+  trace_path(trace, sizeof trace, "m32_script");
+  CTS_ASSERT(mkdir(dir, 0755) == 0 || errno == EEXIST);
+  CTS_ASSERT(write_text_file(source,
+                             "#include <stdio.h>\n"
+                             "int main(int argc, char **argv) { printf(\"%d-bit %s\\n\", "
+                             "(int)sizeof(void *) * 8, argv[1]); return 0; }\n"));
+  char *compile[] = {"/usr/bin/cc", "-m32", "-o", program, source, NULL};
+  run(&plain, compile, NULL, NULL, NULL);
+  unlink(source);
+  char *alone[] = {program, "alone", NULL};
+  if (plain.status == 0) run(&plain, alone, NULL, NULL, NULL);
+  if (plain.status != 0) {
+    unlink(program);
+    rmdir(dir);
+    CTS_SKIP("no 32-bit compiler (gcc-multilib), or 32-bit programs do not run here");
+  }
+  snprintf(line, sizeof line, "#!%s -x\nbody\n", program);
+  CTS_ASSERT(write_text_file(script, line) && chmod(script, 0755) == 0);
+  snprintf(line, sizeof line, "#! %s\n", script);
+  CTS_ASSERT(write_text_file(nested, line) && chmod(nested, 0755) == 0);
+  snprintf(line, sizeof line, "%s; %s; echo done", script, nested);
+  char *argv[] = {"/bin/sh", "-c", line, NULL};
+  run(&plain, argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(plain.status == 0, "untraced: %s", plain.err);
+  unlink(trace);
+  run(&traced, argv, trace, "1", NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_STR_EQ(traced.out, plain.out);
+  CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded"), "sh: %s", traced.err);
+  /* posix_spawn of the script (glibc's own execve) */
+  char spawner[1024];
+  victim_path(spawner, sizeof spawner, "victim_spawn");
+  char *spawn_argv[] = {spawner, script, NULL};
+  unlink(trace);
+  run(&traced, spawn_argv, trace, "1", NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded"), "posix_spawn: %s", traced.err);
+  /* record of the script itself: run without the library, and said. */
+  char other[300];
+  snprintf(other, sizeof other, "%s.record.ctf", trace);
+  char *record[] = {CTS_TEST_CTFSCOPE, "record", "-o", other, "--", nested, NULL};
+  run(&traced, record, NULL, NULL, NULL);
+  unlink(other);
+  unlink(nested);
+  unlink(script);
+  unlink(program);
+  rmdir(dir);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded") &&
+                     strstr(traced.err, "is a program of another kind (32-bit?)"),
+                 "record: %s", traced.err);
+  decoded_t d;
+  CHECK_TRACE(d, trace);
+  decoded_fini(&d);
+  unlink(trace);
+}
+
 /* A 32-bit program run by a bare name found by PATH (`env m32`, execvp, execlp,
  * posix_spawnp): the exec hooks looked at paths with a '/' only, and the loader printed
  * "wrong ELF class: ELFCLASS64 ... ignored" (checked: fails on main's src). They now search
