@@ -4514,6 +4514,41 @@ CTS_TEST(frame_pointer_walk_from_a_coroutine_stack_reads_only_mapped_words) {
   unlink(trace);
 }
 
+/* Two copies of the library in LD_PRELOAD (another build's before this one, an installed
+ * one beside a build tree's: `record` of one under the other's, or with the other in the
+ * environment; here a copy of the file). The second's real functions were the first's
+ * hooks and the first's the second's, each a tail call: the program spun for ever at its
+ * first malloc (gdb run by a record of one build, under another's: killed by hand). And the
+ * second's constructor, run first, took MEMTRACE out of the environment: no trace. Now the
+ * second hands calls on to the next library and starts nothing; the first traces. Main
+ * (ecdb5be): killed by the timeout at 20 s (checked: fails). */
+CTS_TEST(second_copy_of_the_library_hands_calls_on_and_the_first_traces) {
+  char copy[256], trace[256], both[700], memtrace[300];
+  snprintf(copy, sizeof copy, "/tmp/cts_preload_copy_%d.so", (int)getpid());
+  trace_path(trace, sizeof trace, "two_copies");
+  char *cp_argv[] = {"/bin/cp", CTS_TEST_PRELOAD, copy, NULL};
+  run(&plain, cp_argv, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(plain.status == 0, "cp: %s", plain.err);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
+  for (int order = 0; order < 2; order++) {
+    snprintf(both, sizeof both, "LD_PRELOAD=%s:%s", order ? copy : CTS_TEST_PRELOAD,
+             order ? CTS_TEST_PRELOAD : copy);
+    /* timeout and env untraced (run without a trace): env execs echo with both copies. */
+    char *argv[] = {"/usr/bin/timeout", "-s",        "KILL", "20", "/usr/bin/env", both, memtrace,
+                    "MEMTRACE_RATE=1",  "/bin/echo", "done", NULL};
+    unlink(trace);
+    run(&traced, argv, NULL, NULL, NULL);
+    CTS_ASSERT_MSG(traced.status == 0 && strcmp(traced.out, "done\n") == 0 && traced.err_len == 0,
+                   "order %d: status %d, %s%s", order, traced.status, traced.out, traced.err);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_MSG(d.nallocs > 0, "order %d: no sampled allocation", order);
+    decoded_fini(&d);
+  }
+  unlink(copy);
+  unlink(trace);
+}
+
 /* A lazy session's rings are mapped between 16 and 32 TiB, where a fresh image on x86-64
  * maps nothing: the writer executable maps them again at the same address in its own new
  * (randomised) layout, and where the kernel put them before, below the program's
