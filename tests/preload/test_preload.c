@@ -4225,32 +4225,38 @@ CTS_TEST(exec_examination_costs_at_most_three_system_calls) {
   CTS_ASSERT_MSG(most <= 3, "%zu system calls to examine a program (at most 3)", most);
 }
 
-/* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
- * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
- * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
- * src), and so did posix_spawn (glibc's own execve) and `record -- PROG`. Now the exec
- * and posix_spawn take the library out of that image's LD_PRELOAD, and record runs PROG
- * without it and says so. Needs a compiler
- * that makes 32-bit programs (gcc-multilib): skipped without. */
-CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
-  char source[256], program[256], trace[256], script[600];
-  snprintf(source, sizeof source, "/tmp/cts_preload_m32_%d.c", (int)getpid());
-  snprintf(program, sizeof program, "/tmp/cts_preload_m32_%d", (int)getpid());
-  trace_path(trace, sizeof trace, "m32");
-  CTS_ASSERT(write_text_file(source,
-                             "#include <stdio.h>\n"
-                             "int main(void) { printf(\"%d-bit\\n\", "
-                             "(int)sizeof(void *) * 8); return 0; }\n"));
+/* A new directory /tmp/cts_preload_TAG_PID (into dir) holding a 32-bit program named
+ * `name` that prints "32-bit" (its path into program). False, and neither left, where
+ * gcc-multilib is missing or such a program does not run. */
+static bool dir_with_32_bit_program(const char *tag, const char *name, char *dir, size_t dir_size,
+                                    char *program, size_t program_size) {
+  char source[600];
+  snprintf(dir, dir_size, "/tmp/cts_preload_%s_%d", tag, (int)getpid());
+  snprintf(source, sizeof source, "%s/m32.c", dir);
+  snprintf(program, program_size, "%s/%s", dir, name);
+  if ((mkdir(dir, 0755) != 0 && errno != EEXIST) ||
+      !write_text_file(source,
+                       "#include <stdio.h>\n"
+                       "int main(void) { printf(\"%d-bit\\n\", "
+                       "(int)sizeof(void *) * 8); return 0; }\n"))
+    return false;
   char *compile[] = {"/usr/bin/cc", "-m32", "-o", program, source, NULL};
   run(&plain, compile, NULL, NULL, NULL);
   unlink(source);
-  if (plain.status != 0) CTS_SKIP("no 32-bit compiler (gcc-multilib)");
   char *alone[] = {program, NULL};
-  run(&plain, alone, NULL, NULL, NULL);
-  if (plain.status != 0) {
-    unlink(program);
-    CTS_SKIP("32-bit programs do not run here");
-  }
+  if (plain.status == 0) run(&plain, alone, NULL, NULL, NULL);
+  if (plain.status == 0) return true;
+  unlink(program);
+  rmdir(dir);
+  return false;
+}
+
+/* `program` (a 32-bit program that prints "32-bit", or a script run by one) run from a
+ * traced shell, by a traced posix_spawn and by `record`: its output and status its own,
+ * no loader's line, and record's word that it runs untraced. `tag` names the traces. */
+static void runs_without_loader_error(const char *program, const char *tag) {
+  char trace[256], script[600];
+  trace_path(trace, sizeof trace, tag);
   snprintf(script, sizeof script, "%s; echo done", program);
   char *argv[] = {"/bin/sh", "-c", script, NULL};
   unlink(trace);
@@ -4261,7 +4267,7 @@ CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
   /* posix_spawn, by glibc's own execve: the same. */
   char spawner[1024];
   victim_path(spawner, sizeof spawner, "victim_spawn");
-  char *spawn_argv[] = {spawner, program, NULL};
+  char *spawn_argv[] = {spawner, (char *)program, NULL};
   unlink(trace);
   run(&traced, spawn_argv, trace, "1", NULL);
   CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
@@ -4270,9 +4276,8 @@ CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
   /* record of the program itself: run without the library, and said. */
   char other[300];
   snprintf(other, sizeof other, "%s.record.ctf", trace);
-  char *record[] = {CTS_TEST_CTFSCOPE, "record", "-o", other, "--", program, NULL};
+  char *record[] = {CTS_TEST_CTFSCOPE, "record", "-o", other, "--", (char *)program, NULL};
   run(&traced, record, NULL, NULL, NULL);
-  unlink(program);
   unlink(other);
   CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
   CTS_ASSERT_STR_EQ(traced.out, "32-bit\n");
@@ -4285,6 +4290,22 @@ CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
   unlink(trace);
 }
 
+/* A 32-bit program run from a traced shell: the loader of the new image found this 64-bit
+ * library in LD_PRELOAD and printed "ERROR: ld.so: object ... cannot be preloaded (wrong
+ * ELF class: ELFCLASS64): ignored." on the program's stderr (checked: fails on main's
+ * src), and so did posix_spawn (glibc's own execve) and `record -- PROG`. Now the exec
+ * and posix_spawn take the library out of that image's LD_PRELOAD, and record runs PROG
+ * without it and says so. Needs a compiler
+ * that makes 32-bit programs (gcc-multilib): skipped without. */
+CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
+  char dir[256], program[300];
+  if (!dir_with_32_bit_program("m32", "m32", dir, sizeof dir, program, sizeof program))
+    CTS_SKIP("no 32-bit compiler (gcc-multilib), or 32-bit programs do not run here");
+  runs_without_loader_error(program, "m32");
+  unlink(program);
+  rmdir(dir);
+}
+
 /* A script whose "#!" interpreter is a 32-bit program (directly, or through a script that
  * is the interpreter of another): the exec hooks and record looked at the script's own
  * first bytes, no ELF file, kept the library in LD_PRELOAD, and the interpreter's loader
@@ -4292,67 +4313,21 @@ CTS_TEST(program_of_another_elf_class_finds_no_loader_error) {
  * ignored." on the script's stderr (checked: fails on main's src). Now the interpreters'
  * chain is followed (tracer/elf_script.h). Needs gcc-multilib: skipped without. */
 CTS_TEST(script_with_an_interpreter_of_another_elf_class_finds_no_loader_error) {
-  char dir[256], source[300], program[300], script[300], nested[300], trace[256], line[1200];
-  snprintf(dir, sizeof dir, "/tmp/cts_preload_m32_script_%d", (int)getpid());
-  snprintf(source, sizeof source, "%s/m32.c", dir);
-  snprintf(program, sizeof program, "%s/m32", dir);
+  char dir[256], program[300], script[300], nested[300], line[600];
+  if (!dir_with_32_bit_program("m32_script", "m32", dir, sizeof dir, program, sizeof program))
+    CTS_SKIP("no 32-bit compiler (gcc-multilib), or 32-bit programs do not run here");
   snprintf(script, sizeof script, "%s/script", dir);
   snprintf(nested, sizeof nested, "%s/nested", dir);
-  trace_path(trace, sizeof trace, "m32_script");
-  CTS_ASSERT(mkdir(dir, 0755) == 0 || errno == EEXIST);
-  CTS_ASSERT(write_text_file(source,
-                             "#include <stdio.h>\n"
-                             "int main(int argc, char **argv) { printf(\"%d-bit %s\\n\", "
-                             "(int)sizeof(void *) * 8, argv[1]); return 0; }\n"));
-  char *compile[] = {"/usr/bin/cc", "-m32", "-o", program, source, NULL};
-  run(&plain, compile, NULL, NULL, NULL);
-  unlink(source);
-  char *alone[] = {program, "alone", NULL};
-  if (plain.status == 0) run(&plain, alone, NULL, NULL, NULL);
-  if (plain.status != 0) {
-    unlink(program);
-    rmdir(dir);
-    CTS_SKIP("no 32-bit compiler (gcc-multilib), or 32-bit programs do not run here");
-  }
   snprintf(line, sizeof line, "#!%s -x\nbody\n", program);
   CTS_ASSERT(write_text_file(script, line) && chmod(script, 0755) == 0);
   snprintf(line, sizeof line, "#! %s\n", script);
   CTS_ASSERT(write_text_file(nested, line) && chmod(nested, 0755) == 0);
-  snprintf(line, sizeof line, "%s; %s; echo done", script, nested);
-  char *argv[] = {"/bin/sh", "-c", line, NULL};
-  run(&plain, argv, NULL, NULL, NULL);
-  CTS_ASSERT_MSG(plain.status == 0, "untraced: %s", plain.err);
-  unlink(trace);
-  run(&traced, argv, trace, "1", NULL);
-  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
-  CTS_ASSERT_STR_EQ(traced.out, plain.out);
-  CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded"), "sh: %s", traced.err);
-  /* posix_spawn of the script (glibc's own execve) */
-  char spawner[1024];
-  victim_path(spawner, sizeof spawner, "victim_spawn");
-  char *spawn_argv[] = {spawner, script, NULL};
-  unlink(trace);
-  run(&traced, spawn_argv, trace, "1", NULL);
-  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
-  CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded"), "posix_spawn: %s", traced.err);
-  /* record of the script itself: run without the library, and said. */
-  char other[300];
-  snprintf(other, sizeof other, "%s.record.ctf", trace);
-  char *record[] = {CTS_TEST_CTFSCOPE, "record", "-o", other, "--", nested, NULL};
-  run(&traced, record, NULL, NULL, NULL);
-  unlink(other);
+  runs_without_loader_error(script, "m32_script");
+  runs_without_loader_error(nested, "m32_nested");
   unlink(nested);
   unlink(script);
   unlink(program);
   rmdir(dir);
-  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
-  CTS_ASSERT_MSG(!strstr(traced.err, "cannot be preloaded") &&
-                     strstr(traced.err, "is a program of another kind (32-bit?)"),
-                 "record: %s", traced.err);
-  decoded_t d;
-  CHECK_TRACE(d, trace);
-  decoded_fini(&d);
-  unlink(trace);
 }
 
 /* A 32-bit program run by a bare name found by PATH (`env m32`, execvp, execlp,
@@ -4361,26 +4336,11 @@ CTS_TEST(script_with_an_interpreter_of_another_elf_class_finds_no_loader_error) 
  * PATH as execvp does, where the environment passed hands this library on. Needs
  * gcc-multilib: skipped without. */
 CTS_TEST(program_of_another_elf_class_by_a_bare_name_finds_no_loader_error) {
-  char dir[256], source[300], program[300], trace[256], path_setting[600];
-  snprintf(dir, sizeof dir, "/tmp/cts_preload_m32_path_%d", (int)getpid());
-  snprintf(source, sizeof source, "%s/m32.c", dir);
-  snprintf(program, sizeof program, "%s/cts-m32-by-name", dir);
-  trace_path(trace, sizeof trace, "m32_by_name");
-  CTS_ASSERT(mkdir(dir, 0755) == 0 || errno == EEXIST);
-  CTS_ASSERT(write_text_file(source,
-                             "#include <stdio.h>\n"
-                             "int main(void) { printf(\"%d-bit\\n\", "
-                             "(int)sizeof(void *) * 8); return 0; }\n"));
-  char *compile[] = {"/usr/bin/cc", "-m32", "-o", program, source, NULL};
-  run(&plain, compile, NULL, NULL, NULL);
-  unlink(source);
-  char *alone[] = {program, NULL};
-  if (plain.status == 0) run(&plain, alone, NULL, NULL, NULL);
-  if (plain.status != 0) {
-    unlink(program);
-    rmdir(dir);
+  char dir[256], program[300], trace[256], path_setting[600];
+  if (!dir_with_32_bit_program("m32_path", "cts-m32-by-name", dir, sizeof dir, program,
+                               sizeof program))
     CTS_SKIP("no 32-bit compiler (gcc-multilib), or 32-bit programs do not run here");
-  }
+  trace_path(trace, sizeof trace, "m32_by_name");
   /* A directory without it first: the search goes on past what is not there. */
   snprintf(path_setting, sizeof path_setting, "PATH=/nonexistent:%s:/usr/bin:/bin", dir);
   char execp[1024];
@@ -4454,8 +4414,7 @@ CTS_TEST(first_samples_on_a_coroutine_stack_take_no_more_of_it_than_later_ones) 
 #ifndef __x86_64__
   CTS_SKIP("the side stack is x86-64's");
 #endif
-  char trace[256], victim[1024];
-  trace_path(trace, sizeof trace, "coroutine");
+  char victim[1024];
   victim_path(victim, sizeof victim, "victim_coroutine");
   char *first_argv[] = {victim, "first", NULL}, *later_argv[] = {victim, "later", NULL};
   run(&plain, first_argv, NULL, NULL, NULL);
@@ -4463,6 +4422,8 @@ CTS_TEST(first_samples_on_a_coroutine_stack_take_no_more_of_it_than_later_ones) 
   run(&plain, later_argv, NULL, NULL, NULL);
   const long plain_later = coroutine_stack_used(&plain);
   CTS_ASSERT_MSG(plain_first > 0 && plain_later > 0, "untraced: %s", plain.out);
+  char trace[256];
+  trace_path(trace, sizeof trace, "coroutine");
   const char *unwinders[] = {"CTFSCOPE_UNWIND=mixed", "CTFSCOPE_UNWIND=fp",
 #ifdef CTS_TEST_HAVE_LIBUNWIND
                              "CTFSCOPE_UNWIND=libunwind"
@@ -4496,11 +4457,11 @@ CTS_TEST(frame_pointer_walk_from_a_coroutine_stack_reads_only_mapped_words) {
 #ifndef __x86_64__
   CTS_SKIP("the victim's stray %rbp is x86-64's");
 #endif
+  const char *unwinders[] = {"CTFSCOPE_UNWIND=fp", "CTFSCOPE_UNWIND=mixed"};
   char trace[256], victim[1024];
   trace_path(trace, sizeof trace, "coroutine_stray");
   victim_path(victim, sizeof victim, "victim_coroutine");
   char *argv[] = {victim, "stray", NULL};
-  const char *unwinders[] = {"CTFSCOPE_UNWIND=fp", "CTFSCOPE_UNWIND=mixed"};
   for (size_t i = 0; i < sizeof unwinders / sizeof unwinders[0]; i++) {
     unlink(trace);
     run(&traced, argv, trace, "1", unwinders[i]);
