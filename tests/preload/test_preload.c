@@ -421,8 +421,10 @@ static bool run_exec_victim(const char *how, const char *name, char *trace, char
 }
 
 CTS_TEST(exec_continues_the_trace_in_a_new_file) {
-  static const char *const ways[] = {"execv", "execve", "execvp", "execvpe",
-                                     "execl", "execlp", "execle"};
+  /* fexecve and execveat make the execveat system call, past the interposed execve: the
+   * new image's trace was lost without a word (checked: fails on main's src). */
+  static const char *const ways[] = {"execv",  "execve", "execvp",  "execvpe", "execl",
+                                     "execlp", "execle", "fexecve", "execveat"};
   for (size_t w = 0; w < sizeof ways / sizeof *ways; w++) {
     char trace[256], next[300];
     trace_path(trace, sizeof trace, "exec");
