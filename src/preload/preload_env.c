@@ -410,6 +410,10 @@ static void forget_settings(void) {
 
 __attribute__((constructor)) static void preload_init(void) {
   cts__need_real();
+  /* Behind another copy of this library (preload_hooks.c, another_copy_of_us), whose
+   * constructor runs after this one: that copy reads the settings and traces; this one
+   * starts nothing and leaves them in the environment for it. */
+  if (cts__behind_another_copy) return;
   for (size_t i = 0; i < sizeof settings / sizeof *settings; i++)
     CTS_ASSERT(has_settings_prefix(settings[i])); /* others would be neither read nor forgotten */
   const char *candidates[GATHERED_MAX];

@@ -550,6 +550,53 @@ CTS__PRELOAD_EXPORT int execvp(const char *file, char *const argv[]) {
   return execvpe(file, argv, environ);
 }
 
+/* fexecve and execveat: glibc's fexecve makes the execveat system call itself, past the
+ * interposed execve, so neither was seen: the next image lost its trace without a word (its
+ * MEMTRACE had been taken out of the environment), and a 32-bit program's loader printed
+ * "wrong ELF class: ELFCLASS64" on its stderr. They go through exec_with as execve does:
+ * the program is examined under a path that names it (/proc/self/fd/N for a descriptor,
+ * which opens the same file, close-on-exec or not), and exec'd by the execveat system call
+ * with the caller's own arguments (exec_at_pending, on this thread: exec_with calls it
+ * before it returns). */
+typedef struct {
+  int dirfd, flags;
+  const char *path;
+} exec_at_t;
+static CTS__TLS exec_at_t exec_at_pending_call;
+
+static int exec_at_pending(const char *name, char *const argv[], char *const envp[]) {
+  (void)name;
+  const exec_at_t *const c = &exec_at_pending_call;
+  return (int)syscall(SYS_execveat, c->dirfd, c->path, argv, envp, c->flags);
+}
+
+static int exec_at(int dirfd, const char *path, int flags, const char *name, char *const argv[],
+                   char *const envp[]) {
+  cts__need_real();
+  exec_at_pending_call = (exec_at_t){.dirfd = dirfd, .flags = flags, .path = path};
+  return exec_with(name, argv, envp, false, exec_at_pending);
+}
+
+CTS__PRELOAD_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+  char name[40];
+  snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+  return exec_at(fd, "", AT_EMPTY_PATH, name, argv, envp);
+}
+
+CTS__PRELOAD_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
+                                 char *const envp[], int flags) {
+  /* The name the examination opens: the path itself when absolute or relative to the
+   * working directory, else through the directory's descriptor. */
+  char name[PATH_MAX];
+  if (path[0] == '/' || (dirfd == AT_FDCWD && path[0]))
+    snprintf(name, sizeof name, "%s", path);
+  else if (!path[0] && (flags & AT_EMPTY_PATH))
+    snprintf(name, sizeof name, "/proc/self/fd/%d", dirfd);
+  else
+    snprintf(name, sizeof name, "/proc/self/fd/%d/%s", dirfd, path);
+  return exec_at(dirfd, path, flags, name, argv, envp);
+}
+
 /* glibc's execl family calls its internal execve directly, past the interposed one, so it
  * is interposed too. The arguments after `first` run up to a NULL; execle's environment
  * follows it. */

@@ -304,11 +304,34 @@ static bool preloaded_before_us(void) {
   return false;
 }
 
+/* Whether `first`, a definition in another object, is another copy of this library's: a
+ * second libctfscope-preload.so before this one in LD_PRELOAD (another build's, an
+ * installed one beside a build tree's: `record` of one run under the other's, or with the
+ * other in the environment). Its hooks call the next definition, this library's, whose
+ * real function was then that copy's again, each a tail call: the program spun for ever at
+ * its first malloc (gdb under two records). That copy's is the object that defines the
+ * first cts_tracer_start, the API this library exports too. Asked once, and only when a
+ * definition comes before this library's (defined_before). */
+static bool another_copy_of_us(void *first) {
+  static int answer = -1;
+  if (answer < 0) {
+    void *const api = dlsym(RTLD_DEFAULT, "cts_tracer_start");
+    Dl_info of_first, of_api;
+    answer = api && !is_ours(api) && dladdr(first, &of_first) && dladdr(api, &of_api) &&
+             of_first.dli_fbase == of_api.dli_fbase;
+  }
+  return answer;
+}
+
+/* This library comes after another copy of itself (another_copy_of_us): that copy traces,
+ * this one only hands calls on (set with the real functions). */
+bool cts__behind_another_copy;
+
 /* The function `name` the program's calls reach but for this library: `first`, the first
- * definition in the global scope, if it is another object's, else the next one after
- * this library. */
+ * definition in the global scope, if it is another object's (not another copy of this
+ * library's), else the next one after this library. */
 static void *real_symbol(const char *name, void *first) {
-  return defined_before(first) ? first : dlsym(RTLD_NEXT, name);
+  return defined_before(first) && !another_copy_of_us(first) ? first : dlsym(RTLD_NEXT, name);
 }
 
 /* The program's free is another library's: sampled blocks would reach it, so nothing may
@@ -355,8 +378,10 @@ CTS_NOINLINE void cts__resolve_real_functions(void) {
   RESOLVE(execvpe, execvpe);
   void *program_free;
   FIRST_DEFINITION(free, program_free);
-  cts__free_shadowed = defined_before(program_free) ||
-                       (program_free && !is_ours(program_free) && preloaded_before_us());
+  cts__behind_another_copy = defined_before(program_free) && another_copy_of_us(program_free);
+  cts__free_shadowed = !cts__behind_another_copy &&
+                       (defined_before(program_free) ||
+                        (program_free && !is_ours(program_free) && preloaded_before_us()));
   RESOLVE(malloc, malloc); /* last: its being set means all are */
   cts__in_dlsym--;
   if (!cts__real.malloc || !cts__real.free || !cts__real.calloc || !cts__real.realloc ||

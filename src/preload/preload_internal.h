@@ -59,6 +59,9 @@ extern cts__real_functions_t cts__real CTS__PRELOAD_HIDDEN;
 extern CTS__TLS int cts__in_dlsym CTS__PRELOAD_HIDDEN; /* this thread is inside dlsym */
 /* The program's free is another library's: nothing may be sampled. */
 extern bool cts__free_shadowed CTS__PRELOAD_HIDDEN;
+/* Another copy of this library comes first in LD_PRELOAD: it traces, this one does not
+ * start (preload_hooks.c, another_copy_of_us). */
+extern bool cts__behind_another_copy CTS__PRELOAD_HIDDEN;
 
 CTS_NOINLINE void cts__resolve_real_functions(void) CTS__PRELOAD_HIDDEN;
 

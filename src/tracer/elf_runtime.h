@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "elf_kind.h"
+#include "elf_script.h"
 
 /* The file offset of virtual address `vaddr` in the loaded segments `ph` (n of them), or
  * UINT64_MAX. */
@@ -159,6 +160,7 @@ static inline cts__elf_verdict_t cts__elf_examine_in(const char *path, int *fd, 
   const ssize_t n = pread(*fd, scratch->head, sizeof scratch->head, 0);
   if (n <= 0) return CTS__ELF_LOADABLE;
   if (cts__elf_head_of_another_kind(scratch->head, (size_t)n)) return CTS__ELF_OTHER_KIND;
+  if (cts__script_of_another_kind(scratch->head, (size_t)n)) return CTS__ELF_OTHER_KIND;
   return cts__elf_fd_needs_a_runtime_first_in(*fd, scratch->head, (size_t)n, runtime, size, scratch)
              ? CTS__ELF_RUNTIME_FIRST
              : CTS__ELF_LOADABLE;

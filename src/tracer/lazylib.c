@@ -16,16 +16,31 @@
 #include <libunwind.h>
 #endif
 
+#include "side_stack.h"
 #include "tracer_internal.h"
 
 static pthread_mutex_t bind_lock = PTHREAD_MUTEX_INITIALIZER;
 
+typedef struct {
+  const char *soname;
+  void *handle;
+} dlopen_call_t;
+
+static void dlopen_on_side_stack(void *call) {
+  dlopen_call_t *const c = call;
+  c->handle = dlopen(c->soname, RTLD_NOW | RTLD_LOCAL);
+}
+
 /* Binds `lib` with bind_lock held. */
 static bool bind_locked(cts__lazylib_t *lib) {
   if (lib->state == 0) {
-    /* The loader allocates (the library's constructors too): the tracer's own. */
+    /* The loader allocates (the library's constructors too): the tracer's own. On the side
+     * stack: libunwind's is loaded by a sample, on whatever stack the program was on, and
+     * the loader's mapping and relocation take several KB of it (side_stack.h). */
     cts__guard_enter();
-    void *const h = dlopen(lib->soname, RTLD_NOW | RTLD_LOCAL);
+    dlopen_call_t call = {.soname = lib->soname};
+    cts__call_on_side_stack(dlopen_on_side_stack, &call);
+    void *const h = call.handle;
     bool ok = h != NULL;
     for (size_t i = 0; ok && i < lib->count; i++) {
       void *const f = dlsym(h, lib->names[i]);

@@ -13,6 +13,7 @@
 
 #include "common/hash.h"
 
+#include "side_stack.h"
 #include "tracer_state.h"
 
 cts__ring_state_t cts__ring_state = {.shared_fd = -1};
@@ -66,9 +67,8 @@ static unsigned char *ring_memory(void) {
   return cts__ring_state.shared + SHARED_HEADER + slot * ring_size();
 }
 
-/* This thread's first record: a ring left by an exited thread, else a new one. NULL if
- * there is no memory for one. Guard raised (pthread_setspecific may allocate). */
-CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
+/* cts__ring_claim's work, on the side stack. */
+static cts__ring_t *ring_claim(cts__thread_t *t) {
   /* The session's first sample: its writer process is made now (the lazy writer). */
   if (CTS_UNLIKELY(atomic_load_explicit(&cts__lazy_writer, memory_order_acquire) ==
                    CTS__LAZY_WAITING))
@@ -103,6 +103,28 @@ CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
   if (cts__ring_state.ring_key_ok) pthread_setspecific(cts__ring_state.ring_key, r);
   t->ring = r;
   return r;
+}
+
+typedef struct {
+  cts__thread_t *thread;
+  cts__ring_t *ring;
+} ring_claim_call_t;
+
+static void ring_claim_on_side_stack(void *call) {
+  ring_claim_call_t *const c = call;
+  c->ring = ring_claim(c->thread);
+}
+
+/* This thread's first record: a ring left by an exited thread, else a new one. NULL if
+ * there is no memory for one. Guard raised (pthread_setspecific may allocate). On the side
+ * stack (side_stack.h): the session's first claim makes the writer process (~9 KB of
+ * stack), and each thread's first calls functions the loader binds then (its
+ * _dl_runtime_resolve saves the vector registers: ~1-3 KB), on whatever stack the program
+ * allocated from. */
+CTS_NOINLINE cts__ring_t *cts__ring_claim(cts__thread_t *t) {
+  ring_claim_call_t call = {.thread = t};
+  cts__call_on_side_stack(ring_claim_on_side_stack, &call);
+  return call.ring;
 }
 
 /* tracer_state.h: the record goes at the start of the ring after a REC_PAD record to its

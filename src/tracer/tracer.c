@@ -17,6 +17,7 @@
 
 #include "lazylib.h"
 #include "service.h"
+#include "side_stack.h"
 #include "session.h"
 #include "tracer_state.h"
 
@@ -37,6 +38,7 @@ static void atfork_parent(void) {
  * parent's session and service. */
 static void atfork_child(void) {
   cts__lazylib_atfork_child();
+  cts__side_stack_atfork_child();
   if (cts__spawning_writer) {
     pthread_mutex_unlock(&cts__side.side_lock);
     if (cts__ctl_is_local()) cts__ctl_unlock();

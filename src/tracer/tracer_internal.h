@@ -34,6 +34,10 @@ typedef struct cts__thread {
   uintptr_t stack_hi;     /* top of this thread's stack for frame-pointer walks, 0 = unknown */
   int stack_state;        /* 0 = not looked up, 1 = known, -1 = unavailable */
   struct cts__ring *ring; /* this thread's record ring (ring.c), NULL until its first sample */
+  /* The start of stack_hi's mapping (when stack_state is 1); the last other stack a
+   * frame-pointer walk ran on (a coroutine's, a signal handler's), the mapping
+   * [other_stack_lo, other_stack_hi), 0 = none (unwind.c, other_stack_end). */
+  uintptr_t stack_lo, other_stack_lo, other_stack_hi;
   /* The mixed unwinder's paths (unwind.c), for tests and benchmarks: whole stacks walked
    * with frame pointers, outer frames from the cache (of which checked by their return
    * addresses' slots alone), libunwind runs. */

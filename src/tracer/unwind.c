@@ -8,6 +8,7 @@
 #include "tracer_internal.h"
 #include "cfi.h"
 #include "lazylib.h" /* libunwind, bound at the first walk that needs it */
+#include "side_stack.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -223,7 +224,7 @@ _Static_assert(sizeof(procmap_query_t) == 104, "struct procmap_query is 104 byte
  * (and fopen() for the main thread), so a program inside its own pthread_getattr_np (Rust's
  * start-up and std::thread do it) would deadlock when that realloc is sampled here. Every
  * word below the mapping's end is mapped, which is all the walks need. 0 when not found. */
-static uintptr_t stack_mapping_end(uintptr_t sp) {
+static uintptr_t stack_mapping_end(uintptr_t sp, uintptr_t *start) {
   const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   /* Linux 6.11 and later answer for one address (the PROCMAP_QUERY ioctl), in time that
@@ -233,6 +234,7 @@ static uintptr_t stack_mapping_end(uintptr_t sp) {
   if (!__atomic_load_n(&cts__confined, __ATOMIC_RELAXED) &&
       ioctl(fd, PROCMAP_QUERY_IOCTL, &q) == 0 && sp >= q.vma_start && sp < q.vma_end) {
     close(fd);
+    *start = (uintptr_t)q.vma_start;
     return (uintptr_t)q.vma_end;
   }
   char buf[4096];
@@ -252,6 +254,7 @@ static uintptr_t stack_mapping_end(uintptr_t sp) {
         const uintptr_t hi = parse_hex(&p, nl);
         if (sp >= lo && sp < hi) {
           found = hi;
+          *start = lo;
           break;
         }
       }
@@ -265,13 +268,49 @@ static uintptr_t stack_mapping_end(uintptr_t sp) {
   return found;
 }
 
+typedef struct {
+  uintptr_t sp, lo, hi;
+} stack_query_t;
+
+static void stack_mapping_on_side_stack(void *query) {
+  stack_query_t *const q = query;
+  q->hi = stack_mapping_end(q->sp, &q->lo);
+}
+
+/* The mapping that holds `sp`, [*lo, return value), 0 if not found; its buffer (4 KiB of
+ * /proc/self/maps text on kernels before 6.11) on the side stack: a thread's first sample
+ * may come from a coroutine's small stack (side_stack.h). */
+static uintptr_t stack_mapping(uintptr_t sp, uintptr_t *lo) {
+  stack_query_t q = {.sp = sp};
+  cts__call_on_side_stack(stack_mapping_on_side_stack, &q);
+  *lo = q.lo;
+  return q.hi;
+}
+
 static void find_stack_top(cts__thread_t *t) {
   t->stack_state = -1; /* meanwhile (and if not found): walks bounded by their first frame */
-  const uintptr_t hi = stack_mapping_end((uintptr_t)__builtin_frame_address(0));
+  uintptr_t lo = 0;
+  const uintptr_t hi = stack_mapping((uintptr_t)__builtin_frame_address(0), &lo);
   if (hi) {
+    t->stack_lo = lo;
     t->stack_hi = hi;
     t->stack_state = 1;
   }
+}
+
+/* The end of the mapping holding `sp` when it is not the thread's stack (a coroutine's
+ * stack, a sigaltstack handler's): every word between sp and the thread's stack top is
+ * not mapped then (the heap's end, the libraries, gaps lie between), and a frame-pointer
+ * walk bounded by that top read a stray saved %rbp in a gap and faulted. The last such
+ * mapping is kept for the thread (coroutines' stacks are often in one: the heap, a pool):
+ * a look-up only when sp leaves it. 0 if not found. */
+static uintptr_t other_stack_end(cts__thread_t *t, uintptr_t sp) {
+  if (sp >= t->other_stack_lo && sp < t->other_stack_hi) return t->other_stack_hi;
+  uintptr_t lo = 0;
+  const uintptr_t hi = stack_mapping(sp, &lo);
+  t->other_stack_lo = hi ? lo : 0;
+  t->other_stack_hi = hi;
+  return hi;
 }
 
 /* A plausible return address: not in the first page, not a kernel or non-canonical one. */
@@ -288,9 +327,17 @@ static CTS_FORCE_INLINE bool bad_return(uintptr_t ret) {
 size_t cts__unwind_fp(cts__thread_t *t, uintptr_t fp, uint64_t *out, size_t max) {
   if (t->stack_state == 0) find_stack_top(t);
   const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
-  const uintptr_t hi = t->stack_state == 1 ? t->stack_hi : fp + 2 * sizeof(uintptr_t);
+  uintptr_t hi = t->stack_state == 1 ? t->stack_hi : fp + 2 * sizeof(uintptr_t);
+  /* Not on the thread's stack: bounded by the stack it is on (other_stack_end); a chain
+   * that leaves it for the thread's stack (a signal handler's interrupted frames) goes on
+   * there, once. */
+  bool elsewhere = t->stack_state == 1 && (lo < t->stack_lo || lo >= t->stack_hi);
+  if (elsewhere) {
+    const uintptr_t other_hi = other_stack_end(t, lo);
+    hi = other_hi ? other_hi : fp + 2 * sizeof(uintptr_t);
+  }
   if (hi < lo + 2 * sizeof(uintptr_t)) return 0;
-  const uintptr_t top = hi - 2 * sizeof(uintptr_t); /* the highest frame that fits */
+  uintptr_t top = hi - 2 * sizeof(uintptr_t); /* the highest frame that fits */
   if (fp < lo || fp > top) return 0;
   size_t n = 0;
   while (n < max) {
@@ -302,7 +349,11 @@ size_t cts__unwind_fp(cts__thread_t *t, uintptr_t fp, uint64_t *out, size_t max)
     if (bad_return(ret)) break;
     out[n++] = ret;
     /* One compare for "up the stack and still in it": next in (fp, top]. */
-    if (next - fp - 1u >= top - fp) break;
+    if (next - fp - 1u >= top - fp) {
+      if (!elsewhere || next < t->stack_lo || next > t->stack_hi - 2 * sizeof(uintptr_t)) break;
+      elsewhere = false;
+      top = t->stack_hi - 2 * sizeof(uintptr_t);
+    }
     fp = next;
   }
   return cut_own_frames(out, n);

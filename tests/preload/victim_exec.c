@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Allocates 55555-byte blocks, then execs itself with "after" through the function named
- * by argv[1] (execv by default; execve, execvp, execvpe, execl, execlp, execle): the new
- * image allocates 66666-byte blocks and exits with 7. Traced, the new image goes on
- * tracing into the next file (tracer.h, "Processes"). With "fork-exec", a forked child
- * execs itself instead (the child is not traced) and the parent exits with its status.
+ * by argv[1] (execv by default; execve, execvp, execvpe, execl, execlp, execle, fexecve,
+ * execveat): the new image allocates 66666-byte blocks and exits with 7. Traced, the new image goes
+ * on tracing into the next file (tracer.h, "Processes"). With "fork-exec", a forked child execs
+ * itself instead (the child is not traced) and the parent exits with its status.
  *
  * With "stopped-writer" (traced, writer process): stops its own writer process (SIGSTOP;
  * found as the process holding the trace file, $MEMTRACE, open) before the exec, and the
@@ -25,6 +25,7 @@
  * ends (a writer process waiting for the program's end). */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -120,6 +121,10 @@ static void exec_self(const char *how, char *argv0) {
     execlp(self, argv0, "after", (char *)NULL);
   else if (strcmp(how, "execle") == 0)
     execle(self, argv0, "after", (char *)NULL, environ);
+  else if (strcmp(how, "fexecve") == 0)
+    fexecve(open(self, O_RDONLY | O_CLOEXEC), args, environ);
+  else if (strcmp(how, "execveat") == 0) /* relative to a directory's descriptor */
+    execveat(open("/proc/self", O_RDONLY | O_DIRECTORY | O_CLOEXEC), "exe", args, environ, 0);
   else
     execv(self, args);
 }

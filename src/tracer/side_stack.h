@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* A stack of the tracer's own for the sampling path's one-off work.
+ *
+ * A sample runs on whatever stack the program allocates from, and programs allocate from
+ * small ones: a coroutine's (makecontext, Boost.Context: often 8-64 KiB, malloc'd, with the
+ * allocator's own data right below), a sigaltstack handler's. The sampling path's steady
+ * state takes a few hundred bytes there (a frame-pointer walk) to ~3.5 KB (libunwind's
+ * context and cursor), as any in-process unwinder does; but its one-off work took much
+ * more at one sample it could not choose: the session's first sample (the lazy writer's
+ * spawn, which reads /proc/self/status into two 4 KiB buffers: ~9 KB), a thread's first
+ * (its stack's extent: a 4 KiB buffer for /proc/self/maps) and the first walk that needs
+ * libunwind (its dlopen). Boost.Coroutine2 with 8 KiB stacks was fine untraced and died
+ * at the default rate ("munmap_chunk(): invalid pointer": the overflow wrote over the
+ * block's malloc header). That work runs here instead.
+ *
+ * Thread-safety: any thread, any time (inside the allocator). One stack for the process,
+ * taken by a flag, not a lock: a second thread that finds it taken, a call made from the
+ * side stack itself, or a program whose signal handler left it with a longjmp (the flag
+ * then stays set), run `fn` on their own stack, as before. Errors: none. */
+#ifndef CTS_TRACER_SIDE_STACK_H
+#define CTS_TRACER_SIDE_STACK_H
+
+/* Runs fn(arg) on the side stack when it is free (x86-64, not under a sanitizer), else on
+ * the caller's stack; returns when fn has. fn must not leave by longjmp. */
+void cts__call_on_side_stack(void (*fn)(void *), void *arg);
+
+/* After a fork, in the child: the side stack free (the thread that held it is not there). */
+void cts__side_stack_atfork_child(void);
+
+#endif /* CTS_TRACER_SIDE_STACK_H */
