@@ -19,14 +19,10 @@ static int compile(regex_t *re, const char *what, const char *src, char *err, si
 int cts_fold_init(cts_fold_t *f, const cts_frames_t *inner, const cts_fold_config_t *cfg, char *err,
                   size_t err_size) {
   *f = (cts_fold_t){.cfg = *cfg, .inner = *inner};
-  int e = compile(&f->allocator, "built-in fold list", CTS_FOLD_ALLOCATOR_RE, err, err_size);
-  if (e) return e;
-  e = compile(&f->allocator_files, "built-in fold list", CTS_FOLD_ALLOCATOR_FILES_RE, err,
-              err_size);
-  if (e) goto fail_allocator;
+  int e;
   if (cfg->drop_re) {
     e = compile(&f->drop, "--drop-frames", cfg->drop_re, err, err_size);
-    if (e) goto fail_files;
+    if (e) return e;
     f->have_drop = true;
   }
   if (cfg->keep_re) {
@@ -40,10 +36,6 @@ int cts_fold_init(cts_fold_t *f, const cts_frames_t *inner, const cts_fold_confi
   return 0;
 fail_drop:
   if (f->have_drop) regfree(&f->drop);
-fail_files:
-  regfree(&f->allocator_files);
-fail_allocator:
-  regfree(&f->allocator);
   return e;
 }
 
@@ -53,11 +45,73 @@ void cts_fold_fini(cts_fold_t *f) {
   cts_u64map_fini(&f->by_code);
   cts_u64map_fini(&f->by_shown);
   cts_names_fini(&f->names);
-  regfree(&f->allocator);
-  regfree(&f->allocator_files);
   if (f->have_drop) regfree(&f->drop);
   if (f->have_keep) regfree(&f->keep);
   *f = (cts_fold_t){0};
+}
+
+/* Whole names of CTS_FOLD_ALLOCATOR_RE's first alternative (a finite set), then the
+ * prefixes of the other two. */
+static const char *const ALLOCATOR_NAMES[] = {
+    "malloc",          "calloc",         "realloc",
+    "reallocarray",    "free",           "memalign",
+    "aligned_alloc",   "posix_memalign", "valloc",
+    "pvalloc",         "strdup",         "strndup",
+    "__strdup",        "__strndup",      "__libc_malloc",
+    "__libc_calloc",   "__libc_realloc", "__libc_memalign",
+    "xmalloc",         "xcalloc",        "xrealloc",
+    "xstrdup",         "xstrndup",       "xmemdup",
+    "g_malloc",        "g_malloc_n",     "g_malloc0",
+    "g_malloc0_n",     "g_realloc",      "g_realloc_n",
+    "g_try_malloc",    "g_try_malloc_n", "g_try_malloc0",
+    "g_try_malloc0_n", "g_try_realloc",  "g_try_realloc_n",
+    "g_strdup",        "g_strndup",      "g_memdup",
+    "g_memdup2",       "__rust_alloc",   "__rust_alloc_zeroed",
+    "__rust_realloc",  "__rdl_alloc",    "__rdl_alloc_zeroed",
+    "__rdl_realloc",   "__rgl_alloc",    "__rgl_alloc_zeroed",
+    "__rgl_realloc",   "operator new",   "operator new[]"};
+static const char *const ALLOCATOR_PREFIXES[] = {
+    "std::", "__gnu_cxx::", "alloc::", "core::", "<alloc::", "<core::", "<std::"};
+
+bool cts_fold_allocator_name(const char *s) {
+  /* Every alternative is anchored and starts with one of these bytes: most names stop here. */
+  if (!strchr("mcrfapvs_xgo<", s[0]) || !s[0]) return false;
+  for (size_t i = 0; i < sizeof ALLOCATOR_PREFIXES / sizeof ALLOCATOR_PREFIXES[0]; i++) {
+    const char *p = ALLOCATOR_PREFIXES[i];
+    if (p[0] == s[0] && strncmp(s, p, strlen(p)) == 0) return true;
+  }
+  for (size_t i = 0; i < sizeof ALLOCATOR_NAMES / sizeof ALLOCATOR_NAMES[0]; i++)
+    if (ALLOCATOR_NAMES[i][0] == s[0] && strcmp(s, ALLOCATOR_NAMES[i]) == 0) return true;
+  return false;
+}
+
+bool cts_fold_allocator_file(const char *s) {
+  /* "/include/c++/" then at least one byte other than '/' before the next '/'. */
+  static const char cxx[] = "/include/c++/";
+  for (const char *p = strstr(s, cxx); p; p = strstr(p + 1, cxx)) {
+    const char *dir = p + sizeof cxx - 1;
+    const char *slash = strchr(dir, '/');
+    if (slash && slash > dir) return true;
+  }
+  /* "^/rustc/" [0-9a-f]+ "/library/" (alloc|core|std) "/". */
+  static const char rustc[] = "/rustc/";
+  if (strncmp(s, rustc, sizeof rustc - 1) != 0) return false;
+  const char *h = s + sizeof rustc - 1;
+  const size_t hash = strspn(h, "0123456789abcdef");
+  if (!hash) return false;
+  static const char library[] = "/library/";
+  const char *lib = h + hash;
+  if (strncmp(lib, library, sizeof library - 1) != 0) return false;
+  const char *crate = lib + sizeof library - 1;
+  return strncmp(crate, "alloc/", 6) == 0 || strncmp(crate, "core/", 5) == 0 ||
+         strncmp(crate, "std/", 4) == 0;
+}
+
+/* The built-in list on any of the names users match (as matches() does for theirs). */
+static bool on_allocator_list(const cts_name_t *n) {
+  return cts_fold_allocator_name(n->shown) ||
+         (n->base != n->shown && cts_fold_allocator_name(n->base)) ||
+         (n->demangled && cts_fold_allocator_name(n->mangled));
 }
 
 static bool matches(const regex_t *re, const cts_name_t *n) {
@@ -108,9 +162,8 @@ static const cts_fold_code_t *classify(cts_fold_t *f, uint64_t code) {
       }
       const bool kept = f->have_keep && matches(&f->keep, name);
       const bool alloc = !kept && !f->cfg.keep_allocator &&
-                         (matches(&f->allocator, name) ||
-                          (!name->demangled && locs[i].filename &&
-                           regexec(&f->allocator_files, locs[i].filename, 0, NULL, 0) == 0));
+                         (on_allocator_list(name) || (!name->demangled && locs[i].filename &&
+                                                      cts_fold_allocator_file(locs[i].filename)));
       if (!alloc)
         allocator_from = n;
       else if (allocator_from == n)

@@ -266,8 +266,15 @@
       g.fillStyle = '#5d6773'; g.textAlign = 'right'; g.textBaseline = 'middle';
       for (let k = 0; k <= 4; k++) g.fillText(humanBytes(maxv * bps * k / 4), L - 4, y(maxv * k / 4));
       g.textAlign = 'center'; g.textBaseline = 'top';
-      for (let k = 0; k <= 5; k++) g.fillText('+' + (endUs * k / 5 / 1e6).toFixed(3) + ' s', Math.min(Math.max(x(endUs * k / 5), L + 20), w - 30), T + ph + 4);
-      state.drawn.heap = { buckets: heap.length, peakX: px, peakY: py };
+      // Milliseconds (3 decimals) unless the ticks are closer than that: a 3 ms trace's
+      // read +0.001 s, +0.001 s, +0.002 s, +0.002 s; to the microsecond at most.
+      const tickS = endUs / 5 / 1e6, decimals = tickS > 0 ? Math.min(6, Math.max(3, Math.ceil(-Math.log10(tickS)))) : 3;
+      const ticks = [];
+      for (let k = 0; k <= 5; k++) {
+        ticks.push('+' + (endUs * k / 5 / 1e6).toFixed(decimals) + ' s');
+        g.fillText(ticks[k], Math.min(Math.max(x(endUs * k / 5), L + 20), w - 30), T + ph + 4);
+      }
+      state.drawn.heap = { buckets: heap.length, peakX: px, peakY: py, ticks: ticks };
       heapC._geom = { L: L, pw: pw };
     }
     function heapTime(ev) {

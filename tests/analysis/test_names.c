@@ -2,13 +2,33 @@
 /* Demangling (analysis/names.h) and the fold of allocator frames (analysis/fold.h), on
  * symbols as real C++ and Rust programs have them and on hostile ones. */
 #include <errno.h>
+#include <regex.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../src/analysis/fold.h"
 #include "../../src/analysis/names.h"
 #include "../test.h"
+
+/* regexec's calls counted by interposing it (gcc builds without sanitizers: a sanitizer's
+ * runtime intercepts it itself). */
+#if !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define COUNT_REGEXEC 1
+#include <dlfcn.h>
+static unsigned long regexec_calls;
+int regexec(const regex_t *restrict re, const char *restrict s, size_t nmatch,
+            regmatch_t pmatch[restrict nmatch], int eflags) {
+  static int (*real)(const regex_t *, const char *, size_t, regmatch_t *, int);
+  if (!real) {
+    void *sym = dlsym(RTLD_NEXT, "regexec");
+    memcpy(&real, &sym, sizeof real);
+  }
+  regexec_calls++;
+  return real(re, s, nmatch, pmatch, eflags);
+}
+#endif
 
 static void check_demangle(const char *sym, const char *shown, const char *base) {
   char *s = cts_demangle(sym, true), *b = cts_demangle(sym, false);
@@ -312,6 +332,213 @@ CTS_TEST(fold_cut_memo) {
     CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(1, 6, 7)), cut(&drop, BT(1, 6, 7)));
   }
   cts_fold_fini(&f);
+}
+
+/* The built-in fold list without regexec gives regexec's answers: on every name of the list
+ * and every prefix, each cut short, lengthened and altered, and on strings drawn from the
+ * expressions' own bytes. */
+static void check_list_against_re(const regex_t *re, bool (*fn)(const char *), const char *s) {
+  const bool want = regexec(re, s, 0, NULL, 0) == 0;
+  if (fn(s) != want) CTS_FAIL("'%s': %d, regexec says %d", s, (int)fn(s), (int)want);
+}
+
+static void check_variants(const regex_t *re, bool (*fn)(const char *), const char *s) {
+  char buf[160];
+  const size_t len = strlen(s);
+  check_list_against_re(re, fn, s);
+  for (size_t cut = 0; cut < len; cut++) {
+    snprintf(buf, sizeof buf, "%.*s", (int)cut, s);
+    check_list_against_re(re, fn, buf);
+  }
+  static const char *const ends[] = {"x", "_n", "0", "[]", "::", "/", "(int)", " ", "\n"};
+  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+    snprintf(buf, sizeof buf, "%s%s", s, ends[i]);
+    check_list_against_re(re, fn, buf);
+    snprintf(buf, sizeof buf, "%s%s", ends[i], s);
+    check_list_against_re(re, fn, buf);
+  }
+  for (size_t i = 0; i < len && len < sizeof buf; i++) {
+    memcpy(buf, s, len + 1);
+    buf[i] = buf[i] == 'a' ? 'b' : 'a';
+    check_list_against_re(re, fn, buf);
+  }
+}
+
+CTS_TEST(fold_list_is_its_expressions) {
+  regex_t names, files;
+  CTS_ASSERT_EQ_INT(regcomp(&names, CTS_FOLD_ALLOCATOR_RE, REG_EXTENDED | REG_NOSUB), 0);
+  CTS_ASSERT_EQ_INT(regcomp(&files, CTS_FOLD_ALLOCATOR_FILES_RE, REG_EXTENDED | REG_NOSUB), 0);
+  static const char *const name_cases[] = {
+      "malloc",
+      "calloc",
+      "realloc",
+      "reallocarray",
+      "free",
+      "memalign",
+      "aligned_alloc",
+      "posix_memalign",
+      "valloc",
+      "pvalloc",
+      "strdup",
+      "strndup",
+      "__strdup",
+      "__strndup",
+      "__libc_malloc",
+      "__libc_calloc",
+      "__libc_realloc",
+      "__libc_memalign",
+      "__libc_free",
+      "xmalloc",
+      "xcalloc",
+      "xrealloc",
+      "xstrdup",
+      "xstrndup",
+      "xmemdup",
+      "xfree",
+      "g_malloc",
+      "g_malloc_n",
+      "g_malloc0",
+      "g_malloc0_n",
+      "g_realloc",
+      "g_realloc_n",
+      "g_try_malloc",
+      "g_try_malloc_n",
+      "g_try_malloc0",
+      "g_try_malloc0_n",
+      "g_try_realloc",
+      "g_try_realloc_n",
+      "g_try_strdup",
+      "g_strdup",
+      "g_strndup",
+      "g_memdup",
+      "g_memdup2",
+      "g_memdup3",
+      "__rust_alloc",
+      "__rust_alloc_zeroed",
+      "__rust_realloc",
+      "__rust_dealloc",
+      "__rdl_alloc",
+      "__rdl_alloc_zeroed",
+      "__rdl_realloc",
+      "__rgl_alloc",
+      "__rgl_alloc_zeroed",
+      "__rgl_realloc",
+      "__rxl_alloc",
+      "operator new",
+      "operator new[]",
+      "operator new[",
+      "operator delete",
+      "std::vector<int>::push_back",
+      "std::",
+      "std:",
+      "__gnu_cxx::new_allocator",
+      "alloc::raw_vec::RawVec<T,A>::grow_one",
+      "core::ptr",
+      "<alloc::vec::Vec<T> as Clone>",
+      "<core::x",
+      "<std::y",
+      "<stdx::",
+      "stdx::",
+      "_ZN3std2io5stdio6_printEv",
+      "_Znwm",
+      "main",
+      "",
+      "m",
+      "JavaThread::run()",
+      "app::std::x",
+      " std::x",
+      "/usr/include/c++/12/bits/stl_vector.h",
+      "/usr/include/c++/v1/vector",
+      "/usr/include/c++//x",
+      "/usr/include/c++/12",
+      "x/include/c++/a/include/c++/b/",
+      "/include/c++/include/c++/1/",
+      "/rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/alloc/src/raw_vec.rs",
+      "/rustc/0abc/library/core/x",
+      "/rustc/0abc/library/std/",
+      "/rustc//library/std/x",
+      "/rustc/0abg/library/std/x",
+      "/rustc/0abc/library/proc_macro/x",
+      "x/rustc/0abc/library/std/x",
+      "app.cpp",
+      "",
+      "/"};
+  /* Every case against both expressions, each through its variants. */
+  for (size_t i = 0; i < sizeof name_cases / sizeof name_cases[0]; i++) {
+    check_variants(&names, cts_fold_allocator_name, name_cases[i]);
+    check_variants(&files, cts_fold_allocator_file, name_cases[i]);
+  }
+  /* Strings of up to 14 bytes drawn from the bytes the expressions name (xorshift, fixed
+   * seed), half of them starting with a name of the list. */
+  static const char alphabet[] = "_mcarlofeistdxgpvnwu:<>[]/+012 bhkyz";
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  char buf[64];
+  for (int i = 0; i < 200000; i++) {
+    size_t len = 0;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    if (x & 1) {
+      const char *start = name_cases[(x >> 1) % (sizeof name_cases / sizeof name_cases[0])];
+      len = strlen(start) < 40 ? strlen(start) : 40;
+      memcpy(buf, start, len);
+    }
+    const size_t extra = (x >> 20) % 15;
+    for (size_t k = 0; k < extra; k++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      buf[len++] = alphabet[x % (sizeof alphabet - 1)];
+    }
+    buf[len] = 0;
+    check_list_against_re(&names, cts_fold_allocator_name, buf);
+    check_list_against_re(&files, cts_fold_allocator_file, buf);
+  }
+  regfree(&names);
+  regfree(&files);
+}
+
+/* Many distinct frames (a JVM's or node's trace has thousands): the built-in list costs no
+ * regexec call (glibc's costs ~4 400 instructions whatever the name; main took two or three
+ * a frame); the user's expressions still do. */
+#ifdef COUNT_REGEXEC
+static int many_lookup(void *ud, uint64_t code, const cts_mt_location_t **locs, size_t *n) {
+  static char name[64];
+  static cts_mt_location_t loc;
+  (void)ud;
+  /* Distinct program functions: plain C names (the fold also looks at their file) and C++
+   * symbols that demangle (app::Widget::methodNNNN()). */
+  if (code % 2)
+    snprintf(name, sizeof name, "handle_request_%llu", (unsigned long long)code);
+  else
+    snprintf(name, sizeof name, "_ZN3app6Widget10method%04lluEv",
+             (unsigned long long)(code % 10000));
+  loc = (cts_mt_location_t){.line = 1, .filename = "app.c", .defname = name};
+  *locs = &loc;
+  *n = 1;
+  return 0;
+}
+#endif
+
+CTS_TEST(fold_list_without_regexec) {
+#ifndef COUNT_REGEXEC
+  CTS_SKIP("regexec is counted in gcc builds without sanitizers");
+#else
+  const cts_frames_t inner = {.lookup = many_lookup};
+  const cts_fold_config_t def = {0}, drop = {.drop_re = "^never$"};
+  char err[256];
+  cts_fold_t f;
+  CTS_ASSERT_EQ_INT(cts_fold_init(&f, &inner, &def, err, sizeof err), 0);
+  const unsigned long before = regexec_calls;
+  for (uint64_t code = 1; code <= 4000; code++) CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(code)), 1);
+  const unsigned long calls = regexec_calls - before;
+  CTS_ASSERT(!f.nomem);
+  cts_fold_fini(&f);
+  fprintf(stderr, "  4000 distinct frames classified with %lu regexec calls\n", calls);
+  CTS_ASSERT_EQ_U64(calls, 0);
+  /* The user's expression runs on the names (shown, mangled) of each frame once. */
+  CTS_ASSERT_EQ_INT(cts_fold_init(&f, &inner, &drop, err, sizeof err), 0);
+  const unsigned long before_drop = regexec_calls;
+  for (uint64_t code = 1; code <= 100; code++) CTS_ASSERT_EQ_U64(cts_fold_cut(&f, BT(code)), 1);
+  CTS_ASSERT(regexec_calls - before_drop >= 200);
+  cts_fold_fini(&f);
+#endif
 }
 
 int main(int argc, char **argv) {

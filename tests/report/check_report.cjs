@@ -107,8 +107,14 @@ async function main() {
           program: info.querySelector('td[data-key="Program"]').textContent,
           sites: rows.map((r) => ({ samples: +r.dataset.samples, cells: [...r.children].map((c) => c.textContent) })),
           flame: window.ctsReport.mem.drawn.flame,
+          heap: window.ctsReport.mem.drawn.heap,
+          endUs: window.ctsReport.data.mem.end_us,
         };
       });
+      // The heap graph's time axis: six distinct ticks whatever the trace's duration (a 3 ms
+      // trace's read +0.001 s twice at three decimals).
+      if (dom.heap && dom.endUs >= 5)
+        check(dom.heap.ticks && new Set(dom.heap.ticks).size === dom.heap.ticks.length, `${name}: heap graph ticks repeat: ${dom.heap.ticks}`);
       check(dom.samples === infoJson.samples_total, `${name}: samples ${dom.samples} != info ${infoJson.samples_total}`);
       check(dom.allocs === infoJson.allocs_total, `${name}: allocations ${dom.allocs} != info ${infoJson.allocs_total}`);
       check(dom.program === infoJson.info.executable_name, `${name}: program '${dom.program}' != info '${infoJson.info.executable_name}'`);
