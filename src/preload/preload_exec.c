@@ -274,6 +274,17 @@ static char **continued_environment(char *const envp[], exec_scratch_t *scratch)
   return env;
 }
 
+/* Whether an exec by this thread is the traced process's own after its session stopped
+ * (the program closed the writer's pipe and an exec failed, the settings did fit): the
+ * environment the program hands may still hold this image's MEMTRACE (one it read from
+ * /proc/self/environ, or wrote itself), and the new image then truncated the stopped
+ * image's trace, its good part lost, and wrote its own there. Such an exec hands on the
+ * next trace's name, as a continuing one does (exec_after_the_trace_stopped). */
+static bool trace_stopped_in_this_image(void) {
+  return !cts__guarded() && cts__exec_state.usable && cts__traced_pid != 0 &&
+         getpid() == cts__traced_pid && !cts_tracer_is_active();
+}
+
 /* Whether this thread may flush: not the tracer's own threads (the writer thread would wait
  * for itself), only the traced process. */
 static bool may_flush(void) {
@@ -498,6 +509,24 @@ static int exec_foreign(const char *path, char *const argv[], char **env,
   return -1;
 }
 
+/* An exec of the traced process after its session stopped (trace_stopped_in_this_image):
+ * the new image gets the next trace's name, as at a continuing exec, so that no image
+ * writes over another's trace. Nothing to flush: the stopped trace is complete. */
+static int exec_after_the_trace_stopped(const char *path, char *const argv[], char *const envp[],
+                                        exec_scratch_t *scratch,
+                                        int (*real_exec)(const char *, char *const[],
+                                                         char *const[])) {
+  char **const env = continued_environment(envp, scratch);
+  exec_scratch_give(scratch);
+  real_exec(path, argv, env ? env : envp);
+  const int e = errno;
+  const int notes = cts__tracer_notes_fd();
+  if (notes >= 0) fcntl(notes, F_SETFD, FD_CLOEXEC); /* continued_environment cleared it */
+  free_environment(env);
+  errno = e;
+  return -1;
+}
+
 /* execve and execvpe: `path` run by `real_exec`, which searches PATH for a bare name when
  * by_path_search. */
 static int exec_with(const char *path, char *const argv[], char *const envp[], bool by_path_search,
@@ -513,6 +542,8 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
     const bool said = examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace() &&
                       say_sanitizer_untraced(path, &examined);
     result = exec_foreign(path, argv, foreign, &examined, said, real_exec);
+  } else if (trace_stopped_in_this_image()) {
+    result = exec_after_the_trace_stopped(path, argv, envp, scratch, real_exec);
   } else if (!continues_trace()) {
     exec_scratch_give(scratch);
     char **const filtered = environment_under_a_filter(envp);

@@ -449,6 +449,26 @@ CTS_TEST(exec_continues_the_trace_in_a_new_file) {
   }
 }
 
+/* An exec after the image's session stopped (here: the program closed the writer
+ * process's pipe, so an exec that failed ended the trace) with an environment that still
+ * names the image's trace (read from /proc/self/environ): the new image truncated the
+ * first image's trace and wrote its own there (checked: fails on main's src). It gets the
+ * next name, as at a continuing exec: both traces whole. */
+CTS_TEST(exec_after_the_trace_stopped_writes_over_no_trace) {
+  char trace[256], next[300];
+  CTS_ASSERT(run_exec_victim("stopped-then-exec", "execafterstop", trace, next));
+  decoded_t d;
+  CHECK_TRACE(d, trace); /* the first image's, complete up to its stop */
+  CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11);
+  CTS_ASSERT_EQ_U64(count_length(&d, 66666), 0);
+  decoded_fini(&d);
+  CHECK_TRACE(d, next); /* the new image's, in a file of its own */
+  CTS_ASSERT_EQ_U64(count_length(&d, 66666), 10);
+  decoded_fini(&d);
+  unlink(trace);
+  unlink(next);
+}
+
 /* Guard for exec chains (bench/README.md, the exec chain at rate 1): an image that execs
  * hands its module list to its writer process and goes ahead without waiting for it; the
  * writer finishes the old image's trace on its own. Here the writer is stopped (SIGSTOP)

@@ -17,6 +17,12 @@
  * is still its child (alive or a zombie nobody will reap), else with 9. "vfork-stray-child"
  * first runs /bin/true from a vfork'd child, then does the same.
  *
+ * With "stopped-then-exec", it closes every descriptor from 3 up (the writer process's
+ * pipe with them: the trace ends at the next exec, complete), makes an exec that fails,
+ * then execs itself with the environment it started with (read from /proc/self/environ, as
+ * a program that re-executes itself can): that environment still names this image's trace,
+ * which the new image must not write over.
+ *
  * With "subreaper-wait-all", it makes itself a child subreaper (PR_SET_CHILD_SUBREAPER,
  * which an exec keeps; init-like programs, container shims) and execs itself with
  * "wait-all": that image forks one child and reaps children until there are none, as such
@@ -104,6 +110,23 @@ static pid_t holder_of(const char *path) {
   }
   closedir(procs);
   return found;
+}
+
+/* The environment this process started with, from /proc/self/environ (NULL-terminated in
+ * a static array), or NULL. */
+static char **initial_environment(void) {
+  static char env[1 << 16];
+  static char *list[512];
+  FILE *const f = fopen("/proc/self/environ", "r");
+  if (!f) return NULL;
+  const size_t n = fread(env, 1, sizeof env - 1, f);
+  fclose(f);
+  env[n] = '\0';
+  size_t k = 0;
+  for (size_t i = 0; i < n && k + 1 < sizeof list / sizeof *list; i += strlen(env + i) + 1)
+    list[k++] = env + i;
+  list[k] = NULL;
+  return list;
 }
 
 static void exec_self(const char *how, char *argv0) {
@@ -251,6 +274,14 @@ int main(int argc, char **argv) {
     execl("/proc/self/exe", argv[0],
           strcmp(argv[1], "stopped-writer-late") == 0 ? "continue-late" : "continue", pid,
           (char *)NULL);
+    return 2;
+  }
+  if (argc > 1 && strcmp(argv[1], "stopped-then-exec") == 0) {
+    char **const started_with = initial_environment();
+    char *args[] = {argv[0], "after", NULL};
+    closefrom(3);
+    execve("/nonexistent/victim_exec", args, environ);
+    if (started_with) execve("/proc/self/exe", args, started_with);
     return 2;
   }
   exec_self(argc > 1 ? argv[1] : "execv", argv[0]);
