@@ -598,7 +598,9 @@ static CTS__TLS exec_at_t exec_at_pending_call;
 static int exec_at_pending(const char *name, char *const argv[], char *const envp[]) {
   (void)name;
   const exec_at_t *const c = &exec_at_pending_call;
-  return (int)syscall(SYS_execveat, c->dirfd, c->path, argv, envp, c->flags);
+  /* Not by syscall(): the hook there hands an execveat back to execveat (below). */
+  return (int)cts__raw_system_call(SYS_execveat, c->dirfd, (long)c->path, (long)argv, (long)envp,
+                                   c->flags, 0);
 }
 
 static int exec_at(int dirfd, const char *path, int flags, const char *name, char *const argv[],
@@ -626,6 +628,14 @@ CTS__PRELOAD_EXPORT int execveat(int dirfd, const char *path, char *const argv[]
   else
     snprintf(name, sizeof name, "/proc/self/fd/%d/%s", dirfd, path);
   return exec_at(dirfd, path, flags, name, argv, envp);
+}
+
+/* preload_internal.h. The arguments as the kernel takes them: ints in the low halves. */
+long cts__exec_system_call(long number, long a1, long a2, long a3, long a4, long a5) {
+  if (number == SYS_execve) return execve((const char *)a1, (char *const *)a2, (char *const *)a3);
+  if (!a2) /* glibc's execveat declares its path nonnull: the kernel's answer, EFAULT */
+    return cts__raw_system_call(number, a1, a2, a3, a4, a5, 0);
+  return execveat((int)a1, (const char *)a2, (char *const *)a3, (char *const *)a4, (int)a5);
 }
 
 /* glibc's execl family calls its internal execve directly, past the interposed one, so it

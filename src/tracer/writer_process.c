@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "raw_system_call.h"
 #include "tracer_state.h"
 
 cts__writer_proc_t cts__wproc = {
@@ -760,7 +761,8 @@ static int exec_writer_entry(void *arg) {
   (void)arg;
   for (int i = 0; i < 4; i++)
     if (spawn.keep[i] >= 0) syscall(SYS_fcntl, spawn.keep[i], F_SETFD, 0);
-  syscall(SYS_execve, writer_exe, spawn.argv, spawn.envp);
+  /* Not by syscall(): the preload's hook there hands an execve to its exec hooks. */
+  cts__raw_system_call(SYS_execve, (long)writer_exe, (long)spawn.argv, (long)spawn.envp, 0, 0, 0);
   spawn.exec_failed = 1;
   syscall(SYS_exit, 127);
   return 0;

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Allocates 55555-byte blocks, then execs itself with "after" through the function named
  * by argv[1] (execv by default; execve, execvp, execvpe, execl, execlp, execle, fexecve,
- * execveat): the new image allocates 66666-byte blocks and exits with 7. Traced, the new image goes
- * on tracing into the next file (tracer.h, "Processes"). With "fork-exec", a forked child execs
- * itself instead (the child is not traced) and the parent exits with its status.
+ * execveat, and the raw system calls by syscall(): syscall-execve, syscall-execveat): the new image
+ * allocates 66666-byte blocks and exits with 7. Traced, the new image goes on tracing into the next
+ * file (tracer.h, "Processes"). With "fork-exec", a forked child execs itself instead (the child is
+ * not traced) and the parent exits with its status.
  *
  * With "stopped-writer" (traced, writer process): stops its own writer process (SIGSTOP;
  * found as the process holding the trace file, $MEMTRACE, open) before the exec, and the
@@ -38,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,6 +150,10 @@ static void exec_self(const char *how, char *argv0) {
     fexecve(open(self, O_RDONLY | O_CLOEXEC), args, environ);
   else if (strcmp(how, "execveat") == 0) /* relative to a directory's descriptor */
     execveat(open("/proc/self", O_RDONLY | O_DIRECTORY | O_CLOEXEC), "exe", args, environ, 0);
+  else if (strcmp(how, "syscall-execve") == 0) /* a program's own system call */
+    syscall(SYS_execve, self, args, environ);
+  else if (strcmp(how, "syscall-execveat") == 0)
+    syscall(SYS_execveat, open(self, O_RDONLY | O_CLOEXEC), "", args, environ, AT_EMPTY_PATH);
   else
     execv(self, args);
 }
