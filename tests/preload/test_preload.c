@@ -4417,6 +4417,49 @@ static long exec_stack_bytes(const char *out, const char *call) {
   return -1;
 }
 
+/* A session starts on the program's stack (the constructor, on the main thread's, whose
+ * size `ulimit -s` bounds): its look at /proc/cpuinfo (cts_os_tsc_usable) read the file
+ * into a 32 KiB array there, and a program run with `ulimit -s 48` (KiB) was fine
+ * untraced and died by SIGSEGV at its start when traced (main: dies at 48 and below, lives
+ * at 56). That read runs on the tracer's side stack now; a start takes ~20 KiB at the
+ * default rate, ~36 at rate 1 (its writer process). The victim is the first traced image
+ * (an untraced `env` under the limit execs it), with an empty environment, under 40 KiB.
+ * Checked: fails on main's src (killed, SIGSEGV, at both rates). At rate 1 the forked
+ * writer process, under the same limit (`ulimit -s` sets the hard one too), dies at its
+ * first packet (below 256 KiB; said, "the writer process ... is gone"): the program lives,
+ * its trace holds no event (bench/README.md, wip/h45rest). */
+CTS_TEST(traced_program_started_with_a_small_main_stack_lives) {
+  char victim[1024], trace[256], preload[1200], memtrace[300];
+  victim_path(victim, sizeof victim, "victim_exec");
+  trace_path(trace, sizeof trace, "smallmain");
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
+  static const char *const rates[] = {"MEMTRACE_RATE=1e-6", "MEMTRACE_RATE=1"};
+  for (size_t i = 0; i < sizeof rates / sizeof *rates; i++) {
+    char *argv[] = {"/usr/bin/env",
+                    "-i",
+                    "/bin/sh",
+                    "-c",
+                    "ulimit -s 40 && exec /usr/bin/env \"$@\"",
+                    "sh",
+                    preload,
+                    memtrace,
+                    (char *)rates[i],
+                    victim,
+                    "after",
+                    NULL};
+    unlink(trace);
+    run(&traced, argv, NULL, NULL, NULL);
+    CTS_ASSERT_MSG(traced.status == 7, "%s: exit %d, stderr: %s", rates[i], traced.status,
+                   traced.err);
+    CTS_ASSERT_MSG(strcmp(traced.out, "after exec\n") == 0, "stdout: %s", traced.out);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    decoded_fini(&d);
+    unlink(trace);
+  }
+}
+
 /* The exec hooks' stack (bench/README.md, wip/h45fix). Examining the program (its path
  * found in PATH, an 8 KiB head, its headers and dynamic entries) and the new image's
  * settings took ~21 KiB of the calling thread's stack, where an untraced exec takes ~3 KiB:
