@@ -4604,6 +4604,53 @@ CTS_TEST(script_with_an_interpreter_of_another_elf_class_finds_no_loader_error) 
   rmdir(dir);
 }
 
+/* `record -- SCRIPT` whose `#!` interpreter (or its interpreter's, a script too) ran
+ * without the library: record's line names the interpreter and its cause, as it does for a
+ * program (checked: fails on main's record, which said "SCRIPT did not load the preload
+ * library: statically linked, set-uid, or it cleared LD_PRELOAD?" for a static interpreter
+ * and "SCRIPT is a program of another kind (32-bit?)" for a 32-bit one). */
+static void record_names_the_interpreter(const char *script, const char *interpreter,
+                                         const char *cause, const char *trace) {
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o", (char *)trace, "--", (char *)script, NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  unlink(trace);
+  char said[1200];
+  snprintf(said, sizeof said, "%s's interpreter %s %s", script, interpreter, cause);
+  CTS_ASSERT_MSG(strstr(traced.err, said) != NULL, "wanted \"%s\" in: %s", said, traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err, "statically linked, set-uid") == NULL, "a guess: %s",
+                 traced.err);
+}
+
+CTS_TEST(record_names_a_scripts_interpreter_and_why_it_ran_untraced) {
+  char dir[256], script[300], nested[300], trace[300], line[1200], victim[1024];
+  snprintf(dir, sizeof dir, "/tmp/cts_preload_interpreter_%d", (int)getpid());
+  CTS_ASSERT(mkdir(dir, 0755) == 0 || errno == EEXIST);
+  snprintf(script, sizeof script, "%s/script", dir);
+  snprintf(nested, sizeof nested, "%s/nested", dir);
+  snprintf(trace, sizeof trace, "%s/trace.ctf", dir);
+  victim_path(victim, sizeof victim, "victim_static");
+  snprintf(line, sizeof line, "#!%s exit\n", victim);
+  CTS_ASSERT(write_text_file(script, line) && chmod(script, 0755) == 0);
+  snprintf(line, sizeof line, "#! %s\n", script);
+  CTS_ASSERT(write_text_file(nested, line) && chmod(nested, 0755) == 0);
+  record_names_the_interpreter(script, victim, "is statically linked", trace);
+  record_names_the_interpreter(nested, victim, "is statically linked", trace);
+  unlink(nested);
+  unlink(script);
+  rmdir(dir);
+  char program[300];
+  if (!dir_with_32_bit_program("interpreter32", "m32", dir, sizeof dir, program, sizeof program))
+    return; /* no gcc-multilib: the static interpreter only */
+  snprintf(script, sizeof script, "%s/script", dir);
+  snprintf(trace, sizeof trace, "%s/trace.ctf", dir);
+  snprintf(line, sizeof line, "#!%s\n", program);
+  CTS_ASSERT(write_text_file(script, line) && chmod(script, 0755) == 0);
+  record_names_the_interpreter(script, program, "is a program of another kind (32-bit?)", trace);
+  unlink(script);
+  unlink(program);
+  rmdir(dir);
+}
+
 /* A 32-bit program run by a bare name found by PATH (`env m32`, execvp, execlp,
  * posix_spawnp): the exec hooks looked at paths with a '/' only, and the loader printed
  * "wrong ELF class: ELFCLASS64 ... ignored" (checked: fails on main's src). They now search
