@@ -457,52 +457,72 @@ static void sanitizer_untraced_text(char *text, size_t size, const char *path,
            path, examined->runtime);
 }
 
+/* Where an exec's word that its program runs untraced went (said before the exec, which
+ * may still fail). */
+typedef enum {
+  NOT_SAID,       /* nowhere */
+  SAID_TO_RECORD, /* record's notes pipe: one note, said after the program's end */
+  SAID_ON_STDERR  /* this image's stderr (no record), at once */
+} untraced_said_t;
+
 /* Says that `path` links a sanitizer runtime and runs untraced: to `record` (its notes
  * pipe: said once, after the program's end, not on the program's stderr), or, without
  * record, on stderr when this image is traced (a forked child's exec says nothing there:
- * its stderr is the program's). Said before the exec, which may still fail: true when
- * record was told, which unsay_sanitizer_untraced then takes back. */
-static bool say_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+ * its stderr is the program's). Said before the exec, which may still fail:
+ * unsay_untraced then takes it back. */
+static untraced_said_t say_sanitizer_untraced(const char *path,
+                                              const examined_program_t *examined) {
   char text[400];
   sanitizer_untraced_text(text, sizeof text, path, examined);
-  if (cts__tracer_note_text(text)) return true;
-  if (continues_trace()) cts__preload_log("%s", text);
-  return false;
+  if (cts__tracer_note_text(text)) return SAID_TO_RECORD;
+  if (!continues_trace()) return NOT_SAID;
+  cts__preload_log("%s", text);
+  return SAID_ON_STDERR;
 }
 
-/* After the exec said so failed (ENOENT, EACCES, E2BIG...): record's note taken back, so
- * that record counts the programs that ran; errno kept. */
-static void unsay_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+/* After the exec said to run untraced failed (ENOENT, EACCES, E2BIG...): record's note
+ * taken back, so that record counts the programs that ran; a line said on stderr
+ * followed by one that says the program did not run (a line once printed cannot be taken
+ * back, and the word could not wait: after a successful exec this library is gone).
+ * errno kept. */
+static void unsay_untraced(const char *path, const examined_program_t *examined,
+                           untraced_said_t said) {
   const int e = errno;
   char text[400];
-  sanitizer_untraced_text(text, sizeof text, path, examined);
-  cts__tracer_note_retraction(text);
+  if (said == SAID_TO_RECORD) {
+    sanitizer_untraced_text(text, sizeof text, path, examined);
+    cts__tracer_note_retraction(text);
+  } else if (said == SAID_ON_STDERR) {
+    cts__preload_log("%.200s did not run after all: its exec failed (%s)", path, strerror(e));
+  }
   errno = e;
 }
 
 /* An exec of a program this library cannot be loaded into, or must not be (a sanitizer's
  * runtime first), with `env` (environment_for_foreign_program): this image's trace ends as
  * at any exec, and the new one runs untraced, said when this image was traced. `said`:
- * record was told of it already (by exec_with), taken back if the exec fails. */
+ * where exec_with said so already, taken back if the exec fails. */
 static int exec_foreign(const char *path, char *const argv[], char **env,
-                        const examined_program_t *examined, bool said,
+                        const examined_program_t *examined, untraced_said_t said,
                         int (*real_exec)(const char *, char *const[], char *const[])) {
   if (continues_trace()) {
-    if (examined->verdict == CTS__ELF_RUNTIME_FIRST)
+    if (examined->verdict == CTS__ELF_RUNTIME_FIRST) {
       said = say_sanitizer_untraced(path, examined);
-    else
+    } else {
       cts__preload_log(
           "%.200s is a program of another kind (32-bit?): this library cannot be "
           "loaded into it; it runs untraced",
           path);
+      said = SAID_ON_STDERR;
+    }
     before_exec();
     cts__tracer_exec_pending(true);
     real_exec(path, argv, env);
-    if (said) unsay_sanitizer_untraced(path, examined);
+    unsay_untraced(path, examined, said);
     return exec_failed(env);
   }
   real_exec(path, argv, env);
-  if (said) unsay_sanitizer_untraced(path, examined);
+  unsay_untraced(path, examined, said);
   const int e = errno;
   cts__real.free(env);
   errno = e;
@@ -539,8 +559,9 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
   int result;
   if (foreign) {
     exec_scratch_give(scratch);
-    const bool said = examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace() &&
-                      say_sanitizer_untraced(path, &examined);
+    const untraced_said_t said = examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace()
+                                     ? say_sanitizer_untraced(path, &examined)
+                                     : NOT_SAID;
     result = exec_foreign(path, argv, foreign, &examined, said, real_exec);
   } else if (trace_stopped_in_this_image()) {
     result = exec_after_the_trace_stopped(path, argv, envp, scratch, real_exec);
@@ -724,7 +745,7 @@ static int spawn_with(unsigned which, pid_t *pid, const char *path,
   /* After the spawn: glibc's posix_spawn returns the child's exec error, so nothing is
    * said of a program that did not run. */
   if (result == 0 && examined.verdict == CTS__ELF_RUNTIME_FIRST)
-    say_sanitizer_untraced(path, &examined);
+    (void)say_sanitizer_untraced(path, &examined);
   if (foreign) cts__real.free(foreign);
   free_environment(filtered);
   return result;

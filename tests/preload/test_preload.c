@@ -4364,6 +4364,31 @@ CTS_TEST(record_counts_only_the_asan_programs_that_ran) {
                  "record: %s", traced.err);
 }
 
+/* Without record, a traced image says on its stderr, before the exec, that an
+ * AddressSanitizer program it execs runs untraced; an exec that then fails (E2BIG here:
+ * victim_exec_stack depth, two execs) left that line standing for a program that never ran.
+ * A failed exec now says so on the next line (checked: fails on main's src, whose stderr
+ * had the two "ran untraced" lines only). Needs libasan: skipped without. */
+CTS_TEST(asan_program_whose_exec_failed_is_said_not_to_have_run) {
+  char program[256], trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "asan_stderr");
+  if (!compile_asan_program(program, "asan_stderr"))
+    CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
+  victim_path(victim, sizeof victim, "victim_exec_stack");
+  char *argv[] = {victim, "depth", program, NULL};
+  unlink(trace);
+  run(&traced, argv, trace, "1e-6", NULL);
+  unlink(program);
+  unlink(trace);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  size_t said = 0, taken_back = 0;
+  for (const char *p = traced.err; (p = strstr(p, "it ran untraced\n")); p++) said++;
+  for (const char *p = traced.err; (p = strstr(p, "did not run after all: its exec failed (")); p++)
+    taken_back++;
+  CTS_ASSERT_MSG(said == 2 && taken_back == 2, "stderr: %s", traced.err);
+  CTS_ASSERT(strstr(traced.err, "Argument list too long") != NULL);
+}
+
 /* Guard for the exec hooks' cost (bench/README.md, wip/h44rest): the examination of an
  * exec'd program (its kind and its sanitizer runtime, tracer/elf_runtime.h) is at most three
  * system calls, as main's 32-bit check alone was (openat, pread, close): one open, an 8 KiB
