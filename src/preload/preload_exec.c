@@ -64,11 +64,17 @@ void cts__note_lost_tail(int e) {
     cts__tracer_note_loss(cts__exec_state.memtrace, e);
 }
 
-/* Whether an exec by this thread continues the trace in the new image: only the traced
- * process itself, not a forked or vfork'd child, and not the tracer's own threads. */
-static bool continues_trace(void) {
+/* Whether this thread is the traced process itself: not a forked or vfork'd child, not
+ * the tracer's own threads, and its settings fit (an exec can hand them on). One getpid. */
+static bool is_the_traced_process(void) {
   return !cts__guarded() && cts__exec_state.usable && cts__traced_pid != 0 &&
-         getpid() == cts__traced_pid && cts_tracer_is_active();
+         getpid() == cts__traced_pid;
+}
+
+/* Whether an exec by this thread continues the trace in the new image: the traced process,
+ * while its session runs. */
+static bool continues_trace(void) {
+  return is_the_traced_process() && cts_tracer_is_active();
 }
 
 /* Whether `list` (an LD_PRELOAD value: names separated by spaces or colons, as ld.so reads
@@ -272,17 +278,6 @@ static char **continued_environment(char *const envp[], exec_scratch_t *scratch)
   }
   env[k] = NULL;
   return env;
-}
-
-/* Whether an exec by this thread is the traced process's own after its session stopped
- * (the program closed the writer's pipe and an exec failed, the settings did fit): the
- * environment the program hands may still hold this image's MEMTRACE (one it read from
- * /proc/self/environ, or wrote itself), and the new image then truncated the stopped
- * image's trace, its good part lost, and wrote its own there. Such an exec hands on the
- * next trace's name, as a continuing one does (exec_after_the_trace_stopped). */
-static bool trace_stopped_in_this_image(void) {
-  return !cts__guarded() && cts__exec_state.usable && cts__traced_pid != 0 &&
-         getpid() == cts__traced_pid && !cts_tracer_is_active();
 }
 
 /* Whether this thread may flush: not the tracer's own threads (the writer thread would wait
@@ -529,9 +524,13 @@ static int exec_foreign(const char *path, char *const argv[], char **env,
   return -1;
 }
 
-/* An exec of the traced process after its session stopped (trace_stopped_in_this_image):
- * the new image gets the next trace's name, as at a continuing exec, so that no image
- * writes over another's trace. Nothing to flush: the stopped trace is complete. */
+/* An exec of the traced process after its session stopped (the program closed the
+ * writer's pipe and an exec failed, so the trace ended there): the environment the
+ * program hands may still hold this image's MEMTRACE (one it read from /proc/self/environ,
+ * or wrote itself), and the new image then truncated the stopped image's trace, its good
+ * part lost, and wrote its own there. The new image gets the next trace's name, as at a
+ * continuing exec, so that no image writes over another's trace. Nothing to flush: the
+ * stopped trace is complete. */
 static int exec_after_the_trace_stopped(const char *path, char *const argv[], char *const envp[],
                                         exec_scratch_t *scratch,
                                         int (*real_exec)(const char *, char *const[],
@@ -563,13 +562,13 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
                                      ? say_sanitizer_untraced(path, &examined)
                                      : NOT_SAID;
     result = exec_foreign(path, argv, foreign, &examined, said, real_exec);
-  } else if (trace_stopped_in_this_image()) {
-    result = exec_after_the_trace_stopped(path, argv, envp, scratch, real_exec);
-  } else if (!continues_trace()) {
+  } else if (!is_the_traced_process()) {
     exec_scratch_give(scratch);
     char **const filtered = environment_under_a_filter(envp);
     result = real_exec(path, argv, filtered ? filtered : envp);
     free_environment(filtered);
+  } else if (!cts_tracer_is_active()) {
+    result = exec_after_the_trace_stopped(path, argv, envp, scratch, real_exec);
   } else {
     before_exec();
     cts__tracer_exec_pending(true);
