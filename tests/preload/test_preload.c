@@ -4449,10 +4449,11 @@ static long exec_stack_bytes(const char *out, const char *call) {
  * at 56). That read runs on the tracer's side stack now; a start takes ~20 KiB at the
  * default rate, ~36 at rate 1 (its writer process). The victim is the first traced image
  * (an untraced `env` under the limit execs it), with an empty environment, under 40 KiB.
- * Checked: fails on main's src (killed, SIGSEGV, at both rates). At rate 1 the forked
- * writer process, under the same limit (`ulimit -s` sets the hard one too), dies at its
- * first packet (below 256 KiB; said, "the writer process ... is gone"): the program lives,
- * its trace holds no event (bench/README.md, wip/h45rest). */
+ * Checked: fails on main's src (killed, SIGSEGV, at both rates). The writer process (at
+ * rate 1, forked at the start) inherits the limit (`ulimit -s` sets the hard one too) and
+ * died at its first packet below 256 KiB (said, "the writer process ... is gone": the
+ * trace held no event); it runs on a stack of its own now (side_stack.h,
+ * cts__call_with_stack_room): the trace holds the 10 blocks (checked: fails without). */
 CTS_TEST(traced_program_started_with_a_small_main_stack_lives) {
   char victim[1024], trace[256], preload[1200], memtrace[300];
   victim_path(victim, sizeof victim, "victim_exec");
@@ -4480,6 +4481,7 @@ CTS_TEST(traced_program_started_with_a_small_main_stack_lives) {
     CTS_ASSERT_MSG(strcmp(traced.out, "after exec\n") == 0, "stdout: %s", traced.out);
     decoded_t d;
     CHECK_TRACE(d, trace);
+    if (i == 1) CTS_ASSERT_EQ_U64(count_length(&d, 66666), 10); /* the writer's */
     decoded_fini(&d);
     unlink(trace);
   }
