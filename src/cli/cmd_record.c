@@ -425,17 +425,51 @@ typedef enum trace_state {
 
 static bool program_file(const char *prog, char *full, size_t size);
 
+/* The file the kernel runs for the file `full`: itself, or for a script the interpreter
+ * its "#!" line names, followed as the kernel follows one that is a script itself
+ * (tracer/elf_script.h), into `runs` (size bytes). True when `full` is a script: `runs`
+ * then names the last interpreter (one that could not be read ends the chain). */
+static bool script_interpreter_file(const char *full, char *runs, size_t size) {
+  snprintf(runs, size, "%s", full);
+  bool script = false;
+  for (int depth = 0; depth <= CTS__SCRIPT_DEPTH; depth++) {
+    unsigned char head[CTS__SCRIPT_HEAD];
+    const int fd = open(runs, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) break;
+    const ssize_t got = pread(fd, head, sizeof head, 0);
+    close(fd);
+    char next[CTS__SCRIPT_HEAD];
+    if (got <= 0 || !cts__script_interpreter(head, (size_t)got, next, sizeof next)) break;
+    snprintf(runs, size, "%s", next);
+    script = true;
+  }
+  return script;
+}
+
+/* What record's lines call the file the kernel runs for `program` (whose file is `full`):
+ * the program, or "SCRIPT's interpreter PATH" for a script; `runs` gets that file's path. */
+static void program_as_run(const char *program, const char *full, char *runs, size_t runs_size,
+                           char *subject, size_t subject_size) {
+  if (script_interpreter_file(full, runs, runs_size))
+    snprintf(subject, subject_size, "%s's interpreter %s", program, runs);
+  else
+    snprintf(subject, subject_size, "%s", program);
+}
+
 /* Why `program` (where execvp finds it) ran without the preload library, when its file
  * shows it: statically linked, set-uid or set-gid to another user or group, or file
  * capabilities (security.capability: the kernel runs it in secure-execution mode, in which
- * the loader ignores an LD_PRELOAD entry with a '/'). Written at why (a clause); false when
- * the file shows none of these (the program may have cleared LD_PRELOAD). Asked only after a
- * run that left no trace. */
+ * the loader ignores an LD_PRELOAD entry with a '/'); for a script, its interpreter's file
+ * (named). Written at why (a clause); false when the file shows none of these (the program
+ * may have cleared LD_PRELOAD). Asked only after a run that left no trace. */
 static bool no_preload_cause(const char *program, char *why, size_t size) {
-  char full[4096];
+  char full[4096], runs[4096], subject[8400];
   struct stat st;
-  if (!program_file(program, full, sizeof full) || stat(full, &st) != 0) return false;
-  if (cts__elf_is_statically_linked(full))
+  if (!program_file(program, full, sizeof full)) return false;
+  program_as_run(program, full, runs, sizeof runs, subject, sizeof subject);
+  program = subject;
+  if (stat(runs, &st) != 0) return false;
+  if (cts__elf_is_statically_linked(runs))
     snprintf(why, size, "%s is statically linked: no dynamic loader reads LD_PRELOAD", program);
   else if ((st.st_mode & S_ISUID) && st.st_uid != getuid())
     snprintf(why, size,
@@ -447,7 +481,7 @@ static bool no_preload_cause(const char *program, char *why, size_t size) {
              "%s is set-gid (group %u): the loader runs it in secure-execution mode and "
              "ignores LD_PRELOAD",
              program, (unsigned)st.st_gid);
-  else if (getxattr(full, "security.capability", NULL, 0) > 0)
+  else if (getxattr(runs, "security.capability", NULL, 0) > 0)
     snprintf(why, size,
              "%s has file capabilities (security.capability; getcap shows them): the loader "
              "runs it in secure-execution mode and ignores LD_PRELOAD",
@@ -910,10 +944,12 @@ int cmd_record(int argc, char **argv) {
     verdict = cts__elf_examine(program_path, &examined_fd, runtime, sizeof runtime);
     if (examined_fd >= 0) close(examined_fd);
   }
-  if (verdict == CTS__ELF_OTHER_KIND)
-    cli_warn("%s is a program of another kind (32-bit?) than %s: it runs untraced", argv[first],
+  if (verdict == CTS__ELF_OTHER_KIND) {
+    char runs[4096], subject[8400];
+    program_as_run(argv[first], program_path, runs, sizeof runs, subject, sizeof subject);
+    cli_warn("%s is a program of another kind (32-bit?) than %s: it runs untraced", subject,
              PRELOAD_NAME);
-  else if (verdict == CTS__ELF_RUNTIME_FIRST)
+  } else if (verdict == CTS__ELF_RUNTIME_FIRST)
     cli_warn(
         "%s links %s (a sanitizer), which must come first among its libraries: it runs "
         "untraced",

@@ -64,11 +64,17 @@ void cts__note_lost_tail(int e) {
     cts__tracer_note_loss(cts__exec_state.memtrace, e);
 }
 
-/* Whether an exec by this thread continues the trace in the new image: only the traced
- * process itself, not a forked or vfork'd child, and not the tracer's own threads. */
-static bool continues_trace(void) {
+/* Whether this thread is the traced process itself: not a forked or vfork'd child, not
+ * the tracer's own threads, and its settings fit (an exec can hand them on). One getpid. */
+static bool is_the_traced_process(void) {
   return !cts__guarded() && cts__exec_state.usable && cts__traced_pid != 0 &&
-         getpid() == cts__traced_pid && cts_tracer_is_active();
+         getpid() == cts__traced_pid;
+}
+
+/* Whether an exec by this thread continues the trace in the new image: the traced process,
+ * while its session runs. */
+static bool continues_trace(void) {
+  return is_the_traced_process() && cts_tracer_is_active();
 }
 
 /* Whether `list` (an LD_PRELOAD value: names separated by spaces or colons, as ld.so reads
@@ -446,54 +452,96 @@ static void sanitizer_untraced_text(char *text, size_t size, const char *path,
            path, examined->runtime);
 }
 
+/* Where an exec's word that its program runs untraced went (said before the exec, which
+ * may still fail). */
+typedef enum {
+  NOT_SAID,       /* nowhere */
+  SAID_TO_RECORD, /* record's notes pipe: one note, said after the program's end */
+  SAID_ON_STDERR  /* this image's stderr (no record), at once */
+} untraced_said_t;
+
 /* Says that `path` links a sanitizer runtime and runs untraced: to `record` (its notes
  * pipe: said once, after the program's end, not on the program's stderr), or, without
  * record, on stderr when this image is traced (a forked child's exec says nothing there:
- * its stderr is the program's). Said before the exec, which may still fail: true when
- * record was told, which unsay_sanitizer_untraced then takes back. */
-static bool say_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+ * its stderr is the program's). Said before the exec, which may still fail:
+ * unsay_untraced then takes it back. */
+static untraced_said_t say_sanitizer_untraced(const char *path,
+                                              const examined_program_t *examined) {
   char text[400];
   sanitizer_untraced_text(text, sizeof text, path, examined);
-  if (cts__tracer_note_text(text)) return true;
-  if (continues_trace()) cts__preload_log("%s", text);
-  return false;
+  if (cts__tracer_note_text(text)) return SAID_TO_RECORD;
+  if (!continues_trace()) return NOT_SAID;
+  cts__preload_log("%s", text);
+  return SAID_ON_STDERR;
 }
 
-/* After the exec said so failed (ENOENT, EACCES, E2BIG...): record's note taken back, so
- * that record counts the programs that ran; errno kept. */
-static void unsay_sanitizer_untraced(const char *path, const examined_program_t *examined) {
+/* After the exec said to run untraced failed (ENOENT, EACCES, E2BIG...): record's note
+ * taken back, so that record counts the programs that ran; a line said on stderr
+ * followed by one that says the program did not run (a line once printed cannot be taken
+ * back, and the word could not wait: after a successful exec this library is gone).
+ * errno kept. */
+static void unsay_untraced(const char *path, const examined_program_t *examined,
+                           untraced_said_t said) {
   const int e = errno;
   char text[400];
-  sanitizer_untraced_text(text, sizeof text, path, examined);
-  cts__tracer_note_retraction(text);
+  if (said == SAID_TO_RECORD) {
+    sanitizer_untraced_text(text, sizeof text, path, examined);
+    cts__tracer_note_retraction(text);
+  } else if (said == SAID_ON_STDERR) {
+    cts__preload_log("%.200s did not run after all: its exec failed (%s)", path, strerror(e));
+  }
   errno = e;
 }
 
 /* An exec of a program this library cannot be loaded into, or must not be (a sanitizer's
  * runtime first), with `env` (environment_for_foreign_program): this image's trace ends as
  * at any exec, and the new one runs untraced, said when this image was traced. `said`:
- * record was told of it already (by exec_with), taken back if the exec fails. */
+ * where exec_with said so already, taken back if the exec fails. */
 static int exec_foreign(const char *path, char *const argv[], char **env,
-                        const examined_program_t *examined, bool said,
+                        const examined_program_t *examined, untraced_said_t said,
                         int (*real_exec)(const char *, char *const[], char *const[])) {
   if (continues_trace()) {
-    if (examined->verdict == CTS__ELF_RUNTIME_FIRST)
+    if (examined->verdict == CTS__ELF_RUNTIME_FIRST) {
       said = say_sanitizer_untraced(path, examined);
-    else
+    } else {
       cts__preload_log(
           "%.200s is a program of another kind (32-bit?): this library cannot be "
           "loaded into it; it runs untraced",
           path);
+      said = SAID_ON_STDERR;
+    }
     before_exec();
     cts__tracer_exec_pending(true);
     real_exec(path, argv, env);
-    if (said) unsay_sanitizer_untraced(path, examined);
+    unsay_untraced(path, examined, said);
     return exec_failed(env);
   }
   real_exec(path, argv, env);
-  if (said) unsay_sanitizer_untraced(path, examined);
+  unsay_untraced(path, examined, said);
   const int e = errno;
   cts__real.free(env);
+  errno = e;
+  return -1;
+}
+
+/* An exec of the traced process after its session stopped (the program closed the
+ * writer's pipe and an exec failed, so the trace ended there): the environment the
+ * program hands may still hold this image's MEMTRACE (one it read from /proc/self/environ,
+ * or wrote itself), and the new image then truncated the stopped image's trace, its good
+ * part lost, and wrote its own there. The new image gets the next trace's name, as at a
+ * continuing exec, so that no image writes over another's trace. Nothing to flush: the
+ * stopped trace is complete. */
+static int exec_after_the_trace_stopped(const char *path, char *const argv[], char *const envp[],
+                                        exec_scratch_t *scratch,
+                                        int (*real_exec)(const char *, char *const[],
+                                                         char *const[])) {
+  char **const env = continued_environment(envp, scratch);
+  exec_scratch_give(scratch);
+  real_exec(path, argv, env ? env : envp);
+  const int e = errno;
+  const int notes = cts__tracer_notes_fd();
+  if (notes >= 0) fcntl(notes, F_SETFD, FD_CLOEXEC); /* continued_environment cleared it */
+  free_environment(env);
   errno = e;
   return -1;
 }
@@ -510,14 +558,17 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
   int result;
   if (foreign) {
     exec_scratch_give(scratch);
-    const bool said = examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace() &&
-                      say_sanitizer_untraced(path, &examined);
+    const untraced_said_t said = examined.verdict == CTS__ELF_RUNTIME_FIRST && !continues_trace()
+                                     ? say_sanitizer_untraced(path, &examined)
+                                     : NOT_SAID;
     result = exec_foreign(path, argv, foreign, &examined, said, real_exec);
-  } else if (!continues_trace()) {
+  } else if (!is_the_traced_process()) {
     exec_scratch_give(scratch);
     char **const filtered = environment_under_a_filter(envp);
     result = real_exec(path, argv, filtered ? filtered : envp);
     free_environment(filtered);
+  } else if (!cts_tracer_is_active()) {
+    result = exec_after_the_trace_stopped(path, argv, envp, scratch, real_exec);
   } else {
     before_exec();
     cts__tracer_exec_pending(true);
@@ -567,7 +618,9 @@ static CTS__TLS exec_at_t exec_at_pending_call;
 static int exec_at_pending(const char *name, char *const argv[], char *const envp[]) {
   (void)name;
   const exec_at_t *const c = &exec_at_pending_call;
-  return (int)syscall(SYS_execveat, c->dirfd, c->path, argv, envp, c->flags);
+  /* Not by syscall(): the hook there hands an execveat back to execveat (below). */
+  return (int)cts__raw_system_call(SYS_execveat, c->dirfd, (long)c->path, (long)argv, (long)envp,
+                                   c->flags, 0);
 }
 
 static int exec_at(int dirfd, const char *path, int flags, const char *name, char *const argv[],
@@ -595,6 +648,14 @@ CTS__PRELOAD_EXPORT int execveat(int dirfd, const char *path, char *const argv[]
   else
     snprintf(name, sizeof name, "/proc/self/fd/%d/%s", dirfd, path);
   return exec_at(dirfd, path, flags, name, argv, envp);
+}
+
+/* preload_internal.h. The arguments as the kernel takes them: ints in the low halves. */
+long cts__exec_system_call(long number, long a1, long a2, long a3, long a4, long a5) {
+  if (number == SYS_execve) return execve((const char *)a1, (char *const *)a2, (char *const *)a3);
+  if (!a2) /* glibc's execveat declares its path nonnull: the kernel's answer, EFAULT */
+    return cts__raw_system_call(number, a1, a2, a3, a4, a5, 0);
+  return execveat((int)a1, (const char *)a2, (char *const *)a3, (char *const *)a4, (int)a5);
 }
 
 /* glibc's execl family calls its internal execve directly, past the interposed one, so it
@@ -683,7 +744,7 @@ static int spawn_with(unsigned which, pid_t *pid, const char *path,
   /* After the spawn: glibc's posix_spawn returns the child's exec error, so nothing is
    * said of a program that did not run. */
   if (result == 0 && examined.verdict == CTS__ELF_RUNTIME_FIRST)
-    say_sanitizer_untraced(path, &examined);
+    (void)say_sanitizer_untraced(path, &examined);
   if (foreign) cts__real.free(foreign);
   free_environment(filtered);
   return result;

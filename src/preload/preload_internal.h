@@ -5,7 +5,8 @@
  *   preload_env.c      the settings in the environment, the constructor and destructor
  *   preload_pthread.c  task tracing of the program's threads
  *   preload_fds.c      close and the calls like it: the lazy writer made before they act
- *   preload_syscall.c  libc's syscall(): the lazy writer made before a seccomp filter
+ *   preload_syscall.c  libc's syscall(): the lazy writer made before a seccomp filter, raw
+ *                      execs to the exec hooks
  * Everything here is internal to the library (hidden); nothing here may allocate (STYLE
  * rule 36). */
 #ifndef CTS_PRELOAD_INTERNAL_H
@@ -17,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../tracer/raw_system_call.h"
 #include "../tracer/tracer_internal.h"
 
 #define CTS__PRELOAD_HIDDEN __attribute__((visibility("hidden")))
@@ -110,6 +112,11 @@ extern cts__exec_state_t cts__exec_state CTS__PRELOAD_HIDDEN;
 void cts__notes_from_environment(void) CTS__PRELOAD_HIDDEN;
 /* Tells record that this image's trace lost its tail; e: the tracer's error. Once. */
 void cts__note_lost_tail(int e) CTS__PRELOAD_HIDDEN;
+
+/* A program's raw execve or execveat system call, from the syscall() hook: through the
+ * exec hooks, as execve() and execveat() (-1 and errno on an error). */
+long cts__exec_system_call(long number, long a1, long a2, long a3, long a4,
+                           long a5) CTS__PRELOAD_HIDDEN;
 
 /* ---- the environment (preload_env.c) ---------------------------------------------------- */
 

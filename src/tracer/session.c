@@ -21,6 +21,7 @@
 
 #include "os/os.h"
 #include "session.h"
+#include "side_stack.h"
 #include "lazylib.h"
 #include "tracer_state.h"
 
@@ -205,6 +206,16 @@ static bool seccomp_filter_installed_since_start(void) {
          now > seccomp_at_start;
 }
 
+/* cts__tsc_usable_known from /proc/cpuinfo (cts_os_tsc_usable). On the side stack: it
+ * reads the file into a 32 KiB buffer on its stack, and a session starts on the program's
+ * (the preload's constructor, on the main thread's, whose size `ulimit -s` sets; the API's
+ * caller, on any thread's): a program run with `ulimit -s 48` (KiB) was fine untraced and
+ * died by SIGSEGV at its start when traced. */
+static void learn_whether_tsc_usable(void *unused) {
+  (void)unused;
+  cts__tsc_usable_known = cts_os_tsc_usable();
+}
+
 /* cts__session_start_locked, its descriptors set aside in `aside` (the caller ends it). */
 static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t *sink,
                         int socket_fd, cts_fd_aside_t *aside) {
@@ -236,7 +247,7 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
   __atomic_store_n(&cts__session.clock_user_data, sink->clock ? sink->clock_user_data : NULL,
                    __ATOMIC_RELAXED);
   if (CTS_HAVE_CPU_COUNTER && !sink->clock && cts__tsc_usable_known < 0)
-    cts__tsc_usable_known = cts_os_tsc_usable();
+    cts__call_on_side_stack(learn_whether_tsc_usable, NULL);
   __atomic_store_n(&cts__session.tsc_mode,
                    CTS_HAVE_CPU_COUNTER && !sink->clock && cts__tsc_usable_known > 0,
                    __ATOMIC_RELAXED);

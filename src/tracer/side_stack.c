@@ -5,6 +5,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "tracer_internal.h"
 
@@ -58,6 +61,25 @@ void cts__side_stack_atfork_child(void) {
   atomic_flag_clear_explicit(&side_stack_taken, memory_order_relaxed);
 }
 
+void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room) {
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_STACK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= room) {
+    fn(arg);
+    return;
+  }
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  room = (room + page - 1) / page * page;
+  unsigned char *const map = mmap(NULL, room + page, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (map == MAP_FAILED) {
+    fn(arg);
+    return;
+  }
+  mprotect(map, page, PROT_NONE); /* an overflow faults, as at a stack's end */
+  call_with_stack(fn, arg, map + page + room);
+  munmap(map, room + page);
+}
+
 #else
 
 void cts__call_on_side_stack(void (*fn)(void *), void *arg) {
@@ -65,5 +87,10 @@ void cts__call_on_side_stack(void (*fn)(void *), void *arg) {
 }
 
 void cts__side_stack_atfork_child(void) {}
+
+void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room) {
+  (void)room;
+  fn(arg);
+}
 
 #endif

@@ -20,9 +20,21 @@
 #ifndef CTS_TRACER_SIDE_STACK_H
 #define CTS_TRACER_SIDE_STACK_H
 
+#include <stddef.h>
+
 /* Runs fn(arg) on the side stack when it is free (x86-64, not under a sanitizer), else on
  * the caller's stack; returns when fn has. fn must not leave by longjmp. */
 void cts__call_on_side_stack(void (*fn)(void *), void *arg);
+
+/* Runs fn(arg) where the stack has `room` bytes: in place when the main thread's stack limit
+ * (RLIMIT_STACK's soft value) allows that much, else on a stack of its own of `room` bytes
+ * (a private mapping, pages touched as used, an inaccessible page under it), unmapped after
+ * (x86-64; elsewhere in place). For a process's long-lived code that needs a stack of the
+ * usual size whatever limit the program was started with (the writer process: `ulimit -s
+ * 128`, which sets the hard limit too, killed it at its first packet). One getrlimit; a
+ * mapping and an mprotect where the limit is lower. fn may not return (then nothing is
+ * unmapped). Not for a thread other than the main one: its stack is not the limit's. */
+void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room);
 
 /* After a fork, in the child: the side stack free (the thread that held it is not there). */
 void cts__side_stack_atfork_child(void);

@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "raw_system_call.h"
+#include "side_stack.h"
 #include "tracer_state.h"
 
 cts__writer_proc_t cts__wproc = {
@@ -294,8 +296,31 @@ static _Noreturn void writer_process_main(int watch_fd, pid_t program) {
   cts__writer_process_run(watch_fd, program);
 }
 
-/* tracer_state.h. */
+/* The writer process's stack: its symbolizer (libdw), compression and writer loop. */
+#define WRITER_STACK_ROOM (8u << 20)
+
+typedef struct {
+  int watch_fd;
+  pid_t program;
+} writer_run_t;
+
+static _Noreturn void writer_process_loop(int watch_fd, pid_t program);
+
+static void writer_process_loop_entry(void *arg) {
+  const writer_run_t *const run = arg;
+  writer_process_loop(run->watch_fd, run->program);
+}
+
+/* tracer_state.h. On a stack of the usual size (side_stack.h): the writer inherits the
+ * program's stack limit, and under `ulimit -s 128` (KiB; hard too) it died by SIGSEGV at
+ * its first packet, the program's trace lost (said). */
 _Noreturn void cts__writer_process_run(int watch_fd, pid_t program) {
+  writer_run_t run = {watch_fd, program};
+  cts__call_with_stack_room(writer_process_loop_entry, &run, WRITER_STACK_ROOM);
+  _exit(0); /* not reached: the loop exits */
+}
+
+static _Noreturn void writer_process_loop(int watch_fd, pid_t program) {
   cts__wproc.owner_watch_fd = watch_fd;
   cts__wproc.traced_pid = program;
   /* record's notes pipe, if it is still the program's: a file of the program's that took
@@ -760,7 +785,8 @@ static int exec_writer_entry(void *arg) {
   (void)arg;
   for (int i = 0; i < 4; i++)
     if (spawn.keep[i] >= 0) syscall(SYS_fcntl, spawn.keep[i], F_SETFD, 0);
-  syscall(SYS_execve, writer_exe, spawn.argv, spawn.envp);
+  /* Not by syscall(): the preload's hook there hands an execve to its exec hooks. */
+  cts__raw_system_call(SYS_execve, (long)writer_exe, (long)spawn.argv, (long)spawn.envp, 0, 0, 0);
   spawn.exec_failed = 1;
   syscall(SYS_exit, 127);
   return 0;

@@ -422,9 +422,11 @@ static bool run_exec_victim(const char *how, const char *name, char *trace, char
 
 CTS_TEST(exec_continues_the_trace_in_a_new_file) {
   /* fexecve and execveat make the execveat system call, past the interposed execve: the
-   * new image's trace was lost without a word (checked: fails on main's src). */
-  static const char *const ways[] = {"execv",  "execve", "execvp",  "execvpe", "execl",
-                                     "execlp", "execle", "fexecve", "execveat"};
+   * new image's trace was lost without a word (checked: fails on main's src); so did a
+   * raw execve or execveat by syscall() (checked too). */
+  static const char *const ways[] = {"execv",    "execve",         "execvp",          "execvpe",
+                                     "execl",    "execlp",         "execle",          "fexecve",
+                                     "execveat", "syscall-execve", "syscall-execveat"};
   for (size_t w = 0; w < sizeof ways / sizeof *ways; w++) {
     char trace[256], next[300];
     trace_path(trace, sizeof trace, "exec");
@@ -447,6 +449,26 @@ CTS_TEST(exec_continues_the_trace_in_a_new_file) {
     unlink(trace);
     unlink(next);
   }
+}
+
+/* An exec after the image's session stopped (here: the program closed the writer
+ * process's pipe, so an exec that failed ended the trace) with an environment that still
+ * names the image's trace (read from /proc/self/environ): the new image truncated the
+ * first image's trace and wrote its own there (checked: fails on main's src). It gets the
+ * next name, as at a continuing exec: both traces whole. */
+CTS_TEST(exec_after_the_trace_stopped_writes_over_no_trace) {
+  char trace[256], next[300];
+  CTS_ASSERT(run_exec_victim("stopped-then-exec", "execafterstop", trace, next));
+  decoded_t d;
+  CHECK_TRACE(d, trace); /* the first image's, complete up to its stop */
+  CTS_ASSERT_EQ_U64(count_length(&d, 55555), 11);
+  CTS_ASSERT_EQ_U64(count_length(&d, 66666), 0);
+  decoded_fini(&d);
+  CHECK_TRACE(d, next); /* the new image's, in a file of its own */
+  CTS_ASSERT_EQ_U64(count_length(&d, 66666), 10);
+  decoded_fini(&d);
+  unlink(trace);
+  unlink(next);
 }
 
 /* Guard for exec chains (bench/README.md, the exec chain at rate 1): an image that execs
@@ -4342,6 +4364,31 @@ CTS_TEST(record_counts_only_the_asan_programs_that_ran) {
                  "record: %s", traced.err);
 }
 
+/* Without record, a traced image says on its stderr, before the exec, that an
+ * AddressSanitizer program it execs runs untraced; an exec that then fails (E2BIG here:
+ * victim_exec_stack depth, two execs) left that line standing for a program that never ran.
+ * A failed exec now says so on the next line (checked: fails on main's src, whose stderr
+ * had the two "ran untraced" lines only). Needs libasan: skipped without. */
+CTS_TEST(asan_program_whose_exec_failed_is_said_not_to_have_run) {
+  char program[256], trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "asan_stderr");
+  if (!compile_asan_program(program, "asan_stderr"))
+    CTS_SKIP("no AddressSanitizer (libasan) for /usr/bin/cc");
+  victim_path(victim, sizeof victim, "victim_exec_stack");
+  char *argv[] = {victim, "depth", program, NULL};
+  unlink(trace);
+  run(&traced, argv, trace, "1e-6", NULL);
+  unlink(program);
+  unlink(trace);
+  CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+  size_t said = 0, taken_back = 0;
+  for (const char *p = traced.err; (p = strstr(p, "it ran untraced\n")); p++) said++;
+  for (const char *p = traced.err; (p = strstr(p, "did not run after all: its exec failed (")); p++)
+    taken_back++;
+  CTS_ASSERT_MSG(said == 2 && taken_back == 2, "stderr: %s", traced.err);
+  CTS_ASSERT(strstr(traced.err, "Argument list too long") != NULL);
+}
+
 /* Guard for the exec hooks' cost (bench/README.md, wip/h44rest): the examination of an
  * exec'd program (its kind and its sanitizer runtime, tracer/elf_runtime.h) is at most three
  * system calls, as main's 32-bit check alone was (openat, pread, close): one open, an 8 KiB
@@ -4393,6 +4440,51 @@ static long exec_stack_bytes(const char *out, const char *call) {
   for (const char *line = out; line && *line; line = strchr(line, '\n'), line += line != NULL)
     if (strncmp(line, key, strlen(key)) == 0) return strtol(line + strlen(key), NULL, 10);
   return -1;
+}
+
+/* A session starts on the program's stack (the constructor, on the main thread's, whose
+ * size `ulimit -s` bounds): its look at /proc/cpuinfo (cts_os_tsc_usable) read the file
+ * into a 32 KiB array there, and a program run with `ulimit -s 48` (KiB) was fine
+ * untraced and died by SIGSEGV at its start when traced (main: dies at 48 and below, lives
+ * at 56). That read runs on the tracer's side stack now; a start takes ~20 KiB at the
+ * default rate, ~36 at rate 1 (its writer process). The victim is the first traced image
+ * (an untraced `env` under the limit execs it), with an empty environment, under 40 KiB.
+ * Checked: fails on main's src (killed, SIGSEGV, at both rates). The writer process (at
+ * rate 1, forked at the start) inherits the limit (`ulimit -s` sets the hard one too) and
+ * died at its first packet below 256 KiB (said, "the writer process ... is gone": the
+ * trace held no event); it runs on a stack of its own now (side_stack.h,
+ * cts__call_with_stack_room): the trace holds the 10 blocks (checked: fails without). */
+CTS_TEST(traced_program_started_with_a_small_main_stack_lives) {
+  char victim[1024], trace[256], preload[1200], memtrace[300];
+  victim_path(victim, sizeof victim, "victim_exec");
+  trace_path(trace, sizeof trace, "smallmain");
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
+  snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
+  static const char *const rates[] = {"MEMTRACE_RATE=1e-6", "MEMTRACE_RATE=1"};
+  for (size_t i = 0; i < sizeof rates / sizeof *rates; i++) {
+    char *argv[] = {"/usr/bin/env",
+                    "-i",
+                    "/bin/sh",
+                    "-c",
+                    "ulimit -s 40 && exec /usr/bin/env \"$@\"",
+                    "sh",
+                    preload,
+                    memtrace,
+                    (char *)rates[i],
+                    victim,
+                    "after",
+                    NULL};
+    unlink(trace);
+    run(&traced, argv, NULL, NULL, NULL);
+    CTS_ASSERT_MSG(traced.status == 7, "%s: exit %d, stderr: %s", rates[i], traced.status,
+                   traced.err);
+    CTS_ASSERT_MSG(strcmp(traced.out, "after exec\n") == 0, "stdout: %s", traced.out);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    if (i == 1) CTS_ASSERT_EQ_U64(count_length(&d, 66666), 10); /* the writer's */
+    decoded_fini(&d);
+    unlink(trace);
+  }
 }
 
 /* The exec hooks' stack (bench/README.md, wip/h45fix). Examining the program (its path
@@ -4534,6 +4626,53 @@ CTS_TEST(script_with_an_interpreter_of_another_elf_class_finds_no_loader_error) 
   runs_without_loader_error(script, "m32_script");
   runs_without_loader_error(nested, "m32_nested");
   unlink(nested);
+  unlink(script);
+  unlink(program);
+  rmdir(dir);
+}
+
+/* `record -- SCRIPT` whose `#!` interpreter (or its interpreter's, a script too) ran
+ * without the library: record's line names the interpreter and its cause, as it does for a
+ * program (checked: fails on main's record, which said "SCRIPT did not load the preload
+ * library: statically linked, set-uid, or it cleared LD_PRELOAD?" for a static interpreter
+ * and "SCRIPT is a program of another kind (32-bit?)" for a 32-bit one). */
+static void record_names_the_interpreter(const char *script, const char *interpreter,
+                                         const char *cause, const char *trace) {
+  char *argv[] = {CTS_TEST_CTFSCOPE, "record", "-o", (char *)trace, "--", (char *)script, NULL};
+  run(&traced, argv, NULL, NULL, NULL);
+  unlink(trace);
+  char said[1200];
+  snprintf(said, sizeof said, "%s's interpreter %s %s", script, interpreter, cause);
+  CTS_ASSERT_MSG(strstr(traced.err, said) != NULL, "wanted \"%s\" in: %s", said, traced.err);
+  CTS_ASSERT_MSG(strstr(traced.err, "statically linked, set-uid") == NULL, "a guess: %s",
+                 traced.err);
+}
+
+CTS_TEST(record_names_a_scripts_interpreter_and_why_it_ran_untraced) {
+  char dir[256], script[300], nested[300], trace[300], line[1200], victim[1024];
+  snprintf(dir, sizeof dir, "/tmp/cts_preload_interpreter_%d", (int)getpid());
+  CTS_ASSERT(mkdir(dir, 0755) == 0 || errno == EEXIST);
+  snprintf(script, sizeof script, "%s/script", dir);
+  snprintf(nested, sizeof nested, "%s/nested", dir);
+  snprintf(trace, sizeof trace, "%s/trace.ctf", dir);
+  victim_path(victim, sizeof victim, "victim_static");
+  snprintf(line, sizeof line, "#!%s exit\n", victim);
+  CTS_ASSERT(write_text_file(script, line) && chmod(script, 0755) == 0);
+  snprintf(line, sizeof line, "#! %s\n", script);
+  CTS_ASSERT(write_text_file(nested, line) && chmod(nested, 0755) == 0);
+  record_names_the_interpreter(script, victim, "is statically linked", trace);
+  record_names_the_interpreter(nested, victim, "is statically linked", trace);
+  unlink(nested);
+  unlink(script);
+  rmdir(dir);
+  char program[300];
+  if (!dir_with_32_bit_program("interpreter32", "m32", dir, sizeof dir, program, sizeof program))
+    return; /* no gcc-multilib: the static interpreter only */
+  snprintf(script, sizeof script, "%s/script", dir);
+  snprintf(trace, sizeof trace, "%s/trace.ctf", dir);
+  snprintf(line, sizeof line, "#!%s\n", program);
+  CTS_ASSERT(write_text_file(script, line) && chmod(script, 0755) == 0);
+  record_names_the_interpreter(script, program, "is a program of another kind (32-bit?)", trace);
   unlink(script);
   unlink(program);
   rmdir(dir);
@@ -4952,8 +5091,9 @@ CTS_TEST(close_hook_instructions_per_call) {
 }
 
 /* Guard for libc's syscall() interposed (src/preload/preload_syscall.c): any number but
- * SYS_seccomp goes to the kernel at the cost of a compare more than glibc's own syscall()
- * (the release build: 17 instructions a call against glibc's 11, +6; as a variadic
+ * SYS_seccomp, SYS_execve and SYS_execveat goes to the kernel at the cost of a bit test
+ * more than glibc's own syscall() (the release build: 17 instructions a call against
+ * glibc's 11, +6, with the execs' bit test as with one compare; as a variadic
  * function reading its arguments with va_arg, 32). The bound catches a look-up, a lock or
  * a system call added to its path. Main (0c80975) had no hook: 0. */
 CTS_TEST(syscall_hook_instructions_per_call) {
@@ -4964,7 +5104,7 @@ CTS_TEST(syscall_hook_instructions_per_call) {
 #ifdef __OPTIMIZE__
   const double most = 8.5;
 #else
-  const double most = 50.5;                                      /* gcc 12, not optimised: 45 */
+  const double most = 55.5;                                      /* gcc 12, not optimised: 52 (45 before the exec numbers' bit test) */
 #endif
   char dir[] = "/tmp/cts_preload_syscall_XXXXXX";
   CTS_ASSERT(mkdtemp(dir) != NULL);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Allocates 55555-byte blocks, then execs itself with "after" through the function named
  * by argv[1] (execv by default; execve, execvp, execvpe, execl, execlp, execle, fexecve,
- * execveat): the new image allocates 66666-byte blocks and exits with 7. Traced, the new image goes
- * on tracing into the next file (tracer.h, "Processes"). With "fork-exec", a forked child execs
- * itself instead (the child is not traced) and the parent exits with its status.
+ * execveat, and the raw system calls by syscall(): syscall-execve, syscall-execveat): the new image
+ * allocates 66666-byte blocks and exits with 7. Traced, the new image goes on tracing into the next
+ * file (tracer.h, "Processes"). With "fork-exec", a forked child execs itself instead (the child is
+ * not traced) and the parent exits with its status.
  *
  * With "stopped-writer" (traced, writer process): stops its own writer process (SIGSTOP;
  * found as the process holding the trace file, $MEMTRACE, open) before the exec, and the
@@ -16,6 +17,12 @@
  * (the tracer's intermediate process, just made); the new image exits with 7 if none of them
  * is still its child (alive or a zombie nobody will reap), else with 9. "vfork-stray-child"
  * first runs /bin/true from a vfork'd child, then does the same.
+ *
+ * With "stopped-then-exec", it closes every descriptor from 3 up (the writer process's
+ * pipe with them: the trace ends at the next exec, complete), makes an exec that fails,
+ * then execs itself with the environment it started with (read from /proc/self/environ, as
+ * a program that re-executes itself can): that environment still names this image's trace,
+ * which the new image must not write over.
  *
  * With "subreaper-wait-all", it makes itself a child subreaper (PR_SET_CHILD_SUBREAPER,
  * which an exec keeps; init-like programs, container shims) and execs itself with
@@ -32,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +114,23 @@ static pid_t holder_of(const char *path) {
   return found;
 }
 
+/* The environment this process started with, from /proc/self/environ (NULL-terminated in
+ * a static array), or NULL. */
+static char **initial_environment(void) {
+  static char env[1 << 16];
+  static char *list[512];
+  FILE *const f = fopen("/proc/self/environ", "r");
+  if (!f) return NULL;
+  const size_t n = fread(env, 1, sizeof env - 1, f);
+  fclose(f);
+  env[n] = '\0';
+  size_t k = 0;
+  for (size_t i = 0; i < n && k + 1 < sizeof list / sizeof *list; i += strlen(env + i) + 1)
+    list[k++] = env + i;
+  list[k] = NULL;
+  return list;
+}
+
 static void exec_self(const char *how, char *argv0) {
   static const char self[] = "/proc/self/exe";
   char *args[] = {argv0, "after", NULL};
@@ -125,6 +150,10 @@ static void exec_self(const char *how, char *argv0) {
     fexecve(open(self, O_RDONLY | O_CLOEXEC), args, environ);
   else if (strcmp(how, "execveat") == 0) /* relative to a directory's descriptor */
     execveat(open("/proc/self", O_RDONLY | O_DIRECTORY | O_CLOEXEC), "exe", args, environ, 0);
+  else if (strcmp(how, "syscall-execve") == 0) /* a program's own system call */
+    syscall(SYS_execve, self, args, environ);
+  else if (strcmp(how, "syscall-execveat") == 0)
+    syscall(SYS_execveat, open(self, O_RDONLY | O_CLOEXEC), "", args, environ, AT_EMPTY_PATH);
   else
     execv(self, args);
 }
@@ -251,6 +280,14 @@ int main(int argc, char **argv) {
     execl("/proc/self/exe", argv[0],
           strcmp(argv[1], "stopped-writer-late") == 0 ? "continue-late" : "continue", pid,
           (char *)NULL);
+    return 2;
+  }
+  if (argc > 1 && strcmp(argv[1], "stopped-then-exec") == 0) {
+    char **const started_with = initial_environment();
+    char *args[] = {argv[0], "after", NULL};
+    closefrom(3);
+    execve("/nonexistent/victim_exec", args, environ);
+    if (started_with) execve("/proc/self/exe", args, started_with);
     return 2;
   }
   exec_self(argc > 1 ? argv[1] : "execv", argv[0]);
