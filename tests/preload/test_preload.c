@@ -1629,7 +1629,7 @@ static void constructor_instructions(const char *dir, unsigned fillers, uint64_t
   }
   envp[fillers] = preload;
   envp[fillers + 1] = memtrace;
-  envp[fillers + 2] = "MEMTRACE_RATE=1e-6";
+  envp[fillers + 2] = "MEMTRACE_RATE=1e-12";
   char *argv[] = {"/usr/bin/valgrind",
                   "--tool=callgrind",
                   "--toggle-collect=preload_init",
@@ -5231,7 +5231,7 @@ CTS_TEST(real_functions_found_with_eight_dlsym_calls) {
   snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s", CTS_TEST_PRELOAD);
   snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s/trace.ctf", dir);
   snprintf(out, sizeof out, "--callgrind-out-file=%s/cg", dir);
-  char *envp[] = {preload_var, memtrace, "MEMTRACE_RATE=1e-6", NULL};
+  char *envp[] = {preload_var, memtrace, "MEMTRACE_RATE=1e-12", NULL};
   char *argv[] = {"/usr/bin/valgrind",
                   "--tool=callgrind",
                   "--toggle-collect=cts__resolve_real_functions",
@@ -5267,7 +5267,7 @@ static void traced_true_lookups(const char *name, char *text, size_t cap) {
   snprintf(memtrace, sizeof memtrace, "MEMTRACE=%s", trace);
   char debug_env[300];
   snprintf(debug_env, sizeof debug_env, "LD_DEBUG_OUTPUT=%s", debug_out);
-  char *envp[] = {preload, memtrace, "MEMTRACE_RATE=1e-6", "LD_DEBUG=symbols", debug_env, NULL};
+  char *envp[] = {preload, memtrace, "MEMTRACE_RATE=1e-12", "LD_DEBUG=symbols", debug_env, NULL};
   char *argv[] = {"/bin/true", NULL};
   const pid_t pid = fork();
   CTS_ASSERT(pid >= 0);
