@@ -256,11 +256,12 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   if (!cts__sampling_on()) return CTS__TRACER_NO_ID;
   cts__guard_enter();
   cts__ring_t *const r = cts__thread_ring(t);
-  /* Room for the longest backtrace (and libunwind's view of our own frames): the frames
-   * go straight into the ring, and only what they take is published. */
+  /* Room for the longest backtrace, one frame more to see whether it was cut (and
+   * libunwind's view of our own frames): the frames go straight into the ring, and only
+   * what they take is published. */
   const size_t max_frames = SAMPLER_GET(max_frames);
   const bool drop_when_full = SAMPLER_GET(drop_when_full);
-  const size_t room = REC_ALLOC_WORDS + max_frames + CTS__OWN_FRAMES;
+  const size_t room = REC_ALLOC_WORDS + max_frames + 1u + CTS__OWN_FRAMES;
   size_t pad;
   uint64_t *const rec =
       r ? cts__ring_reserve(r, room, drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad) : NULL;
@@ -281,7 +282,12 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
    * stored (cc1 at rate 1: ~200 bytes per record, 580 000 records). */
   for (size_t at = 0; at < REC_PREFETCH_WORDS; at += 8u)
     __builtin_prefetch(rec + at, 1); /* (beyond the room too: a prefetch never faults) */
-  const size_t depth = capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, max_frames, r->bottom);
+  /* A walk that finds a frame beyond max_frames was cut: that frame becomes the marker
+   * that says so (tracer_state.h, CUT_CODE_BASE), the stack's outermost. */
+  const size_t depth =
+      capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, max_frames + 1u, r->bottom);
+  if (CTS_UNLIKELY(depth > max_frames))
+    rec[REC_ALLOC_WORDS + max_frames] = CUT_CODE_BASE + max_frames;
   rec[1] = cts__event_time();
   const uint64_t full = atomic_fetch_add_explicit(&cts__ctl->next_id, 1, memory_order_relaxed);
   rec[0] = REC_ALLOC | (uint64_t)depth << 8;

@@ -53,6 +53,17 @@ size_t cts__resolve_code(void *user_data, uint64_t code, cts_mt_location_t *out,
                                  .defname = cts__writer.marker_name};
     return 1;
   }
+  if (code - CUT_CODE_BASE <= MAX_FRAMES_LIMIT) {
+    if (max < 1) return 1;
+    snprintf(cts__writer.marker_name, sizeof cts__writer.marker_name,
+             CUT_NAME_PREFIX "--max-frames %u]", (unsigned)(code - CUT_CODE_BASE));
+    out[0] = (cts_mt_location_t){.line = 1,
+                                 .start_char = 0,
+                                 .end_char = 0,
+                                 .filename = "<ctfscope>",
+                                 .defname = cts__writer.marker_name};
+    return 1;
+  }
   if (!cts__session.cfg.symbolize)
     return 0; /* (and without libdw the symbolizer resolves nothing) */
   if (!cts__writer.symbolizer)
@@ -152,7 +163,7 @@ bool cts__writer_memory(void) {
   if (!cts__writer.writer_mem) {
     cts_mt_writer_config_t wc;
     cts_mt_writer_config_init(&wc);
-    wc.max_backtrace_frames = MAX_FRAMES_LIMIT;
+    wc.max_backtrace_frames = REC_FRAMES_MAX;
     cts__writer.writer_mem_size = cts_mt_writer_size(&wc);
     cts__writer.writer_mem = cts__map_pages(cts__writer.writer_mem_size);
     if (!cts__writer.writer_mem) return false;
@@ -248,7 +259,7 @@ static void take_losses(void) {
  * "The memtrace encoder per event"). */
 static int write_alloc(const uint64_t *rec, size_t depth) {
   const uint64_t *const frames = rec + REC_ALLOC_WORDS;
-  CTS_ASSERT((rec[2] & ID_MASK) == cts__writer.emitted && depth <= MAX_FRAMES_LIMIT);
+  CTS_ASSERT((rec[2] & ID_MASK) == cts__writer.emitted && depth <= REC_FRAMES_MAX);
   uint64_t id;
   if (CTS_UNLIKELY(!cts__writer.event_memory_mapped)) map_event_memory();
   const int e =
