@@ -144,4 +144,45 @@ CTS_TEST(ocaml_reader_reads_our_traces_as_we_do) {
   rmdir(dir);
 }
 
+/* A stack cut at the tracer's frame limit ends in a marker frame that the trace names
+ * (src/tracer/tracer_state.h, CUT_CODE_BASE): OCaml's reader reads such a trace, in both
+ * encodings, as we do, and its dump shows the marker by name. (Before, checked on main's
+ * code: record refused --max-frames, and no stack said it was cut.) */
+CTS_TEST(ocaml_reader_shows_the_marker_of_a_cut_stack) {
+  if (access(ocaml, X_OK) != 0) {
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) CTS_FAIL("%s is missing (CI=true)", ocaml);
+    CTS_SKIP("%s not found: the interop check needs ../shared/tools", ocaml);
+  }
+  char dir[] = "/tmp/cts-interop-cut.XXXXXX";
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  char compact[64], memtrace[64];
+  snprintf(compact, sizeof compact, "%s/cut.ctf", dir);
+  snprintf(memtrace, sizeof memtrace, "%s/cut.memtrace.ctf", dir);
+  /* victim_deep: 3 blocks allocated 100 calls deep */
+  char *rec_argv[] = {CTS_TEST_CTFSCOPE,    "record", "-q", "--rate", "1",
+                      "--max-frames",       "16",     "-o", compact,  "--",
+                      CTS_TEST_DEEP_VICTIM, "100",    NULL};
+  run_result_t res;
+  CTS_ASSERT(run_cmd(rec_argv, NULL, 60, &res));
+  CTS_ASSERT_MSG(res.exit_code == 0, "record: %d %s", res.exit_code, res.err);
+  run_result_free(&res);
+  char *filter_argv[] = {CTS_TEST_CTFSCOPE, "filter", "-q", "--encoding", "memtrace", "-o",
+                         memtrace,          compact,  NULL};
+  CTS_ASSERT(run_cmd(filter_argv, NULL, 60, &res));
+  CTS_ASSERT_MSG(res.exit_code == 0, "filter: %d %s", res.exit_code, res.err);
+  run_result_free(&res);
+  const char *const traces[] = {compact, memtrace};
+  for (size_t i = 0; i < 2; i++) {
+    CTS_ASSERT(same_as_ocaml(traces[i]));
+    char *odump_argv[] = {(char *)ocaml, "dump", (char *)traces[i], NULL};
+    CTS_ASSERT(run_cmd(odump_argv, NULL, 120, &res));
+    CTS_ASSERT_EQ_INT(res.exit_code, 0);
+    CTS_ASSERT_MSG(strstr(res.out, "[deeper frames not recorded: --max-frames 16]"), "%s", res.out);
+    run_result_free(&res);
+    unlink(traces[i]);
+  }
+  rmdir(dir);
+}
+
 CTS_TEST_MAIN()
