@@ -103,7 +103,10 @@
  * one more frame: the code CUT_CODE_BASE + max_frames, which no return address can be (it
  * lies in the first page: bad_return, unwind.c), and which the writer names
  * CUT_NAME_PREFIX "--max-frames N]" (cts__resolve_code), so that every memtrace reader
- * shows the cut. The analysis finds it by that name (src/analysis/summary.c). */
+ * shows the cut. The sampling thread walks max_frames + 1 frames into the record; the
+ * writer turns a frame past max_frames into the marker (write_alloc), so that the
+ * allocating thread pays nothing for it. The analysis finds the marker by its name
+ * (src/analysis/summary.c). */
 #define CUT_CODE_BASE   0x800u
 #define CUT_NAME_PREFIX "[deeper frames not recorded: "
 /* The frames of a record: max_frames, and the cut's marker. */
@@ -271,9 +274,10 @@ typedef struct cts__sampler {
   double inv_log_miss; /* 1 / log(1 − λ): geometric gaps between sampled words */
   double inv_log_hit;  /* 1 / log(λ): gaps between unsampled words, when λ > 1/2 */
   uint64_t seed;       /* the session's cfg.seed: 0, from the clock */
-  /* The session's cfg.max_frames and cfg.drop_when_full, for the record path: the
+  /* The session's cfg.max_frames + 1 (the frames a walk looks for: one more says it was
+   * cut, which the writer marks) and cfg.drop_when_full, for the record path: the
    * session's `cfg` itself is rewritten as a whole by the next session's start. */
-  uint32_t max_frames;
+  uint32_t walk_frames;
   bool drop_when_full;
   atomic_uint_fast64_t thread_seeds;
 } cts__sampler_t;

@@ -260,6 +260,15 @@ static void take_losses(void) {
 static int write_alloc(const uint64_t *rec, size_t depth) {
   const uint64_t *const frames = rec + REC_ALLOC_WORDS;
   CTS_ASSERT((rec[2] & ID_MASK) == cts__writer.emitted && depth <= REC_FRAMES_MAX);
+  /* A walk that found a frame past the limit was cut: that frame, the outermost, becomes
+   * the marker that says so (tracer_state.h, CUT_CODE_BASE). Written in the record, which
+   * is the writer's until it moves the tail past it. (Beyond one more: a thread that
+   * walked with the previous session's limit.) */
+  const size_t max_frames = cts__session.cfg.max_frames;
+  if (CTS_UNLIKELY(depth > max_frames)) {
+    ((uint64_t *)frames)[max_frames] = CUT_CODE_BASE + max_frames;
+    depth = max_frames + 1u;
+  }
   uint64_t id;
   if (CTS_UNLIKELY(!cts__writer.event_memory_mapped)) map_event_memory();
   const int e =
