@@ -36,33 +36,33 @@ static bool is_marker_code(uint64_t code) {
   return (code & ~(CTS_TRACER_LOST_CODE_BASE - 1u)) == CTS_TRACER_LOST_CODE_BASE;
 }
 
+/* The location of one of ctfscope's own markers (a loss, a cut stack), named
+ * cts__writer.marker_name: one location, if out has room for it. */
+static size_t marker_location(cts_mt_location_t *out, size_t max) {
+  if (max >= 1)
+    out[0] = (cts_mt_location_t){.line = 1,
+                                 .start_char = 0,
+                                 .end_char = 0,
+                                 .filename = "<ctfscope>",
+                                 .defname = cts__writer.marker_name};
+  return 1;
+}
+
 size_t cts__resolve_code(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {
   (void)user_data;
   if (is_marker_code(code)) {
-    if (max < 1) return 1;
     snprintf(cts__writer.marker_name, sizeof cts__writer.marker_name,
              CTS_TRACER_LOST_NAME_PREFIX
              "%llu sampled allocations and %llu frees (trace "
              "reader too slow)",
              (unsigned long long)CTS_TRACER_LOST_ALLOCS_OF(code),
              (unsigned long long)CTS_TRACER_LOST_FREES_OF(code));
-    out[0] = (cts_mt_location_t){.line = 1,
-                                 .start_char = 0,
-                                 .end_char = 0,
-                                 .filename = "<ctfscope>",
-                                 .defname = cts__writer.marker_name};
-    return 1;
+    return marker_location(out, max);
   }
-  if (code - CUT_CODE_BASE <= MAX_FRAMES_LIMIT) {
-    if (max < 1) return 1;
+  if (code - CUT_CODE_BASE <= MAX_FRAMES_LIMIT) { /* tracer_state.h, CUT_CODE_BASE */
     snprintf(cts__writer.marker_name, sizeof cts__writer.marker_name,
              CUT_NAME_PREFIX "--max-frames %u]", (unsigned)(code - CUT_CODE_BASE));
-    out[0] = (cts_mt_location_t){.line = 1,
-                                 .start_char = 0,
-                                 .end_char = 0,
-                                 .filename = "<ctfscope>",
-                                 .defname = cts__writer.marker_name};
-    return 1;
+    return marker_location(out, max);
   }
   if (!cts__session.cfg.symbolize)
     return 0; /* (and without libdw the symbolizer resolves nothing) */
