@@ -5237,12 +5237,13 @@ static const char *location_name(decoded_t *d, uint64_t code) {
   return locs[0].defname;
 }
 
-/* A stack deeper than the tracer's frame limit keeps its innermost frames and ends,
- * outermost, in one frame more that says it was cut and by which limit, which the trace
- * itself names (every memtrace reader shows it: tests/analysis/test_interop_ocaml.c has
- * OCaml's read it); `top --tree` and the flame graph's folded stacks show it as the root
- * and `info` counts those stacks. Before (checked: fails on main's code), the outer frames
- * went without a word: the stacks rooted at a `dive` frame, as if they were whole. */
+/* A stack deeper than the tracer's frame limit, whichever unwinder walks it (fp,
+ * libunwind, mixed), keeps its innermost frames and ends, outermost, in one frame more
+ * that says it was cut and by which limit, which the trace itself names (every memtrace reader
+ * shows it: tests/analysis/test_interop_ocaml.c has OCaml's read it); `top --tree` and the flame
+ * graph's folded stacks show it as the root and `info` counts those stacks. Before (checked: fails
+ * on main's code), the outer frames went without a word: the stacks rooted at a `dive` frame, as if
+ * they were whole. */
 CTS_TEST(stack_cut_at_the_frame_limit_ends_in_a_marker_every_view_shows) {
   const size_t base = deep_victim_frames_at_depth_0();
   CTS_ASSERT_MSG(base >= 3 && base < 32, "%zu frames at depth 0", base);
@@ -5250,30 +5251,31 @@ CTS_TEST(stack_cut_at_the_frame_limit_ends_in_a_marker_every_view_shows) {
   trace_path(trace, sizeof trace, "deep_cut");
   victim_path(victim, sizeof victim, "victim_deep");
   unlink(trace);
-  char *rec[] = {CTS_TEST_CTFSCOPE,
-                 "record",
-                 "-q",
-                 "--rate",
-                 "1",
-                 "--max-frames",
-                 "32",
-                 "-o",
-                 trace,
-                 victim,
-                 "100",
-                 NULL};
-  run(&traced, rec, NULL, NULL, NULL);
-  CTS_ASSERT_MSG(traced.status == 0, "record: %d %s", traced.status, traced.err);
-  decoded_t d;
-  CHECK_TRACE(d, trace);
-  CTS_ASSERT_EQ_U64(d.nallocs, 3);
-  for (size_t i = 0; i < d.nallocs; i++) {
-    CTS_ASSERT_EQ_U64(d.allocs[i].depth, 33); /* the 32 innermost frames and the marker */
-    CTS_ASSERT_STR_EQ(location_name(&d, d.allocs[i].outermost),
-                      "[deeper frames not recorded: --max-frames 32]");
-    CTS_ASSERT(strcmp(location_name(&d, d.allocs[i].caller), "dive") == 0);
+  /* Each unwinder; the default last, whose trace the views below read. */
+  static const char *const unwinders[] = {"fp",
+#ifdef CTS_TEST_HAVE_LIBUNWIND
+                                          "libunwind",
+#endif
+                                          "mixed"};
+  for (size_t u = 0; u < sizeof unwinders / sizeof *unwinders; u++) {
+    unlink(trace);
+    char *rec[] = {
+        CTS_TEST_CTFSCOPE, "record", "-q", "--rate", "1",    "--unwind", (char *)unwinders[u],
+        "--max-frames",    "32",     "-o", trace,    victim, "100",      NULL};
+    run(&traced, rec, NULL, NULL, NULL);
+    CTS_ASSERT_MSG(traced.status == 0, "record: %d %s", traced.status, traced.err);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_EQ_U64(d.nallocs, 3);
+    for (size_t i = 0; i < d.nallocs; i++) {
+      /* the 32 innermost frames and the marker */
+      CTS_ASSERT_MSG(d.allocs[i].depth == 33, "%s: %zu frames", unwinders[u], d.allocs[i].depth);
+      CTS_ASSERT_STR_EQ(location_name(&d, d.allocs[i].outermost),
+                        "[deeper frames not recorded: --max-frames 32]");
+      CTS_ASSERT(strcmp(location_name(&d, d.allocs[i].caller), "dive") == 0);
+    }
+    decoded_fini(&d);
   }
-  decoded_fini(&d);
   char *tree[] = {CTS_TEST_CTFSCOPE, "top", "--tree", trace, NULL};
   run(&traced, tree, NULL, NULL, NULL);
   CTS_ASSERT_EQ_INT(traced.status, 0);
