@@ -5294,6 +5294,10 @@ CTS_TEST(stack_cut_at_the_frame_limit_ends_in_a_marker_every_view_shows) {
   CTS_ASSERT_EQ_INT(traced.status, 0);
   CTS_ASSERT_MSG(strstr(traced.out, "\nCut stacks     3 sampled allocations had more frames"), "%s",
                  traced.out);
+  char *info_json[] = {CTS_TEST_CTFSCOPE, "info", "--json", trace, NULL};
+  run(&traced, info_json, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.out, "\"cut_stacks\": 3,"), "%s", traced.out);
   unlink(trace);
 }
 
