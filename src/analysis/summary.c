@@ -53,6 +53,24 @@ void cts_summary_fini(cts_summary_t *s) {
   s->recent_codes = NULL;
 }
 
+/* Whether `code` is one of the tracer's cut markers seen (add_code). */
+static bool is_cut_code(const cts_summary_t *s, uint64_t code) {
+  return code < CTS_SUMMARY_CUT_CODES && (s->cut_codes[code / 64] >> (code % 64) & 1u);
+}
+
+/* A new code that may be a cut marker of ctfscope's tracer: in the first page, with one
+ * location of the marker's name (other writers' codes may be small too). From then on the
+ * reader delivers every allocation, for add_rare to count the cut ones. */
+static void note_cut_code(cts_summary_t *s, uint64_t code, const cts_mt_location_t *locs,
+                          size_t n) {
+  const size_t prefix = sizeof CTS_SUMMARY_CUT_NAME_PREFIX - 1;
+  if (n != 1 || !locs[0].defname || strncmp(locs[0].defname, CTS_SUMMARY_CUT_NAME_PREFIX, prefix))
+    return;
+  s->cut_codes[code / 64] |= UINT64_C(1) << (code % 64);
+  s->cut_seen = true;
+  cts_mt_reader_count_allocs(s->reader, false);
+}
+
 /* Adds code to the distinct codes if new: 0 or -ENOMEM. */
 static int add_code(cts_summary_t *s, uint64_t code) {
   bool added;
@@ -63,6 +81,8 @@ static int add_code(cts_summary_t *s, uint64_t code) {
   size_t n = 0;
   if (cts_mt_reader_lookup_location(s->reader, code, &locs, &n) == 0 && n == 0)
     s->codes_without_locations++;
+  else if (CTS_UNLIKELY(code < CTS_SUMMARY_CUT_CODES))
+    note_cut_code(s, code, locs, n);
   return 0;
 }
 
@@ -111,12 +131,18 @@ CTS_NOINLINE static int add_rare(cts_summary_t *s, const cts_mt_event_t *ev) {
   for (size_t i = 0; i < s->npending; i++)
     if (add_code(s, s->pending[i])) return -ENOMEM;
   s->npending = 0;
-  s->rare = s->walk_frames;
-  if (!s->walk_frames) return 0;
-  /* Every allocation's frames must be seen from now on: the reader delivers all of them
-   * again from the next one (this one is delivered: it brought the literal). */
-  cts_mt_reader_count_allocs(s->reader, false);
-  return add_suffix_codes(s, ev);
+  int e = 0;
+  if (s->walk_frames) {
+    /* Every allocation's frames must be seen from now on: the reader delivers all of them
+     * again from the next one (this one is delivered: it brought the literal). */
+    cts_mt_reader_count_allocs(s->reader, false);
+    e = add_suffix_codes(s, ev);
+  }
+  /* A trace with cut stacks has every allocation come here once its marker is known (its
+   * codes are all added by now): the marker is the outermost frame. */
+  s->rare = s->walk_frames || s->cut_seen;
+  if (s->cut_seen && ev->backtrace_len && is_cut_code(s, ev->backtrace[0])) s->cut_stacks++;
+  return e;
 }
 
 int cts_summary_add_event(cts_summary_t *s, const cts_mt_event_t *ev) {

@@ -12,6 +12,11 @@
 
 #include "u64map.h"
 
+/* Codes below this (the first page) are no return address: where the tracer's markers are. */
+#define CTS_SUMMARY_CUT_CODES 4096u
+/* The name of the marker ending a stack the tracer cut (src/tracer/tracer_state.h). */
+#define CTS_SUMMARY_CUT_NAME_PREFIX "[deeper frames not recorded: "
+
 typedef struct cts_summary {
   uint64_t events_total;
   uint64_t alloc_by_source[3]; /* minor, major, external */
@@ -52,6 +57,13 @@ typedef struct cts_summary {
   cts_mt_reader_t *reader;
   /* ctfscope's drop-mode loss markers (include/ctfscope/tracer.h, "Drop mode"). */
   uint64_t loss_markers, lost_allocs, lost_frees, lost_samples;
+  /* Sampled allocations whose stack ctfscope's tracer cut at its frame limit: their
+   * outermost frame is its marker (src/tracer/tracer_state.h, CUT_CODE_BASE), a code in
+   * the first page (CTS_SUMMARY_CUT_CODES) whose location is named so. cut_codes: those
+   * codes seen, a bit each; once one is seen every allocation is delivered and looked at. */
+  uint64_t cut_stacks;
+  bool cut_seen;
+  uint64_t cut_codes[CTS_SUMMARY_CUT_CODES / 64];
 } cts_summary_t;
 
 /* Installs the summary as reader's literal hook (which it must stay until fini), so feed

@@ -180,6 +180,10 @@ static void print_json(cts_json_t *w, const char *path, uint64_t file_size, cons
     cts_json_kv_u64(w, "frees", s->lost_frees);
     cts_json_end(w);
   }
+  if (s->cut_stacks) {
+    cts_json_key(w, "cut_stacks");
+    cts_json_u64(w, s->cut_stacks);
+  }
   if (in && s->have_events) {
     cts_json_key(w, "first_event_dt_us");
     cts_json_u64(w, s->first_event_us - in->start_time_us);
@@ -297,6 +301,11 @@ static void print_text(cts_out_t *o, const char *path, uint64_t file_size, const
                  cli_grouped(s->backtrace_length_max, a, sizeof a), cts_summary_backtrace_mean(s),
                  cli_grouped(s->distinct_codes, b, sizeof b),
                  cli_grouped(s->codes_without_locations, d, sizeof d));
+  if (s->cut_stacks) /* ctfscope's tracer at its frame limit: the stacks' root is a marker */
+    cts_out_printf(o,
+                   "Cut stacks     %s sampled allocations had more frames than recorded: their "
+                   "root is '[deeper frames not recorded: ...]' (record --max-frames)\n",
+                   cli_grouped(s->cut_stacks, a, sizeof a));
   if (in && s->have_events)
     cts_out_printf(o, "Time           events from +%.6f s to +%.6f s after the start\n",
                    (double)(s->first_event_us - in->start_time_us) / 1e6,

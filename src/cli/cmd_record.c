@@ -71,6 +71,10 @@ static const char help[] =
     "      --unwind M           backtraces: mixed (default: frame pointers where the code\n"
     "                           has them, libunwind beyond), libunwind, fp (frame\n"
     "                           pointers only), none\n"
+    "      --max-frames N       keep a sampled allocation's N innermost frames, 1 to 1024\n"
+    "                           (default: CTFSCOPE_MAX_FRAMES if set, else 256); a deeper\n"
+    "                           stack ends in a frame '[deeper frames not recorded:\n"
+    "                           --max-frames N]', and ctfscope info counts those stacks\n"
     "      --tasks              also trace PROGRAM's threads as tasks (creation, joins,\n"
     "                           contended mutexes, condition variables) into a\n"
     "                           mirage-profile task trace, named after the memory trace:\n"
@@ -118,8 +122,9 @@ static const char help_environment[] =
     "Environment (docs/environment.md has them all): the options above set the preload\n"
     "library's settings, which can also be given directly: MEMTRACE (-o, --connect,\n"
     "--listen), MEMTRACE_RATE (-r), MEMTRACE_CONTEXT (-c), MEMTRACE_DROP (--drop),\n"
-    "CTFSCOPE_UNWIND (--unwind), CTFSCOPE_COMPRESS (-z), CTFSCOPE_STALL_TIMEOUT\n"
-    "(--stall-timeout), CTFSCOPE_TASKS (--tasks, -T), CTFSCOPE_TASKS_SIZE (--tasks-size),\n"
+    "CTFSCOPE_UNWIND (--unwind), CTFSCOPE_MAX_FRAMES (--max-frames), CTFSCOPE_COMPRESS\n"
+    "(-z), CTFSCOPE_STALL_TIMEOUT (--stall-timeout), CTFSCOPE_TASKS (--tasks, -T), "
+    "CTFSCOPE_TASKS_SIZE (--tasks-size),\n"
     "CTFSCOPE_TASKS_PACKETS (--tasks-packets); and with no option: CTFSCOPE_WRITER,\n"
     "CTFSCOPE_CACHE=off|DIR (the writer's location cache, ~/.cache/ctfscope by default),\n"
     "CTFSCOPE_TASKS_STREAM=1 (stream the task trace instead of a ring),\n"
@@ -131,11 +136,20 @@ static const char help_environment[] =
     "before a progress line.\n";
 
 typedef struct record_opts {
-  const char *output, *rate, *context, *unwind, *connect, *listen, *stall;
+  const char *output, *rate, *context, *unwind, *connect, *listen, *stall, *max_frames;
   const char *compress; /* the zstd level, "" for the default */
   bool quiet, drop;
   record_tasks_opts_t tasks; /* --tasks, -T, --tasks-*: thread tracing (record_tasks.c) */
 } record_opts_t;
+
+/* Whether `text` is a frame limit the tracer takes: 1 to its MAX_FRAMES_LIMIT, 1024
+ * (include/ctfscope/tracer.h, max_frames; the preload library checks it again). */
+static bool max_frames_ok(const char *text) {
+  char *end;
+  errno = 0;
+  const unsigned long n = strtoul(text, &end, 10);
+  return !errno && end != text && !*end && text[0] != '-' && n >= 1 && n <= 1024;
+}
 
 /* The preload library: $CTFSCOPE_PRELOAD, or found as ctfscope's other modules are. */
 static bool find_preload(char *out, size_t size) {
@@ -193,6 +207,7 @@ static int parse(int argc, char **argv, record_opts_t *o, int *first) {
         {"-r", "--rate", offsetof(record_opts_t, rate)},
         {"-c", "--context", offsetof(record_opts_t, context)},
         {NULL, "--unwind", offsetof(record_opts_t, unwind)},
+        {NULL, "--max-frames", offsetof(record_opts_t, max_frames)},
         {NULL, "--connect", offsetof(record_opts_t, connect)},
         {NULL, "--listen", offsetof(record_opts_t, listen)},
         {NULL, "--stall-timeout", offsetof(record_opts_t, stall)},
@@ -851,6 +866,9 @@ int cmd_record(int argc, char **argv) {
   if (o.unwind && strcmp(o.unwind, "mixed") != 0 && strcmp(o.unwind, "fp") != 0 &&
       strcmp(o.unwind, "libunwind") != 0 && strcmp(o.unwind, "none") != 0)
     return cli_usage_error("--unwind '%s': expected mixed, fp, libunwind or none", o.unwind);
+  if (o.max_frames && !max_frames_ok(o.max_frames))
+    return cli_usage_error("--max-frames '%s': expected a number of frames, 1 to 1024",
+                           o.max_frames);
   if (!!o.output + !!o.connect + !!o.listen > 1)
     return cli_usage_error("--output, --connect and --listen are alternatives: give one");
   char compress[32] = "";
@@ -972,6 +990,7 @@ int cmd_record(int argc, char **argv) {
       env_set_if("MEMTRACE_RATE", o.rate),
       env_set_if("MEMTRACE_CONTEXT", o.context),
       env_set_if("CTFSCOPE_UNWIND", o.unwind),
+      env_set_if("CTFSCOPE_MAX_FRAMES", o.max_frames),
       env_set_if("CTFSCOPE_COMPRESS", compress[0] ? compress : NULL),
       env_set_if("CTFSCOPE_STALL_TIMEOUT", o.stall),
       {"CTFSCOPE_TASKS", tasks ? ENV_SET_LATER : ENV_KEEP, NULL},

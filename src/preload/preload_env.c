@@ -9,6 +9,8 @@
  *   MEMTRACE_CONTEXT=TXT  free text stored in the trace
  *   MEMTRACE_DROP=1       drop mode: never wait for a slow sink, record the loss
  *   CTFSCOPE_UNWIND=M     backtraces: mixed (default), fp, libunwind or none
+ *   CTFSCOPE_MAX_FRAMES=N frames kept per backtrace, 1 to 1024 (default 256); a deeper
+ *                         stack ends in a marker frame saying so (docs/tracing.md)
  *   CTFSCOPE_WRITER=W     where the trace is encoded and written: process (default for
  *                         files and tcp://, see tracer.h "The writer process") or thread
  *   CTFSCOPE_COMPRESS=C   zstd (level 3), zstd:LEVEL (1-19) or none (default): the writer
@@ -97,6 +99,7 @@ static const char *const settings[] = {"MEMTRACE",
                                        "MEMTRACE_CONTEXT",
                                        "MEMTRACE_DROP",
                                        "CTFSCOPE_UNWIND",
+                                       "CTFSCOPE_MAX_FRAMES",
                                        "CTFSCOPE_WRITER",
                                        "CTFSCOPE_COMPRESS",
                                        "CTFSCOPE_STALL_TIMEOUT",
@@ -219,6 +222,20 @@ static void start_from_environment(void) {
       refuse("CTFSCOPE_UNWIND", unwind, "expected mixed, fp, libunwind or none");
       return;
     }
+  }
+  const char *const max_frames = cts__preload_env("CTFSCOPE_MAX_FRAMES");
+  if (max_frames && max_frames[0]) {
+    char *end = number;
+    errno = 0;
+    const unsigned long n = cts_setting_trimmed(max_frames, number, sizeof number) &&
+                                    number[0] >= '0' && number[0] <= '9'
+                                ? strtoul(number, &end, 10)
+                                : 0;
+    if (errno || *end || n < 1 || n > CTS__MAX_FRAMES_LIMIT) {
+      refuse("CTFSCOPE_MAX_FRAMES", max_frames, "expected a number of frames, 1 to 1024");
+      return;
+    }
+    cfg.max_frames = (uint32_t)n;
   }
   const char *const drop = cts__preload_env("MEMTRACE_DROP");
   if (drop && drop[0]) {

@@ -67,7 +67,8 @@ void cts__sampler_configure(const cts_tracer_config_t *cfg) {
   SAMPLER_SET(inv_log_miss, 1.0 / cts__ln1p(-rate));
   SAMPLER_SET(inv_log_hit, rate < 1.0 ? 1.0 / cts__ln(rate) : 0.0);
   SAMPLER_SET(seed, cfg->seed);
-  SAMPLER_SET(max_frames, cfg->max_frames);
+  /* (max_frames 0, the API's "no frames": none walked, none marked) */
+  SAMPLER_SET(walk_frames, cfg->max_frames ? cfg->max_frames + 1u : 0u);
   SAMPLER_SET(drop_when_full, cfg->drop_when_full);
 }
 
@@ -256,11 +257,12 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
   if (!cts__sampling_on()) return CTS__TRACER_NO_ID;
   cts__guard_enter();
   cts__ring_t *const r = cts__thread_ring(t);
-  /* Room for the longest backtrace (and libunwind's view of our own frames): the frames
-   * go straight into the ring, and only what they take is published. */
-  const size_t max_frames = SAMPLER_GET(max_frames);
+  /* Room for the longest backtrace, one frame more to see whether it was cut (the writer
+   * marks it: tracer_state.h, CUT_CODE_BASE), and libunwind's view of our own frames: the
+   * frames go straight into the ring, and only what they take is published. */
+  const size_t walk_frames = SAMPLER_GET(walk_frames);
   const bool drop_when_full = SAMPLER_GET(drop_when_full);
-  const size_t room = REC_ALLOC_WORDS + max_frames + CTS__OWN_FRAMES;
+  const size_t room = REC_ALLOC_WORDS + walk_frames + CTS__OWN_FRAMES;
   size_t pad;
   uint64_t *const rec =
       r ? cts__ring_reserve(r, room, drop_when_full ? RING_ALLOC_LIMIT : RING_WORDS, &pad) : NULL;
@@ -281,7 +283,7 @@ uint64_t cts__tracer_record(const void *ptr, size_t size, uint64_t nsamples, voi
    * stored (cc1 at rate 1: ~200 bytes per record, 580 000 records). */
   for (size_t at = 0; at < REC_PREFETCH_WORDS; at += 8u)
     __builtin_prefetch(rec + at, 1); /* (beyond the room too: a prefetch never faults) */
-  const size_t depth = capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, max_frames, r->bottom);
+  const size_t depth = capture_backtrace(t, frame, rec + REC_ALLOC_WORDS, walk_frames, r->bottom);
   rec[1] = cts__event_time();
   const uint64_t full = atomic_fetch_add_explicit(&cts__ctl->next_id, 1, memory_order_relaxed);
   rec[0] = REC_ALLOC | (uint64_t)depth << 8;

@@ -78,7 +78,7 @@ void cts__session_writer_config(cts_mt_writer_config_t *wc, uint64_t start_us, u
   wc->runtime_params = "";
   wc->context = cts__session.context;
   wc->pid = pid;
-  wc->max_backtrace_frames = MAX_FRAMES_LIMIT;
+  wc->max_backtrace_frames = REC_FRAMES_MAX; /* and a cut's marker */
   wc->write = cts__sink_write;
   wc->clock = cts__session.clock;
   wc->clock_user_data = cts__session.clock_user_data;

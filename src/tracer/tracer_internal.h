@@ -308,6 +308,8 @@ size_t cts__tracer_ring_count(void);
  * makes their return addresses' slots all they depend on, only those words are kept and compared.
  */
 #define CTS__OWN_FRAMES 16u /* room for the tracer's own frames in a libunwind backtrace */
+/* The largest cfg.max_frames (tracer.h), which the preload checks its setting against. */
+#define CTS__MAX_FRAMES_LIMIT 1024u
 typedef struct cts__bottom cts__bottom_t; /* a thread's outer-frame cache */
 extern const size_t cts__bottom_size;
 size_t cts__unwind_fp(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max);

@@ -88,7 +88,7 @@
  * MAP_NORESERVE; only the pages the threads reach are memory. */
 #define RING_SLOTS        1024u
 #define SHARED_HEADER     65536u /* the shared mapping's control block, before the rings */
-#define MAX_FRAMES_LIMIT  1024u
+#define MAX_FRAMES_LIMIT  CTS__MAX_FRAMES_LIMIT
 #define REC_ALLOC         1u
 #define REC_COLLECT       2u
 #define REC_PAD           3u /* the rest of the ring up to its end is unused */
@@ -99,9 +99,22 @@
 #define ID_BITS 40u
 #define ID_MASK ((UINT64_C(1) << ID_BITS) - 1u)
 
+/* A backtrace cut at max_frames with frames left beyond the limit ends, outermost, with
+ * one more frame: the code CUT_CODE_BASE + max_frames, which no return address can be (it
+ * lies in the first page: bad_return, unwind.c), and which the writer names
+ * CUT_NAME_PREFIX "--max-frames N]" (cts__resolve_code), so that every memtrace reader
+ * shows the cut. The sampling thread walks max_frames + 1 frames into the record; the
+ * writer turns a frame past max_frames into the marker (write_alloc), so that the
+ * allocating thread pays nothing for it. The analysis finds the marker by its name
+ * (src/analysis/summary.c). */
+#define CUT_CODE_BASE   0x800u
+#define CUT_NAME_PREFIX "[deeper frames not recorded: "
+/* The frames of a record: max_frames, and the cut's marker. */
+#define REC_FRAMES_MAX (MAX_FRAMES_LIMIT + 1u)
+
 _Static_assert(CTS__TRACER_NO_ID == ID_MASK && CTS__TRACER_ID_BITS == ID_BITS,
                "object ids fill the low ID_BITS bits");
-_Static_assert(REC_ALLOC_WORDS + MAX_FRAMES_LIMIT + CTS__OWN_FRAMES <= RING_MIN_WORDS / 4u,
+_Static_assert(REC_ALLOC_WORDS + REC_FRAMES_MAX + CTS__OWN_FRAMES <= RING_MIN_WORDS / 4u,
                "a record fits the smallest ring");
 _Static_assert(RING_WORDS >> RING_MAX_SHIFT == RING_MIN_WORDS, "RING_MAX_SHIFT");
 
@@ -261,9 +274,10 @@ typedef struct cts__sampler {
   double inv_log_miss; /* 1 / log(1 − λ): geometric gaps between sampled words */
   double inv_log_hit;  /* 1 / log(λ): gaps between unsampled words, when λ > 1/2 */
   uint64_t seed;       /* the session's cfg.seed: 0, from the clock */
-  /* The session's cfg.max_frames and cfg.drop_when_full, for the record path: the
+  /* The session's cfg.max_frames + 1 (the frames a walk looks for: one more says it was
+   * cut, which the writer marks) and cfg.drop_when_full, for the record path: the
    * session's `cfg` itself is rewritten as a whole by the next session's start. */
-  uint32_t max_frames;
+  uint32_t walk_frames;
   bool drop_when_full;
   atomic_uint_fast64_t thread_seeds;
 } cts__sampler_t;
@@ -357,7 +371,7 @@ typedef struct cts__writer_state {
   cts__loss_t lost_taken; /* the rings' losses already in markers */
   bool owner_gone;        /* the writer process: the program exited or exec'd */
   cts__symbolizer_t *symbolizer;
-  char marker_name[160];            /* the last loss marker's function name (writer thread) */
+  char marker_name[160];            /* the last loss or cut marker's name (writer thread) */
   cts_tsc_clock_t tsc;              /* tsc_mode: the calibration (writer thread) */
   bool tsc_ok;                      /* tsc_mode: calibrated */
   bool tsc_tried;                   /* tsc_mode: calibrate_tsc() ran this session */

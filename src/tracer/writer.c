@@ -36,22 +36,33 @@ static bool is_marker_code(uint64_t code) {
   return (code & ~(CTS_TRACER_LOST_CODE_BASE - 1u)) == CTS_TRACER_LOST_CODE_BASE;
 }
 
+/* The location of one of ctfscope's own markers (a loss, a cut stack), named
+ * cts__writer.marker_name: one location, if out has room for it. */
+static size_t marker_location(cts_mt_location_t *out, size_t max) {
+  if (max >= 1)
+    out[0] = (cts_mt_location_t){.line = 1,
+                                 .start_char = 0,
+                                 .end_char = 0,
+                                 .filename = "<ctfscope>",
+                                 .defname = cts__writer.marker_name};
+  return 1;
+}
+
 size_t cts__resolve_code(void *user_data, uint64_t code, cts_mt_location_t *out, size_t max) {
   (void)user_data;
   if (is_marker_code(code)) {
-    if (max < 1) return 1;
     snprintf(cts__writer.marker_name, sizeof cts__writer.marker_name,
              CTS_TRACER_LOST_NAME_PREFIX
              "%llu sampled allocations and %llu frees (trace "
              "reader too slow)",
              (unsigned long long)CTS_TRACER_LOST_ALLOCS_OF(code),
              (unsigned long long)CTS_TRACER_LOST_FREES_OF(code));
-    out[0] = (cts_mt_location_t){.line = 1,
-                                 .start_char = 0,
-                                 .end_char = 0,
-                                 .filename = "<ctfscope>",
-                                 .defname = cts__writer.marker_name};
-    return 1;
+    return marker_location(out, max);
+  }
+  if (code - CUT_CODE_BASE <= MAX_FRAMES_LIMIT) { /* tracer_state.h, CUT_CODE_BASE */
+    snprintf(cts__writer.marker_name, sizeof cts__writer.marker_name,
+             CUT_NAME_PREFIX "--max-frames %u]", (unsigned)(code - CUT_CODE_BASE));
+    return marker_location(out, max);
   }
   if (!cts__session.cfg.symbolize)
     return 0; /* (and without libdw the symbolizer resolves nothing) */
@@ -152,7 +163,7 @@ bool cts__writer_memory(void) {
   if (!cts__writer.writer_mem) {
     cts_mt_writer_config_t wc;
     cts_mt_writer_config_init(&wc);
-    wc.max_backtrace_frames = MAX_FRAMES_LIMIT;
+    wc.max_backtrace_frames = REC_FRAMES_MAX;
     cts__writer.writer_mem_size = cts_mt_writer_size(&wc);
     cts__writer.writer_mem = cts__map_pages(cts__writer.writer_mem_size);
     if (!cts__writer.writer_mem) return false;
@@ -248,7 +259,16 @@ static void take_losses(void) {
  * "The memtrace encoder per event"). */
 static int write_alloc(const uint64_t *rec, size_t depth) {
   const uint64_t *const frames = rec + REC_ALLOC_WORDS;
-  CTS_ASSERT((rec[2] & ID_MASK) == cts__writer.emitted && depth <= MAX_FRAMES_LIMIT);
+  CTS_ASSERT((rec[2] & ID_MASK) == cts__writer.emitted && depth <= REC_FRAMES_MAX);
+  /* A walk that found a frame past the limit was cut: that frame, the outermost, becomes
+   * the marker that says so (tracer_state.h, CUT_CODE_BASE). Written in the record, which
+   * is the writer's until it moves the tail past it. (Beyond one more: a thread that
+   * walked with the previous session's limit.) */
+  const size_t max_frames = cts__session.cfg.max_frames;
+  if (CTS_UNLIKELY(depth > max_frames)) {
+    ((uint64_t *)frames)[max_frames] = CUT_CODE_BASE + max_frames;
+    depth = max_frames + 1u;
+  }
   uint64_t id;
   if (CTS_UNLIKELY(!cts__writer.event_memory_mapped)) map_event_memory();
   const int e =

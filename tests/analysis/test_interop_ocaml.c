@@ -110,12 +110,36 @@ static bool same_as_ocaml(const char *trace) {
   return ok;
 }
 
+/* Skips the test when the reader is absent, a failure under CI=true. */
+#define REQUIRE_OCAML_READER()                                                         \
+  do {                                                                                 \
+    if (access(ocaml, X_OK) != 0) {                                                    \
+      const char *ci_ = getenv("CI");                                                  \
+      if (ci_ && strcmp(ci_, "true") == 0) CTS_FAIL("%s is missing (CI=true)", ocaml); \
+      CTS_SKIP("%s not found: the interop check needs ../shared/tools", ocaml);        \
+    }                                                                                  \
+  } while (0)
+
+/* Runs `ctfscope record` (rec_argv, which writes `compact`), then rewrites that trace in
+ * memtrace's encoding into `memtrace`; false, with a message, if either fails. */
+static bool record_in_both_encodings(char *const rec_argv[], const char *compact,
+                                     const char *memtrace) {
+  run_result_t res;
+  if (!run_cmd(rec_argv, NULL, 60, &res)) return false;
+  bool ok = res.exit_code == 0;
+  if (!ok) fprintf(stderr, "  record: %d %s\n", res.exit_code, res.err);
+  run_result_free(&res);
+  char *filter_argv[] = {CTS_TEST_CTFSCOPE, "filter",        "-q", "--encoding", "memtrace", "-o",
+                         (char *)memtrace,  (char *)compact, NULL};
+  if (!ok || !run_cmd(filter_argv, NULL, 60, &res)) return false;
+  ok = res.exit_code == 0;
+  if (!ok) fprintf(stderr, "  filter: %d %s\n", res.exit_code, res.err);
+  run_result_free(&res);
+  return ok;
+}
+
 CTS_TEST(ocaml_reader_reads_our_traces_as_we_do) {
-  if (access(ocaml, X_OK) != 0) {
-    const char *ci = getenv("CI");
-    if (ci && strcmp(ci, "true") == 0) CTS_FAIL("%s is missing (CI=true)", ocaml);
-    CTS_SKIP("%s not found: the interop check needs ../shared/tools", ocaml);
-  }
+  REQUIRE_OCAML_READER();
   char dir[] = "/tmp/cts-interop.XXXXXX";
   CTS_ASSERT(mkdtemp(dir) != NULL);
   const char *const rates[] = {"1", "0.01"};
@@ -127,19 +151,41 @@ CTS_TEST(ocaml_reader_reads_our_traces_as_we_do) {
     char *rec_argv[] = {CTS_TEST_CTFSCOPE, "record", "-q",    "--rate",
                         (char *)rates[r],  "-o",     compact, "--",
                         CTS_TEST_VICTIM,   NULL};
-    run_result_t res;
-    CTS_ASSERT(run_cmd(rec_argv, NULL, 60, &res));
-    CTS_ASSERT_MSG(res.exit_code == 0, "record: %d %s", res.exit_code, res.err);
-    run_result_free(&res);
-    char *filter_argv[] = {CTS_TEST_CTFSCOPE, "filter", "-q", "--encoding", "memtrace", "-o",
-                           memtrace,          compact,  NULL};
-    CTS_ASSERT(run_cmd(filter_argv, NULL, 60, &res));
-    CTS_ASSERT_MSG(res.exit_code == 0, "filter: %d %s", res.exit_code, res.err);
-    run_result_free(&res);
+    CTS_ASSERT(record_in_both_encodings(rec_argv, compact, memtrace));
     CTS_ASSERT(same_as_ocaml(compact));
     CTS_ASSERT(same_as_ocaml(memtrace));
     unlink(compact);
     unlink(memtrace);
+  }
+  rmdir(dir);
+}
+
+/* A stack cut at the tracer's frame limit ends in a marker frame that the trace names
+ * (src/tracer/tracer_state.h, CUT_CODE_BASE): OCaml's reader reads such a trace, in both
+ * encodings, as we do, and its dump shows the marker by name. (Before, checked on main's
+ * code: record refused --max-frames, and no stack said it was cut.) */
+CTS_TEST(ocaml_reader_shows_the_marker_of_a_cut_stack) {
+  REQUIRE_OCAML_READER();
+  char dir[] = "/tmp/cts-interop-cut.XXXXXX";
+  CTS_ASSERT(mkdtemp(dir) != NULL);
+  char compact[64], memtrace[64];
+  snprintf(compact, sizeof compact, "%s/cut.ctf", dir);
+  snprintf(memtrace, sizeof memtrace, "%s/cut.memtrace.ctf", dir);
+  /* victim_deep: 3 blocks allocated 100 calls deep */
+  char *rec_argv[] = {CTS_TEST_CTFSCOPE,    "record", "-q", "--rate", "1",
+                      "--max-frames",       "16",     "-o", compact,  "--",
+                      CTS_TEST_DEEP_VICTIM, "100",    NULL};
+  CTS_ASSERT(record_in_both_encodings(rec_argv, compact, memtrace));
+  run_result_t res;
+  const char *const traces[] = {compact, memtrace};
+  for (size_t i = 0; i < 2; i++) {
+    CTS_ASSERT(same_as_ocaml(traces[i]));
+    char *odump_argv[] = {(char *)ocaml, "dump", (char *)traces[i], NULL};
+    CTS_ASSERT(run_cmd(odump_argv, NULL, 120, &res));
+    CTS_ASSERT_EQ_INT(res.exit_code, 0);
+    CTS_ASSERT_MSG(strstr(res.out, "[deeper frames not recorded: --max-frames 16]"), "%s", res.out);
+    run_result_free(&res);
+    unlink(traces[i]);
   }
   rmdir(dir);
 }

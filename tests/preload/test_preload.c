@@ -5351,4 +5351,166 @@ CTS_TEST(traced_start_looks_up_the_seldom_called_allocators_at_first_call) {
   assert_not_looked_up(text, unused, sizeof unused / sizeof unused[0]);
 }
 
+/* ---- stacks deeper than the frame limit ---------------------------------------------------- */
+
+/* The frames of victim_deep's blocks at recursion depth 0, at rate 1 (each block's stack has
+ * that many plus the depth asked). */
+static size_t deep_victim_frames_at_depth_0(void) {
+  char trace[256];
+  trace_path(trace, sizeof trace, "deep0");
+  if (!run_both("victim_deep", "0", NULL, "1", trace, NULL)) return 0;
+  decoded_t d;
+  wait_for_the_writer(trace);
+  decoded_from_file(&d, trace);
+  const size_t frames = d.error == 0 && d.nallocs == 3 ? d.allocs[0].depth : 0;
+  decoded_fini(&d);
+  unlink(trace);
+  return frames;
+}
+
+/* The name of the location of `code` in d's trace, "" if it has none. */
+static const char *location_name(decoded_t *d, uint64_t code) {
+  const cts_mt_location_t *locs;
+  size_t n = 0;
+  if (cts_mt_reader_lookup_location(d->reader, code, &locs, &n) != 0 || n == 0 || !locs[0].defname)
+    return "";
+  return locs[0].defname;
+}
+
+/* A stack deeper than the tracer's frame limit, whichever unwinder walks it (fp,
+ * libunwind, mixed), keeps its innermost frames and ends, outermost, in one frame more
+ * that says it was cut and by which limit, which the trace itself names (every memtrace reader
+ * shows it: tests/analysis/test_interop_ocaml.c has OCaml's read it); `top --tree` and the flame
+ * graph's folded stacks show it as the root and `info` counts those stacks. Before (checked: fails
+ * on main's code), the outer frames went without a word: the stacks rooted at a `dive` frame, as if
+ * they were whole. */
+CTS_TEST(stack_cut_at_the_frame_limit_ends_in_a_marker_every_view_shows) {
+  const size_t base = deep_victim_frames_at_depth_0();
+  CTS_ASSERT_MSG(base >= 3 && base < 32, "%zu frames at depth 0", base);
+  char trace[256], victim[1024];
+  trace_path(trace, sizeof trace, "deep_cut");
+  victim_path(victim, sizeof victim, "victim_deep");
+  unlink(trace);
+  /* Each unwinder; the default last, whose trace the views below read. */
+  static const char *const unwinders[] = {"fp",
+#ifdef CTS_TEST_HAVE_LIBUNWIND
+                                          "libunwind",
+#endif
+                                          "mixed"};
+  for (size_t u = 0; u < sizeof unwinders / sizeof *unwinders; u++) {
+    unlink(trace);
+    char *rec[] = {
+        CTS_TEST_CTFSCOPE, "record", "-q", "--rate", "1",    "--unwind", (char *)unwinders[u],
+        "--max-frames",    "32",     "-o", trace,    victim, "100",      NULL};
+    run(&traced, rec, NULL, NULL, NULL);
+    CTS_ASSERT_MSG(traced.status == 0, "record: %d %s", traced.status, traced.err);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_EQ_U64(d.nallocs, 3);
+    for (size_t i = 0; i < d.nallocs; i++) {
+      /* the 32 innermost frames and the marker */
+      CTS_ASSERT_MSG(d.allocs[i].depth == 33, "%s: %zu frames", unwinders[u], d.allocs[i].depth);
+      CTS_ASSERT_STR_EQ(location_name(&d, d.allocs[i].outermost),
+                        "[deeper frames not recorded: --max-frames 32]");
+      CTS_ASSERT(strcmp(location_name(&d, d.allocs[i].caller), "dive") == 0);
+    }
+    decoded_fini(&d);
+  }
+  char *tree[] = {CTS_TEST_CTFSCOPE, "top", "--tree", trace, NULL};
+  run(&traced, tree, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.out,
+                        "\n 100.0%        144 B          0 B    [deeper frames not "
+                        "recorded: --max-frames 32] (<ctfscope>:1)\n"),
+                 "%s", traced.out);
+  char *folded[] = {CTS_TEST_CTFSCOPE, "export", "-f", "folded", trace, NULL};
+  run(&traced, folded, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(
+      strncmp(traced.out, "[deeper frames not recorded: --max-frames 32];dive;", 51) == 0, "%s",
+      traced.out);
+  char *info[] = {CTS_TEST_CTFSCOPE, "info", trace, NULL};
+  run(&traced, info, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.out, "\nCut stacks     3 sampled allocations had more frames"), "%s",
+                 traced.out);
+  char *info_json[] = {CTS_TEST_CTFSCOPE, "info", "--json", trace, NULL};
+  run(&traced, info_json, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(traced.status, 0);
+  CTS_ASSERT_MSG(strstr(traced.out, "\"cut_stacks\": 3,"), "%s", traced.out);
+  unlink(trace);
+}
+
+/* A stack of exactly max_frames frames is whole: no marker, and info says nothing of cut
+ * stacks; one frame more and it is cut (the limit from CTFSCOPE_MAX_FRAMES this time). */
+CTS_TEST(stack_exactly_at_the_frame_limit_is_not_marked) {
+  const size_t base = deep_victim_frames_at_depth_0();
+  CTS_ASSERT_MSG(base >= 3 && base < 32, "%zu frames at depth 0", base);
+  char trace[256], depth[16];
+  trace_path(trace, sizeof trace, "deep_exact");
+  for (size_t extra = 0; extra < 2; extra++) {
+    snprintf(depth, sizeof depth, "%zu", 32 - base + extra);
+    CTS_ASSERT(run_both("victim_deep", depth, NULL, "1", trace, "CTFSCOPE_MAX_FRAMES=32"));
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_EQ_U64(d.nallocs, 3);
+    for (size_t i = 0; i < d.nallocs; i++) {
+      CTS_ASSERT_EQ_U64(d.allocs[i].depth, 32 + extra);
+      const bool marked =
+          strncmp(location_name(&d, d.allocs[i].outermost), "[deeper frames not recorded", 27) == 0;
+      CTS_ASSERT_MSG(marked == (extra == 1), "depth %s: marked %d", depth, marked);
+    }
+    decoded_fini(&d);
+    char *info[] = {CTS_TEST_CTFSCOPE, "info", trace, NULL};
+    run(&traced, info, NULL, NULL, NULL);
+    CTS_ASSERT_EQ_INT(traced.status, 0);
+    CTS_ASSERT((strstr(traced.out, "Cut stacks") != NULL) == (extra == 1));
+  }
+  unlink(trace);
+}
+
+/* The frame limit is 1 to 1024 (MAX_FRAMES_LIMIT), from the environment or record's option:
+ * anything else is refused in one line, the program untraced. */
+CTS_TEST(bad_max_frames_is_refused) {
+  static const char *const bad[] = {"CTFSCOPE_MAX_FRAMES=0", "CTFSCOPE_MAX_FRAMES=1025",
+                                    "CTFSCOPE_MAX_FRAMES=12x", "CTFSCOPE_MAX_FRAMES=-5"};
+  char path[1024];
+  victim_path(path, sizeof path, "victim_realloc");
+  char *argv[] = {path, NULL};
+  run(&plain, argv, NULL, NULL, NULL);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    run(&traced, argv, "/tmp/cts_never.ctf", "1", bad[i]);
+    CTS_ASSERT_EQ_INT(traced.status, plain.status);
+    CTS_ASSERT_STR_EQ(traced.out, plain.out);
+    char expect[256];
+    snprintf(expect, sizeof expect,
+             "ctfscope-preload: CTFSCOPE_MAX_FRAMES=\"%s\": expected a number of frames, 1 to "
+             "1024; this program is not traced\n",
+             strchr(bad[i], '=') + 1);
+    CTS_ASSERT_STR_EQ(traced.err, expect);
+    CTS_ASSERT(access("/tmp/cts_never.ctf", F_OK) != 0);
+  }
+  static const char *const bad_option[] = {"0", "1025", "many", "-1", ""};
+  for (size_t i = 0; i < sizeof bad_option / sizeof *bad_option; i++) {
+    char *rec[] = {CTS_TEST_CTFSCOPE,
+                   "record",
+                   "--max-frames",
+                   (char *)bad_option[i],
+                   "-o",
+                   "/tmp/cts_never.ctf",
+                   "true",
+                   NULL};
+    run(&traced, rec, NULL, NULL, NULL);
+    CTS_ASSERT_EQ_INT(traced.status, 2);
+    char expect[128];
+    snprintf(expect, sizeof expect, "--max-frames '%s': expected a number of frames, 1 to 1024",
+             bad_option[i]);
+    CTS_ASSERT_MSG(strstr(traced.err, expect), "%s", traced.err);
+    CTS_ASSERT(access("/tmp/cts_never.ctf", F_OK) != 0);
+  }
+  char *help[] = {CTS_TEST_CTFSCOPE, "record", "--help", NULL};
+  run(&traced, help, NULL, NULL, NULL);
+  CTS_ASSERT(strstr(traced.out, "--max-frames N") && strstr(traced.out, "CTFSCOPE_MAX_FRAMES"));
+}
+
 CTS_TEST_MAIN()
