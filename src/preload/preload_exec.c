@@ -34,8 +34,8 @@ extern char **environ;
 pid_t cts__traced_pid;
 cts__exec_state_t cts__exec_state;
 const char *const cts__kept_names[CTS__KEPT_COUNT] = {
-    "MEMTRACE_RATE",   "MEMTRACE_CONTEXT",  "MEMTRACE_DROP",         "CTFSCOPE_UNWIND",
-    "CTFSCOPE_WRITER", "CTFSCOPE_COMPRESS", "CTFSCOPE_STALL_TIMEOUT"};
+    "MEMTRACE_RATE",   "MEMTRACE_CONTEXT",  "MEMTRACE_DROP",          "CTFSCOPE_UNWIND",
+    "CTFSCOPE_WRITER", "CTFSCOPE_COMPRESS", "CTFSCOPE_STALL_TIMEOUT", "CTFSCOPE_MAX_FRAMES"};
 
 /* `ctfscope record`'s notes: a pipe (CTFSCOPE_RECORD_NOTES=FD) on which an image whose
  * trace file lost its tail (the writer process died, the disk filled...) says so, for

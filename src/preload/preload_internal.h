@@ -87,7 +87,7 @@ extern pid_t cts__traced_pid CTS__PRELOAD_HIDDEN;
 
 #define CTS__SETTING_SIZE 4096
 /* Settings handed on as they were at start-up. */
-#define CTS__KEPT_COUNT 7
+#define CTS__KEPT_COUNT 8
 extern const char *const cts__kept_names[CTS__KEPT_COUNT] CTS__PRELOAD_HIDDEN;
 
 /* The settings this image was started with, handed on to an image it execs. Written by the

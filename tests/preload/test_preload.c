@@ -5438,6 +5438,25 @@ CTS_TEST(stack_cut_at_the_frame_limit_ends_in_a_marker_every_view_shows) {
   run(&traced, info_json, NULL, NULL, NULL);
   CTS_ASSERT_EQ_INT(traced.status, 0);
   CTS_ASSERT_MSG(strstr(traced.out, "\"cut_stacks\": 3,"), "%s", traced.out);
+  /* An image the program execs keeps the limit (CTFSCOPE_MAX_FRAMES handed on with the
+   * other settings). Before (a72218b, checked) it kept the default 256: 105 frames here,
+   * unmarked. */
+  char next[300];
+  exec_file(next, sizeof next, trace, 1);
+  unlink(trace);
+  unlink(next);
+  char *by_env[] = {
+      CTS_TEST_CTFSCOPE, "record", "-q",  "--rate", "1", "--max-frames", "32", "-o", trace,
+      "/usr/bin/env",    victim,   "100", NULL};
+  run(&traced, by_env, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(traced.status == 0, "record of env: %d %s", traced.status, traced.err);
+  decoded_t e;
+  CHECK_TRACE(e, next);
+  CTS_ASSERT_EQ_U64(e.nallocs, 3);
+  for (size_t i = 0; i < e.nallocs; i++)
+    CTS_ASSERT_MSG(e.allocs[i].depth == 33, "exec'd image: %zu frames", e.allocs[i].depth);
+  decoded_fini(&e);
+  unlink(next);
   unlink(trace);
 }
 
