@@ -10,6 +10,11 @@
  *                 commands use (insert on allocation, look-up on promotion, removal on
  *                 collection): the floor of `stats`, which must know each collected
  *                 block's size and time
+ *   --live-array  --live with the cheapest table there is: the records in one array indexed
+ *                 by the id (a store on allocation, a load and a store on collection; ids
+ *                 below 2^27 only, 24 bytes a record up to the highest id, untouched pages
+ *                 not resident): what any live table costs at least, whatever the order
+ *                 in which ids are freed, where --live is the table the commands use
  *   --sites       --live plus samples and allocations per allocation point (the last
  *                 frame's code, a hash map): the floor of `top`'s flat view and of each of
  *                 `diff`'s two reads
@@ -32,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <ctfscope/ctfscope.h>
@@ -43,7 +49,17 @@
 
 #define OUT_BUF (256u << 10)
 
-typedef enum { MODE_DECODE, MODE_LIVE, MODE_SITES, MODE_PROFILE, MODE_WRITE } mode_t_;
+typedef enum {
+  MODE_DECODE,
+  MODE_LIVE,
+  MODE_LIVE_ARRAY,
+  MODE_SITES,
+  MODE_PROFILE,
+  MODE_WRITE
+} mode_t_;
+
+/* --live-array: the ids it holds, and its reservation (pages are touched as ids come). */
+#define ARRAY_IDS ((uint64_t)1 << 27)
 
 typedef struct rec {
   uint64_t time_us, length;
@@ -70,6 +86,8 @@ typedef struct floor_state {
   uint16_t domain;      /* of the last allocation interned */
   uint64_t unfit;       /* --profile: blocks whose figures overflow a record (none expected) */
   cts_u64map_t site_of; /* allocation point code -> index in sites */
+  rec_t *array;         /* --live-array: ARRAY_IDS records, mapped */
+  uint64_t array_live;  /* --live-array: live records */
   site_t *sites;
   size_t nsites, sites_cap;
   size_t line;
@@ -159,6 +177,23 @@ static int profile_event(floor_state_t *s, const cts_mt_event_t *ev) {
   return 0;
 }
 
+/* --live-array: one event. A record is live while its site field is 1. */
+static int array_event(floor_state_t *s, const cts_mt_event_t *ev) {
+  if (ev->obj_id >= ARRAY_IDS) return -ERANGE;
+  rec_t *r = &s->array[ev->obj_id];
+  if (ev->kind == CTS_MT_ALLOC) {
+    s->array_live += r->site == 0;
+    *r = (rec_t){ev->time_us, ev->length, 1, (uint32_t)ev->nsamples};
+  } else if (ev->kind == CTS_MT_PROMOTE) {
+    if (r->site) s->checksum += r->samples;
+  } else if (r->site) {
+    s->checksum += ev->time_us - r->time_us + r->length;
+    r->site = 0;
+    s->array_live--;
+  }
+  return 0;
+}
+
 static int on_event(void *user_data, const cts_mt_event_t *ev) {
   floor_state_t *s = user_data;
   s->events++;
@@ -173,6 +208,7 @@ static int on_event(void *user_data, const cts_mt_event_t *ev) {
     return 0;
   }
   if (s->mode == MODE_PROFILE) return profile_event(s, ev);
+  if (s->mode == MODE_LIVE_ARRAY) return array_event(s, ev);
   if (ev->kind == CTS_MT_ALLOC) {
     uint32_t site = 0;
     if (s->mode == MODE_SITES && ev->backtrace_len) {
@@ -202,17 +238,22 @@ static int on_event(void *user_data, const cts_mt_event_t *ev) {
 static int usage(int code) {
   fprintf(
       code ? stderr : stdout,
-      "Usage: floor_bench (--decode | --live | --sites | --profile | --write N) [-o FILE] TRACE\n"
+      "Usage: floor_bench (--decode | --live | --live-array | --sites | --profile | --write N)\n"
+      "                   [-o FILE] TRACE\n"
       "One pass over TRACE doing only what a command cannot avoid (see the source).\n");
   return code;
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"decode", no_argument, NULL, 'd'},      {"live", no_argument, NULL, 'l'},
-      {"sites", no_argument, NULL, 's'},       {"profile", no_argument, NULL, 'p'},
-      {"write", required_argument, NULL, 'w'}, {"output", required_argument, NULL, 'o'},
-      {"help", no_argument, NULL, 'h'},        {0}};
+  static const struct option longopts[] = {{"decode", no_argument, NULL, 'd'},
+                                           {"live", no_argument, NULL, 'l'},
+                                           {"live-array", no_argument, NULL, 'a'},
+                                           {"sites", no_argument, NULL, 's'},
+                                           {"profile", no_argument, NULL, 'p'},
+                                           {"write", required_argument, NULL, 'w'},
+                                           {"output", required_argument, NULL, 'o'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {0}};
   floor_state_t s = {.mode = MODE_DECODE, .fd = -1};
   const char *out = "/dev/null";
   int opt;
@@ -223,6 +264,9 @@ int main(int argc, char **argv) {
         break;
       case 'l':
         s.mode = MODE_LIVE;
+        break;
+      case 'a':
+        s.mode = MODE_LIVE_ARRAY;
         break;
       case 's':
         s.mode = MODE_SITES;
@@ -260,6 +304,12 @@ int main(int argc, char **argv) {
     if (cts_stacks_set_lean(&s.stacks) != 0) return 4;
   }
   cts_u64map_init(&s.site_of);
+  if (s.mode == MODE_LIVE_ARRAY) {
+    void *a = mmap(NULL, ARRAY_IDS * sizeof(rec_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (a == MAP_FAILED) return 4;
+    s.array = a;
+  }
   if (s.mode == MODE_WRITE) {
     s.buf = malloc(OUT_BUF);
     s.fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -288,7 +338,7 @@ int main(int argc, char **argv) {
   if (!e && s.mode == MODE_WRITE) e = flush(&s);
   if (s.fd >= 0 && close(s.fd) != 0 && !e) e = -EIO;
   printf("%" PRIu64 " events, %" PRIu64 " live at the end, %zu sites, checksum %" PRIu64 "\n",
-         s.events, s.live.count, s.nsites, s.checksum);
+         s.events, s.mode == MODE_LIVE_ARRAY ? s.array_live : s.live.count, s.nsites, s.checksum);
   if (s.mode == MODE_PROFILE)
     printf("%" PRIu32 " stack nodes, %" PRIu64 " cut for the budget, %" PRIu64
            " blocks beyond a record's fields\n",
@@ -298,5 +348,6 @@ int main(int argc, char **argv) {
   cts_u64map_fini(&s.site_of);
   free(s.sites);
   free(s.buf);
+  if (s.array) munmap(s.array, ARRAY_IDS * sizeof(rec_t));
   return e ? 1 : 0;
 }

@@ -21,6 +21,13 @@
  * of the blocks are never collected, the allocations come from a few hundred distinct
  * stacks, and most are external or major-heap blocks. It is the shape that makes the
  * analysers' table of live blocks large.
+ * `--shape threads` models a rate-1 trace of a program whose THREADS threads each build a
+ * structure and drop it whole (python3 with 16 threads building dicts, PYTHONMALLOC=malloc,
+ * bench/README.md "(wip/h46live)"): the threads' allocations interleave, so the ids one
+ * thread keeps are spread over every chunk of ids, and a thread dropping its structure
+ * frees them while the others allocate: ids freed out of order within a window of
+ * hundreds of thousands, where the survivors shape frees few and the default shape soon.
+ * About half of the blocks are temporaries freed within ~100 allocations.
  * Everything is drawn from one seeded PRNG and the timestamps are synthetic, so the same
  * arguments give the same bytes. */
 #include <errno.h>
@@ -439,12 +446,13 @@ static due_t heap_pop(heap_t *h) {
 
 #define SAMPLE_RATE   1e-4                /* default shape; survivors is at rate 1 */
 #define POOL_STACKS   384u                /* distinct stacks of the survivors shape */
+#define THREADS       16u                 /* threads of the threads shape */
 #define START_TIME_US 1767225600000000ull /* 2026-01-01 00:00:00 UTC */
 
 static void usage(FILE *f) {
   fprintf(f,
           "Usage: gen_trace -o PATH (--mb N | --events N) [--seed S] [--version 2|3]\n"
-          "                 [--shape default|survivors]\n"
+          "                 [--shape default|survivors|threads]\n"
           "Writes a deterministic memtrace trace of about N MB (10^6 bytes) or N events\n"
           "(allocations, promotions and collections) modelled on a real program.\n"
           "  -o, --output PATH  trace file to write\n"
@@ -454,7 +462,10 @@ static void usage(FILE *f) {
           "  -v, --version V    format version, 2 (default) or 3\n"
           "  -S, --shape SHAPE  default: sampled (rate 1e-4), 1 %% of blocks never freed;\n"
           "                     survivors: rate 1, 90 %% never freed, few distinct stacks,\n"
-          "                     mostly external and major-heap blocks\n");
+          "                     mostly external and major-heap blocks;\n"
+          "                     threads: rate 1, 16 threads each building a structure\n"
+          "                     and dropping it whole (ids freed out of order), half\n"
+          "                     temporaries, malloc'ed (external) blocks\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -480,7 +491,7 @@ int main(int argc, char **argv) {
   };
   const char *path = NULL;
   uint64_t target_bytes = 0, target_events = 0, seed = 1, version = 2;
-  bool survivors = false;
+  bool survivors = false, threads = false;
   int c;
   while ((c = getopt_long(argc, argv, "o:m:e:s:v:S:h", opts, NULL)) != -1) {
     uint64_t v = 0;
@@ -504,6 +515,8 @@ int main(int argc, char **argv) {
       case 'S':
         if (strcmp(optarg, "survivors") == 0)
           survivors = true;
+        else if (strcmp(optarg, "threads") == 0)
+          threads = true;
         else if (strcmp(optarg, "default") != 0)
           goto bad;
         break;
@@ -539,7 +552,7 @@ int main(int argc, char **argv) {
   cts_mt_writer_config_t cfg;
   cts_mt_writer_config_init(&cfg);
   cfg.version = (uint16_t)version;
-  const double rate = survivors ? 1.0 : SAMPLE_RATE;
+  const double rate = survivors || threads ? 1.0 : SAMPLE_RATE;
   cfg.sample_rate = rate;
   cfg.executable_name = "/opt/bench/netd";
   cfg.host_name = "bench-host";
@@ -563,7 +576,7 @@ int main(int argc, char **argv) {
   /* The survivors shape draws its stacks from a fixed pool taken from the model. */
   static uint64_t pool[POOL_STACKS][MAX_DEPTH];
   static size_t pool_depth[POOL_STACKS];
-  if (survivors) {
+  if (survivors || threads) {
     for (uint32_t k = 0; k < POOL_STACKS; k++) {
       const uint32_t alloc_site = model_step(&model, &rng);
       size_t d = 0;
@@ -574,6 +587,14 @@ int main(int argc, char **argv) {
   }
   uint64_t now = START_TIME_US, nallocs = 0, nevents = 0, npromotes = 0, ncollects = 0;
   uint64_t nshort = 0, frames = 0;
+  /* The threads shape: per thread, the ids its structure holds, how many it will hold when
+   * dropped, and the stack it allocates from (and for how many more allocations). */
+  static struct {
+    uint64_t *ids;
+    size_t n, cap, target;
+    uint32_t stack, left;
+  } thr[THREADS];
+  uint32_t t = 0, run_left = 0;
   for (;;) {
     if (target_events ? nevents >= target_events : cts_mt_writer_bytes_written(w) >= target_bytes)
       break;
@@ -594,7 +615,18 @@ int main(int argc, char **argv) {
     if (target_events && nevents >= target_events) break;
     /* Then the next allocation, with the stack as the program left it. */
     size_t depth = 0;
-    if (survivors) {
+    if (threads) {
+      /* One thread runs at a time for a while (python3's GIL: ~5 ms), so its allocations
+       * come in runs of ids. */
+      if (run_left == 0)
+        t = (uint32_t)rng_below(&rng, THREADS), run_left = 1 + rng_geometric(&rng, 500.0);
+      run_left--;
+      if (thr[t].left == 0)
+        thr[t].stack = pick_skewed(&rng, POOL_STACKS), thr[t].left = 1 + rng_geometric(&rng, 4.0);
+      thr[t].left--;
+      depth = pool_depth[thr[t].stack];
+      memcpy(bt, pool[thr[t].stack], depth * sizeof bt[0]);
+    } else if (survivors) {
       /* A loop allocating from the same stack several times in a row, as a loader does. */
       static uint32_t k, left;
       if (left == 0) k = pick_skewed(&rng, POOL_STACKS), left = 1 + rng_geometric(&rng, 4.0);
@@ -611,7 +643,12 @@ int main(int argc, char **argv) {
     uint64_t length, nsamples = 1;
     cts_mt_source_t source;
     const uint32_t kind = rng_below(&rng, 100);
-    if (survivors) {
+    if (threads) {
+      /* malloc'ed objects of 16-320 bytes, every word sampled. */
+      source = CTS_MT_SOURCE_EXTERNAL;
+      length = rng_log_uniform(&rng, 2, 40);
+      nsamples = length + 1;
+    } else if (survivors) {
       /* Rate 1: every word is sampled, and the header too (memtrace's count). */
       if (kind < 15) {
         source = CTS_MT_SOURCE_MINOR;
@@ -649,7 +686,27 @@ int main(int argc, char **argv) {
     /* Its fate: mostly freed soon, some promoted, some long-lived, a few never freed. In the
      * survivors shape: 90 % never freed, the rest freed soon or after a while. */
     const uint32_t fate = rng_below(&rng, 1000);
-    if (survivors) {
+    if (threads) {
+      if (fate < 550) {
+        heap_push(&due, (due_t){nallocs + 1 + rng_geometric(&rng, 40.0), id, 0});
+      } else {
+        if (thr[t].n == thr[t].cap) {
+          thr[t].cap = thr[t].cap ? 2 * thr[t].cap : 1024;
+          thr[t].ids = realloc(thr[t].ids, thr[t].cap * sizeof *thr[t].ids);
+          if (!thr[t].ids) return fail_writer(CTS_E_NOMEM, "memory");
+        }
+        if (thr[t].target == 0) thr[t].target = rng_log_uniform(&rng, 20000, 400000);
+        thr[t].ids[thr[t].n++] = id;
+        if (thr[t].n >= thr[t].target) {
+          /* Dropped whole, in the order it was built, over the next allocations (the
+           * other threads go on meanwhile): four frees an allocation. */
+          for (size_t i = 0; i < thr[t].n; i++)
+            heap_push(&due, (due_t){nallocs + 1 + i / 4, thr[t].ids[i], 0});
+          thr[t].n = 0;
+          thr[t].target = 0;
+        }
+      }
+    } else if (survivors) {
       if (source == CTS_MT_SOURCE_MINOR && fate < 950) heap_push(&due, (due_t){nallocs + 5, id, 1});
       if (fate < 70)
         heap_push(&due, (due_t){nallocs + rng_geometric(&rng, 6.0), id, 0});
@@ -682,6 +739,7 @@ int main(int argc, char **argv) {
          (double)bytes / (double)nevents, (double)frames / (double)nallocs, model.nsites, seed,
          (unsigned)version);
   free(due.v);
+  for (uint32_t i = 0; i < THREADS; i++) free(thr[i].ids);
   free(model.sites);
   free(wmem);
   return 0;
