@@ -48,7 +48,7 @@ static const char help[] =
     "      --no-normalize  compare totals (the default)\n"
     "  -n, --limit N       show the first N sites (default 20, 0 = all)\n"
     "      --json          print JSON\n"
-    "      --csv           print CSV\n" CLI_FRAME_HELP
+    "      --csv           print CSV\n" CLI_FRAME_HELP CLI_WIDTH_HELP
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -189,13 +189,15 @@ static void print_text(cts_out_t *o, const side_t sides[2], const cts_diff_t *d,
   cts_out_str(o, "       before         after        change  change%  site\n");
   for (size_t i = 0; i < shown; i++) {
     const cts_diff_row_t *row = &d->rows[i];
-    char site[512], pct[16];
-    cts_row_name(cts_diff_row_site(row), site, sizeof site);
+    char pct[16];
+    const char *site = cli_site_name(cts_diff_row_site(row));
     cts_diff_change_pct(row->a != NULL, row->b != NULL, row->va, row->vb, pct, sizeof pct);
-    cts_out_printf(o, "%13s %13s %13s%c %7s  %s\n", fmt_value(row->va, m, rate, a, sizeof a),
-                   fmt_value(row->vb, m, rate, b, sizeof b),
-                   fmt_value(row->change, m, rate, c, sizeof c),
-                   cts_diff_significant(row) && row->change != 0 ? '*' : ' ', pct, site);
+    char before[192];
+    snprintf(before, sizeof before, "%13s %13s %13s%c %7s  ",
+             fmt_value(row->va, m, rate, a, sizeof a), fmt_value(row->vb, m, rate, b, sizeof b),
+             fmt_value(row->change, m, rate, c, sizeof c),
+             cts_diff_significant(row) && row->change != 0 ? '*' : ' ', pct);
+    cli_out_fitted_row(o, before, site, "\n");
   }
 }
 
@@ -210,6 +212,7 @@ int cmd_diff(int argc, char **argv) {
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
       CLI_FRAME_OPTIONS,
+      CLI_WIDTH_OPTIONS,
       {0},
   };
   diff_opts_t opts = {.out.limit = 20};
