@@ -106,6 +106,14 @@ static const char *fmt_value(double v, cts_diff_metric_t m, bool rate, char *buf
   return buf;
 }
 
+/* A change as a reader of a diff expects it: "+402 MB" up, "-43.7 MB" down, "0 B" none. */
+static const char *fmt_change(double v, cts_diff_metric_t m, bool rate, char *buf, size_t size) {
+  char tmp[48];
+  fmt_value(v, m, rate, tmp, sizeof tmp);
+  snprintf(buf, size, "%s%s", v > 0 ? "+" : "", tmp);
+  return buf;
+}
+
 static void print_json(cts_json_t *w, const side_t sides[2], const cts_diff_t *d,
                        const diff_opts_t *opts, bool rate) {
   cts_json_object(w);
@@ -180,7 +188,7 @@ static void print_text(cts_out_t *o, const side_t sides[2], const cts_diff_t *d,
   }
   cts_out_printf(o, "Total   %s -> %s (%s)\n", fmt_value(d->total_a, m, rate, a, sizeof a),
                  fmt_value(d->total_b, m, rate, b, sizeof b),
-                 fmt_value(d->total_b - d->total_a, m, rate, c, sizeof c));
+                 fmt_change(d->total_b - d->total_a, m, rate, c, sizeof c));
   cts_out_printf(o,
                  "\n%s %zu of %zu sites by change in %s, %s (estimates; * = beyond the "
                  "sampling noise):\n",
@@ -195,7 +203,7 @@ static void print_text(cts_out_t *o, const side_t sides[2], const cts_diff_t *d,
     char before[192];
     snprintf(before, sizeof before, "%13s %13s %13s%c %7s  ",
              fmt_value(row->va, m, rate, a, sizeof a), fmt_value(row->vb, m, rate, b, sizeof b),
-             fmt_value(row->change, m, rate, c, sizeof c),
+             fmt_change(row->change, m, rate, c, sizeof c),
              cts_diff_significant(row) && row->change != 0 ? '*' : ' ', pct);
     cli_out_fitted_row(o, before, site, "\n");
   }
