@@ -6,81 +6,30 @@
  * output is a pipe or --width 0 is given. Main's code printed every name whole: each of
  * these rows was wider than the terminal. */
 #define _GNU_SOURCE /* posix_openpt, cfmakeraw */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/ioctl.h>
-#include <sys/wait.h>
-#include <termios.h>
 
 #include "../run_cmd.h"
 #include "../test.h"
 #include "os/output.h"
 #include "hostile_traces.h"
+#include "pty_run.h"
+#include "scratch_dir.h"
 
 enum { TIMEOUT_S = 30, TERMINAL_COLUMNS = 120 };
 #define NELEM(a) (sizeof(a) / sizeof *(a))
 
-static char dir[64];
-
-__attribute__((destructor)) static void remove_tmp_dir(void) {
-  if (!dir[0]) return;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
-}
-
 static const char *write_trace(const char *name, const ht_spec_t *s) {
-  if (!dir[0]) {
-    strcpy(dir, "/tmp/cts-width-XXXXXX");
-    if (!mkdtemp(dir)) abort();
-  }
   static char paths[4][256];
   static unsigned next;
   char *path = paths[next++ % 4];
-  snprintf(path, 256, "%s/%s", dir, name);
+  scratch_file("cts-width", name, path, sizeof paths[0]);
   if (ht_write(s, path) != 0) abort();
   return path;
 }
 
-/* Runs ctfscope with args (NULL-terminated) with standard output on a pseudo-terminal of
- * `columns` columns; its output (malloc'd). */
-static char *on_a_terminal(unsigned columns, const char *const *args) {
-  const int master = posix_openpt(O_RDWR | O_NOCTTY);
-  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) return NULL;
-  const char *name = ptsname(master);
-  if (!name) return NULL;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int slave = open(name, O_RDWR | O_NOCTTY);
-    if (slave < 0) _exit(127);
-    struct termios t;
-    if (tcgetattr(slave, &t) == 0) {
-      cfmakeraw(&t); /* the bytes as written, no newline translation */
-      tcsetattr(slave, TCSANOW, &t);
-    }
-    const struct winsize ws = {.ws_row = 50, .ws_col = (unsigned short)columns};
-    ioctl(slave, TIOCSWINSZ, &ws);
-    unsetenv("COLUMNS");
-    dup2(slave, STDOUT_FILENO);
-    char *argv[16] = {CTS_TEST_CTFSCOPE};
-    for (size_t i = 0; args[i] && i < 14; i++) argv[i + 1] = (char *)args[i];
-    execv(CTS_TEST_CTFSCOPE, argv);
-    _exit(127);
-  }
-  size_t len = 0, cap = 1 << 16;
-  char *out = malloc(cap);
-  for (;;) {
-    if (len + 4096 > cap) out = realloc(out, cap *= 2);
-    const ssize_t n = read(master, out + len, cap - len - 1);
-    if (n <= 0) break; /* EIO once the child has exited and closed the terminal */
-    len += (size_t)n;
-  }
-  out[len] = 0;
-  close(master);
-  int status;
-  waitpid(pid, &status, 0);
-  return out;
+static char *on_a_terminal(unsigned short columns, const char *const *args) {
+  return pty_run(columns, args);
 }
 
 static char *through_a_pipe(const char *const *args) {
