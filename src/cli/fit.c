@@ -5,8 +5,9 @@
  * heaptrack_print's readers expect no less): the innermost parameter lists, then template
  * argument lists, collapse to "(…)" and "<…>"; what still does not fit loses the middle of
  * the function's name, keeping its start (the namespace) and its end (the method), and the
- * location "(file:line)" after it. The work is on the name as the terminal shows it (control
- * bytes as \xNN, cts_term_text), so no escape is cut and no UTF-8 character is split. */
+ * location "(file:line)" after it, in at most a third of the room. The work is on the name as the
+ * terminal shows it (control bytes as \xNN, cts_term_text), so no escape is cut and no UTF-8
+ * character is split. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,9 +285,10 @@ const char *cli_fit_name(const char *name, size_t used_columns) {
   fitted.len = 0;
   text_add(&fitted, "", 0);
   if (work.nomem) return escaped.s;
-  /* The function first: its location gets at most half the room, keeping its end (the
-   * file's name and line) and the parentheses. */
-  const size_t function_room = room - (location_columns <= room / 2 ? location_columns : room / 2);
+  /* The function first: its location gets at most a third of the room, keeping its end
+   * (the file's name and line) and the parentheses. (Half the room left cc1plus's
+   * "walk_tree…cates_1(…)" beside "(…-gnu/12/cc1plus)" at 100 columns.) */
+  const size_t function_room = room - (location_columns <= room / 3 ? location_columns : room / 3);
   elide_middle(&fitted, work.s, work.len, function_room);
   const size_t location_room = room - columns_of(fitted.s, fitted.len);
   if (location_columns <= location_room || location_room < 4) {
