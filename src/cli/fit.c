@@ -252,7 +252,8 @@ const char *cli_fit_name(const char *name, size_t used_columns) {
   text_add(&escaped, "", 0);
   if (escaped.nomem) return name;
   /* Escape into room enough for every byte as \xNN. */
-  if (len > SIZE_MAX / 4 - 1 || (text_add(&escaped, "", 0), escaped.cap < 4 * len + 1)) {
+  if (len > SIZE_MAX / 4 - 1) return name;
+  if (escaped.cap < 4 * len + 1) {
     char *s = realloc(escaped.s, 4 * len + 1);
     if (!s) return name;
     escaped.s = s;
