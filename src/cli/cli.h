@@ -136,6 +136,36 @@ enum {
 extern struct cts_fold_config cli_fold_settings;
 int cli_frame_option(int opt, const char *arg);
 
+/* Rows that fit the terminal (fit.c), for the commands whose text tables name sites or
+ * frames (top, leaks, diff): add CLI_WIDTH_OPTIONS and CLI_WIDTH_HELP; cli_output_option
+ * reads them (or call cli_width_option: same results). Without them, rows fit the terminal
+ * when standard output is one (its TIOCGWINSZ width, else $COLUMNS, else 80) and nothing
+ * changes in a pipe or a file. Not thread-safe (one command per process). */
+enum { CLI_OPT_WIDTH = 0x4620, CLI_OPT_FULL_NAMES };
+#define CLI_WIDTH_OPTIONS                               \
+  {"width", required_argument, NULL, CLI_OPT_WIDTH}, {  \
+    "full-names", no_argument, NULL, CLI_OPT_FULL_NAMES \
+  }
+#define CLI_WIDTH_HELP                                                                          \
+  "      --width N       fit each text row into N columns, shortening long names: their\n"      \
+  "                      (...) and <...> lists collapse, then their middle is elided; 0 = no\n" \
+  "                      limit (default: the terminal's width when standard output is one,\n"   \
+  "                      else no limit)\n"                                                      \
+  "      --full-names    print names whole, however wide (--width 0)\n"
+int cli_width_option(int opt, const char *arg);
+/* The columns a text row may take: 0 = no limit. */
+size_t cli_row_width(void);
+/* Columns that s takes on a terminal once its controls are escaped (a CJK character: 2). */
+size_t cli_text_columns(const char *s);
+/* name as the terminal will show it (controls as \xNN), shortened to the row's width less
+ * used_columns (at least 16 columns); name itself when there is no limit. The text is
+ * valid until the next call. */
+const char *cli_fit_name(const char *name, size_t used_columns);
+/* A site's name for a text row (cts_row_name): valid until the next call. */
+const char *cli_site_name(const cts_row_t *r);
+/* Writes before, name fitted between before and after (NULL: nothing), and after. */
+void cli_out_fitted_row(cts_out_t *o, const char *before, const char *name, const char *after);
+
 /* --json and --csv exclude each other: -1 when at most one is given, else the usage error. */
 int cli_output_check(const cli_out_opts_t *o);
 

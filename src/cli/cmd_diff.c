@@ -48,7 +48,7 @@ static const char help[] =
     "      --no-normalize  compare totals (the default)\n"
     "  -n, --limit N       show the first N sites (default 20, 0 = all)\n"
     "      --json          print JSON\n"
-    "      --csv           print CSV\n" CLI_FRAME_HELP
+    "      --csv           print CSV\n" CLI_FRAME_HELP CLI_WIDTH_HELP
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -103,6 +103,14 @@ static const char *fmt_value(double v, cts_diff_metric_t m, bool rate, char *buf
   else
     cli_human_bytes(fabs(v), tmp, sizeof tmp);
   snprintf(buf, size, "%s%s%s", neg ? "-" : "", tmp, rate ? "/s" : "");
+  return buf;
+}
+
+/* A change as a reader of a diff expects it: "+402 MB" up, "-43.7 MB" down, "0 B" none. */
+static const char *fmt_change(double v, cts_diff_metric_t m, bool rate, char *buf, size_t size) {
+  char tmp[48];
+  fmt_value(v, m, rate, tmp, sizeof tmp);
+  snprintf(buf, size, "%s%s", v > 0 ? "+" : "", tmp);
   return buf;
 }
 
@@ -180,7 +188,7 @@ static void print_text(cts_out_t *o, const side_t sides[2], const cts_diff_t *d,
   }
   cts_out_printf(o, "Total   %s -> %s (%s)\n", fmt_value(d->total_a, m, rate, a, sizeof a),
                  fmt_value(d->total_b, m, rate, b, sizeof b),
-                 fmt_value(d->total_b - d->total_a, m, rate, c, sizeof c));
+                 fmt_change(d->total_b - d->total_a, m, rate, c, sizeof c));
   cts_out_printf(o,
                  "\n%s %zu of %zu sites by change in %s, %s (estimates; * = beyond the "
                  "sampling noise):\n",
@@ -189,13 +197,15 @@ static void print_text(cts_out_t *o, const side_t sides[2], const cts_diff_t *d,
   cts_out_str(o, "       before         after        change  change%  site\n");
   for (size_t i = 0; i < shown; i++) {
     const cts_diff_row_t *row = &d->rows[i];
-    char site[512], pct[16];
-    cts_row_name(cts_diff_row_site(row), site, sizeof site);
+    char pct[16];
+    const char *site = cli_site_name(cts_diff_row_site(row));
     cts_diff_change_pct(row->a != NULL, row->b != NULL, row->va, row->vb, pct, sizeof pct);
-    cts_out_printf(o, "%13s %13s %13s%c %7s  %s\n", fmt_value(row->va, m, rate, a, sizeof a),
-                   fmt_value(row->vb, m, rate, b, sizeof b),
-                   fmt_value(row->change, m, rate, c, sizeof c),
-                   cts_diff_significant(row) && row->change != 0 ? '*' : ' ', pct, site);
+    char before[192];
+    snprintf(before, sizeof before, "%13s %13s %13s%c %7s  ",
+             fmt_value(row->va, m, rate, a, sizeof a), fmt_value(row->vb, m, rate, b, sizeof b),
+             fmt_change(row->change, m, rate, c, sizeof c),
+             cts_diff_significant(row) && row->change != 0 ? '*' : ' ', pct);
+    cli_out_fitted_row(o, before, site, "\n");
   }
 }
 
@@ -210,6 +220,7 @@ int cmd_diff(int argc, char **argv) {
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
       CLI_FRAME_OPTIONS,
+      CLI_WIDTH_OPTIONS,
       {0},
   };
   diff_opts_t opts = {.out.limit = 20};

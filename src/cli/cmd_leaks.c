@@ -41,7 +41,7 @@ static const char help[] =
     "      --passes N    read the trace once (1) or twice (2: backtraces skipped the first\n"
     "                    time, to keep only those of blocks live at the end); by default\n"
     "                    twice when it is a regular uncompressed file whose blocks mostly\n"
-    "                    die young. The output is the same\n" CLI_FRAME_HELP
+    "                    die young. The output is the same\n" CLI_FRAME_HELP CLI_WIDTH_HELP
     "  -q, --quiet       do not print warnings\n"
     "  -h, --help        show this help\n"
     "\n"
@@ -118,9 +118,14 @@ static void print_backtrace_text(cts_out_t *o, const cts_stacks_t *s, const cts_
       cts_out_printf(o, "          ... %u more frames\n", cts_stacks_depth(s, n));
       break;
     }
-    char label[512];
-    cts_out_printf(o, "          %s %s\n", shown ? "called from" : "allocated in",
-                   cts_frame_label(f, s->nodes[n].code, label, sizeof label));
+    /* 511 bytes at most, as always, unless fitted: then whole (cli_site_name's reasons). */
+    static char whole[65536];
+    char cut[512];
+    const bool fitted = cli_row_width() != 0;
+    cli_out_fitted_row(o, shown ? "          called from " : "          allocated in ",
+                       cts_frame_label(f, s->nodes[n].code, fitted ? whole : cut,
+                                       fitted ? sizeof whole : sizeof cut),
+                       "\n");
     shown++;
   }
 }
@@ -157,22 +162,23 @@ static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
   cts_out_str(o, "  live at end    blocks   at 25%   at 50%   at 75%  growth    growth/s  site\n");
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
-    char q[3][32], site[512];
+    char q[3][32];
     for (unsigned k = 0; k < 3; k++) cli_est_bytes(p, r->live_at[k], false, q[k], sizeof q[k]);
-    cts_row_name(r, site, sizeof site);
+    const char *site = cli_site_name(r);
     const double rate = growth_rate(p, r->live_at);
-    cts_out_printf(
-        o, "%13s  %8s  %7s  %7s  %7s  %-6s  %8s/s  %s",
-        cli_est_bytes(p, r->st.live_samples, false, c, sizeof c),
-        cli_grouped(r->st.live_allocs, d, sizeof d), q[0], q[1], q[2], growth_verdict(r->live_at),
-        rate >= 0 ? cli_human_bytes(rate, e, sizeof e)
-                  : (snprintf(e, sizeof e, "-%s", cli_human_bytes(-rate, a, sizeof a)), e),
-        site);
+    char before[192], after[96] = "";
+    snprintf(before, sizeof before, "%13s  %8s  %7s  %7s  %7s  %-6s  %8s/s  ",
+             cli_est_bytes(p, r->st.live_samples, false, c, sizeof c),
+             cli_grouped(r->st.live_allocs, d, sizeof d), q[0], q[1], q[2],
+             growth_verdict(r->live_at),
+             rate >= 0 ? cli_human_bytes(rate, e, sizeof e)
+                       : (snprintf(e, sizeof e, "-%s", cli_human_bytes(-rate, a, sizeof a)), e));
     if (cli_show_ci(p, r->st.live_samples)) {
       cli_est_bytes(p, r->st.live_samples, true, a, sizeof a);
       const char *paren = strchr(a, '(');
-      if (paren) cts_out_printf(o, "  [%.*s]", (int)strlen(paren) - 2, paren + 1);
+      if (paren) snprintf(after, sizeof after, "  [%.*s]", (int)strlen(paren) - 2, paren + 1);
     }
+    cli_out_fitted_row(o, before, site, after);
     cts_out_char(o, '\n');
     if (opts->depth > 0 && r->first_node != UINT32_MAX && r->first_node != 0)
       print_backtrace_text(o, &p->stacks, &frames, r->first_node, opts->depth);
@@ -267,6 +273,7 @@ int cmd_leaks(int argc, char **argv) {
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
       CLI_FRAME_OPTIONS,
+      CLI_WIDTH_OPTIONS,
       {0},
   };
   leaks_opts_t opts = {.out.limit = 10, .depth = 12};

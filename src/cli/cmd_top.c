@@ -40,7 +40,7 @@ static const char help[] =
     "      --depth N       deepest level shown by --tree and --inverted (default 24)\n"
     "      --min-percent P hide tree nodes under P % of the total (default 1)\n"
     "      --json          print JSON\n"
-    "      --csv           print CSV (flat table only)\n" CLI_FRAME_HELP
+    "      --csv           print CSV (flat table only)\n" CLI_FRAME_HELP CLI_WIDTH_HELP
     "  -q, --quiet         do not print warnings\n"
     "  -h, --help          show this help\n"
     "\n"
@@ -125,20 +125,22 @@ static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t
   const uint64_t total = cts_alloc_profile_samples(p);
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
-    char a[32], b[32], c[32], d[32], site[512];
-    cts_row_name(r, site, sizeof site);
-    cts_out_printf(o, "%12s  %5.1f%%  %11s  %11s  %11s  %s",
-                   cli_est_bytes(p, r->st.samples, false, a, sizeof a),
-                   total ? 100.0 * (double)r->st.samples / (double)total : 0.0,
-                   cli_grouped(cts_est_round(r->st.est_allocs), b, sizeof b),
-                   cli_est_bytes(p, r->st.peak_samples, false, c, sizeof c),
-                   cli_est_bytes(p, r->st.live_samples, false, d, sizeof d), site);
+    char a[32], b[32], c[32], d[32], before[128], after[96] = "";
+    const char *site = cli_site_name(r);
+    snprintf(before, sizeof before, "%12s  %5.1f%%  %11s  %11s  %11s  ",
+             cli_est_bytes(p, r->st.samples, false, a, sizeof a),
+             total ? 100.0 * (double)r->st.samples / (double)total : 0.0,
+             cli_grouped(cts_est_round(r->st.est_allocs), b, sizeof b),
+             cli_est_bytes(p, r->st.peak_samples, false, c, sizeof c),
+             cli_est_bytes(p, r->st.live_samples, false, d, sizeof d));
     if (cli_show_ci(p, r->st.samples)) {
       char ci[96];
       const char *full = cli_est_bytes(p, r->st.samples, true, ci, sizeof ci);
       const char *paren = strchr(full, '(');
-      cts_out_printf(o, "  [%.*s]", paren ? (int)(strlen(paren) - 2) : 0, paren ? paren + 1 : "");
+      snprintf(after, sizeof after, "  [%.*s]", paren ? (int)(strlen(paren) - 2) : 0,
+               paren ? paren + 1 : "");
     }
+    cli_out_fitted_row(o, before, site, after);
     cts_out_char(o, '\n');
   }
 }
@@ -306,9 +308,11 @@ static void print_text_line(cts_out_t *o, const cts_alloc_profile_t *p, uint64_t
   char a[32], b[32] = "";
   cli_est_bytes(p, shown, false, a, sizeof a);
   if (self) cli_est_bytes(p, *self, false, b, sizeof b);
-  cts_out_printf(o, "%6.1f%%  %11s  %11s  %*s%s\n",
-                 total ? 100.0 * (double)metric / (double)total : 0.0, a, b,
-                 (int)(depth > 60 ? 60 : depth) * 2, "", label);
+  char before[128];
+  snprintf(before, sizeof before, "%6.1f%%  %11s  %11s  %*s",
+           total ? 100.0 * (double)metric / (double)total : 0.0, a, b,
+           (int)(depth > 60 ? 60 : depth) * 2, "");
+  cli_out_fitted_row(o, before, label, "\n");
 }
 
 /* Prints node n, at depth frames from the root, and the subtree below it. */
@@ -936,6 +940,7 @@ int cmd_top(int argc, char **argv) {
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
       CLI_FRAME_OPTIONS,
+      CLI_WIDTH_OPTIONS,
       {0},
   };
   if (cmd_top_by_task(argc, argv)) return cmd_top_tasks(argc, argv); /* memory per task */

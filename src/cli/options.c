@@ -118,8 +118,10 @@ int cli_output_option(int opt, const char *arg, cli_out_opts_t *o, bool with_lim
       if (!cli_parse_long(arg, 0, 1L << 30, &o->limit))
         return cli_usage_error("--limit takes a number >= 0, not '%s'", arg);
       return -1;
-    default:
-      return cli_frame_option(opt, arg);
+    default: {
+      const int width = cli_width_option(opt, arg);
+      return width != CLI_OPTION_OTHER ? width : cli_frame_option(opt, arg);
+    }
   }
 }
 

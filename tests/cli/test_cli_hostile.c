@@ -11,6 +11,7 @@
 #include "../run_cmd.h"
 #include "../test.h"
 #include "hostile_traces.h"
+#include "pty_run.h"
 
 enum { TIMEOUT_S = 30 };
 #define NELEM(a) (sizeof(a) / sizeof *(a))
@@ -330,36 +331,7 @@ CTS_TEST(escape_sequences_in_names_do_not_reach_the_terminal) {
 /* Runs ctfscope with args (at most 4) with standard output on a pseudo-terminal; its
  * output. */
 static char *on_a_terminal(const char *a0, const char *a1, const char *a2, const char *a3) {
-  const int master = posix_openpt(O_RDWR | O_NOCTTY);
-  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) return NULL;
-  const char *name = ptsname(master);
-  if (!name) return NULL;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int slave = open(name, O_RDWR | O_NOCTTY);
-    if (slave < 0) _exit(127);
-    struct termios t;
-    if (tcgetattr(slave, &t) == 0) {
-      cfmakeraw(&t); /* the bytes as written, no newline translation */
-      tcsetattr(slave, TCSANOW, &t);
-    }
-    dup2(slave, STDOUT_FILENO);
-    execl(CTS_TEST_CTFSCOPE, CTS_TEST_CTFSCOPE, a0, a1, a2, a3, (char *)NULL);
-    _exit(127);
-  }
-  size_t len = 0, cap = 1 << 16;
-  char *out = malloc(cap);
-  for (;;) {
-    if (len + 4096 > cap) out = realloc(out, cap *= 2);
-    const ssize_t n = read(master, out + len, cap - len - 1);
-    if (n <= 0) break; /* EIO once the child has exited and closed the terminal */
-    len += (size_t)n;
-  }
-  out[len] = 0;
-  close(master);
-  int status;
-  waitpid(pid, &status, 0);
-  return out;
+  return pty_run(0, (const char *const[]){a0, a1, a2, a3, NULL});
 }
 
 CTS_TEST(machine_formats_escape_names_on_a_terminal_only) {
