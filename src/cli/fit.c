@@ -64,7 +64,9 @@ size_t cli_row_width(void) {
 
 /* Columns a code point takes: 2 for the East Asian wide and fullwidth blocks and emoji, 0
  * for combining marks and zero-width characters, else 1. Errs towards more (a row one
- * column short is better than one that wraps). */
+ * column short is better than one that wraps). Not wcwidth(3): it answers per the
+ * program's locale, and ctfscope never calls setlocale, so it runs in the C locale, where
+ * wcwidth says -1 for every character past ASCII. */
 static unsigned code_point_columns(uint32_t c) {
   if ((c >= 0x300 && c <= 0x36f) || (c >= 0x200b && c <= 0x200f) || (c >= 0xfe00 && c <= 0xfe0f))
     return 0;
