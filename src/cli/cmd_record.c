@@ -402,7 +402,8 @@ static void say_program_notes(void) {
     cli_warn("%s", first);
 }
 
-/* Why the trace in `path` lost its tail, from the notes, or NULL. */
+/* Why the trace in `path` lost its tail, from the notes, or NULL; for a path with no file,
+ * why the image made none (cts__tracer_note_untraced). */
 static const char *lost_tail(const char *path) {
   for (size_t i = 0; i < notes.len;) {
     const char *const p = notes.buf + i, *const why = p + strlen(p) + 1;
@@ -516,7 +517,15 @@ static void say_no_trace(const char *path, const char *program, int killed_by) {
   char dir[4096];
   unsigned long long fd_limit;
   char cause[4400];
-  if (directory_refuses_the_file(path, dir, sizeof dir, &why)) {
+  /* The image's own word (the notes pipe: preload_env.c), when it gave one. */
+  const char *const untraced = lost_tail(path);
+  if (untraced) {
+    if (killed)
+      cli_warn("no trace was written to %s (%s: %s; killed by signal %d (%s))", path, program,
+               untraced, killed_by, strsignal(killed_by));
+    else
+      cli_warn("no trace was written to %s (%s: %s)", path, program, untraced);
+  } else if (directory_refuses_the_file(path, dir, sizeof dir, &why)) {
     cli_warn("no trace was written to %s: no file can be made in %s (%s)", path, dir,
              strerror(why));
   } else if (!killed && cts_fd_limit_is_tight(&fd_limit)) {

@@ -186,9 +186,15 @@ static void start_from_environment(void) {
   const char *const out = cts__preload_env("MEMTRACE");
   if (!out || !out[0]) return;
   if (cts__free_shadowed) {
-    refuse("MEMTRACE", out,
-           "free is another library's (an allocator before this one in LD_PRELOAD, or the "
-           "program's own): its blocks cannot be traced");
+    static const char why[] =
+        "free is another library's (an allocator before this one in LD_PRELOAD, or the "
+        "program's own): its blocks cannot be traced";
+    refuse("MEMTRACE", out, why);
+    /* record, finding no trace, guessed "statically linked, set-uid, or it cleared
+     * LD_PRELOAD?" of a program that loaded the library (an executable that defines malloc
+     * itself): it is told the reason instead. */
+    cts__notes_from_environment();
+    cts__tracer_note_untraced(out, why);
     return;
   }
   const char *const exec_base = cts__preload_env("CTFSCOPE_EXEC_BASE");

@@ -273,6 +273,10 @@ bool cts__tracer_note_text(const char *text);
  * failed): a note with the path "-" (no trace's path: record's are absolute), which record
  * matches to the note. True if written. Same conditions as cts__tracer_note_text. */
 bool cts__tracer_note_retraction(const char *text);
+/* Tells record why no trace was made at `path` (the MEMTRACE it was given): a note under
+ * that path, which record says in place of its guess at why the program did not load the
+ * library. True if written. Same conditions as cts__tracer_note_text. */
+bool cts__tracer_note_untraced(const char *path, const char *text);
 /* Right before an exec, while the session waits for its writer: the image's trace is
  * finished (its last packet written) and sampling stops; true if so. session.c. */
 bool cts__session_exec_end(void);

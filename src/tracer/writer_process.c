@@ -264,6 +264,11 @@ bool cts__tracer_note_retraction(const char *text) {
   return fd >= 0 && write_note(fd, "-", text);
 }
 
+bool cts__tracer_note_untraced(const char *path, const char *text) {
+  const int fd = cts__tracer_notes_fd();
+  return fd >= 0 && path && path[0] && write_note(fd, path, text);
+}
+
 /* Keeps the descriptors of `keep` (-1: none), points 0-2 at /dev/null otherwise, and closes
  * every other one: the writer process must not hold the program's pipes and sockets open. */
 static void keep_only_fds(int keep[3]) {
