@@ -189,6 +189,9 @@ typedef struct cts_tracer_config {
 #define CTS_TRACER_LOST_CODE_BASE (UINT64_C(1) << 61)
 /** The function name of a loss marker's location starts with this. */
 #define CTS_TRACER_LOST_NAME_PREFIX "ctfscope: lost "
+/** The function name of the marker frame that ends a backtrace cut at the frame limit
+ *  (cts_tracer_config_t.max_frames) starts with this; the rest is "--max-frames N]". */
+#define CTS_TRACER_CUT_NAME_PREFIX "[deeper frames not recorded: "
 /** Lost sampled allocations counted by loss-marker code @p c. */
 #define CTS_TRACER_LOST_ALLOCS_OF(c) (((c) >> 30) & UINT64_C(0x7FFFFFFF))
 /** Lost frees counted by loss-marker code @p c. */

@@ -63,8 +63,8 @@ static bool is_cut_code(const cts_summary_t *s, uint64_t code) {
  * reader delivers every allocation, for add_rare to count the cut ones. */
 static void note_cut_code(cts_summary_t *s, uint64_t code, const cts_mt_location_t *locs,
                           size_t n) {
-  const size_t prefix = sizeof CTS_SUMMARY_CUT_NAME_PREFIX - 1;
-  if (n != 1 || !locs[0].defname || strncmp(locs[0].defname, CTS_SUMMARY_CUT_NAME_PREFIX, prefix))
+  const size_t prefix = sizeof CTS_TRACER_CUT_NAME_PREFIX - 1;
+  if (n != 1 || !locs[0].defname || strncmp(locs[0].defname, CTS_TRACER_CUT_NAME_PREFIX, prefix))
     return;
   s->cut_codes[code / 64] |= UINT64_C(1) << (code % 64);
   s->cut_seen = true;

@@ -14,8 +14,6 @@
 
 /* Codes below this (the first page) are no return address: where the tracer's markers are. */
 #define CTS_SUMMARY_CUT_CODES 4096u
-/* The name of the marker ending a stack the tracer cut (src/tracer/tracer_state.h). */
-#define CTS_SUMMARY_CUT_NAME_PREFIX "[deeper frames not recorded: "
 
 typedef struct cts_summary {
   uint64_t events_total;

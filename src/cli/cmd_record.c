@@ -402,9 +402,9 @@ static void say_program_notes(void) {
     cli_warn("%s", first);
 }
 
-/* Why the trace in `path` lost its tail, from the notes, or NULL; for a path with no file,
- * why the image made none (cts__tracer_note_untraced). */
-static const char *lost_tail(const char *path) {
+/* The notes' reason given for the trace at `path`, or NULL: why its tail was lost, or, for a
+ * path with no file, why the image made none (cts__tracer_note_untraced). */
+static const char *noted_reason(const char *path) {
   for (size_t i = 0; i < notes.len;) {
     const char *const p = notes.buf + i, *const why = p + strlen(p) + 1;
     if (why >= notes.buf + notes.len) break;
@@ -486,20 +486,21 @@ static bool no_preload_cause(const char *program, char *why, size_t size) {
   program = subject;
   if (stat(runs, &st) != 0) return false;
   if (cts__elf_is_statically_linked(runs))
-    snprintf(why, size, "%s is statically linked: no dynamic loader reads LD_PRELOAD", program);
+    snprintf(why, size, "%.4000s is statically linked: no dynamic loader reads LD_PRELOAD",
+             program);
   else if ((st.st_mode & S_ISUID) && st.st_uid != getuid())
     snprintf(why, size,
-             "%s is set-uid (owner uid %u): the loader runs it in secure-execution mode and "
+             "%.4000s is set-uid (owner uid %u): the loader runs it in secure-execution mode and "
              "ignores LD_PRELOAD",
              program, (unsigned)st.st_uid);
   else if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) && st.st_gid != getgid())
     snprintf(why, size,
-             "%s is set-gid (group %u): the loader runs it in secure-execution mode and "
+             "%.4000s is set-gid (group %u): the loader runs it in secure-execution mode and "
              "ignores LD_PRELOAD",
              program, (unsigned)st.st_gid);
   else if (getxattr(runs, "security.capability", NULL, 0) > 0)
     snprintf(why, size,
-             "%s has file capabilities (security.capability; getcap shows them): the loader "
+             "%.4000s has file capabilities (security.capability; getcap shows them): the loader "
              "runs it in secure-execution mode and ignores LD_PRELOAD",
              program);
   else
@@ -518,7 +519,7 @@ static void say_no_trace(const char *path, const char *program, int killed_by) {
   unsigned long long fd_limit;
   char cause[4400];
   /* The image's own word (the notes pipe: preload_env.c), when it gave one. */
-  const char *const untraced = lost_tail(path);
+  const char *const untraced = noted_reason(path);
   if (untraced) {
     if (killed)
       cli_warn("no trace was written to %s (%s: %s; killed by signal %d (%s))", path, program,
@@ -592,7 +593,7 @@ static trace_state_t summarise(const char *path, const char *program, int killed
              input_error ? cts_os_strerror(e) : cts_mt_reader_error_message(r));
   } else {
     cli_human_bytes(c.rate > 0 ? (double)c.samples / c.rate * 8.0 : 0, bytes, sizeof bytes);
-    const char *const lost = lost_tail(path);
+    const char *const lost = noted_reason(path);
     /* A lazy session's program killed before its first sample: no writer had started, and
      * the program could not write the last packet (docs/tracing.md, "The lazy writer"). Nothing
      * sampled was lost, only when the program ended. */

@@ -102,13 +102,12 @@
 /* A backtrace cut at max_frames with frames left beyond the limit ends, outermost, with
  * one more frame: the code CUT_CODE_BASE + max_frames, which no return address can be (it
  * lies in the first page: bad_return, unwind.c), and which the writer names
- * CUT_NAME_PREFIX "--max-frames N]" (cts__resolve_code), so that every memtrace reader
+ * CTS_TRACER_CUT_NAME_PREFIX "--max-frames N]" (cts__resolve_code), so that every memtrace reader
  * shows the cut. The sampling thread walks max_frames + 1 frames into the record; the
  * writer turns a frame past max_frames into the marker (write_alloc), so that the
  * allocating thread pays nothing for it. The analysis finds the marker by its name
  * (src/analysis/summary.c). */
-#define CUT_CODE_BASE   0x800u
-#define CUT_NAME_PREFIX "[deeper frames not recorded: "
+#define CUT_CODE_BASE 0x800u
 /* The frames of a record: max_frames, and the cut's marker. */
 #define REC_FRAMES_MAX (MAX_FRAMES_LIMIT + 1u)
 

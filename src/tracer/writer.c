@@ -61,7 +61,7 @@ size_t cts__resolve_code(void *user_data, uint64_t code, cts_mt_location_t *out,
   }
   if (code - CUT_CODE_BASE <= MAX_FRAMES_LIMIT) { /* tracer_state.h, CUT_CODE_BASE */
     snprintf(cts__writer.marker_name, sizeof cts__writer.marker_name,
-             CUT_NAME_PREFIX "--max-frames %u]", (unsigned)(code - CUT_CODE_BASE));
+             CTS_TRACER_CUT_NAME_PREFIX "--max-frames %u]", (unsigned)(code - CUT_CODE_BASE));
     return marker_location(out, max);
   }
   if (!cts__session.cfg.symbolize)
