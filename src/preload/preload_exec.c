@@ -430,12 +430,16 @@ static void free_environment(char **env) {
   errno = e;
 }
 
-/* After a failed exec: tracing goes on in this image. */
-static int exec_failed(char **env) {
+/* After a failed exec of an image that continued its trace (continuing_exec): tracing goes
+ * on in this image (when it was active), record's notes pipe is close-on-exec again
+ * (continued_environment cleared it), env (NULL: none) is freed. -1, errno kept. */
+static int exec_failed(char **env, bool was_active) {
   const int e = errno;
-  cts__session_exec_resume();
-  cts__tracer_exec_handoff_cancel();
-  cts__tracer_exec_pending(false);
+  if (was_active) {
+    cts__session_exec_resume();
+    cts__tracer_exec_handoff_cancel();
+    cts__tracer_exec_pending(false);
+  }
   const int notes = cts__tracer_notes_fd();
   if (notes >= 0) fcntl(notes, F_SETFD, FD_CLOEXEC);
   if (env) cts__real.free(env);
@@ -514,7 +518,7 @@ static int exec_foreign(const char *path, char *const argv[], char **env,
     cts__tracer_exec_pending(true);
     real_exec(path, argv, env);
     unsay_untraced(path, examined, said);
-    return exec_failed(env);
+    return exec_failed(env, true);
   }
   real_exec(path, argv, env);
   unsay_untraced(path, examined, said);
@@ -524,26 +528,25 @@ static int exec_foreign(const char *path, char *const argv[], char **env,
   return -1;
 }
 
-/* An exec of the traced process after its session stopped (the program closed the
- * writer's pipe and an exec failed, so the trace ended there): the environment the
- * program hands may still hold this image's MEMTRACE (one it read from /proc/self/environ,
- * or wrote itself), and the new image then truncated the stopped image's trace, its good
- * part lost, and wrote its own there. The new image gets the next trace's name, as at a
- * continuing exec, so that no image writes over another's trace. Nothing to flush: the
- * stopped trace is complete. */
-static int exec_after_the_trace_stopped(const char *path, char *const argv[], char *const envp[],
-                                        exec_scratch_t *scratch,
-                                        int (*real_exec)(const char *, char *const[],
-                                                         char *const[])) {
+/* An exec of the traced process: the new image traces into the next trace's name. Also
+ * after the session stopped (the program closed the writer's pipe and an exec failed, so
+ * the trace ended there): the environment the program hands may still hold this image's
+ * MEMTRACE (one it read from /proc/self/environ, or wrote itself), and the new image then
+ * truncated the stopped image's trace, its good part lost, and wrote its own there; there
+ * is nothing to flush then (the stopped trace is complete). Returns only if the exec
+ * failed. */
+static int continuing_exec(const char *path, char *const argv[], char *const envp[],
+                           exec_scratch_t *scratch,
+                           int (*real_exec)(const char *, char *const[], char *const[])) {
+  const bool active = cts_tracer_is_active();
+  if (active) {
+    before_exec();
+    cts__tracer_exec_pending(true);
+  }
   char **const env = continued_environment(envp, scratch);
   exec_scratch_give(scratch);
   real_exec(path, argv, env ? env : envp);
-  const int e = errno;
-  const int notes = cts__tracer_notes_fd();
-  if (notes >= 0) fcntl(notes, F_SETFD, FD_CLOEXEC); /* continued_environment cleared it */
-  free_environment(env);
-  errno = e;
-  return -1;
+  return exec_failed(env, active);
 }
 
 /* execve and execvpe: `path` run by `real_exec`, which searches PATH for a bare name when
@@ -567,15 +570,8 @@ static int exec_with(const char *path, char *const argv[], char *const envp[], b
     char **const filtered = environment_under_a_filter(envp);
     result = real_exec(path, argv, filtered ? filtered : envp);
     free_environment(filtered);
-  } else if (!cts_tracer_is_active()) {
-    result = exec_after_the_trace_stopped(path, argv, envp, scratch, real_exec);
   } else {
-    before_exec();
-    cts__tracer_exec_pending(true);
-    char **const env = continued_environment(envp, scratch);
-    exec_scratch_give(scratch);
-    real_exec(path, argv, env ? env : envp);
-    result = exec_failed(env);
+    result = continuing_exec(path, argv, envp, scratch, real_exec);
   }
   close_examined(&examined);
   return result;
