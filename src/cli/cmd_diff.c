@@ -108,7 +108,7 @@ static const char *fmt_value(double v, cts_diff_metric_t m, bool rate, char *buf
 
 /* A change as a reader of a diff expects it: "+402 MB" up, "-43.7 MB" down, "0 B" none. */
 static const char *fmt_change(double v, cts_diff_metric_t m, bool rate, char *buf, size_t size) {
-  char tmp[48];
+  char tmp[32]; /* a value is a dozen characters; the sign and tmp fit every caller's 48 */
   fmt_value(v, m, rate, tmp, sizeof tmp);
   snprintf(buf, size, "%s%s", v > 0 ? "+" : "", tmp);
   return buf;
