@@ -88,6 +88,9 @@ typedef struct report_mem_opts {
    * never collected finished in one pass in the live table's order (finish_live_blocks), a
    * coarser call tree's map in 4-byte entries (narrow_map). For tests. */
   bool reference;
+  /* Records from which collected blocks' records are held back and added together (tests: 0
+   * is report_mem.c's FRONT_RECORDS; never with reference). */
+  uint32_t burst_records;
   /* A time (µs since the epoch) the trace's events reach, known before the pass (0:
    * unknown), from cts_os_memtrace_span's floor on a file: the heap curve's and the
    * records' time buckets start as wide as that time needs, instead of doubling as the
@@ -121,6 +124,8 @@ unsigned report_mem_live_passes(const report_mem_t *m);
 uint64_t report_mem_live_calls(const report_mem_t *m, uint64_t *ranks);
 /* Records looked up in their index by key, over the whole load (tests). */
 uint64_t report_mem_record_finds(const report_mem_t *m);
+/* Times the records of collected blocks held back were added together (tests). */
+uint64_t report_mem_bursts(const report_mem_t *m);
 /* Events of the load that took report_mem.c's general path, on_event_full (tests: the
  * others raise the heap curve and finish the block they ended inline). */
 uint64_t report_mem_full_events(const report_mem_t *m);

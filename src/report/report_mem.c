@@ -33,6 +33,7 @@
 #define MAX_MARKS          (1u << 22) /* allocation times kept for the task timeline */
 #define FRONT_BITS         12u        /* 4096 front slots of 32 bytes: 128 KiB, in L2 */
 #define FRONT_RECORDS      (1u << 17) /* records from which collected blocks skip the front */
+#define BURST              1024u      /* collected blocks held back, added together (burst_flush) */
 
 _Static_assert(RECORD_BUCKETS < NEVER, "time buckets fit in 16 bits, below NEVER");
 _Static_assert(CTS_HIST_BUCKETS <= UINT16_MAX, "size classes fit in 16 bits");
@@ -124,6 +125,17 @@ struct report_mem {
    * (tens of MB on a large trace) miss the CPU caches on nearly every look: 48 % of the
    * report's time on gen_trace --shape survivors before it. */
   front_slot_t *front;
+  /* From opts.burst_records (FRONT_RECORDS) on, the records of collected blocks held back
+   * (nburst of them, in their order), added together by burst_flush before anything else adds,
+   * reads or remaps a record: one at a time, between two collections, the decoder, the trie and the
+   * profile pushed the bucket's index and records out of the caches, and each look-up waited on two
+   * misses in turn (record_find and finish_block: ~8 % of the report's time on gen_trace's 1
+   * GB default shape); together, their misses overlap. Only while every one of them could be
+   * a new key within the budget, so that no budget decision falls among them (keep_budget
+   * would do nothing after any of them): the records and every decision are the same. */
+  record_t *burst;
+  uint32_t nburst;
+  uint64_t bursts; /* burst_flush calls that added records (tests) */
   /* allocation marks */
   report_alloc_mark_t *marks;
   size_t nmarks, cap_marks;
@@ -236,6 +248,38 @@ static int record_add_direct(report_mem_t *m, const record_t *r) {
   return 0;
 }
 
+/* Adds the held-back records (m->burst) to the records, in their order: their table slots
+ * fetched first, then the records those name, then each added as record_add_direct would,
+ * with the same look-ups and growths. The index may change meanwhile (a table grown, a record
+ * added): the fetches are hints. 0 or -ENOMEM (the figures not yet added are lost: the load
+ * fails). */
+static CTS_NOINLINE int burst_flush(report_mem_t *m) {
+  const uint32_t n = m->nburst;
+  m->nburst = 0;
+  if (!n) return 0;
+  if (!tables_made(m)) return -ENOMEM;
+  m->bursts++;
+  const record_t *b = m->burst;
+  uint64_t h[BURST];
+  for (uint32_t i = 0; i < n; i++) {
+    h[i] = record_hash(&b[i]);
+    const ta_table_t *t = &m->tables[b[i].ta % RECORD_BUCKETS];
+    if (t->cap) __builtin_prefetch(&t->slot[h[i] & (t->cap - 1)]);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const ta_table_t *t = &m->tables[b[i].ta % RECORD_BUCKETS];
+    const uint32_t k = t->cap ? t->slot[h[i] & (t->cap - 1)] : 0;
+    if (k) __builtin_prefetch(&m->recs[k - 1]);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const int64_t k = record_find(m, &b[i], h[i]);
+    if (k < 0) return (int)k;
+    m->recs[k].samples += b[i].samples;
+    m->recs[k].blocks += b[i].blocks;
+  }
+  return 0;
+}
+
 static void front_flush(report_mem_t *m) {
   if (!m->front) return;
   for (size_t k = 0; k < (size_t)1 << FRONT_BITS; k++) {
@@ -307,6 +351,8 @@ static inline uint32_t rnode_at(const report_mem_t *m, size_t n) {
 static int remap_records(report_mem_t *m, coarser_t how) {
   /* (records appended with no index, by finish_live_two_passes, may come before any) */
   if (!tables_made(m)) return -ENOMEM;
+  const int held = burst_flush(m); /* (keys of the old coarseness) */
+  if (held) return held;
   m->key_gen++; /* keys computed before are stale */
   m->remaps++;
   front_flush(m);
@@ -765,9 +811,26 @@ static int finish_block(report_mem_t *m, const cts_alloc_profile_live_t *p, uint
    * and record_find: 17.5 % of report's cycles on gen_trace --mb 160 through the front, 9.3 %
    * without). Fewer stay in the caches with the front, which then spares most look-ups (a
    * rate-1 trace of sqlite3, 35 882 records: +6 % instructions without it). */
-  const int e = freed_us == UINT64_MAX || m->nrecs < FRONT_RECORDS
-                    ? record_add(m, &r, record_hash(&r))
-                    : record_add_direct(m, &r);
+  const bool collected = freed_us != UINT64_MAX;
+  if (collected && m->nrecs >= m->opts.burst_records && !m->opts.reference &&
+      m->nrecs + m->nburst < m->opts.max_records &&
+      (m->burst || (m->burst = malloc(BURST * sizeof *m->burst)))) {
+    /* Field by field (then keep_budget would do nothing): a copy of r's 32 bytes, 16 at a
+     * time, waited on its narrower stores just made (half of finish_block's samples). */
+    record_t *d = &m->burst[m->nburst++];
+    d->node = r.node;
+    d->ta = r.ta;
+    d->tf = r.tf;
+    d->size_class = r.size_class;
+    d->source = r.source;
+    d->samples = r.samples;
+    d->blocks = 1;
+    return m->nburst == BURST ? burst_flush(m) : 0;
+  }
+  int e = m->nburst ? burst_flush(m) : 0;
+  if (!e)
+    e = collected && m->nrecs >= FRONT_RECORDS ? record_add_direct(m, &r)
+                                               : record_add(m, &r, record_hash(&r));
   return e ? e : keep_budget(m, p);
 }
 
@@ -1251,6 +1314,8 @@ static void free_aggregation(report_mem_t *m) {
   free(m->front);
   free(m->rnode);
   free(m->rtarget);
+  free(m->burst);
+  m->burst = NULL;
   m->tables = NULL;
   m->front = NULL;
   m->rnode = NULL;
@@ -1384,6 +1449,7 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   }
   m->opts = *opts;
   if (!m->opts.max_records) m->opts.max_records = 400000;
+  if (!m->opts.burst_records) m->opts.burst_records = FRONT_RECORDS;
   if (!m->opts.top_sites) m->opts.top_sites = 50;
   if (!m->opts.max_tree_nodes) m->opts.max_tree_nodes = 256u << 10;
   m->heap_w = m->rec_w = 1;
@@ -1417,6 +1483,13 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
   if (err && !m->t.kept) {
     report_mem_free(m);
     return err;
+  }
+  /* The records held back, before anything reads the records (the end, the page of a load
+   * cut short, or a read again's). */
+  if (burst_flush(m)) {
+    cts_logf(&opts->log, CTS_LOG_ERROR, "%s: out of memory while aggregating", opts->path);
+    report_mem_free(m);
+    return CTS_E_NOMEM;
   }
   /* The buckets were made wide for a time no event reached (a packet header said more than
    * its body held, or the events stopped early): read again as if the span were unknown,
@@ -1466,6 +1539,10 @@ unsigned report_mem_live_passes(const report_mem_t *m) {
 uint64_t report_mem_live_calls(const report_mem_t *m, uint64_t *ranks) {
   *ranks = m->live_ranks;
   return m->live_calls;
+}
+
+uint64_t report_mem_bursts(const report_mem_t *m) {
+  return m->bursts;
 }
 
 uint64_t report_mem_record_finds(const report_mem_t *m) {
