@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -61,7 +62,7 @@ static const char help[] =
     "                       bytes (suffixes k, M, G: powers of 1000; default 256M, 0 = no\n"
     "                       limit): trace viewers do not load JSON much larger than that;\n"
     "                       its size is counted before a byte is written (a read of the\n"
-    "                       trace; from standard input, checked as it is written), and a\n"
+    "                       trace; from a pipe or standard input, checked as written), and a\n"
     "                       refusal names the ways out: 'ctfscope filter' (a time range),\n"
     "                       'ctfscope subsample' (fewer samples), --format pprof or folded;\n"
     "                       refused with other formats and, above 0, with task traces\n"
@@ -1685,9 +1686,11 @@ int cmd_export(int argc, char **argv) {
       .no_sites = true,
       .no_node_peaks = !(folded && opts.value == VAL_PEAK),
       .live_at_end = opts.format == FMT_PPROF};
-  /* Over the limit, refused before a byte is written (standard input, read once, is
-   * checked as it is written). */
-  if (opts.format == FMT_CHROME && opts.max_size && strcmp(argv[first], "-") != 0) {
+  /* Over the limit, refused before a byte is written. A trace that cannot be read twice
+   * (standard input, a FIFO: anything but a regular file) is checked as it is written. */
+  struct stat input_st;
+  if (opts.format == FMT_CHROME && opts.max_size && strcmp(argv[first], "-") != 0 &&
+      stat(argv[first], &input_st) == 0 && S_ISREG(input_st.st_mode)) {
     const int cc = chrome_count(argv[first], &cfg, &opts, to_stdout, &c);
     if (cc >= 0) {
       stream_ctx_free(&c);
