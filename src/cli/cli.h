@@ -161,8 +161,11 @@ size_t cli_text_columns(const char *s);
  * used_columns (at least 16 columns); name itself when there is no limit. The text is
  * valid until the next call. */
 const char *cli_fit_name(const char *name, size_t used_columns);
-/* A site's name for a text row (cts_row_name): valid until the next call. */
+/* A site's name for a text row (cts_row_name), and a frame's (cts_frame_label): whole (up
+ * to 64 KiB; a longer one ends in "…" at a character's start), valid until the next call
+ * of either. */
 const char *cli_site_name(const cts_row_t *r);
+const char *cli_frame_name(const cts_frames_t *f, uint64_t code);
 /* Writes before, name fitted between before and after (NULL: nothing), and after. */
 void cli_out_fitted_row(cts_out_t *o, const char *before, const char *name, const char *after);
 

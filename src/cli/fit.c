@@ -321,14 +321,27 @@ void cli_out_fitted_row(cts_out_t *o, const char *before, const char *name, cons
   if (after) cts_out_str(o, after);
 }
 
+/* A name that filled buf[0..size) (snprintf cut it, or it is exactly that long) ends in
+ * "…" at a character's start: the cut shows, and no UTF-8 character is split. */
+static const char *mark_cut(char *buf, size_t size) {
+  if (strlen(buf) + 1 < size) return buf;
+  size_t end = size - 1 - ELLIPSIS_BYTES;
+  while (end > 0 && ((unsigned char)buf[end] & 0xc0) == 0x80) end--; /* (a continuation) */
+  memcpy(buf + end, ELLIPSIS, ELLIPSIS_BYTES + 1);
+  return buf;
+}
+
+/* Names whole, fitted or not (a pipe's reader gets what the trace says; they were cut at
+ * 511 bytes there, splitting a UTF-8 character), up to 64 KiB: a fitted row needs the whole
+ * name for its lists to balance and its end to be there. */
+static char whole_name[65536];
+
 const char *cli_site_name(const cts_row_t *r) {
-  /* Without a limit, at most 511 bytes, as the tables always printed them (a pipe's bytes do
-   * not change); fitted, the whole name, so that its lists balance and its end is there. */
-  static char cut[512], whole[65536];
-  if (cli_row_width() == 0) {
-    cts_row_name(r, cut, sizeof cut);
-    return cut;
-  }
-  cts_row_name(r, whole, sizeof whole);
-  return whole;
+  cts_row_name(r, whole_name, sizeof whole_name);
+  return mark_cut(whole_name, sizeof whole_name);
+}
+
+const char *cli_frame_name(const cts_frames_t *f, uint64_t code) {
+  return mark_cut((char *)cts_frame_label(f, code, whole_name, sizeof whole_name),
+                  sizeof whole_name);
 }
