@@ -148,11 +148,11 @@ static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
     cts_out_str(o, "\nNothing is live at the end of the trace.\n");
     return;
   }
-  cts_out_printf(o, "\n%s %zu of %zu sites with live blocks at the end (grouped by %s):\n",
-                 shown < nlive ? "Top" : "All", shown, nlive,
-                 opts->by == CTS_GROUP_LINE       ? "function, file and line"
-                 : opts->by == CTS_GROUP_FUNCTION ? "function"
-                                                  : "file");
+  cli_out_heading(o, "\n%s %zu of %zu sites with live blocks at the end (grouped by %s):\n",
+                  shown < nlive ? "Top" : "All", shown, nlive,
+                  opts->by == CTS_GROUP_LINE       ? "function, file and line"
+                  : opts->by == CTS_GROUP_FUNCTION ? "function"
+                                                   : "file");
   cts_out_str(o, "  live at end    blocks   at 25%   at 50%   at 75%  growth    growth/s  site\n");
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];

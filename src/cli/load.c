@@ -148,19 +148,19 @@ void cli_csv_str(cts_out_t *o, const char *s) {
 void cli_text_trace_header(cts_out_t *o, const cli_trace_t *t) {
   const cts_alloc_profile_t *p = &t->prof;
   char a[64], b[64];
-  cts_out_printf(o, "Trace    %s: %s, pid %lld, %.3f s\n", cli_basename(t->path),
-                 t->info ? t->info->executable_name : "?", t->info ? (long long)t->info->pid : 0,
-                 cts_alloc_profile_duration_s(p));
+  cli_out_heading(o, "Trace    %s: %s, pid %lld, %.3f s\n", cli_basename(t->path),
+                  t->info ? t->info->executable_name : "?", t->info ? (long long)t->info->pid : 0,
+                  cts_alloc_profile_duration_s(p));
   if (p->sample_rate >= 1.0)
-    cts_out_printf(o, "Bytes    exact: every word was sampled (rate 1), %u-byte words\n",
-                   p->word_bytes);
+    cli_out_heading(o, "Bytes    exact: every word was sampled (rate 1), %u-byte words\n",
+                    p->word_bytes);
   else
-    cts_out_printf(o,
-                   "Bytes    estimated: samples / %s x %u bytes = %s bytes per sample; figures "
-                   "from\n         fewer than %u samples show their 95%% confidence interval\n",
-                   cli_shortest_double(p->sample_rate, a, sizeof a), p->word_bytes,
-                   (snprintf(b, sizeof b, "%.6g", cts_alloc_profile_bytes_per_sample(p)), b),
-                   CTS_CI_SHOW_BELOW);
+    cli_out_heading(o,
+                    "Bytes    estimated: samples / %s x %u bytes = %s bytes per sample; figures "
+                    "from\n         fewer than %u samples show their 95%% confidence interval\n",
+                    cli_shortest_double(p->sample_rate, a, sizeof a), p->word_bytes,
+                    (snprintf(b, sizeof b, "%.6g", cts_alloc_profile_bytes_per_sample(p)), b),
+                    CTS_CI_SHOW_BELOW);
 }
 
 int cli_finish_output(cts_out_t *o, int code) {
