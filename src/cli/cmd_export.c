@@ -1586,8 +1586,7 @@ static int chrome_count(const char *path, const cts_alloc_profile_config_t *cfg,
     cli_chrome_begin(&c.w, scratch);
     count_drain(&c);
     cli_trace_t t;
-    /* Quiet: the write pass reports the trace's problems, once. */
-    const int rc = cli_trace_load_events(&t, path, cfg, true, chrome_hook, &c);
+    const int rc = cli_trace_count_events(&t, path, cfg, chrome_hook, &c);
     if ((rc == CLI_EXIT_OK || rc == CLI_EXIT_DATA) && !c.json_refused) {
       chrome_finish(&c, &t);
       c.counted_whole = true;
