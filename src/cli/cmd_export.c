@@ -1256,22 +1256,23 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   const size_t n = ev->backtrace_len;
   const size_t depth = t->fold ? cts_fold_cut(t->fold, ev->backtrace, n) : n;
   if (ensure_cap(c, depth + 1)) return -ENOMEM;
-  size_t common = 0, same = 0;
-  for (size_t k = 0; k < depth; k++) {
+  /* The codes the last allocation's stack starts with too keep their labels, and those
+   * frames are open still: after every allocation open[0..open_len) is path[0..ncodes).
+   * Found first in a loop of one compare a frame (a stack shares most of its frames with
+   * the last one; this was most of the export's and its count pass's work). */
+  const size_t known = c->ncodes < depth ? c->ncodes : depth;
+  size_t same = 0;
+  while (same < known && ev->backtrace[same] == c->codes[same]) same++;
+  size_t common = same < c->open_len ? same : c->open_len;
+  for (size_t k = same; k < depth; k++) {
     const uint64_t code = ev->backtrace[k];
-    uint64_t id;
-    if (same == k && k < c->ncodes && c->codes[k] == code) {
-      id = c->path[k]; /* (labelled from this code for the last allocation) */
-      same++;
-    } else {
-      id = code_label(c, code);
-      if (!id) {
-        c->ncodes = 0;
-        return -ENOMEM;
-      }
-      c->codes[k] = code;
-      c->path[k] = id;
+    const uint64_t id = code_label(c, code);
+    if (!id) {
+      c->ncodes = 0;
+      return -ENOMEM;
     }
+    c->codes[k] = code;
+    c->path[k] = id;
     if (common == k && k < c->open_len && c->open[k] == id) common++;
   }
   c->ncodes = depth;
