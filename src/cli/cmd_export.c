@@ -1515,23 +1515,31 @@ static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
  * input, whose offsets are past its size). */
 static void refuse_json(const stream_ctx_t *c, const char *path, uint64_t file_size, bool written,
                         bool to_stdout) {
-  char got[48], est[32], max[32], name[512];
+  char got[64], est[32], max[48], name[512];
   const uint64_t limit = c->opts->max_size;
+  cli_human_bytes((double)limit, max, sizeof max);
   double projected = (double)c->json_bytes;
   if (file_size && c->refused_at && c->refused_at < file_size)
     projected *= (double)file_size / (double)c->refused_at;
   const double factor = floor(projected / (double)limit) + 1;
   cts_term_text(path, name, sizeof name);
-  if (c->counted_whole)
-    snprintf(got, sizeof got, "%s, ", cli_human_bytes(projected, est, sizeof est));
-  else if (projected > (double)c->json_bytes)
+  if (c->counted_whole) {
+    cli_human_bytes(projected, est, sizeof est);
+    if (strcmp(est, max) == 0) { /* the same once rounded ("154 MB, more than 154 MB"): bytes */
+      char a[32], b[32];
+      snprintf(got, sizeof got, "%s bytes, ", cli_grouped(c->json_bytes, a, sizeof a));
+      snprintf(max, sizeof max, "%s bytes", cli_grouped(limit, b, sizeof b));
+    } else {
+      snprintf(got, sizeof got, "%s, ", est);
+    }
+  } else if (projected > (double)c->json_bytes)
     snprintf(got, sizeof got, "about %s, ", cli_human_bytes(projected, est, sizeof est));
   else /* no share to project from */
     got[0] = 0;
   cli_error(
       "the Chrome JSON would be %smore than --max-size %s: Perfetto and chrome://tracing do "
       "not load files that large (%s)",
-      got, cli_human_bytes((double)limit, max, sizeof max),
+      got, max,
       !written    ? "nothing was written"
       : to_stdout ? "standard output got its start only"
                   : "the output file was not written");

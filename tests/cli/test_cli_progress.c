@@ -305,8 +305,8 @@ CTS_TEST(chrome_export_one_byte_over_max_size_writes_nothing) {
   CTS_ASSERT_EQ_INT(r.exit_code, 2);
   CTS_ASSERT_MSG(r.out_len == 0, "%zu bytes written before the refusal", r.out_len);
   CTS_ASSERT_MSG(matches(r.err,
-                         "^ctfscope export: error: the Chrome JSON would be [0-9.]+ kB, more "
-                         "than --max-size [0-9.]+ kB: .*\\(nothing was written\\)"),
+                         "^ctfscope export: error: the Chrome JSON would be [0-9][^,]* bytes, "
+                         "more than --max-size [0-9][^:]* bytes: .*\\(nothing was written\\)"),
                  "stderr: %s", r.err);
   CTS_ASSERT_MSG(strstr(r.err, "subsample --factor 2 ") && strstr(r.err, "filter --from"),
                  "stderr: %s", r.err);
