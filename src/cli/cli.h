@@ -161,8 +161,16 @@ size_t cli_text_columns(const char *s);
  * used_columns (at least 16 columns); name itself when there is no limit. The text is
  * valid until the next call. */
 const char *cli_fit_name(const char *name, size_t used_columns);
-/* A site's name for a text row (cts_row_name): valid until the next call. */
+/* printf into o for a heading of a text table (lines that name what follows): on a
+ * terminal (cli_row_width), each line longer than the width is wrapped at its spaces, the
+ * continuation indented past its label; into a pipe or a file, the bytes as printf writes
+ * them. */
+void cli_out_heading(cts_out_t *o, const char *fmt, ...) CTS_PRINTF(2, 3);
+/* A site's name for a text row (cts_row_name), and a frame's (cts_frame_label): whole (up
+ * to 64 KiB; a longer one ends in "…" at a character's start), valid until the next call
+ * of either. */
 const char *cli_site_name(const cts_row_t *r);
+const char *cli_frame_name(const cts_frames_t *f, uint64_t code);
 /* Writes before, name fitted between before and after (NULL: nothing), and after. */
 void cli_out_fitted_row(cts_out_t *o, const char *before, const char *name, const char *after);
 

@@ -182,18 +182,18 @@ static void print_text(cts_out_t *o, const side_t sides[2], const cts_diff_t *d,
   char a[48], b[48], c[48];
   for (int s = 0; s < 2; s++) {
     const cli_trace_t *t = &sides[s].t;
-    cts_out_printf(o, "%s  %s: %s, %.3f s, sample rate %s\n", s ? "After " : "Before",
-                   cli_basename(t->path), t->info ? t->info->executable_name : "?",
-                   sides[s].duration, cli_shortest_double(t->prof.sample_rate, a, sizeof a));
+    cli_out_heading(o, "%s  %s: %s, %.3f s, sample rate %s\n", s ? "After " : "Before",
+                    cli_basename(t->path), t->info ? t->info->executable_name : "?",
+                    sides[s].duration, cli_shortest_double(t->prof.sample_rate, a, sizeof a));
   }
-  cts_out_printf(o, "Total   %s -> %s (%s)\n", fmt_value(d->total_a, m, rate, a, sizeof a),
-                 fmt_value(d->total_b, m, rate, b, sizeof b),
-                 fmt_change(d->total_b - d->total_a, m, rate, c, sizeof c));
-  cts_out_printf(o,
-                 "\n%s %zu of %zu sites by change in %s, %s (estimates; * = beyond the "
-                 "sampling noise):\n",
-                 shown < d->n ? "Top" : "All", shown, d->n, metric_names[m],
-                 rate ? "per second of each trace's duration" : "totals");
+  cli_out_heading(o, "Total   %s -> %s (%s)\n", fmt_value(d->total_a, m, rate, a, sizeof a),
+                  fmt_value(d->total_b, m, rate, b, sizeof b),
+                  fmt_change(d->total_b - d->total_a, m, rate, c, sizeof c));
+  cli_out_heading(o,
+                  "\n%s %zu of %zu sites by change in %s, %s (estimates; * = beyond the "
+                  "sampling noise):\n",
+                  shown < d->n ? "Top" : "All", shown, d->n, metric_names[m],
+                  rate ? "per second of each trace's duration" : "totals");
   cts_out_str(o, "       before         after        change  change%  site\n");
   for (size_t i = 0; i < shown; i++) {
     const cts_diff_row_t *row = &d->rows[i];

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -60,6 +61,10 @@ static const char help[] =
     "      --max-size SIZE  chrome: refuse (exit 2) when the JSON would be larger than SIZE\n"
     "                       bytes (suffixes k, M, G: powers of 1000; default 256M, 0 = no\n"
     "                       limit): trace viewers do not load JSON much larger than that;\n"
+    "                       its size is counted before a byte is written (a read of the\n"
+    "                       trace; from a pipe or standard input, checked as written), and a\n"
+    "                       refusal names the ways out: 'ctfscope filter' (a time range),\n"
+    "                       'ctfscope subsample' (fewer samples), --format pprof or folded;\n"
     "                       refused with other formats and, above 0, with task traces\n"
     "  -q, --quiet          do not print warnings\n" CLI_FRAME_HELP
     "  -h, --help           show this help\n"
@@ -995,10 +1000,20 @@ typedef struct stream_ctx {
   counter_point_t *points;
   size_t npoints;
   uint64_t spacing_us, last_point_us;
-  /* chrome: an estimate of the JSON written so far, to refuse early an output larger than
-   * opts->max_size (json_refused: the reading was stopped for that) */
-  uint64_t json_bytes, json_projected;
-  bool json_refused;
+  /* chrome: the JSON's bytes so far, to refuse an output larger than opts->max_size
+   * (json_refused: the reading was stopped for that, at offset refused_at of the input).
+   * Counted exactly by the count pass (counting: nothing is written, o is a scratch buffer
+   * drained after every event), estimated while writing. */
+  uint64_t json_bytes, refused_at;
+  bool json_refused, counting;
+  bool counted_whole; /* the count pass read the whole trace: json_bytes is the size */
+  /* the count pass found the JSON within the limit: no check while writing, and the heap
+   * counters are its (points), not counted again */
+  bool counted;
+  /* the count pass: the last time counted and the length of its text */
+  double count_ts;
+  size_t count_ts_len;
+  uint64_t counted_events;
   int err;
 } stream_ctx_t;
 
@@ -1056,9 +1071,59 @@ static cts_json_t *begin_event(stream_ctx_t *c, const char *ph, unsigned pid) {
 /* A slice of the flame chart opening ('B') or closing ('E') at ts, named after label (0:
  * "(no backtrace)"). Written in place (cts_json_raw_value): millions of events of one shape,
  * their names escaped once (the text cache). */
+static const char chrome_event_head[] = "{\"ph\": \"B\", \"pid\": 2, \"tid\": 1, \"ts\": ";
+static const char chrome_name_key[] = ", \"name\": ";
+
+/* The length of ts as chrome_event writes it: "%.3f" (cts_out_fixed), or "null". Counted
+ * from its integer digits when it is far enough from the next power of ten not to round up
+ * to it (and small enough for that distance to be exact in a double), else printed. */
+static size_t chrome_ts_len(double ts) {
+  if (!isfinite(ts)) return 4;
+  if (!signbit(ts) && ts < 1e12) {
+    size_t digits = 1;
+    double power = 10;
+    while (ts >= power) {
+      digits++;
+      power *= 10;
+    }
+    if (ts < power - 0.001) return digits + 4;
+  }
+  char text[400]; /* (the longest, -DBL_MAX, is 313 bytes) */
+  const int n = snprintf(text, sizeof text, "%.3f", ts);
+  return n > 0 ? (size_t)n : 0;
+}
+
+/* The count pass's chrome_event: the bytes it would write, added to json_bytes. The JSON
+ * writer's separator before the first event goes to the scratch buffer, which is drained;
+ * after it, each event's is ",\n" (the writer is not called per event: a third of the
+ * pass's instructions were its). */
+static void count_event(stream_ctx_t *c, const text_slot_t *e, const char *name, double ts) {
+  if (c->counted_events++ == 0) {
+    cts_json_ws(&c->w, "\n");
+    cts_json_raw_value(&c->w);
+  } else {
+    c->json_bytes += 2;
+  }
+  if (!c->count_ts_len || memcmp(&ts, &c->count_ts, sizeof ts) != 0) {
+    c->count_ts = ts;
+    c->count_ts_len = chrome_ts_len(ts);
+  }
+  size_t name_len;
+  if (e) {
+    name_len = e->len;
+  } else { /* a name too long to keep: escaped once more (at most 6 bytes a byte) */
+    const size_t raw = strlen(name);
+    char *d = malloc(6 * raw + 2);
+    name_len = d ? cts_fmt_json_str(d, name) : 6 * raw + 2;
+    free(d);
+  }
+  c->json_bytes += c->o->len + sizeof chrome_event_head - 1 + c->count_ts_len +
+                   sizeof chrome_name_key + name_len;
+  c->o->len = 0;
+}
+
 static void chrome_event(stream_ctx_t *c, char ph, uint64_t label, double ts) {
-  static const char head[] = "{\"ph\": \"B\", \"pid\": 2, \"tid\": 1, \"ts\": ";
-  static const char name_key[] = ", \"name\": ";
+  const char *const head = chrome_event_head, *const name_key = chrome_name_key;
   const text_slot_t *e = text_cache_find(c->cache, label);
   const char *name = NULL;
   size_t raw;
@@ -1071,6 +1136,10 @@ static void chrome_event(stream_ctx_t *c, char ph, uint64_t label, double ts) {
       char *d = text_cache_room(c->cache, 6 * raw + 2);
       e = text_cache_keep(c->cache, label, cts_fmt_json_str(d, name), (uint32_t)raw);
     }
+  }
+  if (c->counting) {
+    count_event(c, e, name, ts);
+    return;
   }
   /* '{"ph": "B", "pid": 2, "tid": 1, "ts": T.000, "name": "N"},\n': 53 bytes, the time's
    * digits and the name (escapes aside, rare in names). */
@@ -1086,15 +1155,15 @@ static void chrome_event(stream_ctx_t *c, char ph, uint64_t label, double ts) {
   cts_out_t *o = c->o;
   cts_json_ws(&c->w, "\n");
   cts_json_raw_value(&c->w);
-  char *d = cts_out_reserve(o, sizeof head + sizeof c->ts_text);
-  memcpy(d, head, sizeof head - 1);
+  char *d = cts_out_reserve(o, sizeof chrome_event_head + sizeof c->ts_text);
+  memcpy(d, head, sizeof chrome_event_head - 1);
   d[8] = ph;
-  o->len += sizeof head - 1;
+  o->len += sizeof chrome_event_head - 1;
   /* The time as the last event wrote it when it is the same double (bit for bit: -0 and 0
    * print apart); else formatted, its text contiguous in the buffer (the reserve is more
    * than the 314 bytes of the longest), and kept when short. */
   if (c->ts_len && memcmp(&ts, &c->ts_memo, sizeof ts) == 0) {
-    memcpy(d + sizeof head - 1, c->ts_text, sizeof c->ts_text);
+    memcpy(d + sizeof chrome_event_head - 1, c->ts_text, sizeof c->ts_text);
     o->len += c->ts_len;
   } else {
     cts_out_reserve(o, 512);
@@ -1109,11 +1178,11 @@ static void chrome_event(stream_ctx_t *c, char ph, uint64_t label, double ts) {
     c->ts_memo = ts;
   }
   if (e) {
-    d = cts_out_reserve(o, sizeof name_key + e->len);
-    memcpy(d, name_key, sizeof name_key - 1);
-    memcpy(d + sizeof name_key - 1, c->cache->text + e->off, e->len);
-    d[sizeof name_key - 1 + e->len] = '}';
-    o->len += sizeof name_key + e->len;
+    d = cts_out_reserve(o, sizeof chrome_name_key + e->len);
+    memcpy(d, name_key, sizeof chrome_name_key - 1);
+    memcpy(d + sizeof chrome_name_key - 1, c->cache->text + e->off, e->len);
+    d[sizeof chrome_name_key - 1 + e->len] = '}';
+    o->len += sizeof chrome_name_key + e->len;
   } else {
     cts_out_str(o, name_key);
     cts_out_json_str(o, name);
@@ -1168,29 +1237,13 @@ static void add_point(stream_ctx_t *c, uint64_t time_us) {
   c->last_point_us = time_us;
 }
 
-/* Whether the JSON will pass max_size: once written, or, to refuse a trace far too large
- * after a few per cent of it rather than after writing the limit, projected from the share
- * of the input read once a sixteenth of it (or 1 MiB) is behind. The projection assumes the
- * rest of the trace like its start, which is often denser (startup allocates most): it only
- * refuses at twice the limit. The heap counters written at the end (at most
- * MAX_COUNTER_POINTS lines, under 0.5 MB) are not counted. */
-static bool json_too_big(stream_ctx_t *c, uint64_t file_size, uint64_t offset) {
-  const uint64_t max = c->opts->max_size;
-  c->json_projected = c->json_bytes;
-  /* A compressed input's offsets (decompressed) outrun its size: no projection then. */
-  if (file_size && offset && offset < file_size &&
-      offset >= (file_size / 16 < (1u << 20) ? file_size / 16 : (1u << 20))) {
-    const double projected = (double)c->json_bytes * ((double)file_size / (double)offset);
-    if (projected > (double)c->json_bytes) c->json_projected = (uint64_t)projected;
-  }
-  return c->json_bytes > max || c->json_projected / 2 > max;
-}
-
 static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   stream_ctx_t *c = ud;
   const cts_alloc_profile_t *p = &t->prof;
-  if (count_live(c, ev)) return -ENOMEM;
-  add_point(c, ev->time_us);
+  if (!c->counted) {
+    if (count_live(c, ev)) return -ENOMEM;
+    add_point(c, ev->time_us);
+  }
   if (ev->kind != CTS_MT_ALLOC) return 0;
   if (!c->labels_ready) {
     c->frames = cli_trace_frames(t);
@@ -1203,22 +1256,23 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   const size_t n = ev->backtrace_len;
   const size_t depth = t->fold ? cts_fold_cut(t->fold, ev->backtrace, n) : n;
   if (ensure_cap(c, depth + 1)) return -ENOMEM;
-  size_t common = 0, same = 0;
-  for (size_t k = 0; k < depth; k++) {
+  /* The codes the last allocation's stack starts with too keep their labels, and those
+   * frames are open still: after every allocation open[0..open_len) is path[0..ncodes).
+   * Found first in a loop of one compare a frame (a stack shares most of its frames with
+   * the last one; this was most of the export's and its count pass's work). */
+  const size_t known = c->ncodes < depth ? c->ncodes : depth;
+  size_t same = 0;
+  while (same < known && ev->backtrace[same] == c->codes[same]) same++;
+  size_t common = same < c->open_len ? same : c->open_len;
+  for (size_t k = same; k < depth; k++) {
     const uint64_t code = ev->backtrace[k];
-    uint64_t id;
-    if (same == k && k < c->ncodes && c->codes[k] == code) {
-      id = c->path[k]; /* (labelled from this code for the last allocation) */
-      same++;
-    } else {
-      id = code_label(c, code);
-      if (!id) {
-        c->ncodes = 0;
-        return -ENOMEM;
-      }
-      c->codes[k] = code;
-      c->path[k] = id;
+    const uint64_t id = code_label(c, code);
+    if (!id) {
+      c->ncodes = 0;
+      return -ENOMEM;
     }
+    c->codes[k] = code;
+    c->path[k] = id;
     if (common == k && k < c->open_len && c->open[k] == id) common++;
   }
   c->ncodes = depth;
@@ -1234,8 +1288,12 @@ static int chrome_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   } else {
     c->clock += (double)ev->nsamples * cts_alloc_profile_bytes_per_sample(p);
   }
-  if (c->opts->max_size && json_too_big(c, t->file_size, ev->offset)) {
+  /* Counted: the pass stops at the limit. Written: a count pass ran before (and found the
+   * JSON within the limit), unless the trace comes from standard input, which cannot be
+   * read twice; then the writing stops here, its start out. */
+  if (c->opts->max_size && !c->counted && c->json_bytes > c->opts->max_size) {
     c->json_refused = true;
+    c->refused_at = ev->offset;
     return CTS_E_LIMIT;
   }
   return c->o->err;
@@ -1412,6 +1470,14 @@ static int csv_hook(void *ud, cli_trace_t *t, const cts_mt_event_t *ev) {
   return o->err;
 }
 
+/* The count pass: the bytes in the scratch buffer counted, and the buffer emptied (it is
+ * never written out). */
+static void count_drain(stream_ctx_t *c) {
+  if (!c->counting) return;
+  c->json_bytes += c->o->len;
+  c->o->len = 0;
+}
+
 static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
   const cts_alloc_profile_t *p = &t->prof;
   while (c->open_len > 0) chrome_event(c, 'E', c->open[--c->open_len], c->clock);
@@ -1430,6 +1496,7 @@ static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
     cts_json_kv_fixed(w, "allocated", (double)pt->alloc_samples * bps, 0);
     cts_json_end(w);
     cts_json_end(w);
+    count_drain(c);
   }
   char name[600];
   snprintf(name, sizeof name, "%s: heap over time", t->info ? t->info->executable_name : "trace");
@@ -1439,30 +1506,117 @@ static void chrome_finish(stream_ctx_t *c, const cli_trace_t *t) {
   cli_chrome_end_events(w);
   cts_json_kv_str(w, "bytes", "estimated: samples / sample rate x word size");
   cli_chrome_end(w);
+  count_drain(c);
 }
 
-/* Why the chrome export stopped, and what to run instead. */
-static void refuse_json(const stream_ctx_t *c, const char *path, bool to_stdout) {
-  char got[48], est[32], max[32], name[512];
+/* Why the chrome export stopped, and what to run instead. written: whether some of the
+ * JSON went out (a trace from standard input is not counted before). The size is projected
+ * from the share of the input read when the count passed the limit (not for a compressed
+ * input, whose offsets are past its size). */
+static void refuse_json(const stream_ctx_t *c, const char *path, uint64_t file_size, bool written,
+                        bool to_stdout) {
+  char got[64], est[32], max[48], name[512];
   const uint64_t limit = c->opts->max_size;
-  const uint64_t factor = c->json_projected / limit + 1;
+  cli_human_bytes((double)limit, max, sizeof max);
+  double projected = (double)c->json_bytes;
+  if (file_size && c->refused_at && c->refused_at < file_size)
+    projected *= (double)file_size / (double)c->refused_at;
+  const double factor = floor(projected / (double)limit) + 1;
   cts_term_text(path, name, sizeof name);
-  if (c->json_projected > c->json_bytes) /* the estimate, from the share of the trace read */
-    snprintf(got, sizeof got, "about %s, ",
-             cli_human_bytes((double)c->json_projected, est, sizeof est));
-  else /* passed the limit before an estimate could be made */
+  if (c->counted_whole) {
+    cli_human_bytes(projected, est, sizeof est);
+    if (strcmp(est, max) == 0) { /* the same once rounded ("154 MB, more than 154 MB"): bytes */
+      char a[32], b[32];
+      snprintf(got, sizeof got, "%s bytes, ", cli_grouped(c->json_bytes, a, sizeof a));
+      snprintf(max, sizeof max, "%s bytes", cli_grouped(limit, b, sizeof b));
+    } else {
+      snprintf(got, sizeof got, "%s, ", est);
+    }
+  } else if (projected > (double)c->json_bytes)
+    snprintf(got, sizeof got, "about %s, ", cli_human_bytes(projected, est, sizeof est));
+  else /* no share to project from */
     got[0] = 0;
   cli_error(
       "the Chrome JSON would be %smore than --max-size %s: Perfetto and chrome://tracing do "
       "not load files that large (%s)",
-      got, cli_human_bytes((double)limit, max, sizeof max),
-      to_stdout ? "standard output got its start only" : "the output file was not written");
+      got, max,
+      !written    ? "nothing was written"
+      : to_stdout ? "standard output got its start only"
+                  : "the output file was not written");
   cli_note(
       "instead: a time range, 'ctfscope filter --from S --to S -o part.ctf %s'; fewer "
-      "samples, 'ctfscope subsample --factor %llu -o smaller.ctf %s'; the whole trace as "
+      "samples, 'ctfscope subsample --factor %.0f -o smaller.ctf %s' or more (a sparser "
+      "trace shares fewer frames from one allocation to the next); the whole trace as "
       "a profile, '--format pprof' or '--format folded'; or '--max-size 0' to write it "
       "anyway",
-      name, (unsigned long long)factor, name);
+      name, factor < 1e15 ? factor : 1e15, name);
+}
+
+/* The chrome stream's tables (cache, counter points, code labels, live blocks). Returns 0
+ * or -ENOMEM (then stream_ctx_free frees what was made). */
+static int chrome_ctx_init(stream_ctx_t *c) {
+  c->cache = text_cache_new();
+  c->points = malloc(MAX_COUNTER_POINTS * sizeof *c->points);
+  c->code_labels = calloc(CODE_LABEL_SLOTS, sizeof *c->code_labels);
+  cts_live_init(&c->live, sizeof(uint64_t)); /* (allocates nothing) */
+  return c->cache && c->points && c->code_labels ? 0 : -ENOMEM;
+}
+
+static void stream_ctx_free(stream_ctx_t *c) {
+  if (c->labels_ready) cts_labels_fini(&c->labels);
+  free(c->open);
+  free(c->path);
+  free(c->codes);
+  free(c->code_labels);
+  free(c->points);
+  free(c->cache);
+  free(c->csv_samples);
+  cts_live_fini(&c->live);
+}
+
+/* The count pass of a chrome export with a limit: the JSON's exact size, from the writing
+ * path with nothing written (every byte but the events' is formatted into a scratch buffer
+ * and counted; an event's length is summed from its parts), stopped as soon as it passes
+ * the limit. It costs a read of the trace without the formatting; writing the limit's
+ * 256 MB and then refusing cost a user that and an error. Returns the exit code when the
+ * export is refused (the reasons printed) or cannot go on, else -1 with the heap counters'
+ * points in out (which then need no live blocks of their own). */
+static int chrome_count(const char *path, const cts_alloc_profile_config_t *cfg,
+                        const export_opts_t *opts, bool to_stdout, stream_ctx_t *out) {
+  stream_ctx_t c = {.opts = opts, .digits = 5, .counting = true};
+  cts_out_t *scratch = malloc(sizeof *scratch);
+  if (scratch) cts_out_init(scratch, -1);
+  c.o = scratch;
+  int code = -1;
+  if (!scratch || chrome_ctx_init(&c)) {
+    cli_error("out of memory");
+    code = CLI_EXIT_INTERNAL;
+  } else {
+    cli_chrome_begin(&c.w, scratch);
+    count_drain(&c);
+    cli_trace_t t;
+    const int rc = cli_trace_count_events(&t, path, cfg, chrome_hook, &c);
+    if ((rc == CLI_EXIT_OK || rc == CLI_EXIT_DATA) && !c.json_refused) {
+      chrome_finish(&c, &t);
+      c.counted_whole = true;
+      c.json_refused = c.json_bytes > opts->max_size;
+    }
+    if (c.json_refused) {
+      refuse_json(&c, path, t.file_size, false, to_stdout);
+      code = CLI_EXIT_USAGE;
+    } else if (t.hook_err == -ENOMEM || t.hook_err == CTS_E_NOMEM) {
+      cli_error("out of memory");
+      code = CLI_EXIT_INTERNAL;
+    } else {
+      memcpy(out->points, c.points, c.npoints * sizeof *c.points);
+      out->npoints = c.npoints;
+      out->counted = true;
+    }
+    cli_trace_free(&t);
+  }
+  stream_ctx_free(&c);
+  free(scratch);
+  return code;
 }
 
 int cmd_export(int argc, char **argv) {
@@ -1512,41 +1666,23 @@ int cmd_export(int argc, char **argv) {
   }
   stream_ctx_t c = {.o = out, .opts = &opts, .digits = 5, .csv_gen = 1};
   cli_event_hook hook = NULL;
-  if (opts.format == FMT_CHROME || opts.format == FMT_CSV) {
-    c.cache = text_cache_new();
-    if (!c.cache) {
-      cli_error("out of memory");
-      cts_outfile_discard(&file);
-      return CLI_EXIT_INTERNAL;
-    }
-  }
+  int init = 0;
   if (opts.format == FMT_CHROME) {
-    c.points = malloc(MAX_COUNTER_POINTS * sizeof *c.points);
-    c.code_labels = calloc(CODE_LABEL_SLOTS, sizeof *c.code_labels);
-    if (!c.points || !c.code_labels) {
-      free(c.points);
-      free(c.code_labels);
-      free(c.cache);
-      cli_error("out of memory");
-      cts_outfile_discard(&file);
-      return CLI_EXIT_INTERNAL;
-    }
-    cts_live_init(&c.live, sizeof(uint64_t)); /* (allocates nothing) */
+    init = chrome_ctx_init(&c);
     hook = chrome_hook;
-    cli_chrome_begin(&c.w, out);
   } else if (opts.format == FMT_CSV) {
+    c.cache = text_cache_new();
     c.csv_samples = calloc(CSV_SAMPLE_TEXTS, sizeof *c.csv_samples);
-    if (!c.csv_samples) {
-      free(c.cache);
-      cli_error("out of memory");
-      cts_outfile_discard(&file);
-      return CLI_EXIT_INTERNAL;
-    }
+    init = c.cache && c.csv_samples ? 0 : -ENOMEM;
     hook = csv_hook;
-    cts_out_str(out,
-                "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
-                "line,backtrace_length\n");
   }
+  if (init) {
+    stream_ctx_free(&c);
+    cli_error("out of memory");
+    cts_outfile_discard(&file);
+    return CLI_EXIT_INTERNAL;
+  }
+  const bool to_stdout = !opts.output || strcmp(opts.output, "-") == 0;
   /* CSV lines and chrome frames are named from the trace's own codes: no stack is kept.
    * Folded and pprof keep what they print and nothing else: no sites; per-node peaks only
    * for --value peak; and for allocated figures (bytes, count, samples) no live blocks. */
@@ -1558,6 +1694,25 @@ int cmd_export(int argc, char **argv) {
       .no_sites = true,
       .no_node_peaks = !(folded && opts.value == VAL_PEAK),
       .live_at_end = opts.format == FMT_PPROF};
+  /* Over the limit, refused before a byte is written. A trace that cannot be read twice
+   * (standard input, a FIFO: anything but a regular file) is checked as it is written. */
+  struct stat input_st;
+  if (opts.format == FMT_CHROME && opts.max_size && strcmp(argv[first], "-") != 0 &&
+      stat(argv[first], &input_st) == 0 && S_ISREG(input_st.st_mode)) {
+    const int cc = chrome_count(argv[first], &cfg, &opts, to_stdout, &c);
+    if (cc >= 0) {
+      stream_ctx_free(&c);
+      cts_outfile_discard(&file);
+      return cc;
+    }
+  }
+  if (opts.format == FMT_CHROME) {
+    cli_chrome_begin(&c.w, out);
+  } else if (opts.format == FMT_CSV) {
+    cts_out_str(out,
+                "time_us,kind,obj_id,heap,length_words,nsamples,est_bytes,function,file,"
+                "line,backtrace_length\n");
+  }
   cli_trace_t t;
   int code = hook ? cli_trace_load_events(&t, argv[first], &cfg, opts.quiet, hook, &c)
                   : cli_trace_load_hooked(&t, argv[first], &cfg, opts.quiet, NULL, NULL);
@@ -1571,7 +1726,7 @@ int cmd_export(int argc, char **argv) {
       chrome_finish(&c, &t);
   }
   if (c.json_refused) {
-    refuse_json(&c, argv[first], !opts.output || strcmp(opts.output, "-") == 0);
+    refuse_json(&c, argv[first], t.file_size, true, to_stdout);
     code = CLI_EXIT_USAGE;
   } else if (e == -ENOMEM || e == CTS_E_NOMEM) {
     cli_error("out of memory");
@@ -1581,15 +1736,7 @@ int cmd_export(int argc, char **argv) {
     code = CLI_EXIT_IO;
   }
   code = cli_output_close(&file, cli_finish_output(out, code));
-  if (c.labels_ready) cts_labels_fini(&c.labels);
-  free(c.open);
-  free(c.path);
-  free(c.codes);
-  free(c.code_labels);
-  free(c.points);
-  free(c.cache);
-  free(c.csv_samples);
-  cts_live_fini(&c.live);
+  stream_ctx_free(&c);
   cli_trace_free(&t);
   return code;
 }

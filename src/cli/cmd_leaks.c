@@ -118,14 +118,8 @@ static void print_backtrace_text(cts_out_t *o, const cts_stacks_t *s, const cts_
       cts_out_printf(o, "          ... %u more frames\n", cts_stacks_depth(s, n));
       break;
     }
-    /* 511 bytes at most, as always, unless fitted: then whole (cli_site_name's reasons). */
-    static char whole[65536];
-    char cut[512];
-    const bool fitted = cli_row_width() != 0;
     cli_out_fitted_row(o, shown ? "          called from " : "          allocated in ",
-                       cts_frame_label(f, s->nodes[n].code, fitted ? whole : cut,
-                                       fitted ? sizeof whole : sizeof cut),
-                       "\n");
+                       cli_frame_name(f, s->nodes[n].code), "\n");
     shown++;
   }
 }
@@ -154,11 +148,11 @@ static void print_text(cts_out_t *o, cli_trace_t *t, const cts_rows_t *rows, siz
     cts_out_str(o, "\nNothing is live at the end of the trace.\n");
     return;
   }
-  cts_out_printf(o, "\n%s %zu of %zu sites with live blocks at the end (grouped by %s):\n",
-                 shown < nlive ? "Top" : "All", shown, nlive,
-                 opts->by == CTS_GROUP_LINE       ? "function, file and line"
-                 : opts->by == CTS_GROUP_FUNCTION ? "function"
-                                                  : "file");
+  cli_out_heading(o, "\n%s %zu of %zu sites with live blocks at the end (grouped by %s):\n",
+                  shown < nlive ? "Top" : "All", shown, nlive,
+                  opts->by == CTS_GROUP_LINE       ? "function, file and line"
+                  : opts->by == CTS_GROUP_FUNCTION ? "function"
+                                                   : "file");
   cts_out_str(o, "  live at end    blocks   at 25%   at 50%   at 75%  growth    growth/s  site\n");
   for (size_t i = 0; i < shown; i++) {
     const cts_row_t *r = &rows->rows[i];
@@ -231,8 +225,7 @@ static void print_json(cts_json_t *w, cli_trace_t *t, const cts_rows_t *rows, si
     long shown_frames = 0;
     for (uint32_t n = r->first_node; n != 0 && n != UINT32_MAX && shown_frames < opts->depth;
          n = p->stacks.nodes[n].parent, shown_frames++) {
-      char label[512];
-      cts_json_str(w, cts_frame_label(&frames, p->stacks.nodes[n].code, label, sizeof label));
+      cts_json_str(w, cli_frame_name(&frames, p->stacks.nodes[n].code));
     }
     cts_json_end(w);
     cts_json_end(w);

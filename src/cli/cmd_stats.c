@@ -156,11 +156,11 @@ static void print_rates_text(cts_out_t *o, const cli_trace_t *t) {
   const cts_alloc_profile_t *p = &t->prof;
   const double bps = cts_alloc_profile_bytes_per_sample(p), dur = cts_alloc_profile_duration_s(p);
   char a[96], b[64], c[64], d[64];
-  cts_out_printf(o, "Allocated %s in %s sampled blocks (~%s allocations, %s samples)\n",
-                 cli_est_bytes(p, cts_alloc_profile_samples(p), true, a, sizeof a),
-                 cli_grouped(cts_alloc_profile_allocs(p), b, sizeof b),
-                 cli_grouped(cts_est_round(p->est_allocs_total), c, sizeof c),
-                 cli_grouped(cts_alloc_profile_samples(p), d, sizeof d));
+  cli_out_heading(o, "Allocated %s in %s sampled blocks (~%s allocations, %s samples)\n",
+                  cli_est_bytes(p, cts_alloc_profile_samples(p), true, a, sizeof a),
+                  cli_grouped(cts_alloc_profile_allocs(p), b, sizeof b),
+                  cli_grouped(cts_est_round(p->est_allocs_total), c, sizeof c),
+                  cli_grouped(cts_alloc_profile_samples(p), d, sizeof d));
   if (dur <= 0) {
     cts_out_str(o, "Rates     none: the trace has no duration\n");
     return;

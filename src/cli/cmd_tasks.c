@@ -69,10 +69,10 @@ static void text_lost(cts_out_t *o, const cli_tasks_t *t) {
 
 static void text_header(cts_out_t *o, const cli_tasks_t *t) {
   char a[32];
-  cts_out_printf(o, "Trace    %s: mirage-profile task trace, %s events, %.6f s, %zu lane%s%s\n",
-                 cli_basename(t->path), cli_grouped(t->m.events, a, sizeof a),
-                 cli_tasks_duration_s(t), t->m.nlanes, t->m.nlanes == 1 ? "" : "s",
-                 t->m.nlanes > 1 ? " (threads writing at the same time)" : "");
+  cli_out_heading(o, "Trace    %s: mirage-profile task trace, %s events, %.6f s, %zu lane%s%s\n",
+                  cli_basename(t->path), cli_grouped(t->m.events, a, sizeof a),
+                  cli_tasks_duration_s(t), t->m.nlanes, t->m.nlanes == 1 ? "" : "s",
+                  t->m.nlanes > 1 ? " (threads writing at the same time)" : "");
   text_lost(o, t);
 }
 
@@ -614,23 +614,24 @@ static void print_top_text(cts_out_t *out, const cli_tasks_t *t, const cts_task_
   const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
   char a[32], b[32], c[32], d[32], name[64];
   text_header(out, t);
-  cts_out_printf(out, "Total    %s tasks; running %s, idle %s\n",
-                 cli_grouped(tot->tasks, a, sizeof a),
-                 cli_human_ns((double)tot->running_ns, b, sizeof b),
-                 cli_human_ns((double)tot->idle_ns, c, sizeof c));
-  cts_out_printf(out, "\n%s %zu of %zu %ss by %s%s:\n", shown < gs->n ? "Top" : "All", shown, gs->n,
-                 by_key, metric_names[opts->sort],
-                 opts->by == CTS_TASK_BY_LABEL ? " (unlabelled tasks by their type)" : "");
+  cli_out_heading(out, "Total    %s tasks; running %s, idle %s\n",
+                  cli_grouped(tot->tasks, a, sizeof a),
+                  cli_human_ns((double)tot->running_ns, b, sizeof b),
+                  cli_human_ns((double)tot->idle_ns, c, sizeof c));
+  cli_out_heading(out, "\n%s %zu of %zu %ss by %s%s:\n", shown < gs->n ? "Top" : "All", shown,
+                  gs->n, by_key, metric_names[opts->sort],
+                  opts->by == CTS_TASK_BY_LABEL ? " (unlabelled tasks by their type)" : "");
   cts_out_printf(out, "     running       %%    periods      tasks       alive  pending  %s\n",
                  by_key);
   for (size_t i = 0; i < shown; i++) {
     const cts_task_group_t *g = &gs->g[i];
-    cts_out_printf(out, "%12s  %5.1f%%  %9s  %9s  %10s  %7llu  %s\n",
-                   cli_human_ns((double)g->running_ns, a, sizeof a),
-                   tot->running_ns ? 100.0 * (double)g->running_ns / (double)tot->running_ns : 0.0,
-                   cli_grouped(g->runs, b, sizeof b), cli_grouped(g->tasks, c, sizeof c),
-                   cli_human_ns((double)g->alive_ns, d, sizeof d), (unsigned long long)g->pending,
-                   cts_task_group_name(m, g, opts->by, name, sizeof name));
+    char figures[192];
+    snprintf(figures, sizeof figures, "%12s  %5.1f%%  %9s  %9s  %10s  %7llu  ",
+             cli_human_ns((double)g->running_ns, a, sizeof a),
+             tot->running_ns ? 100.0 * (double)g->running_ns / (double)tot->running_ns : 0.0,
+             cli_grouped(g->runs, b, sizeof b), cli_grouped(g->tasks, c, sizeof c),
+             cli_human_ns((double)g->alive_ns, d, sizeof d), (unsigned long long)g->pending);
+    cli_out_fitted_row(out, figures, cts_task_group_name(m, g, opts->by, name, sizeof name), "\n");
   }
 }
 
@@ -776,40 +777,43 @@ static void print_leaks_text(cts_out_t *out, const cli_tasks_t *t,
   const uint64_t end = m->last_ns;
   char a[64], b[64], name[64], pname[64];
   text_header(out, t);
-  cts_out_printf(out,
-                 "Pending  %s tasks never resolved (nor merged into another) by the end, %s of "
-                 "them marked should-resolve\n",
-                 cli_grouped(np, a, sizeof a), cli_grouped(nshould, b, sizeof b));
+  cli_out_heading(out,
+                  "Pending  %s tasks never resolved (nor merged into another) by the end, %s of "
+                  "them marked should-resolve\n",
+                  cli_grouped(np, a, sizeof a), cli_grouped(nshould, b, sizeof b));
   if (!np) {
     cts_out_str(out, "\nEvery task resolved.\n");
   } else {
-    cts_out_printf(out,
-                   "\n%s %zu of %zu labels of pending tasks (should-resolve first, then by "
-                   "count):\n     tasks  should  oldest age  label\n",
-                   gshown < ng ? "Top" : "All", gshown, ng);
+    cli_out_heading(out,
+                    "\n%s %zu of %zu labels of pending tasks (should-resolve first, then by "
+                    "count):\n     tasks  should  oldest age  label\n",
+                    gshown < ng ? "Top" : "All", gshown, ng);
     for (size_t i = 0; i < gshown; i++) {
       const cts_task_pending_group_t *g = &pg[i];
       const cts_task_group_t gg = {.key = g->key};
-      cts_out_printf(out, "%10s  %6llu  %10s  %s\n", cli_grouped(g->tasks, a, sizeof a),
-                     (unsigned long long)g->should,
-                     cli_human_ns((double)(end - g->oldest_start), b, sizeof b),
-                     cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name));
+      char figures[96];
+      snprintf(figures, sizeof figures, "%10s  %6llu  %10s  ", cli_grouped(g->tasks, a, sizeof a),
+               (unsigned long long)g->should,
+               cli_human_ns((double)(end - g->oldest_start), b, sizeof b));
+      cli_out_fitted_row(out, figures,
+                         cts_task_group_name(m, &gg, CTS_TASK_BY_LABEL, name, sizeof name), "\n");
     }
-    cts_out_printf(out,
-                   "\n%s %zu of %zu pending tasks (should-resolve first, then the oldest):\n"
-                   "        task  type            age  should  label / created by\n",
-                   shown < np ? "Oldest" : "All", shown, np);
+    cli_out_heading(out,
+                    "\n%s %zu of %zu pending tasks (should-resolve first, then the oldest):\n"
+                    "        task  type            age  should  label / created by\n",
+                    shown < np ? "Oldest" : "All", shown, np);
     for (size_t i = 0; i < shown; i++) {
       const cts_task_t *k = &m->tasks[pend[i]];
-      cts_out_printf(out, "%12lld  %-12s %7s%s  %-6s  %s", (long long)k->id,
-                     cts_task_slot_name(cts_task_slot(k)),
-                     cli_human_ns((double)(end - k->start), a, sizeof a),
-                     (k->flags & CTS_TASK_F_PREEXISTING) ? "+" : " ",
-                     cts_task_marked_should_resolve(k) ? "yes" : "",
-                     cts_tasks_name(m, pend[i], name, sizeof name));
-      if (k->parent != NONE)
-        cts_out_printf(out, "  <- %s", cts_tasks_name(m, k->parent, pname, sizeof pname));
-      cts_out_char(out, '\n');
+      char figures[128], label[160];
+      snprintf(figures, sizeof figures, "%12lld  %-12s %7s%s  %-6s  ", (long long)k->id,
+               cts_task_slot_name(cts_task_slot(k)),
+               cli_human_ns((double)(end - k->start), a, sizeof a),
+               (k->flags & CTS_TASK_F_PREEXISTING) ? "+" : " ",
+               cts_task_marked_should_resolve(k) ? "yes" : "");
+      snprintf(label, sizeof label, "%s%s%s", cts_tasks_name(m, pend[i], name, sizeof name),
+               k->parent != NONE ? "  <- " : "",
+               k->parent != NONE ? cts_tasks_name(m, k->parent, pname, sizeof pname) : "");
+      cli_out_fitted_row(out, figures, label, "\n");
     }
     cts_out_str(out,
                 "\n  age: from creation to the end of the trace ('+': created before the "
@@ -932,26 +936,28 @@ static void print_diff_text(cts_out_t *out, const cli_tasks_t t[2], const cts_ta
   const char *by_key = opts->by == CTS_TASK_BY_LABEL ? "label" : "type";
   char a[48], b[48], c[48];
   for (int s = 0; s < 2; s++)
-    cts_out_printf(out, "%s  %s: task trace, %s events, %.6f s, %zu tasks\n",
-                   s ? "After " : "Before", cli_basename(t[s].path),
-                   cli_grouped(t[s].m.events, a, sizeof a), cli_tasks_duration_s(&t[s]),
-                   t[s].m.ntasks);
-  cts_out_printf(out, "Total   %s -> %s (%s)\n",
-                 fmt_metric(total_a, opts->metric, rate, a, sizeof a),
-                 fmt_metric(total_b, opts->metric, rate, b, sizeof b),
-                 fmt_metric(total_b - total_a, opts->metric, rate, c, sizeof c));
-  cts_out_printf(out, "\n%s %zu of %zu %ss by change in %s, %s:\n", shown < n ? "Top" : "All",
-                 shown, n, by_key, metric_names[opts->metric],
-                 rate ? "per second of each trace's span" : "totals");
+    cli_out_heading(out, "%s  %s: task trace, %s events, %.6f s, %zu tasks\n",
+                    s ? "After " : "Before", cli_basename(t[s].path),
+                    cli_grouped(t[s].m.events, a, sizeof a), cli_tasks_duration_s(&t[s]),
+                    t[s].m.ntasks);
+  cli_out_heading(out, "Total   %s -> %s (%s)\n",
+                  fmt_metric(total_a, opts->metric, rate, a, sizeof a),
+                  fmt_metric(total_b, opts->metric, rate, b, sizeof b),
+                  fmt_metric(total_b - total_a, opts->metric, rate, c, sizeof c));
+  cli_out_heading(out, "\n%s %zu of %zu %ss by change in %s, %s:\n", shown < n ? "Top" : "All",
+                  shown, n, by_key, metric_names[opts->metric],
+                  rate ? "per second of each trace's span" : "totals");
   cts_out_printf(out, "       before         after        change  change%%  %s\n", by_key);
   for (size_t i = 0; i < shown; i++) {
     const cts_task_diff_row_t *r = &rows[i];
     char pct[16];
     cts_diff_change_pct(r->a != NULL, r->b != NULL, r->va, r->vb, pct, sizeof pct);
-    cts_out_printf(out, "%13s %13s %13s %8s  %s\n",
-                   fmt_metric(r->va, opts->metric, rate, a, sizeof a),
-                   fmt_metric(r->vb, opts->metric, rate, b, sizeof b),
-                   fmt_metric(r->change, opts->metric, rate, c, sizeof c), pct, r->name);
+    char figures[192];
+    snprintf(figures, sizeof figures, "%13s %13s %13s %8s  ",
+             fmt_metric(r->va, opts->metric, rate, a, sizeof a),
+             fmt_metric(r->vb, opts->metric, rate, b, sizeof b),
+             fmt_metric(r->change, opts->metric, rate, c, sizeof c), pct);
+    cli_out_fitted_row(out, figures, r->name, "\n");
   }
 }
 

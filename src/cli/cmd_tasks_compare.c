@@ -35,27 +35,27 @@ static void print_text(cts_out_t *o, const run_t r[2], const cts_task_compare_t 
   for (int s = 0; s < 2; s++) {
     const cts_tasks_t *m = model(r, s);
     cli_human_ns((double)(m->last_ns - m->first_ns), b, sizeof b);
-    cts_out_printf(o, "%-4s  %s: task trace, %s events, %s, %zu tasks\n", s ? "Bad" : "Good",
-                   cli_basename(r[s].t.path), cli_grouped(m->events, a, sizeof a), b, m->ntasks);
+    cli_out_heading(o, "%-4s  %s: task trace, %s events, %s, %zu tasks\n", s ? "Bad" : "Good",
+                    cli_basename(r[s].t.path), cli_grouped(m->events, a, sizeof a), b, m->ntasks);
   }
-  cts_out_printf(o,
-                 "Matched by creation path: %zu tasks; compared in order: %zu and %zu events "
-                 "(creates, resolves, reads, signals)%s\n",
-                 c->matched_tasks, c->nseq[0], c->nseq[1],
-                 c->truncated[0] || c->truncated[1] ? ", cut at the limit" : "");
+  cli_out_heading(o,
+                  "Matched by creation path: %zu tasks; compared in order: %zu and %zu events "
+                  "(creates, resolves, reads, signals)%s\n",
+                  c->matched_tasks, c->nseq[0], c->nseq[1],
+                  c->truncated[0] || c->truncated[1] ? ", cut at the limit" : "");
   if (!c->matched_tasks) {
-    cts_out_printf(o,
-                   "\nNo order to compare: no task of %s matches a task of %s by creation path "
-                   "(runs of different programs?).\n",
-                   cli_basename(r[0].t.path), cli_basename(r[1].t.path));
+    cli_out_heading(o,
+                    "\nNo order to compare: no task of %s matches a task of %s by creation path "
+                    "(runs of different programs?).\n",
+                    cli_basename(r[0].t.path), cli_basename(r[1].t.path));
   } else if (!c->diverged) {
-    cts_out_str(o,
-                "\nNo divergence: every matched task's history has the same events in the "
-                "same order in both runs.\n");
+    cli_out_heading(o,
+                    "\nNo divergence: every matched task's history has the same events in the "
+                    "same order in both runs.\n");
   } else {
     char path[512];
     cts_task_path_name(model(r, 1), c->point[1].task, 6, path, sizeof path);
-    cts_out_printf(
+    cli_out_heading(
         o, "\nFirst divergence, in the history of %s, after %zu event%s in the same order:\n", path,
         c->common, c->common == 1 ? "" : "s");
     if (c->point[0].last != SIZE_MAX) {
@@ -93,14 +93,14 @@ static void print_text(cts_out_t *o, const run_t r[2], const cts_task_compare_t 
   }
   const size_t shown = cli_rows_shown(opts, c->npaths);
   if (!c->npaths) {
-    cts_out_printf(o, "\nEvery one of the %zu creation paths has the same tasks and outcomes.\n",
-                   c->paths_total);
+    cli_out_heading(o, "\nEvery one of the %zu creation paths has the same tasks and outcomes.\n",
+                    c->paths_total);
     return;
   }
-  cts_out_printf(o,
-                 "\n%s %zu of %zu creation paths whose tasks ended differently (of %zu paths), "
-                 "good -> bad:\n",
-                 shown < c->npaths ? "First" : "All", shown, c->npaths, c->paths_total);
+  cli_out_heading(o,
+                  "\n%s %zu of %zu creation paths whose tasks ended differently (of %zu paths), "
+                  "good -> bad:\n",
+                  shown < c->npaths ? "First" : "All", shown, c->npaths, c->paths_total);
   for (size_t i = 0; i < shown; i++) {
     const cts_align_path_t *p = &c->paths[i];
     const int s = p->task[0] != NONE ? 0 : 1;

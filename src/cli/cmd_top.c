@@ -101,11 +101,11 @@ static const char *const group_keys[] = {"line", "function", "file"};
 static void print_totals_text(cts_out_t *o, const cli_trace_t *t) {
   const cts_alloc_profile_t *p = &t->prof;
   char a[96], b[64], c[96], d[96];
-  cts_out_printf(o, "Total    %s allocated in %s samples (%s sampled blocks, ~%s allocations)\n",
-                 cli_est_bytes(p, cts_alloc_profile_samples(p), true, a, sizeof a),
-                 cli_grouped(cts_alloc_profile_samples(p), b, sizeof b),
-                 cli_grouped(cts_alloc_profile_allocs(p), c, sizeof c),
-                 cli_grouped(cts_est_round(p->est_allocs_total), d, sizeof d));
+  cli_out_heading(o, "Total    %s allocated in %s samples (%s sampled blocks, ~%s allocations)\n",
+                  cli_est_bytes(p, cts_alloc_profile_samples(p), true, a, sizeof a),
+                  cli_grouped(cts_alloc_profile_samples(p), b, sizeof b),
+                  cli_grouped(cts_alloc_profile_allocs(p), c, sizeof c),
+                  cli_grouped(cts_est_round(p->est_allocs_total), d, sizeof d));
   const double peak_at = p->stacks.peak_time_us > p->start_time_us
                              ? (double)(p->stacks.peak_time_us - p->start_time_us) * 1e-6
                              : 0.0;
@@ -118,9 +118,9 @@ static void print_flat_text(cts_out_t *o, const cli_trace_t *t, const cts_rows_t
                             const top_opts_t *opts) {
   const cts_alloc_profile_t *p = &t->prof;
   const size_t shown = cli_rows_shown(&opts->out, rows->n);
-  cts_out_printf(o, "\n%s %zu of %zu allocation sites by %s (grouped by %s):\n",
-                 shown < rows->n ? "Top" : "All", shown, rows->n, sort_names[opts->sort],
-                 group_names[opts->by]);
+  cli_out_heading(o, "\n%s %zu of %zu allocation sites by %s (grouped by %s):\n",
+                  shown < rows->n ? "Top" : "All", shown, rows->n, sort_names[opts->sort],
+                  group_names[opts->by]);
   cts_out_str(o, "   allocated       %       allocs    peak live  live at end  site\n");
   const uint64_t total = cts_alloc_profile_samples(p);
   for (size_t i = 0; i < shown; i++) {
@@ -347,14 +347,14 @@ static void inclusive_two(const cts_stacks_t *s, uint64_t *metric, uint64_t *sho
 
 /* The text trees' heading. */
 static void print_tree_heading(cts_out_t *o, const top_opts_t *opts, bool inverted) {
-  cts_out_printf(o,
-                 "\n%s by %s; nodes under %g%% hidden, at most %ld levels:\n"
-                 "  total  %11s  %11s  %s\n",
-                 inverted ? "Allocation sites and their callers (inverted call tree)"
-                          : "Call tree from the entry point (callees)",
-                 sort_names[opts->sort], opts->min_percent, opts->depth,
-                 opts->sort == CTS_SORT_COUNT ? "bytes" : sort_keys[opts->sort],
-                 inverted ? "" : "self", inverted ? "site, then its callers" : "frame");
+  cli_out_heading(o,
+                  "\n%s by %s; nodes under %g%% hidden, at most %ld levels:\n"
+                  "  total  %11s  %11s  %s\n",
+                  inverted ? "Allocation sites and their callers (inverted call tree)"
+                           : "Call tree from the entry point (callees)",
+                  sort_names[opts->sort], opts->min_percent, opts->depth,
+                  opts->sort == CTS_SORT_COUNT ? "bytes" : sort_keys[opts->sort],
+                  inverted ? "" : "self", inverted ? "site, then its callers" : "frame");
 }
 
 /* Prints the call tree of s as text from the self figures metric and shown (by the sort key

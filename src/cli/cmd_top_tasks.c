@@ -38,7 +38,7 @@ static const char help[] =
     "                      \"alloc_count\", \"freed_bytes\", \"freed_count\", \"live_bytes\",\n"
     "                      \"live_count\", ...}], \"outside_tasks\": {...}, \"unattributed\": "
     "{...}}\n"
-    "  -q, --quiet         do not print warnings\n"
+    "  -q, --quiet         do not print warnings\n" CLI_WIDTH_HELP
     "  -h, --help          show this help\n"
     "\n"
     "Exit status: 0 when both traces were read completely and attributed; 1 when one is\n"
@@ -204,12 +204,13 @@ static void print_json(cts_json_t *w, const cli_trace_t *mem, const cli_tasks_t 
 static void text_row(cts_out_t *o, const cts_alloc_profile_t *p,
                      const cts_task_mem_figures_t *alloc, const cts_task_mem_figures_t *freed,
                      const cts_task_mem_figures_t *live, const char *lane, const char *name) {
-  char a[96], f[96], l[96], c[32];
-  cts_out_printf(o, "%-28s %12s %-28s %-28s %5s  %s\n",
-                 cli_est_bytes(p, alloc->samples, true, a, sizeof a),
-                 cli_grouped(cts_est_round(alloc->count), c, sizeof c),
-                 cli_est_bytes(p, freed->samples, true, f, sizeof f),
-                 cli_est_bytes(p, live->samples, true, l, sizeof l), lane, name);
+  char a[96], f[96], l[96], c[32], figures[400];
+  snprintf(figures, sizeof figures, "%-28s %12s %-28s %-28s %5s  ",
+           cli_est_bytes(p, alloc->samples, true, a, sizeof a),
+           cli_grouped(cts_est_round(alloc->count), c, sizeof c),
+           cli_est_bytes(p, freed->samples, true, f, sizeof f),
+           cli_est_bytes(p, live->samples, true, l, sizeof l), lane);
+  cli_out_fitted_row(o, figures, name, "\n");
 }
 
 static void print_text(cts_out_t *o, const cli_trace_t *mem, const cli_tasks_t *tasks,
@@ -218,12 +219,12 @@ static void print_text(cts_out_t *o, const cli_trace_t *mem, const cli_tasks_t *
   const cts_tasks_t *m = &tasks->m;
   cli_text_trace_header(o, mem);
   char a[32], b[32];
-  cts_out_printf(o,
-                 "Tasks    %s: the same process (pid %llu); clocks aligned by the trace's anchor, "
-                 "error at most %s (median lag over %s allocations)\n\n",
-                 cli_basename(tasks->path), (unsigned long long)tm->mem_pid,
-                 cli_human_ns((double)cts_task_mem_align_error_ns(tm), a, sizeof a),
-                 cli_grouped(tm->pairs, b, sizeof b));
+  cli_out_heading(o,
+                  "Tasks    %s: the same process (pid %llu); clocks aligned by the trace's anchor, "
+                  "error at most %s (median lag over %s allocations)\n\n",
+                  cli_basename(tasks->path), (unsigned long long)tm->mem_pid,
+                  cli_human_ns((double)cts_task_mem_align_error_ns(tm), a, sizeof a),
+                  cli_grouped(tm->pairs, b, sizeof b));
   cts_out_printf(o, "%-28s %12s %-28s %-28s %5s  %s\n", "allocated", "allocations", "freed",
                  "live at end", "lane", "task");
   char name[64], lane[16], label[96];
@@ -250,6 +251,7 @@ int cmd_top_tasks(int argc, char **argv) {
       CLI_LONGOPT_JSON,
       CLI_LONGOPT_CSV,
       CLI_LONGOPT_QUIET,
+      CLI_WIDTH_OPTIONS,
       {0},
   };
   opts_t opts = {.out.limit = 20};

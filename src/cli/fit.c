@@ -9,6 +9,8 @@
  * terminal shows it (control bytes as \xNN, cts_term_text), so no escape is cut and no UTF-8
  * character is split. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -321,14 +323,124 @@ void cli_out_fitted_row(cts_out_t *o, const char *before, const char *name, cons
   if (after) cts_out_str(o, after);
 }
 
-const char *cli_site_name(const cts_row_t *r) {
-  /* Without a limit, at most 511 bytes, as the tables always printed them (a pipe's bytes do
-   * not change); fitted, the whole name, so that its lists balance and its end is there. */
-  static char cut[512], whole[65536];
-  if (cli_row_width() == 0) {
-    cts_row_name(r, cut, sizeof cut);
-    return cut;
+/* ---- headings ---------------------------------------------------------------------------- */
+
+/* Where a heading's continuation lines start: after its label ("Total    ", "Tasks    ") when
+ * it has one (a word and two spaces or more), else two columns in; at most a third of the
+ * width, so that the text keeps room. */
+static size_t heading_indent(const char *line, size_t n, size_t width) {
+  size_t i = 0;
+  while (i < n && line[i] != ' ') i++;
+  size_t k = i;
+  while (k < n && line[k] == ' ') k++;
+  const size_t indent = k - i >= 2 && k < n ? k : 2;
+  return indent <= width / 3 ? indent : 2;
+}
+
+/* Whether the space at line[i] separates a number's digit groups ("2 349 560"): no place to
+ * break. */
+static bool digit_group(const char *line, size_t n, size_t i) {
+  return i > 0 && i + 1 < n && line[i - 1] >= '0' && line[i - 1] <= '9' && line[i + 1] >= '0' &&
+         line[i + 1] <= '9';
+}
+
+/* One line (no newline) wrapped at its spaces into width columns. A word wider than the room
+ * stays whole: the terminal wraps it (cutting it would lose what it names). */
+static void wrap_line(cts_out_t *o, const char *line, size_t n, size_t width) {
+  if (columns_of(line, n) <= width) {
+    cts_out_write(o, line, n);
+    return;
   }
-  cts_row_name(r, whole, sizeof whole);
-  return whole;
+  const size_t indent = heading_indent(line, n, width);
+  size_t column = 0, i = 0;
+  bool first = true;
+  while (i < n) {
+    size_t spaces = 0;
+    while (i + spaces < n && line[i + spaces] == ' ') spaces++;
+    size_t word = i + spaces;
+    while (word < n && (line[word] != ' ' || digit_group(line, n, word))) word++;
+    const char *text = line + i + spaces;
+    size_t text_len = word - i - spaces, text_columns = columns_of(text, text_len);
+    const bool wrap = !first && column + spaces + text_columns > width && text_len > 0;
+    const size_t at = wrap ? indent : column + spaces;
+    if (at < width && text_columns > width - at && width - at >= MIN_NAME_COLUMNS) {
+      /* Wider than the room left: its middle elided, as a name in a row (a path, a program) */
+      fitted.len = 0;
+      text_add(&fitted, "", 0);
+      elide_middle(&fitted, text, text_len, width - at);
+      if (!fitted.nomem) text = fitted.s, text_len = fitted.len;
+      text_columns = columns_of(text, text_len);
+    }
+    if (wrap) {
+      cts_out_char(o, '\n');
+      for (size_t k = 0; k < indent; k++) cts_out_char(o, ' ');
+    } else {
+      cts_out_write(o, line + i, spaces);
+    }
+    cts_out_write(o, text, text_len);
+    column = at + text_columns;
+    first = false;
+    i = word;
+  }
+}
+
+void cli_out_heading(cts_out_t *o, const char *fmt, ...) {
+  va_list ap, again;
+  va_start(ap, fmt);
+  va_copy(again, ap);
+  const int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (text) vsnprintf(text, (size_t)n + 1, fmt, again);
+  va_end(again);
+  if (!text) return;
+  const size_t width = cli_row_width();
+  if (width == 0) {
+    cts_out_write(o, text, (size_t)n);
+    free(text);
+    return;
+  }
+  /* Each line as the terminal will show it: controls as \xNN, whose columns count. */
+  char *shown = (size_t)n < SIZE_MAX / 4 - 1 ? malloc(4 * (size_t)n + 1) : NULL;
+  if (!shown) {
+    cts_out_write(o, text, (size_t)n);
+    free(text);
+    return;
+  }
+  for (char *line = text; line < text + n;) { /* (an empty line ends no loop) */
+    char *end = memchr(line, '\n', (size_t)(text + n - line));
+    if (end) *end = 0;
+    cts_term_text(line, shown, 4 * (size_t)n + 1);
+    wrap_line(o, shown, strlen(shown), width);
+    if (!end) break;
+    cts_out_char(o, '\n');
+    line = end + 1;
+  }
+  free(shown);
+  free(text);
+}
+
+/* A name that filled buf[0..size) (snprintf cut it, or it is exactly that long) ends in
+ * "…" at a character's start: the cut shows, and no UTF-8 character is split. */
+static const char *mark_cut(char *buf, size_t size) {
+  if (strlen(buf) + 1 < size) return buf;
+  size_t end = size - 1 - ELLIPSIS_BYTES;
+  while (end > 0 && ((unsigned char)buf[end] & 0xc0) == 0x80) end--; /* (a continuation) */
+  memcpy(buf + end, ELLIPSIS, ELLIPSIS_BYTES + 1);
+  return buf;
+}
+
+/* Names whole, fitted or not (a pipe's reader gets what the trace says; they were cut at
+ * 511 bytes there, splitting a UTF-8 character), up to 64 KiB: a fitted row needs the whole
+ * name for its lists to balance and its end to be there. */
+static char whole_name[65536];
+
+const char *cli_site_name(const cts_row_t *r) {
+  cts_row_name(r, whole_name, sizeof whole_name);
+  return mark_cut(whole_name, sizeof whole_name);
+}
+
+const char *cli_frame_name(const cts_frames_t *f, uint64_t code) {
+  return mark_cut((char *)cts_frame_label(f, code, whole_name, sizeof whole_name),
+                  sizeof whole_name);
 }

@@ -33,10 +33,11 @@ static void print(void *user_data, cts_log_level_t level, const char *msg) {
     cli_warn("%s", msg);
 }
 
-int cli_load_run(const char *progress_path, bool quiet,
-                 int (*load)(void *ctx, const cts_load_opts_t *opts), void *ctx) {
+/* cli_load_run, its progress line saying `verb` ("reading") before the trace's name. */
+static int load_run(const char *progress_path, const char *verb, bool quiet,
+                    int (*load)(void *ctx, const cts_load_opts_t *opts), void *ctx) {
   ends_t e = {.quiet = quiet};
-  if (progress_path) cli_progress_init(&e.progress, "reading", progress_path);
+  if (progress_path) cli_progress_init(&e.progress, verb, progress_path);
   const cts_load_opts_t opts = {.log = {.fn = print, .user_data = &e},
                                 .quiet = quiet,
                                 .progress = progress_path ? cli_progress_cb : NULL,
@@ -44,6 +45,11 @@ int cli_load_run(const char *progress_path, bool quiet,
   const int r = load(ctx, &opts);
   cli_progress_done(&e.progress);
   return r;
+}
+
+int cli_load_run(const char *progress_path, bool quiet,
+                 int (*load)(void *ctx, const cts_load_opts_t *opts), void *ctx) {
+  return load_run(progress_path, "reading", quiet, load, ctx);
 }
 
 typedef struct detect_call {
@@ -116,20 +122,26 @@ int cli_trace_load(cli_trace_t *t, const char *path, const cts_alloc_profile_con
 }
 
 static int trace_load(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
-                      bool quiet, cli_event_hook hook, void *hook_user_data, bool events_only) {
+                      bool quiet, cli_event_hook hook, void *hook_user_data, bool events_only,
+                      const char *verb) {
   trace_call_t c = {t, path, cfg, hook, hook_user_data, events_only};
-  const int err = cli_load_run(path, quiet, run_trace, &c);
+  const int err = load_run(path, verb, quiet, run_trace, &c);
   return cli_load_exit(err, t->kept, t->input_error, t->hook_err && err == t->hook_err);
 }
 
 int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
                           bool quiet, cli_event_hook hook, void *hook_user_data) {
-  return trace_load(t, path, cfg, quiet, hook, hook_user_data, false);
+  return trace_load(t, path, cfg, quiet, hook, hook_user_data, false, "reading");
 }
 
 int cli_trace_load_events(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
                           bool quiet, cli_event_hook hook, void *hook_user_data) {
-  return trace_load(t, path, cfg, quiet, hook, hook_user_data, true);
+  return trace_load(t, path, cfg, quiet, hook, hook_user_data, true, "reading");
+}
+
+int cli_trace_count_events(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
+                           cli_event_hook hook, void *hook_user_data) {
+  return trace_load(t, path, cfg, true, hook, hook_user_data, true, "counting");
 }
 
 void cli_csv_str(cts_out_t *o, const char *s) {
@@ -148,19 +160,19 @@ void cli_csv_str(cts_out_t *o, const char *s) {
 void cli_text_trace_header(cts_out_t *o, const cli_trace_t *t) {
   const cts_alloc_profile_t *p = &t->prof;
   char a[64], b[64];
-  cts_out_printf(o, "Trace    %s: %s, pid %lld, %.3f s\n", cli_basename(t->path),
-                 t->info ? t->info->executable_name : "?", t->info ? (long long)t->info->pid : 0,
-                 cts_alloc_profile_duration_s(p));
+  cli_out_heading(o, "Trace    %s: %s, pid %lld, %.3f s\n", cli_basename(t->path),
+                  t->info ? t->info->executable_name : "?", t->info ? (long long)t->info->pid : 0,
+                  cts_alloc_profile_duration_s(p));
   if (p->sample_rate >= 1.0)
-    cts_out_printf(o, "Bytes    exact: every word was sampled (rate 1), %u-byte words\n",
-                   p->word_bytes);
+    cli_out_heading(o, "Bytes    exact: every word was sampled (rate 1), %u-byte words\n",
+                    p->word_bytes);
   else
-    cts_out_printf(o,
-                   "Bytes    estimated: samples / %s x %u bytes = %s bytes per sample; figures "
-                   "from\n         fewer than %u samples show their 95%% confidence interval\n",
-                   cli_shortest_double(p->sample_rate, a, sizeof a), p->word_bytes,
-                   (snprintf(b, sizeof b, "%.6g", cts_alloc_profile_bytes_per_sample(p)), b),
-                   CTS_CI_SHOW_BELOW);
+    cli_out_heading(o,
+                    "Bytes    estimated: samples / %s x %u bytes = %s bytes per sample; figures "
+                    "from\n         fewer than %u samples show their 95%% confidence interval\n",
+                    cli_shortest_double(p->sample_rate, a, sizeof a), p->word_bytes,
+                    (snprintf(b, sizeof b, "%.6g", cts_alloc_profile_bytes_per_sample(p)), b),
+                    CTS_CI_SHOW_BELOW);
 }
 
 int cli_finish_output(cts_out_t *o, int code) {

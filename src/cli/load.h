@@ -82,6 +82,11 @@ int cli_trace_load_hooked(cli_trace_t *t, const char *path, const cts_alloc_prof
  * format each event themselves (export csv and chrome). */
 int cli_trace_load_events(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
                           bool quiet, cli_event_hook hook, void *hook_user_data);
+/* cli_trace_load_events for a pass that reads a trace before the one that writes (export's
+ * count of the chrome JSON): quiet (the second pass reports the trace's problems), its
+ * progress line "counting". */
+int cli_trace_count_events(cli_trace_t *t, const char *path, const cts_alloc_profile_config_t *cfg,
+                           cli_event_hook hook, void *hook_user_data);
 static inline void cli_trace_free(cli_trace_t *t) {
   cts_mem_trace_free(t);
 }

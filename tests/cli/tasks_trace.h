@@ -94,8 +94,10 @@ static uint64_t tt_no_clock(void *ud) {
   return 0;
 }
 
-/* Writes the trace (times × scale) into buf (TT_RING_SIZE bytes). 0 or an error. */
-static inline int tt_build(uint8_t *buf, uint64_t scale) {
+/* Writes events[0..n) (times × scale) as a trace into buf (TT_RING_SIZE bytes). 0 or an
+ * error. */
+static inline int tt_build_events(uint8_t *buf, uint64_t scale, const tt_event_t *events,
+                                  size_t n) {
   static uint64_t state[CTS_MPROF_RING_STATE_SIZE(TT_PACKETS) / 8];
   memset(buf, 0, TT_RING_SIZE);
   cts_mprof_ring_config_t cfg;
@@ -109,8 +111,8 @@ static inline int tt_build(uint8_t *buf, uint64_t scale) {
   if (e) return e;
   cts_mprof_writer_t w;
   cts_mprof_writer_init(&w, ring);
-  for (size_t i = 0; i < TT_NEVENTS && !e; i++) {
-    const tt_event_t *x = &tt_events[i];
+  for (size_t i = 0; i < n && !e; i++) {
+    const tt_event_t *x = &events[i];
     const cts_mprof_event_t ev = {.time_ns = TT_BASE_NS + x->t * scale,
                                   .id = x->id,
                                   .thread_type = x->type,
@@ -125,14 +127,25 @@ static inline int tt_build(uint8_t *buf, uint64_t scale) {
   return e;
 }
 
-static inline int tt_write(const char *path, uint64_t scale) {
+/* The known trace (times × scale) into buf (TT_RING_SIZE bytes). 0 or an error. */
+static inline int tt_build(uint8_t *buf, uint64_t scale) {
+  return tt_build_events(buf, scale, tt_events, TT_NEVENTS);
+}
+
+/* events[0..n) as a trace file at path. 0 or an error. */
+static inline int tt_write_events(const char *path, uint64_t scale, const tt_event_t *events,
+                                  size_t n) {
   static uint8_t buf[TT_RING_SIZE];
-  int e = tt_build(buf, scale);
+  int e = tt_build_events(buf, scale, events, n);
   if (e) return e;
   FILE *f = fopen(path, "wb");
   if (!f) return -1;
   const bool ok = fwrite(buf, 1, sizeof buf, f) == sizeof buf;
   return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static inline int tt_write(const char *path, uint64_t scale) {
+  return tt_write_events(path, scale, tt_events, TT_NEVENTS);
 }
 
 #endif /* CTS_TASKS_TRACE_H */

@@ -29,8 +29,8 @@ static char trace[320];
 static at_trace_t tr;
 
 static void cleanup(void) {
-  static const char *const files[] = {"progress.ctf", "piped.json", "told.json", "full.json",
-                                      "limited.json"};
+  static const char *const files[] = {"progress.ctf", "piped.json",   "told.json",
+                                      "full.json",    "limited.json", "fresh.json"};
   char path[400];
   for (size_t i = 0; i < CTS_ARRAY_SIZE(files); i++) {
     snprintf(path, sizeof path, "%s/%s", tmpdir, files[i]);
@@ -271,6 +271,57 @@ CTS_TEST(chrome_export_over_max_size_is_refused_and_keeps_the_old_file) {
   CTS_ASSERT(strstr(r.err, "--value applies to --format folded only") != NULL);
   CTS_ASSERT(r.out_len == 0);
   run_result_free(&r);
+}
+
+/* The limit is decided before a byte is written: the JSON's size is counted exactly first.
+ * At the limit, the whole JSON, byte for byte; a byte under it, nothing on standard output
+ * and no file where there was none, with the size and the ways out. (Main's code wrote the
+ * limit's worth, then refused: "standard output got its start only".) */
+CTS_TEST(chrome_export_one_byte_over_max_size_writes_nothing) {
+  CTS_ASSERT(setup());
+  char *want;
+  size_t want_len;
+  run_result_t r;
+  char *nolimit[] = {CTS_TEST_CTFSCOPE, "export", "-f", "chrome", "--max-size", "0", trace, NULL};
+  CTS_ASSERT(run_cmd(nolimit, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 0);
+  want = r.out;
+  want_len = r.out_len;
+  r.out = NULL;
+  run_result_free(&r);
+  CTS_ASSERT(want_len > 10000);
+
+  char limit[32], fresh[400];
+  snprintf(limit, sizeof limit, "%zu", want_len);
+  char *at_limit[] = {CTS_TEST_CTFSCOPE, "export", "-f",  "chrome",
+                      "--max-size",      limit,    trace, NULL};
+  CTS_ASSERT(run_cmd(at_limit, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 0);
+  CTS_ASSERT(r.out_len == want_len && memcmp(r.out, want, want_len) == 0);
+  run_result_free(&r);
+
+  snprintf(limit, sizeof limit, "%zu", want_len - 1);
+  CTS_ASSERT(run_cmd(at_limit, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 2);
+  CTS_ASSERT_MSG(r.out_len == 0, "%zu bytes written before the refusal", r.out_len);
+  CTS_ASSERT_MSG(matches(r.err,
+                         "^ctfscope export: error: the Chrome JSON would be [0-9][^,]* bytes, "
+                         "more than --max-size [0-9][^:]* bytes: .*\\(nothing was written\\)"),
+                 "stderr: %s", r.err);
+  CTS_ASSERT_MSG(strstr(r.err, "subsample --factor 2 ") && strstr(r.err, "filter --from"),
+                 "stderr: %s", r.err);
+  run_result_free(&r);
+
+  /* Into a file that did not exist: none made. */
+  snprintf(fresh, sizeof fresh, "%s/fresh.json", tmpdir);
+  unlink(fresh);
+  char *to_file[] = {
+      CTS_TEST_CTFSCOPE, "export", "-f", "chrome", "--max-size", limit, "-o", fresh, trace, NULL};
+  CTS_ASSERT(run_cmd(to_file, NULL, TIMEOUT_S, &r));
+  CTS_ASSERT_EQ_INT(r.exit_code, 2);
+  run_result_free(&r);
+  CTS_ASSERT(access(fresh, F_OK) != 0);
+  free(want);
 }
 
 CTS_TEST_MAIN()

@@ -15,6 +15,7 @@
 #include "hostile_traces.h"
 #include "pty_run.h"
 #include "scratch_dir.h"
+#include "tasks_trace.h"
 
 enum { TIMEOUT_S = 30, TERMINAL_COLUMNS = 120 };
 #define NELEM(a) (sizeof(a) / sizeof *(a))
@@ -184,7 +185,6 @@ CTS_TEST(names_stay_whole_in_a_pipe_and_with_width_0) {
   const char *trace = test_traces()[0];
   char escaped[2048];
   cts_term_text(cpp_name, escaped, sizeof escaped);
-  escaped[300] = 0; /* (names are cut at 511 bytes in a pipe, as they always were) */
   char *pipe_out = through_a_pipe((const char *const[]){"top", "--by", "function", trace, NULL});
   CTS_ASSERT(pipe_out);
   CTS_ASSERT_MSG(contains(pipe_out, escaped), "%s", pipe_out);
@@ -203,6 +203,119 @@ CTS_TEST(names_stay_whole_in_a_pipe_and_with_width_0) {
     free(tty);
   }
   free(pipe_out);
+}
+
+/* A name of 2 000 bytes of two- and three-byte characters: whole into a pipe, in every
+ * text table, leaks' backtraces and its JSON, every line valid UTF-8. (Main's code cut such
+ * names at 511 bytes there, in the middle of a character.) */
+CTS_TEST(names_over_511_bytes_are_whole_in_a_pipe) {
+  static char name[2001];
+  for (size_t n = 0; n < 2000; n += 5) memcpy(name + n, "\xc3\xa9\xe5\x87\xbd", 5); /* é函 */
+  ht_spec_t s = ht_plain();
+  s.function = name;
+  s.file = "\xe5\x87\xbd.c";
+  const char *trace = write_trace("long.ctf", &s);
+  const char *const cmds[][8] = {
+      {"top", trace, NULL},
+      {"top", "--by", "function", trace, NULL},
+      {"leaks", "--depth", "3", trace, NULL},
+      {"leaks", "--json", trace, NULL},
+      {"diff", trace, trace, NULL},
+  };
+  for (size_t c = 0; c < NELEM(cmds); c++) {
+    char *out = through_a_pipe(cmds[c]);
+    CTS_ASSERT(out);
+    CTS_ASSERT_MSG(contains(out, name), "%s %s: the name is not whole: %s", cmds[c][0], cmds[c][1],
+                   out);
+    for (const char *line = out; *line;) {
+      const char *end = strchr(line, '\n');
+      const size_t n = end ? (size_t)(end - line) : strlen(line);
+      CTS_ASSERT_MSG(line_columns((const unsigned char *)line, n) != SIZE_MAX,
+                     "%s %s: a cut character in '%.*s'", cmds[c][0], cmds[c][1], (int)n, line);
+      line += n + (end != NULL);
+    }
+    free(out);
+  }
+}
+
+/* Every line within `columns`: rows and headings alike. */
+static void assert_lines_fit(const char *what, const char *out, size_t columns) {
+  for (const char *line = out; *line;) {
+    const char *end = strchr(line, '\n');
+    const size_t n = end ? (size_t)(end - line) : strlen(line);
+    const size_t w = line_columns((const unsigned char *)line, n);
+    CTS_ASSERT_MSG(w != SIZE_MAX && w <= columns, "%s: %zu columns > %zu: '%.*s'", what, w, columns,
+                   (int)n, line);
+    line += n + (end != NULL);
+  }
+}
+
+/* Headings wrapped at their spaces (a long word, a program's path, elided in its middle) and
+ * the task tables' rows fitted, on a terminal; into a pipe the bytes as they always were.
+ * (Main's code fitted neither: the "Trace" line of a long program path, the task tables'
+ * rows of 64-byte labels and their creators were wider than the terminal.) */
+CTS_TEST(headings_and_task_tables_fit_the_terminal) {
+  ht_spec_t s = ht_plain();
+  s.executable =
+      "/opt/build-output-directory/release-configuration/with-a-deep-tree/of/"
+      "packages/and-their-versions-1.2.3/bin/the-server-program-with-a-long-name";
+  s.function = "handle";
+  s.file = "server.c";
+  const char *trace = write_trace("heading.ctf", &s);
+  const char *const cmds[][8] = {
+      {"top", trace, NULL},
+      {"top", "--tree", trace, NULL},
+      {"top", "--inverted", trace, NULL},
+      {"leaks", "--depth", "3", trace, NULL},
+      {"stats", trace, NULL},
+      {"diff", trace, trace, NULL},
+  };
+  for (size_t c = 0; c < NELEM(cmds); c++) {
+    char *out = on_a_terminal(TERMINAL_COLUMNS, cmds[c]);
+    CTS_ASSERT(out);
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", cmds[c][0], cmds[c][1]);
+    assert_lines_fit(what, out, TERMINAL_COLUMNS);
+    free(out);
+  }
+  /* The same bytes into a pipe as with --width 0 on a terminal. */
+  char *pipe_out = through_a_pipe((const char *const[]){"top", "--tree", trace, NULL});
+  char *tty = on_a_terminal(TERMINAL_COLUMNS,
+                            (const char *const[]){"top", "--tree", "--width", "0", trace, NULL});
+  CTS_ASSERT(pipe_out && tty && strcmp(pipe_out, tty) == 0);
+  CTS_ASSERT(contains(pipe_out, s.executable));
+  free(pipe_out);
+  free(tty);
+
+  /* A task trace whose labels are 63 bytes (the most a table shows), one task creating the
+   * others, which stay pending. */
+  static const char label[] = "network-stack-receive-path-of-the-virtual-interface-device-0001";
+  static const char other[] = "network-stack-transmit-path-of-the-virtual-interface-device-02";
+  const tt_event_t events[] = {
+      {0, CTS_MPROF_SWITCH, 0, 0, 0, 0, NULL},
+      {1000, CTS_MPROF_CREATES, CTS_TASK_TASK, 0, 1, 0, NULL},
+      {1000, CTS_MPROF_LABEL, 0, 1, 0, 0, label},
+      {2000, CTS_MPROF_SWITCH, 0, 1, 0, 0, NULL},
+      {3000, CTS_MPROF_CREATES, CTS_TASK_WAIT, 1, 2, 0, NULL},
+      {3000, CTS_MPROF_LABEL, 0, 2, 0, 0, other},
+      {4000, CTS_MPROF_SWITCH, 0, -1, 0, 0, NULL},
+  };
+  char tasks[256];
+  scratch_file("cts-width", "tasks.ctf", tasks, sizeof tasks);
+  CTS_ASSERT_EQ_INT(tt_write_events(tasks, 1, events, NELEM(events)), 0);
+  const char *const task_cmds[][8] = {
+      {"top", tasks, NULL},
+      {"leaks", tasks, NULL},
+      {"diff", tasks, tasks, NULL},
+  };
+  for (size_t c = 0; c < NELEM(task_cmds); c++) {
+    char *out = on_a_terminal(100, task_cmds[c]);
+    CTS_ASSERT(out);
+    if (c < 2) /* (diff of a trace with itself: no row) */
+      CTS_ASSERT_MSG(contains(out, "network-stack"), "%s: %s", task_cmds[c][0], out);
+    assert_lines_fit(task_cmds[c][0], out, 100);
+    free(out);
+  }
 }
 
 CTS_TEST(width_rejects_bad_values) {
