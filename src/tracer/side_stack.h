@@ -4,14 +4,14 @@
  * A sample runs on whatever stack the program allocates from, and programs allocate from
  * small ones: a coroutine's (makecontext, Boost.Context: often 8-64 KiB, malloc'd, with the
  * allocator's own data right below), a sigaltstack handler's. The sampling path's steady
- * state takes a few hundred bytes there (a frame-pointer walk) to ~3.5 KB (libunwind's
- * context and cursor), as any in-process unwinder does; but its one-off work took much
- * more at one sample it could not choose: the session's first sample (the lazy writer's
- * spawn, which reads /proc/self/status into two 4 KiB buffers: ~9 KB), a thread's first
- * (its stack's extent: a 4 KiB buffer for /proc/self/maps) and the first walk that needs
- * libunwind (its dlopen). Boost.Coroutine2 with 8 KiB stacks was fine untraced and died
- * at the default rate ("munmap_chunk(): invalid pointer": the overflow wrote over the
- * block's malloc header). That work runs here instead.
+ * state takes a few hundred bytes there (a frame-pointer walk; libunwind's and the mixed
+ * walk's context, cursor and rules go to the thread's walk stack, below); its one-off work took
+ * much more at one sample it could not choose: the session's first sample (the lazy writer's spawn,
+ * which reads /proc/self/status into two 4 KiB buffers: ~9 KB), a thread's first (its stack's
+ * extent: a 4 KiB buffer for /proc/self/maps) and the first walk that needs libunwind (its dlopen).
+ * Boost.Coroutine2 with 8 KiB stacks was fine untraced and died at the default rate
+ * ("munmap_chunk(): invalid pointer": the overflow wrote over the block's malloc header). That work
+ * runs here instead.
  *
  * Thread-safety: any thread, any time (inside the allocator). One stack for the process,
  * taken by a flag, not a lock: a second thread that finds it taken, a call made from the
@@ -20,6 +20,7 @@
 #ifndef CTS_TRACER_SIDE_STACK_H
 #define CTS_TRACER_SIDE_STACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Runs fn(arg) on the side stack when it is free (x86-64, not under a sanitizer), else on
@@ -36,7 +37,31 @@ void cts__call_on_side_stack(void (*fn)(void *), void *arg);
  * unmapped). Not for a thread other than the main one: its stack is not the limit's. */
 void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room);
 
-/* After a fork, in the child: the side stack free (the thread that held it is not there). */
+/* Runs fn(arg) on the calling thread's walk stack and returns true; false (fn not run) when
+ * there is none to be had: the thread's is in use (a signal handler that samples while a
+ * walk is on it, a handler that left it with a longjmp: the flag then stays set), its
+ * mapping could not be made, or no such stack on this target (not x86-64, a sanitizer).
+ * For a libunwind walk that starts on a stack of the program's that is not the thread's own
+ * (a coroutine's, a sigaltstack handler's): it takes ~5 KB of stack (its context, cursor and
+ * steps), more than a coroutine's stack may have left (Boost.Coroutine2 with 6 KiB stacks
+ * died at --rate 1).
+ *
+ * The stack: one per thread that needs one, made at its first such call (one mmap and one
+ * mprotect: WALK_STACK_BYTES, side_stack.c, of address space with an inaccessible page under
+ * it, pages touched as used), kept for the thread's later walks. At the thread's exit (a
+ * pthread key's destructor) and in a fork's child (every thread's but the forking one's) it
+ * goes back to a process-wide list that the next thread to need one takes it from: never
+ * unmapped (a thread exiting while another walks cannot race an munmap), so the process
+ * holds as many as threads ever needed one at once. A signal handler that runs while the
+ * walk is there runs on it too (without a sigaltstack of the program's): it gets what the
+ * walk left of the stack, ~1 MiB. The frame that switches stacks has call frame
+ * information leading back to the caller's: an unwinder that starts on the walk stack goes
+ * on into the caller's frames. fn must not leave by longjmp. Thread-safety: any thread; a
+ * stack is its thread's alone, the list lock-free. Errors: none (false). */
+bool cts__call_on_walk_stack(void (*fn)(void *), void *arg);
+
+/* After a fork, in the child: the side stack free (the thread that held it is not there),
+ * and the walk stacks of every thread but the calling one. */
 void cts__side_stack_atfork_child(void);
 
 #endif /* CTS_TRACER_SIDE_STACK_H */

@@ -38,6 +38,9 @@ typedef struct cts__thread {
    * frame-pointer walk ran on (a coroutine's, a signal handler's), the mapping
    * [other_stack_lo, other_stack_hi), 0 = none (unwind.c, other_stack_end). */
   uintptr_t stack_lo, other_stack_lo, other_stack_hi;
+  /* The stack libunwind walks on when a walk starts off the thread's stack (side_stack.h,
+   * cts__call_on_walk_stack), NULL until the thread's first such walk. */
+  struct cts__walk_stack *walk_stack;
   /* The mixed unwinder's paths (unwind.c), for tests and benchmarks: whole stacks walked
    * with frame pointers, outer frames from the cache (of which checked by their return
    * addresses' slots alone), libunwind runs. */
@@ -318,7 +321,7 @@ typedef struct cts__bottom cts__bottom_t; /* a thread's outer-frame cache */
 extern const size_t cts__bottom_size;
 size_t cts__unwind_fp(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max);
 #ifdef CTS_HAVE_LIBUNWIND
-size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max);
+size_t cts__unwind_libunwind(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max);
 #endif
 size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max,
                          cts__bottom_t *bottom);

@@ -4822,6 +4822,65 @@ CTS_TEST(first_samples_on_a_coroutine_stack_take_no_more_of_it_than_later_ones) 
   unlink(trace);
 }
 
+/* A libunwind walk (`--unwind libunwind`, and `mixed` where its own walk hands over: here a
+ * frame of code without call frame information, as Boost.Context's entry frames) ran on the
+ * stack the program allocated from: ~3.5 KB of it at each sample (its context, cursor and
+ * steps; mixed's call frame rules ~1 KB more), so Boost.Coroutine2 with 6 KiB stacks
+ * aborted at --rate 1. A walk that starts off the thread's own stack now runs on a stack of
+ * the tracer's, per thread (side_stack.h, cts__call_on_walk_stack). The victim's second run
+ * of its coroutine (steady state: the first takes the one-off work) on a 6 KiB stack with an
+ * inaccessible page under it lives, its samples' backtraces as deep as on a 256 KiB one, and
+ * takes at most WALK_STACK_USE_MAX bytes more of it than untraced. Main (f51ae45), release:
+ * mixed 4 608 bytes, libunwind 3 488 (6 KiB: mixed killed by SIGSEGV); this branch, release:
+ * 728 and 328 (fp: 176 on both); dev (-O1): 2 136 and 888, main's dev 4 272 with libunwind
+ * (checked: fails on main's src). */
+#define WALK_STACK_USE_MAX 2560
+CTS_TEST(libunwind_walk_from_a_coroutine_takes_little_of_its_stack) {
+#ifndef __x86_64__
+  CTS_SKIP("the walk stack is x86-64's");
+#endif
+#ifndef CTS_TEST_HAVE_LIBUNWIND
+  CTS_SKIP("built without libunwind");
+#endif
+  char victim[1024], trace[256];
+  victim_path(victim, sizeof victim, "victim_coroutine");
+  trace_path(trace, sizeof trace, "coroutine_walk");
+  char *large[] = {victim, "steady", NULL}, *small[] = {victim, "steady", "6144", NULL};
+  run(&plain, large, NULL, NULL, NULL);
+  const long untraced = coroutine_stack_used(&plain);
+  CTS_ASSERT_MSG(untraced > 0, "untraced: %s", plain.out);
+  const char *unwinders[] = {"CTFSCOPE_UNWIND=libunwind", "CTFSCOPE_UNWIND=mixed"};
+  for (size_t i = 0; i < sizeof unwinders / sizeof unwinders[0]; i++) {
+    unlink(trace);
+    run(&traced, large, trace, "1", unwinders[i]);
+    const long used = coroutine_stack_used(&traced);
+    CTS_ASSERT_MSG(used > 0, "%s: status %d, %s%s", unwinders[i], traced.status, traced.out,
+                   traced.err);
+    fprintf(stderr, "  %s: a sample takes %ld bytes of the coroutine's stack (%ld - %ld)\n",
+            unwinders[i], used - untraced, used, untraced);
+    CTS_ASSERT_MSG(used - untraced <= WALK_STACK_USE_MAX, "%s: %ld bytes", unwinders[i],
+                   used - untraced);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_MSG(d.nallocs >= 17, "%s: %zu sampled allocations", unwinders[i], d.nallocs);
+    size_t depth[16];
+    for (size_t k = 0; k < 16; k++) depth[k] = d.allocs[d.nallocs - 16 + k].depth;
+    decoded_fini(&d);
+    unlink(trace);
+    run(&traced, small, trace, "1", unwinders[i]);
+    CTS_ASSERT_MSG(coroutine_stack_used(&traced) > 0, "%s, a 6 KiB stack: status %d, %s%s",
+                   unwinders[i], traced.status, traced.out, traced.err);
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_MSG(d.nallocs >= 17, "%s: %zu sampled allocations", unwinders[i], d.nallocs);
+    for (size_t k = 0; k < 16; k++)
+      CTS_ASSERT_MSG(d.allocs[d.nallocs - 16 + k].depth == depth[k] && depth[k] >= 3,
+                     "%s: the coroutine's sample %zu: %zu frames on 6 KiB, %zu on 256 KiB",
+                     unwinders[i], k, d.allocs[d.nallocs - 16 + k].depth, depth[k]);
+    decoded_fini(&d);
+  }
+  unlink(trace);
+}
+
 /* A frame-pointer walk was bounded by the thread's stack top alone, every word between the
  * sample's stack pointer and it taken to be mapped: true on the thread's stack, not on a
  * coroutine's (below it: the heap, the libraries, gaps between) or a sigaltstack handler's.
