@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The tracer's side stack: see side_stack.h. */
+#define _GNU_SOURCE
 #include "side_stack.h"
 
 #include <pthread.h>
@@ -183,9 +184,31 @@ void cts__side_stack_atfork_child(void) {
     if (w != mine) atomic_store_explicit(&w->owned, false, memory_order_relaxed);
 }
 
+/* Whether the stack the caller runs on has `room` bytes below its frame. The process's
+ * initial stack (within 1 MiB below __libc_stack_end: the kernel keeps every other mapping
+ * a guard gap of 1 MiB away from it) grows to RLIMIT_STACK's soft value; any other thread's
+ * is the size it was made with (pthread_getattr_np: the thread's descriptor, no file read;
+ * one allocation, untraced in the tracer's processes), e.g. 64 KiB for a thread that
+ * started a session through the API. */
+static bool stack_has_room(size_t room) {
+  extern void *__libc_stack_end;
+  const uintptr_t sp = (uintptr_t)__builtin_frame_address(0), end = (uintptr_t)__libc_stack_end;
+  if (sp <= end && end - sp < ((uintptr_t)1 << 20)) {
+    struct rlimit lim;
+    return getrlimit(RLIMIT_STACK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY ||
+           lim.rlim_cur >= room;
+  }
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+  void *lowest = NULL;
+  size_t size = 0;
+  const bool known = pthread_attr_getstack(&attr, &lowest, &size) == 0;
+  pthread_attr_destroy(&attr);
+  return known && sp > (uintptr_t)lowest && sp - (uintptr_t)lowest >= room;
+}
+
 void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room) {
-  struct rlimit lim;
-  if (getrlimit(RLIMIT_STACK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= room) {
+  if (stack_has_room(room)) {
     fn(arg);
     return;
   }

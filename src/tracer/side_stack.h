@@ -27,14 +27,17 @@
  * the caller's stack; returns when fn has. fn must not leave by longjmp. */
 void cts__call_on_side_stack(void (*fn)(void *), void *arg);
 
-/* Runs fn(arg) where the stack has `room` bytes: in place when the main thread's stack limit
- * (RLIMIT_STACK's soft value) allows that much, else on a stack of its own of `room` bytes
- * (a private mapping, pages touched as used, an inaccessible page under it), unmapped after
+/* Runs fn(arg) where the stack has `room` bytes: in place when the caller's stack allows
+ * that much below its frame (the process's initial stack: RLIMIT_STACK's soft value; another
+ * thread's: its size, pthread_getattr_np), else on a stack of its own of `room` bytes (a
+ * private mapping, pages touched as used, an inaccessible page under it), unmapped after
  * (x86-64; elsewhere in place). For a process's long-lived code that needs a stack of the
- * usual size whatever limit the program was started with (the writer process: `ulimit -s
- * 128`, which sets the hard limit too, killed it at its first packet). One getrlimit; a
- * mapping and an mprotect where the limit is lower. fn may not return (then nothing is
- * unmapped). Not for a thread other than the main one: its stack is not the limit's. */
+ * usual size whatever stack it was forked from (the writer process: `ulimit -s 128`, which
+ * sets the hard limit too, killed it at its first packet; so did a session started through
+ * the API from a thread with a 64 KiB stack). One getrlimit on the initial stack, else
+ * pthread_getattr_np (one allocation); a mapping and an mprotect where the room is less.
+ * fn may not return (then nothing is unmapped). Call it where allocating is safe (the
+ * writer process). */
 void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room);
 
 /* Runs fn(arg) on the calling thread's walk stack and returns true; false (fn not run) when
