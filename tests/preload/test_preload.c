@@ -1998,6 +1998,33 @@ CTS_TEST(subreaper_program_never_gets_the_writer_as_its_child) {
   }
 }
 
+/* The same under a seccomp filter that the image exec'd knows of (CTFSCOPE_EXEC_SECCOMP: it
+ * asks no prctl at its start, which a filter may kill on): it took itself for no child
+ * subreaper unless it was pid 1, got a writer process, and the writer became its child when
+ * the intermediate exited. Now the image before it says that the process is a subreaper
+ * (CTFSCOPE_EXEC_SECCOMP=2), and it gets a writer thread. At the default rate the first
+ * image's lazy writer was made when the filter went in, after the process had become a
+ * subreaper: its child too, reaped by the next image (status 9); it is made before the
+ * program becomes one now. Main (f51ae45): rate 1, killed by its SIGALRM after 10 s (142:
+ * it waited for the writer, which waited for its end; checked: fails); the default rate, 9
+ * (with the hand-on alone). */
+CTS_TEST(subreaper_program_under_a_filter_never_gets_the_writer_as_its_child) {
+  for (int round = 0; round < 2; round++) {
+    char trace[256], next[300];
+    CTS_ASSERT(run_exec_victim_at("subreaper-filter-wait-all", "subreaper_filter",
+                                  round ? "1e-6" : "1", trace, next));
+    CTS_ASSERT_MSG(traced.status == 7,
+                   "round %d: status %d (9: another process was its child; 142: it waited for "
+                   "one that never ended)",
+                   round, traced.status);
+    decoded_t d;
+    CHECK_TRACE(d, next);
+    decoded_fini(&d);
+    unlink(trace);
+    unlink(next);
+  }
+}
+
 /* A program started with stdout closed (`prog >&-`) must find it closed: the tracer's
  * first descriptor (the trace file, the writer's pipe; `record`'s notes pipe) took number
  * 1, and the program's output went into the trace (which then did not read back) while its
