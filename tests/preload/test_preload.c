@@ -2146,6 +2146,46 @@ CTS_TEST(executable_that_is_its_own_allocator_runs_untraced_and_record_says_why)
   }
 }
 
+/* The same program exec'd by a traced one (`record -- sh -c 'exec PROG'`): its image's reason
+ * reached stderr only (the preload's line), and record, which summed up only the `.execN`
+ * traces that exist, did not say that the exec'd program's was never made. Now it says so
+ * with the image's reason, sent through the notes pipe under that trace's path, quiet or not.
+ * Main (f51ae45): no line of record's about `.exec1` (checked: fails). */
+CTS_TEST(own_allocator_execd_by_a_traced_program_is_said_untraced_by_record) {
+  if (access("/bin/sh", X_OK) != 0) CTS_SKIP("no /bin/sh");
+  char program[256], trace[256], next[300], script[400];
+  victim_path(program, sizeof program, "victim_own_malloc");
+  trace_path(trace, sizeof trace, "own_malloc_execd");
+  exec_file(next, sizeof next, trace, 1);
+  snprintf(script, sizeof script, "exec %s", program);
+  char *alone[] = {program, NULL}, *shell[] = {"/bin/sh", "-c", script, NULL};
+  run(&plain, alone, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(plain.status, 0);
+  char said[400];
+  snprintf(said, sizeof said,
+           "no trace was written to %s (the exec'd program: free is another library's", next);
+  for (int rate_one = 0; rate_one < 2; rate_one++) {
+    for (int quiet = 0; quiet < 2; quiet++) {
+      char *argv[20];
+      record_argv(quiet ? argv + 1 : argv, trace, rate_one, shell);
+      if (quiet) { /* record -q -o ...: the -q before the others */
+        argv[0] = argv[1];
+        argv[1] = "record";
+        argv[2] = "-q";
+      }
+      unlink(trace);
+      unlink(next);
+      run(&traced, argv, NULL, NULL, NULL);
+      CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+      CTS_ASSERT_STR_EQ(traced.out, plain.out);
+      CTS_ASSERT_MSG(strstr(traced.err, said) != NULL, "rate %s%s: stderr: %s",
+                     rate_one ? "1" : "1e-6", quiet ? ", -q" : "", traced.err);
+      CTS_ASSERT(access(next, F_OK) != 0);
+    }
+  }
+  unlink(trace);
+}
+
 /* Blocks from malloc handed to the allocator's own functions (sdallocx, tc_free_sized,
  * mi_free...): a sampled block must be freed, resized and measured as the preload's. Before
  * these were interposed, jemalloc's sdallocx freed a sampled block at the wrong address. */
