@@ -13,17 +13,7 @@
 
 #include "tracer_internal.h"
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CTS_NO_SIDE_STACK 1 /* the sanitizers track the stack they run on */
-#endif
-#endif
-#else
-#define CTS_NO_SIDE_STACK 1
-#endif
-
-#ifndef CTS_NO_SIDE_STACK
+#if CTS__HAVE_WALK_STACK
 
 /* 64 KiB: dlopen of libunwind with its relocations takes ~10 KB, the spawn ~10 KB; the
  * rest is room for a signal handler that runs meanwhile. Cold: an image that never samples
@@ -71,10 +61,6 @@ void cts__call_on_side_stack(void (*fn)(void *), void *arg) {
 typedef struct cts__walk_stack {
   struct cts__walk_stack *next;
   atomic_bool owned; /* by a live thread (cts__thread.walk_stack) */
-  /* A walk is on it: set and cleared by its thread alone; a signal handler of that thread
-   * that samples then walks in place. volatile: the handler reads it between two
-   * instructions of the interrupted code. */
-  volatile bool busy;
 } walk_stack_t;
 
 static _Atomic(walk_stack_t *) walk_stacks; /* every one made */
@@ -113,7 +99,6 @@ static walk_stack_t *walk_stack_claim(void) {
     mprotect(map, page, PROT_NONE); /* an overflow faults, as at a stack's end */
     w = (walk_stack_t *)(map + page + WALK_STACK_BYTES - sizeof *w);
     atomic_init(&w->owned, true);
-    w->busy = false;
     w->next = atomic_load_explicit(&walk_stacks, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(&walk_stacks, &w->next, w, memory_order_release,
                                                   memory_order_relaxed)) {}
@@ -156,23 +141,13 @@ static void walk_stack_claim_on_side_stack(void *claimed) {
   *(walk_stack_t **)claimed = walk_stack_claim();
 }
 
-bool cts__call_on_walk_stack(void (*fn)(void *), void *arg) {
-  cts__thread_t *const t = &cts__thread;
-  walk_stack_t *w = t->walk_stack;
-  if (CTS_UNLIKELY(!w)) {
-    /* one-off work (and the loader's lazy binding of what it calls: ~3 KB) on the side
-     * stack, as the thread's other firsts */
-    cts__call_on_side_stack(walk_stack_claim_on_side_stack, &w);
-    if (!w) return false;
-    t->walk_stack = w;
-  }
-  if (w->busy) return false;
-  w->busy = true;
-  __atomic_signal_fence(__ATOMIC_SEQ_CST); /* set before the switch, as a handler sees it */
-  cts__call_framed(arg, fn, (void *)((uintptr_t)w & ~(uintptr_t)15));
-  __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  w->busy = false;
-  return true;
+bool cts__walk_stack_claim(cts__thread_t *t) {
+  /* one-off work (and the loader's lazy binding of what it calls: ~3 KB) on the side
+   * stack, as the thread's other firsts */
+  walk_stack_t *w = NULL;
+  cts__call_on_side_stack(walk_stack_claim_on_side_stack, &w);
+  t->walk_stack = w;
+  return w != NULL;
 }
 
 void cts__side_stack_atfork_child(void) {
@@ -229,12 +204,6 @@ void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room) {
 
 void cts__call_on_side_stack(void (*fn)(void *), void *arg) {
   fn(arg);
-}
-
-bool cts__call_on_walk_stack(void (*fn)(void *), void *arg) {
-  (void)fn;
-  (void)arg;
-  return false;
 }
 
 void cts__side_stack_atfork_child(void) {}

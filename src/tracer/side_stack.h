@@ -22,6 +22,23 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "tracer_internal.h"
+
+/* The side stack and the walk stacks: x86-64, not under a sanitizer (they track the stack
+ * they run on). */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define CTS__HAVE_WALK_STACK 1
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#undef CTS__HAVE_WALK_STACK
+#define CTS__HAVE_WALK_STACK 0
+#endif
+#endif
+#else
+#define CTS__HAVE_WALK_STACK 0
+#endif
 
 /* Runs fn(arg) on the side stack when it is free (x86-64, not under a sanitizer), else on
  * the caller's stack; returns when fn has. fn must not leave by longjmp. */
@@ -61,7 +78,35 @@ void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room);
  * information leading back to the caller's: an unwinder that starts on the walk stack goes
  * on into the caller's frames. fn must not leave by longjmp. Thread-safety: any thread; a
  * stack is its thread's alone, the list lock-free. Errors: none (false). */
-bool cts__call_on_walk_stack(void (*fn)(void *), void *arg);
+#if CTS__HAVE_WALK_STACK
+/* The calling thread's walk stack, made or taken from the list (into t->walk_stack); false
+ * if none can be had. cts__call_on_walk_stack's first. */
+bool cts__walk_stack_claim(cts__thread_t *t);
+/* fn(arg) with %rsp at `top`, from a frame whose call frame information leads back to the
+ * caller's (side_stack.c). */
+void cts__call_framed(void *arg, void (*fn)(void *), void *top)
+    __attribute__((visibility("hidden")));
+
+/* Inline: the switching frame is then the walk's caller's own, one frame less for libunwind
+ * to step through back into the program (~100 instructions a walk). */
+static CTS_FORCE_INLINE bool cts__call_on_walk_stack(void (*fn)(void *), void *arg) {
+  cts__thread_t *const t = &cts__thread;
+  if (CTS_UNLIKELY(!t->walk_stack) && !cts__walk_stack_claim(t)) return false;
+  if (t->walk_stack_busy) return false;
+  t->walk_stack_busy = true;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST); /* set before the switch, as a handler sees it */
+  cts__call_framed(arg, fn, (void *)((uintptr_t)t->walk_stack & ~(uintptr_t)15));
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  t->walk_stack_busy = false;
+  return true;
+}
+#else
+static inline bool cts__call_on_walk_stack(void (*fn)(void *), void *arg) {
+  (void)fn;
+  (void)arg;
+  return false;
+}
+#endif
 
 /* After a fork, in the child: the side stack free (the thread that held it is not there),
  * and the walk stacks of every thread but the calling one. */

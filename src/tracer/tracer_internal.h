@@ -41,6 +41,9 @@ typedef struct cts__thread {
   /* The stack libunwind walks on when a walk starts off the thread's stack (side_stack.h,
    * cts__call_on_walk_stack), NULL until the thread's first such walk. */
   struct cts__walk_stack *walk_stack;
+  /* A walk is on the walk stack: set and cleared by the thread alone; a signal handler of
+   * the thread that samples meanwhile walks in place (side_stack.h). */
+  bool walk_stack_busy;
   /* The mixed unwinder's paths (unwind.c), for tests and benchmarks: whole stacks walked
    * with frame pointers, outer frames from the cache (of which checked by their return
    * addresses' slots alone), libunwind runs. */

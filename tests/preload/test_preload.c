@@ -4899,7 +4899,7 @@ CTS_TEST(first_samples_on_a_coroutine_stack_take_no_more_of_it_than_later_ones) 
  * inaccessible page under it lives, its samples' backtraces as deep as on a 256 KiB one, and
  * takes at most WALK_STACK_USE_MAX bytes more of it than untraced. Main (f51ae45), release:
  * mixed 4 608 bytes, libunwind 3 488 (6 KiB: mixed killed by SIGSEGV); this branch, release:
- * 728 and 328 (fp: 176 on both); dev (-O1): 2 136 and 888, main's dev 4 272 with libunwind
+ * 664 and 264 (fp: 176 on both); dev (-O1): 2 120 and 872, main's dev 4 272 with libunwind
  * (checked: fails on main's src). */
 #define WALK_STACK_USE_MAX 2560
 CTS_TEST(libunwind_walk_from_a_coroutine_takes_little_of_its_stack) {
