@@ -595,7 +595,8 @@ STACK_WORDS_READER static CTS_FORCE_INLINE bool four_words_differ(const cts__wal
  * them. Their frames, innermost first, go to out[0..q] meanwhile (the splice's copy: out
  * has room for them, and a walk that does not rejoin here writes its own frames over
  * them): the words compared are the ones copied. */
-STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q, uint64_t *out) {
+STACK_WORDS_READER static CTS_FORCE_INLINE bool stack_words_at_equal(const cts__walk_t *w, size_t q,
+                                                                     uint64_t *out) {
   /* (~18 return addresses for each of cc1's walks: unrolled by hand, 4 words a step, as
    * gcc does not once this is inlined: ~6 instructions a word with the copy. A candidate
    * that fails, on cc1 one walk in four trying one before the one it rejoins, stops at the
@@ -656,8 +657,8 @@ static CTS_FORCE_INLINE void walk_keep(cts__bottom_t *b, size_t rest, size_t own
  * address and words beyond): the rest of the frames are the last walk's. Not kept in the
  * outer-frame cache: the next walk rejoins this one as cheaply as the cache would serve
  * it, and filling the cache would copy the frames once more. */
-static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, outer_t *o, size_t i, size_t rest,
-                             uintptr_t pc) {
+static CTS_FORCE_INLINE bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, outer_t *o,
+                                              size_t i, size_t rest, uintptr_t pc) {
   /* (its frames, entries rest - 1 .. 0, are in place: stack_words_at_equal copied them) */
   o->m = i + rest;
   o->cacheable = false;
@@ -947,7 +948,9 @@ size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_
                          cts__bottom_t *bottom) {
   if (t->stack_state == 0) find_stack_top(t);
   const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
-  if (off_thread_stack(t, lo)) {
+  /* Below the thread's stack (stack_lo is 0 when it is not known): a walk that starts above
+   * it goes to cts__unwind_libunwind below, which tests for itself. One compare. */
+  if (CTS_UNLIKELY(lo < t->stack_lo)) {
     walk_call_t call = {.t = t, .frame = frame, .lo = lo, .out = out, .max = max, .bottom = bottom};
     if (cts__call_on_walk_stack(mixed_on_walk_stack, &call)) return call.n;
   }
