@@ -618,7 +618,8 @@ static trace_state_t summarise(const char *path, const char *program, int killed
 
 /* The traces of the images the program exec'd (path.exec1.ctf...), written since `start`
  * (older files of that name are from another run), in order: summed up (`killed_by`: the
- * signal that ended the program, or 0), or only waited for (quiet). Returns the state of
+ * signal that ended the program, or 0), or only waited for (quiet); the first one missing
+ * that an image's note names (it refused to trace) said too. Returns the state of
  * the last one (the image that ended the program), or `first`: the first image's, when it
  * exec'd nothing. */
 static trace_state_t exec_traces(const char *path, time_t start, bool quiet, int killed_by,
@@ -627,9 +628,17 @@ static trace_state_t exec_traces(const char *path, time_t start, bool quiet, int
   for (unsigned i = 1; i < 1000; i++) {
     char next[4096];
     struct stat st;
-    if (!cts__exec_trace_name(next, sizeof next, path, i) || stat(next, &st) != 0 ||
-        st.st_mtime < start)
+    if (!cts__exec_trace_name(next, sizeof next, path, i)) break;
+    if (stat(next, &st) != 0 || st.st_mtime < start) {
+      /* An image that loaded the library and refused to trace (an executable that is its
+       * own allocator) said why under its path: said here, as for the first image. It
+       * hands nothing on: the chain of traces ends there. */
+      if (noted_reason(next)) {
+        say_no_trace(next, "the exec'd program", killed_by);
+        last = TRACE_MISSING;
+      }
       break;
+    }
     if (quiet)
       wait_for_the_writer(next);
     else

@@ -343,9 +343,14 @@ static void start_from_environment(void) {
     cts__tsc_usable_known = number[0] == '1';
   /* The image before this one knew a seccomp filter to be in force (tracer_internal.h):
    * from any image, a forked child's exec too (filters are inherited). */
+  /* "2": and this process a child subreaper, which the exec kept (from the same process
+   * only: preload_exec.c). */
   const char *const seccomp = cts__preload_env("CTFSCOPE_EXEC_SECCOMP");
-  if (seccomp && cts_setting_trimmed(seccomp, number, sizeof number) && strcmp(number, "1") == 0)
+  if (seccomp && cts_setting_trimmed(seccomp, number, sizeof number) &&
+      (strcmp(number, "1") == 0 || strcmp(number, "2") == 0)) {
     __atomic_store_n(&cts__seccomp_in_force, true, __ATOMIC_RELAXED);
+    __atomic_store_n(&cts__program_subreaper, number[0] == '2', __ATOMIC_RELAXED);
+  }
   fits = copy_setting(&cts__exec_state.memtrace, out) && fits;
   /* The sequence's name made absolute: a script that changes directory before it execs
    * would otherwise have the next image trace into that other directory (truncating a file

@@ -198,6 +198,16 @@ static const char *continued_preload(char *const envp[], char *buf, size_t size)
   return n > 0 && (size_t)n < size ? buf : NULL;
 }
 
+/* Whether the image an exec from here starts is a child subreaper: this process is one (as
+ * this image knows it, cts__program_subreaper) and the exec is this process's, not a vfork'd
+ * or forked child's (a child is no subreaper; a vfork'd one shares this memory). Told on
+ * under a filter (CTFSCOPE_EXEC_SECCOMP=2), where the next image does not ask prctl: taken
+ * for no subreaper, it got a writer process, handed to it as its child by the exit of the
+ * writer's intermediate. */
+static bool exec_keeps_subreaper(void) {
+  return __atomic_load_n(&cts__program_subreaper, __ATOMIC_RELAXED) && getpid() == cts__traced_pid;
+}
+
 /* Builds the new image's environment: envp without our variables, then ours with the next
  * trace's name. One block from the real malloc (untraced): the exec replaces it, or the
  * caller frees it if the exec fails. NULL if it cannot be built (the exec then goes ahead
@@ -234,7 +244,7 @@ static char **continued_environment(char *const envp[], exec_scratch_t *scratch)
    * asking prctl, which the filter may kill on. */
   if (__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED)) {
     ours[2 * nours] = "CTFSCOPE_EXEC_SECCOMP";
-    ours[2 * nours + 1] = "1";
+    ours[2 * nours + 1] = exec_keeps_subreaper() ? "2" : "1";
     nours++;
   }
   char notes_fd[16];
@@ -398,8 +408,9 @@ static char **environment_for_foreign_program(const char *path, char *const envp
  * filter may kill on. NULL otherwise (no filter known: nothing is paid), when envp says so
  * already, or without memory. */
 static char **environment_under_a_filter(char *const envp[]) {
-  static const char setting[] = "CTFSCOPE_EXEC_SECCOMP=1";
   if (!__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED)) return NULL;
+  const char *const setting =
+      exec_keeps_subreaper() ? "CTFSCOPE_EXEC_SECCOMP=2" : "CTFSCOPE_EXEC_SECCOMP=1";
   const char *const self = library_path();
   if (!self) return NULL;
   size_t count = 0;
@@ -855,7 +866,11 @@ CTS__PRELOAD_EXPORT int prctl(int option, ...) {
     cts__tracer_before_subreaper();
   /* A sandbox's filter may forbid the clone and exec that make the writer process. */
   if (option == PR_SET_SECCOMP) cts__tracer_before_seccomp();
-  return (int)syscall(SYS_prctl, option, arg2, arg3, arg4, arg5);
+  const int r = (int)syscall(SYS_prctl, option, arg2, arg3, arg4, arg5);
+  /* kept for the images it execs under a filter (exec_keeps_subreaper) */
+  if (option == PR_SET_CHILD_SUBREAPER && r == 0 && getpid() == cts__traced_pid)
+    __atomic_store_n(&cts__program_subreaper, arg2 != 0, __ATOMIC_RELAXED);
+  return r;
 }
 
 /* After a chroot: if this library is not at its path in the new root, it is taken out of

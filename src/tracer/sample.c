@@ -134,7 +134,7 @@ static CTS_FORCE_INLINE size_t capture_backtrace(cts__thread_t *t, void *frame, 
       return cts__unwind_mixed(t, fp, out, max, bottom);
 #ifdef CTS_HAVE_LIBUNWIND
     case CTS_TRACER_UNWIND_LIBUNWIND: {
-      const size_t n = cts__unwind_libunwind(fp, out, max);
+      const size_t n = cts__unwind_libunwind(t, fp, out, max);
       if (n) return n;
       break; /* the hook's frame was not found: fall back to the frame pointers */
     }

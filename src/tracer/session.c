@@ -613,6 +613,10 @@ int cts__session_error(void) {
 
 /* tracer_internal.h. */
 void cts__tracer_before_subreaper(void) {
+  /* A lazy writer made after it would be handed to the program as its child by the exit of
+   * the writer's intermediate (a first sample later, a seccomp filter's going in): made now,
+   * while the program is none. */
+  if (!cts__guarded() && cts__tracer_fds_watched()) make_the_lazy_writer_now();
   cts__ctl_lock();
   if (cts__session.session_running && cts__session.writer_process) cts__writer_process_settle();
   cts__ctl_unlock();

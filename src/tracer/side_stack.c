@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The tracer's side stack: see side_stack.h. */
+#define _GNU_SOURCE
 #include "side_stack.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,17 +13,7 @@
 
 #include "tracer_internal.h"
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CTS_NO_SIDE_STACK 1 /* the sanitizers track the stack they run on */
-#endif
-#endif
-#else
-#define CTS_NO_SIDE_STACK 1
-#endif
-
-#ifndef CTS_NO_SIDE_STACK
+#if CTS__HAVE_WALK_STACK
 
 /* 64 KiB: dlopen of libunwind with its relocations takes ~10 KB, the spawn ~10 KB; the
  * rest is room for a signal handler that runs meanwhile. Cold: an image that never samples
@@ -57,13 +49,141 @@ void cts__call_on_side_stack(void (*fn)(void *), void *arg) {
   atomic_flag_clear_explicit(&side_stack_taken, memory_order_release);
 }
 
+/* ---- walk stacks -------------------------------------------------------------------------- */
+
+/* 1 MiB of address space: a libunwind walk takes ~5-10 KB (its first, the dlopen of the
+ * library, ~10 KB more); the rest is for a program's signal handler that runs meanwhile,
+ * which gets about what a thread of glibc's smallest default would. Pages touched as used. */
+#define WALK_STACK_BYTES ((size_t)1 << 20)
+
+/* A walk stack's header, in its top bytes (the stack grows down from below it). Made once,
+ * pushed on walk_stacks once, never removed nor unmapped. */
+typedef struct cts__walk_stack {
+  struct cts__walk_stack *next;
+  atomic_bool owned; /* by a live thread (cts__thread.walk_stack) */
+} walk_stack_t;
+
+static _Atomic(walk_stack_t *) walk_stacks; /* every one made */
+static pthread_key_t walk_stack_key;
+static bool walk_stack_key_ok;
+static pthread_once_t walk_stack_key_once = PTHREAD_ONCE_INIT;
+
+/* The thread exits: its walk stack goes back to the list. */
+static void walk_stack_release(void *p) {
+  walk_stack_t *const w = p;
+  if (cts__thread.walk_stack == w) cts__thread.walk_stack = NULL;
+  atomic_store_explicit(&w->owned, false, memory_order_release);
+}
+
+static void walk_stack_key_create(void) {
+  walk_stack_key_ok = pthread_key_create(&walk_stack_key, walk_stack_release) == 0;
+}
+
+/* A walk stack for the calling thread: one a thread left, else a new mapping; NULL if
+ * none can be had. */
+static walk_stack_t *walk_stack_claim(void) {
+  pthread_once(&walk_stack_key_once, walk_stack_key_create);
+  if (!walk_stack_key_ok) return NULL; /* it could never go back: not made */
+  walk_stack_t *w = atomic_load_explicit(&walk_stacks, memory_order_acquire);
+  for (; w; w = w->next) {
+    bool unowned = false;
+    if (!atomic_load_explicit(&w->owned, memory_order_relaxed) &&
+        atomic_compare_exchange_strong(&w->owned, &unowned, true))
+      break;
+  }
+  if (!w) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *const map = mmap(NULL, page + WALK_STACK_BYTES, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (map == MAP_FAILED) return NULL;
+    mprotect(map, page, PROT_NONE); /* an overflow faults, as at a stack's end */
+    w = (walk_stack_t *)(map + page + WALK_STACK_BYTES - sizeof *w);
+    atomic_init(&w->owned, true);
+    w->next = atomic_load_explicit(&walk_stacks, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&walk_stacks, &w->next, w, memory_order_release,
+                                                  memory_order_relaxed)) {}
+  }
+  pthread_setspecific(walk_stack_key, w);
+  return w;
+}
+
+/* fn(arg) with %rsp at `top` (16-byte aligned), from a frame whose call frame information
+ * says where the caller's is: its CFA is %rbp + 16, %rbp pointing at the frame record it
+ * pushed on the caller's stack. An unwinder that starts on the new stack (libunwind's fast
+ * path takes such a frame as a standard one) steps through it back into the caller's
+ * frames. A function of its own, not inline asm in a C one: the enclosing function's call
+ * frame information would not know of the switch. */
+void cts__call_framed(void *arg, void (*fn)(void *), void *top)
+    __attribute__((visibility("hidden")));
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".globl cts__call_framed\n"
+    ".hidden cts__call_framed\n"
+    ".type cts__call_framed, @function\n"
+    "cts__call_framed:\n"
+    "  .cfi_startproc\n"
+    "  push %rbp\n"
+    "  .cfi_def_cfa_offset 16\n"
+    "  .cfi_offset %rbp, -16\n"
+    "  mov %rsp, %rbp\n"
+    "  .cfi_def_cfa_register %rbp\n"
+    "  mov %rdx, %rsp\n"
+    "  call *%rsi\n"
+    "  mov %rbp, %rsp\n"
+    "  pop %rbp\n"
+    "  .cfi_def_cfa %rsp, 8\n"
+    "  ret\n"
+    "  .cfi_endproc\n"
+    ".size cts__call_framed, .-cts__call_framed\n");
+
+static void walk_stack_claim_on_side_stack(void *claimed) {
+  *(walk_stack_t **)claimed = walk_stack_claim();
+}
+
+bool cts__walk_stack_claim(cts__thread_t *t) {
+  /* one-off work (and the loader's lazy binding of what it calls: ~3 KB) on the side
+   * stack, as the thread's other firsts */
+  walk_stack_t *w = NULL;
+  cts__call_on_side_stack(walk_stack_claim_on_side_stack, &w);
+  t->walk_stack = w;
+  return w != NULL;
+}
+
 void cts__side_stack_atfork_child(void) {
   atomic_flag_clear_explicit(&side_stack_taken, memory_order_relaxed);
+  /* The other threads are not in the child: their walk stacks are free, the calling
+   * thread's its own still (a walk on it was not interrupted by the fork). */
+  walk_stack_t *const mine = cts__thread.walk_stack;
+  for (walk_stack_t *w = atomic_load_explicit(&walk_stacks, memory_order_acquire); w; w = w->next)
+    if (w != mine) atomic_store_explicit(&w->owned, false, memory_order_relaxed);
+}
+
+/* Whether the stack the caller runs on has `room` bytes below its frame. The process's
+ * initial stack (within 1 MiB below __libc_stack_end: the kernel keeps every other mapping
+ * a guard gap of 1 MiB away from it) grows to RLIMIT_STACK's soft value; any other thread's
+ * is the size it was made with (pthread_getattr_np: the thread's descriptor, no file read;
+ * one allocation, untraced in the tracer's processes), e.g. 64 KiB for a thread that
+ * started a session through the API. */
+static bool stack_has_room(size_t room) {
+  extern void *__libc_stack_end;
+  const uintptr_t sp = (uintptr_t)__builtin_frame_address(0), end = (uintptr_t)__libc_stack_end;
+  if (sp <= end && end - sp < ((uintptr_t)1 << 20)) {
+    struct rlimit lim;
+    return getrlimit(RLIMIT_STACK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY ||
+           lim.rlim_cur >= room;
+  }
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+  void *lowest = NULL;
+  size_t size = 0;
+  const bool known = pthread_attr_getstack(&attr, &lowest, &size) == 0;
+  pthread_attr_destroy(&attr);
+  return known && sp > (uintptr_t)lowest && sp - (uintptr_t)lowest >= room;
 }
 
 void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room) {
-  struct rlimit lim;
-  if (getrlimit(RLIMIT_STACK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= room) {
+  if (stack_has_room(room)) {
     fn(arg);
     return;
   }

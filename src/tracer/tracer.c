@@ -46,6 +46,7 @@ static void atfork_child(void) {
   }
   cts__session_atfork_child();
   cts__service_atfork_child();
+  __atomic_store_n(&cts__program_subreaper, false, __ATOMIC_RELAXED); /* not inherited */
 }
 
 static void init_once(void) {

@@ -38,6 +38,12 @@ typedef struct cts__thread {
    * frame-pointer walk ran on (a coroutine's, a signal handler's), the mapping
    * [other_stack_lo, other_stack_hi), 0 = none (unwind.c, other_stack_end). */
   uintptr_t stack_lo, other_stack_lo, other_stack_hi;
+  /* The stack libunwind walks on when a walk starts off the thread's stack (side_stack.h,
+   * cts__call_on_walk_stack), NULL until the thread's first such walk. */
+  struct cts__walk_stack *walk_stack;
+  /* A walk is on the walk stack: set and cleared by the thread alone; a signal handler of
+   * the thread that samples meanwhile walks in place (side_stack.h). */
+  bool walk_stack_busy;
   /* The mixed unwinder's paths (unwind.c), for tests and benchmarks: whole stacks walked
    * with frame pointers, outer frames from the cache (of which checked by their return
    * addresses' slots alone), libunwind runs. */
@@ -190,7 +196,8 @@ char *cts__read_maps(int pid, size_t *len);
  * for the writer's intermediate process to have exited, if it has not been reaped yet (it
  * has made the writer and is in its exit: microseconds). Its exit hands the writer to the
  * nearest subreaper, which must not be the program: the program would see the writer in
- * wait() and get its SIGCHLD. Takes the control lock. */
+ * wait() and get its SIGCHLD. A lazy session's writer not made yet is made first, for the
+ * same reason. Takes the control lock. */
 void cts__tracer_before_subreaper(void);
 /* Whether the running session has no writer process yet and waits for its first sample to
  * make one (the lazy writer, writer_process.c): an exec or an _exit must then finish the
@@ -235,11 +242,19 @@ extern bool cts__confined;
  * the exec hooks hand on to the images they exec with the library: filters are inherited
  * across fork and exec, so it is never wrong once set). Under it the start asks no prctl,
  * which a filter may kill on (an image exec'd under a filter killing on prctl died at its
- * start): the program is taken for no child subreaper unless it is pid 1, for dumpable
+ * start): the program is taken for a child subreaper only if it is pid 1 or knows it is one
+ * (cts__program_subreaper), for dumpable
  * unless it runs in secure-execution mode (AT_SECURE), the filters at the start are counted
  * in /proc/self/status, and the writer process keeps the program's name. Atomic loads and
  * stores, relaxed. session.c. */
 extern bool cts__seccomp_in_force;
+/* Whether this process is a child subreaper (PR_SET_CHILD_SUBREAPER, kept across exec, not
+ * across fork), as this image knows it: from prctl(PR_GET_CHILD_SUBREAPER) when its session
+ * asked (no filter known), from the preload's prctl hook when the program set or cleared it,
+ * or from the image before it in this process (CTFSCOPE_EXEC_SECCOMP=2: it knew a filter in
+ * force, under which prctl is not asked, and the process to be a subreaper). A forked child
+ * clears it. Atomic loads and stores, relaxed. writer_process.c. */
+extern bool cts__program_subreaper;
 /* cts__tracer_before_confinement for a seccomp filter or strict mode about to go in (the
  * prctl and syscall() hooks); also sets cts__seccomp_in_force. session.c. */
 void cts__tracer_before_seccomp(void);
@@ -318,7 +333,7 @@ typedef struct cts__bottom cts__bottom_t; /* a thread's outer-frame cache */
 extern const size_t cts__bottom_size;
 size_t cts__unwind_fp(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max);
 #ifdef CTS_HAVE_LIBUNWIND
-size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max);
+size_t cts__unwind_libunwind(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max);
 #endif
 size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max,
                          cts__bottom_t *bottom);

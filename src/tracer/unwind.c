@@ -287,15 +287,42 @@ static uintptr_t stack_mapping(uintptr_t sp, uintptr_t *lo) {
   return q.hi;
 }
 
-static void find_stack_top(cts__thread_t *t) {
-  t->stack_state = -1; /* meanwhile (and if not found): walks bounded by their first frame */
+/* The main thread's stack top, from the loader (the auxiliary vector's neighbourhood). */
+extern void *__libc_stack_end;
+
+static void find_stack_top_on_side_stack(void *thread) {
+  cts__thread_t *const t = thread;
   uintptr_t lo = 0;
-  const uintptr_t hi = stack_mapping((uintptr_t)__builtin_frame_address(0), &lo);
+  uintptr_t hi = stack_mapping(t->stack_lo, &lo);
+  /* A thread's first sample may come from a coroutine's stack, which is then not the
+   * thread's: its walks would take that for their own stack (and run libunwind in place
+   * there, cts__call_on_walk_stack). The thread's stack holds its descriptor (glibc puts
+   * it at the top of every thread's stack, a program's own included), the main thread's
+   * __libc_stack_end: when the mapping holds neither, the thread's is looked up (two system
+   * calls more to know which thread this is, at such a first sample only). */
+  const uintptr_t main_end = (uintptr_t)__libc_stack_end, self = (uintptr_t)pthread_self();
+  if (hi && !(main_end >= lo && main_end < hi) && !(self >= lo && self < hi)) {
+    uintptr_t own_lo = 0;
+    const uintptr_t own = getpid() == gettid() ? main_end : self;
+    const uintptr_t own_hi = stack_mapping(own, &own_lo);
+    if (own_hi) {
+      lo = own_lo;
+      hi = own_hi;
+    }
+  }
+  t->stack_lo = hi ? lo : 0;
   if (hi) {
-    t->stack_lo = lo;
     t->stack_hi = hi;
     t->stack_state = 1;
   }
+}
+
+static void find_stack_top(cts__thread_t *t) {
+  t->stack_state = -1; /* meanwhile (and if not found): walks bounded by their first frame */
+  /* (the stack pointer to start from, through stack_lo; the look-up and the loader's lazy
+   * binding of what it calls on the side stack: a first sample may come from a coroutine) */
+  t->stack_lo = (uintptr_t)__builtin_frame_address(0);
+  cts__call_on_side_stack(find_stack_top_on_side_stack, t);
 }
 
 /* The end of the mapping holding `sp` when it is not the thread's stack (a coroutine's
@@ -363,6 +390,15 @@ size_t cts__unwind_fp(cts__thread_t *t, uintptr_t fp, uint64_t *out, size_t max)
 
 /* ---- libunwind ----------------------------------------------------------------------------- */
 
+/* Whether a walk from the frame at `sp` starts on a stack of the program's that is not the
+ * thread's own (a coroutine's, a sigaltstack handler's), which may be small: its libunwind
+ * and call frame work then runs on the thread's walk stack (side_stack.h): libunwind's
+ * context, cursor and steps took ~3.5 KB of it at each sample (~5 KB at the first), the
+ * mixed walk's rules and copies ~4.5 KB. */
+static CTS_FORCE_INLINE bool off_thread_stack(const cts__thread_t *t, uintptr_t sp) {
+  return CTS_UNLIKELY(t->stack_state == 1 && (sp < t->stack_lo || sp >= t->stack_hi));
+}
+
 /* libunwind's frames from the allocation site `site` outwards, into out (room for max +
  * CTS__OWN_FRAMES). unw_backtrace, not unw_init_local and unw_step: its fast path keeps a
  * per-thread cache of each return address's unwinding rule and makes no system call, while
@@ -387,7 +423,27 @@ static size_t backtrace_from(uintptr_t site, uint64_t *out, size_t max) {
   return k;
 }
 
-size_t cts__unwind_libunwind(uintptr_t frame, uint64_t *out, size_t max) {
+/* A walk's arguments and frames, for a call on the walk stack. */
+typedef struct {
+  cts__thread_t *t;
+  uintptr_t frame, lo;
+  uint64_t *out;
+  size_t max, n;
+  cts__bottom_t *bottom;
+} walk_call_t;
+
+static void libunwind_on_walk_stack(void *call) {
+  walk_call_t *const c = call;
+  c->n = cut_own_frames(c->out, backtrace_from(((const uintptr_t *)c->frame)[1], c->out, c->max));
+}
+
+size_t cts__unwind_libunwind(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max) {
+  /* (whether the walk starts on the thread's stack: a look-up at its first sample) */
+  if (CTS_UNLIKELY(t->stack_state == 0)) find_stack_top(t);
+  if (off_thread_stack(t, (uintptr_t)__builtin_frame_address(0))) {
+    walk_call_t call = {.frame = frame, .out = out, .max = max};
+    if (cts__call_on_walk_stack(libunwind_on_walk_stack, &call)) return call.n;
+  }
   return cut_own_frames(out, backtrace_from(((const uintptr_t *)frame)[1], out, max));
 }
 
@@ -539,7 +595,8 @@ STACK_WORDS_READER static CTS_FORCE_INLINE bool four_words_differ(const cts__wal
  * them. Their frames, innermost first, go to out[0..q] meanwhile (the splice's copy: out
  * has room for them, and a walk that does not rejoin here writes its own frames over
  * them): the words compared are the ones copied. */
-STACK_WORDS_READER static bool stack_words_at_equal(const cts__walk_t *w, size_t q, uint64_t *out) {
+STACK_WORDS_READER static CTS_FORCE_INLINE bool stack_words_at_equal(const cts__walk_t *w, size_t q,
+                                                                     uint64_t *out) {
   /* (~18 return addresses for each of cc1's walks: unrolled by hand, 4 words a step, as
    * gcc does not once this is inlined: ~6 instructions a word with the copy. A candidate
    * that fails, on cc1 one walk in four trying one before the one it rejoins, stops at the
@@ -600,8 +657,8 @@ static CTS_FORCE_INLINE void walk_keep(cts__bottom_t *b, size_t rest, size_t own
  * address and words beyond): the rest of the frames are the last walk's. Not kept in the
  * outer-frame cache: the next walk rejoins this one as cheaply as the cache would serve
  * it, and filling the cache would copy the frames once more. */
-static bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, outer_t *o, size_t i, size_t rest,
-                             uintptr_t pc) {
+static CTS_FORCE_INLINE bool splice_last_walk(cts__thread_t *t, cts__bottom_t *b, outer_t *o,
+                                              size_t i, size_t rest, uintptr_t pc) {
   /* (its frames, entries rest - 1 .. 0, are in place: stack_words_at_equal copied them) */
   o->m = i + rest;
   o->cacheable = false;
@@ -847,14 +904,14 @@ static CTS_FORCE_INLINE size_t outer_frames(cts__thread_t *t, uintptr_t rec, uin
   return outer_frames_rest(t, rec, out, n, max, b, ok, &o);
 }
 
-size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max,
-                         cts__bottom_t *bottom) {
-  if (t->stack_state == 0) find_stack_top(t);
-  const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
+/* The mixed walk from the hook's frame `frame`, the stack it starts on beginning at lo (the
+ * walk's own frame there). */
+static CTS_FORCE_INLINE size_t unwind_mixed_from(cts__thread_t *t, uintptr_t lo, uintptr_t frame,
+                                                 uint64_t *out, size_t max, cts__bottom_t *bottom) {
   uintptr_t fp = frame;
   if (t->stack_state != 1 || t->stack_hi < lo + 2 * sizeof(uintptr_t) || fp < lo ||
       fp > t->stack_hi - 2 * sizeof(uintptr_t))
-    return cts__unwind_libunwind(frame, out, max);
+    return cts__unwind_libunwind(t, frame, out, max);
   const uintptr_t top = t->stack_hi - 2 * sizeof(uintptr_t);
   size_t n = 0;
   uintptr_t trusted = 0; /* the last return address found to keep frame pointers */
@@ -882,6 +939,24 @@ size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_
   return cut_own_frames(out, n);
 }
 
+static void mixed_on_walk_stack(void *call) {
+  walk_call_t *const c = call;
+  c->n = unwind_mixed_from(c->t, c->lo, c->frame, c->out, c->max, c->bottom);
+}
+
+size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_t max,
+                         cts__bottom_t *bottom) {
+  if (t->stack_state == 0) find_stack_top(t);
+  const uintptr_t lo = (uintptr_t)__builtin_frame_address(0);
+  /* Below the thread's stack (stack_lo is 0 when it is not known): a walk that starts above
+   * it goes to cts__unwind_libunwind below, which tests for itself. One compare. */
+  if (CTS_UNLIKELY(lo < t->stack_lo)) {
+    walk_call_t call = {.t = t, .frame = frame, .lo = lo, .out = out, .max = max, .bottom = bottom};
+    if (cts__call_on_walk_stack(mixed_on_walk_stack, &call)) return call.n;
+  }
+  return unwind_mixed_from(t, lo, frame, out, max, bottom);
+}
+
 bool cts__unwind_mixed_available(void) {
   return true;
 }
@@ -898,8 +973,7 @@ size_t cts__unwind_mixed(cts__thread_t *t, uintptr_t frame, uint64_t *out, size_
                          cts__bottom_t *bottom) {
   (void)bottom;
 #ifdef CTS_HAVE_LIBUNWIND
-  (void)t;
-  return cts__unwind_libunwind(frame, out, max);
+  return cts__unwind_libunwind(t, frame, out, max);
 #else
   return cts__unwind_fp(t, frame, out, max);
 #endif

@@ -191,10 +191,18 @@ bool cts__owner_is_gone(void) {
  * reaps every child before it exits waited forever, the writer waiting for its end: a
  * program as pid 1 hung so) and get its SIGCHLD. Such a program gets a writer thread. */
 static bool program_is_subreaper(pid_t pid) {
+  if (pid == 1) return true;
+  /* Under a filter known to be in force prctl is not asked (it may kill): what this image
+   * was told or saw (cts__program_subreaper). */
+  if (__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED))
+    return __atomic_load_n(&cts__program_subreaper, __ATOMIC_RELAXED);
   int subreaper = 0;
-  return pid == 1 || (!__atomic_load_n(&cts__seccomp_in_force, __ATOMIC_RELAXED) &&
-                      prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0L, 0L, 0L) == 0 && subreaper != 0);
+  const bool is = prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0L, 0L, 0L) == 0 && subreaper != 0;
+  __atomic_store_n(&cts__program_subreaper, is, __ATOMIC_RELAXED);
+  return is;
 }
+
+bool cts__program_subreaper;
 
 /* Whether a session into `sink` can have a writer process: the sinks it can write to
  * alone (a callback, a clock callback or the service's client belong to this process). */

@@ -1998,6 +1998,33 @@ CTS_TEST(subreaper_program_never_gets_the_writer_as_its_child) {
   }
 }
 
+/* The same under a seccomp filter that the image exec'd knows of (CTFSCOPE_EXEC_SECCOMP: it
+ * asks no prctl at its start, which a filter may kill on): it took itself for no child
+ * subreaper unless it was pid 1, got a writer process, and the writer became its child when
+ * the intermediate exited. Now the image before it says that the process is a subreaper
+ * (CTFSCOPE_EXEC_SECCOMP=2), and it gets a writer thread. At the default rate the first
+ * image's lazy writer was made when the filter went in, after the process had become a
+ * subreaper: its child too, reaped by the next image (status 9); it is made before the
+ * program becomes one now. Main (f51ae45): rate 1, killed by its SIGALRM after 10 s (142:
+ * it waited for the writer, which waited for its end; checked: fails); the default rate, 9
+ * (with the hand-on alone). */
+CTS_TEST(subreaper_program_under_a_filter_never_gets_the_writer_as_its_child) {
+  for (int round = 0; round < 2; round++) {
+    char trace[256], next[300];
+    CTS_ASSERT(run_exec_victim_at("subreaper-filter-wait-all", "subreaper_filter",
+                                  round ? "1e-6" : "1", trace, next));
+    CTS_ASSERT_MSG(traced.status == 7,
+                   "round %d: status %d (9: another process was its child; 142: it waited for "
+                   "one that never ended)",
+                   round, traced.status);
+    decoded_t d;
+    CHECK_TRACE(d, next);
+    decoded_fini(&d);
+    unlink(trace);
+    unlink(next);
+  }
+}
+
 /* A program started with stdout closed (`prog >&-`) must find it closed: the tracer's
  * first descriptor (the trace file, the writer's pipe; `record`'s notes pipe) took number
  * 1, and the program's output went into the trace (which then did not read back) while its
@@ -2117,6 +2144,46 @@ CTS_TEST(executable_that_is_its_own_allocator_runs_untraced_and_record_says_why)
                    "stderr: %s", traced.err);
     CTS_ASSERT(access(trace, F_OK) != 0);
   }
+}
+
+/* The same program exec'd by a traced one (`record -- sh -c 'exec PROG'`): its image's reason
+ * reached stderr only (the preload's line), and record, which summed up only the `.execN`
+ * traces that exist, did not say that the exec'd program's was never made. Now it says so
+ * with the image's reason, sent through the notes pipe under that trace's path, quiet or not.
+ * Main (f51ae45): no line of record's about `.exec1` (checked: fails). */
+CTS_TEST(own_allocator_execd_by_a_traced_program_is_said_untraced_by_record) {
+  if (access("/bin/sh", X_OK) != 0) CTS_SKIP("no /bin/sh");
+  char program[256], trace[256], next[300], script[400];
+  victim_path(program, sizeof program, "victim_own_malloc");
+  trace_path(trace, sizeof trace, "own_malloc_execd");
+  exec_file(next, sizeof next, trace, 1);
+  snprintf(script, sizeof script, "exec %s", program);
+  char *alone[] = {program, NULL}, *shell[] = {"/bin/sh", "-c", script, NULL};
+  run(&plain, alone, NULL, NULL, NULL);
+  CTS_ASSERT_EQ_INT(plain.status, 0);
+  char said[400];
+  snprintf(said, sizeof said,
+           "no trace was written to %s (the exec'd program: free is another library's", next);
+  for (int rate_one = 0; rate_one < 2; rate_one++) {
+    for (int quiet = 0; quiet < 2; quiet++) {
+      char *argv[20];
+      record_argv(quiet ? argv + 1 : argv, trace, rate_one, shell);
+      if (quiet) { /* record -q -o ...: the -q before the others */
+        argv[0] = argv[1];
+        argv[1] = "record";
+        argv[2] = "-q";
+      }
+      unlink(trace);
+      unlink(next);
+      run(&traced, argv, NULL, NULL, NULL);
+      CTS_ASSERT_MSG(traced.status == 0, "status %d: %s", traced.status, traced.err);
+      CTS_ASSERT_STR_EQ(traced.out, plain.out);
+      CTS_ASSERT_MSG(strstr(traced.err, said) != NULL, "rate %s%s: stderr: %s",
+                     rate_one ? "1" : "1e-6", quiet ? ", -q" : "", traced.err);
+      CTS_ASSERT(access(next, F_OK) != 0);
+    }
+  }
+  unlink(trace);
 }
 
 /* Blocks from malloc handed to the allocator's own functions (sdallocx, tc_free_sized,
@@ -4818,6 +4885,66 @@ CTS_TEST(first_samples_on_a_coroutine_stack_take_no_more_of_it_than_later_ones) 
             unwinders[i], first, later, plain_first, plain_later, extra);
     CTS_ASSERT_MSG(extra <= 256, "%s: the first samples took %ld bytes more of the stack",
                    unwinders[i], extra);
+  }
+  unlink(trace);
+}
+
+/* A libunwind walk (`--unwind libunwind`, and `mixed` where its own walk hands over: here a
+ * frame of code without call frame information, as Boost.Context's entry frames) ran on the
+ * stack the program allocated from: ~3.5 KB of it at each sample (its context, cursor and
+ * steps; mixed's call frame rules ~1 KB more), so Boost.Coroutine2 with 6 KiB stacks
+ * aborted at --rate 1. A walk that starts off the thread's own stack now runs on a stack of
+ * the tracer's, per thread (side_stack.h, cts__call_on_walk_stack). The victim's second run
+ * of its coroutine (steady state: the first takes the one-off work) on a 6 KiB stack with an
+ * inaccessible page under it lives, its samples' backtraces as deep as on a 256 KiB one, and
+ * takes at most a stated bound more of it than untraced: 1 KiB with libunwind, 3 KiB with
+ * mixed (whose own frame is set up before the test that sends it to the walk stack).
+ * Main (f51ae45), release: mixed 4 608 bytes, libunwind 3 488 (6 KiB: mixed killed by
+ * SIGSEGV); this branch, release: 664 and 264 (fp: 176 on both); dev (-O1): 2 424 and 872,
+ * main's dev 4 272 with libunwind (checked: fails on main's src). */
+CTS_TEST(libunwind_walk_from_a_coroutine_takes_little_of_its_stack) {
+#ifndef __x86_64__
+  CTS_SKIP("the walk stack is x86-64's");
+#endif
+#ifndef CTS_TEST_HAVE_LIBUNWIND
+  CTS_SKIP("built without libunwind");
+#endif
+  char victim[1024], trace[256];
+  victim_path(victim, sizeof victim, "victim_coroutine");
+  trace_path(trace, sizeof trace, "coroutine_walk");
+  char *large[] = {victim, "steady", NULL}, *small[] = {victim, "steady", "6144", NULL};
+  run(&plain, large, NULL, NULL, NULL);
+  const long untraced = coroutine_stack_used(&plain);
+  CTS_ASSERT_MSG(untraced > 0, "untraced: %s", plain.out);
+  const char *unwinders[] = {"CTFSCOPE_UNWIND=libunwind", "CTFSCOPE_UNWIND=mixed"};
+  const long most[] = {1024, 3072};
+  for (size_t i = 0; i < sizeof unwinders / sizeof unwinders[0]; i++) {
+    unlink(trace);
+    run(&traced, large, trace, "1", unwinders[i]);
+    const long used = coroutine_stack_used(&traced);
+    CTS_ASSERT_MSG(used > 0, "%s: status %d, %s%s", unwinders[i], traced.status, traced.out,
+                   traced.err);
+    fprintf(stderr, "  %s: a sample takes %ld bytes of the coroutine's stack (%ld - %ld)\n",
+            unwinders[i], used - untraced, used, untraced);
+    CTS_ASSERT_MSG(used - untraced <= most[i], "%s: %ld bytes (at most %ld)", unwinders[i],
+                   used - untraced, most[i]);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_MSG(d.nallocs >= 17, "%s: %zu sampled allocations", unwinders[i], d.nallocs);
+    size_t depth[16];
+    for (size_t k = 0; k < 16; k++) depth[k] = d.allocs[d.nallocs - 16 + k].depth;
+    decoded_fini(&d);
+    unlink(trace);
+    run(&traced, small, trace, "1", unwinders[i]);
+    CTS_ASSERT_MSG(coroutine_stack_used(&traced) > 0, "%s, a 6 KiB stack: status %d, %s%s",
+                   unwinders[i], traced.status, traced.out, traced.err);
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_MSG(d.nallocs >= 17, "%s: %zu sampled allocations", unwinders[i], d.nallocs);
+    for (size_t k = 0; k < 16; k++)
+      CTS_ASSERT_MSG(d.allocs[d.nallocs - 16 + k].depth == depth[k] && depth[k] >= 3,
+                     "%s: the coroutine's sample %zu: %zu frames on 6 KiB, %zu on 256 KiB",
+                     unwinders[i], k, d.allocs[d.nallocs - 16 + k].depth, depth[k]);
+    decoded_fini(&d);
   }
   unlink(trace);
 }

@@ -29,11 +29,17 @@
  * "wait-all": that image forks one child and reaps children until there are none, as such
  * programs do before they exit. It prints how many it reaped and exits with 7 if each was
  * its own, 9 if another process was its child, and dies of SIGALRM after 10 s if one never
- * ends (a writer process waiting for the program's end). */
+ * ends (a writer process waiting for the program's end).
+ *
+ * With "subreaper-filter-wait-all", the same with a seccomp filter put in (prctl
+ * PR_SET_SECCOMP; it allows every call) after PR_SET_CHILD_SUBREAPER and before the exec:
+ * the image exec'd knows of the filter (CTFSCOPE_EXEC_SECCOMP) and asks no prctl. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,8 +199,16 @@ int main(int argc, char **argv) {
     execl("/proc/self/exe", argv[0], "stray-check", before, (char *)NULL);
     return 2;
   }
-  if (argc > 1 && strcmp(argv[1], "subreaper-wait-all") == 0) {
+  if (argc > 1 && (strcmp(argv[1], "subreaper-wait-all") == 0 ||
+                   strcmp(argv[1], "subreaper-filter-wait-all") == 0)) {
     if (prctl(PR_SET_CHILD_SUBREAPER, 1L) != 0) return 2;
+    if (strcmp(argv[1], "subreaper-filter-wait-all") == 0) {
+      struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+      struct sock_fprog prog = {.len = 1, .filter = &allow};
+      if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) != 0 ||
+          prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0L, 0L) != 0)
+        return 2;
+    }
     execl("/proc/self/exe", argv[0], "wait-all", (char *)NULL);
     return 2;
   }
