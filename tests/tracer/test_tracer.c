@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <ctfscope/tracer.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -835,8 +836,10 @@ static void child_counts(const char *self, const char *test, const char *fn, uin
                          bool branch_sim, uint64_t total[3]) {
   char dir[] = "/tmp/cts_walk_cg_XXXXXX";
   CTS_ASSERT(mkdtemp(dir) != NULL);
-  char out[128], path[160], env[64], toggle[128], line[256];
-  snprintf(out, sizeof out, "--callgrind-out-file=%s/cg", dir);
+  char out[128], path[300], env[64], toggle[128], line[256];
+  /* One file per process (a writer process forked under Valgrind would write its dump over
+   * the child's): the child's own is read. */
+  snprintf(out, sizeof out, "--callgrind-out-file=%s/cg.%%p", dir);
   snprintf(toggle, sizeof toggle, "--toggle-collect=%s", fn);
   snprintf(env, sizeof env, "CTS_TEST_CHILD=%" PRIu64, arg);
   char sim[] = "--branch-sim=yes";
@@ -857,7 +860,7 @@ static void child_counts(const char *self, const char *test, const char *fn, uin
   int status = 0;
   waitpid(pid, &status, 0);
   total[0] = total[1] = total[2] = 0;
-  snprintf(path, sizeof path, "%s/cg", dir);
+  snprintf(path, sizeof path, "%s/cg.%d", dir, (int)pid);
   FILE *const f = fopen(path, "r");
   if (f) {
     while (fgets(line, sizeof line, f))
@@ -867,7 +870,14 @@ static void child_counts(const char *self, const char *test, const char *fn, uin
       }
     fclose(f);
   }
-  unlink(path);
+  /* (and any other process's dump) */
+  DIR *const d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
   rmdir(dir);
   CTS_ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "valgrind: status %d", status);
 }
