@@ -631,19 +631,18 @@ static inline bool checkpoint_passed(const cts_alloc_profile_t *p, const cts_mt_
 /* An event past event_seen and the checkpoints. Every path is a tail call, so that
  * cts_alloc_profile_add_event keeps no frame of its own. */
 static CTS_FORCE_INLINE int dispatch(cts_alloc_profile_t *p, const cts_mt_event_t *ev) {
-  switch (ev->kind) {
-    case CTS_MT_ALLOC:
-      return on_alloc(p, ev, p->cfg.leaf_only);
-    /* Without live blocks (allocated_only) there is nothing a collect or promotion changes. */
-    case CTS_MT_PROMOTE:
-      if (!p->cfg.allocated_only) on_promote(p, ev);
-      return 0;
-    case CTS_MT_COLLECT:
-      if (CTS_LIKELY(p->collect_mode == COLLECT_RUNNING)) return collect_running(p, ev);
-      if (p->collect_mode == COLLECT_AT_END) return collect_at_end(p, ev);
-      if (p->collect_mode == COLLECT_RUNNING_CLOCK) return collect_running_clock(p, ev);
-      return 0;
+  /* Tested in the order of their frequency, allocations first: gcc's switch tested
+   * promotions, then collections, so that an allocation paid three compares (4 instructions
+   * an allocation more than here on gen_trace's survivors shape). */
+  if (CTS_LIKELY(ev->kind == CTS_MT_ALLOC)) return on_alloc(p, ev, p->cfg.leaf_only);
+  /* Without live blocks (allocated_only) there is nothing a collect or promotion changes. */
+  if (ev->kind == CTS_MT_COLLECT) {
+    if (CTS_LIKELY(p->collect_mode == COLLECT_RUNNING)) return collect_running(p, ev);
+    if (p->collect_mode == COLLECT_AT_END) return collect_at_end(p, ev);
+    if (p->collect_mode == COLLECT_RUNNING_CLOCK) return collect_running_clock(p, ev);
+    return 0;
   }
+  if (ev->kind == CTS_MT_PROMOTE && !p->cfg.allocated_only) on_promote(p, ev);
   return 0;
 }
 
