@@ -117,7 +117,7 @@ typedef struct cts_alloc_profile {
   cts_alloc_profile_block_t *blocks; /* pool of live blocks that do not fit, with a free list */
   uint32_t block_count, free_block;
   size_t block_cap;
-  uint64_t live_blocks, max_live_blocks;
+  uint64_t live_blocks;
 
   cts_hist_t size_words;   /* every sampled block: its length in words */
   cts_hist_t life_us;      /* collected blocks: µs from allocation to collection */
@@ -150,9 +150,10 @@ typedef struct cts_alloc_profile {
   uint8_t alloc_mode;
   bool have_ended; /* the last event ended a live block: ended holds it */
   cts_alloc_profile_live_t ended;
-  bool have_last_domain;
-  uint16_t last_domain; /* of the last allocation interned (common prefixes are per domain) */
-  size_t last_kept;     /* frames of the last backtrace interned after the fold */
+  /* The domain + 1 of the last allocation interned whole (common prefixes are per domain),
+   * 0 when none was: one compare an allocation where a flag and the domain took two. */
+  uint32_t last_domain_key;
+  size_t last_kept; /* frames of the last backtrace interned after the fold */
   double weights[CTS_ALLOC_PROFILE_WEIGHTS]; /* 1 / sampling probability by length; 0 = not yet */
   /* The same for longer blocks, by recent length: their formula (expm1, log1p) cost ~5 % of
    * leaks on gen_trace's default shape, whose large blocks repeat a few lengths. */

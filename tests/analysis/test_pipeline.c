@@ -110,7 +110,7 @@ typedef struct result {
   int err;
   bool kept, input_error;
   unsigned threads;
-  uint64_t allocs, samples, live, max_live, hook_err;
+  uint64_t allocs, samples, live, hook_err;
   double duration;
   seen_t seen;
 } result_t;
@@ -138,7 +138,6 @@ static void load(const char *path, unsigned threads, long stop_after, int stop_r
   r->allocs = cts_alloc_profile_allocs(&t.prof);
   r->samples = cts_alloc_profile_samples(&t.prof);
   r->live = t.prof.live_blocks;
-  r->max_live = t.prof.max_live_blocks;
   r->duration = cts_alloc_profile_duration_s(&t.prof);
   cts_mem_trace_free(&t);
 }
@@ -156,7 +155,6 @@ static void load(const char *path, unsigned threads, long stop_after, int stop_r
     CTS_ASSERT_EQ_U64((a).allocs, (b).allocs);                                                     \
     CTS_ASSERT_EQ_U64((a).samples, (b).samples);                                                   \
     CTS_ASSERT_EQ_U64((a).live, (b).live);                                                         \
-    CTS_ASSERT_EQ_U64((a).max_live, (b).max_live);                                                 \
     CTS_ASSERT((a).duration == (b).duration);                                                      \
     CTS_ASSERT_EQ_U64((a).hook_err, (b).hook_err);                                                 \
     CTS_ASSERT_EQ_U64((a).seen.progress_done, (b).seen.progress_done);                             \
