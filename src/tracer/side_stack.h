@@ -40,8 +40,11 @@
 #define CTS__HAVE_WALK_STACK 0
 #endif
 
-/* Runs fn(arg) on the side stack when it is free (x86-64, not under a sanitizer), else on
- * the caller's stack; returns when fn has. fn must not leave by longjmp. */
+/* Runs fn(arg) on the side stack when it is free (x86-64, not under a sanitizer); when
+ * another thread holds it, on the calling thread's walk stack (below) unless the caller is
+ * near its own stack's top (the work then has the room it had before) or the walk stack is
+ * in use or cannot be had; else on the caller's stack. Returns when fn has. fn must not
+ * leave by longjmp. */
 void cts__call_on_side_stack(void (*fn)(void *), void *arg);
 
 /* Runs fn(arg) where the stack has `room` bytes: in place when the caller's stack allows
@@ -111,5 +114,13 @@ static inline bool cts__call_on_walk_stack(void (*fn)(void *), void *arg) {
 /* After a fork, in the child: the side stack free (the thread that held it is not there),
  * and the walk stacks of every thread but the calling one. */
 void cts__side_stack_atfork_child(void);
+
+/* Binds, at a session's start (on the side stack), what a walk stack's claim and
+ * cts__call_on_side_stack's choice of stack call, and
+ * makes its pthread key: a thread whose first sample comes from a coroutine while another
+ * thread holds the side stack claims its walk stack in place (cts__call_on_side_stack), and
+ * the loader's lazy binding of a function's first call saves the vector registers there
+ * (~2.8 KB on a machine with AVX-512). Errors: none (a claim then binds as before). */
+void cts__walk_stack_prepare(void);
 
 #endif /* CTS_TRACER_SIDE_STACK_H */

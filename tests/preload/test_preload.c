@@ -4949,6 +4949,56 @@ CTS_TEST(libunwind_walk_from_a_coroutine_takes_little_of_its_stack) {
   unlink(trace);
 }
 
+/* A thread's first sample that came from a coroutine while another thread held the side
+ * stack did its one-off work (its stack's look-up: a 4 KiB buffer of /proc/self/maps; its
+ * ring's claim) in place, on the coroutine's stack: 4 threads each starting a coroutine on
+ * a 5 KiB stack at once died at --rate 1 (SIGSEGV in stack_mapping_end). The victim holds
+ * the side stack in thread A (its `open` of /proc/self/maps waits) while thread B's
+ * coroutine makes B's first samples. Now on B's walk stack, the functions it calls bound at
+ * the session's start: no more of the coroutine's stack than with the side stack free.
+ * Main (fd99347), release: 5 536 bytes against 920 free, a 5 KiB stack killed (checked:
+ * fails). */
+CTS_TEST(a_first_sample_while_the_side_stack_is_taken_stays_off_the_coroutine) {
+#ifndef __x86_64__
+  CTS_SKIP("the side stack is x86-64's");
+#endif
+  char victim[1024], trace[256];
+  victim_path(victim, sizeof victim, "victim_side_stack_busy");
+  trace_path(trace, sizeof trace, "side_stack_busy");
+  char *busy[] = {victim, NULL}, *side_stack_free[] = {victim, "65536", "free", NULL},
+       *small[] = {victim, "5120", NULL};
+  run(&plain, busy, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(coroutine_stack_used(&plain) > 0, "untraced: %s", plain.out);
+  const char *unwinders[] = {"CTFSCOPE_UNWIND=mixed", "CTFSCOPE_UNWIND=fp",
+#ifdef CTS_TEST_HAVE_LIBUNWIND
+                             "CTFSCOPE_UNWIND=libunwind"
+#endif
+  };
+  for (size_t i = 0; i < sizeof unwinders / sizeof unwinders[0]; i++) {
+    unlink(trace);
+    run(&traced, side_stack_free, trace, "1", unwinders[i]);
+    const long when_free = coroutine_stack_used(&traced);
+    unlink(trace);
+    run(&traced, busy, trace, "1", unwinders[i]);
+    const long when_busy = coroutine_stack_used(&traced);
+    CTS_ASSERT_MSG(when_free > 0 && when_busy > 0, "%s: status %d, %s%s", unwinders[i],
+                   traced.status, traced.out, traced.err);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_MSG(d.nallocs >= 10, "%s: %zu sampled allocations", unwinders[i], d.nallocs);
+    decoded_fini(&d);
+    fprintf(stderr, "  %s: side stack taken %ld bytes, free %ld\n", unwinders[i], when_busy,
+            when_free);
+    CTS_ASSERT_MSG(when_busy - when_free <= 256, "%s: %ld bytes more with the side stack taken",
+                   unwinders[i], when_busy - when_free);
+    unlink(trace);
+    run(&traced, small, trace, "1", unwinders[i]);
+    CTS_ASSERT_MSG(coroutine_stack_used(&traced) > 0, "%s, a 5 KiB stack: status %d, %s%s",
+                   unwinders[i], traced.status, traced.out, traced.err);
+  }
+  unlink(trace);
+}
+
 /* A frame-pointer walk was bounded by the thread's stack top alone, every word between the
  * sample's stack pointer and it taken to be mapped: true on the thread's stack, not on a
  * coroutine's (below it: the heap, the libraries, gaps between) or a sigaltstack handler's.
