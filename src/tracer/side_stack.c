@@ -90,9 +90,11 @@ typedef struct cts__walk_stack {
 } walk_stack_t;
 
 static _Atomic(walk_stack_t *) walk_stacks; /* every one made */
+/* Made at the first session's start (cts__walk_stack_prepare, under the control lock), not
+ * by pthread_once at the first claim: glibc's pthread_once wakes waiters with a futex call
+ * after the first, and a claim may run in place, where a first call's binding would not fit. */
 static pthread_key_t walk_stack_key;
-static bool walk_stack_key_ok;
-static pthread_once_t walk_stack_key_once = PTHREAD_ONCE_INIT;
+static atomic_bool walk_stack_key_ok;
 
 /* The thread exits: its walk stack goes back to the list. */
 static void walk_stack_release(void *p) {
@@ -101,15 +103,11 @@ static void walk_stack_release(void *p) {
   atomic_store_explicit(&w->owned, false, memory_order_release);
 }
 
-static void walk_stack_key_create(void) {
-  walk_stack_key_ok = pthread_key_create(&walk_stack_key, walk_stack_release) == 0;
-}
-
 /* A walk stack for the calling thread: one a thread left, else a new mapping; NULL if
  * none can be had. */
 static walk_stack_t *walk_stack_claim(void) {
-  pthread_once(&walk_stack_key_once, walk_stack_key_create);
-  if (!walk_stack_key_ok) return NULL; /* it could never go back: not made */
+  if (!atomic_load_explicit(&walk_stack_key_ok, memory_order_acquire))
+    return NULL; /* it could never go back: not made */
   walk_stack_t *w = atomic_load_explicit(&walk_stacks, memory_order_acquire);
   for (; w; w = w->next) {
     bool unowned = false;
@@ -181,8 +179,11 @@ bool cts__walk_stack_claim(cts__thread_t *t) {
 
 static void walk_stack_prepare_on_side_stack(void *unused) {
   (void)unused;
-  pthread_once(&walk_stack_key_once, walk_stack_key_create);
-  if (walk_stack_key_ok) pthread_setspecific(walk_stack_key, pthread_getspecific(walk_stack_key));
+  if (!atomic_load_explicit(&walk_stack_key_ok, memory_order_relaxed) &&
+      pthread_key_create(&walk_stack_key, walk_stack_release) == 0)
+    atomic_store_explicit(&walk_stack_key_ok, true, memory_order_release);
+  if (atomic_load_explicit(&walk_stack_key_ok, memory_order_relaxed))
+    pthread_setspecific(walk_stack_key, pthread_getspecific(walk_stack_key));
   (void)sysconf(_SC_PAGESIZE);
   /* (near_own_stack_top's; volatile: the call is const, it would be dropped) */
   volatile pthread_t self = pthread_self();

@@ -115,12 +115,13 @@ static inline bool cts__call_on_walk_stack(void (*fn)(void *), void *arg) {
  * and the walk stacks of every thread but the calling one. */
 void cts__side_stack_atfork_child(void);
 
-/* Binds, at a session's start (on the side stack), what a walk stack's claim and
- * cts__call_on_side_stack's choice of stack call, and
- * makes its pthread key: a thread whose first sample comes from a coroutine while another
- * thread holds the side stack claims its walk stack in place (cts__call_on_side_stack), and
- * the loader's lazy binding of a function's first call saves the vector registers there
- * (~2.8 KB on a machine with AVX-512). Errors: none (a claim then binds as before). */
+/* Makes the walk stacks' pthread key and binds, at a session's start (on the side stack),
+ * what a walk stack's claim and cts__call_on_side_stack's choice of stack call: a thread
+ * whose first sample comes from a coroutine while another thread holds the side stack
+ * claims its walk stack in place (cts__call_on_side_stack), where the loader's lazy binding
+ * of a first call saves the vector registers (~2.8 KB with AVX-512). No system call. Call
+ * it under the control lock. Errors: none (without the key no walk stack is made: walks
+ * run in place, as where none can be had). */
 void cts__walk_stack_prepare(void);
 
 #endif /* CTS_TRACER_SIDE_STACK_H */
