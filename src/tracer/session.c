@@ -248,6 +248,7 @@ static int start_locked(const cts_tracer_config_t *cfg, const cts_tracer_sink_t 
                    __ATOMIC_RELAXED);
   if (CTS_HAVE_CPU_COUNTER && !sink->clock && cts__tsc_usable_known < 0)
     cts__call_on_side_stack(learn_whether_tsc_usable, NULL);
+  cts__walk_stack_prepare(); /* (a thread's first sample when the side stack is taken) */
   __atomic_store_n(&cts__session.tsc_mode,
                    CTS_HAVE_CPU_COUNTER && !sink->clock && cts__tsc_usable_known > 0,
                    __ATOMIC_RELAXED);

@@ -9,8 +9,10 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "raw_system_call.h"
 #include "tracer_internal.h"
 
 #if CTS__HAVE_WALK_STACK
@@ -38,15 +40,39 @@ static void call_with_stack(void (*fn)(void *), void *arg, void *top) {
         "xmm15", "memory", "cc");
 }
 
+/* fn(arg) on the side stack and true when it is free; false, fn not run, when it is taken
+ * (by another thread, or by this one: a call from the side stack's own work, a signal
+ * handler that interrupted it there). */
+static bool call_on_free_side_stack(void (*fn)(void *), void *arg) {
+  if (atomic_flag_test_and_set_explicit(&side_stack_taken, memory_order_acquire)) return false;
+  call_with_stack(fn, arg, side_stack + sizeof side_stack);
+  atomic_flag_clear_explicit(&side_stack_taken, memory_order_release);
+  return true;
+}
+
+/* Whether `sp` is near the top of the calling thread's own stack, where the one-off work
+ * has the room it had before there was a side stack: within 1 MiB below __libc_stack_end
+ * (the process's initial stack, which grows to RLIMIT_STACK's soft value) or within 16 KiB
+ * below the thread's descriptor (glibc puts it at the top of every thread's stack). */
+static bool near_own_stack_top(uintptr_t sp) {
+  extern void *__libc_stack_end;
+  const uintptr_t end = (uintptr_t)__libc_stack_end, self = (uintptr_t)pthread_self();
+  return (sp <= end && end - sp < ((uintptr_t)1 << 20)) || (sp < self && self - sp < 16384);
+}
+
 void cts__call_on_side_stack(void (*fn)(void *), void *arg) {
   const uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
   const bool on_it = sp >= (uintptr_t)side_stack && sp < (uintptr_t)side_stack + sizeof side_stack;
-  if (on_it || atomic_flag_test_and_set_explicit(&side_stack_taken, memory_order_acquire)) {
+  if (on_it) {
     fn(arg);
     return;
   }
-  call_with_stack(fn, arg, side_stack + sizeof side_stack);
-  atomic_flag_clear_explicit(&side_stack_taken, memory_order_release);
+  if (call_on_free_side_stack(fn, arg)) return;
+  /* Taken by another thread: threads that start coroutines at once make their first
+   * samples at once. Off the thread's own stack the work goes to the thread's walk stack,
+   * not in place: 4 threads each running a coroutine on a 5 KiB stack died at --rate 1
+   * (the thread's first sample read /proc/self/maps into a 4 KiB buffer there). */
+  if (near_own_stack_top(sp) || !cts__call_on_walk_stack(fn, arg)) fn(arg);
 }
 
 /* ---- walk stacks -------------------------------------------------------------------------- */
@@ -64,9 +90,11 @@ typedef struct cts__walk_stack {
 } walk_stack_t;
 
 static _Atomic(walk_stack_t *) walk_stacks; /* every one made */
+/* Made at the first session's start (cts__walk_stack_prepare, under the control lock), not
+ * by pthread_once at the first claim: glibc's pthread_once wakes waiters with a futex call
+ * after the first, and a claim may run in place, where a first call's binding would not fit. */
 static pthread_key_t walk_stack_key;
-static bool walk_stack_key_ok;
-static pthread_once_t walk_stack_key_once = PTHREAD_ONCE_INIT;
+static atomic_bool walk_stack_key_ok;
 
 /* The thread exits: its walk stack goes back to the list. */
 static void walk_stack_release(void *p) {
@@ -75,15 +103,11 @@ static void walk_stack_release(void *p) {
   atomic_store_explicit(&w->owned, false, memory_order_release);
 }
 
-static void walk_stack_key_create(void) {
-  walk_stack_key_ok = pthread_key_create(&walk_stack_key, walk_stack_release) == 0;
-}
-
 /* A walk stack for the calling thread: one a thread left, else a new mapping; NULL if
  * none can be had. */
 static walk_stack_t *walk_stack_claim(void) {
-  pthread_once(&walk_stack_key_once, walk_stack_key_create);
-  if (!walk_stack_key_ok) return NULL; /* it could never go back: not made */
+  if (!atomic_load_explicit(&walk_stack_key_ok, memory_order_acquire))
+    return NULL; /* it could never go back: not made */
   walk_stack_t *w = atomic_load_explicit(&walk_stacks, memory_order_acquire);
   for (; w; w = w->next) {
     bool unowned = false;
@@ -96,7 +120,9 @@ static walk_stack_t *walk_stack_claim(void) {
     unsigned char *const map = mmap(NULL, page + WALK_STACK_BYTES, PROT_READ | PROT_WRITE,
                                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (map == MAP_FAILED) return NULL;
-    mprotect(map, page, PROT_NONE); /* an overflow faults, as at a stack's end */
+    /* an overflow faults, as at a stack's end (a system call without libc's wrapper, whose
+     * first call's binding would take ~2.8 KB where this runs in place) */
+    cts__raw_system_call(SYS_mprotect, (long)map, (long)page, PROT_NONE, 0, 0, 0);
     w = (walk_stack_t *)(map + page + WALK_STACK_BYTES - sizeof *w);
     atomic_init(&w->owned, true);
     w->next = atomic_load_explicit(&walk_stacks, memory_order_relaxed);
@@ -145,9 +171,27 @@ bool cts__walk_stack_claim(cts__thread_t *t) {
   /* one-off work (and the loader's lazy binding of what it calls: ~3 KB) on the side
    * stack, as the thread's other firsts */
   walk_stack_t *w = NULL;
-  cts__call_on_side_stack(walk_stack_claim_on_side_stack, &w);
+  /* (in place when the side stack is taken: cts__call_on_side_stack would come back here) */
+  if (!call_on_free_side_stack(walk_stack_claim_on_side_stack, &w)) w = walk_stack_claim();
   t->walk_stack = w;
   return w != NULL;
+}
+
+static void walk_stack_prepare_on_side_stack(void *unused) {
+  (void)unused;
+  if (!atomic_load_explicit(&walk_stack_key_ok, memory_order_relaxed) &&
+      pthread_key_create(&walk_stack_key, walk_stack_release) == 0)
+    atomic_store_explicit(&walk_stack_key_ok, true, memory_order_release);
+  if (atomic_load_explicit(&walk_stack_key_ok, memory_order_relaxed))
+    pthread_setspecific(walk_stack_key, pthread_getspecific(walk_stack_key));
+  (void)sysconf(_SC_PAGESIZE);
+  /* (near_own_stack_top's; volatile: the call is const, it would be dropped) */
+  volatile pthread_t self = pthread_self();
+  (void)self;
+}
+
+void cts__walk_stack_prepare(void) {
+  cts__call_on_side_stack(walk_stack_prepare_on_side_stack, NULL);
 }
 
 void cts__side_stack_atfork_child(void) {
@@ -205,6 +249,8 @@ void cts__call_with_stack_room(void (*fn)(void *), void *arg, size_t room) {
 void cts__call_on_side_stack(void (*fn)(void *), void *arg) {
   fn(arg);
 }
+
+void cts__walk_stack_prepare(void) {}
 
 void cts__side_stack_atfork_child(void) {}
 

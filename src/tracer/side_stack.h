@@ -40,8 +40,11 @@
 #define CTS__HAVE_WALK_STACK 0
 #endif
 
-/* Runs fn(arg) on the side stack when it is free (x86-64, not under a sanitizer), else on
- * the caller's stack; returns when fn has. fn must not leave by longjmp. */
+/* Runs fn(arg) on the side stack when it is free (x86-64, not under a sanitizer); when
+ * another thread holds it, on the calling thread's walk stack (below) unless the caller is
+ * near its own stack's top (the work then has the room it had before) or the walk stack is
+ * in use or cannot be had; else on the caller's stack. Returns when fn has. fn must not
+ * leave by longjmp. */
 void cts__call_on_side_stack(void (*fn)(void *), void *arg);
 
 /* Runs fn(arg) where the stack has `room` bytes: in place when the caller's stack allows
@@ -111,5 +114,14 @@ static inline bool cts__call_on_walk_stack(void (*fn)(void *), void *arg) {
 /* After a fork, in the child: the side stack free (the thread that held it is not there),
  * and the walk stacks of every thread but the calling one. */
 void cts__side_stack_atfork_child(void);
+
+/* Makes the walk stacks' pthread key and binds, at a session's start (on the side stack),
+ * what a walk stack's claim and cts__call_on_side_stack's choice of stack call: a thread
+ * whose first sample comes from a coroutine while another thread holds the side stack
+ * claims its walk stack in place (cts__call_on_side_stack), where the loader's lazy binding
+ * of a first call saves the vector registers (~2.8 KB with AVX-512). No system call. Call
+ * it under the control lock. Errors: none (without the key no walk stack is made: walks
+ * run in place, as where none can be had). */
+void cts__walk_stack_prepare(void);
 
 #endif /* CTS_TRACER_SIDE_STACK_H */

@@ -4841,6 +4841,27 @@ static long coroutine_stack_used(const run_result_t *r) {
   return r->status == 0 && sscanf(r->out, "used %ld", &used) == 1 ? used : -1;
 }
 
+/* The unwinders a coroutine's stack is measured under. */
+static const char *const coroutine_unwinders[] = {"CTFSCOPE_UNWIND=mixed", "CTFSCOPE_UNWIND=fp",
+#ifdef CTS_TEST_HAVE_LIBUNWIND
+                                                  "CTFSCOPE_UNWIND=libunwind"
+#endif
+};
+#define COROUTINE_UNWINDERS (sizeof coroutine_unwinders / sizeof coroutine_unwinders[0])
+
+/* Runs `a` then `b` at rate 1 under `unwinder` into `trace` (b's is left there) and
+ * returns the bytes of their coroutine's stack each used (coroutine_stack_used: -1 if the
+ * run failed, `traced` then says how). */
+static void coroutine_stack_used_by_both(char *const a[], char *const b[], const char *trace,
+                                         const char *unwinder, long *used_a, long *used_b) {
+  unlink(trace);
+  run(&traced, a, trace, "1", unwinder);
+  *used_a = coroutine_stack_used(&traced);
+  unlink(trace);
+  run(&traced, b, trace, "1", unwinder);
+  *used_b = coroutine_stack_used(&traced);
+}
+
 /* A sample's one-off work ran on the stack the program allocated from: the session's first
  * (the lazy writer's spawn, its two 4 KiB /proc/self/status buffers), a thread's first (its
  * stack's extent: 4 KiB of /proc/self/maps) and the first walk that needs libunwind (its
@@ -4866,18 +4887,10 @@ CTS_TEST(first_samples_on_a_coroutine_stack_take_no_more_of_it_than_later_ones) 
   CTS_ASSERT_MSG(plain_first > 0 && plain_later > 0, "untraced: %s", plain.out);
   char trace[256];
   trace_path(trace, sizeof trace, "coroutine");
-  const char *unwinders[] = {"CTFSCOPE_UNWIND=mixed", "CTFSCOPE_UNWIND=fp",
-#ifdef CTS_TEST_HAVE_LIBUNWIND
-                             "CTFSCOPE_UNWIND=libunwind"
-#endif
-  };
-  for (size_t i = 0; i < sizeof unwinders / sizeof unwinders[0]; i++) {
-    unlink(trace);
-    run(&traced, first_argv, trace, "1", unwinders[i]);
-    const long first = coroutine_stack_used(&traced);
-    unlink(trace);
-    run(&traced, later_argv, trace, "1", unwinders[i]);
-    const long later = coroutine_stack_used(&traced);
+  const char *const *const unwinders = coroutine_unwinders;
+  for (size_t i = 0; i < COROUTINE_UNWINDERS; i++) {
+    long first, later;
+    coroutine_stack_used_by_both(first_argv, later_argv, trace, unwinders[i], &first, &later);
     CTS_ASSERT_MSG(first > 0 && later > 0, "%s: status %d, %s%s", unwinders[i], traced.status,
                    traced.out, traced.err);
     const long extra = (first - later) - (plain_first - plain_later);
@@ -4945,6 +4958,49 @@ CTS_TEST(libunwind_walk_from_a_coroutine_takes_little_of_its_stack) {
                      "%s: the coroutine's sample %zu: %zu frames on 6 KiB, %zu on 256 KiB",
                      unwinders[i], k, d.allocs[d.nallocs - 16 + k].depth, depth[k]);
     decoded_fini(&d);
+  }
+  unlink(trace);
+}
+
+/* A thread's first sample that came from a coroutine while another thread held the side
+ * stack did its one-off work (its stack's look-up: a 4 KiB buffer of /proc/self/maps; its
+ * ring's claim) in place, on the coroutine's stack: 4 threads each starting a coroutine on
+ * a 5 KiB stack at once died at --rate 1 (SIGSEGV in stack_mapping_end). The victim holds
+ * the side stack in thread A (its `open` of /proc/self/maps waits) while thread B's
+ * coroutine makes B's first samples. Now on B's walk stack, the functions it calls bound at
+ * the session's start: no more of the coroutine's stack than with the side stack free.
+ * Main (fd99347), release: 5 536 bytes against 920 free, a 5 KiB stack killed (checked:
+ * fails). */
+CTS_TEST(a_first_sample_while_the_side_stack_is_taken_stays_off_the_coroutine) {
+#ifndef __x86_64__
+  CTS_SKIP("the side stack is x86-64's");
+#endif
+  char victim[1024], trace[256];
+  victim_path(victim, sizeof victim, "victim_side_stack_busy");
+  trace_path(trace, sizeof trace, "side_stack_busy");
+  char *busy[] = {victim, NULL}, *side_stack_free[] = {victim, "65536", "free", NULL},
+       *small[] = {victim, "5120", NULL};
+  run(&plain, busy, NULL, NULL, NULL);
+  CTS_ASSERT_MSG(coroutine_stack_used(&plain) > 0, "untraced: %s", plain.out);
+  const char *const *const unwinders = coroutine_unwinders;
+  for (size_t i = 0; i < COROUTINE_UNWINDERS; i++) {
+    long when_free, when_busy;
+    coroutine_stack_used_by_both(side_stack_free, busy, trace, unwinders[i], &when_free,
+                                 &when_busy);
+    CTS_ASSERT_MSG(when_free > 0 && when_busy > 0, "%s: status %d, %s%s", unwinders[i],
+                   traced.status, traced.out, traced.err);
+    decoded_t d;
+    CHECK_TRACE(d, trace);
+    CTS_ASSERT_MSG(d.nallocs >= 10, "%s: %zu sampled allocations", unwinders[i], d.nallocs);
+    decoded_fini(&d);
+    fprintf(stderr, "  %s: side stack taken %ld bytes, free %ld\n", unwinders[i], when_busy,
+            when_free);
+    CTS_ASSERT_MSG(when_busy - when_free <= 256, "%s: %ld bytes more with the side stack taken",
+                   unwinders[i], when_busy - when_free);
+    unlink(trace);
+    run(&traced, small, trace, "1", unwinders[i]);
+    CTS_ASSERT_MSG(coroutine_stack_used(&traced) > 0, "%s, a 5 KiB stack: status %d, %s%s",
+                   unwinders[i], traced.status, traced.out, traced.err);
   }
   unlink(trace);
 }
