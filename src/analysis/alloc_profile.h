@@ -77,6 +77,12 @@ typedef struct cts_alloc_profile_config {
    * no_sites says). Every other figure, the heap's live total and peak included, is kept as
    * ever. Not with allocated_only or live_at_end (ignored then). */
   bool live_by_site;
+  /* With live_by_site: each allocation's figures go to its node's record at once, none held
+   * back (cts_alloc_profile_t.held): the plainer path the held one reproduces, for tests. */
+  bool add_at_once;
+  /* With live_by_site: the nodes' records from which allocations' figures are held back
+   * (tests; 0: alloc_profile.c's HELD_FROM_RECORDS, 2^16). */
+  uint32_t held_from_records;
 } cts_alloc_profile_config_t;
 
 typedef struct cts_alloc_profile_block cts_alloc_profile_block_t;
@@ -162,6 +168,15 @@ typedef struct cts_alloc_profile {
    * rather than once per length (log1p was ~2 % of stats' CPU on gen_trace's default shape,
    * whose long blocks seldom repeat a length). */
   double log_keep;
+  /* By site (the report, diff, flat top), once the nodes' lean records outgrow the cache:
+   * the allocations' figures for those records, held back and added up to 1 024 at a time,
+   * all their records prefetched first (alloc_profile.c, add_held), so that the records'
+   * cache misses overlap. held: the buffer (NULL until holding starts, and after
+   * cts_alloc_profile_finish); hold_off: they never will be held (again): another mode,
+   * cfg.add_at_once, no memory or no room, or finished. Held back while alloc_mode says. */
+  struct cts_alloc_profile_held *held;
+  uint32_t held_count;
+  bool hold_off;
 } cts_alloc_profile_t;
 
 /* Returns 0 or -ENOMEM. */
@@ -194,6 +209,10 @@ size_t cts_alloc_profile_next_lives(cts_alloc_profile_t *p, cts_live_cursor_t *c
  * (cts_stacks_drop_table: interning again rebuilds it). Events added afterwards keep every
  * figure up to date as they come. */
 void cts_alloc_profile_finish(cts_alloc_profile_t *p);
+/* Adds the figures held back for the nodes' lean records (see held above): before anything
+ * reads stacks.lean between events (the report's coarser trees). Cheap when none are held;
+ * cts_alloc_profile_finish does it. */
+void cts_alloc_profile_settle(cts_alloc_profile_t *p);
 
 /* The largest estimate (bytes, or allocations) any figure takes: 2^64. A trace may declare
  * any rate in (0, 1], and at 5e-324 word size / rate is infinite: estimates are clamped to

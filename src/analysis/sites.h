@@ -617,6 +617,14 @@ static inline cts_stack_lean_t *cts_stacks_reserve_lean(cts_stacks_t *s, uint32_
   return cts__stacks_widen(s, *stat) ? fig : NULL;
 }
 
+/* The part of cts_stacks_alloc_lean_record that is not the node's record: the site's live
+ * samples (and their peak) and the heap's live total and peak, for a caller that adds the
+ * record's figures later (alloc_profile.c's held figures). */
+static inline void cts_stacks_alloc_site(cts_stacks_t *s, uint32_t site, uint64_t samples,
+                                         uint64_t time_us) {
+  if (cts__stacks_heap_add(s, site, samples, time_us)) cts__stacks_next_epoch(s);
+}
+
 /* cts_stacks_alloc_by_site with the node's record from cts_stacks_reserve_lean (fig, at
  * index stat): the same figures. Cannot fail. */
 static inline void cts_stacks_alloc_lean_record(cts_stacks_t *s, cts_stack_lean_t *fig,
@@ -627,7 +635,7 @@ static inline void cts_stacks_alloc_lean_record(cts_stacks_t *s, cts_stack_lean_
   fig->allocs++;
   fig->samples += samples;
   fig->est_allocs += est;
-  if (cts__stacks_heap_add(s, site, samples, time_us)) cts__stacks_next_epoch(s);
+  cts_stacks_alloc_site(s, site, samples, time_us);
 }
 
 /* The block allocated with those figures at node was freed. */

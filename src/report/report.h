@@ -86,11 +86,14 @@ typedef struct report_mem_opts {
   const struct cts_fold_config *fold;
   /* The plainer paths that the usual ones reproduce byte for byte (report_mem.c): the blocks
    * never collected finished in one pass in the live table's order (finish_live_blocks), a
-   * coarser call tree's map in 4-byte entries (narrow_map). For tests. */
+   * coarser call tree's map in 4-byte entries (narrow_map), each allocation's figures added
+   * to its node's record as it comes (cts_alloc_profile_config_t.add_at_once). For tests. */
   bool reference;
   /* Records from which collected blocks' records are held back and added together (tests: 0
    * is report_mem.c's FRONT_RECORDS; never with reference). */
   uint32_t burst_records;
+  /* The profile's cfg.held_from_records (tests: 0 is its default). */
+  uint32_t held_from_records;
   /* A time (µs since the epoch) the trace's events reach, known before the pass (0:
    * unknown), from cts_os_memtrace_span's floor on a file: the heap curve's and the
    * records' time buckets start as wide as that time needs, instead of doubling as the
@@ -135,6 +138,9 @@ uint64_t report_mem_remap_rehashes(const report_mem_t *m, uint32_t *remaps);
 /* Remaps because the trace outgrew the records' time buckets (tests), and whether the load
  * read the trace twice because opts.time_floor_us was not reached. */
 uint32_t report_mem_time_remaps(const report_mem_t *m, bool *read_again);
+/* Coarser call trees made (coarsen_nodes), and in *with_held how many of them found the
+ * profile's figures for the nodes' records held back, to be added first (tests). */
+uint32_t report_mem_tree_coarsenings(const report_mem_t *m, uint32_t *with_held);
 /* Coarser call trees whose figures were made in the trie's lent look-up table, not in memory
  * of their own (tests). */
 uint32_t report_mem_lent_coarsenings(const report_mem_t *m);

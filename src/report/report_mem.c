@@ -96,8 +96,10 @@ struct report_mem {
   uint32_t time_remaps;      /* those because the trace outgrew the time buckets (tests) */
   bool read_again;           /* opts.time_floor_us was not reached: read without it (tests) */
   uint32_t lent_coarsenings; /* coarsen_nodes made its figures in the trie's table (tests) */
-  uint64_t remap_rehashes;   /* keys a table's growth moved during a remap (tests) */
-  uint64_t map_prefetches;   /* allocations whose map entry prefetch_map_entry fetched (tests) */
+  /* coarsen_nodes calls, and those that found the profile's figures held back (tests) */
+  uint32_t tree_coarsenings, held_coarsenings;
+  uint64_t remap_rehashes; /* keys a table's growth moved during a remap (tests) */
+  uint64_t map_prefetches; /* allocations whose map entry prefetch_map_entry fetched (tests) */
   bool in_remap;
   bool size_octaves;    /* size classes by power of two (over the budget) */
   uint64_t tree_min;    /* page_tree's threshold (samples) */
@@ -655,6 +657,10 @@ static int coarsen_nodes(report_mem_t *m, bool progress) {
   /* (made non-const only to lend its table) */
   cts_stacks_t *st = &m->t.prof.stacks;
   if (!st->count) return 0;
+  /* The nodes' samples are read below: the figures held back first. */
+  m->tree_coarsenings++;
+  if (m->t.prof.held_count) m->held_coarsenings++;
+  cts_alloc_profile_settle(&m->t.prof);
   /* The map is made anew, in the figures' buffer: the old one goes first (on failure the
    * load ends with -ENOMEM). */
   free(m->rnode);
@@ -1468,7 +1474,10 @@ int report_mem_load(report_mem_t **out, const report_mem_opts_t *opts) {
       .live_by_site = true,
       .skip_life_samples = true,
       /* The page prints the size and lifetime histograms' buckets alone (write_hist). */
-      .histogram_buckets_only = true};
+      .histogram_buckets_only = true,
+      /* (The reference paths add each allocation's figures as it comes.) */
+      .add_at_once = opts->reference,
+      .held_from_records = opts->held_from_records};
   const cts_load_opts_t lo = {.log = opts->log,
                               .quiet = opts->quiet,
                               .progress = opts->progress,
@@ -1555,6 +1564,11 @@ uint64_t report_mem_full_events(const report_mem_t *m) {
 
 uint64_t report_mem_map_prefetches(const report_mem_t *m) {
   return m->map_prefetches;
+}
+
+uint32_t report_mem_tree_coarsenings(const report_mem_t *m, uint32_t *with_held) {
+  *with_held = m->held_coarsenings;
+  return m->tree_coarsenings;
 }
 
 uint32_t report_mem_lent_coarsenings(const report_mem_t *m) {
