@@ -22,6 +22,11 @@
  * copy of, and how many outer frames it holds. */
 #define BOTTOM_BYTES  4096u
 #define BOTTOM_FRAMES 64u
+/* The frames of the last walk that the next one may rejoin, and of a walk in progress
+ * (cts__walk_t, cts__own_t: ~100 bytes a frame, 13 KiB a thread). A walk deeper than that is walked
+ * whole every time: with 64, cc1plus's template instantiations (2.5 % of its walks, ~88 frames
+ * each) made 41 % of its rule look-ups; with 128, 0.1 % of its walks are deeper. */
+#define WALK_FRAMES 128u
 /* Beyond the outermost frame libunwind reported (where the CFI says the unwinding ends:
  * _start, clone3), the bytes its last step may have read. */
 #define BOTTOM_MARGIN 64u
@@ -59,11 +64,11 @@ typedef struct cts__rule {
  * walked it (outer_walk refuses other frames), so a walk that rejoins an entry at its own
  * stack pointer, with the same stack top, reads only words of its own stack.
  *
- * frames and at are kept backwards (entry p at frames[BOTTOM_FRAMES - p], at[BOTTOM_FRAMES -
+ * frames and at are kept backwards (entry p at frames[WALK_FRAMES - p], at[WALK_FRAMES -
  * 1 - p]): the shared frames are then, innermost first, one run that a splice copies whole
  * into the record. An entry's address is the return address its inner neighbour read, so
- * it is not kept apart: pc(p) = frames[BOTTOM_FRAMES - 1 - p], the innermost entry's in
- * frames[BOTTOM_FRAMES - m].
+ * it is not kept apart: pc(p) = frames[WALK_FRAMES - 1 - p], the innermost entry's in
+ * frames[WALK_FRAMES - m].
  * The words that held the callers' %rbp matter only to entries whose CFA is %rbp-based, and
  * to each only the one that gave it its %rbp: the word saved by the nearest entry inwards of
  * it that saved one (the entries between leave %rbp alone; one that does anything else ends
@@ -76,24 +81,24 @@ typedef struct cts__rule {
 typedef struct cts__walk {
   size_t m;           /* frames; 0: nothing to reuse */
   uintptr_t stack_hi; /* of the thread that walked every entry */
-  uintptr_t sp[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES];
-  uintptr_t at[BOTTOM_FRAMES];         /* backwards */
-  uint64_t frames[BOTTOM_FRAMES + 1u]; /* backwards, the innermost entry's address first */
-  uintptr_t fat[BOTTOM_FRAMES];        /* saved %rbp words that %rbp-based entries use */
-  uint64_t fval[BOTTOM_FRAMES];
-  uint8_t nfeed[BOTTOM_FRAMES];
-  bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES], pending[BOTTOM_FRAMES];
+  uintptr_t sp[WALK_FRAMES], rbp[WALK_FRAMES];
+  uintptr_t at[WALK_FRAMES];         /* backwards */
+  uint64_t frames[WALK_FRAMES + 1u]; /* backwards, the innermost entry's address first */
+  uintptr_t fat[WALK_FRAMES];        /* saved %rbp words that %rbp-based entries use */
+  uint64_t fval[WALK_FRAMES];
+  uint8_t nfeed[WALK_FRAMES];
+  bool rsp[WALK_FRAMES], rbp_known[WALK_FRAMES], pending[WALK_FRAMES];
 } cts__walk_t;
-_Static_assert(BOTTOM_FRAMES <= UINT8_MAX, "nfeed counts in a byte");
+_Static_assert(WALK_FRAMES <= UINT8_MAX, "nfeed counts in a byte");
 
 /* A walk's own frames until it is known to have succeeded, innermost first: as in
  * cts__walk_t, frame by frame (sat: where the caller's %rbp was read, 0 if it was not;
  * rsp: this frame's alone). */
 typedef struct cts__own {
-  uintptr_t sp[BOTTOM_FRAMES], rbp[BOTTOM_FRAMES], at[BOTTOM_FRAMES];
-  uintptr_t sat[BOTTOM_FRAMES];
-  uint64_t frames[BOTTOM_FRAMES], sval[BOTTOM_FRAMES];
-  bool rsp[BOTTOM_FRAMES], rbp_known[BOTTOM_FRAMES];
+  uintptr_t sp[WALK_FRAMES], rbp[WALK_FRAMES], at[WALK_FRAMES];
+  uintptr_t sat[WALK_FRAMES];
+  uint64_t frames[WALK_FRAMES], sval[WALK_FRAMES];
+  bool rsp[WALK_FRAMES], rbp_known[WALK_FRAMES];
 } cts__own_t;
 
 struct cts__bottom {
@@ -602,16 +607,16 @@ STACK_WORDS_READER static CTS_FORCE_INLINE bool stack_words_at_equal(const cts__
    * that fails, on cc1 one walk in four trying one before the one it rejoins, stops at the
    * first step that differs instead of reading every word beyond it: cc1 -17 instructions
    * a walk, a walk that never fails +17 (walk_instructions_per_rejoined_walk).) */
-  size_t k = BOTTOM_FRAMES - 1u - q, j = 0;
+  size_t k = WALK_FRAMES - 1u - q, j = 0;
   uint64_t diff = 0;
   if (CTS_LIKELY(q >= 3u)) {
     /* steps of four words before the last four, which a step of its own takes whole (some
      * compared again): no loop of one word a step whose count differs from walk to walk */
-    for (; k + 4u < BOTTOM_FRAMES; k += 4u, j += 4u)
+    for (; k + 4u < WALK_FRAMES; k += 4u, j += 4u)
       if (four_words_differ(w, k, out + j)) return false;
-    if (four_words_differ(w, BOTTOM_FRAMES - 4u, out + q - 3u)) return false;
+    if (four_words_differ(w, WALK_FRAMES - 4u, out + q - 3u)) return false;
   } else {
-    for (; k < BOTTOM_FRAMES; k++, j++) {
+    for (; k < WALK_FRAMES; k++, j++) {
       out[j] = w->frames[k + 1u];
       diff |= stack_word(w->at[k]) ^ out[j];
     }
@@ -633,8 +638,8 @@ static CTS_FORCE_INLINE void walk_keep(cts__bottom_t *b, size_t rest, size_t own
     w->sp[p] = s->sp[j];
     w->rbp[p] = s->rbp[j];
     w->rbp_known[p] = s->rbp_known[j];
-    w->at[BOTTOM_FRAMES - 1u - p] = s->at[j];
-    w->frames[BOTTOM_FRAMES - p] = s->frames[j];
+    w->at[WALK_FRAMES - 1u - p] = s->at[j];
+    w->frames[WALK_FRAMES - p] = s->frames[j];
     if (s->sat[j]) { /* the %rbp of the entries outwards up to the previous saver */
       if (pending) {
         w->fat[nfeed] = s->sat[j];
@@ -650,7 +655,7 @@ static CTS_FORCE_INLINE void walk_keep(cts__bottom_t *b, size_t rest, size_t own
     w->rsp[p] = outer_rsp;
   }
   w->m = rest + own;
-  w->frames[BOTTOM_FRAMES - w->m] = pc; /* (with no frame of its own: the same already) */
+  w->frames[WALK_FRAMES - w->m] = pc; /* (with no frame of its own: the same already) */
 }
 
 /* outer_walk's end when its frame i is the last walk's entry rest - 1 (same stack pointer,
@@ -740,14 +745,14 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
   /* The frames a RULE_RSP_STEP frame may be: not the last one (known: the frame whose
    * return address must be undefined; else the one past max) and kept in cur. */
   const size_t last = known ? o->m : max;
-  const size_t step_limit = last < BOTTOM_FRAMES ? last : BOTTOM_FRAMES;
+  const size_t step_limit = last < WALK_FRAMES ? last : WALK_FRAMES;
   for (size_t i = 0;; i++) {
-    if (!known && i < BOTTOM_FRAMES) {
+    if (!known && i < WALK_FRAMES) {
       while (rest > 0 && prev->sp[rest - 1u] < sp) rest--;
       const size_t q = rest - 1u; /* the candidate: prev's innermost frame left */
-      if (rest > 0 && prev->sp[q] == sp && prev->frames[BOTTOM_FRAMES - 1u - q] == pc &&
+      if (rest > 0 && prev->sp[q] == sp && prev->frames[WALK_FRAMES - 1u - q] == pc &&
           (prev->rsp[q] || (rbp_known && prev->rbp_known[q] && prev->rbp[q] == rbp)) &&
-          i + rest <= max && i + rest <= BOTTOM_FRAMES && stack_words_at_equal(prev, q, frames + i))
+          i + rest <= max && i + rest <= WALK_FRAMES && stack_words_at_equal(prev, q, frames + i))
         return splice_last_walk(t, b, o, i, rest, (uintptr_t)ret);
     }
     const cts__rule_t *const e = cached_frame_rules(t, set, pc - 1u);
@@ -779,7 +784,7 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
       if (!ra_undefined) return false;
       o->m = i;
       o->cacheable = i <= BOTTOM_FRAMES && outer_extent(cur, rec, sp, t->stack_hi, i, o);
-      if (!known && i <= BOTTOM_FRAMES) {
+      if (!known && i <= WALK_FRAMES) {
         b->walk.stack_hi = t->stack_hi;
         walk_keep(b, 0, i, (uintptr_t)ret);
       }
@@ -820,7 +825,7 @@ static CTS_FORCE_INLINE bool outer_walk(cts__thread_t *t, cts__bottom_t *b, uint
     } else if (rbp_kind != CFI_RULE_OTHER) {
       rbp_known = false;
     }
-    if (i < BOTTOM_FRAMES)
+    if (i < WALK_FRAMES)
       own_frame(cur, i, sp, rbp_in, rbp_known_in, at, word, saved_at, rbp,
                 rule.cfa_reg == DW_REG_RSP);
     sp = cfa;

@@ -756,6 +756,32 @@ CTS_TEST(rejoined_walks_equal_full_walks_on_a_deep_mixed_stack) {
 #endif
 }
 
+#if defined(CFI_FUNCTIONS) && defined(CTS_TEST_HAVE_LIBUNWIND)
+/* deep_drive's stack under 75 more deep_rsp frames: ~100 frames, all of them without frame
+ * pointers, as a C++ compiler's recursive descent and template instantiation make them. */
+#define DEEPER_OUTER 80
+static void deeper_drive(void) {
+  for (int i = 0; i < DEEP_ROUNDS; i++) {
+    deep_path = (uint64_t)(i * 7 % 4);
+    deep_rsp(DEEPER_OUTER, i / 3 % 2 ? deep_stage1b : deep_stage1a);
+  }
+}
+#endif
+
+/* A walk deeper than the outer-frame cache's 64 frames rejoins the previous one too (cc1plus:
+ * 2.5 % of its walks, ~88 frames each, were walked whole, 41 % of its rule look-ups), and
+ * its frames are libunwind's. */
+CTS_TEST(rejoined_walks_equal_full_walks_on_a_stack_of_100_frames) {
+#if !defined(CFI_FUNCTIONS) || !defined(CTS_TEST_HAVE_LIBUNWIND)
+  CTS_SKIP("x86-64 ELF with libunwind only");
+#else
+  if (!cts__unwind_mixed_available()) CTS_SKIP("no _dl_find_object: mixed = libunwind");
+  size_t min_depth;
+  rejoin_compare(deeper_drive, 51, DEEP_ROUNDS, &min_depth);
+  CTS_ASSERT(min_depth >= 95); /* beyond the outer-frame cache's 64 */
+#endif
+}
+
 /* ---- a %rbp-based frame that moved under a frame at the same place ----------------------- */
 
 #ifdef CFI_FUNCTIONS
