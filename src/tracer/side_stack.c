@@ -51,13 +51,12 @@ static bool call_on_free_side_stack(void (*fn)(void *), void *arg) {
 }
 
 /* Whether `sp` is near the top of the calling thread's own stack, where the one-off work
- * has the room it had before there was a side stack: within 1 MiB below __libc_stack_end
- * (the process's initial stack, which grows to RLIMIT_STACK's soft value) or within 16 KiB
- * below the thread's descriptor (glibc puts it at the top of every thread's stack). */
+ * has the room it had before there was a side stack: on the process's initial stack or
+ * within 16 KiB below the thread's descriptor (glibc puts it at the top of every thread's
+ * stack). */
 static bool near_own_stack_top(uintptr_t sp) {
-  extern void *__libc_stack_end;
-  const uintptr_t end = (uintptr_t)__libc_stack_end, self = (uintptr_t)pthread_self();
-  return (sp <= end && end - sp < ((uintptr_t)1 << 20)) || (sp < self && self - sp < 16384);
+  const uintptr_t self = (uintptr_t)pthread_self();
+  return cts__on_initial_stack(sp) || (sp < self && self - sp < 16384);
 }
 
 void cts__call_on_side_stack(void (*fn)(void *), void *arg) {
@@ -204,15 +203,13 @@ void cts__side_stack_atfork_child(void) {
 }
 
 /* Whether the stack the caller runs on has `room` bytes below its frame. The process's
- * initial stack (within 1 MiB below __libc_stack_end: the kernel keeps every other mapping
- * a guard gap of 1 MiB away from it) grows to RLIMIT_STACK's soft value; any other thread's
+ * initial stack (cts__on_initial_stack) grows to RLIMIT_STACK's soft value; any other thread's
  * is the size it was made with (pthread_getattr_np: the thread's descriptor, no file read;
  * one allocation, untraced in the tracer's processes), e.g. 64 KiB for a thread that
  * started a session through the API. */
 static bool stack_has_room(size_t room) {
-  extern void *__libc_stack_end;
-  const uintptr_t sp = (uintptr_t)__builtin_frame_address(0), end = (uintptr_t)__libc_stack_end;
-  if (sp <= end && end - sp < ((uintptr_t)1 << 20)) {
+  const uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+  if (cts__on_initial_stack(sp)) {
     struct rlimit lim;
     return getrlimit(RLIMIT_STACK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY ||
            lim.rlim_cur >= room;

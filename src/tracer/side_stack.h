@@ -40,6 +40,16 @@
 #define CTS__HAVE_WALK_STACK 0
 #endif
 
+/* Whether sp lies on the process's initial stack, which grows on demand up to RLIMIT_STACK's
+ * soft value: within 1 MiB below its top (__libc_stack_end, the loader's; the kernel keeps
+ * every other mapping a guard gap of 1 MiB away from it). A thread's stack, a coroutine's or
+ * a sigaltstack is not. Any thread, any time. */
+static inline bool cts__on_initial_stack(uintptr_t sp) {
+  extern void *__libc_stack_end;
+  const uintptr_t top = (uintptr_t)__libc_stack_end;
+  return sp <= top && top - sp < ((uintptr_t)1 << 20);
+}
+
 /* Runs fn(arg) on the side stack when it is free (x86-64, not under a sanitizer); when
  * another thread holds it, on the calling thread's walk stack (below) unless the caller is
  * near its own stack's top (the work then has the room it had before) or the walk stack is

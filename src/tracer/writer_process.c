@@ -441,7 +441,7 @@ static int middle_entry(void *arg) {
  * an intermediate on the program's memory breaks its state (a CHECK failure in its fork
  * handling). Its builds make the intermediate a copy of the program, with no exit signal
  * (the program reaps it later all the same), as does a start on a stack other than the
- * initial one (on_initial_stack). */
+ * initial one (cts__on_initial_stack). */
 #if defined(__SANITIZE_THREAD__)
 #define SHARED_MIDDLE 0
 #elif defined(__has_feature)
@@ -469,16 +469,6 @@ static bool watcher_allowed(void) {
  * fixed size for the writer would have to be as large as a thread's, and a local array
  * reserving one made a traced `/bin/true` under `ulimit -s 64` crash. */
 #define MIDDLE_STACK_GAP (16u * 1024u)
-
-/* Whether this thread runs on the process's initial stack, which grows on demand: within
- * 1 MiB below its top (`__libc_stack_end`, the loader's; the kernel keeps other mappings a
- * guard gap of 1 MiB away from it). Not on a stack a program made itself (a coroutine's),
- * where the intermediate's frames below ours could land on the program's data. */
-static bool on_initial_stack(void) {
-  extern void *__libc_stack_end;
-  const uintptr_t top = (uintptr_t)__libc_stack_end, here = (uintptr_t)__builtin_frame_address(0);
-  return here < top && top - here < ((uintptr_t)1 << 20);
-}
 
 /* Whether the program runs under Valgrind, whose core puts its vgpreload_*.so libraries in
  * the client's LD_PRELOAD. Valgrind runs a CLONE_VM|CLONE_VFORK clone as a fork: the
@@ -528,11 +518,14 @@ int cts__spawn_writer_process(void) {
   cts__spawning_writer = true;
   /* With one thread, no lock of libc's (malloc's, stdio's, the loader's) can be held by
    * another thread, and none runs while the intermediate uses the program's memory. With
-   * more threads, those go on running: a fork() of the program and a wait. */
+   * more threads, those go on running: a fork() of the program and a wait. The shared
+   * intermediate only from the initial stack, which grows on demand: on a stack the program
+   * made itself (a coroutine's) its frames below ours could land on the program's data. */
   const bool lazy = __libc_single_threaded;
   const pid_t middle =
       !lazy ? fork()
-      : SHARED_MIDDLE && on_initial_stack() && !under_valgrind()
+      : SHARED_MIDDLE && cts__on_initial_stack((uintptr_t)__builtin_frame_address(0)) &&
+              !under_valgrind()
           ? clone_shared_middle(&args)
           : (pid_t)syscall(SYS_clone, 0L /* no exit signal */, NULL, NULL, NULL, NULL);
   if (middle == 0) middle_main(args.watch, program, false);
